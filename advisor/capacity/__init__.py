@@ -1,0 +1,58 @@
+"""The capacity pass: a PURE package (no I/O but its own package data, no clock, no network).
+
+Layout (each step usable on its own)::
+
+    models      config.json / preset → ModelArch (layers, heads, KV heads, head_dim, parameters)
+    precision   dtype / quantization → bytes per weight and per KV element
+    hardware    GPU name → GPUSpec (CUDA-reported memory, bandwidth, FLOP/s, interconnect)
+    kv          CapacityInputs → CapacityResult (weights, overhead, KV pool, blocks, tokens, ceiling)
+    perf        roofline: decode step / TPOT / decode tokens/s / prefill seconds
+    queueing    Erlang C, M/M/c wait, replicas needed
+
+Errors raised: :class:`advisor.errors.CapacityError` and its subclasses ``UnknownModelError`` and
+``UnknownGPUError``.
+"""
+
+from advisor.capacity.hardware import GIB, GPUSpec, get_gpu, gpu_names
+from advisor.capacity.kv import (
+    OVERHEAD_PROFILES,
+    CapacityInputs,
+    CapacityResult,
+    OverheadModel,
+    capacity_pass,
+)
+from advisor.capacity.models import ModelArch, get_preset, preset_ids
+from advisor.capacity.perf import (
+    PerfAssumptions,
+    decode_step_seconds,
+    decode_tokens_per_second,
+    prefill_seconds,
+    tpot_seconds,
+)
+from advisor.capacity.precision import kv_bytes_per_element, weight_bytes_per_param
+from advisor.capacity.queueing import erlang_c, mean_queue_wait_seconds, replicas_needed
+
+__all__ = [
+    "GIB",
+    "OVERHEAD_PROFILES",
+    "CapacityInputs",
+    "CapacityResult",
+    "GPUSpec",
+    "ModelArch",
+    "OverheadModel",
+    "PerfAssumptions",
+    "capacity_pass",
+    "decode_step_seconds",
+    "decode_tokens_per_second",
+    "erlang_c",
+    "get_gpu",
+    "get_preset",
+    "gpu_names",
+    "kv_bytes_per_element",
+    "mean_queue_wait_seconds",
+    "prefill_seconds",
+    "preset_ids",
+    "replicas_needed",
+    "tpot_seconds",
+    "weight_bytes_per_param",
+]

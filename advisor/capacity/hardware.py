@@ -1,0 +1,124 @@
+"""Accelerator specs from ``advisor/data/gpus.csv``.
+
+The table carries every row of the shared hardware catalog (``catalog/gpus.csv``, compiled August 2026;
+each row's ``source_urls`` names where every figure was checked, dense tensor rates, decimal TB/s
+bandwidth) plus three columns of ours:
+
+* ``key`` and ``aliases``: lookup names (``h100``, ``h100-sxm``, ``a100-40gb``, ``rtx3090`` …).
+* ``cuda_memory_gib``: the device total **as CUDA reports it** (``torch.cuda.mem_get_info()[1]``, which
+  vLLM prints as ``total_gpu_memory``). This is what ``--gpu-memory-utilization`` multiplies, and it is a
+  little below the marketed size (H100 80GB → 79.15 GiB, A100 40GB → 39.50 GiB, T4 → 14.56 GiB).
+  ``cuda_memory_notes`` says per row whether it was *observed* in a vLLM log or *derived* (and how).
+* one added row, the RTX 3090, which the catalog lacks (GA102 whitepaper; flagged in its notes).
+
+Units in :class:`GPUSpec` are base units: bytes, bytes per second, FLOP/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Final
+
+from advisor.errors import UnknownGPUError
+
+__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_names"]
+
+GIB: Final = 1 << 30
+"""Bytes in one GiB (2³⁰); vLLM's logs print GiB."""
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One accelerator.
+
+    Attributes:
+        name: the catalog name (``NVIDIA H100 SXM``).
+        memory_bytes: device total as CUDA reports it, bytes (``cuda_memory_gib`` × 2³⁰).
+        memory_bandwidth_bytes_per_second: peak memory bandwidth, bytes/s (catalog TB/s × 10¹²).
+        bf16_flops: dense BF16/FP16 tensor peak, FLOP/s (no 2:4 sparsity), or ``None`` when unpublished.
+        fp8_flops: dense FP8 tensor peak, FLOP/s, or ``None`` (no FP8 on the part, or unpublished).
+        interconnect_bytes_per_second: vendor's bidirectional per-GPU GPU-to-GPU figure (NVLink, Infinity
+            Fabric), bytes/s, or ``None`` (PCIe-only parts without a stated figure).
+        source: the row's source URLs and, after `` | ``, how ``memory_bytes`` was obtained.
+        key: the short lookup name (``h100-sxm``).
+    """
+
+    name: str
+    memory_bytes: int
+    memory_bandwidth_bytes_per_second: float
+    bf16_flops: float | None
+    fp8_flops: float | None
+    interconnect_bytes_per_second: float | None
+    source: str
+    key: str = ""
+
+    @property
+    def memory_gib(self) -> float:
+        """``memory_bytes`` in GiB, as vLLM prints ``total_gpu_memory``."""
+        return self.memory_bytes / GIB
+
+
+def _norm(name: str) -> str:
+    n = name.strip().lower()
+    for prefix in ("nvidia ", "amd instinct ", "amd ", "geforce ", "tesla "):
+        n = n.removeprefix(prefix)
+    return "".join(ch for ch in n if ch.isalnum())
+
+
+def _opt(cell: str, scale: float) -> float | None:
+    cell = cell.strip()
+    return float(cell) * scale if cell else None
+
+
+@cache
+def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
+    text = resources.files("advisor").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    specs: dict[str, GPUSpec] = {}
+    lookup: dict[str, str] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        bandwidth = _opt(row["memory_bw_tbps"], 1e12)
+        spec = GPUSpec(
+            name=row["name"],
+            memory_bytes=round(float(row["cuda_memory_gib"]) * GIB),
+            memory_bandwidth_bytes_per_second=bandwidth if bandwidth is not None else float("nan"),
+            bf16_flops=_opt(row["bf16_fp16_dense_tflops"], 1e12),
+            fp8_flops=_opt(row["fp8_dense_tflops"], 1e12),
+            interconnect_bytes_per_second=_opt(row["interconnect_gbps_per_gpu"], 1e9),
+            source=f"{row['source_urls']} | memory: {row['cuda_memory_notes']}",
+            key=row["key"],
+        )
+        specs[spec.name] = spec
+        for alias in [row["key"], row["name"], *row["aliases"].split(";")]:
+            if alias.strip():
+                lookup[_norm(alias)] = spec.name
+    return specs, lookup
+
+
+def gpu_names() -> list[str]:
+    """Every catalog name (``NVIDIA H100 SXM`` …), sorted."""
+    return sorted(_table()[0])
+
+
+def gpu_keys() -> list[str]:
+    """Every short lookup key (``h100-sxm``, ``a100-40gb`` …), sorted."""
+    return sorted(spec.key for spec in _table()[0].values())
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """Look a GPU up by catalog name, short key or alias, ignoring case, spaces, ``-`` and ``_``.
+
+    ``"H100"``, ``"h100-sxm"``, ``"NVIDIA H100 80GB HBM3"`` (the nvidia-smi name) are the H100 SXM;
+    ``"A100"`` means the A100 SXM 80GB; ``"A100-40GB"`` the SXM 40GB.
+
+    Raises:
+        UnknownGPUError: no match; the message lists the known keys.
+    """
+    specs, lookup = _table()
+    found = lookup.get(_norm(name))
+    if found is None:
+        raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(gpu_keys())}")
+    return specs[found]

@@ -1,0 +1,197 @@
+"""Roofline estimates of decode step time, TPOT, decode throughput and prefill time (seconds, tokens/s).
+
+A step costs the larger of its memory time and its compute time, plus tensor-parallel communication::
+
+    t_memory  = bytes read per GPU ÷ (peak bandwidth × memory_bandwidth_efficiency)
+    t_compute = FLOPs per GPU ÷ (peak tensor FLOP/s × compute_efficiency)
+    t_comm    = 2 all-reduces per layer × (latency + ring bytes ÷ (per-direction link × efficiency))
+    step      = max(t_memory, t_compute) + t_comm
+
+Decode reads every weight once per step plus the KV of every running sequence
+(``batch × mean_context × KV bytes/token/GPU``) and performs ``2 × matmul params ÷ TP`` FLOPs per
+sequence plus attention ``4 × layers × heads/TP × head_dim × context`` (QKᵀ and PV). Prefill of ``P``
+tokens performs ``2 × P × matmul params ÷ TP`` plus causal attention ``2 × layers × heads/TP × head_dim ×
+P²``. The roofline model is Williams, Waterman & Patterson, "Roofline: an insightful visual performance
+model" (CACM 2009); its use for LLM inference follows e.g. Pope et al., "Efficiently Scaling Transformer
+Inference" (MLSys 2023). A ring all-reduce moves ``2 (TP − 1) / TP`` of the buffer per GPU (Patarasuk &
+Yuan 2009).
+
+Efficiency factors (:class:`PerfAssumptions`) are *assumptions* to calibrate against measured TPOT/TTFT,
+not measurements: decode kernels typically reach 70–85 % of peak HBM bandwidth and prefill GEMMs 50–70 %
+of dense tensor peak. Ignored: scheduler/CPU overhead per step, prefill–decode interference under chunked
+prefill, speculative decoding, quantization dequant cost. Peak figures come from :class:`GPUSpec` (dense,
+no sparsity); fp8 quantization uses the fp8 peak when the GPU has one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from advisor.capacity.hardware import GPUSpec
+from advisor.capacity.kv import CapacityInputs, kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from advisor.capacity.precision import DTYPE_BYTES
+from advisor.errors import CapacityError
+
+__all__ = [
+    "DEFAULT_ASSUMPTIONS",
+    "PerfAssumptions",
+    "decode_step_seconds",
+    "decode_tokens_per_second",
+    "prefill_seconds",
+    "tpot_seconds",
+]
+
+
+@dataclass(frozen=True)
+class PerfAssumptions:
+    """Efficiency factors of the roofline (dimensionless fractions unless stated).
+
+    Attributes:
+        memory_bandwidth_efficiency: achieved ÷ peak HBM bandwidth in decode (assumed 0.80).
+        compute_efficiency: achieved ÷ peak dense tensor FLOP/s (assumed 0.60, a typical prefill MFU).
+        interconnect_efficiency: achieved ÷ per-direction link bandwidth for all-reduce (assumed 0.70).
+        allreduce_latency_seconds: fixed cost per all-reduce, seconds (assumed 10 µs; NCCL small-message
+            latency on NVLink is of this order).
+        fallback_interconnect_bytes_per_second: per-direction bandwidth when the GPU has no stated
+            interconnect: PCIe Gen4 x16, 32 GB/s (PCI-SIG).
+    """
+
+    memory_bandwidth_efficiency: float = 0.80
+    compute_efficiency: float = 0.60
+    interconnect_efficiency: float = 0.70
+    allreduce_latency_seconds: float = 10e-6
+    fallback_interconnect_bytes_per_second: float = 32e9
+
+
+DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
+
+
+def _peak_flops(inputs: CapacityInputs, gpu: GPUSpec) -> float:
+    if inputs.quantization == "fp8" and gpu.fp8_flops:
+        return gpu.fp8_flops
+    if gpu.bf16_flops:
+        return gpu.bf16_flops
+    raise CapacityError(f"{gpu.name}: no published dense BF16/FP16 tensor rate; cannot estimate compute time")
+
+
+def _bandwidth(gpu: GPUSpec) -> float:
+    bw = gpu.memory_bandwidth_bytes_per_second
+    if not math.isfinite(bw) or bw <= 0:
+        raise CapacityError(f"{gpu.name}: no memory bandwidth in the catalog; cannot estimate memory time")
+    return bw
+
+
+def _matmul_parameters(inputs: CapacityInputs) -> tuple[int, int]:
+    """(parameters in matmuls except the LM head, LM head parameters)."""
+    m = inputs.model
+    lm_head = m.vocab_size * m.hidden_size
+    body = m.num_parameters - m.norm_parameters() - m.embedding_parameters()
+    return body, lm_head
+
+
+def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
+    tp = inputs.tensor_parallel_size
+    if tp == 1:
+        return 0.0
+    link = (
+        gpu.interconnect_bytes_per_second / 2  # catalog figure is bidirectional
+        if gpu.interconnect_bytes_per_second
+        else a.fallback_interconnect_bytes_per_second
+    )
+    buffer = rows * inputs.model.hidden_size * DTYPE_BYTES[inputs.compute_dtype]
+    per_gpu = 2 * (tp - 1) / tp * buffer
+    per_allreduce = a.allreduce_latency_seconds + per_gpu / (link * a.interconnect_efficiency)
+    return 2 * inputs.model.num_layers * per_allreduce
+
+
+def _check(name: str, value: float, minimum: float) -> None:
+    if not math.isfinite(value) or value < minimum:
+        raise CapacityError(f"{name} must be a finite number ≥ {minimum}, got {value}")
+
+
+def decode_step_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    batch: float,
+    mean_context_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds for one decode step of ``batch`` sequences at a mean context of ``mean_context_tokens``.
+
+    Example: Llama-3.1-8B bf16 on one H100-SXM (3.35 TB/s), batch 1, 1,000 tokens of context:
+    (16.09 GB weights + 0.13 GB KV) ÷ (3.35 TB/s × 0.8) ≈ 6.05 ms (memory-bound; compute 0.03 ms).
+
+    Raises:
+        CapacityError: batch < 1 or a negative context; the GPU lacks a bandwidth or FLOP/s figure.
+    """
+    _check("batch", batch, 1.0)
+    _check("mean_context_tokens", mean_context_tokens, 0.0)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    kv_read = batch * mean_context_tokens * kv_bytes_per_token_per_gpu(inputs)
+    bytes_read = weights_bytes_per_gpu(inputs) + kv_read
+    body, lm_head = _matmul_parameters(inputs)
+    flops = batch * (
+        2 * (body + lm_head) / tp
+        + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
+    )
+    t_memory = bytes_read / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
+    t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)
+    return max(t_memory, t_compute) + _allreduce_seconds(inputs, gpu, batch, assumptions)
+
+
+def tpot_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    batch: float,
+    mean_context_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Time per output token, seconds: each running sequence gets one token per decode step, so TPOT =
+    :func:`decode_step_seconds` (without prefill interference)."""
+    return decode_step_seconds(inputs, gpu, batch, mean_context_tokens, assumptions)
+
+
+def decode_tokens_per_second(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    batch: float,
+    mean_context_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Output tokens per second of one replica: ``batch ÷ decode_step_seconds``."""
+    return batch / decode_step_seconds(inputs, gpu, batch, mean_context_tokens, assumptions)
+
+
+def prefill_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT).
+
+    FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
+    causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
+
+    Example: Llama-3.1-8B bf16 on one H100-SXM, 2,000 tokens: 2 × 2000 × 6.98 G + attention 0.07 T ≈ 28 TFLOP
+    ÷ (989.5 TFLOP/s × 0.6) ≈ 48 ms (compute-bound).
+
+    Raises:
+        CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
+    """
+    _check("prompt_tokens", prompt_tokens, 1.0)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    body, lm_head = _matmul_parameters(inputs)
+    flops = (
+        2 * prompt_tokens * body / tp
+        + 2 * lm_head / tp
+        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+    )
+    bytes_moved = weights_bytes_per_gpu(inputs) + prompt_tokens * kv_bytes_per_token_per_gpu(inputs)
+    t_memory = bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
+    t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)
+    return max(t_memory, t_compute) + _allreduce_seconds(inputs, gpu, prompt_tokens, assumptions)

@@ -1,0 +1,276 @@
+"""The ``capacity-advisor`` command.
+
+Sub-commands::
+
+    run           the daemon against the engines in a config file
+    demo          the daemon against a built-in stand-in engine (no engine, no GPU, no network)
+    once          scrape each target twice, evaluate once (ignoring for-durations), print, exit
+    plan          the capacity pass for one configuration
+    check-config  validate a config file, reporting every invalid field
+
+Exit codes: 0 success; 1 runtime failure; 2 invalid input (config, flags, unknown model or GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from advisor import __version__
+from advisor.errors import AdvisorError, CapacityError, ConfigError
+
+log = logging.getLogger("advisor")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def _err(msg: str) -> None:
+    print(f"capacity-advisor: {msg}", file=sys.stderr)
+
+
+# -- check-config --------------------------------------------------------------------------------
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate a config; print every problem with its path, or a one-line summary."""
+    from advisor.config import load_config
+
+    try:
+        cfg = load_config(args.file)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    targets = sum(len(d.targets) for d in cfg.deployments)
+    print(
+        f"{args.file}: valid — {len(cfg.deployments)} deployment(s), {targets} target(s), "
+        f"{len(cfg.receivers)} receiver(s), scrape every {cfg.scrape_interval:g}s, "
+        f"window {cfg.evaluation_window:g}s"
+    )
+    return 0
+
+
+# -- plan ------------------------------------------------------------------------------------------
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print the capacity pass for one configuration."""
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.kv import CapacityInputs, capacity_pass
+    from advisor.config import GIB, resolve_model
+
+    try:
+        model = resolve_model(args.model, Path.cwd())
+        if args.gpu_memory_gib is not None:
+            memory = int(args.gpu_memory_gib * GIB)
+            gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
+        elif args.gpu is not None:
+            spec = get_gpu(args.gpu)
+            memory = spec.memory_bytes
+            gpu_name = spec.name
+        else:
+            _err("plan needs --gpu NAME or --gpu-memory-gib X")
+            return 2
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=memory,
+            tensor_parallel_size=args.tp,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+        )
+        result = capacity_pass(inputs)
+    except CapacityError as exc:
+        _err(str(exc))
+        return 2
+    out = result.as_dict()
+    out["gpu"] = gpu_name
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    gib = float(GIB)
+    rows = [
+        ("model", model.name),
+        ("GPU", f"{gpu_name} × {args.tp} (TP {args.tp}), {memory / gib:.2f} GiB each"),
+        ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
+        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (activations, CUDA graphs, runtime)"),
+        ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
+        ("KV bytes per token", f"{result.kv_cache_bytes_per_token:,} (replica), "
+                               f"{result.kv_cache_bytes_per_token_per_gpu:,} (per GPU)"),
+        ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
+        ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
+        ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    return 0
+
+
+# -- once ------------------------------------------------------------------------------------------
+def _print_human(result_dicts: list[dict[str, Any]]) -> None:
+    for d in result_dicts:
+        s = d["snapshot"]
+        print(f"== {d['name']} ({d['engine']}) — {d['state']}")
+
+        def fmt(v: Any, pct: bool = False) -> str:
+            if v is None:
+                return "unknown"
+            return f"{v:.1%}" if pct else f"{v:g}" if isinstance(v, float) else str(v)
+
+        print(f"   model {s.get('model')}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
+              f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
+              f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}")
+        for t in d["targets"]:
+            if not t["up"]:
+                print(f"   target {t['target']} DOWN: {t['error_reason']} — {t['error']}")
+        for r in d["rules"]:
+            print(f"   rule {r['rule']}: {r['state']} — {r['reason']}")
+        recs = d["recommendations"]
+        if not recs:
+            print("   no recommendation")
+        for r in recs:
+            print(f"   [{r['severity']}] {r['summary']}")
+            print(f"      flag: {r['flag']}")
+            print(f"      {r['description']}")
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    """Scrape each target twice, ``--interval`` seconds apart, evaluate once, print, exit."""
+    from advisor.config import load_config
+    from advisor.exporter import make_registry
+    from advisor.service import Service
+
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if args.interval <= 0:
+        _err("--interval must be positive")
+        return 2
+    cfg = cfg.model_copy(update={"scrape_interval": args.interval, "evaluation_window": args.interval * 2,
+                                 "receivers": []})
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent, ignore_for=True)
+    try:
+        svc.scrape_once()
+        time.sleep(args.interval)
+        svc.scrape_once()
+        result = svc.evaluate_once()
+    finally:
+        svc.close()
+    dicts = [d.as_dict() for d in result.deployments]
+    if args.json:
+        print(json.dumps({"deployments": dicts}, indent=2, default=str))
+    else:
+        _print_human(dicts)
+    return 0
+
+
+# -- run / demo ----------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    """The daemon against the configured engines."""
+    from advisor.config import load_config
+    from advisor.exporter import make_registry
+    from advisor.scheduler import run_daemon
+    from advisor.service import Service, format_transition
+
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    registry, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent,
+                  on_transition=lambda t: print(format_transition(t), flush=True))
+    return run_daemon(svc, registry, args.listen,
+                      on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The same daemon against a built-in stand-in vLLM engine on loopback."""
+    from advisor.demo import run_demo
+
+    return run_demo(args.listen, args.duration, args.speed)
+
+
+# -- parser ------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = argparse.ArgumentParser(prog="capacity-advisor", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the daemon against real engines")
+    run.add_argument("--config", required=True, help="YAML config file")
+    run.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
+    run.set_defaults(func=cmd_run)
+
+    demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
+    demo.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
+    demo.add_argument("--duration", type=float, default=75.0,
+                      help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)")
+    demo.add_argument("--speed", type=float, default=10.0, help="scenario seconds per real second (default 10)")
+    demo.set_defaults(func=cmd_demo)
+
+    once = sub.add_parser("once", help="scrape twice, evaluate once, print and exit")
+    once.add_argument("--config", required=True)
+    once.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
+    once.add_argument("--json", action="store_true")
+    once.set_defaults(func=cmd_once)
+
+    plan = sub.add_parser("plan", help="the capacity pass for one configuration")
+    plan.add_argument("--model", required=True, help="preset id or path to a config.json")
+    plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
+    plan.add_argument("--gpu-memory-gib", type=float, help="GPU memory in GiB (overrides the catalog)")
+    plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    plan.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    plan.add_argument("--max-model-len", type=int, required=True)
+    plan.add_argument("--dtype", default="auto")
+    plan.add_argument("--quantization", default=None)
+    plan.add_argument("--kv-cache-dtype", default="auto")
+    plan.add_argument("--max-num-seqs", type=int, default=256)
+    plan.add_argument("--max-num-batched-tokens", type=int, default=None)
+    plan.add_argument("--block-size", type=int, default=16)
+    plan.add_argument("--json", action="store_true")
+    plan.set_defaults(func=cmd_plan)
+
+    chk = sub.add_parser("check-config", help="validate a config file")
+    chk.add_argument("file")
+    chk.set_defaults(func=cmd_check_config)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``capacity-advisor`` console script."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    try:
+        rc: int = args.func(args)
+    except (ValueError, AdvisorError) as exc:
+        _err(str(exc))
+        return 2
+    except OSError as exc:
+        _err(f"{exc.strerror or exc}")
+        return 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""The configuration file: one validated pydantic model, defaults in one place.
+
+A config reads like this (``deploy/advisor.example.yaml`` has the full example)::
+
+    scrape_interval: 15s
+    evaluation_window: 5m
+    deployments:
+      - name: chat-8b
+        engine: vllm
+        targets: ["http://10.0.0.5:8000/metrics"]
+        model: meta-llama/Llama-3.1-8B-Instruct     # preset id, or a path to a config.json
+        gpu: H100-SXM
+        tensor_parallel_size: 1
+        gpu_memory_utilization: 0.9
+        max_model_len: 8192
+        max_num_seqs: 256
+        slo: {ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.95}
+    receivers:
+      - {name: ops, type: webhook, url: "http://127.0.0.1:9099/hook"}
+
+:func:`load_config` reports *every* invalid field at once, each with its path in the file
+(``deployments[0].slo.target_ratio``), by raising :class:`advisor.errors.ConfigError`.
+Durations accept Prometheus-style strings (``90s``, ``5m``, ``1h30m``) or plain seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from advisor.capacity.hardware import GPUSpec, get_gpu
+from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.models import ModelArch, get_preset
+from advisor.errors import CapacityError, ConfigError
+
+_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
+
+
+def parse_duration(value: object) -> float:
+    """Parse ``15s``, ``5m``, ``1h30m``, ``250ms`` or a number of seconds into seconds (float).
+
+    Raises:
+        ValueError: for anything else, naming the accepted forms.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a duration must be a number of seconds or a string like '15s', '5m', '1h'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            m = _DURATION_RE.match(text)
+            if not text or m is None or not any(m.groups()):
+                raise ValueError(
+                    f"invalid duration {value!r}: use a number of seconds or a string like '15s', '5m', '1h30m'"
+                ) from None
+            h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
+            seconds = h * 3600 + mi * 60 + s + ms / 1000
+    else:
+        raise ValueError("a duration must be a number of seconds or a string like '15s', '5m', '1h'")
+    if seconds <= 0:
+        raise ValueError(f"duration must be positive, got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SLO(_Strict):
+    """Latency targets: a request is *good* when TTFT ≤ ``ttft_seconds`` and TPOT ≤ ``tpot_seconds``;
+    the SLO is met when at least ``target_ratio`` of requests are good (DistServe's goodput definition,
+    Zhong et al., OSDI 2024)."""
+
+    ttft_seconds: float = Field(gt=0, description="time-to-first-token target, seconds")
+    tpot_seconds: float = Field(gt=0, description="time-per-output-token target, seconds")
+    target_ratio: float = Field(default=0.95, gt=0, le=1, description="fraction of requests that must meet both")
+
+
+class Deployment(_Strict):
+    """One served model: its engine, replicas' scrape URLs, and the configuration the engine runs with."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
+    engine: Literal["vllm"] = "vllm"
+    targets: list[str] = Field(min_length=1, description="one /metrics URL per replica")
+    model: str = Field(min_length=1, description="preset id, or a path to a Hugging Face config.json")
+    gpu: str | None = Field(default=None, description="GPU catalog name, e.g. H100-SXM")
+    gpu_memory_gib: float | None = Field(default=None, gt=0, description="overrides the catalog's GPU memory")
+    gpu_count: int | None = Field(default=None, ge=1, description="GPUs per replica; defaults to TP size")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    max_model_len: int = Field(ge=16, le=10_000_000)
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    block_size: int = Field(default=16, ge=1, le=1024)
+    slo: SLO
+
+    @field_validator("targets")
+    @classmethod
+    def _check_targets(cls, targets: list[str]) -> list[str]:
+        for i, url in enumerate(targets):
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"targets[{i}] must be an http(s) URL, got {url!r}")
+        if len(set(targets)) != len(targets):
+            raise ValueError("targets must be unique")
+        return targets
+
+    @model_validator(mode="after")
+    def _gpu_given(self) -> Deployment:
+        if self.gpu is None and self.gpu_memory_gib is None:
+            raise ValueError("set gpu (a catalog name) or gpu_memory_gib")
+        return self
+
+
+class Receiver(_Strict):
+    """A webhook that receives Alertmanager-v4-shaped JSON when a recommendation opens and resolves."""
+
+    name: str = Field(min_length=1)
+    type: Literal["webhook"] = "webhook"
+    url: str = Field(description="secret: never logged in full")
+    send_resolved: bool = True
+    timeout_seconds: Duration = 10.0
+    max_attempts: int = Field(default=5, ge=1, le=50)
+    backoff_seconds: Duration = 1.0
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"must be an http(s) URL, got a value of length {len(url)}")
+        return url
+
+
+class KVSaturationRule(_Strict):
+    """KV pool saturation: usage ≥ ``usage_threshold`` with requests waiting or preemptions rising,
+    continuously for ``for_``. Resolves once usage stays below ``resolve_below`` with nothing waiting
+    (the band between avoids flapping). 0.9 follows vLLM's own guidance that preemption starts as the
+    pool fills (docs/configuration/optimization.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    usage_threshold: float = Field(default=0.9, gt=0, le=1)
+    resolve_below: float = Field(default=0.8, gt=0, le=1)
+    for_: Duration = Field(default=60.0, alias="for")
+
+
+class GoodputRule(_Strict):
+    """Goodput below the SLO's target ratio continuously for ``for_`` → add replicas."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    for_: Duration = Field(default=120.0, alias="for")
+    min_requests: int = Field(default=20, ge=1, description="finished requests the window needs to judge")
+    target_utilization: float = Field(default=0.8, gt=0, lt=1)
+
+
+class RulesConfig(_Strict):
+    """Thresholds of the rule modules."""
+
+    kv_saturation: KVSaturationRule = KVSaturationRule()
+    goodput: GoodputRule = GoodputRule()
+
+
+class ScrapeConfig(_Strict):
+    """How targets are scraped."""
+
+    connect_timeout: Duration = 3.0
+    read_timeout: Duration = 10.0
+    max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+
+
+class Config(_Strict):
+    """The whole configuration file."""
+
+    scrape_interval: Duration = 15.0
+    evaluation_window: Duration = 300.0
+    deployments: list[Deployment] = Field(min_length=1)
+    receivers: list[Receiver] = Field(default_factory=list)
+    rules: RulesConfig = RulesConfig()
+    scrape: ScrapeConfig = ScrapeConfig()
+    state_file: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Config:
+        names = [d.name for d in self.deployments]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"deployment names must be unique: {', '.join(dup)}")
+        rnames = [r.name for r in self.receivers]
+        rdup = sorted({n for n in rnames if rnames.count(n) > 1})
+        if rdup:
+            raise ValueError(f"receiver names must be unique: {', '.join(rdup)}")
+        if self.evaluation_window < self.scrape_interval:
+            raise ValueError("evaluation_window must be at least scrape_interval")
+        return self
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
+    problems = []
+    for e in err.errors(include_url=False):
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        msg = e["msg"].removeprefix("Value error, ")
+        problems.append((_loc(loc), msg))
+    return problems
+
+
+def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
+    """Resolve a deployment's ``model``: a preset id, or a path to a Hugging Face ``config.json``
+    (relative paths are taken from ``base_dir``, the config file's folder).
+
+    Raises:
+        CapacityError: the preset is unknown and no such file exists, or the file is not a usable config.
+    """
+    looks_like_path = model.endswith(".json") or model.startswith((".", "/", "~"))
+    if looks_like_path:
+        path = Path(model).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CapacityError(f"cannot read model config {str(path)!r}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise CapacityError(f"model config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(data, dict):
+            raise CapacityError(f"model config {str(path)!r} must be a JSON object")
+        return ModelArch.from_hf_config(data, name=str(data.get("_name_or_path") or path.parent.name))
+    return get_preset(model)
+
+
+GIB = 1024**3
+
+
+def gpu_spec(dep: Deployment) -> GPUSpec | None:
+    """The catalog entry for ``dep.gpu`` (``None`` when only ``gpu_memory_gib`` is given).
+
+    Raises:
+        UnknownGPUError: the name is not in the catalog.
+    """
+    return get_gpu(dep.gpu) if dep.gpu is not None else None
+
+
+def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityInputs:
+    """Map a deployment to the capacity pass's small parameter object.
+
+    ``gpu_memory_gib`` (GiB = 2^30 bytes) overrides the catalog's device memory.
+
+    Raises:
+        CapacityError: the model or GPU cannot be resolved.
+    """
+    model = resolve_model(dep.model, base_dir)
+    if dep.gpu_memory_gib is not None:
+        memory = int(dep.gpu_memory_gib * GIB)
+    else:
+        spec = gpu_spec(dep)
+        assert spec is not None  # validated: gpu or gpu_memory_gib is set
+        memory = spec.memory_bytes
+    return CapacityInputs(
+        model=model,
+        gpu_memory_bytes=memory,
+        tensor_parallel_size=dep.tensor_parallel_size,
+        gpu_memory_utilization=dep.gpu_memory_utilization,
+        max_model_len=dep.max_model_len,
+        dtype=dep.dtype,
+        quantization=dep.quantization,
+        kv_cache_dtype=dep.kv_cache_dtype,
+        max_num_seqs=dep.max_num_seqs,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        block_size=dep.block_size,
+    )
+
+
+def _semantic_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
+    """Checks needing the catalogs: the model resolves, the GPU is known, the weights fit."""
+    problems: list[tuple[str, str]] = []
+    for i, dep in enumerate(cfg.deployments):
+        where = f"deployments[{i}]"
+        ok = True
+        try:
+            resolve_model(dep.model, base_dir)
+        except CapacityError as exc:
+            problems.append((f"{where}.model", str(exc)))
+            ok = False
+        if dep.gpu is not None and dep.gpu_memory_gib is None:
+            try:
+                get_gpu(dep.gpu)
+            except CapacityError as exc:
+                problems.append((f"{where}.gpu", str(exc)))
+                ok = False
+        if ok:
+            try:
+                capacity_pass(capacity_inputs(dep, base_dir))
+            except CapacityError as exc:
+                problems.append((where, str(exc)))
+    return problems
+
+
+def parse_config(data: Any, source: str = "config", base_dir: Path | None = None) -> Config:
+    """Validate already-loaded YAML data.
+
+    Raises:
+        ConfigError: with every problem found, each ``(path, message)``.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError([("(top level)", "the file must be a YAML mapping")], source)
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_problems_from(err), source) from None
+    problems = _semantic_problems(cfg, base_dir)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or has invalid fields (all of them listed).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([("(file)", f"cannot read: {exc.strerror}")], str(p)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([(where, f"not valid YAML: {problem}")], str(p)) from None
+    return parse_config(data, source=str(p), base_dir=p.parent.resolve())

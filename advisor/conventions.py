@@ -1,0 +1,106 @@
+"""Every name the advisor exports or accepts, in one place.
+
+Metric names follow Prometheus conventions (base units in the name, ``_total`` for counters, no
+colons). Dashboards, rule files and code all import from here so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- exported metric names (prometheus-client appends _total to counters itself) -----------------
+KV_CACHE_USAGE_RATIO: Final = "advisor_kv_cache_usage_ratio"
+KV_CACHE_CAPACITY_TOKENS: Final = "advisor_kv_cache_capacity_tokens"
+CONCURRENCY_CEILING: Final = "advisor_concurrency_ceiling"
+REQUESTS_RUNNING: Final = "advisor_requests_running"
+REQUESTS_WAITING: Final = "advisor_requests_waiting"
+PREEMPTIONS_PER_SECOND: Final = "advisor_preemptions_per_second"
+GOODPUT_RATIO: Final = "advisor_goodput_ratio"
+GOODPUT_RATIO_LOWER: Final = "advisor_goodput_ratio_lower_bound"
+GOODPUT_RATIO_UPPER: Final = "advisor_goodput_ratio_upper_bound"
+GOODPUT_TOKENS_PER_SECOND: Final = "advisor_goodput_tokens_per_second"
+GENERATION_TOKENS_PER_SECOND: Final = "advisor_generation_tokens_per_second"
+TTFT_SECONDS: Final = "advisor_ttft_seconds"
+TPOT_SECONDS: Final = "advisor_tpot_seconds"
+RECOMMENDATION_ACTIVE: Final = "advisor_recommendation_active"
+TARGET_UP: Final = "advisor_target_up"
+SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_errors_total
+LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"
+DEPLOYMENT_STATE: Final = "advisor_deployment_state"
+NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
+BUILD_INFO: Final = "advisor_build_info"
+
+# --- label names ------------------------------------------------------------------------------------
+LABEL_DEPLOYMENT: Final = "deployment"
+LABEL_TARGET: Final = "target"
+LABEL_REASON: Final = "reason"
+LABEL_DIAL: Final = "dial"
+LABEL_ACTION: Final = "action"
+LABEL_SEVERITY: Final = "severity"
+LABEL_RULE: Final = "rule"
+LABEL_QUANTILE: Final = "quantile"
+LABEL_STATE: Final = "state"
+LABEL_RECEIVER: Final = "receiver"
+LABEL_OUTCOME: Final = "outcome"
+
+# --- scrape error reasons ---------------------------------------------------------------------------
+REASON_CONNECTION_REFUSED: Final = "connection_refused"
+REASON_TIMEOUT: Final = "timeout"
+REASON_HTTP_STATUS: Final = "http_status"
+REASON_TOO_LARGE: Final = "too_large"
+REASON_PARSE_ERROR: Final = "parse_error"
+SCRAPE_ERROR_REASONS: Final = (
+    REASON_CONNECTION_REFUSED,
+    REASON_TIMEOUT,
+    REASON_HTTP_STATUS,
+    REASON_TOO_LARGE,
+    REASON_PARSE_ERROR,
+)
+
+# --- data-quality states ------------------------------------------------------------------------------
+STATE_FRESH: Final = "fresh"
+STATE_STALE: Final = "stale"
+STATE_UNAVAILABLE: Final = "unavailable"
+STATES: Final = (STATE_FRESH, STATE_STALE, STATE_UNAVAILABLE)
+
+# --- dial ids -------------------------------------------------------------------------------------------
+DIAL_MAX_NUM_SEQS: Final = "max_num_seqs"
+DIAL_MAX_NUM_BATCHED_TOKENS: Final = "max_num_batched_tokens"
+DIAL_GPU_MEMORY_UTILIZATION: Final = "gpu_memory_utilization"
+DIAL_WEIGHT_QUANTIZATION: Final = "weight_quantization"
+DIAL_KV_CACHE_DTYPE: Final = "kv_cache_dtype"
+DIAL_TENSOR_PARALLEL_SIZE: Final = "tensor_parallel_size"
+DIAL_SPECULATIVE_DECODING: Final = "speculative_decoding"
+DIAL_MAX_MODEL_LEN: Final = "max_model_len"
+DIAL_CHUNKED_PREFILL: Final = "chunked_prefill"
+DIAL_PREFIX_CACHING: Final = "prefix_caching"
+DIAL_ADMISSION_POLICY: Final = "admission_policy"
+DIAL_REPLICAS: Final = "replicas"
+DIAL_INSTANCE_TYPE: Final = "instance_type"
+DIALS: Final = (
+    DIAL_MAX_NUM_SEQS,
+    DIAL_MAX_NUM_BATCHED_TOKENS,
+    DIAL_GPU_MEMORY_UTILIZATION,
+    DIAL_WEIGHT_QUANTIZATION,
+    DIAL_KV_CACHE_DTYPE,
+    DIAL_TENSOR_PARALLEL_SIZE,
+    DIAL_SPECULATIVE_DECODING,
+    DIAL_MAX_MODEL_LEN,
+    DIAL_CHUNKED_PREFILL,
+    DIAL_PREFIX_CACHING,
+    DIAL_ADMISSION_POLICY,
+    DIAL_REPLICAS,
+    DIAL_INSTANCE_TYPE,
+)
+
+ACTIONS: Final = ("increase", "decrease", "enable", "disable", "set")
+SEVERITIES: Final = ("critical", "warning", "info")
+
+# --- rule ids -----------------------------------------------------------------------------------------
+RULE_KV_SATURATION: Final = "kv_saturation"
+RULE_GOODPUT_BELOW_TARGET: Final = "goodput_below_target"
+
+# --- alert names (webhook payload alertname) ----------------------------------------------------------
+ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"
+
+RUNBOOK_BASE: Final = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/docs/runbook.md"

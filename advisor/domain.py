@@ -1,0 +1,231 @@
+"""Immutable domain values shared by every layer.
+
+Nothing here performs I/O or reads the clock. Times are unix seconds passed in by the caller.
+
+Shapes:
+
+* :class:`Sample` — one exposition line: sample name, labels, value.
+* :data:`Exposition` — every sample the source kept from one scrape, keyed by sample name
+  (``vllm:time_to_first_token_seconds_bucket`` and ``..._count`` are separate keys).
+* :class:`Histogram` — one cumulative histogram: ``buckets`` as ``(le, cumulative count)`` sorted by
+  ``le`` with ``+Inf`` last, plus ``count`` and ``sum``.
+* :class:`EngineSnapshot` — what an engine adapter makes of one exposition: the engine-neutral
+  quantities the advisor reasons about. ``None`` always means *unknown* (the engine does not expose it),
+  never zero.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One sample line of the Prometheus text format.
+
+    Attributes:
+        name: the sample name as exposed (``vllm:num_preemptions_total``).
+        labels: label name → value.
+        value: the sample value (may be NaN or ±Inf as the text format allows).
+    """
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+Exposition = Mapping[str, Sequence[Sample]]
+"""Samples of one scrape keyed by sample name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A cumulative Prometheus histogram.
+
+    Attributes:
+        buckets: ``(upper bound, cumulative count)`` pairs sorted by bound; the last bound is ``+Inf``.
+        count: total observations (equals the ``+Inf`` bucket).
+        sum: sum of observed values, in the histogram's unit (seconds for latency families).
+    """
+
+    buckets: tuple[tuple[float, float], ...]
+    count: float
+    sum: float
+
+    def bounds(self) -> tuple[float, ...]:
+        """The bucket upper bounds, ``+Inf`` included."""
+        return tuple(b for b, _ in self.buckets)
+
+    @staticmethod
+    def merge(histograms: Sequence[Histogram]) -> Histogram | None:
+        """Sum histograms that share one set of bounds (DP ranks of one engine).
+
+        Returns ``None`` for an empty input. Raises ``ValueError`` when the bounds differ, since adding
+        buckets of different bounds silently changes every quantile.
+        """
+        if not histograms:
+            return None
+        first = histograms[0].bounds()
+        for h in histograms[1:]:
+            if h.bounds() != first:
+                raise ValueError(f"histogram bounds differ: {first} vs {h.bounds()}")
+        buckets = tuple(
+            (bound, math.fsum(h.buckets[i][1] for h in histograms)) for i, bound in enumerate(first)
+        )
+        return Histogram(
+            buckets=buckets,
+            count=math.fsum(h.count for h in histograms),
+            sum=math.fsum(h.sum for h in histograms),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RankValues:
+    """One data-parallel rank's own values behind a target (vLLM ``engine`` label).
+
+    All counts are raw values as the engine reports them; ``None`` is unknown.
+    """
+
+    rank: str
+    kv_cache_usage_ratio: float | None = None
+    kv_cache_capacity_tokens: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    preemptions_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping of every field."""
+        return {
+            "rank": self.rank,
+            "kv_cache_usage_ratio": self.kv_cache_usage_ratio,
+            "kv_cache_capacity_tokens": self.kv_cache_capacity_tokens,
+            "requests_running": self.requests_running,
+            "requests_waiting": self.requests_waiting,
+            "preemptions_total": self.preemptions_total,
+            "prompt_tokens_total": self.prompt_tokens_total,
+            "generation_tokens_total": self.generation_tokens_total,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSnapshot:
+    """The engine-neutral reading of one scrape of one target.
+
+    Units: ratios 0–1, counts of requests, cumulative token and preemption counters, seconds for
+    histograms. Counters are cumulative since the engine process started (they reset on restart).
+
+    Attributes:
+        engine: adapter id (``vllm``).
+        model: served model name, or ``None`` when the engine has no model label.
+        kv_cache_usage_ratio: fraction of the KV pool held by requests; evictable cached blocks count as
+            free (vLLM ``kv_cache_usage_perc``). Across DP ranks, the capacity-weighted mean (plain mean when
+            capacities are unknown).
+        kv_cache_capacity_tokens: the pool in tokens as the engine reports it, summed over DP ranks.
+        requests_running / requests_waiting: latest gauges summed over DP ranks.
+        preemptions_total / prompt_tokens_total / generation_tokens_total / requests_finished_total:
+            cumulative counters summed over DP ranks.
+        ttft / tpot: cumulative histograms (seconds) summed over ranks; ``ttft_source`` and
+            ``tpot_source`` name the engine family used; ``tpot_is_itl`` is true when the engine has no
+            per-request TPOT histogram and inter-token latency stands in.
+        e2e / queue_time: request latency and queue time histograms where exposed.
+        process_start_time_seconds: engine process start (unix s), for restart detection.
+        engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
+        ranks: per-rank values when more than one rank reports.
+        missing: quantities the adapter looked for and did not find.
+    """
+
+    engine: str
+    model: str | None = None
+    kv_cache_usage_ratio: float | None = None
+    kv_cache_capacity_tokens: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    preemptions_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    requests_finished_total: float | None = None
+    ttft: Histogram | None = None
+    ttft_source: str | None = None
+    tpot: Histogram | None = None
+    tpot_source: str | None = None
+    tpot_is_itl: bool = False
+    e2e: Histogram | None = None
+    queue_time: Histogram | None = None
+    process_start_time_seconds: float | None = None
+    engine_config: Mapping[str, str] = field(default_factory=dict)
+    ranks: tuple[RankValues, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TimedSnapshot:
+    """A snapshot with the unix time it was scraped at, and the target it came from."""
+
+    target: str
+    timestamp: float
+    snapshot: EngineSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """An open (or resolved) recommendation: one dial turn for one deployment.
+
+    ``id`` is stable while the recommendation stays open and doubles as the notification fingerprint.
+    ``predicted_effect`` maps a quantity to ``{"before": x, "after": y}``; ``evidence`` maps metric names
+    to the values seen, with ``window_seconds``. Times are unix seconds.
+    """
+
+    id: str
+    deployment: str
+    rule: str
+    dial: str
+    action: str
+    current: Any
+    suggested: Any
+    flag: str
+    severity: str
+    confidence: float
+    summary: str
+    description: str
+    runbook: str
+    opened_at: float
+    predicted_effect: Mapping[str, Mapping[str, Any]]
+    evidence: Mapping[str, Any]
+    rank: int = 0
+    resolved_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping with every field (``opened_at``/``resolved_at`` as RFC 3339 strings and
+        unix seconds)."""
+        return {
+            "id": self.id,
+            "deployment": self.deployment,
+            "rule": self.rule,
+            "dial": self.dial,
+            "action": self.action,
+            "current": self.current,
+            "suggested": self.suggested,
+            "flag": self.flag,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "description": self.description,
+            "runbook": self.runbook,
+            "opened_at": rfc3339(self.opened_at),
+            "opened_at_seconds": self.opened_at,
+            "resolved_at": rfc3339(self.resolved_at) if self.resolved_at is not None else None,
+            "rank": self.rank,
+            "predicted_effect": {k: dict(v) for k, v in self.predicted_effect.items()},
+            "evidence": dict(self.evidence),
+        }
+
+
+def rfc3339(ts: float) -> str:
+    """Unix seconds → ``2026-11-30T10:00:00Z``."""
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,52 @@
+"""The advisor's exception tree.
+
+::
+
+    AdvisorError
+     ├── ConfigError            a configuration file or value is invalid (carries every problem)
+     ├── CapacityError          the capacity pass cannot be computed (model does not fit, bad input)
+     │    └── UnknownModelError   no preset and no readable config.json for a model id
+     │    └── UnknownGPUError     a GPU name not in the catalog
+     ├── ParseError             an exposition could not be parsed
+     └── StateError             the state file is unreadable or of another version
+
+Sources never raise into the loop: a failed scrape becomes a recorded error with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class AdvisorError(Exception):
+    """Base of every error the advisor raises on purpose."""
+
+
+class ConfigError(AdvisorError):
+    """Invalid configuration. ``problems`` lists ``(path, message)`` for every invalid field."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]], source: str = "config") -> None:
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  {path}: {msg}" for path, msg in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} invalid field(s)\n{lines}")
+
+
+class CapacityError(AdvisorError):
+    """The capacity pass cannot be computed for these inputs."""
+
+
+class UnknownModelError(CapacityError):
+    """A model id with no preset and no readable config.json."""
+
+
+class UnknownGPUError(CapacityError):
+    """A GPU name that is not in the catalog (and no memory override was given)."""
+
+
+class ParseError(AdvisorError):
+    """An exposition could not be parsed."""
+
+
+class StateError(AdvisorError):
+    """The state file is unreadable or was written by another version."""

@@ -1,0 +1,140 @@
+"""The advisor's own ``/metrics``: a prometheus-client collector over the latest :class:`CycleResult`.
+
+The collector reads one immutable result per scrape, so a scrape never sees half a cycle. It registers
+on an injected :class:`~prometheus_client.CollectorRegistry` (tests use a fresh one each). Unknown
+values are omitted, never exported as 0. A recommendation that resolved keeps its
+``advisor_recommendation_active`` series at 0, so dashboards and alerts see the transition rather than a
+vanishing series.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from advisor import __version__
+from advisor import conventions as c
+from advisor.results import CycleResult
+from advisor.redact import redact_url
+
+
+class AdvisorCollector(Collector):
+    """Yields the advisory gauges for the latest cycle. Thread-safe: ``publish`` swaps one reference."""
+
+    def __init__(self) -> None:
+        self._result: CycleResult | None = None
+        self._seen_recs: set[tuple[str, str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    def publish(self, result: CycleResult) -> None:
+        """Make ``result`` the one the next scrape reports."""
+        with self._lock:
+            self._result = result
+            for d in result.deployments:
+                for r in d.recommendations:
+                    self._seen_recs.add((d.name, r.dial, r.action, r.severity))
+
+    def collect(self) -> Iterator[Metric]:
+        """Called by prometheus-client on each scrape of ``/metrics``."""
+        with self._lock:
+            res = self._result
+            seen = set(self._seen_recs)
+        dep = [c.LABEL_DEPLOYMENT]
+
+        def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=labels if labels is not None else dep)
+
+        info = gauge(c.BUILD_INFO, "Build information of the advisor (value 1).", ["version"])
+        info.add_metric([__version__], 1.0)
+        yield info
+        if res is None:
+            return
+        usage = gauge(c.KV_CACHE_USAGE_RATIO, "KV-cache usage 0-1 (evictable cache counts as free), capacity-weighted over replicas.")
+        cap = gauge(c.KV_CACHE_CAPACITY_TOKENS, "KV pool in tokens summed over replicas, as the engines report it.")
+        ceil = gauge(c.CONCURRENCY_CEILING, "Sequences at max-model-len the answering replicas can hold in their KV pools.")
+        running = gauge(c.REQUESTS_RUNNING, "Requests running, summed over replicas.")
+        waiting = gauge(c.REQUESTS_WAITING, "Requests waiting, summed over replicas.")
+        preempt = gauge(c.PREEMPTIONS_PER_SECOND, "Preemptions per second over the evaluation window.")
+        good = gauge(c.GOODPUT_RATIO, "Estimated fraction of requests meeting both TTFT and TPOT targets over the window.")
+        good_lo = gauge(c.GOODPUT_RATIO_LOWER, "Lower (Frechet) bound of the goodput ratio.")
+        good_hi = gauge(c.GOODPUT_RATIO_UPPER, "Upper (Frechet) bound of the goodput ratio.")
+        good_tps = gauge(c.GOODPUT_TOKENS_PER_SECOND, "Generation tokens per second times the goodput ratio.")
+        gen_tps = gauge(c.GENERATION_TOKENS_PER_SECOND, "Generation tokens per second over the window.")
+        state = gauge(c.DEPLOYMENT_STATE, "Data-quality state of the deployment (1 for the current state).",
+                      [c.LABEL_DEPLOYMENT, c.LABEL_STATE])
+        up = gauge(c.TARGET_UP, "1 if the last scrape of the target succeeded, else 0 (as Prometheus's up).",
+                   [c.LABEL_DEPLOYMENT, c.LABEL_TARGET])
+        active = gauge(c.RECOMMENDATION_ACTIVE, "1 while a recommendation for this dial is open, 0 after it resolved.",
+                       [c.LABEL_DEPLOYMENT, c.LABEL_DIAL, c.LABEL_ACTION, c.LABEL_SEVERITY])
+        open_keys: set[tuple[str, str, str, str]] = set()
+        for d in res.deployments:
+            s = d.snapshot
+            labels = [d.name]
+            for fam, value in (
+                (usage, s.get("kv_cache_usage_ratio")),
+                (cap, s.get("kv_cache_capacity_tokens")),
+                (ceil, d.concurrency_ceiling()),
+                (running, s.get("requests_running")),
+                (waiting, s.get("requests_waiting")),
+                (preempt, s.get("preemptions_per_second")),
+                (good, d.evaluation.goodput.ratio),
+                (good_lo, d.evaluation.goodput.lower),
+                (good_hi, d.evaluation.goodput.upper),
+                (good_tps, d.evaluation.goodput_tokens_per_second),
+                (gen_tps, s.get("generation_tokens_per_second")),
+            ):
+                if value is not None:
+                    fam.add_metric(labels, float(value))
+            for st in c.STATES:
+                state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
+            for t in d.targets:
+                up.add_metric([d.name, redact_url(t.url)], 1.0 if t.up else 0.0)
+            for r in d.recommendations:
+                open_keys.add((d.name, r.dial, r.action, r.severity))
+        for key in sorted(seen | open_keys):
+            active.add_metric(list(key), 1.0 if key in open_keys else 0.0)
+        yield from (usage, cap, ceil, running, waiting, preempt, good, good_lo, good_hi, good_tps, gen_tps,
+                    state, up, active)
+
+        errors = CounterMetricFamily(c.SCRAPE_ERRORS, "Failed scrapes of a target by reason.",
+                                     labels=[c.LABEL_DEPLOYMENT, c.LABEL_TARGET, c.LABEL_REASON])
+        for (dname, target, reason), n in sorted(res.scrape_errors.items()):
+            errors.add_metric([dname, redact_url(target), reason], float(n))
+        yield errors
+        last = GaugeMetricFamily(c.LAST_EVALUATION_TIMESTAMP, "Unix time of the last completed evaluation cycle.")
+        last.add_metric([], res.timestamp)
+        yield last
+
+
+class SelfMetrics:
+    """The advisor's own operational metrics (cycle and step durations, notifications)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.step_seconds = Histogram(
+            "advisor_cycle_step_duration_seconds",
+            "Duration of each named step of an evaluation cycle.",
+            ["step"],
+            registry=registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.cycles = Counter("advisor_cycles", "Evaluation cycles completed.", registry=registry)
+        self.cycle_failures = Counter(
+            "advisor_cycle_failures", "Evaluation cycles (or one deployment's part of one) that failed.",
+            ["deployment"], registry=registry,
+        )
+        self.notifications = Counter(
+            c.NOTIFICATIONS, "Notifications by receiver and outcome (sent, failed, dropped).",
+            [c.LABEL_RECEIVER, c.LABEL_OUTCOME], registry=registry,
+        )
+
+
+def make_registry() -> tuple[CollectorRegistry, AdvisorCollector, SelfMetrics]:
+    """A fresh registry with the advisory collector and self-metrics registered on it."""
+    registry = CollectorRegistry(auto_describe=True)
+    collector = AdvisorCollector()
+    registry.register(collector)
+    return registry, collector, SelfMetrics(registry)

@@ -1,0 +1,1 @@
+"""Notifications: the payload (pure) and the senders."""

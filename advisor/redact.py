@@ -1,0 +1,73 @@
+"""Redaction of secrets in URLs before they reach logs, labels, the API or the status page.
+
+Receiver and target URLs can carry credentials (``https://user:token@host/``) or tokens in the path
+or query (Slack incoming webhooks, ``?api_key=``). As Alertmanager's notifiers do, nothing but the
+scheme, host and port of a secret URL is ever shown.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+
+def redact_url(url: str) -> str:
+    """Drop user-info and the query string; keep scheme, host, port and path.
+
+    >>> redact_url("http://u:p@h:9/metrics?token=x")
+    'http://h:9/metrics'
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparseable url>"
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def redact_secret_url(url: str) -> str:
+    """For URLs that are secrets as a whole (webhook receivers): scheme, host and port only.
+
+    >>> redact_secret_url("https://hooks.slack.com/services/T0/B0/XXXX")
+    'https://hooks.slack.com/<redacted>'
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparseable url>"
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return f"{parts.scheme}://{netloc}/<redacted>"
+
+
+class _Urllib3RequestLineFilter:
+    """Replaces the request target in urllib3's debug line (``"POST /path?query HTTP/1.1"``) with
+    ``<redacted>``: paths and queries of webhook URLs are secrets."""
+
+    def filter(self, record: object) -> bool:
+        import logging
+
+        if isinstance(record, logging.LogRecord) and isinstance(record.args, tuple) and len(record.args) >= 5:
+            args = list(record.args)
+            if isinstance(args[4], str) and args[4].startswith("/"):
+                args[4] = "<redacted>"
+                record.args = tuple(args)
+        return True
+
+
+_FILTER = _Urllib3RequestLineFilter()
+
+
+def install_urllib3_redaction() -> None:
+    """Attach the request-line filter to urllib3's connection-pool logger (idempotent)."""
+    import logging
+
+    logger = logging.getLogger("urllib3.connectionpool")
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)

@@ -1,0 +1,68 @@
+"""The immutable result of one evaluation cycle, published by the service and read by the exporter,
+the HTTP API and the CLI. Replaced whole each cycle, so readers never see a half-written cycle."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.capacity.kv import CapacityResult
+from advisor.domain import Recommendation
+from advisor.evaluate import TargetView
+from advisor.rules.base import Evaluation
+from advisor.rules.lifecycle import RuleStatus
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentResult:
+    """One deployment after one cycle."""
+
+    name: str
+    engine: str
+    state: str
+    evaluation: Evaluation
+    snapshot: Mapping[str, Any]
+    capacity: CapacityResult
+    targets: tuple[TargetView, ...]
+    recommendations: tuple[Recommendation, ...]
+    rule_statuses: tuple[RuleStatus, ...]
+
+    def concurrency_ceiling(self) -> float | None:
+        """Sequences at max-model-len the replicas that answered can hold together, from the engine's
+        reported pool when known, else the capacity pass (``None`` when no replica answered)."""
+        ev = self.evaluation
+        if ev.replicas_up == 0 or ev.kv_capacity_tokens is None:
+            return None
+        return ev.kv_capacity_tokens / self.capacity.max_model_len * ev.replicas_up
+
+    def as_dict(self) -> dict[str, Any]:
+        """The deployment object of ``once --json`` and ``/api/v1/deployments``."""
+        return {
+            "name": self.name,
+            "engine": self.engine,
+            "state": self.state,
+            "snapshot": dict(self.snapshot),
+            "capacity": self.capacity.as_dict(),
+            "concurrency_ceiling": self.concurrency_ceiling(),
+            "targets": [
+                {
+                    "target": t.url,
+                    "up": t.up,
+                    "error_reason": t.error_reason,
+                    "error": t.error_message,
+                }
+                for t in self.targets
+            ],
+            "rules": [{"rule": s.rule, "state": s.state, "reason": s.reason} for s in self.rule_statuses],
+            "recommendations": [r.as_dict() for r in self.recommendations],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """Every deployment after one cycle, the cycle's unix time, and cumulative scrape errors."""
+
+    timestamp: float
+    deployments: tuple[DeploymentResult, ...] = ()
+    scrape_errors: Mapping[tuple[str, str, str], int] = field(default_factory=dict)

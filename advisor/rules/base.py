@@ -1,0 +1,142 @@
+"""What a rule module sees and what it returns.
+
+A rule is pure: it reads an :class:`Evaluation` (one deployment's window of telemetry, its configuration
+and its capacity pass, at time ``now``) and answers two questions:
+
+* :meth:`Rule.condition` — does the state it recognizes hold (``True``), clearly not hold (``False``),
+  or can it not tell (``None``, with the reason)? Conditions have a *fire* side and a *clear* side so
+  that a hysteresis band between them keeps a recommendation from flapping.
+* :meth:`Rule.propose` — the dial turns that address the state, each a :class:`Proposal` with the
+  predicted effect from re-running the capacity pass with that dial turned.
+
+Timing (for-durations, resolving, ids) is not the rule's business: :mod:`advisor.rules.lifecycle`
+does it for every rule alike, as Prometheus's rule manager does for alerting rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from advisor.capacity.hardware import GPUSpec
+from advisor.capacity.kv import CapacityInputs, CapacityResult
+from advisor.telemetry import FractionBelow, GoodputEstimate, WindowStats
+
+
+@dataclass(frozen=True, slots=True)
+class SLOTargets:
+    """TTFT and TPOT targets in seconds and the fraction of requests that must meet both."""
+
+    ttft_seconds: float
+    tpot_seconds: float
+    target_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentContext:
+    """A deployment as the rules need it: engine, SLO, capacity inputs and result, replica count."""
+
+    name: str
+    engine: str
+    slo: SLOTargets
+    inputs: CapacityInputs
+    capacity: CapacityResult
+    gpu: GPUSpec | None
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One deployment at one evaluation.
+
+    Attributes:
+        ctx: configuration and capacity pass.
+        state: ``fresh``, ``stale`` or ``unavailable`` (rules only fire on ``fresh``).
+        stats: the window's telemetry combined over replicas that answered (``None`` when none did).
+        replicas_up: replicas whose last scrape succeeded.
+        kv_capacity_tokens: the pool per replica in tokens — the engine's own report when known, else the
+            capacity pass's prediction.
+        kv_capacity_source: ``engine`` or ``model``.
+        ttft_ok / tpot_ok: fraction of the window's requests within each target.
+        goodput: the joint estimate from the two fractions.
+        goodput_tokens_per_second: generation tokens/s × goodput ratio.
+        samples: scrapes that fell in the window (over all replicas), for confidence.
+        expected_samples: scrapes the window would hold at the configured interval.
+        now: unix seconds.
+    """
+
+    ctx: DeploymentContext
+    state: str
+    stats: WindowStats | None
+    replicas_up: int
+    kv_capacity_tokens: float | None
+    kv_capacity_source: str
+    ttft_ok: FractionBelow | None
+    tpot_ok: FractionBelow | None
+    goodput: GoodputEstimate
+    goodput_tokens_per_second: float | None
+    samples: int
+    expected_samples: int
+    now: float
+
+    def coverage(self) -> float:
+        """Fraction of the window's expected scrapes that arrived, 0–1."""
+        if self.expected_samples <= 0:
+            return 0.0
+        return min(1.0, self.samples / self.expected_samples)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A rule's reading of the state: ``holds`` is True, False, or None when the rule cannot tell."""
+
+    holds: bool | None
+    reason: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One dial turn a rule proposes.
+
+    ``predicted_effect`` maps a quantity (``kv_cache_tokens``, ``concurrency_ceiling``, ``replicas``,
+    ``queue_wait_seconds`` …) to ``{"before": x, "after": y}``. ``score`` ranks competing proposals:
+    predicted gain per unit of cost (higher first).
+    """
+
+    rule: str
+    dial: str
+    action: str
+    current: Any
+    suggested: Any
+    flag: str
+    severity: str
+    confidence: float
+    summary: str
+    description: str
+    predicted_effect: Mapping[str, Mapping[str, Any]]
+    evidence: Mapping[str, Any]
+    score: float
+
+
+class Rule(Protocol):
+    """The rule-module protocol. ``id`` is stable; ``for_seconds`` is how long the fire side must hold."""
+
+    id: str
+
+    def for_seconds(self) -> float:
+        """Seconds the fire condition must hold continuously before recommendations open."""
+        ...
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """The fire side: the recognized state holds."""
+        ...
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """The clear side: the state is over (stricter than ``not fires`` — the hysteresis band)."""
+        ...
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Dial turns for the state, best first."""
+        ...

@@ -1,0 +1,188 @@
+"""Opening and resolving recommendations: for-durations, hysteresis, one open recommendation per dial.
+
+Pure: the caller passes ``now``. The semantics follow Prometheus alerting rules
+(``rules/alerting.go``): a condition that holds starts *pending*; it opens once it has held
+continuously for the rule's for-duration; a pending condition that stops holding resets. Unlike
+Prometheus, an open recommendation resolves only when the rule's *clear* side holds (a stricter
+condition), so a value hovering at a threshold does not flap; and it never resolves because the data
+went stale or unavailable — it waits for fresh data.
+
+Each evaluation returns the :class:`Transition` list (opened / resolved) for notifiers and logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from advisor import conventions as c
+from advisor.domain import Recommendation
+from advisor.rules.base import Evaluation, Proposal, Rule
+
+MAX_OPEN_PER_RULE = 3
+"""At most this many dial turns open per (deployment, rule): the best-ranked ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """``kind`` is ``opened`` or ``resolved``."""
+
+    kind: str
+    recommendation: Recommendation
+
+
+@dataclass(frozen=True, slots=True)
+class RuleStatus:
+    """Why a rule did or did not act at the last evaluation (for ``once`` and the API)."""
+
+    rule: str
+    deployment: str
+    state: str  # firing | pending | inactive | unknown
+    reason: str
+
+
+@dataclass
+class _RuleState:
+    pending_since: float | None = None
+    open: dict[str, Recommendation] = field(default_factory=dict)  # dial -> recommendation
+
+
+def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -> str:
+    """A stable id: the first 16 hex digits of SHA-256 over deployment, rule, dial and opening time."""
+    raw = f"{deployment}\x00{rule}\x00{dial}\x00{opened_at:.3f}".encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _from_proposal(p: Proposal, deployment: str, now: float, rank: int) -> Recommendation:
+    return Recommendation(
+        id=recommendation_id(deployment, p.rule, p.dial, now),
+        deployment=deployment,
+        rule=p.rule,
+        dial=p.dial,
+        action=p.action,
+        current=p.current,
+        suggested=p.suggested,
+        flag=p.flag,
+        severity=p.severity,
+        confidence=p.confidence,
+        summary=p.summary,
+        description=p.description,
+        runbook=f"{c.RUNBOOK_BASE}#{p.rule.replace('_', '-')}",
+        opened_at=now,
+        predicted_effect=p.predicted_effect,
+        evidence=p.evidence,
+        rank=rank,
+    )
+
+
+class Lifecycle:
+    """Holds pending and open state for every (deployment, rule). Not thread-safe: one loop owns it."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = list(rules)
+        self._state: dict[tuple[str, str], _RuleState] = {}
+        self.statuses: dict[tuple[str, str], RuleStatus] = {}
+
+    def open_recommendations(self, deployment: str | None = None) -> list[Recommendation]:
+        """Open recommendations, best-ranked first within each deployment."""
+        out = [
+            r
+            for (dep, _), st in self._state.items()
+            if deployment is None or dep == deployment
+            for r in st.open.values()
+        ]
+        return sorted(out, key=lambda r: (r.deployment, r.rank, r.opened_at))
+
+    def restore(self, recommendations: Sequence[Recommendation]) -> None:
+        """Re-open recommendations from a state file, so a restart neither re-fires nor forgets."""
+        for r in recommendations:
+            st = self._state.setdefault((r.deployment, r.rule), _RuleState())
+            st.open[r.dial] = r
+            st.pending_since = r.opened_at
+
+    def evaluate(self, ev: Evaluation, ignore_for: bool = False) -> list[Transition]:
+        """Run every rule against one deployment's evaluation; return what opened and resolved."""
+        transitions: list[Transition] = []
+        dep = ev.ctx.name
+        for rule in self.rules:
+            key = (dep, rule.id)
+            st = self._state.setdefault(key, _RuleState())
+            if ev.state != c.STATE_FRESH:
+                st.pending_since = None
+                self.statuses[key] = RuleStatus(
+                    rule.id, dep, "unknown", f"not evaluated: data is {ev.state}"
+                )
+                continue
+            if st.open:
+                transitions += self._maybe_resolve(rule, ev, st)
+                if st.open:
+                    self._refresh(rule, ev, st)
+                    self.statuses[key] = RuleStatus(rule.id, dep, "firing", "open")
+                    continue
+            fire = rule.fires(ev)
+            if fire.holds is None:
+                st.pending_since = None
+                self.statuses[key] = RuleStatus(rule.id, dep, "unknown", f"could not run: {fire.reason}")
+                continue
+            if not fire.holds:
+                st.pending_since = None
+                self.statuses[key] = RuleStatus(rule.id, dep, "inactive", fire.reason)
+                continue
+            if st.pending_since is None:
+                st.pending_since = ev.now
+            held = ev.now - st.pending_since
+            if not ignore_for and held < rule.for_seconds():
+                self.statuses[key] = RuleStatus(
+                    rule.id, dep, "pending", f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
+                )
+                continue
+            transitions += self._open(rule, ev, st)
+            self.statuses[key] = RuleStatus(rule.id, dep, "firing" if st.open else "inactive", fire.reason)
+        return transitions
+
+    def _taken_dials(self, deployment: str, rule_id: str) -> set[str]:
+        return {
+            dial
+            for (dep, rid), st in self._state.items()
+            if dep == deployment and rid != rule_id
+            for dial in st.open
+        }
+
+    def _open(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:
+        taken = self._taken_dials(ev.ctx.name, rule.id)
+        proposals = [p for p in rule.propose(ev) if p.dial not in taken]
+        proposals.sort(key=lambda p: -p.score)
+        out = []
+        for rank, p in enumerate(proposals[:MAX_OPEN_PER_RULE]):
+            rec = _from_proposal(p, ev.ctx.name, ev.now, rank)
+            st.open[p.dial] = rec
+            out.append(Transition("opened", rec))
+        return out
+
+    def _refresh(self, rule: Rule, ev: Evaluation, st: _RuleState) -> None:
+        """Keep open recommendations' numbers current without changing their ids or opening times."""
+        for p in rule.propose(ev):
+            old = st.open.get(p.dial)
+            if old is not None:
+                st.open[p.dial] = replace(
+                    old,
+                    current=p.current,
+                    suggested=p.suggested,
+                    flag=p.flag,
+                    severity=p.severity,
+                    confidence=p.confidence,
+                    summary=p.summary,
+                    description=p.description,
+                    predicted_effect=p.predicted_effect,
+                    evidence=p.evidence,
+                )
+
+    def _maybe_resolve(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:
+        clear = rule.clears(ev)
+        if not clear.holds:
+            return []
+        out = [Transition("resolved", replace(r, resolved_at=ev.now)) for r in st.open.values()]
+        st.open.clear()
+        st.pending_since = None
+        return out

@@ -1,0 +1,66 @@
+"""Dial turns as re-runs of the capacity pass.
+
+Every predicted effect a rule reports comes from here: the deployment's :class:`CapacityInputs` with one
+dial turned, run through :func:`advisor.capacity.kv.capacity_pass` — the same function
+``capacity-advisor plan`` prints, so an operator can reproduce every "after" number with ``plan``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from advisor import conventions as c
+from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass
+from advisor.errors import CapacityError
+
+_FIELD_FOR_DIAL = {
+    c.DIAL_KV_CACHE_DTYPE: "kv_cache_dtype",
+    c.DIAL_GPU_MEMORY_UTILIZATION: "gpu_memory_utilization",
+    c.DIAL_WEIGHT_QUANTIZATION: "quantization",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "tensor_parallel_size",
+    c.DIAL_MAX_MODEL_LEN: "max_model_len",
+    c.DIAL_MAX_NUM_SEQS: "max_num_seqs",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "max_num_batched_tokens",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One dial turned: the inputs and capacity pass before and after."""
+
+    dial: str
+    before_inputs: CapacityInputs
+    after_inputs: CapacityInputs
+    before: CapacityResult
+    after: CapacityResult
+
+    def kv_gain_ratio(self) -> float:
+        """KV tokens per replica after ÷ before (1.0 when the pool did not change)."""
+        return self.after.kv_cache_tokens / self.before.kv_cache_tokens if self.before.kv_cache_tokens else 1.0
+
+
+def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
+    """Re-run the capacity pass with ``dial`` set to ``value``.
+
+    Returns ``None`` when the turned configuration does not fit (weights exceed the budget) — a turn
+    that cannot run is no advice. Raises ``KeyError`` for a dial the capacity pass does not model.
+    """
+    field_name = _FIELD_FOR_DIAL[dial]
+    after_inputs = dataclasses.replace(inputs, **{field_name: value})
+    try:
+        before = capacity_pass(inputs)
+        after = capacity_pass(after_inputs)
+    except CapacityError:
+        return None
+    return Turn(dial, inputs, after_inputs, before, after)
+
+
+def effect(before: float | None, after: float | None) -> dict[str, float | None]:
+    """``{"before": x, "after": y}`` with floats rounded to 4 significant decimals for readability."""
+
+    def r(v: float | None) -> float | None:
+        return None if v is None else round(float(v), 4)
+
+    return {"before": r(before), "after": r(after)}

@@ -1,0 +1,295 @@
+"""The composition root: wires config, sources, adapters, rules, exporter and notifiers.
+
+:meth:`Service.run_once` is a readable list of named steps, each timed into
+``advisor_cycle_step_duration_seconds{step}``::
+
+    scrape → normalize → evaluate → rules → publish → notify
+
+One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
+never stops the others; one deployment's failure is logged, counted and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import requests
+
+from advisor import conventions as c
+from advisor.capacity.kv import capacity_pass
+from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
+from advisor.domain import TimedSnapshot
+from advisor.engines import get_adapter
+from advisor.engines.base import EngineAdapter
+from advisor.errors import ParseError
+from advisor.evaluate import TargetView, evaluate_deployment
+from advisor.exporter import AdvisorCollector, SelfMetrics
+from advisor.notify.payload import webhook_message
+from advisor.notify.webhook import DeliveryOutcome, WebhookSender
+from advisor.redact import redact_url
+from advisor.results import CycleResult, DeploymentResult
+from advisor.rules.base import DeploymentContext, Rule, SLOTargets
+from advisor.rules.goodput import GoodputRule
+from advisor.rules.kv_saturation import KVSaturationRule
+from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.sources.exposition import parse_exposition
+from advisor.sources.scrape import ScrapeResult, scrape
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Target:
+    url: str
+    session: requests.Session = field(default_factory=requests.Session)
+    history: deque[TimedSnapshot] = field(default_factory=deque)
+    up: bool = False
+    error_reason: str | None = None
+    error_message: str | None = None
+
+    def view(self) -> TargetView:
+        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history))
+
+
+@dataclass
+class _Deployment:
+    spec: Deployment
+    ctx: DeploymentContext
+    adapter: EngineAdapter
+    targets: list[_Target]
+
+
+def build_rules(cfg: Config) -> list[Rule]:
+    """The rule modules with their thresholds from the config."""
+    r = cfg.rules
+    return [
+        KVSaturationRule(r.kv_saturation.usage_threshold, r.kv_saturation.resolve_below, r.kv_saturation.for_),
+        GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization),
+    ]
+
+
+def deployment_context(dep: Deployment, base_dir: Path | None = None) -> DeploymentContext:
+    """Map a configured deployment to the rules' context (runs the capacity pass).
+
+    Raises:
+        CapacityError: the model or GPU cannot be resolved, or the weights do not fit.
+    """
+    inputs = capacity_inputs(dep, base_dir)
+    return DeploymentContext(
+        name=dep.name,
+        engine=dep.engine,
+        slo=SLOTargets(dep.slo.ttft_seconds, dep.slo.tpot_seconds, dep.slo.target_ratio),
+        inputs=inputs,
+        capacity=capacity_pass(inputs),
+        gpu=gpu_spec(dep),
+        replicas=len(dep.targets),
+    )
+
+
+def format_transition(t: Transition) -> str:
+    """One readable line per transition: what, why, the numbers, the dial and the flag."""
+    r = t.recommendation
+    when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
+    if t.kind == "resolved":
+        return f"[{when}] RESOLVED {r.deployment} {r.rule}/{r.dial} (id {r.id}): the condition cleared."
+    effects = ", ".join(
+        f"{k} {v.get('before')} → {v.get('after')}" for k, v in list(r.predicted_effect.items())[:3]
+    )
+    return (
+        f"[{when}] OPENED {r.severity.upper()} {r.summary} | flag: {r.flag} | "
+        f"predicted: {effects} | confidence {r.confidence:.2f} | id {r.id}"
+    )
+
+
+class Service:
+    """Holds runtime state across cycles; ``run_once`` does one cycle."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        collector: AdvisorCollector,
+        metrics: SelfMetrics,
+        base_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        ignore_for: bool = False,
+        on_transition: Callable[[Transition], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.collector = collector
+        self.metrics = metrics
+        self.clock = clock
+        self.ignore_for = ignore_for
+        self.on_transition = on_transition
+        self.lifecycle = Lifecycle(build_rules(cfg))
+        self.deployments = [
+            _Deployment(d, deployment_context(d, base_dir), get_adapter(d.engine), [_Target(u) for u in d.targets])
+            for d in cfg.deployments
+        ]
+        self.scrape_errors: dict[tuple[str, str, str], int] = {
+            (d.spec.name, t.url, reason): 0 for d in self.deployments for t in d.targets
+            for reason in c.SCRAPE_ERROR_REASONS
+        }
+        self.senders = [
+            WebhookSender(
+                r.name, r.url, r.timeout_seconds, r.max_attempts, r.backoff_seconds, on_outcome=self._count_outcome
+            )
+            for r in cfg.receivers
+        ]
+        self._send_resolved = {r.name: r.send_resolved for r in cfg.receivers}
+        self.result: CycleResult | None = None
+        self.last_progress: float | None = None
+        self._lock = threading.Lock()
+        n_targets = sum(len(d.targets) for d in self.deployments)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_targets)), thread_name_prefix="scrape")
+
+    # -- steps -------------------------------------------------------------------------------------
+    @contextmanager
+    def _step(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
+
+    def _scrape_all(self) -> list[tuple[_Deployment, _Target, ScrapeResult, float]]:
+        jobs = [(d, t) for d in self.deployments for t in d.targets]
+        sc = self.cfg.scrape
+
+        def one(job: tuple[_Deployment, _Target]) -> tuple[_Deployment, _Target, ScrapeResult, float]:
+            d, t = job
+            res = scrape(t.url, t.session, sc.connect_timeout, sc.read_timeout, sc.max_bytes)
+            return d, t, res, self.clock()
+
+        return list(self._pool.map(one, jobs))
+
+    def _normalize(self, scraped: Sequence[tuple[_Deployment, _Target, ScrapeResult, float]]) -> None:
+        for d, t, res, ts in scraped:
+            reason, message = res.error_reason, res.error_message
+            if res.ok and res.text is not None:
+                try:
+                    expo = parse_exposition(res.text, keep=d.adapter.wants)
+                    snap = d.adapter.snapshot(expo)
+                except ParseError as exc:
+                    reason, message = c.REASON_PARSE_ERROR, str(exc)
+                except Exception as exc:  # an adapter bug must not stop other targets
+                    log.exception("deployment=%s target=%s: adapter failed", d.spec.name, redact_url(t.url))
+                    reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
+                else:
+                    t.history.append(TimedSnapshot(t.url, ts, snap))
+                    t.up, t.error_reason, t.error_message = True, None, None
+                    continue
+            t.up, t.error_reason, t.error_message = False, reason, message
+            key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
+            self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
+            log.warning("deployment=%s target=%s scrape failed: %s (%s)",
+                        d.spec.name, redact_url(t.url), reason, message)
+
+    def _trim(self, now: float) -> None:
+        keep = self.cfg.evaluation_window + 3 * self.cfg.scrape_interval
+        for d in self.deployments:
+            for t in d.targets:
+                while t.history and now - t.history[0].timestamp > keep:
+                    t.history.popleft()
+
+    def _evaluate(self, now: float) -> tuple[list[DeploymentResult], list[Transition]]:
+        results: list[DeploymentResult] = []
+        transitions: list[Transition] = []
+        for d in self.deployments:
+            try:
+                views = [t.view() for t in d.targets]
+                ev, snapshot = evaluate_deployment(
+                    d.ctx, views, now, self.cfg.evaluation_window, self.cfg.scrape_interval
+                )
+                with self._step("rules"):
+                    transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
+                statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == d.spec.name)
+                results.append(
+                    DeploymentResult(
+                        name=d.spec.name,
+                        engine=d.spec.engine,
+                        state=ev.state,
+                        evaluation=ev,
+                        snapshot=snapshot,
+                        capacity=d.ctx.capacity,
+                        targets=tuple(views),
+                        recommendations=tuple(self.lifecycle.open_recommendations(d.spec.name)),
+                        rule_statuses=statuses,
+                    )
+                )
+            except Exception:
+                log.exception("deployment=%s: evaluation failed; skipped this cycle", d.spec.name)
+                self.metrics.cycle_failures.labels(deployment=d.spec.name).inc()
+        return results, transitions
+
+    def _notify(self, transitions: Sequence[Transition]) -> None:
+        for tr in transitions:
+            if self.on_transition is not None:
+                self.on_transition(tr)
+            for s in self.senders:
+                if tr.kind == "resolved" and not self._send_resolved.get(s.name, True):
+                    continue
+                s.submit(webhook_message(tr.recommendation, s.name))
+
+    def _count_outcome(self, receiver: str, outcome: DeliveryOutcome) -> None:
+        self.metrics.notifications.labels(receiver=receiver, outcome=outcome.outcome).inc()
+
+    # -- the cycle ---------------------------------------------------------------------------------
+    def scrape_once(self) -> None:
+        """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
+        with self._lock:
+            with self._step("scrape"):
+                scraped = self._scrape_all()
+            with self._step("normalize"):
+                self._normalize(scraped)
+
+    def evaluate_once(self) -> CycleResult:
+        """Evaluate, publish and notify from the history gathered so far."""
+        with self._lock:
+            now = self.clock()
+            self._trim(now)
+            with self._step("evaluate"):
+                results, transitions = self._evaluate(now)
+            result = CycleResult(now, tuple(results), dict(self.scrape_errors))
+            with self._step("publish"):
+                self.result = result
+                self.collector.publish(result)
+            with self._step("notify"):
+                self._notify(transitions)
+            self.metrics.cycles.inc()
+            self.last_progress = now
+            return result
+
+    def run_once(self) -> CycleResult:
+        """One whole cycle: scrape → normalize → evaluate → rules → publish → notify."""
+        self.scrape_once()
+        return self.evaluate_once()
+
+    def healthy(self, now: float, intervals: int = 3) -> bool:
+        """True when a cycle completed within ``intervals`` scrape intervals (or none was due yet)."""
+        if self.last_progress is None:
+            return True
+        return now - self.last_progress <= intervals * self.cfg.scrape_interval + 5
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush notifications and release threads and sessions."""
+        for s in self.senders:
+            s.close(timeout)
+        self._pool.shutdown(wait=True)
+        for d in self.deployments:
+            for t in d.targets:
+                t.session.close()
+
+
+def expected_samples(window: float, interval: float) -> int:
+    """Scrapes a window holds at an interval (for confidence)."""
+    return max(1, math.floor(window / interval) + 1)

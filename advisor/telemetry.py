@@ -1,0 +1,776 @@
+"""Telemetry math over scraped snapshots: counter increases across resets, histogram deltas and
+quantiles, fraction of requests under a latency SLO, goodput, and per-window statistics.
+
+PURE: standard library only, no I/O, no clock. ``now`` and every timestamp are unix seconds passed in by
+the caller. ``None`` always means *unknown*, never zero; NaN and ±Inf sample values are treated as unknown
+wherever a number is combined with others.
+
+Sources the semantics follow (cited again beside each function):
+
+* Prometheus ``promql/functions.go`` ``extrapolatedRate``: counter resets in ``increase()`` / ``rate()``.
+* Prometheus ``promql/quantile.go`` ``bucketQuantile``: ``histogram_quantile()`` on classic buckets.
+* Prometheus ``promql/quantile.go`` ``histogramFraction``: the inverse, fraction of observations ≤ a value.
+* The Fréchet inequalities (M. Fréchet, 1935/1951) for the joint probability of two events whose marginal
+  probabilities alone are known.
+* Y. Zhong et al., "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language
+  Model Serving", OSDI 2024: goodput is the request rate served while meeting *both* the TTFT and the TPOT
+  SLO; the SLO attainment is the fraction of requests that meet both.
+
+Worked examples (inputs → outputs, each checked by hand in ``tests/test_telemetry.py``)::
+
+    counter_increase([(0, 10), (15, 20), (30, 5), (45, 15)])   → 25.0   (10 + 5 after the reset + 10)
+    counter_rate(same)                                          → 25 / 45 s ≈ 0.556 /s
+
+    h = buckets le 0.1: 50, 0.2: 70, 1: 110, +Inf: 120 (cumulative; Prometheus histograms.test)
+    histogram_quantile(0.2, h) → 0.048   rank 24 in (0, 0.1]:  0 + 0.1 × 24/50
+    histogram_quantile(0.5, h) → 0.15    rank 60 in (0.1, 0.2]: 0.1 + 0.1 × 10/20
+    histogram_quantile(0.8, h) → 0.72    rank 96 in (0.2, 1]:  0.2 + 0.8 × 26/40
+    histogram_quantile(1.0, h) → 1.0     rank 120 falls in +Inf: the highest finite bound
+    fraction_below(0.2, h)     → 70/120 exact (0.2 is a bucket bound)
+    fraction_below(0.6, h)     → (70 + 40 × 0.4/0.8)/120 = 0.75, interpolated in (0.2, 1]
+    fraction_below(5.0, h)     → 110/120, a lower estimate (5.0 is in the +Inf bucket)
+
+    goodput_ratio(0.9, 0.8)    → ratio 0.72 (independence), bounds [0.7, 0.8] (Fréchet)
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
+
+__all__ = [
+    "START_TIME_TOLERANCE_SECONDS",
+    "FractionBelow",
+    "GoodputEstimate",
+    "HistogramSummary",
+    "QuantileEstimate",
+    "WindowStats",
+    "combine_targets",
+    "counter_increase",
+    "counter_rate",
+    "counter_resets",
+    "fraction_below",
+    "goodput_from_histograms",
+    "goodput_ratio",
+    "histogram_delta",
+    "histogram_increase",
+    "histogram_quantile",
+    "histogram_quantile_estimate",
+    "summarize",
+    "window_stats",
+]
+
+START_TIME_TOLERANCE_SECONDS = 1.0
+"""Two ``process_start_time_seconds`` readings further apart than this mean the process restarted.
+
+A restarted process starts after the previous scrape, so a real restart moves the start time by at least the
+time the old process had been up when last scraped; one second absorbs float jitter in the exposition.
+"""
+
+# Prometheus correctPrecisionErrors tolerance (promql/quantile.go): adjacent bucket counts this close are
+# treated as equal so float noise cannot break monotonicity.
+_PRECISION_TOLERANCE = 1e-12
+
+
+def _known(value: float | None) -> float | None:
+    """``value`` when it is a finite number, else ``None`` (NaN and ±Inf samples are unknown)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+# --- counters ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _CounterWalk:
+    increase: float
+    resets: int
+    first_t: float
+    last_t: float
+
+
+def _walk_counter(
+    values: Sequence[tuple[float, float | None]], restarts: Sequence[bool] | None
+) -> _CounterWalk | None:
+    """Sum the increases between consecutive known points, Prometheus style.
+
+    Prometheus ``extrapolatedRate`` computes ``last − first`` and adds the pre-drop value at every drop,
+    which is the same as adding, step by step, ``v − prev`` normally and ``v`` (the post-reset value) at a
+    reset. A reset is a drop, or a step the caller flags in ``restarts`` (Prometheus does the same with
+    start timestamps, ``isStartTimestampReset``). A flag on an unknown point carries to the next known one.
+    """
+    if restarts is not None and len(restarts) != len(values):
+        raise ValueError(f"restarts has {len(restarts)} flags for {len(values)} points")
+    parts: list[float] = []
+    resets = 0
+    known_points = 0
+    first_t = last_t = math.nan
+    prev_v: float | None = None
+    prev_t = -math.inf
+    pending_restart = False
+    for i, (t, raw) in enumerate(values):
+        if t < prev_t:
+            raise ValueError(f"points out of time order at index {i}: {t} after {prev_t}")
+        prev_t = t
+        flagged = bool(restarts[i]) if restarts is not None else False
+        v = _known(raw)
+        if v is None:
+            pending_restart = pending_restart or flagged
+            continue
+        if prev_v is None:
+            first_t = t
+        elif v < prev_v or flagged or pending_restart:
+            parts.append(v)
+            resets += 1
+        else:
+            parts.append(v - prev_v)
+        prev_v = v
+        last_t = t
+        known_points += 1
+        pending_restart = False
+    if known_points < 2:
+        return None
+    return _CounterWalk(increase=math.fsum(parts), resets=resets, first_t=first_t, last_t=last_t)
+
+
+def counter_increase(
+    values: Sequence[tuple[float, float | None]], *, restarts: Sequence[bool] | None = None
+) -> float | None:
+    """Increase of a cumulative counter over ``(timestamp s, value)`` points in time order.
+
+    Resets follow Prometheus ``increase()`` (``promql/functions.go`` ``extrapolatedRate``): when the value
+    drops, the counter restarted from zero, so the post-reset value counts as the increase since the reset.
+    Unlike Prometheus there is no extrapolation to window edges: the result covers first → last known point.
+
+    ``None`` (and NaN/±Inf) values are skipped. ``restarts[i]`` true marks a known restart between the
+    previous point and point ``i`` (e.g. ``process_start_time_seconds`` changed) even if the value did not
+    drop. Returns ``None`` with fewer than two known points. Raises ``ValueError`` when timestamps go back.
+
+    Example: values 10, 20, 5, 15 → (20 − 10) + 5 + (15 − 5) = 25.
+    """
+    walk = _walk_counter(values, restarts)
+    return None if walk is None else walk.increase
+
+
+def counter_rate(
+    values: Sequence[tuple[float, float | None]], *, restarts: Sequence[bool] | None = None
+) -> float | None:
+    """Per-second increase: :func:`counter_increase` ÷ (last known t − first known t), in units/s.
+
+    ``None`` when the increase is unknown or the known points span zero seconds.
+    """
+    walk = _walk_counter(values, restarts)
+    if walk is None:
+        return None
+    span = walk.last_t - walk.first_t
+    if span <= 0:
+        return None
+    return walk.increase / span
+
+
+def counter_resets(
+    values: Sequence[tuple[float, float | None]], *, restarts: Sequence[bool] | None = None
+) -> int:
+    """Number of resets between known points (drops plus flagged restarts), as Prometheus ``resets()``."""
+    walk = _walk_counter(values, restarts)
+    return 0 if walk is None else walk.resets
+
+
+# --- histogram deltas -----------------------------------------------------------------------------------
+
+
+def _decreased(older: Histogram, newer: Histogram) -> bool:
+    """True when any bucket or the count went down (same bounds assumed): a counter reset."""
+    if newer.count < older.count:
+        return True
+    return any(n < o for (_, o), (_, n) in zip(older.buckets, newer.buckets, strict=True))
+
+
+def histogram_delta(older: Histogram | None, newer: Histogram | None) -> Histogram | None:
+    """Observations made between two scrapes of one cumulative histogram: bucket-wise ``newer − older``.
+
+    * either input ``None`` → ``None``;
+    * bounds differ → ``None`` (the engine changed its buckets between scrapes; no delta is defined);
+    * any bucket or the count decreased → counter reset: ``newer`` itself (observations since the restart,
+      as Prometheus ``histogramRate`` treats a reset).
+
+    The sum is subtracted too (seconds for latency histograms).
+    """
+    if older is None or newer is None:
+        return None
+    if older.bounds() != newer.bounds():
+        return None
+    if _decreased(older, newer):
+        return newer
+    return Histogram(
+        buckets=tuple((b, n - o) for (b, o), (_, n) in zip(older.buckets, newer.buckets, strict=True)),
+        count=newer.count - older.count,
+        sum=newer.sum - older.sum,
+    )
+
+
+def histogram_increase(
+    values: Sequence[Histogram | None], *, restarts: Sequence[bool] | None = None
+) -> Histogram | None:
+    """Observations across a series of scrapes (time order): the sum of consecutive deltas.
+
+    Walking pair by pair (rather than ``newest − oldest``) keeps observations made before a mid-window
+    restart. ``restarts[i]`` true forces a reset between the previous known histogram and ``values[i]``
+    (the delta is then ``values[i]`` itself). ``None`` entries are skipped; fewer than two known → ``None``.
+    A bucket-layout change inside the series gives ``None``: deltas of different bounds cannot be added.
+    """
+    if restarts is not None and len(restarts) != len(values):
+        raise ValueError(f"restarts has {len(restarts)} flags for {len(values)} histograms")
+    deltas: list[Histogram] = []
+    prev: Histogram | None = None
+    pending_restart = False
+    for i, h in enumerate(values):
+        flagged = bool(restarts[i]) if restarts is not None else False
+        if h is None:
+            pending_restart = pending_restart or flagged
+            continue
+        if prev is not None:
+            if flagged or pending_restart:
+                deltas.append(h)
+            else:
+                delta = histogram_delta(prev, h)
+                if delta is None:
+                    return None
+                deltas.append(delta)
+        prev = h
+        pending_restart = False
+    if not deltas:
+        return None
+    try:
+        return Histogram.merge(deltas)
+    except ValueError:
+        return None
+
+
+# --- quantiles ----------------------------------------------------------------------------------------
+
+
+def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
+    """Buckets ready for interpolation, as Prometheus prepares them in ``bucketQuantile``.
+
+    Sorted by bound, equal bounds coalesced, float noise within 1e-12 relative flattened, then forced
+    monotonic (the "envelope"). ``None`` when the histogram is missing, has a NaN, lacks a ``+Inf`` last
+    bucket, or has fewer than two buckets — the cases where Prometheus returns NaN.
+    """
+    if h is None or not h.buckets:
+        return None
+    if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
+        return None
+    ordered = sorted(h.buckets, key=lambda bc: bc[0])
+    if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+        return None
+    coalesced: list[list[float]] = []
+    for bound, count in ordered:
+        if coalesced and coalesced[-1][0] == bound:
+            coalesced[-1][1] += count
+        else:
+            coalesced.append([bound, count])
+    # correctPrecisionErrors
+    prev = coalesced[0][1]
+    for item in coalesced[1:]:
+        curr = item[1]
+        delta = abs(curr - prev)
+        if delta == 0:
+            continue
+        if curr != 0 and delta / abs(curr) <= _PRECISION_TOLERANCE:
+            item[1] = prev
+        else:
+            prev = curr
+    # ensureMonotonic
+    running_max = coalesced[0][1]
+    for item in coalesced[1:]:
+        if item[1] > running_max:
+            running_max = item[1]
+        elif item[1] < running_max:
+            item[1] = running_max
+    if len(coalesced) < 2:
+        return None
+    return [(b, c) for b, c in coalesced]
+
+
+@dataclass(frozen=True, slots=True)
+class QuantileEstimate:
+    """A quantile with the bucket it was interpolated in.
+
+    Attributes:
+        value: the estimate, in the histogram's unit (seconds for latency histograms).
+        lower_bound / upper_bound: the bucket bounds the true quantile lies between. ``upper_bound`` is
+            ``+Inf`` when the quantile fell in the ``+Inf`` bucket (``value`` is then the highest finite
+            bound, a lower estimate); ``lower_bound`` is ``-Inf`` when it fell in a lowest bucket whose
+            bound is ≤ 0 (no natural lower edge).
+    """
+
+    value: float | None
+    lower_bound: float
+    upper_bound: float
+
+
+def _check_q(q: float) -> None:
+    if not 0.0 <= q <= 1.0:  # also rejects NaN
+        raise ValueError(f"quantile must be within [0, 1], got {q!r}")
+
+
+def histogram_quantile_estimate(q: float, h: Histogram | None) -> QuantileEstimate | None:
+    """The φ-quantile of a cumulative histogram with the bounds it lies between.
+
+    Follows Prometheus ``promql/quantile.go`` ``bucketQuantile`` (``histogram_quantile()``):
+
+    * rank = q × (the ``+Inf`` bucket's count); the quantile lies in the first bucket whose cumulative
+      count reaches the rank, interpolated linearly inside it;
+    * the lowest bucket interpolates from 0 when its bound is > 0; when its bound is ≤ 0 that bound is
+      returned;
+    * a rank that only the ``+Inf`` bucket reaches returns the highest finite bound.
+
+    Differences from Prometheus, each where Prometheus would return NaN or ±Inf: ``q`` outside [0, 1]
+    (NaN included) raises ``ValueError`` instead of returning ∓Inf/NaN; an empty histogram, a missing
+    ``+Inf`` bucket or NaN counts give ``None``; an empty lowest bucket at q = 0 gives its lower edge (0)
+    where Prometheus computes 0/0 = NaN.
+    """
+    _check_q(q)
+    buckets = _prepared_buckets(h)
+    if buckets is None:
+        return None
+    observations = buckets[-1][1]
+    if not observations > 0:
+        return None
+    rank = q * observations
+    counts = [c for _, c in buckets]
+    last = len(buckets) - 1
+    b = bisect.bisect_left(counts, rank, 0, last)
+    if b == last:
+        highest_finite = buckets[-2][0]
+        return QuantileEstimate(value=highest_finite, lower_bound=highest_finite, upper_bound=math.inf)
+    end, count = buckets[b]
+    if b == 0 and end <= 0:
+        return QuantileEstimate(value=end, lower_bound=-math.inf, upper_bound=end)
+    start = 0.0
+    if b > 0:
+        start = buckets[b - 1][0]
+        count -= buckets[b - 1][1]
+        rank -= buckets[b - 1][1]
+    if count <= 0:
+        return QuantileEstimate(value=start, lower_bound=start, upper_bound=end)
+    # Clamped into the bucket only so float rounding cannot break monotonicity across bucket edges.
+    value = min(max(start + (end - start) * (rank / count), start), end)
+    return QuantileEstimate(value=value, lower_bound=start, upper_bound=end)
+
+
+def histogram_quantile(q: float, h: Histogram | None) -> float | None:
+    """The φ-quantile value, as :func:`histogram_quantile_estimate` (Prometheus ``bucketQuantile``).
+
+    Unit: that of the histogram (seconds for TTFT/TPOT). ``None`` for a missing or empty histogram;
+    ``ValueError`` for ``q`` outside [0, 1] or NaN.
+    """
+    estimate = histogram_quantile_estimate(q, h)
+    return None if estimate is None else estimate.value
+
+
+# --- fraction below a threshold ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FractionBelow:
+    """Fraction of observations ≤ a threshold, read off cumulative buckets.
+
+    Attributes:
+        value: the estimate in [0, 1], or ``None`` when it cannot be interpolated (threshold below a
+            lowest bucket whose bound is ≤ 0).
+        exact: true when the threshold is a bucket bound (``le`` is inclusive, so the bucket count is the
+            exact number of observations ≤ threshold).
+        lower_bucket: the fraction at the lower edge of the bucket holding the threshold — a sure lower
+            bound of the true fraction.
+        upper_bucket: the fraction at the upper edge of that bucket — a sure upper bound (1.0 for the
+            ``+Inf`` bucket).
+        bounds_used: the bucket edges ``(lower, upper)`` the value was interpolated between, in the
+            histogram's unit; ``(threshold, threshold)`` when exact.
+    """
+
+    value: float | None
+    exact: bool
+    lower_bucket: float
+    upper_bucket: float
+    bounds_used: tuple[float, float]
+
+
+def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | None:
+    """Fraction of observations ≤ ``threshold`` (same unit as the histogram, seconds for latencies).
+
+    The inverse of :func:`histogram_quantile`, as Prometheus ``histogramFraction`` (``promql/quantile.go``):
+
+    * threshold equal to a bucket bound → that bucket's cumulative count ÷ total, ``exact``;
+    * between two bounds → linear interpolation inside the bucket, reporting the bounds used;
+    * inside the lowest bucket (bound > 0) → interpolated from 0; a negative threshold → 0 (the same
+      natural lower bound of 0 as ``histogram_quantile``);
+    * above the highest finite bound → the ``+Inf`` bucket has no upper edge to interpolate to, so the
+      value is count(highest finite) ÷ total, a *lower* estimate, ``exact=False``.
+
+    Total is the ``+Inf`` bucket's count. ``None`` for a missing histogram or zero observations;
+    ``ValueError`` for a NaN threshold.
+
+    Example (le 0.1: 50, 0.2: 70, 1: 110, +Inf: 120): threshold 0.6 lies in (0.2, 1] →
+    (70 + 40 × (0.6 − 0.2)/(1 − 0.2)) / 120 = 90/120 = 0.75, between 70/120 and 110/120.
+    """
+    if math.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    buckets = _prepared_buckets(h)
+    if buckets is None:
+        return None
+    total = buckets[-1][1]
+    if not total > 0:
+        return None
+    prev_bound, prev_cum = -math.inf, 0.0
+    for i, (bound, cum) in enumerate(buckets):
+        if threshold == bound:
+            frac = cum / total
+            return FractionBelow(frac, True, frac, frac, (threshold, threshold))
+        if threshold < bound:
+            upper = cum / total
+            if i == len(buckets) - 1:  # +Inf bucket: no upper edge to interpolate to
+                lower = prev_cum / total
+                return FractionBelow(lower, False, lower, 1.0, (prev_bound, bound))
+            if i == 0:
+                if bound <= 0:
+                    return FractionBelow(None, False, 0.0, upper, (-math.inf, bound))
+                if threshold <= 0:
+                    return FractionBelow(0.0, False, 0.0, 0.0, (-math.inf, 0.0))
+                return FractionBelow(min(upper * (threshold / bound), upper), False, 0.0, upper, (0.0, bound))
+            lower = prev_cum / total
+            inside = (cum - prev_cum) * (threshold - prev_bound) / (bound - prev_bound)
+            # Clamped into the bucket's fractions only to absorb float rounding.
+            value = min(max((prev_cum + inside) / total, lower), upper)
+            return FractionBelow(value, False, lower, upper, (prev_bound, bound))
+        prev_bound, prev_cum = bound, cum
+    raise AssertionError("unreachable: the last bucket is +Inf")  # pragma: no cover
+
+
+# --- goodput ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputEstimate:
+    """Fraction of requests meeting both the TTFT and the TPOT SLO (DistServe's SLO attainment).
+
+    Attributes:
+        ratio: the estimate in [0, 1] (product under independence); ``None`` when both inputs are unknown.
+        lower / upper: bounds that hold whatever the dependence between TTFT and TPOT (Fréchet).
+        ttft_ratio / tpot_ratio: the inputs, fractions of requests meeting each SLO.
+    """
+
+    ratio: float | None
+    lower: float | None
+    upper: float | None
+    ttft_ratio: float | None
+    tpot_ratio: float | None
+
+
+def _check_ratio(name: str, value: float | None) -> None:
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be within [0, 1], got {value!r}")
+
+
+def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None) -> GoodputEstimate:
+    """Joint SLO attainment from the two marginal attainments (fractions in [0, 1]).
+
+    Engines keep TTFT and TPOT in separate histograms, so the number of requests meeting *both* SLOs —
+    what DistServe (Zhong et al., OSDI 2024) counts as goodput — is not observed. With a = P(TTFT ok) and
+    b = P(TPOT ok):
+
+    * estimate a × b (independence);
+    * Fréchet inequalities: max(0, a + b − 1) ≤ P(both) ≤ min(a, b), for any dependence.
+
+    One input ``None``: the other's SLO is unknown, anywhere in [0, 1], so ratio = the known one and the
+    Fréchet bounds over that range are [0, known]. Both ``None``: every field ``None``. The ratio is
+    clamped into its bounds, and the lower bound into the upper, only to absorb float rounding
+    ((1 − a)(1 − b) ≥ 0 makes a × b ≥ a + b − 1; both are ≤ min(a, b)).
+
+    ::
+
+        a     b     ratio  lower  upper
+        0.9   0.8   0.72   0.70   0.80
+        0.99  0.99  0.980  0.98   0.99
+        0.5   0.5   0.25   0.00   0.50
+        0.9   None  0.9    0.00   0.90
+
+    Raises ``ValueError`` for an input outside [0, 1] or NaN.
+    """
+    _check_ratio("ttft_ok", ttft_ok)
+    _check_ratio("tpot_ok", tpot_ok)
+    if ttft_ok is None and tpot_ok is None:
+        return GoodputEstimate(None, None, None, None, None)
+    if ttft_ok is None or tpot_ok is None:
+        known = ttft_ok if ttft_ok is not None else tpot_ok
+        assert known is not None
+        return GoodputEstimate(known, 0.0, known, ttft_ok, tpot_ok)
+    upper = min(ttft_ok, tpot_ok)
+    # a + b − 1 ≤ min(a, b) always; the min() only undoes rounding (1.0 + b − 1.0 can exceed b by an ulp).
+    lower = min(max(0.0, ttft_ok + tpot_ok - 1.0), upper)
+    ratio = min(max(ttft_ok * tpot_ok, lower), upper)
+    return GoodputEstimate(ratio, lower, upper, ttft_ok, tpot_ok)
+
+
+def goodput_from_histograms(
+    ttft: Histogram | None,
+    tpot: Histogram | None,
+    ttft_slo_seconds: float,
+    tpot_slo_seconds: float,
+) -> GoodputEstimate:
+    """:func:`goodput_ratio` of :func:`fraction_below` each SLO (seconds) in the TTFT and TPOT histograms.
+
+    An unknown fraction (missing or empty histogram, or no interpolation possible) enters as ``None``.
+    """
+    ttft_ok = fraction_below(ttft_slo_seconds, ttft)
+    tpot_ok = fraction_below(tpot_slo_seconds, tpot)
+    return goodput_ratio(
+        None if ttft_ok is None else ttft_ok.value,
+        None if tpot_ok is None else tpot_ok.value,
+    )
+
+
+# --- summaries ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSummary:
+    """Count, sum, mean and p50/p90/p99 of a histogram (unit of the histogram; seconds for latencies).
+
+    Quantiles and mean are ``None`` when the histogram holds no observations.
+    """
+
+    count: float
+    sum: float
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+
+def summarize(h: Histogram | None) -> HistogramSummary | None:
+    """Summary of a (delta) histogram; ``None`` in → ``None``. Mean = sum ÷ count."""
+    if h is None:
+        return None
+    mean = h.sum / h.count if h.count > 0 else None
+    return HistogramSummary(
+        count=h.count,
+        sum=h.sum,
+        p50=histogram_quantile(0.5, h),
+        p90=histogram_quantile(0.9, h),
+        p99=histogram_quantile(0.99, h),
+        mean=mean,
+    )
+
+
+# --- windows ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """What one target (or, via :func:`combine_targets`, one deployment) did over a window.
+
+    Units: requests (gauges), ratio 0–1 (KV usage), per second (rates), counts (increases), seconds
+    (histograms). ``None`` is unknown.
+
+    Attributes:
+        window_seconds: the window asked for.
+        requests_running / requests_waiting: gauges at the newest snapshot in the window.
+        kv_cache_usage_ratio: at the newest snapshot; ``_min`` / ``_max`` over every snapshot in the window.
+        requests_running_first / requests_waiting_first: at the oldest snapshot in the window (trend).
+        preemptions_per_second, prompt_tokens_per_second, generation_tokens_per_second,
+            requests_finished_per_second: counter rates over the window, resets handled.
+        preemptions_increase: preemptions counted over the window.
+        ttft / tpot: observations made inside the window (delta histograms).
+        counter_resets: restarts detected between consecutive snapshots in the window.
+        samples: snapshots in the window.
+        span_seconds: newest − oldest snapshot time in the window (``None`` when empty); rates cover this.
+    """
+
+    window_seconds: float
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage_ratio: float | None = None
+    kv_cache_usage_ratio_min: float | None = None
+    kv_cache_usage_ratio_max: float | None = None
+    requests_running_first: float | None = None
+    requests_waiting_first: float | None = None
+    preemptions_per_second: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+    requests_finished_per_second: float | None = None
+    preemptions_increase: float | None = None
+    ttft: Histogram | None = None
+    tpot: Histogram | None = None
+    counter_resets: int = 0
+    samples: int = 0
+    span_seconds: float | None = None
+
+
+_COUNTER_FIELDS = (
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "requests_finished_total",
+)
+
+
+def _restart_flags(snapshots: Sequence[EngineSnapshot]) -> list[bool]:
+    """``flags[i]``: the engine restarted between the last snapshot that knew a quantity and snapshot i.
+
+    Evidence: ``process_start_time_seconds`` moved by more than :data:`START_TIME_TOLERANCE_SECONDS`, any
+    cumulative counter went down, or the TTFT/TPOT histogram count went down (same bounds). One restart
+    resets every counter, so the flags are applied to all of them.
+    """
+    flags: list[bool] = []
+    last_start: float | None = None
+    last_counter: dict[str, float] = {}
+    last_hist: dict[str, Histogram] = {}
+    for snap in snapshots:
+        restarted = False
+        start = _known(snap.process_start_time_seconds)
+        if start is not None:
+            if last_start is not None and abs(start - last_start) > START_TIME_TOLERANCE_SECONDS:
+                restarted = True
+            last_start = start
+        for name in _COUNTER_FIELDS:
+            value = _known(getattr(snap, name))
+            if value is None:
+                continue
+            if name in last_counter and value < last_counter[name]:
+                restarted = True
+            last_counter[name] = value
+        for name in ("ttft", "tpot"):
+            h: Histogram | None = getattr(snap, name)
+            if h is None:
+                continue
+            old = last_hist.get(name)
+            if old is not None and old.bounds() == h.bounds() and h.count < old.count:
+                restarted = True
+            last_hist[name] = h
+        flags.append(restarted)
+    return flags
+
+
+def _finite_values(values: Iterable[float | None]) -> list[float]:
+    return [v for v in (_known(x) for x in values) if v is not None]
+
+
+def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> WindowStats:
+    """Statistics of one target over ``[now − window_seconds, now]`` (unix s; both ends inclusive).
+
+    ``history`` holds snapshots of a single target (sorted here by timestamp). Counters go through
+    :func:`counter_increase` / :func:`counter_rate` (no extrapolation: rates cover the span between the
+    oldest and newest snapshot in the window); histograms through :func:`histogram_increase`. A restart —
+    ``process_start_time_seconds`` changing, or any counter or histogram count going down — resets every
+    counter and histogram at that point (Prometheus does the same with start timestamps,
+    ``isStartTimestampReset``). An empty window gives a :class:`WindowStats` of ``None``.
+
+    Raises ``ValueError`` for a window that is not a positive number or snapshots of several targets.
+    """
+    if not window_seconds > 0:
+        raise ValueError(f"window_seconds must be > 0, got {window_seconds!r}")
+    targets = sorted({ts.target for ts in history})
+    if len(targets) > 1:
+        raise ValueError(f"window_stats takes one target's history, got {targets}")
+    start = now - window_seconds
+    points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
+    if not points:
+        return WindowStats(window_seconds=window_seconds)
+    snaps = [p.snapshot for p in points]
+    times = [p.timestamp for p in points]
+    flags = _restart_flags(snaps)
+
+    def series(name: str) -> list[tuple[float, float | None]]:
+        return [(t, getattr(s, name)) for t, s in zip(times, snaps, strict=True)]
+
+    usage = _finite_values(s.kv_cache_usage_ratio for s in snaps)
+    newest, oldest = snaps[-1], snaps[0]
+    return WindowStats(
+        window_seconds=window_seconds,
+        requests_running=_known(newest.requests_running),
+        requests_waiting=_known(newest.requests_waiting),
+        kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
+        kv_cache_usage_ratio_min=min(usage) if usage else None,
+        kv_cache_usage_ratio_max=max(usage) if usage else None,
+        requests_running_first=_known(oldest.requests_running),
+        requests_waiting_first=_known(oldest.requests_waiting),
+        preemptions_per_second=counter_rate(series("preemptions_total"), restarts=flags),
+        prompt_tokens_per_second=counter_rate(series("prompt_tokens_total"), restarts=flags),
+        generation_tokens_per_second=counter_rate(series("generation_tokens_total"), restarts=flags),
+        requests_finished_per_second=counter_rate(series("requests_finished_total"), restarts=flags),
+        preemptions_increase=counter_increase(series("preemptions_total"), restarts=flags),
+        ttft=histogram_increase([s.ttft for s in snaps], restarts=flags),
+        tpot=histogram_increase([s.tpot for s in snaps], restarts=flags),
+        counter_resets=sum(flags),
+        samples=len(points),
+        span_seconds=times[-1] - times[0],
+    )
+
+
+def _sum_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if known else None
+
+
+def _mean_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return math.fsum(known) / len(known) if known else None
+
+
+def _merge_or_first(histograms: Iterable[Histogram | None]) -> Histogram | None:
+    known = [h for h in histograms if h is not None]
+    if not known:
+        return None
+    try:
+        return Histogram.merge(known)
+    except ValueError:
+        return known[0]
+
+
+def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
+    """One deployment from its replicas' :class:`WindowStats` (each computed by :func:`window_stats`).
+
+    * running / waiting (latest and first), rates and increases: summed over the replicas that know them —
+      a sum over some ``None`` adds the known ones (it then undercounts; a replica that exposes nothing
+      contributes nothing); a sum over all ``None`` is ``None``;
+    * ``kv_cache_usage_ratio``: plain mean over the replicas that know it (the pools of one deployment's
+      replicas are the same size, so the plain mean is the pooled ratio); ``_min`` is the lowest and
+      ``_max`` the highest any replica reached (``_max`` shows the hottest replica);
+    * ``ttft`` / ``tpot``: ``Histogram.merge`` of the known ones when their bounds agree, else the first
+      known one alone;
+    * ``counter_resets`` and ``samples`` summed; ``window_seconds`` and ``span_seconds`` the largest.
+
+    An empty input gives ``WindowStats(window_seconds=0.0)`` with every value ``None``.
+    """
+    if not stats:
+        return WindowStats(window_seconds=0.0)
+    mins = [s.kv_cache_usage_ratio_min for s in stats if s.kv_cache_usage_ratio_min is not None]
+    maxes = [s.kv_cache_usage_ratio_max for s in stats if s.kv_cache_usage_ratio_max is not None]
+    spans = [s.span_seconds for s in stats if s.span_seconds is not None]
+    return WindowStats(
+        window_seconds=max(s.window_seconds for s in stats),
+        requests_running=_sum_known(s.requests_running for s in stats),
+        requests_waiting=_sum_known(s.requests_waiting for s in stats),
+        kv_cache_usage_ratio=_mean_known(s.kv_cache_usage_ratio for s in stats),
+        kv_cache_usage_ratio_min=min(mins) if mins else None,
+        kv_cache_usage_ratio_max=max(maxes) if maxes else None,
+        requests_running_first=_sum_known(s.requests_running_first for s in stats),
+        requests_waiting_first=_sum_known(s.requests_waiting_first for s in stats),
+        preemptions_per_second=_sum_known(s.preemptions_per_second for s in stats),
+        prompt_tokens_per_second=_sum_known(s.prompt_tokens_per_second for s in stats),
+        generation_tokens_per_second=_sum_known(s.generation_tokens_per_second for s in stats),
+        requests_finished_per_second=_sum_known(s.requests_finished_per_second for s in stats),
+        preemptions_increase=_sum_known(s.preemptions_increase for s in stats),
+        ttft=_merge_or_first(s.ttft for s in stats),
+        tpot=_merge_or_first(s.tpot for s in stats),
+        counter_resets=sum(s.counter_resets for s in stats),
+        samples=sum(s.samples for s in stats),
+        span_seconds=max(spans) if spans else None,
+    )

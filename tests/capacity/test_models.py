@@ -1,0 +1,129 @@
+"""Architectures: presets, config.json parsing, parameter counts against published figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.capacity.models import ModelArch, get_preset, preset_ids
+from advisor.errors import CapacityError, UnknownModelError
+
+# Published totals (Hugging Face safetensors metadata / model cards), independent of our code.
+PUBLISHED_PARAMETERS = {
+    "meta-llama/Llama-3.1-8B-Instruct": 8_030_261_248,
+    "meta-llama/Llama-3.1-70B-Instruct": 70_553_706_496,
+    "meta-llama/Llama-3.2-1B-Instruct": 1_235_814_400,
+    "Qwen/Qwen2.5-0.5B": 494_032_768,
+    "Qwen/Qwen2.5-7B-Instruct": 7_615_616_512,
+    "microsoft/Phi-3-mini-4k-instruct": 3_821_079_552,
+    "google/gemma-2-9b-it": 9_241_705_984,
+}
+
+REQUIRED_PRESETS = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Meta-Llama-3-8B",
+    "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.2-1B-Instruct",
+    "meta-llama/Llama-3.2-3B-Instruct",
+    "mistralai/Mistral-7B-Instruct-v0.3",
+    "Qwen/Qwen2.5-0.5B",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-72B-Instruct",
+    "microsoft/Phi-3-mini-4k-instruct",
+    "google/gemma-2-9b-it",
+]
+
+LLAMA_31_8B_CONFIG = {  # https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 128256,
+}
+
+
+def test_every_required_preset_is_bundled_with_a_config_json_source() -> None:
+    ids = preset_ids()
+    for model_id in REQUIRED_PRESETS:
+        assert model_id in ids
+        arch = get_preset(model_id)
+        assert arch.source == f"https://huggingface.co/{model_id}/blob/main/config.json"
+    assert any("tiny" in i for i in ids)
+
+
+@pytest.mark.parametrize(("model_id", "published"), sorted(PUBLISHED_PARAMETERS.items()))
+def test_parameters_computed_from_the_shapes_match_the_published_count(model_id: str, published: int) -> None:
+    arch = get_preset(model_id)
+    assert arch.num_parameters == published
+    assert arch.computed_parameters() == published
+
+
+def test_llama_3_1_8b_preset_has_its_config_json_numbers() -> None:
+    arch = get_preset("meta-llama/Llama-3.1-8B-Instruct")
+    assert (arch.num_layers, arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads) == (
+        32,
+        4096,
+        32,
+        8,
+    )
+    assert (arch.head_dim, arch.vocab_size, arch.max_position_embeddings) == (128, 128256, 131072)
+
+
+@pytest.mark.parametrize("alias", ["llama-3.1-8b", "LLAMA-3.1-8B", "Llama-3.1-8B-Instruct", "llama3.1-8b"])
+def test_short_aliases_find_the_preset_case_insensitively(alias: str) -> None:
+    assert get_preset(alias).name == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_an_unknown_model_raises_and_lists_the_known_ids() -> None:
+    with pytest.raises(UnknownModelError) as err:
+        get_preset("acme/not-a-model")
+    assert "meta-llama/Llama-3.1-8B-Instruct" in str(err.value)
+    assert "Qwen/Qwen2.5-7B-Instruct" in str(err.value)
+
+
+def test_from_hf_config_without_head_dim_derives_it_from_hidden_over_heads() -> None:
+    arch = ModelArch.from_hf_config(LLAMA_31_8B_CONFIG, "meta-llama/Llama-3.1-8B-Instruct")
+    assert arch.head_dim == 4096 // 32 == 128
+    assert arch.num_kv_heads == 8
+    assert arch.num_parameters == 8_030_261_248
+
+
+def test_from_hf_config_takes_an_explicit_head_dim_over_hidden_over_heads() -> None:
+    # gemma-2-9b: hidden 3584, 16 heads, head_dim 256 (3584 / 16 would be 224).
+    config = {
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 8192,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 42,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "torch_dtype": "float32",
+        "tie_word_embeddings": True,
+    }
+    arch = ModelArch.from_hf_config(config, "google/gemma-2-9b-it")
+    assert arch.head_dim == 256
+    assert arch.torch_dtype == "float32"
+
+
+def test_from_hf_config_without_kv_heads_is_multi_head_attention() -> None:
+    config = {k: v for k, v in LLAMA_31_8B_CONFIG.items() if k != "num_key_value_heads"}
+    assert ModelArch.from_hf_config(config, "mha").num_kv_heads == 32
+
+
+@pytest.mark.parametrize("missing", ["num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads"])
+def test_a_missing_config_key_raises_an_error_naming_the_key(missing: str) -> None:
+    config = {k: v for k, v in LLAMA_31_8B_CONFIG.items() if k != missing}
+    with pytest.raises(CapacityError, match=missing):
+        ModelArch.from_hf_config(config, "broken")
+
+
+def test_a_non_integer_config_value_is_refused_with_its_key() -> None:
+    with pytest.raises(CapacityError, match="num_hidden_layers"):
+        ModelArch.from_hf_config({**LLAMA_31_8B_CONFIG, "num_hidden_layers": "32"}, "broken")

@@ -1,0 +1,101 @@
+"""Shared fixtures: real loopback HTTP servers (port 0, in threads), never mocks."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    handle: Callable[[BaseHTTPRequestHandler], None]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.server.handle(self)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.server.handle(self)
+
+
+def reply(h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str = "text/plain") -> None:
+    """Send a whole response."""
+    h.send_response(code)
+    h.send_header("Content-Type", ctype)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], str]]:
+    """Start loopback servers with a handler function; returns their base URL. Stopped after the test."""
+    servers: list[_Server] = []
+
+    def start(handle: Callable[[BaseHTTPRequestHandler], None]) -> str:
+        srv = _Server(("127.0.0.1", 0), _Handler)
+        srv.handle = handle
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver: records JSON bodies; ``script`` gives the status code for each POST in turn."""
+
+    url: str = ""
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    codes: list[int] = field(default_factory=list)
+    script: list[int] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait_for(self, pred: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if pred(list(self.bodies)):
+                    return True
+            time.sleep(0.1)
+        return False
+
+
+@pytest.fixture
+def webhook_receiver(http_server: Callable[[Callable[[BaseHTTPRequestHandler], None]], str]) -> Receiver:
+    """A real webhook receiver on loopback."""
+    rec = Receiver()
+
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("Content-Length", "0"))
+        raw = h.rfile.read(length)
+        with rec.lock:
+            code = rec.script.pop(0) if rec.script else 200
+            rec.codes.append(code)
+            if 200 <= code < 300:
+                rec.bodies.append(json.loads(raw))
+        reply(h, code, b"{}" if code < 300 else b"unavailable", "application/json")
+
+    rec.url = http_server(handle) + "/hook"
+    return rec

@@ -1,0 +1,114 @@
+"""The command line as an operator runs it (a subprocess, real servers on loopback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from advisor.standin import Phase, StandInEngine, StandInServer
+from tests.conftest import REPO_ROOT
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def test_plan_json_for_llama_3_1_8b_on_an_h100() -> None:
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--tp", "1",
+             "--gpu-memory-utilization", "0.9", "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # 32 layers × 8 KV heads × 128 head size × 2 (K and V) × 2 bytes (bf16)
+    assert out["kv_cache_bytes_per_token"] == 32 * 8 * 128 * 2 * 2 == 131072
+    assert out["kv_cache_bytes_per_token_per_gpu"] == 131072
+    for key in ("weights_bytes_per_gpu", "kv_pool_bytes_per_gpu", "kv_cache_tokens", "max_concurrency"):
+        assert key in out
+    # 8.03 B parameters × 2 bytes (bf16): 16.06 GB of weights, within 2 %
+    assert out["weights_bytes_per_gpu"] == pytest.approx(8.03e9 * 2, rel=0.02)
+    # tokens are whole blocks of 16, and the ceiling is tokens ÷ context
+    assert out["kv_cache_tokens"] % 16 == 0
+    assert out["max_concurrency"] == pytest.approx(out["kv_cache_tokens"] / 8192, rel=1e-3)
+
+
+def test_plan_kv_per_gpu_under_tp_counts_replicated_heads_once_per_copy() -> None:
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM", "--tp", "16",
+             "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # 80 layers, 8 KV heads, 128, K+V, bf16 → per GPU with TP 16 each rank still holds one head
+    assert out["kv_cache_bytes_per_token_per_gpu"] == 80 * 1 * 128 * 2 * 2
+    assert out["kv_cache_bytes_per_token"] == 80 * 1 * 128 * 2 * 2 * 16
+
+
+def test_plan_table_and_errors() -> None:
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "80", "--max-model-len",
+             "8192")
+    assert r.returncode == 0, r.stderr
+    assert "KV tokens per replica" in r.stdout
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H9000", "--max-model-len", "8192")
+    assert r.returncode == 2
+    assert "H9000" in r.stderr and "h100" in r.stderr.lower()
+    r = _cli("plan", "--model", "no/such", "--gpu", "H100", "--max-model-len", "8192")
+    assert r.returncode == 2 and "no/such" in r.stderr
+
+
+@pytest.fixture
+def saturated_engine() -> Iterator[StandInServer]:
+    phase = Phase("saturated", 10_000, 0.97, 48, 12, 3.0, 1500, 300, 1.0, 0.5, 0.05)
+    srv = StandInServer(StandInEngine(phases=(phase,), speed=1.0, num_gpu_blocks=2000))
+    srv.start_background()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_once_json_prints_snapshot_and_recommendations(saturated_engine: StandInServer, tmp_path: Path) -> None:
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+deployments:
+  - name: chat-8b
+    engine: vllm
+    targets: ["{saturated_engine.url()}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.9}}
+"""
+    )
+    r = _cli("once", "--config", str(cfg), "--interval", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    (d,) = out["deployments"]
+    assert (d["name"], d["engine"], d["state"]) == ("chat-8b", "vllm", "fresh")
+    s = d["snapshot"]
+    assert s["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (s["requests_running"], s["requests_waiting"]) == (48, 12)
+    assert s["kv_cache_usage_ratio"] == pytest.approx(0.97)
+    assert s["kv_cache_capacity_tokens"] == 2000 * 16
+    for key in ("preemptions_total", "prompt_tokens_total", "generation_tokens_total"):
+        assert s[key] is not None
+    ttft = s["ttft_seconds"]
+    assert ttft["source"] == "vllm:time_to_first_token_seconds"
+    assert set(ttft) >= {"count", "sum", "p50", "p90", "p99"}
+    # ~3 requests/s for ~1 s between the scrapes: a delta, not the cumulative count
+    assert 0 < ttft["count"] < 20
+    assert s["tpot_seconds"]["source"] == "vllm:request_time_per_output_token_seconds"
+    recs = d["recommendations"]
+    assert recs, d["rules"]
+    top = recs[0]
+    assert top["rule"] == "kv_saturation"
+    assert top["dial"] != "max_num_seqs"
+    keys = {"id", "deployment", "rule", "dial", "action", "current", "suggested", "flag", "severity",
+            "confidence", "summary", "description", "runbook", "opened_at", "predicted_effect", "evidence"}
+    assert keys <= set(top)
+    assert top["flag"].startswith("--")
+    assert "window_seconds" in top["evidence"]
+    for eff in top["predicted_effect"].values():
+        assert set(eff) == {"before", "after"}

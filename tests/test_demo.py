@@ -1,0 +1,73 @@
+"""Acceptance: the demo opens a recommendation while the stand-in's pool is saturated and resolves it
+after recovery, within 60 seconds, as seen on the advisor's own /metrics."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def _active(url: str) -> list[float]:
+    text = requests.get(url + "/metrics", timeout=5).text
+    return [
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "advisor_recommendation_active" and s.labels.get("deployment") == "demo-chat-8b"
+    ]
+
+
+def test_demo_opens_then_resolves_within_60_seconds() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "advisor.cli", "demo", "--listen", "127.0.0.1:0", "--duration", "70"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    start = time.monotonic()
+    try:
+        url = None
+        while url is None and time.monotonic() - start < 20:
+            for line in lines:
+                m = re.search(r"advisor metrics: (http://\S+)/metrics", line)
+                if m:
+                    url = m.group(1)
+            time.sleep(0.1)
+        assert url, "".join(lines)
+        seen_open = seen_resolved = False
+        while time.monotonic() - start < 60 and not seen_resolved:
+            values = _active(url)
+            if 1.0 in values:
+                seen_open = True
+            elif seen_open and values and all(v == 0.0 for v in values):
+                seen_resolved = True
+            time.sleep(0.5)
+        out = "".join(lines)
+        assert seen_open, out
+        assert seen_resolved, out
+        assert "OPENED" in out and "RESOLVED" in out
+        opened = next(line for line in lines if "OPENED" in line)
+        assert "flag: --" in opened and "demo-chat-8b" in opened
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert proc.returncode == 0
