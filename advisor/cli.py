@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from advisor import __version__
-from advisor.errors import AdvisorError, CapacityError, ConfigError
+from advisor.errors import AdvisorError, ConfigError
+from advisor.plancmd import add_plan_parser
 
 log = logging.getLogger("advisor")
 
@@ -60,67 +61,6 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- plan ------------------------------------------------------------------------------------------
-def cmd_plan(args: argparse.Namespace) -> int:
-    """Print the capacity pass for one configuration."""
-    from advisor.capacity.hardware import get_gpu
-    from advisor.capacity.kv import CapacityInputs, capacity_pass
-    from advisor.config import GIB, resolve_model
-
-    try:
-        model = resolve_model(args.model, Path.cwd())
-        if args.gpu_memory_gib is not None:
-            memory = int(args.gpu_memory_gib * GIB)
-            gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
-        elif args.gpu is not None:
-            spec = get_gpu(args.gpu)
-            memory = spec.memory_bytes
-            gpu_name = spec.name
-        else:
-            _err("plan needs --gpu NAME or --gpu-memory-gib X")
-            return 2
-        inputs = CapacityInputs(
-            model=model,
-            gpu_memory_bytes=memory,
-            tensor_parallel_size=args.tp,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            dtype=args.dtype,
-            quantization=args.quantization,
-            kv_cache_dtype=args.kv_cache_dtype,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            block_size=args.block_size,
-        )
-        result = capacity_pass(inputs)
-    except CapacityError as exc:
-        _err(str(exc))
-        return 2
-    out = result.as_dict()
-    out["gpu"] = gpu_name
-    if args.json:
-        print(json.dumps(out, indent=2, sort_keys=True))
-        return 0
-    gib = float(GIB)
-    rows = [
-        ("model", model.name),
-        ("GPU", f"{gpu_name} × {args.tp} (TP {args.tp}), {memory / gib:.2f} GiB each"),
-        ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
-        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
-        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (activations, CUDA graphs, runtime)"),
-        ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
-        ("KV bytes per token", f"{result.kv_cache_bytes_per_token:,} (replica), "
-                               f"{result.kv_cache_bytes_per_token_per_gpu:,} (per GPU)"),
-        ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
-        ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
-        ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k.ljust(width)}  {v}")
-    return 0
-
-
 # -- once ------------------------------------------------------------------------------------------
 def _print_human(result_dicts: list[dict[str, Any]]) -> None:
     for d in result_dicts:
@@ -132,9 +72,11 @@ def _print_human(result_dicts: list[dict[str, Any]]) -> None:
                 return "unknown"
             return f"{v:.1%}" if pct else f"{v:g}" if isinstance(v, float) else str(v)
 
-        print(f"   model {s.get('model')}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
-              f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
-              f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}")
+        print(
+            f"   model {s.get('model')}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
+            f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
+            f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}"
+        )
         for t in d["targets"]:
             if not t["up"]:
                 print(f"   target {t['target']} DOWN: {t['error_reason']} — {t['error']}")
@@ -163,8 +105,9 @@ def cmd_once(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         _err("--interval must be positive")
         return 2
-    cfg = cfg.model_copy(update={"scrape_interval": args.interval, "evaluation_window": args.interval * 2,
-                                 "receivers": []})
+    cfg = cfg.model_copy(
+        update={"scrape_interval": args.interval, "evaluation_window": args.interval * 2, "receivers": []}
+    )
     _, collector, metrics = make_registry()
     svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent, ignore_for=True)
     try:
@@ -196,10 +139,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     registry, collector, metrics = make_registry()
-    svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent,
-                  on_transition=lambda t: print(format_transition(t), flush=True))
-    return run_daemon(svc, registry, args.listen,
-                      on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url))
+    svc = Service(
+        cfg,
+        collector,
+        metrics,
+        base_dir=Path(args.config).resolve().parent,
+        on_transition=lambda t: print(format_transition(t), flush=True),
+    )
+    return run_daemon(
+        svc, registry, args.listen, on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url)
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -224,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
     demo.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
-    demo.add_argument("--duration", type=float, default=75.0,
-                      help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)")
+    demo.add_argument(
+        "--duration", type=float, default=75.0, help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)"
+    )
     demo.add_argument("--speed", type=float, default=10.0, help="scenario seconds per real second (default 10)")
     demo.set_defaults(func=cmd_demo)
 
@@ -235,21 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     once.add_argument("--json", action="store_true")
     once.set_defaults(func=cmd_once)
 
-    plan = sub.add_parser("plan", help="the capacity pass for one configuration")
-    plan.add_argument("--model", required=True, help="preset id or path to a config.json")
-    plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
-    plan.add_argument("--gpu-memory-gib", type=float, help="GPU memory in GiB (overrides the catalog)")
-    plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
-    plan.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    plan.add_argument("--max-model-len", type=int, required=True)
-    plan.add_argument("--dtype", default="auto")
-    plan.add_argument("--quantization", default=None)
-    plan.add_argument("--kv-cache-dtype", default="auto")
-    plan.add_argument("--max-num-seqs", type=int, default=256)
-    plan.add_argument("--max-num-batched-tokens", type=int, default=None)
-    plan.add_argument("--block-size", type=int, default=16)
-    plan.add_argument("--json", action="store_true")
-    plan.set_defaults(func=cmd_plan)
+    add_plan_parser(sub)
 
     chk = sub.add_parser("check-config", help="validate a config file")
     chk.add_argument("file")

@@ -62,13 +62,18 @@ def run_demo(listen: str, duration: float, speed: float = 10.0) -> int:
     svc = Service(cfg, collector, metrics, on_transition=lambda t: print(format_transition(t), flush=True))
 
     def announce(url: str) -> None:
-        print(f"capacity-advisor demo: stand-in vLLM engine at {standin.url()} "
-              f"(idle → busy → KV saturated → recovered, {speed:g}× real time)", flush=True)
+        print(
+            f"capacity-advisor demo: stand-in vLLM engine at {standin.url()} "
+            f"(idle → busy → KV saturated → recovered, {speed:g}× real time)",
+            flush=True,
+        )
         print(f"  advisor metrics: {url}/metrics", flush=True)
         print(f"  status page:     {url}/", flush=True)
         print(f"  recommendations: {url}/api/v1/recommendations", flush=True)
-        print("  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)",
-              flush=True)
+        print(
+            "  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)",
+            flush=True,
+        )
 
     try:
         return run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)

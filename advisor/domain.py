@@ -73,9 +73,7 @@ class Histogram:
         for h in histograms[1:]:
             if h.bounds() != first:
                 raise ValueError(f"histogram bounds differ: {first} vs {h.bounds()}")
-        buckets = tuple(
-            (bound, math.fsum(h.buckets[i][1] for h in histograms)) for i, bound in enumerate(first)
-        )
+        buckets = tuple((bound, math.fsum(h.buckets[i][1] for h in histograms)) for i, bound in enumerate(first))
         return Histogram(
             buckets=buckets,
             count=math.fsum(h.count for h in histograms),

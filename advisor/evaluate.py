@@ -119,9 +119,7 @@ def evaluate_deployment(
 
     ttft_ok = fraction_below(ctx.slo.ttft_seconds, stats.ttft) if stats else None
     tpot_ok = fraction_below(ctx.slo.tpot_seconds, stats.tpot) if stats else None
-    good = goodput_ratio(
-        ttft_ok.value if ttft_ok is not None else None, tpot_ok.value if tpot_ok is not None else None
-    )
+    good = goodput_ratio(ttft_ok.value if ttft_ok is not None else None, tpot_ok.value if tpot_ok is not None else None)
     gen_rate = stats.generation_tokens_per_second if stats else None
     goodput_tps = gen_rate * good.ratio if gen_rate is not None and good.ratio is not None else None
 

@@ -18,8 +18,8 @@ from prometheus_client.registry import Collector
 
 from advisor import __version__
 from advisor import conventions as c
-from advisor.results import CycleResult
 from advisor.redact import redact_url
+from advisor.results import CycleResult
 
 
 class AdvisorCollector(Collector):
@@ -53,23 +53,39 @@ class AdvisorCollector(Collector):
         yield info
         if res is None:
             return
-        usage = gauge(c.KV_CACHE_USAGE_RATIO, "KV-cache usage 0-1 (evictable cache counts as free), capacity-weighted over replicas.")
+        usage = gauge(
+            c.KV_CACHE_USAGE_RATIO,
+            "KV-cache usage 0-1 (evictable cache counts as free), capacity-weighted over replicas.",
+        )
         cap = gauge(c.KV_CACHE_CAPACITY_TOKENS, "KV pool in tokens summed over replicas, as the engines report it.")
-        ceil = gauge(c.CONCURRENCY_CEILING, "Sequences at max-model-len the answering replicas can hold in their KV pools.")
+        ceil = gauge(
+            c.CONCURRENCY_CEILING, "Sequences at max-model-len the answering replicas can hold in their KV pools."
+        )
         running = gauge(c.REQUESTS_RUNNING, "Requests running, summed over replicas.")
         waiting = gauge(c.REQUESTS_WAITING, "Requests waiting, summed over replicas.")
         preempt = gauge(c.PREEMPTIONS_PER_SECOND, "Preemptions per second over the evaluation window.")
-        good = gauge(c.GOODPUT_RATIO, "Estimated fraction of requests meeting both TTFT and TPOT targets over the window.")
+        good = gauge(
+            c.GOODPUT_RATIO, "Estimated fraction of requests meeting both TTFT and TPOT targets over the window."
+        )
         good_lo = gauge(c.GOODPUT_RATIO_LOWER, "Lower (Frechet) bound of the goodput ratio.")
         good_hi = gauge(c.GOODPUT_RATIO_UPPER, "Upper (Frechet) bound of the goodput ratio.")
         good_tps = gauge(c.GOODPUT_TOKENS_PER_SECOND, "Generation tokens per second times the goodput ratio.")
         gen_tps = gauge(c.GENERATION_TOKENS_PER_SECOND, "Generation tokens per second over the window.")
-        state = gauge(c.DEPLOYMENT_STATE, "Data-quality state of the deployment (1 for the current state).",
-                      [c.LABEL_DEPLOYMENT, c.LABEL_STATE])
-        up = gauge(c.TARGET_UP, "1 if the last scrape of the target succeeded, else 0 (as Prometheus's up).",
-                   [c.LABEL_DEPLOYMENT, c.LABEL_TARGET])
-        active = gauge(c.RECOMMENDATION_ACTIVE, "1 while a recommendation for this dial is open, 0 after it resolved.",
-                       [c.LABEL_DEPLOYMENT, c.LABEL_DIAL, c.LABEL_ACTION, c.LABEL_SEVERITY])
+        state = gauge(
+            c.DEPLOYMENT_STATE,
+            "Data-quality state of the deployment (1 for the current state).",
+            [c.LABEL_DEPLOYMENT, c.LABEL_STATE],
+        )
+        up = gauge(
+            c.TARGET_UP,
+            "1 if the last scrape of the target succeeded, else 0 (as Prometheus's up).",
+            [c.LABEL_DEPLOYMENT, c.LABEL_TARGET],
+        )
+        active = gauge(
+            c.RECOMMENDATION_ACTIVE,
+            "1 while a recommendation for this dial is open, 0 after it resolved.",
+            [c.LABEL_DEPLOYMENT, c.LABEL_DIAL, c.LABEL_ACTION, c.LABEL_SEVERITY],
+        )
         open_keys: set[tuple[str, str, str, str]] = set()
         for d in res.deployments:
             s = d.snapshot
@@ -97,11 +113,28 @@ class AdvisorCollector(Collector):
                 open_keys.add((d.name, r.dial, r.action, r.severity))
         for key in sorted(seen | open_keys):
             active.add_metric(list(key), 1.0 if key in open_keys else 0.0)
-        yield from (usage, cap, ceil, running, waiting, preempt, good, good_lo, good_hi, good_tps, gen_tps,
-                    state, up, active)
+        yield from (
+            usage,
+            cap,
+            ceil,
+            running,
+            waiting,
+            preempt,
+            good,
+            good_lo,
+            good_hi,
+            good_tps,
+            gen_tps,
+            state,
+            up,
+            active,
+        )
 
-        errors = CounterMetricFamily(c.SCRAPE_ERRORS, "Failed scrapes of a target by reason.",
-                                     labels=[c.LABEL_DEPLOYMENT, c.LABEL_TARGET, c.LABEL_REASON])
+        errors = CounterMetricFamily(
+            c.SCRAPE_ERRORS,
+            "Failed scrapes of a target by reason.",
+            labels=[c.LABEL_DEPLOYMENT, c.LABEL_TARGET, c.LABEL_REASON],
+        )
         for (dname, target, reason), n in sorted(res.scrape_errors.items()):
             errors.add_metric([dname, redact_url(target), reason], float(n))
         yield errors
@@ -123,12 +156,16 @@ class SelfMetrics:
         )
         self.cycles = Counter("advisor_cycles", "Evaluation cycles completed.", registry=registry)
         self.cycle_failures = Counter(
-            "advisor_cycle_failures", "Evaluation cycles (or one deployment's part of one) that failed.",
-            ["deployment"], registry=registry,
+            "advisor_cycle_failures",
+            "Evaluation cycles (or one deployment's part of one) that failed.",
+            ["deployment"],
+            registry=registry,
         )
         self.notifications = Counter(
-            c.NOTIFICATIONS, "Notifications by receiver and outcome (sent, failed, dropped).",
-            [c.LABEL_RECEIVER, c.LABEL_OUTCOME], registry=registry,
+            c.NOTIFICATIONS,
+            "Notifications by receiver and outcome (sent, failed, dropped).",
+            [c.LABEL_RECEIVER, c.LABEL_OUTCOME],
+            registry=registry,
         )
 
 

@@ -62,7 +62,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: AdvisorHTTPServer
     server_version = f"capacity-advisor/{__version__}"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s", format % args)
 
     def _send(self, code: int, body: bytes, ctype: str) -> None:
@@ -75,7 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, code: int, obj: Any) -> None:
         self._send(code, json.dumps(obj, indent=2, default=str).encode(), "application/json")
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         svc = self.server.service
         if path == "/metrics":
@@ -108,11 +108,15 @@ def _status_page(svc: Service) -> str:
             usage = s.get("kv_cache_usage_ratio")
             ceiling = d.concurrency_ceiling()
             good = d.evaluation.goodput.ratio
-            recs = "".join(
-                f"<li><b>{html.escape(r.severity)}</b> {html.escape(r.summary)}<br><code>{html.escape(r.flag)}</code>"
-                f"<p>{html.escape(r.description)}</p></li>"
-                for r in d.recommendations
-            ) or "<li>none</li>"
+            recs = (
+                "".join(
+                    f"<li><b>{html.escape(r.severity)}</b> {html.escape(r.summary)}<br>"
+                    f"<code>{html.escape(r.flag)}</code>"
+                    f"<p>{html.escape(r.description)}</p></li>"
+                    for r in d.recommendations
+                )
+                or "<li>none</li>"
+            )
             rows.append(
                 f"<section><h2>{html.escape(d.name)} <small>({html.escape(d.engine)}, {html.escape(d.state)})"
                 f"</small></h2><p>KV usage {'' if usage is None else f'{usage:.1%}'} · running "

@@ -12,16 +12,14 @@ never stops the others; one deployment's failure is logged, counted and skipped.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import requests
 
@@ -102,9 +100,7 @@ def format_transition(t: Transition) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     if t.kind == "resolved":
         return f"[{when}] RESOLVED {r.deployment} {r.rule}/{r.dial} (id {r.id}): the condition cleared."
-    effects = ", ".join(
-        f"{k} {v.get('before')} → {v.get('after')}" for k, v in list(r.predicted_effect.items())[:3]
-    )
+    effects = ", ".join(f"{k} {v.get('before')} → {v.get('after')}" for k, v in list(r.predicted_effect.items())[:3])
     return (
         f"[{when}] OPENED {r.severity.upper()} {r.summary} | flag: {r.flag} | "
         f"predicted: {effects} | confidence {r.confidence:.2f} | id {r.id}"
@@ -136,7 +132,9 @@ class Service:
             for d in cfg.deployments
         ]
         self.scrape_errors: dict[tuple[str, str, str], int] = {
-            (d.spec.name, t.url, reason): 0 for d in self.deployments for t in d.targets
+            (d.spec.name, t.url, reason): 0
+            for d in self.deployments
+            for t in d.targets
             for reason in c.SCRAPE_ERROR_REASONS
         }
         self.senders = [
@@ -191,8 +189,9 @@ class Service:
             t.up, t.error_reason, t.error_message = False, reason, message
             key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
             self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
-            log.warning("deployment=%s target=%s scrape failed: %s (%s)",
-                        d.spec.name, redact_url(t.url), reason, message)
+            log.warning(
+                "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
+            )
 
     def _trim(self, now: float) -> None:
         keep = self.cfg.evaluation_window + 3 * self.cfg.scrape_interval
@@ -288,8 +287,3 @@ class Service:
         for d in self.deployments:
             for t in d.targets:
                 t.session.close()
-
-
-def expected_samples(window: float, interval: float) -> int:
-    """Scrapes a window holds at an interval (for confidence)."""
-    return max(1, math.floor(window / interval) + 1)

@@ -23,10 +23,51 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-                40.0, 80.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+TPOT_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 _SPREAD = ((0.5, 0.2), (1.0, 0.6), (1.8, 0.2))
 """Observations of a phase: 20 % at half its mean, 60 % at the mean, 20 % at 1.8× the mean."""
 
@@ -165,31 +206,55 @@ class StandInEngine(Collector):
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", self.preemptions)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", self.generation_tokens)
-        rs = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                 labels=["engine", "finished_reason", "model_name"])
+        rs = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=["engine", "finished_reason", "model_name"],
+        )
         rs.add_metric(["0", "stop", self.model], round(self.finished), created=self.created)
         yield rs
-        yield self.ttft.family("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                               labels, lv)
-        yield self.tpot.family("vllm:request_time_per_output_token_seconds",
-                               "Histogram of time_per_output_token_seconds per request.", labels, lv)
-        info = GaugeMetricFamily(
-            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-            labels=["block_size", "cache_dtype", "engine", "gpu_memory_utilization", "kv_cache_size_tokens",
-                    "num_gpu_blocks"],
+        yield self.ttft.family(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, lv
         )
-        info.add_metric([str(self.block_size), "auto", "0", "0.9", str(self.num_gpu_blocks * self.block_size),
-                         str(self.num_gpu_blocks)], 1.0)
+        yield self.tpot.family(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            labels,
+            lv,
+        )
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=[
+                "block_size",
+                "cache_dtype",
+                "engine",
+                "gpu_memory_utilization",
+                "kv_cache_size_tokens",
+                "num_gpu_blocks",
+            ],
+        )
+        info.add_metric(
+            [
+                str(self.block_size),
+                "auto",
+                "0",
+                "0.9",
+                str(self.num_gpu_blocks * self.block_size),
+                str(self.num_gpu_blocks),
+            ],
+            1.0,
+        )
         yield info
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: StandInServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         if self.path.split("?", 1)[0] != "/metrics":
             self.send_error(404)
             return

@@ -94,9 +94,7 @@ class _CounterWalk:
     last_t: float
 
 
-def _walk_counter(
-    values: Sequence[tuple[float, float | None]], restarts: Sequence[bool] | None
-) -> _CounterWalk | None:
+def _walk_counter(values: Sequence[tuple[float, float | None]], restarts: Sequence[bool] | None) -> _CounterWalk | None:
     """Sum the increases between consecutive known points, Prometheus style.
 
     Prometheus ``extrapolatedRate`` computes ``last − first`` and adds the pre-drop value at every drop,
@@ -173,9 +171,7 @@ def counter_rate(
     return walk.increase / span
 
 
-def counter_resets(
-    values: Sequence[tuple[float, float | None]], *, restarts: Sequence[bool] | None = None
-) -> int:
+def counter_resets(values: Sequence[tuple[float, float | None]], *, restarts: Sequence[bool] | None = None) -> int:
     """Number of resets between known points (drops plus flagged restarts), as Prometheus ``resets()``."""
     walk = _walk_counter(values, restarts)
     return 0 if walk is None else walk.resets

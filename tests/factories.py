@@ -25,8 +25,13 @@ def context(replicas: int = 1, **overrides: Any) -> DeploymentContext:
     fields.update(overrides)
     inputs = CapacityInputs(**fields)
     return DeploymentContext(
-        name="chat-8b", engine="vllm", slo=SLOTargets(2.5, 0.1, 0.9), inputs=inputs,
-        capacity=capacity_pass(inputs), gpu=gpu, replicas=replicas,
+        name="chat-8b",
+        engine="vllm",
+        slo=SLOTargets(2.5, 0.1, 0.9),
+        inputs=inputs,
+        capacity=capacity_pass(inputs),
+        gpu=gpu,
+        replicas=replicas,
     )
 
 

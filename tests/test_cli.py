@@ -15,13 +15,26 @@ from tests.conftest import REPO_ROOT
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
 
 
 def test_plan_json_for_llama_3_1_8b_on_an_h100() -> None:
-    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--tp", "1",
-             "--gpu-memory-utilization", "0.9", "--max-model-len", "8192", "--json")
+    r = _cli(
+        "plan",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-SXM",
+        "--tp",
+        "1",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     # 32 layers × 8 KV heads × 128 head size × 2 (K and V) × 2 bytes (bf16)
@@ -37,8 +50,18 @@ def test_plan_json_for_llama_3_1_8b_on_an_h100() -> None:
 
 
 def test_plan_kv_per_gpu_under_tp_counts_replicated_heads_once_per_copy() -> None:
-    r = _cli("plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM", "--tp", "16",
-             "--max-model-len", "8192", "--json")
+    r = _cli(
+        "plan",
+        "--model",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "--gpu",
+        "H100-SXM",
+        "--tp",
+        "16",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     # 80 layers, 8 KV heads, 128, K+V, bf16 → per GPU with TP 16 each rank still holds one head
@@ -47,8 +70,7 @@ def test_plan_kv_per_gpu_under_tp_counts_replicated_heads_once_per_copy() -> Non
 
 
 def test_plan_table_and_errors() -> None:
-    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "80", "--max-model-len",
-             "8192")
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "80", "--max-model-len", "8192")
     assert r.returncode == 0, r.stderr
     assert "KV tokens per replica" in r.stdout
     r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H9000", "--max-model-len", "8192")
@@ -105,8 +127,24 @@ deployments:
     top = recs[0]
     assert top["rule"] == "kv_saturation"
     assert top["dial"] != "max_num_seqs"
-    keys = {"id", "deployment", "rule", "dial", "action", "current", "suggested", "flag", "severity",
-            "confidence", "summary", "description", "runbook", "opened_at", "predicted_effect", "evidence"}
+    keys = {
+        "id",
+        "deployment",
+        "rule",
+        "dial",
+        "action",
+        "current",
+        "suggested",
+        "flag",
+        "severity",
+        "confidence",
+        "summary",
+        "description",
+        "runbook",
+        "opened_at",
+        "predicted_effect",
+        "evidence",
+    }
     assert keys <= set(top)
     assert top["flag"].startswith("--")
     assert "window_seconds" in top["evidence"]

@@ -28,8 +28,9 @@ GOOD = {
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT
+    )
 
 
 @pytest.mark.parametrize(

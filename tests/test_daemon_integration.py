@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -70,10 +71,8 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
 ) -> None:
     def slow(h: BaseHTTPRequestHandler) -> None:
         time.sleep(2.0)
-        try:
+        with contextlib.suppress(OSError):  # the advisor gave up long ago, as it should
             reply(h, 200, b"vllm:num_requests_running 1\n")
-        except OSError:  # the advisor gave up long ago, as it should
-            pass
 
     refused = f"http://127.0.0.1:{_free_port()}/metrics"
     timeout = http_server(slow) + "/metrics"
@@ -86,13 +85,21 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
         "scrape": {"connect_timeout": "0.5s", "read_timeout": "0.7s", "max_bytes": 32768},
         "deployments": [
             {
-                "name": "chat-8b", "engine": "vllm", "targets": [standin.url()],
-                "model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192,
+                "name": "chat-8b",
+                "engine": "vllm",
+                "targets": [standin.url()],
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "gpu": "H100-SXM",
+                "max_model_len": 8192,
                 "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1, "target_ratio": 0.5},
             },
             {
-                "name": "broken", "engine": "vllm", "targets": [refused, timeout, error500, garbage, large],
-                "model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192,
+                "name": "broken",
+                "engine": "vllm",
+                "targets": [refused, timeout, error500, garbage, large],
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "gpu": "H100-SXM",
+                "max_model_len": 8192,
                 "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
             },
         ],
@@ -105,11 +112,14 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
     stop = threading.Event()
     urls: list[str] = []
     t = threading.Thread(
-        target=run_daemon, args=(svc, registry, "127.0.0.1:0"),
-        kwargs={"stop_event": stop, "on_listening": urls.append}, daemon=True,
+        target=run_daemon,
+        args=(svc, registry, "127.0.0.1:0"),
+        kwargs={"stop_event": stop, "on_listening": urls.append},
+        daemon=True,
     )
     t.start()
     try:
+
         def opened_then_resolved(bodies: list[dict[str, Any]]) -> bool:
             firing = {a["fingerprint"] for b in bodies for a in b["alerts"] if a["status"] == "firing"}
             resolved = {a["fingerprint"] for b in bodies for a in b["alerts"] if a["status"] == "resolved"}
@@ -120,14 +130,23 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
         first = firing[0]["alerts"][0]
         assert first["labels"]["deployment"] == "chat-8b"
         assert first["labels"]["rule"] == "kv_saturation"
-        resolved = [a for b in webhook_receiver.bodies for a in b["alerts"]
-                    if a["status"] == "resolved" and a["fingerprint"] == first["fingerprint"]]
+        resolved = [
+            a
+            for b in webhook_receiver.bodies
+            for a in b["alerts"]
+            if a["status"] == "resolved" and a["fingerprint"] == first["fingerprint"]
+        ]
         assert resolved and resolved[0]["startsAt"] == first["startsAt"]
         assert resolved[0]["endsAt"] != "0001-01-01T00:00:00Z"
 
         m = _metrics(urls[0])
-        for target, reason in [(refused, "connection_refused"), (timeout, "timeout"), (error500, "http_status"),
-                               (garbage, "parse_error"), (large, "too_large")]:
+        for target, reason in [
+            (refused, "connection_refused"),
+            (timeout, "timeout"),
+            (error500, "http_status"),
+            (garbage, "parse_error"),
+            (large, "too_large"),
+        ]:
             assert _value(m, "advisor_target_up", deployment="broken", target=target) == 0.0, target
             errors = _value(m, "advisor_scrape_errors_total", deployment="broken", target=target, reason=reason)
             assert errors is not None and errors >= 1, (target, reason)

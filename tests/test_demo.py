@@ -31,7 +31,10 @@ def _active(url: str) -> list[float]:
 def test_demo_opens_then_resolves_within_60_seconds() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "advisor.cli", "demo", "--listen", "127.0.0.1:0", "--duration", "70"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines: list[str] = []
 

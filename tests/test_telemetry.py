@@ -78,9 +78,7 @@ COUNTER_WITH_RESET = [(0.0, 10.0), (15.0, 20.0), (30.0, 5.0), (45.0, 15.0)]
         # (20 − 10) + 5 (post-reset value) + (15 − 5) = 25. Prometheus: last − first + pre-drop value
         # = (15 − 10) + 20 = 25.
         pytest.param(COUNTER_WITH_RESET, 25.0, id="a reset counts the post-reset value as the increase"),
-        pytest.param(
-            [(0.0, 3.0), (10.0, 7.0), (20.0, 12.0)], 9.0, id="a plain counter increases by last-first"
-        ),
+        pytest.param([(0.0, 3.0), (10.0, 7.0), (20.0, 12.0)], 9.0, id="a plain counter increases by last-first"),
         pytest.param([(0.0, 10.0), (10.0, None), (20.0, 30.0)], 20.0, id="unknown points are skipped"),
         pytest.param([(0.0, 10.0), (10.0, math.nan), (20.0, 30.0)], 20.0, id="NaN points are skipped"),
         pytest.param([(0.0, 5.0), (10.0, None)], None, id="one known point gives no increase"),
@@ -509,9 +507,7 @@ def test_combine_targets_sums_known_values_and_averages_usage() -> None:
 
 def test_combine_targets_keeps_the_first_histogram_when_bounds_differ() -> None:
     other = hist((0.2, 1), (INF, 2))
-    c = combine_targets(
-        [WindowStats(60.0, ttft=None), WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)]
-    )
+    c = combine_targets([WindowStats(60.0, ttft=None), WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)])
     assert c.ttft is HA
 
 
@@ -524,9 +520,7 @@ def test_combine_targets_of_nothing_is_unknown() -> None:
 
 @st.composite
 def histograms(draw: st.DrawFn) -> Histogram:
-    bounds = sorted(
-        draw(st.lists(st.floats(min_value=1e-3, max_value=1e3), min_size=1, max_size=6, unique=True))
-    )
+    bounds = sorted(draw(st.lists(st.floats(min_value=1e-3, max_value=1e3), min_size=1, max_size=6, unique=True)))
     increments = draw(st.lists(st.integers(0, 1000), min_size=len(bounds) + 1, max_size=len(bounds) + 1))
     increments[-1] += 1  # at least one observation
     cumulative = 0.0

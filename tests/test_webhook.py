@@ -14,10 +14,22 @@ from tests.conftest import Receiver
 
 def _rec(resolved_at: float | None = None) -> Recommendation:
     return Recommendation(
-        id="abc123", deployment="chat-8b", rule="kv_saturation", dial="kv_cache_dtype", action="set",
-        current="auto", suggested="fp8", flag="--kv-cache-dtype fp8", severity="warning", confidence=0.8,
-        summary="s", description="d", runbook="r", opened_at=1_790_000_000.0,
-        predicted_effect={"kv_cache_tokens": {"before": 1, "after": 2}}, evidence={"window_seconds": 60},
+        id="abc123",
+        deployment="chat-8b",
+        rule="kv_saturation",
+        dial="kv_cache_dtype",
+        action="set",
+        current="auto",
+        suggested="fp8",
+        flag="--kv-cache-dtype fp8",
+        severity="warning",
+        confidence=0.8,
+        summary="s",
+        description="d",
+        runbook="r",
+        opened_at=1_790_000_000.0,
+        predicted_effect={"kv_cache_tokens": {"before": 1, "after": 2}},
+        evidence={"window_seconds": 60},
         resolved_at=resolved_at,
     )
 

@@ -201,13 +201,10 @@ class CapacityInputs:
         m = self.model
         if tp >= 1 and m.num_attention_heads % tp != 0:
             problems.append(
-                f"{m.name}: {m.num_attention_heads} attention heads are not divisible by "
-                f"tensor_parallel_size {tp}"
+                f"{m.name}: {m.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}"
             )
         if tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
-            problems.append(
-                f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}"
-            )
+            problems.append(f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}")
         if problems:
             raise CapacityError("; ".join(problems))
 

@@ -148,9 +148,7 @@ class ModelArch:
                 raise CapacityError(f"{name}: config.json has no {key!r} (needed for the capacity pass)")
         heads = _positive_int(cfg, "num_attention_heads", name)
         hidden = _positive_int(cfg, "hidden_size", name)
-        kv_heads = (
-            _positive_int(cfg, "num_key_value_heads", name) if cfg.get("num_key_value_heads") else heads
-        )
+        kv_heads = _positive_int(cfg, "num_key_value_heads", name) if cfg.get("num_key_value_heads") else heads
         head_dim = _positive_int(cfg, "head_dim", name) if cfg.get("head_dim") else hidden // heads
         dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
         arch = cls(

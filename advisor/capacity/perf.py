@@ -134,8 +134,7 @@ def decode_step_seconds(
     bytes_read = weights_bytes_per_gpu(inputs) + kv_read
     body, lm_head = _matmul_parameters(inputs)
     flops = batch * (
-        2 * (body + lm_head) / tp
-        + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
+        2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
     )
     t_memory = bytes_read / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
     t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)

@@ -78,9 +78,7 @@ def resolve_dtype(dtype: str, model_dtype: str) -> str:
     if name == "auto":
         model = model_dtype.strip().lower().removeprefix("torch.")
         if model not in DTYPE_BYTES:
-            raise CapacityError(
-                f"unknown model dtype {model_dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}"
-            )
+            raise CapacityError(f"unknown model dtype {model_dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
         return "bfloat16" if DTYPE_BYTES[model] == 4 else ("float16" if model == "half" else model)
     if name not in DTYPE_BYTES:
         raise CapacityError(f"unknown dtype {dtype!r}; known: auto, {', '.join(sorted(DTYPE_BYTES))}")
@@ -136,7 +134,5 @@ def kv_bytes_per_element(kv_cache_dtype: str, model_dtype: str) -> int:
             raise CapacityError(f"unknown model dtype {model_dtype!r}; known: {', '.join(sorted(_KV_BYTES))}")
         return _KV_BYTES[model]
     if name not in _KV_BYTES:
-        raise CapacityError(
-            f"unknown kv_cache_dtype {kv_cache_dtype!r}; known: auto, {', '.join(sorted(_KV_BYTES))}"
-        )
+        raise CapacityError(f"unknown kv_cache_dtype {kv_cache_dtype!r}; known: auto, {', '.join(sorted(_KV_BYTES))}")
     return _KV_BYTES[name]

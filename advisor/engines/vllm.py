@@ -87,15 +87,11 @@ NAME_TABLE: Final[Mapping[str, tuple[MetricName, ...]]] = {
     ),
     "requests_running": (MetricName("vllm:num_requests_running", "gauge", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "requests_waiting": (MetricName("vllm:num_requests_waiting", "gauge", "V0; V1 0.7 → 0.33", _LOGGERS),),
-    "preemptions_total": (
-        MetricName("vllm:num_preemptions_total", "counter", "V0; V1 0.8 → 0.33", _LOGGERS),
-    ),
+    "preemptions_total": (MetricName("vllm:num_preemptions_total", "counter", "V0; V1 0.8 → 0.33", _LOGGERS),),
     "prompt_tokens_total": (
         MetricName("vllm:prompt_tokens_total", "counter", "V0; V1 0.7 → 0.33 (cached included)", _LOGGERS),
     ),
-    "generation_tokens_total": (
-        MetricName("vllm:generation_tokens_total", "counter", "V0; V1 0.7 → 0.33", _LOGGERS),
-    ),
+    "generation_tokens_total": (MetricName("vllm:generation_tokens_total", "counter", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "requests_finished_total": (
         MetricName(
             "vllm:request_success_total",
@@ -122,9 +118,7 @@ NAME_TABLE: Final[Mapping[str, tuple[MetricName, ...]]] = {
         MetricName("vllm:inter_token_latency_seconds", "histogram", "V1 0.10 → 0.33", _LOGGERS, is_itl=True),
     ),
     "e2e": (MetricName("vllm:e2e_request_latency_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),),
-    "queue_time": (
-        MetricName("vllm:request_queue_time_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),
-    ),
+    "queue_time": (MetricName("vllm:request_queue_time_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "process_start_time_seconds": (
         MetricName(
             "process_start_time_seconds",
@@ -327,11 +321,7 @@ class _ModelView:
         self._model = model
 
     def samples(self, name: str) -> list[Sample]:
-        return [
-            s
-            for s in self._exposition.get(name, ())
-            if s.labels.get(_MODEL_LABEL, self._model) == self._model
-        ]
+        return [s for s in self._exposition.get(name, ()) if s.labels.get(_MODEL_LABEL, self._model) == self._model]
 
     def ranks(self) -> tuple[str, ...]:
         """Every rank (``engine`` label) on the model's samples, ``"0"`` for unlabelled ones.

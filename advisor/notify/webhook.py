@@ -114,17 +114,25 @@ class WebhookSender:
                 snippet = resp.text[:200]
                 error = f"HTTP {status}: {snippet}"
                 if 400 <= status < 500:
-                    log.warning("webhook %s: %s rejected the notification (%s); not retrying",
-                                self.name, self.safe_url, error)
+                    log.warning(
+                        "webhook %s: %s rejected the notification (%s); not retrying", self.name, self.safe_url, error
+                    )
                     return DeliveryOutcome("failed", attempt, status, error)
             except requests.RequestException as exc:
                 status = None
                 error = type(exc).__name__
             if attempt < self.max_attempts:
                 delay = self.backoff * (2 ** (attempt - 1))
-                log.warning("webhook %s: attempt %d to %s failed (%s); retrying in %.1fs",
-                            self.name, attempt, self.safe_url, error, delay)
+                log.warning(
+                    "webhook %s: attempt %d to %s failed (%s); retrying in %.1fs",
+                    self.name,
+                    attempt,
+                    self.safe_url,
+                    error,
+                    delay,
+                )
                 self._sleep(delay)
-        log.error("webhook %s: giving up on %s after %d attempts (%s)",
-                  self.name, self.safe_url, self.max_attempts, error)
+        log.error(
+            "webhook %s: giving up on %s after %d attempts (%s)", self.name, self.safe_url, self.max_attempts, error
+        )
         return DeliveryOutcome("failed", self.max_attempts, status, error)

@@ -28,7 +28,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.flags import flag_for
-from advisor.rules.turns import Turn, effect, turn
+from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
 
 MAX_SAFE_GPU_MEMORY_UTILIZATION = 0.95
 """Above this, activation spikes and CUDA-graph memory risk OOM (vLLM docs, "Conserving memory")."""
@@ -120,27 +120,52 @@ class KVSaturationRule:
         if not kv.startswith("fp8"):
             t = turn(inputs, c.DIAL_KV_CACHE_DTYPE, "fp8")
             if t:
-                candidates.append((t, 1.0, "set", "storing the KV cache in fp8 halves its bytes per token; "
-                                   "measure the accuracy delta on your own evals"))
+                candidates.append(
+                    (
+                        t,
+                        1.0,
+                        "set",
+                        "storing the KV cache in fp8 halves its bytes per token; "
+                        "measure the accuracy delta on your own evals",
+                    )
+                )
         util = inputs.gpu_memory_utilization
         if util < MAX_SAFE_GPU_MEMORY_UTILIZATION - 1e-9:
             new_util = round(min(MAX_SAFE_GPU_MEMORY_UTILIZATION, util + 0.05), 2)
             t = turn(inputs, c.DIAL_GPU_MEMORY_UTILIZATION, new_util)
             if t:
-                candidates.append((t, 1.0, "increase", "a larger memory budget leaves more room for KV blocks; "
-                                   "watch for OOM under activation spikes"))
+                candidates.append(
+                    (
+                        t,
+                        1.0,
+                        "increase",
+                        "a larger memory budget leaves more room for KV blocks; watch for OOM under activation spikes",
+                    )
+                )
         if inputs.quantization is None:
             q = "fp8" if ev.ctx.gpu is not None and ev.ctx.gpu.fp8_flops else "awq"
             t = turn(inputs, c.DIAL_WEIGHT_QUANTIZATION, q)
             if t:
-                candidates.append((t, 1.0 / QUANTIZATION_QUALITY_FACTOR, "set",
-                                   f"{q} weights free memory for the cache; the quality delta must be "
-                                   "measured on your own evals"))
+                candidates.append(
+                    (
+                        t,
+                        1.0 / QUANTIZATION_QUALITY_FACTOR,
+                        "set",
+                        f"{q} weights free memory for the cache; the quality delta must be measured on your own evals",
+                    )
+                )
         tp = inputs.tensor_parallel_size
         t = turn(inputs, c.DIAL_TENSOR_PARALLEL_SIZE, tp * 2)
         if t:
-            candidates.append((t, 2.0, "increase", "sharding over twice the GPUs doubles the memory per "
-                               "replica; it adds inter-GPU communication every layer"))
+            candidates.append(
+                (
+                    t,
+                    2.0,
+                    "increase",
+                    "sharding over twice the GPUs doubles the memory per "
+                    "replica; it adds inter-GPU communication every layer",
+                )
+            )
 
         proposals = [
             self._proposal(ev, t, cost, action, why, tokens_per_request, severity, confidence, evidence)
@@ -175,8 +200,8 @@ class KVSaturationRule:
         confidence: float,
         evidence: dict[str, Any],
     ) -> Proposal:
-        current = getattr(t.before_inputs, _attr(t.dial))
-        suggested = getattr(t.after_inputs, _attr(t.dial))
+        current = getattr(t.before_inputs, FIELD_FOR_DIAL[t.dial])
+        suggested = getattr(t.after_inputs, FIELD_FOR_DIAL[t.dial])
         pe: dict[str, dict[str, Any]] = {
             "kv_cache_tokens": effect(t.before.kv_cache_tokens, t.after.kv_cache_tokens),
             "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
@@ -269,9 +294,3 @@ class KVSaturationRule:
             evidence=evidence,
             score=gain / (needed / current) * 0.99,  # same gain per GPU; ranks after free turns of equal gain
         )
-
-
-def _attr(dial: str) -> str:
-    from advisor.rules.turns import _FIELD_FOR_DIAL
-
-    return _FIELD_FOR_DIAL[dial]

@@ -110,9 +110,7 @@ class Lifecycle:
             st = self._state.setdefault(key, _RuleState())
             if ev.state != c.STATE_FRESH:
                 st.pending_since = None
-                self.statuses[key] = RuleStatus(
-                    rule.id, dep, "unknown", f"not evaluated: data is {ev.state}"
-                )
+                self.statuses[key] = RuleStatus(rule.id, dep, "unknown", f"not evaluated: data is {ev.state}")
                 continue
             if st.open:
                 transitions += self._maybe_resolve(rule, ev, st)
@@ -143,10 +141,7 @@ class Lifecycle:
 
     def _taken_dials(self, deployment: str, rule_id: str) -> set[str]:
         return {
-            dial
-            for (dep, rid), st in self._state.items()
-            if dep == deployment and rid != rule_id
-            for dial in st.open
+            dial for (dep, rid), st in self._state.items() if dep == deployment and rid != rule_id for dial in st.open
         }
 
     def _open(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:

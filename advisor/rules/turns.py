@@ -15,7 +15,8 @@ from advisor import conventions as c
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass
 from advisor.errors import CapacityError
 
-_FIELD_FOR_DIAL = {
+FIELD_FOR_DIAL: dict[str, str] = {
+    # dial id → CapacityInputs field the capacity pass reads
     c.DIAL_KV_CACHE_DTYPE: "kv_cache_dtype",
     c.DIAL_GPU_MEMORY_UTILIZATION: "gpu_memory_utilization",
     c.DIAL_WEIGHT_QUANTIZATION: "quantization",
@@ -47,9 +48,9 @@ def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
     Returns ``None`` when the turned configuration does not fit (weights exceed the budget) — a turn
     that cannot run is no advice. Raises ``KeyError`` for a dial the capacity pass does not model.
     """
-    field_name = _FIELD_FOR_DIAL[dial]
-    after_inputs = dataclasses.replace(inputs, **{field_name: value})
+    field_name = FIELD_FOR_DIAL[dial]
     try:
+        after_inputs = dataclasses.replace(inputs, **{field_name: value})  # validates, may raise
         before = capacity_pass(inputs)
         after = capacity_pass(after_inputs)
     except CapacityError:

@@ -205,9 +205,7 @@ def scrape(
         except urllib3.exceptions.DecodeError:
             return fail(REASON_PARSE_ERROR, "body could not be decoded (Content-Encoding)", status)
         except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
-            return fail(
-                REASON_CONNECTION_REFUSED, f"connection lost while reading body ({_cause_name(exc)})", status
-            )
+            return fail(REASON_CONNECTION_REFUSED, f"connection lost while reading body ({_cause_name(exc)})", status)
 
     return ScrapeResult(
         target=target,

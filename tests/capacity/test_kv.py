@@ -19,9 +19,7 @@ H100 = get_gpu("h100-sxm")
 
 def test_llama_3_1_8b_kv_is_131072_bytes_per_token() -> None:
     # 2 (K, V) × 32 layers × 8 KV heads × 128 head_dim × 2 bytes (bf16)
-    result = capacity_pass(
-        CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192)
-    )
+    result = capacity_pass(CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192))
     assert result.kv_cache_bytes_per_token == 131072 == 2 * 32 * 8 * 128 * 2
     assert result.kv_cache_bytes_per_token_per_gpu == 131072
 
@@ -57,9 +55,7 @@ def test_tp2_halves_per_gpu_weights() -> None:
         )
     )
     four = capacity_pass(
-        CapacityInputs(
-            model=LLAMA_70B, gpu_memory_bytes=H100.memory_bytes, tensor_parallel_size=4, max_model_len=8192
-        )
+        CapacityInputs(model=LLAMA_70B, gpu_memory_bytes=H100.memory_bytes, tensor_parallel_size=4, max_model_len=8192)
     )
     published_bytes = 70_553_706_496 * 2
     assert one.weights_bytes_per_gpu == pytest.approx(published_bytes / 2, rel=0.002)
@@ -69,9 +65,7 @@ def test_tp2_halves_per_gpu_weights() -> None:
 
 def test_weights_match_what_vllm_logs_for_llama_3_1_8b() -> None:
     # vLLM V1 logs "Model loading took 14.9888 GiB" for this model in bf16 (params + rotary cache).
-    result = capacity_pass(
-        CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192)
-    )
+    result = capacity_pass(CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192))
     assert result.weights_bytes_per_gpu / GIB == pytest.approx(14.9888, abs=0.0005)
 
 
@@ -94,9 +88,7 @@ def test_vllm_0_6_6_a100_40gb_meta_llama_3_8b_within_ten_percent() -> None:
 
 def test_vllm_v1_h100_llama_3_1_8b_pool_within_two_percent() -> None:
     # V1 output printed as representative: total 79.11 GiB × 0.90, KV 54.62 GiB, 447,088 tokens at 8k.
-    result = capacity_pass(
-        CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=round(79.11 * GIB), max_model_len=8192)
-    )
+    result = capacity_pass(CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=round(79.11 * GIB), max_model_len=8192))
     assert result.kv_pool_bytes_per_gpu / GIB == pytest.approx(54.62, rel=0.02)
     assert result.kv_cache_tokens == pytest.approx(447_088, rel=0.02)
 
@@ -178,9 +170,7 @@ def test_invalid_inputs_are_refused_at_construction(tp: int, why: str) -> None:
 
 def test_as_dict_is_json_ready_and_summarises_the_inputs() -> None:
     result = capacity_pass(
-        CapacityInputs(
-            model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192, kv_cache_dtype="fp8"
-        )
+        CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_model_len=8192, kv_cache_dtype="fp8")
     )
     data = json.loads(json.dumps(result.as_dict()))
     for key in (

@@ -26,9 +26,7 @@ BASE = CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, max_mo
 def test_batch_one_decode_is_weight_streaming_time() -> None:
     # (8.03 G params × 2 B + 32 MiB rotary + 1000 tokens × 128 KiB) ÷ (3.35 TB/s × 0.8) ≈ 6.05 ms
     expected = (8_030_261_248 * 2 + 131072 * 128 * 2 + 1000 * 131072) / (3.35e12 * 0.8)
-    assert decode_step_seconds(BASE, H100, batch=1, mean_context_tokens=1000) == pytest.approx(
-        expected, rel=1e-3
-    )
+    assert decode_step_seconds(BASE, H100, batch=1, mean_context_tokens=1000) == pytest.approx(expected, rel=1e-3)
     assert tpot_seconds(BASE, H100, 1, 1000) == decode_step_seconds(BASE, H100, 1, 1000)
 
 

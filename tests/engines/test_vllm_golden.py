@@ -129,9 +129,7 @@ def test_two_dp_ranks_sum_counters_weight_usage_by_capacity_and_merge_histograms
 
 
 def test_usage_is_a_plain_mean_when_a_rank_capacity_is_unknown() -> None:
-    text = (
-        (FIXTURES / "dp-two-ranks.prom").read_text().replace('num_gpu_blocks="3000"', 'num_gpu_blocks="None"')
-    )
+    text = (FIXTURES / "dp-two-ranks.prom").read_text().replace('num_gpu_blocks="3000"', 'num_gpu_blocks="None"')
     snap = ADAPTER.snapshot(parse_exposition(text, keep=ADAPTER.wants))
     assert snap.kv_cache_capacity_tokens is None
     assert snap.kv_cache_usage_ratio == pytest.approx((0.5 + 0.1) / 2)
@@ -220,8 +218,7 @@ def test_ranks_with_different_bucket_bounds_do_not_merge() -> None:
         ("1", "+Inf", 1),
     ]
     text = "".join(
-        f'vllm:time_to_first_token_seconds_bucket{{engine="{r}",le="{le}",model_name="m"}} {v}\n'
-        for r, le, v in rows
+        f'vllm:time_to_first_token_seconds_bucket{{engine="{r}",le="{le}",model_name="m"}} {v}\n' for r, le, v in rows
     ) + "".join(
         f'vllm:time_to_first_token_seconds_{k}{{engine="{r}",model_name="m"}} 1\n'
         for r in "01"

@@ -35,9 +35,7 @@ def session() -> Iterator[requests.Session]:
         yield s
 
 
-def reply(
-    status: int, body: bytes, headers: dict[str, str] | None = None
-) -> Callable[[BaseHTTPRequestHandler], None]:
+def reply(status: int, body: bytes, headers: dict[str, str] | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
     def handle(h: BaseHTTPRequestHandler) -> None:
         h.send_response(status)
         h.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -96,9 +94,7 @@ def test_a_closed_port_is_connection_refused(session: requests.Session) -> None:
     assert result.error_message == "connection refused"
 
 
-def test_a_server_sleeping_past_the_read_timeout_is_a_timeout(
-    serve: Serve, session: requests.Session
-) -> None:
+def test_a_server_sleeping_past_the_read_timeout_is_a_timeout(serve: Serve, session: requests.Session) -> None:
     def slow(h: BaseHTTPRequestHandler) -> None:
         time.sleep(1.5)
         reply(200, BODY)(h)
@@ -123,9 +119,7 @@ def test_a_server_stalling_mid_body_is_a_timeout(serve: Serve, session: requests
     assert result.duration_seconds < 1.4
 
 
-def test_a_server_trickling_bytes_past_the_deadline_is_a_timeout(
-    serve: Serve, session: requests.Session
-) -> None:
+def test_a_server_trickling_bytes_past_the_deadline_is_a_timeout(serve: Serve, session: requests.Session) -> None:
     """Each byte arrives well within read_timeout, so only the overall deadline can stop it."""
 
     def trickle(h: BaseHTTPRequestHandler) -> None:

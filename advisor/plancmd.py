@@ -1,0 +1,96 @@
+"""``capacity-advisor plan``: the capacity pass for one configuration, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import CapacityError
+
+
+def _err(msg: str) -> None:
+    print(f"capacity-advisor: {msg}", file=sys.stderr)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print the capacity pass for one configuration."""
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.kv import CapacityInputs, capacity_pass
+    from advisor.config import GIB, resolve_model
+
+    try:
+        model = resolve_model(args.model, Path.cwd())
+        if args.gpu_memory_gib is not None:
+            memory = int(args.gpu_memory_gib * GIB)
+            gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
+        elif args.gpu is not None:
+            spec = get_gpu(args.gpu)
+            memory = spec.memory_bytes
+            gpu_name = spec.name
+        else:
+            _err("plan needs --gpu NAME or --gpu-memory-gib X")
+            return 2
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=memory,
+            tensor_parallel_size=args.tp,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+        )
+        result = capacity_pass(inputs)
+    except CapacityError as exc:
+        _err(str(exc))
+        return 2
+    out = result.as_dict()
+    out["gpu"] = gpu_name
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    gib = float(GIB)
+    rows = [
+        ("model", model.name),
+        ("GPU", f"{gpu_name} × {args.tp} (TP {args.tp}), {memory / gib:.2f} GiB each"),
+        ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
+        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (activations, CUDA graphs, runtime)"),
+        ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
+        (
+            "KV bytes per token",
+            f"{result.kv_cache_bytes_per_token:,} (replica), {result.kv_cache_bytes_per_token_per_gpu:,} (per GPU)",
+        ),
+        ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
+        ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
+        ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    return 0
+
+
+def add_plan_parser(sub: Any) -> None:
+    """Register the ``plan`` sub-command on an argparse sub-parsers object."""
+    plan = sub.add_parser("plan", help="the capacity pass for one configuration")
+    plan.add_argument("--model", required=True, help="preset id or path to a config.json")
+    plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
+    plan.add_argument("--gpu-memory-gib", type=float, help="GPU memory in GiB (overrides the catalog)")
+    plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    plan.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    plan.add_argument("--max-model-len", type=int, required=True)
+    plan.add_argument("--dtype", default="auto")
+    plan.add_argument("--quantization", default=None)
+    plan.add_argument("--kv-cache-dtype", default="auto")
+    plan.add_argument("--max-num-seqs", type=int, default=256)
+    plan.add_argument("--max-num-batched-tokens", type=int, default=None)
+    plan.add_argument("--block-size", type=int, default=16)
+    plan.add_argument("--json", action="store_true")
+    plan.set_defaults(func=cmd_plan)
