@@ -131,6 +131,11 @@ class Deployment(_Strict):
     def _gpu_given(self) -> Deployment:
         if self.gpu is None and self.gpu_memory_gib is None:
             raise ValueError("set gpu (a catalog name) or gpu_memory_gib")
+        if self.gpu_count is not None and self.gpu_count < self.tensor_parallel_size:
+            raise ValueError(
+                f"gpu_count {self.gpu_count} is less than tensor_parallel_size {self.tensor_parallel_size}: "
+                "each tensor-parallel rank needs its own GPU"
+            )
         return self
 
 

@@ -150,3 +150,56 @@ deployments:
     assert "window_seconds" in top["evidence"]
     for eff in top["predicted_effect"].values():
         assert set(eff) == {"before", "after"}
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_run_stops_cleanly_on_signals(saturated_engine: StandInServer, tmp_path: Path, sig: str) -> None:
+    import re
+    import signal
+    import time
+
+    import requests
+
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+scrape_interval: 1s
+evaluation_window: 5s
+deployments:
+  - name: chat-8b
+    targets: ["{saturated_engine.url()}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
+"""
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "advisor.cli", "run", "--config", str(cfg), "--listen", "127.0.0.1:0"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        deadline = time.monotonic() + 20
+        while url is None and time.monotonic() < deadline:
+            m = re.search(r"serving (http://\S+)/metrics", proc.stderr.readline())
+            url = m.group(1) if m else None
+        assert url
+        while time.monotonic() < deadline and requests.get(url + "/readyz", timeout=2).status_code != 200:
+            time.sleep(0.2)
+        assert 'advisor_requests_running{deployment="chat-8b"} 48.0' in requests.get(url + "/metrics", timeout=2).text
+        start = time.monotonic()
+        proc.send_signal(getattr(signal, sig))
+        assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - start < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
