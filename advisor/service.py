@@ -3,7 +3,7 @@
 :meth:`Service.run_once` is a readable list of named steps, each timed into
 ``advisor_cycle_step_duration_seconds{step}``::
 
-    scrape → normalize → evaluate → rules → publish → notify
+    scrape → normalize → evaluate → rules → publish → notify → persist
 
 One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
 never stops the others; one deployment's failure is logged, counted and skipped.
@@ -42,6 +42,7 @@ from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.sources.exposition import parse_exposition
 from advisor.sources.scrape import ScrapeResult, scrape
+from advisor.state import load_state, save_state
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,15 @@ class Service:
         self.last_progress: float | None = None
         self._lock = threading.Lock()
         n_targets = sum(len(d.targets) for d in self.deployments)
+        self.state_file = Path(cfg.state_file) if cfg.state_file else None
+        if self.state_file is not None:
+            if base_dir is not None and not self.state_file.is_absolute():
+                self.state_file = base_dir / self.state_file
+            known = {d.spec.name for d in self.deployments}
+            restored = [r for r in load_state(self.state_file) if r.deployment in known]
+            self.lifecycle.restore(restored)
+            if restored:
+                log.info("restored %d open recommendation(s) from %s", len(restored), self.state_file)
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_targets)), thread_name_prefix="scrape")
 
     # -- steps -------------------------------------------------------------------------------------
@@ -264,6 +274,9 @@ class Service:
                 self.collector.publish(result)
             with self._step("notify"):
                 self._notify(transitions)
+            if transitions and self.state_file is not None:
+                with self._step("persist"):
+                    save_state(self.state_file, self.lifecycle.open_recommendations(), now)
             self.metrics.cycles.inc()
             self.last_progress = now
             return result
