@@ -26,13 +26,16 @@ Durations accept Prometheus-style strings (``90s``, ``5m``, ``1h30m``) or plain 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -43,11 +46,41 @@ from pydantic import (
 )
 
 from advisor.capacity.hardware import GPUSpec, get_gpu
-from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.kv import (
+    CapacityInputs,
+    capacity_pass,
+    vllm_default_block_size,
+    vllm_default_max_num_seqs,
+)
 from advisor.capacity.models import ModelArch, get_preset
 from advisor.errors import CapacityError, ConfigError
 
+
+def check_http_url(url: str) -> str:
+    """An absolute http(s) URL with a host and a valid port; the error never echoes the URL (it may
+    hold credentials) — only its redacted form."""
+    from advisor.redact import redact_url
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc}): {redact_url(url)!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError(f"must be an http:// or https:// URL with a host, got {redact_url(url)!r}")
+    if any(ch.isspace() for ch in url):
+        raise ValueError(f"must not contain white space: {redact_url(url)!r}")
+    del port
+    return url
+
+
+TargetURL = Annotated[str, AfterValidator(check_http_url)]
+
 _DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
+
+
+MAX_DURATION_SECONDS = 365 * 86400.0
 
 
 def parse_duration(value: object) -> float:
@@ -59,7 +92,10 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration must be a number of seconds or a string like '15s', '5m', '1h'")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ValueError(f"duration out of range (at most {MAX_DURATION_SECONDS:g} seconds)") from None
     elif isinstance(value, str):
         text = value.strip()
         try:
@@ -74,6 +110,8 @@ def parse_duration(value: object) -> float:
             seconds = h * 3600 + mi * 60 + s + ms / 1000
     else:
         raise ValueError("a duration must be a number of seconds or a string like '15s', '5m', '1h'")
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"duration must be finite and at most {MAX_DURATION_SECONDS:g} seconds (one year)")
     if seconds <= 0:
         raise ValueError(f"duration must be positive, got {value!r}")
     return seconds
@@ -83,7 +121,7 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SLO(_Strict):
@@ -101,10 +139,12 @@ class Deployment(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
     engine: Literal["vllm"] = "vllm"
-    targets: list[str] = Field(min_length=1, description="one /metrics URL per replica")
+    targets: list[TargetURL] = Field(min_length=1, description="one /metrics URL per replica")
     model: str = Field(min_length=1, description="preset id, or a path to a Hugging Face config.json")
     gpu: str | None = Field(default=None, description="GPU catalog name, e.g. H100-SXM")
-    gpu_memory_gib: float | None = Field(default=None, gt=0, description="overrides the catalog's GPU memory")
+    gpu_memory_gib: float | None = Field(
+        default=None, gt=0, le=16384, description="overrides the catalog's GPU memory (GiB)"
+    )
     gpu_count: int | None = Field(default=None, ge=1, description="GPUs per replica; defaults to TP size")
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     dtype: str = "auto"
@@ -112,19 +152,25 @@ class Deployment(_Strict):
     kv_cache_dtype: str = "auto"
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     max_model_len: int = Field(ge=16, le=10_000_000)
-    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    block_size: int = Field(default=16, ge=1, le=1024)
+    block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA on vLLM V1)")
     slo: SLO
 
     @field_validator("targets")
     @classmethod
     def _check_targets(cls, targets: list[str]) -> list[str]:
+        from advisor.redact import redact_url
+
+        seen: dict[str, int] = {}
         for i, url in enumerate(targets):
-            if not re.match(r"^https?://[^/\s]+", url):
-                raise ValueError(f"targets[{i}] must be an http(s) URL, got {url!r}")
-        if len(set(targets)) != len(targets):
-            raise ValueError("targets must be unique")
+            key = redact_url(url)
+            if key in seen:
+                raise ValueError(
+                    f"targets[{i}] is the same as targets[{seen[key]}] ({key!r}) once credentials and query are "
+                    "removed; the advisor labels each target by that form, so they must differ in host, port or path"
+                )
+            seen[key] = i
         return targets
 
     @model_validator(mode="after")
@@ -153,8 +199,13 @@ class Receiver(_Strict):
     @field_validator("url")
     @classmethod
     def _check_url(cls, url: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError(f"must be an http(s) URL, got a value of length {len(url)}")
+        try:
+            check_http_url(url)
+        except ValueError:
+            raise ValueError(
+                f"must be an http(s) URL with a host and a valid port (value of length {len(url)} not shown: "
+                "receiver URLs are secrets)"
+            ) from None
         return url
 
 
@@ -164,16 +215,25 @@ class KVSaturationRule(_Strict):
     (the band between avoids flapping). 0.9 follows vLLM's own guidance that preemption starts as the
     pool fills (docs/configuration/optimization.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
     usage_threshold: float = Field(default=0.9, gt=0, le=1)
     resolve_below: float = Field(default=0.8, gt=0, le=1)
     for_: Duration = Field(default=60.0, alias="for")
+
+    @model_validator(mode="after")
+    def _band(self) -> KVSaturationRule:
+        if self.resolve_below > self.usage_threshold:
+            raise ValueError(
+                f"resolve_below ({self.resolve_below}) must not exceed usage_threshold ({self.usage_threshold}): "
+                "the band between them keeps a recommendation from flapping"
+            )
+        return self
 
 
 class GoodputRule(_Strict):
     """Goodput below the SLO's target ratio continuously for ``for_`` → add replicas."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
     for_: Duration = Field(default=120.0, alias="for")
     min_requests: int = Field(default=20, ge=1, description="finished requests the window needs to judge")
     target_utilization: float = Field(default=0.8, gt=0, lt=1)
@@ -207,16 +267,24 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
+        problems: list[tuple[str, str]] = []
         names = [d.name for d in self.deployments]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"deployment names must be unique: {', '.join(dup)}")
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                problems.append((f"deployments[{i}].name", f"deployment names must be unique: {n!r} repeats"))
         rnames = [r.name for r in self.receivers]
-        rdup = sorted({n for n in rnames if rnames.count(n) > 1})
-        if rdup:
-            raise ValueError(f"receiver names must be unique: {', '.join(rdup)}")
+        for i, n in enumerate(rnames):
+            if n in rnames[:i]:
+                problems.append((f"receivers[{i}].name", f"receiver names must be unique: {n!r} repeats"))
         if self.evaluation_window < self.scrape_interval:
-            raise ValueError("evaluation_window must be at least scrape_interval")
+            problems.append(
+                (
+                    "evaluation_window",
+                    f"must be at least scrape_interval ({self.evaluation_window:g}s < {self.scrape_interval:g}s)",
+                )
+            )
+        if problems:
+            raise ConfigError(problems)
         return self
 
 
@@ -248,13 +316,18 @@ def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
     """
     looks_like_path = model.endswith(".json") or model.startswith((".", "/", "~"))
     if looks_like_path:
-        path = Path(model).expanduser()
+        try:
+            path = Path(model).expanduser()
+        except RuntimeError:
+            raise CapacityError(f"cannot expand the home folder in model path {model!r}") from None
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise CapacityError(f"cannot read model config {str(path)!r}: {exc.strerror}") from None
+            raise CapacityError(f"cannot read model config {str(path)!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise CapacityError(f"model config {str(path)!r} is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise CapacityError(f"model config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
         if not isinstance(data, dict):
@@ -284,12 +357,13 @@ def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityIn
         CapacityError: the model or GPU cannot be resolved.
     """
     model = resolve_model(dep.model, base_dir)
+    spec = gpu_spec(dep)
     if dep.gpu_memory_gib is not None:
         memory = int(dep.gpu_memory_gib * GIB)
     else:
-        spec = gpu_spec(dep)
         assert spec is not None  # validated: gpu or gpu_memory_gib is set
         memory = spec.memory_bytes
+    gpu_name = spec.name if spec is not None else ""
     return CapacityInputs(
         model=model,
         gpu_memory_bytes=memory,
@@ -299,34 +373,58 @@ def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityIn
         dtype=dep.dtype,
         quantization=dep.quantization,
         kv_cache_dtype=dep.kv_cache_dtype,
-        max_num_seqs=dep.max_num_seqs,
+        max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
         max_num_batched_tokens=dep.max_num_batched_tokens,
-        block_size=dep.block_size,
+        block_size=dep.block_size or vllm_default_block_size(model, None),
     )
 
 
-def _semantic_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
-    """Checks needing the catalogs: the model resolves, the GPU is known, the weights fit."""
+def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> list[tuple[str, str]]:
+    """Checks needing the catalogs, run on the raw deployment mappings so that they are reported
+    together with schema errors: the model resolves, the GPU is known, the context fits the model."""
     problems: list[tuple[str, str]] = []
-    for i, dep in enumerate(cfg.deployments):
+    for i, dep in enumerate(deployments):
+        if not isinstance(dep, Mapping):
+            continue
         where = f"deployments[{i}]"
-        ok = True
-        try:
-            resolve_model(dep.model, base_dir)
-        except CapacityError as exc:
-            problems.append((f"{where}.model", str(exc)))
-            ok = False
-        if dep.gpu is not None and dep.gpu_memory_gib is None:
+        model = dep.get("model")
+        arch: ModelArch | None = None
+        if isinstance(model, str) and model:
             try:
-                get_gpu(dep.gpu)
+                arch = resolve_model(model, base_dir)
+            except CapacityError as exc:
+                problems.append((f"{where}.model", str(exc)))
+        gpu = dep.get("gpu")
+        if isinstance(gpu, str):
+            try:
+                get_gpu(gpu)
             except CapacityError as exc:
                 problems.append((f"{where}.gpu", str(exc)))
-                ok = False
-        if ok:
-            try:
-                capacity_pass(capacity_inputs(dep, base_dir))
-            except CapacityError as exc:
-                problems.append((where, str(exc)))
+        mml = dep.get("max_model_len")
+        if (
+            arch is not None
+            and isinstance(mml, int)
+            and not isinstance(mml, bool)
+            and mml > arch.max_position_embeddings
+        ):
+            problems.append(
+                (
+                    f"{where}.max_model_len",
+                    f"{mml} exceeds the model's context of {arch.max_position_embeddings} tokens "
+                    "(max_position_embeddings); vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set",
+                )
+            )
+    return problems
+
+
+def _capacity_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
+    """The capacity pass runs for every deployment (the weights fit, TP splits the heads)."""
+    problems: list[tuple[str, str]] = []
+    for i, dep in enumerate(cfg.deployments):
+        try:
+            capacity_pass(capacity_inputs(dep, base_dir))
+        except CapacityError as exc:
+            problems.append((f"deployments[{i}]", str(exc)))
     return problems
 
 
@@ -338,11 +436,17 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
     """
     if not isinstance(data, Mapping):
         raise ConfigError([("(top level)", "the file must be a YAML mapping")], source)
+    raw_deployments = data.get("deployments")
+    semantic = _semantic_problems(raw_deployments if isinstance(raw_deployments, list) else [], base_dir)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_problems_from(err), source) from None
-    problems = _semantic_problems(cfg, base_dir)
+        raise ConfigError(_problems_from(err) + semantic, source) from None
+    except ConfigError as err:
+        raise ConfigError(err.problems + semantic, source) from None
+    if semantic:
+        raise ConfigError(semantic, source)
+    problems = _capacity_problems(cfg, base_dir)
     if problems:
         raise ConfigError(problems, source)
     return cfg

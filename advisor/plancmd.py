@@ -18,7 +18,13 @@ def _err(msg: str) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the capacity pass for one configuration."""
     from advisor.capacity.hardware import get_gpu
-    from advisor.capacity.kv import CapacityInputs, capacity_pass
+    from advisor.capacity.kv import (
+        CapacityInputs,
+        capacity_pass,
+        profile_for_version,
+        vllm_default_block_size,
+        vllm_default_max_num_seqs,
+    )
     from advisor.config import GIB, resolve_model
 
     try:
@@ -33,6 +39,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")
             return 2
+        if args.engine != "vllm":
+            _err(f"--engine {args.engine}: only vllm accounting is implemented so far")
+            return 2
+        profile = profile_for_version(args.engine_version)
+        max_num_seqs = args.max_num_seqs
+        if max_num_seqs is None:
+            max_num_seqs = vllm_default_max_num_seqs(args.engine_version, memory, gpu_name)
+        block_size = args.block_size
+        if block_size is None:
+            block_size = vllm_default_block_size(model, args.engine_version)
+        kv_override = None if args.kv_cache_memory_gib is None else int(args.kv_cache_memory_gib * GIB)
         inputs = CapacityInputs(
             model=model,
             gpu_memory_bytes=memory,
@@ -42,9 +59,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             quantization=args.quantization,
             kv_cache_dtype=args.kv_cache_dtype,
-            max_num_seqs=args.max_num_seqs,
+            max_num_seqs=max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
-            block_size=args.block_size,
+            block_size=block_size,
+            kv_cache_memory_bytes=kv_override,
+            overhead_profile=profile,
+            engine_version=args.engine_version,
+            enforce_eager=args.enforce_eager,
+            pipeline_parallel_size=args.pp,
+            enable_expert_parallel=args.enable_expert_parallel,
         )
         result = capacity_pass(inputs)
     except CapacityError as exc:
@@ -89,8 +112,14 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--dtype", default="auto")
     plan.add_argument("--quantization", default=None)
     plan.add_argument("--kv-cache-dtype", default="auto")
-    plan.add_argument("--max-num-seqs", type=int, default=256)
+    plan.add_argument("--max-num-seqs", type=int, default=None, help="default: the engine's (256, or 1024 on big GPUs)")
     plan.add_argument("--max-num-batched-tokens", type=int, default=None)
-    plan.add_argument("--block-size", type=int, default=16)
+    plan.add_argument("--block-size", type=int, default=None, help="default 16 (64 for MLA on vLLM V1)")
+    plan.add_argument("--kv-cache-memory-gib", type=float, default=None, help="per-GPU KV memory override, GiB")
+    plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
+    plan.add_argument("--engine-version", default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
+    plan.add_argument("--enforce-eager", action="store_true")
+    plan.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")
     plan.set_defaults(func=cmd_plan)

@@ -111,7 +111,7 @@ def test_duplicate_names_and_weights_that_do_not_fit() -> None:
     dep = GOOD["deployments"][0]
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [dep, dep]})
-    assert "deployment names must be unique: chat-8b" in str(err.value)
+    assert err.value.problems == [("deployments[1].name", "deployment names must be unique: 'chat-8b' repeats")]
     huge = dict(dep, model="meta-llama/Llama-3.1-70B-Instruct", gpu="L4")
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [huge]})
@@ -132,3 +132,103 @@ def test_config_json_path_is_resolved_relative_to_the_file(tmp_path: Path) -> No
     )
     cfg = load_config(y)
     assert cfg.deployments[0].model == "tiny/config.json"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("scrape_interval", ".nan", "scrape_interval"),
+        ("scrape_interval", ".inf", "scrape_interval"),
+        ("scrape_interval", "9" * 400, "scrape_interval"),
+        ("evaluation_window", "2y", "evaluation_window"),
+    ],
+)
+def test_non_finite_or_huge_durations_are_errors(tmp_path: Path, field: str, value: str, path: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        f"{field}: {value}\ndeployments:\n  - name: a\n    targets: ['http://127.0.0.1:1/metrics']\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n    gpu: H100\n    max_model_len: 8192\n"
+        "    slo: {ttft_seconds: 1, tpot_seconds: 0.1}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    assert [p for p, _ in err.value.problems] == [path]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 1e300])
+def test_non_finite_numbers_are_errors(bad: float) -> None:
+    dep = dict(GOOD["deployments"][0], gpu_memory_gib=bad)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep]})
+    assert [p for p, _ in err.value.problems] == ["deployments[0].gpu_memory_gib"]
+
+
+def test_bad_target_urls_are_named_by_index_and_never_echo_credentials() -> None:
+    targets = [
+        "http://127.0.0.1:8000/metrics",
+        "http://127.0.0.1:99999/m",
+        "htp://admin:S3cretPW@10.0.0.1/metrics?token=TOK",
+        "http://[::1/m",
+    ]
+    dep = dict(GOOD["deployments"][0], targets=targets)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep]})
+    paths = [p for p, _ in err.value.problems]
+    assert paths == ["deployments[0].targets[1]", "deployments[0].targets[2]", "deployments[0].targets[3]"]
+    assert "S3cretPW" not in str(err.value) and "TOK" not in str(err.value)
+
+
+def test_targets_equal_once_redacted_are_rejected() -> None:
+    targets = ["http://u1:p1@127.0.0.1:8000/metrics?rank=0", "http://u2:p2@127.0.0.1:8000/metrics?rank=1"]
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dict(GOOD["deployments"][0], targets=targets)]})
+    assert "targets[1] is the same as targets[0]" in str(err.value)
+    assert "p2" not in str(err.value)
+
+
+def test_receiver_url_errors_do_not_echo_the_url() -> None:
+    data = {"deployments": GOOD["deployments"], "receivers": [{"name": "ops", "url": "htp://h/T0SECRET"}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert err.value.problems[0][0] == "receivers[0].url"
+    assert "T0SECRET" not in str(err.value)
+
+
+def test_catalog_errors_are_reported_with_schema_errors() -> None:
+    dep = dict(GOOD["deployments"][0], gpu="H999", gpu_memory_utilization=1.5)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep], "scrape_interval": "soon"})
+    assert sorted(p for p, _ in err.value.problems) == [
+        "deployments[0].gpu",
+        "deployments[0].gpu_memory_utilization",
+        "scrape_interval",
+    ]
+
+
+def test_a_gpu_name_is_checked_even_with_a_memory_override() -> None:
+    dep = dict(GOOD["deployments"][0], gpu="H10O", gpu_memory_gib=80)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep]})
+    assert [p for p, _ in err.value.problems] == ["deployments[0].gpu"]
+
+
+def test_inverted_hysteresis_band_and_context_beyond_the_model_are_errors() -> None:
+    data = {
+        "deployments": [dict(GOOD["deployments"][0], max_model_len=1_000_000)],
+        "rules": {"kv_saturation": {"usage_threshold": 0.9, "resolve_below": 0.95}},
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    paths = sorted(p for p, _ in err.value.problems)
+    assert paths == ["deployments[0].max_model_len", "rules.kv_saturation"]
+    assert "131072" in str(err.value)  # Llama-3.1's max_position_embeddings
+
+
+def test_unreadable_model_configs_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00garbage")
+    for model, expect in [("bin.json", "not UTF-8"), ("~nosuchuser-xyz/config.json", "")]:
+        dep = dict(GOOD["deployments"][0], model=model)
+        with pytest.raises(ConfigError) as err:
+            parse_config({"deployments": [dep]}, base_dir=tmp_path)
+        assert err.value.problems[0][0] == "deployments[0].model"
+        assert expect in err.value.problems[0][1]

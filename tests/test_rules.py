@@ -107,6 +107,8 @@ def test_predicted_after_equals_what_plan_prints_with_the_dial_turned(dial: str,
         "H100-SXM",
         "--max-model-len",
         "8192",
+        "--max-num-seqs",
+        "256",  # tests.factories.context builds its inputs with 256
         "--json",
     ]
     if dial != "gpu_memory_utilization":

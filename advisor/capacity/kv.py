@@ -18,25 +18,24 @@ against the engine's log:
 
 What is modelled vs measured: weights, KV bytes per token, blocks and the ceiling are exact arithmetic
 given the pool. The *overhead* (activation peak + non-torch) is what vLLM measures by running a dummy
-batch; here it is an approximate, documented model (:class:`OverheadModel`), which is the main source of
-error. Calibration against published logs (all GiB = 2³⁰ bytes):
+batch; here it is a documented model (:class:`OverheadModel`: the larger of the forward pass and the
+sampler warm-up), the main source of error. Against published start-up logs (all GiB = 2³⁰ bytes; the
+tests in ``tests/capacity/test_vllm_startup_logs.py`` cite each):
 
-=============================================  ===========  ===========  ======================  =======
-case (vLLM version)                             measured     ours         blocks/tokens (ours)    error
-=============================================  ===========  ===========  ======================  =======
-Llama-3.1-8B, H100 79.11 GiB, 0.9, 8k (V1)      54.62 GiB    54.58 GiB    447,152 tok (447,088)   −0.1 %
-Meta-Llama-3-8B, A100 39.50 GiB, 0.9 (0.6.6)    11.12 GiB    11.63 GiB    5,955 blk (5,691)       +4.6 %
-=============================================  ===========  ===========  ======================  =======
+==================================================  ============  ============  ======
+case (vLLM version)                                 engine tokens ours          error
+==================================================  ============  ============  ======
+Qwen3-235B-A22B-FP8, 8× L40S, EP, 0.10.2            237,344       230,016       −3.1 %
+Qwen2.5-0.5B fp16, T4, 0.6.6.post1 (V0)             928,944       932,096       +0.3 %
+llava-v1.6-mistral-7b fp16, 79.19 GiB, 0.10.2       451,744       450,352       −0.3 %
+Meta-Llama-3-8B, A100 40GB, 0.6.6 (V0)              91,056        158,080       +74 %
+DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       393,424       +34 %
+==================================================  ============  ============  ======
 
-Where the "measured" figures come from: the 0.6.6 row is a user's log quoted in a vLLM usage issue (Jan
-2025: "total_gpu_memory (39.50GiB) … PyTorch activation peak memory takes 9.37GiB … # GPU blocks: 5691").
-The V1 row's figures (total 79.11 GiB, weights 14.99, non-torch 0.32-0.35, activation 1.21-1.24, KV
-54.62-54.68 GiB, 447,088-447,776 tokens) come from public course material and log-parser tests that print
-them as *representative* V1 output; treat that row as a plausibility check until a captured log of our own
-replaces it. Weights agree exactly (14.9888 GiB in V1, 14.9595 GiB in 0.6.6) once the rotary cache is counted.
-The 0.6.6 row uses ``overhead_profile="vllm-v0"``: that log measured a 9.37 GiB activation peak (ours
-8.86 GiB, the whole +4.6 %). With the default V1 profile the same case predicts 18.96 GiB, because V1 no
-longer incurs that peak. See :data:`OVERHEAD_PROFILES`.
+The two V0 misses are one kind of error: those logs report activation peaks (9.37 GiB; ≈ 13.5 GiB) far
+above the forward pass and sampler that explain the T4 V0 case to 0.3 %; the extra term is not yet
+identified in the V0 source. With the engine's own KV memory (``kv_cache_memory_bytes``) all five match the
+engine's blocks to the rounding of the printed GiB, and weights match within 0.6 %.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from advisor.capacity.hardware import GIB
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
     DTYPE_BYTES,
+    EXPERTS_ONLY,
     kv_bytes_per_element,
     resolve_dtype,
     weight_bytes_per_param,
@@ -61,12 +61,21 @@ __all__ = [
     "CapacityInputs",
     "CapacityResult",
     "OverheadModel",
+    "activation_peak_bytes",
     "capacity_pass",
     "kv_bytes_per_token_per_gpu",
+    "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
+    "max_concurrency",
     "overhead_bytes_per_gpu",
+    "profile_for_version",
+    "recurrent_state_bytes_per_sequence",
+    "vllm_default_max_num_seqs",
     "weights_bytes_per_gpu",
 ]
+
+FUSED_MOE_CHUNK_TOKENS: Final = 32768
+"""Tokens per fused-MoE call (``VLLM_FUSED_MOE_CHUNK_SIZE``); the MoE intermediates never exceed this chunk."""
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS: Final = 8192
 """Tokens in the profile batch when ``max_num_batched_tokens`` is None (V1 profile).
@@ -80,62 +89,104 @@ without chunked prefill used ``max(max_model_len, 2048)`` (the ``vllm-v0`` profi
 class OverheadModel:
     """Per-GPU memory vLLM reserves besides weights and KV cache (bytes), as a function of the shapes.
 
-    ``activation peak = T × per_token + S × vocab × logits_bytes`` where ``T`` is the profile batch in
-    tokens (``max_num_batched_tokens``), ``S`` the logits rows (``max_num_seqs`` for V1's dummy sampler run,
-    or ``T`` when ``logits_for_every_token``), and::
+    vLLM measures ``torch peak increase`` over a profile run: a forward pass over ``T`` =
+    ``max_num_batched_tokens`` tokens split into ``max_num_seqs`` dummy requests, then the sampler over one
+    logits row per request (V0 ``ModelRunner.profile_run`` with ``SamplingParams(top_p=0.99, top_k=vocab-1)``;
+    V1 ``GPUModelRunner.profile_run`` → ``_dummy_run`` then ``_dummy_sampler_run``). The forward's
+    intermediates are freed before the sampler runs, so the peak is the larger of the two::
 
-        per_token = act_bytes × (mlp_factor × intermediate ÷ TP + hidden_factor × hidden)
+        forward  = T × act_bytes × (hidden_factor × hidden + max(dense MLP, MoE) per token)
+                     dense MLP per token = mlp_factor × intermediate ÷ TP
+                     MoE per token       = top_k × (mlp_factor × moe_intermediate ÷ TP_moe + hidden)
+                                           (fused_moe's intermediate caches 1-3; TP_moe = 1 under expert
+                                           parallelism; T capped at the 32,768-token fused-MoE chunk)
+        sampler  = max_num_seqs × vocab × sampler_bytes_per_logit   (full vocab on every rank)
+        overhead = max(forward, sampler) + non_torch (+ tp_non_torch when TP > 1) + cuda_graph_bytes
 
-    ``mlp_factor = 3``: the gate-and-up output (2 × intermediate) and the activated product (1 ×
-    intermediate) alive at the MLP peak, sharded by TP. ``hidden_factor = 6``: residual, normed input,
-    fused qkv and attention output buffers (≈ 6 × hidden, not sharded). ``logits_bytes = 8``: fp32 logits
-    plus one fp32 copy (softmax/probabilities) in the sampler. ``non_torch_bytes`` is CUDA context,
-    cuBLAS workspaces and NCCL buffers (vLLM prints it as ``non_torch_memory``: 0.01–0.35 GiB on one GPU
-    in published logs); ``tp_non_torch_bytes`` is added when TP > 1 (NCCL / custom all-reduce buffers;
-    rough). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures CUDA graphs *after* sizing the KV cache, so
-    graphs come out of the (1 − utilization) head-room; newer releases may estimate and subtract them
-    (0.5–1 GiB for an 8B model), which this term can carry.
-
-    The coefficients are approximate (structural, not fitted per model); see the calibration table in
-    the module docstring for the error they leave.
+    ``sampler_bytes_per_logit = 39``: fp32 logits (4), the top-k/top-p sort's values (4) and int64 indices (8),
+    the inverse permutation (8), softmax probabilities (4), log-probabilities (4), the exponential draw ``q``
+    (4) and masks ≈ 39 bytes per (row × vocab) element. Calibration: four vLLM 0.11 logs on H100 at
+    max_num_seqs 1024 (Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56, Qwen3-32B 5.64, gpt-oss-20b 7.38 GiB "torch
+    peak memory increase") give 38.4-38.9 bytes; the vLLM 0.6.6.post1 T4 log of Qwen2.5-0.5B (256 rows)
+    fits 39 to 0.3 %. ``hidden_factor = 6`` (residual, normed input, qkv, attention output, MLP output
+    buffers) and ``mlp_factor = 3`` (gate-and-up output and the activated product) are structural.
+    ``non_torch_bytes``: CUDA context, cuBLAS workspaces (0.10-0.13 GiB on one GPU in the logs above);
+    ``tp_non_torch_bytes``: NCCL and custom all-reduce buffers when TP > 1 (0.55 − 0.13 = 0.42 GiB measured
+    at TP 2 on H100). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures graphs after sizing the cache.
     """
 
     name: str
-    logits_for_every_token: bool
-    non_torch_bytes: int
-    tp_non_torch_bytes: int = int(0.5 * GIB)
+    logits_for_every_token: bool = False
+    non_torch_bytes: int = int(0.13 * GIB)
+    tp_non_torch_bytes: int = int(0.42 * GIB)
     cuda_graph_bytes: int = 0
     mlp_factor: float = 3.0
     hidden_factor: float = 6.0
     logits_bytes: int = 8
+    sampler_bytes_per_logit: float = 39.0
+    mla_entry_alignment_bytes: int = 0
+    mla_absorbed_weights: bool = False
     description: str = field(default="", compare=False)
 
 
 OVERHEAD_PROFILES: Final[dict[str, OverheadModel]] = {
     "vllm-v1": OverheadModel(
         name="vllm-v1",
-        logits_for_every_token=False,
-        non_torch_bytes=int(0.35 * GIB),
-        description=(
-            "vLLM V1 (0.8+): profile run of max_num_batched_tokens tokens computes hidden states only; "
-            "logits come from a dummy sampler run over max_num_seqs rows. Checked against Llama-3.1-8B on "
-            "H100 (measured activation 1.21-1.24 GiB, non-torch 0.32-0.35 GiB; ours 1.28 + 0.35)."
-        ),
+        description="vLLM V1 engine (0.8 and later): GPUModelRunner.profile_run, peak of forward and sampler.",
     ),
     "vllm-v0": OverheadModel(
         name="vllm-v0",
-        logits_for_every_token=True,
         non_torch_bytes=int(0.10 * GIB),
+        mla_entry_alignment_bytes=256,
+        mla_absorbed_weights=True,
         description=(
-            "vLLM 0.6.x V0 without chunked prefill: the published 0.6.6 log for Meta-Llama-3-8B on A100 40GB "
-            "shows a 9.37 GiB activation peak at 8192 tokens (≈ 1.2 MB/token), which only fits if fp32 "
-            "logits (+ one copy) were materialised for every profiled token; modelled that way. This "
-            "mechanism is inferred from the log, not read in the 0.6.6 source; a 0.7 V0 log with chunked "
-            "prefill (2048 tokens) shows 0.22 GiB, so use this profile for 0.6.x only."
+            "vLLM V0 engine (≤ 0.7): worker.py determine_num_available_blocks; MLA cache entries aligned to "
+            "256 bytes (CacheEngine align_to_256bytes: 576 bf16 elements → 640); MLA decode weights W_UV·W_O "
+            "and W_Q·W_UK pre-multiplied at load (VLLM_MLA_PERFORM_MATRIX_ABSORPTION, 0.7.x) and stored in "
+            "the weight precision."
         ),
     ),
 }
-"""Overhead models by engine generation. ``vllm-v1`` is the default."""
+"""Overhead models by engine generation. ``vllm-v1`` is the default; :func:`profile_for_version` maps a
+version string to one."""
+
+
+def profile_for_version(engine_version: str | None) -> str:
+    """The overhead profile of a vLLM version: ``vllm-v0`` before 0.8.0 (V1 became the default engine in
+    0.8.0), else ``vllm-v1``. ``None`` or an unparsable string → ``vllm-v1``.
+
+    >>> profile_for_version("0.6.6.post1"), profile_for_version("0.10.2")
+    ('vllm-v0', 'vllm-v1')
+    """
+    parsed = parse_version(engine_version)
+    return "vllm-v0" if parsed is not None and parsed < (0, 8) else "vllm-v1"
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """``"0.6.6.post1"`` → ``(0, 6, 6)``; None when no leading number."""
+    if not text:
+        return None
+    parts: list[int] = []
+    for piece in text.strip().lstrip("v").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
+def vllm_default_max_num_seqs(engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "") -> int:
+    """``--max-num-seqs`` when not given: 1024 on ≥ 70 GiB GPUs other than the A100 for the V1 API server,
+    else 256 (``EngineArgs._set_default_args`` in ``vllm/engine/arg_utils.py``; V0 always 256)."""
+    if profile_for_version(engine_version) == "vllm-v0":
+        return 256
+    return 1024 if gpu_memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower() else 256
+
+
+def vllm_default_block_size(model: ModelArch, engine_version: str | None) -> int:
+    """``--block-size`` when not given: 64 for MLA models on V1 (the CUDA MLA backends, FlashMLA, need
+    64-token blocks), else 16 (``vllm/config/cache.py``)."""
+    return 64 if model.is_mla and profile_for_version(engine_version) == "vllm-v1" else 16
 
 
 @dataclass(frozen=True)
@@ -145,20 +196,26 @@ class CapacityInputs:
     Attributes:
         model: the architecture.
         gpu_memory_bytes: device total as CUDA reports it, bytes (:attr:`GPUSpec.memory_bytes`).
-        tensor_parallel_size: GPUs per replica [``--tensor-parallel-size``].
+        tensor_parallel_size: GPUs per pipeline stage [``--tensor-parallel-size``].
         gpu_memory_utilization: fraction of the device total vLLM may use [``--gpu-memory-utilization``].
         max_model_len: the longest request, tokens; None → ``model.max_position_embeddings``
             [``--max-model-len``].
         dtype: weight/compute dtype [``--dtype``], ``auto`` = checkpoint dtype (float32 → bfloat16).
-        quantization: ``None``, ``fp8``, ``int8``, ``awq``, ``gptq`` [``--quantization``].
+        quantization: ``None`` (the checkpoint's own method, if any), ``fp8``, ``int8``, ``awq``, ``gptq``,
+            ``mxfp4``, ``nvfp4`` [``--quantization``].
         kv_cache_dtype: [``--kv-cache-dtype``] ``auto`` (= compute dtype), ``fp8``, ``fp8_e4m3``,
             ``fp8_e5m2``.
-        max_num_seqs: the batch cap, sequences [``--max-num-seqs``]; sizes the V1 sampler warm-up.
+        max_num_seqs: the batch cap, sequences [``--max-num-seqs``]; sizes the sampler warm-up.
         max_num_batched_tokens: tokens per step [``--max-num-batched-tokens``]; sizes the activation peak.
-            None → :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS` (V1) or ``max(max_model_len, 2048)`` (V0).
+            None → the engine's default (see :attr:`profile_tokens`).
         block_size: tokens per KV block [``--block-size``].
         kv_cache_memory_bytes: per-GPU KV pool override, bytes [``--kv-cache-memory-bytes``].
         overhead_profile: key of :data:`OVERHEAD_PROFILES`.
+        engine_version: the vLLM version the figures should follow (informational; pick the profile with
+            :func:`profile_for_version`).
+        enforce_eager: no CUDA graphs [``--enforce-eager``] (graphs are outside the sized budget in ≤ 0.10).
+        pipeline_parallel_size: pipeline stages [``--pipeline-parallel-size``]; each holds its share of layers.
+        enable_expert_parallel: experts are split whole across the TP ranks [``--enable-expert-parallel``].
     """
 
     model: ModelArch
@@ -174,6 +231,10 @@ class CapacityInputs:
     block_size: int = 16
     kv_cache_memory_bytes: int | None = None
     overhead_profile: str = "vllm-v1"
+    engine_version: str | None = None
+    enforce_eager: bool = False
+    pipeline_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -189,6 +250,8 @@ class CapacityInputs:
             problems.append(f"max_num_seqs must be ≥ 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             problems.append(f"max_num_batched_tokens must be ≥ 1, got {self.max_num_batched_tokens}")
+        if self.pipeline_parallel_size < 1 or self.pipeline_parallel_size > self.model.num_layers:
+            problems.append(f"pipeline_parallel_size must be in 1..{self.model.num_layers}")
         if self.block_size < 1:
             problems.append(f"block_size must be ≥ 1, got {self.block_size}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
@@ -203,7 +266,7 @@ class CapacityInputs:
             problems.append(
                 f"{m.name}: {m.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}"
             )
-        if tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
+        if not m.is_mla and tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
             problems.append(f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}")
         if problems:
             raise CapacityError("; ".join(problems))
@@ -219,14 +282,25 @@ class CapacityInputs:
         return resolve_dtype(self.dtype, self.model.torch_dtype)
 
     @property
+    def effective_quantization(self) -> str | None:
+        """``quantization`` or, when None, the checkpoint's own method (vLLM reads ``quantization_config``)."""
+        return self.quantization if self.quantization is not None else self.model.checkpoint_quantization
+
+    @property
     def profile_tokens(self) -> int:
-        """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the profile's default."""
+        """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the engine's default.
+
+        V1: 8192 on ≥ 70 GiB GPUs, else 2048 (API-server defaults, ``vllm/engine/arg_utils.py``). V0: chunked
+        prefill is on by default only when ``max_model_len > 32768`` and the model is neither MLA nor
+        multimodal (``_set_default_args_v0``); then 2048, else ``max(max_model_len, 2048)``.
+        """
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
         if self.overhead_profile == "vllm-v0":
             length = self.effective_max_model_len
-            return max(length, 2048) if length < 32768 else 2048
-        return DEFAULT_MAX_NUM_BATCHED_TOKENS
+            chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
+            return 2048 if chunked else max(length, 2048)
+        return DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
 
 
 @dataclass(frozen=True)
@@ -329,74 +403,192 @@ def kv_heads_per_gpu(model: ModelArch, tensor_parallel_size: int) -> int:
     return max(1, model.num_kv_heads // tensor_parallel_size)
 
 
-def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
-    """KV bytes per token on one GPU: ``2 (K and V) × layers × kv_heads_per_gpu × head_dim × kv bytes``.
+def layers_per_stage(inputs: CapacityInputs, layers: int) -> int:
+    """Layers of a kind on the fullest pipeline stage: ``ceil(layers ÷ PP)`` (vLLM splits layers evenly,
+    ``get_pp_indices``)."""
+    return math.ceil(layers / inputs.pipeline_parallel_size)
 
-    Llama-3.1-8B, bf16, TP1: 2 × 32 × 8 × 128 × 2 = 131,072 bytes (128 KiB) per token.
+
+def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
+    """KV bytes one token occupies in one attention layer on one GPU.
+
+    GQA: ``2 × max(1, kv_heads // TP) × head_dim × kv bytes`` (Llama-3.1-8B bf16: 2 × 8 × 128 × 2 = 4,096).
+    MLA: ``(kv_lora_rank + qk_rope_head_dim) × kv bytes``, the same on every TP rank (DeepSeek-V3 bf16:
+    576 × 2 = 1,152), rounded up to the profile's entry alignment (V0: 256 bytes → 1,280).
+    Sources: ``vllm/v1/kv_cache_interface.py`` ``FullAttentionSpec.page_size_bytes`` /
+    ``MLAAttentionSpec`` (one latent, no separate V); V0 ``vllm/worker/cache_engine.py``.
     """
     m = inputs.model
     element = kv_bytes_per_element(inputs.kv_cache_dtype, inputs.compute_dtype)
-    return 2 * m.num_layers * kv_heads_per_gpu(m, inputs.tensor_parallel_size) * m.head_dim * element
+    if m.is_mla:
+        raw = m.mla_latent_elements * element
+        align = OVERHEAD_PROFILES[inputs.overhead_profile].mla_entry_alignment_bytes
+        return -(-raw // align) * align if align else raw
+    return 2 * kv_heads_per_gpu(m, inputs.tensor_parallel_size) * m.head_dim * element
+
+
+def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
+    """KV bytes per token on one GPU: per-layer bytes × the attention layers on its pipeline stage.
+
+    Llama-3.1-8B, bf16, TP1: 2 × 32 × 8 × 128 × 2 = 131,072 bytes (128 KiB) per token. Recurrent (Mamba)
+    layers add nothing per token (their state is per sequence, :func:`recurrent_state_bytes_per_sequence`).
+    Every attention layer is counted, windowed or not: vLLM sizes its blocks that way (the window only
+    frees blocks while running, which :func:`max_concurrency` accounts for).
+    """
+    return kv_bytes_per_token_per_layer(inputs) * layers_per_stage(inputs, inputs.model.attention_layers)
+
+
+def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
+    """Per-GPU bytes of one sequence's recurrent state (conv + SSM state of every Mamba layer on the stage),
+    in the compute dtype, sharded over TP (Jamba: 28 layers × (3 × 8192 + 8192 × 16) × 2 B = 8.3 MiB)."""
+    m = inputs.model
+    if not m.linear_layers:
+        return 0
+    per_layer = m.recurrent_state_elements * DTYPE_BYTES[inputs.compute_dtype] / inputs.tensor_parallel_size
+    return math.ceil(per_layer * layers_per_stage(inputs, m.linear_layers))
+
+
+def _quantized_split(inputs: CapacityInputs) -> tuple[int, int]:
+    """(parameters stored quantized, linear parameters left in the compute dtype)."""
+    m = inputs.model
+    linear = m.linear_parameters()
+    q = inputs.effective_quantization
+    routers = m.moe_layers * m.router_parameters() if m.is_moe else 0
+    if q is None:
+        return 0, linear
+    if q.strip().lower() in EXPERTS_ONLY:
+        experts = m.expert_weight_parameters()
+        return experts, linear - experts
+    return linear - routers, routers
 
 
 def weights_bytes_total(inputs: CapacityInputs) -> int:
     """Bytes of all weights of one copy of the model (before sharding).
 
-    ``linear params × weight_bytes_per_param(dtype, quantization) + (embeddings + LM head + norms) × dtype
-    bytes``: quantization methods leave embeddings, LM head and norms in the compute dtype.
+    ``quantized params × weight_bytes_per_param(quantization) + everything else × dtype bytes``: quantization
+    methods leave embeddings, LM head, norms, MoE routers and the vision tower in the compute dtype, and
+    MXFP4 checkpoints quantize only the experts. The checkpoint's own method applies when ``quantization``
+    is None. Qwen3-235B-A22B FP8: 233.80 G × 1.000244 + (1.245 G embeddings + 49 M routers) × 2 = 236.4 GB.
     """
     m = inputs.model
     compute = inputs.compute_dtype
-    linear = weight_bytes_per_param(compute, inputs.quantization)
-    unquantized = m.num_parameters - m.linear_parameters()
-    return math.ceil(m.linear_parameters() * linear + unquantized * DTYPE_BYTES[compute])
+    quantized, plain_linear = _quantized_split(inputs)
+    q = inputs.effective_quantization
+    q_bytes = weight_bytes_per_param(compute, q) if q is not None else 0.0
+    unquantized = m.num_parameters - m.linear_parameters() + plain_linear
+    return math.ceil(quantized * q_bytes + unquantized * DTYPE_BYTES[compute])
+
+
+def _replicated_parameters(m: ModelArch) -> tuple[int, int]:
+    """(replicated linear parameters, of which quantized) that every TP rank holds whole: MoE routers
+    (``ReplicatedLinear``, unquantized) and MLA's q_a / kv_a projections (``ReplicatedLinear``)."""
+    routers = m.moe_layers * m.router_parameters() if m.is_moe else 0
+    mla = 0
+    if m.is_mla:
+        mla = m.num_layers * m.hidden_size * (m.q_lora_rank + m.mla_latent_elements)
+    return routers + mla, mla
 
 
 def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     """Weight bytes resident on each GPU of a replica.
 
     vLLM shards every linear layer *and* the embedding/LM head (``VocabParallelEmbedding``,
-    ``ParallelLMHead``) across TP ranks; norms are replicated (counted on every rank); when TP exceeds
-    the KV heads, each rank stores whole replicated k/v projections (``QKVParallelLinear``), which is added.
-    So ``per_gpu = (total − norms) ÷ TP + norms + kv replication excess + rotary cache``. The rotary
-    cos/sin cache (``max_position_embeddings × head_dim`` elements of the compute dtype, a registered buffer
-    of ``RotaryEmbedding`` on every rank) is what vLLM's "Model loading took" adds to the parameters:
-    Llama-3.1-8B 16,060,522,496 B + 131072 × 128 × 2 B = 14.9888 GiB, exactly as vLLM V1 logs;
-    Meta-Llama-3-8B (8192 positions) 14.9595 GiB, exactly as vLLM 0.6.6 logs. TP=2 halves per-GPU
-    weights to within the norms and rotary cache (≈ 0.2 %).
+    ``ParallelLMHead``) across TP ranks and splits layers over pipeline stages; norms, MoE routers and MLA's
+    q_a/kv_a projections are replicated on every rank (``ReplicatedLinear``); when TP exceeds the KV heads,
+    each rank stores whole replicated k/v projections (``QKVParallelLinear``), which is added. Expert
+    parallelism moves whole experts instead of slices: the same bytes per rank. So ``per_gpu = (total −
+    replicated) ÷ (TP × PP) + replicated ÷ PP + kv replication excess + rotary cache`` (+ V0's absorbed MLA
+    matrices). The rotary cos/sin cache (``max_position_embeddings × rotary_dim`` elements of the compute
+    dtype, a buffer of ``RotaryEmbedding`` on every rank) is what "Model loading took" adds to the
+    parameters: Llama-3.1-8B 16,060,522,496 B + 131072 × 128 × 2 B = 14.9888 GiB, exactly as vLLM V1 logs;
+    Meta-Llama-3-8B 14.9595 GiB, exactly as vLLM 0.6.6 logs; Qwen3-235B-A22B-FP8 at TP 8 with expert
+    parallelism 27.71 GiB (vLLM 0.10.2 logs 27.72).
     """
     m = inputs.model
     tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
     compute = inputs.compute_dtype
+    act = DTYPE_BYTES[compute]
     total = weights_bytes_total(inputs)
-    norms = m.norm_parameters() * DTYPE_BYTES[compute]
-    rotary = m.max_position_embeddings * m.head_dim * DTYPE_BYTES[compute]
-    per_gpu = (total - norms) / tp + norms + rotary
-    if tp > m.num_kv_heads:
-        linear = weight_bytes_per_param(compute, inputs.quantization)
-        kv_layer = m.kv_projection_parameters_per_layer() * linear
+    q = inputs.effective_quantization
+    q_bytes = weight_bytes_per_param(compute, q) if q is not None and q not in EXPERTS_ONLY else float(act)
+    replicated, replicated_quantized = _replicated_parameters(m)
+    replicated_bytes = (
+        m.norm_parameters() * act + (replicated - replicated_quantized) * act + replicated_quantized * q_bytes
+    )
+    rotary_dim = m.qk_rope_head_dim if m.is_mla else m.head_dim
+    rotary = m.max_position_embeddings * rotary_dim * act
+    per_gpu = (total - replicated_bytes) / (tp * pp) + replicated_bytes / pp + rotary
+    if not m.is_mla and tp > m.num_kv_heads:
+        kv_layer = m.kv_projection_parameters_per_layer() * q_bytes
         stored = kv_layer * kv_heads_per_gpu(m, tp) / m.num_kv_heads
-        per_gpu += m.num_layers * (stored - kv_layer / tp)
+        per_gpu += layers_per_stage(inputs, m.attention_layers) * (stored - kv_layer / tp)
+    if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
+        heads = m.num_attention_heads / tp
+        absorbed = heads * m.kv_lora_rank * (m.hidden_size + (m.q_lora_rank or m.hidden_size))
+        per_gpu += layers_per_stage(inputs, m.num_layers) * absorbed * q_bytes
     return math.ceil(per_gpu)
 
 
-def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
-    """Non-KV, non-weight memory on each GPU (bytes) per :class:`OverheadModel` of ``overhead_profile``.
+def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
+    """(forward peak, sampler peak) of the profile run on one GPU, bytes; see :class:`OverheadModel`.
 
-    Example (vllm-v1, Llama-3.1-8B, bf16, TP1, 8192 batched tokens, 256 seqs):
-    8192 × 2 × (3 × 14336 + 6 × 4096) = 1.031 GiB activations + 256 × 128256 × 8 = 0.245 GiB sampler
-    + 0.35 GiB non-torch = 1.63 GiB.
+    Llama-3.1-8B bf16, TP1, 8192 tokens, 1024 sequences: forward 8192 × 2 × (6 × 4096 + 3 × 14336) =
+    1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB).
     """
-    model = OVERHEAD_PROFILES[inputs.overhead_profile]
+    om = OVERHEAD_PROFILES[inputs.overhead_profile]
     m = inputs.model
     tp = inputs.tensor_parallel_size
     act = DTYPE_BYTES[inputs.compute_dtype]
     tokens = inputs.profile_tokens
-    per_token = act * (model.mlp_factor * m.intermediate_size / tp + model.hidden_factor * m.hidden_size)
-    logit_rows = tokens if model.logits_for_every_token else min(inputs.max_num_seqs, tokens)
-    logits = logit_rows * m.vocab_size * model.logits_bytes
-    non_torch = model.non_torch_bytes + (model.tp_non_torch_bytes if tp > 1 else 0)
-    return math.ceil(tokens * per_token + logits + non_torch + model.cuda_graph_bytes)
+    dense = om.mlp_factor * m.intermediate_size / tp if m.num_layers > m.moe_layers or not m.is_moe else 0.0
+    forward = tokens * act * (om.hidden_factor * m.hidden_size + dense)
+    if m.is_moe:
+        tp_moe = 1 if inputs.enable_expert_parallel else tp
+        per_token = m.experts_per_token * (om.mlp_factor * m.moe_intermediate_size / tp_moe + m.hidden_size)
+        moe = min(tokens, FUSED_MOE_CHUNK_TOKENS) * act * per_token + tokens * act * om.hidden_factor * m.hidden_size
+        forward = max(forward, moe)
+    rows = inputs.max_num_seqs
+    logits = tokens if om.logits_for_every_token else rows
+    sampler = logits * m.vocab_size * om.sampler_bytes_per_logit
+    return math.ceil(forward), math.ceil(sampler)
+
+
+def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Non-KV, non-weight memory on each GPU (bytes) per :class:`OverheadModel` of ``overhead_profile``:
+    ``max(forward, sampler) + non-torch (+ TP buffers) + CUDA graphs``.
+
+    Example (vllm-v1, Llama-3.1-8B, bf16, TP1, 8192 batched tokens, 256 seqs): max(1.03 GiB forward,
+    256 × 128,256 × 39 = 1.19 GiB sampler) + 0.13 GiB non-torch = 1.32 GiB.
+    """
+    om = OVERHEAD_PROFILES[inputs.overhead_profile]
+    forward, sampler = activation_peak_bytes(inputs)
+    non_torch = om.non_torch_bytes + (om.tp_non_torch_bytes if inputs.tensor_parallel_size > 1 else 0)
+    graphs = 0 if inputs.enforce_eager else om.cuda_graph_bytes
+    return max(forward, sampler) + non_torch + graphs
+
+
+def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
+    """Requests of ``context_tokens`` tokens the pool holds at once.
+
+    Uniform models: ``blocks ÷ ceil(context ÷ block_size)`` (vLLM ``kv_cache_utils.py`` "Maximum concurrency").
+    Sliding-window and recurrent hybrids follow the engine's per-layer rule: a windowed layer holds at most
+    ``ceil(window ÷ block) + 1`` blocks of a request, a recurrent layer one fixed state, so::
+
+        per request = per-layer bytes × block × (full layers × ceil(L/block) + windowed × min(ceil(L/block),
+                      ceil(window/block) + 1)) + recurrent state;   concurrency = pool ÷ per request
+    """
+    m = inputs.model
+    bs = inputs.block_size
+    need = max(1, math.ceil(context_tokens / bs))
+    if not m.sliding_window_layers and not m.linear_layers:
+        return blocks / need
+    per_layer = kv_bytes_per_token_per_layer(inputs) * bs
+    windowed = min(need, math.ceil(m.sliding_window / bs) + 1) if m.sliding_window_layers else 0
+    full = layers_per_stage(inputs, m.full_attention_layers)
+    sliding = layers_per_stage(inputs, m.sliding_window_layers) if m.sliding_window_layers else 0
+    per_request = per_layer * (full * need + sliding * windowed) + recurrent_state_bytes_per_sequence(inputs)
+    return pool_bytes / per_request if per_request else math.inf
 
 
 def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
@@ -417,16 +609,16 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
 
         requested     79.15 GiB × 0.9                            = 71.235 GiB
         weights       8,030,261,248 × 2 B + rotary 32 MiB        = 14.99 GiB   (vLLM logs 14.99)
-        overhead      1.03 act + 0.24 sampler + 0.35 non-torch   =  1.63 GiB   (vLLM 1.21-1.24 + 0.32-0.35)
-        KV pool       71.235 − 14.99 − 1.63                      = 54.62 GiB   (vLLM logs 54.62-54.68)
+        overhead      max(1.03 forward, 1.19 sampler) + 0.13     =  1.32 GiB   (vLLM 1.21-1.24 + 0.32-0.35)
+        KV pool       71.235 − 14.99 − 1.32                      = 54.92 GiB   (vLLM logs 54.62-54.68)
         KV/token      2 × 32 × 8 × 128 × 2 B                     = 131,072 B   (128 KiB)
-        blocks        floor(54.62 GiB ÷ (16 × 131,072 B))        = 27,965
-        tokens        27,965 × 16                                = 447,440     (vLLM logs 447,088-447,776)
-        concurrency   27,965 ÷ ceil(8192 ÷ 16) = 27,965 ÷ 512    = 54.62×
-        at a 2,000-token mean context: 27,965 ÷ 125 = 223.7 sequences (max_num_seqs=256 binds later)
+        blocks        floor(54.92 GiB ÷ (16 × 131,072 B))        = 28,120
+        tokens        28,120 × 16                                = 449,920     (vLLM logs 447,088-447,776)
+        concurrency   28,120 ÷ ceil(8192 ÷ 16) = 28,120 ÷ 512    = 54.92×
+        at a 2,000-token mean context: 28,120 ÷ 125 = 225.0 sequences (max_num_seqs=256 binds later)
 
     (vLLM figures: V1 logs of this model on H100 80GB HBM3 reporting 79.11 GiB total, cited in the module
-    docstring; ours at 79.11 GiB gives 54.58 GiB / 447,152 tokens.)
+    docstring; ours at 79.11 GiB gives 54.89 GiB, +0.5 %.)
 
     Raises:
         CapacityError: the weights do not fit in ``gpu_memory × utilization``, or nothing is left for the
@@ -465,13 +657,13 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     max_len = inputs.effective_max_model_len
     return CapacityResult(
         weights_bytes_per_gpu=weights,
-        kv_cache_bytes_per_token=per_token_gpu * tp,
+        kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
         kv_cache_bytes_per_token_per_gpu=per_token_gpu,
         overhead_bytes_per_gpu=overhead if inputs.kv_cache_memory_bytes is None else 0,
         kv_pool_bytes_per_gpu=pool,
         kv_cache_blocks=blocks,
         kv_cache_tokens=blocks * inputs.block_size,
-        max_concurrency=blocks / math.ceil(max_len / inputs.block_size),
+        max_concurrency=max_concurrency(inputs, pool, blocks, max_len),
         max_model_len=max_len,
         block_size=inputs.block_size,
         tensor_parallel_size=tp,

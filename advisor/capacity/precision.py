@@ -8,12 +8,20 @@ Sources:
   float32 to a 16-bit type for serving; bfloat16 on GPUs that support it).
 * ``--kv-cache-dtype auto`` stores the cache in the model's compute dtype; ``fp8``/``fp8_e4m3``/``fp8_e5m2``
   store one byte per element (vLLM ``CacheConfig``, ``STR_DTYPE_TO_TORCH_DTYPE`` in ``vllm/utils``).
-* int4 weight-only methods (AWQ, GPTQ) with group size 128 store 4-bit weights plus, per group of 128
-  weights, a 16-bit scale and a zero point. Counting the zero point as 16 bits gives 4 + 32/128 =
-  **4.25 bits = 0.53125 bytes** per parameter; AWQ packs zeros at 4 bits (4.156 bits) and GPTQ adds a
-  small ``g_idx`` row, so 4.25 is a slightly conservative middle.
-* fp8 (W8A8 per-tensor or per-channel scales) and int8 (W8A8 / SmoothQuant) store 1 byte per weight; the
-  scales are < 0.1 % and ignored.
+* int4 weight-only methods with group size 128 store 4-bit weights plus, per group of 128 weights along the
+  input dimension, a 16-bit scale and a 4-bit packed zero point (AutoAWQ ``qzeros`` and GPTQ ``qzeros`` are
+  int32 words holding eight 4-bit zeros; vLLM ``awq.py``/``gptq.py`` create ``scales`` [in/128, out] fp16 and
+  ``qzeros`` [in/128, out/8] int32): 4 + (16 + 4) / 128 = **4.15625 bits = 0.51953 bytes** per parameter.
+  GPTQ's ``g_idx`` (one int32 per input row, i.e. 32 / out_features bits per weight) is < 0.01 bit and ignored.
+* ``fp8``: 1 byte per weight. Block-quantized fp8 checkpoints (DeepSeek-V3/R1, Qwen3-FP8:
+  ``weight_block_size [128, 128]``) add one fp32 ``weight_scale_inv`` per 128×128 block: 1 + 4/16384 bytes.
+  Per-tensor / per-channel scales (W8A8) are < 0.1 % and ignored; ``int8`` is 1 byte.
+* ``mxfp4`` (OCP Microscaling, GPT-OSS experts): 4-bit E2M1 elements with one 8-bit E8M0 scale per block of 32:
+  4 + 8/32 = **4.25 bits**. ``nvfp4`` (NVIDIA ModelOpt): 4-bit E2M1 with one FP8 E4M3 scale per block of 16
+  plus a per-tensor fp32 scale: 4 + 8/16 = **4.5 bits**.
+
+GPT-OSS quantizes only its MoE experts (``quantization_config.modules_to_not_convert`` lists attention,
+router, embeddings and LM head), which :data:`EXPERTS_ONLY` records.
 
 Quantization applies to linear layers only; embeddings, LM head and norms stay in the model dtype (vLLM's
 default for these methods). :func:`advisor.capacity.kv.weights_bytes_total` combines the two.
@@ -27,7 +35,11 @@ from advisor.errors import CapacityError
 
 __all__ = [
     "DTYPE_BYTES",
+    "EXPERTS_ONLY",
+    "FP8_BLOCK_BYTES",
     "INT4_GROUP128_BITS",
+    "MXFP4_BITS",
+    "NVFP4_BITS",
     "kv_bytes_per_element",
     "resolve_dtype",
     "weight_bytes_per_param",
@@ -42,17 +54,32 @@ DTYPE_BYTES: Final[dict[str, int]] = {
 }
 """Bytes per element of each unquantized dtype name vLLM accepts for ``--dtype``."""
 
-INT4_GROUP128_BITS: Final = 4.0 + (16 + 16) / 128
-"""Bits per parameter of int4 weights with one 16-bit scale and one 16-bit zero per group of 128 (4.25)."""
+INT4_GROUP128_BITS: Final = 4.0 + (16 + 4) / 128
+"""Bits per parameter of int4 weights with one 16-bit scale and one 4-bit zero per group of 128 (4.15625)."""
+
+MXFP4_BITS: Final = 4.0 + 8 / 32
+"""Bits per parameter of MXFP4: E2M1 elements, one E8M0 scale per 32 (4.25)."""
+
+NVFP4_BITS: Final = 4.0 + 8 / 16
+"""Bits per parameter of NVFP4: E2M1 elements, one E4M3 scale per 16 (4.5)."""
+
+FP8_BLOCK_BYTES: Final = 1.0 + 4 / (128 * 128)
+"""Bytes per parameter of block-quantized fp8: one fp32 scale per 128×128 block."""
 
 _QUANT_BYTES: Final[dict[str, float]] = {
-    "fp8": 1.0,
+    "fp8": FP8_BLOCK_BYTES,
     "int8": 1.0,
     "awq": INT4_GROUP128_BITS / 8,
     "gptq": INT4_GROUP128_BITS / 8,
     "awq_marlin": INT4_GROUP128_BITS / 8,
     "gptq_marlin": INT4_GROUP128_BITS / 8,
+    "mxfp4": MXFP4_BITS / 8,
+    "nvfp4": NVFP4_BITS / 8,
+    "modelopt_fp4": NVFP4_BITS / 8,
 }
+
+EXPERTS_ONLY: Final = frozenset({"mxfp4"})
+"""Methods that checkpoints apply to the MoE experts only (GPT-OSS); other linear layers stay 16-bit."""
 
 _KV_BYTES: Final[dict[str, int]] = {
     "fp8": 1,
@@ -91,12 +118,13 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
     Args:
         dtype: ``bfloat16``, ``float16``, ``float32`` or ``auto`` (``auto`` needs ``model_dtype``, the
             checkpoint's ``torch_dtype``, and resolves as :func:`resolve_dtype`).
-        quantization: ``None`` (unquantized: the dtype's width), ``fp8`` or ``int8`` (1 byte), ``awq`` or
-            ``gptq`` (int4, group 128: 4.25 bits = 0.53125 bytes; see the module docstring).
+        quantization: ``None`` (unquantized: the dtype's width), ``fp8`` (1 + 4/16384 bytes) or ``int8`` (1),
+            ``awq`` or ``gptq`` (int4, group 128: 4.15625 bits = 0.51953 bytes), ``mxfp4`` (4.25 bits),
+            ``nvfp4`` (4.5 bits); see the module docstring.
         model_dtype: the checkpoint dtype, used only when ``dtype`` is ``auto``.
 
     Returns:
-        bytes per parameter, e.g. 2.0 for bfloat16, 1.0 for fp8, 0.53125 for AWQ.
+        bytes per parameter, e.g. 2.0 for bfloat16, 1.000244 for fp8, 0.51953 for AWQ.
 
     Raises:
         CapacityError: unknown dtype or quantization, or ``auto`` without ``model_dtype``.

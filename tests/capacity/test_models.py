@@ -127,3 +127,61 @@ def test_a_missing_config_key_raises_an_error_naming_the_key(missing: str) -> No
 def test_a_non_integer_config_value_is_refused_with_its_key() -> None:
     with pytest.raises(CapacityError, match="num_hidden_layers"):
         ModelArch.from_hf_config({**LLAMA_31_8B_CONFIG, "num_hidden_layers": "32"}, "broken")
+
+
+# Acceptance 3: published totals, copied from each model card / Hugging Face page (cited in models.json).
+PUBLISHED_TOTALS = {
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": 46.7e9,
+    "Qwen/Qwen3-30B-A3B": 30.5e9,
+    "Qwen/Qwen3-235B-A22B": 235e9,
+    "deepseek-ai/DeepSeek-V3": 671e9,
+    "deepseek-ai/DeepSeek-V2-Lite": 15.7e9,
+    "openai/gpt-oss-20b": 20.9e9,
+    "openai/gpt-oss-120b": 116.8e9,
+    "google/gemma-3-27b-it": 27.4e9,
+    "ai21labs/Jamba-v0.1": 51.6e9,
+    "llava-hf/llava-v1.6-mistral-7b-hf": 7.57e9,
+    "Qwen/Qwen2-VL-7B-Instruct": 8.29e9,
+    "Qwen/Qwen3-0.6B": 0.6e9,
+    "mistralai/Mistral-Nemo-Instruct-2407": 12.2e9,
+}
+
+PUBLISHED_ACTIVE = {  # "activated" counts from the model cards
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": 12.9e9,
+    "Qwen/Qwen3-30B-A3B": 3.3e9,
+    "Qwen/Qwen3-235B-A22B": 22e9,
+    "deepseek-ai/DeepSeek-V3": 37e9,
+}
+
+
+def test_there_are_at_least_thirty_presets_each_citing_its_config_json() -> None:
+    ids = [i for i in preset_ids() if not i.startswith("advisor/")]
+    assert len(ids) >= 30
+    for model_id in ids:
+        assert get_preset(model_id).source == f"https://huggingface.co/{model_id}/blob/main/config.json"
+
+
+@pytest.mark.parametrize("model_id", [i for i in preset_ids() if not i.startswith("advisor/")])
+def test_every_presets_computed_parameter_count_is_within_two_percent_of_its_published_count(model_id: str) -> None:
+    arch = get_preset(model_id)
+    assert arch.computed_parameters() == pytest.approx(arch.num_parameters, rel=0.02)
+
+
+@pytest.mark.parametrize(("model_id", "published"), sorted(PUBLISHED_TOTALS.items()))
+def test_architectures_beyond_dense_match_their_model_cards(model_id: str, published: float) -> None:
+    assert get_preset(model_id).computed_parameters() == pytest.approx(published, rel=0.02)
+
+
+@pytest.mark.parametrize(("model_id", "published"), sorted(PUBLISHED_ACTIVE.items()))
+def test_moe_active_parameters_match_their_model_cards(model_id: str, published: float) -> None:
+    assert get_preset(model_id).active_parameters() == pytest.approx(published, rel=0.03)
+
+
+def test_mla_caches_one_latent_per_layer_and_sliding_and_mamba_layers_are_counted() -> None:
+    r1 = get_preset("deepseek-r1")
+    assert (r1.kv_lora_rank + r1.qk_rope_head_dim, r1.attention_layers) == (576, 61)
+    assert get_preset("gemma-2-9b-it").sliding_window_layers == 21  # every other of 42 layers
+    assert get_preset("gemma-3-27b").sliding_window_layers == 52  # 5 local : 1 global over 62 layers
+    assert get_preset("gpt-oss-20b").sliding_window_layers == 12
+    jamba = get_preset("jamba")
+    assert (jamba.attention_layers, jamba.linear_layers) == (4, 28)  # attention every 8th layer, offset 4

@@ -14,10 +14,12 @@ from advisor.errors import CapacityError
         ("bfloat16", None, 2.0),
         ("float16", None, 2.0),
         ("float32", None, 4.0),
-        ("bfloat16", "fp8", 1.0),
+        ("bfloat16", "fp8", 1 + 4 / 16384),  # one fp32 scale per 128×128 block
         ("bfloat16", "int8", 1.0),
-        ("bfloat16", "awq", 4.25 / 8),  # 4 bits + 16-bit scale and zero per 128 weights
-        ("float16", "gptq", 4.25 / 8),
+        ("bfloat16", "awq", (4 + 20 / 128) / 8),  # 4 bits + 16-bit scale and 4-bit zero per 128 weights
+        ("float16", "gptq", (4 + 20 / 128) / 8),
+        ("bfloat16", "mxfp4", (4 + 8 / 32) / 8),  # E2M1 + one E8M0 scale per 32
+        ("bfloat16", "nvfp4", (4 + 8 / 16) / 8),  # E2M1 + one E4M3 scale per 16
     ],
 )
 def test_weight_bytes_per_param(dtype: str, quantization: str | None, expected: float) -> None:
