@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor import __version__
+from advisor.argtypes import duration_arg, positive_float
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
 
@@ -73,7 +74,7 @@ def _print_human(result_dicts: list[dict[str, Any]]) -> None:
             return f"{v:.1%}" if pct else f"{v:g}" if isinstance(v, float) else str(v)
 
         print(
-            f"   model {s.get('model')}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
+            f"   model {s.get('model') or 'unknown'}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
             f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
             f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}"
         )
@@ -102,19 +103,18 @@ def cmd_once(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    if args.interval <= 0:
-        _err("--interval must be positive")
-        return 2
     cfg = cfg.model_copy(
         update={"scrape_interval": args.interval, "evaluation_window": args.interval * 2, "receivers": []}
     )
     _, collector, metrics = make_registry()
     svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent, ignore_for=True)
     try:
+        start = time.time()
         svc.scrape_once()
         time.sleep(args.interval)
         svc.scrape_once()
-        result = svc.evaluate_once()
+        # the window covers both scrapes however long a slow target held them up
+        result = svc.evaluate_once(window_seconds=time.time() - start + args.interval)
     finally:
         svc.close()
     dicts = [d.as_dict() for d in result.deployments]
@@ -161,7 +161,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- parser ------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    p = argparse.ArgumentParser(prog="capacity-advisor", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="capacity-advisor",
+        description="Watches LLM serving engines and recommends which dial to turn, and by how much.",
+    )
     p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = p.add_subparsers(dest="command", required=True)
@@ -174,14 +177,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
     demo.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
     demo.add_argument(
-        "--duration", type=float, default=75.0, help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)"
+        "--duration",
+        type=duration_arg,
+        default=75.0,
+        help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)",
     )
-    demo.add_argument("--speed", type=float, default=10.0, help="scenario seconds per real second (default 10)")
+    demo.add_argument(
+        "--speed", type=positive_float(1000.0), default=10.0, help="scenario seconds per real second (default 10)"
+    )
     demo.set_defaults(func=cmd_demo)
 
     once = sub.add_parser("once", help="scrape twice, evaluate once, print and exit")
     once.add_argument("--config", required=True)
-    once.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
+    once.add_argument(
+        "--interval", type=positive_float(3600.0), default=2.0, help="seconds between the two scrapes (default 2)"
+    )
     once.add_argument("--json", action="store_true")
     once.set_defaults(func=cmd_once)
 

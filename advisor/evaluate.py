@@ -32,6 +32,9 @@ from advisor.telemetry import (
     window_stats,
 )
 
+MAX_RANKS_SHOWN = 256
+"""Per-rank values listed in a snapshot at most (a target exposing thousands of ranks is hostile or broken)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TargetView:
@@ -94,14 +97,18 @@ def evaluate_deployment(
     window_seconds: float,
     interval_seconds: float,
     stale_after_intervals: int = 3,
+    round_started: float | None = None,
 ) -> tuple[Evaluation, dict[str, Any]]:
     """Build the rules' :class:`Evaluation` and the snapshot view for one deployment.
 
     Returns ``(evaluation, snapshot_json)``. ``snapshot_json`` sums counts and capacities over the
     replicas that answered, takes the capacity-weighted mean of KV usage, and summarizes the window's
-    TTFT/TPOT deltas; unknown values are ``None``.
+    TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when the last scrape
+    round began; staleness is measured from it (default ``now``).
     """
-    state = deployment_state(targets, now, interval_seconds, stale_after_intervals)
+    # staleness is judged from when the last scrape round began, so a slow target elsewhere that held
+    # the round up does not make this deployment's fresh samples look old
+    state = deployment_state(targets, round_started or now, interval_seconds, stale_after_intervals)
     up = [t for t in targets if t.up and t.history]
     per_target: list[WindowStats] = [window_stats(t.history, now, window_seconds) for t in up]
     stats = combine_targets(per_target) if per_target else None
@@ -164,9 +171,12 @@ def evaluate_deployment(
         "goodput_tokens_per_second": goodput_tps,
         "ttft_within_target_ratio": ttft_ok.value if ttft_ok else None,
         "tpot_within_target_ratio": tpot_ok.value if tpot_ok else None,
-        "ranks": [r.as_dict() for s in latest for r in s.ranks],
+        "ranks": [r.as_dict() for s in latest for r in s.ranks][:MAX_RANKS_SHOWN],
         "missing": sorted({m for s in latest for m in s.missing}),
     }
+    n_ranks = sum(len(s.ranks) for s in latest)
+    if n_ranks > MAX_RANKS_SHOWN:
+        snapshot["ranks_truncated"] = n_ranks - MAX_RANKS_SHOWN
     if ttft_ok is not None and not ttft_ok.exact:
         snapshot["ttft_target_bounds_used"] = list(ttft_ok.bounds_used)
     if tpot_ok is not None and not tpot_ok.exact:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from advisor.argtypes import positive_float
 from advisor.errors import CapacityError
 
 
@@ -105,9 +106,11 @@ def add_plan_parser(sub: Any) -> None:
     plan = sub.add_parser("plan", help="the capacity pass for one configuration")
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
     plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
-    plan.add_argument("--gpu-memory-gib", type=float, help="GPU memory in GiB (overrides the catalog)")
+    plan.add_argument(
+        "--gpu-memory-gib", type=positive_float(16384.0), help="GPU memory in GiB (overrides the catalog)"
+    )
     plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
-    plan.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9)
     plan.add_argument("--max-model-len", type=int, required=True)
     plan.add_argument("--dtype", default="auto")
     plan.add_argument("--quantization", default=None)
@@ -115,7 +118,9 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--max-num-seqs", type=int, default=None, help="default: the engine's (256, or 1024 on big GPUs)")
     plan.add_argument("--max-num-batched-tokens", type=int, default=None)
     plan.add_argument("--block-size", type=int, default=None, help="default 16 (64 for MLA on vLLM V1)")
-    plan.add_argument("--kv-cache-memory-gib", type=float, default=None, help="per-GPU KV memory override, GiB")
+    plan.add_argument(
+        "--kv-cache-memory-gib", type=positive_float(16384.0), default=None, help="per-GPU KV memory override, GiB"
+    )
     plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
     plan.add_argument("--engine-version", default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
     plan.add_argument("--enforce-eager", action="store_true")

@@ -10,6 +10,7 @@ from typing import Any
 from advisor.capacity.kv import CapacityResult
 from advisor.domain import Recommendation
 from advisor.evaluate import TargetView
+from advisor.redact import redact_url
 from advisor.rules.base import Evaluation
 from advisor.rules.lifecycle import RuleStatus
 
@@ -47,7 +48,7 @@ class DeploymentResult:
             "concurrency_ceiling": self.concurrency_ceiling(),
             "targets": [
                 {
-                    "target": t.url,
+                    "target": redact_url(t.url),
                     "up": t.up,
                     "error_reason": t.error_reason,
                     "error": t.error_message,

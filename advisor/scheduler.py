@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -54,7 +55,11 @@ def run_daemon(
     stop = stop_event or threading.Event()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s; stopping after the current cycle", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            log.warning("received %s again; exiting now without finishing the cycle", name)
+            os._exit(128 + signum)
+        log.info("received %s; stopping after the current cycle (send it again to force)", name)
         stop.set()
 
     if threading.current_thread() is threading.main_thread():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +42,8 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], service: Service, registry: CollectorRegistry) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         self.service = service
         self.registry = registry
         super().__init__(address, _Handler)

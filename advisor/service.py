@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -95,16 +96,34 @@ def deployment_context(dep: Deployment, base_dir: Path | None = None) -> Deploym
     )
 
 
+def _num(v: Any) -> str:
+    """A number as an operator reads it: 447,440 / 54.62 / 0.9 / unbounded."""
+    if v is None:
+        return "unbounded"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if float(v).is_integer():
+        return f"{int(v):,}"
+    return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+
+
 def format_transition(t: Transition) -> str:
     """One readable line per transition: what, why, the numbers, the dial and the flag."""
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     if t.kind == "resolved":
-        return f"[{when}] RESOLVED {r.deployment} {r.rule}/{r.dial} (id {r.id}): the condition cleared."
-    effects = ", ".join(f"{k} {v.get('before')} → {v.get('after')}" for k, v in list(r.predicted_effect.items())[:3])
+        return (
+            f"[{when}] RESOLVED {r.deployment} {r.rule}: {r.dial} {r.current} → {r.suggested} no longer needed "
+            f"— {t.reason} (id {r.id})"
+        )
+    effects = "; ".join(
+        f"{k.replace('_', ' ')} {_num(v.get('before'))} → {_num(v.get('after'))}"
+        for k, v in list(r.predicted_effect.items())[:3]
+    )
+    option = f" — option {t.option} of {t.options}" if t.options > 1 else ""
     return (
-        f"[{when}] OPENED {r.severity.upper()} {r.summary} | flag: {r.flag} | "
-        f"predicted: {effects} | confidence {r.confidence:.2f} | id {r.id}"
+        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {r.rule}{option}: {r.dial} {r.current} → {r.suggested}"
+        f" | why: {t.reason} | effect: {effects} | flag: {r.flag} | confidence {r.confidence:.2f} | id {r.id}"
     )
 
 
@@ -146,6 +165,7 @@ class Service:
         ]
         self._send_resolved = {r.name: r.send_resolved for r in cfg.receivers}
         self.result: CycleResult | None = None
+        self._round_started: float | None = None
         self.last_progress: float | None = None
         self._lock = threading.Lock()
         n_targets = sum(len(d.targets) for d in self.deployments)
@@ -186,6 +206,8 @@ class Service:
             if res.ok and res.text is not None:
                 try:
                     expo = parse_exposition(res.text, keep=d.adapter.wants)
+                    if not expo:
+                        raise ParseError(f"no {d.adapter.engine} metrics in the response ({len(res.text)} bytes)")
                     snap = d.adapter.snapshot(expo)
                 except ParseError as exc:
                     reason, message = c.REASON_PARSE_ERROR, str(exc)
@@ -203,21 +225,21 @@ class Service:
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
 
-    def _trim(self, now: float) -> None:
-        keep = self.cfg.evaluation_window + 3 * self.cfg.scrape_interval
+    def _trim(self, now: float, window: float) -> None:
+        keep = window + 3 * self.cfg.scrape_interval
         for d in self.deployments:
             for t in d.targets:
                 while t.history and now - t.history[0].timestamp > keep:
                     t.history.popleft()
 
-    def _evaluate(self, now: float) -> tuple[list[DeploymentResult], list[Transition]]:
+    def _evaluate(self, now: float, window: float) -> tuple[list[DeploymentResult], list[Transition]]:
         results: list[DeploymentResult] = []
         transitions: list[Transition] = []
         for d in self.deployments:
             try:
                 views = [t.view() for t in d.targets]
                 ev, snapshot = evaluate_deployment(
-                    d.ctx, views, now, self.cfg.evaluation_window, self.cfg.scrape_interval
+                    d.ctx, views, now, window, self.cfg.scrape_interval, round_started=self._round_started
                 )
                 with self._step("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
@@ -256,18 +278,21 @@ class Service:
     def scrape_once(self) -> None:
         """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
         with self._lock:
+            self._round_started = self.clock()
             with self._step("scrape"):
                 scraped = self._scrape_all()
             with self._step("normalize"):
                 self._normalize(scraped)
 
-    def evaluate_once(self) -> CycleResult:
-        """Evaluate, publish and notify from the history gathered so far."""
+    def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
+        """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
+        default the configured evaluation window)."""
         with self._lock:
             now = self.clock()
-            self._trim(now)
+            window = window_seconds or self.cfg.evaluation_window
+            self._trim(now, window)
             with self._step("evaluate"):
-                results, transitions = self._evaluate(now)
+                results, transitions = self._evaluate(now, window)
             result = CycleResult(now, tuple(results), dict(self.scrape_errors))
             with self._step("publish"):
                 self.result = result

@@ -203,3 +203,90 @@ deployments:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "inf", "--max-model-len", "8192"],
+        ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "1e300", "--max-model-len", "8"],
+        [
+            "plan",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "H100",
+            "--gpu-memory-utilization",
+            "nan",
+            "--max-model-len",
+            "8192",
+        ],
+        ["once", "--config", "deploy/advisor.example.yaml", "--interval", "inf"],
+        ["demo", "--speed", "0"],
+        ["demo", "--duration", "-1"],
+    ],
+    ids=["gib-inf", "gib-huge", "util-nan", "interval-inf", "speed-zero", "duration-negative"],
+)
+def test_bad_numbers_on_the_command_line_are_clear_errors(args: list[str]) -> None:
+    r = _cli(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "must be" in r.stderr
+
+
+@pytest.fixture
+def hung_target() -> Iterator[str]:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    release = threading.Event()
+
+    class Hang(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            release.wait(30)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Hang)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+    release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_once_is_not_blinded_by_a_hung_target_and_never_prints_credentials(
+    saturated_engine: StandInServer, hung_target: str, tmp_path: Path
+) -> None:
+    secret_url = saturated_engine.url().replace("http://", "http://opsuser:hunter2@") + "?token=s3cr3t"
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+scrape: {{read_timeout: 4s}}
+deployments:
+  - name: healthy
+    targets: ["{secret_url}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - name: hung
+    targets: ["{hung_target}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
+"""
+    )
+    r = _cli("once", "--config", str(cfg), "--interval", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    for secret in ("hunter2", "opsuser", "s3cr3t"):
+        assert secret not in r.stdout and secret not in r.stderr
+    healthy, hung = json.loads(r.stdout)["deployments"]
+    assert healthy["state"] == "fresh"
+    assert healthy["snapshot"]["kv_cache_usage_ratio"] == pytest.approx(0.97)
+    assert healthy["recommendations"]
+    assert hung["state"] == "unavailable"
+    assert hung["targets"][0]["error_reason"] == "timeout"

@@ -78,6 +78,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
     timeout = http_server(slow) + "/metrics"
     error500 = http_server(lambda h: reply(h, 500, b"boom")) + "/metrics"
     garbage = http_server(lambda h: reply(h, 200, b"this is {not prometheus\n")) + "/metrics"
+    empty = http_server(lambda h: reply(h, 200, b"")) + "/metrics"
     large = http_server(lambda h: reply(h, 200, b"# " + b"x" * 40000 + b"\n")) + "/metrics"
     data: dict[str, Any] = {
         "scrape_interval": "0.5s",
@@ -96,7 +97,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
             {
                 "name": "broken",
                 "engine": "vllm",
-                "targets": [refused, timeout, error500, garbage, large],
+                "targets": [refused, timeout, error500, garbage, empty, large],
                 "model": "meta-llama/Llama-3.1-8B-Instruct",
                 "gpu": "H100-SXM",
                 "max_model_len": 8192,
@@ -145,6 +146,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
             (timeout, "timeout"),
             (error500, "http_status"),
             (garbage, "parse_error"),
+            (empty, "parse_error"),
             (large, "too_large"),
         ]:
             assert _value(m, "advisor_target_up", deployment="broken", target=target) == 0.0, target

@@ -20,6 +20,8 @@ class ScriptedRule:
     fire: bool | None = False
     clear: bool | None = False
     dials: list[str] = field(default_factory=lambda: ["kv_cache_dtype"])
+    severity: str = "warning"
+    suggested: int = 2
 
     def for_seconds(self) -> float:
         return self.for_s
@@ -32,7 +34,7 @@ class ScriptedRule:
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         return [
-            Proposal(self.id, d, "set", 1, 2, f"--{d}", "warning", 0.5, "s", "d", {}, {}, score=10 - i)
+            Proposal(self.id, d, "set", 1, self.suggested, f"--{d}", self.severity, 0.5, "s", "d", {}, {}, score=10 - i)
             for i, d in enumerate(self.dials)
         ]
 
@@ -117,3 +119,13 @@ def test_ids_are_stable_and_distinct() -> None:
     assert recommendation_id("d", "r", "x", 1.0) == recommendation_id("d", "r", "x", 1.0)
     assert recommendation_id("d", "r", "x", 1.0) != recommendation_id("d", "r", "y", 1.0)
     assert len(recommendation_id("d", "r", "x", 1.0)) == 16
+
+
+def test_an_open_recommendation_keeps_its_severity_but_refreshes_its_numbers() -> None:
+    rule = ScriptedRule(fire=True, for_s=0, severity="critical")
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=0))
+    rule.severity, rule.suggested = "warning", 3
+    lc.evaluate(evaluation(now=10))
+    (rec,) = lc.open_recommendations()
+    assert (rec.severity, rec.suggested, rec.opened_at) == ("critical", 3, 0)

@@ -1,6 +1,20 @@
 """Engine adapters (pure): engine metric names by version → :class:`~advisor.domain.EngineSnapshot`.
 
-``get_adapter("vllm")`` returns the adapter; ``ENGINES`` lists every engine id known.
+``get_adapter("vllm")`` returns the adapter; ``ENGINES`` lists every engine id known. For ``engine: auto``
+the caller detects first (:func:`advisor.engines.detect.detect_engine` on the exposition, or on the metric
+names a Prometheus API lists) and then asks for that adapter; ``get_adapter("auto")`` is not a thing.
+
+=================  ==============================================  =========================================
+engine id          engine                                          module
+=================  ==============================================  =========================================
+``vllm``           vLLM V0 and V1 (``vllm:*``)                     :mod:`advisor.engines.vllm`
+``sglang``         SGLang (``sglang:*`` / ``sglang_*``)            :mod:`advisor.engines.sglang`
+``tgi``            Hugging Face TGI (``tgi_*``)                    :mod:`advisor.engines.tgi`
+``triton-trtllm``  Triton ``tensorrtllm`` backend (``nv_trt_llm_*``)  :mod:`advisor.engines.trtllm`
+``trtllm``         TensorRT-LLM ``trtllm-serve`` (``trtllm_*``)    :mod:`advisor.engines.trtllm`
+``llamacpp``       llama.cpp server (``llamacpp:*``)               :mod:`advisor.engines.llamacpp`
+``dynamo``         NVIDIA Dynamo frontend (``dynamo_frontend_*``)  :mod:`advisor.engines.dynamo`
+=================  ==============================================  =========================================
 """
 
 from __future__ import annotations
@@ -8,10 +22,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from advisor.engines.base import EngineAdapter
+from advisor.engines.detect import detect_engine
+from advisor.engines.dynamo import DynamoFrontendAdapter
+from advisor.engines.llamacpp import LlamaCppAdapter
+from advisor.engines.sglang import SGLangAdapter
+from advisor.engines.tgi import TGIAdapter
+from advisor.engines.trtllm import TritonTRTLLMAdapter, TRTLLMServeAdapter
 from advisor.engines.vllm import VLLMAdapter
 
 _FACTORIES: dict[str, Callable[[], EngineAdapter]] = {
     "vllm": VLLMAdapter,
+    "sglang": SGLangAdapter,
+    "tgi": TGIAdapter,
+    "triton-trtllm": TritonTRTLLMAdapter,
+    "trtllm": TRTLLMServeAdapter,
+    "llamacpp": LlamaCppAdapter,
+    "dynamo": DynamoFrontendAdapter,
 }
 
 ENGINES: tuple[str, ...] = tuple(_FACTORIES)
@@ -31,4 +57,16 @@ def get_adapter(engine: str) -> EngineAdapter:
     return factory()
 
 
-__all__ = ["ENGINES", "EngineAdapter", "VLLMAdapter", "get_adapter"]
+__all__ = [
+    "ENGINES",
+    "DynamoFrontendAdapter",
+    "EngineAdapter",
+    "LlamaCppAdapter",
+    "SGLangAdapter",
+    "TGIAdapter",
+    "TRTLLMServeAdapter",
+    "TritonTRTLLMAdapter",
+    "VLLMAdapter",
+    "detect_engine",
+    "get_adapter",
+]

@@ -24,6 +24,11 @@ class EngineAdapter(Protocol):
         """Whether the adapter reads samples of this name (sources skip the rest while parsing)."""
         ...
 
+    def models(self, exposition: Exposition) -> list[str]:
+        """The served models present (the engine's model label), in exposition order; ``[]`` when the
+        engine has no model label (TGI, llama.cpp). Each is a separate :meth:`snapshot`."""
+        ...
+
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """The engine-neutral reading of one scrape.
 

@@ -170,6 +170,12 @@ class VLLMAdapter:
         """True for the sample names in :data:`WANTED_SAMPLE_NAMES`; ``_created`` and others are skipped."""
         return sample_name in WANTED_SAMPLE_NAMES
 
+    def models(self, exposition: Exposition) -> list[str]:
+        """Every ``model_name`` on the samples the adapter reads, in exposition order (LoRA adapters are not
+        separate ``model_name`` values in vLLM; ``vllm:lora_requests_info`` lists them but is not read)."""
+        chosen, others = _choose_model(exposition, None)
+        return [] if chosen is None else [chosen, *others]
+
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """Read one vLLM exposition.
 

@@ -37,6 +37,11 @@ QUANTIZATION_QUALITY_FACTOR = 0.8
 """Weight quantization ranks below equal-gain turns: its quality delta must be measured on one's own evals."""
 
 
+def _count(v: float | None) -> str:
+    """A count as text: ``12``, or ``unknown``."""
+    return "unknown" if v is None else f"{v:,.0f}"
+
+
 def _fmt_tokens(n: float) -> str:
     return f"{n:,.0f}"
 
@@ -83,8 +88,9 @@ class KVSaturationRule:
             return Condition(None, "waiting requests and preemptions unknown", evidence)
         holds = usage >= self.usage_threshold and pressure
         reason = (
-            f"KV usage {usage:.1%} (threshold {self.usage_threshold:.0%}), "
-            f"waiting {evidence['requests_waiting']}, preemptions +{evidence['preemptions_increase']}"
+            f"KV usage {usage:.1%} (threshold {self.usage_threshold:.0%}), {_count(evidence['requests_waiting'])} "
+            f"waiting, {_count(evidence['preemptions_increase'])} preemptions in the last "
+            f"{ev.stats.window_seconds:.0f}s"
         )
         return Condition(holds, reason, evidence)
 
@@ -95,7 +101,12 @@ class KVSaturationRule:
         pressure, evidence = self._pressure(ev)
         usage = ev.stats.kv_cache_usage_ratio
         holds = usage < self.resolve_below or pressure is False
-        return Condition(holds, f"KV usage {usage:.1%}, pressure {pressure}", evidence)
+        return Condition(
+            holds,
+            f"KV usage {usage:.1%} (resolves below {self.resolve_below:.0%}), "
+            f"{_count(evidence['requests_waiting'])} waiting, {_count(evidence['preemptions_increase'])} preemptions",
+            evidence,
+        )
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """The ceiling-raising turns, each with its predicted effect (best first)."""
@@ -221,8 +232,8 @@ class KVSaturationRule:
         )
         ctx_txt = f" at the observed ~{tokens_per_request:,.0f} tokens per request" if tokens_per_request else ""
         description = (
-            f"KV-cache usage is {s.kv_cache_usage_ratio:.1%} with {s.requests_running} running, "
-            f"{s.requests_waiting} waiting and {s.preemptions_increase} preemptions over the last "
+            f"KV-cache usage is {s.kv_cache_usage_ratio:.1%} with {_count(s.requests_running)} running, "
+            f"{_count(s.requests_waiting)} waiting and {_count(s.preemptions_increase)} preemptions over the last "
             f"{s.window_seconds:.0f}s: the pool, not compute, bounds the batch. Turning {t.dial} from "
             f"{current} to {suggested} changes the pool from {_fmt_tokens(t.before.kv_cache_tokens)} to "
             f"{_fmt_tokens(t.after.kv_cache_tokens)} tokens per replica (×{gain:.2f}); the ceiling "

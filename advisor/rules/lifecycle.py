@@ -26,10 +26,14 @@ MAX_OPEN_PER_RULE = 3
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """``kind`` is ``opened`` or ``resolved``."""
+    """``kind`` is ``opened`` or ``resolved``; ``reason`` is the rule's reading when it happened;
+    ``option``/``options`` place an opened recommendation among the alternatives opened with it."""
 
     kind: str
     recommendation: Recommendation
+    reason: str = ""
+    option: int = 1
+    options: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +139,7 @@ class Lifecycle:
                     rule.id, dep, "pending", f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
                 )
                 continue
-            transitions += self._open(rule, ev, st)
+            transitions += self._open(rule, ev, st, fire.reason)
             self.statuses[key] = RuleStatus(rule.id, dep, "firing" if st.open else "inactive", fire.reason)
         return transitions
 
@@ -144,19 +148,22 @@ class Lifecycle:
             dial for (dep, rid), st in self._state.items() if dep == deployment and rid != rule_id for dial in st.open
         }
 
-    def _open(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:
+    def _open(self, rule: Rule, ev: Evaluation, st: _RuleState, reason: str) -> list[Transition]:
         taken = self._taken_dials(ev.ctx.name, rule.id)
         proposals = [p for p in rule.propose(ev) if p.dial not in taken]
         proposals.sort(key=lambda p: -p.score)
+        chosen = proposals[:MAX_OPEN_PER_RULE]
         out = []
-        for rank, p in enumerate(proposals[:MAX_OPEN_PER_RULE]):
+        for rank, p in enumerate(chosen):
             rec = _from_proposal(p, ev.ctx.name, ev.now, rank)
             st.open[p.dial] = rec
-            out.append(Transition("opened", rec))
+            out.append(Transition("opened", rec, reason, rank + 1, len(chosen)))
         return out
 
     def _refresh(self, rule: Rule, ev: Evaluation, st: _RuleState) -> None:
-        """Keep open recommendations' numbers current without changing their ids or opening times."""
+        """Keep open recommendations' numbers current without changing their identity: id, opening time,
+        action and severity stay as opened (severity is an alert label; changing it would look to
+        Alertmanager and dashboards like one alert resolving and another firing)."""
         for p in rule.propose(ev):
             old = st.open.get(p.dial)
             if old is not None:
@@ -165,7 +172,6 @@ class Lifecycle:
                     current=p.current,
                     suggested=p.suggested,
                     flag=p.flag,
-                    severity=p.severity,
                     confidence=p.confidence,
                     summary=p.summary,
                     description=p.description,
@@ -177,7 +183,7 @@ class Lifecycle:
         clear = rule.clears(ev)
         if not clear.holds:
             return []
-        out = [Transition("resolved", replace(r, resolved_at=ev.now)) for r in st.open.values()]
+        out = [Transition("resolved", replace(r, resolved_at=ev.now), clear.reason) for r in st.open.values()]
         st.open.clear()
         st.pending_since = None
         return out

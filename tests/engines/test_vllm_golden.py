@@ -249,7 +249,12 @@ def test_samples_without_model_label_are_read_as_the_model() -> None:
 
 
 def test_get_adapter_knows_vllm_and_names_the_known_engines_otherwise() -> None:
-    assert ENGINES == ("vllm",)
+    assert ENGINES[0] == "vllm"
     assert get_adapter("vllm").engine == "vllm"
-    with pytest.raises(ValueError, match="known engines: vllm"):
-        get_adapter("tgi")
+    with pytest.raises(ValueError, match="known engines: vllm, "):
+        get_adapter("mlc")
+
+
+def test_models_lists_every_model_name_in_exposition_order() -> None:
+    text = (FIXTURES / "two-models.prom").read_text()
+    assert ADAPTER.models(parse_exposition(text, keep=ADAPTER.wants)) == ["org/model-a", "org/model-b"]

@@ -1,0 +1,33 @@
+"""argparse types that reject NaN, infinity and out-of-range numbers with a message naming the value."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def positive_float(upper: float) -> Callable[[str], float]:
+    """A type accepting finite numbers in (0, ``upper``]."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(v) or v <= 0 or v > upper:
+            raise argparse.ArgumentTypeError(f"must be a positive number of at most {upper:g}, got {text!r}")
+        return v
+
+    return parse
+
+
+def duration_arg(text: str) -> float:
+    """Seconds ≥ 0, finite (0 means: until stopped)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (run until stopped) or a positive number of seconds, got {text!r}")
+    return v

@@ -1,0 +1,347 @@
+"""Shared reading rules for the table-driven adapters (SGLang, TGI, TensorRT-LLM, llama.cpp, Dynamo).
+
+Every adapter declares, per snapshot field, a tuple of :class:`Series` — the exposed names newest first,
+with the versions that emit them and the engine source file that declares them — and reads them through a
+:class:`Scope`: the exposition restricted to one model, grouped by data-parallel rank.
+
+Rules (the vLLM adapter's, generalised; each adapter's docstring says which labels play which role):
+
+* **Model.** ``model_labels`` name the label carrying the served model (``model_name``; Dynamo and Triton
+  ``model``). A sample without it applies to every model. :meth:`Scope.models` lists the models in
+  exposition order; ``Scope(..., model=None)`` reads the first. Dynamo lower-cases the label on request
+  metrics but not on its config gauges, so its scope compares models case-insensitively.
+* **Ranks.** ``rank_label`` (SGLang ``dp_rank``) is the data-parallel rank, ``"0"`` when absent; counters,
+  queue gauges, capacities and histograms are **summed** over ranks, usage is capacity-weighted.
+* **Replicas.** ``replica_labels`` (SGLang ``tp_rank``, ``pp_rank``, ``moe_ep_rank``) repeat the same value
+  on every tensor-parallel rank when all schedulers report: only the lowest replica per DP rank is read,
+  never a sum.
+* **Categories.** Triton puts several quantities in one family under a category label
+  (``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used"}``); :attr:`Series.match` selects one.
+* **Priority.** SGLang with priority scheduling writes the total under ``priority=""`` *and* one series per
+  priority: when a ``priority=""`` series exists only it (and unlabelled series) is read.
+* **Unknown, never zero.** NaN → unknown; a rank that is silent makes the total unknown; scaled values
+  (µs → s, percent → fraction) are multiplied by :attr:`Series.scale`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from advisor.domain import Exposition, Histogram, Sample
+
+Kind = Literal["gauge", "counter", "histogram", "info"]
+
+USAGE_TOLERANCE: Final = 1e-6
+DEFAULT_RANK: Final = "0"
+_HISTOGRAM_SUFFIXES: Final = ("_bucket", "_count", "_sum")
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One exposed quantity and where it comes from.
+
+    Attributes:
+        name: the sample name as scraped (counters with ``_total``; histograms the base name).
+        kind: ``gauge``, ``counter``, ``histogram`` or ``info``.
+        versions: engine versions that emit it.
+        source: the engine source file that declares it.
+        match: label values selecting the series inside a category family (Triton ``request_type``).
+        scale: factor to the snapshot's unit (``1e-6`` for µs → s, ``0.01`` for percent → fraction).
+        is_itl: for TPOT aliases, the family observes token gaps (ITL) rather than one mean per request.
+    """
+
+    name: str
+    kind: Kind
+    versions: str
+    source: str
+    match: tuple[tuple[str, str], ...] = ()
+    scale: float = 1.0
+    is_itl: bool = False
+
+    def sample_names(self) -> tuple[str, ...]:
+        """``name`` for gauges and counters; ``_bucket``, ``_count``, ``_sum`` for histograms."""
+        if self.kind == "histogram":
+            return tuple(self.name + s for s in _HISTOGRAM_SUFFIXES)
+        return (self.name,)
+
+
+NameTable = Mapping[str, tuple[Series, ...]]
+
+
+def wanted_names(table: NameTable, extra: Iterable[str] = ()) -> frozenset[str]:
+    """Every sample name a table reads (histograms expanded), plus ``extra``."""
+    names = set(extra)
+    for aliases in table.values():
+        for s in aliases:
+            names.update(s.sample_names())
+    return frozenset(names)
+
+
+class Scope:
+    """One model's samples, grouped by rank, with replica and priority series folded away."""
+
+    def __init__(
+        self,
+        exposition: Exposition,
+        *,
+        wanted: frozenset[str],
+        model_labels: Sequence[str] = (),
+        model: str | None = None,
+        rank_label: str | None = None,
+        replica_labels: Sequence[str] = (),
+        casefold_model: bool = False,
+    ) -> None:
+        self._expo = exposition
+        self._wanted = wanted
+        self._model_labels = tuple(model_labels)
+        self._rank_label = rank_label
+        self._replica_labels = tuple(replica_labels)
+        self._fold = casefold_model
+        found = self.models()
+        self.model = model if model is not None else (found[0] if found else None)
+        self.others = [m for m in found if not self._same_model(m, self.model)]
+
+    # --- models ----------------------------------------------------------------------------------------
+    def _model_of(self, sample: Sample) -> str | None:
+        for label in self._model_labels:
+            value = sample.labels.get(label)
+            if value is not None:
+                return value
+        return None
+
+    def _same_model(self, a: str | None, b: str | None) -> bool:
+        if a is None or b is None:
+            return a is b
+        return a.casefold() == b.casefold() if self._fold else a == b
+
+    def models(self) -> list[str]:
+        """Models on the wanted samples, in exposition order (case-folded duplicates merged, keeping the
+        spelling that is not all lower case: Dynamo's config gauges keep the served name's case)."""
+        seen: dict[str, str] = {}
+        for name, samples in self._expo.items():
+            if name not in self._wanted:
+                continue
+            for s in samples:
+                m = self._model_of(s)
+                if m is None:
+                    continue
+                key = m.casefold() if self._fold else m
+                if key not in seen or (seen[key] == seen[key].lower() and m != m.lower()):
+                    seen[key] = m
+        return list(seen.values())
+
+    # --- samples ---------------------------------------------------------------------------------------
+    def rank(self, sample: Sample) -> str:
+        if self._rank_label is None:
+            return DEFAULT_RANK
+        return sample.labels.get(self._rank_label, DEFAULT_RANK)
+
+    def samples(self, series: Series, suffix: str = "") -> list[Sample]:
+        """The model's samples of ``series`` (``suffix`` picks a histogram part), category-matched, with
+        only the lowest replica per rank and the priority total when one exists.
+
+        Example (SGLang, two TP ranks reporting, priority scheduling)::
+
+            sglang:num_queue_reqs{dp_rank="0",priority="",tp_rank="0"} 5
+            sglang:num_queue_reqs{dp_rank="0",priority="1",tp_rank="0"} 2
+            sglang:num_queue_reqs{dp_rank="0",priority="",tp_rank="1"} 5
+            → [the first line only]
+        """
+        out = [
+            s
+            for s in self._expo.get(series.name + suffix, ())
+            if self._same_model(self._model_of(s) or self.model, self.model)
+            and all(s.labels.get(k) == v for k, v in series.match)
+        ]
+        if any(s.labels.get("priority") == "" for s in out):
+            out = [s for s in out if s.labels.get("priority", "") == ""]
+        for label in self._replica_labels:
+            lowest: dict[str, str] = {}
+            for s in out:
+                value = s.labels.get(label)
+                if value is not None:
+                    r = self.rank(s)
+                    if r not in lowest or _order(value) < _order(lowest[r]):
+                        lowest[r] = value
+            out = [s for s in out if s.labels.get(label) in (None, lowest.get(self.rank(s)))]
+        return out
+
+    def ranked(self, series: Series) -> bool:
+        """Whether any of the series' samples carries the rank label. SGLang's tokenizer-side families
+        (token counters, TTFT, e2e) have no ``dp_rank``: they already cover every rank."""
+        if self._rank_label is None:
+            return False
+        return any(self._rank_label in s.labels for suffix in _suffixes(series) for s in self.samples(series, suffix))
+
+    def ranks(self, table: NameTable) -> tuple[str, ...]:
+        """Every rank on the model's samples of the table's series (``"0"`` without a rank label)."""
+        found: set[str] = set()
+        for aliases in table.values():
+            for series in aliases:
+                for suffix in _suffixes(series):
+                    found.update(self.rank(s) for s in self.samples(series, suffix))
+        return tuple(sorted(found, key=_order))
+
+    def gauge(self, series: Series) -> dict[str, float | None]:
+        """Gauge per rank: max over other labels (multiprocess ``pid`` series), NaN ignored, scaled.
+
+        Example: ``x{pid="1"} 0.4``, ``x{pid="2"} 0.0`` → ``{"0": 0.4}``; only NaN → ``{"0": None}``.
+        """
+        out: dict[str, float | None] = {}
+        for s in self.samples(series):
+            r = self.rank(s)
+            prev = out.get(r)
+            if math.isnan(s.value):
+                out.setdefault(r, None)
+            else:
+                v = s.value * series.scale
+                out[r] = v if prev is None else max(prev, v)
+        return out
+
+    def counter(self, series: Series, suffix: str = "") -> dict[str, float | None]:
+        """Counter per rank: sum over other labels (``is_streaming``, ``finished_reason``); NaN → unknown.
+
+        Example: ``x{is_streaming="false"} 61``, ``x{is_streaming="true"} 238`` → ``{"0": 299.0}``.
+        """
+        values: dict[str, list[float]] = {}
+        for s in self.samples(series, suffix):
+            values.setdefault(self.rank(s), []).append(s.value)
+        return {r: None if any(math.isnan(v) for v in vs) else math.fsum(vs) * series.scale for r, vs in values.items()}
+
+    def histogram(self, series: Series) -> dict[str, Histogram | None]:
+        """Cumulative histogram per rank, summed over other labels with equal ``le``; bounds from the scrape.
+
+        A rank lacking a ``+Inf`` bucket or a ``_sum``, or with a NaN, is unknown. Example::
+
+            x_bucket{is_streaming="true",le="1.0"} 2     x_bucket{is_streaming="false",le="1.0"} 1
+            x_bucket{is_streaming="true",le="+Inf"} 3    x_bucket{is_streaming="false",le="+Inf"} 1
+            x_count{…true} 3  x_count{…false} 1          x_sum{…true} 2.5  x_sum{…false} 0.5
+            → {"0": Histogram(buckets=((1.0, 3.0), (inf, 4.0)), count=4.0, sum=3.0)}
+        """
+        buckets: dict[str, dict[float, float]] = {}
+        bad: set[str] = set()
+        for s in self.samples(series, "_bucket"):
+            r = self.rank(s)
+            try:
+                le = float(s.labels["le"])
+            except (KeyError, ValueError):
+                bad.add(r)
+                continue
+            if math.isnan(le) or math.isnan(s.value):
+                bad.add(r)
+                continue
+            per_le = buckets.setdefault(r, {})
+            per_le[le] = per_le.get(le, 0.0) + s.value
+        counts = self.counter(Series(series.name, "counter", "", "", series.match), "_count")
+        sums = self.counter(Series(series.name, "counter", "", "", series.match), "_sum")
+        out: dict[str, Histogram | None] = {}
+        for r in set(buckets) | bad | set(counts) | set(sums):
+            per_le = buckets.get(r, {})
+            total = sums.get(r)
+            if r in bad or math.inf not in per_le or total is None or (r in counts and counts[r] is None):
+                out[r] = None
+                continue
+            count = counts.get(r)
+            scaled = tuple((le * series.scale if math.isfinite(le) else le, c) for le, c in sorted(per_le.items()))
+            out[r] = Histogram(
+                buckets=scaled, count=count if count is not None else per_le[math.inf], sum=total * series.scale
+            )
+        return out
+
+
+def _suffixes(series: Series) -> tuple[str, ...]:
+    return _HISTOGRAM_SUFFIXES if series.kind == "histogram" else ("",)
+
+
+def _order(value: str) -> tuple[int, int, str]:
+    return (0, int(value), "") if value.isdigit() else (1, 0, value)
+
+
+# --- aggregation -----------------------------------------------------------------------------------------
+
+
+def sum_all(per_rank: Mapping[str, float | None], ranks: Sequence[str]) -> float | None:
+    """Sum over every rank; unknown when a rank is missing or unknown: ``({"0": 3, "1": 4}, ("0", "1")) → 7``."""
+    if not per_rank:
+        return None
+    values = [per_rank.get(r) for r in ranks]
+    if not values or any(v is None for v in values):
+        return None
+    return math.fsum(v for v in values if v is not None)
+
+
+def valid_ratio(value: float | None) -> float | None:
+    """A fraction in [0, 1] (within 1e-6, then clamped), else unknown: ``1.2 → None``, ``NaN → None``."""
+    if value is None or not -USAGE_TOLERANCE <= value <= 1 + USAGE_TOLERANCE:
+        return None
+    return min(max(value, 0.0), 1.0)
+
+
+def positive(value: float | None) -> float | None:
+    """A positive finite number, else unknown: an engine's pool of 0 blocks is not a pool."""
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def weighted_usage(
+    usage: Mapping[str, float | None], capacity: Mapping[str, float | None], ranks: Sequence[str]
+) -> float | None:
+    """Usage over ranks: capacity-weighted mean, else the plain mean (see the vLLM adapter).
+
+    Example: usage ``{"0": 0.5, "1": 0.1}``, capacity ``{"0": 30000, "1": 10000}`` → ``0.4``.
+    """
+    us = [usage.get(r) for r in ranks]
+    if not us or any(u is None for u in us):
+        return None
+    known = [u for u in us if u is not None]
+    caps = [capacity.get(r) for r in ranks]
+    known_caps = [c for c in caps if c is not None]
+    if len(known_caps) == len(caps) and math.fsum(known_caps) > 0:
+        return math.fsum(u * c for u, c in zip(known, known_caps, strict=True)) / math.fsum(known_caps)
+    return math.fsum(known) / len(known)
+
+
+def merged(per_rank: Mapping[str, Histogram | None], ranks: Sequence[str]) -> Histogram | None:
+    """The histogram summed over every rank; unknown when a rank lacks one or the bounds differ."""
+    hs = [per_rank.get(r) for r in ranks]
+    if not per_rank or not hs or any(h is None for h in hs):
+        return None
+    try:
+        return Histogram.merge([h for h in hs if h is not None])
+    except ValueError:
+        return None
+
+
+def first_histogram(
+    scope: Scope, aliases: Sequence[Series], ranks: Sequence[str]
+) -> tuple[Histogram | None, Series | None]:
+    """The first alias (newest first) giving a usable merged histogram, with the alias used."""
+    for alias in aliases:
+        h = merged(scope.histogram(alias), ranks if scope.ranked(alias) else (DEFAULT_RANK,))
+        if h is not None:
+            return h, alias
+    return None, None
+
+
+def first_total(
+    scope: Scope, aliases: Sequence[Series], ranks: Sequence[str]
+) -> tuple[dict[str, float | None], float | None]:
+    """Per-rank values and their sum from the first alias present (gauges: max per rank, counters: sum)."""
+    for alias in aliases:
+        per_rank = scope.counter(alias) if alias.kind == "counter" else scope.gauge(alias)
+        if per_rank:
+            return per_rank, sum_all(per_rank, ranks if scope.ranked(alias) else (DEFAULT_RANK,))
+    return {}, None
+
+
+def config_values(scope: Scope, series: Iterable[tuple[str, Series]]) -> dict[str, str]:
+    """Self-reported configuration gauges as strings (``engine_config``): ``{"context_len": "8192"}``."""
+    out: dict[str, str] = {}
+    for key, s in series:
+        values = [v for v in scope.gauge(s).values() if v is not None]
+        if values:
+            v = values[0]
+            out[key] = str(int(v)) if float(v).is_integer() else repr(v)
+    return out

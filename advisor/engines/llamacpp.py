@@ -1,0 +1,94 @@
+"""llama.cpp server adapter: ``llamacpp:*`` samples → :class:`~advisor.domain.EngineSnapshot`.
+
+Names from ``tools/server/server-task.cpp`` (``to_metrics()``; ``examples/server/server.cpp`` before the
+2025 move) in llama.cpp as vendored by ``llama_cpp_python`` 0.3.36, and the history in llama.cpp PR #22879
+(catalog §6): ``kv_cache_usage_ratio`` and ``kv_cache_tokens`` existed until PR #13660 (May 2025).
+Checked against ``../shared/engine-metrics/llamacpp-unknown-2025-06-vulkan-pr13196-excerpt.prom``.
+
+Rules:
+
+* **No labels**, hence no model: ``model`` is ``None`` and :meth:`LlamaCppAdapter.models` is empty.
+* ``requests_processing`` (busy slots) is running; ``requests_deferred`` is waiting.
+* **Prompt tokens include cached ones** (the snapshot's meaning, as vLLM counts):
+  ``llamacpp:prompt_tokens_total`` counts only evaluated tokens, so ``prompt_tokens_cached_total`` is added
+  where the build exposes it; older builds have no cached counter and their count is the evaluated tokens.
+* **KV (builds before May 2025):** usage ``kv_cache_usage_ratio`` (0–1); capacity is derived as
+  ``kv_cache_tokens ÷ kv_cache_usage_ratio`` when the ratio is positive (``kv_cache_tokens`` is the tokens in
+  the cache, not the pool). Newer builds expose neither (listed in ``missing``).
+* **Not exposed:** TTFT/TPOT histograms (only the averages ``tokens_predicted_seconds_total ÷
+  tokens_predicted_total``), finished requests, preemptions, process start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Final
+
+from advisor.engines.common import NameTable, Scope, Series, first_total, positive, sum_all, valid_ratio
+from advisor.engines.tabular import TableAdapter
+
+_TASK: Final = "tools/server/server-task.cpp"
+
+NAME_TABLE: Final[NameTable] = {
+    "requests_running": (Series("llamacpp:requests_processing", "gauge", "2024 → 2026", _TASK),),
+    "requests_waiting": (Series("llamacpp:requests_deferred", "gauge", "2024 → 2026", _TASK),),
+    "prompt_tokens_total": (
+        Series("llamacpp:prompt_tokens_total", "counter", "2024 → 2026 (evaluated, cached excluded)", _TASK),
+    ),
+    "prompt_tokens_cached": (Series("llamacpp:prompt_tokens_cached_total", "counter", "2026", _TASK),),
+    "generation_tokens_total": (Series("llamacpp:tokens_predicted_total", "counter", "2024 → 2026", _TASK),),
+    "kv_cache_usage_ratio": (
+        Series("llamacpp:kv_cache_usage_ratio", "gauge", "2024 → May 2025 (removed by PR #13660)", _TASK),
+    ),
+    "kv_cache_tokens": (Series("llamacpp:kv_cache_tokens", "gauge", "2024 → May 2025 (removed by PR #13660)", _TASK),),
+}
+"""Snapshot field → exposed names, newest first."""
+
+
+class LlamaCppAdapter(TableAdapter):
+    """llama.cpp ``llama-server --metrics``; see the module docstring for every rule."""
+
+    engine = "llamacpp"
+    table: ClassVar[NameTable] = NAME_TABLE
+    not_exposed: ClassVar[Mapping[str, str]] = {
+        "kv_cache_usage_ratio": "llamacpp:kv_cache_usage_ratio (removed from llama.cpp in May 2025)",
+        "kv_cache_capacity_tokens": "kv_cache_capacity_tokens (llama.cpp exposes no KV pool size)",
+        "ttft": "ttft (llama.cpp exposes no latency histograms)",
+        "tpot": "tpot (llama.cpp exposes only average generation speed)",
+        "e2e": "e2e (llama.cpp exposes no latency histograms)",
+        "queue_time": "queue_time (llama.cpp exposes no latency histograms)",
+        "preemptions_total": "preemptions_total (llama.cpp exposes no preemption counter)",
+        "requests_finished_total": "requests_finished_total (llama.cpp exposes no request counter)",
+        "process_start_time_seconds": "process_start_time_seconds (llama.cpp exposes no start time)",
+    }
+
+    def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
+        """Prompt tokens = evaluated + cached where the cached counter exists.
+
+        Example: ``prompt_tokens_total 143``, ``prompt_tokens_cached_total 57`` → ``200``; without the cached
+        counter → ``143``.
+        """
+        per_rank, total = first_total(scope, self.table.get(field, ()), ranks)
+        if field == "prompt_tokens_total" and total is not None:
+            cached_rank, _ = first_total(scope, NAME_TABLE["prompt_tokens_cached"], ranks)
+            if cached_rank:
+                merged: dict[str, float | None] = {}
+                for r, v in per_rank.items():
+                    c = cached_rank.get(r)
+                    merged[r] = None if v is None or c is None else v + c
+                return merged, sum_all(merged, ranks)
+        return per_rank, total
+
+    def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+        """Usage from ``kv_cache_usage_ratio``; capacity ``kv_cache_tokens ÷ ratio`` when the ratio is positive.
+
+        Example: ``kv_cache_usage_ratio 0.25``, ``kv_cache_tokens 1024`` → usage ``{"0": 0.25}``, capacity
+        ``{"0": 4096.0}``; ratio 0 → capacity unknown.
+        """
+        usage = {r: valid_ratio(v) for r, v in scope.gauge(NAME_TABLE["kv_cache_usage_ratio"][0]).items()}
+        tokens = scope.gauge(NAME_TABLE["kv_cache_tokens"][0])
+        capacity: dict[str, float | None] = {}
+        for r, t in tokens.items():
+            u = usage.get(r)
+            capacity[r] = positive(t / u) if t is not None and u else None
+        return usage, capacity

@@ -1,0 +1,138 @@
+"""SGLang adapter: ``sglang:*`` (or ``sglang_*``) samples → :class:`~advisor.domain.EngineSnapshot`.
+
+Names from SGLang's metrics collectors: ``python/sglang/srt/metrics/collector.py`` (0.3 → 0.5.4;
+``SchedulerMetricsCollector``, ``TokenizerMetricsCollector``) and
+``python/sglang/srt/observability/metrics_collector.py`` (0.5.23), as read from the PyPI wheels 0.4.3.post4,
+0.4.10.post2, 0.5.4 and 0.5.23 (``../shared/reference/engine-metrics-catalog.md`` §2) and checked against the
+captures in ``../shared/engine-metrics/sglang-*.prom``.
+
+Rules beyond :mod:`advisor.engines.common`:
+
+* **Prefix.** SGLang registers ``sglang:<name>``; scraped through some relabelling or exporters the colon
+  becomes ``sglang_``. Both are read; ``sglang:`` wins when both are present.
+* **Labels.** ``model_name`` is the model; ``dp_rank`` the data-parallel rank (summed); ``tp_rank``,
+  ``pp_rank``, ``moe_ep_rank`` are replicas (only the lowest is read — with
+  ``--enable-metrics-for-all-schedulers`` every TP rank repeats the same numbers). ``priority=""`` is the
+  total when priority scheduling also writes per-priority series. ``is_streaming`` series are summed.
+* **KV usage excludes the evictable radix cache** (SGLang's own definition:
+  ``(max_total_num_tokens − available − evictable) / max_total_num_tokens``). 0.5.23 rounds ``token_usage``
+  to two places, so the exact ``full_token_usage`` (max with ``swa_token_usage`` for hybrid-SWA models, as
+  ``token_usage`` does) is read first.
+* **Capacity** is ``max_total_num_tokens`` (0.5.23). Older releases expose none; ``num_used_tokens ÷
+  token_usage`` would divide by a rounded (or zero) ratio, so capacity stays unknown there.
+* **Preemptions** are the retraction counter ``num_retracted_requests_total`` (0.5.23). The gauge
+  ``num_retracted_reqs`` counts the last batch's retractions, not a cumulative total, and is not used;
+  under multiprocess mode a labelled counter that was never incremented is absent from the scrape, so a
+  healthy 0.5.23 engine shows the counter as missing.
+* ``engine_config``: ``context_len``, ``max_total_num_tokens``, ``page_size`` and the latest
+  ``cache_hit_rate`` (a 0–1 gauge over SGLang's recent window), as strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Final
+
+from advisor.domain import Exposition, Sample
+from advisor.engines.common import NameTable, Scope, Series, config_values, positive, valid_ratio
+from advisor.engines.tabular import TableAdapter
+
+_OLD: Final = "python/sglang/srt/metrics/collector.py"
+_NEW: Final = "python/sglang/srt/observability/metrics_collector.py"
+_BOTH: Final = f"{_OLD} (≤0.5.4), {_NEW} (0.5.23)"
+
+NAME_TABLE: Final[NameTable] = {
+    "requests_running": (Series("sglang:num_running_reqs", "gauge", "0.3 → 0.5.23", _BOTH),),
+    "requests_waiting": (Series("sglang:num_queue_reqs", "gauge", "0.3 → 0.5.23", _BOTH),),
+    "preemptions_total": (Series("sglang:num_retracted_requests_total", "counter", "0.5.23", _NEW),),
+    "prompt_tokens_total": (Series("sglang:prompt_tokens_total", "counter", "0.3 → 0.5.23", _BOTH),),
+    "generation_tokens_total": (Series("sglang:generation_tokens_total", "counter", "0.3 → 0.5.23", _BOTH),),
+    "requests_finished_total": (Series("sglang:num_requests_total", "counter", "0.4 → 0.5.23", _BOTH),),
+    "ttft": (Series("sglang:time_to_first_token_seconds", "histogram", "0.3 → 0.5.23", _BOTH),),
+    "tpot": (
+        Series("sglang:request_time_per_output_token_seconds", "histogram", "0.5.23 (per request)", _NEW),
+        Series("sglang:time_per_output_token_seconds", "histogram", "0.3 → 0.4.3 (per token)", _OLD, is_itl=True),
+        Series("sglang:inter_token_latency_seconds", "histogram", "0.4.3 → 0.5.23", _BOTH, is_itl=True),
+    ),
+    "e2e": (Series("sglang:e2e_request_latency_seconds", "histogram", "0.3 → 0.5.23", _BOTH),),
+    "queue_time": (Series("sglang:queue_time_seconds", "histogram", "0.5.4 → 0.5.23", _BOTH),),
+    "kv_cache_usage_ratio": (
+        Series("sglang:full_token_usage", "gauge", "0.5.23 (exact)", _NEW),
+        Series("sglang:token_usage", "gauge", "0.3 → 0.5.23 (rounded to 0.01 in 0.5.23)", _BOTH),
+    ),
+    "kv_cache_usage_ratio_swa": (Series("sglang:swa_token_usage", "gauge", "0.5.4 → 0.5.23", _BOTH),),
+    "kv_cache_capacity_tokens": (Series("sglang:max_total_num_tokens", "gauge", "0.5.23", _NEW),),
+    "config": (
+        Series("sglang:context_len", "gauge", "0.5.23", _NEW),
+        Series("sglang:page_size", "gauge", "0.5.23", _NEW),
+        Series("sglang:cache_hit_rate", "gauge", "0.3 → 0.5.23", _BOTH),
+    ),
+    "process_start_time_seconds": (
+        Series("process_start_time_seconds", "gauge", "single-process only", "prometheus_client/process_collector.py"),
+    ),
+}
+"""Snapshot field → exposed names (``sglang:`` form), newest first."""
+
+_PREFIX: Final = "sglang:"
+_ALT_PREFIX: Final = "sglang_"
+
+
+class SGLangAdapter(TableAdapter):
+    """SGLang 0.3 → 0.5.23; see the module docstring for every rule."""
+
+    engine = "sglang"
+    table: ClassVar[NameTable] = NAME_TABLE
+    model_labels = ("model_name",)
+    rank_label = "dp_rank"
+    replica_labels = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_cp_rank")
+    not_exposed: ClassVar[Mapping[str, str]] = {
+        "kv_cache_capacity_tokens": "sglang:max_total_num_tokens (SGLang < 0.5.23 exposes no KV capacity)",
+        "process_start_time_seconds": "process_start_time_seconds (SGLang scrapes are multiprocess: none)",
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wanted = self._wanted | {_ALT_PREFIX + n[len(_PREFIX) :] for n in self._wanted if n.startswith(_PREFIX)}
+
+    def normalize(self, exposition: Exposition) -> Exposition:
+        """``sglang_x`` keys → ``sglang:x`` unless the colon form is also present.
+
+        Example: ``{"sglang_num_running_reqs": [...]}`` → ``{"sglang:num_running_reqs": [...]}``.
+        """
+        if not any(k.startswith(_ALT_PREFIX) for k in exposition):
+            return exposition
+        out: dict[str, Sequence[Sample]] = {k: v for k, v in exposition.items() if not k.startswith(_ALT_PREFIX)}
+        for k, v in exposition.items():
+            if k.startswith(_ALT_PREFIX):
+                out.setdefault(_PREFIX + k[len(_ALT_PREFIX) :], v)
+        return out
+
+    def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+        """Usage per DP rank (exact ``full_token_usage``, max with ``swa_token_usage``; else ``token_usage``)
+        and capacity ``max_total_num_tokens``.
+
+        Example (0.5.23 capture): ``full_token_usage 0.35566902178521853``, ``swa_token_usage 0.0``,
+        ``token_usage 0.36`` → usage ``{"0": 0.35566902178521853}``; ``max_total_num_tokens 448102`` →
+        capacity ``{"0": 448102.0}``.
+        """
+        full, rounded = NAME_TABLE["kv_cache_usage_ratio"]
+        swa = scope.gauge(NAME_TABLE["kv_cache_usage_ratio_swa"][0])
+        usage: dict[str, float | None] = {}
+        exact = scope.gauge(full)
+        if exact:
+            for r, v in exact.items():
+                s = swa.get(r)
+                usage[r] = valid_ratio(v if v is None or s is None else max(v, s))
+        else:
+            usage = {r: valid_ratio(v) for r, v in scope.gauge(rounded).items()}
+        capacity = {r: positive(v) for r, v in scope.gauge(NAME_TABLE["kv_cache_capacity_tokens"][0]).items()}
+        return usage, capacity
+
+    def config(self, scope: Scope) -> dict[str, str]:
+        """``{"context_len": "8192", "page_size": "1", "cache_hit_rate": "0.0", "max_total_num_tokens": …}``."""
+        ctx, page, hit = NAME_TABLE["config"]
+        cap = NAME_TABLE["kv_cache_capacity_tokens"][0]
+        return config_values(
+            scope,
+            [("context_len", ctx), ("page_size", page), ("max_total_num_tokens", cap), ("cache_hit_rate", hit)],
+        )

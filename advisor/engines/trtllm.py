@@ -1,0 +1,237 @@
+"""TensorRT-LLM adapters: the Triton ``tensorrtllm`` backend (``nv_trt_llm_*``) and ``trtllm-serve`` (``trtllm_*``).
+
+**Triton backend** (:class:`TritonTRTLLMAdapter`, engine ``triton-trtllm``). Names from
+``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc``
+(``NVIDIA/TensorRT-LLM`` @0d5352f5) and the README history of ``triton-inference-server/tensorrtllm_backend``
+(@e8ae70c 2023-11 → 0b9d7d5a 2026; catalog §4.1); checked against
+``../shared/engine-metrics/trtllm-triton-23.11-inflight-batcher-readme.prom``.
+
+* Every family is a gauge with a category label: ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type}``
+  ∈ max, free, used, tokens_per, reused, fraction; ``nv_trt_llm_request_metrics{request_type}`` ∈ active,
+  max, scheduled, context, waiting (waiting from 2025). Triton 23.11 named them ``*_statistics``
+  (renamed to ``*_metrics`` in Dec 2023, commit 3a61c37); both are read, the new name first.
+* Labels ``model`` (the Triton model, usually ``tensorrt_llm``) and ``version``: the model is ``model``.
+* **Blocks → tokens:** capacity = ``max`` × ``tokens_per``; usage = ``used ÷ max``.
+* **Array-shift check:** the reporter fills a group's gauges positionally and skips missing JSON keys, so one
+  missing stat shifts every later value onto the wrong label (the 2025 README example shows
+  ``fraction 0.4875`` beside ``used 1``/``max 6239``). When ``used + free`` differs from ``max`` by more than
+  one block the family is not trusted: usage and capacity are unknown, and ``missing`` says why. (One block
+  is tolerated: the 23.11 example reads used 1 + free 6239 against max 6239; a shift moves whole values,
+  never one block.)
+* ``request_type="max"`` (the max batch size) goes to ``engine_config["max_batch_size"]``.
+* Not exposed: TTFT/TPOT/e2e histograms (Triton core has only cumulative µs totals), preemptions, token
+  counters (``nv_llm_input_token_len``/``output`` histograms exist only in some builds; their ``_sum`` is
+  read when present).
+
+**trtllm-serve** (:class:`TRTLLMServeAdapter`, engine ``trtllm``). Names from
+``tensorrt_llm/metrics/collector.py`` (``NVIDIA/TensorRT-LLM`` @050f80de; 1.1.0rc5 exposes only the five
+request families) served at ``/prometheus/metrics``, labels ``model_name`` and ``engine_type="trtllm"``;
+checked against ``../shared/engine-metrics/trtllm-1.1.x-trtllm-serve-via-dynamo-worker-qwen3-0.6b.prom``.
+``trtllm_time_per_output_token_seconds`` observes one mean per finished request (the capture has count 2
+after 2 requests). KV: ``trtllm_kv_cache_utilization`` (0–1) else ``used ÷ max`` blocks; capacity
+``trtllm_kv_cache_max_blocks × trtllm_kv_cache_tokens_per_block``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import ClassVar, Final
+
+from advisor.domain import EngineSnapshot, Exposition
+from advisor.engines.common import NameTable, Scope, Series, config_values, positive, valid_ratio
+from advisor.engines.tabular import TableAdapter
+
+_REPORTER: Final = "triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc"
+_TRITON: Final = "triton-inference-server/core (nv_inference_*)"
+_COLLECTOR: Final = "tensorrt_llm/metrics/collector.py"
+_BLOCK_SLACK: Final = 1.0
+"""Blocks by which ``used + free`` may differ from ``max`` before the values count as shifted."""
+
+
+def _cat(family: str, label: str, value: str, versions: str) -> Series:
+    return Series(family, "gauge", versions, _REPORTER, match=((label, value),))
+
+
+def _block(kind: str) -> tuple[Series, ...]:
+    return (
+        _cat("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", kind, "Dec 2023 → 2026"),
+        _cat("nv_trt_llm_kv_cache_block_statistics", "kv_cache_block_type", kind, "23.11"),
+    )
+
+
+def _request(kind: str, versions: str = "Dec 2023 → 2026") -> tuple[Series, ...]:
+    return (
+        _cat("nv_trt_llm_request_metrics", "request_type", kind, versions),
+        _cat("nv_trt_llm_request_statistics", "request_type", kind, "23.11"),
+    )
+
+
+TRITON_NAME_TABLE: Final[NameTable] = {
+    "requests_running": _request("active"),
+    "requests_waiting": _request("waiting", "2025 → 2026")[:1],
+    "max_batch_size": _request("max"),
+    "requests_finished_total": (Series("nv_inference_request_success", "counter", "Triton ≥ 23.12", _TRITON),),
+    "prompt_tokens_total": (
+        Series(
+            "nv_llm_input_token_len_sum",
+            "counter",
+            "2024 → 2026 (histogram sum)",
+            _REPORTER,
+            match=(("response_metric_type", "total_input_tokens"),),
+        ),
+    ),
+    "generation_tokens_total": (
+        Series(
+            "nv_llm_output_token_len_sum",
+            "counter",
+            "2024 → 2026 (histogram sum)",
+            _REPORTER,
+            match=(("response_metric_type", "total_output_tokens"),),
+        ),
+    ),
+    "blocks_max": _block("max"),
+    "blocks_free": _block("free"),
+    "blocks_used": _block("used"),
+    "tokens_per_block": _block("tokens_per"),
+}
+"""Snapshot field (or block quantity) → exposed series, newest first."""
+
+
+class TritonTRTLLMAdapter(TableAdapter):
+    """Triton ``tensorrtllm`` backend 23.11 → 2026; see the module docstring."""
+
+    engine = "triton-trtllm"
+    table: ClassVar[NameTable] = TRITON_NAME_TABLE
+    model_labels = ("model",)
+    not_exposed: ClassVar[Mapping[str, str]] = {
+        "ttft": "ttft (the Triton TRT-LLM backend exposes no latency histograms)",
+        "tpot": "tpot (the Triton TRT-LLM backend exposes no latency histograms)",
+        "e2e": "e2e (Triton exposes only cumulative nv_inference_request_duration_us)",
+        "queue_time": "queue_time (Triton exposes only cumulative nv_inference_queue_duration_us)",
+        "preemptions_total": "preemptions_total (the Triton TRT-LLM backend exposes no preemption counter)",
+        "process_start_time_seconds": "process_start_time_seconds (Triton exposes no start time)",
+        "requests_waiting": 'nv_trt_llm_request_metrics{request_type="waiting"} (backend before 2025)',
+    }
+
+    def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+        """Blocks → tokens with the ``used + free == max`` check.
+
+        Example (23.11 README)::
+
+            kv_cache_block_type="tokens_per" 64, "used" 1, "free" 6239, "max" 6239
+            → usage 1/6239, capacity 6239 × 64 = 399296 tokens (one block off is tolerated)
+
+            "fraction" 0.4875, "tokens_per" 64, "used" 1, "free" 0.4875, "max" 6239 (shifted)
+            → usage and capacity unknown
+        """
+        values = {k: _first_gauge(scope, TRITON_NAME_TABLE[k]) for k in ("blocks_max", "blocks_free", "blocks_used")}
+        per = _first_gauge(scope, TRITON_NAME_TABLE["tokens_per_block"])
+        mx, free, used = values["blocks_max"], values["blocks_free"], values["blocks_used"]
+        usage: dict[str, float | None] = {}
+        capacity: dict[str, float | None] = {}
+        for r in ranks:
+            m, f, u, t = positive(mx.get(r)), free.get(r), used.get(r), positive(per.get(r))
+            consistent = m is not None and f is not None and u is not None and abs(u + f - m) <= _BLOCK_SLACK
+            usage[r] = valid_ratio(u / m) if consistent and u is not None and m else None
+            capacity[r] = m * t if consistent and m is not None and t is not None else None
+        return usage, capacity
+
+    def snapshot_missing_reason(self, scope: Scope, ranks: Sequence[str]) -> str | None:
+        """Why usage is unknown although the block family is present (the array-shift check), if it is."""
+        values = {k: _first_gauge(scope, TRITON_NAME_TABLE[k]) for k in ("blocks_max", "blocks_free", "blocks_used")}
+        for r in ranks:
+            m, f, u = values["blocks_max"].get(r), values["blocks_free"].get(r), values["blocks_used"].get(r)
+            if m is not None and f is not None and u is not None and abs(u + f - m) > _BLOCK_SLACK:
+                return f"nv_trt_llm_kv_cache_block_metrics (used {u:g} + free {f:g} ≠ max {m:g}: values shifted)"
+        return None
+
+    def config(self, scope: Scope) -> dict[str, str]:
+        """``{"max_batch_size": "512", "tokens_per_block": "64"}``."""
+        out: dict[str, str] = {}
+        for key, field in (("max_batch_size", "max_batch_size"), ("tokens_per_block", "tokens_per_block")):
+            for alias in TRITON_NAME_TABLE[field]:
+                got = config_values(scope, [(key, alias)])
+                if got:
+                    out.update(got)
+                    break
+        return out
+
+    def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
+        """As :meth:`TableAdapter.snapshot`, naming the array-shift check first in ``missing`` when it fails."""
+        snap = super().snapshot(exposition, model)
+        scope = self._scope(exposition, model)
+        reason = self.snapshot_missing_reason(scope, scope.ranks(self.table) or ("0",))
+        return snap if reason is None else replace(snap, missing=(reason, *snap.missing))
+
+
+def _first_gauge(scope: Scope, aliases: Sequence[Series]) -> dict[str, float | None]:
+    for alias in aliases:
+        got = scope.gauge(alias)
+        if got:
+            return got
+    return {}
+
+
+SERVE_NAME_TABLE: Final[NameTable] = {
+    "requests_running": (Series("trtllm_num_requests_running", "gauge", "main 2026", _COLLECTOR),),
+    "requests_waiting": (Series("trtllm_num_requests_waiting", "gauge", "main 2026", _COLLECTOR),),
+    "prompt_tokens_total": (Series("trtllm_prompt_tokens_total", "counter", "main 2026", _COLLECTOR),),
+    "generation_tokens_total": (Series("trtllm_generation_tokens_total", "counter", "main 2026", _COLLECTOR),),
+    "requests_finished_total": (
+        Series("trtllm_request_success_total", "counter", "1.1.0rc5 → main (summed over finished_reason)", _COLLECTOR),
+    ),
+    "ttft": (Series("trtllm_time_to_first_token_seconds", "histogram", "1.1.0rc5 → main", _COLLECTOR),),
+    "tpot": (Series("trtllm_time_per_output_token_seconds", "histogram", "1.1.0rc5 → main (per request)", _COLLECTOR),),
+    "e2e": (Series("trtllm_e2e_request_latency_seconds", "histogram", "1.1.0rc5 → main", _COLLECTOR),),
+    "queue_time": (Series("trtllm_request_queue_time_seconds", "histogram", "1.1.0rc5 → main", _COLLECTOR),),
+    "kv_cache_usage_ratio": (Series("trtllm_kv_cache_utilization", "gauge", "main 2026 (0–1)", _COLLECTOR),),
+    "blocks_max": (Series("trtllm_kv_cache_max_blocks", "gauge", "main 2026", _COLLECTOR),),
+    "blocks_used": (Series("trtllm_kv_cache_used_blocks", "gauge", "main 2026", _COLLECTOR),),
+    "tokens_per_block": (Series("trtllm_kv_cache_tokens_per_block", "gauge", "main 2026", _COLLECTOR),),
+    "max_batch_size": (Series("trtllm_max_batch_size_runtime", "gauge", "main 2026", _COLLECTOR),),
+    "process_start_time_seconds": (
+        Series("process_start_time_seconds", "gauge", "single-process only", "prometheus_client/process_collector.py"),
+    ),
+}
+"""Snapshot field (or block quantity) → exposed names, newest first."""
+
+
+class TRTLLMServeAdapter(TableAdapter):
+    """``trtllm-serve`` ``/prometheus/metrics`` (1.1.0rc5 → main 2026); see the module docstring."""
+
+    engine = "trtllm"
+    table: ClassVar[NameTable] = SERVE_NAME_TABLE
+    model_labels = ("model_name",)
+    not_exposed: ClassVar[Mapping[str, str]] = {
+        "preemptions_total": "preemptions_total (trtllm-serve exposes only a paused-requests gauge)",
+        "kv_cache_capacity_tokens": "trtllm_kv_cache_max_blocks (trtllm-serve 1.1 exposes no KV metrics)",
+    }
+
+    def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+        """Usage from ``trtllm_kv_cache_utilization`` else used ÷ max blocks; capacity max × tokens per block.
+
+        Example: ``max_blocks 1000``, ``used_blocks 250``, ``tokens_per_block 32`` → usage 0.25, capacity 32000.
+        """
+        mx = scope.gauge(SERVE_NAME_TABLE["blocks_max"][0])
+        used = scope.gauge(SERVE_NAME_TABLE["blocks_used"][0])
+        per = scope.gauge(SERVE_NAME_TABLE["tokens_per_block"][0])
+        direct = scope.gauge(SERVE_NAME_TABLE["kv_cache_usage_ratio"][0])
+        usage: dict[str, float | None] = {}
+        capacity: dict[str, float | None] = {}
+        for r in set(mx) | set(used) | set(per) | set(direct):
+            m, u, t = positive(mx.get(r)), used.get(r), positive(per.get(r))
+            d = direct.get(r)
+            usage[r] = valid_ratio(d) if d is not None else (valid_ratio(u / m) if u is not None and m else None)
+            capacity[r] = m * t if m is not None and t is not None else None
+        return usage, capacity
+
+    def config(self, scope: Scope) -> dict[str, str]:
+        """``{"max_batch_size": "256", "tokens_per_block": "32"}`` where exposed."""
+        return config_values(
+            scope,
+            [
+                ("max_batch_size", SERVE_NAME_TABLE["max_batch_size"][0]),
+                ("tokens_per_block", SERVE_NAME_TABLE["tokens_per_block"][0]),
+            ],
+        )

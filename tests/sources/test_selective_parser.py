@@ -1,0 +1,141 @@
+"""The selective parser agrees with prometheus-client: on every real capture and on generated expositions.
+
+"Agrees" = :func:`parse_exposition` (fast path) returns exactly what :func:`parse_exposition_full`
+(``prometheus_client`` alone) returns: same names in the same order, same labels, values equal with the same
+type (``int`` vs ``float``), NaN where NaN — for ``keep=None`` and for a selective ``keep``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.domain import Sample
+from advisor.engines import detect_engine, get_adapter
+from advisor.errors import ParseError
+from advisor.sources import selective_parser
+from advisor.sources.exposition import parse_exposition, parse_exposition_full
+
+SHARED_METRICS = Path(__file__).resolve().parents[2].parent / "shared" / "engine-metrics"
+
+
+def assert_same(fast: dict[str, list[Sample]], full: dict[str, list[Sample]]) -> None:
+    assert list(fast) == list(full)
+    for name in full:
+        assert len(fast[name]) == len(full[name]), name
+        for a, b in zip(fast[name], full[name], strict=True):
+            assert (a.name, dict(a.labels)) == (b.name, dict(b.labels))
+            assert type(a.value) is type(b.value), (a, b)
+            assert a.value == b.value or (math.isnan(a.value) and math.isnan(b.value)), (a, b)
+
+
+def captures() -> list[Path]:
+    return sorted(SHARED_METRICS.glob("*.prom")) if SHARED_METRICS.is_dir() else []
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("path", captures(), ids=lambda p: p.name)
+def test_every_capture_parses_exactly_as_prometheus_client(path: Path) -> None:
+    text = path.read_text()
+    assert_same(selective_parser.parse_selected(text, None), parse_exposition_full(text))
+    assert_same(selective_parser._tier2(text, None), parse_exposition_full(text))
+    engine = detect_engine(parse_exposition_full(text))
+    if engine is not None and engine != "dcgm":
+        keep = get_adapter(engine).wants
+        assert_same(parse_exposition(text, keep), parse_exposition_full(text, keep))
+
+
+def test_shared_captures_present_or_skip() -> None:
+    if not SHARED_METRICS.is_dir():
+        pytest.skip(f"../shared/engine-metrics absent: {SHARED_METRICS} is not a directory")
+    assert captures()
+
+
+# --- generated expositions ---------------------------------------------------------------------------
+
+names = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True)
+label_names = st.from_regex(r"[a-zA-Z][a-zA-Z0-9_]{0,6}", fullmatch=True)
+label_values = st.text(alphabet=st.sampled_from(list('ab ,={}"\\\n#é')), max_size=8)
+numbers = st.one_of(
+    st.sampled_from(["0", "1", "-3", "+7", "1.0", "2.5e+06", "1e-3", "NaN", "+Inf", "-Inf", "Nan", "inf", ".5"]),
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+timestamps = st.sampled_from(["", " 1700000000000", " -5", " 1.5"])
+
+
+def escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@st.composite
+def sample_lines(draw: st.DrawFn, name: str) -> str:
+    labels = draw(st.dictionaries(label_names, label_values, max_size=3))
+    body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
+    trailing = draw(st.sampled_from(["", ","])) if body else ""
+    label_part = f"{{{body}{trailing}}}" if labels or draw(st.booleans()) else ""
+    exemplar = draw(st.sampled_from(["", ' # {trace_id="abc"} 0.5', " # {} 1 1700000000.1"]))
+    ws_before, ws_after = draw(st.sampled_from([("", ""), ("", "\r"), ("  ", ""), ("\t", " ")]))
+    return f"{ws_before}{name}{label_part} {draw(numbers)}{exemplar}{draw(timestamps)}{ws_after}"
+
+
+@st.composite
+def expositions(draw: st.DrawFn) -> str:
+    lines: list[str] = []
+    for _ in range(draw(st.integers(0, 6))):
+        family = draw(names)
+        typ = draw(st.sampled_from(["counter", "gauge", "histogram", "summary", "untyped", None]))
+        if draw(st.booleans()):
+            lines.append(f'# HELP {family} some "help" text \\n here')
+        if typ is not None:
+            lines.append(f"# TYPE {family} {typ}")
+        suffixes = {"histogram": ["_bucket", "_count", "_sum"], "summary": ["", "_count", "_sum"]}.get(typ or "", [""])
+        if typ == "counter":
+            suffixes = ["", "_total", "_created"]
+        for _ in range(draw(st.integers(0, 4))):
+            lines.append(draw(sample_lines(family + draw(st.sampled_from(suffixes)))))
+        lines.extend(draw(st.lists(st.sampled_from(["", "# a comment", "#", "# EOF", "# UNIT x seconds"]), max_size=2)))
+    draw(st.randoms()).shuffle(lines) if draw(st.booleans()) else None  # unsorted families
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(expositions(), st.sampled_from([None, "even", "prefix"]))
+def test_generated_expositions_parse_exactly_as_prometheus_client(text: str, keep_kind: str | None) -> None:
+    def keep(name: str) -> bool:
+        return len(name) % 2 == 0 if keep_kind == "even" else name[:1] in "abcxyz_"
+
+    chosen = None if keep_kind is None else keep
+    try:
+        want = parse_exposition_full(text, chosen)
+    except ParseError:
+        with pytest.raises(ParseError):
+            parse_exposition(text, chosen)
+        return
+    assert_same(parse_exposition(text, chosen), want)
+
+
+def test_counters_without_total_are_renamed_like_prometheus_client_while_in_their_family() -> None:
+    text = "# TYPE tgi_request_count counter\ntgi_request_count 7\ntgi_queue_size 2\ntgi_request_count 8\n"
+    out = parse_exposition(text)
+    assert [s.name for s in out["tgi_request_count_total"]] == ["tgi_request_count_total"]
+    assert out["tgi_request_count"][0].value == 8  # after the family ended: a lone untyped sample
+    assert_same(out, parse_exposition_full(text))
+
+
+def test_escapes_values_and_timestamps() -> None:
+    text = 'x{a="q\\"\\\\\\n",b="\\t"} 5 1700000000000\ny NaN\nz{} +Inf\n'
+    out = parse_exposition(text)
+    assert out["x"][0].labels == {"a": 'q"\\\n', "b": "\\t"} and out["x"][0].value == 5
+    assert type(out["x"][0].value) is int
+    assert math.isnan(out["y"][0].value) and out["z"][0].value == math.inf
+    assert_same(out, parse_exposition_full(text))
+
+
+def test_skipped_families_are_never_turned_into_samples() -> None:
+    text = '# TYPE a gauge\na 1\n# TYPE b gauge\nb{x="1"} 2\n'
+    assert list(parse_exposition(text, keep=lambda n: n == "b")) == ["b"]
