@@ -11,17 +11,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def redact_url(url: str) -> str:
-    """Drop user-info and the query string; keep scheme, host, port and path.
+    """Drop user-info, the query string and the fragment; keep scheme, host, port and path.
 
     >>> redact_url("http://u:p@h:9/metrics?token=x")
     'http://h:9/metrics'
+
+    Unparseable input keeps what lies between the last ``@`` and the first ``?`` or ``#``.
     """
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
-        return "<unparseable url>"
+        cut = url.split("?", 1)[0].split("#", 1)[0]
+        return cut.rsplit("@", 1)[-1]
     netloc = f"[{host}]" if ":" in host else host
     if port is not None:
         netloc += f":{port}"

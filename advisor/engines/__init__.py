@@ -25,6 +25,7 @@ from advisor.engines.base import EngineAdapter
 from advisor.engines.detect import detect_engine
 from advisor.engines.dynamo import DynamoFrontendAdapter
 from advisor.engines.llamacpp import LlamaCppAdapter
+from advisor.engines.sanity import SanitizedAdapter
 from advisor.engines.sglang import SGLangAdapter
 from advisor.engines.tgi import TGIAdapter
 from advisor.engines.trtllm import TritonTRTLLMAdapter, TRTLLMServeAdapter
@@ -45,7 +46,8 @@ ENGINES: tuple[str, ...] = tuple(_FACTORIES)
 
 
 def get_adapter(engine: str) -> EngineAdapter:
-    """Return a new adapter for ``engine`` (``"vllm"``).
+    """Return a new adapter for ``engine`` (``"vllm"``), wrapped so that impossible values become
+    unknown (:mod:`advisor.engines.sanity`).
 
     Raises:
         ValueError: ``engine`` is not known; the message lists the known engines.
@@ -54,7 +56,7 @@ def get_adapter(engine: str) -> EngineAdapter:
         factory = _FACTORIES[engine]
     except KeyError:
         raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(ENGINES)}") from None
-    return factory()
+    return SanitizedAdapter(factory())
 
 
 __all__ = [

@@ -28,10 +28,12 @@ and query).
 
 from __future__ import annotations
 
+import base64
 import errno
+import re
 import time
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import requests
 import urllib3.exceptions
@@ -44,6 +46,7 @@ from advisor.conventions import (
     REASON_TOO_LARGE,
 )
 from advisor.errors import ParseError
+from advisor.redact import redact_url
 
 ACCEPT_HEADER = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 """Ask for the classic text format (not OpenMetrics, not protobuf) from prometheus_client servers."""
@@ -82,28 +85,6 @@ class _DeadlineExceededError(Exception):
 
 class _TooLargeError(Exception):
     """More than the allowed bytes arrived."""
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` without userinfo, query string or fragment.
-
-    Example::
-
-        https://user:s3cret@vllm-0.internal:8000/metrics?token=abc#x  →  https://vllm-0.internal:8000/metrics
-        not a url                                                      →  not a url
-
-    Unparseable input is returned with anything after ``?``/``#`` and before ``@`` cut off.
-    """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if ":" in host:  # IPv6 literal
-            host = f"[{host}]"
-        netloc = f"{host}:{parts.port}" if parts.port is not None else host
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        cut = url.split("?", 1)[0].split("#", 1)[0]
-        return cut.rsplit("@", 1)[-1]
 
 
 def classify_parse_error(result: ScrapeResult, error: ParseError) -> ScrapeResult:
@@ -260,6 +241,9 @@ def _error_snippet(response: requests.Response, deadline: float, url: str) -> st
     return text
 
 
+_AUTH_HEADER_RE = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
+
+
 def _scrub(text: str, url: str) -> str:
     """Replace the URL's userinfo, password and query string in ``text`` with ``[REDACTED]``."""
     try:
@@ -268,10 +252,14 @@ def _scrub(text: str, url: str) -> str:
         return text
     secrets = [parts.query, parts.fragment, parts.password or ""]
     if "@" in parts.netloc:
-        secrets.append(parts.netloc.rsplit("@", 1)[0])
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        secrets.append(userinfo)
+        # a body that echoes the request headers carries the credentials base64-encoded (Basic auth)
+        decoded = unquote(userinfo)
+        secrets.append(base64.b64encode(decoded.encode()).decode())
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "[REDACTED]")
-    return text
+    return _AUTH_HEADER_RE.sub(r"\1 [REDACTED]", text)
 
 
 def _content_length(response: requests.Response) -> int | None:

@@ -20,13 +20,14 @@ from advisor.conventions import (
     SCRAPE_ERROR_REASONS,
 )
 from advisor.errors import ParseError
+from advisor.redact import redact_url
 from advisor.sources.exposition import parse_exposition
-from advisor.sources.scrape import ScrapeResult, classify_parse_error, redact_url, scrape
+from advisor.sources.scrape import ScrapeResult, classify_parse_error, scrape
 
 Serve = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
 BODY = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
-SECRETS = ("pa55word", "alice", "SECRET", "t0ken")
+SECRETS = ("pa55word", "alice", "SECRET", "t0ken", "YWxpY2U6cGE1NXdvcmQ=")
 
 
 @pytest.fixture

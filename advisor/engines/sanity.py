@@ -1,0 +1,148 @@
+"""Values no engine can mean: turned into *unknown*, and said so in ``missing``. Pure.
+
+Every adapter's snapshot passes through :func:`sanitize` (``get_adapter`` wraps each adapter with
+:class:`SanitizedAdapter`), so one rule holds for all engines:
+
+==============================  ====================================================================
+quantity                        unknown when
+==============================  ====================================================================
+KV usage ratio                  not finite, or outside [0, 1] (a percent left unscaled, pitfall 4)
+KV capacity (tokens)            not finite, or ≤ 0 (an engine's pool of 0 is not a pool)
+requests running / waiting      not finite, or negative
+cumulative counters             not finite, or negative
+histograms                      a bucket count or the sum is not finite, a count is negative, or the
+                                cumulative counts decrease with the bound (more than rounding)
+==============================  ====================================================================
+
+Example: ``vllm:num_requests_running +Inf`` → ``requests_running`` None and
+``missing`` gains ``"requests_running (value +Inf is not a count)"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues
+from advisor.engines.base import EngineAdapter
+
+_COUNTS = (
+    "requests_running",
+    "requests_waiting",
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "requests_finished_total",
+)
+_RANK_COUNTS = (
+    "requests_running",
+    "requests_waiting",
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+)
+_HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
+_TOLERANCE = 1e-9
+
+
+def _bad_count(v: float | None) -> str | None:
+    if v is None:
+        return None
+    if not math.isfinite(v):
+        return f"value {v} is not a count"
+    if v < 0:
+        return f"value {v:g} is negative"
+    return None
+
+
+def _bad_ratio(v: float | None) -> str | None:
+    if v is None:
+        return None
+    if not math.isfinite(v) or not -_TOLERANCE <= v <= 1 + _TOLERANCE:
+        return f"value {v} is not a fraction in [0, 1]"
+    return None
+
+
+def _bad_capacity(v: float | None) -> str | None:
+    if v is None:
+        return None
+    if not math.isfinite(v) or v <= 0:
+        return f"value {v} is not a pool size"
+    return None
+
+
+def histogram_problem(h: Histogram | None) -> str | None:
+    """Why a histogram cannot be trusted, or ``None`` when it can (or is absent)."""
+    if h is None:
+        return None
+    if not math.isfinite(h.sum) or not math.isfinite(h.count) or h.count < 0:
+        return "count or sum is not finite"
+    prev = 0.0
+    for bound, count in h.buckets:
+        if not math.isfinite(count) or count < 0:
+            return f"bucket le={bound} has count {count}"
+        if count < prev - max(_TOLERANCE, 1e-9 * prev):
+            return f"cumulative counts decrease at le={bound} ({prev:g} → {count:g})"
+        prev = count
+    return None
+
+
+def _clean_rank(r: RankValues) -> RankValues:
+    changes: dict[str, float | None] = {f: None for f in _RANK_COUNTS if _bad_count(getattr(r, f))}
+    if _bad_ratio(r.kv_cache_usage_ratio):
+        changes["kv_cache_usage_ratio"] = None
+    if _bad_capacity(r.kv_cache_capacity_tokens):
+        changes["kv_cache_capacity_tokens"] = None
+    return dataclasses.replace(r, **changes) if changes else r  # type: ignore[arg-type]
+
+
+def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
+    """Return ``snap`` with impossible values made unknown and each listed in ``missing`` with why."""
+    changes: dict[str, object] = {}
+    why: list[str] = []
+    for name in _COUNTS:
+        problem = _bad_count(getattr(snap, name))
+        if problem:
+            changes[name] = None
+            why.append(f"{name} ({problem})")
+    problem = _bad_ratio(snap.kv_cache_usage_ratio)
+    if problem:
+        changes["kv_cache_usage_ratio"] = None
+        why.append(f"kv_cache_usage_ratio ({problem})")
+    problem = _bad_capacity(snap.kv_cache_capacity_tokens)
+    if problem:
+        changes["kv_cache_capacity_tokens"] = None
+        why.append(f"kv_cache_capacity_tokens ({problem})")
+    for name in _HISTOGRAMS:
+        problem = histogram_problem(getattr(snap, name))
+        if problem:
+            changes[name] = None
+            why.append(f"{name} histogram ({problem})")
+    ranks = tuple(_clean_rank(r) for r in snap.ranks)
+    if ranks != snap.ranks:
+        changes["ranks"] = ranks
+    if not changes:
+        return snap
+    changes["missing"] = (*snap.missing, *why)
+    return dataclasses.replace(snap, **changes)  # type: ignore[arg-type]
+
+
+class SanitizedAdapter:
+    """Wraps an adapter so that every snapshot it returns has passed :func:`sanitize`."""
+
+    def __init__(self, inner: EngineAdapter) -> None:
+        """``inner``: the engine's own adapter."""
+        self.inner = inner
+        self.engine = inner.engine
+
+    def wants(self, sample_name: str) -> bool:
+        """As the wrapped adapter."""
+        return self.inner.wants(sample_name)
+
+    def models(self, exposition: Exposition) -> list[str]:
+        """As the wrapped adapter."""
+        return self.inner.models(exposition)
+
+    def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
+        """The wrapped adapter's snapshot, sanitized."""
+        return sanitize(self.inner.snapshot(exposition, model))

@@ -1,0 +1,65 @@
+"""Impossible values from any engine become unknown, and say why (hand-written expositions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.engines import get_adapter
+from advisor.sources.exposition import parse_exposition
+
+HEAD = 'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1.0\n'
+
+
+def _snap(body: str):  # type: ignore[no-untyped-def]
+    adapter = get_adapter("vllm")
+    return adapter.snapshot(parse_exposition(HEAD + body, keep=adapter.wants))
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('vllm:num_requests_running{engine="0",model_name="m"} +Inf', "requests_running"),
+        ('vllm:num_requests_waiting{engine="0",model_name="m"} -Inf', "requests_waiting"),
+        ('vllm:num_requests_running{engine="0",model_name="m"} -5', "requests_running"),
+        ('vllm:num_preemptions_total{engine="0",model_name="m"} -1', "preemptions_total"),
+        ('vllm:generation_tokens_total{engine="0",model_name="m"} +Inf', "generation_tokens_total"),
+    ],
+)
+def test_non_finite_or_negative_counts_are_unknown(line: str, field: str) -> None:
+    s = _snap(line + "\n")
+    assert getattr(s, field) is None
+    assert any(m.startswith(field) for m in s.missing)
+
+
+@pytest.mark.parametrize("value", ["1.7", "85", "-0.2", "+Inf"])
+def test_usage_outside_zero_to_one_is_unknown(value: str) -> None:
+    s = _snap(f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {value}\n')
+    assert s.kv_cache_usage_ratio is None
+
+
+def test_usage_at_the_edges_is_kept() -> None:
+    assert _snap('vllm:kv_cache_usage_perc{engine="0",model_name="m"} 1.0\n').kv_cache_usage_ratio == 1.0
+    assert _snap('vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0\n').kv_cache_usage_ratio == 0.0
+
+
+def test_a_histogram_whose_cumulative_counts_decrease_is_unknown() -> None:
+    body = "".join(
+        f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{le}",model_name="m"}} {n}\n'
+        for le, n in [("0.1", 90), ("0.5", 50), ("1.0", 10), ("+Inf", 100)]
+    )
+    body += 'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 100\n'
+    body += 'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 20\n'
+    s = _snap(body)
+    assert s.ttft is None
+    assert any("decrease" in m for m in s.missing)
+
+
+def test_a_sound_histogram_is_kept() -> None:
+    body = "".join(
+        f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{le}",model_name="m"}} {n}\n'
+        for le, n in [("0.1", 10), ("0.5", 50), ("1.0", 90), ("+Inf", 100)]
+    )
+    body += 'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 100\n'
+    body += 'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 40\n'
+    s = _snap(body)
+    assert s.ttft is not None and s.ttft.count == 100
