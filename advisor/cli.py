@@ -104,7 +104,13 @@ def cmd_once(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     cfg = cfg.model_copy(
-        update={"scrape_interval": args.interval, "evaluation_window": args.interval * 2, "receivers": []}
+        update={
+            "scrape_interval": args.interval,
+            "evaluation_window": args.interval * 2,
+            "receivers": [],
+            # two scrapes can only tell "frozen" over the time between them
+            "data_quality": cfg.data_quality.model_copy(update={"frozen_after": args.interval}),
+        }
     )
     _, collector, metrics = make_registry()
     svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent, ignore_for=True)
@@ -158,6 +164,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.listen, args.duration, args.speed)
 
 
+# -- catalog ---------------------------------------------------------------------------------------
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """List the bundled model presets or GPUs (the names ``model:``/``--model`` and ``gpu:``/``--gpu`` take)."""
+    from advisor.capacity.hardware import get_gpu, gpu_keys
+    from advisor.capacity.models import get_preset, preset_ids
+
+    if args.what == "models":
+        for pid in preset_ids():
+            m = get_preset(pid)
+            print(
+                f"{pid:<48} {m.num_parameters / 1e9:8.2f} B params  {m.num_layers:>3} layers  "
+                f"{m.num_kv_heads:>3} KV heads  context {m.max_position_embeddings:,}"
+            )
+    else:
+        for key in gpu_keys():
+            g = get_gpu(key)
+            print(
+                f"{key:<24} {g.name:<34} {g.memory_bytes / 1024**3:8.2f} GiB (as CUDA reports it)  "
+                f"{g.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
+            )
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
@@ -197,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_parser(sub)
 
+    cat = sub.add_parser("catalog", help="list the bundled model presets or GPUs")
+    cat.add_argument("what", choices=["models", "gpus"])
+    cat.set_defaults(func=cmd_catalog)
+
     chk = sub.add_parser("check-config", help="validate a config file")
     chk.add_argument("file")
     chk.set_defaults(func=cmd_check_config)
@@ -212,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AdvisorError) as exc:
         _err(str(exc))
         return 2
+    except BrokenPipeError:  # output piped into head(1) and closed: not an error
+        return 0
     except OSError as exc:
         _err(f"{exc.strerror or exc}")
         return 1

@@ -138,7 +138,13 @@ class Deployment(_Strict):
     """One served model: its engine, replicas' scrape URLs, and the configuration the engine runs with."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
-    engine: Literal["vllm"] = "vllm"
+    engine: Literal["auto", "vllm", "sglang", "tgi", "triton-trtllm", "trtllm", "llamacpp", "dynamo"] = Field(
+        default="auto", description="engine id, or auto: detected from the exposition's metric names"
+    )
+    served_model: str | None = Field(
+        default=None,
+        description="the engine's model label to read when it serves several (default: the only or first one)",
+    )
     targets: list[TargetURL] = Field(min_length=1, description="one /metrics URL per replica")
     model: str = Field(min_length=1, description="preset id, or a path to a Hugging Face config.json")
     gpu: str | None = Field(default=None, description="GPU catalog name, e.g. H100-SXM")
@@ -239,6 +245,21 @@ class GoodputRule(_Strict):
     target_utilization: float = Field(default=0.8, gt=0, lt=1)
 
 
+class DataQualityConfig(_Strict):
+    """When data is not to be trusted (rules never fire on it)."""
+
+    stale_after_intervals: int = Field(
+        default=3, ge=1, description="a target with no new sample for this many scrape intervals is stale"
+    )
+    frozen_after: Duration = Field(
+        default=60.0,
+        description="requests running while the token counters stand still this long: the engine is frozen",
+    )
+    capacity_model_error_bound: float = Field(
+        default=0.15, gt=0, le=10, description="warn when the capacity pass misses the engine's pool by more"
+    )
+
+
 class RulesConfig(_Strict):
     """Thresholds of the rule modules."""
 
@@ -263,7 +284,10 @@ class Config(_Strict):
     receivers: list[Receiver] = Field(default_factory=list)
     rules: RulesConfig = RulesConfig()
     scrape: ScrapeConfig = ScrapeConfig()
-    state_file: str | None = None
+    data_quality: DataQualityConfig = DataQualityConfig()
+    state_file: str | None = Field(
+        default=None, description="where open recommendations are kept across restarts (relative to this file)"
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

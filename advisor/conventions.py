@@ -27,6 +27,8 @@ TARGET_UP: Final = "advisor_target_up"
 SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_errors_total
 LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"
 DEPLOYMENT_STATE: Final = "advisor_deployment_state"
+TARGET_STATE: Final = "advisor_target_state"
+CAPACITY_MODEL_ERROR_RATIO: Final = "advisor_capacity_model_error_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 BUILD_INFO: Final = "advisor_build_info"
 

@@ -8,8 +8,8 @@ Output: an :class:`~advisor.rules.base.Evaluation` for the rules and a JSON-read
 Data quality (``state``):
 
 * ``unavailable`` — no target's last scrape succeeded;
-* ``stale`` — targets answer, but the newest sample is older than ``stale_after_intervals`` scrape
-  intervals;
+* ``stale`` — an answering target's newest sample is older than ``stale_after_intervals`` scrape
+  intervals, or its engine is frozen (requests running, token counters standing still);
 * ``fresh`` — otherwise.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
+from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
     WindowStats,
@@ -79,15 +80,67 @@ def _hist_json(h: Histogram | None, source: str | None, note: str | None = None)
     return out
 
 
-def deployment_state(targets: Sequence[TargetView], now: float, interval: float, stale_after_intervals: int) -> str:
-    """``fresh``, ``stale`` or ``unavailable`` (see module docstring)."""
-    up = [t for t in targets if t.up and t.history]
-    if not up:
-        return c.STATE_UNAVAILABLE
-    newest = max(t.history[-1].timestamp for t in up)
-    if now - newest > stale_after_intervals * interval:
-        return c.STATE_STALE
-    return c.STATE_FRESH
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """Data-quality thresholds: ``stale_after_intervals`` scrape intervals without a new sample, or
+    requests running while the token counters stand still for ``frozen_after`` seconds."""
+
+    interval_seconds: float
+    stale_after_intervals: int = 3
+    frozen_after_seconds: float = 60.0
+
+
+def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -> str | None:
+    """Why a target's engine looks frozen, or ``None``.
+
+    Frozen: every sample of the last ``frozen_after`` seconds has requests running, yet neither the prompt
+    nor the generation token counter moved — a hung engine whose gauges still read busy. Needs samples
+    spanning at least ``frozen_after`` seconds; with fewer it cannot tell.
+    """
+    recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
+    if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
+        return None
+    if not all((h.snapshot.requests_running or 0) > 0 for h in recent):
+        return None
+    first, last = recent[0].snapshot, recent[-1].snapshot
+    counters = [
+        (first.generation_tokens_total, last.generation_tokens_total),
+        (first.prompt_tokens_total, last.prompt_tokens_total),
+    ]
+    known = [(a, b) for a, b in counters if a is not None and b is not None]
+    if not known or any(a != b for a, b in known):
+        return None
+    span = last.requests_running
+    return (
+        f"frozen: {span:.0f} requests running but the token counters have not moved for "
+        f"{recent[-1].timestamp - recent[0].timestamp:.0f}s"
+    )
+
+
+def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
+    """One target's ``(state, reason)``: ``unavailable`` (last scrape failed), ``stale`` (no new sample for
+    ``stale_after_intervals`` intervals, or frozen), else ``fresh``."""
+    if not t.up or not t.history:
+        return c.STATE_UNAVAILABLE, f"last scrape failed: {t.error_reason or 'no data yet'}"
+    age = now - t.history[-1].timestamp
+    if age > q.stale_after_intervals * q.interval_seconds:
+        return c.STATE_STALE, f"no new sample for {age:.0f}s"
+    frozen = _frozen(t.history, t.history[-1].timestamp, q.frozen_after_seconds)
+    if frozen:
+        return c.STATE_STALE, frozen
+    return c.STATE_FRESH, "ok"
+
+
+def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> tuple[str, str]:
+    """The deployment's ``(state, reason)``: ``unavailable`` when no target answers; ``stale`` when any
+    answering target is stale (its numbers would mislead every rule); else ``fresh``."""
+    states = [(t, *target_state(t, now, q)) for t in targets]
+    if all(st == c.STATE_UNAVAILABLE for _, st, _ in states):
+        return c.STATE_UNAVAILABLE, "no target answered"
+    stale = [(t, why) for t, st, why in states if st == c.STATE_STALE]
+    if stale:
+        return c.STATE_STALE, "; ".join(f"{redact_url(t.url)}: {why}" for t, why in stale)
+    return c.STATE_FRESH, "ok"
 
 
 def evaluate_deployment(
@@ -95,8 +148,7 @@ def evaluate_deployment(
     targets: Sequence[TargetView],
     now: float,
     window_seconds: float,
-    interval_seconds: float,
-    stale_after_intervals: int = 3,
+    quality: Quality,
     round_started: float | None = None,
 ) -> tuple[Evaluation, dict[str, Any]]:
     """Build the rules' :class:`Evaluation` and the snapshot view for one deployment.
@@ -108,7 +160,8 @@ def evaluate_deployment(
     """
     # staleness is judged from when the last scrape round began, so a slow target elsewhere that held
     # the round up does not make this deployment's fresh samples look old
-    state = deployment_state(targets, round_started or now, interval_seconds, stale_after_intervals)
+    state, state_reason = deployment_state(targets, round_started or now, quality)
+    interval_seconds = quality.interval_seconds
     up = [t for t in targets if t.up and t.history]
     per_target: list[WindowStats] = [window_stats(t.history, now, window_seconds) for t in up]
     stats = combine_targets(per_target) if per_target else None
@@ -117,9 +170,12 @@ def evaluate_deployment(
     expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
 
     engine_caps = [s.kv_cache_capacity_tokens for s in latest if s.kv_cache_capacity_tokens]
+    model_error: float | None = None
     if engine_caps:
         kv_capacity = math.fsum(engine_caps) / len(engine_caps)
         kv_source = "engine"
+        # predicted ÷ reported − 1: how far the capacity pass is from the engine's own number
+        model_error = ctx.capacity.kv_cache_tokens / kv_capacity - 1
     else:
         kv_capacity = float(ctx.capacity.kv_cache_tokens)
         kv_source = "model"
@@ -151,6 +207,7 @@ def evaluate_deployment(
     if first is not None and first.tpot_is_itl:
         tpot_note = "engine has no per-request TPOT histogram; inter-token latency stands in"
     snapshot: dict[str, Any] = {
+        "state_reason": state_reason,
         "model": first.model if first else None,
         "replicas": len(targets),
         "replicas_up": len(up),
@@ -161,6 +218,8 @@ def evaluate_deployment(
         "generation_tokens_total": _sum_known([s.generation_tokens_total for s in latest]),
         "kv_cache_usage_ratio": _weighted_usage(latest),
         "kv_cache_capacity_tokens": _sum_known([s.kv_cache_capacity_tokens for s in latest]),
+        "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
+        "capacity_model_error_ratio": model_error,
         "ttft_seconds": _hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         "tpot_seconds": _hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
         "window_seconds": stats.window_seconds if stats else None,

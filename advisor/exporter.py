@@ -70,11 +70,20 @@ class AdvisorCollector(Collector):
         good_lo = gauge(c.GOODPUT_RATIO_LOWER, "Lower (Frechet) bound of the goodput ratio.")
         good_hi = gauge(c.GOODPUT_RATIO_UPPER, "Upper (Frechet) bound of the goodput ratio.")
         good_tps = gauge(c.GOODPUT_TOKENS_PER_SECOND, "Generation tokens per second times the goodput ratio.")
+        model_err = gauge(
+            c.CAPACITY_MODEL_ERROR_RATIO,
+            "Capacity pass's KV tokens per replica divided by the engine's own report, minus 1.",
+        )
         gen_tps = gauge(c.GENERATION_TOKENS_PER_SECOND, "Generation tokens per second over the window.")
         state = gauge(
             c.DEPLOYMENT_STATE,
             "Data-quality state of the deployment (1 for the current state).",
             [c.LABEL_DEPLOYMENT, c.LABEL_STATE],
+        )
+        tstate = gauge(
+            c.TARGET_STATE,
+            "Data-quality state of each target (1 for the current state).",
+            [c.LABEL_DEPLOYMENT, c.LABEL_TARGET, c.LABEL_STATE],
         )
         up = gauge(
             c.TARGET_UP,
@@ -102,6 +111,7 @@ class AdvisorCollector(Collector):
                 (good_hi, d.evaluation.goodput.upper),
                 (good_tps, d.evaluation.goodput_tokens_per_second),
                 (gen_tps, s.get("generation_tokens_per_second")),
+                (model_err, s.get("capacity_model_error_ratio")),
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))
@@ -109,6 +119,9 @@ class AdvisorCollector(Collector):
                 state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
             for t in d.targets:
                 up.add_metric([d.name, redact_url(t.url)], 1.0 if t.up else 0.0)
+            for t, (tst, _) in zip(d.targets, d.target_states, strict=False):
+                for st in c.STATES:
+                    tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
             for r in d.recommendations:
                 open_keys.add((d.name, r.dial, r.action, r.severity))
         for key in sorted(seen | open_keys):

@@ -28,6 +28,7 @@ class DeploymentResult:
     targets: tuple[TargetView, ...]
     recommendations: tuple[Recommendation, ...]
     rule_statuses: tuple[RuleStatus, ...]
+    target_states: tuple[tuple[str, str], ...] = ()  # (state, reason) per target, in target order
 
     def concurrency_ceiling(self) -> float | None:
         """Sequences at max-model-len the replicas that answered can hold together, from the engine's
@@ -50,10 +51,12 @@ class DeploymentResult:
                 {
                     "target": redact_url(t.url),
                     "up": t.up,
+                    "state": st[0],
+                    "state_reason": st[1],
                     "error_reason": t.error_reason,
                     "error": t.error_message,
                 }
-                for t in self.targets
+                for t, st in zip(self.targets, self.target_states or [("", "")] * len(self.targets), strict=True)
             ],
             "rules": [{"rule": s.rule, "state": s.state, "reason": s.reason} for s in self.rule_statuses],
             "recommendations": [r.as_dict() for r in self.recommendations],

@@ -11,6 +11,7 @@ never stops the others; one deployment's failure is logged, counted and skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -28,10 +29,10 @@ from advisor import conventions as c
 from advisor.capacity.kv import capacity_pass
 from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
 from advisor.domain import TimedSnapshot
-from advisor.engines import get_adapter
+from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.errors import ParseError
-from advisor.evaluate import TargetView, evaluate_deployment
+from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.notify.payload import webhook_message
 from advisor.notify.webhook import DeliveryOutcome, WebhookSender
@@ -65,7 +66,7 @@ class _Target:
 class _Deployment:
     spec: Deployment
     ctx: DeploymentContext
-    adapter: EngineAdapter
+    adapter: EngineAdapter | None  # None while engine: auto has not been detected yet
     targets: list[_Target]
 
 
@@ -148,7 +149,12 @@ class Service:
         self.on_transition = on_transition
         self.lifecycle = Lifecycle(build_rules(cfg))
         self.deployments = [
-            _Deployment(d, deployment_context(d, base_dir), get_adapter(d.engine), [_Target(u) for u in d.targets])
+            _Deployment(
+                d,
+                deployment_context(d, base_dir),
+                None if d.engine == "auto" else get_adapter(d.engine),
+                [_Target(u) for u in d.targets],
+            )
             for d in cfg.deployments
         ]
         self.scrape_errors: dict[tuple[str, str, str], int] = {
@@ -165,6 +171,9 @@ class Service:
         ]
         self._send_resolved = {r.name: r.send_resolved for r in cfg.receivers}
         self.result: CycleResult | None = None
+        self._model_error_warned: set[str] = set()
+        dq = cfg.data_quality
+        self._quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
         self._round_started: float | None = None
         self.last_progress: float | None = None
         self._lock = threading.Lock()
@@ -205,10 +214,11 @@ class Service:
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
-                    expo = parse_exposition(res.text, keep=d.adapter.wants)
+                    adapter = d.adapter or self._detect(d, res.text)
+                    expo = parse_exposition(res.text, keep=adapter.wants)
                     if not expo:
-                        raise ParseError(f"no {d.adapter.engine} metrics in the response ({len(res.text)} bytes)")
-                    snap = d.adapter.snapshot(expo)
+                        raise ParseError(f"no {adapter.engine} metrics in the response ({len(res.text)} bytes)")
+                    snap = adapter.snapshot(expo, d.spec.served_model)
                 except ParseError as exc:
                     reason, message = c.REASON_PARSE_ERROR, str(exc)
                 except Exception as exc:  # an adapter bug must not stop other targets
@@ -225,6 +235,21 @@ class Service:
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
 
+    def _detect(self, d: _Deployment, text: str) -> EngineAdapter:
+        """``engine: auto``: detect from the first exposition that parses, then keep that adapter.
+
+        Raises:
+            ParseError: no known engine's metrics in the exposition.
+        """
+        engine = detect_engine(parse_exposition(text))
+        if engine is None or engine not in ENGINES:
+            what = "GPU telemetry (DCGM), not an engine" if engine == "dcgm" else "no known engine's metrics"
+            raise ParseError(f"engine: auto could not detect the engine: {what} in the response")
+        d.adapter = get_adapter(engine)
+        d.ctx = dataclasses.replace(d.ctx, engine=engine)
+        log.info("deployment=%s: detected engine %s", d.spec.name, engine)
+        return d.adapter
+
     def _trim(self, now: float, window: float) -> None:
         keep = window + 3 * self.cfg.scrape_interval
         for d in self.deployments:
@@ -239,15 +264,16 @@ class Service:
             try:
                 views = [t.view() for t in d.targets]
                 ev, snapshot = evaluate_deployment(
-                    d.ctx, views, now, window, self.cfg.scrape_interval, round_started=self._round_started
+                    d.ctx, views, now, window, self._quality, round_started=self._round_started
                 )
+                self._check_model_error(d.spec.name, snapshot.get("capacity_model_error_ratio"))
                 with self._step("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == d.spec.name)
                 results.append(
                     DeploymentResult(
                         name=d.spec.name,
-                        engine=d.spec.engine,
+                        engine=d.ctx.engine,
                         state=ev.state,
                         evaluation=ev,
                         snapshot=snapshot,
@@ -255,12 +281,30 @@ class Service:
                         targets=tuple(views),
                         recommendations=tuple(self.lifecycle.open_recommendations(d.spec.name)),
                         rule_statuses=statuses,
+                        target_states=tuple(target_state(v, self._round_started or now, self._quality) for v in views),
                     )
                 )
             except Exception:
                 log.exception("deployment=%s: evaluation failed; skipped this cycle", d.spec.name)
                 self.metrics.cycle_failures.labels(deployment=d.spec.name).inc()
         return results, transitions
+
+    def _check_model_error(self, name: str, error: float | None) -> None:
+        """Warn once (and again after it recovers) when the capacity pass misses the engine's own pool."""
+        bound = self.cfg.data_quality.capacity_model_error_bound
+        if error is not None and abs(error) > bound:
+            if name not in self._model_error_warned:
+                self._model_error_warned.add(name)
+                log.warning(
+                    "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool "
+                    "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype and "
+                    "gpu_memory_utilization in the config",
+                    name,
+                    error * 100,
+                    bound * 100,
+                )
+        else:
+            self._model_error_warned.discard(name)
 
     def _notify(self, transitions: Sequence[Transition]) -> None:
         for tr in transitions:
