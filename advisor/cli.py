@@ -5,8 +5,10 @@ Sub-commands::
     run           the daemon against the engines in a config file
     demo          the daemon against a built-in stand-in engine (no engine, no GPU, no network)
     once          scrape each target twice, evaluate once (ignoring for-durations), print, exit
+    inspect       scrape one URL twice: detected engine, version hints, snapshot, what is missing
     plan          the capacity pass for one configuration
     check-config  validate a config file, reporting every invalid field
+    catalog       list the model presets and GPUs
 
 Exit codes: 0 success; 1 runtime failure; 2 invalid input (config, flags, unknown model or GPU).
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.argtypes import duration_arg, positive_float
+from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
 
@@ -164,6 +167,52 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.listen, args.duration, args.speed)
 
 
+# -- inspect -------------------------------------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Scrape one target twice and print what the advisor makes of it."""
+    from advisor.config import check_http_url
+    from advisor.inspect import inspect_target
+
+    try:
+        check_http_url(args.url)
+    except ValueError as exc:
+        _err(f"URL {exc}")
+        return 2
+    out = inspect_target(args.url, args.engine, args.interval)
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}")
+    for hint in out["version_hints"]:
+        print(f"  version hint: {hint}")
+    t = out["targets"][0]
+    if not t["up"]:
+        print(f"  scrape failed: {t['error_reason']} — {t['error']}")
+    s = out["snapshot"]
+    for key in (
+        "model",
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage_ratio",
+        "kv_cache_capacity_tokens",
+        "preemptions_total",
+        "prompt_tokens_total",
+        "generation_tokens_total",
+        "generation_tokens_per_second",
+    ):
+        v = s.get(key)
+        print(f"  {key:<30} {'unknown' if v is None else v}")
+    for key in ("ttft_seconds", "tpot_seconds"):
+        h = s.get(key)
+        if h:
+            print(f"  {key:<30} count {h['count']:g}, p50 {h['p50']}, p90 {h['p90']}, p99 {h['p99']} ({h['source']})")
+        else:
+            print(f"  {key:<30} unknown")
+    if out["missing"]:
+        print("  missing: " + "; ".join(out["missing"]))
+    return 0
+
+
 # -- catalog ---------------------------------------------------------------------------------------
 def cmd_catalog(args: argparse.Namespace) -> int:
     """List the bundled model presets or GPUs (the names ``model:``/``--model`` and ``gpu:``/``--gpu`` take)."""
@@ -225,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
     once.set_defaults(func=cmd_once)
 
     add_plan_parser(sub)
+
+    ins = sub.add_parser("inspect", help="scrape one target twice and show what the advisor reads from it")
+    ins.add_argument("url")
+    ins.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
+    ins.add_argument("--interval", type=positive_float(600.0), default=3.0, help="seconds between scrapes (3)")
+    ins.add_argument("--json", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
 
     cat = sub.add_parser("catalog", help="list the bundled model presets or GPUs")
     cat.add_argument("what", choices=["models", "gpus"])

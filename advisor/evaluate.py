@@ -202,15 +202,40 @@ def evaluate_deployment(
         now=now,
     )
 
+    snapshot = snapshot_view(latest, stats, len(targets), state_reason)
+    snapshot.update(
+        {
+            "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
+            "capacity_model_error_ratio": model_error,
+            "goodput_ratio": good.ratio,
+            "goodput_ratio_bounds": [good.lower, good.upper],
+            "goodput_tokens_per_second": goodput_tps,
+            "ttft_within_target_ratio": ttft_ok.value if ttft_ok else None,
+            "tpot_within_target_ratio": tpot_ok.value if tpot_ok else None,
+        }
+    )
+    if ttft_ok is not None and not ttft_ok.exact:
+        snapshot["ttft_target_bounds_used"] = list(ttft_ok.bounds_used)
+    if tpot_ok is not None and not tpot_ok.exact:
+        snapshot["tpot_target_bounds_used"] = list(tpot_ok.bounds_used)
+    return ev, snapshot
+
+
+def snapshot_view(
+    latest: Sequence[EngineSnapshot], stats: WindowStats | None, replicas: int, state_reason: str
+) -> dict[str, Any]:
+    """The engine-reported part of a deployment's ``snapshot`` JSON: latest gauges and counters summed
+    over the answering replicas (``latest``, one snapshot each), KV usage capacity-weighted, and the
+    window's TTFT/TPOT deltas summarized. Needs no configuration (``inspect`` uses it alone)."""
     first = latest[0] if latest else None
     tpot_note = None
     if first is not None and first.tpot_is_itl:
         tpot_note = "engine has no per-request TPOT histogram; inter-token latency stands in"
-    snapshot: dict[str, Any] = {
+    view: dict[str, Any] = {
         "state_reason": state_reason,
         "model": first.model if first else None,
-        "replicas": len(targets),
-        "replicas_up": len(up),
+        "replicas": replicas,
+        "replicas_up": len(latest),
         "requests_running": _sum_known([s.requests_running for s in latest]),
         "requests_waiting": _sum_known([s.requests_waiting for s in latest]),
         "preemptions_total": _sum_known([s.preemptions_total for s in latest]),
@@ -218,26 +243,17 @@ def evaluate_deployment(
         "generation_tokens_total": _sum_known([s.generation_tokens_total for s in latest]),
         "kv_cache_usage_ratio": _weighted_usage(latest),
         "kv_cache_capacity_tokens": _sum_known([s.kv_cache_capacity_tokens for s in latest]),
-        "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
-        "capacity_model_error_ratio": model_error,
         "ttft_seconds": _hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         "tpot_seconds": _hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
         "window_seconds": stats.window_seconds if stats else None,
-        "generation_tokens_per_second": gen_rate,
+        "generation_tokens_per_second": stats.generation_tokens_per_second if stats else None,
+        "prompt_tokens_per_second": stats.prompt_tokens_per_second if stats else None,
         "preemptions_per_second": stats.preemptions_per_second if stats else None,
-        "goodput_ratio": good.ratio,
-        "goodput_ratio_bounds": [good.lower, good.upper],
-        "goodput_tokens_per_second": goodput_tps,
-        "ttft_within_target_ratio": ttft_ok.value if ttft_ok else None,
-        "tpot_within_target_ratio": tpot_ok.value if tpot_ok else None,
+        "counter_resets": stats.counter_resets if stats else None,
         "ranks": [r.as_dict() for s in latest for r in s.ranks][:MAX_RANKS_SHOWN],
         "missing": sorted({m for s in latest for m in s.missing}),
     }
     n_ranks = sum(len(s.ranks) for s in latest)
     if n_ranks > MAX_RANKS_SHOWN:
-        snapshot["ranks_truncated"] = n_ranks - MAX_RANKS_SHOWN
-    if ttft_ok is not None and not ttft_ok.exact:
-        snapshot["ttft_target_bounds_used"] = list(ttft_ok.bounds_used)
-    if tpot_ok is not None and not tpot_ok.exact:
-        snapshot["tpot_target_bounds_used"] = list(tpot_ok.bounds_used)
-    return ev, snapshot
+        view["ranks_truncated"] = n_ranks - MAX_RANKS_SHOWN
+    return view

@@ -1,0 +1,71 @@
+"""`capacity-advisor inspect URL` against real loopback servers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from tests.conftest import REPO_ROOT, SHARED, reply
+
+Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
+
+
+def _inspect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "inspect", *args, "--interval", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_inspect_json_on_an_sglang_fixture(http_server: Start) -> None:
+    body = (REPO_ROOT / "tests/fixtures/sglang/dp2-tp2-priority-underscore.prom").read_bytes()
+    url = http_server(lambda h: reply(h, 200, body)) + "/metrics"
+    r = _inspect(url, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["detected_engine"] == "sglang"
+    assert any("sglang_ prefix" in h for h in out["version_hints"])
+    # the same keys as a `once --json` deployment, plus missing
+    assert {"name", "engine", "state", "snapshot", "recommendations", "missing"} <= set(out)
+    s = out["snapshot"]
+    # DP ranks summed over dp_rank, never over tp_rank; the priority="" totals only: 10 + 7 running, 3 + 1 queued
+    assert (s["requests_running"], s["requests_waiting"]) == (17, 4)
+    assert s["kv_cache_capacity_tokens"] == 40_000
+
+
+@pytest.mark.conformance
+def test_inspect_on_the_vllm_0_11_capture_hints_the_release(http_server: Start) -> None:
+    capture = SHARED / "engine-metrics" / "vllm-0.11.x-v1-idle-qwen1.5-0.5b-chat.prom"
+    if not capture.exists():
+        pytest.skip(f"../shared/engine-metrics absent: {capture} not found")
+    body = capture.read_bytes()
+    r = _inspect(http_server(lambda h: reply(h, 200, body)) + "/metrics", "--json")
+    out = json.loads(r.stdout)
+    assert out["detected_engine"] == "vllm"
+    assert "vLLM ≥ 0.11 (per-request TPOT histogram)" in out["version_hints"]
+    assert out["snapshot"]["kv_cache_capacity_tokens"] == 2452 * 16
+    assert out["snapshot"]["model"] == "Qwen/Qwen1.5-0.5B-Chat"
+
+
+def test_inspect_an_unreachable_target_reports_why() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    r = _inspect(f"http://127.0.0.1:{port}/metrics")
+    assert r.returncode == 0
+    assert "state unavailable" in r.stdout and "connection_refused" in r.stdout
+
+
+def test_inspect_rejects_a_bad_url() -> None:
+    r = _inspect("ftp://x/metrics")
+    assert r.returncode == 2 and "http" in r.stderr
