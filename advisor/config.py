@@ -161,6 +161,7 @@ class Deployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA on vLLM V1)")
+    speculative_decoding: bool = Field(default=False, description="whether the engine runs with a draft model")
     slo: SLO
 
     @field_validator("targets")
@@ -222,6 +223,7 @@ class KVSaturationRule(_Strict):
     pool fills (docs/configuration/optimization.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+    enabled: bool = True
     usage_threshold: float = Field(default=0.9, gt=0, le=1)
     resolve_below: float = Field(default=0.8, gt=0, le=1)
     for_: Duration = Field(default=60.0, alias="for")
@@ -240,6 +242,7 @@ class GoodputRule(_Strict):
     """Goodput below the SLO's target ratio continuously for ``for_`` → add replicas."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+    enabled: bool = True
     for_: Duration = Field(default=120.0, alias="for")
     min_requests: int = Field(default=20, ge=1, description="finished requests the window needs to judge")
     target_utilization: float = Field(default=0.8, gt=0, lt=1)
@@ -260,11 +263,98 @@ class DataQualityConfig(_Strict):
     )
 
 
-class RulesConfig(_Strict):
-    """Thresholds of the rule modules."""
+class _RuleBase(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+    enabled: bool = True
 
+
+class PoolContextRule(_RuleBase):
+    """The pool holds fewer than ``min_full_length_requests`` requests of max-model-len: one long request
+    can hold the whole pool, and one larger than the pool blocks the queue for good."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    min_full_length_requests: float = Field(default=1.0, gt=0, le=1024)
+
+
+class AdmissionThrashRule(_RuleBase):
+    """A few very long requests hold the pool: usage ≥ ``usage_threshold`` with at most
+    ``max_running_per_replica`` running, each holding ≥ ``min_pool_share`` of the pool, and a queue or
+    preemptions. More concurrent sequences would only thrash more."""
+
+    for_: Duration = Field(default=120.0, alias="for")
+    usage_threshold: float = Field(default=0.9, gt=0, le=1)
+    max_running_per_replica: float = Field(default=8, gt=0)
+    min_pool_share: float = Field(default=0.1, gt=0, le=1)
+    target_concurrency: int = Field(default=8, ge=1, description="sequences a capped context must let fit")
+
+
+class QueueGrowthRule(_RuleBase):
+    """Arrival rate above service rate: the waiting queue grows by ≥ ``min_growth_per_second``."""
+
+    for_: Duration = Field(default=120.0, alias="for")
+    min_growth_per_second: float = Field(default=0.05, ge=0)
+    target_utilization: float = Field(default=0.8, gt=0, lt=1)
+
+
+class OverProvisionedRule(_RuleBase):
+    """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
+    ``max_load_ratio`` × the concurrency ceiling running, nothing waiting, for ``for`` (long, so a
+    quiet hour does not shrink a fleet)."""
+
+    for_: Duration = Field(default=1800.0, alias="for")
+    max_usage: float = Field(default=0.3, gt=0, le=1)
+    max_load_ratio: float = Field(default=0.25, gt=0, le=1)
+    target_load_ratio: float = Field(default=0.5, gt=0, le=1, description="load per replica sized for")
+
+
+class SpeculativeRule(_RuleBase):
+    """Small batches with TPOT over target: speculative decoding (disabled again by batch size)."""
+
+    for_: Duration = Field(default=300.0, alias="for")
+    max_batch_per_replica: float = Field(default=4, gt=0)
+    disable_by_batch_size: int = Field(default=8, ge=1)
+    disable_above_batch_per_replica: float = Field(default=32, gt=0)
+
+
+class KVBudgetRule(_RuleBase):
+    """Preemptions with a budget under ``raise_to`` → raise it; ``max_restarts`` restarts in the window
+    (likely OOM) → lower it by ``lower_by``."""
+
+    for_: Duration = Field(default=120.0, alias="for")
+    raise_to: float = Field(default=0.9, gt=0, le=0.95)
+    max_restarts: int = Field(default=2, ge=1)
+    lower_by: float = Field(default=0.05, gt=0, lt=0.5)
+
+
+class WeightsCrowdRule(_RuleBase):
+    """Weights take ≥ ``min_weight_share`` of the budget and the ceiling at max-model-len is below
+    ``max_ceiling`` sequences."""
+
+    for_: Duration = Field(default=300.0, alias="for")
+    min_weight_share: float = Field(default=0.6, gt=0, lt=1)
+    max_ceiling: float = Field(default=8, gt=0)
+
+
+class ModelDriftRule(_RuleBase):
+    """The capacity pass misses the engine's reported pool by more than ``data_quality.capacity_model_error_bound``."""
+
+    for_: Duration = Field(default=300.0, alias="for")
+
+
+class RulesConfig(_Strict):
+    """Thresholds of the rule modules (each documented on its class), plus the cooldown after a resolve."""
+
+    cooldown: Duration = Field(default=300.0, description="a resolved rule opens nothing again for this long")
+    pool_context: PoolContextRule = PoolContextRule()
+    admission_thrash: AdmissionThrashRule = AdmissionThrashRule()
+    queue_growth: QueueGrowthRule = QueueGrowthRule()
     kv_saturation: KVSaturationRule = KVSaturationRule()
     goodput: GoodputRule = GoodputRule()
+    speculative_decoding: SpeculativeRule = SpeculativeRule()
+    kv_budget: KVBudgetRule = KVBudgetRule()
+    weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
+    over_provisioned: OverProvisionedRule = OverProvisionedRule()
+    model_drift: ModelDriftRule = ModelDriftRule()
 
 
 class ScrapeConfig(_Strict):

@@ -1,10 +1,14 @@
-"""``capacity-advisor plan``: the capacity pass for one configuration, as a table or JSON."""
+"""``capacity-advisor plan``: the capacity pass for one configuration, as a table or JSON; with ``--search``,
+the cheapest deployments that meet a latency SLO (:mod:`advisor.capacity.search`)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,12 @@ def _err(msg: str) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Print the capacity pass for one configuration."""
+    """Print the capacity pass for one configuration (or, with ``--search``, the dial search)."""
+    if args.search:
+        return _cmd_search(args)
+    if args.max_model_len is None:
+        _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
+        return 2
     from advisor.capacity.hardware import get_gpu
     from advisor.capacity.kv import (
         CapacityInputs,
@@ -111,7 +120,7 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9)
-    plan.add_argument("--max-model-len", type=int, required=True)
+    plan.add_argument("--max-model-len", type=int, default=None, help="required without --search")
     plan.add_argument("--dtype", default="auto")
     plan.add_argument("--quantization", default=None)
     plan.add_argument("--kv-cache-dtype", default="auto")
@@ -127,4 +136,199 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")
+    search = plan.add_argument_group("dial search (--search)")
+    search.add_argument("--search", action="store_true", help="list the cheapest deployments meeting the SLO")
+    search.add_argument("--arrival-rate", type=positive_float(1e6), help="requests per second")
+    search.add_argument("--prompt-tokens", type=positive_float(1e7), help="typical prompt length, tokens")
+    search.add_argument("--output-tokens", type=positive_float(1e7), help="typical output length, tokens")
+    search.add_argument("--max-context", type=int, default=None, help="worst-case prompt + output tokens")
+    search.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
+    search.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
+    search.add_argument("--target-ratio", type=positive_float(1.0), default=0.9, help="fraction meeting both")
+    search.add_argument("--cloud", choices=["aws", "azure", "gcp"], default=None, help="default: all three")
+    search.add_argument("--limit", type=int, default=10, help="feasible deployments to list")
+    search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
     plan.set_defaults(func=cmd_plan)
+
+
+class _Progress:
+    """A progress bar on stderr, drawn only once the search has run for more than a second."""
+
+    def __init__(self, stream: Any = None, delay: float = 1.0) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.start = time.monotonic()
+        self.delay = delay
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if time.monotonic() - self.start < self.delay or total <= 0:
+            return
+        width = 30
+        filled = min(width, round(width * done / total))
+        self.stream.write(f"\rsearching [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _fmt_seconds(v: float) -> str:
+    if math.isinf(v):
+        return "inf"
+    return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from advisor.capacity.queueing import SLO, Workload
+    from advisor.capacity.search import search_deployments
+    from advisor.config import resolve_model
+
+    missing = [
+        flag
+        for flag, value in (
+            ("--arrival-rate", args.arrival_rate),
+            ("--prompt-tokens", args.prompt_tokens),
+            ("--output-tokens", args.output_tokens),
+            ("--ttft", args.ttft),
+            ("--tpot", args.tpot),
+        )
+        if value is None
+    ]
+    if missing:
+        _err(f"plan --search needs {', '.join(missing)}")
+        return 2
+    if args.target_ratio >= 1.0:
+        _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
+        return 2
+    if args.limit < 1:
+        _err("--limit must be ≥ 1")
+        return 2
+    progress = _Progress()
+    try:
+        model = resolve_model(args.model, Path.cwd())
+        workload = Workload(
+            arrival_rate=args.arrival_rate,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            max_context_tokens=args.max_context,
+        )
+        slo = SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
+        result = search_deployments(model, workload, slo, cloud=args.cloud, limit=args.limit, progress=progress)
+    except CapacityError as exc:
+        progress.close()
+        _err(str(exc))
+        return 2
+    progress.close()
+    if args.plot:
+        _plot(result.frontier, args.plot)
+    if args.json:
+        out = result.as_dict()
+        out["model"] = model.name
+        out["workload"] = {
+            "arrival_rate": workload.arrival_rate,
+            "prompt_tokens": workload.prompt_tokens,
+            "output_tokens": workload.output_tokens,
+            "max_context_tokens": workload.worst_context_tokens,
+        }
+        out["slo"] = {
+            "ttft_seconds": slo.ttft_seconds,
+            "tpot_seconds": slo.tpot_seconds,
+            "target_ratio": slo.target_ratio,
+        }
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    print(
+        f"{model.name}: {workload.arrival_rate:g} req/s, {workload.prompt_tokens:g} prompt + "
+        f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
+        f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
+        f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
+    )
+    print(f"{result.configurations} configurations, {result.evaluated} evaluated, {result.pruned} pruned by cost bound")
+    if not result.feasible:
+        print("no feasible configuration")
+    else:
+        header = (
+            "instance",
+            "n",
+            "TP",
+            "weights",
+            "KV",
+            "seqs",
+            "repl",
+            "$/h",
+            "$/Mtok",
+            "TTFT p90",
+            "TPOT p90",
+            "goodput",
+        )
+        rows = [header]
+        for c in result.feasible:
+            p = c.prediction
+            rows.append(
+                (
+                    c.instance.name,
+                    str(c.instances),
+                    str(c.config.tensor_parallel_size),
+                    c.config.weights_label,
+                    c.config.kv_cache_dtype,
+                    str(c.config.max_num_seqs),
+                    str(c.replicas),
+                    f"{c.hourly_cost_usd:.2f}",
+                    f"{c.cost_per_million_goodput_tokens_usd:.2f}",
+                    _fmt_seconds(p.ttft_p90_seconds),
+                    _fmt_seconds(p.tpot_p90_seconds),
+                    f"{p.goodput_ratio:.1%}",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        for r in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        first = result.feasible[0].instance
+        print(f"prices: on-demand USD/h, {first.cloud} {first.price_region}, as of {first.price_as_of}")
+    if result.rejected:
+        print("best rejected:")
+        for rej in result.rejected:
+            cfg = rej.config
+            print(
+                f"  {rej.instance} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
+                f"{cfg.max_num_seqs} (from ${rej.lower_bound_hourly_cost_usd:.2f}/h): {rej.reason}"
+            )
+    return 0
+
+
+def _plot(frontier: list[tuple[float, float, str]], path: str) -> None:
+    """Goodput tokens/s per GPU against TPOT p90 of every feasible configuration, with the Pareto frontier."""
+    try:
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        _err("--plot needs matplotlib (pip install matplotlib); skipped")
+        return
+    if not frontier:
+        _err("--plot: no feasible configuration to draw; skipped")
+        return
+    xs = [f[0] for f in frontier]
+    ys = [f[1] * 1e3 for f in frontier]
+    pareto = sorted(frontier, key=lambda f: -f[0])
+    front: list[tuple[float, float]] = []
+    best = math.inf
+    for x, y, _ in pareto:
+        if y < best:
+            front.append((x, y * 1e3))
+            best = y
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.scatter(xs, ys, s=12, alpha=0.5, label="feasible configurations")
+    ax.plot([f[0] for f in front], [f[1] for f in front], color="black", label="frontier")
+    ax.set_xlabel("goodput tokens/s per GPU")
+    ax.set_ylabel("TPOT p90 (ms)")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        _err(f"--plot: cannot write {path!r}: {exc.strerror or exc}")
+    plt.close(fig)

@@ -94,6 +94,7 @@ def deployment_context(dep: Deployment, base_dir: Path | None = None) -> Deploym
         capacity=capacity_pass(inputs),
         gpu=gpu_spec(dep),
         replicas=len(dep.targets),
+        speculative_decoding=dep.speculative_decoding,
     )
 
 

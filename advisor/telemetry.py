@@ -584,6 +584,7 @@ class WindowStats:
             requests_finished_per_second: counter rates over the window, resets handled.
         preemptions_increase: preemptions counted over the window.
         ttft / tpot: observations made inside the window (delta histograms).
+        queue_time / e2e: request queue time and end-to-end latency inside the window, where exposed.
         counter_resets: restarts detected between consecutive snapshots in the window.
         samples: snapshots in the window.
         span_seconds: newest − oldest snapshot time in the window (``None`` when empty); rates cover this.
@@ -604,6 +605,8 @@ class WindowStats:
     preemptions_increase: float | None = None
     ttft: Histogram | None = None
     tpot: Histogram | None = None
+    queue_time: Histogram | None = None
+    e2e: Histogram | None = None
     counter_resets: int = 0
     samples: int = 0
     span_seconds: float | None = None
@@ -704,6 +707,8 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         preemptions_increase=counter_increase(series("preemptions_total"), restarts=flags),
         ttft=histogram_increase([s.ttft for s in snaps], restarts=flags),
         tpot=histogram_increase([s.tpot for s in snaps], restarts=flags),
+        queue_time=histogram_increase([s.queue_time for s in snaps], restarts=flags),
+        e2e=histogram_increase([s.e2e for s in snaps], restarts=flags),
         counter_resets=sum(flags),
         samples=len(points),
         span_seconds=times[-1] - times[0],
@@ -766,6 +771,8 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
         preemptions_increase=_sum_known(s.preemptions_increase for s in stats),
         ttft=_merge_or_first(s.ttft for s in stats),
         tpot=_merge_or_first(s.tpot for s in stats),
+        queue_time=_merge_or_first(s.queue_time for s in stats),
+        e2e=_merge_or_first(s.e2e for s in stats),
         counter_resets=sum(s.counter_resets for s in stats),
         samples=sum(s.samples for s in stats),
         span_seconds=max(spans) if spans else None,

@@ -16,6 +16,7 @@ class ScriptedRule:
     """A rule whose fire/clear answers the test sets directly, to test the lifecycle alone."""
 
     id: str = "scripted"
+    supersedes: tuple[str, ...] = ()
     for_s: float = 60.0
     fire: bool | None = False
     clear: bool | None = False

@@ -18,7 +18,17 @@ Yuan 2009).
 
 Efficiency factors (:class:`PerfAssumptions`) are *assumptions* to calibrate against measured TPOT/TTFT,
 not measurements: decode kernels typically reach 70–85 % of peak HBM bandwidth and prefill GEMMs 50–70 %
-of dense tensor peak. Ignored: scheduler/CPU overhead per step, prefill–decode interference under chunked
+of dense tensor peak.
+
+Calibration (decode, memory-bound): J. Musgrave, "vLLM throughput-latency sweep on NVIDIA A100"
+(johnmusgrave.com/p/vllm-throughput-latency-sweep-on; vLLM 0.23.0, Llama-3.1-8B-Instruct bf16, one A100
+40GB, 1,024 prompt + 128 output tokens, concurrency 1) measured ≈ 75 output tokens/s, "roughly 77 % of the
+memory-bandwidth ceiling". Ours: (16.094 GB weights + 1,088 × 131,072 B KV) ÷ (1.555 TB/s × 0.80) =
+13.05 ms → 76.6 tokens/s, **+2 % throughput (TPOT −2 %)**; the implied efficiency is 0.78. The compute
+efficiency (prefill) and the all-reduce terms are not yet calibrated against a published figure: treat TTFT
+and TP > 1 step times as ±30 % until they are (``tests/capacity/test_perf.py`` holds the calibration case).
+
+Ignored: scheduler/CPU overhead per step, prefill–decode interference under chunked
 prefill, speculative decoding, quantization dequant cost. Peak figures come from :class:`GPUSpec` (dense,
 no sparsity); fp8 quantization uses the fp8 peak when the GPU has one.
 """
@@ -36,7 +46,9 @@ from advisor.errors import CapacityError
 
 __all__ = [
     "DEFAULT_ASSUMPTIONS",
+    "DecodeStepModel",
     "PerfAssumptions",
+    "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
     "prefill_seconds",
@@ -111,6 +123,60 @@ def _check(name: str, value: float, minimum: float) -> None:
         raise CapacityError(f"{name} must be a finite number ≥ {minimum}, got {value}")
 
 
+@dataclass(frozen=True)
+class DecodeStepModel:
+    """One decode step as three straight lines in the batch ``B`` (seconds)::
+
+        step(B) = max(memory_fixed + memory_per_seq·B, compute_per_seq·B) + comm_fixed + comm_per_seq·B
+
+    ``memory_fixed`` streams the weights, ``memory_per_seq`` one sequence's KV at the mean context,
+    ``compute_per_seq`` its matmul and attention FLOPs, ``comm_*`` the tensor-parallel all-reduces. Built by
+    :func:`decode_step_model`; :func:`decode_step_seconds` is this evaluated at one batch. The dial search
+    evaluates it thousands of times, hence the precomputed coefficients.
+    """
+
+    memory_fixed: float
+    memory_per_seq: float
+    compute_per_seq: float
+    comm_fixed: float
+    comm_per_seq: float
+
+    def __call__(self, batch: float) -> float:
+        """Seconds of one step at ``batch`` sequences (any batch ≥ 0; the formula is linear in it)."""
+        memory = self.memory_fixed + self.memory_per_seq * batch
+        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch
+
+
+def decode_step_model(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    mean_context_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> DecodeStepModel:
+    """The coefficients of :class:`DecodeStepModel` at a mean context of ``mean_context_tokens`` tokens.
+
+    Raises:
+        CapacityError: a negative context; the GPU lacks a bandwidth or FLOP/s figure.
+    """
+    _check("mean_context_tokens", mean_context_tokens, 0.0)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
+    peak = _peak_flops(inputs, gpu) * assumptions.compute_efficiency
+    body, lm_head = _matmul_parameters(inputs)
+    flops_per_seq = (
+        2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
+    )
+    comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
+    return DecodeStepModel(
+        memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
+        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth,
+        compute_per_seq=flops_per_seq / peak,
+        comm_fixed=comm_fixed,
+        comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
+    )
+
+
 def decode_step_seconds(
     inputs: CapacityInputs,
     gpu: GPUSpec,
@@ -127,18 +193,7 @@ def decode_step_seconds(
         CapacityError: batch < 1 or a negative context; the GPU lacks a bandwidth or FLOP/s figure.
     """
     _check("batch", batch, 1.0)
-    _check("mean_context_tokens", mean_context_tokens, 0.0)
-    m = inputs.model
-    tp = inputs.tensor_parallel_size
-    kv_read = batch * mean_context_tokens * kv_bytes_per_token_per_gpu(inputs)
-    bytes_read = weights_bytes_per_gpu(inputs) + kv_read
-    body, lm_head = _matmul_parameters(inputs)
-    flops = batch * (
-        2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
-    )
-    t_memory = bytes_read / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
-    t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)
-    return max(t_memory, t_compute) + _allreduce_seconds(inputs, gpu, batch, assumptions)
+    return decode_step_model(inputs, gpu, mean_context_tokens, assumptions)(batch)
 
 
 def tpot_seconds(

@@ -44,6 +44,7 @@ class DeploymentContext:
     capacity: CapacityResult
     gpu: GPUSpec | None
     replicas: int
+    speculative_decoding: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +102,11 @@ class Proposal:
     """One dial turn a rule proposes.
 
     ``predicted_effect`` maps a quantity (``kv_cache_tokens``, ``concurrency_ceiling``, ``replicas``,
-    ``queue_wait_seconds`` …) to ``{"before": x, "after": y}``. ``score`` ranks competing proposals:
-    predicted gain per unit of cost (higher first).
+    ``queue_wait_seconds`` …) to ``{"before": x, "after": y}``.
+
+    Ranking across every rule of a deployment (:func:`advisor.rules.lifecycle.rank_key`): proposals that
+    close the whole gap (``sufficient``) come first, cheapest ``cost`` first (GPUs after ÷ before, times a
+    quality penalty for lossy turns); then the rest by ``score`` (predicted gain per unit of cost).
     """
 
     rule: str
@@ -118,12 +122,20 @@ class Proposal:
     predicted_effect: Mapping[str, Mapping[str, Any]]
     evidence: Mapping[str, Any]
     score: float
+    sufficient: bool = True
+    cost: float = 1.0
 
 
 class Rule(Protocol):
-    """The rule-module protocol. ``id`` is stable; ``for_seconds`` is how long the fire side must hold."""
+    """The rule-module protocol.
+
+    ``id`` is stable. ``supersedes`` names rules whose advice this rule's diagnosis replaces: while this
+    rule fires, they open nothing (a pool smaller than one request is not cured by more replicas). Rules
+    are evaluated in order, so a superseding rule comes before the rules it supersedes.
+    """
 
     id: str
+    supersedes: tuple[str, ...]
 
     def for_seconds(self) -> float:
         """Seconds the fire condition must hold continuously before recommendations open."""

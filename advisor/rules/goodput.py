@@ -29,6 +29,7 @@ class GoodputRule:
     """Goodput below target for the for-duration → more replicas."""
 
     id = c.RULE_GOODPUT_BELOW_TARGET
+    supersedes: tuple[str, ...] = ()
 
     def __init__(self, for_seconds: float = 120.0, min_requests: int = 20, target_utilization: float = 0.8):
         """``for_seconds``: for-duration (s); ``min_requests``: finished requests needed to judge;

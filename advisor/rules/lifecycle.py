@@ -42,7 +42,7 @@ class RuleStatus:
 
     rule: str
     deployment: str
-    state: str  # firing | pending | inactive | unknown
+    state: str  # firing | pending | inactive | unknown | superseded | cooldown
     reason: str
 
 
@@ -50,6 +50,13 @@ class RuleStatus:
 class _RuleState:
     pending_since: float | None = None
     open: dict[str, Recommendation] = field(default_factory=dict)  # dial -> recommendation
+
+
+def rank_key(key: tuple[bool, float, float]) -> tuple[int, float, float]:
+    """Sort key of a proposal's ``(sufficient, cost, score)``: those that close the whole gap first,
+    cheapest first; then the rest by predicted gain per unit of cost, highest first."""
+    sufficient, cost, score = key
+    return (0, cost, -score) if sufficient else (1, -score, cost)
 
 
 def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -> str:
@@ -83,8 +90,12 @@ def _from_proposal(p: Proposal, deployment: str, now: float, rank: int) -> Recom
 class Lifecycle:
     """Holds pending and open state for every (deployment, rule). Not thread-safe: one loop owns it."""
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule], cooldown_seconds: float = 0.0) -> None:
+        """``cooldown_seconds``: after a rule's recommendations resolve, it opens nothing for this long."""
         self.rules = list(rules)
+        self.cooldown_seconds = cooldown_seconds
+        self._resolved_at: dict[tuple[str, str], float] = {}
+        self._keys: dict[str, tuple[bool, float, float]] = {}  # recommendation id -> (sufficient, cost, score)
         self._state: dict[tuple[str, str], _RuleState] = {}
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
 
@@ -109,6 +120,7 @@ class Lifecycle:
         """Run every rule against one deployment's evaluation; return what opened and resolved."""
         transitions: list[Transition] = []
         dep = ev.ctx.name
+        superseded_by: dict[str, str] = {}
         for rule in self.rules:
             key = (dep, rule.id)
             st = self._state.setdefault(key, _RuleState())
@@ -121,6 +133,8 @@ class Lifecycle:
                 if st.open:
                     self._refresh(rule, ev, st)
                     self.statuses[key] = RuleStatus(rule.id, dep, "firing", "open")
+                    for other in rule.supersedes:
+                        superseded_by.setdefault(other, rule.id)
                     continue
             fire = rule.fires(ev)
             if fire.holds is None:
@@ -131,6 +145,14 @@ class Lifecycle:
                 st.pending_since = None
                 self.statuses[key] = RuleStatus(rule.id, dep, "inactive", fire.reason)
                 continue
+            for other in rule.supersedes:
+                superseded_by.setdefault(other, rule.id)
+            if rule.id in superseded_by:
+                st.pending_since = None
+                self.statuses[key] = RuleStatus(
+                    rule.id, dep, "superseded", f"{fire.reason}; superseded by {superseded_by[rule.id]}"
+                )
+                continue
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
@@ -139,9 +161,32 @@ class Lifecycle:
                     rule.id, dep, "pending", f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
                 )
                 continue
+            cooling = self._cooldown_left(dep, rule.id, ev.now)
+            if cooling > 0 and not ignore_for:
+                self.statuses[key] = RuleStatus(
+                    rule.id, dep, "cooldown", f"{fire.reason} (resolved recently; {cooling:.0f}s of cooldown left)"
+                )
+                continue
             transitions += self._open(rule, ev, st, fire.reason)
             self.statuses[key] = RuleStatus(rule.id, dep, "firing" if st.open else "inactive", fire.reason)
+        self._rerank(dep)
         return transitions
+
+    def _cooldown_left(self, deployment: str, rule_id: str, now: float) -> float:
+        resolved = self._resolved_at.get((deployment, rule_id))
+        if resolved is None:
+            return 0.0
+        return max(0.0, self.cooldown_seconds - (now - resolved))
+
+    def _rerank(self, deployment: str) -> None:
+        """Rank every open recommendation of a deployment together (see :func:`rank_key`)."""
+        opened = [
+            (st, dial, r) for (dep, _), st in self._state.items() if dep == deployment for dial, r in st.open.items()
+        ]
+        opened.sort(key=lambda x: rank_key(self._keys.get(x[2].id, (False, 1.0, 0.0))))
+        for rank, (st, dial, r) in enumerate(opened):
+            if r.rank != rank:
+                st.open[dial] = replace(r, rank=rank)
 
     def _taken_dials(self, deployment: str, rule_id: str) -> set[str]:
         return {
@@ -151,11 +196,12 @@ class Lifecycle:
     def _open(self, rule: Rule, ev: Evaluation, st: _RuleState, reason: str) -> list[Transition]:
         taken = self._taken_dials(ev.ctx.name, rule.id)
         proposals = [p for p in rule.propose(ev) if p.dial not in taken]
-        proposals.sort(key=lambda p: -p.score)
+        proposals.sort(key=lambda p: rank_key((p.sufficient, p.cost, p.score)))
         chosen = proposals[:MAX_OPEN_PER_RULE]
         out = []
         for rank, p in enumerate(chosen):
             rec = _from_proposal(p, ev.ctx.name, ev.now, rank)
+            self._keys[rec.id] = (p.sufficient, p.cost, p.score)
             st.open[p.dial] = rec
             out.append(Transition("opened", rec, reason, rank + 1, len(chosen)))
         return out
@@ -167,6 +213,7 @@ class Lifecycle:
         for p in rule.propose(ev):
             old = st.open.get(p.dial)
             if old is not None:
+                self._keys[old.id] = (p.sufficient, p.cost, p.score)
                 st.open[p.dial] = replace(
                     old,
                     current=p.current,
@@ -184,6 +231,9 @@ class Lifecycle:
         if not clear.holds:
             return []
         out = [Transition("resolved", replace(r, resolved_at=ev.now), clear.reason) for r in st.open.values()]
+        for r in st.open.values():
+            self._keys.pop(r.id, None)
         st.open.clear()
+        self._resolved_at[(ev.ctx.name, rule.id)] = ev.now
         st.pending_since = None
         return out

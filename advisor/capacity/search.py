@@ -1,0 +1,459 @@
+"""The dial search behind ``plan --search``: the cheapest deployments that meet a latency SLO.
+
+Given a model, a workload (:class:`~advisor.capacity.queueing.Workload`) and an SLO
+(:class:`~advisor.capacity.queueing.SLO`), every combination of the dials in :class:`SearchSpace` is put
+through the capacity pass (:mod:`advisor.capacity.kv`), the roofline (:mod:`advisor.capacity.perf`) and the
+service model (:mod:`advisor.capacity.queueing`), on every priced instance type of the chosen cloud
+(:mod:`advisor.capacity.instances`):
+
+1. **Replica** = (GPU, TP degree, weight precision, KV dtype, max-model-len, max-num-seqs). The capacity pass
+   gives its KV pool; the batch it can run is ``min(max_num_seqs, KV ceiling at prompt + output tokens)``
+   (a sequence holds its whole context by its last token, so this cap never preempts); the roofline gives
+   the decode step at the mean context ``prompt + output / 2`` and the prefill time of a typical prompt.
+   Rejected here: weights that do not fit, a pool that cannot hold one worst-case request, a GPU without a
+   published bandwidth or tensor rate (A10G), TP not dividing the heads.
+2. **Replicas** = the fewest meeting the goodput target (:func:`~advisor.capacity.queueing.replicas_for_slo`).
+   Rejected here: one idle replica already misses the SLO (its prefill exceeds the TTFT target, or its
+   batch-1 TPOT the TPOT target), or more than ``max_replicas`` would be needed.
+3. **Instances**: an instance of ``n`` GPUs hosts ``n // TP`` replicas; ``ceil(replicas ÷ (n // TP))``
+   instances at the on-demand price. Cost per million goodput tokens = hourly cost ÷ (3600 × goodput
+   tokens/s) × 10⁶.
+
+Replica configurations are evaluated cheapest-lower-bound first (the lower bound: the replicas needed for
+stability alone, on the cheapest instance that holds one), and skipped once the bound exceeds the ``limit``-th
+best cost found: this is what keeps the search under a second or two (``bench/search.py`` times it).
+
+The max-model-len dial: under the vLLM V1 accounting the cap changes neither the weights nor the activation
+profile, so a cap above the worst-case context never raises capacity and one below it refuses the worst-case
+request; the default space therefore sets it to the worst-case context (``SearchSpace.max_model_lens``
+overrides). Weight precision means serving a checkpoint in that precision (an FP8 or AWQ variant of the
+model); its quality is outside this model. Accelerators vLLM does not run through CUDA/ROCm (TPU, Inferentia,
+Trainium) and fractional GPUs are not searched.
+
+Pure: no I/O but the package's own tables, no clock; progress is reported through a callback.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from advisor.capacity.hardware import GPUSpec, get_gpu
+from advisor.capacity.instances import InstanceType, list_instances
+from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass, weights_bytes_per_gpu
+from advisor.capacity.models import ModelArch
+from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model, prefill_seconds
+from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
+from advisor.errors import CapacityError
+
+__all__ = [
+    "Candidate",
+    "Rejection",
+    "ReplicaConfig",
+    "SearchResult",
+    "SearchSpace",
+    "search_deployments",
+]
+
+NOT_SEARCHED_PREFIXES: Final = ("tpu-", "inferentia", "trn", "trainium")
+"""GPU keys of accelerators the vLLM CUDA/ROCm accounting does not describe."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The dials and their settings (vLLM flag names in brackets).
+
+    Attributes:
+        weight_precisions: ``None`` = the checkpoint's dtype, ``fp8``, ``awq`` (int4) [``--quantization``];
+            fp8 only on GPUs with an fp8 tensor rate.
+        kv_cache_dtypes: [``--kv-cache-dtype``].
+        tensor_parallel_sizes: [``--tensor-parallel-size``]; only those dividing the attention heads and at
+            most the instance's GPUs.
+        max_num_seqs: batch caps [``--max-num-seqs``].
+        max_model_lens: caps [``--max-model-len``]; ``None`` → the workload's worst-case context.
+        gpu_memory_utilization: [``--gpu-memory-utilization``], held fixed.
+        max_replicas: the most replicas considered.
+    """
+
+    weight_precisions: tuple[str | None, ...] = (None, "fp8", "awq")
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "fp8")
+    tensor_parallel_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    max_num_seqs: tuple[int, ...] = (64, 128, 256, 512)
+    max_model_lens: tuple[int, ...] | None = None
+    gpu_memory_utilization: float = 0.9
+    max_replicas: int = 256
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """One setting of the per-replica dials."""
+
+    gpu_key: str
+    tensor_parallel_size: int
+    quantization: str | None
+    kv_cache_dtype: str
+    max_model_len: int
+    max_num_seqs: int
+
+    @property
+    def weights_label(self) -> str:
+        """``checkpoint``, ``fp8`` or ``awq``."""
+        return self.quantization or "checkpoint"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "gpu": self.gpu_key,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "quantization": self.quantization,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+        }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A deployment that meets the SLO: ``replicas`` replicas of ``config`` on ``instances`` × ``instance``."""
+
+    config: ReplicaConfig
+    instance: InstanceType
+    replicas: int
+    instances: int
+    hourly_cost_usd: float
+    cost_per_million_goodput_tokens_usd: float
+    kv_cache_tokens: int
+    batch_cap: int
+    prediction: ServicePrediction
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the prediction's latencies in seconds)."""
+        p = self.prediction
+        return {
+            **self.config.as_dict(),
+            "cloud": self.instance.cloud,
+            "instance_type": self.instance.name,
+            "gpus_per_instance": self.instance.whole_gpus,
+            "replicas": self.replicas,
+            "instances": self.instances,
+            "hourly_cost_usd": round(self.hourly_cost_usd, 4),
+            "cost_per_million_goodput_tokens_usd": round(self.cost_per_million_goodput_tokens_usd, 4),
+            "price_region": self.instance.price_region,
+            "price_as_of": self.instance.price_as_of,
+            "kv_cache_tokens_per_replica": self.kv_cache_tokens,
+            "batch_cap": self.batch_cap,
+            "mean_batch": round(p.mean_batch, 2),
+            "ttft_p50_seconds": p.ttft_p50_seconds,
+            "ttft_p90_seconds": p.ttft_p90_seconds,
+            "ttft_p99_seconds": p.ttft_p99_seconds,
+            "tpot_p50_seconds": p.tpot_p50_seconds,
+            "tpot_p90_seconds": p.tpot_p90_seconds,
+            "tpot_p99_seconds": p.tpot_p99_seconds,
+            "mean_queue_wait_seconds": p.mean_queue_wait_seconds,
+            "goodput_ratio": p.goodput_ratio,
+            "goodput_tokens_per_second": p.goodput_tokens_per_second,
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A replica configuration that cannot meet the SLO, why, and the cheapest it could have cost
+    (``lower_bound_hourly_cost_usd``: one instance that holds a replica)."""
+
+    config: ReplicaConfig
+    reason: str
+    lower_bound_hourly_cost_usd: float
+    instance: str
+    stage: str = "weights"
+    """How far it got: ``weights`` (do not fit), ``pool`` (no room for one worst-case request), ``perf`` (no
+    roofline figures for the GPU), ``slo`` (runs, but misses the SLO at any replica count)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            **self.config.as_dict(),
+            "instance_type": self.instance,
+            "stage": self.stage,
+            "lower_bound_hourly_cost_usd": round(self.lower_bound_hourly_cost_usd, 4),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Feasible deployments (cheapest first), the best rejected configurations, and counts."""
+
+    feasible: list[Candidate]
+    rejected: list[Rejection]
+    configurations: int
+    evaluated: int
+    pruned: int
+    frontier: list[tuple[float, float, str]] = field(default_factory=list)
+    """(goodput tokens/s per GPU, TPOT p90 seconds, label) of every feasible configuration evaluated."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "feasible": [c.as_dict() for c in self.feasible],
+            "rejected": [r.as_dict() for r in self.rejected],
+            "configurations": self.configurations,
+            "evaluated": self.evaluated,
+            "pruned": self.pruned,
+        }
+
+
+@dataclass
+class _Prepared:
+    config: ReplicaConfig
+    inputs: CapacityInputs | None
+    gpu: GPUSpec
+    hosts: list[InstanceType]
+    result: CapacityResult | None = None
+    service: ReplicaService | None = None
+    reason: str = ""
+    stage: str = "weights"
+    lower_bound: float = math.inf
+    cheapest_host: str = ""
+
+
+def _hosts_by_gpu(cloud: str | None) -> dict[str, list[InstanceType]]:
+    hosts: dict[str, list[InstanceType]] = {}
+    for inst in list_instances(cloud, priced_only=True):
+        if inst.whole_gpus < 1 or inst.gpu_key.startswith(NOT_SEARCHED_PREFIXES):
+            continue
+        hosts.setdefault(inst.gpu_key, []).append(inst)
+    return hosts
+
+
+def _cheapest(hosts: Sequence[InstanceType], tp: int, replicas: int) -> tuple[float, InstanceType | None, int]:
+    """(hourly cost, instance, instances) of the cheapest way to host ``replicas`` replicas of ``tp`` GPUs."""
+    best: tuple[float, InstanceType | None, int] = (math.inf, None, 0)
+    for inst in hosts:
+        per = inst.whole_gpus // tp
+        if per < 1 or inst.price_usd_per_hour is None:
+            continue
+        count = math.ceil(replicas / per)
+        cost = count * inst.price_usd_per_hour
+        if cost < best[0]:
+            best = (cost, inst, count)
+    return best
+
+
+def _prepare(
+    cfg: ReplicaConfig,
+    model: ModelArch,
+    gpu: GPUSpec,
+    hosts: list[InstanceType],
+    workload: Workload,
+    space: SearchSpace,
+    assumptions: PerfAssumptions,
+) -> _Prepared:
+    prep = _Prepared(config=cfg, inputs=None, gpu=gpu, hosts=hosts)
+    one_cost, one_host, _ = _cheapest(hosts, cfg.tensor_parallel_size, 1)
+    prep.lower_bound, prep.cheapest_host = one_cost, one_host.name if one_host else ""
+    try:
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=gpu.memory_bytes,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            gpu_memory_utilization=space.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len,
+            quantization=cfg.quantization,
+            kv_cache_dtype=cfg.kv_cache_dtype,
+            max_num_seqs=cfg.max_num_seqs,
+        )
+        prep.inputs = inputs
+        result = capacity_pass(inputs)
+    except CapacityError as exc:
+        prep.reason = str(exc)
+        if prep.inputs is not None:
+            requested = gpu.memory_bytes * space.gpu_memory_utilization
+            prep.stage = "weights" if weights_bytes_per_gpu(prep.inputs) >= requested else "pool"
+        return prep
+    prep.result = result
+    if not result.fits_one_full_length_request:
+        prep.stage = "pool"
+        prep.reason = (
+            f"the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one {cfg.max_model_len:,}-token request"
+        )
+        return prep
+    typical = workload.prompt_tokens + workload.output_tokens
+    cap = min(cfg.max_num_seqs, math.floor(result.concurrency_at(typical)))
+    try:
+        step = decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2, assumptions)
+        t_p = prefill_seconds(inputs, gpu, workload.prompt_tokens, assumptions)
+    except CapacityError as exc:
+        prep.reason, prep.stage = str(exc), "perf"
+        return prep
+    prep.service = ReplicaService(batch_cap=cap, prefill_seconds=t_p, decode_step=step)
+    full = t_p + workload.output_tokens * step(float(cap))
+    lam = workload.arrival_rate
+    need = max(1, math.floor(lam * full / cap) + 1 if lam > 0 else 1, math.floor(lam * t_p) + 1)
+    prep.lower_bound, host, _ = _cheapest(hosts, cfg.tensor_parallel_size, need)
+    prep.cheapest_host = host.name if host else prep.cheapest_host
+    return prep
+
+
+def _idle_reason(prep: _Prepared, slo: SLO, workload: Workload, space: SearchSpace) -> str:
+    svc = prep.service
+    assert svc is not None
+    tpot1 = svc.decode_step(1.0)
+    if svc.prefill_seconds > slo.ttft_seconds:
+        return f"prefill of a {workload.prompt_tokens:g}-token prompt takes {svc.prefill_seconds:.2f} s > TTFT target"
+    if tpot1 > slo.tpot_seconds:
+        return f"TPOT at batch 1 is {tpot1 * 1e3:.1f} ms > the {slo.tpot_seconds * 1e3:g} ms target"
+    return (
+        f"the goodput ratio stays below {slo.target_ratio:g} up to {space.max_replicas} replicas "
+        f"(batch cap {svc.batch_cap}, TPOT at the cap {svc.decode_step(float(svc.batch_cap)) * 1e3:.1f} ms)"
+    )
+
+
+def search_deployments(
+    model: ModelArch,
+    workload: Workload,
+    slo: SLO,
+    *,
+    cloud: str | None = None,
+    space: SearchSpace = SearchSpace(),
+    limit: int = 10,
+    rejected_limit: int = 5,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """The ``limit`` cheapest deployments of ``model`` meeting ``slo`` under ``workload`` on ``cloud``
+    (``aws``/``azure``/``gcp``, all when ``None``), and the ``rejected_limit`` cheapest configurations that
+    cannot, with the reason. Feasible deployments are sorted by hourly cost, then cost per million goodput
+    tokens; one per (instance type, TP, weights, KV dtype), with its best max-num-seqs.
+
+    Acceptance example: Llama-3.1-70B-Instruct, 5 req/s of 2,000 + 500 tokens, TTFT 2.5 s and TPOT 50 ms for
+    90 %, AWS: bf16 weights need 131.5 GiB (TP 2 on H100s holds 65.8 GiB of weights per GPU), fp8 65.8 GiB
+    fits one 80 GB H100 only with a small pool, AWQ int4 about 35 GiB (see the test and ``bench/search.py``
+    for what is chosen).
+
+    ``progress(done, total)`` is called as replica configurations are evaluated.
+
+    Raises:
+        CapacityError: an unknown cloud.
+    """
+    hosts = _hosts_by_gpu(cloud)
+    worst = workload.worst_context_tokens
+    lens = space.max_model_lens or (worst,)
+    configs: list[tuple[ReplicaConfig, GPUSpec, list[InstanceType]]] = []
+    for key in sorted(hosts):
+        gpu = get_gpu(key)
+        most = max(i.whole_gpus for i in hosts[key])
+        for tp in space.tensor_parallel_sizes:
+            if tp > most:
+                continue
+            for q in space.weight_precisions:
+                if q == "fp8" and not gpu.fp8_flops:
+                    continue
+                for kv in space.kv_cache_dtypes:
+                    for mml in lens:
+                        for mns in space.max_num_seqs:
+                            cfg = ReplicaConfig(key, tp, q, kv, mml, mns)
+                            configs.append((cfg, gpu, hosts[key]))
+    total = len(configs)
+    prepared: list[_Prepared] = []
+    for cfg, gpu, hs in configs:
+        if cfg.max_model_len < worst:
+            prep = _Prepared(cfg, None, gpu, hs, reason=f"max-model-len {cfg.max_model_len} < worst case {worst}")
+            prep.lower_bound = _cheapest(hs, cfg.tensor_parallel_size, 1)[0]
+        else:
+            prep = _prepare(cfg, model, gpu, hs, workload, space, assumptions)
+        prepared.append(prep)
+    prepared.sort(key=lambda p: (p.lower_bound, p.config.max_num_seqs))
+
+    best_by_group: dict[tuple[str, int, str | None, str], Candidate] = {}
+    frontier: list[tuple[float, float, str]] = []
+    evaluated = pruned = 0
+    viable = [p for p in prepared if not p.reason]
+    rejected = [Rejection(p.config, p.reason, p.lower_bound, p.cheapest_host, p.stage) for p in prepared if p.reason]
+    done = total - len(viable)
+    for j, p in enumerate(viable):
+        if progress is not None and j % 16 == 0:
+            progress(done + j, total)
+        costs = sorted(c.hourly_cost_usd for c in best_by_group.values())
+        if len(costs) >= limit and p.lower_bound > costs[limit - 1]:
+            pruned += 1
+            continue
+        assert p.service is not None and p.result is not None
+        evaluated += 1
+        prediction = replicas_for_slo(workload, p.service, slo, space.max_replicas)
+        if prediction is None:
+            reason = _idle_reason(p, slo, workload, space)
+            rejected.append(Rejection(p.config, reason, p.lower_bound, p.cheapest_host, "slo"))
+            continue
+        tp = p.config.tensor_parallel_size
+        frontier.append(
+            (
+                prediction.goodput_tokens_per_second / (prediction.replicas * tp),
+                prediction.tpot_p90_seconds,
+                f"{p.config.gpu_key} TP{tp} {p.config.weights_label}/{p.config.kv_cache_dtype} "
+                f"seqs {p.config.max_num_seqs}",
+            )
+        )
+        for inst in p.hosts:
+            per = inst.whole_gpus // tp
+            if per < 1 or inst.price_usd_per_hour is None:
+                continue
+            count = math.ceil(prediction.replicas / per)
+            hourly = count * inst.price_usd_per_hour
+            goodput = prediction.goodput_tokens_per_second
+            per_million = hourly / (3600 * goodput) * 1e6 if goodput > 0 else math.inf
+            cand = Candidate(
+                config=p.config,
+                instance=inst,
+                replicas=prediction.replicas,
+                instances=count,
+                hourly_cost_usd=hourly,
+                cost_per_million_goodput_tokens_usd=per_million,
+                kv_cache_tokens=p.result.kv_cache_tokens,
+                batch_cap=p.service.batch_cap,
+                prediction=prediction,
+            )
+            group = (inst.name, tp, p.config.quantization, p.config.kv_cache_dtype)
+            old = best_by_group.get(group)
+            if old is None or _rank(cand) < _rank(old):
+                best_by_group[group] = cand
+    if progress is not None:
+        progress(total, total)
+    feasible = sorted(best_by_group.values(), key=_rank)[:limit]
+    cheapest = feasible[0].hourly_cost_usd if feasible else math.inf
+    return SearchResult(
+        feasible=feasible,
+        rejected=_best_rejections(rejected, cheapest, rejected_limit),
+        configurations=total,
+        evaluated=evaluated,
+        pruned=pruned,
+        frontier=frontier,
+    )
+
+
+_STAGE_ORDER: Final = {"weights": 0, "pool": 1, "perf": 2, "slo": 3}
+_PRECISION_ORDER: Final = {"awq": 0, "fp8": 1}
+
+
+def _best_rejections(rejected: list[Rejection], cheapest: float, limit: int) -> list[Rejection]:
+    """One rejection per (GPU, TP) — the one that got furthest, then the smallest weights — among those that would
+    have been cheaper than the cheapest feasible deployment, cheapest first."""
+    best: dict[tuple[str, int], Rejection] = {}
+    for r in rejected:
+        if r.lower_bound_hourly_cost_usd > cheapest:
+            continue
+        key = (r.config.gpu_key, r.config.tensor_parallel_size)
+        old = best.get(key)
+        if old is None or _rejection_rank(r) < _rejection_rank(old):
+            best[key] = r
+    return sorted(best.values(), key=lambda r: (r.lower_bound_hourly_cost_usd, -_STAGE_ORDER[r.stage]))[:limit]
+
+
+def _rank(c: Candidate) -> tuple[float, float, int]:
+    return (round(c.hourly_cost_usd, 6), c.cost_per_million_goodput_tokens_usd, -c.config.max_num_seqs)
+
+
+def _rejection_rank(r: Rejection) -> tuple[int, float, int, int]:
+    q = _PRECISION_ORDER.get(r.config.quantization or "", 2)
+    return (-_STAGE_ORDER[r.stage], r.lower_bound_hourly_cost_usd, q, r.config.max_num_seqs)

@@ -1,0 +1,239 @@
+"""Shared pieces of the rule modules: observed demand, the pool-raising dial turns, and proposals built
+from a turned capacity pass. Pure.
+
+Every "after" number here is :func:`advisor.capacity.kv.capacity_pass` re-run with one dial turned
+(:mod:`advisor.rules.turns`), the same numbers ``capacity-advisor plan`` prints for that configuration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Evaluation, Proposal
+from advisor.rules.flags import flag_for
+from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
+
+SAFE_GPU_MEMORY_UTILIZATION = 0.9
+"""vLLM's default budget; raising a lower budget to it is the first step (docs "Conserving memory")."""
+MAX_GPU_MEMORY_UTILIZATION = 0.95
+"""Above this, activation spikes and CUDA-graph memory risk OOM; the advisor never suggests more."""
+QUALITY_PENALTY = 1.25
+"""Cost multiplier of a lossy turn (weight quantization): its quality delta must be measured on one's own
+evals, so an equal-gain lossless turn ranks first."""
+FP8_KV_PENALTY = 1.05
+"""fp8 KV cache is close to lossless on most models but not free of risk: a small penalty."""
+
+
+def count(v: float | None) -> str:
+    """A count as text: ``1,234``, or ``unknown``."""
+    return "unknown" if v is None else f"{v:,.0f}"
+
+
+def tokens_per_running_request(ev: Evaluation) -> float | None:
+    """Mean KV tokens each running request holds, per replica: usage × pool ÷ running."""
+    s = ev.stats
+    if s is None or not s.requests_running or s.kv_cache_usage_ratio is None or not ev.kv_capacity_tokens:
+        return None
+    per_replica = s.requests_running / max(ev.replicas_up, 1)
+    if per_replica <= 0:
+        return None
+    return s.kv_cache_usage_ratio * ev.kv_capacity_tokens / per_replica
+
+
+def pool_demand_factor(ev: Evaluation) -> float | None:
+    """How many times the pool would have to grow to hold every running and waiting request at once
+    (``(running + waiting) ÷ running`` when the pool is full). ``None`` when unknown."""
+    s = ev.stats
+    if s is None or not s.requests_running or s.requests_waiting is None or s.kv_cache_usage_ratio is None:
+        return None
+    full = max(s.kv_cache_usage_ratio, 1e-9)
+    return (s.requests_running + s.requests_waiting) / s.requests_running * full
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A turn with its GPU cost multiplier, the engine action, and one sentence of caveat."""
+
+    turn: Turn
+    cost: float
+    action: str
+    why: str
+
+
+def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = None) -> list[Candidate]:
+    """The turns that enlarge a replica's KV pool, each re-run through the capacity pass:
+
+    ==========================  =============================================  ==========================
+    dial                        turn                                           cost
+    ==========================  =============================================  ==========================
+    kv_cache_dtype              auto → fp8 (half the bytes per token)          ×1.05 (accuracy risk)
+    gpu_memory_utilization      → 0.9 (the engine default), else → 0.95       ×1
+    weight_quantization         none → fp8 (fp8-capable GPU) or awq            ×1.25 (quality delta)
+    tensor_parallel_size        ×2                                             ×2 GPUs
+    ==========================  =============================================  ==========================
+    """
+    inputs = ev.ctx.inputs
+    out: list[Candidate] = []
+    if not inputs.kv_cache_dtype.lower().startswith("fp8"):
+        t = turn(inputs, c.DIAL_KV_CACHE_DTYPE, "fp8")
+        if t and t.kv_gain_ratio() > 1:
+            out.append(
+                Candidate(t, FP8_KV_PENALTY, "set", "fp8 KV halves the bytes per token; check accuracy on your evals")
+            )
+    util = inputs.gpu_memory_utilization
+    new_util = target_gpu_memory_utilization
+    if new_util is None:
+        new_util = (
+            SAFE_GPU_MEMORY_UTILIZATION if util < SAFE_GPU_MEMORY_UTILIZATION - 1e-9 else MAX_GPU_MEMORY_UTILIZATION
+        )
+    if util < new_util - 1e-9:
+        t = turn(inputs, c.DIAL_GPU_MEMORY_UTILIZATION, round(new_util, 2))
+        if t and t.kv_gain_ratio() > 1:
+            out.append(
+                Candidate(t, 1.0, "increase", "a larger budget leaves more room for KV blocks; watch for OOM at peaks")
+            )
+    if inputs.quantization is None:
+        q = "fp8" if ev.ctx.gpu is not None and ev.ctx.gpu.fp8_flops else "awq"
+        t = turn(inputs, c.DIAL_WEIGHT_QUANTIZATION, q)
+        if t and t.kv_gain_ratio() > 1:
+            out.append(
+                Candidate(
+                    t,
+                    QUALITY_PENALTY,
+                    "set",
+                    f"{q} weights free memory for the cache; the quality delta must be measured on your own evals",
+                )
+            )
+    t = turn(inputs, c.DIAL_TENSOR_PARALLEL_SIZE, inputs.tensor_parallel_size * 2)
+    if t and t.kv_gain_ratio() > 1:
+        out.append(Candidate(t, 2.0, "increase", "twice the GPUs per replica; inter-GPU communication every layer"))
+    return out
+
+
+def turn_proposal(
+    rule: str,
+    ev: Evaluation,
+    cand: Candidate,
+    *,
+    needed_factor: float | None,
+    severity: str,
+    confidence: float,
+    evidence: dict[str, Any],
+    headline: str,
+    situation: str,
+) -> Proposal:
+    """A proposal from a capacity-pass turn.
+
+    ``needed_factor``: how many times the pool must grow to close the gap (``None``: unknown, judged
+    sufficient when it grows at all). ``headline`` starts the summary; ``situation`` the description.
+    """
+    t = cand.turn
+    field = FIELD_FOR_DIAL[t.dial]
+    current = getattr(t.before_inputs, field)
+    suggested = getattr(t.after_inputs, field)
+    per_request = tokens_per_running_request(ev)
+    pe: dict[str, dict[str, Any]] = {
+        "kv_cache_tokens": effect(t.before.kv_cache_tokens, t.after.kv_cache_tokens),
+        "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
+    }
+    if per_request:
+        pe["concurrency_ceiling"] = effect(
+            t.before.kv_cache_tokens / per_request, t.after.kv_cache_tokens / per_request
+        )
+    if t.dial == c.DIAL_TENSOR_PARALLEL_SIZE:
+        pe["gpus_per_replica"] = effect(t.before.tensor_parallel_size, t.after.tensor_parallel_size)
+    gain = t.kv_gain_ratio()
+    sufficient = needed_factor is None or gain >= needed_factor
+    summary = (
+        f"{ev.ctx.name}: {headline} — set {t.dial} {current} → {suggested} "
+        f"({t.before.kv_cache_tokens:,} → {t.after.kv_cache_tokens:,} KV tokens per replica)"
+    )
+    description = (
+        f"{situation} Turning {t.dial} from {current} to {suggested} changes the pool from "
+        f"{t.before.kv_cache_tokens:,} to {t.after.kv_cache_tokens:,} tokens per replica (×{gain:.2f}); the ceiling at "
+        f"max-model-len {t.before.max_model_len:,} goes from {t.before.max_concurrency:.2f} to "
+        f"{t.after.max_concurrency:.2f} sequences"
+    )
+    if per_request:
+        description += (
+            f", and at the observed ~{per_request:,.0f} tokens per request from "
+            f"{t.before.kv_cache_tokens / per_request:.1f} to {t.after.kv_cache_tokens / per_request:.1f}"
+        )
+    description += "."
+    if needed_factor is not None and not sufficient:
+        description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
+    description += f" Note: {cand.why}."
+    return Proposal(
+        rule=rule,
+        dial=t.dial,
+        action=cand.action,
+        current=current,
+        suggested=suggested,
+        flag=flag_for(ev.ctx.engine, t.dial, suggested),
+        severity=severity,
+        confidence=confidence,
+        summary=summary,
+        description=description,
+        predicted_effect=pe,
+        evidence=evidence,
+        score=gain / cand.cost,
+        sufficient=sufficient,
+        cost=cand.cost,
+    )
+
+
+def replicas_proposal(
+    rule: str,
+    ev: Evaluation,
+    needed: int,
+    *,
+    severity: str,
+    confidence: float,
+    evidence: dict[str, Any],
+    summary: str,
+    description: str,
+    extra_effects: dict[str, dict[str, Any]] | None = None,
+) -> Proposal:
+    """Scale replicas from the configured count to ``needed`` (cost: the replica ratio)."""
+    current = ev.ctx.replicas
+    pe: dict[str, dict[str, Any]] = {
+        "replicas": effect(current, needed),
+        "kv_cache_tokens_total": effect(
+            ev.ctx.capacity.kv_cache_tokens * current, ev.ctx.capacity.kv_cache_tokens * needed
+        ),
+    }
+    if extra_effects:
+        pe.update(extra_effects)
+    return Proposal(
+        rule=rule,
+        dial=c.DIAL_REPLICAS,
+        action="increase" if needed > current else "decrease",
+        current=current,
+        suggested=needed,
+        flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, needed),
+        severity=severity,
+        confidence=confidence,
+        summary=summary,
+        description=description,
+        predicted_effect=pe,
+        evidence=evidence,
+        score=1.0,
+        sufficient=True,
+        cost=max(needed / max(current, 1), 1.0),
+    )
+
+
+def confidence(ev: Evaluation, base: float) -> float:
+    """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
+    scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that
+    arrived × (1 if the engine reports its own pool, else 0.85 since the pool is then the model's guess)."""
+    pool = 1.0 if ev.kv_capacity_source == "engine" else 0.85
+    return round(max(0.0, min(1.0, base * ev.coverage() * pool)), 3)
+
+
+def whole(x: float) -> int:
+    """Round up to a whole count (replicas, sequences)."""
+    return max(1, math.ceil(x - 1e-9))

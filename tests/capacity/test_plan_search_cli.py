@@ -1,0 +1,81 @@
+"""``capacity-advisor plan --search`` as an operator runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+ACCEPTANCE = [
+    "plan",
+    "--search",
+    "--model",
+    "meta-llama/Llama-3.1-70B-Instruct",
+    "--arrival-rate",
+    "5",
+    "--prompt-tokens",
+    "2000",
+    "--output-tokens",
+    "500",
+    "--ttft",
+    "2.5",
+    "--tpot",
+    "0.05",
+    "--target-ratio",
+    "0.9",
+    "--cloud",
+    "aws",
+]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+    )
+
+
+def test_acceptance_search_lists_a_feasible_configuration_with_its_hourly_cost() -> None:
+    r = _cli(*ACCEPTANCE)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("instance"))
+    assert "$/h" in lines[header] and "$/Mtok" in lines[header]
+    first = lines[header + 1].split()
+    cost = float(first[lines[header].split().index("$/h")])
+    assert cost > 0
+    assert "best rejected:" in r.stdout
+
+
+def test_acceptance_search_as_json() -> None:
+    r = _cli(*ACCEPTANCE, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] and out["feasible"][0]["hourly_cost_usd"] > 0
+    assert out["feasible"][0]["cloud"] == "aws"
+    assert out["slo"] == {"ttft_seconds": 2.5, "tpot_seconds": 0.05, "target_ratio": 0.9}
+    assert all("reason" in x for x in out["rejected"])
+
+
+def test_search_without_traffic_or_targets_is_an_input_error() -> None:
+    r = _cli("plan", "--search", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--arrival-rate", "1")
+    assert r.returncode == 2
+    assert "--prompt-tokens" in r.stderr and "--tpot" in r.stderr
+
+
+def test_plan_without_search_still_needs_max_model_len() -> None:
+    r = _cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100")
+    assert r.returncode == 2 and "--max-model-len" in r.stderr
+
+
+def test_plot_is_optional(tmp_path: Path) -> None:
+    target = tmp_path / "frontier.png"
+    r = _cli(*ACCEPTANCE, "--plot", str(target))
+    assert r.returncode == 0, r.stderr
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "matplotlib" in r.stderr and not target.exists()
+    else:
+        assert target.stat().st_size > 0
