@@ -355,6 +355,9 @@ class RulesConfig(_Strict):
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     model_drift: ModelDriftRule = ModelDriftRule()
+    plugins: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="settings passed to each entry-point rule plugin, by plugin name"
+    )
 
 
 class ScrapeConfig(_Strict):

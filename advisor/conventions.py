@@ -101,6 +101,14 @@ SEVERITIES: Final = ("critical", "warning", "info")
 # --- rule ids -----------------------------------------------------------------------------------------
 RULE_KV_SATURATION: Final = "kv_saturation"
 RULE_GOODPUT_BELOW_TARGET: Final = "goodput_below_target"
+RULE_POOL_CONTEXT: Final = "pool_context"
+RULE_ADMISSION_THRASH: Final = "admission_thrash"
+RULE_QUEUE_GROWTH: Final = "queue_growth"
+RULE_OVER_PROVISIONED: Final = "over_provisioned"
+RULE_SPECULATIVE_DECODING: Final = "speculative_decoding"
+RULE_KV_BUDGET: Final = "kv_budget"
+RULE_WEIGHTS_CROWD: Final = "weights_crowd"
+RULE_MODEL_DRIFT: Final = "model_drift"
 
 # --- alert names (webhook payload alertname) ----------------------------------------------------------
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"

@@ -200,6 +200,8 @@ def evaluate_deployment(
         samples=samples,
         expected_samples=expected,
         now=now,
+        engine_config=dict(latest[0].engine_config) if latest else {},
+        capacity_model_error_ratio=model_error,
     )
 
     snapshot = snapshot_view(latest, stats, len(targets), state_reason)

@@ -39,9 +39,8 @@ from advisor.notify.webhook import DeliveryOutcome, WebhookSender
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule, SLOTargets
-from advisor.rules.goodput import GoodputRule
-from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.registry import builtin_rules, load_plugins
 from advisor.sources.exposition import parse_exposition
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
@@ -71,12 +70,10 @@ class _Deployment:
 
 
 def build_rules(cfg: Config) -> list[Rule]:
-    """The rule modules with their thresholds from the config."""
-    r = cfg.rules
-    return [
-        KVSaturationRule(r.kv_saturation.usage_threshold, r.kv_saturation.resolve_below, r.kv_saturation.for_),
-        GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization),
-    ]
+    """The built-in rules with thresholds from the config, then the plugins (broken ones skipped)."""
+    rules = builtin_rules(cfg.rules, cfg.data_quality.capacity_model_error_bound)
+    plugins, _ = load_plugins(cfg.rules.plugins)
+    return rules + plugins
 
 
 def deployment_context(dep: Deployment, base_dir: Path | None = None) -> DeploymentContext:
@@ -148,7 +145,7 @@ class Service:
         self.clock = clock
         self.ignore_for = ignore_for
         self.on_transition = on_transition
-        self.lifecycle = Lifecycle(build_rules(cfg))
+        self.lifecycle = Lifecycle(build_rules(cfg), cooldown_seconds=cfg.rules.cooldown)
         self.deployments = [
             _Deployment(
                 d,

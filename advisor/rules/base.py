@@ -63,6 +63,8 @@ class Evaluation:
         goodput: the joint estimate from the two fractions.
         goodput_tokens_per_second: generation tokens/s × goodput ratio.
         samples: scrapes that fell in the window (over all replicas), for confidence.
+        engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
+        capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1.
         expected_samples: scrapes the window would hold at the configured interval.
         now: unix seconds.
     """
@@ -80,6 +82,8 @@ class Evaluation:
     samples: int
     expected_samples: int
     now: float
+    engine_config: Mapping[str, str] = field(default_factory=dict)
+    capacity_model_error_ratio: float | None = None
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""
@@ -107,6 +111,8 @@ class Proposal:
     Ranking across every rule of a deployment (:func:`advisor.rules.lifecycle.rank_key`): proposals that
     close the whole gap (``sufficient``) come first, cheapest ``cost`` first (GPUs after ÷ before, times a
     quality penalty for lossy turns); then the rest by ``score`` (predicted gain per unit of cost).
+    A ``complementary`` proposal goes with the others rather than instead of them (capping max-num-seqs at
+    the knee beside a pool turn), so it opens even past the per-rule limit of alternatives.
     """
 
     rule: str
@@ -124,6 +130,7 @@ class Proposal:
     score: float
     sufficient: bool = True
     cost: float = 1.0
+    complementary: bool = False
 
 
 class Rule(Protocol):

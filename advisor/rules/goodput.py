@@ -1,32 +1,50 @@
-"""Rule: goodput below the SLO's target ratio → replicas from the queueing model.
+"""Rule ``goodput_below_target``: too few requests meet their TTFT and TPOT targets — diagnosed.
 
-Goodput ratio: the fraction of requests meeting both TTFT and TPOT targets (DistServe, Zhong et al.,
-OSDI 2024), estimated from the engine's two histograms (see :mod:`advisor.telemetry`). Fires when the
-estimate stays below ``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears
-when it is back at or above the target.
+Goodput ratio: the fraction of requests meeting both targets (DistServe, Zhong et al., OSDI 2024),
+estimated from the engine's two histograms (:mod:`advisor.telemetry`). Fires when it stays below
+``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears at or above it.
 
-Replicas needed: the arrival rate λ is the completion rate plus the growth of the in-flight population
-(running + waiting) over the window (flow balance); the per-replica service rate μ is the observed
-completion rate per replica, scaled up to the replica's concurrency ceiling when the replica was not full
-(Little's law, L = λW: at a fixed time in the engine, completions grow with the requests held). Then
-:func:`advisor.capacity.queueing.replicas_needed` picks the smallest count that keeps utilization under
-``target_utilization`` (M/M/c, Erlang C).
+The diagnosis picks the dial:
+
+=====================================================  ==========================================================
+what misses                                            advice
+=====================================================  ==========================================================
+TTFT, with queueing (requests wait, or queue time is   replicas from the queueing model (arrival vs service rate,
+half of TTFT or more)                                  Erlang C)
+TTFT, without queueing (long prefills)                 twice the TP degree (prefill time from the roofline) and
+                                                       chunked prefill
+TPOT, with a batch past the knee                       cap max-num-seqs at the knee: the largest batch whose
+                                                       roofline TPOT meets the target
+TPOT, at a small batch (bandwidth-bound)               quantized weights or twice the TP degree (TPOT from the
+                                                       roofline)
+=====================================================  ==========================================================
+
+Replicas: λ = completions + growth of the in-flight population over the window (flow balance); μ per
+replica = observed completions per replica, scaled up to the replica's ceiling when it was not full
+(Little's law, L = λW); :func:`advisor.capacity.queueing.replicas_needed` keeps λ ÷ (c·μ) under
+``target_utilization``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity import perf
+from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.queueing import mean_queue_wait_seconds, replicas_needed
+from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import confidence, replicas_proposal, tokens_per_running_request
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
+from advisor.telemetry import summarize
 
 
 class GoodputRule:
-    """Goodput below target for the for-duration → more replicas."""
+    """Goodput below target for the for-duration → the dial its diagnosis points at."""
 
     id = c.RULE_GOODPUT_BELOW_TARGET
     supersedes: tuple[str, ...] = ()
@@ -45,21 +63,23 @@ class GoodputRule:
     def _ratio(self, ev: Evaluation) -> tuple[float | None, str, dict[str, Any]]:
         s = ev.stats
         g = ev.goodput
-        count = s.ttft.count if s is not None and s.ttft is not None else None
+        count_ = s.ttft.count if s is not None and s.ttft is not None else None
+        if count_ is None and s is not None and s.tpot is not None:
+            count_ = s.tpot.count
         evidence: dict[str, Any] = {
             "goodput_ratio": g.ratio,
             "goodput_ratio_lower": g.lower,
             "goodput_ratio_upper": g.upper,
             "ttft_ok_ratio": g.ttft_ratio,
             "tpot_ok_ratio": g.tpot_ratio,
-            "requests_observed": count,
+            "requests_observed": count_,
             "target_ratio": ev.ctx.slo.target_ratio,
             "window_seconds": s.window_seconds if s is not None else None,
         }
         if g.ratio is None:
             return None, "no TTFT/TPOT observations in the window", evidence
-        if count is None or count < self.min_requests:
-            return None, f"only {count or 0:.0f} requests finished in the window (need {self.min_requests})", evidence
+        if count_ is None or count_ < self.min_requests:
+            return None, f"only {count_ or 0:.0f} requests finished in the window (need {self.min_requests})", evidence
         return g.ratio, f"goodput {g.ratio:.1%} vs target {ev.ctx.slo.target_ratio:.0%}", evidence
 
     def fires(self, ev: Evaluation) -> Condition:
@@ -76,24 +96,65 @@ class GoodputRule:
             return Condition(None, reason, evidence)
         return Condition(ratio >= ev.ctx.slo.target_ratio, reason, evidence)
 
+    def _confidence(self, ev: Evaluation, observed: float | None) -> float:
+        return round(confidence(ev, 0.8) * min(1.0, (observed or 0) / max(self.min_requests, 20)), 3) or 0.05
+
     def propose(self, ev: Evaluation) -> list[Proposal]:
-        """One proposal: the replica count from the queueing model (empty when rates are unknown)."""
+        """The diagnosed turns (see the module table)."""
+        s = ev.stats
+        ratio, _, evidence = self._ratio(ev)
+        if s is None or ratio is None:
+            return []
+        target = ev.ctx.slo.target_ratio
+        ttft_bad = ev.goodput.ttft_ratio is not None and ev.goodput.ttft_ratio < target
+        tpot_bad = ev.goodput.tpot_ratio is not None and ev.goodput.tpot_ratio < target
+        conf = self._confidence(ev, evidence["requests_observed"])
+        out: list[Proposal] = []
+        if ttft_bad:
+            queue = summarize(s.queue_time)
+            ttft = summarize(s.ttft)
+            queueing = (s.requests_waiting or 0) > 0 or (
+                queue is not None
+                and ttft is not None
+                and queue.mean is not None
+                and ttft.mean is not None
+                and queue.mean >= 0.5 * ttft.mean
+            )
+            evidence = {
+                **evidence,
+                "queue_time_mean_seconds": queue.mean if queue else None,
+                "ttft_mean_seconds": ttft.mean if ttft else None,
+            }
+            if queueing:
+                rep = self._replicas(ev, ratio, evidence, conf)
+                if rep is not None:
+                    out.append(rep)
+            else:
+                out += self._prefill(ev, evidence, conf)
+        if tpot_bad:
+            out += self._tpot(ev, evidence, conf)
+        return out
+
+    # -- TTFT with queueing: replicas ---------------------------------------------------------------------
+    def _replicas(self, ev: Evaluation, ratio: float, evidence: dict[str, Any], conf: float) -> Proposal | None:
         s = ev.stats
         if s is None or not s.requests_finished_per_second or ev.replicas_up <= 0:
-            return []
-        ratio, _, evidence = self._ratio(ev)
+            return None
         completion = s.requests_finished_per_second
+        span = s.span_seconds or s.window_seconds
         inflight_first = (s.requests_running_first or 0) + (s.requests_waiting_first or 0)
         inflight_last = (s.requests_running or 0) + (s.requests_waiting or 0)
-        arrival = completion + max(0.0, inflight_last - inflight_first) / s.window_seconds
+        arrival = completion + max(0.0, inflight_last - inflight_first) / span
         per_replica = completion / ev.replicas_up
         running_per_replica = (s.requests_running or 0) / ev.replicas_up
         ceiling = min(float(ev.ctx.inputs.max_num_seqs), ev.ctx.capacity.max_concurrency)
-        saturated = (s.requests_waiting or 0) > 0
-        if not saturated and running_per_replica > 0:
+        if (s.requests_waiting or 0) == 0 and running_per_replica > 0:
             per_replica *= max(1.0, ceiling / running_per_replica)
         current = ev.ctx.replicas
-        needed = max(current + 1, replicas_needed(arrival, per_replica, self.target_utilization))
+        try:
+            needed = max(current + 1, replicas_needed(arrival, per_replica, self.target_utilization))
+        except CapacityError:
+            return None
         wait_before = mean_queue_wait_seconds(current, arrival, per_replica)
         wait_after = mean_queue_wait_seconds(needed, arrival, per_replica)
         evidence = {
@@ -104,42 +165,203 @@ class GoodputRule:
             "requests_running": s.requests_running,
             "requests_waiting": s.requests_waiting,
         }
-        pe = {
-            "replicas": effect(current, needed),
-            "utilization": effect(arrival / (current * per_replica), arrival / (needed * per_replica)),
-            "queue_wait_seconds": effect(_finite(wait_before), _finite(wait_after)),
-        }
-        worst = s.ttft is None or ratio is None or ratio < ev.ctx.slo.target_ratio * 0.8
+        util_before = arrival / (current * per_replica)
         wait_txt = "unbounded (the queue grows)" if math.isinf(wait_before) else f"{wait_before:.2f}s"
         description = (
             f"Only {ratio:.1%} of requests met TTFT ≤ {ev.ctx.slo.ttft_seconds}s and TPOT ≤ "
             f"{ev.ctx.slo.tpot_seconds}s over the last {s.window_seconds:.0f}s (target "
-            f"{ev.ctx.slo.target_ratio:.0%}). Requests arrive at ~{arrival:.2f}/s; one replica serves "
-            f"~{per_replica:.2f}/s, so {current} replica(s) run at {arrival / (current * per_replica):.0%} "
-            f"utilization with a mean queue wait of {wait_txt} (M/M/c). {needed} replicas bring "
-            f"utilization to {arrival / (needed * per_replica):.0%}."
-            if ratio is not None
-            else "Goodput is below target."
+            f"{ev.ctx.slo.target_ratio:.0%}), and the time goes to queueing. Requests arrive at ~{arrival:.2f}/s; one "
+            f"replica serves ~{per_replica:.2f}/s, so {current} replica(s) run at {util_before:.0%} with a mean queue "
+            f"wait of {wait_txt} (M/M/c). {needed} replicas bring utilization to "
+            f"{arrival / (needed * per_replica):.0%}."
+        )
+        return replicas_proposal(
+            self.id,
+            ev,
+            needed,
+            severity="critical" if ratio < ev.ctx.slo.target_ratio * 0.8 else "warning",
+            confidence=conf,
+            evidence=evidence,
+            summary=f"{ev.ctx.name}: goodput {ratio:.0%} below target, TTFT lost to queueing — replicas {current} → "
+            f"{needed}",
+            description=description,
+            extra_effects={
+                "utilization": effect(util_before, arrival / (needed * per_replica)),
+                "queue_wait_seconds": effect(_finite(wait_before), _finite(wait_after)),
+            },
+        )
+
+    # -- TTFT without queueing: long prefills --------------------------------------------------------------
+    def _prefill(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> list[Proposal]:
+        s = ev.stats
+        gpu = ev.ctx.gpu
+        if s is None or gpu is None or not s.requests_finished_per_second or s.prompt_tokens_per_second is None:
+            return []
+        prompt = s.prompt_tokens_per_second / s.requests_finished_per_second
+        inputs = ev.ctx.inputs
+        tp2 = dataclasses.replace(inputs, tensor_parallel_size=inputs.tensor_parallel_size * 2)
+        try:
+            before = perf.prefill_seconds(inputs, gpu, prompt)
+            after = perf.prefill_seconds(tp2, gpu, prompt)
+        except (CapacityError, ValueError):
+            return []
+        ev_desc = (
+            f"TTFT misses its target ({ev.goodput.ttft_ratio:.0%} within {ev.ctx.slo.ttft_seconds}s) without a queue: "
+            f"prompts average ~{prompt:,.0f} tokens and their prefill takes the time (roofline "
+            f"~{before:.2f}s per prompt)."
         )
         return [
             Proposal(
                 rule=self.id,
-                dial=c.DIAL_REPLICAS,
+                dial=c.DIAL_TENSOR_PARALLEL_SIZE,
                 action="increase",
-                current=current,
-                suggested=needed,
-                flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, needed),
-                severity="critical" if worst else "warning",
-                confidence=round(ev.coverage() * 0.8, 3),
-                summary=f"{ev.ctx.name}: goodput {ratio:.0%} below target — scale replicas {current} → {needed}"
-                if ratio is not None
-                else f"{ev.ctx.name}: scale replicas {current} → {needed}",
-                description=description,
-                predicted_effect=pe,
-                evidence=evidence,
+                current=inputs.tensor_parallel_size,
+                suggested=tp2.tensor_parallel_size,
+                flag=flag_for(ev.ctx.engine, c.DIAL_TENSOR_PARALLEL_SIZE, tp2.tensor_parallel_size),
+                severity="warning",
+                confidence=conf,
+                summary=f"{ev.ctx.name}: long prefills miss TTFT — tensor parallel {inputs.tensor_parallel_size} → "
+                f"{tp2.tensor_parallel_size}",
+                description=f"{ev_desc} Twice the TP degree splits each prefill: ~{before:.2f}s → ~{after:.2f}s.",
+                predicted_effect={"prefill_seconds": effect(before, after)},
+                evidence={**evidence, "prompt_tokens_mean": round(prompt, 1)},
+                score=before / max(after, 1e-9) / 2,
+                sufficient=True,
+                cost=2.0,
+            ),
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_CHUNKED_PREFILL,
+                action="enable",
+                current="engine default",
+                suggested="on",
+                flag=flag_for(ev.ctx.engine, c.DIAL_CHUNKED_PREFILL, inputs.max_num_batched_tokens or 8192),
+                severity="info",
+                confidence=conf,
+                summary=f"{ev.ctx.name}: long prefills — make sure chunked prefill is on",
+                description=f"{ev_desc} Chunked prefill interleaves long prompts with decodes so one prompt does not "
+                "stall every other request's first token.",
+                predicted_effect={"prefill_seconds": effect(before, before)},
+                evidence={**evidence, "prompt_tokens_mean": round(prompt, 1)},
                 score=1.0,
-            )
+                sufficient=False,
+                cost=1.0,
+            ),
         ]
+
+    # -- TPOT ----------------------------------------------------------------------------------------------
+    def _tpot(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> list[Proposal]:
+        s = ev.stats
+        gpu = ev.ctx.gpu
+        if s is None or gpu is None or not s.requests_running:
+            return []
+        inputs = ev.ctx.inputs
+        batch = s.requests_running / max(ev.replicas_up, 1)
+        context = tokens_per_running_request(ev) or float(inputs.max_model_len or 2048) / 2
+        target = ev.ctx.slo.tpot_seconds
+        try:
+            now_tpot = perf.tpot_seconds(inputs, gpu, batch, context)
+        except (CapacityError, ValueError):
+            return []
+        knee = _knee(inputs, gpu, context, target, int(max(batch, 1)))
+        out: list[Proposal] = []
+        if knee is not None and knee < batch:
+            knee_tpot = perf.tpot_seconds(inputs, gpu, knee, context)
+            out.append(
+                Proposal(
+                    rule=self.id,
+                    dial=c.DIAL_MAX_NUM_SEQS,
+                    action="decrease",
+                    current=inputs.max_num_seqs,
+                    suggested=knee,
+                    flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, knee),
+                    severity="warning",
+                    confidence=conf,
+                    summary=f"{ev.ctx.name}: TPOT misses its target at a batch of {batch:.0f} — cap max_num_seqs at "
+                    f"the knee, {knee}",
+                    description=(
+                        f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s with {batch:.0f} "
+                        "sequences per replica. Past the knee of TPOT against batch every extra sequence slows all "
+                        f"the others: the roofline gives ~{now_tpot * 1000:.0f} ms at {batch:.0f} and "
+                        f"~{knee_tpot * 1000:.0f} ms at {knee}. Cap the batch there and add replicas for the rest "
+                        "of the load."
+                    ),
+                    predicted_effect={"tpot_seconds": effect(now_tpot, knee_tpot), "max_num_seqs": effect(batch, knee)},
+                    evidence={**evidence, "batch_per_replica": round(batch, 2)},
+                    score=now_tpot / max(knee_tpot, 1e-9),
+                    sufficient=True,
+                    cost=1.0,
+                )
+            )
+            return out
+        # small batch: bandwidth-bound — read fewer weight bytes per GPU
+        options: list[tuple[str, Any, CapacityInputs, float, str]] = []
+        if inputs.quantization is None:
+            q = "fp8" if gpu.fp8_flops else "awq"
+            options.append(
+                (
+                    c.DIAL_WEIGHT_QUANTIZATION,
+                    q,
+                    dataclasses.replace(inputs, quantization=q),
+                    1.25,
+                    "the quality delta must be measured on your own evals",
+                )
+            )
+        options.append(
+            (
+                c.DIAL_TENSOR_PARALLEL_SIZE,
+                inputs.tensor_parallel_size * 2,
+                dataclasses.replace(inputs, tensor_parallel_size=inputs.tensor_parallel_size * 2),
+                2.0,
+                "twice the GPUs per replica, with all-reduce traffic every layer",
+            )
+        )
+        for dial, value, turned, cost, why in options:
+            try:
+                after = perf.tpot_seconds(turned, gpu, batch, context)
+            except (CapacityError, ValueError):
+                continue
+            if after >= now_tpot:
+                continue
+            field = "quantization" if dial == c.DIAL_WEIGHT_QUANTIZATION else "tensor_parallel_size"
+            out.append(
+                Proposal(
+                    rule=self.id,
+                    dial=dial,
+                    action="set" if dial == c.DIAL_WEIGHT_QUANTIZATION else "increase",
+                    current=getattr(inputs, field),
+                    suggested=value,
+                    flag=flag_for(ev.ctx.engine, dial, value),
+                    severity="warning",
+                    confidence=conf,
+                    summary=f"{ev.ctx.name}: TPOT misses its target at a small batch — {dial} → {value}",
+                    description=(
+                        f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s though just {batch:.1f} "
+                        f"sequences run per replica: each step is bound by reading the weights. {dial} → {value} "
+                        f"takes the roofline TPOT from ~{now_tpot * 1000:.0f} ms to ~{after * 1000:.0f} ms. "
+                        f"Note: {why}."
+                    ),
+                    predicted_effect={"tpot_seconds": effect(now_tpot, after)},
+                    evidence={**evidence, "batch_per_replica": round(batch, 2)},
+                    score=now_tpot / after / cost,
+                    sufficient=after <= target,
+                    cost=cost,
+                )
+            )
+        return out
+
+
+def _knee(inputs: CapacityInputs, gpu: Any, context: float, target: float, upto: int) -> int | None:
+    """The largest batch ≤ ``upto`` whose roofline TPOT meets ``target`` (None if even batch 1 misses)."""
+    best = None
+    lo, hi = 1, max(upto, 1)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if perf.tpot_seconds(inputs, gpu, mid, context) <= target:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _finite(x: float) -> float | None:

@@ -203,4 +203,5 @@ class KVSaturationRule:
             score=1.0,
             sufficient=False,
             cost=1.0,
+            complementary=True,
         )

@@ -197,7 +197,8 @@ class Lifecycle:
         taken = self._taken_dials(ev.ctx.name, rule.id)
         proposals = [p for p in rule.propose(ev) if p.dial not in taken]
         proposals.sort(key=lambda p: rank_key((p.sufficient, p.cost, p.score)))
-        chosen = proposals[:MAX_OPEN_PER_RULE]
+        alternatives = [p for p in proposals if not p.complementary]
+        chosen = alternatives[:MAX_OPEN_PER_RULE] + [p for p in proposals if p.complementary]
         out = []
         for rank, p in enumerate(chosen):
             rec = _from_proposal(p, ev.ctx.name, ev.now, rank)

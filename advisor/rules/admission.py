@@ -1,0 +1,196 @@
+"""Rule ``admission_thrash``: a few very long requests hold the pool.
+
+Fires when KV usage is at or above ``usage_threshold`` while at most ``max_running_per_replica``
+requests run, each holding at least ``min_pool_share`` of the pool, and requests wait or get preempted
+(SGLang retracts; vLLM preempts by recompute). Generation collapses while prompts keep arriving: the pool
+is spent on context, not concurrency. Raising the number of concurrent sequences only makes the thrash
+worse, so this rule never proposes it.
+
+Proposes, in order: cap max-model-len so that ``target_concurrency`` requests of the cap fit in the pool;
+admit a request only when its whole prompt and output budget fit (the admission policy, where the engine
+has one); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
+generic pool turns would not change who holds the pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import confidence, count, tokens_per_running_request
+from advisor.rules.flags import flag_for
+from advisor.rules.turns import effect, turn
+
+ROUND_TO = 1024
+
+
+class AdmissionThrashRule:
+    """A few long requests hold the pool → cap context, admit whole requests, or a long-context replica."""
+
+    id = c.RULE_ADMISSION_THRASH
+    supersedes: tuple[str, ...] = (c.RULE_KV_SATURATION,)
+
+    def __init__(
+        self,
+        usage_threshold: float = 0.9,
+        max_running_per_replica: float = 8,
+        min_pool_share: float = 0.1,
+        target_concurrency: int = 8,
+        for_seconds: float = 120.0,
+    ):
+        """Thresholds as documented on the module; ``for_seconds`` the for-duration."""
+        self.usage_threshold = usage_threshold
+        self.max_running = max_running_per_replica
+        self.min_share = min_pool_share
+        self.target_concurrency = target_concurrency
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+        s = ev.stats
+        if s is None or s.kv_cache_usage_ratio is None or s.requests_running is None or not ev.kv_capacity_tokens:
+            return None, "KV usage, running requests or pool size unknown", {}
+        per_request = tokens_per_running_request(ev)
+        running_per_replica = s.requests_running / max(ev.replicas_up, 1)
+        share = (per_request or 0) / ev.kv_capacity_tokens
+        pressure = (s.requests_waiting or 0) > 0 or (s.preemptions_increase or 0) > 0
+        evidence = {
+            "kv_cache_usage_ratio": s.kv_cache_usage_ratio,
+            "requests_running": s.requests_running,
+            "requests_waiting": s.requests_waiting,
+            "preemptions_increase": s.preemptions_increase,
+            "tokens_per_running_request": round(per_request, 1) if per_request else None,
+            "pool_share_per_request": round(share, 4),
+            "generation_tokens_per_second": s.generation_tokens_per_second,
+            "prompt_tokens_per_second": s.prompt_tokens_per_second,
+            "kv_cache_capacity_tokens": ev.kv_capacity_tokens,
+            "window_seconds": s.window_seconds,
+        }
+        holds = (
+            s.kv_cache_usage_ratio >= self.usage_threshold
+            and 0 < running_per_replica <= self.max_running
+            and share >= self.min_share
+            and pressure
+        )
+        reason = (
+            f"KV usage {s.kv_cache_usage_ratio:.1%} held by {running_per_replica:.0f} running request(s) per replica, "
+            f"~{share:.0%} of the pool each; {count(s.requests_waiting)} waiting, "
+            f"{count(s.preemptions_increase)} preempted"
+        )
+        return holds, reason, evidence
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """Full pool, few running, each holding a large share, with a queue or preemptions."""
+        holds, reason, evidence = self._reading(ev)
+        return Condition(holds, reason, evidence)
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """The fire condition no longer holds."""
+        holds, reason, evidence = self._reading(ev)
+        return Condition(None if holds is None else not holds, reason, evidence)
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Cap max-model-len, whole-request admission, a long-context replica — in that order."""
+        holds, _, evidence = self._reading(ev)
+        if holds is None or not ev.kv_capacity_tokens:
+            return []
+        pool = ev.kv_capacity_tokens
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        conf = confidence(ev, 0.85)
+        s = ev.stats
+        assert s is not None
+        situation = (
+            f"The pool ({pool:,.0f} tokens) is {s.kv_cache_usage_ratio:.0%} full with only "
+            f"{count(s.requests_running)} request(s) running — each holds ~{evidence['tokens_per_running_request']:,} "
+            f"tokens of context — while {count(s.requests_waiting)} wait and {count(s.preemptions_increase)} were "
+            f"preempted in {s.window_seconds:.0f}s (generation {s.generation_tokens_per_second or 0:,.0f} tokens/s). "
+            "Context, not concurrency, fills the pool: raising max concurrent sequences would only preempt more."
+        )
+        out: list[Proposal] = []
+        cap = int(pool / self.target_concurrency) // ROUND_TO * ROUND_TO
+        if ROUND_TO <= cap < mml:
+            t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
+            if t is not None:
+                out.append(
+                    Proposal(
+                        rule=self.id,
+                        dial=c.DIAL_MAX_MODEL_LEN,
+                        action="decrease",
+                        current=mml,
+                        suggested=cap,
+                        flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
+                        severity="critical",
+                        confidence=conf,
+                        summary=(
+                            f"{ev.ctx.name}: a few long requests hold the pool — cap max-model-len {mml:,} → {cap:,} "
+                            "and serve longer ones on a dedicated long-context replica"
+                        ),
+                        description=(
+                            f"{situation} At max-model-len {cap:,}, {self.target_concurrency} full-length requests fit "
+                            f"in the pool (the ceiling goes from {t.before.max_concurrency:.2f} to "
+                            f"{t.after.max_concurrency:.2f}); route longer requests to a long-context replica."
+                        ),
+                        predicted_effect={
+                            "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
+                            "max_model_len": effect(mml, cap),
+                        },
+                        evidence=evidence,
+                        score=float(self.target_concurrency),
+                        sufficient=True,
+                        cost=1.0,
+                    )
+                )
+        out.append(
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_ADMISSION_POLICY,
+                action="set",
+                current="admit while any block is free",
+                suggested="admit only when the whole request fits",
+                flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "priority"),
+                severity="warning",
+                confidence=conf,
+                summary=f"{ev.ctx.name}: admit a request only when its whole context fits in the free pool",
+                description=(
+                    f"{situation} Admitting a request only when its prompt and output budget fit the free blocks stops "
+                    "the admit-then-preempt loop (TGI's router budgets whole requests this way; on vLLM and SGLang "
+                    "use a routing layer or priority scheduling to hold back requests that cannot fit)."
+                ),
+                predicted_effect={"preemptions_increase": effect(s.preemptions_increase, 0.0)},
+                evidence=evidence,
+                score=1.5,
+                sufficient=False,
+                cost=1.0,
+            )
+        )
+        current = ev.ctx.replicas
+        out.append(
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_REPLICAS,
+                action="increase",
+                current=current,
+                suggested=current + 1,
+                flag=(
+                    "add one dedicated long-context replica (route requests over the cap to it); "
+                    + flag_for(ev.ctx.engine, c.DIAL_REPLICAS, current + 1)
+                ),
+                severity="warning",
+                confidence=conf,
+                summary=f"{ev.ctx.name}: serve the long requests on a dedicated long-context replica",
+                description=(
+                    f"{situation} A separate long-context replica keeps the few long requests from starving the rest; "
+                    "the existing replicas then run with the capped context."
+                ),
+                predicted_effect={"replicas": effect(current, current + 1)},
+                evidence=evidence,
+                score=1.0,
+                sufficient=True,
+                cost=(current + 1) / current,
+            )
+        )
+        return out

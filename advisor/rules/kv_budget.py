@@ -1,0 +1,100 @@
+"""Rule ``kv_budget``: the memory budget the engine may claim (vLLM ``--gpu-memory-utilization``).
+
+Raise: preemptions rose in the window while the budget is below ``raise_to`` (vLLM's default 0.9) — the
+GPU has head-room the cache could use. Lower: the engine restarted ``max_restarts`` times or more in the
+window (counter resets / a new ``process_start_time_seconds``) — the usual cause is an out-of-memory
+crash under activation spikes, and a smaller budget leaves more room for them (vLLM docs, "Conserving
+memory"). Each predicted by the capacity pass with the budget turned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import Candidate, confidence, count, turn_proposal
+from advisor.rules.turns import turn
+
+MIN_BUDGET = 0.5
+
+
+class KVBudgetRule:
+    """Preemptions with head-room → raise the budget; repeated restarts → lower it."""
+
+    id = c.RULE_KV_BUDGET
+    supersedes: tuple[str, ...] = ()
+
+    def __init__(self, raise_to: float = 0.9, max_restarts: int = 2, lower_by: float = 0.05, for_seconds: float = 120):
+        """``raise_to``: budget 0–1 to raise to; ``max_restarts``: restarts in the window that mean OOM."""
+        self.raise_to = raise_to
+        self.max_restarts = max_restarts
+        self.lower_by = lower_by
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _reading(self, ev: Evaluation) -> tuple[str | None, str, dict[str, Any]]:
+        s = ev.stats
+        if s is None:
+            return None, "no data", {}
+        util = ev.ctx.inputs.gpu_memory_utilization
+        evidence = {
+            "gpu_memory_utilization": util,
+            "preemptions_increase": s.preemptions_increase,
+            "counter_resets": s.counter_resets,
+            "window_seconds": s.window_seconds,
+        }
+        if s.counter_resets >= self.max_restarts and util - self.lower_by >= MIN_BUDGET:
+            return "lower", f"{s.counter_resets} engine restarts in {s.window_seconds:.0f}s", evidence
+        if s.preemptions_increase is None:
+            return None, "preemption counter unknown", evidence
+        if s.preemptions_increase > 0 and util < self.raise_to - 1e-9:
+            return "raise", f"{count(s.preemptions_increase)} preemptions with a budget of {util}", evidence
+        return "", f"budget {util}, {count(s.preemptions_increase)} preemptions, {s.counter_resets} restarts", evidence
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """Preemptions under a low budget, or repeated restarts."""
+        what, reason, evidence = self._reading(ev)
+        return Condition(None if what is None else bool(what), reason, evidence)
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """Neither holds any more."""
+        what, reason, evidence = self._reading(ev)
+        return Condition(None if what is None else not what, reason, evidence)
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """The budget turn, predicted by the capacity pass."""
+        what, reason, evidence = self._reading(ev)
+        if not what:
+            return []
+        util = ev.ctx.inputs.gpu_memory_utilization
+        new = self.raise_to if what == "raise" else round(util - self.lower_by, 2)
+        t = turn(ev.ctx.inputs, c.DIAL_GPU_MEMORY_UTILIZATION, new)
+        if t is None:
+            return []
+        if what == "raise":
+            cand = Candidate(t, 1.0, "increase", "watch for OOM at activation peaks after raising the budget")
+            situation = f"{reason}: the GPU has head-room the cache could use."
+            headline = "preemptions under a low memory budget"
+            severity = "warning"
+        else:
+            cand = Candidate(t, 1.0, "decrease", "a smaller pool is the price of surviving activation peaks")
+            situation = f"{reason}: repeated restarts under load usually mean out-of-memory crashes."
+            headline = "repeated restarts (likely OOM)"
+            severity = "critical"
+        return [
+            turn_proposal(
+                self.id,
+                ev,
+                cand,
+                needed_factor=None,
+                severity=severity,
+                confidence=confidence(ev, 0.75),
+                evidence=evidence,
+                headline=headline,
+                situation=situation,
+            )
+        ]

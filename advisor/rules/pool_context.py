@@ -1,0 +1,164 @@
+"""Rule ``pool_context``: the pool holds less than the context the deployment promises.
+
+Fires when the KV pool of a replica (the engine's own number when it reports one) holds fewer than
+``min_full_length_requests`` requests of max-model-len. Then one long request can take the whole pool,
+and one longer than the pool can never be admitted: vLLM keeps it at the head of the waiting queue
+(``vllm/v1/core/sched/scheduler.py``: the request cannot be allocated, scheduling stops at it), so
+everything behind it waits too. Adding replicas does not help — each has the same pool.
+
+Proposes capping max-model-len to what the pool holds (rounded down to a multiple of 1,024 tokens), or
+the turns that enlarge the pool until it holds the promised context. Supersedes the saturation, queue and
+goodput rules, whose replica advice would be wrong here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import confidence, count, pool_turns, turn_proposal
+from advisor.rules.flags import flag_for
+from advisor.rules.turns import effect, turn
+
+ROUND_TO = 1024
+"""Capped context lengths are rounded down to a multiple of this many tokens."""
+
+
+class PoolContextRule:
+    """Pool smaller than the context it promises → cap max-model-len, or enlarge the pool."""
+
+    id = c.RULE_POOL_CONTEXT
+    supersedes: tuple[str, ...] = (
+        c.RULE_KV_SATURATION,
+        c.RULE_QUEUE_GROWTH,
+        c.RULE_GOODPUT_BELOW_TARGET,
+        c.RULE_ADMISSION_THRASH,
+    )
+
+    def __init__(self, min_full_length_requests: float = 1.0, for_seconds: float = 60.0):
+        """``min_full_length_requests``: max-length requests the pool must hold; ``for_seconds``: for-duration."""
+        self.n = min_full_length_requests
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _reading(self, ev: Evaluation) -> tuple[float | None, dict[str, Any]]:
+        pool = ev.kv_capacity_tokens
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        s = ev.stats
+        evidence: dict[str, Any] = {
+            "kv_cache_capacity_tokens": pool,
+            "kv_cache_capacity_source": ev.kv_capacity_source,
+            "max_model_len": mml,
+            "requests_running": s.requests_running if s else None,
+            "requests_waiting": s.requests_waiting if s else None,
+            "generation_tokens_per_second": s.generation_tokens_per_second if s else None,
+            "window_seconds": s.window_seconds if s else None,
+        }
+        if not pool:
+            return None, evidence
+        return pool / mml, evidence
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """Pool ÷ max-model-len < ``min_full_length_requests``."""
+        holds, evidence = self._reading(ev)
+        if holds is None:
+            return Condition(None, "KV pool size unknown", evidence)
+        return Condition(
+            holds < self.n,
+            f"the pool holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
+            f"for max-model-len {evidence['max_model_len']:,}); at least {self.n:g} wanted",
+            evidence,
+        )
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """The pool holds the promised requests again (the config changed)."""
+        cond = self.fires(ev)
+        return Condition(None if cond.holds is None else not cond.holds, cond.reason, cond.evidence)
+
+    def _blocked(self, ev: Evaluation) -> bool:
+        s = ev.stats
+        return (
+            s is not None
+            and (s.requests_waiting or 0) > 0
+            and not s.requests_running
+            and not (s.generation_tokens_per_second or 0) > 0
+        )
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Cap max-model-len (first) or enlarge the pool until it holds the promised context."""
+        holds, evidence = self._reading(ev)
+        if holds is None:
+            return []
+        pool = float(evidence["kv_cache_capacity_tokens"])
+        mml = int(evidence["max_model_len"])
+        blocked = self._blocked(ev)
+        severity = "critical" if blocked else "warning"
+        conf = confidence(ev, 0.95)
+        warning = (
+            f" A request larger than the pool can never be admitted and blocks the queue behind it: "
+            f"{count(ev.stats.requests_waiting if ev.stats else None)} waiting, nothing running, no tokens generated."
+            if blocked
+            else " A request longer than the pool can never be admitted, and one that is admitted can hold the "
+            "whole pool and block the queue behind it."
+        )
+        situation = (
+            f"The KV pool holds {pool:,.0f} tokens per replica ({ev.kv_capacity_source}-reported), but "
+            f"max-model-len promises {mml:,}: {holds:.2f} max-length requests fit.{warning} More replicas do not help: "
+            "each has the same pool."
+        )
+        out: list[Proposal] = []
+        cap = int(pool / self.n) // ROUND_TO * ROUND_TO
+        if ROUND_TO <= cap < mml:
+            t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
+            if t is not None:
+                out.append(
+                    Proposal(
+                        rule=self.id,
+                        dial=c.DIAL_MAX_MODEL_LEN,
+                        action="decrease",
+                        current=mml,
+                        suggested=cap,
+                        flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
+                        severity=severity,
+                        confidence=conf,
+                        summary=(
+                            f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
+                            f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
+                        ),
+                        description=(
+                            f"{situation} Capping max-model-len at {cap:,} makes the engine reject what can never run "
+                            f"instead of queueing it forever; the ceiling at max-model-len goes from "
+                            f"{t.before.max_concurrency:.2f} to {t.after.max_concurrency:.2f} sequences. Longer "
+                            "requests need a replica with a larger pool (the other turns)."
+                        ),
+                        predicted_effect={
+                            "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
+                            "kv_cache_tokens": effect(t.before.kv_cache_tokens, t.after.kv_cache_tokens),
+                            "max_model_len": effect(mml, cap),
+                        },
+                        evidence=evidence,
+                        score=2.0,
+                        sufficient=True,
+                        cost=1.0,
+                    )
+                )
+        needed = self.n / holds if holds > 0 else None
+        out += [
+            turn_proposal(
+                self.id,
+                ev,
+                cand,
+                needed_factor=needed,
+                severity=severity,
+                confidence=conf,
+                evidence=evidence,
+                headline=f"pool smaller than max-model-len {mml:,}",
+                situation=situation,
+            )
+            for cand in pool_turns(ev)
+        ]
+        return out

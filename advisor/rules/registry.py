@@ -1,0 +1,132 @@
+"""The rule modules a deployment is evaluated with: the built-in ones in their order, plus plugins.
+
+Order matters: a rule that supersedes others comes before them (:class:`advisor.rules.base.Rule`).
+
+==========================  ==============================================================================
+rule                        supersedes
+==========================  ==============================================================================
+pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash
+admission_thrash            kv_saturation
+queue_growth                —  (comes before kv_saturation so its replica count wins the replicas dial)
+kv_saturation               —
+goodput_below_target        —
+speculative_decoding        —
+kv_budget                   —
+weights_crowd               —
+over_provisioned            —
+model_drift                 —
+==========================  ==============================================================================
+
+Plugins: third-party rule modules register a factory under the entry-point group ``advisor.rules``; the
+factory is called with the plugin's settings mapping (``rules.plugins.<name>`` in the config, ``{}`` when
+absent) and returns an object satisfying the :class:`~advisor.rules.base.Rule` protocol. A plugin that
+fails to import, to build, or to satisfy the protocol is reported (logged and listed in the returned
+problems) and skipped — never fatal. ``advisor/rules/template.py`` is a starting point.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+from advisor.rules.admission import AdmissionThrashRule
+from advisor.rules.base import Rule
+from advisor.rules.drift import ModelDriftRule
+from advisor.rules.goodput import GoodputRule
+from advisor.rules.kv_budget import KVBudgetRule
+from advisor.rules.kv_saturation import KVSaturationRule
+from advisor.rules.over_provisioned import OverProvisionedRule
+from advisor.rules.pool_context import PoolContextRule
+from advisor.rules.queue_growth import QueueGrowthRule
+from advisor.rules.speculative import SpeculativeRule
+from advisor.rules.weights import WeightsCrowdRule
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "advisor.rules"
+_REQUIRED = ("id", "supersedes", "for_seconds", "fires", "clears", "propose")
+
+
+def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
+    """The built-in rules with thresholds from ``cfg`` (an :class:`advisor.config.RulesConfig`), in order,
+    skipping those with ``enabled: false``."""
+    r = cfg
+    candidates: list[tuple[bool, Rule]] = [
+        (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
+        (
+            r.admission_thrash.enabled,
+            AdmissionThrashRule(
+                r.admission_thrash.usage_threshold,
+                r.admission_thrash.max_running_per_replica,
+                r.admission_thrash.min_pool_share,
+                r.admission_thrash.target_concurrency,
+                r.admission_thrash.for_,
+            ),
+        ),
+        (
+            r.queue_growth.enabled,
+            QueueGrowthRule(
+                r.queue_growth.min_growth_per_second, r.queue_growth.target_utilization, r.queue_growth.for_
+            ),
+        ),
+        (
+            r.kv_saturation.enabled,
+            KVSaturationRule(r.kv_saturation.usage_threshold, r.kv_saturation.resolve_below, r.kv_saturation.for_),
+        ),
+        (r.goodput.enabled, GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization)),
+        (
+            r.speculative_decoding.enabled,
+            SpeculativeRule(
+                r.speculative_decoding.max_batch_per_replica,
+                r.speculative_decoding.disable_by_batch_size,
+                r.speculative_decoding.disable_above_batch_per_replica,
+                r.speculative_decoding.for_,
+            ),
+        ),
+        (
+            r.kv_budget.enabled,
+            KVBudgetRule(r.kv_budget.raise_to, r.kv_budget.max_restarts, r.kv_budget.lower_by, r.kv_budget.for_),
+        ),
+        (
+            r.weights_crowd.enabled,
+            WeightsCrowdRule(r.weights_crowd.min_weight_share, r.weights_crowd.max_ceiling, r.weights_crowd.for_),
+        ),
+        (
+            r.over_provisioned.enabled,
+            OverProvisionedRule(
+                r.over_provisioned.max_usage,
+                r.over_provisioned.max_load_ratio,
+                r.over_provisioned.target_load_ratio,
+                r.over_provisioned.for_,
+            ),
+        ),
+        (r.model_drift.enabled, ModelDriftRule(model_error_bound, r.model_drift.for_)),
+    ]
+    return [rule for enabled, rule in candidates if enabled]
+
+
+def load_plugins(settings: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[Rule], list[str]]:
+    """Rules from the ``advisor.rules`` entry points, and a problem line for each plugin skipped."""
+    rules: list[Rule] = []
+    problems: list[str] = []
+    settings = settings or {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            factory = ep.load()
+            rule = factory(dict(settings.get(ep.name, {})))
+            missing = [name for name in _REQUIRED if not hasattr(rule, name)]
+            if missing:
+                raise TypeError(f"does not satisfy the Rule protocol: missing {', '.join(missing)}")
+            rule_id = rule.id
+            if not isinstance(rule_id, str) or not rule_id:
+                raise TypeError("its id must be a non-empty string")
+        except Exception as exc:  # a broken plugin is reported and skipped, never fatal
+            msg = f"rule plugin {ep.name!r} ({ep.value}) skipped: {type(exc).__name__}: {exc}"
+            log.error("%s", msg)
+            problems.append(msg)
+            continue
+        rules.append(rule)
+        log.info("loaded rule plugin %s (%s)", ep.name, rule_id)
+    return rules, problems

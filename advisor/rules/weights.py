@@ -1,0 +1,82 @@
+"""Rule ``weights_crowd``: the weights take most of the GPU and leave a small pool.
+
+Fires when weights per GPU take at least ``min_weight_share`` of the memory budget (GPU memory ×
+gpu-memory-utilization) and the pool holds fewer than ``max_ceiling`` sequences at max-model-len, while
+requests run. Proposes quantized weights (fp8 on GPUs with fp8 tensor cores, else AWQ int4) — reminding
+that the quality delta must be measured on one's own evals — or twice the tensor-parallel degree, each
+predicted by the capacity pass.
+"""
+
+from __future__ import annotations
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import confidence, pool_turns, turn_proposal
+
+_DIALS = (c.DIAL_WEIGHT_QUANTIZATION, c.DIAL_TENSOR_PARALLEL_SIZE)
+
+
+class WeightsCrowdRule:
+    """Weights crowd out the cache → quantize weights or raise TP."""
+
+    id = c.RULE_WEIGHTS_CROWD
+    supersedes: tuple[str, ...] = ()
+
+    def __init__(self, min_weight_share: float = 0.6, max_ceiling: float = 8, for_seconds: float = 300.0):
+        """``min_weight_share``: weights ÷ budget; ``max_ceiling``: sequences at max-model-len."""
+        self.min_share = min_weight_share
+        self.max_ceiling = max_ceiling
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _share(self, ev: Evaluation) -> float:
+        inputs = ev.ctx.inputs
+        budget = inputs.gpu_memory_bytes * inputs.gpu_memory_utilization
+        return ev.ctx.capacity.weights_bytes_per_gpu / budget
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """Weights ≥ share of the budget, ceiling below ``max_ceiling``, requests running."""
+        s = ev.stats
+        if s is None or s.requests_running is None:
+            return Condition(None, "running requests unknown")
+        share = self._share(ev)
+        ceiling = ev.ctx.capacity.max_concurrency
+        holds = share >= self.min_share and ceiling < self.max_ceiling and s.requests_running > 0
+        return Condition(
+            holds,
+            f"weights take {share:.0%} of the budget; the pool holds {ceiling:.2f} max-length sequences",
+            {"weights_share_of_budget": round(share, 4), "max_concurrency": ceiling},
+        )
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """The configuration changed so that the fire side no longer holds."""
+        cond = self.fires(ev)
+        return Condition(None if cond.holds is None else not cond.holds, cond.reason, cond.evidence)
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Quantized weights or TP × 2."""
+        share = self._share(ev)
+        w = ev.ctx.capacity.weights_bytes_per_gpu / 2**30
+        situation = (
+            f"The weights take {w:.1f} GiB per GPU, {share:.0%} of the budget, leaving a pool of "
+            f"{ev.ctx.capacity.kv_cache_tokens:,} tokens ({ev.ctx.capacity.max_concurrency:.2f} sequences at "
+            f"max-model-len {ev.ctx.capacity.max_model_len:,})."
+        )
+        return [
+            turn_proposal(
+                self.id,
+                ev,
+                cand,
+                needed_factor=None,
+                severity="warning",
+                confidence=confidence(ev, 0.7),
+                evidence={"weights_share_of_budget": round(share, 4), "weights_gib_per_gpu": round(w, 2)},
+                headline="weights crowd out the KV cache",
+                situation=situation,
+            )
+            for cand in pool_turns(ev)
+            if cand.turn.dial in _DIALS
+        ]
