@@ -54,6 +54,7 @@ from advisor.capacity.kv import (
 )
 from advisor.capacity.models import ModelArch, get_preset
 from advisor.errors import CapacityError, ConfigError
+from advisor.notify.config import ReceiverConfig
 
 
 def check_http_url(url: str) -> str:
@@ -145,7 +146,13 @@ class Deployment(_Strict):
         default=None,
         description="the engine's model label to read when it serves several (default: the only or first one)",
     )
-    targets: list[TargetURL] = Field(min_length=1, description="one /metrics URL per replica")
+    source: Literal["scrape", "prometheus"] = Field(
+        default="scrape", description="scrape the targets, or read the engines' series from the prometheus API"
+    )
+    targets: list[TargetURL] = Field(default_factory=list, description="one /metrics URL per replica (scrape)")
+    selector: str | None = Field(
+        default=None, description='PromQL label matchers for source: prometheus, e.g. job="vllm",namespace="prod"'
+    )
     model: str = Field(min_length=1, description="preset id, or a path to a Hugging Face config.json")
     gpu: str | None = Field(default=None, description="GPU catalog name, e.g. H100-SXM")
     gpu_memory_gib: float | None = Field(
@@ -180,6 +187,23 @@ class Deployment(_Strict):
             seen[key] = i
         return targets
 
+    @field_validator("selector")
+    @classmethod
+    def _check_selector(cls, selector: str | None) -> str | None:
+        if selector is None:
+            return None
+        from advisor.sources.promql import validate_selector
+
+        return validate_selector(selector)
+
+    @model_validator(mode="after")
+    def _source_inputs(self) -> Deployment:
+        if self.source == "scrape" and not self.targets:
+            raise ValueError("targets: at least one /metrics URL is needed with source: scrape")
+        if self.source == "prometheus" and not self.selector:
+            raise ValueError('selector: needed with source: prometheus (e.g. job="vllm")')
+        return self
+
     @model_validator(mode="after")
     def _gpu_given(self) -> Deployment:
         if self.gpu is None and self.gpu_memory_gib is None:
@@ -192,28 +216,8 @@ class Deployment(_Strict):
         return self
 
 
-class Receiver(_Strict):
-    """A webhook that receives Alertmanager-v4-shaped JSON when a recommendation opens and resolves."""
-
-    name: str = Field(min_length=1)
-    type: Literal["webhook"] = "webhook"
-    url: str = Field(description="secret: never logged in full")
-    send_resolved: bool = True
-    timeout_seconds: Duration = 10.0
-    max_attempts: int = Field(default=5, ge=1, le=50)
-    backoff_seconds: Duration = 1.0
-
-    @field_validator("url")
-    @classmethod
-    def _check_url(cls, url: str) -> str:
-        try:
-            check_http_url(url)
-        except ValueError:
-            raise ValueError(
-                f"must be an http(s) URL with a host and a valid port (value of length {len(url)} not shown: "
-                "receiver URLs are secrets)"
-            ) from None
-        return url
+Receiver = ReceiverConfig
+"""A notification receiver (webhook, Slack, Alertmanager): see :class:`advisor.notify.config.ReceiverConfig`."""
 
 
 class KVSaturationRule(_Strict):
@@ -368,15 +372,33 @@ class ScrapeConfig(_Strict):
     max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
 
 
+class PrometheusConfig(_Strict):
+    """A Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics) for deployments with
+    ``source: prometheus``. Secrets may come from files; they never appear in logs or the API."""
+
+    url: TargetURL
+    bearer_token_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, description="e.g. X-Scope-OrgID for Mimir")
+    connect_timeout: Duration = 3.0
+    read_timeout: Duration = 30.0
+
+
 class Config(_Strict):
     """The whole configuration file."""
 
     scrape_interval: Duration = 15.0
     evaluation_window: Duration = 300.0
     deployments: list[Deployment] = Field(min_length=1)
-    receivers: list[Receiver] = Field(default_factory=list)
+    receivers: list[ReceiverConfig] = Field(default_factory=list)
+    outbox_dir: str | None = Field(
+        default=None, description="undelivered notifications kept across restarts (relative to this file)"
+    )
     rules: RulesConfig = RulesConfig()
     scrape: ScrapeConfig = ScrapeConfig()
+    prometheus: PrometheusConfig | None = None
     data_quality: DataQualityConfig = DataQualityConfig()
     state_file: str | None = Field(
         default=None, description="where open recommendations are kept across restarts (relative to this file)"
@@ -393,6 +415,11 @@ class Config(_Strict):
         for i, n in enumerate(rnames):
             if n in rnames[:i]:
                 problems.append((f"receivers[{i}].name", f"receiver names must be unique: {n!r} repeats"))
+        for i, d in enumerate(self.deployments):
+            if d.source == "prometheus" and self.prometheus is None:
+                problems.append(
+                    (f"deployments[{i}].source", "source: prometheus needs the top-level prometheus: {url: …}")
+                )
         if self.evaluation_window < self.scrape_interval:
             problems.append(
                 (
@@ -556,7 +583,7 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
     raw_deployments = data.get("deployments")
     semantic = _semantic_problems(raw_deployments if isinstance(raw_deployments, list) else [], base_dir)
     try:
-        cfg = Config.model_validate(data)
+        cfg = Config.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as err:
         raise ConfigError(_problems_from(err) + semantic, source) from None
     except ConfigError as err:

@@ -30,6 +30,7 @@ DEPLOYMENT_STATE: Final = "advisor_deployment_state"
 TARGET_STATE: Final = "advisor_target_state"
 CAPACITY_MODEL_ERROR_RATIO: Final = "advisor_capacity_model_error_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
+NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
 BUILD_INFO: Final = "advisor_build_info"
 
 # --- label names ------------------------------------------------------------------------------------

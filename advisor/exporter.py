@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -172,6 +172,12 @@ class SelfMetrics:
             "advisor_cycle_failures",
             "Evaluation cycles (or one deployment's part of one) that failed.",
             ["deployment"],
+            registry=registry,
+        )
+        self.notifications_queued = Gauge(
+            c.NOTIFICATIONS_QUEUED,
+            "Notifications waiting in a receiver's outbox.",
+            [c.LABEL_RECEIVER],
             registry=registry,
         )
         self.notifications = Counter(

@@ -31,17 +31,17 @@ from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
 from advisor.domain import TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
-from advisor.errors import ParseError
+from advisor.errors import ConfigError, ParseError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
-from advisor.notify.payload import webhook_message
-from advisor.notify.webhook import DeliveryOutcome, WebhookSender
+from advisor.notify.notifier import build_notifier
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule, SLOTargets
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.rules.registry import builtin_rules, load_plugins
 from advisor.sources.exposition import parse_exposition
+from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
 
@@ -67,6 +67,8 @@ class _Deployment:
     ctx: DeploymentContext
     adapter: EngineAdapter | None  # None while engine: auto has not been detected yet
     targets: list[_Target]
+    prom_wanted: frozenset[str] | None = None  # source: prometheus — the series names to fetch
+    prom_refresh: int = 0  # cycles until the names are listed again
 
 
 def build_rules(cfg: Config) -> list[Rule]:
@@ -104,6 +106,38 @@ def _num(v: Any) -> str:
     if float(v).is_integer():
         return f"{int(v):,}"
     return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+
+
+def prometheus_source(cfg: Config, base_dir: Path | None) -> PrometheusSource:
+    """The configured Prometheus API client; secret files are read now (relative to ``base_dir``).
+
+    Raises:
+        ConfigError: a secret file cannot be read (the message names the field, never the secret).
+    """
+    p = cfg.prometheus
+    assert p is not None
+
+    def secret(field: str, path: str | None) -> str | None:
+        if path is None:
+            return None
+        f = Path(path)
+        if base_dir is not None and not f.is_absolute():
+            f = base_dir / f
+        try:
+            return f.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError([(f"prometheus.{field}", f"cannot read {str(f)!r}: {exc.strerror}")]) from None
+
+    return PrometheusSource(
+        p.url,
+        bearer_token=secret("bearer_token_file", p.bearer_token_file),
+        username=p.username,
+        password=secret("password_file", p.password_file),
+        ca_file=p.ca_file,
+        headers=p.headers,
+        connect_timeout=p.connect_timeout,
+        read_timeout=p.read_timeout,
+    )
 
 
 def format_transition(t: Transition) -> str:
@@ -161,13 +195,10 @@ class Service:
             for t in d.targets
             for reason in c.SCRAPE_ERROR_REASONS
         }
-        self.senders = [
-            WebhookSender(
-                r.name, r.url, r.timeout_seconds, r.max_attempts, r.backoff_seconds, on_outcome=self._count_outcome
-            )
-            for r in cfg.receivers
-        ]
-        self._send_resolved = {r.name: r.send_resolved for r in cfg.receivers}
+        outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
+        if outbox is not None and base_dir is not None and not outbox.is_absolute():
+            outbox = base_dir / outbox
+        self.notifier = build_notifier(list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir)
         self.result: CycleResult | None = None
         self._model_error_warned: set[str] = set()
         dq = cfg.data_quality
@@ -185,6 +216,7 @@ class Service:
             self.lifecycle.restore(restored)
             if restored:
                 log.info("restored %d open recommendation(s) from %s", len(restored), self.state_file)
+        self.prom = prometheus_source(cfg, base_dir) if any(d.source == "prometheus" for d in cfg.deployments) else None
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_targets)), thread_name_prefix="scrape")
 
     # -- steps -------------------------------------------------------------------------------------
@@ -197,7 +229,7 @@ class Service:
             self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
 
     def _scrape_all(self) -> list[tuple[_Deployment, _Target, ScrapeResult, float]]:
-        jobs = [(d, t) for d in self.deployments for t in d.targets]
+        jobs = [(d, t) for d in self.deployments if d.spec.source == "scrape" for t in d.targets]
         sc = self.cfg.scrape
 
         def one(job: tuple[_Deployment, _Target]) -> tuple[_Deployment, _Target, ScrapeResult, float]:
@@ -232,6 +264,71 @@ class Service:
             log.warning(
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
+
+    def _prom_error(self, d: _Deployment, reason: str | None, message: str | None) -> None:
+        assert self.cfg.prometheus is not None
+        where = redact_url(self.cfg.prometheus.url)
+        for t in d.targets:
+            t.up, t.error_reason, t.error_message = False, reason, message
+        key = (d.spec.name, where, reason or c.REASON_PARSE_ERROR)
+        self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
+        log.warning("deployment=%s prometheus=%s query failed: %s (%s)", d.spec.name, where, reason, message)
+
+    def _query_prometheus(self, d: _Deployment) -> None:
+        """``source: prometheus``: one range query per deployment per cycle, whatever the number of engine
+        instances behind the selector; each instance becomes a target with the same history a scrape
+        would build. The series names are listed (and the engine detected) every 20 cycles."""
+        src = self.prom
+        assert src is not None and d.spec.selector is not None
+        now = self.clock()
+        window = self.cfg.evaluation_window + self.cfg.scrape_interval
+        if d.prom_wanted is None or d.prom_refresh <= 0:
+            names = src.metric_names(d.spec.selector, now - window, now)
+            if not names.ok:
+                self._prom_error(d, names.error_reason, names.error_message)
+                return
+            if d.adapter is None:
+                engine = detect_engine(names.names)
+                if engine is None or engine not in ENGINES:
+                    self._prom_error(d, c.REASON_PARSE_ERROR, "engine: auto found no known engine's series")
+                    return
+                d.adapter = get_adapter(engine)
+                d.ctx = dataclasses.replace(d.ctx, engine=engine)
+            d.prom_wanted = frozenset(n for n in names.names if d.adapter.wants(n))
+            d.prom_refresh = 20
+        d.prom_refresh -= 1
+        assert d.adapter is not None
+        if not d.prom_wanted:
+            self._prom_error(d, c.REASON_PARSE_ERROR, f"no {d.adapter.engine} series match the selector")
+            return
+        h = src.history(d.spec.selector, d.prom_wanted, now - window, now, self.cfg.scrape_interval)
+        if not h.ok:
+            self._prom_error(d, h.error_reason, h.error_message)
+            return
+        by_name = {t.url: t for t in d.targets}
+        seen: set[str] = set()
+        for g in h.groups:
+            t = by_name.get(g.target)
+            if t is None:
+                t = _Target(g.target)
+                d.targets.append(t)
+                by_name[g.target] = t
+            seen.add(g.target)
+            try:
+                t.history = deque(to_timed_snapshots(g, d.adapter, d.spec.served_model))
+            except Exception as exc:  # an adapter bug must not stop other targets
+                log.exception("deployment=%s target=%s: adapter failed", d.spec.name, g.target)
+                t.up, t.error_reason, t.error_message = False, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}"
+                continue
+            last_up = g.up[-1][1] if g.up else 1.0
+            ok = bool(t.history) and last_up == 1.0
+            t.up = ok
+            t.error_reason = None if ok else c.REASON_HTTP_STATUS
+            t.error_message = None if ok else "Prometheus reports the target down (up == 0) or has no samples"
+        for t in d.targets:
+            if t.url not in seen:
+                t.up, t.error_reason, t.error_message = False, c.REASON_HTTP_STATUS, "no series in Prometheus"
+        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(seen)))
 
     def _detect(self, d: _Deployment, text: str) -> EngineAdapter:
         """``engine: auto``: detect from the first exposition that parses, then keep that adapter.
@@ -308,13 +405,12 @@ class Service:
         for tr in transitions:
             if self.on_transition is not None:
                 self.on_transition(tr)
-            for s in self.senders:
-                if tr.kind == "resolved" and not self._send_resolved.get(s.name, True):
-                    continue
-                s.submit(webhook_message(tr.recommendation, s.name))
+            self.notifier.submit(tr.kind, tr.recommendation)
 
-    def _count_outcome(self, receiver: str, outcome: DeliveryOutcome) -> None:
-        self.metrics.notifications.labels(receiver=receiver, outcome=outcome.outcome).inc()
+    def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:
+        if outcome != "queued":
+            self.metrics.notifications.labels(receiver=receiver, outcome=outcome).inc()
+        self.metrics.notifications_queued.labels(receiver=receiver).set(queued)
 
     # -- the cycle ---------------------------------------------------------------------------------
     def scrape_once(self) -> None:
@@ -325,6 +421,10 @@ class Service:
                 scraped = self._scrape_all()
             with self._step("normalize"):
                 self._normalize(scraped)
+            with self._step("prometheus"):
+                for d in self.deployments:
+                    if d.spec.source == "prometheus":
+                        self._query_prometheus(d)
 
     def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
@@ -361,9 +461,10 @@ class Service:
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush notifications and release threads and sessions."""
-        for s in self.senders:
-            s.close(timeout)
+        self.notifier.close(timeout)
         self._pool.shutdown(wait=True)
+        if self.prom is not None:
+            self.prom.close()
         for d in self.deployments:
             for t in d.targets:
                 t.session.close()

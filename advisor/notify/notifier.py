@@ -1,0 +1,241 @@
+"""The notifier: one :class:`~advisor.notify.outbox.OutboxWorker` per configured receiver behind one facade.
+
+The service calls :meth:`Notifier.submit` once per recommendation transition (``opened`` / ``resolved``); each
+receiver's worker delivers it on its own thread, in order, through a persisted outbox. ``close`` (at shutdown)
+flushes for a while, then stops the workers; whatever is still waiting stays in the outbox folder and is sent by
+the next advisor started on it. One advisor at a time may use an outbox folder (an exclusive ``flock`` on
+``<folder>/.lock``).
+
+Metrics: ``metrics_callback(receiver, outcome, queued)`` — outcome ``sent``, ``failed`` or ``dropped`` for a
+settled notification (count these: ``advisor_notifications_total{receiver,outcome}``), or ``queued`` when one was
+accepted or a backlog restored; ``queued`` is always the receiver's backlog now (a gauge).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from advisor.domain import Recommendation
+from advisor.errors import ConfigError, StateError
+from advisor.notify.config import ReceiverConfig
+from advisor.notify.outbox import (
+    DeliveryPolicy,
+    EventCallback,
+    Outbox,
+    OutboxWorker,
+    ReceiverStats,
+    outbox_file,
+)
+from advisor.notify.receivers import (
+    AlertmanagerReceiver,
+    Notification,
+    Receiver,
+    SlackReceiver,
+    WebhookReceiver,
+    idempotency_key,
+)
+
+log = logging.getLogger(__name__)
+
+MetricsCallback = EventCallback
+"""``(receiver, outcome, queued)``; see the module docstring."""
+
+TRANSITION_KINDS = ("opened", "resolved")
+
+
+class _FolderLock:
+    """An exclusive, non-blocking ``flock`` on ``<folder>/.lock`` held while a notifier uses the folder (the
+    kernel releases it if the process dies)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / ".lock"
+        self._file: IO[str] | None = None
+        try:
+            f = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
+        except OSError as exc:
+            raise StateError(f"cannot open outbox lock {str(self.path)!r}: {exc.strerror}") from None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise StateError(
+                f"outbox folder {str(folder)!r} is in use by another capacity-advisor (lock {str(self.path)!r})"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+class Notifier:
+    """Submits each transition to every receiver's outbox worker."""
+
+    def __init__(
+        self,
+        workers: Sequence[OutboxWorker],
+        clock: Callable[[], float] = time.time,
+        lock: _FolderLock | None = None,
+    ) -> None:
+        self.workers = tuple(workers)
+        self._clock = clock
+        self._lock = lock
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Notifier(receivers={[w.receiver for w in self.workers]!r})"
+
+    @property
+    def receivers(self) -> tuple[str, ...]:
+        """Receiver names, in configuration order."""
+        return tuple(w.name for w in self.workers)
+
+    def submit(self, transition_kind: str, recommendation: Recommendation) -> None:
+        """Accept one transition for every receiver (persisted before this returns; delivery is asynchronous).
+
+        A ``resolved`` transition skips receivers with ``send_resolved: false`` (an Alertmanager receiver then
+        only stops re-sending the alert, which Alertmanager resolves when its ``endsAt`` passes).
+
+        Raises:
+            ValueError: ``transition_kind`` is not ``opened`` or ``resolved``.
+        """
+        if transition_kind not in TRANSITION_KINDS:
+            raise ValueError(f"transition kind must be one of {TRANSITION_KINDS}, got {transition_kind!r}")
+        now = self._clock()
+        key = idempotency_key(transition_kind, recommendation)
+        for w in self.workers:
+            if transition_kind == "resolved" and not w.policy.send_resolved:
+                w.forget(recommendation)
+                continue
+            w.submit(Notification(key, transition_kind, recommendation, recommendation.deployment, now))
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        ok = True
+        for w in self.workers:
+            ok = w.flush(max(0.0, deadline - time.monotonic())) and ok
+        return ok
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush for up to ``timeout`` seconds, then stop the workers (a request in flight gets at least one more
+        second). What is still waiting stays in the outbox for the next start. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        if not self.flush(timeout):
+            waiting = {w.name: w.queued() for w in self.workers if w.queued()}
+            log.warning("notify: closing with notifications still waiting (kept in the outbox): %s", waiting)
+        for w in self.workers:
+            w.request_stop()
+        for w in self.workers:
+            w.join(max(1.0, deadline - time.monotonic()))
+        if self._lock is not None:
+            self._lock.release()
+
+    def stats(self) -> dict[str, ReceiverStats]:
+        """Counters per receiver since start-up."""
+        return {w.name: w.stats() for w in self.workers}
+
+
+def make_receiver(cfg: ReceiverConfig, base_dir: Path | None = None, external_url: str = "") -> Receiver:
+    """The receiver a configuration describes, with its secrets read.
+
+    Raises:
+        ValueError: a secret file or variable is missing (the message names it, never the secret).
+    """
+    url = cfg.resolved_url(base_dir)
+    bearer = cfg.resolved_bearer_token(base_dir)
+    if cfg.type == "slack":
+        return SlackReceiver(cfg.name, url, bearer, external_url)
+    if cfg.type == "alertmanager":
+        return AlertmanagerReceiver(cfg.name, url, cfg.resend_interval, bearer, external_url)
+    return WebhookReceiver(cfg.name, url, cfg.resolved_hmac_secret(base_dir), bearer, external_url)
+
+
+def delivery_policy(cfg: ReceiverConfig) -> DeliveryPolicy:
+    """The outbox worker's parameters from a receiver's configuration."""
+    return DeliveryPolicy(
+        timeout_seconds=cfg.timeout_seconds,
+        max_attempts=cfg.max_attempts,
+        backoff_seconds=cfg.backoff_seconds,
+        max_backoff_seconds=cfg.max_backoff_seconds,
+        rate_limit_per_minute=cfg.rate_limit_per_minute,
+        retention_seconds=cfg.retention,
+        send_resolved=cfg.send_resolved,
+    )
+
+
+def build_notifier(
+    receivers: list[ReceiverConfig],
+    outbox_dir: Path | None,
+    metrics_callback: MetricsCallback | None = None,
+    *,
+    base_dir: Path | None = None,
+    external_url: str = "",
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] | None = None,
+    rng: random.Random | None = None,
+) -> Notifier:
+    """One worker per receiver, each with an outbox file ``<outbox_dir>/<name>.outbox.json`` (in memory only
+    when ``outbox_dir`` is ``None``: then nothing survives a restart).
+
+    ``base_dir`` anchors relative ``*_file`` secrets; ``external_url`` (the advisor's own URL) fills
+    ``generatorURL``; ``clock``, ``sleep`` and ``rng`` are for tests.
+
+    Raises:
+        ConfigError: a receiver's secret cannot be read (``receivers[i]`` with the reason).
+        StateError: the folder cannot be created or locked, or an outbox file is unreadable or of another version.
+    """
+    problems: list[tuple[str, str]] = []
+    built: list[tuple[ReceiverConfig, Receiver]] = []
+    for i, cfg in enumerate(receivers):
+        try:
+            built.append((cfg, make_receiver(cfg, base_dir, external_url)))
+        except ValueError as exc:
+            problems.append((f"receivers[{i}]", str(exc)))
+    if problems:
+        raise ConfigError(problems)
+    lock: _FolderLock | None = None
+    if outbox_dir is not None:
+        try:
+            outbox_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create outbox folder {str(outbox_dir)!r}: {exc.strerror}") from None
+        lock = _FolderLock(outbox_dir)
+    workers: list[OutboxWorker] = []
+    try:
+        known = set()
+        for cfg, receiver in built:
+            path = outbox_file(outbox_dir, cfg.name) if outbox_dir is not None else None
+            if path is not None:
+                known.add(path.name)
+            outbox = Outbox(cfg.name, path)
+            policy = delivery_policy(cfg)
+            workers.append(OutboxWorker(receiver, outbox, policy, metrics_callback, clock=clock, sleep=sleep, rng=rng))
+        if outbox_dir is not None:
+            for orphan in sorted(p.name for p in outbox_dir.glob("*.outbox.json") if p.name not in known):
+                log.warning("notify: outbox %s belongs to no configured receiver; nothing in it is sent", orphan)
+    except BaseException:
+        for w in workers:
+            w.request_stop()
+        for w in workers:
+            w.join(1.0)
+        if lock is not None:
+            lock.release()
+        raise
+    return Notifier(workers, clock, lock)

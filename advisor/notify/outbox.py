@@ -1,0 +1,772 @@
+"""The outbox: notifications that are never lost, delivered in order, once acknowledged never repeated.
+
+Per receiver, an :class:`Outbox` holds the notifications accepted and not yet settled, in order, and — for
+Alertmanager — the alerts still active (re-sent every ``resend_interval``). With a path it is a JSON file
+written atomically on every change (a temporary file in the same folder, fsync, ``os.replace``, as
+:mod:`advisor.state`)::
+
+    {"version": 1, "receiver": "ops", "saved_at": 1790000000.0,
+     "pending": [{"key": "3f2a…-firing-1790000000000", "kind": "opened", "group_key": "chat-8b",
+                  "accepted_at": 1790000000.0, "attempts": 2, "last_error": "HTTP 503: …",
+                  "recommendation": {…every field…}}],
+     "active": [{"recommendation": {…}, "last_sent_at": 1790000000.0}],
+     "delivered": ["…the last 512 keys acknowledged…"]}
+
+A file of another version is a :class:`~advisor.errors.StateError` (move it aside to start fresh).
+
+An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outbox and only then the next:
+
+* **2xx** — the notification is removed from the outbox and the file written *before* the next is sent, so an
+  acknowledged delivery is never repeated (a crash between the 2xx and the write can repeat it once; the
+  ``X-Advisor-Idempotency-Key`` header lets the receiver drop that repeat).
+* **5xx, 408, 429, connection errors, timeouts** — retried with exponential backoff and jitter:
+  ``min(max_backoff, backoff × 2^(attempt−1)) × U(0.5, 1)`` (a 429's ``Retry-After`` is honoured up to
+  ``max_backoff``); attempts survive restarts. With ``max_attempts`` set, the last failure fails it.
+* **any other status (4xx, 3xx)** — not retried: the receiver rejected the body and retrying cannot help (as
+  Alertmanager's notifiers); failed at once with the status and the start of the response body in the error.
+* **retention** — a notification still undelivered ``retention`` seconds after it was accepted is dropped and
+  counted (``dropped``), never silently.
+* **rate limit** — a token bucket of ``rate_limit_per_minute`` tokens refilled at that rate per minute; a
+  request without a token waits for one (never dropped). Re-sends to Alertmanager are not limited.
+
+Outcomes reach ``on_event(receiver, outcome, queued)`` with outcome ``queued`` (accepted, or the backlog
+restored at start), ``sent``, ``failed`` or ``dropped``, and ``queued`` the notifications now waiting.
+
+Nothing secret is ever logged or put in an error: URLs appear as :func:`advisor.redact.redact_secret_url`
+shows them, and error texts (exception messages, response bodies) have every secret part of the receiver's URL,
+its HMAC key and bearer token replaced by ``<redacted>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from advisor.domain import Recommendation
+from advisor.errors import StateError
+from advisor.notify.receivers import Notification, Receiver, Request
+from advisor.redact import install_urllib3_redaction
+
+log = logging.getLogger(__name__)
+
+OUTBOX_VERSION = 1
+DELIVERED_MEMORY = 512
+"""Keys of this many acknowledged notifications are remembered, so a re-submitted one is not sent again."""
+RETRYABLE_STATUS = frozenset({408, 429})
+"""Besides every 5xx: request timeout and too many requests (Slack answers 429 with Retry-After)."""
+ERROR_BODY_BYTES = 1024
+
+EventCallback = Callable[[str, str, int], None]
+"""``(receiver, outcome, queued)``: outcome is ``queued``, ``sent``, ``failed`` or ``dropped``."""
+
+
+# -- persistence -------------------------------------------------------------------------------------------
+def rec_to_json(r: Recommendation) -> dict[str, Any]:
+    """Every field of a recommendation, times as unix seconds (lossless, unlike ``as_dict``)."""
+    return {
+        "id": r.id,
+        "deployment": r.deployment,
+        "rule": r.rule,
+        "dial": r.dial,
+        "action": r.action,
+        "current": r.current,
+        "suggested": r.suggested,
+        "flag": r.flag,
+        "severity": r.severity,
+        "confidence": r.confidence,
+        "summary": r.summary,
+        "description": r.description,
+        "runbook": r.runbook,
+        "opened_at": r.opened_at,
+        "predicted_effect": {k: dict(v) for k, v in r.predicted_effect.items()},
+        "evidence": dict(r.evidence),
+        "rank": r.rank,
+        "resolved_at": r.resolved_at,
+    }
+
+
+def rec_from_json(d: dict[str, Any]) -> Recommendation:
+    """Inverse of :func:`rec_to_json`."""
+    return Recommendation(
+        id=str(d["id"]),
+        deployment=str(d["deployment"]),
+        rule=str(d["rule"]),
+        dial=str(d["dial"]),
+        action=str(d["action"]),
+        current=d["current"],
+        suggested=d["suggested"],
+        flag=str(d["flag"]),
+        severity=str(d["severity"]),
+        confidence=float(d["confidence"]),
+        summary=str(d["summary"]),
+        description=str(d["description"]),
+        runbook=str(d["runbook"]),
+        opened_at=float(d["opened_at"]),
+        predicted_effect=dict(d["predicted_effect"]),
+        evidence=dict(d["evidence"]),
+        rank=int(d.get("rank", 0)),
+        resolved_at=None if d.get("resolved_at") is None else float(d["resolved_at"]),
+    )
+
+
+@dataclass
+class Entry:
+    """A pending notification and how its delivery went so far."""
+
+    note: Notification
+    attempts: int = 0
+    last_error: str | None = None
+
+
+@dataclass
+class ActiveAlert:
+    """An open recommendation Alertmanager is told about again every ``resend_interval``."""
+
+    recommendation: Recommendation
+    last_sent_at: float | None = None
+
+
+def outbox_file(folder: Path, receiver: str) -> Path:
+    """``<folder>/<receiver>.outbox.json``; a name unsafe for a file name is replaced by its SHA-256 prefix."""
+    import hashlib
+    import re
+
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,100}", receiver):
+        stem = receiver
+    else:
+        stem = "receiver-" + hashlib.sha256(receiver.encode()).hexdigest()[:16]
+    return folder / f"{stem}.outbox.json"
+
+
+class Outbox:
+    """One receiver's pending notifications (in order), active alerts and recently delivered keys.
+
+    Not thread-safe: its :class:`OutboxWorker` guards it. Without a ``path`` it lives in memory only.
+
+    Raises:
+        StateError: the file exists and is unreadable, not JSON, of another version or of another receiver.
+    """
+
+    def __init__(self, receiver: str, path: Path | None = None) -> None:
+        self.receiver = receiver
+        self.path = path
+        self.pending: deque[Entry] = deque()
+        self.active: dict[str, ActiveAlert] = {}
+        self.delivered: deque[str] = deque(maxlen=DELIVERED_MEMORY)
+        if path is not None and path.exists():
+            self._load(path)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def _load(self, p: Path) -> None:
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise StateError(f"cannot read outbox {str(p)!r}: {exc.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StateError(f"outbox {str(p)!r} is not JSON ({exc})") from None
+        if not isinstance(data, dict) or "version" not in data:
+            raise StateError(f"outbox {str(p)!r} has no version: not a capacity-advisor outbox")
+        if data["version"] != OUTBOX_VERSION:
+            raise StateError(
+                f"outbox {str(p)!r} is version {data['version']!r}; this advisor reads version {OUTBOX_VERSION}. "
+                "Move it aside to start fresh (its undelivered notifications will not be sent)."
+            )
+        if data.get("receiver") != self.receiver:
+            raise StateError(f"outbox {str(p)!r} belongs to receiver {data.get('receiver')!r}, not {self.receiver!r}")
+        try:
+            for e in data.get("pending", []):
+                note = Notification(
+                    key=str(e["key"]),
+                    kind=str(e["kind"]),
+                    recommendation=rec_from_json(e["recommendation"]),
+                    group_key=str(e["group_key"]),
+                    accepted_at=float(e["accepted_at"]),
+                )
+                self.pending.append(Entry(note, int(e.get("attempts", 0)), e.get("last_error")))
+            for a in data.get("active", []):
+                rec = rec_from_json(a["recommendation"])
+                last = a.get("last_sent_at")
+                self.active[rec.id] = ActiveAlert(rec, None if last is None else float(last))
+            self.delivered.extend(str(k) for k in data.get("delivered", []))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"outbox {str(p)!r} has a malformed entry: {exc!r}") from None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        """The file's content."""
+        return {
+            "version": OUTBOX_VERSION,
+            "receiver": self.receiver,
+            "saved_at": now,
+            "pending": [
+                {
+                    "key": e.note.key,
+                    "kind": e.note.kind,
+                    "group_key": e.note.group_key,
+                    "accepted_at": e.note.accepted_at,
+                    "attempts": e.attempts,
+                    "last_error": e.last_error,
+                    "recommendation": rec_to_json(e.note.recommendation),
+                }
+                for e in self.pending
+            ],
+            "active": [
+                {"recommendation": rec_to_json(a.recommendation), "last_sent_at": a.last_sent_at}
+                for a in self.active.values()
+            ],
+            "delivered": list(self.delivered),
+        }
+
+    def save(self, now: float) -> None:
+        """Write the file atomically (no-op without a path).
+
+        Raises:
+            StateError: the folder is not writable (the message names the path).
+        """
+        if self.path is None:
+            return
+        p = self.path
+        body = json.dumps(self.to_json(now), indent=1, default=str)
+        tmp: str | None = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+            tmp = None
+        except OSError as exc:
+            raise StateError(f"cannot write outbox {str(p)!r}: {exc.strerror}") from None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+# -- delivery ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """How one receiver's notifications are delivered (mapped from :class:`~advisor.notify.config.ReceiverConfig`)."""
+
+    timeout_seconds: float = 10.0
+    max_attempts: int | None = None
+    backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 60.0
+    rate_limit_per_minute: float | None = None
+    retention_seconds: float = 86_400.0
+    send_resolved: bool = True
+
+    def backoff(self, attempts: int, rng: random.Random) -> float:
+        """Delay after the ``attempts``-th failure: ``min(max, base × 2^(attempts−1))`` jittered to 50–100 %.
+
+        With base 1 s and max 60 s: 0.5–1, 1–2, 2–4, 4–8, 8–16, 16–32, 30–60, 30–60 … seconds.
+        """
+        base = min(self.max_backoff_seconds, self.backoff_seconds * 2.0 ** min(max(attempts, 1) - 1, 62))
+        return base * (0.5 + 0.5 * rng.random())
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """How one notification settled: ``sent``, ``failed`` (rejected or out of attempts) or ``dropped``
+    (retention expired)."""
+
+    key: str
+    outcome: str
+    attempts: int
+    status_code: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverStats:
+    """Counters since start-up, the current backlog and the most recent results (newest last)."""
+
+    receiver: str
+    sent: int
+    failed: int
+    dropped: int
+    queued: int
+    last_error: str | None
+    recent: tuple[DeliveryResult, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    status: int | None
+    error: str | None
+    retryable: bool
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+class TokenBucket:
+    """``per_minute`` tokens, refilled continuously at ``per_minute`` a minute (at least one token of burst)."""
+
+    def __init__(self, per_minute: float, now: float) -> None:
+        self.capacity = max(1.0, per_minute)
+        self.rate = per_minute / 60.0
+        self.tokens = self.capacity
+        self.updated = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.updated:
+            self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = max(self.updated, now)
+
+    def wait_time(self, now: float) -> float:
+        """Seconds until a token is available (0 when one is)."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        """Spend a token (call only when :meth:`wait_time` is 0)."""
+        self._refill(now)
+        self.tokens -= 1.0
+
+
+def _root_reason(exc: BaseException) -> str | None:
+    """The operating system's words for a connection failure (``Connection refused``), found in the chain."""
+    stack: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+        linked = (e.__cause__, e.__context__, getattr(e, "reason", None))
+        stack.extend(x for x in linked if isinstance(x, BaseException))
+        stack.extend(a for a in e.args if isinstance(a, BaseException))
+    return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 86_400 else None
+
+
+class OutboxWorker:
+    """Delivers one receiver's outbox on its own thread (see the module docstring for the rules).
+
+    ``clock`` gives unix seconds (acceptance, retention, backoff, the rate limit, Alertmanager's times);
+    ``sleep``, when given, replaces the interruptible wait between attempts (tests pass a fake that advances a
+    fake clock); ``rng`` draws the jitter.
+    """
+
+    def __init__(
+        self,
+        receiver: Receiver,
+        outbox: Outbox,
+        policy: DeliveryPolicy,
+        on_event: EventCallback | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        install_urllib3_redaction()
+        self.receiver = receiver
+        self.name = receiver.name
+        self.outbox = outbox
+        self.policy = policy
+        self._on_event = on_event
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._secrets = sorted(set(receiver.secrets()), key=len, reverse=True)
+        self._session = requests.Session()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._abandoned = False
+        self._kicked = False
+        self._head_ready_at = 0.0
+        self._resend_retry_at = 0.0
+        self._resend_failures = 0
+        self._save_failing = False
+        now = clock()
+        self._bucket = TokenBucket(policy.rate_limit_per_minute, now) if policy.rate_limit_per_minute else None
+        self._sent = self._failed = self._dropped = 0
+        self._last_error: str | None = None
+        self._recent: deque[DeliveryResult] = deque(maxlen=20)
+        with self._cond:
+            events = self._expire(now)
+            if events:
+                self._save(now)
+            restored = len(self.outbox.pending)
+        if restored:
+            log.info("notify %s: %d notification(s) restored from the outbox", self.name, restored)
+        self._emit([*events, ("queued", restored)])
+        self._thread = threading.Thread(target=self._run, name=f"notify-{self.name}", daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"OutboxWorker(receiver={self.receiver!r}, queued={len(self.outbox)})"
+
+    # -- API used by the notifier ------------------------------------------------------------------
+    def submit(self, note: Notification) -> bool:
+        """Accept a notification (persisted before this returns). ``False`` when the same key is already
+        waiting or was delivered recently (a repeat)."""
+        with self._cond:
+            key = note.key
+            if key in self.outbox.delivered or any(e.note.key == key for e in self.outbox.pending):
+                log.debug("notify %s: %s already accepted; not queued again", self.name, key)
+                return False
+            self.outbox.pending.append(Entry(note))
+            if self.receiver.resend_interval is not None:
+                rec = note.recommendation
+                if note.kind == "resolved":
+                    self.outbox.active.pop(rec.id, None)
+                else:
+                    self.outbox.active[rec.id] = ActiveAlert(rec)
+            self._save(self._clock())
+            depth = len(self.outbox.pending)
+            self._kicked = True
+            self._cond.notify_all()
+        self._emit([("queued", depth)])
+        return True
+
+    def forget(self, rec: Recommendation) -> None:
+        """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""
+        with self._cond:
+            if self.outbox.active.pop(rec.id, None) is not None:
+                self._save(self._clock())
+
+    def queued(self) -> int:
+        """Notifications waiting."""
+        with self._cond:
+            return len(self.outbox.pending)
+
+    def stats(self) -> ReceiverStats:
+        """A consistent snapshot of the counters."""
+        with self._cond:
+            return ReceiverStats(
+                self.name,
+                self._sent,
+                self._failed,
+                self._dropped,
+                len(self.outbox.pending),
+                self._last_error,
+                tuple(self._recent),
+            )
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until nothing is waiting; ``False`` if ``timeout`` seconds passed first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.outbox.pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._thread.is_alive():
+                    return False
+                self._cond.wait(min(remaining, 0.5))
+            return True
+
+    def request_stop(self) -> None:
+        """Ask the thread to stop after the request in flight (if any); what is waiting stays in the outbox."""
+        with self._cond:
+            self._stopping = True
+            self._kicked = True
+            self._cond.notify_all()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread; if it is still in a request after ``timeout``, abandon it: it will not write
+        the outbox again (its notification stays there and is sent after a restart)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            with self._cond:
+                self._abandoned = True
+            log.warning("notify %s: a request to %s is still in flight; abandoned", self.name, self.receiver.safe_url)
+            return False
+        self._session.close()
+        return True
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            try:
+                if not self._step():
+                    return
+            except Exception as exc:  # the worker must never die: say what (scrubbed) and go on
+                log.error(
+                    "notify %s: unexpected %s in the delivery loop: %s",
+                    self.name,
+                    type(exc).__name__,
+                    self._scrub(str(exc)),
+                )
+                self._pause(1.0)
+
+    def _step(self) -> bool:
+        """Decide under the lock, then send or wait outside it. ``False`` to stop."""
+        entry: Entry | None = None
+        resend: list[Recommendation] | None = None
+        wait: float | None = None
+        with self._cond:
+            if self._stopping:
+                return False
+            now = self._clock()
+            events = self._expire(now)
+            if events:
+                self._save(now)
+            pending = self.outbox.pending
+            if pending:
+                head = pending[0]
+                wait = max(self._head_ready_at - now, self._bucket.wait_time(now) if self._bucket else 0.0)
+                if wait > 0:
+                    expires_in = head.note.accepted_at + self.policy.retention_seconds - now
+                    wait = max(0.0, min(wait, expires_in))
+                else:
+                    if self._bucket is not None:
+                        self._bucket.take(now)
+                    entry = head
+            elif self.receiver.resend_interval is not None and self.outbox.active:
+                interval = self.receiver.resend_interval
+                due = min(
+                    now if a.last_sent_at is None else a.last_sent_at + interval for a in self.outbox.active.values()
+                )
+                due = max(due, self._resend_retry_at)
+                if due <= now:
+                    resend = [a.recommendation for a in self.outbox.active.values()]
+                else:
+                    wait = due - now
+        self._emit(events)
+        if entry is not None:
+            self._deliver(entry)
+        elif resend is not None:
+            self._resend(resend)
+        else:
+            self._pause(wait)
+        return True
+
+    def _pause(self, seconds: float | None) -> None:
+        if seconds is not None and self._sleep is not None:
+            if seconds > 0:
+                self._sleep(seconds)
+            return
+        with self._cond:
+            if not self._kicked and not self._stopping:
+                self._cond.wait(seconds)
+            self._kicked = False
+
+    def _expire(self, now: float) -> list[tuple[str, int]]:
+        """Drop notifications older than the retention (caller holds the lock and saves)."""
+        retention = self.policy.retention_seconds
+        pending = self.outbox.pending
+        expired = [e for e in pending if now - e.note.accepted_at >= retention]
+        if not expired:
+            return []
+        head = pending[0]
+        self.outbox.pending = deque(e for e in pending if now - e.note.accepted_at < retention)
+        if not self.outbox.pending or self.outbox.pending[0] is not head:
+            self._head_ready_at = 0.0
+        events = []
+        for e in expired:
+            self._dropped += 1
+            error = f"not delivered within the retention of {retention:g}s (last error: {e.last_error or 'none'})"
+            self._last_error = error
+            self._recent.append(DeliveryResult(e.note.key, "dropped", e.attempts, None, error))
+            log.error(
+                "notify %s: dropped %s (%s %s) after %d attempt(s): %s",
+                self.name,
+                e.note.key,
+                e.note.kind,
+                e.note.group_key,
+                e.attempts,
+                error,
+            )
+            events.append(("dropped", len(self.outbox.pending)))
+        self._cond.notify_all()
+        return events
+
+    def _deliver(self, entry: Entry) -> None:
+        note = entry.note
+        try:
+            request = self.receiver.build_request(note, self._clock())
+        except Exception as exc:  # a body that cannot be built will never be: fail it, do not loop
+            error = self._scrub(f"cannot build the request: {type(exc).__name__}: {exc}")
+            attempt = _Attempt(None, error, retryable=False)
+        else:
+            attempt = self._post(request)
+        events: list[tuple[str, int]] = []
+        with self._cond:
+            if self._abandoned:
+                return
+            now = self._clock()
+            pending = self.outbox.pending
+            if not pending or pending[0] is not entry:  # expired meanwhile (cannot happen: only we expire)
+                self._cond.notify_all()
+                return
+            entry.attempts += 1
+            if attempt.ok:
+                pending.popleft()
+                self.outbox.delivered.append(note.key)
+                active = self.outbox.active.get(note.recommendation.id)
+                if active is not None and note.kind != "resolved":
+                    active.last_sent_at = now
+                self._save(now)
+                self._head_ready_at = 0.0
+                self._sent += 1
+                self._recent.append(DeliveryResult(note.key, "sent", entry.attempts, attempt.status, None))
+                events.append(("sent", len(pending)))
+                log.info(
+                    "notify %s: delivered %s %s to %s (attempt %d)",
+                    self.name,
+                    note.kind,
+                    note.key,
+                    self.receiver.safe_url,
+                    entry.attempts,
+                )
+            else:
+                entry.last_error = attempt.error
+                out_of_attempts = self.policy.max_attempts is not None and entry.attempts >= self.policy.max_attempts
+                if not attempt.retryable or out_of_attempts:
+                    pending.popleft()
+                    self._save(now)
+                    self._head_ready_at = 0.0
+                    self._failed += 1
+                    self._last_error = attempt.error
+                    self._recent.append(
+                        DeliveryResult(note.key, "failed", entry.attempts, attempt.status, attempt.error)
+                    )
+                    events.append(("failed", len(pending)))
+                    why = "not retrying" if not attempt.retryable else f"giving up after {entry.attempts} attempts"
+                    log.error(
+                        "notify %s: %s rejected %s (%s); %s",
+                        self.name,
+                        self.receiver.safe_url,
+                        note.key,
+                        attempt.error,
+                        why,
+                    )
+                else:
+                    delay = self.policy.backoff(entry.attempts, self._rng)
+                    if attempt.retry_after is not None:
+                        delay = max(delay, min(attempt.retry_after, self.policy.max_backoff_seconds))
+                    self._head_ready_at = now + delay
+                    self._save(now)
+                    log.warning(
+                        "notify %s: attempt %d of %s to %s failed (%s); retrying in %.2fs",
+                        self.name,
+                        entry.attempts,
+                        note.key,
+                        self.receiver.safe_url,
+                        attempt.error,
+                        delay,
+                    )
+            self._cond.notify_all()
+        self._emit(events)
+
+    def _resend(self, recs: list[Recommendation]) -> None:
+        now = self._clock()
+        try:
+            request = self.receiver.build_resend(recs, now)
+        except Exception as exc:
+            attempt = _Attempt(None, f"cannot build the request: {type(exc).__name__}", retryable=True)
+        else:
+            attempt = self._post(request)
+        with self._cond:
+            if self._abandoned:
+                return
+            if attempt.ok:
+                for r in recs:
+                    a = self.outbox.active.get(r.id)
+                    if a is not None:
+                        a.last_sent_at = now
+                self._resend_failures = 0
+                self._resend_retry_at = 0.0
+                self._save(now)
+                log.debug("notify %s: re-sent %d active alert(s)", self.name, len(recs))
+            else:
+                self._resend_failures += 1
+                interval = self.receiver.resend_interval or 60.0
+                delay = min(interval, self.policy.backoff(self._resend_failures, self._rng))
+                self._resend_retry_at = self._clock() + delay
+                log.warning(
+                    "notify %s: re-sending %d active alert(s) to %s failed (%s); again in %.2fs",
+                    self.name,
+                    len(recs),
+                    self.receiver.safe_url,
+                    attempt.error,
+                    delay,
+                )
+            self._cond.notify_all()
+
+    def _post(self, request: Request) -> _Attempt:
+        """One POST; never raises. Error texts are scrubbed of secrets."""
+        try:
+            resp = self._session.post(
+                request.url,
+                data=request.body,
+                headers=request.headers,
+                timeout=self.policy.timeout_seconds,
+                allow_redirects=False,
+                stream=True,
+            )
+        except requests.Timeout:
+            return _Attempt(None, f"timeout after {self.policy.timeout_seconds:g}s", retryable=True)
+        except requests.RequestException as exc:
+            reason = _root_reason(exc)
+            text = f"{type(exc).__name__}" + (f" ({reason})" if reason else "")
+            return _Attempt(None, self._scrub(text), retryable=True)
+        try:
+            status = resp.status_code
+            if 200 <= status < 300:
+                return _Attempt(status, None, retryable=False)
+            try:
+                raw = resp.raw.read(ERROR_BODY_BYTES, decode_content=True) or b""
+            except Exception:  # the body is only for the error message
+                raw = b""
+            snippet = raw.decode("utf-8", errors="replace").strip()
+            error = self._scrub(f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}")
+            retryable = status >= 500 or status in RETRYABLE_STATUS
+            return _Attempt(status, error, retryable, _retry_after(resp.headers.get("Retry-After")))
+        finally:
+            resp.close()
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        for s in self._secrets:
+            text = text.replace(s, "<redacted>")
+        return text
+
+    def _save(self, now: float) -> None:
+        try:
+            self.outbox.save(now)
+        except StateError as exc:
+            if not self._save_failing:
+                log.error("notify %s: %s; delivering from memory until it can be written", self.name, exc)
+            self._save_failing = True
+        else:
+            if self._save_failing:
+                log.info("notify %s: outbox written again", self.name)
+            self._save_failing = False
+
+    def _emit(self, events: Iterable[tuple[str, int]]) -> None:
+        if self._on_event is None:
+            return
+        for outcome, depth in events:
+            try:
+                self._on_event(self.name, outcome, depth)
+            except Exception as exc:
+                log.error("notify %s: the metrics callback raised %s", self.name, type(exc).__name__)

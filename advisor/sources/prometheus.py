@@ -1,0 +1,780 @@
+"""A Prometheus-compatible HTTP API as a source (Prometheus, Thanos, Mimir, VictoriaMetrics).
+
+The source rebuilds, from data Prometheus already holds, the *same* histories the scraper produces: per
+target (grouped by ``instance`` by default) a list of ``(timestamp, Exposition)``, where an
+:data:`~advisor.domain.Exposition` is exactly what :func:`advisor.sources.exposition.parse_exposition`
+would have made of that target's ``/metrics`` at that time. Adapters, telemetry and rules do not know
+which source fed them.
+
+One cycle for one deployment costs **one** ``/api/v1/query_range`` request, however many engine instances
+the selector matches::
+
+    {__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running|…", job="vllm", namespace="prod"}
+
+Reshaping (:func:`histories_from_matrix`, pure) — example matrix entry and what it becomes::
+
+    {"metric": {"__name__": "vllm:time_to_first_token_seconds_bucket", "job": "vllm",
+                "instance": "10.0.0.5:8000", "engine": "0", "model_name": "m", "le": "+Inf"},
+     "values": [[1700000000, "41"], [1700000015, "44"]]}
+    {"metric": {"__name__": "up", "job": "vllm", "instance": "10.0.0.5:8000"}, "values": [...]}
+
+    → group "10.0.0.5:8000": [(1700000000.0, {"vllm:time_to_first_token_seconds_bucket":
+                                   [Sample(…, {"engine": "0", "model_name": "m", "le": "+Inf"}, 41.0)]}),
+                               (1700000015.0, {…: [Sample(…, 44.0)]})]
+
+* ``__name__`` becomes the sample name; values (strings in the API: ``"NaN"``, ``"+Inf"``, ``"1e+06"``)
+  become floats; ``le`` stays a string and the adapters parse it with ``float()`` as they do for a scrape
+  (``"1"``, ``"1.0"`` and Prometheus 3's normalised ``"1.0"`` are the same bound).
+* **Target labels are dropped, engine labels kept.** The labels Prometheus attached to a target (``job``,
+  ``instance`` and whatever service discovery and relabelling added: ``namespace``, ``pod`` …) are read
+  from that target's ``up`` series, fetched in the same query; without an ``up`` series (a store that does
+  not keep it, or a selector on engine labels) ``job`` and ``instance`` are dropped. The group-by labels and
+  ``drop_labels`` are always dropped. An engine label that collided with a target label was renamed
+  ``exported_<name>`` by Prometheus; it gets its own name back.
+* A series repeated inside one group after dropping (two jobs scraping one target) is read once, with a
+  warning; native-histogram series (no classic buckets) are skipped with a warning.
+* Series come in the API's order (sorted by labels), not the engine's: with several models behind one
+  engine pass ``model`` explicitly rather than relying on "the first".
+
+Time: ``query_range`` evaluates at ``start, start + step, …, end``; each point holds the newest sample at
+or before that time (within Prometheus's 5-minute look-back). The timestamp of a point is that evaluation
+time, so it can be up to one Prometheus scrape interval later than the scrape it shows: over a window,
+counter increases agree with direct scraping within about one scrape interval's worth of increase at each
+end (``tests/sources/test_prometheus_real.py`` measures it). A target that went down drops out (its series
+are marked stale), as a failed scrape adds nothing to the scraper's history.
+
+Errors never raise into the loop: :meth:`PrometheusSource.history` and :meth:`PrometheusSource.metric_names`
+return a result with ``ok=False`` and one reason from :data:`advisor.conventions.SCRAPE_ERROR_REASONS`::
+
+    reason               when
+    ───────────────────  ───────────────────────────────────────────────────────────────────────────
+    connection_refused   no connection: refused, DNS, reset, TLS failure (the message says which)
+    timeout              connect or read timeout, the body passing its deadline, or the API's own
+                         ``errorType: timeout`` (query evaluation took too long)
+    http_status          a non-2xx status or a redirect, or ``status: error`` from the API; the message
+                         carries the API's ``errorType`` and ``error`` (``bad_data``: a bad regex …)
+    too_large            the response passed ``max_bytes``
+    parse_error          not JSON, or JSON not shaped as the API documents
+
+Programming and configuration errors — an invalid selector, ``end < start``, a step giving more than
+11,000 points — raise :class:`ValueError` when the call is made; check selectors at configuration time with
+:func:`advisor.sources.promql.validate_selector`.
+
+Secrets: the bearer token and the password are sent, never shown. Messages are composed here from the
+failure class and the API's error text with the token, the password and any ``Authorization`` value
+scrubbed; ``repr()`` shows the base URL without user-info or query.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import requests
+import urllib3.exceptions
+
+from advisor.conventions import (
+    REASON_CONNECTION_REFUSED,
+    REASON_HTTP_STATUS,
+    REASON_PARSE_ERROR,
+    REASON_TIMEOUT,
+    REASON_TOO_LARGE,
+)
+from advisor.domain import Exposition, Sample, TimedSnapshot
+from advisor.engines.base import EngineAdapter
+from advisor.errors import ParseError
+from advisor.redact import redact_url
+from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
+
+# package-internal helpers shared with the scraper: the deadline- and size-bounded body read and the
+# classification of connection failures (one behaviour for both sources)
+from advisor.sources.scrape import (
+    _cause_name,
+    _DeadlineExceededError,
+    _is_refused,
+    _read_body,
+    _TooLargeError,
+)
+
+UP: Final = "up"
+"""The series Prometheus writes per target and scrape; its labels are the target's labels."""
+
+DEFAULT_TARGET_LABELS: Final = ("job", "instance")
+"""Dropped from engine series when a group has no ``up`` series to name its target labels."""
+
+MAX_POINTS_PER_SERIES: Final = 11_000
+"""Prometheus refuses ``query_range`` calls resolving to more points per series than this."""
+
+_ERROR_CHARS: Final = 200
+_AUTH_HEADER_RE: Final = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
+
+Wanted = Callable[[str], bool] | Collection[str]
+"""Which metric names to fetch: the names themselves, or an adapter's ``wants`` predicate."""
+
+
+# --- results ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromGroup:
+    """One target's history as Prometheus holds it.
+
+    Attributes:
+        labels: the group-by labels and their values (``{"instance": "10.0.0.5:8000"}``).
+        target: the name to give its :class:`~advisor.domain.TimedSnapshot` values: the ``instance`` value
+            when grouping by ``instance`` alone, else ``label=value`` pairs joined by ``,``.
+        points: ``(evaluation time, Exposition)`` in time order; only times with engine samples.
+        up: ``(evaluation time, up value)`` in time order (``1`` scraped, ``0`` scrape failed); empty when
+            the store has no ``up`` series for the target.
+        dropped_labels: the label names removed from the engine's series (target and group-by labels).
+    """
+
+    labels: Mapping[str, str]
+    target: str
+    points: tuple[tuple[float, Exposition], ...]
+    up: tuple[tuple[float, float], ...] = ()
+    dropped_labels: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixHistories:
+    """What :func:`histories_from_matrix` made of one matrix: the groups, and what it had to skip."""
+
+    groups: tuple[PromGroup, ...]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PromHistory:
+    """The outcome of :meth:`PrometheusSource.history`.
+
+    Attributes:
+        ok: the API answered with a usable matrix.
+        groups: one :class:`PromGroup` per target, sorted by ``target``; ``()`` when not ``ok``.
+        query: the PromQL sent (no secrets: label matchers and metric names only).
+        error_reason: one of ``advisor.conventions.SCRAPE_ERROR_REASONS`` when not ``ok``.
+        error_message: a short cause, free of credentials; ``None`` when ``ok``.
+        duration_seconds: wall time of the call, every request included (monotonic clock).
+        status_code: the HTTP status of the last response, when one arrived.
+        warnings: the API's ``warnings`` plus what the reshaping skipped.
+        queries: HTTP requests this call made (1, or 2 when ``wanted`` was a predicate).
+        response_bytes: decoded size of the ``query_range`` answer (what ``max_bytes`` caps).
+    """
+
+    ok: bool
+    groups: tuple[PromGroup, ...] = ()
+    query: str = ""
+    error_reason: str | None = None
+    error_message: str | None = None
+    duration_seconds: float = 0.0
+    status_code: int | None = None
+    warnings: tuple[str, ...] = ()
+    queries: int = 0
+    response_bytes: int = 0
+
+    def group(self, target: str) -> PromGroup | None:
+        """The group named ``target``, or ``None``."""
+        return next((g for g in self.groups if g.target == target), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PromNames:
+    """The outcome of :meth:`PrometheusSource.metric_names`: the metric names that exist for a selector."""
+
+    ok: bool
+    names: frozenset[str] = frozenset()
+    error_reason: str | None = None
+    error_message: str | None = None
+    duration_seconds: float = 0.0
+    status_code: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+# --- pure reshaping -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _GroupBuild:
+    up_labels: set[str] = field(default_factory=set)
+    up: dict[float, float] = field(default_factory=dict)
+    series: list[tuple[str, dict[str, str], list[tuple[float, float]]]] = field(default_factory=list)
+
+
+def _number(raw: Any, what: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise ParseError(f"{what}: expected a number or numeric string, got {type(raw).__name__}")
+    try:
+        return float(raw)
+    except ValueError:
+        raise ParseError(f"{what}: not a number: {str(raw)[:40]!r}") from None
+
+
+def _values(raw: Any, where: str) -> list[tuple[float, float]]:
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}: 'values' is not a list")
+    out: list[tuple[float, float]] = []
+    for j, pair in enumerate(raw):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
+        t = _number(pair[0], f"{where} value {j} time")
+        if not math.isfinite(t):
+            raise ParseError(f"{where}: value {j} time is not finite")
+        out.append((t, _number(pair[1], f"{where} value {j}")))
+    return out
+
+
+def _target_name(labels: Mapping[str, str], group_by: Sequence[str]) -> str:
+    if tuple(group_by) == ("instance",):
+        return labels["instance"]
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def _engine_labels(metric: Mapping[str, str], drop: frozenset[str]) -> dict[str, str]:
+    labels = {k: v for k, v in metric.items() if k not in drop}
+    for k in [k for k in labels if k.startswith("exported_")]:
+        original = k[len("exported_") :]
+        if original in drop and original not in labels:
+            labels[original] = labels.pop(k)
+    return labels
+
+
+def histories_from_matrix(
+    data: Any,
+    group_by: Sequence[str] = ("instance",),
+    drop_labels: Collection[str] = (),
+) -> MatrixHistories:
+    """Turn a ``query_range`` matrix into per-target histories of expositions (see the module docstring).
+
+    Args:
+        data: the ``data`` member of a successful ``/api/v1/query_range`` answer:
+            ``{"resultType": "matrix", "result": [{"metric": {...}, "values": [[t, "v"], ...]}, ...]}``.
+        group_by: labels whose values name a target (a series without one has ``""`` for it).
+        drop_labels: further label names to remove from every engine series.
+
+    Returns:
+        The groups sorted by target name (a target with only an ``up`` series has no points), and warnings
+        for skipped native-histogram and duplicate series.
+
+    Raises:
+        ParseError: ``data`` is not shaped as the API documents (the message says where).
+    """
+    if not isinstance(data, Mapping):
+        raise ParseError("query_range data is not an object")
+    if data.get("resultType") != "matrix":
+        raise ParseError(f"expected a matrix result, got resultType {data.get('resultType')!r}")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise ParseError("query_range data.result is not a list")
+    group_by = tuple(group_by)
+    builds: dict[tuple[str, ...], _GroupBuild] = {}
+    native = 0
+    for i, item in enumerate(result):
+        where = f"series {i}"
+        if not isinstance(item, Mapping):
+            raise ParseError(f"{where} is not an object")
+        metric = item.get("metric")
+        if not isinstance(metric, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+        ):
+            raise ParseError(f"{where}: 'metric' is not an object of string labels")
+        name = metric.get("__name__")
+        if not name:
+            raise ParseError(f"{where} has no __name__ (a query that drops metric names cannot be read)")
+        where = f"series {i} ({name})"
+        if "values" not in item:
+            if "histograms" in item:
+                native += 1
+                continue
+            raise ParseError(f"{where} has no 'values'")
+        values = _values(item["values"], where)
+        key = tuple(metric.get(label, "") for label in group_by)
+        build = builds.setdefault(key, _GroupBuild())
+        if name == UP:
+            build.up_labels.update(k for k in metric if k != "__name__")
+            build.up.update(values)
+            continue
+        build.series.append((name, dict(metric), values))
+
+    warnings: list[str] = []
+    if native:
+        warnings.append(f"skipped {native} native-histogram series (only classic histograms are read)")
+    groups: list[PromGroup] = []
+    for key, build in builds.items():
+        target_labels = build.up_labels or set(DEFAULT_TARGET_LABELS)
+        drop = frozenset({"__name__", *group_by, *drop_labels, *target_labels})
+        labels = dict(zip(group_by, key, strict=True))
+        target = _target_name(labels, group_by)
+        by_time: dict[float, dict[str, list[Sample]]] = {}
+        seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+        duplicates = 0
+        for name, metric, values in build.series:
+            engine_labels = _engine_labels(metric, drop)
+            identity = (name, frozenset(engine_labels.items()))
+            if identity in seen:
+                duplicates += 1
+                continue
+            seen.add(identity)
+            for t, v in values:
+                by_time.setdefault(t, {}).setdefault(name, []).append(Sample(name, engine_labels, v))
+        if duplicates:
+            warnings.append(
+                f"{target}: {duplicates} series repeated once target labels were dropped (two scrape jobs on one "
+                "target?); read once"
+            )
+        groups.append(
+            PromGroup(
+                labels=labels,
+                target=target,
+                points=tuple((t, by_time[t]) for t in sorted(by_time)),
+                up=tuple(sorted(build.up.items())),
+                dropped_labels=drop - {"__name__"},
+            )
+        )
+    groups.sort(key=lambda g: g.target)
+    return MatrixHistories(groups=tuple(groups), warnings=tuple(warnings))
+
+
+def to_timed_snapshots(group: PromGroup, adapter: EngineAdapter, model: str | None = None) -> list[TimedSnapshot]:
+    """One :class:`~advisor.domain.TimedSnapshot` per point of ``group``: what the scraper's history holds.
+
+    ``adapter`` is the deployment's adapter (``advisor.engines.get_adapter``); adapter exceptions propagate
+    (the caller isolates them per target, as it does for scraped expositions).
+    """
+    return [TimedSnapshot(group.target, t, adapter.snapshot(expo, model)) for t, expo in group.points if expo]
+
+
+# --- HTTP ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    data: Any = None
+    error_reason: str | None = None
+    error_message: str | None = None
+    status_code: int | None = None
+    warnings: tuple[str, ...] = ()
+    response_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_reason is None
+
+
+def _check_range(start: float, end: float) -> None:
+    for label, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{label} must be a finite number of seconds, got {value!r}")
+    if end < start:
+        raise ValueError(f"end ({end!r}) is before start ({start!r})")
+
+
+def _check_times(start: float, end: float, step: float) -> None:
+    _check_range(start, end)
+    if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step) or step <= 0:
+        raise ValueError(f"step must be > 0 seconds, got {step!r}")
+    points = math.floor((end - start) / step) + 1
+    if points > MAX_POINTS_PER_SERIES:
+        raise ValueError(
+            f"{points} points per series (({end} − {start}) / {step}) exceeds Prometheus's limit of "
+            f"{MAX_POINTS_PER_SERIES}; use a larger step or a shorter window"
+        )
+
+
+def _seconds(value: float) -> str:
+    return repr(float(value))
+
+
+class PrometheusSource:
+    """Reads engine series from one Prometheus-compatible HTTP API.
+
+    Thread-safe as far as ``requests.Session`` is (deployments may be read concurrently); ``queries_made``
+    counts every HTTP request sent, for the "queries per cycle" budget.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        session: requests.Session | None = None,
+        bearer_token: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        ca_file: str | Path | None = None,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 3.0,
+        read_timeout: float = 30.0,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        """Check everything that can be checked before the first request.
+
+        Args:
+            base_url: ``http(s)://host:port`` plus any path prefix (``https://mimir.example/prometheus``);
+                ``/api/v1/…`` is appended. No user-info or query string (credentials go in the arguments).
+            session: a caller-owned session (connection reuse, proxies); a new one when ``None``.
+            bearer_token: sent as ``Authorization: Bearer …``; exclusive with basic auth.
+            username, password: HTTP basic auth; both or neither.
+            ca_file: PEM bundle to verify the server's certificate (``requests`` ``verify=``); the system
+                store when ``None``.
+            headers: extra request headers (``X-Scope-OrgID`` for Mimir tenants).
+            connect_timeout: seconds to connect.
+            read_timeout: seconds for the first byte of the answer and for any stall after it; with
+                ``connect_timeout`` also the overall deadline of one request. Sent as the API's ``timeout``
+                so the server stops evaluating when the source stops waiting.
+            max_bytes: cap on a decoded answer. A point costs about 35 bytes of JSON, so 64 MiB is about
+                1.9 million points: 300 vLLM targets × ~300 series × 21 points (5 min at 15 s steps). Fetch
+                only the points since the previous cycle to stay far below it.
+
+        Raises:
+            ValueError: a malformed URL, mixed or half-given credentials, a missing CA file, a non-positive
+                timeout or cap. The message never contains the token or the password.
+        """
+        try:
+            parts = urlsplit(base_url)
+            host = parts.hostname
+        except ValueError:
+            raise ValueError(f"base_url {redact_url(base_url)!r} is not a URL") from None
+        if parts.scheme not in ("http", "https") or not host:
+            raise ValueError(f"base_url {redact_url(base_url)!r} must be http:// or https:// with a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("base_url must not carry user-info; pass username/password or bearer_token")
+        if parts.query or parts.fragment:
+            raise ValueError(f"base_url {redact_url(base_url)!r} must not have a query string or fragment")
+        if bearer_token is not None and (username is not None or password is not None):
+            raise ValueError("give either bearer_token or username/password, not both")
+        if (username is None) != (password is None):
+            raise ValueError("basic auth needs both username and password")
+        if bearer_token is not None and (not bearer_token.strip() or "\n" in bearer_token or "\r" in bearer_token):
+            raise ValueError("bearer_token is empty or spans lines")
+        if ca_file is not None and not Path(ca_file).is_file():
+            raise ValueError(f"ca_file {str(ca_file)!r} is not a readable file")
+        for label, t in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
+            if not (isinstance(t, int | float) and math.isfinite(t) and t > 0):
+                raise ValueError(f"{label} must be a positive number of seconds, got {t!r}")
+        if not (isinstance(max_bytes, int) and max_bytes > 0):
+            raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+
+        self._base = base_url.rstrip("/")
+        self.base_url = redact_url(self._base)
+        self._session = session if session is not None else requests.Session()
+        self._owns_session = session is None
+        self._headers = dict(headers or {})
+        self._auth = (username, password) if username is not None and password is not None else None
+        if bearer_token is not None:
+            self._headers["Authorization"] = f"Bearer {bearer_token}"
+        self._verify: bool | str = str(ca_file) if ca_file is not None else True
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+        self.max_bytes = max_bytes
+        self._secrets = self._secret_strings(bearer_token, username, password)
+        self._lock = threading.Lock()
+        self._queries = 0
+
+    @staticmethod
+    def _secret_strings(token: str | None, username: str | None, password: str | None) -> tuple[str, ...]:
+        secrets = [token or "", password or ""]
+        if username is not None and password is not None:
+            pair = f"{username}:{password}".encode()
+            secrets += [base64.b64encode(pair).decode(), base64.urlsafe_b64encode(pair).decode()]
+        return tuple(sorted((s for s in secrets if s), key=len, reverse=True))
+
+    def __repr__(self) -> str:
+        return f"PrometheusSource({self.base_url!r})"
+
+    @property
+    def queries_made(self) -> int:
+        """HTTP requests sent since construction (every call of every method)."""
+        with self._lock:
+            return self._queries
+
+    def close(self) -> None:
+        """Close the session if this source created it."""
+        if self._owns_session:
+            self._session.close()
+
+    def __enter__(self) -> PrometheusSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public API ------------------------------------------------------------------------------------------
+
+    def history(
+        self,
+        selector: str,
+        wanted: Wanted,
+        start: float,
+        end: float,
+        step: float,
+        group_by: Sequence[str] = ("instance",),
+        drop_labels: Collection[str] = (),
+    ) -> PromHistory:
+        """Every wanted series of the selected targets over ``[start, end]``, as per-target histories.
+
+        Args:
+            selector: PromQL label matchers picking the deployment's targets (``job="vllm",namespace="prod"``).
+            wanted: the metric (sample) names to read — a collection costs one request; a predicate such as
+                ``adapter.wants`` first asks which names exist (:meth:`metric_names`), two requests.
+            start, end: unix seconds, inclusive.
+            step: seconds between evaluation points (the advisor's scrape interval, or Prometheus's).
+            group_by: labels naming a target; ``("instance",)`` gives one history per scraped endpoint.
+            drop_labels: further labels to strip from engine series (see :func:`histories_from_matrix`).
+
+        Returns:
+            A :class:`PromHistory`; never raises for network, HTTP or API errors.
+
+        Raises:
+            ValueError: an invalid selector, label name, metric name or time range (a caller's mistake).
+        """
+        matchers = parse_selector(selector)
+        group_by = tuple(group_by)
+        bad = [g for g in (*group_by, *drop_labels) if not LABEL_NAME_RE.fullmatch(g)]
+        if not group_by or bad:
+            raise ValueError(f"group_by must name at least one label and every label must be valid; bad: {bad}")
+        _check_times(start, end, step)
+        began = time.monotonic()
+        queries = 0
+
+        if isinstance(wanted, str):
+            raise ValueError("wanted must be a collection of metric names or a predicate, not one string")
+        if isinstance(wanted, Collection):
+            names = set(wanted)
+        else:
+            listed = self.metric_names(selector, start, end)
+            queries += 1
+            if not listed.ok:
+                return PromHistory(
+                    ok=False,
+                    error_reason=listed.error_reason,
+                    error_message=f"listing metric names: {listed.error_message}",
+                    duration_seconds=time.monotonic() - began,
+                    status_code=listed.status_code,
+                    queries=queries,
+                )
+            names = {n for n in listed.names if wanted(n)}
+        names.discard(UP)
+        if not names:
+            return PromHistory(
+                ok=True,
+                duration_seconds=time.monotonic() - began,
+                warnings=(f"no wanted metric exists for {{{selector}}} between {start:.0f} and {end:.0f}",),
+                queries=queries,
+            )
+        query = vector_selector(matchers, sorted(names | {UP}))
+        params = [
+            ("query", query),
+            ("start", _seconds(start)),
+            ("end", _seconds(end)),
+            ("step", _seconds(step)),
+            ("timeout", _seconds(self.read_timeout)),
+        ]
+        answer = self._call("POST", "/api/v1/query_range", params)
+        queries += 1
+
+        def done(**kw: Any) -> PromHistory:
+            return PromHistory(
+                query=query,
+                duration_seconds=time.monotonic() - began,
+                status_code=answer.status_code,
+                queries=queries,
+                response_bytes=answer.response_bytes,
+                **kw,
+            )
+
+        if not answer.ok:
+            return done(ok=False, error_reason=answer.error_reason, error_message=answer.error_message)
+        try:
+            shaped = histories_from_matrix(answer.data, group_by, drop_labels)
+        except ParseError as exc:
+            return done(ok=False, error_reason=REASON_PARSE_ERROR, error_message=self._clean(str(exc)))
+        return done(ok=True, groups=shaped.groups, warnings=answer.warnings + shaped.warnings)
+
+    def metric_names(self, selector: str, start: float | None = None, end: float | None = None) -> PromNames:
+        """The metric names with series on the selected targets — for ``engine: auto``
+        (:func:`advisor.engines.detect.detect_engine` takes them) and for choosing ``wanted`` names.
+
+        One ``GET /api/v1/label/__name__/values?match[]={…}`` request. ``start``/``end`` (unix s) limit the
+        look-up to recent data (recommended: the evaluation window; without them the server searches all
+        the data it holds).
+
+        Raises:
+            ValueError: an invalid selector or time range.
+        """
+        matchers = parse_selector(selector)
+        params = [("match[]", match_selector(matchers))]
+        if start is not None or end is not None:
+            if start is None or end is None:
+                raise ValueError("give both start and end, or neither")
+            _check_range(start, end)
+            params += [("start", _seconds(start)), ("end", _seconds(end))]
+        began = time.monotonic()
+        answer = self._call("GET", "/api/v1/label/__name__/values", params)
+        if not answer.ok:
+            return PromNames(
+                ok=False,
+                error_reason=answer.error_reason,
+                error_message=answer.error_message,
+                duration_seconds=time.monotonic() - began,
+                status_code=answer.status_code,
+            )
+        data = answer.data
+        if not isinstance(data, list) or not all(isinstance(n, str) for n in data):
+            return PromNames(
+                ok=False,
+                error_reason=REASON_PARSE_ERROR,
+                error_message="label values answer is not a list of strings",
+                duration_seconds=time.monotonic() - began,
+                status_code=answer.status_code,
+            )
+        return PromNames(
+            ok=True,
+            names=frozenset(data),
+            duration_seconds=time.monotonic() - began,
+            status_code=answer.status_code,
+            warnings=answer.warnings,
+        )
+
+    # -- one request -----------------------------------------------------------------------------------------
+
+    def _clean(self, text: str) -> str:
+        """One line, secrets scrubbed, at most 200 characters."""
+        text = " ".join(text.split())
+        for secret in self._secrets:
+            text = text.replace(secret, "[REDACTED]")
+        text = _AUTH_HEADER_RE.sub(r"\1 [REDACTED]", text)
+        return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 1] + "…"
+
+    def _call(self, method: str, path: str, params: list[tuple[str, str]]) -> _Answer:
+        """Send one API request; classify every failure (never raises for network or API errors)."""
+        with self._lock:
+            self._queries += 1
+        url = self._base + path
+        deadline = time.monotonic() + self.connect_timeout + self.read_timeout
+        headers = {"Accept": "application/json", **self._headers}
+        try:
+            response = self._session.request(
+                method,
+                url,
+                params=params if method == "GET" else None,
+                data=params if method != "GET" else None,
+                headers=headers,
+                auth=self._auth,
+                verify=self._verify,
+                timeout=(self.connect_timeout, self.read_timeout),
+                stream=True,
+                allow_redirects=False,
+            )
+        except requests.exceptions.ConnectTimeout:
+            return _Answer(
+                error_reason=REASON_TIMEOUT, error_message=f"connect timeout after {self.connect_timeout:g}s"
+            )
+        except requests.exceptions.ReadTimeout:
+            return _Answer(
+                error_reason=REASON_TIMEOUT,
+                error_message=f"no response headers within read timeout {self.read_timeout:g}s",
+            )
+        except requests.exceptions.ConnectionError as exc:
+            if _is_refused(exc):
+                return _Answer(error_reason=REASON_CONNECTION_REFUSED, error_message="connection refused")
+            return _Answer(
+                error_reason=REASON_CONNECTION_REFUSED, error_message=f"connection failed ({_cause_name(exc)})"
+            )
+        except (requests.exceptions.RequestException, ValueError, OSError) as exc:
+            return _Answer(error_reason=REASON_CONNECTION_REFUSED, error_message=f"request failed ({_cause_name(exc)})")
+
+        with response:
+            status = response.status_code
+            if 300 <= status < 400:
+                location = redact_url(response.headers.get("Location", "")) or "an unnamed place"
+                return _Answer(
+                    error_reason=REASON_HTTP_STATUS,
+                    error_message=self._clean(
+                        f"HTTP {status} redirect to {location}; point base_url at the final address"
+                    ),
+                    status_code=status,
+                )
+            try:
+                body = _read_body(response, deadline, self.max_bytes)
+            except _TooLargeError:
+                return _Answer(
+                    error_reason=REASON_TOO_LARGE,
+                    error_message=f"answer exceeds the cap of {self.max_bytes} bytes; narrow the selector or window",
+                    status_code=status,
+                )
+            except _DeadlineExceededError:
+                return _Answer(
+                    error_reason=REASON_TIMEOUT,
+                    error_message=f"answer not complete within {self.connect_timeout + self.read_timeout:g}s",
+                    status_code=status,
+                )
+            except urllib3.exceptions.ReadTimeoutError:
+                return _Answer(
+                    error_reason=REASON_TIMEOUT,
+                    error_message=f"answer stalled longer than {self.read_timeout:g}s",
+                    status_code=status,
+                )
+            except urllib3.exceptions.DecodeError:
+                return _Answer(
+                    error_reason=REASON_PARSE_ERROR,
+                    error_message="answer could not be decoded (Content-Encoding)",
+                    status_code=status,
+                )
+            except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+                return _Answer(
+                    error_reason=REASON_CONNECTION_REFUSED,
+                    error_message=f"connection lost while reading the answer ({_cause_name(exc)})",
+                    status_code=status,
+                )
+            reason_phrase = response.reason or ""
+        return replace(self._interpret(status, reason_phrase, body), response_bytes=len(body))
+
+    def _interpret(self, status: int, reason_phrase: str, body: bytes) -> _Answer:
+        """Status and body → data or a classified error (the API's ``errorType``/``error`` when given)."""
+        text = body.decode("utf-8", errors="replace")
+        try:
+            payload: Any = json.loads(text)
+        except ValueError:
+            payload = None
+        if isinstance(payload, Mapping) and payload.get("status") == "error":
+            error_type = str(payload.get("errorType") or "unknown")
+            error = str(payload.get("error") or "")
+            prefix = f"HTTP {status}: " if not 200 <= status < 300 else ""
+            return _Answer(
+                error_reason=REASON_TIMEOUT if error_type == "timeout" else REASON_HTTP_STATUS,
+                error_message=self._clean(f"{prefix}Prometheus error {error_type}: {error}"),
+                status_code=status,
+            )
+        if not 200 <= status < 300:
+            head = f"HTTP {status} {reason_phrase}".rstrip()
+            snippet = self._clean(text)
+            return _Answer(
+                error_reason=REASON_HTTP_STATUS,
+                error_message=self._clean(f"{head}: {snippet}" if snippet else head),
+                status_code=status,
+            )
+        if not isinstance(payload, Mapping):
+            what = "not JSON" if payload is None else f"JSON {type(payload).__name__}, not an object"
+            snippet = self._clean(text[:80])
+            return _Answer(
+                error_reason=REASON_PARSE_ERROR,
+                error_message=self._clean(f"answer is {what}: {snippet!r}"),
+                status_code=status,
+            )
+        if payload.get("status") != "success" or "data" not in payload:
+            return _Answer(
+                error_reason=REASON_PARSE_ERROR,
+                error_message=self._clean(f"answer has status {payload.get('status')!r} and no usable data"),
+                status_code=status,
+            )
+        raw_warnings = payload.get("warnings") or []
+        warnings = tuple(self._clean(str(w)) for w in raw_warnings) if isinstance(raw_warnings, list) else ()
+        return _Answer(data=payload["data"], status_code=status, warnings=warnings)

@@ -1,0 +1,170 @@
+"""Acceptance 2 of issue 6: a real Alertmanager (Debian's ``prometheus-alertmanager``) receives the advisor's
+alerts through API v2 and delivers them to a webhook receiver through its own routing; the resolve reaches the
+receiver too.
+
+Alertmanager runs on a free loopback port with a generated config (one route grouping by deployment,
+``group_wait``/``group_interval`` 1 s, a ``webhook_configs`` receiver on loopback with ``send_resolved``),
+storage in a temporary folder and clustering off (``--cluster.listen-address=``). About 5 s in all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from advisor.domain import rfc3339
+from advisor.notify.config import ReceiverConfig
+from advisor.notify.notifier import build_notifier
+from tests.notify.conftest import Hook, rec
+
+pytestmark = pytest.mark.integration
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Alertmanager:
+    url: str
+    log: Path
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path, hook: Hook) -> Iterator[Alertmanager]:
+    if ALERTMANAGER is None:
+        pytest.skip("prometheus-alertmanager is not installed (apt-get install prometheus-alertmanager)")
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(
+        f"""
+route:
+  receiver: hook
+  group_by: [deployment]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs:
+      - url: "{hook.url}"
+        send_resolved: true
+"""
+    )
+    port = _free_port()
+    log = tmp_path / "alertmanager.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                ALERTMANAGER,
+                f"--config.file={config}",
+                f"--storage.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+                "--log.level=info",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"alertmanager exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"alertmanager not ready in 20 s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield Alertmanager(url, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _unix(ts: str) -> float:
+    """Alertmanager's RFC 3339 time (up to nanoseconds) → unix seconds."""
+    m = re.fullmatch(r"(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", ts)
+    assert m is not None, ts
+    base = datetime.datetime.fromisoformat(m.group(1) + m.group(3).replace("Z", "+00:00"))
+    return base.timestamp() + (float("0." + m.group(2)) if m.group(2) else 0.0)
+
+
+def _webhook_alerts(hook: Hook, status: str, rec_id: str) -> list[dict[str, Any]]:
+    out = []
+    for h in hook.acked():
+        body = h.json()
+        for a in body.get("alerts", []):
+            if a.get("status") == status and a["annotations"].get("runbook_url", "").endswith("#kv-saturation"):
+                out.append({"body": body, "alert": a})
+    return out
+
+
+def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_resolve(
+    alertmanager: Alertmanager, hook: Hook, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    cfg = ReceiverConfig.model_validate(
+        {"name": "am", "type": "alertmanager", "url": alertmanager.url, "resend_interval": "1s", "backoff_seconds": 0.1}
+    )
+    n = build_notifier([cfg], tmp_path / "outbox", None, external_url="http://127.0.0.1:9188")
+    now = time.time()
+    r = rec(7, opened_at=now - 30)
+    try:
+        n.submit("opened", r)
+        assert hook.wait(lambda h: bool(_webhook_alerts(h, "firing", r.id)), 20), alertmanager.log.read_text()[-2000:]
+        firing = _webhook_alerts(hook, "firing", r.id)[0]
+        assert firing["body"]["receiver"] == "hook"
+        assert firing["body"]["groupLabels"] == {"deployment": "chat-8b"}
+        labels = firing["alert"]["labels"]
+        assert labels["alertname"] == "CapacityAdvisorRecommendation"
+        assert labels["dial"] == r.dial and labels["deployment"] == "chat-8b" and labels["severity"] == "warning"
+        assert firing["alert"]["annotations"]["flag"] == "--max-num-seqs 192"
+        assert firing["alert"]["annotations"]["summary"] == r.summary
+        assert firing["alert"]["generatorURL"] == f"http://127.0.0.1:9188/api/v1/recommendations/{r.id}"
+
+        # while open, the alert is re-sent with endsAt 4 × resend_interval ahead, as Prometheus does
+        time.sleep(2.5)
+        active = requests.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
+        mine = [a for a in active if a["labels"].get("dial") == r.dial]
+        assert len(mine) == 1 and mine[0]["status"]["state"] == "active"
+        assert mine[0]["startsAt"].startswith(rfc3339(r.opened_at)[:19])
+        # sent once at submission (endsAt ≈ then + 4 s ≈ now + 1.5 s) and re-sent since (≈ now + 3–4 s)
+        ahead = _unix(mine[0]["endsAt"]) - time.time()
+        assert 2.6 <= ahead <= 4.5
+
+        resolved_at = time.time()
+        n.submit("resolved", replace(r, resolved_at=resolved_at))
+        assert hook.wait(lambda h: bool(_webhook_alerts(h, "resolved", r.id)), 20), alertmanager.log.read_text()[-2000:]
+        resolved = _webhook_alerts(hook, "resolved", r.id)[0]
+        assert resolved["body"]["status"] == "resolved"
+        assert _unix(resolved["alert"]["endsAt"]) == pytest.approx(resolved_at, abs=0.01)
+        assert n.flush(5)
+    finally:
+        n.close(2)
+    stats = n.stats()["am"]
+    assert (stats.sent, stats.failed, stats.dropped) == (2, 0, 0)
+    assert time.monotonic() - started < 60
