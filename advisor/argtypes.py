@@ -31,3 +31,15 @@ def duration_arg(text: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 (run until stopped) or a positive number of seconds, got {text!r}")
     return v
+
+
+def shard_arg(text: str) -> tuple[int, int]:
+    """``i/n`` with 0 ≤ i < n."""
+    try:
+        i_text, n_text = text.split("/")
+        i, n = int(i_text), int(n_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be i/n, e.g. 0/3, got {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"must be i/n with 0 <= i < n, got {text!r}")
+    return i, n

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor import __version__
-from advisor.argtypes import duration_arg, positive_float
+from advisor.argtypes import duration_arg, positive_float, shard_arg
 from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
@@ -33,12 +33,17 @@ from advisor.plancmd import add_plan_parser
 log = logging.getLogger("advisor")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(level: str, fmt: str = "text") -> None:
+    from advisor.logfmt import JSONFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JSONFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
@@ -154,11 +159,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg,
         collector,
         metrics,
+        shard=args.shard,
         base_dir=Path(args.config).resolve().parent,
         on_transition=lambda t: print(format_transition(t), flush=True),
     )
     return run_daemon(
-        svc, registry, args.listen, on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url)
+        svc,
+        registry,
+        args.listen,
+        on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url),
+        config_path=Path(args.config),
     )
 
 
@@ -247,11 +257,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the daemon against real engines")
     run.add_argument("--config", required=True, help="YAML config file")
     run.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
+    run.add_argument(
+        "--shard",
+        type=shard_arg,
+        default=(0, 1),
+        help="i/n: evaluate only the deployments whose stable hash mod n is i (n advisors split a fleet)",
+    )
     run.set_defaults(func=cmd_run)
 
     demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
@@ -297,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capacity-advisor`` console script."""
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     try:
         rc: int = args.func(args)
     except (ValueError, AdvisorError) as exc:

@@ -150,6 +150,10 @@ class Deployment(_Strict):
         default="scrape", description="scrape the targets, or read the engines' series from the prometheus API"
     )
     targets: list[TargetURL] = Field(default_factory=list, description="one /metrics URL per replica (scrape)")
+    file_sd: list[str] = Field(
+        default_factory=list, description="Prometheus file_sd files (JSON/YAML) listing more targets; re-read on change"
+    )
+    metrics_path: str = Field(default="/metrics", pattern=r"^/", description="path for file_sd targets")
     selector: str | None = Field(
         default=None, description='PromQL label matchers for source: prometheus, e.g. job="vllm",namespace="prod"'
     )
@@ -198,8 +202,8 @@ class Deployment(_Strict):
 
     @model_validator(mode="after")
     def _source_inputs(self) -> Deployment:
-        if self.source == "scrape" and not self.targets:
-            raise ValueError("targets: at least one /metrics URL is needed with source: scrape")
+        if self.source == "scrape" and not self.targets and not self.file_sd:
+            raise ValueError("targets: at least one /metrics URL (or a file_sd file) is needed with source: scrape")
         if self.source == "prometheus" and not self.selector:
             raise ValueError('selector: needed with source: prometheus (e.g. job="vllm")')
         return self

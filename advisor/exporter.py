@@ -9,8 +9,11 @@ vanishing series.
 
 from __future__ import annotations
 
+import math
 import threading
+from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -18,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from advisor import __version__
 from advisor import conventions as c
+from advisor.domain import Recommendation
 from advisor.redact import redact_url
 from advisor.results import CycleResult
 
@@ -25,18 +29,36 @@ from advisor.results import CycleResult
 class AdvisorCollector(Collector):
     """Yields the advisory gauges for the latest cycle. Thread-safe: ``publish`` swaps one reference."""
 
-    def __init__(self) -> None:
+    def __init__(self, resolved_limit: int = 100) -> None:
         self._result: CycleResult | None = None
         self._seen_recs: set[tuple[str, str, str, str]] = set()
         self._lock = threading.Lock()
+        self._open_by_dep: dict[str, dict[str, Recommendation]] = {}
+        self._resolved: deque[Recommendation] = deque(maxlen=resolved_limit)
 
     def publish(self, result: CycleResult) -> None:
-        """Make ``result`` the one the next scrape reports."""
+        """Make ``result`` the one the next scrape reports.
+
+        Also notes the recommendations that resolved since the previous result: those of a deployment in
+        this result that were open before and are not now (a deployment missing from the result — its
+        evaluation failed, or a reload removed it — resolves nothing, as the lifecycle resolves only on
+        fresh data). They get ``resolved_at`` = the result's time, which is the time the lifecycle used.
+        """
         with self._lock:
             self._result = result
             for d in result.deployments:
+                now_open = {r.id: r for r in d.recommendations}
+                for rid, r in self._open_by_dep.get(d.name, {}).items():
+                    if rid not in now_open:
+                        self._resolved.appendleft(replace(r, resolved_at=result.timestamp))
+                self._open_by_dep[d.name] = now_open
                 for r in d.recommendations:
                     self._seen_recs.add((d.name, r.dial, r.action, r.severity))
+
+    def recently_resolved(self) -> list[Recommendation]:
+        """The last resolved recommendations (at most ``resolved_limit``), newest first, with every field."""
+        with self._lock:
+            return list(self._resolved)
 
     def collect(self) -> Iterator[Metric]:
         """Called by prometheus-client on each scrape of ``/metrics``."""
@@ -95,7 +117,14 @@ class AdvisorCollector(Collector):
             "1 while a recommendation for this dial is open, 0 after it resolved.",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL, c.LABEL_ACTION, c.LABEL_SEVERITY],
         )
+        recommended = gauge(
+            c.RECOMMENDED_VALUE,
+            "An open recommendation's suggested value for its dial (replicas, max_num_seqs, "
+            "gpu_memory_utilization, …), for autoscalers; non-numeric suggestions are not exported.",
+            [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
+        )
         open_keys: set[tuple[str, str, str, str]] = set()
+        valued: set[tuple[str, str]] = set()
         for d in res.deployments:
             s = d.snapshot
             labels = [d.name]
@@ -124,6 +153,11 @@ class AdvisorCollector(Collector):
                     tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
             for r in d.recommendations:
                 open_keys.add((d.name, r.dial, r.action, r.severity))
+                v = r.suggested
+                numeric = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                if numeric and (d.name, r.dial) not in valued:  # one per dial; the best-ranked comes first
+                    valued.add((d.name, r.dial))
+                    recommended.add_metric([d.name, r.dial], float(v))
         for key in sorted(seen | open_keys):
             active.add_metric(list(key), 1.0 if key in open_keys else 0.0)
         yield from (
@@ -141,6 +175,7 @@ class AdvisorCollector(Collector):
             state,
             up,
             active,
+            recommended,
         )
 
         errors = CounterMetricFamily(
@@ -172,6 +207,17 @@ class SelfMetrics:
             "advisor_cycle_failures",
             "Evaluation cycles (or one deployment's part of one) that failed.",
             ["deployment"],
+            registry=registry,
+        )
+        self.config_reload_success = Gauge(
+            "advisor_config_last_reload_successful",
+            "1 if the last config reload succeeded (as Prometheus's).",
+            registry=registry,
+        )
+        self.config_reload_success.set(1)
+        self.config_reload_timestamp = Gauge(
+            "advisor_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful config load.",
             registry=registry,
         )
         self.notifications_queued = Gauge(

@@ -12,7 +12,9 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -38,8 +40,12 @@ def run_daemon(
     duration_seconds: float | None = None,
     on_listening: Callable[[str], None] | None = None,
     stop_event: threading.Event | None = None,
+    config_path: Path | None = None,
 ) -> int:
     """Serve and evaluate every ``scrape_interval`` until a signal, ``stop_event`` or ``duration_seconds``.
+
+    SIGHUP re-reads ``config_path`` (Prometheus's reload semantics: an invalid new config is refused
+    and the running one kept, with the reason logged and ``advisor_config_last_reload_successful`` 0).
 
     ``on_listening(url)`` is called once the HTTP server is bound (the URL has the real port when
     ``listen`` asked for port 0). Returns the process exit code (0 on a clean stop).
@@ -62,9 +68,16 @@ def run_daemon(
         log.info("received %s; stopping after the current cycle (send it again to force)", name)
         stop.set()
 
+    reload_requested = threading.Event()
+
+    def _on_hup(_signum: int, _frame: FrameType | None) -> None:
+        reload_requested.set()
+
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
+        if config_path is not None:
+            signal.signal(signal.SIGHUP, _on_hup)
 
     scheduler = BackgroundScheduler(timezone=datetime.UTC)
     scheduler.add_job(
@@ -78,8 +91,19 @@ def run_daemon(
         id="cycle",
     )
     scheduler.start()
+    deadline = None if duration_seconds is None else time.monotonic() + duration_seconds
     try:
-        stop.wait(duration_seconds)
+        while not stop.is_set():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            stop.wait(0.2 if remaining is None else min(0.2, remaining))
+            if reload_requested.is_set() and config_path is not None:
+                reload_requested.clear()
+                interval = service.cfg.scrape_interval
+                ok, _ = service.reload(config_path)
+                if ok and service.cfg.scrape_interval != interval:
+                    scheduler.reschedule_job("cycle", trigger="interval", seconds=service.cfg.scrape_interval)
     finally:
         scheduler.shutdown(wait=True)
         service.close()

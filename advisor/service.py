@@ -12,6 +12,7 @@ never stops the others; one deployment's failure is logged, counted and skipped.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
 from advisor import conventions as c
 from advisor.capacity.kv import capacity_pass
@@ -34,7 +36,7 @@ from advisor.engines.base import EngineAdapter
 from advisor.errors import ConfigError, ParseError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
-from advisor.notify.notifier import build_notifier
+from advisor.notify.notifier import Notifier, build_notifier
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule, SLOTargets
@@ -108,6 +110,70 @@ def _num(v: Any) -> str:
     return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
 
 
+def in_shard(name: str, shard: tuple[int, int]) -> bool:
+    """Whether deployment ``name`` belongs to shard ``(i, n)``: a stable hash (the first 8 bytes of
+    SHA-256) modulo ``n`` equals ``i``, as Prometheus's ``hashmod`` relabel action splits targets."""
+    i, n = shard
+    if n <= 1:
+        return True
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % n == i
+
+
+def _sd_path(path: str, base_dir: Path | None) -> Path:
+    p = Path(path)
+    return base_dir / p if base_dir is not None and not p.is_absolute() else p
+
+
+def sd_mtimes(cfg: Config, base_dir: Path | None) -> dict[str, float]:
+    """Modification time of every ``file_sd`` file (missing files count as 0)."""
+    out: dict[str, float] = {}
+    for d in cfg.deployments:
+        for f in d.file_sd:
+            p = _sd_path(f, base_dir)
+            try:
+                out[str(p)] = p.stat().st_mtime
+            except OSError:
+                out[str(p)] = 0.0
+    return out
+
+
+def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
+    """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files.
+
+    A file_sd file is Prometheus's format (JSON or YAML): a list of ``{"targets": ["host:port", …],
+    "labels": {…}}``; the labels ``__scheme__`` and ``__metrics_path__`` set the URL's scheme and path
+    (default ``http`` and the deployment's ``metrics_path``).
+
+    Raises:
+        ConfigError: a file cannot be read or is not in that format (the message names the file).
+    """
+    urls = list(dep.targets)
+    for f in dep.file_sd:
+        p = _sd_path(f, base_dir)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError([(f"file_sd {str(p)!r}", f"cannot read: {exc.strerror}")]) from None
+        except yaml.YAMLError as exc:
+            raise ConfigError([(f"file_sd {str(p)!r}", f"not JSON or YAML: {exc}")]) from None
+        if data is None:
+            continue
+        if not isinstance(data, list):
+            raise ConfigError([(f"file_sd {str(p)!r}", "must be a list of {targets: [...], labels: {...}}")])
+        for i, group in enumerate(data):
+            if not isinstance(group, dict) or not isinstance(group.get("targets"), list):
+                raise ConfigError([(f"file_sd {str(p)!r}[{i}]", "needs a targets list")])
+            labels = group.get("labels") or {}
+            scheme = str(labels.get("__scheme__", "http"))
+            path = str(labels.get("__metrics_path__", dep.metrics_path))
+            for hostport in group["targets"]:
+                url = f"{scheme}://{hostport}{path}"
+                if url not in urls:
+                    urls.append(url)
+    return urls
+
+
 def prometheus_source(cfg: Config, base_dir: Path | None) -> PrometheusSource:
     """The configured Prometheus API client; secret files are read now (relative to ``base_dir``).
 
@@ -163,6 +229,16 @@ def format_transition(t: Transition) -> str:
 class Service:
     """Holds runtime state across cycles; ``run_once`` does one cycle."""
 
+    cfg: Config
+    base_dir: Path | None
+    notifier: Notifier
+    prom: PrometheusSource | None
+    state_file: Path | None
+    lifecycle: Lifecycle
+    _pool: ThreadPoolExecutor
+    _quality: Quality
+    _sd_mtimes: dict[str, float]
+
     def __init__(
         self,
         cfg: Config,
@@ -172,52 +248,132 @@ class Service:
         clock: Callable[[], float] = time.time,
         ignore_for: bool = False,
         on_transition: Callable[[Transition], None] | None = None,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
-        self.cfg = cfg
+        """Build the runtime from a validated config.
+
+        ``shard=(i, n)``: this advisor evaluates only the deployments whose stable hash modulo ``n`` is ``i``
+        (all replicas of a deployment stay on one advisor, so its rules see every replica).
+
+        Raises:
+            CapacityError: a deployment's capacity pass cannot run.
+            StateError: the state file or outbox is unreadable or of another version.
+            ConfigError: a secret file cannot be read.
+        """
         self.collector = collector
         self.metrics = metrics
         self.clock = clock
         self.ignore_for = ignore_for
         self.on_transition = on_transition
-        self.lifecycle = Lifecycle(build_rules(cfg), cooldown_seconds=cfg.rules.cooldown)
-        self.deployments = [
-            _Deployment(
-                d,
-                deployment_context(d, base_dir),
-                None if d.engine == "auto" else get_adapter(d.engine),
-                [_Target(u) for u in d.targets],
-            )
-            for d in cfg.deployments
-        ]
-        self.scrape_errors: dict[tuple[str, str, str], int] = {
-            (d.spec.name, t.url, reason): 0
-            for d in self.deployments
-            for t in d.targets
-            for reason in c.SCRAPE_ERROR_REASONS
-        }
-        outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
-        if outbox is not None and base_dir is not None and not outbox.is_absolute():
-            outbox = base_dir / outbox
-        self.notifier = build_notifier(list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir)
+        self.shard = shard
         self.result: CycleResult | None = None
         self._model_error_warned: set[str] = set()
-        dq = cfg.data_quality
-        self._quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
         self._round_started: float | None = None
         self.last_progress: float | None = None
         self._lock = threading.Lock()
-        n_targets = sum(len(d.targets) for d in self.deployments)
-        self.state_file = Path(cfg.state_file) if cfg.state_file else None
-        if self.state_file is not None:
-            if base_dir is not None and not self.state_file.is_absolute():
-                self.state_file = base_dir / self.state_file
-            known = {d.spec.name for d in self.deployments}
-            restored = [r for r in load_state(self.state_file) if r.deployment in known]
+        self.deployments: list[_Deployment] = []
+        self.scrape_errors: dict[tuple[str, str, str], int] = {}
+        self._configure(cfg, base_dir, first=True)
+
+    def _configure(self, cfg: Config, base_dir: Path | None, first: bool = False) -> None:
+        """(Re)build everything that depends on the config, keeping target histories, open
+        recommendations and error counts for the deployments and targets that stay."""
+        old = {(d.spec.name, t.url): t for d in self.deployments for t in d.targets}
+        old_adapters = {d.spec.name: (d.adapter, d.ctx.engine) for d in self.deployments}
+        deployments = []
+        for dep in cfg.deployments:
+            if not in_shard(dep.name, self.shard):
+                continue
+            ctx = deployment_context(dep, base_dir)
+            adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
+            if adapter is None and dep.name in old_adapters and old_adapters[dep.name][0] is not None:
+                adapter, engine = old_adapters[dep.name]
+                ctx = dataclasses.replace(ctx, engine=engine)
+            urls = resolve_targets(dep, base_dir)
+            targets = [old.get((dep.name, u)) or _Target(u) for u in urls]
+            deployments.append(_Deployment(dep, ctx, adapter, targets))
+        rules = build_rules(cfg)
+        outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
+        if outbox is not None and base_dir is not None and not outbox.is_absolute():
+            outbox = base_dir / outbox
+        state_file = Path(cfg.state_file) if cfg.state_file else None
+        if state_file is not None and base_dir is not None and not state_file.is_absolute():
+            state_file = base_dir / state_file
+        prom = prometheus_source(cfg, base_dir) if any(d.source == "prometheus" for d in cfg.deployments) else None
+        # everything that can fail has run: swap in the new configuration
+        if not first:
+            self.notifier.close(10)
+            self._pool.shutdown(wait=True)
+            if self.prom is not None:
+                self.prom.close()
+        self.cfg = cfg
+        self.base_dir = base_dir
+        self.deployments = deployments
+        for d in deployments:
+            for t in d.targets:
+                for reason in c.SCRAPE_ERROR_REASONS:
+                    self.scrape_errors.setdefault((d.spec.name, t.url, reason), 0)
+        if first:
+            self.lifecycle = Lifecycle(rules, cooldown_seconds=cfg.rules.cooldown)
+        else:
+            self.lifecycle.rules = list(rules)
+            self.lifecycle.cooldown_seconds = cfg.rules.cooldown
+        self.notifier = build_notifier(list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir)
+        dq = cfg.data_quality
+        self._quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
+        self.state_file = state_file
+        if first and state_file is not None:
+            known = {d.spec.name for d in deployments}
+            restored = [r for r in load_state(state_file) if r.deployment in known]
             self.lifecycle.restore(restored)
             if restored:
-                log.info("restored %d open recommendation(s) from %s", len(restored), self.state_file)
-        self.prom = prometheus_source(cfg, base_dir) if any(d.source == "prometheus" for d in cfg.deployments) else None
+                log.info("restored %d open recommendation(s) from %s", len(restored), state_file)
+        self.prom = prom
+        n_targets = sum(len(d.targets) for d in deployments)
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_targets)), thread_name_prefix="scrape")
+        self._sd_mtimes = sd_mtimes(cfg, base_dir)
+
+    def reload(self, path: Path) -> tuple[bool, str]:
+        """Re-read the config file, as Prometheus does on SIGHUP: on success the new config takes effect
+        at once (histories and open recommendations of what stays are kept); on failure the old config
+        stays and the message says why. Returns ``(ok, message)``."""
+        from advisor.config import load_config
+        from advisor.errors import AdvisorError
+
+        try:
+            cfg = load_config(path)
+            with self._lock:
+                self._configure(cfg, path.resolve().parent)
+        except AdvisorError as exc:
+            self.metrics.config_reload_success.set(0)
+            log.error("config reload failed; keeping the running config: %s", exc)
+            return False, str(exc)
+        self.metrics.config_reload_success.set(1)
+        self.metrics.config_reload_timestamp.set(self.clock())
+        log.info("config reloaded from %s: %d deployment(s)", path, len(self.deployments))
+        return True, f"reloaded: {len(self.deployments)} deployment(s)"
+
+    def _refresh_file_sd(self) -> None:
+        """Re-read ``file_sd`` files whose modification time changed, adding and removing targets."""
+        now = sd_mtimes(self.cfg, self.base_dir)
+        if now == self._sd_mtimes:
+            return
+        self._sd_mtimes = now
+        for d in self.deployments:
+            if not d.spec.file_sd:
+                continue
+            try:
+                urls = resolve_targets(d.spec, self.base_dir)
+            except ConfigError as exc:
+                log.error("deployment=%s: file_sd unreadable, keeping the current targets: %s", d.spec.name, exc)
+                continue
+            by_url = {t.url: t for t in d.targets}
+            d.targets = [by_url.get(u) or _Target(u) for u in urls]
+            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(d.targets)))
+            for t in d.targets:
+                for reason in c.SCRAPE_ERROR_REASONS:
+                    self.scrape_errors.setdefault((d.spec.name, t.url, reason), 0)
+            log.info("deployment=%s: file_sd now lists %d target(s)", d.spec.name, len(d.targets))
 
     # -- steps -------------------------------------------------------------------------------------
     @contextmanager
@@ -417,6 +573,7 @@ class Service:
         """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
         with self._lock:
             self._round_started = self.clock()
+            self._refresh_file_sd()
             with self._step("scrape"):
                 scraped = self._scrape_all()
             with self._step("normalize"):
