@@ -50,8 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")
             return 2
         if args.engine != "vllm":
-            _err(f"--engine {args.engine}: only vllm accounting is implemented so far")
-            return 2
+            return _plan_other_engine(args, model, memory, gpu_name)
         profile = profile_for_version(args.engine_version)
         max_num_seqs = args.max_num_seqs
         if max_num_seqs is None:
@@ -110,6 +109,84 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_name: str) -> int:
+    """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
+    (:mod:`advisor.capacity.engines`), printed like the vLLM pass plus the engine's parameters and notes."""
+    from advisor.capacity.engines import EngineSettings, engine_capacity_pass
+    from advisor.capacity.kv import CapacityInputs, parse_version
+    from advisor.config import GIB
+
+    version = parse_version(args.engine_version)
+    tgi_block = None
+    if args.engine == "tgi":
+        tgi_block = args.block_size or (16 if version is not None and version < (3,) else 1)
+    settings = EngineSettings(
+        mem_fraction_static=args.mem_fraction_static,
+        page_size=args.block_size if args.engine == "sglang" else None,
+        cuda_memory_fraction=args.cuda_memory_fraction,
+        max_batch_prefill_tokens=args.max_num_batched_tokens if args.engine == "tgi" else None,
+        tgi_block_size=tgi_block,
+        free_gpu_memory_fraction=args.kv_cache_free_gpu_memory_fraction,
+        tokens_per_block=args.block_size if args.engine == "trtllm" else None,
+        max_num_tokens=args.max_num_batched_tokens if args.engine == "trtllm" else None,
+        ctx_size=args.ctx_size,
+        parallel=args.parallel or args.max_num_seqs,
+        llamacpp_kv_type="f16" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
+    )
+    kv_override = None if args.kv_cache_memory_gib is None else int(args.kv_cache_memory_gib * GIB)
+    try:
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=memory,
+            tensor_parallel_size=args.tp,
+            max_model_len=args.max_model_len,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            kv_cache_dtype="auto" if args.engine == "llamacpp" else args.kv_cache_dtype,
+            max_num_seqs=args.max_num_seqs or 256,
+            kv_cache_memory_bytes=kv_override,
+            engine_version=args.engine_version,
+            pipeline_parallel_size=args.pp,
+            enable_expert_parallel=args.enable_expert_parallel,
+        )
+        cap = engine_capacity_pass(args.engine, inputs, settings)
+    except CapacityError as exc:
+        _err(str(exc))
+        return 2
+    result = cap.result
+    out = result.as_dict()
+    out["gpu"] = gpu_name
+    out["engine"] = cap.engine
+    out["engine_parameters"] = dict(cap.parameters)
+    out["engine_notes"] = list(cap.notes)
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    gib = float(GIB)
+    params = ", ".join(f"{k} {v}" for k, v in cap.parameters.items())
+    rows = [
+        ("engine", f"{cap.engine} ({params})"),
+        ("model", model.name),
+        ("GPU", f"{gpu_name} × {args.tp}, {memory / gib:.2f} GiB each"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
+        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (modelled warm-up and runtime)"),
+        ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
+        (
+            "KV bytes per token",
+            f"{result.kv_cache_bytes_per_token:,} (replica), {result.kv_cache_bytes_per_token_per_gpu:,} (per GPU)",
+        ),
+        ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
+        ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
+        ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    for note in cap.notes:
+        print(f"note: {note}")
+    return 0
+
+
 def add_plan_parser(sub: Any) -> None:
     """Register the ``plan`` sub-command on an argparse sub-parsers object."""
     plan = sub.add_parser("plan", help="the capacity pass for one configuration")
@@ -133,6 +210,16 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
     plan.add_argument("--engine-version", default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
     plan.add_argument("--enforce-eager", action="store_true")
+    engines = plan.add_argument_group("other engines (--engine sglang|tgi|trtllm|llamacpp)")
+    engines.add_argument(
+        "--mem-fraction-static", type=positive_float(1.0), default=None, help="SGLang (default: its GPU rule)"
+    )
+    engines.add_argument("--cuda-memory-fraction", type=positive_float(1.0), default=None, help="TGI (default 1.0)")
+    engines.add_argument(
+        "--kv-cache-free-gpu-memory-fraction", type=positive_float(1.0), default=None, help="TensorRT-LLM (0.9)"
+    )
+    engines.add_argument("--ctx-size", type=int, default=None, help="llama.cpp -c (default max-model-len × parallel)")
+    engines.add_argument("--parallel", type=int, default=None, help="llama.cpp -np slots (default --max-num-seqs or 1)")
     plan.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")

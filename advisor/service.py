@@ -30,7 +30,7 @@ import yaml
 from advisor import conventions as c
 from advisor.capacity.kv import capacity_pass
 from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
-from advisor.domain import TimedSnapshot
+from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.errors import ConfigError, ParseError
@@ -108,6 +108,78 @@ def _num(v: Any) -> str:
     if float(v).is_integer():
         return f"{int(v):,}"
     return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+
+
+HISTORY_POINTS_PER_WINDOW = 8
+"""Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
+
+
+def _restarted(a: EngineSnapshot, b: EngineSnapshot) -> bool:
+    if a.process_start_time_seconds != b.process_start_time_seconds and b.process_start_time_seconds is not None:
+        return True
+    pairs = (
+        (a.generation_tokens_total, b.generation_tokens_total),
+        (a.prompt_tokens_total, b.prompt_tokens_total),
+        (a.preemptions_total, b.preemptions_total),
+    )
+    return any(x is not None and y is not None and y < x for x, y in pairs)
+
+
+def _share_buckets(h: Histogram, prev: Histogram) -> Histogram:
+    """``h`` with each ``(bound, count)`` pair that equals the previous scrape's replaced by that object
+    (idle upper buckets repeat scrape after scrape), and equal bounds sharing one float object."""
+    if len(h.buckets) != len(prev.buckets):
+        return h
+    pairs = []
+    changed = False
+    for (bound, count), old in zip(h.buckets, prev.buckets, strict=True):
+        if bound == old[0] and count == old[1]:
+            pairs.append(old)
+            changed = changed or (bound, count) is not old
+        elif bound == old[0]:
+            pairs.append((old[0], count))
+            changed = True
+        else:
+            pairs.append((bound, count))
+    return dataclasses.replace(h, buckets=tuple(pairs)) if changed else h
+
+
+def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
+    """Append ``point`` to a target's history, keeping memory bounded for fleets of thousands of targets:
+
+    * parts equal to the previous snapshot's (engine configuration, the missing list) are shared, not
+      copied;
+    * points closer than ``window / HISTORY_POINTS_PER_WINDOW`` to their neighbours are thinned (the
+      middle one of three is dropped) unless a restart happened across them — rates, histogram deltas and
+      counter resets over the window stay exact; only the resolution of min/max gauges coarsens.
+    """
+    if history:
+        prev = history[-1].snapshot
+        snap = point.snapshot
+        shared: dict[str, Any] = {}
+        if snap.engine_config == prev.engine_config and snap.engine_config is not prev.engine_config:
+            shared["engine_config"] = prev.engine_config
+        if snap.missing == prev.missing and snap.missing is not prev.missing:
+            shared["missing"] = prev.missing
+        for name in ("ttft", "tpot", "e2e", "queue_time"):
+            h, ph = getattr(snap, name), getattr(prev, name)
+            if h is not None and ph is not None and h is not ph:
+                shared[name] = _share_buckets(h, ph)
+        if shared:
+            point = dataclasses.replace(point, snapshot=dataclasses.replace(snap, **shared))
+        if prev.e2e is not None and len(history) > 1:
+            # nothing reads end-to-end latency from older points: keep it on the newest only
+            history[-1] = dataclasses.replace(history[-1], snapshot=dataclasses.replace(prev, e2e=None))
+    history.append(point)
+    spacing = window / HISTORY_POINTS_PER_WINDOW
+    if len(history) >= 3:
+        a, b, c_ = history[-3], history[-2], history[-1]
+        if (
+            c_.timestamp - a.timestamp < spacing
+            and not _restarted(a.snapshot, b.snapshot)
+            and not _restarted(b.snapshot, c_.snapshot)
+        ):
+            history.remove(b)
 
 
 def in_shard(name: str, shard: tuple[int, int]) -> bool:
@@ -411,7 +483,7 @@ class Service:
                     log.exception("deployment=%s target=%s: adapter failed", d.spec.name, redact_url(t.url))
                     reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
                 else:
-                    t.history.append(TimedSnapshot(t.url, ts, snap))
+                    record(t.history, TimedSnapshot(t.url, ts, snap), self.cfg.evaluation_window)
                     t.up, t.error_reason, t.error_message = True, None, None
                     continue
             t.up, t.error_reason, t.error_message = False, reason, message

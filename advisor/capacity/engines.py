@@ -1,0 +1,456 @@
+"""KV capacity under engines other than vLLM: SGLang, TGI, TensorRT-LLM and llama.cpp.
+
+Each engine turns a memory budget into KV tokens in its own way; this module reproduces each rule closely
+enough for the rules to reason about every engine, reusing the architecture arithmetic of
+:mod:`advisor.capacity.kv` (weights per GPU, KV bytes per token per GPU, activation of a forward pass).
+All four are *documented approximations*: the terms each engine measures at start-up (free memory after
+the CUDA context, the warm-up peak) are modelled, and where the engine logs its capacity, the live rules
+should use the log. The sources read (file and function) are cited per engine.
+
+SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.__post_init__``, default
+``mem_fraction_static``) and ``python/sglang/srt/model_executor/model_runner.py``
+(``ModelRunner.profile_max_num_token``)::
+
+    mem_fraction_static = round((gpu_mem_MiB − reserved_MiB) ÷ gpu_mem_MiB, 3)       (when not given)
+        reserved_MiB = (2.8 + TP·PP/10)·1024   below 35 GiB      (T4, A10, L40S, RTX 4090)
+                       (9.5 + TP·PP/2)·1024    below 90 GiB      (A100, H100)
+                       (12 + TP·PP/2)·1024     below 160 GiB     (H20, H200)
+                       32·1024                 otherwise         (B200, MI300X)
+    rest                = free_before_load × mem_fraction_static − weights      (per GPU)
+    cell_size           = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
+                          qk_rope_head_dim) × layers × kv bytes, not divided by TP)
+    max_total_num_tokens = rest // cell_size, rounded down to page_size (1 by default)
+
+  SGLang's expression is ``available_after_load − free_before_load × (1 − mem_fraction_static)``, which is
+  the ``rest`` above; we take ``free_before_load`` = the device total, so we overstate the pool by
+  ``mem_fraction_static`` × the CUDA context and NCCL buffers already resident (≈ 0.3–1 GiB per GPU). Older
+  SGLang releases (before the GPU-memory rule) used a TP-only table: 0.88 (TP1), 0.87 (TP2), 0.85 (TP4),
+  0.81 (TP8), 0.79 (TP16); pass ``mem_fraction_static`` to reproduce them.
+
+TGI — ``server/text_generation_server/models/flash_causal_lm.py`` (``FlashCausalLM.warmup``),
+``server/text_generation_server/utils/import_utils.py`` (``get_cuda_free_memory``) and
+``server/text_generation_server/models/globals.py`` (``TGI_WIGGLE_ROOM`` = 0.95, ``BLOCK_SIZE``)::
+
+    free        = free after the warm-up prefill of max_batch_prefill_tokens − (1 − cuda_memory_fraction)
+                  × total                                  (--cuda-memory-fraction, default 1.0)
+    num_blocks  = (free × 0.95) // (BLOCK_SIZE × KV bytes per token per GPU)
+    max_batch_total_tokens = num_blocks × BLOCK_SIZE       (BLOCK_SIZE 1 with the flashinfer attention of
+                                                            TGI ≥ 3, 16 with the paged kernels of TGI 2)
+
+  The free memory after warm-up is modelled as total − weights − the forward peak of the warm-up batch
+  (``max_batch_prefill_tokens``, default 4096) − non-torch memory; the blocks of the warm-up batch that TGI
+  adds back (at most 4096 tokens) are ignored.
+
+TensorRT-LLM — ``tensorrt_llm/llmapi/llm_args.py`` (``KvCacheConfig.free_gpu_memory_fraction`` default
+0.9, ``tokens_per_block`` default 32; TensorRT engines built by ≤ 0.16 default to 64) and
+``tensorrt_llm/_torch/pyexecutor/_util.py`` (``KvCacheCreator``: the fraction applies to the memory free
+after the weights and a warm-up of ``max_num_tokens``)::
+
+    free    = total − weights − forward peak at max_num_tokens (default 8192) − non-torch memory
+    blocks  = (free × free_gpu_memory_fraction) // (tokens_per_block × KV bytes per token per GPU)
+    tokens  = blocks × tokens_per_block
+
+llama.cpp — ``src/llama-context.cpp`` (``llama_context`` constructor: ``n_ctx`` padded, ``n_ctx_seq =
+n_ctx / n_seq_max``), ``src/llama-kv-cache.cpp`` (one K and one V tensor of ``n_ctx`` cells per layer,
+``type_k``/``type_v`` f16 by default) and ``tools/server/server.cpp`` (``--parallel`` slots)::
+
+    pool    = ctx_size cells (padded up to a multiple of 256), allocated whatever the GPU memory
+    slot    = ctx_size ÷ parallel tokens: the longest request a slot serves
+    bytes   = 2 × layers × kv_heads × head_dim × kv type bytes per cell (f16 2, q8_0 34/32, q4_0 18/32),
+              layers split across GPUs (``--split-mode layer``), no tensor-parallel split of heads
+    concurrency = parallel when max-model-len ≤ slot, else 0
+
+  The GPU memory does not size the pool: it only decides whether weights + pool fit (else llama.cpp fails
+  to allocate or must offload layers with ``-ngl``), which is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from advisor.capacity.hardware import GIB
+from advisor.capacity.kv import (
+    OVERHEAD_PROFILES,
+    CapacityInputs,
+    CapacityResult,
+    activation_peak_bytes,
+    kv_bytes_per_token_per_gpu,
+    max_concurrency,
+    weights_bytes_per_gpu,
+)
+from advisor.errors import CapacityError
+
+__all__ = [
+    "ENGINES",
+    "LLAMACPP_CTX_PADDING",
+    "LLAMACPP_KV_TYPE_BYTES",
+    "SGLANG_LEGACY_MEM_FRACTION",
+    "TGI_WIGGLE_ROOM",
+    "EngineCapacity",
+    "EngineSettings",
+    "engine_capacity_pass",
+    "llamacpp_capacity",
+    "sglang_capacity",
+    "sglang_default_mem_fraction_static",
+    "tgi_capacity",
+    "trtllm_capacity",
+]
+
+ENGINES: Final = ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
+"""Engine names ``plan --engine`` accepts."""
+
+MIB: Final = 1 << 20
+TGI_WIGGLE_ROOM: Final = 0.95
+"""``TGI_WIGGLE_ROOM`` default in TGI's ``models/globals.py``: 5 % of the free memory is left unused."""
+TGI_DEFAULT_PREFILL_TOKENS: Final = 4096
+"""``--max-batch-prefill-tokens`` default of ``text-generation-launcher``."""
+TRTLLM_DEFAULT_FREE_FRACTION: Final = 0.9
+TRTLLM_DEFAULT_TOKENS_PER_BLOCK: Final = 32
+TRTLLM_DEFAULT_MAX_NUM_TOKENS: Final = 8192
+LLAMACPP_CTX_PADDING: Final = 256
+"""``n_ctx`` is rounded up to a multiple of the KV cache padding (256 in current llama.cpp)."""
+LLAMACPP_KV_TYPE_BYTES: Final[dict[str, float]] = {
+    "f16": 2.0,
+    "float16": 2.0,
+    "bf16": 2.0,
+    "bfloat16": 2.0,
+    "f32": 4.0,
+    "float32": 4.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+}
+"""Bytes per K/V element of llama.cpp's ``--cache-type-k/-v`` (q8_0: 32 int8 + one f16 scale per block)."""
+SGLANG_LEGACY_MEM_FRACTION: Final[dict[int, float]] = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81, 16: 0.79}
+"""The TP-only ``mem_fraction_static`` table of older SGLang releases (``server_args.py``), for reference."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine-specific knobs (None = the engine's default).
+
+    Attributes:
+        mem_fraction_static: SGLang ``--mem-fraction-static``.
+        page_size: SGLang ``--page-size`` (1).
+        cuda_memory_fraction: TGI ``--cuda-memory-fraction`` (1.0).
+        max_batch_prefill_tokens: TGI ``--max-batch-prefill-tokens`` (4096).
+        tgi_block_size: TGI ``BLOCK_SIZE`` (1 for TGI ≥ 3 flashinfer, 16 for TGI 2 paged attention).
+        free_gpu_memory_fraction: TensorRT-LLM ``kv_cache_free_gpu_memory_fraction`` (0.9).
+        tokens_per_block: TensorRT-LLM ``tokens_per_block`` (32).
+        max_num_tokens: TensorRT-LLM ``max_num_tokens`` (8192).
+        ctx_size: llama.cpp ``--ctx-size`` (total cells over all slots).
+        parallel: llama.cpp ``--parallel`` (slots).
+        llamacpp_kv_type: llama.cpp ``--cache-type-k/-v`` (f16).
+    """
+
+    mem_fraction_static: float | None = None
+    page_size: int | None = None
+    cuda_memory_fraction: float | None = None
+    max_batch_prefill_tokens: int | None = None
+    tgi_block_size: int | None = None
+    free_gpu_memory_fraction: float | None = None
+    tokens_per_block: int | None = None
+    max_num_tokens: int | None = None
+    ctx_size: int | None = None
+    parallel: int | None = None
+    llamacpp_kv_type: str = "f16"
+
+
+@dataclass(frozen=True)
+class EngineCapacity:
+    """An engine's capacity: the common :class:`CapacityResult` plus the engine's own parameters and notes.
+
+    Attributes:
+        engine: ``sglang``, ``tgi``, ``trtllm`` or ``llamacpp``.
+        result: weights, pool, blocks (pages / slots' cells), tokens, concurrency.
+        parameters: the engine settings actually used (defaults resolved), by the engine's flag names.
+        notes: what is approximated and what the engine would report.
+    """
+
+    engine: str
+    result: CapacityResult
+    parameters: dict[str, float | int | str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _fraction(name: str, value: float) -> float:
+    if not 0.0 < value <= 1.0:
+        raise CapacityError(f"{name} must be in (0, 1], got {value}")
+    return value
+
+
+def _v1(inputs: CapacityInputs, block_size: int) -> CapacityInputs:
+    """The inputs with the vLLM-V1 shapes (no V0 MLA padding or absorbed weights) and the engine's block."""
+    return replace(inputs, overhead_profile="vllm-v1", block_size=block_size, kv_cache_memory_bytes=None)
+
+
+def _result(
+    inputs: CapacityInputs, weights: int, overhead: int, pool: int, per_token_gpu: int, blocks: int, engine: str
+) -> CapacityResult:
+    max_len = inputs.effective_max_model_len
+    return CapacityResult(
+        weights_bytes_per_gpu=weights,
+        kv_cache_bytes_per_token=per_token_gpu * inputs.tensor_parallel_size * inputs.pipeline_parallel_size,
+        kv_cache_bytes_per_token_per_gpu=per_token_gpu,
+        overhead_bytes_per_gpu=overhead,
+        kv_pool_bytes_per_gpu=pool,
+        kv_cache_blocks=blocks,
+        kv_cache_tokens=blocks * inputs.block_size,
+        max_concurrency=max_concurrency(inputs, pool, blocks, max_len),
+        max_model_len=max_len,
+        block_size=inputs.block_size,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        gpu_memory_bytes=inputs.gpu_memory_bytes,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        model_name=inputs.model.name,
+        dtype=inputs.compute_dtype,
+        quantization=inputs.quantization,
+        kv_cache_dtype=inputs.kv_cache_dtype,
+        overhead_profile=engine,
+    )
+
+
+def _check_weights(inputs: CapacityInputs, weights: int, budget: float, what: str) -> None:
+    if weights >= budget:
+        raise CapacityError(
+            f"{inputs.model.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={inputs.tensor_parallel_size} "
+            f"but {what} is {budget / GIB:.2f} GiB; raise TP, quantize, or use a larger GPU"
+        )
+
+
+def _runtime_bytes(inputs: CapacityInputs) -> int:
+    """CUDA context, cuBLAS workspaces (+ NCCL under TP): the non-torch terms of the vLLM V1 profile."""
+    om = OVERHEAD_PROFILES["vllm-v1"]
+    return om.non_torch_bytes + (om.tp_non_torch_bytes if inputs.tensor_parallel_size > 1 else 0)
+
+
+def _forward_bytes(inputs: CapacityInputs, tokens: int) -> int:
+    """Forward-pass activation peak over ``tokens`` tokens (the :class:`OverheadModel` forward term)."""
+    forward, _ = activation_peak_bytes(replace(inputs, max_num_batched_tokens=tokens, max_num_seqs=1))
+    return forward
+
+
+# --- SGLang ------------------------------------------------------------------------------------------------
+
+
+def sglang_default_mem_fraction_static(gpu_memory_bytes: int, tp: int = 1, pp: int = 1) -> float:
+    """SGLang's default ``mem_fraction_static`` (``server_args.py``): the GPU memory less a reserve that grows
+    with TP × PP, by GPU class.
+
+    >>> sglang_default_mem_fraction_static(80 * GIB)      # (81920 − 10240) / 81920
+    0.875
+    """
+    gpu_mem = gpu_memory_bytes / MIB
+    parallel = tp * pp
+    if gpu_mem < 35 * 1024:
+        reserved = (2.8 + parallel / 10) * 1024
+    elif gpu_mem < 90 * 1024:
+        reserved = (9.5 + parallel / 2) * 1024
+    elif gpu_mem < 160 * 1024:
+        reserved = (12 + parallel / 2) * 1024
+    else:
+        reserved = 32 * 1024.0
+    return round((gpu_mem - reserved) / gpu_mem, 3)
+
+
+def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
+    """SGLang's ``max_total_num_tokens`` (see the module docstring).
+
+    Example: Llama-3.1-8B bf16 on an 80 GiB GPU, TP1: mem_fraction_static 0.875; 0.875 × 80 GiB − 14.99 GiB
+    weights = 55.01 GiB; ÷ 131,072 B per token = 450,652 tokens.
+    """
+    s = settings or EngineSettings()
+    page = s.page_size or 1
+    if page < 1:
+        raise CapacityError(f"page_size must be ≥ 1, got {page}")
+    inp = _v1(inputs, page)
+    mfs = s.mem_fraction_static
+    if mfs is None:
+        mfs = sglang_default_mem_fraction_static(
+            inp.gpu_memory_bytes, inp.tensor_parallel_size, inp.pipeline_parallel_size
+        )
+    mfs = _fraction("mem_fraction_static", mfs)
+    weights = weights_bytes_per_gpu(inp)
+    budget = inp.gpu_memory_bytes * mfs
+    if inputs.kv_cache_memory_bytes is not None:
+        pool = inputs.kv_cache_memory_bytes
+    else:
+        _check_weights(inp, weights, budget, f"mem_fraction_static {mfs} × the GPU")
+        pool = math.floor(budget - weights)
+    cell = kv_bytes_per_token_per_gpu(inp)
+    tokens = pool // cell // page * page
+    notes = (
+        f"mem_fraction_static {mfs} ({'given' if s.mem_fraction_static is not None else 'SGLang default'}): "
+        "weights and KV pool share it; activations and CUDA graphs use the rest",
+        "free memory before loading taken as the device total: the engine's pool is smaller by about "
+        "mem_fraction_static × the CUDA context/NCCL already resident (0.3-1 GiB per GPU)",
+        "tokens are SGLang's max_total_num_tokens (token-granular pages); use the engine's log line "
+        "'max_total_num_tokens=' where available",
+    )
+    params: dict[str, float | int | str] = {"mem_fraction_static": mfs, "page_size": page}
+    return EngineCapacity("sglang", _result(inp, weights, 0, pool, cell, tokens // page, "sglang"), params, notes)
+
+
+# --- TGI ---------------------------------------------------------------------------------------------------
+
+
+def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
+    """TGI's ``max_batch_total_tokens`` inferred at warm-up (see the module docstring).
+
+    Example: Llama-3.1-8B bf16 on an 80 GiB GPU, TP1, defaults: free = 80 − 14.99 weights − 0.52 warm-up
+    forward (4096 tokens) − 0.13 runtime = 64.37 GiB; × 0.95 ÷ 131,072 B = 500,918 tokens (BLOCK_SIZE 1).
+    """
+    s = settings or EngineSettings()
+    block = s.tgi_block_size or 1
+    inp = _v1(inputs, block)
+    frac = _fraction("cuda_memory_fraction", 1.0 if s.cuda_memory_fraction is None else s.cuda_memory_fraction)
+    prefill = s.max_batch_prefill_tokens or TGI_DEFAULT_PREFILL_TOKENS
+    weights = weights_bytes_per_gpu(inp)
+    overhead = _forward_bytes(inp, prefill) + _runtime_bytes(inp)
+    total = inp.gpu_memory_bytes
+    if inputs.kv_cache_memory_bytes is not None:
+        pool = inputs.kv_cache_memory_bytes
+    else:
+        _check_weights(inp, weights, total * frac, f"cuda_memory_fraction {frac} × the GPU")
+        free = max(0.0, total - weights - overhead - (1 - frac) * total)
+        pool = math.floor(free * TGI_WIGGLE_ROOM)
+    per_token = kv_bytes_per_token_per_gpu(inp)
+    blocks = pool // (block * per_token)
+    if blocks <= 0:
+        raise CapacityError(f"{inp.model.name}: no memory left for TGI's KV cache after weights and warm-up")
+    notes = (
+        f"free memory after a warm-up prefill of {prefill} tokens, less (1 − {frac}) × total, × TGI_WIGGLE_ROOM "
+        f"{TGI_WIGGLE_ROOM}",
+        "tokens are TGI's inferred max_batch_total_tokens ('Setting max batch total tokens to …' in its log)",
+    )
+    params: dict[str, float | int | str] = {
+        "cuda_memory_fraction": frac,
+        "max_batch_prefill_tokens": prefill,
+        "block_size": block,
+    }
+    return EngineCapacity("tgi", _result(inp, weights, overhead, pool, per_token, blocks, "tgi"), params, notes)
+
+
+# --- TensorRT-LLM ------------------------------------------------------------------------------------------
+
+
+def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
+    """TensorRT-LLM's KV pool: ``kv_cache_free_gpu_memory_fraction`` of what is free after the weights and
+    activations, in blocks of ``tokens_per_block`` (see the module docstring).
+
+    Example: Llama-3.1-8B bf16 on an 80 GiB GPU, TP1, defaults: free = 80 − 14.99 − 1.03 (forward at 8192
+    tokens) − 0.13 = 63.85 GiB; × 0.9 ÷ (32 × 131,072 B) = 14,711 blocks = 470,752 tokens.
+    """
+    s = settings or EngineSettings()
+    tpb = s.tokens_per_block or TRTLLM_DEFAULT_TOKENS_PER_BLOCK
+    inp = _v1(inputs, tpb)
+    frac = _fraction(
+        "kv_cache_free_gpu_memory_fraction",
+        TRTLLM_DEFAULT_FREE_FRACTION if s.free_gpu_memory_fraction is None else s.free_gpu_memory_fraction,
+    )
+    max_tokens = s.max_num_tokens or TRTLLM_DEFAULT_MAX_NUM_TOKENS
+    weights = weights_bytes_per_gpu(inp)
+    overhead = _forward_bytes(inp, max_tokens) + _runtime_bytes(inp)
+    if inputs.kv_cache_memory_bytes is not None:
+        pool = inputs.kv_cache_memory_bytes
+    else:
+        _check_weights(inp, weights, inp.gpu_memory_bytes, "the GPU")
+        pool = math.floor(max(0, inp.gpu_memory_bytes - weights - overhead) * frac)
+    per_token = kv_bytes_per_token_per_gpu(inp)
+    blocks = pool // (tpb * per_token)
+    if blocks <= 0:
+        raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
+    notes = (
+        f"{frac} of the memory free after weights and a {max_tokens}-token activation workspace",
+        "TensorRT-LLM logs the pool as '[MemUsageChange] Allocated … GiB for max tokens in paged KV cache (…)'",
+    )
+    params: dict[str, float | int | str] = {
+        "kv_cache_free_gpu_memory_fraction": frac,
+        "tokens_per_block": tpb,
+        "max_num_tokens": max_tokens,
+    }
+    return EngineCapacity("trtllm", _result(inp, weights, overhead, pool, per_token, blocks, "trtllm"), params, notes)
+
+
+# --- llama.cpp ---------------------------------------------------------------------------------------------
+
+
+def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
+    """llama.cpp's KV cache: ``--ctx-size`` cells whatever the GPU memory, split over ``--parallel`` slots.
+
+    ``tensor_parallel_size`` is read as the number of GPUs the layers are split over (``--split-mode
+    layer``); heads are not split. Example: Llama-3.1-8B, ``-c 32768 -np 4``, f16 cache: 32,768 cells ×
+    2 × 32 × 8 × 128 × 2 B = 4 GiB, 8,192 tokens per slot, 4 concurrent requests of ≤ 8,192 tokens.
+    """
+    s = settings or EngineSettings()
+    kv_type = s.llamacpp_kv_type.strip().lower()
+    if kv_type not in LLAMACPP_KV_TYPE_BYTES:
+        raise CapacityError(f"unknown llama.cpp cache type {kv_type!r}; known: {', '.join(LLAMACPP_KV_TYPE_BYTES)}")
+    parallel = s.parallel or 1
+    max_len = inputs.effective_max_model_len
+    ctx = s.ctx_size if s.ctx_size is not None else max_len * parallel
+    if parallel < 1 or ctx < 1:
+        raise CapacityError(f"llama.cpp needs ctx_size ≥ 1 and parallel ≥ 1, got {ctx} and {parallel}")
+    ctx = -(-ctx // LLAMACPP_CTX_PADDING) * LLAMACPP_CTX_PADDING
+    gpus = inputs.tensor_parallel_size
+    m = inputs.model
+    split = replace(inputs, tensor_parallel_size=1, pipeline_parallel_size=min(gpus, m.num_layers))
+    inp = _v1(split, 1)
+    layers_on_gpu = math.ceil(m.attention_layers / inp.pipeline_parallel_size)
+    if m.is_mla:
+        per_layer = m.mla_latent_elements * LLAMACPP_KV_TYPE_BYTES[kv_type]
+    else:
+        per_layer = 2 * m.num_kv_heads * m.head_dim * LLAMACPP_KV_TYPE_BYTES[kv_type]
+    per_token = math.ceil(per_layer * layers_on_gpu)
+    pool = ctx * per_token
+    weights = weights_bytes_per_gpu(inp)
+    slot = ctx // parallel
+    concurrency = float(parallel) if max_len <= slot else 0.0
+    fits = weights + pool <= inputs.gpu_memory_bytes
+    result = CapacityResult(
+        weights_bytes_per_gpu=weights,
+        kv_cache_bytes_per_token=per_token * inp.pipeline_parallel_size,
+        kv_cache_bytes_per_token_per_gpu=per_token,
+        overhead_bytes_per_gpu=0,
+        kv_pool_bytes_per_gpu=pool,
+        kv_cache_blocks=ctx,
+        kv_cache_tokens=ctx,
+        max_concurrency=concurrency,
+        max_model_len=max_len,
+        block_size=1,
+        tensor_parallel_size=gpus,
+        gpu_memory_bytes=inputs.gpu_memory_bytes,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        model_name=m.name,
+        dtype=inp.compute_dtype,
+        quantization=inputs.quantization,
+        kv_cache_dtype=kv_type,
+        overhead_profile="llamacpp",
+    )
+    notes = [
+        f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) of {slot} tokens each",
+        f"weights {weights / GIB:.2f} GiB + KV {pool / GIB:.2f} GiB per GPU "
+        + ("fit in" if fits else "do NOT fit in")
+        + f" {inputs.gpu_memory_bytes / GIB:.2f} GiB (plus llama.cpp's compute buffers, typically 0.3-1 GiB)",
+    ]
+    if max_len > slot:
+        notes.append(f"max-model-len {max_len} exceeds the {slot}-token slot: such requests are refused")
+    params: dict[str, float | int | str] = {"ctx_size": ctx, "parallel": parallel, "cache_type": kv_type}
+    return EngineCapacity("llamacpp", result, params, tuple(notes))
+
+
+def engine_capacity_pass(engine: str, inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
+    """Dispatch to the engine's rule; ``vllm`` is :func:`advisor.capacity.kv.capacity_pass` itself.
+
+    Raises:
+        CapacityError: an unknown engine, or the engine's rule leaves no KV memory.
+    """
+    from advisor.capacity.kv import capacity_pass
+
+    if engine == "vllm":
+        return EngineCapacity("vllm", capacity_pass(inputs))
+    rules = {"sglang": sglang_capacity, "tgi": tgi_capacity, "trtllm": trtllm_capacity, "llamacpp": llamacpp_capacity}
+    if engine not in rules:
+        raise CapacityError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    return rules[engine](inputs, settings)
