@@ -6,6 +6,7 @@ Sub-commands::
     demo          the daemon against a built-in stand-in engine (no engine, no GPU, no network)
     once          scrape each target twice, evaluate once (ignoring for-durations), print, exit
     inspect       scrape one URL twice: detected engine, version hints, snapshot, what is missing
+    simulate      run a traffic profile against a deployment in the engine simulator
     plan          the capacity pass for one configuration
     check-config  validate a config file, reporting every invalid field
     catalog       list the model presets and GPUs
@@ -29,6 +30,7 @@ from advisor.argtypes import duration_arg, positive_float, shard_arg
 from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
+from advisor.simcmd import add_simulate_parser
 
 log = logging.getLogger("advisor")
 
@@ -293,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     once.set_defaults(func=cmd_once)
 
     add_plan_parser(sub)
+    add_simulate_parser(sub)
 
     ins = sub.add_parser("inspect", help="scrape one target twice and show what the advisor reads from it")
     ins.add_argument("url")

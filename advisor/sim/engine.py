@@ -1,0 +1,685 @@
+"""One replica of a continuous-batching engine, one engine step at a time (pure: no I/O, no clock).
+
+The replica follows vLLM's V1 scheduler (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``, FCFS
+policy; KV accounting ``vllm/v1/core/kv_cache_manager.py`` and ``vllm/v1/core/block_pool.py``), step by step:
+
+1. **Running requests first**, oldest first. Each asks for ``num_tokens − num_computed_tokens`` new tokens
+   (a prefill chunk, or 1 for a decode step, or ``1 + k`` with ``k`` speculative tokens), capped by what is
+   left of the step's token budget ``max_num_batched_tokens`` (chunked prefill) and by ``max_model_len``.
+   Its new KV blocks are allocated (``allocate_slots``); when the pool is out of blocks the **newest running
+   request is preempted** (``self.running.pop()``), its blocks freed and its computed tokens reset to zero
+   (preemption by *recompute*: V1 has no swap), and it goes back to the **front** of the waiting queue
+   (``waiting.prepend_request``). If the request being scheduled is itself the newest, it is the one
+   preempted and the loop stops.
+2. **Waiting requests next, only if nothing was preempted in this step** (``if not preempted_reqs``), in
+   queue order, while the token budget lasts and fewer than ``max_num_seqs`` run. A request whose blocks do
+   not fit stays at the head of the queue and admission stops (head-of-line, as vLLM does). With prefix
+   caching its cached prefix is counted as computed first (``get_computed_blocks``).
+3. **The step runs**: its duration comes from :class:`StepCost` — the roofline of
+   :mod:`advisor.capacity.perf` applied to the tokens of this step (prefill chunks and decode tokens), the
+   weights read once, and the KV bytes every scheduled sequence reads and writes. Every request whose
+   computed tokens reach its length samples a token at the end of the step (a prefill's last chunk emits
+   the first token); with speculative decoding a decode emits ``1 + accepted`` tokens.
+
+KV blocks: the pool is ``capacity_pass(inputs).kv_cache_blocks`` blocks of ``block_size`` tokens (exactly
+the capacity pass's; acceptance test 1). As in vLLM's ``BlockPool``, one block is the reserved null block,
+so ``kv_cache_blocks − 1`` are allocatable and usage is ``1 − free ÷ (kv_cache_blocks − 1)``. A request holds
+``ceil((computed + new + lookahead) ÷ block_size)`` blocks minus the shared-prefix blocks it references.
+
+Prefix caching (optional, :class:`PrefixCaching`): every prompt begins with a prefix shared by all requests
+(a system prompt, few-shot examples); ``hit_rate`` of each prompt's tokens (whole blocks, never the last
+token, which vLLM always recomputes) are found in the cache. Those blocks are stored once, referenced by
+every running request that uses them, and freed (evictable, counted as free as vLLM counts them) when none
+does. The cache is taken to be warm.
+
+Speculative decoding (optional, :class:`Speculative`; Leviathan, Kalman & Matias, "Fast Inference from
+Transformers via Speculative Decoding", ICML 2023): a draft proposes ``k`` tokens per running sequence, the
+target verifies ``k + 1`` tokens in one forward pass; each draft token is accepted with probability ``α``
+until the first rejection, and one more token (the correction or the bonus) is always emitted, so a step
+emits ``1 + accepted`` tokens, ``E = (1 − α^{k+1}) / (1 − α)`` on average (Leviathan et al. eq. 1). The
+draft costs ``k × draft_cost_ratio`` target decode steps. It is switched off for a step when more than
+``disable_by_batch_size`` sequences run (vLLM ``SpeculativeConfig.disable_by_batch_size``,
+``vllm/config/speculative.py``). At batch 1 the verify step costs about one decode step (memory-bound:
+the weights are read once), so TPOT falls by ≈ E ÷ (1 + k·ratio); at large batches of short contexts the
+verify step is compute-bound, ``k + 1`` tokens per sequence cost their FLOPs, and the gain disappears (Llama-3.1-8B
+on an H100, 256 sequences of ≈ 200 tokens: no gain) — or speculation is disabled by batch size. With long
+contexts the roofline keeps a gain at large batches (the KV is read once for ``k + 1`` tokens), as MagicDec
+(Chen et al., 2024) reports.
+
+Time is in seconds from the replica's start (``float``); tokens are ``int``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from advisor.capacity.hardware import GPUSpec
+from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model
+
+__all__ = [
+    "EngineConfig",
+    "PrefixCaching",
+    "ReplicaObserver",
+    "SimRequest",
+    "Speculative",
+    "StepCost",
+    "engine_config",
+]
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds of one engine step as a function of what it processes (coefficients in seconds)::
+
+        memory  = weights_seconds + kv_seconds_per_token × (context tokens read + new tokens written)
+        compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
+                  + attention_seconds_per_pair × (query token × context token) pairs
+        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens
+
+    Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
+    tokens of context, so a decode-only step of ``B`` sequences with ``S`` context tokens in all equals
+    ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a whole prompt alone in one step equals
+    ``prefill_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16 on one H100-SXM: weights 6.00 ms,
+    KV 48.9 ns per context token, matmul 23.5 µs per token (compute-bound above ≈ 255 tokens per step).
+    """
+
+    weights_seconds: float
+    kv_seconds_per_token: float
+    matmul_seconds_per_token: float
+    lm_head_seconds_per_sample: float
+    attention_seconds_per_pair: float
+    comm_fixed_seconds: float
+    comm_seconds_per_token: float
+
+    @classmethod
+    def from_capacity(
+        cls, inputs: CapacityInputs, gpu: GPUSpec, assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS
+    ) -> StepCost:
+        """Coefficients for ``inputs`` on ``gpu``.
+
+        Raises:
+            CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
+        """
+        m0 = decode_step_model(inputs, gpu, 0.0, assumptions)
+        m1 = decode_step_model(inputs, gpu, 1.0, assumptions)
+        m = inputs.model
+        body = m.num_parameters - m.norm_parameters() - m.embedding_parameters()
+        lm_head = m.vocab_size * m.hidden_size
+        lm_share = lm_head / (body + lm_head) if body + lm_head > 0 else 0.0
+        return cls(
+            weights_seconds=m0.memory_fixed,
+            kv_seconds_per_token=m1.memory_per_seq - m0.memory_per_seq,
+            matmul_seconds_per_token=m0.compute_per_seq * (1.0 - lm_share),
+            lm_head_seconds_per_sample=m0.compute_per_seq * lm_share,
+            attention_seconds_per_pair=m1.compute_per_seq - m0.compute_per_seq,
+            comm_fixed_seconds=m0.comm_fixed,
+            comm_seconds_per_token=m0.comm_per_seq,
+        )
+
+    def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
+        """One step processing ``tokens`` tokens, sampling ``samples`` sequences, touching ``kv_tokens`` KV
+        entries and computing ``pairs`` attention (query, key) pairs."""
+        memory = self.weights_seconds + self.kv_seconds_per_token * kv_tokens
+        compute = (
+            self.matmul_seconds_per_token * tokens
+            + self.lm_head_seconds_per_sample * samples
+            + self.attention_seconds_per_pair * pairs
+        )
+        return (
+            (memory if memory > compute else compute) + self.comm_fixed_seconds + self.comm_seconds_per_token * tokens
+        )
+
+
+@dataclass(frozen=True)
+class PrefixCaching:
+    """Prefix caching with a shared prefix: ``hit_rate`` (0–1) of each prompt's tokens are cache hits."""
+
+    hit_rate: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.hit_rate <= 1.0:
+            raise ValueError(f"prefix caching hit_rate must be in [0, 1], got {self.hit_rate!r}")
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: ``num_speculative_tokens`` (k) drafts per step, each accepted with probability
+    ``acceptance_rate`` (α) until the first rejection; the draft costs ``draft_cost_ratio`` of a target decode
+    step per drafted token; off for a step when more than ``disable_by_batch_size`` sequences run
+    (``None``: never off)."""
+
+    num_speculative_tokens: int = 3
+    acceptance_rate: float = 0.7
+    draft_cost_ratio: float = 0.05
+    disable_by_batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_speculative_tokens < 1:
+            raise ValueError(f"num_speculative_tokens must be ≥ 1, got {self.num_speculative_tokens}")
+        if not 0.0 <= self.acceptance_rate < 1.0:
+            raise ValueError(f"acceptance_rate must be in [0, 1), got {self.acceptance_rate!r}")
+        if not (math.isfinite(self.draft_cost_ratio) and self.draft_cost_ratio >= 0):
+            raise ValueError(f"draft_cost_ratio must be a finite number ≥ 0, got {self.draft_cost_ratio!r}")
+        if self.disable_by_batch_size is not None and self.disable_by_batch_size < 1:
+            raise ValueError(f"disable_by_batch_size must be ≥ 1, got {self.disable_by_batch_size}")
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        """``(1 − α^{k+1}) / (1 − α)`` (Leviathan et al. 2023, eq. 1)."""
+        a, k = self.acceptance_rate, self.num_speculative_tokens
+        return (1 - a ** (k + 1)) / (1 - a)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What one replica runs with (tokens, blocks, sequences; see the module docstring for the rules).
+
+    Attributes:
+        kv_cache_blocks: the pool, blocks (``capacity_pass(inputs).kv_cache_blocks``).
+        block_size: tokens per block.
+        max_num_seqs: running sequences at most [``--max-num-seqs``].
+        max_num_batched_tokens: tokens per step at most [``--max-num-batched-tokens``].
+        max_model_len: prompt + output tokens at most [``--max-model-len``]; longer prompts are rejected,
+            outputs truncated (finish reason ``length``).
+        cost: step time model.
+        chunked_prefill: split prompts across steps (vLLM V1 default); off: a prompt is scheduled whole or
+            waits.
+        prefix_caching, speculative: optional features.
+        model_name: the served model (``--served-model-name``).
+        gpu_memory_utilization, cache_dtype: echoed in the engine's config metrics.
+    """
+
+    kv_cache_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    cost: StepCost
+    chunked_prefill: bool = True
+    prefix_caching: PrefixCaching | None = None
+    speculative: Speculative | None = None
+    model_name: str = "model"
+    gpu_memory_utilization: float = 0.9
+    cache_dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("kv_cache_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        """``kv_cache_blocks × block_size`` (what vLLM prints as "GPU KV cache size")."""
+        return self.kv_cache_blocks * self.block_size
+
+
+def engine_config(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    *,
+    model_name: str | None = None,
+    prefix_caching: PrefixCaching | None = None,
+    speculative: Speculative | None = None,
+    chunked_prefill: bool = True,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> EngineConfig:
+    """An :class:`EngineConfig` from the capacity pass: the pool is ``capacity_pass(inputs).kv_cache_blocks``,
+    ``max_num_batched_tokens`` the engine default when unset (:attr:`CapacityInputs.profile_tokens`).
+
+    Raises:
+        CapacityError: the capacity pass fails (weights do not fit, …) or the GPU lacks perf figures.
+    """
+    result = capacity_pass(inputs)
+    return EngineConfig(
+        kv_cache_blocks=result.kv_cache_blocks,
+        block_size=result.block_size,
+        max_num_seqs=inputs.max_num_seqs,
+        max_num_batched_tokens=inputs.profile_tokens,
+        max_model_len=result.max_model_len,
+        cost=StepCost.from_capacity(inputs, gpu, assumptions),
+        chunked_prefill=chunked_prefill,
+        prefix_caching=prefix_caching,
+        speculative=speculative,
+        model_name=model_name or inputs.model.name,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        cache_dtype=inputs.kv_cache_dtype,
+    )
+
+
+class SimRequest:
+    """One request's state and timestamps (seconds since the start; ``-1.0`` = not yet).
+
+    ``prompt_tokens`` + ``generated`` is the sequence's length; ``computed`` of them have KV in the cache.
+    """
+
+    __slots__ = (
+        "arrival",
+        "blocks",
+        "cached_tokens",
+        "computed",
+        "finish_reason",
+        "finished",
+        "first_scheduled",
+        "first_token",
+        "generated",
+        "id",
+        "itl_max",
+        "last_token",
+        "output_tokens",
+        "preemptions",
+        "prompt_tokens",
+        "shared_blocks",
+    )
+
+    def __init__(self, rid: int, arrival: float, prompt_tokens: int, output_tokens: int) -> None:
+        self.id = rid
+        self.arrival = arrival
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.generated = 0
+        self.computed = 0
+        self.blocks = 0
+        self.shared_blocks = 0
+        self.cached_tokens = 0
+        self.first_scheduled = -1.0
+        self.first_token = -1.0
+        self.last_token = -1.0
+        self.finished = -1.0
+        self.itl_max = 0.0
+        self.preemptions = 0
+        self.finish_reason = ""
+
+    @property
+    def ttft(self) -> float:
+        """Seconds from arrival to the first token (``-1`` before it)."""
+        return self.first_token - self.arrival if self.first_token >= 0 else -1.0
+
+    @property
+    def tpot(self) -> float:
+        """Mean seconds per output token after the first: ``(last − first) ÷ (generated − 1)`` (vLLM's
+        ``request_time_per_output_token_seconds``); 0 for one-token outputs."""
+        return (self.last_token - self.first_token) / (self.generated - 1) if self.generated > 1 else 0.0
+
+    @property
+    def queue_time(self) -> float:
+        """Seconds from arrival to first being scheduled (vLLM's WAITING phase)."""
+        return self.first_scheduled - self.arrival if self.first_scheduled >= 0 else -1.0
+
+    @property
+    def e2e(self) -> float:
+        """Seconds from arrival to the last token."""
+        return self.finished - self.arrival if self.finished >= 0 else -1.0
+
+
+class ReplicaObserver(Protocol):
+    """Receives what a replica does (engine metrics, request logs). Times in seconds since the start."""
+
+    def on_admitted(self, req: SimRequest, now: float, queried_tokens: int, hit_tokens: int) -> None:
+        """``req`` was scheduled from the waiting queue; the prefix cache was queried for ``queried_tokens``
+        and held ``hit_tokens`` of them."""
+
+    def on_step(self, now: float, tokens: int, prefill_tokens: int, decode_tokens: int) -> None:
+        """A step ending at ``now`` processed ``tokens`` tokens (``prefill_tokens`` of prompts or recompute)
+        and emitted ``decode_tokens`` output tokens."""
+
+    def on_itl(self, seconds: float, count: int) -> None:
+        """``count`` sequences emitted after a gap of ``seconds`` since their previous token."""
+
+    def on_first_token(self, req: SimRequest, now: float) -> None:
+        """``req`` emitted its first token at ``now``."""
+
+    def on_preempted(self, req: SimRequest, now: float) -> None:
+        """``req`` was preempted (recompute)."""
+
+    def on_finished(self, req: SimRequest, now: float) -> None:
+        """``req`` finished (``req.finish_reason``: ``stop``, ``length`` or ``abort``)."""
+
+    def on_spec(self, drafts: int, draft_tokens: int, accepted_tokens: int, accepted_per_pos: Sequence[int]) -> None:
+        """A speculative step: ``drafts`` sequences drafted ``draft_tokens`` tokens, ``accepted_tokens`` were
+        accepted, ``accepted_per_pos[i]`` of them at draft position ``i``."""
+
+
+class Replica:
+    """One engine replica; drive it with :meth:`add` and :meth:`run_until` (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        seed: int | str = 0,
+        observers: Sequence[ReplicaObserver] = (),
+        name: str = "replica-0",
+    ) -> None:
+        self.config = config
+        self.name = name
+        self.observers = list(observers)
+        self.now = 0.0
+        """End of the last step (seconds); the replica's clock."""
+        self.usable_blocks = config.kv_cache_blocks - 1
+        self.free_blocks = self.usable_blocks
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self._rng = random.Random(f"{seed}/{name}/spec")
+        self._shared_refs: dict[int, int] = {}
+        self._shared_resident = 0
+        # running totals
+        self.steps = 0
+        self.busy_seconds = 0.0
+        self.preemptions = 0
+        self.prompt_tokens_computed = 0
+        self.generation_tokens = 0
+        self.finished = 0
+        self.rejected = 0
+        self.peak_usage = 0.0
+        self.usage_seconds = 0.0
+        """∫ KV usage dt over busy and idle time, for the time-weighted mean."""
+        self.running_seconds = 0.0
+        """∫ running sequences dt."""
+        self._last_account = 0.0
+
+    # --- state -----------------------------------------------------------------------------------------------
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of allocatable blocks in use (vLLM ``BlockPool.get_usage``)."""
+        return 1.0 - self.free_blocks / self.usable_blocks if self.usable_blocks > 0 else 0.0
+
+    @property
+    def num_running(self) -> int:
+        """Requests in the running batch."""
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests waiting (new or preempted)."""
+        return len(self.waiting)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether anything is waiting or running."""
+        return bool(self.running or self.waiting)
+
+    def load(self) -> int:
+        """Requests in the replica (running + waiting): the least-loaded router's measure."""
+        return len(self.running) + len(self.waiting)
+
+    # --- driving ---------------------------------------------------------------------------------------------
+    def add(self, req: SimRequest) -> None:
+        """Queue a request that arrived at ``req.arrival`` (≤ the next step's start). Prompts that leave no
+        room for one output token within ``max_model_len`` are rejected at once (vLLM answers 400)."""
+        max_len = self.config.max_model_len
+        if req.prompt_tokens >= max_len:
+            req.finish_reason = "rejected"
+            self.rejected += 1
+            return
+        if req.prompt_tokens + req.output_tokens > max_len:
+            req.output_tokens = max_len - req.prompt_tokens
+            req.finish_reason = "length"
+        if not self.running and not self.waiting and self.now < req.arrival:
+            self._account(req.arrival)
+            self.now = req.arrival
+        self.waiting.append(req)
+
+    def run_until(self, t: float) -> None:
+        """Run every step that starts before ``t``. The last may end after ``t`` (``now`` ≥ ``t`` then);
+        an idle replica's clock moves to ``t``."""
+        while self.now < t and (self.running or self.waiting):
+            self.step()
+        if self.now < t:
+            self._account(t)
+            self.now = t
+
+    def _account(self, t: float) -> None:
+        dt = t - self._last_account
+        if dt > 0:
+            self.usage_seconds += self.kv_usage * dt
+            self.running_seconds += len(self.running) * dt
+            self._last_account = t
+
+    # --- KV blocks -------------------------------------------------------------------------------------------
+    def _blocks_for(self, req: SimRequest, tokens: int) -> int:
+        bs = self.config.block_size
+        return -(-tokens // bs) - req.shared_blocks
+
+    def _free(self, req: SimRequest) -> None:
+        self.free_blocks += req.blocks
+        req.blocks = 0
+        sb = req.shared_blocks
+        if sb:
+            left = self._shared_refs[sb] - 1
+            if left:
+                self._shared_refs[sb] = left
+            else:
+                del self._shared_refs[sb]
+                if sb == self._shared_resident:
+                    new = max(self._shared_refs, default=0)
+                    self.free_blocks += sb - new
+                    self._shared_resident = new
+            req.shared_blocks = 0
+
+    def _preempt(self, now: float) -> SimRequest:
+        victim = self.running.pop()
+        self._free(victim)
+        victim.computed = 0
+        victim.cached_tokens = 0
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(victim)
+        for o in self.observers:
+            o.on_preempted(victim, now)
+        return victim
+
+    def _abort(self, req: SimRequest) -> None:
+        """A request that cannot fit even in an empty pool (vLLM refuses such a max_model_len at start-up)."""
+        self._free(req)
+        req.finish_reason = "abort"
+        req.finished = self.now
+        self.finished += 1
+        for o in self.observers:
+            o.on_finished(req, self.now)
+
+    # --- one step --------------------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Schedule, run and apply one engine step starting at :attr:`now`."""
+        cfg = self.config
+        start = self.now
+        self._account(start)
+        budget = cfg.max_num_batched_tokens
+        max_len = cfg.max_model_len
+        spec = cfg.speculative
+        k = 0
+        if spec is not None and (spec.disable_by_batch_size is None or len(self.running) <= spec.disable_by_batch_size):
+            k = spec.num_speculative_tokens
+        sched_req: list[SimRequest] = []
+        sched_n: list[int] = []
+        preempted = False
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            req = running[i]
+            length = req.prompt_tokens + req.generated
+            n = length - req.computed
+            if k and n == 1 and req.generated > 0:
+                # decode with k draft tokens to verify (never past the output or max_model_len)
+                n = 1 + max(0, min(k, req.output_tokens - req.generated - 1, max_len - length - 1))
+            if n > budget:
+                n = budget
+            need = self._blocks_for(req, req.computed + n) - req.blocks
+            scheduled = True
+            while need > self.free_blocks:
+                victim = self._preempt(start)
+                preempted = True
+                if victim is req:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            if need > 0:
+                self.free_blocks -= need
+                req.blocks += need
+            sched_req.append(req)
+            sched_n.append(n)
+            budget -= n
+            i += 1
+        if not preempted:
+            self._admit(start, budget, sched_req, sched_n)
+        if not sched_req:
+            if not preempted and self.waiting and not self.running:
+                # the head request needs more blocks than the whole pool: it can never run
+                self._abort(self.waiting.popleft())
+            return
+        self._execute(start, sched_req, sched_n)
+
+    def _admit(self, now: float, budget: int, sched_req: list[SimRequest], sched_n: list[int]) -> None:
+        cfg = self.config
+        bs = cfg.block_size
+        waiting = self.waiting
+        running = self.running
+        pc = cfg.prefix_caching
+        while waiting and budget > 0 and len(running) < cfg.max_num_seqs:
+            req = waiting[0]
+            length = req.prompt_tokens + req.generated
+            shared = 0
+            if pc is not None and pc.hit_rate > 0:
+                shared = min(int(req.prompt_tokens * pc.hit_rate), length - 1) // bs
+            extra_shared = max(0, shared - self._shared_resident)
+            computed = shared * bs
+            n = length - computed
+            if n > budget:
+                if not cfg.chunked_prefill:
+                    break
+                n = budget
+            need = -(-(computed + n) // bs) - shared + extra_shared
+            if need > self.free_blocks:
+                break
+            waiting.popleft()
+            self.free_blocks -= need
+            req.blocks = need - extra_shared
+            if shared:
+                self._shared_refs[shared] = self._shared_refs.get(shared, 0) + 1
+                if shared > self._shared_resident:
+                    self._shared_resident = shared
+            req.shared_blocks = shared
+            req.computed = computed
+            req.cached_tokens = computed
+            if req.first_scheduled < 0:
+                req.first_scheduled = now
+            for o in self.observers:
+                o.on_admitted(req, now, length if pc is not None else 0, computed)
+            running.append(req)
+            sched_req.append(req)
+            sched_n.append(n)
+            budget -= n
+
+    def _execute(self, start: float, sched_req: list[SimRequest], sched_n: list[int]) -> None:
+        cfg = self.config
+        tokens = 0
+        kv_tokens = 0
+        pairs = 0.0
+        samples = 0
+        prefill_tokens = 0
+        spec_seqs = 0
+        spec_ctx = 0
+        for req, n in zip(sched_req, sched_n, strict=True):
+            c = req.computed
+            length = req.prompt_tokens + req.generated
+            tokens += n
+            kv_tokens += c + n
+            pairs += n * c + n * (n + 1) / 2
+            if c + n >= length:
+                samples += 1
+            if req.generated > 0 and c + 1 == length:
+                if n > 1:
+                    spec_seqs += 1
+                    spec_ctx += c + 1
+            else:
+                prefill_tokens += n
+        cost = cfg.cost
+        seconds = cost.seconds(tokens, samples, kv_tokens, pairs)
+        spec = cfg.speculative
+        if spec_seqs and spec is not None:
+            # the draft model's k forward passes over the decoding sequences, as a share of a target decode step
+            drafted = max(sched_n) - 1
+            seconds += drafted * spec.draft_cost_ratio * cost.seconds(spec_seqs, spec_seqs, spec_ctx, spec_ctx)
+        end = start + seconds
+        usage = self.kv_usage
+        if usage > self.peak_usage:
+            self.peak_usage = usage
+        self._account(end)
+        self.now = end
+        self.steps += 1
+        self.busy_seconds += seconds
+        emitted_total = 0
+        same_gap = 0
+        observers = self.observers
+        rng = self._rng
+        drafts = draft_tokens = accepted_total = 0
+        per_pos = [0] * (spec.num_speculative_tokens if spec is not None else 0)
+        done: list[SimRequest] = []
+        for req, n in zip(sched_req, sched_n, strict=True):
+            length = req.prompt_tokens + req.generated
+            c = req.computed
+            if c + n < length:
+                req.computed = c + n  # a prefill chunk: no token yet
+                continue
+            emitted = 1
+            if spec is not None and n > 1 and req.generated > 0 and c + 1 == length:
+                # verify n - 1 draft tokens: each accepted with probability α until the first rejection
+                proposed = n - 1
+                accepted = 0
+                alpha = spec.acceptance_rate
+                while accepted < proposed and rng.random() < alpha:
+                    per_pos[accepted] += 1
+                    accepted += 1
+                drafts += 1
+                draft_tokens += proposed
+                accepted_total += accepted
+                emitted += accepted
+                req.computed = c + 1 + accepted
+            else:
+                req.computed = c + n
+            left = req.output_tokens - req.generated
+            if emitted > left:
+                emitted = left
+            req.generated += emitted
+            emitted_total += emitted
+            if req.first_token < 0:
+                req.first_token = end
+                for o in observers:
+                    o.on_first_token(req, end)
+            else:
+                if req.last_token == start:
+                    same_gap += 1
+                    gap = seconds
+                else:
+                    gap = end - req.last_token
+                    for o in observers:
+                        o.on_itl(gap, 1)
+                if gap > req.itl_max:
+                    req.itl_max = gap
+            req.last_token = end
+            if req.generated >= req.output_tokens:
+                done.append(req)
+        if same_gap:
+            for o in observers:
+                o.on_itl(seconds, same_gap)
+        for req in done:
+            self._free(req)
+            self.running.remove(req)
+            req.finished = end
+            if not req.finish_reason:
+                req.finish_reason = "stop"
+            self.finished += 1
+            for o in observers:
+                o.on_finished(req, end)
+        self.prompt_tokens_computed += prefill_tokens
+        self.generation_tokens += emitted_total
+        for o in observers:
+            o.on_step(end, tokens, prefill_tokens, emitted_total)
+            if drafts:
+                o.on_spec(drafts, draft_tokens, accepted_total, per_pos)

@@ -1,0 +1,489 @@
+"""``capacity-advisor simulate``: a traffic profile against a configured deployment, in the simulator.
+
+::
+
+    capacity-advisor simulate --config FILE [--deployment NAME] [--duration D] [--arrival-rate R] [--seed S]
+                              [--json] [traffic flags] [--sweep DIAL=V1,V2,… [--plot FILE.png]]
+                              [--apply DIAL=VALUE]
+
+One run prints TTFT/TPOT/e2e/queue-time quantiles, goodput against the deployment's SLO, tokens/s, KV usage and
+preemptions. ``--sweep`` runs the same traffic (same seed) once per value of one dial and prints the frontier
+table (rows on the Pareto frontier of goodput tokens/s against GPUs are marked ``*``); ``--plot`` draws it
+when matplotlib is importable. ``--apply DIAL=VALUE`` runs the deployment as configured and with the dial
+turned, side by side. (``--apply ID``, an open recommendation's id, is not implemented yet.)
+
+Dials: ``max_num_seqs``, ``gpu_memory_utilization``, ``kv_cache_dtype``, ``tensor_parallel_size``,
+``max_model_len``, ``replicas``. Exit codes as the other commands: 0 done, 2 invalid input (config, flags, a
+configuration that does not fit), 1 runtime failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from advisor.argtypes import positive_float
+
+__all__ = ["DIALS", "add_simulate_parser", "cmd_simulate"]
+
+DIALS: dict[str, Callable[[str], object]] = {
+    "max_num_seqs": int,
+    "gpu_memory_utilization": float,
+    "kv_cache_dtype": str,
+    "tensor_parallel_size": int,
+    "max_model_len": int,
+    "replicas": int,
+}
+"""Dials ``--sweep`` and ``--apply`` turn, with the type of their values."""
+
+
+def _err(msg: str) -> None:
+    print(f"capacity-advisor: {msg}", file=sys.stderr)
+
+
+def _duration(text: str) -> float:
+    from advisor.config import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _ratio(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {text!r}")
+    return v
+
+
+def add_simulate_parser(subparsers: Any) -> None:
+    """Register ``simulate`` on an argparse sub-parsers object."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="run a traffic profile against a configured deployment in the engine simulator",
+        description="Run a traffic profile against a deployment of the config in the continuous-batching engine "
+        "simulator; print latency quantiles, goodput against its SLO, tokens/s, KV usage and preemptions.",
+    )
+    p.add_argument("--config", required=True, help="YAML config file (the advisor's)")
+    p.add_argument("--deployment", help="deployment name (default: the first)")
+    p.add_argument("--duration", type=_duration, default=300.0, help="simulated time: 90s, 5m, … (default 5m)")
+    p.add_argument(
+        "--arrival-rate",
+        type=positive_float(1e6),
+        help="mean requests/s across all replicas (default: 1 per replica)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same traffic")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    t = p.add_argument_group("traffic")
+    t.add_argument(
+        "--arrivals",
+        choices=["poisson", "gamma", "onoff", "daily"],
+        default="poisson",
+        help="arrival process (default poisson)",
+    )
+    t.add_argument("--burstiness", type=positive_float(100.0), default=2.0, help="gamma: gap CV (default 2)")
+    t.add_argument(
+        "--on-off",
+        type=positive_float(1e6),
+        nargs=2,
+        metavar=("ON_S", "OFF_S"),
+        default=(30.0, 30.0),
+        help="onoff: seconds on and off (default 30 30)",
+    )
+    t.add_argument("--daily-period", type=_duration, default=86400.0, help="daily: period (default 24h)")
+    t.add_argument("--daily-amplitude", type=_ratio, default=0.6, help="daily: relative amplitude (default 0.6)")
+    t.add_argument("--prompt-tokens", type=positive_float(1e7), default=1500.0, help="mean prompt (1500)")
+    t.add_argument("--prompt-cv", type=positive_float(100.0), default=0.5, help="prompt length CV (0.5)")
+    t.add_argument("--output-tokens", type=positive_float(1e7), default=300.0, help="mean output (300)")
+    t.add_argument("--output-cv", type=positive_float(100.0), default=1.0, help="output length CV (1.0)")
+    t.add_argument("--lengths-csv", help="CSV of prompt_tokens,output_tokens rows to draw lengths from")
+    t.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens to replay")
+    e = p.add_argument_group("engine")
+    e.add_argument("--replicas", type=_count, help="replicas (default: the deployment's targets)")
+    e.add_argument("--router", choices=["least-loaded", "round-robin"], default="least-loaded")
+    e.add_argument("--prefix-hit-rate", type=_ratio, help="prefix caching on, with this shared-prefix hit rate")
+    e.add_argument("--spec-tokens", type=_count, help="speculative decoding on, with this many draft tokens")
+    e.add_argument("--spec-acceptance", type=_ratio, default=0.7, help="draft token acceptance rate (0.7)")
+    e.add_argument("--spec-draft-cost", type=_ratio, default=0.05, help="draft step ÷ target step (0.05)")
+    e.add_argument("--spec-disable-by-batch-size", type=_count, help="no speculation above this many running")
+    e.add_argument("--warmup", type=_duration, help="exclude requests arriving before this (default none)")
+    w = p.add_argument_group("what-if")
+    w.add_argument("--sweep", metavar="DIAL=V1,V2,…", help=f"vary one dial: {', '.join(DIALS)}")
+    w.add_argument("--plot", metavar="FILE.png", help="with --sweep: draw the frontier (needs matplotlib)")
+    w.add_argument("--apply", metavar="DIAL=VALUE", help="run with the dial turned beside the unchanged run")
+    p.set_defaults(func=cmd_simulate)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    name: str
+    deployment: Any
+    base_dir: Path
+    replicas: int
+    profile: Any
+    slo: Any
+
+
+def _parse_dial(text: str, many: bool) -> tuple[str, list[object]]:
+    if "=" not in text:
+        raise ValueError(
+            f"{text!r}: expected DIAL=VALUE (--apply with a recommendation id is not implemented yet; "
+            "give the dial and value the recommendation names)"
+        )
+    dial, _, raw = text.partition("=")
+    dial = dial.strip().replace("-", "_")
+    if dial not in DIALS:
+        raise ValueError(f"unknown dial {dial!r}; dials: {', '.join(DIALS)}")
+    parts = [v.strip() for v in raw.split(",")] if many else [raw.strip()]
+    if not parts or any(not v for v in parts):
+        raise ValueError(f"{text!r}: no value")
+    conv = DIALS[dial]
+    values: list[object] = []
+    for v in parts:
+        try:
+            values.append(conv(v))
+        except ValueError:
+            raise ValueError(f"{dial}: {v!r} is not a valid {conv.__name__}") from None
+    return dial, values
+
+
+def _traffic(args: argparse.Namespace, rate: float) -> Any:
+    from advisor.sim.traffic import (
+        DailyCurve,
+        GammaGaps,
+        LognormalLengths,
+        OnOff,
+        Poisson,
+        TrafficProfile,
+        parse_lengths_csv,
+        parse_trace_csv,
+    )
+
+    if args.trace:
+        trace = parse_trace_csv(Path(args.trace).read_text(encoding="utf-8"))
+        profile = TrafficProfile(trace=trace)
+        return profile.with_rate(args.arrival_rate) if args.arrival_rate else profile
+    lengths: Any
+    if args.lengths_csv:
+        lengths = parse_lengths_csv(Path(args.lengths_csv).read_text(encoding="utf-8"))
+    else:
+        lengths = LognormalLengths(args.prompt_tokens, args.prompt_cv, args.output_tokens, args.output_cv)
+    process: Any
+    if args.arrivals == "gamma":
+        process = GammaGaps(rate, args.burstiness)
+    elif args.arrivals == "onoff":
+        on, off = args.on_off
+        process = OnOff(rate_on=rate * (on + off) / on, rate_off=0.0, on_seconds=on, off_seconds=off)
+    elif args.arrivals == "daily":
+        process = DailyCurve(rate, args.daily_amplitude, args.daily_period)
+    else:
+        process = Poisson(rate)
+    return TrafficProfile(process, lengths)
+
+
+def _engine(setup: _Setup, args: argparse.Namespace, dial: str | None = None, value: object = None) -> Any:
+    from advisor.config import capacity_inputs, gpu_spec
+    from advisor.errors import CapacityError
+    from advisor.sim.engine import PrefixCaching, Speculative, engine_config
+
+    dep = setup.deployment
+    if dial is not None and dial != "replicas":
+        dep = dep.model_copy(update={dial: value})
+    spec = gpu_spec(dep)
+    if spec is None:
+        raise CapacityError(
+            f"deployment {setup.name!r}: simulate needs gpu: (a catalog name) for the GPU's bandwidth and FLOP/s; "
+            "gpu_memory_gib alone is not enough"
+        )
+    speculative = None
+    if args.spec_tokens or dep.speculative_decoding:
+        speculative = Speculative(
+            num_speculative_tokens=args.spec_tokens or 3,
+            acceptance_rate=args.spec_acceptance,
+            draft_cost_ratio=args.spec_draft_cost,
+            disable_by_batch_size=args.spec_disable_by_batch_size,
+        )
+    prefix = PrefixCaching(args.prefix_hit_rate) if args.prefix_hit_rate is not None else None
+    return engine_config(
+        capacity_inputs(dep, setup.base_dir),
+        spec,
+        model_name=dep.served_model or dep.model,
+        prefix_caching=prefix,
+        speculative=speculative,
+    )
+
+
+class _Progress:
+    """A progress bar on ``stream``, drawn only once a run has taken a second and only on a terminal (or when
+    ``force``)."""
+
+    def __init__(
+        self, label: str, stream: TextIO, force: bool | None = None, clock: Callable[[], float] = time.monotonic
+    ):
+        self.label = label
+        self.stream = stream
+        self.enabled = stream.isatty() if force is None else force
+        self.clock = clock
+        self.start = clock()
+        self.drawn = False
+
+    def __call__(self, fraction: float) -> None:
+        if not self.enabled or self.clock() - self.start < 1.0:
+            return
+        width = 30
+        filled = round(width * fraction)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}")
+        self.stream.flush()
+        self.drawn = True
+
+    def done(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * (len(self.label) + 40) + "\r")
+            self.stream.flush()
+
+
+def _run(setup: _Setup, args: argparse.Namespace, label: str, dial: str | None = None, value: object = None) -> Any:
+    from advisor.sim.fleet import simulate
+
+    config = _engine(setup, args, dial, value)
+    replicas = int(str(value)) if dial == "replicas" else setup.replicas
+    progress = _Progress(label, sys.stderr)
+    try:
+        return simulate(
+            config,
+            setup.profile,
+            duration=args.duration,
+            slo_ttft_seconds=setup.slo.ttft_seconds,
+            slo_tpot_seconds=setup.slo.tpot_seconds,
+            replicas=replicas,
+            router=args.router,
+            seed=args.seed,
+            warmup=args.warmup or 0.0,
+            progress=progress,
+        )
+    finally:
+        progress.done()
+
+
+def _ms(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _pct(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.1%}"
+
+
+def _rows(s: Any, tp: int, target: float) -> list[tuple[str, str]]:
+    gpus = s.replicas * tp
+    return [
+        ("replicas × TP", f"{s.replicas} × {tp} ({gpus} GPU{'s' if gpus > 1 else ''})"),
+        ("KV pool per replica", f"{s.kv_cache_blocks:,} blocks, {s.kv_cache_tokens:,} tokens"),
+        ("max_num_seqs", f"{s.max_num_seqs}"),
+        ("requests", f"{s.requests_measured:,} measured, {s.requests_finished:,} finished, "
+         f"{s.requests_unfinished:,} unfinished, {s.requests_rejected:,} rejected (prompt ≥ max_model_len)"),
+        ("TTFT p50 / p90 / p99", f"{_ms(s.ttft.p50)} / {_ms(s.ttft.p90)} / {_ms(s.ttft.p99)}"),
+        ("TPOT p50 / p90 / p99", f"{_ms(s.tpot.p50)} / {_ms(s.tpot.p90)} / {_ms(s.tpot.p99)}"),
+        ("max ITL p50 / p99", f"{_ms(s.itl_max.p50)} / {_ms(s.itl_max.p99)}"),
+        ("e2e p50 / p99", f"{_ms(s.e2e.p50)} / {_ms(s.e2e.p99)}"),
+        ("queue time p50 / p99", f"{_ms(s.queue_time.p50)} / {_ms(s.queue_time.p99)}"),
+        ("goodput", f"{_pct(s.goodput_ratio)} of requests meet TTFT ≤ {s.slo_ttft_seconds:g} s and TPOT ≤ "
+         f"{s.slo_tpot_seconds:g} s (target {target:.0%}: {'met' if s.goodput_ratio >= target else 'MISSED'})"),
+        ("goodput tokens/s", f"{s.goodput_tokens_per_second:,.0f}"),
+        ("output tokens/s", f"{s.output_tokens_per_second:,.0f} ({s.output_tokens_per_second / gpus:,.0f} per GPU)"),
+        ("prefill tokens/s", f"{s.prompt_tokens_per_second:,.0f} computed (cache hits excluded)"),
+        ("KV usage mean / peak", f"{_pct(s.kv_usage_mean)} / {_pct(s.kv_usage_peak)}"),
+        ("running per replica", f"{s.mean_running:.1f} mean"),
+        ("preemptions", f"{s.preemptions:,} ({s.preemptions_per_second:.2f}/s)"),
+    ]  # fmt: skip
+
+
+def _tp(setup: _Setup, dial: str | None, value: object) -> int:
+    return int(str(value)) if dial == "tensor_parallel_size" else int(setup.deployment.tensor_parallel_size)
+
+
+def _frontier(points: list[tuple[float, float]]) -> list[bool]:
+    """Pareto frontier of (GPUs ↓, goodput tokens/s ↑): a row is on it when no other has as many goodput
+    tokens/s with no more GPUs and is better in one."""
+    out = []
+    for i, (g, v) in enumerate(points):
+        dominated = any((g2 <= g and v2 >= v) and (g2 < g or v2 > v) for j, (g2, v2) in enumerate(points) if j != i)
+        out.append(not dominated)
+    return out
+
+
+def _plot(path: str, dial: str, values: list[object], summaries: list[Any]) -> None:
+    matplotlib: Any = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+
+    labels = [str(v) for v in values]
+    fig, ax1 = plt.subplots(figsize=(8, 4.5))
+    ax1.plot(labels, [s.goodput_tokens_per_second for s in summaries], marker="o", label="goodput tokens/s")
+    ax1.plot(labels, [s.output_tokens_per_second for s in summaries], marker="s", label="output tokens/s")
+    ax1.set_xlabel(dial)
+    ax1.set_ylabel("tokens/s")
+    ax2 = ax1.twinx()
+    ax2.plot(labels, [s.ttft.p99 for s in summaries], color="tab:red", marker="^", label="TTFT p99 (s)")
+    ax2.set_ylabel("TTFT p99, s")
+    fig.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Run ``simulate``; see the module docstring. Returns the exit code."""
+    from advisor.config import load_config
+    from advisor.errors import CapacityError, ConfigError
+    from advisor.sim.traffic import TrafficError
+
+    if args.sweep and args.apply:
+        _err("simulate: give --sweep or --apply, not both")
+        return 2
+    if args.plot and not args.sweep:
+        _err("simulate: --plot needs --sweep")
+        return 2
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        _err("simulate: --plot needs matplotlib, which is not installed (pip install matplotlib); run without --plot")
+        return 2
+    try:
+        sweep = _parse_dial(args.sweep, many=True) if args.sweep else None
+        apply = _parse_dial(args.apply, many=False) if args.apply else None
+        cfg = load_config(args.config)
+        deps = {d.name: d for d in cfg.deployments}
+        name = args.deployment or cfg.deployments[0].name
+        if name not in deps:
+            _err(f"simulate: no deployment {name!r} in {args.config}; deployments: {', '.join(deps)}")
+            return 2
+        dep = deps[name]
+        replicas = args.replicas or max(1, len(dep.targets))
+        rate = args.arrival_rate or float(replicas)
+        setup = _Setup(name, dep, Path(args.config).parent.resolve(), replicas, _traffic(args, rate), dep.slo)
+        if args.warmup is not None and args.warmup >= args.duration:
+            _err("simulate: --warmup must be shorter than --duration")
+            return 2
+        if sweep is not None:
+            return _sweep(setup, args, *sweep)
+        if apply is not None:
+            return _apply(setup, args, apply[0], apply[1][0])
+        summary = _run(setup, args, f"simulate {name}")
+    except (ConfigError, CapacityError, TrafficError) as exc:
+        _err(str(exc))
+        return 2
+    except OSError as exc:
+        _err(f"simulate: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
+        return 2
+    if args.json:
+        print(json.dumps({"deployment": name, "seed": args.seed, "summary": summary.as_dict()}, indent=2))
+        return 0
+    _header(setup, args)
+    _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
+    return 0
+
+
+def _header(setup: _Setup, args: argparse.Namespace) -> None:
+    d = setup.deployment
+    print(
+        f"deployment {setup.name}: {d.model} on {d.gpu}, util {d.gpu_memory_utilization}, max_model_len "
+        f"{d.max_model_len}, kv_cache_dtype {d.kv_cache_dtype}"
+    )
+    print(
+        f"traffic: {setup.profile.mean_rate:.3g} req/s ({args.arrivals if not args.trace else 'trace'}), "
+        f"{args.duration:g} s simulated, seed {args.seed}"
+    )
+
+
+def _table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+
+
+def _sweep(setup: _Setup, args: argparse.Namespace, dial: str, values: list[object]) -> int:
+    summaries = []
+    for i, v in enumerate(values):
+        summaries.append(_run(setup, args, f"{dial}={v} ({i + 1}/{len(values)})", dial, v))
+    gpus = [s.replicas * _tp(setup, dial, v) for s, v in zip(summaries, values, strict=True)]
+    frontier = _frontier([(float(g), s.goodput_tokens_per_second) for g, s in zip(gpus, summaries, strict=True)])
+    if args.json:
+        rows = [
+            {"value": v, "gpus": g, "frontier": f, "summary": s.as_dict()}
+            for v, g, f, s in zip(values, gpus, frontier, summaries, strict=True)
+        ]
+        print(json.dumps({"deployment": setup.name, "dial": dial, "seed": args.seed, "rows": rows}, indent=2))
+    else:
+        _header(setup, args)
+        head = (
+            f"{'':1} {dial:>22} {'GPUs':>4} {'KV blocks':>10} {'TTFT p50':>10} {'TTFT p99':>10} {'TPOT p50':>9} "
+            f"{'TPOT p99':>9} {'goodput':>8} {'good tok/s':>10} {'tok/s':>8} {'KV mean':>7} {'preempt/s':>9}"
+        )
+        print(head)
+        for v, g, f, s in zip(values, gpus, frontier, summaries, strict=True):
+            print(
+                f"{'*' if f else ' ':1} {v!s:>22} {g:>4} {s.kv_cache_blocks:>10,} {_ms(s.ttft.p50):>10} "
+                f"{_ms(s.ttft.p99):>10} {_ms(s.tpot.p50):>9} {_ms(s.tpot.p99):>9} {_pct(s.goodput_ratio):>8} "
+                f"{s.goodput_tokens_per_second:>10,.0f} {s.output_tokens_per_second:>8,.0f} "
+                f"{_pct(s.kv_usage_mean):>7} {s.preemptions_per_second:>9.2f}"
+            )
+        print("* on the frontier: no other row has as many goodput tokens/s with no more GPUs")
+    if args.plot:
+        _plot(args.plot, dial, values, summaries)
+        if not args.json:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def _apply(setup: _Setup, args: argparse.Namespace, dial: str, value: object) -> int:
+    current = setup.replicas if dial == "replicas" else getattr(setup.deployment, dial)
+    before = _run(setup, args, f"{dial}={current} (1/2)")
+    after = _run(setup, args, f"{dial}={value} (2/2)", dial, value)
+    target = setup.deployment.slo.target_ratio
+    if args.json:
+        out = {
+            "deployment": setup.name,
+            "dial": dial,
+            "current": current,
+            "applied": value,
+            "seed": args.seed,
+            "before": before.as_dict(),
+            "after": after.as_dict(),
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    _header(setup, args)
+    left = _rows(before, _tp(setup, None, None), target)
+    right = _rows(after, _tp(setup, dial, value), target)
+    width = max(len(k) for k, _ in left)
+    col = max(len(v) for _, v in left)
+    print(f"{'':{width}}  {f'{dial} = {current} (now)':<{col}}  {dial} = {value}")
+    for (k, a), (_, b) in zip(left, right, strict=True):
+        print(f"{k.ljust(width)}  {a:<{col}}  {b}")
+    print(
+        f"simulated effect of {dial} {current} → {value}: goodput {_pct(before.goodput_ratio)} → "
+        f"{_pct(after.goodput_ratio)}, goodput tokens/s {before.goodput_tokens_per_second:,.0f} → "
+        f"{after.goodput_tokens_per_second:,.0f}, TTFT p99 {_ms(before.ttft.p99)} → {_ms(after.ttft.p99)}"
+    )
+    return 0

@@ -1,0 +1,143 @@
+"""The engine flag for each dial, checked against each engine's source (citations in docs/flags.md).
+
+Passing tests pin flags verified against the source; strict xfails are flags the source shows to be wrong for
+the value the rules pass (reported to the lead; advisor/rules/flags.py is not changed here).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor import conventions as c
+from advisor.rules.flags import FLAGS, flag_for
+from advisor.rules.speculative import SpeculativeRule
+from tests.rules.helpers import ctx, ev, hist
+
+
+@pytest.mark.parametrize(
+    ("engine", "dial", "value", "flag"),
+    [
+        # vLLM vllm/engine/arg_utils.py (EngineArgs.add_cli_args)
+        ("vllm", c.DIAL_MAX_NUM_SEQS, 216, "--max-num-seqs 216"),
+        ("vllm", c.DIAL_MAX_NUM_BATCHED_TOKENS, 8192, "--max-num-batched-tokens 8192"),
+        ("vllm", c.DIAL_GPU_MEMORY_UTILIZATION, 0.95, "--gpu-memory-utilization 0.95"),
+        ("vllm", c.DIAL_WEIGHT_QUANTIZATION, "fp8", "--quantization fp8"),
+        ("vllm", c.DIAL_KV_CACHE_DTYPE, "fp8", "--kv-cache-dtype fp8"),
+        ("vllm", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--tensor-parallel-size 2"),
+        ("vllm", c.DIAL_MAX_MODEL_LEN, 75776, "--max-model-len 75776"),
+        # SGLang python/sglang/srt/server_args.py (ServerArgs fields → flags)
+        ("sglang", c.DIAL_MAX_NUM_SEQS, 64, "--max-running-requests 64"),
+        ("sglang", c.DIAL_GPU_MEMORY_UTILIZATION, 0.85, "--mem-fraction-static 0.85"),
+        ("sglang", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--tp-size 2"),
+        ("sglang", c.DIAL_MAX_MODEL_LEN, 32768, "--context-length 32768"),
+        ("sglang", c.DIAL_WEIGHT_QUANTIZATION, "fp8", "--quantization fp8"),
+        # TGI launcher/src/main.rs (Args), v3.3.7
+        ("tgi", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--num-shard 2"),
+        ("tgi", c.DIAL_MAX_MODEL_LEN, 8192, "--max-total-tokens 8192"),
+        ("tgi", c.DIAL_GPU_MEMORY_UTILIZATION, 0.9, "--cuda-memory-fraction 0.9"),
+        ("tgi", c.DIAL_WEIGHT_QUANTIZATION, "fp8", "--quantize fp8"),
+        ("tgi", c.DIAL_MAX_NUM_BATCHED_TOKENS, 4096, "--max-batch-prefill-tokens 4096"),
+        # TensorRT-LLM trtllm-serve (tensorrt_llm/commands/serve.py)
+        ("trtllm", c.DIAL_MAX_NUM_SEQS, 64, "--max_batch_size 64"),
+        ("trtllm", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--tp_size 2"),
+        ("trtllm", c.DIAL_MAX_MODEL_LEN, 8192, "--max_seq_len 8192"),
+        # llama.cpp tools/server/README.md
+        ("llamacpp", c.DIAL_MAX_NUM_SEQS, 4, "--parallel 4"),
+    ],
+)
+def test_verified_flags(engine: str, dial: str, value: object, flag: str) -> None:
+    assert flag_for(engine, dial, value) == flag
+
+
+def test_every_dial_has_a_flag_on_every_engine() -> None:
+    for engine, table in FLAGS.items():
+        assert set(table) == set(c.DIALS), engine
+
+
+def test_an_engine_without_a_table_names_the_worker() -> None:
+    assert flag_for("dynamo", c.DIAL_MAX_NUM_SEQS, 8).startswith("set on the Dynamo worker")
+    assert flag_for("dynamo", c.DIAL_REPLICAS, 3).startswith("scale to 3 replicas")
+
+
+def test_an_unknown_dial_is_a_programming_error() -> None:
+    with pytest.raises(KeyError):
+        flag_for("vllm", "no_such_dial", 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="TGI --kv-cache-dtype accepts only fp8_e4m3fn | fp8_e5m2 (launcher/src/main.rs enum KVCacheDtype, "
+    "v3.3.7); the rules pass 'fp8', so the flag reads '--kv-cache-dtype fp8' and the launcher rejects it",
+)
+def test_tgi_kv_cache_dtype_uses_a_value_the_launcher_accepts() -> None:
+    assert flag_for("tgi", c.DIAL_KV_CACHE_DTYPE, "fp8") == "--kv-cache-dtype fp8_e4m3fn"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SGLang --kv-cache-dtype choices are auto, fp8_e5m2, fp8_e4m3, … (server_args.py); 'fp8' is rejected",
+)
+def test_sglang_kv_cache_dtype_uses_a_value_the_server_accepts() -> None:
+    assert flag_for("sglang", c.DIAL_KV_CACHE_DTYPE, "fp8") == "--kv-cache-dtype fp8_e4m3"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="llama.cpp --cache-type-k/-v take ggml types (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; "
+    "common/arg.cpp kv_cache_types); 'fp8' is not one — the 8-bit cache is q8_0",
+)
+def test_llamacpp_kv_cache_dtype_maps_fp8_to_a_ggml_type() -> None:
+    assert "fp8" not in flag_for("llamacpp", c.DIAL_KV_CACHE_DTYPE, "fp8")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="llama.cpp's gpu_memory_utilization entry formats the budget fraction into --ctx-size "
+    "('--ctx-size 0.95 …'); llama.cpp has no memory-fraction flag and --ctx-size takes tokens",
+)
+def test_llamacpp_budget_flag_does_not_put_a_fraction_into_ctx_size() -> None:
+    assert "--ctx-size 0.95" not in flag_for("llamacpp", c.DIAL_GPU_MEMORY_UTILIZATION, 0.95)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="admission_thrash passes 'priority' for every engine: TGI --waiting-served-ratio takes a float "
+    "(launcher/src/main.rs), TensorRT-LLM capacity_scheduler_policy takes GUARANTEED_NO_EVICT | "
+    "MAX_UTILIZATION | STATIC_BATCH (GUARANTEED_NO_EVICT is the whole-request admission the rule wants)",
+)
+def test_admission_policy_values_are_valid_per_engine() -> None:
+    assert "priority" not in flag_for("tgi", c.DIAL_ADMISSION_POLICY, "priority")
+    assert "priority" not in flag_for("trtllm", c.DIAL_ADMISSION_POLICY, "priority")
+
+
+def _enable_speculation(engine: str) -> str:
+    tpot = hist((0.05, 0), (0.1, 100), total_sum=7.5)
+    (p,) = SpeculativeRule().propose(ev(dep=ctx(engine=engine), requests_running=2, tpot_ok=0.5, tpot=tpot))
+    return p.flag
+
+
+def test_vllm_speculation_uses_the_speculative_config_json() -> None:
+    flag = _enable_speculation("vllm")
+    assert flag.startswith("--speculative-config '")
+    config = json.loads(flag.removeprefix("--speculative-config '").removesuffix("'"))
+    assert config["method"] == "ngram" and config["num_speculative_tokens"] == 4 and config["prompt_lookup_max"] == 4
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="vLLM ignores speculative_config.disable_by_batch_size since v0.10.0 (V0 removed) and dropped the field "
+    "in PR #35060 (2026-02); the advice promises a disable-by-batch-size that the engine does not apply",
+)
+def test_vllm_speculation_does_not_rely_on_disable_by_batch_size() -> None:
+    assert "disable_by_batch_size" not in _enable_speculation("vllm")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="TGI --speculate takes the number of speculative tokens (usize, launcher/src/main.rs; n-gram is used "
+    "without Medusa heads); the rule passes 'ngram' → '--speculate ngram', which the launcher rejects",
+)
+def test_tgi_speculation_passes_a_token_count() -> None:
+    assert _enable_speculation("tgi") == "--speculate 4"

@@ -1,0 +1,157 @@
+"""goodput_below_target: fires below ``slo.target_ratio`` with at least ``min_requests`` observed; the diagnosis
+picks the dial. Roofline figures are hand-computed from :mod:`advisor.capacity.perf`'s documented formulas
+(H100-SXM: 3.35 TB/s × 0.8 = 2.68 TB/s; 989.5 TFLOP/s × 0.6 = 593.7 TFLOP/s; NVLink 900 GB/s ÷ 2 × 0.7 =
+315 GB/s per direction; Llama-3.1-8B matmul body 6,979,321,856 params, LM head 525,336,576)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisor.rules.base import SLOTargets
+from advisor.rules.goodput import GoodputRule
+from tests.rules.helpers import ctx, ev, good, hist, opens_after, requests
+
+RULE = GoodputRule(for_seconds=120, min_requests=20, target_utilization=0.8)
+
+
+@pytest.mark.parametrize(
+    ("rule", "ttft_ok", "observed", "fires"),
+    [
+        (RULE, 0.8999, 20, True),  # just under 0.9 with exactly min_requests
+        (RULE, 0.9, 20, False),  # at target
+        (RULE, 0.5, 19, None),  # one request short of min_requests: cannot judge
+        (GoodputRule(min_requests=50), 0.5, 50, True),
+        (GoodputRule(min_requests=50), 0.5, 49, None),
+    ],
+    ids=[
+        "just under the target with min_requests fires",
+        "at the target does not fire",
+        "one request short of min_requests cannot tell",
+        "a larger min_requests at it fires",
+        "a larger min_requests one short cannot tell",
+    ],
+)
+def test_fire_table(rule: GoodputRule, ttft_ok: float, observed: float, fires: bool | None) -> None:
+    e = ev(goodput=good(ttft_ok, 1.0), **requests(observed))
+    assert rule.fires(e).holds is fires
+    assert rule.clears(e).holds is (None if fires is None else not fires)
+
+
+def test_cannot_tell_without_observations() -> None:
+    e = ev(goodput=good(None, None), **requests(100))
+    assert RULE.fires(e).holds is None
+    assert RULE.propose(e) == []
+
+
+def test_ttft_lost_to_queueing_needs_replicas_from_the_queueing_model() -> None:
+    # nothing waits now, but queue time (mean 1.5 s) is half of TTFT or more (mean 0.5 s): queueing.
+    # λ = 2/s (in flight flat); 10 running of a ceiling min(256, 54.921875): μ = 2 × 54.921875 ÷ 10 = 10.984/s.
+    # max(1 + 1, ⌈2 ÷ (10.984 × 0.8)⌉ = 1) = 2 replicas; utilization 2 ÷ 10.984 = 0.1821 → 0.0910.
+    e = ev(
+        goodput=good(0.5, 1.0),
+        requests_finished_per_second=2.0,
+        requests_running=10,
+        requests_running_first=10,
+        requests_waiting=0,
+        requests_waiting_first=0,
+        queue_time=hist((2.0, 100), total_sum=150.0),
+        **requests(100),
+    )
+    (p,) = RULE.propose(e)
+    assert (p.dial, p.current, p.suggested) == ("replicas", 1, 2)
+    assert p.evidence["service_rate_per_replica"] == pytest.approx(10.9844, abs=1e-4)
+    assert p.predicted_effect["utilization"] == {"before": 0.1821, "after": 0.091}
+    assert p.severity == "critical"  # 0.5 < 0.8 × 0.9
+
+
+def test_long_prefills_without_a_queue_need_tp_and_chunked_prefill() -> None:
+    # 2,000-token prompts (2,000 prompt tokens/s at 1 request/s), queue time tiny.
+    # prefill TP1: (2 × 2,000 × 6,979,321,856 + 2 × 525,336,576 + 2 × 32 × 32 × 128 × 2,000²) ÷ 593.7 T = 48.79 ms
+    # TP2: half the FLOPs, 24.395 ms + 64 all-reduces × (10 µs + 16,384,000 B ÷ 315 GB/s = 52.0 µs) = 28.364 ms
+    e = ev(
+        goodput=good(0.5, 1.0),
+        requests_finished_per_second=1.0,
+        prompt_tokens_per_second=2_000.0,
+        requests_running=2,
+        requests_waiting=0,
+        queue_time=hist((0.01, 100), total_sum=0.1),
+        **requests(100),
+    )
+    tp, chunked = RULE.propose(e)
+    assert (tp.dial, tp.current, tp.suggested, tp.flag) == (
+        "tensor_parallel_size",
+        1,
+        2,
+        "--tensor-parallel-size 2",
+    )
+    assert tp.predicted_effect["prefill_seconds"] == {"before": 0.0488, "after": 0.0284}
+    assert chunked.dial == "chunked_prefill" and chunked.flag == "--enable-chunked-prefill"
+
+
+TIGHT = ctx(slo=SLOTargets(2.5, 0.02, 0.9))  # TPOT target 20 ms
+
+
+def test_tpot_past_the_knee_caps_max_num_seqs() -> None:
+    # 200 running, pool full: 432,000 ÷ 200 = 2,160 tokens each; KV per sequence 2,160 × 131,072 = 283,115,520 B.
+    # TPOT(B) = (16,094,076,928 + B × 283,115,520) ÷ 2.68 TB/s (memory-bound; compute 5.4 ms at B = 200)
+    # B = 200 → 27.13 ms; ≤ 20 ms needs B ≤ (53.6 G − 16.094 G) ÷ 283.1 M = 132.48 → knee 132 → 19.95 ms
+    e = ev(dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0, **requests(100))
+    (p,) = RULE.propose(e)
+    assert (p.dial, p.action, p.current, p.suggested) == ("max_num_seqs", "decrease", 256, 132)
+    assert p.predicted_effect["tpot_seconds"] == {"before": 0.0271, "after": 0.0199}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="goodput's knee proposal reports predicted_effect['max_num_seqs']['before'] as the observed batch per "
+    "replica (200) while its current value is the configured max_num_seqs (256)",
+)
+def test_tpot_knee_effect_starts_from_the_configured_max_num_seqs() -> None:
+    e = ev(dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0, **requests(100))
+    (p,) = RULE.propose(e)
+    assert p.predicted_effect["max_num_seqs"] == {"before": p.current, "after": p.suggested}
+
+
+def test_tpot_at_a_small_batch_quantizes_weights_or_raises_tp() -> None:
+    # 2 running, KV 1 % full: 0.01 × 432,000 ÷ 2 = 2,160 tokens each; batch KV = 2 × 2,160 × 131,072 B.
+    # bf16: (16,094,076,928 + 566,231,040) ÷ 2.68 T = 6.2165 ms
+    # fp8: 6,979,321,856 linear × 1.000244 + 1,050,939,392 other × 2 + rotary 33,554,432 = 9,116,459,008 B
+    #      → (9,116,459,008 + 566,231,040) ÷ 2.68 T = 3.6129 ms
+    # TP2: 8,064,081,920 B + half the KV → 3.1146 ms, + 64 × 10 µs all-reduce latency + 2 × 64 × 26 ns = 3.758 ms
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9))
+    e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100))
+    quant, tp = RULE.propose(e)
+    assert (quant.dial, quant.suggested, quant.flag) == ("weight_quantization", "fp8", "--quantization fp8")
+    assert quant.predicted_effect["tpot_seconds"] == {"before": 0.0062, "after": 0.0036}
+    assert quant.sufficient  # 3.6 ms ≤ 5 ms
+    assert "measured on your own evals" in quant.description
+    assert (tp.dial, tp.suggested) == ("tensor_parallel_size", 2)
+    assert tp.predicted_effect["tpot_seconds"] == {"before": 0.0062, "after": 0.0038}
+
+
+def test_awq_on_a_gpu_without_fp8() -> None:
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9), gpu="A100-80GB")
+    e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100))
+    assert RULE.propose(e)[0].suggested == "awq"
+
+
+def test_never_raises_max_num_seqs() -> None:
+    cases: list[dict[str, Any]] = [
+        {"dep": TIGHT, "goodput": good(1.0, 0.3), "requests_running": 200, "kv_cache_usage_ratio": 1.0},
+        {"dep": TIGHT, "goodput": good(0.3, 0.3), "requests_running": 2, "kv_cache_usage_ratio": 0.01},
+    ]
+    for kw in cases:
+        assert not any(
+            p.dial == "max_num_seqs" and p.action != "decrease" for p in RULE.propose(ev(**kw, **requests(100)))
+        )
+
+
+@pytest.mark.parametrize(("held", "opens"), [(119.5, False), (120.0, True)], ids=["just short of 120 s", "at 120 s"])
+def test_for_duration(held: float, opens: bool) -> None:
+    def make(now: float) -> Any:
+        return ev(now=now, dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0,
+                  **requests(100))  # fmt: skip
+
+    assert opens_after(RULE, make, held) is opens

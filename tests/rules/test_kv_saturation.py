@@ -1,0 +1,146 @@
+"""kv_saturation: usage ≥ ``usage_threshold`` with a queue or preemptions; clears below ``resolve_below`` or
+without pressure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisor.rules.kv_saturation import KVSaturationRule
+from tests.rules.helpers import ctx, ev, opens_after
+
+RULE = KVSaturationRule(usage_threshold=0.9, resolve_below=0.8)
+
+
+def _ev(**kw: Any) -> Any:
+    stats: dict[str, Any] = {
+        "kv_cache_usage_ratio": 0.95,
+        "requests_running": 50,
+        "requests_waiting": 10,
+        "preemptions_increase": 0,
+    }
+    stats.update(kw)
+    return ev(**stats)
+
+
+@pytest.mark.parametrize(
+    ("rule", "stats", "fires"),
+    [
+        (RULE, {"kv_cache_usage_ratio": 0.9}, True),
+        (RULE, {"kv_cache_usage_ratio": 0.8999}, False),
+        (KVSaturationRule(usage_threshold=0.97), {"kv_cache_usage_ratio": 0.97}, True),
+        (KVSaturationRule(usage_threshold=0.97), {"kv_cache_usage_ratio": 0.9699}, False),
+        (RULE, {"requests_waiting": 0, "preemptions_increase": 0}, False),
+        (RULE, {"requests_waiting": 0, "preemptions_increase": 1}, True),
+        (RULE, {"requests_waiting": None, "preemptions_increase": 3}, True),  # one known signal suffices
+    ],
+    ids=[
+        "usage at the threshold with a queue fires",
+        "usage just under the threshold does not fire",
+        "a custom threshold at it fires",
+        "a custom threshold just under it does not fire",
+        "a full pool without pressure is a well-used pool",
+        "one preemption is pressure",
+        "preemptions count when the queue gauge is missing",
+    ],
+)
+def test_fire_table(rule: KVSaturationRule, stats: dict[str, Any], fires: bool) -> None:
+    assert rule.fires(_ev(**stats)).holds is fires
+
+
+@pytest.mark.parametrize(
+    ("stats", "clears"),
+    [
+        ({"kv_cache_usage_ratio": 0.7999}, True),  # under resolve_below
+        ({"kv_cache_usage_ratio": 0.8}, False),  # at resolve_below, still a queue: stays open
+        ({"kv_cache_usage_ratio": 0.85}, False),  # inside the band 0.8–0.9: no longer firing, not clear
+        ({"kv_cache_usage_ratio": 0.95, "requests_waiting": 0}, True),  # pressure gone
+    ],
+    ids=[
+        "just under resolve_below clears",
+        "at resolve_below does not clear",
+        "inside the hysteresis band stays open",
+        "pressure gone clears",
+    ],
+)
+def test_clear_table(stats: dict[str, Any], clears: bool) -> None:
+    e = _ev(**stats)
+    assert RULE.clears(e).holds is clears
+    if stats.get("kv_cache_usage_ratio") == 0.85:
+        assert RULE.fires(e).holds is False  # the band: neither fires nor clears
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [{"kv_cache_usage_ratio": None}, {"requests_waiting": None, "preemptions_increase": None}],
+    ids=["usage unknown", "queue and preemptions unknown"],
+)
+def test_cannot_tell(stats: dict[str, Any]) -> None:
+    assert RULE.fires(_ev(**stats)).holds is None
+
+
+def _knee_ev(**kw: Any) -> Any:
+    # 1,800 prompt + 200 generated tokens/s at 1 completion/s: 2,000 tokens per request
+    stats: dict[str, Any] = {
+        "kv_cache_usage_ratio": 0.98,
+        "requests_running": 230,
+        "requests_waiting": 20,
+        "preemptions_increase": 12,
+        "preemptions_per_second": 0.2,
+        "requests_finished_per_second": 1.0,
+        "prompt_tokens_per_second": 1_800.0,
+        "generation_tokens_per_second": 200.0,
+    }
+    stats.update(kw)
+    return _ev(**stats)
+
+
+def test_caps_max_num_seqs_at_the_knee_when_preempting() -> None:
+    knee = next(p for p in RULE.propose(_knee_ev()) if p.dial == "max_num_seqs")
+    # the pool of 432,000 tokens holds ⌊432,000 ÷ 2,000⌋ = 216 requests; max-num-seqs is 256
+    assert (knee.action, knee.current, knee.suggested, knee.flag) == ("decrease", 256, 216, "--max-num-seqs 216")
+    assert knee.complementary and not knee.sufficient
+    assert knee.predicted_effect["preemptions_per_second"] == {"before": 0.2, "after": 0.0}
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [{"preemptions_increase": 0}, {"kv_capacity_tokens": 600_000}],
+    ids=["no preemptions, no knee", "a pool holding more than max-num-seqs has no knee"],
+)
+def test_no_knee_proposal(stats: dict[str, Any]) -> None:
+    # 600,000 ÷ 2,000 = 300 ≥ 256: max-num-seqs already binds before the pool
+    assert all(p.dial != "max_num_seqs" for p in RULE.propose(_knee_ev(**stats)))
+
+
+def test_never_raises_max_num_seqs() -> None:
+    for stats in ({}, {"preemptions_increase": 0}, {"requests_waiting": 500}, {"kv_capacity_tokens": 2_000_000}):
+        assert not any(p.dial == "max_num_seqs" and p.action != "decrease" for p in RULE.propose(_knee_ev(**stats)))
+
+
+def test_replicas_from_the_demand_factor() -> None:
+    # (50 running + 150 waiting) ÷ 50 × 0.95 full = 3.8 pools → ⌈1 × 3.8⌉ = 4 replicas
+    rep = next(p for p in RULE.propose(_ev(requests_waiting=150)) if p.dial == "replicas")
+    assert (rep.current, rep.suggested) == (1, 4)
+    # 50 requests fill one replica: the ceiling goes 50 → 200
+    assert rep.predicted_effect["concurrency_ceiling"] == {"before": 50.0, "after": 200.0}
+
+
+def test_severity_is_critical_only_when_preempting_with_a_growing_queue() -> None:
+    grow = RULE.propose(_ev(requests_waiting_first=5, requests_waiting=10, preemptions_increase=2))
+    flat = RULE.propose(_ev(requests_waiting_first=10, requests_waiting=10, preemptions_increase=2))
+    assert {p.severity for p in grow} == {"critical"}
+    assert {p.severity for p in flat} == {"warning"}
+
+
+def test_budget_turn_goes_to_the_engine_default_first() -> None:
+    props = {p.dial: p for p in RULE.propose(_ev(dep=ctx(gpu_memory_utilization=0.8)))}
+    # below 0.9 the first budget step is vLLM's default 0.9, not 0.95
+    assert (props["gpu_memory_utilization"].current, props["gpu_memory_utilization"].suggested) == (0.8, 0.9)
+
+
+@pytest.mark.parametrize(("held", "opens"), [(59.5, False), (60.0, True)], ids=["just short of 60 s", "at 60 s"])
+def test_for_duration(held: float, opens: bool) -> None:
+    rule = KVSaturationRule(for_seconds=60)
+    assert opens_after(rule, lambda now: _ev(now=now), held) is opens

@@ -1,0 +1,101 @@
+"""speculative_decoding: enable at ≤ ``max_batch_per_replica`` with TPOT missing; disable above
+``disable_above_batch_per_replica`` when speculation is on and TPOT misses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from advisor.rules.speculative import SpeculativeRule
+from tests.rules.helpers import ctx, ev, hist, opens_after
+
+RULE = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
+ON = ctx(speculative=True)
+# TPOT median: 100 observations all in (0.05, 0.1] → rank 50 → 0.05 + 0.05 × 50 ÷ 100 = 0.075 s
+TPOT = hist((0.05, 0), (0.1, 100), total_sum=7.5)
+
+
+def _ev(**kw: Any) -> Any:
+    stats: dict[str, Any] = {"requests_running": 2, "tpot_ok": 0.5, "tpot": TPOT}
+    stats.update(kw)
+    return ev(**stats)
+
+
+@pytest.mark.parametrize(
+    ("rule", "stats", "fires"),
+    [
+        (RULE, {"requests_running": 4}, True),  # 4 per replica = max_batch_per_replica
+        (RULE, {"requests_running": 5}, False),
+        (RULE, {"requests_running": 8, "replicas_up": 2}, True),  # 4 per replica
+        (RULE, {"requests_running": 9, "replicas_up": 2}, False),  # 4.5 per replica
+        (RULE, {"requests_running": 0}, False),  # idle: nothing to speed up
+        (RULE, {"tpot_ok": 0.8999}, True),  # under the 0.9 target ratio
+        (RULE, {"tpot_ok": 0.9}, False),  # at it: TPOT is met
+        (SpeculativeRule(max_batch_per_replica=1), {"requests_running": 1}, True),
+        (SpeculativeRule(max_batch_per_replica=1), {"requests_running": 2}, False),
+        (RULE, {"dep": ON, "requests_running": 33}, True),  # on, 33 > 32: disable
+        (RULE, {"dep": ON, "requests_running": 32}, False),  # on, at 32: keep
+        (RULE, {"dep": ON, "requests_running": 33, "tpot_ok": 0.95}, False),  # on, big batch, TPOT met
+        (RULE, {"dep": ON, "requests_running": 2}, False),  # on and small: nothing to enable
+    ],
+    ids=[
+        "batch at max_batch_per_replica fires",
+        "batch above max_batch_per_replica does not fire",
+        "the batch is per replica (at it)",
+        "the batch is per replica (over it)",
+        "no running requests does not fire",
+        "tpot attainment just under target fires",
+        "tpot attainment at target does not fire",
+        "max_batch_per_replica 1 at it fires",
+        "max_batch_per_replica 1 over it does not fire",
+        "speculation on above disable_above fires (disable)",
+        "speculation on at disable_above does not fire",
+        "speculation on with TPOT met does not fire",
+        "speculation on at a small batch does not fire",
+    ],
+)
+def test_fire_table(rule: SpeculativeRule, stats: dict[str, Any], fires: bool) -> None:
+    e = _ev(**stats)
+    assert rule.fires(e).holds is fires
+    assert rule.clears(e).holds is (not fires)
+
+
+@pytest.mark.parametrize(
+    "e",
+    [_ev(requests_running=None), ev(requests_running=2, tpot=TPOT)],
+    ids=["running unknown", "tpot attainment unknown"],
+)
+def test_cannot_tell(e: Any) -> None:
+    assert RULE.fires(e).holds is None
+    assert RULE.clears(e).holds is None
+    assert RULE.propose(e) == []
+
+
+def test_enable_predicts_tpot_from_tokens_per_step() -> None:
+    (p,) = RULE.propose(_ev())
+    # tokens per step (Leviathan et al.) at α = 0.6, k = 4: (1 − 0.6⁵) ÷ 0.4 = 0.92224 ÷ 0.4 = 2.3056
+    # TPOT p50 0.075 s × 1.1 draft overhead ÷ 2.3056 = 0.035782 s
+    assert (p.dial, p.action) == ("speculative_decoding", "enable")
+    assert p.predicted_effect["tpot_seconds"] == {"before": 0.075, "after": 0.0358}
+    assert p.score == pytest.approx(2.3056 / 1.1, abs=1e-4)
+    assert p.suggested["disable_by_batch_size"] == 8
+    config = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "disable_by_batch_size": 8}
+    assert p.flag == f"--speculative-config '{json.dumps(config)}'"
+
+
+def test_disable_when_on_with_a_big_batch() -> None:
+    (p,) = RULE.propose(_ev(dep=ON, requests_running=40))
+    assert (p.action, p.current, p.suggested, p.flag) == ("disable", "on", "off", "remove --speculative-config")
+
+
+def test_never_enables_at_a_large_batch() -> None:
+    for running in (5, 40, 200):
+        assert RULE.fires(_ev(requests_running=running)).holds is False
+
+
+@pytest.mark.parametrize(("held", "opens"), [(299.5, False), (300.0, True)], ids=["just short of 300 s", "at 300 s"])
+def test_for_duration(held: float, opens: bool) -> None:
+    rule = SpeculativeRule(for_seconds=300)
+    assert opens_after(rule, lambda now: _ev(now=now), held) is opens
