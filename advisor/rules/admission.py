@@ -57,6 +57,8 @@ class AdmissionThrashRule:
         per_request = tokens_per_running_request(ev)
         running_per_replica = s.requests_running / max(ev.replicas_up, 1)
         share = (per_request or 0) / ev.kv_capacity_tokens
+        if s.requests_waiting is None and s.preemptions_increase is None:
+            return None, "waiting requests and preemptions unknown", {}
         pressure = (s.requests_waiting or 0) > 0 or (s.preemptions_increase or 0) > 0
         evidence = {
             "kv_cache_usage_ratio": s.kv_cache_usage_ratio,

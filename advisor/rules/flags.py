@@ -3,10 +3,11 @@
 "Exact flag names vary by engine; the dials do not." A recommendation shows the change for the engine in
 front of it. Sources, by engine:
 
-* vLLM — ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``) and docs.vllm.ai "Engine Arguments";
-  stable across 0.6–0.33 for these dials.
+* vLLM — ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``) and docs.vllm.ai "Engine Arguments".
+  ``--speculative-config`` (JSON) exists from 0.8 (PR #14434); ``disable_by_batch_size`` in it is ignored from
+  0.10 and was removed (PR #35060), so the advice does not rely on it.
 * SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.add_cli_args``).
-* TGI — ``launcher/src/main.rs`` (``Args``) and docs "Text Generation Inference launcher arguments".
+* TGI — ``launcher/src/main.rs`` (``Args``, v3.3.7) and docs "Text Generation Inference launcher arguments".
 * TensorRT-LLM ``trtllm-serve`` — ``tensorrt_llm/commands/serve.py`` options; weight quantization is a
   checkpoint/engine-build choice (ModelOpt), not a serve flag.
 * llama.cpp server — ``tools/server/README.md`` (``llama-server --help``); weight precision is the GGUF file.
@@ -48,7 +49,7 @@ _SGLANG: dict[str, str] = {
     c.DIAL_WEIGHT_QUANTIZATION: "--quantization {value}",
     c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--tp-size {value}",
-    c.DIAL_SPECULATIVE_DECODING: "--speculative-algorithm {value}",
+    c.DIAL_SPECULATIVE_DECODING: "--speculative-algorithm NGRAM --speculative-num-draft-tokens {value}",
     c.DIAL_MAX_MODEL_LEN: "--context-length {value}",
     c.DIAL_CHUNKED_PREFILL: "--chunked-prefill-size {value}",
     c.DIAL_PREFIX_CACHING: "radix cache is on by default (remove --disable-radix-cache)",
@@ -58,7 +59,7 @@ _SGLANG: dict[str, str] = {
 }
 
 _TGI: dict[str, str] = {
-    c.DIAL_MAX_NUM_SEQS: "--max-concurrent-requests {value}",
+    c.DIAL_MAX_NUM_SEQS: "--max-batch-size {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max-batch-prefill-tokens {value}",
     c.DIAL_GPU_MEMORY_UTILIZATION: "--cuda-memory-fraction {value}",
     c.DIAL_WEIGHT_QUANTIZATION: "--quantize {value}",
@@ -68,7 +69,10 @@ _TGI: dict[str, str] = {
     c.DIAL_MAX_MODEL_LEN: "--max-total-tokens {value}",
     c.DIAL_CHUNKED_PREFILL: "chunked prefill is on by default in TGI 3.x (--max-batch-prefill-tokens sets the chunk)",
     c.DIAL_PREFIX_CACHING: "PREFIX_CACHING=1 (environment)",
-    c.DIAL_ADMISSION_POLICY: "--waiting-served-ratio {value}",
+    c.DIAL_ADMISSION_POLICY: (
+        "TGI's router already admits whole requests against --max-batch-total-tokens; lower --max-total-tokens "
+        "so that long requests cannot take the whole budget"
+    ),
     c.DIAL_REPLICAS: _REPLICAS,
     c.DIAL_INSTANCE_TYPE: _INSTANCE,
 }
@@ -76,7 +80,10 @@ _TGI: dict[str, str] = {
 _TRTLLM: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max_batch_size {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max_num_tokens {value}",
-    c.DIAL_GPU_MEMORY_UTILIZATION: "--kv_cache_free_gpu_memory_fraction {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: (
+        "raise --kv_cache_free_gpu_memory_fraction (a share of the memory the weights leave, not of the GPU; "
+        "vLLM-equivalent budget {value})"
+    ),
     c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} checkpoint (quantize with TensorRT Model Optimizer)",
     c.DIAL_KV_CACHE_DTYPE: "kv_cache_config.dtype: {value} (--extra_llm_api_options YAML)",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--tp_size {value}",
@@ -84,7 +91,9 @@ _TRTLLM: dict[str, str] = {
     c.DIAL_MAX_MODEL_LEN: "--max_seq_len {value}",
     c.DIAL_CHUNKED_PREFILL: "enable_chunked_prefill: true (--extra_llm_api_options YAML)",
     c.DIAL_PREFIX_CACHING: "kv_cache_config.enable_block_reuse: true (--extra_llm_api_options YAML)",
-    c.DIAL_ADMISSION_POLICY: "scheduler_config.capacity_scheduler_policy: {value} (--extra_llm_api_options YAML)",
+    c.DIAL_ADMISSION_POLICY: (
+        "scheduler_config.capacity_scheduler_policy: GUARANTEED_NO_EVICT (--extra_llm_api_options YAML)"
+    ),
     c.DIAL_REPLICAS: _REPLICAS,
     c.DIAL_INSTANCE_TYPE: _INSTANCE,
 }
@@ -92,11 +101,13 @@ _TRTLLM: dict[str, str] = {
 _LLAMACPP: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--parallel {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--batch-size {value}",
-    c.DIAL_GPU_MEMORY_UTILIZATION: "--ctx-size {value} (llama.cpp sizes its KV cache from the context, not a fraction)",
+    c.DIAL_GPU_MEMORY_UTILIZATION: (
+        "llama.cpp has no memory-budget flag: size the cache with --ctx-size <tokens> and fewer --parallel slots"
+    ),
     c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} GGUF file (e.g. Q4_K_M)",
     c.DIAL_KV_CACHE_DTYPE: "--cache-type-k {value} --cache-type-v {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--split-mode row --tensor-split (across {value} GPUs)",
-    c.DIAL_SPECULATIVE_DECODING: "--model-draft {value}",
+    c.DIAL_SPECULATIVE_DECODING: "--model-draft <draft.gguf> --draft-max {value}",
     c.DIAL_MAX_MODEL_LEN: "--ctx-size {value} (shared by the --parallel slots)",
     c.DIAL_CHUNKED_PREFILL: "--ubatch-size {value}",
     c.DIAL_PREFIX_CACHING: "--cache-reuse {value}",
@@ -117,6 +128,14 @@ FLAGS: dict[str, dict[str, str]] = {
 }
 
 
+_KV_DTYPE_VALUES: dict[str, dict[str, str]] = {
+    # the dial's engine-neutral "fp8" in each engine's own vocabulary (sources as in the module docstring)
+    "sglang": {"fp8": "fp8_e4m3"},
+    "tgi": {"fp8": "fp8_e4m3fn"},
+    "llamacpp": {"fp8": "q8_0"},  # no fp8 cache in llama.cpp: 8-bit integer is the nearest (ggml type)
+}
+
+
 def flag_for(engine: str, dial: str, value: Any) -> str:
     """The exact change for ``dial`` set to ``value`` on ``engine``, e.g. ``--max-model-len 16384``.
 
@@ -127,6 +146,8 @@ def flag_for(engine: str, dial: str, value: Any) -> str:
     """
     if dial not in c.DIALS:
         raise KeyError(dial)
+    if dial == c.DIAL_KV_CACHE_DTYPE:
+        value = _KV_DTYPE_VALUES.get(engine, {}).get(str(value), value)
     table = FLAGS.get(engine)
     if table is None:
         if dial in (c.DIAL_REPLICAS, c.DIAL_INSTANCE_TYPE):

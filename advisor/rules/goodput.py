@@ -286,7 +286,11 @@ class GoodputRule:
                         f"~{knee_tpot * 1000:.0f} ms at {knee}. Cap the batch there and add replicas for the rest "
                         "of the load."
                     ),
-                    predicted_effect={"tpot_seconds": effect(now_tpot, knee_tpot), "max_num_seqs": effect(batch, knee)},
+                    predicted_effect={
+                        "tpot_seconds": effect(now_tpot, knee_tpot),
+                        "max_num_seqs": effect(inputs.max_num_seqs, knee),
+                        "batch_per_replica": effect(batch, knee),
+                    },
                     evidence={**evidence, "batch_per_replica": round(batch, 2)},
                     score=now_tpot / max(knee_tpot, 1e-9),
                     sufficient=True,

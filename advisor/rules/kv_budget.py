@@ -47,8 +47,11 @@ class KVBudgetRule:
             "counter_resets": s.counter_resets,
             "window_seconds": s.window_seconds,
         }
-        if s.counter_resets >= self.max_restarts and util - self.lower_by >= MIN_BUDGET:
-            return "lower", f"{s.counter_resets} engine restarts in {s.window_seconds:.0f}s", evidence
+        if s.counter_resets >= self.max_restarts:
+            if util - self.lower_by >= MIN_BUDGET:
+                return "lower", f"{s.counter_resets} engine restarts in {s.window_seconds:.0f}s", evidence
+            # restarting at the floor already: never raise the budget of an engine that keeps crashing
+            return "", f"{s.counter_resets} restarts at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
         if s.preemptions_increase is None:
             return None, "preemption counter unknown", evidence
         if s.preemptions_increase > 0 and util < self.raise_to - 1e-9:

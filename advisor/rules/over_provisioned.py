@@ -193,9 +193,12 @@ class OverProvisionedRule:
         if s is not None and ev.kv_capacity_tokens and s.kv_cache_usage_ratio and running_per_replica > 0:
             per_request = s.kv_cache_usage_ratio * ev.kv_capacity_tokens / running_per_replica
         best: tuple[str, int, int] | None = None
+        vendor = ev.ctx.gpu.name.split()[0] if ev.ctx.gpu is not None else "NVIDIA"
         for key in gpu_keys():
             g = get_gpu(key)
             if g.memory_bytes >= inputs.gpu_memory_bytes or g.bf16_flops is None:
+                continue
+            if g.name.split()[0] != vendor:  # the same engine build and kernels: no platform migration
                 continue
             try:
                 result = capacity_pass(_with_memory(inputs, g.memory_bytes))

@@ -125,13 +125,8 @@ class SpeculativeRule:
                 )
             ]
         tps = tokens_per_step()
-        config = {
-            "method": "ngram",
-            "num_speculative_tokens": DRAFT_TOKENS,
-            "prompt_lookup_max": 4,
-            "disable_by_batch_size": self.disable_by,
-        }
-        value = json.dumps(config) if ev.ctx.engine == "vllm" else "ngram"
+        config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
+        value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
         after = p50 * DRAFT_OVERHEAD / tps if p50 is not None else None
         return [
             Proposal(
@@ -149,8 +144,10 @@ class SpeculativeRule:
                     f"{evidence['tpot_within_target_ratio']:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s: "
                     f"decode is bound by reading the weights and the bandwidth sits idle. With {DRAFT_TOKENS} draft "
                     f"tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields ~{tps:.1f} tokens "
-                    f"(Leviathan et al. 2023), so TPOT p50 ~{p50 or 0:.3f}s → ~{after or 0:.3f}s. It disables itself "
-                    f"above {self.disable_by} running sequences. Measure the acceptance rate on your own traffic."
+                    f"(Leviathan et al. 2023), so TPOT p50 ~{p50 or 0:.3f}s → ~{after or 0:.3f}s. The win fades as the "
+                    f"batch grows: watch it, and turn speculation off above ~{self.disable_by} running sequences "
+                    "(vLLM ≥ 0.10 no longer applies a disable-by-batch-size itself). Measure the acceptance rate on "
+                    "your own traffic."
                 ),
                 predicted_effect={"tpot_seconds": effect(p50, after)},
                 evidence=evidence,

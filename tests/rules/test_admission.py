@@ -80,12 +80,6 @@ def test_cannot_tell_without_usage_running_or_pool(stats: dict[str, Any]) -> Non
     assert RULE.propose(e) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admission_thrash treats unknown waiting and preemptions as no pressure: fires() says False and "
-    "clears() says True, so an open recommendation resolves when the engine stops exposing the two series "
-    "(kv_saturation answers None for the same input)",
-)
 def test_cannot_tell_when_queue_and_preemptions_are_both_unknown() -> None:
     e = _ev(requests_waiting=None, preemptions_increase=None)
     assert RULE.fires(e).holds is None

@@ -66,47 +66,22 @@ def test_an_unknown_dial_is_a_programming_error() -> None:
         flag_for("vllm", "no_such_dial", 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TGI --kv-cache-dtype accepts only fp8_e4m3fn | fp8_e5m2 (launcher/src/main.rs enum KVCacheDtype, "
-    "v3.3.7); the rules pass 'fp8', so the flag reads '--kv-cache-dtype fp8' and the launcher rejects it",
-)
 def test_tgi_kv_cache_dtype_uses_a_value_the_launcher_accepts() -> None:
     assert flag_for("tgi", c.DIAL_KV_CACHE_DTYPE, "fp8") == "--kv-cache-dtype fp8_e4m3fn"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SGLang --kv-cache-dtype choices are auto, fp8_e5m2, fp8_e4m3, … (server_args.py); 'fp8' is rejected",
-)
 def test_sglang_kv_cache_dtype_uses_a_value_the_server_accepts() -> None:
     assert flag_for("sglang", c.DIAL_KV_CACHE_DTYPE, "fp8") == "--kv-cache-dtype fp8_e4m3"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="llama.cpp --cache-type-k/-v take ggml types (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; "
-    "common/arg.cpp kv_cache_types); 'fp8' is not one — the 8-bit cache is q8_0",
-)
 def test_llamacpp_kv_cache_dtype_maps_fp8_to_a_ggml_type() -> None:
     assert "fp8" not in flag_for("llamacpp", c.DIAL_KV_CACHE_DTYPE, "fp8")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="llama.cpp's gpu_memory_utilization entry formats the budget fraction into --ctx-size "
-    "('--ctx-size 0.95 …'); llama.cpp has no memory-fraction flag and --ctx-size takes tokens",
-)
 def test_llamacpp_budget_flag_does_not_put_a_fraction_into_ctx_size() -> None:
     assert "--ctx-size 0.95" not in flag_for("llamacpp", c.DIAL_GPU_MEMORY_UTILIZATION, 0.95)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admission_thrash passes 'priority' for every engine: TGI --waiting-served-ratio takes a float "
-    "(launcher/src/main.rs), TensorRT-LLM capacity_scheduler_policy takes GUARANTEED_NO_EVICT | "
-    "MAX_UTILIZATION | STATIC_BATCH (GUARANTEED_NO_EVICT is the whole-request admission the rule wants)",
-)
 def test_admission_policy_values_are_valid_per_engine() -> None:
     assert "priority" not in flag_for("tgi", c.DIAL_ADMISSION_POLICY, "priority")
     assert "priority" not in flag_for("trtllm", c.DIAL_ADMISSION_POLICY, "priority")
@@ -125,19 +100,9 @@ def test_vllm_speculation_uses_the_speculative_config_json() -> None:
     assert config["method"] == "ngram" and config["num_speculative_tokens"] == 4 and config["prompt_lookup_max"] == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vLLM ignores speculative_config.disable_by_batch_size since v0.10.0 (V0 removed) and dropped the field "
-    "in PR #35060 (2026-02); the advice promises a disable-by-batch-size that the engine does not apply",
-)
 def test_vllm_speculation_does_not_rely_on_disable_by_batch_size() -> None:
     assert "disable_by_batch_size" not in _enable_speculation("vllm")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TGI --speculate takes the number of speculative tokens (usize, launcher/src/main.rs; n-gram is used "
-    "without Medusa heads); the rule passes 'ngram' → '--speculate ngram', which the launcher rejects",
-)
 def test_tgi_speculation_passes_a_token_count() -> None:
     assert _enable_speculation("tgi") == "--speculate 4"

@@ -103,11 +103,6 @@ def test_tpot_past_the_knee_caps_max_num_seqs() -> None:
     assert p.predicted_effect["tpot_seconds"] == {"before": 0.0271, "after": 0.0199}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="goodput's knee proposal reports predicted_effect['max_num_seqs']['before'] as the observed batch per "
-    "replica (200) while its current value is the configured max_num_seqs (256)",
-)
 def test_tpot_knee_effect_starts_from_the_configured_max_num_seqs() -> None:
     e = ev(dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0, **requests(100))
     (p,) = RULE.propose(e)
