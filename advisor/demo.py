@@ -1,6 +1,20 @@
-"""``capacity-advisor demo``: the daemon — the same code path as ``run`` — against a built-in stand-in
-vLLM engine on loopback that follows a scripted ramp (idle → busy → KV pool saturated → recovered)
-ten times faster than real time. No engine, no GPU, no network.
+"""``capacity-advisor demo``: the daemon — the same code path as ``run`` — against a small simulated fleet
+on loopback, ten times faster than real time. No engine, no GPU, no network.
+
+The fleet (:mod:`advisor.sim`, each replica serving vLLM's own ``/metrics`` format):
+
+=====================  ===========================================================================
+``demo-chat-8b``       Llama-3.1-8B on one H100 at gpu-memory-utilization 0.5, long prompts; its
+                       traffic alternates a light phase (0.3 req/s for 200 simulated s) and a burst
+                       (3 req/s for 150 s): idle → busy → KV pool saturated (requests waiting,
+                       preemptions rising) → recovered, every 35 s of real time
+``healthy``            light Poisson traffic on one replica: nothing to say
+``kv-saturated``       bursty long requests on a small pool, all the time
+``over-provisioned``   three replicas for a trickle of traffic
+=====================  ===========================================================================
+
+Each recommendation opening or resolving is printed as one line (what, why, the numbers, the dial and the
+engine flag).
 """
 
 from __future__ import annotations
@@ -8,75 +22,77 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from advisor.capacity.kv import capacity_pass
-from advisor.config import Config, capacity_inputs, parse_config
+from advisor.config import Config, parse_config
 from advisor.exporter import make_registry
 from advisor.scheduler import run_daemon
 from advisor.service import Service, format_transition
-from advisor.standin import StandInEngine, StandInServer
+from advisor.sim.scenarios import DEMO_SCENARIOS, Scenario
+from advisor.sim.server import start_fleet
+from advisor.sim.traffic import LognormalLengths, OnOff, TrafficProfile
 
 log = logging.getLogger(__name__)
 
 DEMO_DEPLOYMENT = "demo-chat-8b"
 
+RAMP = DEMO_SCENARIOS[1].replace(
+    name=DEMO_DEPLOYMENT,
+    traffic=TrafficProfile(
+        OnOff(rate_on=0.3, rate_off=3.0, on_seconds=200, off_seconds=150),
+        LognormalLengths(6000, 0.25, 600, 0.5, max_prompt_tokens=7500),
+    ),
+    description="light, then a burst that saturates the KV pool, then light again",
+)
+"""The scripted ramp: simulated seconds 0–200 light, 200–350 a burst, repeating."""
 
-def demo_config(target_url: str) -> Config:
-    """The demo's config: one Llama-3.1-8B deployment on one H100, checked every second."""
+FLEET: tuple[Scenario, ...] = (RAMP, *DEMO_SCENARIOS)
+
+
+def demo_config(deployments: list[dict[str, Any]]) -> Config:
+    """The demo's config: every deployment checked every second over a 5 s window, short for-durations."""
     data: dict[str, Any] = {
         "scrape_interval": "1s",
         "evaluation_window": "5s",
-        "deployments": [
-            {
-                "name": DEMO_DEPLOYMENT,
-                "engine": "vllm",
-                "targets": [target_url],
-                "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "gpu": "H100-SXM",
-                "tensor_parallel_size": 1,
-                "gpu_memory_utilization": 0.9,
-                "max_model_len": 8192,
-                "max_num_seqs": 256,
-                "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1, "target_ratio": 0.9},
-            }
-        ],
+        "deployments": deployments,
         "rules": {
+            "cooldown": "5s",
             "kv_saturation": {"for": "3s", "usage_threshold": 0.9, "resolve_below": 0.8},
             "goodput": {"for": "3s", "min_requests": 5},
+            "queue_growth": {"for": "3s"},
+            "admission_thrash": {"for": "3s"},
+            "pool_context": {"for": "3s"},
+            "over_provisioned": {"for": "30s"},  # longer than the ramp's 20 s light phase
+            "speculative_decoding": {"for": "10s"},
+            "kv_budget": {"for": "3s"},
+            "weights_crowd": {"for": "10s"},
+            "model_drift": {"for": "10s"},
         },
     }
     return parse_config(data, source="demo")
 
 
 def run_demo(listen: str, duration: float, speed: float = 10.0) -> int:
-    """Start the stand-in engine and the daemon; print URLs and each recommendation transition.
+    """Start the simulated fleet and the daemon; print URLs and each recommendation transition.
 
     ``duration`` seconds (0 = until SIGINT/SIGTERM). Returns the exit code.
     """
-    placeholder = demo_config("http://127.0.0.1:1/metrics")
-    pool = capacity_pass(capacity_inputs(placeholder.deployments[0]))
-    engine = StandInEngine(speed=speed, num_gpu_blocks=pool.kv_cache_blocks, block_size=pool.block_size)
-    standin = StandInServer(engine)
-    standin.start_background()
-    cfg = demo_config(standin.url())
-    registry, collector, metrics = make_registry()
-    svc = Service(cfg, collector, metrics, on_transition=lambda t: print(format_transition(t), flush=True))
-
-    def announce(url: str) -> None:
-        print(
-            f"capacity-advisor demo: stand-in vLLM engine at {standin.url()} "
-            f"(idle → busy → KV saturated → recovered, {speed:g}× real time)",
-            flush=True,
-        )
-        print(f"  advisor metrics: {url}/metrics", flush=True)
-        print(f"  status page:     {url}/", flush=True)
-        print(f"  recommendations: {url}/api/v1/recommendations", flush=True)
-        print(
-            "  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)",
-            flush=True,
-        )
-
+    fleet = start_fleet(FLEET, speed=speed)
     try:
+        cfg = demo_config([s.deployment_fields(fleet.urls(s.name)) for s in FLEET])
+        registry, collector, metrics = make_registry()
+        svc = Service(cfg, collector, metrics, on_transition=lambda t: print(format_transition(t), flush=True))
+
+        def announce(url: str) -> None:
+            print(f"capacity-advisor demo: a simulated fleet at {speed:g}× real time", flush=True)
+            for s in FLEET:
+                print(f"  engine {s.name:<18} {', '.join(fleet.urls(s.name))}  ({s.description})", flush=True)
+            print(f"  advisor metrics: {url}/metrics", flush=True)
+            print(f"  status page:     {url}/", flush=True)
+            print(f"  recommendations: {url}/api/v1/recommendations", flush=True)
+            print(
+                "  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)",
+                flush=True,
+            )
+
         return run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)
     finally:
-        standin.shutdown()
-        standin.server_close()
+        fleet.stop()

@@ -1,5 +1,5 @@
-"""Acceptance: the demo opens a recommendation while the stand-in's pool is saturated and resolves it
-after recovery, within 60 seconds, as seen on the advisor's own /metrics."""
+"""Acceptance: the demo opens a recommendation while the ramp deployment's pool is saturated and resolves
+it after recovery, within 60 seconds, as seen on the advisor's own /metrics (the KV-pool dials)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def _active(url: str) -> list[float]:
         s.value
         for fam in text_string_to_metric_families(text)
         for s in fam.samples
-        if s.name == "advisor_recommendation_active" and s.labels.get("deployment") == "demo-chat-8b"
+        if s.name == "advisor_recommendation_active"
+        and s.labels.get("deployment") == "demo-chat-8b"
+        and s.labels.get("dial") in ("kv_cache_dtype", "gpu_memory_utilization", "tensor_parallel_size")
     ]
 
 
@@ -66,8 +68,8 @@ def test_demo_opens_then_resolves_within_60_seconds() -> None:
         assert seen_open, out
         assert seen_resolved, out
         assert "OPENED" in out and "RESOLVED" in out
-        opened = next(line for line in lines if "OPENED" in line)
-        assert "flag: --" in opened and "demo-chat-8b" in opened
+        opened = next(line for line in lines if "OPENED" in line and "demo-chat-8b kv_saturation" in line)
+        assert "flag: --" in opened and "why: KV usage" in opened
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -100,14 +100,15 @@ class OverProvisionedRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """Load or usage rose past twice the thresholds, a queue formed, or the SLO is missed."""
+        """Load or usage rose past twice the thresholds, a queue formed (more than 2 and 10 % of those
+        running: a Poisson arrival catching a request in the queue is no queue), or the SLO is missed."""
         holds, reason, evidence = self._reading(ev)
         if holds is None:
             return Condition(None, reason, evidence)
         busy = (
             evidence["load_ratio"] >= 2 * self.max_load_ratio
             or evidence["kv_cache_usage_ratio_max"] >= 2 * self.max_usage
-            or evidence["requests_waiting"] > 0
+            or evidence["requests_waiting"] > max(2.0, 0.1 * evidence["requests_running"])
             or evidence["goodput_ratio"] < evidence["target_ratio"]
         )
         return Condition(busy, reason, evidence)

@@ -85,7 +85,8 @@ def test_fire_table(rule: OverProvisionedRule, stats: dict[str, Any], fires: boo
         ({"requests_running": 128}, True),  # load 0.5 = 2 × 0.25
         ({"kv_cache_usage_ratio_max": 0.59}, False),  # between 0.3 and 0.6
         ({"kv_cache_usage_ratio_max": 0.6}, True),  # 2 × 0.3
-        ({"requests_waiting": 1}, True),
+        ({"requests_waiting": 2}, False),  # a Poisson arrival caught waiting is no queue (≤ max(2, 10 % running))
+        ({"requests_waiting": 3}, True),
         ({"goodput": good(0.89, 1.0)}, True),
     ],
     ids=[
@@ -93,6 +94,7 @@ def test_fire_table(rule: OverProvisionedRule, stats: dict[str, Any], fires: boo
         "load at twice max_load_ratio clears",
         "usage inside the band stays open",
         "usage at twice max_usage clears",
+        "two waiting is not yet a queue",
         "a queue clears",
         "a missed SLO clears",
     ],
