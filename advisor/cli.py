@@ -171,6 +171,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.listen,
         on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url),
         config_path=Path(args.config),
+        web_config=args.web_config_file,
+        enable_lifecycle=args.web_enable_lifecycle,
     )
 
 
@@ -265,6 +267,18 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon against real engines")
     run.add_argument("--config", required=True, help="YAML config file")
     run.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
+    run.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        default=None,
+        help="TLS and basic auth for everything served (Prometheus exporter-toolkit format)",
+    )
+    run.add_argument(
+        "--web.enable-lifecycle",
+        dest="web_enable_lifecycle",
+        action="store_true",
+        help="allow POST /-/reload (as Prometheus's flag of the same name)",
+    )
     run.add_argument(
         "--shard",
         type=shard_arg,

@@ -23,6 +23,7 @@ GENERATION_TOKENS_PER_SECOND: Final = "advisor_generation_tokens_per_second"
 TTFT_SECONDS: Final = "advisor_ttft_seconds"
 TPOT_SECONDS: Final = "advisor_tpot_seconds"
 RECOMMENDATION_ACTIVE: Final = "advisor_recommendation_active"
+RECOMMENDED_VALUE: Final = "advisor_recommended_value"  # {deployment, dial}: an open recommendation's suggested value
 TARGET_UP: Final = "advisor_target_up"
 SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_errors_total
 LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"

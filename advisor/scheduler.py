@@ -41,10 +41,13 @@ def run_daemon(
     on_listening: Callable[[str], None] | None = None,
     stop_event: threading.Event | None = None,
     config_path: Path | None = None,
+    web_config: str | Path | None = None,
+    enable_lifecycle: bool = False,
 ) -> int:
     """Serve and evaluate every ``scrape_interval`` until a signal, ``stop_event`` or ``duration_seconds``.
 
-    SIGHUP re-reads ``config_path`` (Prometheus's reload semantics: an invalid new config is refused
+    SIGHUP (and ``POST /-/reload`` when ``enable_lifecycle``) re-reads ``config_path`` (Prometheus's
+    reload semantics: an invalid new config is refused
     and the running one kept, with the reason logged and ``advisor_config_last_reload_successful`` 0).
 
     ``on_listening(url)`` is called once the HTTP server is bound (the URL has the real port when
@@ -54,7 +57,14 @@ def run_daemon(
         ValueError: ``listen`` is not ``HOST:PORT``.
         OSError: the address cannot be bound.
     """
-    server = AdvisorHTTPServer(parse_listen(listen), service, registry)
+    hook = None
+    if enable_lifecycle and config_path is not None:
+        path = config_path
+
+        def hook() -> tuple[bool, str]:
+            return service.reload(path)
+
+    server = AdvisorHTTPServer(parse_listen(listen), service, registry, web_config=web_config, reload_hook=hook)
     server.start_background()
     if on_listening is not None:
         on_listening(server.url())

@@ -1,26 +1,81 @@
-"""The advisor's HTTP server: ``/metrics``, ``/healthz``, ``/readyz``, ``/api/v1/*`` and a status page.
+"""The advisor's HTTP server: ``/metrics``, ``/healthz``, ``/readyz``, ``/api/v1/*`` and a status page ``/``.
 
 Standard library ``ThreadingHTTPServer``; prometheus-client renders ``/metrics`` from the injected
-registry. Read-only: nothing here makes the daemon fetch a URL.
+registry. Nothing here makes the daemon fetch a URL: the API reads the last cycle's immutable result,
+runs the capacity pass for ``POST /api/v1/plan`` (model presets only, never a file), and writes snoozes
+and acknowledgements to the state file.
+
+* ``--web.config.file`` (:mod:`advisor.web_config`): TLS and basic auth for everything served. TLS
+  handshakes run on the connection's own thread, so a slow client never blocks ``accept``.
+* Write endpoints (snooze, ack) need basic auth or a loopback listen address, else 403. They also need
+  ``Content-Type: application/json``, which a browser cannot send cross-origin without a CORS preflight
+  this server never grants — so a web page cannot make an operator's browser snooze anything.
+* Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
+  404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
 """
 
 from __future__ import annotations
 
-import html
+import contextlib
+import dataclasses
+import ipaddress
 import json
 import logging
+import math
+import re
 import socket
+import ssl
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ValidationError
 
 from advisor import __version__
+from advisor.acks import Ack, AckStore
+from advisor.api_models import (
+    MAX_BODY_BYTES,
+    AckRequest,
+    PlanRequest,
+    SnoozeRequest,
+    openapi_document,
+    parse_snooze_duration,
+    validation_details,
+)
+from advisor.domain import Recommendation, rfc3339
+from advisor.errors import CapacityError, StateError
+from advisor.results import CycleResult, DeploymentResult
 from advisor.service import Service
+from advisor.status_page import CONTENT_SECURITY_POLICY, deployment_state_reason, redact_text, render_status_page
+from advisor.web_config import WebConfig, WebConfigSource
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+_REC = r"(?P<id>[^/]+)"
+_ROUTES: list[tuple[re.Pattern[str], tuple[str, ...], str]] = [
+    (re.compile(r"^/$"), ("GET",), "status_page"),
+    (re.compile(r"^/metrics$"), ("GET",), "metrics"),
+    (re.compile(r"^/healthz$"), ("GET",), "healthz"),
+    (re.compile(r"^/readyz$"), ("GET",), "readyz"),
+    (re.compile(r"^/api/v1/openapi\.json$"), ("GET",), "openapi"),
+    (re.compile(r"^/api/v1/deployments$"), ("GET",), "deployments"),
+    (re.compile(r"^/api/v1/recommendations$"), ("GET",), "recommendations"),
+    (re.compile(rf"^/api/v1/recommendations/{_REC}$"), ("GET",), "recommendation"),
+    (re.compile(rf"^/api/v1/recommendations/{_REC}/snooze$"), ("POST",), "snooze"),
+    (re.compile(rf"^/api/v1/recommendations/{_REC}/ack$"), ("POST",), "ack"),
+    (re.compile(r"^/api/v1/plan$"), ("POST",), "plan"),
+    (re.compile(r"^/-/reload$"), ("POST", "PUT"), "reload"),
+]
+_DRAIN_LIMIT = 8 * MAX_BODY_BYTES
+"""An oversized body up to this size is read and dropped before the 413, so the client sees the answer
+rather than a reset connection; a larger one is not read (the connection is closed)."""
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -36,23 +91,98 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether a bound address only accepts local connections (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _finite(obj: Any) -> Any:
+    """JSON-ready copy with NaN and ±Inf as ``null`` (JSON has no such numbers)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+class ApiError(Exception):
+    """An error answer: ``status``, a message, optional field details and headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        details: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details or []
+        self.headers = headers or {}
+
+
 class AdvisorHTTPServer(ThreadingHTTPServer):
-    """Serves one :class:`Service` and registry."""
+    """Serves one :class:`Service` and registry.
+
+    Args:
+        address: ``(host, port)`` to bind (port 0: any free port).
+        service: the running service (its ``result``, ``collector``, ``state_file``, ``healthy``).
+        registry: rendered at ``/metrics``.
+        web_config: a ``--web.config.file`` path or a loaded source (``None``: plain HTTP, no auth).
+        acks: the snooze/ack store the loop consults; default the service's ``acks`` attribute if it has
+            one, else a store on the service's state file.
+
+    Raises:
+        ConfigError: the web config file does not load.
+        StateError: the state file's acks cannot be read.
+        OSError: the address cannot be bound.
+    """
 
     daemon_threads = True
+    request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], service: Service, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        service: Service,
+        registry: CollectorRegistry,
+        web_config: WebConfigSource | str | Path | None = None,
+        acks: AckStore | None = None,
+        reload_hook: Callable[[], tuple[bool, str]] | None = None,
+    ) -> None:
+        self.reload_hook = reload_hook
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.service = service
         self.registry = registry
+        self.web = web_config if isinstance(web_config, WebConfigSource) else WebConfigSource(web_config)
+        existing = getattr(service, "acks", None)
+        self.acks: AckStore = (
+            acks if acks is not None else existing if isinstance(existing, AckStore) else AckStore(service.state_file)
+        )
+        self._openapi: dict[bool, bytes] = {}
         super().__init__(address, _Handler)
+        bound = self.server_address[0]
+        self.host = bound.decode() if isinstance(bound, bytes) else str(bound)
+        self.loopback = is_loopback(self.host)
+
+    @property
+    def write_needs_auth(self) -> bool:
+        """Whether snooze/ack are refused without basic auth (a non-loopback listen address)."""
+        return not self.loopback
 
     def url(self) -> str:
-        """``http://host:port`` the server listens on."""
+        """``http(s)://host:port`` the server listens on."""
         host, port = self.server_address[:2]
         h = str(host)
-        return f"http://[{h}]:{port}" if ":" in h else f"http://{h}:{port}"
+        scheme = "https" if self.web.current().ssl_context is not None else "http"
+        return f"{scheme}://[{h}]:{port}" if ":" in h else f"{scheme}://{h}:{port}"
 
     def start_background(self) -> threading.Thread:
         """Serve on a daemon thread; returns it."""
@@ -60,77 +190,426 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         t.start()
         return t
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Per connection, on its own thread: the TLS handshake (when configured), then the handler."""
+        ctx = self.web.current().ssl_context
+        if ctx is None:
+            _Handler(request, client_address, self)
+            return
+        try:
+            request.settimeout(10.0)
+            tls = ctx.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        try:
+            _Handler(tls, client_address, self)
+        finally:
+            with contextlib.suppress(OSError):
+                tls.close()
+
+    def openapi_bytes(self, basic_auth: bool) -> bytes:
+        """The OpenAPI document as served (cached per auth setting)."""
+        doc = self._openapi.get(basic_auth)
+        if doc is None:
+            doc = json.dumps(openapi_document(self.write_needs_auth, basic_auth), indent=1).encode()
+            self._openapi[basic_auth] = doc
+        return doc
+
+    # -- the API's read model ----------------------------------------------------------------------
+    def resolved(self) -> list[Recommendation]:
+        """Recently resolved recommendations, newest first (from the collector, which sees every cycle)."""
+        fn: Callable[[], list[Recommendation]] | None = getattr(self.service.collector, "recently_resolved", None)
+        return fn() if fn is not None else []
+
+    def rec_dict(self, r: Recommendation, status: str, now: float) -> dict[str, Any]:
+        d = r.as_dict()
+        d["status"] = status
+        ack = self.acks.get(r.id, now) if status == "open" else None
+        d["suppression"] = None if ack is None else ack.as_dict()
+        return d
+
+    def deployment_dict(self, dep: DeploymentResult, now: float) -> dict[str, Any]:
+        d = dep.as_dict()
+        d["state_reason"] = deployment_state_reason(dep)
+        for t in d["targets"]:
+            for k in ("error", "state_reason"):
+                if isinstance(t.get(k), str):
+                    t[k] = redact_text(t[k])
+        d["recommendations"] = [self.rec_dict(r, "open", now) for r in dep.recommendations]
+        return d
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: AdvisorHTTPServer
     server_version = f"capacity-advisor/{__version__}"
+    timeout = 30.0  # seconds a client may take to send its request (slow clients do not hold threads)
+    user: str | None = None
+    web: WebConfig
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s", format % args)
+        log.debug("http %s %s", self.address_string(), format % args)
 
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
+    def __getattr__(self, name: str) -> Any:
+        # every method, including ones this server does not know, goes through the router (405, not 501)
+        if name.startswith("do_"):
+            return self._dispatch
+        raise AttributeError(name)
+
+    # -- sending -----------------------------------------------------------------------------------
+    def _send(self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
+        for k, v in {**getattr(self, "web", WebConfig()).headers, **(headers or {})}.items():
+            self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+            self.wfile.write(body)
 
-    def _json(self, code: int, obj: Any) -> None:
-        self._send(code, json.dumps(obj, indent=2, default=str).encode(), "application/json")
+    def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(_finite(obj), indent=1, allow_nan=False, default=str).encode()
+        self._send(code, body, "application/json", headers)
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        svc = self.server.service
-        if path == "/metrics":
-            self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
-        elif path == "/healthz":
-            ok = svc.healthy(time.time())
-            self._send(200 if ok else 503, b"ok\n" if ok else b"evaluation loop stalled\n", "text/plain")
-        elif path == "/readyz":
-            ready = svc.result is not None
-            self._send(200 if ready else 503, b"ready\n" if ready else b"no evaluation yet\n", "text/plain")
-        elif path == "/api/v1/deployments":
-            res = svc.result
-            self._json(200, {"deployments": [d.as_dict() for d in res.deployments] if res else []})
-        elif path == "/api/v1/recommendations":
-            res = svc.result
-            recs = [r.as_dict() for d in res.deployments for r in d.recommendations] if res else []
-            self._json(200, {"recommendations": recs})
-        elif path == "/":
-            self._send(200, _status_page(svc).encode(), "text/html; charset=utf-8")
-        else:
-            self._json(404, {"error": f"no such path: {path}"})
+    def _error(self, e: ApiError) -> None:
+        self._json(e.status, {"error": e.message, "status": e.status, "details": e.details}, e.headers)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's errors (bad request line, header too long, …) as JSON too."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self._error(ApiError(code, message or self.responses.get(code, ("error",))[0]))
 
-def _status_page(svc: Service) -> str:
-    res = svc.result
-    rows = []
-    if res is not None:
-        for d in res.deployments:
-            s = d.snapshot
-            usage = s.get("kv_cache_usage_ratio")
-            ceiling = d.concurrency_ceiling()
-            good = d.evaluation.goodput.ratio
-            recs = (
-                "".join(
-                    f"<li><b>{html.escape(r.severity)}</b> {html.escape(r.summary)}<br>"
-                    f"<code>{html.escape(r.flag)}</code>"
-                    f"<p>{html.escape(r.description)}</p></li>"
-                    for r in d.recommendations
+    # -- dispatch ----------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        try:
+            self.web = self.server.web.current()
+            self._route()
+        except ApiError as e:
+            if e.status in (411, 413):
+                self.close_connection = True
+            self._error(e)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError, ssl.SSLError):
+            self.close_connection = True
+        except Exception:
+            log.exception("http %s %s failed", self.command, urlsplit(self.path).path)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._error(ApiError(500, "internal error; the advisor's log has the details"))
+
+    def _route(self) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        if self.web.basic_auth:
+            self.user = self.server.web.check_basic_auth(self.web, self.headers.get("Authorization"))
+            if self.user is None:
+                raise ApiError(
+                    401,
+                    "authentication required: this advisor is configured with basic auth (--web.config.file)",
+                    headers={"WWW-Authenticate": 'Basic realm="capacity-advisor", charset="UTF-8"'},
                 )
-                or "<li>none</li>"
+        for pattern, methods, name in _ROUTES:
+            m = pattern.match(path)
+            if m is None:
+                continue
+            allowed = (*methods, "HEAD") if "GET" in methods else methods
+            if self.command not in allowed:
+                raise ApiError(
+                    405,
+                    f"method {self.command} not allowed on {path}; allowed: {', '.join(allowed)}",
+                    headers={"Allow": ", ".join(allowed)},
+                )
+            query = parse_qs(parts.query, keep_blank_values=True)
+            getattr(self, f"_h_{name}")(query=query, **m.groupdict())
+            return
+        raise ApiError(404, f"no such path: {path}")
+
+    # -- bodies ------------------------------------------------------------------------------------
+    def _body(self, model: type[M]) -> M:
+        if self.headers.get("Transfer-Encoding"):
+            raise ApiError(411, "chunked request bodies are not supported: send Content-Length")
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            raise ApiError(411, "a JSON body with Content-Length is required")
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise ApiError(400, f"Content-Length is not a number: {length_text[:40]!r}") from None
+        if length < 0:
+            raise ApiError(400, "Content-Length must not be negative")
+        if length > MAX_BODY_BYTES:
+            if length <= _DRAIN_LIMIT:
+                left = length
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 65536))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
+        raw = self.rfile.read(length)
+        ctype = self.headers.get_content_type()
+        charset = (self.headers.get_content_charset() or "utf-8").lower()
+        if ctype != "application/json" or charset not in ("utf-8", "utf8"):
+            raise ApiError(
+                415,
+                "the body must be JSON: send Content-Type: application/json "
+                f"(got {self.headers.get('Content-Type')!r})",
             )
-            rows.append(
-                f"<section><h2>{html.escape(d.name)} <small>({html.escape(d.engine)}, {html.escape(d.state)})"
-                f"</small></h2><p>KV usage {'' if usage is None else f'{usage:.1%}'} · running "
-                f"{s.get('requests_running')} / ceiling {'' if ceiling is None else f'{ceiling:.1f}'} · waiting "
-                f"{s.get('requests_waiting')} · goodput {'unknown' if good is None else f'{good:.1%}'}</p>"
-                f"<h3>Open recommendations</h3><ul>{recs}</ul></section>"
+        if len(raw) < length:
+            raise ApiError(400, f"the body ended after {len(raw)} of {length} bytes")
+
+        def no_constants(name: str) -> Any:
+            raise ValueError(f"{name} is not valid JSON")
+
+        try:
+            data = json.loads(raw.decode("utf-8"), parse_constant=no_constants)
+        except UnicodeDecodeError:
+            raise ApiError(400, "the body is not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise ApiError(400, f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ApiError(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, f"the body must be a JSON object, got {type(data).__name__}")
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            details = validation_details(exc)
+            first = details[0] if details else {"path": "", "message": "invalid"}
+            where = f" at {first['path']}" if first["path"] else ""
+            raise ApiError(
+                400,
+                f"invalid {model.__name__}: {len(details)} problem(s); first{where}: {first['message']}",
+                details,
+            ) from None
+
+    # -- handlers ----------------------------------------------------------------------------------
+    def _h_status_page(self, query: dict[str, list[str]]) -> None:
+        svc = self.server.service
+        acks = self.server.acks
+        now = time.time()
+        page = render_status_page(svc.result, self.server.resolved(), lambda rid: acks.get(rid, now))
+        self._send(
+            200,
+            page.encode(),
+            "text/html; charset=utf-8",
+            {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Frame-Options": "DENY"},
+        )
+
+    def _h_metrics(self, query: dict[str, list[str]]) -> None:
+        self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
+
+    def _h_healthz(self, query: dict[str, list[str]]) -> None:
+        ok = self.server.service.healthy(time.time())
+        self._send(200 if ok else 503, b"ok\n" if ok else b"evaluation loop stalled\n", "text/plain; charset=utf-8")
+
+    def _h_readyz(self, query: dict[str, list[str]]) -> None:
+        ready = self.server.service.result is not None
+        self._send(200 if ready else 503, b"ready\n" if ready else b"no evaluation yet\n", "text/plain; charset=utf-8")
+
+    def _h_openapi(self, query: dict[str, list[str]]) -> None:
+        self._send(200, self.server.openapi_bytes(self.web.basic_auth), "application/json")
+
+    @staticmethod
+    def _one(query: dict[str, list[str]], key: str) -> str | None:
+        values = query.get(key)
+        return values[-1] if values else None
+
+    def _result(self) -> tuple[CycleResult | None, float]:
+        return self.server.service.result, time.time()
+
+    def _h_deployments(self, query: dict[str, list[str]]) -> None:
+        res, now = self._result()
+        want = self._one(query, "deployment")
+        deps = [
+            self.server.deployment_dict(d, now)
+            for d in (res.deployments if res else ())
+            if want is None or d.name == want
+        ]
+        self._json(200, {"evaluated_at": rfc3339(res.timestamp) if res else None, "deployments": deps})
+
+    def _all_recs(self) -> tuple[CycleResult | None, list[Recommendation], list[Recommendation]]:
+        res = self.server.service.result
+        open_recs = [r for d in (res.deployments if res else ()) for r in d.recommendations]
+        ids = {r.id for r in open_recs}
+        resolved = [r for r in self.server.resolved() if r.id not in ids]
+        return res, open_recs, resolved
+
+    def _h_recommendations(self, query: dict[str, list[str]]) -> None:
+        res, open_recs, resolved = self._all_recs()
+        now = time.time()
+        want = self._one(query, "deployment")
+        status = self._one(query, "status")
+        if status not in (None, "open", "resolved"):
+            raise ApiError(
+                400,
+                f"status must be open or resolved, got {status!r}",
+                [{"path": "status", "message": "open or resolved"}],
             )
-    body = "".join(rows) or "<p>No evaluation yet.</p>"
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>capacity-advisor</title></head><body>"
-        f"<h1>capacity-advisor {__version__}</h1>{body}"
-        "<p><a href='/metrics'>/metrics</a> · <a href='/api/v1/deployments'>/api/v1/deployments</a> · "
-        "<a href='/api/v1/recommendations'>/api/v1/recommendations</a></p></body></html>"
+        out = []
+        if status in (None, "open"):
+            out += [self.server.rec_dict(r, "open", now) for r in open_recs if want is None or r.deployment == want]
+        if status in (None, "resolved"):
+            out += [self.server.rec_dict(r, "resolved", now) for r in resolved if want is None or r.deployment == want]
+        self._json(200, {"evaluated_at": rfc3339(res.timestamp) if res else None, "recommendations": out})
+
+    def _find(self, rec_id: str) -> tuple[Recommendation, str]:
+        _, open_recs, resolved = self._all_recs()
+        for r in open_recs:
+            if r.id == rec_id:
+                return r, "open"
+        for r in resolved:
+            if r.id == rec_id:
+                return r, "resolved"
+        raise ApiError(404, f"no open or recently resolved recommendation has id {rec_id[:64]!r}")
+
+    def _h_recommendation(self, query: dict[str, list[str]], id: str) -> None:
+        r, status = self._find(id)
+        self._json(200, self.server.rec_dict(r, status, time.time()))
+
+    def _write_allowed(self) -> None:
+        if not self.web.basic_auth and self.server.write_needs_auth:
+            raise ApiError(
+                403,
+                "snooze and ack change what the advisor notifies, so they need basic auth (basic_auth_users in "
+                "--web.config.file) or a loopback listen address (e.g. --listen 127.0.0.1:9188); this advisor "
+                f"listens on {self.server.host} without auth",
+            )
+
+    def _suppress(self, rec_id: str, make: Callable[[Recommendation], Ack]) -> None:
+        self._write_allowed()
+        r, status = self._find(rec_id)
+        if status != "open":
+            raise ApiError(
+                409,
+                f"recommendation {rec_id} resolved at {rfc3339(r.resolved_at or 0)}; there is nothing left to silence",
+            )
+        try:
+            make(r)
+            _, open_recs, _ = self._all_recs()
+            self.server.acks.prune(x.id for x in open_recs)
+        except StateError as exc:
+            log.error("cannot persist a snooze/ack: %s", exc)
+            raise ApiError(500, f"not saved: {exc}") from None
+        self._json(200, {"recommendation": self.server.rec_dict(r, "open", time.time())})
+
+    def _h_snooze(self, query: dict[str, list[str]], id: str) -> None:
+        self._write_allowed()
+        body = self._body(SnoozeRequest)
+        seconds = parse_snooze_duration(body.duration)
+        self._suppress(id, lambda r: self.server.acks.snooze(r.id, seconds, body.reason, r.deployment, self.user))
+
+    def _h_ack(self, query: dict[str, list[str]], id: str) -> None:
+        self._write_allowed()
+        body = self._body(AckRequest)
+        self._suppress(id, lambda r: self.server.acks.ack(r.id, body.reason, r.deployment, self.user))
+
+    def _h_reload(self, query: dict[str, list[str]]) -> None:
+        """``POST /-/reload``: re-read the config as SIGHUP does — only with ``--web.enable-lifecycle``, as
+        Prometheus's lifecycle API."""
+        hook = self.server.reload_hook
+        if hook is None:
+            raise ApiError(403, "lifecycle APIs are not enabled: start the advisor with --web.enable-lifecycle")
+        self._write_allowed()
+        ok, message = hook()
+        if not ok:
+            raise ApiError(500, f"reload failed; the running config is kept: {message}")
+        self._json(200, {"status": "success", "message": message})
+
+    def _h_plan(self, query: dict[str, list[str]]) -> None:
+        req = self._body(PlanRequest)
+        self._json(200, plan(req))
+
+
+_EFFECT_KEYS = (
+    "kv_cache_tokens",
+    "max_concurrency",
+    "kv_cache_blocks",
+    "kv_pool_bytes_per_gpu",
+    "weights_bytes_per_gpu",
+    "overhead_bytes_per_gpu",
+    "kv_cache_bytes_per_token",
+)
+
+
+def plan(req: PlanRequest) -> dict[str, Any]:
+    """``POST /api/v1/plan``: the capacity pass as ``capacity-advisor plan --json`` prints it, before and after
+    the optional dial turn. Model presets and the GPU catalog only: nothing is read from disk or the network.
+
+    Raises:
+        ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
+    """
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.kv import (
+        CapacityInputs,
+        capacity_pass,
+        vllm_default_block_size,
+        vllm_default_max_num_seqs,
     )
+    from advisor.capacity.models import get_preset
+    from advisor.config import GIB
+    from advisor.rules.turns import FIELD_FOR_DIAL
+
+    dep = req.deployment
+    try:
+        model = get_preset(dep.model)
+    except CapacityError as exc:
+        raise ApiError(400, str(exc), [{"path": "deployment.model", "message": str(exc)}]) from None
+    if dep.gpu_memory_gib is not None:
+        memory = int(dep.gpu_memory_gib * GIB)
+        gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
+    else:
+        assert dep.gpu is not None
+        try:
+            spec = get_gpu(dep.gpu)
+        except CapacityError as exc:
+            raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
+        memory, gpu_name = spec.memory_bytes, spec.name
+    try:
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=memory,
+            tensor_parallel_size=dep.tensor_parallel_size,
+            gpu_memory_utilization=dep.gpu_memory_utilization,
+            max_model_len=dep.max_model_len,
+            dtype=dep.dtype,
+            quantization=dep.quantization,
+            kv_cache_dtype=dep.kv_cache_dtype,
+            max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
+            max_num_batched_tokens=dep.max_num_batched_tokens,
+            block_size=dep.block_size or vllm_default_block_size(model, None),
+        )
+        before = capacity_pass(inputs)
+    except (CapacityError, ValueError, ArithmeticError) as exc:
+        raise ApiError(
+            400,
+            f"the capacity pass cannot run this deployment: {exc}",
+            [{"path": "deployment", "message": str(exc)}],
+        ) from None
+    out_before = before.as_dict()
+    out_before["gpu"] = gpu_name
+    out_after: dict[str, Any] | None = None
+    after_error: str | None = None
+    if req.turn is not None:
+        field_name = FIELD_FOR_DIAL[req.turn.dial]
+        try:
+            changes: dict[str, Any] = {field_name: req.turn.value}
+            after = capacity_pass(dataclasses.replace(inputs, **changes))
+        except (CapacityError, ValueError, ArithmeticError) as exc:
+            after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
+        else:
+            out_after = after.as_dict()
+            out_after["gpu"] = gpu_name
+    effect = {
+        k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
+    }
+    return {
+        "before": out_before,
+        "turn": None if req.turn is None else req.turn.model_dump(),
+        "after": out_after,
+        "after_error": after_error,
+        "effect": effect,
+    }

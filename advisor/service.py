@@ -28,6 +28,7 @@ import requests
 import yaml
 
 from advisor import conventions as c
+from advisor.acks import AckStore
 from advisor.capacity.kv import capacity_pass
 from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
@@ -304,6 +305,7 @@ class Service:
     cfg: Config
     base_dir: Path | None
     notifier: Notifier
+    acks: AckStore
     prom: PrometheusSource | None
     state_file: Path | None
     lifecycle: Lifecycle
@@ -390,7 +392,10 @@ class Service:
         else:
             self.lifecycle.rules = list(rules)
             self.lifecycle.cooldown_seconds = cfg.rules.cooldown
-        self.notifier = build_notifier(list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir)
+        self.acks = AckStore(state_file, clock=self.clock)
+        self.notifier = build_notifier(
+            list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir, suppressed=self.acks.suppressed
+        )
         dq = cfg.data_quality
         self._quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
         self.state_file = state_file
@@ -633,6 +638,8 @@ class Service:
         for tr in transitions:
             if self.on_transition is not None:
                 self.on_transition(tr)
+            if tr.kind == "opened" and self.acks.suppressed(tr.recommendation.id, self.clock()):
+                continue
             self.notifier.submit(tr.kind, tr.recommendation)
 
     def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:

@@ -5,13 +5,20 @@ Written atomically (a temporary file in the same folder, fsync, then ``os.replac
 prometheus-client's ``write_to_textfile`` does, so a crash mid-write leaves the previous file intact.
 A file of another version is a clear :class:`~advisor.errors.StateError`, never silently reinterpreted
 (the VPA checkpoint rule).
+
+Other modules keep their own state in further top-level keys (*sections*, e.g. ``"acks"`` for snoozes and
+acknowledgements, :mod:`advisor.acks`) through :func:`load_section` and :func:`save_section`;
+:func:`save_state` keeps them. Sections are optional and ignored by readers that do not know them, so
+adding one does not change :data:`STATE_VERSION`; changing the shape of an existing key does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,10 @@ from advisor.domain import Recommendation
 from advisor.errors import StateError
 
 STATE_VERSION = 1
+
+_RESERVED = frozenset({"version", "saved_at", "recommendations"})
+_WRITE_LOCK = threading.Lock()
+"""Serialises read-modify-write of the state file between the loop and the HTTP API in one process."""
 
 
 def _rec_from_dict(d: dict[str, Any]) -> Recommendation:
@@ -44,38 +55,37 @@ def _rec_from_dict(d: dict[str, Any]) -> Recommendation:
     )
 
 
-def save_state(path: str | Path, recommendations: Sequence[Recommendation], now: float) -> None:
-    """Atomically write the open recommendations to ``path``.
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, fsync, ``os.replace``.
 
     Raises:
         StateError: the folder is not writable (the message names the path).
     """
     p = Path(path)
-    body = json.dumps(
-        {"version": STATE_VERSION, "saved_at": now, "recommendations": [r.as_dict() for r in recommendations]},
-        indent=1,
-        default=str,
-    )
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except OSError as exc:
         raise StateError(f"cannot write state file {str(p)!r}: {exc.strerror}") from None
 
 
-def load_state(path: str | Path) -> list[Recommendation]:
-    """Read the open recommendations from ``path``; an absent file is an empty state.
+def _read_document(p: Path) -> dict[str, Any] | None:
+    """The whole state document, version-checked; ``None`` when the file does not exist.
 
     Raises:
         StateError: unreadable, not JSON, or written by another state version.
     """
-    p = Path(path)
     if not p.exists():
-        return []
+        return None
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -89,6 +99,78 @@ def load_state(path: str | Path) -> list[Recommendation]:
             f"state file {str(p)!r} is version {data['version']!r}; this advisor reads version {STATE_VERSION}. "
             "Move it aside to start fresh (open recommendations will be re-detected)."
         )
+    return data
+
+
+def _other_sections(p: Path) -> dict[str, Any]:
+    """The sections besides the reserved keys, from the current file (none when it is absent or unusable:
+    the recommendations are worth more than a snooze, so an unusable file never blocks saving them)."""
+    try:
+        data = _read_document(p)
+    except StateError:
+        return {}
+    return {k: v for k, v in (data or {}).items() if k not in _RESERVED}
+
+
+def save_state(path: str | Path, recommendations: Sequence[Recommendation], now: float) -> None:
+    """Atomically write the open recommendations to ``path``, keeping any other sections in it.
+
+    Raises:
+        StateError: the folder is not writable (the message names the path).
+    """
+    p = Path(path)
+    with _WRITE_LOCK:
+        doc: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "saved_at": now,
+            "recommendations": [r.as_dict() for r in recommendations],
+        }
+        doc.update(_other_sections(p))
+        atomic_write_text(p, json.dumps(doc, indent=1, default=str))
+
+
+def load_section(path: str | Path, key: str) -> Any:
+    """The value of section ``key`` (``None`` when the file or the key is absent).
+
+    Raises:
+        StateError: unreadable, not JSON, or written by another state version.
+        ValueError: ``key`` is one of the reserved keys.
+    """
+    if key in _RESERVED:
+        raise ValueError(f"{key!r} is not a section")
+    data = _read_document(Path(path))
+    return None if data is None else data.get(key)
+
+
+def save_section(path: str | Path, key: str, value: Any, now: float) -> None:
+    """Atomically replace section ``key`` with ``value`` (JSON-ready), keeping everything else in the file.
+
+    Raises:
+        StateError: the file is unreadable or of another version (it is not overwritten), or the folder is
+            not writable.
+        ValueError: ``key`` is one of the reserved keys.
+    """
+    if key in _RESERVED:
+        raise ValueError(f"{key!r} is not a section")
+    p = Path(path)
+    with _WRITE_LOCK:
+        data = _read_document(p)
+        doc: dict[str, Any] = data if data is not None else {"version": STATE_VERSION, "recommendations": []}
+        doc["saved_at"] = now
+        doc[key] = value
+        atomic_write_text(p, json.dumps(doc, indent=1, default=str))
+
+
+def load_state(path: str | Path) -> list[Recommendation]:
+    """Read the open recommendations from ``path``; an absent file is an empty state.
+
+    Raises:
+        StateError: unreadable, not JSON, or written by another state version.
+    """
+    p = Path(path)
+    data = _read_document(p)
+    if data is None:
+        return []
     try:
         return [_rec_from_dict(r) for r in data.get("recommendations", [])]
     except (KeyError, TypeError, ValueError) as exc:

@@ -180,3 +180,37 @@ def test_json_logs_carry_deployment_and_target(tmp_path: Path) -> None:
     assert failed and failed[0]["deployment"] == "lonely"
     assert failed[0]["target"] == "http://127.0.0.1:9/metrics"
     assert failed[0]["level"] == "warning"
+
+
+def test_post_reload_needs_the_lifecycle_flag(engine: StandInServer, tmp_path: Path) -> None:
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text("scrape_interval: 1s\nevaluation_window: 5s\ndeployments:" + DEP.format(name="a", url=engine.url()))
+    for flag, expect in (([], 403), (["--web.enable-lifecycle"], 200)):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "advisor.cli", "run", "--config", str(cfg), "--listen", "127.0.0.1:0", *flag],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            url = None
+            while url is None:
+                line = proc.stderr.readline()
+                assert line, "the daemon exited"
+                m = re.search(r"serving (http://\S+)/metrics", line)
+                url = m.group(1) if m else None
+            r = requests.post(url + "/-/reload", timeout=10)
+            assert r.status_code == expect, r.text
+            if expect == 403:
+                assert "--web.enable-lifecycle" in r.json()["error"]
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()

@@ -190,12 +190,14 @@ def build_notifier(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] | None = None,
     rng: random.Random | None = None,
+    suppressed: Callable[[str, float], bool] | None = None,
 ) -> Notifier:
     """One worker per receiver, each with an outbox file ``<outbox_dir>/<name>.outbox.json`` (in memory only
     when ``outbox_dir`` is ``None``: then nothing survives a restart).
 
     ``base_dir`` anchors relative ``*_file`` secrets; ``external_url`` (the advisor's own URL) fills
-    ``generatorURL``; ``clock``, ``sleep`` and ``rng`` are for tests.
+    ``generatorURL``; ``suppressed(rec_id, now)`` tells snoozed or acknowledged recommendations, whose
+    Alertmanager re-sends stop; ``clock``, ``sleep`` and ``rng`` are for tests.
 
     Raises:
         ConfigError: a receiver's secret cannot be read (``receivers[i]`` with the reason).
@@ -226,7 +228,11 @@ def build_notifier(
                 known.add(path.name)
             outbox = Outbox(cfg.name, path)
             policy = delivery_policy(cfg)
-            workers.append(OutboxWorker(receiver, outbox, policy, metrics_callback, clock=clock, sleep=sleep, rng=rng))
+            workers.append(
+                OutboxWorker(
+                    receiver, outbox, policy, metrics_callback, clock=clock, sleep=sleep, rng=rng, suppressed=suppressed
+                )
+            )
         if outbox_dir is not None:
             for orphan in sorted(p.name for p in outbox_dir.glob("*.outbox.json") if p.name not in known):
                 log.warning("notify: outbox %s belongs to no configured receiver; nothing in it is sent", orphan)

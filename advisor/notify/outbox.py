@@ -386,8 +386,10 @@ class OutboxWorker:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] | None = None,
         rng: random.Random | None = None,
+        suppressed: Callable[[str, float], bool] | None = None,
     ) -> None:
         install_urllib3_redaction()
+        self.suppressed: Callable[[str, float], bool] = suppressed or (lambda _id, _now: False)
         self.receiver = receiver
         self.name = receiver.name
         self.outbox = outbox
@@ -542,14 +544,17 @@ class OutboxWorker:
                     entry = head
             elif self.receiver.resend_interval is not None and self.outbox.active:
                 interval = self.receiver.resend_interval
-                due = min(
-                    now if a.last_sent_at is None else a.last_sent_at + interval for a in self.outbox.active.values()
-                )
-                due = max(due, self._resend_retry_at)
-                if due <= now:
-                    resend = [a.recommendation for a in self.outbox.active.values()]
+                # snoozed or acknowledged recommendations are not re-sent: Alertmanager lets them expire
+                live = [a for a in self.outbox.active.values() if not self.suppressed(a.recommendation.id, now)]
+                if not live:
+                    wait = interval  # look again later: a snooze may end
                 else:
-                    wait = due - now
+                    due = min(now if a.last_sent_at is None else a.last_sent_at + interval for a in live)
+                    due = max(due, self._resend_retry_at)
+                    if due <= now:
+                        resend = [a.recommendation for a in live]
+                    else:
+                        wait = due - now
         self._emit(events)
         if entry is not None:
             self._deliver(entry)
