@@ -8,6 +8,7 @@ Sub-commands::
     inspect       scrape one URL twice: detected engine, version hints, snapshot, what is missing
     simulate      run a traffic profile against a deployment in the engine simulator
     plan          the capacity pass for one configuration
+    rules         generate Prometheus recording and alerting rules from a config
     check-config  validate a config file, reporting every invalid field
     catalog       list the model presets and GPUs
 
@@ -30,6 +31,7 @@ from advisor.argtypes import duration_arg, positive_float, shard_arg
 from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
+from advisor.rulescmd import add_rules_parser
 from advisor.simcmd import add_simulate_parser
 
 log = logging.getLogger("advisor")
@@ -310,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_parser(sub)
     add_simulate_parser(sub)
+    add_rules_parser(sub)
 
     ins = sub.add_parser("inspect", help="scrape one target twice and show what the advisor reads from it")
     ins.add_argument("url")

@@ -115,4 +115,4 @@ RULE_MODEL_DRIFT: Final = "model_drift"
 # --- alert names (webhook payload alertname) ----------------------------------------------------------
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"
 
-RUNBOOK_BASE: Final = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/docs/runbook.md"
+RUNBOOK_BASE: Final = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md"

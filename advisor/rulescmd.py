@@ -1,0 +1,114 @@
+"""``capacity-advisor rules generate``: write the Prometheus rule files for a config (the I/O around
+:mod:`advisor.rulesgen`, which only returns values).
+
+::
+
+    capacity-advisor rules generate --config deploy/advisor.example.yaml            # writes rules/*.rules.yml
+    capacity-advisor rules generate --config deploy/advisor.example.yaml --check    # exit 1 if rules/ differs
+
+Warnings (a target between bucket bounds, an engine without histograms, a burn-rate alert that can never fire)
+go to stderr and into the generated files as comments. Files are written atomically (temp file, then rename);
+files in the folder that the generator does not produce (``runbook.md``, ``README.md``) are left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from advisor.rulesgen import DeploymentSLO, RulesInput, generate, render_all
+
+
+def rules_input(config_path: str | Path) -> RulesInput:
+    """Load and validate the config, and map it to the generator's parameter object.
+
+    Raises:
+        ConfigError: the config is invalid (every problem listed).
+    """
+    from advisor.config import load_config
+
+    cfg = load_config(config_path)
+    return RulesInput(
+        deployments=tuple(
+            DeploymentSLO(
+                name=d.name,
+                engine=d.engine,
+                ttft_seconds=d.slo.ttft_seconds,
+                tpot_seconds=d.slo.tpot_seconds,
+                target_ratio=d.slo.target_ratio,
+                served_model=d.served_model,
+            )
+            for d in cfg.deployments
+        ),
+        scrape_interval_seconds=cfg.scrape_interval,
+        capacity_model_error_bound=cfg.data_quality.capacity_model_error_bound,
+        source=Path(config_path).name,
+    )
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_rules_generate(args: argparse.Namespace) -> int:
+    """Generate (or, with ``--check``, compare) the rule files; 0 on success, 1 when ``--check`` finds a
+    difference; config errors propagate (exit 2 in :func:`advisor.cli.main`)."""
+    generated = generate(rules_input(args.config))
+    for w in generated.warnings:
+        print(f"capacity-advisor: warning: {w}", file=sys.stderr)
+    texts = render_all(generated)
+    out = Path(args.out)
+    if args.check:
+        stale = []
+        for name, text in texts.items():
+            path = out / name
+            try:
+                current = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = None
+            if current != text:
+                stale.append(str(path))
+        if stale:
+            print(
+                "capacity-advisor: these rule files differ from what the config generates "
+                f"(run `capacity-advisor rules generate --config {args.config} --out {args.out}`): " + ", ".join(stale),
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{len(texts)} rule files in {out} are up to date")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        _write_atomic(out / name, text)
+        print(f"wrote {out / name}")
+    return 0
+
+
+def add_rules_parser(subparsers: Any) -> None:
+    """Register ``rules generate`` on an argparse sub-parsers object."""
+    rules = subparsers.add_parser("rules", help="Prometheus rule files (recording rules, SLO and advisor alerts)")
+    sub = rules.add_subparsers(dest="rules_command", required=True)
+    gen = sub.add_parser(
+        "generate",
+        help="write the rule files for a config",
+        description="Write recording rules that normalise engine metrics per deployment, goodput SLO burn-rate "
+        "alerts from each deployment's slo, and alerts on the advisor's own gauges.",
+    )
+    gen.add_argument("--config", required=True, help="YAML config file (the advisor's)")
+    gen.add_argument("--out", default="rules", help="folder to write into (default: rules)")
+    gen.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when a file in --out differs from the output"
+    )
+    gen.set_defaults(func=cmd_rules_generate)

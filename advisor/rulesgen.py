@@ -1,0 +1,908 @@
+"""Prometheus rule files from a config (pure: returns values, writes nothing — Pyrra's habit).
+
+:func:`generate` takes small parameter objects (:class:`RulesInput`; :mod:`advisor.rulescmd` maps the config
+to them) and returns three :class:`RuleFile` values plus the warnings to report; :func:`render` turns one into
+YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
+
+``engines.rules.yml`` — engine metrics normalised per ``deployment`` label, whatever the engine:
+    ``deployment:llm_kv_cache_usage:ratio``, ``deployment:llm_requests_running:sum``, ``…_waiting:sum``,
+    ``deployment:llm_ttft_seconds:p90_rate5m`` (and p50, p99), ``deployment:llm_tpot_seconds:p90_rate5m``, rates
+    of finished requests, generated tokens and preemptions. Each rule is one ``or`` chain over every engine's
+    names, newest alias first, taken from the adapters' name tables (:mod:`advisor.engines`): the first term with
+    data wins, as the adapters take the first alias with a usable value. A deployment behind a Dynamo frontend
+    whose workers are scraped too reads the engine's own numbers (engines come before Dynamo).
+
+``slo.rules.yml`` — per configured deployment, the fraction of requests within the TTFT and TPOT targets over
+    each SLO window (``bucket{le=target} ÷ count`` of the rate), their product as the goodput estimate (the
+    advisor's estimate, :func:`advisor.telemetry.goodput_ratio`), and the Google SRE workbook's multi-window,
+    multi-burn-rate alerts on ``1 − goodput`` against the error budget ``1 − target_ratio``.
+
+``advisor.rules.yml`` — alerts on the advisor's own gauges (a recommendation open, capacity-model drift,
+    targets not fresh, the advisor not evaluating or absent).
+
+**Bucket boundaries.** ``bucket{le="2.5"} ÷ count`` is exact only when the target is a bucket bound; a target
+between bounds has no series, so the generator takes the nearest bound of the engine's default buckets and
+*reports* it (a warning and a comment above the rule), since that silently changes the SLO::
+
+    vllm TTFT target 2.5 s  → le 2.5 (a bound: exact)
+    vllm TTFT target 3 s    → le 2.5 (nearest of 2.5 and 5.0; reported)
+    sglang TTFT target 2.5 s → le 2 (nearest of 2 and 4; reported)
+    engine auto             → le as given, reported: the buckets cannot be checked
+
+A bound can be spelt several ways (``1.0`` by prometheus_client, ``1`` by Go and Rust clients; Prometheus 3
+rewrites classic-histogram ``le`` values on ingestion), so the matcher lists every spelling: ``le=~"1|1[.]0"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Final
+
+import yaml
+
+from advisor import conventions as c
+from advisor import conventions_rules as r
+from advisor.engines import dynamo, llamacpp, sglang, tgi, trtllm, vllm
+from advisor.engines.common import NameTable, Series
+
+# --- inputs -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentSLO:
+    """One deployment's latency SLO, as the config states it.
+
+    Attributes:
+        name: the deployment name (the ``deployment`` label value).
+        engine: engine id (``vllm``) or ``auto``.
+        ttft_seconds / tpot_seconds: the targets.
+        target_ratio: fraction of requests that must meet both (error budget = 1 − target_ratio).
+        served_model: the engine's model label value to read when the engine serves several, else ``None``.
+    """
+
+    name: str
+    engine: str
+    ttft_seconds: float
+    tpot_seconds: float
+    target_ratio: float
+    served_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RulesInput:
+    """Everything the generator reads.
+
+    Attributes:
+        deployments: each deployment's SLO.
+        scrape_interval_seconds: the advisor's cycle; the not-evaluating alert waits max(120 s, 4 cycles).
+        capacity_model_error_bound: the drift alert's threshold on ``|advisor_capacity_model_error_ratio|``.
+        source: the config's file name, named in each file's header.
+    """
+
+    deployments: tuple[DeploymentSLO, ...]
+    scrape_interval_seconds: float = 15.0
+    capacity_model_error_bound: float = 0.15
+    source: str = "config"
+
+
+# --- outputs ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One recording rule (``record``) or alerting rule (``alert``), with comments rendered above it."""
+
+    expr: str
+    record: str | None = None
+    alert: str | None = None
+    for_: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    comments: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        """The rule as Prometheus reads it (what ``yaml.safe_load`` of :func:`render` gives back)."""
+        out: dict[str, object] = {"record": self.record} if self.record else {"alert": self.alert}
+        out["expr"] = self.expr
+        if self.for_:
+            out["for"] = self.for_
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RuleGroup:
+    name: str
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFile:
+    """One file under ``rules/``: its name, header comment lines and groups."""
+
+    name: str
+    header: tuple[str, ...]
+    groups: tuple[RuleGroup, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"groups": [{"name": g.name, "rules": [x.as_dict() for x in g.rules]} for g in self.groups]}
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """The rule files and the warnings the command reports (each also a comment in the file it concerns)."""
+
+    files: tuple[RuleFile, ...]
+    warnings: tuple[str, ...]
+
+
+# --- engine knowledge ---------------------------------------------------------------------------------------
+
+_VLLM_TTFT: Final = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_VLLM_TTFT_TAIL: Final = (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+_VLLM_TPOT: Final = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+_VLLM_TPOT_TAIL: Final = (5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+
+
+def _tgi_duration_buckets() -> tuple[float, ...]:
+    """TGI ``router/src/server.rs``: ``value = 0.0001; 35 × { value *= 1.5; push(value) }`` (0.00015 … ≈146 s)."""
+    out, value = [], 0.0001
+    for _ in range(35):
+        value *= 1.5
+        out.append(value)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineBuckets:
+    """An engine's default TTFT and TPOT bucket bounds (``()``: the engine has no such histogram).
+
+    ``note_ttft_above`` / ``note_tpot_above``: older releases' buckets stop there (a target above is in their
+    ``+Inf`` bucket); ``source`` cites where the bounds come from.
+    """
+
+    ttft: tuple[float, ...]
+    tpot: tuple[float, ...]
+    source: str
+    note_ttft_above: tuple[float, str] | None = None
+    note_tpot_above: tuple[float, str] | None = None
+
+
+_CATALOG: Final = "shared/reference/engine-metrics-catalog.md"
+_SGLANG_ITL: Final = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1)
+_SGLANG_ITL_TAIL: Final = (0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8)
+ENGINE_BUCKETS: Final[Mapping[str, EngineBuckets]] = {
+    "vllm": EngineBuckets(
+        _VLLM_TTFT + _VLLM_TTFT_TAIL,
+        _VLLM_TPOT + _VLLM_TPOT_TAIL,
+        f"{_CATALOG} §1.2 (vllm/v1/metrics/loggers.py, V1 0.8.5 → 0.33)",
+        (10.0, "vLLM before 0.8.5 stops its TTFT buckets at 10 s"),
+        (2.5, "vLLM before 0.8.5 stops its TPOT buckets at 2.5 s"),
+    ),
+    "sglang": EngineBuckets(
+        (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400),
+        _SGLANG_ITL + _SGLANG_ITL_TAIL,
+        f"{_CATALOG} §2.2 (SGLang 0.4.10 → 0.5.23 defaults; 0.4.3 differs; --bucket-* flags override)",
+    ),
+    "tgi": EngineBuckets((), _tgi_duration_buckets(), f"{_CATALOG} §3 (router/src/server.rs, 0.0001·1.5^k)"),
+    "triton-trtllm": EngineBuckets((), (), f"{_CATALOG} §4.1 (no latency histograms)"),
+    "trtllm": EngineBuckets(
+        _VLLM_TTFT + _VLLM_TTFT_TAIL,
+        _VLLM_TPOT + _VLLM_TPOT_TAIL,
+        f"{_CATALOG} §4.2 (tensorrt_llm/metrics/collector.py: vLLM's buckets)",
+    ),
+    "llamacpp": EngineBuckets((), (), f"{_CATALOG} §6 (no latency histograms)"),
+    "dynamo": EngineBuckets(
+        (0, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1, 2.2, 4.7, 10, 22, 48, 100, 220, 480),
+        (0, 0.0019, 0.0035, 0.0067, 0.013, 0.024, 0.045, 0.084, 0.16, 0.3, 0.56, 1.1, 2),
+        f"{_CATALOG} §7 (Dynamo ~1.0 frontend captures; TPOT is inter-token latency)",
+    ),
+}
+"""Default bucket bounds per engine id, each row citing its source."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    """How the rules read one engine: its name table, the labels to collapse and the model label."""
+
+    engine: str
+    table: NameTable
+    collapse: tuple[str, ...] = ()
+    """Labels whose gauges repeat one value (vLLM ``pid`` per API-server process, SGLang TP/PP ranks): max."""
+    collapse_counters: tuple[str, ...] = ()
+    """Labels whose counters and histograms repeat one value (SGLang TP/PP ranks): max. vLLM's per-process
+    counters are not repeats (each process counts its own requests), so they are summed."""
+    extra_matchers: tuple[tuple[str, str], ...] = ()
+    """Matchers on every selector (SGLang ``priority=""``: the total, not the per-priority series)."""
+    model_label: str | None = None
+    casefold_model: bool = False
+    alt_prefix: tuple[str, str] | None = None
+    """A second spelling of every name (SGLang ``sglang:`` → ``sglang_``), read after the first."""
+
+
+def _vllm_table() -> NameTable:
+    return {
+        key: tuple(Series(m.name, m.kind, m.versions, m.source, is_itl=m.is_itl) for m in aliases)
+        for key, aliases in vllm.NAME_TABLE.items()
+    }
+
+
+_ENGINES: Final = (
+    _Engine("vllm", _vllm_table(), collapse=("pid",), model_label="model_name"),
+    _Engine(
+        "sglang",
+        sglang.NAME_TABLE,
+        collapse=sglang.SGLangAdapter.replica_labels,
+        collapse_counters=sglang.SGLangAdapter.replica_labels,
+        extra_matchers=(("priority", ""),),
+        model_label="model_name",
+        alt_prefix=("sglang:", "sglang_"),
+    ),
+    _Engine("tgi", tgi.NAME_TABLE),
+    _Engine("triton-trtllm", trtllm.TRITON_NAME_TABLE, model_label="model"),
+    _Engine("trtllm", trtllm.SERVE_NAME_TABLE, model_label="model_name"),
+    _Engine("llamacpp", llamacpp.NAME_TABLE),
+    _Engine("dynamo", dynamo.NAME_TABLE, model_label="model", casefold_model=True),
+)
+"""Engines in ``or``-chain order: the engines' own names before the Dynamo frontend's."""
+_BY_ID: Final = {e.engine: e for e in _ENGINES}
+
+
+# --- PromQL helpers -----------------------------------------------------------------------------------------
+
+
+def _quote(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _selector(name: str, matchers: Sequence[tuple[str, str, str]]) -> str:
+    """``vllm:num_requests_running{deployment!=""}`` from ``(label, op, value)`` triples."""
+    return name + "{" + ",".join(f"{k}{op}{_quote(v)}" for k, op, v in matchers) + "}"
+
+
+def _names(engine: _Engine, series: Series) -> tuple[str, ...]:
+    if engine.alt_prefix and series.name.startswith(engine.alt_prefix[0]):
+        return series.name, engine.alt_prefix[1] + series.name[len(engine.alt_prefix[0]) :]
+    return (series.name,)
+
+
+def _matchers(
+    engine: _Engine, series: Series, scope: Sequence[tuple[str, str, str]], served_model: str | None = None
+) -> list[tuple[str, str, str]]:
+    out = list(scope)
+    out += [(k, "=", v) for k, v in series.match]
+    out += [(k, "=", v) for k, v in engine.extra_matchers]
+    if served_model is not None and engine.model_label is not None:
+        if engine.casefold_model:
+            out.append((engine.model_label, "=~", "(?i)" + re.escape(served_model)))
+        else:
+            out.append((engine.model_label, "=", served_model))
+    return out
+
+
+def _collapse(engine: _Engine, inner: str, counter: bool = False) -> str:
+    labels = engine.collapse_counters if counter else engine.collapse
+    if not labels:
+        return inner
+    return f"max without ({', '.join(labels)}) ({inner})"
+
+
+def _or_chain(terms: Sequence[str]) -> str:
+    """``a\nor\nb``; a term of several lines goes in parentheses (``or`` binds loosest, so they only help
+    the reader)."""
+    return "\nor\n".join("(\n" + _indent(t, 2) + "\n)" if "\n" in t else t for t in terms)
+
+
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+_ALL: Final = ((r.DEPLOYMENT_LABEL, "!=", ""),)
+
+
+def _aliases(engine: _Engine, fieldname: str) -> tuple[Series, ...]:
+    return tuple(engine.table.get(fieldname, ()))
+
+
+def _gauge_terms(fieldname: str, agg: str, engines: Sequence[_Engine] = _ENGINES) -> list[str]:
+    """``agg by (deployment) (max without (replicas) (name{deployment!=""}))`` per engine and alias."""
+    terms = []
+    for e in engines:
+        for s in _aliases(e, fieldname):
+            for name in _names(e, s):
+                terms.append(
+                    f"{agg} by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, _selector(name, _matchers(e, s, _ALL)))})"
+                )
+    return terms
+
+
+def _counter_terms(fieldname: str, window: str) -> list[str]:
+    terms = []
+    for e in _ENGINES:
+        for s in _aliases(e, fieldname):
+            for name in _names(e, s):
+                rate = f"rate({_selector(name, _matchers(e, s, _ALL))}[{window}])"
+                terms.append(f"sum by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, rate, counter=True)})")
+    return terms
+
+
+def _quantile_terms(fieldname: str, q: float, window: str) -> list[str]:
+    terms = []
+    for e in _ENGINES:
+        for s in _aliases(e, fieldname):
+            for name in _names(e, s):
+                rate = f"rate({_selector(name + '_bucket', _matchers(e, s, _ALL))}[{window}])"
+                terms.append(
+                    f"histogram_quantile({q:g}, sum by ({r.DEPLOYMENT_LABEL}, le) ({_collapse(e, rate, True)}))"
+                )
+    return terms
+
+
+def _kv_usage_terms() -> list[str]:
+    """KV usage: each engine's fraction per replica, averaged over the deployment's replicas and ranks.
+
+    The adapters weight by capacity; PromQL cannot read vLLM's capacity (it is a label of
+    ``cache_config_info``), so the rule takes the plain mean, the same for every engine.
+    """
+    dep = f'{r.DEPLOYMENT_LABEL}!=""'
+    ign = "ignoring (kv_cache_block_type)"
+
+    def ratio(used: str, maximum: str) -> str:
+        return f"avg by ({r.DEPLOYMENT_LABEL}) (\n  {used}\n  / ({maximum} > 0)\n)"
+
+    def triton(family: str) -> str:
+        def blk(kind: str) -> str:
+            return f'{family}{{{dep},kv_cache_block_type="{kind}"}}'
+
+        return (
+            f"avg by ({r.DEPLOYMENT_LABEL}) (\n"
+            f"  {blk('used')}\n  / {ign} ({blk('max')} > 0)\n"
+            f"  and {ign}\n  (abs({blk('used')} + {ign} {blk('free')} - {ign} {blk('max')}) <= 1)\n)"
+        )
+
+    derived: dict[str, list[str]] = {
+        # TGI: reserved ÷ budget (a reservation ratio, an upper bound of the occupancy).
+        "tgi": [ratio(f"tgi_batch_current_max_tokens{{{dep}}}", f"tgi_batch_max_total_tokens{{{dep}}}")],
+        # Triton backend: used ÷ max blocks where used + free is within one block of max (array-shift check).
+        "triton-trtllm": [
+            triton("nv_trt_llm_kv_cache_block_metrics"),
+            triton("nv_trt_llm_kv_cache_block_statistics"),
+        ],
+        # trtllm-serve without the utilization gauge: used ÷ max blocks.
+        "trtllm": [ratio(f"trtllm_kv_cache_used_blocks{{{dep}}}", f"trtllm_kv_cache_max_blocks{{{dep}}}")],
+    }
+    terms: list[str] = []
+    for e in _ENGINES:
+        terms += _gauge_terms("kv_cache_usage_ratio", "avg", (e,))
+        terms += derived.get(e.engine, [])
+    return terms
+
+
+def _recording_file(inp: RulesInput) -> RuleFile:
+    rules: list[Rule] = [
+        Rule(
+            record=r.KV_CACHE_USAGE,
+            expr=_or_chain(_kv_usage_terms()),
+            comments=("KV-cache usage 0–1, mean over the deployment's replicas and data-parallel ranks.",),
+        ),
+        Rule(
+            record=r.REQUESTS_RUNNING,
+            expr=_or_chain(_gauge_terms("requests_running", "sum")),
+            comments=("Requests running, summed over replicas and data-parallel ranks.",),
+        ),
+        Rule(
+            record=r.REQUESTS_WAITING,
+            expr=_or_chain(_gauge_terms("requests_waiting", "sum")),
+            comments=("Requests waiting (queued or deferred), summed over replicas.",),
+        ),
+        Rule(
+            record=r.REQUESTS_FINISHED_RATE,
+            expr=_or_chain(_counter_terms("requests_finished_total", "5m")),
+            comments=("Finished requests per second over 5m.",),
+        ),
+        Rule(
+            record=r.GENERATION_TOKENS_RATE,
+            expr=_or_chain(_counter_terms("generation_tokens_total", "5m")),
+            comments=("Generated (output) tokens per second over 5m.",),
+        ),
+        Rule(
+            record=r.PREEMPTIONS_RATE,
+            expr=_or_chain(_counter_terms("preemptions_total", "5m")),
+            comments=("Preemptions (SGLang: retractions) per second over 5m.",),
+        ),
+    ]
+    for q in r.QUANTILES:
+        rules.append(
+            Rule(
+                record=r.ttft_quantile(q),
+                expr=_or_chain(_quantile_terms("ttft", q, "5m")),
+                comments=(f"Time to first token, {q:g} quantile of the requests finished in the last 5m.",),
+            )
+        )
+    for q in r.QUANTILES:
+        rules.append(
+            Rule(
+                record=r.tpot_quantile(q),
+                expr=_or_chain(_quantile_terms("tpot", q, "5m")),
+                comments=(
+                    f"Time per output token, {q:g} quantile over 5m (per-request TPOT where the engine has it,",
+                    "else inter-token latency).",
+                ),
+            )
+        )
+    header = (
+        *_banner(inp),
+        "",
+        "Engine metrics normalised per deployment, whatever the engine (vLLM, SGLang, TGI, TensorRT-LLM,",
+        "llama.cpp, Dynamo). Every engine scrape job must carry the target label `deployment` (rules/README.md).",
+        "Each rule is an `or` chain: the first engine name with data wins (newest alias first).",
+    )
+    return RuleFile(r.FILE_RECORDING, header, (RuleGroup(r.GROUP_ENGINES, tuple(rules)),))
+
+
+def _banner(inp: RulesInput) -> tuple[str, ...]:
+    return (
+        f"Generated by `capacity-advisor rules generate --config {inp.source}`. Do not edit:",
+        "change the config (or advisor/rulesgen.py) and regenerate.",
+    )
+
+
+# --- bucket boundaries --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BoundChoice:
+    """The ``le`` used for a target and whether it differs.
+
+    Attributes:
+        target: the configured target, seconds.
+        le: the bound used.
+        exact: the target is one of the engine's bounds (or the buckets are unknown and it is used as given).
+        note: why the bound differs or cannot be checked (``None`` when exact on known buckets).
+    """
+
+    target: float
+    le: float
+    exact: bool
+    note: str | None
+
+
+def _num(x: float) -> str:
+    """The shortest exact decimal: ``2.0 → "2"``, ``0.1 → "0.1"``, ``0.043789389…`` in full (no rounding)."""
+    return format(Decimal(repr(float(x))).normalize(), "f")
+
+
+def choose_bound(target: float, bounds: Sequence[float], what: str, engine: str) -> BoundChoice:
+    """The bucket bound to count "within target" at.
+
+    Example (vLLM TTFT bounds … 1.0, 2.5, 5.0 …)::
+
+        choose_bound(2.5, …) → le 2.5, exact
+        choose_bound(3.0, …) → le 2.5, not exact: "… 3 s is between the buckets 2.5 and 5; le=2.5 is used …"
+        choose_bound(3.75, …) → le 2.5 (a tie goes to the lower, stricter bound)
+
+    With no bounds known (``engine: auto``) the target is used as given and the note says so.
+    """
+    finite = sorted(b for b in bounds if math.isfinite(b))
+    if not finite:
+        return BoundChoice(
+            target,
+            target,
+            True,
+            f"{what} target {_num(target)} s: the {engine} engine's buckets are unknown here, so the target is used "
+            f"as le={_num(target)} unchecked; if it is not a bucket bound the rule finds no series (set `engine:`)",
+        )
+    for b in finite:
+        if math.isclose(b, target, rel_tol=1e-9, abs_tol=0.0):
+            return BoundChoice(target, b, True, None)
+    nearest = min(finite, key=lambda b: (abs(b - target), b))
+    below = max((b for b in finite if b < target), default=None)
+    above = min((b for b in finite if b > target), default=None)
+    if below is not None and above is not None:
+        where = f"between the buckets {_num(below)} and {_num(above)}"
+    elif below is not None:
+        where = f"above the last finite bucket {_num(below)}"
+    else:
+        where = f"below the first bucket {_num(finite[0])}"
+    stricter = "stricter" if nearest < target else "looser"
+    note = (
+        f"{what} target {_num(target)} s is {where} of {engine}'s buckets; le={_num(nearest)} is used instead "
+        f"(a {stricter} SLO). Set the target to a bucket bound to make this exact."
+    )
+    return BoundChoice(target, nearest, False, note)
+
+
+def le_spellings(value: float) -> tuple[str, ...]:
+    """Every way a client writes this bound in ``le``: prometheus_client (``repr``, Go-style exponent above
+    1e6), Go's ``strconv.FormatFloat(v, 'g', -1, 64)``, a plain decimal (Rust), and OpenMetrics' ``1.0``.
+
+    Example: ``2.5 → ("2.5",)``; ``1.0 → ("1.0", "1")``; ``0.00015000000000000001`` → one spelling.
+    """
+    digits = Decimal(repr(float(value))).normalize()
+    plain = format(digits, "f")
+    exp = digits.adjusted()
+    py = _python_client(value)
+    go = plain if -4 <= exp < 6 else _exponent(digits)
+    openmetrics = plain if "." in plain or "e" in plain else plain + ".0"
+    out: list[str] = []
+    for s in (py, go, plain, openmetrics):
+        if s not in out:
+            out.append(s)
+    return tuple(out)
+
+
+def _python_client(d: float) -> str:
+    """prometheus_client ``utils.floatToGoString`` for a positive finite value."""
+    s = repr(float(d))
+    dot = s.find(".")
+    if d > 0 and dot > 6:
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return s
+
+
+def _exponent(digits: Decimal) -> str:
+    """Go's ``%e`` form with the shortest digits: ``1e+06``, ``1.5e-05``."""
+    sign, ds, _ = digits.as_tuple()
+    text = "".join(str(x) for x in ds)
+    exp = digits.adjusted()
+    mant = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    return f"{'-' if sign else ''}{mant}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+
+
+def le_matcher(value: float) -> tuple[str, str, str]:
+    """``("le", "=", "2.5")`` or, for several spellings, ``("le", "=~", "1|1[.]0")``."""
+    spellings = le_spellings(value)
+    if len(spellings) == 1:
+        return ("le", "=", spellings[0])
+    return ("le", "=~", "|".join(s.replace(".", "[.]").replace("+", "[+]") for s in spellings))
+
+
+# --- SLO rules ----------------------------------------------------------------------------------------------
+
+
+def _fraction_terms(
+    dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, le: float, window: str
+) -> list[str]:
+    scope = ((r.DEPLOYMENT_LABEL, "=", dep.name),)
+    terms = []
+    for e in engines:
+        for s in _aliases(e, fieldname):
+            for name in _names(e, s):
+                base = _matchers(e, s, scope, dep.served_model)
+                good = f"rate({_selector(name + '_bucket', [*base, le_matcher(le)])}[{window}])"
+                count = f"rate({_selector(name + '_count', base)}[{window}])"
+                terms.append(
+                    f"sum by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, good, counter=True)})\n"
+                    f"/\nsum by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, count, counter=True)})"
+                )
+    return terms
+
+
+def _fmt(x: float) -> str:
+    return format(x, ".10g")
+
+
+def _burn_comment(factor: float, budget: float) -> str | None:
+    if factor * budget >= 1:
+        return (
+            f"burn rate {_fmt(factor)}× a budget of {_fmt(budget)} needs an error ratio of {_fmt(factor * budget)}"
+            " ≥ 1: this alert can never fire (a target_ratio this low leaves no room for fast burns)"
+        )
+    return None
+
+
+def _days(window: str) -> float:
+    units = {"m": 1 / 1440, "h": 1 / 24, "d": 1.0}
+    return float(window[:-1]) * units[window[-1]]
+
+
+def _slo_rules(
+    dep: DeploymentSLO,
+) -> tuple[list[Rule], list[Rule], list[str]]:
+    """Recording rules, alerts and warnings for one deployment."""
+    warnings: list[str] = []
+    where = f"deployment {dep.name!r}"
+    if dep.engine == "auto":
+        engines: Sequence[_Engine] = _ENGINES
+        ttft = choose_bound(dep.ttft_seconds, (), "TTFT", "auto")
+        tpot = choose_bound(dep.tpot_seconds, (), "TPOT", "auto")
+        has_ttft = has_tpot = True
+    else:
+        engines = (_BY_ID[dep.engine],)
+        buckets = ENGINE_BUCKETS[dep.engine]
+        has_ttft, has_tpot = bool(buckets.ttft), bool(buckets.tpot)
+        if not has_ttft and not has_tpot:
+            warnings.append(
+                f"{where}: {dep.engine} exposes no TTFT or TPOT histogram ({buckets.source}); "
+                "no goodput SLO rules or burn-rate alerts are generated for it"
+            )
+            return [], [], warnings
+        ttft = choose_bound(dep.ttft_seconds, buckets.ttft, "TTFT", dep.engine)
+        tpot = choose_bound(dep.tpot_seconds, buckets.tpot, "TPOT", dep.engine)
+        if not has_ttft:
+            warnings.append(f"{where}: {dep.engine} exposes no TTFT histogram; goodput counts the TPOT target only")
+        for choice, has, note in ((ttft, has_ttft, buckets.note_ttft_above), (tpot, has_tpot, buckets.note_tpot_above)):
+            if has and note is not None and choice.le > note[0]:
+                warnings.append(f"{where}: le={_num(choice.le)}: {note[1]}, where this target falls in +Inf")
+    for choice, has in ((ttft, has_ttft), (tpot, has_tpot)):
+        if has and choice.note is not None:
+            warnings.append(f"{where}: {choice.note}")
+
+    sel = _selector("", ((r.DEPLOYMENT_LABEL, "=", dep.name),))
+    recording: list[Rule] = []
+    comments = tuple(warnings)
+    for window in r.SLO_WINDOWS:
+        factors = []
+        if has_ttft:
+            recording.append(
+                Rule(
+                    record=r.ttft_within_target(window),
+                    expr=_or_chain(_fraction_terms(dep, engines, "ttft", ttft.le, window)),
+                    comments=(
+                        f"{dep.name}: fraction of requests with TTFT ≤ {_num(ttft.le)} s over {window}.",
+                        *comments,
+                    ),
+                )
+            )
+            factors.append(r.ttft_within_target(window) + sel)
+        if has_tpot:
+            recording.append(
+                Rule(
+                    record=r.tpot_within_target(window),
+                    expr=_or_chain(_fraction_terms(dep, engines, "tpot", tpot.le, window)),
+                    comments=(f"{dep.name}: fraction of requests with TPOT ≤ {_num(tpot.le)} s over {window}.",),
+                )
+            )
+            factors.append(r.tpot_within_target(window) + sel)
+        expr = factors[0] if len(factors) == 1 else f"{factors[0]} * {factors[1]}\nor {factors[0]}\nor {factors[1]}"
+        recording.append(
+            Rule(
+                record=r.goodput(window),
+                expr=expr,
+                comments=(f"{dep.name}: goodput over {window} ≈ P(TTFT ok) × P(TPOT ok), as the advisor estimates.",),
+            )
+        )
+        comments = ()
+
+    budget = 1.0 - dep.target_ratio
+    targets = []
+    if has_ttft:
+        targets.append(f"TTFT ≤ {_num(ttft.le)} s")
+    if has_tpot:
+        targets.append(f"TPOT ≤ {_num(tpot.le)} s")
+    what = " or ".join(t.replace("≤", ">") for t in targets)
+    alerts: list[Rule] = []
+    for long_w, short_w, factor, for_, severity in r.BURN_RATE_WINDOWS:
+        threshold = f"{_fmt(factor)} * {_fmt(budget)}"
+        expr = f"1 - {r.goodput(long_w)}{sel} > {threshold}\nand\n1 - {r.goodput(short_w)}{sel} > {threshold}"
+        never = _burn_comment(factor, budget)
+        if never is not None:
+            warnings.append(f"{where}: {long_w}/{short_w}: {never}")
+        exhausted = _days(r.SLO_PERIOD) / factor
+        alerts.append(
+            Rule(
+                alert=r.ALERT_GOODPUT_BUDGET_BURN,
+                expr=expr,
+                for_=for_,
+                labels={
+                    c.LABEL_SEVERITY: severity,
+                    r.LABEL_LONG_WINDOW: long_w,
+                    r.LABEL_SHORT_WINDOW: short_w,
+                    r.LABEL_BURN_RATE: _fmt(factor),
+                },
+                annotations={
+                    r.ANNOTATION_SUMMARY: (
+                        f"Deployment {{{{ $labels.deployment }}}} is burning its goodput error budget "
+                        f"{_fmt(factor)}× too fast."
+                    ),
+                    r.ANNOTATION_DESCRIPTION: (
+                        f"{{{{ $value | humanizePercentage }}}} of the requests of {{{{ $labels.deployment }}}} over "
+                        f"the last {long_w} had {what} (estimated from the engine's histograms), and the last "
+                        f"{short_w} is as bad. The SLO allows {_fmt(budget * 100)}% (target "
+                        f"{_fmt(dep.target_ratio * 100)}% over {r.SLO_PERIOD}); at this rate the budget lasts "
+                        f"{exhausted:.3g} days."
+                    ),
+                    r.ANNOTATION_RUNBOOK_URL: r.runbook_url(r.ALERT_GOODPUT_BUDGET_BURN),
+                },
+                comments=(
+                    f"{dep.name}: {long_w}/{short_w} windows at {_fmt(factor)}× the error budget "
+                    f"1 − {_fmt(dep.target_ratio)} (SRE workbook ch. 5).",
+                    *((never,) if never else ()),
+                ),
+            )
+        )
+    return recording, alerts, warnings
+
+
+def _slo_file(inp: RulesInput) -> tuple[RuleFile, list[str]]:
+    recording: list[Rule] = []
+    alerts: list[Rule] = []
+    warnings: list[str] = []
+    for dep in inp.deployments:
+        rec, al, warn = _slo_rules(dep)
+        recording += rec
+        alerts += al
+        warnings += warn
+    header = (
+        *_banner(inp),
+        "",
+        "Goodput SLOs: per deployment, the fraction of requests within the TTFT and TPOT targets over each window",
+        "(bucket at the target ÷ count), their product as the goodput estimate, and multi-window multi-burn-rate",
+        f"alerts on 1 − goodput against the error budget 1 − target_ratio over {r.SLO_PERIOD}",
+        '(Google SRE workbook, ch. 5 "Alerting on SLOs").',
+    )
+    if warnings:
+        header += ("", "Warnings:", *(f"- {w}" for w in warnings))
+    groups = (RuleGroup(r.GROUP_GOODPUT, tuple(recording)), RuleGroup(r.GROUP_SLO_ALERTS, tuple(alerts)))
+    return RuleFile(r.FILE_SLO, header, groups), warnings
+
+
+# --- alerts on the advisor's own gauges ---------------------------------------------------------------------
+
+
+def _advisor_file(inp: RulesInput) -> RuleFile:
+    bound = _fmt(inp.capacity_model_error_bound)
+    stale_after = max(120.0, 4 * inp.scrape_interval_seconds)
+    rules: list[Rule] = []
+    for severity in c.SEVERITIES:
+        rules.append(
+            Rule(
+                alert=r.ALERT_RECOMMENDATION_OPEN,
+                expr=f'{c.RECOMMENDATION_ACTIVE}{{{c.LABEL_SEVERITY}="{severity}"}} == 1',
+                labels={c.LABEL_SEVERITY: severity},
+                annotations=_notes(
+                    r.ALERT_RECOMMENDATION_OPEN,
+                    "Deployment {{ $labels.deployment }}: the advisor recommends to {{ $labels.action }} "
+                    "{{ $labels.dial }}.",
+                    f"The capacity advisor holds {_article(severity)} {severity} recommendation"
+                    " open for {{ $labels.deployment }}: "
+                    "{{ $labels.action }} {{ $labels.dial }}. Its evidence, predicted effect, confidence and the "
+                    "exact engine flag are on the advisor's status page and /api/v1/recommendations.",
+                ),
+                comments=(
+                    f"{_article(severity).capitalize()} {severity} recommendation is open. The advisor applied its own",
+                    "for-durations and hysteresis before opening it, so this alert has no `for`.",
+                ),
+            )
+        )
+    rules.append(
+        Rule(
+            alert=r.ALERT_CAPACITY_MODEL_DRIFT,
+            expr=f"abs({c.CAPACITY_MODEL_ERROR_RATIO}) > {bound}",
+            for_="30m",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_CAPACITY_MODEL_DRIFT,
+                "The capacity model of {{ $labels.deployment }} misses the engine's KV pool by "
+                "{{ $value | humanizePercentage }}.",
+                "The advisor's capacity pass and the KV pool the engine reports for {{ $labels.deployment }} have "
+                f"differed by more than {_fmt(inp.capacity_model_error_bound * 100)}% for 30 minutes "
+                "(data_quality.capacity_model_error_bound). Predictions for this deployment are less trustworthy "
+                "until the config matches what the engine runs.",
+            ),
+        )
+    )
+    rules.append(
+        Rule(
+            alert=r.ALERT_TARGET_NOT_FRESH,
+            expr=f'{c.TARGET_STATE}{{{c.LABEL_STATE}!="{c.STATE_FRESH}"}} == 1',
+            for_="10m",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_TARGET_NOT_FRESH,
+                "Target {{ $labels.target }} of {{ $labels.deployment }} has been {{ $labels.state }} for 10 minutes.",
+                "The advisor has not had usable data from {{ $labels.target }} ({{ $labels.deployment }}) for 10 "
+                "minutes: unavailable = its scrapes fail; stale = no new samples, or requests running while the "
+                "token counters stand still (a frozen engine). No recommendation fires on this data.",
+            ),
+        )
+    )
+    rules.append(
+        Rule(
+            alert=r.ALERT_NOT_EVALUATING,
+            expr=f"time() - {c.LAST_EVALUATION_TIMESTAMP} > {_fmt(stale_after)}",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_NOT_EVALUATING,
+                "The capacity advisor has not completed an evaluation for {{ $value | humanizeDuration }}.",
+                f"Its last evaluation cycle finished more than {_fmt(stale_after)} s ago (max of 120 s and 4 "
+                "scrape intervals) although its /metrics still answers: the loop is stuck or every cycle fails. "
+                "No recommendation opens or resolves meanwhile.",
+            ),
+            comments=(f"More than max(120 s, 4 × scrape_interval) = {_fmt(stale_after)} s without an evaluation.",),
+        )
+    )
+    rules.append(
+        Rule(
+            alert=r.ALERT_ABSENT,
+            expr=f"absent({c.LAST_EVALUATION_TIMESTAMP})",
+            for_="5m",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_ABSENT,
+                "Prometheus has no capacity-advisor metrics.",
+                f"{c.LAST_EVALUATION_TIMESTAMP} has been absent for 5 minutes: the advisor is down, not scraped, "
+                "or has not completed its first evaluation. Nothing watches the deployments' capacity meanwhile.",
+            ),
+        )
+    )
+    header = (
+        *_banner(inp),
+        "",
+        "Alerts on the capacity advisor's own gauges (advisor_*; names in advisor/conventions.py).",
+    )
+    return RuleFile(r.FILE_ADVISOR, header, (RuleGroup(r.GROUP_ADVISOR_ALERTS, tuple(rules)),))
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _notes(alert: str, summary: str, description: str) -> dict[str, str]:
+    return {
+        r.ANNOTATION_SUMMARY: summary,
+        r.ANNOTATION_DESCRIPTION: description,
+        r.ANNOTATION_RUNBOOK_URL: r.runbook_url(alert),
+    }
+
+
+# --- entry points -------------------------------------------------------------------------------------------
+
+
+def generate(inp: RulesInput) -> Generated:
+    """Every rule file for ``inp`` and the warnings to report (see the module docstring)."""
+    slo, warnings = _slo_file(inp)
+    return Generated((_recording_file(inp), slo, _advisor_file(inp)), tuple(warnings))
+
+
+_PLAIN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+_YAML_WORDS: Final = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
+
+
+def _scalar(value: str) -> str:
+    if _PLAIN.match(value) and value.lower() not in _YAML_WORDS and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render(f: RuleFile) -> str:
+    """The file as YAML: header comments, then groups; every ``expr`` a literal block, comments above rules.
+
+    ``yaml.safe_load(render(f)) == f.as_dict()`` (a test holds this).
+    """
+    out: list[str] = [("# " + line).rstrip() for line in f.header]
+    out.append("groups:")
+    for g in f.groups:
+        out.append(f"  - name: {_scalar(g.name)}")
+        if not g.rules:
+            out.append("    rules: []")
+            continue
+        out.append("    rules:")
+        for rule in g.rules:
+            out.extend(f"      # {line}".rstrip() for line in rule.comments)
+            head = f"record: {_scalar(rule.record)}" if rule.record else f"alert: {_scalar(rule.alert or '')}"
+            out.append(f"      - {head}")
+            out.append("        expr: |-")
+            out.extend(_indent(rule.expr, 10).splitlines())
+            if rule.for_:
+                out.append(f"        for: {_scalar(rule.for_)}")
+            for key, mapping in (("labels", rule.labels), ("annotations", rule.annotations)):
+                if mapping:
+                    out.append(f"        {key}:")
+                    out.extend(f"          {k}: {_scalar(v)}" for k, v in mapping.items())
+    return "\n".join(out) + "\n"
+
+
+def render_all(generated: Generated) -> dict[str, str]:
+    """File name → text for every generated file."""
+    return {f.name: render(f) for f in generated.files}

@@ -1,0 +1,1 @@
+"""Deployment artefacts: Grafana dashboards, Prometheus and Alertmanager configs, Kubernetes, systemd, containers."""

@@ -1,0 +1,1 @@
+"""Grafana dashboards built with grafana-foundation-sdk (generate.py) and their queries (queries.py)."""

@@ -1,0 +1,1 @@
+"""Kubernetes manifests and the generator of prometheusrule.yaml."""

@@ -1,0 +1,1 @@
+"""Tests of deploy/: dashboards, Prometheus and Alertmanager configs, Kubernetes manifests, systemd, containers."""

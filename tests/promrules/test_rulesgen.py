@@ -1,0 +1,220 @@
+"""The rule generator: committed files regenerate byte for byte, the YAML says what the values say, names
+follow the conventions, bucket boundaries are checked and reported."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor import conventions as c
+from advisor import conventions_rules as r
+from advisor.rulescmd import add_rules_parser, cmd_rules_generate, rules_input
+from advisor.rulesgen import (
+    ENGINE_BUCKETS,
+    DeploymentSLO,
+    RulesInput,
+    choose_bound,
+    generate,
+    le_matcher,
+    le_spellings,
+    render,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "deploy" / "advisor.example.yaml"
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="capacity-advisor")
+    add_rules_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    rc: int = args.func(args)
+    return rc
+
+
+def _slo(**kw: object) -> DeploymentSLO:
+    base: dict[str, object] = {
+        "name": "d",
+        "engine": "vllm",
+        "ttft_seconds": 2.5,
+        "tpot_seconds": 0.1,
+        "target_ratio": 0.95,
+    }
+    base.update(kw)
+    return DeploymentSLO(**base)  # type: ignore[arg-type]
+
+
+def test_regenerating_from_the_example_config_leaves_no_difference_from_the_committed_rules(tmp_path: Path) -> None:
+    assert _run(["rules", "generate", "--config", str(EXAMPLE), "--out", str(tmp_path)]) == 0
+    for name in r.GENERATED_FILES:
+        committed = ROOT / "rules" / name
+        assert committed.exists(), f"rules/{name} is not committed"
+        assert (tmp_path / name).read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
+            f"rules/{name} differs from what deploy/advisor.example.yaml generates: run "
+            "capacity-advisor rules generate --config deploy/advisor.example.yaml"
+        )
+
+
+def test_check_mode_passes_on_the_committed_rules_and_fails_on_a_changed_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["rules", "generate", "--config", str(EXAMPLE), "--out", str(ROOT / "rules"), "--check"]) == 0
+    assert _run(["rules", "generate", "--config", str(EXAMPLE), "--out", str(tmp_path)]) == 0
+    (tmp_path / r.FILE_SLO).write_text("groups: []\n", encoding="utf-8")
+    capsys.readouterr()
+    assert _run(["rules", "generate", "--config", str(EXAMPLE), "--out", str(tmp_path), "--check"]) == 1
+    assert r.FILE_SLO in capsys.readouterr().err
+
+
+def test_an_invalid_config_is_an_error_before_anything_is_written(tmp_path: Path) -> None:
+    from advisor.errors import ConfigError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("deployments: []\n", encoding="utf-8")
+    with pytest.raises(ConfigError):
+        cmd_rules_generate(argparse.Namespace(config=str(bad), out=str(tmp_path / "out"), check=False))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_rendered_yaml_reads_back_as_the_generated_values() -> None:
+    generated = generate(rules_input(EXAMPLE))
+    for f in generated.files:
+        assert yaml.safe_load(render(f)) == f.as_dict()
+
+
+def _all_rules() -> list[dict[str, object]]:
+    generated = generate(rules_input(EXAMPLE))
+    return [rule for f in generated.files for g in f.as_dict()["groups"] for rule in g["rules"]]  # type: ignore[attr-defined]
+
+
+def test_recording_rules_are_named_level_metric_operations() -> None:
+    records = [str(x["record"]) for x in _all_rules() if "record" in x]
+    assert records
+    for name in records:
+        assert re.fullmatch(r"deployment:llm_[a-z0-9_]+:[a-z0-9_]+", name), name
+    assert {r.KV_CACHE_USAGE, r.REQUESTS_RUNNING, r.REQUESTS_WAITING, r.goodput("5m")} <= set(records)
+    assert {r.ttft_quantile(0.9), r.tpot_quantile(0.9)} == {
+        "deployment:llm_ttft_seconds:p90_rate5m",
+        "deployment:llm_tpot_seconds:p90_rate5m",
+    }
+
+
+def test_every_alert_has_the_prefix_a_severity_and_the_three_annotations() -> None:
+    alerts = [x for x in _all_rules() if "alert" in x]
+    assert {a["alert"] for a in alerts} == set(r.ALERTS)
+    for a in alerts:
+        assert str(a["alert"]).startswith(r.ALERT_PREFIX)
+        labels = a["labels"]
+        annotations = a["annotations"]
+        assert isinstance(labels, dict) and isinstance(annotations, dict)
+        assert labels[c.LABEL_SEVERITY] in c.SEVERITIES
+        assert set(annotations) == {"summary", "description", "runbook_url"}
+        assert annotations["runbook_url"] == r.runbook_url(str(a["alert"]))
+
+
+def test_every_alert_has_a_runbook_section_with_its_anchor() -> None:
+    runbook = (ROOT / "rules" / "runbook.md").read_text(encoding="utf-8")
+    headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    for alert in r.ALERTS:
+        assert r.runbook_anchor(alert) in headings, f"rules/runbook.md has no '## {alert}' section"
+
+
+@pytest.mark.parametrize(
+    ("target", "bounds", "le", "exact"),
+    [
+        (2.5, ENGINE_BUCKETS["vllm"].ttft, 2.5, True),
+        (3.0, ENGINE_BUCKETS["vllm"].ttft, 2.5, False),
+        (3.75, (2.5, 5.0), 2.5, False),  # a tie goes to the lower, stricter bound
+        (4.0, (2.5, 5.0), 5.0, False),
+        (3000.0, ENGINE_BUCKETS["vllm"].ttft, 2560.0, False),
+        (0.1, ENGINE_BUCKETS["vllm"].tpot, 0.1, True),
+        (2.5, ENGINE_BUCKETS["sglang"].ttft, 2.0, False),
+        (1.0, ENGINE_BUCKETS["sglang"].ttft, 1.0, True),
+    ],
+)
+def test_a_target_uses_its_bucket_bound_or_the_nearest_one_reported(
+    target: float, bounds: tuple[float, ...], le: float, exact: bool
+) -> None:
+    choice = choose_bound(target, bounds, "TTFT", "vllm")
+    assert (choice.le, choice.exact) == (le, exact)
+    assert (choice.note is None) == exact
+
+
+def test_unknown_buckets_use_the_target_as_given_and_say_so() -> None:
+    choice = choose_bound(2.5, (), "TTFT", "auto")
+    assert choice.le == 2.5
+    assert choice.note is not None and "unknown" in choice.note
+
+
+@pytest.mark.parametrize(
+    ("value", "spellings", "matcher"),
+    [
+        (2.5, ("2.5",), ("le", "=", "2.5")),
+        (1.0, ("1.0", "1"), ("le", "=~", "1[.]0|1")),
+        (10.0, ("10.0", "10"), ("le", "=~", "10[.]0|10")),
+        (2560.0, ("2560.0", "2560"), ("le", "=~", "2560[.]0|2560")),
+        (1e6, ("1e+06", "1000000", "1000000.0"), ("le", "=~", "1e[+]06|1000000|1000000[.]0")),
+    ],
+)
+def test_a_bound_is_matched_in_every_spelling_clients_write(
+    value: float, spellings: tuple[str, ...], matcher: tuple[str, str, str]
+) -> None:
+    assert le_spellings(value) == spellings
+    assert le_matcher(value) == matcher
+
+
+def test_a_target_between_buckets_is_reported_on_stderr_and_in_the_file() -> None:
+    generated = generate(RulesInput((_slo(engine="sglang", ttft_seconds=2.5),)))
+    assert any("between the buckets 2 and 4" in w for w in generated.warnings)
+    slo = render(next(f for f in generated.files if f.name == r.FILE_SLO))
+    assert "le=2 is used instead" in slo
+    assert 'le="2"' not in slo and 'le=~"2[.]0|2"' in slo
+
+
+def test_engines_without_histograms_get_no_slo_rules_and_a_warning() -> None:
+    generated = generate(RulesInput((_slo(engine="llamacpp"), _slo(name="t", engine="triton-trtllm"))))
+    assert len(generated.warnings) == 2
+    slo = next(f for f in generated.files if f.name == r.FILE_SLO)
+    assert all(not g.rules for g in slo.groups)
+
+
+def test_tgi_goodput_counts_the_tpot_target_only() -> None:
+    generated = generate(RulesInput((_slo(engine="tgi", tpot_seconds=0.1),)))
+    slo = next(f for f in generated.files if f.name == r.FILE_SLO)
+    records = {x.record for x in slo.groups[0].rules}
+    assert r.ttft_within_target("5m") not in records
+    goodput = next(x for x in slo.groups[0].rules if x.record == r.goodput("5m"))
+    assert goodput.expr == f'{r.tpot_within_target("5m")}{{deployment="d"}}'
+
+
+def test_a_target_ratio_too_low_for_the_fast_burn_is_reported() -> None:
+    generated = generate(RulesInput((_slo(target_ratio=0.9),)))
+    assert any("can never fire" in w and "1h/5m" in w for w in generated.warnings)
+    assert not any("6h/30m" in w for w in generated.warnings)  # 6 × 0.1 = 0.6 < 1
+
+
+def test_the_served_model_selects_the_engine_model_label() -> None:
+    generated = generate(
+        RulesInput((_slo(engine="vllm", served_model="m-1"), _slo(name="q", engine="dynamo", served_model="Qwen/Q")))
+    )
+    slo = render(next(f for f in generated.files if f.name == r.FILE_SLO))
+    assert 'vllm:time_to_first_token_seconds_count{deployment="d",model_name="m-1"}' in slo
+    assert 'dynamo_frontend_time_to_first_token_seconds_count{deployment="q",model=~"(?i)Qwen/Q"}' in slo
+
+
+def test_the_not_evaluating_alert_waits_at_least_four_scrape_intervals() -> None:
+    slow = generate(RulesInput((_slo(),), scrape_interval_seconds=60.0))
+    advisor = next(f for f in slow.files if f.name == r.FILE_ADVISOR)
+    expr = next(x.expr for x in advisor.groups[0].rules if x.alert == r.ALERT_NOT_EVALUATING)
+    assert expr == f"time() - {c.LAST_EVALUATION_TIMESTAMP} > 240"
+
+
+def test_the_drift_alert_uses_the_configured_bound() -> None:
+    generated = generate(RulesInput((_slo(),), capacity_model_error_bound=0.25))
+    advisor = next(f for f in generated.files if f.name == r.FILE_ADVISOR)
+    expr = next(x.expr for x in advisor.groups[0].rules if x.alert == r.ALERT_CAPACITY_MODEL_DRIFT)
+    assert expr == f"abs({c.CAPACITY_MODEL_ERROR_RATIO}) > 0.25"
