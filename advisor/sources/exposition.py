@@ -7,9 +7,12 @@ names (a counter's family is ``vllm:num_preemptions`` but its sample is ``vllm:n
 histogram named ``vllm:iteration_tokens_total`` has samples ``vllm:iteration_tokens_total_bucket``).
 
 Speed: a full parse of every family costs ~10–20 µs per line, which bounds how many targets one process can
-scrape. :mod:`advisor.sources.selective_parser` reads only the samples ``keep`` accepts and skips the rest
-inside the regex engine (≥10× faster on the real captures; ``bench/parse.py`` measures it); whatever it does
-not recognize goes to ``prometheus_client``, so the values are the same either way.
+scrape. :mod:`advisor.sources.selective_parser` validates every line and reads only the samples ``keep``
+accepts in one regex pass, skipping the rest inside the regex engine (≥10× faster on every real capture;
+``bench/parse.py`` measures it); whatever it does not recognize goes to ``prometheus_client``, so the values
+are the same either way. ``keep`` must be a pure function of the sample name (an adapter's ``wants``): its
+answers are remembered per ``keep`` object, so the first parse with a new ``keep`` (or a new name) also
+learns them.
 
 Example (``keep`` accepts only ``vllm:`` names)::
 

@@ -5,25 +5,32 @@
 result must be *exactly* what the full parse gives (same sample names, labels, values, order), so this
 module only accepts text whose every line it can prove ``prometheus_client`` would read the same way:
 
-* **Tier 1** (the fleet path, ~10–25× the full parse): the whole text is checked by one strict regex in C
-  (:data:`_TEXT_RE`: each line is blank, ``# HELP name …``, ``# TYPE name type``, another comment, or
-  ``name{l="v",…} value [timestamp]`` with single spaces, no surrounding whitespace and no exemplar).
-  Then the distinct sample names are collected, ``keep`` is asked once per name, and one regex built from
-  the kept names (a trie, cached per name set) pulls out only the kept lines: rejected families are
-  skipped by the regex engine without creating a Python object per line.
+* **Tier 1** (the fleet path, ≥10× the full parse on every capture): **one** ``findall`` of a regex built
+  for the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is
+  asked about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a
+  sample of a name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding
+  whitespace, no exemplar: captured, up to three label pairs as groups so no second parse is needed), a
+  sample of a name ``keep`` rejects, ``# HELP name …``, ``# TYPE name type`` (a type ``prometheus_client``
+  accepts), another comment or a blank line — runs of the non-captured kinds are consumed as one match, so
+  skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks ``_total`` is matched with
+  its whole family as one block (the lines ``prometheus_client`` keeps in that family, whose samples it
+  renames ``x_total``); a sample ``x`` outside such a block is refused. A line of a name the plan has not
+  seen yet comes back whole: ``keep`` is asked once, the plan is rebuilt (its regex is cached) and the text
+  is scanned again — so the first scrape of a new exposition shape pays for two scans, later ones for one.
 * **Tier 2** (exact line loop): text tier 1 does not accept — surrounding whitespace, ``\\r\\n``,
-  exemplars (``… 1.0 # {trace_id="a"} 0.5``), or a counter ``# TYPE x counter`` whose name lacks
-  ``_total`` (``prometheus_client`` renames such samples to ``x_total`` while they stay in their family,
-  a state machine tier 1 does not run) — is walked line by line with the same checks, replaying
-  ``prometheus_client``'s family state (``text_fd_to_metric_families``) to rename exactly the samples it
-  renames.
-* Anything else (quoted UTF-8 names, ``__name__`` labels, duplicate or reserved label names, tabs as
-  separators, odd comments such as ``# HELP`` without a name, values ``float()`` rejects) raises
+  exemplars (``… 1.0 # {trace_id="a"} 0.5``), a counter family tier 1's block does not cover — is walked
+  line by line with the same checks, replaying ``prometheus_client``'s family state
+  (``text_fd_to_metric_families``) to rename exactly the samples it renames.
+* Anything else (quoted UTF-8 names, ``__`` label names, duplicate label names, tabs as separators, odd
+  comments such as ``# HELP`` without a name, unknown metric types, values ``float()`` rejects) raises
   :class:`Unrecognized`, and ``prometheus_client`` decides — including whether the text is an error.
 
 One known difference, on invalid text only: in tier 1, a line of a family ``keep`` rejects is checked for
 shape but not for duplicate label names (``x{a="1",a="2"} 1``), which ``prometheus_client`` rejects; the
-kept lines are checked. Reserved ``__`` label names send the text to tier 2, which checks every line.
+kept lines are checked.
+
+``keep`` must be a pure function of the sample name: its answers are remembered per ``keep`` object
+(compared as dictionary keys: ``adapter.wants`` is the same key at every scrape).
 
 What ``prometheus_client`` (0.20 → 0.26) does and this module mirrors:
 
@@ -37,12 +44,14 @@ input                                  sample
 ``x 1 # {t="a"} 0.5 1.7e9``             value ``1``; the exemplar is dropped (its last token is checked)
 ``# TYPE x counter`` then ``x 3``       name ``x_total`` (counter samples get ``_total``)
 ``# TYPE x_total counter`` ``x_total``  name unchanged
+``# TYPE x gauges``                     an error (``Invalid metric type``)
 ``# EOF``, ``# UNIT …``, blank lines     ignored
 =====================================  ===============================================================
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -57,32 +66,64 @@ class Unrecognized(Exception):  # noqa: N818 - a signal to fall back, not an err
 
 # --- grammar ---------------------------------------------------------------------------------------------
 _NAME: Final = r"[a-zA-Z_:][a-zA-Z0-9_:]*+"
-_LNAME: Final = r"[a-zA-Z_][a-zA-Z0-9_]*+"
+_LNAME: Final = r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*+"  # reserved __ names: prometheus_client decides
 _LVAL: Final = r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
 _PAIR: Final = _LNAME + "=" + _LVAL
-_BODY: Final = rf"(?:{_PAIR}(?:,{_PAIR})*+,?)?"
+_BODY: Final = rf"(?:{_PAIR}(?:,{_PAIR})*+,?)?+"
 # What float()/int() accept in ASCII, minus underscores (prometheus_client rejects them).
 _NUM: Final = (
-    r"[+-]?(?:(?:[0-9]++\.?[0-9]*+|\.[0-9]++)(?:[eE][+-]?[0-9]++)?"
-    r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])"
+    r"[+-]?(?:(?:[0-9]++\.?[0-9]*+|\.[0-9]++)(?:[eE][+-]?[0-9]++)?+"
+    r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN])"
 )
 # A timestamp (or an exemplar's last token) is divided by 1000: keep integers short enough never to overflow.
-_TS: Final = r"[+-]?(?:[0-9]{1,30}+(?:\.[0-9]*+)?(?:[eE][+-]?[0-9]++)?|\.[0-9]++(?:[eE][+-]?[0-9]++)?)"
-_HELP: Final = rf"# HELP {_NAME}(?: [^\n]*+)?"
-_TYPE: Final = rf"# TYPE {_NAME} [a-z]++"
+_TS: Final = r"[+-]?(?:[0-9]{1,30}+(?:\.[0-9]*+)?+(?:[eE][+-]?[0-9]++)?+|\.[0-9]++(?:[eE][+-]?[0-9]++)?+)"
 _SEP: Final = r"[ \t\r\x0b\x0c]"  # prometheus_client splits comments on string.whitespace only
-_OTHER_COMMENT: Final = rf'#[^ \t\r\x0b\x0c"\n]*+(?:{_SEP}++(?!(?:HELP|TYPE)(?:\s|\Z))[^\n]*+)?'
+_OTHER_COMMENT: Final = rf'#[^ \t\r\x0b\x0c"\n]*+(?:{_SEP}++(?!(?:HELP|TYPE)(?:\s|\Z))[^\n]*+)?+'
+# Metric types prometheus_client's Metric accepts (anything else raises "Invalid metric type").
+_TYPE_WORDS: Final = ("counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset")
+_TYPE_WORDS_RE: Final = "gaugehistogram|" + "|".join(_TYPE_WORDS)
 
-_TIER1_SAMPLE: Final = rf"{_NAME}(?:\{{{_BODY}\}})? {_NUM}(?: {_TS})?"
-# Tier 1 refuses a counter whose name lacks _total (its samples get renamed: tier 2's business).
-_TIER1_TYPE: Final = rf"# TYPE {_NAME} (?:(?<=_total )counter|(?!counter(?![a-z]))[a-z]++)"
-_TIER1_LINE: Final = rf"(?:{_TIER1_SAMPLE}|{_HELP}|{_TIER1_TYPE}|{_OTHER_COMMENT})?"
-_TEXT_RE: Final = re.compile(rf"{_TIER1_LINE}(?:\n{_TIER1_LINE})*+")
-"""Tier 1: the whole text, every line strictly in the common form."""
+# --- tier 1: lines of the one-pass scan, each with its "\n" ----------------------------------------------
+_SAMPLE_TAIL: Final = rf"(?:\{{{_BODY}\}})?+ {_NUM}(?: {_TS})?+\n"
+"""A sample line after its name."""
+_COMMENT_LINE: Final = (
+    # {not_counter}: the # HELP / # TYPE lines of a counter family whose samples get renamed belong to its block
+    rf"#(?: HELP {{not_counter}}{_NAME}(?: [^\n]*+)?+\n"
+    # a counter whose name lacks _total renames its samples: only a counter block takes it
+    rf"| TYPE {{not_counter}}{_NAME} (?:(?<=[a-zA-Z0-9_:]_total )counter|{_TYPE_WORDS_RE.replace('|counter', '')})\n"
+    rf"|{_OTHER_COMMENT[1:]}\n)"
+)
+_SLOT_PAIR: Final = r'((?!__)[a-zA-Z_][a-zA-Z0-9_]*+)="([^"\\\n]*+)"'
+_FAST_PAIR: Final = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*+="[^"\\\n]*+'
+_KEPT_TAIL: Final = (
+    # labels: 2..7 up to three pairs (name, value) without escapes; or 8 more such pairs, without their last
+    # quote (then '",' and '="' occur only between pairs: two str calls split them); or 9 the whole body
+    # (an escape, a trailing comma)
+    rf'(?:\{{(?:{_SLOT_PAIR}(?:,{_SLOT_PAIR}(?:,{_SLOT_PAIR})?+)?+(?=\}})|({_FAST_PAIR}(?:",{_FAST_PAIR})*+)"|({_BODY}))\}})?+'
+    # 10 an integer; 11 the digits of an integral float "123.0" (float(int()) is exact below 2**53, and
+    # twice as fast as float()); 12 another number
+    rf" (?:([+-]?[0-9]++)|([0-9]{{1,15}}+)\.0|({_NUM}))(?: {_TS})?+\n"
+)
+_OTHER: Final = (
+    # 13 a counter block, or any other line (with its "\n"); 14 the counter of a block (see _scanner)
+    r"((?=# (?:HELP|TYPE) (?P<cn>{counters})[ \n])"
+    # the family's lines before its (last) # TYPE counter: no sample (prometheus_client would rename it too);
+    # at most 16, so that a failed block costs bounded work
+    rf"(?:(?:# HELP (?P=cn)(?: [^\n]*+)?+|# TYPE (?P=cn) (?:{_TYPE_WORDS_RE})|{_OTHER_COMMENT}|)\n){{0,16}}?"
+    r"# TYPE (?P=cn) counter\n"
+    # then everything prometheus_client keeps in the family, up to a line that ends it; a further # TYPE x
+    # ends the block and fails it (re-typing: tier 2), so no line is scanned by two blocks
+    rf"(?:(?:(?P=cn){_SAMPLE_TAIL[:-2]}|# HELP (?P=cn)(?: [^\n]*+)?+|{_OTHER_COMMENT}|)\n)*+"
+    r"(?!# TYPE (?P=cn) )"
+    r"|[^\n]++\n)"
+)
+_ROW_SIZE: Final = 14
 
-_NAMES_RE: Final = re.compile(r"\n([a-zA-Z_:][a-zA-Z0-9_:]*+)(?=[{ ])[^\n]*+(?:\n\1(?=[{ ])[^\n]*+)*+")
-"""The sample name of each run of sample lines sharing a name (run on ``"\\n" + text``)."""
+_BLOCK_SAMPLE_RE: Final = re.compile(rf"^{_NAME}(?:\{{({_BODY})\}})? ({_NUM})(?: {_TS})?$", re.MULTILINE)
+_STRICT_SAMPLE_RE: Final = re.compile(rf"({_NAME}){_SAMPLE_TAIL[:-2]}")
+_COUNTER_TYPE_RE: Final = re.compile(rf"# TYPE ({_NAME}) counter")
 
+# --- tier 2 ----------------------------------------------------------------------------------------------
 _WS: Final = r"[^\S\n]*+"
 _EXEMPLAR: Final = rf" # \{{(?:{_PAIR}(?:,{_PAIR})*+)?\}} {_NUM}"
 _LINE_RE: Final = re.compile(
@@ -97,7 +138,11 @@ _LINE_RE: Final = re.compile(
 _PAIR_RE: Final = re.compile(rf'({_LNAME})="([^"\\\n]*+(?:\\.[^"\\\n]*+)*+)"')
 _ESCAPE_RE: Final = re.compile(r'\\[\\n"]')
 _ESCAPES: Final = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
-_TYPE_WORD_RE: Final = re.compile(r"[a-z]++")
+_TYPE_WORD_RE: Final = re.compile(_TYPE_WORDS_RE)
+
+_MAX_NAMES: Final = 20_000
+"""A plan stops learning names beyond this (a text of random names goes to tier 2, not into the cache)."""
+_MAX_PLANS: Final = 64
 
 
 def parse_selected(text: str, keep: Callable[[str], bool] | None) -> dict[str, list[Sample]]:
@@ -105,7 +150,8 @@ def parse_selected(text: str, keep: Callable[[str], bool] | None) -> dict[str, l
 
     Args:
         text: Prometheus text format 0.0.4.
-        keep: predicate on sample names, assumed pure (asked once per distinct name); ``None`` keeps all.
+        keep: predicate on sample names, assumed pure (asked once per distinct name and ``keep`` object,
+            across calls); ``None`` keeps all.
 
     Returns:
         Exactly what flattening ``text_string_to_metric_families(text)`` and filtering by ``keep`` gives.
@@ -113,46 +159,142 @@ def parse_selected(text: str, keep: Callable[[str], bool] | None) -> dict[str, l
     Raises:
         Unrecognized: the text is outside what this parser proves equivalent (see the module docstring).
     """
-    if _TEXT_RE.fullmatch(text) is not None and "{__" not in text and ",__" not in text:
-        return _tier1(text, keep)
+    if not _BLANK_OK:
+        raise Unrecognized
+    framed = text if not text or text[-1] == "\n" else text + "\n"
+    try:
+        plan = _PLANS[keep]
+    except (KeyError, TypeError):  # a new keep (or an unhashable one: learned per call)
+        plan = _Plan(keep, {}, frozenset(), frozenset())
+    out, unknown = _scan(framed, plan)
+    if not unknown:
+        return out
+    for _ in range(2):  # learn the names the scan had not seen, scan again (once is the usual case)
+        learned = plan.learn(unknown)
+        if learned is None:
+            break
+        plan = learned
+        _remember(keep, plan)
+        out, unknown = _scan(framed, plan)
+        if not unknown:
+            return out
     return _tier2(text, keep)
 
 
-def _tier1(text: str, keep: Callable[[str], bool] | None) -> dict[str, list[Sample]]:
-    """Kept lines only, pulled out by a regex of the kept names (the text is already validated).
+class _Plan:
+    """What tier 1 knows about one ``keep``: its answers, the sample names seen, and the scan built on them.
 
-    Example: ``keep`` accepts ``vllm:num_requests_running`` only::
-
-        # TYPE vllm:num_requests_running gauge
-        vllm:num_requests_running{engine="0",model_name="m"} 3.0
-        vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
-        → {"vllm:num_requests_running": [Sample("vllm:num_requests_running",
-                                                {"engine": "0", "model_name": "m"}, 3.0)]}
+    Attributes:
+        keep: the predicate (``None``: keep everything).
+        decided: ``keep``'s answer per final sample name (shared by the successive plans of one ``keep``).
+        raw: sample names seen on sample lines (not renamed by a counter family).
+        counters: families seen as ``# TYPE x counter`` whose name lacks ``_total`` (samples renamed).
+        findall: the scan (:func:`_scanner`) for these names.
     """
-    framed = "\n" + text + "\n"
-    names = set(_NAMES_RE.findall(framed))
-    kept = frozenset(names) if keep is None else frozenset([n for n in names if keep(n)])
-    out: dict[str, list[Sample]] = {}
-    if not kept:
-        return out
-    label_cache: dict[str, dict[str, str]] = {}
-    for name, body, raw_value in _extractor(kept).findall(framed):
-        sample = _sample(name, _labels(body, label_cache), _value(raw_value))
-        bucket = out.get(name)
-        if bucket is None:
-            out[name] = [sample]
+
+    __slots__ = ("counters", "decided", "findall", "keep", "raw")
+
+    def __init__(
+        self,
+        keep: Callable[[str], bool] | None,
+        decided: dict[str, bool],
+        raw: frozenset[str],
+        counters: frozenset[str],
+    ) -> None:
+        self.keep = keep
+        self.decided = decided
+        self.raw = raw
+        self.counters = counters
+        if keep is None:
+            self.findall = _scanner(None, frozenset(), counters).findall
         else:
-            bucket.append(sample)
-    return out
+            plain = raw - counters
+            kept = frozenset([n for n in plain if self.wants(n)])
+            self.findall = _scanner(kept, plain - kept, counters).findall
+
+    def wants(self, final: str) -> bool:
+        """``keep(final)``, asked once."""
+        wanted = self.decided.get(final)
+        if wanted is None:
+            wanted = self.decided[final] = self.keep is None or self.keep(final)
+        return wanted
+
+    def learn(self, lines: list[str]) -> _Plan | None:
+        """The plan that also knows the names on ``lines`` (lines the scan did not place), or ``None`` when a
+        line is not a sample or counter ``# TYPE`` of a new name (then the text goes to tier 2).
+
+        Example: ``["vllm:new_gauge 1", "# TYPE tgi_request_count counter"]`` → a plan whose scan keeps or
+        skips ``vllm:new_gauge`` as ``keep`` says and reads ``tgi_request_count`` as a counter block.
+        """
+        raw = set(self.raw)
+        counters = set(self.counters)
+        for line in lines:
+            sample = _STRICT_SAMPLE_RE.fullmatch(line)
+            if sample is not None:
+                name = sample.group(1)
+                if self.keep is None or name in self.raw or name in self.counters:
+                    return None  # known: the line is outside what the scan proves (a renamed counter's sample)
+                raw.add(name)
+                continue
+            counter = _COUNTER_TYPE_RE.fullmatch(line)
+            if counter is None or counter.group(1).endswith("_total") or counter.group(1) in self.counters:
+                return None
+            counters.add(counter.group(1))
+        if len(raw) > _MAX_NAMES:
+            return None
+        return _Plan(self.keep, self.decided, frozenset(raw), frozenset(counters))
 
 
-@functools.lru_cache(maxsize=256)
-def _extractor(names: frozenset[str]) -> re.Pattern[str]:
-    """A regex matching, after a newline, exactly the sample lines of ``names``; groups: name, labels, value.
+_PLANS: dict[object, _Plan] = {}
 
-    Example: ``{"a_count", "a_sum"}`` → ``\\n(a_(?:count|sum))(?:\\{(…labels…)\\})? (…number…)``.
+
+def _remember(keep: object, plan: _Plan) -> None:
+    """Cache ``plan`` for ``keep`` (unless ``keep`` is unhashable), forgetting the oldest beyond :data:`_MAX_PLANS`."""
+    try:
+        if keep not in _PLANS and len(_PLANS) >= _MAX_PLANS:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread got there first
+                del _PLANS[next(iter(_PLANS))]
+        _PLANS[keep] = plan
+    except TypeError:  # unhashable
+        pass
+
+
+@functools.lru_cache(maxsize=128)
+def _scanner(kept: frozenset[str] | None, rejected: frozenset[str], counters: frozenset[str]) -> re.Pattern[str]:
+    """The tier-1 scan: a regex whose ``findall`` tiles the text line by line, with 14 groups per match.
+
+    Alternatives, tried in order at each line start:
+
+    1. a sample of a kept name (``None``: any name but ``counters``) → groups 1 name; the labels: 2–7 up to
+       three pairs (name, value), or 8 more pairs as ``a="1",b="2",c="3",d="4`` (no escape: split by
+       ``'",'`` and ``'="'``), or 9 the body (an escape, a trailing comma); the value: 10 an integer, 11 the
+       digits of an integral float (``"12.0"``) or 12 another number;
+    2. a run of lines producing nothing: samples of ``rejected`` names, valid ``# HELP``/``# TYPE`` lines
+       (not of ``counters``), other comments, blank lines → no group;
+    3. a counter block: the ``# HELP x``/``# TYPE x …`` lines (``x`` in ``counters``, at most 16) up to a
+       ``# TYPE x counter`` with no sample between, and every following line ``prometheus_client`` keeps in
+       that family (samples ``x``, ``# HELP x``, other comments, blank lines), not followed by another
+       ``# TYPE x …`` → 13 the block, 14 ``x``;
+    4. any other line → 13 the line with its ``"\\n"`` (a new name to learn, or text tier 1 does not prove).
+
+    Example (kept ``{"a"}``, rejected ``{"b"}``)::
+
+        # TYPE a gauge\\n      → ("", …)                            (alternative 2, with the next line)
+        b 2\\n
+        a{x="1"} 3\\n          → ("a", "x", "1", "", "", "", "", "", "", "3", "", "", "", "")
+        c 4\\n                 → ("", …, "c 4\\n", "")                (learn "c")
     """
-    return re.compile(rf"\n({_trie(sorted(names))})(?:\{{([^\n]*)\}})? ({_NUM})(?: {_TS})?(?=\n)")
+    if kept is None:
+        name = f"(?!(?:{_trie(sorted(counters))})[{{ ]){_NAME}" if counters else _NAME
+    else:
+        name = _trie(sorted(kept))
+    skip = [_trie(sorted(rejected)) + _SAMPLE_TAIL] if rejected else []
+    counter_trie = _trie(sorted(counters))
+    skip += [_COMMENT_LINE.replace("{not_counter}", f"(?!{counter_trie}[ \\n])" if counters else ""), r"\n"]
+    other = _OTHER.replace("{counters}", counter_trie)
+    pattern = re.compile(rf"({name}){_KEPT_TAIL}|(?:{'|'.join(skip)})++|{other}")
+    assert pattern.groups == _ROW_SIZE
+    return pattern
 
 
 _Node = dict[str, "_Node"]
@@ -161,8 +303,10 @@ _Node = dict[str, "_Node"]
 def _trie(names: list[str]) -> str:
     """A regex alternation of ``names`` factored by common prefixes (so each line costs one walk).
 
-    Example: ``["ab", "abc", "ad"]`` → ``a(?:b(?:c)?|d)``.
+    Example: ``["ab", "abc", "ad"]`` → ``a(?:b(?:c)?|d)``; ``[]`` → ``(?!)`` (matches nothing).
     """
+    if not names:
+        return "(?!)"
     root: _Node = {}
     for name in names:
         node = root
@@ -178,9 +322,120 @@ def _trie(names: list[str]) -> str:
         if not branches:
             return ""
         group = "(?:" + "|".join(branches) + ")"
-        return group + "?" if optional else group
+        return group + "?+" if optional else group  # possessive: a name is followed by "{" or " "
 
     return emit(root)
+
+
+_new_object: Final = object.__new__
+_set_name: Final = Sample.name.__set__  # type: ignore[attr-defined, misc]
+_set_labels: Final = Sample.labels.__set__  # type: ignore[attr-defined, misc]
+_set_value: Final = Sample.value.__set__  # type: ignore[attr-defined, misc]
+
+
+class _Blank:
+    """A mutable twin of :class:`~advisor.domain.Sample` (the same slots, in the same order): filled by plain
+    attribute stores, then turned into the ``Sample`` by ``__class__`` assignment — the same object the
+    frozen dataclass's ``__init__`` makes, at a third of its cost (no ``object.__setattr__`` calls).
+    :data:`_BLANK_OK` checks at import that the layouts agree."""
+
+    __slots__ = ("name", "labels", "value")  # noqa: RUF023 - as Sample declares them
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def _blank_ok() -> bool:
+    """Whether a filled :class:`_Blank` becomes a ``Sample`` equal to the one ``Sample(...)`` builds."""
+    if getattr(Sample, "__slots__", None) != _Blank.__slots__:
+        return False
+    probe = _Blank()
+    probe.name, probe.labels, probe.value = "x", {"a": "b"}, 1.5
+    try:
+        probe.__class__ = Sample  # type: ignore[assignment]
+    except TypeError:  # "object layout differs"
+        return False
+    made: object = probe
+    return type(made) is Sample and made == Sample("x", {"a": "b"}, 1.5)
+
+
+_BLANK_OK: Final = _blank_ok()
+"""The twin works (else tier 1 is off and ``prometheus_client`` parses everything: slow, still exact)."""
+
+
+def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
+    """One tier-1 scan of ``text`` (every line ending in ``"\\n"``): the kept samples, and the lines the plan
+    could not place (``[]`` when the samples are the answer).
+
+    Raises:
+        Unrecognized: a kept sample repeats a label name.
+    """
+    out: dict[str, list[Sample]] = {}
+    unknown: list[str] = []
+    new, blank, sample_type = _new_object, _Blank, Sample
+    last = ""
+    samples: list[Sample] = []
+    for name, k1, v1, k2, v2, k3, v3, pairs, body, iv, dv, fv, other, counter in plan.findall(text):
+        if name:
+            labels: dict[str, str]
+            if k1:
+                if not k2:
+                    labels = {k1: v1}
+                elif not k3:
+                    if k1 == k2:
+                        raise Unrecognized
+                    labels = {k1: v1, k2: v2}
+                else:
+                    if k1 in (k2, k3) or k2 == k3:
+                        raise Unrecognized
+                    labels = {k1: v1, k2: v2, k3: v3}
+            elif pairs:  # four or more
+                flat = pairs.replace('",', '="').split('="')  # [name, value, name, value, …]
+                pairs_iter = iter(flat)
+                labels = dict(zip(pairs_iter, pairs_iter, strict=False))
+                if 2 * len(labels) != len(flat):
+                    raise Unrecognized
+            elif body:  # an escape, or a trailing comma
+                labels = _labels(body, {})
+            else:
+                labels = {}
+            value: float
+            if iv:
+                try:
+                    value = int(iv)
+                except ValueError:  # more digits than int() converts; prometheus_client then uses float()
+                    value = float(iv)
+            elif dv:
+                value = float(int(dv))
+            else:
+                value = float(fv)
+            filling: _Blank = new(blank)
+            filling.name = name
+            filling.labels = labels
+            filling.value = value
+            filling.__class__ = sample_type  # type: ignore[assignment]
+            sample: Sample = filling  # type: ignore[assignment]
+            if name == last:  # histogram buckets and other runs of one name
+                samples.append(sample)
+            else:
+                last = name
+                known = out.get(name)
+                if known is None:
+                    samples = out[name] = [sample]
+                else:
+                    samples = known
+                    samples.append(sample)
+        elif counter:
+            final = counter + "_total"
+            if plan.wants(final):
+                cache: dict[str, dict[str, str]] = {}
+                renamed = [_sample(final, _labels(b, cache), _value(v)) for b, v in _BLOCK_SAMPLE_RE.findall(other)]
+                if renamed:
+                    out.setdefault(final, []).extend(renamed)
+                    last = ""
+        elif other:
+            unknown.append(other[:-1])
+    return out, unknown
 
 
 def _tier2(text: str, keep: Callable[[str], bool] | None) -> dict[str, list[Sample]]:
@@ -229,7 +484,9 @@ def _tier2(text: str, keep: Callable[[str], bool] | None) -> dict[str, list[Samp
         elif kind == "TYPE":
             typ = (rest or "").rstrip()
             if _TYPE_WORD_RE.fullmatch(typ) is None:
-                raise Unrecognized
+                raise Unrecognized  # prometheus_client: "Invalid metric type"
+            if typ == "counter" and candidate == "_total":
+                raise Unrecognized  # its family would be named "": prometheus_client rejects it
             if candidate != family:
                 family, family_has_samples = candidate, False
             elif family_has_samples:
@@ -276,12 +533,6 @@ def _labels(body: str, cache: dict[str, dict[str, str]]) -> dict[str, str]:
             parsed = {k: _ESCAPE_RE.sub(_unescape, v) if "\\" in v else v for k, v in parsed.items()}
         cache[body] = parsed
     return dict(parsed)
-
-
-_new_object: Final = object.__new__
-_set_name: Final = Sample.name.__set__  # type: ignore[attr-defined, misc]
-_set_labels: Final = Sample.labels.__set__  # type: ignore[attr-defined, misc]
-_set_value: Final = Sample.value.__set__  # type: ignore[attr-defined, misc]
 
 
 def _sample(name: str, labels: dict[str, str], value: float) -> Sample:

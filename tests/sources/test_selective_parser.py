@@ -8,6 +8,7 @@ type (``int`` vs ``float``), NaN where NaN — for ``keep=None`` and for a selec
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,130 @@ def test_escapes_values_and_timestamps() -> None:
 def test_skipped_families_are_never_turned_into_samples() -> None:
     text = '# TYPE a gauge\na 1\n# TYPE b gauge\nb{x="1"} 2\n'
     assert list(parse_exposition(text, keep=lambda n: n == "b")) == ["b"]
+
+
+# --- family state: re-typed families, counters without _total, warm and cold plans --------------------
+
+POOL = ["a", "a_total", "a_bucket", "a_count", "a_sum", "a_created", "b", ":", ":_bucket", "_total", "ab"]
+TYPES = ["counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "gaugehistogram", "foo"]
+
+
+@st.composite
+def family_soup(draw: st.DrawFn) -> str:
+    """Random HELP/TYPE/sample lines over a few colliding names: exercises prometheus_client's family state
+    (re-typing after samples, counters renaming their samples, a family ended by another name)."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 10))):
+        kind = draw(st.sampled_from(["help", "type", "type", "sample", "sample", "sample", "comment", "blank"]))
+        name = draw(st.sampled_from(POOL))
+        if kind == "help":
+            lines.append(f"# HELP {name} help")
+        elif kind == "type":
+            lines.append(f"# TYPE {name} {draw(st.sampled_from(TYPES))}")
+        elif kind == "sample":
+            lines.append(draw(sample_lines(name)))
+        elif kind == "comment":
+            lines.append(draw(st.sampled_from(["# a comment", "#", "# EOF"])))
+        else:
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def shared_keep(name: str) -> bool:
+    """One module-level predicate: its plan is learned once and reused by every example (a warm plan)."""
+    return not name.endswith("_created")
+
+
+def check_agrees(text: str, keep: Callable[[str], bool] | None) -> None:
+    try:
+        want = parse_exposition_full(text, keep)
+    except ParseError:
+        with pytest.raises(ParseError):
+            parse_exposition(text, keep)
+        return
+    assert_same(parse_exposition(text, keep), want)
+    assert_same(parse_exposition(text, keep), want)  # again, with what the first call learned
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(family_soup(), expositions()), st.sampled_from(["none", "shared", "fresh"]))
+def test_family_state_and_plans_agree_with_prometheus_client(text: str, keep_kind: str) -> None:
+    def fresh(name: str) -> bool:
+        return len(name) % 2 == 1
+
+    keep = {"none": None, "shared": shared_keep, "fresh": fresh}[keep_kind]
+    check_agrees(text, keep)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# TYPE : histogram\n:_bucket 0\n# TYPE : counter\n",  # re-typed: prometheus_client renames the bucket
+        "# HELP x h\nx 1\n# TYPE x counter\nx 2\n",  # samples before the TYPE are renamed too
+        "# TYPE x counter\nx 1\n# TYPE x gauge\nx 2\n",  # re-typed after samples: none renamed
+        "# TYPE x counter\nx 1\n\n# comment\n# HELP x h\nx 2\ny 3\nx 4\n",  # 1, 2 renamed; 4 after y is not
+        "# TYPE x counter\nx_total 1\nx 2\n",  # x_total ends the family
+        "# TYPE x gauge\n# TYPE x counter\nx 1\n",
+        "# TYPE x counter\n# TYPE x counter\nx 1\n# TYPE x counter\nx 2\n# HELP x h\nx 3\n",
+        "# HELP x h\n" + "# c\n" * 20 + "# TYPE x counter\nx 1\n",  # a long preamble: tier 2
+        "# TYPE x counter\n# HELP y h\nx 1\n",
+        "# TYPE x foo\nx 1\n",  # not a metric type: an error
+        "# TYPE _total counter\n_total 1\n",  # a family named "": an error
+        "# TYPE x_total counter\nx_total 1\n",
+        'x{a="1",a="2"} 1\n',  # duplicate label names: an error
+        'x{a="1",b="2",a="3"} 1\n',
+        'x{a="1",b="2",c="3",a="4"} 1\n',
+        'x{a="1",a="2",} 1\n',
+        'x{a="k=v,w",b="}{",c="=\\",\\"=",d="e"} 1\n',  # separators inside values, escaped quotes
+        'x{a="1",b="2",c="3",d="4",e="5",f="6",g="7"} 12.0\n',
+        "x 12.0\nx 12\nx -0.0\nx 1234567890123456.0\nx 123456789012345.0\nx 007.0\nx +5.0\nx 1e3\n",
+        "x " + "9" * 5000 + "\nx " + "9" * 400 + ".0\n",  # int() refuses > 4300 digits; float() takes them
+    ],
+)
+def test_edge_cases_agree_with_prometheus_client(text: str) -> None:
+    for keep in (None, shared_keep, lambda name: name.startswith("x")):
+        check_agrees(text, keep)
+
+
+def test_a_counter_in_one_exposition_and_a_gauge_in_another_share_one_keep() -> None:
+    def keep(name: str) -> bool:
+        return True
+
+    counter = "# TYPE tgi_request_count counter\ntgi_request_count 7\n"
+    gauge = "# TYPE tgi_request_count gauge\ntgi_request_count 7\n"
+    for text in (counter, gauge, counter, gauge):
+        check_agrees(text, keep)
+
+
+def test_an_unhashable_keep_still_works() -> None:
+    class Keep:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, name: str) -> bool:
+            return name == "b"
+
+    check_agrees("# TYPE a gauge\na 1\n# TYPE b counter\nb 2\n", Keep())
+
+
+def test_the_fast_path_reads_every_capture_in_one_scan() -> None:
+    """After the first scrape (which learns the names), one scan places every line: no second scan, no
+    line-by-line tier, no prometheus_client — the path the benchmark measures."""
+    assert selective_parser._BLANK_OK
+    for path in captures():
+        text = path.read_text()
+        engine = detect_engine(parse_exposition_full(text))
+        keep = get_adapter(engine).wants if engine not in (None, "dcgm") else shared_keep
+        parse_exposition(text, keep)
+        plan = selective_parser._PLANS[keep]
+        out, unknown = selective_parser._scan(text if text.endswith("\n") else text + "\n", plan)
+        assert unknown == [], (path.name, unknown[:3])
+        assert_same(out, parse_exposition_full(text, keep))
+
+
+def test_renamed_counters_are_read_on_the_fast_path() -> None:
+    text = '# HELP c h\n# TYPE c counter\nc{a="1"} 7\nc{a="2"} 8\ng 1\n'
+    keep = shared_keep
+    parse_exposition(text, keep)
+    out, unknown = selective_parser._scan(text, selective_parser._PLANS[keep])
+    assert unknown == []
+    assert [(s.name, s.value) for s in out["c_total"]] == [("c_total", 7), ("c_total", 8)]
