@@ -64,7 +64,10 @@ def run_daemon(
         def hook() -> tuple[bool, str]:
             return service.reload(path)
 
-    server = AdvisorHTTPServer(parse_listen(listen), service, registry, web_config=web_config, reload_hook=hook)
+    try:
+        server = AdvisorHTTPServer(parse_listen(listen), service, registry, web_config=web_config, reload_hook=hook)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {listen}: {exc.strerror or exc}") from None
     server.start_background()
     if on_listening is not None:
         on_listening(server.url())

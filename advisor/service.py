@@ -383,6 +383,8 @@ class Service:
         self.cfg = cfg
         self.base_dir = base_dir
         self.deployments = deployments
+        kept = {(d.spec.name, t.url) for d in deployments for t in d.targets}
+        self.scrape_errors = {k: v for k, v in self.scrape_errors.items() if (k[0], k[1]) in kept}
         for d in deployments:
             for t in d.targets:
                 for reason in c.SCRAPE_ERROR_REASONS:
@@ -491,10 +493,12 @@ class Service:
                     record(t.history, TimedSnapshot(t.url, ts, snap), self.cfg.evaluation_window)
                     t.up, t.error_reason, t.error_message = True, None, None
                     continue
+            changed = t.up or t.error_reason != reason or not t.history
             t.up, t.error_reason, t.error_message = False, reason, message
             key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
             self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
-            log.warning(
+            # a target that stays down is logged once (and again when the reason changes), not every scrape
+            (log.warning if changed else log.debug)(
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
 

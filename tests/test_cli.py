@@ -290,3 +290,27 @@ deployments:
     assert healthy["recommendations"]
     assert hung["state"] == "unavailable"
     assert hung["targets"][0]["error_reason"] == "timeout"
+
+
+def test_once_neither_reads_nor_writes_the_daemons_state_file(saturated_engine: StandInServer, tmp_path: Path) -> None:
+    # a bug found in review: once restored and saved the daemon's open recommendations, so a later run
+    # believed them already sent and never notified
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+state_file: state.json
+outbox_dir: outbox
+deployments:
+  - name: chat-8b
+    targets: ["{saturated_engine.url()}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
+"""
+    )
+    r = _cli("once", "--config", str(cfg), "--interval", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["deployments"][0]["recommendations"]  # it had something to say
+    assert not (tmp_path / "state.json").exists()
+    assert not (tmp_path / "outbox").exists()

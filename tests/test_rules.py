@@ -89,7 +89,7 @@ def test_replicas_from_the_queue_on_saturation() -> None:
     rep = next(p for p in _saturated() if p.dial == "replicas")
     # 50 running fill one replica; 50 + 40 need ceil(90 / 50) = 2 replicas
     assert (rep.current, rep.suggested) == (1, 2)
-    assert rep.flag.startswith("scale to 2 replicas")
+    assert rep.flag.startswith("scale to 2 replica(s)")
 
 
 @pytest.mark.parametrize(

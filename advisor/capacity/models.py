@@ -533,6 +533,6 @@ def get_preset(model_id: str) -> ModelArch:
     if found is None:
         raise UnknownModelError(
             f"no preset for model {model_id!r}; known ids: {', '.join(preset_ids())} "
-            "(or pass the model's config.json to ModelArch.from_hf_config)"
+            "(or give a path to the model's config.json: --model path/to/config.json, or model: in the config)"
         )
     return by_id[found]

@@ -23,8 +23,8 @@ from typing import Any
 
 from advisor import conventions as c
 
-_REPLICAS = "scale to {value} replicas (e.g. kubectl scale deployment/<name> --replicas={value})"
-_INSTANCE = "move to instance type {value}"
+_REPLICAS = "scale to {value} replica(s) (e.g. kubectl scale deployment/<name> --replicas={value})"
+_INSTANCE = "move to {value}"
 
 _VLLM: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max-num-seqs {value}",

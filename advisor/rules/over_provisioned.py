@@ -89,7 +89,8 @@ class OverProvisionedRule:
         waiting = max(s.requests_waiting, s.requests_waiting_first or 0)
         holds = g >= ev.ctx.slo.target_ratio and waiting == 0 and usage < self.max_usage and load < self.max_load_ratio
         reason = (
-            f"SLO met (goodput {g:.0%}), {count(s.requests_running)} running ({load:.0%} of the ceiling per replica), "
+            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {count(s.requests_running)} running "
+            f"({load:.0%} of the ceiling per replica), "
             f"KV usage at most {usage:.1%}, {count(waiting)} waiting"
         )
         return holds, reason, evidence
@@ -166,7 +167,7 @@ class OverProvisionedRule:
                 action="set",
                 current=ev.ctx.gpu.name if ev.ctx.gpu else f"{ev.ctx.inputs.gpu_memory_bytes / 2**30:.1f} GiB GPU",
                 suggested=name,
-                flag=flag_for(ev.ctx.engine, c.DIAL_INSTANCE_TYPE, f"one with {name}"),
+                flag=flag_for(ev.ctx.engine, c.DIAL_INSTANCE_TYPE, f"an instance with {name} GPUs"),
                 severity="info",
                 confidence=conf,
                 summary=f"{ev.ctx.name}: over-provisioned — a smaller GPU ({name}) carries this load",

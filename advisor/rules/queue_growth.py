@@ -92,7 +92,9 @@ class QueueGrowthRule:
         span = s.span_seconds or s.window_seconds
         growth = ((s.requests_waiting or 0) - (s.requests_waiting_first or 0)) / span
         return Condition(
-            growth <= 0 or (s.requests_waiting or 0) == 0, f"waiting {count(s.requests_waiting)}", evidence
+            growth <= 0 or (s.requests_waiting or 0) == 0,
+            f"the queue stopped growing: waiting {count(s.requests_waiting_first)} → {count(s.requests_waiting)}",
+            evidence,
         )
 
     def propose(self, ev: Evaluation) -> list[Proposal]:

@@ -79,7 +79,7 @@ class SpeculativeRule:
             reason = f"speculation on with {batch:.0f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
         else:
             holds = miss and 0 < batch <= self.max_batch
-            reason = f"{batch:.1f} sequences per replica; only {tpot_ok:.0%} of requests within TPOT"
+            reason = f"{batch:.1f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
         return holds, reason, evidence
 
     def fires(self, ev: Evaluation) -> Condition:

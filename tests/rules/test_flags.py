@@ -58,7 +58,7 @@ def test_every_dial_has_a_flag_on_every_engine() -> None:
 
 def test_an_engine_without_a_table_names_the_worker() -> None:
     assert flag_for("dynamo", c.DIAL_MAX_NUM_SEQS, 8).startswith("set on the Dynamo worker")
-    assert flag_for("dynamo", c.DIAL_REPLICAS, 3).startswith("scale to 3 replicas")
+    assert flag_for("dynamo", c.DIAL_REPLICAS, 3).startswith("scale to 3 replica(s)")
 
 
 def test_an_unknown_dial_is_a_programming_error() -> None:
