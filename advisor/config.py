@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -455,6 +456,77 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
     return problems
 
 
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Config, model config.json and file_sd files larger than this are refused (a config is kilobytes)."""
+
+
+def read_text_capped(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """Read a UTF-8 text file of at most ``limit`` bytes.
+
+    Raises:
+        OSError: unreadable, a directory, or larger than ``limit`` (``strerror`` says which).
+        UnicodeDecodeError: not UTF-8.
+    """
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(27, f"larger than {limit // (1024 * 1024)} MiB")
+    return data.decode("utf-8")
+
+
+def file_sd_targets(path: Path, metrics_path: str) -> list[str]:
+    """The scrape URLs a Prometheus ``file_sd`` file (JSON or YAML) lists: ``[{"targets": ["host:port", …],
+    "labels": {…}}, …]``; the labels ``__scheme__`` and ``__metrics_path__`` set each URL's scheme and path.
+
+    Raises:
+        ConfigError: unreadable, not UTF-8, not JSON/YAML, not that shape, or a target that is not a valid
+            http(s) URL — naming the file and the entry.
+    """
+    where = f"file_sd {str(path)!r}"
+    try:
+        data = yaml.safe_load(read_text_capped(path))
+    except OSError as exc:
+        raise ConfigError([(where, f"cannot read: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([(where, "not UTF-8 text")]) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError([(where, f"not JSON or YAML: {type(exc).__name__}")]) from None
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ConfigError([(where, "must be a list of {targets: [...], labels: {...}}")])
+    urls: list[str] = []
+    problems: list[tuple[str, str]] = []
+    for i, group in enumerate(data):
+        if not isinstance(group, dict) or not isinstance(group.get("targets"), list):
+            problems.append((f"{where}[{i}]", "needs a targets list"))
+            continue
+        labels = group.get("labels") or {}
+        if not isinstance(labels, dict):
+            problems.append((f"{where}[{i}].labels", "must be a mapping of label names to values"))
+            continue
+        scheme = str(labels.get("__scheme__", "http"))
+        path_ = str(labels.get("__metrics_path__", metrics_path))
+        if not path_.startswith("/"):
+            problems.append((f"{where}[{i}].labels.__metrics_path__", "must start with /"))
+            continue
+        for j, hostport in enumerate(group["targets"]):
+            if not isinstance(hostport, str) or not hostport or "/" in hostport or "@" in hostport:
+                problems.append((f"{where}[{i}].targets[{j}]", "must be a host:port string"))
+                continue
+            url = f"{scheme}://{hostport}{path_}"
+            try:
+                check_http_url(url)
+            except ValueError as exc:
+                problems.append((f"{where}[{i}].targets[{j}]", str(exc)))
+                continue
+            if url not in urls:
+                urls.append(url)
+    if problems:
+        raise ConfigError(problems)
+    return urls
+
+
 def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
     """Resolve a deployment's ``model``: a preset id, or a path to a Hugging Face ``config.json``
     (relative paths are taken from ``base_dir``, the config file's folder).
@@ -471,7 +543,9 @@ def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text_capped(path))
+        except RecursionError:
+            raise CapacityError(f"model config {str(path)!r} is nested too deeply to be a config.json") from None
         except OSError as exc:
             raise CapacityError(f"cannot read model config {str(path)!r}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
@@ -565,6 +639,54 @@ def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> lis
     return problems
 
 
+def _file_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
+    """file_sd files that exist must parse. Whether files and folders exist at all is checked when the
+    daemon starts (:func:`check_runtime_paths`): a config is often checked on another machine than it runs on."""
+    problems: list[tuple[str, str]] = []
+    for i, dep in enumerate(cfg.deployments):
+        for f in dep.file_sd:
+            p = Path(f) if base_dir is None or Path(f).is_absolute() else base_dir / f
+            if not p.exists():
+                continue
+            try:
+                file_sd_targets(p, dep.metrics_path)
+            except ConfigError as exc:
+                problems += [(f"deployments[{i}].file_sd: {path}", msg) for path, msg in exc.problems]
+    return problems
+
+
+def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
+    """At daemon start: the state file's folder exists and is writable, the outbox path is a folder (or can
+    be made).
+
+    Raises:
+        ConfigError: naming the field and the path.
+    """
+    problems: list[tuple[str, str]] = []
+    if cfg.state_file is not None:
+        p = (
+            Path(cfg.state_file)
+            if base_dir is None or Path(cfg.state_file).is_absolute()
+            else base_dir / cfg.state_file
+        )
+        if p.is_dir():
+            problems.append(("state_file", f"{str(p)!r} is a folder; give a file path"))
+        elif not p.parent.is_dir():
+            problems.append(("state_file", f"the folder {str(p.parent)!r} does not exist"))
+        elif not os.access(p.parent, os.W_OK):
+            problems.append(("state_file", f"the folder {str(p.parent)!r} is not writable"))
+    if cfg.outbox_dir is not None:
+        p = (
+            Path(cfg.outbox_dir)
+            if base_dir is None or Path(cfg.outbox_dir).is_absolute()
+            else base_dir / cfg.outbox_dir
+        )
+        if p.exists() and not p.is_dir():
+            problems.append(("outbox_dir", f"{str(p)!r} exists and is not a folder"))
+    if problems:
+        raise ConfigError(problems)
+
+
 def _capacity_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
     """The capacity pass runs for every deployment (the weights fit, TP splits the heads)."""
     problems: list[tuple[str, str]] = []
@@ -594,7 +716,7 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         raise ConfigError(err.problems + semantic, source) from None
     if semantic:
         raise ConfigError(semantic, source)
-    problems = _capacity_problems(cfg, base_dir)
+    problems = _capacity_problems(cfg, base_dir) + _file_problems(cfg, base_dir)
     if problems:
         raise ConfigError(problems, source)
     return cfg
@@ -608,9 +730,11 @@ def load_config(path: str | Path) -> Config:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_capped(p)
     except OSError as exc:
-        raise ConfigError([("(file)", f"cannot read: {exc.strerror}")], str(p)) from None
+        raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+    except UnicodeDecodeError:
+        raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

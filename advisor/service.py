@@ -25,16 +25,22 @@ from pathlib import Path
 from typing import Any
 
 import requests
-import yaml
 
 from advisor import conventions as c
 from advisor.acks import AckStore
 from advisor.capacity.kv import capacity_pass
-from advisor.config import Config, Deployment, capacity_inputs, gpu_spec
+from advisor.config import (
+    Config,
+    Deployment,
+    capacity_inputs,
+    check_runtime_paths,
+    file_sd_targets,
+    gpu_spec,
+)
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
-from advisor.errors import ConfigError, ParseError
+from advisor.errors import ConfigError, ParseError, StateError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.notify.notifier import Notifier, build_notifier
@@ -212,38 +218,17 @@ def sd_mtimes(cfg: Config, base_dir: Path | None) -> dict[str, float]:
 
 
 def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
-    """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files.
-
-    A file_sd file is Prometheus's format (JSON or YAML): a list of ``{"targets": ["host:port", …],
-    "labels": {…}}``; the labels ``__scheme__`` and ``__metrics_path__`` set the URL's scheme and path
-    (default ``http`` and the deployment's ``metrics_path``).
+    """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files
+    (:func:`advisor.config.file_sd_targets`; relative paths from ``base_dir``).
 
     Raises:
-        ConfigError: a file cannot be read or is not in that format (the message names the file).
+        ConfigError: a file_sd file is unreadable or malformed (naming the file and the entry).
     """
     urls = list(dep.targets)
     for f in dep.file_sd:
-        p = _sd_path(f, base_dir)
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError([(f"file_sd {str(p)!r}", f"cannot read: {exc.strerror}")]) from None
-        except yaml.YAMLError as exc:
-            raise ConfigError([(f"file_sd {str(p)!r}", f"not JSON or YAML: {exc}")]) from None
-        if data is None:
-            continue
-        if not isinstance(data, list):
-            raise ConfigError([(f"file_sd {str(p)!r}", "must be a list of {targets: [...], labels: {...}}")])
-        for i, group in enumerate(data):
-            if not isinstance(group, dict) or not isinstance(group.get("targets"), list):
-                raise ConfigError([(f"file_sd {str(p)!r}[{i}]", "needs a targets list")])
-            labels = group.get("labels") or {}
-            scheme = str(labels.get("__scheme__", "http"))
-            path = str(labels.get("__metrics_path__", dep.metrics_path))
-            for hostport in group["targets"]:
-                url = f"{scheme}://{hostport}{path}"
-                if url not in urls:
-                    urls.append(url)
+        for url in file_sd_targets(_sd_path(f, base_dir), dep.metrics_path):
+            if url not in urls:
+                urls.append(url)
     return urls
 
 
@@ -352,6 +337,7 @@ class Service:
     def _configure(self, cfg: Config, base_dir: Path | None, first: bool = False) -> None:
         """(Re)build everything that depends on the config, keeping target histories, open
         recommendations and error counts for the deployments and targets that stay."""
+        check_runtime_paths(cfg, base_dir)
         old = {(d.spec.name, t.url): t for d in self.deployments for t in d.targets}
         old_adapters = {d.spec.name: (d.adapter, d.ctx.engine) for d in self.deployments}
         deployments = []
@@ -444,7 +430,7 @@ class Service:
             try:
                 urls = resolve_targets(d.spec, self.base_dir)
             except ConfigError as exc:
-                log.error("deployment=%s: file_sd unreadable, keeping the current targets: %s", d.spec.name, exc)
+                log.error("deployment=%s: file_sd unusable, keeping the current targets: %s", d.spec.name, exc)
                 continue
             by_url = {t.url: t for t in d.targets}
             d.targets = [by_url.get(u) or _Target(u) for u in urls]
@@ -505,6 +491,8 @@ class Service:
     def _prom_error(self, d: _Deployment, reason: str | None, message: str | None) -> None:
         assert self.cfg.prometheus is not None
         where = redact_url(self.cfg.prometheus.url)
+        if not d.targets:  # nothing discovered yet: show the source itself, with why it failed
+            d.targets.append(_Target(where))
         for t in d.targets:
             t.up, t.error_reason, t.error_message = False, reason, message
         key = (d.spec.name, where, reason or c.REASON_PARSE_ERROR)
@@ -664,7 +652,11 @@ class Service:
             with self._step("prometheus"):
                 for d in self.deployments:
                     if d.spec.source == "prometheus":
-                        self._query_prometheus(d)
+                        try:
+                            self._query_prometheus(d)
+                        except Exception as exc:  # one deployment's source must never stop the others
+                            log.exception("deployment=%s: the prometheus source failed", d.spec.name)
+                            self._prom_error(d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
     def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
@@ -683,7 +675,11 @@ class Service:
                 self._notify(transitions)
             if transitions and self.state_file is not None:
                 with self._step("persist"):
-                    save_state(self.state_file, self.lifecycle.open_recommendations(), now)
+                    try:
+                        save_state(self.state_file, self.lifecycle.open_recommendations(), now)
+                    except StateError as exc:
+                        self.metrics.cycle_failures.labels(deployment="(state file)").inc()
+                        log.error("could not persist open recommendations; they stay in memory: %s", exc)
             self.metrics.cycles.inc()
             self.last_progress = now
             return result

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -214,3 +215,98 @@ def test_post_reload_needs_the_lifecycle_flag(engine: StandInServer, tmp_path: P
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def test_a_bad_file_sd_file_is_a_config_error_and_a_bad_change_keeps_the_targets(
+    engine: StandInServer, tmp_path: Path
+) -> None:
+    from advisor.errors import ConfigError
+
+    hostport = engine.url().removeprefix("http://").removesuffix("/metrics")
+    sd = tmp_path / "targets.json"
+    dep = {
+        "name": "fleet",
+        "file_sd": [str(sd)],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    for bad, where in [
+        ('[{"targets": ["h:1"], "labels": [1]}]', "[0].labels"),
+        ('[{"targets": [5]}]', "[0].targets[0]"),
+        ('{"targets": []}', ""),
+    ]:
+        sd.write_text(bad)
+        with pytest.raises(ConfigError) as err:
+            parse_config({"deployments": [dep]})
+        assert str(sd) in err.value.problems[0][0] and where in err.value.problems[0][0]
+    sd.write_text(json.dumps([{"targets": [hostport]}]))
+    _, collector, metrics = make_registry()
+    svc = Service(
+        parse_config({"scrape_interval": "1s", "evaluation_window": "5s", "deployments": [dep]}), collector, metrics
+    )
+    try:
+        svc.run_once()
+        time.sleep(0.05)
+        sd.write_bytes(b"\xff\xfe garbage")
+        (d,) = svc.run_once().deployments
+        assert [t.url for t in d.targets] == [f"http://{hostport}/metrics"]  # the old targets stay
+        assert d.targets[0].up
+    finally:
+        svc.close()
+
+
+def test_the_daemon_refuses_a_state_file_in_a_missing_folder_at_start(tmp_path: Path) -> None:
+    from advisor.errors import ConfigError
+
+    dep = {
+        "name": "a",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    # check-config accepts it (the path may exist where the daemon runs); the daemon refuses to start
+    cfg = parse_config({"deployments": [dep], "state_file": str(tmp_path / "no" / "such" / "state.json")})
+    _, collector, metrics = make_registry()
+    with pytest.raises(ConfigError) as err:
+        Service(cfg, collector, metrics)
+    assert err.value.problems[0][0] == "state_file" and "does not exist" in err.value.problems[0][1]
+
+
+def test_a_hostile_prometheus_answer_fails_only_its_own_deployment(
+    engine: StandInServer, http_server: Any, tmp_path: Path
+) -> None:
+    from tests.conftest import reply
+
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    prom = http_server(lambda h: reply(h, 200, deep, "application/json"))
+    common = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    cfg = parse_config(
+        {
+            "scrape_interval": "1s",
+            "evaluation_window": "5s",
+            "prometheus": {"url": prom},
+            "deployments": [
+                {"name": "via-prom", "source": "prometheus", "selector": 'job="x"', **common},
+                {"name": "direct", "targets": [engine.url()], **common},
+            ],
+        }
+    )
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics)
+    try:
+        result = svc.run_once()
+    finally:
+        svc.close()
+    via, direct = (d.as_dict() for d in result.deployments)
+    assert direct["state"] == "fresh" and direct["snapshot"]["requests_running"] == 10
+    assert via["state"] == "unavailable"
+    assert via["targets"][0]["error_reason"] == "parse_error"

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity import perf
 from advisor.capacity.hardware import get_gpu, gpu_keys
 from advisor.capacity.kv import capacity_pass
 from advisor.errors import CapacityError
@@ -188,7 +189,8 @@ class OverProvisionedRule:
         ]
 
     def _smaller_gpu(self, ev: Evaluation, running_per_replica: float) -> tuple[str, int, int] | None:
-        """The catalog GPU with the least memory, below the current one, whose pool still holds the load."""
+        """The catalog GPU with the least memory, below the current one (same vendor), whose pool still holds
+        the load and whose decode roofline still carries the observed generation rate at the target load."""
         s = ev.stats
         inputs = ev.ctx.inputs
         per_request = None
@@ -208,6 +210,17 @@ class OverProvisionedRule:
                 continue
             need = max(running_per_replica / self.target_load_ratio, 1.0) * (per_request or result.max_model_len)
             if result.kv_cache_tokens < need or result.max_concurrency < 1:
+                continue
+            # a smaller GPU is also a slower one: its decode roofline at a full batch must carry the observed
+            # generation rate with the same head-room (found by the closed-loop simulation test)
+            if s is None or not s.generation_tokens_per_second or not per_request:
+                continue
+            batch = max(1.0, min(float(inputs.max_num_seqs), result.kv_cache_tokens / per_request))
+            try:
+                tps = perf.decode_tokens_per_second(_with_memory(inputs, g.memory_bytes), g, batch, per_request)
+            except (CapacityError, ValueError):
+                continue
+            if tps * self.target_load_ratio < s.generation_tokens_per_second / max(ev.replicas_up, 1):
                 continue
             if best is None or g.memory_bytes < best[1]:
                 best = (g.name, g.memory_bytes, result.kv_cache_tokens)

@@ -742,7 +742,7 @@ class PrometheusSource:
         text = body.decode("utf-8", errors="replace")
         try:
             payload: Any = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: hostile, absurdly nested JSON
             payload = None
         if isinstance(payload, Mapping) and payload.get("status") == "error":
             error_type = str(payload.get("errorType") or "unknown")

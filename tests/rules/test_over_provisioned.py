@@ -140,7 +140,8 @@ def test_a_smaller_gpu_for_one_replica() -> None:
     # A10 (22.07 GiB, the smallest with a BF16 rate that fits the weights): ⌊(23,697,482,056 × 0.9 −
     # 16,094,076,928 − 1,420,094,341) ÷ 2,097,152⌋ = 1,818 blocks = 29,088 tokens ≥ 25,920. (T4 cannot hold the
     # 14.99 GiB of weights.)
-    (p,) = RULE.propose(_ev(kv_cache_usage_ratio=0.03))
+    # (at 40 generated tokens/s the A10's decode roofline, hundreds of tokens/s, has ample head-room)
+    (p,) = RULE.propose(_ev(kv_cache_usage_ratio=0.03, generation_tokens_per_second=40.0))
     assert (p.dial, p.current, p.suggested) == ("instance_type", "NVIDIA H100 SXM", "NVIDIA A10")
     assert p.predicted_effect["kv_cache_tokens"] == {"before": 449_920, "after": 29_088}
     assert p.predicted_effect["gpu_memory_bytes"] == {"before": 84_986_665_370, "after": 23_697_482_056}
@@ -148,8 +149,15 @@ def test_a_smaller_gpu_for_one_replica() -> None:
 
 def test_a_smaller_instance_stays_on_the_same_vendor() -> None:
     # 2 running at 5 %: 10,800 tokens each → 43,200 needed; rtx 3090/4090 hold 40,224, A10/L4 29,088
-    (p,) = RULE.propose(_ev(kv_cache_usage_ratio=0.05))
+    (p,) = RULE.propose(_ev(kv_cache_usage_ratio=0.05, generation_tokens_per_second=40.0))
     assert p.suggested.startswith("NVIDIA")
+
+
+def test_no_smaller_gpu_when_it_could_not_carry_the_generation_rate() -> None:
+    # a smaller GPU is a slower one: 100,000 tokens/s is beyond any single GPU's decode roofline for an 8B
+    # model, and an unknown rate cannot be checked — neither proposes a smaller instance
+    assert RULE.propose(_ev(kv_cache_usage_ratio=0.03, generation_tokens_per_second=100_000.0)) == []
+    assert RULE.propose(_ev(kv_cache_usage_ratio=0.03)) == []
 
 
 def test_never_proposes_a_scale_up() -> None:

@@ -101,6 +101,7 @@ SCENARIOS: dict[str, tuple[Rule, Callable[[], Evaluation]]] = {
             requests_waiting=0,
             requests_waiting_first=0,
             kv_cache_usage_ratio=0.03,
+            generation_tokens_per_second=40.0,
         ),
     ),
     "over_provisioned on four H100s": (
