@@ -9,6 +9,7 @@ Sub-commands::
     simulate      run a traffic profile against a deployment in the engine simulator
     plan          the capacity pass for one configuration
     rules         generate Prometheus recording and alerting rules from a config
+    backtest      replay the rules over a Prometheus history: what would have been advised, and when
     check-config  validate a config file, reporting every invalid field
     catalog       list the model presets and GPUs
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.argtypes import duration_arg, positive_float, shard_arg
+from advisor.backtestcmd import add_backtest_parser
 from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
 from advisor.plancmd import add_plan_parser
@@ -322,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_parser(sub)
     add_simulate_parser(sub)
     add_rules_parser(sub)
+    add_backtest_parser(sub)
 
     ins = sub.add_parser("inspect", help="scrape one target twice and show what the advisor reads from it")
     ins.add_argument("url")
