@@ -174,3 +174,37 @@ def test_engine_auto_on_a_non_engine_says_so(http_server: Start, tmp_path: Path)
     assert d["state"] == "unavailable"
     assert d["targets"][0]["error_reason"] == "parse_error"
     assert "could not detect the engine" in d["targets"][0]["error"]
+
+
+def test_model_error_and_target_state_are_exported(http_server: Start) -> None:
+    from advisor.config import parse_config
+    from advisor.exporter import make_registry
+    from advisor.service import Service
+
+    body = _vllm(10, 0, 0.2, 1000, 100, 0, blocks=2000)
+    url = http_server(lambda h: reply(h, 200, body)) + "/metrics"
+    cfg = parse_config(
+        {
+            "deployments": [
+                {
+                    "name": "d",
+                    "targets": [url],
+                    "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "gpu": "H100-SXM",
+                    "max_model_len": 8192,
+                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+                }
+            ]
+        }
+    )
+    from prometheus_client import generate_latest
+
+    registry, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics)
+    try:
+        svc.run_once()
+    finally:
+        svc.close()
+    text = generate_latest(registry).decode()
+    assert 'advisor_capacity_model_error_ratio{deployment="d"}' in text
+    assert f'advisor_target_state{{deployment="d",state="fresh",target="{url}"}} 1.0' in text
