@@ -92,6 +92,10 @@ def _read_document(p: Path) -> dict[str, Any] | None:
         raise StateError(f"cannot read state file {str(p)!r}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise StateError(f"state file {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise StateError(f"state file {str(p)!r} is not UTF-8 text") from None
+    except RecursionError:
+        raise StateError(f"state file {str(p)!r} is nested too deeply to be a state file") from None
     if not isinstance(data, dict) or "version" not in data:
         raise StateError(f"state file {str(p)!r} has no version: not a capacity-advisor state file")
     if data["version"] != STATE_VERSION:

@@ -115,3 +115,15 @@ def test_state_is_written_atomically_and_round_trips(tmp_path: Path) -> None:
     save_state(f, [rec], now=2000.0)
     assert load_state(f) == [rec]
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"[" * 100_000 + b"]" * 100_000, "nested too deeply"), (b"\xff\xfe{}", "not UTF-8")],
+    ids=["absurdly nested JSON", "not UTF-8"],
+)
+def test_a_hostile_state_file_is_a_clear_error(tmp_path: Path, content: bytes, message: str) -> None:
+    f = tmp_path / "state.json"
+    f.write_bytes(content)
+    with pytest.raises(StateError, match=message):
+        load_state(f)

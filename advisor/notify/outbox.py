@@ -179,6 +179,8 @@ class Outbox:
             raise StateError(f"cannot read outbox {str(p)!r}: {exc.strerror}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StateError(f"outbox {str(p)!r} is not JSON ({exc})") from None
+        except RecursionError:
+            raise StateError(f"outbox {str(p)!r} is nested too deeply to be an outbox") from None
         if not isinstance(data, dict) or "version" not in data:
             raise StateError(f"outbox {str(p)!r} has no version: not a capacity-advisor outbox")
         if data["version"] != OUTBOX_VERSION:
