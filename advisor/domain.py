@@ -198,6 +198,60 @@ class Recommendation:
     rank: int = 0
     resolved_at: float | None = None
 
+    def to_record(self) -> dict[str, Any]:
+        """Every field, times as unix seconds: the lossless form the outbox persists."""
+        return {
+            "id": self.id,
+            "deployment": self.deployment,
+            "rule": self.rule,
+            "dial": self.dial,
+            "action": self.action,
+            "current": self.current,
+            "suggested": self.suggested,
+            "flag": self.flag,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "description": self.description,
+            "runbook": self.runbook,
+            "opened_at": self.opened_at,
+            "predicted_effect": {k: dict(v) for k, v in self.predicted_effect.items()},
+            "evidence": dict(self.evidence),
+            "rank": self.rank,
+            "resolved_at": self.resolved_at,
+        }
+
+    @classmethod
+    def from_record(cls, d: Mapping[str, Any]) -> Recommendation:
+        """Inverse of :meth:`to_record`; also reads :meth:`as_dict`'s form (the state file's), whose unix
+        times are ``opened_at_seconds`` (and whose resolved recommendations are never persisted).
+
+        Raises:
+            KeyError, TypeError, ValueError: a field is missing or of the wrong type.
+        """
+        opened = d["opened_at_seconds"] if "opened_at_seconds" in d else d["opened_at"]
+        resolved = None if "opened_at_seconds" in d else d.get("resolved_at")
+        return cls(
+            id=str(d["id"]),
+            deployment=str(d["deployment"]),
+            rule=str(d["rule"]),
+            dial=str(d["dial"]),
+            action=str(d["action"]),
+            current=d["current"],
+            suggested=d["suggested"],
+            flag=str(d["flag"]),
+            severity=str(d["severity"]),
+            confidence=float(d["confidence"]),
+            summary=str(d["summary"]),
+            description=str(d["description"]),
+            runbook=str(d["runbook"]),
+            opened_at=float(opened),
+            predicted_effect=dict(d["predicted_effect"]),
+            evidence=dict(d["evidence"]),
+            rank=int(d.get("rank", 0)),
+            resolved_at=None if resolved is None else float(resolved),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready mapping with every field (``opened_at``/``resolved_at`` as RFC 3339 strings and
         unix seconds)."""

@@ -33,28 +33,6 @@ _WRITE_LOCK = threading.Lock()
 """Serialises read-modify-write of the state file between the loop and the HTTP API in one process."""
 
 
-def _rec_from_dict(d: dict[str, Any]) -> Recommendation:
-    return Recommendation(
-        id=str(d["id"]),
-        deployment=str(d["deployment"]),
-        rule=str(d["rule"]),
-        dial=str(d["dial"]),
-        action=str(d["action"]),
-        current=d["current"],
-        suggested=d["suggested"],
-        flag=str(d["flag"]),
-        severity=str(d["severity"]),
-        confidence=float(d["confidence"]),
-        summary=str(d["summary"]),
-        description=str(d["description"]),
-        runbook=str(d["runbook"]),
-        opened_at=float(d["opened_at_seconds"]),
-        predicted_effect=d["predicted_effect"],
-        evidence=d["evidence"],
-        rank=int(d.get("rank", 0)),
-    )
-
-
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically: a temporary file in the same folder, fsync, ``os.replace``.
 
@@ -176,6 +154,6 @@ def load_state(path: str | Path) -> list[Recommendation]:
     if data is None:
         return []
     try:
-        return [_rec_from_dict(r) for r in data.get("recommendations", [])]
+        return [Recommendation.from_record(r) for r in data.get("recommendations", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"state file {str(p)!r} has a malformed recommendation: {exc!r}") from None

@@ -74,54 +74,6 @@ EventCallback = Callable[[str, str, int], None]
 
 
 # -- persistence -------------------------------------------------------------------------------------------
-def rec_to_json(r: Recommendation) -> dict[str, Any]:
-    """Every field of a recommendation, times as unix seconds (lossless, unlike ``as_dict``)."""
-    return {
-        "id": r.id,
-        "deployment": r.deployment,
-        "rule": r.rule,
-        "dial": r.dial,
-        "action": r.action,
-        "current": r.current,
-        "suggested": r.suggested,
-        "flag": r.flag,
-        "severity": r.severity,
-        "confidence": r.confidence,
-        "summary": r.summary,
-        "description": r.description,
-        "runbook": r.runbook,
-        "opened_at": r.opened_at,
-        "predicted_effect": {k: dict(v) for k, v in r.predicted_effect.items()},
-        "evidence": dict(r.evidence),
-        "rank": r.rank,
-        "resolved_at": r.resolved_at,
-    }
-
-
-def rec_from_json(d: dict[str, Any]) -> Recommendation:
-    """Inverse of :func:`rec_to_json`."""
-    return Recommendation(
-        id=str(d["id"]),
-        deployment=str(d["deployment"]),
-        rule=str(d["rule"]),
-        dial=str(d["dial"]),
-        action=str(d["action"]),
-        current=d["current"],
-        suggested=d["suggested"],
-        flag=str(d["flag"]),
-        severity=str(d["severity"]),
-        confidence=float(d["confidence"]),
-        summary=str(d["summary"]),
-        description=str(d["description"]),
-        runbook=str(d["runbook"]),
-        opened_at=float(d["opened_at"]),
-        predicted_effect=dict(d["predicted_effect"]),
-        evidence=dict(d["evidence"]),
-        rank=int(d.get("rank", 0)),
-        resolved_at=None if d.get("resolved_at") is None else float(d["resolved_at"]),
-    )
-
-
 @dataclass
 class Entry:
     """A pending notification and how its delivery went so far."""
@@ -195,13 +147,13 @@ class Outbox:
                 note = Notification(
                     key=str(e["key"]),
                     kind=str(e["kind"]),
-                    recommendation=rec_from_json(e["recommendation"]),
+                    recommendation=Recommendation.from_record(e["recommendation"]),
                     group_key=str(e["group_key"]),
                     accepted_at=float(e["accepted_at"]),
                 )
                 self.pending.append(Entry(note, int(e.get("attempts", 0)), e.get("last_error")))
             for a in data.get("active", []):
-                rec = rec_from_json(a["recommendation"])
+                rec = Recommendation.from_record(a["recommendation"])
                 last = a.get("last_sent_at")
                 self.active[rec.id] = ActiveAlert(rec, None if last is None else float(last))
             self.delivered.extend(str(k) for k in data.get("delivered", []))
@@ -222,12 +174,12 @@ class Outbox:
                     "accepted_at": e.note.accepted_at,
                     "attempts": e.attempts,
                     "last_error": e.last_error,
-                    "recommendation": rec_to_json(e.note.recommendation),
+                    "recommendation": e.note.recommendation.to_record(),
                 }
                 for e in self.pending
             ],
             "active": [
-                {"recommendation": rec_to_json(a.recommendation), "last_sent_at": a.last_sent_at}
+                {"recommendation": a.recommendation.to_record(), "last_sent_at": a.last_sent_at}
                 for a in self.active.values()
             ],
             "delivered": list(self.delivered),
