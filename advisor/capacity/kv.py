@@ -41,13 +41,18 @@ load and *outside* the peak; ``profile_run`` in ``vllm/worker/model_runner.py``,
 * DeepSeek-R1, 0.7.3: the full log reads activation 6.37 GiB (ours 6.35: the fused-MoE forward at 32,000
   tokens, above the 4.8 GiB sampler) but ``non_torch_memory takes 7.16GiB`` (ours 0.52). ``non_torch`` in
   0.7.3 is device-used − torch-reserved since ``init_device`` (``vllm/utils.py`` ``memory_profiling``), so it
-  holds the NCCL communicators V0 creates at TP 8 (pynccl plus torch.distributed's, with ``gather`` P2P
-  buffers for the logits) on an NVSwitch node; no first-principles size for them is modelled. With the logged
-  7.16 GiB substituted the blocks are within 2.5 %.
+  holds the NCCL communicators V0 creates at TP 8. vLLM 0.7.3 pins torch 2.5.1 (NCCL 2.21), whose NVLS
+  transport (``src/transport/nvls.cc``, NCCL 2.19-2.22) allocates, per communicator on a node of more than two
+  NVSwitch Hopper GPUs, 16 channels × 2 × (4 MiB buffer + 2 MiB alignment) × 8 heads = 1.5 GiB; two or three
+  communicators (pynccl, the TP group's ``gather`` of the logits, perhaps the world group) make 3-4.5 GiB,
+  beside ring and P2P buffers (an 8 × A100-40GB V0 log: 2.10 GiB without NVLS). Which communicators exist and
+  ``NCCL_NVLS_ENABLE`` are not inputs, so no term is fitted. With the logged 7.16 GiB substituted the blocks
+  are within 2.5 %.
 * Meta-Llama-3-8B, 0.6.6: non-torch matches (0.10 GiB) but the log's activation is 9.37 GiB against 1.19
-  here; at the stated settings (256 sequences, 8,192 tokens, chunked prefill off) the same architecture logs
-  1.26 GiB (vLLM PR #10511) and 1.19 GiB (Llama-3.1-8B, 0.6.6), and the 1.32 s profile excludes a larger
-  forward batch. 9.37 GiB is the sampler term at about 2,048 sequences (2,048 × 128,256 × 38.3 B), an engine
+  here. The release's default accounting is pinned by the Qwen2.5-0.5B log above (0.6.6.post1, the same
+  ``worker.py:241`` lines): 1.44 GiB at 256 sequences, the sampler term, reproduced to 0.3 %; the same
+  architecture logs 1.26 GiB at these settings (vLLM PR #10511). 9.37 GiB is the sampler term at about 2,048
+  sequences (2,048 × 128,256 × 38.3 B; ``--max-num-seqs 2048`` gives 5,606 blocks, −1.5 %), an engine
   argument the quoted log does not show, so the case stays an expected failure rather than a fitted constant.
 
 With the engine's own KV memory (``kv_cache_memory_bytes``) all five match the engine's blocks to the rounding
