@@ -30,8 +30,9 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
@@ -54,6 +55,7 @@ from advisor.capacity.kv import (
     vllm_default_max_num_seqs,
 )
 from advisor.capacity.models import ModelArch, get_preset
+from advisor.conventions import RULE_PLUGIN_GROUP
 from advisor.errors import CapacityError, ConfigError
 from advisor.notify.config import ReceiverConfig
 
@@ -390,6 +392,23 @@ class PrometheusConfig(_Strict):
     connect_timeout: Duration = 3.0
     read_timeout: Duration = 30.0
 
+    @model_validator(mode="after")
+    def _one_kind_of_auth(self) -> PrometheusConfig:
+        problems: list[tuple[str, str]] = []
+        if self.bearer_token_file is not None and (self.username is not None or self.password_file is not None):
+            problems.append(("prometheus.bearer_token_file", "give either bearer_token_file or username/password_file"))
+        elif (self.username is None) != (self.password_file is None):
+            missing = "password_file" if self.username is not None else "username"
+            problems.append((f"prometheus.{missing}", "basic auth needs both username and password_file"))
+        parts = urlsplit(self.url)
+        if parts.username is not None or parts.password is not None:
+            problems.append(("prometheus.url", "must not carry user-info; use username/password_file"))
+        if parts.query or parts.fragment:
+            problems.append(("prometheus.url", "must not have a query string or fragment"))
+        if problems:
+            raise ConfigError(problems)
+        return self
+
 
 class Config(_Strict):
     """The whole configuration file."""
@@ -432,9 +451,43 @@ class Config(_Strict):
                     f"must be at least scrape_interval ({self.evaluation_window:g}s < {self.scrape_interval:g}s)",
                 )
             )
+        scrape = _fit_timeouts(self.scrape, "scrape", self.scrape_interval, problems)
+        prometheus = (
+            None
+            if self.prometheus is None
+            else _fit_timeouts(self.prometheus, "prometheus", self.scrape_interval, problems)
+        )
         if problems:
             raise ConfigError(problems)
-        return self
+        if scrape is self.scrape and prometheus is self.prometheus:
+            return self
+        return self.model_copy(update={"scrape": scrape, "prometheus": prometheus})
+
+
+_T = TypeVar("_T", ScrapeConfig, PrometheusConfig)
+
+
+def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[str, str]]) -> _T:
+    """A request's deadline (``connect_timeout + read_timeout``) must fit in one scrape interval, as Prometheus
+    requires ``scrape_timeout <= scrape_interval``: otherwise one slow target or query holds up every cycle.
+    Timeouts the file sets are checked (a problem naming the field); defaults shrink to fit (connect at most a
+    quarter of the interval, read the rest)."""
+    total = section.connect_timeout + section.read_timeout
+    if total <= interval:
+        return section
+    explicit = {"connect_timeout", "read_timeout"} & section.model_fields_set
+    if explicit:
+        field_ = "read_timeout" if "read_timeout" in explicit else "connect_timeout"
+        problems.append(
+            (
+                f"{name}.{field_}",
+                f"connect_timeout + read_timeout ({total:g}s) must not exceed scrape_interval ({interval:g}s): "
+                "one slow request would hold up every cycle",
+            )
+        )
+        return section
+    connect = min(section.connect_timeout, interval / 4)
+    return section.model_copy(update={"connect_timeout": connect, "read_timeout": interval - connect})
 
 
 def _loc(loc: Sequence[int | str]) -> str:
@@ -454,6 +507,39 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
         msg = e["msg"].removeprefix("Value error, ")
         problems.append((_loc(loc), msg))
     return problems
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that repeats a key: plain PyYAML keeps the last value, so a
+    second ``targets:`` or ``slo:`` would silently replace the first. Keys brought in by a ``<<`` merge may be
+    overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base constructor reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first set on line {first + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML safely, refusing repeated keys.
+
+    Raises:
+        yaml.YAMLError: not YAML, or a mapping repeats a key (``problem_mark`` locates it).
+        RecursionError: absurdly deep nesting.
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -484,7 +570,7 @@ def file_sd_targets(path: Path, metrics_path: str) -> list[str]:
     """
     where = f"file_sd {str(path)!r}"
     try:
-        data = yaml.safe_load(read_text_capped(path))
+        data = load_yaml(read_text_capped(path))
     except OSError as exc:
         raise ConfigError([(where, f"cannot read: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError:
@@ -716,10 +802,27 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         raise ConfigError(err.problems + semantic, source) from None
     if semantic:
         raise ConfigError(semantic, source)
-    problems = _capacity_problems(cfg, base_dir) + _file_problems(cfg, base_dir)
+    problems = _capacity_problems(cfg, base_dir) + _file_problems(cfg, base_dir) + _plugin_problems(cfg)
     if problems:
         raise ConfigError(problems, source)
     return cfg
+
+
+def _plugin_problems(cfg: Config) -> list[tuple[str, str]]:
+    """``rules.plugins.<name>`` settings for a plugin that is not installed would be silently unused."""
+    if not cfg.rules.plugins:
+        return []
+    installed = sorted({ep.name for ep in entry_points(group=RULE_PLUGIN_GROUP)})
+    return [
+        (
+            f"rules.plugins.{name}",
+            f"no rule plugin named {name!r} is installed (entry points {RULE_PLUGIN_GROUP!r}: "
+            + (", ".join(installed) if installed else "none")
+            + ")",
+        )
+        for name in cfg.rules.plugins
+        if name not in installed
+    ]
 
 
 def load_config(path: str | Path) -> Config:
@@ -736,7 +839,9 @@ def load_config(path: str | Path) -> Config:
     except UnicodeDecodeError:
         raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except RecursionError:
+        raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"

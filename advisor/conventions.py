@@ -116,3 +116,7 @@ RULE_MODEL_DRIFT: Final = "model_drift"
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"
 
 RUNBOOK_BASE: Final = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md"
+
+# --- extension points ----------------------------------------------------------------------------
+RULE_PLUGIN_GROUP: Final = "advisor.rules"
+"""The entry-point group third-party rule modules register under (``rules.plugins.<name>`` configures one)."""

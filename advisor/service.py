@@ -36,6 +36,7 @@ from advisor.config import (
     check_runtime_paths,
     file_sd_targets,
     gpu_spec,
+    read_text_capped,
 )
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
@@ -248,20 +249,33 @@ def prometheus_source(cfg: Config, base_dir: Path | None) -> PrometheusSource:
         if base_dir is not None and not f.is_absolute():
             f = base_dir / f
         try:
-            return f.read_text(encoding="utf-8").strip()
+            return read_text_capped(f, 64 * 1024).strip()
         except OSError as exc:
-            raise ConfigError([(f"prometheus.{field}", f"cannot read {str(f)!r}: {exc.strerror}")]) from None
+            raise ConfigError([(f"prometheus.{field}", f"cannot read {str(f)!r}: {exc.strerror or exc}")]) from None
+        except UnicodeDecodeError:
+            raise ConfigError([(f"prometheus.{field}", f"{str(f)!r} is not UTF-8 text")]) from None
 
-    return PrometheusSource(
-        p.url,
-        bearer_token=secret("bearer_token_file", p.bearer_token_file),
-        username=p.username,
-        password=secret("password_file", p.password_file),
-        ca_file=p.ca_file,
-        headers=p.headers,
-        connect_timeout=p.connect_timeout,
-        read_timeout=p.read_timeout,
-    )
+    ca_file = None
+    if p.ca_file is not None:
+        ca = Path(p.ca_file)
+        ca_file = str(base_dir / ca if base_dir is not None and not ca.is_absolute() else ca)
+    token = secret("bearer_token_file", p.bearer_token_file)
+    if token is not None and (not token or "\n" in token or "\r" in token):
+        raise ConfigError([("prometheus.bearer_token_file", "the token file is empty or has more than one line")])
+    try:
+        return PrometheusSource(
+            p.url,
+            bearer_token=token,
+            username=p.username,
+            password=secret("password_file", p.password_file),
+            ca_file=ca_file,
+            headers=p.headers,
+            connect_timeout=p.connect_timeout,
+            read_timeout=p.read_timeout,
+        )
+    except ValueError as exc:  # what the config model cannot see (e.g. a CA file that is not there)
+        field_ = "ca_file" if str(exc).startswith("ca_file") else "url"
+        raise ConfigError([(f"prometheus.{field_}", str(exc))]) from None
 
 
 def format_transition(t: Transition) -> str:
@@ -332,6 +346,7 @@ class Service:
         self._lock = threading.Lock()
         self.deployments: list[_Deployment] = []
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
+        self._errors_lock = threading.Lock()
         self._configure(cfg, base_dir, first=True)
 
     def _configure(self, cfg: Config, base_dir: Path | None, first: bool = False) -> None:
@@ -394,8 +409,8 @@ class Service:
             if restored:
                 log.info("restored %d open recommendation(s) from %s", len(restored), state_file)
         self.prom = prom
-        n_targets = sum(len(d.targets) for d in deployments)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_targets)), thread_name_prefix="scrape")
+        n_jobs = sum(len(d.targets) if d.spec.source == "scrape" else 1 for d in deployments)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_jobs)), thread_name_prefix="scrape")
         self._sd_mtimes = sd_mtimes(cfg, base_dir)
 
     def reload(self, path: Path) -> tuple[bool, str]:
@@ -496,7 +511,8 @@ class Service:
         for t in d.targets:
             t.up, t.error_reason, t.error_message = False, reason, message
         key = (d.spec.name, where, reason or c.REASON_PARSE_ERROR)
-        self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
+        with self._errors_lock:  # deployments are queried concurrently
+            self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
         log.warning("deployment=%s prometheus=%s query failed: %s (%s)", d.spec.name, where, reason, message)
 
     def _query_prometheus(self, d: _Deployment) -> None:
@@ -650,13 +666,17 @@ class Service:
             with self._step("normalize"):
                 self._normalize(scraped)
             with self._step("prometheus"):
-                for d in self.deployments:
-                    if d.spec.source == "prometheus":
-                        try:
-                            self._query_prometheus(d)
-                        except Exception as exc:  # one deployment's source must never stop the others
-                            log.exception("deployment=%s: the prometheus source failed", d.spec.name)
-                            self._prom_error(d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
+                # one deployment per worker: a slow answer for one selector delays the cycle by its own
+                # latency, not by the sum over deployments
+                prom = [d for d in self.deployments if d.spec.source == "prometheus"]
+                list(self._pool.map(self._query_prometheus_safely, prom))
+
+    def _query_prometheus_safely(self, d: _Deployment) -> None:
+        try:
+            self._query_prometheus(d)
+        except Exception as exc:  # one deployment's source must never stop the others
+            log.exception("deployment=%s: the prometheus source failed", d.spec.name)
+            self._prom_error(d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
     def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from advisor.config import load_yaml, read_text_capped
 from advisor.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,12 @@ def load_web_config(path: str | Path) -> WebConfig:
     """
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(read_text_capped(p))
     except OSError as exc:
-        raise ConfigError([("web.config.file", f"cannot read {str(p)!r}: {exc.strerror}")]) from None
-    except yaml.YAMLError as exc:
+        raise ConfigError([("web.config.file", f"cannot read {str(p)!r}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([("web.config.file", f"{str(p)!r} is not UTF-8 text")]) from None
+    except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError([("web.config.file", f"{str(p)!r} is not YAML: {exc}")]) from None
     if data is None:
         return WebConfig()

@@ -83,7 +83,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
     data: dict[str, Any] = {
         "scrape_interval": "0.5s",
         "evaluation_window": "2s",
-        "scrape": {"connect_timeout": "0.5s", "read_timeout": "0.7s", "max_bytes": 32768},
+        "scrape": {"connect_timeout": "0.2s", "read_timeout": "0.3s", "max_bytes": 32768},  # fits the interval
         "deployments": [
             {
                 "name": "chat-8b",

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
+from advisor import conventions as c
 from advisor.rules.admission import AdmissionThrashRule
 from advisor.rules.base import Rule
 from advisor.rules.drift import ModelDriftRule
@@ -45,7 +46,7 @@ from advisor.rules.weights import WeightsCrowdRule
 
 log = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = "advisor.rules"
+ENTRY_POINT_GROUP = c.RULE_PLUGIN_GROUP
 _REQUIRED = ("id", "supersedes", "for_seconds", "fires", "clears", "propose")
 
 

@@ -81,6 +81,7 @@ from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
+from requests.adapters import HTTPAdapter
 
 from advisor.conventions import (
     REASON_CONNECTION_REFUSED,
@@ -464,8 +465,17 @@ class PrometheusSource:
 
         self._base = base_url.rstrip("/")
         self.base_url = redact_url(self._base)
-        self._session = session if session is not None else requests.Session()
-        self._owns_session = session is None
+        if session is None:
+            session = requests.Session()
+            # the daemon queries deployments concurrently (up to 32 workers): keep a connection for each
+            # instead of urllib3's default 10, which would log "connection pool is full" every cycle
+            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=32)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            self._owns_session = True
+        else:
+            self._owns_session = False
+        self._session = session
         self._headers = dict(headers or {})
         self._auth = (username, password) if username is not None and password is not None else None
         if bearer_token is not None:

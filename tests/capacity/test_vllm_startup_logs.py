@@ -55,10 +55,10 @@ CASES = [
         engine_blocks=5691,
         engine_concurrency=11.12,
         known_gap=(
-            "unexplained 8.2 GiB of activation: at the stated (default) settings vLLM 0.6.6 profile_run is the "
-            "forward over 8,192 tokens (1.03 GiB) then the sampler over 256 rows (1.19 GiB); the same architecture "
-            "on the same accounting logs 1.26 GiB by default (PR #10511) - the issue's log shows no engine args, "
-            "and 9.37 GiB equals the sampler term at max_num_seqs ~2048, a setting the stated inputs do not give"
+            "an unstated engine argument: the log's activation is 9.37 GiB, but this release's default accounting "
+            "(pinned by the Qwen2.5-0.5B 0.6.6.post1 log, same worker.py:241 lines: 1.44 GiB at 256 sequences) "
+            "gives 1.19 GiB here (PR #10511 logs 1.26 GiB for this model); 9.37 GiB is the sampler at ~2,048 "
+            "sequences, and --max-num-seqs 2048 reproduces the blocks to -1.5 % (test below)"
         ),
     ),
     Case(
@@ -92,9 +92,10 @@ CASES = [
         engine_blocks=18_418,
         engine_concurrency=2.30,
         known_gap=(
-            "unexplained non-torch memory: the full log gives activation 6.37 GiB (ours 6.35) but "
-            "non_torch_memory 7.16 GiB (ours 0.52: CUDA context + NCCL at TP>1); V0's extra torch.distributed "
-            "NCCL communicators and P2P buffers on an 8-GPU NVSwitch node are not modelled from first principles"
+            "non-torch memory the inputs do not determine: the log gives activation 6.37 GiB (ours 6.35) but "
+            "non_torch_memory 7.16 GiB (ours 0.52); NCCL 2.21 (torch 2.5.1, pinned by vLLM 0.7.3) allocates "
+            "1.5 GiB of NVLS buffers per communicator on an NVSwitch Hopper node, and how many communicators "
+            "V0 opens (2-3) and NCCL_NVLS_ENABLE are not inputs (docs/capacity.md)"
         ),
     ),
     Case(

@@ -1,0 +1,254 @@
+"""Config mistakes that used to pass silently: repeated YAML keys, settings for a rule plugin that is not
+installed, and request timeouts longer than the scrape interval. Also: the daemon queries its
+``source: prometheus`` deployments concurrently, so one slow answer does not add up over deployments."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.config import load_config, parse_config
+from advisor.errors import ConfigError
+from advisor.exporter import make_registry
+from advisor.service import Service
+from advisor.web_config import load_web_config
+from tests.conftest import reply
+from tests.test_config import GOOD
+
+DEPLOYMENT = """\
+deployments:
+  - name: chat-8b
+    engine: vllm
+    targets: ["http://127.0.0.1:8000/metrics"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.95}
+"""
+
+
+def _problems(exc: pytest.ExceptionInfo[ConfigError]) -> dict[str, str]:
+    return dict(exc.value.problems)
+
+
+# --- repeated keys ----------------------------------------------------------------------------------------
+
+
+def test_a_repeated_key_is_an_error_naming_its_line(tmp_path: Path) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text("scrape_interval: 15s\n" + DEPLOYMENT + "scrape_interval: 30s\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(f)
+    # the second scrape_interval is on line 10 (line 1, then the deployment's 8 lines)
+    assert list(_problems(exc)) == ["line 10, column 1"]
+    assert "duplicate key 'scrape_interval' (first set on line 1)" in _problems(exc)["line 10, column 1"]
+
+
+def test_a_repeated_key_inside_a_deployment_is_caught_too(tmp_path: Path) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(DEPLOYMENT + '    targets: ["http://10.0.0.9:8000/metrics"]\n')
+    with pytest.raises(ConfigError) as exc:
+        load_config(f)
+    (where, message), *_ = exc.value.problems
+    assert where == "line 9, column 5"  # after the deployment's 8 lines
+    assert "duplicate key 'targets' (first set on line 4)" in message
+
+
+def test_a_repeated_key_on_one_line_is_caught(tmp_path: Path) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(DEPLOYMENT + "scrape: {read_timeout: 5s, read_timeout: 9s}\n")
+    with pytest.raises(ConfigError, match="duplicate key 'read_timeout'"):
+        load_config(f)
+
+
+def test_a_merge_key_may_still_be_overridden(tmp_path: Path) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(DEPLOYMENT + "scrape:\n  <<: {connect_timeout: 2s, read_timeout: 5s}\n  read_timeout: 7s\n")
+    cfg = load_config(f)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (2.0, 7.0)
+
+
+def test_the_web_config_refuses_repeated_keys_and_non_utf8(tmp_path: Path) -> None:
+    f = tmp_path / "web.yml"
+    f.write_text("basic_auth_users: {}\nbasic_auth_users: {}\n")
+    with pytest.raises(ConfigError, match="duplicate key 'basic_auth_users'"):
+        load_web_config(f)
+    f.write_bytes(b"basic_auth_users:\n  admin: \xff\xfe\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_web_config(f)
+
+
+# --- rule plugin settings ----------------------------------------------------------------------------------
+
+
+def test_settings_for_a_plugin_that_is_not_installed_are_an_error() -> None:
+    data = copy.deepcopy(GOOD)
+    data["rules"] = {"plugins": {"cost_guard": {"max_dollars": 5}}}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    problems = _problems(exc)
+    assert list(problems) == ["rules.plugins.cost_guard"]
+    assert "no rule plugin named 'cost_guard' is installed" in problems["rules.plugins.cost_guard"]
+    assert "'advisor.rules'" in problems["rules.plugins.cost_guard"]
+
+
+# --- timeouts against the interval -------------------------------------------------------------------------
+
+
+def test_explicit_timeouts_longer_than_the_interval_are_an_error() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(scrape_interval="10s", scrape={"read_timeout": "9s"})  # 3 s connect (default) + 9 s > 10 s
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    problems = _problems(exc)
+    assert list(problems) == ["scrape.read_timeout"]
+    assert "(12s) must not exceed scrape_interval (10s)" in problems["scrape.read_timeout"]
+
+
+def test_an_explicit_prometheus_timeout_is_checked_too() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(prometheus={"url": "http://127.0.0.1:9090", "connect_timeout": "20s"})
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert list(_problems(exc)) == ["prometheus.connect_timeout"]
+
+
+def test_default_timeouts_shrink_to_a_short_interval() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(scrape_interval="4s", evaluation_window="1m", prometheus={"url": "http://127.0.0.1:9090"})
+    cfg = parse_config(data)
+    # connect at most a quarter of the interval (1 s), read the rest (3 s): the deadline is the interval
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (1.0, 3.0)
+    assert cfg.prometheus is not None
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (1.0, 3.0)
+
+
+def test_defaults_that_fit_are_kept() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(prometheus={"url": "http://127.0.0.1:9090"})
+    cfg = parse_config(data)  # 15 s interval: scrape 3 + 10 fits; the Prometheus default 3 + 30 does not
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (3.0, 10.0)
+    assert cfg.prometheus is not None
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (3.0, 12.0)
+
+
+# --- concurrent Prometheus queries -------------------------------------------------------------------------
+
+
+def test_prometheus_deployments_are_queried_concurrently(
+    http_server: Callable[[Callable[[BaseHTTPRequestHandler], None]], str], tmp_path: Path
+) -> None:
+    """A stand-in Prometheus that takes 0.5 s per answer records how many requests it holds at once: with three
+    deployments, all three selectors are in flight together."""
+    lock = threading.Lock()
+    in_flight = 0
+    high_water = 0
+    paths: list[str] = []
+
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        nonlocal in_flight, high_water
+        with lock:
+            in_flight += 1
+            high_water = max(high_water, in_flight)
+            paths.append(h.path.split("?")[0])
+        time.sleep(0.5)
+        with lock:
+            in_flight -= 1
+        body: dict[str, Any] = {"status": "success", "data": []}
+        reply(h, 200, json.dumps(body).encode(), "application/json")
+
+    url = http_server(handle)
+    deployments = "".join(
+        f"""  - name: dep-{i}
+    source: prometheus
+    engine: vllm
+    selector: '{{job="vllm-{i}"}}'
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.95}}
+"""
+        for i in range(3)
+    )
+    f = tmp_path / "advisor.yaml"
+    f.write_text(f"prometheus: {{url: '{url}'}}\ndeployments:\n{deployments}")
+    _, collector, metrics = make_registry()
+    svc = Service(load_config(f), collector, metrics, base_dir=tmp_path)
+    try:
+        svc.scrape_once()
+        result = svc.evaluate_once()
+    finally:
+        svc.close(timeout=1)
+    assert paths.count("/api/v1/label/__name__/values") == 3
+    assert high_water == 3
+    # each deployment keeps its own outcome (no series: its target is down), none is lost
+    assert sorted(d.name for d in result.deployments) == ["dep-0", "dep-1", "dep-2"]
+    errors = {dep for (dep, _, _) in result.scrape_errors}
+    assert errors == {"dep-0", "dep-1", "dep-2"}
+
+
+# --- the prometheus section names the field at fault ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prometheus", "field"),
+    [
+        ({"bearer_token_file": "t", "username": "u", "password_file": "p"}, "prometheus.bearer_token_file"),
+        ({"username": "u"}, "prometheus.password_file"),
+        ({"password_file": "p"}, "prometheus.username"),
+        ({"url": "http://admin:hunter2@127.0.0.1:9090"}, "prometheus.url"),
+        ({"url": "http://127.0.0.1:9090/?tenant=a"}, "prometheus.url"),
+    ],
+)
+def test_prometheus_auth_mistakes_name_their_field(prometheus: dict[str, str], field: str) -> None:
+    data = copy.deepcopy(GOOD)
+    data["prometheus"] = {"url": "http://127.0.0.1:9090", **prometheus}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert list(_problems(exc)) == [field]
+    assert "hunter2" not in str(exc.value)
+
+
+def _prom_service(tmp_path: Path, extra: str) -> Service:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        f"prometheus: {{url: 'http://127.0.0.1:9', {extra}}}\n"
+        + DEPLOYMENT.replace('    targets: ["http://127.0.0.1:8000/metrics"]\n', "    source: prometheus\n").replace(
+            "    engine: vllm\n", "    engine: vllm\n    selector: '{job=\"vllm\"}'\n"
+        )
+    )
+    _, collector, metrics = make_registry()
+    return Service(load_config(f), collector, metrics, base_dir=tmp_path)
+
+
+def test_secret_and_ca_files_are_read_relative_to_the_config_and_named_when_bad(tmp_path: Path) -> None:
+    (tmp_path / "token").write_bytes(b"\xff\xfe not text")
+    with pytest.raises(ConfigError) as exc:
+        _prom_service(tmp_path, "bearer_token_file: token")
+    assert list(_problems(exc)) == ["prometheus.bearer_token_file"]
+    assert "not UTF-8" in _problems(exc)["prometheus.bearer_token_file"]
+
+    (tmp_path / "token").write_text("line-one\nline-two\n")
+    with pytest.raises(ConfigError) as exc:
+        _prom_service(tmp_path, "bearer_token_file: token")
+    assert list(_problems(exc)) == ["prometheus.bearer_token_file"]
+    assert "line-one" not in str(exc.value)
+
+    with pytest.raises(ConfigError) as exc:
+        _prom_service(tmp_path, "ca_file: ca.pem")
+    assert list(_problems(exc)) == ["prometheus.ca_file"]
+    assert str(tmp_path / "ca.pem") in _problems(exc)["prometheus.ca_file"]
+
+    # a CA file beside the config is found from any working directory
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    (tmp_path / "token").write_text("s3cret\n")
+    svc = _prom_service(tmp_path, "ca_file: ca.pem, bearer_token_file: token")
+    svc.close(timeout=1)
