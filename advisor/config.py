@@ -684,6 +684,7 @@ def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityIn
         max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
         max_num_batched_tokens=dep.max_num_batched_tokens,
         block_size=dep.block_size or vllm_default_block_size(model, None),
+        nvlink_sharp=spec is not None and spec.nvlink_sharp,
     )
 
 

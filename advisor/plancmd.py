@@ -27,7 +27,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
-    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.hardware import get_gpu, gpu_for_memory
     from advisor.capacity.kv import (
         CapacityInputs,
         capacity_pass,
@@ -42,6 +42,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.gpu_memory_gib is not None:
             memory = int(args.gpu_memory_gib * GIB)
             gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
+            # the part itself: as named, else the one catalog GPU with exactly this CUDA total (if unique)
+            spec = get_gpu(args.gpu) if args.gpu is not None else gpu_for_memory(memory)
         elif args.gpu is not None:
             spec = get_gpu(args.gpu)
             memory = spec.memory_bytes
@@ -77,6 +79,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             enforce_eager=args.enforce_eager,
             pipeline_parallel_size=args.pp,
             enable_expert_parallel=args.enable_expert_parallel,
+            nvlink_sharp=spec is not None and spec.nvlink_sharp,
         )
         result = capacity_pass(inputs)
     except CapacityError as exc:
@@ -84,6 +87,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     out = result.as_dict()
     out["gpu"] = gpu_name
+    out["nvlink_sharp"] = inputs.nvlink_sharp
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -193,7 +197,10 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
     plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
     plan.add_argument(
-        "--gpu-memory-gib", type=positive_float(16384.0), help="GPU memory in GiB (overrides the catalog)"
+        "--gpu-memory-gib",
+        type=positive_float(16384.0),
+        help="GPU memory in GiB as CUDA reports it (overrides the catalog); without --gpu, a value that is exactly "
+        "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
     plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9)

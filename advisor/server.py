@@ -542,7 +542,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     Raises:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
-    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.hardware import GPUSpec, get_gpu, gpu_for_memory
     from advisor.capacity.kv import (
         CapacityInputs,
         capacity_pass,
@@ -558,15 +558,18 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         model = get_preset(dep.model)
     except CapacityError as exc:
         raise ApiError(400, str(exc), [{"path": "deployment.model", "message": str(exc)}]) from None
-    if dep.gpu_memory_gib is not None:
-        memory = int(dep.gpu_memory_gib * GIB)
-        gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
-    else:
-        assert dep.gpu is not None
+    spec: GPUSpec | None = None
+    if dep.gpu is not None:
         try:
             spec = get_gpu(dep.gpu)
         except CapacityError as exc:
             raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
+    if dep.gpu_memory_gib is not None:
+        memory = int(dep.gpu_memory_gib * GIB)
+        gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
+        spec = spec or gpu_for_memory(memory)  # as `plan`: a unique CUDA total names the part
+    else:
+        assert spec is not None
         memory, gpu_name = spec.memory_bytes, spec.name
     try:
         inputs = CapacityInputs(
@@ -581,6 +584,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
             max_num_batched_tokens=dep.max_num_batched_tokens,
             block_size=dep.block_size or vllm_default_block_size(model, None),
+            nvlink_sharp=spec is not None and spec.nvlink_sharp,
         )
         before = capacity_pass(inputs)
     except (CapacityError, ValueError, ArithmeticError) as exc:
@@ -591,6 +595,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         ) from None
     out_before = before.as_dict()
     out_before["gpu"] = gpu_name
+    out_before["nvlink_sharp"] = inputs.nvlink_sharp
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -603,6 +608,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         else:
             out_after = after.as_dict()
             out_after["gpu"] = gpu_name
+            out_after["nvlink_sharp"] = inputs.nvlink_sharp
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

@@ -25,7 +25,7 @@ from typing import Final
 
 from advisor.errors import UnknownGPUError
 
-__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_names"]
+__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names"]
 
 GIB: Final = 1 << 30
 """Bytes in one GiB (2³⁰); vLLM's logs print GiB."""
@@ -45,6 +45,8 @@ class GPUSpec:
             Fabric), bytes/s, or ``None`` (PCIe-only parts without a stated figure).
         source: the row's source URLs and, after `` | ``, how ``memory_bytes`` was obtained.
         key: the short lookup name (``h100-sxm``).
+        nvlink_sharp: the part sits behind an NVSwitch with NVLink SHARP (H100/H200 SXM, B200, GB200, B300),
+            so NCCL's NVLS algorithm, and its buffers, are used on more than two GPUs.
     """
 
     name: str
@@ -55,6 +57,7 @@ class GPUSpec:
     interconnect_bytes_per_second: float | None
     source: str
     key: str = ""
+    nvlink_sharp: bool = False
 
     @property
     def memory_gib(self) -> float:
@@ -90,6 +93,7 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             interconnect_bytes_per_second=_opt(row["interconnect_gbps_per_gpu"], 1e9),
             source=f"{row['source_urls']} | memory: {row['cuda_memory_notes']}",
             key=row["key"],
+            nvlink_sharp=row["nvlink_sharp"].startswith("yes"),
         )
         specs[spec.name] = spec
         for alias in [row["key"], row["name"], *row["aliases"].split(";")]:
@@ -122,3 +126,15 @@ def get_gpu(name: str) -> GPUSpec:
     if found is None:
         raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(gpu_keys())}")
     return specs[found]
+
+
+def gpu_for_memory(memory_bytes: int) -> GPUSpec | None:
+    """The one catalog GPU whose CUDA total is ``memory_bytes`` (to 0.01 GiB), or ``None`` when none or several
+    are (79.15 GiB is an A100 80GB or an H100, SXM or PCIe; 139.81 GiB only the H200 SXM).
+
+    Used when a deployment gives only the device memory, to learn what else the memory figure implies (the
+    interconnect); never to override what the caller stated.
+    """
+    specs, _ = _table()
+    found = [s for s in specs.values() if abs(s.memory_bytes - memory_bytes) <= 0.01 * GIB]
+    return found[0] if len(found) == 1 else None

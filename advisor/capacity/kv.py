@@ -29,30 +29,28 @@ Qwen3-235B-A22B-FP8, 8× L40S, EP, 0.10.2            237,344       230,016      
 Qwen2.5-0.5B fp16, T4, 0.6.6.post1 (V0)             928,944       932,096       +0.3 %
 llava-v1.6-mistral-7b fp16, 79.19 GiB, 0.10.2       451,744       450,352       −0.3 %
 Meta-Llama-3-8B, A100 40GB, 0.6.6 (V0)              91,056        158,080       +74 %
-DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       393,424       +34 %
+DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       303,632       +3.0 %
 ==================================================  ============  ============  ======
 
-The two V0 misses are different kinds of error, each traced in the engine's own breakdown
-(``determine_num_available_blocks`` in ``vllm/worker/worker.py``, 0.6.6 lines 177-248 / 0.7.3 lines 205-271:
-``available = total × util − (weights + torch peak increase + non-torch increase)``, the weights measured at
-load and *outside* the peak; ``profile_run`` in ``vllm/worker/model_runner.py``, 0.6.6 lines 1231-1333:
-``max_num_seqs`` prompts sharing ``max_num_batched_tokens``, then the sampler over one logits row each):
+Each term is traced in the engine's own breakdown (``determine_num_available_blocks`` in
+``vllm/worker/worker.py``, 0.6.6 lines 177-248 / 0.7.3 lines 205-271: ``available = total × util − (weights +
+torch peak increase + non-torch increase)``, the weights measured at load and *outside* the peak;
+``profile_run`` in ``vllm/worker/model_runner.py``, 0.6.6 lines 1231-1333: ``max_num_seqs`` prompts sharing
+``max_num_batched_tokens``, then the sampler over one logits row each):
 
-* DeepSeek-R1, 0.7.3: the full log reads activation 6.37 GiB (ours 6.35: the fused-MoE forward at 32,000
-  tokens, above the 4.8 GiB sampler) but ``non_torch_memory takes 7.16GiB`` (ours 0.52). ``non_torch`` in
-  0.7.3 is device-used − torch-reserved since ``init_device`` (``vllm/utils.py`` ``memory_profiling``), so it
-  holds the NCCL communicators V0 creates at TP 8. vLLM 0.7.3 pins torch 2.5.1 (NCCL 2.21), whose NVLS
-  transport (``src/transport/nvls.cc``, NCCL 2.19-2.22) allocates, per communicator on a node of more than two
-  NVSwitch Hopper GPUs, 16 channels × 2 × (4 MiB buffer + 2 MiB alignment) × 8 heads = 1.5 GiB; two or three
-  communicators (pynccl, the TP group's ``gather`` of the logits, perhaps the world group) make 3-4.5 GiB,
-  beside ring and P2P buffers (an 8 × A100-40GB V0 log: 2.10 GiB without NVLS). Which communicators exist and
-  ``NCCL_NVLS_ENABLE`` are not inputs, so no term is fitted. With the logged 7.16 GiB substituted the blocks
-  are within 2.5 %.
-* Meta-Llama-3-8B, 0.6.6: non-torch matches (0.10 GiB) but the log's activation is 9.37 GiB against 1.19
-  here. The release's default accounting is pinned by the Qwen2.5-0.5B log above (0.6.6.post1, the same
-  ``worker.py:241`` lines): 1.44 GiB at 256 sequences, the sampler term, reproduced to 0.3 %; the same
-  architecture logs 1.26 GiB at these settings (vLLM PR #10511). 9.37 GiB is the sampler term at about 2,048
-  sequences (2,048 × 128,256 × 38.3 B; ``--max-num-seqs 2048`` gives 5,606 blocks, −1.5 %), an engine
+* DeepSeek-R1, 0.7.3: the log reads activation 6.37 GiB (ours 6.35: the fused-MoE forward at 32,000 tokens,
+  above the 4.8 GiB sampler) and ``non_torch_memory takes 7.16GiB`` (ours 7.05). ``non_torch`` in 0.7.3 is
+  device-used − torch-reserved since ``init_device`` (``vllm/utils.py`` ``memory_profiling``), so it holds the
+  two NCCL communicators V0 opens at TP 8 (pynccl, and torch.distributed's TP group that gathers the logits):
+  their ring and P2P buffers (2.00 GiB at TP 8, from an 8 × A100 log) and, on an NVSwitch Hopper node, their
+  NVLink SHARP buffers (4.95 GiB at TP 8, measured in vllm-project/vllm#9699; NCCL 2.19-2.22
+  ``src/transport/nvls.cc``): :func:`non_torch_bytes_per_gpu`. Neither figure came from this log. With
+  ``--gpu-memory-gib 139.81`` alone the plan knows the H200 (the only part with that CUDA total).
+* Meta-Llama-3-8B, 0.6.6 (the one miss): non-torch matches (0.10 GiB) but the log's activation is 9.37 GiB
+  against 1.19 here. The release's default accounting is pinned by the Qwen2.5-0.5B log above (0.6.6.post1,
+  the same ``worker.py:241`` lines): 1.44 GiB at 256 sequences, the sampler term, reproduced to 0.3 %; the
+  same architecture logs 1.26 GiB at these settings (vLLM PR #10511). 9.37 GiB is the sampler term at about
+  2,048 sequences (2,048 × 128,256 × 38.3 B; ``--max-num-seqs 2048`` gives 5,606 blocks, −1.5 %), an engine
   argument the quoted log does not show, so the case stays an expected failure rather than a fitted constant.
 
 With the engine's own KV memory (``kv_cache_memory_bytes``) all five match the engine's blocks to the rounding
@@ -89,12 +87,24 @@ __all__ = [
     "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
     "max_concurrency",
+    "non_torch_bytes_per_gpu",
     "overhead_bytes_per_gpu",
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
     "vllm_default_max_num_seqs",
     "weights_bytes_per_gpu",
 ]
+
+MIB: Final = 1 << 20
+
+NVLS_BYTES_PER_CHANNEL_HEAD: Final = int(4.95 * GIB / (2 * 24 * 8))
+"""NCCL NVLink SHARP memory per channel per head per communicator (bytes), NCCL 2.19–2.22 (torch ≤ 2.6).
+
+``src/transport/nvls.cc`` allocates ``nChannels × 2 × (NCCL_BUFFSIZE 4 MiB + 2 MiB)`` per head, 12 MiB per
+channel per head; vLLM's NCCL log on 8 × H200 prints ``nvlsTotalSize 2415919104`` (24 channels, 8 heads: 2.25
+GiB). Measured, switching NVLS off at TP 8 on 8 × H200 returns 17,595 → 227xx blocks of Llama-3.1-405B
+(1,032,192 B each), 4.91–5.00 GiB, for V0's two communicators (vllm-project/vllm#9699): 10 % above
+2 × 2.25 GiB. This constant carries the measured 4.95 GiB: 4.95 GiB ÷ (2 × 24 × 8) = 13.2 MiB."""
 
 FUSED_MOE_CHUNK_TOKENS: Final = 32768
 """Tokens per fused-MoE call (``VLLM_FUSED_MOE_CHUNK_SIZE``); the MoE intermediates never exceed this chunk."""
@@ -134,13 +144,22 @@ class OverheadModel:
     buffers) and ``mlp_factor = 3`` (gate-and-up output and the activated product) are structural.
     ``non_torch_bytes``: CUDA context, cuBLAS workspaces (0.10-0.13 GiB on one GPU in the logs above);
     ``tp_non_torch_bytes``: NCCL and custom all-reduce buffers when TP > 1 (0.55 − 0.13 = 0.42 GiB measured
-    at TP 2 on H100). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures graphs after sizing the cache.
+    at TP 2 on H100). ``tp_peer_non_torch_bytes``: each further GPU in the TP group (V0 only: its two NCCL
+    communicators grow with the peers they connect to; an 8 × A100-40GB V0 log, DeepSeek-Coder-V2-Lite on
+    vLLM 0.7.x, shows ``non_torch_memory takes 2.10GiB`` at TP 8 without NVLS, so (2.00 − 0.42) ÷ 6 = 0.263 GiB
+    per peer, ±30 %: PCIe nodes use fewer NCCL channels and less). ``nvls_*``: NVLink SHARP buffers on NVSwitch
+    nodes (:func:`non_torch_bytes_per_gpu`). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures graphs after sizing
+    the cache.
     """
 
     name: str
     logits_for_every_token: bool = False
     non_torch_bytes: int = int(0.13 * GIB)
     tp_non_torch_bytes: int = int(0.42 * GIB)
+    tp_peer_non_torch_bytes: int = 0
+    nvls_communicators: int = 0
+    nvls_channels: int = 24
+    nvls_bytes_per_channel: int = NVLS_BYTES_PER_CHANNEL_HEAD
     cuda_graph_bytes: int = 0
     mlp_factor: float = 3.0
     hidden_factor: float = 6.0
@@ -159,6 +178,8 @@ OVERHEAD_PROFILES: Final[dict[str, OverheadModel]] = {
     "vllm-v0": OverheadModel(
         name="vllm-v0",
         non_torch_bytes=int(0.10 * GIB),
+        tp_peer_non_torch_bytes=int((2.00 - 0.42) / 6 * GIB),
+        nvls_communicators=2,
         mla_entry_alignment_bytes=256,
         mla_absorbed_weights=True,
         description=(
@@ -238,6 +259,8 @@ class CapacityInputs:
         enforce_eager: no CUDA graphs [``--enforce-eager``] (graphs are outside the sized budget in ≤ 0.10).
         pipeline_parallel_size: pipeline stages [``--pipeline-parallel-size``]; each holds its share of layers.
         enable_expert_parallel: experts are split whole across the TP ranks [``--enable-expert-parallel``].
+        nvlink_sharp: the GPUs sit behind an NVSwitch with NVLink SHARP (:attr:`GPUSpec.nvlink_sharp`); with
+            TP > 2 NCCL then allocates NVLS buffers (see :func:`non_torch_bytes_per_gpu`).
     """
 
     model: ModelArch
@@ -257,6 +280,7 @@ class CapacityInputs:
     enforce_eager: bool = False
     pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    nvlink_sharp: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -585,9 +609,41 @@ def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
     """
     om = OVERHEAD_PROFILES[inputs.overhead_profile]
     forward, sampler = activation_peak_bytes(inputs)
-    non_torch = om.non_torch_bytes + (om.tp_non_torch_bytes if inputs.tensor_parallel_size > 1 else 0)
     graphs = 0 if inputs.enforce_eager else om.cuda_graph_bytes
-    return max(forward, sampler) + non_torch + graphs
+    return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + graphs
+
+
+def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Memory vLLM counts as ``non_torch`` on each GPU (bytes): the CUDA context and libraries, plus NCCL's
+    buffers when ``TP > 1``::
+
+        non_torch = non_torch_bytes
+                    + tp_non_torch_bytes + (TP − 2) × tp_peer_non_torch_bytes          (TP > 1)
+                    + nvls_communicators × nvls_channels × nvls_bytes_per_channel × TP  (TP > 2, NVLS)
+
+    The NVLS term is NCCL 2.19–2.22's NVLink SHARP allocation (``src/transport/nvls.cc`` ``ncclNvlsSetup``:
+    ``nChannels × 2 × (NCCL_BUFFSIZE 4 MiB + 2 MiB) × nHeads``, one head per GPU), made at communicator init on
+    nodes where ``inputs.nvlink_sharp`` holds and more than two GPUs share the communicator. vLLM's own NCCL
+    log on 8 × H200 prints ``nHeads 8 buffSize 4194304 memSize 2097152 nvlsPerRankSize 301989888
+    nvlsTotalSize 2415919104`` (24 channels, 2.25 GiB; vllm-project/vllm#9699), and the same issue measures
+    ~5 GiB of KV cache returned by ``NCCL_NVLS_ENABLE=0`` at TP 8, i.e. two communicators (V0's pynccl one and
+    torch.distributed's TP group, which gathers the logits). vLLM ≥ 0.9 ships NCCL ≥ 2.26, which sizes NVLS
+    by its 128 KiB chunk and allocates on first use: the V1 profile has no NVLS term.
+
+    The NVLS bytes per channel and head are the measured :data:`NVLS_BYTES_PER_CHANNEL_HEAD` (13.2 MiB; the
+    source's buffers alone are 12 MiB).
+
+    Example (vllm-v0, TP 8, H200): 0.10 + 0.42 + 6 × 0.263 + 2 × 24 × 13.2 MiB × 8 = 0.10 + 2.00 + 4.95
+    = 7.05 GiB (DeepSeek-R1 on vLLM 0.7.3 logged 7.16 GiB; neither figure was fitted to that log).
+    """
+    om = OVERHEAD_PROFILES[inputs.overhead_profile]
+    tp = inputs.tensor_parallel_size
+    total = om.non_torch_bytes
+    if tp > 1:
+        total += om.tp_non_torch_bytes + (tp - 2) * om.tp_peer_non_torch_bytes
+    if tp > 2 and inputs.nvlink_sharp:
+        total += om.nvls_communicators * om.nvls_channels * om.nvls_bytes_per_channel * tp
+    return total
 
 
 def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
@@ -662,7 +718,7 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         if weights >= requested:
             raise CapacityError(
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} "
-                f"({inputs.compute_dtype}, quantization={inputs.quantization}) but only "
+                f"({inputs.compute_dtype}, quantization {inputs.effective_quantization or 'none'}) but only "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB × {inputs.gpu_memory_utilization} = "
                 f"{requested / GIB:.2f} GiB may be used; raise tensor_parallel_size, quantize, or use a "
                 "larger GPU"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.capacity.kv import CapacityInputs, activation_peak_bytes, weights_bytes_per_gpu
+from advisor.capacity.hardware import get_gpu, gpu_for_memory
+from advisor.capacity.kv import CapacityInputs, activation_peak_bytes, non_torch_bytes_per_gpu
 from advisor.cli import main
 from advisor.config import resolve_model
 
@@ -91,12 +92,6 @@ CASES = [
         bytes_per_block=16 * 61 * 1280,  # 576-element bf16 latent (1152 B) aligned to 256 B = 1280 B, 61 layers
         engine_blocks=18_418,
         engine_concurrency=2.30,
-        known_gap=(
-            "non-torch memory the inputs do not determine: the log gives activation 6.37 GiB (ours 6.35) but "
-            "non_torch_memory 7.16 GiB (ours 0.52); NCCL 2.21 (torch 2.5.1, pinned by vLLM 0.7.3) allocates "
-            "1.5 GiB of NVLS buffers per communicator on an NVSwitch Hopper node, and how many communicators "
-            "V0 opens (2-3) and NCCL_NVLS_ENABLE are not inputs (docs/capacity.md)"
-        ),
     ),
     Case(
         name="Qwen2.5-0.5B fp16 on a T4, vLLM 0.6.6.post1 (V0)",
@@ -195,10 +190,8 @@ def test_v0_forward_peak_matches_the_deepseek_r1_log() -> None:
     assert forward / GIB == pytest.approx(6.37, rel=0.02)
 
 
-def test_deepseek_r1_with_the_logged_non_torch_memory_is_within_five_percent() -> None:
-    """The remaining DeepSeek-R1 error is the non-torch term alone: with the engine's 7.16 GiB in its place
-    (118.84 − weights − activation − 7.16) the blocks land within 5 % of the logged 18,418."""
-    inp = _inputs(
+def _deepseek_r1(**kw: object) -> CapacityInputs:
+    return _inputs(
         "deepseek-ai/DeepSeek-R1",
         139.81,
         tensor_parallel_size=8,
@@ -207,10 +200,48 @@ def test_deepseek_r1_with_the_logged_non_torch_memory_is_within_five_percent() -
         max_num_seqs=1024,
         max_num_batched_tokens=32000,
         overhead_profile="vllm-v0",
+        **kw,
     )
-    pool = 139.81 * 0.85 * GIB - weights_bytes_per_gpu(inp) - max(activation_peak_bytes(inp)) - 7.16 * GIB
-    blocks = int(pool // (16 * 61 * 1280))
-    assert blocks == pytest.approx(18_418, rel=0.05)
+
+
+def test_v0_non_torch_memory_on_an_nvswitch_hopper_node_matches_the_deepseek_r1_log() -> None:
+    """vLLM 0.7.3 logged "non_torch_memory takes 7.16GiB" for DeepSeek-R1 at TP 8 on 8 × H200: NCCL's ring and
+    P2P buffers (calibrated on an 8 × A100 V0 log, 2.10 GiB) plus NVLink SHARP buffers (calibrated on
+    vllm-project/vllm#9699, 4.9-5.0 GiB at TP 8 on H200). Neither calibration used this log."""
+    assert non_torch_bytes_per_gpu(_deepseek_r1(nvlink_sharp=True)) / GIB == pytest.approx(7.16, rel=0.05)
+
+
+def test_v0_non_torch_memory_without_nvls_matches_the_8_a100_log() -> None:
+    """The calibration point itself (DeepSeek-Coder-V2-Lite, 8 × A100-SXM4-40GB, vLLM 0.7.x V0:
+    "non_torch_memory takes 2.10GiB"): Ampere has no NVLink SHARP, so no NVLS term."""
+    assert non_torch_bytes_per_gpu(_deepseek_r1(nvlink_sharp=False)) / GIB == pytest.approx(2.10, abs=0.01)
+
+
+def test_nvls_needs_more_than_two_gpus_and_is_absent_from_the_v1_profile() -> None:
+    tp2 = _inputs("meta-llama/Llama-3.1-70B-Instruct", 139.81, tensor_parallel_size=2, overhead_profile="vllm-v0")
+    tp2_nvls = _inputs(
+        "meta-llama/Llama-3.1-70B-Instruct",
+        139.81,
+        tensor_parallel_size=2,
+        overhead_profile="vllm-v0",
+        nvlink_sharp=True,
+    )
+    assert non_torch_bytes_per_gpu(tp2_nvls) == non_torch_bytes_per_gpu(tp2)  # NCCL: gpuCount <= 2 → no NVLS
+    v1 = _inputs("meta-llama/Llama-3.1-70B-Instruct", 139.81, tensor_parallel_size=8)
+    v1_nvls = _inputs("meta-llama/Llama-3.1-70B-Instruct", 139.81, tensor_parallel_size=8, nvlink_sharp=True)
+    assert non_torch_bytes_per_gpu(v1_nvls) == non_torch_bytes_per_gpu(v1)  # NCCL >= 2.26: lazy, chunk-sized
+
+
+def test_a_memory_figure_stands_for_a_gpu_only_when_it_is_unique(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu_for_memory(int(139.81 * GIB)) == get_gpu("h200")
+    assert gpu_for_memory(int(79.15 * GIB)) is None  # A100 80GB and H100, SXM and PCIe
+    assert gpu_for_memory(int(39.50 * GIB)) is None
+    # named, the A100's NVSwitch has no NVLink SHARP: the same memory and TP give more KV than on an H200
+    args = CASES[2].args
+    a100_like = _plan(capsys, [*args, "--gpu", "a100-80gb"])
+    h200 = _plan(capsys, args)
+    assert h200["nvlink_sharp"] is True and a100_like["nvlink_sharp"] is False
+    assert a100_like["kv_cache_blocks"] > h200["kv_cache_blocks"]
 
 
 def test_v0_default_activation_peak_of_meta_llama_3_8b_matches_pr_10511() -> None:
