@@ -23,11 +23,17 @@ def positive_float(upper: float) -> Callable[[str], float]:
 
 
 def duration_arg(text: str) -> float:
-    """Seconds ≥ 0, finite (0 means: until stopped)."""
+    """Seconds ≥ 0, finite (0 means: until stopped): a number, or a Prometheus duration (``90s``, ``5m``,
+    ``1h30m``) as the config file takes."""
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        from advisor.config import parse_duration
+
+        try:
+            return parse_duration(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds or a duration like 90s, 5m: {text!r}") from None
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 (run until stopped) or a positive number of seconds, got {text!r}")
     return v

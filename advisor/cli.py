@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -224,16 +225,28 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         "generation_tokens_per_second",
     ):
         v = s.get(key)
-        print(f"  {key:<30} {'unknown' if v is None else v}")
+        print(f"  {key:<30} {_show(v)}")
     for key in ("ttft_seconds", "tpot_seconds"):
         h = s.get(key)
         if h:
-            print(f"  {key:<30} count {h['count']:g}, p50 {h['p50']}, p90 {h['p90']}, p99 {h['p99']} ({h['source']})")
+            print(
+                f"  {key:<30} count {h['count']:g}, p50 {_show(h['p50'])}, p90 {_show(h['p90'])}, "
+                f"p99 {_show(h['p99'])} ({h['source']})"
+            )
         else:
             print(f"  {key:<30} unknown")
     if out["missing"]:
         print("  missing: " + "; ".join(out["missing"]))
     return 0
+
+
+def _show(v: object) -> str:
+    """A value for a terminal: ``unknown`` for None, floats to at most four decimals (0.9902594676 → 0.9903)."""
+    if v is None:
+        return "unknown"
+    if isinstance(v, float):
+        return f"{v:.4f}".rstrip("0").rstrip(".") if math.isfinite(v) else str(v)
+    return str(v)
 
 
 # -- catalog ---------------------------------------------------------------------------------------

@@ -93,6 +93,14 @@ def run_demo(listen: str, duration: float, speed: float = 10.0) -> int:
                 flush=True,
             )
 
-        return run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)
+        code = run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)
+        if svc.result is not None:  # the daemon ran: say how it ended, so a clean finish reads as one
+            still_open = svc.lifecycle.open_recommendations()
+            print(
+                f"capacity-advisor demo: stopped; {len(still_open)} recommendation(s) were open "
+                f"({', '.join(sorted({r.deployment for r in still_open})) or 'none'})",
+                flush=True,
+            )
+        return code
     finally:
         fleet.stop()

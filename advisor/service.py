@@ -278,17 +278,30 @@ def prometheus_source(cfg: Config, base_dir: Path | None) -> PrometheusSource:
         raise ConfigError([(f"prometheus.{field_}", str(exc))]) from None
 
 
+_EFFECT_LABELS = {
+    "max_concurrency": "sequences at max-model-len",
+    "concurrency_ceiling": "sequences at the observed length",
+}
+"""Console wording for predicted-effect keys whose names alone are ambiguous (both are concurrency ceilings)."""
+
+
 def format_transition(t: Transition) -> str:
     """One readable line per transition: what, why, the numbers, the dial and the flag."""
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     if t.kind == "resolved":
         return (
-            f"[{when}] RESOLVED {r.deployment} {r.rule}: {r.dial} {r.current} → {r.suggested} no longer needed "
+            f"[{when}] RESOLVED {r.deployment} {r.rule}: {r.dial} {r.current} → {r.suggested} withdrawn "
             f"— {t.reason} (id {r.id})"
         )
+    if t.kind == "updated":
+        now = time.strftime("%H:%M:%S", time.localtime())
+        return (
+            f"[{now}] UPDATED {r.deployment} {r.rule}: {r.dial} now {r.current} → {r.suggested} ({t.reason}; "
+            f"still open, id {r.id})"
+        )
     effects = "; ".join(
-        f"{k.replace('_', ' ')} {_num(v.get('before'))} → {_num(v.get('after'))}"
+        f"{_EFFECT_LABELS.get(k, k.replace('_', ' '))} {_num(v.get('before'))} → {_num(v.get('after'))}"
         for k, v in list(r.predicted_effect.items())[:3]
     )
     option = f" — option {t.option} of {t.options}" if t.options > 1 else ""
@@ -605,6 +618,10 @@ class Service:
                 self._check_model_error(d.spec.name, snapshot.get("capacity_model_error_ratio"))
                 with self._step("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
+                for update in self.lifecycle.last_updates:  # shown, never notified: the alert is unchanged
+                    log.info("%s", format_transition(update))
+                    if self.on_transition is not None:
+                        self.on_transition(update)
                 statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == d.spec.name)
                 results.append(
                     DeploymentResult(

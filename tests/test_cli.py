@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -314,3 +315,29 @@ deployments:
     assert json.loads(r.stdout)["deployments"][0]["recommendations"]  # it had something to say
     assert not (tmp_path / "state.json").exists()
     assert not (tmp_path / "outbox").exists()
+
+
+def test_durations_on_the_command_line_take_the_config_forms() -> None:
+    from advisor.argtypes import duration_arg
+
+    assert (duration_arg("75"), duration_arg("1m"), duration_arg("1h30m"), duration_arg("0")) == (
+        75.0,
+        60.0,
+        5400.0,
+        0.0,
+    )
+    for bad in ("soon", "-1", "nan", "1e999"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration_arg(bad)
+
+
+def test_a_terminal_shows_four_decimals_at_most() -> None:
+    from advisor.cli import _show
+
+    assert [_show(v) for v in (0.9902594676295239, 0.05800000000000001, 123456.0, 7, None)] == [
+        "0.9903",
+        "0.058",
+        "123456",
+        "7",
+        "unknown",
+    ]

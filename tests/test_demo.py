@@ -45,7 +45,8 @@ def test_demo_opens_then_resolves_within_60_seconds() -> None:
         for line in proc.stdout:
             lines.append(line)
 
-    threading.Thread(target=pump, daemon=True).start()
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     start = time.monotonic()
     try:
         url = None
@@ -73,6 +74,9 @@ def test_demo_opens_then_resolves_within_60_seconds() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
     assert proc.returncode == 0
+    # a clean stop says so (a silent end reads like a crash)
+    assert any(line.startswith("capacity-advisor demo: stopped;") for line in lines), "".join(lines[-5:])

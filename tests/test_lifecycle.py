@@ -130,3 +130,69 @@ def test_an_open_recommendation_keeps_its_severity_but_refreshes_its_numbers() -
     lc.evaluate(evaluation(now=10))
     (rec,) = lc.open_recommendations()
     assert (rec.severity, rec.suggested, rec.opened_at) == ("critical", 3, 0)
+
+
+def test_a_changed_suggestion_is_reported_as_an_update_never_as_a_transition() -> None:
+    """An open recommendation whose suggested value moves (replicas 1 → 3, later 1 → 2) is shown as updated, so
+    the line that resolves it does not contradict the line that opened it; nothing is sent for an update."""
+    rule = ScriptedRule(fire=True, for_s=0, suggested=3)
+    lc = Lifecycle([rule])
+    (opened,) = lc.evaluate(evaluation(now=0))
+    assert lc.last_updates == []
+    rule.suggested = 2
+    assert lc.evaluate(evaluation(now=10)) == []  # no opened/resolved transition: notifiers see nothing
+    (update,) = lc.last_updates
+    assert (update.kind, update.recommendation.id, update.recommendation.suggested) == (
+        "updated",
+        opened.recommendation.id,
+        2,
+    )
+    assert update.reason == "was 1 → 3"
+    lc.evaluate(evaluation(now=20))  # unchanged: no update
+    assert lc.last_updates == []
+
+
+def test_console_lines_say_what_changed_and_label_the_two_ceilings() -> None:
+    from advisor.service import format_transition
+
+    effect = {
+        "max_concurrency": {"before": 23.26, "after": 54.92},
+        "concurrency_ceiling": {"before": 31.75, "after": 74.96},
+    }
+
+    @dataclass
+    class EffectRule(ScriptedRule):
+        def propose(self, ev: Evaluation) -> list[Proposal]:
+            return [
+                Proposal(
+                    self.id,
+                    "replicas",
+                    "increase",
+                    1,
+                    self.suggested,
+                    "--replicas",
+                    "critical",
+                    0.9,
+                    "s",
+                    "d",
+                    effect,
+                    {},
+                    score=1.0,
+                )
+            ]
+
+    rule = EffectRule(fire=True, for_s=0, suggested=3)
+    lc = Lifecycle([rule])
+    (opened,) = lc.evaluate(evaluation(now=0))
+    line = format_transition(opened)
+    assert "OPENED CRITICAL" in line and "replicas 1 → 3" in line
+    assert "sequences at max-model-len 23.26 → 54.92" in line
+    assert "sequences at the observed length 31.75 → 74.96" in line
+    rule.suggested = 2
+    lc.evaluate(evaluation(now=10))
+    (update,) = lc.last_updates
+    assert "UPDATED" in format_transition(update) and "now 1 → 2 (was 1 → 3" in format_transition(update)
+    rule.fire, rule.clear = False, True
+    (resolved,) = lc.evaluate(evaluation(now=20))
+    line = format_transition(resolved)
+    assert "RESOLVED" in line and "replicas 1 → 2 withdrawn" in line and "no longer needed" not in line

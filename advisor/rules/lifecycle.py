@@ -26,8 +26,10 @@ MAX_OPEN_PER_RULE = 3
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """``kind`` is ``opened`` or ``resolved``; ``reason`` is the rule's reading when it happened;
-    ``option``/``options`` place an opened recommendation among the alternatives opened with it."""
+    """``kind`` is ``opened``, ``resolved`` or ``updated`` (an open recommendation's ``current`` or
+    ``suggested`` value changed; identity, severity and alert state unchanged, so it is shown to the operator but
+    never sent as a notification); ``reason`` is the rule's reading when it happened (for ``updated``: the
+    values before); ``option``/``options`` place an opened recommendation among the alternatives opened with it."""
 
     kind: str
     recommendation: Recommendation
@@ -98,6 +100,8 @@ class Lifecycle:
         self._keys: dict[str, tuple[bool, float, float]] = {}  # recommendation id -> (sufficient, cost, score)
         self._state: dict[tuple[str, str], _RuleState] = {}
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
+        self.last_updates: list[Transition] = []
+        """``updated`` transitions of the last :meth:`evaluate` call (not in its return value: nothing is sent)."""
 
     def open_recommendations(self, deployment: str | None = None) -> list[Recommendation]:
         """Open recommendations, best-ranked first within each deployment."""
@@ -119,6 +123,7 @@ class Lifecycle:
     def evaluate(self, ev: Evaluation, ignore_for: bool = False) -> list[Transition]:
         """Run every rule against one deployment's evaluation; return what opened and resolved."""
         transitions: list[Transition] = []
+        self.last_updates = []
         dep = ev.ctx.name
         superseded_by: dict[str, str] = {}
         for rule in self.rules:
@@ -215,6 +220,9 @@ class Lifecycle:
             old = st.open.get(p.dial)
             if old is not None:
                 self._keys[old.id] = (p.sufficient, p.cost, p.score)
+                if (p.current, p.suggested) != (old.current, old.suggested):
+                    updated = replace(old, current=p.current, suggested=p.suggested)
+                    self.last_updates.append(Transition("updated", updated, f"was {old.current} → {old.suggested}"))
                 st.open[p.dial] = replace(
                     old,
                     current=p.current,
