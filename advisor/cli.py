@@ -62,9 +62,12 @@ def _err(msg: str) -> None:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate a config; print every problem with its path, or a one-line summary."""
     from advisor.config import load_config
+    from advisor.service import prometheus_source
 
     try:
         cfg = load_config(args.file)
+        if cfg.prometheus is not None:  # its secret and CA files, as the daemon will read them at start
+            prometheus_source(cfg, Path(args.file).resolve().parent, source=args.file).close()
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -57,6 +57,7 @@ from advisor.capacity.kv import (
 from advisor.capacity.models import ModelArch, get_preset
 from advisor.conventions import RULE_PLUGIN_GROUP
 from advisor.errors import CapacityError, ConfigError
+from advisor.files import read_text_capped
 from advisor.notify.config import ReceiverConfig
 
 
@@ -81,14 +82,21 @@ def check_http_url(url: str) -> str:
 
 TargetURL = Annotated[str, AfterValidator(check_http_url)]
 
-_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
+_DURATION_RE = re.compile(
+    r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?"
+    r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$"
+)
 
 
 MAX_DURATION_SECONDS = 365 * 86400.0
 
+MIN_SCRAPE_INTERVAL_SECONDS = 0.1
+"""Below this a cycle (scrape, evaluate, publish) would run back to back and burn a core for nothing."""
+
 
 def parse_duration(value: object) -> float:
-    """Parse ``15s``, ``5m``, ``1h30m``, ``250ms`` or a number of seconds into seconds (float).
+    """Parse ``15s``, ``5m``, ``1h30m``, ``250ms``, ``2d``, ``1w`` (Prometheus's units: y = 365 d, w = 7 d) or a
+    number of seconds into seconds (float).
 
     Raises:
         ValueError: for anything else, naming the accepted forms.
@@ -110,8 +118,8 @@ def parse_duration(value: object) -> float:
                 raise ValueError(
                     f"invalid duration {value!r}: use a number of seconds or a string like '15s', '5m', '1h30m'"
                 ) from None
-            h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
-            seconds = h * 3600 + mi * 60 + s + ms / 1000
+            y, w, d, h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
+            seconds = y * 365 * 86400 + w * 7 * 86400 + d * 86400 + h * 3600 + mi * 60 + s + ms / 1000
     else:
         raise ValueError("a duration must be a number of seconds or a string like '15s', '5m', '1h'")
     if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
@@ -392,23 +400,6 @@ class PrometheusConfig(_Strict):
     connect_timeout: Duration = 3.0
     read_timeout: Duration = 30.0
 
-    @model_validator(mode="after")
-    def _one_kind_of_auth(self) -> PrometheusConfig:
-        problems: list[tuple[str, str]] = []
-        if self.bearer_token_file is not None and (self.username is not None or self.password_file is not None):
-            problems.append(("prometheus.bearer_token_file", "give either bearer_token_file or username/password_file"))
-        elif (self.username is None) != (self.password_file is None):
-            missing = "password_file" if self.username is not None else "username"
-            problems.append((f"prometheus.{missing}", "basic auth needs both username and password_file"))
-        parts = urlsplit(self.url)
-        if parts.username is not None or parts.password is not None:
-            problems.append(("prometheus.url", "must not carry user-info; use username/password_file"))
-        if parts.query or parts.fragment:
-            problems.append(("prometheus.url", "must not have a query string or fragment"))
-        if problems:
-            raise ConfigError(problems)
-        return self
-
 
 class Config(_Strict):
     """The whole configuration file."""
@@ -444,6 +435,13 @@ class Config(_Strict):
                 problems.append(
                     (f"deployments[{i}].source", "source: prometheus needs the top-level prometheus: {url: …}")
                 )
+        if self.scrape_interval < MIN_SCRAPE_INTERVAL_SECONDS:
+            problems.append(
+                (
+                    "scrape_interval",
+                    f"must be at least {MIN_SCRAPE_INTERVAL_SECONDS * 1000:g}ms, got {self.scrape_interval:g}s",
+                )
+            )
         if self.evaluation_window < self.scrape_interval:
             problems.append(
                 (
@@ -470,12 +468,19 @@ _T = TypeVar("_T", ScrapeConfig, PrometheusConfig)
 def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[str, str]]) -> _T:
     """A request's deadline (``connect_timeout + read_timeout``) must fit in one scrape interval, as Prometheus
     requires ``scrape_timeout <= scrape_interval``: otherwise one slow target or query holds up every cycle.
-    Timeouts the file sets are checked (a problem naming the field); defaults shrink to fit (connect at most a
-    quarter of the interval, read the rest)."""
+    Timeouts the file sets are checked (a problem naming the field); one left unset takes what the other leaves;
+    with neither set, the defaults shrink to fit (connect at most a quarter of the interval, read the rest)."""
     total = section.connect_timeout + section.read_timeout
-    if total <= interval:
+    if total <= interval * (1 + 1e-9):
         return section
     explicit = {"connect_timeout", "read_timeout"} & section.model_fields_set
+    if len(explicit) == 1:  # the unset one takes what the set one leaves, if anything
+        (given,) = explicit
+        other = "read_timeout" if given == "connect_timeout" else "connect_timeout"
+        left = interval - getattr(section, given)
+        if left > 0:
+            default = getattr(section, other)
+            return section.model_copy(update={other: min(default, left)})
     if explicit:
         field_ = "read_timeout" if "read_timeout" in explicit else "connect_timeout"
         problems.append(
@@ -514,7 +519,24 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     second ``targets:`` or ``slo:`` would silently replace the first. Keys brought in by a ``<<`` merge may be
     overridden, as YAML intends."""
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """Build one node; a value PyYAML's constructors cannot build (an impossible date such as
+        ``2020-13-45``, ``!!bool maybe``, an int of 5,000 digits) is a YAML error at that node, not a crash."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:
+            kind = node.tag.rsplit(":", 1)[-1]
+            plain = isinstance(node, yaml.ScalarNode) and not node.style
+            hint = "; quote it to make it a string" if plain and kind in ("timestamp", "int", "float") else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"not a valid {kind} ({type(exc).__name__}){hint}", node.start_mark
+            ) from None
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):  # e.g. !!set on a sequence: the base reports it
+            return super().construct_mapping(node, deep=deep)
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -532,6 +554,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
+    """``(where, message)`` for a YAML error: ``line N, column M`` and PyYAML's one-line problem, never its
+    snippet of the offending line (which may hold a secret)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return where, f"not valid YAML: {problem}"
+
+
 def load_yaml(text: str) -> Any:
     """Parse YAML safely, refusing repeated keys.
 
@@ -540,24 +571,6 @@ def load_yaml(text: str) -> Any:
         RecursionError: absurdly deep nesting.
     """
     return yaml.load(text, Loader=_UniqueKeyLoader)
-
-
-MAX_FILE_BYTES = 16 * 1024 * 1024
-"""Config, model config.json and file_sd files larger than this are refused (a config is kilobytes)."""
-
-
-def read_text_capped(path: Path, limit: int = MAX_FILE_BYTES) -> str:
-    """Read a UTF-8 text file of at most ``limit`` bytes.
-
-    Raises:
-        OSError: unreadable, a directory, or larger than ``limit`` (``strerror`` says which).
-        UnicodeDecodeError: not UTF-8.
-    """
-    with path.open("rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(27, f"larger than {limit // (1024 * 1024)} MiB")
-    return data.decode("utf-8")
 
 
 def file_sd_targets(path: Path, metrics_path: str) -> list[str]:
@@ -803,10 +816,60 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         raise ConfigError(err.problems + semantic, source) from None
     if semantic:
         raise ConfigError(semantic, source)
-    problems = _capacity_problems(cfg, base_dir) + _file_problems(cfg, base_dir) + _plugin_problems(cfg)
+    problems = (
+        _capacity_problems(cfg, base_dir)
+        + _file_problems(cfg, base_dir)
+        + _prometheus_problems(cfg)
+        + _plugin_problems(cfg)
+    )
     if problems:
         raise ConfigError(problems, source)
     return cfg
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP field name (RFC 9110 token)."""
+
+
+def _prometheus_problems(cfg: Config) -> list[tuple[str, str]]:
+    """What the ``prometheus`` section's fields mean together: one kind of auth, a URL without user-info or
+    query, a CA only for https, headers HTTP can send."""
+    pc = cfg.prometheus
+    if pc is None:
+        return []
+    problems: list[tuple[str, str]] = []
+    if pc.bearer_token_file is not None and (pc.username is not None or pc.password_file is not None):
+        problems.append(("prometheus.bearer_token_file", "give either bearer_token_file or username/password_file"))
+    elif (pc.username is None) != (pc.password_file is None):
+        missing = "password_file" if pc.username is not None else "username"
+        problems.append((f"prometheus.{missing}", "basic auth needs both username and password_file"))
+    parts = urlsplit(pc.url)
+    if parts.username is not None or parts.password is not None:
+        problems.append(("prometheus.url", "must not carry user-info; use username/password_file"))
+    if parts.query or parts.fragment:
+        problems.append(("prometheus.url", "must not have a query string or fragment"))
+    if pc.ca_file is not None and parts.scheme != "https":
+        problems.append(("prometheus.ca_file", "a CA file is only used with an https:// url"))
+    if pc.username is not None and not _sendable(pc.username):
+        problems.append(("prometheus.username", "must be printable Latin-1 text on one line"))
+    for name, value in pc.headers.items():
+        where = f"prometheus.headers.{name!r}" if not _HEADER_NAME.match(name) else f"prometheus.headers.{name}"
+        if not _HEADER_NAME.match(name):
+            problems.append((where, "not a valid HTTP header name"))
+        elif name.lower() == "authorization" and (pc.bearer_token_file or pc.username):
+            problems.append((where, "conflicts with bearer_token_file / username: give one way to authenticate"))
+        elif not _sendable(value):
+            problems.append((where, "the value must be printable Latin-1 text on one line"))
+    return problems
+
+
+def _sendable(text: str) -> bool:
+    """True when ``text`` can go in an HTTP header as is: Latin-1, no control characters (CR, LF, NUL …)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return all(ch == "\t" or (" " <= ch <= "~") or ord(ch) >= 0xA0 for ch in text)
 
 
 def _plugin_problems(cfg: Config) -> list[tuple[str, str]]:
@@ -844,8 +907,5 @@ def load_config(path: str | Path) -> Config:
     except RecursionError:
         raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([(where, f"not valid YAML: {problem}")], str(p)) from None
+        raise ConfigError([yaml_problem(exc)], str(p)) from None
     return parse_config(data, source=str(p), base_dir=p.parent.resolve())

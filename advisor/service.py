@@ -36,7 +36,6 @@ from advisor.config import (
     check_runtime_paths,
     file_sd_targets,
     gpu_spec,
-    read_text_capped,
 )
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
@@ -44,6 +43,7 @@ from advisor.engines.base import EngineAdapter
 from advisor.errors import ConfigError, ParseError, StateError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
+from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
@@ -233,49 +233,60 @@ def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
     return urls
 
 
-def prometheus_source(cfg: Config, base_dir: Path | None) -> PrometheusSource:
-    """The configured Prometheus API client; secret files are read now (relative to ``base_dir``).
+def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config") -> PrometheusSource:
+    """The configured Prometheus API client; secret files are read now (relative to ``base_dir``, ``~``
+    expanded). ``source`` names the config file in errors.
 
     Raises:
-        ConfigError: a secret file cannot be read (the message names the field, never the secret).
+        ConfigError: a secret or CA file cannot be read, is empty, spans lines or holds what an HTTP header
+            cannot carry (the message names the field, never the secret).
     """
     p = cfg.prometheus
     assert p is not None
 
-    def secret(field: str, path: str | None) -> str | None:
-        if path is None:
-            return None
-        f = Path(path)
-        if base_dir is not None and not f.is_absolute():
-            f = base_dir / f
-        try:
-            return read_text_capped(f, 64 * 1024).strip()
-        except OSError as exc:
-            raise ConfigError([(f"prometheus.{field}", f"cannot read {str(f)!r}: {exc.strerror or exc}")]) from None
-        except UnicodeDecodeError:
-            raise ConfigError([(f"prometheus.{field}", f"{str(f)!r} is not UTF-8 text")]) from None
+    def path_of(name: str) -> Path:
+        f = Path(name).expanduser()
+        return base_dir / f if base_dir is not None and not f.is_absolute() else f
 
-    ca_file = None
-    if p.ca_file is not None:
-        ca = Path(p.ca_file)
-        ca_file = str(base_dir / ca if base_dir is not None and not ca.is_absolute() else ca)
+    def fail(field_: str, message: str) -> ConfigError:
+        return ConfigError([(f"prometheus.{field_}", message)], source)
+
+    def secret(field_: str, name: str | None) -> str | None:
+        if name is None:
+            return None
+        f = path_of(name)
+        try:
+            text = read_text_capped(f, 64 * 1024).strip()
+        except OSError as exc:
+            raise fail(field_, f"cannot read {str(f)!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise fail(field_, f"{str(f)!r} is not UTF-8 text") from None
+        if not text or "\n" in text or "\r" in text:
+            raise fail(field_, f"{str(f)!r} is empty or has more than one line")
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            raise fail(field_, f"{str(f)!r} holds characters an HTTP header cannot carry (not Latin-1)") from None
+        if any(ch < " " and ch != "\t" for ch in text):
+            raise fail(field_, f"{str(f)!r} holds control characters")
+        return text
+
+    ca_file = None if p.ca_file is None else str(path_of(p.ca_file))
     token = secret("bearer_token_file", p.bearer_token_file)
-    if token is not None and (not token or "\n" in token or "\r" in token):
-        raise ConfigError([("prometheus.bearer_token_file", "the token file is empty or has more than one line")])
+    password = secret("password_file", p.password_file)
     try:
         return PrometheusSource(
             p.url,
             bearer_token=token,
             username=p.username,
-            password=secret("password_file", p.password_file),
+            password=password,
             ca_file=ca_file,
             headers=p.headers,
             connect_timeout=p.connect_timeout,
             read_timeout=p.read_timeout,
         )
     except ValueError as exc:  # what the config model cannot see (e.g. a CA file that is not there)
-        field_ = "ca_file" if str(exc).startswith("ca_file") else "url"
-        raise ConfigError([(f"prometheus.{field_}", str(exc))]) from None
+        raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
 
 
 _EFFECT_LABELS = {
@@ -352,6 +363,7 @@ class Service:
         self.ignore_for = ignore_for
         self.on_transition = on_transition
         self.shard = shard
+        metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
         self._model_error_warned: set[str] = set()
         self._round_started: float | None = None
@@ -422,9 +434,26 @@ class Service:
             if restored:
                 log.info("restored %d open recommendation(s) from %s", len(restored), state_file)
         self.prom = prom
-        n_jobs = sum(len(d.targets) if d.spec.source == "scrape" else 1 for d in deployments)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, n_jobs)), thread_name_prefix="scrape")
+        old_pool = getattr(self, "_pool", None)
+        self._pool_size = 0
+        self._ensure_pool()
+        if old_pool is not None:
+            old_pool.shutdown(wait=False)
         self._sd_mtimes = sd_mtimes(cfg, base_dir)
+
+    def _ensure_pool(self) -> None:
+        """One worker per scrape target and per ``source: prometheus`` deployment (at most 32), so that one
+        slow target delays a cycle by its own timeout, not by a queue of them; grown when file_sd adds
+        targets."""
+        jobs = sum(len(d.targets) if d.spec.source == "scrape" else 1 for d in self.deployments)
+        want = max(1, min(32, jobs))
+        if want <= self._pool_size:
+            return
+        old = getattr(self, "_pool", None) if self._pool_size else None
+        self._pool = ThreadPoolExecutor(max_workers=want, thread_name_prefix="scrape")
+        self._pool_size = want
+        if old is not None:
+            old.shutdown(wait=False)
 
     def reload(self, path: Path) -> tuple[bool, str]:
         """Re-read the config file, as Prometheus does on SIGHUP: on success the new config takes effect
@@ -441,6 +470,10 @@ class Service:
             self.metrics.config_reload_success.set(0)
             log.error("config reload failed; keeping the running config: %s", exc)
             return False, str(exc)
+        except Exception as exc:  # a bug must not take the running daemon down with it
+            self.metrics.config_reload_success.set(0)
+            log.exception("config reload failed unexpectedly; keeping the running config")
+            return False, f"reload failed: {type(exc).__name__}"
         self.metrics.config_reload_success.set(1)
         self.metrics.config_reload_timestamp.set(self.clock())
         log.info("config reloaded from %s: %d deployment(s)", path, len(self.deployments))
@@ -460,6 +493,9 @@ class Service:
             except ConfigError as exc:
                 log.error("deployment=%s: file_sd unusable, keeping the current targets: %s", d.spec.name, exc)
                 continue
+            except Exception:  # one deployment's discovery must never stop the others' cycle
+                log.exception("deployment=%s: file_sd unusable, keeping the current targets", d.spec.name)
+                continue
             by_url = {t.url: t for t in d.targets}
             d.targets = [by_url.get(u) or _Target(u) for u in urls]
             d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(d.targets)))
@@ -467,6 +503,7 @@ class Service:
                 for reason in c.SCRAPE_ERROR_REASONS:
                     self.scrape_errors.setdefault((d.spec.name, t.url, reason), 0)
             log.info("deployment=%s: file_sd now lists %d target(s)", d.spec.name, len(d.targets))
+        self._ensure_pool()
 
     # -- steps -------------------------------------------------------------------------------------
     @contextmanager
@@ -507,10 +544,11 @@ class Service:
                     record(t.history, TimedSnapshot(t.url, ts, snap), self.cfg.evaluation_window)
                     t.up, t.error_reason, t.error_message = True, None, None
                     continue
-            changed = t.up or t.error_reason != reason or not t.history
+            changed = t.up or t.error_reason != reason
             t.up, t.error_reason, t.error_message = False, reason, message
             key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
-            self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
+            with self._errors_lock:  # Prometheus queries run beside this loop
+                self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
             # a target that stays down is logged once (and again when the reason changes), not every scrape
             (log.warning if changed else log.debug)(
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
@@ -678,15 +716,17 @@ class Service:
         with self._lock:
             self._round_started = self.clock()
             self._refresh_file_sd()
+            # every scrape and every Prometheus query at once, one worker each: a slow target or selector
+            # delays the cycle by its own latency, not by the sum over them
+            prom = [d for d in self.deployments if d.spec.source == "prometheus"]
+            queries = [self._pool.submit(self._query_prometheus_safely, d) for d in prom]
             with self._step("scrape"):
                 scraped = self._scrape_all()
             with self._step("normalize"):
                 self._normalize(scraped)
             with self._step("prometheus"):
-                # one deployment per worker: a slow answer for one selector delays the cycle by its own
-                # latency, not by the sum over deployments
-                prom = [d for d in self.deployments if d.spec.source == "prometheus"]
-                list(self._pool.map(self._query_prometheus_safely, prom))
+                for q in queries:
+                    q.result()
 
     def _query_prometheus_safely(self, d: _Deployment) -> None:
         try:

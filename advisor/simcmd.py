@@ -171,6 +171,7 @@ def _parse_dial(text: str, many: bool) -> tuple[str, list[object]]:
 
 
 def _traffic(args: argparse.Namespace, rate: float) -> Any:
+    from advisor.files import read_text_capped
     from advisor.sim.traffic import (
         DailyCurve,
         GammaGaps,
@@ -183,12 +184,12 @@ def _traffic(args: argparse.Namespace, rate: float) -> Any:
     )
 
     if args.trace:
-        trace = parse_trace_csv(Path(args.trace).read_text(encoding="utf-8"))
+        trace = parse_trace_csv(read_text_capped(Path(args.trace), 256 * 1024 * 1024))
         profile = TrafficProfile(trace=trace)
         return profile.with_rate(args.arrival_rate) if args.arrival_rate else profile
     lengths: Any
     if args.lengths_csv:
-        lengths = parse_lengths_csv(Path(args.lengths_csv).read_text(encoding="utf-8"))
+        lengths = parse_lengths_csv(read_text_capped(Path(args.lengths_csv), 256 * 1024 * 1024))
     else:
         lengths = LognormalLengths(args.prompt_tokens, args.prompt_cv, args.output_tokens, args.output_cv)
     process: Any

@@ -25,6 +25,7 @@ from typing import Any
 
 from advisor.domain import Recommendation
 from advisor.errors import StateError
+from advisor.files import read_text_capped
 
 STATE_VERSION = 1
 
@@ -65,7 +66,7 @@ def _read_document(p: Path) -> dict[str, Any] | None:
     if not p.exists():
         return None
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(read_text_capped(p))
     except OSError as exc:
         raise StateError(f"cannot read state file {str(p)!r}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

@@ -34,8 +34,9 @@ from typing import Any
 
 import yaml
 
-from advisor.config import load_yaml, read_text_capped
+from advisor.config import load_yaml, yaml_problem
 from advisor.errors import ConfigError
+from advisor.files import read_text_capped
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,11 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise ConfigError([("web.config.file", f"cannot read {str(p)!r}: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError:
         raise ConfigError([("web.config.file", f"{str(p)!r} is not UTF-8 text")]) from None
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError([("web.config.file", f"{str(p)!r} is not YAML: {exc}")]) from None
+    except RecursionError:
+        raise ConfigError([("web.config.file", f"{str(p)!r} is not YAML: nested too deeply")]) from None
+    except yaml.YAMLError as exc:
+        where, problem = yaml_problem(exc)
+        raise ConfigError([("web.config.file", f"{str(p)!r} {where}: {problem}")]) from None
     if data is None:
         return WebConfig()
     if not isinstance(data, dict):

@@ -105,7 +105,7 @@ def test_settings_for_a_plugin_that_is_not_installed_are_an_error() -> None:
 
 def test_explicit_timeouts_longer_than_the_interval_are_an_error() -> None:
     data = copy.deepcopy(GOOD)
-    data.update(scrape_interval="10s", scrape={"read_timeout": "9s"})  # 3 s connect (default) + 9 s > 10 s
+    data.update(scrape_interval="10s", scrape={"connect_timeout": "3s", "read_timeout": "9s"})  # 12 s > 10 s
     with pytest.raises(ConfigError) as exc:
         parse_config(data)
     problems = _problems(exc)
@@ -220,7 +220,7 @@ def test_prometheus_auth_mistakes_name_their_field(prometheus: dict[str, str], f
 def _prom_service(tmp_path: Path, extra: str) -> Service:
     f = tmp_path / "advisor.yaml"
     f.write_text(
-        f"prometheus: {{url: 'http://127.0.0.1:9', {extra}}}\n"
+        f"prometheus: {{url: 'https://127.0.0.1:9', {extra}}}\n"
         + DEPLOYMENT.replace('    targets: ["http://127.0.0.1:8000/metrics"]\n', "    source: prometheus\n").replace(
             "    engine: vllm\n", "    engine: vllm\n    selector: '{job=\"vllm\"}'\n"
         )
@@ -251,4 +251,148 @@ def test_secret_and_ca_files_are_read_relative_to_the_config_and_named_when_bad(
     (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     (tmp_path / "token").write_text("s3cret\n")
     svc = _prom_service(tmp_path, "ca_file: ca.pem, bearer_token_file: token")
+    svc.close(timeout=1)
+
+
+def test_a_timeout_left_unset_takes_what_the_set_one_leaves() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(scrape_interval="10s", scrape={"read_timeout": "9s"}, prometheus={"url": "http://127.0.0.1:9090"})
+    data["prometheus"]["connect_timeout"] = "1s"
+    cfg = parse_config(data)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (1.0, 9.0)  # connect 3 s → the 1 s left
+    assert cfg.prometheus is not None
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (1.0, 9.0)  # read 30 s → the 9 s left
+
+
+def test_timeouts_that_exactly_fill_the_interval_are_accepted_despite_float_sums() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(
+        scrape_interval="300ms", evaluation_window="1m", scrape={"connect_timeout": "100ms", "read_timeout": "200ms"}
+    )
+    cfg = parse_config(data)  # 0.1 + 0.2 = 0.30000000000000004
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (0.1, 0.2)
+
+
+def test_an_absurdly_short_interval_is_refused() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(scrape_interval="1ms", evaluation_window="1m")
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert list(_problems(exc)) == ["scrape_interval"]
+    assert "at least 100ms" in _problems(exc)["scrape_interval"]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1d", 86400.0), ("1w", 604800.0), ("1y", 365 * 86400.0), ("1d12h", 129600.0)]
+)
+def test_durations_take_prometheus_day_week_and_year_units(text: str, seconds: float) -> None:
+    from advisor.config import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+# --- values YAML itself cannot build, and files that are not files ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["!!timestamp x", "!!int", '!!float ""', "!!bool maybe", "!!set [a]", "2020-13-45", "1" * 5000]
+)
+def test_a_value_yaml_cannot_build_is_a_config_error_at_its_line(tmp_path: Path, value: str) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(DEPLOYMENT + f"state_file: {value}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(f)
+    (where, message), *_ = exc.value.problems
+    assert where == "line 9, column 13"
+    assert message.startswith("not valid YAML")
+
+
+def test_a_fifo_is_refused_at_once_not_read_forever(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    fifo = tmp_path / "advisor.yaml"
+    os.mkfifo(fifo)
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "check-config", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO_ROOT,
+    )
+    assert r.returncode == 2
+    assert "not a regular file" in r.stderr
+
+    token = tmp_path / "token"
+    os.mkfifo(token)
+    cfg = tmp_path / "real.yaml"
+    cfg.write_text(
+        "prometheus: {url: 'http://127.0.0.1:9', bearer_token_file: token}\n"
+        + DEPLOYMENT.replace('    targets: ["http://127.0.0.1:8000/metrics"]\n', "    source: prometheus\n").replace(
+            "    engine: vllm\n", "    engine: vllm\n    selector: '{job=\"vllm\"}'\n"
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO_ROOT,
+    )
+    assert r.returncode == 2, r.stdout
+    assert "prometheus.bearer_token_file" in r.stderr and "not a regular file" in r.stderr
+    assert str(cfg) in r.stderr  # the file the problem is in, not "config"
+
+
+def test_the_web_config_names_the_line_without_quoting_it(tmp_path: Path) -> None:
+    f = tmp_path / "web.yml"
+    f.write_text("basic_auth_users:\n  admin: $2y$10$FIRSTSECRETabcdefghijk\n  admin: $2y$10$OTHERSECRETabcdefghijk\n")
+    with pytest.raises(ConfigError) as exc:
+        load_web_config(f)
+    assert "line 3, column 3" in str(exc.value) and "duplicate key 'admin'" in str(exc.value)
+    assert "SECRET" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("prometheus", "field"),
+    [
+        ({"url": "http://127.0.0.1:9090", "ca_file": "ca.pem"}, "prometheus.ca_file"),
+        ({"headers": {"Authorization": "Bearer x"}, "bearer_token_file": "t"}, "prometheus.headers.Authorization"),
+        ({"headers": {"X-Scope-OrgID": "a\nb"}}, "prometheus.headers.X-Scope-OrgID"),
+        ({"headers": {"X-Scope-OrgID": "tenant-ö"}}, None),  # Latin-1 is sendable
+        ({"headers": {"X-Scope-OrgID": "tenant-\u2028"}}, "prometheus.headers.X-Scope-OrgID"),
+        ({"headers": {"Bad Name:": "x"}}, "prometheus.headers.'Bad Name:'"),
+    ],
+)
+def test_prometheus_headers_and_ca_are_checked_in_the_config(prometheus: dict[str, Any], field: str | None) -> None:
+    data = copy.deepcopy(GOOD)
+    data["prometheus"] = {"url": "https://127.0.0.1:9090", **prometheus}
+    if field is None:
+        parse_config(data)
+        return
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert list(_problems(exc)) == [field]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"), [(b"", "empty"), (b"one\ntwo\n", "more than one line"), ("pässwörd€".encode(), "Latin-1")]
+)
+def test_a_password_file_must_hold_one_sendable_line(tmp_path: Path, content: bytes, why: str) -> None:
+    (tmp_path / "pw").write_bytes(content)
+    with pytest.raises(ConfigError) as exc:
+        _prom_service(tmp_path, "username: u, password_file: pw")
+    assert list(_problems(exc)) == ["prometheus.password_file"]
+    assert why in _problems(exc)["prometheus.password_file"]
+
+
+def test_a_secret_path_may_start_with_a_tilde(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "tok").write_text("s3cret\n")
+    sub = tmp_path / "etc"
+    sub.mkdir()
+    svc = _prom_service(sub, "bearer_token_file: ~/tok")
     svc.close(timeout=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from advisor.config import parse_config
 from advisor.exporter import make_registry
@@ -310,3 +312,87 @@ def test_a_hostile_prometheus_answer_fails_only_its_own_deployment(
     assert direct["state"] == "fresh" and direct["snapshot"]["requests_running"] == 10
     assert via["state"] == "unavailable"
     assert via["targets"][0]["error_reason"] == "parse_error"
+
+
+def test_a_reload_with_a_value_yaml_cannot_build_keeps_the_running_config(
+    engine: StandInServer, tmp_path: Path
+) -> None:
+    """`state_file: 2020-13-45` (an impossible date) or `!!bool maybe` used to end the daemon on SIGHUP."""
+    cfg_path = tmp_path / "advisor.yaml"
+    good = "scrape_interval: 1s\nevaluation_window: 5s\ndeployments:" + DEP.format(name="a", url=engine.url())
+    cfg_path.write_text(good)
+    registry, collector, metrics = make_registry()
+    svc = Service(parse_config(yaml.safe_load(good)), collector, metrics, base_dir=tmp_path)
+    try:
+        for bad in ("state_file: 2020-13-45\n", "state_file: !!bool maybe\n", "outbox_dir: !!set [a]\n"):
+            cfg_path.write_text(good + bad)
+            ok, message = svc.reload(cfg_path)
+            assert not ok and "line 10" in message, message  # after 3 + the 6 lines of DEP
+            assert registry.get_sample_value("advisor_config_last_reload_successful") == 0.0
+            assert [d.spec.name for d in svc.deployments] == ["a"]
+        cfg_path.write_text(good)
+        assert svc.reload(cfg_path)[0]
+        assert registry.get_sample_value("advisor_config_last_reload_successful") == 1.0
+    finally:
+        svc.close()
+
+
+def test_one_broken_file_sd_never_costs_another_deployment_its_cycle(engine: StandInServer, tmp_path: Path) -> None:
+    hostport = engine.url().removeprefix("http://").removesuffix("/metrics")
+    sd = tmp_path / "targets.yaml"
+    sd.write_text(f"- targets: ['{hostport}']\n")
+    fleet = {
+        "name": "fleet",
+        "file_sd": [str(sd)],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    other = dict(fleet, name="other", targets=[engine.url()])
+    del other["file_sd"]
+    _, collector, metrics = make_registry()
+    svc = Service(
+        parse_config({"scrape_interval": "1s", "evaluation_window": "5s", "deployments": [fleet, other]}),
+        collector,
+        metrics,
+    )
+    try:
+        svc.run_once()
+        time.sleep(0.05)
+        sd.write_text("- targets: !!timestamp x\n")
+        result = svc.run_once()
+        assert {d.name: d.targets[0].up for d in result.deployments} == {"fleet": True, "other": True}
+        # growing discovery grows the worker pool: three more targets, one worker each
+        time.sleep(0.05)
+        sd.write_text(f"- targets: ['{hostport}', '127.0.0.1:1', '127.0.0.1:2', '127.0.0.1:3']\n")
+        svc.run_once()
+        assert svc._pool_size == 5  # 4 file_sd targets + 1 static
+    finally:
+        svc.close()
+
+
+def test_a_target_that_never_came_up_is_logged_once_not_every_cycle(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = "http://127.0.0.1:9/metrics"
+    _, collector, metrics = make_registry()
+    svc = Service(
+        parse_config(
+            {
+                "scrape_interval": "1s",
+                "evaluation_window": "5s",
+                "deployments": [yaml.safe_load(DEP.format(name="a", url=dead))[0]],
+            }
+        ),
+        collector,
+        metrics,
+    )
+    try:
+        with caplog.at_level(logging.DEBUG, logger="advisor.service"):
+            for _ in range(3):
+                svc.run_once()
+    finally:
+        svc.close()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "scrape failed" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]

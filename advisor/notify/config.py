@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationInfo, model_validator
 from pydantic import field_validator as _field_validator
 
+from advisor.files import read_text_capped
+
 if TYPE_CHECKING:
     from advisor.notify.notifier import MetricsCallback, Notifier
 
@@ -71,7 +73,7 @@ def read_secret(
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            text = path.read_text(encoding="utf-8").strip()
+            text = read_text_capped(path, 64 * 1024).strip()
         except OSError as exc:
             raise ValueError(f"{what}_file: cannot read {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
         except UnicodeDecodeError:

@@ -57,6 +57,7 @@ import requests
 
 from advisor.domain import Recommendation
 from advisor.errors import StateError
+from advisor.files import read_text_capped
 from advisor.notify.receivers import Notification, Receiver, Request
 from advisor.redact import install_urllib3_redaction
 
@@ -126,7 +127,7 @@ class Outbox:
 
     def _load(self, p: Path) -> None:
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(read_text_capped(p))
         except OSError as exc:
             raise StateError(f"cannot read outbox {str(p)!r}: {exc.strerror}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
