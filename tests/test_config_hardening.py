@@ -21,7 +21,7 @@ from advisor.exporter import make_registry
 from advisor.service import Service
 from advisor.web_config import load_web_config
 from tests.conftest import reply
-from tests.test_config import GOOD
+from tests.test_config import GOOD, _cli
 
 DEPLOYMENT = """\
 deployments:
@@ -309,20 +309,10 @@ def test_a_value_yaml_cannot_build_is_a_config_error_at_its_line(tmp_path: Path,
 
 def test_a_fifo_is_refused_at_once_not_read_forever(tmp_path: Path) -> None:
     import os
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
 
     fifo = tmp_path / "advisor.yaml"
     os.mkfifo(fifo)
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "check-config", str(fifo)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO_ROOT,
-    )
+    r = _cli("check-config", str(fifo))
     assert r.returncode == 2
     assert "not a regular file" in r.stderr
 
@@ -335,13 +325,7 @@ def test_a_fifo_is_refused_at_once_not_read_forever(tmp_path: Path) -> None:
             "    engine: vllm\n", "    engine: vllm\n    selector: '{job=\"vllm\"}'\n"
         )
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "check-config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO_ROOT,
-    )
+    r = _cli("check-config", str(cfg))
     assert r.returncode == 2, r.stdout
     assert "prometheus.bearer_token_file" in r.stderr and "not a regular file" in r.stderr
     assert str(cfg) in r.stderr  # the file the problem is in, not "config"
