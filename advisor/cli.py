@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from advisor import __version__
 from advisor.argtypes import duration_arg, positive_float, shard_arg
@@ -77,7 +78,29 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{len(cfg.receivers)} receiver(s), scrape every {cfg.scrape_interval:g}s, "
         f"window {cfg.evaluation_window:g}s"
     )
+    for line in _gpu_notes(cfg):
+        print(line)
     return 0
+
+
+def _gpu_notes(cfg: Any) -> list[str]:
+    """One note per deployment whose ``gpu:`` is an alias that stands for one of several parts (``H100`` is
+    the SXM; the PCIe and NVL cards have other memory), so a wrong guess is visible before it skews the
+    capacity pass."""
+    from advisor.capacity.hardware import get_gpu, gpu_keys
+
+    notes = []
+    for i, d in enumerate(cfg.deployments):
+        if d.gpu is None or d.gpu_memory_gib is not None:
+            continue
+        spec = get_gpu(d.gpu)
+        if d.gpu.strip().lower() in (spec.key, spec.name.lower()):
+            continue
+        stem = d.gpu.strip().lower().replace("_", "-").split("-")[0]
+        siblings = [k for k in gpu_keys() if k.startswith(stem) and k != spec.key]
+        others = f"; others: {', '.join(siblings)} (set gpu: to one of them)" if siblings else ""
+        notes.append(f"  note: deployments[{i}].gpu {d.gpu!r} is the {spec.name} ({spec.memory_gib:.2f} GiB){others}")
+    return notes
 
 
 # -- once ------------------------------------------------------------------------------------------
@@ -215,6 +238,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     t = out["targets"][0]
     if not t["up"]:
         print(f"  scrape failed: {t['error_reason']} — {t['error']}")
+        path = urlsplit(args.url).path
+        if "HTTP 404" in (t["error"] or "") and not path.rstrip("/").endswith("metrics"):
+            print(f"  hint: engines serve /metrics; try {args.url.rstrip('/')}/metrics")
     s = out["snapshot"]
     for key in (
         "model",

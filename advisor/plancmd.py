@@ -8,6 +8,7 @@ import importlib
 import json
 import math
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -344,7 +345,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not result.feasible:
         print("no feasible configuration")
     else:
+        mixed = args.cloud is None
         header = (
+            *(("cloud",) if mixed else ()),
             "instance",
             "n",
             "TP",
@@ -363,6 +366,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             p = c.prediction
             rows.append(
                 (
+                    *((c.instance.cloud,) if mixed else ()),
                     c.instance.name,
                     str(c.instances),
                     str(c.config.tensor_parallel_size),
@@ -380,8 +384,18 @@ def _cmd_search(args: argparse.Namespace) -> int:
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         for r in rows:
             print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-        first = result.feasible[0].instance
-        print(f"prices: on-demand USD/h, {first.cloud} {first.price_region}, as of {first.price_as_of}")
+        lens = sorted({c.config.max_model_len for c in result.feasible})
+        legend = (
+            "n: instances; TP: GPUs per replica; repl: replicas; seqs: --max-num-seqs; weights: the checkpoint's "
+            "own precision or a quantized one (needs that checkpoint); $/Mtok: USD per million output tokens of "
+            "requests that meet the SLO; every row runs --max-model-len " + ", ".join(f"{n:,}" for n in lens)
+        )
+        print(textwrap.fill(legend, width=110))
+        sources = {(c.instance.cloud, c.instance.price_region, c.instance.price_as_of) for c in result.feasible}
+        print(
+            "prices: on-demand USD/h, "
+            + "; ".join(f"{cloud} {region} as of {when}" for cloud, region, when in sorted(sources))
+        )
     if result.rejected:
         print("best rejected:")
         for rej in result.rejected:

@@ -391,7 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
         svc = self.server.service
         acks = self.server.acks
         now = time.time()
-        page = render_status_page(svc.result, self.server.resolved(), lambda rid: acks.get(rid, now))
+        refresh = round(min(30.0, max(5.0, svc.cfg.scrape_interval)))
+        page = render_status_page(svc.result, self.server.resolved(), lambda rid: acks.get(rid, now), refresh)
         self._send(
             200,
             page.encode(),

@@ -2,7 +2,7 @@
 
 No script and no build step: one HTML document with one ``<style>`` element whose SHA-256 goes in the
 ``Content-Security-Policy`` header (:data:`CONTENT_SECURITY_POLICY`), so the browser runs nothing and
-loads nothing else. It refreshes itself every 30 s with ``<meta http-equiv="refresh">``.
+loads nothing else. It refreshes itself every scrape interval (5–30 s) with ``<meta http-equiv="refresh">``.
 
 Shown: each deployment's state and why, concurrency ceiling vs running, KV usage, waiting, goodput;
 every open recommendation with its explanation, dial turn, flag, predicted effect and evidence numbers,
@@ -197,9 +197,12 @@ def render_status_page(
     result: CycleResult | None,
     resolved: Sequence[Recommendation],
     ack_of: Callable[[str], Ack | None],
+    refresh_seconds: int = 30,
 ) -> str:
     """The whole page for the latest cycle, the recently resolved recommendations (newest first), and a
-    lookup of each open recommendation's snooze or acknowledgement."""
+    lookup of each open recommendation's snooze or acknowledgement. The page reloads itself every
+    ``refresh_seconds`` (the daemon passes its scrape interval, kept within 5–30 s)."""
+    refresh = max(1, int(refresh_seconds))
     if result is None:
         body = "<p>No evaluation yet: the first cycle has not finished.</p>"
         when = ""
@@ -215,11 +218,11 @@ def render_status_page(
             else "<p>No deployment configured (or none in this shard).</p>"
         )
         body = overview + "".join(_deployment(d, ack_of) for d in result.deployments)
-        when = f"<p class='muted'>Last evaluation {_e(_when(result.timestamp))}; refreshes every 30 s.</p>"
+        when = f"<p class='muted'>Last evaluation {_e(_when(result.timestamp))}; refreshes every {refresh} s.</p>"
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        "<meta http-equiv='refresh' content='30'><link rel='icon' href='data:,'>"
+        f"<meta http-equiv='refresh' content='{refresh}'><link rel='icon' href='data:,'>"
         f"<title>capacity-advisor</title><style>{CSS}</style></head><body>"
         f"<h1>capacity-advisor <small class='muted'>{_e(__version__)}</small></h1>{when}{body}"
         f"<h2>Recently resolved</h2>{_resolved(resolved)}"

@@ -232,3 +232,15 @@ def test_unreadable_model_configs_are_clear_errors(tmp_path: Path) -> None:
             parse_config({"deployments": [dep]}, base_dir=tmp_path)
         assert err.value.problems[0][0] == "deployments[0].model"
         assert expect in err.value.problems[0][1]
+
+
+def test_check_config_says_which_part_an_ambiguous_gpu_alias_stands_for(tmp_path: Path) -> None:
+    text = (REPO_ROOT / "deploy" / "advisor.example.yaml").read_text()
+    assert "gpu: H100-SXM" in text
+    f = tmp_path / "advisor.yaml"
+    f.write_text(text.replace("gpu: H100-SXM", "gpu: H100"))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    note = r.stdout.splitlines()[1]
+    assert "deployments[0].gpu 'H100' is the NVIDIA H100 SXM" in note
+    assert "h100-pcie" in note and "h100-nvl" in note

@@ -69,3 +69,13 @@ def test_inspect_an_unreachable_target_reports_why() -> None:
 def test_inspect_rejects_a_bad_url() -> None:
     r = _inspect("ftp://x/metrics")
     assert r.returncode == 2 and "http" in r.stderr
+
+
+def test_a_base_url_that_answers_404_gets_a_hint_to_add_metrics(http_server: Start) -> None:
+    base = http_server(lambda h: reply(h, 404, b"<html><body>Not Found</body></html>", "text/html"))
+    r = _inspect(base)
+    assert r.returncode == 0
+    assert "http_status" in r.stdout
+    assert f"hint: engines serve /metrics; try {base}/metrics" in r.stdout
+    r = _inspect(base + "/metrics")  # already the metrics path: no hint
+    assert "hint:" not in r.stdout

@@ -79,3 +79,24 @@ def test_plot_is_optional(tmp_path: Path) -> None:
         assert "matplotlib" in r.stderr and not target.exists()
     else:
         assert target.stat().st_size > 0
+
+
+def test_the_table_says_what_its_columns_mean_and_which_context_every_row_assumes() -> None:
+    r = _cli(*ACCEPTANCE)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())  # the legend is wrapped
+    assert "repl: replicas" in text and "$/Mtok: USD per million output tokens of requests that meet the SLO" in text
+    assert "every row runs --max-model-len 2,500" in text  # 2,000 prompt + 500 output, the worst case
+
+
+def test_without_a_cloud_each_row_names_its_cloud_and_each_price_its_source() -> None:
+    args = [a for a in ACCEPTANCE if a not in ("--cloud", "aws")]
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("cloud"))
+    clouds = {
+        line.split()[0] for line in lines[header + 1 :] if line.split() and line.split()[0] in ("aws", "azure", "gcp")
+    }
+    prices = next(line for line in lines if line.startswith("prices:"))
+    assert clouds and all(cloud in prices for cloud in clouds)

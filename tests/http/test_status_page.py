@@ -114,3 +114,10 @@ def test_status_page_renders_in_headless_chromium_with_the_open_recommendation(d
         assert shape(rec["flag"]) in shape(text), rec["flag"]
         assert shape(rec["description"]) in shape(text), (rec["description"], text)
     assert "Recently resolved" in text
+
+
+def test_the_page_reloads_at_the_pace_it_is_given() -> None:
+    from advisor.status_page import render_status_page
+
+    page = render_status_page(None, [], lambda _rid: None, 5)
+    assert "<meta http-equiv='refresh' content='5'>" in page
