@@ -17,8 +17,9 @@
     parse_error          set by the caller with :func:`classify_parse_error` when the body does not
                          parse (see :func:`advisor.sources.exposition.parse_exposition`)
 
-Worst case wall time: the deadline plus one ``read_timeout`` (a read that started just before the
-deadline may block for up to ``read_timeout`` before the deadline is checked again).
+Worst case wall time: the deadline. Before each body read the socket's timeout is cut to what is left of
+it, so a read that starts just before the deadline cannot block past it (best effort: where the socket is not
+reachable, one more ``read_timeout``).
 
 URLs often carry secrets (``https://user:token@host/metrics?key=…``). Neither ``target`` nor
 ``error_message`` ever contains the userinfo, query string or fragment: messages are composed here from
@@ -182,6 +183,12 @@ def scrape(
                 status,
             )
         except urllib3.exceptions.ReadTimeoutError:
+            if time.monotonic() >= deadline - 0.005:  # the read was cut at the deadline, not by a stall
+                return fail(
+                    REASON_TIMEOUT,
+                    f"body not complete within the deadline of {connect_timeout + read_timeout:g}s",
+                    status,
+                )
             return fail(REASON_TIMEOUT, f"body read stalled longer than {read_timeout:g}s", status)
         except urllib3.exceptions.DecodeError:
             return fail(REASON_PARSE_ERROR, "body could not be decoded (Content-Encoding)", status)
@@ -209,8 +216,10 @@ def _read_body(response: requests.Response, deadline: float, max_bytes: int) -> 
     parts: list[bytes] = []
     total = 0
     while True:
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             raise _DeadlineExceededError
+        _cap_socket_timeout(response, left)
         chunk = raw.read1(_CHUNK_BYTES, decode_content=True)
         if not chunk:
             break
@@ -219,6 +228,20 @@ def _read_body(response: requests.Response, deadline: float, max_bytes: int) -> 
             raise _TooLargeError
         parts.append(chunk)
     return b"".join(parts)
+
+
+def _cap_socket_timeout(response: requests.Response, seconds: float) -> None:
+    """Let the next socket read block at most ``seconds`` (never longer than the read timeout already set), so
+    the deadline holds even for a read that starts just before it. Best effort: without a reachable socket
+    the read timeout alone bounds the read."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if sock is None:  # urllib3 2 detaches it once the headers are read: http.client's reader still holds it
+        reader = getattr(getattr(response.raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    if sock is None or not hasattr(sock, "settimeout"):
+        return
+    current = sock.gettimeout()
+    sock.settimeout(max(0.001, seconds if current is None else min(current, seconds)))
 
 
 def _error_snippet(response: requests.Response, deadline: float, url: str) -> str:

@@ -227,3 +227,24 @@ def test_an_invalid_url_is_a_failed_result_not_an_exception(session: requests.Se
     result = scrape("not a url?token=SECRET", session)
     assert_failed(result, REASON_CONNECTION_REFUSED)
     assert "SECRET" not in (result.error_message or "") and "SECRET" not in result.target
+
+
+def test_a_read_started_just_before_the_deadline_is_cut_at_the_deadline(
+    serve: Serve, session: requests.Session
+) -> None:
+    """Bytes 0.45 s apart (inside the 0.5 s read timeout): the read that starts at 0.45 s would have waited
+    until 0.9 s; the socket timeout is cut to what is left of the 0.7 s deadline instead."""
+
+    def slow_drip(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", "100")
+        h.end_headers()
+        for _ in range(10):
+            h.wfile.write(b"#")
+            h.wfile.flush()
+            time.sleep(0.45)
+
+    result = scrape(serve(slow_drip) + "/metrics", session, connect_timeout=0.2, read_timeout=0.5)
+    assert_failed(result, REASON_TIMEOUT)
+    assert "deadline" in (result.error_message or "")
+    assert result.duration_seconds < 0.85  # was up to 0.9 + the next read
