@@ -49,3 +49,29 @@ def shard_arg(text: str) -> tuple[int, int]:
     if n < 1 or not 0 <= i < n:
         raise argparse.ArgumentTypeError(f"must be i/n with 0 <= i < n, got {text!r}")
     return i, n
+
+
+def version_arg(text: str) -> str:
+    """An engine version such as ``0.7.3``, ``v0.10.2``, ``0.6.6.post1`` or ``0.7.3rc1``: it must start with
+    numbers separated by dots (what the accounting profiles compare), else the flag is refused."""
+    from advisor.capacity.kv import parse_version
+
+    if parse_version(text) is None:
+        raise argparse.ArgumentTypeError(f"not a version like 0.7.3: {text!r}")
+    return text.strip()
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]`` (the bounds in the message), so that 0, negatives and
+    values no deployment could have are refused with one line instead of producing nonsense or overflow."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text.strip().replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {text!r}")
+        return v
+
+    return parse

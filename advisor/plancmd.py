@@ -7,18 +7,23 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from advisor.argtypes import positive_float
-from advisor.errors import CapacityError
+from advisor.argtypes import bounded_int, positive_float, version_arg
+from advisor.errors import CapacityError, UnknownGPUError
 
 
 def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
+
+
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+"""``--block-size`` values vLLM accepts (``vllm/config/cache.py`` ``BlockSize``)."""
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -32,6 +37,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.capacity.kv import (
         CapacityInputs,
         capacity_pass,
+        non_torch_bytes_per_gpu,
+        nvls_bytes_per_gpu,
         profile_for_version,
         vllm_default_block_size,
         vllm_default_max_num_seqs,
@@ -40,11 +47,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         model = resolve_model(args.model, Path.cwd())
+        identified = ""
         if args.gpu_memory_gib is not None:
             memory = int(args.gpu_memory_gib * GIB)
             gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
-            # the part itself: as named, else the one catalog GPU with exactly this CUDA total (if unique)
-            spec = get_gpu(args.gpu) if args.gpu is not None else gpu_for_memory(memory)
+            # the part itself: as named (a name outside the catalog is only a label), else the one catalog GPU
+            # with exactly this CUDA total, if only one has it
+            if args.gpu is not None:
+                try:
+                    spec = get_gpu(args.gpu)
+                except UnknownGPUError:
+                    spec = None
+            else:
+                spec = gpu_for_memory(memory)
+                if spec is not None:
+                    identified = f"{spec.name}, the only catalog GPU with {memory / GIB:.2f} GiB"
         elif args.gpu is not None:
             spec = get_gpu(args.gpu)
             memory = spec.memory_bytes
@@ -52,8 +69,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")
             return 2
+        if args.kv_cache_memory_gib is not None and args.kv_cache_memory_gib * GIB > memory:
+            _err(f"--kv-cache-memory-gib {args.kv_cache_memory_gib:g} exceeds the GPU's {memory / GIB:.2f} GiB")
+            return 2
         if args.engine != "vllm":
             return _plan_other_engine(args, model, memory, gpu_name)
+        allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
+        if args.max_model_len > model.max_position_embeddings and not allow_long:
+            _err(
+                f"--max-model-len {args.max_model_len:,} exceeds the model's context of "
+                f"{model.max_position_embeddings:,} tokens (max_position_embeddings); vLLM refuses this unless "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set (set it here too to plan it anyway)"
+            )
+            return 2
+        if args.block_size is not None and args.block_size not in VLLM_BLOCK_SIZES:
+            _err(f"--block-size {args.block_size}: vLLM takes {', '.join(map(str, VLLM_BLOCK_SIZES))}")
+            return 2
         profile = profile_for_version(args.engine_version)
         max_num_seqs = args.max_num_seqs
         if max_num_seqs is None:
@@ -86,19 +117,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except CapacityError as exc:
         _err(str(exc))
         return 2
+    if result.max_concurrency < 1:
+        _err(
+            f"warning: the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
+            f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
+        )
     out = result.as_dict()
-    out["gpu"] = gpu_name
-    out["nvlink_sharp"] = inputs.nvlink_sharp
+    out["gpu"] = spec.name if identified and spec is not None else gpu_name
+    out["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp  # unknown part: unknown, not false
+    out["accounting"] = profile
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     gib = float(GIB)
+    non_torch = non_torch_bytes_per_gpu(inputs)
+    nvls = nvls_bytes_per_gpu(inputs)
+    runtime = f"{non_torch / gib:.2f} GiB CUDA context and NCCL" + (
+        f", of which {nvls / gib:.2f} GiB NCCL NVLink SHARP buffers" if nvls else ""
+    )
     rows = [
         ("model", model.name),
         ("GPU", f"{gpu_name} × {args.tp} (TP {args.tp}), {memory / gib:.2f} GiB each"),
+        *((("identified as", identified),) if identified else ()),
+        ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
         ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
-        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (activations, CUDA graphs, runtime)"),
+        (
+            "overhead per GPU",
+            f"{result.overhead_bytes_per_gpu / gib:.2f} GiB: activation peak "
+            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}",
+        ),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
             "KV bytes per token",
@@ -203,20 +251,29 @@ def add_plan_parser(sub: Any) -> None:
         help="GPU memory in GiB as CUDA reports it (overrides the catalog); without --gpu, a value that is exactly "
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
-    plan.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size")
     plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9)
-    plan.add_argument("--max-model-len", type=int, default=None, help="required without --search")
+    plan.add_argument(
+        "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
+    )
     plan.add_argument("--dtype", default="auto")
     plan.add_argument("--quantization", default=None)
     plan.add_argument("--kv-cache-dtype", default="auto")
-    plan.add_argument("--max-num-seqs", type=int, default=None, help="default: the engine's (256, or 1024 on big GPUs)")
-    plan.add_argument("--max-num-batched-tokens", type=int, default=None)
-    plan.add_argument("--block-size", type=int, default=None, help="default 16 (64 for MLA on vLLM V1)")
+    plan.add_argument(
+        "--max-num-seqs",
+        type=bounded_int(1, 1_000_000),
+        default=None,
+        help="default: the engine's (256, or 1024 on big GPUs)",
+    )
+    plan.add_argument("--max-num-batched-tokens", type=bounded_int(1, 100_000_000), default=None)
+    plan.add_argument(
+        "--block-size", type=bounded_int(1, 1024), default=None, help="default 16 (64 for MLA on vLLM V1)"
+    )
     plan.add_argument(
         "--kv-cache-memory-gib", type=positive_float(16384.0), default=None, help="per-GPU KV memory override, GiB"
     )
     plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
-    plan.add_argument("--engine-version", default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
+    plan.add_argument("--engine-version", type=version_arg, default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
     plan.add_argument("--enforce-eager", action="store_true")
     engines = plan.add_argument_group("other engines (--engine sglang|tgi|trtllm|llamacpp)")
     engines.add_argument(
@@ -226,9 +283,19 @@ def add_plan_parser(sub: Any) -> None:
     engines.add_argument(
         "--kv-cache-free-gpu-memory-fraction", type=positive_float(1.0), default=None, help="TensorRT-LLM (0.9)"
     )
-    engines.add_argument("--ctx-size", type=int, default=None, help="llama.cpp -c (default max-model-len × parallel)")
-    engines.add_argument("--parallel", type=int, default=None, help="llama.cpp -np slots (default --max-num-seqs or 1)")
-    plan.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    engines.add_argument(
+        "--ctx-size",
+        type=bounded_int(1, 100_000_000),
+        default=None,
+        help="llama.cpp -c (default max-model-len × parallel)",
+    )
+    engines.add_argument(
+        "--parallel",
+        type=bounded_int(1, 65_536),
+        default=None,
+        help="llama.cpp -np slots (default --max-num-seqs or 1)",
+    )
+    plan.add_argument("--pp", type=bounded_int(1, 1024), default=1, help="pipeline-parallel size")
     plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")
     search = plan.add_argument_group("dial search (--search)")
@@ -236,12 +303,14 @@ def add_plan_parser(sub: Any) -> None:
     search.add_argument("--arrival-rate", type=positive_float(1e6), help="requests per second")
     search.add_argument("--prompt-tokens", type=positive_float(1e7), help="typical prompt length, tokens")
     search.add_argument("--output-tokens", type=positive_float(1e7), help="typical output length, tokens")
-    search.add_argument("--max-context", type=int, default=None, help="worst-case prompt + output tokens")
+    search.add_argument(
+        "--max-context", type=bounded_int(1, 100_000_000), default=None, help="worst-case prompt + output tokens"
+    )
     search.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
     search.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
     search.add_argument("--target-ratio", type=positive_float(1.0), default=0.9, help="fraction meeting both")
     search.add_argument("--cloud", choices=["aws", "azure", "gcp"], default=None, help="default: all three")
-    search.add_argument("--limit", type=int, default=10, help="feasible deployments to list")
+    search.add_argument("--limit", type=bounded_int(1, 10_000), default=10, help="feasible deployments to list")
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
     plan.set_defaults(func=cmd_plan)
 

@@ -564,11 +564,13 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         try:
             spec = get_gpu(dep.gpu)
         except CapacityError as exc:
-            raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
+            if dep.gpu_memory_gib is None:  # with the memory given, a name outside the catalog is a label
+                raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
     if dep.gpu_memory_gib is not None:
         memory = int(dep.gpu_memory_gib * GIB)
         gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
-        spec = spec or gpu_for_memory(memory)  # as `plan`: a unique CUDA total names the part
+        if dep.gpu is None:
+            spec = gpu_for_memory(memory)  # as `plan`: a CUDA total only one catalog part has names it
     else:
         assert spec is not None
         memory, gpu_name = spec.memory_bytes, spec.name
@@ -595,8 +597,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             [{"path": "deployment", "message": str(exc)}],
         ) from None
     out_before = before.as_dict()
-    out_before["gpu"] = gpu_name
-    out_before["nvlink_sharp"] = inputs.nvlink_sharp
+    out_before["gpu"] = spec.name if spec is not None and dep.gpu is None and dep.gpu_memory_gib else gpu_name
+    out_before["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp
+    out_before["accounting"] = inputs.overhead_profile
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -608,8 +611,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
         else:
             out_after = after.as_dict()
-            out_after["gpu"] = gpu_name
-            out_after["nvlink_sharp"] = inputs.nvlink_sharp
+            out_after["gpu"] = out_before["gpu"]
+            out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
+            out_after["accounting"] = out_before["accounting"]
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

@@ -129,12 +129,13 @@ def get_gpu(name: str) -> GPUSpec:
 
 
 def gpu_for_memory(memory_bytes: int) -> GPUSpec | None:
-    """The one catalog GPU whose CUDA total is ``memory_bytes`` (to 0.01 GiB), or ``None`` when none or several
+    """The one catalog GPU whose CUDA total is ``memory_bytes`` (as vLLM prints it, to 0.01 GiB: within
+    ±0.005 GiB), or ``None`` when none or several
     are (79.15 GiB is an A100 80GB or an H100, SXM or PCIe; 139.81 GiB only the H200 SXM).
 
     Used when a deployment gives only the device memory, to learn what else the memory figure implies (the
     interconnect); never to override what the caller stated.
     """
     specs, _ = _table()
-    found = [s for s in specs.values() if abs(s.memory_bytes - memory_bytes) <= 0.01 * GIB]
+    found = [s for s in specs.values() if abs(s.memory_bytes - memory_bytes) <= 0.005 * GIB]  # as logs round
     return found[0] if len(found) == 1 else None

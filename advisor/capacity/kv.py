@@ -61,6 +61,7 @@ of the printed GiB, and weights match within 0.6 %. Other engines (SGLang, TGI, 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -88,6 +89,7 @@ __all__ = [
     "kv_heads_per_gpu",
     "max_concurrency",
     "non_torch_bytes_per_gpu",
+    "nvls_bytes_per_gpu",
     "overhead_bytes_per_gpu",
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
@@ -96,6 +98,9 @@ __all__ = [
 ]
 
 MIB: Final = 1 << 20
+
+GPUS_PER_NVLINK_NODE: Final = 8
+"""GPUs behind one NVSwitch in an HGX/DGX node (H100, H200, B200): NCCL's intra-node peers and NVLS heads."""
 
 NVLS_BYTES_PER_CHANNEL_HEAD: Final = int(4.95 * GIB / (2 * 24 * 8))
 """NCCL NVLink SHARP memory per channel per head per communicator (bytes), NCCL 2.19–2.22 (torch ≤ 2.6).
@@ -205,17 +210,19 @@ def profile_for_version(engine_version: str | None) -> str:
     return "vllm-v0" if parsed is not None and parsed < (0, 8) else "vllm-v1"
 
 
+_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
+
+
 def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """``"0.6.6.post1"`` → ``(0, 6, 6)``; None when no leading number."""
+    """The numeric release of a version string (PEP 440 / vLLM tags): ``"0.6.6.post1"`` → ``(0, 6, 6)``,
+    ``"v0.10.2"`` → ``(0, 10, 2)``, ``"0.7.3rc1"`` → ``(0, 7, 3)``, ``"0.7+cu118"`` → ``(0, 7)``; ``None`` for
+    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``)."""
     if not text:
         return None
-    parts: list[int] = []
-    for piece in text.strip().lstrip("v").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+    m = _VERSION.match(text.strip())
+    if m is None:
+        return None
+    return tuple(int(part) for part in m.group(1).split("."))
 
 
 def vllm_default_max_num_seqs(engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "") -> int:
@@ -640,10 +647,20 @@ def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
     tp = inputs.tensor_parallel_size
     total = om.non_torch_bytes
     if tp > 1:
-        total += om.tp_non_torch_bytes + (tp - 2) * om.tp_peer_non_torch_bytes
-    if tp > 2 and inputs.nvlink_sharp:
-        total += om.nvls_communicators * om.nvls_channels * om.nvls_bytes_per_channel * tp
-    return total
+        # peers beyond one node's NVLink domain connect over the network, through other, smaller buffers
+        total += om.tp_non_torch_bytes + (min(tp, GPUS_PER_NVLINK_NODE) - 2) * om.tp_peer_non_torch_bytes
+    return total + nvls_bytes_per_gpu(inputs)
+
+
+def nvls_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """The NCCL NVLink SHARP part of :func:`non_torch_bytes_per_gpu` (bytes): 0 unless the profile allocates it
+    (``nvls_communicators``), ``inputs.nvlink_sharp`` holds and TP > 2. One head per GPU of the node's NVSwitch
+    domain, so TP beyond :data:`GPUS_PER_NVLINK_NODE` adds no heads."""
+    om = OVERHEAD_PROFILES[inputs.overhead_profile]
+    tp = inputs.tensor_parallel_size
+    if tp <= 2 or not inputs.nvlink_sharp:
+        return 0
+    return om.nvls_communicators * om.nvls_channels * om.nvls_bytes_per_channel * min(tp, GPUS_PER_NVLINK_NODE)
 
 
 def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
@@ -725,10 +742,17 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
             )
         pool = math.floor(requested - weights - overhead)
         if pool <= 0:
+            forward, sampler = activation_peak_bytes(inputs)
+            dial = (
+                f"lower max_num_seqs ({inputs.max_num_seqs:,}: its sampler warm-up takes {sampler / GIB:.2f} GiB)"
+                if sampler >= forward
+                else f"lower max_num_batched_tokens ({inputs.profile_tokens:,}: its forward pass takes "
+                f"{forward / GIB:.2f} GiB)"
+            )
             raise CapacityError(
                 f"{m.name}: weights {weights / GIB:.2f} GiB + overhead {overhead / GIB:.2f} GiB per GPU "
                 f"leave no KV cache in {requested / GIB:.2f} GiB ({inputs.gpu_memory_bytes / GIB:.2f} GiB × "
-                f"{inputs.gpu_memory_utilization}); lower max_num_batched_tokens, raise utilization or TP"
+                f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
     blocks = pool // (inputs.block_size * per_token_gpu)

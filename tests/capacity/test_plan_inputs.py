@@ -1,0 +1,115 @@
+"""`capacity-advisor plan` with the inputs a careless operator gives: labels, memory-only GPUs, versions,
+impossible lengths and sizes. Each case is a one-line error (exit 2) or an explained result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from advisor.capacity.kv import CapacityInputs, non_torch_bytes_per_gpu, nvls_bytes_per_gpu
+from advisor.capacity.models import get_preset
+from tests.conftest import REPO_ROOT
+
+GIB = 1 << 30
+LLAMA_8B = ["--model", "meta-llama/Llama-3.1-8B-Instruct"]
+R1_V0 = ["--model", "deepseek-ai/DeepSeek-R1", "--tp", "8", "--engine-version", "0.7.3", "--max-model-len", "16384"]
+
+
+def _plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "plan", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_gpu_name_outside_the_catalog_is_a_label_when_the_memory_is_given() -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "my-custom", "--gpu-memory-gib", "80", "--max-model-len", "4096", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["gpu"] == "my-custom"
+    assert out["nvlink_sharp"] is None  # an unknown part: unknown, not "no"
+
+
+def test_a_memory_only_one_gpu_has_is_named_and_its_nvls_memory_explained() -> None:
+    r = _plan(*R1_V0, "--gpu-memory-gib", "139.81")
+    assert r.returncode == 0, r.stderr
+    assert "identified as           NVIDIA H200 SXM, the only catalog GPU with 139.81 GiB" in r.stdout
+    assert "vLLM V0 (before 0.8)" in r.stdout
+    assert "4.95 GiB NCCL NVLink SHARP buffers" in r.stdout  # the measured 4.95 GiB of vllm-project/vllm#9699
+    out = json.loads(_plan(*R1_V0, "--gpu-memory-gib", "139.81", "--json").stdout)
+    assert (out["gpu"], out["nvlink_sharp"], out["accounting"]) == ("NVIDIA H200 SXM", True, "vllm-v0")
+    nearby = json.loads(_plan(*R1_V0, "--gpu-memory-gib", "139.80", "--json").stdout)
+    assert nearby["nvlink_sharp"] is None  # no catalog part has 139.80 GiB: nothing assumed
+
+
+def test_nccl_memory_stops_growing_at_one_nvlink_node() -> None:
+    """Peers past 8 GPUs are on another node (network buffers), and NVLS has one head per GPU of the node."""
+    model = get_preset("meta-llama/Llama-3.1-70B-Instruct")
+
+    def inputs(tp: int) -> CapacityInputs:
+        return CapacityInputs(
+            model=model,
+            gpu_memory_bytes=80 * GIB,
+            tensor_parallel_size=tp,
+            overhead_profile="vllm-v0",
+            nvlink_sharp=True,
+        )
+
+    assert non_torch_bytes_per_gpu(inputs(16)) == non_torch_bytes_per_gpu(inputs(8))
+    assert nvls_bytes_per_gpu(inputs(32)) == nvls_bytes_per_gpu(inputs(8)) > nvls_bytes_per_gpu(inputs(4))
+
+
+@pytest.mark.parametrize("version", ["abc", "-1", "0,7,3", ""])
+def test_an_engine_version_that_is_not_a_version_is_refused(version: str) -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", "--engine-version", version)
+    assert r.returncode == 2 and "--engine-version" in r.stderr
+
+
+def test_a_release_candidate_is_its_release() -> None:
+    rc = json.loads(_plan(*R1_V0, "--gpu", "h200", "--engine-version", "0.7.3rc1", "--json").stdout)
+    assert rc["accounting"] == "vllm-v0"
+
+
+def test_a_max_model_len_beyond_the_model_is_refused_as_vllm_does_unless_allowed() -> None:
+    args = [*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "200000"]
+    r = _plan(*args)
+    assert r.returncode == 2
+    assert "131,072" in r.stderr and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in r.stderr
+    assert _plan(*args, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--block-size", "3", "vLLM takes 1, 8, 16"),
+        ("--kv-cache-memory-gib", "100", "exceeds the GPU's 79.15 GiB"),
+        ("--tp", "0", "between 1 and 512"),
+        ("--max-num-seqs", "99999999999999999999", "between 1 and 1,000,000"),
+        ("--block-size", "100000000", "between 1 and 1,024"),
+    ],
+)
+def test_impossible_sizes_are_one_line_errors(flag: str, value: str, says: str) -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", flag, value)
+    assert r.returncode == 2, r.stdout
+    assert says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_pool_that_holds_no_request_says_so() -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", "--kv-cache-memory-gib", "0.0001", "--json")
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["max_concurrency"] < 1
+    assert "cannot hold one request of max-model-len 4,096" in r.stderr
+
+
+def test_running_out_of_memory_names_the_dial_that_caused_it() -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", "--max-num-seqs", "100000")
+    assert r.returncode == 2
+    assert "lower max_num_seqs (100,000" in r.stderr
