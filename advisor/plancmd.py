@@ -207,8 +207,17 @@ def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_na
         _err(str(exc))
         return 2
     result = cap.result
+    ignored = _ignored_flags(args)
+    for flag in ignored:
+        _err(f"note: {flag} does not apply to --engine {args.engine}; ignored")
+    if result.max_concurrency < 1:
+        _err(
+            f"warning: the KV cache ({result.kv_cache_tokens:,} tokens) cannot hold one request of "
+            f"{result.max_model_len:,} tokens"
+        )
     out = result.as_dict()
     out["gpu"] = gpu_name
+    out["ignored_flags"] = ignored
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)
     out["engine_notes"] = list(cap.notes)
@@ -222,7 +231,12 @@ def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_na
         ("model", model.name),
         ("GPU", f"{gpu_name} × {args.tp}, {memory / gib:.2f} GiB each"),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
-        ("overhead per GPU", f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (modelled warm-up and runtime)"),
+        (
+            "overhead per GPU",
+            f"{result.overhead_bytes_per_gpu / gib:.2f} GiB (modelled warm-up and runtime)"
+            if result.overhead_bytes_per_gpu
+            else "not modelled (the engine sizes its KV cache without it; see the notes)",
+        ),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
             "KV bytes per token",
@@ -238,6 +252,43 @@ def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_na
     for note in cap.notes:
         print(f"note: {note}")
     return 0
+
+
+_ENGINE_FLAGS: dict[str, frozenset[str]] = {
+    "sglang": frozenset({"mem_fraction_static", "block_size", "kv_cache_memory_gib", "max_num_seqs"}),
+    "tgi": frozenset({"cuda_memory_fraction", "block_size", "max_num_batched_tokens", "max_num_seqs"}),
+    "trtllm": frozenset({"kv_cache_free_gpu_memory_fraction", "block_size", "max_num_batched_tokens", "max_num_seqs"}),
+    "llamacpp": frozenset({"ctx_size", "parallel", "max_num_seqs", "kv_cache_dtype"}),
+}
+"""The engine-specific flags each non-vLLM accounting reads (the shared ones — model, GPU, TP, dtype,
+quantization, max-model-len — apply to all)."""
+
+_VLLM_ONLY = (
+    "gpu_memory_utilization",
+    "mem_fraction_static",
+    "cuda_memory_fraction",
+    "kv_cache_free_gpu_memory_fraction",
+    "ctx_size",
+    "parallel",
+    "max_num_batched_tokens",
+    "block_size",
+    "kv_cache_memory_gib",
+    "engine_version",
+    "enforce_eager",
+    "enable_expert_parallel",
+)
+
+
+def _ignored_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given on the command line that ``--engine`` does not read, as ``--flag-name``."""
+    uses = _ENGINE_FLAGS.get(args.engine, frozenset())
+    ignored = []
+    for name in _VLLM_ONLY:
+        value = getattr(args, name, None)
+        given = value not in (None, False) and not (name == "gpu_memory_utilization" and value == 0.9)
+        if given and name not in uses and not (name == "engine_version" and args.engine == "tgi"):
+            ignored.append("--" + name.replace("_", "-"))
+    return ignored
 
 
 def add_plan_parser(sub: Any) -> None:

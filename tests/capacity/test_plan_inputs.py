@@ -113,3 +113,29 @@ def test_running_out_of_memory_names_the_dial_that_caused_it() -> None:
     r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", "--max-num-seqs", "100000")
     assert r.returncode == 2
     assert "lower max_num_seqs (100,000" in r.stderr
+
+
+def test_flags_another_engine_does_not_read_are_named_not_silently_dropped() -> None:
+    r = _plan(
+        *LLAMA_8B,
+        "--gpu",
+        "h100-sxm",
+        "--max-model-len",
+        "4096",
+        "--engine",
+        "sglang",
+        "--gpu-memory-utilization",
+        "0.5",
+        "--enforce-eager",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ignored_flags"] == ["--gpu-memory-utilization", "--enforce-eager"]
+    assert "--gpu-memory-utilization does not apply to --engine sglang" in r.stderr
+
+
+def test_an_overhead_an_engine_does_not_model_is_not_shown_as_zero() -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "4096", "--engine", "llamacpp")
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("overhead per GPU"))
+    assert "not modelled" in line and "0.00" not in line
