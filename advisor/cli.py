@@ -303,6 +303,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                     if g.memory_bandwidth_bytes_per_second == g.memory_bandwidth_bytes_per_second
                     else "bandwidth unknown"
                 )
+                + ("  NVLink SHARP" if g.nvlink_sharp else "")
             )
     return 0
 
