@@ -13,7 +13,10 @@ when matplotlib is importable. ``--apply DIAL=VALUE`` runs the deployment as con
 turned, side by side. (``--apply ID``, an open recommendation's id, is not implemented yet.)
 
 Dials: ``max_num_seqs``, ``gpu_memory_utilization``, ``kv_cache_dtype``, ``tensor_parallel_size``,
-``max_model_len``, ``replicas``. Exit codes as the other commands: 0 done, 2 invalid input (config, flags, a
+``max_model_len``, ``replicas``. Every number has a bound no deployment exceeds (``--replicas`` and the replicas dial
+≤ 10,000, ``--spec-tokens`` ≤ 64, max_num_seqs and ``--spec-disable-by-batch-size`` ≤ 1,000,000; the config's bounds
+for the other dials), so a typo is one line of error rather than a run that never ends. Exit codes as the other
+commands: 0 done (also when the reader of stdout went away, ``| head``), 2 invalid input (config, flags, a
 configuration that does not fit), 1 runtime failure.
 """
 
@@ -24,6 +27,8 @@ import importlib
 import importlib.util
 import json
 import math
+import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -35,15 +40,79 @@ from advisor.argtypes import positive_float
 
 __all__ = ["DIALS", "add_simulate_parser", "cmd_simulate"]
 
+MAX_REPLICAS = 10_000
+"""``--replicas`` and the ``replicas`` dial: more than any single deployment runs (and each simulated replica costs
+time on every arrival)."""
+MAX_NUM_SEQS = 1_000_000
+"""The ``max_num_seqs`` dial and ``--spec-disable-by-batch-size``: vLLM's default is 256 or 1024; no GPU holds a
+million concurrent sequences."""
+MAX_SPEC_TOKENS = 64
+"""``--spec-tokens``: draft models and EAGLE/MTP heads propose a handful of tokens per step (vLLM's examples use
+2–7); the acceptance of the 64th is nil."""
+MAX_SEED = 2**32 - 1
+"""``--seed``: the usual unsigned 32-bit range."""
+MAX_TENSOR_PARALLEL_SIZE = 64
+"""The ``tensor_parallel_size`` dial: the config's own bound."""
+MIN_MODEL_LEN, MAX_MODEL_LEN = 16, 10_000_000
+"""The ``max_model_len`` dial: the config's own bounds (and the model's context, checked once the config is read)."""
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut to 40 characters (a 5,000-digit number need not be echoed)."""
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + "…"
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    """A whole number in [``low``, ``high``] (``1_000`` as Python writes it too); ValueError otherwise, with a message
+    that states the range. Digits beyond any bound are refused before ``int()`` sees them (no 4,300-digit limit
+    error, no overflow further on)."""
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not re.fullmatch(r"[+-]?[0-9]+(_[0-9]+)*", t):
+            raise ValueError(f"{_shown(text)} is not a valid int; give a whole number from {low:,} to {high:,}")
+        negative = t.startswith("-")
+        digits = t.lstrip("+-").replace("_", "").lstrip("0") or "0"
+        v = (-1 if negative else 1) * int(digits) if len(digits) <= 30 else (low - 1 if negative else high + 1)
+        if not low <= v <= high:
+            raise ValueError(f"{_shown(text)} is out of range; give a whole number from {low:,} to {high:,}")
+        return v
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{_shown(text)} is not a valid float; give a number in (0, 1]") from None
+    if not math.isfinite(v) or not 0.0 < v <= 1.0:
+        raise ValueError(f"{_shown(text)} is out of range; give a number in (0, 1]")
+    return v
+
+
+def _kv_dtype(text: str) -> str:
+    from advisor.capacity.precision import kv_bytes_per_element
+    from advisor.errors import CapacityError
+
+    v = text.strip()
+    try:
+        kv_bytes_per_element(v, "bfloat16")
+    except CapacityError as exc:
+        raise ValueError(str(exc)) from None
+    return v
+
+
 DIALS: dict[str, Callable[[str], object]] = {
-    "max_num_seqs": int,
-    "gpu_memory_utilization": float,
-    "kv_cache_dtype": str,
-    "tensor_parallel_size": int,
-    "max_model_len": int,
-    "replicas": int,
+    "max_num_seqs": _whole(1, MAX_NUM_SEQS),
+    "gpu_memory_utilization": _fraction,
+    "kv_cache_dtype": _kv_dtype,
+    "tensor_parallel_size": _whole(1, MAX_TENSOR_PARALLEL_SIZE),
+    "max_model_len": _whole(MIN_MODEL_LEN, MAX_MODEL_LEN),
+    "replicas": _whole(1, MAX_REPLICAS),
 }
-"""Dials ``--sweep`` and ``--apply`` turn, with the type of their values."""
+"""Dials ``--sweep`` and ``--apply`` turn, with the parser of their values (ValueError, naming the range, for a value
+the dial cannot take)."""
 
 
 def _err(msg: str) -> None:
@@ -69,14 +138,17 @@ def _ratio(text: str) -> float:
     return v
 
 
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {text!r}")
-    return v
+def _int_flag(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [``low``, ``high``]; argparse names the flag in its one-line error."""
+    check = _whole(low, high)
+
+    def parse(text: str) -> int:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def add_simulate_parser(subparsers: Any) -> None:
@@ -95,7 +167,12 @@ def add_simulate_parser(subparsers: Any) -> None:
         type=positive_float(1e6),
         help="mean requests/s across all replicas (default: 1 per replica)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same traffic")
+    p.add_argument(
+        "--seed",
+        type=_int_flag(0, MAX_SEED),
+        default=0,
+        help=f"random seed, 0 to {MAX_SEED:,} (default 0); same seed, same traffic",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     t = p.add_argument_group("traffic")
     t.add_argument(
@@ -122,13 +199,25 @@ def add_simulate_parser(subparsers: Any) -> None:
     t.add_argument("--lengths-csv", help="CSV of prompt_tokens,output_tokens rows to draw lengths from")
     t.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens to replay")
     e = p.add_argument_group("engine")
-    e.add_argument("--replicas", type=_count, help="replicas (default: the deployment's targets)")
+    e.add_argument(
+        "--replicas",
+        type=_int_flag(1, MAX_REPLICAS),
+        help=f"replicas, 1 to {MAX_REPLICAS:,} (default: the deployment's targets)",
+    )
     e.add_argument("--router", choices=["least-loaded", "round-robin"], default="least-loaded")
     e.add_argument("--prefix-hit-rate", type=_ratio, help="prefix caching on, with this shared-prefix hit rate")
-    e.add_argument("--spec-tokens", type=_count, help="speculative decoding on, with this many draft tokens")
+    e.add_argument(
+        "--spec-tokens",
+        type=_int_flag(1, MAX_SPEC_TOKENS),
+        help=f"speculative decoding on, with this many draft tokens (1 to {MAX_SPEC_TOKENS})",
+    )
     e.add_argument("--spec-acceptance", type=_ratio, default=0.7, help="draft token acceptance rate (0.7)")
     e.add_argument("--spec-draft-cost", type=_ratio, default=0.05, help="draft step ÷ target step (0.05)")
-    e.add_argument("--spec-disable-by-batch-size", type=_count, help="no speculation above this many running")
+    e.add_argument(
+        "--spec-disable-by-batch-size",
+        type=_int_flag(1, MAX_NUM_SEQS),
+        help=f"no speculation above this many running (1 to {MAX_NUM_SEQS:,})",
+    )
     e.add_argument("--warmup", type=_duration, help="exclude requests arriving before this (default none)")
     w = p.add_argument_group("what-if")
     w.add_argument("--sweep", metavar="DIAL=V1,V2,…", help=f"vary one dial: {', '.join(DIALS)}")
@@ -148,26 +237,73 @@ class _Setup:
 
 
 def _parse_dial(text: str, many: bool) -> tuple[str, list[object]]:
+    """``DIAL=VALUE`` (``DIAL=V1,V2,…`` when ``many``) → the dial and its parsed values.
+
+    Raises:
+        ValueError: a one-line message naming the dial (or what is missing): empty text, no ``=``, an unknown
+            dial, an empty value, a value the dial cannot take.
+    """
+    if not text.strip():
+        example = "max_num_seqs=256,512" if many else "max_num_seqs=512"
+        raise ValueError(f"empty; expected DIAL={'V1,V2,…' if many else 'VALUE'}, e.g. {example}")
     if "=" not in text:
         raise ValueError(
-            f"{text!r}: expected DIAL=VALUE (--apply with a recommendation id is not implemented yet; "
+            f"{_shown(text)}: expected DIAL=VALUE (--apply with a recommendation id is not implemented yet; "
             "give the dial and value the recommendation names)"
         )
     dial, _, raw = text.partition("=")
     dial = dial.strip().replace("-", "_")
+    if not dial:
+        raise ValueError(f"{_shown(text)}: no dial before '='; dials: {', '.join(DIALS)}")
     if dial not in DIALS:
-        raise ValueError(f"unknown dial {dial!r}; dials: {', '.join(DIALS)}")
+        raise ValueError(f"unknown dial {_shown(dial)}; dials: {', '.join(DIALS)}")
+    if not many and "," in raw:
+        raise ValueError(f"{dial}: {_shown(raw.strip())}: --apply takes one value (--sweep takes several)")
     parts = [v.strip() for v in raw.split(",")] if many else [raw.strip()]
-    if not parts or any(not v for v in parts):
-        raise ValueError(f"{text!r}: no value")
+    if any(not v for v in parts):
+        raise ValueError(
+            f"{_shown(text)}: no value for {dial}" if len(parts) == 1 else f"{_shown(text)}: an empty value"
+        )
     conv = DIALS[dial]
     values: list[object] = []
     for v in parts:
         try:
             values.append(conv(v))
-        except ValueError:
-            raise ValueError(f"{dial}: {v!r} is not a valid {conv.__name__}") from None
+        except ValueError as exc:
+            raise ValueError(f"{dial}: {exc}") from None
     return dial, values
+
+
+def _turned(setup: _Setup, dial: str, value: object) -> Any:
+    """The deployment with ``dial`` set to ``value``, validated as the config file would be (so a value the config
+    refuses is refused here too, and the context fits the model).
+
+    Raises:
+        ValueError: naming the dial.
+    """
+    from pydantic import ValidationError
+
+    from advisor.config import resolve_model
+    from advisor.errors import CapacityError
+
+    dep = setup.deployment
+    if dial == "replicas":
+        return dep
+    try:
+        turned = type(dep).model_validate({**dep.model_dump(by_alias=True), dial: value})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"{dial}={value}: {first['msg']}") from None
+    if dial == "max_model_len":
+        try:
+            context = resolve_model(dep.model, setup.base_dir).max_position_embeddings
+        except CapacityError:
+            return turned  # the engine build reports the model
+        if isinstance(value, int) and value > context:
+            raise ValueError(
+                f"max_model_len={value}: exceeds the model's context of {context} tokens (max_position_embeddings)"
+            )
+    return turned
 
 
 def _traffic(args: argparse.Namespace, rate: float) -> Any:
@@ -210,9 +346,7 @@ def _engine(setup: _Setup, args: argparse.Namespace, dial: str | None = None, va
     from advisor.errors import CapacityError
     from advisor.sim.engine import PrefixCaching, Speculative, engine_config
 
-    dep = setup.deployment
-    if dial is not None and dial != "replicas":
-        dep = dep.model_copy(update={dial: value})
+    dep = setup.deployment if dial is None else _turned(setup, dial, value)
     spec = gpu_spec(dep)
     if spec is None:
         raise CapacityError(
@@ -266,11 +400,9 @@ class _Progress:
             self.stream.flush()
 
 
-def _run(setup: _Setup, args: argparse.Namespace, label: str, dial: str | None = None, value: object = None) -> Any:
+def _run(setup: _Setup, args: argparse.Namespace, label: str, config: Any, replicas: int | None = None) -> Any:
     from advisor.sim.fleet import simulate
 
-    config = _engine(setup, args, dial, value)
-    replicas = int(str(value)) if dial == "replicas" else setup.replicas
     progress = _Progress(label, sys.stderr)
     try:
         return simulate(
@@ -279,7 +411,7 @@ def _run(setup: _Setup, args: argparse.Namespace, label: str, dial: str | None =
             duration=args.duration,
             slo_ttft_seconds=setup.slo.ttft_seconds,
             slo_tpot_seconds=setup.slo.tpot_seconds,
-            replicas=replicas,
+            replicas=setup.replicas if replicas is None else replicas,
             router=args.router,
             seed=args.seed,
             warmup=args.warmup or 0.0,
@@ -287,6 +419,10 @@ def _run(setup: _Setup, args: argparse.Namespace, label: str, dial: str | None =
         )
     finally:
         progress.done()
+
+
+def _replicas(setup: _Setup, dial: str | None, value: object) -> int:
+    return int(str(value)) if dial == "replicas" else setup.replicas
 
 
 def _ms(v: float) -> str:
@@ -310,8 +446,7 @@ def _rows(s: Any, tp: int, target: float) -> list[tuple[str, str]]:
         ("max ITL p50 / p99", f"{_ms(s.itl_max.p50)} / {_ms(s.itl_max.p99)}"),
         ("e2e p50 / p99", f"{_ms(s.e2e.p50)} / {_ms(s.e2e.p99)}"),
         ("queue time p50 / p99", f"{_ms(s.queue_time.p50)} / {_ms(s.queue_time.p99)}"),
-        ("goodput", f"{_pct(s.goodput_ratio)} of requests meet TTFT ≤ {s.slo_ttft_seconds:g} s and TPOT ≤ "
-         f"{s.slo_tpot_seconds:g} s (target {target:.0%}: {'met' if s.goodput_ratio >= target else 'MISSED'})"),
+        ("goodput", _verdict(s, target)),
         ("goodput tokens/s", f"{s.goodput_tokens_per_second:,.0f}"),
         ("output tokens/s", f"{s.output_tokens_per_second:,.0f} ({s.output_tokens_per_second / gpus:,.0f} per GPU)"),
         ("prefill tokens/s", f"{s.prompt_tokens_per_second:,.0f} computed (cache hits excluded)"),
@@ -319,6 +454,17 @@ def _rows(s: Any, tp: int, target: float) -> list[tuple[str, str]]:
         ("running per replica", f"{s.mean_running:.1f} mean"),
         ("preemptions", f"{s.preemptions:,} ({s.preemptions_per_second:.2f}/s)"),
     ]  # fmt: skip
+
+
+def _verdict(s: Any, target: float) -> str:
+    """The goodput row: the share meeting the SLO and met/MISSED, or no verdict when no request completed (a ratio
+    of nothing is unknown, not a miss)."""
+    if s.requests_finished == 0 or not math.isfinite(s.goodput_ratio):
+        return "no request completed in the simulated time; no verdict"
+    return (
+        f"{_pct(s.goodput_ratio)} of requests meet TTFT ≤ {s.slo_ttft_seconds:g} s and TPOT ≤ {s.slo_tpot_seconds:g} s "
+        f"(target {target:.0%}: {'met' if s.goodput_ratio >= target else 'MISSED'})"
+    )
 
 
 def _tp(setup: _Setup, dial: str | None, value: object) -> int:
@@ -357,22 +503,51 @@ def _plot(path: str, dial: str, values: list[object], summaries: list[Any]) -> N
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run ``simulate``; see the module docstring. Returns the exit code."""
+    outcome = _simulate(args)
+    if isinstance(outcome, int):
+        return outcome
+    return _emit(outcome)
+
+
+def _emit(write: Callable[[], None]) -> int:
+    """Print the report; a reader that went away (``| head -1``) is not an error: as the Python documentation
+    advises (library/signal.html, note on SIGPIPE), point stdout at devnull so that the interpreter's last flush
+    does not fail again, and exit 0 quietly like the other commands."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a file descriptor (captured): nothing left to flush there
+            pass
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
+    """Validate, run; an exit code (2 after a one-line error), or the function that prints the result."""
     from advisor.config import load_config
     from advisor.errors import CapacityError, ConfigError
     from advisor.sim.traffic import TrafficError
 
-    if args.sweep and args.apply:
+    if args.sweep is not None and args.apply is not None:
         _err("simulate: give --sweep or --apply, not both")
         return 2
-    if args.plot and not args.sweep:
+    if args.plot and args.sweep is None:
         _err("simulate: --plot needs --sweep")
         return 2
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         _err("simulate: --plot needs matplotlib, which is not installed (pip install matplotlib); run without --plot")
         return 2
+    flag = "--sweep" if args.sweep is not None else "--apply"
     try:
-        sweep = _parse_dial(args.sweep, many=True) if args.sweep else None
-        apply = _parse_dial(args.apply, many=False) if args.apply else None
+        sweep = _parse_dial(args.sweep, many=True) if args.sweep is not None else None
+        apply = _parse_dial(args.apply, many=False) if args.apply is not None else None
+    except ValueError as exc:
+        _err(f"simulate: {flag}: {exc}")
+        return 2
+    try:
         cfg = load_config(args.config)
         deps = {d.name: d for d in cfg.deployments}
         name = args.deployment or cfg.deployments[0].name
@@ -386,23 +561,37 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.warmup is not None and args.warmup >= args.duration:
             _err("simulate: --warmup must be shorter than --duration")
             return 2
+        try:
+            # every configuration is built (and refused) before anything runs
+            if sweep is not None:
+                configs = [_engine(setup, args, sweep[0], v) for v in sweep[1]]
+            elif apply is not None:
+                configs = [_engine(setup, args), _engine(setup, args, apply[0], apply[1][0])]
+            else:
+                configs = [_engine(setup, args)]
+        except ValueError as exc:
+            _err(f"simulate: {flag}: {exc}")
+            return 2
         if sweep is not None:
-            return _sweep(setup, args, *sweep)
+            return _sweep(setup, args, *sweep, configs)
         if apply is not None:
-            return _apply(setup, args, apply[0], apply[1][0])
-        summary = _run(setup, args, f"simulate {name}")
+            return _apply(setup, args, apply[0], apply[1][0], configs)
+        summary = _run(setup, args, f"simulate {name}", configs[0])
     except (ConfigError, CapacityError, TrafficError) as exc:
         _err(str(exc))
         return 2
     except OSError as exc:
         _err(f"simulate: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
         return 2
-    if args.json:
-        print(json.dumps({"deployment": name, "seed": args.seed, "summary": summary.as_dict()}, indent=2))
-        return 0
-    _header(setup, args)
-    _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
-    return 0
+
+    def write() -> None:
+        if args.json:
+            print(json.dumps({"deployment": name, "seed": args.seed, "summary": summary.as_dict()}, indent=2))
+            return
+        _header(setup, args)
+        _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
+
+    return write
 
 
 def _header(setup: _Setup, args: argparse.Namespace) -> None:
@@ -423,19 +612,26 @@ def _table(rows: list[tuple[str, str]]) -> None:
         print(f"{k.ljust(width)}  {v}")
 
 
-def _sweep(setup: _Setup, args: argparse.Namespace, dial: str, values: list[object]) -> int:
+def _sweep(
+    setup: _Setup, args: argparse.Namespace, dial: str, values: list[object], configs: list[Any]
+) -> Callable[[], None]:
     summaries = []
-    for i, v in enumerate(values):
-        summaries.append(_run(setup, args, f"{dial}={v} ({i + 1}/{len(values)})", dial, v))
+    for i, (v, config) in enumerate(zip(values, configs, strict=True)):
+        label = f"{dial}={v} ({i + 1}/{len(values)})"
+        summaries.append(_run(setup, args, label, config, _replicas(setup, dial, v)))
     gpus = [s.replicas * _tp(setup, dial, v) for s, v in zip(summaries, values, strict=True)]
     frontier = _frontier([(float(g), s.goodput_tokens_per_second) for g, s in zip(gpus, summaries, strict=True)])
-    if args.json:
-        rows = [
-            {"value": v, "gpus": g, "frontier": f, "summary": s.as_dict()}
-            for v, g, f, s in zip(values, gpus, frontier, summaries, strict=True)
-        ]
-        print(json.dumps({"deployment": setup.name, "dial": dial, "seed": args.seed, "rows": rows}, indent=2))
-    else:
+    if args.plot:
+        _plot(args.plot, dial, values, summaries)
+
+    def write() -> None:
+        if args.json:
+            rows = [
+                {"value": v, "gpus": g, "frontier": f, "summary": s.as_dict()}
+                for v, g, f, s in zip(values, gpus, frontier, summaries, strict=True)
+            ]
+            print(json.dumps({"deployment": setup.name, "dial": dial, "seed": args.seed, "rows": rows}, indent=2))
+            return
         _header(setup, args)
         head = (
             f"{'':1} {dial:>22} {'GPUs':>4} {'KV blocks':>10} {'TTFT p50':>10} {'TTFT p99':>10} {'TPOT p50':>9} "
@@ -450,41 +646,58 @@ def _sweep(setup: _Setup, args: argparse.Namespace, dial: str, values: list[obje
                 f"{_pct(s.kv_usage_mean):>7} {s.preemptions_per_second:>9.2f}"
             )
         print("* on the frontier: no other row has as many goodput tokens/s with no more GPUs")
-    if args.plot:
-        _plot(args.plot, dial, values, summaries)
-        if not args.json:
+        if args.plot:
             print(f"plot written to {args.plot}")
-    return 0
+
+    return write
 
 
-def _apply(setup: _Setup, args: argparse.Namespace, dial: str, value: object) -> int:
-    current = setup.replicas if dial == "replicas" else getattr(setup.deployment, dial)
-    before = _run(setup, args, f"{dial}={current} (1/2)")
-    after = _run(setup, args, f"{dial}={value} (2/2)", dial, value)
+def _current(setup: _Setup, dial: str) -> tuple[object, bool]:
+    """The dial's value in the deployment as configured, and whether it is the engine's default (a dial the config
+    leaves unset, e.g. ``max_num_seqs``: the number the engine would pick, never None)."""
+    from advisor.config import capacity_inputs
+
+    if dial == "replicas":
+        return setup.replicas, False
+    value = getattr(setup.deployment, dial)
+    if value is None:
+        return getattr(capacity_inputs(setup.deployment, setup.base_dir), dial), True
+    return value, False
+
+
+def _apply(setup: _Setup, args: argparse.Namespace, dial: str, value: object, configs: list[Any]) -> Callable[[], None]:
+    current, default = _current(setup, dial)
+    shown = f"{current} (default)" if default else f"{current}"
+    before = _run(setup, args, f"{dial}={current} (1/2)", configs[0])
+    after = _run(setup, args, f"{dial}={value} (2/2)", configs[1], _replicas(setup, dial, value))
     target = setup.deployment.slo.target_ratio
-    if args.json:
-        out = {
-            "deployment": setup.name,
-            "dial": dial,
-            "current": current,
-            "applied": value,
-            "seed": args.seed,
-            "before": before.as_dict(),
-            "after": after.as_dict(),
-        }
-        print(json.dumps(out, indent=2))
-        return 0
-    _header(setup, args)
-    left = _rows(before, _tp(setup, None, None), target)
-    right = _rows(after, _tp(setup, dial, value), target)
-    width = max(len(k) for k, _ in left)
-    col = max(len(v) for _, v in left)
-    print(f"{'':{width}}  {f'{dial} = {current} (now)':<{col}}  {dial} = {value}")
-    for (k, a), (_, b) in zip(left, right, strict=True):
-        print(f"{k.ljust(width)}  {a:<{col}}  {b}")
-    print(
-        f"simulated effect of {dial} {current} → {value}: goodput {_pct(before.goodput_ratio)} → "
-        f"{_pct(after.goodput_ratio)}, goodput tokens/s {before.goodput_tokens_per_second:,.0f} → "
-        f"{after.goodput_tokens_per_second:,.0f}, TTFT p99 {_ms(before.ttft.p99)} → {_ms(after.ttft.p99)}"
-    )
-    return 0
+
+    def write() -> None:
+        if args.json:
+            out = {
+                "deployment": setup.name,
+                "dial": dial,
+                "current": current,
+                "current_is_default": default,
+                "applied": value,
+                "seed": args.seed,
+                "before": before.as_dict(),
+                "after": after.as_dict(),
+            }
+            print(json.dumps(out, indent=2))
+            return
+        _header(setup, args)
+        left = _rows(before, _tp(setup, None, None), target)
+        right = _rows(after, _tp(setup, dial, value), target)
+        width = max(len(k) for k, _ in left)
+        col = max(len(v) for _, v in left)
+        print(f"{'':{width}}  {f'{dial} = {shown} (now)':<{col}}  {dial} = {value}")
+        for (k, a), (_, b) in zip(left, right, strict=True):
+            print(f"{k.ljust(width)}  {a:<{col}}  {b}")
+        print(
+            f"simulated effect of {dial} {shown} → {value}: goodput {_pct(before.goodput_ratio)} → "
+            f"{_pct(after.goodput_ratio)}, goodput tokens/s {before.goodput_tokens_per_second:,.0f} → "
+            f"{after.goodput_tokens_per_second:,.0f}, TTFT p99 {_ms(before.ttft.p99)} → {_ms(after.ttft.p99)}"
+        )
+
+    return write
