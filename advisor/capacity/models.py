@@ -292,11 +292,23 @@ class ModelArch:
         listed in the module docstring. ``num_parameters`` is taken from a ``num_parameters`` key if present,
         else computed (:meth:`computed_parameters`). ``torch_dtype`` (or ``dtype``) defaults to ``bfloat16``.
 
+        Every key read is validated; a key set to ``null`` counts as absent. Counts are JSON integers (not
+        ``true``, ``4096.0``, ``"4096"``, NaN or Infinity); sizes and counts that cannot be zero (widths,
+        heads, experts, MLA ranks, periods) are ≥ 1, layer indices and layer-pattern keys lie within
+        ``num_hidden_layers``, lists hold such integers (``mlp_only_layers``) or strings (``layer_types``, one
+        per layer), flags are booleans, names are strings and ``text_config``, ``vision_config`` and
+        ``quantization_config`` are objects.
+
         Raises:
-            CapacityError: a required key is missing or not a positive integer; the message names it.
+            CapacityError: a required key is missing, or any key read has a value of the wrong type or out of
+                range; the message names the model and the key.
         """
+        if not isinstance(config, Mapping):
+            raise CapacityError(f"{name}: config.json must be a JSON object, got {_show(config)}")
+        text = _optional_mapping(config, "text_config", name)
+        _optional_mapping(config, "vision_config", name)
         top = {k: v for k, v in config.items() if k != "text_config"}
-        cfg = {**top, **dict(config.get("text_config") or {})}
+        cfg = {**top, **dict(text or {})}
         for key in (
             "torch_dtype",
             "_source",
@@ -314,16 +326,27 @@ class ModelArch:
         heads = _positive_int(cfg, "num_attention_heads", name)
         hidden = _positive_int(cfg, "hidden_size", name)
         layers = _positive_int(cfg, "num_hidden_layers", name)
-        kv_heads = _positive_int(cfg, "num_key_value_heads", name) if cfg.get("num_key_value_heads") else heads
-        head_dim = _positive_int(cfg, "head_dim", name) if cfg.get("head_dim") else hidden // heads
-        dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
-        experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
-        moe_width = int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0)
-        intermediate = int(cfg.get("intermediate_size") or moe_width or 0)
+        kv_heads = _optional_positive_int(cfg, "num_key_value_heads", name, heads)
+        head_dim = _optional_positive_int(cfg, "head_dim", name, 0) or hidden // heads
+        for scope, prefix in ((top, ""), (text or {}, "text_config.")):  # names, shadowed or not, are strings
+            for key in ("model_type", "torch_dtype", "dtype"):
+                _optional_str(scope, key, name, prefix + key)
+        dtype: str = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+        model_type: str = cfg.get("model_type") or ""
+        experts, experts_per_token = _experts(cfg, name)
+        stated_intermediate = _optional_positive_int(cfg, "intermediate_size", name, 0)
+        moe_width = _optional_positive_int(cfg, "moe_intermediate_size", name, 0) or stated_intermediate
+        intermediate = stated_intermediate or moe_width
         if intermediate <= 0:
             raise CapacityError(f"{name}: config.json has no 'intermediate_size' (needed for the capacity pass)")
-        model_type = str(cfg.get("model_type", ""))
-        linear, state, linear_params, attention_layers = _recurrent_layers(cfg, layers, hidden)
+        _str_list(cfg, "layer_types", name, layers)
+        _str_list(cfg, "layers_block_type", name, None)
+        linear, state, linear_params, attention_layers = _recurrent_layers(cfg, layers, hidden, name)
+        kv_lora_rank = _optional_positive_int(cfg, "kv_lora_rank", name, 0)
+        mla_minimum = 1 if kv_lora_rank else 0  # an MLA model needs a rope part and a V head
+        window = _sliding_window(cfg, name)
+        pattern = _optional_positive_int(cfg, "sliding_window_pattern", name, 0)
+        moe_layers = _moe_layers(cfg, layers, name)
         arch = cls(
             name=name,
             num_layers=layers,
@@ -336,35 +359,36 @@ class ModelArch:
             max_position_embeddings=_positive_int(cfg, "max_position_embeddings", name),
             torch_dtype=dtype,
             num_parameters=1,  # replaced below
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            source=str(cfg.get("_source", "")),
-            attention_bias=bool(cfg.get("attention_bias", False)),
-            norms_per_layer=int(cfg.get("_norms_per_layer", 4 if model_type.startswith("gemma") else 2)),
+            tie_word_embeddings=_optional_bool(cfg, "tie_word_embeddings", name),
+            source=_optional_str(cfg, "_source", name) or "",
+            attention_bias=_optional_bool(cfg, "attention_bias", name),
+            norms_per_layer=_int_in(
+                cfg, "_norms_per_layer", name, 0, default=4 if model_type.startswith("gemma") else 2
+            ),
             num_experts=experts,
-            experts_per_token=int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0),
+            experts_per_token=experts_per_token,
             moe_intermediate_size=moe_width if experts else 0,
-            num_shared_experts=int(cfg.get("n_shared_experts") or 0),
-            moe_layers=_moe_layers(cfg, layers) if experts else 0,
+            num_shared_experts=_int_in(cfg, "n_shared_experts", name, 0, default=0),
+            moe_layers=moe_layers if experts else 0,
             expert_bias=model_type == "gpt_oss",
-            kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
-            qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
-            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
-            v_head_dim=int(cfg.get("v_head_dim") or 0),
-            q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-            sliding_window=_sliding_window(cfg),
-            sliding_window_layers=_sliding_layers(cfg, attention_layers) if _sliding_window(cfg) else 0,
+            kv_lora_rank=kv_lora_rank,
+            qk_rope_head_dim=_int_in(cfg, "qk_rope_head_dim", name, mla_minimum, default=0),
+            qk_nope_head_dim=_int_in(cfg, "qk_nope_head_dim", name, 0, default=0),
+            v_head_dim=_int_in(cfg, "v_head_dim", name, mla_minimum, default=0),
+            q_lora_rank=_int_in(cfg, "q_lora_rank", name, 0, default=0),
+            sliding_window=window,
+            sliding_window_layers=_sliding_layers(cfg, attention_layers, pattern) if window else 0,
             linear_layers=linear,
             recurrent_state_elements=state,
             linear_layer_parameters=linear_params,
             attention_output_bias=model_type == "gpt_oss",
             qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
             attention_sinks=model_type == "gpt_oss",
-            vision_parameters=int(cfg.get("_vision_parameters") or 0),
-            checkpoint_quantization=_checkpoint_quantization(cfg),
+            vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=0),
+            checkpoint_quantization=_checkpoint_quantization(cfg, name),
         )
-        stated = cfg.get("num_parameters")
-        total = int(stated) if stated else arch.computed_parameters()
-        return replace(arch, num_parameters=total)
+        stated = _optional_positive_int(cfg, "num_parameters", name, 0)
+        return replace(arch, num_parameters=stated or arch.computed_parameters())
 
 
 def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, projector_out: int = 0) -> int:
@@ -391,67 +415,95 @@ def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, 
     return layers * per_layer + embed + projector
 
 
-def _checkpoint_quantization(cfg: Mapping[str, Any]) -> str | None:
-    if cfg.get("_checkpoint_quantization"):
-        return str(cfg["_checkpoint_quantization"])
-    qc = cfg.get("quantization_config")
-    if isinstance(qc, Mapping) and qc.get("quant_method"):
-        method = str(qc["quant_method"]).lower()
-        if method == "modelopt" and "fp4" in str(qc.get("quant_algo", "")).lower():
+def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
+    stated = _optional_str(cfg, "_checkpoint_quantization", name)
+    if stated:
+        return stated
+    qc = _optional_mapping(cfg, "quantization_config", name)
+    method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
+    if qc and method:
+        method = method.lower()
+        algo = _optional_str(qc, "quant_algo", name, "quantization_config.quant_algo") or ""
+        if method == "modelopt" and "fp4" in algo.lower():
             return "nvfp4"
         return {"compressed-tensors": "fp8", "modelopt": "fp8"}.get(method, method)
     return None
 
 
-def _moe_layers(cfg: Mapping[str, Any], layers: int) -> int:
-    if cfg.get("first_k_dense_replace") is not None:
-        return layers - int(cfg["first_k_dense_replace"])
-    if cfg.get("expert_layer_period"):
-        period, offset = int(cfg["expert_layer_period"]), int(cfg.get("expert_layer_offset", 0))
-        return sum(1 for i in range(layers) if i % period == offset)
-    mlp_only = cfg.get("mlp_only_layers") or []
-    step = int(cfg.get("decoder_sparse_step") or 1)
-    return sum(1 for i in range(layers) if i not in mlp_only and (i + 1) % step == 0)
+def _experts(cfg: Mapping[str, Any], name: str) -> tuple[int, int]:
+    """(routed experts, experts per token): the first stated of Mixtral's, Qwen's and DeepSeek's expert keys."""
+    stated = [
+        _optional_positive_int(cfg, key, name, 0) for key in ("num_local_experts", "num_experts", "n_routed_experts")
+    ]
+    experts = next((count for count in stated if count), 0)
+    # top-k of a mixture of experts is 1..experts; a dense model keeps what the config states (unused)
+    low, high = (1, experts) if experts else (0, None)
+    top_k = [_int_in(cfg, key, name, low, high, default=0) for key in ("num_experts_per_tok", "experts_per_token")]
+    per_token = next((k for k in top_k if k), 0)
+    if experts and not per_token:
+        raise CapacityError(f"{name}: config.json has no 'num_experts_per_tok' (needed for a mixture-of-experts model)")
+    return experts, per_token
 
 
-def _sliding_window(cfg: Mapping[str, Any]) -> int:
-    if cfg.get("use_sliding_window") is False:
+def _moe_layers(cfg: Mapping[str, Any], layers: int, name: str) -> int:
+    """Layers whose MLP is the MoE, from DeepSeek's, Jamba's or Qwen's layer-pattern keys (all validated, the first
+    stated of these three used)."""
+    first_dense = _int_in(cfg, "first_k_dense_replace", name, 0, layers, default=-1)
+    period, offset = _layer_period(cfg, "expert_layer_period", "expert_layer_offset", layers, name)
+    mlp_only = set(_int_list(cfg, "mlp_only_layers", name, 0, layers - 1))
+    step = _int_in(cfg, "decoder_sparse_step", name, 1, layers, default=1)
+    if first_dense >= 0:
+        return layers - first_dense
+    if period:
+        return (layers - 1 - offset) // period + 1  # layers i with i % period == offset
+    return layers // step - sum(1 for i in mlp_only if (i + 1) % step == 0)  # every step-th layer, less mlp-only
+
+
+def _layer_period(cfg: Mapping[str, Any], period_key: str, offset_key: str, layers: int, name: str) -> tuple[int, int]:
+    """(period, offset) of a Jamba-style layer pattern: period ≥ 1 (0 when absent), 0 ≤ offset < period and
+    < layers (default 0)."""
+    period = _optional_positive_int(cfg, period_key, name, 0)
+    return period, _int_in(cfg, offset_key, name, 0, min(period or layers, layers) - 1, default=0)
+
+
+def _sliding_window(cfg: Mapping[str, Any], name: str) -> int:
+    if cfg.get("use_sliding_window") is not None and not _optional_bool(cfg, "use_sliding_window", name):
         return 0
-    window = cfg.get("sliding_window")
-    return int(window) if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
+    return _int_in(cfg, "sliding_window", name, 0, default=0)  # 0 = no window
 
 
-def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int) -> int:
+def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int, pattern: int) -> int:
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
         return sum(1 for t in types if t == "sliding_attention")
-    model_type = str(cfg.get("model_type", ""))
+    model_type = str(cfg.get("model_type") or "")
     if model_type == "gemma2":
         return attention_layers // 2  # even layers local (vLLM gemma2.py: layer_idx % 2 == 0)
-    pattern = cfg.get("sliding_window_pattern")
     if model_type.startswith("gemma3") or pattern:
-        every = int(pattern or 6)
-        return sum(1 for i in range(attention_layers) if (i + 1) % every != 0)
+        every = pattern or 6
+        return attention_layers - attention_layers // every  # layers i with (i + 1) % every != 0
     return attention_layers
 
 
-def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int) -> tuple[int, int, int, int]:
+def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: str) -> tuple[int, int, int, int]:
     """(recurrent layers, state elements per sequence per such layer, mixer parameters, attention layers)."""
     count = 0
-    if cfg.get("attn_layer_period"):  # Jamba
-        period, offset = int(cfg["attn_layer_period"]), int(cfg.get("attn_layer_offset", 0))
-        count = sum(1 for i in range(layers) if i % period != offset)
+    period, offset = _layer_period(cfg, "attn_layer_period", "attn_layer_offset", layers, name)
+    expand = _optional_positive_int(cfg, "mamba_expand", name, 2)
+    d_state = _optional_positive_int(cfg, "mamba_d_state", name, 16)
+    d_conv = _optional_positive_int(cfg, "mamba_d_conv", name, 4)
+    auto_rank = -(-hidden // 16)  # transformers' "auto": ceil(hidden / 16)
+    stated_rank = "auto" if cfg.get("mamba_dt_rank") == "auto" else _int_in(cfg, "mamba_dt_rank", name, 1, default=0)
+    if period:  # Jamba
+        count = layers - ((layers - 1 - offset) // period + 1)  # all but layers i with i % period == offset
     elif isinstance(cfg.get("layer_types"), list):
         count = sum(1 for t in cfg["layer_types"] if t in ("mamba", "linear_attention"))
     elif isinstance(cfg.get("layers_block_type"), list):
         count = sum(1 for t in cfg["layers_block_type"] if t == "mamba")
     if not count:
         return 0, 0, 0, layers
-    expand = int(cfg.get("mamba_expand", 2))
-    d_state = int(cfg.get("mamba_d_state", 16))
-    d_conv = int(cfg.get("mamba_d_conv", 4))
     d_inner = expand * hidden
-    dt_rank = int(cfg.get("mamba_dt_rank") or -(-hidden // 16))
+    dt_rank = stated_rank if isinstance(stated_rank, int) and stated_rank else auto_rank
     # Mamba-1 mixer (Jamba): in_proj h×2d, conv d×conv + d, x_proj d×(dt+2n), dt_proj dt×d + d, A d×n, D d,
     # out_proj d×h, and Jamba's dt/B/C RMSNorms.
     params = (
@@ -471,10 +523,92 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int) -> tuple
     return count, state, params, layers - count
 
 
-def _positive_int(cfg: Mapping[str, Any], key: str, name: str) -> int:
+# --- config.json value checks: each names the model and the key, and treats a missing or null key as absent ---
+_MAX_CONFIG_INT = 2**53  # JSON's exact-integer limit; larger shapes would overflow the float arithmetic downstream
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bad_value(name: str, key: str, wanted: str, value: object) -> CapacityError:
+    return CapacityError(f"{name}: config.json key {key!r} must be {wanted}, got {_show(value)}")
+
+
+def _int_wanted(low: int, high: int | None) -> str:
+    if high is not None:
+        return f"an integer in {low}..{high}"
+    return {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer ≥ {low}")
+
+
+def _int_in(
+    cfg: Mapping[str, Any], key: str, name: str, low: int, high: int | None = None, *, default: int | None = None
+) -> int:
+    """``cfg[key]`` as an int in ``low..high`` (``high`` None: up to :data:`_MAX_CONFIG_INT`); ``default`` when the
+    key is missing or null (required when ``default`` is None). Rejects bools, floats (even ``4096.0``) and strings."""
     value = cfg.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise CapacityError(f"{name}: config.json key {key!r} must be a positive integer, got {value!r}")
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        raise _bad_value(name, key, _int_wanted(low, high), value)
+    if value > _MAX_CONFIG_INT:
+        raise _bad_value(name, key, f"{_int_wanted(low, high)} no larger than 2**53", value)
+    return value
+
+
+def _positive_int(cfg: Mapping[str, Any], key: str, name: str) -> int:
+    return _int_in(cfg, key, name, 1)
+
+
+def _optional_positive_int(cfg: Mapping[str, Any], key: str, name: str, default: int) -> int:
+    return _int_in(cfg, key, name, 1, default=default)
+
+
+def _int_list(cfg: Mapping[str, Any], key: str, name: str, low: int, high: int) -> list[int]:
+    """A list of ints in ``low..high`` (layer indices); empty when the key is missing or null."""
+    value = cfg.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise _bad_value(name, key, "a list of integers", value)
+    for v in value:
+        if not low <= v <= high:
+            raise _bad_value(name, key, f"a list of integers in {low}..{high}", value)
+    return value
+
+
+def _str_list(cfg: Mapping[str, Any], key: str, name: str, length: int | None) -> list[str] | None:
+    """A list of strings (of ``length`` entries, one per layer, unless empty or ``length`` is None); None when the
+    key is missing or null."""
+    value = cfg.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad_value(name, key, "a list of strings", value)
+    if length is not None and value and len(value) != length:
+        raise _bad_value(name, key, f"a list of {length} entries (one per layer, num_hidden_layers)", value)
+    return value
+
+
+def _optional_str(cfg: Mapping[str, Any], key: str, name: str, label: str | None = None) -> str | None:
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _bad_value(name, label or key, "a string", value)
+    return value
+
+
+def _optional_bool(cfg: Mapping[str, Any], key: str, name: str) -> bool:
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise _bad_value(name, key, "true or false", value)
+    return bool(value)
+
+
+def _optional_mapping(cfg: Mapping[str, Any], key: str, name: str) -> Mapping[str, Any] | None:
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise _bad_value(name, key, "a JSON object", value)
     return value
 
 
