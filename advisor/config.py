@@ -25,6 +25,7 @@ Durations accept Prometheus-style strings (``90s``, ``5m``, ``1h30m``) or plain 
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -510,8 +511,42 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
     for e in err.errors(include_url=False):
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+            known = _fields_at(loc[:-1])
+            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.75)
+            msg = f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
         problems.append((_loc(loc), msg))
     return problems
+
+
+def _fields_at(loc: Sequence[int | str]) -> list[str]:
+    """The field names (and aliases) of the config model found by following ``loc`` from :class:`Config`
+    (list indexes skipped); ``[]`` where the path leaves the models (a mapping, an unknown key)."""
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field_ = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field_ is None:
+            return []
+        model = _model_in(field_.annotation)
+        if model is None:
+            return []
+    names = []
+    for name, f in model.model_fields.items():
+        names.append(f.alias or name)
+    return names
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside an annotation (``Deployment``, ``list[Deployment]``, ``X | None``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -66,6 +66,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             spec = get_gpu(args.gpu)
             memory = spec.memory_bytes
             gpu_name = spec.name
+            if args.gpu.strip().lower() not in (spec.key, spec.name.lower()):
+                identified = f"{spec.name} (from {args.gpu!r}; `catalog gpus` lists the other variants)"
         else:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")
             return 2
@@ -302,8 +304,8 @@ def add_plan_parser(sub: Any) -> None:
         help="GPU memory in GiB as CUDA reports it (overrides the catalog); without --gpu, a value that is exactly "
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
-    plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size")
-    plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9)
+    plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size (default 1)")
+    plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9, help="default 0.9")
     plan.add_argument(
         "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
     )
@@ -359,7 +361,12 @@ def add_plan_parser(sub: Any) -> None:
     )
     search.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
     search.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
-    search.add_argument("--target-ratio", type=positive_float(1.0), default=0.9, help="fraction meeting both")
+    search.add_argument(
+        "--target-ratio",
+        type=positive_float(1.0),
+        default=0.9,
+        help="fraction of requests meeting both targets (default 0.9)",
+    )
     search.add_argument("--cloud", choices=["aws", "azure", "gcp"], default=None, help="default: all three")
     search.add_argument("--limit", type=bounded_int(1, 10_000), default=10, help="feasible deployments to list")
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
@@ -461,7 +468,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
         f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
     )
-    print(f"{result.configurations} configurations, {result.evaluated} evaluated, {result.pruned} pruned by cost bound")
+    cannot_run = result.configurations - result.evaluated - result.pruned
+    print(
+        f"{result.configurations} configurations: {cannot_run} cannot run (weights, KV pool, context or GPU "
+        f"features), {result.pruned} pruned by cost bound, {result.evaluated} evaluated against the SLO"
+    )
     if not result.feasible:
         print("no feasible configuration")
     else:

@@ -657,9 +657,10 @@ class Service:
                 with self._step("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 for update in self.lifecycle.last_updates:  # shown, never notified: the alert is unchanged
-                    log.info("%s", format_transition(update))
                     if self.on_transition is not None:
-                        self.on_transition(update)
+                        self.on_transition(update)  # the console line (the log would repeat it on stderr)
+                    else:
+                        log.info("%s", format_transition(update))
                 statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == d.spec.name)
                 results.append(
                     DeploymentResult(

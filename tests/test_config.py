@@ -244,3 +244,32 @@ def test_check_config_says_which_part_an_ambiguous_gpu_alias_stands_for(tmp_path
     note = r.stdout.splitlines()[1]
     assert "deployments[0].gpu 'H100' is the NVIDIA H100 SXM" in note
     assert "h100-pcie" in note and "h100-nvl" in note
+
+
+def test_a_misspelt_key_is_answered_with_the_key_it_is_close_to(tmp_path: Path) -> None:
+    text = (REPO_ROOT / "deploy" / "advisor.example.yaml").read_text()
+    assert "    max_model_len: 8192" in text and "\nscrape_interval:" in text
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        text.replace("    max_model_len: 8192", "    max_model_lenght: 8192").replace(
+            "\nscrape_interval:", "\nscrape_intervall:", 1
+        )
+    )
+    r = _cli("check-config", str(f))
+    assert r.returncode == 2
+    assert "deployments[0].max_model_lenght: unknown key; did you mean 'max_model_len'?" in r.stderr
+    assert "scrape_intervall: unknown key; did you mean 'scrape_interval'?" in r.stderr
+
+
+def test_an_unknown_model_or_gpu_is_answered_with_the_closest_names() -> None:
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.models import get_preset
+    from advisor.errors import UnknownGPUError, UnknownModelError
+
+    with pytest.raises(UnknownModelError) as model_err:
+        get_preset("meta-llama/Llama-3.1-8B-Instuct")
+    assert "did you mean 'meta-llama/Llama-3.1-8B-Instruct'" in str(model_err.value)
+    assert "advisor/tiny-test-model" not in str(model_err.value)  # a test fixture, not for operators
+    with pytest.raises(UnknownGPUError) as gpu_err:
+        get_gpu("h100-sxn")
+    assert "did you mean 'h100-sxm'" in str(gpu_err.value)

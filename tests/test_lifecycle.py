@@ -196,3 +196,21 @@ def test_console_lines_say_what_changed_and_label_the_two_ceilings() -> None:
     (resolved,) = lc.evaluate(evaluation(now=20))
     line = format_transition(resolved)
     assert "RESOLVED" in line and "replicas 1 → 2 withdrawn" in line and "no longer needed" not in line
+
+
+def test_a_wobbling_suggestion_is_neither_re_announced_nor_drifts_from_what_was_announced() -> None:
+    """max_num_seqs 256 → 28 that the next evaluations put at 29, 28, 29: under 10 % apart, so the open
+    recommendation keeps announcing 28 and no UPDATED line is printed; a move to 20 (29 % off) is one."""
+    rule = ScriptedRule(fire=True, for_s=0, suggested=28)
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=0))
+    for i, wobble in enumerate((29, 28, 29), start=1):
+        rule.suggested = wobble
+        lc.evaluate(evaluation(now=10 * i))
+        assert lc.last_updates == []
+        (rec,) = lc.open_recommendations()
+        assert rec.suggested == 28
+    rule.suggested = 20
+    lc.evaluate(evaluation(now=50))
+    (update,) = lc.last_updates
+    assert update.recommendation.suggested == 20 and update.reason == "was 1 → 28"

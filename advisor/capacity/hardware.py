@@ -17,6 +17,7 @@ Units in :class:`GPUSpec` are base units: bytes, bytes per second, FLOP/s.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 from dataclasses import dataclass
 from functools import cache
@@ -124,7 +125,10 @@ def get_gpu(name: str) -> GPUSpec:
     specs, lookup = _table()
     found = lookup.get(_norm(name))
     if found is None:
-        raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(gpu_keys())}")
+        close = difflib.get_close_matches(_norm(name), [_norm(k) for k in gpu_keys()], n=3, cutoff=0.6)
+        keys = {_norm(k): k for k in gpu_keys()}
+        hint = f"did you mean {' or '.join(repr(keys[c]) for c in close)}? " if close else ""
+        raise UnknownGPUError(f"unknown GPU {name!r}; {hint}known: {', '.join(gpu_keys())}")
     return specs[found]
 
 

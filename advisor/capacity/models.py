@@ -33,6 +33,7 @@ experts of intermediate 14336, top-2, vocab 32000)::
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -665,8 +666,13 @@ def get_preset(model_id: str) -> ModelArch:
         matches = [mid for mid in by_id if _norm_alias(mid.split("/", 1)[1]) == key]
         found = matches[0] if len(matches) == 1 else None
     if found is None:
+        public = [mid for mid in preset_ids() if not mid.startswith("advisor/")]  # advisor/…: test fixtures
+        close = difflib.get_close_matches(model_id, public, n=3, cutoff=0.6) or difflib.get_close_matches(
+            model_id.split("/")[-1], [m.split("/", 1)[-1] for m in public], n=3, cutoff=0.6
+        )
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         raise UnknownModelError(
-            f"no preset for model {model_id!r}; known ids: {', '.join(preset_ids())} "
+            f"no preset for model {model_id!r}; {hint}known ids: {', '.join(public)} "
             "(or give a path to the model's config.json: --model path/to/config.json, or model: in the config)"
         )
     return by_id[found]

@@ -54,6 +54,28 @@ class _RuleState:
     open: dict[str, Recommendation] = field(default_factory=dict)  # dial -> recommendation
 
 
+MATERIAL_CHANGE_RATIO = 0.10
+"""A numeric suggestion must move by at least this fraction to change an open recommendation."""
+
+
+def material_change(before: object, after: object) -> bool:
+    """True when an open recommendation's value moved enough to re-announce it: numbers by at least
+    :data:`MATERIAL_CHANGE_RATIO` of the old value (replicas 3 → 2 yes, max_num_seqs 28 → 29 no), anything else
+    by any change (``fp8`` → ``auto``, ``None`` → a number).
+
+    >>> material_change(28, 29), material_change(3, 2), material_change("auto", "fp8")
+    (False, True, True)
+    """
+    numeric = (int, float)
+    if isinstance(before, numeric) and isinstance(after, numeric) and not isinstance(before, bool | None):
+        if isinstance(after, bool):
+            return before != after
+        if before == after:
+            return False
+        return abs(after - before) >= MATERIAL_CHANGE_RATIO * max(abs(before), 1e-12)
+    return before != after
+
+
 def rank_key(key: tuple[bool, float, float]) -> tuple[int, float, float]:
     """Sort key of a proposal's ``(sufficient, cost, score)``: those that close the whole gap first,
     cheapest first; then the rest by predicted gain per unit of cost, highest first."""
@@ -213,17 +235,19 @@ class Lifecycle:
         return out
 
     def _refresh(self, rule: Rule, ev: Evaluation, st: _RuleState) -> None:
-        """Keep open recommendations' numbers current without changing their identity: id, opening time,
-        action and severity stay as opened (severity is an alert label; changing it would look to
-        Alertmanager and dashboards like one alert resolving and another firing)."""
+        """Keep open recommendations current without changing their identity: id, opening time, action and
+        severity stay as opened (severity is an alert label; changing it would look to Alertmanager and
+        dashboards like one alert resolving and another firing). Evidence and confidence follow every
+        evaluation; the advice itself (values, flag, text, predicted effect) changes only when the suggested or
+        current value moves materially (:func:`material_change`), and then an ``updated`` transition says so —
+        so a suggestion wobbling 28 ↔ 29 neither floods the console nor drifts from what was announced."""
         for p in rule.propose(ev):
             old = st.open.get(p.dial)
-            if old is not None:
-                self._keys[old.id] = (p.sufficient, p.cost, p.score)
-                if (p.current, p.suggested) != (old.current, old.suggested):
-                    updated = replace(old, current=p.current, suggested=p.suggested)
-                    self.last_updates.append(Transition("updated", updated, f"was {old.current} → {old.suggested}"))
-                st.open[p.dial] = replace(
+            if old is None:
+                continue
+            self._keys[old.id] = (p.sufficient, p.cost, p.score)
+            if material_change(old.suggested, p.suggested) or material_change(old.current, p.current):
+                updated = replace(
                     old,
                     current=p.current,
                     suggested=p.suggested,
@@ -234,6 +258,10 @@ class Lifecycle:
                     predicted_effect=p.predicted_effect,
                     evidence=p.evidence,
                 )
+                self.last_updates.append(Transition("updated", updated, f"was {old.current} → {old.suggested}"))
+                st.open[p.dial] = updated
+            else:
+                st.open[p.dial] = replace(old, confidence=p.confidence, evidence=p.evidence)
 
     def _maybe_resolve(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:
         clear = rule.clears(ev)

@@ -139,3 +139,37 @@ def test_an_overhead_an_engine_does_not_model_is_not_shown_as_zero() -> None:
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("overhead per GPU"))
     assert "not modelled" in line and "0.00" not in line
+
+
+def test_an_alias_says_which_part_it_was_taken_for() -> None:
+    r = _plan(*LLAMA_8B, "--gpu", "H100", "--max-model-len", "8192")
+    assert r.returncode == 0, r.stderr
+    assert "identified as           NVIDIA H100 SXM (from 'H100'" in r.stdout
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--max-model-len", "8192")
+    assert "identified as" not in r.stdout  # the catalog key itself needs no note
+
+
+def test_the_search_header_accounts_for_every_configuration() -> None:
+    import re
+
+    r = _plan(
+        "--search",
+        *LLAMA_8B,
+        "--arrival-rate",
+        "2",
+        "--prompt-tokens",
+        "1000",
+        "--output-tokens",
+        "200",
+        "--ttft",
+        "2",
+        "--tpot",
+        "0.1",
+        "--cloud",
+        "aws",
+    )
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"(\d+) configurations: (\d+) cannot run .*?, (\d+) pruned by cost bound, (\d+) evaluated", r.stdout)
+    assert m, r.stdout
+    total, cannot, pruned, evaluated = map(int, m.groups())
+    assert total == cannot + pruned + evaluated and evaluated > 0
