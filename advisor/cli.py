@@ -87,14 +87,14 @@ def _gpu_notes(cfg: Any) -> list[str]:
     """One note per deployment whose ``gpu:`` is an alias that stands for one of several parts (``H100`` is
     the SXM; the PCIe and NVL cards have other memory), so a wrong guess is visible before it skews the
     capacity pass."""
-    from advisor.capacity.hardware import get_gpu, gpu_keys
+    from advisor.capacity.hardware import get_gpu, gpu_keys, is_alias
 
     notes = []
     for i, d in enumerate(cfg.deployments):
         if d.gpu is None or d.gpu_memory_gib is not None:
             continue
         spec = get_gpu(d.gpu)
-        if d.gpu.strip().lower() in (spec.key, spec.name.lower()):
+        if not is_alias(d.gpu, spec):
             continue
         stem = d.gpu.strip().lower().replace("_", "-").split("-")[0]
         siblings = [k for k in gpu_keys() if k.startswith(stem) and k != spec.key]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.argtypes import bounded_int, positive_float, version_arg
-from advisor.errors import CapacityError, UnknownGPUError
+from advisor.errors import CapacityError
 
 
 def _err(msg: str) -> None:
@@ -33,7 +33,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
-    from advisor.capacity.hardware import get_gpu, gpu_for_memory
+    from advisor.capacity.hardware import get_gpu, identify_gpu, is_alias
     from advisor.capacity.kv import (
         CapacityInputs,
         capacity_pass,
@@ -51,22 +51,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.gpu_memory_gib is not None:
             memory = int(args.gpu_memory_gib * GIB)
             gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
-            # the part itself: as named (a name outside the catalog is only a label), else the one catalog GPU
-            # with exactly this CUDA total, if only one has it
-            if args.gpu is not None:
-                try:
-                    spec = get_gpu(args.gpu)
-                except UnknownGPUError:
-                    spec = None
-            else:
-                spec = gpu_for_memory(memory)
-                if spec is not None:
-                    identified = f"{spec.name}, the only catalog GPU with {memory / GIB:.2f} GiB"
+            spec = identify_gpu(args.gpu, memory)
+            if spec is not None and args.gpu is None:
+                identified = f"{spec.name}, the only catalog GPU with {memory / GIB:.2f} GiB"
         elif args.gpu is not None:
             spec = get_gpu(args.gpu)
             memory = spec.memory_bytes
             gpu_name = spec.name
-            if args.gpu.strip().lower() not in (spec.key, spec.name.lower()):
+            if is_alias(args.gpu, spec):
                 identified = f"{spec.name} (from {args.gpu!r}; `catalog gpus` lists the other variants)"
         else:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")

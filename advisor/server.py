@@ -543,7 +543,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     Raises:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
-    from advisor.capacity.hardware import GPUSpec, get_gpu, gpu_for_memory
+    from advisor.capacity.hardware import identify_gpu
     from advisor.capacity.kv import (
         CapacityInputs,
         capacity_pass,
@@ -559,18 +559,14 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         model = get_preset(dep.model)
     except CapacityError as exc:
         raise ApiError(400, str(exc), [{"path": "deployment.model", "message": str(exc)}]) from None
-    spec: GPUSpec | None = None
-    if dep.gpu is not None:
-        try:
-            spec = get_gpu(dep.gpu)
-        except CapacityError as exc:
-            if dep.gpu_memory_gib is None:  # with the memory given, a name outside the catalog is a label
-                raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
-    if dep.gpu_memory_gib is not None:
-        memory = int(dep.gpu_memory_gib * GIB)
+    stated = None if dep.gpu_memory_gib is None else int(dep.gpu_memory_gib * GIB)
+    try:
+        spec = identify_gpu(dep.gpu, stated)  # as `plan`: a label with the memory, or the memory names the part
+    except CapacityError as exc:
+        raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
+    if stated is not None:
+        memory = stated
         gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
-        if dep.gpu is None:
-            spec = gpu_for_memory(memory)  # as `plan`: a CUDA total only one catalog part has names it
     else:
         assert spec is not None
         memory, gpu_name = spec.memory_bytes, spec.name

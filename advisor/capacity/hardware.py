@@ -26,7 +26,7 @@ from typing import Final
 
 from advisor.errors import UnknownGPUError
 
-__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names"]
+__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names", "identify_gpu", "is_alias"]
 
 GIB: Final = 1 << 30
 """Bytes in one GiB (2³⁰); vLLM's logs print GiB."""
@@ -143,3 +143,29 @@ def gpu_for_memory(memory_bytes: int) -> GPUSpec | None:
     specs, _ = _table()
     found = [s for s in specs.values() if abs(s.memory_bytes - memory_bytes) <= 0.005 * GIB]  # as logs round
     return found[0] if len(found) == 1 else None
+
+
+def identify_gpu(name: str | None, memory_bytes: int | None) -> GPUSpec | None:
+    """The catalog part a deployment or a ``plan`` means, from its ``gpu`` name and its stated memory.
+
+    A name is looked up (:func:`get_gpu`); when the memory is stated too, a name outside the catalog is only a
+    label (``None``). Without a name, the memory names the part if only one has that CUDA total
+    (:func:`gpu_for_memory`).
+
+    Raises:
+        UnknownGPUError: a name outside the catalog and no memory.
+    """
+    if name is None:
+        return gpu_for_memory(memory_bytes) if memory_bytes is not None else None
+    try:
+        return get_gpu(name)
+    except UnknownGPUError:
+        if memory_bytes is None:
+            raise
+        return None
+
+
+def is_alias(name: str, spec: GPUSpec) -> bool:
+    """True when ``name`` reached ``spec`` through an alias (``H100`` for the H100 SXM) rather than its key or
+    catalog name, so the caller should say which part it took."""
+    return name.strip().lower() not in (spec.key, spec.name.lower())
