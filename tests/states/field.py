@@ -1,0 +1,197 @@
+"""Field states: an operator's public report, replayed as the engine of that version exposes it.
+
+A :class:`FieldState` is one row of the field-state table (issue 12, acceptance 1). It names its source (an
+issue, PR or forum thread), the engine version, the deployment as the report describes it, and each replica's
+two scrapes (the text that engine version serves on ``/metrics``: metric names checked in the engine's
+source). :func:`run_field_state` serves the scrapes on loopback, writes the config, runs ``capacity-advisor
+check-config`` and ``once --interval 1 --json`` as subprocesses and returns the one deployment object.
+
+Then :func:`check_field_state` asserts what the row states: snapshot values, the pools and ranks named, the
+deployment state and reason, the advice that must come (first, or anywhere) and the advice that must never
+come. The rows are written from the reports, independently of the adapters and rule modules.
+
+Rows live in ``tests/states/test_field_*.py``, one file per class of error; every file builds a list of
+``FieldState`` and parametrizes :func:`check_field_state` over it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.states import TwoScrapeServer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+Rec = dict[str, Any]
+Advice = tuple[str, str | None]
+"""``(dial, action)``; ``action`` ``None`` matches any action on that dial."""
+
+
+@dataclass
+class FieldState:
+    """One field state.
+
+    Attributes:
+        id: short test id (``vllm-triton-two-models``).
+        source: URL of the public report the state is built from (issue, PR, forum thread).
+        engine_version: the engine version whose exposition the scrapes reproduce (``vLLM 0.10.1``).
+        deployment: the deployment config as the report implies (``targets`` are filled in).
+        scrapes: per replica, its two scrapes (first, second), one second apart.
+        files: extra files next to the config (``config.json`` for a model, ``file_sd`` …).
+        extra_config: top-level config keys besides ``deployments`` (``rules``, ``data_quality`` …).
+        snapshot: snapshot key → expected value (floats compared at 2 % relative; ``None`` means unknown).
+        state: expected deployment state (``fresh``, ``stale``, ``unavailable``); ``None`` skips the check.
+        state_reason_contains: substrings the snapshot's ``state_reason`` must contain.
+        named: substrings that must appear in the deployment's JSON (pools, ranks, models, prefixes named).
+        must_first: the advice that must come first (``None``: no requirement).
+        must_propose: advice that must appear somewhere.
+        must_never: advice that must never appear.
+        no_advice: when true, no recommendation at all may be open.
+        extra_check: a further check on the deployment object.
+    """
+
+    id: str
+    source: str
+    engine_version: str
+    deployment: dict[str, Any]
+    scrapes: list[tuple[str, str]]
+    files: dict[str, str] = field(default_factory=dict)
+    extra_config: dict[str, Any] = field(default_factory=dict)
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    state: str | None = "fresh"
+    state_reason_contains: Sequence[str] = ()
+    named: Sequence[str] = ()
+    must_first: Advice | None = None
+    must_propose: Sequence[Advice] = ()
+    must_never: Sequence[Advice] = ()
+    no_advice: bool = False
+    extra_check: Callable[[dict[str, Any]], None] | None = None
+
+
+def run_field_state(tmp_path: Path, state: FieldState) -> dict[str, Any]:
+    """Serve the state's scrapes, run ``check-config`` and ``once --json``; return the deployment object.
+
+    Raises:
+        AssertionError: the harness failed (config invalid, ``once`` failed, a target not scraped twice).
+    """
+    assert state.source.startswith("https://"), f"{state.id}: a field state names its public source"
+    servers = [TwoScrapeServer(a, b) for a, b in state.scrapes]
+    try:
+        for name, text in state.files.items():
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(text, encoding="utf-8")
+        dep = {**state.deployment, "targets": [s.url for s in servers]}
+        cfg = {**state.extra_config, "deployments": [dep]}
+        cfg_path = tmp_path / "advisor.yaml"
+        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+        check = subprocess.run(
+            [sys.executable, "-m", "advisor.cli", "check-config", str(cfg_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
+        assert check.returncode == 0, f"harness: config invalid:\n{check.stdout}\n{check.stderr}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg_path), "--interval", "1", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=REPO_ROOT,
+        )
+        assert proc.returncode == 0, f"once failed ({proc.returncode}):\n{proc.stderr}"
+        out = json.loads(proc.stdout)
+        for s in servers:
+            assert s.hits >= 2, f"harness: target scraped {s.hits} times, expected 2"
+    finally:
+        for s in servers:
+            s.stop()
+    deps = out["deployments"]
+    assert len(deps) == 1, deps
+    result: dict[str, Any] = deps[0]
+    return result
+
+
+def brief(recs: Sequence[Rec]) -> str:
+    """One line per recommendation, for assertion messages."""
+    return "; ".join(
+        f"{r.get('rule')}:{r.get('dial')} {r.get('action')} {r.get('current')!r}→{r.get('suggested')!r}" for r in recs
+    )
+
+
+def matching(recs: Sequence[Rec], advice: Advice) -> list[Rec]:
+    """The recommendations (and their ``alternatives``, where present) that turn this dial this way."""
+    dial, action = advice
+    out: list[Rec] = []
+    for r in recs:
+        for cand in [r, *(r.get("alternatives") or [])]:
+            if cand.get("dial") == dial and (action is None or cand.get("action") == action):
+                out.append(cand)
+    return out
+
+
+def _close(got: Any, expected: Any) -> bool:
+    if expected is None or got is None:
+        return got is expected
+    if isinstance(expected, bool | str):
+        return bool(got == expected)
+    if isinstance(expected, int | float):
+        return isinstance(got, int | float) and got == pytest.approx(expected, rel=0.02, abs=1e-6)
+    if isinstance(expected, Mapping):
+        return isinstance(got, Mapping) and all(_close(got.get(k), v) for k, v in expected.items())
+    return bool(got == expected)
+
+
+def check_field_state(result: dict[str, Any], state: FieldState) -> None:
+    """Assert every expectation the state declares against ``once --json``'s deployment object."""
+    snap = result.get("snapshot") or {}
+    if state.state is not None:
+        assert result.get("state") == state.state, (
+            f"{state.id}: deployment {result.get('state')} ({snap.get('state_reason')}), expected {state.state}"
+        )
+    reason = str(snap.get("state_reason") or "")
+    for part in state.state_reason_contains:
+        assert part in reason, f"{state.id}: state_reason {reason!r} lacks {part!r}"
+    for key, expected in state.snapshot.items():
+        assert _close(snap.get(key), expected), f"{state.id}: snapshot {key} = {snap.get(key)!r}, expected {expected!r}"
+    text = json.dumps(result)
+    for name in state.named:
+        assert name in text, f"{state.id}: {name!r} not named anywhere in the deployment's JSON"
+    recs: list[Rec] = list(result.get("recommendations") or [])
+    if state.no_advice:
+        assert not recs, f"{state.id}: advice given where none is right: {brief(recs)}"
+    if state.must_first is not None:
+        assert recs, f"{state.id}: no advice; expected {state.must_first} first. rules: {result.get('rules')}"
+        first = recs[0]
+        dial, action = state.must_first
+        assert first.get("dial") == dial and (action is None or first.get("action") == action), (
+            f"{state.id}: first advice {brief(recs[:1])}, expected {state.must_first}; all: {brief(recs)}"
+        )
+    for advice in state.must_propose:
+        assert matching(recs, advice), f"{state.id}: {advice} not proposed; got {brief(recs)}"
+    for advice in state.must_never:
+        hits = matching(recs, advice)
+        assert not hits, f"{state.id}: wrong advice {advice}: {brief(hits)}"
+    if state.extra_check is not None:
+        state.extra_check(result)
+
+
+def number(value: Any) -> float:
+    """A recommendation's ``current``/``suggested`` as a number (it may be printed as a string)."""
+    if isinstance(value, bool):
+        raise AssertionError(f"not a number: {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    m = re.search(r"-?\d[\d,_]*(?:\.\d+)?", str(value))
+    assert m, f"no number in {value!r}"
+    return float(m.group(0).replace(",", "").replace("_", ""))
