@@ -112,6 +112,45 @@ class RankValues:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolReading:
+    """One pool other than the KV-token pool, or a count of slots, behind one target.
+
+    A request can be refused by any pool it needs: SGLang hybrid models keep a sliding-window KV pool
+    (``swa``) and a Mamba/linear-attention state pool (``mamba``) beside the full-attention KV pool;
+    llama.cpp runs at most ``--parallel`` requests at once (``slots``). Each saturates for its own reason and
+    is cured by its own dial, so the snapshot keeps it apart from ``kv_cache_usage_ratio``.
+
+    Attributes:
+        pool: ``swa``, ``mamba`` or ``slots``.
+        usage_ratio: fraction of the pool held, 0–1 (``None`` unknown); across DP ranks the highest rank's.
+        used: units held (tokens for ``swa``, states for ``mamba``, busy slots for ``slots``), summed over
+            ranks; ``None`` unknown.
+        capacity: the pool's size in the same unit, summed over ranks; ``None`` when the engine does not
+            expose it (llama.cpp's ``--parallel`` is not exported: the deployment's ``max_num_seqs`` stands in).
+        unit: ``tokens``, ``states`` or ``slots``.
+        source: the exposed family read (``sglang:mamba_usage``).
+    """
+
+    pool: str
+    usage_ratio: float | None = None
+    used: float | None = None
+    capacity: float | None = None
+    unit: str = "tokens"
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping of every field."""
+        return {
+            "pool": self.pool,
+            "usage_ratio": self.usage_ratio,
+            "used": self.used,
+            "capacity": self.capacity,
+            "unit": self.unit,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """The engine-neutral reading of one scrape of one target.
 
@@ -135,6 +174,19 @@ class EngineSnapshot:
         process_start_time_seconds: engine process start (unix s), for restart detection.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         ranks: per-rank values when more than one rank reports.
+        pools: pools other than the KV-token pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``), each with
+            its own saturation meaning (:class:`PoolReading`); ``kv_cache_usage_ratio`` is the KV pool alone.
+        requests_waiting_by_reason: waiting requests split by why they wait (vLLM 0.20+
+            ``vllm:num_requests_waiting_by_reason{reason}``: ``capacity`` = no KV blocks, ``deferred`` = LoRA
+            budget or a KV transfer), summed over ranks; empty when not exposed.
+        disaggregation_queues: prefill/decode-disaggregation queues in requests, summed over ranks (SGLang
+            ``prefill_bootstrap``, ``prefill_prealloc``, ``prefill_inflight``, ``decode_prealloc``,
+            ``decode_transfer``); empty when the engine is not disaggregated or does not expose them.
+        kv_cache_hybrid: the engine reports several KV-cache groups (hybrid attention + Mamba/SWA models:
+            vLLM's ``cache_config_info`` ``block_size`` is then the minimum over the groups, so
+            ``num_gpu_blocks × block_size`` is not the pool); ``None`` unknown.
+        ranks_excluded: DP ranks left out of the aggregates because their values are impossible or unknown
+            while other ranks report, each as ``"<rank>: <why>"``; the aggregates cover the other ranks.
         missing: quantities the adapter looked for and did not find.
     """
 
@@ -158,6 +210,11 @@ class EngineSnapshot:
     process_start_time_seconds: float | None = None
     engine_config: Mapping[str, str] = field(default_factory=dict)
     ranks: tuple[RankValues, ...] = ()
+    pools: tuple[PoolReading, ...] = ()
+    requests_waiting_by_reason: Mapping[str, float] = field(default_factory=dict)
+    disaggregation_queues: Mapping[str, float] = field(default_factory=dict)
+    kv_cache_hybrid: bool | None = None
+    ranks_excluded: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
 
 
