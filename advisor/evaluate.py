@@ -11,6 +11,13 @@ Data quality (``state``):
 * ``stale`` — an answering target's newest sample is older than ``stale_after_intervals`` scrape
   intervals, or its engine is frozen (requests running, token counters standing still);
 * ``fresh`` — otherwise.
+
+Pools (issue 12, classes 3 and 5): one request lives on one data-parallel rank, so the snapshot shows the
+largest single rank's pool (``kv_cache_capacity_tokens_largest_rank``) beside the summed pool, and the
+deployment's ceiling at max-model-len (``max_model_len_ceiling_requests``) is the sum over ranks of each
+rank's whole-request ceiling ``⌊rank pool ÷ max-model-len⌋``, never the summed pool ÷ max-model-len. Pools
+other than the KV pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``) are listed under ``pools`` and
+``pool_usage``, and the queues by reason under ``queues``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
+from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
@@ -78,6 +85,90 @@ def _hist_json(h: Histogram | None, source: str | None, note: str | None = None)
     if note:
         out["note"] = note
     return out
+
+
+def rank_pools(snap: EngineSnapshot) -> tuple[float, ...]:
+    """Each data-parallel rank's own KV pool in tokens (known ones), or ``(summed pool,)`` without ranks.
+
+    Example: ranks with pools 65,536 and 65,536 → ``(65536.0, 65536.0)``; no ranks, pool 448,102 →
+    ``(448102.0,)``; nothing known → ``()``.
+    """
+    if snap.ranks:
+        return tuple(r.kv_cache_capacity_tokens for r in snap.ranks if r.kv_cache_capacity_tokens)
+    return (snap.kv_cache_capacity_tokens,) if snap.kv_cache_capacity_tokens else ()
+
+
+def max_length_ceiling(snaps: Sequence[EngineSnapshot], max_model_len: int) -> float | None:
+    """Requests of ``max_model_len`` tokens the answering replicas hold at once: per replica, the sum over its
+    ranks of ``⌊rank pool ÷ max_model_len⌋`` (a request cannot span ranks). ``None`` when a replica's pools
+    are unknown (or, with ranks, any rank's is).
+
+    Example: 8 ranks of 65,536 tokens, max-model-len 131,072 → 0 (the summed 524,288 ÷ 131,072 = 4 would hide
+    that no max-length request ever fits).
+    """
+    if max_model_len <= 0 or not snaps:
+        return None
+    total = 0
+    for s in snaps:
+        pools = rank_pools(s)
+        if not pools or (s.ranks and len(pools) < len(s.ranks)):
+            return None
+        total += sum(int(p // max_model_len) for p in pools)
+    return float(total)
+
+
+def pool_usage(snaps: Sequence[EngineSnapshot], slots_configured: int | None) -> dict[str, float | None]:
+    """Pool (other than KV) → usage 0–1, the highest over ``snaps``; llama.cpp ``slots`` without a deferred
+    request are ``used ÷ slots_configured`` (``--parallel``; capped at 1). ``None`` = unknown.
+
+    Example: ``PoolReading("slots", None, used=3)`` with 4 slots configured → ``{"slots": 0.75}``.
+    """
+    out: dict[str, float | None] = {}
+    for s in snaps:
+        for p in s.pools:
+            u = p.usage_ratio
+            if u is None and p.pool == "slots" and p.used is not None:
+                cap = p.capacity or slots_configured
+                if cap:
+                    u = min(p.used / cap, 1.0)
+            prev = out.get(p.pool)
+            out[p.pool] = u if prev is None else (prev if u is None else max(prev, u))
+    return out
+
+
+def _pools_json(snaps: Sequence[EngineSnapshot]) -> list[dict[str, Any]]:
+    merged: dict[str, PoolReading] = {}
+    for s in snaps:
+        for p in s.pools:
+            prev = merged.get(p.pool)
+            if prev is None:
+                merged[p.pool] = p
+                continue
+            us = [u for u in (prev.usage_ratio, p.usage_ratio) if u is not None]
+            merged[p.pool] = PoolReading(
+                pool=p.pool,
+                usage_ratio=max(us) if us else None,
+                used=_sum_known([prev.used, p.used]),
+                capacity=_sum_known([prev.capacity, p.capacity]),
+                unit=p.unit,
+                source=p.source,
+            )
+    return [p.as_dict() for p in merged.values()]
+
+
+def _sum_maps(maps: Sequence[Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in maps:
+        for k, v in m.items():
+            if v is not None and math.isfinite(v):
+                out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
+    total = sum(len(s.ranks) for s in snaps)
+    left_out = sum(len(s.ranks_excluded) for s in snaps)
+    return 1.0 if total == 0 else max(0.0, (total - left_out) / total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +277,13 @@ def evaluate_deployment(
     gen_rate = stats.generation_tokens_per_second if stats else None
     goodput_tps = gen_rate * good.ratio if gen_rate is not None and good.ratio is not None else None
 
+    mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
+    pools = pool_usage(latest, ctx.inputs.max_num_seqs if ctx.engine == "llamacpp" else None)
+    by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
+    queues = {
+        **{f"waiting_{k}": v for k, v in by_reason.items()},
+        **_sum_maps([s.disaggregation_queues for s in latest]),
+    }
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -202,6 +300,12 @@ def evaluate_deployment(
         now=now,
         engine_config=dict(latest[0].engine_config) if latest else {},
         capacity_model_error_ratio=model_error,
+        kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
+        pool_usage=pools,
+        queues=queues,
+        kv_cache_hybrid=any(s.kv_cache_hybrid for s in latest),
+        ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
+        rank_coverage=_rank_coverage(latest),
     )
 
     snapshot = snapshot_view(latest, stats, len(targets), state_reason)
@@ -214,6 +318,9 @@ def evaluate_deployment(
             "goodput_tokens_per_second": goodput_tps,
             "ttft_within_target_ratio": ttft_ok.value if ttft_ok else None,
             "tpot_within_target_ratio": tpot_ok.value if tpot_ok else None,
+            "max_model_len": mml,
+            "max_model_len_ceiling_requests": max_length_ceiling(latest, mml),
+            "pool_usage": {"kv": stats.kv_cache_usage_ratio if stats else None, **pools},
         }
     )
     if ttft_ok is not None and not ttft_ok.exact:
@@ -253,6 +360,12 @@ def snapshot_view(
         "preemptions_per_second": stats.preemptions_per_second if stats else None,
         "counter_resets": stats.counter_resets if stats else None,
         "ranks": [r.as_dict() for s in latest for r in s.ranks][:MAX_RANKS_SHOWN],
+        "kv_cache_capacity_tokens_largest_rank": max((p for s in latest for p in rank_pools(s)), default=None),
+        "pools": _pools_json(latest),
+        "requests_waiting_by_reason": _sum_maps([s.requests_waiting_by_reason for s in latest]),
+        "disaggregation_queues": _sum_maps([s.disaggregation_queues for s in latest]),
+        "kv_cache_hybrid": any(s.kv_cache_hybrid for s in latest) if latest else None,
+        "ranks_excluded": [e for s in latest for e in s.ranks_excluded][:MAX_RANKS_SHOWN],
         "missing": sorted({m for s in latest for m in s.missing}),
     }
     n_ranks = sum(len(s.ranks) for s in latest)

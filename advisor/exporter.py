@@ -25,6 +25,15 @@ from advisor.domain import Recommendation
 from advisor.redact import redact_url
 from advisor.results import CycleResult
 
+POOL_USAGE_RATIO = "advisor_pool_usage_ratio"
+"""Per-pool usage 0–1, label ``pool``: ``kv`` and the engine's other pools (``swa``, ``mamba``, ``slots``)."""
+QUEUE_REQUESTS = "advisor_queue_requests"
+"""Requests waiting per named queue, label ``queue`` (``waiting_capacity``, ``decode_prealloc`` …)."""
+RANKS_EXCLUDED = "advisor_data_parallel_ranks_excluded"
+"""Data-parallel ranks left out of the aggregates for impossible or unknown values."""
+LABEL_POOL = "pool"
+LABEL_QUEUE = "queue"
+
 
 class AdvisorCollector(Collector):
     """Yields the advisory gauges for the latest cycle. Thread-safe: ``publish`` swaps one reference."""
@@ -123,15 +132,40 @@ class AdvisorCollector(Collector):
             "gpu_memory_utilization, …), for autoscalers; non-numeric suggestions are not exported.",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
         )
+        pool_usage = gauge(
+            POOL_USAGE_RATIO,
+            "Usage 0-1 of each pool a request needs (kv, and swa / mamba state / slots where the engine has them); "
+            "highest over replicas. Unknown pools are omitted.",
+            [c.LABEL_DEPLOYMENT, LABEL_POOL],
+        )
+        queue = gauge(
+            QUEUE_REQUESTS,
+            "Requests waiting in each named queue (vLLM waiting by reason, SGLang disaggregation queues), summed "
+            "over replicas.",
+            [c.LABEL_DEPLOYMENT, LABEL_QUEUE],
+        )
+        excluded = gauge(RANKS_EXCLUDED, "Data-parallel ranks left out of the aggregates (impossible values).")
         open_keys: set[tuple[str, str, str, str]] = set()
         valued: set[tuple[str, str]] = set()
         for d in res.deployments:
             s = d.snapshot
             labels = [d.name]
+            ev = d.evaluation
+            ceiling = d.concurrency_ceiling()
+            if ev.kv_rank_capacity_tokens and s.get("max_model_len_ceiling_requests") is not None:
+                ceiling = s.get("max_model_len_ceiling_requests")  # a request cannot span data-parallel ranks
+            for pool, u in {"kv": s.get("kv_cache_usage_ratio"), **ev.pool_usage}.items():
+                if u is not None and math.isfinite(u):
+                    pool_usage.add_metric([d.name, pool], float(u))
+            for name, n in ev.queues.items():
+                if n is not None and math.isfinite(n):
+                    queue.add_metric([d.name, name], float(n))
+            if ev.rank_coverage < 1.0 or ev.ranks_excluded:
+                excluded.add_metric(labels, float(len(ev.ranks_excluded)))
             for fam, value in (
                 (usage, s.get("kv_cache_usage_ratio")),
                 (cap, s.get("kv_cache_capacity_tokens")),
-                (ceil, d.concurrency_ceiling()),
+                (ceil, ceiling),
                 (running, s.get("requests_running")),
                 (waiting, s.get("requests_waiting")),
                 (preempt, s.get("preemptions_per_second")),
@@ -173,6 +207,9 @@ class AdvisorCollector(Collector):
             good_tps,
             gen_tps,
             model_err,
+            pool_usage,
+            queue,
+            excluded,
             state,
             tstate,
             up,

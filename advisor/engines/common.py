@@ -273,6 +273,12 @@ def sum_all(per_rank: Mapping[str, float | None], ranks: Sequence[str]) -> float
     return math.fsum(v for v in values if v is not None)
 
 
+def sum_known(values: Iterable[float | None]) -> float | None:
+    """Sum of the known values, ``None`` when none is known: ``[3, None, 4] → 7``, ``[None] → None``."""
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if known else None
+
+
 def valid_ratio(value: float | None) -> float | None:
     """A fraction in [0, 1] (within 1e-6, then clamped), else unknown: ``1.2 → None``, ``NaN → None``."""
     if value is None or not -USAGE_TOLERANCE <= value <= 1 + USAGE_TOLERANCE:

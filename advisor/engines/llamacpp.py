@@ -9,6 +9,13 @@ Rules:
 
 * **No labels**, hence no model: ``model`` is ``None`` and :meth:`LlamaCppAdapter.models` is empty.
 * ``requests_processing`` (busy slots) is running; ``requests_deferred`` is waiting.
+* **Slots** (``EngineSnapshot.pools``, pool ``slots``): llama.cpp runs at most ``--parallel`` requests, one
+  per slot, each with its own share of ``--ctx-size``. A task is deferred only when no slot is free
+  (``tools/server/server-context.cpp``: a task that finds no idle slot goes to the deferred queue; PR #5018),
+  so ``requests_deferred > 0`` means every slot is busy: usage 1.0. Otherwise the usage is unknown here (the
+  slot count is not exported; the deployment's ``max_num_seqs`` = ``--parallel`` stands in downstream).
+  ``used`` is ``requests_processing``. ``n_busy_slots_per_decode`` is an average since the process started
+  (``n_busy_slots ÷ n_decode``), not a current reading, and is not used.
 * **Prompt tokens include cached ones** (the snapshot's meaning, as vLLM counts):
   ``llamacpp:prompt_tokens_total`` counts only evaluated tokens, so ``prompt_tokens_cached_total`` is added
   where the build exposes it; older builds have no cached counter and their count is the evaluated tokens.
@@ -24,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
+from advisor.domain import PoolReading
 from advisor.engines.common import NameTable, Scope, Series, first_total, positive, sum_all, valid_ratio
 from advisor.engines.tabular import TableAdapter
 
@@ -78,6 +86,20 @@ class LlamaCppAdapter(TableAdapter):
                     merged[r] = None if v is None or c is None else v + c
                 return merged, sum_all(merged, ranks)
         return per_rank, total
+
+    def pools(self, scope: Scope, ranks: Sequence[str]) -> tuple[PoolReading, ...]:
+        """The slots: ``used`` busy slots, usage 1.0 when a request is deferred (see the module docstring).
+
+        Example: ``requests_processing 4``, ``requests_deferred 46`` → ``(PoolReading("slots", 1.0, 4.0, None,
+        "requests", "llamacpp:requests_processing"),)``; deferred 0 → usage ``None``.
+        """
+        busy = sum_all(scope.gauge(NAME_TABLE["requests_running"][0]), ranks)
+        deferred = sum_all(scope.gauge(NAME_TABLE["requests_waiting"][0]), ranks)
+        if busy is None and deferred is None:
+            return ()
+        usage = 1.0 if deferred is not None and deferred > 0 else None
+        source = NAME_TABLE["requests_running"][0].name
+        return (PoolReading(pool="slots", usage_ratio=usage, used=busy, unit="requests", source=source),)
 
     def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
         """Usage from ``kv_cache_usage_ratio``; capacity ``kv_cache_tokens ÷ ratio`` when the ratio is positive.

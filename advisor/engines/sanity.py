@@ -16,6 +16,15 @@ histograms                      a bucket count or the sum is not finite, a count
 
 Example: ``vllm:num_requests_running +Inf`` → ``requests_running`` None and
 ``missing`` gains ``"requests_running (value +Inf is not a count)"``.
+
+**One bad rank does not silence the deployment** (issue 12, class 4). When several data-parallel ranks report
+(``snap.ranks``) and some rank's KV usage is impossible or unknown while others report a fraction, or a rank's
+running/waiting count is impossible, that rank is **left out**: it is named in ``ranks_excluded``
+(``"3: kv_cache_usage_ratio value 1.7 is not a fraction in [0, 1]"``) and in ``missing``, and KV usage
+(capacity-weighted, else the plain mean) and any unknown or tainted running/waiting total are recomputed over
+the other ranks. Counters are left as the adapter summed them (a rank dropping in and out of a sum would look
+like a restart). Usage is a mean, so leaving a rank out does not bias it; running/waiting then undercount,
+which the rules answer with lower confidence (``advisor.rules.common.confidence``).
 """
 
 from __future__ import annotations
@@ -96,8 +105,58 @@ def _clean_rank(r: RankValues) -> RankValues:
     return dataclasses.replace(r, **changes) if changes else r  # type: ignore[arg-type]
 
 
+def _rank_problems(ranks: tuple[RankValues, ...]) -> dict[str, str]:
+    """Rank → why it is left out (see the module docstring); empty when every rank is sound."""
+    out: dict[str, str] = {}
+    for r in ranks:
+        why = []
+        problem = _bad_ratio(r.kv_cache_usage_ratio)
+        if problem:
+            why.append(f"kv_cache_usage_ratio {problem}")
+        for name in ("requests_running", "requests_waiting"):
+            problem = _bad_count(getattr(r, name))
+            if problem:
+                why.append(f"{name} {problem}")
+        if why:
+            out[r.rank] = "; ".join(why)
+    known = [r for r in ranks if r.kv_cache_usage_ratio is not None and r.rank not in out]
+    if known:
+        for r in ranks:
+            if r.kv_cache_usage_ratio is None and r.rank not in out:
+                out[r.rank] = "kv_cache_usage_ratio unknown (silent, NaN or not a fraction) while other ranks report"
+    return out
+
+
+def _without_ranks(snap: EngineSnapshot, ranks: tuple[RankValues, ...], bad: dict[str, str]) -> dict[str, object]:
+    """Aggregates recomputed over the sound ranks (``ranks`` already cleaned)."""
+    good = [r for r in ranks if r.rank not in bad]
+    changes: dict[str, object] = {}
+    usages = [r.kv_cache_usage_ratio for r in good]
+    if usages and all(u is not None for u in usages):
+        us = [u for u in usages if u is not None]
+        caps = [r.kv_cache_capacity_tokens for r in good]
+        known_caps = [c for c in caps if c is not None]
+        if len(known_caps) == len(caps) and math.fsum(known_caps) > 0:
+            changes["kv_cache_usage_ratio"] = math.fsum(u * c for u, c in zip(us, known_caps, strict=True)) / math.fsum(
+                known_caps
+            )
+        else:
+            changes["kv_cache_usage_ratio"] = math.fsum(us) / len(us)
+    for name in ("requests_running", "requests_waiting"):
+        tainted = any(name in bad.get(r.rank, "") for r in ranks)
+        if getattr(snap, name) is None or tainted:
+            values = [getattr(r, name) for r in good]
+            if values and all(v is not None for v in values):
+                changes[name] = math.fsum(v for v in values if v is not None)
+            elif tainted:
+                changes[name] = None
+    changes["ranks_excluded"] = (*snap.ranks_excluded, *(f"{rank}: {why}" for rank, why in bad.items()))
+    return changes
+
+
 def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
-    """Return ``snap`` with impossible values made unknown and each listed in ``missing`` with why."""
+    """Return ``snap`` with impossible values made unknown and each listed in ``missing`` with why, and
+    data-parallel ranks that cannot be read left out of the aggregates (named in ``ranks_excluded``)."""
     changes: dict[str, object] = {}
     why: list[str] = []
     for name in _COUNTS:
@@ -121,6 +180,10 @@ def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
     ranks = tuple(_clean_rank(r) for r in snap.ranks)
     if ranks != snap.ranks:
         changes["ranks"] = ranks
+    bad = _rank_problems(snap.ranks) if len(snap.ranks) > 1 else {}
+    if bad and len(bad) < len(snap.ranks):
+        changes.update(_without_ranks(snap, ranks, bad))
+        why.extend(f"rank {rank} left out ({reason})" for rank, reason in bad.items())
     if not changes:
         return snap
     changes["missing"] = (*snap.missing, *why)

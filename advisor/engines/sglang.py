@@ -15,9 +15,21 @@ Rules beyond :mod:`advisor.engines.common`:
   ``--enable-metrics-for-all-schedulers`` every TP rank repeats the same numbers). ``priority=""`` is the
   total when priority scheduling also writes per-priority series. ``is_streaming`` series are summed.
 * **KV usage excludes the evictable radix cache** (SGLang's own definition:
-  ``(max_total_num_tokens − available − evictable) / max_total_num_tokens``). 0.5.23 rounds ``token_usage``
-  to two places, so the exact ``full_token_usage`` (max with ``swa_token_usage`` for hybrid-SWA models, as
-  ``token_usage`` does) is read first.
+  ``(max_total_num_tokens − available − evictable) / max_total_num_tokens``). It is the **full-attention
+  KV pool alone**: the exact ``full_token_usage`` (0.5.23) first. ``token_usage`` is the max over the full,
+  SWA and Mamba pools (``SchedulerStats`` in the collector: "max(full, swa, mamba) — the bottleneck across
+  all pools"), so pressure on a state pool would read as KV pressure; without ``full_token_usage`` it is
+  taken as the KV pool's only when it exceeds every other pool's usage (or is 0), else KV usage is unknown.
+* **Other pools** (``EngineSnapshot.pools``): ``swa`` (``swa_token_usage``, hybrid sliding-window models)
+  and ``mamba`` (``mamba_usage``, hybrid SSM / linear-attention models: Qwen3-Next, Nemotron-H, Jamba), with
+  used and capacity from ``swa_*_tokens`` / ``mamba_*_tokens`` where exposed (0.5.23). A pool is listed only
+  when the model has it (usage or held/free units above 0): SGLang exports both gauges as 0 for every model.
+  Across DP ranks the usage is the highest rank's (one request lives on one rank).
+* **Disaggregation queues** (``EngineSnapshot.disaggregation_queues``, requests, summed over DP ranks):
+  ``prefill_bootstrap`` / ``prefill_prealloc`` (waiting for the decode side to take the request),
+  ``prefill_inflight`` (KV being sent), ``decode_prealloc`` (waiting for decode-side KV memory),
+  ``decode_transfer`` (KV arriving). 0.4.10 spells the inflight gauge ``num_prefill_infight_queue_reqs``.
+  Read only on a ``prefill``/``decode`` server (``engine_type`` label) or when a queue is non-empty.
 * **Capacity** is ``max_total_num_tokens`` (0.5.23). Older releases expose none; ``num_used_tokens ÷
   token_usage`` would divide by a rounded (or zero) ratio, so capacity stays unknown there.
 * **Preemptions** are the retraction counter ``num_retracted_requests_total`` (0.5.23). The gauge
@@ -33,8 +45,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
-from advisor.domain import Exposition, Sample
-from advisor.engines.common import NameTable, Scope, Series, config_values, positive, valid_ratio
+from advisor.domain import Exposition, PoolReading, Sample
+from advisor.engines.common import NameTable, Scope, Series, config_values, positive, sum_known
 from advisor.engines.tabular import TableAdapter
 
 _OLD: Final = "python/sglang/srt/metrics/collector.py"
@@ -60,7 +72,26 @@ NAME_TABLE: Final[NameTable] = {
         Series("sglang:full_token_usage", "gauge", "0.5.23 (exact)", _NEW),
         Series("sglang:token_usage", "gauge", "0.3 → 0.5.23 (rounded to 0.01 in 0.5.23)", _BOTH),
     ),
-    "kv_cache_usage_ratio_swa": (Series("sglang:swa_token_usage", "gauge", "0.5.4 → 0.5.23", _BOTH),),
+    "pool_swa": (Series("sglang:swa_token_usage", "gauge", "0.5.4 → 0.5.23", _BOTH),),
+    "pool_swa_used": (Series("sglang:swa_used_tokens", "gauge", "0.5.23", _NEW),),
+    "pool_swa_free": (
+        Series("sglang:swa_available_tokens", "gauge", "0.5.23", _NEW),
+        Series("sglang:swa_evictable_tokens", "gauge", "0.5.23", _NEW),
+    ),
+    "pool_mamba": (Series("sglang:mamba_usage", "gauge", "0.5.x → 0.5.23", _BOTH),),
+    "pool_mamba_used": (Series("sglang:mamba_used_tokens", "gauge", "0.5.23", _NEW),),
+    "pool_mamba_free": (
+        Series("sglang:mamba_available_tokens", "gauge", "0.5.23", _NEW),
+        Series("sglang:mamba_evictable_tokens", "gauge", "0.5.23", _NEW),
+    ),
+    "queue_prefill_bootstrap": (Series("sglang:num_prefill_bootstrap_queue_reqs", "gauge", "0.5.23", _NEW),),
+    "queue_prefill_prealloc": (Series("sglang:num_prefill_prealloc_queue_reqs", "gauge", "0.4.10 → 0.5.x", _OLD),),
+    "queue_prefill_inflight": (
+        Series("sglang:num_prefill_inflight_queue_reqs", "gauge", "0.5 → 0.5.23", _BOTH),
+        Series("sglang:num_prefill_infight_queue_reqs", "gauge", "0.4.10 (misspelt)", _OLD),
+    ),
+    "queue_decode_prealloc": (Series("sglang:num_decode_prealloc_queue_reqs", "gauge", "0.4.10 → 0.5.23", _BOTH),),
+    "queue_decode_transfer": (Series("sglang:num_decode_transfer_queue_reqs", "gauge", "0.4.10 → 0.5.23", _BOTH),),
     "kv_cache_capacity_tokens": (Series("sglang:max_total_num_tokens", "gauge", "0.5.23", _NEW),),
     "config": (
         Series("sglang:context_len", "gauge", "0.5.23", _NEW),
@@ -72,6 +103,9 @@ NAME_TABLE: Final[NameTable] = {
     ),
 }
 """Snapshot field → exposed names (``sglang:`` form), newest first."""
+
+USAGE_EPSILON: Final = 1e-9
+"""Usages this close are equal (``token_usage`` against a state pool's)."""
 
 _PREFIX: Final = "sglang:"
 _ALT_PREFIX: Final = "sglang_"
@@ -108,25 +142,85 @@ class SGLangAdapter(TableAdapter):
         return out
 
     def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
-        """Usage per DP rank (exact ``full_token_usage``, max with ``swa_token_usage``; else ``token_usage``)
-        and capacity ``max_total_num_tokens``.
+        """KV usage per DP rank (the full-attention pool: ``full_token_usage``, else ``token_usage`` when it is
+        not a state pool's) and capacity ``max_total_num_tokens``. Usage values are raw (the table adapter
+        checks them); a rank whose KV share cannot be told apart is ``None``.
 
         Example (0.5.23 capture): ``full_token_usage 0.35566902178521853``, ``swa_token_usage 0.0``,
         ``token_usage 0.36`` → usage ``{"0": 0.35566902178521853}``; ``max_total_num_tokens 448102`` →
-        capacity ``{"0": 448102.0}``.
+        capacity ``{"0": 448102.0}``. 0.5.4, Qwen3-Next: ``token_usage 0.97``, ``mamba_usage 0.97`` → ``{"0":
+        None}`` (the 0.97 is the Mamba pool's); ``token_usage 0.5``, ``mamba_usage 0.2`` → ``{"0": 0.5}``.
         """
         full, rounded = NAME_TABLE["kv_cache_usage_ratio"]
-        swa = scope.gauge(NAME_TABLE["kv_cache_usage_ratio_swa"][0])
-        usage: dict[str, float | None] = {}
-        exact = scope.gauge(full)
-        if exact:
-            for r, v in exact.items():
-                s = swa.get(r)
-                usage[r] = valid_ratio(v if v is None or s is None else max(v, s))
-        else:
-            usage = {r: valid_ratio(v) for r, v in scope.gauge(rounded).items()}
+        usage: dict[str, float | None] = dict(scope.gauge(full))
+        if not usage:
+            others = [scope.gauge(NAME_TABLE[k][0]) for k in ("pool_swa", "pool_mamba")]
+            for r, v in scope.gauge(rounded).items():
+                states = [o[r] for o in others if o.get(r) is not None]
+                if v is None or v <= USAGE_EPSILON or all(v > s + USAGE_EPSILON for s in states if s is not None):
+                    usage[r] = v
+                else:
+                    usage[r] = None
         capacity = {r: positive(v) for r, v in scope.gauge(NAME_TABLE["kv_cache_capacity_tokens"][0]).items()}
         return usage, capacity
+
+    def pools(self, scope: Scope, ranks: Sequence[str]) -> tuple[PoolReading, ...]:
+        """The SWA and Mamba pools the model has (see the module docstring).
+
+        Example (0.5.23, Qwen3-Next, one rank): ``mamba_usage 0.98``, ``mamba_used_tokens 49``,
+        ``mamba_available_tokens 1`` → ``(PoolReading("mamba", 0.98, 49.0, 50.0, "slots", "sglang:mamba_usage"),)``.
+        """
+        out: list[PoolReading] = []
+        for pool, unit in (("swa", "tokens"), ("mamba", "slots")):
+            alias = NAME_TABLE[f"pool_{pool}"][0]
+            usage = {r: v for r, v in scope.gauge(alias).items() if v is not None}
+            used = sum_known(scope.gauge(NAME_TABLE[f"pool_{pool}_used"][0]).values())
+            free = [sum_known(scope.gauge(a).values()) for a in NAME_TABLE[f"pool_{pool}_free"]]
+            capacity = None
+            if used is not None and free[0] is not None:
+                capacity = used + free[0] + (free[1] or 0.0)
+            if not usage and used is None:
+                continue
+            if max(usage.values(), default=0.0) <= USAGE_EPSILON and not capacity:
+                continue  # SGLang exports the gauge as 0 for models without this pool
+            out.append(
+                PoolReading(
+                    pool=pool,
+                    usage_ratio=max(usage.values()) if usage else None,
+                    used=used,
+                    capacity=positive(capacity),
+                    unit=unit,
+                    source=alias.name,
+                )
+            )
+        return tuple(out)
+
+    def queues(self, scope: Scope, ranks: Sequence[str]) -> dict[str, float]:
+        """The prefill/decode-disaggregation queues, requests summed over ranks (see the module docstring).
+
+        Example (a decode server): ``num_decode_prealloc_queue_reqs{engine_type="decode"} 12``,
+        ``num_decode_transfer_queue_reqs{engine_type="decode"} 3`` → ``{"decode_prealloc": 12.0,
+        "decode_transfer": 3.0}``.
+        """
+        out: dict[str, float] = {}
+        disaggregated = False
+        for key, aliases in NAME_TABLE.items():
+            if not key.startswith("queue_"):
+                continue
+            for alias in aliases:
+                samples = scope.samples(alias)
+                if not samples:
+                    continue
+                disaggregated = disaggregated or any(
+                    s.labels.get("engine_type") in ("prefill", "decode") for s in samples
+                )
+                total = sum_known(scope.gauge(alias).values())
+                if total is not None:
+                    out[key[len("queue_") :]] = total
+                break
+        if not disaggregated and not any(v > 0 for v in out.values()):
+            return {}
+        return out
 
     def config(self, scope: Scope) -> dict[str, str]:
         """``{"context_len": "8192", "page_size": "1", "cache_hit_rate": "0.0", "max_total_num_tokens": …}``."""

@@ -9,6 +9,12 @@ Fields of the table (all optional; an absent or empty entry is a quantity the en
 ``generation_tokens_total``, ``requests_finished_total`` (gauges/counters, summed over DP ranks);
 ``ttft``, ``tpot``, ``e2e``, ``queue_time`` (histograms, seconds); ``process_start_time_seconds``;
 ``kv_cache_usage_ratio``, ``kv_cache_capacity_tokens`` (read by the default :meth:`TableAdapter.kv`).
+Engines with pools beside the KV pool or disaggregation queues override :meth:`TableAdapter.pools` and
+:meth:`TableAdapter.queues`.
+
+Per-rank KV usage is kept **raw** in ``ranks`` (an impossible 1.7 stays 1.7) so that
+:func:`advisor.engines.sanity.sanitize` can name the rank and leave it out; the aggregate here is known only
+when every rank's usage is a fraction.
 
 ``missing`` lists, for every unknown field, the field's newest exposed name — or, when the engine exposes
 no such quantity, the sentence in :attr:`TableAdapter.not_exposed` saying so.
@@ -19,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues
+from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
 from advisor.engines.common import (
     NameTable,
     Scope,
@@ -87,7 +93,8 @@ class TableAdapter:
 
         usage_by_rank, cap_by_rank = self.kv(scope, ranks)
         capacity = sum_all(cap_by_rank, ranks)
-        usage = weighted_usage(usage_by_rank, cap_by_rank, ranks) if usage_by_rank else None
+        checked = {r: valid_ratio(v) for r, v in usage_by_rank.items()}
+        usage = weighted_usage(checked, cap_by_rank, ranks) if usage_by_rank else None
         note("kv_cache_capacity_tokens", capacity)
         note("kv_cache_usage_ratio", usage)
 
@@ -149,6 +156,8 @@ class TableAdapter:
             process_start_time_seconds=start,
             engine_config=self.config(scope),
             ranks=rank_values,
+            pools=self.pools(scope, ranks),
+            disaggregation_queues=self.queues(scope, ranks),
             missing=tuple(missing),
         )
 
@@ -161,11 +170,20 @@ class TableAdapter:
         """Per-rank values and total of a gauge/counter field (first alias present)."""
         return first_total(scope, self.table.get(field, ()), ranks)
 
+    def pools(self, scope: Scope, ranks: Sequence[str]) -> tuple[PoolReading, ...]:
+        """Pools other than the KV pool (``EngineSnapshot.pools``); none by default."""
+        return ()
+
+    def queues(self, scope: Scope, ranks: Sequence[str]) -> dict[str, float]:
+        """Prefill/decode-disaggregation queues in requests (``EngineSnapshot.disaggregation_queues``); none by
+        default."""
+        return {}
+
     def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
-        """KV usage (fraction) and capacity (tokens) per rank; default: the first alias of each field."""
+        """KV usage (fraction, raw) and capacity (tokens) per rank; default: the first alias of each field."""
         usage: dict[str, float | None] = {}
         for alias in self.table.get("kv_cache_usage_ratio", ()):
-            usage = {r: valid_ratio(v) for r, v in scope.gauge(alias).items()}
+            usage = dict(scope.gauge(alias))
             if usage:
                 break
         capacity: dict[str, float | None] = {}

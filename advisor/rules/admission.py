@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, tokens_per_running_request
+from advisor.rules.common import confidence, count, kv_withheld, tokens_per_running_request
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
@@ -52,6 +52,9 @@ class AdmissionThrashRule:
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
         s = ev.stats
+        withheld = kv_withheld(ev, self.usage_threshold)
+        if withheld:
+            return False, withheld, {"pool_usage": dict(ev.pool_usage)}
         if s is None or s.kv_cache_usage_ratio is None or s.requests_running is None or not ev.kv_capacity_tokens:
             return None, "KV usage, running requests or pool size unknown", {}
         per_request = tokens_per_running_request(ev)
@@ -98,7 +101,7 @@ class AdmissionThrashRule:
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Cap max-model-len, whole-request admission, a long-context replica — in that order."""
         holds, _, evidence = self._reading(ev)
-        if holds is None or not ev.kv_capacity_tokens:
+        if holds is None or not ev.kv_capacity_tokens or kv_withheld(ev, self.usage_threshold):
             return []
         pool = ev.kv_capacity_tokens
         mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len

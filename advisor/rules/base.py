@@ -67,6 +67,18 @@ class Evaluation:
         capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1.
         expected_samples: scrapes the window would hold at the configured interval.
         now: unix seconds.
+        kv_rank_capacity_tokens: each data-parallel rank's own KV pool (tokens) of one replica, when the
+            engine reports ranks; empty otherwise. One request lives on one rank, so whether a max-length
+            request fits is judged against the largest of these, never their sum.
+        pool_usage: pools other than the KV pool (``swa``, ``mamba``, ``slots``) → usage 0–1 at the newest
+            scrape, the highest over answering replicas (``None`` unknown). llama.cpp slots without a deferred
+            request are ``busy ÷ max_num_seqs`` (the configured ``--parallel``).
+        queues: requests waiting, by queue: ``waiting_capacity`` / ``waiting_deferred`` (vLLM
+            ``num_requests_waiting_by_reason``) and the disaggregation queues (``decode_prealloc`` …), summed
+            over answering replicas; only those exposed.
+        kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
+        ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
+        rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
     """
 
     ctx: DeploymentContext
@@ -84,6 +96,12 @@ class Evaluation:
     now: float
     engine_config: Mapping[str, str] = field(default_factory=dict)
     capacity_model_error_ratio: float | None = None
+    kv_rank_capacity_tokens: tuple[float, ...] = ()
+    pool_usage: Mapping[str, float | None] = field(default_factory=dict)
+    queues: Mapping[str, float] = field(default_factory=dict)
+    kv_cache_hybrid: bool = False
+    ranks_excluded: tuple[str, ...] = ()
+    rank_coverage: float = 1.0
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

@@ -229,9 +229,52 @@ def replicas_proposal(
 def confidence(ev: Evaluation, base: float) -> float:
     """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
     scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that
-    arrived × (1 if the engine reports its own pool, else 0.85 since the pool is then the model's guess)."""
+    arrived × (1 if the engine reports its own pool, else 0.85 since the pool is then the model's guess)
+    × the fraction of data-parallel ranks that could be read (``ev.rank_coverage``: a rank left out for an
+    impossible value leaves the decision to the others, with less certainty)."""
     pool = 1.0 if ev.kv_capacity_source == "engine" else 0.85
-    return round(max(0.0, min(1.0, base * ev.coverage() * pool)), 3)
+    return round(max(0.0, min(1.0, base * ev.coverage() * pool * ev.rank_coverage)), 3)
+
+
+OTHER_POOL_SATURATED = 0.9
+"""A pool other than the KV pool at or above this usage (0–1) is saturated (the KV-saturation default)."""
+
+POOL_MEANING = {
+    "swa": "the sliding-window KV pool (hybrid SWA model): a sliding-window share, not the full-attention pool",
+    "mamba": "the Mamba/linear-attention state pool: one state per running request, sized by its own flag "
+    "(SGLang --max-mamba-cache-size / --mamba-full-memory-ratio), not by KV tokens",
+    "slots": "the request slots (llama.cpp --parallel): every slot busy, so requests wait whatever the KV cache holds",
+}
+"""What each pool's saturation means, for the reasons the rules give."""
+
+
+def saturated_pools(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> list[tuple[str, float]]:
+    """Pools other than the KV pool at or above ``threshold``, highest first: ``[("mamba", 0.98)]``."""
+    out = [(p, u) for p, u in ev.pool_usage.items() if u is not None and u >= threshold]
+    return sorted(out, key=lambda pu: -pu[1])
+
+
+def kv_withheld(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str | None:
+    """Why a KV-pool turn must not be proposed, or ``None``: another pool (a state pool, the slots) is the
+    saturated one while the KV pool is not (KV usage below ``threshold``, or unknown). Then the queue and
+    preemptions are that pool's, and growing the KV pool (fp8 KV, a larger budget, a shorter context) does
+    not admit one more request.
+
+    Example: ``pool_usage {"mamba": 0.98}``, KV usage 0.31 → ``"the mamba pool is saturated (98%) while the
+    KV pool is not (31%): …"``.
+    """
+    hot = saturated_pools(ev, threshold)
+    if not hot:
+        return None
+    kv = ev.stats.kv_cache_usage_ratio if ev.stats is not None else None
+    if kv is not None and kv >= threshold:
+        return None
+    pool, usage = hot[0]
+    kv_text = "unknown" if kv is None else f"{kv:.0%}"
+    return (
+        f"withheld: the {pool} pool is saturated ({usage:.0%}) while the KV pool is not (KV usage {kv_text}); "
+        f"{POOL_MEANING.get(pool, 'a pool other than the KV pool')}. A KV-pool turn would not admit one more request"
+    )
 
 
 def whole(x: float) -> int:

@@ -4,7 +4,9 @@ Raise: preemptions rose in the window while the budget is below ``raise_to`` (vL
 GPU has head-room the cache could use. Lower: the engine restarted ``max_restarts`` times or more in the
 window (counter resets / a new ``process_start_time_seconds``) — the usual cause is an out-of-memory
 crash under activation spikes, and a smaller budget leaves more room for them (vLLM docs, "Conserving
-memory"). Each predicted by the capacity pass with the budget turned.
+memory"). Each predicted by the capacity pass with the budget turned. No raise while another pool (a state
+pool, the slots) is the saturated one (:func:`advisor.rules.common.kv_withheld`): its preemptions are not
+the KV pool's.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import Candidate, confidence, count, turn_proposal
+from advisor.rules.common import Candidate, confidence, count, kv_withheld, turn_proposal
 from advisor.rules.turns import turn
 
 MIN_BUDGET = 0.5
@@ -55,6 +57,10 @@ class KVBudgetRule:
         if s.preemptions_increase is None:
             return None, "preemption counter unknown", evidence
         if s.preemptions_increase > 0 and util < self.raise_to - 1e-9:
+            withheld = kv_withheld(ev)
+            if withheld:
+                # the preemptions are another pool's (a state pool, the slots): more KV budget admits no one
+                return "", withheld, {**evidence, "pool_usage": dict(ev.pool_usage)}
             return "raise", f"{count(s.preemptions_increase)} preemptions with a budget of {util}", evidence
         return "", f"budget {util}, {count(s.preemptions_increase)} preemptions, {s.counter_resets} restarts", evidence
 

@@ -12,6 +12,11 @@ ranked so that a turn that holds the whole demand comes first, cheapest first. W
 more sequences than its pool holds at the observed request lengths, it also proposes capping
 max-num-seqs there ("near the knee"), which stops the preemption thrash without raising the ceiling.
 It never proposes *raising* max-num-seqs: with a full pool, more sequences only preempt more.
+
+Only the KV pool's own pressure counts: where vLLM splits the queue by reason
+(``num_requests_waiting_by_reason``), only requests waiting for ``capacity`` count as waiting, not those
+deferred for a LoRA budget or a KV transfer; and when a different pool is the saturated one (a state pool,
+the slots: :func:`advisor.rules.common.kv_withheld`), the rule does not fire and says why.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
     count,
+    kv_withheld,
     pool_demand_factor,
     pool_turns,
     replicas_proposal,
@@ -54,6 +60,8 @@ class KVSaturationRule:
         s = ev.stats
         assert s is not None
         waiting = s.requests_waiting
+        if "waiting_capacity" in ev.queues:
+            waiting = ev.queues["waiting_capacity"]
         preempt = s.preemptions_increase
         evidence = {
             "kv_cache_usage_ratio": s.kv_cache_usage_ratio,
@@ -68,7 +76,10 @@ class KVSaturationRule:
         return bool((waiting or 0) > 0 or (preempt or 0) > 0), evidence
 
     def fires(self, ev: Evaluation) -> Condition:
-        """Usage ≥ threshold and (waiting > 0 or preemptions rose)."""
+        """Usage ≥ threshold and (waiting > 0 or preemptions rose), unless another pool is the saturated one."""
+        withheld = kv_withheld(ev, self.usage_threshold)
+        if withheld:
+            return Condition(False, withheld, {"pool_usage": dict(ev.pool_usage)})
         if ev.stats is None or ev.stats.kv_cache_usage_ratio is None:
             return Condition(None, "KV-cache usage unknown")
         usage = ev.stats.kv_cache_usage_ratio
@@ -84,7 +95,10 @@ class KVSaturationRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """Usage < resolve_below, or no queue and no preemption."""
+        """Usage < resolve_below, or no queue and no preemption, or another pool is the saturated one."""
+        withheld = kv_withheld(ev, self.usage_threshold)
+        if withheld:
+            return Condition(True, withheld, {"pool_usage": dict(ev.pool_usage)})
         if ev.stats is None or ev.stats.kv_cache_usage_ratio is None:
             return Condition(None, "KV-cache usage unknown")
         pressure, evidence = self._pressure(ev)
@@ -100,7 +114,7 @@ class KVSaturationRule:
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """The ceiling-raising turns and the replica count, each with its predicted effect."""
         s = ev.stats
-        if s is None:
+        if s is None or kv_withheld(ev, self.usage_threshold):
             return []
         _, evidence = self._pressure(ev)
         evidence = {

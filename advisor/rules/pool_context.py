@@ -6,6 +6,13 @@ and one longer than the pool can never be admitted: vLLM keeps it at the head of
 (``vllm/v1/core/sched/scheduler.py``: the request cannot be allocated, scheduling stops at it), so
 everything behind it waits too. Adding replicas does not help — each has the same pool.
 
+With data-parallel ranks the pool that matters is **one rank's**: one request lives on one rank, so a
+max-length request fits only if the largest single rank's pool holds it, and the deployment's ceiling at
+max-model-len is the sum over ranks of ``⌊rank pool ÷ max-model-len⌋`` — the summed pool ÷ max-model-len
+would hide that the longest requests can never fit (SGLang DP attention, vLLM ``--data-parallel-size``).
+A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
+(``block_size`` is the minimum over its KV groups): the rule cannot tell.
+
 Proposes capping max-model-len to what the pool holds (rounded down to a multiple of 1,024 tokens), or
 the turns that enlarge the pool until it holds the promised context. Supersedes the saturation, queue and
 goodput rules, whose replica advice would be wrong here.
@@ -49,6 +56,9 @@ class PoolContextRule:
         pool = ev.kv_capacity_tokens
         mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
         s = ev.stats
+        ranks = ev.kv_rank_capacity_tokens if ev.kv_capacity_source == "engine" else ()
+        if ranks:
+            pool = max(ranks)
         evidence: dict[str, Any] = {
             "kv_cache_capacity_tokens": pool,
             "kv_cache_capacity_source": ev.kv_capacity_source,
@@ -58,7 +68,12 @@ class PoolContextRule:
             "generation_tokens_per_second": s.generation_tokens_per_second if s else None,
             "window_seconds": s.window_seconds if s else None,
         }
-        if not pool:
+        if ranks:
+            evidence["data_parallel_ranks"] = len(ranks)
+            evidence["kv_cache_capacity_tokens_summed_over_ranks"] = sum(ranks)
+            evidence["max_model_len_ceiling_requests"] = sum(int(r // mml) for r in ranks)
+        hybrid_unsure = ev.kv_cache_hybrid and "kv_cache_size_tokens" not in ev.engine_config
+        if not pool or (hybrid_unsure and ev.kv_capacity_source == "engine"):
             return None, evidence
         return pool / mml, evidence
 
@@ -66,10 +81,20 @@ class PoolContextRule:
         """Pool ÷ max-model-len < ``min_full_length_requests``."""
         holds, evidence = self._reading(ev)
         if holds is None:
+            if ev.kv_cache_hybrid:
+                return Condition(
+                    None,
+                    "KV pool size unknown: a hybrid model's block_size is the minimum over its KV groups, so "
+                    "num_gpu_blocks × block_size is not its pool",
+                    evidence,
+                )
             return Condition(None, "KV pool size unknown", evidence)
+        where = "the pool"
+        if "data_parallel_ranks" in evidence:
+            where = f"the largest of {evidence['data_parallel_ranks']} data-parallel ranks' pools"
         return Condition(
             holds < self.n,
-            f"the pool holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
+            f"{where} holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
             f"for max-model-len {evidence['max_model_len']:,}); at least {self.n:g} wanted",
             evidence,
         )
@@ -110,6 +135,16 @@ class PoolContextRule:
             f"max-model-len promises {mml:,}: {holds:.2f} max-length requests fit.{warning} More replicas do not help: "
             "each has the same pool."
         )
+        if "data_parallel_ranks" in evidence:
+            situation = (
+                f"Each request lives on one of {evidence['data_parallel_ranks']} data-parallel ranks, and the "
+                f"largest rank's KV pool holds {pool:,.0f} tokens ({ev.kv_capacity_source}-reported), but "
+                f"max-model-len promises {mml:,}: {holds:.2f} max-length requests fit on a rank, "
+                f"{evidence['max_model_len_ceiling_requests']} in the whole replica. The summed pool "
+                f"({evidence['kv_cache_capacity_tokens_summed_over_ranks']:,.0f} tokens) hides this: no request "
+                f"can use more than one rank's pool.{warning} More replicas or ranks do not help: each rank has the "
+                "same pool."
+            )
         out: list[Proposal] = []
         cap = int(pool / self.n) // ROUND_TO * ROUND_TO
         if ROUND_TO <= cap < mml:
