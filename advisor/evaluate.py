@@ -165,6 +165,11 @@ def _sum_maps(maps: Sequence[Any]) -> dict[str, float]:
     return out
 
 
+def _any_known(flags: Sequence[bool | None]) -> bool | None:
+    known = [f for f in flags if f is not None]
+    return any(known) if known else None
+
+
 def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
     total = sum(len(s.ranks) for s in snaps)
     left_out = sum(len(s.ranks_excluded) for s in snaps)
@@ -303,7 +308,7 @@ def evaluate_deployment(
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
         pool_usage=pools,
         queues=queues,
-        kv_cache_hybrid=any(s.kv_cache_hybrid for s in latest),
+        kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
     )
@@ -364,7 +369,7 @@ def snapshot_view(
         "pools": _pools_json(latest),
         "requests_waiting_by_reason": _sum_maps([s.requests_waiting_by_reason for s in latest]),
         "disaggregation_queues": _sum_maps([s.disaggregation_queues for s in latest]),
-        "kv_cache_hybrid": any(s.kv_cache_hybrid for s in latest) if latest else None,
+        "kv_cache_hybrid": _any_known([s.kv_cache_hybrid for s in latest]),
         "ranks_excluded": [e for s in latest for e in s.ranks_excluded][:MAX_RANKS_SHOWN],
         "missing": sorted({m for s in latest for m in s.missing}),
     }

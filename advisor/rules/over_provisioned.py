@@ -1,9 +1,10 @@
 """Rule ``over_provisioned``: sustained low use with the SLO met — fewer replicas or a smaller GPU.
 
 Fires when the SLO is met (goodput at or above target), nothing waits, KV usage stays below
-``max_usage`` over the window, and fewer than ``max_load_ratio`` × the replica's concurrency ceiling run
-(the ceiling at the observed request length, bounded by max-num-seqs). Its for-duration is long by
-default (30 min) so a quiet hour does not shrink a fleet. Never proposes a scale-up.
+``max_usage`` over the window (and so does every other pool a request needs: a full Mamba state pool or
+full llama.cpp slots with an idle KV cache is not spare capacity), and fewer than ``max_load_ratio`` × the
+replica's concurrency ceiling run (the ceiling at the observed request length, bounded by max-num-seqs). Its
+for-duration is long by default (30 min) so a quiet hour does not shrink a fleet. Never proposes a scale-up.
 
 Proposes fewer replicas (enough that each runs at ``target_load_ratio`` of its ceiling), or with one
 replica the smallest catalog GPU whose capacity pass still holds the load at the same target, with the
@@ -87,13 +88,26 @@ class OverProvisionedRule:
             "load_ratio": round(load, 4),
             "window_seconds": s.window_seconds,
         }
+        # a pool other than the KV pool (a state pool, the slots) may be the full one: it counts as usage too
+        others = [(u, p) for p, u in ev.pool_usage.items() if u is not None]
+        hot = max(others, default=None)
+        if hot is not None:
+            evidence[f"{hot[1]}_pool_usage_ratio"] = hot[0]
         waiting = max(s.requests_waiting, s.requests_waiting_first or 0)
-        holds = g >= ev.ctx.slo.target_ratio and waiting == 0 and usage < self.max_usage and load < self.max_load_ratio
+        holds = (
+            g >= ev.ctx.slo.target_ratio
+            and waiting == 0
+            and usage < self.max_usage
+            and (hot is None or hot[0] < self.max_usage)
+            and load < self.max_load_ratio
+        )
         reason = (
             f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {count(s.requests_running)} running "
             f"({load:.0%} of the ceiling per replica), "
             f"KV usage at most {usage:.1%}, {count(waiting)} waiting"
         )
+        if hot is not None:
+            reason += f", {hot[1]} pool usage {hot[0]:.1%}"
         return holds, reason, evidence
 
     def fires(self, ev: Evaluation) -> Condition:
@@ -110,6 +124,7 @@ class OverProvisionedRule:
         busy = (
             evidence["load_ratio"] >= 2 * self.max_load_ratio
             or evidence["kv_cache_usage_ratio_max"] >= 2 * self.max_usage
+            or any(v >= 2 * self.max_usage for k, v in evidence.items() if k.endswith("_pool_usage_ratio"))
             or evidence["requests_waiting"] > max(2.0, 0.1 * evidence["requests_running"])
             or evidence["goodput_ratio"] < evidence["target_ratio"]
         )

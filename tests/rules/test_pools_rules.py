@@ -121,3 +121,23 @@ def test_pool_usage_fills_llamacpp_slots_from_the_configured_parallel() -> None:
     assert pool_usage([busy], None) == {"slots": None}  # never 0 for unknown
     full = EngineSnapshot(engine="llamacpp", pools=(PoolReading("slots", 1.0, used=4.0, unit="requests"),))
     assert pool_usage([busy, full], 8) == {"slots": 1.0}  # the hottest replica
+
+
+def test_over_provisioned_does_not_shrink_a_fleet_whose_state_pool_is_full() -> None:
+    from advisor.rules.over_provisioned import OverProvisionedRule
+    from tests.rules.helpers import good
+
+    rule = OverProvisionedRule(max_usage=0.3, max_load_ratio=0.25, target_load_ratio=0.5)
+    quiet = ev(
+        goodput=good(0.95, 1.0),
+        requests_running=2,
+        requests_waiting=0,
+        requests_waiting_first=0,
+        kv_cache_usage_ratio=0.05,
+        kv_cache_usage_ratio_max=0.1,
+    )
+    assert rule.fires(quiet).holds is True
+    full_mamba = with_(quiet, pool_usage={"mamba": 0.95})
+    cond = rule.fires(full_mamba)
+    assert cond.holds is False and "mamba pool usage 95.0%" in cond.reason
+    assert rule.clears(full_mamba).holds is True
