@@ -28,7 +28,8 @@ Rules beyond :mod:`advisor.engines.common`:
 * **Disaggregation queues** (``EngineSnapshot.disaggregation_queues``, requests, summed over DP ranks):
   ``prefill_bootstrap`` / ``prefill_prealloc`` (waiting for the decode side to take the request),
   ``prefill_inflight`` (KV being sent), ``decode_prealloc`` (waiting for decode-side KV memory),
-  ``decode_transfer`` (KV arriving). 0.4.10 spells the inflight gauge ``num_prefill_infight_queue_reqs``.
+  ``decode_transfer`` (KV arriving), ``decode_host_receive`` (0.5.23: received into host memory, waiting for
+  device admission). 0.4.10 spells the inflight gauge ``num_prefill_infight_queue_reqs``.
   Read only on a ``prefill``/``decode`` server (``engine_type`` label) or when a queue is non-empty.
 * **Capacity** is ``max_total_num_tokens`` (0.5.23). Older releases expose none; ``num_used_tokens ÷
   token_usage`` would divide by a rounded (or zero) ratio, so capacity stays unknown there.
@@ -92,6 +93,7 @@ NAME_TABLE: Final[NameTable] = {
     ),
     "queue_decode_prealloc": (Series("sglang:num_decode_prealloc_queue_reqs", "gauge", "0.4.10 → 0.5.23", _BOTH),),
     "queue_decode_transfer": (Series("sglang:num_decode_transfer_queue_reqs", "gauge", "0.4.10 → 0.5.23", _BOTH),),
+    "queue_decode_host_receive": (Series("sglang:num_decode_host_receive_queue_reqs", "gauge", "0.5.23", _NEW),),
     "kv_cache_capacity_tokens": (Series("sglang:max_total_num_tokens", "gauge", "0.5.23", _NEW),),
     "config": (
         Series("sglang:context_len", "gauge", "0.5.23", _NEW),

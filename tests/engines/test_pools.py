@@ -143,3 +143,9 @@ def test_every_rank_bad_or_a_single_rank_changes_nothing_but_the_value() -> None
     assert all_bad.kv_cache_usage_ratio is None and all_bad.ranks_excluded == ()
     one = sanitize(EngineSnapshot(engine="x", kv_cache_usage_ratio=1.5))
     assert one.kv_cache_usage_ratio is None and one.ranks_excluded == ()
+
+
+def test_sglang_0523_decode_host_receive_queue() -> None:
+    ranks = [{"full_token_usage": 0.9, "num_decode_host_receive_queue_reqs": 5, "num_decode_transfer_queue_reqs": 2}]
+    snap = read("sglang", sglang(ranks, engine_type="decode"))
+    assert snap.disaggregation_queues == {"decode_transfer": 2.0, "decode_host_receive": 5.0}
