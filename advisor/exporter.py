@@ -151,9 +151,7 @@ class AdvisorCollector(Collector):
             s = d.snapshot
             labels = [d.name]
             ev = d.evaluation
-            ceiling = d.concurrency_ceiling()
-            if ev.kv_rank_capacity_tokens and s.get("max_model_len_ceiling_requests") is not None:
-                ceiling = s.get("max_model_len_ceiling_requests")  # a request cannot span data-parallel ranks
+            ceiling = d.concurrency_ceiling()  # with data-parallel ranks: whole requests per rank, summed
             for pool, u in {"kv": s.get("kv_cache_usage_ratio"), **ev.pool_usage}.items():
                 if u is not None and math.isfinite(u):
                     pool_usage.add_metric([d.name, pool], float(u))

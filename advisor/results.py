@@ -32,10 +32,15 @@ class DeploymentResult:
 
     def concurrency_ceiling(self) -> float | None:
         """Sequences at max-model-len the replicas that answered can hold together, from the engine's
-        reported pool when known, else the capacity pass (``None`` when no replica answered)."""
+        reported pool when known, else the capacity pass (``None`` when no replica answered). With
+        data-parallel ranks a request cannot span ranks: the sum over ranks of ``⌊rank pool ÷ max-model-len⌋``
+        (the snapshot's ``max_model_len_ceiling_requests``), never the summed pool ÷ max-model-len."""
         ev = self.evaluation
         if ev.replicas_up == 0 or ev.kv_capacity_tokens is None:
             return None
+        per_rank = self.snapshot.get("max_model_len_ceiling_requests")
+        if ev.kv_rank_capacity_tokens and per_rank is not None:
+            return float(per_rank)
         return ev.kv_capacity_tokens / self.capacity.max_model_len * ev.replicas_up
 
     def as_dict(self) -> dict[str, Any]:

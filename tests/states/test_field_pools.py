@@ -305,7 +305,15 @@ def vllm_dp8_ceiling() -> FieldState:
             "max_model_len_ceiling_requests": 8,
         },
         must_never=[("max_model_len", "decrease"), ("replicas", "decrease")],
+        extra_check=_ceiling_is(8),
     )
+
+
+def _ceiling_is(n: float) -> Any:
+    def check(result: dict[str, Any]) -> None:
+        assert result.get("concurrency_ceiling") == n, result.get("concurrency_ceiling")
+
+    return check
 
 
 # --- class 4: one bad rank ---------------------------------------------------------------------------------
