@@ -9,7 +9,8 @@ worse, so this rule never proposes it.
 Proposes, in order: cap max-model-len so that ``target_concurrency`` requests of the cap fit in the pool;
 admit a request only when its whole prompt and output budget fit (the admission policy, where the engine
 has one); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
-generic pool turns would not change who holds the pool.
+generic pool turns would not change who holds the pool. With data-parallel ranks, "running", "pool" and the
+share are per rank (a request lives on one rank), not summed over the replica.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
+
+
+def _rank_pool(ev: Evaluation) -> float:
+    """The pool one request competes for: a data-parallel rank's (the mean over ranks) when the engine reports
+    ranks — a request lives on one rank — else the replica's."""
+    ranks = ev.kv_rank_capacity_tokens
+    if ranks and ev.kv_capacity_source == "engine":
+        return sum(ranks) / len(ranks)
+    return ev.kv_capacity_tokens or 0.0
 
 
 class AdmissionThrashRule:
@@ -58,8 +68,9 @@ class AdmissionThrashRule:
         if s is None or s.kv_cache_usage_ratio is None or s.requests_running is None or not ev.kv_capacity_tokens:
             return None, "KV usage, running requests or pool size unknown", {}
         per_request = tokens_per_running_request(ev)
-        running_per_replica = s.requests_running / max(ev.replicas_up, 1)
-        share = (per_request or 0) / ev.kv_capacity_tokens
+        ranks = len(ev.kv_rank_capacity_tokens) or 1
+        running_per_replica = s.requests_running / max(ev.replicas_up, 1) / ranks
+        share = (per_request or 0) / _rank_pool(ev)
         if s.requests_waiting is None and s.preemptions_increase is None:
             return None, "waiting requests and preemptions unknown", {}
         pressure = (s.requests_waiting or 0) > 0 or (s.preemptions_increase or 0) > 0
@@ -82,7 +93,8 @@ class AdmissionThrashRule:
             and pressure
         )
         reason = (
-            f"KV usage {s.kv_cache_usage_ratio:.1%} held by {running_per_replica:.0f} running request(s) per replica, "
+            f"KV usage {s.kv_cache_usage_ratio:.1%} held by {running_per_replica:.0f} running request(s) "
+            f"{'per data-parallel rank' if ranks > 1 else 'per replica'}, "
             f"~{share:.0%} of the pool each; {count(s.requests_waiting)} waiting, "
             f"{count(s.preemptions_increase)} preempted"
         )
@@ -103,7 +115,7 @@ class AdmissionThrashRule:
         holds, _, evidence = self._reading(ev)
         if holds is None or not ev.kv_capacity_tokens or kv_withheld(ev, self.usage_threshold):
             return []
-        pool = ev.kv_capacity_tokens
+        pool = _rank_pool(ev)
         mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
         conf = confidence(ev, 0.85)
         s = ev.stats

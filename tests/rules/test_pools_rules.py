@@ -141,3 +141,22 @@ def test_over_provisioned_does_not_shrink_a_fleet_whose_state_pool_is_full() -> 
     cond = rule.fires(full_mamba)
     assert cond.holds is False and "mamba pool usage 95.0%" in cond.reason
     assert rule.clears(full_mamba).holds is True
+
+
+def test_admission_thrash_judges_requests_and_shares_per_data_parallel_rank() -> None:
+    from advisor.rules.admission import AdmissionThrashRule
+
+    rule = AdmissionThrashRule(usage_threshold=0.9, max_running_per_replica=8, min_pool_share=0.1, target_concurrency=8)
+    # 8 ranks × 25,000 tokens, 4 requests on each: 0.95 × 200,000 ÷ 32 = 5,937 tokens each, 24 % of a rank (3 % summed)
+    e = ev(
+        dep=ctx(max_model_len=32_768),
+        kv_capacity_tokens=200_000,
+        kv_cache_usage_ratio=0.95,
+        requests_running=32,
+        requests_waiting=3,
+        preemptions_increase=0,
+    )
+    assert rule.fires(e).holds is False  # summed: 32 running per replica (over the 8 allowed)
+    ranked = with_(e, kv_rank_capacity_tokens=(25_000.0,) * 8)
+    cond = rule.fires(ranked)
+    assert cond.holds is True and "4 running request(s) per data-parallel rank" in cond.reason
