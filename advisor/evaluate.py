@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
@@ -136,11 +136,23 @@ def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> t
     answering target is stale (its numbers would mislead every rule); else ``fresh``."""
     states = [(t, *target_state(t, now, q)) for t in targets]
     if all(st == c.STATE_UNAVAILABLE for _, st, _ in states):
-        return c.STATE_UNAVAILABLE, "no target answered"
+        why = sorted({_failure(t) for t in targets if t.error_reason})
+        return c.STATE_UNAVAILABLE, "no target answered" + (f" ({'; '.join(why)})" if why else "")
     stale = [(t, why) for t, st, why in states if st == c.STATE_STALE]
     if stale:
         return c.STATE_STALE, "; ".join(f"{redact_url(t.url)}: {why}" for t, why in stale)
     return c.STATE_FRESH, "ok"
+
+
+_PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
+"""Reasons whose message describes the page (models, prefixes seen), never the URL: shown in the state."""
+
+
+def _failure(t: TargetView) -> str:
+    """``served_model_not_found: served_model 'x' matches none of …`` or just the reason (``timeout``)."""
+    if t.error_reason in _PAGE_REASONS and t.error_message:
+        return f"{t.error_reason}: {t.error_message}"
+    return str(t.error_reason)
 
 
 def evaluate_deployment(

@@ -1,0 +1,206 @@
+"""``advisor.observe.observe``: one page → one snapshot, parsed once, detected once, adapted once (issue 12).
+
+Pages are written here from the engines' own metric definitions (names and labels checked in their source):
+Triton ``vllm_backend`` ``src/utils/metrics.py`` (labels ``model``, ``version``), vLLM
+``vllm/v1/metrics/ray_wrappers.py`` as Ray exports it (``ray_vllm_*``, ``ReplicaId``), Dynamo
+``lib/runtime/src/metrics/prometheus_names.rs`` (``dynamo_component_total_blocks``,
+``dynamo_component_gpu_cache_usage_percent``), DCGM exporter ``etc/default-counters.csv``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import advisor.observe as observe_module
+from advisor.domain import Sample
+from advisor.engines import get_adapter
+from advisor.observe import observe
+
+TRITON_TWO_MODELS = """\
+# HELP nv_inference_request_success Number of successful inference requests, all batch sizes
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="mistral7b",version="1"} 20
+nv_inference_request_success{model="llama2",version="1"} 900
+# HELP vllm:num_requests_running Number of requests currently running on GPU.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model="mistral7b",version="1"} 2
+vllm:num_requests_running{model="llama2",version="1"} 48
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model="mistral7b",version="1"} 0
+vllm:num_requests_waiting{model="llama2",version="1"} 31
+# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{model="mistral7b",version="1"} 0.05
+vllm:gpu_cache_usage_perc{model="llama2",version="1"} 0.99
+# HELP vllm:num_preemptions_total Number of preemption tokens processed.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{model="mistral7b",version="1"} 0
+vllm:num_preemptions_total{model="llama2",version="1"} 412
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{model="mistral7b",version="1"} 1000
+vllm:generation_tokens_total{model="llama2",version="1"} 250000
+"""
+
+_RAY = 'Component="core_worker",NodeAddress="10.1.113.171",SessionName="session_2025",Version="2.52.0"'
+RAY_TWO_REPLICAS = f"""\
+# HELP ray_vllm_num_requests_running Number of requests in model execution batches.
+# TYPE ray_vllm_num_requests_running gauge
+ray_vllm_num_requests_running{{{_RAY},ReplicaId="3r4e76ag",WorkerId="6f8b",engine="0",model_name="qwen-0.5b"}} 30
+ray_vllm_num_requests_running{{{_RAY},ReplicaId="9xk2p1qd",WorkerId="a1c0",engine="0",model_name="qwen-0.5b"}} 3
+# HELP ray_vllm_num_requests_waiting Number of requests waiting to be processed.
+# TYPE ray_vllm_num_requests_waiting gauge
+ray_vllm_num_requests_waiting{{{_RAY},ReplicaId="3r4e76ag",WorkerId="6f8b",engine="0",model_name="qwen-0.5b"}} 12
+ray_vllm_num_requests_waiting{{{_RAY},ReplicaId="9xk2p1qd",WorkerId="a1c0",engine="0",model_name="qwen-0.5b"}} 0
+# HELP ray_vllm_kv_cache_usage_perc KV-Cache usage. 1 means 100 percent usage.
+# TYPE ray_vllm_kv_cache_usage_perc gauge
+ray_vllm_kv_cache_usage_perc{{{_RAY},ReplicaId="3r4e76ag",WorkerId="6f8b",engine="0",model_name="qwen-0.5b"}} 0.9
+ray_vllm_kv_cache_usage_perc{{{_RAY},ReplicaId="9xk2p1qd",WorkerId="a1c0",engine="0",model_name="qwen-0.5b"}} 0.1
+# HELP ray_vllm_prompt_tokens_total Number of prefill tokens processed.
+# TYPE ray_vllm_prompt_tokens_total counter
+ray_vllm_prompt_tokens_total{{{_RAY},ReplicaId="3r4e76ag",WorkerId="6f8b",engine="0",model_name="qwen-0.5b"}} 5000
+ray_vllm_prompt_tokens_total{{{_RAY},ReplicaId="9xk2p1qd",WorkerId="a1c0",engine="0",model_name="qwen-0.5b"}} 700
+"""
+
+DCGM = """\
+# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).
+# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",device="nvidia0",modelName="Tesla V100-SXM2-16GB",Hostname="h"} 97
+# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).
+# TYPE DCGM_FI_DEV_FB_USED gauge
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",device="nvidia0",modelName="Tesla V100-SXM2-16GB",Hostname="h"} 15000
+# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines 12
+"""
+
+_DYN = 'dynamo_component="backend",dynamo_namespace="dynamo",model="Qwen/Qwen3-0.6B"'
+DYNAMO_WORKER = f"""\
+# HELP dynamo_component_gpu_cache_usage_percent GPU cache usage as a percentage (0.0-1.0)
+# TYPE dynamo_component_gpu_cache_usage_percent gauge
+dynamo_component_gpu_cache_usage_percent{{{_DYN}}} 0.62
+# HELP dynamo_component_total_blocks Total number of KV cache blocks available on the worker
+# TYPE dynamo_component_total_blocks gauge
+dynamo_component_total_blocks{{{_DYN}}} 12894
+# HELP dynamo_component_uptime_seconds Total uptime of the DistributedRuntime in seconds
+# TYPE dynamo_component_uptime_seconds gauge
+dynamo_component_uptime_seconds{{dynamo_namespace="dynamo"}} 812.5
+"""
+
+
+def test_triton_served_model_reads_only_that_model() -> None:
+    seen = observe(TRITON_TWO_MODELS, "auto", "mistral7b")
+    assert seen.engine == "vllm" and seen.models == ("mistral7b", "llama2")
+    s = seen.snapshot
+    assert s is not None and s.model == "mistral7b"
+    # nothing of llama2 leaks in: no max of gauges, no sum of counters
+    assert (s.requests_running, s.requests_waiting, s.preemptions_total) == (2, 0, 0)
+    assert s.kv_cache_usage_ratio == pytest.approx(0.05)
+    assert s.generation_tokens_total == 1000
+    assert 'model="llama2" (ignored)' in s.missing
+
+
+def test_triton_other_model_picked_by_name() -> None:
+    s = observe(TRITON_TWO_MODELS, "vllm", "llama2").snapshot
+    assert s is not None and (s.model, s.requests_running, s.kv_cache_usage_ratio) == ("llama2", 48, 0.99)
+
+
+def test_served_model_not_found_names_the_models_seen() -> None:
+    seen = observe(TRITON_TWO_MODELS, "auto", "mixtral")
+    assert seen.snapshot is None and seen.error_reason == "served_model_not_found"
+    assert seen.error_message is not None and "mistral7b" in seen.error_message and "llama2" in seen.error_message
+
+
+def test_served_model_matches_ignoring_case_when_unique() -> None:
+    s = observe(TRITON_TWO_MODELS, "auto", "Mistral7B").snapshot
+    assert s is not None and s.model == "mistral7b" and s.requests_running == 2
+
+
+def test_two_models_without_served_model_name_the_flag() -> None:
+    seen = observe(TRITON_TWO_MODELS)
+    hint = seen.hint("http://h/metrics")
+    assert hint is not None and "--served-model" in hint and "mistral7b" in hint and "llama2" in hint
+
+
+def test_ray_serve_replicas_are_ranks_not_duplicates() -> None:
+    seen = observe(RAY_TWO_REPLICAS)
+    assert seen.engine == "vllm"
+    s = seen.snapshot
+    assert s is not None and s.model == "qwen-0.5b"
+    # summed over replicas (not the max of the gauges), usage the mean over replicas (capacities unknown)
+    assert (s.requests_running, s.requests_waiting, s.prompt_tokens_total) == (33, 12, 5700)
+    assert s.kv_cache_usage_ratio == pytest.approx(0.5)
+    by_rank = {r.rank: r for r in s.ranks}
+    assert set(by_rank) == {"ReplicaId=3r4e76ag", "ReplicaId=9xk2p1qd"}
+    assert by_rank["ReplicaId=3r4e76ag"].kv_cache_usage_ratio == pytest.approx(0.9)
+    assert by_rank["ReplicaId=9xk2p1qd"].requests_running == 3
+
+
+def test_ray_unsanitized_names_read_as_vllm() -> None:
+    page = RAY_TWO_REPLICAS.replace("ray_vllm_", "ray_vllm:")
+    s = observe(page, "vllm").snapshot
+    assert s is not None and s.requests_running == 33
+
+
+def test_dcgm_page_is_unrecognized_naming_prefixes() -> None:
+    seen = observe(DCGM)
+    assert seen.snapshot is None and seen.error_reason == "unrecognized"
+    assert seen.error_message is not None
+    assert "GPU telemetry" in seen.error_message and "DCGM_FI_" in seen.error_message and "go_" in seen.error_message
+
+
+def test_pinned_engine_on_another_engines_page_is_unrecognized() -> None:
+    seen = observe("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 3\nprocess_open_fds 9\n", "vllm")
+    assert seen.error_reason == "unrecognized"
+    assert seen.error_message is not None and "sglang" in seen.error_message and "process_" in seen.error_message
+
+
+def test_not_prometheus_text_is_still_a_parse_error() -> None:
+    assert observe("<html><body>502 Bad Gateway</body></html>").error_reason == "parse_error"
+
+
+def test_empty_page_is_unrecognized() -> None:
+    seen = observe("", "vllm")
+    assert seen.error_reason == "unrecognized" and seen.error_message == "no metrics at all (empty page)"
+
+
+def test_dynamo_worker_current_kv_gauges_are_read() -> None:
+    seen = observe(DYNAMO_WORKER)
+    assert seen.engine == "dynamo"
+    s = seen.snapshot
+    assert s is not None and s.kv_cache_usage_ratio == pytest.approx(0.62)
+    assert s.engine_config.get("dynamo_total_kv_blocks") == "12894"
+
+
+def test_dynamo_worker_gauges_fill_an_engine_that_lacks_them() -> None:
+    """A Dynamo vLLM worker: vLLM's families pass through, here without a usage gauge of their own."""
+    page = (
+        '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-0.6B"} 4\n'
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="None"} 1.0\n' + DYNAMO_WORKER
+    )
+    s = observe(page, "vllm").snapshot
+    assert s is not None and s.requests_running == 4
+    assert s.kv_cache_usage_ratio == pytest.approx(0.62)
+    assert s.kv_cache_capacity_tokens == 12894 * 16
+    assert "vllm:kv_cache_usage_perc" not in s.missing
+
+
+def test_samples_are_observed_like_text() -> None:
+    expo = {"vllm:num_requests_running": [Sample("vllm:num_requests_running", {"model_name": "m"}, 7.0)]}
+    s = observe(expo, get_adapter("vllm"), "m").snapshot
+    assert s is not None and s.requests_running == 7
+
+
+def test_auto_parses_a_page_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = observe_module.parse_exposition
+
+    def counting(text: str, keep: object = None) -> object:
+        calls.append(text)
+        return real(text, keep)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(observe_module, "parse_exposition", counting)
+    seen = observe(RAY_TWO_REPLICAS)
+    assert seen.ok and len(calls) == 1
