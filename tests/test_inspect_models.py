@@ -13,7 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 from tests.conftest import REPO_ROOT, reply
-from tests.test_observe import TRITON_TWO_MODELS
+from tests.read_pages import TRITON_TWO_MODELS
 
 Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
