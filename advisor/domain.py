@@ -135,6 +135,8 @@ class EngineSnapshot:
         process_start_time_seconds: engine process start (unix s), for restart detection.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         ranks: per-rank values when more than one rank reports.
+        replicas: names of the separate engines behind this one target (Ray Serve ``ReplicaId``, Triton model
+            ``version``) when there are several, each also a rank; ``()`` = one engine.
         missing: quantities the adapter looked for and did not find.
     """
 
@@ -158,6 +160,7 @@ class EngineSnapshot:
     process_start_time_seconds: float | None = None
     engine_config: Mapping[str, str] = field(default_factory=dict)
     ranks: tuple[RankValues, ...] = ()
+    replicas: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
 
 

@@ -144,6 +144,11 @@ def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> t
     return c.STATE_FRESH, "ok"
 
 
+def engines_behind(s: EngineSnapshot) -> int:
+    """Engines one target's snapshot speaks for: its named replicas (Ray Serve ``ReplicaId``), else 1."""
+    return max(1, len(s.replicas))
+
+
 _PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
 """Reasons whose message describes the page (models, prefixes seen), never the URL: shown in the state."""
 
@@ -181,7 +186,8 @@ def evaluate_deployment(
     samples = sum(1 for t in up for h in t.history if now - window_seconds <= h.timestamp <= now)
     expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
 
-    engine_caps = [s.kv_cache_capacity_tokens for s in latest if s.kv_cache_capacity_tokens]
+    # one target may front several engines (Ray Serve replicas): capacity is per engine, replicas count each
+    engine_caps = [s.kv_cache_capacity_tokens / engines_behind(s) for s in latest if s.kv_cache_capacity_tokens]
     model_error: float | None = None
     if engine_caps:
         kv_capacity = math.fsum(engine_caps) / len(engine_caps)
@@ -202,7 +208,7 @@ def evaluate_deployment(
         ctx=ctx,
         state=state,
         stats=stats,
-        replicas_up=len(up),
+        replicas_up=sum(engines_behind(s) for s in latest),
         kv_capacity_tokens=kv_capacity,
         kv_capacity_source=kv_source,
         ttft_ok=ttft_ok,
@@ -216,7 +222,7 @@ def evaluate_deployment(
         capacity_model_error_ratio=model_error,
     )
 
-    snapshot = snapshot_view(latest, stats, len(targets), state_reason)
+    snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)
     snapshot.update(
         {
             "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
@@ -249,7 +255,7 @@ def snapshot_view(
         "state_reason": state_reason,
         "model": first.model if first else None,
         "replicas": replicas,
-        "replicas_up": len(latest),
+        "replicas_up": sum(engines_behind(s) for s in latest),
         "requests_running": _sum_known([s.requests_running for s in latest]),
         "requests_waiting": _sum_known([s.requests_waiting for s in latest]),
         "preemptions_total": _sum_known([s.preemptions_total for s in latest]),

@@ -42,7 +42,7 @@ from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
 from advisor.errors import ConfigError, StateError
-from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
+from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
@@ -540,6 +540,7 @@ class Service:
                     if seen.snapshot is not None:
                         record(t.history, TimedSnapshot(t.url, ts, seen.snapshot), self.cfg.evaluation_window)
                         t.up, t.error_reason, t.error_message = True, None, None
+                        self._count_replicas(d)
                         continue
                     reason, message = seen.error_reason, seen.error_message
             changed = t.up or t.error_reason != reason
@@ -551,6 +552,12 @@ class Service:
             (log.warning if changed else log.debug)(
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
+
+    def _count_replicas(self, d: _Deployment) -> None:
+        """The deployment's replicas: one per target, or each engine a target fronts (Ray Serve replicas)."""
+        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets)
+        if n != d.ctx.replicas:
+            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
 
     def _adopt(self, d: _Deployment, seen: Observation) -> None:
         """``engine: auto``: keep the adapter of the first page an engine was detected on."""
@@ -628,7 +635,8 @@ class Service:
         for t in d.targets:
             if t.url not in seen:
                 t.up, t.error_reason, t.error_message = False, c.REASON_HTTP_STATUS, "no series in Prometheus"
-        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(seen)))
+        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets if t.url in seen)
+        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
 
     def _trim(self, now: float, window: float) -> None:
         keep = window + 3 * self.cfg.scrape_interval

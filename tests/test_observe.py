@@ -33,6 +33,7 @@ def test_triton_served_model_reads_only_that_model() -> None:
 def test_triton_other_model_picked_by_name() -> None:
     s = observe(TRITON_TWO_MODELS, "vllm", "llama2").snapshot
     assert s is not None and (s.model, s.requests_running, s.kv_cache_usage_ratio) == ("llama2", 48, 0.99)
+    assert s.replicas == ()  # one version of one model: one engine
 
 
 def test_served_model_not_found_names_the_models_seen() -> None:
@@ -60,6 +61,7 @@ def test_ray_serve_replicas_are_ranks_not_duplicates() -> None:
     # summed over replicas (not the max of the gauges), usage the mean over replicas (capacities unknown)
     assert (s.requests_running, s.requests_waiting, s.prompt_tokens_total) == (33, 12, 5700)
     assert s.kv_cache_usage_ratio == pytest.approx(0.5)
+    assert s.replicas == ("ReplicaId=3r4e76ag", "ReplicaId=9xk2p1qd")
     by_rank = {r.rank: r for r in s.ranks}
     assert set(by_rank) == {"ReplicaId=3r4e76ag", "ReplicaId=9xk2p1qd"}
     assert by_rank["ReplicaId=3r4e76ag"].kv_cache_usage_ratio == pytest.approx(0.9)
@@ -133,3 +135,13 @@ def test_auto_parses_a_page_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(observe_module, "parse_exposition", counting)
     seen = observe(RAY_TWO_REPLICAS)
     assert seen.ok and len(calls) == 1
+
+
+def test_readme_lists_every_scrape_error_reason() -> None:
+    """``advisor_scrape_errors_total{reason}`` is exported for every reason; the README names each one."""
+    from advisor.conventions import SCRAPE_ERROR_REASONS
+    from tests.conftest import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "unrecognized" in SCRAPE_ERROR_REASONS and "served_model_not_found" in SCRAPE_ERROR_REASONS
+    assert [r for r in SCRAPE_ERROR_REASONS if f"`{r}`" not in readme] == []

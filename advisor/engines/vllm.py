@@ -284,6 +284,7 @@ class VLLMAdapter:
             process_start_time_seconds=process_start,
             engine_config=engine_config,
             ranks=rank_values,
+            replicas=scope.replicas(ranks),
             missing=tuple(missing),
         )
 
@@ -347,6 +348,12 @@ class _VLLMScope(Scope):
                             continue
                         found.add(self.rank(s))
         return tuple(sorted(found, key=_rank_order))
+
+    def replicas(self, ranks: Sequence[str]) -> tuple[str, ...]:
+        """The replica names among ``ranks`` when there are several (``("ReplicaId=a", "ReplicaId=b")``), else
+        ``()``: one engine behind the target."""
+        names = sorted({r.split("/", 1)[0] for r in ranks if r.startswith(_REPLICA_LABELS)}, key=_rank_order)
+        return tuple(names) if len(names) > 1 else ()
 
     def model_label(self) -> str:
         """The model label this page uses (``model_name``, or Triton's ``model``), for messages."""

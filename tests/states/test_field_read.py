@@ -299,6 +299,8 @@ def ray_two_replicas(*, sanitized: bool = True) -> FieldState:
             "kv_cache_capacity_tokens": 2 * 50000 * 16,
             "kv_cache_usage_ratio": (0.92 + 0.1) / 2,  # equal pools: the mean, never the hot replica's 0.92
             "prompt_tokens_total": 345 * 500,
+            "replicas": 2,  # one target, two engines behind it
+            "replicas_up": 2,
         },
         named=["ReplicaId=3r4e76ag", "ReplicaId=9xk2p1qd"],
         must_never=[("gpu_memory_utilization", "increase"), ("kv_cache_dtype", None)],
@@ -308,6 +310,8 @@ def ray_two_replicas(*, sanitized: bool = True) -> FieldState:
 
 def _replicas_listed(usage: Mapping[str, float]) -> Callable[[dict[str, Any]], None]:
     def check(result: dict[str, Any]) -> None:
+        # the ceiling counts each replica's own pool once: 2 × 800,000 tokens at 8,192 per sequence
+        assert result["concurrency_ceiling"] == pytest.approx(2 * 50000 * 16 / 8192, rel=0.01)
         ranks = {r["rank"]: r for r in result["snapshot"]["ranks"]}
         for rank, value in usage.items():
             assert rank in ranks, f"replica {rank} not listed: {list(ranks)}"
