@@ -50,9 +50,10 @@ from urllib.parse import urlsplit
 from advisor import conventions as c
 from advisor.config import Config, Deployment
 from advisor.domain import TimedSnapshot, rfc3339
-from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
+from advisor.engines.dynamo import WORKER_KV_NAMES
 from advisor.evaluate import Quality, TargetView, evaluate_deployment
+from advisor.observe import identify
 from advisor.rules.base import DeploymentContext, Evaluation, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.service import build_rules, deployment_context, record, resolve_targets
@@ -718,20 +719,18 @@ def run_backtest(
             rp.error(p.dep.name, f"listing series names failed: {listed.error_reason}: {listed.error_message}")
             adapters[p.dep.name] = None
             continue
-        engine: str = p.dep.engine
-        if engine == "auto":
-            detected = detect_engine(listed.names)
-            if detected is None or detected not in ENGINES:
-                rp.warn(p.dep.name, f"engine: auto found no known engine's series for {{{p.selector}}}")
-                adapters[p.dep.name] = None
-                continue
-            engine = detected
-            rp.set_engine(p.dep.name, engine)
-        adapter = get_adapter(engine)
+        seen = identify(listed.names, p.dep.engine)  # the live loop's detection (advisor.observe)
+        if seen.adapter is None:
+            rp.warn(p.dep.name, f"engine: auto: {{{p.selector}}}: {seen.error_message}")
+            adapters[p.dep.name] = None
+            continue
+        adapter = seen.adapter
+        if p.dep.engine == "auto":
+            rp.set_engine(p.dep.name, adapter.engine)
         adapters[p.dep.name] = adapter
-        wanted[p.dep.name] = frozenset(n for n in listed.names if adapter.wants(n))
+        wanted[p.dep.name] = frozenset(n for n in listed.names if adapter.wants(n) or n in WORKER_KV_NAMES)
         if not wanted[p.dep.name]:
-            rp.warn(p.dep.name, f"no {engine} series match {{{p.selector}}} in the period")
+            rp.warn(p.dep.name, f"no {adapter.engine} series match {{{p.selector}}} in the period")
 
     grid = max(1, int(chunk_points))
     n_fetch = math.floor((end - fetch_start) / step + 1e-6) + 1

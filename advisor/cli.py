@@ -228,13 +228,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"URL {exc}")
         return 2
-    out = inspect_target(args.url, args.engine, args.interval)
+    out = inspect_target(args.url, args.engine, args.interval, args.served_model)
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
     print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}")
     for hint in out["version_hints"]:
         print(f"  version hint: {hint}")
+    if out["models"]:
+        print(
+            f"  models: {', '.join(out['models'])}"
+            + (f" (reading {out['snapshot']['model']})" if out["snapshot"]["model"] else "")
+        )
+    if out["hint"]:
+        print(f"  hint: {out['hint']}")
     t = out["targets"][0]
     if not t["up"]:
         print(f"  scrape failed: {t['error_reason']} — {t['error']}")
@@ -373,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("url")
     ins.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
     ins.add_argument("--interval", type=positive_float(600.0), default=3.0, help="seconds between scrapes (3)")
+    ins.add_argument(
+        "--served-model",
+        metavar="NAME",
+        default=None,
+        help="the model to read when the target serves several (as served_model in the config)",
+    )
     ins.add_argument("--json", action="store_true")
     ins.set_defaults(func=cmd_inspect)
 

@@ -53,12 +53,16 @@ REASON_TIMEOUT: Final = "timeout"
 REASON_HTTP_STATUS: Final = "http_status"
 REASON_TOO_LARGE: Final = "too_large"
 REASON_PARSE_ERROR: Final = "parse_error"
+REASON_UNRECOGNIZED: Final = "unrecognized"  # valid text, but no family of a known engine (prefixes named)
+REASON_SERVED_MODEL_NOT_FOUND: Final = "served_model_not_found"  # served_model matches no model on the page
 SCRAPE_ERROR_REASONS: Final = (
     REASON_CONNECTION_REFUSED,
     REASON_TIMEOUT,
     REASON_HTTP_STATUS,
     REASON_TOO_LARGE,
     REASON_PARSE_ERROR,
+    REASON_UNRECOGNIZED,
+    REASON_SERVED_MODEL_NOT_FOUND,
 )
 
 # --- data-quality states ------------------------------------------------------------------------------

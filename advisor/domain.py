@@ -187,6 +187,8 @@ class EngineSnapshot:
             ``num_gpu_blocks × block_size`` is not the pool); ``None`` unknown.
         ranks_excluded: DP ranks left out of the aggregates because their values are impossible or unknown
             while other ranks report, each as ``"<rank>: <why>"``; the aggregates cover the other ranks.
+        replicas: names of the separate engines behind this one target (Ray Serve ``ReplicaId``, Triton model
+            ``version``) when there are several, each also a rank; ``()`` = one engine.
         missing: quantities the adapter looked for and did not find.
     """
 
@@ -215,6 +217,7 @@ class EngineSnapshot:
     disaggregation_queues: Mapping[str, float] = field(default_factory=dict)
     kv_cache_hybrid: bool | None = None
     ranks_excluded: tuple[str, ...] = ()
+    replicas: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
@@ -232,11 +232,28 @@ def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> t
     answering target is stale (its numbers would mislead every rule); else ``fresh``."""
     states = [(t, *target_state(t, now, q)) for t in targets]
     if all(st == c.STATE_UNAVAILABLE for _, st, _ in states):
-        return c.STATE_UNAVAILABLE, "no target answered"
+        why = sorted({_failure(t) for t in targets if t.error_reason})
+        return c.STATE_UNAVAILABLE, "no target answered" + (f" ({'; '.join(why)})" if why else "")
     stale = [(t, why) for t, st, why in states if st == c.STATE_STALE]
     if stale:
         return c.STATE_STALE, "; ".join(f"{redact_url(t.url)}: {why}" for t, why in stale)
     return c.STATE_FRESH, "ok"
+
+
+def engines_behind(s: EngineSnapshot) -> int:
+    """Engines one target's snapshot speaks for: its named replicas (Ray Serve ``ReplicaId``), else 1."""
+    return max(1, len(s.replicas))
+
+
+_PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
+"""Reasons whose message describes the page (models, prefixes seen), never the URL: shown in the state."""
+
+
+def _failure(t: TargetView) -> str:
+    """``served_model_not_found: served_model 'x' matches none of …`` or just the reason (``timeout``)."""
+    if t.error_reason in _PAGE_REASONS and t.error_message:
+        return f"{t.error_reason}: {t.error_message}"
+    return str(t.error_reason)
 
 
 def evaluate_deployment(
@@ -265,7 +282,8 @@ def evaluate_deployment(
     samples = sum(1 for t in up for h in t.history if now - window_seconds <= h.timestamp <= now)
     expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
 
-    engine_caps = [s.kv_cache_capacity_tokens for s in latest if s.kv_cache_capacity_tokens]
+    # one target may front several engines (Ray Serve replicas): capacity is per engine, replicas count each
+    engine_caps = [s.kv_cache_capacity_tokens / engines_behind(s) for s in latest if s.kv_cache_capacity_tokens]
     model_error: float | None = None
     if engine_caps:
         kv_capacity = math.fsum(engine_caps) / len(engine_caps)
@@ -293,7 +311,7 @@ def evaluate_deployment(
         ctx=ctx,
         state=state,
         stats=stats,
-        replicas_up=len(up),
+        replicas_up=sum(engines_behind(s) for s in latest),
         kv_capacity_tokens=kv_capacity,
         kv_capacity_source=kv_source,
         ttft_ok=ttft_ok,
@@ -313,7 +331,7 @@ def evaluate_deployment(
         rank_coverage=_rank_coverage(latest),
     )
 
-    snapshot = snapshot_view(latest, stats, len(targets), state_reason)
+    snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)
     snapshot.update(
         {
             "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
@@ -349,7 +367,7 @@ def snapshot_view(
         "state_reason": state_reason,
         "model": first.model if first else None,
         "replicas": replicas,
-        "replicas_up": len(latest),
+        "replicas_up": sum(engines_behind(s) for s in latest),
         "requests_running": _sum_known([s.requests_running for s in latest]),
         "requests_waiting": _sum_known([s.requests_waiting for s in latest]),
         "preemptions_total": _sum_known([s.preemptions_total for s in latest]),

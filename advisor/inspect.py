@@ -1,9 +1,11 @@
 """``capacity-advisor inspect URL``: what the advisor makes of one target, with no config.
 
-Scrapes the target twice, ``interval`` seconds apart, detects the engine (or uses the one given), and
+Scrapes the target twice, ``interval`` seconds apart, and reads each page through the daemon's own
+:func:`advisor.observe.observe` (detects the engine, or uses the one given; reads ``served_model``), and
 returns one deployment object shaped as ``once --json`` prints it (``capacity`` and
 ``recommendations`` empty, since no deployment is configured), plus ``missing`` (the quantities the
-engine did not expose), ``detected_engine`` and ``version_hints``.
+engine did not expose), ``detected_engine``, ``version_hints``, ``models`` (every served model on the page)
+and ``hint`` (how to pick one with ``--served-model`` when there are several and none was picked).
 """
 
 from __future__ import annotations
@@ -13,25 +15,28 @@ from typing import Any
 
 import requests
 
-from advisor import conventions as c
 from advisor.domain import TimedSnapshot
-from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
-from advisor.engines.versions import version_hints
-from advisor.errors import ParseError
 from advisor.evaluate import Quality, TargetView, snapshot_view, target_state
+from advisor.observe import observe
 from advisor.redact import redact_url
-from advisor.sources.exposition import parse_exposition
 from advisor.sources.scrape import scrape
 from advisor.telemetry import window_stats
 
 
-def inspect_target(url: str, engine: str = "auto", interval: float = 2.0) -> dict[str, Any]:
+def inspect_target(
+    url: str, engine: str = "auto", interval: float = 2.0, served_model: str | None = None
+) -> dict[str, Any]:
     """Scrape ``url`` twice and describe it (see the module docstring). Never raises for target trouble:
-    a failed scrape is reported in ``targets[0]`` with its reason, and the state is ``unavailable``."""
-    adapter: EngineAdapter | None = None if engine == "auto" else get_adapter(engine)
+    a failed scrape is reported in ``targets[0]`` with its reason, and the state is ``unavailable``.
+
+    ``served_model`` picks one model of several (as the config's ``served_model``); one that matches none is
+    ``served_model_not_found``, naming the models seen."""
+    adapter: EngineAdapter | str = engine
     detected: str | None = None if engine == "auto" else engine
-    hints: list[str] = []
+    hints: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    hint: str | None = None
     history: list[TimedSnapshot] = []
     reason: str | None = None
     message: str | None = None
@@ -43,22 +48,17 @@ def inspect_target(url: str, engine: str = "auto", interval: float = 2.0) -> dic
             if not res.ok or res.text is None:
                 reason, message = res.error_reason, res.error_message
                 continue
-            try:
-                full = parse_exposition(res.text)
-                if adapter is None:
-                    detected = detect_engine(full)
-                    if detected is None or detected not in ENGINES:
-                        what = "GPU telemetry (DCGM)" if detected == "dcgm" else "no known engine's metrics"
-                        raise ParseError(f"could not detect the engine: {what}")
-                    adapter = get_adapter(detected)
-                hints = version_hints(detected, full)
-                expo = {k: v for k, v in full.items() if adapter.wants(k)}
-                if not expo:
-                    raise ParseError(f"no {adapter.engine} metrics in the response")
-                history.append(TimedSnapshot(url, time.time(), adapter.snapshot(expo)))
-                reason, message = None, None
-            except ParseError as exc:
-                reason, message = c.REASON_PARSE_ERROR, str(exc)
+            seen = observe(res.text, adapter, served_model)
+            if seen.adapter is not None:
+                adapter, detected = seen.adapter, seen.engine
+            hints, models = seen.version_hints or hints, seen.models or models
+            if served_model is None:
+                hint = seen.hint(redact_url(url))
+            if seen.snapshot is None:
+                reason, message = seen.error_reason, seen.error_message
+                continue
+            history.append(TimedSnapshot(url, time.time(), seen.snapshot))
+            reason, message = None, None
     view = TargetView(url, reason is None and bool(history), reason, message, tuple(history))
     now = time.time()
     quality = Quality(interval, 3, interval)
@@ -70,7 +70,10 @@ def inspect_target(url: str, engine: str = "auto", interval: float = 2.0) -> dic
         "name": redact_url(url),
         "engine": detected,
         "detected_engine": detected,
-        "version_hints": hints,
+        "version_hints": list(hints),
+        "models": list(models),
+        "served_model": served_model,
+        "hint": hint,
         "state": state,
         "snapshot": snapshot,
         "capacity": None,

@@ -38,20 +38,21 @@ from advisor.config import (
     gpu_spec,
 )
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
-from advisor.engines import ENGINES, detect_engine, get_adapter
+from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
-from advisor.errors import ConfigError, ParseError, StateError
-from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
+from advisor.engines.dynamo import WORKER_KV_NAMES
+from advisor.errors import ConfigError, StateError
+from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
+from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule, SLOTargets
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.rules.registry import builtin_rules, load_plugins
-from advisor.sources.exposition import parse_exposition
-from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
+from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
 
@@ -530,20 +531,18 @@ class Service:
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
-                    adapter = d.adapter or self._detect(d, res.text)
-                    expo = parse_exposition(res.text, keep=adapter.wants)
-                    if not expo:
-                        raise ParseError(f"no {adapter.engine} metrics in the response ({len(res.text)} bytes)")
-                    snap = adapter.snapshot(expo, d.spec.served_model)
-                except ParseError as exc:
-                    reason, message = c.REASON_PARSE_ERROR, str(exc)
+                    seen = observe(res.text, d.adapter or "auto", d.spec.served_model)
                 except Exception as exc:  # an adapter bug must not stop other targets
                     log.exception("deployment=%s target=%s: adapter failed", d.spec.name, redact_url(t.url))
                     reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
                 else:
-                    record(t.history, TimedSnapshot(t.url, ts, snap), self.cfg.evaluation_window)
-                    t.up, t.error_reason, t.error_message = True, None, None
-                    continue
+                    self._adopt(d, seen)
+                    if seen.snapshot is not None:
+                        record(t.history, TimedSnapshot(t.url, ts, seen.snapshot), self.cfg.evaluation_window)
+                        t.up, t.error_reason, t.error_message = True, None, None
+                        self._count_replicas(d)
+                        continue
+                    reason, message = seen.error_reason, seen.error_message
             changed = t.up or t.error_reason != reason
             t.up, t.error_reason, t.error_message = False, reason, message
             key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
@@ -553,6 +552,19 @@ class Service:
             (log.warning if changed else log.debug)(
                 "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
             )
+
+    def _count_replicas(self, d: _Deployment) -> None:
+        """The deployment's replicas: one per target, or each engine a target fronts (Ray Serve replicas)."""
+        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets)
+        if n != d.ctx.replicas:
+            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
+
+    def _adopt(self, d: _Deployment, seen: Observation) -> None:
+        """``engine: auto``: keep the adapter of the first page an engine was detected on."""
+        if d.adapter is None and seen.adapter is not None:
+            d.adapter = seen.adapter
+            d.ctx = dataclasses.replace(d.ctx, engine=seen.adapter.engine)
+            log.info("deployment=%s: detected engine %s", d.spec.name, seen.adapter.engine)
 
     def _prom_error(self, d: _Deployment, reason: str | None, message: str | None) -> None:
         assert self.cfg.prometheus is not None
@@ -579,19 +591,17 @@ class Service:
             if not names.ok:
                 self._prom_error(d, names.error_reason, names.error_message)
                 return
-            if d.adapter is None:
-                engine = detect_engine(names.names)
-                if engine is None or engine not in ENGINES:
-                    self._prom_error(d, c.REASON_PARSE_ERROR, "engine: auto found no known engine's series")
-                    return
-                d.adapter = get_adapter(engine)
-                d.ctx = dataclasses.replace(d.ctx, engine=engine)
-            d.prom_wanted = frozenset(n for n in names.names if d.adapter.wants(n))
+            found = identify(names.names, d.adapter or "auto")
+            if found.adapter is None or (found.error_reason is not None and names.names):
+                self._prom_error(d, found.error_reason, f"selector {d.spec.selector}: {found.error_message}")
+                return
+            self._adopt(d, found)
+            d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
             d.prom_refresh = 20
         d.prom_refresh -= 1
         assert d.adapter is not None
         if not d.prom_wanted:
-            self._prom_error(d, c.REASON_PARSE_ERROR, f"no {d.adapter.engine} series match the selector")
+            self._prom_error(d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
         h = src.history(d.spec.selector, d.prom_wanted, now - window, now, self.cfg.scrape_interval)
         if not h.ok:
@@ -607,35 +617,26 @@ class Service:
                 by_name[g.target] = t
             seen.add(g.target)
             try:
-                t.history = deque(to_timed_snapshots(g, d.adapter, d.spec.served_model))
+                observed = [(ts, observe(expo, d.adapter, d.spec.served_model)) for ts, expo in g.points if expo]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", d.spec.name, g.target)
                 t.up, t.error_reason, t.error_message = False, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}"
                 continue
+            t.history = deque(TimedSnapshot(g.target, ts, o.snapshot) for ts, o in observed if o.snapshot is not None)
             last_up = g.up[-1][1] if g.up else 1.0
             ok = bool(t.history) and last_up == 1.0
-            t.up = ok
-            t.error_reason = None if ok else c.REASON_HTTP_STATUS
-            t.error_message = None if ok else "Prometheus reports the target down (up == 0) or has no samples"
+            failed = observed[-1][1] if observed and not observed[-1][1].ok else None
+            t.up = ok and failed is None
+            if failed is not None:  # the page is there but says no (served_model_not_found, unrecognized)
+                t.error_reason, t.error_message = failed.error_reason, failed.error_message
+            else:
+                t.error_reason = None if ok else c.REASON_HTTP_STATUS
+                t.error_message = None if ok else "Prometheus reports the target down (up == 0) or has no samples"
         for t in d.targets:
             if t.url not in seen:
                 t.up, t.error_reason, t.error_message = False, c.REASON_HTTP_STATUS, "no series in Prometheus"
-        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(seen)))
-
-    def _detect(self, d: _Deployment, text: str) -> EngineAdapter:
-        """``engine: auto``: detect from the first exposition that parses, then keep that adapter.
-
-        Raises:
-            ParseError: no known engine's metrics in the exposition.
-        """
-        engine = detect_engine(parse_exposition(text))
-        if engine is None or engine not in ENGINES:
-            what = "GPU telemetry (DCGM), not an engine" if engine == "dcgm" else "no known engine's metrics"
-            raise ParseError(f"engine: auto could not detect the engine: {what} in the response")
-        d.adapter = get_adapter(engine)
-        d.ctx = dataclasses.replace(d.ctx, engine=engine)
-        log.info("deployment=%s: detected engine %s", d.spec.name, engine)
-        return d.adapter
+        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets if t.url in seen)
+        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
 
     def _trim(self, now: float, window: float) -> None:
         keep = window + 3 * self.cfg.scrape_interval

@@ -146,7 +146,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
             (timeout, "timeout"),
             (error500, "http_status"),
             (garbage, "parse_error"),
-            (empty, "parse_error"),
+            (empty, "unrecognized"),  # valid (empty) text with no engine family: not a parse error
             (large, "too_large"),
         ]:
             assert _value(m, "advisor_target_up", deployment="broken", target=target) == 0.0, target

@@ -172,8 +172,10 @@ def test_engine_auto_on_a_non_engine_says_so(http_server: Start, tmp_path: Path)
     url = http_server(lambda h: reply(h, 200, b"node_load1 0.5\n")) + "/metrics"
     d = _once(tmp_path, url)
     assert d["state"] == "unavailable"
-    assert d["targets"][0]["error_reason"] == "parse_error"
-    assert "could not detect the engine" in d["targets"][0]["error"]
+    # valid text, but no engine's families: its own state, naming the prefixes seen (issue 12, class 2)
+    assert d["targets"][0]["error_reason"] == "unrecognized"
+    assert "no known engine's metrics" in d["targets"][0]["error"]
+    assert "node_" in d["targets"][0]["error"]
 
 
 def test_model_error_and_target_state_are_exported(http_server: Start) -> None:

@@ -3,9 +3,16 @@
 The heuristic of ``../shared/reference/engine-metrics-catalog.md`` §10: each engine prefixes every family it
 registers. Engine families win over wrappers: a Dynamo *worker* passes its engine's ``vllm:*``/``sglang:*``/
 ``trtllm_*`` families through beside ``dynamo_component_*``, so it is that engine; only a frontend
-(``dynamo_frontend_*`` and no engine family) is ``dynamo``. DCGM (``DCGM_FI_``) is GPU telemetry, not an
-engine: ``dcgm`` is returned so callers can say so, but :func:`advisor.engines.get_adapter` has no adapter
-for it.
+(``dynamo_frontend_*`` and no engine family) is ``dynamo``; a worker page carrying only ``dynamo_component_*``
+is read by the Dynamo adapter too. DCGM (``DCGM_FI_``) is GPU telemetry, not an engine: ``dcgm`` is returned
+so callers can say so, but :func:`advisor.engines.get_adapter` has no adapter for it.
+
+Re-exports count as their engine: Ray Serve LLM's ``RayPrometheusStatLogger`` (``vllm/v1/metrics/ray_wrappers.py``,
+names sanitized to ``[a-zA-Z0-9_]`` and prefixed ``ray_`` by Ray's exporter: ``ray_vllm_num_requests_running``;
+before sanitizing, ``ray_vllm:num_requests_running``, as in ray-project/ray PR #52719) is ``vllm``.
+
+A page no prefix matches is *unrecognized*, not unparseable: :func:`describe_unrecognized` names the
+metric-name prefixes it does carry (``DCGM_FI_``, ``go_``, ``process_``), so the operator sees what was scraped.
 
 Example::
 
@@ -19,14 +26,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+_MAX_PREFIXES_NAMED: Final = 8
+
 PREFIXES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
-    ("vllm", ("vllm:",)),
+    ("vllm", ("vllm:", "ray_vllm_", "ray_vllm:")),
     ("sglang", ("sglang:", "sglang_")),
     ("tgi", ("tgi_",)),
     ("triton-trtllm", ("nv_trt_llm_",)),
     ("trtllm", ("trtllm_",)),
     ("llamacpp", ("llamacpp:",)),
-    ("dynamo", ("dynamo_frontend_",)),
+    ("dynamo", ("dynamo_frontend_", "dynamo_component_")),
     ("dcgm", ("DCGM_FI_",)),
 )
 """Engine id → family prefixes, in priority order (engines before wrappers and GPU telemetry)."""
@@ -54,3 +63,49 @@ def detect_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[st
         if counts[best] > 0:
             return best
     return None
+
+
+def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[str]) -> list[str]:
+    """The metric-name prefixes a page carries, most frequent first (at most 8), for messages.
+
+    A known family prefix of :data:`PREFIXES` counts as itself (``DCGM_FI_``); any other name counts by its
+    first word up to and including the first ``_`` or ``:`` (``go_gc_duration_seconds`` → ``go_``).
+
+    Example: ``["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "go_goroutines"]`` → ``["DCGM_FI_", "go_"]``.
+    """
+    known = [p for _, prefixes in PREFIXES for p in prefixes]
+    counts: dict[str, int] = {}
+    for name in exposition_or_sample_names:
+        prefix = next((p for p in known if name.startswith(p)), None)
+        if prefix is None:
+            cut = min((i for i in (name.find("_", 1), name.find(":", 1)) if i > 0), default=-1)
+            prefix = name[: cut + 1] if cut > 0 else name
+        counts[prefix] = counts.get(prefix, 0) + 1
+    return sorted(counts, key=lambda p: (-counts[p], p))[:_MAX_PREFIXES_NAMED]
+
+
+def describe_unrecognized(
+    exposition_or_sample_names: Mapping[str, object] | Iterable[str], engine: str | None = None
+) -> str:
+    """Why a page is ``unrecognized``, naming the prefixes seen.
+
+    Args:
+        exposition_or_sample_names: the page's samples (or sample names).
+        engine: the engine the deployment is pinned to, or ``None`` for ``engine: auto``.
+
+    Example: a DCGM exporter page → ``"GPU telemetry (DCGM exporter), not an inference engine; metric-name
+    prefixes seen: DCGM_FI_, go_"``; ``node_load1 0.5`` → ``"no known engine's metrics; metric-name prefixes
+    seen: node_"``; an empty page → ``"no metrics at all (empty page)"``.
+    """
+    names = list(exposition_or_sample_names)
+    if not names:
+        return "no metrics at all (empty page)"
+    seen = "metric-name prefixes seen: " + ", ".join(name_prefixes(names))
+    detected = detect_engine(names)
+    if detected == "dcgm":
+        return f"GPU telemetry (DCGM exporter), not an inference engine; {seen}"
+    if engine is not None and detected is not None and detected != engine:
+        return f"no {engine} metrics (the page looks like {detected}; set engine: {detected} or auto); {seen}"
+    if engine is not None:
+        return f"no {engine} metrics; {seen}"
+    return f"no known engine's metrics; {seen}"

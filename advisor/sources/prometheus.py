@@ -93,6 +93,7 @@ from advisor.conventions import (
 from advisor.domain import Exposition, Sample, TimedSnapshot
 from advisor.engines.base import EngineAdapter
 from advisor.errors import ParseError
+from advisor.observe import observe
 from advisor.redact import redact_url
 from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
 
@@ -347,10 +348,17 @@ def histories_from_matrix(
 def to_timed_snapshots(group: PromGroup, adapter: EngineAdapter, model: str | None = None) -> list[TimedSnapshot]:
     """One :class:`~advisor.domain.TimedSnapshot` per point of ``group``: what the scraper's history holds.
 
-    ``adapter`` is the deployment's adapter (``advisor.engines.get_adapter``); adapter exceptions propagate
-    (the caller isolates them per target, as it does for scraped expositions).
+    Each point goes through :func:`advisor.observe.observe`, as a scraped page does; a point that observes
+    nothing (``served_model`` not among its models) is left out. ``adapter`` is the deployment's adapter
+    (``advisor.engines.get_adapter``); adapter exceptions propagate (the caller isolates them per target, as it
+    does for scraped expositions).
     """
-    return [TimedSnapshot(group.target, t, adapter.snapshot(expo, model)) for t, expo in group.points if expo]
+    out: list[TimedSnapshot] = []
+    for t, expo in group.points:
+        snap = observe(expo, adapter, model).snapshot if expo else None
+        if snap is not None:
+            out.append(TimedSnapshot(group.target, t, snap))
+    return out
 
 
 # --- HTTP ---------------------------------------------------------------------------------------------------

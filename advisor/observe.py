@@ -1,0 +1,193 @@
+"""One observation path: a page (text or samples) → the snapshot of the deployment's model. Pure.
+
+The daemon's scrape path (:meth:`advisor.service.Service._normalize`), its Prometheus path
+(:meth:`advisor.service.Service._query_prometheus`, :func:`advisor.sources.prometheus.to_timed_snapshots`),
+``capacity-advisor inspect`` and ``once`` all call :func:`observe`, which parses once, detects the engine
+once (``engine: auto``) and adapts once::
+
+    text ──parse_exposition──▶ samples ──detect_engine──▶ adapter ──snapshot(model)──▶ EngineSnapshot
+                                  │                                        ▲
+                                  └── Dynamo worker KV gauges (worker_kv) ─┘
+
+Every way a page can fail is a reason of :data:`advisor.conventions.SCRAPE_ERROR_REASONS`:
+
+* ``parse_error`` — not Prometheus text (an HTML page, JSON, a truncated line).
+* ``unrecognized`` — valid text with no family of the engine (or of any engine for ``auto``); the message
+  names the metric-name prefixes seen (``DCGM_FI_``, ``go_``, ``process_``) and says when it is GPU telemetry.
+* ``served_model_not_found`` — ``served_model`` names none of the models on the page; the message lists
+  them. Nothing of another model is ever read in its place.
+
+No I/O, no clock: callers stamp the time and keep the adapter :attr:`Observation.adapter` for the next page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from advisor import conventions as c
+from advisor.domain import EngineSnapshot, Exposition, Sample
+from advisor.engines import ENGINES, detect_engine, get_adapter
+from advisor.engines.base import EngineAdapter
+from advisor.engines.detect import describe_unrecognized
+from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
+from advisor.engines.versions import version_hints
+from advisor.errors import ParseError
+from advisor.sources.exposition import parse_exposition
+
+SERVED_MODEL_FLAG: Final = "--served-model"
+"""The ``inspect`` flag that picks one model of several (named in :attr:`Observation.hint`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one page says.
+
+    Attributes:
+        snapshot: the chosen model's snapshot, or ``None`` when the page failed (see ``error_reason``).
+        engine: the engine id used (detected for ``auto``), ``None`` when none could be.
+        adapter: the adapter used; a caller with ``engine: auto`` keeps it for the next page.
+        models: every served model on the page, in exposition order (``()`` for engines without a model label).
+        version_hints: what the names say about the engine's release (:func:`advisor.engines.versions.version_hints`).
+        error_reason: ``None``, ``parse_error``, ``unrecognized`` or ``served_model_not_found``.
+        error_message: why, naming the prefixes or the models seen.
+    """
+
+    snapshot: EngineSnapshot | None
+    engine: str | None = None
+    adapter: EngineAdapter | None = None
+    models: tuple[str, ...] = ()
+    version_hints: tuple[str, ...] = ()
+    error_reason: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when a snapshot was read."""
+        return self.snapshot is not None
+
+    def hint(self, target: str = "URL") -> str | None:
+        """How to pick one model when the page serves several and none was chosen, else ``None``.
+
+        Example: ``"2 models on this target (a, b); pick one: capacity-advisor inspect URL --served-model NAME"``.
+        """
+        if len(self.models) < 2:
+            return None
+        return (
+            f"{len(self.models)} models on this target ({', '.join(self.models)}); pick one: "
+            f"capacity-advisor inspect {target} {SERVED_MODEL_FLAG} NAME (served_model: NAME in the config)"
+        )
+
+
+def identify(names: Collection[str] | Mapping[str, object], engine: str | EngineAdapter = "auto") -> Observation:
+    """The adapter for a page's sample names (``engine: auto`` detects), or why there is none.
+
+    Used alone where only names are known (the Prometheus API's series list); :func:`observe` calls it too.
+
+    Returns:
+        An :class:`Observation` with ``adapter`` and ``engine`` set and no snapshot, or with
+        ``error_reason`` ``unrecognized`` (message from :func:`advisor.engines.detect.describe_unrecognized`).
+    """
+    if not isinstance(engine, str):
+        adapter: EngineAdapter = engine
+    elif engine == "auto":
+        detected = detect_engine(names)
+        if detected is None or detected not in ENGINES:
+            return Observation(None, error_reason=c.REASON_UNRECOGNIZED, error_message=describe_unrecognized(names))
+        adapter = get_adapter(detected)
+    else:
+        adapter = get_adapter(engine)
+    if not any(adapter.wants(n) for n in names):
+        message = describe_unrecognized(names, adapter.engine)
+        return Observation(None, adapter.engine, adapter, error_reason=c.REASON_UNRECOGNIZED, error_message=message)
+    return Observation(None, adapter.engine, adapter)
+
+
+def observe(
+    page: str | Exposition,
+    engine: str | EngineAdapter = "auto",
+    served_model: str | None = None,
+) -> Observation:
+    """Parse once, detect once, adapt once.
+
+    Args:
+        page: the exposition text as served on ``/metrics``, or samples already parsed (a Prometheus
+            range-query point, keyed by sample name).
+        engine: an engine id, ``"auto"``, or the adapter a previous observation returned.
+        served_model: the model to read when the page carries several (``served_model`` in the config); it
+            must match one of them (exactly, or ignoring case).
+
+    Returns:
+        An :class:`Observation`; never raises for page trouble (bad text is ``parse_error``).
+
+    Raises:
+        ValueError: ``engine`` is not a known engine id.
+    """
+    pinned = None if isinstance(engine, str) and engine == "auto" else engine
+    if isinstance(page, str):
+        keep = None if pinned is None else _keep_for(pinned if not isinstance(pinned, str) else get_adapter(pinned))
+        try:
+            samples: Exposition = parse_exposition(page, keep=keep)
+        except ParseError as exc:
+            return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=str(exc))
+        names: Collection[str] | Mapping[str, object] = samples
+        if not samples and keep is not None and page.strip():
+            names = _sample_names(page)  # nothing kept: name what the page does carry
+    else:
+        samples = page
+        names = samples
+    found = identify(names, engine)
+    if found.adapter is None or found.error_reason is not None:
+        return found
+    adapter = found.adapter
+    expo = {k: v for k, v in samples.items() if adapter.wants(k)}
+    models = tuple(adapter.models(expo))
+    hints = tuple(version_hints(adapter.engine, samples))
+    base = dataclasses.replace(found, models=models, version_hints=hints)
+    chosen = served_model
+    if served_model is not None and models:
+        chosen = _match(served_model, models)
+        if chosen is None:
+            message = (
+                f"served_model {served_model!r} matches none of the {len(models)} model(s) on the page: "
+                f"{', '.join(models)}"
+            )
+            return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
+    snap = adapter.snapshot(expo, chosen)
+    snap = worker_kv(snap, {k: v for k, v in samples.items() if k in WORKER_KV_NAMES})
+    return dataclasses.replace(base, snapshot=snap)
+
+
+def _match(served_model: str, models: Sequence[str]) -> str | None:
+    """The page's spelling of ``served_model``: exact, else the one model equal ignoring case."""
+    if served_model in models:
+        return served_model
+    folded = [m for m in models if m.casefold() == served_model.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Keep:
+    """The parse filter for one engine: its adapter's names plus the Dynamo worker KV gauges. Equal per engine
+    id, so the selective parser's plan cache (keyed by the filter) holds one plan per engine."""
+
+    engine: str
+    wants: Callable[[str], bool] = dataclasses.field(compare=False, hash=False)
+
+    def __call__(self, name: str) -> bool:
+        return self.wants(name) or name in WORKER_KV_NAMES
+
+
+def _keep_for(adapter: EngineAdapter) -> _Keep:
+    return _Keep(adapter.engine, adapter.wants)
+
+
+def _sample_names(text: str) -> list[str]:
+    """Every sample name of a valid page (a second, full parse: only on the ``unrecognized`` path)."""
+    try:
+        full: dict[str, list[Sample]] = parse_exposition(text)
+    except ParseError:
+        return []
+    return list(full)
