@@ -184,6 +184,13 @@ class Deployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA on vLLM V1)")
+    num_gpu_blocks_override: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        strict=True,
+        description="vLLM --num-gpu-blocks-override: the KV pool is exactly this many blocks of block_size tokens",
+    )
     speculative_decoding: bool = Field(default=False, description="whether the engine runs with a draft model")
     slo: SLO
 
@@ -732,6 +739,7 @@ def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityIn
         max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
         max_num_batched_tokens=dep.max_num_batched_tokens,
         block_size=dep.block_size or vllm_default_block_size(model, None),
+        num_gpu_blocks_override=dep.num_gpu_blocks_override,
         nvlink_sharp=spec is not None and spec.nvlink_sharp,
     )
 

@@ -100,6 +100,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             max_num_batched_tokens=args.max_num_batched_tokens,
             block_size=block_size,
             kv_cache_memory_bytes=kv_override,
+            num_gpu_blocks_override=args.num_gpu_blocks_override,
             overhead_profile=profile,
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
@@ -124,6 +125,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     gib = float(GIB)
+    fixed = (
+        f"--num-gpu-blocks-override {args.num_gpu_blocks_override}"
+        if args.num_gpu_blocks_override is not None
+        else ("--kv-cache-memory-gib" if kv_override is not None else "")
+    )
     non_torch = non_torch_bytes_per_gpu(inputs)
     nvls = nvls_bytes_per_gpu(inputs)
     runtime = f"{non_torch / gib:.2f} GiB CUDA context and NCCL" + (
@@ -139,7 +145,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         (
             "overhead per GPU",
             f"{result.overhead_bytes_per_gpu / gib:.2f} GiB: activation peak "
-            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}",
+            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}"
+            if not fixed
+            else "not counted: the pool is fixed by " + fixed,
         ),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
@@ -267,6 +275,7 @@ _VLLM_ONLY = (
     "max_num_batched_tokens",
     "block_size",
     "kv_cache_memory_gib",
+    "num_gpu_blocks_override",
     "engine_version",
     "enforce_eager",
     "enable_expert_parallel",
@@ -316,6 +325,13 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument(
         "--kv-cache-memory-gib", type=positive_float(16384.0), default=None, help="per-GPU KV memory override, GiB"
+    )
+    plan.add_argument(
+        "--num-gpu-blocks-override",
+        type=bounded_int(1, 1_000_000_000),
+        default=None,
+        metavar="N",
+        help="vLLM --num-gpu-blocks-override: the KV pool is exactly N blocks × --block-size tokens",
     )
     plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
     plan.add_argument("--engine-version", type=version_arg, default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")

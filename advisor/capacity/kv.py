@@ -260,6 +260,10 @@ class CapacityInputs:
             None → the engine's default (see :attr:`profile_tokens`).
         block_size: tokens per KV block [``--block-size``].
         kv_cache_memory_bytes: per-GPU KV pool override, bytes [``--kv-cache-memory-bytes``].
+        num_gpu_blocks_override: the pool fixed by the operator, blocks [``--num-gpu-blocks-override``]:
+            replaces the block count the profile yields (``vllm/v1/core/kv_cache_utils.py``
+            ``may_override_num_blocks``, V0 ``LLMEngine._initialize_kv_caches``), whatever the memory; the pool
+            is then exactly ``N × block_size`` tokens.
         overhead_profile: key of :data:`OVERHEAD_PROFILES`.
         engine_version: the vLLM version the figures should follow (informational; pick the profile with
             :func:`profile_for_version`).
@@ -282,6 +286,7 @@ class CapacityInputs:
     max_num_batched_tokens: int | None = None
     block_size: int = 16
     kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
     overhead_profile: str = "vllm-v1"
     engine_version: str | None = None
     enforce_eager: bool = False
@@ -309,6 +314,12 @@ class CapacityInputs:
             problems.append(f"block_size must be ≥ 1, got {self.block_size}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
             problems.append(f"kv_cache_memory_bytes must be ≥ 0, got {self.kv_cache_memory_bytes}")
+        if self.num_gpu_blocks_override is not None and (
+            isinstance(self.num_gpu_blocks_override, bool)
+            or not isinstance(self.num_gpu_blocks_override, int)
+            or self.num_gpu_blocks_override < 1
+        ):
+            problems.append(f"num_gpu_blocks_override must be a positive integer, got {self.num_gpu_blocks_override!r}")
         if self.overhead_profile not in OVERHEAD_PROFILES:
             problems.append(
                 f"overhead_profile {self.overhead_profile!r} unknown; known: {', '.join(OVERHEAD_PROFILES)}"
@@ -695,7 +706,7 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         weights/GPU   = see weights_bytes_per_gpu           (params × bytes/param, ÷ TP)
         KV/token/GPU  = 2 × layers × max(1, kv_heads // TP) × head_dim × kv_bytes
         pool/GPU      = gpu_memory × utilization − weights/GPU − overhead/GPU   (or the override)
-        blocks        = floor(pool/GPU ÷ (block_size × KV/token/GPU))
+        blocks        = floor(pool/GPU ÷ (block_size × KV/token/GPU))      (or num_gpu_blocks_override)
         tokens        = blocks × block_size
         concurrency   = blocks ÷ ceil(max_model_len ÷ block_size)
 
@@ -724,13 +735,14 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     weights = weights_bytes_per_gpu(inputs)
     overhead = overhead_bytes_per_gpu(inputs)
     requested = inputs.gpu_memory_bytes * inputs.gpu_memory_utilization
-    if inputs.kv_cache_memory_bytes is not None:
+    fixed = inputs.kv_cache_memory_bytes is not None or inputs.num_gpu_blocks_override is not None
+    if fixed:
         if weights > inputs.gpu_memory_bytes:
             raise CapacityError(
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} but the GPU has "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB"
             )
-        pool = inputs.kv_cache_memory_bytes
+        pool = inputs.kv_cache_memory_bytes or 0
     else:
         if weights >= requested:
             raise CapacityError(
@@ -755,13 +767,18 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
-    blocks = pool // (inputs.block_size * per_token_gpu)
+    if inputs.num_gpu_blocks_override is not None:
+        # the operator's block count replaces the profiled one; the engine allocates exactly that many
+        blocks = inputs.num_gpu_blocks_override
+        pool = blocks * inputs.block_size * per_token_gpu
+    else:
+        blocks = pool // (inputs.block_size * per_token_gpu)
     max_len = inputs.effective_max_model_len
     return CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
         kv_cache_bytes_per_token_per_gpu=per_token_gpu,
-        overhead_bytes_per_gpu=overhead if inputs.kv_cache_memory_bytes is None else 0,
+        overhead_bytes_per_gpu=0 if fixed else overhead,
         kv_pool_bytes_per_gpu=pool,
         kv_cache_blocks=blocks,
         kv_cache_tokens=blocks * inputs.block_size,
