@@ -29,6 +29,7 @@ import requests
 from advisor import conventions as c
 from advisor.acks import AckStore
 from advisor.capacity.kv import capacity_pass
+from advisor.capacity.models import ModelArch
 from advisor.config import (
     Config,
     Deployment,
@@ -40,7 +41,7 @@ from advisor.config import (
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
-from advisor.errors import ConfigError, ParseError, StateError
+from advisor.errors import CapacityError, ConfigError, ParseError, StateError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
@@ -88,16 +89,22 @@ def build_rules(cfg: Config) -> list[Rule]:
     return rules + plugins
 
 
-def deployment_context(dep: Deployment, base_dir: Path | None = None) -> DeploymentContext:
-    """Map a configured deployment to the rules' context (runs the capacity pass).
+def deployment_context(
+    dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
+) -> DeploymentContext:
+    """Map a configured deployment to the rules' context: the capacity pass under the deployment's own
+    engine's accounting (:func:`advisor.config.capacity_inputs` → :func:`advisor.capacity.kv.capacity_pass`,
+    the mapping ``plan``, the API and ``simulate`` use), so an SGLang, TGI, TensorRT-LLM or llama.cpp
+    deployment is never sized as vLLM. ``engine``: the detected engine of an ``engine: auto`` deployment;
+    ``model``: the architecture already resolved.
 
     Raises:
         CapacityError: the model or GPU cannot be resolved, or the weights do not fit.
     """
-    inputs = capacity_inputs(dep, base_dir)
+    inputs = capacity_inputs(dep, base_dir, engine=engine, model=model)
     return DeploymentContext(
         name=dep.name,
-        engine=dep.engine,
+        engine=engine or dep.engine,
         slo=SLOTargets(dep.slo.ttft_seconds, dep.slo.tpot_seconds, dep.slo.target_ratio),
         inputs=inputs,
         capacity=capacity_pass(inputs),
@@ -105,6 +112,18 @@ def deployment_context(dep: Deployment, base_dir: Path | None = None) -> Deploym
         replicas=len(dep.targets),
         speculative_decoding=dep.speculative_decoding,
     )
+
+
+def sized_for_engine(ctx: DeploymentContext, dep: Deployment, engine: str) -> DeploymentContext:
+    """``ctx`` once ``engine: auto`` has been detected as ``engine``: re-sized with that engine's accounting
+    (replica count kept). A deployment that engine cannot run keeps its size, with the engine set and a
+    warning logged."""
+    try:
+        sized = deployment_context(dep, engine=engine, model=ctx.inputs.model)
+    except CapacityError as exc:
+        log.warning("deployment=%s: cannot size it as %s (%s); keeping the configured size", dep.name, engine, exc)
+        return dataclasses.replace(ctx, engine=engine)
+    return dataclasses.replace(sized, replicas=ctx.replicas)
 
 
 def _num(v: Any) -> str:
@@ -585,7 +604,7 @@ class Service:
                     self._prom_error(d, c.REASON_PARSE_ERROR, "engine: auto found no known engine's series")
                     return
                 d.adapter = get_adapter(engine)
-                d.ctx = dataclasses.replace(d.ctx, engine=engine)
+                d.ctx = sized_for_engine(d.ctx, d.spec, engine)
             d.prom_wanted = frozenset(n for n in names.names if d.adapter.wants(n))
             d.prom_refresh = 20
         d.prom_refresh -= 1
@@ -633,7 +652,7 @@ class Service:
             what = "GPU telemetry (DCGM), not an engine" if engine == "dcgm" else "no known engine's metrics"
             raise ParseError(f"engine: auto could not detect the engine: {what} in the response")
         d.adapter = get_adapter(engine)
-        d.ctx = dataclasses.replace(d.ctx, engine=engine)
+        d.ctx = sized_for_engine(d.ctx, d.spec, engine)
         log.info("deployment=%s: detected engine %s", d.spec.name, engine)
         return d.adapter
 
