@@ -58,7 +58,8 @@ llama.cpp — ``src/llama-context.cpp`` (``llama_context`` constructor: ``n_ctx`
 n_ctx / n_seq_max``), ``src/llama-kv-cache.cpp`` (one K and one V tensor of ``n_ctx`` cells per layer,
 ``type_k``/``type_v`` f16 by default) and ``tools/server/server.cpp`` (``--parallel`` slots)::
 
-    pool    = ctx_size cells (padded up to a multiple of 256), allocated whatever the GPU memory
+    pool    = ctx_size cells (padded up to a multiple of 256; without --kv-unified each slot's share is padded
+              to 256 and the pool is that × parallel), allocated whatever the GPU memory
     slot    = ctx_size ÷ parallel tokens: the longest request a slot serves (ctx_size with --kv-unified,
               the slots then share the cells: ``n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max``)
     bytes   = 2 × layers × kv_heads × head_dim × kv type bytes per cell (f16 2, q8_0 34/32, q4_0 18/32),
@@ -387,6 +388,9 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     if parallel < 1 or ctx < 1:
         raise CapacityError(f"llama.cpp needs ctx_size ≥ 1 and parallel ≥ 1, got {ctx} and {parallel}")
     ctx = -(-ctx // LLAMACPP_CTX_PADDING) * LLAMACPP_CTX_PADDING
+    if not s.kv_unified:
+        # each slot's share is padded too and the total follows it (n_ctx_seq = pad(n_ctx / n_seq_max, 256))
+        ctx = -(-(ctx // parallel) // LLAMACPP_CTX_PADDING) * LLAMACPP_CTX_PADDING * parallel
     gpus = inputs.tensor_parallel_size
     m = inputs.model
     split = replace(inputs, tensor_parallel_size=1, pipeline_parallel_size=min(gpus, m.num_layers))
