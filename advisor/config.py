@@ -152,7 +152,7 @@ class TRTLLMKVCacheConfig(_Strict):
     free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
 
 
-_ENGINE_KEYS: dict[str, tuple[str, ...]] = {
+ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "num_gpu_blocks_override": ("vllm", "dynamo", "auto"),
     "kv_cache_memory_bytes": ("vllm", "dynamo", "auto"),
     "data_parallel_size": ("vllm", "sglang", "trtllm", "triton-trtllm", "dynamo", "auto"),
@@ -312,7 +312,7 @@ class Deployment(_Strict):
     @model_validator(mode="after")
     def _engine_keys(self) -> Deployment:
         defaults = Deployment.model_fields
-        for key, engines in _ENGINE_KEYS.items():
+        for key, engines in ENGINE_KEYS.items():
             if self.engine not in engines and getattr(self, key) != defaults[key].default:
                 raise ValueError(
                     f"{key}: a setting of {', '.join(e for e in engines if e != 'auto')}, not of engine {self.engine}"

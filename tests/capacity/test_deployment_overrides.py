@@ -12,6 +12,7 @@ import copy
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -291,3 +292,18 @@ def test_plan_takes_every_new_flag() -> None:
     assert sglang["kv_cache_tokens"] - sglang_shared["kv_cache_tokens"] == pytest.approx(
         0.874 * 10 * GIB / LLAMA_KV_BYTES_PER_TOKEN, abs=1
     )
+
+
+def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
+    import yaml
+
+    data = _config(engine="sglang")
+    data["deployments"].append({**_config(data_parallel_size=2)["deployments"][0], "name": "dp"})
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "check-config", str(f)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert "deployments[0] sized by sglang's accounting: 443,910 KV tokens" in r.stdout  # issue 12's figure
+    assert "deployments[1] sized by vllm's accounting with data_parallel_size" in r.stdout

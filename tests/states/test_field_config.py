@@ -338,6 +338,38 @@ def state_sglang_own_accounting() -> FieldState:
     )
 
 
+def state_sglang_second_server_on_a_shared_gpu() -> FieldState:
+    """SGLang #3265 ("Single GPU multiple servers", SGLang 0.4.2): "``--mem-fraction-static 0.7`` means to
+    allocate 0.7 of the remaining GPU … if that GPU only has 40G left, it will take 40 × 0.7". The second
+    server of the docs' notebook runs (Qwen2.5-0.5B) starts on an H100 (79.15 GiB) whose first server holds
+    39.15 GiB: its pool is 0.7 × 40 GiB = 28 GiB less the weights (494,032,768 parameters × 2 B = 0.92 GiB),
+    in 12,288-byte tokens (24 layers × 2 × 2 KV heads × 64 × 2 B): 2,366,268 tokens, not the whole GPU's.
+    """
+    model = "Qwen/Qwen2.5-0.5B"
+    pages = (
+        _sglang04_page(model, running=3, used=4000, cap=2366268, prompt=5.0e4, gen=9.0e3, reqs=40),
+        _sglang04_page(model, running=3, used=4200, cap=2366268, prompt=5.1e4, gen=9.2e3, reqs=41),
+    )
+    return FieldState(
+        id="sglang-second-server-shared-gpu",
+        source="https://github.com/sgl-project/sglang/issues/3265",
+        engine_version="SGLang 0.4.2",
+        deployment={
+            "name": "qwen05b-second",
+            "engine": "sglang",
+            "model": model,
+            "gpu": "H100-SXM",
+            "mem_fraction_static": 0.7,
+            "gpu_memory_used_by_others_gib": 39.15,
+            "max_model_len": 32768,
+            "slo": SLO,
+        },
+        scrapes=[pages],
+        snapshot={"kv_cache_capacity_tokens_predicted": (28 * 2**30 - 494_032_768 * 2) / 12288},
+        must_never=[DRIFT],
+    )
+
+
 # --- TGI ------------------------------------------------------------------------------------------------------
 
 
@@ -401,6 +433,7 @@ STATES = [
     state_data_parallel_two_ranks(),
     state_llamacpp_slots_split_context(),
     state_sglang_own_accounting(),
+    state_sglang_second_server_on_a_shared_gpu(),
     state_tgi_own_accounting(),
 ]
 
