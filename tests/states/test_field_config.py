@@ -468,15 +468,17 @@ def _page(engine: str) -> str:
     return _llamacpp_page(prompt=9e4, predicted=2e4, decodes=500, processing=1, kv_tokens=500, ctx=8192)
 
 
-@pytest.mark.parametrize("engine", ["sglang", "tgi", "llamacpp"])
-def test_daemon_sizes_each_engine_as_plan_engine_does(tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize(("engine", "configured"), [("sglang", "sglang"), ("tgi", "tgi"), ("llamacpp", "llamacpp"),
+                                                   ("sglang", "auto")])  # fmt: skip
+def test_daemon_sizes_each_engine_as_plan_engine_does(tmp_path: Path, engine: str, configured: str) -> None:
+    """``configured: auto``: sized as vLLM until the exposition names the engine, then as that engine."""
     state = FieldState(
         id=f"class7-{engine}",
         source="https://github.com/vllm-project/vllm/issues/21348",  # engines size the same GPU differently
         engine_version=engine,
         deployment={
             "name": f"llama8b-{engine}",
-            "engine": engine,
+            "engine": configured,
             "model": "meta-llama/Llama-3.1-8B-Instruct",
             "gpu": "H100-SXM",
             "max_model_len": 8192,
