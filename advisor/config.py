@@ -199,7 +199,14 @@ class Deployment(_Strict):
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="vLLM --gpu-memory-utilization; SGLang and TGI are sized by mem_fraction_static / "
+        "cuda_memory_fraction",
+    )
+
     max_model_len: int = Field(ge=16, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
@@ -829,7 +836,9 @@ def capacity_inputs(
             tensor_parallel_size=dep.tensor_parallel_size,
             data_parallel_size=dep.data_parallel_size,
             enable_expert_parallel=dep.enable_expert_parallel,
-            gpu_memory_utilization=dep.gpu_memory_utilization,
+            gpu_memory_utilization=dep.gpu_memory_utilization
+            if "gpu_memory_utilization" in dep.model_fields_set
+            else None,
             max_model_len=dep.max_model_len,
             dtype=dep.dtype,
             quantization=dep.quantization,

@@ -155,7 +155,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ),
         *((("identified as", identified),) if identified else ()),
         ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
-        ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
+        ("gpu-memory-utilization", f"{inputs.gpu_memory_utilization}"),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
         (
             "overhead per GPU",
@@ -322,7 +322,12 @@ def add_plan_parser(sub: Any) -> None:
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
     plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size (default 1)")
-    plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9, help="default 0.9")
+    plan.add_argument(
+        "--gpu-memory-utilization",
+        type=positive_float(1.0),
+        default=None,
+        help="vLLM's memory budget (default 0.9); SGLang and TGI take --mem-fraction-static / --cuda-memory-fraction",
+    )
     plan.add_argument(
         "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
     )

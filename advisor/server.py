@@ -578,7 +578,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                 tensor_parallel_size=dep.tensor_parallel_size,
                 data_parallel_size=dep.data_parallel_size,
                 enable_expert_parallel=dep.enable_expert_parallel,
-                gpu_memory_utilization=dep.gpu_memory_utilization,
+                gpu_memory_utilization=dep.gpu_memory_utilization
+                if "gpu_memory_utilization" in dep.model_fields_set
+                else None,
                 max_model_len=dep.max_model_len,
                 dtype=dep.dtype,
                 quantization=dep.quantization,

@@ -28,7 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.capacity.engines import EngineCapacity, engine_capacity_pass
+from advisor.capacity.engines import (
+    TGI_DEFAULT_CUDA_MEMORY_FRACTION,
+    EngineCapacity,
+    engine_capacity_pass,
+    sglang_default_mem_fraction_static,
+)
 from advisor.capacity.kv import (
     CapacityInputs,
     EngineSettings,
@@ -52,6 +57,9 @@ _ACCOUNTING = {
     "dynamo": "vllm",
     "auto": "vllm",
 }
+
+VLLM_DEFAULT_UTILIZATION = 0.9
+"""vLLM's ``--gpu-memory-utilization`` default (``vllm/config/cache.py``)."""
 
 OTHER_ENGINE_MAX_NUM_SEQS = 256
 """Batch cap assumed for the sampler-free engines' activation term when none is given (as ``plan``)."""
@@ -80,7 +88,10 @@ class DeploymentSpec:
             ``nvlink_sharp`` its interconnect.
         tensor_parallel_size, pipeline_parallel_size, data_parallel_size: GPUs per stage, stages, ranks.
         enable_expert_parallel: experts split whole over the TP × DP GPUs.
-        gpu_memory_utilization: vLLM ``--gpu-memory-utilization``.
+        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (None = 0.9); not read for other engines.
+            For SGLang and TGI the inputs' ``gpu_memory_utilization`` carries their own resolved fraction
+            (``mem_fraction_static``, ``cuda_memory_fraction``: the flags the memory-budget dial maps to,
+            ``advisor/rules/flags.py``), so a turned dial moves each engine's pool as its own flag would.
         max_model_len, dtype, quantization, kv_cache_dtype, max_num_seqs, max_num_batched_tokens,
             block_size: the shared dials (vLLM names; each engine's meaning in the module docstring).
         kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes``, per GPU (read for SGLang too, as a pool
@@ -102,7 +113,7 @@ class DeploymentSpec:
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     enable_expert_parallel: bool = False
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     dtype: str = "auto"
     quantization: str | None = None
@@ -137,7 +148,9 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
             model=spec.model,
             gpu_memory_bytes=spec.gpu_memory_bytes,
             tensor_parallel_size=spec.tensor_parallel_size,
-            gpu_memory_utilization=spec.gpu_memory_utilization,
+            gpu_memory_utilization=VLLM_DEFAULT_UTILIZATION
+            if spec.gpu_memory_utilization is None
+            else spec.gpu_memory_utilization,
             max_model_len=spec.max_model_len,
             dtype=spec.dtype,
             quantization=spec.quantization,
@@ -158,10 +171,16 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
             gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
         )
     parsed = parse_version(version)
+    # SGLang's and TGI's memory fraction travels as the budget dial (gpu_memory_utilization), resolved here
+    budget = VLLM_DEFAULT_UTILIZATION
+    if engine == "sglang":
+        budget = spec.mem_fraction_static or sglang_default_mem_fraction_static(
+            spec.gpu_memory_bytes, spec.tensor_parallel_size, spec.pipeline_parallel_size
+        )
+    elif engine == "tgi":
+        budget = spec.cuda_memory_fraction or TGI_DEFAULT_CUDA_MEMORY_FRACTION
     settings = EngineSettings(
-        mem_fraction_static=spec.mem_fraction_static if engine == "sglang" else None,
         page_size=spec.block_size if engine == "sglang" else None,
-        cuda_memory_fraction=spec.cuda_memory_fraction if engine == "tgi" else None,
         max_batch_prefill_tokens=spec.max_num_batched_tokens if engine == "tgi" else None,
         tgi_block_size=(spec.block_size or (16 if parsed is not None and parsed < (3,) else 1))
         if engine == "tgi"
@@ -179,7 +198,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
         model=spec.model,
         gpu_memory_bytes=spec.gpu_memory_bytes,
         tensor_parallel_size=spec.tensor_parallel_size,
-        gpu_memory_utilization=spec.gpu_memory_utilization,
+        gpu_memory_utilization=budget,
         max_model_len=spec.max_model_len,
         dtype=spec.dtype,
         quantization=spec.quantization,

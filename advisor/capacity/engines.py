@@ -58,8 +58,8 @@ llama.cpp — ``src/llama-context.cpp`` (``llama_context`` constructor: ``n_ctx`
 n_ctx / n_seq_max``), ``src/llama-kv-cache.cpp`` (one K and one V tensor of ``n_ctx`` cells per layer,
 ``type_k``/``type_v`` f16 by default) and ``tools/server/server.cpp`` (``--parallel`` slots)::
 
-    pool    = ctx_size cells (padded up to a multiple of 256; without --kv-unified each slot's share is padded
-              to 256 and the pool is that × parallel), allocated whatever the GPU memory
+    pool    = ctx_size cells (padded up to a multiple of 256), allocated whatever the GPU memory (builds from
+              late 2025, PR #17046, also pad each slot's share to 256 without --kv-unified: not modelled)
     slot    = ctx_size ÷ parallel tokens: the longest request a slot serves (ctx_size with --kv-unified,
               the slots then share the cells: ``n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max``)
     bytes   = 2 × layers × kv_heads × head_dim × kv type bytes per cell (f16 2, q8_0 34/32, q4_0 18/32),
@@ -113,6 +113,8 @@ ENGINES: Final = ACCOUNTING_ENGINES
 MIB: Final = 1 << 20
 TGI_WIGGLE_ROOM: Final = 0.95
 """``TGI_WIGGLE_ROOM`` default in TGI's ``models/globals.py``: 5 % of the free memory is left unused."""
+TGI_DEFAULT_CUDA_MEMORY_FRACTION: Final = 1.0
+"""``--cuda-memory-fraction`` default of ``text-generation-launcher``."""
 TGI_DEFAULT_PREFILL_TOKENS: Final = 4096
 """``--max-batch-prefill-tokens`` default of ``text-generation-launcher``."""
 TRTLLM_DEFAULT_FREE_FRACTION: Final = 0.9
@@ -250,6 +252,9 @@ def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         raise CapacityError(f"page_size must be ≥ 1, got {page}")
     inp = _v1(inputs, page)
     mfs = s.mem_fraction_static
+    given = mfs is not None or inputs.engine == "sglang"
+    if mfs is None and inputs.engine == "sglang":
+        mfs = inputs.gpu_memory_utilization  # the budget dial carries it (advisor.capacity.deployment)
     if mfs is None:
         mfs = sglang_default_mem_fraction_static(
             inp.gpu_memory_bytes, inp.tensor_parallel_size, inp.pipeline_parallel_size
@@ -265,7 +270,7 @@ def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
     cell = kv_bytes_per_token_per_gpu(inp)
     tokens = pool // cell // page * page
     notes = (
-        f"mem_fraction_static {mfs} ({'given' if s.mem_fraction_static is not None else 'SGLang default'}): "
+        f"mem_fraction_static {mfs} ({'given or resolved' if given else 'SGLang default'}): "
         "weights and KV pool share it; activations and CUDA graphs use the rest",
         "free memory before loading taken as the device total: the engine's pool is smaller by about "
         "mem_fraction_static × the CUDA context/NCCL already resident (0.3-1 GiB per GPU)",
@@ -288,7 +293,11 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
     s = settings or EngineSettings()
     block = s.tgi_block_size or 1
     inp = _v1(inputs, block)
-    frac = _fraction("cuda_memory_fraction", 1.0 if s.cuda_memory_fraction is None else s.cuda_memory_fraction)
+    frac = s.cuda_memory_fraction
+    if frac is None:
+        # the budget dial carries it for a TGI deployment (advisor.capacity.deployment)
+        frac = inputs.gpu_memory_utilization if inputs.engine == "tgi" else TGI_DEFAULT_CUDA_MEMORY_FRACTION
+    frac = _fraction("cuda_memory_fraction", frac)
     prefill = s.max_batch_prefill_tokens or TGI_DEFAULT_PREFILL_TOKENS
     weights = weights_bytes_per_gpu(inp)
     overhead = _forward_bytes(inp, prefill) + _runtime_bytes(inp)
@@ -388,9 +397,6 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     if parallel < 1 or ctx < 1:
         raise CapacityError(f"llama.cpp needs ctx_size ≥ 1 and parallel ≥ 1, got {ctx} and {parallel}")
     ctx = -(-ctx // LLAMACPP_CTX_PADDING) * LLAMACPP_CTX_PADDING
-    if not s.kv_unified:
-        # each slot's share is padded too and the total follows it (n_ctx_seq = pad(n_ctx / n_seq_max, 256))
-        ctx = -(-(ctx // parallel) // LLAMACPP_CTX_PADDING) * LLAMACPP_CTX_PADDING * parallel
     gpus = inputs.tensor_parallel_size
     m = inputs.model
     split = replace(inputs, tensor_parallel_size=1, pipeline_parallel_size=min(gpus, m.num_layers))

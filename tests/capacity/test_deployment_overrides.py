@@ -164,10 +164,20 @@ def test_expert_parallel_spreads_the_experts_over_every_data_parallel_gpu() -> N
 OTHERS = 10 * GIB
 
 
-def _tokens(engine: str, others: int = 0, **settings: Any) -> int:
-    from advisor.capacity.kv import EngineSettings
+def _tokens(engine: str, others: int = 0, **spec: Any) -> int:
+    """The pool as the daemon sizes it (engine defaults resolved by the one mapping)."""
+    from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
 
-    inputs = _llama(engine=engine, engine_settings=EngineSettings(**settings), gpu_memory_used_by_others_bytes=others)
+    inputs = deployment_inputs(
+        DeploymentSpec(
+            engine=engine,
+            model=get_preset(LLAMA),
+            gpu_memory_bytes=H100_BYTES,
+            max_model_len=8192,
+            gpu_memory_used_by_others_bytes=others,
+            **spec,
+        )
+    )
     return capacity_pass(inputs).kv_cache_tokens
 
 
@@ -206,7 +216,7 @@ def test_trtllm_max_tokens_caps_the_pool_in_whole_blocks() -> None:
         (8192, 4, False, 8192, 0.0),  # 2,048-token slots: an 8,192-token request fits none
         (8192, 4, True, 8192, 1.0),  # one shared context: one full-length request at a time
         (32768, 4, False, 32768, 4.0),
-        (9000, 4, False, 9216, 0.0),  # 2,250 per slot, padded to 2,304 each: 4 × 2,304 cells
+        (9000, 4, False, 9216, 0.0),  # padded up to a multiple of 256: 2,304-token slots
     ],
 )
 def test_llamacpp_slots_share_or_split_the_context(

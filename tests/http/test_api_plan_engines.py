@@ -73,3 +73,20 @@ def test_the_api_takes_the_operators_pool_settings(api: Daemon) -> None:
         timeout=10,
     )
     assert r.status_code == 400 and "num_gpu_blocks_override" in r.text
+
+
+def test_a_turned_memory_budget_moves_an_sglang_pool_as_mem_fraction_static_would(api: Daemon) -> None:
+    # the budget dial is --mem-fraction-static for SGLang (advisor/rules/flags.py): 0.874 (its rule on a
+    # 79.15 GiB H100) → 0.8 frees 0.074 × 79.15 GiB of 128 KiB tokens from the pool
+    r = requests.post(
+        api.url + "/api/v1/plan",
+        json={
+            "deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, "engine": "sglang"},
+            "turn": {"dial": "gpu_memory_utilization", "value": 0.8},
+        },
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    effect = r.json()["effect"]["kv_cache_tokens"]
+    assert effect["before"] == 443910
+    assert effect["before"] - effect["after"] == pytest.approx(0.074 * 79.15 * 2**30 / 131072, rel=0.01)
