@@ -76,6 +76,31 @@ class PlanDeployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the engine's")
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA models)")
+    engine: Literal["vllm", "sglang", "tgi", "triton-trtllm", "trtllm", "llamacpp", "dynamo"] = Field(
+        default="vllm", description="whose KV accounting sizes the deployment (as `plan --engine`)"
+    )
+    num_gpu_blocks_override: int | None = Field(
+        default=None, ge=1, le=1_000_000_000, strict=True, description="vLLM --num-gpu-blocks-override"
+    )
+    kv_cache_memory_bytes: int | None = Field(
+        default=None, ge=1, le=16384 * 2**30, strict=True, description="vLLM --kv-cache-memory-bytes, per GPU"
+    )
+    data_parallel_size: int = Field(default=1, ge=1, le=1024, strict=True, description="data-parallel ranks")
+    enable_expert_parallel: bool = Field(default=False, strict=True)
+    gpu_memory_used_by_others_gib: float = Field(
+        default=0.0, ge=0, le=16384, allow_inf_nan=False, description="GiB other processes hold on each GPU"
+    )
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, description="SGLang")
+    cuda_memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, description="TGI")
+    free_gpu_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, allow_inf_nan=False, description="TensorRT-LLM kv_cache_config"
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=1_000_000_000, strict=True, description="TensorRT-LLM kv_cache_config.max_tokens"
+    )
+    ctx_size: int | None = Field(default=None, ge=1, le=100_000_000, strict=True, description="llama.cpp --ctx-size")
+    parallel: int | None = Field(default=None, ge=1, le=65_536, strict=True, description="llama.cpp --parallel")
+    kv_unified: bool = Field(default=False, strict=True, description="llama.cpp --kv-unified")
 
     @field_validator("model")
     @classmethod

@@ -78,9 +78,35 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{len(cfg.receivers)} receiver(s), scrape every {cfg.scrape_interval:g}s, "
         f"window {cfg.evaluation_window:g}s"
     )
-    for line in _gpu_notes(cfg):
+    for line in _gpu_notes(cfg) + _capacity_notes(cfg, Path(args.file).resolve().parent):
         print(line)
     return 0
+
+
+def _capacity_notes(cfg: Any, base_dir: Path) -> list[str]:
+    """One note per deployment sized with another accounting than vLLM's defaults (another engine, or the
+    operator's own pool settings): the engine, the settings and the pool it gives, so the figure the daemon
+    will hold the engine to is visible before it runs."""
+    from advisor.capacity.kv import capacity_pass
+    from advisor.config import ENGINE_KEYS, capacity_inputs
+
+    notes = []
+    for i, d in enumerate(cfg.deployments):
+        given = [k for k in ENGINE_KEYS if getattr(d, k) != type(d).model_fields[k].default]
+        if d.gpu_memory_used_by_others_gib:
+            given.append("gpu_memory_used_by_others_gib")
+        inputs = capacity_inputs(d, base_dir)
+        if inputs.engine == "vllm" and not given:
+            continue
+        r = capacity_pass(inputs)
+        ranks = f" over {r.data_parallel_size} ranks" if r.data_parallel_size > 1 else ""
+        notes.append(
+            f"  note: deployments[{i}] sized by {inputs.engine}'s accounting"
+            + (f" with {', '.join(given)}" if given else "")
+            + f": {r.kv_cache_tokens:,} KV tokens per target{ranks}, {r.max_concurrency:.2f} requests of "
+            f"{r.max_model_len:,} tokens"
+        )
+    return notes
 
 
 def _gpu_notes(cfg: Any) -> list[str]:

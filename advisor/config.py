@@ -48,13 +48,9 @@ from pydantic import (
     model_validator,
 )
 
+from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
 from advisor.capacity.hardware import GPUSpec, get_gpu
-from advisor.capacity.kv import (
-    CapacityInputs,
-    capacity_pass,
-    vllm_default_block_size,
-    vllm_default_max_num_seqs,
-)
+from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch, get_preset
 from advisor.conventions import RULE_PLUGIN_GROUP
 from advisor.errors import CapacityError, ConfigError
@@ -147,6 +143,30 @@ class SLO(_Strict):
     target_ratio: float = Field(default=0.95, gt=0, le=1, description="fraction of requests that must meet both")
 
 
+class TRTLLMKVCacheConfig(_Strict):
+    """TensorRT-LLM's ``kv_cache_config`` (``tensorrt_llm/llmapi/llm_args.py`` ``KvCacheConfig``): the pool is
+    ``free_gpu_memory_fraction`` of the memory free after the weights, capped at ``max_tokens`` tokens when given
+    (the smaller is used)."""
+
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000_000, strict=True)
+    free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
+
+
+ENGINE_KEYS: dict[str, tuple[str, ...]] = {
+    "num_gpu_blocks_override": ("vllm", "dynamo", "auto"),
+    "kv_cache_memory_bytes": ("vllm", "dynamo", "auto"),
+    "data_parallel_size": ("vllm", "sglang", "trtllm", "triton-trtllm", "dynamo", "auto"),
+    "enable_expert_parallel": ("vllm", "sglang", "trtllm", "triton-trtllm", "dynamo", "auto"),
+    "mem_fraction_static": ("sglang", "auto"),
+    "cuda_memory_fraction": ("tgi", "auto"),
+    "kv_cache_config": ("trtllm", "triton-trtllm", "auto"),
+    "ctx_size": ("llamacpp", "auto"),
+    "parallel": ("llamacpp", "auto"),
+    "kv_unified": ("llamacpp", "auto"),
+}
+"""Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
+
+
 class Deployment(_Strict):
     """One served model: its engine, replicas' scrape URLs, and the configuration the engine runs with."""
 
@@ -179,11 +199,76 @@ class Deployment(_Strict):
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="vLLM --gpu-memory-utilization; SGLang and TGI are sized by mem_fraction_static / "
+        "cuda_memory_fraction",
+    )
+
     max_model_len: int = Field(ge=16, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA on vLLM V1)")
+    num_gpu_blocks_override: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        strict=True,
+        description="vLLM --num-gpu-blocks-override: the KV pool is exactly this many blocks of block_size tokens",
+    )
+    kv_cache_memory_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        le=16384 * 2**30,
+        strict=True,
+        description="vLLM --kv-cache-memory-bytes: KV cache memory per GPU, bytes (replaces the utilization budget)",
+    )
+    data_parallel_size: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        strict=True,
+        description="vLLM --data-parallel-size / SGLang --dp-size: model copies behind each target, each with its "
+        "own KV pool (a request runs on one)",
+    )
+    enable_expert_parallel: bool = Field(
+        default=False,
+        strict=True,
+        description="vLLM --enable-expert-parallel (SGLang --ep-size equal to the GPUs): experts split whole over "
+        "tensor_parallel_size x data_parallel_size GPUs",
+    )
+    gpu_memory_used_by_others_gib: float = Field(
+        default=0.0,
+        ge=0,
+        le=16384,
+        description="GiB other processes hold on each GPU before the engine starts (a shared GPU)",
+    )
+    mem_fraction_static: float | None = Field(
+        default=None, gt=0, le=1, description="SGLang --mem-fraction-static (default: SGLang's rule by GPU memory)"
+    )
+    cuda_memory_fraction: float | None = Field(default=None, gt=0, le=1, description="TGI --cuda-memory-fraction (1.0)")
+    kv_cache_config: TRTLLMKVCacheConfig | None = Field(
+        default=None, description="TensorRT-LLM kv_cache_config (max_tokens, free_gpu_memory_fraction)"
+    )
+    ctx_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000_000,
+        strict=True,
+        description="llama.cpp --ctx-size: KV cells shared by the --parallel slots (default max_model_len x parallel)",
+    )
+    parallel: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_536,
+        strict=True,
+        description="llama.cpp --parallel: slots (default max_num_seqs or 1)",
+    )
+    kv_unified: bool = Field(
+        default=False, strict=True, description="llama.cpp --kv-unified: the slots share the cells"
+    )
     speculative_decoding: bool = Field(default=False, description="whether the engine runs with a draft model")
     slo: SLO
 
@@ -224,11 +309,23 @@ class Deployment(_Strict):
     def _gpu_given(self) -> Deployment:
         if self.gpu is None and self.gpu_memory_gib is None:
             raise ValueError("set gpu (a catalog name) or gpu_memory_gib")
-        if self.gpu_count is not None and self.gpu_count < self.tensor_parallel_size:
+        if self.gpu_count is not None and self.gpu_count < self.tensor_parallel_size * self.data_parallel_size:
             raise ValueError(
-                f"gpu_count {self.gpu_count} is less than tensor_parallel_size {self.tensor_parallel_size}: "
-                "each tensor-parallel rank needs its own GPU"
+                f"gpu_count {self.gpu_count} is less than tensor_parallel_size {self.tensor_parallel_size} x "
+                f"data_parallel_size {self.data_parallel_size}: each rank needs its own GPU"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _engine_keys(self) -> Deployment:
+        defaults = Deployment.model_fields
+        for key, engines in ENGINE_KEYS.items():
+            if self.engine not in engines and getattr(self, key) != defaults[key].default:
+                raise ValueError(
+                    f"{key}: a setting of {', '.join(e for e in engines if e != 'auto')}, not of engine {self.engine}"
+                )
+        if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
+            raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
         return self
 
 
@@ -704,35 +801,62 @@ def gpu_spec(dep: Deployment) -> GPUSpec | None:
     return get_gpu(dep.gpu) if dep.gpu is not None else None
 
 
-def capacity_inputs(dep: Deployment, base_dir: Path | None = None) -> CapacityInputs:
-    """Map a deployment to the capacity pass's small parameter object.
+def capacity_inputs(
+    dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
+) -> CapacityInputs:
+    """Map a deployment to the capacity pass's inputs under its engine's own accounting
+    (:func:`advisor.capacity.deployment.deployment_inputs`, the one mapping ``plan``, the API and ``simulate``
+    use too).
 
-    ``gpu_memory_gib`` (GiB = 2^30 bytes) overrides the catalog's device memory.
+    ``gpu_memory_gib`` and ``gpu_memory_used_by_others_gib`` (GiB = 2^30 bytes): the device memory (overriding
+    the catalog's) and what other processes hold on it.
+
+    ``engine`` sizes the deployment as that engine (``engine: auto`` once the engine is detected); ``model``
+    an architecture already resolved from ``dep.model`` (nothing is read again).
 
     Raises:
         CapacityError: the model or GPU cannot be resolved.
     """
-    model = resolve_model(dep.model, base_dir)
+    if model is None:
+        model = resolve_model(dep.model, base_dir)
     spec = gpu_spec(dep)
     if dep.gpu_memory_gib is not None:
         memory = int(dep.gpu_memory_gib * GIB)
     else:
         assert spec is not None  # validated: gpu or gpu_memory_gib is set
         memory = spec.memory_bytes
-    gpu_name = spec.name if spec is not None else ""
-    return CapacityInputs(
-        model=model,
-        gpu_memory_bytes=memory,
-        tensor_parallel_size=dep.tensor_parallel_size,
-        gpu_memory_utilization=dep.gpu_memory_utilization,
-        max_model_len=dep.max_model_len,
-        dtype=dep.dtype,
-        quantization=dep.quantization,
-        kv_cache_dtype=dep.kv_cache_dtype,
-        max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
-        max_num_batched_tokens=dep.max_num_batched_tokens,
-        block_size=dep.block_size or vllm_default_block_size(model, None),
-        nvlink_sharp=spec is not None and spec.nvlink_sharp,
+    kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
+    return deployment_inputs(
+        DeploymentSpec(
+            engine=engine or dep.engine,
+            model=model,
+            gpu_memory_bytes=memory,
+            gpu_name=spec.name if spec is not None else "",
+            nvlink_sharp=spec is not None and spec.nvlink_sharp,
+            tensor_parallel_size=dep.tensor_parallel_size,
+            data_parallel_size=dep.data_parallel_size,
+            enable_expert_parallel=dep.enable_expert_parallel,
+            gpu_memory_utilization=dep.gpu_memory_utilization
+            if "gpu_memory_utilization" in dep.model_fields_set
+            else None,
+            max_model_len=dep.max_model_len,
+            dtype=dep.dtype,
+            quantization=dep.quantization,
+            kv_cache_dtype=dep.kv_cache_dtype,
+            max_num_seqs=dep.max_num_seqs,
+            max_num_batched_tokens=dep.max_num_batched_tokens,
+            block_size=dep.block_size,
+            kv_cache_memory_bytes=dep.kv_cache_memory_bytes,
+            num_gpu_blocks_override=dep.num_gpu_blocks_override,
+            gpu_memory_used_by_others_bytes=int(dep.gpu_memory_used_by_others_gib * GIB),
+            mem_fraction_static=dep.mem_fraction_static,
+            cuda_memory_fraction=dep.cuda_memory_fraction,
+            free_gpu_memory_fraction=kv_config.free_gpu_memory_fraction,
+            max_tokens=kv_config.max_tokens,
+            ctx_size=dep.ctx_size,
+            parallel=dep.parallel,
+            kv_unified=dep.kv_unified,
+        )
     )
 
 

@@ -33,16 +33,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
+    from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
     from advisor.capacity.hardware import get_gpu, identify_gpu, is_alias
-    from advisor.capacity.kv import (
-        CapacityInputs,
-        capacity_pass,
-        non_torch_bytes_per_gpu,
-        nvls_bytes_per_gpu,
-        profile_for_version,
-        vllm_default_block_size,
-        vllm_default_max_num_seqs,
-    )
+    from advisor.capacity.kv import capacity_pass, non_torch_bytes_per_gpu, nvls_bytes_per_gpu
     from advisor.config import GIB, resolve_model
 
     try:
@@ -63,11 +56,55 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             _err("plan needs --gpu NAME or --gpu-memory-gib X")
             return 2
-        if args.kv_cache_memory_gib is not None and args.kv_cache_memory_gib * GIB > memory:
-            _err(f"--kv-cache-memory-gib {args.kv_cache_memory_gib:g} exceeds the GPU's {memory / GIB:.2f} GiB")
+        if args.kv_cache_memory_gib is not None and args.kv_cache_memory_bytes is not None:
+            _err("give --kv-cache-memory-gib or --kv-cache-memory-bytes, not both")
             return 2
+        kv_override = args.kv_cache_memory_bytes
+        if args.kv_cache_memory_gib is not None:
+            kv_override = int(args.kv_cache_memory_gib * GIB)
+        if kv_override is not None and kv_override > memory:
+            _err(f"the KV cache memory ({kv_override / GIB:.2f} GiB) exceeds the GPU's {memory / GIB:.2f} GiB")
+            return 2
+        others = 0 if args.gpu_memory_used_by_others_gib is None else int(args.gpu_memory_used_by_others_gib * GIB)
+        if others >= memory:
+            _err(
+                f"--gpu-memory-used-by-others-gib {args.gpu_memory_used_by_others_gib:g} leaves nothing of the GPU's "
+                f"{memory / GIB:.2f} GiB"
+            )
+            return 2
+        dspec = DeploymentSpec(
+            engine=args.engine,
+            model=model,
+            gpu_memory_bytes=memory,
+            gpu_name=gpu_name,
+            nvlink_sharp=spec is not None and spec.nvlink_sharp,
+            tensor_parallel_size=args.tp,
+            pipeline_parallel_size=args.pp,
+            data_parallel_size=args.dp,
+            enable_expert_parallel=args.enable_expert_parallel,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+            kv_cache_memory_bytes=kv_override,
+            num_gpu_blocks_override=args.num_gpu_blocks_override,
+            gpu_memory_used_by_others_bytes=others,
+            engine_version=args.engine_version,
+            enforce_eager=args.enforce_eager,
+            mem_fraction_static=args.mem_fraction_static,
+            cuda_memory_fraction=args.cuda_memory_fraction,
+            free_gpu_memory_fraction=args.kv_cache_free_gpu_memory_fraction,
+            max_tokens=args.max_tokens,
+            ctx_size=args.ctx_size,
+            parallel=args.parallel,
+            kv_unified=args.kv_unified,
+        )
         if args.engine != "vllm":
-            return _plan_other_engine(args, model, memory, gpu_name)
+            return _plan_other_engine(args, dspec)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
         if args.max_model_len > model.max_position_embeddings and not allow_long:
             _err(
@@ -79,34 +116,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.block_size is not None and args.block_size not in VLLM_BLOCK_SIZES:
             _err(f"--block-size {args.block_size}: vLLM takes {', '.join(map(str, VLLM_BLOCK_SIZES))}")
             return 2
-        profile = profile_for_version(args.engine_version)
-        max_num_seqs = args.max_num_seqs
-        if max_num_seqs is None:
-            max_num_seqs = vllm_default_max_num_seqs(args.engine_version, memory, gpu_name)
-        block_size = args.block_size
-        if block_size is None:
-            block_size = vllm_default_block_size(model, args.engine_version)
-        kv_override = None if args.kv_cache_memory_gib is None else int(args.kv_cache_memory_gib * GIB)
-        inputs = CapacityInputs(
-            model=model,
-            gpu_memory_bytes=memory,
-            tensor_parallel_size=args.tp,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            dtype=args.dtype,
-            quantization=args.quantization,
-            kv_cache_dtype=args.kv_cache_dtype,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            block_size=block_size,
-            kv_cache_memory_bytes=kv_override,
-            overhead_profile=profile,
-            engine_version=args.engine_version,
-            enforce_eager=args.enforce_eager,
-            pipeline_parallel_size=args.pp,
-            enable_expert_parallel=args.enable_expert_parallel,
-            nvlink_sharp=spec is not None and spec.nvlink_sharp,
-        )
+        inputs = deployment_inputs(dspec)
+        profile = inputs.overhead_profile
         result = capacity_pass(inputs)
     except CapacityError as exc:
         _err(str(exc))
@@ -124,6 +135,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     gib = float(GIB)
+    fixed = (
+        f"--num-gpu-blocks-override {args.num_gpu_blocks_override}"
+        if args.num_gpu_blocks_override is not None
+        else ("--kv-cache-memory-gib" if kv_override is not None else "")
+    )
     non_torch = non_torch_bytes_per_gpu(inputs)
     nvls = nvls_bytes_per_gpu(inputs)
     runtime = f"{non_torch / gib:.2f} GiB CUDA context and NCCL" + (
@@ -131,15 +147,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     rows = [
         ("model", model.name),
-        ("GPU", f"{gpu_name} × {args.tp} (TP {args.tp}), {memory / gib:.2f} GiB each"),
+        (
+            "GPU",
+            f"{gpu_name} × {args.tp * args.dp} (TP {args.tp}"
+            + (f", DP {args.dp}: {result.kv_cache_blocks_per_rank:,} blocks per rank" if args.dp > 1 else "")
+            + f"), {memory / gib:.2f} GiB each",
+        ),
         *((("identified as", identified),) if identified else ()),
         ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
-        ("gpu-memory-utilization", f"{args.gpu_memory_utilization}"),
+        ("gpu-memory-utilization", f"{inputs.gpu_memory_utilization}"),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
         (
             "overhead per GPU",
             f"{result.overhead_bytes_per_gpu / gib:.2f} GiB: activation peak "
-            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}",
+            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}"
+            if not fixed
+            else "not counted: the pool is fixed by " + fixed,
         ),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
@@ -156,47 +179,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_name: str) -> int:
+def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
-    (:mod:`advisor.capacity.engines`), printed like the vLLM pass plus the engine's parameters and notes."""
-    from advisor.capacity.engines import EngineSettings, engine_capacity_pass
-    from advisor.capacity.kv import CapacityInputs, parse_version
+    (:func:`advisor.capacity.deployment.deployment_capacity`, the mapping the daemon uses too), printed like the
+    vLLM pass plus the engine's parameters and notes."""
+    from advisor.capacity.deployment import deployment_capacity
     from advisor.config import GIB
 
-    version = parse_version(args.engine_version)
-    tgi_block = None
-    if args.engine == "tgi":
-        tgi_block = args.block_size or (16 if version is not None and version < (3,) else 1)
-    settings = EngineSettings(
-        mem_fraction_static=args.mem_fraction_static,
-        page_size=args.block_size if args.engine == "sglang" else None,
-        cuda_memory_fraction=args.cuda_memory_fraction,
-        max_batch_prefill_tokens=args.max_num_batched_tokens if args.engine == "tgi" else None,
-        tgi_block_size=tgi_block,
-        free_gpu_memory_fraction=args.kv_cache_free_gpu_memory_fraction,
-        tokens_per_block=args.block_size if args.engine == "trtllm" else None,
-        max_num_tokens=args.max_num_batched_tokens if args.engine == "trtllm" else None,
-        ctx_size=args.ctx_size,
-        parallel=args.parallel or args.max_num_seqs,
-        llamacpp_kv_type="f16" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
-    )
-    kv_override = None if args.kv_cache_memory_gib is None else int(args.kv_cache_memory_gib * GIB)
+    model = dspec.model
+    memory = dspec.gpu_memory_bytes
+    gpu_name = dspec.gpu_name
     try:
-        inputs = CapacityInputs(
-            model=model,
-            gpu_memory_bytes=memory,
-            tensor_parallel_size=args.tp,
-            max_model_len=args.max_model_len,
-            dtype=args.dtype,
-            quantization=args.quantization,
-            kv_cache_dtype="auto" if args.engine == "llamacpp" else args.kv_cache_dtype,
-            max_num_seqs=args.max_num_seqs or 256,
-            kv_cache_memory_bytes=kv_override,
-            engine_version=args.engine_version,
-            pipeline_parallel_size=args.pp,
-            enable_expert_parallel=args.enable_expert_parallel,
-        )
-        cap = engine_capacity_pass(args.engine, inputs, settings)
+        _, cap = deployment_capacity(dspec)
     except CapacityError as exc:
         _err(str(exc))
         return 2
@@ -223,7 +217,12 @@ def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_na
     rows = [
         ("engine", f"{cap.engine} ({params})"),
         ("model", model.name),
-        ("GPU", f"{gpu_name} × {args.tp}, {memory / gib:.2f} GiB each"),
+        (
+            "GPU",
+            f"{gpu_name} × {args.tp * args.dp}"
+            + (f" (DP {args.dp})" if args.dp > 1 else "")
+            + f", {memory / gib:.2f} GiB each",
+        ),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
         (
             "overhead per GPU",
@@ -249,10 +248,30 @@ def _plan_other_engine(args: argparse.Namespace, model: Any, memory: int, gpu_na
 
 
 _ENGINE_FLAGS: dict[str, frozenset[str]] = {
-    "sglang": frozenset({"mem_fraction_static", "block_size", "kv_cache_memory_gib", "max_num_seqs"}),
+    "sglang": frozenset(
+        {
+            "mem_fraction_static",
+            "block_size",
+            "kv_cache_memory_gib",
+            "kv_cache_memory_bytes",
+            "max_num_seqs",
+            "dp",
+            "enable_expert_parallel",
+        }
+    ),
     "tgi": frozenset({"cuda_memory_fraction", "block_size", "max_num_batched_tokens", "max_num_seqs"}),
-    "trtllm": frozenset({"kv_cache_free_gpu_memory_fraction", "block_size", "max_num_batched_tokens", "max_num_seqs"}),
-    "llamacpp": frozenset({"ctx_size", "parallel", "max_num_seqs", "kv_cache_dtype"}),
+    "trtllm": frozenset(
+        {
+            "kv_cache_free_gpu_memory_fraction",
+            "max_tokens",
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "dp",
+            "enable_expert_parallel",
+        }
+    ),
+    "llamacpp": frozenset({"ctx_size", "parallel", "kv_unified", "max_num_seqs", "kv_cache_dtype"}),
 }
 """The engine-specific flags each non-vLLM accounting reads (the shared ones — model, GPU, TP, dtype,
 quantization, max-model-len — apply to all)."""
@@ -266,7 +285,12 @@ _VLLM_ONLY = (
     "parallel",
     "max_num_batched_tokens",
     "block_size",
+    "max_tokens",
+    "kv_unified",
     "kv_cache_memory_gib",
+    "kv_cache_memory_bytes",
+    "num_gpu_blocks_override",
+    "dp",
     "engine_version",
     "enforce_eager",
     "enable_expert_parallel",
@@ -280,6 +304,7 @@ def _ignored_flags(args: argparse.Namespace) -> list[str]:
     for name in _VLLM_ONLY:
         value = getattr(args, name, None)
         given = value not in (None, False) and not (name == "gpu_memory_utilization" and value == 0.9)
+        given = given and not (name == "dp" and value == 1)
         if given and name not in uses and not (name == "engine_version" and args.engine == "tgi"):
             ignored.append("--" + name.replace("_", "-"))
     return ignored
@@ -297,7 +322,12 @@ def add_plan_parser(sub: Any) -> None:
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
     plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size (default 1)")
-    plan.add_argument("--gpu-memory-utilization", type=positive_float(1.0), default=0.9, help="default 0.9")
+    plan.add_argument(
+        "--gpu-memory-utilization",
+        type=positive_float(1.0),
+        default=None,
+        help="vLLM's memory budget (default 0.9); SGLang and TGI take --mem-fraction-static / --cuda-memory-fraction",
+    )
     plan.add_argument(
         "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
     )
@@ -316,6 +346,27 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument(
         "--kv-cache-memory-gib", type=positive_float(16384.0), default=None, help="per-GPU KV memory override, GiB"
+    )
+    plan.add_argument(
+        "--num-gpu-blocks-override",
+        type=bounded_int(1, 1_000_000_000),
+        default=None,
+        metavar="N",
+        help="vLLM --num-gpu-blocks-override: the KV pool is exactly N blocks × --block-size tokens",
+    )
+    plan.add_argument(
+        "--kv-cache-memory-bytes",
+        type=bounded_int(1, 16384 * 2**30),
+        default=None,
+        metavar="BYTES",
+        help="vLLM --kv-cache-memory-bytes: per-GPU KV memory, bytes (or --kv-cache-memory-gib)",
+    )
+    plan.add_argument(
+        "--gpu-memory-used-by-others-gib",
+        type=positive_float(16384.0),
+        default=None,
+        metavar="GIB",
+        help="memory other processes hold on each GPU (a shared GPU), GiB",
     )
     plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
     plan.add_argument("--engine-version", type=version_arg, default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
@@ -340,7 +391,24 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="llama.cpp -np slots (default --max-num-seqs or 1)",
     )
+    engines.add_argument(
+        "--max-tokens",
+        type=bounded_int(1, 1_000_000_000),
+        default=None,
+        help="TensorRT-LLM kv_cache_config.max_tokens: caps the KV pool, tokens",
+    )
+    engines.add_argument(
+        "--kv-unified", action="store_true", help="llama.cpp --kv-unified: the slots share the --ctx-size cells"
+    )
     plan.add_argument("--pp", type=bounded_int(1, 1024), default=1, help="pipeline-parallel size")
+    plan.add_argument(
+        "--dp",
+        "--data-parallel-size",
+        dest="dp",
+        type=bounded_int(1, 1024),
+        default=1,
+        help="data-parallel ranks behind the endpoint, each with its own KV pool (vLLM, SGLang, TensorRT-LLM)",
+    )
     plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")
     search = plan.add_argument_group("dial search (--search)")

@@ -543,13 +543,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     Raises:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
+    from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
     from advisor.capacity.hardware import identify_gpu
-    from advisor.capacity.kv import (
-        CapacityInputs,
-        capacity_pass,
-        vllm_default_block_size,
-        vllm_default_max_num_seqs,
-    )
+    from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset
     from advisor.config import GIB
     from advisor.rules.turns import FIELD_FOR_DIAL
@@ -571,19 +567,38 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         assert spec is not None
         memory, gpu_name = spec.memory_bytes, spec.name
     try:
-        inputs = CapacityInputs(
-            model=model,
-            gpu_memory_bytes=memory,
-            tensor_parallel_size=dep.tensor_parallel_size,
-            gpu_memory_utilization=dep.gpu_memory_utilization,
-            max_model_len=dep.max_model_len,
-            dtype=dep.dtype,
-            quantization=dep.quantization,
-            kv_cache_dtype=dep.kv_cache_dtype,
-            max_num_seqs=dep.max_num_seqs or vllm_default_max_num_seqs(None, memory, gpu_name),
-            max_num_batched_tokens=dep.max_num_batched_tokens,
-            block_size=dep.block_size or vllm_default_block_size(model, None),
-            nvlink_sharp=spec is not None and spec.nvlink_sharp,
+        # the one mapping the daemon, `plan` and `simulate` use: the deployment's own engine's accounting
+        inputs = deployment_inputs(
+            DeploymentSpec(
+                engine=dep.engine,
+                model=model,
+                gpu_memory_bytes=memory,
+                gpu_name=gpu_name,
+                nvlink_sharp=spec is not None and spec.nvlink_sharp,
+                tensor_parallel_size=dep.tensor_parallel_size,
+                data_parallel_size=dep.data_parallel_size,
+                enable_expert_parallel=dep.enable_expert_parallel,
+                gpu_memory_utilization=dep.gpu_memory_utilization
+                if "gpu_memory_utilization" in dep.model_fields_set
+                else None,
+                max_model_len=dep.max_model_len,
+                dtype=dep.dtype,
+                quantization=dep.quantization,
+                kv_cache_dtype=dep.kv_cache_dtype,
+                max_num_seqs=dep.max_num_seqs,
+                max_num_batched_tokens=dep.max_num_batched_tokens,
+                block_size=dep.block_size,
+                kv_cache_memory_bytes=dep.kv_cache_memory_bytes,
+                num_gpu_blocks_override=dep.num_gpu_blocks_override,
+                gpu_memory_used_by_others_bytes=int(dep.gpu_memory_used_by_others_gib * GIB),
+                mem_fraction_static=dep.mem_fraction_static,
+                cuda_memory_fraction=dep.cuda_memory_fraction,
+                free_gpu_memory_fraction=dep.free_gpu_memory_fraction,
+                max_tokens=dep.max_tokens,
+                ctx_size=dep.ctx_size,
+                parallel=dep.parallel,
+                kv_unified=dep.kv_unified,
+            )
         )
         before = capacity_pass(inputs)
     except (CapacityError, ValueError, ArithmeticError) as exc:
@@ -596,6 +611,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     out_before["gpu"] = spec.name if spec is not None and dep.gpu is None and dep.gpu_memory_gib else gpu_name
     out_before["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp
     out_before["accounting"] = inputs.overhead_profile
+    if inputs.engine != "vllm":  # as `plan --engine` prints it
+        out_before["accounting"] = out_before["engine"] = inputs.engine
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -610,6 +627,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after["gpu"] = out_before["gpu"]
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
             out_after["accounting"] = out_before["accounting"]
+            if "engine" in out_before:
+                out_after["engine"] = out_before["engine"]
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

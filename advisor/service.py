@@ -29,6 +29,7 @@ import requests
 from advisor import conventions as c
 from advisor.acks import AckStore
 from advisor.capacity.kv import capacity_pass
+from advisor.capacity.models import ModelArch
 from advisor.config import (
     Config,
     Deployment,
@@ -41,7 +42,7 @@ from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
-from advisor.errors import ConfigError, StateError
+from advisor.errors import CapacityError, ConfigError, StateError
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
@@ -89,16 +90,22 @@ def build_rules(cfg: Config) -> list[Rule]:
     return rules + plugins
 
 
-def deployment_context(dep: Deployment, base_dir: Path | None = None) -> DeploymentContext:
-    """Map a configured deployment to the rules' context (runs the capacity pass).
+def deployment_context(
+    dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
+) -> DeploymentContext:
+    """Map a configured deployment to the rules' context: the capacity pass under the deployment's own
+    engine's accounting (:func:`advisor.config.capacity_inputs` → :func:`advisor.capacity.kv.capacity_pass`,
+    the mapping ``plan``, the API and ``simulate`` use), so an SGLang, TGI, TensorRT-LLM or llama.cpp
+    deployment is never sized as vLLM. ``engine``: the detected engine of an ``engine: auto`` deployment;
+    ``model``: the architecture already resolved.
 
     Raises:
         CapacityError: the model or GPU cannot be resolved, or the weights do not fit.
     """
-    inputs = capacity_inputs(dep, base_dir)
+    inputs = capacity_inputs(dep, base_dir, engine=engine, model=model)
     return DeploymentContext(
         name=dep.name,
-        engine=dep.engine,
+        engine=engine or dep.engine,
         slo=SLOTargets(dep.slo.ttft_seconds, dep.slo.tpot_seconds, dep.slo.target_ratio),
         inputs=inputs,
         capacity=capacity_pass(inputs),
@@ -106,6 +113,18 @@ def deployment_context(dep: Deployment, base_dir: Path | None = None) -> Deploym
         replicas=len(dep.targets),
         speculative_decoding=dep.speculative_decoding,
     )
+
+
+def sized_for_engine(ctx: DeploymentContext, dep: Deployment, engine: str) -> DeploymentContext:
+    """``ctx`` once ``engine: auto`` has been detected as ``engine``: re-sized with that engine's accounting
+    (replica count kept). A deployment that engine cannot run keeps its size, with the engine set and a
+    warning logged."""
+    try:
+        sized = deployment_context(dep, engine=engine, model=ctx.inputs.model)
+    except CapacityError as exc:
+        log.warning("deployment=%s: cannot size it as %s (%s); keeping the configured size", dep.name, engine, exc)
+        return dataclasses.replace(ctx, engine=engine)
+    return dataclasses.replace(sized, replicas=ctx.replicas)
 
 
 def _num(v: Any) -> str:
@@ -563,7 +582,7 @@ class Service:
         """``engine: auto``: keep the adapter of the first page an engine was detected on."""
         if d.adapter is None and seen.adapter is not None:
             d.adapter = seen.adapter
-            d.ctx = dataclasses.replace(d.ctx, engine=seen.adapter.engine)
+            d.ctx = sized_for_engine(d.ctx, d.spec, seen.adapter.engine)
             log.info("deployment=%s: detected engine %s", d.spec.name, seen.adapter.engine)
 
     def _prom_error(self, d: _Deployment, reason: str | None, message: str | None) -> None:

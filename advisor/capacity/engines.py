@@ -17,6 +17,7 @@ SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.__post_init__``, d
                        (12 + TP·PP/2)·1024     below 160 GiB     (H20, H200)
                        32·1024                 otherwise         (B200, MI300X)
     rest                = free_before_load × mem_fraction_static − weights      (per GPU)
+        free_before_load  = total − memory other processes hold (gpu_memory_used_by_others)
     cell_size           = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
                           qk_rope_head_dim) × layers × kv bytes, not divided by TP)
     max_total_num_tokens = rest // cell_size, rounded down to page_size (1 by default)
@@ -32,7 +33,8 @@ TGI — ``server/text_generation_server/models/flash_causal_lm.py`` (``FlashCaus
 ``server/text_generation_server/models/globals.py`` (``TGI_WIGGLE_ROOM`` = 0.95, ``BLOCK_SIZE``)::
 
     free        = free after the warm-up prefill of max_batch_prefill_tokens − (1 − cuda_memory_fraction)
-                  × total                                  (--cuda-memory-fraction, default 1.0)
+                  × total                                  (--cuda-memory-fraction, default 1.0; what other
+                                                            processes hold is not free)
     num_blocks  = (free × 0.95) // (BLOCK_SIZE × KV bytes per token per GPU)
     max_batch_total_tokens = num_blocks × BLOCK_SIZE       (BLOCK_SIZE 1 with the flashinfer attention of
                                                             TGI ≥ 3, 16 with the paged kernels of TGI 2)
@@ -48,14 +50,18 @@ after the weights and a warm-up of ``max_num_tokens``)::
 
     free    = total − weights − forward peak at max_num_tokens (default 8192) − non-torch memory
     blocks  = (free × free_gpu_memory_fraction) // (tokens_per_block × KV bytes per token per GPU)
+              (free: what other processes hold is not free; kv_cache_config.max_tokens, when given, caps
+              the blocks at ceil(max_tokens ÷ tokens_per_block): "the minimum will be used")
     tokens  = blocks × tokens_per_block
 
 llama.cpp — ``src/llama-context.cpp`` (``llama_context`` constructor: ``n_ctx`` padded, ``n_ctx_seq =
 n_ctx / n_seq_max``), ``src/llama-kv-cache.cpp`` (one K and one V tensor of ``n_ctx`` cells per layer,
 ``type_k``/``type_v`` f16 by default) and ``tools/server/server.cpp`` (``--parallel`` slots)::
 
-    pool    = ctx_size cells (padded up to a multiple of 256), allocated whatever the GPU memory
-    slot    = ctx_size ÷ parallel tokens: the longest request a slot serves
+    pool    = ctx_size cells (padded up to a multiple of 256), allocated whatever the GPU memory (builds from
+              late 2025, PR #17046, also pad each slot's share to 256 without --kv-unified: not modelled)
+    slot    = ctx_size ÷ parallel tokens: the longest request a slot serves (ctx_size with --kv-unified,
+              the slots then share the cells: ``n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max``)
     bytes   = 2 × layers × kv_heads × head_dim × kv type bytes per cell (f16 2, q8_0 34/32, q4_0 18/32),
               layers split across GPUs (``--split-mode layer``), no tensor-parallel split of heads
     concurrency = parallel when max-model-len ≤ slot, else 0
@@ -72,9 +78,12 @@ from typing import Final
 
 from advisor.capacity.hardware import GIB
 from advisor.capacity.kv import (
+    ACCOUNTING_ENGINES,
     OVERHEAD_PROFILES,
     CapacityInputs,
     CapacityResult,
+    EngineSettings,
+    across_ranks,
     activation_peak_bytes,
     kv_bytes_per_token_per_gpu,
     max_concurrency,
@@ -98,12 +107,14 @@ __all__ = [
     "trtllm_capacity",
 ]
 
-ENGINES: Final = ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
-"""Engine names ``plan --engine`` accepts."""
+ENGINES: Final = ACCOUNTING_ENGINES
+"""Engine names ``plan --engine`` accepts (:data:`advisor.capacity.kv.ACCOUNTING_ENGINES`)."""
 
 MIB: Final = 1 << 20
 TGI_WIGGLE_ROOM: Final = 0.95
 """``TGI_WIGGLE_ROOM`` default in TGI's ``models/globals.py``: 5 % of the free memory is left unused."""
+TGI_DEFAULT_CUDA_MEMORY_FRACTION: Final = 1.0
+"""``--cuda-memory-fraction`` default of ``text-generation-launcher``."""
 TGI_DEFAULT_PREFILL_TOKENS: Final = 4096
 """``--max-batch-prefill-tokens`` default of ``text-generation-launcher``."""
 TRTLLM_DEFAULT_FREE_FRACTION: Final = 0.9
@@ -124,37 +135,6 @@ LLAMACPP_KV_TYPE_BYTES: Final[dict[str, float]] = {
 """Bytes per K/V element of llama.cpp's ``--cache-type-k/-v`` (q8_0: 32 int8 + one f16 scale per block)."""
 SGLANG_LEGACY_MEM_FRACTION: Final[dict[int, float]] = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81, 16: 0.79}
 """The TP-only ``mem_fraction_static`` table of older SGLang releases (``server_args.py``), for reference."""
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """Engine-specific knobs (None = the engine's default).
-
-    Attributes:
-        mem_fraction_static: SGLang ``--mem-fraction-static``.
-        page_size: SGLang ``--page-size`` (1).
-        cuda_memory_fraction: TGI ``--cuda-memory-fraction`` (1.0).
-        max_batch_prefill_tokens: TGI ``--max-batch-prefill-tokens`` (4096).
-        tgi_block_size: TGI ``BLOCK_SIZE`` (1 for TGI ≥ 3 flashinfer, 16 for TGI 2 paged attention).
-        free_gpu_memory_fraction: TensorRT-LLM ``kv_cache_free_gpu_memory_fraction`` (0.9).
-        tokens_per_block: TensorRT-LLM ``tokens_per_block`` (32).
-        max_num_tokens: TensorRT-LLM ``max_num_tokens`` (8192).
-        ctx_size: llama.cpp ``--ctx-size`` (total cells over all slots).
-        parallel: llama.cpp ``--parallel`` (slots).
-        llamacpp_kv_type: llama.cpp ``--cache-type-k/-v`` (f16).
-    """
-
-    mem_fraction_static: float | None = None
-    page_size: int | None = None
-    cuda_memory_fraction: float | None = None
-    max_batch_prefill_tokens: int | None = None
-    tgi_block_size: int | None = None
-    free_gpu_memory_fraction: float | None = None
-    tokens_per_block: int | None = None
-    max_num_tokens: int | None = None
-    ctx_size: int | None = None
-    parallel: int | None = None
-    llamacpp_kv_type: str = "f16"
 
 
 @dataclass(frozen=True)
@@ -182,7 +162,13 @@ def _fraction(name: str, value: float) -> float:
 
 def _v1(inputs: CapacityInputs, block_size: int) -> CapacityInputs:
     """The inputs with the vLLM-V1 shapes (no V0 MLA padding or absorbed weights) and the engine's block."""
-    return replace(inputs, overhead_profile="vllm-v1", block_size=block_size, kv_cache_memory_bytes=None)
+    return replace(
+        inputs,
+        overhead_profile="vllm-v1",
+        block_size=block_size,
+        kv_cache_memory_bytes=None,
+        num_gpu_blocks_override=None,
+    )
 
 
 def _result(
@@ -266,22 +252,25 @@ def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         raise CapacityError(f"page_size must be ≥ 1, got {page}")
     inp = _v1(inputs, page)
     mfs = s.mem_fraction_static
+    given = mfs is not None or inputs.engine == "sglang"
+    if mfs is None and inputs.engine == "sglang":
+        mfs = inputs.gpu_memory_utilization  # the budget dial carries it (advisor.capacity.deployment)
     if mfs is None:
         mfs = sglang_default_mem_fraction_static(
             inp.gpu_memory_bytes, inp.tensor_parallel_size, inp.pipeline_parallel_size
         )
     mfs = _fraction("mem_fraction_static", mfs)
     weights = weights_bytes_per_gpu(inp)
-    budget = inp.gpu_memory_bytes * mfs
+    budget = (inp.gpu_memory_bytes - inputs.gpu_memory_used_by_others_bytes) * mfs
     if inputs.kv_cache_memory_bytes is not None:
         pool = inputs.kv_cache_memory_bytes
     else:
-        _check_weights(inp, weights, budget, f"mem_fraction_static {mfs} × the GPU")
+        _check_weights(inp, weights, budget, f"mem_fraction_static {mfs} × the GPU's free memory")
         pool = math.floor(budget - weights)
     cell = kv_bytes_per_token_per_gpu(inp)
     tokens = pool // cell // page * page
     notes = (
-        f"mem_fraction_static {mfs} ({'given' if s.mem_fraction_static is not None else 'SGLang default'}): "
+        f"mem_fraction_static {mfs} ({'given or resolved' if given else 'SGLang default'}): "
         "weights and KV pool share it; activations and CUDA graphs use the rest",
         "free memory before loading taken as the device total: the engine's pool is smaller by about "
         "mem_fraction_static × the CUDA context/NCCL already resident (0.3-1 GiB per GPU)",
@@ -304,7 +293,11 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
     s = settings or EngineSettings()
     block = s.tgi_block_size or 1
     inp = _v1(inputs, block)
-    frac = _fraction("cuda_memory_fraction", 1.0 if s.cuda_memory_fraction is None else s.cuda_memory_fraction)
+    frac = s.cuda_memory_fraction
+    if frac is None:
+        # the budget dial carries it for a TGI deployment (advisor.capacity.deployment)
+        frac = inputs.gpu_memory_utilization if inputs.engine == "tgi" else TGI_DEFAULT_CUDA_MEMORY_FRACTION
+    frac = _fraction("cuda_memory_fraction", frac)
     prefill = s.max_batch_prefill_tokens or TGI_DEFAULT_PREFILL_TOKENS
     weights = weights_bytes_per_gpu(inp)
     overhead = _forward_bytes(inp, prefill) + _runtime_bytes(inp)
@@ -313,7 +306,7 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
         pool = inputs.kv_cache_memory_bytes
     else:
         _check_weights(inp, weights, total * frac, f"cuda_memory_fraction {frac} × the GPU")
-        free = max(0.0, total - weights - overhead - (1 - frac) * total)
+        free = max(0.0, total - inputs.gpu_memory_used_by_others_bytes - weights - overhead - (1 - frac) * total)
         pool = math.floor(free * TGI_WIGGLE_ROOM)
     per_token = kv_bytes_per_token_per_gpu(inp)
     blocks = pool // (block * per_token)
@@ -355,22 +348,33 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
     if inputs.kv_cache_memory_bytes is not None:
         pool = inputs.kv_cache_memory_bytes
     else:
-        _check_weights(inp, weights, inp.gpu_memory_bytes, "the GPU")
-        pool = math.floor(max(0, inp.gpu_memory_bytes - weights - overhead) * frac)
+        free = inp.gpu_memory_bytes - inputs.gpu_memory_used_by_others_bytes
+        _check_weights(inp, weights, free, "the GPU's free memory")
+        pool = math.floor(max(0, free - weights - overhead) * frac)
     per_token = kv_bytes_per_token_per_gpu(inp)
     blocks = pool // (tpb * per_token)
-    if blocks <= 0:
-        raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
-    notes = (
+    notes = [
         f"{frac} of the memory free after weights and a {max_tokens}-token activation workspace",
         "TensorRT-LLM logs the pool as '[MemUsageChange] Allocated … GiB for max tokens in paged KV cache (…)'",
-    )
+    ]
     params: dict[str, float | int | str] = {
         "kv_cache_free_gpu_memory_fraction": frac,
         "tokens_per_block": tpb,
         "max_num_tokens": max_tokens,
     }
-    return EngineCapacity("trtllm", _result(inp, weights, overhead, pool, per_token, blocks, "trtllm"), params, notes)
+    if s.max_tokens is not None:
+        # kv_cache_config.max_tokens caps the pool: the smaller of it and the fraction's memory is used
+        capped = -(-s.max_tokens // tpb)
+        if capped < blocks:
+            notes.append(f"kv_cache_config.max_tokens {s.max_tokens:,} caps the pool below the memory fraction")
+        blocks = min(blocks, capped)
+        pool = min(pool, blocks * tpb * per_token)
+        params["max_tokens"] = s.max_tokens
+    if blocks <= 0:
+        raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
+    return EngineCapacity(
+        "trtllm", _result(inp, weights, overhead, pool, per_token, blocks, "trtllm"), params, tuple(notes)
+    )
 
 
 # --- llama.cpp ---------------------------------------------------------------------------------------------
@@ -405,9 +409,12 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     per_token = math.ceil(per_layer * layers_on_gpu)
     pool = ctx * per_token
     weights = weights_bytes_per_gpu(inp)
-    slot = ctx // parallel
+    slot = ctx if s.kv_unified else ctx // parallel
     concurrency = float(parallel) if max_len <= slot else 0.0
-    fits = weights + pool <= inputs.gpu_memory_bytes
+    if s.kv_unified and max_len <= slot:
+        concurrency = float(min(parallel, ctx // max(1, max_len)))
+    others = inputs.gpu_memory_used_by_others_bytes
+    fits = weights + pool + others <= inputs.gpu_memory_bytes
     result = CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token * inp.pipeline_parallel_size,
@@ -429,28 +436,36 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
         overhead_profile="llamacpp",
     )
     notes = [
-        f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) of {slot} tokens each",
+        f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) "
+        + (f"sharing them (--kv-unified), up to {slot} tokens each" if s.kv_unified else f"of {slot} tokens each"),
         f"weights {weights / GIB:.2f} GiB + KV {pool / GIB:.2f} GiB per GPU "
+        + (f"+ {others / GIB:.2f} GiB held by other processes " if others else "")
         + ("fit in" if fits else "do NOT fit in")
         + f" {inputs.gpu_memory_bytes / GIB:.2f} GiB (plus llama.cpp's compute buffers, typically 0.3-1 GiB)",
     ]
     if max_len > slot:
         notes.append(f"max-model-len {max_len} exceeds the {slot}-token slot: such requests are refused")
     params: dict[str, float | int | str] = {"ctx_size": ctx, "parallel": parallel, "cache_type": kv_type}
+    if s.kv_unified:
+        params["kv_unified"] = "true"
     return EngineCapacity("llamacpp", result, params, tuple(notes))
 
 
 def engine_capacity_pass(engine: str, inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
-    """Dispatch to the engine's rule; ``vllm`` is :func:`advisor.capacity.kv.capacity_pass` itself.
+    """Dispatch to the engine's rule (``vllm``: :func:`advisor.capacity.kv.vllm_capacity_pass`), one rank's
+    result then counted over ``inputs.data_parallel_size`` ranks (:func:`advisor.capacity.kv.across_ranks`).
+    :func:`advisor.capacity.kv.capacity_pass` calls this with ``inputs.engine`` and ``inputs.engine_settings``.
 
     Raises:
         CapacityError: an unknown engine, or the engine's rule leaves no KV memory.
     """
-    from advisor.capacity.kv import capacity_pass
+    from advisor.capacity.kv import vllm_capacity_pass
 
+    dp = inputs.data_parallel_size
     if engine == "vllm":
-        return EngineCapacity("vllm", capacity_pass(inputs))
+        return EngineCapacity("vllm", across_ranks(vllm_capacity_pass(inputs), dp))
     rules = {"sglang": sglang_capacity, "tgi": tgi_capacity, "trtllm": trtllm_capacity, "llamacpp": llamacpp_capacity}
     if engine not in rules:
         raise CapacityError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    return rules[engine](inputs, settings)
+    cap = rules[engine](inputs, settings if settings is not None else inputs.engine_settings)
+    return replace(cap, result=across_ranks(cap.result, dp)) if dp > 1 else cap

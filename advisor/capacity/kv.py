@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from advisor.capacity.hardware import GIB
@@ -77,11 +77,14 @@ from advisor.capacity.precision import (
 from advisor.errors import CapacityError
 
 __all__ = [
+    "ACCOUNTING_ENGINES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "OVERHEAD_PROFILES",
     "CapacityInputs",
     "CapacityResult",
+    "EngineSettings",
     "OverheadModel",
+    "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
     "kv_bytes_per_token_per_gpu",
@@ -93,6 +96,7 @@ __all__ = [
     "overhead_bytes_per_gpu",
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
+    "vllm_capacity_pass",
     "vllm_default_max_num_seqs",
     "weights_bytes_per_gpu",
 ]
@@ -239,6 +243,47 @@ def vllm_default_block_size(model: ModelArch, engine_version: str | None) -> int
     return 64 if model.is_mla and profile_for_version(engine_version) == "vllm-v1" else 16
 
 
+ACCOUNTING_ENGINES: Final = ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
+"""Engines with their own KV accounting (:mod:`advisor.capacity.engines`)."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine-specific knobs, by each engine's own flag name (None = the engine's default).
+
+    Attributes:
+        mem_fraction_static: SGLang ``--mem-fraction-static``.
+        page_size: SGLang ``--page-size`` (1).
+        cuda_memory_fraction: TGI ``--cuda-memory-fraction`` (1.0).
+        max_batch_prefill_tokens: TGI ``--max-batch-prefill-tokens`` (4096).
+        tgi_block_size: TGI ``BLOCK_SIZE`` (1 for TGI ≥ 3 flashinfer, 16 for TGI 2 paged attention).
+        free_gpu_memory_fraction: TensorRT-LLM ``kv_cache_config.free_gpu_memory_fraction`` (0.9).
+        tokens_per_block: TensorRT-LLM ``tokens_per_block`` (32).
+        max_num_tokens: TensorRT-LLM ``max_num_tokens`` (8192).
+        max_tokens: TensorRT-LLM ``kv_cache_config.max_tokens``: a cap on the pool, tokens (the smaller of it
+            and the fraction's memory is used, ``tensorrt_llm/llmapi/llm_args.py`` ``KvCacheConfig``).
+        ctx_size: llama.cpp ``--ctx-size`` (total cells over all slots).
+        parallel: llama.cpp ``--parallel`` (slots).
+        kv_unified: llama.cpp ``--kv-unified``: the slots share one buffer, so a request may use the whole
+            context (``src/llama-context.cpp``: ``n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max``).
+        llamacpp_kv_type: llama.cpp ``--cache-type-k/-v`` (f16).
+    """
+
+    mem_fraction_static: float | None = None
+    page_size: int | None = None
+    cuda_memory_fraction: float | None = None
+    max_batch_prefill_tokens: int | None = None
+    tgi_block_size: int | None = None
+    free_gpu_memory_fraction: float | None = None
+    tokens_per_block: int | None = None
+    max_num_tokens: int | None = None
+    max_tokens: int | None = None
+    ctx_size: int | None = None
+    parallel: int | None = None
+    kv_unified: bool = False
+    llamacpp_kv_type: str = "f16"
+
+
 @dataclass(frozen=True)
 class CapacityInputs:
     """Everything the capacity pass reads (vLLM flag names in brackets).
@@ -260,6 +305,10 @@ class CapacityInputs:
             None → the engine's default (see :attr:`profile_tokens`).
         block_size: tokens per KV block [``--block-size``].
         kv_cache_memory_bytes: per-GPU KV pool override, bytes [``--kv-cache-memory-bytes``].
+        num_gpu_blocks_override: the pool fixed by the operator, blocks [``--num-gpu-blocks-override``]:
+            replaces the block count the profile yields (``vllm/v1/core/kv_cache_utils.py``
+            ``may_override_num_blocks``, V0 ``LLMEngine._initialize_kv_caches``), whatever the memory; the pool
+            is then exactly ``N × block_size`` tokens.
         overhead_profile: key of :data:`OVERHEAD_PROFILES`.
         engine_version: the vLLM version the figures should follow (informational; pick the profile with
             :func:`profile_for_version`).
@@ -268,6 +317,15 @@ class CapacityInputs:
         enable_expert_parallel: experts are split whole across the TP ranks [``--enable-expert-parallel``].
         nvlink_sharp: the GPUs sit behind an NVSwitch with NVLink SHARP (:attr:`GPUSpec.nvlink_sharp`); with
             TP > 2 NCCL then allocates NVLS buffers (see :func:`non_torch_bytes_per_gpu`).
+        engine: whose KV accounting sizes the pool, one of :data:`ACCOUNTING_ENGINES` (``vllm``: this
+            module; the others: :mod:`advisor.capacity.engines`). :func:`capacity_pass` dispatches on it.
+        engine_settings: the other engines' own knobs (:class:`EngineSettings`).
+        data_parallel_size: data-parallel ranks behind one endpoint [``--data-parallel-size``; SGLang
+            ``--dp-size``], each a full copy of the model on TP × PP GPUs with its own KV pool. The result
+            counts blocks, tokens and concurrency over all ranks; a request still has to fit one rank.
+        gpu_memory_used_by_others_bytes: memory other processes hold on each GPU before the engine starts,
+            bytes. Engines that measure free memory lose it from the pool (SGLang, TGI, TensorRT-LLM); vLLM
+            budgets ``gpu_memory_utilization`` × total for itself and refuses to start when less is free.
     """
 
     model: ModelArch
@@ -282,15 +340,29 @@ class CapacityInputs:
     max_num_batched_tokens: int | None = None
     block_size: int = 16
     kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
     overhead_profile: str = "vllm-v1"
     engine_version: str | None = None
     enforce_eager: bool = False
     pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
     nvlink_sharp: bool = False
+    engine: str = "vllm"
+    engine_settings: EngineSettings = field(default_factory=EngineSettings)
+    data_parallel_size: int = 1
+    gpu_memory_used_by_others_bytes: int = 0
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        if self.engine not in ACCOUNTING_ENGINES:
+            problems.append(f"engine {self.engine!r} has no KV accounting; known: {', '.join(ACCOUNTING_ENGINES)}")
+        if self.data_parallel_size < 1:
+            problems.append(f"data_parallel_size must be ≥ 1, got {self.data_parallel_size}")
+        if not 0 <= self.gpu_memory_used_by_others_bytes < self.gpu_memory_bytes:
+            problems.append(
+                f"gpu_memory_used_by_others must be ≥ 0 and below the GPU's memory "
+                f"({self.gpu_memory_bytes / GIB:.2f} GiB), got {self.gpu_memory_used_by_others_bytes / GIB:.2f} GiB"
+            )
         if self.gpu_memory_bytes <= 0:
             problems.append(f"gpu_memory_bytes must be > 0, got {self.gpu_memory_bytes}")
         if self.tensor_parallel_size < 1:
@@ -309,6 +381,12 @@ class CapacityInputs:
             problems.append(f"block_size must be ≥ 1, got {self.block_size}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
             problems.append(f"kv_cache_memory_bytes must be ≥ 0, got {self.kv_cache_memory_bytes}")
+        if self.num_gpu_blocks_override is not None and (
+            isinstance(self.num_gpu_blocks_override, bool)
+            or not isinstance(self.num_gpu_blocks_override, int)
+            or self.num_gpu_blocks_override < 1
+        ):
+            problems.append(f"num_gpu_blocks_override must be a positive integer, got {self.num_gpu_blocks_override!r}")
         if self.overhead_profile not in OVERHEAD_PROFILES:
             problems.append(
                 f"overhead_profile {self.overhead_profile!r} unknown; known: {', '.join(OVERHEAD_PROFILES)}"
@@ -367,10 +445,13 @@ class CapacityResult:
         kv_cache_bytes_per_token_per_gpu: ``2 × layers × kv_heads_per_gpu × head_dim × kv bytes``.
         overhead_bytes_per_gpu: activation peak + non-torch (+ CUDA graphs) per GPU (modelled).
         kv_pool_bytes_per_gpu: memory handed to the KV cache on each GPU.
-        kv_cache_blocks: blocks per replica (each block spans all TP ranks).
+        kv_cache_blocks: blocks per replica (each block spans all TP ranks), summed over its data-parallel
+            ranks.
         kv_cache_tokens: ``kv_cache_blocks × block_size``.
         max_concurrency: ``kv_cache_blocks ÷ ceil(max_model_len ÷ block_size)``: full-length requests the
-            pool holds at once, as vLLM prints "Maximum concurrency" (e.g. 11.12).
+            pool holds at once, as vLLM prints "Maximum concurrency" (e.g. 11.12); over data-parallel ranks
+            only when one such request fits a rank (else the one rank's fraction, below 1).
+        data_parallel_size: the ranks counted in the blocks, tokens and concurrency.
         max_model_len, block_size, tensor_parallel_size, gpu_memory_bytes, gpu_memory_utilization: inputs
             echoed.
         model_name, dtype, quantization, kv_cache_dtype, overhead_profile: input summary (dtype resolved).
@@ -394,11 +475,17 @@ class CapacityResult:
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     overhead_profile: str = "vllm-v1"
+    data_parallel_size: int = 1
 
     @property
     def fits_one_full_length_request(self) -> bool:
-        """Whether one ``max_model_len`` request fits (vLLM refuses to start otherwise)."""
+        """Whether one ``max_model_len`` request fits one rank (vLLM refuses to start otherwise)."""
         return self.max_concurrency >= 1.0
+
+    @property
+    def kv_cache_blocks_per_rank(self) -> int:
+        """Blocks of one data-parallel rank (``kv_cache_blocks ÷ data_parallel_size``)."""
+        return self.kv_cache_blocks // max(1, self.data_parallel_size)
 
     def concurrency_at(self, context_tokens: float) -> float:
         """Sequences the pool holds at a mean context of ``context_tokens`` tokens.
@@ -412,7 +499,9 @@ class CapacityResult:
         if not math.isfinite(context_tokens) or context_tokens < 0:
             raise CapacityError(f"context_tokens must be a finite number ≥ 0, got {context_tokens}")
         blocks_per_seq = max(1, math.ceil(context_tokens / self.block_size))
-        return self.kv_cache_blocks / blocks_per_seq
+        per_rank = self.kv_cache_blocks_per_rank / blocks_per_seq
+        # a request lives on one data-parallel rank: ranks add up only for requests that fit one
+        return per_rank * self.data_parallel_size if per_rank >= 1 else per_rank
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict: every field, plus GiB conveniences and an ``inputs`` summary."""
@@ -428,6 +517,8 @@ class CapacityResult:
             "max_model_len": self.max_model_len,
             "block_size": self.block_size,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "data_parallel_size": self.data_parallel_size,
+            "kv_cache_blocks_per_rank": self.kv_cache_blocks_per_rank,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "fits_one_full_length_request": self.fits_one_full_length_request,
@@ -576,6 +667,11 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         kv_layer = m.kv_projection_parameters_per_layer() * q_bytes
         stored = kv_layer * kv_heads_per_gpu(m, tp) / m.num_kv_heads
         per_gpu += layers_per_stage(inputs, m.attention_layers) * (stored - kv_layer / tp)
+    if m.is_moe and inputs.enable_expert_parallel and inputs.data_parallel_size > 1:
+        # the expert-parallel group is TP × DP (vLLM ``FusedMoEParallelConfig``): each GPU keeps 1/(TP·DP) of
+        # the experts instead of the 1/TP that TP alone gives
+        expert_bytes = m.expert_weight_parameters() * (weight_bytes_per_param(compute, q) if q is not None else act)
+        per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
     if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
         heads = m.num_attention_heads / tp
         absorbed = heads * m.kv_lora_rank * (m.hidden_size + (m.q_lora_rank or m.hidden_size))
@@ -687,7 +783,40 @@ def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, contex
 
 
 def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
-    """Weights → KV pool → blocks → tokens → concurrency ceiling, for one replica.
+    """The capacity of one replica under ITS engine's own KV accounting (``inputs.engine``): vLLM's
+    (:func:`vllm_capacity_pass`) or SGLang's, TGI's, TensorRT-LLM's, llama.cpp's
+    (:func:`advisor.capacity.engines.engine_capacity_pass`), then summed over ``data_parallel_size`` ranks.
+
+    This is the one entry point the daemon, the API, ``plan`` and ``simulate`` size a deployment with, and
+    what the rules re-run with a dial turned.
+
+    Raises:
+        CapacityError: as the engine's rule (weights do not fit, no memory left for the KV cache).
+    """
+    from advisor.capacity.engines import engine_capacity_pass
+
+    return engine_capacity_pass(inputs.engine, inputs, inputs.engine_settings).result
+
+
+def across_ranks(result: CapacityResult, data_parallel_size: int) -> CapacityResult:
+    """One rank's result counted over ``data_parallel_size`` data-parallel ranks: blocks and tokens × ranks,
+    concurrency × ranks when one full-length request fits a rank (a request never spans ranks). Per-GPU
+    figures (weights, pool bytes) stay per GPU."""
+    if data_parallel_size <= 1:
+        return result
+    per_rank = result.max_concurrency
+    return replace(
+        result,
+        kv_cache_blocks=result.kv_cache_blocks * data_parallel_size,
+        kv_cache_tokens=result.kv_cache_tokens * data_parallel_size,
+        max_concurrency=per_rank * data_parallel_size if per_rank >= 1 else per_rank,
+        data_parallel_size=data_parallel_size,
+    )
+
+
+def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
+    """Weights → KV pool → blocks → tokens → concurrency ceiling, for one replica (one data-parallel rank),
+    by vLLM's accounting.
 
     Formulas (sources: vLLM ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` and
     ``vllm/v1/core/kv_cache_utils.py``; see the module docstring)::
@@ -695,7 +824,7 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         weights/GPU   = see weights_bytes_per_gpu           (params × bytes/param, ÷ TP)
         KV/token/GPU  = 2 × layers × max(1, kv_heads // TP) × head_dim × kv_bytes
         pool/GPU      = gpu_memory × utilization − weights/GPU − overhead/GPU   (or the override)
-        blocks        = floor(pool/GPU ÷ (block_size × KV/token/GPU))
+        blocks        = floor(pool/GPU ÷ (block_size × KV/token/GPU))      (or num_gpu_blocks_override)
         tokens        = blocks × block_size
         concurrency   = blocks ÷ ceil(max_model_len ÷ block_size)
 
@@ -715,22 +844,39 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     (vLLM figures: V1 logs of this model on H100 80GB HBM3 reporting 79.11 GiB total, cited in the module
     docstring; ours at 79.11 GiB gives 54.89 GiB, +0.5 %.)
 
+    Memory held by other processes (``gpu_memory_used_by_others_bytes``) does not shrink the pool: vLLM
+    measures its own use from a baseline taken at start-up (``vllm/v1/worker/gpu_worker.py`` ``init_device``,
+    V0 ≥ 0.6.5 ``memory_profiling``) and budgets ``total × utilization`` for itself; when less than that is
+    free, V1 refuses to start ("Free memory on device … on startup is less than desired GPU memory
+    utilization") and V0 runs out of memory allocating the cache. Both are a :class:`CapacityError` here.
+
     Raises:
-        CapacityError: the weights do not fit in ``gpu_memory × utilization``, or nothing is left for the
-            KV cache after the overhead; the message carries the GiB figures.
+        CapacityError: the weights do not fit in ``gpu_memory × utilization``, nothing is left for the KV
+            cache after the overhead, or other processes leave less than the budget free; the message
+            carries the GiB figures.
     """
     m = inputs.model
     tp = inputs.tensor_parallel_size
     weights = weights_bytes_per_gpu(inputs)
     overhead = overhead_bytes_per_gpu(inputs)
     requested = inputs.gpu_memory_bytes * inputs.gpu_memory_utilization
-    if inputs.kv_cache_memory_bytes is not None:
+    others = inputs.gpu_memory_used_by_others_bytes
+    if others and inputs.gpu_memory_bytes - others < requested:
+        free = inputs.gpu_memory_bytes - others
+        raise CapacityError(
+            f"{m.name}: other processes hold {others / GIB:.2f} GiB per GPU, leaving {free / GIB:.2f} GiB free, "
+            f"less than gpu_memory_utilization {inputs.gpu_memory_utilization} × {inputs.gpu_memory_bytes / GIB:.2f}"
+            f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); lower "
+            f"gpu_memory_utilization to at most {math.floor(free / inputs.gpu_memory_bytes * 100) / 100:.2f}"
+        )
+    fixed = inputs.kv_cache_memory_bytes is not None or inputs.num_gpu_blocks_override is not None
+    if fixed:
         if weights > inputs.gpu_memory_bytes:
             raise CapacityError(
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} but the GPU has "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB"
             )
-        pool = inputs.kv_cache_memory_bytes
+        pool = inputs.kv_cache_memory_bytes or 0
     else:
         if weights >= requested:
             raise CapacityError(
@@ -755,13 +901,18 @@ def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
-    blocks = pool // (inputs.block_size * per_token_gpu)
+    if inputs.num_gpu_blocks_override is not None:
+        # the operator's block count replaces the profiled one; the engine allocates exactly that many
+        blocks = inputs.num_gpu_blocks_override
+        pool = blocks * inputs.block_size * per_token_gpu
+    else:
+        blocks = pool // (inputs.block_size * per_token_gpu)
     max_len = inputs.effective_max_model_len
     return CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
         kv_cache_bytes_per_token_per_gpu=per_token_gpu,
-        overhead_bytes_per_gpu=overhead if inputs.kv_cache_memory_bytes is None else 0,
+        overhead_bytes_per_gpu=0 if fixed else overhead,
         kv_pool_bytes_per_gpu=pool,
         kv_cache_blocks=blocks,
         kv_cache_tokens=blocks * inputs.block_size,

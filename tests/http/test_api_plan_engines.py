@@ -1,0 +1,92 @@
+"""``POST /api/v1/plan`` sizes a deployment with ITS engine's accounting, as ``plan --engine`` does, and takes the
+operator's pool settings (issue 12 classes 6 and 7), against a running daemon on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from advisor.standin import StandInEngine, StandInServer
+from tests.conftest import REPO_ROOT
+from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+
+pytestmark = pytest.mark.integration
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[Daemon]:
+    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
+    srv.start_background()
+    d = start_daemon(config(srv.url()))
+    try:
+        yield d
+    finally:
+        stop_daemon(d)
+        srv.shutdown()
+        srv.server_close()
+
+
+def _plan_cli(*args: str) -> dict[str, Any]:
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "plan", "--model", LLAMA, "--gpu", "H100-SXM", "--max-model-len",
+         "8192", "--json", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def _plan_api(api: Daemon, **deployment: Any) -> dict[str, Any]:
+    body = {"deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, **deployment}}
+    r = requests.post(api.url + "/api/v1/plan", json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.mark.parametrize(("engine", "tokens"), [("sglang", 443910), ("tgi", 494303), ("llamacpp", 8192)])
+def test_the_api_sizes_each_engine_as_plan_engine_does(api: Daemon, engine: str, tokens: int) -> None:
+    got = _plan_api(api, engine=engine)["before"]
+    assert got["kv_cache_tokens"] == _plan_cli("--engine", engine)["kv_cache_tokens"] == tokens  # issue 12's
+    assert got["engine"] == engine
+
+
+def test_the_api_takes_the_operators_pool_settings(api: Daemon) -> None:
+    assert _plan_api(api, num_gpu_blocks_override=2000)["before"]["kv_cache_tokens"] == 32000
+    one = _plan_api(api)["before"]
+    two = _plan_api(api, data_parallel_size=2)["before"]
+    assert two["kv_cache_tokens"] == 2 * one["kv_cache_tokens"]
+    trt = _plan_api(api, engine="trtllm", max_tokens=64000)["before"]
+    assert trt["kv_cache_tokens"] == 64000
+    r = requests.post(
+        api.url + "/api/v1/plan",
+        json={"deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, "num_gpu_blocks_override": 0}},
+        timeout=10,
+    )
+    assert r.status_code == 400 and "num_gpu_blocks_override" in r.text
+
+
+def test_a_turned_memory_budget_moves_an_sglang_pool_as_mem_fraction_static_would(api: Daemon) -> None:
+    # the budget dial is --mem-fraction-static for SGLang (advisor/rules/flags.py): 0.874 (its rule on a
+    # 79.15 GiB H100) → 0.8 frees 0.074 × 79.15 GiB of 128 KiB tokens from the pool
+    r = requests.post(
+        api.url + "/api/v1/plan",
+        json={
+            "deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, "engine": "sglang"},
+            "turn": {"dial": "gpu_memory_utilization", "value": 0.8},
+        },
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    effect = r.json()["effect"]["kv_cache_tokens"]
+    assert effect["before"] == 443910
+    assert effect["before"] - effect["after"] == pytest.approx(0.074 * 79.15 * 2**30 / 131072, rel=0.01)
