@@ -23,7 +23,9 @@ What differs from Prometheus, and what the tests hold:
 
 The second test runs the advisor itself (``Service``, ``source: prometheus``) against VictoriaMetrics — and
 against a real Prometheus scraping the same engine when that binary is present (in CI it must be) — beside a
-deployment scraping the engine directly: the same engine, state, snapshot gauges and recommendations.
+deployment scraping the engine directly: the same engine, state, snapshot gauges and recommendations; then the
+engine goes away and every view turns ``unavailable`` with its target down (VictoriaMetrics's scraper writes
+``up`` 0 and stale markers as Prometheus does, so the engine's series stop).
 
 Without the binary the module is skipped with the reason — or fails when ``CI`` is set.
 """
@@ -306,7 +308,8 @@ def test_the_advisor_reads_victoriametrics_as_it_reads_the_engine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``source: prometheus`` pointed at VictoriaMetrics (and at Prometheus): the same engine detected, the same
-    state, snapshot gauges and recommendations as the deployment scraping the engine directly."""
+    state, snapshot gauges and recommendations as the deployment scraping the engine directly; when the engine
+    goes away, every view turns ``unavailable`` with the target down."""
     victoriametrics_binary()
     with_prometheus = True
     try:
@@ -320,6 +323,7 @@ def test_the_advisor_reads_victoriametrics_as_it_reads_the_engine(
     scrape["scrape_configs"] = [{"job_name": "vllm", "static_configs": [{"targets": [target]}]}]
     results: dict[str, list[dict[str, Any]]] = {}
     queries: dict[str, int] = {}
+    gone: dict[str, list[dict[str, Any]]] = {}
     with contextlib.ExitStack() as stack:
         stack.callback(engine.server_close)
         stack.callback(engine.shutdown)
@@ -343,6 +347,17 @@ def test_the_advisor_reads_victoriametrics_as_it_reads_the_engine(
             queries[name] = svc.prom.queries_made - before
             results[name] = [d.as_dict() for d in svc.evaluate_once().deployments]
 
+        engine.shutdown()  # the engine goes away: the stores' next scrapes fail (up == 0, series marked stale)
+        engine.server_close()
+        time.sleep(3 * INTERVAL)
+        for name, svc in services.items():
+            svc.scrape_once()
+            gone[name] = [d.as_dict() for d in svc.evaluate_once().deployments]
+
+    for name, (direct, via) in gone.items():  # every view says so
+        assert via["state"] == direct["state"] == "unavailable", (name, via["state"], direct["state"])
+        assert [t["up"] for t in via["targets"]] == [t["up"] for t in direct["targets"]] == [False], name
+        assert _recommendations(via) == _recommendations(direct), name  # open ones stay open, none added
     for name, (direct, via) in results.items():
         assert via["engine"] == "vllm", name  # detected from the series names the store holds
         assert via["state"] == direct["state"] == "fresh", name
