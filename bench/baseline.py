@@ -51,7 +51,9 @@ def baseline_tree(ref: str) -> Iterator[Path]:
     Raises:
         SystemExit: ``ref`` names no commit, or git could not add the worktree (git's message).
     """
-    _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    verify = ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
+    if subprocess.run(verify, stdout=subprocess.DEVNULL).returncode:
+        raise SystemExit(f"--baseline {ref!r}: no such commit in {REPO}")
     tmp = Path(tempfile.mkdtemp(prefix="advisor-baseline-"))
     tree = tmp / "tree"
     try:
