@@ -11,15 +11,33 @@ Both processes share this machine's two cores, so the figures include the stand-
 
     .venv/bin/python bench/fleet.py                 # N = 100, 1000, 2000, 5000
     .venv/bin/python bench/fleet.py --sizes 100,500 --cycles 2
+    .venv/bin/python bench/fleet.py --baseline main # N = 100, 300; 4 repeats per side, interleaved
+
+``--baseline REF`` measures git ref REF and this tree side by side in one run, against the same stand-in server:
+REF is checked out into a temporary ``git worktree`` (removed at the end); every measurement runs in a fresh
+subprocess with ``PYTHONPATH`` set to its side's tree, which imports that tree's ``advisor`` and calls that
+tree's own ``bench/fleet.py`` ``measure`` (so each side is driven through its own API; ``bench/baseline.py``).
+Per size the sides alternate — baseline, current, current, baseline, … — ``--repeats`` times each (default 4),
+and it prints each figure's median for both sides and the median of the per-repeat ratios current ÷ baseline
+(min..max). Cycle seconds are wall time, CPU ms/target is the advisor process's CPU time (as above). Defaults in
+this mode: ``--sizes 100,300``, ``--cycles 5``, 4 repeats — about 3 minutes on a loaded two-core machine (each
+measurement starts a process and fills 5 minutes of history per target before timing). Verdict ``PASS`` when
+the median CPU-per-target ratio is at most ``1 + --tolerance`` (default 0.10) at every size; exit status 1
+otherwise. The cycle time ratio is printed but not judged: it is wall time, and on a shared machine it moves
+with the other processes' load (0.64..1.50 between repeats of identical code at load 85).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,9 +47,9 @@ REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO.parent / "shared" / "engine-metrics" / "vllm-0.33.0-engine-code-healthy-llama3.1-8b.prom"
 
 
-def _body() -> bytes:
-    if CAPTURE.exists():
-        return CAPTURE.read_bytes()
+def _body(capture: Path = CAPTURE) -> bytes:
+    if capture.exists():
+        return capture.read_bytes()
     sys.path.insert(0, str(REPO))
     from prometheus_client import generate_latest
 
@@ -130,19 +148,38 @@ def measure(n: int, port: int, cycles: int, body: bytes) -> dict[str, float]:
     }
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--sizes", default="100,1000,2000,5000")
-    ap.add_argument("--cycles", type=int, default=3)
+    ap.add_argument("--sizes", default=None, help="target counts (default 100,1000,2000,5000; 100,300 with --baseline)")
+    ap.add_argument("--cycles", type=int, default=None, help="timed cycles per size (default 3; 5 with --baseline)")
+    ap.add_argument("--baseline", metavar="REF", help="also measure git ref REF, side by side (see above)")
+    ap.add_argument("--repeats", type=int, default=4, help="--baseline: measurements per side and size (default 4)")
+    ap.add_argument("--tolerance", type=float, default=0.10, help="--baseline: allowed slowdown (default 0.10)")
+    ap.add_argument(
+        "--exposition", type=Path, default=CAPTURE, help=f"served exposition (default ../shared/…/{CAPTURE.name})"
+    )
+    ap.add_argument("--worker", nargs=3, metavar=("N", "PORT", "BODY_FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")]
-    body = _body()
+    if args.cycles is None:
+        args.cycles = 5 if args.baseline else 3
+    if args.worker:
+        return worker(int(args.worker[0]), int(args.worker[1]), args.cycles, Path(args.worker[2]))
+    sizes = [int(x) for x in (args.sizes or ("100,300" if args.baseline else "100,1000,2000,5000")).split(",")]
+    body = _body(args.exposition)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     server = ctx.Process(target=_serve, args=(q, body), daemon=True)
     server.start()
     port = q.get(timeout=30)
-    print(f"exposition: {'capture ' + CAPTURE.name if CAPTURE.exists() else 'stand-in'} ({len(body):,} bytes)")
+    print(
+        f"exposition: {'capture ' + args.exposition.name if args.exposition.exists() else 'stand-in'} "
+        f"({len(body):,} bytes)"
+    )
+    if args.baseline:
+        try:
+            return compare(args, sizes, port, body)
+        finally:
+            server.terminate()
     print(f"{'targets':>8} {'cycle s':>9} {'CPU ms/target':>14} {'RSS MiB':>9} {'up':>6} {'points/target':>14}")
     results = []
     try:
@@ -167,7 +204,82 @@ def main() -> None:
         )
     else:
         print("no measured N keeps the cycle under 7.5 s")
+    return 0
+
+
+# --- --baseline REF ---------------------------------------------------------------------------------------------
+
+FIGURES = (  # key, heading, format, compared in the verdict
+    ("cycle_seconds", "cycle s", ".2f", False),
+    ("cpu_ms_per_target", "CPU ms/target", ".2f", True),
+    ("rss_mib", "RSS MiB", ".0f", False),
+    ("up", "up", ".0f", False),
+    ("history_points", "points/target", ".0f", False),
+)
+
+
+def worker(n: int, port: int, cycles: int, body_file: Path) -> int:
+    """One ``--baseline`` measurement: this process's ``PYTHONPATH`` tree's own ``bench/fleet.py`` ``measure``;
+    prints the figures as one JSON line."""
+    from baseline import check_import
+
+    tree = Path(os.environ.get("PYTHONPATH", ""))
+    spec = importlib.util.spec_from_file_location("fleet_under_test", tree / "bench" / "fleet.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {tree / 'bench' / 'fleet.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.measure(n, port, cycles, body_file.read_bytes())
+    result["advisor"] = check_import(str(tree))
+    print(json.dumps(result))
+    return 0
+
+
+def compare(args: argparse.Namespace, sizes: list[int], port: int, body: bytes) -> int:
+    """``--baseline REF``: per size, ``--repeats`` fresh-process measurements per side, the sides alternating."""
+    from baseline import REPO, baseline_tree, describe, dirty, ratio_stats, run_once
+
+    began = time.perf_counter()
+    sides = ("baseline", "current")
+    slower: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="fleet-body-") as tmp, baseline_tree(args.baseline) as tree:
+        body_file = Path(tmp) / "body.prom"
+        body_file.write_bytes(body)
+        trees = {"baseline": tree, "current": REPO}
+        print(f"baseline: {describe(args.baseline)}")
+        print(f"current:  {REPO} at {describe('HEAD')}{dirty()}")
+        print(
+            f"{args.repeats} fresh-process measurements per side and size, interleaved; {args.cycles} cycles each; "
+            "figures: baseline / current (median), ratio current ÷ baseline (median of repeats, min..max)"
+        )
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--cycles", str(args.cycles), "--worker"]
+        for n in sizes:
+            runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+            for k in range(args.repeats):  # baseline, current, current, baseline, …
+                for side in sides if k % 2 == 0 else sides[::-1]:
+                    runs[side].append(run_once([*cmd, str(n), str(port), str(body_file)], trees[side]))
+            parts = []
+            for key, heading, fmt, judged in FIGURES:
+                base = [float(r[key]) for r in runs["baseline"]]
+                cur = [float(r[key]) for r in runs["current"]]
+                med, lo, hi = ratio_stats(cur, base)
+                parts.append(
+                    f"{heading} {statistics.median(base):{fmt}} / {statistics.median(cur):{fmt}} "
+                    f"= {med:.3f}× ({lo:.2f}..{hi:.2f})"
+                )
+                if judged and med > 1 + args.tolerance:
+                    slower.append(f"{heading} at {n} targets: {med:.3f}×")
+            print(f"{n:>6} targets: " + "; ".join(parts))
+        print(f"advisor: baseline from {runs['baseline'][0]['advisor']}, current from {runs['current'][0]['advisor']}")
+    verdict = "PASS" if not slower else "FAIL"
+    print(
+        f"CPU per target within {1 + args.tolerance:.2f}× of the baseline at every size: {verdict}; "
+        f"{time.perf_counter() - began:.0f} s"
+    )
+    for line in slower:
+        print(f"  slower: {line}")
+    return 0 if verdict == "PASS" else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -43,6 +43,11 @@ counter increases agree with direct scraping within about one scrape interval's 
 end (``tests/sources/test_prometheus_real.py`` measures it). A target that went down drops out (its series
 are marked stale), as a failed scrape adds nothing to the scraper's history.
 
+VictoriaMetrics (``tests/sources/test_victoriametrics_real.py``): it is asked not to move ``start`` and ``end``
+to multiples of ``step`` (:data:`VM_NO_ALIGN_PARAM`); it must run with ``-search.latencyOffset=0s`` (its default,
+``30s``, hides the newest samples from queries); it keeps about 12 significant digits of a value (``1/3`` reads
+back as ``0.333333333333``), so its gauges equal a scrape's within a relative 1e-11.
+
 Errors never raise into the loop: :meth:`PrometheusSource.history` and :meth:`PrometheusSource.metric_names`
 return a result with ``ok=False`` and one reason from :data:`advisor.conventions.SCRAPE_ERROR_REASONS`::
 
@@ -112,6 +117,12 @@ UP: Final = "up"
 
 DEFAULT_TARGET_LABELS: Final = ("job", "instance")
 """Dropped from engine series when a group has no ``up`` series to name its target labels."""
+
+VM_NO_ALIGN_PARAM: Final = "nocache"
+"""``query_range`` parameter keeping VictoriaMetrics's points at ``start + k × step``: without ``nocache=1`` it
+moves ``start`` and ``end`` to multiples of ``step`` for queries of 50 points or more (VictoriaMetrics
+``app/vmselect/promql`` ``AdjustStartEnd``; victoriametrics-datasource v0.26.0 release notes). Other
+Prometheus-compatible APIs ignore it."""
 
 MAX_POINTS_PER_SERIES: Final = 11_000
 """Prometheus refuses ``query_range`` calls resolving to more points per series than this."""
@@ -594,6 +605,9 @@ class PrometheusSource:
             ("end", _seconds(end)),
             ("step", _seconds(step)),
             ("timeout", _seconds(self.read_timeout)),
+            # VictoriaMetrics moves start and end to multiples of step when a query resolves to >= 50 points
+            # (for its response cache), unless nocache=1; Prometheus, Thanos and Mimir ignore the parameter
+            (VM_NO_ALIGN_PARAM, "1"),
         ]
         answer = self._call("POST", "/api/v1/query_range", params)
         queries += 1
