@@ -251,3 +251,15 @@ def test_the_llama_cpp_names_hold_against_the_2025_06_page() -> None:
     known = catalog.entry("llamacpp").metric_names()
     adapter = get_adapter("llamacpp")
     assert {n for n in names if adapter.wants(n)} <= known
+
+
+def test_the_docs_say_what_engine_accepts_for_every_engine_and_wrapper() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "engines.md").read_text(encoding="utf-8")
+    for e in catalog.entries():
+        assert f"| `{e.engine}` |" in doc, e.engine
+        for prefix in e.prefixes[:1]:
+            assert f"`{prefix}*`" in doc, prefix
+        for w in e.wrappers:
+            first = w.name.split()[0]
+            rows = [line for line in doc.splitlines() if line.startswith(f"| {first}") and "engine: " in line]
+            assert any(e.engine in row for row in rows), f"no row says what to write for {w.name}"
