@@ -1,4 +1,4 @@
-"""Acceptance 5: no engine metric name or prefix is written outside ``advisor/engines/``.
+"""Acceptance 5: no engine metric name, prefix or bucket-bound list is written outside ``advisor/engines/``.
 
 Every ``advisor/**/*.py`` outside ``advisor/engines/`` is parsed with :mod:`ast`; every string constant (f-string
 parts included) is split into metric-name tokens, and a token fails the test when it is
@@ -6,6 +6,8 @@ parts included) is split into metric-name tokens, and a token fails the test whe
 * a family name the engine catalog knows (:func:`advisor.engines.catalog.all_metric_names`, with the
   ``_total``/``_bucket``/``_count``/``_sum``/``_created`` sample suffixes), or
 * an engine or wrapper prefix (the catalog's, plus the known ones below) or a name that starts with one.
+
+Bucket bounds: a literal tuple or list holding :data:`RUN` consecutive bounds of a catalog bucket set fails.
 
 Not scanned: docstrings and other bare string statements (they cite sources and never run), and the names
 listed in ``__all__`` (Python identifiers such as ``sglang_capacity``, not metric names).
@@ -17,6 +19,7 @@ import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -124,3 +127,50 @@ def test_no_engine_metric_name_or_prefix_is_written_outside_advisor_engines() ->
         for line, token, constant in engine_facts_in(path.read_text(encoding="utf-8"), str(path)):
             found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {token!r} in {constant[:80]!r}")
     assert not found, "engine facts outside advisor/engines/ (read them from the catalog):\n" + "\n".join(found)
+
+
+RUN: Final = 8
+"""Consecutive bounds that make a copy: shorter runs occur by chance (powers of two, the advisor's own buckets)."""
+
+
+def bucket_runs() -> set[tuple[float, ...]]:
+    """Every run of :data:`RUN` consecutive bounds in the catalog's bucket sets (latency buckets, reference
+    families)."""
+    sequences: list[tuple[float, ...]] = []
+    for e in catalog.entries():
+        sequences += [e.buckets.ttft, e.buckets.tpot]
+        if e.exposition is not None:
+            sequences += [f.buckets for f in e.exposition.families.values()]
+    return {tuple(float(b) for b in s[i : i + RUN]) for s in sequences for i in range(len(s) - RUN + 1)}
+
+
+def bucket_bounds_in(source: str, filename: str) -> Iterator[tuple[int, tuple[float, ...]]]:
+    """``(line, run)`` for every literal tuple or list of numbers holding :data:`RUN` consecutive catalog bounds."""
+    runs = bucket_runs()
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, ast.Tuple | ast.List):
+            continue
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int | float)]
+        if len(values) != len(node.elts) or len(values) < RUN:
+            continue
+        for i in range(len(values) - RUN + 1):
+            run = tuple(float(v) for v in values[i : i + RUN])
+            if run in runs:
+                yield node.lineno, run
+                break
+
+
+def test_the_bucket_scan_finds_a_copied_bound_list() -> None:
+    assert list(bucket_bounds_in("TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25)", "<test>"))
+    assert list(
+        bucket_bounds_in("def f() -> list[float]:\n    return [0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0]", "<t>")
+    )
+    assert not list(bucket_bounds_in("BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)", "<test>"))
+
+
+def test_no_engine_bucket_bound_list_is_written_outside_advisor_engines() -> None:
+    found = []
+    for path in package_files():
+        for line, run in bucket_bounds_in(path.read_text(encoding="utf-8"), str(path)):
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {run}")
+    assert not found, "engine bucket bounds outside advisor/engines/ (read them from the catalog):\n" + "\n".join(found)

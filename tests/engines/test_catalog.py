@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from advisor import conventions as c
+from advisor.capacity import engines as capacity_engines
 from advisor.config import parse_config
 from advisor.engines import ENGINES, catalog, get_adapter
 from advisor.engines.catalog import CatalogEntry
@@ -88,6 +89,8 @@ def test_every_engine_id_is_one_catalog_entry_and_every_consumer_reads_the_same_
     for e in catalog.entries():
         assert get_adapter(e.engine).engine == e.engine
         assert e.prefixes and all(isinstance(p, str) and p for p in e.prefixes)
+    # the capacity pass (pure: it may not import the catalog) sizes a subset of the same ids
+    assert set(capacity_engines.ENGINES) <= set(ids)
 
 
 def test_an_unknown_engine_is_refused_naming_the_known_ones() -> None:
