@@ -281,3 +281,9 @@ def reference_exposition(engine: str) -> Exposition:
     if found is None:
         raise ValueError(f"the {engine} catalog entry declares no reference exposition")
     return found
+
+
+def detection_prefixes() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(engine id, prefixes)`` in detection priority order: engines first, frontends last (a Dynamo worker
+    passes its engine's families through, so the engine wins). For :mod:`advisor.engines.detect`."""
+    return tuple((e.engine, e.prefixes) for e in entries())

@@ -266,3 +266,16 @@ def test_the_docs_say_what_engine_accepts_for_every_engine_and_wrapper() -> None
             first = w.name.split()[0]
             rows = [line for line in doc.splitlines() if line.startswith(f"| {first}") and "engine: " in line]
             assert any(e.engine in row for row in rows), f"no row says what to write for {w.name}"
+
+
+@pytest.mark.parametrize("entry", catalog.entries(), ids=lambda e: e.engine)
+def test_detection_names_the_catalog_s_engine_for_each_of_its_prefixes(entry: CatalogEntry) -> None:
+    from advisor.engines import detect_engine
+
+    for engine, prefixes in catalog.detection_prefixes():
+        if engine == entry.engine:
+            assert prefixes == entry.prefixes
+    for prefix in entry.prefixes:
+        assert detect_engine([prefix + "num_requests_running", "process_start_time_seconds"]) == entry.engine
+    if entry.frontend_only:  # a worker page with the frontend's families is still the engine's
+        assert detect_engine([entry.prefixes[0] + "x", "vllm:num_requests_running"]) == "vllm"
