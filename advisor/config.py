@@ -53,6 +53,7 @@ from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch, get_preset
 from advisor.conventions import RULE_PLUGIN_GROUP
+from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
 from advisor.notify.config import ReceiverConfig
@@ -171,8 +172,10 @@ class Deployment(_Strict):
     """One served model: its engine, replicas' scrape URLs, and the configuration the engine runs with."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
-    engine: Literal["auto", "vllm", "sglang", "tgi", "triton-trtllm", "trtllm", "llamacpp", "dynamo"] = Field(
-        default="auto", description="engine id, or auto: detected from the exposition's metric names"
+    engine: str = Field(
+        default="auto",
+        description="engine id, or auto: detected from the exposition's metric names",
+        json_schema_extra={"enum": ["auto", *ENGINES]},
     )
     served_model: str | None = Field(
         default=None,
@@ -271,6 +274,16 @@ class Deployment(_Strict):
     )
     speculative_decoding: bool = Field(default=False, description="whether the engine runs with a draft model")
     slo: SLO
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        """``auto`` or an engine id of the catalog (:data:`advisor.engines.ENGINES`)."""
+        if value != "auto" and value not in ENGINES:
+            close = difflib.get_close_matches(value, ENGINES, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown engine {value!r}; known: auto, {', '.join(ENGINES)}{hint}")
+        return value
 
     @field_validator("targets")
     @classmethod

@@ -7,7 +7,48 @@ scheme, host and port of a secret URL is ever shown.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import base64
+import re
+from collections.abc import Iterable
+from typing import Final
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+REDACTED: Final = "<redacted>"
+"""The one placeholder that stands for a secret in messages, logs and reprs."""
+
+_AUTH_HEADER_RE: Final = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The parts of ``url`` that are secrets: userinfo (and its Basic-auth base64 form), password, query and
+    fragment. ``()`` for an unparseable URL.
+
+    >>> url_secrets("http://alice:pw@h/m?token=x")
+    ('token=x', 'pw', 'alice:pw', 'YWxpY2U6cHc=')
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ()
+    secrets = [parts.query, parts.fragment, parts.password or ""]
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        secrets.append(userinfo)
+        # a body that echoes the request headers carries the credentials base64-encoded (Basic auth)
+        secrets.append(base64.b64encode(unquote(userinfo).encode()).decode())
+    return tuple(s for s in secrets if s)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret (longest first) and every ``Basic``/``Bearer`` credential replaced by
+    :data:`REDACTED`.
+
+    >>> scrub("echo Bearer abcdefgh12 and token=x", ["token=x"])
+    'echo Bearer <redacted> and <redacted>'
+    """
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return _AUTH_HEADER_RE.sub(rf"\1 {REDACTED}", text)
 
 
 def redact_url(url: str) -> str:
@@ -46,7 +87,7 @@ def redact_secret_url(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None:
         netloc += f":{port}"
-    return f"{parts.scheme}://{netloc}/<redacted>"
+    return f"{parts.scheme}://{netloc}/{REDACTED}"
 
 
 class _Urllib3RequestLineFilter:
@@ -59,7 +100,7 @@ class _Urllib3RequestLineFilter:
         if isinstance(record, logging.LogRecord) and isinstance(record.args, tuple) and len(record.args) >= 5:
             args = list(record.args)
             if isinstance(args[4], str) and args[4].startswith("/"):
-                args[4] = "<redacted>"
+                args[4] = REDACTED
                 record.args = tuple(args)
         return True
 

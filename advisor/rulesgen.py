@@ -47,7 +47,8 @@ import yaml
 
 from advisor import conventions as c
 from advisor import conventions_rules as r
-from advisor.engines import dynamo, llamacpp, sglang, tgi, trtllm, vllm
+from advisor.engines import catalog
+from advisor.engines.catalog import KVAccounting, LatencyBuckets, PromQLHandling
 from advisor.engines.common import NameTable, Series
 
 # --- inputs -------------------------------------------------------------------------------------------------
@@ -146,113 +147,52 @@ class Generated:
 
 # --- engine knowledge ---------------------------------------------------------------------------------------
 
-_VLLM_TTFT: Final = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-_VLLM_TTFT_TAIL: Final = (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-_VLLM_TPOT: Final = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-_VLLM_TPOT_TAIL: Final = (5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+EngineBuckets = LatencyBuckets
+"""An engine's default TTFT and TPOT bucket bounds (the catalog's :class:`~advisor.engines.catalog.LatencyBuckets`)."""
 
-
-def _tgi_duration_buckets() -> tuple[float, ...]:
-    """TGI ``router/src/server.rs``: ``value = 0.0001; 35 × { value *= 1.5; push(value) }`` (0.00015 … ≈146 s)."""
-    out, value = [], 0.0001
-    for _ in range(35):
-        value *= 1.5
-        out.append(value)
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineBuckets:
-    """An engine's default TTFT and TPOT bucket bounds (``()``: the engine has no such histogram).
-
-    ``note_ttft_above`` / ``note_tpot_above``: older releases' buckets stop there (a target above is in their
-    ``+Inf`` bucket); ``source`` cites where the bounds come from.
-    """
-
-    ttft: tuple[float, ...]
-    tpot: tuple[float, ...]
-    source: str
-    note_ttft_above: tuple[float, str] | None = None
-    note_tpot_above: tuple[float, str] | None = None
-
-
-_CATALOG: Final = "shared/reference/engine-metrics-catalog.md"
-_SGLANG_ITL: Final = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1)
-_SGLANG_ITL_TAIL: Final = (0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8)
-ENGINE_BUCKETS: Final[Mapping[str, EngineBuckets]] = {
-    "vllm": EngineBuckets(
-        _VLLM_TTFT + _VLLM_TTFT_TAIL,
-        _VLLM_TPOT + _VLLM_TPOT_TAIL,
-        f"{_CATALOG} §1.2 (vllm/v1/metrics/loggers.py, V1 0.8.5 → 0.33)",
-        (10.0, "vLLM before 0.8.5 stops its TTFT buckets at 10 s"),
-        (2.5, "vLLM before 0.8.5 stops its TPOT buckets at 2.5 s"),
-    ),
-    "sglang": EngineBuckets(
-        (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400),
-        _SGLANG_ITL + _SGLANG_ITL_TAIL,
-        f"{_CATALOG} §2.2 (SGLang 0.4.10 → 0.5.23 defaults; 0.4.3 differs; --bucket-* flags override)",
-    ),
-    "tgi": EngineBuckets((), _tgi_duration_buckets(), f"{_CATALOG} §3 (router/src/server.rs, 0.0001·1.5^k)"),
-    "triton-trtllm": EngineBuckets((), (), f"{_CATALOG} §4.1 (no latency histograms)"),
-    "trtllm": EngineBuckets(
-        _VLLM_TTFT + _VLLM_TTFT_TAIL,
-        _VLLM_TPOT + _VLLM_TPOT_TAIL,
-        f"{_CATALOG} §4.2 (tensorrt_llm/metrics/collector.py: vLLM's buckets)",
-    ),
-    "llamacpp": EngineBuckets((), (), f"{_CATALOG} §6 (no latency histograms)"),
-    "dynamo": EngineBuckets(
-        (0, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1, 2.2, 4.7, 10, 22, 48, 100, 220, 480),
-        (0, 0.0019, 0.0035, 0.0067, 0.013, 0.024, 0.045, 0.084, 0.16, 0.3, 0.56, 1.1, 2),
-        f"{_CATALOG} §7 (Dynamo ~1.0 frontend captures; TPOT is inter-token latency)",
-    ),
-}
-"""Default bucket bounds per engine id, each row citing its source."""
+ENGINE_BUCKETS: Final[Mapping[str, EngineBuckets]] = {e.engine: e.buckets for e in catalog.entries()}
+"""Default bucket bounds per engine id, each row citing its source (from the engine catalog)."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Engine:
-    """How the rules read one engine: its name table, the labels to collapse and the model label."""
+    """How the rules read one engine: its name table and its catalog entry's PromQL handling."""
 
     engine: str
     table: NameTable
-    collapse: tuple[str, ...] = ()
-    """Labels whose gauges repeat one value (vLLM ``pid`` per API-server process, SGLang TP/PP ranks): max."""
-    collapse_counters: tuple[str, ...] = ()
-    """Labels whose counters and histograms repeat one value (SGLang TP/PP ranks): max. vLLM's per-process
-    counters are not repeats (each process counts its own requests), so they are summed."""
-    extra_matchers: tuple[tuple[str, str], ...] = ()
-    """Matchers on every selector (SGLang ``priority=""``: the total, not the per-priority series)."""
-    model_label: str | None = None
-    casefold_model: bool = False
-    alt_prefix: tuple[str, str] | None = None
-    """A second spelling of every name (SGLang ``sglang:`` → ``sglang_``), read after the first."""
+    promql: PromQLHandling
+    kv: KVAccounting
+
+    @property
+    def collapse(self) -> tuple[str, ...]:
+        """Labels whose gauges repeat one value (vLLM ``pid`` per API-server process, SGLang TP/PP ranks): max."""
+        return self.promql.collapse
+
+    @property
+    def collapse_counters(self) -> tuple[str, ...]:
+        """Labels whose counters and histograms repeat one value (SGLang TP/PP ranks): max."""
+        return self.promql.collapse_counters
+
+    @property
+    def extra_matchers(self) -> tuple[tuple[str, str], ...]:
+        return self.promql.extra_matchers
+
+    @property
+    def model_label(self) -> str | None:
+        return self.promql.model_label
+
+    @property
+    def casefold_model(self) -> bool:
+        return self.promql.casefold_model
+
+    @property
+    def alt_prefix(self) -> tuple[str, str] | None:
+        """A second spelling of every name (SGLang), read after the first."""
+        return self.promql.alt_prefix
 
 
-def _vllm_table() -> NameTable:
-    return {
-        key: tuple(Series(m.name, m.kind, m.versions, m.source, is_itl=m.is_itl) for m in aliases)
-        for key, aliases in vllm.NAME_TABLE.items()
-    }
-
-
-_ENGINES: Final = (
-    _Engine("vllm", _vllm_table(), collapse=("pid",), model_label="model_name"),
-    _Engine(
-        "sglang",
-        sglang.NAME_TABLE,
-        collapse=sglang.SGLangAdapter.replica_labels,
-        collapse_counters=sglang.SGLangAdapter.replica_labels,
-        extra_matchers=(("priority", ""),),
-        model_label="model_name",
-        alt_prefix=("sglang:", "sglang_"),
-    ),
-    _Engine("tgi", tgi.NAME_TABLE),
-    _Engine("triton-trtllm", trtllm.TRITON_NAME_TABLE, model_label="model"),
-    _Engine("trtllm", trtllm.SERVE_NAME_TABLE, model_label="model_name"),
-    _Engine("llamacpp", llamacpp.NAME_TABLE),
-    _Engine("dynamo", dynamo.NAME_TABLE, model_label="model", casefold_model=True),
-)
-"""Engines in ``or``-chain order: the engines' own names before the Dynamo frontend's."""
+_ENGINES: Final = tuple(_Engine(e.engine, e.name_table, e.promql, e.kv) for e in catalog.entries())
+"""Engines in ``or``-chain order (the catalog's): the engines' own names before the Dynamo frontend's."""
 _BY_ID: Final = {e.engine: e for e in _ENGINES}
 
 
@@ -354,36 +294,39 @@ def _kv_usage_terms() -> list[str]:
     ``cache_config_info``), so the rule takes the plain mean, the same for every engine.
     """
     dep = f'{r.DEPLOYMENT_LABEL}!=""'
-    ign = "ignoring (kv_cache_block_type)"
 
-    def ratio(used: str, maximum: str) -> str:
-        return f"avg by ({r.DEPLOYMENT_LABEL}) (\n  {used}\n  / ({maximum} > 0)\n)"
+    def sel(s: Series) -> str:
+        return s.name + "{" + ",".join([dep, *(f'{k}="{v}"' for k, v in s.match)]) + "}"
 
-    def triton(family: str) -> str:
-        def blk(kind: str) -> str:
-            return f'{family}{{{dep},kv_cache_block_type="{kind}"}}'
+    def ratio(used: Series, maximum: Series) -> str:
+        return f"avg by ({r.DEPLOYMENT_LABEL}) (\n  {sel(used)}\n  / ({sel(maximum)} > 0)\n)"
 
+    def checked(used: Series, maximum: Series, free: Series) -> str:
+        # one family with a category label: used ÷ max where used + free is within one block of max
+        ign = f"ignoring ({', '.join(k for k, _ in used.match)})"
+        u, m, f = sel(used), sel(maximum), sel(free)
         return (
             f"avg by ({r.DEPLOYMENT_LABEL}) (\n"
-            f"  {blk('used')}\n  / {ign} ({blk('max')} > 0)\n"
-            f"  and {ign}\n  (abs({blk('used')} + {ign} {blk('free')} - {ign} {blk('max')}) <= 1)\n)"
+            f"  {u}\n  / {ign} ({m} > 0)\n"
+            f"  and {ign}\n  (abs({u} + {ign} {f} - {ign} {m}) <= 1)\n)"
         )
 
-    derived: dict[str, list[str]] = {
-        # TGI: reserved ÷ budget (a reservation ratio, an upper bound of the occupancy).
-        "tgi": [ratio(f"tgi_batch_current_max_tokens{{{dep}}}", f"tgi_batch_max_total_tokens{{{dep}}}")],
-        # Triton backend: used ÷ max blocks where used + free is within one block of max (array-shift check).
-        "triton-trtllm": [
-            triton("nv_trt_llm_kv_cache_block_metrics"),
-            triton("nv_trt_llm_kv_cache_block_statistics"),
-        ],
-        # trtllm-serve without the utilization gauge: used ÷ max blocks.
-        "trtllm": [ratio(f"trtllm_kv_cache_used_blocks{{{dep}}}", f"trtllm_kv_cache_max_blocks{{{dep}}}")],
-    }
+    def derived(e: _Engine) -> list[str]:
+        # the catalog's KV accounting: used ÷ maximum for engines without a usage gauge (TGI's reservation
+        # ratio, Triton's checked blocks, trtllm-serve's blocks), one term per alias generation
+        out: list[str] = []
+        for t in e.kv.derived:
+            used, maximum = e.table[t.used], e.table[t.maximum]
+            if t.free is None:
+                out += [ratio(u, m) for u, m in zip(used, maximum, strict=True)]
+            else:
+                out += [checked(u, m, f) for u, m, f in zip(used, maximum, e.table[t.free], strict=True)]
+        return out
+
     terms: list[str] = []
     for e in _ENGINES:
         terms += _gauge_terms("kv_cache_usage_ratio", "avg", (e,))
-        terms += derived.get(e.engine, [])
+        terms += derived(e)
     return terms
 
 

@@ -17,57 +17,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-TPOT_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
+from advisor.engines.catalog import Family, reference_exposition
+
+_V: Final = reference_exposition("vllm")
+
+TTFT_BUCKETS: Final = _V["time_to_first_token_seconds"].buckets
+"""vLLM's TTFT bounds, from the catalog (:mod:`advisor.engines.reference`)."""
+TPOT_BUCKETS: Final = _V["request_time_per_output_token_seconds"].buckets
+"""vLLM's per-request TPOT bounds, from the catalog."""
 _SPREAD = ((0.5, 0.2), (1.0, 0.6), (1.8, 0.2))
 """Observations of a phase: 20 % at half its mean, 60 % at the mean, 20 % at 1.8× the mean."""
 
@@ -190,41 +153,33 @@ class StandInEngine(Collector):
         labels = ["engine", "model_name"]
         lv = ["0", self.model]
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=labels)
+        def gauge(f: Family, value: float) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(f.name, f.help, labels=labels)
             g.add_metric(lv, value)
             return g
 
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            cf = CounterMetricFamily(name, doc, labels=labels)
+        def counter(f: Family, value: float) -> CounterMetricFamily:
+            cf = CounterMetricFamily(f.name, f.help, labels=labels)
             cf.add_metric(lv, round(value), created=self.created)
             return cf
 
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", p.running)
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", p.waiting)
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", p.kv_cache_usage)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", self.preemptions)
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens)
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", self.generation_tokens)
-        rs = CounterMetricFamily(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            labels=["engine", "finished_reason", "model_name"],
-        )
+        yield gauge(_V["num_requests_running"], p.running)
+        yield gauge(_V["num_requests_waiting"], p.waiting)
+        yield gauge(_V["kv_cache_usage_perc"], p.kv_cache_usage)
+        yield counter(_V["num_preemptions"], self.preemptions)
+        yield counter(_V["prompt_tokens"], self.prompt_tokens)
+        yield counter(_V["generation_tokens"], self.generation_tokens)
+        success = _V["request_success"]
+        rs = CounterMetricFamily(success.name, success.help, labels=["engine", "finished_reason", "model_name"])
         rs.add_metric(["0", "stop", self.model], round(self.finished), created=self.created)
         yield rs
-        yield self.ttft.family(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, lv
-        )
-        yield self.tpot.family(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            labels,
-            lv,
-        )
+        ttft, tpot = _V["time_to_first_token_seconds"], _V["request_time_per_output_token_seconds"]
+        yield self.ttft.family(ttft.name, ttft.help, labels, lv)
+        yield self.tpot.family(tpot.name, tpot.help, labels, lv)
+        cache_config = _V["cache_config_info"]
         info = GaugeMetricFamily(
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
+            cache_config.name,
+            cache_config.help,
             labels=[
                 "block_size",
                 "cache_dtype",

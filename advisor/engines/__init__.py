@@ -1,6 +1,8 @@
 """Engine adapters (pure): engine metric names by version → :class:`~advisor.domain.EngineSnapshot`.
 
-``get_adapter("vllm")`` returns the adapter; ``ENGINES`` lists every engine id known. For ``engine: auto``
+``get_adapter("vllm")`` returns the adapter; ``ENGINES`` lists every engine id known; every engine fact
+(prefixes, names, labels, buckets, flags, wrappers) is in the engine's catalog entry (:func:`entry`,
+:mod:`advisor.engines.catalog`). For ``engine: auto``
 the caller detects first (:func:`advisor.engines.detect.detect_engine` on the exposition, or on the metric
 names a Prometheus API lists) and then asks for that adapter; ``get_adapter("auto")`` is not a thing.
 
@@ -19,9 +21,8 @@ engine id          engine                                          module
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from advisor.engines.base import EngineAdapter
+from advisor.engines.catalog import CatalogEntry, engine_ids, entries, entry
 from advisor.engines.detect import detect_engine
 from advisor.engines.dynamo import DynamoFrontendAdapter
 from advisor.engines.llamacpp import LlamaCppAdapter
@@ -31,18 +32,8 @@ from advisor.engines.tgi import TGIAdapter
 from advisor.engines.trtllm import TritonTRTLLMAdapter, TRTLLMServeAdapter
 from advisor.engines.vllm import VLLMAdapter
 
-_FACTORIES: dict[str, Callable[[], EngineAdapter]] = {
-    "vllm": VLLMAdapter,
-    "sglang": SGLangAdapter,
-    "tgi": TGIAdapter,
-    "triton-trtllm": TritonTRTLLMAdapter,
-    "trtllm": TRTLLMServeAdapter,
-    "llamacpp": LlamaCppAdapter,
-    "dynamo": DynamoFrontendAdapter,
-}
-
-ENGINES: tuple[str, ...] = tuple(_FACTORIES)
-"""Every engine id :func:`get_adapter` accepts."""
+ENGINES: tuple[str, ...] = engine_ids()
+"""Every engine id :func:`get_adapter` accepts, from the catalog (:func:`advisor.engines.catalog.entries`)."""
 
 
 def get_adapter(engine: str) -> EngineAdapter:
@@ -52,15 +43,12 @@ def get_adapter(engine: str) -> EngineAdapter:
     Raises:
         ValueError: ``engine`` is not known; the message lists the known engines.
     """
-    try:
-        factory = _FACTORIES[engine]
-    except KeyError:
-        raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(ENGINES)}") from None
-    return SanitizedAdapter(factory())
+    return SanitizedAdapter(entry(engine).adapter())
 
 
 __all__ = [
     "ENGINES",
+    "CatalogEntry",
     "DynamoFrontendAdapter",
     "EngineAdapter",
     "LlamaCppAdapter",
@@ -70,5 +58,7 @@ __all__ = [
     "TritonTRTLLMAdapter",
     "VLLMAdapter",
     "detect_engine",
+    "entries",
+    "entry",
     "get_adapter",
 ]

@@ -213,3 +213,35 @@ def _number(text: str | None) -> float | None:
         return positive(float(text)) if text is not None else None
     except ValueError:
         return None
+
+
+# --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------
+
+from advisor.engines.catalog import CatalogEntry, KVAccounting, LatencyBuckets, PromQLHandling  # noqa: E402
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="dynamo",
+        title="NVIDIA Dynamo frontend",
+        prefixes=("dynamo_frontend_",),
+        name_table=NAME_TABLE,
+        units={"ttft": "seconds", "tpot": "seconds (inter-token latency)", "e2e": "seconds"},
+        labels={"model": DynamoFrontendAdapter.model_labels},
+        buckets=LatencyBuckets(
+            (0, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1, 2.2, 4.7, 10, 22, 48, 100, 220, 480),
+            (0, 0.0019, 0.0035, 0.0067, 0.013, 0.024, 0.045, 0.084, 0.16, 0.3, 0.56, 1.1, 2),
+            "shared/reference/engine-metrics-catalog.md §7 (Dynamo ~1.0 frontend captures; TPOT is inter-token "
+            "latency)",
+        ),
+        promql=PromQLHandling(model_label="model", casefold_model=True),
+        flags=None,
+        kv=KVAccounting(
+            usage="not on the frontend; a worker's dynamo_component_kvstats_gpu_cache_usage_percent (0–1) if scraped",
+            capacity="model_total_kv_blocks × model_kv_cache_block_size",
+        ),
+        adapter=DynamoFrontendAdapter,
+        frontend_only=True,
+    ),
+)
+"""The Dynamo frontend's catalog entry (:mod:`advisor.engines.catalog`). Dynamo *workers* are wrappers of their
+engine (see the vLLM, SGLang and TensorRT-LLM entries)."""

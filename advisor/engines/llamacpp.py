@@ -114,3 +114,29 @@ class LlamaCppAdapter(TableAdapter):
             u = usage.get(r)
             capacity[r] = positive(t / u) if t is not None and u else None
         return usage, capacity
+
+
+# --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------
+
+from advisor.engines.catalog import CatalogEntry, KVAccounting, LatencyBuckets, PromQLHandling  # noqa: E402
+from advisor.engines.flags import FLAGS as _FLAGS  # noqa: E402
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="llamacpp",
+        title="llama.cpp server",
+        prefixes=("llamacpp:",),
+        name_table=NAME_TABLE,
+        units={"kv_cache_usage_ratio": "fraction 0–1 (builds before May 2025)"},
+        labels={},
+        buckets=LatencyBuckets((), (), "shared/reference/engine-metrics-catalog.md §6 (no latency histograms)"),
+        promql=PromQLHandling(),
+        flags=_FLAGS["llamacpp"],
+        kv=KVAccounting(
+            usage="kv_cache_usage_ratio (removed by PR #13660, May 2025)",
+            capacity="kv_cache_tokens ÷ kv_cache_usage_ratio when the ratio is positive (older builds)",
+        ),
+        adapter=LlamaCppAdapter,
+    ),
+)
+"""llama.cpp's catalog entry (:mod:`advisor.engines.catalog`)."""

@@ -232,3 +232,75 @@ class SGLangAdapter(TableAdapter):
             scope,
             [("context_len", ctx), ("page_size", page), ("max_total_num_tokens", cap), ("cache_hit_rate", hit)],
         )
+
+
+# --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------
+
+from advisor.engines import reference as _ref  # noqa: E402
+from advisor.engines.catalog import (  # noqa: E402
+    CatalogEntry,
+    KVAccounting,
+    LatencyBuckets,
+    PromQLHandling,
+    Wrapper,
+)
+from advisor.engines.flags import FLAGS as _FLAGS  # noqa: E402
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="sglang",
+        title="SGLang",
+        prefixes=(_PREFIX, _ALT_PREFIX),
+        name_table=NAME_TABLE,
+        units={
+            "kv_cache_usage_ratio": "fraction 0–1",
+            "kv_cache_capacity_tokens": "tokens",
+            "ttft": "seconds",
+            "tpot": "seconds",
+            "e2e": "seconds",
+            "queue_time": "seconds",
+        },
+        labels={
+            "model": SGLangAdapter.model_labels,
+            "rank": (SGLangAdapter.rank_label,) if SGLangAdapter.rank_label else (),
+            "replica": SGLangAdapter.replica_labels,
+            "process": ("pid",),
+        },
+        buckets=LatencyBuckets(
+            _ref.SGLANG_TTFT,
+            _ref.SGLANG_ITL,
+            "shared/reference/engine-metrics-catalog.md §2.2 (SGLang 0.4.10 → 0.5.23 defaults; 0.4.3 differs; "
+            "--bucket-* flags override)",
+        ),
+        promql=PromQLHandling(
+            model_label="model_name",
+            collapse=SGLangAdapter.replica_labels,
+            collapse_counters=SGLangAdapter.replica_labels,
+            extra_matchers=(("priority", ""),),
+            alt_prefix=(_PREFIX, _ALT_PREFIX),
+        ),
+        flags=_FLAGS["sglang"],
+        kv=KVAccounting(
+            usage="full_token_usage (max with swa_token_usage), else token_usage: used ÷ pool, evictable excluded",
+            capacity="max_total_num_tokens (0.5.23); older releases expose none",
+        ),
+        adapter=SGLangAdapter,
+        wrappers=(
+            Wrapper(
+                "Dynamo SGLang worker",
+                ("dynamo_component_",),
+                "the worker passes sglang:* through beside dynamo_component_*; engine: sglang",
+                "ai-dynamo/dynamo docs/backends/sglang",
+            ),
+            Wrapper(
+                "Ray Serve LLM (SGLang)",
+                (),
+                "routes SGLang's metrics through Ray's Prometheus backend with application/deployment/replica "
+                "labels; engine: sglang",
+                "ray-project/ray PR #65083",
+            ),
+        ),
+        exposition=_ref.SGLANG_0_5_23,
+    ),
+)
+"""SGLang's catalog entry (:mod:`advisor.engines.catalog`)."""

@@ -85,3 +85,44 @@ class TGIAdapter(TableAdapter):
             cap = capacity.get(r)
             usage[r] = valid_ratio(used / cap) if used is not None and cap else None
         return usage, capacity
+
+
+# --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------
+
+from advisor.engines.catalog import CatalogEntry, KVAccounting, LatencyBuckets, PromQLHandling, RatioTerm  # noqa: E402
+from advisor.engines.flags import FLAGS as _FLAGS  # noqa: E402
+
+
+def _duration_buckets() -> tuple[float, ...]:
+    """TGI ``router/src/server.rs``: ``value = 0.0001; 35 × { value *= 1.5; push(value) }`` (0.00015 … ≈146 s)."""
+    out, value = [], 0.0001
+    for _ in range(35):
+        value *= 1.5
+        out.append(value)
+    return tuple(out)
+
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="tgi",
+        title="Hugging Face TGI",
+        prefixes=("tgi_",),
+        name_table=NAME_TABLE,
+        units={"kv_cache_usage_ratio": "fraction 0–1 (reservation ratio)", "tpot": "seconds", "e2e": "seconds"},
+        labels={},
+        buckets=LatencyBuckets(
+            (),
+            _duration_buckets(),
+            "shared/reference/engine-metrics-catalog.md §3 (router/src/server.rs, 0.0001·1.5^k)",
+        ),
+        promql=PromQLHandling(),
+        flags=_FLAGS["tgi"],
+        kv=KVAccounting(
+            usage="batch_current_max_tokens ÷ batch_max_total_tokens (reserved, an upper bound of the occupancy)",
+            capacity="batch_max_total_tokens (v2.3.1+)",
+            derived=(RatioTerm("kv_cache_reserved_tokens", "kv_cache_capacity_tokens"),),
+        ),
+        adapter=TGIAdapter,
+    ),
+)
+"""TGI's catalog entry (:mod:`advisor.engines.catalog`)."""

@@ -235,3 +235,80 @@ class TRTLLMServeAdapter(TableAdapter):
                 ("tokens_per_block", SERVE_NAME_TABLE["tokens_per_block"][0]),
             ],
         )
+
+
+# --- catalog entries (advisor.engines.catalog) ---------------------------------------------------------------
+
+from advisor.engines import reference as _ref  # noqa: E402
+from advisor.engines.catalog import (  # noqa: E402
+    CatalogEntry,
+    KVAccounting,
+    LatencyBuckets,
+    PromQLHandling,
+    RatioTerm,
+    Wrapper,
+)
+from advisor.engines.flags import FLAGS as _FLAGS  # noqa: E402
+
+_REFERENCE_CATALOG: Final = "shared/reference/engine-metrics-catalog.md"
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="triton-trtllm",
+        title="Triton tensorrtllm backend",
+        prefixes=("nv_trt_llm_",),
+        name_table=TRITON_NAME_TABLE,
+        units={
+            "kv_cache_usage_ratio": "fraction 0–1 (used ÷ max blocks)",
+            "kv_cache_capacity_tokens": "tokens (max blocks × tokens per block)",
+            "nv_inference_*_duration_us": "microseconds (cumulative counters)",
+        },
+        labels={"model": TritonTRTLLMAdapter.model_labels, "replica": ("version",)},
+        buckets=LatencyBuckets((), (), f"{_REFERENCE_CATALOG} §4.1 (no latency histograms)"),
+        promql=PromQLHandling(model_label="model"),
+        flags=_FLAGS["triton-trtllm"],
+        kv=KVAccounting(
+            usage="kv_cache_block_type used ÷ max, trusted only when used + free is within one block of max",
+            capacity="max blocks × tokens_per",
+            derived=(RatioTerm("blocks_used", "blocks_max", free="blocks_free"),),
+        ),
+        adapter=TritonTRTLLMAdapter,
+    ),
+    CatalogEntry(
+        engine="trtllm",
+        title="TensorRT-LLM trtllm-serve",
+        prefixes=("trtllm_",),
+        name_table=SERVE_NAME_TABLE,
+        units={
+            "kv_cache_usage_ratio": "fraction 0–1",
+            "kv_cache_capacity_tokens": "tokens (max blocks × tokens per block)",
+            "ttft": "seconds",
+            "tpot": "seconds",
+            "e2e": "seconds",
+            "queue_time": "seconds",
+        },
+        labels={"model": TRTLLMServeAdapter.model_labels},
+        buckets=LatencyBuckets(
+            _ref.VLLM_TTFT,
+            _ref.VLLM_ITL,
+            f"{_REFERENCE_CATALOG} §4.2 (tensorrt_llm/metrics/collector.py: vLLM's buckets)",
+        ),
+        promql=PromQLHandling(model_label="model_name"),
+        flags=_FLAGS["trtllm"],
+        kv=KVAccounting(
+            usage="kv_cache_utilization (0–1), else used ÷ max blocks",
+            capacity="kv_cache_max_blocks × kv_cache_tokens_per_block",
+            derived=(RatioTerm("blocks_used", "blocks_max"),),
+        ),
+        adapter=TRTLLMServeAdapter,
+        wrappers=(
+            Wrapper(
+                "Dynamo TensorRT-LLM worker",
+                ("dynamo_component_",),
+                "the worker passes trtllm_* through beside dynamo_component_*; engine: trtllm",
+                f"{_REFERENCE_CATALOG} capture trtllm-1.1.x-trtllm-serve-via-dynamo-worker-qwen3-0.6b.prom",
+            ),
+        ),
+    ),
+)
+"""The Triton backend's and trtllm-serve's catalog entries (:mod:`advisor.engines.catalog`)."""

@@ -431,3 +431,79 @@ def _capacity_per_rank(scope: _VLLMScope, ranks: Sequence[str]) -> tuple[dict[st
     capacity = {r: _capacity_from_labels(s.labels) for r, s in by_rank.items()}
     lowest = sorted(by_rank, key=_rank_order)[0]
     return capacity, dict(by_rank[lowest].labels)
+
+
+# --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------
+
+from advisor.engines import reference as _ref  # noqa: E402
+from advisor.engines.catalog import (  # noqa: E402
+    CatalogEntry,
+    KVAccounting,
+    LatencyBuckets,
+    PromQLHandling,
+    Wrapper,
+)
+from advisor.engines.flags import FLAGS as _FLAGS  # noqa: E402
+
+_REFERENCE_CATALOG: Final = "shared/reference/engine-metrics-catalog.md"
+
+CATALOG_ENTRIES: Final = (
+    CatalogEntry(
+        engine="vllm",
+        title="vLLM V0 and V1",
+        prefixes=("vllm:",),
+        name_table=NAME_TABLE,
+        units={
+            "kv_cache_usage_ratio": "fraction 0–1 (despite _perc)",
+            "kv_cache_capacity_tokens": "tokens (cache_config_info labels)",
+            "ttft": "seconds",
+            "tpot": "seconds",
+            "e2e": "seconds",
+            "queue_time": "seconds",
+        },
+        labels={"model": _MODEL_LABELS, "rank": (_RANK_LABEL,), "replica": _REPLICA_LABELS, "process": ("pid",)},
+        buckets=LatencyBuckets(
+            _ref.VLLM_TTFT,
+            _ref.VLLM_ITL,
+            f"{_REFERENCE_CATALOG} §1.2 (vllm/v1/metrics/loggers.py, V1 0.8.5 → 0.33)",
+            (_ref.VLLM_TTFT_BEFORE_0_8_5, "vLLM before 0.8.5 stops its TTFT buckets at 10 s"),
+            (_ref.VLLM_TPOT_BEFORE_0_8_5, "vLLM before 0.8.5 stops its TPOT buckets at 2.5 s"),
+        ),
+        promql=PromQLHandling(model_label=_MODEL_LABELS[0], collapse=("pid",)),
+        flags=_FLAGS["vllm"],
+        kv=KVAccounting(
+            usage="kv_cache_usage_perc (gpu_cache_usage_perc before 0.9): used blocks ÷ GPU blocks, 0–1",
+            capacity="cache_config_info: kv_cache_size_tokens (0.33), else num_gpu_blocks × block_size",
+        ),
+        adapter=VLLMAdapter,
+        wrappers=(
+            Wrapper(
+                "Triton vLLM backend",
+                (),
+                "passes vllm:* through on Triton's metrics port beside nv_inference_*; engine: vllm",
+                "triton-inference-server/vllm_backend README.md (Metrics)",
+            ),
+            Wrapper(
+                "Ray Serve LLM",
+                ("ray_vllm:", "ray_vllm_"),
+                "re-exports vLLM's families through Ray's metrics agent with a ray_ prefix (ray_vllm:… / "
+                "ray_vllm_…) and a ReplicaId label: read as vLLM, each ReplicaId a replica; engine: vllm",
+                "ray-project/ray PR #52719 (Serve LLM dashboard, ray_vllm: names)",
+            ),
+            Wrapper(
+                "Dynamo vLLM worker",
+                ("dynamo_component_",),
+                "the worker's /metrics passes vllm:* through beside dynamo_component_*; engine: vllm",
+                "ai-dynamo/dynamo docs/backends/vllm/prometheus.md",
+            ),
+            Wrapper(
+                "vLLM production-stack",
+                (),
+                "engine pods are plain vLLM (vllm:*); scrape the engines, not the router; engine: vllm",
+                f"{_REFERENCE_CATALOG} captures vllm-*-prodstack*.prom",
+            ),
+        ),
+        exposition=_ref.VLLM_0_33,
+    ),
+)
+"""vLLM's catalog entry (:mod:`advisor.engines.catalog`)."""

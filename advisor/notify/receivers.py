@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol
 from advisor import __version__
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import alert, webhook_message
-from advisor.redact import redact_secret_url
+from advisor.redact import REDACTED, redact_secret_url
 
 IDEMPOTENCY_HEADER = "X-Advisor-Idempotency-Key"
 SIGNATURE_HEADER = "X-Advisor-Signature"
@@ -80,7 +80,7 @@ class Request(NamedTuple):
     body: bytes
 
     def __repr__(self) -> str:
-        headers = {k: ("<redacted>" if k.lower() == "authorization" else v) for k, v in self.headers.items()}
+        headers = {k: (REDACTED if k.lower() == "authorization" else v) for k, v in self.headers.items()}
         return f"Request(url={redact_secret_url(self.url)!r}, headers={headers!r}, body=<{len(self.body)} bytes>)"
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import cast
+from typing import Final, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -32,25 +32,20 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from advisor.engines.catalog import Family, reference_exposition
+from advisor.engines.reference import VLLM_CACHE_CONFIG_LABELS
 from advisor.sim.buckets import BucketHistogram
 from advisor.sim.engine import Replica
 from advisor.sim.metrics import FINISH_REASONS, SGLangMetrics, VLLMMetrics
 
 __all__ = ["CACHE_CONFIG_LABELS", "SGLangCollector", "VLLMCollector", "render"]
 
-CACHE_CONFIG_LABELS = (
-    "_block_size_resolved", "block_size", "cache_dtype", "cache_hit_alignment_tokens",
-    "effective_attention_block_size", "enable_mamba_shared_prefix_checkpoint", "enable_prefix_caching", "engine",
-    "gpu_memory_utilization", "hash_block_size", "is_attention_free", "kv_cache_dtype_skip_layers",
-    "kv_cache_layout", "kv_cache_max_concurrency", "kv_cache_memory_bytes", "kv_cache_size_tokens",
-    "kv_offloading_backend", "kv_offloading_size", "kv_sharing_fast_prefill", "mamba_block_size",
-    "mamba_cache_dtype", "mamba_cache_mode", "mamba_page_size_padded", "mamba_ssm_cache_dtype", "num_cpu_blocks",
-    "num_gpu_blocks", "num_gpu_blocks_override", "prefix_cache_retention_interval", "prefix_caching_hash_algo",
-    "prefix_match_unit", "replayssm_buffer_len", "simple_cpu_offload_num_blocks", "skip_page_size_padded",
-    "sliding_window", "swa_bounded_replay", "use_kda_recoverssm", "use_replayssm", "user_specified_block_size",
-)  # fmt: skip
-"""``vllm:cache_config_info`` labels of vLLM 0.33.0 (``{str(k): str(v) for k, v in CacheConfig.__dict__}`` plus
-``engine``; ``vllm/config/cache.py``)."""
+
+CACHE_CONFIG_LABELS: Final = VLLM_CACHE_CONFIG_LABELS
+"""``cache_config_info`` labels of vLLM 0.33.0 (from the catalog: :mod:`advisor.engines.reference`)."""
+
+V: Final = reference_exposition("vllm")
+S: Final = reference_exposition("sglang")
 
 
 _go_float = cast(Callable[[float], str], floatToGoString)
@@ -110,63 +105,48 @@ class VLLMCollector(Collector):
         labels = ["engine", "model_name"]
         lv = ["0", cfg.model_name]
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=labels)
+        def gauge(f: Family, value: float) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(f.name, f.help, labels=labels)
             g.add_metric(lv, value)
             return g
 
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=labels)
+        def counter(f: Family, value: float) -> CounterMetricFamily:
+            c = CounterMetricFamily(f.name, f.help, labels=labels)
             c.add_metric(lv, float(value), created=created)
             return c
 
-        def labelled_counter(name: str, doc: str, extra: str, values: dict[str, int]) -> CounterMetricFamily:
+        def labelled_counter(f: Family, extra: str, values: dict[str, int]) -> CounterMetricFamily:
             names = sorted([*labels, extra])
-            c = CounterMetricFamily(name, doc, labels=names)
+            c = CounterMetricFamily(f.name, f.help, labels=names)
             for key, v in values.items():
                 by_name = {"engine": "0", "model_name": cfg.model_name, extra: key}
                 c.add_metric([by_name[n] for n in names], float(v), created=created)
             return c
 
-        def histo(name: str, doc: str, h: BucketHistogram) -> HistogramMetricFamily:
-            return _histogram(name, doc, labels, lv, h, created)
+        def histo(f: Family, h: BucketHistogram) -> HistogramMetricFamily:
+            return _histogram(f.name, f.help, labels, lv, h, created)
 
-        yield GaugeMetricFamily(
-            "process_start_time_seconds", "Start time of the process since unix epoch in seconds.", value=created
-        )
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", r.num_running)
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", r.num_waiting)
-        wbr = GaugeMetricFamily(
-            "vllm:num_requests_waiting_by_reason",
-            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all "
-            "reasons equals vllm:num_requests_waiting.",
-            labels=[*labels, "reason"],
-        )
+        start = V["process_start_time_seconds"]
+        yield GaugeMetricFamily(start.name, start.help, value=created)
+        yield gauge(V["num_requests_running"], r.num_running)
+        yield gauge(V["num_requests_waiting"], r.num_waiting)
+        by_reason = V["num_requests_waiting_by_reason"]
+        wbr = GaugeMetricFamily(by_reason.name, by_reason.help, labels=[*labels, "reason"])
         wbr.add_metric([*lv, "capacity"], r.num_waiting)
         wbr.add_metric([*lv, "deferred"], 0.0)
         yield wbr
-        sleep = GaugeMetricFamily(
-            "vllm:engine_sleep_state",
-            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-            labels=[*labels, "sleep_state"],
-        )
+        sleep_state = V["engine_sleep_state"]
+        sleep = GaugeMetricFamily(sleep_state.name, sleep_state.help, labels=[*labels, "sleep_state"])
         for state, v in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)):
             sleep.add_metric([*lv, state], v)
         yield sleep
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", r.kv_usage)
-        yield counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", m.prefix_queries
-        )
-        yield counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", m.prefix_hits
-        )
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", m.preemptions)
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", m.prompt_tokens)
+        yield gauge(V["kv_cache_usage_perc"], r.kv_usage)
+        yield counter(V["prefix_cache_queries"], m.prefix_queries)
+        yield counter(V["prefix_cache_hits"], m.prefix_hits)
+        yield counter(V["num_preemptions"], m.preemptions)
+        yield counter(V["prompt_tokens"], m.prompt_tokens)
         yield labelled_counter(
-            "vllm:prompt_tokens_by_source",
-            "Number of prompt tokens by source.",
+            V["prompt_tokens_by_source"],
             "source",
             {
                 "local_compute": m.prompt_tokens - m.prompt_tokens_cached,
@@ -174,70 +154,32 @@ class VLLMCollector(Collector):
                 "external_kv_transfer": 0,
             },
         )
-        yield counter(
-            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", m.prompt_tokens_cached
-        )
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", m.generation_tokens)
-        yield labelled_counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            "finished_reason",
-            {k: m.success[k] for k in FINISH_REASONS},
-        )
-        yield histo("vllm:request_prompt_tokens", "Number of prefill tokens processed.", m.request_prompt_tokens)
-        yield histo(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", m.request_generation_tokens
-        )
-        yield histo("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", m.iteration_tokens)
-        yield histo(
-            "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.",
-            m.request_max_num_generation_tokens,
-        )
-        yield histo("vllm:request_params_n", "Histogram of the n request parameter.", m.request_params_n)
-        yield histo(
-            "vllm:request_params_max_tokens",
-            "Histogram of the max_tokens request parameter.",
-            m.request_params_max_tokens,
-        )
-        yield histo("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft)
-        yield histo("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.itl)
-        yield histo(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            m.tpot,
-        )
-        yield histo("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", m.e2e)
-        yield histo("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", m.queue)
-        yield histo(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            m.inference,
-        )
-        yield histo(
-            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", m.prefill
-        )
-        yield histo(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", m.decode
-        )
-        yield histo(
-            "vllm:request_num_preemptions",
-            "Histogram of the number of times a request was preempted.",
-            m.request_num_preemptions,
-        )
-        yield histo(
-            "vllm:request_prefill_kv_computed_tokens",
-            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-            m.request_prefill_kv_computed_tokens,
-        )
+        yield counter(V["prompt_tokens_cached"], m.prompt_tokens_cached)
+        yield counter(V["generation_tokens"], m.generation_tokens)
+        yield labelled_counter(V["request_success"], "finished_reason", {k: m.success[k] for k in FINISH_REASONS})
+        yield histo(V["request_prompt_tokens"], m.request_prompt_tokens)
+        yield histo(V["request_generation_tokens"], m.request_generation_tokens)
+        yield histo(V["iteration_tokens_total"], m.iteration_tokens)
+        yield histo(V["request_max_num_generation_tokens"], m.request_max_num_generation_tokens)
+        yield histo(V["request_params_n"], m.request_params_n)
+        yield histo(V["request_params_max_tokens"], m.request_params_max_tokens)
+        yield histo(V["time_to_first_token_seconds"], m.ttft)
+        yield histo(V["inter_token_latency_seconds"], m.itl)
+        yield histo(V["request_time_per_output_token_seconds"], m.tpot)
+        yield histo(V["e2e_request_latency_seconds"], m.e2e)
+        yield histo(V["request_queue_time_seconds"], m.queue)
+        yield histo(V["request_inference_time_seconds"], m.inference)
+        yield histo(V["request_prefill_time_seconds"], m.prefill)
+        yield histo(V["request_decode_time_seconds"], m.decode)
+        yield histo(V["request_num_preemptions"], m.request_num_preemptions)
+        yield histo(V["request_prefill_kv_computed_tokens"], m.request_prefill_kv_computed_tokens)
         spec = cfg.speculative
         if spec is not None:
-            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", m.spec_drafts)
-            yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", m.spec_draft_tokens)
-            yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", m.spec_accepted)
+            yield counter(V["spec_decode_num_drafts"], m.spec_drafts)
+            yield counter(V["spec_decode_num_draft_tokens"], m.spec_draft_tokens)
+            yield counter(V["spec_decode_num_accepted_tokens"], m.spec_accepted)
             yield labelled_counter(
-                "vllm:spec_decode_num_accepted_tokens_per_pos",
-                "Accepted tokens per draft position.",
+                V["spec_decode_num_accepted_tokens_per_pos"],
                 "position",
                 {str(i): n for i, n in enumerate(m.spec_accepted_per_pos)},
             )
@@ -283,9 +225,8 @@ class VLLMCollector(Collector):
             "use_replayssm": "False",
             "user_specified_block_size": "False",
         }
-        info = GaugeMetricFamily(
-            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(CACHE_CONFIG_LABELS)
-        )
+        cache_config = V["cache_config_info"]
+        info = GaugeMetricFamily(cache_config.name, cache_config.help, labels=list(CACHE_CONFIG_LABELS))
         info.add_metric([values[k] for k in CACHE_CONFIG_LABELS], 1.0)
         yield info
 
@@ -326,134 +267,61 @@ class SGLangCollector(Collector):
         stream = ["engine_type", "is_streaming", "model_name"]
         stv = ["unified", "true", model]
 
-        def gauge(name: str, doc: str, value: float, pid: bool = False) -> GaugeMetricFamily:
+        def gauge(f: Family, value: float, pid: bool = False) -> GaugeMetricFamily:
             names = sorted([*sched, "pid"]) if pid else sched
-            g = GaugeMetricFamily(name, doc, labels=names)
+            g = GaugeMetricFamily(f.name, f.help, labels=names)
             by = dict(zip(sched, sv, strict=True)) | {"pid": self.pid}
             g.add_metric([by[n] for n in names], value)
             return g
 
-        def counter(name: str, doc: str, names: list[str], values: list[str], value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=names)
+        def counter(f: Family, names: list[str], values: list[str], value: float) -> CounterMetricFamily:
+            c = CounterMetricFamily(f.name, f.help, labels=names)
             c.add_metric(values, float(value))
             return c
 
-        yield gauge("sglang:num_retracted_reqs", "The number of retracted requests.", 0.0, pid=True)
-        yield gauge("sglang:num_paused_reqs", "The number of paused requests by async weight sync.", 0.0, pid=True)
-        yield counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", stream, stv, m.prompt_tokens)
-        yield counter(
-            "sglang:generation_tokens_total", "Number of generation tokens processed.", stream, stv, m.generation_tokens
-        )
-        yield counter("sglang:num_requests_total", "Number of requests processed.", stream, stv, m.requests)
-        yield counter(
-            "sglang:cached_tokens_total",
-            "Number of cached prompt tokens.",
-            ["cache_source", *tok],
-            ["device", *tv],
-            m.cached_tokens,
-        )
+        def histo(f: Family, names: list[str], values: list[str], h: BucketHistogram) -> HistogramMetricFamily:
+            return _histogram(f.name, f.help, names, values, h, None)
+
+        yield gauge(S["num_retracted_reqs"], 0.0, pid=True)
+        yield gauge(S["num_paused_reqs"], 0.0, pid=True)
+        yield counter(S["prompt_tokens_total"], stream, stv, m.prompt_tokens)
+        yield counter(S["generation_tokens_total"], stream, stv, m.generation_tokens)
+        yield counter(S["num_requests_total"], stream, stv, m.requests)
+        yield counter(S["cached_tokens_total"], ["cache_source", *tok], ["device", *tv], m.cached_tokens)
         if m.retracted_requests:
-            yield counter(
-                "sglang:num_retracted_requests_total",
-                "Number of retracted requests.",
-                sched,
-                sv,
-                m.retracted_requests,
-            )
-            yield counter(
-                "sglang:num_retracted_input_tokens_total",
-                "Number of retracted input tokens.",
-                sched,
-                sv,
-                m.retracted_input_tokens,
-            )
-            yield counter(
-                "sglang:num_retracted_output_tokens_total",
-                "Number of retracted output tokens.",
-                sched,
-                sv,
-                m.retracted_output_tokens,
-            )
-        yield _histogram(
-            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sched, sv, m.queue, None
-        )
-        yield _histogram(
-            "sglang:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            stream,
-            stv,
-            m.ttft,
-            None,
-        )
-        yield _histogram(
-            "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, tv, m.itl, None
-        )
-        yield _histogram(
-            "sglang:e2e_request_latency_seconds",
-            "Histogram of End-to-end request latency in seconds",
-            stream,
-            stv,
-            m.e2e,
-            None,
-        )
-        yield _histogram(
-            "sglang:request_time_per_output_token_seconds",
-            "Histogram of time per output token in seconds (per request).",
-            stream,
-            stv,
-            m.tpot,
-            None,
-        )
-        yield _histogram(
-            "sglang:prompt_tokens_histogram",
-            "Histogram of prompt token length.",
-            tok,
-            tv,
-            m.prompt_tokens_histogram,
-            None,
-        )
-        yield _histogram(
-            "sglang:uncached_prompt_tokens_histogram",
-            "Histogram of uncached prompt token length.",
-            tok,
-            tv,
-            m.uncached_prompt_tokens_histogram,
-            None,
-        )
-        yield _histogram(
-            "sglang:generation_tokens_histogram",
-            "Histogram of generation token length.",
-            tok,
-            tv,
-            m.generation_tokens_histogram,
-            None,
-        )
+            yield counter(S["num_retracted_requests_total"], sched, sv, m.retracted_requests)
+            yield counter(S["num_retracted_input_tokens_total"], sched, sv, m.retracted_input_tokens)
+            yield counter(S["num_retracted_output_tokens_total"], sched, sv, m.retracted_output_tokens)
+        yield histo(S["queue_time_seconds"], sched, sv, m.queue)
+        yield histo(S["time_to_first_token_seconds"], stream, stv, m.ttft)
+        yield histo(S["inter_token_latency_seconds"], tok, tv, m.itl)
+        yield histo(S["e2e_request_latency_seconds"], stream, stv, m.e2e)
+        yield histo(S["request_time_per_output_token_seconds"], stream, stv, m.tpot)
+        yield histo(S["prompt_tokens_histogram"], tok, tv, m.prompt_tokens_histogram)
+        yield histo(S["uncached_prompt_tokens_histogram"], tok, tv, m.uncached_prompt_tokens_histogram)
+        yield histo(S["generation_tokens_histogram"], tok, tv, m.generation_tokens_histogram)
         capacity = cfg.kv_cache_tokens
         used = (r.usable_blocks - r.free_blocks) * cfg.block_size
         available = max(0, capacity - used)
         full = used / capacity if capacity else 0.0
         context = sum(q.prompt_tokens + q.generated for q in r.running)
-        yield gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", capacity)
-        yield gauge("sglang:page_size", "The page size of the KV cache.", cfg.block_size)
-        yield gauge("sglang:num_pages", "The number of pages in the KV cache pool.", cfg.kv_cache_blocks)
-        yield gauge("sglang:context_len", "The context length of the model.", cfg.max_model_len)
-        yield gauge("sglang:num_running_reqs", "The number of running requests.", r.num_running)
-        yield gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", r.num_waiting)
-        yield gauge("sglang:num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", 0.0)
-        yield gauge("sglang:gen_throughput", "The generation throughput (token/s).", m.gen_throughput)
-        yield gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", m.cache_hit_rate)
-        yield gauge("sglang:decode_sum_seq_lens", "The sum of all sequence lengths in decode.", context)
-        yield gauge("sglang:token_usage", "The token usage.", round(full, 2))
-        yield gauge("sglang:full_token_usage", "The token usage of the full attention KV pool.", full)
-        yield gauge("sglang:swa_token_usage", "The token usage for SWA layers.", 0.0)
-        yield gauge("sglang:num_used_tokens", "The number of used tokens.", used)
-        yield gauge("sglang:kv_available_tokens", "The number of available KV tokens.", available)
-        yield gauge("sglang:kv_evictable_tokens", "The number of evictable KV tokens.", 0.0)
-        yield gauge("sglang:kv_used_tokens", "The number of used KV tokens.", used)
-        yield gauge(
-            "sglang:spec_accept_length", "The average acceptance length of speculative decoding.", m.spec_accept_length
-        )
-        yield gauge(
-            "sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.", m.spec_accept_rate
-        )
-        yield gauge("sglang:spec_num_steps", "The number of speculative decoding steps.", m.spec_steps)
+        yield gauge(S["max_total_num_tokens"], capacity)
+        yield gauge(S["page_size"], cfg.block_size)
+        yield gauge(S["num_pages"], cfg.kv_cache_blocks)
+        yield gauge(S["context_len"], cfg.max_model_len)
+        yield gauge(S["num_running_reqs"], r.num_running)
+        yield gauge(S["num_queue_reqs"], r.num_waiting)
+        yield gauge(S["num_grammar_queue_reqs"], 0.0)
+        yield gauge(S["gen_throughput"], m.gen_throughput)
+        yield gauge(S["cache_hit_rate"], m.cache_hit_rate)
+        yield gauge(S["decode_sum_seq_lens"], context)
+        yield gauge(S["token_usage"], round(full, 2))
+        yield gauge(S["full_token_usage"], full)
+        yield gauge(S["swa_token_usage"], 0.0)
+        yield gauge(S["num_used_tokens"], used)
+        yield gauge(S["kv_available_tokens"], available)
+        yield gauge(S["kv_evictable_tokens"], 0.0)
+        yield gauge(S["kv_used_tokens"], used)
+        yield gauge(S["spec_accept_length"], m.spec_accept_length)
+        yield gauge(S["spec_accept_rate"], m.spec_accept_rate)
+        yield gauge(S["spec_num_steps"], m.spec_steps)

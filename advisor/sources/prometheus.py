@@ -75,7 +75,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -85,11 +84,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 import requests
-import urllib3.exceptions
-from requests.adapters import HTTPAdapter
 
 from advisor.conventions import (
-    REASON_CONNECTION_REFUSED,
     REASON_HTTP_STATUS,
     REASON_PARSE_ERROR,
     REASON_TIMEOUT,
@@ -98,19 +94,22 @@ from advisor.conventions import (
 from advisor.domain import Exposition, Sample, TimedSnapshot
 from advisor.engines.base import EngineAdapter
 from advisor.errors import ParseError
-from advisor.observe import observe
-from advisor.redact import redact_url
-from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
 
-# package-internal helpers shared with the scraper: the deadline- and size-bounded body read and the
-# classification of connection failures (one behaviour for both sources)
-from advisor.sources.scrape import (
-    _cause_name,
-    _DeadlineExceededError,
-    _is_refused,
-    _read_body,
-    _TooLargeError,
+# the HTTP edge shared with the scraper: one deadline over the whole request, one byte cap, one redaction
+from advisor.http_edge import (
+    DeadlineAdapter,
+    EdgeDecodeError,
+    EdgeError,
+    EdgeLimits,
+    EdgeTimeoutError,
+    EdgeTooLargeError,
+    open_stream,
+    read_capped,
+    use_deadline_adapter,
 )
+from advisor.observe import observe
+from advisor.redact import redact_url, scrub
+from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
 
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
@@ -128,7 +127,6 @@ MAX_POINTS_PER_SERIES: Final = 11_000
 """Prometheus refuses ``query_range`` calls resolving to more points per series than this."""
 
 _ERROR_CHARS: Final = 200
-_AUTH_HEADER_RE: Final = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
 
 Wanted = Callable[[str], bool] | Collection[str]
 """Which metric names to fetch: the names themselves, or an adapter's ``wants`` predicate."""
@@ -488,13 +486,13 @@ class PrometheusSource:
             session = requests.Session()
             # the daemon queries deployments concurrently (up to 32 workers): keep a connection for each
             # instead of urllib3's default 10, which would log "connection pool is full" every cycle
-            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=32)
+            adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=32)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             self._owns_session = True
         else:
             self._owns_session = False
-        self._session = session
+        self._session = use_deadline_adapter(session)
         self._headers = dict(headers or {})
         self._auth = (username, password) if username is not None and password is not None else None
         if bearer_token is not None:
@@ -679,10 +677,7 @@ class PrometheusSource:
 
     def _clean(self, text: str) -> str:
         """One line, secrets scrubbed, at most 200 characters."""
-        text = " ".join(text.split())
-        for secret in self._secrets:
-            text = text.replace(secret, "[REDACTED]")
-        text = _AUTH_HEADER_RE.sub(r"\1 [REDACTED]", text)
+        text = scrub(" ".join(text.split()), self._secrets)
         return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 1] + "…"
 
     def _call(self, method: str, path: str, params: list[tuple[str, str]]) -> _Answer:
@@ -691,37 +686,24 @@ class PrometheusSource:
             self._queries += 1
         url = self._base + path
         deadline = time.monotonic() + self.connect_timeout + self.read_timeout
+        limits = EdgeLimits(self.connect_timeout, self.read_timeout, self.max_bytes)
         headers = {"Accept": "application/json", **self._headers}
         try:
-            response = self._session.request(
+            response = open_stream(
+                self._session,
                 method,
                 url,
+                limits,
+                deadline,
                 params=params if method == "GET" else None,
                 data=params if method != "GET" else None,
                 headers=headers,
                 auth=self._auth,
                 verify=self._verify,
-                timeout=(self.connect_timeout, self.read_timeout),
-                stream=True,
                 allow_redirects=False,
             )
-        except requests.exceptions.ConnectTimeout:
-            return _Answer(
-                error_reason=REASON_TIMEOUT, error_message=f"connect timeout after {self.connect_timeout:g}s"
-            )
-        except requests.exceptions.ReadTimeout:
-            return _Answer(
-                error_reason=REASON_TIMEOUT,
-                error_message=f"no response headers within read timeout {self.read_timeout:g}s",
-            )
-        except requests.exceptions.ConnectionError as exc:
-            if _is_refused(exc):
-                return _Answer(error_reason=REASON_CONNECTION_REFUSED, error_message="connection refused")
-            return _Answer(
-                error_reason=REASON_CONNECTION_REFUSED, error_message=f"connection failed ({_cause_name(exc)})"
-            )
-        except (requests.exceptions.RequestException, ValueError, OSError) as exc:
-            return _Answer(error_reason=REASON_CONNECTION_REFUSED, error_message=f"request failed ({_cause_name(exc)})")
+        except EdgeError as exc:
+            return _Answer(error_reason=exc.reason, error_message=exc.message)
 
         with response:
             status = response.status_code
@@ -735,37 +717,30 @@ class PrometheusSource:
                     status_code=status,
                 )
             try:
-                body = _read_body(response, deadline, self.max_bytes)
-            except _TooLargeError:
+                body = read_capped(response, deadline, limits, noun="the answer")
+            except EdgeTooLargeError:
                 return _Answer(
                     error_reason=REASON_TOO_LARGE,
                     error_message=f"answer exceeds the cap of {self.max_bytes} bytes; narrow the selector or window",
                     status_code=status,
                 )
-            except _DeadlineExceededError:
+            except EdgeTimeoutError as exc:
+                stalled = "stalled" in exc.message
                 return _Answer(
                     error_reason=REASON_TIMEOUT,
-                    error_message=f"answer not complete within {self.connect_timeout + self.read_timeout:g}s",
+                    error_message=f"answer stalled longer than {self.read_timeout:g}s"
+                    if stalled
+                    else f"answer not complete within {self.connect_timeout + self.read_timeout:g}s",
                     status_code=status,
                 )
-            except urllib3.exceptions.ReadTimeoutError:
-                return _Answer(
-                    error_reason=REASON_TIMEOUT,
-                    error_message=f"answer stalled longer than {self.read_timeout:g}s",
-                    status_code=status,
-                )
-            except urllib3.exceptions.DecodeError:
+            except EdgeDecodeError:
                 return _Answer(
                     error_reason=REASON_PARSE_ERROR,
                     error_message="answer could not be decoded (Content-Encoding)",
                     status_code=status,
                 )
-            except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
-                return _Answer(
-                    error_reason=REASON_CONNECTION_REFUSED,
-                    error_message=f"connection lost while reading the answer ({_cause_name(exc)})",
-                    status_code=status,
-                )
+            except EdgeError as exc:
+                return _Answer(error_reason=exc.reason, error_message=exc.message, status_code=status)
             reason_phrase = response.reason or ""
         return replace(self._interpret(status, reason_phrase, body), response_bytes=len(body))
 

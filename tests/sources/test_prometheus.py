@@ -500,13 +500,13 @@ def test_bearer_and_basic_credentials_are_sent_and_never_shown(source_for: Any) 
     assert history(src).ok
     assert rec.requests[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
     assert rec.requests[0]["headers"]["X-Scope-OrgID"] == "team-a"
-    assert_failed(history(src), REASON_HTTP_STATUS, "HTTP 401", "Bearer [REDACTED]")
+    assert_failed(history(src), REASON_HTTP_STATUS, "HTTP 401", "Bearer <redacted>")
     assert TOKEN not in repr(src)
 
     src, rec = source_for(answer(200, MATRIX_OK), echo, username=USER, password=PASSWORD)
     assert history(src).ok
     assert rec.requests[0]["headers"]["Authorization"] == f"Basic {BASIC}"
-    assert_failed(history(src), REASON_HTTP_STATUS, "HTTP 401", "[REDACTED]")
+    assert_failed(history(src), REASON_HTTP_STATUS, "HTTP 401", "<redacted>")
     assert PASSWORD not in repr(src)
 
 

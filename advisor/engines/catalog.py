@@ -1,0 +1,289 @@
+"""One engine catalog: every engine fact the advisor uses, one :class:`CatalogEntry` per engine id.
+
+Each engine module appends its entry (``CATALOG_ENTRIES``) at its end; :func:`entries` gathers them in
+detection priority order. Everything outside :mod:`advisor.engines` that needs an engine fact — detection ids,
+config validation, the flag a dial maps to, ``rules generate``, the simulator's and the stand-in's expositions,
+the daemon — reads it here, never from its own copy (acceptance 5: ``tests/test_engine_facts.py`` scans the
+package for engine names and prefixes written anywhere else).
+
+An entry holds:
+
+==================  ===========================================================================================
+field               meaning
+==================  ===========================================================================================
+``engine``          the id ``engine:`` accepts (``"vllm"``)
+``prefixes``        family prefixes the engine registers (detection, PromQL alternative spellings)
+``wrappers``        servers that run this engine and pass its families through (Triton, Ray Serve, Dynamo
+                    workers, production-stack): what they add and what ``engine:`` to write for them
+``name_table``      snapshot field → exposed names newest first, with versions and source (the adapter's)
+``units``           snapshot field → the unit the engine exposes it in (before :attr:`Series.scale`)
+``labels``          label role (``rank``, ``model``, ``replica``, ``process``) → the engine's label names
+``buckets``         default TTFT / TPOT bucket bounds, with their source and older releases' limits
+``promql``          how ``source: prometheus`` and ``rules generate`` select the engine's series
+``flags``           dial id → the engine's flag or config key (a ``str.format`` template with ``{value}``)
+``kv``              how KV usage and capacity are accounted (what ``kv_cache_usage_ratio`` means there)
+``exposition``      the families a reference release serves (name, type, help, buckets); the simulator and
+                    the stand-in render these and nothing else
+==================  ===========================================================================================
+
+Source of every fact: the engine module that declares the entry, which cites the engine's own files and
+``../shared/reference/engine-metrics-catalog.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Final, Literal
+
+from advisor.engines.common import Kind, NameTable
+
+if TYPE_CHECKING:
+    from advisor.engines.base import EngineAdapter
+
+LabelRole = Literal["rank", "model", "replica", "process"]
+
+ENGINE_MODULES: Final = ("vllm", "sglang", "tgi", "trtllm", "llamacpp", "dynamo")
+"""Modules of :mod:`advisor.engines` that declare ``CATALOG_ENTRIES``, in detection priority order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wrapper:
+    """A server that runs an engine and passes its ``/metrics`` through (adding families of its own).
+
+    Attributes:
+        name: the wrapper's name as operators say it (``"Ray Serve"``).
+        prefixes: family prefixes the wrapper adds beside the engine's (``("ray_vllm_",)``); ``()`` when it adds
+            none.
+        note: what changes in the exposition and what ``engine:`` to write (``engine: vllm``).
+        source: where the behaviour is documented (repository file or issue).
+    """
+
+    name: str
+    prefixes: tuple[str, ...]
+    note: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBuckets:
+    """An engine's default TTFT and TPOT bucket bounds in seconds (``()``: the engine has no such histogram).
+
+    ``note_ttft_above`` / ``note_tpot_above``: older releases' buckets stop there (a target above is in their
+    ``+Inf`` bucket); ``source`` cites where the bounds come from.
+    """
+
+    ttft: tuple[float, ...]
+    tpot: tuple[float, ...]
+    source: str
+    note_ttft_above: tuple[float, str] | None = None
+    note_tpot_above: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromQLHandling:
+    """How PromQL selects the engine's series (``source: prometheus``, ``rules generate``).
+
+    Attributes:
+        model_label: the label carrying the served model (``None``: the engine has none).
+        casefold_model: the model label's case varies between families (Dynamo): match case-insensitively.
+        collapse: labels whose gauges repeat one value (vLLM ``pid``, SGLang TP/PP ranks): ``max without``.
+        collapse_counters: labels whose counters and histograms repeat one value (SGLang TP/PP ranks).
+        extra_matchers: ``(label, value)`` matchers on every selector (SGLang ``priority=""``).
+        alt_prefix: a second spelling of every name (``("sglang:", "sglang_")``), read after the first.
+    """
+
+    model_label: str | None = None
+    casefold_model: bool = False
+    collapse: tuple[str, ...] = ()
+    collapse_counters: tuple[str, ...] = ()
+    extra_matchers: tuple[tuple[str, str], ...] = ()
+    alt_prefix: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RatioTerm:
+    """A derived KV usage ``used ÷ maximum`` from two name-table fields (when no usage gauge is read).
+
+    Attributes:
+        used: name-table field of the numerator (``"kv_cache_reserved_tokens"``).
+        maximum: name-table field of the denominator (``"kv_cache_capacity_tokens"``).
+        free: name-table field whose ``used + free ≈ maximum`` must hold (Triton's array-shift check), or ``None``.
+    """
+
+    used: str
+    maximum: str
+    free: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KVAccounting:
+    """What the engine's KV numbers mean.
+
+    Attributes:
+        usage: how ``kv_cache_usage_ratio`` (0–1) is obtained, in words.
+        capacity: how ``kv_cache_capacity_tokens`` is obtained, in words.
+        derived: usage terms computed from other families when the usage gauge is absent (PromQL rules).
+    """
+
+    usage: str
+    capacity: str
+    derived: tuple[RatioTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One family a reference release serves, as its ``/metrics`` renders it.
+
+    Attributes:
+        name: the family name (counters without ``_total``, as prometheus-client declares them).
+        kind: ``gauge``, ``counter``, ``histogram`` or ``info``.
+        help: the ``# HELP`` text, verbatim.
+        buckets: histogram bucket bounds (without ``+Inf``); ``()`` for other kinds.
+    """
+
+    name: str
+    kind: Kind
+    help: str
+    buckets: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Exposition:
+    """The families one reference release serves (keyed by a role name the renderer uses).
+
+    Attributes:
+        version: the release (``"0.33.0"``).
+        source: the engine file that declares the families.
+        families: role → :class:`Family`.
+        not_rendered: families of the real page a renderer may leave out, with why (``http_*`` …), as
+            prefixes.
+    """
+
+    version: str
+    source: str
+    families: Mapping[str, Family]
+    not_rendered: tuple[str, ...] = ()
+
+    def __getitem__(self, role: str) -> Family:
+        """The family for ``role``; ``KeyError`` names the role when it is not declared."""
+        try:
+            return self.families[role]
+        except KeyError:
+            raise KeyError(f"no family {role!r} in the {self.version} exposition") from None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """Every fact about one engine id; see the module docstring for each field."""
+
+    engine: str
+    title: str
+    prefixes: tuple[str, ...]
+    name_table: NameTable
+    labels: Mapping[LabelRole, tuple[str, ...]]
+    buckets: LatencyBuckets
+    promql: PromQLHandling
+    flags: Mapping[str, str] | None
+    kv: KVAccounting
+    adapter: Callable[[], EngineAdapter]
+    units: Mapping[str, str] = field(default_factory=dict)
+    wrappers: tuple[Wrapper, ...] = ()
+    exposition: Exposition | None = None
+    frontend_only: bool = False
+    """A frontend that proxies engines (Dynamo): detection prefers an engine's own families over it."""
+
+    def metric_names(self) -> frozenset[str]:
+        """Every family name the entry knows (name table, both prefix spellings, reference exposition).
+
+        Names declared by ``prometheus_client`` itself (``process_start_time_seconds``) are not the
+        engine's and are left out.
+        """
+        names: set[str] = set()
+        for aliases in self.name_table.values():
+            for s in aliases:
+                if not s.source.startswith("prometheus_client"):
+                    names.add(s.name)
+        if self.exposition is not None:
+            names.update(f.name for f in self.exposition.families.values() if f.name.startswith(self.prefixes))
+        if self.promql.alt_prefix is not None:
+            old, new = self.promql.alt_prefix
+            names.update(new + n[len(old) :] for n in list(names) if n.startswith(old))
+        return frozenset(names)
+
+
+@cache
+def entries() -> tuple[CatalogEntry, ...]:
+    """Every catalog entry, in detection priority order (engines before frontends).
+
+    Raises:
+        RuntimeError: an engine module declares no ``CATALOG_ENTRIES`` or two entries share an id.
+    """
+    out: list[CatalogEntry] = []
+    for module_name in ENGINE_MODULES:
+        module = importlib.import_module(f"advisor.engines.{module_name}")
+        declared = getattr(module, "CATALOG_ENTRIES", None)
+        if not declared:
+            raise RuntimeError(f"advisor.engines.{module_name} declares no CATALOG_ENTRIES")
+        out.extend(declared)
+    ids = [e.engine for e in out]
+    if len(set(ids)) != len(ids):
+        raise RuntimeError(f"duplicate engine ids in the catalog: {ids}")
+    return tuple(sorted(out, key=lambda e: e.frontend_only))
+
+
+def engine_ids() -> tuple[str, ...]:
+    """Every engine id ``engine:`` accepts besides ``auto`` (``("vllm", "sglang", …)``)."""
+    return tuple(e.engine for e in entries())
+
+
+def entry(engine: str) -> CatalogEntry:
+    """The entry for ``engine``.
+
+    Raises:
+        ValueError: ``engine`` is not known; the message lists the known ids.
+    """
+    for e in entries():
+        if e.engine == engine:
+            return e
+    raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(engine_ids())}")
+
+
+def all_prefixes() -> frozenset[str]:
+    """Every family prefix of every engine and wrapper in the catalog."""
+    out: set[str] = set()
+    for e in entries():
+        out.update(e.prefixes)
+        if e.promql.alt_prefix is not None:
+            out.update(e.promql.alt_prefix)
+        for w in e.wrappers:
+            out.update(w.prefixes)
+    return frozenset(out)
+
+
+def all_metric_names() -> frozenset[str]:
+    """Every engine family name in the catalog (:meth:`CatalogEntry.metric_names` of every entry)."""
+    out: set[str] = set()
+    for e in entries():
+        out.update(e.metric_names())
+    return frozenset(out)
+
+
+def reference_exposition(engine: str) -> Exposition:
+    """The families ``engine``'s reference release serves (what the simulator and the stand-in render).
+
+    Raises:
+        ValueError: ``engine`` is unknown or its entry declares no reference exposition.
+    """
+    found = entry(engine).exposition
+    if found is None:
+        raise ValueError(f"the {engine} catalog entry declares no reference exposition")
+    return found
+
+
+def detection_prefixes() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(engine id, prefixes)`` in detection priority order: engines first, frontends last (a Dynamo worker
+    passes its engine's families through, so the engine wins). For :mod:`advisor.engines.detect`."""
+    return tuple((e.engine, e.prefixes) for e in entries())

@@ -1,0 +1,156 @@
+"""The engine flag (or config key) for each dial, per engine.
+
+"Exact flag names vary by engine; the dials do not." A recommendation shows the change for the engine in
+front of it. Sources, by engine:
+
+* vLLM — ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``) and docs.vllm.ai "Engine Arguments".
+  ``--speculative-config`` (JSON) exists from 0.8 (PR #14434); ``disable_by_batch_size`` in it is ignored from
+  0.10 and was removed (PR #35060), so the advice does not rely on it.
+* SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.add_cli_args``).
+* TGI — ``launcher/src/main.rs`` (``Args``, v3.3.7) and docs "Text Generation Inference launcher arguments".
+* TensorRT-LLM ``trtllm-serve`` — ``tensorrt_llm/commands/serve.py`` options; weight quantization is a
+  checkpoint/engine-build choice (ModelOpt), not a serve flag.
+* llama.cpp server — ``tools/server/README.md`` (``llama-server --help``); weight precision is the GGUF file.
+* Dynamo — the frontend has no engine dials: they are set on the worker (its engine's flags).
+
+Dials with no flag on an engine say what to change instead (a different checkpoint, a rebuild, the
+orchestrator's replica count).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor import conventions as c
+
+_REPLICAS = "scale to {value} replica(s) (e.g. kubectl scale deployment/<name> --replicas={value})"
+_INSTANCE = "move to {value}"
+
+_VLLM: dict[str, str] = {
+    c.DIAL_MAX_NUM_SEQS: "--max-num-seqs {value}",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max-num-batched-tokens {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: "--gpu-memory-utilization {value}",
+    c.DIAL_WEIGHT_QUANTIZATION: "--quantization {value}",
+    c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--tensor-parallel-size {value}",
+    c.DIAL_SPECULATIVE_DECODING: "--speculative-config '{value}'",
+    c.DIAL_MAX_MODEL_LEN: "--max-model-len {value}",
+    c.DIAL_CHUNKED_PREFILL: "--enable-chunked-prefill",
+    c.DIAL_PREFIX_CACHING: "--enable-prefix-caching",
+    c.DIAL_ADMISSION_POLICY: "--scheduling-policy {value}",
+    c.DIAL_REPLICAS: _REPLICAS,
+    c.DIAL_INSTANCE_TYPE: _INSTANCE,
+}
+
+_SGLANG: dict[str, str] = {
+    c.DIAL_MAX_NUM_SEQS: "--max-running-requests {value}",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "--chunked-prefill-size {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: "--mem-fraction-static {value}",
+    c.DIAL_WEIGHT_QUANTIZATION: "--quantization {value}",
+    c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--tp-size {value}",
+    c.DIAL_SPECULATIVE_DECODING: "--speculative-algorithm NGRAM --speculative-num-draft-tokens {value}",
+    c.DIAL_MAX_MODEL_LEN: "--context-length {value}",
+    c.DIAL_CHUNKED_PREFILL: "--chunked-prefill-size {value}",
+    c.DIAL_PREFIX_CACHING: "radix cache is on by default (remove --disable-radix-cache)",
+    c.DIAL_ADMISSION_POLICY: "--schedule-policy {value}",
+    c.DIAL_REPLICAS: _REPLICAS,
+    c.DIAL_INSTANCE_TYPE: _INSTANCE,
+}
+
+_TGI: dict[str, str] = {
+    c.DIAL_MAX_NUM_SEQS: "--max-batch-size {value}",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max-batch-prefill-tokens {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: "--cuda-memory-fraction {value}",
+    c.DIAL_WEIGHT_QUANTIZATION: "--quantize {value}",
+    c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--num-shard {value}",
+    c.DIAL_SPECULATIVE_DECODING: "--speculate {value}",
+    c.DIAL_MAX_MODEL_LEN: "--max-total-tokens {value}",
+    c.DIAL_CHUNKED_PREFILL: "chunked prefill is on by default in TGI 3.x (--max-batch-prefill-tokens sets the chunk)",
+    c.DIAL_PREFIX_CACHING: "PREFIX_CACHING=1 (environment)",
+    c.DIAL_ADMISSION_POLICY: (
+        "TGI's router already admits whole requests against --max-batch-total-tokens; lower --max-total-tokens "
+        "so that long requests cannot take the whole budget"
+    ),
+    c.DIAL_REPLICAS: _REPLICAS,
+    c.DIAL_INSTANCE_TYPE: _INSTANCE,
+}
+
+_TRTLLM: dict[str, str] = {
+    c.DIAL_MAX_NUM_SEQS: "--max_batch_size {value}",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max_num_tokens {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: (
+        "raise --kv_cache_free_gpu_memory_fraction (a share of the memory the weights leave, not of the GPU; "
+        "vLLM-equivalent budget {value})"
+    ),
+    c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} checkpoint (quantize with TensorRT Model Optimizer)",
+    c.DIAL_KV_CACHE_DTYPE: "kv_cache_config.dtype: {value} (--extra_llm_api_options YAML)",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--tp_size {value}",
+    c.DIAL_SPECULATIVE_DECODING: "speculative_config (--extra_llm_api_options YAML): {value}",
+    c.DIAL_MAX_MODEL_LEN: "--max_seq_len {value}",
+    c.DIAL_CHUNKED_PREFILL: "enable_chunked_prefill: true (--extra_llm_api_options YAML)",
+    c.DIAL_PREFIX_CACHING: "kv_cache_config.enable_block_reuse: true (--extra_llm_api_options YAML)",
+    c.DIAL_ADMISSION_POLICY: (
+        "scheduler_config.capacity_scheduler_policy: GUARANTEED_NO_EVICT (--extra_llm_api_options YAML)"
+    ),
+    c.DIAL_REPLICAS: _REPLICAS,
+    c.DIAL_INSTANCE_TYPE: _INSTANCE,
+}
+
+_LLAMACPP: dict[str, str] = {
+    c.DIAL_MAX_NUM_SEQS: "--parallel {value}",
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "--batch-size {value}",
+    c.DIAL_GPU_MEMORY_UTILIZATION: (
+        "llama.cpp has no memory-budget flag: size the cache with --ctx-size <tokens> and fewer --parallel slots"
+    ),
+    c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} GGUF file (e.g. Q4_K_M)",
+    c.DIAL_KV_CACHE_DTYPE: "--cache-type-k {value} --cache-type-v {value}",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--split-mode row --tensor-split (across {value} GPUs)",
+    c.DIAL_SPECULATIVE_DECODING: "--model-draft <draft.gguf> --draft-max {value}",
+    c.DIAL_MAX_MODEL_LEN: "--ctx-size {value} (shared by the --parallel slots)",
+    c.DIAL_CHUNKED_PREFILL: "--ubatch-size {value}",
+    c.DIAL_PREFIX_CACHING: "--cache-reuse {value}",
+    c.DIAL_ADMISSION_POLICY: "no admission-policy flag; put a queueing proxy in front",
+    c.DIAL_REPLICAS: _REPLICAS,
+    c.DIAL_INSTANCE_TYPE: _INSTANCE,
+}
+
+_WORKER = "set on the Dynamo worker (its engine's flag for {dial}) to {value}"
+
+FLAGS: dict[str, dict[str, str]] = {
+    "vllm": _VLLM,
+    "sglang": _SGLANG,
+    "tgi": _TGI,
+    "triton-trtllm": _TRTLLM,
+    "trtllm": _TRTLLM,
+    "llamacpp": _LLAMACPP,
+}
+
+
+_KV_DTYPE_VALUES: dict[str, dict[str, str]] = {
+    # the dial's engine-neutral "fp8" in each engine's own vocabulary (sources as in the module docstring)
+    "sglang": {"fp8": "fp8_e4m3"},
+    "tgi": {"fp8": "fp8_e4m3fn"},
+    "llamacpp": {"fp8": "q8_0"},  # no fp8 cache in llama.cpp: 8-bit integer is the nearest (ggml type)
+}
+
+
+def flag_for(engine: str, dial: str, value: Any) -> str:
+    """The exact change for ``dial`` set to ``value`` on ``engine``, e.g. ``--max-model-len 16384``.
+
+    Engines without their own table (Dynamo's frontend) get a sentence naming where the dial lives.
+
+    Raises:
+        KeyError: ``dial`` is not a dial id (a programming error: every dial is in every table).
+    """
+    if dial not in c.DIALS:
+        raise KeyError(dial)
+    if dial == c.DIAL_KV_CACHE_DTYPE:
+        value = _KV_DTYPE_VALUES.get(engine, {}).get(str(value), value)
+    table = FLAGS.get(engine)
+    if table is None:
+        if dial in (c.DIAL_REPLICAS, c.DIAL_INSTANCE_TYPE):
+            return (_REPLICAS if dial == c.DIAL_REPLICAS else _INSTANCE).format(value=value)
+        return _WORKER.format(dial=dial, value=value)
+    return table[dial].format(value=value)
