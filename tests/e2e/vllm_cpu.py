@@ -16,6 +16,7 @@ Pieces:
   venv is absent it skips with the reason — unless ``CI`` is set, when it fails instead (CI must not pass
   without the real engine).
 * :class:`CompletionLoad` — a bounded number of concurrent ``/v1/completions`` requests, bounded in time.
+* :class:`MetricsSampler` — ``/metrics`` read every 0.5 s in a thread, each page kept with the time of its read.
 * :func:`parse_exposition` — a plain reading of a Prometheus text page (independent of the advisor's parser),
   so a test can hold the advisor's snapshot against what vLLM itself served.
 """
@@ -55,7 +56,7 @@ class ServerShape:
 
     num_gpu_blocks_override: int = 64  # the KV pool, in blocks (usage's denominator is this − 1: the null block)
     block_size: int = 32  # tokens per block (the CPU backend wants multiples of 32; its default is 128)
-    max_num_seqs: int = 16
+    max_num_seqs: int = 32  # more than the pool holds at the tests' request lengths: saturation is reachable
     max_model_len: int = 512
     max_num_batched_tokens: int = 512
 
@@ -202,6 +203,8 @@ def start_vllm_cpu(workdir: Path, shape: ServerShape = SHAPE, timeout: float = 6
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HOME": str(workdir / "hf-home"),  # nothing read from or written to the user's hub cache
+        # torch.compile's cache beside the engine: ~2.5 min to healthy the first time, ~45 s after
+        "VLLM_CACHE_ROOT": str(engine_cache() / f"vllm-cpu-{VLLM_CPU_VERSION}-cache"),
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the pool itself is --num-gpu-blocks-override
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "VLLM_NO_USAGE_STATS": "1",
@@ -278,6 +281,49 @@ def vllm_cpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
         pytest.skip(reason)
     with start_vllm_cpu(tmp_path_factory.mktemp("vllm-cpu")) as server:
         yield server
+
+
+@dataclass
+class MetricsSampler:
+    """Reads vLLM's ``/metrics`` every ``every`` seconds in a thread, keeping ``(start, end, page)`` per read
+    (unix seconds around the GET; the page as :func:`parse_exposition` returns it), so that a value another
+    reader (the advisor) scraped at a known moment can be held against what vLLM served around that moment.
+
+    Use as a context manager (starts on enter; stops and joins on exit).
+    """
+
+    server: VLLMServer
+    every: float = 0.5  # much more often slows vLLM's API server enough to time the advisor's scrapes out
+    samples: list[tuple[float, float, dict[str, list[tuple[dict[str, str], float]]]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        with requests.Session() as session:
+            while not self._stop.is_set():
+                start = time.time()
+                with contextlib.suppress(requests.RequestException):
+                    text = session.get(self.server.metrics_url, timeout=10).text
+                    page = parse_exposition(text)
+                    with self._lock:
+                        self.samples.append((start, time.time(), page))
+                self._stop.wait(self.every)
+
+    def between(self, lo: float, hi: float) -> list[dict[str, list[tuple[dict[str, str], float]]]]:
+        """The pages read entirely within ``[lo, hi]`` (unix seconds), oldest first."""
+        with self._lock:
+            return [page for start, end, page in self.samples if start >= lo and end <= hi]
+
+    def __enter__(self) -> MetricsSampler:
+        self._thread = threading.Thread(target=self._run, name="vllm-metrics-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(15)
 
 
 @dataclass
