@@ -78,7 +78,7 @@ DIRECT_NAMES = {
 COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total")
 GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage_ratio")
 
-# healthy: 6 requests in flight of 17 prompt tokens (16 bytes + BOS) and 150 output tokens — up to 6 blocks of 32
+# healthy: 6 requests in flight of 16 prompt tokens (16 bytes) and 150 output tokens — up to 6 blocks of 32
 # each, at most 36 of the 63 usable blocks, far below max-num-seqs (32), so nothing waits
 HEALTHY = {"concurrency": 6, "prompt_bytes": 16, "max_tokens": 150}
 # saturated: 64 in flight of the same size — 32 running would want up to 192 blocks of 63 (~110 on average):
@@ -303,8 +303,23 @@ def test_the_pool_is_one_number_for_vllm_the_advisor_and_the_capacity_model(
     engine_concurrency = float(cache["kv_cache_max_concurrency"])
     assert engine_tokens == shape.pool_tokens, cache
 
-    # what the advisor reads of it (and, the engine idle, every other field too)
-    assert_reads_what_vllm_says(vllm_cpu, advisor)
+    # what the advisor reads of it, and of every other field once a few requests moved the counters apart
+    before, _ = direct_reading(vllm_cpu)
+    load = CompletionLoad(
+        vllm_cpu.url,
+        concurrency=2,
+        max_requests=4,
+        max_seconds=120,
+        prompt_bytes=HEALTHY["prompt_bytes"],
+        max_tokens=HEALTHY["max_tokens"],
+    ).start()
+    load.join(150)
+    assert load.completed == 4 and not load.errors, load.errors[:3]
+    wait_quiet(vllm_cpu)
+    read = assert_reads_what_vllm_says(vllm_cpu, advisor)
+    # one token per byte and no BOS (tests/e2e/vllm_tiny_model.py); exactly max_tokens out (ignore_eos)
+    assert read["prompt_tokens_total"] - before["prompt_tokens_total"] == 4 * HEALTHY["prompt_bytes"], read
+    assert read["generation_tokens_total"] - before["generation_tokens_total"] == 4 * HEALTHY["max_tokens"], read
     dep = advisor.deployment()
     assert dep["engine"] == "vllm" and dep["state"] == "fresh", dep
     assert dep["snapshot"]["kv_cache_capacity_tokens"] == engine_tokens

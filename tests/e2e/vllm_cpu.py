@@ -331,7 +331,7 @@ class CompletionLoad:
     """Concurrent ``POST /v1/completions`` against vLLM: ``concurrency`` threads, each sending requests one after
     another until ``max_requests`` were sent in all, ``max_seconds`` passed, or :meth:`stop`. Each request
     asks for exactly ``max_tokens`` tokens (``ignore_eos``) after a ``prompt_bytes``-byte prompt (the tiny
-    tokenizer makes one token per byte, plus BOS). Loopback only.
+    tokenizer makes one token per byte, and adds no BOS). Loopback only.
 
     Use as a context manager (starts on enter; stops and joins on exit).
     """
@@ -396,6 +396,12 @@ class CompletionLoad:
     def stop(self, timeout: float = 60.0) -> None:
         """Send no more requests; wait up to ``timeout`` seconds for those in flight."""
         self._stop.set()
+        end = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, end - time.monotonic()))
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for every request to be sent and answered (no early stop)."""
         end = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, end - time.monotonic()))

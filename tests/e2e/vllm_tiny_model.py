@@ -9,7 +9,7 @@ are not in the advisor's environment)::
 The shape is :data:`TINY_LLAMA`: head dim 64 (``hidden_size / num_attention_heads``; vLLM's CPU attention
 kernel rejects 16), 2 KV heads, 2 layers, float32. The tokenizer is byte-level BPE without merges: one token
 per byte of UTF-8 (256) plus ``<s>``/``</s>``/``<unk>``, so any text tokenizes to exactly its byte count
-(+1 for BOS) — a test can size prompts in tokens.
+(no BOS is added) — a test can size prompts in tokens.
 
 Only the standard library is imported at module level, so the advisor's environment can read
 :data:`TINY_LLAMA` (``tests/e2e/vllm_cpu.py`` writes the same shape into the capacity model's config.json).
