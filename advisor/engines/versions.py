@@ -39,7 +39,9 @@ def version_hints(engine: str | None, exposition: Mapping[str, Sequence[Sample]]
         if isinstance(exposition, Mapping):
             info = exposition.get("vllm:cache_config_info", ())
             if any("kv_cache_size_tokens" in s.labels for s in info):
-                hints.append("vLLM ≥ 0.33 (cache_config_info has kv_cache_size_tokens)")
+                hints.append(
+                    "vLLM after 0.20.2, 0.32 or later (cache_config_info has kv_cache_size_tokens: vllm PR #42206)"
+                )
             gauges = exposition.get("vllm:num_requests_running", ())
             if gauges and not any("engine" in s.labels for s in gauges):
                 hints.append("vLLM 0.7.x V1 or V0 (no engine label)")
