@@ -1,4 +1,4 @@
-"""One HTTP edge policy for every outbound request: scraping, the Prometheus client (and the notifiers).
+"""One HTTP edge policy for every outbound request: scraping, the Prometheus client and the notifiers.
 
 The policy, in one place:
 
@@ -128,16 +128,20 @@ class EdgeLimits:
         connect_timeout: seconds to establish the connection (TCP and TLS).
         read_timeout: seconds any single read may wait; with ``connect_timeout`` it makes the deadline.
         max_bytes: cap on the decoded body, bytes.
+        deadline_seconds: a shorter whole-request deadline, seconds, for callers whose one timeout is for the
+            whole request (the notifiers' ``timeout_seconds``); ``None``: ``connect_timeout + read_timeout``.
     """
 
     connect_timeout: float
     read_timeout: float
     max_bytes: int
+    deadline_seconds: float | None = None
 
     @property
     def total_seconds(self) -> float:
         """The whole-request deadline, seconds from the start."""
-        return self.connect_timeout + self.read_timeout
+        total = self.connect_timeout + self.read_timeout
+        return total if self.deadline_seconds is None else min(total, self.deadline_seconds)
 
 
 # --- the deadline over the whole request -----------------------------------------------------------------------
@@ -303,7 +307,8 @@ def read_capped(response: requests.Response, deadline: float, limits: EdgeLimits
             while True:
                 if deadline - time.monotonic() <= 0:
                     raise _DeadlineError
-                chunk = raw.read1(CHUNK_BYTES, decode_content=True)
+                # never more than one byte past the cap: enough to tell "over" from "exactly at"
+                chunk = raw.read1(min(CHUNK_BYTES, max_bytes - total + 1), decode_content=True)
                 if not chunk:
                     break
                 total += len(chunk)

@@ -17,6 +17,10 @@ REDACTED: Final = "<redacted>"
 """The one placeholder that stands for a secret in messages, logs and reprs."""
 
 _AUTH_HEADER_RE: Final = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
+_USERINFO_RE: Final = re.compile(r"(://)[^\s/?#@\"'<>]+@")
+"""User-info of any URL quoted in a text (``https://user:token@host``)."""
+_QUERY_RE: Final = re.compile(r"(?<=[^\s?])\?(?=[^\s=?#\"'<>&]+=)[^\s#\"'<>]*")
+"""A query string of ``name=value`` pairs after a URL or a request path (``/hook?token=…``), in any text."""
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -40,14 +44,19 @@ def url_secrets(url: str) -> tuple[str, ...]:
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every secret (longest first) and every ``Basic``/``Bearer`` credential replaced by
-    :data:`REDACTED`.
+    """``text`` with every secret (longest first), every ``Basic``/``Bearer`` credential, and the user-info and
+    ``name=value`` query string of every URL or request path it quotes replaced by :data:`REDACTED`: an error body
+    may echo a URL or a credential the caller never knew (a proxy's upstream, another client's token).
 
     >>> scrub("echo Bearer abcdefgh12 and token=x", ["token=x"])
     'echo Bearer <redacted> and <redacted>'
+    >>> scrub("denied https://bob:pw@relay/hook?token=t0 for GET /x?api_key=k1&a=b")
+    'denied https://<redacted>@relay/hook?<redacted> for GET /x?<redacted>'
     """
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, REDACTED)
+    text = _USERINFO_RE.sub(rf"\1{REDACTED}@", text)
+    text = _QUERY_RE.sub(f"?{REDACTED}", text)
     return _AUTH_HEADER_RE.sub(rf"\1 {REDACTED}", text)
 
 

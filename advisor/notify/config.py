@@ -125,7 +125,10 @@ class ReceiverConfig(BaseModel):
     bearer_token_file: str | None = None
     bearer_token_env: str | None = None
     send_resolved: bool = Field(default=True, description="also notify when a recommendation resolves")
-    timeout_seconds: Duration = Field(default=10.0, description="per HTTP request")
+    timeout_seconds: Duration = Field(
+        default=10.0,
+        description="one deadline over the whole HTTP request: connecting, sending, status line, headers and body",
+    )
     max_attempts: int | None = Field(
         default=None,
         ge=1,

@@ -32,9 +32,17 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
 Outcomes reach ``on_event(receiver, outcome, queued)`` with outcome ``queued`` (accepted, or the backlog
 restored at start), ``sent``, ``failed`` or ``dropped``, and ``queued`` the notifications now waiting.
 
+Every request goes through the HTTP edge (:mod:`advisor.http_edge`, a :class:`~advisor.http_edge.Transport`):
+``timeout_seconds`` is one deadline over the whole request — connecting, sending, the status line and headers
+and the body read — so a receiver trickling its answer is abandoned at it (a timeout: retried, the notification
+kept); at most :data:`ERROR_BODY_BYTES` of any response body are read (a 2xx whose body is longer, or slower than
+the deadline, is still acknowledged: its status line said so). Edge failures map to the outcomes above: every
+:class:`~advisor.http_edge.EdgeError` without a status (timeouts, refused, DNS, TLS, reset) is retried.
+
 Nothing secret is ever logged or put in an error: URLs appear as :func:`advisor.redact.redact_secret_url`
-shows them, and error texts (exception messages, response bodies) have every secret part of the receiver's URL,
-its HMAC key and bearer token replaced by ``<redacted>``.
+shows them, and error texts (edge messages, response bodies) go through :func:`advisor.redact.scrub` with every
+secret part of the receiver's URL, its HMAC key and bearer token: those, any ``Basic``/``Bearer`` credential and
+the user-info and query string of any URL a body quotes become ``<redacted>``.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +66,9 @@ import requests
 from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.files import read_text_capped
+from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
 from advisor.notify.receivers import Notification, Receiver, Request
-from advisor.redact import install_urllib3_redaction
+from advisor.redact import install_urllib3_redaction, scrub
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +78,7 @@ DELIVERED_MEMORY = 512
 RETRYABLE_STATUS = frozenset({408, 429})
 """Besides every 5xx: request timeout and too many requests (Slack answers 429 with Retry-After)."""
 ERROR_BODY_BYTES = 1024
+"""The byte cap on a receiver's response body: what of it is quoted in an error; more is never read."""
 
 EventCallback = Callable[[str, str, int], None]
 """``(receiver, outcome, queued)``: outcome is ``queued``, ``sent``, ``failed`` or ``dropped``."""
@@ -297,21 +307,15 @@ class TokenBucket:
         self.tokens -= 1.0
 
 
-def _root_reason(exc: BaseException) -> str | None:
-    """The operating system's words for a connection failure (``Connection refused``), found in the chain."""
-    stack: list[BaseException] = [exc]
-    seen: set[int] = set()
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.strerror:
-            return e.strerror
-        linked = (e.__cause__, e.__context__, getattr(e, "reason", None))
-        stack.extend(x for x in linked if isinstance(x, BaseException))
-        stack.extend(a for a in e.args if isinstance(a, BaseException))
-    return None
+def _retryable_status(status: int) -> bool:
+    """5xx, 408 and 429 are retried; any other status is the receiver's final word."""
+    return status >= 500 or status in RETRYABLE_STATUS
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header's value whatever the case of its name (a transport may give a plain dict)."""
+    lowered = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == lowered), None)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -329,7 +333,8 @@ class OutboxWorker:
 
     ``clock`` gives unix seconds (acceptance, retention, backoff, the rate limit, Alertmanager's times);
     ``sleep``, when given, replaces the interruptible wait between attempts (tests pass a fake that advances a
-    fake clock); ``rng`` draws the jitter.
+    fake clock); ``rng`` draws the jitter; ``transport`` sends the requests (default: a
+    :class:`~advisor.http_edge.RequestsTransport` over the worker's own session, redirects not followed).
     """
 
     def __init__(
@@ -342,6 +347,7 @@ class OutboxWorker:
         sleep: Callable[[float], None] | None = None,
         rng: random.Random | None = None,
         suppressed: Callable[[str, float], bool] | None = None,
+        transport: Transport | None = None,
     ) -> None:
         install_urllib3_redaction()
         self.suppressed: Callable[[str, float], bool] = suppressed or (lambda _id, _now: False)
@@ -353,8 +359,12 @@ class OutboxWorker:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._secrets = sorted(set(receiver.secrets()), key=len, reverse=True)
+        self._secrets = tuple(receiver.secrets())
         self._session = requests.Session()
+        self._transport: Transport = transport or RequestsTransport(self._session, allow_redirects=False)
+        timeout = policy.timeout_seconds
+        # one deadline, timeout_seconds, over the whole request; no single step may take longer either
+        self._limits = EdgeLimits(timeout, timeout, ERROR_BODY_BYTES, deadline_seconds=timeout)
         self._cond = threading.Condition()
         self._stopping = False
         self._abandoned = False
@@ -673,42 +683,38 @@ class OutboxWorker:
             self._cond.notify_all()
 
     def _post(self, request: Request) -> _Attempt:
-        """One POST; never raises. Error texts are scrubbed of secrets."""
+        """One POST through the edge; never raises. Error texts are scrubbed of secrets."""
         try:
-            resp = self._session.post(
+            resp = self._transport.request(
+                "POST",
                 request.url,
-                data=request.body,
+                self._limits,
                 headers=request.headers,
-                timeout=self.policy.timeout_seconds,
-                allow_redirects=False,
-                stream=True,
+                data=request.body,
+                error_body_bytes=ERROR_BODY_BYTES,
             )
-        except requests.Timeout:
-            return _Attempt(None, f"timeout after {self.policy.timeout_seconds:g}s", retryable=True)
-        except requests.RequestException as exc:
-            reason = _root_reason(exc)
-            text = f"{type(exc).__name__}" + (f" ({reason})" if reason else "")
-            return _Attempt(None, self._scrub(text), retryable=True)
-        try:
-            status = resp.status_code
-            if 200 <= status < 300:
-                return _Attempt(status, None, retryable=False)
-            try:
-                raw = resp.raw.read(ERROR_BODY_BYTES, decode_content=True) or b""
-            except Exception:  # the body is only for the error message
-                raw = b""
-            snippet = raw.decode("utf-8", errors="replace").strip()
-            error = self._scrub(f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}")
-            retryable = status >= 500 or status in RETRYABLE_STATUS
-            return _Attempt(status, error, retryable, _retry_after(resp.headers.get("Retry-After")))
-        finally:
-            resp.close()
+        except EdgeError as exc:
+            if exc.status is not None and 200 <= exc.status < 300:
+                # acknowledged: only the body was too long or too slow, and it is not needed
+                log.debug("notify %s: 2xx body not read (%s)", self.name, self._scrub(exc.message))
+                return _Attempt(exc.status, None, retryable=False)
+            error = self._scrub(f"{exc.reason}: {exc.message}")
+            retryable = exc.status is None or _retryable_status(exc.status)
+            return _Attempt(exc.status, error, retryable)
+        except Exception as exc:  # a transport outside the edge's error classes: kept and retried, never lost
+            return _Attempt(None, self._scrub(f"transport failed: {type(exc).__name__}"), retryable=True)
+        status = resp.status
+        if 200 <= status < 300:
+            return _Attempt(status, None, retryable=False)
+        raw = resp.body[:ERROR_BODY_BYTES]
+        snippet = raw.decode("utf-8", errors="replace").strip()
+        error = self._scrub(f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}")
+        retry_after = _retry_after(_header(resp.headers, "Retry-After"))
+        return _Attempt(status, error, _retryable_status(status), retry_after)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "<redacted>")
-        return text
+        return scrub(text, self._secrets)
 
     def _save(self, now: float) -> None:
         try:

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol
 from advisor import __version__
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import alert, webhook_message
-from advisor.redact import REDACTED, redact_secret_url
+from advisor.redact import REDACTED, redact_secret_url, url_secrets
 
 IDEMPOTENCY_HEADER = "X-Advisor-Idempotency-Key"
 SIGNATURE_HEADER = "X-Advisor-Signature"
@@ -143,7 +143,7 @@ class _Base:
         return f"{type(self).__name__}(name={self.name!r}, url={self.safe_url!r})"
 
     def secrets(self) -> tuple[str, ...]:
-        out = _secret_parts(self._url)
+        out = _secret_parts(self._url) + list(url_secrets(self._url))  # the latter: Basic auth echoed in base64
         if self._bearer:
             out.append(self._bearer)
         return tuple(dict.fromkeys(p for p in out if p))

@@ -15,7 +15,15 @@ import pytest
 import requests
 
 from advisor.conventions import REASON_TIMEOUT, REASON_TOO_LARGE
-from advisor.http_edge import DeadlineAdapter, EdgeLimits, EdgeResponse, EdgeTooLargeError, Transport
+from advisor.http_edge import (
+    DeadlineAdapter,
+    EdgeLimits,
+    EdgeResponse,
+    EdgeTooLargeError,
+    Transport,
+    open_stream,
+    read_capped,
+)
 from advisor.redact import REDACTED, redact_secret_url, scrub, url_secrets
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import scrape
@@ -117,3 +125,22 @@ def test_one_placeholder_stands_for_every_secret() -> None:
         assert secret not in scrubbed
     assert scrubbed.count(REDACTED) == 4
     assert redact_secret_url("https://hooks.slack.com/services/T0/B0/X").endswith("/" + REDACTED)
+
+
+def test_the_body_read_stops_one_byte_past_the_cap(serve: Serve, session: requests.Session) -> None:
+    """A 2xx without Content-Length whose body is far larger than the cap: the edge takes at most cap + 1 bytes
+    off the stream (urllib3's own count, ``raw.tell()``), not whatever one read chunk holds."""
+    body = b"x" * (1 << 20)
+
+    def chunked(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        h.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+
+    limits = EdgeLimits(1.0, 5.0, 1000)
+    deadline = time.monotonic() + limits.total_seconds
+    response = open_stream(session, "GET", serve(chunked) + "/metrics", limits, deadline)
+    with response, pytest.raises(EdgeTooLargeError, match="cap of 1000 bytes"):
+        read_capped(response, deadline, limits)
+    assert response.raw.tell() <= limits.max_bytes + 1
