@@ -341,6 +341,40 @@ SGLANG_0_5_23: Final = Exposition(
         "token_usage": _s("token_usage", "gauge", "The token usage."),
         "full_token_usage": _s("full_token_usage", "gauge", "The token usage for full attention layers."),
         "swa_token_usage": _s("swa_token_usage", "gauge", "The token usage for SWA layers."),
+        "mamba_usage": _s("mamba_usage", "gauge", "The token usage for Mamba layers."),
+        "swa_available_tokens": _s(
+            "swa_available_tokens", "gauge", "Number of free token slots in the SWA pool (hybrid-SWA only)."
+        ),
+        "swa_evictable_tokens": _s(
+            "swa_evictable_tokens", "gauge", "Number of evictable (radix-cached) token slots in the SWA pool."
+        ),
+        "swa_used_tokens": _s("swa_used_tokens", "gauge", "Number of actively used token slots in the SWA pool."),
+        "mamba_available_tokens": _s(
+            "mamba_available_tokens", "gauge", "Number of free state slots in the mamba SSM pool (hybrid-SSM only)."
+        ),
+        "mamba_evictable_tokens": _s(
+            "mamba_evictable_tokens", "gauge", "Number of evictable (radix-cached) state slots in the mamba SSM pool."
+        ),
+        "mamba_used_tokens": _s(
+            "mamba_used_tokens", "gauge", "Number of actively used state slots in the mamba SSM pool."
+        ),
+        "num_prefill_bootstrap_queue_reqs": _s(
+            "num_prefill_bootstrap_queue_reqs", "gauge", "The number of requests in the prefill bootstrap queue."
+        ),
+        "num_prefill_inflight_queue_reqs": _s(
+            "num_prefill_inflight_queue_reqs", "gauge", "The number of requests in the prefill inflight queue."
+        ),
+        "num_decode_prealloc_queue_reqs": _s(
+            "num_decode_prealloc_queue_reqs", "gauge", "The number of requests in the decode prealloc queue."
+        ),
+        "num_decode_transfer_queue_reqs": _s(
+            "num_decode_transfer_queue_reqs", "gauge", "The number of requests in the decode transfer queue."
+        ),
+        "num_decode_host_receive_queue_reqs": _s(
+            "num_decode_host_receive_queue_reqs",
+            "gauge",
+            "Requests in the decode transfer queue receiving into host memory or waiting for device admission.",
+        ),
         "num_used_tokens": _s("num_used_tokens", "gauge", "The number of used tokens."),
         "kv_available_tokens": _s("kv_available_tokens", "gauge", "Number of free token slots in the KV cache pool."),
         "kv_evictable_tokens": _s(

@@ -318,6 +318,23 @@ class SGLangCollector(Collector):
         yield gauge(S["token_usage"], round(full, 2))
         yield gauge(S["full_token_usage"], full)
         yield gauge(S["swa_token_usage"], 0.0)
+        # a full-attention model in one unified server: 0.5.23 still serves the SWA and Mamba pools and the
+        # disaggregation queues, all at 0 (the engine-code capture shows the same)
+        for name in (
+            "mamba_usage",
+            "swa_available_tokens",
+            "swa_evictable_tokens",
+            "swa_used_tokens",
+            "mamba_available_tokens",
+            "mamba_evictable_tokens",
+            "mamba_used_tokens",
+            "num_prefill_bootstrap_queue_reqs",
+            "num_prefill_inflight_queue_reqs",
+            "num_decode_prealloc_queue_reqs",
+            "num_decode_transfer_queue_reqs",
+            "num_decode_host_receive_queue_reqs",
+        ):
+            yield gauge(S[name], 0.0)
         yield gauge(S["num_used_tokens"], used)
         yield gauge(S["kv_available_tokens"], available)
         yield gauge(S["kv_evictable_tokens"], 0.0)
