@@ -775,7 +775,7 @@ def _fetch_chunk(
     for g in h.groups:
         target = p.by_instance.get(g.target, g.target) if p.by_instance else g.target
         try:
-            points = to_timed_snapshots(g, adapter, p.dep.served_model)
+            points = to_timed_snapshots(g, adapter, p.dep.served_model, p.dep.model)
         except Exception as exc:  # an adapter bug must not stop the other targets
             rp.warn(name, f"{when}: target {g.target}: adapter error: {type(exc).__name__}: {exc}")
             continue

@@ -15,7 +15,9 @@ Every way a page can fail is a reason of :data:`advisor.conventions.SCRAPE_ERROR
 * ``unrecognized`` — valid text with no family of the engine (or of any engine for ``auto``); the message
   names the metric-name prefixes seen (``DCGM_FI_``, ``go_``, ``process_``) and says when it is GPU telemetry.
 * ``served_model_not_found`` — ``served_model`` names none of the models on the page; the message lists
-  them. Nothing of another model is ever read in its place.
+  them. Nothing of another model is ever read in its place. In the daemon (``strict``) a page of several
+  models with no ``served_model`` reads the one the deployment's ``model`` names, and is this error otherwise:
+  the advisor never guesses which model a deployment is.
 
 No I/O, no clock: callers stamp the time and keep the adapter :attr:`Observation.adapter` for the next page.
 """
@@ -109,6 +111,9 @@ def observe(
     page: str | Exposition,
     engine: str | EngineAdapter = "auto",
     served_model: str | None = None,
+    *,
+    configured_model: str | None = None,
+    strict: bool = False,
 ) -> Observation:
     """Parse once, detect once, adapt once.
 
@@ -118,6 +123,12 @@ def observe(
         engine: an engine id, ``"auto"``, or the adapter a previous observation returned.
         served_model: the model to read when the page carries several (``served_model`` in the config); it
             must match one of them (exactly, or ignoring case).
+        configured_model: the deployment's ``model`` (a preset id such as ``Qwen/Qwen2.5-7B-Instruct``); with
+            no ``served_model`` and several models on the page, the one it names (exactly, or ignoring case)
+            is read.
+        strict: the daemon's rule for a page of several models and no way to choose (no ``served_model``, no
+            model matching ``configured_model``): ``served_model_not_found`` naming them, never a guess.
+            ``False`` (``inspect``) reads the first and :meth:`Observation.hint` says how to pick.
 
     Returns:
         An :class:`Observation`; never raises for page trouble (bad text is ``parse_error``).
@@ -147,6 +158,15 @@ def observe(
     hints = tuple(version_hints(adapter.engine, samples))
     base = dataclasses.replace(found, models=models, version_hints=hints)
     chosen = served_model
+    if served_model is None and len(models) > 1:
+        chosen = _match(configured_model, models) if configured_model else None
+        if chosen is None and strict:
+            message = (
+                f"the page serves {len(models)} models ({', '.join(models)}) and served_model is not set"
+                + (f" (model {configured_model!r} is none of them)" if configured_model else "")
+                + ": set served_model to the one this deployment is"
+            )
+            return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
     if served_model is not None and models:
         chosen = _match(served_model, models)
         if chosen is None:

@@ -550,7 +550,13 @@ class Service:
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
-                    seen = observe(res.text, d.adapter or "auto", d.spec.served_model)
+                    seen = observe(
+                        res.text,
+                        d.adapter or "auto",
+                        d.spec.served_model,
+                        configured_model=d.spec.model,
+                        strict=True,
+                    )
                 except Exception as exc:  # an adapter bug must not stop other targets
                     log.exception("deployment=%s target=%s: adapter failed", d.spec.name, redact_url(t.url))
                     reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
@@ -636,7 +642,11 @@ class Service:
                 by_name[g.target] = t
             seen.add(g.target)
             try:
-                observed = [(ts, observe(expo, d.adapter, d.spec.served_model)) for ts, expo in g.points if expo]
+                observed = [
+                    (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
+                    for ts, expo in g.points
+                    if expo
+                ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", d.spec.name, g.target)
                 t.up, t.error_reason, t.error_message = False, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}"

@@ -145,3 +145,20 @@ def test_readme_lists_every_scrape_error_reason() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert "unrecognized" in SCRAPE_ERROR_REASONS and "served_model_not_found" in SCRAPE_ERROR_REASONS
     assert [r for r in SCRAPE_ERROR_REASONS if f"`{r}`" not in readme] == []
+
+
+def test_daemon_reads_the_model_the_deployment_names_when_several_are_served() -> None:
+    # no served_model, but the deployment's model is one of the two: that one, never the first on the page
+    s = observe(TRITON_TWO_MODELS, "auto", configured_model="LLAMA2", strict=True).snapshot
+    assert s is not None and (s.model, s.requests_running) == ("llama2", 48)
+
+
+def test_daemon_never_guesses_between_several_models() -> None:
+    # the first model on the page is mistral7b; a deployment of another model must not silently read it
+    seen = observe(TRITON_TWO_MODELS, "auto", configured_model="Qwen/Qwen2.5-7B-Instruct", strict=True)
+    assert seen.snapshot is None and seen.error_reason == "served_model_not_found"
+    msg = seen.error_message or ""
+    assert "mistral7b" in msg and "llama2" in msg and "served_model" in msg and "Qwen/Qwen2.5-7B-Instruct" in msg
+    # inspect (not strict) still reads the first and says how to pick
+    loose = observe(TRITON_TWO_MODELS, "auto", configured_model="Qwen/Qwen2.5-7B-Instruct")
+    assert loose.snapshot is not None and loose.snapshot.model == "mistral7b" and loose.hint() is not None

@@ -354,17 +354,20 @@ def histories_from_matrix(
     return MatrixHistories(groups=tuple(groups), warnings=tuple(warnings))
 
 
-def to_timed_snapshots(group: PromGroup, adapter: EngineAdapter, model: str | None = None) -> list[TimedSnapshot]:
+def to_timed_snapshots(
+    group: PromGroup, adapter: EngineAdapter, model: str | None = None, configured_model: str | None = None
+) -> list[TimedSnapshot]:
     """One :class:`~advisor.domain.TimedSnapshot` per point of ``group``: what the scraper's history holds.
 
     Each point goes through :func:`advisor.observe.observe`, as a scraped page does; a point that observes
-    nothing (``served_model`` not among its models) is left out. ``adapter`` is the deployment's adapter
-    (``advisor.engines.get_adapter``); adapter exceptions propagate (the caller isolates them per target, as it
-    does for scraped expositions).
+    nothing (``served_model`` not among its models; several models and none chosen, as the daemon's
+    ``strict`` rule says, with ``configured_model`` the deployment's ``model``) is left out. ``adapter`` is the
+    deployment's adapter (``advisor.engines.get_adapter``); adapter exceptions propagate (the caller isolates
+    them per target, as it does for scraped expositions).
     """
     out: list[TimedSnapshot] = []
     for t, expo in group.points:
-        snap = observe(expo, adapter, model).snapshot if expo else None
+        snap = observe(expo, adapter, model, configured_model=configured_model, strict=True).snapshot if expo else None
         if snap is not None:
             out.append(TimedSnapshot(group.target, t, snap))
     return out
