@@ -38,6 +38,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.capacity.kv import capacity_pass, non_torch_bytes_per_gpu, nvls_bytes_per_gpu
     from advisor.config import GIB, resolve_model
 
+    ignored = _drop_ignored(args)
+    if args.engine == "vllm":
+        for flag in ignored:
+            _err(f"note: {flag} does not apply to --engine vllm; ignored")
     try:
         model = resolve_model(args.model, Path.cwd())
         identified = ""
@@ -104,7 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             kv_unified=args.kv_unified,
         )
         if args.engine != "vllm":
-            return _plan_other_engine(args, dspec)
+            return _plan_other_engine(args, dspec, ignored)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
         if args.max_model_len > model.max_position_embeddings and not allow_long:
             _err(
@@ -179,7 +183,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
+def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str]) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
     (:func:`advisor.capacity.deployment.deployment_capacity`, the mapping the daemon uses too), printed like the
     vLLM pass plus the engine's parameters and notes."""
@@ -195,7 +199,6 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
         _err(str(exc))
         return 2
     result = cap.result
-    ignored = _ignored_flags(args)
     for flag in ignored:
         _err(f"note: {flag} does not apply to --engine {args.engine}; ignored")
     if result.max_concurrency < 1:
@@ -297,8 +300,32 @@ _VLLM_ONLY = (
 )
 
 
+_NOT_VLLM = (
+    "mem_fraction_static",
+    "cuda_memory_fraction",
+    "kv_cache_free_gpu_memory_fraction",
+    "ctx_size",
+    "parallel",
+    "max_tokens",
+    "kv_unified",
+)
+"""Flags of the other engines' accounting that vLLM does not read."""
+
+
+def _drop_ignored(args: argparse.Namespace) -> list[str]:
+    """The flags given that ``--engine`` does not read, as ``--flag-name``, each reset to its default so that
+    nothing said to be ignored changes the pass (``--dp 2`` with ``--engine tgi`` once doubled the pool)."""
+    ignored = _ignored_flags(args)
+    for flag in ignored:
+        name = flag[2:].replace("-", "_")
+        setattr(args, name, 1 if name == "dp" else (False if getattr(args, name) is True else None))
+    return ignored
+
+
 def _ignored_flags(args: argparse.Namespace) -> list[str]:
     """The flags given on the command line that ``--engine`` does not read, as ``--flag-name``."""
+    if args.engine == "vllm":
+        return ["--" + n.replace("_", "-") for n in _NOT_VLLM if getattr(args, n, None) not in (None, False)]
     uses = _ENGINE_FLAGS.get(args.engine, frozenset())
     ignored = []
     for name in _VLLM_ONLY:
