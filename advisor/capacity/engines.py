@@ -434,6 +434,7 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
         quantization=inputs.quantization,
         kv_cache_dtype=kv_type,
         overhead_profile="llamacpp",
+        max_request_tokens=None if s.kv_unified else slot,
     )
     notes = [
         f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) "

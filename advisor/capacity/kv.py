@@ -452,6 +452,9 @@ class CapacityResult:
             pool holds at once, as vLLM prints "Maximum concurrency" (e.g. 11.12); over data-parallel ranks
             only when one such request fits a rank (else the one rank's fraction, below 1).
         data_parallel_size: the ranks counted in the blocks, tokens and concurrency.
+        max_request_tokens: the longest request one sequence can hold when the engine caps it below the pool
+            (llama.cpp: a slot's ``ctx_size ÷ parallel`` cells, ``n_ctx_seq`` in ``src/llama-context.cpp``);
+            ``None`` when a request may use the whole pool.
         max_model_len, block_size, tensor_parallel_size, gpu_memory_bytes, gpu_memory_utilization: inputs
             echoed.
         model_name, dtype, quantization, kv_cache_dtype, overhead_profile: input summary (dtype resolved).
@@ -476,6 +479,7 @@ class CapacityResult:
     kv_cache_dtype: str = "auto"
     overhead_profile: str = "vllm-v1"
     data_parallel_size: int = 1
+    max_request_tokens: int | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:

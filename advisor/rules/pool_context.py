@@ -10,6 +10,8 @@ With data-parallel ranks the pool that matters is **one rank's**: one request li
 max-length request fits only if the largest single rank's pool holds it, and the deployment's ceiling at
 max-model-len is the sum over ranks of ``⌊rank pool ÷ max-model-len⌋`` — the summed pool ÷ max-model-len
 would hide that the longest requests can never fit (SGLang DP attention, vLLM ``--data-parallel-size``).
+For llama.cpp the bound is one slot (``--ctx-size ÷ --parallel`` cells, ``n_ctx_seq`` in
+``src/llama-context.cpp``): a request never spans slots, however large the whole pool.
 A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
 (``block_size`` is the minimum over its KV groups): the rule cannot tell.
 
@@ -59,6 +61,9 @@ class PoolContextRule:
         ranks = ev.kv_rank_capacity_tokens if ev.kv_capacity_source == "engine" else ()
         if ranks:
             pool = max(ranks)
+        slot = ev.ctx.capacity.max_request_tokens
+        if pool and slot is not None and slot < pool:
+            pool = slot  # llama.cpp: one request holds one slot's cells, not the pool
         evidence: dict[str, Any] = {
             "kv_cache_capacity_tokens": pool,
             "kv_cache_capacity_source": ev.kv_capacity_source,
@@ -68,6 +73,9 @@ class PoolContextRule:
             "generation_tokens_per_second": s.generation_tokens_per_second if s else None,
             "window_seconds": s.window_seconds if s else None,
         }
+        if pool and pool == slot:
+            evidence["slot_tokens"] = slot
+            evidence["kv_cache_capacity_tokens_whole_pool"] = ev.kv_capacity_tokens
         if ranks:
             evidence["data_parallel_ranks"] = len(ranks)
             evidence["kv_cache_capacity_tokens_summed_over_ranks"] = sum(ranks)
@@ -90,6 +98,8 @@ class PoolContextRule:
                 )
             return Condition(None, "KV pool size unknown", evidence)
         where = "the pool"
+        if "slot_tokens" in evidence:
+            where = "one slot (ctx-size ÷ parallel)"
         if "data_parallel_ranks" in evidence:
             where = f"the largest of {evidence['data_parallel_ranks']} data-parallel ranks' pools"
         return Condition(
@@ -135,6 +145,13 @@ class PoolContextRule:
             f"max-model-len promises {mml:,}: {holds:.2f} max-length requests fit.{warning} More replicas do not help: "
             "each has the same pool."
         )
+        if "slot_tokens" in evidence:
+            situation = (
+                f"Each llama.cpp slot serves ctx-size ÷ parallel = {pool:,.0f} tokens (the whole pool is "
+                f"{evidence['kv_cache_capacity_tokens_whole_pool'] or 0:,.0f} cells), but max-model-len promises "
+                f"{mml:,}: a request longer than one slot is refused, however free the other slots are. "
+                "More replicas do not help: each has the same slots."
+            )
         if "data_parallel_ranks" in evidence:
             situation = (
                 f"Each request lives on one of {evidence['data_parallel_ranks']} data-parallel ranks, and the "

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.states import VLLMEngine, go_float
-from tests.states.field import FieldState, check_field_state, run_field_state
+from tests.states.field import FieldState, check_field_state, number, run_field_state
 
 # --- SGLang: several DP ranks ------------------------------------------------------------------------------
 
@@ -725,7 +725,50 @@ def sglang_pd_decode_dp_one_rank_full() -> FieldState:
     )
 
 
+def llamacpp_request_longer_than_a_slot() -> FieldState:
+    """llama.cpp ``-c 16384 -np 4``: the operator promises 16k-token requests, but each slot serves
+    16,384 ÷ 4 = 4,096 tokens; longer requests fail "context size has been exceeded", however idle the others.
+
+    ggml-org/llama.cpp#11681 ("--ctx-size is divided by --parallel"; PR #17767 documents it: "each slot gets
+    ctx-size / parallel tokens"). The pool (16,384 cells) would hold one max-length request: the slot does not.
+    The cap is max-model-len at the slot (or a larger --ctx-size); never a replica or a KV-budget turn.
+    """
+    return FieldState(
+        id="llamacpp-request-longer-than-a-slot",
+        source="https://github.com/ggml-org/llama.cpp/issues/11681",
+        engine_version="llama.cpp b5500+ (after PR #13660: no KV metrics)",
+        deployment={
+            "name": "llamacpp-c16k-np4",
+            "engine": "llamacpp",
+            "model": "Qwen/Qwen3-8B",
+            "gpu": "rtx4090",
+            "tensor_parallel_size": 1,
+            "ctx_size": 16384,
+            "parallel": 4,
+            "max_model_len": 16384,
+            "slo": SLO,
+        },
+        scrapes=[
+            (
+                llamacpp_text(busy=1, deferred=0, prompt=9000, predicted=700),
+                llamacpp_text(busy=1, deferred=0, prompt=9100, predicted=760),
+            )
+        ],
+        snapshot={"requests_running": 1, "requests_waiting": 0},
+        named=["slot_tokens", "ctx-size"],
+        must_propose=[("max_model_len", "decrease")],
+        must_never=[("replicas", None), ("kv_cache_dtype", None), ("gpu_memory_utilization", "increase")],
+        extra_check=_capped_at_the_slot,
+    )
+
+
+def _capped_at_the_slot(result: dict[str, object]) -> None:
+    recs = [r for r in result["recommendations"] if r.get("dial") == "max_model_len"]  # type: ignore[union-attr]
+    assert recs and number(recs[0]["suggested"]) <= 4096, recs
+
+
 STATES = [
+    llamacpp_request_longer_than_a_slot(),
     sglang_dp8_long_context(),
     vllm_dp8_ceiling(),
     vllm_dp_negative_rank(),
