@@ -131,6 +131,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"warning: the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
             f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
         )
+    needed = result.weights_bytes_per_gpu + result.overhead_bytes_per_gpu + result.kv_pool_bytes_per_gpu
+    if args.num_gpu_blocks_override is not None and needed > memory:
+        _err(
+            f"warning: --num-gpu-blocks-override {args.num_gpu_blocks_override:,} needs "
+            f"{result.kv_pool_bytes_per_gpu / GIB:.2f} GiB of KV cache per GPU; with weights and overhead that is "
+            f"{needed / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: vLLM fails to allocate it at start-up"
+        )
     out = result.as_dict()
     out["gpu"] = spec.name if identified and spec is not None else gpu_name
     out["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp  # unknown part: unknown, not false

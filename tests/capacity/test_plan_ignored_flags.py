@@ -31,3 +31,28 @@ def test_an_ignored_flag_changes_nothing(engine: str, extra: list[str], flag: st
     assert with_["max_concurrency"] == pytest.approx(without["max_concurrency"])
     if engine != "vllm":
         assert flag in with_["ignored_flags"]
+
+
+def test_a_block_override_beyond_the_gpu_is_warned() -> None:
+    """``--num-gpu-blocks-override`` sizes the pool whatever the memory; when the blocks (16 tokens × 128 KiB
+    per token for Llama-3.1-8B in bf16 = 2 MiB each) cannot fit beside the weights, vLLM fails at start-up."""
+    import subprocess
+    import sys
+
+    from tests.rules.helpers import REPO_ROOT
+
+    def stderr(blocks: int) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "advisor.cli", *BASE, "--num-gpu-blocks-override", str(blocks)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stderr
+
+    # 100,000 blocks x 2 MiB = 195.3 GiB on a 79.15 GiB H100
+    assert "195.31 GiB" in stderr(100_000) and "fails to allocate" in stderr(100_000)
+    # 1,000 blocks = 1.95 GiB: fits
+    assert "fails to allocate" not in stderr(1_000)
