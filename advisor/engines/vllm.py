@@ -42,7 +42,8 @@ Rules (each a decision; change them here, in one place):
 * **``ranks``** holds one :class:`RankValues` per rank only when more than one rank reports (as
   ``EngineSnapshot.ranks`` documents); a single-rank snapshot has ``ranks == ()``.
 * **Capacity** per rank: label ``kv_cache_size_tokens`` (0.33+, correct for hybrid models) when a positive
-  number, else ``num_gpu_blocks × block_size``; ``"None"`` strings and 0 blocks are unknown.
+  number, else ``num_gpu_blocks × block_size`` — except for a hybrid model (:func:`kv_cache_hybrid`), whose
+  pool that product is not: unknown; ``"None"`` strings and 0 blocks are unknown.
 * **Waiting by reason** (``requests_waiting_by_reason``, 0.20+): ``vllm:num_requests_waiting_by_reason``
   per ``reason`` label (``capacity`` = no KV blocks, ``deferred`` = LoRA budget, KV transfer, blocked), each
   summed over ranks; ``{}`` before 0.20 (not listed in ``missing``: ``num_requests_waiting`` stands).
@@ -480,10 +481,13 @@ def _capacity_from_labels(labels: Mapping[str, str]) -> float | None:
         {kv_cache_size_tokens="432000", num_gpu_blocks="27000", block_size="16"} → 432000.0  (0.33)
         {num_gpu_blocks="2452", block_size="16"}                                → 39232.0   (0.11)
         {num_gpu_blocks="None", block_size="16"}                                → None (before profiling)
+        {num_gpu_blocks="48", block_size="672", mamba_page_size_padded="1376256"} → None (hybrid, 0.11–0.20)
     """
     direct = _positive_number(labels.get("kv_cache_size_tokens"))
     if direct is not None:
         return direct
+    if kv_cache_hybrid(labels):
+        return None  # block_size is the minimum over the KV groups: num_gpu_blocks × block_size is not the pool
     blocks = _positive_number(labels.get("num_gpu_blocks"))
     block_size = _positive_number(labels.get("block_size"))
     if blocks is None or block_size is None:
