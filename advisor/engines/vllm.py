@@ -542,7 +542,7 @@ CATALOG_ENTRIES: Final = (
     CatalogEntry(
         engine="vllm",
         title="vLLM V0 and V1",
-        prefixes=("vllm:",),
+        prefixes=("vllm:", *_RAY_PREFIXES),
         name_table=NAME_TABLE,
         units={
             "kv_cache_usage_ratio": "fraction 0–1 (despite _perc)",
