@@ -81,7 +81,7 @@ from advisor.engines.common import (
 MetricName = Series
 """One exposed vLLM family (the shared :class:`~advisor.engines.common.Series`)."""
 
-__all__ = ["NAME_TABLE", "WANTED_SAMPLE_NAMES", "Kind", "MetricName", "VLLMAdapter"]
+__all__ = ["BLOCK_SIZES", "NAME_TABLE", "WANTED_SAMPLE_NAMES", "Kind", "MetricName", "VLLMAdapter"]
 
 _LOGGERS: Final = "vllm/v1/metrics/loggers.py"
 _V0: Final = "vllm/engine/metrics.py"
@@ -167,6 +167,8 @@ Ray 2.50, ``WorkerId`` before), Triton model ``version``. The first present name
 _RAY_PREFIXES: Final = ("ray_vllm_", "ray_vllm:")
 """Ray's exporter: ``ray_`` + the vLLM name with ``:`` sanitized to ``_`` (``vllm/v1/metrics/ray_wrappers.py``)."""
 _CACHE_CONFIG: Final = "vllm:cache_config_info"
+BLOCK_SIZES: Final = (1, 8, 16, 32, 64, 128, 256)
+"""``--block-size`` values vLLM accepts (``vllm/config/cache.py`` ``BlockSize``); ``plan`` refuses others."""
 _REASON_LABEL: Final = "reason"
 """``vllm:num_requests_waiting_by_reason``'s label (``capacity`` / ``deferred``, ``vllm/v1/metrics/loggers.py``)."""
 _HYBRID_MARKERS: Final = ("mamba_page_size_padded", "mamba_block_size", "sliding_window")
