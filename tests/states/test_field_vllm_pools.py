@@ -135,7 +135,67 @@ def hybrid_pool_unknown() -> FieldState:
     )
 
 
-STATES = [lora_deferred(), hybrid_pool_unknown()]
+def hybrid_group_aware_pool_full() -> FieldState:
+    """vLLM 0.33, hybrid GDN/Mamba model: the group-aware pool (``kv_cache_size_tokens`` 457,880) is full with
+    three requests and five wait for ``capacity``.
+
+    vllm-project/vllm#54458: on a hybrid linear-attention model vLLM raises the attention block to 7,808 tokens
+    ("Setting attention block size to 7808 tokens to ensure that attention page size is >= mamba page size");
+    every request pins ~23 pages, "only 2-3 requests of ANY size run, the rest queue on capacity" in a
+    457,880-token pool. The engine's group-aware number is the pool (not 70 blocks × 7,808 = 546,560): it is
+    read, the model is named hybrid, and the pool really is full — the queue is capacity, so the KV rules run;
+    raising max_num_seqs admits no one, and a max-model-len cap frees nothing: a 12-token prompt held 32.9 % of
+    the pool, whole pages per KV group, not its length. (``ai21labs/Jamba-v0.1`` stands in for the report's
+    model.)
+    """
+    eng = VLLMEngine(
+        model_name="ai21labs/Jamba-v0.1",
+        num_gpu_blocks=70,
+        block_size=7808,
+        max_model_len=131072,
+        gpu_memory_utilization=0.9,
+        version="0.33",
+    )
+    eng.cache_labels = {
+        "mamba_page_size_padded": "4096000",
+        "kv_cache_size_tokens": "457880",
+        "kv_cache_max_concurrency": str(457880 / 131072),
+    }
+    eng.running, eng.waiting, eng.kv_usage = 3.0, 5.0, 0.99
+    first, second = scrapes(eng, preempt=2.0)
+    return FieldState(
+        id="vllm-hybrid-group-aware-pool-full",
+        source="https://github.com/vllm-project/vllm/issues/54458",
+        engine_version="vLLM 0.33 (V1, hybrid linear attention + full attention)",
+        deployment={
+            "name": "hybrid-gdn",
+            "engine": "vllm",
+            "model": "ai21labs/Jamba-v0.1",
+            "gpu": "h100-sxm",
+            "tensor_parallel_size": 2,
+            "gpu_memory_utilization": 0.9,
+            "max_model_len": 131072,
+            "slo": SLO,
+        },
+        scrapes=[(first, second)],
+        snapshot={
+            "kv_cache_hybrid": True,
+            "kv_cache_capacity_tokens": 457880,
+            "requests_waiting_by_reason": {"capacity": 5, "deferred": 0},
+        },
+        must_never=[("max_num_seqs", "increase"), ("replicas", "decrease"), ("max_model_len", "decrease")],
+        must_propose=[("replicas", "increase")],
+        extra_check=_kv_rule_ran,
+    )
+
+
+def _kv_rule_ran(result: dict[str, Any]) -> None:
+    reason = _rule_reason(result, "kv_saturation")
+    assert "5 waiting" in reason and "withheld" not in reason, f"kv_saturation should judge the full pool: {reason!r}"
+    assert "admission_thrash" in {r.get("rule") for r in result.get("recommendations") or []}
+
+
+STATES = [lora_deferred(), hybrid_pool_unknown(), hybrid_group_aware_pool_full()]
 
 
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
