@@ -228,7 +228,13 @@ class VLLMAdapter:
 
         cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
         capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
-        note("kv_cache_capacity_tokens", capacity)
+        hybrid = kv_cache_hybrid(engine_config)
+        if capacity is None and hybrid:
+            missing.append(
+                f"{_CACHE_CONFIG} kv_cache_size_tokens (hybrid model: num_gpu_blocks × block_size is not its pool)"
+            )
+        else:
+            note("kv_cache_capacity_tokens", capacity)
 
         # KV usage: first alias giving a usable aggregate
         usage_by_rank: dict[str, float | None] = {}
@@ -312,7 +318,7 @@ class VLLMAdapter:
             engine_config=engine_config,
             ranks=rank_values,
             requests_waiting_by_reason=waiting_by_reason,
-            kv_cache_hybrid=kv_cache_hybrid(engine_config),
+            kv_cache_hybrid=hybrid,
             replicas=scope.replicas(ranks),
             missing=tuple(missing),
         )

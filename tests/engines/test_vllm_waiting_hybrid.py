@@ -94,6 +94,7 @@ def test_hybrid_unknown_without_cache_config_info_or_its_markers() -> None:
 def test_a_hybrid_pool_is_unknown_without_the_group_aware_size_never_blocks_times_block_size() -> None:
     hybrid = read(cache_info(block_size="672", num_gpu_blocks="48", mamba_page_size_padded="1376256"))
     assert hybrid.kv_cache_capacity_tokens is None  # 48 × 672 = 32,256 is not the pool
+    assert any("kv_cache_size_tokens (hybrid model" in m for m in hybrid.missing), hybrid.missing
     group_aware = read(cache_info(mamba_page_size_padded="1376256", kv_cache_size_tokens="90000"))
     assert group_aware.kv_cache_capacity_tokens == 90000.0
     plain = read(cache_info(mamba_page_size_padded="None", sliding_window="None"))
