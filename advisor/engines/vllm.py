@@ -555,6 +555,7 @@ CATALOG_ENTRIES: Final = (
         units={
             "kv_cache_usage_ratio": "fraction 0–1 (despite _perc)",
             "kv_cache_capacity_tokens": "tokens (cache_config_info labels)",
+            "requests_waiting_by_reason": "requests, per reason label (capacity, deferred)",
             "ttft": "seconds",
             "tpot": "seconds",
             "e2e": "seconds",
