@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.json_schema import models_json_schema
 
 from advisor import __version__
+from advisor.engines import catalog
 from advisor.rules.turns import FIELD_FOR_DIAL
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -76,8 +77,10 @@ class PlanDeployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the engine's")
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA models)")
-    engine: Literal["vllm", "sglang", "tgi", "triton-trtllm", "trtllm", "llamacpp", "dynamo"] = Field(
-        default="vllm", description="whose KV accounting sizes the deployment (as `plan --engine`)"
+    engine: str = Field(
+        default="vllm",
+        description="whose KV accounting sizes the deployment (as `plan --engine`)",
+        json_schema_extra={"enum": list(catalog.engine_ids())},
     )
     num_gpu_blocks_override: int | None = Field(
         default=None, ge=1, le=1_000_000_000, strict=True, description="vLLM --num-gpu-blocks-override"
@@ -101,6 +104,14 @@ class PlanDeployment(_Strict):
     ctx_size: int | None = Field(default=None, ge=1, le=100_000_000, strict=True, description="llama.cpp --ctx-size")
     parallel: int | None = Field(default=None, ge=1, le=65_536, strict=True, description="llama.cpp --parallel")
     kv_unified: bool = Field(default=False, strict=True, description="llama.cpp --kv-unified")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        """An engine id of the catalog (:func:`advisor.engines.catalog.engine_ids`)."""
+        if engine not in catalog.engine_ids():
+            raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(catalog.engine_ids())}")
+        return engine
 
     @field_validator("model")
     @classmethod

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from advisor.argtypes import bounded_int, positive_float, version_arg
+from advisor.capacity.kv import ACCOUNTING_ENGINES
+from advisor.engines import catalog
+from advisor.engines.vllm import BLOCK_SIZES as VLLM_BLOCK_SIZES
 from advisor.errors import CapacityError
 
 
@@ -22,8 +25,11 @@ def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
 
 
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
-"""``--block-size`` values vLLM accepts (``vllm/config/cache.py`` ``BlockSize``)."""
+def plan_engines() -> tuple[str, ...]:
+    """The ``--engine`` choices: the catalog's engine ids whose KV accounting the capacity pass models
+    (:data:`advisor.capacity.kv.ACCOUNTING_ENGINES`), in catalog order: ``("vllm", "sglang", "tgi", "trtllm",
+    "llamacpp")``."""
+    return tuple(e for e in catalog.engine_ids() if e in ACCOUNTING_ENGINES)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -402,10 +408,11 @@ def add_plan_parser(sub: Any) -> None:
         metavar="GIB",
         help="memory other processes hold on each GPU (a shared GPU), GiB",
     )
-    plan.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm", "llamacpp"], default="vllm")
+    plan.add_argument("--engine", choices=plan_engines(), default="vllm")
     plan.add_argument("--engine-version", type=version_arg, default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
     plan.add_argument("--enforce-eager", action="store_true")
-    engines = plan.add_argument_group("other engines (--engine sglang|tgi|trtllm|llamacpp)")
+    others = "|".join(e for e in plan_engines() if e != "vllm")
+    engines = plan.add_argument_group(f"other engines (--engine {others})")
     engines.add_argument(
         "--mem-fraction-static", type=positive_float(1.0), default=None, help="SGLang (default: its GPU rule)"
     )

@@ -174,3 +174,65 @@ def test_no_engine_bucket_bound_list_is_written_outside_advisor_engines() -> Non
         for line, run in bucket_bounds_in(path.read_text(encoding="utf-8"), str(path)):
             found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {run}")
     assert not found, "engine bucket bounds outside advisor/engines/ (read them from the catalog):\n" + "\n".join(found)
+
+
+# --- engine ids and vLLM's block sizes -------------------------------------------------------------------------
+
+ENGINE_ID_RUN: Final = 4
+"""Catalog engine ids in one literal that make a copy of the id list (a pair or three name which engines read
+one key, as config.py's ENGINE_KEYS does)."""
+
+OWN_ID_LISTS: Final = {
+    "advisor/capacity/": "capacity is pure and lowest: it keeps its own ids (tests/engines/test_catalog.py checks "
+    "they are catalog ids)",
+    "advisor/config.py": "ENGINE_KEYS: which engines read each deployment key (a subset per key)",
+}
+
+
+def engine_id_lists_in(source: str, filename: str) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """``(line, ids)`` for every literal tuple, list or set of strings (``Literal[...]`` included) naming
+    :data:`ENGINE_ID_RUN` or more catalog engine ids."""
+    ids = set(catalog.engine_ids())
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, ast.Tuple | ast.List | ast.Set):
+            continue
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        named = tuple(v for v in values if v in ids)
+        if len(values) == len(node.elts) and len(named) >= ENGINE_ID_RUN:
+            yield node.lineno, named
+
+
+def block_size_lists_in(source: str, filename: str) -> Iterator[int]:
+    """Lines of every literal tuple or list of numbers holding vLLM's block sizes
+    (:data:`advisor.engines.vllm.BLOCK_SIZES`) in order."""
+    from advisor.engines.vllm import BLOCK_SIZES
+
+    want = tuple(float(b) for b in BLOCK_SIZES)
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, ast.Tuple | ast.List):
+            continue
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int | float)]
+        if len(values) != len(node.elts) or len(values) < len(want):
+            continue
+        runs = (tuple(float(v) for v in values[i : i + len(want)]) for i in range(len(values) - len(want) + 1))
+        if want in runs:
+            yield node.lineno
+
+
+def test_the_id_and_block_size_scans_find_copies() -> None:
+    assert list(engine_id_lists_in('p.add_argument("--engine", choices=["vllm", "sglang", "tgi", "trtllm"])', "<t>"))
+    assert list(engine_id_lists_in('E = Literal["vllm", "sglang", "tgi", "llamacpp", "dynamo"]', "<t>"))
+    assert not list(engine_id_lists_in('K = {"ctx_size": ("llamacpp", "auto")}', "<t>"))
+    assert list(block_size_lists_in("VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)", "<t>"))
+    assert not list(block_size_lists_in("BUCKETS = (1, 8, 16, 32, 64, 128, 512)", "<t>"))
+
+
+def test_no_engine_id_list_or_block_size_list_is_written_outside_advisor_engines() -> None:
+    found = []
+    for path in package_files():
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        text = path.read_text(encoding="utf-8")
+        found += [f"{rel}:{line}: vLLM block sizes" for line in block_size_lists_in(text, rel)]
+        if not rel.startswith(tuple(OWN_ID_LISTS)):
+            found += [f"{rel}:{line}: engine ids {ids}" for line, ids in engine_id_lists_in(text, rel)]
+    assert not found, "engine facts outside advisor/engines/ (read them from the catalog):\n" + "\n".join(found)

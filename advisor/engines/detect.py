@@ -24,25 +24,44 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Final
+
+from advisor.engines import catalog
 
 _MAX_PREFIXES_NAMED: Final = 8
 
-PREFIXES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
-    ("vllm", ("vllm:", "ray_vllm_", "ray_vllm:")),
-    ("sglang", ("sglang:", "sglang_")),
-    ("tgi", ("tgi_",)),
-    ("triton-trtllm", ("nv_trt_llm_",)),
-    ("trtllm", ("trtllm_",)),
-    ("llamacpp", ("llamacpp:",)),
-    ("dynamo", ("dynamo_frontend_", "dynamo_component_")),
-    ("dcgm", ("DCGM_FI_",)),
-)
-"""Engine id → family prefixes, in priority order (engines before wrappers and GPU telemetry)."""
+TELEMETRY_PREFIXES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (("dcgm", ("DCGM_FI_",)),)
+"""Pages that are not an engine's but are recognised to say so: DCGM exporter (``dcgm-exporter``'s
+``DCGM_FI_*`` field names). No catalog entry: :func:`advisor.engines.get_adapter` has no adapter for them."""
+
+
+@cache
+def prefixes() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Engine id → family prefixes in priority order: the catalog's engines, then its frontends
+    (:func:`advisor.engines.catalog.detection_prefixes`), then GPU telemetry (:data:`TELEMETRY_PREFIXES`).
+
+    Example: ``(("vllm", ("vllm:", "ray_vllm_", "ray_vllm:")), …, ("dynamo", ("dynamo_frontend_", …)),
+    ("dcgm", ("DCGM_FI_",)))``.
+    """
+    return (*catalog.detection_prefixes(), *TELEMETRY_PREFIXES)
+
+
+@cache
+def _groups() -> tuple[tuple[str, ...], ...]:
+    """Engine ids in the order detection prefers them: engines, frontends, telemetry."""
+    frontends = {e.engine for e in catalog.entries() if e.frontend_only}
+    ids = [engine for engine, _ in catalog.detection_prefixes()]
+    return (
+        tuple(e for e in ids if e not in frontends),
+        tuple(e for e in ids if e in frontends),
+        tuple(engine for engine, _ in TELEMETRY_PREFIXES),
+    )
 
 
 def detect_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[str]) -> str | None:
-    """The engine id whose prefix the most sample names carry (ties: the earlier in :data:`PREFIXES`).
+    """The engine id whose prefix the most sample names carry (ties: the earlier in :func:`prefixes`); an
+    engine's own families win over a frontend's, and both over GPU telemetry.
 
     Args:
         exposition_or_sample_names: an :data:`~advisor.domain.Exposition` (its keys are read) or sample names
@@ -51,14 +70,16 @@ def detect_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[st
     Returns:
         An engine id, or ``None`` when no known prefix appears.
     """
-    counts = dict.fromkeys((engine for engine, _ in PREFIXES), 0)
+    table = prefixes()
+    counts = dict.fromkeys((engine for engine, _ in table), 0)
     for name in exposition_or_sample_names:
-        for engine, prefixes in PREFIXES:
-            if name.startswith(prefixes):
+        for engine, engine_prefixes in table:
+            if name.startswith(engine_prefixes):
                 counts[engine] += 1
                 break
-    engines_first = [e for e, _ in PREFIXES if e not in ("dynamo", "dcgm")]
-    for group in (engines_first, ["dynamo"], ["dcgm"]):
+    for group in _groups():
+        if not group:
+            continue
         best = max(group, key=lambda e: counts[e])
         if counts[best] > 0:
             return best
@@ -68,12 +89,12 @@ def detect_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[st
 def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[str]) -> list[str]:
     """The metric-name prefixes a page carries, most frequent first (at most 8), for messages.
 
-    A known family prefix of :data:`PREFIXES` counts as itself (``DCGM_FI_``); any other name counts by its
+    A known family prefix of :func:`prefixes` counts as itself (``DCGM_FI_``); any other name counts by its
     first word up to and including the first ``_`` or ``:`` (``go_gc_duration_seconds`` → ``go_``).
 
     Example: ``["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "go_goroutines"]`` → ``["DCGM_FI_", "go_"]``.
     """
-    known = [p for _, prefixes in PREFIXES for p in prefixes]
+    known = [p for _, engine_prefixes in prefixes() for p in engine_prefixes]
     counts: dict[str, int] = {}
     for name in exposition_or_sample_names:
         prefix = next((p for p in known if name.startswith(p)), None)

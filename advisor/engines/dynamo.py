@@ -219,11 +219,15 @@ def _number(text: str | None) -> float | None:
 
 from advisor.engines.catalog import CatalogEntry, KVAccounting, LatencyBuckets, PromQLHandling  # noqa: E402
 
+_WORKER_PREFIX: Final = "dynamo_component_"
+"""A Dynamo worker's own families (``prometheus_names.py``): detected as ``dynamo`` only on a page carrying no
+engine family (a worker passes its engine's through, and the engine wins)."""
+
 CATALOG_ENTRIES: Final = (
     CatalogEntry(
         engine="dynamo",
         title="NVIDIA Dynamo frontend",
-        prefixes=("dynamo_frontend_",),
+        prefixes=("dynamo_frontend_", _WORKER_PREFIX),
         name_table=NAME_TABLE,
         units={"ttft": "seconds", "tpot": "seconds (inter-token latency)", "e2e": "seconds"},
         labels={"model": DynamoFrontendAdapter.model_labels},

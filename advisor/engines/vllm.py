@@ -42,7 +42,15 @@ Rules (each a decision; change them here, in one place):
 * **``ranks``** holds one :class:`RankValues` per rank only when more than one rank reports (as
   ``EngineSnapshot.ranks`` documents); a single-rank snapshot has ``ranks == ()``.
 * **Capacity** per rank: label ``kv_cache_size_tokens`` (0.33+, correct for hybrid models) when a positive
-  number, else ``num_gpu_blocks × block_size``; ``"None"`` strings and 0 blocks are unknown.
+  number, else ``num_gpu_blocks × block_size`` — except for a hybrid model (:func:`kv_cache_hybrid`), whose
+  pool that product is not: unknown; ``"None"`` strings and 0 blocks are unknown.
+* **Waiting by reason** (``requests_waiting_by_reason``, 0.20+): ``vllm:num_requests_waiting_by_reason``
+  per ``reason`` label (``capacity`` = no KV blocks, ``deferred`` = LoRA budget, KV transfer, blocked), each
+  summed over ranks; ``{}`` before 0.20 (not listed in ``missing``: ``num_requests_waiting`` stands).
+* **Hybrid KV groups** (``kv_cache_hybrid``, :func:`kv_cache_hybrid`): ``cache_config_info``'s
+  ``mamba_page_size_padded`` / ``mamba_block_size`` / ``sliding_window`` set → ``True`` (``block_size`` is
+  then the minimum over the groups and ``num_gpu_blocks × block_size`` not the pool); present and
+  ``"None"`` → ``False``; no ``cache_config_info`` → ``None``.
 * **TPOT.** Per-request ``vllm:request_time_per_output_token_seconds`` (0.11+) first; else the older
   ``vllm:time_per_output_token_seconds`` (per decode step, i.e. ITL) and then
   ``vllm:inter_token_latency_seconds`` (0.10+), both with ``tpot_is_itl=True``.
@@ -73,7 +81,7 @@ from advisor.engines.common import (
 MetricName = Series
 """One exposed vLLM family (the shared :class:`~advisor.engines.common.Series`)."""
 
-__all__ = ["NAME_TABLE", "WANTED_SAMPLE_NAMES", "Kind", "MetricName", "VLLMAdapter"]
+__all__ = ["BLOCK_SIZES", "NAME_TABLE", "WANTED_SAMPLE_NAMES", "Kind", "MetricName", "VLLMAdapter"]
 
 _LOGGERS: Final = "vllm/v1/metrics/loggers.py"
 _V0: Final = "vllm/engine/metrics.py"
@@ -90,6 +98,15 @@ NAME_TABLE: Final[Mapping[str, tuple[Series, ...]]] = {
     ),
     "requests_running": (Series("vllm:num_requests_running", "gauge", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "requests_waiting": (Series("vllm:num_requests_waiting", "gauge", "V0; V1 0.7 → 0.33", _LOGGERS),),
+    "requests_waiting_by_reason": (
+        Series(
+            "vllm:num_requests_waiting_by_reason",
+            "gauge",
+            "V1 0.20 → 0.33 (label reason: capacity = no KV blocks, deferred = LoRA budget / KV transfer / "
+            "blocked; the reasons sum to num_requests_waiting)",
+            _LOGGERS,
+        ),
+    ),
     "preemptions_total": (Series("vllm:num_preemptions_total", "counter", "V0; V1 0.8 → 0.33", _LOGGERS),),
     "prompt_tokens_total": (
         Series("vllm:prompt_tokens_total", "counter", "V0; V1 0.7 → 0.33 (cached included)", _LOGGERS),
@@ -150,6 +167,15 @@ Ray 2.50, ``WorkerId`` before), Triton model ``version``. The first present name
 _RAY_PREFIXES: Final = ("ray_vllm_", "ray_vllm:")
 """Ray's exporter: ``ray_`` + the vLLM name with ``:`` sanitized to ``_`` (``vllm/v1/metrics/ray_wrappers.py``)."""
 _CACHE_CONFIG: Final = "vllm:cache_config_info"
+BLOCK_SIZES: Final = (1, 8, 16, 32, 64, 128, 256)
+"""``--block-size`` values vLLM accepts (``vllm/config/cache.py`` ``BlockSize``); ``plan`` refuses others."""
+_REASON_LABEL: Final = "reason"
+"""``vllm:num_requests_waiting_by_reason``'s label (``capacity`` / ``deferred``, ``vllm/v1/metrics/loggers.py``)."""
+_HYBRID_MARKERS: Final = ("mamba_page_size_padded", "mamba_block_size", "sliding_window")
+"""``vllm:cache_config_info`` labels (``CacheConfig`` fields, ``vllm/config/cache.py``, exported by
+``metrics_info()``) that are set — not ``"None"`` — only when the model has KV groups besides full attention:
+``mamba_page_size_padded`` (0.11+: the Mamba state page the attention block is raised to fit),
+``mamba_block_size`` (0.20+), ``sliding_window`` (sliding-window attention layers)."""
 _PROCESS_START: Final = "process_start_time_seconds"
 
 WANTED_SAMPLE_NAMES: Final = wanted_names(NAME_TABLE)
@@ -202,7 +228,13 @@ class VLLMAdapter:
 
         cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
         capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
-        note("kv_cache_capacity_tokens", capacity)
+        hybrid = kv_cache_hybrid(engine_config)
+        if capacity is None and hybrid:
+            missing.append(
+                f"{_CACHE_CONFIG} kv_cache_size_tokens (hybrid model: num_gpu_blocks × block_size is not its pool)"
+            )
+        else:
+            note("kv_cache_capacity_tokens", capacity)
 
         # KV usage: first alias giving a usable aggregate
         usage_by_rank: dict[str, float | None] = {}
@@ -226,6 +258,7 @@ class VLLMAdapter:
 
         running_by_rank, running = total("requests_running")
         waiting_by_rank, waiting = total("requests_waiting")
+        waiting_by_reason = _waiting_by_reason(scope, ranks)
         preempt_by_rank, preemptions = total("preemptions_total")
         prompt_by_rank, prompt = total("prompt_tokens_total")
         gen_by_rank, generation = total("generation_tokens_total")
@@ -284,6 +317,8 @@ class VLLMAdapter:
             process_start_time_seconds=process_start,
             engine_config=engine_config,
             ranks=rank_values,
+            requests_waiting_by_reason=waiting_by_reason,
+            kv_cache_hybrid=hybrid,
             replicas=scope.replicas(ranks),
             missing=tuple(missing),
         )
@@ -365,6 +400,67 @@ class _VLLMScope(Scope):
         return _MODEL_LABELS[0]
 
 
+def _waiting_by_reason(scope: _VLLMScope, ranks: Sequence[str]) -> dict[str, float]:
+    """``vllm:num_requests_waiting_by_reason`` (0.20+) → ``{reason: requests}``, each summed over ``ranks``.
+
+    A rank's value per reason is the max over its other labels (``pid``), as for every gauge. A reason some
+    rank does not report (or reports NaN or a negative count) is left out (unknown, never 0); ``{}`` when the
+    family is not exposed (vLLM before 0.20).
+
+    Example (two DP ranks)::
+
+        vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"} 3.0
+        vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"} 0.0
+        vllm:num_requests_waiting_by_reason{engine="1",model_name="m",reason="capacity"} 2.0
+        vllm:num_requests_waiting_by_reason{engine="1",model_name="m",reason="deferred"} 4.0
+        → {"capacity": 5.0, "deferred": 4.0}
+    """
+    per_reason: dict[str, dict[str, float | None]] = {}
+    for s in scope.samples(NAME_TABLE["requests_waiting_by_reason"][0]):
+        reason = s.labels.get(_REASON_LABEL)
+        if not reason:
+            continue
+        by_rank = per_reason.setdefault(reason, {})
+        rank = scope.rank(s)
+        prev = by_rank.get(rank)
+        if math.isnan(s.value) or s.value < 0:
+            by_rank.setdefault(rank, None)
+        else:
+            by_rank[rank] = s.value if prev is None else max(prev, s.value)
+    out: dict[str, float] = {}
+    for reason, by_rank in per_reason.items():
+        value = sum_all(by_rank, ranks)
+        if value is not None:
+            out[reason] = value
+    return out
+
+
+def kv_cache_hybrid(cache_config: Mapping[str, str]) -> bool | None:
+    """Whether the model has KV-cache groups besides full attention, from ``vllm:cache_config_info`` labels.
+
+    For such hybrid models (Mamba layers: Qwen3-Next, Nemotron-H, Granite-4, Jamba; sliding-window layers) vLLM
+    raises the attention block size to fit the Mamba state page and exports ``block_size`` as the minimum over
+    the KV groups (``HybridAttentionMambaModelConfig.verify_and_update_config`` in
+    ``vllm/model_executor/models/config.py`` sets ``cache_config.block_size`` and ``mamba_page_size_padded``),
+    so ``num_gpu_blocks × block_size`` is not the pool (0.33 adds the group-aware ``kv_cache_size_tokens``).
+
+    Args:
+        cache_config: the labels of one ``vllm:cache_config_info`` sample (``{}`` when the family is absent).
+
+    Returns:
+        ``True`` when any of :data:`_HYBRID_MARKERS` is set (not ``"None"``/empty); ``False`` when at least one
+        marker label is present and none is set; ``None`` (unknown) when the family is absent or names no
+        marker.
+
+    Example: ``{"mamba_page_size_padded": "1059840", "sliding_window": "None", …}`` → ``True``;
+    ``{"mamba_page_size_padded": "None", "sliding_window": "None", …}`` → ``False``; ``{}`` → ``None``.
+    """
+    present = [cache_config[k] for k in _HYBRID_MARKERS if k in cache_config]
+    if not present:
+        return None
+    return any(v.strip() not in ("", "None") for v in present)
+
+
 def _names_rank(sample: Sample) -> bool:
     return any(k in sample.labels for k in (_RANK_LABEL, *_REPLICA_LABELS))
 
@@ -393,10 +489,13 @@ def _capacity_from_labels(labels: Mapping[str, str]) -> float | None:
         {kv_cache_size_tokens="432000", num_gpu_blocks="27000", block_size="16"} → 432000.0  (0.33)
         {num_gpu_blocks="2452", block_size="16"}                                → 39232.0   (0.11)
         {num_gpu_blocks="None", block_size="16"}                                → None (before profiling)
+        {num_gpu_blocks="48", block_size="672", mamba_page_size_padded="1376256"} → None (hybrid, 0.11–0.20)
     """
     direct = _positive_number(labels.get("kv_cache_size_tokens"))
     if direct is not None:
         return direct
+    if kv_cache_hybrid(labels):
+        return None  # block_size is the minimum over the KV groups: num_gpu_blocks × block_size is not the pool
     blocks = _positive_number(labels.get("num_gpu_blocks"))
     block_size = _positive_number(labels.get("block_size"))
     if blocks is None or block_size is None:
@@ -451,11 +550,12 @@ CATALOG_ENTRIES: Final = (
     CatalogEntry(
         engine="vllm",
         title="vLLM V0 and V1",
-        prefixes=("vllm:",),
+        prefixes=("vllm:", *_RAY_PREFIXES),
         name_table=NAME_TABLE,
         units={
             "kv_cache_usage_ratio": "fraction 0–1 (despite _perc)",
             "kv_cache_capacity_tokens": "tokens (cache_config_info labels)",
+            "requests_waiting_by_reason": "requests, per reason label (capacity, deferred)",
             "ttft": "seconds",
             "tpot": "seconds",
             "e2e": "seconds",

@@ -11,6 +11,11 @@ admit a request only when its whole prompt and output budget fit (the admission 
 has one); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
 generic pool turns would not change who holds the pool. With data-parallel ranks, "running", "pool" and the
 share are per rank (a request lives on one rank), not summed over the replica.
+
+On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or sliding-window groups) a request's
+share of the pool is not its context: every KV group pins whole pages per request, the attention page raised to
+the Mamba page's size (7,808 tokens in vllm-project/vllm#54458, where a 12-token prompt held 32.9 % of the pool).
+Capping max-model-len does not shrink that footprint, so the cap is not proposed there; the other turns stand.
 """
 
 from __future__ import annotations
@@ -129,7 +134,8 @@ class AdmissionThrashRule:
         )
         out: list[Proposal] = []
         cap = int(pool / self.target_concurrency) // ROUND_TO * ROUND_TO
-        if ROUND_TO <= cap < mml:
+        # a hybrid model's per-request footprint is whole pages per KV group, not its length: no cap for it
+        if ROUND_TO <= cap < mml and not ev.kv_cache_hybrid:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
                 out.append(

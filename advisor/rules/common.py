@@ -32,6 +32,26 @@ def count(v: float | None) -> str:
     return "unknown" if v is None else f"{v:,.0f}"
 
 
+def data_parallel_ranks(ev: Evaluation) -> int:
+    """Data-parallel ranks in one replica: the configured ``data_parallel_size``, or the ranks the engine
+    reports (``Evaluation.kv_rank_capacity_tokens``) when it reports more.
+
+    Per-rank dials (``max_num_seqs``, ``max_num_batched_tokens``: vLLM and SGLang apply them to each DP engine,
+    ``vllm/config/scheduler.py``) are compared with per-rank quantities: a replica-wide count ÷ this, or the dial
+    × this against a replica-wide count.
+    """
+    return max(1, ev.ctx.inputs.data_parallel_size, len(ev.kv_rank_capacity_tokens))
+
+
+def rank_concurrency(ev: Evaluation) -> float:
+    """Max-length sequences one data-parallel rank's pool holds, from the capacity pass (whose
+    ``max_concurrency`` is summed over ranks when a max-length request fits one rank:
+    :func:`advisor.capacity.kv.across_ranks`)."""
+    cap = ev.ctx.capacity
+    dp = max(1, cap.data_parallel_size)
+    return cap.max_concurrency / dp if cap.max_concurrency >= 1 else cap.max_concurrency
+
+
 def tokens_per_running_request(ev: Evaluation) -> float | None:
     """Mean KV tokens each running request holds, per replica: usage × pool ÷ running."""
     s = ev.stats

@@ -37,7 +37,13 @@ from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.queueing import mean_queue_wait_seconds, replicas_needed
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, replicas_proposal, tokens_per_running_request
+from advisor.rules.common import (
+    confidence,
+    data_parallel_ranks,
+    rank_concurrency,
+    replicas_proposal,
+    tokens_per_running_request,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 from advisor.telemetry import summarize
@@ -147,7 +153,8 @@ class GoodputRule:
         arrival = completion + max(0.0, inflight_last - inflight_first) / span
         per_replica = completion / ev.replicas_up
         running_per_replica = (s.requests_running or 0) / ev.replicas_up
-        ceiling = min(float(ev.ctx.inputs.max_num_seqs), ev.ctx.capacity.max_concurrency)
+        # max_num_seqs holds on each data-parallel rank: the replica's ceiling is per-rank × ranks
+        ceiling = data_parallel_ranks(ev) * min(float(ev.ctx.inputs.max_num_seqs), rank_concurrency(ev))
         if (s.requests_waiting or 0) == 0 and running_per_replica > 0:
             per_replica *= max(1.0, ceiling / running_per_replica)
         current = ev.ctx.replicas
@@ -256,7 +263,9 @@ class GoodputRule:
         if s is None or gpu is None or not s.requests_running:
             return []
         inputs = ev.ctx.inputs
-        batch = s.requests_running / max(ev.replicas_up, 1)
+        # one engine's batch: max_num_seqs (the knee's dial) and the roofline are per data-parallel rank
+        ranks = data_parallel_ranks(ev)
+        batch = s.requests_running / max(ev.replicas_up, 1) / ranks
         context = tokens_per_running_request(ev) or float(inputs.max_model_len or 2048) / 2
         target = ev.ctx.slo.tpot_seconds
         try:
@@ -281,17 +290,22 @@ class GoodputRule:
                     f"the knee, {knee}",
                     description=(
                         f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s with {batch:.0f} "
-                        "sequences per replica. Past the knee of TPOT against batch every extra sequence slows all "
-                        f"the others: the roofline gives ~{now_tpot * 1000:.0f} ms at {batch:.0f} and "
+                        f"sequences per {'data-parallel rank' if ranks > 1 else 'replica'}. Past the knee of TPOT "
+                        "against batch every extra sequence slows all the others: the roofline gives "
+                        f"~{now_tpot * 1000:.0f} ms at {batch:.0f} and "
                         f"~{knee_tpot * 1000:.0f} ms at {knee}. Cap the batch there and add replicas for the rest "
                         "of the load."
                     ),
                     predicted_effect={
                         "tpot_seconds": effect(now_tpot, knee_tpot),
                         "max_num_seqs": effect(inputs.max_num_seqs, knee),
-                        "batch_per_replica": effect(batch, knee),
+                        "batch_per_replica": effect(batch * ranks, knee * ranks),
                     },
-                    evidence={**evidence, "batch_per_replica": round(batch, 2)},
+                    evidence={
+                        **evidence,
+                        "batch_per_replica": round(batch * ranks, 2),
+                        **({"batch_per_rank": round(batch, 2), "data_parallel_ranks": ranks} if ranks > 1 else {}),
+                    },
                     score=now_tpot / max(knee_tpot, 1e-9),
                     sufficient=True,
                     cost=1.0,
@@ -341,12 +355,17 @@ class GoodputRule:
                     summary=f"{ev.ctx.name}: TPOT misses its target at a small batch — {dial} → {value}",
                     description=(
                         f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s though just {batch:.1f} "
-                        f"sequences run per replica: each step is bound by reading the weights. {dial} → {value} "
+                        f"sequences run per {'data-parallel rank' if ranks > 1 else 'replica'}: each step is bound by "
+                        f"reading the weights. {dial} → {value} "
                         f"takes the roofline TPOT from ~{now_tpot * 1000:.0f} ms to ~{after * 1000:.0f} ms. "
                         f"Note: {why}."
                     ),
                     predicted_effect={"tpot_seconds": effect(now_tpot, after)},
-                    evidence={**evidence, "batch_per_replica": round(batch, 2)},
+                    evidence={
+                        **evidence,
+                        "batch_per_replica": round(batch * ranks, 2),
+                        **({"batch_per_rank": round(batch, 2), "data_parallel_ranks": ranks} if ranks > 1 else {}),
+                    },
                     score=now_tpot / after / cost,
                     sufficient=after <= target,
                     cost=cost,

@@ -29,6 +29,7 @@ from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
     count,
+    data_parallel_ranks,
     kv_withheld,
     pool_demand_factor,
     pool_turns,
@@ -185,7 +186,10 @@ class KVSaturationRule:
         per_request = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
         if per_request <= 0:
             return None
-        holds = math.floor(ev.kv_capacity_tokens / per_request)
+        # max_num_seqs holds on each data-parallel rank: what one rank's pool holds
+        ranks = data_parallel_ranks(ev)
+        rank_pool = ev.kv_capacity_tokens / ranks
+        holds = math.floor(rank_pool / per_request)
         current = ev.ctx.inputs.max_num_seqs
         if holds < 1 or holds >= current or (s.preemptions_increase or 0) <= 0:
             return None
@@ -204,7 +208,8 @@ class KVSaturationRule:
             summary=f"{ev.ctx.name}: preemption thrash — cap max_num_seqs {current} → {holds} near the knee",
             description=(
                 f"Finished requests average ~{per_request:,.0f} tokens (prompt + output); the pool of "
-                f"{ev.kv_capacity_tokens:,.0f} tokens holds {holds} of them at once, but the engine may run "
+                f"{rank_pool:,.0f} tokens{' per data-parallel rank' if ranks > 1 else ''} holds {holds} of them at "
+                "once, but the engine may run "
                 f"{current}, so it admits more than fit and preempts {count(s.preemptions_increase)} in "
                 f"{s.window_seconds:.0f}s (recomputing their prefills). Capping at {holds} stops the thrash; it "
                 "does not raise the ceiling — pair it with a pool turn or replicas."

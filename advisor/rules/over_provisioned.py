@@ -22,7 +22,7 @@ from advisor.capacity.hardware import get_gpu, gpu_keys
 from advisor.capacity.kv import capacity_pass
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, replicas_proposal
+from advisor.rules.common import confidence, count, data_parallel_ranks, replicas_proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 
@@ -51,10 +51,10 @@ class OverProvisionedRule:
         return self._for
 
     def _ceiling(self, ev: Evaluation) -> float:
-        """Sequences one replica runs at most: max-num-seqs, or fewer when the pool holds fewer at the
-        observed request length (prompt + output of finished requests)."""
+        """Sequences one replica runs at most: max-num-seqs on each data-parallel rank (× ranks), or fewer when
+        the pool holds fewer at the observed request length (prompt + output of finished requests)."""
         s = ev.stats
-        ceiling = float(ev.ctx.inputs.max_num_seqs)
+        ceiling = float(ev.ctx.inputs.max_num_seqs) * data_parallel_ranks(ev)
         if (
             s is not None
             and s.requests_finished_per_second
@@ -230,12 +230,16 @@ class OverProvisionedRule:
             # generation rate with the same head-room (found by the closed-loop simulation test)
             if s is None or not s.generation_tokens_per_second or not per_request:
                 continue
-            batch = max(1.0, min(float(inputs.max_num_seqs), result.kv_cache_tokens / per_request))
+            # one engine's batch: max_num_seqs and the pool of one data-parallel rank
+            rank_tokens = result.kv_cache_tokens / max(1, result.data_parallel_size)
+            batch = max(1.0, min(float(inputs.max_num_seqs), rank_tokens / per_request))
             try:
                 tps = perf.decode_tokens_per_second(_with_memory(inputs, g.memory_bytes), g, batch, per_request)
             except (CapacityError, ValueError):
                 continue
-            if tps * self.target_load_ratio < s.generation_tokens_per_second / max(ev.replicas_up, 1):
+            # tps is one engine's (one data-parallel rank's); the observed rate is per replica, over its ranks
+            rank_rate = s.generation_tokens_per_second / max(ev.replicas_up, 1) / data_parallel_ranks(ev)
+            if tps * self.target_load_ratio < rank_rate:
                 continue
             if best is None or g.memory_bytes < best[1]:
                 best = (g.name, g.memory_bytes, result.kv_cache_tokens)

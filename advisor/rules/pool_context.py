@@ -13,7 +13,8 @@ would hide that the longest requests can never fit (SGLang DP attention, vLLM ``
 For llama.cpp the bound is one slot (``--ctx-size ÷ --parallel`` cells, ``n_ctx_seq`` in
 ``src/llama-context.cpp``): a request never spans slots, however large the whole pool.
 A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
-(``block_size`` is the minimum over its KV groups): the rule cannot tell.
+(``block_size`` is the minimum over its KV groups, and the capacity pass does not model the groups): the rule
+cannot tell, whichever number stands in for the pool.
 
 Proposes capping max-model-len to what the pool holds (rounded down to a multiple of 1,024 tokens), or
 the turns that enlarge the pool until it holds the promised context. Supersedes the saturation, queue and
@@ -80,8 +81,11 @@ class PoolContextRule:
             evidence["data_parallel_ranks"] = len(ranks)
             evidence["kv_cache_capacity_tokens_summed_over_ranks"] = sum(ranks)
             evidence["max_model_len_ceiling_requests"] = sum(int(r // mml) for r in ranks)
-        hybrid_unsure = ev.kv_cache_hybrid and "kv_cache_size_tokens" not in ev.engine_config
-        if not pool or (hybrid_unsure and ev.kv_capacity_source == "engine"):
+        # A hybrid model's pool is known only from the engine's group-aware number: the capacity pass does not
+        # model the groups, and num_gpu_blocks × block_size is not the pool (the vLLM adapter leaves it unknown).
+        group_aware = ev.kv_capacity_source == "engine" and "kv_cache_size_tokens" in ev.engine_config
+        hybrid_unsure = ev.kv_cache_hybrid and not group_aware
+        if not pool or hybrid_unsure:
             return None, evidence
         return pool / mml, evidence
 

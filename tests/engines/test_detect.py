@@ -35,3 +35,20 @@ def test_every_detected_engine_but_dcgm_has_an_adapter() -> None:
         assert get_adapter(engine).engine == engine
     with pytest.raises(ValueError, match="known engines"):
         get_adapter("auto")
+
+
+def test_detection_writes_no_engine_prefix_of_its_own_it_reads_the_catalog() -> None:
+    """The prefixes are written once, in the catalog entries: detect.py holds none of them (on the branch head it
+    kept its own PREFIXES table)."""
+    import ast
+    from pathlib import Path
+
+    from advisor.engines import catalog, detect
+
+    tree = ast.parse(Path(detect.__file__).read_text(encoding="utf-8"))
+    literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not literals & catalog.all_prefixes()
+    assert detect.prefixes()[: len(catalog.entries())] == catalog.detection_prefixes()
+    for engine, prefixes in catalog.detection_prefixes():
+        for prefix in prefixes:
+            assert detect_engine([prefix + "x"]) == engine

@@ -256,7 +256,11 @@ class VLLMEngine:
         self.started = started
         self.running = 0.0
         self.waiting = 0.0
+        self.deferred = 0.0
+        """Of ``waiting``, requests deferred (LoRA budget, KV transfer), not waiting for capacity (0.33)."""
         self.kv_usage = 0.0
+        self.cache_labels: dict[str, str] = {}
+        """``cache_config_info`` labels set on top of the version's (hybrid markers, …)."""
         self.counters: dict[str, float] = {
             "vllm:prefix_cache_queries": 0.0,
             "vllm:prefix_cache_hits": 0.0,
@@ -362,6 +366,7 @@ class VLLMEngine:
                 kv_cache_size_tokens=str(self.kv_cache_size_tokens),
                 kv_cache_max_concurrency=str(self.kv_cache_size_tokens / self.max_model_len),
             )
+        base.update(self.cache_labels)
         return base
 
     def render(self) -> str:
@@ -386,7 +391,7 @@ class VLLMEngine:
             out.append(f"{name}{_labels(ml)} {go_float(value)}")
         if self.version == "0.33":
             head("vllm:num_requests_waiting_by_reason")
-            for reason, v in (("capacity", self.waiting), ("deferred", 0.0)):
+            for reason, v in (("capacity", self.waiting - self.deferred), ("deferred", self.deferred)):
                 out.append(f"vllm:num_requests_waiting_by_reason{_labels({**ml, 'reason': reason})} {go_float(v)}")
         head("vllm:kv_cache_usage_perc")
         out.append(f"vllm:kv_cache_usage_perc{_labels(ml)} {go_float(self.kv_usage)}")
