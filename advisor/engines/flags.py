@@ -108,7 +108,12 @@ _LLAMACPP: dict[str, str] = {
     c.DIAL_KV_CACHE_DTYPE: "--cache-type-k {value} --cache-type-v {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--split-mode row --tensor-split (across {value} GPUs)",
     c.DIAL_SPECULATIVE_DECODING: "--model-draft <draft.gguf> --draft-max {value}",
-    c.DIAL_MAX_MODEL_LEN: "--ctx-size {value} (shared by the --parallel slots)",
+    # a request is capped at one slot, --ctx-size ÷ --parallel (n_ctx_seq, src/llama-context.cpp): --ctx-size {value}
+    # would shrink every slot, so the cap is said as the slot size it implies, never as --ctx-size alone
+    c.DIAL_MAX_MODEL_LEN: (
+        "a request is capped at one slot (--ctx-size ÷ --parallel): serve at most {value} tokens per request "
+        "with --ctx-size = {value} × --parallel (or tell clients {value} is the limit)"
+    ),
     c.DIAL_CHUNKED_PREFILL: "--ubatch-size {value}",
     c.DIAL_PREFIX_CACHING: "--cache-reuse {value}",
     c.DIAL_ADMISSION_POLICY: "no admission-policy flag; put a queueing proxy in front",

@@ -765,6 +765,9 @@ def llamacpp_request_longer_than_a_slot() -> FieldState:
 def _capped_at_the_slot(result: dict[str, object]) -> None:
     recs = [r for r in result["recommendations"] if r.get("dial") == "max_model_len"]  # type: ignore[union-attr]
     assert recs and number(recs[0]["suggested"]) <= 4096, recs
+    # "--ctx-size 4096" would shrink each of the 4 slots to 1,024 tokens: the flag must not say that
+    flag = str(recs[0].get("flag"))
+    assert "--ctx-size 4096 " not in flag + " " and "--parallel" in flag, flag
 
 
 STATES = [
