@@ -100,9 +100,17 @@ class Scope:
         self._rank_label = rank_label
         self._replica_labels = tuple(replica_labels)
         self._fold = casefold_model
+        self._memo: dict[tuple[str, tuple[tuple[str, str], ...]], list[Sample]] = {}
         found = self.models()
+        self.all_models: list[str] = found
+        """Every model on the wanted samples (:meth:`models`, computed once)."""
         self.model = model if model is not None else (found[0] if found else None)
         self.others = [m for m in found if not self._same_model(m, self.model)]
+
+    @property
+    def exposition(self) -> Exposition:
+        """The exposition this scope reads."""
+        return self._expo
 
     # --- models ----------------------------------------------------------------------------------------
     def _model_of(self, sample: Sample) -> str | None:
@@ -121,15 +129,20 @@ class Scope:
         """Models on the wanted samples, in exposition order (case-folded duplicates merged, keeping the
         spelling that is not all lower case: Dynamo's config gauges keep the served name's case)."""
         seen: dict[str, str] = {}
+        labels = self._model_labels
         for name, samples in self._expo.items():
-            if name not in self._wanted:
+            if name not in self._wanted or not labels:
                 continue
             for s in samples:
-                m = self._model_of(s)
+                get = s.labels.get
+                m = get(labels[0])
                 if m is None:
-                    continue
+                    m = self._model_of(s)
+                    if m is None:
+                        continue
                 key = m.casefold() if self._fold else m
-                if key not in seen or (seen[key] == seen[key].lower() and m != m.lower()):
+                prev = seen.get(key)
+                if prev is None or (prev != m and prev == prev.lower() and m != m.lower()):
                     seen[key] = m
         return list(seen.values())
 
@@ -150,12 +163,20 @@ class Scope:
             sglang:num_queue_reqs{dp_rank="0",priority="",tp_rank="1"} 5
             → [the first line only]
         """
-        out = [
-            s
-            for s in self._expo.get(series.name + suffix, ())
-            if self._same_model(self._model_of(s) or self.model, self.model)
-            and all(s.labels.get(k) == v for k, v in series.match)
-        ]
+        key = (series.name + suffix, series.match)
+        memo = self._memo.get(key)
+        if memo is not None:  # a snapshot asks for one series many times (ranks, gauges, histograms)
+            return memo
+        raw = self._expo.get(series.name + suffix, ())
+        if self.others or series.match:
+            out = [
+                s
+                for s in raw
+                if self._same_model(self._model_of(s) or self.model, self.model)
+                and all(s.labels.get(k) == v for k, v in series.match)
+            ]
+        else:  # one model on the page (the usual case): every sample is the model's
+            out = list(raw)
         if any(s.labels.get("priority") == "" for s in out):
             out = [s for s in out if s.labels.get("priority", "") == ""]
         for label in self._replica_labels:
@@ -167,6 +188,7 @@ class Scope:
                     if r not in lowest or _order(value) < _order(lowest[r]):
                         lowest[r] = value
             out = [s for s in out if s.labels.get(label) in (None, lowest.get(self.rank(s)))]
+        self._memo[key] = out
         return out
 
     def ranked(self, series: Series) -> bool:

@@ -72,7 +72,7 @@ class TableAdapter:
 
     def models(self, exposition: Exposition) -> list[str]:
         """Served models in exposition order (``[]`` when the engine has no model label)."""
-        return self._scope(exposition, None).models()
+        return self._scope(exposition, None).all_models
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """Read one exposition; ``model`` selects one of :meth:`models` (``None``: the first)."""

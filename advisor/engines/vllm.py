@@ -200,10 +200,17 @@ class VLLMAdapter:
         """True for the sample names in :data:`WANTED_SAMPLE_NAMES` (or their Ray re-export spelling)."""
         return sample_name in WANTED_SAMPLE_NAMES or canonical_name(sample_name) in WANTED_SAMPLE_NAMES
 
+    def __init__(self) -> None:
+        self._last: tuple[Exposition, _VLLMScope] | None = None
+        """The scope :meth:`models` built, kept for the :meth:`snapshot` of the same exposition that follows
+        (``advisor.observe.observe`` asks for both); replaced whole, so a concurrent caller sees a pair or none."""
+
     def models(self, exposition: Exposition) -> list[str]:
         """Every served model (``model_name``, else Triton's ``model``) on the samples the adapter reads, in
         exposition order (LoRA adapters are not separate models; ``vllm:lora_requests_info`` is not read)."""
-        return _VLLMScope(normalize(exposition), None).models()
+        scope = _VLLMScope(normalize(exposition), None)
+        self._last = (exposition, scope)
+        return scope.all_models
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """Read one vLLM exposition.
@@ -217,8 +224,12 @@ class VLLMAdapter:
             An :class:`EngineSnapshot` (ratios 0–1, request counts, cumulative counters, histograms in
             seconds, capacity in tokens). ``None`` = unknown, with the family listed in ``missing``.
         """
-        expo = normalize(exposition)
-        scope = _VLLMScope(expo, model)
+        last, self._last = self._last, None  # held only until this snapshot: a page is never kept
+        if last is not None and last[0] is exposition and (model is None or model == last[1].model):
+            scope = last[1]  # the same page, the same model: the scope models() just built
+        else:
+            scope = _VLLMScope(normalize(exposition), model)
+        expo = scope.exposition
         ranks = scope.vllm_ranks()
         missing: list[str] = []
 
@@ -352,9 +363,15 @@ class _VLLMScope(Scope):
     """
 
     def __init__(self, exposition: Exposition, model: str | None) -> None:
+        # a replica label (Ray's ReplicaId, Triton's version) labels every sample of a family that has it
+        self._replicated = any(
+            label in samples[0].labels for samples in exposition.values() if samples for label in _REPLICA_LABELS
+        )
         super().__init__(exposition, wanted=WANTED_SAMPLE_NAMES, model_labels=_MODEL_LABELS, model=model)
 
     def rank(self, sample: Sample) -> str:
+        if not self._replicated:
+            return sample.labels.get(_RANK_LABEL, DEFAULT_RANK)
         engine = sample.labels.get(_RANK_LABEL)
         for label in _REPLICA_LABELS:
             value = sample.labels.get(label)
@@ -372,7 +389,8 @@ class _VLLMScope(Scope):
     def vllm_ranks(self) -> tuple[str, ...]:
         """Every rank on the model's samples (``"0"`` for unlabelled ones); ``process_start_time_seconds``
         and a ``cache_config_info`` naming no rank (0.8.x) name none."""
-        found: set[str] = set()
+        labels = (_RANK_LABEL, *_REPLICA_LABELS)
+        keys: dict[tuple[str | None, ...], Sample] = {}  # one sample per distinct rank labelling
         for field, aliases in NAME_TABLE.items():
             if field == "process_start_time_seconds":
                 continue
@@ -381,8 +399,11 @@ class _VLLMScope(Scope):
                     for s in self.samples(series, suffix[len(series.name) :]):
                         if series.name == _CACHE_CONFIG and not _names_rank(s):
                             continue
-                        found.add(self.rank(s))
-        return tuple(sorted(found, key=_rank_order))
+                        if self._replicated:
+                            keys.setdefault(tuple(map(s.labels.get, labels)), s)
+                        else:
+                            keys.setdefault((s.labels.get(_RANK_LABEL),), s)
+        return tuple(sorted({self.rank(s) for s in keys.values()}, key=_rank_order))
 
     def replicas(self, ranks: Sequence[str]) -> tuple[str, ...]:
         """The replica names among ``ranks`` when there are several (``("ReplicaId=a", "ReplicaId=b")``), else
