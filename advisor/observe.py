@@ -37,6 +37,7 @@ from advisor.engines.detect import describe_unrecognized
 from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
 from advisor.engines.versions import version_hints
 from advisor.errors import ParseError
+from advisor.redact import outside_text
 from advisor.sources.exposition import parse_exposition
 
 SERVED_MODEL_FLAG: Final = "--served-model"
@@ -142,7 +143,7 @@ def observe(
         try:
             samples: Exposition = parse_exposition(page, keep=keep)
         except ParseError as exc:
-            return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=str(exc))
+            return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=outside_text(str(exc)))
         names: Collection[str] | Mapping[str, object] = samples
         if not samples and keep is not None and page.strip():
             names = _sample_names(page)  # nothing kept: name what the page does carry
