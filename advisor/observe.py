@@ -37,6 +37,7 @@ from advisor.engines.detect import describe_unrecognized
 from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
 from advisor.engines.versions import version_hints
 from advisor.errors import ParseError
+from advisor.listing import join_bounded
 from advisor.redact import outside_text
 from advisor.sources.exposition import parse_exposition
 
@@ -79,7 +80,7 @@ class Observation:
         if len(self.models) < 2:
             return None
         return (
-            f"{len(self.models)} models on this target ({', '.join(self.models)}); pick one: "
+            f"{len(self.models)} models on this target ({join_bounded(self.models)}); pick one: "
             f"capacity-advisor inspect {target} {SERVED_MODEL_FLAG} NAME (served_model: NAME in the config)"
         )
 
@@ -163,7 +164,7 @@ def observe(
         chosen = _match(configured_model, models) if configured_model else None
         if chosen is None and strict:
             message = (
-                f"the page serves {len(models)} models ({', '.join(models)}) and served_model is not set"
+                f"the page serves {len(models)} models ({join_bounded(models)}) and served_model is not set"
                 + (f" (model {configured_model!r} is none of them)" if configured_model else "")
                 + ": set served_model to the one this deployment is"
             )
@@ -173,7 +174,7 @@ def observe(
         if chosen is None:
             message = (
                 f"served_model {served_model!r} matches none of the {len(models)} model(s) on the page: "
-                f"{', '.join(models)}"
+                f"{join_bounded(models)}"
             )
             return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
     snap = adapter.snapshot(expo, chosen)
