@@ -97,13 +97,20 @@ def redact_url(url: str) -> str:
     >>> redact_url("http://u:p@h:9/metrics?token=x")
     'http://h:9/metrics'
 
-    Unparseable input keeps what lies between the last ``@`` and the first ``?`` or ``#``.
+    Unparseable input, and input with no ``//`` authority (a scheme-less ``user:pw@host/path``, where
+    ``urlsplit`` takes ``user`` for the scheme), keeps what lies between the last ``@`` and the first ``?`` or
+    ``#``.
+
+    >>> redact_url("admin:pw@127.0.0.1:9/metrics?token=x")
+    '127.0.0.1:9/metrics'
     """
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
+        parts = None
+    if parts is None or not parts.netloc:
         cut = url.split("?", 1)[0].split("#", 1)[0]
         return cut.rsplit("@", 1)[-1]
     netloc = f"[{host}]" if ":" in host else host
