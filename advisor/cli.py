@@ -42,13 +42,10 @@ log = logging.getLogger("advisor")
 
 
 def _setup_logging(level: str, fmt: str = "text") -> None:
-    from advisor.logfmt import JSONFormatter
+    from advisor.logfmt import JSONFormatter, TextFormatter
 
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JSONFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))

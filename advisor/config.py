@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 import yaml
@@ -44,6 +44,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -130,8 +131,28 @@ def parse_duration(value: object) -> float:
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
+def _numeric_not_bool(annotation: object) -> bool:
+    """Whether a field's type takes a number (``int``, ``float``, optional or annotated) but no boolean."""
+
+    def admits(t: object, kinds: tuple[object, ...]) -> bool:
+        return t in kinds or any(admits(a, kinds) for a in get_args(t))
+
+    return admits(annotation, (int, float)) and not admits(annotation, (bool, Any))
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true``/``false`` where a number is expected is an error naming the field: pydantic's lax mode would
+        read it as 1/0 (``gpu_memory_used_by_others_gib: true`` as 1 GiB)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and _numeric_not_bool(field.annotation):
+                raise ValueError(f"must be a number, not the boolean {str(value).lower()}")
+        return value
 
 
 class SLO(_Strict):
@@ -179,6 +200,7 @@ class Deployment(_Strict):
     )
     served_model: str | None = Field(
         default=None,
+        min_length=1,
         description="the engine's model label to read when it serves several (default: the only or first one)",
     )
     source: Literal["scrape", "prometheus"] = Field(

@@ -1,4 +1,9 @@
-"""Structured logs: ``--log-format json`` writes one JSON object per line.
+"""Log formats: ``--log-format text`` (the default) writes one line per record, ``--log-format json`` one JSON
+object per line.
+
+Text lines escape every control character of the message and its interpolated values
+(:func:`advisor.redact.escape_controls`): model labels, target errors and error bodies come from outside and
+must not forge a log line (``a"b\nc``) or drive the terminal. JSON lines are escaped by ``json.dumps``.
 
 Fields: ``ts`` (RFC 3339), ``level``, ``logger``, ``msg``, plus ``deployment``/``target`` when a log call
 passes them (``log.info(..., extra={"deployment": d, "target": t})``) or when the message carries
@@ -12,7 +17,24 @@ import json
 import logging
 import re
 
+from advisor.redact import escape_controls
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The text log line: time, level, logger, message."""
 _PAIRS = re.compile(r"\b(deployment|target|receiver|prometheus)=(\S+)")
+
+
+class TextFormatter(logging.Formatter):
+    """Formats a record as one line of :data:`TEXT_FORMAT`, control characters in the message (and so in every
+    interpolated value) escaped as ``\\n``, ``\\x1b``…; a traceback, when there is one, follows as is."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging.Formatter's name
+        """The line with ``record.message`` (set by :meth:`logging.Formatter.format`) escaped."""
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
 
 class JSONFormatter(logging.Formatter):

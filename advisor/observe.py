@@ -37,6 +37,8 @@ from advisor.engines.detect import describe_unrecognized
 from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
 from advisor.engines.versions import version_hints
 from advisor.errors import ParseError
+from advisor.listing import join_bounded
+from advisor.redact import outside_text
 from advisor.sources.exposition import parse_exposition
 
 SERVED_MODEL_FLAG: Final = "--served-model"
@@ -78,7 +80,7 @@ class Observation:
         if len(self.models) < 2:
             return None
         return (
-            f"{len(self.models)} models on this target ({', '.join(self.models)}); pick one: "
+            f"{len(self.models)} models on this target ({join_bounded(self.models)}); pick one: "
             f"capacity-advisor inspect {target} {SERVED_MODEL_FLAG} NAME (served_model: NAME in the config)"
         )
 
@@ -142,7 +144,7 @@ def observe(
         try:
             samples: Exposition = parse_exposition(page, keep=keep)
         except ParseError as exc:
-            return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=str(exc))
+            return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=outside_text(str(exc)))
         names: Collection[str] | Mapping[str, object] = samples
         if not samples and keep is not None and page.strip():
             names = _sample_names(page)  # nothing kept: name what the page does carry
@@ -162,7 +164,7 @@ def observe(
         chosen = _match(configured_model, models) if configured_model else None
         if chosen is None and strict:
             message = (
-                f"the page serves {len(models)} models ({', '.join(models)}) and served_model is not set"
+                f"the page serves {len(models)} models ({join_bounded(models)}) and served_model is not set"
                 + (f" (model {configured_model!r} is none of them)" if configured_model else "")
                 + ": set served_model to the one this deployment is"
             )
@@ -172,7 +174,7 @@ def observe(
         if chosen is None:
             message = (
                 f"served_model {served_model!r} matches none of the {len(models)} model(s) on the page: "
-                f"{', '.join(models)}"
+                f"{join_bounded(models)}"
             )
             return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
     snap = adapter.snapshot(expo, chosen)

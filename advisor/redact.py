@@ -60,19 +60,57 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _AUTH_HEADER_RE.sub(rf"\1 {REDACTED}", text)
 
 
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0/C1 control characters (ESC, BEL, CR, LF, …) and the Unicode line/paragraph separators."""
+
+OUTSIDE_TEXT_CHARS: Final = 300
+"""Default bound on how much outside text (an error body, a parser's complaint) a message quotes, characters."""
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with every control character written as a Python escape (``\x1b``, ``\n``): terminal escapes
+    and line breaks from outside never reach a terminal or forge a log line.
+
+    >>> escape_controls("a\x1b]0;pwned\x07\nb")
+    'a\\x1b]0;pwned\\x07\\nb'
+    """
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def outside_text(text: str, secrets: Iterable[str] = (), limit: int = OUTSIDE_TEXT_CHARS) -> str:
+    r"""Text that came from outside (a page body, a parser's complaint quoting it, an error body) made safe to
+    quote in a message: secrets scrubbed (:func:`scrub`), control characters escaped (:func:`escape_controls`)
+    and the result cut to ``limit`` characters (ending in ``…`` when cut).
+
+    >>> outside_text("<html>GET /x?api_key=k Basic YWRtaW46aHVudGVyMg==\x1b[2J</html>")
+    '<html>GET /x?<redacted> Basic <redacted>\\x1b[2J</html>'
+    """
+    text = escape_controls(scrub(text, secrets))
+    if len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return text
+
+
 def redact_url(url: str) -> str:
     """Drop user-info, the query string and the fragment; keep scheme, host, port and path.
 
     >>> redact_url("http://u:p@h:9/metrics?token=x")
     'http://h:9/metrics'
 
-    Unparseable input keeps what lies between the last ``@`` and the first ``?`` or ``#``.
+    Unparseable input, and input with no ``//`` authority (a scheme-less ``user:pw@host/path``, where
+    ``urlsplit`` takes ``user`` for the scheme), keeps what lies between the last ``@`` and the first ``?`` or
+    ``#``.
+
+    >>> redact_url("admin:pw@127.0.0.1:9/metrics?token=x")
+    '127.0.0.1:9/metrics'
     """
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
+        parts = None
+    if parts is None or not parts.netloc:
         cut = url.split("?", 1)[0].split("#", 1)[0]
         return cut.rsplit("@", 1)[-1]
     netloc = f"[{host}]" if ":" in host else host

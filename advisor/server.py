@@ -85,7 +85,8 @@ def parse_listen(listen: str) -> tuple[str, int]:
         ValueError: naming the expected form.
     """
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    # ASCII digits only: str.isdigit() also takes "²" (int() refuses it) and "٩" (int() reads it as 9)
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise ValueError(f"--listen must be HOST:PORT (e.g. 127.0.0.1:9188), got {listen!r}")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)

@@ -79,3 +79,21 @@ def test_a_base_url_that_answers_404_gets_a_hint_to_add_metrics(http_server: Sta
     assert f"hint: engines serve /metrics; try {base}/metrics" in r.stdout
     r = _inspect(base + "/metrics")  # already the metrics path: no hint
     assert "hint:" not in r.stdout
+
+
+def test_a_parse_error_never_echoes_credentials_or_terminal_escapes(http_server: Start) -> None:
+    # a proxy's 200 error page that echoes the request line and its Authorization header, then a terminal escape
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        auth = h.headers.get("Authorization")
+        reply(h, 200, f"<html>bad request {h.path} {auth}\x1b]0;pwned\x07\x1b[2J{'x' * 2000}</html>".encode())
+
+    base = http_server(handle).replace("http://", "http://admin:hunter2@")
+    for args in ((base + "/echo200?api_key=SEKRIT",), (base + "/echo200?api_key=SEKRIT", "--json")):
+        r = _inspect(*args)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout + r.stderr
+        assert "parse_error" in out
+        for secret in ("SEKRIT", "YWRtaW46aHVudGVyMg==", "hunter2", "\x1b", "\x07"):
+            assert secret not in out, (secret, args)
+        assert "\\x1b" in out and "<redacted>" in out
+        assert "x" * 400 not in out  # the quoted excerpt is bounded

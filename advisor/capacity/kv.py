@@ -867,11 +867,19 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     others = inputs.gpu_memory_used_by_others_bytes
     if others and inputs.gpu_memory_bytes - others < requested:
         free = inputs.gpu_memory_bytes - others
+        at_most = math.floor(free / inputs.gpu_memory_bytes * 100) / 100
+        if at_most * inputs.gpu_memory_bytes <= weights + overhead:
+            # no utilization vLLM would start with leaves room for a KV cache: say so, not "at most 0.00"
+            advice = (
+                f"nothing fits beside them: the weights and overhead alone need {(weights + overhead) / GIB:.2f} GiB "
+                f"per GPU at TP={tp}; free the GPU, or use GPUs with more memory or a larger tensor_parallel_size"
+            )
+        else:
+            advice = f"lower gpu_memory_utilization to at most {at_most:.2f}"
         raise CapacityError(
             f"{m.name}: other processes hold {others / GIB:.2f} GiB per GPU, leaving {free / GIB:.2f} GiB free, "
             f"less than gpu_memory_utilization {inputs.gpu_memory_utilization} × {inputs.gpu_memory_bytes / GIB:.2f}"
-            f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); lower "
-            f"gpu_memory_utilization to at most {math.floor(free / inputs.gpu_memory_bytes * 100) / 100:.2f}"
+            f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); {advice}"
         )
     fixed = inputs.kv_cache_memory_bytes is not None or inputs.num_gpu_blocks_override is not None
     if fixed:

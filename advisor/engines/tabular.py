@@ -38,6 +38,7 @@ from advisor.engines.common import (
     wanted_names,
     weighted_usage,
 )
+from advisor.listing import IGNORED_MORE, bounded
 
 _COUNT_FIELDS = (
     "requests_running",
@@ -132,7 +133,8 @@ class TableAdapter:
                 )
                 for r in ranks
             )
-        missing.extend(f'{(self.model_labels or ("model",))[0]}="{m}" (ignored)' for m in scope.others)
+        label = (self.model_labels or ("model",))[0]
+        missing.extend(bounded([f'{label}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
         ttft, ttft_alias = hists["ttft"]
         tpot, tpot_alias = hists["tpot"]
         return EngineSnapshot(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from advisor.domain import Sample
+from advisor.engines.catalog import entry
 
 _VLLM_RULES: tuple[tuple[str, str], ...] = (
     ("vllm:kv_cache_usage_perc", "vLLM ≥ 0.9 (has vllm:kv_cache_usage_perc)"),
@@ -28,7 +29,9 @@ def version_hints(engine: str | None, exposition: Mapping[str, Sequence[Sample]]
     """Hints about the engine's release from the sample names (and ``cache_config_info`` labels).
 
     Example: an exposition with ``vllm:gpu_cache_usage_perc`` and no ``vllm:kv_cache_usage_perc`` →
-    ``["vLLM < 0.9 or V0 (only the old vllm:gpu_cache_usage_perc)"]``.
+    ``["vLLM < 0.9 or V0 (only the old vllm:gpu_cache_usage_perc)"]``. A page whose gauges carry Triton's
+    ``model`` label instead of vLLM's ``model_name`` (``triton-inference-server/vllm_backend``
+    ``src/utils/metrics.py``) is hinted as the Triton vLLM backend, never dated by its missing ``engine`` label.
     """
     names = set(exposition)
     hints: list[str] = []
@@ -43,7 +46,15 @@ def version_hints(engine: str | None, exposition: Mapping[str, Sequence[Sample]]
                     "vLLM after 0.20.2, 0.32 or later (cache_config_info has kv_cache_size_tokens: vllm PR #42206)"
                 )
             gauges = exposition.get("vllm:num_requests_running", ())
-            if gauges and not any("engine" in s.labels for s in gauges):
+            native, *reexport = entry("vllm").labels["model"]  # model_name; Triton's model (vllm.py)
+            if (
+                gauges
+                and not any(native in s.labels for s in gauges)
+                and any(label in s.labels for s in gauges for label in reexport)
+            ):
+                # Triton's vLLM backend re-exports with its own labels: the absent engine label dates nothing
+                hints.append("Triton vLLM backend (model/version labels)")
+            elif gauges and not any("engine" in s.labels for s in gauges):
                 hints.append("vLLM 0.7.x V1 or V0 (no engine label)")
     elif engine == "sglang":
         canon = {n.replace("sglang_", "sglang:", 1) if n.startswith("sglang_") else n for n in names}

@@ -77,6 +77,7 @@ from advisor.engines.common import (
     wanted_names,
     weighted_usage,
 )
+from advisor.listing import IGNORED_MORE, bounded
 
 MetricName = Series
 """One exposed vLLM family (the shared :class:`~advisor.engines.common.Series`)."""
@@ -306,7 +307,7 @@ class VLLMAdapter:
                 for r in ranks
             )
 
-        missing.extend(f'{scope.model_label()}="{m}" (ignored)' for m in scope.others)
+        missing.extend(bounded([f'{scope.model_label()}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
         return EngineSnapshot(
             engine=self.engine,
             model=scope.model,

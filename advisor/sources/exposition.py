@@ -38,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from advisor.domain import Sample
 from advisor.errors import ParseError
+from advisor.redact import outside_text
 from advisor.sources.selective_parser import Unrecognized, parse_selected
 
 _MAX_REASON_CHARS = 200
@@ -58,7 +59,8 @@ def parse_exposition(text: str, keep: Callable[[str], bool] | None = None) -> di
 
     Raises:
         ParseError: the text is not Prometheus text format; the message is a short reason
-            (at most 200 characters, no more of the body than the parser quoted).
+            (at most 200 characters, no more of the body than the parser quoted, credentials and URL query values
+            replaced by ``<redacted>``, control characters escaped).
     """
     try:
         return parse_selected(text, keep)
@@ -76,8 +78,7 @@ def parse_exposition_full(text: str, keep: Callable[[str], bool] | None = None) 
                     continue
                 out.setdefault(s.name, []).append(Sample(name=s.name, labels=dict(s.labels), value=s.value))
     except (ValueError, IndexError, KeyError, TypeError) as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        if len(reason) > _MAX_REASON_CHARS:
-            reason = reason[: _MAX_REASON_CHARS - 1] + "…"
+        # the parser quotes the offending line: scrub credentials, escape control characters, bound it
+        reason = outside_text(" ".join(str(exc).split()) or type(exc).__name__, limit=_MAX_REASON_CHARS)
         raise ParseError(f"not Prometheus text format: {reason}") from exc
     return out

@@ -108,7 +108,7 @@ from advisor.http_edge import (
     use_deadline_adapter,
 )
 from advisor.observe import observe
-from advisor.redact import redact_url, scrub
+from advisor.redact import outside_text, redact_url
 from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
 
 UP: Final = "up"
@@ -679,9 +679,9 @@ class PrometheusSource:
     # -- one request -----------------------------------------------------------------------------------------
 
     def _clean(self, text: str) -> str:
-        """One line, secrets scrubbed, at most 200 characters."""
-        text = scrub(" ".join(text.split()), self._secrets)
-        return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 1] + "…"
+        """One line, secrets scrubbed, control characters escaped, at most 200 characters
+        (:func:`advisor.redact.outside_text`)."""
+        return outside_text(" ".join(text.split()), self._secrets, _ERROR_CHARS)
 
     def _call(self, method: str, path: str, params: list[tuple[str, str]]) -> _Answer:
         """Send one API request; classify every failure (never raises for network or API errors)."""

@@ -37,13 +37,15 @@ import requests
 from advisor.conventions import REASON_HTTP_STATUS, REASON_PARSE_ERROR
 from advisor.errors import ParseError
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
-from advisor.redact import redact_url, scrub, url_secrets
+from advisor.redact import OUTSIDE_TEXT_CHARS, outside_text, redact_url, url_secrets
 
 ACCEPT_HEADER = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 """Ask for the classic text format (not OpenMetrics, not protobuf) from prometheus_client servers."""
 
 _ERROR_BODY_BYTES = 1024
 _ERROR_BODY_CHARS = 200
+_MESSAGE_CHARS = 2 * OUTSIDE_TEXT_CHARS
+"""Bound on a whole error message (cause + quoted body), characters."""
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,16 @@ def classify_parse_error(result: ScrapeResult, error: ParseError) -> ScrapeResul
     """Turn a successful fetch whose body failed to parse into a ``parse_error`` result.
 
     The body is dropped (``text=None``); status and duration are kept. The message is the
-    :class:`~advisor.errors.ParseError` text, which names the parser's complaint, not the URL.
+    :class:`~advisor.errors.ParseError` text, which names the parser's complaint, not the URL; it may quote the
+    body, so it goes through :func:`advisor.redact.outside_text` (secrets scrubbed, control characters escaped,
+    bounded).
     """
     return replace(
         result,
         ok=False,
         text=None,
         error_reason=REASON_PARSE_ERROR,
-        error_message=str(error),
+        error_message=outside_text(str(error), limit=_MESSAGE_CHARS),
     )
 
 
@@ -121,7 +125,7 @@ def scrape(
             ok=False,
             text=None,
             error_reason=reason,
-            error_message=message,
+            error_message=outside_text(message, url_secrets(url), limit=_MESSAGE_CHARS),
             duration_seconds=time.monotonic() - start,
             status_code=status,
         )
@@ -148,8 +152,6 @@ def scrape(
 
 
 def _error_snippet(body: bytes, url: str) -> str:
-    """Up to 200 characters of an error body on one line, with the URL's secrets scrubbed."""
-    text = scrub(" ".join(body.decode("utf-8", errors="replace").split()), url_secrets(url))
-    if len(text) > _ERROR_BODY_CHARS:
-        text = text[: _ERROR_BODY_CHARS - 1] + "…"
-    return text
+    """Up to 200 characters of an error body on one line, with the URL's secrets and any credential scrubbed and
+    control characters escaped (:func:`advisor.redact.outside_text`)."""
+    return outside_text(" ".join(body.decode("utf-8", errors="replace").split()), url_secrets(url), _ERROR_BODY_CHARS)

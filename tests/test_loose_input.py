@@ -1,0 +1,79 @@
+"""Loose input is refused naming the field or flag: booleans for numbers, an empty served_model, a --listen
+port of non-ASCII digits; and a GPU others fill is said to fit nothing (never "utilization at most 0.00")."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from advisor.config import parse_config
+from advisor.errors import ConfigError
+from advisor.server import parse_listen
+
+BASE: dict[str, Any] = {
+    "deployments": [
+        {
+            "name": "d",
+            "engine": "vllm",
+            "targets": ["http://127.0.0.1:9/metrics"],
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu": "H100-SXM",
+            "max_model_len": 8192,
+            "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+        }
+    ]
+}
+
+
+def _problems(top: dict[str, Any] | None = None, **keys: Any) -> list[tuple[str, str]]:
+    data = copy.deepcopy(BASE)
+    data.update(top or {})
+    data["deployments"][0].update(keys)
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    return err.value.problems
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gpu_memory_used_by_others_gib", True),
+        ("gpu_memory_utilization", True),
+        ("tensor_parallel_size", True),
+        ("max_model_len", False),
+        ("gpu_memory_gib", True),
+    ],
+)
+def test_a_boolean_where_a_number_belongs_is_refused_naming_the_field(key: str, value: bool) -> None:
+    problems = _problems(**{key: value})
+    assert (f"deployments[0].{key}", f"must be a number, not the boolean {str(value).lower()}") in problems
+
+
+def test_a_boolean_duration_is_refused_and_boolean_fields_still_take_booleans() -> None:
+    assert ("scrape_interval", "must be a number, not the boolean true") in _problems({"scrape_interval": True})
+    data = copy.deepcopy(BASE)
+    data["deployments"][0]["speculative_decoding"] = True
+    assert parse_config(data).deployments[0].speculative_decoding is True
+
+
+def test_an_empty_served_model_is_refused_naming_the_field() -> None:
+    assert "deployments[0].served_model" in [p for p, _ in _problems(served_model="")]
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:²", "127.0.0.1:٩١٨٨", "127.0.0.1:", "127.0.0.1:70000", "9188"])
+def test_a_listen_address_with_a_bad_port_gets_the_host_port_message(listen: str) -> None:
+    with pytest.raises(ValueError, match=r"^--listen must be HOST:PORT \(e\.g\. 127\.0\.0\.1:9188\)"):
+        parse_listen(listen)
+    assert parse_listen("[::1]:9188") == ("::1", 9188)
+
+
+def test_a_gpu_that_others_fill_says_nothing_fits_never_utilization_0_00() -> None:
+    # H100-SXM: 79.15 GiB; others hold 79 GiB, leaving 0.15 GiB: less than the Llama-3.1-8B weights alone
+    [(path, message)] = _problems(gpu_memory_used_by_others_gib=79)
+    assert path == "deployments[0]"
+    assert "nothing fits beside them" in message and "0.00" not in message
+    # room left for a smaller budget: the advice names the highest utilization that is free
+    [(_, message)] = _problems(gpu_memory_used_by_others_gib=10)
+    assert "lower gpu_memory_utilization to at most 0.87" in message
