@@ -230,7 +230,6 @@ class VLLMAdapter:
             scope = last[1]  # the same page, the same model: the scope models() just built
         else:
             scope = _VLLMScope(normalize(exposition), model)
-        expo = scope.exposition
         ranks = scope.vllm_ranks()
         missing: list[str] = []
 
