@@ -257,7 +257,12 @@ def _suffixes(series: Series) -> tuple[str, ...]:
 
 
 def _order(value: str) -> tuple[int, int, str]:
-    return (0, int(value), "") if value.isdigit() else (1, 0, value)
+    """Sort key for rank label values: ASCII decimal numbers first, by value, then names.
+
+    Only ASCII digits are numbers: ``"²"`` passes ``str.isdigit()`` but ``int()`` rejects it, so it
+    sorts as a name: ``["10", "2", "²", "a"] → ["2", "10", "a", "²"]``.
+    """
+    return (0, int(value), "") if value.isascii() and value.isdigit() else (1, 0, value)
 
 
 # --- aggregation -----------------------------------------------------------------------------------------

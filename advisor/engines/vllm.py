@@ -466,7 +466,8 @@ def _names_rank(sample: Sample) -> bool:
 
 
 def _rank_order(rank: str) -> tuple[int, int, str]:
-    return (0, int(rank), "") if rank.isdigit() else (1, 0, rank)
+    # ASCII digits only: "²" passes str.isdigit() but int() rejects it; it sorts as a name.
+    return (0, int(rank), "") if rank.isascii() and rank.isdigit() else (1, 0, rank)
 
 
 def _positive_number(text: str | None) -> float | None:
