@@ -12,6 +12,9 @@ requests running / waiting      not finite, or negative
 cumulative counters             not finite, or negative
 histograms                      a bucket count or the sum is not finite, a count is negative, or the
                                 cumulative counts decrease with the bound (more than rounding)
+other pools (``pools``)         usage: as KV usage; used: as a count; capacity: as KV capacity
+                                (SGLang ``swa``/``mamba``, llama.cpp ``slots``)
+queues by reason / PD queues    not finite, or negative (the entry is dropped)
 ==============================  ====================================================================
 
 Example: ``vllm:num_requests_running +Inf`` → ``requests_running`` None and
@@ -31,8 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 
-from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues
+from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
 from advisor.engines.base import EngineAdapter
 
 _COUNTS = (
@@ -94,6 +98,30 @@ def histogram_problem(h: Histogram | None) -> str | None:
             return f"cumulative counts decrease at le={bound} ({prev:g} → {count:g})"
         prev = count
     return None
+
+
+def _clean_pool(p: PoolReading, why: list[str]) -> PoolReading:
+    """``p`` with impossible usage/used/capacity made unknown, each named in ``why`` as
+    ``"pool mamba usage_ratio (value 7.5 is not a fraction in [0, 1])"``."""
+    changes: dict[str, float | None] = {}
+    for name, check in (("usage_ratio", _bad_ratio), ("used", _bad_count), ("capacity", _bad_capacity)):
+        problem = check(getattr(p, name))
+        if problem:
+            changes[name] = None
+            why.append(f"pool {p.pool} {name} ({problem})")
+    return dataclasses.replace(p, **changes) if changes else p  # type: ignore[arg-type]
+
+
+def _clean_counts(field: str, counts: Mapping[str, float], why: list[str]) -> dict[str, float]:
+    """``counts`` without the entries that are not a count, each named in ``why``."""
+    out: dict[str, float] = {}
+    for key, v in counts.items():
+        problem = _bad_count(v)
+        if problem:
+            why.append(f"{field}[{key}] ({problem})")
+        else:
+            out[key] = v
+    return out
 
 
 def _clean_rank(r: RankValues) -> RankValues:
@@ -177,6 +205,14 @@ def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
         if problem:
             changes[name] = None
             why.append(f"{name} histogram ({problem})")
+    pools = tuple(_clean_pool(p, why) for p in snap.pools)
+    if pools != snap.pools:
+        changes["pools"] = pools
+    for name in ("requests_waiting_by_reason", "disaggregation_queues"):
+        counts = getattr(snap, name)
+        cleaned = _clean_counts(name, counts, why)
+        if len(cleaned) != len(counts):
+            changes[name] = cleaned
     ranks = tuple(_clean_rank(r) for r in snap.ranks)
     if ranks != snap.ranks:
         changes["ranks"] = ranks
