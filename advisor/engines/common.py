@@ -336,6 +336,31 @@ def first_histogram(
     return None, None
 
 
+def why_no_histogram(scope: Scope, aliases: Sequence[Series], ranks: Sequence[str]) -> str | None:
+    """Why :func:`first_histogram` found nothing usable across data-parallel ranks although the family is
+    exposed, or ``None`` (absent, or one rank only).
+
+    Example: rank 0 with bounds ``(0.1, 1, +Inf)`` and rank 1 with ``(0.5, +Inf)`` →
+    ``"bucket bounds differ across data-parallel ranks (0: 3 bounds, 1: 2 bounds)"``; rank 1 without a ``+Inf``
+    bucket or ``_sum`` → ``"rank 1 has no usable histogram (no +Inf bucket or _sum, or a NaN)"``.
+    """
+    for alias in aliases:
+        per_rank = scope.histogram(alias)
+        if not per_rank:
+            continue
+        rs = ranks if scope.ranked(alias) else (DEFAULT_RANK,)
+        if len(rs) < 2:
+            continue  # one rank: the family name in missing says it all
+        unusable = [r for r in rs if per_rank.get(r) is None]
+        if unusable:
+            return f"rank {', '.join(unusable)} has no usable histogram (no +Inf bucket or _sum, or a NaN)"
+        bounds = {r: tuple(le for le, _ in h.buckets) for r in rs if (h := per_rank.get(r)) is not None}
+        if len(set(bounds.values())) > 1:
+            sizes = ", ".join(f"{r}: {len(b)} bounds" for r, b in bounds.items())
+            return f"bucket bounds differ across data-parallel ranks ({sizes})"
+    return None
+
+
 def first_total(
     scope: Scope, aliases: Sequence[Series], ranks: Sequence[str]
 ) -> tuple[dict[str, float | None], float | None]:

@@ -76,6 +76,7 @@ from advisor.engines.common import (
     valid_ratio,
     wanted_names,
     weighted_usage,
+    why_no_histogram,
 )
 
 MetricName = Series
@@ -222,9 +223,10 @@ class VLLMAdapter:
         ranks = scope.vllm_ranks()
         missing: list[str] = []
 
-        def note(field: str, value: object) -> None:
+        def note(field: str, value: object, why: str | None = None) -> None:
             if value is None:
-                missing.append(NAME_TABLE[field][0].name)
+                name = NAME_TABLE[field][0].name
+                missing.append(f"{name} ({why})" if why else name)
 
         cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
         capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
@@ -265,9 +267,9 @@ class VLLMAdapter:
         _, finished = total("requests_finished_total")
 
         ttft, ttft_alias = first_histogram(scope, NAME_TABLE["ttft"], ranks)
-        note("ttft", ttft)
+        note("ttft", ttft, why_no_histogram(scope, NAME_TABLE["ttft"], ranks) if ttft is None else None)
         tpot, tpot_alias = first_histogram(scope, NAME_TABLE["tpot"], ranks)
-        note("tpot", tpot)
+        note("tpot", tpot, why_no_histogram(scope, NAME_TABLE["tpot"], ranks) if tpot is None else None)
         e2e, _ = first_histogram(scope, NAME_TABLE["e2e"], ranks)
         note("e2e", e2e)
         queue_time, _ = first_histogram(scope, NAME_TABLE["queue_time"], ranks)
