@@ -265,6 +265,30 @@ def _order(value: str) -> tuple[int, int, str]:
     return (0, int(value), "") if value.isascii() and value.isdigit() else (1, 0, value)
 
 
+def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list[str]]:
+    """The exposition with each series (name + label set) kept once, its first sample, as Prometheus keeps
+    it; and one ``missing`` note per family that repeated a series.
+
+    Example: ``ray_vllm_num_requests_running{ReplicaId="a"} 3`` twice (a Ray Serve re-export) → one sample
+    (3) and ``["ray_vllm_num_requests_running: 1 duplicate series ignored (the first sample kept)"]``.
+    """
+    out: dict[str, list[Sample]] = {}
+    notes: list[str] = []
+    for name, samples in exposition.items():
+        seen: set[frozenset[tuple[str, str]]] = set()
+        kept: list[Sample] = []
+        for s in samples:
+            key = frozenset(s.labels.items())
+            if key not in seen:
+                seen.add(key)
+                kept.append(s)
+        if len(kept) != len(samples):
+            n = len(samples) - len(kept)
+            notes.append(f"{name}: {n} duplicate series ignored (the first sample kept)")
+        out[name] = kept
+    return out, notes
+
+
 # --- aggregation -----------------------------------------------------------------------------------------
 
 

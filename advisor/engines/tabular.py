@@ -31,6 +31,7 @@ from advisor.engines.common import (
     Scope,
     Series,
     first_histogram,
+    first_samples,
     first_total,
     positive,
     sum_all,
@@ -77,10 +78,10 @@ class TableAdapter:
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """Read one exposition; ``model`` selects one of :meth:`models` (``None``: the first)."""
-        exposition = self.normalize(exposition)
+        exposition, duplicates = first_samples(self.normalize(exposition))
         scope = self._scope(exposition, model)
         ranks = scope.ranks(self.table) or ("0",)
-        missing: list[str] = []
+        missing: list[str] = list(duplicates)
 
         def note(field: str, value: object, why: str | None = None) -> None:
             if value is None:

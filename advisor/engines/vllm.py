@@ -71,6 +71,7 @@ from advisor.engines.common import (
     Scope,
     Series,
     first_histogram,
+    first_samples,
     first_total,
     sum_all,
     valid_ratio,
@@ -218,10 +219,10 @@ class VLLMAdapter:
             An :class:`EngineSnapshot` (ratios 0–1, request counts, cumulative counters, histograms in
             seconds, capacity in tokens). ``None`` = unknown, with the family listed in ``missing``.
         """
-        expo = normalize(exposition)
+        expo, duplicates = first_samples(normalize(exposition))
         scope = _VLLMScope(expo, model)
         ranks = scope.vllm_ranks()
-        missing: list[str] = []
+        missing: list[str] = list(duplicates)
 
         def note(field: str, value: object, why: str | None = None) -> None:
             if value is None:
@@ -360,16 +361,15 @@ class _VLLMScope(Scope):
         engine = sample.labels.get(_RANK_LABEL)
         for label in _REPLICA_LABELS:
             value = sample.labels.get(label)
-            if value is not None:
+            if value:  # an empty replica label names no replica
                 name = f"{label}={value}"
                 return name if engine in (None, DEFAULT_RANK) else f"{name}/{_RANK_LABEL}={engine}"
         return engine if engine is not None else DEFAULT_RANK
 
     def ranked(self, series: Series) -> bool:
         """Whether the series' samples name a rank (``engine`` or a replica label)."""
-        labels = (_RANK_LABEL, *_REPLICA_LABELS)
         suffixes = ("_bucket", "_count", "_sum") if series.kind == "histogram" else ("",)
-        return any(any(k in s.labels for k in labels) for x in suffixes for s in self.samples(series, x))
+        return any(_names_rank(s) for x in suffixes for s in self.samples(series, x))
 
     def vllm_ranks(self) -> tuple[str, ...]:
         """Every rank on the model's samples (``"0"`` for unlabelled ones); ``process_start_time_seconds``
@@ -464,7 +464,8 @@ def kv_cache_hybrid(cache_config: Mapping[str, str]) -> bool | None:
 
 
 def _names_rank(sample: Sample) -> bool:
-    return any(k in sample.labels for k in (_RANK_LABEL, *_REPLICA_LABELS))
+    """Whether the sample carries ``engine`` or a non-empty replica label (``ReplicaId=""`` names none)."""
+    return _RANK_LABEL in sample.labels or any(sample.labels.get(k) for k in _REPLICA_LABELS)
 
 
 def _rank_order(rank: str) -> tuple[int, int, str]:
