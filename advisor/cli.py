@@ -19,7 +19,6 @@ Exit codes: 0 success; 1 runtime failure; 2 invalid input (config, flags, unknow
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -194,7 +193,9 @@ def cmd_once(args: argparse.Namespace) -> int:
         svc.close()
     dicts = [d.as_dict() for d in result.deployments]
     if args.json:
-        print(json.dumps({"deployments": dicts}, indent=2, default=str))
+        from advisor.results import json_text
+
+        print(json_text({"deployments": dicts}))
     else:
         _print_human(dicts)
     return 0
@@ -253,7 +254,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         return 2
     out = inspect_target(args.url, args.engine, args.interval, args.served_model)
     if args.json:
-        print(json.dumps(out, indent=2, default=str))
+        from advisor.results import json_text
+
+        print(json_text(out))
         return 0
     print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}")
     for hint in out["version_hints"]:

@@ -131,6 +131,8 @@ def pool_usage(snaps: Sequence[EngineSnapshot], slots_configured: int | None) ->
                 cap = p.capacity or slots_configured
                 if cap:
                     u = min(p.used / cap, 1.0)
+            if u is not None and not 0.0 <= u <= 1.0:
+                u = None  # NaN, ±Inf or not a fraction: unknown (the sanitizer already names it in missing)
             prev = out.get(p.pool)
             out[p.pool] = u if prev is None else (prev if u is None else max(prev, u))
     return out

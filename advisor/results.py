@@ -3,6 +3,8 @@ the HTTP API and the CLI. Replaced whole each cycle, so readers never see a half
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +15,30 @@ from advisor.evaluate import TargetView
 from advisor.redact import redact_url
 from advisor.rules.base import Evaluation
 from advisor.rules.lifecycle import RuleStatus
+
+
+def json_text(obj: Any, *, indent: int | None = 2) -> str:
+    """``obj`` as strict JSON: NaN and ±Inf become ``null`` (JSON has no such numbers; Python's ``json`` would
+    write bare ``NaN``/``Infinity`` that no JSON parser accepts), objects JSON does not know as ``str()``.
+
+    Example: ``{"usage": float("inf"), "ranks": [0.5, float("nan")]}`` →
+    ``'{"usage": null, "ranks": [0.5, null]}'`` (with ``indent=None``).
+    """
+    return json.dumps(_finite(obj), indent=indent, allow_nan=False, default=_default)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _default(obj: Any) -> Any:
+    return str(obj)
 
 
 @dataclass(frozen=True, slots=True)

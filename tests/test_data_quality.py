@@ -138,7 +138,11 @@ def test_engine_auto_detects_sglang_and_reads_the_served_model(http_server: Star
     cfg_extra = ""
     d = _once(tmp_path, url, cfg_extra)
     assert d["engine"] == "sglang"
-    assert d["snapshot"]["model"] == "a"  # the first model when none is named
+    # two models and none named (the deployment's model is neither): never a guess (issue 12, class 1)
+    assert d["state"] == "unavailable"
+    (target,) = d["targets"]
+    assert target["error_reason"] == "served_model_not_found", target
+    assert "2 models (a, b)" in json.dumps(d), d
     text = (
         (tmp_path / "a.yaml")
         .read_text()

@@ -279,7 +279,36 @@ def _suffixes(series: Series) -> tuple[str, ...]:
 
 
 def _order(value: str) -> tuple[int, int, str]:
-    return (0, int(value), "") if value.isdigit() else (1, 0, value)
+    """Sort key for rank label values: ASCII decimal numbers first, by value, then names.
+
+    Only ASCII digits are numbers: ``"²"`` passes ``str.isdigit()`` but ``int()`` rejects it, so it
+    sorts as a name: ``["10", "2", "²", "a"] → ["2", "10", "a", "²"]``.
+    """
+    return (0, int(value), "") if value.isascii() and value.isdigit() else (1, 0, value)
+
+
+def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list[str]]:
+    """The exposition with each series (name + label set) kept once, its first sample, as Prometheus keeps
+    it; and one ``missing`` note per family that repeated a series.
+
+    Example: ``ray_vllm_num_requests_running{ReplicaId="a"} 3`` twice (a Ray Serve re-export) → one sample
+    (3) and ``["ray_vllm_num_requests_running: 1 duplicate series ignored (the first sample kept)"]``.
+    """
+    out: dict[str, list[Sample]] = {}
+    notes: list[str] = []
+    for name, samples in exposition.items():
+        seen: set[frozenset[tuple[str, str]]] = set()
+        kept: list[Sample] = []
+        for s in samples:
+            key = frozenset(s.labels.items())
+            if key not in seen:
+                seen.add(key)
+                kept.append(s)
+        if len(kept) != len(samples):
+            n = len(samples) - len(kept)
+            notes.append(f"{name}: {n} duplicate series ignored (the first sample kept)")
+        out[name] = kept
+    return out, notes
 
 
 # --- aggregation -----------------------------------------------------------------------------------------
@@ -351,6 +380,31 @@ def first_histogram(
         if h is not None:
             return h, alias
     return None, None
+
+
+def why_no_histogram(scope: Scope, aliases: Sequence[Series], ranks: Sequence[str]) -> str | None:
+    """Why :func:`first_histogram` found nothing usable across data-parallel ranks although the family is
+    exposed, or ``None`` (absent, or one rank only).
+
+    Example: rank 0 with bounds ``(0.1, 1, +Inf)`` and rank 1 with ``(0.5, +Inf)`` →
+    ``"bucket bounds differ across data-parallel ranks (0: 3 bounds, 1: 2 bounds)"``; rank 1 without a ``+Inf``
+    bucket or ``_sum`` → ``"rank 1 has no usable histogram (no +Inf bucket or _sum, or a NaN)"``.
+    """
+    for alias in aliases:
+        per_rank = scope.histogram(alias)
+        if not per_rank:
+            continue
+        rs = ranks if scope.ranked(alias) else (DEFAULT_RANK,)
+        if len(rs) < 2:
+            continue  # one rank: the family name in missing says it all
+        unusable = [r for r in rs if per_rank.get(r) is None]
+        if unusable:
+            return f"rank {', '.join(unusable)} has no usable histogram (no +Inf bucket or _sum, or a NaN)"
+        bounds = {r: tuple(le for le, _ in h.buckets) for r in rs if (h := per_rank.get(r)) is not None}
+        if len(set(bounds.values())) > 1:
+            sizes = ", ".join(f"{r}: {len(b)} bounds" for r, b in bounds.items())
+            return f"bucket bounds differ across data-parallel ranks ({sizes})"
+    return None
 
 
 def first_total(

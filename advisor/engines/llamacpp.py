@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
@@ -97,7 +98,7 @@ class LlamaCppAdapter(TableAdapter):
         deferred = sum_all(scope.gauge(NAME_TABLE["requests_waiting"][0]), ranks)
         if busy is None and deferred is None:
             return ()
-        usage = 1.0 if deferred is not None and deferred > 0 else None
+        usage = 1.0 if deferred is not None and math.isfinite(deferred) and deferred > 0 else None
         source = NAME_TABLE["requests_running"][0].name
         return (PoolReading(pool="slots", usage_ratio=usage, used=busy, unit="requests", source=source),)
 

@@ -12,6 +12,9 @@ requests running / waiting      not finite, or negative
 cumulative counters             not finite, or negative
 histograms                      a bucket count or the sum is not finite, a count is negative, or the
                                 cumulative counts decrease with the bound (more than rounding)
+other pools (``pools``)         usage: as KV usage; used: as a count; capacity: as KV capacity
+                                (SGLang ``swa``/``mamba``, llama.cpp ``slots``)
+queues by reason / PD queues    not finite, or negative (the entry is dropped)
 ==============================  ====================================================================
 
 Example: ``vllm:num_requests_running +Inf`` → ``requests_running`` None and
@@ -31,8 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 
-from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues
+from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
 from advisor.engines.base import EngineAdapter
 
 _COUNTS = (
@@ -51,6 +55,8 @@ _RANK_COUNTS = (
     "generation_tokens_total",
 )
 _HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
+_RECOMPUTED = ("kv_cache_usage_ratio", "requests_running", "requests_waiting")
+"""Aggregates :func:`_without_ranks` recomputes over the ranks left in."""
 _TOLERANCE = 1e-9
 
 
@@ -94,6 +100,30 @@ def histogram_problem(h: Histogram | None) -> str | None:
             return f"cumulative counts decrease at le={bound} ({prev:g} → {count:g})"
         prev = count
     return None
+
+
+def _clean_pool(p: PoolReading, why: list[str]) -> PoolReading:
+    """``p`` with impossible usage/used/capacity made unknown, each named in ``why`` as
+    ``"pool mamba usage_ratio (value 7.5 is not a fraction in [0, 1])"``."""
+    changes: dict[str, float | None] = {}
+    for name, check in (("usage_ratio", _bad_ratio), ("used", _bad_count), ("capacity", _bad_capacity)):
+        problem = check(getattr(p, name))
+        if problem:
+            changes[name] = None
+            why.append(f"pool {p.pool} {name} ({problem})")
+    return dataclasses.replace(p, **changes) if changes else p  # type: ignore[arg-type]
+
+
+def _clean_counts(field: str, counts: Mapping[str, float], why: list[str]) -> dict[str, float]:
+    """``counts`` without the entries that are not a count, each named in ``why``."""
+    out: dict[str, float] = {}
+    for key, v in counts.items():
+        problem = _bad_count(v)
+        if problem:
+            why.append(f"{field}[{key}] ({problem})")
+        else:
+            out[key] = v
+    return out
 
 
 def _clean_rank(r: RankValues) -> RankValues:
@@ -154,20 +184,32 @@ def _without_ranks(snap: EngineSnapshot, ranks: tuple[RankValues, ...], bad: dic
     return changes
 
 
-def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
+def sanitize(snap: EngineSnapshot, names: Mapping[str, Sequence[str]] | None = None) -> EngineSnapshot:
     """Return ``snap`` with impossible values made unknown and each listed in ``missing`` with why, and
-    data-parallel ranks that cannot be read left out of the aggregates (named in ``ranks_excluded``)."""
+    data-parallel ranks that cannot be read left out of the aggregates (named in ``ranks_excluded``).
+
+    ``names``: field → the engine's exposed names for it (the catalog's name table). When leaving ranks out
+    makes a field known again, the adapter's ``missing`` entry for it (``vllm:kv_cache_usage_perc``) is
+    dropped, and a total recomputed over the other ranks is not also reported by its tainted sum: ``missing``
+    says which rank was left out and why (``"rank 1 left out (requests_running value -5 is negative)"``).
+    """
     changes: dict[str, object] = {}
     why: list[str] = []
+    ranks = tuple(_clean_rank(r) for r in snap.ranks)
+    bad = _rank_problems(snap.ranks) if len(snap.ranks) > 1 else {}
+    rank_changes = _without_ranks(snap, ranks, bad) if bad and len(bad) < len(snap.ranks) else {}
+    recomputed = {f for f in _RECOMPUTED if f in rank_changes}
     for name in _COUNTS:
         problem = _bad_count(getattr(snap, name))
         if problem:
             changes[name] = None
-            why.append(f"{name} ({problem})")
+            if name not in recomputed:
+                why.append(f"{name} ({problem})")
     problem = _bad_ratio(snap.kv_cache_usage_ratio)
     if problem:
         changes["kv_cache_usage_ratio"] = None
-        why.append(f"kv_cache_usage_ratio ({problem})")
+        if "kv_cache_usage_ratio" not in recomputed:
+            why.append(f"kv_cache_usage_ratio ({problem})")
     problem = _bad_capacity(snap.kv_cache_capacity_tokens)
     if problem:
         changes["kv_cache_capacity_tokens"] = None
@@ -177,16 +219,30 @@ def sanitize(snap: EngineSnapshot) -> EngineSnapshot:
         if problem:
             changes[name] = None
             why.append(f"{name} histogram ({problem})")
-    ranks = tuple(_clean_rank(r) for r in snap.ranks)
+    pools = tuple(_clean_pool(p, why) for p in snap.pools)
+    if pools != snap.pools:
+        changes["pools"] = pools
+    for name in ("requests_waiting_by_reason", "disaggregation_queues"):
+        counts = getattr(snap, name)
+        cleaned = _clean_counts(name, counts, why)
+        if len(cleaned) != len(counts):
+            changes[name] = cleaned
     if ranks != snap.ranks:
         changes["ranks"] = ranks
-    bad = _rank_problems(snap.ranks) if len(snap.ranks) > 1 else {}
-    if bad and len(bad) < len(snap.ranks):
-        changes.update(_without_ranks(snap, ranks, bad))
+    missing = snap.missing
+    if rank_changes:
+        changes.update(rank_changes)
         why.extend(f"rank {rank} left out ({reason})" for rank, reason in bad.items())
+        known: set[str] = set()
+        for f in sorted(recomputed):
+            if rank_changes[f] is None:
+                why.append(f"{f} (unknown: not every rank left in reports it)")
+            else:
+                known.update((names or {}).get(f, ()))
+        missing = tuple(m for m in missing if m.split(" (", 1)[0] not in known)
     if not changes:
         return snap
-    changes["missing"] = (*snap.missing, *why)
+    changes["missing"] = (*missing, *why)
     return dataclasses.replace(snap, **changes)  # type: ignore[arg-type]
 
 
@@ -207,5 +263,12 @@ class SanitizedAdapter:
         return self.inner.models(exposition)
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
-        """The wrapped adapter's snapshot, sanitized."""
-        return sanitize(self.inner.snapshot(exposition, model))
+        """The wrapped adapter's snapshot, sanitized (with the engine's names from its catalog entry)."""
+        from advisor.engines.catalog import entry  # the catalog imports every adapter module
+
+        try:
+            table = entry(self.engine).name_table
+        except ValueError:
+            table = {}
+        names = {f: tuple(s.name for s in aliases) for f, aliases in table.items()}
+        return sanitize(self.inner.snapshot(exposition, model), names)

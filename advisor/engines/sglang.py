@@ -43,11 +43,12 @@ Rules beyond :mod:`advisor.engines.common`:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, Final
 
 from advisor.domain import Exposition, PoolReading, Sample
-from advisor.engines.common import NameTable, Scope, Series, config_values, positive, sum_known
+from advisor.engines.common import NameTable, Scope, Series, config_values, positive, valid_ratio
 from advisor.engines.tabular import TableAdapter
 
 _OLD: Final = "python/sglang/srt/metrics/collector.py"
@@ -176,21 +177,26 @@ class SGLangAdapter(TableAdapter):
         for pool, unit in (("swa", "tokens"), ("mamba", "slots")):
             alias = NAME_TABLE[f"pool_{pool}"][0]
             usage = {r: v for r, v in scope.gauge(alias).items() if v is not None}
-            used = sum_known(scope.gauge(NAME_TABLE[f"pool_{pool}_used"][0]).values())
-            free = [sum_known(scope.gauge(a).values()) for a in NAME_TABLE[f"pool_{pool}_free"]]
+            used = _total(scope.gauge(NAME_TABLE[f"pool_{pool}_used"][0]).values())
+            free = [_total(scope.gauge(a).values()) for a in NAME_TABLE[f"pool_{pool}_free"]]
             capacity = None
             if used is not None and free[0] is not None:
-                capacity = used + free[0] + (free[1] or 0.0)
+                parts = (used, free[0], free[1] or 0.0)
+                bad_part = [v for v in parts if not math.isfinite(v) or v < 0]
+                capacity = bad_part[0] if bad_part else math.fsum(parts)
             if not usage and used is None:
                 continue
-            if max(usage.values(), default=0.0) <= USAGE_EPSILON and not capacity:
+            if all(abs(u) <= USAGE_EPSILON for u in usage.values()) and not capacity:
                 continue  # SGLang exports the gauge as 0 for models without this pool
+            # An impossible rank value is passed on, not hidden under a max or a sum: the sanitizer
+            # (advisor.engines.sanity) makes it unknown and names it in missing.
+            bad = [u for u in usage.values() if valid_ratio(u) is None]
             out.append(
                 PoolReading(
                     pool=pool,
-                    usage_ratio=max(usage.values()) if usage else None,
+                    usage_ratio=bad[0] if bad else (max(usage.values()) if usage else None),
                     used=used,
-                    capacity=positive(capacity),
+                    capacity=capacity,
                     unit=unit,
                     source=alias.name,
                 )
@@ -216,7 +222,7 @@ class SGLangAdapter(TableAdapter):
                 disaggregated = disaggregated or any(
                     s.labels.get("engine_type") in ("prefill", "decode") for s in samples
                 )
-                total = sum_known(scope.gauge(alias).values())
+                total = _total(scope.gauge(alias).values())
                 if total is not None:
                     out[key[len("queue_") :]] = total
                 break
@@ -232,6 +238,16 @@ class SGLangAdapter(TableAdapter):
             scope,
             [("context_len", ctx), ("page_size", page), ("max_total_num_tokens", cap), ("cache_hit_rate", hit)],
         )
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """Sum of the known per-rank values, or the first impossible one (negative or not finite) so that the
+    sanitizer names it: ``[3, None, 4] → 7``, ``[3, -10] → -10``, ``[None] → None``."""
+    known = [v for v in values if v is not None]
+    bad = [v for v in known if not math.isfinite(v) or v < 0]
+    if bad:
+        return bad[0]
+    return math.fsum(known) if known else None
 
 
 # --- catalog entry (advisor.engines.catalog) -----------------------------------------------------------------

@@ -31,12 +31,14 @@ from advisor.engines.common import (
     Scope,
     Series,
     first_histogram,
+    first_samples,
     first_total,
     positive,
     sum_all,
     valid_ratio,
     wanted_names,
     weighted_usage,
+    why_no_histogram,
 )
 from advisor.listing import IGNORED_MORE, bounded
 
@@ -77,18 +79,18 @@ class TableAdapter:
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """Read one exposition; ``model`` selects one of :meth:`models` (``None``: the first)."""
-        exposition = self.normalize(exposition)
+        exposition, duplicates = first_samples(self.normalize(exposition))
         scope = self._scope(exposition, model)
         ranks = scope.ranks(self.table) or ("0",)
-        missing: list[str] = []
+        missing: list[str] = list(duplicates)
 
-        def note(field: str, value: object) -> None:
+        def note(field: str, value: object, why: str | None = None) -> None:
             if value is None:
                 aliases = self.table.get(field, ())
                 if field in self.not_exposed and not any(scope.samples(a, _suffix(a)) for a in aliases):
                     missing.append(self.not_exposed[field])
                 elif aliases:
-                    missing.append(aliases[0].name)
+                    missing.append(f"{aliases[0].name} ({why})" if why else aliases[0].name)
                 else:
                     missing.append(f"{field} (not exposed by {self.engine})")
 
@@ -107,8 +109,9 @@ class TableAdapter:
 
         hists: dict[str, tuple[Histogram | None, Series | None]] = {}
         for field in _HISTOGRAM_FIELDS:
-            hists[field] = first_histogram(scope, self.table.get(field, ()), ranks)
-            note(field, hists[field][0])
+            aliases = self.table.get(field, ())
+            hists[field] = first_histogram(scope, aliases, ranks)
+            note(field, hists[field][0], why_no_histogram(scope, aliases, ranks) if hists[field][0] is None else None)
 
         start = None
         for alias in self.table.get("process_start_time_seconds", ()):

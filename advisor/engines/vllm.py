@@ -71,11 +71,13 @@ from advisor.engines.common import (
     Scope,
     Series,
     first_histogram,
+    first_samples,
     first_total,
     sum_all,
     valid_ratio,
     wanted_names,
     weighted_usage,
+    why_no_histogram,
 )
 from advisor.listing import IGNORED_MORE, bounded
 
@@ -202,15 +204,16 @@ class VLLMAdapter:
         return sample_name in WANTED_SAMPLE_NAMES or canonical_name(sample_name) in WANTED_SAMPLE_NAMES
 
     def __init__(self) -> None:
-        self._last: tuple[Exposition, _VLLMScope] | None = None
+        self._last: tuple[Exposition, _VLLMScope, list[str]] | None = None
         """The scope :meth:`models` built, kept for the :meth:`snapshot` of the same exposition that follows
         (``advisor.observe.observe`` asks for both); replaced whole, so a concurrent caller sees a pair or none."""
 
     def models(self, exposition: Exposition) -> list[str]:
         """Every served model (``model_name``, else Triton's ``model``) on the samples the adapter reads, in
         exposition order (LoRA adapters are not separate models; ``vllm:lora_requests_info`` is not read)."""
-        scope = _VLLMScope(normalize(exposition), None)
-        self._last = (exposition, scope)
+        expo, duplicates = first_samples(normalize(exposition))
+        scope = _VLLMScope(expo, None)
+        self._last = (exposition, scope, duplicates)
         return scope.all_models
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
@@ -227,15 +230,17 @@ class VLLMAdapter:
         """
         last, self._last = self._last, None  # held only until this snapshot: a page is never kept
         if last is not None and last[0] is exposition and (model is None or model == last[1].model):
-            scope = last[1]  # the same page, the same model: the scope models() just built
+            _, scope, duplicates = last  # the same page, the same model: the scope models() just built
         else:
-            scope = _VLLMScope(normalize(exposition), model)
+            expo, duplicates = first_samples(normalize(exposition))
+            scope = _VLLMScope(expo, model)
         ranks = scope.vllm_ranks()
-        missing: list[str] = []
+        missing: list[str] = list(duplicates)
 
-        def note(field: str, value: object) -> None:
+        def note(field: str, value: object, why: str | None = None) -> None:
             if value is None:
-                missing.append(NAME_TABLE[field][0].name)
+                name = NAME_TABLE[field][0].name
+                missing.append(f"{name} ({why})" if why else name)
 
         cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
         capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
@@ -276,9 +281,9 @@ class VLLMAdapter:
         _, finished = total("requests_finished_total")
 
         ttft, ttft_alias = first_histogram(scope, NAME_TABLE["ttft"], ranks)
-        note("ttft", ttft)
+        note("ttft", ttft, why_no_histogram(scope, NAME_TABLE["ttft"], ranks) if ttft is None else None)
         tpot, tpot_alias = first_histogram(scope, NAME_TABLE["tpot"], ranks)
-        note("tpot", tpot)
+        note("tpot", tpot, why_no_histogram(scope, NAME_TABLE["tpot"], ranks) if tpot is None else None)
         e2e, _ = first_histogram(scope, NAME_TABLE["e2e"], ranks)
         note("e2e", e2e)
         queue_time, _ = first_histogram(scope, NAME_TABLE["queue_time"], ranks)
@@ -375,16 +380,15 @@ class _VLLMScope(Scope):
         engine = sample.labels.get(_RANK_LABEL)
         for label in _REPLICA_LABELS:
             value = sample.labels.get(label)
-            if value is not None:
+            if value:  # an empty replica label names no replica
                 name = f"{label}={value}"
                 return name if engine in (None, DEFAULT_RANK) else f"{name}/{_RANK_LABEL}={engine}"
         return engine if engine is not None else DEFAULT_RANK
 
     def ranked(self, series: Series) -> bool:
         """Whether the series' samples name a rank (``engine`` or a replica label)."""
-        labels = (_RANK_LABEL, *_REPLICA_LABELS)
         suffixes = ("_bucket", "_count", "_sum") if series.kind == "histogram" else ("",)
-        return any(any(k in s.labels for k in labels) for x in suffixes for s in self.samples(series, x))
+        return any(_names_rank(s) for x in suffixes for s in self.samples(series, x))
 
     def vllm_ranks(self) -> tuple[str, ...]:
         """Every rank on the model's samples (``"0"`` for unlabelled ones); ``process_start_time_seconds``
@@ -483,11 +487,13 @@ def kv_cache_hybrid(cache_config: Mapping[str, str]) -> bool | None:
 
 
 def _names_rank(sample: Sample) -> bool:
-    return any(k in sample.labels for k in (_RANK_LABEL, *_REPLICA_LABELS))
+    """Whether the sample carries ``engine`` or a non-empty replica label (``ReplicaId=""`` names none)."""
+    return _RANK_LABEL in sample.labels or any(sample.labels.get(k) for k in _REPLICA_LABELS)
 
 
 def _rank_order(rank: str) -> tuple[int, int, str]:
-    return (0, int(rank), "") if rank.isdigit() else (1, 0, rank)
+    # ASCII digits only: "²" passes str.isdigit() but int() rejects it; it sorts as a name.
+    return (0, int(rank), "") if rank.isascii() and rank.isdigit() else (1, 0, rank)
 
 
 def _positive_number(text: str | None) -> float | None:

@@ -15,6 +15,7 @@ Pure: times come from the recommendation.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from advisor import conventions as c
@@ -22,6 +23,18 @@ from advisor.domain import Recommendation, rfc3339
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 """Go's zero time, which Alertmanager sends as endsAt of a firing alert."""
+
+
+def finite(obj: Any) -> Any:
+    """A JSON-ready copy of ``obj`` with NaN and ±Inf as ``None`` (JSON has no such numbers):
+    ``{"a": [1.0, inf]} → {"a": [1.0, None]}``."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def alert_labels(rec: Recommendation) -> dict[str, str]:
@@ -47,10 +60,10 @@ def alert(rec: Recommendation, external_url: str = "") -> dict[str, Any]:
             "description": rec.description,
             "runbook_url": rec.runbook,
             "flag": rec.flag,
-            "current": json.dumps(rec.current),
-            "suggested": json.dumps(rec.suggested),
+            "current": json.dumps(finite(rec.current), allow_nan=False, default=str),
+            "suggested": json.dumps(finite(rec.suggested), allow_nan=False, default=str),
             "confidence": f"{rec.confidence:.2f}",
-            "predicted_effect": json.dumps(rec.predicted_effect, sort_keys=True),
+            "predicted_effect": json.dumps(finite(rec.predicted_effect), sort_keys=True, allow_nan=False, default=str),
         },
         "startsAt": rfc3339(rec.opened_at),
         "endsAt": rfc3339(rec.resolved_at) if rec.resolved_at is not None else ZERO_TIME,

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 from advisor import __version__
 from advisor.domain import Recommendation, rfc3339
-from advisor.notify.payload import alert, webhook_message
+from advisor.notify.payload import alert, finite, webhook_message
 from advisor.redact import REDACTED, redact_secret_url, url_secrets
 
 IDEMPOTENCY_HEADER = "X-Advisor-Idempotency-Key"
@@ -43,6 +43,12 @@ SIGNATURE_HEADER = "X-Advisor-Signature"
 USER_AGENT = f"capacity-advisor/{__version__}"
 ALERTMANAGER_ENDS_AT_FACTOR = 4
 """Prometheus sets a firing alert's endsAt to 4 × the resend delay ahead (``rules/alerting.go``)."""
+
+
+def _json_body(obj: Any, *, ensure_ascii: bool = True) -> bytes:
+    """A request body as strict JSON: NaN and ±Inf become ``null`` (Python's ``json`` would write bare
+    ``NaN``/``Infinity``, which receivers' JSON parsers reject), unknown objects as ``str()``."""
+    return json.dumps(finite(obj), ensure_ascii=ensure_ascii, allow_nan=False, default=str).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +192,7 @@ class WebhookReceiver(_Base):
         return super().secrets() + extra
 
     def build_request(self, note: Notification, now: float) -> Request:
-        body = json.dumps(webhook_message(note.recommendation, self.name, self.external_url), default=str).encode()
+        body = _json_body(webhook_message(note.recommendation, self.name, self.external_url))
         headers = self._headers(note.key)
         if self._hmac is not None:
             headers[SIGNATURE_HEADER] = signature(self._hmac, body)
@@ -274,7 +280,7 @@ class SlackReceiver(_Base):
     kind = "slack"
 
     def build_request(self, note: Notification, now: float) -> Request:
-        body = json.dumps(slack_message(note.recommendation), ensure_ascii=False).encode()
+        body = _json_body(slack_message(note.recommendation), ensure_ascii=False)
         return Request(self._url, self._headers(note.key), body)
 
 
@@ -325,10 +331,10 @@ class AlertmanagerReceiver(_Base):
         rec = note.recommendation
         resolved = note.kind == "resolved"
         ends = (rec.resolved_at if rec.resolved_at is not None else now) if resolved else self.ends_at(now)
-        body = json.dumps([postable_alert(rec, ends, self.external_url)], default=str).encode()
+        body = _json_body([postable_alert(rec, ends, self.external_url)])
         return Request(self._endpoint, self._headers(note.key), body)
 
     def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
         ends = self.ends_at(now)
-        body = json.dumps([postable_alert(r, ends, self.external_url) for r in active], default=str).encode()
+        body = _json_body([postable_alert(r, ends, self.external_url) for r in active])
         return Request(self._endpoint, self._headers(None), body)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.kv import CapacityInputs
 from advisor.rules.base import Evaluation, Proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
@@ -41,6 +42,19 @@ def data_parallel_ranks(ev: Evaluation) -> int:
     × this against a replica-wide count.
     """
     return max(1, ev.ctx.inputs.data_parallel_size, len(ev.kv_rank_capacity_tokens))
+
+
+def gpus_per_replica(ev: Evaluation, inputs: CapacityInputs | None = None) -> int:
+    """GPUs one replica occupies: tensor-parallel × pipeline-parallel × data-parallel ranks.
+
+    ``inputs`` (default: the deployment's) gives TP and PP, so a turned pass can be priced; the DP ranks are
+    :func:`data_parallel_ranks` (configured, or reported when more). Each DP rank is a whole TP × PP engine
+    (``vllm/config/parallel.py``: ``world_size_across_dp = pipeline × tensor × data``).
+
+    Example: TP 1, PP 1, ``data_parallel_size: 2`` → ``2``; the same with TP 2 → ``4``.
+    """
+    i = ev.ctx.inputs if inputs is None else inputs
+    return i.tensor_parallel_size * i.pipeline_parallel_size * data_parallel_ranks(ev)
 
 
 def rank_concurrency(ev: Evaluation) -> float:
@@ -164,7 +178,7 @@ def turn_proposal(
             t.before.kv_cache_tokens / per_request, t.after.kv_cache_tokens / per_request
         )
     if t.dial == c.DIAL_TENSOR_PARALLEL_SIZE:
-        pe["gpus_per_replica"] = effect(t.before.tensor_parallel_size, t.after.tensor_parallel_size)
+        pe["gpus_per_replica"] = effect(gpus_per_replica(ev, t.before_inputs), gpus_per_replica(ev, t.after_inputs))
     gain = t.kv_gain_ratio()
     sufficient = needed_factor is None or gain >= needed_factor
     summary = (

@@ -40,6 +40,7 @@ from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
     data_parallel_ranks,
+    gpus_per_replica,
     rank_concurrency,
     replicas_proposal,
     tokens_per_running_request,
@@ -230,7 +231,10 @@ class GoodputRule:
                 summary=f"{ev.ctx.name}: long prefills miss TTFT — tensor parallel {inputs.tensor_parallel_size} → "
                 f"{tp2.tensor_parallel_size}",
                 description=f"{ev_desc} Twice the TP degree splits each prefill: ~{before:.2f}s → ~{after:.2f}s.",
-                predicted_effect={"prefill_seconds": effect(before, after)},
+                predicted_effect={
+                    "prefill_seconds": effect(before, after),
+                    "gpus_per_replica": effect(gpus_per_replica(ev), gpus_per_replica(ev, tp2)),
+                },
                 evidence={**evidence, "prompt_tokens_mean": round(prompt, 1)},
                 score=before / max(after, 1e-9) / 2,
                 sufficient=True,
@@ -360,7 +364,14 @@ class GoodputRule:
                         f"takes the roofline TPOT from ~{now_tpot * 1000:.0f} ms to ~{after * 1000:.0f} ms. "
                         f"Note: {why}."
                     ),
-                    predicted_effect={"tpot_seconds": effect(now_tpot, after)},
+                    predicted_effect={
+                        "tpot_seconds": effect(now_tpot, after),
+                        **(
+                            {"gpus_per_replica": effect(gpus_per_replica(ev), gpus_per_replica(ev, turned))}
+                            if dial == c.DIAL_TENSOR_PARALLEL_SIZE
+                            else {}
+                        ),
+                    },
                     evidence={
                         **evidence,
                         "batch_per_replica": round(batch * ranks, 2),

@@ -22,7 +22,7 @@ from advisor.capacity.hardware import get_gpu, gpu_keys
 from advisor.capacity.kv import capacity_pass
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, data_parallel_ranks, replicas_proposal
+from advisor.rules.common import confidence, count, data_parallel_ranks, gpus_per_replica, replicas_proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 
@@ -165,10 +165,7 @@ class OverProvisionedRule:
                             "load_ratio": effect(
                                 s.requests_running / (current * ceiling), s.requests_running / (needed * ceiling)
                             ),
-                            "gpus": effect(
-                                current * ev.ctx.inputs.tensor_parallel_size,
-                                needed * ev.ctx.inputs.tensor_parallel_size,
-                            ),
+                            "gpus": effect(current * gpus_per_replica(ev), needed * gpus_per_replica(ev)),
                         },
                     )
                 ]
