@@ -49,7 +49,7 @@ from pydantic import (
     model_validator,
 )
 
-from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
+from advisor.capacity.deployment import deployment_inputs, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch, get_preset
@@ -862,35 +862,19 @@ def capacity_inputs(
         memory = spec.memory_bytes
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     return deployment_inputs(
-        DeploymentSpec(
+        spec_from_settings(
+            dep,
             engine=engine or dep.engine,
             model=model,
             gpu_memory_bytes=memory,
             gpu_name=spec.name if spec is not None else "",
             nvlink_sharp=spec is not None and spec.nvlink_sharp,
-            tensor_parallel_size=dep.tensor_parallel_size,
-            data_parallel_size=dep.data_parallel_size,
-            enable_expert_parallel=dep.enable_expert_parallel,
             gpu_memory_utilization=dep.gpu_memory_utilization
             if "gpu_memory_utilization" in dep.model_fields_set
             else None,
-            max_model_len=dep.max_model_len,
-            dtype=dep.dtype,
-            quantization=dep.quantization,
-            kv_cache_dtype=dep.kv_cache_dtype,
-            max_num_seqs=dep.max_num_seqs,
-            max_num_batched_tokens=dep.max_num_batched_tokens,
-            block_size=dep.block_size,
-            kv_cache_memory_bytes=dep.kv_cache_memory_bytes,
-            num_gpu_blocks_override=dep.num_gpu_blocks_override,
-            gpu_memory_used_by_others_bytes=int(dep.gpu_memory_used_by_others_gib * GIB),
-            mem_fraction_static=dep.mem_fraction_static,
-            cuda_memory_fraction=dep.cuda_memory_fraction,
+            gpu_memory_used_by_others_gib=dep.gpu_memory_used_by_others_gib,
             free_gpu_memory_fraction=kv_config.free_gpu_memory_fraction,
             max_tokens=kv_config.max_tokens,
-            ctx_size=dep.ctx_size,
-            parallel=dep.parallel,
-            kv_unified=dep.kv_unified,
         )
     )
 

@@ -34,6 +34,7 @@ from advisor.capacity.engines import (
     engine_capacity_pass,
     sglang_default_mem_fraction_static,
 )
+from advisor.capacity.hardware import GIB
 from advisor.capacity.kv import (
     CapacityInputs,
     EngineSettings,
@@ -45,7 +46,7 @@ from advisor.capacity.kv import (
 from advisor.capacity.models import ModelArch
 from advisor.errors import CapacityError
 
-__all__ = ["DeploymentSpec", "accounting_engine", "deployment_capacity", "deployment_inputs"]
+__all__ = ["DeploymentSpec", "accounting_engine", "deployment_capacity", "deployment_inputs", "spec_from_settings"]
 
 _ACCOUNTING = {
     "vllm": "vllm",
@@ -133,6 +134,59 @@ class DeploymentSpec:
     ctx_size: int | None = None
     parallel: int | None = None
     kv_unified: bool = False
+
+
+_STATED: tuple[str, ...] = (
+    "tensor_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "max_model_len",
+    "dtype",
+    "quantization",
+    "kv_cache_dtype",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "kv_cache_memory_bytes",
+    "num_gpu_blocks_override",
+    "mem_fraction_static",
+    "cuda_memory_fraction",
+    "ctx_size",
+    "parallel",
+    "kv_unified",
+)
+"""The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
+
+
+def spec_from_settings(
+    settings: object,
+    *,
+    engine: str,
+    model: ModelArch,
+    gpu_memory_bytes: int,
+    gpu_name: str,
+    nvlink_sharp: bool,
+    gpu_memory_utilization: float | None,
+    gpu_memory_used_by_others_gib: float,
+    free_gpu_memory_fraction: float | None,
+    max_tokens: int | None,
+) -> DeploymentSpec:
+    """The :class:`DeploymentSpec` of a stated deployment: the config's ``deployments[]`` entry and the API's
+    plan request both carry the :data:`_STATED` settings under these names; the rest is passed resolved
+    (GPU, model, the budget only when stated, others' memory in GiB, TensorRT-LLM's ``kv_cache_config``)."""
+    stated = {name: getattr(settings, name) for name in _STATED}
+    return DeploymentSpec(
+        engine=engine,
+        model=model,
+        gpu_memory_bytes=gpu_memory_bytes,
+        gpu_name=gpu_name,
+        nvlink_sharp=nvlink_sharp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        gpu_memory_used_by_others_bytes=int(gpu_memory_used_by_others_gib * GIB),
+        free_gpu_memory_fraction=free_gpu_memory_fraction,
+        max_tokens=max_tokens,
+        **stated,
+    )
 
 
 def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
