@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.states import SGLangEngine, TwoScrapeServer, VLLMEngine, spread
+from tests.states import SGLangEngine, VLLMEngine, spread
+from tests.states.field import run_once_on
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,40 +78,7 @@ def _is_fp8(value: Any) -> bool:
 
 
 def _run_once(tmp_path: Path, state: State) -> dict[str, Any]:
-    servers = [TwoScrapeServer(a, b) for a, b in state.scrapes]
-    try:
-        for name, text in state.files.items():
-            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / name).write_text(text, encoding="utf-8")
-        dep = {**state.deployment, "targets": [s.url for s in servers]}
-        cfg_path = tmp_path / "advisor.yaml"
-        cfg_path.write_text(yaml.safe_dump({"deployments": [dep]}, sort_keys=False), encoding="utf-8")
-        check = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "check-config", str(cfg_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO_ROOT,
-        )
-        assert check.returncode == 0, f"harness: config invalid:\n{check.stdout}\n{check.stderr}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg_path), "--interval", "1", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
-        )
-        assert proc.returncode == 0, f"once failed ({proc.returncode}):\n{proc.stderr}"
-        out = json.loads(proc.stdout)
-        for s in servers:
-            assert s.hits >= 2, f"harness: target scraped {s.hits} times, expected 2"
-    finally:
-        for s in servers:
-            s.stop()
-    deps = out["deployments"]
-    assert len(deps) == 1, deps
-    result: dict[str, Any] = deps[0]
-    return result
+    return run_once_on(tmp_path, state.deployment, state.scrapes, state.files)
 
 
 def _snap_close(snap: dict[str, Any], key: str, expected: float, rel: float = 0.02, abs_: float = 1e-6) -> None:

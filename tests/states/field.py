@@ -85,13 +85,29 @@ def run_field_state(tmp_path: Path, state: FieldState) -> dict[str, Any]:
         AssertionError: the harness failed (config invalid, ``once`` failed, a target not scraped twice).
     """
     assert state.source.startswith("https://"), f"{state.id}: a field state names its public source"
-    servers = [TwoScrapeServer(a, b) for a, b in state.scrapes]
+    return run_once_on(tmp_path, state.deployment, state.scrapes, state.files, state.extra_config)
+
+
+def run_once_on(
+    tmp_path: Path,
+    deployment: Mapping[str, Any],
+    scrapes: Sequence[tuple[str, str]],
+    files: Mapping[str, str] | None = None,
+    extra_config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Serve each replica's two scrapes on loopback, write the config (``targets`` filled in) and its extra
+    files, run ``check-config`` then ``once --interval 1 --json``; return the one deployment object.
+
+    Raises:
+        AssertionError: the harness failed (config invalid, ``once`` failed, a target not scraped twice).
+    """
+    servers = [TwoScrapeServer(a, b) for a, b in scrapes]
     try:
-        for name, text in state.files.items():
+        for name, text in (files or {}).items():
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name).write_text(text, encoding="utf-8")
-        dep = {**state.deployment, "targets": [s.url for s in servers]}
-        cfg = {**state.extra_config, "deployments": [dep]}
+        dep = {**deployment, "targets": [s.url for s in servers]}
+        cfg = {**(extra_config or {}), "deployments": [dep]}
         cfg_path = tmp_path / "advisor.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
         check = subprocess.run(
