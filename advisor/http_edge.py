@@ -229,22 +229,26 @@ class _DeadlineReader(io.RawIOBase):
         super().close()
 
 
-class _DeadlineHTTPConnection(HTTPConnection):
+class _DeadlineConnect:
+    """Mixin for urllib3's connection classes: refuse to connect once the deadline has passed, then wrap the
+    socket so every read is cut to the time left."""
+
+    sock: Any
+
     def connect(self) -> None:
         left = _time_left()
         if left is not None and left <= 0:
             raise urllib3.exceptions.ConnectTimeoutError(self, "the request deadline passed before connecting")
-        super().connect()
+        super().connect()  # type: ignore[misc]
         self.sock = _DeadlineSocket(self.sock)
 
 
-class _DeadlineHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        left = _time_left()
-        if left is not None and left <= 0:
-            raise urllib3.exceptions.ConnectTimeoutError(self, "the request deadline passed before connecting")
-        super().connect()
-        self.sock = _DeadlineSocket(self.sock)
+class _DeadlineHTTPConnection(_DeadlineConnect, HTTPConnection):
+    pass
+
+
+class _DeadlineHTTPSConnection(_DeadlineConnect, HTTPSConnection):
+    pass
 
 
 class _DeadlineHTTPPool(HTTPConnectionPool):
