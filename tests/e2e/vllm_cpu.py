@@ -345,6 +345,8 @@ class CompletionLoad:
     sent: int = 0
     completed: int = 0
     errors: list[str] = field(default_factory=list)
+    reconnects: int = 0
+    """Requests sent again once because the server had closed the reused keep-alive connection."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -373,7 +375,15 @@ class CompletionLoad:
         with requests.Session() as session:
             while time.monotonic() < deadline and self._take():
                 try:
-                    r = session.post(self.url + "/v1/completions", json=body, timeout=max(30.0, self.max_seconds))
+                    try:
+                        r = session.post(self.url + "/v1/completions", json=body, timeout=max(30.0, self.max_seconds))
+                    except requests.ConnectionError:
+                        # the server closed a keep-alive connection as this request reused it (uvicorn's idle
+                        # timeout racing 64 clients): nothing was answered; send it once more on a new connection
+                        with self._lock:
+                            self.reconnects += 1
+                        session.close()
+                        r = session.post(self.url + "/v1/completions", json=body, timeout=max(30.0, self.max_seconds))
                     with self._lock:
                         if r.status_code == 200:
                             self.completed += 1
