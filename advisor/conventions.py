@@ -115,6 +115,14 @@ RULE_SPECULATIVE_DECODING: Final = "speculative_decoding"
 RULE_KV_BUDGET: Final = "kv_budget"
 RULE_WEIGHTS_CROWD: Final = "weights_crowd"
 RULE_MODEL_DRIFT: Final = "model_drift"
+RULE_STALLED: Final = "stalled"
+
+# --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
+PROBLEM_SATURATION: Final = "saturation"
+"""The deployment cannot carry its load: KV pool full, queue growing, goodput below target, admission thrash,
+a pool smaller than one request. One incident, whichever of these rules sees it first."""
+PROBLEM_STALLED: Final = "stalled"
+"""Requests wait, none complete, the token counters stand still."""
 
 # --- alert names (webhook payload alertname) ----------------------------------------------------------
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"

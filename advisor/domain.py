@@ -234,6 +234,13 @@ class TimedSnapshot:
 class Recommendation:
     """An open (or resolved) recommendation: one dial turn for one deployment.
 
+    Since issue 13 a recommendation is an *incident*: one per deployment and ``problem``; ``rule``/``dial``/…
+    describe its ``suggested`` (best) turn, ``alternatives`` the other turns ranked (each a mapping with ``rule``,
+    ``dial``, ``action``, ``current``, ``suggested``, ``flag``, ``predicted_effect``, ``confidence`` and
+    ``why_rank``), ``withheld`` the turns a rule's own evidence contradicted (``rule``, ``dial``, ``reason``).
+    Records written before issue 13 read with ``problem`` empty (the lifecycle maps their rule to its problem)
+    and no alternatives.
+
     ``id`` is stable while the recommendation stays open and doubles as the notification fingerprint.
     ``predicted_effect`` maps a quantity to ``{"before": x, "after": y}``; ``evidence`` maps metric names
     to the values seen, with ``window_seconds``. Times are unix seconds.
@@ -257,6 +264,10 @@ class Recommendation:
     evidence: Mapping[str, Any]
     rank: int = 0
     resolved_at: float | None = None
+    problem: str = ""
+    alternatives: tuple[Mapping[str, Any], ...] = ()
+    withheld: tuple[Mapping[str, Any], ...] = ()
+    updated_at: float | None = None
 
     def to_record(self) -> dict[str, Any]:
         """Every field, times as unix seconds: the lossless form the outbox persists."""
@@ -279,6 +290,10 @@ class Recommendation:
             "evidence": dict(self.evidence),
             "rank": self.rank,
             "resolved_at": self.resolved_at,
+            "problem": self.problem,
+            "alternatives": [dict(a) for a in self.alternatives],
+            "withheld": [dict(w) for w in self.withheld],
+            "updated_at": self.updated_at,
         }
 
     @classmethod
@@ -310,6 +325,10 @@ class Recommendation:
             evidence=dict(d["evidence"]),
             rank=int(d.get("rank", 0)),
             resolved_at=None if resolved is None else float(resolved),
+            problem=str(d.get("problem") or ""),
+            alternatives=tuple(dict(a) for a in d.get("alternatives") or ()),
+            withheld=tuple(dict(w) for w in d.get("withheld") or ()),
+            updated_at=None if d.get("updated_at") is None else float(d["updated_at"]),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -335,6 +354,9 @@ class Recommendation:
             "rank": self.rank,
             "predicted_effect": {k: dict(v) for k, v in self.predicted_effect.items()},
             "evidence": dict(self.evidence),
+            "problem": self.problem,
+            "alternatives": [dict(a) for a in self.alternatives],
+            "withheld": [dict(w) for w in self.withheld],
         }
 
 

@@ -44,6 +44,7 @@ class AdmissionThrashRule:
     """A few long requests hold the pool → cap context, admit whole requests, or a long-context replica."""
 
     id = c.RULE_ADMISSION_THRASH
+    problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = (c.RULE_KV_SATURATION,)
 
     def __init__(

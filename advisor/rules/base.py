@@ -131,6 +131,12 @@ class Proposal:
     quality penalty for lossy turns); then the rest by ``score`` (predicted gain per unit of cost).
     A ``complementary`` proposal goes with the others rather than instead of them (capping max-num-seqs at
     the knee beside a pool turn), so it opens even past the per-rule limit of alternatives.
+
+    ``withheld``: the reason, in numbers, that the rule's own evidence contradicts this turn (a context cap when
+    the observed requests are short); a withheld proposal is never suggested and is listed under the incident's
+    ``withheld`` with that reason. ``gpus_added``: GPUs the turn adds to the deployment (0 for turns that add
+    none: utilization, KV dtype, context cap, quantization; TP 1 → 2 on 3 replicas adds 3), which decides the
+    ranking's first split (turns that add no GPU rank first).
     """
 
     rule: str
@@ -149,6 +155,25 @@ class Proposal:
     sufficient: bool = True
     cost: float = 1.0
     complementary: bool = False
+    withheld: str | None = None
+    gpus_added: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """A turn a rule considered and did not propose because its own evidence contradicts it (issue 13).
+
+    ``reason`` names the measurement that falsified the diagnosis, in numbers (``observed prompts average 1,900
+    tokens, 1.4% of max-model-len 131,072: a context cap frees nothing``).
+    """
+
+    rule: str
+    dial: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"rule", "dial", "reason"}``."""
+        return {"rule": self.rule, "dial": self.dial, "reason": self.reason}
 
 
 class Rule(Protocol):
@@ -157,6 +182,11 @@ class Rule(Protocol):
     ``id`` is stable. ``supersedes`` names rules whose advice this rule's diagnosis replaces: while this
     rule fires, they open nothing (a pool smaller than one request is not cured by more replicas). Rules
     are evaluated in order, so a superseding rule comes before the rules it supersedes.
+
+    Optional attributes (read with :func:`rule_problem` and :func:`rule_states`, so plugins may omit them):
+    ``problem`` — the problem the rule diagnoses (``saturation``); the proposals of every rule of one problem
+    merge into one incident per deployment (default: the rule's own id); ``evaluated_in`` — the data states the
+    rule runs in (default ``("fresh",)``; the ``stalled`` rule also runs on ``stale`` data).
     """
 
     id: str
@@ -177,3 +207,15 @@ class Rule(Protocol):
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Dial turns for the state, best first."""
         ...
+
+
+def rule_problem(rule: Rule) -> str:
+    """The problem a rule diagnoses: its ``problem`` attribute, else its id (one incident per rule)."""
+    problem = getattr(rule, "problem", None)
+    return problem if isinstance(problem, str) and problem else rule.id
+
+
+def rule_states(rule: Rule) -> tuple[str, ...]:
+    """The data states a rule is evaluated in: its ``evaluated_in`` attribute, else ``("fresh",)``."""
+    states = getattr(rule, "evaluated_in", None)
+    return tuple(states) if states else ("fresh",)

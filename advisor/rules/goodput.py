@@ -54,6 +54,7 @@ class GoodputRule:
     """Goodput below target for the for-duration → the dial its diagnosis points at."""
 
     id = c.RULE_GOODPUT_BELOW_TARGET
+    problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = ()
 
     def __init__(self, for_seconds: float = 120.0, min_requests: int = 20, target_utilization: float = 0.8):

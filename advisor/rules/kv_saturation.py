@@ -45,6 +45,7 @@ class KVSaturationRule:
     """KV pool saturation with queueing or preemption → raise the concurrency ceiling."""
 
     id = c.RULE_KV_SATURATION
+    problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = ()
 
     def __init__(self, usage_threshold: float = 0.9, resolve_below: float = 0.8, for_seconds: float = 60.0):

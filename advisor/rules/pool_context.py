@@ -39,6 +39,7 @@ class PoolContextRule:
     """Pool smaller than the context it promises → cap max-model-len, or enlarge the pool."""
 
     id = c.RULE_POOL_CONTEXT
+    problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = (
         c.RULE_KV_SATURATION,
         c.RULE_QUEUE_GROWTH,

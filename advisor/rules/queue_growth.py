@@ -27,6 +27,7 @@ class QueueGrowthRule:
     """Arrival rate above service rate → replicas from the queueing model."""
 
     id = c.RULE_QUEUE_GROWTH
+    problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = ()
 
     def __init__(self, min_growth_per_second: float = 0.05, target_utilization: float = 0.8, for_seconds: float = 120):
