@@ -7,9 +7,12 @@ and acknowledgements to the state file.
 
 * ``--web.config.file`` (:mod:`advisor.web_config`): TLS and basic auth for everything served. TLS
   handshakes run on the connection's own thread, so a slow client never blocks ``accept``.
-* Write endpoints (snooze, ack) need basic auth or a loopback listen address, else 403. They also need
-  ``Content-Type: application/json``, which a browser cannot send cross-origin without a CORS preflight
-  this server never grants — so a web page cannot make an operator's browser snooze anything.
+* Write endpoints (snooze, ack) need basic auth or a loopback listen address, else 403. They take
+  ``Content-Type: application/json`` (API clients) or ``application/x-www-form-urlencoded`` (the status page's
+  forms). A form needs a CSRF token (:func:`csrf_token`, rendered into the page) or an ``Origin``/``Referer``
+  whose host is the request's ``Host``; a JSON request needs the same when it carries an ``Origin`` (a browser
+  cannot send JSON cross-origin without a CORS preflight this server never grants). Anything else is 403.
+  Each snooze or ack records who made it (the basic-auth user, else the client address) and when.
 * Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
   404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
 """
@@ -18,11 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import ipaddress
 import json
 import logging
 import math
 import re
+import secrets
 import socket
 import ssl
 import threading
@@ -31,7 +37,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
@@ -73,6 +79,19 @@ _ROUTES: list[tuple[re.Pattern[str], tuple[str, ...], str]] = [
     (re.compile(r"^/api/v1/plan$"), ("POST",), "plan"),
     (re.compile(r"^/-/reload$"), ("POST", "PUT"), "reload"),
 ]
+_CSRF_SECRET = secrets.token_bytes(32)
+"""Per-process key of the CSRF tokens: a restart invalidates the forms of pages rendered before it."""
+
+_FORM = "application/x-www-form-urlencoded"
+
+
+def csrf_token(identity: str) -> str:
+    """The CSRF token of an identity (``user:<basic-auth user>`` or ``addr:<client address>``): hex HMAC-SHA256
+    of it under :data:`_CSRF_SECRET` (OWASP's "HMAC based token pattern"), so only a page this process rendered
+    for that identity carries it."""
+    return hmac.new(_CSRF_SECRET, identity.encode(), hashlib.sha256).hexdigest()
+
+
 _DRAIN_LIMIT = 8 * MAX_BODY_BYTES
 """An oversized body up to this size is read and dropped before the 413, so the client sees the answer
 rather than a reset connection; a larger one is not read (the connection is closed)."""
@@ -330,6 +349,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- bodies ------------------------------------------------------------------------------------
     def _body(self, model: type[M]) -> M:
+        raw, length = self._raw_body()
+        return self._json_model(model, raw, length)
+
+    def _raw_body(self) -> tuple[bytes, int]:
+        """The body as read (at most :data:`MAX_BODY_BYTES`) and the ``Content-Length`` it announced."""
         if self.headers.get("Transfer-Encoding"):
             raise ApiError(411, "chunked request bodies are not supported: send Content-Length")
         length_text = self.headers.get("Content-Length")
@@ -350,7 +374,9 @@ class _Handler(BaseHTTPRequestHandler):
                         break
                     left -= len(chunk)
             raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
-        raw = self.rfile.read(length)
+        return self.rfile.read(length), length
+
+    def _json_model(self, model: type[M], raw: bytes, length: int) -> M:
         ctype = self.headers.get_content_type()
         charset = (self.headers.get_content_charset() or "utf-8").lower()
         if ctype != "application/json" or charset not in ("utf-8", "utf8"):
@@ -375,6 +401,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
         if not isinstance(data, dict):
             raise ApiError(400, f"the body must be a JSON object, got {type(data).__name__}")
+        return self._validate(model, data)
+
+    @staticmethod
+    def _validate(model: type[M], data: dict[str, Any]) -> M:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -387,13 +417,87 @@ class _Handler(BaseHTTPRequestHandler):
                 details,
             ) from None
 
+    def _form(self, raw: bytes, length: int) -> dict[str, str]:
+        """An ``application/x-www-form-urlencoded`` body as field → last value."""
+        if len(raw) < length:
+            raise ApiError(400, f"the body ended after {len(raw)} of {length} bytes")
+        try:
+            fields = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=16)
+        except UnicodeDecodeError:
+            raise ApiError(400, "the form body is not UTF-8 text") from None
+        except ValueError as exc:
+            raise ApiError(400, f"the form body is not usable: {str(exc)[:200]}") from None
+        return {k: v[-1] for k, v in fields.items()}
+
+    # -- writes: who, and from where ---------------------------------------------------------------
+    def _who(self) -> str:
+        """Who makes a write: the basic-auth user, else the client address."""
+        return self.user or str(self.client_address[0])
+
+    def _csrf_token(self) -> str:
+        """This client's CSRF token (:func:`csrf_token` of its basic-auth user, else its address)."""
+        return csrf_token(f"user:{self.user}" if self.user else f"addr:{self.client_address[0]}")
+
+    def _check_origin(self, token: str | None, form: bool) -> None:
+        """Refuse a cross-site write (403): it must carry this client's CSRF token or come from this server's
+        origin (``Origin``, else ``Referer``, whose host:port is the request's ``Host``). A JSON request with
+        neither header is an API client's, not a browser's (a browser sends ``Origin`` with every cross-origin
+        POST, and cannot send JSON cross-origin without a preflight this server never grants): allowed.
+        ``Origin: null`` (a page with ``Referrer-Policy: no-referrer``, a sandboxed frame) proves nothing."""
+        if token and hmac.compare_digest(token.encode(), self._csrf_token().encode()):
+            return
+        origin = (self.headers.get("Origin") or "").strip()
+        referer = (self.headers.get("Referer") or "").strip()
+        source = origin if origin and origin != "null" else referer
+        host = (self.headers.get("Host") or "").strip().lower()
+        if source:
+            try:
+                claimed = urlsplit(source).netloc.lower()
+            except ValueError:
+                claimed = ""
+            if claimed and claimed == host:
+                return
+            raise ApiError(
+                403,
+                f"cross-origin write refused: the request comes from {redact_text(source)[:200]!r}, not from this "
+                f"advisor ({host[:200]!r}), and carries no valid CSRF token; use the advisor's own status page",
+            )
+        if not form and not origin and token is None:
+            return
+        raise ApiError(
+            403,
+            "write refused: a snooze or acknowledgement from a form needs the CSRF token of the status page "
+            "(field csrf_token, or header X-CSRF-Token) or an Origin/Referer header of this advisor's own address"
+            + ("; the token sent is not valid for this client (reload the status page)" if token else ""),
+        )
+
+    def _write_body(self, model: type[M]) -> tuple[M, bool]:
+        """A snooze or ack body, JSON or form, after :meth:`_check_origin`: ``(body, whether a form sent it)``."""
+        raw, length = self._raw_body()
+        if self.headers.get_content_type() == _FORM:
+            fields = self._form(raw, length)
+            token = fields.pop("csrf_token", None)
+            self._check_origin(token, form=True)
+            return self._validate(model, dict(fields)), True
+        self._check_origin(self.headers.get("X-CSRF-Token"), form=False)
+        return self._json_model(model, raw, length), False
+
     # -- handlers ----------------------------------------------------------------------------------
     def _h_status_page(self, query: dict[str, list[str]]) -> None:
         svc = self.server.service
         acks = self.server.acks
         now = time.time()
         refresh = round(min(30.0, max(5.0, svc.cfg.scrape_interval)))
-        page = render_status_page(svc.result, self.server.resolved(), lambda rid: acks.get(rid, now), refresh)
+        writable = self.web.basic_auth or not self.server.write_needs_auth
+        page = render_status_page(
+            svc.result,
+            self.server.resolved(),
+            lambda rid: acks.get(rid, now),
+            refresh,
+            csrf_token=self._csrf_token() if writable else None,
+            last_reload=getattr(svc, "last_reload", None),
+            drift_bound=svc.cfg.data_quality.capacity_model_error_bound,
+        )
         self._send(
             200,
             page.encode(),
@@ -481,7 +585,7 @@ class _Handler(BaseHTTPRequestHandler):
                 f"listens on {self.server.host} without auth",
             )
 
-    def _suppress(self, rec_id: str, make: Callable[[Recommendation], Ack]) -> None:
+    def _suppress(self, rec_id: str, make: Callable[[Recommendation], Ack], form: bool = False) -> None:
         self._write_allowed()
         r, status = self._find(rec_id)
         if status != "open":
@@ -496,18 +600,23 @@ class _Handler(BaseHTTPRequestHandler):
         except StateError as exc:
             log.error("cannot persist a snooze/ack: %s", exc)
             raise ApiError(500, f"not saved: {exc}") from None
+        if form:  # post/redirect/get: back to the incident on the status page
+            self._send(303, b"saved; back to /\n", "text/plain; charset=utf-8", {"Location": f"/#rec-{quote(r.id)}"})
+            return
         self._json(200, {"recommendation": self.server.rec_dict(r, "open", time.time())})
 
     def _h_snooze(self, query: dict[str, list[str]], id: str) -> None:
         self._write_allowed()
-        body = self._body(SnoozeRequest)
+        body, form = self._write_body(SnoozeRequest)
         seconds = parse_snooze_duration(body.duration)
-        self._suppress(id, lambda r: self.server.acks.snooze(r.id, seconds, body.reason, r.deployment, self.user))
+        who = self._who()
+        self._suppress(id, lambda r: self.server.acks.snooze(r.id, seconds, body.reason, r.deployment, who), form)
 
     def _h_ack(self, query: dict[str, list[str]], id: str) -> None:
         self._write_allowed()
-        body = self._body(AckRequest)
-        self._suppress(id, lambda r: self.server.acks.ack(r.id, body.reason, r.deployment, self.user))
+        body, form = self._write_body(AckRequest)
+        who = self._who()
+        self._suppress(id, lambda r: self.server.acks.ack(r.id, body.reason, r.deployment, who), form)
 
     def _h_reload(self, query: dict[str, list[str]]) -> None:
         """``POST /-/reload``: re-read the config as SIGHUP does — only with ``--web.enable-lifecycle``, as
@@ -516,6 +625,7 @@ class _Handler(BaseHTTPRequestHandler):
         if hook is None:
             raise ApiError(403, "lifecycle APIs are not enabled: start the advisor with --web.enable-lifecycle")
         self._write_allowed()
+        self._check_origin(self.headers.get("X-CSRF-Token"), form=False)
         ok, message = hook()
         if not ok:
             raise ApiError(500, f"reload failed; the running config is kept: {message}")

@@ -488,14 +488,17 @@ class Service:
                 self._configure(cfg, path.resolve().parent)
         except AdvisorError as exc:
             self.metrics.config_reload_success.set(0)
+            self.last_reload = (False, str(exc), self.clock())
             log.error("config reload failed; keeping the running config: %s", exc)
             return False, str(exc)
         except Exception as exc:  # a bug must not take the running daemon down with it
             self.metrics.config_reload_success.set(0)
+            self.last_reload = (False, f"reload failed: {type(exc).__name__}", self.clock())
             log.exception("config reload failed unexpectedly; keeping the running config")
             return False, f"reload failed: {type(exc).__name__}"
         self.metrics.config_reload_success.set(1)
         self.metrics.config_reload_timestamp.set(self.clock())
+        self.last_reload = (True, f"reloaded: {len(self.deployments)} deployment(s)", self.clock())
         log.info("config reloaded from %s: %d deployment(s)", path, len(self.deployments))
         return True, f"reloaded: {len(self.deployments)} deployment(s)"
 
