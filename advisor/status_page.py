@@ -53,6 +53,7 @@ details{margin:.3rem 0}summary{cursor:pointer}footer{margin-top:2rem;font-size:.
 .none{background:#57606a}.banner{background:#ffebe9;border:1px solid #cf222e;border-radius:.4rem;padding:.5rem .8rem}
 #needs-attention{border:2px solid #bf8700;border-radius:.4rem;padding:.2rem .8rem;margin:.6rem 0}
 form.act{display:inline-block;margin:.2rem .6rem .2rem 0}form.act input[name=reason]{width:14rem}
+table.assumed{width:auto}
 """.strip()
 
 CSS_HASH = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()

@@ -12,14 +12,20 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import bcrypt
 import pytest
 import requests
 
+from advisor.config import parse_config
+from advisor.exporter import make_registry
+from advisor.server import AdvisorHTTPServer
+from advisor.service import Service
 from advisor.standin import StandInServer
 from tests.http.conftest import Daemon, config, start_daemon, stop_daemon
 from tests.http.test_status_page import _render, needs_chromium
@@ -261,3 +267,68 @@ def test_a_failed_reload_shows_a_banner_on_the_page_until_a_reload_succeeds(
         assert "reload-failed" not in requests.get(d.url + "/", timeout=5).text
     finally:
         stop_daemon(d)
+
+
+@pytest.fixture
+def authed(saturated_standin: StandInServer, tmp_path: Path) -> Iterator[AdvisorHTTPServer]:
+    """A server with basic auth (alice, bob), marked as listening on a public address, after cycles that opened
+    a recommendation."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{hashed}'\n  bob: '{hashed}'\n")
+    registry, collector, metrics = make_registry()
+    svc = Service(parse_config(config(saturated_standin.url())), collector, metrics)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(d.recommendations for d in svc.run_once().deployments):
+        time.sleep(0.5)
+    srv = AdvisorHTTPServer(("127.0.0.1", 0), svc, registry, web_config=web)
+    srv.loopback = False  # as if public: basic auth is what allows writes
+    srv.start_background()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        svc.close()
+
+
+def test_with_basic_auth_the_token_is_the_users_and_the_ack_records_the_user(authed: AdvisorHTTPServer) -> None:
+    url = authed.url()
+    recs = requests.get(url + "/api/v1/recommendations", auth=("alice", "pw"), timeout=5).json()["recommendations"]
+    assert recs, "the saturated stand-in should have opened a recommendation"
+    rid = quote(recs[0]["id"], safe="")
+    page = requests.get(url + "/", auth=("alice", "pw"), timeout=5).text
+    token = _token(page)
+    assert token != _token(requests.get(url + "/", auth=("bob", "pw"), timeout=5).text)
+
+    def post(auth: tuple[str, str] | None, reason: str) -> requests.Response:
+        data = {"reason": reason, "csrf_token": token}
+        return requests.post(f"{url}/api/v1/recommendations/{rid}/ack", data=data, auth=auth, allow_redirects=False)
+
+    assert post(None, "anonymous").status_code == 401  # the forms sit behind the API's auth
+    _refused(post(("bob", "pw"), "alice's token"), "not valid")  # a token is bound to the user it was made for
+    r = post(("alice", "pw"), "alice from the page")
+    assert r.status_code == 303, r.text
+    got = requests.get(f"{url}/api/v1/recommendations/{rid}", auth=("alice", "pw"), timeout=5).json()
+    assert got["suppression"]["by"] == "alice" and got["suppression"]["reason"] == "alice from the page"
+    shown = html.unescape(requests.get(url + "/", auth=("alice", "pw"), timeout=5).text)
+    assert "acknowledged by alice at" in shown
+
+
+def test_no_forms_where_the_server_refuses_writes(saturated_standin: StandInServer) -> None:
+    registry, collector, metrics = make_registry()
+    svc = Service(parse_config(config(saturated_standin.url())), collector, metrics)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(d.recommendations for d in svc.run_once().deployments):
+        time.sleep(0.5)
+    srv = AdvisorHTTPServer(("127.0.0.1", 0), svc, registry)
+    srv.loopback = False  # as if public, without auth
+    srv.start_background()
+    try:
+        page = requests.get(srv.url() + "/", timeout=5).text
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        svc.close()
+    assert "class='rec'" in page, "the saturated stand-in should have opened a recommendation"
+    assert "<form" not in page and "csrf_token" not in page and "Acknowledge and snooze are off" in page
