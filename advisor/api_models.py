@@ -415,7 +415,10 @@ def openapi_document(write_needs_auth: bool = False, basic_auth: bool = False) -
         }
 
     write_extra = {
-        "403": _err("write endpoints need basic auth or a loopback listen address"),
+        "403": _err(
+            "write endpoints need basic auth or a loopback listen address; a request with an Origin (a browser's) "
+            "also needs this advisor's own Origin or the status page's CSRF token (header X-CSRF-Token)"
+        ),
         "404": _err("no open or recently resolved recommendation has this id"),
         "409": _err("the recommendation has already resolved"),
     }
