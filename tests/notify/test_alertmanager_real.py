@@ -144,7 +144,7 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
         assert labels["dial"] == r.dial and labels["deployment"] == "chat-8b" and labels["severity"] == "warning"
         assert firing["alert"]["annotations"]["flag"] == "--max-num-seqs 192"
         assert firing["alert"]["annotations"]["summary"] == r.summary
-        assert firing["alert"]["generatorURL"] == f"http://127.0.0.1:9188/api/v1/recommendations/{r.id}"
+        assert firing["alert"]["generatorURL"] == "http://127.0.0.1:9188/#dep-chat-8b"
 
         # while open, the alert is re-sent with endsAt 4 × resend_interval ahead, as Prometheus does
         time.sleep(2.5)
