@@ -202,6 +202,28 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 # -- run / demo ----------------------------------------------------------------------------------------
+def external_url_arg(value: str | None, listen: str) -> str:
+    """``--web.external-url``: the URL users reach the advisor at, which notifications link to
+    (``externalURL``, each alert's ``generatorURL``). Default, as Prometheus's flag of the same name:
+    ``http://<hostname>:<port of --listen>/``.
+
+    Raises:
+        ValueError: not an absolute http(s) URL with a host, or ``listen`` is not HOST:PORT.
+    """
+    import socket
+
+    from advisor.config import check_http_url
+    from advisor.server import parse_listen
+
+    if value is None:
+        _, port = parse_listen(listen)
+        return f"http://{socket.gethostname()}:{port}/"
+    try:
+        return check_http_url(value)
+    except ValueError as exc:
+        raise ValueError(f"--web.external-url {exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The daemon against the configured engines."""
     from advisor.config import load_config
@@ -214,6 +236,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    try:
+        external_url = external_url_arg(args.web_external_url, args.listen)
+    except ValueError as exc:
+        _err(str(exc))
+        return 2
     registry, collector, metrics = make_registry()
     svc = Service(
         cfg,
@@ -223,6 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_dir=Path(args.config).resolve().parent,
         on_transition=lambda t: print(format_transition(t), flush=True),
     )
+    svc.external_url = external_url
     return run_daemon(
         svc,
         registry,
@@ -361,6 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="web_config_file",
         default=None,
         help="TLS and basic auth for everything served (Prometheus exporter-toolkit format)",
+    )
+    run.add_argument(
+        "--web.external-url",
+        dest="web_external_url",
+        default=None,
+        help="the URL the advisor is reached at (behind a proxy, say); notifications link to it "
+        "(default http://<hostname>:<port>/, as Prometheus's flag of the same name)",
     )
     run.add_argument(
         "--web.enable-lifecycle",

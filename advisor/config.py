@@ -53,7 +53,7 @@ from advisor.capacity.deployment import deployment_inputs, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch, get_preset
-from advisor.conventions import RULE_PLUGIN_GROUP
+from advisor.conventions import RULE_PLUGIN_GROUP, RUNBOOK_BASE
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
@@ -543,6 +543,11 @@ class Config(_Strict):
     receivers: list[ReceiverConfig] = Field(default_factory=list)
     outbox_dir: str | None = Field(
         default=None, description="undelivered notifications kept across restarts (relative to this file)"
+    )
+    runbook_base_url: TargetURL = Field(
+        default=RUNBOOK_BASE,
+        description="notifications link each rule's runbook section as <this>#<rule>; point it at an internal "
+        "wiki copy of rules/runbook.md",
     )
     rules: RulesConfig = RulesConfig()
     scrape: ScrapeConfig = ScrapeConfig()

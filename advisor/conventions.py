@@ -32,6 +32,13 @@ TARGET_STATE: Final = "advisor_target_state"
 CAPACITY_MODEL_ERROR_RATIO: Final = "advisor_capacity_model_error_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
+# advisor_notifications_total{outcome}: each alert transition counts once as sent, failed or dropped; every
+# further POST carrying it (a retry, an Alertmanager keep-alive re-send) counts as resent, never as sent
+NOTIFY_SENT: Final = "sent"
+NOTIFY_RESENT: Final = "resent"
+NOTIFY_FAILED: Final = "failed"
+NOTIFY_DROPPED: Final = "dropped"
+NOTIFY_OUTCOMES: Final = (NOTIFY_SENT, NOTIFY_RESENT, NOTIFY_FAILED, NOTIFY_DROPPED)
 BUILD_INFO: Final = "advisor_build_info"
 
 # --- label names ------------------------------------------------------------------------------------
@@ -128,6 +135,9 @@ PROBLEM_STALLED: Final = "stalled"
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"
 
 RUNBOOK_BASE: Final = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md"
+"""The default runbook; ``runbook_base_url`` in the config replaces this prefix in every notification."""
+LOW_CONFIDENCE: Final = 0.5
+"""Below this confidence a recommendation is never ``critical`` (issue 13): the payload says ``warning``."""
 
 # --- extension points ----------------------------------------------------------------------------
 RULE_PLUGIN_GROUP: Final = "advisor.rules"

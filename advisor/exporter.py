@@ -265,7 +265,8 @@ class SelfMetrics:
         )
         self.notifications = Counter(
             c.NOTIFICATIONS,
-            "Notifications by receiver and outcome (sent, failed, dropped).",
+            "Alert transitions notified, by receiver and outcome: each once as sent, failed or dropped; "
+            "resent counts every further POST of one (retries, Alertmanager keep-alives).",
             [c.LABEL_RECEIVER, c.LABEL_OUTCOME],
             registry=registry,
         )

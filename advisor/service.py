@@ -47,6 +47,7 @@ from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deplo
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
+from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
 from advisor.results import CycleResult, DeploymentResult
@@ -731,13 +732,18 @@ class Service:
         else:
             self._model_error_warned.discard(name)
 
+    external_url: str = ""
+    """The advisor's URL (``run --web.external-url``): notifications link back to it."""
+
     def _notify(self, transitions: Sequence[Transition]) -> None:
+        cycle = []
         for tr in transitions:
             if self.on_transition is not None:
                 self.on_transition(tr)
             if tr.kind == "opened" and self.acks.suppressed(tr.recommendation.id, self.clock()):
                 continue
-            self.notifier.submit(tr.kind, tr.recommendation)
+            cycle.append((tr.kind, tr.recommendation))
+        self.notifier.submit_cycle(cycle, Links(self.external_url, self.cfg.runbook_base_url))
 
     def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:
         if outcome != "queued":

@@ -27,6 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, V
 from pydantic import field_validator as _field_validator
 
 from advisor.files import read_text_capped
+from advisor.notify.payload import DEFAULT_GROUP_BY, GROUPABLE_LABELS
 
 if TYPE_CHECKING:
     from advisor.notify.notifier import MetricsCallback, Notifier
@@ -125,6 +126,11 @@ class ReceiverConfig(BaseModel):
     bearer_token_file: str | None = None
     bearer_token_env: str | None = None
     send_resolved: bool = Field(default=True, description="also notify when a recommendation resolves")
+    group_by: tuple[str, ...] = Field(
+        default=DEFAULT_GROUP_BY,
+        description="webhook: the alerts of one cycle whose labels named here agree go in one POST (one body, "
+        "as Alertmanager's group_by); labels: " + ", ".join(GROUPABLE_LABELS),
+    )
     timeout_seconds: Duration = Field(
         default=10.0,
         description="one deadline over the whole HTTP request: connecting, sending, status line, headers and body",
@@ -168,6 +174,12 @@ class ReceiverConfig(BaseModel):
             given = [f for f in (what, f"{what}_file", f"{what}_env") if getattr(self, f) is not None]
             if len(given) > 1:
                 raise ValueError(f"set at most one of {what}, {what}_file, {what}_env (got {', '.join(given)})")
+        unknown = [g for g in self.group_by if g not in GROUPABLE_LABELS]
+        if unknown or len(set(self.group_by)) != len(self.group_by) or not self.group_by:
+            raise ValueError(
+                f"group_by must name distinct alert labels among {', '.join(GROUPABLE_LABELS)} "
+                f"(got {list(self.group_by)})"
+            )
         if self.type != "webhook" and self.has_hmac:
             raise ValueError(f"hmac_secret applies to type webhook only, not {self.type}")
         if self.backoff_seconds > self.max_backoff_seconds:

@@ -1,14 +1,20 @@
 """The notifier: one :class:`~advisor.notify.outbox.OutboxWorker` per configured receiver behind one facade.
 
-The service calls :meth:`Notifier.submit` once per recommendation transition (``opened`` / ``resolved``); each
-receiver's worker delivers it on its own thread, in order, through a persisted outbox. ``close`` (at shutdown)
-flushes for a while, then stops the workers; whatever is still waiting stays in the outbox folder and is sent by
-the next advisor started on it. One advisor at a time may use an outbox folder (an exclusive ``flock`` on
+The service calls :meth:`Notifier.submit_cycle` once per evaluation cycle with that cycle's recommendation
+transitions (``opened`` / ``resolved``); per receiver they become requests as Alertmanager would send them — a
+webhook gets one body per group key (the alert labels its ``group_by`` names, default ``deployment``) holding
+every alert of that group, Alertmanager's API one request for the whole cycle, Slack one message per transition
+— and each receiver's worker delivers them on its own thread, in order, through a persisted outbox. ``close``
+(at shutdown) flushes for a while, then stops the workers; whatever is still waiting stays in the outbox folder
+and is sent by the next advisor started on it. One advisor at a time may use an outbox folder (an exclusive ``flock`` on
 ``<folder>/.lock``).
 
-Metrics: ``metrics_callback(receiver, outcome, queued)`` — outcome ``sent``, ``failed`` or ``dropped`` for a
-settled notification (count these: ``advisor_notifications_total{receiver,outcome}``), or ``queued`` when one was
-accepted or a backlog restored; ``queued`` is always the receiver's backlog now (a gauge).
+Metrics: ``metrics_callback(receiver, outcome, queued)`` once per alert transition — outcome ``sent``,
+``failed`` or ``dropped`` when it settles (each transition exactly once), ``resent`` for every further POST
+carrying it (a retry after a failed attempt, an Alertmanager keep-alive re-send: it keeps its id and
+idempotency key) — count these as ``advisor_notifications_total{receiver,outcome}``; or ``queued`` when a
+batch was accepted or a backlog restored. ``queued`` is always the receiver's waiting alert transitions (a
+gauge).
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from advisor.notify.outbox import (
     ReceiverStats,
     outbox_file,
 )
+from advisor.notify.payload import Links, group_key, group_labels, with_links
 from advisor.notify.receivers import (
     AlertmanagerReceiver,
-    Notification,
+    AlertNote,
     Receiver,
     SlackReceiver,
     WebhookReceiver,
+    batch_notification,
     idempotency_key,
 )
 
@@ -103,24 +111,48 @@ class Notifier:
         """Receiver names, in configuration order."""
         return tuple(w.name for w in self.workers)
 
-    def submit(self, transition_kind: str, recommendation: Recommendation) -> None:
-        """Accept one transition for every receiver (persisted before this returns; delivery is asynchronous).
-
-        A ``resolved`` transition skips receivers with ``send_resolved: false`` (an Alertmanager receiver then
-        only stops re-sending the alert, which Alertmanager resolves when its ``endsAt`` passes).
+    def submit(self, transition_kind: str, recommendation: Recommendation, links: Links | None = None) -> None:
+        """Accept one transition for every receiver: :meth:`submit_cycle` with it alone.
 
         Raises:
             ValueError: ``transition_kind`` is not ``opened`` or ``resolved``.
         """
-        if transition_kind not in TRANSITION_KINDS:
-            raise ValueError(f"transition kind must be one of {TRANSITION_KINDS}, got {transition_kind!r}")
+        self.submit_cycle([(transition_kind, recommendation)], links)
+
+    def submit_cycle(self, transitions: Sequence[tuple[str, Recommendation]], links: Links | None = None) -> None:
+        """Accept one evaluation cycle's transitions ``(kind, recommendation)`` for every receiver (persisted
+        before this returns; delivery is asynchronous), batched per receiver as its ``batching`` says: one
+        request per group key (webhook), one for the cycle (Alertmanager) or one per transition (Slack).
+
+        ``links`` (default: the receivers' own) puts ``externalURL``/``generatorURL`` on the advisor and the
+        runbook on the configured base; a ``critical`` recommendation below confidence
+        :data:`~advisor.conventions.LOW_CONFIDENCE` is sent as ``warning`` either way. A ``resolved``
+        transition skips receivers with ``send_resolved: false`` (an Alertmanager receiver then only stops
+        re-sending the alert, which Alertmanager resolves when its ``endsAt`` passes).
+
+        Raises:
+            ValueError: a kind is not ``opened`` or ``resolved`` (nothing is accepted then).
+        """
+        for kind, _ in transitions:
+            if kind not in TRANSITION_KINDS:
+                raise ValueError(f"transition kind must be one of {TRANSITION_KINDS}, got {kind!r}")
+        if not transitions:
+            return
+        links = links or Links()
         now = self._clock()
-        key = idempotency_key(transition_kind, recommendation)
+        notes = [AlertNote(idempotency_key(kind, rec), kind, with_links(rec, links)) for kind, rec in transitions]
+        external_url = links.external_url or None
         for w in self.workers:
-            if transition_kind == "resolved" and not w.policy.send_resolved:
-                w.forget(recommendation)
-                continue
-            w.submit(Notification(key, transition_kind, recommendation, recommendation.deployment, now))
+            if external_url is not None:
+                w.receiver.external_url = external_url  # Alertmanager's keep-alive re-sends link there too
+            wanted: list[AlertNote] = []
+            for n in notes:
+                if n.kind == "resolved" and not w.policy.send_resolved:
+                    w.forget(n.recommendation)
+                else:
+                    wanted.append(n)
+            for gk, members in _batches(w.receiver, wanted):
+                w.submit(batch_notification(members, gk, now, external_url))
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""
@@ -152,6 +184,17 @@ class Notifier:
         return {w.name: w.stats() for w in self.workers}
 
 
+def _batches(receiver: Receiver, notes: Sequence[AlertNote]) -> list[tuple[str, list[AlertNote]]]:
+    """``notes`` split into requests for ``receiver``, each with its group key, in first-seen order."""
+    if receiver.batching == "none":
+        return [(group_key(group_labels(n.recommendation, receiver.group_by)), [n]) for n in notes]
+    groups: dict[str, list[AlertNote]] = {}
+    for n in notes:
+        gk = "{}:{}" if receiver.batching == "all" else group_key(group_labels(n.recommendation, receiver.group_by))
+        groups.setdefault(gk, []).append(n)
+    return list(groups.items())
+
+
 def make_receiver(cfg: ReceiverConfig, base_dir: Path | None = None, external_url: str = "") -> Receiver:
     """The receiver a configuration describes, with its secrets read.
 
@@ -161,10 +204,10 @@ def make_receiver(cfg: ReceiverConfig, base_dir: Path | None = None, external_ur
     url = cfg.resolved_url(base_dir)
     bearer = cfg.resolved_bearer_token(base_dir)
     if cfg.type == "slack":
-        return SlackReceiver(cfg.name, url, bearer, external_url)
+        return SlackReceiver(cfg.name, url, bearer, external_url, cfg.group_by)
     if cfg.type == "alertmanager":
         return AlertmanagerReceiver(cfg.name, url, cfg.resend_interval, bearer, external_url)
-    return WebhookReceiver(cfg.name, url, cfg.resolved_hmac_secret(base_dir), bearer, external_url)
+    return WebhookReceiver(cfg.name, url, cfg.resolved_hmac_secret(base_dir), bearer, external_url, cfg.group_by)
 
 
 def delivery_policy(cfg: ReceiverConfig) -> DeliveryPolicy:

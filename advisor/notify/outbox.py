@@ -5,14 +5,19 @@ Alertmanager — the alerts still active (re-sent every ``resend_interval``). Wi
 written atomically on every change (a temporary file in the same folder, fsync, ``os.replace``, as
 :mod:`advisor.state`)::
 
-    {"version": 1, "receiver": "ops", "saved_at": 1790000000.0,
-     "pending": [{"key": "3f2a…-firing-1790000000000", "kind": "opened", "group_key": "chat-8b",
+    {"version": 2, "receiver": "ops", "saved_at": 1790000000.0,
+     "pending": [{"key": "batch-9c1e…", "kind": "opened", "group_key": "{}:{deployment=\"chat-8b\"}",
                   "accepted_at": 1790000000.0, "attempts": 2, "last_error": "HTTP 503: …",
-                  "recommendation": {…every field…}}],
+                  "external_url": "http://advisor:9188/",
+                  "alerts": [{"key": "3f2a…-firing-1790000000000", "kind": "opened",
+                              "recommendation": {…every field…}}, …]}],
      "active": [{"recommendation": {…}, "last_sent_at": 1790000000.0}],
-     "delivered": ["…the last 512 keys acknowledged…"]}
+     "delivered": ["…the last 512 alert keys acknowledged…"]}
 
-A file of another version is a :class:`~advisor.errors.StateError` (move it aside to start fresh).
+One pending entry is one request: a batch of alert transitions (one group key of one cycle). Version 1 files
+(before issue 13: one entry per transition, its ``recommendation`` inline and no ``alerts``) are read as batches
+of one, so an upgrade sends what the previous release left; the file is written back as version 2. A file of
+another version is a :class:`~advisor.errors.StateError` (move it aside to start fresh).
 
 An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outbox and only then the next:
 
@@ -29,8 +34,11 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
 * **rate limit** — a token bucket of ``rate_limit_per_minute`` tokens refilled at that rate per minute; a
   request without a token waits for one (never dropped). Re-sends to Alertmanager are not limited.
 
-Outcomes reach ``on_event(receiver, outcome, queued)`` with outcome ``queued`` (accepted, or the backlog
-restored at start), ``sent``, ``failed`` or ``dropped``, and ``queued`` the notifications now waiting.
+Outcomes reach ``on_event(receiver, outcome, queued)`` once per alert transition, with outcome ``sent``,
+``failed`` or ``dropped`` when it settles (exactly one of these per transition), ``resent`` for each further
+POST carrying it (every attempt after the first; every Alertmanager keep-alive re-send, with the alert's firing
+idempotency key), or ``queued`` once per accepted batch (or the backlog restored at start); ``queued`` is the
+alert transitions now waiting.
 
 Every request goes through the HTTP edge (:mod:`advisor.http_edge`, a :class:`~advisor.http_edge.Transport`):
 ``timeout_seconds`` is one deadline over the whole request — connecting, sending, the status line and headers
@@ -63,16 +71,19 @@ from typing import Any
 
 import requests
 
+from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.files import read_text_capped
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
-from advisor.notify.receivers import Notification, Receiver, Request
+from advisor.notify.receivers import AlertNote, Notification, Receiver, Request, batch_notification
 from advisor.redact import install_urllib3_redaction, scrub
 
 log = logging.getLogger(__name__)
 
-OUTBOX_VERSION = 1
+OUTBOX_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1: the previous release's one-transition entries (read as batches of one)."""
 DELIVERED_MEMORY = 512
 """Keys of this many acknowledged notifications are remembered, so a re-submitted one is not sent again."""
 RETRYABLE_STATUS = frozenset({408, 429})
@@ -135,6 +146,10 @@ class Outbox:
     def __len__(self) -> int:
         return len(self.pending)
 
+    def waiting(self) -> int:
+        """Alert transitions waiting (over every pending batch)."""
+        return sum(len(e.note.members) for e in self.pending)
+
     def _load(self, p: Path) -> None:
         try:
             data = json.loads(read_text_capped(p))
@@ -146,23 +161,17 @@ class Outbox:
             raise StateError(f"outbox {str(p)!r} is nested too deeply to be an outbox") from None
         if not isinstance(data, dict) or "version" not in data:
             raise StateError(f"outbox {str(p)!r} has no version: not a capacity-advisor outbox")
-        if data["version"] != OUTBOX_VERSION:
+        if data["version"] not in READABLE_VERSIONS:
             raise StateError(
-                f"outbox {str(p)!r} is version {data['version']!r}; this advisor reads version {OUTBOX_VERSION}. "
+                f"outbox {str(p)!r} is version {data['version']!r}; this advisor reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}. "
                 "Move it aside to start fresh (its undelivered notifications will not be sent)."
             )
         if data.get("receiver") != self.receiver:
             raise StateError(f"outbox {str(p)!r} belongs to receiver {data.get('receiver')!r}, not {self.receiver!r}")
         try:
             for e in data.get("pending", []):
-                note = Notification(
-                    key=str(e["key"]),
-                    kind=str(e["kind"]),
-                    recommendation=Recommendation.from_record(e["recommendation"]),
-                    group_key=str(e["group_key"]),
-                    accepted_at=float(e["accepted_at"]),
-                )
-                self.pending.append(Entry(note, int(e.get("attempts", 0)), e.get("last_error")))
+                self.pending.append(Entry(_note_from_json(e), int(e.get("attempts", 0)), e.get("last_error")))
             for a in data.get("active", []):
                 rec = Recommendation.from_record(a["recommendation"])
                 last = a.get("last_sent_at")
@@ -185,7 +194,11 @@ class Outbox:
                     "accepted_at": e.note.accepted_at,
                     "attempts": e.attempts,
                     "last_error": e.last_error,
-                    "recommendation": e.note.recommendation.to_record(),
+                    "external_url": e.note.external_url,
+                    "alerts": [
+                        {"key": m.key, "kind": m.kind, "recommendation": m.recommendation.to_record()}
+                        for m in e.note.members
+                    ],
                 }
                 for e in self.pending
             ],
@@ -223,6 +236,26 @@ class Outbox:
                     os.unlink(tmp)
 
 
+def _note_from_json(e: Mapping[str, Any]) -> Notification:
+    """A pending entry of either version: ``alerts`` (version 2) or one inline ``recommendation`` (version 1).
+
+    Raises:
+        KeyError, TypeError, ValueError: a field is missing or of the wrong type.
+    """
+    group = str(e["group_key"])
+    accepted = float(e["accepted_at"])
+    ext = e.get("external_url")
+    external_url = None if ext is None else str(ext)
+    if "alerts" not in e:
+        rec = Recommendation.from_record(e["recommendation"])
+        return Notification(str(e["key"]), str(e["kind"]), rec, group, accepted, (), external_url)
+    members = [
+        AlertNote(str(a["key"]), str(a["kind"]), Recommendation.from_record(a["recommendation"])) for a in e["alerts"]
+    ]
+    note = batch_notification(members, group, accepted, external_url)
+    return Notification(str(e["key"]), note.kind, note.recommendation, group, accepted, note.alerts, external_url)
+
+
 # -- delivery ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class DeliveryPolicy:
@@ -247,8 +280,8 @@ class DeliveryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryResult:
-    """How one notification settled: ``sent``, ``failed`` (rejected or out of attempts) or ``dropped``
-    (retention expired)."""
+    """How one notification (one request's batch) settled: ``sent``, ``failed`` (rejected or out of
+    attempts) or ``dropped`` (retention expired)."""
 
     key: str
     outcome: str
@@ -259,7 +292,8 @@ class DeliveryResult:
 
 @dataclass(frozen=True, slots=True)
 class ReceiverStats:
-    """Counters since start-up, the current backlog and the most recent results (newest last)."""
+    """Counters since start-up, per alert transition (``resent``: further POSTs carrying one), the current
+    backlog of alert transitions and the most recent results (newest last)."""
 
     receiver: str
     sent: int
@@ -268,6 +302,7 @@ class ReceiverStats:
     queued: int
     last_error: str | None
     recent: tuple[DeliveryResult, ...] = field(default_factory=tuple)
+    resent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,14 +410,14 @@ class OutboxWorker:
         self._save_failing = False
         now = clock()
         self._bucket = TokenBucket(policy.rate_limit_per_minute, now) if policy.rate_limit_per_minute else None
-        self._sent = self._failed = self._dropped = 0
+        self._sent = self._failed = self._dropped = self._resent = 0
         self._last_error: str | None = None
         self._recent: deque[DeliveryResult] = deque(maxlen=20)
         with self._cond:
             events = self._expire(now)
             if events:
                 self._save(now)
-            restored = len(self.outbox.pending)
+            restored = self.outbox.waiting()
         if restored:
             log.info("notify %s: %d notification(s) restored from the outbox", self.name, restored)
         self._emit([*events, ("queued", restored)])
@@ -394,22 +429,27 @@ class OutboxWorker:
 
     # -- API used by the notifier ------------------------------------------------------------------
     def submit(self, note: Notification) -> bool:
-        """Accept a notification (persisted before this returns). ``False`` when the same key is already
-        waiting or was delivered recently (a repeat)."""
+        """Accept a notification (persisted before this returns). Its alerts already waiting or delivered
+        recently (same idempotency key) are left out; ``False`` when none is left (a repeat)."""
         with self._cond:
-            key = note.key
-            if key in self.outbox.delivered or any(e.note.key == key for e in self.outbox.pending):
-                log.debug("notify %s: %s already accepted; not queued again", self.name, key)
+            seen = set(self.outbox.delivered)
+            seen.update(m.key for e in self.outbox.pending for m in e.note.members)
+            fresh = [m for m in note.members if m.key not in seen]
+            if not fresh:
+                log.debug("notify %s: %s already accepted; not queued again", self.name, note.key)
                 return False
+            if len(fresh) != len(note.members):
+                note = batch_notification(fresh, note.group_key, note.accepted_at, note.external_url)
             self.outbox.pending.append(Entry(note))
             if self.receiver.resend_interval is not None:
-                rec = note.recommendation
-                if note.kind == "resolved":
-                    self.outbox.active.pop(rec.id, None)
-                else:
-                    self.outbox.active[rec.id] = ActiveAlert(rec)
+                for m in fresh:
+                    rec = m.recommendation
+                    if m.kind == "resolved":
+                        self.outbox.active.pop(rec.id, None)
+                    else:
+                        self.outbox.active[rec.id] = ActiveAlert(rec)
             self._save(self._clock())
-            depth = len(self.outbox.pending)
+            depth = self.outbox.waiting()
             self._kicked = True
             self._cond.notify_all()
         self._emit([("queued", depth)])
@@ -422,9 +462,9 @@ class OutboxWorker:
                 self._save(self._clock())
 
     def queued(self) -> int:
-        """Notifications waiting."""
+        """Alert transitions waiting."""
         with self._cond:
-            return len(self.outbox.pending)
+            return self.outbox.waiting()
 
     def stats(self) -> ReceiverStats:
         """A consistent snapshot of the counters."""
@@ -434,9 +474,10 @@ class OutboxWorker:
                 self._sent,
                 self._failed,
                 self._dropped,
-                len(self.outbox.pending),
+                self.outbox.waiting(),
                 self._last_error,
                 tuple(self._recent),
+                self._resent,
             )
 
     def flush(self, timeout: float) -> bool:
@@ -552,7 +593,7 @@ class OutboxWorker:
             self._head_ready_at = 0.0
         events = []
         for e in expired:
-            self._dropped += 1
+            self._dropped += len(e.note.members)
             error = f"not delivered within the retention of {retention:g}s (last error: {e.last_error or 'none'})"
             self._last_error = error
             self._recent.append(DeliveryResult(e.note.key, "dropped", e.attempts, None, error))
@@ -565,7 +606,8 @@ class OutboxWorker:
                 e.attempts,
                 error,
             )
-            events.append(("dropped", len(self.outbox.pending)))
+            depth = self.outbox.waiting()
+            events += [(c.NOTIFY_DROPPED, depth)] * len(e.note.members)
         self._cond.notify_all()
         return events
 
@@ -588,17 +630,22 @@ class OutboxWorker:
                 self._cond.notify_all()
                 return
             entry.attempts += 1
+            members = note.members
+            if entry.attempts > 1:  # a retry: the same alerts, ids and keys POSTed again
+                self._resent += len(members)
+                events += [(c.NOTIFY_RESENT, self.outbox.waiting())] * len(members)
             if attempt.ok:
                 pending.popleft()
-                self.outbox.delivered.append(note.key)
-                active = self.outbox.active.get(note.recommendation.id)
-                if active is not None and note.kind != "resolved":
-                    active.last_sent_at = now
+                for m in members:
+                    self.outbox.delivered.append(m.key)
+                    active = self.outbox.active.get(m.recommendation.id)
+                    if active is not None and m.kind != "resolved":
+                        active.last_sent_at = now
                 self._save(now)
                 self._head_ready_at = 0.0
-                self._sent += 1
+                self._sent += len(members)
                 self._recent.append(DeliveryResult(note.key, "sent", entry.attempts, attempt.status, None))
-                events.append(("sent", len(pending)))
+                events += [(c.NOTIFY_SENT, self.outbox.waiting())] * len(members)
                 log.info(
                     "notify %s: delivered %s %s to %s (attempt %d)",
                     self.name,
@@ -614,12 +661,12 @@ class OutboxWorker:
                     pending.popleft()
                     self._save(now)
                     self._head_ready_at = 0.0
-                    self._failed += 1
+                    self._failed += len(members)
                     self._last_error = attempt.error
                     self._recent.append(
                         DeliveryResult(note.key, "failed", entry.attempts, attempt.status, attempt.error)
                     )
-                    events.append(("failed", len(pending)))
+                    events += [(c.NOTIFY_FAILED, self.outbox.waiting())] * len(members)
                     why = "not retrying" if not attempt.retryable else f"giving up after {entry.attempts} attempts"
                     log.error(
                         "notify %s: %s rejected %s (%s); %s",
@@ -648,16 +695,22 @@ class OutboxWorker:
         self._emit(events)
 
     def _resend(self, recs: list[Recommendation]) -> None:
+        """Re-send the active alerts (Alertmanager keep-alive); each alert POSTed counts ``resent``."""
         now = self._clock()
+        posted = 0
         try:
             request = self.receiver.build_resend(recs, now)
         except Exception as exc:
             attempt = _Attempt(None, f"cannot build the request: {type(exc).__name__}", retryable=True)
         else:
             attempt = self._post(request)
+            posted = len(recs)
+        events: list[tuple[str, int]] = []
         with self._cond:
             if self._abandoned:
                 return
+            self._resent += posted
+            events += [(c.NOTIFY_RESENT, self.outbox.waiting())] * posted
             if attempt.ok:
                 for r in recs:
                     a = self.outbox.active.get(r.id)
@@ -681,6 +734,7 @@ class OutboxWorker:
                     delay,
                 )
             self._cond.notify_all()
+        self._emit(events)
 
     def _post(self, request: Request) -> _Attempt:
         """One POST through the edge; never raises. Error texts are scrubbed of secrets."""

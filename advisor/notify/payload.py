@@ -1,28 +1,73 @@
-"""The webhook body, shaped as Alertmanager's webhook notifier sends it (version "4").
+"""The webhook body, shaped as Alertmanager's webhook notifier sends it (version "4"), one body per group.
 
-Shape (``notify/webhook/webhook.go`` ``Message`` in prometheus/alertmanager)::
+Shape (prometheus/alertmanager ``notify/webhook/webhook.go`` ``Message``, which embeds ``template.Data`` of
+``template/template.go``)::
 
-    {"version": "4", "groupKey": "...", "truncatedAlerts": 0, "status": "firing"|"resolved",
-     "receiver": "ops", "groupLabels": {...}, "commonLabels": {...}, "commonAnnotations": {...},
-     "externalURL": "...",
-     "alerts": [{"status": ..., "labels": {...}, "annotations": {"summary", "description", ...},
+    {"version": "4", "groupKey": "{}:{deployment=\\"chat-8b\\"}", "truncatedAlerts": 0,
+     "status": "firing"|"resolved", "receiver": "ops",
+     "groupLabels": {"deployment": "chat-8b"}, "commonLabels": {...}, "commonAnnotations": {...},
+     "externalURL": "http://advisor:9188/",
+     "alerts": [{"status": ..., "labels": {...}, "annotations": {"summary", "description", "runbook_url", ...},
                  "startsAt": RFC3339, "endsAt": RFC3339 or "0001-01-01T00:00:00Z",
-                 "generatorURL": "...", "fingerprint": "<recommendation id>"}]}
+                 "generatorURL": "http://advisor:9188/#dep-chat-8b", "fingerprint": "<recommendation id>"}]}
 
-Pure: times come from the recommendation.
+As Alertmanager: the alerts of one group key travel in one body; ``status`` is ``firing`` while any alert in it
+fires; ``commonLabels``/``commonAnnotations`` are the pairs every alert shares; ``groupKey`` is
+``<route key>:<group labels>`` (``dispatch/dispatch.go`` ``aggrGroup.GroupKey``; the advisor has one route,
+``{}``). ``externalURL`` is the advisor's own URL (``--web.external-url``) and ``generatorURL`` the deployment's
+section of its status page.
+
+Two guards apply whatever the recommendation says: a ``critical`` recommendation with confidence below
+:data:`advisor.conventions.LOW_CONFIDENCE` goes out as ``warning``, and the runbook's default prefix
+(:data:`advisor.conventions.RUNBOOK_BASE`) is replaced by the configured ``runbook_base_url``.
+
+Pure: times come from the recommendations.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 from advisor import conventions as c
 from advisor.domain import Recommendation, rfc3339
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 """Go's zero time, which Alertmanager sends as endsAt of a firing alert."""
+DEFAULT_GROUP_BY: tuple[str, ...] = (c.LABEL_DEPLOYMENT,)
+"""Alerts are grouped by deployment unless a receiver's ``group_by`` says otherwise."""
+GROUPABLE_LABELS: tuple[str, ...] = (
+    "alertname",
+    c.LABEL_DEPLOYMENT,
+    c.LABEL_RULE,
+    c.LABEL_DIAL,
+    c.LABEL_ACTION,
+    c.LABEL_SEVERITY,
+)
+"""The labels every alert carries (:func:`alert_labels`): the names ``group_by`` may use."""
+ROUTE_KEY = "{}"
+"""Alertmanager's key of its root route; the advisor's single grouping stands in for it."""
+IDEMPOTENCY_ANNOTATION = "idempotency_key"
+"""Each alert's own idempotency key, so a receiver can drop a repeat alert by alert inside a batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """Where notifications point back to.
+
+    Attributes:
+        external_url: the advisor's own URL as users reach it (``--web.external-url``, e.g.
+            ``http://advisor.internal:9188/``); ``""`` when unknown (then no ``generatorURL``).
+        runbook_base_url: replaces :data:`advisor.conventions.RUNBOOK_BASE` in every runbook link (config
+            ``runbook_base_url``); ``""`` keeps the default.
+    """
+
+    external_url: str = ""
+    runbook_base_url: str = ""
 
 
 def finite(obj: Any) -> Any:
@@ -37,54 +82,136 @@ def finite(obj: Any) -> Any:
     return obj
 
 
+def notified_severity(rec: Recommendation) -> str:
+    """The severity sent: ``critical`` only at confidence ≥ :data:`~advisor.conventions.LOW_CONFIDENCE`
+    (below it, ``warning``) — a second guard after the lifecycle's."""
+    if rec.severity == "critical" and not rec.confidence >= c.LOW_CONFIDENCE:
+        return "warning"
+    return rec.severity
+
+
+def runbook_link(runbook: str, base: str) -> str:
+    """``runbook`` with its default prefix :data:`~advisor.conventions.RUNBOOK_BASE` replaced by ``base``:
+    ``(RUNBOOK_BASE + "#kv-saturation", "https://wiki/runbook") → "https://wiki/runbook#kv-saturation"``.
+    Other runbooks (a plugin's own) and an empty ``base`` leave it as it is."""
+    if base and base != c.RUNBOOK_BASE and runbook.startswith(c.RUNBOOK_BASE):
+        return base + runbook[len(c.RUNBOOK_BASE) :]
+    return runbook
+
+
+def with_links(rec: Recommendation, links: Links) -> Recommendation:
+    """``rec`` as notified: runbook on the configured base, severity guarded (:func:`notified_severity`)."""
+    runbook = runbook_link(rec.runbook, links.runbook_base_url)
+    severity = notified_severity(rec)
+    if runbook == rec.runbook and severity == rec.severity:
+        return rec
+    return replace(rec, runbook=runbook, severity=severity)
+
+
+def deployment_url(external_url: str, deployment: str) -> str:
+    """The deployment's section of the advisor's status page: ``<external_url>/#dep-<deployment>`` (the
+    status page at ``/`` gives each deployment ``id='dep-<name>'``); ``""`` without an external URL."""
+    if not external_url:
+        return ""
+    return f"{external_url.rstrip('/')}/#dep-{quote(deployment, safe='')}"
+
+
 def alert_labels(rec: Recommendation) -> dict[str, str]:
-    """The alert's identifying labels."""
+    """The alert's identifying labels (the severity as :func:`notified_severity` gives it)."""
     return {
         "alertname": c.ALERT_RECOMMENDATION,
         c.LABEL_DEPLOYMENT: rec.deployment,
         c.LABEL_RULE: rec.rule,
         c.LABEL_DIAL: rec.dial,
         c.LABEL_ACTION: rec.action,
-        c.LABEL_SEVERITY: rec.severity,
+        c.LABEL_SEVERITY: notified_severity(rec),
     }
 
 
-def alert(rec: Recommendation, external_url: str = "") -> dict[str, Any]:
-    """One alert of the ``alerts`` array for a recommendation (firing while open, resolved after)."""
+def group_labels(rec: Recommendation, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict[str, str]:
+    """The alert's labels named in ``group_by`` (a name the alert lacks is left out, as Alertmanager does)."""
+    labels = alert_labels(rec)
+    return {k: labels[k] for k in group_by if k in labels}
+
+
+def _go_quote(value: str) -> str:
+    """A label value as Prometheus's ``LabelSet.String`` writes it (Go's ``%q``; JSON escaping agrees for
+    printable text)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def group_key(labels: Mapping[str, str]) -> str:
+    """``{}:{deployment="chat-8b"}``: Alertmanager's ``<route key>:<group labels>``, labels sorted by name."""
+    inner = ", ".join(f"{k}={_go_quote(v)}" for k, v in sorted(labels.items()))
+    return f"{ROUTE_KEY}:{{{inner}}}"
+
+
+def alert(rec: Recommendation, external_url: str = "", key: str | None = None) -> dict[str, Any]:
+    """One alert of the ``alerts`` array for a recommendation (firing while open, resolved after);
+    ``key``, when given, is its idempotency key (annotation ``idempotency_key``)."""
     resolved = rec.resolved_at is not None
+    annotations = {
+        "summary": rec.summary,
+        "description": rec.description,
+        "runbook_url": rec.runbook,
+        "flag": rec.flag,
+        "current": json.dumps(finite(rec.current), allow_nan=False, default=str),
+        "suggested": json.dumps(finite(rec.suggested), allow_nan=False, default=str),
+        "confidence": f"{rec.confidence:.2f}",
+        "predicted_effect": json.dumps(finite(rec.predicted_effect), sort_keys=True, allow_nan=False, default=str),
+    }
+    if key is not None:
+        annotations[IDEMPOTENCY_ANNOTATION] = key
     return {
         "status": "resolved" if resolved else "firing",
         "labels": alert_labels(rec),
-        "annotations": {
-            "summary": rec.summary,
-            "description": rec.description,
-            "runbook_url": rec.runbook,
-            "flag": rec.flag,
-            "current": json.dumps(finite(rec.current), allow_nan=False, default=str),
-            "suggested": json.dumps(finite(rec.suggested), allow_nan=False, default=str),
-            "confidence": f"{rec.confidence:.2f}",
-            "predicted_effect": json.dumps(finite(rec.predicted_effect), sort_keys=True, allow_nan=False, default=str),
-        },
+        "annotations": annotations,
         "startsAt": rfc3339(rec.opened_at),
         "endsAt": rfc3339(rec.resolved_at) if rec.resolved_at is not None else ZERO_TIME,
-        "generatorURL": f"{external_url.rstrip('/')}/api/v1/recommendations/{rec.id}" if external_url else "",
+        "generatorURL": deployment_url(external_url, rec.deployment),
         "fingerprint": rec.id,
     }
 
 
-def webhook_message(rec: Recommendation, receiver: str, external_url: str = "") -> dict[str, Any]:
-    """The whole webhook body for one recommendation's transition."""
-    a = alert(rec, external_url)
-    group_labels = {c.LABEL_DEPLOYMENT: rec.deployment}
+def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The pairs every map shares (Alertmanager's ``commonLabels``/``commonAnnotations``)."""
+    if not maps:
+        return {}
+    first = maps[0]
+    return {k: v for k, v in first.items() if all(m.get(k) == v for m in maps[1:])}
+
+
+def webhook_message(
+    recs: Recommendation | Sequence[Recommendation],
+    receiver: str,
+    external_url: str = "",
+    *,
+    keys: Sequence[str] | None = None,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+) -> dict[str, Any]:
+    """The whole webhook body for the alerts of one group (one recommendation, or several sharing the labels
+    ``group_by`` names; the first gives ``groupLabels``). ``keys`` are their idempotency keys, in order.
+
+    Raises:
+        ValueError: no recommendation, or ``keys`` of another length.
+    """
+    batch = [recs] if isinstance(recs, Recommendation) else list(recs)
+    if not batch:
+        raise ValueError("a webhook message needs at least one alert")
+    if keys is not None and len(keys) != len(batch):
+        raise ValueError(f"{len(keys)} idempotency keys for {len(batch)} alerts")
+    alerts = [alert(r, external_url, None if keys is None else keys[i]) for i, r in enumerate(batch)]
+    labels = group_labels(batch[0], group_by)
+    firing = any(a["status"] == "firing" for a in alerts)
     return {
         "version": "4",
-        "groupKey": json.dumps(group_labels, sort_keys=True),
+        "groupKey": group_key(labels),
         "truncatedAlerts": 0,
-        "status": a["status"],
+        "status": "firing" if firing else "resolved",
         "receiver": receiver,
-        "groupLabels": group_labels,
-        "commonLabels": a["labels"],
-        "commonAnnotations": a["annotations"],
+        "groupLabels": labels,
+        "commonLabels": _common([a["labels"] for a in alerts]),
+        "commonAnnotations": _common([a["annotations"] for a in alerts]),
         "externalURL": external_url,
-        "alerts": [a],
+        "alerts": alerts,
     }

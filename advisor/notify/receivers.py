@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 from advisor import __version__
 from advisor.domain import Recommendation, rfc3339
-from advisor.notify.payload import alert, finite, webhook_message
+from advisor.notify.payload import DEFAULT_GROUP_BY, alert, finite, webhook_message
 from advisor.redact import REDACTED, redact_secret_url, url_secrets
 
 IDEMPOTENCY_HEADER = "X-Advisor-Idempotency-Key"
@@ -52,15 +52,32 @@ def _json_body(obj: Any, *, ensure_ascii: bool = True) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertNote:
+    """One alert transition inside a notification: its idempotency key, ``opened`` or ``resolved``, and the
+    recommendation at the transition (``resolved_at`` set when resolved)."""
+
+    key: str
+    kind: str
+    recommendation: Recommendation
+
+
+@dataclass(frozen=True, slots=True)
 class Notification:
-    """One recommendation transition for one receiver, as the outbox keeps it.
+    """One request's worth of alert transitions for one receiver, as the outbox keeps it: a single transition
+    (the fields ``key``, ``kind``, ``recommendation``) or the batch of one group key in one evaluation cycle
+    (``alerts``; then ``key``, ``kind`` and ``recommendation`` are the batch's, see :func:`batch_notification`).
 
     Attributes:
-        key: the idempotency key (:func:`idempotency_key`).
-        kind: ``opened`` or ``resolved`` (:class:`advisor.rules.lifecycle.Transition` kinds).
-        recommendation: the recommendation at the transition (``resolved_at`` set when resolved).
-        group_key: notifications are grouped by deployment.
+        key: the idempotency key of the request (:func:`idempotency_key` for one alert; :func:`batch_key`
+            for several).
+        kind: ``opened`` or ``resolved`` (:class:`advisor.rules.lifecycle.Transition` kinds); a batch is
+            ``opened`` while any of its alerts opens.
+        recommendation: the (first) alert's recommendation.
+        group_key: the alerts' group key (:func:`advisor.notify.payload.group_key`; a deployment name in
+            entries written before issue 13).
         accepted_at: unix seconds the outbox accepted it (retention counts from here).
+        alerts: the batch's alert transitions in order; empty for a single transition.
+        external_url: the advisor's URL when it was accepted (links in the body); ``None``: the receiver's.
     """
 
     key: str
@@ -68,6 +85,40 @@ class Notification:
     recommendation: Recommendation
     group_key: str
     accepted_at: float
+    alerts: tuple[AlertNote, ...] = ()
+    external_url: str | None = None
+
+    @property
+    def members(self) -> tuple[AlertNote, ...]:
+        """The alert transitions this notification carries (at least one)."""
+        return self.alerts or (AlertNote(self.key, self.kind, self.recommendation),)
+
+
+def batch_key(keys: Sequence[str]) -> str:
+    """The idempotency key of a request carrying several alerts: ``batch-<first 32 hex of SHA-256 over the
+    alerts' keys, sorted, newline-joined>`` (one alert: its own key). Stable across retries and restarts."""
+    if len(keys) == 1:
+        return keys[0]
+    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
+    return f"batch-{digest}"
+
+
+def batch_notification(
+    members: Sequence[AlertNote], group_key: str, accepted_at: float, external_url: str | None = None
+) -> Notification:
+    """The notification carrying ``members`` (at least one) in one request.
+
+    Raises:
+        ValueError: ``members`` is empty.
+    """
+    if not members:
+        raise ValueError("a notification carries at least one alert")
+    first = members[0]
+    kind = "opened" if any(m.kind == "opened" for m in members) else "resolved"
+    if len(members) == 1:
+        return Notification(first.key, first.kind, first.recommendation, group_key, accepted_at, (), external_url)
+    key = batch_key([m.key for m in members])
+    return Notification(key, kind, first.recommendation, group_key, accepted_at, tuple(members), external_url)
 
 
 def idempotency_key(kind: str, rec: Recommendation) -> str:
@@ -97,6 +148,13 @@ class Receiver(Protocol):
     safe_url: str
     resend_interval: float | None
     """Alertmanager only: re-send active alerts this often; ``None`` for receivers that do not."""
+    batching: str
+    """How one cycle's transitions are split into requests: ``group`` (one per group key, by ``group_by``),
+    ``all`` (one for the whole cycle) or ``none`` (one per transition)."""
+    group_by: tuple[str, ...]
+    """The alert labels whose values make the group key."""
+    external_url: str
+    """The advisor's URL for links (``externalURL``, ``generatorURL``) when a notification does not carry one."""
 
     def build_request(self, note: Notification, now: float) -> Request:
         """The request delivering ``note`` at ``now``."""
@@ -137,9 +195,18 @@ class _Base:
 
     kind = "base"
     resend_interval: float | None = None
+    batching = "none"
 
-    def __init__(self, name: str, url: str, bearer_token: str | None = None, external_url: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        bearer_token: str | None = None,
+        external_url: str = "",
+        group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    ) -> None:
         self.name = name
+        self.group_by = tuple(group_by)
         self._url = url
         self._bearer = bearer_token
         self.external_url = external_url
@@ -165,6 +232,9 @@ class _Base:
     def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
         raise NotImplementedError(f"{type(self).__name__} does not re-send")
 
+    def _external_url(self, note: Notification) -> str:
+        return self.external_url if note.external_url is None else note.external_url
+
 
 def signature(secret: bytes, body: bytes) -> str:
     """``sha256=<hex HMAC-SHA256 of body>``: the value of ``X-Advisor-Signature``."""
@@ -172,9 +242,11 @@ def signature(secret: bytes, body: bytes) -> str:
 
 
 class WebhookReceiver(_Base):
-    """A generic webhook: the Alertmanager-v4-shaped body, optionally signed with a shared secret."""
+    """A generic webhook: the Alertmanager-v4-shaped body, one per group key and cycle, optionally signed
+    with a shared secret."""
 
     kind = "webhook"
+    batching = "group"
 
     def __init__(
         self,
@@ -183,8 +255,9 @@ class WebhookReceiver(_Base):
         hmac_secret: bytes | None = None,
         bearer_token: str | None = None,
         external_url: str = "",
+        group_by: Sequence[str] = DEFAULT_GROUP_BY,
     ) -> None:
-        super().__init__(name, url, bearer_token, external_url)
+        super().__init__(name, url, bearer_token, external_url, group_by)
         self._hmac = hmac_secret
 
     def secrets(self) -> tuple[str, ...]:
@@ -192,7 +265,15 @@ class WebhookReceiver(_Base):
         return super().secrets() + extra
 
     def build_request(self, note: Notification, now: float) -> Request:
-        body = _json_body(webhook_message(note.recommendation, self.name, self.external_url))
+        members = note.members
+        message = webhook_message(
+            [m.recommendation for m in members],
+            self.name,
+            self._external_url(note),
+            keys=[m.key for m in members],
+            group_by=self.group_by,
+        )
+        body = _json_body(message)
         headers = self._headers(note.key)
         if self._hmac is not None:
             headers[SIGNATURE_HEADER] = signature(self._hmac, body)
@@ -285,11 +366,13 @@ class SlackReceiver(_Base):
 
 
 # -- Alertmanager API v2 ------------------------------------------------------------------------------------
-def postable_alert(rec: Recommendation, ends_at: float, external_url: str = "") -> dict[str, Any]:
+def postable_alert(
+    rec: Recommendation, ends_at: float, external_url: str = "", key: str | None = None
+) -> dict[str, Any]:
     """One element of ``POST /api/v2/alerts`` (Alertmanager's ``postableAlert``): the webhook alert's labels
-    and annotations, ``startsAt`` the opening time, ``endsAt`` as given; ``generatorURL`` only when known
-    (the API wants a URI there)."""
-    a = alert(rec, external_url)
+    and annotations (with ``idempotency_key`` when ``key`` is given), ``startsAt`` the opening time,
+    ``endsAt`` as given; ``generatorURL`` only when known (the API wants a URI there)."""
+    a = alert(rec, external_url, key)
     out: dict[str, Any] = {
         "labels": a["labels"],
         "annotations": a["annotations"],
@@ -302,9 +385,12 @@ def postable_alert(rec: Recommendation, ends_at: float, external_url: str = "") 
 
 
 class AlertmanagerReceiver(_Base):
-    """Alertmanager's API v2; ``url`` is Alertmanager's base URL (with its route prefix, if any)."""
+    """Alertmanager's API v2; ``url`` is Alertmanager's base URL (with its route prefix, if any). One cycle's
+    transitions go in one request (Alertmanager groups them itself); a re-send carries every active alert
+    with its firing idempotency key."""
 
     kind = "alertmanager"
+    batching = "all"
 
     def __init__(
         self,
@@ -328,13 +414,17 @@ class AlertmanagerReceiver(_Base):
         return now + ALERTMANAGER_ENDS_AT_FACTOR * self.resend_interval
 
     def build_request(self, note: Notification, now: float) -> Request:
-        rec = note.recommendation
-        resolved = note.kind == "resolved"
-        ends = (rec.resolved_at if rec.resolved_at is not None else now) if resolved else self.ends_at(now)
-        body = _json_body([postable_alert(rec, ends, self.external_url)])
-        return Request(self._endpoint, self._headers(note.key), body)
+        alerts = []
+        external_url = self._external_url(note)
+        for m in note.members:
+            rec = m.recommendation
+            resolved = m.kind == "resolved"
+            ends = (rec.resolved_at if rec.resolved_at is not None else now) if resolved else self.ends_at(now)
+            alerts.append(postable_alert(rec, ends, external_url, m.key))
+        return Request(self._endpoint, self._headers(note.key), _json_body(alerts))
 
     def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
         ends = self.ends_at(now)
-        body = _json_body([postable_alert(r, ends, self.external_url) for r in active])
-        return Request(self._endpoint, self._headers(None), body)
+        keys = [idempotency_key("opened", r) for r in active]
+        body = _json_body([postable_alert(r, ends, self.external_url, k) for r, k in zip(active, keys, strict=True)])
+        return Request(self._endpoint, self._headers(batch_key(keys) if keys else None), body)

@@ -26,6 +26,7 @@ import requests
 from advisor.domain import rfc3339
 from advisor.notify.config import ReceiverConfig
 from advisor.notify.notifier import build_notifier
+from advisor.notify.payload import Links
 from tests.notify.conftest import Hook, rec
 
 pytestmark = pytest.mark.integration
@@ -144,7 +145,7 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
         assert labels["dial"] == r.dial and labels["deployment"] == "chat-8b" and labels["severity"] == "warning"
         assert firing["alert"]["annotations"]["flag"] == "--max-num-seqs 192"
         assert firing["alert"]["annotations"]["summary"] == r.summary
-        assert firing["alert"]["generatorURL"] == f"http://127.0.0.1:9188/api/v1/recommendations/{r.id}"
+        assert firing["alert"]["generatorURL"] == "http://127.0.0.1:9188/#dep-chat-8b"
 
         # while open, the alert is re-sent with endsAt 4 × resend_interval ahead, as Prometheus does
         time.sleep(2.5)
@@ -168,3 +169,50 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
     stats = n.stats()["am"]
     assert (stats.sent, stats.failed, stats.dropped) == (2, 0, 0)
     assert time.monotonic() - started < 60
+
+
+def test_one_cycle_reaches_alertmanager_in_one_request_and_keep_alives_count_as_resent(
+    alertmanager: Alertmanager, hook: Hook, tmp_path: Path
+) -> None:
+    """Issue 13: the cycle's three alerts go to Alertmanager in one POST; Alertmanager groups them into one
+    webhook notification; keep-alive re-sends carry each alert's firing idempotency key and are counted
+    ``resent``, never ``sent``."""
+    cfg = ReceiverConfig.model_validate(
+        {"name": "am", "type": "alertmanager", "url": alertmanager.url, "resend_interval": "1s", "backoff_seconds": 0.1}
+    )
+    outcomes: list[str] = []
+    n = build_notifier([cfg], tmp_path / "outbox", lambda _r, outcome, _q: outcomes.append(outcome))
+    now = time.time()
+    recs = [rec(i, opened_at=now - 30, severity="critical", confidence=0.3 if i == 1 else 0.9) for i in range(3)]
+    external = "http://advisor.example.internal:9188/"
+    try:
+        n.submit_cycle([("opened", r) for r in recs], Links(external, "https://wiki.example.internal/runbook"))
+        assert n.flush(10)
+        (delivery,) = n.stats()["am"].recent  # one request for the whole cycle
+        assert delivery.key.startswith("batch-") and delivery.outcome == "sent"
+
+        def grouped(h: Hook) -> bool:
+            return any(len(b.json().get("alerts", [])) == 3 for b in h.acked())
+
+        assert hook.wait(grouped, 20), alertmanager.log.read_text()[-2000:]
+        body = next(b.json() for b in hook.acked() if len(b.json().get("alerts", [])) == 3)
+        assert body["groupLabels"] == {"deployment": "chat-8b"}
+        by_dial = {a["labels"]["dial"]: a for a in body["alerts"]}
+        assert set(by_dial) == {r.dial for r in recs}
+        for r in recs:
+            a = by_dial[r.dial]
+            assert a["annotations"]["idempotency_key"] == f"{r.id}-firing-{round(r.opened_at * 1000)}"
+            assert a["generatorURL"] == "http://advisor.example.internal:9188/#dep-chat-8b"
+            assert a["annotations"]["runbook_url"] == "https://example.invalid/runbook#kv-saturation"  # not ours
+        assert by_dial[recs[1].dial]["labels"]["severity"] == "warning"  # critical at confidence 0.3
+        assert by_dial[recs[0].dial]["labels"]["severity"] == "critical"
+        # keep-alives: the same three alerts again, counted apart
+        deadline = time.monotonic() + 15
+        while outcomes.count("resent") < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert outcomes.count("resent") >= 3 and outcomes.count("sent") == 3
+        active = requests.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
+        mine = [a for a in active if a["labels"].get("dial") in by_dial]
+        assert len(mine) == 3 and all(a["status"]["state"] == "active" for a in mine)
+    finally:
+        n.close(2)

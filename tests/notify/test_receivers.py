@@ -94,7 +94,10 @@ def test_alertmanager_firing_alerts_end_four_resend_intervals_ahead() -> None:
 
     again = am.build_resend([BASE, rec(2)], now + 60)
     assert [a["endsAt"] for a in json.loads(again.body)] == [rfc3339(now + 300)] * 2
-    assert IDEMPOTENCY_HEADER not in again.headers
+    # a keep-alive re-send keeps each alert's firing idempotency key (issue 13: re-sends keep id and key)
+    firing_keys = [f"{r.id}-firing-{round(r.opened_at * 1000)}" for r in (BASE, rec(2))]
+    assert [a["annotations"]["idempotency_key"] for a in json.loads(again.body)] == firing_keys
+    assert again.headers[IDEMPOTENCY_HEADER].startswith("batch-")
 
 
 def test_the_webhook_body_is_the_same_bytes_on_every_attempt() -> None:

@@ -17,7 +17,7 @@ from advisor.errors import ConfigError
 from advisor.notify.config import ReceiverConfig
 from advisor.notify.notifier import build_notifier
 from advisor.notify.payload import webhook_message
-from advisor.notify.receivers import SIGNATURE_HEADER, Notification
+from advisor.notify.receivers import SIGNATURE_HEADER, Notification, idempotency_key
 from tests.notify.conftest import Hook, rec
 
 SHARED_SECRET = "s3cr3t-shared-between-advisor-and-receiver"
@@ -47,7 +47,8 @@ def test_hmac_signatures_verify_with_the_shared_secret(
     assert hmac.compare_digest(hit.headers[SIGNATURE_HEADER], expected)
     wrong = "sha256=" + hmac.new(b"another key", hit.raw, hashlib.sha256).hexdigest()
     assert not hmac.compare_digest(hit.headers[SIGNATURE_HEADER], wrong)
-    assert hit.json() == json.loads(json.dumps(webhook_message(rec(1), "ops")))
+    expected_body = webhook_message(rec(1), "ops", keys=[idempotency_key("opened", rec(1))])
+    assert hit.json() == json.loads(json.dumps(expected_body))
 
 
 def test_without_a_secret_there_is_no_signature(hook: Hook) -> None:
