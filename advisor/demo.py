@@ -82,6 +82,7 @@ def run_demo(listen: str, duration: float, speed: float = 10.0) -> int:
         svc = Service(cfg, collector, metrics, on_transition=lambda t: print(format_transition(t), flush=True))
 
         def announce(url: str) -> None:
+            svc.external_url = url.rstrip("/") + "/"  # notifications link back to this advisor's page
             print(f"capacity-advisor demo: a simulated fleet at {speed:g}× real time", flush=True)
             for s in FLEET:
                 print(f"  engine {s.name:<18} {', '.join(fleet.urls(s.name))}  ({s.description})", flush=True)
