@@ -277,6 +277,10 @@ class Runtime:
         pool, pool_size: the scrape/query workers.
         sessions: one HTTP session per ``(deployment, target URL)``.
         sd_mtimes: modification times of the ``file_sd`` files last read.
+        outbox: the notifier's outbox folder (``None``: in memory).
+
+    A reload keeps the parts whose inputs did not change (the ack store of the same state file, the notifier
+    of the same receivers, outbox and ack store, the sessions of the targets that stay).
     """
 
     cfg: Config
@@ -293,6 +297,7 @@ class Runtime:
     pool_size: int
     sessions: dict[tuple[str, str], requests.Session]
     sd_mtimes: dict[str, float]
+    outbox: Path | None = None
 
     def session(self, deployment: str, url: str) -> requests.Session:
         """The target's session (made on first use: a target ``file_sd`` added)."""
@@ -301,15 +306,28 @@ class Runtime:
             s = self.sessions[(deployment, url)] = requests.Session()
         return s
 
-    def close(self, timeout: float, keep: frozenset[requests.Session] = frozenset(), wait: bool = True) -> None:
-        """Flush and stop the notifier, the workers, the Prometheus client and the sessions not in ``keep``."""
-        self.notifier.close(timeout)
+    def close(
+        self,
+        timeout: float,
+        keep: frozenset[requests.Session] = frozenset(),
+        wait: bool = True,
+        close_notifier: bool = True,
+    ) -> None:
+        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it), the workers,
+        the Prometheus client and the sessions not in ``keep``."""
+        if close_notifier:
+            self.notifier.close(timeout)
         self.pool.shutdown(wait=wait)
         if self.prom is not None:
             self.prom.close()
         for s in self.sessions.values():
             if s not in keep:
                 s.close()
+
+
+def _same_folder(a: Path | None, b: Path | None) -> bool:
+    """Whether two outbox folders are one (``None``: in memory, never shared)."""
+    return a is not None and b is not None and a.resolve() == b.resolve()
 
 
 def _pool_size_for(deployments: Sequence[_Deployment], plan: Sequence[tuple[DeploymentContext, list[str]]]) -> int:
@@ -416,19 +434,32 @@ class Service:
         quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
         sd = sd_mtimes(cfg, base_dir)
         prom: PrometheusSource | None = None
-        notifier: Notifier | None = None
+        pool: ThreadPoolExecutor | None = None
+        # the same state file: the same store (snoozes made a moment ago stay in force, nothing re-read)
+        acks = old.acks if old is not None and old.state_file == state_file else None
         try:
             if any(d.source == "prometheus" for d in cfg.deployments):
                 prom = prometheus_source(cfg, base_dir)
-            acks = AckStore(state_file, clock=self.clock)
-            notifier = build_notifier(
-                list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir, suppressed=acks.suppressed
-            )
+            if acks is None:
+                acks = AckStore(state_file, clock=self.clock)
             size = _pool_size_for(deployments, plan)
             pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="scrape")
+            # the notifier last: nothing after it can fail
+            if (
+                old is not None
+                and old.acks is acks
+                and old.outbox == outbox
+                and old.base_dir == base_dir
+                and tuple(old.cfg.receivers) == tuple(cfg.receivers)
+            ):
+                notifier = old.notifier  # unchanged: kept, with its queues and re-send state
+            elif old is not None and outbox is not None and _same_folder(old.outbox, outbox):
+                notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
+            else:
+                notifier = self._notifier(cfg, outbox, base_dir, acks)
         except BaseException:
-            if notifier is not None:
-                notifier.close(1.0)
+            if pool is not None:
+                pool.shutdown(wait=False)
             if prom is not None:
                 prom.close()
             raise
@@ -437,8 +468,40 @@ class Service:
             (ctx.name, u): old_sessions.get((ctx.name, u)) or requests.Session() for ctx, urls in plan for u in urls
         }
         return Runtime(
-            cfg, base_dir, deployments, plan, rules, quality, state_file, prom, acks, notifier, pool, size, sessions, sd
+            cfg,
+            base_dir,
+            deployments,
+            plan,
+            rules,
+            quality,
+            state_file,
+            prom,
+            acks,
+            notifier,
+            pool,
+            size,
+            sessions,
+            sd,
+            outbox,
         )
+
+    def _notifier(self, cfg: Config, outbox: Path | None, base_dir: Path | None, acks: AckStore) -> Notifier:
+        """The receivers' notifier, consulting ``acks`` (raises ``ConfigError`` or ``StateError``)."""
+        return build_notifier(
+            list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir, suppressed=acks.suppressed
+        )
+
+    def _hand_over(self, old: Runtime, cfg: Config, outbox: Path, base_dir: Path | None, acks: AckStore) -> Notifier:
+        """A new notifier on the outbox folder the running one holds (one notifier at a time may: it is locked).
+        The running one is closed (what waits stays in its outbox files, which the new one reads); if the new one
+        cannot be built, the running one is rebuilt on the same folder and config, and the error propagates."""
+        old.notifier.close(10)
+        try:
+            return self._notifier(cfg, outbox, base_dir, acks)
+        except BaseException:
+            old.notifier = self._notifier(old.cfg, old.outbox, old.base_dir, old.acks)
+            log.warning("notify: the new receivers could not start; the running ones were restarted on %s", outbox)
+            raise
 
     def _apply(self, rt: Runtime) -> None:
         """Point the tracker at ``rt`` (cannot fail): its settings, deployments and targets, keeping the
@@ -532,7 +595,9 @@ class Service:
             log.exception("config reload failed unexpectedly; keeping the running config")
             return False, f"reload failed: {type(exc).__name__}"
         # only now is the old runtime released (the sessions of targets that stay carry over)
-        old.close(10, keep=frozenset(new.sessions.values()), wait=False)
+        old.close(
+            10, keep=frozenset(new.sessions.values()), wait=False, close_notifier=old.notifier is not new.notifier
+        )
         self.metrics.config_reload_success.set(1)
         self.metrics.config_reload_timestamp.set(self.clock())
         log.info("config reloaded from %s: %d deployment(s)", path, len(new.deployments))

@@ -85,12 +85,14 @@ def _firing(bodies: list[dict[str, Any]]) -> set[str]:
     return {a["fingerprint"] for b in bodies for a in b["alerts"] if a["status"] == "firing"}
 
 
-@pytest.mark.parametrize("late", ["ack store", "notifier"])
+@pytest.mark.parametrize("late", ["ack store", "notifier", "notifier on the running outbox folder"])
 def test_a_reload_that_fails_late_leaves_the_old_runtime_fully_working(
     late: str, saturated: StandInServer, webhook_receiver: Receiver, tmp_path: Path
 ) -> None:
     receiver = {"name": "ops", "url": webhook_receiver.url, "backoff_seconds": "0.1s"}
     good = _config([_deployment("chat-8b", saturated.url())], receiver, state_file=str(tmp_path / "state.json"))
+    if late == "notifier on the running outbox folder":
+        good["outbox_dir"] = str(tmp_path / "outbox")
     registry, collector, metrics = make_registry()
     svc = Service(parse_config(good), collector, metrics, base_dir=tmp_path)
     try:
@@ -101,9 +103,12 @@ def test_a_reload_that_fails_late_leaves_the_old_runtime_fully_working(
         if late == "ack store":  # the file is there and writable; only reading it (AckStore) fails
             (broken_dir / "state.json").write_text("{this is not json")
             bad["state_file"] = str(broken_dir / "state.json")
-        else:  # the folder is fine; only the receiver's outbox file (read by the notifier) is broken
+        elif late == "notifier":  # the folder is fine; only the receiver's outbox file (read by the notifier) is broken
             (broken_dir / "ops.outbox.json").write_text("{this is not json")
             bad["outbox_dir"] = str(broken_dir)
+        else:  # one outbox folder (locked by the running notifier): a new receiver's outbox file there is broken
+            (tmp_path / "outbox" / "broken.outbox.json").write_text("{this is not json")
+            bad["receivers"] = [receiver, dict(receiver, name="broken")]
         cfg_path = tmp_path / "advisor.yaml"
         cfg_path.write_text(yaml.safe_dump(bad))
 
@@ -111,15 +116,19 @@ def test_a_reload_that_fails_late_leaves_the_old_runtime_fully_working(
 
         assert not ok and "broken" in message, message
         assert registry.get_sample_value("advisor_config_last_reload_successful") == 0.0
-        assert svc.cfg.evaluation_window == 2.0  # the running config, not half of the new one
-        assert svc.state_file == tmp_path / "state.json"
         # the old runtime keeps working: cycles run and the notification reaches the receiver
         assert _cycles_until(svc, lambda: webhook_receiver.wait_for(lambda b: bool(_firing(b)), 0.1))
+        assert svc.cfg.evaluation_window == 2.0  # the running config, not half of the new one
+        assert svc.state_file == tmp_path / "state.json"
         assert json.loads((tmp_path / "state.json").read_text())["recommendations"]  # persisted by the old one
-        # and a good reload still works afterwards
+        # and a good reload still works afterwards, one with other receivers included (a new notifier takes over
+        # the outbox folder, if any, from the running one)
         cfg_path.write_text(yaml.safe_dump(dict(good, evaluation_window="3s")))
         assert svc.reload(cfg_path)[0]
         assert svc.cfg.evaluation_window == 3.0
+        cfg_path.write_text(yaml.safe_dump(dict(good, receivers=[dict(receiver, backoff_seconds="0.2s")])))
+        ok, message = svc.reload(cfg_path)
+        assert ok, message
         svc.run_once()
     finally:
         svc.close(5)
@@ -174,7 +183,8 @@ def test_a_snooze_made_through_the_api_after_a_reload_silences_the_next_notifica
     srv.start_background()
     try:
         cfg_path = tmp_path / "advisor.yaml"
-        cfg_path.write_text(yaml.safe_dump(dict(data, evaluation_window="2.5s")))
+        # another state file: the reload builds a new ack store (and so a new notifier consulting it)
+        cfg_path.write_text(yaml.safe_dump(dict(data, state_file=str(tmp_path / "state-2.json"))))
         ok, message = svc.reload(cfg_path)
         assert ok, message
 
