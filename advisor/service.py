@@ -5,6 +5,12 @@
 
     scrape → normalize → evaluate → rules → publish → notify → persist
 
+The I/O half lives here (scraping, Prometheus, notifying, persisting, metrics); the evaluation half is the pure
+:class:`advisor.tracker.Tracker`, fed each observation and asked for one :class:`~advisor.tracker.Tick` per
+cycle — the same tracker ``backtest`` replays. Everything a config builds (config, notifier, workers, ack store,
+Prometheus source, state file, sessions) is one :class:`Runtime`, built whole and swapped in with one reference
+on reload; a reload that fails anywhere changes nothing.
+
 One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
 never stops the others; one deployment's failure is logged, counted and skipped.
 """
