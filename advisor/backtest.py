@@ -298,8 +298,10 @@ class Replayer:
 
     Feed each target's points (:meth:`feed`, any number of times, in time order across calls), then call
     :meth:`evaluate` with increasing times; points newer than an evaluation time wait for a later one.
-    :meth:`report` summarizes. The deployments share one :class:`~advisor.rules.lifecycle.Lifecycle`, as in
-    the daemon (dials taken by one rule are not proposed by another).
+    :meth:`report` summarizes. Evaluation is the daemon's own :class:`~advisor.tracker.Tracker` (``tracker``):
+    the same histories, restart rule, replica counting and one shared
+    :class:`~advisor.rules.lifecycle.Lifecycle` (dials taken by one rule are not proposed by another), so the
+    same points give the same recommendations as live.
     """
 
     def __init__(
@@ -499,7 +501,7 @@ class Replayer:
             out.append(
                 DeploymentReplay(
                     name=d.ctx.name,
-                    engine=d.ctx.engine,
+                    engine=self.tracker.context(d.ctx.name).engine,
                     selector=d.selector,
                     evaluations=d.evaluations,
                     states=dict(d.states),
