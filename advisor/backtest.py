@@ -11,9 +11,9 @@ historical data and historical clocks:
   builds. The query grid is the evaluation grid (``start + k × step``) extended backwards by one evaluation
   window, so the first evaluation already sees a full window.
 * **Replay** (:class:`Replayer`, pure): at each evaluation time ``now`` the points up to ``now`` enter the
-  target histories (:func:`advisor.service.record`, thinned and trimmed as the daemon does),
-  :func:`advisor.evaluate.evaluate_deployment` builds the rules' view, and
-  :meth:`advisor.rules.lifecycle.Lifecycle.evaluate` runs with ``now`` as its clock — so for-durations,
+  :class:`advisor.tracker.Tracker` — the daemon's own evaluation step (histories recorded, thinned and trimmed
+  with its one restart rule, replicas counted, :func:`advisor.evaluate.evaluate_deployment`, then
+  :meth:`advisor.rules.lifecycle.Lifecycle.evaluate`) — with ``now`` as its clock, so for-durations,
   hysteresis and cooldowns behave exactly as they would have live.
 * **Report** (:class:`BacktestReport`): per deployment, each recommendation with its opening and resolving
   times, dial, suggested value and flag, and each SLO breach: an interval during which the goodput ratio over
@@ -52,13 +52,14 @@ from advisor.config import Config, Deployment
 from advisor.domain import TimedSnapshot, rfc3339
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
-from advisor.evaluate import Quality, TargetView, evaluate_deployment
+from advisor.evaluate import Quality
 from advisor.observe import identify
 from advisor.rules.base import DeploymentContext, Evaluation, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
-from advisor.service import build_rules, deployment_context, record, resolve_targets
+from advisor.service import build_rules, deployment_context, resolve_targets
 from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
 from advisor.sources.promql import LabelMatcher, re2_escape, render_selector
+from advisor.tracker import Tracker
 
 CHUNK_POINTS: Final = 1000
 """Evaluation points per series per range query at most (Prometheus itself refuses more than 11,000)."""
@@ -255,13 +256,16 @@ class BacktestReport:
 
 @dataclass
 class _Target:
+    """What the replay knows of a target beyond its history (which the tracker holds): the points not yet
+    due, Prometheus's ``up`` series, and when it last had data."""
+
     name: str
     pending: deque[TimedSnapshot] = field(default_factory=deque)
     up_pending: deque[tuple[float, float]] = field(default_factory=deque)
-    history: deque[TimedSnapshot] = field(default_factory=deque)
     last_up: tuple[float, float] | None = None
     has_up_series: bool = False
     last_seen: float | None = None
+    newest: float = -math.inf  # the newest point queued or consumed
 
 
 @dataclass
@@ -294,8 +298,10 @@ class Replayer:
 
     Feed each target's points (:meth:`feed`, any number of times, in time order across calls), then call
     :meth:`evaluate` with increasing times; points newer than an evaluation time wait for a later one.
-    :meth:`report` summarizes. The deployments share one :class:`~advisor.rules.lifecycle.Lifecycle`, as in
-    the daemon (dials taken by one rule are not proposed by another).
+    :meth:`report` summarizes. Evaluation is the daemon's own :class:`~advisor.tracker.Tracker` (``tracker``):
+    the same histories, restart rule, replica counting and one shared
+    :class:`~advisor.rules.lifecycle.Lifecycle` (dials taken by one rule are not proposed by another), so the
+    same points give the same recommendations as live.
     """
 
     def __init__(
@@ -312,23 +318,37 @@ class Replayer:
         targets: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``contexts``: one per deployment, in evaluation order (engine already resolved).
-        ``dynamic_targets``: names of deployments whose replica count is the number of targets that have
-        data in the window (``source: prometheus``); the others keep ``ctx.replicas``. ``targets``: the
+        ``dynamic_targets``: names of deployments whose replicas are the targets that have data in the
+        window (``source: prometheus``); the others count every known target, as the daemon does (the
+        engines behind each, :func:`advisor.evaluate.engines_behind`). ``targets``: the
         targets each deployment is known to have before any data arrives (a configured target that never
         answers counts as unavailable). ``selectors`` only labels the report."""
         dynamic = set(dynamic_targets)
         self.scrape_interval = scrape_interval
         self.evaluation_window = evaluation_window
         self.quality = quality
-        self.lifecycle = Lifecycle(rules, cooldown_seconds=cooldown_seconds)
+        self.tracker = Tracker(
+            rules,
+            evaluation_window=evaluation_window,
+            scrape_interval=scrape_interval,
+            quality=quality,
+            cooldown_seconds=cooldown_seconds,
+        )
         self._deps: dict[str, _Dep] = {}
         self._first: float | None = None
         self._last: float | None = None
         for ctx in contexts:
             dep = _Dep(ctx, ctx.name in dynamic, (selectors or {}).get(ctx.name))
-            for name in (targets or {}).get(ctx.name, ()):
+            known = list((targets or {}).get(ctx.name, ()))
+            for name in known:
                 dep.targets[name] = _Target(name)
+            self.tracker.add_deployment(ctx, [] if dep.dynamic_targets else known)
             self._deps[ctx.name] = dep
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The rules' lifecycle (the tracker's)."""
+        return self.tracker.lifecycle
 
     def warn(self, deployment: str, message: str) -> None:
         """Attach a warning to a deployment's report (a failed query, a skipped series …)."""
@@ -340,8 +360,7 @@ class Replayer:
 
     def set_engine(self, deployment: str, engine: str) -> None:
         """Record the engine detected for ``engine: auto``."""
-        d = self._deps[deployment]
-        d.ctx = dataclasses.replace(d.ctx, engine=engine)
+        self.tracker.set_context(deployment, dataclasses.replace(self.tracker.context(deployment), engine=engine))
 
     def feed(self, deployment: str, history: TargetHistory) -> None:
         """Queue a target's points (and ``up`` samples) for the evaluations to come.
@@ -356,11 +375,10 @@ class Replayer:
         t = d.targets.get(history.target)
         if t is None:
             t = d.targets[history.target] = _Target(history.target)
-        newest = t.pending[-1].timestamp if t.pending else t.history[-1].timestamp if t.history else -math.inf
         for p in history.points:
-            if p.timestamp > newest:
+            if p.timestamp > t.newest:
                 t.pending.append(p)
-                newest = p.timestamp
+                t.newest = p.timestamp
         newest_up = t.up_pending[-1][0] if t.up_pending else t.last_up[0] if t.last_up else -math.inf
         for ts, v in history.up:
             t.has_up_series = True
@@ -368,66 +386,66 @@ class Replayer:
                 t.up_pending.append((ts, v))
                 newest_up = ts
 
-    def _advance(self, t: _Target, now: float) -> None:
+    def _advance(self, deployment: str, t: _Target, now: float) -> None:
+        """The points due by ``now`` enter the tracker, as scrapes would have; then the target's outcome."""
         while t.pending and t.pending[0].timestamp <= now:
             p = t.pending.popleft()
-            record(t.history, p, self.evaluation_window)
+            self.tracker.observe(deployment, t.name, p)
             t.last_seen = p.timestamp
         while t.up_pending and t.up_pending[0][0] <= now:
             t.last_up = t.up_pending.popleft()
             t.last_seen = max(t.last_seen or -math.inf, t.last_up[0])
-        keep = self.evaluation_window + 3 * self.scrape_interval
-        while t.history and now - t.history[0].timestamp > keep:
-            t.history.popleft()
 
-    def _view(self, t: _Target, now: float) -> TargetView:
-        """The target as the daemon would hold it at ``now``: up when its last scrape succeeded."""
+    def _status(self, deployment: str, t: _Target, now: float) -> None:
+        """The target's outcome as the daemon would hold it at ``now``: up when its last scrape succeeded."""
         gone_after = self.quality.stale_after_intervals * self.quality.interval_seconds
+        tr = self.tracker
         if t.has_up_series:
             if t.last_up is None or now - t.last_up[0] > gone_after:
-                return TargetView(t.name, False, c.REASON_HTTP_STATUS, "no series in Prometheus", tuple(t.history))
+                tr.set_status(deployment, t.name, False, c.REASON_HTTP_STATUS, "no series in Prometheus")
+                return
             if t.last_up[1] != 1.0:
-                return TargetView(
-                    t.name,
-                    False,
-                    c.REASON_HTTP_STATUS,
-                    "Prometheus reports the target down (up == 0)",
-                    tuple(t.history),
+                tr.set_status(
+                    deployment, t.name, False, c.REASON_HTTP_STATUS, "Prometheus reports the target down (up == 0)"
                 )
-        if not t.history:
-            return TargetView(t.name, False, c.REASON_HTTP_STATUS, "no samples", ())
-        return TargetView(t.name, True, None, None, tuple(t.history))
+                return
+        if not tr.history(deployment, t.name):
+            tr.set_status(deployment, t.name, False, c.REASON_HTTP_STATUS, "no samples")
+            return
+        tr.set_status(deployment, t.name, True, None, None)
 
     def evaluate(self, now: float) -> list[Transition]:
-        """Evaluate every deployment at ``now`` (unix seconds, later than the previous call's)."""
+        """Evaluate every deployment at ``now`` (unix seconds, later than the previous call's) through the
+        :class:`~advisor.tracker.Tracker` the daemon evaluates with.
+
+        Raises:
+            ValueError: ``now`` is not later than the previous evaluation time.
+        """
         if self._last is not None and now <= self._last:
             raise ValueError(f"evaluation times must increase: {now} after {self._last}")
         self._first = now if self._first is None else self._first
         self._last = now
-        transitions: list[Transition] = []
-        for d in self._deps.values():
+        horizon = self.evaluation_window + self.scrape_interval
+        for name, d in self._deps.items():
             for t in d.targets.values():
-                self._advance(t, now)
-            if d.dynamic_targets:
-                horizon = self.evaluation_window + self.scrape_interval
-                seen = sum(1 for t in d.targets.values() if t.last_seen is not None and now - t.last_seen <= horizon)
-                d.ctx = dataclasses.replace(d.ctx, replicas=max(1, seen))
-                views = [
-                    self._view(t, now)
-                    for t in d.targets.values()
-                    if t.last_seen is not None and now - t.last_seen <= horizon
-                ]
-            else:
-                views = [self._view(t, now) for t in d.targets.values()]
-            ev, _ = evaluate_deployment(d.ctx, views, now, self.evaluation_window, self.quality, round_started=now)
+                self._advance(name, t, now)
+                self._status(name, t, now)
+            if d.dynamic_targets:  # the replicas are the instances with data in the window
+                listed = [u for u, t in d.targets.items() if t.last_seen is not None and now - t.last_seen <= horizon]
+                self.tracker.set_targets(name, listed, forget=False)
+        tick = self.tracker.evaluate(now, round_started=now)
+        for name, exc in tick.failures:
+            self._deps[name].warnings.append(f"{rfc3339(now)}: evaluation failed: {type(exc).__name__}: {exc}")
+        for r in tick.results:
+            d = self._deps[r.name]
+            d.ctx = self.tracker.context(r.name)
+            ev = r.evaluation
             d.evaluations += 1
             d.states[ev.state] = d.states.get(ev.state, 0) + 1
-            trs = self.lifecycle.evaluate(ev)
-            for tr in trs:
-                self._note(d, tr)
             self._slo(d, ev.goodput.ratio if ev.state == c.STATE_FRESH else None, now, ev)
-            transitions += trs
-        return transitions
+        for tr in tick.transitions:
+            self._note(self._deps[tr.recommendation.deployment], tr)
+        return list(tick.transitions)
 
     @staticmethod
     def _note(d: _Dep, tr: Transition) -> None:
@@ -483,7 +501,7 @@ class Replayer:
             out.append(
                 DeploymentReplay(
                     name=d.ctx.name,
-                    engine=d.ctx.engine,
+                    engine=self.tracker.context(d.ctx.name).engine,
                     selector=d.selector,
                     evaluations=d.evaluations,
                     states=dict(d.states),

@@ -155,8 +155,8 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         service: the running service (its ``result``, ``collector``, ``state_file``, ``healthy``).
         registry: rendered at ``/metrics``.
         web_config: a ``--web.config.file`` path or a loaded source (``None``: plain HTTP, no auth).
-        acks: the snooze/ack store the loop consults; default the service's ``acks`` attribute if it has
-            one, else a store on the service's state file.
+        acks: the snooze/ack store the loop consults; default the service's current ``acks`` (read at each
+            request, so a reload's new store is used), else a store on the service's state file.
 
     Raises:
         ConfigError: the web config file does not load.
@@ -182,15 +182,30 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         self.service = service
         self.registry = registry
         self.web = web_config if isinstance(web_config, WebConfigSource) else WebConfigSource(web_config)
-        existing = getattr(service, "acks", None)
-        self.acks: AckStore = (
-            acks if acks is not None else existing if isinstance(existing, AckStore) else AckStore(service.state_file)
+        self._acks = acks
+        # a service without its own store (a stand-in) gets one on its state file, made once
+        self._own_acks = (
+            None
+            if acks is not None or isinstance(getattr(service, "acks", None), AckStore)
+            else AckStore(service.state_file)
         )
         self._openapi: dict[bool, bytes] = {}
         super().__init__(address, _Handler)
         bound = self.server_address[0]
         self.host = bound.decode() if isinstance(bound, bytes) else str(bound)
         self.loopback = is_loopback(self.host)
+
+    @property
+    def acks(self) -> AckStore:
+        """The snooze/ack store: the one passed in, else the service's *current* one (read at each request, so
+        after a reload snoozes and acks reach the store the notifier consults), else the server's own."""
+        if self._acks is not None:
+            return self._acks
+        current = getattr(self.service, "acks", None)
+        if isinstance(current, AckStore):
+            return current
+        assert self._own_acks is not None
+        return self._own_acks
 
     @property
     def write_needs_auth(self) -> bool:

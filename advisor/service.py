@@ -5,6 +5,12 @@
 
     scrape → normalize → evaluate → rules → publish → notify → persist
 
+The I/O half lives here (scraping, Prometheus, notifying, persisting, metrics); the evaluation half is the pure
+:class:`advisor.tracker.Tracker`, fed each observation and asked for one :class:`~advisor.tracker.Tick` per
+cycle — the same tracker ``backtest`` replays. Everything a config builds (config, notifier, workers, ack store,
+Prometheus source, state file, sessions) is one :class:`Runtime`, built whole and swapped in with one reference
+on reload; a reload that fails anywhere changes nothing.
+
 One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
 never stops the others; one deployment's failure is logged, counted and skipped.
 """
@@ -16,11 +22,10 @@ import hashlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,48 +43,37 @@ from advisor.config import (
     file_sd_targets,
     gpu_spec,
 )
-from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
+from advisor.domain import TimedSnapshot
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
 from advisor.errors import CapacityError, ConfigError, StateError
-from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
+from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
-from advisor.results import CycleResult, DeploymentResult
+from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule, SLOTargets
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.rules.registry import builtin_rules, load_plugins
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
+from advisor.tracker import Tick, Tracker
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Target:
-    url: str
-    session: requests.Session = field(default_factory=requests.Session)
-    history: deque[TimedSnapshot] = field(default_factory=deque)
-    up: bool = False
-    error_reason: str | None = None
-    error_message: str | None = None
-
-    def view(self) -> TargetView:
-        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history))
-
-
-@dataclass
 class _Deployment:
+    """What the I/O side keeps per deployment: its configuration, the adapter once known (``engine: auto``
+    detects it) and, for ``source: prometheus``, the series names to fetch."""
+
     spec: Deployment
-    ctx: DeploymentContext
     adapter: EngineAdapter | None  # None while engine: auto has not been detected yet
-    targets: list[_Target]
     prom_wanted: frozenset[str] | None = None  # source: prometheus — the series names to fetch
     prom_refresh: int = 0  # cycles until the names are listed again
 
@@ -137,78 +131,6 @@ def _num(v: Any) -> str:
     if float(v).is_integer():
         return f"{int(v):,}"
     return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
-
-
-HISTORY_POINTS_PER_WINDOW = 8
-"""Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
-
-
-def _restarted(a: EngineSnapshot, b: EngineSnapshot) -> bool:
-    if a.process_start_time_seconds != b.process_start_time_seconds and b.process_start_time_seconds is not None:
-        return True
-    pairs = (
-        (a.generation_tokens_total, b.generation_tokens_total),
-        (a.prompt_tokens_total, b.prompt_tokens_total),
-        (a.preemptions_total, b.preemptions_total),
-    )
-    return any(x is not None and y is not None and y < x for x, y in pairs)
-
-
-def _share_buckets(h: Histogram, prev: Histogram) -> Histogram:
-    """``h`` with each ``(bound, count)`` pair that equals the previous scrape's replaced by that object
-    (idle upper buckets repeat scrape after scrape), and equal bounds sharing one float object."""
-    if len(h.buckets) != len(prev.buckets):
-        return h
-    pairs = []
-    changed = False
-    for (bound, count), old in zip(h.buckets, prev.buckets, strict=True):
-        if bound == old[0] and count == old[1]:
-            pairs.append(old)
-            changed = changed or (bound, count) is not old
-        elif bound == old[0]:
-            pairs.append((old[0], count))
-            changed = True
-        else:
-            pairs.append((bound, count))
-    return dataclasses.replace(h, buckets=tuple(pairs)) if changed else h
-
-
-def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
-    """Append ``point`` to a target's history, keeping memory bounded for fleets of thousands of targets:
-
-    * parts equal to the previous snapshot's (engine configuration, the missing list) are shared, not
-      copied;
-    * points closer than ``window / HISTORY_POINTS_PER_WINDOW`` to their neighbours are thinned (the
-      middle one of three is dropped) unless a restart happened across them — rates, histogram deltas and
-      counter resets over the window stay exact; only the resolution of min/max gauges coarsens.
-    """
-    if history:
-        prev = history[-1].snapshot
-        snap = point.snapshot
-        shared: dict[str, Any] = {}
-        if snap.engine_config == prev.engine_config and snap.engine_config is not prev.engine_config:
-            shared["engine_config"] = prev.engine_config
-        if snap.missing == prev.missing and snap.missing is not prev.missing:
-            shared["missing"] = prev.missing
-        for name in ("ttft", "tpot", "e2e", "queue_time"):
-            h, ph = getattr(snap, name), getattr(prev, name)
-            if h is not None and ph is not None and h is not ph:
-                shared[name] = _share_buckets(h, ph)
-        if shared:
-            point = dataclasses.replace(point, snapshot=dataclasses.replace(snap, **shared))
-        if prev.e2e is not None and len(history) > 1:
-            # nothing reads end-to-end latency from older points: keep it on the newest only
-            history[-1] = dataclasses.replace(history[-1], snapshot=dataclasses.replace(prev, e2e=None))
-    history.append(point)
-    spacing = window / HISTORY_POINTS_PER_WINDOW
-    if len(history) >= 3:
-        a, b, c_ = history[-3], history[-2], history[-1]
-        if (
-            c_.timestamp - a.timestamp < spacing
-            and not _restarted(a.snapshot, b.snapshot)
-            and not _restarted(b.snapshot, c_.snapshot)
-        ):
-            history.remove(b)
 
 
 def in_shard(name: str, shard: tuple[int, int]) -> bool:
@@ -343,19 +265,89 @@ def format_transition(t: Transition) -> str:
     )
 
 
-class Service:
-    """Holds runtime state across cycles; ``run_once`` does one cycle."""
+@dataclass
+class Runtime:
+    """Everything one config builds: built whole by :meth:`Service._build_runtime` (every part that can
+    fail first) and swapped in with one reference (``Service.runtime``), so a reload that fails anywhere
+    leaves the running one untouched. What outlives a reload — target histories, open recommendations,
+    pending for-durations — lives in the :class:`~advisor.tracker.Tracker`, not here.
+
+    Attributes:
+        cfg, base_dir: the config and the folder its relative paths are resolved from.
+        deployments: this shard's deployments (configuration, adapter, Prometheus series names).
+        plan: ``(context, target URLs)`` per deployment, for the tracker.
+        rules, quality: what the tracker evaluates with.
+        state_file: where open recommendations and acks are persisted (``None``: memory only).
+        prom: the Prometheus source (``None``: no ``source: prometheus`` deployment).
+        acks: the snooze/ack store the notifier and the HTTP API share.
+        notifier: the receivers' workers.
+        pool, pool_size: the scrape/query workers.
+        sessions: one HTTP session per ``(deployment, target URL)``.
+        sd_mtimes: modification times of the ``file_sd`` files last read.
+        outbox: the notifier's outbox folder (``None``: in memory).
+
+    A reload keeps the parts whose inputs did not change (the ack store of the same state file, the notifier
+    of the same receivers, outbox and ack store, the sessions of the targets that stay).
+    """
 
     cfg: Config
     base_dir: Path | None
-    notifier: Notifier
-    acks: AckStore
-    prom: PrometheusSource | None
+    deployments: list[_Deployment]
+    plan: list[tuple[DeploymentContext, list[str]]]
+    rules: list[Rule]
+    quality: Quality
     state_file: Path | None
-    lifecycle: Lifecycle
-    _pool: ThreadPoolExecutor
-    _quality: Quality
-    _sd_mtimes: dict[str, float]
+    prom: PrometheusSource | None
+    acks: AckStore
+    notifier: Notifier
+    pool: ThreadPoolExecutor
+    pool_size: int
+    sessions: dict[tuple[str, str], requests.Session]
+    sd_mtimes: dict[str, float]
+    outbox: Path | None = None
+
+    def session(self, deployment: str, url: str) -> requests.Session:
+        """The target's session (made on first use: a target ``file_sd`` added)."""
+        s = self.sessions.get((deployment, url))
+        if s is None:
+            s = self.sessions[(deployment, url)] = requests.Session()
+        return s
+
+    def close(
+        self,
+        timeout: float,
+        keep: frozenset[requests.Session] = frozenset(),
+        wait: bool = True,
+        close_notifier: bool = True,
+    ) -> None:
+        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it), the workers,
+        the Prometheus client and the sessions not in ``keep``."""
+        if close_notifier:
+            self.notifier.close(timeout)
+        self.pool.shutdown(wait=wait)
+        if self.prom is not None:
+            self.prom.close()
+        for s in self.sessions.values():
+            if s not in keep:
+                s.close()
+
+
+def _same_folder(a: Path | None, b: Path | None) -> bool:
+    """Whether two outbox folders are one (``None``: in memory, never shared)."""
+    return a is not None and b is not None and a.resolve() == b.resolve()
+
+
+def _pool_size_for(deployments: Sequence[_Deployment], plan: Sequence[tuple[DeploymentContext, list[str]]]) -> int:
+    """One worker per scrape target and per ``source: prometheus`` deployment, at least 1, at most 32."""
+    jobs = sum(len(urls) if d.spec.source == "scrape" else 1 for d, (_, urls) in zip(deployments, plan, strict=True))
+    return max(1, min(32, jobs))
+
+
+class Service:
+    """Holds the runtime and the tracker across cycles; ``run_once`` does one cycle."""
+
+    runtime: Runtime
+    tracker: Tracker
 
     def __init__(
         self,
@@ -386,33 +378,60 @@ class Service:
         self.shard = shard
         metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
-        self._model_error_warned: set[str] = set()
         self._round_started: float | None = None
         self.last_progress: float | None = None
+        self.last_reload: tuple[bool, str, float] | None = None
+        """The last reload's ``(ok, message, unix s)``; ``None`` before any (the status page's banner)."""
         self._lock = threading.Lock()
-        self.deployments: list[_Deployment] = []
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
-        self._configure(cfg, base_dir, first=True)
+        rt = self._build_runtime(cfg, base_dir, None)
+        dq = cfg.data_quality
+        self.tracker = Tracker(
+            rt.rules,
+            evaluation_window=cfg.evaluation_window,
+            scrape_interval=cfg.scrape_interval,
+            quality=rt.quality,
+            cooldown_seconds=cfg.rules.cooldown,
+            ignore_for=ignore_for,
+            model_error_bound=dq.capacity_model_error_bound,
+        )
+        try:
+            restored = load_state(rt.state_file) if rt.state_file is not None else []
+        except BaseException:
+            rt.close(1.0)
+            raise
+        self.runtime = rt
+        self._apply(rt)
+        n = self.tracker.restore(restored)
+        if n:
+            log.info("restored %d open recommendation(s) from %s", n, rt.state_file)
 
-    def _configure(self, cfg: Config, base_dir: Path | None, first: bool = False) -> None:
-        """(Re)build everything that depends on the config, keeping target histories, open
-        recommendations and error counts for the deployments and targets that stay."""
+    # -- the runtime ---------------------------------------------------------------------------------------
+    def _build_runtime(self, cfg: Config, base_dir: Path | None, old: Runtime | None) -> Runtime:
+        """Build everything ``cfg`` needs, touching nothing that runs: on any failure what was built is
+        released and the error propagates.
+
+        Raises:
+            ConfigError: a path, a secret or a ``file_sd`` file is unusable.
+            CapacityError: a deployment's capacity pass cannot run.
+            StateError: the state file or an outbox is unreadable or of another version.
+        """
         check_runtime_paths(cfg, base_dir)
-        old = {(d.spec.name, t.url): t for d in self.deployments for t in d.targets}
-        old_adapters = {d.spec.name: (d.adapter, d.ctx.engine) for d in self.deployments}
-        deployments = []
+        known = set(self.tracker.deployment_names) if old is not None else set()
+        old_adapters = {d.spec.name: d.adapter for d in old.deployments} if old is not None else {}
+        deployments: list[_Deployment] = []
+        plan: list[tuple[DeploymentContext, list[str]]] = []
         for dep in cfg.deployments:
             if not in_shard(dep.name, self.shard):
                 continue
             ctx = deployment_context(dep, base_dir)
             adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
-            if adapter is None and dep.name in old_adapters and old_adapters[dep.name][0] is not None:
-                adapter, engine = old_adapters[dep.name]
-                ctx = dataclasses.replace(ctx, engine=engine)
-            urls = resolve_targets(dep, base_dir)
-            targets = [old.get((dep.name, u)) or _Target(u) for u in urls]
-            deployments.append(_Deployment(dep, ctx, adapter, targets))
+            if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known:
+                adapter = old_adapters[dep.name]
+                ctx = dataclasses.replace(ctx, engine=self.tracker.context(dep.name).engine)
+            deployments.append(_Deployment(dep, adapter))
+            plan.append((ctx, resolve_targets(dep, base_dir)))
         rules = build_rules(cfg)
         outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
         if outbox is not None and base_dir is not None and not outbox.is_absolute():
@@ -420,73 +439,162 @@ class Service:
         state_file = Path(cfg.state_file) if cfg.state_file else None
         if state_file is not None and base_dir is not None and not state_file.is_absolute():
             state_file = base_dir / state_file
-        prom = prometheus_source(cfg, base_dir) if any(d.source == "prometheus" for d in cfg.deployments) else None
-        # everything that can fail has run: swap in the new configuration
-        if not first:
-            self.notifier.close(10)
-            self._pool.shutdown(wait=True)
-            if self.prom is not None:
-                self.prom.close()
-        self.cfg = cfg
-        self.base_dir = base_dir
-        self.deployments = deployments
-        kept = {(d.spec.name, t.url) for d in deployments for t in d.targets}
-        self.scrape_errors = {k: v for k, v in self.scrape_errors.items() if (k[0], k[1]) in kept}
-        for d in deployments:
-            for t in d.targets:
-                for reason in c.SCRAPE_ERROR_REASONS:
-                    self.scrape_errors.setdefault((d.spec.name, t.url, reason), 0)
-        if first:
-            self.lifecycle = Lifecycle(rules, cooldown_seconds=cfg.rules.cooldown)
-        else:
-            self.lifecycle.rules = list(rules)
-            self.lifecycle.cooldown_seconds = cfg.rules.cooldown
-        self.acks = AckStore(state_file, clock=self.clock)
-        self.notifier = build_notifier(
-            list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir, suppressed=self.acks.suppressed
-        )
         dq = cfg.data_quality
-        self._quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
-        self.state_file = state_file
-        if first and state_file is not None:
-            known = {d.spec.name for d in deployments}
-            restored = [r for r in load_state(state_file) if r.deployment in known]
-            self.lifecycle.restore(restored)
-            if restored:
-                log.info("restored %d open recommendation(s) from %s", len(restored), state_file)
-        self.prom = prom
-        old_pool = getattr(self, "_pool", None)
-        self._pool_size = 0
-        self._ensure_pool()
-        if old_pool is not None:
-            old_pool.shutdown(wait=False)
-        self._sd_mtimes = sd_mtimes(cfg, base_dir)
+        quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
+        sd = sd_mtimes(cfg, base_dir)
+        prom: PrometheusSource | None = None
+        pool: ThreadPoolExecutor | None = None
+        # the same state file: the same store (snoozes made a moment ago stay in force, nothing re-read)
+        acks = old.acks if old is not None and old.state_file == state_file else None
+        try:
+            if any(d.source == "prometheus" for d in cfg.deployments):
+                prom = prometheus_source(cfg, base_dir)
+            if acks is None:
+                acks = AckStore(state_file, clock=self.clock)
+            size = _pool_size_for(deployments, plan)
+            pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="scrape")
+            # the notifier last: nothing after it can fail
+            if (
+                old is not None
+                and old.acks is acks
+                and old.outbox == outbox
+                and old.base_dir == base_dir
+                and tuple(old.cfg.receivers) == tuple(cfg.receivers)
+            ):
+                notifier = old.notifier  # unchanged: kept, with its queues and re-send state
+            elif old is not None and outbox is not None and _same_folder(old.outbox, outbox):
+                notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
+            else:
+                notifier = self._notifier(cfg, outbox, base_dir, acks)
+        except BaseException:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            if prom is not None:
+                prom.close()
+            raise
+        old_sessions = old.sessions if old is not None else {}
+        sessions = {
+            (ctx.name, u): old_sessions.get((ctx.name, u)) or requests.Session() for ctx, urls in plan for u in urls
+        }
+        return Runtime(
+            cfg,
+            base_dir,
+            deployments,
+            plan,
+            rules,
+            quality,
+            state_file,
+            prom,
+            acks,
+            notifier,
+            pool,
+            size,
+            sessions,
+            sd,
+            outbox,
+        )
 
-    def _ensure_pool(self) -> None:
-        """One worker per scrape target and per ``source: prometheus`` deployment (at most 32), so that one
-        slow target delays a cycle by its own timeout, not by a queue of them; grown when file_sd adds
-        targets."""
-        jobs = sum(len(d.targets) if d.spec.source == "scrape" else 1 for d in self.deployments)
-        want = max(1, min(32, jobs))
-        if want <= self._pool_size:
-            return
-        old = getattr(self, "_pool", None) if self._pool_size else None
-        self._pool = ThreadPoolExecutor(max_workers=want, thread_name_prefix="scrape")
-        self._pool_size = want
-        if old is not None:
-            old.shutdown(wait=False)
+    def _notifier(self, cfg: Config, outbox: Path | None, base_dir: Path | None, acks: AckStore) -> Notifier:
+        """The receivers' notifier, consulting ``acks`` (raises ``ConfigError`` or ``StateError``)."""
+        return build_notifier(
+            list(cfg.receivers), outbox, self._count_outcome, base_dir=base_dir, suppressed=acks.suppressed
+        )
+
+    def _hand_over(self, old: Runtime, cfg: Config, outbox: Path, base_dir: Path | None, acks: AckStore) -> Notifier:
+        """A new notifier on the outbox folder the running one holds (one notifier at a time may: it is locked).
+        The running one is closed (what waits stays in its outbox files, which the new one reads); if the new one
+        cannot be built, the running one is rebuilt on the same folder and config, and the error propagates."""
+        old.notifier.close(10)
+        try:
+            return self._notifier(cfg, outbox, base_dir, acks)
+        except BaseException:
+            old.notifier = self._notifier(old.cfg, old.outbox, old.base_dir, old.acks)
+            log.warning("notify: the new receivers could not start; the running ones were restarted on %s", outbox)
+            raise
+
+    def _apply(self, rt: Runtime) -> None:
+        """Point the tracker at ``rt`` (cannot fail): its settings, deployments and targets, keeping the
+        histories and open recommendations of what stays; and the scrape-error counters of what stays."""
+        cfg = rt.cfg
+        self.tracker.configure(
+            rt.rules,
+            evaluation_window=cfg.evaluation_window,
+            scrape_interval=cfg.scrape_interval,
+            quality=rt.quality,
+            cooldown_seconds=cfg.rules.cooldown,
+            model_error_bound=cfg.data_quality.capacity_model_error_bound,
+        )
+        self.tracker.set_deployments(rt.plan)
+        for d in rt.deployments:
+            # source: prometheus counts the instances its query found (_query_prometheus)
+            self.tracker.count_replicas(d.spec.name, d.spec.source != "prometheus")
+        kept = {(ctx.name, u) for ctx, urls in rt.plan for u in urls}
+        with self._errors_lock:
+            self.scrape_errors = {k: v for k, v in self.scrape_errors.items() if (k[0], k[1]) in kept}
+            for name, url in kept:
+                for reason in c.SCRAPE_ERROR_REASONS:
+                    self.scrape_errors.setdefault((name, url, reason), 0)
+
+    # what the rest of the code (CLI, server, tests) reads: the current runtime's parts
+    @property
+    def cfg(self) -> Config:
+        """The running config."""
+        return self.runtime.cfg
+
+    @property
+    def base_dir(self) -> Path | None:
+        """The folder the running config's relative paths are resolved from."""
+        return self.runtime.base_dir
+
+    @property
+    def acks(self) -> AckStore:
+        """The running snooze/ack store (the HTTP API reads it through here, so a reload reaches it)."""
+        return self.runtime.acks
+
+    @property
+    def notifier(self) -> Notifier:
+        """The running notifier."""
+        return self.runtime.notifier
+
+    @property
+    def prom(self) -> PrometheusSource | None:
+        """The running Prometheus source, if any deployment reads one."""
+        return self.runtime.prom
+
+    @property
+    def state_file(self) -> Path | None:
+        """The running state file, if any."""
+        return self.runtime.state_file
+
+    @property
+    def deployments(self) -> list[_Deployment]:
+        """This shard's deployments under the running config."""
+        return self.runtime.deployments
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The rules' lifecycle (open recommendations), kept across reloads."""
+        return self.tracker.lifecycle
+
+    @property
+    def _pool_size(self) -> int:
+        return self.runtime.pool_size
 
     def reload(self, path: Path) -> tuple[bool, str]:
         """Re-read the config file, as Prometheus does on SIGHUP: on success the new config takes effect
-        at once (histories and open recommendations of what stays are kept); on failure the old config
-        stays and the message says why. Returns ``(ok, message)``."""
+        at once (histories and open recommendations of what stays are kept); on failure — anywhere, the
+        ack store and the notifier included — the running runtime stays, untouched, and the message says why.
+        Returns ``(ok, message)``."""
         from advisor.config import load_config
         from advisor.errors import AdvisorError
 
         try:
             cfg = load_config(path)
             with self._lock:
-                self._configure(cfg, path.resolve().parent)
+                old = self.runtime
+                new = self._build_runtime(cfg, path.resolve().parent, old)
+                self.runtime = new  # the swap: one reference
+                self._apply(new)
         except AdvisorError as exc:
             self.metrics.config_reload_success.set(0)
             self.last_reload = (False, str(exc), self.clock())
@@ -497,37 +605,61 @@ class Service:
             self.last_reload = (False, f"reload failed: {type(exc).__name__}", self.clock())
             log.exception("config reload failed unexpectedly; keeping the running config")
             return False, f"reload failed: {type(exc).__name__}"
+        # only now is the old runtime released (the sessions of targets that stay carry over)
+        old.close(
+            10, keep=frozenset(new.sessions.values()), wait=False, close_notifier=old.notifier is not new.notifier
+        )
         self.metrics.config_reload_success.set(1)
         self.metrics.config_reload_timestamp.set(self.clock())
-        self.last_reload = (True, f"reloaded: {len(self.deployments)} deployment(s)", self.clock())
-        log.info("config reloaded from %s: %d deployment(s)", path, len(self.deployments))
-        return True, f"reloaded: {len(self.deployments)} deployment(s)"
+        self.last_reload = (True, f"reloaded: {len(new.deployments)} deployment(s)", self.clock())
+        log.info("config reloaded from %s: %d deployment(s)", path, len(new.deployments))
+        return True, f"reloaded: {len(new.deployments)} deployment(s)"
 
-    def _refresh_file_sd(self) -> None:
-        """Re-read ``file_sd`` files whose modification time changed, adding and removing targets."""
-        now = sd_mtimes(self.cfg, self.base_dir)
-        if now == self._sd_mtimes:
+    def _ensure_pool(self, rt: Runtime) -> None:
+        """Grow the workers when file_sd adds targets (one per target, at most 32)."""
+        want = _pool_size_for(
+            rt.deployments, [(self.tracker.context(d.spec.name), self._urls(d)) for d in rt.deployments]
+        )
+        if want <= rt.pool_size:
             return
-        self._sd_mtimes = now
-        for d in self.deployments:
+        old = rt.pool
+        rt.pool, rt.pool_size = ThreadPoolExecutor(max_workers=want, thread_name_prefix="scrape"), want
+        old.shutdown(wait=False)
+
+    def _urls(self, d: _Deployment) -> list[str]:
+        return self.tracker.targets(d.spec.name)
+
+    def _refresh_file_sd(self, rt: Runtime) -> None:
+        """Re-read ``file_sd`` files whose modification time changed, adding and removing targets."""
+        now = sd_mtimes(rt.cfg, rt.base_dir)
+        if now == rt.sd_mtimes:
+            return
+        rt.sd_mtimes = now
+        for d in rt.deployments:
             if not d.spec.file_sd:
                 continue
+            name = d.spec.name
             try:
-                urls = resolve_targets(d.spec, self.base_dir)
+                urls = resolve_targets(d.spec, rt.base_dir)
             except ConfigError as exc:
-                log.error("deployment=%s: file_sd unusable, keeping the current targets: %s", d.spec.name, exc)
+                log.error("deployment=%s: file_sd unusable, keeping the current targets: %s", name, exc)
                 continue
             except Exception:  # one deployment's discovery must never stop the others' cycle
-                log.exception("deployment=%s: file_sd unusable, keeping the current targets", d.spec.name)
+                log.exception("deployment=%s: file_sd unusable, keeping the current targets", name)
                 continue
-            by_url = {t.url: t for t in d.targets}
-            d.targets = [by_url.get(u) or _Target(u) for u in urls]
-            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, len(d.targets)))
-            for t in d.targets:
-                for reason in c.SCRAPE_ERROR_REASONS:
-                    self.scrape_errors.setdefault((d.spec.name, t.url, reason), 0)
-            log.info("deployment=%s: file_sd now lists %d target(s)", d.spec.name, len(d.targets))
-        self._ensure_pool()
+            gone = set(self.tracker.targets(name)) - set(urls)
+            self.tracker.set_targets(name, urls)
+            self.tracker.set_context(name, dataclasses.replace(self.tracker.context(name), replicas=max(1, len(urls))))
+            for u in gone:
+                s = rt.sessions.pop((name, u), None)
+                if s is not None:
+                    s.close()
+            with self._errors_lock:
+                for u in urls:
+                    for reason in c.SCRAPE_ERROR_REASONS:
+                        self.scrape_errors.setdefault((name, u, reason), 0)
+            log.info("deployment=%s: file_sd now lists %d target(s)", name, len(urls))
+        self._ensure_pool(rt)
 
     # -- steps -------------------------------------------------------------------------------------
     @contextmanager
@@ -538,19 +670,25 @@ class Service:
         finally:
             self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
 
-    def _scrape_all(self) -> list[tuple[_Deployment, _Target, ScrapeResult, float]]:
-        jobs = [(d, t) for d in self.deployments if d.spec.source == "scrape" for t in d.targets]
-        sc = self.cfg.scrape
+    def _scrape_all(self, rt: Runtime) -> list[tuple[_Deployment, str, ScrapeResult, float]]:
+        jobs = [
+            (d, u, rt.session(d.spec.name, u))
+            for d in rt.deployments
+            if d.spec.source == "scrape"
+            for u in self._urls(d)
+        ]
+        sc = rt.cfg.scrape
 
-        def one(job: tuple[_Deployment, _Target]) -> tuple[_Deployment, _Target, ScrapeResult, float]:
-            d, t = job
-            res = scrape(t.url, t.session, sc.connect_timeout, sc.read_timeout, sc.max_bytes)
-            return d, t, res, self.clock()
+        def one(job: tuple[_Deployment, str, requests.Session]) -> tuple[_Deployment, str, ScrapeResult, float]:
+            d, url, session = job
+            res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes)
+            return d, url, res, self.clock()
 
-        return list(self._pool.map(one, jobs))
+        return list(rt.pool.map(one, jobs))
 
-    def _normalize(self, scraped: Sequence[tuple[_Deployment, _Target, ScrapeResult, float]]) -> None:
-        for d, t, res, ts in scraped:
+    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Deployment, str, ScrapeResult, float]]) -> None:
+        for d, url, res, ts in scraped:
+            name = d.spec.name
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
@@ -562,67 +700,61 @@ class Service:
                         strict=True,
                     )
                 except Exception as exc:  # an adapter bug must not stop other targets
-                    log.exception("deployment=%s target=%s: adapter failed", d.spec.name, redact_url(t.url))
+                    log.exception("deployment=%s target=%s: adapter failed", name, redact_url(url))
                     reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
                 else:
                     self._adopt(d, seen)
                     if seen.snapshot is not None:
-                        record(t.history, TimedSnapshot(t.url, ts, seen.snapshot), self.cfg.evaluation_window)
-                        t.up, t.error_reason, t.error_message = True, None, None
-                        self._count_replicas(d)
+                        self.tracker.observe(name, url, TimedSnapshot(url, ts, seen.snapshot))
                         continue
                     reason, message = seen.error_reason, seen.error_message
-            changed = t.up or t.error_reason != reason
-            t.up, t.error_reason, t.error_message = False, reason, message
-            key = (d.spec.name, t.url, reason or c.REASON_PARSE_ERROR)
+            changed = self.tracker.fail(name, url, reason, message)
+            key = (name, url, reason or c.REASON_PARSE_ERROR)
             with self._errors_lock:  # Prometheus queries run beside this loop
                 self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
             # a target that stays down is logged once (and again when the reason changes), not every scrape
             (log.warning if changed else log.debug)(
-                "deployment=%s target=%s scrape failed: %s (%s)", d.spec.name, redact_url(t.url), reason, message
+                "deployment=%s target=%s scrape failed: %s (%s)", name, redact_url(url), reason, message
             )
-
-    def _count_replicas(self, d: _Deployment) -> None:
-        """The deployment's replicas: one per target, or each engine a target fronts (Ray Serve replicas)."""
-        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets)
-        if n != d.ctx.replicas:
-            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
 
     def _adopt(self, d: _Deployment, seen: Observation) -> None:
         """``engine: auto``: keep the adapter of the first page an engine was detected on."""
         if d.adapter is None and seen.adapter is not None:
             d.adapter = seen.adapter
-            d.ctx = sized_for_engine(d.ctx, d.spec, seen.adapter.engine)
-            log.info("deployment=%s: detected engine %s", d.spec.name, seen.adapter.engine)
+            name = d.spec.name
+            self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, seen.adapter.engine))
+            log.info("deployment=%s: detected engine %s", name, seen.adapter.engine)
 
-    def _prom_error(self, d: _Deployment, reason: str | None, message: str | None) -> None:
-        assert self.cfg.prometheus is not None
-        where = redact_url(self.cfg.prometheus.url)
-        if not d.targets:  # nothing discovered yet: show the source itself, with why it failed
-            d.targets.append(_Target(where))
-        for t in d.targets:
-            t.up, t.error_reason, t.error_message = False, reason, message
-        key = (d.spec.name, where, reason or c.REASON_PARSE_ERROR)
+    def _prom_error(self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None) -> None:
+        assert rt.cfg.prometheus is not None
+        where = redact_url(rt.cfg.prometheus.url)
+        name = d.spec.name
+        # nothing discovered yet: show the source itself, with why it failed
+        for url in self.tracker.targets(name) or [where]:
+            self.tracker.fail(name, url, reason, message)
+        key = (name, where, reason or c.REASON_PARSE_ERROR)
         with self._errors_lock:  # deployments are queried concurrently
             self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
-        log.warning("deployment=%s prometheus=%s query failed: %s (%s)", d.spec.name, where, reason, message)
+        log.warning("deployment=%s prometheus=%s query failed: %s (%s)", name, where, reason, message)
 
-    def _query_prometheus(self, d: _Deployment) -> None:
+    def _query_prometheus(self, rt: Runtime, d: _Deployment) -> None:
         """``source: prometheus``: one range query per deployment per cycle, whatever the number of engine
         instances behind the selector; each instance becomes a target with the same history a scrape
         would build. The series names are listed (and the engine detected) every 20 cycles."""
-        src = self.prom
+        src = rt.prom
+        cfg = rt.cfg
+        name = d.spec.name
         assert src is not None and d.spec.selector is not None
         now = self.clock()
-        window = self.cfg.evaluation_window + self.cfg.scrape_interval
+        window = cfg.evaluation_window + cfg.scrape_interval
         if d.prom_wanted is None or d.prom_refresh <= 0:
             names = src.metric_names(d.spec.selector, now - window, now)
             if not names.ok:
-                self._prom_error(d, names.error_reason, names.error_message)
+                self._prom_error(rt, d, names.error_reason, names.error_message)
                 return
             found = identify(names.names, d.adapter or "auto")
             if found.adapter is None or (found.error_reason is not None and names.names):
-                self._prom_error(d, found.error_reason, f"selector {d.spec.selector}: {found.error_message}")
+                self._prom_error(rt, d, found.error_reason, f"selector {d.spec.selector}: {found.error_message}")
                 return
             self._adopt(d, found)
             d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
@@ -630,20 +762,15 @@ class Service:
         d.prom_refresh -= 1
         assert d.adapter is not None
         if not d.prom_wanted:
-            self._prom_error(d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
+            self._prom_error(rt, d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
-        h = src.history(d.spec.selector, d.prom_wanted, now - window, now, self.cfg.scrape_interval)
+        h = src.history(d.spec.selector, d.prom_wanted, now - window, now, cfg.scrape_interval)
         if not h.ok:
-            self._prom_error(d, h.error_reason, h.error_message)
+            self._prom_error(rt, d, h.error_reason, h.error_message)
             return
-        by_name = {t.url: t for t in d.targets}
+        tr = self.tracker
         seen: set[str] = set()
         for g in h.groups:
-            t = by_name.get(g.target)
-            if t is None:
-                t = _Target(g.target)
-                d.targets.append(t)
-                by_name[g.target] = t
             seen.add(g.target)
             try:
                 observed = [
@@ -652,98 +779,50 @@ class Service:
                     if expo
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
-                log.exception("deployment=%s target=%s: adapter failed", d.spec.name, g.target)
-                t.up, t.error_reason, t.error_message = False, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}"
+                log.exception("deployment=%s target=%s: adapter failed", name, g.target)
+                tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}")
                 continue
-            t.history = deque(TimedSnapshot(g.target, ts, o.snapshot) for ts, o in observed if o.snapshot is not None)
+            tr.replace_history(
+                name,
+                g.target,
+                (TimedSnapshot(g.target, ts, o.snapshot) for ts, o in observed if o.snapshot is not None),
+            )
             last_up = g.up[-1][1] if g.up else 1.0
-            ok = bool(t.history) and last_up == 1.0
+            ok = bool(tr.history(name, g.target)) and last_up == 1.0
             failed = observed[-1][1] if observed and not observed[-1][1].ok else None
-            t.up = ok and failed is None
             if failed is not None:  # the page is there but says no (served_model_not_found, unrecognized)
-                t.error_reason, t.error_message = failed.error_reason, failed.error_message
+                tr.set_status(name, g.target, False, failed.error_reason, failed.error_message)
+            elif ok:
+                tr.set_status(name, g.target, True, None, None)
             else:
-                t.error_reason = None if ok else c.REASON_HTTP_STATUS
-                t.error_message = None if ok else "Prometheus reports the target down (up == 0) or has no samples"
-        for t in d.targets:
-            if t.url not in seen:
-                t.up, t.error_reason, t.error_message = False, c.REASON_HTTP_STATUS, "no series in Prometheus"
-        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in d.targets if t.url in seen)
-        d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
-
-    def _trim(self, now: float, window: float) -> None:
-        keep = window + 3 * self.cfg.scrape_interval
-        for d in self.deployments:
-            for t in d.targets:
-                while t.history and now - t.history[0].timestamp > keep:
-                    t.history.popleft()
-
-    def _evaluate(self, now: float, window: float) -> tuple[list[DeploymentResult], list[Transition]]:
-        results: list[DeploymentResult] = []
-        transitions: list[Transition] = []
-        for d in self.deployments:
-            try:
-                views = [t.view() for t in d.targets]
-                ev, snapshot = evaluate_deployment(
-                    d.ctx, views, now, window, self._quality, round_started=self._round_started
-                )
-                self._check_model_error(d.spec.name, snapshot.get("capacity_model_error_ratio"))
-                with self._step("rules"):
-                    transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
-                for update in self.lifecycle.last_updates:  # shown, never notified: the alert is unchanged
-                    if self.on_transition is not None:
-                        self.on_transition(update)  # the console line (the log would repeat it on stderr)
-                    else:
-                        log.info("%s", format_transition(update))
-                statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == d.spec.name)
-                results.append(
-                    DeploymentResult(
-                        name=d.spec.name,
-                        engine=d.ctx.engine,
-                        state=ev.state,
-                        evaluation=ev,
-                        snapshot=snapshot,
-                        capacity=d.ctx.capacity,
-                        targets=tuple(views),
-                        recommendations=tuple(self.lifecycle.open_recommendations(d.spec.name)),
-                        rule_statuses=statuses,
-                        target_states=tuple(target_state(v, self._round_started or now, self._quality) for v in views),
-                    )
-                )
-            except Exception:
-                log.exception("deployment=%s: evaluation failed; skipped this cycle", d.spec.name)
-                self.metrics.cycle_failures.labels(deployment=d.spec.name).inc()
-        return results, transitions
-
-    def _check_model_error(self, name: str, error: float | None) -> None:
-        """Warn once (and again after it recovers) when the capacity pass misses the engine's own pool."""
-        bound = self.cfg.data_quality.capacity_model_error_bound
-        if error is not None and abs(error) > bound:
-            if name not in self._model_error_warned:
-                self._model_error_warned.add(name)
-                log.warning(
-                    "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool "
-                    "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype and "
-                    "gpu_memory_utilization in the config",
+                tr.set_status(
                     name,
-                    error * 100,
-                    bound * 100,
+                    g.target,
+                    False,
+                    c.REASON_HTTP_STATUS,
+                    "Prometheus reports the target down (up == 0) or has no samples",
                 )
-        else:
-            self._model_error_warned.discard(name)
+        for url in tr.targets(name):
+            if url not in seen:
+                tr.set_status(name, url, False, c.REASON_HTTP_STATUS, "no series in Prometheus")
+        n = sum(
+            engines_behind(hist[-1].snapshot) if hist else 1
+            for hist in (tr.history(name, u) for u in tr.targets(name) if u in seen)
+        )
+        tr.set_context(name, dataclasses.replace(tr.context(name), replicas=max(1, n)))
 
     external_url: str = ""
     """The advisor's URL (``run --web.external-url``): notifications link back to it."""
 
-    def _notify(self, transitions: Sequence[Transition]) -> None:
+    def _notify(self, rt: Runtime, transitions: Sequence[Transition]) -> None:
         cycle = []
         for tr in transitions:
             if self.on_transition is not None:
                 self.on_transition(tr)
-            if tr.kind == "opened" and self.acks.suppressed(tr.recommendation.id, self.clock()):
+            if tr.kind == "opened" and rt.acks.suppressed(tr.recommendation.id, self.clock()):
                 continue
             cycle.append((tr.kind, tr.recommendation))
-        self.notifier.submit_cycle(cycle, Links(self.external_url, self.cfg.runbook_base_url))
+        rt.notifier.submit_cycle(cycle, Links(self.external_url, rt.cfg.runbook_base_url))
 
     def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:
         if outcome != "queued":
@@ -754,52 +833,76 @@ class Service:
     def scrape_once(self) -> None:
         """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
         with self._lock:
+            rt = self.runtime
             self._round_started = self.clock()
-            self._refresh_file_sd()
+            self._refresh_file_sd(rt)
             # every scrape and every Prometheus query at once, one worker each: a slow target or selector
             # delays the cycle by its own latency, not by the sum over them
-            prom = [d for d in self.deployments if d.spec.source == "prometheus"]
-            queries = [self._pool.submit(self._query_prometheus_safely, d) for d in prom]
+            prom = [d for d in rt.deployments if d.spec.source == "prometheus"]
+            queries = [rt.pool.submit(self._query_prometheus_safely, rt, d) for d in prom]
             with self._step("scrape"):
-                scraped = self._scrape_all()
+                scraped = self._scrape_all(rt)
             with self._step("normalize"):
-                self._normalize(scraped)
+                self._normalize(rt, scraped)
             with self._step("prometheus"):
                 for q in queries:
                     q.result()
 
-    def _query_prometheus_safely(self, d: _Deployment) -> None:
+    def _query_prometheus_safely(self, rt: Runtime, d: _Deployment) -> None:
         try:
-            self._query_prometheus(d)
+            self._query_prometheus(rt, d)
         except Exception as exc:  # one deployment's source must never stop the others
             log.exception("deployment=%s: the prometheus source failed", d.spec.name)
-            self._prom_error(d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
+            self._prom_error(rt, d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
     def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
         default the configured evaluation window)."""
         with self._lock:
+            rt = self.runtime
             now = self.clock()
-            window = window_seconds or self.cfg.evaluation_window
-            self._trim(now, window)
             with self._step("evaluate"):
-                results, transitions = self._evaluate(now, window)
-            result = CycleResult(now, tuple(results), dict(self.scrape_errors))
+                tick = self.tracker.evaluate(
+                    now, window_seconds or rt.cfg.evaluation_window, self._round_started, step=self._step
+                )
+            self._log_tick(rt, tick)
+            result = CycleResult(now, tick.results, dict(self.scrape_errors))
             with self._step("publish"):
                 self.result = result
                 self.collector.publish(result)
             with self._step("notify"):
-                self._notify(transitions)
-            if transitions and self.state_file is not None:
+                self._notify(rt, tick.transitions)
+            if tick.transitions and rt.state_file is not None:
                 with self._step("persist"):
                     try:
-                        save_state(self.state_file, self.lifecycle.open_recommendations(), now)
+                        save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
                     except StateError as exc:
                         self.metrics.cycle_failures.labels(deployment="(state file)").inc()
                         log.error("could not persist open recommendations; they stay in memory: %s", exc)
             self.metrics.cycles.inc()
             self.last_progress = now
             return result
+
+    def _log_tick(self, rt: Runtime, tick: Tick) -> None:
+        """What the tracker reported that an operator reads in the log (or on the console)."""
+        for name, exc in tick.failures:
+            log.error("deployment=%s: evaluation failed; skipped this cycle", name, exc_info=exc)
+            self.metrics.cycle_failures.labels(deployment=name).inc()
+        bound = rt.cfg.data_quality.capacity_model_error_bound
+        for name, error in tick.model_errors:
+            log.warning(
+                "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool "
+                "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype and "
+                "gpu_memory_utilization in the config",
+                name,
+                error * 100,
+                bound * 100,
+            )
+        for update in tick.updates:  # shown, never notified: the alert is unchanged
+            if self.on_transition is not None:
+                self.on_transition(update)  # the console line (the log would repeat it on stderr)
+            else:
+                log.info("%s", format_transition(update))
 
     def run_once(self) -> CycleResult:
         """One whole cycle: scrape → normalize → evaluate → rules → publish → notify."""
@@ -814,10 +917,4 @@ class Service:
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush notifications and release threads and sessions."""
-        self.notifier.close(timeout)
-        self._pool.shutdown(wait=True)
-        if self.prom is not None:
-            self.prom.close()
-        for d in self.deployments:
-            for t in d.targets:
-                t.session.close()
+        self.runtime.close(timeout)

@@ -1,0 +1,407 @@
+"""The evaluation half of the advisor, pure: each target's history and last scrape outcome, the deployments'
+contexts and the rules' :class:`~advisor.rules.lifecycle.Lifecycle`, turned into one :class:`Tick` per
+evaluation.
+
+Both the live daemon (:class:`advisor.service.Service`, which scrapes and feeds what it saw) and the backtest
+(:class:`advisor.backtest.Replayer`, which feeds history from Prometheus) drive the same :class:`Tracker`, so
+the same history gives the same recommendations, opened and resolved at the same times:
+
+* :meth:`Tracker.observe` — a target answered: its snapshot enters the history (:func:`record`: parts
+  equal to the previous snapshot's shared, thinned to :data:`HISTORY_POINTS_PER_WINDOW` per window except
+  across a restart — :func:`restarted` is the one restart rule);
+* :meth:`Tracker.fail` / :meth:`Tracker.set_status` — a target did not answer (the reason is kept);
+* :meth:`Tracker.evaluate` — at ``now``: histories trimmed to the window, replicas counted, every deployment
+  evaluated (:func:`advisor.evaluate.evaluate_deployment`) and its rules run through the lifecycle with ``now``
+  as their clock; returns the :class:`Tick` (results, transitions, updates, failures).
+
+No I/O, no clock, no config: times are arguments, settings are constructor arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
+from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
+from advisor.results import DeploymentResult
+from advisor.rules.base import DeploymentContext, Rule
+from advisor.rules.lifecycle import Lifecycle, Transition
+
+HISTORY_POINTS_PER_WINDOW: Final = 8
+"""Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
+
+TRIM_INTERVALS: Final = 3
+"""A target's history keeps ``evaluation window + TRIM_INTERVALS × scrape interval`` seconds."""
+
+
+def restarted(a: EngineSnapshot, b: EngineSnapshot) -> bool:
+    """Whether the engine restarted between snapshots ``a`` and ``b`` (in time order): its
+    ``process_start_time_seconds`` changed, or a counter that only grows (generation tokens, prompt tokens,
+    preemptions) went down. The one restart rule of the daemon and the backtest."""
+    if a.process_start_time_seconds != b.process_start_time_seconds and b.process_start_time_seconds is not None:
+        return True
+    pairs = (
+        (a.generation_tokens_total, b.generation_tokens_total),
+        (a.prompt_tokens_total, b.prompt_tokens_total),
+        (a.preemptions_total, b.preemptions_total),
+    )
+    return any(x is not None and y is not None and y < x for x, y in pairs)
+
+
+def _share_buckets(h: Histogram, prev: Histogram) -> Histogram:
+    """``h`` with each ``(bound, count)`` pair that equals the previous scrape's replaced by that object
+    (idle upper buckets repeat scrape after scrape), and equal bounds sharing one float object."""
+    if len(h.buckets) != len(prev.buckets):
+        return h
+    pairs = []
+    changed = False
+    for (bound, count), old in zip(h.buckets, prev.buckets, strict=True):
+        if bound == old[0] and count == old[1]:
+            pairs.append(old)
+            changed = changed or (bound, count) is not old
+        elif bound == old[0]:
+            pairs.append((old[0], count))
+            changed = True
+        else:
+            pairs.append((bound, count))
+    return dataclasses.replace(h, buckets=tuple(pairs)) if changed else h
+
+
+def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
+    """Append ``point`` to a target's history, keeping memory bounded for fleets of thousands of targets:
+
+    * parts equal to the previous snapshot's (engine configuration, the missing list) are shared, not
+      copied;
+    * points closer than ``window / HISTORY_POINTS_PER_WINDOW`` to their neighbours are thinned (the
+      middle one of three is dropped) unless a restart happened across them (:func:`restarted`) — rates,
+      histogram deltas and counter resets over the window stay exact; only the resolution of min/max gauges
+      coarsens.
+    """
+    if history:
+        prev = history[-1].snapshot
+        snap = point.snapshot
+        shared: dict[str, Any] = {}
+        if snap.engine_config == prev.engine_config and snap.engine_config is not prev.engine_config:
+            shared["engine_config"] = prev.engine_config
+        if snap.missing == prev.missing and snap.missing is not prev.missing:
+            shared["missing"] = prev.missing
+        for name in ("ttft", "tpot", "e2e", "queue_time"):
+            h, ph = getattr(snap, name), getattr(prev, name)
+            if h is not None and ph is not None and h is not ph:
+                shared[name] = _share_buckets(h, ph)
+        if shared:
+            point = dataclasses.replace(point, snapshot=dataclasses.replace(snap, **shared))
+        if prev.e2e is not None and len(history) > 1:
+            # nothing reads end-to-end latency from older points: keep it on the newest only
+            history[-1] = dataclasses.replace(history[-1], snapshot=dataclasses.replace(prev, e2e=None))
+    history.append(point)
+    spacing = window / HISTORY_POINTS_PER_WINDOW
+    if len(history) >= 3:
+        a, b, c_ = history[-3], history[-2], history[-1]
+        if (
+            c_.timestamp - a.timestamp < spacing
+            and not restarted(a.snapshot, b.snapshot)
+            and not restarted(b.snapshot, c_.snapshot)
+        ):
+            history.remove(b)
+
+
+@dataclass
+class _Target:
+    url: str
+    history: deque[TimedSnapshot] = field(default_factory=deque)
+    up: bool = False
+    error_reason: str | None = None
+    error_message: str | None = None
+
+    def view(self) -> TargetView:
+        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history))
+
+
+@dataclass
+class _Deployment:
+    ctx: DeploymentContext
+    listed: list[str]  # the targets evaluated, in order
+    targets: dict[str, _Target] = field(default_factory=dict)  # every target held (listed or kept)
+    count_replicas: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One evaluation of every deployment at ``now`` (unix seconds).
+
+    Attributes:
+        now: the evaluation time.
+        results: one :class:`~advisor.results.DeploymentResult` per deployment evaluated, in order.
+        transitions: what opened and resolved (to notify), in deployment order.
+        updates: ``updated`` transitions (shown, never notified).
+        failures: ``(deployment, exception)`` of each deployment whose evaluation raised (skipped this tick).
+        model_errors: ``(deployment, capacity_model_error_ratio)`` of each deployment whose capacity pass now
+            misses the engine's reported KV pool beyond the bound, reported once until it recovers.
+    """
+
+    now: float
+    results: tuple[DeploymentResult, ...]
+    transitions: tuple[Transition, ...]
+    updates: tuple[Transition, ...] = ()
+    failures: tuple[tuple[str, BaseException], ...] = ()
+    model_errors: tuple[tuple[str, float], ...] = ()
+
+    def result(self, deployment: str) -> DeploymentResult | None:
+        """The result of ``deployment``, or ``None`` (not evaluated, or failed)."""
+        return next((r for r in self.results if r.name == deployment), None)
+
+
+StepTimer = Callable[[str], AbstractContextManager[Any]]
+"""``step("rules")`` → a context manager timing that step (the daemon's cycle-step histogram)."""
+
+
+class Tracker:
+    """The deployments' contexts, each target's history and outcome, and the lifecycle. Pure.
+
+    Args:
+        rules: the rules, run in order each evaluation.
+        evaluation_window: seconds of history each evaluation reads.
+        scrape_interval: seconds between observations (histories keep ``window + 3`` intervals).
+        quality: data-quality thresholds (:class:`advisor.evaluate.Quality`).
+        cooldown_seconds: after a rule's recommendations resolve, it opens nothing for this long.
+        ignore_for: open as soon as a rule holds (``once``), not after its for-duration.
+        model_error_bound: ``|capacity_model_error_ratio|`` beyond which :attr:`Tick.model_errors` reports a
+            deployment (``None``: never).
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        evaluation_window: float,
+        scrape_interval: float,
+        quality: Quality,
+        cooldown_seconds: float = 0.0,
+        ignore_for: bool = False,
+        model_error_bound: float | None = None,
+    ) -> None:
+        self.lifecycle = Lifecycle(rules, cooldown_seconds=cooldown_seconds)
+        self.evaluation_window = evaluation_window
+        self.scrape_interval = scrape_interval
+        self.quality = quality
+        self.ignore_for = ignore_for
+        self.model_error_bound = model_error_bound
+        self._deps: dict[str, _Deployment] = {}
+        self._model_error_warned: set[str] = set()
+
+    # -- settings and deployments --------------------------------------------------------------------------
+    def configure(
+        self,
+        rules: Sequence[Rule],
+        *,
+        evaluation_window: float,
+        scrape_interval: float,
+        quality: Quality,
+        cooldown_seconds: float,
+        model_error_bound: float | None,
+    ) -> None:
+        """New settings (a reload): histories, open recommendations and pending for-durations are kept."""
+        self.lifecycle.rules = list(rules)
+        self.lifecycle.cooldown_seconds = cooldown_seconds
+        self.evaluation_window = evaluation_window
+        self.scrape_interval = scrape_interval
+        self.quality = quality
+        self.model_error_bound = model_error_bound
+
+    def set_deployments(self, deployments: Sequence[tuple[DeploymentContext, Sequence[str]]]) -> None:
+        """The deployments to evaluate, in order, each with its targets. A (deployment, target) that stays
+        keeps its history and outcome; the others are forgotten."""
+        deps: dict[str, _Deployment] = {}
+        for ctx, urls in deployments:
+            old = self._deps.get(ctx.name)
+            d = _Deployment(ctx, [], count_replicas=old.count_replicas if old is not None else True)
+            for u in urls:
+                if u not in d.targets:
+                    d.listed.append(u)
+                    d.targets[u] = (old.targets.get(u) if old is not None else None) or _Target(u)
+            deps[ctx.name] = d
+        self._deps = deps
+        self._model_error_warned &= set(deps)
+
+    def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
+        """Add (or replace) one deployment with its known targets."""
+        d = _Deployment(ctx, [], count_replicas=count_replicas)
+        for u in urls:
+            if u not in d.targets:
+                d.listed.append(u)
+                d.targets[u] = _Target(u)
+        self._deps[ctx.name] = d
+
+    @property
+    def deployment_names(self) -> list[str]:
+        """The deployments, in evaluation order."""
+        return list(self._deps)
+
+    def context(self, deployment: str) -> DeploymentContext:
+        """The deployment's current context. Raises ``KeyError`` for an unknown deployment."""
+        return self._deps[deployment].ctx
+
+    def set_context(self, deployment: str, ctx: DeploymentContext) -> None:
+        """Replace the deployment's context (an engine detected, replicas counted by the caller)."""
+        self._deps[deployment].ctx = ctx
+
+    def count_replicas(self, deployment: str, on: bool) -> None:
+        """``on`` (the default): each evaluation sets the context's replicas to the engines behind the listed
+        targets (:func:`advisor.evaluate.engines_behind` of each newest snapshot, 1 for a target with none).
+        Off: the caller sets them (:meth:`set_context`)."""
+        self._deps[deployment].count_replicas = on
+
+    def targets(self, deployment: str) -> list[str]:
+        """The deployment's listed targets, in order."""
+        return list(self._deps[deployment].listed)
+
+    def set_targets(self, deployment: str, urls: Sequence[str], *, forget: bool = True) -> None:
+        """List ``urls`` as the deployment's targets (in order). ``forget``: drop the history of the targets
+        no longer listed; else keep it for when they return."""
+        d = self._deps[deployment]
+        listed: list[str] = []
+        for u in urls:
+            if u not in listed:
+                listed.append(u)
+                d.targets.setdefault(u, _Target(u))
+        d.listed = listed
+        if forget:
+            d.targets = {u: d.targets[u] for u in listed}
+
+    def _target(self, deployment: str, url: str) -> _Target:
+        d = self._deps[deployment]
+        t = d.targets.get(url)
+        if t is None:
+            t = d.targets[url] = _Target(url)
+            d.listed.append(url)
+        return t
+
+    # -- observations -----------------------------------------------------------------------------------------
+    def observe(self, deployment: str, url: str, point: TimedSnapshot) -> None:
+        """Target ``url`` of ``deployment`` answered with ``point``: it enters the history (:func:`record`),
+        the target is up. An unknown target is added to the listed ones. Raises ``KeyError`` for an unknown
+        deployment."""
+        t = self._target(deployment, url)
+        record(t.history, point, self.evaluation_window)
+        t.up, t.error_reason, t.error_message = True, None, None
+
+    def fail(self, deployment: str, url: str, reason: str | None, message: str | None) -> bool:
+        """Target ``url`` did not answer (``reason``: a ``c.REASON_*``). Returns whether that is news: it was
+        up, or down for another reason."""
+        t = self._target(deployment, url)
+        changed = t.up or t.error_reason != reason
+        t.up, t.error_reason, t.error_message = False, reason, message
+        return changed
+
+    def set_status(self, deployment: str, url: str, up: bool, reason: str | None, message: str | None) -> None:
+        """Set the target's last outcome without touching its history."""
+        t = self._target(deployment, url)
+        t.up, t.error_reason, t.error_message = up, reason, message
+
+    def replace_history(self, deployment: str, url: str, points: Iterable[TimedSnapshot]) -> None:
+        """Replace the target's history whole (a Prometheus range query gives the window at once)."""
+        self._target(deployment, url).history = deque(points)
+
+    def history(self, deployment: str, url: str) -> tuple[TimedSnapshot, ...]:
+        """The target's history, oldest first (empty for an unknown target)."""
+        t = self._deps[deployment].targets.get(url)
+        return tuple(t.history) if t is not None else ()
+
+    def view(self, deployment: str, url: str) -> TargetView:
+        """The target as the next evaluation reads it."""
+        return self._target(deployment, url).view()
+
+    def views(self, deployment: str) -> list[TargetView]:
+        """The listed targets, as the next evaluation reads them."""
+        d = self._deps[deployment]
+        return [d.targets[u].view() for u in d.listed]
+
+    # -- evaluation -----------------------------------------------------------------------------------------
+    def trim(self, now: float, window: float | None = None) -> None:
+        """Drop history older than ``window`` (default the evaluation window) plus 3 scrape intervals."""
+        keep = (window or self.evaluation_window) + TRIM_INTERVALS * self.scrape_interval
+        for d in self._deps.values():
+            for t in d.targets.values():
+                while t.history and now - t.history[0].timestamp > keep:
+                    t.history.popleft()
+
+    def _replicas(self, d: _Deployment) -> None:
+        if not d.count_replicas:
+            return
+        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in map(d.targets.get, d.listed) if t)
+        if max(1, n) != d.ctx.replicas:
+            d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
+
+    def evaluate(
+        self,
+        now: float,
+        window: float | None = None,
+        round_started: float | None = None,
+        step: StepTimer | None = None,
+    ) -> Tick:
+        """Evaluate every deployment at ``now`` over ``window`` seconds (default the evaluation window).
+
+        ``round_started``: when the observations of this round began (a target whose newest sample predates
+        it by more than the stale bound is stale; default ``now``). ``step``: times the rules' step.
+        A deployment whose evaluation raises is skipped this tick and listed in :attr:`Tick.failures`.
+        """
+        window = window or self.evaluation_window
+        timer: StepTimer = step or (lambda _name: nullcontext())
+        self.trim(now, window)
+        results: list[DeploymentResult] = []
+        transitions: list[Transition] = []
+        updates: list[Transition] = []
+        failures: list[tuple[str, BaseException]] = []
+        model_errors: list[tuple[str, float]] = []
+        for name, d in self._deps.items():
+            try:
+                self._replicas(d)
+                views = [d.targets[u].view() for u in d.listed]
+                ev, snapshot = evaluate_deployment(d.ctx, views, now, window, self.quality, round_started=round_started)
+                error = self._model_error(name, snapshot.get("capacity_model_error_ratio"))
+                if error is not None:
+                    model_errors.append((name, error))
+                with timer("rules"):
+                    transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
+                updates += self.lifecycle.last_updates
+                statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == name)
+                results.append(
+                    DeploymentResult(
+                        name=name,
+                        engine=d.ctx.engine,
+                        state=ev.state,
+                        evaluation=ev,
+                        snapshot=snapshot,
+                        capacity=d.ctx.capacity,
+                        targets=tuple(views),
+                        recommendations=tuple(self.lifecycle.open_recommendations(name)),
+                        rule_statuses=statuses,
+                        target_states=tuple(target_state(v, round_started or now, self.quality) for v in views),
+                    )
+                )
+            except Exception as exc:  # one deployment's failure never stops the others
+                failures.append((name, exc))
+        return Tick(now, tuple(results), tuple(transitions), tuple(updates), tuple(failures), tuple(model_errors))
+
+    def _model_error(self, name: str, error: Any) -> float | None:
+        """``error`` when it newly passes the bound (reported once, again after it recovers), else ``None``."""
+        bound = self.model_error_bound
+        if bound is not None and isinstance(error, int | float) and abs(error) > bound:
+            if name in self._model_error_warned:
+                return None
+            self._model_error_warned.add(name)
+            return float(error)
+        self._model_error_warned.discard(name)
+        return None
+
+    def restore(self, recommendations: Sequence[Recommendation]) -> int:
+        """Re-open recommendations of known deployments (from a state file); returns how many."""
+        known = [r for r in recommendations if r.deployment in self._deps]
+        self.lifecycle.restore(known)
+        return len(known)

@@ -1,0 +1,134 @@
+"""The pure tracker (advisor/tracker.py): histories with the one restart rule, replica counting, one tick per
+evaluation with each deployment's failure kept to itself. No I/O: snapshots and times are built here."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+
+from advisor.domain import EngineSnapshot, TimedSnapshot
+from advisor.evaluate import Quality
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.tracker import HISTORY_POINTS_PER_WINDOW, Tracker, record, restarted
+from tests.factories import context
+
+T0 = 1_000_000.0
+URL = "http://engine-a:8000/metrics"
+
+
+def _snap(tokens: float, start: float = 100.0, running: float = 2.0, replicas: tuple[str, ...] = ()) -> EngineSnapshot:
+    return EngineSnapshot(
+        engine="vllm",
+        kv_cache_usage_ratio=0.3,
+        requests_running=running,
+        requests_waiting=0.0,
+        prompt_tokens_total=tokens,
+        generation_tokens_total=tokens,
+        preemptions_total=0.0,
+        process_start_time_seconds=start,
+        replicas=replicas,
+    )
+
+
+def test_the_restart_rule_sees_a_new_start_time_or_a_counter_going_down() -> None:
+    a = _snap(1000.0)
+    assert not restarted(a, _snap(1200.0))
+    assert restarted(a, _snap(1200.0, start=200.0))  # a new process
+    assert restarted(a, _snap(10.0))  # the same start time reported, but the counters went back
+    assert not restarted(a, dataclasses.replace(_snap(1200.0), process_start_time_seconds=None))
+
+
+def test_thinning_drops_close_points_but_never_across_a_restart() -> None:
+    window = 8.0  # spacing: window / 8 = 1 s
+    assert HISTORY_POINTS_PER_WINDOW == 8
+    h: deque[TimedSnapshot] = deque()
+    for i, tokens in enumerate([100.0, 110.0, 120.0, 130.0]):  # 0.25 s apart, no restart: thinned
+        record(h, TimedSnapshot(URL, T0 + 0.25 * i, _snap(tokens)), window)
+    assert [p.timestamp - T0 for p in h] == [0.0, 0.75]
+    r: deque[TimedSnapshot] = deque()
+    for i, tokens in enumerate([100.0, 5.0, 15.0, 25.0]):  # the counters reset after the first point
+        record(r, TimedSnapshot(URL, T0 + 0.25 * i, _snap(tokens)), window)
+    # the points on either side of the reset are kept, so the rates never span it
+    assert [p.snapshot.prompt_tokens_total for p in r][:2] == [100.0, 5.0]
+
+
+def _tracker(*rules: object) -> Tracker:
+    return Tracker(
+        list(rules),  # type: ignore[arg-type]
+        evaluation_window=10.0,
+        scrape_interval=1.0,
+        quality=Quality(1.0, 3, 60.0),
+    )
+
+
+def test_observations_become_views_and_replicas_are_counted_from_the_engines_behind_the_targets() -> None:
+    tr = _tracker()
+    other = "http://engine-b:8000/metrics"
+    tr.set_deployments([(context(), [URL, other])])
+    for k in range(4):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k, replicas=("r1", "r2", "r3"))))
+    assert tr.fail("chat-8b", other, "timeout", "no answer in 2 s")
+    assert not tr.fail("chat-8b", other, "timeout", "no answer in 2 s")  # not news the second time
+    tick = tr.evaluate(T0 + 3)
+    (res,) = tick.results
+    assert [v.url for v in res.targets] == [URL, other]
+    assert [v.up for v in res.targets] == [True, False]
+    assert res.targets[1].error_reason == "timeout"
+    assert tr.context("chat-8b").replicas == 4  # three engines behind one target, one behind the other
+    assert res.evaluation.replicas_up == 3
+
+
+def test_histories_are_trimmed_to_the_window_plus_three_intervals() -> None:
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    for k in range(40):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k)))
+    tr.evaluate(T0 + 39)
+    kept = tr.history("chat-8b", URL)
+    assert kept and T0 + 39 - kept[0].timestamp <= 10.0 + 3 * 1.0
+
+
+class _Explodes:
+    """A rule that raises for one deployment only (a plugin's bug)."""
+
+    id = "explodes"
+    supersedes: tuple[str, ...] = ()
+
+    def for_seconds(self) -> float:
+        return 0.0
+
+    def fires(self, ev: Evaluation) -> Condition:
+        if ev.ctx.name == "bad":
+            raise ZeroDivisionError("plugin bug")
+        return Condition(False, "fine")
+
+    def clears(self, ev: Evaluation) -> Condition:
+        return Condition(True, "fine")
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        return []
+
+
+def test_one_deployments_failure_is_reported_and_the_others_are_evaluated() -> None:
+    tr = _tracker(_Explodes())
+    bad = dataclasses.replace(context(), name="bad")
+    tr.set_deployments([(bad, [URL]), (context(), [URL])])
+    for name in ("bad", "chat-8b"):
+        for k in range(3):
+            tr.observe(name, URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k)))
+    tick = tr.evaluate(T0 + 2)
+    assert [r.name for r in tick.results] == ["chat-8b"]
+    assert [(name, type(exc).__name__) for name, exc in tick.failures] == [("bad", "ZeroDivisionError")]
+
+
+def test_a_reconfigured_tracker_keeps_what_stays_and_forgets_what_left() -> None:
+    tr = _tracker()
+    other = "http://engine-b:8000/metrics"
+    tr.set_deployments([(context(), [URL, other])])
+    tr.observe("chat-8b", URL, TimedSnapshot(URL, T0, _snap(100.0)))
+    tr.observe("chat-8b", other, TimedSnapshot(other, T0, _snap(100.0)))
+    tr.set_deployments([(context(), [URL])])
+    assert len(tr.history("chat-8b", URL)) == 1
+    assert tr.history("chat-8b", other) == ()
+    tr.set_targets("chat-8b", [URL, other])
+    assert tr.history("chat-8b", other) == ()  # it came back with no history
