@@ -493,6 +493,18 @@ class ModelDriftRule(_RuleBase):
     for_: Duration = Field(default=300.0, alias="for")
 
 
+class StalledRule(_RuleBase):
+    """A hung engine: requests inside it (waiting, running, or both) while its generation-token, prompt-token and
+    finished-request counters stand still for ``min_intervals`` consecutive scrape intervals, then ``for`` →
+    restart the engine process (pseudo-dial ``engine_process``). Runs on stale data too: a frozen engine's data is
+    stale (``data_quality.frozen_after``), and this rule is what speaks for it."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    min_intervals: int = Field(
+        default=3, ge=1, le=10_000, description="consecutive still scrape intervals that make a stall"
+    )
+
+
 class RulesConfig(_Strict):
     """Thresholds of the rule modules (each documented on its class), plus the cooldown after a resolve."""
 
@@ -507,6 +519,7 @@ class RulesConfig(_Strict):
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     model_drift: ModelDriftRule = ModelDriftRule()
+    stalled: StalledRule = StalledRule()
     plugins: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="settings passed to each entry-point rule plugin, by plugin name"
     )

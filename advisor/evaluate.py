@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor import conventions as c
@@ -32,6 +32,7 @@ from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
+    START_TIME_TOLERANCE_SECONDS,
     WindowStats,
     combine_targets,
     fraction_below,
@@ -188,31 +189,117 @@ class Quality:
     frozen_after_seconds: float = 60.0
 
 
+STALL_COUNTERS: Final = ("generation_tokens_total", "prompt_tokens_total", "requests_finished_total")
+"""The counters that move whenever an engine does any work: generated tokens, prompt tokens, finished requests
+(:class:`~advisor.domain.EngineSnapshot` fields). A stall is all of those known standing still."""
+
+
+def _outstanding(s: EngineSnapshot) -> float:
+    """Requests inside the engine (running + waiting; unknown counts as none)."""
+    return (s.requests_running or 0.0) + (s.requests_waiting or 0.0)
+
+
+def _still(a: EngineSnapshot, b: EngineSnapshot) -> bool:
+    """Between two snapshots of one target, requests were inside the engine at both ends, the process did not
+    restart, and none of :data:`STALL_COUNTERS` known at both ends moved (at least one is known)."""
+    if _outstanding(a) <= 0 or _outstanding(b) <= 0:
+        return False
+    sa, sb = a.process_start_time_seconds, b.process_start_time_seconds
+    if sa is not None and sb is not None and abs(sa - sb) > START_TIME_TOLERANCE_SECONDS:
+        return False
+    pairs = [(getattr(a, n), getattr(b, n)) for n in STALL_COUNTERS]
+    known = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]
+    return bool(known) and all(x == y for x, y in known)
+
+
+def stall_span(history: Sequence[TimedSnapshot]) -> float:
+    """Seconds, ending at the newest sample, over which one target's engine held requests (running or waiting)
+    while none of :data:`STALL_COUNTERS` moved: the span of the trailing run of still intervals (0.0 when the
+    newest interval moved, the engine emptied, or fewer than two samples).
+
+    Example: samples at 0, 15, 30, 45 s with 4 waiting, 0 running and every counter unchanged → 45.0; the same
+    with the generation counter moving between 15 and 30 s → 15.0.
+    """
+    points = sorted(history, key=lambda h: h.timestamp)
+    start = len(points) - 1
+    while start > 0 and _still(points[start - 1].snapshot, points[start].snapshot):
+        start -= 1
+    return points[-1].timestamp - points[start].timestamp if points else 0.0
+
+
 def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -> str | None:
     """Why a target's engine looks frozen, or ``None``.
 
-    Frozen: every sample of the last ``frozen_after`` seconds has requests running, yet neither the prompt
-    nor the generation token counter moved — a hung engine whose gauges still read busy. Needs samples
-    spanning at least ``frozen_after`` seconds; with fewer it cannot tell.
+    Frozen: every sample of the last ``frozen_after`` seconds has requests in the engine (running or waiting:
+    a hung scheduler may admit nothing, so nothing runs while the queue never drains), yet none of the prompt
+    token, generation token and finished-request counters moved — a hung engine whose gauges still read busy.
+    The still run (:func:`stall_span`) must span at least ``frozen_after`` seconds. The ``stalled`` rule
+    runs on such data and raises its own alert (:mod:`advisor.rules.stalled`).
     """
-    recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
-    if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
+    recent = [h for h in history if h.timestamp <= now]
+    span = stall_span(recent)
+    if not recent or span <= 0 or span < frozen_after:
         return None
-    if not all((h.snapshot.requests_running or 0) > 0 for h in recent):
-        return None
-    first, last = recent[0].snapshot, recent[-1].snapshot
-    counters = [
-        (first.generation_tokens_total, last.generation_tokens_total),
-        (first.prompt_tokens_total, last.prompt_tokens_total),
-    ]
-    known = [(a, b) for a, b in counters if a is not None and b is not None]
-    if not known or any(a != b for a, b in known):
-        return None
-    span = last.requests_running
+    last = recent[-1].snapshot
     return (
-        f"frozen: {span:.0f} requests running but the token counters have not moved for "
-        f"{recent[-1].timestamp - recent[0].timestamp:.0f}s"
+        f"frozen: {last.requests_running or 0:.0f} requests running and {last.requests_waiting or 0:.0f} waiting "
+        f"but the token and finished-request counters have not moved for {span:.0f}s"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stall:
+    seconds: float = 0.0
+    intervals: int = 0
+    targets: dict[str, int] = field(default_factory=dict)
+    running: float | None = None
+    waiting: float | None = None
+
+
+def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
+    """The stall of a deployment's answering targets whose newest sample is not stale (an old sample says
+    nothing about now): the longest :func:`stall_span`, in seconds and scrape intervals, and each stalled target.
+    """
+    spans: dict[str, tuple[float, EngineSnapshot]] = {}
+    for t in up:
+        if now - t.history[-1].timestamp > q.stale_after_intervals * q.interval_seconds:
+            continue
+        span = stall_span(t.history)
+        if span > 0:
+            spans[redact_url(t.url)] = (span, t.history[-1].snapshot)
+
+    def intervals(seconds: float) -> int:
+        # a quarter interval of jitter: scrapes 44.9 s apart over three intervals are three intervals
+        return int(seconds / q.interval_seconds + 0.25) if q.interval_seconds > 0 else 0
+
+    stalled = {url: intervals(span) for url, (span, _) in spans.items() if intervals(span) >= 1}
+    if not stalled:
+        return _Stall()
+    snaps = [spans[url][1] for url in stalled]
+    return _Stall(
+        seconds=max(spans[url][0] for url in stalled),
+        intervals=max(stalled.values()),
+        targets=stalled,
+        running=_sum_known([s.requests_running for s in snaps]),
+        waiting=_sum_known([s.requests_waiting for s in snaps]),
+    )
+
+
+def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None]:
+    """Increase over the window of the work counters (rate × span), summed over targets; ``None`` unknown."""
+    out: dict[str, float | None] = {}
+    for key, attr in (
+        ("generation_tokens", "generation_tokens_per_second"),
+        ("prompt_tokens", "prompt_tokens_per_second"),
+        ("requests_finished", "requests_finished_per_second"),
+    ):
+        known = [
+            getattr(w, attr) * w.span_seconds
+            for w in per_target
+            if getattr(w, attr) is not None and w.span_seconds is not None
+        ]
+        out[key] = round(math.fsum(known), 3) if known else None
+    return out
 
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
@@ -309,6 +396,7 @@ def evaluate_deployment(
         **{f"waiting_{k}": v for k, v in by_reason.items()},
         **_sum_maps([s.disaggregation_queues for s in latest]),
     }
+    stall = _stall_reading(up, round_started or now, quality)
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -331,6 +419,12 @@ def evaluate_deployment(
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
+        stalled_seconds=stall.seconds,
+        stalled_intervals=stall.intervals,
+        stalled_targets=stall.targets,
+        stalled_requests_running=stall.running,
+        stalled_requests_waiting=stall.waiting,
+        counter_deltas=_counter_deltas(per_target),
     )
 
     snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)
