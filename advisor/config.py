@@ -450,13 +450,21 @@ class QueueGrowthRule(_RuleBase):
 
 class OverProvisionedRule(_RuleBase):
     """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
-    ``max_load_ratio`` × the concurrency ceiling running, nothing waiting, for ``for`` (long, so a
-    quiet hour does not shrink a fleet)."""
+    ``max_load_ratio`` × the concurrency ceiling running at the window's peak, a steady load (dispersion at most
+    ``max_dispersion``), nothing waiting, for ``for`` (long, so a quiet hour does not shrink a fleet). Proposes
+    fewer replicas, a lower TP, or a smaller GPU."""
 
     for_: Duration = Field(default=1800.0, alias="for")
     max_usage: float = Field(default=0.3, gt=0, le=1)
     max_load_ratio: float = Field(default=0.25, gt=0, le=1)
     target_load_ratio: float = Field(default=0.5, gt=0, le=1, description="load per replica sized for")
+    max_dispersion: float = Field(
+        default=4.0,
+        gt=0,
+        le=1000,
+        description="largest variance ÷ mean of running requests over the window that is a steady load (a steady "
+        "Poisson load gives about 1; a lull after a busy spell far more)",
+    )
 
 
 class SpeculativeRule(_RuleBase):

@@ -230,20 +230,32 @@ def stall_span(history: Sequence[TimedSnapshot]) -> float:
 def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -> str | None:
     """Why a target's engine looks frozen, or ``None``.
 
-    Frozen: every sample of the last ``frozen_after`` seconds has requests in the engine (running or waiting:
-    a hung scheduler may admit nothing, so nothing runs while the queue never drains), yet none of the prompt
-    token, generation token and finished-request counters moved — a hung engine whose gauges still read busy.
-    The still run (:func:`stall_span`) must span at least ``frozen_after`` seconds. The ``stalled`` rule
-    runs on such data and raises its own alert (:mod:`advisor.rules.stalled`).
+    Frozen: every sample of the last ``frozen_after`` seconds has requests running, yet neither the prompt
+    nor the generation token counter moved — a hung engine whose gauges still read busy. Needs samples
+    spanning at least ``frozen_after`` seconds; with fewer it cannot tell.
+
+    A queue with nothing running and the counters still is *not* frozen data: its gauges are true, and the
+    capacity rules must read them (a request larger than the pool blocks the queue for good: ``pool_context``).
+    Either way the stall is measured (:func:`stall_span`) and the ``stalled`` rule, which runs on fresh and stale
+    data, reads it.
     """
-    recent = [h for h in history if h.timestamp <= now]
-    span = stall_span(recent)
-    if not recent or span <= 0 or span < frozen_after:
+    recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
+    if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
         return None
-    last = recent[-1].snapshot
+    if not all((h.snapshot.requests_running or 0) > 0 for h in recent):
+        return None
+    first, last = recent[0].snapshot, recent[-1].snapshot
+    counters = [
+        (first.generation_tokens_total, last.generation_tokens_total),
+        (first.prompt_tokens_total, last.prompt_tokens_total),
+    ]
+    known = [(a, b) for a, b in counters if a is not None and b is not None]
+    if not known or any(a != b for a, b in known):
+        return None
+    span = last.requests_running
     return (
-        f"frozen: {last.requests_running or 0:.0f} requests running and {last.requests_waiting or 0:.0f} waiting "
-        f"but the token and finished-request counters have not moved for {span:.0f}s"
+        f"frozen: {span:.0f} requests running but the token counters have not moved for "
+        f"{recent[-1].timestamp - recent[0].timestamp:.0f}s"
     )
 
 
@@ -282,6 +294,44 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
         targets=stalled,
         running=_sum_known([s.requests_running for s in snaps]),
         waiting=_sum_known([s.requests_waiting for s in snaps]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningLoad:
+    """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
+    largest over targets of variance ÷ mean across its samples); ``None`` unknown."""
+
+    peak: float | None = None
+    dispersion: float | None = None
+
+
+def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
+    """Peak and steadiness of the running-request gauge over ``[now − window_seconds, now]``.
+
+    Example: one target sampled with 40, 30, 2 running → peak 40, mean 24, population variance 258.67,
+    dispersion 10.78 (a lull); 4, 5, 3 → peak 5, dispersion 0.17 (steady).
+    """
+    peaks: list[float] = []
+    dispersions: list[float] = []
+    for t in up:
+        values = [
+            v
+            for h in t.history
+            if now - window_seconds <= h.timestamp <= now
+            and (v := h.snapshot.requests_running) is not None
+            and math.isfinite(v)
+        ]
+        if not values:
+            continue
+        peaks.append(max(values))
+        if len(values) >= 2:
+            mean = math.fsum(values) / len(values)
+            var = math.fsum((v - mean) ** 2 for v in values) / len(values)
+            dispersions.append(var / mean if mean > 0 else 0.0)
+    return RunningLoad(
+        peak=math.fsum(peaks) if peaks else None,
+        dispersion=max(dispersions) if dispersions else None,
     )
 
 
@@ -397,6 +447,7 @@ def evaluate_deployment(
         **_sum_maps([s.disaggregation_queues for s in latest]),
     }
     stall = _stall_reading(up, round_started or now, quality)
+    load = running_load(up, now, window_seconds)
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -425,6 +476,8 @@ def evaluate_deployment(
         stalled_requests_running=stall.running,
         stalled_requests_waiting=stall.waiting,
         counter_deltas=_counter_deltas(per_target),
+        requests_running_max=load.peak,
+        requests_running_dispersion=load.dispersion,
     )
 
     snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)

@@ -89,6 +89,12 @@ class Evaluation:
             the stalled targets, summed (``None`` when no target stalls or the engine does not say).
         counter_deltas: increase over the window of ``generation_tokens``, ``prompt_tokens`` and
             ``requests_finished``, summed over answering targets (``None`` unknown); what moved and what did not.
+        requests_running_max: the window's peak of running requests, summed over answering targets (each
+            target's own peak: an upper bound on the deployment's); ``None`` unknown.
+        requests_running_dispersion: how unsteady the load was: the largest over targets of the index of
+            dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
+            gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
+            ``None`` with fewer than two samples; 0.0 when nothing ran.
     """
 
     ctx: DeploymentContext
@@ -118,6 +124,8 @@ class Evaluation:
     stalled_requests_running: float | None = None
     stalled_requests_waiting: float | None = None
     counter_deltas: Mapping[str, float | None] = field(default_factory=dict)
+    requests_running_max: float | None = None
+    requests_running_dispersion: float | None = None
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

@@ -106,6 +106,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.over_provisioned.max_load_ratio,
                 r.over_provisioned.target_load_ratio,
                 r.over_provisioned.for_,
+                r.over_provisioned.max_dispersion,
             ),
         ),
         (r.model_drift.enabled, ModelDriftRule(model_error_bound, r.model_drift.for_)),

@@ -9,8 +9,14 @@ none of its generation-token, prompt-token and finished-request counters moved a
 * Clears when every answering target moved in its newest interval or holds no request any more (tokens moved,
   or the queue drained and nothing runs). On data that is stale for another reason (no new sample) it cannot
   tell, and an open stall stays open.
-* Runs on ``fresh`` and ``stale`` data (``evaluated_in``): the data-quality check marks a frozen engine's data
-  stale, so that no capacity rule reads its frozen gauges, and this rule is what speaks for it.
+* Runs on ``fresh`` and ``stale`` data (``evaluated_in``): the data-quality check marks the data of an engine
+  frozen with requests running stale, so that no capacity rule reads its frozen gauges, and this rule is what
+  speaks for it. A queue with nothing running stays ``fresh``; while this rule fires it supersedes the rules that
+  would read the hang as load (queue growth, goodput, over-provisioning …).
+* Checked against its evidence: with nothing running, a queue, and a KV pool smaller than one max-length request
+  (the largest data-parallel rank's pool when ranks report), a request that cannot fit explains the still queue
+  (``pool_context`` proposes the cap); the rule does not fire and says so. A restart would clear the queue only
+  until the next such request.
 
 Proposal: no dial fixes a hung engine, and a replica added beside a hung one still receives its share of
 traffic, so the rule never proposes replicas, a pool turn or any capacity dial. It proposes ``restart`` on the
@@ -19,10 +25,9 @@ stack dump and the engine log saved first for the bug report.
 
 Confidence: ``0.5 + 0.15 × stalled_intervals ÷ min_intervals`` (0.65 at the threshold, 0.95 at three times it,
 at most 0.95), × ``0.7 + 0.1 × k`` for the ``k`` of the three work counters known (an engine that exports only
-one counter gives thinner evidence), × 0.6 when the KV pool is smaller than one max-length request (a request
-that cannot fit blocks the queue for good, and a restart clears it only until the next such request: see
-``pool_context``). Severity ``critical`` at confidence ≥ :data:`HIGH_CONFIDENCE` with requests waiting, else
-``warning``.
+one counter gives thinner evidence), × 0.6 when the KV pool is smaller than one max-length request while requests
+run (the pool may be part of the story). Severity ``critical`` at confidence ≥ :data:`HIGH_CONFIDENCE` with
+requests waiting, else ``warning``.
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ class StalledRule:
     def fires(self, ev: Evaluation) -> Condition:
         """Some target still for at least ``min_intervals`` scrape intervals."""
         evidence = self._evidence(ev)
+        blocked = self._blocked_by_pool(ev)
+        if ev.stalled_intervals >= 1 and blocked:
+            return Condition(False, blocked, evidence)
         if ev.stalled_intervals >= self.min_intervals:
             return Condition(True, self._stall_text(ev), evidence)
         if ev.stalled_intervals > 0:
@@ -145,9 +153,22 @@ class StalledRule:
         pool = max(ev.kv_rank_capacity_tokens) if ev.kv_rank_capacity_tokens else ev.kv_capacity_tokens
         return bool(mml and pool and pool < mml)
 
+    def _blocked_by_pool(self, ev: Evaluation) -> str | None:
+        """Why the still queue is explained by a request that cannot fit, or ``None``: nothing runs, requests
+        wait, and the pool is smaller than one max-length request."""
+        if not self._pool_blocks(ev) or (ev.stalled_requests_running or 0) > 0 or not ev.stalled_requests_waiting:
+            return None
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        pool = max(ev.kv_rank_capacity_tokens) if ev.kv_rank_capacity_tokens else ev.kv_capacity_tokens
+        return (
+            f"not a hung engine: nothing runs and {count(ev.stalled_requests_waiting)} wait, but the KV pool "
+            f"({count(pool)} tokens) is smaller than one {mml:,}-token request — a request that cannot fit holds the "
+            "queue (pool_context), and a restart would clear it only until the next one"
+        )
+
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Restart the stalled engines (pseudo-dial ``engine_process``); nothing when no target is stalled."""
-        if ev.stalled_intervals < 1:
+        if ev.stalled_intervals < 1 or self._blocked_by_pool(ev):
             return []
         conf = self.confidence(ev)
         waiting = ev.stalled_requests_waiting or 0.0
@@ -163,8 +184,8 @@ class StalledRule:
         )
         if self._pool_blocks(ev):
             description += (
-                " Note: the KV pool is smaller than one max-length request; a request that cannot fit holds the "
-                "queue for good, so a restart clears the queue only until the next one (see pool_context)."
+                " Note: the KV pool is smaller than one max-length request; a request that cannot fit can hold the "
+                "queue, so a restart may clear it only until the next one (see pool_context)."
             )
         return [
             Proposal(

@@ -89,13 +89,19 @@ def test_a_queue_with_nothing_running_and_frozen_counters_reaches_the_stalled_ru
     assert ev.counter_deltas == {"generation_tokens": 400.0, "prompt_tokens": 1000.0, "requests_finished": 5.0}
 
 
-def test_a_longer_freeze_with_nothing_running_is_stale_and_says_why() -> None:
+def test_a_longer_freeze_with_nothing_running_stays_fresh_and_is_measured() -> None:
     longer = (*HUNG_EMPTY_BATCH, TimedSnapshot(URL, 1075.0, snap(0, 9, 50_400, 91_000, 305)))
     ev, snapshot = _evaluate(longer)
-    # 1015 → 1075 = 60 s still ≥ frozen_after: stale (on 8db4a05 "fresh": the check needed requests running)
-    assert ev.state == c.STATE_STALE
-    assert "frozen" in snapshot["state_reason"] and "9 waiting" in snapshot["state_reason"]
-    assert ev.stalled_intervals == 4
+    # nothing running: the gauges are true (not frozen data); the stall is 1015 → 1075 = 60 s, four intervals
+    assert ev.state == c.STATE_FRESH, snapshot["state_reason"]
+    assert ev.stalled_intervals == 4 and ev.stalled_seconds == 60.0
+
+
+def test_a_freeze_with_requests_running_is_stale_and_still_measured() -> None:
+    hung = history(*(snap(12, 5, 50_400, 91_000, 305) for _ in range(6)))  # 0 … 75 s, nothing moves
+    ev, snapshot = _evaluate(hung)
+    assert ev.state == c.STATE_STALE and "frozen" in snapshot["state_reason"]
+    assert ev.stalled_intervals == 5 and ev.stalled_requests_running == 12 and ev.stalled_requests_waiting == 5
 
 
 def test_an_old_sample_is_no_stall() -> None:
@@ -130,17 +136,28 @@ def test_through_the_lifecycle_it_opens_a_restart_and_never_a_capacity_turn() ->
 
 
 def test_on_frozen_stale_data_it_still_opens_and_goes_critical() -> None:
-    longer = HUNG_EMPTY_BATCH + tuple(
-        TimedSnapshot(URL, 1060.0 + 15.0 * i, snap(0, 9, 50_400, 91_000, 305)) for i in range(1, 4)
-    )
-    ev, _ = _evaluate(longer)
+    # 12 running and 5 waiting, nothing moving for 6 intervals (90 s ≥ frozen_after 60 s): stale
+    hung = history(*(snap(12, 5, 50_400, 91_000, 305) for _ in range(7)))
+    ev, _ = _evaluate(hung)
     assert ev.state == c.STATE_STALE and ev.stalled_intervals == 6
     lc = Lifecycle(builtin_rules(load_config_text(_CONFIG).rules))
     opened = [t.recommendation for t in lc.evaluate(ev, ignore_for=True) if t.kind == "opened"]
     assert [(r.rule, r.dial) for r in opened] == [("stalled", "engine_process")]
-    # 0.5 + 0.15 × 6/3 = 0.8 ≥ 0.75 with 9 waiting → critical
+    # 0.5 + 0.15 × 6/3 = 0.8 ≥ 0.75 with 5 waiting → critical
     assert opened[0].confidence == pytest.approx(0.8) and opened[0].severity == "critical"
     assert all(r.dial != c.DIAL_REPLICAS for r in lc.open_recommendations())
+
+
+def test_a_queue_held_by_a_request_larger_than_the_pool_is_not_a_hang() -> None:
+    # max-model-len 8,192 with an engine pool of 6,000 tokens: nothing runs, 9 wait — a request that cannot fit
+    ev, _ = _evaluate(HUNG_EMPTY_BATCH)
+    ev = dataclasses.replace(ev, kv_capacity_tokens=6_000.0)
+    cond = StalledRule(min_intervals=3).fires(ev)
+    assert cond.holds is False and "smaller than one 8,192-token request" in cond.reason
+    assert StalledRule(min_intervals=3).propose(ev) == []
+    # with requests running the same pool does not explain a stall: it fires
+    running = dataclasses.replace(ev, stalled_requests_running=3.0)
+    assert StalledRule(min_intervals=3).fires(running).holds is True
 
 
 def test_resolves_when_tokens_move_and_not_while_data_is_stale_by_age() -> None:
