@@ -11,8 +11,10 @@ and must be steady: the index of dispersion of running requests over the window 
 steady Poisson load) at most ``max_dispersion``. A lull after a busy spell (40 → 2 running: 17) does not fire.
 
 Proposes fewer replicas (enough that each runs at ``target_load_ratio`` of its ceiling), or with one
-replica the smallest catalog GPU whose capacity pass still holds the load at the same target, with the
-KV pool before and after.
+replica the smallest catalog GPU that a priced instance type offers (:mod:`advisor.capacity.instances`) whose
+capacity pass still holds the load at the same target, whose decode roofline carries the observed generation rate,
+and on which the queueing model meets the SLO at the observed workload (when finished requests give it), with the
+KV pool before and after. Its ``cost`` carries :data:`INSTANCE_MOVE_PENALTY`.
 
 Over-provisioning by TP (issue 13, problem 5): a replica at tensor-parallel size > 1 also gets the lower TPs
 (divisors of the current one) that hold the observed load, each checked in turn:
@@ -36,6 +38,7 @@ rank, and finished requests with known lengths; otherwise no TP turn is proposed
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +46,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.capacity import perf
 from advisor.capacity.hardware import GPUSpec, get_gpu, gpu_keys
+from advisor.capacity.instances import list_instances
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, predict_service
 from advisor.errors import CapacityError
@@ -51,9 +55,9 @@ from advisor.rules.common import confidence, count, data_parallel_ranks, gpus_pe
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 
-INSTANCE_MOVE_PENALTY = 1.25
-"""Cost multiplier of moving to another instance type (new nodes, images, for TensorRT-LLM a rebuilt engine): a
-flag change freeing as many GPU-hours ranks first."""
+INSTANCE_MOVE_PENALTY = 2.0
+"""Cost multiplier of moving to another instance type (new nodes, quota, images, for TensorRT-LLM a rebuilt
+engine): it ranks after a flag change (a lower TP) unless its GPUs hold less than half the memory that turn keeps."""
 
 
 class OverProvisionedRule:
@@ -255,28 +259,20 @@ class OverProvisionedRule:
         if tp <= 1 or s is None:
             return []
         gpu = ev.ctx.gpu
-        finished = s.requests_finished_per_second
         why_not = None
         if gpu is None:
             why_not = "the GPU model is unknown: its decode and prefill speed cannot be modelled"
         elif inputs.pipeline_parallel_size > 1 or data_parallel_ranks(ev) > 1:
             why_not = "pipeline or data parallelism: the TP turn is modelled for one TP engine per replica"
-        elif not finished or s.prompt_tokens_per_second is None or s.generation_tokens_per_second is None:
-            why_not = "no finished request with known lengths in the window: the SLO at a lower TP cannot be predicted"
-        if why_not is not None or gpu is None or not finished:
+        observed = _observed_workload(ev)
+        if why_not is None and isinstance(observed, str):
+            why_not = observed
+        if why_not is not None or gpu is None or isinstance(observed, str):
             evidence["tp_not_judged"] = why_not
             return []
-        assert s.prompt_tokens_per_second is not None and s.generation_tokens_per_second is not None
+        workload, slo = observed
         replicas_up = max(ev.replicas_up, 1)
-        prompt = max(1.0, s.prompt_tokens_per_second / finished)
-        output = max(1.0, s.generation_tokens_per_second / finished)
-        per_request = prompt + output
-        try:
-            workload = Workload(arrival_rate=finished / replicas_up, prompt_tokens=prompt, output_tokens=output)
-            slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, min(ev.ctx.slo.target_ratio, 0.999))
-        except CapacityError as exc:
-            evidence["tp_not_judged"] = f"the observed workload or SLO cannot be modelled: {exc}"
-            return []
+        per_request = workload.prompt_tokens + workload.output_tokens
         model_before = float(ev.ctx.capacity.kv_cache_tokens)
         pool_before = float(ev.kv_capacity_tokens or model_before)
         anchor = pool_before / model_before if model_before > 0 else 1.0
@@ -415,9 +411,14 @@ class OverProvisionedRule:
             per_request = s.kv_cache_usage_ratio * ev.kv_capacity_tokens / running_per_replica
         best: tuple[str, int, int] | None = None
         vendor = ev.ctx.gpu.name.split()[0] if ev.ctx.gpu is not None else "NVIDIA"
+        observed = _observed_workload(ev)
+        model_before = float(ev.ctx.capacity.kv_cache_tokens)
+        anchor = float(ev.kv_capacity_tokens) / model_before if ev.kv_capacity_tokens and model_before > 0 else 1.0
         for key in gpu_keys():
             g = get_gpu(key)
             if g.memory_bytes >= inputs.gpu_memory_bytes or g.bf16_flops is None:
+                continue
+            if key not in _rentable_gpus():  # "move to an instance with …" needs an instance that has it
                 continue
             if g.name.split()[0] != vendor:  # the same engine build and kernels: no platform migration
                 continue
@@ -443,9 +444,44 @@ class OverProvisionedRule:
             rank_rate = s.generation_tokens_per_second / max(ev.replicas_up, 1) / data_parallel_ranks(ev)
             if tps * self.target_load_ratio < rank_rate:
                 continue
+            # and the queueing model must meet the SLO on it at the observed workload (issue 13)
+            if isinstance(observed, tuple) and data_parallel_ranks(ev) == 1:
+                try:
+                    pred = _predict(
+                        _with_memory(inputs, g.memory_bytes),
+                        g,
+                        observed[0],
+                        observed[1],
+                        result.kv_cache_tokens * anchor,
+                        1.0,
+                    )
+                except CapacityError:
+                    continue
+                if not pred.meets(observed[1]):
+                    continue
             if best is None or g.memory_bytes < best[1]:
                 best = (g.name, g.memory_bytes, result.kv_cache_tokens)
         return best
+
+
+def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
+    """The window's workload per replica for the queueing model — arrival rate = finished requests/s (nothing
+    waits while the rule fires), prompt and output tokens per finished request — and the deployment's SLO; or why
+    it cannot be built."""
+    s = ev.stats
+    finished = s.requests_finished_per_second if s is not None else None
+    if s is None or not finished or s.prompt_tokens_per_second is None or s.generation_tokens_per_second is None:
+        return "no finished request with known lengths in the window: the SLO cannot be predicted"
+    try:
+        workload = Workload(
+            arrival_rate=finished / max(ev.replicas_up, 1),
+            prompt_tokens=max(1.0, s.prompt_tokens_per_second / finished),
+            output_tokens=max(1.0, s.generation_tokens_per_second / finished),
+        )
+        slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, min(ev.ctx.slo.target_ratio, 0.999))
+    except CapacityError as exc:
+        return f"the observed workload or SLO cannot be modelled: {exc}"
+    return workload, slo
 
 
 def _peak_running(ev: Evaluation) -> float:
@@ -475,6 +511,12 @@ def _predict(
         batch_cap=cap, prefill_seconds=perf.prefill_seconds(inputs, gpu, workload.prompt_tokens), decode_step=scaled
     )
     return predict_service(workload, service, 1, slo)
+
+
+@functools.cache
+def _rentable_gpus() -> frozenset[str]:
+    """GPU keys some priced instance type offers (:func:`advisor.capacity.instances.list_instances`)."""
+    return frozenset(i.gpu_key for i in list_instances(None, priced_only=True))
 
 
 def _with_memory(inputs: Any, memory: int) -> Any:

@@ -106,10 +106,12 @@ def test_the_pool_after_is_anchored_on_the_engine() -> None:
 def test_a_tpot_target_tp4_cannot_meet_is_no_tp_turn() -> None:
     # TPOT target 10 ms: TP 4 streams 35.28 GB per step on each GPU, 13.2 ms at batch 1 — the SLO fails
     e = _ev(dep=_dep(tpot=0.010))
-    props = RULE.propose(e)
-    assert _tp(props) == []
-    rejected = next(p.evidence["tp_rejected"] for p in props)
-    assert "queueing model predicts goodput" in rejected["4"]
+    assert _tp(RULE.propose(e)) == []
+    evidence: dict[str, Any] = {}
+    assert RULE._tp_turns(e, evidence, "") == []
+    assert "queueing model predicts goodput" in evidence["tp_rejected"]["4"]
+    # nor a smaller GPU: a 40 GB A100 streams the same 17.64 GB per GPU at 1.56 TB/s (≥ 14 ms) — over 10 ms
+    assert [p.dial for p in RULE.propose(e)] == []
 
 
 def test_an_engine_slower_than_the_model_scales_the_prediction() -> None:
