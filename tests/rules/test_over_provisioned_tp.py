@@ -188,3 +188,22 @@ def test_running_load_reads_peak_and_dispersion_from_the_window() -> None:
     # samples outside the window do not count: only 30, 2 (t = 115, 130) → mean 16, variance 196 → 12.25
     assert running_load([view("a", [40, 30, 2])], now=130.0, window_seconds=20.0).dispersion == pytest.approx(12.25)
     assert running_load([view("a", [7])], now=100.0, window_seconds=60.0).dispersion is None
+
+
+def test_evaluate_deployment_carries_the_peak_and_dispersion_to_the_rule() -> None:
+    from advisor.domain import EngineSnapshot, TimedSnapshot
+    from advisor.evaluate import Quality, TargetView, evaluate_deployment
+    from tests.factories import context
+
+    url = "http://10.0.0.9:8000/metrics"
+    hist_ = tuple(
+        TimedSnapshot(url, 100.0 + 15 * i, EngineSnapshot(engine="vllm", requests_running=v, requests_waiting=0))
+        for i, v in enumerate([40, 30, 2])
+    )
+    e, _ = evaluate_deployment(
+        context(), [TargetView(url, True, None, None, hist_)], 130.0, 60.0, Quality(interval_seconds=15.0)
+    )
+    # the newest reading is 2 running, but the window's peak is 40 and the load was not steady (10.78 > 4)
+    assert e.stats is not None and e.stats.requests_running == 2
+    assert e.requests_running_max == 40
+    assert e.requests_running_dispersion == pytest.approx(10.778, abs=1e-3)
