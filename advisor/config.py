@@ -450,13 +450,21 @@ class QueueGrowthRule(_RuleBase):
 
 class OverProvisionedRule(_RuleBase):
     """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
-    ``max_load_ratio`` × the concurrency ceiling running, nothing waiting, for ``for`` (long, so a
-    quiet hour does not shrink a fleet)."""
+    ``max_load_ratio`` × the concurrency ceiling running at the window's peak, a steady load (dispersion at most
+    ``max_dispersion``), nothing waiting, for ``for`` (long, so a quiet hour does not shrink a fleet). Proposes
+    fewer replicas, a lower TP, or a smaller GPU."""
 
     for_: Duration = Field(default=1800.0, alias="for")
     max_usage: float = Field(default=0.3, gt=0, le=1)
     max_load_ratio: float = Field(default=0.25, gt=0, le=1)
     target_load_ratio: float = Field(default=0.5, gt=0, le=1, description="load per replica sized for")
+    max_dispersion: float = Field(
+        default=4.0,
+        gt=0,
+        le=1000,
+        description="largest variance ÷ mean of running requests over the window that is a steady load (a steady "
+        "Poisson load gives about 1; a lull after a busy spell far more)",
+    )
 
 
 class SpeculativeRule(_RuleBase):
@@ -493,6 +501,18 @@ class ModelDriftRule(_RuleBase):
     for_: Duration = Field(default=300.0, alias="for")
 
 
+class StalledRule(_RuleBase):
+    """A hung engine: requests inside it (waiting, running, or both) while its generation-token, prompt-token and
+    finished-request counters stand still for ``min_intervals`` consecutive scrape intervals, then ``for`` →
+    restart the engine process (pseudo-dial ``engine_process``). Runs on stale data too: a frozen engine's data is
+    stale (``data_quality.frozen_after``), and this rule is what speaks for it."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    min_intervals: int = Field(
+        default=3, ge=1, le=10_000, description="consecutive still scrape intervals that make a stall"
+    )
+
+
 class RulesConfig(_Strict):
     """Thresholds of the rule modules (each documented on its class), plus the cooldown after a resolve."""
 
@@ -507,6 +527,7 @@ class RulesConfig(_Strict):
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     model_drift: ModelDriftRule = ModelDriftRule()
+    stalled: StalledRule = StalledRule()
     plugins: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="settings passed to each entry-point rule plugin, by plugin name"
     )

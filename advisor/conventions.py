@@ -108,7 +108,13 @@ DIALS: Final = (
     DIAL_INSTANCE_TYPE,
 )
 
-ACTIONS: Final = ("increase", "decrease", "enable", "disable", "set")
+DIAL_ENGINE_PROCESS: Final = "engine_process"
+"""A pseudo-dial, not in :data:`DIALS` (no engine flag turns it): the engine process itself, which the ``stalled``
+rule asks the operator to restart (action :data:`ACTION_RESTART`) when a hung engine holds requests and does no
+work. No capacity dial fixes a hung engine."""
+ACTION_RESTART: Final = "restart"
+
+ACTIONS: Final = ("increase", "decrease", "enable", "disable", "set", ACTION_RESTART)
 SEVERITIES: Final = ("critical", "warning", "info")
 
 # --- rule ids -----------------------------------------------------------------------------------------

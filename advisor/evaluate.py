@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor import conventions as c
@@ -32,6 +32,7 @@ from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
+    START_TIME_TOLERANCE_SECONDS,
     WindowStats,
     combine_targets,
     fraction_below,
@@ -188,12 +189,55 @@ class Quality:
     frozen_after_seconds: float = 60.0
 
 
+STALL_COUNTERS: Final = ("generation_tokens_total", "prompt_tokens_total", "requests_finished_total")
+"""The counters that move whenever an engine does any work: generated tokens, prompt tokens, finished requests
+(:class:`~advisor.domain.EngineSnapshot` fields). A stall is all of those known standing still."""
+
+
+def _outstanding(s: EngineSnapshot) -> float:
+    """Requests inside the engine (running + waiting; unknown counts as none)."""
+    return (s.requests_running or 0.0) + (s.requests_waiting or 0.0)
+
+
+def _still(a: EngineSnapshot, b: EngineSnapshot) -> bool:
+    """Between two snapshots of one target, requests were inside the engine at both ends, the process did not
+    restart, and none of :data:`STALL_COUNTERS` known at both ends moved (at least one is known)."""
+    if _outstanding(a) <= 0 or _outstanding(b) <= 0:
+        return False
+    sa, sb = a.process_start_time_seconds, b.process_start_time_seconds
+    if sa is not None and sb is not None and abs(sa - sb) > START_TIME_TOLERANCE_SECONDS:
+        return False
+    pairs = [(getattr(a, n), getattr(b, n)) for n in STALL_COUNTERS]
+    known = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]
+    return bool(known) and all(x == y for x, y in known)
+
+
+def stall_span(history: Sequence[TimedSnapshot]) -> float:
+    """Seconds, ending at the newest sample, over which one target's engine held requests (running or waiting)
+    while none of :data:`STALL_COUNTERS` moved: the span of the trailing run of still intervals (0.0 when the
+    newest interval moved, the engine emptied, or fewer than two samples).
+
+    Example: samples at 0, 15, 30, 45 s with 4 waiting, 0 running and every counter unchanged → 45.0; the same
+    with the generation counter moving between 15 and 30 s → 15.0.
+    """
+    points = sorted(history, key=lambda h: h.timestamp)
+    start = len(points) - 1
+    while start > 0 and _still(points[start - 1].snapshot, points[start].snapshot):
+        start -= 1
+    return points[-1].timestamp - points[start].timestamp if points else 0.0
+
+
 def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -> str | None:
     """Why a target's engine looks frozen, or ``None``.
 
     Frozen: every sample of the last ``frozen_after`` seconds has requests running, yet neither the prompt
     nor the generation token counter moved — a hung engine whose gauges still read busy. Needs samples
     spanning at least ``frozen_after`` seconds; with fewer it cannot tell.
+
+    A queue with nothing running and the counters still is *not* frozen data: its gauges are true, and the
+    capacity rules must read them (a request larger than the pool blocks the queue for good: ``pool_context``).
+    Either way the stall is measured (:func:`stall_span`) and the ``stalled`` rule, which runs on fresh and stale
+    data, reads it.
     """
     recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
     if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
@@ -213,6 +257,99 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
         f"frozen: {span:.0f} requests running but the token counters have not moved for "
         f"{recent[-1].timestamp - recent[0].timestamp:.0f}s"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stall:
+    seconds: float = 0.0
+    intervals: int = 0
+    targets: dict[str, int] = field(default_factory=dict)
+    running: float | None = None
+    waiting: float | None = None
+
+
+def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
+    """The stall of a deployment's answering targets whose newest sample is not stale (an old sample says
+    nothing about now): the longest :func:`stall_span`, in seconds and scrape intervals, and each stalled target.
+    """
+    spans: dict[str, tuple[float, EngineSnapshot]] = {}
+    for t in up:
+        if now - t.history[-1].timestamp > q.stale_after_intervals * q.interval_seconds:
+            continue
+        span = stall_span(t.history)
+        if span > 0:
+            spans[redact_url(t.url)] = (span, t.history[-1].snapshot)
+
+    def intervals(seconds: float) -> int:
+        # a quarter interval of jitter: scrapes 44.9 s apart over three intervals are three intervals
+        return int(seconds / q.interval_seconds + 0.25) if q.interval_seconds > 0 else 0
+
+    stalled = {url: intervals(span) for url, (span, _) in spans.items() if intervals(span) >= 1}
+    if not stalled:
+        return _Stall()
+    snaps = [spans[url][1] for url in stalled]
+    return _Stall(
+        seconds=max(spans[url][0] for url in stalled),
+        intervals=max(stalled.values()),
+        targets=stalled,
+        running=_sum_known([s.requests_running for s in snaps]),
+        waiting=_sum_known([s.requests_waiting for s in snaps]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningLoad:
+    """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
+    largest over targets of variance ÷ mean across its samples); ``None`` unknown."""
+
+    peak: float | None = None
+    dispersion: float | None = None
+
+
+def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
+    """Peak and steadiness of the running-request gauge over ``[now − window_seconds, now]``.
+
+    Example: one target sampled with 40, 30, 2 running → peak 40, mean 24, population variance 258.67,
+    dispersion 10.78 (a lull); 4, 5, 3 → peak 5, dispersion 0.17 (steady).
+    """
+    peaks: list[float] = []
+    dispersions: list[float] = []
+    for t in up:
+        values = [
+            v
+            for h in t.history
+            if now - window_seconds <= h.timestamp <= now
+            and (v := h.snapshot.requests_running) is not None
+            and math.isfinite(v)
+        ]
+        if not values:
+            continue
+        peaks.append(max(values))
+        if len(values) >= 2:
+            mean = math.fsum(values) / len(values)
+            var = math.fsum((v - mean) ** 2 for v in values) / len(values)
+            dispersions.append(var / mean if mean > 0 else 0.0)
+    return RunningLoad(
+        peak=math.fsum(peaks) if peaks else None,
+        dispersion=max(dispersions) if dispersions else None,
+    )
+
+
+def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None]:
+    """Increase over the window of the work counters (rate × span), summed over targets; ``None`` unknown."""
+    out: dict[str, float | None] = {}
+    for key, attr in (
+        ("generation_tokens", "generation_tokens_per_second"),
+        ("prompt_tokens", "prompt_tokens_per_second"),
+        ("requests_finished", "requests_finished_per_second"),
+    ):
+        known = [
+            getattr(w, attr) * w.span_seconds
+            for w in per_target
+            if getattr(w, attr) is not None and w.span_seconds is not None
+        ]
+        out[key] = round(math.fsum(known), 3) if known else None
+    return out
 
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
@@ -309,6 +446,8 @@ def evaluate_deployment(
         **{f"waiting_{k}": v for k, v in by_reason.items()},
         **_sum_maps([s.disaggregation_queues for s in latest]),
     }
+    stall = _stall_reading(up, round_started or now, quality)
+    load = running_load(up, now, window_seconds)
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -331,6 +470,14 @@ def evaluate_deployment(
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
+        stalled_seconds=stall.seconds,
+        stalled_intervals=stall.intervals,
+        stalled_targets=stall.targets,
+        stalled_requests_running=stall.running,
+        stalled_requests_waiting=stall.waiting,
+        counter_deltas=_counter_deltas(per_target),
+        requests_running_max=load.peak,
+        requests_running_dispersion=load.dispersion,
     )
 
     snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)

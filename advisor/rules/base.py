@@ -79,6 +79,22 @@ class Evaluation:
         kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
         ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
         rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
+        stalled_seconds: the longest time, ending at a target's newest sample, over which that target's engine
+            held requests (running or waiting) while none of its generation-token, prompt-token and
+            finished-request counters moved (:func:`advisor.evaluate.stall_span`); 0.0 when every engine moves.
+        stalled_intervals: ``stalled_seconds`` in scrape intervals (rounded down, with a quarter interval of
+            jitter allowed); 0 when nothing stalls.
+        stalled_targets: each stalled target (URL with credentials redacted) → its still intervals (≥ 1 only).
+        stalled_requests_running / stalled_requests_waiting: requests running / waiting at the newest sample of
+            the stalled targets, summed (``None`` when no target stalls or the engine does not say).
+        counter_deltas: increase over the window of ``generation_tokens``, ``prompt_tokens`` and
+            ``requests_finished``, summed over answering targets (``None`` unknown); what moved and what did not.
+        requests_running_max: the window's peak of running requests, summed over answering targets (each
+            target's own peak: an upper bound on the deployment's); ``None`` unknown.
+        requests_running_dispersion: how unsteady the load was: the largest over targets of the index of
+            dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
+            gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
+            ``None`` with fewer than two samples; 0.0 when nothing ran.
     """
 
     ctx: DeploymentContext
@@ -102,6 +118,14 @@ class Evaluation:
     kv_cache_hybrid: bool = False
     ranks_excluded: tuple[str, ...] = ()
     rank_coverage: float = 1.0
+    stalled_seconds: float = 0.0
+    stalled_intervals: int = 0
+    stalled_targets: Mapping[str, int] = field(default_factory=dict)
+    stalled_requests_running: float | None = None
+    stalled_requests_waiting: float | None = None
+    counter_deltas: Mapping[str, float | None] = field(default_factory=dict)
+    requests_running_max: float | None = None
+    requests_running_dispersion: float | None = None
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from advisor import conventions as c
 from advisor.domain import Recommendation
-from advisor.rules.base import Evaluation, Proposal, Rule
+from advisor.rules.base import Evaluation, Proposal, Rule, rule_states
 
 MAX_OPEN_PER_RULE = 3
 """At most this many dial turns open per (deployment, rule): the best-ranked ones."""
@@ -151,7 +151,7 @@ class Lifecycle:
         for rule in self.rules:
             key = (dep, rule.id)
             st = self._state.setdefault(key, _RuleState())
-            if ev.state != c.STATE_FRESH:
+            if ev.state not in rule_states(rule):
                 st.pending_since = None
                 self.statuses[key] = RuleStatus(rule.id, dep, "unknown", f"not evaluated: data is {ev.state}")
                 continue

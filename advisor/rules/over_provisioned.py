@@ -6,25 +6,58 @@ full llama.cpp slots with an idle KV cache is not spare capacity), and fewer tha
 replica's concurrency ceiling run (the ceiling at the observed request length, bounded by max-num-seqs). Its
 for-duration is long by default (30 min) so a quiet hour does not shrink a fleet. Never proposes a scale-up.
 
+The load is read at the window's peak (``Evaluation.requests_running_max``), never at the newest sample alone,
+and must be steady: the index of dispersion of running requests over the window (variance ÷ mean; about 1 for a
+steady Poisson load) at most ``max_dispersion``. A lull after a busy spell (40 → 2 running: 17) does not fire.
+
 Proposes fewer replicas (enough that each runs at ``target_load_ratio`` of its ceiling), or with one
-replica the smallest catalog GPU whose capacity pass still holds the load at the same target, with the
-KV pool before and after.
+replica the smallest catalog GPU that a priced instance type offers (:mod:`advisor.capacity.instances`) whose
+capacity pass still holds the load at the same target, whose decode roofline carries the observed generation rate,
+and on which the queueing model meets the SLO at the observed workload (when finished requests give it), with the
+KV pool before and after. Its ``cost`` carries :data:`INSTANCE_MOVE_PENALTY`.
+
+Over-provisioning by TP (issue 13, problem 5): a replica at tensor-parallel size > 1 also gets the lower TPs
+(divisors of the current one) that hold the observed load, each checked in turn:
+
+1. the weights fit at that TP (the capacity pass succeeds) and its pool holds one max-model-len request;
+2. the pool at that TP — the engine's reported pool × the model's after ÷ before when the engine reports it —
+   holds the peak tokens (``max(peak running per replica × observed tokens per finished request, peak KV usage
+   × pool)``) ÷ ``target_load_ratio`` (the head-room);
+3. the queueing model (:func:`advisor.capacity.queueing.predict_service`, the service of one replica from the
+   roofline, :mod:`advisor.capacity.perf`) meets the SLO at the observed arrival rate per replica (finished
+   requests/s: nothing waits while this rule fires) and observed prompt and output lengths. The decode step is
+   scaled by the observed ÷ modelled mean TPOT at the current TP when the engine is slower than the model
+   (never faster), so the prediction starts from what the engine does.
+
+Each passing TP is a ``tensor_parallel_size`` decrease with ``gpus_added`` negative (the GPUs it frees) and
+``cost`` the GPU ratio; the lowest passing TP frees the most and ranks first. TPs that fail are named with the
+failing check in the evidence (``tp_rejected``). Needs a known GPU, one pipeline stage and one data-parallel
+rank, and finished requests with known lengths; otherwise no TP turn is proposed (the reason is in the evidence).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from advisor import conventions as c
 from advisor.capacity import perf
-from advisor.capacity.hardware import get_gpu, gpu_keys
-from advisor.capacity.kv import capacity_pass
+from advisor.capacity.hardware import GPUSpec, get_gpu, gpu_keys
+from advisor.capacity.instances import list_instances
+from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, predict_service
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, count, data_parallel_ranks, gpus_per_replica, replicas_proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
+
+INSTANCE_MOVE_PENALTY = 2.0
+"""Cost multiplier of moving to another instance type (new nodes, quota, images, for TensorRT-LLM a rebuilt
+engine): it ranks after a flag change (a lower TP) unless its GPUs hold less than half the memory that turn keeps."""
 
 
 class OverProvisionedRule:
@@ -39,12 +72,15 @@ class OverProvisionedRule:
         max_load_ratio: float = 0.25,
         target_load_ratio: float = 0.5,
         for_seconds: float = 1800.0,
+        max_dispersion: float = 4.0,
     ):
-        """Ratios 0–1 as documented on the module; ``for_seconds`` the for-duration."""
+        """Ratios 0–1 as documented on the module; ``for_seconds`` the for-duration; ``max_dispersion`` the
+        largest index of dispersion (variance ÷ mean) of running requests over the window that is a steady load."""
         self.max_usage = max_usage
         self.max_load_ratio = max_load_ratio
         self.target_load_ratio = target_load_ratio
         self._for = for_seconds
+        self.max_dispersion = max_dispersion
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -76,8 +112,10 @@ class OverProvisionedRule:
         if usage is None:
             return None, "KV usage unknown", {}
         ceiling = self._ceiling(ev)
-        per_replica = s.requests_running / max(ev.replicas_up, 1)
+        running = _peak_running(ev)
+        per_replica = running / max(ev.replicas_up, 1)
         load = per_replica / ceiling
+        dispersion = ev.requests_running_dispersion
         evidence = {
             "goodput_ratio": g,
             "target_ratio": ev.ctx.slo.target_ratio,
@@ -88,6 +126,10 @@ class OverProvisionedRule:
             "load_ratio": round(load, 4),
             "window_seconds": s.window_seconds,
         }
+        if ev.requests_running_max is not None:
+            evidence["requests_running_max"] = ev.requests_running_max
+        if dispersion is not None:
+            evidence["requests_running_dispersion"] = round(dispersion, 3)
         # a pool other than the KV pool (a state pool, the slots) may be the full one: it counts as usage too
         others = [(u, p) for p, u in ev.pool_usage.items() if u is not None]
         hot = max(others, default=None)
@@ -100,12 +142,18 @@ class OverProvisionedRule:
             and usage < self.max_usage
             and (hot is None or hot[0] < self.max_usage)
             and load < self.max_load_ratio
+            and (dispersion is None or dispersion <= self.max_dispersion)
         )
         reason = (
-            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {count(s.requests_running)} running "
-            f"({load:.0%} of the ceiling per replica), "
+            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {count(running)} running at the window's "
+            f"peak ({load:.0%} of the ceiling per replica), "
             f"KV usage at most {usage:.1%}, {count(waiting)} waiting"
         )
+        if dispersion is not None and dispersion > self.max_dispersion:
+            reason += (
+                f"; the load is not steady (running requests' variance ÷ mean {dispersion:.1f} > "
+                f"{self.max_dispersion:g}: a lull, not a light load)"
+            )
         if hot is not None:
             reason += f", {hot[1]} pool usage {hot[0]:.1%}"
         return holds, reason, evidence
@@ -139,41 +187,42 @@ class OverProvisionedRule:
         ceiling = self._ceiling(ev)
         current = ev.ctx.replicas
         conf = confidence(ev, 0.8)
+        running = _peak_running(ev)
         situation = (
             f"Over the last {s.window_seconds:.0f}s the SLO was met (goodput {ev.goodput.ratio:.0%} against "
             f"{ev.ctx.slo.target_ratio:.0%}), nothing waited, KV usage peaked at "
-            f"{evidence['kv_cache_usage_ratio_max']:.1%} and {count(s.requests_running)} requests ran across "
+            f"{evidence['kv_cache_usage_ratio_max']:.1%} and at most {count(running)} requests ran across "
             f"{ev.replicas_up} replica(s), each able to run ~{ceiling:,.0f}."
         )
+        tp_turns = self._tp_turns(ev, evidence, situation)
         if current > 1:
-            needed = max(1, math.ceil(s.requests_running / (self.target_load_ratio * ceiling)))
+            needed = max(1, math.ceil(running / (self.target_load_ratio * ceiling)))
             if needed < current:
-                return [
-                    replicas_proposal(
-                        self.id,
-                        ev,
-                        needed,
-                        severity="info",
-                        confidence=conf,
-                        evidence=evidence,
-                        summary=f"{ev.ctx.name}: over-provisioned — scale replicas {current} → {needed}",
-                        description=(
-                            f"{situation} {needed} replica(s) carry this load at {self.target_load_ratio:.0%} of their "
-                            f"ceiling; {current - needed} replica(s) of GPUs can be released."
-                        ),
-                        extra_effects={
-                            "load_ratio": effect(
-                                s.requests_running / (current * ceiling), s.requests_running / (needed * ceiling)
-                            ),
-                            "gpus": effect(current * gpus_per_replica(ev), needed * gpus_per_replica(ev)),
-                        },
-                    )
-                ]
-        smaller = self._smaller_gpu(ev, s.requests_running / max(ev.replicas_up, 1))
+                fewer = replicas_proposal(
+                    self.id,
+                    ev,
+                    needed,
+                    severity="info",
+                    confidence=conf,
+                    evidence=evidence,
+                    summary=f"{ev.ctx.name}: over-provisioned — scale replicas {current} → {needed}",
+                    description=(
+                        f"{situation} {needed} replica(s) carry this load at {self.target_load_ratio:.0%} of their "
+                        f"ceiling; {current - needed} replica(s) of GPUs can be released."
+                    ),
+                    extra_effects={
+                        "load_ratio": effect(running / (current * ceiling), running / (needed * ceiling)),
+                        "gpus": effect(current * gpus_per_replica(ev), needed * gpus_per_replica(ev)),
+                    },
+                )
+                freed = float((needed - current) * gpus_per_replica(ev))
+                return [dataclasses.replace(fewer, gpus_added=freed), *tp_turns]
+        smaller = self._smaller_gpu(ev, running / max(ev.replicas_up, 1))
         if smaller is None:
-            return []
+            return tp_turns
         name, memory, tokens = smaller
         return [
+            *tp_turns,
             Proposal(
                 rule=self.id,
                 dial=c.DIAL_INSTANCE_TYPE,
@@ -196,9 +245,161 @@ class OverProvisionedRule:
                 evidence=evidence,
                 score=1.0,
                 sufficient=True,
-                cost=memory / ev.ctx.inputs.gpu_memory_bytes,
-            )
+                cost=memory / ev.ctx.inputs.gpu_memory_bytes * INSTANCE_MOVE_PENALTY,
+            ),
         ]
+
+    def _tp_turns(self, ev: Evaluation, evidence: dict[str, Any], situation: str) -> list[Proposal]:
+        """Lower tensor-parallel sizes that hold the observed load within the SLO (the module's checks 1–3).
+        Adds ``tp_rejected`` (TP → the failing check) or ``tp_not_judged`` (why none was tried) to
+        ``evidence`` when the current TP is above 1."""
+        inputs = ev.ctx.inputs
+        tp = inputs.tensor_parallel_size
+        s = ev.stats
+        if tp <= 1 or s is None:
+            return []
+        gpu = ev.ctx.gpu
+        why_not = None
+        if gpu is None:
+            why_not = "the GPU model is unknown: its decode and prefill speed cannot be modelled"
+        elif inputs.pipeline_parallel_size > 1 or data_parallel_ranks(ev) > 1:
+            why_not = "pipeline or data parallelism: the TP turn is modelled for one TP engine per replica"
+        observed = _observed_workload(ev)
+        if why_not is None and isinstance(observed, str):
+            why_not = observed
+        if why_not is not None or gpu is None or isinstance(observed, str):
+            evidence["tp_not_judged"] = why_not
+            return []
+        workload, slo = observed
+        replicas_up = max(ev.replicas_up, 1)
+        per_request = workload.prompt_tokens + workload.output_tokens
+        model_before = float(ev.ctx.capacity.kv_cache_tokens)
+        pool_before = float(ev.kv_capacity_tokens or model_before)
+        anchor = pool_before / model_before if model_before > 0 else 1.0
+        usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+        peak_running = _peak_running(ev) / replicas_up
+        peak_tokens = max(peak_running * per_request, (usage or 0.0) * pool_before)
+        need = peak_tokens / self.target_load_ratio
+        try:
+            before = _predict(inputs, gpu, workload, slo, pool_before, 1.0)
+        except CapacityError as exc:
+            evidence["tp_not_judged"] = f"the current configuration cannot be modelled: {exc}"
+            return []
+        # anchored on the engine: a slower engine than modelled scales every decode step alike (never faster)
+        slow = 1.0
+        if s.tpot is not None and s.tpot.count > 0 and before.tpot_mean_seconds > 0:
+            slow = max(1.0, (s.tpot.sum / s.tpot.count) / before.tpot_mean_seconds)
+            if slow > 1.0:
+                before = _predict(inputs, gpu, workload, slo, pool_before, slow)
+        rejected: dict[str, str] = {}
+        passing: list[tuple[int, float, ServicePrediction]] = []
+        for new_tp in [d for d in range(1, tp) if tp % d == 0]:
+            try:
+                after_inputs = dataclasses.replace(inputs, tensor_parallel_size=new_tp)
+                after = capacity_pass(after_inputs)
+            except (CapacityError, ValueError) as exc:
+                rejected[str(new_tp)] = f"does not fit: {exc}"
+                continue
+            pool_after = after.kv_cache_tokens * anchor
+            if not after.fits_one_full_length_request:
+                rejected[str(new_tp)] = (
+                    f"its pool ({after.kv_cache_tokens:,} tokens) cannot hold one {after.max_model_len:,}-token request"
+                )
+                continue
+            if pool_after < need:
+                rejected[str(new_tp)] = (
+                    f"its pool ({pool_after:,.0f} tokens) is below the peak {peak_tokens:,.0f} tokens held × "
+                    f"{1 / self.target_load_ratio:.2g} head-room ({need:,.0f})"
+                )
+                continue
+            try:
+                pred = _predict(after_inputs, gpu, workload, slo, pool_after, slow)
+            except CapacityError as exc:
+                rejected[str(new_tp)] = f"cannot be modelled: {exc}"
+                continue
+            if not pred.meets(slo):
+                rejected[str(new_tp)] = (
+                    f"the queueing model predicts goodput {pred.goodput_ratio:.1%} < target {slo.target_ratio:.0%} "
+                    f"(TTFT p90 {pred.ttft_p90_seconds:.3g}s, TPOT p90 {pred.tpot_p90_seconds * 1e3:.3g}ms"
+                    + (f"; {pred.reason}" if pred.reason else "")
+                    + ")"
+                )
+                continue
+            passing.append((new_tp, pool_after, pred))
+        if rejected:
+            evidence["tp_rejected"] = rejected
+        return [
+            self._tp_proposal(
+                ev, new_tp, (pool_before, pool_after), per_request, (before, pred), slow, situation, rejected
+            )
+            for new_tp, pool_after, pred in passing
+        ]
+
+    def _tp_proposal(
+        self,
+        ev: Evaluation,
+        new_tp: int,
+        pools: tuple[float, float],
+        per_request: float,
+        predictions: tuple[ServicePrediction, ServicePrediction],
+        slow: float,
+        situation: str,
+        rejected: dict[str, str],
+    ) -> Proposal:
+        """The ``tensor_parallel_size`` decrease to ``new_tp`` with its checks' numbers (``rejected``: the lower TPs
+        that failed a check, and why; ``pools`` and ``predictions`` before and after; ``slow`` the decode slow-down
+        applied)."""
+        tp = ev.ctx.inputs.tensor_parallel_size
+        replicas = ev.ctx.replicas
+        pool_before, pool_after = pools
+        before, after = predictions
+        freed = (tp - new_tp) * replicas
+        s = ev.stats
+        assert s is not None
+        evidence: dict[str, Any] = {
+            "tokens_per_request": round(per_request, 1),
+            "arrival_rate_per_replica": round(after.arrival_rate_per_replica, 4),
+            "predicted_goodput_ratio": round(after.goodput_ratio, 4),
+            "decode_slowdown_vs_model": round(slow, 3),
+        }
+        if rejected:
+            evidence["tp_rejected"] = dict(rejected)
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_TENSOR_PARALLEL_SIZE,
+            action="decrease",
+            current=tp,
+            suggested=new_tp,
+            flag=flag_for(ev.ctx.engine, c.DIAL_TENSOR_PARALLEL_SIZE, new_tp),
+            severity="info",
+            confidence=confidence(ev, 0.7),
+            summary=(
+                f"{ev.ctx.name}: over-provisioned — tensor parallel {tp} → {new_tp} frees {freed} GPU(s) and still "
+                "meets the SLO"
+            ),
+            description=(
+                f"{situation} At TP {new_tp} the weights fit, the pool is ~{pool_after:,.0f} tokens per replica "
+                f"(from {pool_before:,.0f}), holding the peak load with {1 / self.target_load_ratio:.2g}× head-room, "
+                f"and the queueing model at {after.arrival_rate_per_replica:.3g} requests/s per replica of "
+                f"~{per_request:,.0f} tokens predicts goodput {after.goodput_ratio:.1%} (TTFT p90 "
+                f"{after.ttft_p90_seconds:.3g}s, TPOT p90 {after.tpot_p90_seconds * 1e3:.3g}ms) against the "
+                f"{ev.ctx.slo.target_ratio:.0%} target. {freed} GPU(s) can be released; measure latency after the "
+                "change, as the load may grow."
+            ),
+            predicted_effect={
+                "gpus": effect(tp * replicas, new_tp * replicas),
+                "kv_cache_tokens": effect(pool_before, pool_after),
+                "concurrency_ceiling": effect(pool_before / per_request, pool_after / per_request),
+                "goodput_ratio": effect(ev.goodput.ratio, after.goodput_ratio),
+                "ttft_p90_seconds": effect(before.ttft_p90_seconds, after.ttft_p90_seconds),
+                "tpot_p90_seconds": effect(before.tpot_p90_seconds, after.tpot_p90_seconds),
+            },
+            evidence=evidence,
+            score=1.0 - new_tp / tp,
+            sufficient=True,
+            cost=new_tp / tp,
+            gpus_added=-float(freed),
+        )
 
     def _smaller_gpu(self, ev: Evaluation, running_per_replica: float) -> tuple[str, int, int] | None:
         """The catalog GPU with the least memory, below the current one (same vendor), whose pool still holds
@@ -210,9 +411,14 @@ class OverProvisionedRule:
             per_request = s.kv_cache_usage_ratio * ev.kv_capacity_tokens / running_per_replica
         best: tuple[str, int, int] | None = None
         vendor = ev.ctx.gpu.name.split()[0] if ev.ctx.gpu is not None else "NVIDIA"
+        observed = _observed_workload(ev)
+        model_before = float(ev.ctx.capacity.kv_cache_tokens)
+        anchor = float(ev.kv_capacity_tokens) / model_before if ev.kv_capacity_tokens and model_before > 0 else 1.0
         for key in gpu_keys():
             g = get_gpu(key)
             if g.memory_bytes >= inputs.gpu_memory_bytes or g.bf16_flops is None:
+                continue
+            if key not in _rentable_gpus():  # "move to an instance with …" needs an instance that has it
                 continue
             if g.name.split()[0] != vendor:  # the same engine build and kernels: no platform migration
                 continue
@@ -238,9 +444,79 @@ class OverProvisionedRule:
             rank_rate = s.generation_tokens_per_second / max(ev.replicas_up, 1) / data_parallel_ranks(ev)
             if tps * self.target_load_ratio < rank_rate:
                 continue
+            # and the queueing model must meet the SLO on it at the observed workload (issue 13)
+            if isinstance(observed, tuple) and data_parallel_ranks(ev) == 1:
+                try:
+                    pred = _predict(
+                        _with_memory(inputs, g.memory_bytes),
+                        g,
+                        observed[0],
+                        observed[1],
+                        result.kv_cache_tokens * anchor,
+                        1.0,
+                    )
+                except CapacityError:
+                    continue
+                if not pred.meets(observed[1]):
+                    continue
             if best is None or g.memory_bytes < best[1]:
                 best = (g.name, g.memory_bytes, result.kv_cache_tokens)
         return best
+
+
+def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
+    """The window's workload per replica for the queueing model — arrival rate = finished requests/s (nothing
+    waits while the rule fires), prompt and output tokens per finished request — and the deployment's SLO; or why
+    it cannot be built."""
+    s = ev.stats
+    finished = s.requests_finished_per_second if s is not None else None
+    if s is None or not finished or s.prompt_tokens_per_second is None or s.generation_tokens_per_second is None:
+        return "no finished request with known lengths in the window: the SLO cannot be predicted"
+    try:
+        workload = Workload(
+            arrival_rate=finished / max(ev.replicas_up, 1),
+            prompt_tokens=max(1.0, s.prompt_tokens_per_second / finished),
+            output_tokens=max(1.0, s.generation_tokens_per_second / finished),
+        )
+        slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, min(ev.ctx.slo.target_ratio, 0.999))
+    except CapacityError as exc:
+        return f"the observed workload or SLO cannot be modelled: {exc}"
+    return workload, slo
+
+
+def _peak_running(ev: Evaluation) -> float:
+    """Running requests at the window's peak (the newest reading when the peak is unknown), deployment-wide."""
+    s = ev.stats
+    now = s.requests_running if s is not None and s.requests_running is not None else 0.0
+    return max(now, ev.requests_running_max or 0.0)
+
+
+def _predict(
+    inputs: CapacityInputs, gpu: GPUSpec, workload: Workload, slo: SLO, pool_tokens: float, slow: float
+) -> ServicePrediction:
+    """One replica of ``inputs`` on ``gpu`` under ``workload`` (per replica): batch cap ``min(max_num_seqs, pool ÷
+    (prompt + output))``, the roofline's decode step at the mean context × ``slow``, the prefill of a typical
+    prompt (as :mod:`advisor.capacity.search` builds a replica's service).
+
+    Raises:
+        CapacityError: the GPU lacks a speed figure, or the pool holds no request of the observed length.
+    """
+    per_request = workload.prompt_tokens + workload.output_tokens
+    cap = min(inputs.max_num_seqs, math.floor(pool_tokens / per_request))
+    if cap < 1:
+        raise CapacityError(f"the pool ({pool_tokens:,.0f} tokens) holds no {per_request:,.0f}-token request")
+    step = perf.decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2)
+    scaled: Callable[[float], float] = lambda b: slow * step(b)  # noqa: E731
+    service = ReplicaService(
+        batch_cap=cap, prefill_seconds=perf.prefill_seconds(inputs, gpu, workload.prompt_tokens), decode_step=scaled
+    )
+    return predict_service(workload, service, 1, slo)
+
+
+@functools.cache
+def _rentable_gpus() -> frozenset[str]:
+    """GPU keys some priced instance type offers (:func:`advisor.capacity.instances.list_instances`)."""
+    return frozenset(i.gpu_key for i in list_instances(None, priced_only=True))
 
 
 def _with_memory(inputs: Any, memory: int) -> Any:

@@ -5,6 +5,9 @@ Order matters: a rule that supersedes others comes before them (:class:`advisor.
 ==========================  ==============================================================================
 rule                        supersedes
 ==========================  ==============================================================================
+stalled                     admission_thrash, queue_growth, kv_saturation, goodput_below_target,
+                            speculative_decoding, kv_budget, over_provisioned (a hung engine's gauges describe
+                            the hang, not the load); runs on stale data too
 pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash
 admission_thrash            kv_saturation
 queue_growth                —  (comes before kv_saturation so its replica count wins the replicas dial)
@@ -42,6 +45,7 @@ from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
 from advisor.rules.queue_growth import QueueGrowthRule
 from advisor.rules.speculative import SpeculativeRule
+from advisor.rules.stalled import StalledRule
 from advisor.rules.weights import WeightsCrowdRule
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
     skipping those with ``enabled: false``."""
     r = cfg
     candidates: list[tuple[bool, Rule]] = [
+        (r.stalled.enabled, StalledRule(r.stalled.min_intervals, r.stalled.for_)),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
         (
             r.admission_thrash.enabled,
@@ -101,6 +106,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.over_provisioned.max_load_ratio,
                 r.over_provisioned.target_load_ratio,
                 r.over_provisioned.for_,
+                r.over_provisioned.max_dispersion,
             ),
         ),
         (r.model_drift.enabled, ModelDriftRule(model_error_bound, r.model_drift.for_)),

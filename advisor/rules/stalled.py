@@ -1,0 +1,220 @@
+"""Rule ``stalled``: requests inside an engine, none completing, no token moving — a hung engine (issue 13, problem 4).
+
+Reads what :mod:`advisor.evaluate` measures per target (:func:`advisor.evaluate.stall_span`): the time, ending at
+the newest sample, over which the engine held requests (waiting, running, or both: whatever is running) while
+none of its generation-token, prompt-token and finished-request counters moved and the process did not restart.
+
+* Fires when some target has been still for at least ``min_intervals`` consecutive scrape intervals
+  (``Evaluation.stalled_intervals``); the lifecycle then waits the for-duration as for every rule.
+* Clears when every answering target moved in its newest interval or holds no request any more (tokens moved,
+  or the queue drained and nothing runs). On data that is stale for another reason (no new sample) it cannot
+  tell, and an open stall stays open.
+* Runs on ``fresh`` and ``stale`` data (``evaluated_in``): the data-quality check marks the data of an engine
+  frozen with requests running stale, so that no capacity rule reads its frozen gauges, and this rule is what
+  speaks for it. A queue with nothing running stays ``fresh``; while this rule fires it supersedes the rules that
+  would read the hang as load (queue growth, goodput, over-provisioning …).
+* Checked against its evidence: with nothing running, a queue, and a KV pool smaller than one max-length request
+  (the largest data-parallel rank's pool when ranks report), a request that cannot fit explains the still queue
+  (``pool_context`` proposes the cap); the rule does not fire and says so. A restart would clear the queue only
+  until the next such request.
+
+Proposal: no dial fixes a hung engine, and a replica added beside a hung one still receives its share of
+traffic, so the rule never proposes replicas, a pool turn or any capacity dial. It proposes ``restart`` on the
+pseudo-dial ``engine_process`` (:data:`advisor.conventions.DIAL_ENGINE_PROCESS`) for the stalled targets, with a
+stack dump and the engine log saved first for the bug report.
+
+Confidence: ``0.5 + 0.15 × stalled_intervals ÷ min_intervals`` (0.65 at the threshold, 0.95 at three times it,
+at most 0.95), × ``0.7 + 0.1 × k`` for the ``k`` of the three work counters known (an engine that exports only
+one counter gives thinner evidence), × 0.6 when the KV pool is smaller than one max-length request while requests
+run (the pool may be part of the story). Severity ``critical`` at confidence ≥ :data:`HIGH_CONFIDENCE` with
+requests waiting, else ``warning``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import count
+from advisor.rules.turns import effect
+
+HIGH_CONFIDENCE = 0.75
+"""Confidence at or above which a stall with requests waiting is ``critical``."""
+
+_WORK = ("generation_tokens", "prompt_tokens", "requests_finished")
+"""The ``Evaluation.counter_deltas`` keys: the work counters whose standing still is the stall."""
+
+
+class StalledRule:
+    """Requests inside an engine and no work done for ``min_intervals`` scrape intervals → restart the engine."""
+
+    id = c.RULE_STALLED
+    problem = c.PROBLEM_STALLED
+    evaluated_in = (c.STATE_FRESH, c.STATE_STALE)
+    # while an engine is hung, its gauges describe the hang, not the load: queue growth (arrivals piling up behind
+    # it), goodput (nothing finishes) and the over-provisioning reading (nothing runs) would each advise a capacity
+    # turn that cannot help. pool_context is configuration truth and stays.
+    supersedes: tuple[str, ...] = (
+        c.RULE_ADMISSION_THRASH,
+        c.RULE_QUEUE_GROWTH,
+        c.RULE_KV_SATURATION,
+        c.RULE_GOODPUT_BELOW_TARGET,
+        c.RULE_SPECULATIVE_DECODING,
+        c.RULE_KV_BUDGET,
+        c.RULE_OVER_PROVISIONED,
+    )
+
+    def __init__(self, min_intervals: int = 3, for_seconds: float = 60.0) -> None:
+        """``min_intervals``: consecutive still scrape intervals that make a stall (≥ 1); ``for_seconds``: the
+        for-duration after that.
+
+        Raises:
+            ValueError: ``min_intervals`` below 1 or a negative for-duration.
+        """
+        if min_intervals < 1:
+            raise ValueError(f"min_intervals must be at least 1, got {min_intervals}")
+        if for_seconds < 0:
+            raise ValueError(f"for_seconds must not be negative, got {for_seconds}")
+        self.min_intervals = min_intervals
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _evidence(self, ev: Evaluation) -> dict[str, Any]:
+        evidence: dict[str, Any] = {
+            "stalled_seconds": round(ev.stalled_seconds, 3),
+            "stalled_intervals": ev.stalled_intervals,
+            "min_intervals": self.min_intervals,
+            "stalled_targets": dict(ev.stalled_targets),
+            "requests_running": ev.stalled_requests_running,
+            "requests_waiting": ev.stalled_requests_waiting,
+            "data_state": ev.state,
+        }
+        for key in _WORK:
+            evidence[f"{key}_increase"] = ev.counter_deltas.get(key)
+        if ev.stats is not None:
+            evidence["window_seconds"] = ev.stats.window_seconds
+        return evidence
+
+    def _moved(self, ev: Evaluation) -> str:
+        parts = [f"{k.replace('_', ' ')} +{v:,.0f}" for k in _WORK if (v := ev.counter_deltas.get(k)) is not None]
+        return ", ".join(parts) if parts else "work counters unknown"
+
+    def _stall_text(self, ev: Evaluation) -> str:
+        targets = ", ".join(sorted(ev.stalled_targets)) or "a target"
+        return (
+            f"{targets}: {count(ev.stalled_requests_running)} running and {count(ev.stalled_requests_waiting)} "
+            f"waiting for {ev.stalled_seconds:.0f}s ({ev.stalled_intervals} scrape interval(s)) with no token "
+            "generated, no prompt token processed and no request finished"
+        )
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """Some target still for at least ``min_intervals`` scrape intervals."""
+        evidence = self._evidence(ev)
+        blocked = self._blocked_by_pool(ev)
+        if ev.stalled_intervals >= 1 and blocked:
+            return Condition(False, blocked, evidence)
+        if ev.stalled_intervals >= self.min_intervals:
+            return Condition(True, self._stall_text(ev), evidence)
+        if ev.stalled_intervals > 0:
+            return Condition(
+                False, f"{self._stall_text(ev)}: {ev.stalled_intervals} of {self.min_intervals} intervals", evidence
+            )
+        return Condition(False, f"no engine stalled (over the window: {self._moved(ev)})", evidence)
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """Every answering target moved in its newest interval or holds no request; ``None`` on data stale for
+        another reason (no target could be read now)."""
+        evidence = self._evidence(ev)
+        if ev.stalled_intervals > 0:
+            return Condition(False, self._stall_text(ev), evidence)
+        if ev.state != c.STATE_FRESH:
+            return Condition(None, f"data is {ev.state}: cannot tell whether the engine moves again", evidence)
+        return Condition(
+            True, f"the engine works again or holds no request (over the window: {self._moved(ev)})", evidence
+        )
+
+    def confidence(self, ev: Evaluation) -> float:
+        """Confidence 0–1 as the module documents it."""
+        base = min(0.95, 0.5 + 0.15 * ev.stalled_intervals / self.min_intervals)
+        known = sum(1 for k in _WORK if ev.counter_deltas.get(k) is not None)
+        conf = base * (0.7 + 0.1 * max(1, known))
+        if self._pool_blocks(ev):
+            conf *= 0.6
+        return round(max(0.0, min(1.0, conf)), 3)
+
+    def _pool_blocks(self, ev: Evaluation) -> bool:
+        """The KV pool (the largest data-parallel rank's, when ranks report) is smaller than one max-length
+        request: a request that cannot fit may itself be what holds the queue."""
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        pool = max(ev.kv_rank_capacity_tokens) if ev.kv_rank_capacity_tokens else ev.kv_capacity_tokens
+        return bool(mml and pool and pool < mml)
+
+    def _blocked_by_pool(self, ev: Evaluation) -> str | None:
+        """Why the still queue is explained by a request that cannot fit, or ``None``: nothing runs, requests
+        wait, and the pool is smaller than one max-length request."""
+        if not self._pool_blocks(ev) or (ev.stalled_requests_running or 0) > 0 or not ev.stalled_requests_waiting:
+            return None
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        pool = max(ev.kv_rank_capacity_tokens) if ev.kv_rank_capacity_tokens else ev.kv_capacity_tokens
+        return (
+            f"not a hung engine: nothing runs and {count(ev.stalled_requests_waiting)} wait, but the KV pool "
+            f"({count(pool)} tokens) is smaller than one {mml:,}-token request — a request that cannot fit holds the "
+            "queue (pool_context), and a restart would clear it only until the next one"
+        )
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Restart the stalled engines (pseudo-dial ``engine_process``); nothing when no target is stalled."""
+        if ev.stalled_intervals < 1 or self._blocked_by_pool(ev):
+            return []
+        conf = self.confidence(ev)
+        waiting = ev.stalled_requests_waiting or 0.0
+        severity = "critical" if conf >= HIGH_CONFIDENCE and waiting > 0 else "warning"
+        targets = ", ".join(sorted(ev.stalled_targets)) or "the stalled target"
+        description = (
+            f"{self._stall_text(ev)}. Over the window the deployment moved: {self._moved(ev)}. "
+            "A hung engine is not a capacity problem: no dial turn clears it, and a replica added beside it still "
+            "receives its share of the traffic, so no capacity advice is given while it lasts"
+            + (" (its data is marked stale)" if ev.state != c.STATE_FRESH else "")
+            + ". Restart the engine process; save a stack dump and the engine log first for the bug report. "
+            "This resolves when tokens move again or no request is left inside the engine."
+        )
+        if self._pool_blocks(ev):
+            description += (
+                " Note: the KV pool is smaller than one max-length request; a request that cannot fit can hold the "
+                "queue, so a restart may clear it only until the next one (see pool_context)."
+            )
+        return [
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_ENGINE_PROCESS,
+                action=c.ACTION_RESTART,
+                current=f"stalled {ev.stalled_seconds:.0f}s",
+                suggested="restarted",
+                flag=(
+                    f"restart the engine process behind {targets} (e.g. kubectl delete pod <pod>, or systemctl "
+                    "restart <unit>); first save a stack dump of its processes (py-spy dump --pid <pid>) and its log"
+                ),
+                severity=severity,
+                confidence=conf,
+                summary=(
+                    f"{ev.ctx.name}: engine stalled — {count(ev.stalled_requests_waiting)} waiting, nothing "
+                    f"completing for {ev.stalled_seconds:.0f}s; restart it"
+                ),
+                description=description,
+                predicted_effect={
+                    # measured zero on the stalled targets; after a restart: unknown until the engine serves again
+                    "generation_tokens_per_second": effect(0.0, None),
+                    "requests_finished_per_second": effect(0.0, None),
+                    "requests_waiting": effect(ev.stalled_requests_waiting, None),
+                },
+                evidence=self._evidence(ev),
+                score=1.0,
+                sufficient=True,
+                cost=1.0,
+                gpus_added=0.0,
+            )
+        ]
