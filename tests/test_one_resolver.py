@@ -156,3 +156,31 @@ def test_a_memory_no_one_part_has_names_none_on_every_path(api: Daemon, tmp_path
     assert before["nvlink_sharp"] is None is out["nvlink_sharp"]
     assert before["gpu"] == out["gpu"] == "79.15 GiB"
     assert ctx.capacity.kv_cache_tokens == before["kv_cache_tokens"] == out["kv_cache_tokens"]
+
+
+def test_the_search_sizes_each_candidate_as_the_resolver_does() -> None:
+    """The search's candidates are the deployments `plan` and the daemon would size: an MLA model gets vLLM V1's
+    64-token blocks, and a part with NVLink SHARP its interconnect (issue 13: one resolver for the search too)."""
+    from advisor.capacity.queueing import SLO, Workload
+    from advisor.capacity.search import SearchSpace, search_deployments
+
+    model = get_preset("deepseek-ai/DeepSeek-V2-Lite")
+    space = SearchSpace(weight_precisions=(None,), kv_cache_dtypes=("auto",), tensor_parallel_sizes=(1, 4),
+                        max_num_seqs=(128,))  # fmt: skip
+    found = search_deployments(model, Workload(arrival_rate=1, prompt_tokens=1000, output_tokens=200),
+                               SLO(ttft_seconds=2.5, tpot_seconds=0.1), cloud="aws", space=space, limit=50)  # fmt: skip
+    assert found.feasible
+    for cand in found.feasible:
+        cfg = cand.config
+        resolved = resolve_deployment(
+            DeploymentSpec(
+                engine="vllm",
+                model=model,
+                gpu=cfg.gpu_key,
+                tensor_parallel_size=cfg.tensor_parallel_size,
+                max_model_len=cfg.max_model_len,
+                max_num_seqs=cfg.max_num_seqs,
+            )
+        )
+        assert resolved.inputs.block_size == 64
+        assert cand.kv_cache_tokens == resolved.result.kv_cache_tokens, cfg
