@@ -55,6 +55,7 @@ __all__ = [
     "DeploymentSpec",
     "ResolvedDeployment",
     "ResolvedGPU",
+    "StatedDeployment",
     "accounting_engine",
     "deployment_capacity",
     "deployment_inputs",
