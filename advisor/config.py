@@ -49,7 +49,7 @@ from pydantic import (
     model_validator,
 )
 
-from advisor.capacity.deployment import deployment_inputs, spec_from_settings
+from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch, get_preset
@@ -854,55 +854,56 @@ GIB = 1024**3
 
 
 def gpu_spec(dep: Deployment) -> GPUSpec | None:
-    """The catalog entry for ``dep.gpu`` (``None`` when only ``gpu_memory_gib`` is given).
+    """The catalog part ``dep`` runs on, as :func:`advisor.capacity.deployment.resolve_gpu` identifies it from
+    ``gpu`` and ``gpu_memory_gib`` (``None`` when no one part is meant, e.g. a memory several parts have).
 
     Raises:
-        UnknownGPUError: the name is not in the catalog.
+        CapacityError: the name is not in the catalog and no memory is given.
     """
-    return get_gpu(dep.gpu) if dep.gpu is not None else None
+    memory = None if dep.gpu_memory_gib is None else int(dep.gpu_memory_gib * GIB)
+    return resolve_gpu(dep.gpu, memory).part
+
+
+def deployment_spec(
+    dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
+) -> DeploymentSpec:
+    """The frozen :class:`~advisor.capacity.deployment.DeploymentSpec` of a configured deployment, for the one
+    resolver (:func:`advisor.capacity.deployment.resolve_deployment`) the API, ``plan``, ``simulate`` and the
+    search use too.
+
+    ``engine`` sizes the deployment as that engine (``engine: auto`` once the engine is detected); ``model``
+    an architecture already resolved from ``dep.model`` (nothing is read again).
+
+    Raises:
+        CapacityError: the model cannot be resolved.
+    """
+    if model is None:
+        model = resolve_model(dep.model, base_dir)
+    kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
+    return spec_from_settings(
+        dep,
+        engine=engine or dep.engine,
+        model=model,
+        gpu_memory_utilization=dep.gpu_memory_utilization if "gpu_memory_utilization" in dep.model_fields_set else None,
+        free_gpu_memory_fraction=kv_config.free_gpu_memory_fraction,
+        max_tokens=kv_config.max_tokens,
+    )
 
 
 def capacity_inputs(
     dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
 ) -> CapacityInputs:
     """Map a deployment to the capacity pass's inputs under its engine's own accounting
-    (:func:`advisor.capacity.deployment.deployment_inputs`, the one mapping ``plan``, the API and ``simulate``
-    use too).
+    (:func:`deployment_spec` → :func:`advisor.capacity.deployment.deployment_inputs`, the one mapping ``plan``,
+    the API and ``simulate`` use too).
 
     ``gpu_memory_gib`` and ``gpu_memory_used_by_others_gib`` (GiB = 2^30 bytes): the device memory (overriding
-    the catalog's) and what other processes hold on it.
-
-    ``engine`` sizes the deployment as that engine (``engine: auto`` once the engine is detected); ``model``
-    an architecture already resolved from ``dep.model`` (nothing is read again).
+    the catalog's, and naming the part when only one has it) and what other processes hold on it.
 
     Raises:
         CapacityError: the model or GPU cannot be resolved.
     """
-    if model is None:
-        model = resolve_model(dep.model, base_dir)
-    spec = gpu_spec(dep)
-    if dep.gpu_memory_gib is not None:
-        memory = int(dep.gpu_memory_gib * GIB)
-    else:
-        assert spec is not None  # validated: gpu or gpu_memory_gib is set
-        memory = spec.memory_bytes
-    kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
-    return deployment_inputs(
-        spec_from_settings(
-            dep,
-            engine=engine or dep.engine,
-            model=model,
-            gpu_memory_bytes=memory,
-            gpu_name=spec.name if spec is not None else "",
-            nvlink_sharp=spec is not None and spec.nvlink_sharp,
-            gpu_memory_utilization=dep.gpu_memory_utilization
-            if "gpu_memory_utilization" in dep.model_fields_set
-            else None,
-            gpu_memory_used_by_others_gib=dep.gpu_memory_used_by_others_gib,
-            free_gpu_memory_fraction=kv_config.free_gpu_memory_fraction,
-            max_tokens=kv_config.max_tokens,
-        )
-    )
+    return deployment_inputs(deployment_spec(dep, base_dir, engine, model))
 
 
 def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> list[tuple[str, str]]:

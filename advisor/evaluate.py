@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
@@ -139,7 +140,7 @@ def pool_usage(snaps: Sequence[EngineSnapshot], slots_configured: int | None) ->
     return out
 
 
-def _pools_json(snaps: Sequence[EngineSnapshot]) -> list[dict[str, Any]]:
+def _merged_pools(snaps: Sequence[EngineSnapshot]) -> tuple[PoolReading, ...]:
     merged: dict[str, PoolReading] = {}
     for s in snaps:
         for p in s.pools:
@@ -156,7 +157,7 @@ def _pools_json(snaps: Sequence[EngineSnapshot]) -> list[dict[str, Any]]:
                 unit=p.unit,
                 source=p.source,
             )
-    return [p.as_dict() for p in merged.values()]
+    return tuple(merged.values())
 
 
 def _sum_maps(maps: Sequence[Any]) -> dict[str, float]:
@@ -402,13 +403,14 @@ def evaluate_deployment(
     window_seconds: float,
     quality: Quality,
     round_started: float | None = None,
-) -> tuple[Evaluation, dict[str, Any]]:
-    """Build the rules' :class:`Evaluation` and the snapshot view for one deployment.
+) -> tuple[Evaluation, DeploymentView]:
+    """Build the rules' :class:`Evaluation` and the typed view for one deployment.
 
-    Returns ``(evaluation, snapshot_json)``. ``snapshot_json`` sums counts and capacities over the
-    replicas that answered, takes the capacity-weighted mean of KV usage, and summarizes the window's
-    TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when the last scrape
-    round began; staleness is measured from it (default ``now``).
+    Returns ``(evaluation, view)``. ``view`` (:class:`~advisor.deployment_view.DeploymentView`, whose
+    :meth:`~advisor.deployment_view.DeploymentView.as_json` is the ``snapshot`` object of ``once --json``) sums
+    counts and capacities over the replicas that answered, takes the capacity-weighted mean of KV usage, and
+    summarizes the window's TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when
+    the last scrape round began; staleness is measured from it (default ``now``).
     """
     # staleness is judged from when the last scrape round began, so a slow target elsewhere that held
     # the round up does not make this deployment's fresh samples look old
@@ -480,67 +482,69 @@ def evaluate_deployment(
         requests_running_dispersion=load.dispersion,
     )
 
-    snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)
-    snapshot.update(
-        {
-            "kv_cache_capacity_tokens_predicted": ctx.capacity.kv_cache_tokens,
-            "capacity_model_error_ratio": model_error,
-            "goodput_ratio": good.ratio,
-            "goodput_ratio_bounds": [good.lower, good.upper],
-            "goodput_tokens_per_second": goodput_tps,
-            "ttft_within_target_ratio": ttft_ok.value if ttft_ok else None,
-            "tpot_within_target_ratio": tpot_ok.value if tpot_ok else None,
-            "max_model_len": mml,
-            "max_model_len_ceiling_requests": max_length_ceiling(latest, mml),
-            "pool_usage": {"kv": stats.kv_cache_usage_ratio if stats else None, **pools},
-        }
+    view = DeploymentView(
+        reported=engine_view(latest, stats, max(len(targets), ctx.replicas), state_reason),
+        kv_cache_capacity_tokens_predicted=ctx.capacity.kv_cache_tokens,
+        capacity_model_error_ratio=model_error,
+        goodput_ratio=good.ratio,
+        goodput_ratio_bounds=(good.lower, good.upper),
+        goodput_tokens_per_second=goodput_tps,
+        ttft_within_target_ratio=ttft_ok.value if ttft_ok else None,
+        tpot_within_target_ratio=tpot_ok.value if tpot_ok else None,
+        max_model_len=mml,
+        max_model_len_ceiling_requests=max_length_ceiling(latest, mml),
+        pool_usage={"kv": stats.kv_cache_usage_ratio if stats else None, **pools},
+        ttft_target_bounds_used=ttft_ok.bounds_used if ttft_ok is not None and not ttft_ok.exact else None,
+        tpot_target_bounds_used=tpot_ok.bounds_used if tpot_ok is not None and not tpot_ok.exact else None,
     )
-    if ttft_ok is not None and not ttft_ok.exact:
-        snapshot["ttft_target_bounds_used"] = list(ttft_ok.bounds_used)
-    if tpot_ok is not None and not tpot_ok.exact:
-        snapshot["tpot_target_bounds_used"] = list(tpot_ok.bounds_used)
-    return ev, snapshot
+    return ev, view
 
 
 def snapshot_view(
     latest: Sequence[EngineSnapshot], stats: WindowStats | None, replicas: int, state_reason: str
 ) -> dict[str, Any]:
-    """The engine-reported part of a deployment's ``snapshot`` JSON: latest gauges and counters summed
-    over the answering replicas (``latest``, one snapshot each), KV usage capacity-weighted, and the
-    window's TTFT/TPOT deltas summarized. Needs no configuration (``inspect`` uses it alone)."""
+    """The engine-reported part of a deployment's ``snapshot`` JSON (:meth:`EngineView.as_json` of
+    :func:`engine_view`). Needs no configuration (``inspect`` uses it alone)."""
+    return engine_view(latest, stats, replicas, state_reason).as_json()
+
+
+def engine_view(
+    latest: Sequence[EngineSnapshot], stats: WindowStats | None, replicas: int, state_reason: str
+) -> EngineView:
+    """The engine-reported part of a deployment's view: latest gauges and counters summed over the answering
+    replicas (``latest``, one snapshot each), KV usage capacity-weighted, and the window's TTFT/TPOT deltas
+    summarized; unknown values are ``None``."""
     first = latest[0] if latest else None
     tpot_note = None
     if first is not None and first.tpot_is_itl:
         tpot_note = "engine has no per-request TPOT histogram; inter-token latency stands in"
-    view: dict[str, Any] = {
-        "state_reason": state_reason,
-        "model": first.model if first else None,
-        "replicas": replicas,
-        "replicas_up": sum(engines_behind(s) for s in latest),
-        "requests_running": _sum_known([s.requests_running for s in latest]),
-        "requests_waiting": _sum_known([s.requests_waiting for s in latest]),
-        "preemptions_total": _sum_known([s.preemptions_total for s in latest]),
-        "prompt_tokens_total": _sum_known([s.prompt_tokens_total for s in latest]),
-        "generation_tokens_total": _sum_known([s.generation_tokens_total for s in latest]),
-        "kv_cache_usage_ratio": _weighted_usage(latest),
-        "kv_cache_capacity_tokens": _sum_known([s.kv_cache_capacity_tokens for s in latest]),
-        "ttft_seconds": _hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
-        "tpot_seconds": _hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
-        "window_seconds": stats.window_seconds if stats else None,
-        "generation_tokens_per_second": stats.generation_tokens_per_second if stats else None,
-        "prompt_tokens_per_second": stats.prompt_tokens_per_second if stats else None,
-        "preemptions_per_second": stats.preemptions_per_second if stats else None,
-        "counter_resets": stats.counter_resets if stats else None,
-        "ranks": [r.as_dict() for s in latest for r in s.ranks][:MAX_RANKS_SHOWN],
-        "kv_cache_capacity_tokens_largest_rank": max((p for s in latest for p in rank_pools(s)), default=None),
-        "pools": _pools_json(latest),
-        "requests_waiting_by_reason": _sum_maps([s.requests_waiting_by_reason for s in latest]),
-        "disaggregation_queues": _sum_maps([s.disaggregation_queues for s in latest]),
-        "kv_cache_hybrid": _any_known([s.kv_cache_hybrid for s in latest]),
-        "ranks_excluded": [e for s in latest for e in s.ranks_excluded][:MAX_RANKS_SHOWN],
-        "missing": sorted({m for s in latest for m in s.missing}),
-    }
     n_ranks = sum(len(s.ranks) for s in latest)
-    if n_ranks > MAX_RANKS_SHOWN:
-        view["ranks_truncated"] = n_ranks - MAX_RANKS_SHOWN
-    return view
+    return EngineView(
+        state_reason=state_reason,
+        model=first.model if first else None,
+        replicas=replicas,
+        replicas_up=sum(engines_behind(s) for s in latest),
+        requests_running=_sum_known([s.requests_running for s in latest]),
+        requests_waiting=_sum_known([s.requests_waiting for s in latest]),
+        preemptions_total=_sum_known([s.preemptions_total for s in latest]),
+        prompt_tokens_total=_sum_known([s.prompt_tokens_total for s in latest]),
+        generation_tokens_total=_sum_known([s.generation_tokens_total for s in latest]),
+        kv_cache_usage_ratio=_weighted_usage(latest),
+        kv_cache_capacity_tokens=_sum_known([s.kv_cache_capacity_tokens for s in latest]),
+        ttft_seconds=_hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
+        tpot_seconds=_hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
+        window_seconds=stats.window_seconds if stats else None,
+        generation_tokens_per_second=stats.generation_tokens_per_second if stats else None,
+        prompt_tokens_per_second=stats.prompt_tokens_per_second if stats else None,
+        preemptions_per_second=stats.preemptions_per_second if stats else None,
+        counter_resets=stats.counter_resets if stats else None,
+        ranks=tuple(r for s in latest for r in s.ranks)[:MAX_RANKS_SHOWN],
+        kv_cache_capacity_tokens_largest_rank=max((p for s in latest for p in rank_pools(s)), default=None),
+        pools=_merged_pools(latest),
+        requests_waiting_by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
+        disaggregation_queues=_sum_maps([s.disaggregation_queues for s in latest]),
+        kv_cache_hybrid=_any_known([s.kv_cache_hybrid for s in latest]),
+        ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded)[:MAX_RANKS_SHOWN],
+        missing=tuple(sorted({m for s in latest for m in s.missing})),
+        ranks_truncated=n_ranks - MAX_RANKS_SHOWN if n_ranks > MAX_RANKS_SHOWN else None,
+    )

@@ -148,11 +148,11 @@ class AdvisorCollector(Collector):
         open_keys: set[tuple[str, str, str, str]] = set()
         valued: set[tuple[str, str]] = set()
         for d in res.deployments:
-            s = d.snapshot
+            view, reported = d.snapshot, d.snapshot.reported
             labels = [d.name]
             ev = d.evaluation
             ceiling = d.concurrency_ceiling()  # with data-parallel ranks: whole requests per rank, summed
-            for pool, u in {"kv": s.get("kv_cache_usage_ratio"), **ev.pool_usage}.items():
+            for pool, u in {"kv": reported.kv_cache_usage_ratio, **ev.pool_usage}.items():
                 if u is not None and math.isfinite(u):
                     pool_usage.add_metric([d.name, pool], float(u))
             for name, n in ev.queues.items():
@@ -161,18 +161,18 @@ class AdvisorCollector(Collector):
             if ev.rank_coverage < 1.0 or ev.ranks_excluded:
                 excluded.add_metric(labels, float(len(ev.ranks_excluded)))
             for fam, value in (
-                (usage, s.get("kv_cache_usage_ratio")),
-                (cap, s.get("kv_cache_capacity_tokens")),
+                (usage, reported.kv_cache_usage_ratio),
+                (cap, reported.kv_cache_capacity_tokens),
                 (ceil, ceiling),
-                (running, s.get("requests_running")),
-                (waiting, s.get("requests_waiting")),
-                (preempt, s.get("preemptions_per_second")),
+                (running, reported.requests_running),
+                (waiting, reported.requests_waiting),
+                (preempt, reported.preemptions_per_second),
                 (good, d.evaluation.goodput.ratio),
                 (good_lo, d.evaluation.goodput.lower),
                 (good_hi, d.evaluation.goodput.upper),
                 (good_tps, d.evaluation.goodput_tokens_per_second),
-                (gen_tps, s.get("generation_tokens_per_second")),
-                (model_err, s.get("capacity_model_error_ratio")),
+                (gen_tps, reported.generation_tokens_per_second),
+                (model_err, view.capacity_model_error_ratio),
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))

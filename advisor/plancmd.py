@@ -39,33 +39,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
-    from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
-    from advisor.capacity.hardware import get_gpu, identify_gpu, is_alias
-    from advisor.capacity.kv import capacity_pass, non_torch_bytes_per_gpu, nvls_bytes_per_gpu
+    from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
+    from advisor.capacity.kv import non_torch_bytes_per_gpu, nvls_bytes_per_gpu
     from advisor.config import GIB, resolve_model
 
     ignored = _drop_ignored(args)
     if args.engine == "vllm":
         for flag in ignored:
             _err(f"note: {flag} does not apply to --engine vllm; ignored")
+    if args.gpu is None and args.gpu_memory_gib is None:
+        _err("plan needs --gpu NAME or --gpu-memory-gib X")
+        return 2
     try:
         model = resolve_model(args.model, Path.cwd())
-        identified = ""
-        if args.gpu_memory_gib is not None:
-            memory = int(args.gpu_memory_gib * GIB)
-            gpu_name = args.gpu or f"{args.gpu_memory_gib:g} GiB"
-            spec = identify_gpu(args.gpu, memory)
-            if spec is not None and args.gpu is None:
-                identified = f"{spec.name}, the only catalog GPU with {memory / GIB:.2f} GiB"
-        elif args.gpu is not None:
-            spec = get_gpu(args.gpu)
-            memory = spec.memory_bytes
-            gpu_name = spec.name
-            if is_alias(args.gpu, spec):
-                identified = f"{spec.name} (from {args.gpu!r}; `catalog gpus` lists the other variants)"
-        else:
-            _err("plan needs --gpu NAME or --gpu-memory-gib X")
-            return 2
+        stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)
+        gpu = resolve_gpu(args.gpu, stated)  # the one resolver the daemon, the API and `simulate` use
+        memory, identified = gpu.memory_bytes, gpu.identified
         if args.kv_cache_memory_gib is not None and args.kv_cache_memory_bytes is not None:
             _err("give --kv-cache-memory-gib or --kv-cache-memory-bytes, not both")
             return 2
@@ -85,9 +74,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         dspec = DeploymentSpec(
             engine=args.engine,
             model=model,
-            gpu_memory_bytes=memory,
-            gpu_name=gpu_name,
-            nvlink_sharp=spec is not None and spec.nvlink_sharp,
+            gpu_memory_bytes=stated,
+            gpu=args.gpu,
             tensor_parallel_size=args.tp,
             pipeline_parallel_size=args.pp,
             data_parallel_size=args.dp,
@@ -126,9 +114,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.block_size is not None and args.block_size not in VLLM_BLOCK_SIZES:
             _err(f"--block-size {args.block_size}: vLLM takes {', '.join(map(str, VLLM_BLOCK_SIZES))}")
             return 2
-        inputs = deployment_inputs(dspec)
+        resolved = resolve_deployment(dspec)
+        inputs, result = resolved.inputs, resolved.result
         profile = inputs.overhead_profile
-        result = capacity_pass(inputs)
     except CapacityError as exc:
         _err(str(exc))
         return 2
@@ -145,8 +133,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{needed / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: vLLM fails to allocate it at start-up"
         )
     out = result.as_dict()
-    out["gpu"] = spec.name if identified and spec is not None else gpu_name
-    out["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp  # unknown part: unknown, not false
+    out["gpu"] = gpu.name
+    out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     out["accounting"] = profile
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -166,7 +154,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("model", model.name),
         (
             "GPU",
-            f"{gpu_name} × {args.tp * args.dp} (TP {args.tp}"
+            f"{gpu.name} × {args.tp * args.dp} (TP {args.tp}"
             + (f", DP {args.dp}: {result.kv_cache_blocks_per_rank:,} blocks per rank" if args.dp > 1 else "")
             + f"), {memory / gib:.2f} GiB each",
         ),
@@ -198,20 +186,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str]) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
-    (:func:`advisor.capacity.deployment.deployment_capacity`, the mapping the daemon uses too), printed like the
+    (:func:`advisor.capacity.deployment.resolve_deployment`, the resolver the daemon uses too), printed like the
     vLLM pass plus the engine's parameters and notes."""
-    from advisor.capacity.deployment import deployment_capacity
+    from advisor.capacity.deployment import resolve_deployment
     from advisor.config import GIB
 
     model = dspec.model
-    memory = dspec.gpu_memory_bytes
-    gpu_name = dspec.gpu_name
     try:
-        _, cap = deployment_capacity(dspec)
+        resolved = resolve_deployment(dspec)
     except CapacityError as exc:
         _err(str(exc))
         return 2
-    result = cap.result
+    cap, result = resolved.capacity, resolved.result
+    memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
     for flag in ignored:
         _err(f"note: {flag} does not apply to --engine {args.engine}; ignored")
     if result.max_concurrency < 1:
@@ -221,6 +208,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         )
     out = result.as_dict()
     out["gpu"] = gpu_name
+    out["nvlink_sharp"] = resolved.gpu.nvlink_sharp
     out["ignored_flags"] = ignored
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)

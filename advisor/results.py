@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.capacity.kv import CapacityResult
+from advisor.deployment_view import DeploymentView
 from advisor.domain import Recommendation
 from advisor.evaluate import TargetView
 from advisor.redact import redact_url
@@ -43,13 +44,14 @@ def _default(obj: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentResult:
-    """One deployment after one cycle."""
+    """One deployment after one cycle; ``snapshot`` is the typed view the exporter, the status page and the API
+    read (:class:`~advisor.deployment_view.DeploymentView`; its ``as_json()`` is the ``snapshot`` JSON)."""
 
     name: str
     engine: str
     state: str
     evaluation: Evaluation
-    snapshot: Mapping[str, Any]
+    snapshot: DeploymentView
     capacity: CapacityResult
     targets: tuple[TargetView, ...]
     recommendations: tuple[Recommendation, ...]
@@ -64,7 +66,7 @@ class DeploymentResult:
         ev = self.evaluation
         if ev.replicas_up == 0 or ev.kv_capacity_tokens is None:
             return None
-        per_rank = self.snapshot.get("max_model_len_ceiling_requests")
+        per_rank = self.snapshot.max_model_len_ceiling_requests
         if ev.kv_rank_capacity_tokens and per_rank is not None:
             return float(per_rank)
         return ev.kv_capacity_tokens / self.capacity.max_model_len * ev.replicas_up
@@ -75,7 +77,7 @@ class DeploymentResult:
             "name": self.name,
             "engine": self.engine,
             "state": self.state,
-            "snapshot": dict(self.snapshot),
+            "snapshot": self.snapshot.as_json(),
             "capacity": self.capacity.as_dict(),
             "concurrency_ceiling": self.concurrency_ceiling(),
             "targets": [

@@ -669,11 +669,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     Raises:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
-    from advisor.capacity.deployment import deployment_inputs, spec_from_settings
-    from advisor.capacity.hardware import identify_gpu
+    from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset
-    from advisor.config import GIB
     from advisor.rules.turns import FIELD_FOR_DIAL
 
     dep = req.deployment
@@ -681,36 +679,22 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         model = get_preset(dep.model)
     except CapacityError as exc:
         raise ApiError(400, str(exc), [{"path": "deployment.model", "message": str(exc)}]) from None
-    stated = None if dep.gpu_memory_gib is None else int(dep.gpu_memory_gib * GIB)
+    # the one resolver the daemon, `plan`, `simulate` and the search use: the same GPU, the engine's accounting
+    spec = spec_from_settings(
+        dep,
+        engine=dep.engine,
+        model=model,
+        gpu_memory_utilization=dep.gpu_memory_utilization if "gpu_memory_utilization" in dep.model_fields_set else None,
+        free_gpu_memory_fraction=dep.free_gpu_memory_fraction,
+        max_tokens=dep.max_tokens,
+    )
     try:
-        spec = identify_gpu(dep.gpu, stated)  # as `plan`: a label with the memory, or the memory names the part
+        resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
     except CapacityError as exc:
         raise ApiError(400, str(exc), [{"path": "deployment.gpu", "message": str(exc)}]) from None
-    if stated is not None:
-        memory = stated
-        gpu_name = dep.gpu or f"{dep.gpu_memory_gib:g} GiB"
-    else:
-        assert spec is not None
-        memory, gpu_name = spec.memory_bytes, spec.name
     try:
-        # the one mapping the daemon, `plan` and `simulate` use: the deployment's own engine's accounting
-        inputs = deployment_inputs(
-            spec_from_settings(
-                dep,
-                engine=dep.engine,
-                model=model,
-                gpu_memory_bytes=memory,
-                gpu_name=gpu_name,
-                nvlink_sharp=spec is not None and spec.nvlink_sharp,
-                gpu_memory_utilization=dep.gpu_memory_utilization
-                if "gpu_memory_utilization" in dep.model_fields_set
-                else None,
-                gpu_memory_used_by_others_gib=dep.gpu_memory_used_by_others_gib,
-                free_gpu_memory_fraction=dep.free_gpu_memory_fraction,
-                max_tokens=dep.max_tokens,
-            )
-        )
-        before = capacity_pass(inputs)
+        resolved = resolve_deployment(spec)
+        inputs, before = resolved.inputs, resolved.result
     except (CapacityError, ValueError, ArithmeticError) as exc:
         raise ApiError(
             400,
@@ -718,8 +702,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             [{"path": "deployment", "message": str(exc)}],
         ) from None
     out_before = before.as_dict()
-    out_before["gpu"] = spec.name if spec is not None and dep.gpu is None and dep.gpu_memory_gib else gpu_name
-    out_before["nvlink_sharp"] = None if spec is None else inputs.nvlink_sharp
+    out_before["gpu"] = resolved.gpu.name
+    out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
     out_before["accounting"] = inputs.overhead_profile
     if inputs.engine != "vllm":  # as `plan --engine` prints it
         out_before["accounting"] = out_before["engine"] = inputs.engine

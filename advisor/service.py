@@ -33,15 +33,14 @@ import requests
 
 from advisor import conventions as c
 from advisor.acks import AckStore
-from advisor.capacity.kv import capacity_pass
+from advisor.capacity.deployment import resolve_deployment
 from advisor.capacity.models import ModelArch
 from advisor.config import (
     Config,
     Deployment,
-    capacity_inputs,
     check_runtime_paths,
+    deployment_spec,
     file_sd_targets,
-    gpu_spec,
 )
 from advisor.domain import TimedSnapshot
 from advisor.engines import get_adapter
@@ -88,23 +87,24 @@ def build_rules(cfg: Config) -> list[Rule]:
 def deployment_context(
     dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
 ) -> DeploymentContext:
-    """Map a configured deployment to the rules' context: the capacity pass under the deployment's own
-    engine's accounting (:func:`advisor.config.capacity_inputs` → :func:`advisor.capacity.kv.capacity_pass`,
-    the mapping ``plan``, the API and ``simulate`` use), so an SGLang, TGI, TensorRT-LLM or llama.cpp
-    deployment is never sized as vLLM. ``engine``: the detected engine of an ``engine: auto`` deployment;
-    ``model``: the architecture already resolved.
+    """Map a configured deployment to the rules' context through the one resolver
+    (:func:`advisor.config.deployment_spec` → :func:`advisor.capacity.deployment.resolve_deployment`, which
+    ``plan``, the API, ``simulate`` and the search use): the GPU as they identify it and the capacity pass
+    under the deployment's own engine's accounting, so an SGLang, TGI, TensorRT-LLM or llama.cpp deployment
+    is never sized as vLLM. ``engine``: the detected engine of an ``engine: auto`` deployment; ``model``: the
+    architecture already resolved.
 
     Raises:
         CapacityError: the model or GPU cannot be resolved, or the weights do not fit.
     """
-    inputs = capacity_inputs(dep, base_dir, engine=engine, model=model)
+    resolved = resolve_deployment(deployment_spec(dep, base_dir, engine=engine, model=model))
     return DeploymentContext(
         name=dep.name,
         engine=engine or dep.engine,
         slo=SLOTargets(dep.slo.ttft_seconds, dep.slo.tpot_seconds, dep.slo.target_ratio),
-        inputs=inputs,
-        capacity=capacity_pass(inputs),
-        gpu=gpu_spec(dep),
+        inputs=resolved.inputs,
+        capacity=resolved.result,
+        gpu=resolved.gpu.part,
         replicas=len(dep.targets),
         speculative_decoding=dep.speculative_decoding,
     )

@@ -342,16 +342,18 @@ def _traffic(args: argparse.Namespace, rate: float) -> Any:
 
 
 def _engine(setup: _Setup, args: argparse.Namespace, dial: str | None = None, value: object = None) -> Any:
-    from advisor.config import capacity_inputs, gpu_spec
+    from advisor.capacity.deployment import resolve_deployment
+    from advisor.config import deployment_spec
     from advisor.errors import CapacityError
     from advisor.sim.engine import PrefixCaching, Speculative, engine_config
 
     dep = setup.deployment if dial is None else _turned(setup, dial, value)
-    spec = gpu_spec(dep)
+    resolved = resolve_deployment(deployment_spec(dep, setup.base_dir))  # the GPU as the daemon identifies it
+    spec = resolved.gpu.part
     if spec is None:
         raise CapacityError(
-            f"deployment {setup.name!r}: simulate needs gpu: (a catalog name) for the GPU's bandwidth and FLOP/s; "
-            "gpu_memory_gib alone is not enough"
+            f"deployment {setup.name!r}: simulate needs the GPU's bandwidth and FLOP/s: give gpu: (a catalog name); "
+            f"{resolved.gpu.name} names no one catalog part"
         )
     speculative = None
     if args.spec_tokens or dep.speculative_decoding:
@@ -363,7 +365,7 @@ def _engine(setup: _Setup, args: argparse.Namespace, dial: str | None = None, va
         )
     prefix = PrefixCaching(args.prefix_hit_rate) if args.prefix_hit_rate is not None else None
     return engine_config(
-        capacity_inputs(dep, setup.base_dir),
+        resolved.inputs,
         spec,
         model_name=dep.served_model or dep.model,
         prefix_caching=prefix,
@@ -577,6 +579,7 @@ def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
         if apply is not None:
             return _apply(setup, args, apply[0], apply[1][0], configs)
         summary = _run(setup, args, f"simulate {name}", configs[0])
+        gpu = _gpu(setup)
     except (ConfigError, CapacityError, TrafficError) as exc:
         _err(str(exc))
         return 2
@@ -586,12 +589,28 @@ def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
 
     def write() -> None:
         if args.json:
-            print(json.dumps({"deployment": name, "seed": args.seed, "summary": summary.as_dict()}, indent=2))
+            out = {"deployment": name, "seed": args.seed, **gpu, "summary": summary.as_dict()}
+            print(json.dumps(out, indent=2))
             return
         _header(setup, args)
         _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
 
     return write
+
+
+def _gpu(setup: _Setup) -> dict[str, Any]:
+    """The GPU the run simulated, as the one resolver identifies it (the daemon, the API and ``plan`` name the
+    same part): ``{"gpu": catalog name or label, "nvlink_sharp": bool, or None when the part is unknown}``.
+
+    Raises:
+        CapacityError: the GPU cannot be identified.
+    """
+    from advisor.capacity.deployment import resolve_gpu
+    from advisor.config import deployment_spec
+
+    spec = deployment_spec(setup.deployment, setup.base_dir)
+    gpu = resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
+    return {"gpu": gpu.name, "nvlink_sharp": gpu.nvlink_sharp}
 
 
 def _header(setup: _Setup, args: argparse.Namespace) -> None:

@@ -1,11 +1,14 @@
-"""A deployment as the operator describes it → the capacity pass's inputs under ITS engine's accounting.
+"""A deployment as the operator describes it → the GPU it runs on and the capacity pass's inputs under ITS
+engine's accounting.
 
-One function, :func:`deployment_inputs`, turns what a config file, ``plan``, the API or ``simulate`` state
-(engine, model, GPU, parallelism and each engine's own knobs, by the engine's flag names) into
-:class:`~advisor.capacity.kv.CapacityInputs` with every engine default resolved; :func:`deployment_capacity`
-runs :func:`~advisor.capacity.kv.capacity_pass` on it. So the daemon, the API, ``plan`` and ``simulate`` size
-one deployment with the same numbers, and an SGLang, TGI, TensorRT-LLM or llama.cpp deployment is never sized
-with vLLM's accounting.
+One frozen :class:`DeploymentSpec` states what a config file, ``plan``, the API, ``simulate`` or the search
+say (engine, model, the GPU by name and/or memory, parallelism and each engine's own knobs, by the engine's
+flag names), and one pure resolver, :func:`resolve_deployment`, turns it into a :class:`ResolvedDeployment`:
+the GPU (:func:`resolve_gpu`: which catalog part, its interconnect), the
+:class:`~advisor.capacity.kv.CapacityInputs` with every engine default resolved, and the engine's capacity.
+So the daemon, the API, ``plan``, ``simulate`` and the search identify the same GPU and size one deployment
+with the same numbers (a 139.81 GiB part given by memory alone is the H200 SXM, with NVLink SHARP, for all of
+them), and an SGLang, TGI, TensorRT-LLM or llama.cpp deployment is never sized with vLLM's accounting.
 
 Engine names: the config's engines map to an accounting by :func:`accounting_engine`
 (``triton-trtllm`` → ``trtllm``; ``dynamo`` and ``auto`` → ``vllm``, the engine behind most Dynamo workers
@@ -27,6 +30,7 @@ Defaults each engine applies when a knob is not given (sources: the engine files
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from advisor.capacity.engines import (
     TGI_DEFAULT_CUDA_MEMORY_FRACTION,
@@ -34,9 +38,10 @@ from advisor.capacity.engines import (
     engine_capacity_pass,
     sglang_default_mem_fraction_static,
 )
-from advisor.capacity.hardware import GIB
+from advisor.capacity.hardware import GIB, GPUSpec, identify_gpu, is_alias
 from advisor.capacity.kv import (
     CapacityInputs,
+    CapacityResult,
     EngineSettings,
     parse_version,
     profile_for_version,
@@ -46,7 +51,18 @@ from advisor.capacity.kv import (
 from advisor.capacity.models import ModelArch
 from advisor.errors import CapacityError
 
-__all__ = ["DeploymentSpec", "accounting_engine", "deployment_capacity", "deployment_inputs", "spec_from_settings"]
+__all__ = [
+    "DeploymentSpec",
+    "ResolvedDeployment",
+    "ResolvedGPU",
+    "StatedDeployment",
+    "accounting_engine",
+    "deployment_capacity",
+    "deployment_inputs",
+    "resolve_deployment",
+    "resolve_gpu",
+    "spec_from_settings",
+]
 
 _ACCOUNTING = {
     "vllm": "vllm",
@@ -82,11 +98,15 @@ def accounting_engine(engine: str) -> str:
 class DeploymentSpec:
     """What the operator states about one deployment (None = the engine's default).
 
+    The GPU is stated as the config and the API state it (:func:`resolve_gpu` identifies the part): ``gpu``
+    (a catalog name, key or alias; with ``gpu_memory_bytes`` any label), ``gpu_memory_bytes`` (the device
+    total as CUDA reports it, overriding the catalog's), or both; at least one.
+
     Attributes:
         engine: a configured engine name (:func:`accounting_engine`).
         model: the architecture.
-        gpu_memory_bytes: the device total, bytes; ``gpu_name`` its catalog name ("" when unknown);
-            ``nvlink_sharp`` its interconnect.
+        gpu_memory_bytes: the stated device total, bytes (None = the catalog part's).
+        gpu: the stated GPU name (None = identified from ``gpu_memory_bytes`` when only one part has it).
         tensor_parallel_size, pipeline_parallel_size, data_parallel_size: GPUs per stage, stages, ranks.
         enable_expert_parallel: experts split whole over the TP × DP GPUs.
         gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (None = 0.9); not read for other engines.
@@ -107,9 +127,8 @@ class DeploymentSpec:
 
     engine: str
     model: ModelArch
-    gpu_memory_bytes: int
-    gpu_name: str = ""
-    nvlink_sharp: bool = False
+    gpu_memory_bytes: int | None = None
+    gpu: str | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
@@ -158,49 +177,159 @@ _STATED: tuple[str, ...] = (
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
 
 
+class StatedDeployment(Protocol):
+    """A deployment as the config's ``deployments[]`` entry and the API's plan request state it: the
+    :data:`_STATED` settings and the GPU (``gpu`` name, ``gpu_memory_gib``, ``gpu_memory_used_by_others_gib``,
+    GiB = 2³⁰ bytes)."""
+
+    @property
+    def gpu(self) -> str | None: ...
+    @property
+    def gpu_memory_gib(self) -> float | None: ...
+    @property
+    def gpu_memory_used_by_others_gib(self) -> float: ...
+
+
 def spec_from_settings(
-    settings: object,
+    settings: StatedDeployment,
     *,
     engine: str,
     model: ModelArch,
-    gpu_memory_bytes: int,
-    gpu_name: str,
-    nvlink_sharp: bool,
     gpu_memory_utilization: float | None,
-    gpu_memory_used_by_others_gib: float,
     free_gpu_memory_fraction: float | None,
     max_tokens: int | None,
 ) -> DeploymentSpec:
     """The :class:`DeploymentSpec` of a stated deployment: the config's ``deployments[]`` entry and the API's
-    plan request both carry the :data:`_STATED` settings under these names; the rest is passed resolved
-    (GPU, model, the budget only when stated, others' memory in GiB, TensorRT-LLM's ``kv_cache_config``)."""
+    plan request both carry the :data:`_STATED` settings under these names, and ``gpu``,
+    ``gpu_memory_gib`` and ``gpu_memory_used_by_others_gib`` (GiB = 2³⁰ bytes); the rest is passed resolved
+    (the engine, the model, the budget only when stated, TensorRT-LLM's ``kv_cache_config``)."""
     stated = {name: getattr(settings, name) for name in _STATED}
+    memory_gib: float | None = settings.gpu_memory_gib
     return DeploymentSpec(
         engine=engine,
         model=model,
-        gpu_memory_bytes=gpu_memory_bytes,
-        gpu_name=gpu_name,
-        nvlink_sharp=nvlink_sharp,
+        gpu=settings.gpu,
+        gpu_memory_bytes=None if memory_gib is None else int(memory_gib * GIB),
         gpu_memory_utilization=gpu_memory_utilization,
-        gpu_memory_used_by_others_bytes=int(gpu_memory_used_by_others_gib * GIB),
+        gpu_memory_used_by_others_bytes=int(settings.gpu_memory_used_by_others_gib * GIB),
         free_gpu_memory_fraction=free_gpu_memory_fraction,
         max_tokens=max_tokens,
         **stated,
     )
 
 
+@dataclass(frozen=True)
+class ResolvedGPU:
+    """The GPU a deployment runs on, as :func:`resolve_gpu` identifies it.
+
+    Attributes:
+        name: the catalog name when the part is known (``NVIDIA H200 SXM``), else the stated label, else the
+            memory (``139.8 GiB``).
+        memory_bytes: the device total, bytes: the stated memory, else the catalog part's.
+        part: the catalog entry (bandwidth, FLOP/s, interconnect), or None when no one part is meant (a label
+            outside the catalog, or a memory several parts or none have).
+        nvlink_sharp: the part sits behind an NVSwitch with NVLink SHARP; None when the part is unknown
+            (unknown, not "no": the capacity pass then counts no NVLS buffers).
+        identified: how the part was identified when the operator did not name it exactly (by its memory alone,
+            or through an alias that stands for several variants); "" otherwise.
+    """
+
+    name: str
+    memory_bytes: int
+    part: GPUSpec | None
+    nvlink_sharp: bool | None
+    identified: str = ""
+
+
+def resolve_gpu(name: str | None, memory_bytes: int | None) -> ResolvedGPU:
+    """The GPU a deployment states by ``name`` and/or ``memory_bytes`` (:func:`advisor.capacity.hardware.identify_gpu`):
+    a name is looked up in the catalog (with the memory stated too, a name outside it is only a label); the
+    memory alone names the one part with that CUDA total (139.81 GiB → the H200 SXM) or none (79.15 GiB is
+    an A100 80GB or an H100). The stated memory always wins over the catalog's.
+
+    Raises:
+        CapacityError: neither is given (naming ``gpu``); UnknownGPUError: a name outside the catalog and no
+            memory.
+    """
+    if name is None and memory_bytes is None:
+        raise CapacityError("gpu: give a catalog GPU name (gpu) or the device memory (gpu_memory_gib)")
+    part = identify_gpu(name, memory_bytes)
+    identified = ""
+    if memory_bytes is None:
+        assert part is not None and name is not None  # identify_gpu raises for an unknown name without memory
+        memory_bytes = part.memory_bytes
+        if is_alias(name, part):
+            identified = f"{part.name} (from {name!r}; `catalog gpus` lists the other variants)"
+    elif part is not None and name is None:
+        identified = f"{part.name}, the only catalog GPU with {memory_bytes / GIB:.2f} GiB"
+    shown = part.name if part is not None else name if name is not None else f"{memory_bytes / GIB:g} GiB"
+    return ResolvedGPU(
+        name=shown,
+        memory_bytes=memory_bytes,
+        part=part,
+        nvlink_sharp=None if part is None else part.nvlink_sharp,
+        identified=identified,
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedDeployment:
+    """One deployment resolved: what the daemon's rules, the API, ``plan``, ``simulate`` and the search read.
+
+    Attributes:
+        spec: what was stated.
+        gpu: the GPU it runs on (:func:`resolve_gpu`).
+        inputs: the capacity pass's inputs, every engine default resolved (:func:`deployment_inputs`).
+        capacity: the engine's capacity, its parameters and notes
+            (:func:`~advisor.capacity.engines.engine_capacity_pass`).
+    """
+
+    spec: DeploymentSpec
+    gpu: ResolvedGPU
+    inputs: CapacityInputs
+    capacity: EngineCapacity
+
+    @property
+    def result(self) -> CapacityResult:
+        """The capacity pass's result (what :func:`~advisor.capacity.kv.capacity_pass` returns for ``inputs``)."""
+        return self.capacity.result
+
+
+def resolve_deployment(spec: DeploymentSpec) -> ResolvedDeployment:
+    """The one resolver: ``spec`` → its GPU, its inputs under its engine's accounting and its capacity. Pure
+    (catalog look-ups only).
+
+    Raises:
+        CapacityError: the GPU cannot be identified (:func:`resolve_gpu`), an engine with no accounting, or
+            inputs the pass refuses (naming the field), or no memory left for the KV cache.
+    """
+    gpu = resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
+    inputs = _inputs(spec, gpu)
+    return ResolvedDeployment(spec, gpu, inputs, engine_capacity_pass(inputs.engine, inputs, inputs.engine_settings))
+
+
 def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
     """The capacity pass's inputs for ``spec``, under its engine's accounting, every default resolved.
 
     Raises:
-        CapacityError: an engine with no accounting, or inputs the pass refuses (naming the field).
+        CapacityError: the GPU cannot be identified, an engine with no accounting, or inputs the pass refuses
+            (naming the field).
     """
+    return _inputs(spec, resolve_gpu(spec.gpu, spec.gpu_memory_bytes))
+
+
+def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
+    """:func:`deployment_inputs` for a GPU already resolved."""
     engine = accounting_engine(spec.engine)
+    memory = gpu.memory_bytes
+    nvlink_sharp = bool(gpu.nvlink_sharp)
+    # vLLM reads the device's name for its max-num-seqs default (the A100 keeps 256)
+    device_name = gpu.part.name if gpu.part is not None else (spec.gpu or "")
     version = spec.engine_version
     if engine == "vllm":
         return CapacityInputs(
             model=spec.model,
-            gpu_memory_bytes=spec.gpu_memory_bytes,
+            gpu_memory_bytes=memory,
             tensor_parallel_size=spec.tensor_parallel_size,
             gpu_memory_utilization=VLLM_DEFAULT_UTILIZATION
             if spec.gpu_memory_utilization is None
@@ -209,7 +338,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
             dtype=spec.dtype,
             quantization=spec.quantization,
             kv_cache_dtype=spec.kv_cache_dtype,
-            max_num_seqs=spec.max_num_seqs or vllm_default_max_num_seqs(version, spec.gpu_memory_bytes, spec.gpu_name),
+            max_num_seqs=spec.max_num_seqs or vllm_default_max_num_seqs(version, memory, device_name),
             max_num_batched_tokens=spec.max_num_batched_tokens,
             block_size=spec.block_size or vllm_default_block_size(spec.model, version),
             kv_cache_memory_bytes=spec.kv_cache_memory_bytes,
@@ -219,7 +348,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
             enforce_eager=spec.enforce_eager,
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
-            nvlink_sharp=spec.nvlink_sharp,
+            nvlink_sharp=nvlink_sharp,
             engine="vllm",
             data_parallel_size=spec.data_parallel_size,
             gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
@@ -229,7 +358,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
     budget = VLLM_DEFAULT_UTILIZATION
     if engine == "sglang":
         budget = spec.mem_fraction_static or sglang_default_mem_fraction_static(
-            spec.gpu_memory_bytes, spec.tensor_parallel_size, spec.pipeline_parallel_size
+            memory, spec.tensor_parallel_size, spec.pipeline_parallel_size
         )
     elif engine == "tgi":
         budget = spec.cuda_memory_fraction or TGI_DEFAULT_CUDA_MEMORY_FRACTION
@@ -250,7 +379,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
     )
     return CapacityInputs(
         model=spec.model,
-        gpu_memory_bytes=spec.gpu_memory_bytes,
+        gpu_memory_bytes=memory,
         tensor_parallel_size=spec.tensor_parallel_size,
         gpu_memory_utilization=budget,
         max_model_len=spec.max_model_len,
@@ -262,7 +391,7 @@ def deployment_inputs(spec: DeploymentSpec) -> CapacityInputs:
         engine_version=version,
         pipeline_parallel_size=spec.pipeline_parallel_size,
         enable_expert_parallel=spec.enable_expert_parallel,
-        nvlink_sharp=spec.nvlink_sharp,
+        nvlink_sharp=nvlink_sharp,
         engine=engine,
         engine_settings=settings,
         data_parallel_size=spec.data_parallel_size,
@@ -278,5 +407,5 @@ def deployment_capacity(spec: DeploymentSpec) -> tuple[CapacityInputs, EngineCap
     Raises:
         CapacityError: as :func:`deployment_inputs` and the engine's rule.
     """
-    inputs = deployment_inputs(spec)
-    return inputs, engine_capacity_pass(inputs.engine, inputs, inputs.engine_settings)
+    resolved = resolve_deployment(spec)
+    return resolved.inputs, resolved.capacity

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from advisor.capacity.deployment import DeploymentSpec, deployment_inputs
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.instances import InstanceType, list_instances
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass, weights_bytes_per_gpu
@@ -254,15 +255,19 @@ def _prepare(
     one_cost, one_host, _ = _cheapest(hosts, cfg.tensor_parallel_size, 1)
     prep.lower_bound, prep.cheapest_host = one_cost, one_host.name if one_host else ""
     try:
-        inputs = CapacityInputs(
-            model=model,
-            gpu_memory_bytes=gpu.memory_bytes,
-            tensor_parallel_size=cfg.tensor_parallel_size,
-            gpu_memory_utilization=space.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len,
-            quantization=cfg.quantization,
-            kv_cache_dtype=cfg.kv_cache_dtype,
-            max_num_seqs=cfg.max_num_seqs,
+        # the one resolver the daemon, the API, `plan` and `simulate` use (the part's interconnect included)
+        inputs = deployment_inputs(
+            DeploymentSpec(
+                engine="vllm",
+                model=model,
+                gpu=gpu.key,
+                tensor_parallel_size=cfg.tensor_parallel_size,
+                gpu_memory_utilization=space.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len,
+                quantization=cfg.quantization,
+                kv_cache_dtype=cfg.kv_cache_dtype,
+                max_num_seqs=cfg.max_num_seqs,
+            )
         )
         prep.inputs = inputs
         result = capacity_pass(inputs)
