@@ -10,8 +10,9 @@ import re
 from typing import Any
 
 from advisor.acks import Ack
+from advisor.deployment_view import DeploymentView
 from advisor.domain import Recommendation
-from advisor.evaluate import TargetView
+from advisor.evaluate import TargetView, engine_view
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.lifecycle import RuleStatus
 from advisor.status_page import render_status_page
@@ -63,12 +64,29 @@ def dep(
         engine="vllm",
         state=state,
         evaluation=e,
-        snapshot={},
+        snapshot=empty_view(ctx, len(up)),
         capacity=ctx.capacity,
         targets=targets,
         recommendations=recs,
         rule_statuses=(RuleStatus("kv_saturation", name, "firing" if recs else "inactive", "usage 0.99 > 0.95"),),
         target_states=tuple((state if u else "unavailable", "" if u else "timed out") for u in up),
+    )
+
+
+def empty_view(ctx: Any, replicas: int) -> DeploymentView:
+    """A deployment view with nothing reported (the page reads the evaluation and the recommendations)."""
+    return DeploymentView(
+        reported=engine_view([], None, replicas, "ok"),
+        kv_cache_capacity_tokens_predicted=ctx.capacity.kv_cache_tokens,
+        capacity_model_error_ratio=None,
+        goodput_ratio=None,
+        goodput_ratio_bounds=(None, None),
+        goodput_tokens_per_second=None,
+        ttft_within_target_ratio=None,
+        tpot_within_target_ratio=None,
+        max_model_len=ctx.capacity.max_model_len,
+        max_model_len_ceiling_requests=None,
+        pool_usage={},
     )
 
 
