@@ -48,6 +48,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from advisor import conventions as c
+from advisor.assembly import build_rules, deployment_context, resolve_targets
 from advisor.config import Config, Deployment
 from advisor.domain import TimedSnapshot, rfc3339
 from advisor.engines.base import EngineAdapter
@@ -56,7 +57,6 @@ from advisor.evaluate import Quality
 from advisor.observe import identify
 from advisor.rules.base import DeploymentContext, Evaluation, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
-from advisor.service import build_rules, deployment_context, resolve_targets
 from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
 from advisor.sources.promql import LabelMatcher, re2_escape, render_selector
 from advisor.tracker import Tracker

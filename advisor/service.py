@@ -18,7 +18,6 @@ never stops the others; one deployment's failure is logged, counted and skipped.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import threading
 import time
@@ -33,20 +32,24 @@ import requests
 
 from advisor import conventions as c
 from advisor.acks import AckStore
-from advisor.capacity.deployment import resolve_deployment
-from advisor.capacity.models import ModelArch
+from advisor.assembly import (
+    build_rules,
+    deployment_context,
+    in_shard,
+    resolve_targets,
+    sd_mtimes,
+    sized_for_engine,
+)
 from advisor.config import (
     Config,
     Deployment,
     check_runtime_paths,
-    deployment_spec,
-    file_sd_targets,
 )
 from advisor.domain import TimedSnapshot
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
-from advisor.errors import CapacityError, ConfigError, StateError
+from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
@@ -55,9 +58,8 @@ from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
 from advisor.results import CycleResult
-from advisor.rules.base import DeploymentContext, Rule, SLOTargets
+from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
-from advisor.rules.registry import builtin_rules, load_plugins
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
@@ -77,51 +79,6 @@ class _Deployment:
     prom_refresh: int = 0  # cycles until the names are listed again
 
 
-def build_rules(cfg: Config) -> list[Rule]:
-    """The built-in rules with thresholds from the config, then the plugins (broken ones skipped)."""
-    rules = builtin_rules(cfg.rules, cfg.data_quality.capacity_model_error_bound)
-    plugins, _ = load_plugins(cfg.rules.plugins)
-    return rules + plugins
-
-
-def deployment_context(
-    dep: Deployment, base_dir: Path | None = None, engine: str | None = None, model: ModelArch | None = None
-) -> DeploymentContext:
-    """Map a configured deployment to the rules' context through the one resolver
-    (:func:`advisor.config.deployment_spec` → :func:`advisor.capacity.deployment.resolve_deployment`, which
-    ``plan``, the API, ``simulate`` and the search use): the GPU as they identify it and the capacity pass
-    under the deployment's own engine's accounting, so an SGLang, TGI, TensorRT-LLM or llama.cpp deployment
-    is never sized as vLLM. ``engine``: the detected engine of an ``engine: auto`` deployment; ``model``: the
-    architecture already resolved.
-
-    Raises:
-        CapacityError: the model or GPU cannot be resolved, or the weights do not fit.
-    """
-    resolved = resolve_deployment(deployment_spec(dep, base_dir, engine=engine, model=model))
-    return DeploymentContext(
-        name=dep.name,
-        engine=engine or dep.engine,
-        slo=SLOTargets(dep.slo.ttft_seconds, dep.slo.tpot_seconds, dep.slo.target_ratio),
-        inputs=resolved.inputs,
-        capacity=resolved.result,
-        gpu=resolved.gpu.part,
-        replicas=len(dep.targets),
-        speculative_decoding=dep.speculative_decoding,
-    )
-
-
-def sized_for_engine(ctx: DeploymentContext, dep: Deployment, engine: str) -> DeploymentContext:
-    """``ctx`` once ``engine: auto`` has been detected as ``engine``: re-sized with that engine's accounting
-    (replica count kept). A deployment that engine cannot run keeps its size, with the engine set and a
-    warning logged."""
-    try:
-        sized = deployment_context(dep, engine=engine, model=ctx.inputs.model)
-    except CapacityError as exc:
-        log.warning("deployment=%s: cannot size it as %s (%s); keeping the configured size", dep.name, engine, exc)
-        return dataclasses.replace(ctx, engine=engine)
-    return dataclasses.replace(sized, replicas=ctx.replicas)
-
-
 def _num(v: Any) -> str:
     """A number as an operator reads it: 447,440 / 54.62 / 0.9 / unbounded."""
     if v is None:
@@ -131,49 +88,6 @@ def _num(v: Any) -> str:
     if float(v).is_integer():
         return f"{int(v):,}"
     return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
-
-
-def in_shard(name: str, shard: tuple[int, int]) -> bool:
-    """Whether deployment ``name`` belongs to shard ``(i, n)``: a stable hash (the first 8 bytes of
-    SHA-256) modulo ``n`` equals ``i``, as Prometheus's ``hashmod`` relabel action splits targets."""
-    i, n = shard
-    if n <= 1:
-        return True
-    digest = hashlib.sha256(name.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % n == i
-
-
-def _sd_path(path: str, base_dir: Path | None) -> Path:
-    p = Path(path)
-    return base_dir / p if base_dir is not None and not p.is_absolute() else p
-
-
-def sd_mtimes(cfg: Config, base_dir: Path | None) -> dict[str, float]:
-    """Modification time of every ``file_sd`` file (missing files count as 0)."""
-    out: dict[str, float] = {}
-    for d in cfg.deployments:
-        for f in d.file_sd:
-            p = _sd_path(f, base_dir)
-            try:
-                out[str(p)] = p.stat().st_mtime
-            except OSError:
-                out[str(p)] = 0.0
-    return out
-
-
-def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
-    """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files
-    (:func:`advisor.config.file_sd_targets`; relative paths from ``base_dir``).
-
-    Raises:
-        ConfigError: a file_sd file is unreadable or malformed (naming the file and the entry).
-    """
-    urls = list(dep.targets)
-    for f in dep.file_sd:
-        for url in file_sd_targets(_sd_path(f, base_dir), dep.metrics_path):
-            if url not in urls:
-                urls.append(url)
-    return urls
 
 
 def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config") -> PrometheusSource:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from advisor.assembly import deployment_context
 from advisor.backtest import (
     BacktestReport,
     Replayer,
@@ -29,7 +30,6 @@ from advisor.backtest import (
 from advisor.backtestcmd import add_backtest_parser, parse_time
 from advisor.config import Config, parse_config
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
-from advisor.service import deployment_context
 from advisor.sources.prometheus import PrometheusSource
 
 T0 = 1_700_000_000.0

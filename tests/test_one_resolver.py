@@ -20,11 +20,11 @@ import pytest
 import requests
 import yaml
 
+from advisor.assembly import deployment_context
 from advisor.capacity.deployment import DeploymentSpec, resolve_deployment
 from advisor.capacity.hardware import GIB
 from advisor.capacity.models import get_preset
 from advisor.config import load_config
-from advisor.service import deployment_context
 from advisor.standin import StandInEngine, StandInServer
 from tests.conftest import REPO_ROOT
 from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from advisor.assembly import deployment_context
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import get_preset
 from advisor.config import parse_config
 from advisor.errors import CapacityError, ConfigError
-from advisor.service import deployment_context
 from tests.conftest import REPO_ROOT
 
 GIB = 1 << 30
