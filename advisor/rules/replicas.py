@@ -33,7 +33,7 @@ from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation
 from advisor.rules.common import data_parallel_ranks, rank_concurrency
 from advisor.rules.turns import effect
-from advisor.telemetry import WindowStats
+from advisor.telemetry import WindowStats, summarize
 
 DEFAULT_SCALE_UP_WINDOW_SECONDS = 60.0
 """Scale-up stabilization window (HPA's default is 0 s; 60 s keeps a momentary backlog from sizing replicas)."""
@@ -135,7 +135,7 @@ class ReplicaSizing:
         utilization_after: λ ÷ (replicas × μ).
         method: ``model`` (the queueing model of :func:`advisor.capacity.queueing.predict_service`, its speed
             calibrated to the engine) or ``measured`` (no GPU or lengths: M/M/c on the measured service rate).
-        calibration: engine speed ÷ model speed (1.0 when not measured: the replicas were not saturated).
+        calibration: engine speed ÷ model speed, from the observed TPOT (1.0 without TPOT observations).
         explanation: one paragraph with the numbers, for descriptions.
         queue_wait_seconds / queue_wait_seconds_after: mean wait before service (seconds) at the current count
             and at :attr:`replicas`; ``None`` when the queue is unstable (grows without bound).
@@ -261,18 +261,30 @@ def _slo_rate(workload: Workload, service: ReplicaService, slo: SLO, ceiling: fl
     return lo
 
 
-def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, float, Callable[[int], float]] | None:
-    """(μ at a full batch, capacity at the SLO, calibration) per replica from the capacity model, and the mean
-    wait (slot wait + prefill wait, seconds; ``inf`` unstable) at a replica count; or ``None``
-    when the model cannot run (no GPU, lengths unknown, a capacity error).
+def _clamp_calibration(k: float) -> float:
+    return min(MAX_CALIBRATION, max(1.0 / MAX_CALIBRATION, k))
 
-    One replica is ``ranks`` data-parallel engines, each modelled by :func:`predict_service` (a ``ReplicaService``
-    from the roofline, :mod:`advisor.capacity.perf`): prefill of the observed mean prompt, decode steps at the
-    observed mean context (prompt + half the output), and a batch cap of the running requests per rank when
-    requests wait (the engine's own ceiling), else ``min(max_num_seqs, pool ÷ tokens per request)``. When
-    requests wait the replicas are saturated and their completions per replica are their service rate: the
-    model's time scale is calibrated to it (``calibration`` = measured ÷ model rate), so the efficiency factors
-    the roofline assumes do not decide the count; unsaturated, the model runs as it is (calibration 1).
+
+def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, float, Callable[[int], float]] | None:
+    """Per replica: μ (requests/s at a full batch), the capacity at the SLO (requests/s; ``None`` when even an
+    idle replica misses the SLO), the latency calibration (engine speed ÷ model speed), and the mean wait before
+    service (slot wait + prefill wait, seconds; ``inf`` unstable) at a replica count. ``None`` when the model
+    cannot run (no GPU, token counters or completions unknown, a capacity error).
+
+    One replica is ``ranks`` data-parallel engines, each an M/G/c slot queue with a prefill server
+    (:func:`advisor.capacity.queueing.predict_service`, a ``ReplicaService`` from the roofline,
+    :mod:`advisor.capacity.perf`): prefill of the observed mean prompt (prompt tokens ÷ completions), decode steps
+    at the observed mean context (prompt + half the output), and a batch cap of the running requests per rank when
+    saturated (:func:`saturated`: the engine's own ceiling), else ``min(max_num_seqs, pool ÷ tokens per request)``.
+
+    Calibrated to the engine, so the roofline's assumed efficiency factors do not decide the count:
+
+    * latency: the model's step and prefill times are divided by ``k`` so that the model's TPOT at the observed
+      batch (with the prefill share of GPU time, ``1 ÷ (1 − ρ_p)``) equals the observed mean TPOT (a few
+      fixed-point rounds; ``k = 1`` without TPOT observations);
+    * rate: the SLO's share of the saturated throughput, ``f = capacity at the SLO ÷ μ`` in the calibrated model
+      (dimensionless), is applied to the measured service rate when saturated (completions per replica); else
+      μ is the calibrated model's.
     """
     s = ev.stats
     gpu = ev.ctx.gpu
@@ -292,30 +304,43 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     else:
         pool = (ev.kv_capacity_tokens or ev.ctx.capacity.kv_cache_tokens) / ranks
         cap = max(1, min(int(inputs.max_num_seqs), math.floor(pool / (prompt + output))))
+    lam_rank = arrival / ev.replicas_up / ranks
+    done_rank = done / ev.replicas_up / ranks
+    tpot = summarize(s.tpot)
     try:
         step = perf.decode_step_model(inputs, gpu, prompt + output / 2)
         t_p = perf.prefill_seconds(inputs, gpu, prompt)
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
-        workload = Workload(arrival_rate=arrival / ev.replicas_up / ranks, prompt_tokens=prompt, output_tokens=output)
-        raw = ReplicaService(batch_cap=cap, prefill_seconds=t_p, decode_step=step)
+        workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
+
+        def service(k: float) -> ReplicaService:
+            return ReplicaService(batch_cap=cap, prefill_seconds=t_p / k, decode_step=lambda b: step(b) / k)
+
         k = 1.0
-        if full:
-            model_mu = _max_stable_rate(workload, raw, slo)
-            if model_mu > 0:
-                k = min(MAX_CALIBRATION, max(1.0 / MAX_CALIBRATION, done / ev.replicas_up / ranks / model_mu))
-        service = ReplicaService(batch_cap=cap, prefill_seconds=t_p / k, decode_step=lambda b: step(b) / k)
-        mu = _max_stable_rate(workload, service, slo)
-        at_slo = _slo_rate(workload, service, slo, mu)
+        if tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
+            for _ in range(4):
+                mu_k = _max_stable_rate(workload, service(k), slo)
+                # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
+                lam_model = lam_rank / done_rank * mu_k if full else lam_rank
+                rho = min(0.9, lam_model * t_p / k)
+                k = _clamp_calibration(k * step(running_rank) / k / (1 - rho) / tpot.mean)
+        calibrated = service(k)
+        mu_model = _max_stable_rate(workload, calibrated, slo)
+        at_slo_model = _slo_rate(workload, calibrated, slo, mu_model)
     except (CapacityError, ValueError):
         return None
-    if mu <= 0:
+    if mu_model <= 0:
         return None
+    mu = done_rank if full else mu_model
+    share = None if at_slo_model is None else at_slo_model / mu_model
+    to_model = mu_model / mu  # measured requests/s → the model's requests/s (1 unless saturated)
 
     def wait(replicas: int) -> float:
-        p = predict_service(workload, service, replicas, slo)
+        load = dataclasses.replace(workload, arrival_rate=arrival / ranks * to_model)
+        p = predict_service(load, calibrated, replicas, slo)
         return p.mean_queue_wait_seconds + p.mean_prefill_wait_seconds if p.stable else math.inf
 
-    return mu * ranks, (None if at_slo is None else at_slo * ranks), k, wait
+    return mu * ranks, (None if share is None else share * mu * ranks), k, wait
 
 
 def size_replicas(
@@ -327,15 +352,20 @@ def size_replicas(
     2. Per replica, μ (requests/s at a full batch) and the capacity at the SLO (the most requests/s one replica
        serves with the goodput target met: TTFT from the slot wait, prefill wait and prefill, TPOT from the
        batch, :func:`advisor.capacity.queueing.predict_service`), from the capacity model calibrated to the
-       measured service rate (:func:`_model_rates`). Random routing splits a Poisson stream into Poisson
+       engine (:func:`_model_rates`: its speed to the observed TPOT, the SLO's share of its throughput applied to
+       the measured service rate). Random routing splits a Poisson stream into Poisson
        streams, so ``c`` replicas meet the SLO exactly when λ ÷ c ≤ that capacity:
        ``slo_replicas = ceil(λ ÷ capacity at the SLO)``.
        Without a model (no GPU in the catalog, token counters missing): μ = completions per replica when
-       requests wait (saturated), else scaled to the ceiling by Little's law (``× ceiling ÷ running``), and
-       :func:`advisor.capacity.queueing.replicas_needed` (M/M/c: utilization ≤ 0.8, mean wait ≤ the TTFT target).
+       saturated (:func:`saturated`), else scaled to the ceiling by Little's law (``× ceiling ÷ running``), and
+       :func:`advisor.capacity.queueing.replicas_needed` (M/M/c: utilization ≤ 0.8, mean wait ≤ the TTFT target;
+       the capacity at the SLO is then reported as 0.8 μ).
     3. With ``drain_seconds`` (config ``rules.replicas.drain_seconds``), the waiting backlog must also clear in
        that time while arrivals go on: ``drain_replicas = ceil((λ + backlog ÷ drain_seconds) ÷ μ)``.
-    4. ``replicas = max(slo_replicas, drain_replicas, 1)``.
+    4. When the replicas are saturated (:func:`saturated`) and the measured goodput misses the SLO's target, the
+       current count demonstrably fails, so ``slo_replicas`` is at least ``current + 1`` (the M/G/c model assumes
+       Poisson arrivals and no preemption; bursty traffic or thrash meets the SLO at a lower load than it says).
+    5. ``replicas = max(slo_replicas, drain_replicas, 1)``.
 
     ``current`` (default ``ev.ctx.replicas``) is the count utilizations are stated against. Returns ``None``
     when the arrival or completion rate is unknown or no replica answered.
@@ -380,8 +410,15 @@ def size_replicas(
             slo_n = replicas_needed(arrival, mu, DEFAULT_TARGET_UTILIZATION, ev.ctx.slo.ttft_seconds)
         except CapacityError:
             return None
-        at_slo = arrival / slo_n if arrival > 0 else mu * DEFAULT_TARGET_UTILIZATION
+        at_slo = mu * DEFAULT_TARGET_UTILIZATION
     slo_n = max(1, slo_n)
+    # the model is a model: when the replicas are saturated and the measured goodput misses the SLO, the current
+    # count demonstrably does not meet it (bursty arrivals, preemption thrash the M/G/c model does not see)
+    goodput = ev.goodput.ratio
+    missed = saturated(ev) and goodput is not None and goodput < ev.ctx.slo.target_ratio
+    forced = missed and slo_n <= cur
+    if forced:
+        slo_n = cur + 1
     drain_n = None
     if drain_seconds is not None:
         drain_n = max(1, math.ceil((arrival + backlog / drain_seconds) / mu - 1e-9))
@@ -398,7 +435,7 @@ def size_replicas(
         text += (
             f", and ~{at_slo:,.2f}/s while {slo.target_ratio:.0%} of requests meet TTFT ≤ {slo.ttft_seconds:g}s and "
             f"TPOT ≤ {slo.tpot_seconds:g}s (queueing model"
-            + (f", calibrated to the measured service rate ×{k:.2f}" if abs(k - 1) > 1e-6 else "")
+            + (f", its speed calibrated ×{k:.2f} to the observed TPOT" if abs(k - 1) > 1e-6 else "")
             + ")"
         )
     elif method == "model":
@@ -410,9 +447,14 @@ def size_replicas(
         )
     text += (
         f". {cur} replica(s) run at {util:.0%} of capacity; {needed} run at {util_after:.0%}"
-        + (" and meet the SLO" if method == "model" and at_slo is not None and slo_n == needed else "")
+        + (" and meet the SLO" if method == "model" and at_slo is not None and slo_n == needed and not forced else "")
         + "."
     )
+    if forced and needed == slo_n:
+        text += (
+            f" The replicas are saturated and only {goodput:.0%} of requests meet the SLO (target "
+            f"{ev.ctx.slo.target_ratio:.0%}), so {cur} is not enough whatever the model says: at least {cur + 1}."
+        )
     if drain_n is not None:
         text += (
             f" Clearing the {backlog:,.0f} waiting within {drain_seconds:g}s while arrivals continue takes {drain_n}."
