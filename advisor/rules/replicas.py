@@ -283,8 +283,9 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
       batch (with the prefill share of GPU time, ``1 ÷ (1 − ρ_p)``) equals the observed mean TPOT (a few
       fixed-point rounds; ``k = 1`` without TPOT observations);
     * rate: the SLO's share of the saturated throughput, ``f = capacity at the SLO ÷ μ`` in the calibrated model
-      (dimensionless), is applied to the measured service rate when saturated (completions per replica); else
-      μ is the calibrated model's.
+      (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
+      completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
+      batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, the model's.
     """
     s = ev.stats
     gpu = ev.ctx.gpu
@@ -331,7 +332,17 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         return None
     if mu_model <= 0:
         return None
-    mu = done_rank if full else mu_model
+    if full:
+        mu = done_rank
+    elif running_rank >= 1:
+        # Little's law on the measured clock: the replica completes ``done_rank`` at a batch of ``running_rank``;
+        # at its cap it completes the model's ratio more (throughput B ÷ S(B), S = prefill + output × TPOT(B))
+        def throughput(batch: float) -> float:
+            return batch / (t_p / k + output * step(batch) / k)
+
+        mu = max(done_rank, done_rank * mu_model / throughput(running_rank))
+    else:
+        mu = mu_model
     share = None if at_slo_model is None else at_slo_model / mu_model
     to_model = mu_model / mu  # measured requests/s → the model's requests/s (1 unless saturated)
 

@@ -147,16 +147,17 @@ def test_a_transient_queue_beside_a_pool_with_room_is_not_saturation() -> None:
 
 
 def test_model_path_matches_the_slo_search_of_the_queueing_model() -> None:
-    # with token counters and a GPU the count comes from the M/G/c service model: unsaturated and without TPOT
-    # observations it runs uncalibrated, so it must equal replicas_for_slo's own (doubling + bisection) search
-    # for the same workload: 2,000-token prompts, 250-token outputs, 12 requests/s arriving.
+    # with token counters and a GPU the count comes from the M/G/c service model: without TPOT observations it runs
+    # uncalibrated, and with no batch running at the newest scrape there is nothing to scale the measured rate
+    # from, so it must equal replicas_for_slo's own (doubling + bisection) search for the same workload:
+    # 2,000-token prompts, 250-token outputs, 30 requests/s arriving.
     e = ev(
         kv_cache_usage_ratio=0.6,
-        requests_finished_per_second=12.0,
-        prompt_tokens_per_second=24_000.0,
-        generation_tokens_per_second=3_000.0,
-        requests_running=40,
-        requests_running_first=40,
+        requests_finished_per_second=30.0,
+        prompt_tokens_per_second=60_000.0,
+        generation_tokens_per_second=7_500.0,
+        requests_running=0,
+        requests_running_first=0,
         requests_waiting=0,
         requests_waiting_first=0,
     )
@@ -169,11 +170,11 @@ def test_model_path_matches_the_slo_search_of_the_queueing_model() -> None:
         prefill_seconds=perf.prefill_seconds(c.inputs, c.gpu, 2_000),
         decode_step=perf.decode_step_model(c.inputs, c.gpu, 2_000 + 125),
     )
-    best = replicas_for_slo(Workload(12.0, 2_000, 250), service, SLO(2.5, 0.1, 0.9))
-    assert best is not None
+    best = replicas_for_slo(Workload(30.0, 2_000, 250), service, SLO(2.5, 0.1, 0.9))
+    assert best is not None and best.replicas > 1
     assert sz.replicas == best.replicas
     assert sz.capacity_at_slo_per_replica is not None
-    assert sz.replicas == math.ceil(12.0 / sz.capacity_at_slo_per_replica)
+    assert sz.replicas == math.ceil(30.0 / sz.capacity_at_slo_per_replica)
 
 
 def test_a_measured_slo_miss_on_saturated_replicas_needs_at_least_one_more() -> None:
