@@ -373,10 +373,7 @@ def size_replicas(
        the capacity at the SLO is then reported as 0.8 μ).
     3. With ``drain_seconds`` (config ``rules.replicas.drain_seconds``), the waiting backlog must also clear in
        that time while arrivals go on: ``drain_replicas = ceil((λ + backlog ÷ drain_seconds) ÷ μ)``.
-    4. When the replicas are saturated (:func:`saturated`) and the measured goodput misses the SLO's target, the
-       current count demonstrably fails, so ``slo_replicas`` is at least ``current + 1`` (the M/G/c model assumes
-       Poisson arrivals and no preemption; bursty traffic or thrash meets the SLO at a lower load than it says).
-    5. ``replicas = max(slo_replicas, drain_replicas, 1)``.
+    4. ``replicas = max(slo_replicas, drain_replicas, 1)``.
 
     ``current`` (default ``ev.ctx.replicas``) is the count utilizations are stated against. Returns ``None``
     when the arrival or completion rate is unknown or no replica answered.
@@ -423,13 +420,6 @@ def size_replicas(
             return None
         at_slo = mu * DEFAULT_TARGET_UTILIZATION
     slo_n = max(1, slo_n)
-    # the model is a model: when the replicas are saturated and the measured goodput misses the SLO, the current
-    # count demonstrably does not meet it (bursty arrivals, preemption thrash the M/G/c model does not see)
-    goodput = ev.goodput.ratio
-    missed = saturated(ev) and goodput is not None and goodput < ev.ctx.slo.target_ratio
-    forced = missed and slo_n <= cur
-    if forced:
-        slo_n = cur + 1
     drain_n = None
     if drain_seconds is not None:
         drain_n = max(1, math.ceil((arrival + backlog / drain_seconds) / mu - 1e-9))
@@ -458,14 +448,9 @@ def size_replicas(
         )
     text += (
         f". {cur} replica(s) run at {util:.0%} of capacity; {needed} run at {util_after:.0%}"
-        + (" and meet the SLO" if method == "model" and at_slo is not None and slo_n == needed and not forced else "")
+        + (" and meet the SLO" if method == "model" and at_slo is not None and slo_n == needed else "")
         + "."
     )
-    if forced and needed == slo_n:
-        text += (
-            f" The replicas are saturated and only {goodput:.0%} of requests meet the SLO (target "
-            f"{ev.ctx.slo.target_ratio:.0%}), so {cur} is not enough whatever the model says: at least {cur + 1}."
-        )
     if drain_n is not None:
         text += (
             f" Clearing the {backlog:,.0f} waiting within {drain_seconds:g}s while arrivals continue takes {drain_n}."
