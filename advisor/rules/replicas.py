@@ -1,8 +1,15 @@
-"""One replica number per deployment, stabilized before it reaches the advice. Pure: the caller passes ``now``.
+"""One replica number per deployment: sized by one queueing model, stabilized before it reaches the advice.
+Pure: the caller passes ``now``.
 
-The raw number (what the queueing model says the measured arrival rate needs) moves with every window; the
-advice must not. :class:`ReplicaStabilizer` applies the rule of Kubernetes' HorizontalPodAutoscaler
-``behavior`` (``pkg/controller/podautoscaler/horizontal.go``, ``stabilizeRecommendationWithBehaviors``):
+:func:`size_replicas` is the only place a replica count is computed; every rule that proposes replicas
+(``queue_growth``, ``kv_saturation``, ``goodput_below_target``) asks it, so they give the same number, the same
+arrival rate and the same utilization on the same data. The count is sized for the arrival rate (completions +
+in-flight growth over the window) against what one replica serves while meeting the SLO, plus a drain term when
+``rules.replicas.drain_seconds`` is set; never for holding the momentary backlog at once.
+
+The raw number moves with every window; the advice must not. :class:`ReplicaStabilizer` applies the rule of
+Kubernetes' HorizontalPodAutoscaler ``behavior`` (``pkg/controller/podautoscaler/horizontal.go``,
+``stabilizeRecommendationWithBehaviors``):
 
 * scale up only to the **lowest** raw recommendation of the scale-up window (default 60 s), so one spike
   never sizes the fleet;
