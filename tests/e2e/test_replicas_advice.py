@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -39,8 +39,17 @@ import pytest
 import requests
 import yaml
 
+from advisor.capacity.hardware import get_gpu
+from advisor.capacity.perf import PerfAssumptions
+from advisor.config import parse_config
 from advisor.demo import RAMP
+from advisor.exporter import make_registry
+from advisor.service import Service
+from advisor.sim.engine import EngineConfig, engine_config
+from advisor.sim.fleet import simulate
+from advisor.sim.scenarios import Scenario
 from advisor.sim.server import RunningFleet, start_fleet
+from advisor.sim.traffic import Poisson, TrafficProfile
 from tests.conftest import REPO_ROOT
 from tests.e2e.prometheus import free_port
 
@@ -333,3 +342,67 @@ def test_one_incident_per_saturation(run: Run) -> None:
                 open_now.discard(a["fingerprint"])
             most = max(most, len(open_now))
     assert most == 1, "several notifications open at once for one saturated deployment"
+
+
+# --- an engine slower than the advisor's roofline assumes ------------------------------------------------------
+
+SLOW = PerfAssumptions(memory_bandwidth_efficiency=0.55, compute_efficiency=0.4)
+"""The simulated engine's efficiency factors (the advisor's roofline assumes 0.80 and 0.60; nothing tells it)."""
+SLOW_CYCLES = 60
+"""Daemon cycles to watch: the first burst starts at cycle ~20 and its backlog drains by ~45."""
+
+
+@dataclass(frozen=True)
+class _SlowerRamp(Scenario):
+    """The ramp on an engine whose kernels reach less of the GPU's peak than the advisor assumes."""
+
+    def engine_config(self) -> EngineConfig:
+        return engine_config(self.capacity_inputs(), get_gpu(self.gpu), model_name=self.model, assumptions=SLOW)
+
+
+def test_replicas_track_an_engine_slower_than_the_model(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The same ramp on a slower engine needs more replicas; the advisor, told nothing, must follow the engine.
+
+    The reference is :func:`advisor.sim.fleet.simulate` — what ``simulate --sweep replicas`` runs — on the slower
+    engine (the CLI builds the engine from the config, which has no efficiency factors) at the burst's Poisson
+    3 requests/s.
+    """
+    slow = _SlowerRamp(**{f.name: getattr(RAMP, f.name) for f in fields(Scenario)})
+    profile = TrafficProfile(Poisson(BURST_RATE), RAMP.traffic.lengths)
+    meets = [
+        r
+        for r in range(1, 7)
+        if simulate(
+            slow.engine_config(),
+            profile,
+            duration=600.0,
+            slo_ttft_seconds=RAMP.slo_ttft_seconds,
+            slo_tpot_seconds=RAMP.slo_tpot_seconds,
+            replicas=r,
+            warmup=60.0,
+        ).goodput_ratio
+        >= RAMP.slo_target_ratio
+    ]
+    assert meets
+    needed = min(meets)
+    fleet = start_fleet((slow,), speed=SPEED)
+    seen: list[int] = []
+    try:
+        cfg = parse_config({**_config(fleet, "http://127.0.0.1:9/hook"), "receivers": []}, source="test")
+        _, collector, metrics = make_registry()
+        svc = Service(cfg, collector, metrics)
+        try:
+            for _ in range(SLOW_CYCLES):
+                svc.scrape_once()
+                result = svc.evaluate_once()
+                seen += [
+                    int(r.suggested) for d in result.deployments for r in d.recommendations if r.dial == "replicas"
+                ]
+                time.sleep(1.0)
+        finally:
+            svc.close()
+    finally:
+        fleet.stop()
+    print(f"\nslower engine: simulator needs {needed}; the advisor suggested {seen}")
+    assert seen, "no replica advice for the saturated burst"
+    assert all(abs(v - needed) <= 1 for v in seen), (needed, seen)
