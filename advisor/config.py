@@ -58,6 +58,7 @@ from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
 from advisor.notify.config import ReceiverConfig
+from advisor.rules.replicas import ReplicaStabilizer
 
 
 def check_http_url(url: str) -> str:
@@ -513,6 +514,39 @@ class StalledRule(_RuleBase):
     )
 
 
+def _parse_window(value: Any) -> float:
+    """A stabilization window: a duration (:func:`parse_duration`), or 0 (no stabilization), in seconds."""
+    if not isinstance(value, bool) and isinstance(value, int | float) and value == 0:
+        return 0.0
+    if isinstance(value, str) and value.strip() in ("0", "0s", "0.0"):
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (a window may also be 0: no stabilization)") from None
+
+
+Window = Annotated[float, BeforeValidator(_parse_window)]
+
+
+class ReplicasConfig(_Strict):
+    """How the one replica number per deployment is sized and stabilized (:mod:`advisor.rules.replicas`).
+
+    ``scale_up_window``: the advice scales up only to the lowest raw count of this window (default 60 s; 0 = at
+    once). ``scale_down_window``: it scales down only to the highest raw count of this window (default 300 s,
+    Kubernetes HPA's ``scaleDown.stabilizationWindowSeconds``). ``drain_seconds``: when set, the count also
+    clears the waiting backlog within this time while arrivals go on (default: off)."""
+
+    scale_up_window: Window = Field(default=60.0, description="scale up to the lowest raw count of this window")
+    scale_down_window: Window = Field(default=300.0, description="scale down to the highest raw count of this window")
+    drain_seconds: Duration | None = Field(default=None, description="clear a backlog within this time (off)")
+
+
+def stabilizer_from(cfg: ReplicasConfig) -> ReplicaStabilizer:
+    """The daemon's :class:`advisor.rules.replicas.ReplicaStabilizer` for ``rules.replicas``."""
+    return ReplicaStabilizer(cfg.scale_up_window, cfg.scale_down_window)
+
+
 class RulesConfig(_Strict):
     """Thresholds of the rule modules (each documented on its class), plus the cooldown after a resolve."""
 
@@ -528,6 +562,7 @@ class RulesConfig(_Strict):
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()
+    replicas: ReplicasConfig = ReplicasConfig()
     plugins: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="settings passed to each entry-point rule plugin, by plugin name"
     )

@@ -129,7 +129,9 @@ class AdvisorCollector(Collector):
         recommended = gauge(
             c.RECOMMENDED_VALUE,
             "An open recommendation's suggested value for its dial (replicas, max_num_seqs, "
-            "gpu_memory_utilization, …), for autoscalers; non-numeric suggestions are not exported.",
+            "gpu_memory_utilization, …); non-numeric suggestions are not exported. The replicas value is stabilized "
+            "as HPA behavior does: it scales up to the lowest raw count of the last 60 s and down to the highest of "
+            "the last 300 s (rules.replicas.scale_up_window / scale_down_window).",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
         )
         pool_usage = gauge(

@@ -64,6 +64,8 @@ def _saturated() -> list:  # type: ignore[type-arg]
         requests_running=50,
         requests_waiting=40,
         requests_waiting_first=10,
+        requests_running_first=50,
+        requests_finished_per_second=2.0,
         preemptions_increase=6,
         preemptions_per_second=0.1,
     )
@@ -87,7 +89,9 @@ def test_kv_saturation_never_suggests_more_concurrent_sequences_and_ranks_free_t
 
 def test_replicas_from_the_queue_on_saturation() -> None:
     rep = next(p for p in _saturated() if p.dial == "replicas")
-    # 50 running fill one replica; 50 + 40 need ceil(90 / 50) = 2 replicas
+    # sized for the arrival rate, not the backlog: λ = 2/s completed + (90 − 60) in flight ÷ 60 s = 2.5/s; the
+    # saturated replica completes μ = 2/s; M/M/c at ≤ 80 %: ⌈2.5 ÷ 1.6⌉ = 2 (mean wait at 2: a = 1.25,
+    # Erlang C = 0.4808, Wq = 0.4808 ÷ (4 − 2.5) = 0.32 s ≤ TTFT 2.5 s)
     assert (rep.current, rep.suggested) == (1, 2)
     assert rep.flag.startswith("scale to 2 replica(s)")
 

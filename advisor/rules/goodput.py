@@ -9,8 +9,8 @@ The diagnosis picks the dial:
 =====================================================  ==========================================================
 what misses                                            advice
 =====================================================  ==========================================================
-TTFT, with queueing (requests wait, or queue time is   replicas from the queueing model (arrival vs service rate,
-half of TTFT or more)                                  Erlang C)
+TTFT, with queueing (requests wait, or queue time is   replicas from the queueing model (arrival rate vs the
+half of TTFT or more)                                  per-replica capacity at the SLO)
 TTFT, without queueing (long prefills)                 twice the TP degree (prefill time from the roofline) and
                                                        chunked prefill
 TPOT, with a batch past the knee                       cap max-num-seqs at the knee: the largest batch whose
@@ -19,10 +19,9 @@ TPOT, at a small batch (bandwidth-bound)               quantized weights or twic
                                                        roofline)
 =====================================================  ==========================================================
 
-Replicas: λ = completions + growth of the in-flight population over the window (flow balance); μ per
-replica = observed completions per replica, scaled up to the replica's ceiling when it was not full
-(Little's law, L = λW); :func:`advisor.capacity.queueing.replicas_needed` keeps λ ÷ (c·μ) under
-``target_utilization``.
+Replicas: :func:`advisor.rules.replicas.size_replicas`, the one queueing model every rule that proposes
+replicas uses (λ = completions + in-flight growth, never completions alone, against the per-replica capacity at
+the SLO).
 """
 
 from __future__ import annotations
@@ -34,18 +33,17 @@ from typing import Any
 from advisor import conventions as c
 from advisor.capacity import perf
 from advisor.capacity.kv import CapacityInputs
-from advisor.capacity.queueing import mean_queue_wait_seconds, replicas_needed
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
     data_parallel_ranks,
     gpus_per_replica,
-    rank_concurrency,
     replicas_proposal,
     tokens_per_running_request,
 )
 from advisor.rules.flags import flag_for
+from advisor.rules.replicas import size_replicas
 from advisor.rules.turns import effect
 from advisor.telemetry import summarize
 
@@ -57,12 +55,22 @@ class GoodputRule:
     problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = ()
 
-    def __init__(self, for_seconds: float = 120.0, min_requests: int = 20, target_utilization: float = 0.8):
+    def __init__(
+        self,
+        for_seconds: float = 120.0,
+        min_requests: int = 20,
+        target_utilization: float = 0.8,
+        *,
+        drain_seconds: float | None = None,
+    ):
         """``for_seconds``: for-duration (s); ``min_requests``: finished requests needed to judge;
-        ``target_utilization``: the utilization (0–1) replica counts are sized for."""
+        ``target_utilization``: kept for configuration compatibility (replica counts come from
+        :func:`advisor.rules.replicas.size_replicas`, the same for every rule); ``drain_seconds``: its drain term
+        (``rules.replicas.drain_seconds``)."""
         self._for = for_seconds
         self.min_requests = min_requests
         self.target_utilization = target_utilization
+        self.drain_seconds = drain_seconds
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -146,43 +154,23 @@ class GoodputRule:
     # -- TTFT with queueing: replicas ---------------------------------------------------------------------
     def _replicas(self, ev: Evaluation, ratio: float, evidence: dict[str, Any], conf: float) -> Proposal | None:
         s = ev.stats
-        if s is None or not s.requests_finished_per_second or ev.replicas_up <= 0:
+        sizing = size_replicas(ev, self.drain_seconds)
+        if s is None or sizing is None:
             return None
-        completion = s.requests_finished_per_second
-        span = s.span_seconds or s.window_seconds
-        inflight_first = (s.requests_running_first or 0) + (s.requests_waiting_first or 0)
-        inflight_last = (s.requests_running or 0) + (s.requests_waiting or 0)
-        arrival = completion + max(0.0, inflight_last - inflight_first) / span
-        per_replica = completion / ev.replicas_up
-        running_per_replica = (s.requests_running or 0) / ev.replicas_up
-        # max_num_seqs holds on each data-parallel rank: the replica's ceiling is per-rank × ranks
-        ceiling = data_parallel_ranks(ev) * min(float(ev.ctx.inputs.max_num_seqs), rank_concurrency(ev))
-        if (s.requests_waiting or 0) == 0 and running_per_replica > 0:
-            per_replica *= max(1.0, ceiling / running_per_replica)
         current = ev.ctx.replicas
-        try:
-            needed = max(current + 1, replicas_needed(arrival, per_replica, self.target_utilization))
-        except CapacityError:
+        needed = sizing.replicas
+        if needed <= current:
             return None
-        wait_before = mean_queue_wait_seconds(current, arrival, per_replica)
-        wait_after = mean_queue_wait_seconds(needed, arrival, per_replica)
         evidence = {
             **evidence,
-            "arrival_rate_per_second": round(arrival, 4),
-            "completions_per_second": round(completion, 4),
-            "service_rate_per_replica": round(per_replica, 4),
+            **sizing.evidence(),
             "requests_running": s.requests_running,
             "requests_waiting": s.requests_waiting,
         }
-        util_before = arrival / (current * per_replica)
-        wait_txt = "unbounded (the queue grows)" if math.isinf(wait_before) else f"{wait_before:.2f}s"
         description = (
             f"Only {ratio:.1%} of requests met TTFT ≤ {ev.ctx.slo.ttft_seconds}s and TPOT ≤ "
             f"{ev.ctx.slo.tpot_seconds}s over the last {s.window_seconds:.0f}s (target "
-            f"{ev.ctx.slo.target_ratio:.0%}), and the time goes to queueing. Requests arrive at ~{arrival:.2f}/s; one "
-            f"replica serves ~{per_replica:.2f}/s, so {current} replica(s) run at {util_before:.0%} with a mean queue "
-            f"wait of {wait_txt} (M/M/c). {needed} replicas bring utilization to "
-            f"{arrival / (needed * per_replica):.0%}."
+            f"{ev.ctx.slo.target_ratio:.0%}), and the time goes to queueing. {sizing.explanation}"
         )
         return replicas_proposal(
             self.id,
@@ -194,10 +182,7 @@ class GoodputRule:
             summary=f"{ev.ctx.name}: goodput {ratio:.0%} below target, TTFT lost to queueing — replicas {current} → "
             f"{needed}",
             description=description,
-            extra_effects={
-                "utilization": effect(util_before, arrival / (needed * per_replica)),
-                "queue_wait_seconds": effect(_finite(wait_before), _finite(wait_after)),
-            },
+            extra_effects=sizing.effects(),
         )
 
     # -- TTFT without queueing: long prefills --------------------------------------------------------------

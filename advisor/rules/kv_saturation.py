@@ -7,7 +7,8 @@ concurrency ceiling, not compute, bounds the batch.) Clears when usage falls bel
 when nothing waits and nothing is preempted over the window.
 
 Proposes the turns that raise the ceiling (:func:`advisor.rules.common.pool_turns`), each predicted by the
-capacity pass with the dial turned, and replicas enough to hold every running and waiting request;
+capacity pass with the dial turned, and the replica count of :func:`advisor.rules.replicas.size_replicas` (the
+arrival rate against the per-replica capacity at the SLO — never enough to hold the momentary backlog at once);
 ranked so that a turn that holds the whole demand comes first, cheapest first. When the engine is allowed
 more sequences than its pool holds at the observed request lengths, it also proposes capping
 max-num-seqs there ("near the knee"), which stops the preemption thrash without raising the ceiling.
@@ -35,9 +36,9 @@ from advisor.rules.common import (
     pool_turns,
     replicas_proposal,
     turn_proposal,
-    whole,
 )
 from advisor.rules.flags import flag_for
+from advisor.rules.replicas import size_replicas
 from advisor.rules.turns import effect, turn
 
 
@@ -48,11 +49,20 @@ class KVSaturationRule:
     problem = c.PROBLEM_SATURATION
     supersedes: tuple[str, ...] = ()
 
-    def __init__(self, usage_threshold: float = 0.9, resolve_below: float = 0.8, for_seconds: float = 60.0):
-        """Thresholds: usage ratios 0–1; ``for_seconds`` the for-duration in seconds."""
+    def __init__(
+        self,
+        usage_threshold: float = 0.9,
+        resolve_below: float = 0.8,
+        for_seconds: float = 60.0,
+        *,
+        drain_seconds: float | None = None,
+    ):
+        """Thresholds: usage ratios 0–1; ``for_seconds`` the for-duration in seconds; ``drain_seconds`` the
+        replica count's drain term (``rules.replicas.drain_seconds``, :func:`advisor.rules.replicas.size_replicas`)."""
         self.usage_threshold = usage_threshold
         self.resolve_below = resolve_below
         self._for = for_seconds
+        self.drain_seconds = drain_seconds
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -148,10 +158,10 @@ class KVSaturationRule:
             )
             for cand in pool_turns(ev)
         ]
-        if s.requests_running and s.requests_waiting is not None and needed is not None:
+        sizing = size_replicas(ev, self.drain_seconds)
+        if sizing is not None and sizing.replicas > ev.ctx.replicas:
             current = ev.ctx.replicas
-            target = max(current + 1, whole(current * needed))
-            per_replica = s.requests_running / max(ev.replicas_up, 1)
+            target = sizing.replicas
             out.append(
                 replicas_proposal(
                     self.id,
@@ -159,17 +169,14 @@ class KVSaturationRule:
                     target,
                     severity=severity,
                     confidence=conf,
-                    evidence=evidence,
+                    evidence={**evidence, **sizing.evidence()},
                     summary=f"{ev.ctx.name}: KV pool saturated — scale replicas {current} → {target}",
                     description=(
-                        f"{situation} About {per_replica:,.0f} requests fill one replica's pool at the observed "
-                        f"lengths; holding all {s.requests_running + s.requests_waiting:,.0f} running and waiting "
-                        f"requests at once takes {target} replicas. Each replica costs its GPUs: a per-replica turn "
-                        "that holds the demand is cheaper when there is one."
+                        f"{situation} {sizing.explanation} Replicas are sized for the arrival rate, not for the "
+                        "momentary backlog. Each replica costs its GPUs: a per-replica turn that holds the demand is "
+                        "cheaper when there is one."
                     ),
-                    extra_effects={
-                        "concurrency_ceiling": effect(per_replica * current, per_replica * target),
-                    },
+                    extra_effects=sizing.effects(),
                 )
             )
         knee = self._knee_proposal(ev, severity, conf, evidence)

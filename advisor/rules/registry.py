@@ -58,6 +58,8 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
     """The built-in rules with thresholds from ``cfg`` (an :class:`advisor.config.RulesConfig`), in order,
     skipping those with ``enabled: false``."""
     r = cfg
+    replicas = getattr(r, "replicas", None)
+    drain = getattr(replicas, "drain_seconds", None)
     candidates: list[tuple[bool, Rule]] = [
         (r.stalled.enabled, StalledRule(r.stalled.min_intervals, r.stalled.for_)),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
@@ -74,14 +76,26 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
         (
             r.queue_growth.enabled,
             QueueGrowthRule(
-                r.queue_growth.min_growth_per_second, r.queue_growth.target_utilization, r.queue_growth.for_
+                r.queue_growth.min_growth_per_second,
+                r.queue_growth.target_utilization,
+                r.queue_growth.for_,
+                drain_seconds=drain,
+                resolve_below=r.kv_saturation.resolve_below,
             ),
         ),
         (
             r.kv_saturation.enabled,
-            KVSaturationRule(r.kv_saturation.usage_threshold, r.kv_saturation.resolve_below, r.kv_saturation.for_),
+            KVSaturationRule(
+                r.kv_saturation.usage_threshold,
+                r.kv_saturation.resolve_below,
+                r.kv_saturation.for_,
+                drain_seconds=drain,
+            ),
         ),
-        (r.goodput.enabled, GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization)),
+        (
+            r.goodput.enabled,
+            GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization, drain_seconds=drain),
+        ),
         (
             r.speculative_decoding.enabled,
             SpeculativeRule(

@@ -1,8 +1,15 @@
-"""One replica number per deployment, stabilized before it reaches the advice. Pure: the caller passes ``now``.
+"""One replica number per deployment: sized by one queueing model, stabilized before it reaches the advice.
+Pure: the caller passes ``now``.
 
-The raw number (what the queueing model says the measured arrival rate needs) moves with every window; the
-advice must not. :class:`ReplicaStabilizer` applies the rule of Kubernetes' HorizontalPodAutoscaler
-``behavior`` (``pkg/controller/podautoscaler/horizontal.go``, ``stabilizeRecommendationWithBehaviors``):
+:func:`size_replicas` is the only place a replica count is computed; every rule that proposes replicas
+(``queue_growth``, ``kv_saturation``, ``goodput_below_target``) asks it, so they give the same number, the same
+arrival rate and the same utilization on the same data. The count is sized for the arrival rate (completions +
+in-flight growth over the window) against what one replica serves while meeting the SLO, plus a drain term when
+``rules.replicas.drain_seconds`` is set; never for holding the momentary backlog at once.
+
+The raw number moves with every window; the advice must not. :class:`ReplicaStabilizer` applies the rule of
+Kubernetes' HorizontalPodAutoscaler ``behavior`` (``pkg/controller/podautoscaler/horizontal.go``,
+``stabilizeRecommendationWithBehaviors``):
 
 * scale up only to the **lowest** raw recommendation of the scale-up window (default 60 s), so one spike
   never sizes the fleet;
@@ -13,9 +20,27 @@ advice must not. :class:`ReplicaStabilizer` applies the rule of Kubernetes' Hori
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.capacity import perf
+from advisor.capacity.queueing import (
+    SLO,
+    ReplicaService,
+    Workload,
+    mean_queue_wait_seconds,
+    predict_service,
+    replicas_needed,
+)
+from advisor.errors import CapacityError
+from advisor.rules.base import Evaluation
+from advisor.rules.common import data_parallel_ranks, rank_concurrency
+from advisor.rules.turns import effect
+from advisor.telemetry import WindowStats, summarize
 
 DEFAULT_SCALE_UP_WINDOW_SECONDS = 60.0
 """Scale-up stabilization window (HPA's default is 0 s; 60 s keeps a momentary backlog from sizing replicas)."""
@@ -83,3 +108,381 @@ class ReplicaStabilizer:
     def forget(self, key: str) -> None:
         """Drop a key's points (the deployment left the config)."""
         self._series.pop(key, None)
+
+
+# --- the one queueing model every rule sizes replicas with ---------------------------------------------------
+
+DEFAULT_TARGET_UTILIZATION = 0.8
+"""Utilization one replica is sized for when no capacity model is available (measured service rate only):
+λ ÷ (c·μ) ≤ 0.8, the usual M/M/c planning figure (Gross & Harris §2.3: the wait grows as 1 ÷ (1 − ρ))."""
+MAX_CALIBRATION = 1000.0
+"""Bound on the engine-vs-model speed ratio (a ratio beyond ×1000 either way is a unit error, not a speed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSizing:
+    """The replica count one deployment needs for its measured arrival rate (requests/s, seconds, replicas).
+
+    Attributes:
+        arrival_rate: requests/s arriving over the window: completions + growth of the in-flight population
+            (running + waiting) per second (flow balance; never completions alone). ≥ 0.
+        completions_per_second: the engine's finished-request rate over the window (all replicas up).
+        inflight_growth_per_second: (running + waiting at the newest scrape − at the oldest) ÷ the window's span.
+        service_rate_per_replica: requests/s one replica completes with its batch full (the most it can do).
+        capacity_at_slo_per_replica: requests/s one replica completes while the SLO's goodput target is still met
+            (``None``: even an idle replica misses the SLO in the model, so replicas alone cannot meet it).
+        replicas: the raw count (≥ 1): the larger of :attr:`slo_replicas` and :attr:`drain_replicas`.
+        slo_replicas: ``ceil(arrival_rate ÷ capacity_at_slo_per_replica)`` (or, without a capacity model, the
+            fewest M/M/c servers at ≤ 80 % utilization whose mean queue wait is within the TTFT target).
+        drain_replicas: the replicas that clear the current backlog within ``drain_seconds`` while the arrivals
+            continue, ``ceil((λ + backlog ÷ drain_seconds) ÷ μ)``; ``None`` when no drain time is configured.
+        backlog: requests waiting at the newest scrape (all replicas).
+        current_replicas: the configured count.
+        utilization: λ ÷ (current × μ): above 1 the queue grows.
+        utilization_after: λ ÷ (replicas × μ).
+        method: ``model`` (the queueing model of :func:`advisor.capacity.queueing.predict_service`, its speed
+            calibrated to the engine) or ``measured`` (no GPU or lengths: M/M/c on the measured service rate).
+        calibration: engine speed ÷ model speed, from the observed TPOT (1.0 without TPOT observations).
+        explanation: one paragraph with the numbers, for descriptions.
+        queue_wait_seconds / queue_wait_seconds_after: mean wait before service (seconds) at the current count
+            and at :attr:`replicas`; ``None`` when the queue is unstable (grows without bound).
+    """
+
+    arrival_rate: float
+    completions_per_second: float
+    inflight_growth_per_second: float
+    service_rate_per_replica: float
+    capacity_at_slo_per_replica: float | None
+    replicas: int
+    slo_replicas: int
+    drain_replicas: int | None
+    backlog: float
+    current_replicas: int
+    utilization: float
+    utilization_after: float
+    method: str
+    calibration: float
+    explanation: str
+    queue_wait_seconds: float | None = None
+    queue_wait_seconds_after: float | None = None
+
+    def effects(self) -> dict[str, dict[str, Any]]:
+        """Predicted effects of scaling to :attr:`replicas`: utilization and mean queue wait, before → after."""
+        return {
+            "utilization": effect(self.utilization, self.utilization_after),
+            "queue_wait_seconds": effect(self.queue_wait_seconds, self.queue_wait_seconds_after),
+        }
+
+    def evidence(self) -> dict[str, Any]:
+        """The sizing's figures as evidence (rounded; keys name their units)."""
+        return {
+            "arrival_rate_per_second": round(self.arrival_rate, 4),
+            "completions_per_second": round(self.completions_per_second, 4),
+            "inflight_growth_per_second": round(self.inflight_growth_per_second, 4),
+            "service_rate_per_replica": round(self.service_rate_per_replica, 4),
+            "capacity_at_slo_per_replica": (
+                None if self.capacity_at_slo_per_replica is None else round(self.capacity_at_slo_per_replica, 4)
+            ),
+            "replicas_needed": self.replicas,
+            "replicas_for_slo": self.slo_replicas,
+            "replicas_for_drain": self.drain_replicas,
+            "backlog_requests": self.backlog,
+            "utilization": round(self.utilization, 4),
+            "sizing_method": self.method,
+            "model_calibration": round(self.calibration, 4),
+        }
+
+
+def arrival_rate(stats: WindowStats | None) -> tuple[float, float, float] | None:
+    """(arrival, completions, in-flight growth) in requests/s over the window, or ``None`` when unknown.
+
+    Flow balance over the window: every request that arrived either completed or is still in flight, so
+    λ = completions/s + (in-flight at the end − at the start) ÷ span, in-flight = running + waiting
+    (Little's law's conservation; Kleinrock vol. 1 §2.1). Floored at 0. Completions alone undercount λ
+    whenever the queue grows — the momentary backlog is *not* part of the rate.
+    """
+    s = stats
+    if s is None or s.requests_finished_per_second is None or s.requests_waiting is None:
+        return None
+    if s.requests_waiting_first is None or s.window_seconds <= 0:
+        return None
+    span = s.span_seconds or s.window_seconds
+    if span <= 0:
+        return None
+    first = (s.requests_running_first or 0.0) + s.requests_waiting_first
+    last = (s.requests_running or 0.0) + s.requests_waiting
+    growth = (last - first) / span
+    done = s.requests_finished_per_second
+    return max(0.0, done + growth), done, growth
+
+
+SATURATED_USAGE = 0.9
+"""KV usage (0–1) at which a replica with requests waiting counts as saturated (kv_saturation's default
+threshold): its completions are then its service rate."""
+
+
+def saturated(ev: Evaluation) -> bool:
+    """Whether the replicas run at their ceiling, so that completions per replica measure the service rate μ:
+    requests wait at the newest scrape while requests run, and either KV usage is at least
+    :data:`SATURATED_USAGE` (the pool is the ceiling) or the running requests per data-parallel rank reach 90 %
+    of ``max_num_seqs`` (the slots are), or KV usage is unknown (a waiting queue is then the only sign). A queue
+    beside a pool and slots with room is a momentary backlog (a burst admitted over a few steps), not a ceiling."""
+    s = ev.stats
+    if s is None or not s.requests_waiting or not s.requests_running or ev.replicas_up <= 0:
+        return False
+    if s.kv_cache_usage_ratio is None or s.kv_cache_usage_ratio >= SATURATED_USAGE:
+        return True
+    per_rank = s.requests_running / ev.replicas_up / data_parallel_ranks(ev)
+    return per_rank >= 0.9 * ev.ctx.inputs.max_num_seqs
+
+
+def _max_stable_rate(workload: Workload, service: ReplicaService, slo: SLO) -> float:
+    """Requests/s one replica (one data-parallel rank) completes with its batch full: the largest λ at which
+    :func:`predict_service` is stable, by bisection (the slots' and the prefill's stability bounds)."""
+    full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
+    hi = service.batch_cap / full
+    if service.prefill_seconds > 0:
+        hi = min(hi, 1.0 / service.prefill_seconds)
+    lo = 0.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if predict_service(dataclasses.replace(workload, arrival_rate=mid), service, 1, slo).stable:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _slo_rate(workload: Workload, service: ReplicaService, slo: SLO, ceiling: float) -> float | None:
+    """The largest λ ≤ ``ceiling`` (requests/s) at which one replica meets the SLO (:meth:`ServicePrediction.meets`);
+    ``None`` when even an idle one misses it. Goodput falls as λ rises, so bisection finds it."""
+    if not predict_service(dataclasses.replace(workload, arrival_rate=0.0), service, 1, slo).meets(slo):
+        return None
+    lo, hi = 0.0, ceiling
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if predict_service(dataclasses.replace(workload, arrival_rate=mid), service, 1, slo).meets(slo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _clamp_calibration(k: float) -> float:
+    return min(MAX_CALIBRATION, max(1.0 / MAX_CALIBRATION, k))
+
+
+def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, float, Callable[[int], float]] | None:
+    """Per replica: μ (requests/s at a full batch), the capacity at the SLO (requests/s; ``None`` when even an
+    idle replica misses the SLO), the latency calibration (engine speed ÷ model speed), and the mean wait before
+    service (slot wait + prefill wait, seconds; ``inf`` unstable) at a replica count. ``None`` when the model
+    cannot run (no GPU, token counters or completions unknown, a capacity error).
+
+    One replica is ``ranks`` data-parallel engines, each an M/G/c slot queue with a prefill server
+    (:func:`advisor.capacity.queueing.predict_service`, a ``ReplicaService`` from the roofline,
+    :mod:`advisor.capacity.perf`): prefill of the observed mean prompt (prompt tokens ÷ completions), decode steps
+    at the observed mean context (prompt + half the output), and a batch cap of the running requests per rank when
+    saturated (:func:`saturated`: the engine's own ceiling), else ``min(max_num_seqs, pool ÷ tokens per request)``.
+
+    Calibrated to the engine, so the roofline's assumed efficiency factors do not decide the count:
+
+    * latency: the model's step and prefill times are divided by ``k`` so that the model's TPOT at the observed
+      batch (with the prefill share of GPU time, ``1 ÷ (1 − ρ_p)``) equals the observed mean TPOT (a few
+      fixed-point rounds; ``k = 1`` without TPOT observations);
+    * rate: the SLO's share of the saturated throughput, ``f = capacity at the SLO ÷ μ`` in the calibrated model
+      (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
+      completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
+      batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, the model's.
+    """
+    s = ev.stats
+    gpu = ev.ctx.gpu
+    done = s.requests_finished_per_second if s is not None else None
+    if s is None or gpu is None or not done or done <= 0 or ev.replicas_up <= 0:
+        return None
+    if not s.prompt_tokens_per_second or not s.generation_tokens_per_second:
+        return None
+    prompt = max(1.0, s.prompt_tokens_per_second / done)
+    output = max(1.0, s.generation_tokens_per_second / done)
+    ranks = data_parallel_ranks(ev)
+    inputs = ev.ctx.inputs
+    running_rank = (s.requests_running or 0.0) / ev.replicas_up / ranks
+    full = saturated(ev) and running_rank >= 1
+    if full:
+        cap = max(1, math.floor(running_rank))
+    else:
+        pool = (ev.kv_capacity_tokens or ev.ctx.capacity.kv_cache_tokens) / ranks
+        cap = max(1, min(int(inputs.max_num_seqs), math.floor(pool / (prompt + output))))
+    lam_rank = arrival / ev.replicas_up / ranks
+    done_rank = done / ev.replicas_up / ranks
+    tpot = summarize(s.tpot)
+    try:
+        step = perf.decode_step_model(inputs, gpu, prompt + output / 2)
+        t_p = perf.prefill_seconds(inputs, gpu, prompt)
+        slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
+        workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
+
+        def service(k: float) -> ReplicaService:
+            return ReplicaService(batch_cap=cap, prefill_seconds=t_p / k, decode_step=lambda b: step(b) / k)
+
+        k = 1.0
+        if tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
+            for _ in range(4):
+                mu_k = _max_stable_rate(workload, service(k), slo)
+                # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
+                lam_model = lam_rank / done_rank * mu_k if full else lam_rank
+                rho = min(0.9, lam_model * t_p / k)
+                k = _clamp_calibration(k * step(running_rank) / k / (1 - rho) / tpot.mean)
+        calibrated = service(k)
+        mu_model = _max_stable_rate(workload, calibrated, slo)
+        at_slo_model = _slo_rate(workload, calibrated, slo, mu_model)
+    except (CapacityError, ValueError):
+        return None
+    if mu_model <= 0:
+        return None
+    if full:
+        mu = done_rank
+    elif running_rank >= 1:
+        # Little's law on the measured clock: the replica completes ``done_rank`` at a batch of ``running_rank``;
+        # at its cap it completes the model's ratio more (throughput B ÷ S(B), S = prefill + output × TPOT(B))
+        def throughput(batch: float) -> float:
+            return batch / (t_p / k + output * step(batch) / k)
+
+        mu = max(done_rank, done_rank * mu_model / throughput(running_rank))
+    else:
+        mu = mu_model
+    share = None if at_slo_model is None else at_slo_model / mu_model
+    to_model = mu_model / mu  # measured requests/s → the model's requests/s (1 unless saturated)
+
+    def wait(replicas: int) -> float:
+        load = dataclasses.replace(workload, arrival_rate=arrival / ranks * to_model)
+        p = predict_service(load, calibrated, replicas, slo)
+        return p.mean_queue_wait_seconds + p.mean_prefill_wait_seconds if p.stable else math.inf
+
+    return mu * ranks, (None if share is None else share * mu * ranks), k, wait
+
+
+def size_replicas(
+    ev: Evaluation, drain_seconds: float | None = None, *, current: int | None = None
+) -> ReplicaSizing | None:
+    """The one replica count for ``ev``'s deployment: every rule that proposes replicas asks this.
+
+    1. λ = :func:`arrival_rate` (completions + in-flight growth over the window; never the backlog itself).
+    2. Per replica, μ (requests/s at a full batch) and the capacity at the SLO (the most requests/s one replica
+       serves with the goodput target met: TTFT from the slot wait, prefill wait and prefill, TPOT from the
+       batch, :func:`advisor.capacity.queueing.predict_service`), from the capacity model calibrated to the
+       engine (:func:`_model_rates`: its speed to the observed TPOT, the SLO's share of its throughput applied to
+       the measured service rate). Random routing splits a Poisson stream into Poisson
+       streams, so ``c`` replicas meet the SLO exactly when λ ÷ c ≤ that capacity:
+       ``slo_replicas = ceil(λ ÷ capacity at the SLO)``.
+       Without a model (no GPU in the catalog, token counters missing): μ = completions per replica when
+       saturated (:func:`saturated`), else scaled to the ceiling by Little's law (``× ceiling ÷ running``), and
+       :func:`advisor.capacity.queueing.replicas_needed` (M/M/c: utilization ≤ 0.8, mean wait ≤ the TTFT target;
+       the capacity at the SLO is then reported as 0.8 μ).
+    3. With ``drain_seconds`` (config ``rules.replicas.drain_seconds``), the waiting backlog must also clear in
+       that time while arrivals go on: ``drain_replicas = ceil((λ + backlog ÷ drain_seconds) ÷ μ)``.
+    4. ``replicas = max(slo_replicas, drain_replicas, 1)``.
+
+    ``current`` (default ``ev.ctx.replicas``) is the count utilizations are stated against. Returns ``None``
+    when the arrival or completion rate is unknown or no replica answered.
+
+    Example (measured path): λ = 10/s, μ = 3/s per replica, TTFT 2 s → ``replicas_needed(10, 3, 0.8, 2)`` = 5.
+
+    Raises:
+        ValueError: ``drain_seconds`` not a finite number > 0.
+    """
+    if drain_seconds is not None and (not math.isfinite(drain_seconds) or drain_seconds <= 0):
+        raise ValueError(f"drain_seconds must be a finite number > 0, got {drain_seconds!r}")
+    rates = arrival_rate(ev.stats)
+    s = ev.stats
+    if rates is None or s is None or ev.replicas_up <= 0:
+        return None
+    arrival, done, growth = rates
+    cur = ev.ctx.replicas if current is None else current
+    backlog = float(s.requests_waiting or 0.0)
+    model = _model_rates(ev, arrival)
+    k = 1.0
+    if model is not None:
+        mu, at_slo, k, wait = model
+        method = "model"
+        slo_n = 1 if arrival <= 0 else (math.ceil(arrival / at_slo - 1e-9) if at_slo else 0)
+        if at_slo is None:  # even an idle replica misses the SLO: size for stability at the planning utilization
+            slo_n = max(1, math.ceil(arrival / (mu * DEFAULT_TARGET_UTILIZATION) - 1e-9))
+    else:
+        if done <= 0:
+            return None
+        mu = done / ev.replicas_up
+        running = (s.requests_running or 0.0) / ev.replicas_up
+        if not saturated(ev) and running > 0:
+            ceiling = data_parallel_ranks(ev) * min(float(ev.ctx.inputs.max_num_seqs), rank_concurrency(ev))
+            mu *= max(1.0, ceiling / running)
+        method = "measured"
+        mu_measured = mu
+
+        def wait(replicas: int) -> float:
+            return mean_queue_wait_seconds(replicas, arrival, mu_measured)
+
+        try:
+            slo_n = replicas_needed(arrival, mu, DEFAULT_TARGET_UTILIZATION, ev.ctx.slo.ttft_seconds)
+        except CapacityError:
+            return None
+        at_slo = mu * DEFAULT_TARGET_UTILIZATION
+    slo_n = max(1, slo_n)
+    drain_n = None
+    if drain_seconds is not None:
+        drain_n = max(1, math.ceil((arrival + backlog / drain_seconds) / mu - 1e-9))
+    needed = max(slo_n, drain_n or 1)
+    util = arrival / (max(cur, 1) * mu)
+    util_after = arrival / (needed * mu)
+    slo = ev.ctx.slo
+    text = (
+        f"Requests arrive at ~{arrival:,.2f}/s (completions {done:,.2f}/s {'+' if growth >= 0 else '−'} in-flight "
+        f"{'growth' if growth >= 0 else 'shrinkage'} {abs(growth):,.2f}/s over the last {s.window_seconds:.0f}s). "
+        f"One replica completes at most ~{mu:,.2f}/s with its batch full"
+    )
+    if method == "model" and at_slo is not None:
+        text += (
+            f", and ~{at_slo:,.2f}/s while {slo.target_ratio:.0%} of requests meet TTFT ≤ {slo.ttft_seconds:g}s and "
+            f"TPOT ≤ {slo.tpot_seconds:g}s (queueing model"
+            + (f", its speed calibrated ×{k:.2f} to the observed TPOT" if abs(k - 1) > 1e-6 else "")
+            + ")"
+        )
+    elif method == "model":
+        text += "; even one idle replica misses the SLO in the model, so this count only keeps the queue stable"
+    else:
+        text += (
+            f" (measured; sized for ≤ {DEFAULT_TARGET_UTILIZATION:.0%} utilization and a mean wait within the "
+            "TTFT target)"
+        )
+    text += (
+        f". {cur} replica(s) run at {util:.0%} of capacity; {needed} run at {util_after:.0%}"
+        + (" and meet the SLO" if method == "model" and at_slo is not None and slo_n == needed else "")
+        + "."
+    )
+    if drain_n is not None:
+        text += (
+            f" Clearing the {backlog:,.0f} waiting within {drain_seconds:g}s while arrivals continue takes {drain_n}."
+        )
+    return ReplicaSizing(
+        arrival_rate=arrival,
+        completions_per_second=done,
+        inflight_growth_per_second=growth,
+        service_rate_per_replica=mu,
+        capacity_at_slo_per_replica=at_slo,
+        replicas=needed,
+        slo_replicas=slo_n,
+        drain_replicas=drain_n,
+        backlog=backlog,
+        current_replicas=cur,
+        utilization=util,
+        utilization_after=util_after,
+        method=method,
+        calibration=k,
+        explanation=text,
+        queue_wait_seconds=_finite(wait(max(cur, 1))),
+        queue_wait_seconds_after=_finite(wait(needed)),
+    )
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an unstable queue's wait is ``None`` (unbounded)."""
+    return None if math.isinf(x) or math.isnan(x) else x

@@ -26,23 +26,24 @@ DP2_POOL = 2 * 432_000
 
 def test_goodput_replica_ceiling_is_max_num_seqs_per_rank_times_ranks() -> None:
     # max_num_seqs 32 on each of 2 ranks: the replica runs up to 2 × min(32, 54.92) = 64 (head: min(32, 109.84)
-    # = 32). 40 running, nothing waiting, 2 completions/s: μ = 2 × 64 ÷ 40 = 3.2/s (head: 2.0/s, unscaled).
+    # = 32). 60 running, nothing waiting, 2 completions/s: μ = 2 × 64 ÷ 60 = 2.1333/s (head: 2.0/s, unscaled).
+    # λ = 2/s → ⌈2 ÷ (2.1333 × 0.8)⌉ = 2 replicas (M/M/2 wait 0.13 s ≤ 2.5 s).
     rule = GoodputRule(for_seconds=120, min_requests=20, target_utilization=0.8)
     e = ev(
         dep=ctx(data_parallel_size=2, max_num_seqs=32),
         kv_capacity_tokens=DP2_POOL,
         goodput=good(0.5, 1.0),
         requests_finished_per_second=2.0,
-        requests_running=40,
-        requests_running_first=40,
+        requests_running=60,
+        requests_running_first=60,
         requests_waiting=0,
         requests_waiting_first=0,
         queue_time=hist((2.0, 100), total_sum=150.0),
         **requests(100),
     )
     (p,) = rule.propose(e)
-    assert p.dial == "replicas"
-    assert p.evidence["service_rate_per_replica"] == pytest.approx(3.2, abs=1e-4)
+    assert (p.dial, p.suggested) == ("replicas", 2)
+    assert p.evidence["service_rate_per_replica"] == pytest.approx(2.1333, abs=1e-4)
 
 
 def test_goodput_tpot_knee_is_judged_at_one_rank_s_batch() -> None:

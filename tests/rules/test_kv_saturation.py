@@ -119,12 +119,38 @@ def test_never_raises_max_num_seqs() -> None:
         assert not any(p.dial == "max_num_seqs" and p.action != "decrease" for p in RULE.propose(_knee_ev(**stats)))
 
 
-def test_replicas_from_the_demand_factor() -> None:
-    # (50 running + 150 waiting) ÷ 50 × 0.95 full = 3.8 pools → ⌈1 × 3.8⌉ = 4 replicas
-    rep = next(p for p in RULE.propose(_ev(requests_waiting=150)) if p.dial == "replicas")
-    assert (rep.current, rep.suggested) == (1, 4)
-    # 50 requests fill one replica: the ceiling goes 50 → 200
-    assert rep.predicted_effect["concurrency_ceiling"] == {"before": 50.0, "after": 200.0}
+def _erlang_c(c: int, a: float) -> float:
+    """Erlang C by the textbook recursion (Kleinrock vol. 1 §3.5): B(0) = 1, B(k) = a·B(k−1) ÷ (k + a·B(k−1)),
+    C = c·B ÷ (c − a·(1 − B)) — written here independently of advisor.capacity.queueing."""
+    b = 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    return c * b / (c - a * (1 - b))
+
+
+def test_replicas_sized_for_the_arrival_rate_not_for_holding_the_backlog_at_once() -> None:
+    # issue 13: "holding all 407 running and waiting requests at once" → 13 replicas. Here 50 run, the queue grew
+    # 10 → 400 over 60 s while 2 requests/s completed. Holding all 450 at once would take ⌈450 ÷ 50 × 0.95⌉ = 9.
+    # The arrival rate: λ = 2 + (450 − 60) ÷ 60 = 8.5/s; the saturated replica (95 % full, requests waiting)
+    # completes μ = 2/s. M/M/c at ≤ 80 %: ⌈8.5 ÷ 1.6⌉ = ⌈5.3125⌉ = 6, and its mean wait must be ≤ TTFT 2.5 s:
+    lam, mu = 2 + (450 - 60) / 60, 2.0
+    assert lam == pytest.approx(8.5)
+    wait6 = _erlang_c(6, lam / mu) / (6 * mu - lam)  # a = 4.25: C ≈ 0.476, Wq ≈ 0.136 s
+    assert wait6 < 2.5
+    e = _ev(
+        requests_waiting_first=10, requests_waiting=400, requests_running_first=50, requests_finished_per_second=2.0
+    )
+    rep = next(p for p in RULE.propose(e) if p.dial == "replicas")
+    assert (rep.current, rep.suggested) == (1, 6)
+    assert rep.evidence["arrival_rate_per_second"] == pytest.approx(8.5)
+    assert rep.predicted_effect["utilization"] == {"before": 4.25, "after": pytest.approx(8.5 / 12, abs=1e-4)}
+    assert rep.predicted_effect["queue_wait_seconds"]["after"] == pytest.approx(wait6, abs=1e-3)
+    assert "holding all" not in rep.description
+
+
+def test_no_replicas_without_an_arrival_rate() -> None:
+    # no completion counter: the arrival rate is unknown, so no replica count (never sized from the backlog)
+    assert not [p for p in RULE.propose(_ev(requests_waiting=150)) if p.dial == "replicas"]
 
 
 def test_severity_is_critical_only_when_preempting_with_a_growing_queue() -> None:

@@ -59,11 +59,26 @@ def test_fire_table(rule: QueueGrowthRule, stats: dict[str, Any], fires: bool) -
     [
         ({}, False),  # growing at 0.05/s: firing, not clear
         ({"requests_waiting": 10.6}, False),  # 0.01/s: below the fire threshold, still growing — the band
-        ({"requests_waiting": 10}, True),  # flat
-        ({"requests_waiting": 5}, True),  # draining
+        # issue 13: "the queue stopped growing: waiting 105 → 105" while 105 wait is not a resolution
+        ({"requests_waiting_first": 105, "requests_waiting": 105}, False),
+        ({"requests_waiting": 10}, False),  # flat at 10 waiting: the backlog is still there
+        ({"requests_waiting": 5}, False),  # draining, 5 still wait (> 1 per replica)
+        ({"requests_waiting": 1}, True),  # drained to ≤ 1 per replica, KV usage unknown
+        ({"requests_waiting": 0, "kv_cache_usage_ratio": 0.95}, False),  # queue empty but the pool still full
+        ({"requests_waiting": 0, "kv_cache_usage_ratio": 0.79}, True),  # drained and below resolve_below 0.8
         ({"requests_waiting_first": 0, "requests_waiting": 0}, True),  # empty
     ],
-    ids=["growing", "slow growth stays open (hysteresis)", "flat clears", "draining clears", "empty clears"],
+    ids=[
+        "growing",
+        "slow growth stays open (hysteresis)",
+        "a flat queue of 105 stays open",
+        "flat at 10 stays open",
+        "draining but not drained stays open",
+        "drained to the threshold clears",
+        "drained with the pool still full stays open",
+        "drained with usage below resolve_below clears",
+        "empty clears",
+    ],
 )
 def test_clear_table(stats: dict[str, Any], clears: bool) -> None:
     assert RULE.clears(_ev(**stats)).holds is clears
@@ -77,7 +92,8 @@ def test_clear_table(stats: dict[str, Any], clears: bool) -> None:
 def test_cannot_tell_without_queue_or_completions(stats: dict[str, Any]) -> None:
     e = _ev(**stats)
     assert RULE.fires(e).holds is None
-    assert RULE.clears(e).holds is None
+    # the clear side needs only the queue now (is the backlog gone?): unknown only when the queue is
+    assert RULE.clears(e).holds is (None if stats.get("requests_waiting", 0) is None else False)
     assert RULE.propose(e) == []
 
 
@@ -114,8 +130,8 @@ def test_two_replicas_up_share_the_completions() -> None:
     assert (p.current, p.suggested) == (2, 4)
 
 
-def test_at_least_one_more_replica_even_when_utilization_is_under_target() -> None:
-    # λ = 2 + 0.05 = 2.05, μ = 2: ⌈2.05 ÷ 1.6⌉ = 2 — and never fewer than current + 1
+def test_one_more_replica_when_arrivals_just_exceed_service() -> None:
+    # λ = 2 + 0.05 = 2.05, μ = 2: ⌈2.05 ÷ 1.6⌉ = 2; M/M/2 at a = 1.025 waits ~0.2 s ≤ 2.5 s
     (p,) = RULE.propose(_ev())
     assert p.suggested == 2
 
