@@ -244,6 +244,9 @@ CATALOG_ENTRIES: Final = (
             capacity="model_total_kv_blocks × model_kv_cache_block_size",
         ),
         adapter=DynamoFrontendAdapter,
+        # lib/llm/src/http/service/metrics.rs: dynamo_frontend_output_tokens_total is incremented per streamed
+        # response chunk (docs/observability/metrics.md: updated in real time)
+        counters_advance_during_decode=True,
         frontend_only=True,
     ),
 )
