@@ -17,15 +17,16 @@ none of its generation-token, prompt-token and finished-request counters moved a
   (the largest data-parallel rank's pool when ranks report), a request that cannot fit explains the still queue
   (``pool_context`` proposes the cap); the rule does not fire and says so. A restart would clear the queue only
   until the next such request.
-* Checked against the engine's counters (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`):
-  SGLang, TGI, TensorRT-LLM and llama.cpp count tokens and requests only when a request *finishes*, so a few long
-  generations (and the queue behind them) hold every counter still for minutes on a healthy engine. For such an
-  engine (and for one whose engine is not known yet) a stall with requests running must also outlast a bound on a
-  request's lifetime, ``max(finish_only_for, max_model_len × the window's mean TPOT)`` (the longest generation the
-  deployment allows, at the speed it decodes), and its confidence is capped at :data:`FINISH_ONLY_CONFIDENCE`
-  (never ``critical``): even then the counters cannot tell a hang from a generation longer than the bound. No
-  gauge is read as proof of decoding: SGLang's ``gen_throughput`` is refreshed every ``--decode-log-interval``
-  decode steps and keeps its last value when the scheduler hangs, so a value above 0 proves nothing.
+* Checked against the engine's counters
+  (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`): SGLang, TGI, TensorRT-LLM and
+  llama.cpp count tokens and requests only when a request *finishes*, so a few long generations (and the queue
+  behind them) hold every counter still for minutes on a healthy engine. For such an engine (and for one whose
+  engine is not known yet) a stall with requests running must also outlast a bound on a request's lifetime,
+  ``max(rules.stalled.finish_only_counters_for, max_model_len × the window's mean TPOT)`` (the longest generation
+  the deployment allows, at the speed it decodes), and its confidence is capped at :data:`FINISH_ONLY_CONFIDENCE`
+  (never ``critical``): even then the counters cannot tell a hang from a generation longer than the bound. No gauge
+  is read as proof of decoding: SGLang's ``gen_throughput`` is refreshed every ``--decode-log-interval`` decode
+  steps and keeps its last value when the scheduler hangs, so a value above 0 proves nothing.
 * Checked against the queues (``Evaluation.queues``): with nothing running, requests that wait on a stage that
   is not the engine's own compute — a LoRA adapter slot or a remote KV transfer (vLLM ``waiting_deferred``), a
   prefill/decode-disaggregation queue (``prefill_bootstrap``, ``prefill_prealloc``, ``prefill_inflight``,
@@ -176,7 +177,7 @@ class StalledRule:
         return counters_advance_during_decode(ev.ctx.engine) is not True
 
     def _lifetime_bound(self, ev: Evaluation) -> float | None:
-        """Seconds a request may live without moving a finish-only counter: ``max(finish_only_for,
+        """Seconds a request may live without moving a finish-only counter: ``max(finish_only_counters_for,
         max_model_len × mean TPOT)`` (TPOT from the window's histogram, when it observed any); ``None`` when the
         counters move during decode."""
         if not self._finish_only(ev):
@@ -237,7 +238,8 @@ class StalledRule:
             return Condition(
                 False,
                 f"{self._stall_text(ev)}; but {engine}'s token and request counters move only when a request "
-                f"finishes, and a request may live {bound:.0f}s (max(finish_only_for, max-model-len × mean TPOT)): "
+                f"finishes, and a request may live {bound:.0f}s (max(rules.stalled.finish_only_counters_for, "
+                f"max-model-len × mean TPOT)): "
                 f"{ev.stalled_seconds:.0f}s of {bound:.0f}s",
                 evidence,
             )
