@@ -305,3 +305,21 @@ def test_config_carries_the_finish_only_bound_and_the_observable_intervals() -> 
     assert load_config_text(_CONFIG).rules.stalled.finish_only_counters_for == 600.0
     with pytest.raises(ConfigError, match="observable_intervals"):
         load_config_text(_CONFIG.replace("for: 1s}", "for: 1s, observable_intervals: 0}"))
+
+
+def test_every_engine_declares_whether_its_counters_move_during_decode() -> None:
+    # from the engines' own files: vLLM counts per scheduler step (v1/metrics/loggers.py), the Dynamo frontend per
+    # streamed chunk (http/service/metrics.rs); SGLang (observe_one_finished_request), TGI (router histograms
+    # observed at the end), TensorRT-LLM (per-request metrics), Triton (per-request histograms) and llama.cpp
+    # (on_prediction at a slot's completion) only when a request finishes
+    from advisor.engines import entries
+
+    assert {e.engine: e.counters_advance_during_decode for e in entries()} == {
+        "vllm": True,
+        "dynamo": True,
+        "sglang": False,
+        "tgi": False,
+        "triton-trtllm": False,
+        "trtllm": False,
+        "llamacpp": False,
+    }
