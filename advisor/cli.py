@@ -177,7 +177,13 @@ def cmd_once(args: argparse.Namespace) -> int:
             # two scrapes can only tell "frozen" over the time between them
             "data_quality": cfg.data_quality.model_copy(update={"frozen_after": args.interval}),
             # judge goodput from whatever finished between the scrapes; confidence reflects how few
-            "rules": cfg.rules.model_copy(update={"goodput": cfg.rules.goodput.model_copy(update={"min_requests": 1})}),
+            # two scrapes see one interval: a stall needing more is reported unknown, never guessed
+            "rules": cfg.rules.model_copy(
+                update={
+                    "goodput": cfg.rules.goodput.model_copy(update={"min_requests": 1}),
+                    "stalled": cfg.rules.stalled.model_copy(update={"observable_intervals": 1}),
+                }
+            ),
         }
     )
     _, collector, metrics = make_registry()

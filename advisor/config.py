@@ -512,6 +512,22 @@ class StalledRule(_RuleBase):
     min_intervals: int = Field(
         default=3, ge=1, le=10_000, description="consecutive still scrape intervals that make a stall"
     )
+    finish_only_counters_for: Duration = Field(
+        default=600.0,
+        description=(
+            "on an engine whose token counters move only when a request finishes (SGLang, TGI, TensorRT-LLM, "
+            "llama.cpp), a stall with requests running must last at least this long (and longer than max-model-len "
+            "x the mean TPOT); it is then a warning, never critical"
+        ),
+    )
+    observable_intervals: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "the most scrape intervals one evaluation sees; `once` sets 1 (fewer than min_intervals: the rule "
+            "reports unknown); unset for the daemon"
+        ),
+    )
 
 
 def _parse_window(value: Any) -> float:

@@ -24,6 +24,9 @@ field               meaning
 ``kv``              how KV usage and capacity are accounted (what ``kv_cache_usage_ratio`` means there)
 ``exposition``      the families a reference release serves (name, type, help, buckets); the simulator and
                     the stand-in render these and nothing else
+``counters_advance  whether the token counters (``prompt_tokens_total``, ``generation_tokens_total``) move while
+_during_decode``    requests decode (``True``: per scheduler step, vLLM) or only when a request finishes (``False``:
+                    SGLang, TGI, TensorRT-LLM, llama.cpp); ``None`` unknown. The ``stalled`` rule reads it
 ==================  ===========================================================================================
 
 Source of every fact: the engine module that declares the entry, which cites the engine's own files and
@@ -194,6 +197,10 @@ class CatalogEntry:
     exposition: Exposition | None = None
     frontend_only: bool = False
     """A frontend that proxies engines (Dynamo): detection prefers an engine's own families over it."""
+    counters_advance_during_decode: bool | None = None
+    """The token counters move while requests decode (``True``), or only when a request finishes (``False``: a
+    few long generations hold them still for minutes on a healthy engine); ``None`` unknown. Each engine module
+    sets it with the engine file that shows where its counters are incremented."""
 
     def metric_names(self) -> frozenset[str]:
         """Every family name the entry knows (name table, both prefix spellings, reference exposition).

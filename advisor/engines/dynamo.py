@@ -244,6 +244,9 @@ CATALOG_ENTRIES: Final = (
             capacity="model_total_kv_blocks × model_kv_cache_block_size",
         ),
         adapter=DynamoFrontendAdapter,
+        # lib/llm/src/http/service/metrics.rs: ResponseMetricCollector::observe_response adds each streamed chunk's
+        # tokens to dynamo_frontend_output_tokens_total (the fallback output_sequence_tokens is observed at the end)
+        counters_advance_during_decode=True,
         frontend_only=True,
     ),
 )

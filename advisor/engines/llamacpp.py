@@ -138,6 +138,9 @@ CATALOG_ENTRIES: Final = (
             capacity="kv_cache_tokens ÷ kv_cache_usage_ratio when the ratio is positive (older builds)",
         ),
         adapter=LlamaCppAdapter,
+        # tools/server/server.cpp: metrics.on_prediction(slot) adds a slot's n_decoded to n_tokens_predicted_total
+        # when the slot's task completes; tokens_predicted_total stands still while a slot decodes
+        counters_advance_during_decode=False,
     ),
 )
 """llama.cpp's catalog entry (:mod:`advisor.engines.catalog`)."""

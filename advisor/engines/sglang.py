@@ -301,6 +301,10 @@ CATALOG_ENTRIES: Final = (
             capacity="max_total_num_tokens (0.5.23); older releases expose none",
         ),
         adapter=SGLangAdapter,
+        # python/sglang/srt/metrics/collector.py TokenizerMetricsCollector.observe_one_finished_request increments
+        # prompt_tokens_total / generation_tokens_total / num_requests_total, called from
+        # python/sglang/srt/managers/tokenizer_manager.py only when a request finishes
+        counters_advance_during_decode=False,
         wrappers=(
             Wrapper(
                 "Dynamo SGLang worker",

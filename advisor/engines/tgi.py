@@ -123,6 +123,9 @@ CATALOG_ENTRIES: Final = (
             derived=(RatioTerm("kv_cache_reserved_tokens", "kv_cache_capacity_tokens"),),
         ),
         adapter=TGIAdapter,
+        # router/src/server.rs: tgi_request_generated_tokens (whose _sum is the generation counter) and
+        # tgi_request_success are recorded when a request ends; nothing counts tokens while a request decodes
+        counters_advance_during_decode=False,
     ),
 )
 """TGI's catalog entry (:mod:`advisor.engines.catalog`)."""

@@ -273,6 +273,9 @@ CATALOG_ENTRIES: Final = (
             derived=(RatioTerm("blocks_used", "blocks_max", free="blocks_free"),),
         ),
         adapter=TritonTRTLLMAdapter,
+        # inflight_batcher_llm/src/custom_metrics_reporter: nv_llm_output_token_len / nv_llm_input_token_len are
+        # histograms observed once per finished request, nv_inference_request_success on completion
+        counters_advance_during_decode=False,
     ),
     CatalogEntry(
         engine="trtllm",
@@ -301,6 +304,9 @@ CATALOG_ENTRIES: Final = (
             derived=(RatioTerm("blocks_used", "blocks_max"),),
         ),
         adapter=TRTLLMServeAdapter,
+        # tensorrt_llm/metrics/collector.py: trtllm_prompt_tokens_total / trtllm_generation_tokens_total are
+        # per-request metrics, logged from a request's final output
+        counters_advance_during_decode=False,
         wrappers=(
             Wrapper(
                 "Dynamo TensorRT-LLM worker",

@@ -603,6 +603,9 @@ CATALOG_ENTRIES: Final = (
             capacity="cache_config_info: kv_cache_size_tokens (0.33), else num_gpu_blocks × block_size",
         ),
         adapter=VLLMAdapter,
+        # vllm/v1/metrics/loggers.py: generation/prompt token counters are incremented from each scheduler step's
+        # IterationStats (num_generation_tokens, num_prompt_tokens), so they move while requests decode
+        counters_advance_during_decode=True,
         wrappers=(
             Wrapper(
                 "Triton vLLM backend",

@@ -61,7 +61,15 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
     replicas = getattr(r, "replicas", None)
     drain = getattr(replicas, "drain_seconds", None)
     candidates: list[tuple[bool, Rule]] = [
-        (r.stalled.enabled, StalledRule(r.stalled.min_intervals, r.stalled.for_)),
+        (
+            r.stalled.enabled,
+            StalledRule(
+                r.stalled.min_intervals,
+                r.stalled.for_,
+                r.stalled.finish_only_counters_for,
+                r.stalled.observable_intervals,
+            ),
+        ),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
         (
             r.admission_thrash.enabled,

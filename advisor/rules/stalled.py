@@ -17,16 +17,36 @@ none of its generation-token, prompt-token and finished-request counters moved a
   (the largest data-parallel rank's pool when ranks report), a request that cannot fit explains the still queue
   (``pool_context`` proposes the cap); the rule does not fire and says so. A restart would clear the queue only
   until the next such request.
+* Checked against the engine's counters
+  (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`): SGLang, TGI, TensorRT-LLM and
+  llama.cpp count tokens and requests only when a request *finishes*, so a few long generations (and the queue
+  behind them) hold every counter still for minutes on a healthy engine. For such an engine (and for one whose
+  engine is not known yet) a stall with requests running must also outlast a bound on a request's lifetime,
+  ``max(rules.stalled.finish_only_counters_for, max_model_len × the window's mean TPOT)`` (the longest generation
+  the deployment allows, at the speed it decodes), and its confidence is capped at :data:`FINISH_ONLY_CONFIDENCE`
+  (never ``critical``): even then the counters cannot tell a hang from a generation longer than the bound. No gauge
+  is read as proof of decoding: SGLang's ``gen_throughput`` is refreshed every ``--decode-log-interval`` decode
+  steps and keeps its last value when the scheduler hangs, so a value above 0 proves nothing.
+* Checked against the queues (``Evaluation.queues``): with nothing running, requests that wait on a stage that
+  is not the engine's own compute — a LoRA adapter slot or a remote KV transfer (vLLM ``waiting_deferred``), a
+  prefill/decode-disaggregation queue (``prefill_bootstrap``, ``prefill_prealloc``, ``prefill_inflight``,
+  ``decode_prealloc``, ``decode_transfer``, ``decode_host_receive``) — explain the still queue; the rule does not
+  fire and names the queues (the peer worker or the transfer is where to look, and restarting this engine drops
+  the requests already handed over).
+* Needs history: a stall is ``min_intervals`` still intervals. When the evaluation cannot see that many
+  (``observable_intervals``: ``once`` sees one), the rule answers *unknown* with the reason instead of guessing.
 
 Proposal: no dial fixes a hung engine, and a replica added beside a hung one still receives its share of
 traffic, so the rule never proposes replicas, a pool turn or any capacity dial. It proposes ``restart`` on the
 pseudo-dial ``engine_process`` (:data:`advisor.conventions.DIAL_ENGINE_PROCESS`) for the stalled targets, with a
 stack dump and the engine log saved first for the bug report.
 
-Confidence: ``0.5 + 0.15 × stalled_intervals ÷ min_intervals`` (0.65 at the threshold, 0.95 at three times it,
+Confidence (engines whose counters move during decode, or nothing running): ``0.5 + 0.15 × stalled_intervals ÷
+min_intervals`` (0.65 at the threshold, 0.95 at three times it,
 at most 0.95), × ``0.7 + 0.1 × k`` for the ``k`` of the three work counters known (an engine that exports only
 one counter gives thinner evidence), × 0.6 when the KV pool is smaller than one max-length request while requests
-run (the pool may be part of the story). Severity ``critical`` at confidence ≥ :data:`HIGH_CONFIDENCE` with
+run (the pool may be part of the story); at most :data:`FINISH_ONLY_CONFIDENCE` on an engine whose counters move
+only when a request finishes while requests run. Severity ``critical`` at confidence ≥ :data:`HIGH_CONFIDENCE` with
 requests waiting, else ``warning``.
 """
 
@@ -35,12 +55,40 @@ from __future__ import annotations
 from typing import Any
 
 from advisor import conventions as c
+from advisor.engines.catalog import entry
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import count
 from advisor.rules.turns import effect
 
 HIGH_CONFIDENCE = 0.75
 """Confidence at or above which a stall with requests waiting is ``critical``."""
+
+FINISH_ONLY_CONFIDENCE = 0.45
+"""Highest confidence of a stall read from counters that move only when a request finishes, with requests running:
+below 0.5, so never ``critical`` (a generation longer than the bound looks the same)."""
+
+OTHER_STAGE_QUEUES = (
+    "waiting_deferred",
+    "prefill_bootstrap",
+    "prefill_prealloc",
+    "prefill_inflight",
+    "decode_prealloc",
+    "decode_transfer",
+    "decode_host_receive",
+)
+"""``Evaluation.queues`` keys of requests waiting on a stage that is not the engine's own compute: a LoRA adapter
+slot or remote KV (vLLM ``num_requests_waiting_by_reason{reason="deferred"}``, vllm/v1/core/sched/scheduler.py) and
+SGLang's prefill/decode-disaggregation queues (python/sglang/srt/disaggregation/, :mod:`advisor.engines.sglang`)."""
+
+
+def counters_advance_during_decode(engine: str) -> bool | None:
+    """The engine's catalog fact (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`);
+    ``None`` for an engine id the catalog does not know (``auto`` before detection)."""
+    try:
+        return entry(engine).counters_advance_during_decode
+    except ValueError:
+        return None
+
 
 _WORK = ("generation_tokens", "prompt_tokens", "requests_finished")
 """The ``Evaluation.counter_deltas`` keys: the work counters whose standing still is the stall."""
@@ -65,19 +113,34 @@ class StalledRule:
         c.RULE_OVER_PROVISIONED,
     )
 
-    def __init__(self, min_intervals: int = 3, for_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        min_intervals: int = 3,
+        for_seconds: float = 60.0,
+        finish_only_for_seconds: float = 600.0,
+        observable_intervals: int | None = None,
+    ) -> None:
         """``min_intervals``: consecutive still scrape intervals that make a stall (≥ 1); ``for_seconds``: the
-        for-duration after that.
+        for-duration after that; ``finish_only_for_seconds``: the least a stall with requests running must last on
+        an engine whose counters move only when a request finishes (see the module docstring);
+        ``observable_intervals``: the most scrape intervals one evaluation can see (``once``: 1), ``None`` for the
+        daemon's unbounded history.
 
         Raises:
-            ValueError: ``min_intervals`` below 1 or a negative for-duration.
+            ValueError: ``min_intervals`` or ``observable_intervals`` below 1, or a negative duration.
         """
         if min_intervals < 1:
             raise ValueError(f"min_intervals must be at least 1, got {min_intervals}")
         if for_seconds < 0:
             raise ValueError(f"for_seconds must not be negative, got {for_seconds}")
+        if finish_only_for_seconds < 0:
+            raise ValueError(f"finish_only_for_seconds must not be negative, got {finish_only_for_seconds}")
+        if observable_intervals is not None and observable_intervals < 1:
+            raise ValueError(f"observable_intervals must be at least 1, got {observable_intervals}")
         self.min_intervals = min_intervals
         self._for = for_seconds
+        self.finish_only_for_seconds = finish_only_for_seconds
+        self.observable_intervals = observable_intervals
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -95,9 +158,52 @@ class StalledRule:
         }
         for key in _WORK:
             evidence[f"{key}_increase"] = ev.counter_deltas.get(key)
+        evidence["counters_advance_during_decode"] = counters_advance_during_decode(ev.ctx.engine)
+        bound = self._lifetime_bound(ev)
+        if bound is not None:
+            evidence["request_lifetime_bound_seconds"] = round(bound, 1)
+        elsewhere = {k: v for k in OTHER_STAGE_QUEUES if (v := ev.queues.get(k))}
+        if elsewhere:
+            evidence["queues_other_stage"] = elsewhere
         if ev.stats is not None:
             evidence["window_seconds"] = ev.stats.window_seconds
         return evidence
+
+    def _finish_only(self, ev: Evaluation) -> bool:
+        """The stall is read from counters that may stand still while requests decode: requests run (or the
+        engine does not say) and the engine's counters move only on a finish (or the engine is not known)."""
+        if ev.stalled_requests_running is not None and ev.stalled_requests_running <= 0:
+            return False
+        return counters_advance_during_decode(ev.ctx.engine) is not True
+
+    def _lifetime_bound(self, ev: Evaluation) -> float | None:
+        """Seconds a request may live without moving a finish-only counter: ``max(finish_only_counters_for,
+        max_model_len × mean TPOT)`` (TPOT from the window's histogram, when it observed any); ``None`` when the
+        counters move during decode."""
+        if not self._finish_only(ev):
+            return None
+        bound = self.finish_only_for_seconds
+        mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
+        tpot = ev.stats.tpot if ev.stats is not None else None
+        if mml and tpot is not None and tpot.count > 0 and tpot.sum > 0:
+            bound = max(bound, mml * tpot.sum / tpot.count)
+        return bound
+
+    def _waiting_elsewhere(self, ev: Evaluation) -> str | None:
+        """Why the still queue waits on a stage that is not this engine's compute, or ``None``: nothing runs, requests
+        wait, and a LoRA/remote-KV or disaggregation queue holds requests."""
+        if (ev.stalled_requests_running or 0) > 0 or not ev.stalled_requests_waiting:
+            return None
+        elsewhere = {k: v for k in OTHER_STAGE_QUEUES if (v := ev.queues.get(k))}
+        if not elsewhere:
+            return None
+        held = ", ".join(f"{k} {count(v)}" for k, v in elsewhere.items())
+        return (
+            f"not a hung engine: nothing runs and {count(ev.stalled_requests_waiting)} wait, but requests wait on a "
+            f"stage that is not this engine's compute ({held}: a LoRA adapter slot, a remote KV transfer or a "
+            "disaggregation peer) — look at the peer workers and the KV transfer; restarting this engine would drop "
+            "the requests handed over"
+        )
 
     def _moved(self, ev: Evaluation) -> str:
         parts = [f"{k.replace('_', ' ')} +{v:,.0f}" for k in _WORK if (v := ev.counter_deltas.get(k)) is not None]
@@ -112,11 +218,31 @@ class StalledRule:
         )
 
     def fires(self, ev: Evaluation) -> Condition:
-        """Some target still for at least ``min_intervals`` scrape intervals."""
+        """Some target still for at least ``min_intervals`` scrape intervals (and, on an engine whose counters move
+        only on a finish, for longer than a request may live); unknown when the evaluation cannot see
+        ``min_intervals`` intervals."""
         evidence = self._evidence(ev)
-        blocked = self._blocked_by_pool(ev)
+        if self.observable_intervals is not None and self.observable_intervals < self.min_intervals:
+            return Condition(
+                None,
+                f"needs {self.min_intervals} still scrape intervals; this evaluation sees "
+                f"{self.observable_intervals} (once scrapes twice): two scrapes cannot prove a stall",
+                evidence,
+            )
+        blocked = self._blocked_by_pool(ev) or self._waiting_elsewhere(ev)
         if ev.stalled_intervals >= 1 and blocked:
             return Condition(False, blocked, evidence)
+        bound = self._lifetime_bound(ev)
+        if ev.stalled_intervals >= self.min_intervals and bound is not None and ev.stalled_seconds < bound:
+            engine = ev.ctx.engine
+            return Condition(
+                False,
+                f"{self._stall_text(ev)}; but {engine}'s token and request counters move only when a request "
+                f"finishes, and a request may live {bound:.0f}s (max(rules.stalled.finish_only_counters_for, "
+                f"max-model-len × mean TPOT)): "
+                f"{ev.stalled_seconds:.0f}s of {bound:.0f}s",
+                evidence,
+            )
         if ev.stalled_intervals >= self.min_intervals:
             return Condition(True, self._stall_text(ev), evidence)
         if ev.stalled_intervals > 0:
@@ -144,6 +270,8 @@ class StalledRule:
         conf = base * (0.7 + 0.1 * max(1, known))
         if self._pool_blocks(ev):
             conf *= 0.6
+        if self._finish_only(ev):
+            conf = min(conf, FINISH_ONLY_CONFIDENCE)
         return round(max(0.0, min(1.0, conf)), 3)
 
     def _pool_blocks(self, ev: Evaluation) -> bool:
@@ -168,7 +296,7 @@ class StalledRule:
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Restart the stalled engines (pseudo-dial ``engine_process``); nothing when no target is stalled."""
-        if ev.stalled_intervals < 1 or self._blocked_by_pool(ev):
+        if ev.stalled_intervals < 1 or self._blocked_by_pool(ev) or self._waiting_elsewhere(ev):
             return []
         conf = self.confidence(ev)
         waiting = ev.stalled_requests_waiting or 0.0
@@ -182,6 +310,13 @@ class StalledRule:
             + ". Restart the engine process; save a stack dump and the engine log first for the bug report. "
             "This resolves when tokens move again or no request is left inside the engine."
         )
+        bound = self._lifetime_bound(ev)
+        if bound is not None:
+            description += (
+                f" Confidence is held below 0.5 (never critical): {ev.ctx.engine}'s counters move only when a "
+                f"request finishes, so a generation longer than {bound:.0f}s would look the same; check the engine "
+                "log for decode steps before restarting."
+            )
         if self._pool_blocks(ev):
             description += (
                 " Note: the KV pool is smaller than one max-length request; a request that cannot fit can hold the "

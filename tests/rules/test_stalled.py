@@ -8,6 +8,7 @@ frozen counters was ``fresh`` and no rule fired.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import yaml
 
 from advisor import conventions as c
 from advisor.config import Config, parse_config
-from advisor.domain import EngineSnapshot, TimedSnapshot
+from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.errors import ConfigError
 from advisor.evaluate import Quality, TargetView, evaluate_deployment, stall_span
 from advisor.rules.lifecycle import Lifecycle
@@ -199,3 +200,126 @@ def test_config_declares_its_thresholds() -> None:
     with pytest.raises(ConfigError, match="min_intervals"):
         load_config_text(_CONFIG.replace("min_intervals: 3", "min_intervals: 0"))
     assert builtin_rules(cfg.rules)[0].id == c.RULE_STALLED
+
+
+# --- false-positive kinds (counters that move only on a finish, queues on another stage, once) ------------------
+
+HUNG_BATCH = history(*(snap(4, 6, 50_400, 91_000, 305) for _ in range(4)))
+"""4 running and 6 waiting at 1000, 1015, 1030, 1045 s, every counter still: 45 s, three intervals."""
+
+
+def _sglang(ev: Any) -> Any:
+    return dataclasses.replace(ev, ctx=dataclasses.replace(ev.ctx, engine="sglang"))
+
+
+def test_counters_that_move_only_on_a_finish_need_a_stall_longer_than_a_request_lives() -> None:
+    ev, _ = _evaluate(HUNG_BATCH)
+    assert ev.stalled_intervals == 3 and ev.stalled_seconds == 45.0 and ev.stalled_requests_running == 4
+    rule = StalledRule(min_intervals=3, for_seconds=0.0, finish_only_for_seconds=600.0)
+    # vLLM counts tokens every scheduler step: 45 s of still counters with 4 running is a hang
+    assert rule.fires(ev).holds is True
+    # SGLang counts them when a request finishes: 4 long generations hold every counter still — not yet a stall
+    sg = _sglang(ev)
+    cond = rule.fires(sg)
+    assert cond.holds is False
+    assert "only when a request finishes" in cond.reason and "45s of 600s" in cond.reason
+    assert cond.evidence["counters_advance_during_decode"] is False
+    # 615 s still (41 intervals): longer than any request may live — fires, but never critical:
+    # 0.5 + 0.15 × 41/3 = 2.55 → 0.95, three counters known (× 1.0), capped at 0.45
+    long = dataclasses.replace(sg, stalled_seconds=615.0, stalled_intervals=41)
+    assert rule.fires(long).holds is True
+    (p,) = rule.propose(long)
+    assert p.confidence == pytest.approx(0.45) and p.severity == "warning"
+    assert "never critical" in p.description
+
+
+def test_the_request_lifetime_bound_follows_max_model_len_times_the_observed_tpot() -> None:
+    ev, _ = _evaluate(HUNG_BATCH)
+    assert ev.stats is not None
+    # 20 requests at a mean TPOT of 0.1 s: a 8,192-token generation lives 819.2 s > finish_only_for 600 s
+    tpot = Histogram(buckets=((0.1, 20.0), (math.inf, 20.0)), count=20.0, sum=2.0)
+    sg = _sglang(dataclasses.replace(ev, stats=dataclasses.replace(ev.stats, tpot=tpot)))
+    rule = StalledRule(min_intervals=3, finish_only_for_seconds=600.0)
+    assert rule.fires(dataclasses.replace(sg, stalled_seconds=810.0, stalled_intervals=54)).holds is False
+    assert rule.fires(dataclasses.replace(sg, stalled_seconds=825.0, stalled_intervals=55)).holds is True
+    assert rule.fires(sg).evidence["request_lifetime_bound_seconds"] == pytest.approx(819.2)
+
+
+@pytest.mark.parametrize("engine", ["tgi", "llamacpp", "trtllm", "triton-trtllm", "auto"])
+def test_every_finish_only_or_unknown_engine_waits_for_the_bound(engine: str) -> None:
+    ev, _ = _evaluate(HUNG_BATCH)
+    ev = dataclasses.replace(ev, ctx=dataclasses.replace(ev.ctx, engine=engine))
+    assert StalledRule(min_intervals=3).fires(ev).holds is False
+
+
+def test_a_finish_only_engine_with_nothing_running_is_read_as_before() -> None:
+    # nothing runs, so nothing decodes: still counters with a queue are a stall whatever the engine counts on
+    ev, _ = _evaluate(HUNG_EMPTY_BATCH)
+    sg = _sglang(ev)
+    rule = StalledRule(min_intervals=3, for_seconds=0.0)
+    assert rule.fires(sg).holds is True
+    # 0.5 + 0.15 × 3/3 = 0.65, three counters known
+    assert rule.confidence(sg) == pytest.approx(0.65)
+
+
+@pytest.mark.parametrize(
+    ("queues", "named"),
+    [
+        ({"waiting_deferred": 9.0}, "waiting_deferred 9"),  # vLLM: LoRA adapter slots / remote KV
+        ({"decode_transfer": 3.0, "decode_prealloc": 5.0}, "decode_prealloc 5"),  # SGLang PD decode server
+        ({"prefill_inflight": 2.0}, "prefill_inflight 2"),  # SGLang PD prefill server: KV being sent
+    ],
+)
+def test_a_queue_waiting_on_another_stage_is_not_a_hung_engine(queues: dict[str, float], named: str) -> None:
+    ev, _ = _evaluate(HUNG_EMPTY_BATCH)  # 0 running, 9 waiting, three still intervals
+    held = dataclasses.replace(ev, queues=queues)
+    rule = StalledRule(min_intervals=3, for_seconds=0.0)
+    cond = rule.fires(held)
+    assert cond.holds is False and "not a hung engine" in cond.reason and named in cond.reason
+    assert rule.propose(held) == []
+    # the same queue with requests running: those should move the counters (vLLM) — a hang
+    assert rule.fires(dataclasses.replace(held, stalled_requests_running=2.0)).holds is True
+    # a queue waiting for KV capacity is the engine's own: nothing explains it
+    assert rule.fires(dataclasses.replace(ev, queues={"waiting_capacity": 9.0})).holds is True
+
+
+def test_once_cannot_prove_a_stall_and_says_so() -> None:
+    ev, _ = _evaluate(HUNG_EMPTY_BATCH)
+    cond = StalledRule(min_intervals=3, observable_intervals=1).fires(ev)
+    assert cond.holds is None and "needs 3" in cond.reason and "sees 1" in cond.reason
+    lc = Lifecycle([StalledRule(min_intervals=3, for_seconds=0.0, observable_intervals=1)])
+    assert lc.evaluate(ev, ignore_for=True) == []
+    status = lc.statuses[("chat-8b", c.RULE_STALLED)]
+    assert status.state == "unknown" and "needs 3" in status.reason
+    # with min_intervals 1 one interval is enough to judge
+    assert StalledRule(min_intervals=1, observable_intervals=1).fires(ev).holds is True
+
+
+def test_config_carries_the_finish_only_bound_and_the_observable_intervals() -> None:
+    text = _CONFIG.replace("for: 1s}", "for: 1s, finish_only_counters_for: 15m, observable_intervals: 1}")
+    cfg = load_config_text(text)
+    assert cfg.rules.stalled.finish_only_counters_for == 900.0 and cfg.rules.stalled.observable_intervals == 1
+    rule = builtin_rules(cfg.rules)[0]
+    assert isinstance(rule, StalledRule)
+    assert rule.finish_only_for_seconds == 900.0 and rule.observable_intervals == 1
+    assert load_config_text(_CONFIG).rules.stalled.finish_only_counters_for == 600.0
+    with pytest.raises(ConfigError, match="observable_intervals"):
+        load_config_text(_CONFIG.replace("for: 1s}", "for: 1s, observable_intervals: 0}"))
+
+
+def test_every_engine_declares_whether_its_counters_move_during_decode() -> None:
+    # from the engines' own files: vLLM counts per scheduler step (v1/metrics/loggers.py), the Dynamo frontend per
+    # streamed chunk (http/service/metrics.rs); SGLang (observe_one_finished_request), TGI (router histograms
+    # observed at the end), TensorRT-LLM (per-request metrics), Triton (per-request histograms) and llama.cpp
+    # (on_prediction at a slot's completion) only when a request finishes
+    from advisor.engines import entries
+
+    assert {e.engine: e.counters_advance_during_decode for e in entries()} == {
+        "vllm": True,
+        "dynamo": True,
+        "sglang": False,
+        "tgi": False,
+        "triton-trtllm": False,
+        "trtllm": False,
+        "llamacpp": False,
+    }

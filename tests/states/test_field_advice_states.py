@@ -379,3 +379,180 @@ STATES = [
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
 def test_field_state(tmp_path: Path, state: FieldState) -> None:
     check_field_state(run_field_state(tmp_path, state), state)
+
+
+# --- problem 4, the other side: still counters that are not a hang ------------------------------------------------
+#
+# These rows set ``min_intervals: 1`` too, so that the only thing between the scrapes and a restart is the reading
+# under test: counters that move only when a request finishes, and a queue that waits on another stage. Before the
+# fix every one of them proposed restarting a healthy engine.
+
+
+def sglang_long_generations_counters_still() -> FieldState:
+    """sgl-project/sglang#3909 ("During inference, throughput steadily decreases"): DeepSeek-R1 on 2 × 8 H20 with
+    SGLang; the log shows ``Decode batch. #running-req: 8, #token: 62531 → 65411, gen throughput (token/s): 186,
+    #queue-req: 0`` for minutes — eight long generations (prompts of ~7,600 tokens) decoding, nothing finishing.
+
+    SGLang counts prompt and generated tokens and requests only when a request finishes
+    (``TokenizerMetricsCollector.observe_one_finished_request``), so between the scrapes every counter stands still
+    while the engine decodes 186 tokens/s: no restart may be advised. Stand-in: the GPU table has no H20 and the
+    advisor models one node, so DeepSeek-R1 on one node of 8 H200 at TP 8 (a healthy engine either way); the pool
+    is the report's (62,531 tokens at usage 0.13 → 481,000). The data-quality check reads "frozen" the same way
+    (``evaluate._frozen``: requests running, token counters still), so the state is not asserted here.
+    """
+    eng = SGLangEngine(
+        model_name="deepseek-ai/DeepSeek-R1", max_total_num_tokens=481_000, context_len=163_840, swa_tokens=0
+    )
+    eng.finish(40, prompt=7_600, output=3_000, ttft=1.5, tpot=0.04, queue=0.2)
+    eng.prompt["true"], eng.generation["true"] = 40 * 7_600.0, 40 * 3_000.0
+    eng.g["num_running_reqs"], eng.g["num_queue_reqs"] = 8.0, 0.0
+    eng.g["num_used_tokens"] = eng.g["kv_used_tokens"] = 62_531.0
+    eng.g["token_usage"] = eng.g["full_token_usage"] = 0.13
+    eng.g["gen_throughput"] = 186.64
+    first = eng.render()
+    # one second later: 186 more tokens decoded (the gauges move), no request finished (the counters do not)
+    eng.g["num_used_tokens"] = eng.g["kv_used_tokens"] = 62_717.0
+    eng.g["gen_throughput"] = 185.93
+    second = eng.render()
+    return FieldState(
+        id="sglang-long-generations-counters-still",
+        source="https://github.com/sgl-project/sglang/issues/3909",
+        engine_version="SGLang 0.4.3 (rendered with the 0.5 families)",
+        deployment={
+            "name": "r1",
+            "engine": "sglang",
+            "model": "deepseek-ai/DeepSeek-R1",
+            "gpu": "h200",
+            "tensor_parallel_size": 8,
+            "max_model_len": 163_840,
+            "slo": {"ttft_seconds": 10.0, "tpot_seconds": 0.1, "target_ratio": 0.9},
+        },
+        scrapes=[(first, second)],
+        extra_config=STALL_RULES,
+        snapshot={"requests_running": 8, "requests_waiting": 0},
+        state=None,
+        must_never=[RESTART, ("replicas", "increase")],
+        extra_check=_stall_not_claimed("only when a request finishes"),
+    )
+
+
+def vllm_pd_decode_waiting_for_remote_kv() -> FieldState:
+    """vllm-project/vllm#50754 ("[PD][NixlPush] Notify D of NIXL writes that failed to post so it stops waiting"):
+    in push mode the prefill node writes KV into the decode node; when it cannot start a transfer it only logs, and
+    the decode node's request "hangs until its lease expires while holding blocks over a half-written cache".
+
+    The decode engine as its ``/metrics`` shows it (vLLM 0.33 label set): nothing running, three requests waiting,
+    all three ``deferred`` (``num_requests_waiting_by_reason{reason="deferred"}``: waiting for remote KV), KV usage
+    4 % held by them, every counter still. The engine's own compute is idle and healthy; the stage that stalls is
+    the transfer from the prefill side. A restart of this engine drops the requests handed over and cures nothing.
+    Stand-in: the PR names no model or GPU; Qwen3-8B on one H100 SXM.
+    """
+    eng = VLLMEngine(
+        model_name="Qwen/Qwen3-8B",
+        num_gpu_blocks=28_000,
+        max_model_len=32_768,
+        gpu_memory_utilization=0.9,
+        version="0.33",
+    )
+    first, _ = _frozen(eng)
+    eng.running, eng.waiting, eng.deferred, eng.kv_usage = 0.0, 3.0, 3.0, 0.04
+    first = second = eng.render()
+    return FieldState(
+        id="vllm-pd-decode-waiting-for-remote-kv",
+        source="https://github.com/vllm-project/vllm/pull/50754",
+        engine_version="vLLM 0.33 (V1, NixlConnector kv_consumer)",
+        deployment={
+            "name": "qwen-decode",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "gpu": "h100-sxm",
+            "max_model_len": 32_768,
+            "slo": {"ttft_seconds": 2.0, "tpot_seconds": 0.1, "target_ratio": 0.9},
+        },
+        scrapes=[(first, second)],
+        extra_config=STALL_RULES,
+        snapshot={"requests_running": 0, "requests_waiting": 3},
+        state="fresh",
+        must_never=[RESTART, *CAPACITY_TURNS],
+        extra_check=_stall_not_claimed("waiting_deferred 3"),
+    )
+
+
+def _tgi_page(*, running: float, queued: float, finished: float, prompt: float, generated: float) -> str:
+    """One TGI page: the router's families (``router/src/server.rs``, ``validation.rs``, ``infer.rs`` of the v0.9
+    line; :mod:`advisor.engines.tgi`), histograms with their ``_sum`` and ``_count``; ``max_total_tokens`` 5,120
+    (the report's ``--max-input-length 1024 --max-total-tokens 5120``): generated-token buckets of 51.2 tokens."""
+    lines = [
+        "# TYPE tgi_batch_current_size gauge",
+        f"tgi_batch_current_size {running}",
+        "# TYPE tgi_queue_size gauge",
+        f"tgi_queue_size {queued}",
+        "# TYPE tgi_batch_current_max_tokens gauge",
+        f"tgi_batch_current_max_tokens {running * 5120}",
+        "# TYPE tgi_request_count counter",
+        f"tgi_request_count {finished + running + queued}",
+        "# TYPE tgi_request_success counter",
+        f"tgi_request_success {finished}",
+    ]
+    for name, total, step in (
+        ("tgi_request_input_length", prompt, 10.24),
+        ("tgi_request_generated_tokens", generated, 51.2),
+    ):
+        lines.append(f"# TYPE {name} histogram")
+        mean = total / finished
+        for k in range(1, 101):
+            bound = step * k
+            lines.append(f'{name}_bucket{{le="{bound:g}"}} {finished if bound >= mean else 0}')
+        lines += [f'{name}_bucket{{le="+Inf"}} {finished}', f"{name}_sum {total}", f"{name}_count {finished}"]
+    return "\n".join(lines) + "\n"
+
+
+def tgi_4k_outputs_counters_still() -> FieldState:
+    """huggingface/text-generation-inference#614: an operator raises ``max_new_tokens`` to 4,096 (the maintainer:
+    ``--max-input-length 1024 --max-total-tokens 5120``). At ~30 ms a token a 4,096-token answer decodes for two
+    minutes, and TGI records generated tokens and successes only when a request ends (``tgi_request_generated_tokens``
+    is a histogram observed at the end, ``tgi_request_success`` likewise): with 4 long answers running and 2 queued
+    nothing moves between the scrapes on a healthy server. Stand-in: the report names no model or GPU; Llama-3.1-8B
+    on one A10G. 30 requests finished before, of 900 prompt and 3,000 generated tokens on average.
+    """
+    page = _tgi_page(running=4, queued=2, finished=30, prompt=27_000, generated=90_000)
+    return FieldState(
+        id="tgi-4k-outputs-counters-still",
+        source="https://github.com/huggingface/text-generation-inference/issues/614",
+        engine_version="TGI 0.9 (router families)",
+        deployment={
+            "name": "tgi-8b",
+            "engine": "tgi",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu": "a10g",
+            "max_model_len": 5120,
+            "slo": {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9},
+        },
+        scrapes=[(page, page)],
+        extra_config=STALL_RULES,
+        snapshot={"requests_running": 4, "requests_waiting": 2},
+        state=None,
+        must_never=[RESTART, ("replicas", "increase")],
+        extra_check=_stall_not_claimed("only when a request finishes"),
+    )
+
+
+def _stall_not_claimed(why: str) -> Any:
+    def check(result: dict[str, Any]) -> None:
+        (stalled,) = [r for r in result.get("rules") or [] if r.get("rule") == "stalled"]
+        assert stalled["state"] == "inactive", stalled
+        assert why in str(stalled.get("reason")), stalled
+
+    return check
+
+
+NOT_A_HANG_STATES = [
+    sglang_long_generations_counters_still(),
+    vllm_pd_decode_waiting_for_remote_kv(),
+    tgi_4k_outputs_counters_still(),
+]
+
+
+@pytest.mark.parametrize("state", NOT_A_HANG_STATES, ids=[s.id for s in NOT_A_HANG_STATES])
+def test_still_counters_that_are_no_hang(tmp_path: Path, state: FieldState) -> None:
+    check_field_state(run_field_state(tmp_path, state), state)
