@@ -181,11 +181,15 @@ def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
 @dataclass(frozen=True, slots=True)
 class Quality:
     """Data-quality thresholds: ``stale_after_intervals`` scrape intervals without a new sample, or
-    requests running while the token counters stand still for ``frozen_after`` seconds."""
+    requests running while the token counters stand still for ``frozen_after`` seconds; and
+    ``capacity_model_error_bound`` (config ``data_quality.capacity_model_error_bound``), how far the capacity
+    pass may miss the engine's reported pool before the rules lower their confidence (passed on as
+    ``Evaluation.capacity_model_error_bound``)."""
 
     interval_seconds: float
     stale_after_intervals: int = 3
     frozen_after_seconds: float = 60.0
+    capacity_model_error_bound: float = 0.15
 
 
 def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -> str | None:
@@ -331,6 +335,7 @@ def evaluate_deployment(
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
+        capacity_model_error_bound=quality.capacity_model_error_bound,
     )
 
     snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)

@@ -79,6 +79,9 @@ class Evaluation:
         kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
         ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
         rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
+        capacity_model_error_bound: how far (``|capacity_model_error_ratio|``) the capacity pass may miss the
+            engine's reported pool before predicted effects lose confidence (config
+            ``data_quality.capacity_model_error_bound``; 0.15 by default, the config's default).
     """
 
     ctx: DeploymentContext
@@ -102,6 +105,7 @@ class Evaluation:
     kv_cache_hybrid: bool = False
     ranks_excluded: tuple[str, ...] = ()
     rank_coverage: float = 1.0
+    capacity_model_error_bound: float = 0.15
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

@@ -5,13 +5,17 @@ gpu-memory-utilization) and the pool holds fewer than ``max_ceiling`` sequences 
 requests run. Proposes quantized weights (fp8 on GPUs with fp8 tensor cores, else AWQ int4) — reminding
 that the quality delta must be measured on one's own evals — or twice the tensor-parallel degree, each
 predicted by the capacity pass.
+
+Checked against its evidence (issue 13): both are KV-pool turns, so they are withheld while a pool other than the
+KV pool (a state pool, the slots) is the saturated one and the KV pool is not
+(:func:`advisor.rules.common.kv_withheld`): a larger KV pool admits no one then.
 """
 
 from __future__ import annotations
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, pool_turns, turn_proposal
+from advisor.rules.common import confidence, kv_withheld, pool_turns, turn_proposal
 
 _DIALS = (c.DIAL_WEIGHT_QUANTIZATION, c.DIAL_TENSOR_PARALLEL_SIZE)
 
@@ -65,6 +69,7 @@ class WeightsCrowdRule:
             f"{ev.ctx.capacity.kv_cache_tokens:,} tokens ({ev.ctx.capacity.max_concurrency:.2f} sequences at "
             f"max-model-len {ev.ctx.capacity.max_model_len:,})."
         )
+        other_pool = kv_withheld(ev)
         return [
             turn_proposal(
                 self.id,
@@ -76,6 +81,7 @@ class WeightsCrowdRule:
                 evidence={"weights_share_of_budget": round(share, 4), "weights_gib_per_gpu": round(w, 2)},
                 headline="weights crowd out the KV cache",
                 situation=situation,
+                withheld=other_pool,
             )
             for cand in pool_turns(ev)
             if cand.turn.dial in _DIALS
