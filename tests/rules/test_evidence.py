@@ -172,7 +172,10 @@ def test_weights_crowd_turns_withheld_while_the_slots_are_full() -> None:
     props = WeightsCrowdRule().propose(e)
     assert {p.dial for p in props} == {"weight_quantization", "tensor_parallel_size"}
     assert all(p.withheld and "the slots pool is saturated (100%)" in p.withheld for p in props)
-    free = dataclasses.replace(e, pool_usage={"slots": 0.5})
+    # slots with room and a busy KV pool (85 %): the KV pool is the constraint, proposed
+    free = dataclasses.replace(
+        e, pool_usage={"slots": 0.5}, stats=dataclasses.replace(e.stats, kv_cache_usage_ratio=0.85)
+    )
     assert all(p.withheld is None for p in WeightsCrowdRule().propose(free))
 
 
@@ -325,3 +328,17 @@ def test_evaluation_carries_the_configured_bound() -> None:
     assert e.capacity_model_error_ratio == pytest.approx(9.0)
     e_default, _ = evaluate_deployment(ctx(), [view], 1000.0, 60.0, Quality(1.0))
     assert e_default.capacity_model_error_bound == 0.15
+
+
+def test_weights_crowd_turns_withheld_while_the_kv_pool_is_idle() -> None:
+    # an L4 crowded by bf16 weights, but the KV pool peaked at 18 % over the window with nothing preempted
+    e = ev(dep=ctx(gpu="L4"), requests_running=4, kv_cache_usage_ratio=0.18, kv_cache_usage_ratio_max=0.18)
+    props = WeightsCrowdRule().propose(e)
+    assert props and all(
+        p.withheld and "KV usage at most 18% over the last 60s (below 80%)" in p.withheld for p in props
+    )
+    # at 85 %, or with preemptions, the pool is the constraint: proposed
+    busy = ev(dep=ctx(gpu="L4"), requests_running=4, kv_cache_usage_ratio=0.85)
+    assert all(p.withheld is None for p in WeightsCrowdRule().propose(busy))
+    preempting = ev(dep=ctx(gpu="L4"), requests_running=4, kv_cache_usage_ratio=0.18, preemptions_increase=2)
+    assert all(p.withheld is None for p in WeightsCrowdRule().propose(preempting))
