@@ -152,8 +152,10 @@ class AdmissionThrashRule:
         )
         out: list[Proposal] = []
         cap = int(pool / self.target_concurrency) // ROUND_TO * ROUND_TO
-        # the measurement that falsifies "long contexts hold the pool": observed lengths below the cap
-        short = self._cap_withheld(ev, max(cap, ROUND_TO))
+        # the measurement that falsifies "long contexts hold the pool": observed lengths below the cap (the long-context
+        # replica rests on the same diagnosis; a hybrid model's pages do not shrink under a cap, but long finished
+        # requests may still want their own replica, so for it only the lengths count)
+        short = context_cap_withheld(ev, max(cap, ROUND_TO))
         if ROUND_TO <= cap < mml:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
@@ -182,7 +184,7 @@ class AdmissionThrashRule:
                     score=float(self.target_concurrency),
                     sufficient=True,
                     cost=1.0,
-                    withheld=short,
+                    withheld=self._cap_withheld(ev, cap),
                     gpus_added=0.0,
                 )
                 out.append(anchored(ev, cap_proposal))

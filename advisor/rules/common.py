@@ -133,37 +133,49 @@ def pool_effect(ev: Evaluation, model_before: float | None, model_after: float |
     return out
 
 
-def _anchored(pe: Any) -> bool:
-    return any(isinstance(v, dict) and "model_before" in v for v in pe.values())
+MODEL_POOL_QUANTITIES = frozenset({"kv_cache_tokens", "kv_cache_tokens_total", "max_concurrency"})
+"""Effects that are always capacity-pass figures proportional to the pool; :func:`anchored` anchors any of them a
+rule (a plugin, say) built with plain :func:`advisor.rules.turns.effect`. (``concurrency_ceiling`` is not among
+them: some rules derive it from observed running requests, which need no anchoring.)"""
 
 
 def anchored(ev: Evaluation, p: Proposal) -> Proposal:
-    """``p`` with its confidence and description adjusted for its engine-anchored effects (:func:`pool_effect`).
+    """``p`` with its pool effects anchored on the engine and its confidence and description adjusted (issue 13).
 
-    When any effect is anchored and the capacity pass misses the engine's pool by more than
-    ``ev.capacity_model_error_bound`` (``|ev.capacity_model_error_ratio|``), confidence ×
-    :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``the capacity pass predicts
-    4,394,709 tokens per replica, the engine reports 443,910 (+890%): effects scaled from the engine's figure;
-    confidence lowered``). Otherwise ``p`` unchanged. Idempotent: a description that already says it is left.
+    Effects in :data:`MODEL_POOL_QUANTITIES` not yet anchored are re-built with :func:`pool_effect`. When any effect
+    is anchored and the capacity pass misses the engine's pool by more than ``ev.capacity_model_error_bound``
+    (``|ev.capacity_model_error_ratio|``, else computed from the two pools), confidence ×
+    :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``The capacity pass predicts
+    4,394,709 KV tokens per replica, the engine reports 443,910 (+890%, beyond the ±15% bound): effects scaled
+    from the engine's figure; confidence lowered (×0.5).``). Without an engine figure ``p`` is returned unchanged.
+    Idempotent, so it may be applied again to every rule's proposals (the lifecycle may, for plugins).
     """
     k = engine_pool_scale(ev)
-    if k is None or not _anchored(p.predicted_effect) or not ev.kv_capacity_tokens:
+    if k is None or not ev.kv_capacity_tokens:
         return p
+    pe = {key: dict(v) for key, v in p.predicted_effect.items()}
+    for key in MODEL_POOL_QUANTITIES & pe.keys():
+        v = pe[key]
+        if (
+            "model_before" not in v
+            and isinstance(v.get("before"), int | float)
+            and isinstance(v.get("after"), int | float)
+        ):
+            pe[key] = pool_effect(ev, float(v["before"]), float(v["after"]))
+    if not any("model_before" in v for v in pe.values()):
+        return p
+    confidence, description = p.confidence, p.description
     error = ev.capacity_model_error_ratio
     if error is None:
         error = 1 / k - 1
-    if abs(error) <= ev.capacity_model_error_bound or "effects scaled from the engine's figure" in p.description:
-        return p
-    note = (
-        f" The capacity pass predicts {ev.ctx.capacity.kv_cache_tokens:,} KV tokens per replica, the engine reports "
-        f"{ev.kv_capacity_tokens:,.0f} ({error:+.0%}, beyond the ±{ev.capacity_model_error_bound:.0%} bound): effects "
-        f"scaled from the engine's figure; confidence lowered (×{MODEL_DISAGREEMENT_CONFIDENCE:g})."
-    )
-    return dataclasses.replace(
-        p,
-        confidence=round(p.confidence * MODEL_DISAGREEMENT_CONFIDENCE, 3),
-        description=p.description + note,
-    )
+    if abs(error) > ev.capacity_model_error_bound and "effects scaled from the engine's figure" not in description:
+        description += (
+            f" The capacity pass predicts {ev.ctx.capacity.kv_cache_tokens:,} KV tokens per replica, the engine "
+            f"reports {ev.kv_capacity_tokens:,.0f} ({error:+.0%}, beyond the ±{ev.capacity_model_error_bound:.0%} "
+            f"bound): effects scaled from the engine's figure; confidence lowered (×{MODEL_DISAGREEMENT_CONFIDENCE:g})."
+        )
+        confidence = round(confidence * MODEL_DISAGREEMENT_CONFIDENCE, 3)
+    return dataclasses.replace(p, predicted_effect=pe, confidence=confidence, description=description)
 
 
 def turn_gpus_added(ev: Evaluation, after: CapacityInputs) -> float:

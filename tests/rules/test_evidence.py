@@ -87,6 +87,14 @@ def test_admission_cap_withheld_on_a_hybrid_model_with_short_finished_requests()
     assert cap.withheld is not None
     assert "hybrid model" in cap.withheld
     assert "23,750 KV tokens" in cap.withheld and "finished requests average 1,900 tokens" in cap.withheld
+    # the long-context replica: finished requests of 1,900 tokens need none
+    replica = _by_dial(AdmissionThrashRule().propose(e), "replicas")
+    assert replica.withheld is not None and "finished requests average 1,900 tokens" in replica.withheld
+    # without finished requests the pages alone withhold the cap, but say nothing of the lengths: the replica stands
+    bare = _thrash(hybrid=True)
+    props = AdmissionThrashRule().propose(bare)
+    assert "hybrid model" in (_by_dial(props, "max_model_len").withheld or "")
+    assert _by_dial(props, "replicas").withheld is None
 
 
 def test_admission_cap_withheld_when_finished_requests_are_short_and_running_ones_too() -> None:
@@ -342,3 +350,38 @@ def test_weights_crowd_turns_withheld_while_the_kv_pool_is_idle() -> None:
     assert all(p.withheld is None for p in WeightsCrowdRule().propose(busy))
     preempting = ev(dep=ctx(gpu="L4"), requests_running=4, kv_cache_usage_ratio=0.18, preemptions_increase=2)
     assert all(p.withheld is None for p in WeightsCrowdRule().propose(preempting))
+
+
+def test_anchored_is_one_idempotent_place_for_any_rules_effects() -> None:
+    # a plugin's proposal with the capacity pass's plain figures, on an engine reporting 44,992 tokens (model +900 %)
+    from advisor.rules.base import Proposal
+    from advisor.rules.common import anchored
+    from advisor.rules.turns import effect
+
+    e = _saturated(44_992)
+    p = Proposal(
+        rule="plugin",
+        dial="kv_cache_dtype",
+        action="set",
+        current="auto",
+        suggested="fp8",
+        flag="--kv-cache-dtype fp8",
+        severity="warning",
+        confidence=0.8,
+        summary="s",
+        description="d.",
+        predicted_effect={"kv_cache_tokens": effect(449_920, 899_856), "queue_wait_seconds": effect(3.0, 1.0)},
+        evidence={},
+        score=1.0,
+    )
+    once = anchored(e, p)
+    assert once.predicted_effect["kv_cache_tokens"] == {
+        "before": 44_992,
+        "after": 89_985.6,
+        "model_before": 449_920,
+        "model_after": 899_856,
+    }
+    # not pool-derived: left alone
+    assert once.predicted_effect["queue_wait_seconds"] == {"before": 3.0, "after": 1.0}
+    assert once.confidence == 0.4 and once.description.count("effects scaled from the engine's figure") == 1
+    assert anchored(e, once) == once

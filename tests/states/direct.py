@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from advisor.config import parse_config
 from advisor.domain import TimedSnapshot
@@ -88,9 +87,3 @@ def brief_runs(runs: list[RuleRun]) -> str:
             props = ", ".join(f"{p.dial} {p.action}{' [withheld]' if p.withheld else ''}" for p in r.proposals)
             out.append(f"{r.rule}: {props or '-'}")
     return "; ".join(out) or "no rule fires"
-
-
-def describe(value: Any) -> str:
-    """``repr`` cut for messages."""
-    text = repr(value)
-    return text if len(text) <= 300 else text[:300] + "…"

@@ -132,7 +132,7 @@ def vllm_hybrid_short_prompts() -> EvidenceRow:
         state,
         withheld=[
             ("admission_thrash", "max_model_len", ["hybrid model", "finished requests average 2,200 tokens"]),
-            ("admission_thrash", "replicas", ["hybrid model", "frees nothing"]),
+            ("admission_thrash", "replicas", ["finished requests average 2,200 tokens", "frees nothing"]),
         ],
         never=[("max_model_len", "decrease"), ("max_num_seqs", "increase")],
         after_merge_never=[("max_model_len", "decrease")],
