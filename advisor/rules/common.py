@@ -139,11 +139,19 @@ rule (a plugin, say) built with plain :func:`advisor.rules.turns.effect`. (``con
 them: some rules derive it from observed running requests, which need no anchoring.)"""
 
 
+POOL_CHANGE_TOLERANCE = 0.01
+"""A turn whose capacity-pass pool changes by at most this fraction (a context cap: the profile run moves it a
+little) is not a pool turn: its predicted gain does not come from the model's pool, so a model far from the engine
+does not lower its confidence."""
+
+
 def anchored(ev: Evaluation, p: Proposal) -> Proposal:
     """``p`` with its pool effects anchored on the engine and its confidence and description adjusted (issue 13).
 
-    Effects in :data:`MODEL_POOL_QUANTITIES` not yet anchored are re-built with :func:`pool_effect`. When any effect
-    is anchored and the capacity pass misses the engine's pool by more than ``ev.capacity_model_error_bound``
+    Effects in :data:`MODEL_POOL_QUANTITIES` not yet anchored are re-built with :func:`pool_effect`. When the turn
+    changes the pool (``kv_cache_tokens`` model after ÷ before off 1 by more than :data:`POOL_CHANGE_TOLERANCE`: its
+    gain is the capacity pass's prediction) and the capacity pass misses the engine's pool by more than
+    ``ev.capacity_model_error_bound``
     (``|ev.capacity_model_error_ratio|``, else computed from the two pools), confidence ×
     :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``The capacity pass predicts
     4,394,709 KV tokens per replica, the engine reports 443,910 (+890%, beyond the ±15% bound): effects scaled
@@ -164,6 +172,12 @@ def anchored(ev: Evaluation, p: Proposal) -> Proposal:
             pe[key] = pool_effect(ev, float(v["before"]), float(v["after"]))
     if not any("model_before" in v for v in pe.values()):
         return p
+    kv = pe.get("kv_cache_tokens") or {}
+    model_before, model_after = kv.get("model_before"), kv.get("model_after")
+    if not model_before or model_after is None or abs(model_after / model_before - 1) <= POOL_CHANGE_TOLERANCE:
+        # the turn leaves the pool as it is (a context cap, replicas): its effects are the engine's figure times
+        # plain arithmetic, which the model's miss does not touch
+        return dataclasses.replace(p, predicted_effect=pe)
     confidence, description = p.confidence, p.description
     error = ev.capacity_model_error_ratio
     if error is None:

@@ -300,8 +300,9 @@ def test_replica_total_pool_is_anchored_and_counts_gpus() -> None:
     assert p.predicted_effect["kv_cache_tokens_total"]["before"] == 2 * 44_992
     assert p.predicted_effect["kv_cache_tokens_total"]["after"] == 5 * 44_992
     assert p.predicted_effect["kv_cache_tokens_total"]["model_before"] == 2 * model
-    # model ÷ engine − 1 is far beyond the bound (computed from the pools when the ratio is not given)
-    assert p.confidence == 0.4
+    # replicas leave each replica's pool as it is: the total is the engine's figure × the count, which the model's
+    # miss does not touch, so the confidence stays
+    assert p.confidence == 0.8 and "confidence lowered" not in p.description
     # a scale-down adds none
     down = replicas_proposal("r", e, 1, severity="info", confidence=0.8, evidence={}, summary="", description="")
     assert down.gpus_added == 0
@@ -385,3 +386,18 @@ def test_anchored_is_one_idempotent_place_for_any_rules_effects() -> None:
     assert once.predicted_effect["queue_wait_seconds"] == {"before": 3.0, "after": 1.0}
     assert once.confidence == 0.4 and once.description.count("effects scaled from the engine's figure") == 1
     assert anchored(e, once) == once
+
+
+def test_only_turns_that_change_the_pool_lose_confidence_to_the_models_miss() -> None:
+    # engine 76,600 tokens vs the capacity pass's pool at max-model-len 131,072: far apart. The cap keeps each
+    # replica's pool (its effect is the engine's figure × arithmetic): confidence 0.95 stays; fp8 KV's doubling is
+    # the model's prediction: 0.95 × 0.5
+    e = _pool_context(requests_running=0, requests_waiting=1, kv_cache_usage_ratio=0.0)
+    model = e.ctx.capacity.kv_cache_tokens
+    assert abs(model / 76_600 - 1) > 0.15
+    props = PoolContextRule().propose(e)
+    cap, fp8 = _by_dial(props, "max_model_len"), _by_dial(props, "kv_cache_dtype")
+    assert cap.confidence == 0.95 and "confidence lowered" not in cap.description
+    assert cap.predicted_effect["kv_cache_tokens"]["before"] == 76_600
+    assert fp8.confidence == 0.475 and "confidence lowered (×0.5)" in fp8.description
+    assert f"The capacity pass predicts {model:,} KV tokens per replica, the engine reports 76,600" in fp8.description
