@@ -4,6 +4,13 @@ Goodput ratio: the fraction of requests meeting both targets (DistServe, Zhong e
 estimated from the engine's two histograms (:mod:`advisor.telemetry`). Fires when it stays below
 ``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears at or above it.
 
+Checked against its evidence (issue 13): more TP (and chunked prefill) for TTFT rests on the diagnosis that
+prefill takes the time. The falsifying measurement is the share of the observed mean TTFT that the roofline's
+prefill of the observed mean prompt explains: below :data:`PREFILL_SHARE_MIN` the time goes elsewhere — queueing
+(``queue_time`` histogram, waiting requests) or a transfer stage (prefill/decode-disaggregation queues,
+requests deferred for a KV transfer: ``Evaluation.queues``) — and splitting the prefill cannot recover it, so
+both turns are withheld with the share and the dominant stage in numbers.
+
 The diagnosis picks the dial:
 
 =====================================================  ==========================================================
@@ -18,13 +25,6 @@ TPOT, with a batch past the knee                       cap max-num-seqs at the k
 TPOT, at a small batch (bandwidth-bound)               quantized weights or twice the TP degree (TPOT from the
                                                        roofline)
 =====================================================  ==========================================================
-
-Checked against its evidence (issue 13): more TP (and chunked prefill) for TTFT rests on the diagnosis that
-prefill takes the time. The falsifying measurement is the share of the observed mean TTFT that the roofline's
-prefill of the observed mean prompt explains: below :data:`PREFILL_SHARE_MIN` the time goes elsewhere — queueing
-(``queue_time`` histogram, waiting requests) or a transfer stage (prefill/decode-disaggregation queues,
-requests deferred for a KV transfer: ``Evaluation.queues``) — and splitting the prefill cannot recover it, so
-both turns are withheld with the share and the dominant stage in numbers.
 
 Replicas: λ = completions + growth of the in-flight population over the window (flow balance); μ per
 replica = observed completions per replica, scaled up to the replica's ceiling when it was not full
