@@ -329,13 +329,13 @@ def evaluate_deployment(
         now=now,
         engine_config=dict(latest[0].engine_config) if latest else {},
         capacity_model_error_ratio=model_error,
+        capacity_model_error_bound=quality.capacity_model_error_bound,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
         pool_usage=pools,
         queues=queues,
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
-        capacity_model_error_bound=quality.capacity_model_error_bound,
     )
 
     snapshot = snapshot_view(latest, stats, max(len(targets), ctx.replicas), state_reason)
