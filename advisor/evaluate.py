@@ -184,11 +184,15 @@ def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
 @dataclass(frozen=True, slots=True)
 class Quality:
     """Data-quality thresholds: ``stale_after_intervals`` scrape intervals without a new sample, or
-    requests running while the token counters stand still for ``frozen_after`` seconds."""
+    requests running while the token counters stand still for ``frozen_after`` seconds; and
+    ``capacity_model_error_bound`` (config ``data_quality.capacity_model_error_bound``), how far the capacity
+    pass may miss the engine's reported pool before the rules lower their confidence (passed on as
+    ``Evaluation.capacity_model_error_bound``)."""
 
     interval_seconds: float
     stale_after_intervals: int = 3
     frozen_after_seconds: float = 60.0
+    capacity_model_error_bound: float = 0.15
 
 
 STALL_COUNTERS: Final = ("generation_tokens_total", "prompt_tokens_total", "requests_finished_total")
@@ -481,6 +485,7 @@ def evaluate_deployment(
         now=now,
         engine_config=dict(latest[0].engine_config) if latest else {},
         capacity_model_error_ratio=model_error,
+        capacity_model_error_bound=quality.capacity_model_error_bound,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
         pool_usage=pools,
         queues=queues,

@@ -15,7 +15,14 @@ share are per rank (a request lives on one rank), not summed over the replica.
 On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or sliding-window groups) a request's
 share of the pool is not its context: every KV group pins whole pages per request, the attention page raised to
 the Mamba page's size (7,808 tokens in vllm-project/vllm#54458, where a 12-token prompt held 32.9 % of the pool).
-Capping max-model-len does not shrink that footprint, so the cap is not proposed there; the other turns stand.
+Capping max-model-len does not shrink that footprint, so the cap is withheld there (with the footprint and the
+observed lengths in numbers); the other turns stand.
+
+Checked against its evidence (issue 13): the cap rests on the diagnosis that long contexts are the pool's
+consumer. The measurement that falsifies it is the observed request length
+(:func:`advisor.rules.common.observed_request_tokens`: prompt + generation tokens per finished request from the
+counters, and KV tokens per running request except on hybrid models); when that length is below the proposed cap,
+the cap frees nothing and is withheld (:func:`advisor.rules.common.context_cap_withheld`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,17 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, kv_withheld, tokens_per_running_request
+from advisor.rules.common import (
+    anchored,
+    confidence,
+    context_cap_withheld,
+    count,
+    gpus_per_replica,
+    kv_withheld,
+    pool_effect,
+    tokens_per_finished_request,
+    tokens_per_running_request,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
@@ -135,39 +152,42 @@ class AdmissionThrashRule:
         )
         out: list[Proposal] = []
         cap = int(pool / self.target_concurrency) // ROUND_TO * ROUND_TO
-        # a hybrid model's per-request footprint is whole pages per KV group, not its length: no cap for it
-        if ROUND_TO <= cap < mml and not ev.kv_cache_hybrid:
+        # the measurement that falsifies "long contexts hold the pool": observed lengths below the cap (the long-context
+        # replica rests on the same diagnosis; a hybrid model's pages do not shrink under a cap, but long finished
+        # requests may still want their own replica, so for it only the lengths count)
+        short = context_cap_withheld(ev, max(cap, ROUND_TO))
+        if ROUND_TO <= cap < mml:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
-                out.append(
-                    Proposal(
-                        rule=self.id,
-                        dial=c.DIAL_MAX_MODEL_LEN,
-                        action="decrease",
-                        current=mml,
-                        suggested=cap,
-                        flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
-                        severity="critical",
-                        confidence=conf,
-                        summary=(
-                            f"{ev.ctx.name}: a few long requests hold the pool — cap max-model-len {mml:,} → {cap:,} "
-                            "and serve longer ones on a dedicated long-context replica"
-                        ),
-                        description=(
-                            f"{situation} At max-model-len {cap:,}, {self.target_concurrency} full-length requests fit "
-                            f"in the pool (the ceiling goes from {t.before.max_concurrency:.2f} to "
-                            f"{t.after.max_concurrency:.2f}); route longer requests to a long-context replica."
-                        ),
-                        predicted_effect={
-                            "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
-                            "max_model_len": effect(mml, cap),
-                        },
-                        evidence=evidence,
-                        score=float(self.target_concurrency),
-                        sufficient=True,
-                        cost=1.0,
-                    )
+                seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
+                cap_proposal = Proposal(
+                    rule=self.id,
+                    dial=c.DIAL_MAX_MODEL_LEN,
+                    action="decrease",
+                    current=mml,
+                    suggested=cap,
+                    flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
+                    severity="critical",
+                    confidence=conf,
+                    summary=(
+                        f"{ev.ctx.name}: a few long requests hold the pool — cap max-model-len {mml:,} → {cap:,} "
+                        "and serve longer ones on a dedicated long-context replica"
+                    ),
+                    description=(
+                        f"{situation} At max-model-len {cap:,}, {self.target_concurrency} full-length requests fit "
+                        f"in the pool (the ceiling goes from {seqs['before'] or 0:.2f} to {seqs['after'] or 0:.2f}); "
+                        "route longer requests to a long-context replica. Falsified by: observed requests shorter "
+                        "than the cap (then long contexts are not what holds the pool)."
+                    ),
+                    predicted_effect={"max_concurrency": seqs, "max_model_len": effect(mml, cap)},
+                    evidence=evidence,
+                    score=float(self.target_concurrency),
+                    sufficient=True,
+                    cost=1.0,
+                    withheld=self._cap_withheld(ev, cap),
+                    gpus_added=0.0,
                 )
+                out.append(anchored(ev, cap_proposal))
         out.append(
             Proposal(
                 rule=self.id,
@@ -189,6 +209,7 @@ class AdmissionThrashRule:
                 score=1.5,
                 sufficient=False,
                 cost=1.0,
+                gpus_added=0.0,
             )
         )
         current = ev.ctx.replicas
@@ -215,6 +236,22 @@ class AdmissionThrashRule:
                 score=1.0,
                 sufficient=True,
                 cost=(current + 1) / current,
+                withheld=short,
+                gpus_added=float(gpus_per_replica(ev)),
             )
         )
         return out
+
+    def _cap_withheld(self, ev: Evaluation, cap: int) -> str | None:
+        """Why the context cap is withheld (see the module docstring), or ``None``."""
+        if ev.kv_cache_hybrid:
+            per_running = tokens_per_running_request(ev)
+            finished = tokens_per_finished_request(ev)
+            held = "unknown" if per_running is None else f"{per_running:,.0f}"
+            seen = "" if finished is None else f"; finished requests average {finished:,.0f} tokens"
+            return (
+                f"withheld: hybrid model (several KV-cache groups): each running request pins {held} KV tokens of "
+                f"whole pages per group{seen}; capping max-model-len at {cap:,} does not shrink that footprint, so "
+                "the cap frees nothing"
+            )
+        return context_cap_withheld(ev, cap)

@@ -65,6 +65,9 @@ class Evaluation:
         samples: scrapes that fell in the window (over all replicas), for confidence.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1.
+        capacity_model_error_bound: how far (``|capacity_model_error_ratio|``) the capacity pass may miss the
+            engine's reported pool before predicted effects lose confidence (config
+            ``data_quality.capacity_model_error_bound``; 0.15 by default, the config's default).
         expected_samples: scrapes the window would hold at the configured interval.
         now: unix seconds.
         kv_rank_capacity_tokens: each data-parallel rank's own KV pool (tokens) of one replica, when the
@@ -112,6 +115,7 @@ class Evaluation:
     now: float
     engine_config: Mapping[str, str] = field(default_factory=dict)
     capacity_model_error_ratio: float | None = None
+    capacity_model_error_bound: float = 0.15
     kv_rank_capacity_tokens: tuple[float, ...] = ()
     pool_usage: Mapping[str, float | None] = field(default_factory=dict)
     queues: Mapping[str, float] = field(default_factory=dict)

@@ -7,6 +7,7 @@ Every "after" number here is :func:`advisor.capacity.kv.capacity_pass` re-run wi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,182 @@ def pool_demand_factor(ev: Evaluation) -> float | None:
     return (s.requests_running + s.requests_waiting) / s.requests_running * full
 
 
+MODEL_DISAGREEMENT_CONFIDENCE = 0.5
+"""Confidence multiplier of a proposal whose pool effects are scaled from the engine's pool while the capacity
+pass misses that pool by more than ``Evaluation.capacity_model_error_bound``: the direction of the turn still
+comes from the model (after ÷ before), but a model that far off may also be wrong about the ratio."""
+
+
+def engine_pool_scale(ev: Evaluation) -> float | None:
+    """Engine's pool ÷ the capacity pass's pool, per replica (``ev.kv_capacity_tokens ÷
+    ev.ctx.capacity.kv_cache_tokens``), when the engine reports its pool (``kv_capacity_source == "engine"``);
+    ``None`` otherwise (the model's figure is then the only one).
+
+    Example: engine 443,910 tokens, model 4,394,709 → ``0.101``.
+    """
+    model = ev.ctx.capacity.kv_cache_tokens
+    if ev.kv_capacity_source != "engine" or not ev.kv_capacity_tokens or not model:
+        return None
+    return ev.kv_capacity_tokens / model
+
+
+def pool_effect(ev: Evaluation, model_before: float | None, model_after: float | None) -> dict[str, float | None]:
+    """The predicted effect on a quantity proportional to the KV pool (``kv_cache_tokens``, ``max_concurrency``,
+    ``concurrency_ceiling``, ``kv_cache_tokens_total`` …), anchored on the engine (issue 13).
+
+    Every pool-derived effect a rule reports is built here. When the engine reports its pool, ``before`` is the
+    engine's figure (the model's figure × engine pool ÷ model pool, :func:`engine_pool_scale`) and ``after`` is
+    that figure × (model after ÷ model before): the capacity pass gives the turn's ratio, the engine the level.
+    The capacity pass's own numbers stay beside them as ``model_before`` / ``model_after`` (what
+    ``capacity-advisor plan`` prints). Without an engine figure it is :func:`advisor.rules.turns.effect` of the
+    model's numbers.
+
+    Example: engine pool 443,910, model 4,394,709 → 8,789,418 (fp8 KV): ``{"before": 443910, "after": 887820,
+    "model_before": 4394709, "model_after": 8789418}``.
+    """
+    k = engine_pool_scale(ev)
+    if k is None or model_before is None or model_after is None:
+        return effect(model_before, model_after)
+    before = model_before * k
+    after = before * (model_after / model_before) if model_before else model_after * k
+    out = effect(before, after)
+    model = effect(model_before, model_after)
+    out["model_before"] = model["before"]
+    out["model_after"] = model["after"]
+    return out
+
+
+MODEL_POOL_QUANTITIES = frozenset({"kv_cache_tokens", "kv_cache_tokens_total", "max_concurrency"})
+"""Effects that are always capacity-pass figures proportional to the pool; :func:`anchored` anchors any of them a
+rule (a plugin, say) built with plain :func:`advisor.rules.turns.effect`. (``concurrency_ceiling`` is not among
+them: some rules derive it from observed running requests, which need no anchoring.)"""
+
+
+POOL_CHANGE_TOLERANCE = 0.01
+"""A turn whose capacity-pass pool changes by at most this fraction (a context cap: the profile run moves it a
+little) is not a pool turn: its predicted gain does not come from the model's pool, so a model far from the engine
+does not lower its confidence."""
+
+
+def anchored(ev: Evaluation, p: Proposal) -> Proposal:
+    """``p`` with its pool effects anchored on the engine and its confidence and description adjusted (issue 13).
+
+    Effects in :data:`MODEL_POOL_QUANTITIES` not yet anchored are re-built with :func:`pool_effect`. When the turn
+    changes the pool (``kv_cache_tokens`` model after ÷ before off 1 by more than :data:`POOL_CHANGE_TOLERANCE`: its
+    gain is the capacity pass's prediction) and the capacity pass misses the engine's pool by more than
+    ``ev.capacity_model_error_bound``
+    (``|ev.capacity_model_error_ratio|``, else computed from the two pools), confidence ×
+    :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``The capacity pass predicts
+    4,394,709 KV tokens per replica, the engine reports 443,910 (+890%, beyond the ±15% bound): effects scaled
+    from the engine's figure; confidence lowered (×0.5).``). Without an engine figure ``p`` is returned unchanged.
+    Idempotent, so it may be applied again to every rule's proposals (the lifecycle may, for plugins).
+    """
+    k = engine_pool_scale(ev)
+    if k is None or not ev.kv_capacity_tokens:
+        return p
+    pe = {key: dict(v) for key, v in p.predicted_effect.items()}
+    for key in MODEL_POOL_QUANTITIES & pe.keys():
+        v = pe[key]
+        if (
+            "model_before" not in v
+            and isinstance(v.get("before"), int | float)
+            and isinstance(v.get("after"), int | float)
+        ):
+            pe[key] = pool_effect(ev, float(v["before"]), float(v["after"]))
+    if not any("model_before" in v for v in pe.values()):
+        return p
+    kv = pe.get("kv_cache_tokens") or {}
+    model_before, model_after = kv.get("model_before"), kv.get("model_after")
+    if not model_before or model_after is None or abs(model_after / model_before - 1) <= POOL_CHANGE_TOLERANCE:
+        # the turn leaves the pool as it is (a context cap, replicas): its effects are the engine's figure times
+        # plain arithmetic, which the model's miss does not touch
+        return dataclasses.replace(p, predicted_effect=pe)
+    confidence, description = p.confidence, p.description
+    error = ev.capacity_model_error_ratio
+    if error is None:
+        error = 1 / k - 1
+    if abs(error) > ev.capacity_model_error_bound and "effects scaled from the engine's figure" not in description:
+        description += (
+            f" The capacity pass predicts {ev.ctx.capacity.kv_cache_tokens:,} KV tokens per replica, the engine "
+            f"reports {ev.kv_capacity_tokens:,.0f} ({error:+.0%}, beyond the ±{ev.capacity_model_error_bound:.0%} "
+            f"bound): effects scaled from the engine's figure; confidence lowered (×{MODEL_DISAGREEMENT_CONFIDENCE:g})."
+        )
+        confidence = round(confidence * MODEL_DISAGREEMENT_CONFIDENCE, 3)
+    return dataclasses.replace(p, predicted_effect=pe, confidence=confidence, description=description)
+
+
+def turn_gpus_added(ev: Evaluation, after: CapacityInputs) -> float:
+    """GPUs a per-replica turn adds to the deployment: (GPUs per replica after − before) × configured replicas
+    (:func:`gpus_per_replica`, TP × PP × DP). TP 1 → 2 on 3 replicas → 3; a turn that keeps the GPUs → 0."""
+    return float(max(0, gpus_per_replica(ev, after) - gpus_per_replica(ev)) * max(ev.ctx.replicas, 1))
+
+
+CAP_TAIL_FACTOR = 8.0
+"""How far above the observed mean request length a *preventive* context cap (``pool_context``: reject what the
+pool can never hold) may sit before the observed traffic contradicts it. Request lengths are long-tailed and the
+advisor sees only means (token counters ÷ completions, KV ÷ running); a cap within 8× the mean may still cut the
+tail, so it stands. Far beyond that nothing observed comes near it and the cap frees nothing (an assumption, not a
+measured quantile: the engines export no per-request length the advisor reads)."""
+
+
+def tokens_per_finished_request(ev: Evaluation) -> float | None:
+    """Mean prompt + generation tokens per completed request over the window: (prompt + generation tokens/s) ÷
+    completions/s, from the engine's counters (``WindowStats``). ``None`` when a rate is unknown or nothing
+    finished. On a prefill/decode-disaggregated decode node the prompt counter stands still (the prefill ran
+    elsewhere), so this is a lower bound there.
+
+    Example: 1,500 prompt + 400 generation tokens/s, 1 request/s → 1,900.
+    """
+    s = ev.stats
+    if s is None or not s.requests_finished_per_second or s.requests_finished_per_second <= 0:
+        return None
+    if s.prompt_tokens_per_second is None or s.generation_tokens_per_second is None:
+        return None
+    length = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
+    return length if length > 0 else None
+
+
+def observed_request_tokens(ev: Evaluation) -> tuple[float | None, str]:
+    """The longest observed measure of request length, tokens, and how it was measured: the larger of
+    :func:`tokens_per_finished_request` and :func:`tokens_per_running_request` (KV usage × pool ÷ running).
+
+    On a hybrid model (``ev.kv_cache_hybrid``) the per-running figure is whole pages per KV group, not length
+    (vLLM raises the attention page to the Mamba page's size), so only the finished requests' counters count.
+    ``(None, "…unknown…")`` when neither is known.
+    """
+    parts: list[tuple[float, str]] = []
+    finished = tokens_per_finished_request(ev)
+    if finished is not None:
+        parts.append((finished, f"finished requests average {finished:,.0f} tokens (prompt + generation)"))
+    running = tokens_per_running_request(ev)
+    if running is not None and not ev.kv_cache_hybrid:
+        parts.append((running, f"running requests hold {running:,.0f} KV tokens each"))
+    if not parts:
+        return None, "observed request length unknown"
+    return max(parts)[0], "; ".join(text for _, text in parts)
+
+
+def context_cap_withheld(ev: Evaluation, cap: float, *, tail: float = 1.0) -> str | None:
+    """Why a context cap at ``cap`` tokens must be withheld, or ``None``.
+
+    The diagnosis behind a cap is that long contexts are the pool's consumer. Its falsifying measurement is the
+    observed request length (:func:`observed_request_tokens`): when ``length × tail`` is below the cap, the
+    requests that hold the pool are shorter than the cap and capping frees nothing. ``tail`` 1 for a cap that is
+    to free the pool now (``admission_thrash``), :data:`CAP_TAIL_FACTOR` for a preventive cap (``pool_context``).
+    Unknown length → ``None`` (nothing contradicts the diagnosis).
+
+    Example: finished requests average 1,900 tokens, cap 131,072, tail 8 → ``"withheld: … 1.4% of the cap …"``.
+    """
+    length, how = observed_request_tokens(ev)
+    if length is None or cap <= 0 or length * tail >= cap:
+        return None
+    margin = f" (×{tail:g} for the long tail: {length * tail:,.0f})" if tail != 1 else ""
+    return (
+        f"withheld: {how}, {length / cap:.1%} of the proposed cap of {cap:,.0f} tokens{margin}; the requests that "
+        "hold the pool are shorter than the cap, so long contexts are not its consumer and the cap frees nothing"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A turn with its GPU cost multiplier, the engine action, and one sentence of caveat."""
@@ -158,64 +335,75 @@ def turn_proposal(
     evidence: dict[str, Any],
     headline: str,
     situation: str,
+    withheld: str | None = None,
 ) -> Proposal:
     """A proposal from a capacity-pass turn.
 
     ``needed_factor``: how many times the pool must grow to close the gap (``None``: unknown, judged
     sufficient when it grows at all). ``headline`` starts the summary; ``situation`` the description.
+    ``withheld``: the reason, in numbers, the rule's evidence contradicts the turn (``Proposal.withheld``).
+    Pool effects are anchored on the engine's pool when it reports one (:func:`pool_effect`, :func:`anchored`);
+    ``gpus_added`` is :func:`turn_gpus_added` (TP × 2 on N replicas adds N × TP × PP × DP).
     """
     t = cand.turn
     field = FIELD_FOR_DIAL[t.dial]
     current = getattr(t.before_inputs, field)
     suggested = getattr(t.after_inputs, field)
     per_request = tokens_per_running_request(ev)
-    pe: dict[str, dict[str, Any]] = {
-        "kv_cache_tokens": effect(t.before.kv_cache_tokens, t.after.kv_cache_tokens),
-        "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
-    }
+    kv = pool_effect(ev, t.before.kv_cache_tokens, t.after.kv_cache_tokens)
+    seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
+    pe: dict[str, dict[str, Any]] = {"kv_cache_tokens": kv, "max_concurrency": seqs}
     if per_request:
-        pe["concurrency_ceiling"] = effect(
-            t.before.kv_cache_tokens / per_request, t.after.kv_cache_tokens / per_request
+        pe["concurrency_ceiling"] = pool_effect(
+            ev, t.before.kv_cache_tokens / per_request, t.after.kv_cache_tokens / per_request
         )
     if t.dial == c.DIAL_TENSOR_PARALLEL_SIZE:
         pe["gpus_per_replica"] = effect(gpus_per_replica(ev, t.before_inputs), gpus_per_replica(ev, t.after_inputs))
     gain = t.kv_gain_ratio()
     sufficient = needed_factor is None or gain >= needed_factor
+    kb, ka = kv["before"] or 0.0, kv["after"] or 0.0
+    source = "engine-reported, scaled by the capacity pass" if "model_before" in kv else "capacity pass"
     summary = (
         f"{ev.ctx.name}: {headline} — set {t.dial} {current} → {suggested} "
-        f"({t.before.kv_cache_tokens:,} → {t.after.kv_cache_tokens:,} KV tokens per replica)"
+        f"({kb:,.0f} → {ka:,.0f} KV tokens per replica)"
     )
     description = (
         f"{situation} Turning {t.dial} from {current} to {suggested} changes the pool from "
-        f"{t.before.kv_cache_tokens:,} to {t.after.kv_cache_tokens:,} tokens per replica (×{gain:.2f}); the ceiling at "
-        f"max-model-len {t.before.max_model_len:,} goes from {t.before.max_concurrency:.2f} to "
-        f"{t.after.max_concurrency:.2f} sequences"
+        f"{kb:,.0f} to {ka:,.0f} tokens per replica (×{gain:.2f}, {source}); the ceiling at "
+        f"max-model-len {t.before.max_model_len:,} goes from {seqs['before'] or 0:.2f} to "
+        f"{seqs['after'] or 0:.2f} sequences"
     )
     if per_request:
+        ceiling = pe["concurrency_ceiling"]
         description += (
             f", and at the observed ~{per_request:,.0f} tokens per request from "
-            f"{t.before.kv_cache_tokens / per_request:.1f} to {t.after.kv_cache_tokens / per_request:.1f}"
+            f"{ceiling['before'] or 0:.1f} to {ceiling['after'] or 0:.1f}"
         )
     description += "."
     if needed_factor is not None and not sufficient:
         description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
     description += f" Note: {cand.why}."
-    return Proposal(
-        rule=rule,
-        dial=t.dial,
-        action=cand.action,
-        current=current,
-        suggested=suggested,
-        flag=flag_for(ev.ctx.engine, t.dial, suggested),
-        severity=severity,
-        confidence=confidence,
-        summary=summary,
-        description=description,
-        predicted_effect=pe,
-        evidence=evidence,
-        score=gain / cand.cost,
-        sufficient=sufficient,
-        cost=cand.cost,
+    return anchored(
+        ev,
+        Proposal(
+            rule=rule,
+            dial=t.dial,
+            action=cand.action,
+            current=current,
+            suggested=suggested,
+            flag=flag_for(ev.ctx.engine, t.dial, suggested),
+            severity=severity,
+            confidence=confidence,
+            summary=summary,
+            description=description,
+            predicted_effect=pe,
+            evidence=evidence,
+            score=gain / cand.cost,
+            sufficient=sufficient,
+            cost=cand.cost,
+            withheld=withheld,
+            gpus_added=turn_gpus_added(ev, t.after_inputs),
+        ),
     )
 
 
@@ -231,17 +419,21 @@ def replicas_proposal(
     description: str,
     extra_effects: dict[str, dict[str, Any]] | None = None,
 ) -> Proposal:
-    """Scale replicas from the configured count to ``needed`` (cost: the replica ratio)."""
+    """Scale replicas from the configured count to ``needed`` (cost: the replica ratio).
+
+    ``kv_cache_tokens_total`` is anchored on the engine's pool when it reports one (:func:`pool_effect`);
+    ``gpus_added`` = the replicas added × GPUs per replica (:func:`gpus_per_replica`), 0 for a scale-down.
+    """
     current = ev.ctx.replicas
     pe: dict[str, dict[str, Any]] = {
         "replicas": effect(current, needed),
-        "kv_cache_tokens_total": effect(
-            ev.ctx.capacity.kv_cache_tokens * current, ev.ctx.capacity.kv_cache_tokens * needed
+        "kv_cache_tokens_total": pool_effect(
+            ev, ev.ctx.capacity.kv_cache_tokens * current, ev.ctx.capacity.kv_cache_tokens * needed
         ),
     }
     if extra_effects:
         pe.update(extra_effects)
-    return Proposal(
+    proposal = Proposal(
         rule=rule,
         dial=c.DIAL_REPLICAS,
         action="increase" if needed > current else "decrease",
@@ -257,7 +449,9 @@ def replicas_proposal(
         score=1.0,
         sufficient=True,
         cost=max(needed / max(current, 1), 1.0),
+        gpus_added=float(max(0, needed - current) * gpus_per_replica(ev)),
     )
+    return anchored(ev, proposal)
 
 
 def confidence(ev: Evaluation, base: float) -> float:

@@ -4,6 +4,13 @@ Goodput ratio: the fraction of requests meeting both targets (DistServe, Zhong e
 estimated from the engine's two histograms (:mod:`advisor.telemetry`). Fires when it stays below
 ``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears at or above it.
 
+Checked against its evidence (issue 13): more TP (and chunked prefill) for TTFT rests on the diagnosis that
+prefill takes the time. The falsifying measurement is the share of the observed mean TTFT that the roofline's
+prefill of the observed mean prompt explains: below :data:`PREFILL_SHARE_MIN` the time goes elsewhere — queueing
+(``queue_time`` histogram, waiting requests) or a transfer stage (prefill/decode-disaggregation queues,
+requests deferred for a KV transfer: ``Evaluation.queues``) — and splitting the prefill cannot recover it, so
+both turns are withheld with the share and the dominant stage in numbers.
+
 The diagnosis picks the dial:
 
 =====================================================  ==========================================================
@@ -41,11 +48,32 @@ from advisor.rules.common import (
     gpus_per_replica,
     replicas_proposal,
     tokens_per_running_request,
+    turn_gpus_added,
 )
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import size_replicas
 from advisor.rules.turns import effect
 from advisor.telemetry import summarize
+
+PREFILL_SHARE_MIN = 0.25
+"""Modeled prefill ÷ observed mean TTFT below which more TP for TTFT is withheld. TTFT = queueing + (transfer) +
+prefill + the first decode step; doubling TP at best halves the prefill term, so when prefill is under a quarter of
+TTFT the turn recovers under 12.5 % of it — less than the roofline's own error on a real GPU — while doubling the
+GPUs. The rest of TTFT is then queueing or a transfer stage, which more TP does not shorten."""
+
+TRANSFER_QUEUES = ("waiting_deferred",)
+"""``Evaluation.queues`` keys, besides the disaggregation queues (``prefill_*`` / ``decode_*``), whose requests
+wait for a transfer stage (vLLM ``num_requests_waiting_by_reason{reason="deferred"}``: a KV transfer or a LoRA
+load), not for prefill compute."""
+
+
+def _transfer_waiting(ev: Evaluation) -> dict[str, float]:
+    """Requests waiting in a transfer stage, by queue (only the non-empty ones)."""
+    return {
+        k: v
+        for k, v in sorted(ev.queues.items())
+        if v > 0 and (k in TRANSFER_QUEUES or k.startswith(("prefill_", "decode_")))
+    }
 
 
 class GoodputRule:
@@ -204,6 +232,8 @@ class GoodputRule:
             f"prompts average ~{prompt:,.0f} tokens and their prefill takes the time (roofline "
             f"~{before:.2f}s per prompt)."
         )
+        withheld = self._prefill_withheld(ev, before, evidence)
+        tp_added = turn_gpus_added(ev, tp2)
         return [
             Proposal(
                 rule=self.id,
@@ -225,6 +255,8 @@ class GoodputRule:
                 score=before / max(after, 1e-9) / 2,
                 sufficient=True,
                 cost=2.0,
+                withheld=withheld,
+                gpus_added=tp_added,
             ),
             Proposal(
                 rule=self.id,
@@ -243,8 +275,39 @@ class GoodputRule:
                 score=1.0,
                 sufficient=False,
                 cost=1.0,
+                withheld=withheld,
+                gpus_added=0.0,
             ),
         ]
+
+    def _prefill_withheld(self, ev: Evaluation, prefill: float, evidence: dict[str, Any]) -> str | None:
+        """Why the prefill turns are withheld (modeled prefill < :data:`PREFILL_SHARE_MIN` of the observed mean
+        TTFT, naming the stage that holds the rest), or ``None``; unknown TTFT → ``None``."""
+        ttft = evidence.get("ttft_mean_seconds")
+        if not ttft or ttft <= 0:
+            return None
+        share = prefill / ttft
+        if share >= PREFILL_SHARE_MIN:
+            return None
+        stages: list[str] = []
+        queue = evidence.get("queue_time_mean_seconds")
+        if queue:
+            stages.append(f"queueing {queue:.2f}s ({queue / ttft:.0%} of TTFT)")
+        transfer = _transfer_waiting(ev)
+        if transfer:
+            stages.append(
+                f"{sum(transfer.values()):,.0f} requests wait for a transfer stage ("
+                + ", ".join(f"{k} {v:,.0f}" for k, v in transfer.items())
+                + ")"
+            )
+        waiting = ev.stats.requests_waiting if ev.stats is not None else None
+        if waiting:
+            stages.append(f"{waiting:,.0f} requests waiting")
+        where = "; ".join(stages) if stages else "the rest is outside the modeled prefill"
+        return (
+            f"withheld: the modeled prefill (~{prefill:.3f}s for the mean prompt) is {share:.1%} of the observed mean "
+            f"TTFT {ttft:.2f}s (under {PREFILL_SHARE_MIN:.0%}); {where}. Splitting the prefill cannot recover the time"
+        )
 
     # -- TPOT ----------------------------------------------------------------------------------------------
     def _tpot(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> list[Proposal]:
@@ -299,6 +362,7 @@ class GoodputRule:
                     score=now_tpot / max(knee_tpot, 1e-9),
                     sufficient=True,
                     cost=1.0,
+                    gpus_added=0.0,
                 )
             )
             return out
@@ -366,6 +430,7 @@ class GoodputRule:
                     score=now_tpot / after / cost,
                     sufficient=after <= target,
                     cost=cost,
+                    gpus_added=turn_gpus_added(ev, turned) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else 0.0,
                 )
             )
         return out

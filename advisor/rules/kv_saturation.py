@@ -231,4 +231,5 @@ class KVSaturationRule:
             sufficient=False,
             cost=1.0,
             complementary=True,
+            gpus_added=0.0,
         )

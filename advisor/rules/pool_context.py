@@ -19,6 +19,15 @@ cannot tell, whichever number stands in for the pool.
 Proposes capping max-model-len to what the pool holds (rounded down to a multiple of 1,024 tokens), or
 the turns that enlarge the pool until it holds the promised context. Supersedes the saturation, queue and
 goodput rules, whose replica advice would be wrong here.
+
+Checked against its evidence (issue 13): the cap is a preventive one (reject what the pool can never hold), so it
+is withheld when the observed requests (:func:`advisor.rules.common.observed_request_tokens`: tokens per finished
+request from the counters, KV tokens per running request except on hybrid models) stay far below it — even
+:data:`advisor.rules.common.CAP_TAIL_FACTOR` × their length is under the cap — and nothing is blocked: long
+contexts are then not what the pool holds, and the cap frees nothing. A queue blocked behind a request the pool
+cannot hold (waiting, nothing running, no tokens) is the cap's own evidence; it is never withheld then. The
+pool-enlarging turns are withheld while a different pool (a state pool, the slots) is the saturated one
+(:func:`advisor.rules.common.kv_withheld`).
 """
 
 from __future__ import annotations
@@ -27,7 +36,17 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, pool_turns, turn_proposal
+from advisor.rules.common import (
+    CAP_TAIL_FACTOR,
+    anchored,
+    confidence,
+    context_cap_withheld,
+    count,
+    kv_withheld,
+    pool_effect,
+    pool_turns,
+    turn_proposal,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
@@ -172,38 +191,44 @@ class PoolContextRule:
         if ROUND_TO <= cap < mml:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
-                out.append(
-                    Proposal(
-                        rule=self.id,
-                        dial=c.DIAL_MAX_MODEL_LEN,
-                        action="decrease",
-                        current=mml,
-                        suggested=cap,
-                        flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
-                        severity=severity,
-                        confidence=conf,
-                        summary=(
-                            f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
-                            f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
-                        ),
-                        description=(
-                            f"{situation} Capping max-model-len at {cap:,} makes the engine reject what can never run "
-                            f"instead of queueing it forever; the ceiling at max-model-len goes from "
-                            f"{t.before.max_concurrency:.2f} to {t.after.max_concurrency:.2f} sequences. Longer "
-                            "requests need a replica with a larger pool (the other turns)."
-                        ),
-                        predicted_effect={
-                            "max_concurrency": effect(t.before.max_concurrency, t.after.max_concurrency),
-                            "kv_cache_tokens": effect(t.before.kv_cache_tokens, t.after.kv_cache_tokens),
-                            "max_model_len": effect(mml, cap),
-                        },
-                        evidence=evidence,
-                        score=2.0,
-                        sufficient=True,
-                        cost=1.0,
-                    )
+                cap_withheld = None if blocked else context_cap_withheld(ev, cap, tail=CAP_TAIL_FACTOR)
+                seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
+                proposal = Proposal(
+                    rule=self.id,
+                    dial=c.DIAL_MAX_MODEL_LEN,
+                    action="decrease",
+                    current=mml,
+                    suggested=cap,
+                    flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
+                    severity=severity,
+                    confidence=conf,
+                    summary=(
+                        f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
+                        f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
+                    ),
+                    description=(
+                        f"{situation} Capping max-model-len at {cap:,} makes the engine reject what can never run "
+                        f"instead of queueing it forever; the ceiling at max-model-len goes from "
+                        f"{seqs['before'] or 0:.2f} to {seqs['after'] or 0:.2f} sequences. Longer "
+                        "requests need a replica with a larger pool (the other turns). Falsified by: observed "
+                        f"requests far shorter than the cap ({CAP_TAIL_FACTOR:g}× their length still under it) "
+                        "while nothing is blocked."
+                    ),
+                    predicted_effect={
+                        "max_concurrency": seqs,
+                        "kv_cache_tokens": pool_effect(ev, t.before.kv_cache_tokens, t.after.kv_cache_tokens),
+                        "max_model_len": effect(mml, cap),
+                    },
+                    evidence=evidence,
+                    score=2.0,
+                    sufficient=True,
+                    cost=1.0,
+                    withheld=cap_withheld,
+                    gpus_added=0.0,
                 )
+                out.append(anchored(ev, proposal))
         needed = self.n / holds if holds > 0 else None
+        other_pool = kv_withheld(ev)
         out += [
             turn_proposal(
                 self.id,
@@ -215,6 +240,7 @@ class PoolContextRule:
                 evidence=evidence,
                 headline=f"pool smaller than max-model-len {mml:,}",
                 situation=situation,
+                withheld=other_pool,
             )
             for cand in pool_turns(ev)
         ]

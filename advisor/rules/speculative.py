@@ -122,6 +122,7 @@ class SpeculativeRule:
                     score=1.0,
                     sufficient=False,
                     cost=1.0,
+                    gpus_added=0.0,
                 )
             ]
         tps = tokens_per_step()
@@ -154,5 +155,6 @@ class SpeculativeRule:
                 score=tps / DRAFT_OVERHEAD,
                 sufficient=True,
                 cost=1.0,
+                gpus_added=0.0,
             )
         ]

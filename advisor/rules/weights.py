@@ -5,15 +5,40 @@ gpu-memory-utilization) and the pool holds fewer than ``max_ceiling`` sequences 
 requests run. Proposes quantized weights (fp8 on GPUs with fp8 tensor cores, else AWQ int4) — reminding
 that the quality delta must be measured on one's own evals — or twice the tensor-parallel degree, each
 predicted by the capacity pass.
+
+Checked against its evidence (issue 13): both are KV-pool turns, so they are withheld while a pool other than the
+KV pool (a state pool, the slots) is the saturated one and the KV pool is not
+(:func:`advisor.rules.common.kv_withheld`), and while the KV pool is plainly not the constraint: its usage stayed
+below :data:`KV_POOL_BUSY` over the window with nothing preempted (a prefill worker whose pool sits at 18 %). A
+larger KV pool admits no one then.
 """
 
 from __future__ import annotations
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, pool_turns, turn_proposal
+from advisor.rules.common import confidence, kv_withheld, pool_turns, turn_proposal
 
 _DIALS = (c.DIAL_WEIGHT_QUANTIZATION, c.DIAL_TENSOR_PARALLEL_SIZE)
+
+KV_POOL_BUSY = 0.8
+"""KV usage (0–1, the window's highest) below which the KV pool is not what limits the deployment: the
+``kv_saturation`` rule's default ``resolve_below``, where the advisor already calls the pool not saturated."""
+
+
+def kv_idle(ev: Evaluation) -> str | None:
+    """Why a KV-pool turn is contradicted by a pool that is not busy, or ``None``: KV usage (the window's highest,
+    else the newest) below :data:`KV_POOL_BUSY` with no preemption in the window. Unknown usage → ``None``."""
+    s = ev.stats
+    if s is None:
+        return None
+    usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+    if usage is None or usage >= KV_POOL_BUSY or (s.preemptions_increase or 0) > 0:
+        return None
+    return (
+        f"withheld: the KV pool is not the constraint: KV usage at most {usage:.0%} over the last "
+        f"{s.window_seconds:.0f}s (below {KV_POOL_BUSY:.0%}) and nothing preempted; a larger pool admits no one now"
+    )
 
 
 class WeightsCrowdRule:
@@ -65,6 +90,7 @@ class WeightsCrowdRule:
             f"{ev.ctx.capacity.kv_cache_tokens:,} tokens ({ev.ctx.capacity.max_concurrency:.2f} sequences at "
             f"max-model-len {ev.ctx.capacity.max_model_len:,})."
         )
+        other_pool = kv_withheld(ev) or kv_idle(ev)
         return [
             turn_proposal(
                 self.id,
@@ -76,6 +102,7 @@ class WeightsCrowdRule:
                 evidence={"weights_share_of_budget": round(share, 4), "weights_gib_per_gpu": round(w, 2)},
                 headline="weights crowd out the KV cache",
                 situation=situation,
+                withheld=other_pool,
             )
             for cand in pool_turns(ev)
             if cand.turn.dial in _DIALS

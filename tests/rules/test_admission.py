@@ -94,7 +94,13 @@ def test_proposes_cap_then_whole_request_admission_then_a_long_context_replica()
     assert (cap.current, cap.suggested, cap.flag) == (32_768, 12_288, "--max-model-len 12288")
     # max-model-len does not change the pool (the V1 profile batch on an H100 is 8,192 tokens either way):
     # ceiling 28,120 blocks ÷ 2,048 = 13.73 → 28,120 ÷ 768 = 36.61
-    assert cap.predicted_effect["max_concurrency"] == {"before": 13.7305, "after": 36.6146}
+    # anchored on the engine's 100,000-token pool (issue 13): × 100,000 ÷ 449,920 → 3.0518 and 8.1380
+    assert cap.predicted_effect["max_concurrency"] == {
+        "before": 3.0518,
+        "after": 8.138,
+        "model_before": 13.7305,
+        "model_after": 36.6146,
+    }
     assert cap.predicted_effect["max_model_len"] == {"before": 32_768, "after": 12_288}
     assert cap.severity == "critical"
     assert admit.flag == "--scheduling-policy priority" and not admit.sufficient

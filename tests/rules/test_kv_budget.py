@@ -70,7 +70,13 @@ def test_raise_goes_to_raise_to() -> None:
     assert p.flag == "--gpu-memory-utilization 0.9"
     # at 0.8: ⌊(67,989,332,296 − 16,094,076,928 − 1,420,094,341) ÷ 2,097,152⌋ = 24,068 blocks = 385,088 tokens;
     # at 0.9: 28,120 blocks = 449,920 tokens
-    assert p.predicted_effect["kv_cache_tokens"] == {"before": 385_088, "after": 449_920}
+    # anchored on the engine's 432,000 (issue 13): 432,000 × 449,920 ÷ 385,088 = 504,729.93
+    assert p.predicted_effect["kv_cache_tokens"] == {
+        "before": 432_000,
+        "after": 504_729.9319,
+        "model_before": 385_088,
+        "model_after": 449_920,
+    }
 
 
 def test_lower_steps_down_by_lower_by() -> None:

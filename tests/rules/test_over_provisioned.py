@@ -131,7 +131,13 @@ def test_fewer_replicas_at_the_target_load() -> None:
     # 40 ÷ (4 × 256) = 0.0391 → 40 ÷ 256 = 0.156
     assert p.predicted_effect["load_ratio"]["before"] == pytest.approx(0.0391, abs=1e-4)
     assert p.predicted_effect["load_ratio"]["after"] == pytest.approx(0.1562, abs=1e-4)
-    assert p.predicted_effect["kv_cache_tokens_total"] == {"before": 4 * 449_920, "after": 449_920}
+    # anchored on the engine's 432,000 per replica (issue 13); the capacity pass's 449,920 beside it
+    assert p.predicted_effect["kv_cache_tokens_total"] == {
+        "before": 4 * 432_000,
+        "after": 432_000,
+        "model_before": 4 * 449_920,
+        "model_after": 449_920,
+    }
     assert p.severity == "info"
 
 

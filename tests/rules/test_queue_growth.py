@@ -107,7 +107,13 @@ def test_replicas_from_arrival_and_service_rates() -> None:
     assert p.predicted_effect["utilization"] == {"before": 1.5, "after": 0.75}
     assert p.predicted_effect["queue_wait_seconds"] == {"before": None, "after": pytest.approx(0.6429, abs=1e-4)}
     # the total pool scales with replicas: 449,920 tokens per replica
-    assert p.predicted_effect["kv_cache_tokens_total"] == {"before": 449_920, "after": 899_840}
+    # anchored on the engine's 432,000 per replica (issue 13); the capacity pass's 449,920 beside it
+    assert p.predicted_effect["kv_cache_tokens_total"] == {
+        "before": 432_000,
+        "after": 864_000,
+        "model_before": 449_920,
+        "model_after": 899_840,
+    }
     assert p.evidence["arrival_rate_per_second"] == 3.0
     assert p.evidence["service_rate_per_replica"] == 2.0
     assert p.severity == "critical"

@@ -720,7 +720,8 @@ def sglang_pd_decode_dp_one_rank_full() -> FieldState:
             "max_model_len_ceiling_requests": 0,
         },
         named=["decode_prealloc", "decode_transfer"],
-        must_first=("max_model_len", "decrease"),
+        # issue 13: the full rank holds ~4,000-token requests; a max-model-len cap at the rank's pool (119,808)
+        # frees nothing and is withheld (tests/states/test_field_advice_evidence.py), so it is not asserted first
         must_never=[("replicas", "decrease"), ("max_num_seqs", "increase")],
     )
 
