@@ -587,7 +587,7 @@ def replay_config(
         build_rules(cfg) if rules is None else rules,
         scrape_interval=interval,
         evaluation_window=cfg.evaluation_window,
-        quality=Quality(interval, dq.stale_after_intervals, dq.frozen_after),
+        quality=Quality(interval, dq.stale_after_intervals, dq.frozen_after, dq.capacity_model_error_bound),
         cooldown_seconds=cfg.rules.cooldown,
         dynamic_targets=[d.name for d in cfg.deployments if d.source == "prometheus"] if dynamic is None else dynamic,
         selectors=selectors,

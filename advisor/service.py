@@ -354,7 +354,7 @@ class Service:
         if state_file is not None and base_dir is not None and not state_file.is_absolute():
             state_file = base_dir / state_file
         dq = cfg.data_quality
-        quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after)
+        quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after, dq.capacity_model_error_bound)
         sd = sd_mtimes(cfg, base_dir)
         prom: PrometheusSource | None = None
         pool: ThreadPoolExecutor | None = None
