@@ -720,7 +720,10 @@ def sglang_pd_decode_dp_one_rank_full() -> FieldState:
             "max_model_len_ceiling_requests": 0,
         },
         named=["decode_prealloc", "decode_transfer"],
-        must_first=("max_model_len", "decrease"),
+        # issue 13's ranking: a no-GPU turn that closes the gap comes first, fp8 KV (×2: one max-length request
+        # then fits a rank) before the context cap in the stated risk order; the cap stays proposed
+        must_first=("kv_cache_dtype", "set"),
+        must_propose=[("max_model_len", "decrease")],
         must_never=[("replicas", "decrease"), ("max_num_seqs", "increase")],
     )
 
