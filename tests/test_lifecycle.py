@@ -37,6 +37,8 @@ class ScriptedRule:
     confidence: float = 0.9
     withheld: dict[str, str] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+    action: str = "set"
+    current: int = 1
 
     def for_seconds(self) -> float:
         return self.for_s
@@ -52,8 +54,8 @@ class ScriptedRule:
             Proposal(
                 self.id,
                 d,
-                "set",
-                1,
+                self.action,
+                self.current,
                 self.suggested,
                 f"--{d}",
                 self.severity,
@@ -220,7 +222,7 @@ def test_rules_of_one_problem_open_one_incident_with_ranked_alternatives() -> No
     assert (rec.rule, rec.dial) == ("b", "kv_cache_dtype")
     assert [(x["rule"], x["dial"]) for x in rec.alternatives] == [("b", "max_model_len"), ("a", "replicas")]
     assert rec.alternatives[-1]["why_rank"].startswith("adds 1 GPU; closes the gap")
-    assert "Ranked first of 3: adds no GPU; closes the gap; second-lowest risk (KV dtype)" in rec.description
+    assert "Suggested of 3 turns: adds no GPU; closes the gap; second-lowest risk (KV dtype)" in rec.description
 
 
 def test_a_rule_following_another_continues_the_incident() -> None:
@@ -330,13 +332,9 @@ def test_an_incident_is_never_critical_at_low_confidence(confidence: float, seve
 
 def test_the_suggested_turn_changes_only_after_two_evaluations_ranking_strictly_better() -> None:
     rule = ScriptedRule(fire=True, for_s=0, dials=["gpu_memory_utilization", "kv_cache_dtype"])
-    # sufficient no-GPU turns rank by risk: utilization first. Make kv dtype win by making utilization
-    # insufficient: the scripted rule scores both; flip sufficiency through a subclass
     lc = Lifecycle([rule])
     lc.evaluate(evaluation(now=0))
-    assert lc.open_recommendations()[0].dial == "gpu_memory_utilization"
-    rule.dials = ["kv_cache_dtype", "gpu_memory_utilization", "max_model_len"]
-    rule.withheld = {}
+    assert lc.open_recommendations()[0].dial == "gpu_memory_utilization"  # lowest risk of the no-GPU turns
     # utilization disappears for one evaluation: the suggestion moves at once (the current turn is gone)
     rule.dials = ["kv_cache_dtype", "max_model_len"]
     lc.evaluate(evaluation(now=10))
@@ -352,7 +350,9 @@ def test_the_suggested_turn_changes_only_after_two_evaluations_ranking_strictly_
     lc.evaluate(evaluation(now=30))
     rule.dials = ["kv_cache_dtype", "gpu_memory_utilization", "max_model_len"]
     lc.evaluate(evaluation(now=40))
-    assert lc.open_recommendations()[0].dial == "kv_cache_dtype"
+    (rec,) = lc.open_recommendations()
+    assert rec.dial == "kv_cache_dtype"
+    assert "At this evaluation gpu_memory_utilization ranks better" in rec.description
     lc.evaluate(evaluation(now=50))
     assert lc.open_recommendations()[0].dial == "gpu_memory_utilization"
     assert [u.kind for u in lc.last_updates] == ["updated"]
@@ -398,7 +398,7 @@ def test_the_ranking_is_the_stated_one_and_explains_itself() -> None:
 def test_replica_advice_is_stabilized_and_never_changes_direction_within_an_incident() -> None:
     """Raw 13, 15, 13 then 3 within 60 s → the lowest of the scale-up window; a later raw 1 (no scale-up) keeps
     the last advice instead of turning the incident into a scale-down."""
-    rule = ScriptedRule(fire=True, for_s=0, dials=["replicas"], suggested=13)
+    rule = ScriptedRule(fire=True, for_s=0, dials=["replicas"], suggested=13, action="increase")
     lc = Lifecycle([rule], replica_stabilizer=ReplicaStabilizer(60, 300))
     seen = []
     for now, raw in ((0, 13), (10, 15), (20, 13), (30, 3), (40, 2), (100, 1), (110, 1), (200, 1)):
@@ -406,9 +406,35 @@ def test_replica_advice_is_stabilized_and_never_changes_direction_within_an_inci
         lc.evaluate(evaluation(now=now))
         (rec,) = lc.open_recommendations()
         seen.append(rec.suggested)
-        assert rec.action == "set" or rec.suggested > rec.current
     assert seen == [13, 13, 13, 3, 2, 2, 2, 2]
-    assert all(s > 1 for s in seen)
+
+
+def test_replica_advice_that_opened_as_an_increase_never_turns_into_a_decrease() -> None:
+    """Current 2 replicas, advised 5; the load falls until the stabilized count is 1 (below the current 2): the
+    incident keeps advising 5 — it resolves when its cause is gone, it does not become a scale-down."""
+    rule = ScriptedRule(fire=True, for_s=0, dials=["replicas"], suggested=5, action="increase", current=2)
+    lc = Lifecycle([rule], replica_stabilizer=ReplicaStabilizer(60, 300))
+    lc.evaluate(evaluation(now=0))
+    rule.suggested, rule.action = 1, "decrease"
+    for now in (100, 200, 400, 700):
+        lc.evaluate(evaluation(now=now))
+        (rec,) = lc.open_recommendations()
+        assert (rec.action, rec.suggested) == ("increase", 5), now
+    assert lc.replica_stabilizer.value("chat-8b", 700, 2) == 1  # what it would have said
+
+
+def test_an_alternative_replica_count_keeps_its_direction_too() -> None:
+    a = ScriptedRule(id="a", fire=True, for_s=0, problem="saturation", dials=["replicas"], suggested=4)
+    a.action, a.current = "increase", 2
+    b = ScriptedRule(id="b", fire=True, for_s=0, problem="saturation", dials=["kv_cache_dtype"])
+    lc = Lifecycle([a, b], replica_stabilizer=ReplicaStabilizer(0, 0))
+    lc.evaluate(evaluation(now=0))
+    (rec,) = lc.open_recommendations()
+    assert rec.dial == "kv_cache_dtype" and rec.alternatives[0]["suggested"] == 4
+    a.suggested, a.action = 1, "decrease"
+    lc.evaluate(evaluation(now=10))
+    (rec,) = lc.open_recommendations()
+    assert [(x["action"], x["suggested"]) for x in rec.alternatives] == [("increase", 4)]
 
 
 # -- the demo's saturation, with the real rules ---------------------------------------------------------------

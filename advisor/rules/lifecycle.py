@@ -313,9 +313,7 @@ class Lifecycle:
                 continue
             rec = replace(first, problem=problem, alternatives=tuple(first.alternatives) + folded)
             inc = _Incident(rec=rec, folded=recs[1:])
-            if first.dial == c.DIAL_REPLICAS:
-                inc.replicas_direction = first.action if first.action in ("increase", "decrease") else None
-                inc.replicas_last = first.suggested if isinstance(first.suggested, int) else None
+            _note_replicas(inc)
             self._incidents[(dep, problem)] = inc
 
     # -- one evaluation ----------------------------------------------------------------------------------------
@@ -564,21 +562,14 @@ class Lifecycle:
             withheld=tuple(withheld),
         )
         inc = _Incident(rec=rec)
-        self._note_replicas(inc, best.p)
+        _note_replicas(inc)
         return inc
-
-    def _note_replicas(self, inc: _Incident, p: Proposal) -> None:
-        if p.dial == c.DIAL_REPLICAS and isinstance(p.suggested, int | float):
-            inc.replicas_last = int(p.suggested)
-            if inc.replicas_direction is None:
-                inc.replicas_direction = p.action
 
     def _refresh(self, ev: Evaluation, inc: _Incident, turns: list[_Turn], withheld: list[dict[str, Any]]) -> None:
         """Re-render the incident from the current evidence; keep id, opened_at and severity; change the
         suggested turn only after :data:`SWITCH_AFTER_EVALUATIONS` strictly better rankings (or when it is gone)
         and its value only by a material step."""
         old = inc.rec
-        turns = self._stabilized_turns(ev, inc, turns)
         if not turns:
             inc.rec = replace(old, withheld=tuple(withheld) or old.withheld)
             return
@@ -612,6 +603,11 @@ class Lifecycle:
                 summary=p.summary.replace(f"→ {p.suggested}", f"→ {old.suggested}"),
                 predicted_effect=old.predicted_effect,
             )
+        if chosen is not best:
+            held_note += (
+                f" At this evaluation {best.p.dial} ranks better ({why_rank(best.p, best.gpus)}); the suggestion "
+                f"changes if it still does at the next one."
+            )
         others = [t for t in turns if t.p.dial != p.dial]
         ranked = [_Turn(p, chosen.gpus), *others]
         rec = replace(
@@ -639,8 +635,8 @@ class Lifecycle:
                 else f"was {old.current} → {old.suggested}"
             )
             self.last_updates.append(Transition("updated", rec, was))
-            self._note_replicas(inc, p)
         inc.rec = rec
+        _note_replicas(inc)
 
     # -- statuses, ranks, cooldown -----------------------------------------------------------------------------
     def _set_statuses(
@@ -684,6 +680,23 @@ class Lifecycle:
         return max(0.0, self.cooldown_seconds - (now - resolved))
 
 
+def _note_replicas(inc: _Incident) -> None:
+    """Remember the replica count the incident advises (suggested or among its alternatives) and, the first time,
+    its direction: within one incident the replica advice never turns around."""
+    r = inc.rec
+    turns: list[Mapping[str, Any]] = [{"dial": r.dial, "action": r.action, "suggested": r.suggested}]
+    turns += list(r.alternatives)
+    for turn in turns:
+        if turn.get("dial") != c.DIAL_REPLICAS:
+            continue
+        value, action = turn.get("suggested"), turn.get("action")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            inc.replicas_last = int(value)
+            if inc.replicas_direction is None and action in ("increase", "decrease"):
+                inc.replicas_direction = str(action)
+        return
+
+
 def _alternative(t: _Turn) -> dict[str, Any]:
     """An alternative as the recommendation carries it."""
     p = t.p
@@ -716,7 +729,7 @@ def _alternative_from_record(r: Recommendation) -> dict[str, Any]:
 
 
 def _described(best: _Turn, turns: list[_Turn]) -> str:
-    """The suggested turn's description plus why it ranks first and how many alternatives there are."""
+    """The suggested turn's description plus why it ranks where it does and how many turns there are."""
     text = best.p.description
-    text += f" Ranked first of {len(turns)}: {why_rank(best.p, best.gpus)}." if len(turns) > 1 else ""
+    text += f" Suggested of {len(turns)} turns: {why_rank(best.p, best.gpus)}." if len(turns) > 1 else ""
     return text
