@@ -53,7 +53,7 @@ def test_deployments_and_recommendations_carry_every_field(daemon: Daemon) -> No
     fields = {
         "id", "status", "deployment", "rule", "dial", "action", "current", "suggested", "flag", "severity",
         "confidence", "summary", "description", "runbook", "opened_at", "opened_at_seconds", "resolved_at",
-        "rank", "predicted_effect", "evidence", "suppression",
+        "rank", "predicted_effect", "evidence", "suppression", "problem", "alternatives", "withheld",
     }  # fmt: skip
     assert recs and all(set(r) == fields for r in recs)
     kv = next(r for r in recs if r["rule"] == "kv_saturation")
@@ -83,7 +83,9 @@ def test_recommended_value_gauge_exports_each_numeric_suggestion(daemon: Daemon)
         if isinstance(r["suggested"], int | float) and not isinstance(r["suggested"], bool)
     }
     textual = {r["dial"] for r in recs if isinstance(r["suggested"], str)}
-    assert numeric, recs
+    # one incident per problem (issue 13): the suggested turn of the saturated deployment may be textual (fp8 KV),
+    # its numeric turns then ride as alternatives; what is exported is each incident's suggested value
+    assert recs and set(numeric) | textual, recs
     # the loop may refresh a suggestion between the two reads; the dials are what must match
     assert set(got) == set(numeric)
     assert not textual & set(got)
