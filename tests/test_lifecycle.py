@@ -437,6 +437,27 @@ def test_an_alternative_replica_count_keeps_its_direction_too() -> None:
     assert [(x["action"], x["suggested"]) for x in rec.alternatives] == [("increase", 4)]
 
 
+class _CountingStabilizer(ReplicaStabilizer):
+    def __init__(self) -> None:
+        super().__init__(60, 300)
+        self.calls: list[tuple[str, float, int]] = []
+
+    def observe(self, key: str, now: float, raw: int) -> None:
+        self.calls.append((key, now, raw))
+        super().observe(key, now, raw)
+
+
+def test_one_replica_observation_per_deployment_and_evaluation_whichever_problems_ask() -> None:
+    a = ScriptedRule(id="a", fire=True, for_s=0, problem="saturation", dials=["replicas"], suggested=5)
+    b = ScriptedRule(id="b", fire=True, for_s=0, dials=["replicas"], suggested=9)
+    stab = _CountingStabilizer()
+    lc = Lifecycle([a, b], replica_stabilizer=stab)
+    lc.evaluate(evaluation(now=0))
+    lc.evaluate(evaluation(now=10))
+    assert stab.calls == [("chat-8b", 0, 5), ("chat-8b", 10, 5)]  # the first rule's count, once each time
+    assert {r.suggested for r in lc.open_recommendations()} == {5}  # one replica number for the deployment
+
+
 # -- the demo's saturation, with the real rules ---------------------------------------------------------------
 
 

@@ -268,6 +268,7 @@ class Lifecycle:
         self._resolved_at: dict[tuple[str, str], float] = {}  # (deployment, problem) -> unix s
         self._state: dict[tuple[str, str], _RuleState] = {}  # (deployment, rule)
         self._incidents: dict[tuple[str, str], _Incident] = {}  # (deployment, problem)
+        self._observed: tuple[str, float] | None = None  # (deployment, now) of the last replica observation
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
         self.last_updates: list[Transition] = []
         """``updated`` transitions of the last :meth:`evaluate` call (not in its return value: nothing is sent)."""
@@ -438,10 +439,14 @@ class Lifecycle:
 
     # -- merging -----------------------------------------------------------------------------------------------
     def _feed_replicas(self, ev: Evaluation, proposals: list[Proposal]) -> None:
-        """Observe the raw replica count (the first rule's, in rule order) once per evaluation."""
+        """Observe the deployment's raw replica count once per evaluation: the first rule's, in rule order (one
+        replica number per deployment, whichever problem asks)."""
+        if self._observed == (ev.ctx.name, ev.now):
+            return
         for p in proposals:
             if p.dial == c.DIAL_REPLICAS and p.withheld is None and isinstance(p.suggested, int | float):
                 self.replica_stabilizer.observe(ev.ctx.name, ev.now, int(p.suggested))
+                self._observed = (ev.ctx.name, ev.now)
                 return
 
     def _merge(
