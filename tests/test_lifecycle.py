@@ -577,3 +577,39 @@ def test_the_previous_release_outbox_is_read_and_the_new_state_file_round_trips(
     lc2 = Lifecycle([QueueGrowthRule(for_seconds=0), KVSaturationRule(for_seconds=0)])
     lc2.restore([again])
     assert [r.id for r in lc2.open_recommendations()] == ["920f37d0390fd230"]
+
+
+def test_queue_growth_clearing_while_goodput_holds_keeps_the_incident_with_the_real_rules() -> None:
+    """Issue 13, problem 1: queue_growth resolved ("the queue stopped growing") and goodput_below_target opened a
+    new recommendation for the same overload. Now the queue flat at 105 clears queue_growth, goodput still low holds
+    the incident: no transition, the same id, goodput's turn suggested."""
+    rules = [QueueGrowthRule(for_seconds=0), GoodputRule(for_seconds=0)]
+    lc = Lifecycle(rules)
+
+    def window(now: float, first: float, last: float) -> Evaluation:
+        return rule_ev(
+            now=now,
+            kv_cache_usage_ratio=0.5,
+            requests_running=50,
+            requests_running_first=50,
+            requests_waiting=last,
+            requests_waiting_first=first,
+            requests_finished_per_second=20.0,
+            span_seconds=60.0,
+            goodput=good(0.2, 0.95),
+            **requests(1200),
+        )
+
+    (opened,) = lc.evaluate(window(1000.0, 20, 105))
+    assert lc.statuses[("chat-8b", "queue_growth")].state == "firing"
+    assert lc.statuses[("chat-8b", "goodput_below_target")].state == "firing"
+    assert lc.evaluate(window(1060.0, 105, 105)) == []  # the queue stopped growing; 105 still wait
+    assert lc.statuses[("chat-8b", "queue_growth")].state == "inactive"
+    assert lc.statuses[("chat-8b", "goodput_below_target")].state == "firing"
+    (rec,) = lc.open_recommendations()
+    assert (rec.id, rec.opened_at, rec.rule, rec.dial) == (
+        opened.recommendation.id,
+        1000.0,
+        "goodput_below_target",
+        "replicas",
+    )
