@@ -252,8 +252,32 @@ class Suppression(BaseModel):
     deployment: str
 
 
+class Alternative(BaseModel):
+    """A turn of the incident other than the suggested one, in rank order (issue 13)."""
+
+    rule: str
+    dial: str
+    action: str
+    current: Any
+    suggested: Any
+    flag: str
+    predicted_effect: dict[str, dict[str, Any]]
+    confidence: float
+    why_rank: str = Field(description="why it ranks where it does (adds no GPU; closes the gap; lowest risk …)")
+
+
+class WithheldTurn(BaseModel):
+    """A turn a rule's own evidence contradicts, or whose rule another superseded: never suggested."""
+
+    rule: str
+    dial: str
+    reason: str = Field(description="the measurement that falsified it, in numbers, or 'superseded by <rule>: …'")
+
+
 class Recommendation(BaseModel):
-    """One recommendation with every field (``status`` open or resolved)."""
+    """One incident (one per deployment and problem) with every field (``status`` open or resolved): ``rule``,
+    ``dial`` … describe the suggested turn, ``alternatives`` the others ranked, ``withheld`` the contradicted ones.
+    """
 
     id: str
     status: Literal["open", "resolved"]
@@ -275,6 +299,11 @@ class Recommendation(BaseModel):
     rank: int
     predicted_effect: dict[str, dict[str, Any]]
     evidence: dict[str, Any]
+    problem: str = Field(description="the problem the incident is about (saturation, stalled, or a rule's own id)")
+    alternatives: list[Alternative] = Field(description="the other turns, best first")
+    withheld: list[WithheldTurn] = Field(description="turns never suggested, with the reason")
+    updated_at: str | None = Field(description="when the suggested turn or value last changed (RFC 3339)")
+    updated_at_seconds: float | None = Field(description="the same, unix seconds")
     suppression: Suppression | None
 
 

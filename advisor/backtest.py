@@ -316,6 +316,7 @@ class Replayer:
         dynamic_targets: Iterable[str] = (),
         selectors: Mapping[str, str] | None = None,
         targets: Mapping[str, Sequence[str]] | None = None,
+        replica_windows: tuple[float, float] | None = None,
     ) -> None:
         """``contexts``: one per deployment, in evaluation order (engine already resolved).
         ``dynamic_targets``: names of deployments whose replicas are the targets that have data in the
@@ -333,6 +334,7 @@ class Replayer:
             scrape_interval=scrape_interval,
             quality=quality,
             cooldown_seconds=cooldown_seconds,
+            replica_windows=replica_windows,
         )
         self._deps: dict[str, _Dep] = {}
         self._first: float | None = None
@@ -576,7 +578,7 @@ def replay_config(
     dynamic: Iterable[str] | None = None,
 ) -> Replayer:
     """A :class:`Replayer` wired as the daemon wires its loop from ``cfg``: its rules and thresholds
-    (:func:`advisor.service.build_rules`), cooldown, evaluation window and data-quality settings. With a
+    (:func:`advisor.assembly.build_rules`), cooldown, evaluation window and data-quality settings. With a
     ``step`` larger than the scrape interval, staleness is judged in steps (a point per step is all there
     is). ``dynamic``: the deployments whose replicas are the instances found (default: ``source:
     prometheus``)."""
@@ -592,6 +594,7 @@ def replay_config(
         dynamic_targets=[d.name for d in cfg.deployments if d.source == "prometheus"] if dynamic is None else dynamic,
         selectors=selectors,
         targets=targets,
+        replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
     )
 
 

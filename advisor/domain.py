@@ -328,7 +328,7 @@ class Recommendation:
             problem=str(d.get("problem") or ""),
             alternatives=tuple(dict(a) for a in d.get("alternatives") or ()),
             withheld=tuple(dict(w) for w in d.get("withheld") or ()),
-            updated_at=None if d.get("updated_at") is None else float(d["updated_at"]),
+            updated_at=_updated_at(d),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -357,7 +357,19 @@ class Recommendation:
             "problem": self.problem,
             "alternatives": [dict(a) for a in self.alternatives],
             "withheld": [dict(w) for w in self.withheld],
+            "updated_at": rfc3339(self.updated_at) if self.updated_at is not None else None,
+            "updated_at_seconds": self.updated_at,
         }
+
+
+def _updated_at(d: Mapping[str, Any]) -> float | None:
+    """When the suggested turn last changed (unix s): ``updated_at_seconds`` of :meth:`Recommendation.as_dict`'s
+    form, or ``updated_at`` of :meth:`Recommendation.to_record`'s; ``None`` when it never changed."""
+    if "updated_at_seconds" in d:
+        v = d["updated_at_seconds"]
+    else:
+        v = d.get("updated_at")
+    return None if v is None else float(v)
 
 
 def rfc3339(ts: float) -> str:

@@ -128,8 +128,9 @@ class AdvisorCollector(Collector):
         )
         recommended = gauge(
             c.RECOMMENDED_VALUE,
-            "An open recommendation's suggested value for its dial (replicas, max_num_seqs, "
-            "gpu_memory_utilization, …); non-numeric suggestions are not exported. The replicas value is stabilized "
+            "An open incident's suggested value for each dial it proposes, its suggested turn and its ranked "
+            "alternatives (replicas, max_num_seqs, gpu_memory_utilization, …); non-numeric suggestions are not "
+            "exported. The replicas value is stabilized "
             "as HPA behavior does: it scales up to the lowest raw count of the last 60 s and down to the highest of "
             "the last 300 s (rules.replicas.scale_up_window / scale_down_window).",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
@@ -187,11 +188,15 @@ class AdvisorCollector(Collector):
                     tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
             for r in d.recommendations:
                 open_keys.add((d.name, r.dial, r.action, r.severity))
-                v = r.suggested
-                numeric = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                if numeric and (d.name, r.dial) not in valued:  # one per dial; the best-ranked comes first
-                    valued.add((d.name, r.dial))
-                    recommended.add_metric([d.name, r.dial], float(v))
+                # the suggested turn, then each alternative: one value per dial, the best-ranked first (an
+                # autoscaler reads replicas whether or not replicas is the incident's first turn)
+                turns = [(r.dial, r.suggested)] + [(a.get("dial"), a.get("suggested")) for a in r.alternatives]
+                for dial, v in turns:
+                    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+                        continue
+                    if isinstance(dial, str) and (d.name, dial) not in valued:
+                        valued.add((d.name, dial))
+                        recommended.add_metric([d.name, dial], float(v))
         for key in sorted(seen | open_keys):
             active.add_metric(list(key), 1.0 if key in open_keys else 0.0)
         yield from (

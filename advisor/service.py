@@ -154,27 +154,24 @@ _EFFECT_LABELS = {
 
 
 def format_transition(t: Transition) -> str:
-    """One readable line per transition: what, why, the numbers, the dial and the flag."""
+    """One readable line per incident transition: what, why, the suggested turn with its numbers and flag, and
+    how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``)."""
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
+    problem = r.problem or r.rule
+    turn = f"{r.rule} {r.dial} {r.current} → {r.suggested}"
+    extra = f"(+{len(r.alternatives)} alternative{'' if len(r.alternatives) == 1 else 's'}, {len(r.withheld)} withheld)"
     if t.kind == "resolved":
-        return (
-            f"[{when}] RESOLVED {r.deployment} {r.rule}: {r.dial} {r.current} → {r.suggested} withdrawn "
-            f"— {t.reason} (id {r.id})"
-        )
+        return f"[{when}] RESOLVED {r.deployment} {problem}: {turn} withdrawn {extra} — {t.reason} (id {r.id})"
     if t.kind == "updated":
-        now = time.strftime("%H:%M:%S", time.localtime())
-        return (
-            f"[{now}] UPDATED {r.deployment} {r.rule}: {r.dial} now {r.current} → {r.suggested} ({t.reason}; "
-            f"still open, id {r.id})"
-        )
+        now = time.strftime("%H:%M:%S", time.localtime(r.updated_at) if r.updated_at is not None else time.localtime())
+        return f"[{now}] UPDATED {r.deployment} {problem}: now {turn} {extra} ({t.reason}; still open, id {r.id})"
     effects = "; ".join(
         f"{_EFFECT_LABELS.get(k, k.replace('_', ' '))} {_num(v.get('before'))} → {_num(v.get('after'))}"
         for k, v in list(r.predicted_effect.items())[:3]
     )
-    option = f" — option {t.option} of {t.options}" if t.options > 1 else ""
     return (
-        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {r.rule}{option}: {r.dial} {r.current} → {r.suggested}"
+        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn} {extra}"
         f" | why: {t.reason} | effect: {effects} | flag: {r.flag} | confidence {r.confidence:.2f} | id {r.id}"
     )
 
@@ -309,6 +306,7 @@ class Service:
             cooldown_seconds=cfg.rules.cooldown,
             ignore_for=ignore_for,
             model_error_bound=dq.capacity_model_error_bound,
+            replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
@@ -437,6 +435,7 @@ class Service:
             quality=rt.quality,
             cooldown_seconds=cfg.rules.cooldown,
             model_error_bound=cfg.data_quality.capacity_model_error_bound,
+            replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
         )
         self.tracker.set_deployments(rt.plan)
         for d in rt.deployments:

@@ -31,6 +31,7 @@ from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deplo
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.replicas import ReplicaStabilizer
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
 """Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
@@ -173,6 +174,8 @@ class Tracker:
         ignore_for: open as soon as a rule holds (``once``), not after its for-duration.
         model_error_bound: ``|capacity_model_error_ratio|`` beyond which :attr:`Tick.model_errors` reports a
             deployment (``None``: never).
+        replica_windows: ``(scale-up, scale-down)`` stabilization windows in seconds for the replica advice
+            (config ``rules.replicas``; :class:`advisor.rules.replicas.ReplicaStabilizer`); ``None``: the defaults.
     """
 
     def __init__(
@@ -185,8 +188,10 @@ class Tracker:
         cooldown_seconds: float = 0.0,
         ignore_for: bool = False,
         model_error_bound: float | None = None,
+        replica_windows: tuple[float, float] | None = None,
     ) -> None:
-        self.lifecycle = Lifecycle(rules, cooldown_seconds=cooldown_seconds)
+        stabilizer = ReplicaStabilizer(*replica_windows) if replica_windows is not None else None
+        self.lifecycle = Lifecycle(rules, cooldown_seconds=cooldown_seconds, replica_stabilizer=stabilizer)
         self.evaluation_window = evaluation_window
         self.scrape_interval = scrape_interval
         self.quality = quality
@@ -205,10 +210,15 @@ class Tracker:
         quality: Quality,
         cooldown_seconds: float,
         model_error_bound: float | None,
+        replica_windows: tuple[float, float] | None = None,
     ) -> None:
-        """New settings (a reload): histories, open recommendations and pending for-durations are kept."""
+        """New settings (a reload): histories, open recommendations, pending for-durations and the replica
+        counts observed so far are kept (new stabilization windows apply to them)."""
         self.lifecycle.rules = list(rules)
         self.lifecycle.cooldown_seconds = cooldown_seconds
+        if replica_windows is not None:
+            stab = self.lifecycle.replica_stabilizer
+            stab.up_window, stab.down_window = replica_windows
         self.evaluation_window = evaluation_window
         self.scrape_interval = scrape_interval
         self.quality = quality

@@ -64,7 +64,10 @@ def _brief(recs: list[Rec]) -> str:
 
 
 def _has(recs: list[Rec], dial: str, action: str | None = None) -> list[Rec]:
-    return [r for r in recs if r.get("dial") == dial and (action is None or r.get("action") == action)]
+    """The recommendations and their ranked ``alternatives`` (issue 13: one incident carries every turn) that
+    turn this dial this way."""
+    cands = [c for r in recs for c in (r, *(r.get("alternatives") or ()))]
+    return [r for r in cands if r.get("dial") == dial and (action is None or r.get("action") == action)]
 
 
 def _assert_never(recs: list[Rec], banned: list[tuple[str, str | None]]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from advisor.rules.goodput import GoodputRule
 from advisor.rules.kv_saturation import KVSaturationRule
-from advisor.rules.lifecycle import rank_key
+from advisor.rules.lifecycle import gpus_added, rank_key
 from tests.conftest import REPO_ROOT
 from tests.factories import evaluation
 
@@ -73,14 +73,17 @@ def _saturated() -> list:  # type: ignore[type-arg]
 
 
 def test_kv_saturation_never_suggests_more_concurrent_sequences_and_ranks_free_turns_first() -> None:
-    props = sorted(_saturated(), key=lambda p: rank_key((p.sufficient, p.cost, p.score)))
+    props = sorted(_saturated(), key=lambda p: rank_key(p, gpus_added(p)))
     dials = [p.dial for p in props]
     assert not any(p.dial == "max_num_seqs" and p.action == "increase" for p in props)
     # 50 running + 40 waiting in a 98 % full pool need ×1.76 of it: fp8 KV (×2, no GPUs) holds that and
-    # leads; replicas and TP 2 also hold it but cost twice the GPUs; +0.05 of budget (×1.07) does not.
+    # leads; +0.05 of budget (×1.07) does not, yet adds no GPU, so (issue 13's order) it still comes before
+    # replicas and TP 2, which hold it but add GPUs.
     assert dials[0] == "kv_cache_dtype"
-    assert dials.index("replicas") < dials.index("gpu_memory_utilization")
-    assert [p.sufficient for p in props] == sorted((p.sufficient for p in props), reverse=True)
+    assert dials.index("gpu_memory_utilization") < dials.index("replicas")
+    no_gpu = [p for p in props if gpus_added(p) == 0]
+    assert props[: len(no_gpu)] == no_gpu
+    assert [p.sufficient for p in no_gpu] == sorted((p.sufficient for p in no_gpu), reverse=True)
     top = props[0]
     assert (top.current, top.suggested, top.flag) == ("auto", "fp8", "--kv-cache-dtype fp8")
     assert top.severity == "critical"  # queue growing (10 → 40) while preempting

@@ -1,35 +1,59 @@
-"""Opening and resolving recommendations: for-durations, hysteresis, one open recommendation per dial.
+"""Opening, updating and resolving incidents: one open recommendation per deployment and problem (issue 13).
 
-Pure: the caller passes ``now``. The semantics follow Prometheus alerting rules
-(``rules/alerting.go``): a condition that holds starts *pending*; it opens once it has held
-continuously for the rule's for-duration; a pending condition that stops holding resets. Unlike
-Prometheus, an open recommendation resolves only when the rule's *clear* side holds (a stricter
-condition), so a value hovering at a threshold does not flap; and it never resolves because the data
-went stale or unavailable — it waits for fresh data.
+Pure: the caller passes ``now``. Each *rule* keeps Prometheus alerting semantics (``rules/alerting.go``): a
+condition that holds starts *pending*; it becomes active once it has held continuously for the rule's
+for-duration; a pending condition that stops holding resets. Unlike Prometheus, an active rule leaves only when
+its *clear* side holds (a stricter condition), so a value hovering at a threshold does not flap; and nothing
+resolves because the data went stale or unavailable — it waits for data the rule is evaluated on
+(:func:`advisor.rules.base.rule_states`).
 
-Each evaluation returns the :class:`Transition` list (opened / resolved) for notifiers and logs.
+Rules of one *problem* (:func:`advisor.rules.base.rule_problem`: ``queue_growth``, ``kv_saturation``,
+``goodput_below_target``, ``admission_thrash`` and ``pool_context`` are all ``saturation``) share one *incident*
+per deployment, the :class:`~advisor.domain.Recommendation`:
+
+* it opens when the first rule of the problem becomes active (and, after a resolve, not within
+  ``cooldown_seconds``) and some turn can be suggested;
+* it stays open — same ``id``, ``opened_at`` and ``severity`` — while any rule of the problem is active (has
+  not cleared) or pending; a rule that follows another (``queue_growth`` clears while ``goodput_below_target``
+  holds) continues the incident;
+* it resolves when every active rule has cleared and no rule of the problem is pending.
+
+Every evaluation merges the active rules' proposals, ranks them (:func:`rank_key`, explained by
+:func:`why_rank`), suggests the best and lists the rest as ``alternatives``; proposals a rule withholds on its
+own evidence, and those of a rule superseded by another that fires, go to ``withheld``. Summary, description,
+evidence, confidence, alternatives and withheld follow the current evidence; the suggested turn changes only
+when another turn ranks strictly better at two evaluations in a row (or the current one disappears), and its
+value only by a material step (:func:`material_change`). Replica counts pass through the HPA-style
+:class:`~advisor.rules.replicas.ReplicaStabilizer` and never change direction within one incident.
+
+Each evaluation returns the ``opened`` / ``resolved`` :class:`Transition` list for notifiers (one of each per
+incident); ``updated`` transitions (a new suggested turn or value) are in :attr:`Lifecycle.last_updates` and are
+shown, never sent.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from advisor import conventions as c
 from advisor.domain import Recommendation
-from advisor.rules.base import Evaluation, Proposal, Rule, rule_states
-
-MAX_OPEN_PER_RULE = 3
-"""At most this many dial turns open per (deployment, rule): the best-ranked ones."""
+from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
+from advisor.rules.common import gpus_per_replica
+from advisor.rules.flags import flag_for
+from advisor.rules.replicas import ReplicaStabilizer
 
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """``kind`` is ``opened``, ``resolved`` or ``updated`` (an open recommendation's ``current`` or
-    ``suggested`` value changed; identity, severity and alert state unchanged, so it is shown to the operator but
-    never sent as a notification); ``reason`` is the rule's reading when it happened (for ``updated``: the
-    values before); ``option``/``options`` place an opened recommendation among the alternatives opened with it."""
+    """``kind`` is ``opened``, ``resolved`` or ``updated`` (an open incident's suggested turn or value changed;
+    identity, severity and alert state unchanged, so it is shown to the operator but never sent as a
+    notification); ``reason`` is the rule's reading when it happened (for ``updated``: the turn before).
+    ``option``/``options`` are always 1 since issue 13 (the alternatives ride inside the recommendation); they
+    stay for readers of the previous transition shape (backtest)."""
 
     kind: str
     recommendation: Recommendation
@@ -40,22 +64,56 @@ class Transition:
 
 @dataclass(frozen=True, slots=True)
 class RuleStatus:
-    """Why a rule did or did not act at the last evaluation (for ``once`` and the API)."""
+    """Why a rule did or did not act at the last evaluation (for ``once`` and the API).
+
+    ``state``: ``firing`` (active, its turns merged into the problem's incident), ``pending`` (holds, for-duration
+    not yet over), ``inactive`` (does not hold), ``unknown`` (could not run, or not evaluated on this data),
+    ``superseded`` (holds, but a rule whose diagnosis replaces it fires), ``withheld`` (holds, but every turn it
+    has is contradicted by its own evidence, or it has none), ``cooldown`` (holds, but the problem's incident
+    resolved less than ``cooldown_seconds`` ago).
+    """
 
     rule: str
     deployment: str
-    state: str  # firing | pending | inactive | unknown | superseded | cooldown
+    state: str
     reason: str
-
-
-@dataclass
-class _RuleState:
-    pending_since: float | None = None
-    open: dict[str, Recommendation] = field(default_factory=dict)  # dial -> recommendation
 
 
 MATERIAL_CHANGE_RATIO = 0.10
 """A numeric suggestion must move by at least this fraction to change an open recommendation."""
+
+SWITCH_AFTER_EVALUATIONS = 2
+"""Another turn must rank strictly better at this many consecutive evaluations to replace the suggested one."""
+
+RISK_ORDER: tuple[str, ...] = (
+    c.DIAL_GPU_MEMORY_UTILIZATION,
+    c.DIAL_KV_CACHE_DTYPE,
+    c.DIAL_MAX_MODEL_LEN,
+    c.DIAL_WEIGHT_QUANTIZATION,
+)
+"""Stated risk order of the turns that add no GPU (issue 13): a larger memory budget (OOM risk at peaks) <
+fp8 KV (small accuracy risk) < a context cap (refuses long requests) < weight quantization (quality delta to
+measure); every other dial ranks after these."""
+
+_RISK_WORDS = {
+    c.DIAL_GPU_MEMORY_UTILIZATION: "lowest risk (utilization)",
+    c.DIAL_KV_CACHE_DTYPE: "second-lowest risk (KV dtype)",
+    c.DIAL_MAX_MODEL_LEN: "third in risk (context cap)",
+    c.DIAL_WEIGHT_QUANTIZATION: "highest stated risk (weight quantization)",
+}
+
+_GPU_DIALS = (
+    c.DIAL_REPLICAS,
+    c.DIAL_TENSOR_PARALLEL_SIZE,
+    "pipeline_parallel_size",
+    "data_parallel_size",
+)
+"""Dials whose increase adds GPUs; read by :func:`gpus_added` when a proposal leaves ``gpus_added`` at 0."""
+
+_SEVERITY_ORDER = {s: i for i, s in enumerate(c.SEVERITIES)}  # critical 0, warning 1, info 2
+
+LOW_CONFIDENCE = 0.5
+"""Below this confidence an incident is never ``critical`` (it is capped at ``warning``)."""
 
 
 def material_change(before: object, after: object) -> bool:
@@ -76,201 +134,607 @@ def material_change(before: object, after: object) -> bool:
     return before != after
 
 
-def rank_key(key: tuple[bool, float, float]) -> tuple[int, float, float]:
-    """Sort key of a proposal's ``(sufficient, cost, score)``: those that close the whole gap first,
-    cheapest first; then the rest by predicted gain per unit of cost, highest first."""
-    sufficient, cost, score = key
-    return (0, cost, -score) if sufficient else (1, -score, cost)
+def predicted_gain(p: Proposal) -> float:
+    """The turn's predicted gain as a ratio (×): ``score × cost``, since :class:`Proposal` defines ``score`` as
+    gain per unit of cost (a pool turn's KV-pool ratio; replicas ``needed ÷ current``)."""
+    gain = p.score * p.cost
+    return gain if math.isfinite(gain) else 0.0
+
+
+def gpus_added(p: Proposal, ev: Evaluation | None = None) -> float:
+    """GPUs the turn adds to the deployment: ``p.gpus_added`` when the rule set it (> 0); otherwise, for an
+    increase of ``replicas`` or a parallel size, what the turn adds at the deployment's replicas × TP × PP × DP
+    (from ``ev``; without it, the dial's own step); 0 for every other turn."""
+    if p.gpus_added > 0:
+        return float(p.gpus_added)
+    cur, new = p.current, p.suggested
+    if p.dial not in _GPU_DIALS or isinstance(cur, bool) or isinstance(new, bool):
+        return 0.0
+    if not isinstance(cur, int | float) or not isinstance(new, int | float) or new <= cur:
+        return 0.0
+    if ev is None:
+        return float(new - cur)
+    per_replica = gpus_per_replica(ev)
+    if p.dial == c.DIAL_REPLICAS:
+        return float((new - cur) * per_replica)
+    return float(ev.ctx.replicas * per_replica * (new - cur) / max(cur, 1))
+
+
+def _changes(p: Proposal) -> int:
+    """Configuration changes the turn makes: the flags in ``p.flag`` (at least one)."""
+    return max(1, sum(1 for tok in p.flag.split() if tok.startswith("--")))
+
+
+def rank_key(p: Proposal, added: float | None = None) -> tuple[Any, ...]:
+    """The deterministic sort key of a proposal among an incident's turns (lowest first), as issue 13 states it:
+
+    1. turns that go *with* another (``complementary``: a max-num-seqs cap beside a pool turn) after those that
+       stand alone;
+    2. turns that add no GPU before GPU-adding ones (``added``: :func:`gpus_added`, default ``p.gpus_added``);
+    3. those that close the whole gap (``sufficient``) first;
+    4. no-GPU turns by the risk order :data:`RISK_ORDER` (others after), then by predicted gain
+       (:func:`predicted_gain`, highest first); GPU-adding turns by predicted gain per added GPU, highest first;
+    5. ties to fewer changes (:func:`_changes`), then the dial's name, then the rule's id.
+    """
+    gpus = p.gpus_added if added is None else added
+    gain = predicted_gain(p)
+    if gpus > 0:
+        middle: tuple[float, ...] = (0.0, -round((gain - 1.0) / gpus, 9))
+    else:
+        risk = RISK_ORDER.index(p.dial) if p.dial in RISK_ORDER else len(RISK_ORDER)
+        middle = (float(risk), -round(gain, 9))
+    return (p.complementary, gpus > 0, not p.sufficient, *middle, _changes(p), p.dial, p.rule)
+
+
+def why_rank(p: Proposal, added: float | None = None) -> str:
+    """One sentence saying why :func:`rank_key` puts the turn where it is.
+
+    Examples: ``adds no GPU; closes the gap; lowest risk (utilization)``; ``adds 2 GPUs; closes the gap; +85%
+    per added GPU``.
+    """
+    gpus = p.gpus_added if added is None else added
+    gain = predicted_gain(p)
+    parts: list[str] = []
+    if p.complementary:
+        parts.append("goes with another turn (does not close the gap alone)")
+    if gpus > 0:
+        n = f"{gpus:g}"
+        parts.append(f"adds {n} GPU{'' if gpus == 1 else 's'}")
+    else:
+        parts.append("adds no GPU")
+    if not p.complementary:
+        parts.append("closes the gap" if p.sufficient else "does not close the gap alone")
+    if gpus > 0:
+        parts.append(f"{(gain - 1.0) / gpus:+.0%} per added GPU")
+    else:
+        parts.append(_RISK_WORDS.get(p.dial, f"risk not in the stated order ({p.dial})"))
+        if gain > 0 and not p.complementary:
+            parts.append(f"predicted gain ×{gain:.2f}")
+    return "; ".join(parts)
 
 
 def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -> str:
-    """A stable id: the first 16 hex digits of SHA-256 over deployment, rule, dial and opening time."""
+    """A stable id: the first 16 hex digits of SHA-256 over deployment, rule (an incident: its problem), dial
+    (an incident: empty) and opening time."""
     raw = f"{deployment}\x00{rule}\x00{dial}\x00{opened_at:.3f}".encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _from_proposal(p: Proposal, deployment: str, now: float, rank: int) -> Recommendation:
-    return Recommendation(
-        id=recommendation_id(deployment, p.rule, p.dial, now),
-        deployment=deployment,
-        rule=p.rule,
-        dial=p.dial,
-        action=p.action,
-        current=p.current,
-        suggested=p.suggested,
-        flag=p.flag,
-        severity=p.severity,
-        confidence=p.confidence,
-        summary=p.summary,
-        description=p.description,
-        runbook=f"{c.RUNBOOK_BASE}#{p.rule.replace('_', '-')}",
-        opened_at=now,
-        predicted_effect=p.predicted_effect,
-        evidence=p.evidence,
-        rank=rank,
-    )
+@dataclass
+class _RuleState:
+    pending_since: float | None = None
+    active: bool = False  # held for its for-duration and has not cleared: keeps the incident open
+
+
+@dataclass
+class _Incident:
+    rec: Recommendation
+    challenger: str | None = None  # dial ranking strictly better than the suggested one
+    challenger_runs: int = 0
+    replicas_direction: str | None = None  # increase | decrease, fixed at the first replica advice
+    replicas_last: int | None = None  # last stabilized replica count advised
+    folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A candidate turn with its ranking inputs."""
+
+    p: Proposal
+    gpus: float
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return rank_key(self.p, self.gpus)
 
 
 class Lifecycle:
-    """Holds pending and open state for every (deployment, rule). Not thread-safe: one loop owns it."""
+    """Holds pending/active state per (deployment, rule) and the open incident per (deployment, problem).
 
-    def __init__(self, rules: Sequence[Rule], cooldown_seconds: float = 0.0) -> None:
-        """``cooldown_seconds``: after a rule's recommendations resolve, it opens nothing for this long."""
+    Not thread-safe: one loop owns it. ``replica_stabilizer`` (default: one with the default windows) turns each
+    evaluation's raw replica count into the advised one.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        cooldown_seconds: float = 0.0,
+        replica_stabilizer: ReplicaStabilizer | None = None,
+    ) -> None:
+        """``cooldown_seconds``: after a problem's incident resolves, it does not reopen for this long."""
         self.rules = list(rules)
         self.cooldown_seconds = cooldown_seconds
-        self._resolved_at: dict[tuple[str, str], float] = {}
-        self._keys: dict[str, tuple[bool, float, float]] = {}  # recommendation id -> (sufficient, cost, score)
-        self._state: dict[tuple[str, str], _RuleState] = {}
+        self.replica_stabilizer = replica_stabilizer if replica_stabilizer is not None else ReplicaStabilizer()
+        self._resolved_at: dict[tuple[str, str], float] = {}  # (deployment, problem) -> unix s
+        self._state: dict[tuple[str, str], _RuleState] = {}  # (deployment, rule)
+        self._incidents: dict[tuple[str, str], _Incident] = {}  # (deployment, problem)
+        self._observed: tuple[str, float] | None = None  # (deployment, now) of the last replica observation
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
         self.last_updates: list[Transition] = []
         """``updated`` transitions of the last :meth:`evaluate` call (not in its return value: nothing is sent)."""
 
+    # -- reading -----------------------------------------------------------------------------------------------
     def open_recommendations(self, deployment: str | None = None) -> list[Recommendation]:
-        """Open recommendations, best-ranked first within each deployment."""
-        out = [
-            r
-            for (dep, _), st in self._state.items()
-            if deployment is None or dep == deployment
-            for r in st.open.values()
-        ]
-        return sorted(out, key=lambda r: (r.deployment, r.rank, r.opened_at))
+        """Open incidents, most severe first within each deployment (then the earliest opened)."""
+        out = [inc.rec for (dep, _), inc in self._incidents.items() if deployment is None or dep == deployment]
+        return sorted(out, key=lambda r: (r.deployment, r.rank, r.opened_at, r.problem))
 
+    def problem_of(self, rule_id: str) -> str:
+        """The problem of a rule id among :attr:`rules` (an unknown id is its own problem)."""
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule_problem(rule)
+        return rule_id
+
+    # -- restart -----------------------------------------------------------------------------------------------
     def restore(self, recommendations: Sequence[Recommendation]) -> None:
-        """Re-open recommendations from a state file, so a restart neither re-fires nor forgets."""
-        for r in recommendations:
-            st = self._state.setdefault((r.deployment, r.rule), _RuleState())
-            st.open[r.dial] = r
-            st.pending_since = r.opened_at
+        """Re-open incidents from a state file, so a restart neither re-fires nor forgets.
 
+        Records of the previous release carry no ``problem`` and may hold several open recommendations of one
+        problem per deployment (one per rule and dial): each record's problem is its rule's
+        (:meth:`problem_of`); per (deployment, problem) the earliest opened becomes the incident (keeping its
+        ``id``, so the notification already sent stays the one that resolves) and the others are folded into
+        its ``alternatives``. Each restored rule is active again (it leaves on its clear side). The folded records
+        were notified separately by the previous release, so the first evaluation of their problem returns one
+        ``resolved`` transition for each (reason: folded into the incident), and no alert is left firing forever.
+        """
+        groups: dict[tuple[str, str], list[Recommendation]] = {}
+        for r in recommendations:
+            problem = r.problem or self.problem_of(r.rule)
+            groups.setdefault((r.deployment, problem), []).append(r)
+        for (dep, problem), recs in groups.items():
+            recs.sort(key=lambda r: (r.opened_at, r.rank, r.id))
+            first = recs[0]
+            folded = tuple(_alternative_from_record(r) for r in recs[1:])
+            for r in recs:
+                st = self._state.setdefault((dep, r.rule), _RuleState())
+                st.active = True
+                st.pending_since = r.opened_at if st.pending_since is None else st.pending_since
+            if (dep, problem) in self._incidents:
+                continue
+            rec = replace(first, problem=problem, alternatives=tuple(first.alternatives) + folded)
+            inc = _Incident(rec=rec, folded=recs[1:])
+            _note_replicas(inc)
+            self._incidents[(dep, problem)] = inc
+
+    # -- one evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, ev: Evaluation, ignore_for: bool = False) -> list[Transition]:
-        """Run every rule against one deployment's evaluation; return what opened and resolved."""
+        """Run every rule against one deployment's evaluation; return the incidents that opened and resolved."""
         transitions: list[Transition] = []
         self.last_updates = []
         dep = ev.ctx.name
-        superseded_by: dict[str, str] = {}
+        problems: dict[str, list[Rule]] = {}
         for rule in self.rules:
-            key = (dep, rule.id)
-            st = self._state.setdefault(key, _RuleState())
+            problems.setdefault(rule_problem(rule), []).append(rule)
+        superseded_by: dict[str, tuple[str, str]] = {}  # rule id -> (superseding rule, its reason)
+        for problem, rules in problems.items():
+            transitions += self._evaluate_problem(ev, problem, rules, superseded_by, ignore_for)
+        self._rank_incidents(dep)
+        return transitions
+
+    def _evaluate_problem(
+        self,
+        ev: Evaluation,
+        problem: str,
+        rules: list[Rule],
+        superseded_by: dict[str, tuple[str, str]],
+        ignore_for: bool,
+    ) -> list[Transition]:
+        dep = ev.ctx.name
+        key = (dep, problem)
+        inc = self._incidents.get(key)
+        evaluated = False
+        cleared: list[str] = []
+        reasons: dict[str, str] = {}
+        contributing: list[tuple[Rule, list[Proposal]]] = []
+        feeding: list[Proposal] = []  # proposals of holding rules, for the replica stabilizer
+        for rule in rules:
+            skey = (dep, rule.id)
+            st = self._state.setdefault(skey, _RuleState())
             if ev.state not in rule_states(rule):
                 st.pending_since = None
-                self.statuses[key] = RuleStatus(rule.id, dep, "unknown", f"not evaluated: data is {ev.state}")
+                self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"not evaluated: data is {ev.state}")
                 continue
-            if st.open:
-                transitions += self._maybe_resolve(rule, ev, st)
-                if st.open:
-                    self._refresh(rule, ev, st)
-                    self.statuses[key] = RuleStatus(rule.id, dep, "firing", "open")
-                    for other in rule.supersedes:
-                        superseded_by.setdefault(other, rule.id)
+            evaluated = True
+            if st.active:
+                clear = rule.clears(ev)
+                if clear.holds:
+                    st.active = False
+                    st.pending_since = None
+                    cleared.append(clear.reason)
+                    self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
                     continue
             fire = rule.fires(ev)
+            if fire.holds or st.active:
+                for other in rule.supersedes:
+                    superseded_by.setdefault(other, (rule.id, fire.reason))
+            if st.active:
+                reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
+                props = rule.propose(ev)
+                contributing.append((rule, props))
+                feeding += props
+                continue
             if fire.holds is None:
                 st.pending_since = None
-                self.statuses[key] = RuleStatus(rule.id, dep, "unknown", f"could not run: {fire.reason}")
+                self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"could not run: {fire.reason}")
                 continue
             if not fire.holds:
                 st.pending_since = None
-                self.statuses[key] = RuleStatus(rule.id, dep, "inactive", fire.reason)
+                self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", fire.reason)
                 continue
-            for other in rule.supersedes:
-                superseded_by.setdefault(other, rule.id)
-            if rule.id in superseded_by:
-                st.pending_since = None
-                self.statuses[key] = RuleStatus(
-                    rule.id, dep, "superseded", f"{fire.reason}; superseded by {superseded_by[rule.id]}"
-                )
-                continue
+            reasons[rule.id] = fire.reason
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
+            props = rule.propose(ev)
+            feeding += props
             if not ignore_for and held < rule.for_seconds():
-                self.statuses[key] = RuleStatus(
-                    rule.id, dep, "pending", f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
-                )
+                text = f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
+                if rule.id in superseded_by:
+                    by, why = superseded_by[rule.id]
+                    self.statuses[skey] = RuleStatus(rule.id, dep, "superseded", f"{text}; superseded by {by}: {why}")
+                else:
+                    self.statuses[skey] = RuleStatus(rule.id, dep, "pending", text)
                 continue
-            cooling = self._cooldown_left(dep, rule.id, ev.now)
-            if cooling > 0 and not ignore_for:
-                self.statuses[key] = RuleStatus(
-                    rule.id, dep, "cooldown", f"{fire.reason} (resolved recently; {cooling:.0f}s of cooldown left)"
-                )
-                continue
-            transitions += self._open(rule, ev, st, fire.reason)
-            self.statuses[key] = RuleStatus(rule.id, dep, "firing" if st.open else "inactive", fire.reason)
-        self._rerank(dep)
-        return transitions
+            if inc is None and not ignore_for:
+                cooling = self._cooldown_left(dep, problem, ev.now)
+                if cooling > 0:
+                    self.statuses[skey] = RuleStatus(
+                        rule.id,
+                        dep,
+                        "cooldown",
+                        f"{fire.reason} (resolved recently; {cooling:.0f}s of cooldown left)",
+                    )
+                    continue
+            st.active = True
+            contributing.append((rule, props))
+        if not evaluated:
+            return []
+        self._feed_replicas(ev, feeding)
+        turns, withheld = self._merge(ev, contributing, superseded_by)
+        turns = self._stabilized_turns(ev, inc, turns)
+        out: list[Transition] = []
+        if inc is not None and inc.folded:
+            why = f"folded into incident {inc.rec.id} ({problem}): one recommendation per problem since issue 13"
+            out += [Transition("resolved", replace(r, resolved_at=ev.now), why) for r in inc.folded]
+            inc.folded = []
+        if inc is None:
+            if turns:
+                inc = self._open(ev, problem, turns, withheld)
+                self._incidents[key] = inc
+                out.append(Transition("opened", inc.rec, reasons.get(inc.rec.rule) or next(iter(reasons.values()))))
+        elif not any(
+            self._state[(dep, r.id)].active or self._state[(dep, r.id)].pending_since is not None for r in rules
+        ):
+            resolved = replace(inc.rec, resolved_at=ev.now)
+            del self._incidents[key]
+            self._resolved_at[key] = ev.now
+            why = "; ".join(cleared) or "no rule of the problem holds any longer"
+            out.append(Transition("resolved", resolved, why))
+            inc = None
+        elif contributing:
+            self._refresh(ev, inc, turns, withheld)
+        self._set_statuses(ev, problem, contributing, superseded_by, reasons, inc)
+        return out
 
-    def _cooldown_left(self, deployment: str, rule_id: str, now: float) -> float:
-        resolved = self._resolved_at.get((deployment, rule_id))
+    # -- merging -----------------------------------------------------------------------------------------------
+    def _feed_replicas(self, ev: Evaluation, proposals: list[Proposal]) -> None:
+        """Observe the deployment's raw replica count once per evaluation: the first rule's, in rule order (one
+        replica number per deployment, whichever problem asks)."""
+        if self._observed == (ev.ctx.name, ev.now):
+            return
+        for p in proposals:
+            if p.dial == c.DIAL_REPLICAS and p.withheld is None and isinstance(p.suggested, int | float):
+                self.replica_stabilizer.observe(ev.ctx.name, ev.now, int(p.suggested))
+                self._observed = (ev.ctx.name, ev.now)
+                return
+
+    def _merge(
+        self,
+        ev: Evaluation,
+        contributing: list[tuple[Rule, list[Proposal]]],
+        superseded_by: Mapping[str, tuple[str, str]],
+    ) -> tuple[list[_Turn], list[dict[str, Any]]]:
+        """The candidate turns (one per dial: the first rule's in rule order), ranked, and the withheld ones."""
+        withheld: list[dict[str, Any]] = []
+        by_dial: dict[str, Proposal] = {}
+        for rule, props in contributing:
+            for p in props:
+                if rule.id in superseded_by:
+                    by, why = superseded_by[rule.id]
+                    withheld.append({"rule": p.rule, "dial": p.dial, "reason": f"superseded by {by}: {why}"})
+                elif p.withheld is not None:
+                    withheld.append({"rule": p.rule, "dial": p.dial, "reason": p.withheld})
+                else:
+                    by_dial.setdefault(p.dial, p)
+        turns = [_Turn(p, gpus_added(p, ev)) for p in by_dial.values()]
+        turns.sort(key=lambda t: t.key)
+        return turns, withheld
+
+    def _stabilize(self, ev: Evaluation, inc: _Incident | None, p: Proposal) -> Proposal | None:
+        """A replicas proposal at the stabilized count (``None``: no turn), never against the incident's
+        direction (then the last advised count stays)."""
+        if not isinstance(p.current, int | float) or not isinstance(p.suggested, int | float):
+            return p
+        current = int(p.current)
+        raw = int(p.suggested)
+        value = self.replica_stabilizer.value(ev.ctx.name, ev.now, current)
+        direction = inc.replicas_direction if inc is not None else None
+        last = inc.replicas_last if inc is not None else None
+        against = (direction == "increase" and value <= current) or (direction == "decrease" and value >= current)
+        if against or value == current:
+            if last is None or last == current:
+                return None
+            value = last
+        if value == raw:
+            return p
+        action = "increase" if value > current else "decrease"
+        effects = {k: dict(v) for k, v in p.predicted_effect.items()}
+        scale = value / max(raw, 1)
+        for k in ("kv_cache_tokens_total", "concurrency_ceiling"):
+            after = effects.get(k, {}).get("after")
+            if isinstance(after, int | float):
+                effects[k]["after"] = after * scale
+        util = effects.get("utilization", {}).get("after")
+        if isinstance(util, int | float):
+            effects["utilization"]["after"] = util / scale
+        effects.pop("queue_wait_seconds", None)  # not linear in replicas: the rule's figure was for the raw count
+        if "replicas" in effects:
+            effects["replicas"]["after"] = value
+        note = (
+            f" Stabilized as Kubernetes' HPA behavior does (scale up to the lowest count of the last "
+            f"{self.replica_stabilizer.up_window:.0f}s, down to the highest of the last "
+            f"{self.replica_stabilizer.down_window:.0f}s): {value} replicas; this window alone says {raw}."
+        )
+        return replace(
+            p,
+            suggested=value,
+            action=action,
+            flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
+            summary=p.summary.replace(f"{current} → {raw}", f"{current} → {value}"),
+            description=p.description + note,
+            predicted_effect=effects,
+            evidence={**p.evidence, "replicas_raw": raw, "replicas_stabilized": value},
+            cost=max(value / max(current, 1), 1.0),
+        )
+
+    def _stabilized_turns(self, ev: Evaluation, inc: _Incident | None, turns: list[_Turn]) -> list[_Turn]:
+        out: list[_Turn] = []
+        for t in turns:
+            if t.p.dial != c.DIAL_REPLICAS:
+                out.append(t)
+                continue
+            p = self._stabilize(ev, inc, t.p)
+            if p is not None:
+                out.append(_Turn(p, gpus_added(p, ev)))
+        out.sort(key=lambda t: t.key)
+        return out
+
+    # -- opening and refreshing --------------------------------------------------------------------------------
+    def _open(
+        self,
+        ev: Evaluation,
+        problem: str,
+        turns: list[_Turn],
+        withheld: list[dict[str, Any]],
+    ) -> _Incident:
+        """A new incident suggesting the best of ``turns`` (non-empty, ranked); its severity is the most severe
+        of the turns', capped at ``warning`` below :data:`LOW_CONFIDENCE`."""
+        best = turns[0]
+        dep = ev.ctx.name
+        severity = min((t.p.severity for t in turns), key=lambda s: _SEVERITY_ORDER.get(s, len(_SEVERITY_ORDER)))
+        if severity == "critical" and best.p.confidence < LOW_CONFIDENCE:
+            severity = "warning"
+        rec = Recommendation(
+            id=recommendation_id(dep, problem, "", ev.now),
+            deployment=dep,
+            rule=best.p.rule,
+            dial=best.p.dial,
+            action=best.p.action,
+            current=best.p.current,
+            suggested=best.p.suggested,
+            flag=best.p.flag,
+            severity=severity,
+            confidence=best.p.confidence,
+            summary=best.p.summary,
+            description=_described(best, turns),
+            runbook=f"{c.RUNBOOK_BASE}#{best.p.rule.replace('_', '-')}",
+            opened_at=ev.now,
+            predicted_effect=best.p.predicted_effect,
+            evidence=best.p.evidence,
+            problem=problem,
+            alternatives=tuple(_alternative(t) for t in turns[1:]),
+            withheld=tuple(withheld),
+        )
+        inc = _Incident(rec=rec)
+        _note_replicas(inc)
+        return inc
+
+    def _refresh(self, ev: Evaluation, inc: _Incident, turns: list[_Turn], withheld: list[dict[str, Any]]) -> None:
+        """Re-render the incident from the current evidence; keep id, opened_at and severity; change the
+        suggested turn only after :data:`SWITCH_AFTER_EVALUATIONS` strictly better rankings (or when it is gone)
+        and its value only by a material step."""
+        old = inc.rec
+        if not turns:
+            inc.rec = replace(old, withheld=tuple(withheld) or old.withheld)
+            return
+        keep = next((t for t in turns if t.p.dial == old.dial), None)
+        best = turns[0]
+        chosen = best
+        if keep is not None and best is not keep:  # best ranks strictly better (keys are distinct)
+            if inc.challenger == best.p.dial:
+                inc.challenger_runs += 1
+            else:
+                inc.challenger, inc.challenger_runs = best.p.dial, 1
+            chosen = best if inc.challenger_runs >= SWITCH_AFTER_EVALUATIONS else keep
+        if chosen is not keep or keep is best:
+            inc.challenger, inc.challenger_runs = None, 0
+        p = chosen.p
+        switched = p.dial != old.dial
+        moved = material_change(old.suggested, p.suggested) or material_change(old.current, p.current)
+        held_note = ""
+        if not switched and not moved:
+            if p.suggested != old.suggested:
+                held_note = (
+                    f" This evaluation alone suggests {p.suggested}; the advice stays at {old.suggested} until it "
+                    f"moves by {MATERIAL_CHANGE_RATIO:.0%} or more."
+                )
+            p = replace(
+                p,
+                current=old.current,
+                suggested=old.suggested,
+                action=old.action,
+                flag=old.flag,
+                summary=p.summary.replace(f"→ {p.suggested}", f"→ {old.suggested}"),
+                predicted_effect=old.predicted_effect,
+            )
+        if chosen is not best:
+            held_note += (
+                f" At this evaluation {best.p.dial} ranks better ({why_rank(best.p, best.gpus)}); the suggestion "
+                f"changes if it still does at the next one."
+            )
+        others = [t for t in turns if t.p.dial != p.dial]
+        ranked = [_Turn(p, chosen.gpus), *others]
+        rec = replace(
+            old,
+            rule=p.rule,
+            dial=p.dial,
+            action=p.action,
+            current=p.current,
+            suggested=p.suggested,
+            flag=p.flag,
+            confidence=p.confidence,
+            summary=p.summary,
+            description=_described(ranked[0], ranked) + held_note,
+            runbook=f"{c.RUNBOOK_BASE}#{p.rule.replace('_', '-')}",
+            predicted_effect=p.predicted_effect,
+            evidence=p.evidence,
+            alternatives=tuple(_alternative(t) for t in others),
+            withheld=tuple(withheld),
+        )
+        if switched or moved:
+            rec = replace(rec, updated_at=ev.now)
+            was = (
+                f"was {old.dial} {old.current} → {old.suggested}"
+                if switched
+                else f"was {old.current} → {old.suggested}"
+            )
+            self.last_updates.append(Transition("updated", rec, was))
+        inc.rec = rec
+        _note_replicas(inc)
+
+    # -- statuses, ranks, cooldown -----------------------------------------------------------------------------
+    def _set_statuses(
+        self,
+        ev: Evaluation,
+        problem: str,
+        contributing: list[tuple[Rule, list[Proposal]]],
+        superseded_by: Mapping[str, tuple[str, str]],
+        reasons: Mapping[str, str],
+        inc: _Incident | None,
+    ) -> None:
+        """Active rules: ``firing`` (merged into the incident), ``superseded`` or ``withheld`` with the reason."""
+        dep = ev.ctx.name
+        where = f" (in the {problem} incident {inc.rec.id})" if inc is not None else ""
+        for rule, props in contributing:
+            reason = reasons.get(rule.id, "")
+            if rule.id in superseded_by:
+                by, why = superseded_by[rule.id]
+                state, text = "superseded", f"{reason}; superseded by {by}: {why}"
+            elif props and all(p.withheld is not None for p in props):
+                state, text = "withheld", f"{reason}; " + "; ".join(f"{p.dial}: {p.withheld}" for p in props)
+            elif inc is None:
+                state, text = "withheld", f"{reason}; no dial turn to suggest"
+            else:
+                state, text = "firing", reason + where
+            self.statuses[(dep, rule.id)] = RuleStatus(rule.id, dep, state, text)
+
+    def _rank_incidents(self, deployment: str) -> None:
+        """``rank`` of each open incident of a deployment: most severe first, then the earliest opened."""
+        items = [(k, inc) for k, inc in self._incidents.items() if k[0] == deployment]
+        items.sort(key=lambda ki: (_SEVERITY_ORDER.get(ki[1].rec.severity, 9), ki[1].rec.opened_at, ki[0][1]))
+        for rank, (_, inc) in enumerate(items):
+            if inc.rec.rank != rank:
+                inc.rec = replace(inc.rec, rank=rank)
+
+    def _cooldown_left(self, deployment: str, problem: str, now: float) -> float:
+        """Seconds before the (deployment, problem) incident may reopen (0 when it may)."""
+        resolved = self._resolved_at.get((deployment, problem))
         if resolved is None:
             return 0.0
         return max(0.0, self.cooldown_seconds - (now - resolved))
 
-    def _rerank(self, deployment: str) -> None:
-        """Rank every open recommendation of a deployment together (see :func:`rank_key`)."""
-        opened = [
-            (st, dial, r) for (dep, _), st in self._state.items() if dep == deployment for dial, r in st.open.items()
-        ]
-        opened.sort(key=lambda x: rank_key(self._keys.get(x[2].id, (False, 1.0, 0.0))))
-        for rank, (st, dial, r) in enumerate(opened):
-            if r.rank != rank:
-                st.open[dial] = replace(r, rank=rank)
 
-    def _taken_dials(self, deployment: str, rule_id: str) -> set[str]:
-        return {
-            dial for (dep, rid), st in self._state.items() if dep == deployment and rid != rule_id for dial in st.open
-        }
+def _note_replicas(inc: _Incident) -> None:
+    """Remember the replica count the incident advises (suggested or among its alternatives) and, the first time,
+    its direction: within one incident the replica advice never turns around."""
+    r = inc.rec
+    turns: list[Mapping[str, Any]] = [{"dial": r.dial, "action": r.action, "suggested": r.suggested}]
+    turns += list(r.alternatives)
+    for turn in turns:
+        if turn.get("dial") != c.DIAL_REPLICAS:
+            continue
+        value, action = turn.get("suggested"), turn.get("action")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            inc.replicas_last = int(value)
+            if inc.replicas_direction is None and action in ("increase", "decrease"):
+                inc.replicas_direction = str(action)
+        return
 
-    def _open(self, rule: Rule, ev: Evaluation, st: _RuleState, reason: str) -> list[Transition]:
-        taken = self._taken_dials(ev.ctx.name, rule.id)
-        proposals = [p for p in rule.propose(ev) if p.dial not in taken]
-        proposals.sort(key=lambda p: rank_key((p.sufficient, p.cost, p.score)))
-        alternatives = [p for p in proposals if not p.complementary]
-        chosen = alternatives[:MAX_OPEN_PER_RULE] + [p for p in proposals if p.complementary]
-        out = []
-        for rank, p in enumerate(chosen):
-            rec = _from_proposal(p, ev.ctx.name, ev.now, rank)
-            self._keys[rec.id] = (p.sufficient, p.cost, p.score)
-            st.open[p.dial] = rec
-            out.append(Transition("opened", rec, reason, rank + 1, len(chosen)))
-        return out
 
-    def _refresh(self, rule: Rule, ev: Evaluation, st: _RuleState) -> None:
-        """Keep open recommendations current without changing their identity: id, opening time, action and
-        severity stay as opened (severity is an alert label; changing it would look to Alertmanager and
-        dashboards like one alert resolving and another firing). Evidence and confidence follow every
-        evaluation; the advice itself (values, flag, text, predicted effect) changes only when the suggested or
-        current value moves materially (:func:`material_change`), and then an ``updated`` transition says so —
-        so a suggestion wobbling 28 ↔ 29 neither floods the console nor drifts from what was announced."""
-        for p in rule.propose(ev):
-            old = st.open.get(p.dial)
-            if old is None:
-                continue
-            self._keys[old.id] = (p.sufficient, p.cost, p.score)
-            if material_change(old.suggested, p.suggested) or material_change(old.current, p.current):
-                updated = replace(
-                    old,
-                    current=p.current,
-                    suggested=p.suggested,
-                    flag=p.flag,
-                    confidence=p.confidence,
-                    summary=p.summary,
-                    description=p.description,
-                    predicted_effect=p.predicted_effect,
-                    evidence=p.evidence,
-                )
-                self.last_updates.append(Transition("updated", updated, f"was {old.current} → {old.suggested}"))
-                st.open[p.dial] = updated
-            else:
-                st.open[p.dial] = replace(old, confidence=p.confidence, evidence=p.evidence)
+def _alternative(t: _Turn) -> dict[str, Any]:
+    """An alternative as the recommendation carries it."""
+    p = t.p
+    return {
+        "rule": p.rule,
+        "dial": p.dial,
+        "action": p.action,
+        "current": p.current,
+        "suggested": p.suggested,
+        "flag": p.flag,
+        "predicted_effect": {k: dict(v) for k, v in p.predicted_effect.items()},
+        "confidence": p.confidence,
+        "why_rank": why_rank(p, t.gpus),
+    }
 
-    def _maybe_resolve(self, rule: Rule, ev: Evaluation, st: _RuleState) -> list[Transition]:
-        clear = rule.clears(ev)
-        if not clear.holds:
-            return []
-        out = [Transition("resolved", replace(r, resolved_at=ev.now), clear.reason) for r in st.open.values()]
-        for r in st.open.values():
-            self._keys.pop(r.id, None)
-        st.open.clear()
-        self._resolved_at[(ev.ctx.name, rule.id)] = ev.now
-        st.pending_since = None
-        return out
+
+def _alternative_from_record(r: Recommendation) -> dict[str, Any]:
+    """A previous-release record folded into the incident that restores its problem."""
+    return {
+        "rule": r.rule,
+        "dial": r.dial,
+        "action": r.action,
+        "current": r.current,
+        "suggested": r.suggested,
+        "flag": r.flag,
+        "predicted_effect": {k: dict(v) for k, v in r.predicted_effect.items()},
+        "confidence": r.confidence,
+        "why_rank": f"restored from the previous release (opened as {r.id}); re-ranked at the next evaluation",
+    }
+
+
+def _described(best: _Turn, turns: list[_Turn]) -> str:
+    """The suggested turn's description plus why it ranks where it does and how many turns there are."""
+    text = best.p.description
+    text += f" Suggested of {len(turns)} turns: {why_rank(best.p, best.gpus)}." if len(turns) > 1 else ""
+    return text

@@ -1,4 +1,4 @@
-"""Cooldown: after a rule's recommendations resolve, it opens nothing for ``cooldown_seconds``."""
+"""Cooldown: after a problem's incident resolves, its rules open nothing for ``cooldown_seconds``."""
 
 from __future__ import annotations
 
@@ -73,11 +73,10 @@ def test_no_cooldown_reopens_at_once() -> None:
     assert any(t.kind == "opened" for t in lc.evaluate(_saturated(11)))
 
 
-def test_cooldown_is_per_rule() -> None:
-    # another rule's resolve does not hold this one back
-    other = KVSaturationRule(for_seconds=0)
-    lc = Lifecycle([other], cooldown_seconds=COOLDOWN)
+def test_cooldown_is_per_problem() -> None:
+    # the resolve of the saturation incident holds back every rule of that problem, and no other problem
+    lc = Lifecycle([KVSaturationRule(for_seconds=0)], cooldown_seconds=COOLDOWN)
     lc.evaluate(_saturated(0))
     lc.evaluate(_calm(10))
-    assert lc._cooldown_left("chat-8b", "queue_growth", 11) == 0.0
-    assert lc._cooldown_left("chat-8b", "kv_saturation", 11) == pytest.approx(299.0)
+    assert lc._cooldown_left("chat-8b", "model_drift", 11) == 0.0
+    assert lc._cooldown_left("chat-8b", "saturation", 11) == pytest.approx(299.0)

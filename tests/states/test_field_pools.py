@@ -720,8 +720,11 @@ def sglang_pd_decode_dp_one_rank_full() -> FieldState:
             "max_model_len_ceiling_requests": 0,
         },
         named=["decode_prealloc", "decode_transfer"],
-        # issue 13: the full rank holds ~4,000-token requests; a max-model-len cap at the rank's pool (119,808)
-        # frees nothing and is withheld (tests/states/test_field_advice_evidence.py), so it is not asserted first
+        # issue 13's ranking: a no-GPU turn that closes the gap comes first, fp8 KV (×2: one max-length request
+        # then fits a rank) before the context cap in the stated risk order; the full rank holds ~4,000-token
+        # requests, so a max-model-len cap at the rank's pool (119,808) frees nothing and is withheld
+        # (tests/states/test_field_advice_evidence.py)
+        must_first=("kv_cache_dtype", "set"),
         must_never=[("replicas", "decrease"), ("max_num_seqs", "increase")],
     )
 
