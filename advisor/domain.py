@@ -365,10 +365,7 @@ class Recommendation:
 def _updated_at(d: Mapping[str, Any]) -> float | None:
     """When the suggested turn last changed (unix s): ``updated_at_seconds`` of :meth:`Recommendation.as_dict`'s
     form, or ``updated_at`` of :meth:`Recommendation.to_record`'s; ``None`` when it never changed."""
-    if "updated_at_seconds" in d:
-        v = d["updated_at_seconds"]
-    else:
-        v = d.get("updated_at")
+    v = d["updated_at_seconds"] if "updated_at_seconds" in d else d.get("updated_at")
     return None if v is None else float(v)
 
 
