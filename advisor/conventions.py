@@ -133,7 +133,8 @@ RULE_STALLED: Final = "stalled"
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"
 """The deployment cannot carry its load: KV pool full, queue growing, goodput below target, admission thrash,
-a pool smaller than one request. One incident, whichever of these rules sees it first."""
+a pool smaller than one request, preemptions under a low memory budget. One incident, whichever of these rules
+sees it first."""
 PROBLEM_STALLED: Final = "stalled"
 """Requests wait, none complete, the token counters stand still."""
 

@@ -142,11 +142,12 @@ def predicted_gain(p: Proposal) -> float:
 
 
 def gpus_added(p: Proposal, ev: Evaluation | None = None) -> float:
-    """GPUs the turn adds to the deployment: ``p.gpus_added`` when the rule set it (> 0); otherwise, for an
+    """GPUs the turn adds to the deployment: ``p.gpus_added`` when the rule set it (negative: GPUs it frees);
+    otherwise, for an
     increase of ``replicas`` or a parallel size, what the turn adds at the deployment's replicas × TP × PP × DP
     (from ``ev``; without it, the dial's own step); 0 for every other turn."""
-    if p.gpus_added > 0:
-        return float(p.gpus_added)
+    if p.gpus_added != 0:
+        return float(p.gpus_added)  # negative: GPUs the turn frees (a lower TP, fewer replicas)
     cur, new = p.current, p.suggested
     if p.dial not in _GPU_DIALS or isinstance(cur, bool) or isinstance(new, bool):
         return 0.0
@@ -172,8 +173,9 @@ def rank_key(p: Proposal, added: float | None = None) -> tuple[Any, ...]:
        stand alone;
     2. turns that add no GPU before GPU-adding ones (``added``: :func:`gpus_added`, default ``p.gpus_added``);
     3. those that close the whole gap (``sufficient``) first;
-    4. no-GPU turns by the risk order :data:`RISK_ORDER` (others after), then by predicted gain
-       (:func:`predicted_gain`, highest first); GPU-adding turns by predicted gain per added GPU, highest first;
+    4. no-GPU turns by the risk order :data:`RISK_ORDER` (others after), then by the GPUs they free (most first),
+       then by predicted gain (:func:`predicted_gain`, highest first); GPU-adding turns by predicted gain per
+       added GPU, highest first;
     5. ties to fewer changes (:func:`_changes`), then the dial's name, then the rule's id.
     """
     gpus = p.gpus_added if added is None else added
@@ -182,7 +184,8 @@ def rank_key(p: Proposal, added: float | None = None) -> tuple[Any, ...]:
         middle: tuple[float, ...] = (0.0, -round((gain - 1.0) / gpus, 9))
     else:
         risk = RISK_ORDER.index(p.dial) if p.dial in RISK_ORDER else len(RISK_ORDER)
-        middle = (float(risk), -round(gain, 9))
+        # a turn that frees GPUs (over-provisioning: TP 8 → 4 frees 4) ranks by the GPUs it frees, most first
+        middle = (float(risk), round(gpus, 9), -round(gain, 9))
     return (p.complementary, gpus > 0, not p.sufficient, *middle, _changes(p), p.dial, p.rule)
 
 
@@ -200,6 +203,9 @@ def why_rank(p: Proposal, added: float | None = None) -> str:
     if gpus > 0:
         n = f"{gpus:g}"
         parts.append(f"adds {n} GPU{'' if gpus == 1 else 's'}")
+    elif gpus < 0:
+        n = f"{-gpus:g}"
+        parts.append(f"frees {n} GPU{'' if gpus == -1 else 's'}")
     else:
         parts.append("adds no GPU")
     if not p.complementary:

@@ -10,11 +10,12 @@ stalled                     admission_thrash, queue_growth, kv_saturation, goodp
                             the hang, not the load); runs on stale data too
 pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash
 admission_thrash            kv_saturation
+kv_budget                   —  (problem ``saturation``: preemptions with head-room; comes before kv_saturation so
+                            that after repeated OOM restarts its *lower* speaks for gpu_memory_utilization)
 queue_growth                —  (comes before kv_saturation so its replica count wins the replicas dial)
 kv_saturation               —
 goodput_below_target        —
 speculative_decoding        —
-kv_budget                   —
 weights_crowd               —
 over_provisioned            —
 model_drift                 —
@@ -82,6 +83,10 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
             ),
         ),
         (
+            r.kv_budget.enabled,
+            KVBudgetRule(r.kv_budget.raise_to, r.kv_budget.max_restarts, r.kv_budget.lower_by, r.kv_budget.for_),
+        ),
+        (
             r.queue_growth.enabled,
             QueueGrowthRule(
                 r.queue_growth.min_growth_per_second,
@@ -112,10 +117,6 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.speculative_decoding.disable_above_batch_per_replica,
                 r.speculative_decoding.for_,
             ),
-        ),
-        (
-            r.kv_budget.enabled,
-            KVBudgetRule(r.kv_budget.raise_to, r.kv_budget.max_restarts, r.kv_budget.lower_by, r.kv_budget.for_),
         ),
         (
             r.weights_crowd.enabled,
