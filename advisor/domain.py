@@ -316,15 +316,15 @@ class Recommendation:
             suggested=d["suggested"],
             flag=str(d["flag"]),
             severity=str(d["severity"]),
-            confidence=float(d["confidence"]),
+            confidence=_finite_number("confidence", d["confidence"]),
             summary=str(d["summary"]),
             description=str(d["description"]),
             runbook=str(d["runbook"]),
-            opened_at=float(opened),
+            opened_at=_unix_time("opened_at", opened),
             predicted_effect=dict(d["predicted_effect"]),
             evidence=dict(d["evidence"]),
             rank=int(d.get("rank", 0)),
-            resolved_at=None if resolved is None else float(resolved),
+            resolved_at=None if resolved is None else _unix_time("resolved_at", resolved),
             problem=str(d.get("problem") or ""),
             alternatives=tuple(dict(a) for a in d.get("alternatives") or ()),
             withheld=tuple(dict(w) for w in d.get("withheld") or ()),
@@ -366,7 +366,31 @@ def _updated_at(d: Mapping[str, Any]) -> float | None:
     """When the suggested turn last changed (unix s): ``updated_at_seconds`` of :meth:`Recommendation.as_dict`'s
     form, or ``updated_at`` of :meth:`Recommendation.to_record`'s; ``None`` when it never changed."""
     v = d["updated_at_seconds"] if "updated_at_seconds" in d else d.get("updated_at")
-    return None if v is None else float(v)
+    return None if v is None else _unix_time("updated_at", v)
+
+
+LATEST_UNIX_TIME = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last second :func:`rfc3339` can write (``datetime.MAXYEAR``)."""
+
+
+def _finite_number(name: str, value: Any) -> float:
+    """``value`` as a finite float (a bool is no number). Raises ``ValueError`` naming ``name``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return number
+
+
+def _unix_time(name: str, value: Any) -> float:
+    """``value`` as unix seconds that :func:`rfc3339` can write: finite, 0 to :data:`LATEST_UNIX_TIME`. A record
+    with another time (NaN, ±Inf, 1e20: a damaged file) would be read and then fail every notification and API
+    answer that shows it. Raises ``ValueError`` naming ``name``."""
+    t = _finite_number(name, value)
+    if not 0 <= t <= LATEST_UNIX_TIME:
+        raise ValueError(f"{name} must be unix seconds from 0 to {LATEST_UNIX_TIME:.0f}, got {value!r}")
+    return t
 
 
 def rfc3339(ts: float) -> str:

@@ -599,6 +599,35 @@ class _Handler(BaseHTTPRequestHandler):
                 "--web.config.file) or a loopback listen address (e.g. --listen 127.0.0.1:9188); this advisor "
                 f"listens on {self.server.host} without auth",
             )
+        if not self.web.basic_auth:
+            self._local_host_only()
+
+    def _local_host_only(self) -> None:
+        """Refuse (403) a write without auth whose ``Host`` names no local address: writes without auth are allowed
+        because only local clients reach a loopback socket, but a web page on a name that DNS rebinding points at
+        127.0.0.1 reaches it too, with its own name as ``Host`` and a matching ``Origin`` (and can read the page's
+        CSRF token). Allowed: ``localhost`` (and ``*.localhost``), a loopback IP, the host of
+        ``--web.external-url``, or no ``Host`` at all (not a browser)."""
+        raw = (self.headers.get("Host") or "").strip()
+        if not raw:
+            return
+        try:
+            name = (urlsplit("//" + raw).hostname or "").lower()
+        except ValueError:
+            name = ""
+        external = getattr(self.server.service, "external_url", "") or ""
+        try:
+            external_name = (urlsplit(external).hostname or "").lower() if external else ""
+        except ValueError:
+            external_name = ""
+        if name and (name == "localhost" or name.endswith(".localhost") or is_loopback(name) or name == external_name):
+            return
+        raise ApiError(
+            403,
+            f"write refused: Host {redact_text(raw)[:200]!r} is not a local name of this advisor, which takes "
+            "writes without auth only from local clients (a DNS-rebound name reaches a loopback socket too); use "
+            "localhost, a loopback address or the --web.external-url host, or configure basic auth",
+        )
 
     def _suppress(self, rec_id: str, make: Callable[[Recommendation], Ack], form: bool = False) -> None:
         self._write_allowed()

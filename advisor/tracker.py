@@ -369,6 +369,8 @@ class Tracker:
         updates: list[Transition] = []
         failures: list[tuple[str, BaseException]] = []
         model_errors: list[tuple[str, float]] = []
+        # incidents of deployments a reload removed, or of problems no configured rule has, resolve now
+        transitions += self.lifecycle.resolve_orphans(set(self._deps), now)
         for name, d in self._deps.items():
             try:
                 self._replicas(d)

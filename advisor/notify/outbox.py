@@ -65,7 +65,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -438,7 +438,9 @@ class OutboxWorker:
             if not fresh:
                 log.debug("notify %s: %s already accepted; not queued again", self.name, note.key)
                 return False
-            if len(fresh) != len(note.members):
+            ended = [self._as_fired(m) for m in fresh]
+            if ended != fresh or len(fresh) != len(note.members):
+                fresh = ended
                 note = batch_notification(fresh, note.group_key, note.accepted_at, note.external_url)
             self.outbox.pending.append(Entry(note))
             if self.receiver.resend_interval is not None:
@@ -454,6 +456,21 @@ class OutboxWorker:
             self._cond.notify_all()
         self._emit([("queued", depth)])
         return True
+
+    def _as_fired(self, member: AlertNote) -> AlertNote:
+        """A ``resolved`` member of an alert this receiver re-sends (Alertmanager) as the alert it fired, ended.
+
+        Alertmanager identifies an alert by its label set (``rule``, ``dial``, ``action``, ``severity`` …), while
+        an incident's best turn, and with it those fields, may change between opening and resolving (issue 13: one
+        incident, re-rendered every evaluation). A resolved alert with the new labels would be a different alert:
+        the one that fired would stay firing until its ``endsAt`` passed. So the resolved alert is the recommendation
+        as it was fired and re-sent (``active``), with the resolve time; others are returned unchanged.
+        """
+        fired = self.outbox.active.get(member.recommendation.id) if member.kind == "resolved" else None
+        if fired is None:
+            return member
+        ended = replace(fired.recommendation, resolved_at=member.recommendation.resolved_at)
+        return member if ended == member.recommendation else replace(member, recommendation=ended)
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""

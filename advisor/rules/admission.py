@@ -22,7 +22,9 @@ Checked against its evidence (issue 13): the cap rests on the diagnosis that lon
 consumer. The measurement that falsifies it is the observed request length
 (:func:`advisor.rules.common.observed_request_tokens`: prompt + generation tokens per finished request from the
 counters, and KV tokens per running request except on hybrid models); when that length is below the proposed cap,
-the cap frees nothing and is withheld (:func:`advisor.rules.common.context_cap_withheld`).
+the cap frees nothing and is withheld (:func:`advisor.rules.common.context_cap_withheld`). The other side: when the
+finished requests average at least the cap, the long requests are not "a few" but the traffic, and the cap would
+reject it; withheld too (:func:`advisor.rules.common.context_cap_rejects_traffic`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     anchored,
     confidence,
+    context_cap_rejects_traffic,
     context_cap_withheld,
     count,
     gpus_per_replica,
@@ -254,4 +257,4 @@ class AdmissionThrashRule:
                 f"whole pages per group{seen}; capping max-model-len at {cap:,} does not shrink that footprint, so "
                 "the cap frees nothing"
             )
-        return context_cap_withheld(ev, cap)
+        return context_cap_withheld(ev, cap) or context_cap_rejects_traffic(ev, cap)

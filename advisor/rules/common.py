@@ -264,6 +264,29 @@ def context_cap_withheld(ev: Evaluation, cap: float, *, tail: float = 1.0) -> st
     )
 
 
+def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
+    """Why a context cap at ``cap`` tokens must be withheld because it would reject the observed traffic, or
+    ``None``.
+
+    A cap that frees the pool from "a few long requests" (``admission_thrash``) rests on those requests being few:
+    the traffic as a whole is shorter than the cap. Its falsifying measurement is the mean length of the finished
+    requests (:func:`tokens_per_finished_request`, prompt + generation tokens ÷ completions): when that mean is at
+    or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
+    (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
+    the mean is a lower bound, so the check only errs towards keeping the cap. Unknown → ``None``.
+
+    Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
+    23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.
+    """
+    finished = tokens_per_finished_request(ev)
+    if finished is None or cap <= 0 or finished < cap:
+        return None
+    return (
+        f"withheld: finished requests average {finished:,.0f} tokens (prompt + generation), {finished / cap:.1f}× "
+        f"the proposed cap of {cap:,.0f} tokens; the cap would reject the typical request, not a few long ones"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A turn with its GPU cost multiplier, the engine action, and one sentence of caveat."""

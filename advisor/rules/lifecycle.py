@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -322,6 +322,35 @@ class Lifecycle:
             inc = _Incident(rec=rec, folded=recs[1:])
             _note_replicas(inc)
             self._incidents[(dep, problem)] = inc
+
+    def resolve_orphans(self, deployments: Collection[str], now: float) -> list[Transition]:
+        """Resolve the open incidents no evaluation visits any longer, at ``now`` (unix s): those of a deployment
+        not in ``deployments`` (a reload removed it) and those of a problem no rule in :attr:`rules` has (a reload
+        disabled its rules or gave them another problem). One ``resolved`` transition each (and each folded
+        previous-release record), so no alert is left firing and no incident is stranded in the state file. The rule
+        states and statuses of removed deployments and rules are forgotten.
+        """
+        problems = {rule_problem(r) for r in self.rules}
+        out: list[Transition] = []
+        for key, inc in list(self._incidents.items()):
+            dep, problem = key
+            if dep in deployments and problem in problems:
+                continue
+            why = (
+                f"deployment {dep} is no longer configured"
+                if dep not in deployments
+                else f"no configured rule has the problem {problem} any longer"
+            )
+            del self._incidents[key]
+            self._resolved_at[key] = now
+            out += [Transition("resolved", replace(r, resolved_at=now), why) for r in inc.folded]
+            out.append(Transition("resolved", replace(inc.rec, resolved_at=now), why))
+        ids = {r.id for r in self.rules}
+        for k in [k for k in self._state if k[0] not in deployments or k[1] not in ids]:
+            del self._state[k]
+        for k in [k for k in self.statuses if k[0] not in deployments or k[1] not in ids]:
+            del self.statuses[k]
+        return out
 
     # -- one evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, ev: Evaluation, ignore_for: bool = False) -> list[Transition]:

@@ -108,9 +108,15 @@ def test_admission_cap_withheld_when_finished_requests_are_short_and_running_one
     )
     cap = _by_dial(AdmissionThrashRule().propose(e), "max_model_len")
     assert cap.withheld is not None and "finished requests average 10,000 tokens" in cap.withheld
-    # finished requests of 13,000 tokens (above the cap) put long contexts back in the pool: it stands
-    e_long = dataclasses.replace(e, stats=dataclasses.replace(e.stats, prompt_tokens_per_second=12_000.0))
-    assert _by_dial(AdmissionThrashRule().propose(e_long), "max_model_len").withheld is None
+    # 4 running at 0.92 hold 0.92 × 100,000 ÷ 4 = 23,000 tokens each (above the cap) while finished requests average
+    # 10,000 (below it): a few long requests hold the pool, the cap stands
+    e_few = dataclasses.replace(e, stats=dataclasses.replace(e.stats, requests_running=4))
+    assert _by_dial(AdmissionThrashRule().propose(e_few), "max_model_len").withheld is None
+    # finished requests of (12,000 + 1,000) ÷ 1 = 13,000 tokens (above the cap): the cap would reject the typical
+    # request, not a few long ones — withheld
+    e_long = dataclasses.replace(e_few, stats=dataclasses.replace(e_few.stats, prompt_tokens_per_second=12_000.0))
+    reason = _by_dial(AdmissionThrashRule().propose(e_long), "max_model_len").withheld
+    assert reason is not None and "finished requests average 13,000 tokens" in reason and "12,288" in reason
 
 
 def _pool_context(**kw: Any) -> Evaluation:
