@@ -83,7 +83,11 @@ MATERIAL_CHANGE_RATIO = 0.10
 """A numeric suggestion must move by at least this fraction to change an open recommendation."""
 
 SWITCH_AFTER_EVALUATIONS = 2
-"""Another turn must rank strictly better at this many consecutive evaluations to replace the suggested one."""
+"""Another turn must rank strictly better at this many consecutive evaluations to replace the suggested one…"""
+SWITCH_AFTER_SECONDS = 120.0
+"""…and for at least this long: whether a turn "closes the gap" is judged against the momentary backlog, which
+jitters; a waiting queue of 60 ± 30 made utilization and fp8 KV trade places five times in nine minutes with the
+count alone. Two minutes is the default for-duration of the saturation rules."""
 
 RISK_ORDER: tuple[str, ...] = (
     c.DIAL_GPU_MEMORY_UTILIZATION,
@@ -237,6 +241,7 @@ class _Incident:
     rec: Recommendation
     challenger: str | None = None  # dial ranking strictly better than the suggested one
     challenger_runs: int = 0
+    challenger_since: float = 0.0  # unix s when the challenger first ranked better (this run)
     replicas_direction: str | None = None  # increase | decrease, fixed at the first replica advice
     replicas_last: int | None = None  # last stabilized replica count advised
     folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
@@ -607,7 +612,8 @@ class Lifecycle:
 
     def _refresh(self, ev: Evaluation, inc: _Incident, turns: list[_Turn], withheld: list[dict[str, Any]]) -> None:
         """Re-render the incident from the current evidence; keep id, opened_at and severity; change the
-        suggested turn only after :data:`SWITCH_AFTER_EVALUATIONS` strictly better rankings (or when it is gone)
+        suggested turn only after :data:`SWITCH_AFTER_EVALUATIONS` strictly better rankings over at least
+        :data:`SWITCH_AFTER_SECONDS` (or when it is gone)
         and its value only by a material step."""
         old = inc.rec
         if not turns:
@@ -620,8 +626,9 @@ class Lifecycle:
             if inc.challenger == best.p.dial:
                 inc.challenger_runs += 1
             else:
-                inc.challenger, inc.challenger_runs = best.p.dial, 1
-            chosen = best if inc.challenger_runs >= SWITCH_AFTER_EVALUATIONS else keep
+                inc.challenger, inc.challenger_runs, inc.challenger_since = best.p.dial, 1, ev.now
+            held_long = ev.now - inc.challenger_since >= SWITCH_AFTER_SECONDS
+            chosen = best if inc.challenger_runs >= SWITCH_AFTER_EVALUATIONS and held_long else keep
         if chosen is not keep or keep is best:
             inc.challenger, inc.challenger_runs = None, 0
         p = chosen.p
@@ -646,7 +653,7 @@ class Lifecycle:
         if chosen is not best:
             held_note += (
                 f" At this evaluation {best.p.dial} ranks better ({why_rank(best.p, best.gpus)}); the suggestion "
-                f"changes if it still does at the next one."
+                f"changes if it still does {SWITCH_AFTER_SECONDS:.0f}s after it first did."
             )
         others = [t for t in turns if t.p.dial != p.dial]
         ranked = [_Turn(p, chosen.gpus), *others]
