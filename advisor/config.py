@@ -621,6 +621,15 @@ class Config(_Strict):
         description="notifications link each rule's runbook section as <this>#<rule>; point it at an internal "
         "wiki copy of rules/runbook.md",
     )
+
+    @field_validator("runbook_base_url")
+    @classmethod
+    def _runbook_without_credentials(cls, v: str) -> str:
+        # every notification carries this URL to third parties (chat, paging): credentials would leak with it
+        if urlsplit(v).username is not None or urlsplit(v).password is not None:
+            raise ValueError("must not carry credentials (user:password@): every notification shows this URL")
+        return v
+
     rules: RulesConfig = RulesConfig()
     scrape: ScrapeConfig = ScrapeConfig()
     prometheus: PrometheusConfig | None = None
