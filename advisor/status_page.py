@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from advisor import __version__
+from advisor import conventions as c
 from advisor.acks import Ack
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import runbook_link
@@ -269,7 +270,9 @@ def _silenced(a: Ack | None) -> str:
 
 
 def _turn(action: Any, dial: Any, current: Any, suggested: Any) -> str:
-    return f"{_e(action)} {_e(dial)} {_e(fmt_num(current))} → {_e(fmt_num(suggested))}"
+    # a deployment without weight quantization (config ``quantization: null``) is not an unknown one
+    now = "none" if current is None and dial == c.DIAL_WEIGHT_QUANTIZATION else fmt_num(current)
+    return f"{_e(action)} {_e(dial)} {_e(now)} → {_e(fmt_num(suggested))}"
 
 
 def _effects_inline(effect: Any) -> str:

@@ -279,3 +279,22 @@ def test_runbook_links_go_to_the_configured_runbook_base_url() -> None:
     assert f"<a href='{default}#kv-saturation'>runbook</a>" in render_status_page(
         CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack
     )
+
+
+def test_no_weight_quantization_reads_as_none_not_unknown() -> None:
+    # seen on the demo's kv-saturated deployment (quantization: null): "set weight_quantization unknown → fp8"
+    alt = {
+        "rule": "kv_saturation",
+        "dial": "weight_quantization",
+        "action": "set",
+        "current": None,
+        "suggested": "fp8",
+        "flag": "--quantization fp8",
+        "predicted_effect": {},
+        "confidence": 0.75,
+        "why_rank": "adds no GPU; highest stated risk (weight quantization)",
+    }
+    r = rec("d-crit", "critical", "d1", alternatives=(alt,))
+    page = render_status_page(CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack)
+    assert "set weight_quantization none → fp8" in page
+    assert "weight_quantization unknown" not in page
