@@ -512,6 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
             csrf_token=self._csrf_token() if writable else None,
             last_reload=getattr(svc, "last_reload", None),
             drift_bound=svc.cfg.data_quality.capacity_model_error_bound,
+            runbook_base_url=svc.cfg.runbook_base_url,
         )
         self._send(
             200,

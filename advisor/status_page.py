@@ -31,8 +31,10 @@ from typing import Any
 from urllib.parse import quote
 
 from advisor import __version__
+from advisor import conventions as c
 from advisor.acks import Ack
 from advisor.domain import Recommendation, rfc3339
+from advisor.notify.payload import runbook_link
 from advisor.redact import redact_url, scrub
 from advisor.results import CycleResult, DeploymentResult
 
@@ -268,7 +270,9 @@ def _silenced(a: Ack | None) -> str:
 
 
 def _turn(action: Any, dial: Any, current: Any, suggested: Any) -> str:
-    return f"{_e(action)} {_e(dial)} {_e(fmt_num(current))} → {_e(fmt_num(suggested))}"
+    # a deployment without weight quantization (config ``quantization: null``) is not an unknown one
+    now = "none" if current is None and dial == c.DIAL_WEIGHT_QUANTIZATION else fmt_num(current)
+    return f"{_e(action)} {_e(dial)} {_e(now)} → {_e(fmt_num(suggested))}"
 
 
 def _effects_inline(effect: Any) -> str:
@@ -338,8 +342,9 @@ def _actions(r: Recommendation, csrf_token: str | None) -> str:
     )
 
 
-def _rec(r: Recommendation, ack: Ack | None, csrf_token: str | None = None) -> str:
+def _rec(r: Recommendation, ack: Ack | None, csrf_token: str | None = None, runbook_base_url: str = "") -> str:
     evidence = {k: v for k, v in r.evidence.items() if isinstance(v, int | float | str | bool) or v is None}
+    runbook = scrub(runbook_link(r.runbook, runbook_base_url))
     return (
         f"<div class='rec' id='rec-{_e(r.id)}'>"
         f"<p><span class='sev {_e(r.severity)}'>{_e(r.severity)}</span> <b>{_t(r.summary)}</b>{_silenced(ack)}</p>"
@@ -350,7 +355,7 @@ def _rec(r: Recommendation, ack: Ack | None, csrf_token: str | None = None) -> s
         f"<p>Flag:<code class='flag'>{_t(r.flag)}</code></p>"
         f"{_effect_table(r.predicted_effect)}{_alternatives(r)}{_withheld(r)}"
         f"<details><summary>evidence ({len(evidence)} numbers)</summary>{_kv_table(evidence, ('metric', 'value'))}"
-        f"</details><p><a href='{_e(scrub(r.runbook))}'>runbook</a></p>{_actions(r, csrf_token)}</div>"
+        f"</details><p><a href='{_e(runbook)}'>runbook</a></p>{_actions(r, csrf_token)}</div>"
     )
 
 
@@ -359,6 +364,7 @@ def _deployment(
     ack_of: Callable[[str], Ack | None],
     csrf_token: str | None = None,
     drift_bound: float | None = None,
+    runbook_base_url: str = "",
 ) -> str:
     s = d.snapshot
     ceiling = d.concurrency_ceiling()
@@ -370,7 +376,10 @@ def _deployment(
         for t, (st, why) in zip(d.targets, d.target_states or [("", "")] * len(d.targets), strict=False)
     )
     ordered = sorted(d.recommendations, key=lambda r: (_severity_rank(r.severity), r.rank, r.id))
-    recs = "".join(_rec(r, ack_of(r.id), csrf_token) for r in ordered) or "<p class='muted'>None open.</p>"
+    recs = (
+        "".join(_rec(r, ack_of(r.id), csrf_token, runbook_base_url) for r in ordered)
+        or "<p class='muted'>None open.</p>"
+    )
     rules = "".join(
         f"<tr><td>{_e(rs.rule)}</td><td>{_e(rs.state)}</td><td>{_t(rs.reason)}</td></tr>" for rs in d.rule_statuses
     )
@@ -460,6 +469,7 @@ def render_status_page(
     csrf_token: str | None = None,
     last_reload: tuple[bool, str, float] | None = None,
     drift_bound: float | None = None,
+    runbook_base_url: str = "",
 ) -> str:
     """The whole page for the latest cycle, the recently resolved recommendations (newest first), and a
     lookup of each open recommendation's snooze or acknowledgement. The page reloads itself every
@@ -468,7 +478,9 @@ def render_status_page(
     ``csrf_token``: the token the Acknowledge/Snooze forms carry (``None``: the server refuses writes, so no
     forms). ``last_reload``: the service's last config reload as ``(ok, message, unix s)``; a failed one shows
     a banner at the top. ``drift_bound``: ``data_quality.capacity_model_error_bound`` (ratio) for the drift
-    line. Deployments appear in :func:`order_by_need` order in the overview and below it."""
+    line. ``runbook_base_url``: the config's ``runbook_base_url``; each runbook link goes there, as the
+    notifications' ``runbook_url`` does (``""``: the default runbook). Deployments appear in
+    :func:`order_by_need` order in the overview and below it."""
     refresh = max(1, int(refresh_seconds))
     if result is None:
         body = "<p>No evaluation yet: the first cycle has not finished.</p>"
@@ -491,7 +503,7 @@ def render_status_page(
         body = (
             _attention(deployments, ack_of)
             + overview
-            + "".join(_deployment(d, ack_of, csrf_token, drift_bound) for d in deployments)
+            + "".join(_deployment(d, ack_of, csrf_token, drift_bound, runbook_base_url) for d in deployments)
         )
         when = f"<p class='muted'>Last evaluation {_e(_when(result.timestamp))}; refreshes every {refresh} s.</p>"
     return (

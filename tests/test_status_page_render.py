@@ -263,3 +263,38 @@ def test_operator_and_target_text_is_escaped_and_urls_redacted() -> None:
     assert "x&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "secretpw" not in page and "token=t0" not in page
     assert "10.0.0.1:8000" in page  # the host stays, for the operator
+
+
+def test_runbook_links_go_to_the_configured_runbook_base_url() -> None:
+    # issue 13 ("the runbook base URL is configurable for internal wikis"): the page links the operator's wiki,
+    # as the notifications' runbook_url does, not the default runbook on GitHub
+    default = "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md"
+    r = rec("d-crit", "critical", "d1", runbook=f"{default}#kv-saturation")
+    page = render_status_page(
+        CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack, runbook_base_url="https://wiki.example/runbook"
+    )
+    assert "<a href='https://wiki.example/runbook#kv-saturation'>runbook</a>" in page
+    assert default not in page
+    # left unset, the default stays
+    assert f"<a href='{default}#kv-saturation'>runbook</a>" in render_status_page(
+        CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack
+    )
+
+
+def test_no_weight_quantization_reads_as_none_not_unknown() -> None:
+    # seen on the demo's kv-saturated deployment (quantization: null): "set weight_quantization unknown → fp8"
+    alt = {
+        "rule": "kv_saturation",
+        "dial": "weight_quantization",
+        "action": "set",
+        "current": None,
+        "suggested": "fp8",
+        "flag": "--quantization fp8",
+        "predicted_effect": {},
+        "confidence": 0.75,
+        "why_rank": "adds no GPU; highest stated risk (weight quantization)",
+    }
+    r = rec("d-crit", "critical", "d1", alternatives=(alt,))
+    page = render_status_page(CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack)
+    assert "set weight_quantization none → fp8" in page
+    assert "weight_quantization unknown" not in page

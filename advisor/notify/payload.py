@@ -83,9 +83,12 @@ def finite(obj: Any) -> Any:
 
 
 def notified_severity(rec: Recommendation) -> str:
-    """The severity sent: ``critical`` only at confidence ≥ :data:`~advisor.conventions.LOW_CONFIDENCE`
-    (below it, ``warning``) — a second guard after the lifecycle's."""
-    if rec.severity == "critical" and not rec.confidence >= c.LOW_CONFIDENCE:
+    """The severity sent: a firing alert is ``critical`` only at confidence ≥
+    :data:`~advisor.conventions.LOW_CONFIDENCE` (below it, ``warning``) — a second guard after the lifecycle's,
+    which caps the severity at opening. A resolved alert keeps the incident's severity (fixed at opening, as
+    its firing alert was sent): Alertmanager matches a resolution to its alert by the label set, so a lower
+    confidence at resolution must not change the label."""
+    if rec.resolved_at is None and rec.severity == "critical" and not rec.confidence >= c.LOW_CONFIDENCE:
         return "warning"
     return rec.severity
 

@@ -207,8 +207,10 @@ class OverProvisionedRule:
                     evidence=evidence,
                     summary=f"{ev.ctx.name}: over-provisioned — scale replicas {current} → {needed}",
                     description=(
-                        f"{situation} {needed} replica(s) carry this load at {self.target_load_ratio:.0%} of their "
-                        f"ceiling; {current - needed} replica(s) of GPUs can be released."
+                        f"{situation} {needed} replica(s) carry this load at "
+                        f"{running / (needed * ceiling):.0%} of their ceiling (at most "
+                        f"{self.target_load_ratio:.0%} wanted); {current - needed} replica(s) of GPUs can be "
+                        "released."
                     ),
                     extra_effects={
                         "load_ratio": effect(running / (current * ceiling), running / (needed * ceiling)),
