@@ -637,3 +637,25 @@ def test_queue_growth_clearing_while_goodput_holds_keeps_the_incident_with_the_r
     # the same incident: id and opening time kept; the replica advice stands (the drained window alone sizes
     # nothing new, so the last turn is held rather than a second incident opened)
     assert (rec.id, rec.opened_at, rec.dial) == (opened.recommendation.id, 1000.0, "replicas")
+
+
+def test_an_incident_opens_on_the_best_turn_of_every_rule_whose_condition_holds() -> None:
+    """New-user walkthrough (issue 13, problem 1): the incident opened CRITICAL on queue_growth's "replicas 1 → 2"
+    (the first rule to finish its for-duration) and two seconds later, when kv_saturation's for-duration ended,
+    switched to "gpu_memory_utilization 0.5 → 0.9" — a page naming a turn dropped seconds later. A rule of the
+    problem whose condition holds contributes its turns as soon as the incident opens; it stays pending itself."""
+    fast = ScriptedRule(id="fast", fire=True, for_s=0, dials=["replicas"], problem="saturation")
+    slow = ScriptedRule(id="slow", fire=True, for_s=120, dials=["gpu_memory_utilization"], problem="saturation")
+    lc = Lifecycle([fast, slow])
+    (opened,) = lc.evaluate(evaluation(now=0))
+    rec = opened.recommendation
+    # utilization adds no GPU and has the lowest stated risk: it ranks first; replicas is the alternative
+    assert (rec.dial, [a["dial"] for a in rec.alternatives]) == ("gpu_memory_utilization", ["replicas"])
+    lc.evaluate(evaluation(now=130))  # the slow rule's for-duration ends: nothing switches
+    assert lc.open_recommendations()[0].dial == "gpu_memory_utilization" and lc.last_updates == []
+
+
+def test_a_pending_rule_alone_opens_nothing() -> None:
+    slow = ScriptedRule(id="slow", fire=True, for_s=120, dials=["gpu_memory_utilization"], problem="saturation")
+    lc = Lifecycle([slow])
+    assert lc.evaluate(evaluation(now=0)) == [] and lc.open_recommendations() == []

@@ -388,6 +388,7 @@ class Lifecycle:
         reasons: dict[str, str] = {}
         contributing: list[tuple[Rule, list[Proposal]]] = []
         feeding: list[Proposal] = []  # proposals of holding rules, for the replica stabilizer
+        pending: list[tuple[Rule, list[Proposal]]] = []  # rules of the problem whose condition holds, still pending
         for rule in rules:
             skey = (dep, rule.id)
             st = self._state.setdefault(skey, _RuleState())
@@ -429,6 +430,7 @@ class Lifecycle:
             props = rule.propose(ev)
             feeding += props
             if not ignore_for and held < rule.for_seconds():
+                pending.append((rule, props))
                 text = f"{fire.reason} (for {held:.0f}s of {rule.for_seconds():.0f}s)"
                 if rule.id in superseded_by:
                     by, why = superseded_by[rule.id]
@@ -451,6 +453,12 @@ class Lifecycle:
         if not evaluated:
             return []
         self._feed_replicas(ev, feeding)
+        if contributing and pending:
+            # the problem is established (a rule of it completed its for-duration): the turns of its rules whose
+            # condition holds but are still pending join the ranking at once, so an incident does not open on
+            # one rule's turn and switch to a better one seconds later when the next rule's for-duration ends
+            order = {r.id: i for i, r in enumerate(rules)}
+            contributing = sorted(contributing + pending, key=lambda rp: order[rp[0].id])
         turns, withheld = self._merge(ev, contributing, superseded_by)
         turns = self._stabilized_turns(ev, inc, turns)
         out: list[Transition] = []
