@@ -269,6 +269,19 @@ class Recommendation:
     withheld: tuple[Mapping[str, Any], ...] = ()
     updated_at: float | None = None
 
+    def dial_values(self) -> list[tuple[str, Any]]:
+        """``(dial, suggested)`` of the suggested turn, then of each alternative, best first.
+
+        Example: an incident suggesting ``gpu_memory_utilization`` 0.9 with a replicas alternative of 2 →
+        ``[("gpu_memory_utilization", 0.9), ("replicas", 2)]``.
+        """
+        out: list[tuple[str, Any]] = [(self.dial, self.suggested)]
+        for a in self.alternatives:
+            dial = a.get("dial")
+            if isinstance(dial, str):
+                out.append((dial, a.get("suggested")))
+        return out
+
     def to_record(self) -> dict[str, Any]:
         """Every field, times as unix seconds: the lossless form the outbox persists."""
         return {

@@ -190,11 +190,10 @@ class AdvisorCollector(Collector):
                 open_keys.add((d.name, r.dial, r.action, r.severity))
                 # the suggested turn, then each alternative: one value per dial, the best-ranked first (an
                 # autoscaler reads replicas whether or not replicas is the incident's first turn)
-                turns = [(r.dial, r.suggested)] + [(a.get("dial"), a.get("suggested")) for a in r.alternatives]
-                for dial, v in turns:
+                for dial, v in r.dial_values():
                     if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
                         continue
-                    if isinstance(dial, str) and (d.name, dial) not in valued:
+                    if (d.name, dial) not in valued:
                         valued.add((d.name, dial))
                         recommended.add_metric([d.name, dial], float(v))
         for key in sorted(seen | open_keys):
