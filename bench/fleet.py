@@ -100,7 +100,7 @@ def measure(n: int, port: int, cycles: int, body: bytes) -> dict[str, float]:
     from advisor.config import parse_config
     from advisor.domain import TimedSnapshot
     from advisor.exporter import make_registry
-    from advisor.service import Service, record
+    from advisor.service import Service
     from advisor.sources.exposition import parse_exposition
 
     deployments = []
@@ -124,19 +124,38 @@ def measure(n: int, port: int, cycles: int, body: bytes) -> dict[str, float]:
         svc.run_once()  # warm-up: connections, caches
         text = body.decode()
         now = time.time()
+        tracker = getattr(svc, "tracker", None)  # since issue 13 the tracker holds the histories
         for d in svc.deployments:
             assert d.adapter is not None
-            for t in d.targets:
-                t.history.clear()
-                for k in range(21, 0, -1):  # 5 min of 15 s scrapes before now
-                    snap = d.adapter.snapshot(parse_exposition(text, keep=d.adapter.wants))
-                    record(t.history, TimedSnapshot(t.url, now - 15 * k, snap), cfg.evaluation_window)
+            urls = tracker.targets(d.spec.name) if tracker is not None else [t.url for t in d.targets]
+            for url in urls:
+                points = [
+                    TimedSnapshot(url, now - 15 * k, d.adapter.snapshot(parse_exposition(text, keep=d.adapter.wants)))
+                    for k in range(21, 0, -1)  # 5 min of 15 s scrapes before now
+                ]
+                if tracker is not None:
+                    tracker.replace_history(d.spec.name, url, [])
+                    for p in points:
+                        tracker.observe(d.spec.name, url, p)  # through the tracker's own retention policy
+                else:  # a baseline from before the tracker (--baseline REF): the service's own record()
+                    from advisor.service import record  # type: ignore[attr-defined]
+
+                    t = next(t for t in d.targets if t.url == url)
+                    t.history.clear()
+                    for p in points:
+                        record(t.history, p, cfg.evaluation_window)
         for _ in range(cycles):
             c0, t0 = time.process_time(), time.perf_counter()
             svc.run_once()
             times.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
-        up = sum(1 for d in svc.deployments for t in d.targets if t.up)
+        if tracker is not None:
+            views = [v for d in svc.deployments for v in tracker.views(d.spec.name)]
+            up = sum(1 for v in views if v.up)
+            points = statistics.median(len(v.history) for v in views)
+        else:
+            up = sum(1 for d in svc.deployments for t in d.targets if t.up)
+            points = statistics.median(len(t.history) for d in svc.deployments for t in d.targets)
     finally:
         svc.close()
     return {
@@ -144,7 +163,7 @@ def measure(n: int, port: int, cycles: int, body: bytes) -> dict[str, float]:
         "cpu_ms_per_target": statistics.median(cpus) / n * 1000,
         "rss_mib": _rss_mib(),
         "up": up,
-        "history_points": statistics.median(len(t.history) for d in svc.deployments for t in d.targets),
+        "history_points": points,
     }
 
 
