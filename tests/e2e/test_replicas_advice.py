@@ -295,7 +295,7 @@ def test_replica_advice_never_changes_direction_inside_one_incident(run: Run) ->
     # the firing notifications of replica advice say the same
     for _, body in run.posts:
         for a in body["alerts"]:
-            if a["labels"]["dial"] == "replicas" and a["status"] == "firing":
+            if a["annotations"]["dial"] == "replicas" and a["status"] == "firing":
                 assert json.loads(a["annotations"]["suggested"]) > json.loads(a["annotations"]["current"])
 
 
