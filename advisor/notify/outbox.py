@@ -521,14 +521,14 @@ class OutboxWorker:
     def refresh(self, rec: Recommendation) -> None:
         """Let the next Alertmanager keep-alive re-send carry ``rec``, the incident's current rendering (its turn
         and words, in the annotations); the alert keeps the labels it fired with and its re-send schedule.
-        Nothing is sent now; a recommendation not active here is ignored."""
+        Nothing is sent now, nor written (every evaluation re-renders an incident; the file follows at the next
+        keep-alive); a recommendation not active here is ignored."""
         with self._cond:
             a = self.outbox.active.get(rec.id)
-            if a is None or rec.resolved_at is not None or a.recommendation == rec:
+            if a is None or rec.resolved_at is not None:
                 return
             a.labels = a.fired_labels()
             a.recommendation = rec
-            self._save(self._clock())
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""

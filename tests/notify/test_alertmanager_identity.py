@@ -11,12 +11,17 @@ and ``id``, and the current turn is in the annotations. Checked against a real r
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from dataclasses import replace
+from pathlib import Path
 
 from advisor.domain import Recommendation
 from advisor.notify.config import ReceiverConfig
 from advisor.notify.notifier import build_notifier
 from tests.notify.conftest import BASE, Hook
+
+PREVIOUS_RELEASE = Path(__file__).resolve().parent.parent / "fixtures" / "previous_release_notify"
 
 
 def _incident() -> tuple[Recommendation, Recommendation]:
@@ -126,3 +131,43 @@ def test_keep_alives_carry_the_current_turn_under_the_labels_the_alert_fired_wit
     last = alerts[-1]
     assert (last["annotations"]["dial"], json.loads(last["annotations"]["suggested"])) == ("kv_cache_dtype", "fp8")
     assert n.stats()["am"].sent == 1  # the opening; the rest were keep-alives
+
+
+def test_an_alert_the_previous_release_fired_keeps_its_labels_to_the_end(hook: Hook, tmp_path: Path) -> None:
+    """The previous release's outbox (``tests/fixtures/previous_release_notify``) holds an active alert fired with
+    that release's labels (``rule``, ``dial``, ``action``). After an upgrade its keep-alives and its resolution
+    carry those labels, so Alertmanager ends the alert that fired, though the incident is re-rendered with the
+    new fields (a problem, another turn)."""
+    shutil.copy(PREVIOUS_RELEASE / "am.outbox.json", tmp_path / "am.outbox.json")
+    old = json.loads((tmp_path / "am.outbox.json").read_text())
+    fired = Recommendation.from_record(old["active"][0]["recommendation"])
+    am = ReceiverConfig.model_validate(
+        {"name": "am", "type": "alertmanager", "url": hook.url, "resend_interval": "1s", "timeout_seconds": 2}
+    )
+    t0 = time.monotonic()
+    n = build_notifier([am], tmp_path, None, clock=lambda: 1_790_000_600.0 + time.monotonic() - t0)
+    legacy = {
+        "alertname": "CapacityAdvisorRecommendation",
+        "deployment": "chat-8b",
+        "rule": "queue_growth",
+        "dial": "replicas",
+        "action": "increase",
+        "severity": "warning",  # critical at confidence 0.4: sent as a warning
+    }
+
+    def resent(h: Hook) -> bool:
+        return len([x for x in h.acked() if x.key == f"{fired.id}-firing-1790000000000"]) >= 2
+
+    try:
+        assert n.flush(10)  # the two pending transitions the previous release left
+        now_turn = replace(fired, problem="saturation", rule="kv_saturation", dial="gpu_memory_utilization")
+        n.submit_cycle([("updated", now_turn)])
+        assert hook.wait(resent, 20)  # the opening left pending, then a keep-alive
+        n.submit_cycle([("resolved", replace(now_turn, resolved_at=1_790_000_700.0))])
+        assert n.flush(10)
+    finally:
+        n.close(2)
+    mine = [a for x in hook.acked() for a in x.json() if a["annotations"]["idempotency_key"].startswith(fired.id)]
+    assert [a["labels"] for a in mine] == [legacy] * len(mine)
+    assert mine[-1]["endsAt"] == "2026-09-21T14:25:00Z"  # 1,790,000,700: the resolution
+    assert mine[-1]["annotations"]["dial"] == "gpu_memory_utilization"
