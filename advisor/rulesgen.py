@@ -701,20 +701,26 @@ def _advisor_file(inp: RulesInput) -> RuleFile:
         rules.append(
             Rule(
                 alert=r.ALERT_RECOMMENDATION_OPEN,
-                expr=f'{c.RECOMMENDATION_ACTIVE}{{{c.LABEL_SEVERITY}="{severity}"}} == 1',
+                # by deployment and severity only: an open incident's dial and action follow its suggested turn,
+                # and an alert whose labels change is another alert (issue 13: labels fixed for the incident's life)
+                expr=(
+                    f"max by ({c.LABEL_DEPLOYMENT}, {c.LABEL_SEVERITY}) "
+                    f'({c.RECOMMENDATION_ACTIVE}{{{c.LABEL_SEVERITY}="{severity}"}}) == 1'
+                ),
                 labels={c.LABEL_SEVERITY: severity},
                 annotations=_notes(
                     r.ALERT_RECOMMENDATION_OPEN,
-                    "Deployment {{ $labels.deployment }}: the advisor recommends to {{ $labels.action }} "
-                    "{{ $labels.dial }}.",
+                    "Deployment {{ $labels.deployment }}: the advisor holds "
+                    f"{_article(severity)} {severity} recommendation open.",
                     f"The capacity advisor holds {_article(severity)} {severity} recommendation"
-                    " open for {{ $labels.deployment }}: "
-                    "{{ $labels.action }} {{ $labels.dial }}. Its evidence, predicted effect, confidence and the "
-                    "exact engine flag are on the advisor's status page and /api/v1/recommendations.",
+                    " open for {{ $labels.deployment }}. The dial to turn, its evidence, predicted effect, confidence "
+                    "and the exact engine flag are on the advisor's status page and /api/v1/recommendations.",
                 ),
                 comments=(
                     f"{_article(severity).capitalize()} {severity} recommendation is open. The advisor applied its own",
-                    "for-durations and hysteresis before opening it, so this alert has no `for`.",
+                    "for-durations and hysteresis before opening it, so this alert has no `for`. Labelled by",
+                    "deployment and severity only: the dial follows the incident's suggested turn, and a label",
+                    "that changes would make a second alert.",
                 ),
             )
         )

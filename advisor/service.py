@@ -727,8 +727,9 @@ class Service:
     external_url: str = ""
     """The advisor's URL (``run --web.external-url``): notifications link back to it."""
 
-    def _notify(self, rt: Runtime, transitions: Sequence[Transition]) -> None:
-        cycle = []
+    def _notify(self, rt: Runtime, transitions: Sequence[Transition], updates: Sequence[Transition] = ()) -> None:
+        # updates send nothing: Alertmanager's keep-alives carry the incident's current turn (annotations)
+        cycle = [("updated", u.recommendation) for u in updates]
         for tr in transitions:
             if self.on_transition is not None:
                 self.on_transition(tr)
@@ -784,7 +785,7 @@ class Service:
                 self.result = result
                 self.collector.publish(result)
             with self._step("notify"):
-                self._notify(rt, tick.transitions)
+                self._notify(rt, tick.transitions, tick.updates)
             if tick.transitions and rt.state_file is not None:
                 with self._step("persist"):
                     try:

@@ -130,7 +130,8 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
         firing = [b for b in webhook_receiver.bodies if b["status"] == "firing"]
         first = firing[0]["alerts"][0]
         assert first["labels"]["deployment"] == "chat-8b"
-        assert first["labels"]["rule"] == "kv_saturation"
+        assert first["labels"]["problem"] == "saturation" and first["labels"]["id"] == first["fingerprint"]
+        assert first["annotations"]["rule"] == "kv_saturation"
         resolved = [
             a
             for b in webhook_receiver.bodies

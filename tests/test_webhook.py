@@ -37,7 +37,10 @@ def test_payload_has_the_alertmanager_v4_shape() -> None:
     assert a["startsAt"] == "2026-09-21T14:13:20Z"  # 1_790_000_000 in UTC
     assert a["endsAt"] == "0001-01-01T00:00:00Z"
     assert a["labels"]["alertname"] == "CapacityAdvisorRecommendation"
-    assert set(a["annotations"]) >= {"summary", "description", "runbook_url"}
+    # labels fixed for the incident's life; its current turn is annotated (issue 13)
+    assert set(a["labels"]) == {"alertname", "deployment", "problem", "severity", "id"}
+    assert a["labels"]["id"] == "abc123"
+    assert set(a["annotations"]) >= {"summary", "description", "runbook_url", "rule", "dial", "action", "flag"}
     resolved = webhook_message(_rec(resolved_at=1_790_000_060.0), "ops")
     assert resolved["status"] == "resolved"
     assert resolved["alerts"][0]["endsAt"] == "2026-09-21T14:14:20Z"

@@ -56,6 +56,8 @@ MetricsCallback = EventCallback
 """``(receiver, outcome, queued)``; see the module docstring."""
 
 TRANSITION_KINDS = ("opened", "resolved")
+UPDATED = "updated"
+"""An incident re-rendered while open: never a notification of its own; Alertmanager's keep-alives carry it."""
 
 
 class _FolderLock:
@@ -130,17 +132,30 @@ class Notifier:
         transition skips receivers with ``send_resolved: false`` (an Alertmanager receiver then only stops
         re-sending the alert, which Alertmanager resolves when its ``endsAt`` passes).
 
+        An ``updated`` transition (an open incident re-rendered: its current turn and words) sends nothing: an
+        Alertmanager receiver's next keep-alive re-send carries it, under the labels the alert fired with.
+
         Raises:
-            ValueError: a kind is not ``opened`` or ``resolved`` (nothing is accepted then).
+            ValueError: a kind is not ``opened``, ``resolved`` or ``updated`` (nothing is accepted then).
         """
         for kind, _ in transitions:
-            if kind not in TRANSITION_KINDS:
-                raise ValueError(f"transition kind must be one of {TRANSITION_KINDS}, got {kind!r}")
+            if kind not in TRANSITION_KINDS and kind != UPDATED:
+                raise ValueError(f"transition kind must be one of {(*TRANSITION_KINDS, UPDATED)}, got {kind!r}")
         if not transitions:
             return
         links = links or Links()
         now = self._clock()
-        notes = [AlertNote(idempotency_key(kind, rec), kind, with_links(rec, links)) for kind, rec in transitions]
+        for kind, rec in transitions:
+            if kind == UPDATED:
+                for w in self.workers:
+                    w.refresh(with_links(rec, links))
+        notes = [
+            AlertNote(idempotency_key(kind, rec), kind, with_links(rec, links))
+            for kind, rec in transitions
+            if kind != UPDATED
+        ]
+        if not notes:
+            return
         external_url = links.external_url or None
         for w in self.workers:
             if external_url is not None:
@@ -187,10 +202,14 @@ class Notifier:
 def _batches(receiver: Receiver, notes: Sequence[AlertNote]) -> list[tuple[str, list[AlertNote]]]:
     """``notes`` split into requests for ``receiver``, each with its group key, in first-seen order."""
     if receiver.batching == "none":
-        return [(group_key(group_labels(n.recommendation, receiver.group_by)), [n]) for n in notes]
+        return [(group_key(group_labels(n.recommendation, receiver.group_by, n.labels)), [n]) for n in notes]
     groups: dict[str, list[AlertNote]] = {}
     for n in notes:
-        gk = "{}:{}" if receiver.batching == "all" else group_key(group_labels(n.recommendation, receiver.group_by))
+        gk = (
+            "{}:{}"
+            if receiver.batching == "all"
+            else group_key(group_labels(n.recommendation, receiver.group_by, n.labels))
+        )
         groups.setdefault(gk, []).append(n)
     return list(groups.items())
 

@@ -5,19 +5,28 @@ Alertmanager — the alerts still active (re-sent every ``resend_interval``). Wi
 written atomically on every change (a temporary file in the same folder, fsync, ``os.replace``, as
 :mod:`advisor.state`)::
 
-    {"version": 2, "receiver": "ops", "saved_at": 1790000000.0,
+    {"version": 3, "receiver": "ops", "saved_at": 1790000000.0,
      "pending": [{"key": "batch-9c1e…", "kind": "opened", "group_key": "{}:{deployment=\"chat-8b\"}",
                   "accepted_at": 1790000000.0, "attempts": 2, "last_error": "HTTP 503: …",
                   "external_url": "http://advisor:9188/",
                   "alerts": [{"key": "3f2a…-firing-1790000000000", "kind": "opened",
-                              "recommendation": {…every field…}}, …]}],
-     "active": [{"recommendation": {…}, "last_sent_at": 1790000000.0}],
+                              "recommendation": {…every field…}, "labels": {"alertname": …, "id": "3f2a…"}},
+                             …]}],
+     "active": [{"recommendation": {…}, "last_sent_at": 1790000000.0, "labels": {…}}],
      "delivered": ["…the last 512 alert keys acknowledged…"]}
 
 One pending entry is one request: a batch of alert transitions (one group key of one cycle). Version 1 files
 (before issue 13: one entry per transition, its ``recommendation`` inline and no ``alerts``) are read as batches
-of one, so an upgrade sends what the previous release left; the file is written back as version 2. A file of
+of one, so an upgrade sends what the previous release left; the file is written back as version 3. A file of
 another version is a :class:`~advisor.errors.StateError` (move it aside to start fresh).
+
+**An alert's labels are fixed for its whole life.** Alertmanager identifies an alert by its label set, while an
+incident's best turn (``rule``, ``dial``, ``action`` …) may change between opening and resolving. Each alert
+transition and each active alert keeps the label set its alert fired with (``labels``): the resolved alert and
+every keep-alive re-send carry it, whatever the recommendation says by then (its current turn travels in the
+annotations). Version 3 stores it; the alerts of a version 1 or 2 file fired with the label set of those
+releases (:func:`advisor.notify.payload.legacy_labels`, ``rule``/``dial``/``action``), so they are resolved and
+re-sent with it — an upgrade leaves no alert of the previous release firing in Alertmanager until it times out.
 
 An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outbox and only then the next:
 
@@ -76,14 +85,16 @@ from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.files import read_text_capped
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
+from advisor.notify.payload import alert_labels, legacy_labels
 from advisor.notify.receivers import AlertNote, Notification, Receiver, Request, batch_notification
 from advisor.redact import install_urllib3_redaction, scrub
 
 log = logging.getLogger(__name__)
 
-OUTBOX_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-"""Version 1: the previous release's one-transition entries (read as batches of one)."""
+OUTBOX_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+"""Version 1: one-transition entries (read as batches of one); versions 1 and 2: no ``labels`` (their alerts
+fired with :func:`~advisor.notify.payload.legacy_labels`)."""
 DELIVERED_MEMORY = 512
 """Keys of this many acknowledged notifications are remembered, so a re-submitted one is not sent again."""
 RETRYABLE_STATUS = frozenset({408, 429})
@@ -107,10 +118,16 @@ class Entry:
 
 @dataclass
 class ActiveAlert:
-    """An open recommendation Alertmanager is told about again every ``resend_interval``."""
+    """An open recommendation Alertmanager is told about again every ``resend_interval``, with the label set its
+    alert fired with (``None``: :func:`~advisor.notify.payload.alert_labels` of the recommendation)."""
 
     recommendation: Recommendation
     last_sent_at: float | None = None
+    labels: dict[str, str] | None = None
+
+    def fired_labels(self) -> dict[str, str]:
+        """The label set the alert fired with, which its re-sends and its resolution carry."""
+        return dict(self.labels) if self.labels is not None else alert_labels(self.recommendation)
 
 
 def outbox_file(folder: Path, receiver: str) -> Path:
@@ -169,13 +186,15 @@ class Outbox:
             )
         if data.get("receiver") != self.receiver:
             raise StateError(f"outbox {str(p)!r} belongs to receiver {data.get('receiver')!r}, not {self.receiver!r}")
+        legacy = data["version"] < 3
         try:
             for e in data.get("pending", []):
-                self.pending.append(Entry(_note_from_json(e), int(e.get("attempts", 0)), e.get("last_error")))
+                self.pending.append(Entry(_note_from_json(e, legacy), int(e.get("attempts", 0)), e.get("last_error")))
             for a in data.get("active", []):
                 rec = Recommendation.from_record(a["recommendation"])
                 last = a.get("last_sent_at")
-                self.active[rec.id] = ActiveAlert(rec, None if last is None else float(last))
+                labels = legacy_labels(rec) if legacy else _labels(a.get("labels"))
+                self.active[rec.id] = ActiveAlert(rec, None if last is None else float(last), labels)
             self.delivered.extend(str(k) for k in data.get("delivered", []))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateError(f"outbox {str(p)!r} has a malformed entry: {exc!r}") from None
@@ -196,14 +215,19 @@ class Outbox:
                     "last_error": e.last_error,
                     "external_url": e.note.external_url,
                     "alerts": [
-                        {"key": m.key, "kind": m.kind, "recommendation": m.recommendation.to_record()}
+                        {
+                            "key": m.key,
+                            "kind": m.kind,
+                            "recommendation": m.recommendation.to_record(),
+                            "labels": None if m.labels is None else dict(m.labels),
+                        }
                         for m in e.note.members
                     ],
                 }
                 for e in self.pending
             ],
             "active": [
-                {"recommendation": a.recommendation.to_record(), "last_sent_at": a.last_sent_at}
+                {"recommendation": a.recommendation.to_record(), "last_sent_at": a.last_sent_at, "labels": a.labels}
                 for a in self.active.values()
             ],
             "delivered": list(self.delivered),
@@ -236,8 +260,22 @@ class Outbox:
                     os.unlink(tmp)
 
 
-def _note_from_json(e: Mapping[str, Any]) -> Notification:
-    """A pending entry of either version: ``alerts`` (version 2) or one inline ``recommendation`` (version 1).
+def _labels(raw: Any) -> dict[str, str] | None:
+    """A stored label set (``None`` stays ``None``).
+
+    Raises:
+        TypeError: not a mapping of strings.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise TypeError(f"labels must map strings to strings, got {raw!r}")
+    return dict(raw)
+
+
+def _note_from_json(e: Mapping[str, Any], legacy: bool = False) -> Notification:
+    """A pending entry of any version: ``alerts`` (versions 2, 3) or one inline ``recommendation`` (version 1).
+    ``legacy`` (versions 1, 2): each alert fired with :func:`~advisor.notify.payload.legacy_labels`.
 
     Raises:
         KeyError, TypeError, ValueError: a field is missing or of the wrong type.
@@ -248,10 +286,14 @@ def _note_from_json(e: Mapping[str, Any]) -> Notification:
     external_url = None if ext is None else str(ext)
     if "alerts" not in e:
         rec = Recommendation.from_record(e["recommendation"])
-        return Notification(str(e["key"]), str(e["kind"]), rec, group, accepted, (), external_url)
-    members = [
-        AlertNote(str(a["key"]), str(a["kind"]), Recommendation.from_record(a["recommendation"])) for a in e["alerts"]
-    ]
+        only = AlertNote(str(e["key"]), str(e["kind"]), rec, legacy_labels(rec) if legacy else None)
+        note = batch_notification([only], group, accepted, external_url)
+        return Notification(str(e["key"]), note.kind, rec, group, accepted, note.alerts, external_url)
+    members = []
+    for a in e["alerts"]:
+        rec = Recommendation.from_record(a["recommendation"])
+        labels = legacy_labels(rec) if legacy else _labels(a.get("labels"))
+        members.append(AlertNote(str(a["key"]), str(a["kind"]), rec, labels))
     note = batch_notification(members, group, accepted, external_url)
     return Notification(str(e["key"]), note.kind, note.recommendation, group, accepted, note.alerts, external_url)
 
@@ -438,9 +480,9 @@ class OutboxWorker:
             if not fresh:
                 log.debug("notify %s: %s already accepted; not queued again", self.name, note.key)
                 return False
-            ended = [self._as_fired(m) for m in fresh]
-            if ended != fresh or len(fresh) != len(note.members):
-                fresh = ended
+            fixed = [self._with_fired_labels(m) for m in fresh]
+            if fixed != list(note.members):
+                fresh = fixed
                 note = batch_notification(fresh, note.group_key, note.accepted_at, note.external_url)
             self.outbox.pending.append(Entry(note))
             if self.receiver.resend_interval is not None:
@@ -449,7 +491,9 @@ class OutboxWorker:
                     if m.kind == "resolved":
                         self.outbox.active.pop(rec.id, None)
                     else:
-                        self.outbox.active[rec.id] = ActiveAlert(rec)
+                        self.outbox.active[rec.id] = ActiveAlert(
+                            rec, labels=None if m.labels is None else dict(m.labels)
+                        )
             self._save(self._clock())
             depth = self.outbox.waiting()
             self._kicked = True
@@ -457,20 +501,34 @@ class OutboxWorker:
         self._emit([("queued", depth)])
         return True
 
-    def _as_fired(self, member: AlertNote) -> AlertNote:
-        """A ``resolved`` member of an alert this receiver re-sends (Alertmanager) as the alert it fired, ended.
+    def _with_fired_labels(self, member: AlertNote) -> AlertNote:
+        """``member`` with the label set its alert fired with, fixed from then on.
 
-        Alertmanager identifies an alert by its label set (``rule``, ``dial``, ``action``, ``severity`` …), while
-        an incident's best turn, and with it those fields, may change between opening and resolving (issue 13: one
-        incident, re-rendered every evaluation). A resolved alert with the new labels would be a different alert:
-        the one that fired would stay firing until its ``endsAt`` passed. So the resolved alert is the recommendation
-        as it was fired and re-sent (``active``), with the resolve time; others are returned unchanged.
+        Alertmanager identifies an alert by its label set, while an incident is re-rendered every evaluation (issue
+        13): a resolution or re-send with other labels would be another alert, and the one that fired would stay
+        firing until its ``endsAt``. An opening fixes the labels (:func:`~advisor.notify.payload.alert_labels`:
+        nothing in them changes while the incident is open); a ``resolved`` member of an alert this receiver keeps
+        active (Alertmanager) takes the labels stored with it — which, for an alert fired by a release before the
+        labels were fixed, are that release's (:func:`~advisor.notify.payload.legacy_labels`). The recommendation
+        itself (its current turn and words, in the annotations) is left as it is.
         """
-        fired = self.outbox.active.get(member.recommendation.id) if member.kind == "resolved" else None
-        if fired is None:
+        if member.labels is not None:
             return member
-        ended = replace(fired.recommendation, resolved_at=member.recommendation.resolved_at)
-        return member if ended == member.recommendation else replace(member, recommendation=ended)
+        fired = self.outbox.active.get(member.recommendation.id) if member.kind == "resolved" else None
+        labels = fired.fired_labels() if fired is not None else alert_labels(member.recommendation)
+        return replace(member, labels=labels)
+
+    def refresh(self, rec: Recommendation) -> None:
+        """Let the next Alertmanager keep-alive re-send carry ``rec``, the incident's current rendering (its turn
+        and words, in the annotations); the alert keeps the labels it fired with and its re-send schedule.
+        Nothing is sent now, nor written (every evaluation re-renders an incident; the file follows at the next
+        keep-alive); a recommendation not active here is ignored."""
+        with self._cond:
+            a = self.outbox.active.get(rec.id)
+            if a is None or rec.resolved_at is not None:
+                return
+            a.labels = a.fired_labels()
+            a.recommendation = rec
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""
@@ -545,7 +603,7 @@ class OutboxWorker:
     def _step(self) -> bool:
         """Decide under the lock, then send or wait outside it. ``False`` to stop."""
         entry: Entry | None = None
-        resend: list[Recommendation] | None = None
+        resend: list[ActiveAlert] | None = None
         wait: float | None = None
         with self._cond:
             if self._stopping:
@@ -575,7 +633,7 @@ class OutboxWorker:
                     due = min(now if a.last_sent_at is None else a.last_sent_at + interval for a in live)
                     due = max(due, self._resend_retry_at)
                     if due <= now:
-                        resend = [a.recommendation for a in live]
+                        resend = [ActiveAlert(a.recommendation, a.last_sent_at, a.fired_labels()) for a in live]
                     else:
                         wait = due - now
         self._emit(events)
@@ -711,12 +769,14 @@ class OutboxWorker:
             self._cond.notify_all()
         self._emit(events)
 
-    def _resend(self, recs: list[Recommendation]) -> None:
-        """Re-send the active alerts (Alertmanager keep-alive); each alert POSTed counts ``resent``."""
+    def _resend(self, active: list[ActiveAlert]) -> None:
+        """Re-send the active alerts (Alertmanager keep-alive) with the labels they fired with; each alert POSTed
+        counts ``resent``."""
         now = self._clock()
         posted = 0
+        recs = [a.recommendation for a in active]
         try:
-            request = self.receiver.build_resend(recs, now)
+            request = self.receiver.build_resend(recs, now, [a.labels for a in active])
         except Exception as exc:
             attempt = _Attempt(None, f"cannot build the request: {type(exc).__name__}", retryable=True)
         else:

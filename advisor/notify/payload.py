@@ -7,7 +7,9 @@ Shape (prometheus/alertmanager ``notify/webhook/webhook.go`` ``Message``, which 
      "status": "firing"|"resolved", "receiver": "ops",
      "groupLabels": {"deployment": "chat-8b"}, "commonLabels": {...}, "commonAnnotations": {...},
      "externalURL": "http://advisor:9188/",
-     "alerts": [{"status": ..., "labels": {...}, "annotations": {"summary", "description", "runbook_url", ...},
+     "alerts": [{"status": ..., "labels": {"alertname", "deployment", "problem", "severity", "id"},
+                 "annotations": {"summary", "description", "runbook_url", "rule", "dial", "action", "flag",
+                                 "current", "suggested", "confidence", "predicted_effect", ...},
                  "startsAt": RFC3339, "endsAt": RFC3339 or "0001-01-01T00:00:00Z",
                  "generatorURL": "http://advisor:9188/#dep-chat-8b", "fingerprint": "<recommendation id>"}]}
 
@@ -16,6 +18,9 @@ fires; ``commonLabels``/``commonAnnotations`` are the pairs every alert shares; 
 ``<route key>:<group labels>`` (``dispatch/dispatch.go`` ``aggrGroup.GroupKey``; the advisor has one route,
 ``{}``). ``externalURL`` is the advisor's own URL (``--web.external-url``) and ``generatorURL`` the deployment's
 section of its status page.
+
+An alert's labels are fixed for the incident's whole life (:func:`alert_labels`): Alertmanager identifies an alert
+by its label set, and the incident's current turn, which may change while it is open, is annotated instead.
 
 Two guards apply whatever the recommendation says: a ``critical`` recommendation with confidence below
 :data:`advisor.conventions.LOW_CONFIDENCE` goes out as ``warning``, and the runbook's default prefix
@@ -40,7 +45,20 @@ ZERO_TIME = "0001-01-01T00:00:00Z"
 """Go's zero time, which Alertmanager sends as endsAt of a firing alert."""
 DEFAULT_GROUP_BY: tuple[str, ...] = (c.LABEL_DEPLOYMENT,)
 """Alerts are grouped by deployment unless a receiver's ``group_by`` says otherwise."""
+LABEL_PROBLEM = "problem"
+"""The incident's problem (:attr:`advisor.domain.Recommendation.problem`, e.g. ``saturation``)."""
+LABEL_ID = "id"
+"""The incident's id (:attr:`advisor.domain.Recommendation.id`; also the webhook ``fingerprint``)."""
 GROUPABLE_LABELS: tuple[str, ...] = (
+    "alertname",
+    c.LABEL_DEPLOYMENT,
+    LABEL_PROBLEM,
+    c.LABEL_SEVERITY,
+    LABEL_ID,
+)
+"""The labels every alert carries (:func:`alert_labels`), fixed for the incident's life: the names ``group_by``
+may use."""
+LEGACY_LABELS: tuple[str, ...] = (
     "alertname",
     c.LABEL_DEPLOYMENT,
     c.LABEL_RULE,
@@ -48,7 +66,8 @@ GROUPABLE_LABELS: tuple[str, ...] = (
     c.LABEL_ACTION,
     c.LABEL_SEVERITY,
 )
-"""The labels every alert carries (:func:`alert_labels`): the names ``group_by`` may use."""
+"""The label set of the releases before the labels were fixed (:func:`legacy_labels`): alerts they fired, still
+in an outbox they wrote, are resolved and re-sent with it."""
 ROUTE_KEY = "{}"
 """Alertmanager's key of its root route; the advisor's single grouping stands in for it."""
 IDEMPOTENCY_ANNOTATION = "idempotency_key"
@@ -120,7 +139,30 @@ def deployment_url(external_url: str, deployment: str) -> str:
 
 
 def alert_labels(rec: Recommendation) -> dict[str, str]:
-    """The alert's identifying labels (the severity as :func:`notified_severity` gives it)."""
+    """The alert's identifying labels, the same for the whole life of the incident: ``alertname``,
+    ``deployment``, ``problem`` (a record without one — written before issue 13 — gives its ``rule``, as
+    :func:`advisor.rules.base.rule_problem` defaults), ``severity`` (fixed at opening; as
+    :func:`notified_severity` gives it) and ``id``.
+
+    Alertmanager identifies an alert by its label set, so nothing that changes while the incident is open goes
+    here: the current turn (``rule``, ``dial``, ``action``, ``current``, ``suggested``, ``flag``) is in the
+    annotations (:func:`alert`). With ``id``, each incident is its own Alertmanager alert — one-to-one with the
+    webhook ``fingerprint`` and the advisor's ack and snooze — so a late or replayed resolution of an earlier
+    incident of the same problem can never end the current one; routes, inhibitions and silences match on
+    ``deployment``, ``problem`` and ``severity``, which never carry an id.
+    """
+    return {
+        "alertname": c.ALERT_RECOMMENDATION,
+        c.LABEL_DEPLOYMENT: rec.deployment,
+        LABEL_PROBLEM: rec.problem or rec.rule,
+        c.LABEL_SEVERITY: notified_severity(rec),
+        LABEL_ID: rec.id,
+    }
+
+
+def legacy_labels(rec: Recommendation) -> dict[str, str]:
+    """The label set an earlier release gave ``rec``'s alert (:data:`LEGACY_LABELS`): ``alertname``,
+    ``deployment``, ``rule``, ``dial``, ``action`` and ``severity`` (as :func:`notified_severity` gives it)."""
     return {
         "alertname": c.ALERT_RECOMMENDATION,
         c.LABEL_DEPLOYMENT: rec.deployment,
@@ -131,9 +173,12 @@ def alert_labels(rec: Recommendation) -> dict[str, str]:
     }
 
 
-def group_labels(rec: Recommendation, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict[str, str]:
-    """The alert's labels named in ``group_by`` (a name the alert lacks is left out, as Alertmanager does)."""
-    labels = alert_labels(rec)
+def group_labels(
+    rec: Recommendation, group_by: Sequence[str] = DEFAULT_GROUP_BY, labels: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The alert's labels (``labels``, default :func:`alert_labels`) named in ``group_by`` (a name the alert
+    lacks is left out, as Alertmanager does)."""
+    labels = alert_labels(rec) if labels is None else labels
     return {k: labels[k] for k in group_by if k in labels}
 
 
@@ -149,14 +194,22 @@ def group_key(labels: Mapping[str, str]) -> str:
     return f"{ROUTE_KEY}:{{{inner}}}"
 
 
-def alert(rec: Recommendation, external_url: str = "", key: str | None = None) -> dict[str, Any]:
+def alert(
+    rec: Recommendation, external_url: str = "", key: str | None = None, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """One alert of the ``alerts`` array for a recommendation (firing while open, resolved after);
-    ``key``, when given, is its idempotency key (annotation ``idempotency_key``)."""
+    ``key``, when given, is its idempotency key (annotation ``idempotency_key``); ``labels``, when given, the
+    label set the alert fired with (default :func:`alert_labels`). The incident's current turn — ``rule``,
+    ``dial``, ``action``, ``current``, ``suggested``, ``flag`` — and its words are annotations: they may change
+    while the alert keeps its identity."""
     resolved = rec.resolved_at is not None
     annotations = {
         "summary": rec.summary,
         "description": rec.description,
         "runbook_url": rec.runbook,
+        c.LABEL_RULE: rec.rule,
+        c.LABEL_DIAL: rec.dial,
+        c.LABEL_ACTION: rec.action,
         "flag": rec.flag,
         "current": json.dumps(finite(rec.current), allow_nan=False, default=str),
         "suggested": json.dumps(finite(rec.suggested), allow_nan=False, default=str),
@@ -167,7 +220,7 @@ def alert(rec: Recommendation, external_url: str = "", key: str | None = None) -
         annotations[IDEMPOTENCY_ANNOTATION] = key
     return {
         "status": "resolved" if resolved else "firing",
-        "labels": alert_labels(rec),
+        "labels": alert_labels(rec) if labels is None else dict(labels),
         "annotations": annotations,
         "startsAt": rfc3339(rec.opened_at),
         "endsAt": rfc3339(rec.resolved_at) if rec.resolved_at is not None else ZERO_TIME,
@@ -191,28 +244,35 @@ def webhook_message(
     *,
     keys: Sequence[str] | None = None,
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    labels: Sequence[Mapping[str, str] | None] | None = None,
 ) -> dict[str, Any]:
     """The whole webhook body for the alerts of one group (one recommendation, or several sharing the labels
-    ``group_by`` names; the first gives ``groupLabels``). ``keys`` are their idempotency keys, in order.
+    ``group_by`` names; the first gives ``groupLabels``). ``keys`` are their idempotency keys, in order;
+    ``labels`` the label sets they fired with (``None``: :func:`alert_labels`).
 
     Raises:
-        ValueError: no recommendation, or ``keys`` of another length.
+        ValueError: no recommendation, or ``keys`` or ``labels`` of another length.
     """
     batch = [recs] if isinstance(recs, Recommendation) else list(recs)
     if not batch:
         raise ValueError("a webhook message needs at least one alert")
     if keys is not None and len(keys) != len(batch):
         raise ValueError(f"{len(keys)} idempotency keys for {len(batch)} alerts")
-    alerts = [alert(r, external_url, None if keys is None else keys[i]) for i, r in enumerate(batch)]
-    labels = group_labels(batch[0], group_by)
+    if labels is not None and len(labels) != len(batch):
+        raise ValueError(f"{len(labels)} label sets for {len(batch)} alerts")
+    alerts = [
+        alert(r, external_url, None if keys is None else keys[i], None if labels is None else labels[i])
+        for i, r in enumerate(batch)
+    ]
+    group = {k: alerts[0]["labels"][k] for k in group_by if k in alerts[0]["labels"]}
     firing = any(a["status"] == "firing" for a in alerts)
     return {
         "version": "4",
-        "groupKey": group_key(labels),
+        "groupKey": group_key(group),
         "truncatedAlerts": 0,
         "status": "firing" if firing else "resolved",
         "receiver": receiver,
-        "groupLabels": labels,
+        "groupLabels": group,
         "commonLabels": _common([a["labels"] for a in alerts]),
         "commonAnnotations": _common([a["annotations"] for a in alerts]),
         "externalURL": external_url,

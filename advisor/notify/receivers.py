@@ -29,7 +29,7 @@ import hashlib
 import hmac
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -53,12 +53,14 @@ def _json_body(obj: Any, *, ensure_ascii: bool = True) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class AlertNote:
-    """One alert transition inside a notification: its idempotency key, ``opened`` or ``resolved``, and the
-    recommendation at the transition (``resolved_at`` set when resolved)."""
+    """One alert transition inside a notification: its idempotency key, ``opened`` or ``resolved``, the
+    recommendation at the transition (``resolved_at`` set when resolved) and the alert's label set, fixed when
+    it first fired (``None``: :func:`advisor.notify.payload.alert_labels` of the recommendation)."""
 
     key: str
     kind: str
     recommendation: Recommendation
+    labels: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ def batch_notification(
         raise ValueError("a notification carries at least one alert")
     first = members[0]
     kind = "opened" if any(m.kind == "opened" for m in members) else "resolved"
-    if len(members) == 1:
+    if len(members) == 1 and first.labels is None:
         return Notification(first.key, first.kind, first.recommendation, group_key, accepted_at, (), external_url)
     key = batch_key([m.key for m in members])
     return Notification(key, kind, first.recommendation, group_key, accepted_at, tuple(members), external_url)
@@ -160,8 +162,11 @@ class Receiver(Protocol):
         """The request delivering ``note`` at ``now``."""
         ...
 
-    def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
-        """The request re-sending still-active alerts (only called when ``resend_interval`` is set)."""
+    def build_resend(
+        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+    ) -> Request:
+        """The request re-sending still-active alerts (only called when ``resend_interval`` is set), each with the
+        label set it fired with (``labels``, in order; ``None``: its own)."""
         ...
 
     def secrets(self) -> tuple[str, ...]:
@@ -229,7 +234,9 @@ class _Base:
             h["Authorization"] = f"Bearer {self._bearer}"
         return h
 
-    def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
+    def build_resend(
+        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+    ) -> Request:
         raise NotImplementedError(f"{type(self).__name__} does not re-send")
 
     def _external_url(self, note: Notification) -> str:
@@ -272,6 +279,7 @@ class WebhookReceiver(_Base):
             self._external_url(note),
             keys=[m.key for m in members],
             group_by=self.group_by,
+            labels=[m.labels for m in members],
         )
         body = _json_body(message)
         headers = self._headers(note.key)
@@ -367,12 +375,17 @@ class SlackReceiver(_Base):
 
 # -- Alertmanager API v2 ------------------------------------------------------------------------------------
 def postable_alert(
-    rec: Recommendation, ends_at: float, external_url: str = "", key: str | None = None
+    rec: Recommendation,
+    ends_at: float,
+    external_url: str = "",
+    key: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One element of ``POST /api/v2/alerts`` (Alertmanager's ``postableAlert``): the webhook alert's labels
-    and annotations (with ``idempotency_key`` when ``key`` is given), ``startsAt`` the opening time,
-    ``endsAt`` as given; ``generatorURL`` only when known (the API wants a URI there)."""
-    a = alert(rec, external_url, key)
+    (``labels``, the set it fired with, when given) and annotations (with ``idempotency_key`` when ``key`` is
+    given), ``startsAt`` the opening time, ``endsAt`` as given; ``generatorURL`` only when known (the API wants
+    a URI there)."""
+    a = alert(rec, external_url, key, labels)
     out: dict[str, Any] = {
         "labels": a["labels"],
         "annotations": a["annotations"],
@@ -420,11 +433,18 @@ class AlertmanagerReceiver(_Base):
             rec = m.recommendation
             resolved = m.kind == "resolved"
             ends = (rec.resolved_at if rec.resolved_at is not None else now) if resolved else self.ends_at(now)
-            alerts.append(postable_alert(rec, ends, external_url, m.key))
+            alerts.append(postable_alert(rec, ends, external_url, m.key, m.labels))
         return Request(self._endpoint, self._headers(note.key), _json_body(alerts))
 
-    def build_resend(self, active: Sequence[Recommendation], now: float) -> Request:
+    def build_resend(
+        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+    ) -> Request:
         ends = self.ends_at(now)
         keys = [idempotency_key("opened", r) for r in active]
-        body = _json_body([postable_alert(r, ends, self.external_url, k) for r, k in zip(active, keys, strict=True)])
+        fixed = [None] * len(active) if labels is None else list(labels)
+        if len(fixed) != len(active):
+            raise ValueError(f"{len(fixed)} label sets for {len(active)} alerts")
+        body = _json_body(
+            [postable_alert(r, ends, self.external_url, k, ls) for r, k, ls in zip(active, keys, fixed, strict=True)]
+        )
         return Request(self._endpoint, self._headers(batch_key(keys) if keys else None), body)

@@ -299,8 +299,7 @@ def test_replica_advice_never_changes_direction_inside_one_incident(run: Run) ->
     # the firing notifications of replica advice say the same
     for _, body in run.posts:
         for a in body["alerts"]:
-            dial = a["labels"].get("dial") or a["annotations"].get("dial")  # a label, or fixed labels + annotation
-            if dial == "replicas" and a["status"] == "firing":
+            if a["annotations"]["dial"] == "replicas" and a["status"] == "firing":  # the turn: an annotation
                 assert json.loads(a["annotations"]["suggested"]) > json.loads(a["annotations"]["current"])
 
 

@@ -142,7 +142,8 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
         assert firing["body"]["groupLabels"] == {"deployment": "chat-8b"}
         labels = firing["alert"]["labels"]
         assert labels["alertname"] == "CapacityAdvisorRecommendation"
-        assert labels["dial"] == r.dial and labels["deployment"] == "chat-8b" and labels["severity"] == "warning"
+        assert labels["id"] == r.id and labels["deployment"] == "chat-8b" and labels["severity"] == "warning"
+        assert firing["alert"]["annotations"]["dial"] == r.dial
         assert firing["alert"]["annotations"]["flag"] == "--max-num-seqs 192"
         assert firing["alert"]["annotations"]["summary"] == r.summary
         assert firing["alert"]["generatorURL"] == "http://127.0.0.1:9188/#dep-chat-8b"
@@ -150,7 +151,7 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
         # while open, the alert is re-sent with endsAt 4 × resend_interval ahead, as Prometheus does
         time.sleep(2.5)
         active = requests.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
-        mine = [a for a in active if a["labels"].get("dial") == r.dial]
+        mine = [a for a in active if a["labels"].get("id") == r.id]
         assert len(mine) == 1 and mine[0]["status"]["state"] == "active"
         assert mine[0]["startsAt"].startswith(rfc3339(r.opened_at)[:19])
         # sent once at submission (endsAt ≈ then + 4 s ≈ now + 1.5 s) and re-sent since (≈ now + 3–4 s)
@@ -197,7 +198,7 @@ def test_one_cycle_reaches_alertmanager_in_one_request_and_keep_alives_count_as_
         assert hook.wait(grouped, 20), alertmanager.log.read_text()[-2000:]
         body = next(b.json() for b in hook.acked() if len(b.json().get("alerts", [])) == 3)
         assert body["groupLabels"] == {"deployment": "chat-8b"}
-        by_dial = {a["labels"]["dial"]: a for a in body["alerts"]}
+        by_dial = {a["annotations"]["dial"]: a for a in body["alerts"]}
         assert set(by_dial) == {r.dial for r in recs}
         for r in recs:
             a = by_dial[r.dial]
@@ -212,7 +213,126 @@ def test_one_cycle_reaches_alertmanager_in_one_request_and_keep_alives_count_as_
             time.sleep(0.1)
         assert outcomes.count("resent") >= 3 and outcomes.count("sent") == 3
         active = requests.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
-        mine = [a for a in active if a["labels"].get("dial") in by_dial]
+        mine = [a for a in active if a["labels"].get("id") in {r.id for r in recs}]
         assert len(mine) == 3 and all(a["status"]["state"] == "active" for a in mine)
     finally:
         n.close(2)
+
+
+def _ours(am: Alertmanager) -> list[dict[str, Any]]:
+    """The advisor's alerts Alertmanager lists (``GET /api/v2/alerts`` lists the unresolved ones)."""
+    alerts = requests.get(f"{am.url}/api/v2/alerts", params={"filter": 'deployment="chat-8b"'}, timeout=5).json()
+    assert isinstance(alerts, list)
+    return [a for a in alerts if a["labels"].get("alertname") == "CapacityAdvisorRecommendation"]
+
+
+def _wait(pred: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return bool(pred())
+
+
+def _turns(opened_at: float) -> tuple[Any, Any]:
+    """One saturation incident: replicas 1 → 2 at opening, fp8 KV later (the same id, severity critical)."""
+    first = replace(
+        rec(
+            21,
+            opened_at=opened_at,
+            problem="saturation",
+            rule="queue_growth",
+            action="increase",
+            current=1,
+            suggested=2,
+            flag="replicas: 2",
+            severity="critical",
+            confidence=0.8,
+        ),
+        dial="replicas",
+    )
+    later = replace(
+        first,
+        rule="kv_saturation",
+        dial="gpu_memory_utilization",
+        action="increase",
+        current=0.9,
+        suggested=0.95,
+        flag="--gpu-memory-utilization 0.95",
+        confidence=0.45,
+    )
+    return first, later
+
+
+def test_an_incident_whose_turn_changes_stays_one_alert_in_alertmanager_and_resolves_there(
+    alertmanager: Alertmanager, hook: Hook, tmp_path: Path
+) -> None:
+    """Issue 13: the suggested turn of an open incident changes (queue_growth's replicas, then kv_saturation's
+    gpu_memory_utilization); Alertmanager keeps ONE alert for it (one fingerprint) whose annotations follow the
+    turn, and the incident's resolution — after a restart of the advisor without an outbox folder — resolves it."""
+    cfg = ReceiverConfig.model_validate(
+        {"name": "am", "type": "alertmanager", "url": alertmanager.url, "resend_interval": "1s", "backoff_seconds": 0.1}
+    )
+    first, later = _turns(time.time() - 30)
+    n = build_notifier([cfg], None, None)
+    try:
+        n.submit_cycle([("opened", first)])
+        assert _wait(lambda: len(_ours(alertmanager)) == 1), alertmanager.log.read_text()[-2000:]
+        (alert,) = _ours(alertmanager)
+        fingerprint = alert["fingerprint"]
+        assert alert["annotations"]["dial"] == "replicas"
+
+        n.submit_cycle([("updated", later)])  # re-rendered: the keep-alives carry the new turn
+        assert _wait(lambda: [a["annotations"]["dial"] for a in _ours(alertmanager)] == ["gpu_memory_utilization"])
+        time.sleep(2.5)  # more keep-alives: still one alert
+        (alert,) = _ours(alertmanager)
+        assert alert["fingerprint"] == fingerprint and alert["status"]["state"] == "active"
+        assert alert["labels"]["severity"] == "critical"  # fixed at opening, though confidence is now 0.45
+    finally:
+        n.close(2)
+
+    restarted = build_notifier([cfg], None, None)  # a new process: no memory of what it fired
+    resolved_at = time.time()
+    try:
+        restarted.submit_cycle([("resolved", replace(later, resolved_at=resolved_at))])
+        assert restarted.flush(10)
+    finally:
+        restarted.close(2)
+    assert _wait(lambda: _ours(alertmanager) == []), [a["labels"] for a in _ours(alertmanager)]
+
+    def resolved(h: Hook) -> bool:
+        return any(a["status"] == "resolved" for x in h.acked() for a in x.json().get("alerts", []))
+
+    assert hook.wait(resolved, 20), alertmanager.log.read_text()[-2000:]
+    sent = [a for x in hook.acked() for a in x.json()["alerts"]]
+    assert {a["fingerprint"] for a in sent} == {fingerprint}  # Alertmanager's own fingerprint: one alert
+    assert sent[-1]["status"] == "resolved" and sent[-1]["annotations"]["dial"] == "gpu_memory_utilization"
+    # ended by the resolution, not timed out after the last keep-alive
+    assert _unix(sent[-1]["endsAt"]) == pytest.approx(resolved_at, abs=0.01)
+
+
+def test_a_resolution_after_a_restart_ends_the_alert_fired_with_another_turn(
+    alertmanager: Alertmanager, tmp_path: Path
+) -> None:
+    """Without an outbox folder a restarted advisor has no record of the alert it fired; the incident, restored
+    from the state file, resolves with the turn it had by then. The labels do not depend on that turn, so the
+    resolution ends the alert that fired instead of leaving it active until it times out (4 × resend_interval,
+    16 minutes here: it cannot time out within the test)."""
+    cfg = ReceiverConfig.model_validate(
+        {"name": "am", "type": "alertmanager", "url": alertmanager.url, "resend_interval": "4m", "backoff_seconds": 0.1}
+    )
+    first, later = _turns(time.time() - 30)
+    n = build_notifier([cfg], None, None)
+    try:
+        n.submit_cycle([("opened", first)])
+        assert _wait(lambda: len(_ours(alertmanager)) == 1), alertmanager.log.read_text()[-2000:]
+    finally:
+        n.close(2)
+    restarted = build_notifier([cfg], None, None)
+    try:
+        restarted.submit_cycle([("resolved", replace(later, resolved_at=time.time()))])
+        assert restarted.flush(10)
+    finally:
+        restarted.close(2)
+    assert _wait(lambda: _ours(alertmanager) == []), [a["labels"] for a in _ours(alertmanager)]

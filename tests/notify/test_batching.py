@@ -92,8 +92,10 @@ def test_one_cycle_sends_one_post_per_group_key_with_every_alert_of_the_group(ho
         assert chat["version"] == "4" and chat["status"] == "firing" and chat["truncatedAlerts"] == 0
         assert chat["groupKey"] == '{}:{deployment="chat-8b"}'
         assert chat["groupLabels"] == {"deployment": "chat-8b"}
-        assert chat["commonLabels"]["deployment"] == "chat-8b" and chat["commonLabels"]["rule"] == "kv_saturation"
-        assert "dial" not in chat["commonLabels"]  # the alerts differ there
+        # a recommendation without a problem (written before issue 13) gives its rule as the problem
+        assert chat["commonLabels"]["deployment"] == "chat-8b" and chat["commonLabels"]["problem"] == "kv_saturation"
+        assert "id" not in chat["commonLabels"]  # the alerts differ there
+        assert chat["commonAnnotations"]["rule"] == "kv_saturation" and "dial" not in chat["commonAnnotations"]
         assert chat["receiver"] == "ops"
         assert chat["externalURL"] == EXTERNAL
         assert {a["generatorURL"] for a in chat["alerts"]} == {
@@ -126,16 +128,19 @@ def test_one_cycle_sends_one_post_per_group_key_with_every_alert_of_the_group(ho
 
 
 def test_group_by_names_the_labels_that_split_batches(hook: Hook) -> None:
-    n = build_notifier([webhook(hook, group_by=["deployment", "dial"])], None, None)
+    n = build_notifier([webhook(hook, group_by=["deployment", "id"])], None, None)
     try:
         n.submit_cycle([("opened", r) for r in cycle_recs()], LINKS)
         assert n.flush(10)
     finally:
         n.close(2)
     assert hook.count() == 5
-    assert {h.json()["groupKey"] for h in hook.acked()} >= {'{}:{deployment="chat-8b", dial="dial_0"}'}
+    assert {h.json()["groupKey"] for h in hook.acked()} >= {'{}:{deployment="chat-8b", id="0000000000000000"}'}
     with pytest.raises(pydantic.ValidationError, match="group_by must name distinct alert labels"):
         webhook(hook, group_by=["instance"])
+    # the current turn is an annotation, not a label: it cannot split groups
+    with pytest.raises(pydantic.ValidationError, match="group_by must name distinct alert labels"):
+        webhook(hook, group_by=["deployment", "dial"])
 
 
 def test_a_critical_recommendation_at_low_confidence_goes_out_as_a_warning(hook: Hook) -> None:
@@ -178,7 +183,7 @@ def test_batches_wait_in_the_outbox_across_a_restart(hook: Hook, tmp_path: Path)
     n.submit_cycle([("opened", r) for r in recs], LINKS)
     n.close(0.3)
     saved = json.loads((tmp_path / "ops.outbox.json").read_text())
-    assert saved["version"] == OUTBOX_VERSION == 2
+    assert saved["version"] == OUTBOX_VERSION == 3
     assert [len(e["alerts"]) for e in saved["pending"]] == [3, 2]
     assert saved["pending"][0]["external_url"] == EXTERNAL
     failed_keys = {h.key for h in hook.hits}
@@ -237,7 +242,14 @@ def test_the_previous_release_outbox_is_delivered_after_an_upgrade(hook: Hook, t
     assert firing["alerts"][0]["labels"]["severity"] == "warning"
     (am_firing,) = am_hits[0].json()
     assert am_firing["labels"]["severity"] == "warning"
+    # alerts the previous release accepted keep the label set of that release (rule, dial, action), so that
+    # Alertmanager's resolution of them matches the alert that fired; new ones get the fixed labels
+    legacy = {"alertname", "deployment", "rule", "dial", "action", "severity"}
+    (am_resolved,) = am_hits[1].json()
+    assert set(am_firing["labels"]) == set(am_resolved["labels"]) == legacy
+    assert (am_firing["labels"]["rule"], am_firing["labels"]["dial"]) == ("queue_growth", "replicas")
+    assert set(firing["alerts"][0]["labels"]) == legacy
     assert events.count("sent") == 4
     rewritten = json.loads((tmp_path / "ops.outbox.json").read_text())
-    assert rewritten["version"] == 2 and rewritten["pending"] == []
+    assert rewritten["version"] == 3 and rewritten["pending"] == []
     assert "5eed000000000001-firing-1790000000000" in rewritten["delivered"]
