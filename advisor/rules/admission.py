@@ -46,6 +46,7 @@ from advisor.rules.common import (
     tokens_per_running_request,
 )
 from advisor.rules.flags import flag_for
+from advisor.rules.replicas import arrival_history_withheld
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
@@ -239,7 +240,8 @@ class AdmissionThrashRule:
                 score=1.0,
                 sufficient=True,
                 cost=(current + 1) / current,
-                withheld=short,
+                # a replica turn over a history too short to measure the load is withheld like every other
+                withheld=short or arrival_history_withheld(ev),
                 gpus_added=float(gpus_per_replica(ev)),
             )
         )

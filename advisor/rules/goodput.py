@@ -211,6 +211,7 @@ class GoodputRule:
             f"{needed}",
             description=description,
             extra_effects=sizing.effects(),
+            withheld=sizing.withheld,
         )
 
     # -- TTFT without queueing: long prefills --------------------------------------------------------------

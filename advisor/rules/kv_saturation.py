@@ -177,6 +177,7 @@ class KVSaturationRule:
                         "cheaper when there is one."
                     ),
                     extra_effects=sizing.effects(),
+                    withheld=sizing.withheld,
                 )
             )
         knee = self._knee_proposal(ev, severity, conf, evidence)

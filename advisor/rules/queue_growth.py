@@ -138,5 +138,6 @@ class QueueGrowthRule:
                 summary=f"{ev.ctx.name}: arrivals outpace service ×{ratio:.1f} — scale replicas {current} → {needed}",
                 description=description,
                 extra_effects=sizing.effects(),
+                withheld=sizing.withheld,
             )
         ]
