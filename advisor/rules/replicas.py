@@ -233,13 +233,13 @@ set the rate (Robust Perception, "What range should I use with rate()?": at leas
 two scrapes are one difference."""
 
 
-def arrival_history_withheld(ev: Evaluation) -> str | None:
+def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIVAL_SPAN_SECONDS) -> str | None:
     """Why the window is too short to size replicas from its arrival rate, in numbers, or ``None``.
 
-    Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below
-    :data:`MIN_ARRIVAL_SPAN_SECONDS`, or it holds fewer than :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering
-    target (``samples ÷ replicas up``; not judged when the stats do not count their samples). ``None`` also
-    when there are no stats (nothing is sized then).
+    Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below ``min_span_seconds``
+    (config ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`), or it holds fewer than
+    :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering target (``samples ÷ replicas up``; not judged when the
+    stats do not count their samples). ``None`` also when there are no stats (nothing is sized then).
 
     Example: ``once --interval 2`` sees a 2 s span over 2 scrapes → ``"withheld: the arrival rate needs ≥ 30 s of
     history over ≥ 4 scrapes; this evaluation sees 2 s over 2 scrape(s) …"``.
@@ -249,11 +249,11 @@ def arrival_history_withheld(ev: Evaluation) -> str | None:
         return None
     span = s.span_seconds if s.span_seconds is not None else s.window_seconds
     scrapes = s.samples / max(ev.replicas_up, 1) if s.samples > 0 else None
-    if span >= MIN_ARRIVAL_SPAN_SECONDS and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
+    if span >= min_span_seconds and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
         return None
     seen = f"{span:.0f} s" + ("" if scrapes is None else f" over {scrapes:.0f} scrape(s)")
     return (
-        f"withheld: the arrival rate needs ≥ {MIN_ARRIVAL_SPAN_SECONDS:.0f} s of history over ≥ "
+        f"withheld: the arrival rate needs ≥ {min_span_seconds:g} s of history over ≥ "
         f"{MIN_ARRIVAL_SCRAPES} scrapes; this evaluation sees {seen}, where the in-flight growth is the momentary "
         "backlog, not a rate (no replica count is proposed from it)"
     )
@@ -405,7 +405,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
 
 
 def size_replicas(
-    ev: Evaluation, drain_seconds: float | None = None, *, current: int | None = None
+    ev: Evaluation,
+    drain_seconds: float | None = None,
+    *,
+    current: int | None = None,
+    min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
 ) -> ReplicaSizing | None:
     """The one replica count for ``ev``'s deployment: every rule that proposes replicas asks this.
 
@@ -425,7 +429,8 @@ def size_replicas(
        that time while arrivals go on: ``drain_replicas = ceil((λ + backlog ÷ drain_seconds) ÷ μ)``.
     4. ``replicas = max(slo_replicas, drain_replicas, 1)``.
 
-    5. Over a history shorter than :data:`MIN_ARRIVAL_SPAN_SECONDS` (or :data:`MIN_ARRIVAL_SCRAPES` scrapes) the
+    5. Over a history shorter than ``min_history_seconds`` (``rules.replicas.min_history``, default
+       :data:`MIN_ARRIVAL_SPAN_SECONDS`; or :data:`MIN_ARRIVAL_SCRAPES` scrapes) the
        sizing carries :attr:`ReplicaSizing.withheld`: its rate is a momentary backlog, not an arrival rate.
 
     ``current`` (default ``ev.ctx.replicas``) is the count utilizations are stated against. Returns ``None``
@@ -526,7 +531,7 @@ def size_replicas(
         explanation=text,
         queue_wait_seconds=_finite(wait(max(cur, 1))),
         queue_wait_seconds_after=_finite(wait(needed)),
-        withheld=arrival_history_withheld(ev),
+        withheld=arrival_history_withheld(ev, min_history_seconds),
     )
 
 

@@ -102,6 +102,8 @@ def _config(fleet: RunningFleet, hook_url: str) -> dict[str, Any]:
         "receivers": [{"name": "hook", "type": "webhook", "url": hook_url}],
         "rules": {
             "cooldown": "5s",
+            # the fleet runs on a 10× clock: 5 s of window are 50 simulated s, an arrival rate's history
+            "replicas": {"min_history": "5s"},
             "kv_saturation": {"for": "3s", "usage_threshold": 0.9, "resolve_below": 0.8},
             "goodput": {"for": "3s", "min_requests": 5},
             "queue_growth": {"for": "3s"},

@@ -122,3 +122,29 @@ def test_the_incident_lists_the_replica_turn_as_withheld_and_never_suggests_it()
     # queue_growth's only turn is withheld: its status says why instead of "firing"
     st = lc.statuses[("chat-8b", "queue_growth")]
     assert st.state == "withheld" and "≥ 30 s" in st.reason
+
+
+def test_the_minimum_history_is_configurable_and_reaches_every_rule_that_proposes_replicas() -> None:
+    # rules.replicas.min_history: the demo's 10× clock sets 5 s (= 50 simulated s); a 10 s window over 11 scrapes
+    # then sizes replicas, while the default 30 s withholds them
+    from advisor.config import parse_config
+    from advisor.rules.registry import builtin_rules
+
+    dep = {
+        "name": "chat-8b",
+        "engine": "vllm",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    ten_seconds = _burst(window_seconds=10.0, span_seconds=10.0, samples=11)
+    for history, withheld in (("5s", False), (None, True)):
+        rules_cfg = {} if history is None else {"replicas": {"min_history": history}}
+        rules = {r.id: r for r in builtin_rules(parse_config({"deployments": [dep], "rules": rules_cfg}).rules)}
+        for rid in ("queue_growth", "kv_saturation", "goodput_below_target", "admission_thrash"):
+            assert vars(rules[rid])["min_history_seconds"] == (5.0 if history else 30.0), rid
+        for rid in ("queue_growth", "kv_saturation", "goodput_below_target"):
+            props = _replicas(rules[rid].propose(ten_seconds))
+            assert props and all((p.withheld is not None) == withheld for p in props), (rid, history)
