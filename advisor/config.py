@@ -553,7 +553,7 @@ class ReplicasConfig(_Strict):
     Kubernetes HPA's ``scaleDown.stabilizationWindowSeconds``). ``drain_seconds``: when set, the count also
     clears the waiting backlog within this time while arrivals go on (default: off). ``min_history``: no replica
     count is proposed from a window spanning less than this (default 30 s,
-    :data:`advisor.rules.replicas.MIN_ARRIVAL_SPAN_SECONDS`; the demo's 10× clock sets 5 s = 50 simulated s)."""
+    :data:`advisor.rules.replicas.MIN_ARRIVAL_SPAN_SECONDS`; the demo's 10× clock sets 4 s = 40 simulated s)."""
 
     scale_up_window: Window = Field(default=60.0, description="scale up to the lowest raw count of this window")
     scale_down_window: Window = Field(default=300.0, description="scale down to the highest raw count of this window")
