@@ -102,8 +102,9 @@ def _config(fleet: RunningFleet, hook_url: str) -> dict[str, Any]:
         "receivers": [{"name": "hook", "type": "webhook", "url": hook_url}],
         "rules": {
             "cooldown": "5s",
-            # the fleet runs on a 10× clock: 5 s of window are 50 simulated s, an arrival rate's history
-            "replicas": {"min_history": "5s"},
+            # the fleet runs on a 10× clock: the 5 s window's 4 s between its oldest and newest scrape (1 s apart)
+            # are 40 simulated s, an arrival rate's history
+            "replicas": {"min_history": "4s"},
             "kv_saturation": {"for": "3s", "usage_threshold": 0.9, "resolve_below": 0.8},
             "goodput": {"for": "3s", "min_requests": 5},
             "queue_growth": {"for": "3s"},
@@ -201,8 +202,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 seen.exported.append(value)
             recs = requests.get(f"{base}/api/v1/recommendations?status=open", timeout=5).json()["recommendations"]
             for r in recs:
-                if r["dial"] == "replicas":
-                    seen.suggested.setdefault(r["id"], []).append(r["suggested"])
+                # the incident's replica advice: its suggested turn or, ranked after a no-GPU turn, an alternative
+                rep = next((t for t in [r, *(r.get("alternatives") or [])] if t["dial"] == "replicas"), None)
+                if rep is not None:
+                    seen.suggested.setdefault(r["id"], []).append(rep["suggested"])
             if had_open and not recs:
                 seen.cleared += 1
             had_open = bool(recs)
