@@ -551,11 +551,17 @@ class ReplicasConfig(_Strict):
     ``scale_up_window``: the advice scales up only to the lowest raw count of this window (default 60 s; 0 = at
     once). ``scale_down_window``: it scales down only to the highest raw count of this window (default 300 s,
     Kubernetes HPA's ``scaleDown.stabilizationWindowSeconds``). ``drain_seconds``: when set, the count also
-    clears the waiting backlog within this time while arrivals go on (default: off)."""
+    clears the waiting backlog within this time while arrivals go on (default: off). ``min_history``: no replica
+    count is proposed from a window spanning less than this (default 30 s,
+    :data:`advisor.rules.replicas.MIN_ARRIVAL_SPAN_SECONDS`; the demo's 10× clock sets 4 s = 40 simulated s)."""
 
     scale_up_window: Window = Field(default=60.0, description="scale up to the lowest raw count of this window")
     scale_down_window: Window = Field(default=300.0, description="scale down to the highest raw count of this window")
     drain_seconds: Duration | None = Field(default=None, description="clear a backlog within this time (off)")
+    min_history: Duration = Field(
+        default=30.0,
+        description="no replica count from a window spanning less (its arrival rate is a momentary backlog)",
+    )
 
 
 def stabilizer_from(cfg: ReplicasConfig) -> ReplicaStabilizer:

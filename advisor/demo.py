@@ -55,6 +55,9 @@ def demo_config(deployments: list[dict[str, Any]]) -> Config:
         "deployments": deployments,
         "rules": {
             "cooldown": "5s",
+            # the fleet runs on a 10× clock: the 5 s window's 4 s between its oldest and newest scrape (1 s apart)
+            # are 40 simulated s, an arrival rate's history
+            "replicas": {"min_history": "4s"},
             "kv_saturation": {"for": "3s", "usage_threshold": 0.9, "resolve_below": 0.8},
             "goodput": {"for": "3s", "min_requests": 5},
             "queue_growth": {"for": "3s"},

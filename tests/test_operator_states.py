@@ -536,13 +536,13 @@ def check_arrivals_far_above_service(result: dict[str, Any]) -> None:
     _snap_close(snap, "requests_waiting", 1198)
     _snap_close(snap, "kv_cache_usage_ratio", 0.69)
     recs = result["recommendations"]
-    assert recs, f"no recommendation; rules: {result['rules']}"
-    first = recs[0]
-    assert (first.get("dial"), first.get("action")) == ("replicas", "increase"), f"first: {_brief(recs)}"
-    # 200 req/s offered to replicas that each complete 2–2.4 req/s: a stable queue needs > 200 / 2.4 ≈ 83.
-    assert _num(first["suggested"]) >= 84, f"replica count {first['suggested']} is not from λ/μ ≈ 83–100"
-    assert _num(first["suggested"]) > _num(first["current"])
-    _assert_never(recs, [("max_num_seqs", "increase"), ("speculative_decoding", None)])
+    # ``once`` sees two scrapes 1 s apart: an arrival rate needs ≥ 30 s over ≥ 4 scrapes (issue 13), so the replica
+    # count is withheld with that reason instead of sized from a 1 s backlog (the sizing itself — > 200 ÷ 2.4 ≈ 83
+    # replicas — is tested on a full window in tests/rules/test_replicas_sizing.py)
+    statuses = {r["rule"]: r for r in result["rules"]}
+    qg = statuses["queue_growth"]
+    assert qg["state"] == "withheld" and "≥ 30 s" in qg["reason"], qg
+    _assert_never(recs, [("replicas", "increase"), ("max_num_seqs", "increase"), ("speculative_decoding", None)])
 
 
 def check_72b_int4_small_budget(result: dict[str, Any]) -> None:

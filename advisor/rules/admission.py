@@ -46,6 +46,7 @@ from advisor.rules.common import (
     tokens_per_running_request,
 )
 from advisor.rules.flags import flag_for
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
@@ -74,13 +75,17 @@ class AdmissionThrashRule:
         min_pool_share: float = 0.1,
         target_concurrency: int = 8,
         for_seconds: float = 120.0,
+        *,
+        min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
     ):
-        """Thresholds as documented on the module; ``for_seconds`` the for-duration."""
+        """Thresholds as documented on the module; ``for_seconds`` the for-duration; ``min_history_seconds`` the
+        shortest history a replica turn is proposed from (``rules.replicas.min_history``)."""
         self.usage_threshold = usage_threshold
         self.max_running = max_running_per_replica
         self.min_share = min_pool_share
         self.target_concurrency = target_concurrency
         self._for = for_seconds
+        self.min_history_seconds = min_history_seconds
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -239,7 +244,8 @@ class AdmissionThrashRule:
                 score=1.0,
                 sufficient=True,
                 cost=(current + 1) / current,
-                withheld=short,
+                # a replica turn over a history too short to measure the load is withheld like every other
+                withheld=short or arrival_history_withheld(ev, self.min_history_seconds),
                 gpus_added=float(gpus_per_replica(ev)),
             )
         )

@@ -441,8 +441,12 @@ def replicas_proposal(
     summary: str,
     description: str,
     extra_effects: dict[str, dict[str, Any]] | None = None,
+    withheld: str | None = None,
 ) -> Proposal:
     """Scale replicas from the configured count to ``needed`` (cost: the replica ratio).
+
+    ``withheld``: why the count must not be suggested (``ReplicaSizing.withheld``: too short a history), in
+    numbers (``Proposal.withheld``).
 
     ``kv_cache_tokens_total`` is anchored on the engine's pool when it reports one (:func:`pool_effect`);
     ``gpus_added`` = the replicas added × GPUs per replica (:func:`gpus_per_replica`), 0 for a scale-down.
@@ -473,6 +477,7 @@ def replicas_proposal(
         sufficient=True,
         cost=max(needed / max(current, 1), 1.0),
         gpus_added=float(max(0, needed - current) * gpus_per_replica(ev)),
+        withheld=withheld,
     )
     return anchored(ev, proposal)
 

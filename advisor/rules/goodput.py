@@ -51,7 +51,7 @@ from advisor.rules.common import (
     turn_gpus_added,
 )
 from advisor.rules.flags import flag_for
-from advisor.rules.replicas import size_replicas
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
 from advisor.rules.turns import effect
 from advisor.telemetry import summarize
 
@@ -90,6 +90,7 @@ class GoodputRule:
         target_utilization: float = 0.8,
         *,
         drain_seconds: float | None = None,
+        min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
     ):
         """``for_seconds``: for-duration (s); ``min_requests``: finished requests needed to judge;
         ``target_utilization``: kept for configuration compatibility (replica counts come from
@@ -99,6 +100,7 @@ class GoodputRule:
         self.min_requests = min_requests
         self.target_utilization = target_utilization
         self.drain_seconds = drain_seconds
+        self.min_history_seconds = min_history_seconds  # rules.replicas.min_history: shortest history sized
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -182,7 +184,7 @@ class GoodputRule:
     # -- TTFT with queueing: replicas ---------------------------------------------------------------------
     def _replicas(self, ev: Evaluation, ratio: float, evidence: dict[str, Any], conf: float) -> Proposal | None:
         s = ev.stats
-        sizing = size_replicas(ev, self.drain_seconds)
+        sizing = size_replicas(ev, self.drain_seconds, min_history_seconds=self.min_history_seconds)
         if s is None or sizing is None:
             return None
         current = ev.ctx.replicas
@@ -211,6 +213,7 @@ class GoodputRule:
             f"{needed}",
             description=description,
             extra_effects=sizing.effects(),
+            withheld=sizing.withheld,
         )
 
     # -- TTFT without queueing: long prefills --------------------------------------------------------------

@@ -38,7 +38,7 @@ from advisor.rules.common import (
     turn_proposal,
 )
 from advisor.rules.flags import flag_for
-from advisor.rules.replicas import size_replicas
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
 from advisor.rules.turns import effect, turn
 
 
@@ -56,6 +56,7 @@ class KVSaturationRule:
         for_seconds: float = 60.0,
         *,
         drain_seconds: float | None = None,
+        min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
     ):
         """Thresholds: usage ratios 0–1; ``for_seconds`` the for-duration in seconds; ``drain_seconds`` the
         replica count's drain term (``rules.replicas.drain_seconds``, :func:`advisor.rules.replicas.size_replicas`)."""
@@ -63,6 +64,7 @@ class KVSaturationRule:
         self.resolve_below = resolve_below
         self._for = for_seconds
         self.drain_seconds = drain_seconds
+        self.min_history_seconds = min_history_seconds  # rules.replicas.min_history: shortest history sized
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -158,7 +160,7 @@ class KVSaturationRule:
             )
             for cand in pool_turns(ev)
         ]
-        sizing = size_replicas(ev, self.drain_seconds)
+        sizing = size_replicas(ev, self.drain_seconds, min_history_seconds=self.min_history_seconds)
         if sizing is not None and sizing.replicas > ev.ctx.replicas:
             current = ev.ctx.replicas
             target = sizing.replicas
@@ -177,6 +179,7 @@ class KVSaturationRule:
                         "cheaper when there is one."
                     ),
                     extra_effects=sizing.effects(),
+                    withheld=sizing.withheld,
                 )
             )
         knee = self._knee_proposal(ev, severity, conf, evidence)

@@ -244,6 +244,7 @@ class _Incident:
     challenger_since: float = 0.0  # unix s when the challenger first ranked better (this run)
     replicas_direction: str | None = None  # increase | decrease, fixed at the first replica advice
     replicas_last: int | None = None  # last stabilized replica count advised
+    replicas_turn: Proposal | None = None  # the last replicas turn advised, held while the incident is open
     folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
 
 
@@ -481,7 +482,8 @@ class Lifecycle:
             out.append(Transition("resolved", resolved, why))
             inc = None
         elif contributing:
-            self._refresh(ev, inc, turns, withheld)
+            firing = {r.id for r, _ in contributing if r.id not in superseded_by}
+            self._refresh(ev, inc, self._held_replicas(ev, inc, turns, withheld, firing), withheld)
         self._set_statuses(ev, problem, contributing, superseded_by, reasons, inc)
         return out
 
@@ -615,8 +617,58 @@ class Lifecycle:
             withheld=tuple(withheld),
         )
         inc = _Incident(rec=rec)
+        inc.replicas_turn = next((t.p for t in turns if t.p.dial == c.DIAL_REPLICAS), None)
         _note_replicas(inc)
         return inc
+
+    def _held_replicas(
+        self,
+        ev: Evaluation,
+        inc: _Incident,
+        turns: list[_Turn],
+        withheld: list[dict[str, Any]],
+        firing: Collection[str],
+    ) -> list[_Turn]:
+        """``turns`` plus the incident's replicas turn when this window proposes none (nor withholds one) while
+        the rule that proposed it still fires (``firing``: rule ids; a rule that cleared takes its turn with it):
+        once proposed, a replica count stays advised for the life of the incident, at the stabilizer's value
+        (:meth:`ReplicaStabilizer.value`, never against the incident's direction: else the last advised count),
+        so the advice and ``advisor_recommended_value{dial="replicas"}`` do not come and go with the momentary
+        data. Not held when the configured count changed (the turn was made) or the stabilized count is the
+        current one."""
+        held = inc.replicas_turn
+        if held is None or held.rule not in firing or any(t.p.dial == c.DIAL_REPLICAS for t in turns):
+            return turns
+        if any(w.get("dial") == c.DIAL_REPLICAS for w in withheld):
+            return turns
+        current = ev.ctx.replicas
+        if held.current != current or not isinstance(held.suggested, int | float):
+            return turns
+        value = self.replica_stabilizer.value(ev.ctx.name, ev.now, current)
+        direction = inc.replicas_direction
+        if (direction == "increase" and value <= current) or (direction == "decrease" and value >= current):
+            value = current
+        if value == current:
+            value = inc.replicas_last if inc.replicas_last is not None else int(held.suggested)
+        if value == current:
+            return turns
+        note = (
+            f" This evaluation's data proposes no replica count; the incident keeps its replica advice at {value} "
+            "(stabilized) until it resolves."
+        )
+        p = replace(
+            held,
+            suggested=value,
+            action="increase" if value > current else "decrease",
+            flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
+            summary=held.summary.replace(f"{current} → {held.suggested}", f"{current} → {value}"),
+            description=held.description.split(" This evaluation's data proposes no replica count")[0] + note,
+            gpus_added=float(max(0, value - current) * gpus_per_replica(ev)) if value > current else held.gpus_added,
+            cost=max(value / max(current, 1), 1.0),
+        )
+        out = [*turns, _Turn(p, gpus_added(p, ev))]
+        out.sort(key=lambda t: t.key)
+        return out
 
     def _refresh(self, ev: Evaluation, inc: _Incident, turns: list[_Turn], withheld: list[dict[str, Any]]) -> None:
         """Re-render the incident from the current evidence; keep id, opened_at and severity; change the
@@ -665,6 +717,7 @@ class Lifecycle:
             )
         others = [t for t in turns if t.p.dial != p.dial]
         ranked = [_Turn(p, chosen.gpus), *others]
+        inc.replicas_turn = next((t.p for t in ranked if t.p.dial == c.DIAL_REPLICAS), inc.replicas_turn)
         rec = replace(
             old,
             rule=p.rule,
@@ -679,7 +732,7 @@ class Lifecycle:
             runbook=f"{c.RUNBOOK_BASE}#{p.rule.replace('_', '-')}",
             predicted_effect=p.predicted_effect,
             evidence=p.evidence,
-            alternatives=tuple(_alternative(t) for t in others),
+            alternatives=_held_alternatives(old, others),
             withheld=tuple(withheld),
         )
         if switched or moved:
@@ -766,6 +819,41 @@ def _alternative(t: _Turn) -> dict[str, Any]:
         "confidence": p.confidence,
         "why_rank": why_rank(p, t.gpus),
     }
+
+
+def _held_alternatives(old: Recommendation, others: list[_Turn]) -> tuple[dict[str, Any], ...]:
+    """The alternatives of ``others``, each at its last announced value (an alternative of ``old``, or ``old``'s
+    suggested turn when the suggestion switched) unless the value moved materially (:func:`material_change`,
+    the rule the suggested turn follows) or the current value changed: a max_num_seqs cap jittering 28 ↔ 31
+    with the window is one announced value, not a new one each evaluation. Ranking and reasons stay current."""
+    before: dict[str, Mapping[str, Any]] = {str(a.get("dial")): a for a in old.alternatives}
+    before.setdefault(
+        old.dial,
+        {
+            "current": old.current,
+            "suggested": old.suggested,
+            "action": old.action,
+            "flag": old.flag,
+            "predicted_effect": old.predicted_effect,
+        },
+    )
+    out: list[dict[str, Any]] = []
+    for t in others:
+        alt = _alternative(t)
+        prev = before.get(t.p.dial)
+        if (
+            prev is not None
+            and prev.get("current") == alt["current"]
+            and not material_change(prev.get("suggested"), alt["suggested"])
+        ):
+            alt.update(
+                action=prev.get("action", alt["action"]),
+                suggested=prev.get("suggested"),
+                flag=prev.get("flag", alt["flag"]),
+                predicted_effect={k: dict(v) for k, v in (prev.get("predicted_effect") or {}).items()},
+            )
+        out.append(alt)
+    return tuple(out)
 
 
 def _alternative_from_record(r: Recommendation) -> dict[str, Any]:

@@ -6,6 +6,11 @@ full llama.cpp slots with an idle KV cache is not spare capacity), and fewer tha
 replica's concurrency ceiling run (the ceiling at the observed request length, bounded by max-num-seqs). Its
 for-duration is long by default (30 min) so a quiet hour does not shrink a fleet. Never proposes a scale-up.
 
+Never fires, and proposes no GPU-freeing turn (fewer replicas, a lower TP, a smaller GPU), while any configured
+replica is down or stale (``Evaluation.replicas_up < replicas``: its load went to the others, so what they run
+is not the deployment's load, and the window is partial) or while requests wait; the status says which, in numbers.
+An active incident clears then.
+
 The load is read at the window's peak (``Evaluation.requests_running_max``), never at the newest sample alone,
 and must be steady: the index of dispersion of running requests over the window (variance ÷ mean; about 1 for a
 steady Poisson load) at most ``max_dispersion``. A lull after a busy spell (40 → 2 running: 17) does not fire.
@@ -136,8 +141,12 @@ class OverProvisionedRule:
         if hot is not None:
             evidence[f"{hot[1]}_pool_usage_ratio"] = hot[0]
         waiting = max(s.requests_waiting, s.requests_waiting_first or 0)
+        down = max(0, ev.ctx.replicas - ev.replicas_up)
+        evidence["replicas_up"] = ev.replicas_up
+        evidence["replicas_configured"] = ev.ctx.replicas
         holds = (
-            g >= ev.ctx.slo.target_ratio
+            down == 0
+            and g >= ev.ctx.slo.target_ratio
             and waiting == 0
             and usage < self.max_usage
             and (hot is None or hot[0] < self.max_usage)
@@ -156,6 +165,11 @@ class OverProvisionedRule:
             )
         if hot is not None:
             reason += f", {hot[1]} pool usage {hot[0]:.1%}"
+        if down:
+            reason += (
+                f"; not while {down} of {ev.ctx.replicas} replica(s) are down or stale ({ev.replicas_up} answer): "
+                "their load is elsewhere and this data is partial, so no GPU-freeing turn is judged"
+            )
         return holds, reason, evidence
 
     def fires(self, ev: Evaluation) -> Condition:
@@ -175,6 +189,7 @@ class OverProvisionedRule:
             or any(v >= 2 * self.max_usage for k, v in evidence.items() if k.endswith("_pool_usage_ratio"))
             or evidence["requests_waiting"] > max(2.0, 0.1 * evidence["requests_running"])
             or evidence["goodput_ratio"] < evidence["target_ratio"]
+            or ev.replicas_up < ev.ctx.replicas
         )
         return Condition(busy, reason, evidence)
 
@@ -184,6 +199,9 @@ class OverProvisionedRule:
         s = ev.stats
         if holds is None or s is None or s.requests_running is None:
             return []
+        waiting = max(s.requests_waiting or 0.0, s.requests_waiting_first or 0.0)
+        if ev.replicas_up < ev.ctx.replicas or waiting > 0:
+            return []  # no GPU-freeing turn on partial data or beside a queue (the module docstring)
         ceiling = self._ceiling(ev)
         current = ev.ctx.replicas
         conf = confidence(ev, 0.8)

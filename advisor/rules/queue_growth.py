@@ -21,7 +21,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, count, replicas_proposal
-from advisor.rules.replicas import arrival_rate, size_replicas
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_rate, size_replicas
 
 
 class QueueGrowthRule:
@@ -38,6 +38,7 @@ class QueueGrowthRule:
         for_seconds: float = 120,
         *,
         drain_seconds: float | None = None,
+        min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
         resolve_waiting_per_replica: float = 1.0,
         resolve_below: float = 0.8,
     ):
@@ -50,6 +51,7 @@ class QueueGrowthRule:
         self.target_utilization = target_utilization
         self._for = for_seconds
         self.drain_seconds = drain_seconds
+        self.min_history_seconds = min_history_seconds  # rules.replicas.min_history: shortest history sized
         self.resolve_waiting = resolve_waiting_per_replica
         self.resolve_below = resolve_below
 
@@ -114,7 +116,7 @@ class QueueGrowthRule:
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Replicas from :func:`advisor.rules.replicas.size_replicas`, when more than configured."""
         s = ev.stats
-        sizing = size_replicas(ev, self.drain_seconds)
+        sizing = size_replicas(ev, self.drain_seconds, min_history_seconds=self.min_history_seconds)
         if sizing is None or s is None:
             return []
         current = ev.ctx.replicas
@@ -138,5 +140,6 @@ class QueueGrowthRule:
                 summary=f"{ev.ctx.name}: arrivals outpace service ×{ratio:.1f} — scale replicas {current} → {needed}",
                 description=description,
                 extra_effects=sizing.effects(),
+                withheld=sizing.withheld,
             )
         ]

@@ -45,6 +45,7 @@ from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
 from advisor.rules.queue_growth import QueueGrowthRule
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS
 from advisor.rules.speculative import SpeculativeRule
 from advisor.rules.stalled import StalledRule
 from advisor.rules.weights import WeightsCrowdRule
@@ -61,6 +62,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
     r = cfg
     replicas = getattr(r, "replicas", None)
     drain = getattr(replicas, "drain_seconds", None)
+    history = float(getattr(replicas, "min_history", MIN_ARRIVAL_SPAN_SECONDS))
     candidates: list[tuple[bool, Rule]] = [
         (
             r.stalled.enabled,
@@ -80,6 +82,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.admission_thrash.min_pool_share,
                 r.admission_thrash.target_concurrency,
                 r.admission_thrash.for_,
+                min_history_seconds=history,
             ),
         ),
         (
@@ -93,6 +96,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.queue_growth.target_utilization,
                 r.queue_growth.for_,
                 drain_seconds=drain,
+                min_history_seconds=history,
                 resolve_below=r.kv_saturation.resolve_below,
             ),
         ),
@@ -103,11 +107,18 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.kv_saturation.resolve_below,
                 r.kv_saturation.for_,
                 drain_seconds=drain,
+                min_history_seconds=history,
             ),
         ),
         (
             r.goodput.enabled,
-            GoodputRule(r.goodput.for_, r.goodput.min_requests, r.goodput.target_utilization, drain_seconds=drain),
+            GoodputRule(
+                r.goodput.for_,
+                r.goodput.min_requests,
+                r.goodput.target_utilization,
+                drain_seconds=drain,
+                min_history_seconds=history,
+            ),
         ),
         (
             r.speculative_decoding.enabled,

@@ -146,6 +146,8 @@ class ReplicaSizing:
         explanation: one paragraph with the numbers, for descriptions.
         queue_wait_seconds / queue_wait_seconds_after: mean wait before service (seconds) at the current count
             and at :attr:`replicas`; ``None`` when the queue is unstable (grows without bound).
+        withheld: why the count must not be proposed (:func:`arrival_history_withheld`: the history is too short
+            for an arrival rate), in numbers; ``None`` when it may. Every rule passes it to its proposal.
     """
 
     arrival_rate: float
@@ -165,6 +167,7 @@ class ReplicaSizing:
     explanation: str
     queue_wait_seconds: float | None = None
     queue_wait_seconds_after: float | None = None
+    withheld: str | None = None
 
     def effects(self) -> dict[str, dict[str, Any]]:
         """Predicted effects of scaling to :attr:`replicas`: utilization and mean queue wait, before → after."""
@@ -214,6 +217,46 @@ def arrival_rate(stats: WindowStats | None) -> tuple[float, float, float] | None
     growth = (last - first) / span
     done = s.requests_finished_per_second
     return max(0.0, done + growth), done, growth
+
+
+MIN_ARRIVAL_SPAN_SECONDS = 30.0
+"""Shortest history (seconds, the window's newest − oldest scrape) over which an arrival rate is measured for a
+replica count. The growth term of :func:`arrival_rate` is (in-flight at the end − at the start) ÷ span: over a
+span of a few seconds at a burst's start it is the momentary backlog divided by a small number (47 requests
+admitted in 2 s read as 23.7 requests/s while 2.47/s complete, and sized 10 replicas where 2 serve the load).
+30 s is twice the default 15 s scrape interval and HPA's default 15 s sync period, and holds several mean
+request lifetimes of a chat load (a few seconds each), so a burst's admission is averaged with its service."""
+MIN_ARRIVAL_SCRAPES = 4
+"""Fewest scrapes per target (three intervals) over which an arrival rate is measured: Prometheus' guidance
+for ``rate()`` is a range of at least four scrape intervals' worth of samples so one late or early scrape does not
+set the rate (Robust Perception, "What range should I use with rate()?": at least 4× the scrape interval);
+two scrapes are one difference."""
+
+
+def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIVAL_SPAN_SECONDS) -> str | None:
+    """Why the window is too short to size replicas from its arrival rate, in numbers, or ``None``.
+
+    Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below ``min_span_seconds``
+    (config ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`), or it holds fewer than
+    :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering target (``samples ÷ replicas up``; not judged when the
+    stats do not count their samples). ``None`` also when there are no stats (nothing is sized then).
+
+    Example: ``once --interval 2`` sees a 2 s span over 2 scrapes → ``"withheld: the arrival rate needs ≥ 30 s of
+    history over ≥ 4 scrapes; this evaluation sees 2 s over 2 scrape(s) …"``.
+    """
+    s = ev.stats
+    if s is None:
+        return None
+    span = s.span_seconds if s.span_seconds is not None else s.window_seconds
+    scrapes = s.samples / max(ev.replicas_up, 1) if s.samples > 0 else None
+    if span >= min_span_seconds and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
+        return None
+    seen = f"{span:.0f} s" + ("" if scrapes is None else f" over {scrapes:.0f} scrape(s)")
+    return (
+        f"withheld: the arrival rate needs ≥ {min_span_seconds:g} s of history over ≥ "
+        f"{MIN_ARRIVAL_SCRAPES} scrapes; this evaluation sees {seen}, where the in-flight growth is the momentary "
+        "backlog, not a rate (no replica count is proposed from it)"
+    )
 
 
 SATURATED_USAGE = 0.9
@@ -362,7 +405,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
 
 
 def size_replicas(
-    ev: Evaluation, drain_seconds: float | None = None, *, current: int | None = None
+    ev: Evaluation,
+    drain_seconds: float | None = None,
+    *,
+    current: int | None = None,
+    min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
 ) -> ReplicaSizing | None:
     """The one replica count for ``ev``'s deployment: every rule that proposes replicas asks this.
 
@@ -381,6 +428,10 @@ def size_replicas(
     3. With ``drain_seconds`` (config ``rules.replicas.drain_seconds``), the waiting backlog must also clear in
        that time while arrivals go on: ``drain_replicas = ceil((λ + backlog ÷ drain_seconds) ÷ μ)``.
     4. ``replicas = max(slo_replicas, drain_replicas, 1)``.
+
+    5. Over a history shorter than ``min_history_seconds`` (``rules.replicas.min_history``, default
+       :data:`MIN_ARRIVAL_SPAN_SECONDS`; or :data:`MIN_ARRIVAL_SCRAPES` scrapes) the
+       sizing carries :attr:`ReplicaSizing.withheld`: its rate is a momentary backlog, not an arrival rate.
 
     ``current`` (default ``ev.ctx.replicas``) is the count utilizations are stated against. Returns ``None``
     when the arrival or completion rate is unknown or no replica answered.
@@ -480,6 +531,7 @@ def size_replicas(
         explanation=text,
         queue_wait_seconds=_finite(wait(max(cur, 1))),
         queue_wait_seconds_after=_finite(wait(needed)),
+        withheld=arrival_history_withheld(ev, min_history_seconds),
     )
 
 

@@ -16,6 +16,7 @@ deployment, so model-vs-engine drift does not open an incident of its own. The e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,42 @@ def one_incident(
     return check
 
 
+def replicas_withheld_over_one_second(*rules: str) -> Callable[[dict[str, Any]], None]:
+    """``once --interval 1`` sees about 1 s of history: no replica count may be proposed from it (its arrival rate is a
+    momentary backlog; it needs ≥ 30 s). The incident lists the replica turn under ``withheld`` with the span in
+    numbers, and ``rules`` (whose only turn is replicas) show ``withheld`` with that reason."""
+
+    def check(result: dict[str, Any]) -> None:
+        recs = result.get("recommendations") or []
+        for rec in recs:
+            assert "replicas" not in [t["dial"] for t in _turns(rec)], f"replicas from 1 s of history: {brief([rec])}"
+        held = [
+            w
+            for rec in recs
+            for w in rec.get("withheld") or []
+            if w.get("dial") == "replicas" and not str(w.get("reason")).startswith("superseded by ")
+        ]
+        assert held, f"the replica turn is not listed as withheld: {[r.get('withheld') for r in recs]}"
+        for w in held:
+            seen = re.search(r"≥ 30 s of history .*; this evaluation sees (\d+) s", str(w.get("reason")))
+            assert seen and int(seen.group(1)) < 30, w
+        for rule in rules:
+            st = _status(result, rule)
+            assert st.get("state") == "withheld" and "≥ 30 s" in str(st.get("reason")), st
+
+    return check
+
+
+def all_of(*checks: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Every check, in order."""
+
+    def check(result: dict[str, Any]) -> None:
+        for c in checks:
+            c(result)
+
+    return check
+
+
 def superseded_into_one_incident(
     by: str, superseded: str, *turns: str, firing: tuple[str, ...] = ()
 ) -> Callable[[dict[str, Any]], None]:
@@ -102,9 +139,11 @@ def long_prompts_thrash_a_small_pool() -> FieldState:
 
     ``admission_thrash`` (a few long requests hold the pool), ``kv_saturation`` and ``goodput_below_target`` all
     hold: one incident, suggested by ``admission_thrash`` (whose diagnosis supersedes the generic pool turns),
-    with whole-request admission and a replica among its turns; ``kv_saturation`` is shown ``superseded`` — not
-    ``inactive`` — and its turns are listed as withheld with the reason; ``goodput_below_target`` is ``firing``
-    (its replica count merged, one replica number). Never more sequences, fewer replicas or speculation. (Whether
+    with whole-request admission among its turns; ``kv_saturation`` is shown ``superseded`` — not
+    ``inactive`` — and its turns are listed as withheld with the reason; ``goodput_below_target`` is ``withheld``
+    (``once`` sees ~1 s of history: its replica count, like the long-context replica, is withheld until ≥ 30 s of
+    history measure an arrival rate — issue 13, found by a new-user walkthrough). Never more sequences, fewer
+    replicas or speculation. (Whether
     a context cap below the observed prompt lengths may be suggested is issue 13 problem 2, not asserted here.)
     """
     eng = VLLMEngine(
@@ -141,10 +180,11 @@ def long_prompts_thrash_a_small_pool() -> FieldState:
         },
         scrapes=[(first, eng.render())],
         snapshot={"requests_running": 1, "requests_waiting": 1, "kv_cache_usage_ratio": 0.99},
-        must_propose=[("admission_policy", "set"), ("replicas", "increase")],
-        must_never=NEVER_ON_A_FULL_POOL,
-        extra_check=superseded_into_one_incident(
-            "admission_thrash", "kv_saturation", "admission_policy", "replicas", firing=("goodput_below_target",)
+        must_propose=[("admission_policy", "set")],
+        must_never=[*NEVER_ON_A_FULL_POOL, ("replicas", "increase")],  # 1 s of history sizes no replicas
+        extra_check=all_of(
+            superseded_into_one_incident("admission_thrash", "kv_saturation", "admission_policy"),
+            replicas_withheld_over_one_second("goodput_below_target"),
         ),
     )
 
@@ -159,8 +199,9 @@ def reasoning_requests_fill_a_fp8_model_pool() -> FieldState:
 
     Four rules hold — ``admission_thrash``, ``queue_growth``, ``kv_saturation``, ``goodput_below_target`` — and
     they are one problem: one incident (before: a recommendation per rule and dial), suggested by
-    ``admission_thrash``; ``queue_growth`` and ``goodput_below_target`` are ``firing`` (before, their only dial,
-    replicas, was "taken" and they showed ``inactive``), ``kv_saturation`` ``superseded``. The budget is at the
+    ``admission_thrash``; ``queue_growth`` and ``goodput_below_target`` are ``withheld`` with the reason (never
+    ``inactive``: their only dial, replicas, cannot be sized from ``once``'s ~1 s of history, which needs ≥ 30 s),
+    ``kv_saturation`` ``superseded``. The budget is at the
     0.95 the advisor never exceeds and the weights are already fp8: neither is ever proposed.
     """
     eng = VLLMEngine(
@@ -200,18 +241,16 @@ def reasoning_requests_fill_a_fp8_model_pool() -> FieldState:
         },
         scrapes=[(first, eng.render())],
         snapshot={"requests_running": 2, "requests_waiting": 6, "kv_cache_usage_ratio": 1.0},
-        must_propose=[("admission_policy", "set"), ("replicas", "increase")],
+        must_propose=[("admission_policy", "set")],
         must_never=[
             *NEVER_ON_A_FULL_POOL,
             ("gpu_memory_utilization", "increase"),  # already 0.95
             ("weight_quantization", None),  # already fp8
+            ("replicas", "increase"),  # 1 s of history sizes no replicas
         ],
-        extra_check=superseded_into_one_incident(
-            "admission_thrash",
-            "kv_saturation",
-            "admission_policy",
-            "replicas",
-            firing=("queue_growth", "goodput_below_target"),
+        extra_check=all_of(
+            superseded_into_one_incident("admission_thrash", "kv_saturation", "admission_policy"),
+            replicas_withheld_over_one_second("queue_growth", "goodput_below_target"),
         ),
     )
 
@@ -223,8 +262,9 @@ def waiting_spikes_as_the_pool_fills() -> FieldState:
     NV18-linked ones, its model unnamed.) The window: KV usage 0.97 → 0.99, 180 running, waiting 40 → 120,
     preemptions rising, 30 requests finished with TTFT far above the 5 s target (they queued). Three rules hold —
     the queue grows, the pool is full, goodput is low because of queueing — and they are one problem: one incident,
-    each rule shown firing (before, ``goodput_below_target``, whose only turn is replicas, showed ``inactive``
-    once ``queue_growth`` had taken the dial), one replica number among the turns, a no-GPU turn first.
+    ``kv_saturation`` firing with a no-GPU turn first; ``queue_growth`` and ``goodput_below_target``, whose only
+    turn is replicas, shown ``withheld`` (never ``inactive``): ``once``'s ~1 s of history sizes no replicas
+    (≥ 30 s needed), and the replica turn is listed under the incident's ``withheld`` with that reason.
     """
     eng = VLLMEngine(
         model_name="meta-llama/Llama-3.1-70B-Instruct",
@@ -262,9 +302,11 @@ def waiting_spikes_as_the_pool_fills() -> FieldState:
         },
         scrapes=[(first, eng.render())],
         snapshot={"requests_running": 180, "requests_waiting": 120, "kv_cache_usage_ratio": 0.99},
-        must_propose=[("replicas", "increase")],
-        must_never=NEVER_ON_A_FULL_POOL,
-        extra_check=one_incident("kv_saturation", "queue_growth", "goodput_below_target"),
+        must_never=[*NEVER_ON_A_FULL_POOL, ("replicas", "increase")],  # 1 s of history sizes no replicas
+        extra_check=all_of(
+            one_incident("kv_saturation", gpu_turns=()),
+            replicas_withheld_over_one_second("queue_growth", "goodput_below_target"),
+        ),
     )
 
 

@@ -13,11 +13,14 @@ at the second scrape − at the first). A queue draining while requests complete
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.prometheus import free_port
 from tests.states import VLLMEngine
 from tests.states.field import FieldState, check_field_state, matching, run_field_state
 
@@ -196,11 +199,132 @@ def hung_engine_queue() -> FieldState:
     )
 
 
+def _status(result: dict[str, Any], rule: str) -> dict[str, Any]:
+    return next((r for r in result.get("rules") or [] if r.get("rule") == rule), {})
+
+
+def _replicas_withheld_for_history(result: dict[str, Any]) -> None:
+    """No replica turn anywhere; the incident (if any) lists it under ``withheld`` with the history it lacks, and
+    ``queue_growth`` (whose only turn is replicas) is shown ``withheld`` with that reason, never ``inactive``."""
+    recs = list(result.get("recommendations") or [])
+    assert not matching(recs, ("replicas", None)), f"a replica count from ~1 s of history: {recs}"
+    st = _status(result, "queue_growth")
+    assert st.get("state") == "withheld", st
+    seen = re.search(r"needs ≥ 30 s of history over ≥ 4 scrapes; this evaluation sees (\d+) s", str(st.get("reason")))
+    assert seen and int(seen.group(1)) < 30, st
+
+
+def burst_start_over_one_second() -> FieldState:
+    """A multi-stage bursty load (llm-d/llm-d-autoscaling PR #1118: Qwen3-32B, ~1,000 prompt and ~1,000 output
+    tokens, RPS 15 → 2 → 10 → 15 → 5 → 2; its autoscaler peaked at 4 replicas). ``once`` scrapes twice, 1 s apart,
+    at the step from 2 to 10 requests/s on one replica (TP 2 on H100): 60 running (2/s × ~30 s each), then the
+    step's first second admits 4 more up to max-num-seqs 64 and queues 9, while 2 complete. Over that second
+    λ = 2 + (73 − 60) ÷ 1 = 15/s against 2/s served, ⌈15 ÷ 1.6⌉ = 10 replicas from one second of a step (ba5d9ee
+    proposed 1 → 8) — the
+    "scale to N" of a momentary backlog (the `once` walkthrough proposed 10 where the daemon and ``simulate`` said
+    2). An arrival rate needs ≥ 30 s over ≥ 4 scrapes: no replica count may be proposed; it is withheld, saying so.
+    """
+    eng = VLLMEngine(
+        model_name="Qwen/Qwen3-32B",
+        num_gpu_blocks=20_000,
+        max_model_len=8192,
+        gpu_memory_utilization=0.9,
+        version="0.11",
+    )
+    eng.running, eng.waiting, eng.kv_usage = 60.0, 0.0, 0.19
+    eng.prefill(600 * 1000)
+    eng.decode(600 * 1000, 0.03)
+    eng.finish(540, prompt=1000, output=1000, ttft=0.4, tpot=0.03, queue=0.01)
+    first = eng.render()
+    eng.running, eng.waiting, eng.kv_usage = 64.0, 9.0, 0.2
+    eng.first_tokens([0.3, 0.35, 0.4, 0.45])
+    eng.prefill(4 * 1000)
+    eng.decode(60 * 33, 0.03)
+    eng.finish(2, prompt=1000, output=1000, ttft=0.4, tpot=0.03, queue=0.01)
+    return FieldState(
+        id="vllm-burst-start-one-second-no-replica-count",
+        source="https://github.com/llm-d/llm-d-autoscaling/pull/1118",
+        engine_version="vLLM V1 (the 0.11 label set)",
+        deployment={
+            "name": "bursty-32b",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-32B",
+            "gpu": "h100-sxm",
+            "tensor_parallel_size": 2,
+            "gpu_memory_utilization": 0.9,
+            "max_model_len": 8192,
+            "max_num_seqs": 64,
+            "slo": SLO,
+        },
+        scrapes=[(first, eng.render())],
+        snapshot={"requests_running": 64, "requests_waiting": 9},
+        must_never=[("replicas", "increase")],
+        extra_check=_replicas_withheld_for_history,
+    )
+
+
+def _dead_replica_file() -> str:
+    """A file_sd file naming one replica that refuses connections (a free loopback port nobody listens on)."""
+    return json.dumps([{"targets": [f"127.0.0.1:{free_port()}"], "labels": {}}])
+
+
+def _not_over_provisioned_while_down(result: dict[str, Any]) -> None:
+    st = _status(result, "over_provisioned")
+    assert st.get("state") == "inactive", st
+    assert "1 of 4 replica(s) are down or stale (3 answer)" in str(st.get("reason")), st
+
+
+def one_of_four_replicas_dead() -> FieldState:
+    """vllm-project/production-stack#420 ("Do not route to dead nodes": a production incident where one vLLM node
+    died and the router kept routing to it). Four replicas configured (Llama-3.1-8B on H100 stands in: the report
+    names no model), one refusing connections; the three that answer run 10 requests each at KV 3 %, nothing
+    waits, the SLO is met. Light as it looks, the fourth replica's requests are failing or moved to the three, and
+    the window holds three of four replicas' data: freeing GPUs now ("scale replicas 4 → 1", which the advisor
+    proposed while its own text said "across 3 replica(s)") would cut the fleet while it is already short. No
+    fewer replicas, lower TP or smaller GPU; ``over_provisioned`` says why, with the count down.
+    """
+    scrapes = []
+    for _ in range(3):
+        eng = _engine(10.0, 0.0, 0.03, 8192)
+        eng.prefill(400 * 600)
+        eng.decode(400 * 200, 0.012)
+        eng.finish(400, prompt=600, output=200, ttft=0.15, tpot=0.012, queue=0.002)
+        first = eng.render()
+        eng.first_tokens([0.15, 0.16, 0.14, 0.15, 0.16])
+        eng.prefill(5 * 600)
+        eng.decode(10 * 83, 0.012)
+        eng.finish(5, prompt=600, output=200, ttft=0.15, tpot=0.012, queue=0.002)
+        scrapes.append((first, eng.render()))
+    return FieldState(
+        id="vllm-one-of-four-replicas-dead-no-scale-down",
+        source="https://github.com/vllm-project/production-stack/issues/420",
+        engine_version="vLLM V1 (the 0.11 label set)",
+        deployment={
+            "name": "chat-8b",
+            "engine": "vllm",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu": "h100-sxm",
+            "gpu_memory_utilization": 0.9,
+            "max_model_len": 8192,
+            "slo": SLO,
+            "file_sd": ["dead.json"],
+        },
+        scrapes=scrapes,
+        files={"dead.json": _dead_replica_file()},
+        snapshot={"requests_running": 30, "requests_waiting": 0},
+        state=None,
+        must_never=[("replicas", "decrease"), ("tensor_parallel_size", "decrease"), ("instance_type", None)],
+        extra_check=_not_over_provisioned_while_down,
+    )
+
+
 STATES = [
     one_shot_benchmark_backlog(),
     burst_of_long_prompts_draining(),
     queue_depth_burst_with_room(),
     hung_engine_queue(),
+    burst_start_over_one_second(),
+    one_of_four_replicas_dead(),
 ]
 
 

@@ -183,8 +183,13 @@ def hybrid_group_aware_pool_full() -> FieldState:
             "kv_cache_capacity_tokens": 457880,
             "requests_waiting_by_reason": {"capacity": 5, "deferred": 0},
         },
-        must_never=[("max_num_seqs", "increase"), ("replicas", "decrease"), ("max_model_len", "decrease")],
-        must_propose=[("replicas", "increase")],
+        # the long-context replica is withheld: once's 1 s of history sizes no replicas (≥ 30 s needed)
+        must_never=[
+            ("max_num_seqs", "increase"),
+            ("replicas", "decrease"),
+            ("max_model_len", "decrease"),
+            ("replicas", "increase"),
+        ],
         extra_check=_kv_rule_ran,
     )
 
@@ -192,7 +197,10 @@ def hybrid_group_aware_pool_full() -> FieldState:
 def _kv_rule_ran(result: dict[str, Any]) -> None:
     reason = _rule_reason(result, "kv_saturation")
     assert "5 waiting" in reason and "withheld" not in reason, f"kv_saturation should judge the full pool: {reason!r}"
-    assert "admission_thrash" in {r.get("rule") for r in result.get("recommendations") or []}
+    recs = result.get("recommendations") or []
+    assert "admission_thrash" in {r.get("rule") for r in recs}
+    held = [w for r in recs for w in r.get("withheld") or [] if w.get("dial") == "replicas"]
+    assert held and all("≥ 30 s" in str(w.get("reason")) for w in held), held
 
 
 STATES = [lora_deferred(), hybrid_pool_unknown(), hybrid_group_aware_pool_full()]
