@@ -30,7 +30,7 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
-from advisor.engines.catalog import entry
+from advisor.engines.catalog import counters_advance_during_decode
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
@@ -248,7 +248,7 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
     if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
         return None
-    if not _counters_move_while_decoding(recent[-1].snapshot.engine):
+    if counters_advance_during_decode(recent[-1].snapshot.engine) is not True:
         # SGLang, TGI, llama.cpp, TensorRT-LLM count a request's tokens when it finishes: a few long generations
         # stand the counters still for minutes on a healthy engine. The stalled rule, which knows the engine and
         # waits out a request's lifetime, speaks for those; calling the data stale would silence every rule.
@@ -361,15 +361,6 @@ def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None
         ]
         out[key] = round(math.fsum(known), 3) if known else None
     return out
-
-
-def _counters_move_while_decoding(engine: str) -> bool:
-    """Whether ``engine``'s token counters advance on every decode step
-    (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`); unknown engines: no."""
-    try:
-        return entry(engine).counters_advance_during_decode is True
-    except ValueError:
-        return False
 
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:

@@ -258,6 +258,15 @@ def entry(engine: str) -> CatalogEntry:
     raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(engine_ids())}")
 
 
+def counters_advance_during_decode(engine: str) -> bool | None:
+    """The engine's :attr:`CatalogEntry.counters_advance_during_decode`; ``None`` for an engine id the catalog
+    does not know (``auto`` before detection)."""
+    try:
+        return entry(engine).counters_advance_during_decode
+    except ValueError:
+        return None
+
+
 def all_prefixes() -> frozenset[str]:
     """Every family prefix of every engine and wrapper in the catalog."""
     out: set[str] = set()

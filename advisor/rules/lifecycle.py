@@ -116,9 +116,6 @@ _GPU_DIALS = (
 
 _SEVERITY_ORDER = {s: i for i, s in enumerate(c.SEVERITIES)}  # critical 0, warning 1, info 2
 
-LOW_CONFIDENCE = 0.5
-"""Below this confidence an incident is never ``critical`` (it is capped at ``warning``)."""
-
 
 def material_change(before: object, after: object) -> bool:
     """True when an open recommendation's value moved enough to re-announce it: numbers by at least
@@ -589,11 +586,11 @@ class Lifecycle:
         withheld: list[dict[str, Any]],
     ) -> _Incident:
         """A new incident suggesting the best of ``turns`` (non-empty, ranked); its severity is the most severe
-        of the turns', capped at ``warning`` below :data:`LOW_CONFIDENCE`."""
+        of the turns', capped at ``warning`` below :data:`advisor.conventions.LOW_CONFIDENCE`."""
         best = turns[0]
         dep = ev.ctx.name
         severity = min((t.p.severity for t in turns), key=lambda s: _SEVERITY_ORDER.get(s, len(_SEVERITY_ORDER)))
-        if severity == "critical" and best.p.confidence < LOW_CONFIDENCE:
+        if severity == "critical" and best.p.confidence < c.LOW_CONFIDENCE:
             severity = "warning"
         rec = Recommendation(
             id=recommendation_id(dep, problem, "", ev.now),

@@ -55,7 +55,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor import conventions as c
-from advisor.engines.catalog import entry
+from advisor.engines.catalog import counters_advance_during_decode
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import count
 from advisor.rules.turns import effect
@@ -79,15 +79,6 @@ OTHER_STAGE_QUEUES = (
 """``Evaluation.queues`` keys of requests waiting on a stage that is not the engine's own compute: a LoRA adapter
 slot or remote KV (vLLM ``num_requests_waiting_by_reason{reason="deferred"}``, vllm/v1/core/sched/scheduler.py) and
 SGLang's prefill/decode-disaggregation queues (python/sglang/srt/disaggregation/, :mod:`advisor.engines.sglang`)."""
-
-
-def counters_advance_during_decode(engine: str) -> bool | None:
-    """The engine's catalog fact (:attr:`advisor.engines.catalog.CatalogEntry.counters_advance_during_decode`);
-    ``None`` for an engine id the catalog does not know (``auto`` before detection)."""
-    try:
-        return entry(engine).counters_advance_during_decode
-    except ValueError:
-        return None
 
 
 _WORK = ("generation_tokens", "prompt_tokens", "requests_finished")
