@@ -16,13 +16,14 @@ and acknowledgements to the state file.
 * Clients that do not play fair (as Go's ``net/http`` and Prometheus's ``--web.max-connections`` bound them):
   at most ``max_connections`` connections are held (:func:`connection_budget` lowers it to what the process's
   descriptor limit leaves beside :data:`FD_RESERVE`); when a new one arrives at the cap, the connection that has
-  waited longest for its request head (a slow or idle keep-alive client) is closed to make room, and when every
+  waited longest for its request head (a slow or silent client) is closed to make room, and when every
   held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's backlog, holding no
   descriptor here). A request head must arrive within ``head_timeout`` of the connection (TLS handshake
   included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each connection is
   closed after its response (HTTP/1.0), so none idles between requests.
 * An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
-  :data:`_DRAIN_LIMIT` first, so the client sees the answer rather than a reset connection.
+  ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
+  answer rather than a reset connection; a larger body is not read and the connection is closed.
 * Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
   404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
 """
