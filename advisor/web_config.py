@@ -265,9 +265,13 @@ class WebConfigSource:
             return self._current
         mtime = self._stat()
         with self._lock:
-            if mtime is not None and mtime != self._mtime:
+            if mtime != self._mtime:
                 self._mtime = mtime
                 try:
+                    if mtime is None:  # removed (or moved aside while it is rewritten): seen once, kept
+                        raise ConfigError(
+                            [("web.config.file", f"{str(self.path)!r} is gone")], source="web.config.file"
+                        )
                     new = load_web_config(self.path)
                     _no_lowering(self._current, new, self.path)
                 except ConfigError as exc:

@@ -359,6 +359,12 @@ def test_an_emptied_or_truncated_web_config_keeps_tls_and_basic_auth_on(tmp_path
             assert ok.status_code == 200
             assert _metric(ok.text, "advisor_web_config_last_reload_successful") == 0.0
             assert _metric(ok.text, "advisor_web_config_reload_failures_total") == float(step)
+        # a removed file keeps them too
+        web.unlink()
+        assert _get(url + "/metrics", verify=str(crt)).status_code == 401
+        ok = _get(url + "/metrics", verify=str(crt), auth=("alice", PASSWORD))
+        assert _metric(ok.text, "advisor_web_config_reload_failures_total") == 5.0
+        web.write_text(full)
         # a valid change is still taken (certificate rotation, a new user)
         other = bcrypt.hashpw(b"second", bcrypt.gensalt(4)).decode()
         _touch_later(web, full + f"  bob: '{other}'\n", 9)
