@@ -285,7 +285,7 @@ def test_a_dripped_request_head_is_cut_at_the_head_deadline(tmp_path: Path) -> N
         finally:
             s.close()
         assert sent < len(head)
-        assert _alive(srv.url() + "/healthz")
+        assert _alive(srv.url() + "/metrics")
 
 
 def test_over_the_connection_cap_an_idle_connection_makes_room_for_a_request(tmp_path: Path) -> None:
@@ -400,7 +400,7 @@ def test_bcrypt_checks_run_one_at_a_time_and_a_success_is_remembered(
 
     monkeypatch.setattr(bcrypt, "checkpw", counting)
     with server(tmp_path, web_config=web) as srv:
-        url = srv.url() + "/healthz"
+        url = srv.url() + "/metrics"
         codes: list[int] = []
 
         def wrong(i: int) -> None:
@@ -453,3 +453,32 @@ def test_a_401_to_a_post_with_a_body_reaches_the_client(tmp_path: Path) -> None:
                 s.close()
             assert answer.startswith(b"HTTP/1.0 401 "), answer[:200]
             assert b'"status": 401' in answer
+
+
+def test_at_the_cap_with_every_connection_mid_request_a_newcomer_waits_outside_the_process(tmp_path: Path) -> None:
+    """Prometheus's LimitListener: when no held connection can be closed (each is mid-request: its head came,
+    its body is on the way), accept waits; the newcomer holds no descriptor in the server until a slot frees."""
+    with server(tmp_path, max_connections=2) as srv:
+        port = srv.server_address[1]
+        busy = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(
+                b"POST /api/v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{"
+            )
+            busy.append(s)
+        assert _wait(lambda: srv.open_connections() == 2, 5)
+        newcomer = socket.create_connection(("127.0.0.1", port), timeout=10)  # completes in the kernel's backlog
+        try:
+            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            time.sleep(0.5)
+            assert srv.open_connections() == 2
+            assert not select.select([newcomer], [], [], 0)[0]  # not answered: not accepted yet
+            busy.pop().close()  # a slot frees: the newcomer is accepted and answered
+            answer = newcomer.recv(4096)
+            assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
+        finally:
+            newcomer.close()
+            for s in busy:
+                s.close()
