@@ -116,9 +116,9 @@ def _get(url: str, **kw: Any) -> requests.Response:
     return requests.get(url, timeout=(3, 5), **kw)
 
 
-def _alive(url: str) -> bool:
+def _alive(url: str, **kw: Any) -> bool:
     try:
-        return _get(url).status_code == 200
+        return _get(url, **kw).status_code == 200
     except requests.RequestException:
         return False
 
@@ -288,9 +288,23 @@ def test_a_dripped_request_head_is_cut_at_the_head_deadline(tmp_path: Path) -> N
         assert _alive(srv.url() + "/metrics")
 
 
-def test_over_the_connection_cap_an_idle_connection_makes_room_for_a_request(tmp_path: Path) -> None:
-    with server(tmp_path, max_connections=8) as srv, slow_connections(srv.server_address[1], 40):
-        assert _wait(lambda: _alive(srv.url() + "/metrics"), 5)
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https-basic-auth"])
+def test_over_the_connection_cap_an_idle_connection_makes_room_for_a_request(tmp_path: Path, tls: bool) -> None:
+    kw: dict[str, Any] = {}
+    if tls:  # the slow connections stall in the TLS handshake
+        crt = _self_signed(tmp_path)
+        hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+        web = tmp_path / "web.yml"
+        web.write_text(
+            f"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+            f"basic_auth_users:\n  alice: '{hashed}'\n"
+        )
+        kw = {"verify": str(crt), "auth": ("alice", PASSWORD)}
+    with (
+        server(tmp_path, max_connections=8, web_config=web if tls else None) as srv,
+        slow_connections(srv.server_address[1], 40),
+    ):
+        assert _wait(lambda: _alive(srv.url() + "/metrics", **kw), 5)
         assert srv.open_connections() <= 8
 
 
