@@ -230,6 +230,21 @@ def external_url_arg(value: str | None, listen: str) -> str:
         raise ValueError(f"--web.external-url {exc}") from None
 
 
+def max_connections_arg(value: str) -> int:
+    """``--web.max-connections``: a whole number, 0 or more (0: no limit of its own).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 (no limit) or more; got {value!r}")
+    return n
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The daemon against the configured engines."""
     from advisor.config import load_config
@@ -265,6 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config_path=Path(args.config),
         web_config=args.web_config_file,
         enable_lifecycle=args.web_enable_lifecycle,
+        max_connections=args.web_max_connections,
     )
 
 
@@ -408,6 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="web_enable_lifecycle",
         action="store_true",
         help="allow POST /-/reload (as Prometheus's flag of the same name)",
+    )
+    run.add_argument(
+        "--web.max-connections",
+        dest="web_max_connections",
+        type=max_connections_arg,
+        default=512,
+        help="most HTTP connections held at once; 0: no limit of its own (default 512, as Prometheus's flag of "
+        "the same name); lowered to what the open-file limit leaves beside scrapes and the outbox",
     )
     run.add_argument(
         "--shard",

@@ -20,7 +20,7 @@ from types import FrameType
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
-from advisor.server import AdvisorHTTPServer, parse_listen
+from advisor.server import DEFAULT_MAX_CONNECTIONS, AdvisorHTTPServer, parse_listen, raise_fd_limit
 from advisor.service import Service
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ def run_daemon(
     config_path: Path | None = None,
     web_config: str | Path | None = None,
     enable_lifecycle: bool = False,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> int:
     """Serve and evaluate every ``scrape_interval`` until a signal, ``stop_event`` or ``duration_seconds``.
 
@@ -52,6 +53,9 @@ def run_daemon(
 
     ``on_listening(url)`` is called once the HTTP server is bound (the URL has the real port when
     ``listen`` asked for port 0). Returns the process exit code (0 on a clean stop).
+
+    The soft open-file limit is raised to the hard one first, and the HTTP server holds at most
+    ``max_connections`` (``--web.max-connections``; see :func:`advisor.server.connection_budget`).
 
     Raises:
         ValueError: ``listen`` is not ``HOST:PORT``.
@@ -64,8 +68,16 @@ def run_daemon(
         def hook() -> tuple[bool, str]:
             return service.reload(path)
 
+    raise_fd_limit()
     try:
-        server = AdvisorHTTPServer(parse_listen(listen), service, registry, web_config=web_config, reload_hook=hook)
+        server = AdvisorHTTPServer(
+            parse_listen(listen),
+            service,
+            registry,
+            web_config=web_config,
+            reload_hook=hook,
+            max_connections=max_connections,
+        )
     except OSError as exc:
         raise OSError(exc.errno, f"cannot listen on {listen}: {exc.strerror or exc}") from None
     server.start_background()

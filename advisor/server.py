@@ -13,6 +13,17 @@ and acknowledgements to the state file.
   whose host is the request's ``Host``; a JSON request needs the same when it carries an ``Origin`` (a browser
   cannot send JSON cross-origin without a CORS preflight this server never grants). Anything else is 403.
   Each snooze or ack records who made it (the basic-auth user, else the client address) and when.
+* Clients that do not play fair (as Go's ``net/http`` and Prometheus's ``--web.max-connections`` bound them):
+  at most ``max_connections`` connections are held (:func:`connection_budget` lowers it to what the process's
+  descriptor limit leaves beside :data:`FD_RESERVE`); when a new one arrives at the cap, the connection that has
+  waited longest for its request head (a slow or silent client) is closed to make room, and when every
+  held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's backlog, holding no
+  descriptor here). A request head must arrive within ``head_timeout`` of the connection (TLS handshake
+  included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each connection is
+  closed after its response (HTTP/1.0), so none idles between requests.
+* An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
+  ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
+  answer rather than a reset connection; a larger body is not read and the connection is closed.
 * Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
   404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
 """
@@ -28,6 +39,7 @@ import json
 import logging
 import math
 import re
+import resource
 import secrets
 import socket
 import ssl
@@ -40,6 +52,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from pydantic import BaseModel, ValidationError
 
 from advisor import __version__
@@ -95,6 +109,104 @@ def csrf_token(identity: str) -> str:
 _DRAIN_LIMIT = 8 * MAX_BODY_BYTES
 """An oversized body up to this size is read and dropped before the 413, so the client sees the answer
 rather than a reset connection; a larger one is not read (the connection is closed)."""
+
+
+DEFAULT_MAX_CONNECTIONS = 512
+"""``--web.max-connections``'s default, as Prometheus's flag of the same name (``cmd/prometheus/main.go``)."""
+FD_RESERVE = 256
+"""File descriptors kept out of the HTTP server's reach for everything else the daemon opens: scrape and
+receiver connections (the scrape pool is at most 32 workers, plus the sessions' kept-alive connections), the
+outbox's and the state file's files, logs and the interpreter's own."""
+HEAD_TIMEOUT = 10.0
+"""Seconds a new connection has to deliver its whole request head (TLS handshake included), however slowly
+it drips in (Go's ``http.Server.ReadHeaderTimeout``): a slowloris client is cut off."""
+BODY_TIMEOUT = 30.0
+"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive."""
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit, as the Go runtime does for Prometheus at start
+    (go1.19 ``os`` package); returns ``(soft, hard)`` in force afterwards (``RLIM_INFINITY`` is -1)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # e.g. a hard limit above the kernel's nr_open
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft, hard
+
+
+def connection_budget(max_connections: int, fd_limit: int | None = None) -> int:
+    """The connection cap in force: ``max_connections`` (0: no cap of its own), lowered so that the cap plus
+    :data:`FD_RESERVE` fits the soft descriptor limit ``fd_limit`` (default: the process's ``RLIMIT_NOFILE``;
+    ``RLIM_INFINITY`` leaves the cap as asked). Lowering it is logged as a warning. Returns 0 for "no cap".
+
+    Raises:
+        ValueError: ``max_connections`` is negative.
+    """
+    if max_connections < 0:
+        raise ValueError(f"--web.max-connections must be 0 (no limit) or more, got {max_connections}")
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if fd_limit is None else fd_limit
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return max_connections
+    room = max(16, limit - FD_RESERVE) if limit > 32 else max(1, limit // 2)
+    if max_connections == 0 or max_connections > room:
+        log.warning(
+            "--web.max-connections %s does not fit the open-file limit of %d with %d descriptors kept for scrapes, "
+            "receivers and the outbox: serving at most %d connections (raise LimitNOFILE / ulimit -n)",
+            max_connections or "0 (no limit)",
+            limit,
+            FD_RESERVE,
+            room,
+        )
+        return room
+    return max_connections
+
+
+class WebConfigMetrics(Collector):
+    """``advisor_web_config_last_reload_successful`` (gauge, 1/0) and ``advisor_web_config_reload_failures_total``
+    (counter): re-reads of ``--web.config.file`` taken or refused (the running configuration kept), from a
+    :class:`WebConfigSource`; as Prometheus's ``prometheus_config_last_reload_successful``."""
+
+    def __init__(self, source: WebConfigSource) -> None:
+        self.source = source
+
+    def collect(self) -> list[Metric]:
+        """The two families, read from the source now."""
+        ok = GaugeMetricFamily(
+            "advisor_web_config_last_reload_successful",
+            "Whether the last re-read of --web.config.file was taken (0: refused; the running one is kept).",
+            value=1.0 if self.source.last_reload_ok else 0.0,
+        )
+        failed = CounterMetricFamily(
+            "advisor_web_config_reload_failures",
+            "Re-reads of --web.config.file refused (unreadable, invalid, empty, or switching TLS or basic auth "
+            "off); the running configuration was kept.",
+            value=float(self.source.reload_failures),
+        )
+        return [ok, failed]
+
+
+@dataclasses.dataclass
+class _Conn:
+    """One held connection: the socket to cut (the TLS one once wrapped), whether it waits for a request head
+    (then it may be closed to make room), since when (monotonic s) and its deadline (monotonic s, or None)."""
+
+    sock: socket.socket
+    waiting: bool
+    since: float
+    deadline: float | None
+    cut: bool = False
+
+
+def _cut(conn: _Conn) -> None:
+    """Wake the connection's thread from a blocked read (it sees end-of-file and closes the connection). The
+    plain socket's ``shutdown``, also for a TLS socket: :meth:`ssl.SSLSocket.shutdown` would drop its TLS
+    state under the reading thread."""
+    conn.cut = True
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -157,11 +269,14 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         web_config: a ``--web.config.file`` path or a loaded source (``None``: plain HTTP, no auth).
         acks: the snooze/ack store the loop consults; default the service's current ``acks`` (read at each
             request, so a reload's new store is used), else a store on the service's state file.
+        max_connections: ``--web.max-connections`` (0: no cap of its own), lowered by :func:`connection_budget`.
+        head_timeout: seconds (see :data:`HEAD_TIMEOUT`).
 
     Raises:
         ConfigError: the web config file does not load.
         StateError: the state file's acks cannot be read.
         OSError: the address cannot be bound.
+        ValueError: ``max_connections`` is negative.
     """
 
     daemon_threads = True
@@ -175,8 +290,16 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         web_config: WebConfigSource | str | Path | None = None,
         acks: AckStore | None = None,
         reload_hook: Callable[[], tuple[bool, str]] | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        head_timeout: float = HEAD_TIMEOUT,
     ) -> None:
         self.reload_hook = reload_hook
+        self.max_connections = connection_budget(max_connections)
+        self.head_timeout = head_timeout
+        self._conns: dict[socket.socket, _Conn] = {}
+        self._room = threading.Condition()
+        self._closing = False
+        self._local = threading.local()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.service = service
@@ -190,7 +313,14 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
             else AckStore(service.state_file)
         )
         self._openapi: dict[bool, bytes] = {}
+        self._web_metrics: WebConfigMetrics | None = None
         super().__init__(address, _Handler)
+        if self.web.path is not None:
+            self._web_metrics = WebConfigMetrics(self.web)
+            try:
+                registry.register(self._web_metrics)
+            except ValueError:  # another server on this registry exports them already
+                self._web_metrics = None
         bound = self.server_address[0]
         self.host = bound.decode() if isinstance(bound, bytes) else str(bound)
         self.loopback = is_loopback(self.host)
@@ -225,20 +355,113 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
         t.start()
         return t
 
+    # -- connections: the cap, the deadlines ---------------------------------------------------------
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """Accept one connection once there is room for it (see the module docstring), and hold it as
+        waiting for its request head, due within ``head_timeout``."""
+        self._make_room()
+        sock, addr = super().get_request()
+        now = time.monotonic()
+        with self._room:
+            self._conns[sock] = _Conn(sock, True, now, now + self.head_timeout)
+        return sock, addr
+
+    def _make_room(self) -> None:
+        cap = self.max_connections
+        if cap <= 0:
+            return
+        with self._room:
+            while len(self._conns) >= cap and not self._closing:
+                self._cut_overdue(time.monotonic())
+                live = [c for c in self._conns.values() if not c.cut]
+                idle = [c for c in live if c.waiting]
+                if len(live) >= cap and idle:
+                    _cut(min(idle, key=lambda c: c.since))
+                    log.debug("connection cap %d reached: closed the longest-waiting idle connection", cap)
+                # the cut connections' threads release them; mid-request ones finish or hit their deadlines
+                self._room.wait(0.05)
+
+    def _cut_overdue(self, now: float) -> None:
+        for c in self._conns.values():
+            if not c.cut and c.deadline is not None and now > c.deadline:
+                _cut(c)
+
+    def service_actions(self) -> None:
+        """On the serve loop, at least every poll interval: cut connections past their deadline."""
+        with self._room:
+            self._cut_overdue(time.monotonic())
+
+    def shutdown_request(self, request: Any) -> None:
+        """Release a connection (its slot and its descriptor)."""
+        with self._room:
+            self._conns.pop(request, None)
+            self._room.notify_all()
+        super().shutdown_request(request)
+
+    def _conn_state(self, waiting: bool, timeout: float | None) -> None:
+        """The calling connection thread's connection now waits for a request head (closable to make room)
+        or not, with a deadline ``timeout`` seconds from now (None: none)."""
+        conn: _Conn | None = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        now = time.monotonic()
+        with self._room:
+            conn.waiting = waiting
+            conn.since = now
+            conn.deadline = None if timeout is None else now + timeout
+            if conn.cut:  # cut while changing state: make sure its thread sees it
+                _cut(conn)
+
+    def open_connections(self) -> int:
+        """Connections held now (each one descriptor)."""
+        with self._room:
+            return len(self._conns)
+
+    def shutdown(self) -> None:
+        """Stop the serve loop (an ``accept`` waiting for room gives up)."""
+        with self._room:
+            self._closing = True
+            self._room.notify_all()
+        super().shutdown()
+
+    def server_close(self) -> None:
+        """Close the listening socket and every held connection, then wait for their threads."""
+        with self._room:
+            self._closing = True
+            for c in self._conns.values():
+                _cut(c)
+            self._room.notify_all()
+        if self._web_metrics is not None:
+            with contextlib.suppress(KeyError):
+                self.registry.unregister(self._web_metrics)
+            self._web_metrics = None
+        super().server_close()
+
     def finish_request(self, request: Any, client_address: Any) -> None:
         """Per connection, on its own thread: the TLS handshake (when configured), then the handler."""
+        with self._room:
+            conn = self._conns.get(request)
+        self._local.conn = conn
         ctx = self.web.current().ssl_context
         if ctx is None:
             _Handler(request, client_address, self)
             return
         try:
             request.settimeout(10.0)
-            tls = ctx.wrap_socket(request, server_side=True)
+            tls = ctx.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         except (ssl.SSLError, OSError) as exc:
             log.debug("TLS handshake with %s failed: %s", client_address, exc)
             return
         try:
+            if conn is not None:
+                with self._room:
+                    conn.sock = tls  # the original socket object is detached now
+                    if conn.cut:
+                        _cut(conn)
+            tls.do_handshake()
             _Handler(tls, client_address, self)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS connection with %s failed: %s", client_address, exc)
         finally:
             with contextlib.suppress(OSError):
                 tls.close()
@@ -282,8 +505,17 @@ class _Handler(BaseHTTPRequestHandler):
     user: str | None = None
     web: WebConfig
 
+    _body_read = False
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)
+
+    def parse_request(self) -> bool:
+        """The request head; once whole, the connection is mid-request (no longer closed to make room)."""
+        ok = super().parse_request()
+        if ok:
+            self.server._conn_state(waiting=False, timeout=None)
+        return ok
 
     def __getattr__(self, name: str) -> Any:
         # every method, including ones this server does not know, goes through the router (405, not 501)
@@ -324,7 +556,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.web = self.server.web.current()
             self._route()
         except ApiError as e:
-            if e.status in (411, 413):
+            if e.status in (411, 413) or not self._discard_body(MAX_BODY_BYTES):
                 self.close_connection = True
             self._error(e)
         except (BrokenPipeError, ConnectionResetError, TimeoutError, ssl.SSLError):
@@ -334,6 +566,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self._error(ApiError(500, "internal error; the advisor's log has the details"))
+
+    def _discard_body(self, limit: int) -> bool:
+        """Read and drop a body not read yet, of at most ``limit`` bytes, so that the client, still sending it,
+        reads the answer instead of a reset (closing a socket with unread data resets the connection). False
+        when it is larger, chunked, of an unreadable length or does not arrive in :data:`BODY_TIMEOUT`."""
+        if self._body_read:
+            return True
+        self._body_read = True
+        if self.headers.get("Transfer-Encoding"):
+            return False
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return False
+        if length <= 0 or length > limit:
+            return length == 0
+        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
+        try:
+            left = length
+            while left > 0:
+                chunk = self.rfile.read(min(left, 65536))
+                if not chunk:
+                    return False
+                left -= len(chunk)
+        except OSError:
+            return False
+        finally:
+            self.server._conn_state(waiting=False, timeout=None)
+        return True
 
     def _route(self) -> None:
         parts = urlsplit(self.path)
@@ -381,15 +642,14 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0:
             raise ApiError(400, "Content-Length must not be negative")
         if length > MAX_BODY_BYTES:
-            if length <= _DRAIN_LIMIT:
-                left = length
-                while left > 0:
-                    chunk = self.rfile.read(min(left, 65536))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
+            self._discard_body(_DRAIN_LIMIT)
             raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
-        return self.rfile.read(length), length
+        self._body_read = True
+        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
+        try:
+            return self.rfile.read(length), length
+        finally:
+            self.server._conn_state(waiting=False, timeout=None)
 
     def _json_model(self, model: type[M], raw: bytes, length: int) -> M:
         ctype = self.headers.get_content_type()

@@ -10,11 +10,17 @@ exporter-toolkit format (``prometheus/exporter-toolkit``, ``docs/web-configurati
     basic_auth_users:
       alice: $2y$10$…                  # bcrypt hashes (htpasswd -nBC 10 "" | tr -d ':\\n')
 
-As the exporter toolkit does, the file is re-read when it changes (so certificates can be rotated
-without a restart); a change that does not load is refused and the running configuration kept, with the
-reason logged. Passwords are checked with bcrypt; a successful check is cached (keyed by a SHA-256 of
-user, hash and password) so a scraper does not pay bcrypt's cost on every request, and an unknown user
-is checked against a dummy hash so response time does not reveal which users exist.
+As the exporter toolkit does, the file is re-read when it changes (its modification time, looked at on
+each request), so certificates can be rotated without a restart. A re-read fails closed: a file that is
+unreadable, invalid or empty, or that would switch TLS or basic auth off, is refused and the running
+configuration kept (TLS and basic auth stay on), with the reason logged and counted
+(:attr:`WebConfigSource.reload_failures`); turning them off takes a restart. Passwords are checked with
+bcrypt, one check at a time (as the exporter toolkit's ``bcryptMtx`` in ``web/handler.go``), so clients
+with wrong passwords cost at most one core; a successful check is cached for :data:`AUTH_CACHE_SECONDS`
+(keyed by a SHA-256 of user, hash and password; at most :data:`AUTH_CACHE_SIZE` entries, failures never
+stored, so they cannot push a scraper's entry out) so a scraper does not pay bcrypt's cost on every
+request, and an unknown user is checked against a dummy hash so response time does not reveal which
+users exist.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import logging
 import os
 import ssl
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +63,10 @@ _TLS_VERSIONS = {
 }
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
 _TOP_KEYS = {"tls_server_config", "basic_auth_users", "http_server_config"}
+AUTH_CACHE_SECONDS = 60.0
+"""Seconds a successful basic-auth check is remembered (a scraper every 15 s pays bcrypt once a minute)."""
+AUTH_CACHE_SIZE = 256
+"""Successful checks remembered at most (the oldest is forgotten first)."""
 _DUMMY_HASH = b"$2b$10$dEnr9XHkGa3M0ZerE7dfoO0NQC8LszqX/qmPhnIUo/IBgGmQBfOyG"
 
 
@@ -232,7 +244,12 @@ class WebConfigSource:
         self._lock = threading.Lock()
         self._mtime = self._stat()
         self._current = WebConfig() if self.path is None else load_web_config(self.path)
-        self._auth_cache: dict[bytes, bool] = {}
+        self._auth_cache: OrderedDict[bytes, float] = OrderedDict()
+        self._bcrypt_lock = threading.Lock()
+        self.reload_failures = 0
+        """Re-reads refused since start (the running configuration was kept)."""
+        self.last_reload_ok = True
+        """Whether the last re-read was taken (True before any)."""
 
     def _stat(self) -> float | None:
         if self.path is None:
@@ -248,14 +265,30 @@ class WebConfigSource:
             return self._current
         mtime = self._stat()
         with self._lock:
-            if mtime is not None and mtime != self._mtime:
+            if mtime != self._mtime:
                 self._mtime = mtime
                 try:
-                    self._current = load_web_config(self.path)
+                    if mtime is None:  # removed (or moved aside while it is rewritten): seen once, kept
+                        raise ConfigError(
+                            [("web.config.file", f"{str(self.path)!r} is gone")], source="web.config.file"
+                        )
+                    new = load_web_config(self.path)
+                    _no_lowering(self._current, new, self.path)
+                except ConfigError as exc:
+                    self.reload_failures += 1
+                    self.last_reload_ok = False
+                    log.error(
+                        "web config %s changed but is refused; keeping the running one (TLS %s, basic auth %s): %s",
+                        self.path,
+                        "on" if self._current.ssl_context is not None else "off",
+                        "on" if self._current.basic_auth else "off",
+                        exc,
+                    )
+                else:
+                    self._current = new
+                    self.last_reload_ok = True
                     self._auth_cache.clear()
                     log.info("web config %s reloaded", self.path)
-                except ConfigError as exc:
-                    log.error("web config %s changed but does not load; keeping the running one: %s", self.path, exc)
             return self._current
 
     def check_basic_auth(self, cfg: WebConfig, header: str | None) -> str | None:
@@ -272,16 +305,44 @@ class WebConfigSource:
         known = cfg.users.get(user)
         h = known if known is not None else _DUMMY_HASH
         key = hashlib.sha256(b"\x00".join((user.encode(), h, password.encode()))).digest()
+        now = time.monotonic()
         with self._lock:
-            cached = self._auth_cache.get(key)
-        if cached is None:
-            try:
-                ok = bool(_bcrypt().checkpw(password.encode(), h))
-            except ValueError:
-                ok = False
-            cached = ok and known is not None
-            with self._lock:
-                if len(self._auth_cache) > 1024:
-                    self._auth_cache.clear()
-                self._auth_cache[key] = cached
-        return user if cached and hmac.compare_digest(h, cfg.users.get(user, b"")) else None
+            until = self._auth_cache.get(key)
+            ok = until is not None and now < until
+        if not ok:
+            with self._bcrypt_lock:  # one bcrypt check at a time
+                try:
+                    ok = bool(_bcrypt().checkpw(password.encode(), h)) and known is not None
+                except ValueError:
+                    ok = False
+            if ok:
+                with self._lock:
+                    self._auth_cache[key] = time.monotonic() + AUTH_CACHE_SECONDS
+                    self._auth_cache.move_to_end(key)
+                    while len(self._auth_cache) > AUTH_CACHE_SIZE:
+                        self._auth_cache.popitem(last=False)
+        return user if ok and hmac.compare_digest(h, cfg.users.get(user, b"")) else None
+
+
+def _no_lowering(running: WebConfig, new: WebConfig, path: Path) -> None:
+    """Refuse a re-read that would lower security: TLS or basic auth on now, off in ``new`` (an emptied or
+    truncated file loads as "no TLS, no auth"). The exporter toolkit fails closed the same way: its TLS
+    handshakes and auth checks fail while the file does not give them.
+
+    Raises:
+        ConfigError: naming what would be switched off.
+    """
+    off: list[tuple[str, str]] = []
+    if running.ssl_context is not None and new.ssl_context is None:
+        off.append(("tls_server_config", "TLS is on and the file no longer configures it"))
+    if running.basic_auth and not new.basic_auth:
+        off.append(("basic_auth_users", "basic auth is on and the file no longer lists a user"))
+    if off:
+        empty = " (the file is empty)" if new == WebConfig() else ""
+        raise ConfigError(
+            [
+                (k, f"{why}{empty}; a re-read never switches TLS or auth off: restart the advisor to do it")
+                for k, why in off
+            ],
+            source="web.config.file",
+        )

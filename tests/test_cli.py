@@ -342,3 +342,14 @@ def test_a_terminal_shows_four_decimals_at_most() -> None:
         "7",
         "unknown",
     ]
+
+
+def test_run_takes_web_max_connections_as_prometheus_does() -> None:
+    from advisor.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["run", "--config", "x.yaml"]).web_max_connections == 512
+    assert parser.parse_args(["run", "--config", "x.yaml", "--web.max-connections", "0"]).web_max_connections == 0
+    for bad in ("-1", "many", "1.5"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["run", "--config", "x.yaml", "--web.max-connections", bad])

@@ -64,3 +64,14 @@ def test_the_unit_runs_hardened_with_a_state_directory_and_reloads_on_sighup() -
     assert svc["StateDirectory"] == "capacity-advisor"
     assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert svc["ExecStart"].startswith(f"{INSTALLED} run --config /etc/capacity-advisor/config.yaml")
+
+
+def test_the_unit_leaves_room_for_the_connection_cap_and_the_descriptor_reserve() -> None:
+    from advisor.server import DEFAULT_MAX_CONNECTIONS, FD_RESERVE
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(UNIT.read_text())
+    limit = parser["Service"]["LimitNOFILE"]
+    soft = int(limit.split(":", 1)[0])
+    assert soft >= 4 * (DEFAULT_MAX_CONNECTIONS + FD_RESERVE)
