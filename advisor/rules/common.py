@@ -482,14 +482,23 @@ def replicas_proposal(
     return anchored(ev, proposal)
 
 
+DUPLICATE_SERIES_CONFIDENCE = 0.5
+"""Confidence factor when a newest page repeated a series (``Evaluation.duplicate_series``): the page contradicts
+itself (two exporters writing one registry, a proxy concatenating pages), and the first sample, which the advisor
+keeps as Prometheus does, is only as likely as the other to be the engine's."""
+
+
 def confidence(ev: Evaluation, base: float) -> float:
     """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
     scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that
     arrived × (1 if the engine reports its own pool, else 0.85 since the pool is then the model's guess)
     × the fraction of data-parallel ranks that could be read (``ev.rank_coverage``: a rank left out for an
-    impossible value leaves the decision to the others, with less certainty)."""
+    impossible value leaves the decision to the others, with less certainty) × :data:`DUPLICATE_SERIES_CONFIDENCE`
+    when a newest page repeated a series (``ev.duplicate_series``; the deployment's ``missing`` names the
+    families, ``advisor_target_duplicate_series`` counts them)."""
     pool = 1.0 if ev.kv_capacity_source == "engine" else 0.85
-    return round(max(0.0, min(1.0, base * ev.coverage() * pool * ev.rank_coverage)), 3)
+    pages = DUPLICATE_SERIES_CONFIDENCE if ev.duplicate_series else 1.0
+    return round(max(0.0, min(1.0, base * ev.coverage() * pool * ev.rank_coverage * pages)), 3)
 
 
 OTHER_POOL_SATURATED = 0.9
