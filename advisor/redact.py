@@ -104,6 +104,17 @@ def outside_text(text: str, secrets: Iterable[str] = (), limit: int = OUTSIDE_TE
     return text
 
 
+def target_message(url: str, message: str | None) -> str | None:
+    r"""A target's error message (which may quote its page: a parser's complaint, a model label) made safe to show
+    beside it: the URL's secrets (:func:`url_secrets`) and any credential scrubbed (:func:`scrub`), control
+    characters escaped. ``None`` stays ``None``.
+
+    >>> target_message("http://h/m?apikey=S3CRET", 'Invalid labels: "invalid apikey S3CRET"\nforged')
+    'Invalid labels: "invalid apikey <redacted>"\\nforged'
+    """
+    return None if message is None else escape_controls(scrub(message, url_secrets(url)))
+
+
 def redact_url(url: str) -> str:
     """Drop user-info, the query string and the fragment; keep scheme, host, port and path.
 

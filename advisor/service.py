@@ -56,7 +56,7 @@ from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
-from advisor.redact import escape_controls, redact_url, scrub, url_secrets
+from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
@@ -623,7 +623,7 @@ class Service:
                         continue
                     reason, message = seen.error_reason, seen.error_message
             # a message may quote the page, which may echo the URL: none of its secrets goes further
-            message = None if message is None else escape_controls(scrub(message, url_secrets(url)))
+            message = target_message(url, message)
             changed = self.tracker.fail(name, url, reason, message)
             key = (name, url, reason or c.REASON_PARSE_ERROR)
             with self._errors_lock:  # Prometheus queries run beside this loop

@@ -6,7 +6,8 @@ runs in a fresh worker subprocess, which does what the daemon does with a target
 :func:`observe` it with ``engine: auto`` (a target's first page: every sample is parsed) — and reports:
 
 * **cpu s** — user + system CPU time of the worker over the read (``resource.getrusage``, after imports);
-* **peak RSS MB** — the worker's peak resident set (``ru_maxrss``) and how much of it the read added;
+* **peak RSS MB** — the worker's peak resident set (``ru_maxrss``), its resident set before the read (after
+  imports, whose own transient peak may exceed what a small read needs), and the peak's growth during the read;
 * the outcome (``ok`` or the scrape error reason) and its message.
 
 Rows: ``limits off`` (``sample_limit 0``, ``label_limit 0``: what the advisor did before issue 14) and ``limits on``
@@ -47,8 +48,7 @@ def build_page(series: int) -> bytes:
     lines = [b"# HELP http_requests_by_user Requests per user (a label per user: unbounded).\n"]
     lines.append(b"# TYPE http_requests_by_user counter\n")
     lines += [
-        b'http_requests_by_user_total{user="u%07d",path="/v1/chat",method="POST",code="200"} %d\n'
-        % (i, i)
+        b'http_requests_by_user_total{user="u%07d",path="/v1/chat",method="POST",code="200"} %d\n' % (i, i)
         for i in range(series)
     ]
     return head + b"".join(lines)
@@ -62,6 +62,7 @@ def worker(url: str, limits: bool) -> dict[str, Any]:
     from advisor.sources.scrape import scrape
 
     start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     before = resource.getrusage(resource.RUSAGE_SELF)
     kwargs: dict[str, Any] = {"max_bytes": 16 * 1024 * 1024}
     if "sample_limit" in inspect.signature(scrape).parameters:
@@ -79,6 +80,7 @@ def worker(url: str, limits: bool) -> dict[str, Any]:
     return {
         "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "peak_rss_mb": after.ru_maxrss / 1024,
+        "resident_before_mb": resident,
         "added_rss_mb": (after.ru_maxrss - start_rss) / 1024,
         "outcome": outcome,
         "message": (message or "")[:140],
@@ -125,11 +127,12 @@ def main() -> None:
     if args.before_tree is not None:
         rows.append((f"before ({args.before_tree})", False, args.before_tree.resolve()))
     rows += [("limits off", False, HERE), ("limits on", True, HERE)]
-    print(f"{'reading':<28} {'cpu s':>7} {'peak RSS MB':>12} {'added MB':>9}  outcome")
+    print(f"{'reading':<28} {'cpu s':>7} {'peak RSS MB':>12} {'RSS before':>11} {'peak grew':>10}  outcome")
     for name, limits, tree in rows:
         r = run_worker(url, limits, tree)
         print(
-            f"{name:<28} {r['cpu_seconds']:>7.3f} {r['peak_rss_mb']:>12.1f} {r['added_rss_mb']:>9.1f}  "
+            f"{name:<28} {r['cpu_seconds']:>7.3f} {r['peak_rss_mb']:>12.1f} {r['resident_before_mb']:>11.1f} "
+            f"{r['added_rss_mb']:>10.1f}  "
             f"{r['outcome']}: {r['message']}"
         )
     srv.shutdown()
