@@ -64,7 +64,8 @@ class Observation:
         adapter: the adapter used; a caller with ``engine: auto`` keeps it for the next page.
         models: every served model on the page, in exposition order (``()`` for engines without a model label).
         version_hints: what the names say about the engine's release (:func:`advisor.engines.versions.version_hints`).
-        error_reason: ``None``, ``parse_error``, ``unrecognized`` or ``served_model_not_found``.
+        error_reason: ``None``, ``parse_error``, ``unrecognized``, ``sample_limit`` (``label_limit``) or
+            ``served_model_not_found``.
         error_message: why, naming the prefixes or the models seen.
         duplicate_series: samples dropped because their series (name and label set) already appeared on the page,
             among the samples the adapter reads (the first of each kept); 0 for a clean page.
