@@ -59,6 +59,7 @@ from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
 from advisor.notify.config import ReceiverConfig
 from advisor.rules.replicas import ReplicaStabilizer
+from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
 
 
 def check_http_url(url: str) -> str:
@@ -596,6 +597,18 @@ class ScrapeConfig(_Strict):
     connect_timeout: Duration = 3.0
     read_timeout: Duration = 10.0
     max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    sample_limit: int = Field(
+        default=DEFAULT_SAMPLE_LIMIT,
+        ge=0,
+        description="a page with more sample lines (lines not starting with #) fails the scrape with reason "
+        "sample_limit, before it is parsed, as Prometheus's sample_limit; 0 = no limit",
+    )
+    label_limit: int = Field(
+        default=DEFAULT_LABEL_LIMIT,
+        ge=0,
+        description="a series the advisor reads with more labels fails the scrape with reason sample_limit, as "
+        "Prometheus's label_limit; 0 = no limit",
+    )
 
 
 class PrometheusConfig(_Strict):

@@ -29,6 +29,8 @@ SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_erro
 LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"
 DEPLOYMENT_STATE: Final = "advisor_deployment_state"
 TARGET_STATE: Final = "advisor_target_state"
+# {deployment, target}: series repeated on the target's last page (the first sample of each kept, as Prometheus does)
+TARGET_DUPLICATE_SERIES: Final = "advisor_target_duplicate_series"
 CAPACITY_MODEL_ERROR_RATIO: Final = "advisor_capacity_model_error_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
@@ -62,6 +64,9 @@ REASON_TOO_LARGE: Final = "too_large"
 REASON_PARSE_ERROR: Final = "parse_error"
 REASON_UNRECOGNIZED: Final = "unrecognized"  # valid text, but no family of a known engine (prefixes named)
 REASON_SERVED_MODEL_NOT_FOUND: Final = "served_model_not_found"  # served_model matches no model on the page
+# the page holds more samples than scrape.sample_limit, or a series more labels than scrape.label_limit (the message
+# says which limit, the count and the limit), as Prometheus fails such a scrape
+REASON_SAMPLE_LIMIT: Final = "sample_limit"
 SCRAPE_ERROR_REASONS: Final = (
     REASON_CONNECTION_REFUSED,
     REASON_TIMEOUT,
@@ -70,6 +75,7 @@ SCRAPE_ERROR_REASONS: Final = (
     REASON_PARSE_ERROR,
     REASON_UNRECOGNIZED,
     REASON_SERVED_MODEL_NOT_FOUND,
+    REASON_SAMPLE_LIMIT,
 )
 
 # --- data-quality states ------------------------------------------------------------------------------

@@ -223,11 +223,14 @@ class EngineSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class TimedSnapshot:
-    """A snapshot with the unix time it was scraped at, and the target it came from."""
+    """A snapshot with the unix time it was scraped at, and the target it came from; ``duplicate_series``: samples
+    the page repeated (a series already seen; the first kept, :attr:`advisor.observe.Observation.duplicate_series`),
+    which lowers the confidence of what is read from it."""
 
     target: str
     timestamp: float
     snapshot: EngineSnapshot
+    duplicate_series: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -487,6 +487,7 @@ def evaluate_deployment(
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
+        duplicate_series=sum(t.history[-1].duplicate_series for t in up),
         stalled_seconds=stall.seconds,
         stalled_intervals=stall.intervals,
         stalled_targets=stall.targets,

@@ -148,6 +148,12 @@ class AdvisorCollector(Collector):
             [c.LABEL_DEPLOYMENT, LABEL_QUEUE],
         )
         excluded = gauge(RANKS_EXCLUDED, "Data-parallel ranks left out of the aggregates (impossible values).")
+        duplicates = gauge(
+            c.TARGET_DUPLICATE_SERIES,
+            "Samples the target's last page repeated (a series already on the page; the first kept, as Prometheus "
+            "does), among the families the advisor reads; any lowers the deployment's confidence.",
+            [c.LABEL_DEPLOYMENT, c.LABEL_TARGET],
+        )
         open_keys: set[tuple[str, str, str, str]] = set()
         valued: set[tuple[str, str]] = set()
         for d in res.deployments:
@@ -183,6 +189,8 @@ class AdvisorCollector(Collector):
                 state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
             for t in d.targets:
                 up.add_metric([d.name, redact_url(t.url)], 1.0 if t.up else 0.0)
+                if t.up and t.history:
+                    duplicates.add_metric([d.name, redact_url(t.url)], float(t.history[-1].duplicate_series))
             for t, (tst, _) in zip(d.targets, d.target_states, strict=False):
                 for st in c.STATES:
                     tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
@@ -217,6 +225,7 @@ class AdvisorCollector(Collector):
             state,
             tstate,
             up,
+            duplicates,
             active,
             recommended,
         )

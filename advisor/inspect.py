@@ -19,7 +19,8 @@ from advisor.domain import TimedSnapshot
 from advisor.engines.base import EngineAdapter
 from advisor.evaluate import Quality, TargetView, snapshot_view, target_state
 from advisor.observe import observe
-from advisor.redact import redact_url
+from advisor.redact import redact_url, target_message
+from advisor.sources.limits import DEFAULT_LABEL_LIMIT
 from advisor.sources.scrape import scrape
 from advisor.telemetry import window_stats
 
@@ -48,14 +49,14 @@ def inspect_target(
             if not res.ok or res.text is None:
                 reason, message = res.error_reason, res.error_message
                 continue
-            seen = observe(res.text, adapter, served_model)
+            seen = observe(res.text, adapter, served_model, label_limit=DEFAULT_LABEL_LIMIT)
             if seen.adapter is not None:
                 adapter, detected = seen.adapter, seen.engine
             hints, models = seen.version_hints or hints, seen.models or models
             if served_model is None:
                 hint = seen.hint(redact_url(url))
             if seen.snapshot is None:
-                reason, message = seen.error_reason, seen.error_message
+                reason, message = seen.error_reason, target_message(url, seen.error_message)
                 continue
             history.append(TimedSnapshot(url, time.time(), seen.snapshot))
             reason, message = None, None

@@ -16,8 +16,12 @@ import datetime
 import json
 import logging
 import re
+from types import TracebackType
+from typing import TypeAlias
 
 from advisor.redact import escape_controls
+
+_ExcInfo: TypeAlias = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """The text log line: time, level, logger, message."""
@@ -26,7 +30,8 @@ _PAIRS = re.compile(r"\b(deployment|target|receiver|prometheus)=(\S+)")
 
 class TextFormatter(logging.Formatter):
     """Formats a record as one line of :data:`TEXT_FORMAT`, control characters in the message (and so in every
-    interpolated value) escaped as ``\\n``, ``\\x1b``…; a traceback, when there is one, follows as is."""
+    interpolated value) escaped as ``\\n``, ``\\x1b``…; a traceback, when there is one, follows on its own lines,
+    with the message of each exception in it escaped the same way (an exception may quote a page or a body)."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
@@ -35,6 +40,20 @@ class TextFormatter(logging.Formatter):
         """The line with ``record.message`` (set by :meth:`logging.Formatter.format`) escaped."""
         record.message = escape_controls(record.message)
         return super().formatMessage(record)
+
+    def formatException(self, ei: _ExcInfo) -> str:  # noqa: N802 - logging.Formatter's name
+        """The traceback, each chained exception's text with its control characters escaped: a message such as
+        ``"bad page: x\\n2026-01-01 00:00:00,000 ERROR advisor: forged"`` stays on its ``ValueError:`` line."""
+        text = super().formatException(ei)
+        seen: set[int] = set()
+        exc = ei[1]
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            told = str(exc)
+            if told and escape_controls(told) != told:
+                text = text.replace(told, escape_controls(told))
+            exc = exc.__cause__ or exc.__context__
+        return text
 
 
 class JSONFormatter(logging.Formatter):

@@ -14,10 +14,17 @@ Every way a page can fail is a reason of :data:`advisor.conventions.SCRAPE_ERROR
 * ``parse_error`` — not Prometheus text (an HTML page, JSON, a truncated line).
 * ``unrecognized`` — valid text with no family of the engine (or of any engine for ``auto``); the message
   names the metric-name prefixes seen (``DCGM_FI_``, ``go_``, ``process_``) and says when it is GPU telemetry.
+* ``sample_limit`` — a series the advisor parsed carries more labels than ``label_limit`` (the sample count is
+  checked before parsing, by :func:`advisor.sources.scrape.scrape`).
 * ``served_model_not_found`` — ``served_model`` names none of the models on the page; the message lists
   them. Nothing of another model is ever read in its place. In the daemon (``strict``) a page of several
   models with no ``served_model`` reads the one the deployment's ``model`` names, and is this error otherwise:
   the advisor never guesses which model a deployment is.
+
+A series repeated on the page (same name and label set) is read once, its first sample kept, as Prometheus keeps
+it (``scrape/scrape.go`` drops the later ones and counts them as duplicates); the repetitions are counted in
+:attr:`Observation.duplicate_series` and named in the snapshot's ``missing``, for every engine and every family
+(gauges, counters, histogram buckets), before any adapter sees the samples.
 
 No I/O, no clock: callers stamp the time and keep the adapter :attr:`Observation.adapter` for the next page.
 """
@@ -33,6 +40,7 @@ from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Exposition, Sample
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
+from advisor.engines.common import first_samples
 from advisor.engines.detect import describe_unrecognized
 from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
 from advisor.engines.versions import version_hints
@@ -40,6 +48,7 @@ from advisor.errors import ParseError
 from advisor.listing import join_bounded
 from advisor.redact import outside_text
 from advisor.sources.exposition import parse_exposition
+from advisor.sources.limits import label_limit_message, over_label_limit
 
 SERVED_MODEL_FLAG: Final = "--served-model"
 """The ``inspect`` flag that picks one model of several (named in :attr:`Observation.hint`)."""
@@ -55,8 +64,11 @@ class Observation:
         adapter: the adapter used; a caller with ``engine: auto`` keeps it for the next page.
         models: every served model on the page, in exposition order (``()`` for engines without a model label).
         version_hints: what the names say about the engine's release (:func:`advisor.engines.versions.version_hints`).
-        error_reason: ``None``, ``parse_error``, ``unrecognized`` or ``served_model_not_found``.
+        error_reason: ``None``, ``parse_error``, ``unrecognized``, ``sample_limit`` (``label_limit``) or
+            ``served_model_not_found``.
         error_message: why, naming the prefixes or the models seen.
+        duplicate_series: samples dropped because their series (name and label set) already appeared on the page,
+            among the samples the adapter reads (the first of each kept); 0 for a clean page.
     """
 
     snapshot: EngineSnapshot | None
@@ -66,6 +78,7 @@ class Observation:
     version_hints: tuple[str, ...] = ()
     error_reason: str | None = None
     error_message: str | None = None
+    duplicate_series: int = 0
 
     @property
     def ok(self) -> bool:
@@ -116,6 +129,7 @@ def observe(
     *,
     configured_model: str | None = None,
     strict: bool = False,
+    label_limit: int = 0,
 ) -> Observation:
     """Parse once, detect once, adapt once.
 
@@ -131,6 +145,8 @@ def observe(
         strict: the daemon's rule for a page of several models and no way to choose (no ``served_model``, no
             model matching ``configured_model``): ``served_model_not_found`` naming them, never a guess.
             ``False`` (``inspect``) reads the first and :meth:`Observation.hint` says how to pick.
+        label_limit: labels a parsed series may carry (config ``scrape.label_limit``; ``0`` = no limit); a series
+            over it fails the page with reason ``sample_limit``, naming the series, its labels and the limit.
 
     Returns:
         An :class:`Observation`; never raises for page trouble (bad text is ``parse_error``).
@@ -145,6 +161,11 @@ def observe(
             samples: Exposition = parse_exposition(page, keep=keep)
         except ParseError as exc:
             return Observation(None, error_reason=c.REASON_PARSE_ERROR, error_message=outside_text(str(exc)))
+        over = over_label_limit(samples, label_limit)
+        if over is not None:
+            return Observation(
+                None, error_reason=c.REASON_SAMPLE_LIMIT, error_message=label_limit_message(*over, label_limit)
+            )
         names: Collection[str] | Mapping[str, object] = samples
         if not samples and keep is not None and page.strip():
             names = _sample_names(page)  # nothing kept: name what the page does carry
@@ -155,10 +176,13 @@ def observe(
     if found.adapter is None or found.error_reason is not None:
         return found
     adapter = found.adapter
-    expo = {k: v for k, v in samples.items() if adapter.wants(k)}
+    wanted = {k: v for k, v in samples.items() if adapter.wants(k) or k in WORKER_KV_NAMES}
+    read, notes = first_samples(wanted)  # every family of every engine: the first sample of a series wins
+    duplicates = sum(map(len, wanted.values())) - sum(map(len, read.values())) if notes else 0
+    expo = {k: v for k, v in read.items() if adapter.wants(k)}
     models = tuple(adapter.models(expo))
     hints = tuple(version_hints(adapter.engine, samples))
-    base = dataclasses.replace(found, models=models, version_hints=hints)
+    base = dataclasses.replace(found, models=models, version_hints=hints, duplicate_series=duplicates)
     chosen = served_model
     if served_model is None and len(models) > 1:
         chosen = _match(configured_model, models) if configured_model else None
@@ -178,7 +202,9 @@ def observe(
             )
             return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
     snap = adapter.snapshot(expo, chosen)
-    snap = worker_kv(snap, {k: v for k, v in samples.items() if k in WORKER_KV_NAMES})
+    snap = worker_kv(snap, {k: v for k, v in read.items() if k in WORKER_KV_NAMES})
+    if notes:
+        snap = dataclasses.replace(snap, missing=(*notes, *snap.missing))
     return dataclasses.replace(base, snapshot=snap)
 
 

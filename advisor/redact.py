@@ -11,7 +11,7 @@ import base64
 import re
 from collections.abc import Iterable
 from typing import Final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 REDACTED: Final = "<redacted>"
 """The one placeholder that stands for a secret in messages, logs and reprs."""
@@ -19,28 +19,41 @@ REDACTED: Final = "<redacted>"
 _AUTH_HEADER_RE: Final = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
 _USERINFO_RE: Final = re.compile(r"(://)[^\s/?#@\"'<>]+@")
 """User-info of any URL quoted in a text (``https://user:token@host``)."""
+MIN_SECRET_CHARS: Final = 4
+"""A query value or user name shorter than this is not scrubbed on its own (``?page=2`` would blank every ``2``);
+it is still scrubbed as part of the whole query string."""
 _QUERY_RE: Final = re.compile(r"(?<=[^\s?])\?(?=[^\s=?#\"'<>&]+=)[^\s#\"'<>]*")
 """A query string of ``name=value`` pairs after a URL or a request path (``/hook?token=…``), in any text."""
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The parts of ``url`` that are secrets: userinfo (and its Basic-auth base64 form), password, query and
-    fragment. ``()`` for an unparseable URL.
+    """The parts of ``url`` that are secrets: userinfo (and its Basic-auth base64 form), user name, password, query,
+    each query value of at least :data:`MIN_SECRET_CHARS` characters (as sent and decoded: a body may echo the key
+    alone, ``invalid apikey S3CRET``) and fragment. ``()`` for an unparseable URL.
 
-    >>> url_secrets("http://alice:pw@h/m?token=x")
-    ('token=x', 'pw', 'alice:pw', 'YWxpY2U6cHc=')
+    >>> url_secrets("http://alice:pw@h/m?token=x&key=hunter2")
+    ('token=x&key=hunter2', 'pw', 'hunter2', 'alice:pw', 'alice', 'YWxpY2U6cHc=')
     """
     try:
         parts = urlsplit(url)
     except ValueError:
         return ()
     secrets = [parts.query, parts.fragment, parts.password or ""]
+    for _, value in parse_qsl(parts.query, keep_blank_values=True):
+        if len(value) >= MIN_SECRET_CHARS:
+            secrets.append(value)
+    for raw in parts.query.split("&"):
+        value = raw.partition("=")[2]
+        if len(value) >= MIN_SECRET_CHARS and value not in secrets:
+            secrets.append(value)
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
         secrets.append(userinfo)
+        if parts.username and len(parts.username) >= MIN_SECRET_CHARS:
+            secrets.append(parts.username)
         # a body that echoes the request headers carries the credentials base64-encoded (Basic auth)
         secrets.append(base64.b64encode(unquote(userinfo).encode()).decode())
-    return tuple(s for s in secrets if s)
+    return tuple(dict.fromkeys(s for s in secrets if s))
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
@@ -89,6 +102,17 @@ def outside_text(text: str, secrets: Iterable[str] = (), limit: int = OUTSIDE_TE
     if len(text) > limit:
         text = text[: max(limit - 1, 0)] + "…"
     return text
+
+
+def target_message(url: str, message: str | None) -> str | None:
+    r"""A target's error message (which may quote its page: a parser's complaint, a model label) made safe to show
+    beside it: the URL's secrets (:func:`url_secrets`) and any credential scrubbed (:func:`scrub`), control
+    characters escaped. ``None`` stays ``None``.
+
+    >>> target_message("http://h/m?apikey=S3CRET", 'Invalid labels: "invalid apikey S3CRET"\nforged')
+    'Invalid labels: "invalid apikey <redacted>"\\nforged'
+    """
+    return None if message is None else escape_controls(scrub(message, url_secrets(url)))
 
 
 def redact_url(url: str) -> str:

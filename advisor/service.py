@@ -56,7 +56,7 @@ from advisor.files import read_text_capped
 from advisor.notify.notifier import Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
-from advisor.redact import redact_url
+from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
@@ -594,7 +594,7 @@ class Service:
 
         def one(job: tuple[_Deployment, str, requests.Session]) -> tuple[_Deployment, str, ScrapeResult, float]:
             d, url, session = job
-            res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes)
+            res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
             return d, url, res, self.clock()
 
         return list(rt.pool.map(one, jobs))
@@ -611,6 +611,7 @@ class Service:
                         d.spec.served_model,
                         configured_model=d.spec.model,
                         strict=True,
+                        label_limit=rt.cfg.scrape.label_limit,
                     )
                 except Exception as exc:  # an adapter bug must not stop other targets
                     log.exception("deployment=%s target=%s: adapter failed", name, redact_url(url))
@@ -618,9 +619,11 @@ class Service:
                 else:
                     self._adopt(d, seen)
                     if seen.snapshot is not None:
-                        self.tracker.observe(name, url, TimedSnapshot(url, ts, seen.snapshot))
+                        self.tracker.observe(name, url, TimedSnapshot(url, ts, seen.snapshot, seen.duplicate_series))
                         continue
                     reason, message = seen.error_reason, seen.error_message
+            # a message may quote the page, which may echo the URL: none of its secrets goes further
+            message = target_message(url, message)
             changed = self.tracker.fail(name, url, reason, message)
             key = (name, url, reason or c.REASON_PARSE_ERROR)
             with self._errors_lock:  # Prometheus queries run beside this loop
@@ -693,7 +696,7 @@ class Service:
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)
-                tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {exc!r}")
+                tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}")
                 continue
             tr.replace_history(
                 name,

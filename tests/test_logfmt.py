@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -44,3 +45,23 @@ def test_a_json_log_line_stays_one_valid_object() -> None:
     line = _line("json", "target %s: %s", "t", FORGED)
     assert "\n" not in line
     assert json.loads(line)["msg"] == f"target t: {FORGED}"
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_a_traceback_escapes_the_outside_text_its_exceptions_quote() -> None:
+    _setup_logging("info", "text")
+    formatter = logging.getLogger().handlers[0].formatter
+    assert formatter is not None
+    try:
+        try:
+            raise KeyError(FORGED)
+        except KeyError as inner:
+            raise ValueError(f"bad page: {FORGED}") from inner
+    except ValueError:
+        record = logging.LogRecord("advisor.service", logging.ERROR, __file__, 1, "adapter failed", (), sys.exc_info())
+    text = formatter.format(record)
+    lines = text.splitlines()
+    assert lines[0].endswith(" ERROR advisor.service: adapter failed")
+    assert not any(ln.startswith("c 2026-01-01") for ln in lines), text  # no forged line, in either exception
+    assert "\x1b" not in text and "\u2028" not in text
+    assert any(ln.startswith('ValueError: bad page: a"b\\nc 2026-01-01') for ln in lines), text

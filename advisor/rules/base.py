@@ -82,6 +82,9 @@ class Evaluation:
         kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
         ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
         rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
+        duplicate_series: samples the answering targets' newest pages repeated (a series already on the page; the
+            first sample kept, as Prometheus keeps it). A page that contradicts itself lowers confidence
+            (:func:`advisor.rules.common.confidence`).
         stalled_seconds: the longest time, ending at a target's newest sample, over which that target's engine
             held requests (running or waiting) while none of its generation-token, prompt-token and
             finished-request counters moved (:func:`advisor.evaluate.stall_span`); 0.0 when every engine moves.
@@ -122,6 +125,7 @@ class Evaluation:
     kv_cache_hybrid: bool = False
     ranks_excluded: tuple[str, ...] = ()
     rank_coverage: float = 1.0
+    duplicate_series: int = 0
     stalled_seconds: float = 0.0
     stalled_intervals: int = 0
     stalled_targets: Mapping[str, int] = field(default_factory=dict)

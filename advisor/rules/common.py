@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -482,14 +483,48 @@ def replicas_proposal(
     return anchored(ev, proposal)
 
 
+DUPLICATE_SERIES_CONFIDENCE = 0.5
+"""Confidence factor when a newest page repeated a series (``Evaluation.duplicate_series``): the page contradicts
+itself (two exporters writing one registry, a proxy concatenating pages), and the first sample, which the advisor
+keeps as Prometheus does, is only as likely as the other to be the engine's."""
+
+
 def confidence(ev: Evaluation, base: float) -> float:
     """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
     scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that
     arrived × (1 if the engine reports its own pool, else 0.85 since the pool is then the model's guess)
     × the fraction of data-parallel ranks that could be read (``ev.rank_coverage``: a rank left out for an
-    impossible value leaves the decision to the others, with less certainty)."""
+    impossible value leaves the decision to the others, with less certainty). A page that repeated a series
+    lowers every proposal further, whichever rule made it (:func:`page_quality`)."""
     pool = 1.0 if ev.kv_capacity_source == "engine" else 0.85
     return round(max(0.0, min(1.0, base * ev.coverage() * pool * ev.rank_coverage)), 3)
+
+
+def page_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
+    """``proposals`` with confidence × :data:`DUPLICATE_SERIES_CONFIDENCE` and the reason in their evidence when the
+    answering targets' newest pages repeated a series (``ev.duplicate_series`` > 0); unchanged otherwise. The
+    lifecycle applies it to every rule's proposals (plugins' too); idempotent (a proposal whose evidence already
+    has ``duplicate_series`` is left as it is).
+
+    Example: confidence 0.9, 55 repeated samples → 0.45 and evidence ``duplicate_series: 55``,
+    ``confidence_lowered: "the scraped page repeated 55 sample(s) of series already on it (…): ×0.5"``.
+    """
+    if not ev.duplicate_series:
+        return list(proposals)
+    why = (
+        f"the scraped page repeated {ev.duplicate_series} sample(s) of series already on it (the first of each "
+        f"kept, as Prometheus keeps it; the deployment's missing list names the families): the page contradicts "
+        f"itself, confidence ×{DUPLICATE_SERIES_CONFIDENCE:g}"
+    )
+    out: list[Proposal] = []
+    for p in proposals:
+        if "duplicate_series" in p.evidence:
+            out.append(p)
+            continue
+        evidence = {**p.evidence, "duplicate_series": ev.duplicate_series, "confidence_lowered": why}
+        confidence = round(p.confidence * DUPLICATE_SERIES_CONFIDENCE, 3)
+        out.append(dataclasses.replace(p, confidence=confidence, evidence=evidence))
+    return out
 
 
 OTHER_POOL_SATURATED = 0.9

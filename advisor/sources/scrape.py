@@ -14,6 +14,9 @@
                          line and headers included, so a server trickling bytes cannot hold a scrape open)
     http_status          a non-2xx status (also: too many redirects); the message has the code
     too_large            ``Content-Length`` or the decoded bytes read so far exceed ``max_bytes``
+    sample_limit         the 2xx body holds more than ``sample_limit`` samples (counted on the bytes before they
+                         are decoded or parsed: :mod:`advisor.sources.limits`); a series over ``label_limit`` is
+                         the same reason, set by :func:`advisor.observe.observe` on the parsed samples
     parse_error          set by the caller with :func:`classify_parse_error` when the body does not
                          parse (see :func:`advisor.sources.exposition.parse_exposition`)
 
@@ -34,10 +37,11 @@ from dataclasses import dataclass, replace
 
 import requests
 
-from advisor.conventions import REASON_HTTP_STATUS, REASON_PARSE_ERROR
+from advisor.conventions import REASON_HTTP_STATUS, REASON_PARSE_ERROR, REASON_SAMPLE_LIMIT
 from advisor.errors import ParseError
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
 from advisor.redact import OUTSIDE_TEXT_CHARS, outside_text, redact_url, url_secrets
+from advisor.sources.limits import DEFAULT_SAMPLE_LIMIT, check_page
 
 ACCEPT_HEADER = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 """Ask for the classic text format (not OpenMetrics, not protobuf) from prometheus_client servers."""
@@ -94,6 +98,7 @@ def scrape(
     connect_timeout: float = 3.0,
     read_timeout: float = 10.0,
     max_bytes: int = 16 * 1024 * 1024,
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT,
 ) -> ScrapeResult:
     """GET ``url`` and return its body or a classified failure; never raises for network problems.
 
@@ -110,6 +115,9 @@ def scrape(
             ``connect_timeout`` it also sets the overall deadline (see the module docstring).
         max_bytes: cap on the decoded body size, bytes (default 16 MiB; a busy vLLM with DP ranks
             exposes a few hundred KiB).
+        sample_limit: samples (lines not starting with ``#``) the page may hold, ``0`` = no limit; a page over it
+            is a ``sample_limit`` failure, counted on the bytes without decoding or parsing them and stopped as
+            soon as the count passes the limit (:func:`advisor.sources.limits.check_page`).
 
     Returns:
         A :class:`ScrapeResult`; ``ok`` with ``text`` on a complete 2xx body.
@@ -140,6 +148,9 @@ def scrape(
         snippet = _error_snippet(answer.body, url)
         message = f"HTTP {answer.status} {answer.reason}".rstrip()
         return fail(REASON_HTTP_STATUS, f"{message}: {snippet}" if snippet else message, answer.status)
+    over = check_page(answer.body, sample_limit)
+    if over is not None:
+        return fail(REASON_SAMPLE_LIMIT, over, answer.status)
     return ScrapeResult(
         target=target,
         ok=True,

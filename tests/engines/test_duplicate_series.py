@@ -55,3 +55,46 @@ def test_a_repeated_sglang_series_is_read_once() -> None:
     snap = read("sglang", line + "5\n" + line + "9\n")
     assert snap.requests_running == 5
     assert any(m.startswith("sglang:num_running_reqs: 1 duplicate series") for m in snap.missing), snap.missing
+
+
+def test_every_family_read_through_observe_keeps_the_first_sample_of_a_repeated_series() -> None:
+    """The kind of error, wherever samples are read: a Dynamo worker's KV gauge repeated on an SGLang worker's page
+    (0.354, then 0.97) read the larger before issue 14 (worker_kv took the max of the repeats). Names:
+    ``dynamo_component_gpu_cache_usage_percent`` (ai-dynamo/dynamo lib/bindings/python/src/dynamo/prometheus_names.py),
+    SGLang's from python/sglang/srt/metrics/collector.py."""
+    from advisor.observe import observe
+
+    page = (
+        'sglang:num_running_reqs{model_name="m",tp_rank="0"} 5\n'
+        'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 3\n'
+        'dynamo_component_gpu_cache_usage_percent{dynamo_component="backend",model="m"} 0.354\n'
+        'dynamo_component_gpu_cache_usage_percent{model="m",dynamo_component="backend"} 0.97\n'
+        'sglang:num_queue_reqs{tp_rank="0",model_name="m"} 40\n'
+    )
+    seen = observe(page, "auto", strict=True)
+    assert seen.snapshot is not None
+    assert seen.snapshot.kv_cache_usage_ratio == 0.354
+    assert seen.snapshot.requests_waiting == 3
+    assert seen.duplicate_series == 2
+    assert any(m.startswith("dynamo_component_gpu_cache_usage_percent: 1 duplicate") for m in seen.snapshot.missing)
+
+
+def test_a_repeated_vllm_page_counts_every_repeated_gauge_counter_and_bucket() -> None:
+    from advisor.observe import observe
+
+    page = (
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n'
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        'vllm:prompt_tokens_total{engine="0",model_name="m"} 100\n'
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} 1\n'
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2\n'
+        'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 2\n'
+        'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 1.5\n'
+    )
+    once = observe(page, "vllm")
+    twice = observe(page + page.replace(" 100\n", " 900\n"), "vllm")
+    assert once.duplicate_series == 0 and twice.duplicate_series == 6
+    assert twice.snapshot is not None and twice.snapshot.prompt_tokens_total == 100
+    assert twice.snapshot.ttft is not None and twice.snapshot.ttft.count == 2
