@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -45,7 +47,7 @@ from advisor.config import (
     Deployment,
     check_runtime_paths,
 )
-from advisor.domain import TimedSnapshot
+from advisor.domain import Recommendation, TimedSnapshot
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
@@ -62,10 +64,22 @@ from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
-from advisor.state import load_state, save_state
+from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
 
 log = logging.getLogger(__name__)
+
+FAULT_BETWEEN_OUTBOX_AND_STATE = "between_outbox_and_state"
+FAULT_POINT = os.environ.get("CAPACITY_ADVISOR_FAULT_POINT", "")
+"""TEST ONLY (tests/reliability/test_crash_window.py): ``between_outbox_and_state`` makes the daemon SIGKILL itself
+in the first cycle with transitions, after every receiver's outbox accepted them and before the state file is
+written again. Read once at start; never set it in production."""
+
+
+def _die_here() -> None:
+    """The test-only fault point: the process kills itself (SIGKILL: no handler, no flush, no cleanup)."""
+    log.critical("fault point %s: killing the process (test only)", FAULT_POINT)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -310,14 +324,48 @@ class Service:
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
+            notifying = load_notifying(rt.state_file) if rt.state_file is not None else []
         except BaseException:
             rt.close(1.0)
             raise
         self.runtime = rt
         self._apply(rt)
-        n = self.tracker.restore(restored)
+        _, resolved_ids = rt.notifier.alert_ids()
+        for r in restored:
+            if r.id in resolved_ids:  # written by a release that notified before it persisted
+                log.warning("deployment=%s: %s is resolved in the outbox; not re-opened", r.deployment, r.id)
+        n = self.tracker.restore([r for r in restored if r.id not in resolved_ids])
         if n:
             log.info("restored %d open recommendation(s) from %s", n, rt.state_file)
+        self._reconcile(rt, notifying, len(restored) != n)
+
+    def _reconcile(self, rt: Runtime, notifying: Sequence[tuple[str, Recommendation]], changed: bool) -> None:
+        """Start-up: make the outbox agree with the state file (crash consistency, :mod:`advisor.state`).
+
+        The transitions a stopped advisor was handing to the notifier (``notifying``) are submitted again (the
+        outbox leaves out those it holds: same idempotency keys); an alert an outbox fired and still holds whose
+        id is not open here (it will not re-fire under that id) gets its ``resolved``; then the state file is
+        written without ``notifying``."""
+        now = self.clock()
+        links = Links(self.external_url, rt.cfg.runbook_base_url)
+        cycle = [(k, r) for k, r in notifying if k != "opened" or not rt.acks.suppressed(r.id, now)]
+        if cycle:
+            log.info("re-submitting %d transition(s) the previous advisor was notifying", len(cycle))
+            rt.notifier.submit_cycle(cycle, links)
+        open_ids = {r.id for r in self.tracker.lifecycle.open_recommendations()}
+        firing, _ = rt.notifier.alert_ids()
+        orphans = [
+            ("resolved", dataclasses.replace(r, resolved_at=now)) for i, r in firing.items() if i not in open_ids
+        ]
+        for _, r in orphans:
+            log.warning("deployment=%s: %s fired and is not open in the state file; resolving it", r.deployment, r.id)
+        if orphans:
+            rt.notifier.submit_cycle(orphans, links)
+        if (notifying or orphans or changed) and rt.state_file is not None:
+            try:
+                save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
+            except StateError as exc:
+                log.error("could not persist open recommendations; they stay in memory: %s", exc)
 
     # -- the runtime ---------------------------------------------------------------------------------------
     def _build_runtime(self, cfg: Config, base_dir: Path | None, old: Runtime | None) -> Runtime:
@@ -784,18 +832,38 @@ class Service:
             with self._step("publish"):
                 self.result = result
                 self.collector.publish(result)
+            # crash-consistent with the outbox (advisor.state): the open set and this cycle's transitions in one
+            # atomic write first, then the outbox, then the transitions cleared; a restart re-submits what was
+            # written and not cleared, under the same ids and idempotency keys
+            ahead = bool(tick.transitions) and self._persist(rt, now, tick.transitions)
             with self._step("notify"):
                 self._notify(rt, tick.transitions, tick.updates)
-            if tick.transitions and rt.state_file is not None:
-                with self._step("persist"):
-                    try:
-                        save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
-                    except StateError as exc:
-                        self.metrics.cycle_failures.labels(deployment="(state file)").inc()
-                        log.error("could not persist open recommendations; they stay in memory: %s", exc)
+            if tick.transitions and FAULT_POINT == FAULT_BETWEEN_OUTBOX_AND_STATE:
+                _die_here()
+            if ahead:
+                self._persist(rt, now, ())
             self.metrics.cycles.inc()
             self.last_progress = now
             return result
+
+    def _persist(self, rt: Runtime, now: float, notifying: Sequence[Transition]) -> bool:
+        """Write the open recommendations and ``notifying`` (the transitions being handed to the notifier) to the
+        state file; ``False`` when there is none or it cannot be written (logged, counted; they stay in memory)."""
+        if rt.state_file is None:
+            return False
+        with self._step("persist"):
+            try:
+                save_state(
+                    rt.state_file,
+                    self.tracker.lifecycle.open_recommendations(),
+                    now,
+                    [(t.kind, t.recommendation) for t in notifying],
+                )
+            except StateError as exc:
+                self.metrics.cycle_failures.labels(deployment="(state file)").inc()
+                log.error("could not persist open recommendations; they stay in memory: %s", exc)
+                return False
+        return True
 
     def _log_tick(self, rt: Runtime, tick: Tick) -> None:
         """What the tracker reported that an operator reads in the log (or on the console)."""

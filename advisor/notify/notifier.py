@@ -169,6 +169,19 @@ class Notifier:
             for gk, members in _batches(w.receiver, wanted):
                 w.submit(batch_notification(members, gk, now, external_url))
 
+    def alert_ids(self) -> tuple[dict[str, Recommendation], set[str]]:
+        """Over every receiver's outbox: ``(firing, resolved)`` — the alerts fired and still held there (by id,
+        those with no resolution waiting or delivered) and the ids resolved there (waiting or delivered); see
+        :meth:`~advisor.notify.outbox.OutboxWorker.alert_ids`."""
+        firing: dict[str, Recommendation] = {}
+        resolved: set[str] = set()
+        for w in self.workers:
+            f, r = w.alert_ids()
+            for rec_id, rec in f.items():
+                firing.setdefault(rec_id, rec)
+            resolved |= r
+        return {k: v for k, v in firing.items() if k not in resolved}, resolved
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""
         deadline = time.monotonic() + timeout

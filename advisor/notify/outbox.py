@@ -102,6 +102,10 @@ RETRYABLE_STATUS = frozenset({408, 429})
 ERROR_BODY_BYTES = 1024
 """The byte cap on a receiver's response body: what of it is quoted in an error; more is never read."""
 
+RESOLVED_KEY_PART = "-resolved-"
+"""What separates a recommendation id from the time in a resolved idempotency key
+(:func:`~advisor.notify.receivers.idempotency_key`)."""
+
 EventCallback = Callable[[str, str, int], None]
 """``(receiver, outcome, queued)``: outcome is ``queued``, ``sent``, ``failed`` or ``dropped``."""
 
@@ -535,6 +539,28 @@ class OutboxWorker:
         with self._cond:
             if self.outbox.active.pop(rec.id, None) is not None:
                 self._save(self._clock())
+
+    def alert_ids(self) -> tuple[dict[str, Recommendation], set[str]]:
+        """What this outbox says of each alert, for the start-up reconcile with the state file (issue 14):
+        ``(firing, resolved)`` — the alerts it fired and still holds (an opening waiting, or an Alertmanager
+        alert kept active) by id, and the ids whose resolution is waiting or was delivered (the delivered keys
+        remembered, :func:`~advisor.notify.receivers.idempotency_key`)."""
+        with self._cond:
+            firing: dict[str, Recommendation] = {}
+            resolved: set[str] = set()
+            for e in self.outbox.pending:
+                for m in e.note.members:
+                    if m.kind == "resolved":
+                        resolved.add(m.recommendation.id)
+                    else:
+                        firing[m.recommendation.id] = m.recommendation
+            for a in self.outbox.active.values():
+                firing.setdefault(a.recommendation.id, a.recommendation)
+            for key in self.outbox.delivered:
+                rec_id, sep, _ = key.rpartition(RESOLVED_KEY_PART)
+                if sep and rec_id:
+                    resolved.add(rec_id)
+            return firing, resolved
 
     def queued(self) -> int:
         """Alert transitions waiting."""
