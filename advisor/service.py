@@ -55,7 +55,7 @@ from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
-from advisor.notify.notifier import Notifier, build_notifier
+from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
@@ -245,10 +245,13 @@ class Runtime:
         wait: bool = True,
         close_notifier: bool = True,
     ) -> None:
-        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it), the workers,
-        the Prometheus client and the sessions not in ``keep``."""
-        if close_notifier:
+        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it; without ``wait``
+        on a thread of its own, so a reload never waits on a receiver), the workers, the Prometheus client and
+        the sessions not in ``keep``."""
+        if close_notifier and wait:
             self.notifier.close(timeout)
+        elif close_notifier:
+            threading.Thread(target=self.notifier.close, args=(timeout,), name="notify-close", daemon=True).start()
         self.pool.shutdown(wait=wait)
         if self.prom is not None:
             self.prom.close()
@@ -426,6 +429,8 @@ class Service:
                 notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
             else:
                 notifier = self._notifier(cfg, outbox, base_dir, acks)
+                if old is not None and old.outbox is None:
+                    notifier.take_over(old.notifier)  # the in-memory queues carry over; nothing waits
         except BaseException:
             if pool is not None:
                 pool.shutdown(wait=False)
@@ -462,9 +467,11 @@ class Service:
 
     def _hand_over(self, old: Runtime, cfg: Config, outbox: Path, base_dir: Path | None, acks: AckStore) -> Notifier:
         """A new notifier on the outbox folder the running one holds (one notifier at a time may: it is locked).
-        The running one is closed (what waits stays in its outbox files, which the new one reads); if the new one
-        cannot be built, the running one is rebuilt on the same folder and config, and the error propagates."""
-        old.notifier.close(10)
+        The running one is stopped without a flush — a reload never waits on a receiver; a request in flight is
+        abandoned and sent again by the new one (same idempotency key) — what waits stays in its outbox files, which
+        the new one reads; if the new one cannot be built, the running one is rebuilt on the same folder and
+        config, and the error propagates."""
+        old.notifier.close(0.0, grace=0.2)
         try:
             return self._notifier(cfg, outbox, base_dir, acks)
         except BaseException:
@@ -897,6 +904,7 @@ class Service:
             return True
         return now - self.last_progress <= intervals * self.cfg.scrape_interval + 5
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Flush notifications and release threads and sessions."""
+    def close(self, timeout: float = SHUTDOWN_FLUSH_SECONDS) -> None:
+        """Flush notifications (for at most ``timeout`` s: a stop stays below the unit's ``TimeoutStopSec``; what
+        is left waits in the outbox) and release threads and sessions."""
         self.runtime.close(timeout)

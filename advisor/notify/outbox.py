@@ -562,6 +562,43 @@ class OutboxWorker:
                     resolved.add(rec_id)
             return firing, resolved
 
+    def adopt(self, other: Outbox) -> None:
+        """Take over what ``other`` (the in-memory outbox of this receiver's previous worker, stopped: a reload
+        without ``outbox_dir``) holds: its waiting notifications go first, in order, then anything accepted here;
+        its active alerts and delivered keys join these (issue 14: a reload drops nothing)."""
+        with self._cond:
+            self.outbox.pending.extendleft(reversed(other.pending))
+            for rec_id, a in other.active.items():
+                self.outbox.active.setdefault(rec_id, a)
+            known = set(self.outbox.delivered)
+            self.outbox.delivered.extendleft(k for k in reversed(other.delivered) if k not in known)
+            other.pending.clear()
+            other.active.clear()
+            self._head_ready_at = 0.0
+            self._save(self._clock())
+            depth = self.outbox.waiting()
+            self._kicked = True
+            self._cond.notify_all()
+        if depth:
+            log.info("notify %s: %d notification(s) carried over from the previous configuration", self.name, depth)
+        self._emit([("queued", depth)])
+
+    def discard(self, why: str) -> int:
+        """Drop what is waiting (an in-memory outbox whose worker stops for good: shutdown, or a reload removed
+        the receiver); each alert transition counts ``dropped`` and the log says how many and ``why``. Returns
+        how many were dropped. Call after :meth:`request_stop`."""
+        with self._cond:
+            n = self.outbox.waiting()
+            self._dropped += n
+            self.outbox.pending.clear()
+            if n:
+                self._last_error = f"dropped: {why}"
+            self._cond.notify_all()
+        if n:
+            log.error("notify %s: %d notification(s) dropped: %s", self.name, n, why)
+        self._emit([(c.NOTIFY_DROPPED, 0)] * n)
+        return n
+
     def queued(self) -> int:
         """Alert transitions waiting."""
         with self._cond:

@@ -78,10 +78,13 @@ class RecordingReceiver:
                                 )
                             )
                 code = 200 if mode == "ok" else 503
-                self.send_response(code)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"{}")
+                except OSError:  # the advisor gave up on the request (a stop, an abandoned request)
+                    pass
 
         srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         srv.daemon_threads = True
