@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_notifying, load_state, save_state
@@ -340,15 +340,18 @@ class Service:
         n = self.tracker.restore([r for r in restored if r.id not in resolved_ids])
         if n:
             log.info("restored %d open recommendation(s) from %s", n, rt.state_file)
-        self._reconcile(rt, notifying, len(restored) != n)
+        self._reconcile(rt, notifying, restored)
 
-    def _reconcile(self, rt: Runtime, notifying: Sequence[tuple[str, Recommendation]], changed: bool) -> None:
+    def _reconcile(
+        self, rt: Runtime, notifying: Sequence[tuple[str, Recommendation]], restored: Sequence[Recommendation]
+    ) -> None:
         """Start-up: make the outbox agree with the state file (crash consistency, :mod:`advisor.state`).
 
         The transitions a stopped advisor was handing to the notifier (``notifying``) are submitted again (the
         outbox leaves out those it holds: same idempotency keys); an alert an outbox fired and still holds whose
-        id is not open here (it will not re-fire under that id) gets its ``resolved``; then the state file is
-        written without ``notifying``."""
+        id is not open here (it will not re-fire under that id) gets its ``resolved``, and so does an open
+        recommendation of the state file whose deployment is no longer configured (``resolved_reason``
+        ``removed``); then the state file is written without ``notifying``."""
         now = self.clock()
         links = Links(self.external_url, rt.cfg.runbook_base_url)
         cycle = [(k, r) for k, r in notifying if k != "opened" or not rt.acks.suppressed(r.id, now)]
@@ -356,15 +359,25 @@ class Service:
             log.info("re-submitting %d transition(s) the previous advisor was notifying", len(cycle))
             rt.notifier.submit_cycle(cycle, links)
         open_ids = {r.id for r in self.tracker.lifecycle.open_recommendations()}
-        firing, _ = rt.notifier.alert_ids()
+        firing, resolved_ids = rt.notifier.alert_ids()
+        known = set(self.tracker.deployment_names)
+        # restored records of configured deployments are the lifecycle's: open, or folded (it resolves those)
+        held = {r.id for r in restored if r.deployment in known and r.id not in resolved_ids}
+        for r in restored:
+            if r.deployment not in known and r.id not in resolved_ids:
+                firing.setdefault(r.id, r)
         orphans = [
-            ("resolved", dataclasses.replace(r, resolved_at=now)) for i, r in firing.items() if i not in open_ids
+            ("resolved", dataclasses.replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED))
+            if r.deployment not in known
+            else ("resolved", dataclasses.replace(r, resolved_at=now))
+            for i, r in firing.items()
+            if i not in open_ids and i not in held
         ]
         for _, r in orphans:
             log.warning("deployment=%s: %s fired and is not open in the state file; resolving it", r.deployment, r.id)
         if orphans:
             rt.notifier.submit_cycle(orphans, links)
-        if (notifying or orphans or changed) and rt.state_file is not None:
+        if (notifying or orphans or len(held) != len(restored)) and rt.state_file is not None:
             try:
                 save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
             except StateError as exc:
@@ -483,6 +496,7 @@ class Service:
         """Point the tracker at ``rt`` (cannot fail): its settings, deployments and targets, keeping the
         histories and open recommendations of what stays; and the scrape-error counters of what stays."""
         cfg = rt.cfg
+        before = set(self.tracker.deployment_names)
         self.tracker.configure(
             rt.rules,
             evaluation_window=cfg.evaluation_window,
@@ -497,6 +511,11 @@ class Service:
             # source: prometheus counts the instances its query found (_query_prometheus)
             self.tracker.count_replicas(d.spec.name, d.spec.source != "prometheus")
         kept = {(ctx.name, u) for ctx, urls in rt.plan for u in urls}
+        names = [d.spec.name for d in rt.deployments]
+        self.collector.retain(names, self.clock())  # a removed deployment's series leave /metrics now
+        for gone in before - set(names):
+            with suppress(KeyError):
+                self.metrics.cycle_failures.remove(gone)
         with self._errors_lock:
             self.scrape_errors = {k: v for k, v in self.scrape_errors.items() if (k[0], k[1]) in kept}
             for name, url in kept:

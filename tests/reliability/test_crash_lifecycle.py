@@ -5,6 +5,8 @@ recording webhook receiver on loopback that is down (503) or hangs:
   ``TimeoutStopSec=30s``); the outbox file keeps the undelivered notification and a restart delivers it, under
   the same idempotency key. Without ``outbox_dir`` the stop says truthfully how many it dropped.
 * A reload never waits on a receiver: with one hanging, SIGHUP swaps the config at once.
+* A deployment a reload removes while it has an open recommendation: the recommendation resolves with
+  ``resolved_reason`` ``removed``, every series of the deployment leaves ``/metrics``, and the state file drops it.
 * Without ``outbox_dir``, a reload during an outage keeps the queued notifications of the receivers that stay
   and counts those of a receiver it removed as ``dropped`` (``advisor_notifications_total``).
 """
@@ -23,11 +25,13 @@ import yaml
 
 from tests.reliability.crash_support import (
     Daemon,
+    Delivered,
     FlipTarget,
     RecordingReceiver,
     daemon,
     deployment,
     outbox_pending,
+    state,
     write_config,
 )
 
@@ -156,3 +160,37 @@ def test_a_reload_without_an_outbox_keeps_the_queue_of_the_receivers_that_stay(
             assert _metric(url, "advisor_notifications_total", receiver="ops", outcome="sent") == 1.0
     finally:
         audit.stop()
+
+
+@pytest.mark.integration
+def test_a_deployment_a_reload_removes_resolves_with_reason_removed_and_leaves_metrics_and_state(
+    tmp_path: Path, target: FlipTarget, receiver: RecordingReceiver
+) -> None:
+    path = tmp_path / "advisor.yaml"
+    both = [deployment("chat", target.url()), deployment("code", target.url())]
+    write_config(path, both, receiver.url, tmp_path / "outbox")
+    state_file = tmp_path / "state.json"
+
+    def fired(alerts: list[Delivered]) -> set[str]:
+        return {a.fingerprint for a in alerts if a.status == "firing"}
+
+    with daemon(path) as d:
+        url = d.wait_ready()
+        assert receiver.wait_for(lambda a: len(fired(a)) == 2, 20), d.log()
+        assert _wait(lambda: len(state(state_file).get("recommendations", [])) == 2, 10)
+        by_dep = {r["deployment"]: r["id"] for r in state(state_file)["recommendations"]}
+        assert 'deployment="chat"' in requests.get(url + "/metrics", timeout=5).text
+        write_config(path, both[1:], receiver.url, tmp_path / "outbox")  # chat removed, code stays
+        d.signal(signal.SIGHUP)
+        assert receiver.wait_for(lambda a: any(x.status == "resolved" for x in a), 20), d.log()
+        time.sleep(0.6)  # a few more cycles
+        (resolved,) = [a for a in receiver.snapshot() if a.status == "resolved"]
+        assert (resolved.fingerprint, resolved.reason) == (by_dep["chat"], "removed")
+        exposition = requests.get(url + "/metrics", timeout=5).text
+        assert 'deployment="chat"' not in exposition  # advisor_recommendation_active and every other series
+        assert re.search(r'advisor_recommendation_active\{[^}]*deployment="code"[^}]*\} 1\.0', exposition)
+        assert [r["id"] for r in state(state_file)["recommendations"]] == [by_dep["code"]]
+    with daemon(path) as again:  # a restart resolves nothing twice
+        again.wait_ready()
+        time.sleep(1.0)
+    assert [a.fingerprint for a in receiver.snapshot() if a.status == "resolved"] == [by_dep["chat"]]
