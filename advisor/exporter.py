@@ -4,7 +4,8 @@ The collector reads one immutable result per scrape, so a scrape never sees half
 on an injected :class:`~prometheus_client.CollectorRegistry` (tests use a fresh one each). Unknown
 values are omitted, never exported as 0. A recommendation that resolved keeps its
 ``advisor_recommendation_active`` series at 0, so dashboards and alerts see the transition rather than a
-vanishing series.
+vanishing series; a deployment a reload removed loses every series at once (:meth:`AdvisorCollector.retain`), as a
+target Prometheus no longer discovers does.
 """
 
 from __future__ import annotations
