@@ -207,8 +207,9 @@ class Notifier:
         self.flush(timeout)
         for w in self.workers:
             w.request_stop()
+        joined_by = max(deadline, time.monotonic()) + grace  # one grace for all: N hung receivers cost it once
         for w in self.workers:
-            w.join(max(grace, deadline - time.monotonic()))
+            w.join(max(0.0, joined_by - time.monotonic()))
         dropped = 0
         kept: dict[str, int] = {}
         for w in self.workers:
