@@ -194,3 +194,26 @@ def test_a_deployment_a_reload_removes_resolves_with_reason_removed_and_leaves_m
         again.wait_ready()
         time.sleep(1.0)
     assert [a.fingerprint for a in receiver.snapshot() if a.status == "resolved"] == [by_dep["chat"]]
+
+
+@pytest.mark.integration
+def test_a_deployment_removed_while_the_advisor_was_down_resolves_at_the_restart(
+    tmp_path: Path, target: FlipTarget, receiver: RecordingReceiver
+) -> None:
+    path = tmp_path / "advisor.yaml"
+    both = [deployment("chat", target.url()), deployment("code", target.url())]
+    write_config(path, both, receiver.url, tmp_path / "outbox")
+    state_file = tmp_path / "state.json"
+    with daemon(path) as d:
+        d.wait_ready()
+        assert receiver.wait_for(lambda a: len({x.fingerprint for x in a}) == 2, 20), d.log()
+        assert _wait(lambda: len(state(state_file).get("recommendations", [])) == 2, 10)
+    by_dep = {r["deployment"]: r["id"] for r in state(state_file)["recommendations"]}
+    write_config(path, both[1:], receiver.url, tmp_path / "outbox")  # chat removed while it was down
+    with daemon(path) as again:
+        again.wait_ready()
+        assert receiver.wait_for(lambda a: any(x.status == "resolved" for x in a), 20), again.log()
+        time.sleep(0.6)
+    resolved = [(a.fingerprint, a.reason) for a in receiver.snapshot() if a.status == "resolved"]
+    assert resolved == [(by_dep["chat"], "removed")]
+    assert [r["id"] for r in state(state_file)["recommendations"]] == [by_dep["code"]]
