@@ -70,10 +70,12 @@ from advisor.tracker import Tick, Tracker
 log = logging.getLogger(__name__)
 
 FAULT_BETWEEN_OUTBOX_AND_STATE = "between_outbox_and_state"
+FAULT_BETWEEN_STATE_AND_OUTBOX = "between_state_and_outbox"
 FAULT_POINT = os.environ.get("CAPACITY_ADVISOR_FAULT_POINT", "")
 """TEST ONLY (tests/reliability/test_crash_window.py): ``between_outbox_and_state`` makes the daemon SIGKILL itself
 in the first cycle with transitions, after every receiver's outbox accepted them and before the state file is
-written again. Read once at start; never set it in production."""
+written again; ``between_state_and_outbox`` after the state file recorded them and before any outbox accepted
+them. Read once at start; never set it in production."""
 
 
 def _die_here() -> None:
@@ -862,6 +864,8 @@ class Service:
             # atomic write first, then the outbox, then the transitions cleared; a restart re-submits what was
             # written and not cleared, under the same ids and idempotency keys
             ahead = bool(tick.transitions) and self._persist(rt, now, tick.transitions)
+            if tick.transitions and FAULT_POINT == FAULT_BETWEEN_STATE_AND_OUTBOX:
+                _die_here()
             with self._step("notify"):
                 self._notify(rt, tick.transitions, tick.updates)
             if tick.transitions and FAULT_POINT == FAULT_BETWEEN_OUTBOX_AND_STATE:

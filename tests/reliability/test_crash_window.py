@@ -4,11 +4,13 @@ identified by its fingerprint; one resolution ends it).
 
 The daemon (``capacity-advisor run``) runs with the test-only fault point
 ``CAPACITY_ADVISOR_FAULT_POINT=between_outbox_and_state``: in its first cycle with transitions it kills itself
-after the outbox accepted them and before the state file is written again. Each run asserts the window was hit
-(the process died of SIGKILL, the outbox holds the transition's key, the state file still lists it as being
+after the outbox accepted them and before the state file is written again. Each of 20 runs asserts the window was
+hit (the process died of SIGKILL, the outbox holds the transition's key, the state file still lists it as being
 notified), then the next run restarts the daemon on the same state file and outbox. A recording webhook receiver
 on loopback sees every alert; an idempotent receiver keeps the first of each key, as
-``X-Advisor-Idempotency-Key`` lets it.
+``X-Advisor-Idempotency-Key`` lets it. Six more runs kill it at the other side of the pair
+(``between_state_and_outbox``: the state file recorded the transition, no outbox holds it yet), where the restart
+must send what the outbox never accepted, under the same id and key.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from tests.reliability.crash_support import (
     write_config,
 )
 
-FAULT = {"CAPACITY_ADVISOR_FAULT_POINT": "between_outbox_and_state"}
+OUTBOX_THEN_STATE = "between_outbox_and_state"
+STATE_THEN_OUTBOX = "between_state_and_outbox"
 RUNS = 20
 
 
@@ -44,10 +47,12 @@ def _key(kind: str, rec: dict[str, Any]) -> str:
     return f"{rec['id']}-{'resolved' if resolved else 'firing'}-{round(ts * 1000)}"
 
 
-def _die_in_window(cfg: Path, outbox: Path, state_file: Path, before: Any = None) -> list[tuple[str, str]]:
-    """One life: start armed, let ``before`` flip the page, wait for the kill; assert the window was hit and
-    return the transitions ``(kind, id)`` it was notifying."""
-    d = Daemon(cfg, FAULT)
+def _die_in_window(
+    cfg: Path, outbox: Path, state_file: Path, before: Any = None, point: str = OUTBOX_THEN_STATE
+) -> list[tuple[str, str]]:
+    """One life: start armed at ``point``, let ``before`` flip the page, wait for the kill; assert the window was
+    hit and return the transitions ``(kind, id)`` it was notifying."""
+    d = Daemon(cfg, {"CAPACITY_ADVISOR_FAULT_POINT": point})
     try:
         d.wait_ready()
         if before is not None:
@@ -58,9 +63,10 @@ def _die_in_window(cfg: Path, outbox: Path, state_file: Path, before: Any = None
     assert rc == -signal.SIGKILL, f"the daemon was not killed at the fault point (rc {rc}):\n{d.log()[-3000:]}"
     notifying = state(state_file).get("notifying", [])
     assert notifying, "the state file was written after the outbox: the window was not hit"
-    held = outbox_keys(outbox)
+    held = outbox_keys(outbox) if outbox.exists() else set()
     for n in notifying:
-        assert _key(n["kind"], n["recommendation"]) in held, "the outbox does not hold the transition"
+        in_outbox = _key(n["kind"], n["recommendation"]) in held
+        assert in_outbox == (point == OUTBOX_THEN_STATE), f"the outbox {'lacks' if in_outbox else 'holds'} it"
     return [(n["kind"], n["recommendation"]["id"]) for n in notifying]
 
 
@@ -81,8 +87,9 @@ def _check_receiver(alerts: list[Delivered]) -> dict[str, dict[str, set[str]]]:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize(("point", "runs"), [(OUTBOX_THEN_STATE, RUNS), (STATE_THEN_OUTBOX, 6)])
 def test_a_sigkill_between_the_outbox_and_the_state_file_leaves_nothing_firing_and_nothing_resolved_twice(
-    tmp_path: Path,
+    tmp_path: Path, point: str, runs: int
 ) -> None:
     rec = RecordingReceiver().start()
     target = FlipTarget()
@@ -91,11 +98,11 @@ def test_a_sigkill_between_the_outbox_and_the_state_file_leaves_nothing_firing_a
     cfg = write_config(tmp_path / "advisor.yaml", [deployment("chat", target.url())], rec.url, outbox)
     try:
         hit: list[tuple[str, str]] = []
-        for i in range(RUNS):
+        for i in range(runs):
             is_open = bool(state(state_file).get("recommendations"))
             if i % 2 == 0:  # the page changed while the daemon was down
                 target.set(not is_open)
-                hit += _die_in_window(cfg, outbox, state_file)
+                hit += _die_in_window(cfg, outbox, state_file, point=point)
             elif is_open and i % 4 == 1:  # the condition still holds: the alert stays open, same id
                 opened = {i for k, i in hit if k == "opened"}
 
@@ -104,10 +111,10 @@ def test_a_sigkill_between_the_outbox_and_the_state_file_leaves_nothing_firing_a
                     assert {a.fingerprint for a in rec.snapshot() if a.status == "firing"} <= opened
                     target.set(False)
 
-                hit += _die_in_window(cfg, outbox, state_file, hold_then_clear)
+                hit += _die_in_window(cfg, outbox, state_file, hold_then_clear, point)
             else:
-                hit += _die_in_window(cfg, outbox, state_file, lambda o=is_open: target.set(not o))
-        assert len(hit) >= RUNS
+                hit += _die_in_window(cfg, outbox, state_file, lambda o=is_open: target.set(not o), point)
+        assert len(hit) >= runs
         assert {k for k, _ in hit} == {"opened", "resolved"}
         # a last life, unarmed, on a healthy page: everything that fired resolves
         target.set(False)
