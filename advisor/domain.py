@@ -271,6 +271,10 @@ class Recommendation:
     alternatives: tuple[Mapping[str, Any], ...] = ()
     withheld: tuple[Mapping[str, Any], ...] = ()
     updated_at: float | None = None
+    resolved_reason: str = ""
+    """Why it resolved, when not because its condition cleared: ``removed`` (a reload removed its deployment or
+    every rule of its problem; :data:`advisor.rules.lifecycle.RESOLVED_REMOVED`). Notified (the ``resolved_reason``
+    annotation) and kept in the outbox (:meth:`to_record`); empty otherwise."""
 
     def dial_values(self) -> list[tuple[str, Any]]:
         """``(dial, suggested)`` of the suggested turn, then of each alternative, best first.
@@ -310,6 +314,7 @@ class Recommendation:
             "alternatives": [dict(a) for a in self.alternatives],
             "withheld": [dict(w) for w in self.withheld],
             "updated_at": self.updated_at,
+            "resolved_reason": self.resolved_reason,
         }
 
     @classmethod
@@ -345,6 +350,7 @@ class Recommendation:
             alternatives=tuple(dict(a) for a in d.get("alternatives") or ()),
             withheld=tuple(dict(w) for w in d.get("withheld") or ()),
             updated_at=_updated_at(d),
+            resolved_reason=str(d.get("resolved_reason") or ""),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@ The collector reads one immutable result per scrape, so a scrape never sees half
 on an injected :class:`~prometheus_client.CollectorRegistry` (tests use a fresh one each). Unknown
 values are omitted, never exported as 0. A recommendation that resolved keeps its
 ``advisor_recommendation_active`` series at 0, so dashboards and alerts see the transition rather than a
-vanishing series.
+vanishing series; a deployment a reload removed loses every series at once (:meth:`AdvisorCollector.retain`), as a
+target Prometheus no longer discovers does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -24,6 +25,7 @@ from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.redact import redact_url
 from advisor.results import CycleResult
+from advisor.rules.lifecycle import RESOLVED_REMOVED
 
 POOL_USAGE_RATIO = "advisor_pool_usage_ratio"
 """Per-pool usage 0–1, label ``pool``: ``kv`` and the engine's other pools (``swa``, ``mamba``, ``slots``)."""
@@ -63,6 +65,24 @@ class AdvisorCollector(Collector):
                 self._open_by_dep[d.name] = now_open
                 for r in d.recommendations:
                     self._seen_recs.add((d.name, r.dial, r.action, r.severity))
+
+    def retain(self, deployments: Collection[str], now: float) -> None:
+        """Forget every series of a deployment not in ``deployments`` (a reload removed it; issue 14): its
+        ``advisor_recommendation_active`` series and every per-deployment gauge leave ``/metrics`` at once, and its
+        open recommendations are noted as resolved at ``now`` (unix s) with ``resolved_reason`` ``removed``."""
+        keep = set(deployments)
+        with self._lock:
+            for name in [n for n in self._open_by_dep if n not in keep]:
+                for r in self._open_by_dep.pop(name).values():
+                    self._resolved.appendleft(replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED))
+            self._seen_recs = {k for k in self._seen_recs if k[0] in keep}
+            res = self._result
+            if res is not None:
+                self._result = replace(
+                    res,
+                    deployments=tuple(d for d in res.deployments if d.name in keep),
+                    scrape_errors={k: v for k, v in res.scrape_errors.items() if k[0] in keep},
+                )
 
     def recently_resolved(self) -> list[Recommendation]:
         """The last resolved recommendations (at most ``resolved_limit``), newest first, with every field."""

@@ -2,7 +2,8 @@
 
 A cycle that is still running when the next is due is not started twice (``max_instances=1``,
 ``coalesce=True``); a cycle that raises is logged and the loop goes on. On SIGTERM or SIGINT the
-current cycle finishes, queued notifications are flushed, and the process exits 0.
+current cycle finishes, queued notifications are flushed for at most 10 s
+(:data:`advisor.notify.notifier.SHUTDOWN_FLUSH_SECONDS`; the rest waits in the outbox), and the process exits 0.
 """
 
 from __future__ import annotations

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ from advisor.config import (
     Deployment,
     check_runtime_paths,
 )
-from advisor.domain import TimedSnapshot
+from advisor.domain import Recommendation, TimedSnapshot
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
@@ -53,19 +55,33 @@ from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
-from advisor.notify.notifier import Notifier, build_notifier
+from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
 from advisor.sources.prometheus import PrometheusSource
 from advisor.sources.scrape import ScrapeResult, scrape
-from advisor.state import load_state, save_state
+from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
 
 log = logging.getLogger(__name__)
+
+FAULT_BETWEEN_OUTBOX_AND_STATE = "between_outbox_and_state"
+FAULT_BETWEEN_STATE_AND_OUTBOX = "between_state_and_outbox"
+FAULT_POINT = os.environ.get("CAPACITY_ADVISOR_FAULT_POINT", "")
+"""TEST ONLY (tests/reliability/test_crash_window.py): ``between_outbox_and_state`` makes the daemon SIGKILL itself
+in the first cycle with transitions, after every receiver's outbox accepted them and before the state file is
+written again; ``between_state_and_outbox`` after the state file recorded them and before any outbox accepted
+them. Read once at start; never set it in production."""
+
+
+def _die_here() -> None:
+    """The test-only fault point: the process kills itself (SIGKILL: no handler, no flush, no cleanup)."""
+    log.critical("fault point %s: killing the process (test only)", FAULT_POINT)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -231,10 +247,13 @@ class Runtime:
         wait: bool = True,
         close_notifier: bool = True,
     ) -> None:
-        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it), the workers,
-        the Prometheus client and the sessions not in ``keep``."""
-        if close_notifier:
+        """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it; without ``wait``
+        on a thread of its own, so a reload never waits on a receiver), the workers, the Prometheus client and
+        the sessions not in ``keep``."""
+        if close_notifier and wait:
             self.notifier.close(timeout)
+        elif close_notifier:
+            threading.Thread(target=self.notifier.close, args=(timeout,), name="notify-close", daemon=True).start()
         self.pool.shutdown(wait=wait)
         if self.prom is not None:
             self.prom.close()
@@ -310,14 +329,61 @@ class Service:
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
+            notifying = load_notifying(rt.state_file) if rt.state_file is not None else []
         except BaseException:
             rt.close(1.0)
             raise
         self.runtime = rt
         self._apply(rt)
-        n = self.tracker.restore(restored)
+        _, resolved_ids = rt.notifier.alert_ids()
+        for r in restored:
+            if r.id in resolved_ids:  # written by a release that notified before it persisted
+                log.warning("deployment=%s: %s is resolved in the outbox; not re-opened", r.deployment, r.id)
+        n = self.tracker.restore([r for r in restored if r.id not in resolved_ids])
         if n:
             log.info("restored %d open recommendation(s) from %s", n, rt.state_file)
+        self._reconcile(rt, notifying, restored)
+
+    def _reconcile(
+        self, rt: Runtime, notifying: Sequence[tuple[str, Recommendation]], restored: Sequence[Recommendation]
+    ) -> None:
+        """Start-up: make the outbox agree with the state file (crash consistency, :mod:`advisor.state`).
+
+        The transitions a stopped advisor was handing to the notifier (``notifying``) are submitted again (the
+        outbox leaves out those it holds: same idempotency keys); an alert an outbox fired and still holds whose
+        id is not open here (it will not re-fire under that id) gets its ``resolved``, and so does an open
+        recommendation of the state file whose deployment is no longer configured (``resolved_reason``
+        ``removed``); then the state file is written without ``notifying``."""
+        now = self.clock()
+        links = Links(self.external_url, rt.cfg.runbook_base_url)
+        cycle = [(k, r) for k, r in notifying if k != "opened" or not rt.acks.suppressed(r.id, now)]
+        if cycle:
+            log.info("re-submitting %d transition(s) the previous advisor was notifying", len(cycle))
+            rt.notifier.submit_cycle(cycle, links)
+        open_ids = {r.id for r in self.tracker.lifecycle.open_recommendations()}
+        firing, resolved_ids = rt.notifier.alert_ids()
+        known = set(self.tracker.deployment_names)
+        # restored records of configured deployments are the lifecycle's: open, or folded (it resolves those)
+        held = {r.id for r in restored if r.deployment in known and r.id not in resolved_ids}
+        for r in restored:
+            if r.deployment not in known and r.id not in resolved_ids:
+                firing.setdefault(r.id, r)
+        orphans = [
+            ("resolved", dataclasses.replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED))
+            if r.deployment not in known
+            else ("resolved", dataclasses.replace(r, resolved_at=now))
+            for i, r in firing.items()
+            if i not in open_ids and i not in held
+        ]
+        for _, r in orphans:
+            log.warning("deployment=%s: %s fired and is not open in the state file; resolving it", r.deployment, r.id)
+        if orphans:
+            rt.notifier.submit_cycle(orphans, links)
+        if (notifying or orphans or len(held) != len(restored)) and rt.state_file is not None:
+            try:
+                save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
+            except StateError as exc:
+                log.error("could not persist open recommendations; they stay in memory: %s", exc)
 
     # -- the runtime ---------------------------------------------------------------------------------------
     def _build_runtime(self, cfg: Config, base_dir: Path | None, old: Runtime | None) -> Runtime:
@@ -378,6 +444,8 @@ class Service:
                 notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
             else:
                 notifier = self._notifier(cfg, outbox, base_dir, acks)
+                if old is not None and old.outbox is None:
+                    notifier.take_over(old.notifier)  # the in-memory queues carry over; nothing waits
         except BaseException:
             if pool is not None:
                 pool.shutdown(wait=False)
@@ -414,9 +482,11 @@ class Service:
 
     def _hand_over(self, old: Runtime, cfg: Config, outbox: Path, base_dir: Path | None, acks: AckStore) -> Notifier:
         """A new notifier on the outbox folder the running one holds (one notifier at a time may: it is locked).
-        The running one is closed (what waits stays in its outbox files, which the new one reads); if the new one
-        cannot be built, the running one is rebuilt on the same folder and config, and the error propagates."""
-        old.notifier.close(10)
+        The running one is stopped without a flush — a reload never waits on a receiver; a request in flight is
+        abandoned and sent again by the new one (same idempotency key) — what waits stays in its outbox files, which
+        the new one reads; if the new one cannot be built, the running one is rebuilt on the same folder and
+        config, and the error propagates."""
+        old.notifier.close(0.0, grace=0.2)
         try:
             return self._notifier(cfg, outbox, base_dir, acks)
         except BaseException:
@@ -428,6 +498,7 @@ class Service:
         """Point the tracker at ``rt`` (cannot fail): its settings, deployments and targets, keeping the
         histories and open recommendations of what stays; and the scrape-error counters of what stays."""
         cfg = rt.cfg
+        before = set(self.tracker.deployment_names)
         self.tracker.configure(
             rt.rules,
             evaluation_window=cfg.evaluation_window,
@@ -442,6 +513,11 @@ class Service:
             # source: prometheus counts the instances its query found (_query_prometheus)
             self.tracker.count_replicas(d.spec.name, d.spec.source != "prometheus")
         kept = {(ctx.name, u) for ctx, urls in rt.plan for u in urls}
+        names = [d.spec.name for d in rt.deployments]
+        self.collector.retain(names, self.clock())  # a removed deployment's series leave /metrics now
+        for gone in before - set(names):
+            with suppress(KeyError):
+                self.metrics.cycle_failures.remove(gone)
         with self._errors_lock:
             self.scrape_errors = {k: v for k, v in self.scrape_errors.items() if (k[0], k[1]) in kept}
             for name, url in kept:
@@ -787,18 +863,40 @@ class Service:
             with self._step("publish"):
                 self.result = result
                 self.collector.publish(result)
+            # crash-consistent with the outbox (advisor.state): the open set and this cycle's transitions in one
+            # atomic write first, then the outbox, then the transitions cleared; a restart re-submits what was
+            # written and not cleared, under the same ids and idempotency keys
+            ahead = bool(tick.transitions) and self._persist(rt, now, tick.transitions)
+            if tick.transitions and FAULT_POINT == FAULT_BETWEEN_STATE_AND_OUTBOX:
+                _die_here()
             with self._step("notify"):
                 self._notify(rt, tick.transitions, tick.updates)
-            if tick.transitions and rt.state_file is not None:
-                with self._step("persist"):
-                    try:
-                        save_state(rt.state_file, self.tracker.lifecycle.open_recommendations(), now)
-                    except StateError as exc:
-                        self.metrics.cycle_failures.labels(deployment="(state file)").inc()
-                        log.error("could not persist open recommendations; they stay in memory: %s", exc)
+            if tick.transitions and FAULT_POINT == FAULT_BETWEEN_OUTBOX_AND_STATE:
+                _die_here()
+            if ahead:
+                self._persist(rt, now, ())
             self.metrics.cycles.inc()
             self.last_progress = now
             return result
+
+    def _persist(self, rt: Runtime, now: float, notifying: Sequence[Transition]) -> bool:
+        """Write the open recommendations and ``notifying`` (the transitions being handed to the notifier) to the
+        state file; ``False`` when there is none or it cannot be written (logged, counted; they stay in memory)."""
+        if rt.state_file is None:
+            return False
+        with self._step("persist"):
+            try:
+                save_state(
+                    rt.state_file,
+                    self.tracker.lifecycle.open_recommendations(),
+                    now,
+                    [(t.kind, t.recommendation) for t in notifying],
+                )
+            except StateError as exc:
+                self.metrics.cycle_failures.labels(deployment="(state file)").inc()
+                log.error("could not persist open recommendations; they stay in memory: %s", exc)
+                return False
+        return True
 
     def _log_tick(self, rt: Runtime, tick: Tick) -> None:
         """What the tracker reported that an operator reads in the log (or on the console)."""
@@ -832,6 +930,7 @@ class Service:
             return True
         return now - self.last_progress <= intervals * self.cfg.scrape_interval + 5
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Flush notifications and release threads and sessions."""
+    def close(self, timeout: float = SHUTDOWN_FLUSH_SECONDS) -> None:
+        """Flush notifications (for at most ``timeout`` s: a stop stays below the unit's ``TimeoutStopSec``; what
+        is left waits in the outbox) and release threads and sessions."""
         self.runtime.close(timeout)

@@ -1,6 +1,7 @@
 """The state file: open recommendations survive a restart, so it neither re-fires nor forgets.
 
-Format: JSON ``{"version": 1, "saved_at": <unix s>, "recommendations": [<Recommendation.as_dict()>, …]}``.
+Format: JSON ``{"version": 1, "saved_at": <unix s>, "recommendations": [<Recommendation.as_dict()>, …],
+"notifying": [{"kind": "opened"|"resolved", "recommendation": <Recommendation.to_record()>}, …]}``.
 Written atomically (a temporary file in the same folder, fsync, then ``os.replace``), as
 prometheus-client's ``write_to_textfile`` does, so a crash mid-write leaves the previous file intact.
 A file of another version is a clear :class:`~advisor.errors.StateError`, never silently reinterpreted
@@ -10,6 +11,14 @@ Other modules keep their own state in further top-level keys (*sections*, e.g. `
 acknowledgements, :mod:`advisor.acks`) through :func:`load_section` and :func:`save_section`;
 :func:`save_state` keeps them. Sections are optional and ignored by readers that do not know them, so
 adding one does not change :data:`STATE_VERSION`; changing the shape of an existing key does.
+
+**Crash consistency with the outbox (issue 14).** ``notifying`` is a write-ahead record of the transitions a cycle
+hands to the notifier: the cycle writes the open set and those transitions in one atomic write *before* the
+outbox accepts them, and clears ``notifying`` once every receiver's outbox holds them. A daemon killed between
+the two writes restarts with the open set of after the transitions and re-submits ``notifying`` to the
+notifier (:func:`load_notifying`); the outbox leaves out what it already holds (same idempotency keys: ids and
+times come from the records), so nothing is lost, repeated under another key, or resolved twice. ``notifying`` is
+optional: a file without it (written before issue 14) reads as none.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from advisor.files import read_text_capped
 
 STATE_VERSION = 1
 
-_RESERVED = frozenset({"version", "saved_at", "recommendations"})
+_RESERVED = frozenset({"version", "saved_at", "recommendations", "notifying"})
 _WRITE_LOCK = threading.Lock()
 """Serialises read-modify-write of the state file between the loop and the HTTP API in one process."""
 
@@ -95,8 +104,15 @@ def _other_sections(p: Path) -> dict[str, Any]:
     return {k: v for k, v in (data or {}).items() if k not in _RESERVED}
 
 
-def save_state(path: str | Path, recommendations: Sequence[Recommendation], now: float) -> None:
-    """Atomically write the open recommendations to ``path``, keeping any other sections in it.
+def save_state(
+    path: str | Path,
+    recommendations: Sequence[Recommendation],
+    now: float,
+    notifying: Sequence[tuple[str, Recommendation]] = (),
+) -> None:
+    """Atomically write the open recommendations to ``path``, keeping any other sections in it; ``notifying``:
+    the transitions ``(kind, recommendation)`` about to be handed to the notifier (the module docstring), empty
+    once the outbox holds them.
 
     Raises:
         StateError: the folder is not writable (the message names the path).
@@ -108,6 +124,8 @@ def save_state(path: str | Path, recommendations: Sequence[Recommendation], now:
             "saved_at": now,
             "recommendations": [r.as_dict() for r in recommendations],
         }
+        if notifying:
+            doc["notifying"] = [{"kind": k, "recommendation": r.to_record()} for k, r in notifying]
         doc.update(_other_sections(p))
         atomic_write_text(p, json.dumps(doc, indent=1, default=str))
 
@@ -158,3 +176,20 @@ def load_state(path: str | Path) -> list[Recommendation]:
         return [Recommendation.from_record(r) for r in data.get("recommendations", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"state file {str(p)!r} has a malformed recommendation: {exc!r}") from None
+
+
+def load_notifying(path: str | Path) -> list[tuple[str, Recommendation]]:
+    """The transitions ``(kind, recommendation)`` a daemon was handing to the notifier when it stopped (empty when
+    the last cycle finished, or the file is absent).
+
+    Raises:
+        StateError: unreadable, not JSON, of another state version, or a malformed entry.
+    """
+    p = Path(path)
+    data = _read_document(p)
+    if data is None:
+        return []
+    try:
+        return [(str(e["kind"]), Recommendation.from_record(e["recommendation"])) for e in data.get("notifying", [])]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateError(f"state file {str(p)!r} has a malformed notifying entry: {exc!r}") from None

@@ -5,8 +5,9 @@ transitions (``opened`` / ``resolved``); per receiver they become requests as Al
 webhook gets one body per group key (the alert labels its ``group_by`` names, default ``deployment``) holding
 every alert of that group, Alertmanager's API one request for the whole cycle, Slack one message per transition
 — and each receiver's worker delivers them on its own thread, in order, through a persisted outbox. ``close``
-(at shutdown) flushes for a while, then stops the workers; whatever is still waiting stays in the outbox folder
-and is sent by the next advisor started on it. One advisor at a time may use an outbox folder (an exclusive ``flock`` on
+(at shutdown) flushes for at most :data:`SHUTDOWN_FLUSH_SECONDS`, then stops the workers; whatever is still
+waiting stays in the outbox folder and is sent by the next advisor started on it (without a folder it is dropped,
+counted and logged). One advisor at a time may use an outbox folder (an exclusive ``flock`` on
 ``<folder>/.lock``).
 
 Metrics: ``metrics_callback(receiver, outcome, queued)`` once per alert transition — outcome ``sent``,
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 
 MetricsCallback = EventCallback
 """``(receiver, outcome, queued)``; see the module docstring."""
+
+SHUTDOWN_FLUSH_SECONDS = 10.0
+"""How long a stop waits for receivers (issue 14): with a request in flight given 1 s more, it stays well below
+systemd's ``TimeoutStopSec=30s`` of the shipped unit (deploy/systemd); what is left waits in the outbox."""
 
 TRANSITION_KINDS = ("opened", "resolved")
 UPDATED = "updated"
@@ -169,6 +174,19 @@ class Notifier:
             for gk, members in _batches(w.receiver, wanted):
                 w.submit(batch_notification(members, gk, now, external_url))
 
+    def alert_ids(self) -> tuple[dict[str, Recommendation], set[str]]:
+        """Over every receiver's outbox: ``(firing, resolved)`` — the alerts fired and still held there (by id,
+        those with no resolution waiting or delivered) and the ids resolved there (waiting or delivered); see
+        :meth:`~advisor.notify.outbox.OutboxWorker.alert_ids`."""
+        firing: dict[str, Recommendation] = {}
+        resolved: set[str] = set()
+        for w in self.workers:
+            f, r = w.alert_ids()
+            for rec_id, rec in f.items():
+                firing.setdefault(rec_id, rec)
+            resolved |= r
+        return {k: v for k, v in firing.items() if k not in resolved}, resolved
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
@@ -177,22 +195,59 @@ class Notifier:
             ok = w.flush(max(0.0, deadline - time.monotonic())) and ok
         return ok
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Flush for up to ``timeout`` seconds, then stop the workers (a request in flight gets at least one more
-        second). What is still waiting stays in the outbox for the next start. Idempotent."""
+    def close(self, timeout: float = SHUTDOWN_FLUSH_SECONDS, grace: float = 1.0) -> int:
+        """Flush for up to ``timeout`` seconds, then stop the workers (a request in flight gets ``grace`` more
+        seconds, then is abandoned). What is still waiting stays in the outbox file for the next start; an
+        in-memory outbox (no ``outbox_dir``) drops it, counted ``dropped`` and logged with how many. Returns
+        how many were dropped. Idempotent (0 after the first call)."""
         if self._closed:
-            return
+            return 0
         self._closed = True
         deadline = time.monotonic() + timeout
-        if not self.flush(timeout):
-            waiting = {w.name: w.queued() for w in self.workers if w.queued()}
-            log.warning("notify: closing with notifications still waiting (kept in the outbox): %s", waiting)
+        self.flush(timeout)
         for w in self.workers:
             w.request_stop()
+        joined_by = max(deadline, time.monotonic()) + grace  # one grace for all: N hung receivers cost it once
         for w in self.workers:
-            w.join(max(1.0, deadline - time.monotonic()))
+            w.join(max(0.0, joined_by - time.monotonic()))
+        dropped = 0
+        kept: dict[str, int] = {}
+        for w in self.workers:
+            if w.outbox.path is None:
+                dropped += w.discard("stopped with no outbox_dir to keep it in")
+            elif w.queued():
+                kept[w.name] = w.queued()
+        if kept:
+            log.warning("notify: stopped with notifications waiting; kept in the outbox for the next start: %s", kept)
         if self._lock is not None:
             self._lock.release()
+        return dropped
+
+    def take_over(self, old: Notifier, grace: float = 0.2) -> int:
+        """Reload without ``outbox_dir``: stop ``old``'s workers at once (no flush: a reload never waits on a
+        receiver; a request in flight gets ``grace`` seconds, then is abandoned and sent again here) and move each
+        receiver's in-memory queue, active alerts and delivered keys to this notifier's worker of the same name.
+        A receiver the new configuration removed drops its queue, counted ``dropped``. Returns how many were
+        dropped."""
+        if old._closed:
+            return 0
+        old._closed = True
+        for w in old.workers:
+            w.request_stop()
+        deadline = time.monotonic() + grace
+        for w in old.workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+        mine = {w.name: w for w in self.workers}
+        dropped = 0
+        for w in old.workers:
+            heir = mine.get(w.name)
+            if heir is not None:
+                heir.adopt(w.outbox)
+            else:
+                dropped += w.discard("the reload removed the receiver")
+        if old._lock is not None:
+            old._lock.release()
+        return dropped
 
     def stats(self) -> dict[str, ReceiverStats]:
         """Counters per receiver since start-up."""

@@ -102,6 +102,10 @@ RETRYABLE_STATUS = frozenset({408, 429})
 ERROR_BODY_BYTES = 1024
 """The byte cap on a receiver's response body: what of it is quoted in an error; more is never read."""
 
+RESOLVED_KEY_PART = "-resolved-"
+"""What separates a recommendation id from the time in a resolved idempotency key
+(:func:`~advisor.notify.receivers.idempotency_key`)."""
+
 EventCallback = Callable[[str, str, int], None]
 """``(receiver, outcome, queued)``: outcome is ``queued``, ``sent``, ``failed`` or ``dropped``."""
 
@@ -535,6 +539,65 @@ class OutboxWorker:
         with self._cond:
             if self.outbox.active.pop(rec.id, None) is not None:
                 self._save(self._clock())
+
+    def alert_ids(self) -> tuple[dict[str, Recommendation], set[str]]:
+        """What this outbox says of each alert, for the start-up reconcile with the state file (issue 14):
+        ``(firing, resolved)`` — the alerts it fired and still holds (an opening waiting, or an Alertmanager
+        alert kept active) by id, and the ids whose resolution is waiting or was delivered (the delivered keys
+        remembered, :func:`~advisor.notify.receivers.idempotency_key`)."""
+        with self._cond:
+            firing: dict[str, Recommendation] = {}
+            resolved: set[str] = set()
+            for e in self.outbox.pending:
+                for m in e.note.members:
+                    if m.kind == "resolved":
+                        resolved.add(m.recommendation.id)
+                    else:
+                        firing[m.recommendation.id] = m.recommendation
+            for a in self.outbox.active.values():
+                firing.setdefault(a.recommendation.id, a.recommendation)
+            for key in self.outbox.delivered:
+                rec_id, sep, _ = key.rpartition(RESOLVED_KEY_PART)
+                if sep and rec_id:
+                    resolved.add(rec_id)
+            return firing, resolved
+
+    def adopt(self, other: Outbox) -> None:
+        """Take over what ``other`` (the in-memory outbox of this receiver's previous worker, stopped: a reload
+        without ``outbox_dir``) holds: its waiting notifications go first, in order, then anything accepted here;
+        its active alerts and delivered keys join these (issue 14: a reload drops nothing)."""
+        with self._cond:
+            self.outbox.pending.extendleft(reversed(other.pending))
+            for rec_id, a in other.active.items():
+                self.outbox.active.setdefault(rec_id, a)
+            known = set(self.outbox.delivered)
+            self.outbox.delivered.extendleft(k for k in reversed(other.delivered) if k not in known)
+            other.pending.clear()
+            other.active.clear()
+            self._head_ready_at = 0.0
+            self._save(self._clock())
+            depth = self.outbox.waiting()
+            self._kicked = True
+            self._cond.notify_all()
+        if depth:
+            log.info("notify %s: %d notification(s) carried over from the previous configuration", self.name, depth)
+        self._emit([("queued", depth)])
+
+    def discard(self, why: str) -> int:
+        """Drop what is waiting (an in-memory outbox whose worker stops for good: shutdown, or a reload removed
+        the receiver); each alert transition counts ``dropped`` and the log says how many and ``why``. Returns
+        how many were dropped. Call after :meth:`request_stop`."""
+        with self._cond:
+            n = self.outbox.waiting()
+            self._dropped += n
+            self.outbox.pending.clear()
+            if n:
+                self._last_error = f"dropped: {why}"
+            self._cond.notify_all()
+        if n:
+            log.error("notify %s: %d notification(s) dropped: %s", self.name, n, why)
+        self._emit([(c.NOTIFY_DROPPED, 0)] * n)
+        return n
 
     def queued(self) -> int:
         """Alert transitions waiting."""

@@ -218,6 +218,8 @@ def alert(
     }
     if key is not None:
         annotations[IDEMPOTENCY_ANNOTATION] = key
+    if resolved and rec.resolved_reason:
+        annotations["resolved_reason"] = rec.resolved_reason  # e.g. removed: a reload removed the deployment
     return {
         "status": "resolved" if resolved else "firing",
         "labels": alert_labels(rec) if labels is None else dict(labels),

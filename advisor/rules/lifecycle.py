@@ -220,6 +220,11 @@ def why_rank(p: Proposal, added: float | None = None) -> str:
     return "; ".join(parts)
 
 
+RESOLVED_REMOVED = "removed"
+"""The ``resolved_reason`` of an incident :meth:`Lifecycle.resolve_orphans` resolves: a reload removed its deployment
+or every rule of its problem (issue 14; Alertmanager gets the resolution, not an alert left to time out)."""
+
+
 def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -> str:
     """A stable id: the first 16 hex digits of SHA-256 over deployment, rule (an incident: its problem), dial
     (an incident: empty) and opening time."""
@@ -330,8 +335,9 @@ class Lifecycle:
         """Resolve the open incidents no evaluation visits any longer, at ``now`` (unix s): those of a deployment
         not in ``deployments`` (a reload removed it) and those of a problem no rule in :attr:`rules` has (a reload
         disabled its rules or gave them another problem). One ``resolved`` transition each (and each folded
-        previous-release record), so no alert is left firing and no incident is stranded in the state file. The rule
-        states and statuses of removed deployments and rules are forgotten.
+        previous-release record), with ``resolved_reason`` :data:`RESOLVED_REMOVED`, so no alert is left firing and
+        no incident is stranded in the state file. The rule states and statuses of removed deployments and rules
+        are forgotten.
         """
         problems = {rule_problem(r) for r in self.rules}
         out: list[Transition] = []
@@ -346,8 +352,11 @@ class Lifecycle:
             )
             del self._incidents[key]
             self._resolved_at[key] = now
-            out += [Transition("resolved", replace(r, resolved_at=now), why) for r in inc.folded]
-            out.append(Transition("resolved", replace(inc.rec, resolved_at=now), why))
+            out += [
+                Transition("resolved", replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED), why)
+                for r in inc.folded
+            ]
+            out.append(Transition("resolved", replace(inc.rec, resolved_at=now, resolved_reason=RESOLVED_REMOVED), why))
         ids = {r.id for r in self.rules}
         for k in [k for k in self._state if k[0] not in deployments or k[1] not in ids]:
             del self._state[k]
