@@ -741,6 +741,9 @@ class Service:
     def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:
         if outcome != "queued":
             self.metrics.notifications.labels(receiver=receiver, outcome=outcome).inc()
+        else:  # every outcome series from 0 (a worker starts with "queued"): increase() then sees the first failure
+            for o in c.NOTIFY_OUTCOMES:
+                self.metrics.notifications.labels(receiver=receiver, outcome=o)
         self.metrics.notifications_queued.labels(receiver=receiver).set(queued)
 
     # -- the cycle ---------------------------------------------------------------------------------

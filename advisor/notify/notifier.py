@@ -226,7 +226,8 @@ def make_receiver(cfg: ReceiverConfig, base_dir: Path | None = None, external_ur
         return SlackReceiver(cfg.name, url, bearer, external_url, cfg.group_by)
     if cfg.type == "alertmanager":
         return AlertmanagerReceiver(cfg.name, url, cfg.resend_interval, bearer, external_url)
-    return WebhookReceiver(cfg.name, url, cfg.resolved_hmac_secret(base_dir), bearer, external_url, cfg.group_by)
+    hmac_secret = cfg.resolved_hmac_secret(base_dir)
+    return WebhookReceiver(cfg.name, url, hmac_secret, bearer, external_url, cfg.group_by, cfg.resend_interval)
 
 
 def delivery_policy(cfg: ReceiverConfig) -> DeliveryPolicy:
