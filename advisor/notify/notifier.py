@@ -135,16 +135,22 @@ class Notifier:
         An ``updated`` transition (an open incident re-rendered: its current turn and words) sends nothing: an
         Alertmanager receiver's next keep-alive re-send carries it, under the labels the alert fired with.
 
+        Every call, transitions or none, vouches for the alerts still active (:meth:`OutboxWorker.vouch`): call it
+        once per evaluation cycle. Keep-alives count their ``endsAt`` from the last call, so alerts of an advisor
+        whose cycles stop expire in Alertmanager, as Prometheus's do when its rule evaluation stops.
+
         Raises:
             ValueError: a kind is not ``opened``, ``resolved`` or ``updated`` (nothing is accepted then).
         """
         for kind, _ in transitions:
             if kind not in TRANSITION_KINDS and kind != UPDATED:
                 raise ValueError(f"transition kind must be one of {(*TRANSITION_KINDS, UPDATED)}, got {kind!r}")
+        now = self._clock()
+        for w in self.workers:
+            w.vouch(now)  # a cycle completed: Alertmanager keep-alives may carry its open alerts on
         if not transitions:
             return
         links = links or Links()
-        now = self._clock()
         for kind, rec in transitions:
             if kind == UPDATED:
                 for w in self.workers:

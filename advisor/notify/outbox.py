@@ -42,6 +42,13 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
   counted (``dropped``), never silently.
 * **rate limit** — a token bucket of ``rate_limit_per_minute`` tokens refilled at that rate per minute; a
   request without a token waits for one (never dropped). Re-sends to Alertmanager are not limited.
+* **keep-alives** (Alertmanager) — every ``resend_interval`` the active alerts are re-sent with their ids and
+  firing idempotency keys, ``endsAt`` = the last evaluation cycle that vouched for them (:meth:`OutboxWorker.vouch`,
+  called by the notifier every cycle) + 4 × max(``resend_interval``, the gap between the last two cycles), as
+  Prometheus 2.42 sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` at evaluation ``ts``
+  (``rules/alerting.go`` ``AlertingRule.sendAlerts``). So an advisor whose evaluation loop stops — dead, or alive
+  with a cycle hung — lets its alerts expire in Alertmanager; only its worker thread still running never keeps
+  them alive.
 
 Outcomes reach ``on_event(receiver, outcome, queued)`` once per alert transition, with outcome ``sent``,
 ``failed`` or ``dropped`` when it settles (exactly one of these per transition), ``resent`` for each further
@@ -85,7 +92,7 @@ from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.files import read_text_capped
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
-from advisor.notify.payload import alert_labels, legacy_labels
+from advisor.notify.payload import ENDS_AT_RESEND_FACTOR, alert_labels, legacy_labels
 from advisor.notify.receivers import AlertNote, Notification, Receiver, Request, batch_notification
 from advisor.redact import install_urllib3_redaction, scrub
 
@@ -449,6 +456,8 @@ class OutboxWorker:
         self._head_ready_at = 0.0
         self._resend_retry_at = 0.0
         self._resend_failures = 0
+        self._vouched_at = clock()  # a start-up vouches for the alerts restored, until the first cycle does
+        self._vouch_gap: float | None = None
         self._save_failing = False
         now = clock()
         self._bucket = TokenBucket(policy.rate_limit_per_minute, now) if policy.rate_limit_per_minute else None
@@ -529,6 +538,20 @@ class OutboxWorker:
                 return
             a.labels = a.fired_labels()
             a.recommendation = rec
+
+    def vouch(self, now: float) -> None:
+        """An evaluation cycle completed at ``now`` (unix seconds): the alerts active here are open as far as the
+        advisor knows, and keep-alives may carry them on (see the module docstring); ``now`` minus the previous
+        call is the cycle gap their ``endsAt`` allows for."""
+        with self._cond:
+            if now > self._vouched_at:
+                self._vouch_gap = now - self._vouched_at
+                self._vouched_at = now
+
+    def _valid_until(self, interval: float) -> float:
+        """``endsAt`` of a keep-alive: the last vouch + 4 × max(``interval``, the last cycle gap) (caller holds the
+        lock)."""
+        return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, self._vouch_gap or 0.0)
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""
@@ -775,8 +798,10 @@ class OutboxWorker:
         now = self._clock()
         posted = 0
         recs = [a.recommendation for a in active]
+        with self._cond:
+            ends = self._valid_until(self.receiver.resend_interval or 60.0)
         try:
-            request = self.receiver.build_resend(recs, now, [a.labels for a in active])
+            request = self.receiver.build_resend(recs, now, [a.labels for a in active], ends)
         except Exception as exc:
             attempt = _Attempt(None, f"cannot build the request: {type(exc).__name__}", retryable=True)
         else:

@@ -175,10 +175,15 @@ class Receiver(Protocol):
         ...
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
         """The request re-sending still-active alerts (only called when ``resend_interval`` is set), each with the
-        label set it fired with (``labels``, in order; ``None``: its own)."""
+        label set it fired with (``labels``, in order; ``None``: its own) and ``endsAt`` = ``ends_at`` (unix
+        seconds; ``None``: ``now`` + 4 × ``resend_interval``)."""
         ...
 
     def secrets(self) -> tuple[str, ...]:
@@ -247,7 +252,11 @@ class _Base:
         return h
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
         raise NotImplementedError(f"{type(self).__name__} does not re-send")
 
@@ -456,9 +465,13 @@ class AlertmanagerReceiver(_Base):
         return Request(self._endpoint, self._headers(note.key), _json_body(alerts))
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
-        ends = self.ends_at(now)
+        ends = self.ends_at(now) if ends_at is None else ends_at
         keys = [idempotency_key("opened", r) for r in active]
         fixed = [None] * len(active) if labels is None else list(labels)
         if len(fixed) != len(active):
