@@ -226,6 +226,13 @@ def test_webhook_alerts_end_four_resend_intervals_ahead_and_slack_is_sent_once_p
         ],
     )
     try:
+        # CapacityAdvisorNotificationsLost uses increase(), which cannot see a series born at 1: every receiver's
+        # failed and dropped series are there from 0 before anything is lost
+        metrics = requests.get(daemon.url + "/metrics", timeout=5).text
+        for receiver in ("ops", "chat"):
+            for outcome in ("failed", "dropped"):
+                line = f'advisor_notifications_total{{outcome="{outcome}",receiver="{receiver}"}} 0.0'
+                assert line in metrics.splitlines(), line
 
         def resolved(posts: list[Post]) -> bool:
             return any(a["status"] == "resolved" for _, a in webhook_alerts(posts))
