@@ -44,7 +44,7 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
   request without a token waits for one (never dropped). Re-sends to Alertmanager are not limited.
 * **keep-alives** (Alertmanager) — every ``resend_interval`` the active alerts are re-sent with their ids and
   firing idempotency keys, ``endsAt`` = the last evaluation cycle that vouched for them (:meth:`OutboxWorker.vouch`,
-  called by the notifier every cycle) + 4 × max(``resend_interval``, the gap between the last two cycles), as
+  called by the notifier every cycle) + 4 × max(``resend_interval``, the cycle gap), as
   Prometheus 2.42 sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` at evaluation ``ts``
   (``rules/alerting.go`` ``AlertingRule.sendAlerts``). So an advisor whose evaluation loop stops — dead, or alive
   with a cycle hung — lets its alerts expire in Alertmanager; only its worker thread still running never keeps
@@ -457,7 +457,7 @@ class OutboxWorker:
         self._resend_retry_at = 0.0
         self._resend_failures = 0
         self._vouched_at = clock()  # a start-up vouches for the alerts restored, until the first cycle does
-        self._vouch_gap: float | None = None
+        self._vouch_gaps: deque[float] = deque(maxlen=2)
         self._save_failing = False
         now = clock()
         self._bucket = TokenBucket(policy.rate_limit_per_minute, now) if policy.rate_limit_per_minute else None
@@ -541,17 +541,18 @@ class OutboxWorker:
 
     def vouch(self, now: float) -> None:
         """An evaluation cycle completed at ``now`` (unix seconds): the alerts active here are open as far as the
-        advisor knows, and keep-alives may carry them on (see the module docstring); ``now`` minus the previous
-        call is the cycle gap their ``endsAt`` allows for."""
+        advisor knows, and keep-alives may carry them on (see the module docstring). The cycle gap their ``endsAt``
+        allows for is the shorter of the last two gaps between calls: a loop that runs slow for good widens it, a
+        single stall that ended does not (Alertmanager keeps the latest ``endsAt`` it was sent)."""
         with self._cond:
             if now > self._vouched_at:
-                self._vouch_gap = now - self._vouched_at
+                self._vouch_gaps.append(now - self._vouched_at)
                 self._vouched_at = now
 
     def _valid_until(self, interval: float) -> float:
-        """``endsAt`` of a keep-alive: the last vouch + 4 × max(``interval``, the last cycle gap) (caller holds the
+        """``endsAt`` of a keep-alive: the last vouch + 4 × max(``interval``, the cycle gap) (caller holds the
         lock)."""
-        return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, self._vouch_gap or 0.0)
+        return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, min(self._vouch_gaps, default=0.0))
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""
