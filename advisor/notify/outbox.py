@@ -47,8 +47,8 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
   called by the notifier every cycle) + 4 × max(``resend_interval``, the cycle gap), as
   Prometheus 2.42 sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` at evaluation ``ts``
   (``rules/alerting.go`` ``AlertingRule.sendAlerts``). So an advisor whose evaluation loop stops — dead, or alive
-  with a cycle hung — lets its alerts expire in Alertmanager; only its worker thread still running never keeps
-  them alive.
+  with a cycle hung — lets its alerts expire in Alertmanager: a worker thread still running does not keep them
+  alive by itself.
 
 Outcomes reach ``on_event(receiver, outcome, queued)`` once per alert transition, with outcome ``sent``,
 ``failed`` or ``dropped`` when it settles (exactly one of these per transition), ``resent`` for each further

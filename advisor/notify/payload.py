@@ -24,15 +24,15 @@ as Prometheus sets it when it sends to Alertmanager: ``evaluation time + 4 × re
 ``resend_interval``, :data:`ENDS_AT_RESEND_FACTOR`). Prometheus 2.42 ``rules/alerting.go``
 ``AlertingRule.sendAlerts`` sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` ("allow for two Eval or
 Alertmanager send failures") and ``rules/manager.go`` ``SendAlerts`` sends it as ``EndsAt`` while the alert is
-unresolved, its ``ResolvedAt`` after. The advisor's re-sends run on their own timer, not on the evaluation
-cycle, so the evaluation interval does not enter. This departs from Alertmanager 0.25's own webhook, which hides
-a firing alert's end (``types/types.go`` ``Alerts``: "If the end timestamp is not reached yet, do not expose
-it" — the zero time, :data:`ZERO_TIME`): a consumer of the advisor's webhook learns how long the advisor vouches
-for a firing alert, so an alert whose advisor died does not fire forever there either. Only ``type:
-alertmanager`` receivers are re-sent while firing (their ``endsAt`` moves on with each re-send); a webhook body
-is sent once per transition, its ``endsAt`` counted from the cycle that accepted it (the same bytes on every
-attempt). Without a time to vouch until (``ends_at``
-not given) a firing alert's ``endsAt`` is :data:`ZERO_TIME`, as Alertmanager writes it.
+unresolved, its ``ResolvedAt`` after. A webhook body is not re-sent, so the evaluation interval does not enter
+here (Alertmanager keep-alives allow for it: :mod:`advisor.notify.outbox`). This departs from Alertmanager
+0.25's own webhook, which hides a firing alert's end (``types/types.go`` ``Alerts``: "If the end timestamp is not
+reached yet, do not expose it" — the zero time, :data:`ZERO_TIME`): a consumer of the advisor's webhook learns
+how long the advisor vouches for a firing alert, so an alert whose advisor died does not fire forever there
+either. Only ``type: alertmanager`` receivers are re-sent while firing (their ``endsAt`` moves on with each
+re-send); a webhook body is sent once per transition, its ``endsAt`` counted from the cycle that accepted it
+(the same bytes on every attempt). Without a time to vouch until (``ends_at`` not given) a firing alert's
+``endsAt`` is :data:`ZERO_TIME`, as Alertmanager writes it.
 
 An alert's labels are fixed for the incident's whole life (:func:`alert_labels`): Alertmanager identifies an alert
 by its label set, and the incident's current turn, which may change while it is open, is annotated instead.

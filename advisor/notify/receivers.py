@@ -17,8 +17,9 @@ A receiver does no I/O; the outbox worker (:mod:`advisor.notify.outbox`) sends w
 * :class:`AlertmanagerReceiver` — Alertmanager's API v2: ``POST {url}/api/v2/alerts`` with a JSON list of
   postable alerts ``{labels, annotations, startsAt, endsAt, generatorURL}``. As Prometheus does
   (``rules/manager.go`` ``sendAlerts``), a firing alert carries ``endsAt = now + 4 × resend_interval`` and is
-  re-sent every ``resend_interval`` while it stays open, so Alertmanager resolves it by itself if the advisor
-  dies; on resolve ``endsAt`` is the resolve time.
+  re-sent every ``resend_interval`` while it stays open (keep-alives count ``endsAt`` from the last evaluation
+  cycle, :mod:`advisor.notify.outbox`), so Alertmanager resolves it by itself if the advisor dies or its
+  evaluation stops; on resolve ``endsAt`` is the resolve time.
 
 Every request carries ``X-Advisor-Idempotency-Key`` (stable per notification: recommendation id, status and
 the transition's time, e.g. ``3f2a…-firing-1790000000000``) so a receiver can drop a repeat.
