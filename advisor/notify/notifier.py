@@ -121,7 +121,12 @@ class Notifier:
         """
         self.submit_cycle([(transition_kind, recommendation)], links)
 
-    def submit_cycle(self, transitions: Sequence[tuple[str, Recommendation]], links: Links | None = None) -> None:
+    def submit_cycle(
+        self,
+        transitions: Sequence[tuple[str, Recommendation]],
+        links: Links | None = None,
+        open_alerts: Sequence[Recommendation] | None = None,
+    ) -> None:
         """Accept one evaluation cycle's transitions ``(kind, recommendation)`` for every receiver (persisted
         before this returns; delivery is asynchronous), batched per receiver as its ``batching`` says: one
         request per group key (webhook), one for the cycle (Alertmanager) or one per transition (Slack).
@@ -138,6 +143,10 @@ class Notifier:
         Every call, transitions or none, vouches for the alerts still active (:meth:`OutboxWorker.vouch`): call it
         once per evaluation cycle. Keep-alives count their ``endsAt`` from the last call, so alerts of an advisor
         whose cycles stop expire in Alertmanager, as Prometheus's do when its rule evaluation stops.
+        ``open_alerts``, when given, is every recommendation open after the cycle (the lifecycle's open set): an
+        Alertmanager receiver keeps each alive, adopting those it does not hold (:meth:`OutboxWorker.adopt`: after
+        a restart without ``outbox_dir`` the incidents restored from the state file are still firing), as each
+        Prometheus evaluation re-sends every active alert.
 
         Raises:
             ValueError: a kind is not ``opened``, ``resolved`` or ``updated`` (nothing is accepted then).
@@ -148,9 +157,10 @@ class Notifier:
         now = self._clock()
         for w in self.workers:
             w.vouch(now)  # a cycle completed: Alertmanager keep-alives may carry its open alerts on
-        if not transitions:
-            return
         links = links or Links()
+        if not transitions:
+            self._adopt(open_alerts, links)
+            return
         for kind, rec in transitions:
             if kind == UPDATED:
                 for w in self.workers:
@@ -174,6 +184,14 @@ class Notifier:
                     wanted.append(n)
             for gk, members in _batches(w.receiver, wanted):
                 w.submit(batch_notification(members, gk, now, external_url))
+        self._adopt(open_alerts, links)
+
+    def _adopt(self, open_alerts: Sequence[Recommendation] | None, links: Links) -> None:
+        """Hand the open set to every worker, after the cycle's transitions (so an opening is queued first)."""
+        if open_alerts:
+            recs = [with_links(r, links) for r in open_alerts if r.resolved_at is None]
+            for w in self.workers:
+                w.adopt(recs)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""

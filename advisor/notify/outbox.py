@@ -80,7 +80,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -553,6 +553,24 @@ class OutboxWorker:
         """``endsAt`` of a keep-alive: the last vouch + 4 × max(``interval``, the cycle gap) (caller holds the
         lock)."""
         return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, min(self._vouch_gaps, default=0.0))
+
+    def adopt(self, recs: Sequence[Recommendation]) -> None:
+        """Keep open recommendations alive that this receiver does not hold active — after a restart without
+        ``outbox_dir``, the incidents the state file restored: each is re-sent at the next keep-alive, with the
+        label set :func:`~advisor.notify.payload.alert_labels` gives (fixed for the incident's life). Only for
+        receivers that re-send (Alertmanager); alerts already active keep their labels and schedule."""
+        if self.receiver.resend_interval is None:
+            return
+        with self._cond:
+            new = [r for r in recs if r.id not in self.outbox.active]
+            for r in new:
+                self.outbox.active[r.id] = ActiveAlert(r)
+            if new:
+                self._save(self._clock())
+                self._kicked = True
+                self._cond.notify_all()
+        if new:
+            log.info("notify %s: keeping %d open alert(s) alive that the outbox did not hold", self.name, len(new))
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""

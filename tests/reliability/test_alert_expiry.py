@@ -145,9 +145,9 @@ class Daemon:
         return self.log.read_text(errors="replace")[-3000:]
 
 
-def start_daemon(tmp_path: Path, target: str, receivers: list[dict[str, Any]]) -> Daemon:
-    """``capacity-advisor run`` on a free loopback port with one vLLM deployment on ``target``; its log goes to a
-    file (a pipe nobody reads would fill and block it)."""
+def start_daemon(tmp_path: Path, target: str, receivers: list[dict[str, Any]], **extra: Any) -> Daemon:
+    """``capacity-advisor run`` on a free loopback port with one vLLM deployment on ``target`` (``extra``: more
+    top-level config keys); its log goes to a file (a pipe nobody reads would fill and block it)."""
     cfg = {
         "scrape_interval": f"{INTERVAL}s",
         "evaluation_window": "2s",
@@ -164,10 +164,12 @@ def start_daemon(tmp_path: Path, target: str, receivers: list[dict[str, Any]]) -
         ],
         "receivers": receivers,
         "rules": {"kv_saturation": {"for": "1s"}},
+        **extra,
     }
     path = tmp_path / "advisor.yaml"
     path.write_text(yaml.safe_dump(cfg))
     log = tmp_path / "advisor.log"
+    log.unlink(missing_ok=True)  # a restart: this run's log only
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "advisor.cli", "run", "--config", str(path), "--listen", "127.0.0.1:0"],
@@ -470,3 +472,44 @@ def test_alertmanager_alerts_expire_when_the_evaluation_stops_though_the_process
         notifier.close(2)
     (end,) = {unix(a["endsAt"]) for p in am_hook.snapshot() for a in p.body["alerts"] if a["status"] == "resolved"}
     assert end == pytest.approx(bound, abs=0.05)  # expired at the bound of the last cycle
+
+
+def test_alerts_restored_from_the_state_file_are_kept_alive_after_a_restart_without_an_outbox(
+    http_server: StartServer, standin_factory: Callable[[tuple[Phase, ...]], StandInServer], tmp_path: Path
+) -> None:
+    """Without ``outbox_dir`` a restarted advisor holds no record of what it sent; its open incidents come back
+    from the state file and are still firing. Each cycle hands the open set to the Alertmanager receiver, which
+    keeps every one alive (the same alert, id and idempotency key as before the restart) instead of letting
+    Alertmanager expire alerts the advisor still holds open."""
+    stand_in_am = recorder(http_server, "")
+    standin = standin_factory(SATURATED)
+    receivers = [{"name": "am", "type": "alertmanager", "url": stand_in_am.url, "resend_interval": "1s"}]
+    state = {"state_file": str(tmp_path / "state.json")}
+
+    def alerts(posts: list[Post]) -> list[tuple[Post, dict[str, Any]]]:
+        return [(p, a) for p in posts for a in p.body]
+
+    daemon = start_daemon(tmp_path, standin.url(), receivers, **state)
+    try:
+        assert stand_in_am.wait(lambda ps: len(alerts(ps)) >= 2, 40), daemon.tail()  # opened, then a keep-alive
+    finally:
+        stop(daemon.proc)  # SIGTERM: the open incidents are in the state file
+    before = {a["labels"]["id"]: a for _, a in alerts(stand_in_am.snapshot())}
+    restarted_at = time.time()
+
+    daemon = start_daemon(tmp_path, standin.url(), receivers, **state)
+    try:
+
+        def kept_alive(posts: list[Post]) -> bool:
+            after = [a for p, a in alerts(posts) if p.at > restarted_at]
+            return all(sum(a["labels"]["id"] == i for a in after) >= 2 for i in before)
+
+        assert stand_in_am.wait(kept_alive, 20), daemon.tail()
+    finally:
+        stop(daemon.proc)
+    for post, a in alerts(stand_in_am.snapshot()):
+        if post.at > restarted_at:
+            first = before[a["labels"]["id"]]  # no new incident: the one that fired before the restart
+            assert a["labels"] == first["labels"] and a["startsAt"] == first["startsAt"]
+            assert a["annotations"]["idempotency_key"] == first["annotations"]["idempotency_key"]
+            assert 0 < unix(a["endsAt"]) - post.at <= 4 + SLACK
