@@ -144,7 +144,7 @@ class Notifier:
         once per evaluation cycle. Keep-alives count their ``endsAt`` from the last call, so alerts of an advisor
         whose cycles stop expire in Alertmanager, as Prometheus's do when its rule evaluation stops.
         ``open_alerts``, when given, is every recommendation open after the cycle (the lifecycle's open set): an
-        Alertmanager receiver keeps each alive, adopting those it does not hold (:meth:`OutboxWorker.adopt`: after
+        Alertmanager receiver keeps each alive, adopting those it does not hold (:meth:`OutboxWorker.keep_alive`: after
         a restart without ``outbox_dir`` the incidents restored from the state file are still firing), as each
         Prometheus evaluation re-sends every active alert.
 
@@ -159,7 +159,7 @@ class Notifier:
             w.vouch(now)  # a cycle completed: Alertmanager keep-alives may carry its open alerts on
         links = links or Links()
         if not transitions:
-            self._adopt(open_alerts, links)
+            self._keep_alive(open_alerts, links)
             return
         for kind, rec in transitions:
             if kind == UPDATED:
@@ -184,14 +184,14 @@ class Notifier:
                     wanted.append(n)
             for gk, members in _batches(w.receiver, wanted):
                 w.submit(batch_notification(members, gk, now, external_url))
-        self._adopt(open_alerts, links)
+        self._keep_alive(open_alerts, links)
 
-    def _adopt(self, open_alerts: Sequence[Recommendation] | None, links: Links) -> None:
+    def _keep_alive(self, open_alerts: Sequence[Recommendation] | None, links: Links) -> None:
         """Hand the open set to every worker, after the cycle's transitions (so an opening is queued first)."""
         if open_alerts:
             recs = [with_links(r, links) for r in open_alerts if r.resolved_at is None]
             for w in self.workers:
-                w.adopt(recs)
+                w.keep_alive(recs)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every receiver's backlog is delivered or settled; ``False`` if ``timeout`` passed first."""

@@ -554,7 +554,7 @@ class OutboxWorker:
         lock)."""
         return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, min(self._vouch_gaps, default=0.0))
 
-    def adopt(self, recs: Sequence[Recommendation]) -> None:
+    def keep_alive(self, recs: Sequence[Recommendation]) -> None:
         """Keep open recommendations alive that this receiver does not hold active — after a restart without
         ``outbox_dir``, the incidents the state file restored: each is re-sent at the next keep-alive, with the
         label set :func:`~advisor.notify.payload.alert_labels` gives (fixed for the incident's life). Only for
