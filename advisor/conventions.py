@@ -42,6 +42,10 @@ NOTIFY_FAILED: Final = "failed"
 NOTIFY_DROPPED: Final = "dropped"
 NOTIFY_OUTCOMES: Final = (NOTIFY_SENT, NOTIFY_RESENT, NOTIFY_FAILED, NOTIFY_DROPPED)
 BUILD_INFO: Final = "advisor_build_info"
+# the advisor's health, read by the alerts of rules/advisor.rules.yml (issue 14; SelfMetrics in advisor/exporter.py)
+CYCLES_SKIPPED: Final = "advisor_cycles_skipped"  # exposed as advisor_cycles_skipped_total
+CYCLE_LAST_SUCCESS_TIMESTAMP: Final = "advisor_cycle_last_success_timestamp_seconds"  # 0 before the first cycle
+CONFIG_LAST_RELOAD_SUCCESSFUL: Final = "advisor_config_last_reload_successful"
 
 # --- label names ------------------------------------------------------------------------------------
 LABEL_DEPLOYMENT: Final = "deployment"

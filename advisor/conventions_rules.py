@@ -85,6 +85,10 @@ ALERT_CAPACITY_MODEL_DRIFT: Final = "CapacityAdvisorCapacityModelDrift"
 ALERT_TARGET_NOT_FRESH: Final = "CapacityAdvisorTargetNotFresh"
 ALERT_NOT_EVALUATING: Final = "CapacityAdvisorNotEvaluating"
 ALERT_ABSENT: Final = "CapacityAdvisorAbsent"
+ALERT_CYCLES_SKIPPED: Final = "CapacityAdvisorCyclesSkipped"
+ALERT_CONFIG_RELOAD_FAILED: Final = "CapacityAdvisorConfigReloadFailed"
+ALERT_NOTIFICATIONS_LOST: Final = "CapacityAdvisorNotificationsLost"
+ALERT_NOTIFICATIONS_STUCK: Final = "CapacityAdvisorNotificationsStuck"
 ALERTS: Final = (
     ALERT_GOODPUT_BUDGET_BURN,
     ALERT_RECOMMENDATION_OPEN,
@@ -92,6 +96,10 @@ ALERTS: Final = (
     ALERT_TARGET_NOT_FRESH,
     ALERT_NOT_EVALUATING,
     ALERT_ABSENT,
+    ALERT_CYCLES_SKIPPED,
+    ALERT_CONFIG_RELOAD_FAILED,
+    ALERT_NOTIFICATIONS_LOST,
+    ALERT_NOTIFICATIONS_STUCK,
 )
 
 ANNOTATION_SUMMARY: Final = "summary"

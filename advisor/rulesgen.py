@@ -18,7 +18,8 @@ YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
     multi-burn-rate alerts on ``1 − goodput`` against the error budget ``1 − target_ratio``.
 
 ``advisor.rules.yml`` — alerts on the advisor's own gauges (a recommendation open, capacity-model drift,
-    targets not fresh, the advisor not evaluating or absent).
+    targets not fresh, the advisor not evaluating or absent, skipping cycles, failing to reload its config,
+    losing or holding up notifications).
 
 **Bucket boundaries.** ``bucket{le="2.5"} ÷ count`` is exact only when the target is a bucket bound; a target
 between bounds has no series, so the generator takes the nearest bound of the engine's default buckets and
@@ -759,7 +760,12 @@ def _advisor_file(inp: RulesInput) -> RuleFile:
     rules.append(
         Rule(
             alert=r.ALERT_NOT_EVALUATING,
-            expr=f"time() - {c.LAST_EVALUATION_TIMESTAMP} > {_fmt(stale_after)}",
+            # the cycle's own completion time; 0 until the first cycle completes (then CapacityAdvisorAbsent
+            # speaks), and an advisor that does not export it yet falls back to the published evaluation's time
+            expr=(
+                f"time() - ({c.CYCLE_LAST_SUCCESS_TIMESTAMP} > 0 or {c.LAST_EVALUATION_TIMESTAMP}) "
+                f"> {_fmt(stale_after)}"
+            ),
             labels={c.LABEL_SEVERITY: "warning"},
             annotations=_notes(
                 r.ALERT_NOT_EVALUATING,
@@ -785,12 +791,92 @@ def _advisor_file(inp: RulesInput) -> RuleFile:
             ),
         )
     )
+    rules += _health_rules()
     header = (
         *_banner(inp),
         "",
         "Alerts on the capacity advisor's own gauges (advisor_*; names in advisor/conventions.py).",
     )
     return RuleFile(r.FILE_ADVISOR, header, (RuleGroup(r.GROUP_ADVISOR_ALERTS, tuple(rules)),))
+
+
+def _health_rules() -> list[Rule]:
+    """Alerts on the advisor failing at its own work (issue 14), each after the Prometheus mixin alert on the same
+    failure of Prometheus (prometheus/prometheus ``documentation/prometheus-mixin/alerts.libsonnet``):
+
+    * ``CapacityAdvisorCyclesSkipped`` — ``increase(advisor_cycles_skipped_total[5m]) > 0`` for 15m, as
+      ``PrometheusMissingRuleEvaluations`` on ``prometheus_rule_group_iterations_missed_total``;
+    * ``CapacityAdvisorConfigReloadFailed`` — ``max_over_time(advisor_config_last_reload_successful[5m]) == 0``
+      for 10m, as ``PrometheusBadConfig`` (warning here: the advisor keeps running the last good config);
+    * ``CapacityAdvisorNotificationsLost`` — ``increase(advisor_notifications_total{outcome=~"failed|dropped"}
+      [15m]) > 0``: a notification a receiver rejected, or kept undelivered past ``retention``, is gone for good
+      (Prometheus alerts on its notification errors, ``PrometheusErrorSendingAlertsToAnyAlertmanager``; no
+      ``for`` here: each is final); the service creates each receiver's outcome series at 0, so the first one
+      counts;
+    * ``CapacityAdvisorNotificationsStuck`` — ``min_over_time(advisor_notifications_queued[15m]) > 0``: a
+      receiver's outbox has not emptied once in 15 minutes (its head is being retried); ``min_over_time``, as
+      ``PrometheusNotificationQueueRunningFull`` watches its queue, so one failed scrape makes no false negative.
+    """
+    lost = f"{c.NOTIFY_FAILED}|{c.NOTIFY_DROPPED}"
+    return [
+        Rule(
+            alert=r.ALERT_CYCLES_SKIPPED,
+            expr=f"increase({c.CYCLES_SKIPPED}_total[5m]) > 0",
+            for_="15m",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_CYCLES_SKIPPED,
+                "The capacity advisor has skipped evaluation cycles for 15 minutes.",
+                "Cycles were skipped in every 5-minute window for 15 minutes: a cycle takes longer than "
+                "scrape_interval, so the next one does not start. Deployments are evaluated less often than "
+                "configured and data grows older than it looks. Compare advisor_cycle_duration_seconds with "
+                "advisor_cycle_interval_seconds.",
+            ),
+            comments=(
+                "Cycles skipped because the previous one still ran (overload): PrometheusMissingRuleEvaluations.",
+            ),
+        ),
+        Rule(
+            alert=r.ALERT_CONFIG_RELOAD_FAILED,
+            expr=f"max_over_time({c.CONFIG_LAST_RELOAD_SUCCESSFUL}[5m]) == 0",
+            for_="10m",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_CONFIG_RELOAD_FAILED,
+                "The capacity advisor's last config reload failed.",
+                "The last reload of the advisor's config (SIGHUP or POST /-/reload) failed and has not succeeded "
+                "since, for 10 minutes. The advisor keeps running the last good config: the change you made is "
+                "not in effect, and the next restart will fail on the same config.",
+            ),
+        ),
+        Rule(
+            alert=r.ALERT_NOTIFICATIONS_LOST,
+            expr=f'increase({c.NOTIFICATIONS}_total{{{c.LABEL_OUTCOME}=~"{lost}"}}[15m]) > 0',
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_NOTIFICATIONS_LOST,
+                "Receiver {{ $labels.receiver }}: alert notifications {{ $labels.outcome }} in the last 15 minutes.",
+                "Alert transitions to receiver {{ $labels.receiver }} were {{ $labels.outcome }} in the last 15 "
+                "minutes: failed = the receiver rejected them (a 4xx, or max_attempts ran out); "
+                "dropped = not delivered within the receiver's retention. Nobody was told about those openings "
+                "or resolutions; the advisor's status page and /api/v1/recommendations still show them.",
+            ),
+            comments=("Every failed or dropped notification is final: no `for`.",),
+        ),
+        Rule(
+            alert=r.ALERT_NOTIFICATIONS_STUCK,
+            expr=f"min_over_time({c.NOTIFICATIONS_QUEUED}[15m]) > 0",
+            labels={c.LABEL_SEVERITY: "warning"},
+            annotations=_notes(
+                r.ALERT_NOTIFICATIONS_STUCK,
+                "Receiver {{ $labels.receiver }}: notifications have waited in the outbox for 15 minutes.",
+                "The outbox of receiver {{ $labels.receiver }} has not emptied once in 15 minutes: the receiver is "
+                "down, slow or answering errors, and the advisor keeps retrying. Waiting notifications are dropped "
+                "when their retention ends.",
+            ),
+            comments=("The outbox never emptied in 15 minutes: its head is being retried.",),
+        ),
+    ]
 
 
 def _article(word: str) -> str:

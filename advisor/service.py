@@ -815,11 +815,16 @@ class Service:
             if tr.kind == "opened" and rt.acks.suppressed(tr.recommendation.id, self.clock()):
                 continue
             cycle.append((tr.kind, tr.recommendation))
-        rt.notifier.submit_cycle(cycle, Links(self.external_url, rt.cfg.runbook_base_url))
+        links = Links(self.external_url, rt.cfg.runbook_base_url)
+        # the open set too: Alertmanager keep-alives hold every open incident, also one restored from the state file
+        rt.notifier.submit_cycle(cycle, links, self.tracker.lifecycle.open_recommendations())
 
     def _count_outcome(self, receiver: str, outcome: str, queued: int) -> None:
         if outcome != "queued":
             self.metrics.notifications.labels(receiver=receiver, outcome=outcome).inc()
+        else:  # every outcome series from 0 (a worker starts with "queued"): increase() then sees the first failure
+            for o in c.NOTIFY_OUTCOMES:
+                self.metrics.notifications.labels(receiver=receiver, outcome=o)
         self.metrics.notifications_queued.labels(receiver=receiver).set(queued)
 
     # -- the cycle ---------------------------------------------------------------------------------

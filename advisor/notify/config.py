@@ -156,8 +156,9 @@ class ReceiverConfig(BaseModel):
     )
     resend_interval: Duration = Field(
         default=60.0,
-        description="alertmanager only: active alerts are re-sent this often with endsAt = now + 4 × this "
-        "(Prometheus's --rules.alert.resend-delay)",
+        description="alertmanager: active alerts are re-sent this often with endsAt = the last evaluation cycle + "
+        "4 × max(this, the cycle gap) (Prometheus's --rules.alert.resend-delay); webhook: a firing alert's endsAt is "
+        "its cycle + 4 × this (the body is not re-sent); slack: unused (a message is never repeated, has no endsAt)",
     )
 
     @_field_validator("url")

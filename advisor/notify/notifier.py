@@ -126,7 +126,12 @@ class Notifier:
         """
         self.submit_cycle([(transition_kind, recommendation)], links)
 
-    def submit_cycle(self, transitions: Sequence[tuple[str, Recommendation]], links: Links | None = None) -> None:
+    def submit_cycle(
+        self,
+        transitions: Sequence[tuple[str, Recommendation]],
+        links: Links | None = None,
+        open_alerts: Sequence[Recommendation] | None = None,
+    ) -> None:
         """Accept one evaluation cycle's transitions ``(kind, recommendation)`` for every receiver (persisted
         before this returns; delivery is asynchronous), batched per receiver as its ``batching`` says: one
         request per group key (webhook), one for the cycle (Alertmanager) or one per transition (Slack).
@@ -140,16 +145,27 @@ class Notifier:
         An ``updated`` transition (an open incident re-rendered: its current turn and words) sends nothing: an
         Alertmanager receiver's next keep-alive re-send carries it, under the labels the alert fired with.
 
+        Every call, transitions or none, vouches for the alerts still active (:meth:`OutboxWorker.vouch`): call it
+        once per evaluation cycle. Keep-alives count their ``endsAt`` from the last call, so alerts of an advisor
+        whose cycles stop expire in Alertmanager, as Prometheus's do when its rule evaluation stops.
+        ``open_alerts``, when given, is every recommendation open after the cycle (the lifecycle's open set): an
+        Alertmanager receiver keeps each alive, adopting those it does not hold (:meth:`OutboxWorker.keep_alive`: after
+        a restart without ``outbox_dir`` the incidents restored from the state file are still firing), as each
+        Prometheus evaluation re-sends every active alert.
+
         Raises:
             ValueError: a kind is not ``opened``, ``resolved`` or ``updated`` (nothing is accepted then).
         """
         for kind, _ in transitions:
             if kind not in TRANSITION_KINDS and kind != UPDATED:
                 raise ValueError(f"transition kind must be one of {(*TRANSITION_KINDS, UPDATED)}, got {kind!r}")
-        if not transitions:
-            return
-        links = links or Links()
         now = self._clock()
+        for w in self.workers:
+            w.vouch(now)  # a cycle completed: Alertmanager keep-alives may carry its open alerts on
+        links = links or Links()
+        if not transitions:
+            self._keep_alive(open_alerts, links)
+            return
         for kind, rec in transitions:
             if kind == UPDATED:
                 for w in self.workers:
@@ -173,6 +189,14 @@ class Notifier:
                     wanted.append(n)
             for gk, members in _batches(w.receiver, wanted):
                 w.submit(batch_notification(members, gk, now, external_url))
+        self._keep_alive(open_alerts, links)
+
+    def _keep_alive(self, open_alerts: Sequence[Recommendation] | None, links: Links) -> None:
+        """Hand the open set to every worker, after the cycle's transitions (so an opening is queued first)."""
+        if open_alerts:
+            recs = [with_links(r, links) for r in open_alerts if r.resolved_at is None]
+            for w in self.workers:
+                w.keep_alive(recs)
 
     def alert_ids(self) -> tuple[dict[str, Recommendation], set[str]]:
         """Over every receiver's outbox: ``(firing, resolved)`` — the alerts fired and still held there (by id,
@@ -281,7 +305,8 @@ def make_receiver(cfg: ReceiverConfig, base_dir: Path | None = None, external_ur
         return SlackReceiver(cfg.name, url, bearer, external_url, cfg.group_by)
     if cfg.type == "alertmanager":
         return AlertmanagerReceiver(cfg.name, url, cfg.resend_interval, bearer, external_url)
-    return WebhookReceiver(cfg.name, url, cfg.resolved_hmac_secret(base_dir), bearer, external_url, cfg.group_by)
+    hmac_secret = cfg.resolved_hmac_secret(base_dir)
+    return WebhookReceiver(cfg.name, url, hmac_secret, bearer, external_url, cfg.group_by, cfg.resend_interval)
 
 
 def delivery_policy(cfg: ReceiverConfig) -> DeliveryPolicy:

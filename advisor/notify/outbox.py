@@ -42,6 +42,13 @@ An :class:`OutboxWorker` (one thread per receiver) delivers the head of the outb
   counted (``dropped``), never silently.
 * **rate limit** — a token bucket of ``rate_limit_per_minute`` tokens refilled at that rate per minute; a
   request without a token waits for one (never dropped). Re-sends to Alertmanager are not limited.
+* **keep-alives** (Alertmanager) — every ``resend_interval`` the active alerts are re-sent with their ids and
+  firing idempotency keys, ``endsAt`` = the last evaluation cycle that vouched for them (:meth:`OutboxWorker.vouch`,
+  called by the notifier every cycle) + 4 × max(``resend_interval``, the cycle gap), as
+  Prometheus 2.42 sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` at evaluation ``ts``
+  (``rules/alerting.go`` ``AlertingRule.sendAlerts``). So an advisor whose evaluation loop stops — dead, or alive
+  with a cycle hung — lets its alerts expire in Alertmanager: a worker thread still running does not keep them
+  alive by itself.
 
 Outcomes reach ``on_event(receiver, outcome, queued)`` once per alert transition, with outcome ``sent``,
 ``failed`` or ``dropped`` when it settles (exactly one of these per transition), ``resent`` for each further
@@ -73,7 +80,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -85,7 +92,7 @@ from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.files import read_text_capped
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
-from advisor.notify.payload import alert_labels, legacy_labels
+from advisor.notify.payload import ENDS_AT_RESEND_FACTOR, alert_labels, legacy_labels
 from advisor.notify.receivers import AlertNote, Notification, Receiver, Request, batch_notification
 from advisor.redact import install_urllib3_redaction, scrub
 
@@ -453,6 +460,8 @@ class OutboxWorker:
         self._head_ready_at = 0.0
         self._resend_retry_at = 0.0
         self._resend_failures = 0
+        self._vouched_at = clock()  # a start-up vouches for the alerts restored, until the first cycle does
+        self._vouch_gaps: deque[float] = deque(maxlen=2)
         self._save_failing = False
         now = clock()
         self._bucket = TokenBucket(policy.rate_limit_per_minute, now) if policy.rate_limit_per_minute else None
@@ -533,6 +542,39 @@ class OutboxWorker:
                 return
             a.labels = a.fired_labels()
             a.recommendation = rec
+
+    def vouch(self, now: float) -> None:
+        """An evaluation cycle completed at ``now`` (unix seconds): the alerts active here are open as far as the
+        advisor knows, and keep-alives may carry them on (see the module docstring). The cycle gap their ``endsAt``
+        allows for is the shorter of the last two gaps between calls: a loop that runs slow for good widens it, a
+        single stall that ended does not (Alertmanager keeps the latest ``endsAt`` it was sent)."""
+        with self._cond:
+            if now > self._vouched_at:
+                self._vouch_gaps.append(now - self._vouched_at)
+                self._vouched_at = now
+
+    def _valid_until(self, interval: float) -> float:
+        """``endsAt`` of a keep-alive: the last vouch + 4 × max(``interval``, the cycle gap) (caller holds the
+        lock)."""
+        return self._vouched_at + ENDS_AT_RESEND_FACTOR * max(interval, min(self._vouch_gaps, default=0.0))
+
+    def keep_alive(self, recs: Sequence[Recommendation]) -> None:
+        """Keep open recommendations alive that this receiver does not hold active — after a restart without
+        ``outbox_dir``, the incidents the state file restored: each is re-sent at the next keep-alive, with the
+        label set :func:`~advisor.notify.payload.alert_labels` gives (fixed for the incident's life). Only for
+        receivers that re-send (Alertmanager); alerts already active keep their labels and schedule."""
+        if self.receiver.resend_interval is None:
+            return
+        with self._cond:
+            new = [r for r in recs if r.id not in self.outbox.active]
+            for r in new:
+                self.outbox.active[r.id] = ActiveAlert(r)
+            if new:
+                self._save(self._clock())
+                self._kicked = True
+                self._cond.notify_all()
+        if new:
+            log.info("notify %s: keeping %d open alert(s) alive that the outbox did not hold", self.name, len(new))
 
     def forget(self, rec: Recommendation) -> None:
         """Stop re-sending ``rec`` (resolved on a receiver that does not send resolved notifications)."""
@@ -838,8 +880,10 @@ class OutboxWorker:
         now = self._clock()
         posted = 0
         recs = [a.recommendation for a in active]
+        with self._cond:
+            ends = self._valid_until(self.receiver.resend_interval or 60.0)
         try:
-            request = self.receiver.build_resend(recs, now, [a.labels for a in active])
+            request = self.receiver.build_resend(recs, now, [a.labels for a in active], ends)
         except Exception as exc:
             attempt = _Attempt(None, f"cannot build the request: {type(exc).__name__}", retryable=True)
         else:

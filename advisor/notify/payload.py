@@ -10,7 +10,7 @@ Shape (prometheus/alertmanager ``notify/webhook/webhook.go`` ``Message``, which 
      "alerts": [{"status": ..., "labels": {"alertname", "deployment", "problem", "severity", "id"},
                  "annotations": {"summary", "description", "runbook_url", "rule", "dial", "action", "flag",
                                  "current", "suggested", "confidence", "predicted_effect", ...},
-                 "startsAt": RFC3339, "endsAt": RFC3339 or "0001-01-01T00:00:00Z",
+                 "startsAt": RFC3339, "endsAt": RFC3339,
                  "generatorURL": "http://advisor:9188/#dep-chat-8b", "fingerprint": "<recommendation id>"}]}
 
 As Alertmanager: the alerts of one group key travel in one body; ``status`` is ``firing`` while any alert in it
@@ -18,6 +18,21 @@ fires; ``commonLabels``/``commonAnnotations`` are the pairs every alert shares; 
 ``<route key>:<group labels>`` (``dispatch/dispatch.go`` ``aggrGroup.GroupKey``; the advisor has one route,
 ``{}``). ``externalURL`` is the advisor's own URL (``--web.external-url``) and ``generatorURL`` the deployment's
 section of its status page.
+
+**endsAt.** A resolved alert ends at its resolve time. A firing alert carries the time it is vouched for until,
+as Prometheus sets it when it sends to Alertmanager: ``evaluation time + 4 × resend interval`` (the receiver's
+``resend_interval``, :data:`ENDS_AT_RESEND_FACTOR`). Prometheus 2.42 ``rules/alerting.go``
+``AlertingRule.sendAlerts`` sets ``ValidUntil = ts + 4 × max(resendDelay, interval)`` ("allow for two Eval or
+Alertmanager send failures") and ``rules/manager.go`` ``SendAlerts`` sends it as ``EndsAt`` while the alert is
+unresolved, its ``ResolvedAt`` after. A webhook body is not re-sent, so the evaluation interval does not enter
+here (Alertmanager keep-alives allow for it: :mod:`advisor.notify.outbox`). This departs from Alertmanager
+0.25's own webhook, which hides a firing alert's end (``types/types.go`` ``Alerts``: "If the end timestamp is not
+reached yet, do not expose it" — the zero time, :data:`ZERO_TIME`): a consumer of the advisor's webhook learns
+how long the advisor vouches for a firing alert, so an alert whose advisor died does not fire forever there
+either. Only ``type: alertmanager`` receivers are re-sent while firing (their ``endsAt`` moves on with each
+re-send); a webhook body is sent once per transition, its ``endsAt`` counted from the cycle that accepted it
+(the same bytes on every attempt). Without a time to vouch until (``ends_at`` not given) a firing alert's
+``endsAt`` is :data:`ZERO_TIME`, as Alertmanager writes it.
 
 An alert's labels are fixed for the incident's whole life (:func:`alert_labels`): Alertmanager identifies an alert
 by its label set, and the incident's current turn, which may change while it is open, is annotated instead.
@@ -42,7 +57,10 @@ from advisor import conventions as c
 from advisor.domain import Recommendation, rfc3339
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
-"""Go's zero time, which Alertmanager sends as endsAt of a firing alert."""
+"""Go's zero time, which Alertmanager's webhook sends as endsAt of a firing alert (``types/types.go`` ``Alerts``)."""
+ENDS_AT_RESEND_FACTOR = 4
+"""A firing alert's endsAt is this many resend intervals after it is sent, as Prometheus 2.42 sets ``ValidUntil``
+(``rules/alerting.go`` ``AlertingRule.sendAlerts``: ``ts.Add(4 * delta)``)."""
 DEFAULT_GROUP_BY: tuple[str, ...] = (c.LABEL_DEPLOYMENT,)
 """Alerts are grouped by deployment unless a receiver's ``group_by`` says otherwise."""
 LABEL_PROBLEM = "problem"
@@ -194,12 +212,24 @@ def group_key(labels: Mapping[str, str]) -> str:
     return f"{ROUTE_KEY}:{{{inner}}}"
 
 
+def valid_until(now: float, resend_interval: float) -> float:
+    """A firing alert's ``endsAt`` when sent at ``now`` (unix seconds): ``now + 4 × resend_interval`` (seconds),
+    as Prometheus sets ``ValidUntil`` (:data:`ENDS_AT_RESEND_FACTOR`)."""
+    return now + ENDS_AT_RESEND_FACTOR * resend_interval
+
+
 def alert(
-    rec: Recommendation, external_url: str = "", key: str | None = None, labels: Mapping[str, str] | None = None
+    rec: Recommendation,
+    external_url: str = "",
+    key: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    ends_at: float | None = None,
 ) -> dict[str, Any]:
     """One alert of the ``alerts`` array for a recommendation (firing while open, resolved after);
     ``key``, when given, is its idempotency key (annotation ``idempotency_key``); ``labels``, when given, the
-    label set the alert fired with (default :func:`alert_labels`). The incident's current turn — ``rule``,
+    label set the alert fired with (default :func:`alert_labels`); ``ends_at`` (unix seconds), when given, the
+    ``endsAt`` of a firing alert (see the module docstring; a resolved one ends at its resolve time, a firing one
+    without ``ends_at`` at :data:`ZERO_TIME`). The incident's current turn — ``rule``,
     ``dial``, ``action``, ``current``, ``suggested``, ``flag`` — and its words are annotations: they may change
     while the alert keeps its identity."""
     resolved = rec.resolved_at is not None
@@ -225,10 +255,16 @@ def alert(
         "labels": alert_labels(rec) if labels is None else dict(labels),
         "annotations": annotations,
         "startsAt": rfc3339(rec.opened_at),
-        "endsAt": rfc3339(rec.resolved_at) if rec.resolved_at is not None else ZERO_TIME,
+        "endsAt": _ends(rec, ends_at),
         "generatorURL": deployment_url(external_url, rec.deployment),
         "fingerprint": rec.id,
     }
+
+
+def _ends(rec: Recommendation, ends_at: float | None) -> str:
+    if rec.resolved_at is not None:
+        return rfc3339(rec.resolved_at)
+    return ZERO_TIME if ends_at is None else rfc3339(ends_at)
 
 
 def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
@@ -247,10 +283,12 @@ def webhook_message(
     keys: Sequence[str] | None = None,
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
     labels: Sequence[Mapping[str, str] | None] | None = None,
+    ends_at: float | None = None,
 ) -> dict[str, Any]:
     """The whole webhook body for the alerts of one group (one recommendation, or several sharing the labels
     ``group_by`` names; the first gives ``groupLabels``). ``keys`` are their idempotency keys, in order;
-    ``labels`` the label sets they fired with (``None``: :func:`alert_labels`).
+    ``labels`` the label sets they fired with (``None``: :func:`alert_labels`); ``ends_at`` the ``endsAt`` of
+    the firing ones (unix seconds, :func:`valid_until`; ``None``: :data:`ZERO_TIME`).
 
     Raises:
         ValueError: no recommendation, or ``keys`` or ``labels`` of another length.
@@ -263,7 +301,7 @@ def webhook_message(
     if labels is not None and len(labels) != len(batch):
         raise ValueError(f"{len(labels)} label sets for {len(batch)} alerts")
     alerts = [
-        alert(r, external_url, None if keys is None else keys[i], None if labels is None else labels[i])
+        alert(r, external_url, None if keys is None else keys[i], None if labels is None else labels[i], ends_at)
         for i, r in enumerate(batch)
     ]
     group = {k: alerts[0]["labels"][k] for k in group_by if k in alerts[0]["labels"]}

@@ -2,19 +2,24 @@
 
 A receiver does no I/O; the outbox worker (:mod:`advisor.notify.outbox`) sends what it builds. Three kinds:
 
-* :class:`WebhookReceiver` — the Alertmanager-v4-shaped body of :mod:`advisor.notify.payload`; with a shared
-  secret, ``X-Advisor-Signature: sha256=<hex>`` is the HMAC-SHA256 of the exact body bytes. Verify it as::
+* :class:`WebhookReceiver` — the Alertmanager-v4-shaped body of :mod:`advisor.notify.payload`, a firing alert's
+  ``endsAt`` the time the notification was accepted + 4 × the receiver's ``resend_interval`` (as Prometheus
+  sets it at evaluation; one body per transition, never re-sent, the same bytes on every attempt); with a
+  shared secret, ``X-Advisor-Signature: sha256=<hex>`` is the HMAC-SHA256 of the exact body bytes. Verify it as::
 
       expected = "sha256=" + hmac.new(secret, request_body, hashlib.sha256).hexdigest()
       hmac.compare_digest(expected, request.headers["X-Advisor-Signature"])
 
 * :class:`SlackReceiver` — a Slack incoming webhook: Block Kit blocks (what, why, the numbers, the flag) and a
-  ``text`` fallback for notifications and clients without blocks.
+  ``text`` fallback for notifications and clients without blocks. One message per transition, never repeated
+  (a Slack message cannot be withdrawn or expire, so it carries no ``endsAt``: its resolution is the message
+  that ends it).
 * :class:`AlertmanagerReceiver` — Alertmanager's API v2: ``POST {url}/api/v2/alerts`` with a JSON list of
   postable alerts ``{labels, annotations, startsAt, endsAt, generatorURL}``. As Prometheus does
   (``rules/manager.go`` ``sendAlerts``), a firing alert carries ``endsAt = now + 4 × resend_interval`` and is
-  re-sent every ``resend_interval`` while it stays open, so Alertmanager resolves it by itself if the advisor
-  dies; on resolve ``endsAt`` is the resolve time.
+  re-sent every ``resend_interval`` while it stays open (keep-alives count ``endsAt`` from the last evaluation
+  cycle, :mod:`advisor.notify.outbox`), so Alertmanager resolves it by itself if the advisor dies or its
+  evaluation stops; on resolve ``endsAt`` is the resolve time.
 
 Every request carries ``X-Advisor-Idempotency-Key`` (stable per notification: recommendation id, status and
 the transition's time, e.g. ``3f2a…-firing-1790000000000``) so a receiver can drop a repeat.
@@ -35,14 +40,22 @@ from typing import Any, NamedTuple, Protocol
 
 from advisor import __version__
 from advisor.domain import Recommendation, rfc3339
-from advisor.notify.payload import DEFAULT_GROUP_BY, alert, finite, webhook_message
+from advisor.notify.payload import (
+    DEFAULT_GROUP_BY,
+    ENDS_AT_RESEND_FACTOR,
+    alert,
+    finite,
+    valid_until,
+    webhook_message,
+)
 from advisor.redact import REDACTED, redact_secret_url, url_secrets
 
 IDEMPOTENCY_HEADER = "X-Advisor-Idempotency-Key"
 SIGNATURE_HEADER = "X-Advisor-Signature"
 USER_AGENT = f"capacity-advisor/{__version__}"
-ALERTMANAGER_ENDS_AT_FACTOR = 4
-"""Prometheus sets a firing alert's endsAt to 4 × the resend delay ahead (``rules/alerting.go``)."""
+ALERTMANAGER_ENDS_AT_FACTOR = ENDS_AT_RESEND_FACTOR
+"""Prometheus sets a firing alert's endsAt to 4 × the resend delay ahead (``rules/alerting.go``; see
+:data:`advisor.notify.payload.ENDS_AT_RESEND_FACTOR`)."""
 
 
 def _json_body(obj: Any, *, ensure_ascii: bool = True) -> bytes:
@@ -163,10 +176,15 @@ class Receiver(Protocol):
         ...
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
         """The request re-sending still-active alerts (only called when ``resend_interval`` is set), each with the
-        label set it fired with (``labels``, in order; ``None``: its own)."""
+        label set it fired with (``labels``, in order; ``None``: its own) and ``endsAt`` = ``ends_at`` (unix
+        seconds; ``None``: ``now`` + 4 × ``resend_interval``)."""
         ...
 
     def secrets(self) -> tuple[str, ...]:
@@ -235,7 +253,11 @@ class _Base:
         return h
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
         raise NotImplementedError(f"{type(self).__name__} does not re-send")
 
@@ -250,7 +272,11 @@ def signature(secret: bytes, body: bytes) -> str:
 
 class WebhookReceiver(_Base):
     """A generic webhook: the Alertmanager-v4-shaped body, one per group key and cycle, optionally signed
-    with a shared secret."""
+    with a shared secret. A firing alert's ``endsAt`` is the notification's acceptance time (the evaluation
+    cycle that produced it) + 4 × ``ends_interval`` (seconds; the receiver's ``resend_interval``, Prometheus's
+    resend delay; :func:`advisor.notify.payload.valid_until`), so every attempt sends the same bytes (and the same
+    signature), as Prometheus fixes ``ValidUntil`` at evaluation. The webhook is not re-sent: its
+    ``resend_interval`` attribute stays ``None``."""
 
     kind = "webhook"
     batching = "group"
@@ -263,9 +289,11 @@ class WebhookReceiver(_Base):
         bearer_token: str | None = None,
         external_url: str = "",
         group_by: Sequence[str] = DEFAULT_GROUP_BY,
+        ends_interval: float = 60.0,
     ) -> None:
         super().__init__(name, url, bearer_token, external_url, group_by)
         self._hmac = hmac_secret
+        self.ends_interval = ends_interval
 
     def secrets(self) -> tuple[str, ...]:
         extra = (self._hmac.decode(errors="replace"),) if self._hmac else ()
@@ -280,6 +308,7 @@ class WebhookReceiver(_Base):
             keys=[m.key for m in members],
             group_by=self.group_by,
             labels=[m.labels for m in members],
+            ends_at=valid_until(note.accepted_at, self.ends_interval),
         )
         body = _json_body(message)
         headers = self._headers(note.key)
@@ -424,7 +453,7 @@ class AlertmanagerReceiver(_Base):
     def ends_at(self, now: float) -> float:
         """``endsAt`` of a firing alert sent at ``now``."""
         assert self.resend_interval is not None
-        return now + ALERTMANAGER_ENDS_AT_FACTOR * self.resend_interval
+        return valid_until(now, self.resend_interval)
 
     def build_request(self, note: Notification, now: float) -> Request:
         alerts = []
@@ -437,9 +466,13 @@ class AlertmanagerReceiver(_Base):
         return Request(self._endpoint, self._headers(note.key), _json_body(alerts))
 
     def build_resend(
-        self, active: Sequence[Recommendation], now: float, labels: Sequence[Mapping[str, str] | None] | None = None
+        self,
+        active: Sequence[Recommendation],
+        now: float,
+        labels: Sequence[Mapping[str, str] | None] | None = None,
+        ends_at: float | None = None,
     ) -> Request:
-        ends = self.ends_at(now)
+        ends = self.ends_at(now) if ends_at is None else ends_at
         keys = [idempotency_key("opened", r) for r in active]
         fixed = [None] * len(active) if labels is None else list(labels)
         if len(fixed) != len(active):

@@ -148,8 +148,11 @@ def test_alerts_reach_a_webhook_through_a_real_alertmanager_and_so_does_the_reso
         assert firing["alert"]["annotations"]["summary"] == r.summary
         assert firing["alert"]["generatorURL"] == "http://127.0.0.1:9188/#dep-chat-8b"
 
-        # while open, the alert is re-sent with endsAt 4 × resend_interval ahead, as Prometheus does
-        time.sleep(2.5)
+        # while open (evaluation cycles vouch for it every 0.25 s), the alert is re-sent with endsAt 4 ×
+        # resend_interval ahead of the last cycle, as Prometheus does
+        for _ in range(10):
+            time.sleep(0.25)
+            n.submit_cycle([])
         active = requests.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
         mine = [a for a in active if a["labels"].get("id") == r.id]
         assert len(mine) == 1 and mine[0]["status"]["state"] == "active"
@@ -285,7 +288,9 @@ def test_an_incident_whose_turn_changes_stays_one_alert_in_alertmanager_and_reso
 
         n.submit_cycle([("updated", later)])  # re-rendered: the keep-alives carry the new turn
         assert _wait(lambda: [a["annotations"]["dial"] for a in _ours(alertmanager)] == ["gpu_memory_utilization"])
-        time.sleep(2.5)  # more keep-alives: still one alert
+        for _ in range(10):  # more keep-alives, cycles vouching for the alert: still one alert
+            time.sleep(0.25)
+            n.submit_cycle([])
         (alert,) = _ours(alertmanager)
         assert alert["fingerprint"] == fingerprint and alert["status"]["state"] == "active"
         assert alert["labels"]["severity"] == "critical"  # fixed at opening, though confidence is now 0.45

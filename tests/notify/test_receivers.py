@@ -106,6 +106,32 @@ def test_the_webhook_body_is_the_same_bytes_on_every_attempt() -> None:
     assert a.body == b.body and a.headers == b.headers
 
 
+def test_a_webhook_firing_alert_ends_four_resend_intervals_after_its_cycle_and_a_resolved_one_at_its_end() -> None:
+    """Issue 14: endsAt as Prometheus sets it for Alertmanager (ValidUntil = evaluation + 4 × resend delay), not
+    the zero time; counted from the cycle that accepted it, so a retry an hour later sends the same bytes."""
+    w = WebhookReceiver("ops", "http://h/hook", ends_interval=30.0)
+    accepted = BASE.opened_at + 7
+    note = Notification(idempotency_key("opened", BASE), "opened", BASE, BASE.deployment, accepted)
+    (a,) = json.loads(w.build_request(note, accepted + 3600).body)["alerts"]
+    assert a["status"] == "firing" and a["endsAt"] == rfc3339(BASE.opened_at + 7 + 120)
+    done = replace(BASE, resolved_at=BASE.opened_at + 50)
+    note = Notification(idempotency_key("resolved", done), "resolved", done, BASE.deployment, accepted + 60)
+    (a,) = json.loads(w.build_request(note, accepted + 60).body)["alerts"]
+    assert a["status"] == "resolved" and a["endsAt"] == rfc3339(BASE.opened_at + 50)
+
+
+def test_a_webhook_receiver_takes_its_resend_interval_for_ends_at(hook: Hook) -> None:
+    cfg = ReceiverConfig.model_validate({"name": "ops", "url": hook.url, "resend_interval": "2m"})
+    n = build_notifier([cfg], None, None, clock=lambda: BASE.opened_at + 1)
+    try:
+        n.submit("opened", BASE)
+        assert n.flush(5)
+    finally:
+        n.close(1)
+    (a,) = hook.acked()[0].json()["alerts"]
+    assert a["endsAt"] == rfc3339(BASE.opened_at + 1 + 480)
+
+
 def test_idempotency_keys_are_stable_and_distinct_per_transition() -> None:
     done = replace(BASE, resolved_at=BASE.opened_at + 60)
     assert idempotency_key("opened", BASE) == f"{BASE.id}-firing-1790000000000"

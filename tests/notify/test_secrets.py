@@ -38,7 +38,8 @@ def test_hmac_signatures_verify_with_the_shared_secret(
         monkeypatch.setenv("ADVISOR_TEST_HMAC", SHARED_SECRET)
         where["hmac_secret_env"] = "ADVISOR_TEST_HMAC"
     cfg = ReceiverConfig.model_validate({"name": "ops", "url": hook.url, **where}, context={"base_dir": tmp_path})
-    n = build_notifier([cfg], None, None, base_dir=tmp_path)
+    accepted = 1_790_000_100.0
+    n = build_notifier([cfg], None, None, base_dir=tmp_path, clock=lambda: accepted)
     n.submit("opened", rec(1))
     assert n.flush(5)
     n.close(1)
@@ -47,7 +48,8 @@ def test_hmac_signatures_verify_with_the_shared_secret(
     assert hmac.compare_digest(hit.headers[SIGNATURE_HEADER], expected)
     wrong = "sha256=" + hmac.new(b"another key", hit.raw, hashlib.sha256).hexdigest()
     assert not hmac.compare_digest(hit.headers[SIGNATURE_HEADER], wrong)
-    expected_body = webhook_message(rec(1), "ops", keys=[idempotency_key("opened", rec(1))])
+    # endsAt: accepted + 4 × resend_interval (default 60 s), as Prometheus sets it (issue 14)
+    expected_body = webhook_message(rec(1), "ops", keys=[idempotency_key("opened", rec(1))], ends_at=accepted + 240)
     assert hit.json() == json.loads(json.dumps(expected_body))
 
 

@@ -210,7 +210,7 @@ def test_the_not_evaluating_alert_waits_at_least_four_scrape_intervals() -> None
     slow = generate(RulesInput((_slo(),), scrape_interval_seconds=60.0))
     advisor = next(f for f in slow.files if f.name == r.FILE_ADVISOR)
     expr = next(x.expr for x in advisor.groups[0].rules if x.alert == r.ALERT_NOT_EVALUATING)
-    assert expr == f"time() - {c.LAST_EVALUATION_TIMESTAMP} > 240"
+    assert expr == f"time() - ({c.CYCLE_LAST_SUCCESS_TIMESTAMP} > 0 or {c.LAST_EVALUATION_TIMESTAMP}) > 240"
 
 
 def test_the_drift_alert_uses_the_configured_bound() -> None:
