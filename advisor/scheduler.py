@@ -1,8 +1,11 @@
 """The daemon's run loop: APScheduler 3.x interval job, HTTP server, clean stop on SIGTERM/SIGINT.
 
 A cycle that is still running when the next is due is not started twice (``max_instances=1``,
-``coalesce=True``); a cycle that raises is logged and the loop goes on. On SIGTERM or SIGINT the
-current cycle finishes, queued notifications are flushed, and the process exits 0.
+``coalesce=True``) and the skipped one is counted (``advisor_cycles_skipped_total``); a cycle that raises is
+logged and the loop goes on. A cycle waits for its scrapes at most half an interval
+(:meth:`advisor.service.Service.run_cycle`): a slow or hung target's scrape runs on and is consumed by a later
+cycle. On SIGTERM or SIGINT the current cycle finishes, queued notifications are flushed, and the process
+exits 0.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
@@ -28,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def _safe_cycle(service: Service) -> None:
     try:
-        service.run_once()
+        service.run_cycle()
     except Exception:
         log.exception("evaluation cycle failed; the loop goes on")
 
@@ -93,6 +97,13 @@ def run_daemon(
             signal.signal(signal.SIGHUP, _on_hup)
 
     scheduler = BackgroundScheduler(timezone=datetime.UTC)
+
+    def _skipped(event: JobEvent) -> None:
+        """A run time passed while the previous cycle still ran (max_instances) or was missed."""
+        if event.job_id == "cycle":  # APScheduler logs the skip itself
+            service.metrics.cycles_skipped.inc()
+
+    scheduler.add_listener(_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
     scheduler.add_job(
         _safe_cycle,
         "interval",

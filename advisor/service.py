@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,12 +60,25 @@ from advisor.redact import redact_url
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource
+from advisor.sources.prometheus import PrometheusSource, PromHistory
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_state, save_state
 from advisor.tracker import Tick, Tracker
 
 log = logging.getLogger(__name__)
+
+CYCLE_WAIT_SHARE = 0.5
+"""The daemon's cycle waits for this cycle's scrapes and queries at most this share of the scrape interval (and
+never past their deadline); a target that has not answered by then keeps running and its result is consumed by
+the next cycle, so the slowest target never holds the others' evaluation up (in effect each target has its own
+scrape loop, as in Prometheus)."""
+
+HEALTH_SLACK_SECONDS = 5.0
+"""``/healthz`` fails when no cycle completed within 3 scrape intervals plus this slack (start-up counts from
+process start)."""
+
+_Key = tuple[str, str]
+"""``(deployment, target URL)``."""
 
 
 @dataclass
@@ -289,11 +302,18 @@ class Service:
         self.shard = shard
         metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
-        self._round_started: float | None = None
+        self.started = clock()
+        """When the service was built (unix s): ``/healthz`` counts the first cycle from here."""
         self.last_progress: float | None = None
         self.last_reload: tuple[bool, str, float] | None = None
         """The last reload's ``(ok, message, unix s)``; ``None`` before any (the status page's banner)."""
-        self._lock = threading.Lock()
+        # the cycle lock: held while the tracker or the runtime reference is read or changed, never across
+        # network I/O (scrapes and queries run outside it), so a reload waits for CPU work only
+        self._lock = threading.RLock()
+        self._reload_lock = threading.Lock()  # one reload at a time (SIGHUP and POST /-/reload)
+        self._inflight: dict[_Key, Future[tuple[ScrapeResult, float]]] = {}
+        self._prom_inflight: dict[str, Future[None]] = {}
+        self._ready: list[tuple[_Key, Future[tuple[ScrapeResult, float]]]] = []
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
         rt = self._build_runtime(cfg, base_dir, None)
@@ -330,7 +350,12 @@ class Service:
             StateError: the state file or an outbox is unreadable or of another version.
         """
         check_runtime_paths(cfg, base_dir)
-        known = set(self.tracker.deployment_names) if old is not None else set()
+        known: set[str] = set()
+        engines: dict[str, str] = {}
+        if old is not None:
+            with self._lock:  # a reload builds beside the running cycle: read the tracker under its lock
+                known = set(self.tracker.deployment_names)
+                engines = {n: self.tracker.context(n).engine for n in known}
         old_adapters = {d.spec.name: d.adapter for d in old.deployments} if old is not None else {}
         deployments: list[_Deployment] = []
         plan: list[tuple[DeploymentContext, list[str]]] = []
@@ -341,7 +366,7 @@ class Service:
             adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
             if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known:
                 adapter = old_adapters[dep.name]
-                ctx = dataclasses.replace(ctx, engine=self.tracker.context(dep.name).engine)
+                ctx = dataclasses.replace(ctx, engine=engines[dep.name])
             deployments.append(_Deployment(dep, adapter))
             plan.append((ctx, resolve_targets(dep, base_dir)))
         rules = build_rules(cfg)
@@ -375,7 +400,8 @@ class Service:
             ):
                 notifier = old.notifier  # unchanged: kept, with its queues and re-send state
             elif old is not None and outbox is not None and _same_folder(old.outbox, outbox):
-                notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
+                with self._lock:  # no cycle submits to the notifier being handed over
+                    notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
             else:
                 notifier = self._notifier(cfg, outbox, base_dir, acks)
         except BaseException:
@@ -428,6 +454,7 @@ class Service:
         """Point the tracker at ``rt`` (cannot fail): its settings, deployments and targets, keeping the
         histories and open recommendations of what stays; and the scrape-error counters of what stays."""
         cfg = rt.cfg
+        self.metrics.cycle_interval.set(cfg.scrape_interval)
         self.tracker.configure(
             rt.rules,
             evaluation_window=cfg.evaluation_window,
@@ -497,15 +524,24 @@ class Service:
         """Re-read the config file, as Prometheus does on SIGHUP: on success the new config takes effect
         at once (histories and open recommendations of what stays are kept); on failure — anywhere, the
         ack store and the notifier included — the running runtime stays, untouched, and the message says why.
-        Returns ``(ok, message)``."""
+        Returns ``(ok, message)``.
+
+        Never waits on a scrape, a query or the cycle's I/O: the new runtime is built outside the cycle lock,
+        which is taken only for the swap (the running cycle holds it for CPU work only)."""
+        with self._reload_lock:
+            return self._reload(path)
+
+    def _reload(self, path: Path) -> tuple[bool, str]:
         from advisor.config import load_config
         from advisor.errors import AdvisorError
 
         try:
             cfg = load_config(path)
+            # built beside the running cycle (which holds its lock only for CPU work, never across a scrape):
+            # the cycle lock is taken for the swap alone, so a hung target never holds a reload up
+            old = self.runtime
+            new = self._build_runtime(cfg, path.resolve().parent, old)
             with self._lock:
-                old = self.runtime
-                new = self._build_runtime(cfg, path.resolve().parent, old)
                 self.runtime = new  # the swap: one reference
                 self._apply(new)
         except AdvisorError as exc:
@@ -583,25 +619,62 @@ class Service:
         finally:
             self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
 
-    def _scrape_all(self, rt: Runtime) -> list[tuple[_Deployment, str, ScrapeResult, float]]:
-        jobs = [
-            (d, u, rt.session(d.spec.name, u))
-            for d in rt.deployments
-            if d.spec.source == "scrape"
-            for u in self._urls(d)
-        ]
+    def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[ScrapeResult, float]]]:
+        """Start a scrape of every target that has none running (a target still in flight from an earlier cycle
+        is not scraped twice); returns the futures started now. Call with the cycle lock held."""
         sc = rt.cfg.scrape
 
-        def one(job: tuple[_Deployment, str, requests.Session]) -> tuple[_Deployment, str, ScrapeResult, float]:
-            d, url, session = job
+        def one(url: str, session: requests.Session) -> tuple[ScrapeResult, float]:
             res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes)
-            return d, url, res, self.clock()
+            return res, self.clock()
 
-        return list(rt.pool.map(one, jobs))
+        started: list[Future[tuple[ScrapeResult, float]]] = []
+        for d in rt.deployments:
+            if d.spec.source != "scrape":
+                continue
+            for u in self._urls(d):
+                key = (d.spec.name, u)
+                f = self._inflight.get(key)
+                if f is not None and not f.done():
+                    continue  # a straggler: its result is consumed when it ends
+                if f is not None:
+                    self._ready.append((key, f))
+                f = self._inflight[key] = rt.pool.submit(one, u, rt.session(d.spec.name, u))
+                started.append(f)
+        return started
 
-    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Deployment, str, ScrapeResult, float]]) -> None:
-        for d, url, res, ts in scraped:
-            name = d.spec.name
+    def _harvest(self) -> list[tuple[_Key, ScrapeResult, float]]:
+        """The scrapes that ended since the last harvest, oldest first (call with the cycle lock held)."""
+        done = [(k, f) for k, f in self._inflight.items() if f.done()]
+        for k, _ in done:
+            del self._inflight[k]
+        out = []
+        for (name, url), f in [*self._ready, *done]:
+            try:
+                res, ts = f.result()
+            except Exception as exc:  # scrape() never raises for the network: a bug must not stop the others
+                log.error("deployment=%s target=%s: scrape failed: %r", name, redact_url(url), exc)
+                res = ScrapeResult(
+                    redact_url(url), False, None, c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}", 0, None
+                )
+                ts = self.clock()
+            out.append(((name, url), res, ts))
+        self._ready = []
+        return out
+
+    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Key, ScrapeResult, float]]) -> None:
+        """Feed the scrapes' results to the tracker (on the cycle thread, cycle lock held); a result for a target
+        a reload or ``file_sd`` removed meanwhile is dropped."""
+        by_name = {d.spec.name: d for d in rt.deployments if d.spec.source == "scrape"}
+        listed: dict[str, set[str]] = {}
+        for (name, url), res, ts in scraped:
+            d = by_name.get(name)
+            if d is None:
+                continue
+            if name not in listed:
+                listed[name] = set(self.tracker.targets(name))
+            if url not in listed[name]:
+                continue
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
@@ -642,9 +715,12 @@ class Service:
         assert rt.cfg.prometheus is not None
         where = redact_url(rt.cfg.prometheus.url)
         name = d.spec.name
-        # nothing discovered yet: show the source itself, with why it failed
-        for url in self.tracker.targets(name) or [where]:
-            self.tracker.fail(name, url, reason, message)
+        with self._lock:  # queries run beside the cycle: the tracker is touched under its lock
+            if self.runtime is not rt:
+                return  # a reload replaced the runtime (and maybe removed the deployment) meanwhile
+            # nothing discovered yet: show the source itself, with why it failed
+            for url in self.tracker.targets(name) or [where]:
+                self.tracker.fail(name, url, reason, message)
         key = (name, where, reason or c.REASON_PARSE_ERROR)
         with self._errors_lock:  # deployments are queried concurrently
             self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
@@ -656,7 +732,6 @@ class Service:
         would build. The series names are listed (and the engine detected) every 20 cycles."""
         src = rt.prom
         cfg = rt.cfg
-        name = d.spec.name
         assert src is not None and d.spec.selector is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
@@ -669,7 +744,10 @@ class Service:
             if found.adapter is None or (found.error_reason is not None and names.names):
                 self._prom_error(rt, d, found.error_reason, f"selector {d.spec.selector}: {found.error_message}")
                 return
-            self._adopt(d, found)
+            with self._lock:
+                if self.runtime is not rt:
+                    return
+                self._adopt(d, found)
             d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
             d.prom_refresh = 20
         d.prom_refresh -= 1
@@ -681,7 +759,15 @@ class Service:
         if not h.ok:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
+        with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
+            if self.runtime is rt:
+                self._apply_history(d, h)
+
+    def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
+        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker."""
+        name = d.spec.name
         tr = self.tracker
+        assert d.adapter is not None
         seen: set[str] = set()
         for g in h.groups:
             seen.add(g.target)
@@ -744,23 +830,35 @@ class Service:
         self.metrics.notifications_queued.labels(receiver=receiver).set(queued)
 
     # -- the cycle ---------------------------------------------------------------------------------
-    def scrape_once(self) -> None:
-        """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
+    def scrape_once(self, budget: float | None = None) -> None:
+        """Scrape every target and query every ``source: prometheus`` deployment once, then normalize what
+        answered (``once`` calls this twice before evaluating).
+
+        ``budget`` (seconds): wait at most this long for the scrapes and queries started now; one still running
+        then keeps running and its result is consumed by a later call (the daemon's cycle). ``None``: wait for
+        every one (each is bounded by its deadline). A target or deployment whose previous request is still in
+        flight is not requested again. The cycle lock is not held while waiting.
+        """
         with self._lock:
             rt = self.runtime
-            self._round_started = self.clock()
             self._refresh_file_sd(rt)
             # every scrape and every Prometheus query at once, one worker each: a slow target or selector
-            # delays the cycle by its own latency, not by the sum over them
-            prom = [d for d in rt.deployments if d.spec.source == "prometheus"]
-            queries = [rt.pool.submit(self._query_prometheus_safely, rt, d) for d in prom]
-            with self._step("scrape"):
-                scraped = self._scrape_all(rt)
-            with self._step("normalize"):
-                self._normalize(rt, scraped)
-            with self._step("prometheus"):
-                for q in queries:
-                    q.result()
+            # delays the cycle by its own latency (at most the budget), not by the sum over them
+            queries: list[Future[None]] = []
+            for d in rt.deployments:
+                if d.spec.source != "prometheus":
+                    continue
+                q = self._prom_inflight.get(d.spec.name)
+                if q is not None and not q.done():
+                    continue
+                q = self._prom_inflight[d.spec.name] = rt.pool.submit(self._query_prometheus_safely, rt, d)
+                queries.append(q)
+            started = self._submit_scrapes(rt)
+        with self._step("scrape"):
+            pending: list[Future[Any]] = [*started, *queries]
+            wait(pending, timeout=budget)
+        with self._lock, self._step("normalize"):
+            self._normalize(self.runtime, self._harvest())
 
     def _query_prometheus_safely(self, rt: Runtime, d: _Deployment) -> None:
         try:
@@ -776,9 +874,7 @@ class Service:
             rt = self.runtime
             now = self.clock()
             with self._step("evaluate"):
-                tick = self.tracker.evaluate(
-                    now, window_seconds or rt.cfg.evaluation_window, self._round_started, step=self._step
-                )
+                tick = self.tracker.evaluate(now, window_seconds or rt.cfg.evaluation_window, step=self._step)
             self._log_tick(rt, tick)
             result = CycleResult(now, tick.results, dict(self.scrape_errors))
             with self._step("publish"):
@@ -818,16 +914,45 @@ class Service:
             else:
                 log.info("%s", format_transition(update))
 
-    def run_once(self) -> CycleResult:
-        """One whole cycle: scrape → normalize → evaluate → rules → publish → notify."""
-        self.scrape_once()
-        return self.evaluate_once()
+    def run_once(self, budget: float | None = None) -> CycleResult:
+        """One whole cycle: scrape → normalize → evaluate → rules → publish → notify.
+
+        ``budget``: how long the scrape step may wait (see :meth:`scrape_once`; ``None``: every target, up to its
+        deadline). Sets ``advisor_cycle_duration_seconds`` (tick to last deployment published) and
+        ``advisor_cycle_last_success_timestamp_seconds``."""
+        start = time.monotonic()
+        self.scrape_once(budget)
+        result = self.evaluate_once()
+        self.metrics.cycle_duration.set(time.monotonic() - start)
+        self.metrics.cycle_last_success.set(self.clock())
+        return result
+
+    def run_cycle(self) -> CycleResult:
+        """The daemon's cycle: :meth:`run_once` waiting for scrapes at most :data:`CYCLE_WAIT_SHARE` of the
+        interval (and no longer than the scrape deadline), so the slowest target never delays the others."""
+        cfg = self.cfg
+        deadline = cfg.scrape.connect_timeout + cfg.scrape.read_timeout
+        if cfg.prometheus is not None:
+            deadline = max(deadline, cfg.prometheus.connect_timeout + cfg.prometheus.read_timeout)
+        return self.run_once(min(deadline, CYCLE_WAIT_SHARE * cfg.scrape_interval))
+
+    def unhealthy_reason(self, now: float, intervals: int = 3) -> str | None:
+        """Why ``/healthz`` fails, or ``None`` when a cycle completed within ``intervals`` scrape intervals plus
+        :data:`HEALTH_SLACK_SECONDS`. Before the first cycle completes, the time counts from start-up (a first
+        cycle that never ends is a failure too)."""
+        bound = intervals * self.cfg.scrape_interval + HEALTH_SLACK_SECONDS
+        since = self.last_progress if self.last_progress is not None else self.started
+        age = now - since
+        if age <= bound:
+            return None
+        if self.last_progress is None:
+            return f"no evaluation cycle completed in {age:.0f}s since start-up (bound {bound:g}s)"
+        return f"no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
 
     def healthy(self, now: float, intervals: int = 3) -> bool:
-        """True when a cycle completed within ``intervals`` scrape intervals (or none was due yet)."""
-        if self.last_progress is None:
-            return True
-        return now - self.last_progress <= intervals * self.cfg.scrape_interval + 5
+        """True when a cycle completed within ``intervals`` scrape intervals plus slack, counting from start-up
+        before the first (see :meth:`unhealthy_reason`)."""
+        return self.unhealthy_reason(now, intervals) is None
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush notifications and release threads and sessions."""
