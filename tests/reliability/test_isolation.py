@@ -157,14 +157,14 @@ def test_a_header_dripping_target_is_down_with_timeout_at_its_deadline_and_the_o
         timeouts = d.metric("advisor_scrape_errors_total", deployment="drip", reason="timeout")
         up = d.metric("advisor_target_up", deployment="drip")
 
+    # 6 evaluations due in 6 s: at least 5 (jitter), where skipping every other cycle gives ~3
+    assert len(evaluations) >= 5, evaluations
+    assert scraped >= 5, scraped
     assert (drip["state"], drip["up"], drip["error_reason"]) == ("unavailable", False, "timeout"), drip
     assert "deadline of 0.8s" in drip["error"], drip  # the fitted default: 0.8 of the 1 s interval
     assert up == 0.0
     assert timeouts is not None and timeouts >= 4  # asked again every cycle or so, each cut at its deadline
     assert good["state"] == "fresh" and good["up"], good
-    # 6 evaluations due in 6 s: at least 5 (jitter), where skipping every other cycle gives ~3
-    assert len(evaluations) >= 5, evaluations
-    assert scraped >= 5, scraped
 
 
 def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path: Path) -> None:
@@ -200,6 +200,27 @@ def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path
             assert (d.metric("advisor_cycle_last_success_timestamp_seconds") or 0) > time.time() - 120
     finally:
         heavy.stop()
+
+
+def test_healthz_counts_the_first_cycle_from_start_up(page: PageServer) -> None:
+    """Before any cycle completes, ``/healthz`` measures from start-up: a first cycle that never ends fails it
+    after 3 intervals + 5 s, as any later one would. On 0c7e936 it stayed healthy until a first cycle
+    completed, however long that took (zero cycles in 90 s behind a header-dripping target, /healthz 200)."""
+    cfg = parse_config(
+        {"scrape_interval": "1s", "evaluation_window": "30s", "deployments": [deployment("a", [page.url("/a")])]}
+    )
+    now = [time.time()]
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics, clock=lambda: now[0])
+    try:
+        assert svc.healthy(now[0] + 7.9)  # 3 × 1 s + 5 s not yet passed
+        assert not svc.healthy(now[0] + 8.5)
+        assert "since start-up" in str(svc.unhealthy_reason(now[0] + 8.5))
+        svc.run_once()
+        assert svc.healthy(now[0] + 7.9)
+        assert "no evaluation cycle completed for 9s" in str(svc.unhealthy_reason(now[0] + 9))
+    finally:
+        svc.close()
 
 
 def test_staleness_is_measured_from_each_targets_own_last_sample(page: PageServer) -> None:
