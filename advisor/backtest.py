@@ -435,7 +435,7 @@ class Replayer:
             if d.dynamic_targets:  # the replicas are the instances with data in the window
                 listed = [u for u, t in d.targets.items() if t.last_seen is not None and now - t.last_seen <= horizon]
                 self.tracker.set_targets(name, listed, forget=False)
-        tick = self.tracker.evaluate(now)
+        tick = self.tracker.evaluate(now, round_started=now)
         for name, exc in tick.failures:
             self._deps[name].warnings.append(f"{rfc3339(now)}: evaluation failed: {type(exc).__name__}: {exc}")
         for r in tick.results:

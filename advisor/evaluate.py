@@ -412,17 +412,20 @@ def evaluate_deployment(
     now: float,
     window_seconds: float,
     quality: Quality,
+    round_started: float | None = None,
 ) -> tuple[Evaluation, DeploymentView]:
     """Build the rules' :class:`Evaluation` and the typed view for one deployment.
 
     Returns ``(evaluation, view)``. ``view`` (:class:`~advisor.deployment_view.DeploymentView`, whose
     :meth:`~advisor.deployment_view.DeploymentView.as_json` is the ``snapshot`` object of ``once --json``) sums
     counts and capacities over the replicas that answered, takes the capacity-weighted mean of KV usage, and
-    summarizes the window's TTFT/TPOT deltas; unknown values are ``None``. Staleness is measured at ``now``
-    from each target's own newest sample (the daemon's cycle never waits for a slow target, so a fresh sample is
-    at most one cycle old; a cycle skipped under overload makes samples old, and that is what stale says).
+    summarizes the window's TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when
+    the last scrape round began; staleness is measured from it (default ``now``).
     """
-    state, state_reason = deployment_state(targets, now, quality)
+    # the daemon judges staleness at ``now`` from each target's own newest sample (its cycle never waits for a slow
+    # target); ``once`` passes when its synchronous round began, so a slow target elsewhere that held the round up
+    # does not make this deployment's fresh samples look old
+    state, state_reason = deployment_state(targets, round_started or now, quality)
     interval_seconds = quality.interval_seconds
     up = [t for t in targets if t.up and t.history]
     per_target: list[WindowStats] = [window_stats(t.history, now, window_seconds) for t in up]
@@ -460,7 +463,7 @@ def evaluate_deployment(
         **{f"waiting_{k}": v for k, v in by_reason.items()},
         **_sum_maps([s.disaggregation_queues for s in latest]),
     }
-    stall = _stall_reading(up, now, quality)
+    stall = _stall_reading(up, round_started or now, quality)
     load = running_load(up, now, window_seconds)
     ev = Evaluation(
         ctx=ctx,

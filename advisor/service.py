@@ -303,6 +303,7 @@ class Service:
         metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
         self.started = clock()
+        self._round_started: float | None = None
         """When the service was built (unix s): ``/healthz`` counts the first cycle from here."""
         self.last_progress: float | None = None
         self.last_reload: tuple[bool, str, float] | None = None
@@ -841,6 +842,7 @@ class Service:
         """
         with self._lock:
             rt = self.runtime
+            self._round_started = self.clock()
             self._refresh_file_sd(rt)
             # every scrape and every Prometheus query at once, one worker each: a slow target or selector
             # delays the cycle by its own latency (at most the budget), not by the sum over them
@@ -867,14 +869,24 @@ class Service:
             log.exception("deployment=%s: the prometheus source failed", d.spec.name)
             self._prom_error(rt, d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
-    def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
+    def evaluate_once(self, window_seconds: float | None = None, as_of_round: bool = False) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
-        default the configured evaluation window)."""
+        default the configured evaluation window).
+
+        Staleness is measured now from each target's own newest sample (a target with no new sample for
+        ``stale_after_intervals`` intervals is stale, however many cycles ran or were skipped meanwhile).
+        ``as_of_round``: measure it from when the last :meth:`scrape_once` began instead (``once``, whose
+        synchronous rounds wait for every target: a slow one must not age the others' samples)."""
         with self._lock:
             rt = self.runtime
             now = self.clock()
             with self._step("evaluate"):
-                tick = self.tracker.evaluate(now, window_seconds or rt.cfg.evaluation_window, step=self._step)
+                tick = self.tracker.evaluate(
+                    now,
+                    window_seconds or rt.cfg.evaluation_window,
+                    self._round_started if as_of_round else None,
+                    step=self._step,
+                )
             self._log_tick(rt, tick)
             result = CycleResult(now, tick.results, dict(self.scrape_errors))
             with self._step("publish"):

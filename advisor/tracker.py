@@ -352,13 +352,13 @@ class Tracker:
         self,
         now: float,
         window: float | None = None,
+        round_started: float | None = None,
         step: StepTimer | None = None,
     ) -> Tick:
         """Evaluate every deployment at ``now`` over ``window`` seconds (default the evaluation window).
 
-        Staleness is measured at ``now`` from each target's own newest sample (a target with no new sample for
-        ``stale_after_intervals`` intervals is stale, however many cycles ran or were skipped meanwhile).
-        ``step``: times the rules' step.
+        ``round_started``: when the observations of this round began (a target whose newest sample predates
+        it by more than the stale bound is stale; default ``now``). ``step``: times the rules' step.
         A deployment whose evaluation raises is skipped this tick and listed in :attr:`Tick.failures`.
         """
         window = window or self.evaluation_window
@@ -375,7 +375,7 @@ class Tracker:
             try:
                 self._replicas(d)
                 views = [d.targets[u].view() for u in d.listed]
-                ev, snapshot = evaluate_deployment(d.ctx, views, now, window, self.quality)
+                ev, snapshot = evaluate_deployment(d.ctx, views, now, window, self.quality, round_started=round_started)
                 error = self._model_error(name, snapshot.get("capacity_model_error_ratio"))
                 if error is not None:
                     model_errors.append((name, error))
@@ -394,7 +394,7 @@ class Tracker:
                         targets=tuple(views),
                         recommendations=tuple(self.lifecycle.open_recommendations(name)),
                         rule_statuses=statuses,
-                        target_states=tuple(target_state(v, now, self.quality) for v in views),
+                        target_states=tuple(target_state(v, round_started or now, self.quality) for v in views),
                     )
                 )
             except Exception as exc:  # one deployment's failure never stops the others
