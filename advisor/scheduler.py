@@ -129,6 +129,7 @@ def run_daemon(
                 if ok and service.cfg.scrape_interval != interval:
                     scheduler.reschedule_job("cycle", trigger="interval", seconds=service.cfg.scrape_interval)
     finally:
+        service.stop()  # the running cycle stops waiting for slow targets and finishes with what answered
         scheduler.shutdown(wait=True)
         service.close()
         server.shutdown()

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
@@ -79,6 +80,59 @@ process start)."""
 
 _Key = tuple[str, str]
 """``(deployment, target URL)``."""
+
+_R = TypeVar("_R")
+
+
+class WorkerPool:
+    """The scrape and query workers: ``submit``/``shutdown`` as :class:`concurrent.futures.ThreadPoolExecutor`, but
+    on daemon threads, so a request still running (bounded by its deadline) never holds the process's exit on
+    SIGTERM (the executor's threads are joined at interpreter exit). Work queued before :meth:`shutdown` still
+    runs."""
+
+    def __init__(self, workers: int, name: str = "scrape") -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._closed = False
+        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., _R], *args: Any) -> Future[_R]:
+        """Run ``fn(*args)`` on a worker; its result or exception lands in the returned future.
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        if self._closed:
+            raise RuntimeError("the worker pool is shut down")
+        f: Future[_R] = Future()
+        self._queue.put((f, fn, args))
+        return f
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            f, fn, args = item
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(fn(*args))
+            except BaseException as exc:  # the future carries it to whoever reads the result
+                f.set_exception(exc)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers once the queued work is done; ``wait``: block until they have."""
+        if not self._closed:
+            self._closed = True
+            for _ in self._threads:
+                self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 @dataclass
@@ -224,7 +278,7 @@ class Runtime:
     prom: PrometheusSource | None
     acks: AckStore
     notifier: Notifier
-    pool: ThreadPoolExecutor
+    pool: WorkerPool
     pool_size: int
     sessions: dict[tuple[str, str], requests.Session]
     sd_mtimes: dict[str, float]
@@ -314,6 +368,7 @@ class Service:
         self._reload_lock = threading.Lock()  # one reload at a time (SIGHUP and POST /-/reload)
         self._inflight: dict[_Key, Future[tuple[ScrapeResult, float]]] = {}
         self._prom_inflight: dict[str, Future[None]] = {}
+        self._stopping = threading.Event()
         self._ready: list[tuple[_Key, Future[tuple[ScrapeResult, float]]]] = []
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
@@ -381,7 +436,7 @@ class Service:
         quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after, dq.capacity_model_error_bound)
         sd = sd_mtimes(cfg, base_dir)
         prom: PrometheusSource | None = None
-        pool: ThreadPoolExecutor | None = None
+        pool: WorkerPool | None = None
         # the same state file: the same store (snoozes made a moment ago stay in force, nothing re-read)
         acks = old.acks if old is not None and old.state_file == state_file else None
         try:
@@ -390,7 +445,7 @@ class Service:
             if acks is None:
                 acks = AckStore(state_file, clock=self.clock)
             size = _pool_size_for(deployments, plan)
-            pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="scrape")
+            pool = WorkerPool(size)
             # the notifier last: nothing after it can fail
             if (
                 old is not None
@@ -573,7 +628,7 @@ class Service:
         if want <= rt.pool_size:
             return
         old = rt.pool
-        rt.pool, rt.pool_size = ThreadPoolExecutor(max_workers=want, thread_name_prefix="scrape"), want
+        rt.pool, rt.pool_size = WorkerPool(want), want
         old.shutdown(wait=False)
 
     def _urls(self, d: _Deployment) -> list[str]:
@@ -858,7 +913,12 @@ class Service:
             started = self._submit_scrapes(rt)
         with self._step("scrape"):
             pending: list[Future[Any]] = [*started, *queries]
-            wait(pending, timeout=budget)
+            end = None if budget is None else time.monotonic() + budget
+            while pending and not self._stopping.is_set():  # stop() cuts the wait short (SIGTERM)
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                pending = list(wait(pending, timeout=0.2 if left is None else min(0.2, left)).not_done)
         with self._lock, self._step("normalize"):
             self._normalize(self.runtime, self._harvest())
 
@@ -966,6 +1026,12 @@ class Service:
         before the first (see :meth:`unhealthy_reason`)."""
         return self.unhealthy_reason(now, intervals) is None
 
+    def stop(self) -> None:
+        """Stop waiting for scrapes and queries (SIGTERM): the running cycle evaluates what answered and ends;
+        a request still running is abandoned to its deadline."""
+        self._stopping.set()
+
     def close(self, timeout: float = 30.0) -> None:
-        """Flush notifications and release threads and sessions."""
-        self.runtime.close(timeout)
+        """Flush notifications and release threads and sessions (never waiting for a scrape still running)."""
+        self.stop()
+        self.runtime.close(timeout, wait=False)

@@ -256,8 +256,8 @@ def test_a_reload_completes_within_seconds_while_a_target_hangs(tmp_path: Path, 
     """A target that accepts and never answers holds a scrape for its whole 29 s deadline (timeouts set by the
     file, allowed up to the 30 s interval as Prometheus allows ``scrape_timeout == scrape_interval``). Both
     ``POST /-/reload`` and SIGHUP complete within a few seconds: the reload builds beside the cycle and takes the
-    cycle lock for the swap alone. On 0c7e936 the cycle held its lock across the scrape and the reload waited
-    for the hung target."""
+    cycle lock for the swap alone. SIGTERM then stops the daemon within seconds, a single signal. On 0c7e936 the
+    cycle held its lock across the scrape and the reload waited for the hung target; SIGTERM waited for it too."""
     hung = DripServer("header")
     hung_url = hung.url()
     try:
@@ -290,5 +290,10 @@ def test_a_reload_completes_within_seconds_while_a_target_hangs(tmp_path: Path, 
             ), "SIGHUP reload did not complete within 5 s while a target hung"
             assert "config reloaded" in d.log() and "4 deployment(s)" in d.log()
             assert hung.connections == 1  # the first scrape of the hung target is still open: reload did not wait
+            # and SIGTERM stops the daemon at once: the cycle stops waiting, the hung scrape is abandoned
+            start = time.monotonic()
+            d.proc.send_signal(signal.SIGTERM)
+            assert d.proc.wait(timeout=30) == 0
+            assert time.monotonic() - start < 10, f"SIGTERM took {time.monotonic() - start:.1f}s behind a hung target"
     finally:
         hung.close()
