@@ -12,7 +12,12 @@ Prometheus source, state file, sessions) is one :class:`Runtime`, built whole an
 on reload; a reload that fails anywhere changes nothing.
 
 One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
-never stops the others; one deployment's failure is logged, counted and skipped.
+never stops the others; one deployment's failure is logged, counted and skipped. Nor does one target slow the
+others: the daemon's cycle (:meth:`Service.run_cycle`) waits for scrapes at most half an interval, a straggler
+keeps running and is consumed by a later cycle, and a target already in flight is not asked twice — in effect
+each target has its own scrape loop, as in Prometheus. Scrape threads only produce results; the tracker is fed
+on the cycle thread, under the cycle lock, which is never held across network I/O (a reload takes it for the
+swap alone).
 """
 
 from __future__ import annotations
@@ -357,8 +362,8 @@ class Service:
         metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
         self.started = clock()
-        self._round_started: float | None = None
         """When the service was built (unix s): ``/healthz`` counts the first cycle from here."""
+        self._round_started: float | None = None
         self.last_progress: float | None = None
         self.last_reload: tuple[bool, str, float] | None = None
         """The last reload's ``(ok, message, unix s)``; ``None`` before any (the status page's banner)."""
