@@ -107,6 +107,9 @@ def test_fifty_good_targets_are_evaluated_every_2s_beside_a_header_and_a_body_dr
         hits = {n: page.hits[f"/{n}/metrics"] - hits_before[n] for n in good}
         deps = {x["name"]: x for x in d.deployments()["deployments"]}
         skipped = d.metric("advisor_cycles_skipped_total")
+        duration = d.metric("advisor_cycle_duration_seconds")
+        interval = d.metric("advisor_cycle_interval_seconds")
+        last = d.metric("advisor_cycle_last_success_timestamp_seconds")
 
     # counted, with jitter allowed: 30 evaluations are due in 60 s; at least 27 (−10 %) must have happened
     assert len(evaluations) >= 27, f"{len(evaluations)} evaluations in 60 s: {evaluations}"
@@ -122,6 +125,9 @@ def test_fifty_good_targets_are_evaluated_every_2s_beside_a_header_and_a_body_dr
         assert deps[name]["state"] == "unavailable"
         assert deps[name]["targets"][0]["error_reason"] == "timeout", deps[name]
     assert header_drip.connections >= 15 and body_drip.connections >= 15
+    # the cycle's duration against its interval: it waits half an interval at most for the drips, then evaluates
+    assert interval == 2.0 and duration is not None and 0 < duration < 2.0, (duration, interval)
+    assert last is not None and abs(last - evaluations[-1]) < 5
     assert skipped is not None and skipped <= 3  # the cycle fits its interval (a loaded machine may skip one)
 
 
@@ -168,15 +174,17 @@ def test_a_header_dripping_target_is_down_with_timeout_at_its_deadline_and_the_o
 
 
 def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path: Path) -> None:
-    """Pages that cost more CPU than the interval allows (8 × 40,000 series at 0.5 s): the skipped cycles are
-    counted (``advisor_cycles_skipped_total``), the cycle's duration is exported against its interval, and
-    ``/healthz`` answers 503 with a reason while no cycle completes within 3 intervals + 5 s — the first cycle
+    """Pages that cost more CPU than the interval allows (16 × 40,000 series at 0.5 s): the skipped cycles are
+    counted (``advisor_cycles_skipped_total``, beside ``advisor_cycle_interval_seconds``), and ``/healthz`` answers
+    503 with a reason while no cycle completes within 3 intervals + 5 s — the first cycle
     included, counted from start-up. On 0c7e936 nothing was counted and ``/healthz`` stayed 200 until a first
     cycle completed."""
     extra = "".join(f'vllm:kv_cache_usage_perc{{engine="{i}",model_name="m"}} 0.1\n' for i in range(1, 40_000))
     heavy = PageServer(vllm_page("m") + extra.encode())
     try:
-        names = [f"heavy-{i:02d}" for i in range(8)]
+        # ~17 s per cycle on a loaded 2-core machine, ~8 s idle: past the 6.5 s bound either way (the test ends at the
+        # first 503, seconds after the bound, however long the cycle)
+        names = [f"heavy-{i:02d}" for i in range(16)]
         config: dict[str, Any] = {
             "scrape_interval": "0.5s",
             "evaluation_window": "5s",
@@ -195,9 +203,6 @@ def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path
             assert "no evaluation cycle completed" in unhealthy[0], unhealthy
             assert wait_for(lambda: (d.metric("advisor_cycles_skipped_total") or 0) >= 3, 30)
             assert d.metric("advisor_cycle_interval_seconds") == 0.5
-            # a cycle completes in the end: its duration, against the interval, says why cycles were skipped
-            assert wait_for(lambda: (d.metric("advisor_cycle_duration_seconds") or 0) > 0.5, 60), d.log()[-2000:]
-            assert (d.metric("advisor_cycle_last_success_timestamp_seconds") or 0) > time.time() - 120
     finally:
         heavy.stop()
 
