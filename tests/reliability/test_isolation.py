@@ -14,8 +14,10 @@ import datetime
 import itertools
 import json
 import signal
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from advisor.config import parse_config
 from advisor.exporter import make_registry
 from advisor.service import Service
 from advisor.sources.scrape import scrape
+from tests.conftest import reply
 from tests.reliability.iso_support import (
     DripServer,
     PageServer,
@@ -255,6 +258,48 @@ def test_staleness_is_measured_from_each_targets_own_last_sample(page: PageServe
         svc.close()
     assert late.state == "stale", late.evaluation
     assert late.target_states == (("stale", "no new sample for 10s"),)
+
+
+def test_a_straggler_is_never_asked_twice_and_its_answer_is_consumed_by_a_later_cycle(
+    page: PageServer, http_server: Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
+) -> None:
+    """Each target has its own loop: a cycle waits its budget, evaluates what answered and goes on; the slow
+    target's scrape keeps running (not started again while in flight) and the next cycle consumes its answer.
+    The slow target answers when the test opens a gate, not after a measured time. On 0c7e936 a cycle waited for
+    every target (there was no budget)."""
+    gate = threading.Event()
+    asked: list[float] = []
+    body = vllm_page()
+
+    def slow(h: BaseHTTPRequestHandler) -> None:
+        asked.append(time.monotonic())
+        gate.wait(20)
+        reply(h, 200, body)
+
+    slow_url = http_server(slow) + "/metrics"
+    cfg = parse_config(
+        {
+            "scrape_interval": "10s",
+            "evaluation_window": "1m",
+            "deployments": [deployment("fast", [page.url("/fast/metrics")]), deployment("slow", [slow_url])],
+        }
+    )
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics)
+    try:
+        svc.scrape_once(budget=0.3)
+        first = {d.name: d.state for d in svc.evaluate_once().deployments}
+        svc.scrape_once(budget=0.3)
+        assert len(asked) == 1  # still in flight: not asked again
+        gate.set()
+        assert wait_for(lambda: all(f.done() for f in svc._inflight.values()), 10)  # the straggler's answer is in
+        svc.scrape_once(budget=5)
+        second = {d.name: d.state for d in svc.evaluate_once().deployments}
+    finally:
+        svc.close()
+    assert first == {"fast": "fresh", "slow": "unavailable"}, first
+    assert second == {"fast": "fresh", "slow": "fresh"}, second
+    assert page.hits["/fast/metrics"] == 3  # the fast target was asked every cycle
 
 
 def test_a_reload_completes_within_seconds_while_a_target_hangs(tmp_path: Path, page: PageServer) -> None:
