@@ -194,7 +194,7 @@ def cmd_once(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
         svc.scrape_once()
         # the window covers both scrapes however long a slow target held them up
-        result = svc.evaluate_once(window_seconds=time.time() - start + args.interval)
+        result = svc.evaluate_once(window_seconds=time.time() - start + args.interval, as_of_round=True)
     finally:
         svc.close()
     dicts = [d.as_dict() for d in result.deployments]

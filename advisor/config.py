@@ -702,23 +702,32 @@ class Config(_Strict):
 
 _T = TypeVar("_T", ScrapeConfig, PrometheusConfig)
 
+DEFAULT_DEADLINE_SHARE = 0.8
+"""Timeouts the file leaves unset fit a request's deadline in this share of the scrape interval, leaving the rest
+for normalize and evaluate (issue 14: defaults that filled the whole interval made every cycle overrun)."""
+
 
 def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[str, str]]) -> _T:
     """A request's deadline (``connect_timeout + read_timeout``) must fit in one scrape interval, as Prometheus
     requires ``scrape_timeout <= scrape_interval``: otherwise one slow target or query holds up every cycle.
-    Timeouts the file sets are checked (a problem naming the field); one left unset takes what the other leaves;
-    with neither set, the defaults shrink to fit (connect at most a quarter of the interval, read the rest)."""
+    Timeouts the file sets are checked (a problem naming the field); one left unset takes what the other leaves of
+    :data:`DEFAULT_DEADLINE_SHARE` of the interval (or of the whole interval when that leaves nothing); with
+    neither set, the defaults shrink to that share (connect at most a quarter of it, read the rest)."""
     total = section.connect_timeout + section.read_timeout
-    if total <= interval * (1 + 1e-9):
-        return section
+    budget = interval * DEFAULT_DEADLINE_SHARE
     explicit = {"connect_timeout", "read_timeout"} & section.model_fields_set
+    if not explicit and total <= budget * (1 + 1e-9):
+        return section
     if len(explicit) == 1:  # the unset one takes what the set one leaves, if anything
         (given,) = explicit
         other = "read_timeout" if given == "connect_timeout" else "connect_timeout"
-        left = interval - getattr(section, given)
-        if left > 0:
-            default = getattr(section, other)
-            return section.model_copy(update={other: min(default, left)})
+        default = getattr(section, other)
+        for room in (budget, interval):
+            left = room - getattr(section, given)
+            if left > 0:
+                return section.model_copy(update={other: min(default, left)})
+    if explicit and total <= interval * (1 + 1e-9):  # what the file sets is checked against the interval
+        return section
     if explicit:
         field_ = "read_timeout" if "read_timeout" in explicit else "connect_timeout"
         problems.append(
@@ -729,8 +738,8 @@ def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[
             )
         )
         return section
-    connect = min(section.connect_timeout, interval / 4)
-    return section.model_copy(update={"connect_timeout": connect, "read_timeout": interval - connect})
+    connect = min(section.connect_timeout, budget / 4)
+    return section.model_copy(update={"connect_timeout": connect, "read_timeout": budget - connect})
 
 
 def _loc(loc: Sequence[int | str]) -> str:

@@ -422,8 +422,9 @@ def evaluate_deployment(
     summarizes the window's TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when
     the last scrape round began; staleness is measured from it (default ``now``).
     """
-    # staleness is judged from when the last scrape round began, so a slow target elsewhere that held
-    # the round up does not make this deployment's fresh samples look old
+    # the daemon judges staleness at ``now`` from each target's own newest sample (its cycle never waits for a slow
+    # target); ``once`` passes when its synchronous round began, so a slow target elsewhere that held the round up
+    # does not make this deployment's fresh samples look old
     state, state_reason = deployment_state(targets, round_started or now, quality)
     interval_seconds = quality.interval_seconds
     up = [t for t in targets if t.up and t.history]

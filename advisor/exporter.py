@@ -275,6 +275,29 @@ class SelfMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.cycles = Counter("advisor_cycles", "Evaluation cycles completed.", registry=registry)
+        # overload made visible (issue 14): cycles the scheduler skipped because the previous one still ran, and
+        # the last cycle's duration against its interval; names shared with rules/ (alerts on skipped cycles)
+        self.cycles_skipped = Counter(
+            "advisor_cycles_skipped",
+            "Evaluation cycles not started because the previous one still ran (APScheduler max_instances or "
+            "missed run times).",
+            registry=registry,
+        )
+        self.cycle_duration = Gauge(
+            "advisor_cycle_duration_seconds",
+            "Wall time of the last completed evaluation cycle, from its tick to the last deployment published.",
+            registry=registry,
+        )
+        self.cycle_interval = Gauge(
+            "advisor_cycle_interval_seconds",
+            "The configured evaluation interval (scrape_interval), seconds.",
+            registry=registry,
+        )
+        self.cycle_last_success = Gauge(
+            "advisor_cycle_last_success_timestamp_seconds",
+            "Unix time the last evaluation cycle completed.",
+            registry=registry,
+        )
         self.cycle_failures = Counter(
             "advisor_cycle_failures",
             "Evaluation cycles (or one deployment's part of one) that failed.",

@@ -1,8 +1,10 @@
 """The daemon's run loop: APScheduler 3.x interval job, HTTP server, clean stop on SIGTERM/SIGINT.
 
 A cycle that is still running when the next is due is not started twice (``max_instances=1``,
-``coalesce=True``); a cycle that raises is logged and the loop goes on. On SIGTERM or SIGINT the
-current cycle finishes, queued notifications are flushed for at most 10 s
+``coalesce=True``) and the skipped one is counted (``advisor_cycles_skipped_total``); a cycle that raises is
+logged and the loop goes on. A cycle waits for its scrapes at most half an interval
+(:meth:`advisor.service.Service.run_cycle`): a slow or hung target's scrape runs on and is consumed by a later
+cycle. On SIGTERM or SIGINT the current cycle finishes, queued notifications are flushed for at most 10 s
 (:data:`advisor.notify.notifier.SHUTDOWN_FLUSH_SECONDS`; the rest waits in the outbox), and the process exits 0.
 """
 
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
@@ -29,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def _safe_cycle(service: Service) -> None:
     try:
-        service.run_once()
+        service.run_cycle()
     except Exception:
         log.exception("evaluation cycle failed; the loop goes on")
 
@@ -106,6 +109,13 @@ def run_daemon(
             signal.signal(signal.SIGHUP, _on_hup)
 
     scheduler = BackgroundScheduler(timezone=datetime.UTC)
+
+    def _skipped(event: JobEvent) -> None:
+        """A run time passed while the previous cycle still ran (max_instances) or was missed."""
+        if event.job_id == "cycle":  # APScheduler logs the skip itself
+            service.metrics.cycles_skipped.inc()
+
+    scheduler.add_listener(_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
     scheduler.add_job(
         _safe_cycle,
         "interval",
@@ -131,6 +141,7 @@ def run_daemon(
                 if ok and service.cfg.scrape_interval != interval:
                     scheduler.reschedule_job("cycle", trigger="interval", seconds=service.cfg.scrape_interval)
     finally:
+        service.stop()  # the running cycle stops waiting for slow targets and finishes with what answered
         scheduler.shutdown(wait=True)
         service.close()
         server.shutdown()

@@ -785,8 +785,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
 
     def _h_healthz(self, query: dict[str, list[str]]) -> None:
-        ok = self.server.service.healthy(time.time())
-        self._send(200 if ok else 503, b"ok\n" if ok else b"evaluation loop stalled\n", "text/plain; charset=utf-8")
+        why = self.server.service.unhealthy_reason(time.time())
+        body = b"ok\n" if why is None else f"evaluation loop stalled: {why}\n".encode()
+        self._send(200 if why is None else 503, body, "text/plain; charset=utf-8")
 
     def _h_readyz(self, query: dict[str, list[str]]) -> None:
         ready = self.server.service.result is not None

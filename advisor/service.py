@@ -12,7 +12,12 @@ Prometheus source, state file, sessions) is one :class:`Runtime`, built whole an
 on reload; a reload that fails anywhere changes nothing.
 
 One target's failure is recorded (``advisor_target_up`` 0, ``advisor_scrape_errors_total{reason}``) and
-never stops the others; one deployment's failure is logged, counted and skipped.
+never stops the others; one deployment's failure is logged, counted and skipped. Nor does one target slow the
+others: the daemon's cycle (:meth:`Service.run_cycle`) waits for scrapes at most half an interval, a straggler
+keeps running and is consumed by a later cycle, and a target already in flight is not asked twice — in effect
+each target has its own scrape loop, as in Prometheus. Scrape threads only produce results; the tracker is fed
+on the cycle thread, under the cycle lock, which is never held across network I/O (a reload takes it for the
+swap alone).
 """
 
 from __future__ import annotations
@@ -20,15 +25,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
@@ -62,7 +68,7 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource
+from advisor.sources.prometheus import PrometheusSource, PromHistory
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
@@ -82,6 +88,73 @@ def _die_here() -> None:
     """The test-only fault point: the process kills itself (SIGKILL: no handler, no flush, no cleanup)."""
     log.critical("fault point %s: killing the process (test only)", FAULT_POINT)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+CYCLE_WAIT_SHARE = 0.5
+"""The daemon's cycle waits for this cycle's scrapes and queries at most this share of the scrape interval (and
+never past their deadline); a target that has not answered by then keeps running and its result is consumed by
+the next cycle, so the slowest target never holds the others' evaluation up (in effect each target has its own
+scrape loop, as in Prometheus)."""
+
+HEALTH_SLACK_SECONDS = 5.0
+"""``/healthz`` fails when no cycle completed within 3 scrape intervals plus this slack (start-up counts from
+process start)."""
+
+_Key = tuple[str, str]
+"""``(deployment, target URL)``."""
+
+_R = TypeVar("_R")
+
+
+class WorkerPool:
+    """The scrape and query workers: ``submit``/``shutdown`` as :class:`concurrent.futures.ThreadPoolExecutor`, but
+    on daemon threads, so a request still running (bounded by its deadline) never holds the process's exit on
+    SIGTERM (the executor's threads are joined at interpreter exit). Work queued before :meth:`shutdown` still
+    runs."""
+
+    def __init__(self, workers: int, name: str = "scrape") -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._closed = False
+        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., _R], *args: Any) -> Future[_R]:
+        """Run ``fn(*args)`` on a worker; its result or exception lands in the returned future.
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        if self._closed:
+            raise RuntimeError("the worker pool is shut down")
+        f: Future[_R] = Future()
+        self._queue.put((f, fn, args))
+        return f
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            f, fn, args = item
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(fn(*args))
+            except BaseException as exc:  # the future carries it to whoever reads the result
+                f.set_exception(exc)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers once the queued work is done; ``wait``: block until they have."""
+        if not self._closed:
+            self._closed = True
+            for _ in self._threads:
+                self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 @dataclass
@@ -227,7 +300,7 @@ class Runtime:
     prom: PrometheusSource | None
     acks: AckStore
     notifier: Notifier
-    pool: ThreadPoolExecutor
+    pool: WorkerPool
     pool_size: int
     sessions: dict[tuple[str, str], requests.Session]
     sd_mtimes: dict[str, float]
@@ -308,11 +381,20 @@ class Service:
         self.shard = shard
         metrics.config_reload_timestamp.set(clock())  # the start-up load is the first successful load
         self.result: CycleResult | None = None
+        self.started = clock()
+        """When the service was built (unix s): ``/healthz`` counts the first cycle from here."""
         self._round_started: float | None = None
         self.last_progress: float | None = None
         self.last_reload: tuple[bool, str, float] | None = None
         """The last reload's ``(ok, message, unix s)``; ``None`` before any (the status page's banner)."""
-        self._lock = threading.Lock()
+        # the cycle lock: held while the tracker or the runtime reference is read or changed, never across
+        # network I/O (scrapes and queries run outside it), so a reload waits for CPU work only
+        self._lock = threading.RLock()
+        self._reload_lock = threading.Lock()  # one reload at a time (SIGHUP and POST /-/reload)
+        self._inflight: dict[_Key, Future[tuple[ScrapeResult, float]]] = {}
+        self._prom_inflight: dict[str, Future[None]] = {}
+        self._stopping = threading.Event()
+        self._ready: list[tuple[_Key, Future[tuple[ScrapeResult, float]]]] = []
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
         rt = self._build_runtime(cfg, base_dir, None)
@@ -396,7 +478,12 @@ class Service:
             StateError: the state file or an outbox is unreadable or of another version.
         """
         check_runtime_paths(cfg, base_dir)
-        known = set(self.tracker.deployment_names) if old is not None else set()
+        known: set[str] = set()
+        engines: dict[str, str] = {}
+        if old is not None:
+            with self._lock:  # a reload builds beside the running cycle: read the tracker under its lock
+                known = set(self.tracker.deployment_names)
+                engines = {n: self.tracker.context(n).engine for n in known}
         old_adapters = {d.spec.name: d.adapter for d in old.deployments} if old is not None else {}
         deployments: list[_Deployment] = []
         plan: list[tuple[DeploymentContext, list[str]]] = []
@@ -407,7 +494,7 @@ class Service:
             adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
             if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known:
                 adapter = old_adapters[dep.name]
-                ctx = dataclasses.replace(ctx, engine=self.tracker.context(dep.name).engine)
+                ctx = dataclasses.replace(ctx, engine=engines[dep.name])
             deployments.append(_Deployment(dep, adapter))
             plan.append((ctx, resolve_targets(dep, base_dir)))
         rules = build_rules(cfg)
@@ -421,7 +508,7 @@ class Service:
         quality = Quality(cfg.scrape_interval, dq.stale_after_intervals, dq.frozen_after, dq.capacity_model_error_bound)
         sd = sd_mtimes(cfg, base_dir)
         prom: PrometheusSource | None = None
-        pool: ThreadPoolExecutor | None = None
+        pool: WorkerPool | None = None
         # the same state file: the same store (snoozes made a moment ago stay in force, nothing re-read)
         acks = old.acks if old is not None and old.state_file == state_file else None
         try:
@@ -430,7 +517,7 @@ class Service:
             if acks is None:
                 acks = AckStore(state_file, clock=self.clock)
             size = _pool_size_for(deployments, plan)
-            pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="scrape")
+            pool = WorkerPool(size)
             # the notifier last: nothing after it can fail
             if (
                 old is not None
@@ -441,7 +528,8 @@ class Service:
             ):
                 notifier = old.notifier  # unchanged: kept, with its queues and re-send state
             elif old is not None and outbox is not None and _same_folder(old.outbox, outbox):
-                notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
+                with self._lock:  # no cycle submits to the notifier being handed over
+                    notifier = self._hand_over(old, cfg, outbox, base_dir, acks)
             else:
                 notifier = self._notifier(cfg, outbox, base_dir, acks)
                 if old is not None and old.outbox is None:
@@ -499,6 +587,7 @@ class Service:
         histories and open recommendations of what stays; and the scrape-error counters of what stays."""
         cfg = rt.cfg
         before = set(self.tracker.deployment_names)
+        self.metrics.cycle_interval.set(cfg.scrape_interval)
         self.tracker.configure(
             rt.rules,
             evaluation_window=cfg.evaluation_window,
@@ -573,15 +662,24 @@ class Service:
         """Re-read the config file, as Prometheus does on SIGHUP: on success the new config takes effect
         at once (histories and open recommendations of what stays are kept); on failure — anywhere, the
         ack store and the notifier included — the running runtime stays, untouched, and the message says why.
-        Returns ``(ok, message)``."""
+        Returns ``(ok, message)``.
+
+        Never waits on a scrape, a query or the cycle's I/O: the new runtime is built outside the cycle lock,
+        which is taken only for the swap (the running cycle holds it for CPU work only)."""
+        with self._reload_lock:
+            return self._reload(path)
+
+    def _reload(self, path: Path) -> tuple[bool, str]:
         from advisor.config import load_config
         from advisor.errors import AdvisorError
 
         try:
             cfg = load_config(path)
+            # built beside the running cycle (which holds its lock only for CPU work, never across a scrape):
+            # the cycle lock is taken for the swap alone, so a hung target never holds a reload up
+            old = self.runtime
+            new = self._build_runtime(cfg, path.resolve().parent, old)
             with self._lock:
-                old = self.runtime
-                new = self._build_runtime(cfg, path.resolve().parent, old)
                 self.runtime = new  # the swap: one reference
                 self._apply(new)
         except AdvisorError as exc:
@@ -612,7 +710,7 @@ class Service:
         if want <= rt.pool_size:
             return
         old = rt.pool
-        rt.pool, rt.pool_size = ThreadPoolExecutor(max_workers=want, thread_name_prefix="scrape"), want
+        rt.pool, rt.pool_size = WorkerPool(want), want
         old.shutdown(wait=False)
 
     def _urls(self, d: _Deployment) -> list[str]:
@@ -659,25 +757,62 @@ class Service:
         finally:
             self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
 
-    def _scrape_all(self, rt: Runtime) -> list[tuple[_Deployment, str, ScrapeResult, float]]:
-        jobs = [
-            (d, u, rt.session(d.spec.name, u))
-            for d in rt.deployments
-            if d.spec.source == "scrape"
-            for u in self._urls(d)
-        ]
+    def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[ScrapeResult, float]]]:
+        """Start a scrape of every target that has none running (a target still in flight from an earlier cycle
+        is not scraped twice); returns the futures started now. Call with the cycle lock held."""
         sc = rt.cfg.scrape
 
-        def one(job: tuple[_Deployment, str, requests.Session]) -> tuple[_Deployment, str, ScrapeResult, float]:
-            d, url, session = job
+        def one(url: str, session: requests.Session) -> tuple[ScrapeResult, float]:
             res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
-            return d, url, res, self.clock()
+            return res, self.clock()
 
-        return list(rt.pool.map(one, jobs))
+        started: list[Future[tuple[ScrapeResult, float]]] = []
+        for d in rt.deployments:
+            if d.spec.source != "scrape":
+                continue
+            for u in self._urls(d):
+                key = (d.spec.name, u)
+                f = self._inflight.get(key)
+                if f is not None and not f.done():
+                    continue  # a straggler: its result is consumed when it ends
+                if f is not None:
+                    self._ready.append((key, f))
+                f = self._inflight[key] = rt.pool.submit(one, u, rt.session(d.spec.name, u))
+                started.append(f)
+        return started
 
-    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Deployment, str, ScrapeResult, float]]) -> None:
-        for d, url, res, ts in scraped:
-            name = d.spec.name
+    def _harvest(self) -> list[tuple[_Key, ScrapeResult, float]]:
+        """The scrapes that ended since the last harvest, oldest first (call with the cycle lock held)."""
+        done = [(k, f) for k, f in self._inflight.items() if f.done()]
+        for k, _ in done:
+            del self._inflight[k]
+        out = []
+        for (name, url), f in [*self._ready, *done]:
+            try:
+                res, ts = f.result()
+            except Exception as exc:  # scrape() never raises for the network: a bug must not stop the others
+                log.error("deployment=%s target=%s: scrape failed: %s", name, redact_url(url), type(exc).__name__)
+                res = ScrapeResult(
+                    redact_url(url), False, None, c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}", 0, None
+                )
+                ts = self.clock()
+            out.append(((name, url), res, ts))
+        self._ready = []
+        return out
+
+    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Key, ScrapeResult, float]]) -> None:
+        """Feed the scrapes' results to the tracker (on the cycle thread, cycle lock held); a result for a target
+        a reload or ``file_sd`` removed meanwhile is dropped."""
+        by_name = {d.spec.name: d for d in rt.deployments if d.spec.source == "scrape"}
+        listed: dict[str, set[str]] = {}
+        for (name, url), res, ts in scraped:
+            d = by_name.get(name)
+            if d is None:
+                continue
+            if name not in listed:
+                listed[name] = set(self.tracker.targets(name))
+            if url not in listed[name]:
+                continue
             reason, message = res.error_reason, res.error_message
             if res.ok and res.text is not None:
                 try:
@@ -721,9 +856,12 @@ class Service:
         assert rt.cfg.prometheus is not None
         where = redact_url(rt.cfg.prometheus.url)
         name = d.spec.name
-        # nothing discovered yet: show the source itself, with why it failed
-        for url in self.tracker.targets(name) or [where]:
-            self.tracker.fail(name, url, reason, message)
+        with self._lock:  # queries run beside the cycle: the tracker is touched under its lock
+            if self.runtime is not rt:
+                return  # a reload replaced the runtime (and maybe removed the deployment) meanwhile
+            # nothing discovered yet: show the source itself, with why it failed
+            for url in self.tracker.targets(name) or [where]:
+                self.tracker.fail(name, url, reason, message)
         key = (name, where, reason or c.REASON_PARSE_ERROR)
         with self._errors_lock:  # deployments are queried concurrently
             self.scrape_errors[key] = self.scrape_errors.get(key, 0) + 1
@@ -735,7 +873,6 @@ class Service:
         would build. The series names are listed (and the engine detected) every 20 cycles."""
         src = rt.prom
         cfg = rt.cfg
-        name = d.spec.name
         assert src is not None and d.spec.selector is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
@@ -748,7 +885,10 @@ class Service:
             if found.adapter is None or (found.error_reason is not None and names.names):
                 self._prom_error(rt, d, found.error_reason, f"selector {d.spec.selector}: {found.error_message}")
                 return
-            self._adopt(d, found)
+            with self._lock:
+                if self.runtime is not rt:
+                    return
+                self._adopt(d, found)
             d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
             d.prom_refresh = 20
         d.prom_refresh -= 1
@@ -760,7 +900,15 @@ class Service:
         if not h.ok:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
+        with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
+            if self.runtime is rt:
+                self._apply_history(d, h)
+
+    def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
+        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker."""
+        name = d.spec.name
         tr = self.tracker
+        assert d.adapter is not None
         seen: set[str] = set()
         for g in h.groups:
             seen.add(g.target)
@@ -828,23 +976,41 @@ class Service:
         self.metrics.notifications_queued.labels(receiver=receiver).set(queued)
 
     # -- the cycle ---------------------------------------------------------------------------------
-    def scrape_once(self) -> None:
-        """Scrape and normalize every target once (``once`` calls this twice before evaluating)."""
+    def scrape_once(self, budget: float | None = None) -> None:
+        """Scrape every target and query every ``source: prometheus`` deployment once, then normalize what
+        answered (``once`` calls this twice before evaluating).
+
+        ``budget`` (seconds): wait at most this long for the scrapes and queries started now; one still running
+        then keeps running and its result is consumed by a later call (the daemon's cycle). ``None``: wait for
+        every one (each is bounded by its deadline). A target or deployment whose previous request is still in
+        flight is not requested again. The cycle lock is not held while waiting.
+        """
         with self._lock:
             rt = self.runtime
             self._round_started = self.clock()
             self._refresh_file_sd(rt)
             # every scrape and every Prometheus query at once, one worker each: a slow target or selector
-            # delays the cycle by its own latency, not by the sum over them
-            prom = [d for d in rt.deployments if d.spec.source == "prometheus"]
-            queries = [rt.pool.submit(self._query_prometheus_safely, rt, d) for d in prom]
-            with self._step("scrape"):
-                scraped = self._scrape_all(rt)
-            with self._step("normalize"):
-                self._normalize(rt, scraped)
-            with self._step("prometheus"):
-                for q in queries:
-                    q.result()
+            # delays the cycle by its own latency (at most the budget), not by the sum over them
+            queries: list[Future[None]] = []
+            for d in rt.deployments:
+                if d.spec.source != "prometheus":
+                    continue
+                q = self._prom_inflight.get(d.spec.name)
+                if q is not None and not q.done():
+                    continue
+                q = self._prom_inflight[d.spec.name] = rt.pool.submit(self._query_prometheus_safely, rt, d)
+                queries.append(q)
+            started = self._submit_scrapes(rt)
+        with self._step("scrape"):
+            pending: list[Future[Any]] = [*started, *queries]
+            end = None if budget is None else time.monotonic() + budget
+            while pending and not self._stopping.is_set():  # stop() cuts the wait short (SIGTERM)
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                pending = list(wait(pending, timeout=0.2 if left is None else min(0.2, left)).not_done)
+        with self._lock, self._step("normalize"):
+            self._normalize(self.runtime, self._harvest())
 
     def _query_prometheus_safely(self, rt: Runtime, d: _Deployment) -> None:
         try:
@@ -853,15 +1019,23 @@ class Service:
             log.exception("deployment=%s: the prometheus source failed", d.spec.name)
             self._prom_error(rt, d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
-    def evaluate_once(self, window_seconds: float | None = None) -> CycleResult:
+    def evaluate_once(self, window_seconds: float | None = None, as_of_round: bool = False) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
-        default the configured evaluation window)."""
+        default the configured evaluation window).
+
+        Staleness is measured now from each target's own newest sample (a target with no new sample for
+        ``stale_after_intervals`` intervals is stale, however many cycles ran or were skipped meanwhile).
+        ``as_of_round``: measure it from when the last :meth:`scrape_once` began instead (``once``, whose
+        synchronous rounds wait for every target: a slow one must not age the others' samples)."""
         with self._lock:
             rt = self.runtime
             now = self.clock()
             with self._step("evaluate"):
                 tick = self.tracker.evaluate(
-                    now, window_seconds or rt.cfg.evaluation_window, self._round_started, step=self._step
+                    now,
+                    window_seconds or rt.cfg.evaluation_window,
+                    self._round_started if as_of_round else None,
+                    step=self._step,
                 )
             self._log_tick(rt, tick)
             result = CycleResult(now, tick.results, dict(self.scrape_errors))
@@ -924,18 +1098,55 @@ class Service:
             else:
                 log.info("%s", format_transition(update))
 
-    def run_once(self) -> CycleResult:
-        """One whole cycle: scrape → normalize → evaluate → rules → publish → notify."""
-        self.scrape_once()
-        return self.evaluate_once()
+    def run_once(self, budget: float | None = None) -> CycleResult:
+        """One whole cycle: scrape → normalize → evaluate → rules → publish → notify.
+
+        ``budget``: how long the scrape step may wait (see :meth:`scrape_once`; ``None``: every target, up to its
+        deadline). Sets ``advisor_cycle_duration_seconds`` (tick to last deployment published) and
+        ``advisor_cycle_last_success_timestamp_seconds``."""
+        start = time.monotonic()
+        self.scrape_once(budget)
+        result = self.evaluate_once()
+        self.metrics.cycle_duration.set(time.monotonic() - start)
+        self.metrics.cycle_last_success.set(self.clock())
+        return result
+
+    def run_cycle(self) -> CycleResult:
+        """The daemon's cycle: :meth:`run_once` waiting for scrapes at most :data:`CYCLE_WAIT_SHARE` of the
+        interval (and no longer than the scrape deadline), so the slowest target never delays the others."""
+        cfg = self.cfg
+        deadline = cfg.scrape.connect_timeout + cfg.scrape.read_timeout
+        if cfg.prometheus is not None:
+            deadline = max(deadline, cfg.prometheus.connect_timeout + cfg.prometheus.read_timeout)
+        return self.run_once(min(deadline, CYCLE_WAIT_SHARE * cfg.scrape_interval))
+
+    def unhealthy_reason(self, now: float, intervals: int = 3) -> str | None:
+        """Why ``/healthz`` fails, or ``None`` when a cycle completed within ``intervals`` scrape intervals plus
+        :data:`HEALTH_SLACK_SECONDS`. Before the first cycle completes, the time counts from start-up (a first
+        cycle that never ends is a failure too)."""
+        bound = intervals * self.cfg.scrape_interval + HEALTH_SLACK_SECONDS
+        since = self.last_progress if self.last_progress is not None else self.started
+        age = now - since
+        if age <= bound:
+            return None
+        if self.last_progress is None:
+            return f"no evaluation cycle completed in {age:.0f}s since start-up (bound {bound:g}s)"
+        return f"no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
 
     def healthy(self, now: float, intervals: int = 3) -> bool:
-        """True when a cycle completed within ``intervals`` scrape intervals (or none was due yet)."""
-        if self.last_progress is None:
-            return True
-        return now - self.last_progress <= intervals * self.cfg.scrape_interval + 5
+        """True when a cycle completed within ``intervals`` scrape intervals plus slack, counting from start-up
+        before the first (see :meth:`unhealthy_reason`)."""
+        return self.unhealthy_reason(now, intervals) is None
+
+    def stop(self) -> None:
+        """Stop waiting for scrapes and queries (SIGTERM): the running cycle evaluates what answered and ends;
+        a request still running is abandoned to its deadline."""
+        self._stopping.set()
 
     def close(self, timeout: float = SHUTDOWN_FLUSH_SECONDS) -> None:
         """Flush notifications (for at most ``timeout`` s: a stop stays below the unit's ``TimeoutStopSec``; what
-        is left waits in the outbox) and release threads and sessions."""
-        self.runtime.close(timeout)
+        is left waits in the outbox) and release threads and sessions, never waiting for a scrape still running."""
+        self.stop()
+        rt = self.runtime
+        rt.notifier.close(timeout)
+        rt.close(timeout, wait=False, close_notifier=False)

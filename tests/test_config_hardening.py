@@ -125,19 +125,37 @@ def test_default_timeouts_shrink_to_a_short_interval() -> None:
     data = copy.deepcopy(GOOD)
     data.update(scrape_interval="4s", evaluation_window="1m", prometheus={"url": "http://127.0.0.1:9090"})
     cfg = parse_config(data)
-    # connect at most a quarter of the interval (1 s), read the rest (3 s): the deadline is the interval
-    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (1.0, 3.0)
+    # the deadline is 0.8 of the interval (3.2 s), leaving the rest for normalize and evaluate (issue 14):
+    # connect at most a quarter of it (0.8 s), read the rest (2.4 s)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == pytest.approx((0.8, 2.4))
     assert cfg.prometheus is not None
-    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (1.0, 3.0)
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == pytest.approx((0.8, 2.4))
 
 
 def test_defaults_that_fit_are_kept() -> None:
     data = copy.deepcopy(GOOD)
     data.update(prometheus={"url": "http://127.0.0.1:9090"})
-    cfg = parse_config(data)  # 15 s interval: scrape 3 + 10 fits; the Prometheus default 3 + 30 does not
-    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (3.0, 10.0)
+    # 15 s interval: the defaults' deadline is at most 0.8 of it (12 s), so scrape 3 + 10 becomes 3 + 9 and the
+    # Prometheus default 3 + 30 becomes 3 + 9 (issue 14: defaults that filled the interval overran every cycle)
+    cfg = parse_config(data)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (3.0, 9.0)
     assert cfg.prometheus is not None
-    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (3.0, 12.0)
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (3.0, 9.0)
+
+
+def test_defaults_leave_a_fifth_of_the_interval_and_explicit_timeouts_may_fill_it() -> None:
+    data = copy.deepcopy(GOOD)
+    data.update(scrape_interval="2s", evaluation_window="1m")
+    cfg = parse_config(data)
+    assert cfg.scrape.connect_timeout + cfg.scrape.read_timeout == pytest.approx(1.6)
+    # one set: the other takes what it leaves of 0.8 of the interval
+    data["scrape"] = {"connect_timeout": "1s"}
+    cfg = parse_config(data)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == pytest.approx((1.0, 0.6))
+    # set by the file: up to the whole interval, as Prometheus allows scrape_timeout == scrape_interval
+    data["scrape"] = {"connect_timeout": "0.5s", "read_timeout": "1.5s"}
+    cfg = parse_config(data)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (0.5, 1.5)
 
 
 # --- concurrent Prometheus queries -------------------------------------------------------------------------
@@ -261,7 +279,8 @@ def test_a_timeout_left_unset_takes_what_the_set_one_leaves() -> None:
     cfg = parse_config(data)
     assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == (1.0, 9.0)  # connect 3 s → the 1 s left
     assert cfg.prometheus is not None
-    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (1.0, 9.0)  # read 30 s → the 9 s left
+    # read 30 s → what connect leaves of 0.8 of the interval (issue 14: room for normalize and evaluate)
+    assert (cfg.prometheus.connect_timeout, cfg.prometheus.read_timeout) == (1.0, 7.0)
 
 
 def test_timeouts_that_exactly_fill_the_interval_are_accepted_despite_float_sums() -> None:
