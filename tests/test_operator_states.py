@@ -2,8 +2,9 @@
 
 Each state is built as two scrapes of the engine's real exposition format (``tests/states``), served over
 loopback; the deployment is described in a config YAML as the report implies; ``once --interval 1 --json``
-runs as a subprocess. Each test asserts the stated right advice comes FIRST and the stated wrong advice never
-appears, and checks a few snapshot values first so that a harness mistake fails as a harness mistake.
+runs through the CLI's entry point (:func:`tests.states.field.run_once_on`). Each test asserts the stated right
+advice comes FIRST and the stated wrong advice never appears, and checks a few snapshot values first so that a
+harness mistake fails as a harness mistake.
 
 Written from the issue's table, independently of the rule modules. Dial ids and actions are the project's:
 dials ``max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, weight_quantization, kv_cache_dtype,

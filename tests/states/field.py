@@ -4,7 +4,9 @@ A :class:`FieldState` is one row of the field-state table (issue 12, acceptance 
 issue, PR or forum thread), the engine version, the deployment as the report describes it, and each replica's
 two scrapes (the text that engine version serves on ``/metrics``: metric names checked in the engine's
 source). :func:`run_field_state` serves the scrapes on loopback, writes the config, runs ``capacity-advisor
-check-config`` and ``once --interval 1 --json`` as subprocesses and returns the one deployment object.
+check-config`` and ``once --interval 1 --json`` in this process through the console script's entry point
+(:func:`tests.inprocess.run_cli`: :func:`advisor.cli.main` with argv, stdout and stderr captured) and returns the
+one deployment object.
 
 Then :func:`check_field_state` asserts what the row states: snapshot values, the pools and ranks named, the
 deployment state and reason, the advice that must come (first, or anywhere) and the advice that must never
@@ -18,8 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.inprocess import run_cli
 from tests.states import TwoScrapeServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,8 @@ def run_once_on(
     extra_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Serve each replica's two scrapes on loopback, write the config (``targets`` filled in) and its extra
-    files, run ``check-config`` then ``once --interval 1 --json``; return the one deployment object.
+    files, run ``check-config`` then ``once --interval 1 --json`` (:func:`tests.inprocess.run_cli`); return the
+    one deployment object.
 
     Raises:
         AssertionError: the harness failed (config invalid, ``once`` failed, a target not scraped twice).
@@ -110,21 +112,9 @@ def run_once_on(
         cfg = {**(extra_config or {}), "deployments": [dep]}
         cfg_path = tmp_path / "advisor.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-        check = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "check-config", str(cfg_path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
-        )
+        check = run_cli("check-config", str(cfg_path))
         assert check.returncode == 0, f"harness: config invalid:\n{check.stdout}\n{check.stderr}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg_path), "--interval", "1", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=REPO_ROOT,
-        )
+        proc = run_cli("once", "--config", str(cfg_path), "--interval", "1", "--json")
         assert proc.returncode == 0, f"once failed ({proc.returncode}):\n{proc.stderr}"
         out = json.loads(proc.stdout)
         for s in servers:
