@@ -13,7 +13,9 @@ deployment state and reason, the advice that must come (first, or anywhere) and 
 come. The rows are written from the reports, independently of the adapters and rule modules.
 
 Rows live in ``tests/states/test_field_*.py``, one file per class of error; every file builds a list of
-``FieldState`` and parametrizes :func:`check_field_state` over it.
+``FieldState`` and parametrizes :func:`check_field_state` over it. :func:`run_field_states` runs a module's
+states a few at a time (each ``once`` spends most of its second waiting between its two scrapes) before the
+module's tests read each result; a state whose harness failed fails its own test.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +90,34 @@ def run_field_state(tmp_path: Path, state: FieldState) -> dict[str, Any]:
     """
     assert state.source.startswith("https://"), f"{state.id}: a field state names its public source"
     return run_once_on(tmp_path, state.deployment, state.scrapes, state.files, state.extra_config)
+
+
+class FieldStateRuns:
+    """``once --json``'s deployment object per state (:func:`run_field_states`); ``runs[state]`` returns it, or
+    raises what that state's harness raised."""
+
+    def __init__(self, futures: Mapping[str, Future[dict[str, Any]]]) -> None:
+        self._futures = dict(futures)
+
+    def __getitem__(self, state: FieldState) -> dict[str, Any]:
+        return self._futures[state.id].result()
+
+
+def run_field_states(
+    tmp_path_factory: pytest.TempPathFactory, states: Sequence[FieldState], workers: int = 4
+) -> FieldStateRuns:
+    """:func:`run_field_state` for every state, ``workers`` at a time (each in its own directory and on its own
+    loopback servers), all finished before this returns.
+
+    A few at a time, not all: the runs share this process's CPU, and each must take its two scrapes about one
+    second apart (``once --interval 1``; a frozen engine is told over at most 1.5 intervals).
+    """
+    ids = [s.id for s in states]
+    assert len(set(ids)) == len(ids), f"harness: duplicate state ids {ids}"
+    dirs = {s.id: tmp_path_factory.mktemp(s.id) for s in states}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="field-state") as pool:
+        futures = {s.id: pool.submit(run_field_state, dirs[s.id], s) for s in states}
+    return FieldStateRuns(futures)
 
 
 def run_once_on(

@@ -28,7 +28,7 @@ import pytest
 
 from tests.inprocess import run_cli
 from tests.states import VLLMEngine
-from tests.states.field import FieldState, check_field_state, run_field_state
+from tests.states.field import FieldState, FieldStateRuns, check_field_state, run_field_state, run_field_states
 
 SLO = {"ttft_seconds": 2.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
 DRIFT = ("gpu_memory_utilization", None)
@@ -437,9 +437,15 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module, a few at a time (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, STATES)
+
+
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
-def test_field_state(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)
 
 
 # --- class 7: the daemon sizes each engine as `plan --engine` does ---------------------------------------------
