@@ -52,7 +52,8 @@ def http_server() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]
     def start(handle: Callable[[BaseHTTPRequestHandler], None]) -> str:
         srv = _Server(("127.0.0.1", 0), _Handler)
         srv.handle = handle
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        # a short poll: shutdown() waits for the loop to look again (0.5 s by default, at every teardown)
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(srv)
         return f"http://127.0.0.1:{srv.server_address[1]}"
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -13,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, reply
+from tests.inprocess import run_cli
 
 Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
@@ -54,13 +53,7 @@ deployments:
     slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
 {extra}"""
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg), "--interval", "1", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+    r = run_cli("once", "--config", str(cfg), "--interval", "1", "--json")
     assert r.returncode == 0, r.stderr
     (d,) = json.loads(r.stdout)["deployments"]
     return d  # type: ignore[no-any-return]
@@ -109,26 +102,17 @@ def test_model_error_ratio_compares_the_capacity_pass_with_the_engine(http_serve
         reply(h, 200, _vllm(10, 0, 0.2, 10 * counter["g"], counter["g"], 0, blocks=2000))
 
     d = _once(tmp_path, http_server(handle) + "/metrics")
-    plan = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "advisor.cli",
-            "plan",
-            "--model",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            "--gpu",
-            "H100-SXM",
-            "--max-model-len",
-            "8192",
-            "--max-num-seqs",
-            "256",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
+    plan = run_cli(
+        "plan",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-SXM",
+        "--max-model-len",
+        "8192",
+        "--max-num-seqs",
+        "256",
+        "--json",
     )
     predicted = json.loads(plan.stdout)["kv_cache_tokens"]
     s = d["snapshot"]
@@ -153,23 +137,7 @@ def test_engine_auto_detects_sglang_and_reads_the_served_model(http_server: Star
         .replace("    max_num_seqs: 256\n", "    max_num_seqs: 256\n    served_model: b\n")
     )
     (tmp_path / "a.yaml").write_text(text)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "advisor.cli",
-            "once",
-            "--config",
-            str(tmp_path / "a.yaml"),
-            "--interval",
-            "1",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+    r = run_cli("once", "--config", str(tmp_path / "a.yaml"), "--interval", "1", "--json")
     (d,) = json.loads(r.stdout)["deployments"]
     assert d["snapshot"]["model"] == "b"
     assert (d["snapshot"]["requests_running"], d["snapshot"]["requests_waiting"]) == (5, 2)

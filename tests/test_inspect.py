@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.conftest import REPO_ROOT, SHARED, reply
+from tests.inprocess import CliRun, run_cli
 
 Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
 
-def _inspect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "inspect", *args, "--interval", "0.5"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+def _inspect(*args: str) -> CliRun:
+    return run_cli("inspect", *args, "--interval", "0.5")
 
 
 def test_inspect_json_on_an_sglang_fixture(http_server: Start) -> None:

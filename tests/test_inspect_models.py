@@ -7,25 +7,18 @@ The page is Triton's vLLM backend serving two models (``model``/``version`` labe
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
-from tests.conftest import REPO_ROOT, reply
+from tests.conftest import reply
+from tests.inprocess import CliRun, run_cli
 from tests.read_pages import TRITON_TWO_MODELS
 
 Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
 
-def _inspect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "inspect", *args, "--interval", "0.2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+def _inspect(*args: str) -> CliRun:
+    return run_cli("inspect", *args, "--interval", "0.2")
 
 
 def _url(http_server: Start) -> str:

@@ -1,6 +1,6 @@
 """One deployment, every way the config allows to state its GPU, through every path that sizes it: the daemon
 (``service.deployment_context``), the API (``POST /api/v1/plan`` to the real server on loopback), ``plan --json``
-(CLI subprocess) and ``simulate --json`` (CLI subprocess). All must name the same GPU, the same interconnect and
+and ``simulate --json`` (the CLI's entry point, in-process). All must name the same GPU, the same interconnect and
 the same KV pool (issue 13: for a 139.81 GiB part the API found an H200 with NVLink SHARP and the daemon did not).
 
 The deployment is Llama-3.1-70B at TP 4, where NCCL's NVLink SHARP buffers (when the profile allocates them, see the
@@ -10,8 +10,6 @@ pure resolver's test below) come out of every GPU's budget.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,8 @@ from advisor.capacity.hardware import GIB
 from advisor.capacity.models import get_preset
 from advisor.config import load_config
 from advisor.standin import StandInEngine, StandInServer
-from tests.conftest import REPO_ROOT
 from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+from tests.inprocess import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -80,9 +78,7 @@ def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cli(*args: str) -> dict[str, Any]:
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
-    )
+    r = run_cli(*args)
     assert r.returncode == 0, r.stderr
     out: dict[str, Any] = json.loads(r.stdout)
     return out

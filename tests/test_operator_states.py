@@ -2,8 +2,9 @@
 
 Each state is built as two scrapes of the engine's real exposition format (``tests/states``), served over
 loopback; the deployment is described in a config YAML as the report implies; ``once --interval 1 --json``
-runs as a subprocess. Each test asserts the stated right advice comes FIRST and the stated wrong advice never
-appears, and checks a few snapshot values first so that a harness mistake fails as a harness mistake.
+runs through the CLI's entry point (:func:`tests.states.field.run_once_on`). Each test asserts the stated right
+advice comes FIRST and the stated wrong advice never appears, and checks a few snapshot values first so that a
+harness mistake fails as a harness mistake.
 
 Written from the issue's table, independently of the rule modules. Dial ids and actions are the project's:
 dials ``max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, weight_quantization, kv_cache_dtype,
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -660,15 +662,18 @@ CASES: list[tuple[str, Callable[[], State], Callable[[dict[str, Any]], None]]] =
 ]
 
 
-@pytest.fixture
-def run_state(tmp_path: Path) -> Iterator[Callable[[State], dict[str, Any]]]:
-    yield lambda state: _run_once(tmp_path, state)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[Callable[[], State], Future[dict[str, Any]]]:
+    """``once --json`` of every case, four at a time (each spends most of its second between its two scrapes),
+    all finished before the first test reads one; a case whose harness failed fails its own test."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="operator-state") as pool:
+        return {build: pool.submit(_run_once, tmp_path_factory.mktemp("state"), build()) for _, build, _ in CASES}
 
 
 @pytest.mark.parametrize(("build", "check"), [(b, c) for _, b, c in CASES], ids=[i for i, _, _ in CASES])
 def test_operator_state(
     build: Callable[[], State],
     check: Callable[[dict[str, Any]], None],
-    run_state: Callable[[State], dict[str, Any]],
+    runs: dict[Callable[[], State], Future[dict[str, Any]]],
 ) -> None:
-    check(run_state(build()))
+    check(runs[build].result())

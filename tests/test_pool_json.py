@@ -6,17 +6,14 @@ the output is strict JSON (no bare ``Infinity``/``NaN``), the swa pool's usage i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.inprocess import run_cli
 from tests.states import SGLangEngine, TwoScrapeServer
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _page(swa_usage: str) -> str:
@@ -65,13 +62,7 @@ deployments:
     slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1}}
 """
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg), "--interval", "1", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO_ROOT,
-    )
+    r = run_cli("once", "--config", str(cfg), "--interval", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     (d,) = _strict(r.stdout)["deployments"]

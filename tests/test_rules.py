@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from advisor.rules.goodput import GoodputRule
 from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.lifecycle import gpus_added, rank_key
-from tests.conftest import REPO_ROOT
 from tests.factories import evaluation
+from tests.inprocess import run_cli
 
 KV = KVSaturationRule(usage_threshold=0.9, resolve_below=0.8, for_seconds=60)
 
@@ -134,9 +132,7 @@ def test_predicted_after_equals_what_plan_prints_with_the_dial_turned(dial: str,
 
 
 def _plan(args: list[str]) -> str:
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT
-    )
+    r = run_cli(*args)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -10,28 +10,19 @@ reads the model the deployment names (tests/test_observe.py), and otherwise make
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
+from tests.inprocess import run_cli
 from tests.read_pages import TRITON_TWO_MODELS
 from tests.states import TwoScrapeServer, VLLMEngine
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _once(tmp_path: Path, deployments: list[dict[str, object]]) -> dict[str, dict[str, object]]:
     cfg = tmp_path / "advisor.yaml"
     cfg.write_text(yaml.safe_dump({"deployments": deployments}, sort_keys=False), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg), "--interval", "1", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO_ROOT,
-    )
+    proc = run_cli("once", "--config", str(cfg), "--interval", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     return {d["name"]: d for d in json.loads(proc.stdout)["deployments"]}
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import get_preset
 from advisor.config import parse_config
 from advisor.errors import CapacityError, ConfigError
-from tests.conftest import REPO_ROOT
+from tests.inprocess import CliRun, run_cli
 
 GIB = 1 << 30
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -50,14 +48,8 @@ def _config(**keys: Any) -> dict[str, Any]:
     return data
 
 
-def _plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "plan", "--model", LLAMA, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+def _plan(*args: str) -> CliRun:
+    return run_cli("plan", "--model", LLAMA, *args)
 
 
 @pytest.mark.parametrize("blocks", [512, 2000, 40_000])
@@ -311,9 +303,7 @@ def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
     data["deployments"].append({**_config(data_parallel_size=2)["deployments"][0], "name": "dp"})
     f = tmp_path / "advisor.yaml"
     f.write_text(yaml.safe_dump(data), encoding="utf-8")
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "check-config", str(f)], capture_output=True, text=True, timeout=60
-    )
+    r = run_cli("check-config", str(f))
     assert r.returncode == 0, r.stderr
     assert "deployments[0] sized by sglang's accounting: 443,910 KV tokens" in r.stdout  # issue 12's figure
     assert "deployments[1] sized by vllm's accounting with data_parallel_size" in r.stdout

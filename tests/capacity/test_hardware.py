@@ -75,17 +75,8 @@ def test_an_unknown_gpu_raises_and_lists_the_known_names() -> None:
 def test_the_gpu_catalog_marks_the_parts_with_nvlink_sharp() -> None:
     """NVLink SHARP needs a third-generation NVSwitch (HGX H100/H200, B200 and later); the PCIe and NVL cards
     and Ampere have none."""
-    import subprocess
-    import sys
+    from tests.inprocess import run_cli
 
-    from tests.conftest import REPO_ROOT
-
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "catalog", "gpus"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-    )
+    r = run_cli("catalog", "gpus")
     marked = {line.split()[0] for line in r.stdout.splitlines() if line.endswith("NVLink SHARP")}
     assert marked == {"h100-sxm", "h200", "b200", "gb200", "b300"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.inprocess import run_cli
 from tests.rules.helpers import plan
 
 BASE = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192"]
@@ -36,19 +37,9 @@ def test_an_ignored_flag_changes_nothing(engine: str, extra: list[str], flag: st
 def test_a_block_override_beyond_the_gpu_is_warned() -> None:
     """``--num-gpu-blocks-override`` sizes the pool whatever the memory; when the blocks (16 tokens × 128 KiB
     per token for Llama-3.1-8B in bf16 = 2 MiB each) cannot fit beside the weights, vLLM fails at start-up."""
-    import subprocess
-    import sys
-
-    from tests.rules.helpers import REPO_ROOT
 
     def stderr(blocks: int) -> str:
-        r = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", *BASE, "--num-gpu-blocks-override", str(blocks)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
-        )
+        r = run_cli(*BASE, "--num-gpu-blocks-override", str(blocks))
         assert r.returncode == 0, r.stderr
         return r.stderr
 

@@ -5,29 +5,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from unittest.mock import patch
 
 import pytest
 
 from advisor.capacity.kv import CapacityInputs, non_torch_bytes_per_gpu, nvls_bytes_per_gpu
 from advisor.capacity.models import get_preset
-from tests.conftest import REPO_ROOT
+from tests.inprocess import CliRun, run_cli
 
 GIB = 1 << 30
 LLAMA_8B = ["--model", "meta-llama/Llama-3.1-8B-Instruct"]
 R1_V0 = ["--model", "deepseek-ai/DeepSeek-R1", "--tp", "8", "--engine-version", "0.7.3", "--max-model-len", "16384"]
 
 
-def _plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "plan", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-    )
+def _plan(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    """``capacity-advisor plan ARGS`` (:func:`tests.inprocess.run_cli`) with ``env`` added to the environment."""
+    with patch.dict(os.environ, env or {}):
+        return run_cli("plan", *args)
 
 
 def test_a_gpu_name_outside_the_catalog_is_a_label_when_the_memory_is_given() -> None:

@@ -1,14 +1,13 @@
-"""``capacity-advisor plan --search`` as an operator runs it (a subprocess)."""
+"""``capacity-advisor plan --search`` as an operator runs it (through the CLI's entry point,
+:func:`tests.inprocess.run_cli`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.inprocess import CliRun, run_cli
 
 ACCEPTANCE = [
     "plan",
@@ -32,10 +31,8 @@ ACCEPTANCE = [
 ]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
-    )
+def _cli(*args: str) -> CliRun:
+    return run_cli(*args)
 
 
 def test_acceptance_search_lists_a_feasible_configuration_with_its_hourly_cost() -> None:

@@ -256,15 +256,20 @@ def test_the_whole_chain(
         )
         _wait(lambda: "sim-vllm" in recorded("deployment:llm_ttft_seconds:p90_rate5m"), 30, "TTFT quantiles")
 
-        # 4. every dashboard panel's query returns data from this Prometheus
-        time.sleep(5)
-        empty = []
-        for q in panel_queries("sim-vllm", rate_interval="30s", interval="1s", range_="5m"):
-            params = {"query": q.expr, "start": start, "end": time.time(), "step": 1}
-            r = requests.get(f"{prom_url}/api/v1/query_range", params=params, timeout=10).json()
-            assert r["status"] == "success", (q.panel, q.expr, r)
-            if not r["data"]["result"]:
-                empty.append((q.dashboard, q.panel, q.expr))
+        # 4. every dashboard panel's query returns data from this Prometheus (asked again every 0.5 s for up to
+        # 60 s, not after a fixed 5 s: a rate needs two scrapes in its range, which the waits above may have given)
+        deadline = time.monotonic() + 60
+        while True:
+            empty = []
+            for q in panel_queries("sim-vllm", rate_interval="30s", interval="1s", range_="5m"):
+                params = {"query": q.expr, "start": start, "end": time.time(), "step": 1}
+                r = requests.get(f"{prom_url}/api/v1/query_range", params=params, timeout=10).json()
+                assert r["status"] == "success", (q.panel, q.expr, r)
+                if not r["data"]["result"]:
+                    empty.append((q.dashboard, q.panel, q.expr))
+            if not empty or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert empty == [], empty
     finally:
         load.stop()

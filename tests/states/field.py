@@ -4,23 +4,26 @@ A :class:`FieldState` is one row of the field-state table (issue 12, acceptance 
 issue, PR or forum thread), the engine version, the deployment as the report describes it, and each replica's
 two scrapes (the text that engine version serves on ``/metrics``: metric names checked in the engine's
 source). :func:`run_field_state` serves the scrapes on loopback, writes the config, runs ``capacity-advisor
-check-config`` and ``once --interval 1 --json`` as subprocesses and returns the one deployment object.
+check-config`` and ``once --interval 1 --json`` in this process through the console script's entry point
+(:func:`tests.inprocess.run_cli`: :func:`advisor.cli.main` with argv, stdout and stderr captured) and returns the
+one deployment object.
 
 Then :func:`check_field_state` asserts what the row states: snapshot values, the pools and ranks named, the
 deployment state and reason, the advice that must come (first, or anywhere) and the advice that must never
 come. The rows are written from the reports, independently of the adapters and rule modules.
 
 Rows live in ``tests/states/test_field_*.py``, one file per class of error; every file builds a list of
-``FieldState`` and parametrizes :func:`check_field_state` over it.
+``FieldState`` and parametrizes :func:`check_field_state` over it. :func:`run_field_states` runs a module's
+states a few at a time (each ``once`` spends most of its second waiting between its two scrapes) before the
+module's tests read each result; a state whose harness failed fails its own test.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.inprocess import run_cli
 from tests.states import TwoScrapeServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +92,34 @@ def run_field_state(tmp_path: Path, state: FieldState) -> dict[str, Any]:
     return run_once_on(tmp_path, state.deployment, state.scrapes, state.files, state.extra_config)
 
 
+class FieldStateRuns:
+    """``once --json``'s deployment object per state (:func:`run_field_states`); ``runs[state]`` returns it, or
+    raises what that state's harness raised."""
+
+    def __init__(self, futures: Mapping[str, Future[dict[str, Any]]]) -> None:
+        self._futures = dict(futures)
+
+    def __getitem__(self, state: FieldState) -> dict[str, Any]:
+        return self._futures[state.id].result()
+
+
+def run_field_states(
+    tmp_path_factory: pytest.TempPathFactory, states: Sequence[FieldState], workers: int = 4
+) -> FieldStateRuns:
+    """:func:`run_field_state` for every state, ``workers`` at a time (each in its own directory and on its own
+    loopback servers), all finished before this returns.
+
+    A few at a time, not all: the runs share this process's CPU, and each must take its two scrapes about one
+    second apart (``once --interval 1``; a frozen engine is told over at most 1.5 intervals).
+    """
+    ids = [s.id for s in states]
+    assert len(set(ids)) == len(ids), f"harness: duplicate state ids {ids}"
+    dirs = {s.id: tmp_path_factory.mktemp(s.id) for s in states}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="field-state") as pool:
+        futures = {s.id: pool.submit(run_field_state, dirs[s.id], s) for s in states}
+    return FieldStateRuns(futures)
+
+
 def run_once_on(
     tmp_path: Path,
     deployment: Mapping[str, Any],
@@ -96,7 +128,8 @@ def run_once_on(
     extra_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Serve each replica's two scrapes on loopback, write the config (``targets`` filled in) and its extra
-    files, run ``check-config`` then ``once --interval 1 --json``; return the one deployment object.
+    files, run ``check-config`` then ``once --interval 1 --json`` (:func:`tests.inprocess.run_cli`); return the
+    one deployment object.
 
     Raises:
         AssertionError: the harness failed (config invalid, ``once`` failed, a target not scraped twice).
@@ -110,21 +143,9 @@ def run_once_on(
         cfg = {**(extra_config or {}), "deployments": [dep]}
         cfg_path = tmp_path / "advisor.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-        check = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "check-config", str(cfg_path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
-        )
+        check = run_cli("check-config", str(cfg_path))
         assert check.returncode == 0, f"harness: config invalid:\n{check.stdout}\n{check.stderr}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "advisor.cli", "once", "--config", str(cfg_path), "--interval", "1", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=REPO_ROOT,
-        )
+        proc = run_cli("once", "--config", str(cfg_path), "--interval", "1", "--json")
         assert proc.returncode == 0, f"once failed ({proc.returncode}):\n{proc.stderr}"
         out = json.loads(proc.stdout)
         for s in servers:

@@ -36,7 +36,14 @@ import pytest
 import advisor.rules.lifecycle as lifecycle_module
 from tests.states import SGLangEngine, VLLMEngine, go_float
 from tests.states.direct import brief_runs, rule_proposals, suggested_of, withheld_of
-from tests.states.field import Advice, FieldState, check_field_state, matching, run_field_state
+from tests.states.field import (
+    Advice,
+    FieldState,
+    FieldStateRuns,
+    check_field_state,
+    matching,
+    run_field_states,
+)
 from tests.states.test_field_pools import llamacpp_text, sglang_text
 
 LIFECYCLE_ROUTES_WITHHELD = "withheld" in Path(lifecycle_module.__file__).read_text(encoding="utf-8")
@@ -500,19 +507,16 @@ def test_rules_withhold_what_the_evidence_contradicts(tmp_path: Path, row: Evide
         assert not hits, f"{row.state.id}: {advice} suggested by {[p.rule for p in hits]}: {brief_runs(runs)}"
 
 
-_ONCE: dict[str, dict[str, Any]] = {}
-"""``once --json``'s deployment object per row, run once for both tests below."""
-
-
-def _once(tmp_path_factory: pytest.TempPathFactory, row: EvidenceRow) -> dict[str, Any]:
-    if row.state.id not in _ONCE:
-        _ONCE[row.state.id] = run_field_state(tmp_path_factory.mktemp(row.state.id), row.state)
-    return _ONCE[row.state.id]
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json``'s deployment object per row, run once for both tests below, a few rows at a time
+    (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, [row.state for row in ROWS])
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.state.id for r in ROWS])
-def test_once_json(tmp_path_factory: pytest.TempPathFactory, row: EvidenceRow) -> None:
-    result = _once(tmp_path_factory, row)
+def test_once_json(once: FieldStateRuns, row: EvidenceRow) -> None:
+    result = once[row.state]
     check_field_state(result, row.state)
     for rule, parts in row.status_withheld:
         status = " ".join(str(s.get("reason")) for s in result.get("rules") or [] if s.get("rule") == rule)
@@ -520,11 +524,11 @@ def test_once_json(tmp_path_factory: pytest.TempPathFactory, row: EvidenceRow) -
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.state.id for r in ROWS])
-def test_once_json_after_lifecycle_merge(tmp_path_factory: pytest.TempPathFactory, row: EvidenceRow) -> None:
+def test_once_json_after_lifecycle_merge(once: FieldStateRuns, row: EvidenceRow) -> None:
     """AFTER-MERGE: the recommendation-level expectations (first, never, the recommendation's ``withheld``)."""
     if not LIFECYCLE_ROUTES_WITHHELD:
         pytest.skip("AFTER-MERGE: the lifecycle does not route Proposal.withheld yet (helper 'incidents')")
-    result = _once(tmp_path_factory, row)
+    result = once[row.state]
     recs: list[dict[str, Any]] = list(result.get("recommendations") or [])
     for advice in row.after_merge_never:
         assert not matching(recs, advice), f"{row.state.id}: {advice} proposed: {[r.get('dial') for r in recs]}"

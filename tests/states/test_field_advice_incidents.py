@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.states import VLLMEngine
-from tests.states.field import FieldState, brief, check_field_state, run_field_state
+from tests.states.field import FieldState, FieldStateRuns, brief, check_field_state, run_field_states
 
 SLO = {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
 
@@ -368,7 +367,14 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module (each built once here), a few at a time
+    (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, [build() for build in STATES])
+
+
 @pytest.mark.parametrize("build", STATES, ids=[s.__name__ for s in STATES])
-def test_field_state(build: Callable[[], FieldState], tmp_path: Path) -> None:
+def test_field_state(build: Callable[[], FieldState], once: FieldStateRuns) -> None:
     state = build()
-    check_field_state(run_field_state(tmp_path, state), state)
+    check_field_state(once[state], state)

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.prometheus import free_port
 from tests.states import VLLMEngine
-from tests.states.field import FieldState, check_field_state, matching, run_field_state
+from tests.states.field import (
+    FieldState,
+    FieldStateRuns,
+    check_field_state,
+    matching,
+    run_field_states,
+)
 
 SLO = {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
 
@@ -328,6 +333,12 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module, a few at a time (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, STATES)
+
+
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
-def test_field_state(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)

@@ -18,13 +18,12 @@ family names); where a report does not name the model or GPU, a stand-in is name
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.states import SGLangEngine, VLLMEngine
-from tests.states.field import FieldState, check_field_state, run_field_state
+from tests.states.field import FieldState, FieldStateRuns, check_field_state, run_field_states
 
 STALL_RULES = {"rules": {"stalled": {"min_intervals": 1}}}
 RESTART = ("engine_process", "restart")
@@ -376,9 +375,16 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module (both tables), a few at a time
+    (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, STATES + NOT_A_HANG_STATES)
+
+
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
-def test_field_state(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)
 
 
 # --- problem 4, the other side: still counters that are not a hang ------------------------------------------------
@@ -554,5 +560,5 @@ NOT_A_HANG_STATES = [
 
 
 @pytest.mark.parametrize("state", NOT_A_HANG_STATES, ids=[s.id for s in NOT_A_HANG_STATES])
-def test_still_counters_that_are_no_hang(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_still_counters_that_are_no_hang(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)

@@ -21,15 +21,14 @@ for the same inputs and against the figures the issue quotes (443,910 / 494,303 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.inprocess import run_cli
 from tests.states import VLLMEngine
-from tests.states.field import REPO_ROOT, FieldState, check_field_state, run_field_state
+from tests.states.field import FieldState, FieldStateRuns, check_field_state, run_field_state, run_field_states
 
 SLO = {"ttft_seconds": 2.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
 DRIFT = ("gpu_memory_utilization", None)
@@ -438,9 +437,15 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module, a few at a time (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, STATES)
+
+
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
-def test_field_state(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)
 
 
 # --- class 7: the daemon sizes each engine as `plan --engine` does ---------------------------------------------
@@ -450,11 +455,8 @@ ISSUE_FIGURES = {"sglang": 443910, "tgi": 494303, "llamacpp": 8192}
 
 
 def _plan_tokens(engine: str) -> int:
-    r = subprocess.run(
-        [sys.executable, "-m", "advisor.cli", "plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
-         "H100-SXM", "--max-model-len", "8192", "--engine", engine, "--json"],
-        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
-    )  # fmt: skip
+    r = run_cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                "--engine", engine, "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     return int(json.loads(r.stdout)["kv_cache_tokens"])
 

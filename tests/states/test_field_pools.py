@@ -16,13 +16,12 @@ DP rank). The expositions are written here, not copied from any capture.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.states import VLLMEngine, go_float
-from tests.states.field import FieldState, check_field_state, number, run_field_state
+from tests.states.field import FieldState, FieldStateRuns, check_field_state, number, run_field_states
 
 # --- SGLang: several DP ranks ------------------------------------------------------------------------------
 
@@ -790,6 +789,12 @@ STATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+    """``once --json`` of every state of this module, a few at a time (:func:`tests.states.field.run_field_states`)."""
+    return run_field_states(tmp_path_factory, STATES)
+
+
 @pytest.mark.parametrize("state", STATES, ids=[s.id for s in STATES])
-def test_field_state(tmp_path: Path, state: FieldState) -> None:
-    check_field_state(run_field_state(tmp_path, state), state)
+def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+    check_field_state(once[state], state)
