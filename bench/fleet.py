@@ -1,30 +1,48 @@
-"""How many targets one advisor process evaluates within half a 15 s scrape interval.
+"""How many targets one advisor evaluates within half a 15 s scrape interval: the fleet-scale definition.
 
-Starts one stand-in server *process* serving a capture-sized vLLM exposition on N paths, builds a config
-of N targets (10 replicas per deployment), runs the advisor's real loop (``Service.run_once``: scrape →
-normalize → evaluate → rules → publish), and prints per N: the median cycle time, the advisor's CPU
-seconds per target per cycle, its resident memory, and the largest N whose cycle stays under 7.5 s.
+Per size N (default 200, 1,000 and 2,000 targets) it starts the daemon itself, ``capacity-advisor run``, on a
+config of N targets (10 replicas per deployment, ``scrape_interval`` 15 s, ``evaluation_window`` 5m), and
+measures it from outside while it runs:
 
-The exposition is ``../shared/engine-metrics/vllm-0.33.0-engine-code-healthy-llama3.1-8b.prom`` when that
-capture is present (62 KB, 619 lines — a real engine's size), else the stand-in engine's own rendering.
-Both processes share this machine's two cores, so the figures include the stand-in's cost.
+* pages that move on every scrape, as a serving engine's do: one stand-in server *process* (asyncio,
+  keep-alive; its CPU is not the advisor's) serves target ``i`` at ``/t/<i>/metrics`` a vLLM 0.33 page —
+  a busy simulated replica rendered by the project's simulator (:mod:`advisor.sim.exposition`), or the page
+  ``--exposition FILE`` names — whose counters rise, whose histograms gain observations in their buckets,
+  ``_sum`` and ``_count``, and whose gauges move, on every scrape and differently per target
+  (:class:`MovingPage`);
+* CPU: user + system time of every advisor process (the daemon and its descendants, threads included), from
+  ``/proc/<pid>/stat``, per target per cycle, between the end of the first cycle and the end of the last;
+* memory: resident set from ``/proc`` sampled every 0.5 s while the advisor runs — the peak, the steady value
+  (median over the last third of the run) and per target;
+* cycle time: from the tick to the last deployment published, each cycle's own, read from what the daemon
+  exposes on ``/metrics`` (``advisor_cycle_duration_seconds`` when exported, else the step histograms
+  ``advisor_cycle_step_duration_seconds`` of scrape → normalize → prometheus → evaluate → publish); p50 and p99.
 
-    .venv/bin/python bench/fleet.py                 # N = 100, 1000, 2000, 5000
-    .venv/bin/python bench/fleet.py --sizes 100,500 --cycles 2
-    .venv/bin/python bench/fleet.py --baseline main # N = 100, 300; 4 repeats per side, interleaved
+The 5 min window fills after 20 cycles, so memory reaches its steady state only in runs of ``--duration 330``
+or longer; the default (90 s) is a short run. The machine's load average (1 min, at the start and end of each
+size) is printed beside the figures: on a shared machine wall-clock cycle times move with it, CPU and memory
+much less.
 
-``--baseline REF`` measures git ref REF and this tree side by side in one run, against the same stand-in server:
-REF is checked out into a temporary ``git worktree`` (removed at the end); every measurement runs in a fresh
-subprocess with ``PYTHONPATH`` set to its side's tree, which imports that tree's ``advisor`` and calls that
-tree's own ``bench/fleet.py`` ``measure`` (so each side is driven through its own API; ``bench/baseline.py``).
-Per size the sides alternate — baseline, current, current, baseline, … — ``--repeats`` times each (default 4),
-and it prints each figure's median for both sides and the median of the per-repeat ratios current ÷ baseline
-(min..max). Cycle seconds are wall time, CPU ms/target is the advisor process's CPU time (as above). Defaults in
-this mode: ``--sizes 100,300``, ``--cycles 5``, 4 repeats — about 3 minutes on a loaded two-core machine (each
-measurement starts a process and fills 5 minutes of history per target before timing). Verdict ``PASS`` when
-the median CPU-per-target ratio is at most ``1 + --tolerance`` (default 0.10) at every size; exit status 1
-otherwise. The cycle time ratio is printed but not judged: it is wall time, and on a shared machine it moves
-with the other processes' load (0.64..1.50 between repeats of identical code at load 85).
+    .venv/bin/python bench/fleet.py                                  # N = 200, 1000, 2000; 90 s each
+    .venv/bin/python bench/fleet.py --sizes 2000 --duration 330      # the acceptance figure (issue 14)
+    .venv/bin/python bench/fleet.py --sizes 5 --duration 6 --interval 2 --json   # a smoke run
+    .venv/bin/python bench/fleet.py --in-process --sizes 100,1000 --cycles 2     # the older in-process measure
+    .venv/bin/python bench/fleet.py --baseline main                  # N = 100, 300; 4 repeats per side
+
+``--in-process`` is the measure this script made before issue 14 (:func:`measure`): ``Service.run_once`` in a
+fresh process against the same moving stand-in, every target's history pre-filled to the 5 min window, the
+process's own CPU time and RSS after the cycles.
+
+``--baseline REF`` measures git ref REF and this tree side by side in one run with that in-process measure,
+against the same stand-in server: REF is checked out into a temporary ``git worktree`` (removed at the end);
+every measurement runs in a fresh subprocess with ``PYTHONPATH`` set to its side's tree, which imports that
+tree's ``advisor`` and calls that tree's own ``bench/fleet.py`` ``measure`` (so each side is driven through its
+own API; ``bench/baseline.py``). Per size the sides alternate — baseline, current, current, baseline, … —
+``--repeats`` times each (default 4), and it prints each figure's median for both sides and the median of the
+per-repeat ratios current ÷ baseline (min..max). Defaults in this mode: ``--sizes 100,300``, ``--cycles 5``, 4
+repeats. Verdict ``PASS`` when the median CPU-per-target ratio is at most ``1 + --tolerance`` (default 0.10) at
+every size; exit status 1 otherwise. The cycle time ratio is printed but not judged: it is wall time, and on a
+shared machine it moves with the other processes' load (0.64..1.50 between repeats of identical code at load 85).
 """
 
 from __future__ import annotations
@@ -78,10 +96,9 @@ def _sim_page() -> bytes:
     return render(VLLMCollector(replica, metrics, created=time.time() - 3600))
 
 
-def _body(capture: Path = CAPTURE) -> bytes:
-    if capture.exists():
-        return capture.read_bytes()
-    return _sim_page()
+def _body(exposition: Path | None = None) -> bytes:
+    """The page every target serves (moved per scrape): ``exposition``'s text, else the simulated replica's."""
+    return exposition.read_bytes() if exposition is not None else _sim_page()
 
 
 # --- moving pages ------------------------------------------------------------------------------------------------
@@ -418,6 +435,7 @@ def run_daemon(n: int, port: int, duration: float, interval: float, window: str,
         "first_cycle_seconds": f0.get("duration", f0["steps"]),
         "cycle_p50": _p(durations, 0.5) if durations else float("nan"),
         "cycle_p99": _p(durations, 0.99) if durations else float("nan"),
+        "cycle_seconds": durations,
         "cpu_ms_per_target": (c1 - c0) / cycles / n * 1000 if cycles else float("nan"),
         "rss_peak_mib": max(values),
         "rss_steady_mib": statistics.median(steady),
@@ -526,7 +544,12 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REF", help="also measure git ref REF, side by side (see above)")
     ap.add_argument("--repeats", type=int, default=4, help="--baseline: measurements per side and size (default 4)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="--baseline: allowed slowdown (default 0.10)")
-    ap.add_argument("--exposition", type=Path, default=CAPTURE, help="page to move (default the capture, else sim)")
+    ap.add_argument(
+        "--exposition",
+        type=Path,
+        default=None,
+        help=f"the page to serve and move (default: a simulated vLLM 0.33 replica's; e.g. ../shared/…/{CAPTURE.name})",
+    )
     ap.add_argument("--json", action="store_true", help="also print each size's figures as one JSON line")
     ap.add_argument("--worker", nargs=3, metavar=("N", "PORT", "BODY_FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -542,7 +565,7 @@ def main() -> int:
     server = ctx.Process(target=_serve, args=(q, body), daemon=True)
     server.start()
     port = q.get(timeout=30)
-    source = f"capture {args.exposition.name}" if args.exposition.exists() else "simulated vLLM 0.33 replica"
+    source = args.exposition.name if args.exposition is not None else "simulated vLLM 0.33 replica"
     print(f"exposition: {source} ({len(body):,} bytes), moving on every scrape; stand-in server pid {server.pid}")
     try:
         if args.baseline:
