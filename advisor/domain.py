@@ -132,6 +132,8 @@ class Histogram:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if not isinstance(other, Histogram):
             return NotImplemented
         return self.count == other.count and self.sum == other.sum and self.buckets == other.buckets
