@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -184,7 +185,7 @@ def _decreased(older: Histogram, newer: Histogram) -> bool:
     """True when any bucket or the count went down (same bounds assumed): a counter reset."""
     if newer.count < older.count:
         return True
-    return any(n < o for (_, o), (_, n) in zip(older.buckets, newer.buckets, strict=True))
+    return any(map(operator.lt, newer.counts(), older.counts()))
 
 
 def histogram_delta(older: Histogram | None, newer: Histogram | None) -> Histogram | None:
@@ -199,12 +200,14 @@ def histogram_delta(older: Histogram | None, newer: Histogram | None) -> Histogr
     """
     if older is None or newer is None:
         return None
-    if older.bounds() != newer.bounds():
+    bounds = older.bounds()
+    if bounds is not newer.bounds() and bounds != newer.bounds():
         return None
     if _decreased(older, newer):
         return newer
-    return Histogram(
-        buckets=tuple((b, n - o) for (b, o), (_, n) in zip(older.buckets, newer.buckets, strict=True)),
+    return Histogram.from_counts(
+        bounds,
+        map(operator.sub, newer.counts(), older.counts()),
         count=newer.count - older.count,
         sum=newer.sum - older.sum,
     )

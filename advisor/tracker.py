@@ -54,23 +54,13 @@ def restarted(a: EngineSnapshot, b: EngineSnapshot) -> bool:
     return any(x is not None and y is not None and y < x for x, y in pairs)
 
 
-def _share_buckets(h: Histogram, prev: Histogram) -> Histogram:
-    """``h`` with each ``(bound, count)`` pair that equals the previous scrape's replaced by that object
-    (idle upper buckets repeat scrape after scrape), and equal bounds sharing one float object."""
-    if len(h.buckets) != len(prev.buckets):
-        return h
-    pairs = []
-    changed = False
-    for (bound, count), old in zip(h.buckets, prev.buckets, strict=True):
-        if bound == old[0] and count == old[1]:
-            pairs.append(old)
-            changed = changed or (bound, count) is not old
-        elif bound == old[0]:
-            pairs.append((old[0], count))
-            changed = True
-        else:
-            pairs.append((bound, count))
-    return dataclasses.replace(h, buckets=tuple(pairs)) if changed else h
+def _share_histogram(h: Histogram, prev: Histogram) -> Histogram:
+    """``prev`` when ``h`` equals it (an idle engine's histograms repeat scrape after scrape), else ``h``.
+    Bounds are shared already (:class:`~advisor.domain.Histogram` interns them) and counts are packed, so a
+    histogram that moved keeps its own ~300 bytes."""
+    if h.count == prev.count and h.sum == prev.sum and h.bounds() is prev.bounds() and h.counts() == prev.counts():
+        return prev
+    return h
 
 
 def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
@@ -93,8 +83,8 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
             shared["missing"] = prev.missing
         for name in ("ttft", "tpot", "e2e", "queue_time"):
             h, ph = getattr(snap, name), getattr(prev, name)
-            if h is not None and ph is not None and h is not ph:
-                shared[name] = _share_buckets(h, ph)
+            if h is not None and ph is not None and h is not ph and _share_histogram(h, ph) is ph:
+                shared[name] = ph
         if shared:
             point = dataclasses.replace(point, snapshot=dataclasses.replace(snap, **shared))
         if prev.e2e is not None and len(history) > 1:
