@@ -1,0 +1,89 @@
+"""Adversarial trials (issue 14): hostile targets on loopback that try to get past the scrape's bounds."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import requests
+
+from advisor.sources.scrape import scrape
+from tests.reliability.iso_support import vllm_page
+
+BOMB_MIB = 256
+"""What the gzip bomb decompresses to, MiB (it is about 250 KiB on the wire)."""
+
+
+def _gzip_bomb(mib: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: a gzip stream
+    zeros = b"\0" * (1 << 20)
+    return b"".join([*(c.compress(zeros) for _ in range(mib)), c.flush()])
+
+
+class HostileServer(ThreadingHTTPServer):
+    """``/good``: an idle vLLM page. ``/redirect-bomb``: a 302 to ``/good`` whose body is a gzip bomb
+    (``Content-Encoding: gzip``, :data:`BOMB_MIB` MiB decoded)."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        page = vllm_page()
+        bomb = _gzip_bomb(BOMB_MIB)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                try:
+                    if self.path.startswith("/redirect-bomb"):
+                        self.send_response(302)
+                        self.send_header("Location", "/good")
+                        self.send_header("Content-Encoding", "gzip")
+                        self.send_header("Content-Length", str(len(bomb)))
+                        self.end_headers()
+                        self.wfile.write(bomb)
+                    else:
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/plain; version=0.0.4")
+                        self.send_header("Content-Length", str(len(page)))
+                        self.end_headers()
+                        self.wfile.write(page)
+                except OSError:
+                    pass  # the client hung up (as it should on the bomb)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+
+@pytest.fixture
+def hostile() -> Iterator[HostileServer]:
+    server = HostileServer()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_redirects_body_is_never_read(hostile: HostileServer) -> None:
+    """``requests`` reads a redirect's body whole, decoded and uncapped, before following it: a 302 whose body is
+    a gzip bomb took 1.4 GB of memory in 4 s (until the deadline), under a 16 MiB byte cap. The body of a redirect
+    is dropped unread; the page it points to is scraped as usual."""
+    tracemalloc.start()
+    try:
+        result = scrape(hostile.url("/redirect-bomb"), requests.Session(), connect_timeout=5, read_timeout=60)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok, result.error_message
+    assert result.text is not None and "vllm:" in result.text
+    assert peak < 32 * 2**20, f"the scrape held {peak / 2**20:.0f} MiB: the redirect's body was decoded"
