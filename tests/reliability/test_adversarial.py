@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 
+from advisor.observe import observe
 from advisor.sources.scrape import scrape
 from tests.reliability.iso_support import vllm_page
 
@@ -87,3 +88,28 @@ def test_a_redirects_body_is_never_read(hostile: HostileServer) -> None:
     assert result.ok, result.error_message
     assert result.text is not None and "vllm:" in result.text
     assert peak < 32 * 2**20, f"the scrape held {peak / 2**20:.0f} MiB: the redirect's body was decoded"
+
+
+@pytest.mark.parametrize(
+    "repeat",
+    [
+        pytest.param(lambda name, labels: f'{name}{{{labels},pod=""}} 0.97', id="an-empty-label-added"),
+        pytest.param(lambda name, labels: f"{name}{{{','.join(reversed(labels.split(',')))}}} 0.97", id="reordered"),
+    ],
+)
+def test_a_series_repeated_with_an_empty_label_is_a_duplicate(repeat: Any) -> None:
+    """Prometheus's data model: a label with an empty value is the same as no label, so
+    ``kv_cache_usage_perc{engine="0",model_name="m",pod=""} 0.97`` after ``kv_cache_usage_perc{engine="0",
+    model_name="m"} 0.0`` repeats the series: the first sample is kept and the repetition counted, not the
+    contradicting 0.97 read as the engine's KV usage."""
+    page = vllm_page().decode()
+    line = next(x for x in page.splitlines() if x.startswith("vllm:kv_cache_usage_perc{"))
+    name, rest = line.split("{", 1)
+    labels, value = rest.rsplit("} ", 1)
+    assert float(value) == 0.0
+    seen = observe(
+        page + repeat(name, labels) + "\n", "vllm", configured_model="meta-llama/Llama-3.1-8B-Instruct", strict=True
+    )
+    assert seen.snapshot is not None, seen.error_message
+    assert seen.snapshot.kv_cache_usage_ratio == 0.0
+    assert seen.duplicate_series == 1
