@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import threading
 import tracemalloc
 import zlib
@@ -28,7 +29,8 @@ def _gzip_bomb(mib: int) -> bytes:
 
 class HostileServer(ThreadingHTTPServer):
     """``/good``: an idle vLLM page. ``/redirect-bomb``: a 302 to ``/good`` whose body is a gzip bomb
-    (``Content-Encoding: gzip``, :data:`BOMB_MIB` MiB decoded)."""
+    (``Content-Encoding: gzip``, :data:`BOMB_MIB` MiB decoded). ``/echo-credentials``: a 403 whose body quotes the
+    Basic-auth user and password it received."""
 
     daemon_threads = True
 
@@ -44,7 +46,14 @@ class HostileServer(ThreadingHTTPServer):
 
             def do_GET(self) -> None:
                 try:
-                    if self.path.startswith("/redirect-bomb"):
+                    if self.path.startswith("/echo-credentials"):  # as a proxy's "access denied" page may
+                        user, _, password = base64.b64decode(self.headers["Authorization"][6:]).decode().partition(":")
+                        body = f"access denied for user {user} with password {password}".encode()
+                        self.send_response(403)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                    elif self.path.startswith("/redirect-bomb"):
                         self.send_response(302)
                         self.send_header("Location", "/good")
                         self.send_header("Content-Encoding", "gzip")
@@ -113,3 +122,15 @@ def test_a_series_repeated_with_an_empty_label_is_a_duplicate(repeat: Any) -> No
     assert seen.snapshot is not None, seen.error_message
     assert seen.snapshot.kv_cache_usage_ratio == 0.0
     assert seen.duplicate_series == 1
+
+
+def test_a_percent_encoded_password_echoed_by_the_target_never_leaves_the_scrape(hostile: HostileServer) -> None:
+    """A password with ``@`` or ``:`` in it must be percent-encoded in the URL; ``requests`` sends it decoded, and a
+    body quoting it (``p@ss:w0rd!``) must be scrubbed as the written form (``p%40ss%3Aw0rd%21``) is."""
+    url = hostile.url("/echo-credentials").replace("http://", "http://ops%2Dadmin:p%40ss%3Aw0rd%21@")
+    result = scrape(url, requests.Session(), connect_timeout=5, read_timeout=10)
+    assert result.error_reason == "http_status" and result.status_code == 403, result
+    message = result.error_message or ""
+    assert "access denied" in message, message  # the body is quoted
+    assert "p@ss:w0rd!" not in message and "w0rd" not in message, message
+    assert "ops-admin" not in message, message
