@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 import tracemalloc
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ import requests
 
 from advisor.observe import observe
 from advisor.sources.scrape import scrape
-from tests.reliability.iso_support import vllm_page
+from tests.reliability.iso_support import DripServer, PageServer, daemon, deployment, vllm_page, wait_for
 
 BOMB_MIB = 256
 """What the gzip bomb decompresses to, MiB (it is about 250 KiB on the wire)."""
@@ -134,3 +136,38 @@ def test_a_percent_encoded_password_echoed_by_the_target_never_leaves_the_scrape
     assert "access denied" in message, message  # the body is quoted
     assert "p@ss:w0rd!" not in message and "w0rd" not in message, message
     assert "ops-admin" not in message, message
+
+
+SLOW_TARGETS = 64
+"""Header-dripping targets: twice the scrape workers the daemon had (32), each holding one to its deadline."""
+
+
+def test_good_targets_keep_their_interval_beside_more_slow_targets_than_scrape_workers(tmp_path: Path) -> None:
+    """Each target has its own scrape loop (issue 14, as in Prometheus): 64 targets that hold their scrape to the
+    deadline (an engine whose ``/metrics`` answers slowly under load, a header drip) beside 4 good ones at a 2 s
+    interval. With at most 32 scrape workers shared in submission order, the good targets' scrapes queued behind
+    the slow ones and ran about every 3-4 s instead of every 2 s."""
+    drip = DripServer("header")
+    page = PageServer(vllm_page())
+    try:
+        good = [f"good-{i}" for i in range(4)]
+        config = {
+            "scrape_interval": "2s",
+            "evaluation_window": "30s",
+            "deployments": [deployment(f"slow-{i:02d}", [drip.url(f"/{i}/metrics")]) for i in range(SLOW_TARGETS)]
+            + [deployment(n, [page.url(f"/{n}/metrics")]) for n in good],
+        }
+        with daemon(tmp_path, config) as d:
+            assert wait_for(lambda: all(page.hits[f"/{n}/metrics"] >= 2 for n in good), 60), d.log()[-3000:]
+            before = {n: page.hits[f"/{n}/metrics"] for n in good}
+            t0 = time.monotonic()
+            time.sleep(30)
+            elapsed = time.monotonic() - t0
+            hits = {n: page.hits[f"/{n}/metrics"] - before[n] for n in good}
+    finally:
+        drip.close()
+        page.stop()
+    due = elapsed / 2.0
+    # counted with jitter allowed: at least 80 % of the scrapes due (a loaded machine may lose a few)
+    slow = {n: h for n, h in hits.items() if h < 0.8 * due}
+    assert not slow, f"good targets scraped fewer than {0.8 * due:.0f} times in {elapsed:.0f}s: {slow}"
