@@ -773,7 +773,8 @@ class Service:
             return res, self.clock()
 
         keys = [(d.spec.name, u) for d in rt.deployments if d.spec.source == "scrape" for u in self._urls(d)]
-        self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in set(keys)}
+        listed = set(keys)
+        self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in listed}
         keys.sort(key=lambda k: self._scrape_seconds.get(k, 0.0))
         started: list[Future[tuple[ScrapeResult, float]]] = []
         for key in keys:
