@@ -359,7 +359,12 @@ def open_stream(
     try:
         with deadline_scope(deadline):
             return session.request(
-                method, url, stream=True, timeout=(limits.connect_timeout, limits.read_timeout), **kwargs
+                method,
+                url,
+                stream=True,
+                timeout=(limits.connect_timeout, limits.read_timeout),
+                hooks={"response": _skip_redirect_body},
+                **kwargs,
             )
     except requests.exceptions.ConnectTimeout:
         raise EdgeTimeoutError(f"connect timeout after {limits.connect_timeout:g}s") from None
@@ -375,6 +380,18 @@ def open_stream(
         raise EdgeConnectionError(f"connection failed ({cause_name(exc)})") from None
     except (requests.exceptions.RequestException, ValueError, OSError) as exc:
         raise EdgeConnectionError(f"request failed ({cause_name(exc)})") from None
+
+
+def _skip_redirect_body(response: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
+    """Response hook: a redirect's body is never read. ``requests`` reads each redirect's body whole before
+    following it (``Session.resolve_redirects``: ``resp.content``), decoded and without any cap, so a 302 whose
+    body is a gzip bomb would take gigabytes before the deadline. Marked as read (empty), the body is dropped with
+    its connection here."""
+    if response.is_redirect:
+        response.raw.close()
+        response._content = b""
+        setattr(response, "_content_consumed", True)  # noqa: B010 (not in the type stubs)
+    return response
 
 
 @dataclass(frozen=True, slots=True)

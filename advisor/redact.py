@@ -27,9 +27,10 @@ _QUERY_RE: Final = re.compile(r"(?<=[^\s?])\?(?=[^\s=?#\"'<>&]+=)[^\s#\"'<>]*")
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The parts of ``url`` that are secrets: userinfo (and its Basic-auth base64 form), user name, password, query,
-    each query value of at least :data:`MIN_SECRET_CHARS` characters (as sent and decoded: a body may echo the key
-    alone, ``invalid apikey S3CRET``) and fragment. ``()`` for an unparseable URL.
+    """The parts of ``url`` that are secrets: userinfo (and its Basic-auth base64 form), user name and password (as
+    written and percent-decoded, as they are sent), query, each query value of at least :data:`MIN_SECRET_CHARS`
+    characters (as sent and decoded: a body may echo the key alone, ``invalid apikey S3CRET``) and fragment. ``()``
+    for an unparseable URL.
 
     >>> url_secrets("http://alice:pw@h/m?token=x&key=hunter2")
     ('token=x&key=hunter2', 'pw', 'hunter2', 'alice:pw', 'alice', 'YWxpY2U6cHc=')
@@ -38,7 +39,8 @@ def url_secrets(url: str) -> tuple[str, ...]:
         parts = urlsplit(url)
     except ValueError:
         return ()
-    secrets = [parts.query, parts.fragment, parts.password or ""]
+    # requests sends the user and password percent-decoded (requests.utils.get_auth_from_url): a body may echo them so
+    secrets = [parts.query, parts.fragment, parts.password or "", unquote(parts.password or "")]
     for _, value in parse_qsl(parts.query, keep_blank_values=True):
         if len(value) >= MIN_SECRET_CHARS:
             secrets.append(value)
@@ -51,6 +53,8 @@ def url_secrets(url: str) -> tuple[str, ...]:
         secrets.append(userinfo)
         if parts.username and len(parts.username) >= MIN_SECRET_CHARS:
             secrets.append(parts.username)
+        if parts.username and len(unquote(parts.username)) >= MIN_SECRET_CHARS:
+            secrets.append(unquote(parts.username))
         # a body that echoes the request headers carries the credentials base64-encoded (Basic auth)
         secrets.append(base64.b64encode(unquote(userinfo).encode()).decode())
     return tuple(dict.fromkeys(s for s in secrets if s))

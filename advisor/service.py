@@ -392,6 +392,8 @@ class Service:
         self._lock = threading.RLock()
         self._reload_lock = threading.Lock()  # one reload at a time (SIGHUP and POST /-/reload)
         self._inflight: dict[_Key, Future[tuple[ScrapeResult, float]]] = {}
+        # each target's last scrape duration, seconds: scrapes are queued fastest first (see _submit_scrapes)
+        self._scrape_seconds: dict[_Key, float] = {}
         self._prom_inflight: dict[str, Future[None]] = {}
         self._stopping = threading.Event()
         self._ready: list[tuple[_Key, Future[tuple[ScrapeResult, float]]]] = []
@@ -759,26 +761,31 @@ class Service:
 
     def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[ScrapeResult, float]]]:
         """Start a scrape of every target that has none running (a target still in flight from an earlier cycle
-        is not scraped twice); returns the futures started now. Call with the cycle lock held."""
+        is not scraped twice); returns the futures started now. Call with the cycle lock held.
+
+        The workers are shared (at most 32), so the scrapes are queued fastest first, by each target's last
+        scrape duration (a new target first): targets that hold their scrape to the deadline (more of them than
+        workers) never make the others wait behind them, and each target is still asked once per cycle."""
         sc = rt.cfg.scrape
 
         def one(url: str, session: requests.Session) -> tuple[ScrapeResult, float]:
             res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
             return res, self.clock()
 
+        keys = [(d.spec.name, u) for d in rt.deployments if d.spec.source == "scrape" for u in self._urls(d)]
+        listed = set(keys)
+        self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in listed}
+        keys.sort(key=lambda k: self._scrape_seconds.get(k, 0.0))
         started: list[Future[tuple[ScrapeResult, float]]] = []
-        for d in rt.deployments:
-            if d.spec.source != "scrape":
-                continue
-            for u in self._urls(d):
-                key = (d.spec.name, u)
-                f = self._inflight.get(key)
-                if f is not None and not f.done():
-                    continue  # a straggler: its result is consumed when it ends
-                if f is not None:
-                    self._ready.append((key, f))
-                f = self._inflight[key] = rt.pool.submit(one, u, rt.session(d.spec.name, u))
-                started.append(f)
+        for key in keys:
+            name, u = key
+            f = self._inflight.get(key)
+            if f is not None and not f.done():
+                continue  # a straggler: its result is consumed when it ends
+            if f is not None:
+                self._ready.append((key, f))
+            f = self._inflight[key] = rt.pool.submit(one, u, rt.session(name, u))
+            started.append(f)
         return started
 
     def _harvest(self) -> list[tuple[_Key, ScrapeResult, float]]:
@@ -796,6 +803,7 @@ class Service:
                     redact_url(url), False, None, c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}", 0, None
                 )
                 ts = self.clock()
+            self._scrape_seconds[(name, url)] = res.duration_seconds
             out.append(((name, url), res, ts))
         self._ready = []
         return out

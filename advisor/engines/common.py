@@ -289,7 +289,8 @@ def _order(value: str) -> tuple[int, int, str]:
 
 def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list[str]]:
     """The exposition with each series (name + label set) kept once, its first sample, as Prometheus keeps
-    it; and one ``missing`` note per family that repeated a series.
+    it; and one ``missing`` note per family that repeated a series. A label with an empty value is the same as no
+    label (Prometheus's data model), so ``x{a="1",b=""}`` repeats ``x{a="1"}``.
 
     Example: ``ray_vllm_num_requests_running{ReplicaId="a"} 3`` twice (a Ray Serve re-export) → one sample
     (3) and ``["ray_vllm_num_requests_running: 1 duplicate series ignored (the first sample kept)"]``.
@@ -300,7 +301,7 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
         seen: set[frozenset[tuple[str, str]]] = set()
         kept: list[Sample] = []
         for s in samples:
-            key = frozenset(s.labels.items())
+            key = frozenset((k, v) for k, v in s.labels.items() if v)  # an empty value is no label (Prometheus)
             if key not in seen:
                 seen.add(key)
                 kept.append(s)
