@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -64,6 +65,7 @@ __all__ = [
     "Transport",
     "deadline_scope",
     "read_capped",
+    "target_session",
     "use_deadline_adapter",
 ]
 
@@ -519,3 +521,34 @@ def cause_name(exc: BaseException) -> str:
         name = type(nxt).__name__
         e = nxt
     return name
+
+
+def target_session(url: str) -> requests.Session:
+    """A ``requests.Session`` for scraping ``url``, with what ``requests`` would read from the environment on
+    every request read once, now, and set on the session (``trust_env`` off): the same behaviour, computed once
+    per target instead of once per scrape (``merge_environment_settings`` walks ``os.environ`` twice per request:
+    ~0.6 ms of a 1.7 ms scrape, measured with cProfile at 1,000 targets).
+
+    What is resolved, as ``requests.Session.request`` and ``prepare_request`` resolve it (requests/sessions.py,
+    requests/utils.py):
+
+    * proxies: ``get_environ_proxies(url)`` — ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (either case), empty
+      when ``NO_PROXY`` covers the host;
+    * the CA bundle: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, when set;
+    * credentials from ``NETRC`` or ``~/.netrc`` for the host (which, as in ``requests``, take precedence over
+      userinfo in the URL).
+
+    The environment is read when the session is made (start-up, a reload adding the target, ``file_sd``); a change
+    to it afterwards applies to targets added later. A redirect to another host gets no netrc credentials and
+    keeps the proxy resolved for ``url``.
+    """
+    session = requests.Session()
+    session.proxies.update(requests.utils.get_environ_proxies(url, no_proxy=None))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    auth = requests.utils.get_netrc_auth(url)
+    if auth:
+        session.auth = auth
+    session.trust_env = False
+    return session

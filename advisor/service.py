@@ -29,8 +29,8 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, wait
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +61,7 @@ from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
+from advisor.http_edge import target_session
 from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
@@ -310,7 +311,7 @@ class Runtime:
         """The target's session (made on first use: a target ``file_sd`` added)."""
         s = self.sessions.get((deployment, url))
         if s is None:
-            s = self.sessions[(deployment, url)] = requests.Session()
+            s = self.sessions[(deployment, url)] = target_session(url)
         return s
 
     def close(
@@ -396,7 +397,9 @@ class Service:
         self._scrape_seconds: dict[_Key, float] = {}
         self._prom_inflight: dict[str, Future[None]] = {}
         self._stopping = threading.Event()
-        self._ready: list[tuple[_Key, Future[tuple[ScrapeResult, float]]]] = []
+        # every scrape and query future reports its own end here (a done callback, on the worker): the cycle
+        # thread consumes each result as it arrives instead of polling every future in flight
+        self._finished: queue.SimpleQueue[tuple[_Key | None, Future[Any]]] = queue.SimpleQueue()
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
         rt = self._build_runtime(cfg, base_dir, None)
@@ -544,7 +547,7 @@ class Service:
             raise
         old_sessions = old.sessions if old is not None else {}
         sessions = {
-            (ctx.name, u): old_sessions.get((ctx.name, u)) or requests.Session() for ctx, urls in plan for u in urls
+            (ctx.name, u): old_sessions.get((ctx.name, u)) or target_session(u) for ctx, urls in plan for u in urls
         }
         return Runtime(
             cfg,
@@ -761,7 +764,9 @@ class Service:
 
     def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[ScrapeResult, float]]]:
         """Start a scrape of every target that has none running (a target still in flight from an earlier cycle
-        is not scraped twice); returns the futures started now. Call with the cycle lock held.
+        is not scraped twice; one whose answer is in and not yet consumed is consumed first, in order); returns
+        the futures started now. Each future reports its end to the finished queue (:meth:`_consume`). Call
+        with the cycle lock held.
 
         The workers are shared (at most 32), so the scrapes are queued fastest first, by each target's last
         scrape duration (a new target first): targets that hold their scrape to the deadline (more of them than
@@ -782,33 +787,65 @@ class Service:
             f = self._inflight.get(key)
             if f is not None and not f.done():
                 continue  # a straggler: its result is consumed when it ends
-            if f is not None:
-                self._ready.append((key, f))
+            if f is not None:  # done, its report not consumed yet (it is, or is about to be, in the queue)
+                self._consume(rt, self._take_finished(wait_for=f))
             f = self._inflight[key] = rt.pool.submit(one, u, rt.session(name, u))
+            self._report_end(key, f)
             started.append(f)
         return started
 
-    def _harvest(self) -> list[tuple[_Key, ScrapeResult, float]]:
-        """The scrapes that ended since the last harvest, oldest first (call with the cycle lock held)."""
-        done = [(k, f) for k, f in self._inflight.items() if f.done()]
-        for k, _ in done:
-            del self._inflight[k]
-        out = []
-        for (name, url), f in [*self._ready, *done]:
+    def _report_end(self, key: _Key | None, f: Future[Any]) -> None:
+        """Have ``f`` put ``(key, f)`` on the finished queue when it ends (``key`` None: a Prometheus query)."""
+        finished = self._finished
+        f.add_done_callback(lambda done: finished.put((key, done)))
+
+    def _take_finished(
+        self, timeout: float | None = None, wait_for: Future[Any] | None = None
+    ) -> list[tuple[_Key | None, Future[Any]]]:
+        """The futures that reported their end since the last call, oldest first: waiting at most ``timeout``
+        seconds for the first (``None``: not at all), or until ``wait_for``'s report is among them (it is done;
+        its callback follows at once)."""
+        out: list[tuple[_Key | None, Future[Any]]] = []
+        try:
+            if wait_for is not None:
+                while all(f is not wait_for for _, f in out):
+                    out.append(self._finished.get(timeout=1.0))
+            elif timeout is not None and timeout > 0:
+                out.append(self._finished.get(timeout=timeout))
+            while True:
+                out.append(self._finished.get_nowait())
+        except queue.Empty:
+            pass
+        return out
+
+    def _consume(self, rt: Runtime, finished: Sequence[tuple[_Key | None, Future[Any]]]) -> None:
+        """Normalize the scrapes among ``finished`` (:meth:`_take_finished`) one page at a time, oldest first, each
+        page's text dropped once observed. Call with the cycle lock held."""
+        self._normalize(rt, self._results(finished))
+
+    def _results(
+        self, finished: Sequence[tuple[_Key | None, Future[Any]]]
+    ) -> Iterator[tuple[_Key, ScrapeResult, float]]:
+        """The scrape results among ``finished``, each taken out of ``_inflight`` as it is handed on."""
+        for key, f in finished:
+            if key is None:
+                continue  # a Prometheus query: it fed the tracker itself
+            if self._inflight.get(key) is f:
+                del self._inflight[key]
             try:
                 res, ts = f.result()
             except Exception as exc:  # scrape() never raises for the network: a bug must not stop the others
+                name, url = key
                 log.error("deployment=%s target=%s: scrape failed: %s", name, redact_url(url), type(exc).__name__)
                 res = ScrapeResult(
                     redact_url(url), False, None, c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}", 0, None
                 )
                 ts = self.clock()
-            self._scrape_seconds[(name, url)] = res.duration_seconds
-            out.append(((name, url), res, ts))
-        self._ready = []
-        return out
+            self._scrape_seconds[key] = res.duration_seconds
+            yield key, res, ts
+            del res
 
-    def _normalize(self, rt: Runtime, scraped: Sequence[tuple[_Key, ScrapeResult, float]]) -> None:
+    def _normalize(self, rt: Runtime, scraped: Iterable[tuple[_Key, ScrapeResult, float]]) -> None:
         """Feed the scrapes' results to the tracker (on the cycle thread, cycle lock held); a result for a target
         a reload or ``file_sd`` removed meanwhile is dropped."""
         by_name = {d.spec.name: d for d in rt.deployments if d.spec.source == "scrape"}
@@ -997,6 +1034,7 @@ class Service:
             rt = self.runtime
             self._round_started = self.clock()
             self._refresh_file_sd(rt)
+            self._consume(rt, self._take_finished())  # stragglers of earlier calls first, in the order they ended
             # every scrape and every Prometheus query at once, one worker each: a slow target or selector
             # delays the cycle by its own latency (at most the budget), not by the sum over them
             queries: list[Future[None]] = []
@@ -1007,18 +1045,35 @@ class Service:
                 if q is not None and not q.done():
                     continue
                 q = self._prom_inflight[d.spec.name] = rt.pool.submit(self._query_prometheus_safely, rt, d)
+                self._report_end(None, q)
                 queries.append(q)
             started = self._submit_scrapes(rt)
-        with self._step("scrape"):
-            pending: list[Future[Any]] = [*started, *queries]
-            end = None if budget is None else time.monotonic() + budget
-            while pending and not self._stopping.is_set():  # stop() cuts the wait short (SIGTERM)
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                pending = list(wait(pending, timeout=0.2 if left is None else min(0.2, left)).not_done)
-        with self._lock, self._step("normalize"):
-            self._normalize(self.runtime, self._harvest())
+        # each page is normalized as it arrives, while the others are still in flight, and dropped once observed
+        # (the cycle never holds every body); the tracker is touched on this thread only, under the cycle lock
+        live = set(self._inflight.values())  # a scrape whose answer was consumed while submitting is not waited for
+        waiting: set[Future[Any]] = {f for f in started if f in live} | {q for q in queries if not q.done()}
+        del started, queries, live
+        normalizing = 0.0
+        began = time.perf_counter()
+        end = None if budget is None else time.monotonic() + budget
+        while waiting and not self._stopping.is_set():  # stop() cuts the wait short (SIGTERM)
+            left = 0.2 if end is None else min(0.2, end - time.monotonic())
+            if left <= 0:
+                break
+            finished = self._take_finished(left)
+            if not finished:
+                continue
+            t0 = time.perf_counter()
+            with self._lock:
+                self._consume(self.runtime, finished)
+            normalizing += time.perf_counter() - t0
+            waiting.difference_update(f for _, f in finished)
+            del finished
+        self.metrics.step_seconds.labels(step="scrape").observe(time.perf_counter() - began - normalizing)
+        t0 = time.perf_counter()
+        with self._lock:  # what ended meanwhile (a straggler's answer is consumed by a later call)
+            self._consume(self.runtime, self._take_finished())
+        self.metrics.step_seconds.labels(step="normalize").observe(normalizing + time.perf_counter() - t0)
 
     def _query_prometheus_safely(self, rt: Runtime, d: _Deployment) -> None:
         try:

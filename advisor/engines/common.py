@@ -298,8 +298,11 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
     out: dict[str, list[Sample]] = {}
     notes: list[str] = []
     for name, samples in exposition.items():
+        if type(samples) is _FirstSamples:  # kept by an earlier pass (observe, then the adapter): nothing repeats
+            out[name] = samples
+            continue
         seen: set[frozenset[tuple[str, str]]] = set()
-        kept: list[Sample] = []
+        kept = _FirstSamples()
         for s in samples:
             key = frozenset((k, v) for k, v in s.labels.items() if v)  # an empty value is no label (Prometheus)
             if key not in seen:
@@ -310,6 +313,14 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
             notes.append(f"{name}: {n} duplicate series ignored (the first sample kept)")
         out[name] = kept
     return out, notes
+
+
+class _FirstSamples(list[Sample]):
+    """A family's samples as :func:`first_samples` kept them (each series once): a second pass over the same list
+    (``advisor.observe.observe`` keeps the first samples, then the adapter does) returns it as it is instead of
+    hashing every label set again. A list built any other way (a Ray rename merging two families) is checked."""
+
+    __slots__ = ()
 
 
 # --- aggregation -----------------------------------------------------------------------------------------
