@@ -249,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The daemon against the configured engines."""
     from advisor.config import load_config
     from advisor.exporter import make_registry
-    from advisor.scheduler import run_daemon, tune_gc
+    from advisor.scheduler import run_daemon
     from advisor.service import Service, format_transition
 
     try:
@@ -272,7 +272,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         on_transition=lambda t: print(format_transition(t), flush=True),
     )
     svc.external_url = external_url
-    tune_gc()
     return run_daemon(
         svc,
         registry,

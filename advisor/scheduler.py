@@ -11,7 +11,6 @@ cycle. On SIGTERM or SIGINT the current cycle finishes, queued notifications are
 from __future__ import annotations
 
 import datetime
-import gc
 import logging
 import os
 import signal
@@ -148,22 +147,3 @@ def run_daemon(
         server.shutdown()
         server.server_close()
     return 0
-
-
-DAEMON_GC_THRESHOLD = (50_000, 20, 10)
-"""The daemon's collector thresholds (``gc.set_threshold``; Python's default is ``(700, 10, 10)``). A cycle
-allocates millions of short-lived objects (pages, samples, snapshots) that reference counting frees, and the
-default collects the young generation every 700 allocations and the whole heap every few cycles: at 2,000
-targets, 0.45 s of collector time per cycle; with these thresholds and :func:`tune_gc`'s freeze, 0.02 s
-(in-process cycles over the moving stand-in, ``bench/fleet.py``'s pages, 2026-12-02). Reference cycles, rare
-here, wait longer for the collector: tens of thousands of objects at most."""
-
-
-def tune_gc() -> None:
-    """For the daemon process, once it is built (``capacity-advisor run``): move every object made at start-up
-    (modules, config, the capacity model) out of the collector's sight (``gc.freeze``; they live as long as the
-    process) and raise the thresholds to :data:`DAEMON_GC_THRESHOLD`. Not for a process that runs tests or other
-    work beside the daemon (the thresholds are process-wide)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*DAEMON_GC_THRESHOLD)
