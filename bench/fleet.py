@@ -467,20 +467,7 @@ def measure(n: int, port: int, cycles: int, body: bytes) -> dict[str, float]:
     from advisor.service import Service
     from advisor.sources.exposition import parse_exposition
 
-    deployments = []
-    for d in range(0, n, 10):
-        deployments.append(
-            {
-                "name": f"dep-{d // 10}",
-                "engine": "vllm",
-                "targets": [f"http://127.0.0.1:{port}/t/{i}/metrics" for i in range(d, min(n, d + 10))],
-                "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "gpu": "H100-SXM",
-                "max_model_len": 8192,
-                "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
-            }
-        )
-    cfg = parse_config({"scrape_interval": "15s", "evaluation_window": "5m", "deployments": deployments})
+    cfg = parse_config(_config(n, port, 15.0, "5m"))
     _, collector, metrics = make_registry()
     svc = Service(cfg, collector, metrics)
     times, cpus = [], []
