@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import requests
-
 from advisor import conventions as c
 from advisor.acks import AckStore
 from advisor.assembly import (
@@ -61,7 +59,7 @@ from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
-from advisor.http_edge import target_session
+from advisor.http_edge import ClosableTransport, Transport, target_transport
 from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
@@ -283,12 +281,12 @@ class Runtime:
         acks: the snooze/ack store the notifier and the HTTP API share.
         notifier: the receivers' workers.
         pool, pool_size: the scrape/query workers.
-        sessions: one HTTP session per ``(deployment, target URL)``.
+        transports: one HTTP transport per ``(deployment, target URL)`` (:func:`~advisor.http_edge.target_transport`).
         sd_mtimes: modification times of the ``file_sd`` files last read.
         outbox: the notifier's outbox folder (``None``: in memory).
 
     A reload keeps the parts whose inputs did not change (the ack store of the same state file, the notifier
-    of the same receivers, outbox and ack store, the sessions of the targets that stay).
+    of the same receivers, outbox and ack store, the transports of the targets that stay).
     """
 
     cfg: Config
@@ -303,27 +301,27 @@ class Runtime:
     notifier: Notifier
     pool: WorkerPool
     pool_size: int
-    sessions: dict[tuple[str, str], requests.Session]
+    transports: dict[tuple[str, str], ClosableTransport]
     sd_mtimes: dict[str, float]
     outbox: Path | None = None
 
-    def session(self, deployment: str, url: str) -> requests.Session:
-        """The target's session (made on first use: a target ``file_sd`` added)."""
-        s = self.sessions.get((deployment, url))
-        if s is None:
-            s = self.sessions[(deployment, url)] = target_session(url)
-        return s
+    def transport(self, deployment: str, url: str) -> Transport:
+        """The target's transport (made on first use: a target ``file_sd`` added)."""
+        t = self.transports.get((deployment, url))
+        if t is None:
+            t = self.transports[(deployment, url)] = target_transport(url)
+        return t
 
     def close(
         self,
         timeout: float,
-        keep: frozenset[requests.Session] = frozenset(),
+        keep: frozenset[ClosableTransport] = frozenset(),
         wait: bool = True,
         close_notifier: bool = True,
     ) -> None:
         """Flush and stop the notifier (unless ``close_notifier`` is false: a successor kept it; without ``wait``
         on a thread of its own, so a reload never waits on a receiver), the workers, the Prometheus client and
-        the sessions not in ``keep``."""
+        the transports not in ``keep``."""
         if close_notifier and wait:
             self.notifier.close(timeout)
         elif close_notifier:
@@ -331,9 +329,9 @@ class Runtime:
         self.pool.shutdown(wait=wait)
         if self.prom is not None:
             self.prom.close()
-        for s in self.sessions.values():
-            if s not in keep:
-                s.close()
+        for t in self.transports.values():
+            if t not in keep:
+                t.close()
 
 
 def _same_folder(a: Path | None, b: Path | None) -> bool:
@@ -545,9 +543,9 @@ class Service:
             if prom is not None:
                 prom.close()
             raise
-        old_sessions = old.sessions if old is not None else {}
-        sessions = {
-            (ctx.name, u): old_sessions.get((ctx.name, u)) or target_session(u) for ctx, urls in plan for u in urls
+        old_transports = old.transports if old is not None else {}
+        transports = {
+            (ctx.name, u): old_transports.get((ctx.name, u)) or target_transport(u) for ctx, urls in plan for u in urls
         }
         return Runtime(
             cfg,
@@ -562,7 +560,7 @@ class Service:
             notifier,
             pool,
             size,
-            sessions,
+            transports,
             sd,
             outbox,
         )
@@ -697,9 +695,9 @@ class Service:
             self.last_reload = (False, f"reload failed: {type(exc).__name__}", self.clock())
             log.exception("config reload failed unexpectedly; keeping the running config")
             return False, f"reload failed: {type(exc).__name__}"
-        # only now is the old runtime released (the sessions of targets that stay carry over)
+        # only now is the old runtime released (the transports of targets that stay carry over)
         old.close(
-            10, keep=frozenset(new.sessions.values()), wait=False, close_notifier=old.notifier is not new.notifier
+            10, keep=frozenset(new.transports.values()), wait=False, close_notifier=old.notifier is not new.notifier
         )
         self.metrics.config_reload_success.set(1)
         self.metrics.config_reload_timestamp.set(self.clock())
@@ -743,9 +741,9 @@ class Service:
             self.tracker.set_targets(name, urls)
             self.tracker.set_context(name, dataclasses.replace(self.tracker.context(name), replicas=max(1, len(urls))))
             for u in gone:
-                s = rt.sessions.pop((name, u), None)
-                if s is not None:
-                    s.close()
+                t = rt.transports.pop((name, u), None)
+                if t is not None:
+                    t.close()
             with self._errors_lock:
                 for u in urls:
                     for reason in c.SCRAPE_ERROR_REASONS:
@@ -773,8 +771,8 @@ class Service:
         workers) never make the others wait behind them, and each target is still asked once per cycle."""
         sc = rt.cfg.scrape
 
-        def one(url: str, session: requests.Session) -> tuple[ScrapeResult, float]:
-            res = scrape(url, session, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
+        def one(url: str, transport: Transport) -> tuple[ScrapeResult, float]:
+            res = scrape(url, transport, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
             return res, self.clock()
 
         keys = [(d.spec.name, u) for d in rt.deployments if d.spec.source == "scrape" for u in self._urls(d)]
@@ -789,7 +787,7 @@ class Service:
                 continue  # a straggler: its result is consumed when it ends
             if f is not None:  # done, its report not consumed yet (it is, or is about to be, in the queue)
                 self._consume(rt, self._take_finished(wait_for=f))
-            f = self._inflight[key] = rt.pool.submit(one, u, rt.session(name, u))
+            f = self._inflight[key] = rt.pool.submit(one, u, rt.transport(name, u))
             self._report_end(key, f)
             started.append(f)
         return started

@@ -21,8 +21,8 @@
                          parse (see :func:`advisor.sources.exposition.parse_exposition`)
 
 Worst case wall time: the deadline. Every socket read (status line, headers, body) is cut to what is left of
-it (:class:`advisor.http_edge.DeadlineAdapter`), so a read that starts just before the deadline cannot block
-past it.
+it (:class:`advisor.http_edge.PooledTransport`, :class:`advisor.http_edge.DeadlineAdapter` under ``requests``), so a
+read that starts just before the deadline cannot block past it.
 
 URLs often carry secrets (``https://user:token@host/metrics?key=…``). Neither ``target`` nor
 ``error_message`` ever contains the userinfo, query string or fragment: messages are composed here from
@@ -106,10 +106,11 @@ def scrape(
     one byte cap, one redaction, one set of error classes.
 
     Args:
-        url: the ``/metrics`` URL; userinfo in it is sent as HTTP basic auth by ``requests``.
-        session: a caller-owned ``requests.Session`` (connection reuse, TLS settings, proxies; a
-            :class:`~advisor.http_edge.DeadlineAdapter` is mounted on it), or any
-            :class:`~advisor.http_edge.Transport`.
+        url: the ``/metrics`` URL; userinfo in it is sent as HTTP basic auth (percent-decoded; netrc credentials
+            for the host take precedence).
+        session: any :class:`~advisor.http_edge.Transport` — the daemon's is
+            :func:`~advisor.http_edge.target_transport` (a pooled keep-alive connection per target) — or a
+            caller-owned ``requests.Session`` (a :class:`~advisor.http_edge.DeadlineAdapter` is mounted on it).
         connect_timeout: seconds to establish the TCP/TLS connection.
         read_timeout: seconds allowed for any single socket read (headers or a body chunk); with
             ``connect_timeout`` it also sets the overall deadline (see the module docstring).
