@@ -21,8 +21,10 @@ The policy, in one place:
       ├── EdgeTooLargeError              too_large           Content-Length or decoded bytes over the cap
       └── EdgeDecodeError           parse_error         Content-Encoding that does not decode
 
-Transports are pluggable (:class:`Transport`); :class:`RequestsTransport` (``requests`` + urllib3, a
-caller-owned session with :class:`DeadlineAdapter` mounted) is the one the daemon uses.
+Transports are pluggable (:class:`Transport`). The daemon scrapes each target through
+:func:`target_transport`: a :class:`PooledTransport` (``http.client``, one keep-alive connection per target, the
+environment read once) unless a proxy applies, then a :class:`RequestsTransport` (``requests`` + urllib3, a session
+with :class:`DeadlineAdapter` mounted), which the Prometheus client and the notifiers use too.
 """
 
 from __future__ import annotations
@@ -758,7 +760,8 @@ class PooledTransport:
     while idle) is replaced, and a reused one that fails before any answer is retried once on a fresh connection.
     Thread-safe: a request checks its connection out of the pool, so concurrent requests never share one (the
     daemon sends one at a time per target). :meth:`close` closes the idle connections at once and never waits for
-    a request in flight, whose connection is closed when it ends.
+    a request in flight, whose connection is closed when it ends. A forked child process never reuses its
+    parent's connections (it opens its own).
     """
 
     def __init__(self, *, auth: tuple[str, str] | None = None, ca_bundle: str | None = None) -> None:
@@ -768,6 +771,7 @@ class PooledTransport:
         self._idle: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
         self._targets: dict[str, _Target] = {}
         self._closed = False
+        self._pid = os.getpid()
 
     def close(self) -> None:
         """Close the idle connections; one in use is closed when its request ends."""
@@ -850,6 +854,8 @@ class PooledTransport:
     def _checkout(self, origin: tuple[str, str, int]) -> http.client.HTTPConnection | None:
         """The origin's idle connection if the server has not closed it (nor sent anything on it) meanwhile."""
         with self._lock:
+            if self._pid != os.getpid():  # a forked child never uses its parent's connections
+                self._pid, self._idle = os.getpid(), {}
             conn = self._idle.pop(origin, None)
         if conn is None:
             return None
@@ -1079,8 +1085,9 @@ def target_session(url: str) -> requests.Session:
 def target_transport(url: str) -> ClosableTransport:
     """The transport for scraping ``url``, with the environment read once, now (as :func:`target_session`).
 
-    A proxy from the environment applying to ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, not covered by
-    ``NO_PROXY``): a :class:`RequestsTransport` over :func:`target_session`, which sends through it. Otherwise a
+    A proxy in the environment (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, either case; for any scheme, as a
+    redirect may change it) and ``NO_PROXY`` not covering ``url``'s host (``requests.utils.get_environ_proxies``):
+    a :class:`RequestsTransport` over :func:`target_session`, which sends through it. Otherwise a
     :class:`PooledTransport` with the netrc credentials for ``url``'s host (``NETRC`` or ``~/.netrc``; they take
     precedence over userinfo, as in ``requests``) and the CA bundle of ``REQUESTS_CA_BUNDLE``, else
     ``CURL_CA_BUNDLE`` (``requests``' default bundle when neither is set). The caller closes it.

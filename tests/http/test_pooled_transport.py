@@ -17,6 +17,7 @@ import contextlib
 import datetime
 import gzip
 import ipaddress
+import os
 import socket
 import ssl
 import threading
@@ -293,6 +294,21 @@ def test_close_releases_the_idle_connection_and_the_transport_still_answers(
     assert srv.connections == 3
 
 
+def test_a_forked_child_opens_its_own_connection(serve: Callable[..., KeepAliveServer]) -> None:
+    """A worker process forked from the daemon never writes on its parent's kept connection: the two would read
+    each other's answers."""
+    srv = serve(page)
+    with contextlib.closing(PooledTransport()) as transport:
+        assert scrape(srv.url(), transport).ok
+        pid = os.fork()
+        if pid == 0:  # the child: one scrape, then out without running any of pytest's teardown
+            os._exit(0 if scrape(srv.url(), transport).ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert scrape(srv.url(), transport).ok
+    assert srv.connections == 2  # the parent's, kept, and the child's own
+
+
 # --- the deadline -----------------------------------------------------------------------------------------------
 
 
@@ -534,7 +550,13 @@ def test_https_is_verified_with_the_ca_bundle_from_the_environment(
     assert unverified == [(REASON_CONNECTION_REFUSED, "connection failed (SSLCertVerificationError)")] * 2
     assert verified == [(None, None)] * 2
     assert missing == [(REASON_CONNECTION_REFUSED, "request failed (OSError)")] * 2
-    assert isinstance(target_transport(url), PooledTransport)
+    # the verified pooled transport kept its TLS connection for its second scrape
+    clean_env.setenv(variable, str(crt))
+    before = srv.connections
+    with contextlib.closing(target_transport(url)) as transport:
+        assert isinstance(transport, PooledTransport)
+        assert all(scrape(url, transport).ok for _ in range(3))
+    assert srv.connections - before == 1
 
 
 # --- proxies ----------------------------------------------------------------------------------------------------
