@@ -1237,8 +1237,11 @@ class Service:
         if age <= bound:
             return None
         if self.last_progress is None:
-            return f"no evaluation cycle completed in {age:.0f}s since start-up (bound {bound:g}s)"
-        return f"no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
+            return (
+                f"evaluation loop stalled: no evaluation cycle completed in {age:.0f}s since start-up "
+                f"(bound {bound:g}s)"
+            )
+        return f"evaluation loop stalled: no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
 
     def healthy(self, now: float, intervals: int = 3) -> bool:
         """True when a cycle completed within ``intervals`` scrape intervals plus slack, counting from start-up
