@@ -18,6 +18,7 @@ The caller stamps the observation's time when it hands the result on (:meth:`adv
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 import requests
@@ -30,6 +31,12 @@ from advisor.redact import redact_url
 from advisor.sources.scrape import scrape
 
 log = logging.getLogger(__name__)
+
+_OBSERVING = threading.Lock()
+"""One page is observed at a time per process. Parsing is pure Python, so under the GIL a second parser adds no
+throughput — but every parser running steals GIL time from the threads still reading their bodies: with 16 pages
+parsed at once, a 2.6 MB body read in 5 ms GIL slices misses a 0.4 s deadline it meets beside one parser (the
+overload trial of tests/reliability/test_isolation.py). Worker processes (``--workers N``) each have their own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +116,15 @@ def collect(job: CollectJob, transport: requests.Session | Transport) -> Collect
     text = res.text
     del res  # from here the page's text is held by `text` alone, dropped when this function returns
     try:
-        seen = observe(
-            text,
-            job.engine,
-            job.served_model,
-            configured_model=job.configured_model,
-            strict=True,
-            label_limit=job.label_limit,
-        )
+        with _OBSERVING:
+            seen = observe(
+                text,
+                job.engine,
+                job.served_model,
+                configured_model=job.configured_model,
+                strict=True,
+                label_limit=job.label_limit,
+            )
     except Exception as exc:  # an adapter bug must not stop other targets
         log.exception("deployment=%s target=%s: adapter failed", job.deployment, redact_url(job.url))
         return Collected(

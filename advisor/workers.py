@@ -71,6 +71,9 @@ STOP_GRACE_SECONDS = 3.0
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 
+_PARENTS_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals a worker ignores: the daemon's to handle (:func:`worker_main`)."""
+
 _Key = tuple[str, str]
 """``(deployment, target URL)``: a worker's transport key."""
 
@@ -520,10 +523,12 @@ class ProcessWorkers:
 def worker_main(conn: Connection, index: int, parent: int, log_level: int, log_json: bool, threads: int) -> None:
     """A worker process: run the jobs the parent sends on a thread pool, each over the target's own transport,
     and send the results back in batches with the process's CPU seconds. Exits on ``stop``, when the parent's end
-    of the pipe closes, or when the parent pid changes (the parent died). SIGINT and SIGHUP are the parent's to
-    handle (a terminal's Ctrl-C reaches the whole process group)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    of the pipe closes, or when the parent pid changes (the parent died). SIGINT, SIGTERM and SIGHUP are the
+    parent's to handle: a terminal's Ctrl-C reaches the whole process group and systemd's stop (``KillMode``
+    ``control-group``) the whole cgroup, and a worker that died of them would be restarted by a parent that is
+    stopping; the parent stops its workers itself, and they exit when it is gone (SIGKILL still kills one)."""
+    for sig in _PARENTS_SIGNALS:  # from here on (a signal during the imports before it still kills the worker)
+        signal.signal(sig, signal.SIG_IGN)
     _worker_logging(log_level, log_json)
     transports: dict[_Key, requests.Session | Transport] = {}
     tlock = threading.Lock()

@@ -272,10 +272,17 @@ def test_a_reload_reaches_the_workers(tmp_path: Path, targets: KeepAliveTargets)
         assert _worker_pids(d).keys() == {0, 1} and "restarted" not in d.log()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_stopping_the_daemon_leaves_no_process(tmp_path: Path, targets: KeepAliveTargets, sig: int) -> None:
-    """SIGTERM: the daemon stops its workers and exits 0. SIGKILL (no handler runs): the workers notice the
-    parent's pipe close and exit on their own."""
+@pytest.mark.parametrize(
+    ("sig", "group"),
+    [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGKILL, False)],
+    ids=["SIGTERM", "SIGTERM to the process group", "SIGKILL"],
+)
+def test_stopping_the_daemon_leaves_no_process(
+    tmp_path: Path, targets: KeepAliveTargets, sig: int, group: bool
+) -> None:
+    """SIGTERM: the daemon stops its workers and exits 0 — also when every process of the group gets it at once
+    (systemd's ``KillMode=control-group``, a terminal): no worker is "restarted" on the way out. SIGKILL (no handler
+    runs): the workers notice the parent's pipe close and exit on their own."""
     paths = _paths(targets, 2)[0] + _paths(targets, 2)[1]
     cfg = tmp_path / "advisor.yaml"
     cfg.write_text(json.dumps(_config(targets, paths)))
@@ -286,6 +293,7 @@ def test_stopping_the_daemon_leaves_no_process(tmp_path: Path, targets: KeepAliv
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
             stderr=log_file,
+            start_new_session=True,
         )
     try:
         # the default: as many workers as usable CPUs, logged with how it was chosen
@@ -299,14 +307,36 @@ def test_stopping_the_daemon_leaves_no_process(tmp_path: Path, targets: KeepAliv
         assert wait_for(lambda: sum(targets.hits.values()) >= len(paths), WAIT)
         below = _descendants(proc.pid)
         assert len(below) >= n
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         code = proc.wait(timeout=WAIT)
-        assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), log_path.read_text()[-3000:]
+        log = log_path.read_text()
+        assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), log[-3000:]
         assert wait_for(lambda: not any(_alive(p) for p in below), 30), [p for p in below if _alive(p)]
+        assert "restarted" not in log and "being restarted" not in log, log[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def test_a_worker_leaves_sigterm_and_sigint_to_the_daemon(tmp_path: Path, targets: KeepAliveTargets) -> None:
+    """A stop signal that reaches the workers too (systemd signals the whole cgroup, a terminal's Ctrl-C the whole
+    process group) does not kill them, so a stopping daemon never restarts one: the daemon stops them itself."""
+    paths = _paths(targets, 1)[0] + _paths(targets, 1)[1]
+    with daemon(tmp_path, _config(targets, paths), "--workers", "2") as d:
+        assert wait_for(lambda: set(_worker_pids(d)) == {0, 1}, WAIT)
+        # running (it has reported work), not still importing: a signal before it ignores them still kills it
+        assert wait_for(lambda: (d.metric("advisor_worker_cpu_seconds_total", worker="0") or 0) > 0, WAIT)
+        pid = _worker_pids(d)[0]
+        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGINT)
+        start = _cycles(d)
+        assert wait_for(lambda: _cycles(d) >= start + 2, WAIT)
+        assert _alive(pid) and "restarted" not in d.log(), d.log()[-2000:]
+        assert d.metric("advisor_worker_restarts_total", worker="0") == 0.0
 
 
 def test_healthz_fails_while_a_worker_is_down(tmp_path: Path, targets: KeepAliveTargets) -> None:
