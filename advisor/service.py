@@ -17,7 +17,9 @@ others: the daemon's cycle (:meth:`Service.run_cycle`) waits for scrapes at most
 keeps running and is consumed by a later cycle, and a target already in flight is not asked twice — in effect
 each target has its own scrape loop, as in Prometheus. Scrape threads only produce results; the tracker is fed
 on the cycle thread, under the cycle lock, which is never held across network I/O (a reload takes it for the
-swap alone).
+swap alone). A scrape is fetched and normalized where it runs (:func:`advisor.collect.collect`: the page never
+leaves that thread) — on this process's threads (``run --workers 1``) or in worker processes
+(:mod:`advisor.workers`, ``--workers N``); the cycle thread adopts the engine detected and records the snapshot.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``), never
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -209,10 +210,12 @@ def usable_cpus(
     return CpuBudget(max(1, cpus), affinity, quota, source)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def worker_for(url: str, workers: int) -> int:
     """The worker (0 … ``workers - 1``) a target's URL goes to: the first 8 bytes of its SHA-256, big-endian, modulo
     ``workers`` — the hash of :func:`advisor.assembly.in_shard` (Prometheus's ``hashmod``), so one URL always meets
-    the same worker (and its warm connection) across cycles and reloads."""
+    the same worker (and its warm connection) across cycles and reloads. Memoized (asked twice per target per
+    cycle)."""
     if workers <= 1:
         return 0
     return int.from_bytes(hashlib.sha256(url.encode()).digest()[:8], "big") % workers
