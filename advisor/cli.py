@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from advisor import __version__
-from advisor.argtypes import duration_arg, positive_float, shard_arg
+from advisor.argtypes import bounded_int, duration_arg, positive_float, shard_arg
 from advisor.backtestcmd import add_backtest_parser
 from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
@@ -268,6 +268,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         collector,
         metrics,
         shard=args.shard,
+        workers=args.workers,
         base_dir=Path(args.config).resolve().parent,
         on_transition=lambda t: print(format_transition(t), flush=True),
     )
@@ -438,6 +439,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=shard_arg,
         default=(0, 1),
         help="i/n: evaluate only the deployments whose stable hash mod n is i (n advisors split a fleet)",
+    )
+    run.add_argument(
+        "--workers",
+        type=bounded_int(1, 256),
+        default=None,
+        help="scrape worker processes, targets split by stable hash of the URL; 1: scrape on the daemon's own "
+        "threads (default: the CPUs this process may use — affinity and cgroup quota — logged at start)",
     )
     run.set_defaults(func=cmd_run)
 

@@ -46,6 +46,11 @@ BUILD_INFO: Final = "advisor_build_info"
 CYCLES_SKIPPED: Final = "advisor_cycles_skipped"  # exposed as advisor_cycles_skipped_total
 CYCLE_LAST_SUCCESS_TIMESTAMP: Final = "advisor_cycle_last_success_timestamp_seconds"  # 0 before the first cycle
 CONFIG_LAST_RELOAD_SUCCESSFUL: Final = "advisor_config_last_reload_successful"
+# the scrape worker processes of `run --workers N` (issue 15; SelfMetrics in advisor/exporter.py, advisor/workers.py)
+WORKERS: Final = "advisor_workers"  # how many scrape workers run (1: the in-process thread pool)
+WORKER_UP: Final = "advisor_worker_up"  # {worker}: 1 while the worker process runs, 0 while it is down
+WORKER_RESTARTS: Final = "advisor_worker_restarts"  # {worker}, exposed as advisor_worker_restarts_total
+WORKER_CPU_SECONDS: Final = "advisor_worker_cpu_seconds"  # {worker}, exposed as advisor_worker_cpu_seconds_total
 
 # --- label names ------------------------------------------------------------------------------------
 LABEL_DEPLOYMENT: Final = "deployment"
@@ -59,6 +64,7 @@ LABEL_QUANTILE: Final = "quantile"
 LABEL_STATE: Final = "state"
 LABEL_RECEIVER: Final = "receiver"
 LABEL_OUTCOME: Final = "outcome"
+LABEL_WORKER: Final = "worker"
 
 # --- scrape error reasons ---------------------------------------------------------------------------
 REASON_CONNECTION_REFUSED: Final = "connection_refused"

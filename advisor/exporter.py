@@ -328,6 +328,31 @@ class SelfMetrics:
             [c.LABEL_RECEIVER, c.LABEL_OUTCOME],
             registry=registry,
         )
+        # the scrape workers (`run --workers N`, advisor/workers.py): one series per worker process
+        self.workers = Gauge(
+            c.WORKERS,
+            "Scrape workers: worker processes (run --workers N), or 1 for the in-process pool.",
+            registry=registry,
+        )
+        self.workers.set(1)
+        self.worker_up = Gauge(
+            c.WORKER_UP,
+            "1 while the scrape worker process runs, 0 while it is down.",
+            [c.LABEL_WORKER],
+            registry=registry,
+        )
+        self.worker_restarts = Counter(
+            c.WORKER_RESTARTS,
+            "Times the scrape worker process was restarted after it died.",
+            [c.LABEL_WORKER],
+            registry=registry,
+        )
+        self.worker_cpu = Counter(
+            c.WORKER_CPU_SECONDS,
+            "CPU time (user and system) of the scrape worker process, as it last reported it, seconds.",
+            [c.LABEL_WORKER],
+            registry=registry,
+        )
 
 
 def make_registry() -> tuple[CollectorRegistry, AdvisorCollector, SelfMetrics]:

@@ -786,7 +786,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _h_healthz(self, query: dict[str, list[str]]) -> None:
         why = self.server.service.unhealthy_reason(time.time())
-        body = b"ok\n" if why is None else f"evaluation loop stalled: {why}\n".encode()
+        body = b"ok\n" if why is None else f"{why}\n".encode()
         self._send(200 if why is None else 503, body, "text/plain; charset=utf-8")
 
     def _h_readyz(self, query: dict[str, list[str]]) -> None:

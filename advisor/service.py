@@ -17,7 +17,9 @@ others: the daemon's cycle (:meth:`Service.run_cycle`) waits for scrapes at most
 keeps running and is consumed by a later cycle, and a target already in flight is not asked twice — in effect
 each target has its own scrape loop, as in Prometheus. Scrape threads only produce results; the tracker is fed
 on the cycle thread, under the cycle lock, which is never held across network I/O (a reload takes it for the
-swap alone).
+swap alone). A scrape is fetched and normalized where it runs (:func:`advisor.collect.collect`: the page never
+leaves that thread) — on this process's threads (``run --workers 1``) or in worker processes
+(:mod:`advisor.workers`, ``--workers N``); the cycle thread adopts the engine detected and records the snapshot.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from advisor.assembly import (
     sd_mtimes,
     sized_for_engine,
 )
+from advisor.collect import Collected, CollectJob, collect
+from advisor.collect import failed as collect_failed
 from advisor.config import (
     Config,
     Deployment,
@@ -68,9 +72,9 @@ from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
 from advisor.sources.prometheus import PrometheusSource, PromHistory
-from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
+from advisor.workers import ProcessWorkers, usable_cpus
 
 log = logging.getLogger(__name__)
 
@@ -361,11 +365,16 @@ class Service:
         ignore_for: bool = False,
         on_transition: Callable[[Transition], None] | None = None,
         shard: tuple[int, int] = (0, 1),
+        workers: int | None = 1,
     ) -> None:
         """Build the runtime from a validated config.
 
         ``shard=(i, n)``: this advisor evaluates only the deployments whose stable hash modulo ``n`` is ``i``
         (all replicas of a deployment stay on one advisor, so its rules see every replica).
+
+        ``workers``: scrape workers (``run --workers``): 1 = the in-process thread pool; N > 1 = N worker processes
+        (:class:`advisor.workers.ProcessWorkers`, targets split by stable hash of the URL); ``None`` = the CPUs this
+        process may use (:func:`advisor.workers.usable_cpus`). The choice is logged.
 
         Raises:
             CapacityError: a deployment's capacity pass cannot run.
@@ -390,7 +399,7 @@ class Service:
         # network I/O (scrapes and queries run outside it), so a reload waits for CPU work only
         self._lock = threading.RLock()
         self._reload_lock = threading.Lock()  # one reload at a time (SIGHUP and POST /-/reload)
-        self._inflight: dict[_Key, Future[tuple[ScrapeResult, float]]] = {}
+        self._inflight: dict[_Key, Future[tuple[Collected, float]]] = {}
         # each target's last scrape duration, seconds: scrapes are queued fastest first (see _submit_scrapes)
         self._scrape_seconds: dict[_Key, float] = {}
         self._prom_inflight: dict[str, Future[None]] = {}
@@ -400,6 +409,7 @@ class Service:
         self._finished: queue.SimpleQueue[tuple[_Key | None, Future[Any]]] = queue.SimpleQueue()
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
+        self._procs: ProcessWorkers | None = None
         rt = self._build_runtime(cfg, base_dir, None)
         dq = cfg.data_quality
         self.tracker = Tracker(
@@ -428,6 +438,23 @@ class Service:
         if n:
             log.info("restored %d open recommendation(s) from %s", n, rt.state_file)
         self._reconcile(rt, notifying, restored)
+        self._start_workers(workers)
+
+    def _start_workers(self, workers: int | None) -> None:
+        """Start the scrape worker processes (``workers`` > 1, or ``None`` and more than one usable CPU); logged."""
+        if workers is None:
+            budget = usable_cpus()
+            n, why = budget.cpus, budget.describe()
+        else:
+            n, why = workers, "--workers"
+        log.info("workers=%d (%s)%s", n, why, "" if n > 1 else ": scraping on this process's threads")
+        self.metrics.workers.set(n)
+        if n > 1:
+            try:
+                self._procs = ProcessWorkers(n, self.clock, self.metrics)
+            except BaseException:
+                self.runtime.close(1.0)
+                raise
 
     def _reconcile(
         self, rt: Runtime, notifying: Sequence[tuple[str, Recommendation]], restored: Sequence[Recommendation]
@@ -760,26 +787,51 @@ class Service:
         finally:
             self.metrics.step_seconds.labels(step=name).observe(time.perf_counter() - start)
 
-    def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[ScrapeResult, float]]]:
+    def _submit_scrapes(self, rt: Runtime) -> list[Future[tuple[Collected, float]]]:
         """Start a scrape of every target that has none running (a target still in flight from an earlier cycle
         is not scraped twice; one whose answer is in and not yet consumed is consumed first, in order); returns
         the futures started now. Each future reports its end to the finished queue (:meth:`_consume`). Call
         with the cycle lock held.
 
-        The workers are shared (at most 32), so the scrapes are queued fastest first, by each target's last
-        scrape duration (a new target first): targets that hold their scrape to the deadline (more of them than
-        workers) never make the others wait behind them, and each target is still asked once per cycle."""
+        Each scrape is a :class:`~advisor.collect.CollectJob` run by :func:`~advisor.collect.collect` (fetch and
+        normalize in one thread, the body dropped there): on the runtime's thread pool (``--workers 1``), or on the
+        worker process its URL hashes to (:class:`~advisor.workers.ProcessWorkers`, ``--workers N``). Either way
+        the result is stamped with :attr:`clock` when it is handed on.
+
+        The workers are shared (at most 32 threads a pool), so the scrapes are queued fastest first, by each
+        target's last scrape duration (a new target first): targets that hold their scrape to the deadline (more of
+        them than workers) never make the others wait behind them, and each target is still asked once per cycle.
+        """
         sc = rt.cfg.scrape
 
-        def one(url: str, transport: Transport) -> tuple[ScrapeResult, float]:
-            res = scrape(url, transport, sc.connect_timeout, sc.read_timeout, sc.max_bytes, sc.sample_limit)
+        def one(job: CollectJob, transport: Transport) -> tuple[Collected, float]:
+            res = collect(job, transport)
             return res, self.clock()
 
-        keys = [(d.spec.name, u) for d in rt.deployments if d.spec.source == "scrape" for u in self._urls(d)]
-        listed = set(keys)
-        self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in listed}
+        jobs = {
+            (d.spec.name, u): CollectJob(
+                d.spec.name,
+                u,
+                d.adapter.engine if d.adapter is not None else "auto",
+                d.spec.served_model,
+                d.spec.model,
+                sc.connect_timeout,
+                sc.read_timeout,
+                sc.max_bytes,
+                sc.sample_limit,
+                sc.label_limit,
+            )
+            for d in rt.deployments
+            if d.spec.source == "scrape"
+            for u in self._urls(d)
+        }
+        keys = list(jobs)
+        self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in jobs}
         keys.sort(key=lambda k: self._scrape_seconds.get(k, 0.0))
-        started: list[Future[tuple[ScrapeResult, float]]] = []
+        procs = self._procs
+        if procs is not None:
+            procs.retain(keys)  # a worker drops the connections of targets no longer listed
+        started: list[Future[tuple[Collected, float]]] = []
         for key in keys:
             name, u = key
             f = self._inflight.get(key)
@@ -787,7 +839,10 @@ class Service:
                 continue  # a straggler: its result is consumed when it ends
             if f is not None:  # done, its report not consumed yet (it is, or is about to be, in the queue)
                 self._consume(rt, self._take_finished(wait_for=f))
-            f = self._inflight[key] = rt.pool.submit(one, u, rt.transport(name, u))
+            if procs is not None:
+                f = self._inflight[key] = procs.submit(jobs[key])
+            else:
+                f = self._inflight[key] = rt.pool.submit(one, jobs[key], rt.transport(name, u))
             self._report_end(key, f)
             started.append(f)
         return started
@@ -821,9 +876,7 @@ class Service:
         page's text dropped once observed. Call with the cycle lock held."""
         self._normalize(rt, self._results(finished))
 
-    def _results(
-        self, finished: Sequence[tuple[_Key | None, Future[Any]]]
-    ) -> Iterator[tuple[_Key, ScrapeResult, float]]:
+    def _results(self, finished: Sequence[tuple[_Key | None, Future[Any]]]) -> Iterator[tuple[_Key, Collected, float]]:
         """The scrape results among ``finished``, each taken out of ``_inflight`` as it is handed on."""
         for key, f in finished:
             if key is None:
@@ -832,20 +885,20 @@ class Service:
                 del self._inflight[key]
             try:
                 res, ts = f.result()
-            except Exception as exc:  # scrape() never raises for the network: a bug must not stop the others
+            except Exception as exc:  # collect() never raises for the network: a bug must not stop the others
                 name, url = key
                 log.error("deployment=%s target=%s: scrape failed: %s", name, redact_url(url), type(exc).__name__)
-                res = ScrapeResult(
-                    redact_url(url), False, None, c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}", 0, None
-                )
+                res = collect_failed(c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}")
                 ts = self.clock()
             self._scrape_seconds[key] = res.duration_seconds
             yield key, res, ts
             del res
 
-    def _normalize(self, rt: Runtime, scraped: Iterable[tuple[_Key, ScrapeResult, float]]) -> None:
-        """Feed the scrapes' results to the tracker (on the cycle thread, cycle lock held); a result for a target
-        a reload or ``file_sd`` removed meanwhile is dropped."""
+    def _normalize(self, rt: Runtime, scraped: Iterable[tuple[_Key, Collected, float]]) -> None:
+        """Feed the scrapes' results to the tracker (on the cycle thread, cycle lock held): the page was observed
+        where it was fetched (:func:`advisor.collect.collect`); here the engine it was detected as is adopted
+        (``engine: auto``) and the snapshot recorded, or the failure. A result for a target a reload or
+        ``file_sd`` removed meanwhile is dropped."""
         by_name = {d.spec.name: d for d in rt.deployments if d.spec.source == "scrape"}
         listed: dict[str, set[str]] = {}
         for (name, url), res, ts in scraped:
@@ -856,26 +909,11 @@ class Service:
                 listed[name] = set(self.tracker.targets(name))
             if url not in listed[name]:
                 continue
+            self._adopt(d, res.engine)
+            if res.ok and res.snapshot is not None:
+                self.tracker.observe(name, url, TimedSnapshot(url, ts, res.snapshot, res.duplicate_series))
+                continue
             reason, message = res.error_reason, res.error_message
-            if res.ok and res.text is not None:
-                try:
-                    seen = observe(
-                        res.text,
-                        d.adapter or "auto",
-                        d.spec.served_model,
-                        configured_model=d.spec.model,
-                        strict=True,
-                        label_limit=rt.cfg.scrape.label_limit,
-                    )
-                except Exception as exc:  # an adapter bug must not stop other targets
-                    log.exception("deployment=%s target=%s: adapter failed", name, redact_url(url))
-                    reason, message = c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}"
-                else:
-                    self._adopt(d, seen)
-                    if seen.snapshot is not None:
-                        self.tracker.observe(name, url, TimedSnapshot(url, ts, seen.snapshot, seen.duplicate_series))
-                        continue
-                    reason, message = seen.error_reason, seen.error_message
             # a message may quote the page, which may echo the URL: none of its secrets goes further
             message = target_message(url, message)
             changed = self.tracker.fail(name, url, reason, message)
@@ -887,13 +925,17 @@ class Service:
                 "deployment=%s target=%s scrape failed: %s (%s)", name, redact_url(url), reason, message
             )
 
-    def _adopt(self, d: _Deployment, seen: Observation) -> None:
-        """``engine: auto``: keep the adapter of the first page an engine was detected on."""
-        if d.adapter is None and seen.adapter is not None:
-            d.adapter = seen.adapter
+    def _adopt(self, d: _Deployment, seen: Observation | str | None) -> None:
+        """``engine: auto``: keep the adapter of the first page an engine was detected on (``seen``: the engine id
+        a scrape job detected, or the :class:`~advisor.observe.Observation` of the Prometheus source's names)."""
+        if d.adapter is not None or seen is None:
+            return
+        adapter = get_adapter(seen) if isinstance(seen, str) else seen.adapter
+        if adapter is not None:
+            d.adapter = adapter
             name = d.spec.name
-            self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, seen.adapter.engine))
-            log.info("deployment=%s: detected engine %s", name, seen.adapter.engine)
+            self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, adapter.engine))
+            log.info("deployment=%s: detected engine %s", name, adapter.engine)
 
     def _prom_error(self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None) -> None:
         assert rt.cfg.prometheus is not None
@@ -1184,15 +1226,22 @@ class Service:
     def unhealthy_reason(self, now: float, intervals: int = 3) -> str | None:
         """Why ``/healthz`` fails, or ``None`` when a cycle completed within ``intervals`` scrape intervals plus
         :data:`HEALTH_SLACK_SECONDS`. Before the first cycle completes, the time counts from start-up (a first
-        cycle that never ends is a failure too)."""
+        cycle that never ends is a failure too). A scrape worker process that is down (dead, not restarted yet:
+        :meth:`advisor.workers.ProcessWorkers.down_reason`) fails it too."""
         bound = intervals * self.cfg.scrape_interval + HEALTH_SLACK_SECONDS
         since = self.last_progress if self.last_progress is not None else self.started
         age = now - since
+        down = self._procs.down_reason() if self._procs is not None else None
+        if down is not None:
+            return down
         if age <= bound:
             return None
         if self.last_progress is None:
-            return f"no evaluation cycle completed in {age:.0f}s since start-up (bound {bound:g}s)"
-        return f"no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
+            return (
+                f"evaluation loop stalled: no evaluation cycle completed in {age:.0f}s since start-up "
+                f"(bound {bound:g}s)"
+            )
+        return f"evaluation loop stalled: no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
 
     def healthy(self, now: float, intervals: int = 3) -> bool:
         """True when a cycle completed within ``intervals`` scrape intervals plus slack, counting from start-up
@@ -1208,6 +1257,8 @@ class Service:
         """Flush notifications (for at most ``timeout`` s: a stop stays below the unit's ``TimeoutStopSec``; what
         is left waits in the outbox) and release threads and sessions, never waiting for a scrape still running."""
         self.stop()
+        if self._procs is not None:
+            self._procs.close()
         rt = self.runtime
         rt.notifier.close(timeout)
         rt.close(timeout, wait=False, close_notifier=False)
