@@ -10,18 +10,19 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   dropped unread once ``str.count`` has shown that each of its lines is a sample of that family
   (:func:`_kept_blocks`); tier 1 then scans what is left. A page with interleaved or re-typed families, or odd
   headers, is scanned whole. On a 4 MB page of LoRA series this is 3× the whole-page scan.
-* **Tier 1** (the fleet path, ≥10× the full parse on every capture): **one** ``findall`` of a regex built
-  for the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is
-  asked about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a
-  sample of a name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding
-  whitespace, no exemplar: captured, up to three label pairs as groups so no second parse is needed), a
-  sample of a name ``keep`` rejects, ``# HELP name …``, ``# TYPE name type`` (a type ``prometheus_client``
-  accepts), another comment or a blank line — runs of the non-captured kinds are consumed as one match, so
-  skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks ``_total`` is matched with
-  its whole family as one block (the lines ``prometheus_client`` keeps in that family, whose samples it
-  renames ``x_total``); a sample ``x`` outside such a block is refused. A line of a name the plan has not
-  seen yet comes back whole: ``keep`` is asked once, the plan is rebuilt (its regex is cached) and the text
-  is scanned again — so the first scrape of a new exposition shape pays for two scans, later ones for one.
+* **Tier 1** (the fleet path, ≥10× the full parse on every capture): **one** ``findall`` of a regex built for
+  the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is asked
+  about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a sample of a
+  name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding whitespace, no
+  exemplar: captured, up to three label pairs as groups so no second parse is needed), a line beginning with a
+  name ``keep`` rejects and ``{`` or a space (not read further), ``# HELP name …``, ``# TYPE name type`` (a
+  type ``prometheus_client`` accepts), another comment or a blank line — runs of the non-captured kinds are
+  consumed as one match, so skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks
+  ``_total`` is matched with its whole family as one block (the lines ``prometheus_client`` keeps in that
+  family, whose samples it renames ``x_total``); a sample ``x`` outside such a block is refused. A line of a
+  name the plan has not seen yet comes back whole: ``keep`` is asked once, the plan is rebuilt (its regex is
+  cached) and the text is scanned again — so the first scrape of a new exposition shape pays for two scans,
+  later ones for one.
 * **Tier 2** (exact line loop): text tier 1 does not accept — surrounding whitespace, ``\\r\\n``,
   exemplars (``… 1.0 # {trace_id="a"} 0.5``), a counter family tier 1's block does not cover — is walked
   line by line with the same checks, replaying ``prometheus_client``'s family state
@@ -30,10 +31,9 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   comments such as ``# HELP`` without a name, unknown metric types, values ``float()`` rejects) raises
   :class:`Unrecognized`, and ``prometheus_client`` decides — including whether the text is an error.
 
-Known differences, on invalid text only: in tier 1, a line of a family ``keep`` rejects is checked for
-shape but not for duplicate label names (``x{a="1",a="2"} 1``), which ``prometheus_client`` rejects; a family
-dropped as a block is not checked past its samples' names (a bad value there is not an error). The kept lines
-are always checked.
+Known differences, on invalid text only: a sample line of a name ``keep`` rejects (in tier 1, or in a family
+dropped as a block) is not read past its name, so what ``prometheus_client`` would reject there (a bad value,
+duplicate label names ``x{a="1",a="2"} 1``) is not an error. The kept lines are always checked.
 
 ``keep`` must be a pure function of the sample name: its answers are remembered per ``keep`` object
 (compared as dictionary keys: ``adapter.wants`` is the same key at every scrape).
@@ -414,8 +414,9 @@ def _scanner(kept: frozenset[str] | None, rejected: frozenset[str], counters: fr
        three pairs (name, value), or 8 more pairs as ``a="1",b="2",c="3",d="4`` (no escape: split by
        ``'",'`` and ``'="'``), or 9 the body (an escape, a trailing comma); the value: 10 an integer, 11 the
        digits of an integral float (``"12.0"``) or 12 another number;
-    2. a run of lines producing nothing: samples of ``rejected`` names, valid ``# HELP``/``# TYPE`` lines
-       (not of ``counters``), other comments, blank lines → no group;
+    2. a run of lines producing nothing: lines beginning with a ``rejected`` name and ``{`` or a space (the
+       rest of the line unread: ``[^\\n]*+`` runs at C speed, a validating tail at a third of it), valid
+       ``# HELP``/``# TYPE`` lines (not of ``counters``), other comments, blank lines → no group;
     3. a counter block: the ``# HELP x``/``# TYPE x …`` lines (``x`` in ``counters``, at most 16) up to a
        ``# TYPE x counter`` with no sample between, and every following line ``prometheus_client`` keeps in
        that family (samples ``x``, ``# HELP x``, other comments, blank lines), not followed by another
@@ -433,7 +434,7 @@ def _scanner(kept: frozenset[str] | None, rejected: frozenset[str], counters: fr
         name = f"(?!(?:{_trie(sorted(counters))})[{{ ]){_NAME}" if counters else _NAME
     else:
         name = _trie(sorted(kept))
-    skip = [_trie(sorted(rejected)) + _SAMPLE_TAIL] if rejected else []
+    skip = [_trie(sorted(rejected)) + r"[{ ][^\n]*+\n"] if rejected else []
     counter_trie = _trie(sorted(counters))
     skip += [_COMMENT_LINE.replace("{not_counter}", f"(?!{counter_trie}[ \\n])" if counters else ""), r"\n"]
     other = _OTHER.replace("{counters}", counter_trie)
