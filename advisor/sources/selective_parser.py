@@ -9,7 +9,7 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   ``# HELP``/``# TYPE`` lines with ``str.find`` (in C), and every family whose samples ``keep`` all rejects is
   dropped unread once ``str.count`` has shown that each of its lines is a sample of that family
   (:func:`_kept_blocks`); tier 1 then scans what is left. A page with interleaved or re-typed families, or odd
-  headers, is scanned whole. On a 4 MB page of LoRA series this is 3× the whole-page scan.
+  headers, is scanned whole.
 * **Tier 1** (the fleet path, ≥10× the full parse on every capture): **one** ``findall`` of a regex built for
   the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is asked
   about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a sample of a
@@ -151,11 +151,11 @@ _TYPE_WORD_RE: Final = re.compile(_TYPE_WORDS_RE)
 _MAX_NAMES: Final = 20_000
 """A plan stops learning names beyond this (a text of random names goes to tier 2, not into the cache)."""
 _MAX_PLANS: Final = 64
-BLOCKS_FROM: Final = 200_000
+BLOCKS_FROM: Final = 1_000_000
 """Texts from this many characters on are cut into families first (:func:`_kept_blocks`). Walking the headers
-costs about 2 µs per family in Python, which the scan it spares repays only when families are large: on a
-62 KB vLLM page (130 families) cutting was 40 % slower, at 190 KB even, at 250–370 KB 6–30 % faster, and
-3× faster on pages of 1–5 MB with large families (``bench/parse.py``)."""
+costs about 2 µs per family in Python, and tier 1 skips a rejected line at C speed too, so cutting pays only on
+large families: on a 62 KB vLLM page (130 families) it was 10–40 % slower, on 0.1–0.4 MB pages even to 30 %
+slower, on 1–4 MB pages (many DP ranks, many LoRA series) 5–20 % faster (``bench/parse.py``'s pages)."""
 
 
 def parse_selected(

@@ -178,7 +178,7 @@ def test_unusual_headers_scan_the_whole_page() -> None:
 def test_large_pages_take_the_block_path_by_default() -> None:
     big = "".join(
         PAGE.replace("big_hist", f"big_hist{i}").replace("kept_gauge", f"g{i}").replace("tail", f"t{i}")
-        for i in range(150)
+        for i in range(260)
     )
     assert len(big) >= selective_parser.BLOCKS_FROM
 
