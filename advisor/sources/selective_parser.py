@@ -154,8 +154,9 @@ _MAX_PLANS: Final = 64
 BLOCKS_FROM: Final = 1_000_000
 """Texts from this many characters on are cut into families first (:func:`_kept_blocks`). Walking the headers
 costs about 2 µs per family in Python, and tier 1 skips a rejected line at C speed too, so cutting pays only on
-large families: on a 62 KB vLLM page (130 families) it was 10–40 % slower, on 0.1–0.4 MB pages even to 30 %
-slower, on 1–4 MB pages (many DP ranks, many LoRA series) 5–20 % faster (``bench/parse.py``'s pages)."""
+large families: interleaved on a loaded machine, it took 2.2× the whole-page scan's time on a 62 KB vLLM page
+(130 families), 1.6× at 0.19 MB, and 0.88–1.13× on ``bench/parse.py``'s 1–4 MB pages (many DP ranks, many LoRA
+series)."""
 
 
 def parse_selected(
