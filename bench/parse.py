@@ -17,8 +17,25 @@ of ours is checked against prometheus-client's (the bench refuses to report a sp
 one untimed warm-up call builds the adapter's scan plan, as the first scrape of a target does; ``cold µs``
 is that first call, shown for information.
 
-Usage: ``.venv/bin/python bench/parse.py [--rounds N] [--round-ms MS] [--clock cpu|wall] [DIR]``.
-Prints one line per capture, the minimum ratio and ``PASS``/``FAIL`` for the ≥ 10× goal; exit status 1 on
+**Large pages** (issue 15), generated at run time from the vLLM 0.33 capture in DIR (never stored) into a
+temporary directory and measured beside the captures:
+
+* ``gen-vllm-dp<N>`` — the capture's families with every series of ``engine="0"`` repeated for ``engine="0"``
+  … ``"N-1"`` (vLLM V1 with ``--data-parallel-size N`` exposes each DP engine's series on one page);
+* ``gen-vllm-lora<K>`` — the capture with a ``vllm:lora_requests_info`` family of K series inserted
+  mid-page (:data:`advisor.engines.vllm.LORA_REQUESTS_INFO`: one series per combination of running and waiting
+  adapters seen, never removed; the adapter does not read it).
+
+For each, besides ours and the full parse, the **Python regex floor** is timed the same way:
+``REGEX_FLOOR.findall(text)``, one compiled regex returning the lines of the families the vLLM adapter reads
+(the same lines ours turns into samples; checked), with no validation and no conversion. Its pattern is
+``^(?:NAMES)[{ ].*$`` (multiline), NAMES the adapter's sample names factored by common prefixes (the fastest
+form found of a regex that returns those lines alone). The goal is ours ≥ the floor in MB/s on every page
+(``ours/floor`` ≥ 1.0).
+
+Usage: ``.venv/bin/python bench/parse.py [--rounds N] [--round-ms MS] [--clock cpu|wall] [--no-pages] [DIR]``.
+Prints one line per capture and page, the minimum ratio and ``PASS``/``FAIL`` for the ≥ 10× goal, then the
+MB/s table of the large pages with the floor and ``PASS``/``FAIL`` for the floor goal; exit status 1 on
 ``FAIL``.
 
 ``--baseline REF`` (e.g. ``--baseline main``) measures git ref REF and this tree side by side in one run: REF is
@@ -39,8 +56,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
+import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,10 +69,97 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from advisor.engines import detect_engine, get_adapter
+from advisor.engines import detect_engine, get_adapter, vllm
 from advisor.sources.exposition import parse_exposition, parse_exposition_full
 
 GOAL = 10.0
+FLOOR_GOAL = 1.0
+"""Ours ÷ the regex floor, in MB/s, on every large page."""
+DP_RANKS = (24, 96)
+"""``engine`` label values 0..N-1 of the DP pages (about 1 and 4 MB)."""
+LORA_SERIES = (6_500, 24_000)
+"""``vllm:lora_requests_info`` series of the LoRA pages (about 1 and 5 MB)."""
+CAPTURE_GLOB = "vllm-0.33*.prom"
+"""The capture the large pages are built from (``../shared/engine-metrics``)."""
+
+
+def _factored(names: list[str]) -> str:
+    """A regex alternation of ``names`` factored by common prefixes (``["ab", "ac"]`` → ``a(?:b|c)``)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name[:1], []).append(name[1:])
+    parts = []
+    for head, tails in sorted(groups.items()):
+        if not head:
+            continue
+        rest = [t for t in tails if t]
+        inner = _factored(rest) if rest else ""
+        if rest and "" in tails:
+            inner = f"(?:{inner})?"
+        parts.append(re.escape(head) + inner)
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+REGEX_FLOOR = re.compile(rf"^{_factored(sorted(vllm.WANTED_SAMPLE_NAMES))}[{{ ].*$", re.MULTILINE)
+"""The Python regex floor: ``REGEX_FLOOR.findall(text)`` → the lines of the families the vLLM adapter reads."""
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The lines of ``text`` per family: a block starts at each ``# HELP`` (or a ``# TYPE`` not after its HELP)."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        head = line.startswith("# HELP ") or (
+            line.startswith("# TYPE ") and not (blocks and blocks[-1][-1].split(" ")[2:3] == line.split(" ")[2:3])
+        )
+        if head or not blocks:
+            blocks.append([])
+        blocks[-1].append(line)
+    return blocks
+
+
+def dp_page(capture: str, ranks: int) -> str:
+    """``capture`` with each family's ``engine="0"`` series repeated for ``engine="0"`` … ``"ranks-1"``."""
+    out: list[str] = []
+    for block in _blocks(capture):
+        samples = [line for line in block if not line.startswith("#")]
+        ranked = [line for line in samples if 'engine="0"' in line]
+        out += [line for line in block if line.startswith("#")]
+        out += [line for line in samples if 'engine="0"' not in line]
+        for r in range(ranks):
+            out += [line.replace('engine="0"', f'engine="{r}"') for line in ranked]
+    return "\n".join(out) + "\n"
+
+
+def lora_page(capture: str, series: int) -> str:
+    """``capture`` with a ``vllm:lora_requests_info`` family of ``series`` series (distinct adapter combinations
+    of 200 adapters, ``max_lora`` 8) inserted between its families, halfway down the page."""
+    rnd = random.Random(15)
+    adapters = [f"lora-{i}" for i in range(200)]
+    name, labels = vllm.LORA_REQUESTS_INFO, vllm.LORA_INFO_LABELS
+    lines = [f"# HELP {name} Running stats on lora requests.", f"# TYPE {name} gauge"]
+    seen: set[tuple[str, str]] = set()
+    while len(seen) < series:
+        combo = (",".join(rnd.sample(adapters, rnd.randint(0, 8))), ",".join(rnd.sample(adapters, rnd.randint(0, 4))))
+        if combo not in seen:
+            seen.add(combo)
+            body = ",".join(f'{k}="{v}"' for k, v in zip(labels, ("8", *combo), strict=True))
+            lines.append(f"{name}{{{body}}} {1.7344241e9 + len(seen) * 0.25!r}")
+    blocks = _blocks(capture)
+    half = len(blocks) // 2
+    return "\n".join([*(x for b in blocks[:half] for x in b), *lines, *(x for b in blocks[half:] for x in b)]) + "\n"
+
+
+def generate_pages(directory: Path, out: Path) -> list[Path]:
+    """Write the large pages built from ``directory``'s vLLM 0.33 capture into ``out``; ``[]`` without it."""
+    found = sorted(directory.glob(CAPTURE_GLOB))
+    if not found:
+        return []
+    capture = found[0].read_text()
+    pages = {f"gen-vllm-dp{n}.prom": dp_page(capture, n) for n in DP_RANKS}
+    pages |= {f"gen-vllm-lora{k}.prom": lora_page(capture, k) for k in LORA_SERIES}
+    for name, text in pages.items():
+        (out / name).write_text(text)
+    return [out / name for name in pages]
 
 
 def full_parse(text: str) -> int:
@@ -109,6 +216,13 @@ class Capture:
     ours: Callable[[], object]
     n_full: int
     n_ours: int
+    floor: Callable[[], object] | None = None  # the regex floor (large pages only)
+    n_floor: int = 0
+
+    @property
+    def megabytes(self) -> float:
+        """The page's size in MB (10⁶ bytes of UTF-8)."""
+        return len(self.text.encode()) / 1e6
 
 
 def prepare(path: Path, round_ms: float) -> Capture | None:
@@ -128,7 +242,7 @@ def prepare(path: Path, round_ms: float) -> Capture | None:
     def ours(text: str = text, keep: Callable[[str], bool] = keep) -> object:
         return parse_exposition(text, keep)
 
-    return Capture(
+    cap = Capture(
         path,
         text,
         engine,
@@ -140,17 +254,45 @@ def prepare(path: Path, round_ms: float) -> Capture | None:
         calls_for(full, round_ms / 1000),
         calls_for(ours, round_ms / 1000),
     )
+    if path.name.startswith("gen-vllm-"):
+
+        def floor(text: str = text) -> object:
+            return REGEX_FLOOR.findall(text)
+
+        if len(REGEX_FLOOR.findall(text)) != cap.kept:
+            raise SystemExit(f"{path.name}: the regex floor returns other lines than ours reads")
+        cap.floor, cap.n_floor = floor, calls_for(floor, round_ms / 1000)
+    return cap
 
 
-def time_round(cap: Capture, r: int) -> tuple[float, float]:
-    """One round: a batch of full parses and a batch of ours, the order alternating with ``r``."""
+def time_round(cap: Capture, r: int) -> tuple[float, float, float]:
+    """One round: a batch of full parses, a batch of ours and (large pages) a batch of the regex floor, the order
+    alternating with ``r``; the floor's seconds are ``nan`` for a capture."""
+    t_floor = math.nan
     if r % 2:
         t_ours = batch_time(cap.ours, cap.n_ours)
+        if cap.floor is not None:
+            t_floor = batch_time(cap.floor, cap.n_floor)
         t_full = batch_time(cap.full, cap.n_full)
     else:
         t_full = batch_time(cap.full, cap.n_full)
+        if cap.floor is not None:
+            t_floor = batch_time(cap.floor, cap.n_floor)
         t_ours = batch_time(cap.ours, cap.n_ours)
-    return t_full, t_ours
+    return t_full, t_ours, t_floor
+
+
+def floor_table(rows: list[tuple[str, float, int, float, float]]) -> list[str]:
+    """The large pages' lines: ``(name, MB, kept, ours s, floor s)`` → MB/s of both and ours ÷ floor; the names
+    below :data:`FLOOR_GOAL`."""
+    print(f"{'large page':26} {'MB':>6} {'kept':>6} {'ours MB/s':>10} {'floor MB/s':>10} {'ours/floor':>10}")
+    below: list[str] = []
+    for name, mb, kept, ours, floor in rows:
+        ratio = floor / ours
+        if ratio < FLOOR_GOAL:
+            below.append(name)
+        print(f"{name:26} {mb:6.2f} {kept:6d} {mb / ours:10.0f} {mb / floor:10.0f} {ratio:9.2f}×")
+    return below
 
 
 def main() -> int:
@@ -165,7 +307,9 @@ def main() -> int:
     parser.add_argument(
         "--tolerance", type=float, default=0.10, help="--baseline: allowed slowdown of ours (default 0.10)"
     )
+    parser.add_argument("--no-pages", action="store_true", help="measure the captures only (no large pages)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pages", help=argparse.SUPPRESS)  # a worker: the directory of the generated pages
     args = parser.parse_args()
     global clock
     clock = CLOCKS[args.clock]
@@ -174,9 +318,19 @@ def main() -> int:
         print(f"no captures in {args.directory}", file=sys.stderr)
         return 2
     if args.worker:
-        return worker(paths, args.round_ms)
-    if args.baseline:
-        return compare(args, paths)
+        return worker(paths + (sorted(Path(args.pages).glob("gen-*.prom")) if args.pages else []), args.round_ms)
+    with tempfile.TemporaryDirectory(prefix="advisor-parse-pages-") as tmp:
+        pages = [] if args.no_pages else generate_pages(Path(args.directory), Path(tmp))
+        if not args.no_pages and not pages:
+            print(f"no {CAPTURE_GLOB} capture in {args.directory}: no large pages", file=sys.stderr)
+        args.pages = tmp if pages else None
+        if args.baseline:
+            return compare(args, paths)
+        return measure(args, paths + pages)
+
+
+def measure(args: argparse.Namespace, paths: list[Path]) -> int:
+    """This tree alone: one line per capture and page (ours vs the full parse), then the large pages' MB/s."""
     header = (
         f"{'capture':62} {'lines':>5} {'kept':>5} {'engine':>13} "
         f"{'full µs':>9} {'ours µs':>8} {'cold µs':>8} {'ratio':>6} {'min':>6} {'max':>6}"
@@ -184,6 +338,7 @@ def main() -> int:
     print(header)
     worst = float("inf")
     failed: list[str] = []
+    large: list[tuple[str, float, int, float, float]] = []
     for path in paths:
         cap = prepare(path, args.round_ms)
         if cap is None:
@@ -192,11 +347,17 @@ def main() -> int:
         ratios: list[float] = []
         full_times: list[float] = []
         ours_times: list[float] = []
+        floor_times: list[float] = []
         for r in range(args.rounds):  # interleaved, alternating which side goes first
-            t_full, t_ours = time_round(cap, r)
+            t_full, t_ours, t_floor = time_round(cap, r)
             full_times.append(t_full)
             ours_times.append(t_ours)
+            floor_times.append(t_floor)
             ratios.append(t_full / t_ours)
+        if cap.floor is not None:
+            large.append(
+                (path.stem, cap.megabytes, cap.kept, statistics.median(ours_times), statistics.median(floor_times))
+            )
         ratio = statistics.median(ratios)
         worst = min(worst, ratio)
         if ratio < GOAL:
@@ -212,7 +373,15 @@ def main() -> int:
     print(f"minimum median ratio {worst:.1f}× (goal ≥ {GOAL:g}× on every capture): {verdict}")
     for name in failed:
         print(f"  below goal: {name}")
-    return 0 if not failed else 1
+    below: list[str] = []
+    if large:
+        print()
+        below = floor_table(large)
+        verdict = "FAIL" if below else "PASS"
+        print(f"ours ÷ the regex floor in MB/s (goal ≥ {FLOOR_GOAL:g}× on every large page): {verdict}")
+        for name in below:
+            print(f"  below the floor: {name}")
+    return 0 if not failed and not below else 1
 
 
 # --- --baseline REF ---------------------------------------------------------------------------------------------
@@ -238,12 +407,12 @@ def worker(paths: list[Path], round_ms: float) -> int:
                 "advisor": where,
                 "captures": [
                     {"name": c.path.name, "lines": c.text.count(chr(10)), "kept": c.kept, "engine": c.engine,
-                     "cold": c.cold, "full_samples": c.full_samples}
+                     "cold": c.cold, "full_samples": c.full_samples, "mb": c.megabytes}
                     for c in caps
                 ],
             }  # fmt: skip
         timed = [time_round(c, request["round"]) for c in caps]
-        return {"full": [t[0] for t in timed], "ours": [t[1] for t in timed]}
+        return {"full": [t[0] for t in timed], "ours": [t[1] for t in timed], "floor": [t[2] for t in timed]}
 
     serve(handle)
     return 0
@@ -256,6 +425,7 @@ def compare(args: argparse.Namespace, paths: list[Path]) -> int:
     began = time.perf_counter()
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--round-ms", str(args.round_ms)]
     cmd += ["--clock", args.clock, str(Path(args.directory).resolve())]
+    cmd += ["--pages", args.pages] if args.pages else []
     sides = ("baseline", "current")
     with baseline_tree(args.baseline) as tree:
         workers = {"baseline": Worker("baseline", cmd, tree), "current": Worker("current", cmd, REPO)}
@@ -263,11 +433,13 @@ def compare(args: argparse.Namespace, paths: list[Path]) -> int:
             info = {side: w.ask({"op": "info"}) for side, w in workers.items()}
             full: dict[str, list[list[float]]] = {side: [] for side in sides}
             ours: dict[str, list[list[float]]] = {side: [] for side in sides}
+            floors: dict[str, list[list[float]]] = {side: [] for side in sides}
             for r in range(args.rounds):  # baseline, current, current, baseline, …
                 for side in sides if r % 2 == 0 else sides[::-1]:
                     answer = workers[side].ask({"op": "round", "round": r})
                     full[side].append(answer["full"])
                     ours[side].append(answer["ours"])
+                    floors[side].append(answer.get("floor", [math.nan] * len(answer["ours"])))
         finally:
             for w in workers.values():
                 w.close()
@@ -283,6 +455,7 @@ def compare(args: argparse.Namespace, paths: list[Path]) -> int:
     below_goal: list[str] = []
     meds: list[float] = []
     noise: list[float] = []
+    large: list[tuple[str, float, int, float, float, float]] = []
     for i, cap in enumerate(info["current"]["captures"]):
         base_cap = info["baseline"]["captures"][i]
         o = {side: [round_[i] for round_ in ours[side]] for side in sides}
@@ -292,6 +465,12 @@ def compare(args: argparse.Namespace, paths: list[Path]) -> int:
         speedup = {side: statistics.median(a / b for a, b in zip(f[side], o[side], strict=True)) for side in sides}
         meds.append(med)
         noise.append(full_med)
+        floor_times = [round_[i] for round_ in floors["current"]]
+        if cap["name"].startswith("gen-") and not any(map(math.isnan, floor_times)):
+            large.append(
+                (Path(cap["name"]).stem, cap["mb"], cap["kept"], statistics.median(o["baseline"]),
+                 statistics.median(o["current"]), statistics.median(floor_times))
+            )  # fmt: skip
         if med > 1 + args.tolerance:
             slower.append(cap["name"])
         if speedup["current"] < GOAL:
@@ -316,7 +495,25 @@ def compare(args: argparse.Namespace, paths: list[Path]) -> int:
         print(f"  slower than the baseline: {name}")
     for name in below_goal:
         print(f"  below the ≥ {GOAL:g}× goal: {name}")
-    return 0 if verdict == "PASS" else 1
+    below: list[str] = []
+    if large:
+        print()
+        print(
+            f"{'large page':26} {'MB':>6} {'kept':>6} {'base MB/s':>10} {'cur MB/s':>10} {'floor MB/s':>10} "
+            f"{'cur/floor':>10} {'base/floor':>10}"
+        )
+        for name, mb, kept, base, cur, floor in large:
+            if floor / cur < FLOOR_GOAL:
+                below.append(name)
+            print(
+                f"{name:26} {mb:6.2f} {kept:6d} {mb / base:10.0f} {mb / cur:10.0f} {mb / floor:10.0f} "
+                f"{floor / cur:9.2f}× {floor / base:9.2f}×"
+            )
+        print(f"current ÷ the regex floor in MB/s (goal ≥ {FLOOR_GOAL:g}× on every large page): "
+              f"{'FAIL' if below else 'PASS'}")  # fmt: skip
+        for name in below:
+            print(f"  below the floor: {name}")
+    return 0 if verdict == "PASS" and not below else 1
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
 from advisor.engines.base import EngineAdapter
@@ -246,17 +246,43 @@ def sanitize(snap: EngineSnapshot, names: Mapping[str, Sequence[str]] | None = N
     return dataclasses.replace(snap, **changes)  # type: ignore[arg-type]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class EngineWants:
+    """An adapter's ``wants``, equal (and hashed alike) for every adapter of one class and engine id.
+
+    An adapter's answer depends only on its class (the engine's name table), never on the instance, so the
+    selective parser (:mod:`advisor.sources.selective_parser`), which keys its scan plan by the ``keep``
+    predicate, holds one plan per engine however many deployments — each with its own adapter — parse with
+    ``keep=adapter.wants``. (A bound method is a key per adapter instance: beyond the parser's 64 cached plans
+    every parse rebuilt its plan and scanned twice, issue 15.)
+
+    Attributes:
+        kind: the wrapped adapter's class.
+        engine: its engine id (``"vllm"``).
+        ask: the wrapped adapter's own ``wants`` (not compared).
+    """
+
+    kind: type
+    engine: str
+    ask: Callable[[str], bool] = dataclasses.field(compare=False, hash=False, repr=False)
+
+    def __call__(self, sample_name: str) -> bool:
+        """Whether the adapter reads samples of this name."""
+        return self.ask(sample_name)
+
+
 class SanitizedAdapter:
-    """Wraps an adapter so that every snapshot it returns has passed :func:`sanitize`."""
+    """Wraps an adapter so that every snapshot it returns has passed :func:`sanitize`.
+
+    Attributes:
+        wants: the wrapped adapter's ``wants`` as an :class:`EngineWants` (equal across adapters of one engine).
+    """
 
     def __init__(self, inner: EngineAdapter) -> None:
         """``inner``: the engine's own adapter."""
         self.inner = inner
         self.engine = inner.engine
-
-    def wants(self, sample_name: str) -> bool:
-        """As the wrapped adapter."""
-        return self.inner.wants(sample_name)
+        self.wants: Callable[[str], bool] = EngineWants(type(inner), inner.engine, inner.wants)
 
     def models(self, exposition: Exposition) -> list[str]:
         """As the wrapped adapter."""

@@ -180,6 +180,13 @@ _HYBRID_MARKERS: Final = ("mamba_page_size_padded", "mamba_block_size", "sliding
 ``mamba_page_size_padded`` (0.11+: the Mamba state page the attention block is raised to fit),
 ``mamba_block_size`` (0.20+), ``sliding_window`` (sliding-window attention layers)."""
 _PROCESS_START: Final = "process_start_time_seconds"
+LORA_REQUESTS_INFO: Final = "vllm:lora_requests_info"
+"""Not read (:meth:`VLLMAdapter.wants` rejects it): a gauge (value: unix time of its last update, V0 and V1
+0.7 → 0.33, only with ``--enable-lora``; ``vllm/v1/metrics/loggers.py``) labelled :data:`LORA_INFO_LABELS`. Each
+combination of running and waiting adapters becomes a series that stays on the page (vllm-project/vllm PR
+#11117 shows two), so a LoRA server's page can carry thousands of them; ``bench/parse.py`` builds such a page."""
+LORA_INFO_LABELS: Final = ("max_lora", "running_lora_adapters", "waiting_lora_adapters")
+""":data:`LORA_REQUESTS_INFO`'s labels: ``--max-loras``, and the adapter names as comma-separated lists."""
 
 WANTED_SAMPLE_NAMES: Final = wanted_names(NAME_TABLE)
 """Every sample name the adapter reads (histograms as ``_bucket``, ``_count``, ``_sum``)."""
