@@ -790,12 +790,24 @@ class Replica(ReferenceReplica):
 
     def sync(self) -> None:
         """Bring every cohort member's ``computed``, ``generated``, ``blocks``, ``last_token`` and ``itl_max``
-        up to date and dissolve the cohort (members rejoin after their next step). Call between steps."""
+        up to date (they stay in the cohort, counted from now). Call between steps; the fields are read-only
+        while the cohort holds the request."""
         if not self._nl:
             return
         steps = self.steps
         for _, _, req in self._heap:
             self._materialize(req, steps)
+            req._c0 = req.computed
+            req._g0 = req.generated
+            req._t0 = steps
+        self._secs.clear()
+        self._secs_base = steps
+
+    def _dissolve(self) -> None:
+        """:meth:`sync`, then every running request is outside the cohort (before the reference rules run)."""
+        if not self._nl:
+            return
+        self.sync()
         self._drop_cohort()
         self._indiv = list(self._run)
 
@@ -875,7 +887,7 @@ class Replica(ReferenceReplica):
             self.sync()
 
     def _slow_step(self) -> None:
-        self.sync()
+        self._dissolve()
         ReferenceReplica.step(self)
         self._secs.clear()  # no cohort member spans this step
         self._secs_base = self.steps
@@ -894,9 +906,104 @@ class Replica(ReferenceReplica):
     def step(self) -> None:
         """Schedule, run and apply one engine step starting at :attr:`now` (as :meth:`ReferenceReplica.step`)."""
         run = self._run
-        if not run or self._speculates(len(run)):
+        cfg = self.config
+        spec = cfg.speculative
+        if not run or (
+            spec is not None and (spec.disable_by_batch_size is None or len(run) <= spec.disable_by_batch_size)
+        ):
             self._slow_step()
             return
+        if not self._indiv and (not self.waiting or len(run) >= cfg.max_num_seqs) and self._cohort_step():
+            return
+        self._mixed_step()
+
+    def _cohort_step(self) -> bool:
+        """A step of the cohort alone (every running request in it, none admitted): O(1) plus its finishers.
+        False, with nothing changed, when the step needs the reference rules (budget cap, preemption)."""
+        cfg = self.config
+        nl = self._nl
+        steps = self.steps
+        need = self._phase[-steps % cfg.block_size]
+        free = self.free_blocks - need
+        if nl > cfg.max_num_batched_tokens or free < 0:
+            return False
+        start = self.now
+        if start > self._last_account:
+            self._account(start)
+        self.free_blocks = free
+        sc = self._sc
+        kv = sc + nl
+        cost = cfg.cost
+        # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
+        memory = cost.weights_seconds + cost.kv_seconds_per_token * kv
+        compute = (
+            cost.matmul_seconds_per_token * nl
+            + cost.lm_head_seconds_per_sample * nl
+            + cost.attention_seconds_per_pair * float(kv)
+        )
+        seconds = (memory if memory > compute else compute) + cost.comm_fixed_seconds + cost.comm_seconds_per_token * nl
+        end = start + seconds
+        usable = self.usable_blocks
+        usage = 1.0 - free / usable if usable > 0 else 0.0
+        if usage > self.peak_usage:
+            self.peak_usage = usage
+        dt = end - start  # _account(end): the last account was at `start`
+        if dt > 0:
+            self.usage_seconds += usage * dt
+            self.running_seconds += nl * dt
+            self._last_account = end
+        self.now = end
+        self.steps = steps + 1
+        self.busy_seconds += seconds
+        self._secs.append(seconds)
+        self._sc = sc + nl
+        observers = self.observers
+        for o in observers:
+            o.on_itl(seconds, nl)
+        heap = self._heap
+        if heap and heap[0][0] == steps:
+            self._in_step = True
+            run = self._run
+            done = self._pop_finishers(steps)
+            if len(done) > 1:
+                done.sort(key=run.index)
+            for req in done:
+                self._free(req)
+                run.remove(req)
+                req.finished = end
+                if not req.finish_reason:
+                    req.finish_reason = "stop"
+                self.finished += 1
+                for o in observers:
+                    o.on_finished(req, end)
+            self._in_step = False
+        self.generation_tokens += nl
+        for o in observers:
+            o.on_step(end, nl, 0, nl)
+        return True
+
+    def _pop_finishers(self, steps: int) -> list[SimRequest]:
+        """Cohort members emitting their last token in step ``steps`` (just run), out of the cohort and current."""
+        heap = self._heap
+        phase = self._phase
+        bs = self.config.block_size
+        done: list[SimRequest] = []
+        while heap and heap[0][0] == steps:
+            req = heapq.heappop(heap)[2]
+            self._nl -= 1
+            phase[(req._c0 - req._t0) % bs] -= 1
+            self._materialize(req, steps + 1)
+            self._sc -= req.computed
+            done.append(req)
+        if len(self._secs) > 8192 and heap:
+            low = min(e[2]._t0 for e in heap)
+            del self._secs[: low - self._secs_base]
+            self._secs_base = low
+        return done
+
+    def _mixed_step(self) -> None:
+        """A step with requests outside the cohort (prefill chunks, admissions, …)."""
+        run = self._run
         cfg = self.config
         bs = cfg.block_size
         start = self.now
@@ -929,7 +1036,8 @@ class Replica(ReferenceReplica):
         self._in_step = True
         sched_req = list(ind)
         sched_n = ind_n
-        self._admit_fast(start, cfg.max_num_batched_tokens - tokens, sched_req, sched_n)
+        if self.waiting and len(run) < cfg.max_num_seqs:
+            self._admit_fast(start, cfg.max_num_batched_tokens - tokens, sched_req, sched_n)
         # 3. the step's cost: the cohort's decodes (c + 1 KV entries and pairs each, one sample each), then the rest
         sc = self._sc
         kv_tokens = sc + nl
@@ -996,19 +1104,7 @@ class Replica(ReferenceReplica):
                 o.on_itl(seconds, same_gap)
         if nl:
             self._sc = sc + nl
-            heap = self._heap
-            phase = self._phase
-            while heap and heap[0][0] == steps:
-                req = heapq.heappop(heap)[2]
-                self._nl -= 1
-                phase[(req._c0 - req._t0) % bs] -= 1
-                self._materialize(req, steps + 1)
-                self._sc -= req.computed
-                done.append(req)
-            if len(self._secs) > 8192 and heap:
-                low = min(e[2]._t0 for e in heap)
-                del self._secs[: low - self._secs_base]
-                self._secs_base = low
+            done += self._pop_finishers(steps)
         if len(done) > 1:
             done.sort(key=run.index)
         keep: list[SimRequest] = []
