@@ -1109,7 +1109,7 @@ class Replica(ReferenceReplica):
             done.sort(key=run.index)
         keep: list[SimRequest] = []
         for req in sched_req:
-            if req.generated >= req.output_tokens:
+            if req.last_token == end and req.generated >= req.output_tokens:
                 continue  # finishing now
             if self._joinable(req):
                 self._join(req)

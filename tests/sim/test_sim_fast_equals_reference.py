@@ -313,3 +313,73 @@ def small_engines(draw: st.DrawFn) -> tuple[EngineConfig, TrafficProfile, int]:
 def test_random_small_engines_agree(case: tuple[EngineConfig, TrafficProfile, int]) -> None:
     config, profile, seed = case
     assert_paths_agree(config, profile, duration=8.0, seed=seed, scrapes=3)
+
+
+def drive(kind: type[ReferenceReplica], config: EngineConfig, reqs: list[tuple[float, int, int]]) -> dict[str, Any]:
+    """Requests (arrival, prompt, output) added to one replica by hand, reading ``running`` from ``on_step``."""
+    replica = kind(config, seed=5)
+    trace = Trace()
+    held: list[list[tuple[int, int, int, int]]] = []
+
+    class Watch(Trace):
+        def on_step(self, now: float, tokens: int, prefill_tokens: int, decode_tokens: int) -> None:
+            held.append([(q.id, q.blocks, q.computed, q.generated) for q in replica.running])
+
+    replica.observers += [trace, Watch()]
+    requests = [SimRequest(i, t, p, o) for i, (t, p, o) in enumerate(reqs)]
+    for q in requests:
+        replica.run_until(q.arrival)
+        replica.add(q)
+    replica.run_until(1e9)
+    return {
+        "requests": [[getattr(q, f) for f in REQUEST_FIELDS] for q in requests],
+        "replica": {f: getattr(replica, f) for f in REPLICA_FIELDS},
+        "observed": trace.events,
+        "held": held,
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "reqs"),
+    [
+        # two requests that cannot share the pool: preemption by recompute, the newest first
+        (dataclasses.replace(llama_engine(), kv_cache_blocks=101), [(0.0, 600, 500), (0.0, 600, 500)]),
+        # outputs of 0 and 1 tokens, a long prefill chunked behind a small budget, several finishing at once
+        (
+            dataclasses.replace(llama_engine(), max_num_batched_tokens=64, block_size=4),
+            [
+                (0.0, 250, 3),
+                (0.0, 100, 0),
+                (0.0, 10, 1),
+                (0.0, 10, 0),
+                (0.01, 7, 3),
+                (0.01, 7, 4),
+                (0.02, 300, 40),
+                (0.5, 5, 2),
+            ],
+        ),
+        # speculation switched off above 2 running sequences: requests leave and join the cohort
+        (
+            dataclasses.replace(llama_engine(), speculative=Speculative(acceptance_rate=0.8, disable_by_batch_size=2)),
+            [(0.0, 100, 60), (0.0, 90, 20), (0.0, 80, 45), (0.05, 70, 30), (0.3, 60, 90)],
+        ),
+    ],
+    ids=["preemption", "tiny-outputs-small-budget", "speculation-toggles"],
+)
+def test_a_replica_driven_by_hand_equals_the_reference(
+    config: EngineConfig, reqs: list[tuple[float, int, int]]
+) -> None:
+    ref = drive(ReferenceReplica, config, reqs)
+    fast = drive(Replica, config, reqs)
+    assert_same(ref, fast)
+
+
+def test_lognormal_lengths_draw_what_they_drew_before_the_speed_up() -> None:
+    import random
+
+    lengths = LognormalLengths(1500, 0.5, 300, 0.0)
+    a, b = random.Random(3), random.Random(3)
+    for _ in range(200):
+        sigma2 = math.log1p(0.5 * 0.5)
+        p = round(a.lognormvariate(math.log(1500) - sigma2 / 2, math.sqrt(sigma2)))
+        assert lengths.draw(b) == (max(1, p), 300)
