@@ -116,27 +116,35 @@ class Fleet:
             return r
         return min(self.replicas, key=lambda r: r.load())
 
-    def _run_until(self, r: ReferenceReplica, t: float) -> None:
+    @staticmethod
+    def _run_until(r: ReferenceReplica, t: float, sync: bool) -> None:
         if isinstance(r, Replica):
-            r.run_until(t, sync=False)
+            r.run_until(t, sync=sync)
         else:
             r.run_until(t)
 
-    def advance(self, t: float, *, arrivals: bool = True) -> None:
+    def advance(self, t: float, *, arrivals: bool = True, sync: bool = True) -> None:
         """Route every arrival before ``t`` (unless ``arrivals`` is False) and run every step that starts
-        before ``t``. Every request's fields are current when it returns."""
+        before ``t``. Every request's fields are current when it returns, unless ``sync`` is False (then call
+        :meth:`sync` before reading a running request's fields)."""
         while arrivals and self._next is not None and self._next.time < t:
             a = self._next
             for r in self.replicas:
-                self._run_until(r, a.time)
+                self._run_until(r, a.time, False)
             req = SimRequest(self.arrived, a.time, a.prompt_tokens, a.output_tokens)
             self.arrived += 1
             self.requests.append(req)
             self._route().add(req)
             self._next = next(self._arrivals, None)
         for r in self.replicas:
-            r.run_until(t)  # syncs a fast replica's running requests
+            self._run_until(r, t, sync)
         self.now = max(self.now, t)
+
+    def sync(self) -> None:
+        """Bring every running request's fields up to date (:meth:`advance` does unless told not to)."""
+        for r in self.replicas:
+            if isinstance(r, Replica):
+                r.sync()
 
     @property
     def busy(self) -> bool:
@@ -264,7 +272,7 @@ def simulate(
     fleet = Fleet(config, profile, replicas=replicas, router=router, seed=seed, observers=make, reference=reference)
     chunks = 100
     for c in range(1, chunks + 1):
-        fleet.advance(duration * c / chunks)
+        fleet.advance(duration * c / chunks, sync=False)
         if progress is not None:
             progress(c / chunks)
     usage_integral = sum(r.usage_seconds for r in fleet.replicas)
@@ -275,7 +283,8 @@ def simulate(
     t = duration
     while fleet.busy and t < duration + drain:
         t = min(duration + drain, t + max(1.0, drain / 100))
-        fleet.advance(t, arrivals=False)
+        fleet.advance(t, arrivals=False, sync=False)
+    fleet.sync()
     measured = [r for r in fleet.requests if warmup <= r.arrival < duration and r.finish_reason != "rejected"]
     finished = [r for r in measured if r.finished >= 0 and r.finish_reason != "abort"]
     good = [r for r in finished if r.ttft <= slo_ttft_seconds and r.tpot <= slo_tpot_seconds]
