@@ -46,6 +46,12 @@ on an H100, 256 sequences of ≈ 200 tokens: no gain) — or speculation is disa
 contexts the roofline keeps a gain at large batches (the KV is read once for ``k + 1`` tokens), as MagicDec
 (Chen et al., 2024) reports.
 
+Two implementations of these rules (issue 15): :class:`ReferenceReplica` is the original loop that touches every
+running request on every step, kept unchanged as the oracle; :class:`Replica` (the default everywhere) holds the
+requests that are simply decoding as an aggregate *decode cohort* and runs the reference's own ``step`` whenever a
+step needs a budget cap, a preemption or speculation. ``tests/sim/test_sim_fast_equals_reference.py`` requires
+both to give the same requests, counters, observer calls and ``/metrics`` within 1e-9 relative.
+
 Time is in seconds from the replica's start (``float``); tokens are ``int``.
 """
 
