@@ -756,6 +756,21 @@ class Replica(ReferenceReplica):
         """Durations of steps ``_secs_base …`` (for a cohort member's largest gap, ``itl_max``)."""
         self._secs_base = 0
         self._in_step = False
+        spec = config.speculative
+        self._spec_upto = (
+            -1 if spec is None else spec.disable_by_batch_size if spec.disable_by_batch_size is not None else 1 << 62
+        )
+        """Speculation runs while at most this many sequences run (−1: never)."""
+        c = config.cost
+        self._coef = (
+            c.weights_seconds,
+            c.kv_seconds_per_token,
+            c.matmul_seconds_per_token,
+            c.lm_head_seconds_per_sample,
+            c.attention_seconds_per_pair,
+            c.comm_fixed_seconds,
+            c.comm_seconds_per_token,
+        )
         super().__init__(config, seed=seed, observers=observers, name=name)
 
     # --- state ---------------------------------------------------------------------------------------------
@@ -862,8 +877,7 @@ class Replica(ReferenceReplica):
         heapq.heappush(self._heap, (steps + req.output_tokens - req.generated - 1, self._pushes, req))
 
     def _speculates(self, running: int) -> bool:
-        spec = self.config.speculative
-        return spec is not None and (spec.disable_by_batch_size is None or running <= spec.disable_by_batch_size)
+        return running <= self._spec_upto
 
     # --- driving -------------------------------------------------------------------------------------------
     def add(self, req: SimRequest) -> None:
@@ -912,14 +926,10 @@ class Replica(ReferenceReplica):
     def step(self) -> None:
         """Schedule, run and apply one engine step starting at :attr:`now` (as :meth:`ReferenceReplica.step`)."""
         run = self._run
-        cfg = self.config
-        spec = cfg.speculative
-        if not run or (
-            spec is not None and (spec.disable_by_batch_size is None or len(run) <= spec.disable_by_batch_size)
-        ):
+        if not run or len(run) <= self._spec_upto:
             self._slow_step()
             return
-        if not self._indiv and (not self.waiting or len(run) >= cfg.max_num_seqs) and self._cohort_step():
+        if not self._indiv and (not self.waiting or len(run) >= self.config.max_num_seqs) and self._cohort_step():
             return
         self._mixed_step()
 
@@ -939,15 +949,11 @@ class Replica(ReferenceReplica):
         self.free_blocks = free
         sc = self._sc
         kv = sc + nl
-        cost = cfg.cost
+        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token = self._coef
         # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
-        memory = cost.weights_seconds + cost.kv_seconds_per_token * kv
-        compute = (
-            cost.matmul_seconds_per_token * nl
-            + cost.lm_head_seconds_per_sample * nl
-            + cost.attention_seconds_per_pair * float(kv)
-        )
-        seconds = (memory if memory > compute else compute) + cost.comm_fixed_seconds + cost.comm_seconds_per_token * nl
+        memory = weights + per_kv * kv
+        compute = per_token * nl + per_sample * nl + per_pair * float(kv)
+        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl
         end = start + seconds
         usable = self.usable_blocks
         usage = 1.0 - free / usable if usable > 0 else 0.0
