@@ -705,9 +705,9 @@ class ReferenceReplica:
 
 
 class Replica(ReferenceReplica):
-    """One engine replica, the fast code path (issue 15): the same steps, counters and timestamps as
-    :class:`ReferenceReplica` (equal within float rounding of sums; the equivalence test asserts 1e-9
-    relative), without touching every running request on every step.
+    """One engine replica, the fast code path (issue 15): the same steps, counters, timestamps and observer calls
+    as :class:`ReferenceReplica` (the same float operations in the same order: bit for bit in every case the
+    equivalence test runs, which asserts 1e-9 relative), without touching every running request on every step.
 
     **The decode cohort.** A running request that emitted a token in the last step, has KV for all but that
     token (``computed = length − 1``), holds exactly ``ceil(computed ÷ block_size)`` private blocks and is not
@@ -722,8 +722,8 @@ class Replica(ReferenceReplica):
     ``itl_max``) are brought up to date when it finishes and by :meth:`sync`.
 
     **Fallback.** A step that would cap a request by the token budget, preempt (too few free blocks for the
-    running requests), speculate (``k > 0``), or admit into an empty batch runs
-    :meth:`ReferenceReplica.step` itself after :meth:`sync`, so those rules exist once.
+    running requests), speculate (``k > 0``), or admit into an empty batch dissolves the cohort (its members
+    brought up to date) and runs :meth:`ReferenceReplica.step` itself, so those rules exist once.
 
     **Reading state.** :attr:`running` syncs before it answers, so its requests' fields are current whenever
     it is read between steps or from ``on_step``; the counters (``free_blocks``, ``steps``, ``now``, …) are
