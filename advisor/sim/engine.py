@@ -46,11 +46,18 @@ on an H100, 256 sequences of ≈ 200 tokens: no gain) — or speculation is disa
 contexts the roofline keeps a gain at large batches (the KV is read once for ``k + 1`` tokens), as MagicDec
 (Chen et al., 2024) reports.
 
+Two implementations of these rules (issue 15): :class:`ReferenceReplica` is the original loop that touches every
+running request on every step, kept unchanged as the oracle; :class:`Replica` (the default everywhere) holds the
+requests that are simply decoding as an aggregate *decode cohort* and runs the reference's own ``step`` whenever a
+step needs a budget cap, a preemption or speculation. ``tests/sim/test_sim_fast_equals_reference.py`` requires
+both to give the same requests, counters, observer calls and ``/metrics`` within 1e-9 relative.
+
 Time is in seconds from the replica's start (``float``); tokens are ``int``.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections import deque
@@ -65,6 +72,8 @@ from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_s
 __all__ = [
     "EngineConfig",
     "PrefixCaching",
+    "ReferenceReplica",
+    "Replica",
     "ReplicaObserver",
     "SimRequest",
     "Speculative",
@@ -259,6 +268,9 @@ class SimRequest:
     """
 
     __slots__ = (
+        "_c0",
+        "_g0",
+        "_t0",
         "arrival",
         "blocks",
         "cached_tokens",
@@ -294,6 +306,10 @@ class SimRequest:
         self.itl_max = 0.0
         self.preemptions = 0
         self.finish_reason = ""
+        # while in a fast Replica's decode cohort: computed, generated and step count when it joined
+        self._c0 = 0
+        self._g0 = 0
+        self._t0 = 0
 
     @property
     def ttft(self) -> float:
@@ -345,8 +361,11 @@ class ReplicaObserver(Protocol):
         accepted, ``accepted_per_pos[i]`` of them at draft position ``i``."""
 
 
-class Replica:
-    """One engine replica; drive it with :meth:`add` and :meth:`run_until` (see the module docstring)."""
+class ReferenceReplica:
+    """One engine replica, every request touched on every step: the pre-speed-up code path (issue 15), kept
+    unchanged as the oracle :class:`Replica` must equal (``tests/sim/test_sim_fast_equals_reference.py``) and
+    for :func:`advisor.sim.fleet.simulate` ``(reference=True)``. Drive it with :meth:`add` and
+    :meth:`run_until` (see the module docstring)."""
 
     def __init__(
         self,
@@ -683,3 +702,485 @@ class Replica:
             o.on_step(end, tokens, prefill_tokens, emitted_total)
             if drafts:
                 o.on_spec(drafts, draft_tokens, accepted_total, per_pos)
+
+
+class Replica(ReferenceReplica):
+    """One engine replica, the fast code path (issue 15): the same steps, counters, timestamps and observer calls
+    as :class:`ReferenceReplica` (the same float operations in the same order: bit for bit in every case the
+    equivalence test runs, which asserts 1e-9 relative), without touching every running request on every step.
+
+    **The decode cohort.** A running request that emitted a token in the last step, has KV for all but that
+    token (``computed = length − 1``), holds exactly ``ceil(computed ÷ block_size)`` private blocks and is not
+    finished does the same thing in every following step without speculation, as long as every running
+    request is scheduled and no block is short: it is scheduled for 1 token, allocates a block when
+    ``computed`` is a multiple of ``block_size``, samples, emits one token after a gap equal to the step's
+    duration, and finishes when ``generated`` reaches ``output_tokens``. Such requests join the *cohort*,
+    kept as aggregates: their number, the sum of their ``computed``, how many of them sit at each block phase
+    (``(computed − step) mod block_size``), and a heap of the step at which each one finishes. A step then
+    costs O(1) for the cohort plus O(1) per other request ("individuals": prefill chunks, new admissions,
+    finishers). A cohort member's own fields (``computed``, ``generated``, ``blocks``, ``last_token``,
+    ``itl_max``) are brought up to date when it finishes and by :meth:`sync`.
+
+    **Fallback.** A step that would cap a request by the token budget, preempt (too few free blocks for the
+    running requests), speculate (``k > 0``), or admit into an empty batch dissolves the cohort (its members
+    brought up to date) and runs :meth:`ReferenceReplica.step` itself, so those rules exist once.
+
+    **Reading state.** :attr:`running` syncs before it answers, so its requests' fields are current whenever
+    it is read between steps or from ``on_step``; the counters (``free_blocks``, ``steps``, ``now``, …) are
+    always current. Inside a step (``on_admitted``, ``on_first_token``, ``on_itl``, ``on_finished``) other
+    cohort members' fields may lag by the steps since their last sync. :meth:`run_until` syncs before it
+    returns unless told not to.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        seed: int | str = 0,
+        observers: Sequence[ReplicaObserver] = (),
+        name: str = "replica-0",
+    ) -> None:
+        self._run: list[SimRequest] = []
+        self._indiv: list[SimRequest] = []
+        """Running requests outside the cohort, in running order."""
+        self._nl = 0
+        """Cohort size."""
+        self._sc = 0
+        """Sum of the cohort's ``computed`` tokens (current)."""
+        self._phase = [0] * config.block_size
+        """Cohort members by ``(computed_at_join − step_at_join) mod block_size``."""
+        self._heap: list[tuple[int, int, SimRequest]] = []
+        """(step index at which it emits its last token, tie-breaker, request) per cohort member."""
+        self._pushes = 0
+        self._secs: list[float] = []
+        """Durations of steps ``_secs_base …`` (for a cohort member's largest gap, ``itl_max``)."""
+        self._secs_base = 0
+        self._in_step = False
+        spec = config.speculative
+        self._spec_upto = (
+            -1 if spec is None else spec.disable_by_batch_size if spec.disable_by_batch_size is not None else 1 << 62
+        )
+        """Speculation runs while at most this many sequences run (−1: never)."""
+        c = config.cost
+        self._coef = (
+            c.weights_seconds,
+            c.kv_seconds_per_token,
+            c.matmul_seconds_per_token,
+            c.lm_head_seconds_per_sample,
+            c.attention_seconds_per_pair,
+            c.comm_fixed_seconds,
+            c.comm_seconds_per_token,
+        )
+        super().__init__(config, seed=seed, observers=observers, name=name)
+
+    # --- state ---------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> list[SimRequest]:
+        """The running batch, oldest first, every request's fields current (syncs the cohort first)."""
+        if self._nl and not self._in_step:
+            self.sync()
+        return self._run
+
+    @running.setter
+    def running(self, value: list[SimRequest]) -> None:
+        if self._nl:
+            self._drop_cohort()
+        self._run = value
+        self._indiv = list(value)
+
+    @property
+    def num_running(self) -> int:
+        """Requests in the running batch."""
+        return len(self._run)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether anything is waiting or running."""
+        return bool(self._run or self.waiting)
+
+    def load(self) -> int:
+        """Requests in the replica (running + waiting): the least-loaded router's measure."""
+        return len(self._run) + len(self.waiting)
+
+    def _account(self, t: float) -> None:
+        dt = t - self._last_account
+        if dt > 0:
+            self.usage_seconds += self.kv_usage * dt
+            self.running_seconds += len(self._run) * dt
+            self._last_account = t
+
+    def sync(self) -> None:
+        """Bring every cohort member's ``computed``, ``generated``, ``blocks``, ``last_token`` and ``itl_max``
+        up to date (they stay in the cohort, counted from now). Call between steps; the fields are read-only
+        while the cohort holds the request."""
+        if not self._nl:
+            return
+        steps = self.steps
+        for _, _, req in self._heap:
+            self._materialize(req, steps)
+            req._c0 = req.computed
+            req._g0 = req.generated
+            req._t0 = steps
+        self._secs.clear()
+        self._secs_base = steps
+
+    def _dissolve(self) -> None:
+        """:meth:`sync`, then every running request is outside the cohort (before the reference rules run)."""
+        if not self._nl:
+            return
+        self.sync()
+        self._drop_cohort()
+        self._indiv = list(self._run)
+
+    def _drop_cohort(self) -> None:
+        self._heap.clear()
+        self._nl = 0
+        self._sc = 0
+        self._phase = [0] * self.config.block_size
+        self._secs.clear()
+        self._secs_base = self.steps
+
+    def _materialize(self, req: SimRequest, steps: int) -> None:
+        """``req``'s fields after ``steps`` steps (it was in each since joining; ``now`` is the last's end)."""
+        m = steps - req._t0
+        if m <= 0:
+            return
+        c = req._c0 + m
+        req.computed = c
+        req.generated = req._g0 + m
+        req.blocks = -(-c // self.config.block_size) - req.shared_blocks
+        req.last_token = self.now
+        base = self._secs_base
+        gap = max(self._secs[req._t0 - base : steps - base])
+        if gap > req.itl_max:
+            req.itl_max = gap
+
+    def _joinable(self, req: SimRequest) -> bool:
+        c = req.computed
+        return (
+            req.last_token == self.now
+            and c == req.prompt_tokens + req.generated - 1
+            and req.generated < req.output_tokens
+            and req.blocks == -(-c // self.config.block_size) - req.shared_blocks
+        )
+
+    def _join(self, req: SimRequest) -> None:
+        c = req.computed
+        steps = self.steps
+        req._c0 = c
+        req._g0 = req.generated
+        req._t0 = steps
+        self._phase[(c - steps) % self.config.block_size] += 1
+        self._nl += 1
+        self._sc += c
+        self._pushes += 1
+        heapq.heappush(self._heap, (steps + req.output_tokens - req.generated - 1, self._pushes, req))
+
+    def _speculates(self, running: int) -> bool:
+        return running <= self._spec_upto
+
+    # --- driving -------------------------------------------------------------------------------------------
+    def add(self, req: SimRequest) -> None:
+        """As :meth:`ReferenceReplica.add`."""
+        max_len = self.config.max_model_len
+        if req.prompt_tokens >= max_len:
+            req.finish_reason = "rejected"
+            self.rejected += 1
+            return
+        if req.prompt_tokens + req.output_tokens > max_len:
+            req.output_tokens = max_len - req.prompt_tokens
+            req.finish_reason = "length"
+        if not self._run and not self.waiting and self.now < req.arrival:
+            self._account(req.arrival)
+            self.now = req.arrival
+        self.waiting.append(req)
+
+    def run_until(self, t: float, *, sync: bool = True) -> None:
+        """As :meth:`ReferenceReplica.run_until`; then :meth:`sync` unless ``sync`` is False (a caller that
+        reads no request's fields before the next call, such as :meth:`Fleet.advance` between arrivals)."""
+        while self.now < t and (self._run or self.waiting):
+            self.step()
+        if self.now < t:
+            self._account(t)
+            self.now = t
+        if sync:
+            self.sync()
+
+    def _slow_step(self) -> None:
+        self._dissolve()
+        ReferenceReplica.step(self)
+        self._secs.clear()  # no cohort member spans this step
+        self._secs_base = self.steps
+        run = self._run
+        if self._speculates(len(run)):
+            self._indiv = list(run)
+            return
+        keep: list[SimRequest] = []
+        for req in run:
+            if self._joinable(req):
+                self._join(req)
+            else:
+                keep.append(req)
+        self._indiv = keep
+
+    def step(self) -> None:
+        """Schedule, run and apply one engine step starting at :attr:`now` (as :meth:`ReferenceReplica.step`)."""
+        run = self._run
+        if not run or len(run) <= self._spec_upto:
+            self._slow_step()
+            return
+        if not self._indiv and (not self.waiting or len(run) >= self.config.max_num_seqs) and self._cohort_step():
+            return
+        self._mixed_step()
+
+    def _cohort_step(self) -> bool:
+        """A step of the cohort alone (every running request in it, none admitted): O(1) plus its finishers.
+        False, with nothing changed, when the step needs the reference rules (budget cap, preemption)."""
+        cfg = self.config
+        nl = self._nl
+        steps = self.steps
+        need = self._phase[-steps % cfg.block_size]
+        free = self.free_blocks - need
+        if nl > cfg.max_num_batched_tokens or free < 0:
+            return False
+        start = self.now
+        if start > self._last_account:
+            self._account(start)
+        self.free_blocks = free
+        sc = self._sc
+        kv = sc + nl
+        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token = self._coef
+        # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
+        memory = weights + per_kv * kv
+        compute = per_token * nl + per_sample * nl + per_pair * float(kv)
+        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl
+        end = start + seconds
+        usable = self.usable_blocks
+        usage = 1.0 - free / usable if usable > 0 else 0.0
+        if usage > self.peak_usage:
+            self.peak_usage = usage
+        dt = end - start  # _account(end): the last account was at `start`
+        if dt > 0:
+            self.usage_seconds += usage * dt
+            self.running_seconds += nl * dt
+            self._last_account = end
+        self.now = end
+        self.steps = steps + 1
+        self.busy_seconds += seconds
+        self._secs.append(seconds)
+        self._sc = sc + nl
+        observers = self.observers
+        for o in observers:
+            o.on_itl(seconds, nl)
+        heap = self._heap
+        if heap and heap[0][0] == steps:
+            self._in_step = True
+            run = self._run
+            done = self._pop_finishers(steps)
+            if len(done) > 1:
+                done.sort(key=run.index)
+            for req in done:
+                self._free(req)
+                run.remove(req)
+                req.finished = end
+                if not req.finish_reason:
+                    req.finish_reason = "stop"
+                self.finished += 1
+                for o in observers:
+                    o.on_finished(req, end)
+            self._in_step = False
+        self.generation_tokens += nl
+        for o in observers:
+            o.on_step(end, nl, 0, nl)
+        return True
+
+    def _pop_finishers(self, steps: int) -> list[SimRequest]:
+        """Cohort members emitting their last token in step ``steps`` (just run), out of the cohort and current."""
+        heap = self._heap
+        phase = self._phase
+        bs = self.config.block_size
+        done: list[SimRequest] = []
+        while heap and heap[0][0] == steps:
+            req = heapq.heappop(heap)[2]
+            self._nl -= 1
+            phase[(req._c0 - req._t0) % bs] -= 1
+            self._materialize(req, steps + 1)
+            self._sc -= req.computed
+            done.append(req)
+        if len(self._secs) > 8192 and heap:
+            low = min(e[2]._t0 for e in heap)
+            del self._secs[: low - self._secs_base]
+            self._secs_base = low
+        return done
+
+    def _mixed_step(self) -> None:
+        """A step with requests outside the cohort (prefill chunks, admissions, …)."""
+        run = self._run
+        cfg = self.config
+        bs = cfg.block_size
+        start = self.now
+        self._account(start)
+        steps = self.steps
+        nl = self._nl
+        # 1. running requests: the cohort asks 1 token each, and a block each for those at a block boundary
+        need = self._phase[-steps % bs] if nl else 0
+        tokens = nl
+        ind = self._indiv
+        ind_n: list[int] = []
+        ind_need: list[int] = []
+        for req in ind:
+            c = req.computed
+            n = req.prompt_tokens + req.generated - c
+            d = -(-(c + n) // bs) - req.shared_blocks - req.blocks
+            ind_n.append(n)
+            ind_need.append(d)
+            tokens += n
+            if d > 0:
+                need += d
+        if tokens > cfg.max_num_batched_tokens or need > self.free_blocks:
+            self._slow_step()  # a budget cap or a preemption: the reference rules, request by request
+            return
+        self.free_blocks -= need
+        for req, d in zip(ind, ind_need, strict=True):
+            if d > 0:
+                req.blocks += d
+        # 2. waiting requests (nothing was preempted)
+        self._in_step = True
+        sched_req = list(ind)
+        sched_n = ind_n
+        if self.waiting and len(run) < cfg.max_num_seqs:
+            self._admit_fast(start, cfg.max_num_batched_tokens - tokens, sched_req, sched_n)
+        # 3. the step's cost: the cohort's decodes (c + 1 KV entries and pairs each, one sample each), then the rest
+        sc = self._sc
+        kv_tokens = sc + nl
+        pairs = float(sc + nl)
+        samples = nl
+        prefill_tokens = 0
+        tokens = nl
+        for req, n in zip(sched_req, sched_n, strict=True):
+            c = req.computed
+            length = req.prompt_tokens + req.generated
+            tokens += n
+            kv_tokens += c + n
+            pairs += n * c + n * (n + 1) / 2
+            if c + n >= length:
+                samples += 1
+            if not (req.generated > 0 and c + 1 == length):
+                prefill_tokens += n
+        seconds = cfg.cost.seconds(tokens, samples, kv_tokens, pairs)
+        end = start + seconds
+        usage = self.kv_usage
+        if usage > self.peak_usage:
+            self.peak_usage = usage
+        self._account(end)
+        self.now = end
+        self.steps = steps + 1
+        self.busy_seconds += seconds
+        self._secs.append(seconds)
+        # 4. tokens: every cohort member emits one after a gap of `seconds`; the others as the reference does
+        emitted_total = nl
+        same_gap = nl
+        observers = self.observers
+        done: list[SimRequest] = []
+        for req, n in zip(sched_req, sched_n, strict=True):
+            length = req.prompt_tokens + req.generated
+            c = req.computed
+            req.computed = c + n
+            if c + n < length:
+                continue  # a prefill chunk: no token yet
+            emitted = 1
+            left = req.output_tokens - req.generated
+            if emitted > left:
+                emitted = left
+            req.generated += emitted
+            emitted_total += emitted
+            if req.first_token < 0:
+                req.first_token = end
+                for o in observers:
+                    o.on_first_token(req, end)
+            else:
+                if req.last_token == start:
+                    same_gap += 1
+                    gap = seconds
+                else:
+                    gap = end - req.last_token
+                    for o in observers:
+                        o.on_itl(gap, 1)
+                if gap > req.itl_max:
+                    req.itl_max = gap
+            req.last_token = end
+            if req.generated >= req.output_tokens:
+                done.append(req)
+        if same_gap:
+            for o in observers:
+                o.on_itl(seconds, same_gap)
+        if nl:
+            self._sc = sc + nl
+            done += self._pop_finishers(steps)
+        if len(done) > 1:
+            done.sort(key=run.index)
+        keep: list[SimRequest] = []
+        for req in sched_req:
+            if req.last_token == end and req.generated >= req.output_tokens:
+                continue  # finishing now
+            if self._joinable(req):
+                self._join(req)
+            else:
+                keep.append(req)
+        self._indiv = keep
+        for req in done:
+            self._free(req)
+            run.remove(req)
+            req.finished = end
+            if not req.finish_reason:
+                req.finish_reason = "stop"
+            self.finished += 1
+            for o in observers:
+                o.on_finished(req, end)
+        self._in_step = False
+        self.prompt_tokens_computed += prefill_tokens
+        self.generation_tokens += emitted_total
+        for o in observers:
+            o.on_step(end, tokens, prefill_tokens, emitted_total)
+
+    def _admit_fast(self, now: float, budget: int, sched_req: list[SimRequest], sched_n: list[int]) -> None:
+        """:meth:`ReferenceReplica._admit` on the cohort-aware running list."""
+        cfg = self.config
+        bs = cfg.block_size
+        waiting = self.waiting
+        running = self._run
+        pc = cfg.prefix_caching
+        while waiting and budget > 0 and len(running) < cfg.max_num_seqs:
+            req = waiting[0]
+            length = req.prompt_tokens + req.generated
+            shared = 0
+            if pc is not None and pc.hit_rate > 0:
+                shared = min(int(req.prompt_tokens * pc.hit_rate), length - 1) // bs
+            extra_shared = max(0, shared - self._shared_resident)
+            computed = shared * bs
+            n = length - computed
+            if n > budget:
+                if not cfg.chunked_prefill:
+                    break
+                n = budget
+            need = -(-(computed + n) // bs) - shared + extra_shared
+            if need > self.free_blocks:
+                break
+            waiting.popleft()
+            self.free_blocks -= need
+            req.blocks = need - extra_shared
+            if shared:
+                self._shared_refs[shared] = self._shared_refs.get(shared, 0) + 1
+                if shared > self._shared_resident:
+                    self._shared_resident = shared
+            req.shared_blocks = shared
+            req.computed = computed
+            req.cached_tokens = computed
+            if req.first_scheduled < 0:
+                req.first_scheduled = now
+            for o in self.observers:
+                o.on_admitted(req, now, length if pc is not None else 0, computed)
+            running.append(req)
+            sched_req.append(req)
+            sched_n.append(n)
+            budget -= n

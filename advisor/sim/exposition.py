@@ -35,7 +35,7 @@ from prometheus_client.utils import floatToGoString
 from advisor.engines.catalog import Family, reference_exposition
 from advisor.engines.reference import VLLM_CACHE_CONFIG_LABELS
 from advisor.sim.buckets import BucketHistogram
-from advisor.sim.engine import Replica
+from advisor.sim.engine import ReferenceReplica
 from advisor.sim.metrics import FINISH_REASONS, SGLangMetrics, VLLMMetrics
 
 __all__ = ["CACHE_CONFIG_LABELS", "SGLangCollector", "VLLMCollector", "render"]
@@ -78,7 +78,7 @@ class VLLMCollector(Collector):
 
     def __init__(
         self,
-        replica: Replica,
+        replica: ReferenceReplica,
         metrics: VLLMMetrics,
         *,
         created: float,
@@ -236,7 +236,7 @@ class SGLangCollector(Collector):
 
     def __init__(
         self,
-        replica: Replica,
+        replica: ReferenceReplica,
         metrics: SGLangMetrics,
         *,
         pid: int = 1,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from advisor.sim.engine import EngineConfig, Replica, ReplicaObserver, SimRequest
+from advisor.sim.engine import EngineConfig, ReferenceReplica, Replica, ReplicaObserver, SimRequest
 from advisor.sim.traffic import Arrival, TrafficProfile
 
 __all__ = [
@@ -85,16 +85,20 @@ class Fleet:
         router: Router = "least-loaded",
         seed: int | str = 0,
         observers: Callable[[int], Sequence[ReplicaObserver]] | None = None,
+        reference: bool = False,
     ) -> None:
-        """``observers(i)`` gives replica *i*'s observers (engine metrics, logs)."""
+        """``observers(i)`` gives replica *i*'s observers (engine metrics, logs). ``reference``: run
+        :class:`~advisor.sim.engine.ReferenceReplica` (the pre-speed-up code path) instead of the fast
+        :class:`~advisor.sim.engine.Replica`; both give the same results."""
         if replicas < 1:
             raise ValueError(f"replicas must be ≥ 1, got {replicas}")
         if router not in ROUTERS:
             raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
         self.config = config
         self.router = router
-        self.replicas = [
-            Replica(config, seed=seed, name=f"replica-{i}", observers=observers(i) if observers else ())
+        kind = ReferenceReplica if reference else Replica
+        self.replicas: list[ReferenceReplica] = [
+            kind(config, seed=seed, name=f"replica-{i}", observers=observers(i) if observers else ())
             for i in range(replicas)
         ]
         self.now = 0.0
@@ -105,28 +109,42 @@ class Fleet:
         self._next: Arrival | None = next(self._arrivals, None)
         self._rr = 0
 
-    def _route(self) -> Replica:
+    def _route(self) -> ReferenceReplica:
         if self.router == "round-robin":
             r = self.replicas[self._rr % len(self.replicas)]
             self._rr += 1
             return r
-        return min(self.replicas, key=Replica.load)
+        return min(self.replicas, key=lambda r: r.load())
 
-    def advance(self, t: float, *, arrivals: bool = True) -> None:
+    @staticmethod
+    def _run_until(r: ReferenceReplica, t: float, sync: bool) -> None:
+        if isinstance(r, Replica):
+            r.run_until(t, sync=sync)
+        else:
+            r.run_until(t)
+
+    def advance(self, t: float, *, arrivals: bool = True, sync: bool = True) -> None:
         """Route every arrival before ``t`` (unless ``arrivals`` is False) and run every step that starts
-        before ``t``."""
+        before ``t``. Every request's fields are current when it returns, unless ``sync`` is False (then call
+        :meth:`sync` before reading a running request's fields)."""
         while arrivals and self._next is not None and self._next.time < t:
             a = self._next
             for r in self.replicas:
-                r.run_until(a.time)
+                self._run_until(r, a.time, False)
             req = SimRequest(self.arrived, a.time, a.prompt_tokens, a.output_tokens)
             self.arrived += 1
             self.requests.append(req)
             self._route().add(req)
             self._next = next(self._arrivals, None)
         for r in self.replicas:
-            r.run_until(t)
+            self._run_until(r, t, sync)
         self.now = max(self.now, t)
+
+    def sync(self) -> None:
+        """Bring every running request's fields up to date (:meth:`advance` does unless told not to)."""
+        for r in self.replicas:
+            if isinstance(r, Replica):
+                r.sync()
 
     @property
     def busy(self) -> bool:
@@ -227,11 +245,14 @@ def simulate(
     drain_seconds: float | None = None,
     progress: Callable[[float], None] | None = None,
     observers: Callable[[int], Sequence[ReplicaObserver]] | None = None,
+    reference: bool = False,
 ) -> SimSummary:
     """Run ``profile`` against ``replicas`` replicas of ``config`` for ``duration`` simulated seconds.
 
     ``drain_seconds`` (default ``duration``) bounds the drain after the last arrival. ``progress(fraction)``
-    is called about a hundred times (0–1) for a progress bar.
+    is called about a hundred times (0–1) for a progress bar. ``reference``: the pre-speed-up code path
+    (:class:`~advisor.sim.engine.ReferenceReplica`; same results, several times slower), for the
+    equivalence test and ``bench/sim.py``.
 
     Raises:
         ValueError: a non-positive duration or a warm-up not shorter than the duration.
@@ -248,10 +269,10 @@ def simulate(
         logs.append(log)
         return [log, *(observers(i) if observers else ())]
 
-    fleet = Fleet(config, profile, replicas=replicas, router=router, seed=seed, observers=make)
+    fleet = Fleet(config, profile, replicas=replicas, router=router, seed=seed, observers=make, reference=reference)
     chunks = 100
     for c in range(1, chunks + 1):
-        fleet.advance(duration * c / chunks)
+        fleet.advance(duration * c / chunks, sync=False)
         if progress is not None:
             progress(c / chunks)
     usage_integral = sum(r.usage_seconds for r in fleet.replicas)
@@ -262,7 +283,8 @@ def simulate(
     t = duration
     while fleet.busy and t < duration + drain:
         t = min(duration + drain, t + max(1.0, drain / 100))
-        fleet.advance(t, arrivals=False)
+        fleet.advance(t, arrivals=False, sync=False)
+    fleet.sync()
     measured = [r for r in fleet.requests if warmup <= r.arrival < duration and r.finish_reason != "rejected"]
     finished = [r for r in measured if r.finished >= 0 and r.finish_reason != "abort"]
     good = [r for r in finished if r.ttft <= slo_ttft_seconds and r.tpot <= slo_tpot_seconds]

@@ -35,6 +35,7 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Protocol
 
 __all__ = [
@@ -234,11 +235,11 @@ class LengthDistribution(Protocol):
         ...
 
 
-def _lognormal(rng: random.Random, mean: float, cv: float) -> float:
+def _lognormal_params(mean: float, cv: float) -> tuple[float, float] | None:
     if cv <= 0:
-        return mean
+        return None
     sigma2 = math.log1p(cv * cv)
-    return rng.lognormvariate(math.log(mean) - sigma2 / 2, math.sqrt(sigma2))
+    return math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
 
 
 @dataclass(frozen=True)
@@ -262,9 +263,16 @@ class LognormalLengths:
         _check("prompt_cv", self.prompt_cv, 0.0)
         _check("output_cv", self.output_cv, 0.0)
 
+    @cached_property
+    def _params(self) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+        """(μ, σ) of the underlying normal for prompt and output, computed once (None: cv 0, the mean itself):
+        ``σ² = ln(1 + cv²)``, ``μ = ln(mean) − σ²/2``."""
+        return _lognormal_params(self.prompt_mean, self.prompt_cv), _lognormal_params(self.output_mean, self.output_cv)
+
     def draw(self, rng: random.Random) -> tuple[int, int]:
-        p = round(_lognormal(rng, self.prompt_mean, self.prompt_cv))
-        o = round(_lognormal(rng, self.output_mean, self.output_cv))
+        pp, po = self._params
+        p = round(rng.lognormvariate(*pp) if pp is not None else self.prompt_mean)
+        o = round(rng.lognormvariate(*po) if po is not None else self.output_mean)
         return min(max(1, p), self.max_prompt_tokens), min(max(1, o), self.max_output_tokens)
 
 
