@@ -176,17 +176,23 @@ def test_a_header_dripping_target_is_down_with_timeout_at_its_deadline_and_the_o
     assert good["state"] == "fresh" and good["up"], good
 
 
-def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path: Path) -> None:
+def test_overload_is_counted_and_healthz_tracks_the_last_completed_cycle(tmp_path: Path) -> None:
     """Pages that cost more CPU than the interval allows (16 × 40,000 series at 0.5 s): the skipped cycles are
     counted (``advisor_cycles_skipped_total``, beside ``advisor_cycle_interval_seconds``), and ``/healthz`` answers
-    503 with a reason while no cycle completes within 3 intervals + 5 s — the first cycle
-    included, counted from start-up. On 0c7e936 nothing was counted and ``/healthz`` stayed 200 until a first
-    cycle completed."""
+    200 only while a cycle completed within 3 intervals + 5 s (``advisor_cycle_last_success_timestamp_seconds``
+    says when), 503 naming why otherwise. On 0c7e936 nothing was counted and ``/healthz`` stayed 200 until a first
+    cycle completed.
+
+    Since issue 15 each page is parsed where it is fetched (a scrape thread or a worker process), not on the cycle
+    thread, so these pages slow the cycles (skipped ones) without stopping them: whether a 503 shows depends on the
+    machine. That a cycle which never ends fails ``/healthz`` is pinned by
+    :func:`test_healthz_counts_the_first_cycle_from_start_up` and, for a daemon, by the worker trials
+    (``tests/reliability/test_worker_processes.py``)."""
     extra = "".join(f'vllm:kv_cache_usage_perc{{engine="{i}",model_name="m"}} 0.1\n' for i in range(1, 40_000))
     heavy = PageServer(vllm_page("m") + extra.encode())
+    bound = 3 * 0.5 + 5.0
+    slack = 2.0  # the daemon's clock read and this test's are not the same instant
     try:
-        # ~17 s per cycle on a loaded 2-core machine, ~8 s idle: past the 6.5 s bound either way (the test ends at the
-        # first 503, seconds after the bound, however long the cycle)
         names = [f"heavy-{i:02d}" for i in range(16)]
         config: dict[str, Any] = {
             "scrape_interval": "0.5s",
@@ -194,18 +200,24 @@ def test_overload_is_counted_and_healthz_fails_while_no_cycle_completes(tmp_path
             "deployments": [{**deployment(n, [heavy.url(f"/{n}/metrics")]), "served_model": "m"} for n in names],
         }
         with daemon(tmp_path, config) as d:
-            unhealthy: list[str] = []
+            answers: list[int] = []
 
-            def stalled() -> bool:
+            def consistent_until_skips_counted() -> bool:
+                asked = time.time()
                 r = requests.get(d.url + "/healthz", timeout=10)
+                answers.append(r.status_code)
+                last = d.metric("advisor_cycle_last_success_timestamp_seconds")
                 if r.status_code == 503:
-                    unhealthy.append(r.text)
-                return bool(unhealthy)
+                    assert "no evaluation cycle completed" in r.text, r.text
+                else:
+                    assert r.status_code == 200, r.text
+                    if last:  # before the first cycle /healthz counts from start-up
+                        assert last >= asked - bound - slack, (asked, last)
+                return (d.metric("advisor_cycles_skipped_total") or 0) >= 3
 
-            assert wait_for(stalled, 40, every=0.5), d.log()[-3000:]
-            assert "no evaluation cycle completed" in unhealthy[0], unhealthy
-            assert wait_for(lambda: (d.metric("advisor_cycles_skipped_total") or 0) >= 3, 30)
+            assert wait_for(consistent_until_skips_counted, 60, every=0.5), d.log()[-3000:]
             assert d.metric("advisor_cycle_interval_seconds") == 0.5
+            assert (d.metric("advisor_cycle_last_success_timestamp_seconds") or 0) > 0, answers
     finally:
         heavy.stop()
 
