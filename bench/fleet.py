@@ -596,6 +596,20 @@ def _nofile(pid: int) -> str:
     return "?"
 
 
+def cpu_window(reads: list[dict[str, Any]], n: int) -> tuple[int, int, bool]:
+    """The measuring window over ``reads`` (each ``{"fig": advisor_figures(…), "stats": StandIns.stats()}``) of an
+    advisor over ``n`` targets: the indexes of the first read after the first cycle that falls *between* two
+    cycles — the stand-ins have answered the advisor exactly (cycles completed) × ``n`` scrapes — and of the last
+    such read, and True; (0, last, False) when fewer than two reads qualify. A read taken mid-cycle (a cycle
+    overran the interval) would charge part of a cycle's CPU to the wrong cycle count."""
+    between = [
+        j for j, r in enumerate(reads) if r["fig"]["cycles"] >= 1 and r["stats"]["advisor"] == r["fig"]["cycles"] * n
+    ]
+    if len(between) >= 2:
+        return between[0], between[-1], True
+    return 0, len(reads) - 1, False
+
+
 def run_daemon(
     n: int,
     servers: StandIns,
@@ -610,7 +624,10 @@ def run_daemon(
 
     * CPU: user + system seconds of the advisor process and all its descendants (``/proc``; worker processes
       included), between the end of its first cycle (connections, imports: warm-up) and the end of its last, per
-      target per cycle;
+      target per cycle. The window runs from the first read (after the first cycle) that falls between two cycles
+      — the stand-ins have answered the advisor exactly (cycles completed) × ``n`` scrapes — to the last such
+      read, so a cycle that overran the interval is not split across the count; ``cpu_ms_per_scrape`` is the same
+      CPU ÷ the advisor's scrapes the stand-ins counted in the window;
     * memory: PSS (``/proc/<pid>/smaps_rollup``) summed over the advisor process and its descendants, sampled every
       0.25 s while it runs — never after it stopped: the peak (which falls mid-cycle, while pages are in flight),
       the steady value (median over the last third of the run), and per target: peak ÷ ``n`` (interpreter and
@@ -674,7 +691,11 @@ def run_daemon(
             read: dict[str, Any] = {"t": time.time(), "cpu": proc_usage(proc.pid)[0], "stats": servers.stats()}
             if prom is not None:
                 read["prom_cpu"] = proc_usage(prom.proc.pid)[0]
-            read["fig"] = advisor_figures(_get(f"http://{listen}/metrics").decode())
+            try:  # a busy advisor may answer late: a missed read merges two cycles, as an overrun does
+                read["fig"] = advisor_figures(_get(f"http://{listen}/metrics", timeout=60).decode())
+            except OSError as e:
+                print(f"{'':>7} /metrics not read at tick {len(reads) + 1}: {e}", file=sys.stderr, flush=True)
+                continue
             reads.append(read)
         prom_up = prom.up() if prom is not None else float("nan")
         prom_pss = proc_usage(prom.proc.pid)[2] if prom is not None else float("nan")
@@ -687,9 +708,10 @@ def run_daemon(
             proc.wait()
         if prom is not None:
             prom.close()
+    j0, j1, exact = cpu_window(reads, n)
     durations: list[float] = []
     overran = 0
-    for a, b in itertools.pairwise(r["fig"] for r in reads):
+    for a, b in itertools.pairwise(r["fig"] for r in reads[j0:]):
         done = b["cycles"] - a["cycles"]
         if done < 1:
             overran += 1
@@ -698,9 +720,9 @@ def run_daemon(
             durations.append(b["duration"])
         else:
             durations.extend([(b["steps"] - a["steps"]) / done] * int(done))
-    r0, r1 = reads[0], reads[-1]
-    f0, f1 = r0["fig"], r1["fig"]
-    cycles = f1["cycles"] - f0["cycles"]
+    r0, r1 = reads[j0], reads[j1]
+    f0, f1 = r0["fig"], reads[-1]["fig"]
+    cycles = r1["fig"]["cycles"] - f0["cycles"]
     pss = [p for _, _, p in mem]
     steady = [p for t, _, p in mem if t >= mem[0][0] + (mem[-1][0] - mem[0][0]) * 2 / 3]
     scrapes = r1["stats"]["advisor"] - r0["stats"]["advisor"]
@@ -710,11 +732,15 @@ def run_daemon(
         "cycles": int(f1["cycles"]),
         "skipped": int(f1.get("skipped", max(0.0, expected - f1["cycles"]))),
         "overran": overran,
-        "first_cycle_seconds": f0.get("duration", f0["steps"]),
+        "first_cycle_seconds": next(
+            (r["fig"].get("duration", r["fig"]["steps"]) for r in reads if r["fig"]["cycles"] == 1), float("nan")
+        ),
+        "window_between_cycles": exact,  # False: no two reads fell between cycles; the window is approximate
         "cycle_p50": _p(durations, 0.5) if durations else float("nan"),
         "cycle_p99": _p(durations, 0.99) if durations else float("nan"),
         "cycle_seconds": durations,
         "window_seconds": r1["t"] - r0["t"],
+        "window_cycles": cycles,
         "cpu_ms_per_target": (r1["cpu"] - r0["cpu"]) / cycles / n * 1000 if cycles else float("nan"),
         "advisor_scrapes": scrapes,
         "cpu_ms_per_scrape": (r1["cpu"] - r0["cpu"]) / scrapes * 1000 if scrapes else float("nan"),
@@ -727,8 +753,8 @@ def run_daemon(
         "up": int(f1["up"]),
         "nofile": nofile,
         "load": (load0, os.getloadavg()[0]),
-        "step_seconds": {  # mean per cycle of each step, first cycle excluded
-            k[5:]: (f1[k] - f0.get(k, 0.0)) / cycles for k in f1 if k.startswith("step:") and cycles
+        "step_seconds": {  # mean per cycle of each step over the window, first cycle excluded
+            k[5:]: (r1["fig"][k] - f0.get(k, 0.0)) / cycles for k in r1["fig"] if k.startswith("step:") and cycles
         },
     }
     if prom is not None:
@@ -948,7 +974,9 @@ def daemon(args: argparse.Namespace, sizes: list[int], servers: StandIns) -> int
             steps = ", ".join(f"{k} {v:.2f}" for k, v in r["step_seconds"].items() if v >= 0.005)
             print(
                 f"{'':>7} mean s per cycle: {steps}; advisor {r['cpu_ms_per_scrape']:.2f} ms CPU per scrape "
-                f"({r['advisor_scrapes']:.0f} scrapes in {r['window_seconds']:.0f} s); PSS per target over the "
+                f"({r['advisor_scrapes']:.0f} scrapes in {r['window_seconds']:.0f} s"
+                f"{'' if r['window_between_cycles'] else ', window approximate: no two reads fell between cycles'}); "
+                "PSS per target over the "
                 f"start {r['pss_kib_per_target_over_start']:.0f} KiB, RSS peak {r['rss_peak_mib']:.0f} MiB; "
                 f"advisor open files {r['nofile']}; stand-in CPU {r['standin_cpu_seconds']:.1f} s",
                 flush=True,

@@ -95,6 +95,18 @@ def test_the_figures_are_read_from_the_advisors_own_metrics() -> None:
     assert "duration" not in got
 
 
+def test_the_cpu_window_runs_between_whole_cycles() -> None:
+    def read(cycles: float, scrapes: float) -> dict[str, dict[str, float]]:
+        return {"fig": {"cycles": cycles}, "stats": {"advisor": scrapes}}
+
+    n = 10
+    # the first cycle overran: at the first read it was still running (0 done, 10 scrapes answered), at the second
+    # the second cycle was mid-scrape (1 done, 14 answered); the third and the last fell between cycles
+    reads = [read(0, 10), read(1, 14), read(2, 20), read(2, 25), read(4, 40)]
+    assert fleet.cpu_window(reads, n) == (2, 4, True)
+    assert fleet.cpu_window(reads[:3], n) == (0, 2, False)  # one read between cycles: no exact window
+
+
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "bench/fleet.py", *args], cwd=REPO, capture_output=True, text=True, timeout=180
@@ -113,6 +125,7 @@ def test_fleet_runs_the_daemon_at_a_tiny_size_and_reports_every_figure() -> None
     assert done.returncode == 0, done.stderr + done.stdout
     r = _json(done)
     assert r["targets"] == 6 and r["up"] == 6
+    assert r["window_between_cycles"] is True and r["advisor_scrapes"] == 6 * r["window_cycles"]  # type: ignore[operator]
     assert isinstance(r["cycles"], int) and r["cycles"] >= 2
     assert isinstance(r["cycle_p99"], float) and isinstance(r["cycle_p50"], float)
     assert r["cycle_p99"] >= r["cycle_p50"] > 0
@@ -186,6 +199,7 @@ def test_fleet_beside_a_real_prometheus_reports_both_cpus_and_their_ratio() -> N
     assert done.returncode == 0, done.stderr + done.stdout
     r = _json(done)
     assert r["targets"] == 3 and r["up"] == 3 and r["prom_up"] == 3
+    assert r["window_between_cycles"] is True  # both read over whole advisor cycles
     assert str(r["prometheus_version"]).startswith("2.")
     prom, adv = r["prom_cpu_ms_per_scrape"], r["cpu_ms_per_target"]
     assert isinstance(prom, float) and isinstance(adv, float)
