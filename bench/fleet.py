@@ -627,7 +627,9 @@ def run_daemon(
       target per cycle. The window runs from the first read (after the first cycle) that falls between two cycles
       — the stand-ins have answered the advisor exactly (cycles completed) × ``n`` scrapes — to the last such
       read, so a cycle that overran the interval is not split across the count; ``cpu_ms_per_scrape`` is the same
-      CPU ÷ the advisor's scrapes the stand-ins counted in the window;
+      CPU ÷ the advisor's scrapes the stand-ins counted in the window (equal when the window is exact). When fewer
+      than two reads fell between cycles (``window_between_cycles`` false, flagged in the output) the window is
+      first to last read and the per-target figure is the per-scrape one;
     * memory: PSS (``/proc/<pid>/smaps_rollup``) summed over the advisor process and its descendants, sampled every
       0.25 s while it runs — never after it stopped: the peak (which falls mid-cycle, while pages are in flight),
       the steady value (median over the last third of the run), and per target: peak ÷ ``n`` (interpreter and
@@ -741,7 +743,13 @@ def run_daemon(
         "cycle_seconds": durations,
         "window_seconds": r1["t"] - r0["t"],
         "window_cycles": cycles,
-        "cpu_ms_per_target": (r1["cpu"] - r0["cpu"]) / cycles / n * 1000 if cycles else float("nan"),
+        # per target per cycle: over whole cycles when the window is exact, else per scrape the stand-ins counted
+        # (equal when exact; the better estimate when reads fell mid-cycle)
+        "cpu_ms_per_target": (
+            (r1["cpu"] - r0["cpu"]) / cycles / n * 1000
+            if exact and cycles
+            else ((r1["cpu"] - r0["cpu"]) / scrapes * 1000 if scrapes else float("nan"))
+        ),
         "advisor_scrapes": scrapes,
         "cpu_ms_per_scrape": (r1["cpu"] - r0["cpu"]) / scrapes * 1000 if scrapes else float("nan"),
         "pss_peak_mib": max(pss),
