@@ -1,0 +1,181 @@
+"""Start-up time of the ``capacity-advisor`` command: a fresh interpreter per run, wall time, median of N runs.
+
+Three commands are timed, each in a new process (``subprocess.run``, output to ``/dev/null``, wall clock
+``time.perf_counter`` around the whole run: interpreter start, imports, work, exit):
+
+* ``floor`` — ``python -c pass`` with the same interpreter and environment: what any Python command pays
+  (the venv's ``site``, its ``.pth`` files), shown so the figures above it can be read as the advisor's own;
+* ``help`` — ``capacity-advisor --help`` (goal: median under 80 ms);
+* ``plan`` — ``capacity-advisor plan --model meta-llama/Llama-3.1-8B-Instruct --gpu H100-SXM --max-model-len 8192``
+  (goal: median under 150 ms).
+
+``capacity-advisor`` is the console script installed beside the interpreter running this script
+(``.venv/bin/capacity-advisor``, the entry point ``advisor.cli:main``); ``--via module`` runs
+``python -m advisor.cli`` instead. ``PYTHONPATH`` is set to the tree measured, so the console script imports that
+tree's ``advisor`` (checked once per tree: the run fails if ``advisor`` comes from anywhere else, e.g. the
+editable install of another checkout).
+
+Each round runs every command once, in an order that rotates between rounds, so machine noise is spread over all
+of them. Prints per command the median, min and max in ms, the median above the floor, and ``PASS``/``FAIL``
+against the goals; exit status 1 on ``FAIL``.
+
+``--baseline REF`` (e.g. ``--baseline main``) also measures git ref REF, checked out into a temporary
+``git worktree`` (``bench/baseline.py``; removed at the end): each round runs each command on both trees,
+alternating which goes first (baseline, current, then current, baseline, …). Per command it prints both medians,
+the **median of the per-round ratios current ÷ baseline** with their min and max, and the speed-up; the floor's
+ratio (the same interpreter on both sides) shows the noise of the run.
+
+Usage: ``.venv/bin/python bench/startup.py [--runs 20] [--via script|module] [--baseline REF]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from baseline import REPO, baseline_tree, describe, dirty, env_for, ratio_stats
+
+PLAN_ARGS = ("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192")
+GOALS_MS = {"help": 80.0, "plan": 150.0}
+"""Issue 15, acceptance 5: the median of 20 runs of each command, milliseconds."""
+
+
+def commands(via: str) -> dict[str, list[str]]:
+    """The timed commands by name: ``floor``, ``help``, ``plan`` (argv lists).
+
+    Raises:
+        SystemExit: ``via`` is ``script`` and no ``capacity-advisor`` is installed beside this interpreter.
+    """
+    if via == "script":
+        script = Path(sys.executable).parent / "capacity-advisor"
+        if not script.exists():
+            raise SystemExit(f"no console script at {script}: install the package, or use --via module")
+        advisor = [str(script)]
+    else:
+        advisor = [sys.executable, "-m", "advisor.cli"]
+    return {
+        "floor": [sys.executable, "-c", "pass"],
+        "help": [*advisor, "--help"],
+        "plan": [*advisor, *PLAN_ARGS],
+    }
+
+
+def check_tree(tree: Path) -> None:
+    """Fail unless ``PYTHONPATH`` = ``tree`` makes the interpreter import ``tree``'s ``advisor``.
+
+    Raises:
+        SystemExit: ``advisor`` came from elsewhere.
+    """
+    code = "import advisor, pathlib; print(pathlib.Path(advisor.__file__).resolve())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env_for(tree), cwd=tree, check=True
+    )
+    where = Path(done.stdout.strip())
+    if not where.is_relative_to(tree.resolve()):
+        raise SystemExit(f"PYTHONPATH={tree} imports advisor from {where}: the measure would not be of {tree}")
+
+
+def run_once(argv: Sequence[str], tree: Path) -> float:
+    """Wall seconds of one run of ``argv`` in a fresh process (``PYTHONPATH`` = ``tree``, cwd ``tree``).
+
+    Raises:
+        SystemExit: the command failed (its stderr is shown).
+    """
+    start = time.perf_counter()
+    done = subprocess.run(
+        list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env_for(tree), cwd=tree, text=True
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-1500:]}")
+    return elapsed
+
+
+def measure(cmds: dict[str, list[str]], trees: dict[str, Path], runs: int) -> dict[str, dict[str, list[float]]]:
+    """``runs`` rounds; in each, every command once on every tree, orders rotating. Seconds by tree, command."""
+    names = list(cmds)
+    sides = list(trees)
+    times: dict[str, dict[str, list[float]]] = {s: {n: [] for n in names} for s in sides}
+    for r in range(runs):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                times[side][name].append(run_once(cmds[name], trees[side]))
+    return times
+
+
+def ms(values: Sequence[float]) -> str:
+    """``median (min–max)`` of ``values`` (seconds), in milliseconds."""
+    return f"{statistics.median(values) * 1e3:7.1f} ({min(values) * 1e3:6.1f}–{max(values) * 1e3:6.1f})"
+
+
+def verdicts(times: dict[str, list[float]]) -> list[str]:
+    """``FAIL`` lines for the commands whose median misses its goal (empty: all pass)."""
+    return [
+        f"{name}: median {statistics.median(times[name]) * 1e3:.1f} ms, goal under {goal:g} ms"
+        for name, goal in GOALS_MS.items()
+        if statistics.median(times[name]) * 1e3 >= goal
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the bench; print the table and the verdict. Returns 1 when a goal is missed, else 0."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
+    parser.add_argument(
+        "--via",
+        choices=["script", "module"],
+        default="script",
+        help="script: the venv's capacity-advisor console script (default); module: python -m advisor.cli",
+    )
+    parser.add_argument("--baseline", metavar="REF", help="also measure git ref REF, side by side (see above)")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    cmds = commands(args.via)
+    print(f"interpreter: {sys.executable} (Python {sys.version.split()[0]})")
+    print(f"advisor command: {' '.join(cmds['help'][:-1])}; {args.runs} runs each, fresh process, wall time")
+    if args.baseline is None:
+        check_tree(REPO)
+        times = measure(cmds, {"current": REPO}, args.runs)["current"]
+        print(f"tree: {REPO}{dirty()}")
+        print(f"{'command':<8} {'median ms (min–max)':>24} {'above floor':>12}  goal")
+        floor = statistics.median(times["floor"])
+        for name, values in times.items():
+            goal = f"< {GOALS_MS[name]:g} ms" if name in GOALS_MS else ""
+            above = f"{(statistics.median(values) - floor) * 1e3:9.1f} ms" if name != "floor" else ""
+            print(f"{name:<8} {ms(values):>24} {above:>12}  {goal}")
+        failed = verdicts(times)
+    else:
+        with baseline_tree(args.baseline) as tree:
+            check_tree(REPO)
+            check_tree(tree)
+            both = measure(cmds, {"baseline": tree, "current": REPO}, args.runs)
+        print(f"baseline: {describe(args.baseline)}")
+        print(f"current:  {REPO}{dirty()}")
+        print(
+            f"{'command':<8} {'baseline ms (min–max)':>24} {'current ms (min–max)':>24} "
+            f"{'current÷baseline (min–max)':>28} {'speed-up':>9}  goal"
+        )
+        for name in cmds:
+            base, cur = both["baseline"][name], both["current"][name]
+            med, lo, hi = ratio_stats(cur, base)
+            goal = f"< {GOALS_MS[name]:g} ms" if name in GOALS_MS else "(same on both: the noise)"
+            print(
+                f"{name:<8} {ms(base):>24} {ms(cur):>24} {med:14.3f} ({lo:5.2f}–{hi:5.2f}) "
+                f"{statistics.median(base) / statistics.median(cur):8.2f}×  {goal}"
+            )
+        failed = verdicts(both["current"])
+    for line in failed:
+        print(f"FAIL {line}")
+    print("FAIL" if failed else "PASS")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
