@@ -20,25 +20,27 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import math
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from advisor import __version__
 from advisor.argtypes import duration_arg, positive_float, shard_arg
 from advisor.errors import AdvisorError, ConfigError
 
+# ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
+# where a command logs (tests/test_lazy_cli.py)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-
-log = logging.getLogger("advisor")
+    from typing import Any
 
 
 def _setup_logging(level: str, fmt: str = "text") -> None:
+    import logging
+
     from advisor.logfmt import JSONFormatter, TextFormatter
 
     handler = logging.StreamHandler(sys.stderr)
@@ -245,6 +247,8 @@ def max_connections_arg(value: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The daemon against the configured engines."""
+    import logging
+
     from advisor.config import load_config
     from advisor.exporter import make_registry
     from advisor.scheduler import run_daemon
@@ -274,7 +278,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         svc,
         registry,
         args.listen,
-        on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url),
+        on_listening=lambda url: logging.getLogger("advisor").info("serving %s/metrics and %s/", url, url),
         config_path=Path(args.config),
         web_config=args.web_config_file,
         enable_lifecycle=args.web_enable_lifecycle,
@@ -495,7 +499,8 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
-    sub = cast(LazySubParsers, p.add_subparsers(dest="command", required=True, action=LazySubParsers))
+    sub = p.add_subparsers(dest="command", required=True, action=LazySubParsers)
+    assert isinstance(sub, LazySubParsers)
 
     run = sub.add_parser("run", help="run the daemon against real engines")
     run.add_argument("--config", required=True, help="YAML config file")
