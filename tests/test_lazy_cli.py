@@ -180,6 +180,7 @@ def test_help_imports_no_command_module_nor_the_daemon() -> None:
         assert name in out and text in " ".join(out.split())
     assert _loaded(modules, NEVER) == []
     assert _loaded(modules, NEVER_ADVISOR + COMMAND_MODULES + ("advisor.capacity",)) == []
+    assert _loaded(modules, ("logging", "typing")) == []  # a few ms each; for the commands that use them
 
 
 def test_plan_imports_only_the_capacity_model() -> None:
@@ -190,6 +191,8 @@ def test_plan_imports_only_the_capacity_model() -> None:
     assert _loaded(modules, NEVER_ADVISOR) == []
     assert _loaded(modules, ("advisor.simcmd", "advisor.rulescmd", "advisor.backtestcmd")) == []
     assert "advisor.capacity.kv" in modules and "advisor.plancmd" in modules
+    # the KV pass alone: not the roofline and queueing models, nor importlib.resources to read the package data
+    assert _loaded(modules, ("advisor.capacity.perf", "advisor.capacity.queueing", "importlib.resources")) == []
 
 
 @pytest.mark.parametrize("command", list(FLAGS), ids=[" ".join(c) for c in FLAGS])
