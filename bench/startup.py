@@ -25,8 +25,9 @@ Two conditions, each measured (``--bytecode``, default ``both``):
   first: every module loads from bytecode, as from a ``pip install``-ed package (pip compiles at install).
 
 Each round runs every command once, in an order that rotates between rounds, so machine noise is spread over all
-of them. Prints per command the median, min and max in ms, the median above the floor, and ``PASS``/``FAIL``
-against the goals; exit status 1 on ``FAIL``.
+of them. Prints per command the median, min and max in ms, the median above the floor, the median CPU time of
+the process (user + system: less sensitive than wall time to waiting for a core on a loaded machine, for
+information) and ``PASS``/``FAIL`` of the wall-time medians against the goals; exit status 1 on ``FAIL``.
 
 ``--baseline REF`` (e.g. ``--baseline main``) also measures git ref REF, checked out into a temporary
 ``git worktree`` (``bench/baseline.py``; removed at the end): each round runs each command on both trees,
@@ -41,6 +42,7 @@ Usage: ``.venv/bin/python bench/startup.py [--runs 20] [--via script|module] [--
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -106,28 +108,34 @@ def check_tree(tree: Path) -> None:
         raise SystemExit(f"PYTHONPATH={tree} imports advisor from {where}: the measure would not be of {tree}")
 
 
-def run_once(argv: Sequence[str], tree: Path, env: dict[str, str]) -> float:
-    """Wall seconds of one run of ``argv`` in a fresh process (environment ``env``, cwd ``tree``).
+def run_once(argv: Sequence[str], tree: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, ``getrusage(RUSAGE_CHILDREN)``) of one run of ``argv`` in a
+    fresh process (environment ``env``, cwd ``tree``).
 
     Raises:
         SystemExit: the command failed (its stderr is shown).
     """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tree, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-1500:]}")
-    return elapsed
+    return elapsed, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def measure(
-    cmds: dict[str, list[str]], trees: dict[str, Path], runs: int, condition: str
-) -> dict[str, dict[str, list[float]]]:
+Times = dict[str, dict[str, list[float]]]
+"""Seconds by tree (``current``, ``baseline``), then command."""
+
+
+def measure(cmds: dict[str, list[str]], trees: dict[str, Path], runs: int, condition: str) -> tuple[Times, Times]:
     """One untimed run of each command on each tree, then ``runs`` rounds; in each, every command once on every
-    tree, orders rotating. Seconds by tree, command."""
+    tree, orders rotating. Wall seconds and CPU seconds."""
     names = list(cmds)
     sides = list(trees)
-    times: dict[str, dict[str, list[float]]] = {s: {n: [] for n in names} for s in sides}
+    times: Times = {s: {n: [] for n in names} for s in sides}
+    cpu: Times = {s: {n: [] for n in names} for s in sides}
     with tempfile.TemporaryDirectory(prefix="advisor-startup-pyc-") as cache:
         envs = {side: side_env(trees[side], condition, Path(cache)) for side in sides}
         for name in names:
@@ -137,8 +145,10 @@ def measure(
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 for side in sides if r % 2 == 0 else sides[::-1]:
-                    times[side][name].append(run_once(cmds[name], trees[side], envs[side]))
-    return times
+                    wall, used = run_once(cmds[name], trees[side], envs[side])
+                    times[side][name].append(wall)
+                    cpu[side][name].append(used)
+    return times, cpu
 
 
 def ms(values: Sequence[float]) -> str:
@@ -184,14 +194,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_tree(REPO)
         print(f"tree: {REPO}{dirty()}")
         for condition in conditions:
-            times = measure(cmds, {"current": REPO}, args.runs, condition)["current"]
+            wall, cpu = measure(cmds, {"current": REPO}, args.runs, condition)
+            times = wall["current"]
             print(f"-- {condition}")
-            print(f"{'command':<8} {'median ms (min–max)':>24} {'above floor':>12}  goal")
+            print(f"{'command':<8} {'median ms (min–max)':>24} {'above floor':>12} {'cpu ms':>7}  goal")
             floor = statistics.median(times["floor"])
             for name, values in times.items():
                 goal = f"< {GOALS_MS[name]:g} ms" if name in GOALS_MS else ""
                 above = f"{(statistics.median(values) - floor) * 1e3:9.1f} ms" if name != "floor" else ""
-                print(f"{name:<8} {ms(values):>24} {above:>12}  {goal}")
+                used = statistics.median(cpu["current"][name]) * 1e3
+                print(f"{name:<8} {ms(values):>24} {above:>12} {used:7.1f}  {goal}")
             failed += verdicts(times, condition)
     else:
         with baseline_tree(args.baseline) as tree:
@@ -200,19 +212,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"baseline: {describe(args.baseline)}")
             print(f"current:  {REPO}{dirty()}")
             for condition in conditions:
-                both = measure(cmds, {"baseline": tree, "current": REPO}, args.runs, condition)
+                both, cpu = measure(cmds, {"baseline": tree, "current": REPO}, args.runs, condition)
                 print(f"-- {condition}")
                 print(
                     f"{'command':<8} {'baseline ms (min–max)':>24} {'current ms (min–max)':>24} "
-                    f"{'current÷baseline (min–max)':>28} {'speed-up':>9}  goal"
+                    f"{'current÷baseline (min–max)':>28} {'speed-up':>9} {'cpu ms base/cur':>16}  goal"
                 )
                 for name in cmds:
                     base, cur = both["baseline"][name], both["current"][name]
                     med, lo, hi = ratio_stats(cur, base)
                     goal = f"< {GOALS_MS[name]:g} ms" if name in GOALS_MS else "(same on both: the noise)"
+                    used = "/".join(
+                        f"{statistics.median(cpu[side][name]) * 1e3:.1f}" for side in ("baseline", "current")
+                    )
                     print(
                         f"{name:<8} {ms(base):>24} {ms(cur):>24} {med:14.3f} ({lo:5.2f}–{hi:5.2f}) "
-                        f"{statistics.median(base) / statistics.median(cur):8.2f}×  {goal}"
+                        f"{statistics.median(base) / statistics.median(cur):8.2f}× {used:>16}  {goal}"
                     )
                 failed += verdicts(both["current"], condition)
     for line in failed:
