@@ -10,6 +10,7 @@ they were before the change, so a flag lost by the lazy registration fails here.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -169,8 +170,19 @@ def _imports_after(argv: list[str]) -> tuple[int, str, list[str]]:
     return done.returncode, done.stdout, json.loads(line.removeprefix("MODULES "))
 
 
+@functools.cache
+def _at_start() -> frozenset[str]:
+    """The modules a bare interpreter has loaded in this environment (``site``, ``.pth`` files): not the CLI's."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = "import sys; print(' '.join(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    return frozenset(done.stdout.split())
+
+
 def _loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
-    return [m for m in modules if m in names or m.startswith(tuple(n + "." for n in names))]
+    """The modules of ``modules`` that are, or are inside, one of ``names`` and that a bare interpreter lacks."""
+    preloaded = _at_start()
+    return [m for m in modules if (m in names or m.startswith(tuple(n + "." for n in names))) and m not in preloaded]
 
 
 def test_help_imports_no_command_module_nor_the_daemon() -> None:
