@@ -458,9 +458,10 @@ class LazySubParsers(_SubParsersBase):
         n = len(self._choices_actions)
         parser = super().add_parser(name, **kwargs)
         del self._choices_actions[n:]  # listed once, by the placeholder's entry (same help)
-        parsers = dict(self._name_parser_map)
-        self._name_parser_map.clear()  # in the order registered: the choices list as before
-        self._name_parser_map.update({k: parsers.pop(k) for k in order}, **parsers)
+        rebuilt = {k: self._name_parser_map[k] for k in order}  # in the order registered: choices listed as before
+        rebuilt.update(self._name_parser_map)  # then any alias the loader added
+        self._name_parser_map.clear()
+        self._name_parser_map.update(rebuilt)
         return parser
 
     def load(self, name: str) -> argparse.ArgumentParser:
