@@ -19,28 +19,28 @@ Exit codes: 0 success; 1 runtime failure; 2 invalid input (config, flags, unknow
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import math
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from advisor import __version__
 from advisor.argtypes import bounded_int, duration_arg, positive_float, shard_arg
-from advisor.backtestcmd import add_backtest_parser
-from advisor.engines import ENGINES
 from advisor.errors import AdvisorError, ConfigError
-from advisor.plancmd import add_plan_parser
-from advisor.rulescmd import add_rules_parser
-from advisor.simcmd import add_simulate_parser
 
-log = logging.getLogger("advisor")
+# ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
+# where a command logs (tests/test_lazy_cli.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 
 def _setup_logging(level: str, fmt: str = "text") -> None:
+    import logging
+
     from advisor.logfmt import JSONFormatter, TextFormatter
 
     handler = logging.StreamHandler(sys.stderr)
@@ -247,6 +247,8 @@ def max_connections_arg(value: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The daemon against the configured engines."""
+    import logging
+
     from advisor.config import load_config
     from advisor.exporter import make_registry
     from advisor.scheduler import run_daemon
@@ -277,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         svc,
         registry,
         args.listen,
-        on_listening=lambda url: log.info("serving %s/metrics and %s/", url, url),
+        on_listening=lambda url: logging.getLogger("advisor").info("serving %s/metrics and %s/", url, url),
         config_path=Path(args.config),
         web_config=args.web_config_file,
         enable_lifecycle=args.web_enable_lifecycle,
@@ -393,8 +395,105 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 # -- parser ------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for tests and docs)."""
+INSPECT_HELP = "scrape one target twice and show what the advisor reads from it"
+
+
+def add_inspect_parser(sub: Any) -> None:
+    """Register ``inspect`` on an argparse sub-parsers object (its ``--engine`` choices import every adapter)."""
+    from advisor.engines import ENGINES
+
+    ins = sub.add_parser("inspect", help=INSPECT_HELP)
+    ins.add_argument("url")
+    ins.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
+    ins.add_argument("--interval", type=positive_float(600.0), default=3.0, help="seconds between scrapes (3)")
+    ins.add_argument(
+        "--served-model",
+        metavar="NAME",
+        default=None,
+        help="the model to read when the target serves several (as served_model in the config)",
+    )
+    ins.add_argument("--json", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
+
+
+if TYPE_CHECKING:
+    _SubParsersBase = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsersBase = argparse._SubParsersAction
+
+
+class LazySubParsers(_SubParsersBase):
+    """Sub-commands registered by name and help alone (:meth:`add_lazy`); a sub-command's flags are added, and its
+    module imported, only when it is the command given (or its ``--help`` is asked for), so that ``--help`` and
+    ``plan`` do not import the daemon, pydantic or the engine adapters.
+
+    The module's own ``add_…_parser(sub)`` adds the flags, called with this object: its ``sub.add_parser(name,
+    help=…)`` replaces the placeholder, and its help must equal the registered one (else :class:`ValueError`, which
+    ``tests/test_lazy_cli.py`` would show), so that ``--help`` lists what the command says of itself.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaders: dict[str, str | Callable[[Any], None]] = {}
+        self._loading: str | None = None
+
+    def add_lazy(self, name: str, loader: str | Callable[[Any], None], *, help: str) -> None:
+        """Register ``name`` with ``help`` (argparse's keyword); ``loader``, a function or ``"module:function"``
+        (imported then), adds its parser when it is chosen."""
+        self.add_parser(name, help=help)
+        self._loaders[name] = loader
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """As argparse's; while :meth:`load` runs ``name``'s loader, the placeholder is replaced in place.
+
+        Raises:
+            ValueError: the loader adds another sub-command, or gives another help than registered.
+        """
+        if self._loading is None:
+            return super().add_parser(name, **kwargs)
+        listed = next(a for a in self._choices_actions if a.dest == self._loading)
+        if name != self._loading or kwargs.get("help") != listed.help:
+            raise ValueError(f"sub-command {self._loading!r}: its loader registered {name!r} with another help")
+        order = list(self._name_parser_map)
+        del self._name_parser_map[name]
+        n = len(self._choices_actions)
+        parser = super().add_parser(name, **kwargs)
+        del self._choices_actions[n:]  # listed once, by the placeholder's entry (same help)
+        rebuilt = {k: self._name_parser_map[k] for k in order}  # in the order registered: choices listed as before
+        rebuilt.update(self._name_parser_map)  # then any alias the loader added
+        self._name_parser_map.clear()
+        self._name_parser_map.update(rebuilt)
+        return parser
+
+    def load(self, name: str) -> argparse.ArgumentParser:
+        """The sub-parser of ``name``, its flags added (the loader imported and run once)."""
+        loader = self._loaders.pop(name, None)
+        if loader is not None:
+            if isinstance(loader, str):
+                module, _, function = loader.partition(":")
+                loader = getattr(importlib.import_module(module), function)
+            self._loading = name
+            try:
+                loader(self)
+            finally:
+                self._loading = None
+        return self._name_parser_map[name]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values and values[0] in self._loaders:
+            self.load(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs): every sub-command's flags added, or with ``lazy`` only
+    those of the sub-command given (:class:`LazySubParsers`; what :func:`main` uses)."""
     p = argparse.ArgumentParser(
         prog="capacity-advisor",
         description="Watches LLM serving engines and recommends which dial to turn, and by how much.",
@@ -402,7 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, action=LazySubParsers)
+    assert isinstance(sub, LazySubParsers)
 
     run = sub.add_parser("run", help="run the daemon against real engines")
     run.add_argument("--config", required=True, help="YAML config file")
@@ -470,23 +570,24 @@ def build_parser() -> argparse.ArgumentParser:
     once.add_argument("--json", action="store_true")
     once.set_defaults(func=cmd_once)
 
-    add_plan_parser(sub)
-    add_simulate_parser(sub)
-    add_rules_parser(sub)
-    add_backtest_parser(sub)
-
-    ins = sub.add_parser("inspect", help="scrape one target twice and show what the advisor reads from it")
-    ins.add_argument("url")
-    ins.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
-    ins.add_argument("--interval", type=positive_float(600.0), default=3.0, help="seconds between scrapes (3)")
-    ins.add_argument(
-        "--served-model",
-        metavar="NAME",
-        default=None,
-        help="the model to read when the target serves several (as served_model in the config)",
+    # registered by name and help only; each one's flags (and its module) are added when it is the command given
+    sub.add_lazy("plan", "advisor.plancmd:add_plan_parser", help="the capacity pass for one configuration")
+    sub.add_lazy(
+        "simulate",
+        "advisor.simcmd:add_simulate_parser",
+        help="run a traffic profile against a configured deployment in the engine simulator",
     )
-    ins.add_argument("--json", action="store_true")
-    ins.set_defaults(func=cmd_inspect)
+    sub.add_lazy(
+        "rules",
+        "advisor.rulescmd:add_rules_parser",
+        help="Prometheus rule files (recording rules, SLO and advisor alerts)",
+    )
+    sub.add_lazy(
+        "backtest",
+        "advisor.backtestcmd:add_backtest_parser",
+        help="replay the rules over a Prometheus's history: what would have been recommended, and when",
+    )
+    sub.add_lazy("inspect", add_inspect_parser, help=INSPECT_HELP)
 
     cat = sub.add_parser("catalog", help="list the bundled model presets or GPUs")
     cat.add_argument("what", choices=["models", "gpus"])
@@ -495,12 +596,15 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check-config", help="validate a config file")
     chk.add_argument("file")
     chk.set_defaults(func=cmd_check_config)
+    if not lazy:
+        for name in list(sub.choices):
+            sub.load(name)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capacity-advisor`` console script."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(lazy=True).parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     try:
         rc: int = args.func(args)

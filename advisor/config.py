@@ -26,7 +26,6 @@ Durations accept Prometheus-style strings (``90s``, ``5m``, ``1h30m``) or plain 
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import re
@@ -52,11 +51,12 @@ from pydantic import (
 from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import CapacityInputs, capacity_pass
-from advisor.capacity.models import ModelArch, get_preset
+from advisor.capacity.models import ModelArch
 from advisor.conventions import RULE_PLUGIN_GROUP, RUNBOOK_BASE
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
+from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.rules.replicas import ReplicaStabilizer
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
@@ -905,37 +905,6 @@ def file_sd_targets(path: Path, metrics_path: str) -> list[str]:
     if problems:
         raise ConfigError(problems)
     return urls
-
-
-def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
-    """Resolve a deployment's ``model``: a preset id, or a path to a Hugging Face ``config.json``
-    (relative paths are taken from ``base_dir``, the config file's folder).
-
-    Raises:
-        CapacityError: the preset is unknown and no such file exists, or the file is not a usable config.
-    """
-    looks_like_path = model.endswith(".json") or model.startswith((".", "/", "~"))
-    if looks_like_path:
-        try:
-            path = Path(model).expanduser()
-        except RuntimeError:
-            raise CapacityError(f"cannot expand the home folder in model path {model!r}") from None
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        try:
-            data = json.loads(read_text_capped(path))
-        except RecursionError:
-            raise CapacityError(f"model config {str(path)!r} is nested too deeply to be a config.json") from None
-        except OSError as exc:
-            raise CapacityError(f"cannot read model config {str(path)!r}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise CapacityError(f"model config {str(path)!r} is not UTF-8 text") from None
-        except json.JSONDecodeError as exc:
-            raise CapacityError(f"model config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(data, dict):
-            raise CapacityError(f"model config {str(path)!r} must be a JSON object")
-        return ModelArch.from_hf_config(data, name=str(data.get("_name_or_path") or path.parent.name))
-    return get_preset(model)
 
 
 GIB = 1024**3

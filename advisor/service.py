@@ -452,6 +452,8 @@ class Service:
         if n > 1:
             try:
                 self._procs = ProcessWorkers(n, self.clock, self.metrics)
+                if not self._procs.wait_ready():
+                    log.warning("workers: not all %d worker processes were ready within the start-up wait", n)
             except BaseException:
                 self.runtime.close(1.0)
                 raise

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +67,8 @@ THREADS_PER_WORKER = 32
 :func:`advisor.service._pool_size_for`)."""
 STOP_GRACE_SECONDS = 3.0
 """:meth:`ProcessWorkers.close` waits this long for the workers to exit on their own before killing them."""
+READY_TIMEOUT_SECONDS = 30.0
+"""How long start-up waits for the workers' first "ready" (a spawned interpreter imports the scrape path first)."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 
@@ -238,6 +240,7 @@ class _Slot:
     restart_times: deque[float] | None = None
     cpu_last: float = 0.0
     retained: frozenset[_Key] | None = None
+    ready: threading.Event = field(default_factory=threading.Event)  # the first process said it is ready
 
 
 class ProcessWorkers:
@@ -484,9 +487,17 @@ class ProcessWorkers:
             if any(m[0] == "stop" for _, m in batch):
                 return
 
+    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+        """Block until every worker has imported what it runs and said so (at most ``timeout`` seconds), so that
+        the first cycle's scrapes are not spent waiting on interpreters starting; whether all did."""
+        end = time.monotonic() + timeout
+        return all(s.ready.wait(max(0.0, end - time.monotonic())) for s in self._slots)
+
     def _receive(self, slot: _Slot, message: tuple[Any, ...]) -> None:
-        """``("results", [(id, Collected), …], cpu_seconds)`` from a worker."""
-        _, results, cpu = message
+        """``("results", [(id, Collected), …], cpu_seconds)`` or ``("ready", [], cpu_seconds)`` from a worker."""
+        kind, results, cpu = message
+        if kind == "ready":
+            slot.ready.set()
         done: list[tuple[Future[tuple[Collected, float]], Collected]] = []
         with slot.lock:
             assert slot.inflight is not None
@@ -571,6 +582,7 @@ def worker_main(conn: Connection, index: int, parent: int, log_level: int, log_j
             except (OSError, ValueError):
                 os._exit(0)  # the parent is gone
 
+    conn.send(("ready", [], time.process_time()))  # before the sender thread: one writer on the pipe at a time
     sender = threading.Thread(target=send, name="worker-send", daemon=True)
     sender.start()
     try:

@@ -13,6 +13,8 @@ Errors raised: :class:`advisor.errors.CapacityError` and its subclasses ``Unknow
 ``UnknownGPUError``.
 """
 
+from typing import TYPE_CHECKING
+
 from advisor.capacity.hardware import GIB, GPUSpec, get_gpu, gpu_names
 from advisor.capacity.kv import (
     OVERHEAD_PROFILES,
@@ -22,15 +24,47 @@ from advisor.capacity.kv import (
     capacity_pass,
 )
 from advisor.capacity.models import ModelArch, get_preset, preset_ids
-from advisor.capacity.perf import (
-    PerfAssumptions,
-    decode_step_seconds,
-    decode_tokens_per_second,
-    prefill_seconds,
-    tpot_seconds,
-)
 from advisor.capacity.precision import kv_bytes_per_element, weight_bytes_per_param
-from advisor.capacity.queueing import erlang_c, mean_queue_wait_seconds, replicas_needed
+
+if TYPE_CHECKING:
+    from advisor.capacity.perf import (
+        PerfAssumptions,
+        decode_step_seconds,
+        decode_tokens_per_second,
+        prefill_seconds,
+        tpot_seconds,
+    )
+    from advisor.capacity.queueing import erlang_c, mean_queue_wait_seconds, replicas_needed
+
+_LAZY = {
+    "PerfAssumptions": "perf",
+    "decode_step_seconds": "perf",
+    "decode_tokens_per_second": "perf",
+    "prefill_seconds": "perf",
+    "tpot_seconds": "perf",
+    "erlang_c": "queueing",
+    "mean_queue_wait_seconds": "queueing",
+    "replicas_needed": "queueing",
+}
+"""Names re-exported from :mod:`~advisor.capacity.perf` and :mod:`~advisor.capacity.queueing`, imported on first
+use: ``capacity-advisor plan`` (the KV pass alone) does not load them at start."""
+
+
+def __getattr__(name: str) -> object:
+    """A name of :data:`_LAZY`, imported from its module on first use.
+
+    Raises:
+        AttributeError: no such name in the package.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GIB",

@@ -21,9 +21,9 @@ import difflib
 import io
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Final
 
+from advisor.capacity.data import read_data
 from advisor.errors import UnknownGPUError
 
 __all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names", "identify_gpu", "is_alias"]
@@ -80,7 +80,7 @@ def _opt(cell: str, scale: float) -> float | None:
 
 @cache
 def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
-    text = resources.files("advisor").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    text = read_data("gpus.csv")
     specs: dict[str, GPUSpec] = {}
     lookup: dict[str, str] = {}
     for row in csv.DictReader(io.StringIO(text)):

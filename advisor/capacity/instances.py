@@ -36,9 +36,9 @@ import csv
 import io
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Final
 
+from advisor.capacity.data import read_data
 from advisor.errors import CapacityError
 
 __all__ = ["CLOUDS", "InstanceType", "UnknownInstanceError", "get_instance", "instance_names", "list_instances"]
@@ -107,7 +107,7 @@ def _opt_float(cell: str) -> float | None:
 
 @cache
 def _table() -> dict[str, InstanceType]:
-    text = resources.files("advisor").joinpath("data/instances.csv").read_text(encoding="utf-8")
+    text = read_data("instances.csv")
     out: dict[str, InstanceType] = {}
     for row in csv.DictReader(io.StringIO(text)):
         vcpus = row["vcpus"].strip()

@@ -38,9 +38,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from advisor.capacity.data import read_data
 from advisor.errors import CapacityError, UnknownModelError
 
 __all__ = ["ModelArch", "get_preset", "preset_ids", "vit_parameters"]
@@ -619,7 +619,7 @@ def _norm_alias(text: str) -> str:
 
 @cache
 def _presets() -> tuple[dict[str, ModelArch], dict[str, str]]:
-    raw = json.loads(resources.files("advisor").joinpath("data/models.json").read_text(encoding="utf-8"))
+    raw = json.loads(read_data("models.json"))
     by_id: dict[str, ModelArch] = {}
     aliases: dict[str, str] = {}
     for entry in raw["models"]:
