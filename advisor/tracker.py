@@ -32,6 +32,7 @@ from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
 from advisor.rules.replicas import ReplicaStabilizer
+from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
 """Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
@@ -109,9 +110,11 @@ class _Target:
     up: bool = False
     error_reason: str | None = None
     error_message: str | None = None
+    window: WindowAccumulator = field(default_factory=WindowAccumulator)
+    """The history's counter steps and histogram deltas, computed once per point (kept in step by identity)."""
 
     def view(self) -> TargetView:
-        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history))
+        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history), self.window)
 
 
 @dataclass
@@ -289,6 +292,7 @@ class Tracker:
         deployment."""
         t = self._target(deployment, url)
         record(t.history, point, self.evaluation_window)
+        t.window.sync(t.history)  # the new point's deltas, once (and the thinned or replaced neighbours')
         t.up, t.error_reason, t.error_message = True, None, None
 
     def fail(self, deployment: str, url: str, reason: str | None, message: str | None) -> bool:
@@ -306,7 +310,9 @@ class Tracker:
 
     def replace_history(self, deployment: str, url: str, points: Iterable[TimedSnapshot]) -> None:
         """Replace the target's history whole (a Prometheus range query gives the window at once)."""
-        self._target(deployment, url).history = deque(points)
+        t = self._target(deployment, url)
+        t.history = deque(points)
+        t.window.sync(t.history)
 
     def history(self, deployment: str, url: str) -> tuple[TimedSnapshot, ...]:
         """The target's history, oldest first (empty for an unknown target)."""
@@ -328,8 +334,10 @@ class Tracker:
         keep = (window or self.evaluation_window) + TRIM_INTERVALS * self.scrape_interval
         for d in self._deps.values():
             for t in d.targets.values():
-                while t.history and now - t.history[0].timestamp > keep:
-                    t.history.popleft()
+                if t.history and now - t.history[0].timestamp > keep:
+                    while t.history and now - t.history[0].timestamp > keep:
+                        t.history.popleft()
+                    t.window.sync(t.history)
 
     def _replicas(self, d: _Deployment) -> None:
         if not d.count_replicas:
