@@ -39,6 +39,8 @@ import bisect
 import itertools
 import math
 import operator
+from array import array
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -734,6 +736,20 @@ _Memo = dict[tuple[int, int], tuple[Histogram, Histogram, Histogram | None]]
 """``(id(older), id(newer))`` → ``(older, newer, histogram_delta(older, newer))`` (the objects keep the ids valid)."""
 
 
+_EXACT = float(2**52)
+"""Whole numbers in [0, 2**52) and their differences are exact in binary64."""
+
+
+def _whole(x: float) -> bool:
+    """``x`` is a whole number in [0, 2**52) (NaN and ±Inf are not): a count that subtracts exactly."""
+    return 0.0 <= x < _EXACT and x == int(x)
+
+
+def _whole_counts(counts: array[float]) -> bool:
+    """Every count is a whole number in [0, 2**52) (checked at C speed: one pass per test)."""
+    return not counts or (min(counts) >= 0.0 and max(counts) < _EXACT and all(map(float.is_integer, counts)))
+
+
 class _Link:
     """One history point as :class:`WindowAccumulator` holds it, computed once when the point enters.
 
@@ -745,9 +761,12 @@ class _Link:
     (``None`` unknown / no previous). ``hdeltas``: each histogram's :func:`histogram_delta` from the previous
     known one (``None``: no previous, or the bucket layout changed). ``back``: the point is older than the one
     before it (the history is out of time order; the accumulator then defers to :func:`window_stats`).
+    ``integral``: bit k set when histogram k's counts and count are whole numbers in [0, 2**52) (then they
+    subtract and add up exactly); ``plain``: bit k set when its delta is a bucket-wise difference (no reset, the
+    same layout).
     """
 
-    __slots__ = ("back", "cdiffs", "cvals", "flag_ref", "hdeltas", "kv", "point", "seq", "t")
+    __slots__ = ("back", "cdiffs", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
 
     def __init__(
         self,
@@ -758,6 +777,8 @@ class _Link:
         cdiffs: tuple[float | None, ...],
         hdeltas: tuple[Histogram | None, ...] | None,
         back: bool,
+        integral: int,
+        plain: int,
     ) -> None:
         self.point = point
         self.seq = seq
@@ -768,6 +789,8 @@ class _Link:
         self.hdeltas = hdeltas
         self.kv = _known(point.snapshot.kv_cache_usage_ratio)
         self.back = back
+        self.integral = integral
+        self.plain = plain
 
 
 class WindowAccumulator:
@@ -787,7 +810,7 @@ class WindowAccumulator:
     histogram subtraction.
     """
 
-    __slots__ = ("_disorder", "_links", "_memo", "_seq", "_state", "_targets", "_times")
+    __slots__ = ("_before", "_disorder", "_links", "_memo", "_seq", "_state", "_targets", "_times")
 
     def __init__(self) -> None:
         self._links: list[_Link] = []
@@ -797,6 +820,7 @@ class WindowAccumulator:
         self._targets: dict[str, int] = {}
         self._disorder = 0
         self._memo: _Memo = {}
+        self._before: dict[int, _State] = {}  # seq → the state before that point, for the last few points
 
     def __len__(self) -> int:
         return len(self._links)
@@ -809,7 +833,7 @@ class WindowAccumulator:
     def sync(self, history: Iterable[TimedSnapshot]) -> None:
         """Follow ``history`` (oldest first; the target's deque): links whose point is still the same object at
         the same place are kept, points trimmed from the front are dropped, and the rest are recomputed."""
-        hist = history if isinstance(history, Sequence) else list(history)
+        hist = history if isinstance(history, deque | tuple | list) else list(history)
         links = self._links
         n = len(hist)
         if links and n and links[0].point is not hist[0]:
@@ -840,11 +864,15 @@ class WindowAccumulator:
         self._disorder = sum(1 for link in self._links[1:] if link.back)
 
     def _truncate(self, keep: int) -> None:
+        saved = self._before.get(self._links[keep].seq)
         for link in self._links[keep:]:
             self._forget_target(link.point.target)
         del self._links[keep:]
         del self._times[keep:]
         self._disorder = sum(1 for link in self._links[1:] if link.back)
+        if saved is not None:  # the usual case: the newest point or two replaced (record's thinning, e2e dropped)
+            self._state = list(saved)
+            return
         # the last known value of each quantity among the points kept
         state: _State = [None] * _N_STATE
         missing = set(range(_N_STATE))
@@ -877,6 +905,9 @@ class WindowAccumulator:
         state = self._state
         seq = self._seq
         self._seq += 1
+        before = self._before
+        before[seq] = list(state)
+        before.pop(seq - 3, None)  # thinning and the previous point's replacement reach back two points at most
         snap = point.snapshot
         flag_ref = -1
         start = _known(snap.process_start_time_seconds)
@@ -904,10 +935,13 @@ class WindowAccumulator:
                 cdiffs.append(v - prev)
             state[_FIRST_COUNTER + k] = (seq, v)
         hdeltas: list[Histogram | None] = []
+        integral = plain = 0
         for k, name in enumerate(_HIST_FIELDS):
             h: Histogram | None = getattr(snap, name)
             delta: Histogram | None = None
             if h is not None:
+                if _whole(h.count) and _whole_counts(h.counts()):
+                    integral |= 1 << k
                 last = state[_FIRST_HIST + k]
                 if last is not None:
                     old = last[1]
@@ -919,6 +953,8 @@ class WindowAccumulator:
                     reused = hit is not None and hit[0] is old and hit[1] is h
                     delta = hit[2] if hit is not None and reused else histogram_delta(old, h)
                     self._memo[key] = (old, h, delta)
+                    if delta is not None and delta is not h:
+                        plain |= 1 << k
                 state[_FIRST_HIST + k] = (seq, h)
             hdeltas.append(delta)
         links = self._links
@@ -932,6 +968,8 @@ class WindowAccumulator:
                 tuple(cdiffs),
                 tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
                 back,
+                integral,
+                plain,
             )
         )
         self._times.append(point.timestamp)
@@ -1010,27 +1048,52 @@ class WindowAccumulator:
 
     @staticmethod
     def _window_histogram(win: Sequence[_Link], flags: Sequence[bool], k: int) -> Histogram | None:
-        """:func:`histogram_increase` of histogram ``k`` over the window, from the precomputed deltas."""
+        """:func:`histogram_increase` of histogram ``k`` over the window, from the precomputed deltas.
+
+        When every delta in the window is a plain bucket-wise difference of whole counts in [0, 2**52), each was
+        exact, so their sum (what :meth:`Histogram.merge` computes with ``math.fsum``) is exactly newest − oldest:
+        one subtraction per bucket, whatever the number of points. Otherwise the deltas are merged."""
         name = _HIST_FIELDS[k]
+        bit = 1 << k
         deltas: list[Histogram] = []
         seen = pending = False
+        telescopes = True
+        first: Histogram | None = None
+        last: Histogram | None = None
         for link, flagged in zip(win, flags, strict=True):
             h: Histogram | None = getattr(link.point.snapshot, name)
             if h is None:
                 pending = pending or flagged
                 continue
+            if not link.integral & bit:
+                telescopes = False
             if seen:
                 if flagged or pending:
                     deltas.append(h)
+                    telescopes = False
                 else:
                     delta = link.hdeltas[k] if link.hdeltas is not None else None
                     if delta is None:  # the bucket layout changed: no delta is defined
                         return None
                     deltas.append(delta)
+                    if not link.plain & bit:
+                        telescopes = False
+            else:
+                first = h
+            last = h
             seen = True
             pending = False
         if not deltas:
             return None
+        if len(deltas) == 1:
+            return deltas[0]
+        if telescopes and first is not None and last is not None:
+            return Histogram.from_counts(
+                last.bounds(),
+                map(operator.sub, last.counts(), first.counts()),
+                count=float(last.count - first.count),
+                sum=math.fsum(d.sum for d in deltas),
+            )
         try:
             return Histogram.merge(deltas)
         except ValueError:

@@ -30,7 +30,7 @@ from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnaps
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.lifecycle import Lifecycle, RuleStatus, Transition
 from advisor.rules.replicas import ReplicaStabilizer
 from advisor.telemetry import WindowAccumulator
 
@@ -362,13 +362,15 @@ class Tracker:
         window = window or self.evaluation_window
         timer: StepTimer = step or (lambda _name: nullcontext())
         self.trim(now, window)
-        results: list[DeploymentResult] = []
         transitions: list[Transition] = []
         updates: list[Transition] = []
         failures: list[tuple[str, BaseException]] = []
         model_errors: list[tuple[str, float]] = []
         # incidents of deployments a reload removed, or of problems no configured rule has, resolve now
         transitions += self.lifecycle.resolve_orphans(set(self._deps), now)
+        # each deployment's result, its rule statuses left to fill in after the loop: the statuses of every
+        # deployment are one dict, and filtering it per deployment would cost O(deployments²) a cycle
+        done: list[tuple[str, dict[str, Any]]] = []
         for name, d in self._deps.items():
             try:
                 self._replicas(d)
@@ -380,23 +382,30 @@ class Tracker:
                 with timer("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 updates += self.lifecycle.last_updates
-                statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == name)
-                results.append(
-                    DeploymentResult(
-                        name=name,
-                        engine=d.ctx.engine,
-                        state=ev.state,
-                        evaluation=ev,
-                        snapshot=snapshot,
-                        capacity=d.ctx.capacity,
-                        targets=tuple(views),
-                        recommendations=tuple(self.lifecycle.open_recommendations(name)),
-                        rule_statuses=statuses,
-                        target_states=tuple(target_state(v, round_started or now, self.quality) for v in views),
+                done.append(
+                    (
+                        name,
+                        {
+                            "name": name,
+                            "engine": d.ctx.engine,
+                            "state": ev.state,
+                            "evaluation": ev,
+                            "snapshot": snapshot,
+                            "capacity": d.ctx.capacity,
+                            "targets": tuple(views),
+                            "recommendations": tuple(self.lifecycle.open_recommendations(name)),
+                            "target_states": tuple(target_state(v, round_started or now, self.quality) for v in views),
+                        },
                     )
                 )
             except Exception as exc:  # one deployment's failure never stops the others
                 failures.append((name, exc))
+        # a deployment's statuses are written only while it is evaluated, so grouping them once now gives each the
+        # statuses it had right after its own evaluation, in the same (insertion) order
+        statuses: dict[str, list[RuleStatus]] = {}
+        for (dep, _), status in self.lifecycle.statuses.items():
+            statuses.setdefault(dep, []).append(status)
+        results = [DeploymentResult(**fields, rule_statuses=tuple(statuses.get(name, ()))) for name, fields in done]
         return Tick(now, tuple(results), tuple(transitions), tuple(updates), tuple(failures), tuple(model_errors))
 
     def _model_error(self, name: str, error: Any) -> float | None:

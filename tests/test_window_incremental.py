@@ -96,6 +96,7 @@ def engines(draw: st.DrawFn, n: int) -> list[EngineSnapshot]:
     sums = dict.fromkeys(HISTS, 0.0)
     out: list[EngineSnapshot] = []
     value = st.one_of(st.none(), st.just(math.nan), st.floats(0.0, 64.0, allow_nan=False))
+    steps = [0.0, 0.0, 1.0, 3.0] + ([0.5] if draw(st.booleans()) else [])  # whole counts, or fractional ones
     for _ in range(n):
         event = draw(st.sampled_from(["none"] * 6 + ["restart", "counter_drop", "start_unknown", "start_jitter"]))
         if event == "restart":
@@ -116,9 +117,7 @@ def engines(draw: st.DrawFn, n: int) -> list[EngineSnapshot]:
             if draw(st.integers(0, 19)) == 0:  # the engine changed its buckets
                 layout[name] = draw(st.sampled_from(LAYOUTS))
                 cum[name] = [0.0] * len(layout[name])
-            grow = draw(
-                st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0, 0.5]), min_size=len(cum[name]), max_size=len(cum[name]))
-            )
+            grow = draw(st.lists(st.sampled_from(steps), min_size=len(cum[name]), max_size=len(cum[name])))
             running = 0.0
             for i, g in enumerate(grow):
                 running += g
