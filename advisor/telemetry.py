@@ -43,6 +43,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
@@ -258,6 +259,25 @@ def histogram_increase(
 # --- quantiles ----------------------------------------------------------------------------------------
 
 
+_LAYOUTS: dict[int, tuple[tuple[float, ...], bool]] = {}
+"""``id(bounds)`` → ``(bounds, ordered)``: what :func:`_ordered_layout` derived, once per bucket layout (the tuple
+is held, so its id cannot be reused while the entry lives; histograms of one layout share one interned tuple)."""
+_LAYOUTS_LIMIT: Final = 4096
+"""Layouts remembered at most (a target inventing bounds gets them derived on each call past that)."""
+
+
+def _ordered_layout(bounds: tuple[float, ...]) -> bool:
+    """Whether ``bounds`` are at least two, strictly increasing (so no NaN and no repeats) and end in ``+Inf``: the
+    layout every engine exposes, whose buckets need no sorting or coalescing. Derived once per layout."""
+    entry = _LAYOUTS.get(id(bounds))
+    if entry is not None and entry[0] is bounds:
+        return entry[1]
+    ordered = len(bounds) >= 2 and bounds[-1] == math.inf and all(map(operator.lt, bounds, bounds[1:]))
+    if len(_LAYOUTS) < _LAYOUTS_LIMIT:
+        _LAYOUTS[id(bounds)] = (bounds, ordered)
+    return ordered
+
+
 def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
     """Buckets ready for interpolation, as Prometheus prepares them in ``bucketQuantile``.
 
@@ -265,19 +285,24 @@ def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
     monotonic (the "envelope"). ``None`` when the histogram is missing, has a NaN, lacks a ``+Inf`` last
     bucket, or has fewer than two buckets — the cases where Prometheus returns NaN.
     """
-    if h is None or not h.buckets:
-        return None
-    if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
-        return None
-    ordered = sorted(h.buckets, key=lambda bc: bc[0])
-    if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+    if h is None or not h.bounds():
         return None
     coalesced: list[list[float]] = []
-    for bound, count in ordered:
-        if coalesced and coalesced[-1][0] == bound:
-            coalesced[-1][1] += count
-        else:
-            coalesced.append([bound, count])
+    if _ordered_layout(h.bounds()):  # already sorted, distinct, +Inf last: nothing to sort or coalesce
+        if any(map(math.isnan, h.counts())):
+            return None
+        coalesced = [[b, c] for b, c in zip(h.bounds(), h.counts(), strict=True)]
+    else:
+        if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
+            return None
+        ordered = sorted(h.buckets, key=lambda bc: bc[0])
+        if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+            return None
+        for bound, count in ordered:
+            if coalesced and coalesced[-1][0] == bound:
+                coalesced[-1][1] += count
+            else:
+                coalesced.append([bound, count])
     # correctPrecisionErrors
     prev = coalesced[0][1]
     for item in coalesced[1:]:
@@ -757,16 +782,18 @@ class _Link:
     (``process_start_time_seconds`` moved, a counter or the TTFT/TPOT count went down), ``-1`` none. In a window
     whose oldest point is ``seq`` a, the point is flagged (as :func:`_restart_flags` flags it over that window)
     exactly when ``flag_ref >= a``: evidence against a point before the window is not seen by the window.
-    ``cvals``/``cdiffs``: each counter's known value and its step from the previous known value in the history
-    (``None`` unknown / no previous). ``hdeltas``: each histogram's :func:`histogram_delta` from the previous
-    known one (``None``: no previous, or the bucket layout changed). ``back``: the point is older than the one
+    ``cvals``: each counter's known value (``None`` unknown). ``hdeltas``: each histogram's
+    :func:`histogram_delta` from the previous known one (``None``: no previous, or the bucket layout changed); when
+    that delta is a plain difference of whole counts (``plain`` and ``integral`` here and at the previous one) only
+    its ``sum`` is kept (a float rather than ~300 bytes): the window's counts are then newest − oldest, and the
+    delta itself is rebuilt only for a window that needs the merge. ``back``: the point is older than the one
     before it (the history is out of time order; the accumulator then defers to :func:`window_stats`).
     ``integral``: bit k set when histogram k's counts and count are whole numbers in [0, 2**52) (then they
     subtract and add up exactly); ``plain``: bit k set when its delta is a bucket-wise difference (no reset, the
     same layout).
     """
 
-    __slots__ = ("back", "cdiffs", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
+    __slots__ = ("back", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
 
     def __init__(
         self,
@@ -774,8 +801,7 @@ class _Link:
         seq: int,
         flag_ref: int,
         cvals: tuple[float | None, ...],
-        cdiffs: tuple[float | None, ...],
-        hdeltas: tuple[Histogram | None, ...] | None,
+        hdeltas: tuple[Histogram | float | None, ...] | None,
         back: bool,
         integral: int,
         plain: int,
@@ -785,12 +811,20 @@ class _Link:
         self.t = point.timestamp
         self.flag_ref = flag_ref
         self.cvals = cvals
-        self.cdiffs = cdiffs
         self.hdeltas = hdeltas
         self.kv = _known(point.snapshot.kv_cache_usage_ratio)
         self.back = back
         self.integral = integral
         self.plain = plain
+
+
+def _delta_of(d: Histogram | tuple[Histogram, Histogram, float]) -> Histogram:
+    """The delta itself, rebuilt (:func:`histogram_delta`) where only its sum was kept."""
+    if isinstance(d, Histogram):
+        return d
+    delta = histogram_delta(d[0], d[1])
+    assert delta is not None  # kept as a sum only when it was a plain difference
+    return delta
 
 
 class WindowAccumulator:
@@ -917,30 +951,23 @@ class WindowAccumulator:
                 flag_ref = last[0]
             state[_START] = (seq, start)
         cvals: list[float | None] = []
-        cdiffs: list[float | None] = []
         for k, name in enumerate(_COUNTER_FIELDS):
             v = _known(getattr(snap, name))
             cvals.append(v)
             if v is None:
-                cdiffs.append(None)
                 continue
             last = state[_FIRST_COUNTER + k]
-            if last is None:
-                cdiffs.append(None)
-            else:
-                prev = last[1]
-                assert isinstance(prev, float | int)
-                if v < prev and last[0] > flag_ref:
-                    flag_ref = last[0]
-                cdiffs.append(v - prev)
+            if last is not None and v < last[1] and last[0] > flag_ref:  # type: ignore[operator]
+                flag_ref = last[0]
             state[_FIRST_COUNTER + k] = (seq, v)
-        hdeltas: list[Histogram | None] = []
+        hdeltas: list[Histogram | float | None] = []
         integral = plain = 0
         for k, name in enumerate(_HIST_FIELDS):
             h: Histogram | None = getattr(snap, name)
-            delta: Histogram | None = None
+            delta: Histogram | float | None = None
             if h is not None:
-                if _whole(h.count) and _whole_counts(h.counts()):
+                whole = _whole(h.count) and _whole_counts(h.counts())
+                if whole:
                     integral |= 1 << k
                 last = state[_FIRST_HIST + k]
                 if last is not None:
@@ -951,10 +978,13 @@ class WindowAccumulator:
                     key = (id(old), id(h))
                     hit = memo.get(key)
                     reused = hit is not None and hit[0] is old and hit[1] is h
-                    delta = hit[2] if hit is not None and reused else histogram_delta(old, h)
-                    self._memo[key] = (old, h, delta)
-                    if delta is not None and delta is not h:
+                    full = hit[2] if hit is not None and reused else histogram_delta(old, h)
+                    self._memo[key] = (old, h, full)
+                    delta = full
+                    if full is not None and full is not h:
                         plain |= 1 << k
+                        if whole and _whole(old.count) and _whole_counts(old.counts()):
+                            delta = full.sum
                 state[_FIRST_HIST + k] = (seq, h)
             hdeltas.append(delta)
         links = self._links
@@ -965,7 +995,6 @@ class WindowAccumulator:
                 seq,
                 flag_ref,
                 tuple(cvals),
-                tuple(cdiffs),
                 tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
                 back,
                 integral,
@@ -996,7 +1025,7 @@ class WindowAccumulator:
         for k in range(_N_COUNTERS):
             parts: list[float] = []
             known = 0
-            first_t = last_t = 0.0
+            first_t = last_t = prev_v = 0.0
             pending = False
             for link, flagged in zip(win, flags, strict=True):
                 v = link.cvals[k]
@@ -1006,9 +1035,8 @@ class WindowAccumulator:
                 if not known:
                     first_t = link.t
                 else:
-                    diff = link.cdiffs[k]
-                    assert diff is not None  # a previous known value exists: the one before, in this window
-                    parts.append(v if flagged or pending or diff < 0 else diff)
+                    parts.append(v if v < prev_v or flagged or pending else v - prev_v)
+                prev_v = v
                 known += 1
                 last_t = link.t
                 pending = False
@@ -1055,7 +1083,8 @@ class WindowAccumulator:
         one subtraction per bucket, whatever the number of points. Otherwise the deltas are merged."""
         name = _HIST_FIELDS[k]
         bit = 1 << k
-        deltas: list[Histogram] = []
+        # each delta, or (older, newer, its sum) where only the sum was kept
+        deltas: list[Histogram | tuple[Histogram, Histogram, float]] = []
         seen = pending = False
         telescopes = True
         first: Histogram | None = None
@@ -1068,6 +1097,7 @@ class WindowAccumulator:
             if not link.integral & bit:
                 telescopes = False
             if seen:
+                assert last is not None
                 if flagged or pending:
                     deltas.append(h)
                     telescopes = False
@@ -1075,7 +1105,7 @@ class WindowAccumulator:
                     delta = link.hdeltas[k] if link.hdeltas is not None else None
                     if delta is None:  # the bucket layout changed: no delta is defined
                         return None
-                    deltas.append(delta)
+                    deltas.append((last, h, delta) if isinstance(delta, float) else delta)
                     if not link.plain & bit:
                         telescopes = False
             else:
@@ -1085,17 +1115,18 @@ class WindowAccumulator:
             pending = False
         if not deltas:
             return None
-        if len(deltas) == 1:
-            return deltas[0]
-        if telescopes and first is not None and last is not None:
+        if telescopes and len(deltas) > 1 and first is not None and last is not None:
             return Histogram.from_counts(
                 last.bounds(),
                 map(operator.sub, last.counts(), first.counts()),
                 count=float(last.count - first.count),
-                sum=math.fsum(d.sum for d in deltas),
+                sum=math.fsum(d[2] if isinstance(d, tuple) else d.sum for d in deltas),
             )
+        full = [_delta_of(d) for d in deltas]
+        if len(full) == 1:
+            return full[0]
         try:
-            return Histogram.merge(deltas)
+            return Histogram.merge(full)
         except ValueError:
             return None
 

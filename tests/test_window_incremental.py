@@ -366,3 +366,34 @@ def test_the_tracker_gives_the_same_ticks_and_recommendations_either_way(monkeyp
         assert [r.as_dict() for r in got.results] == [r.as_dict() for r in ref.results]
         assert got.transitions == ref.transitions and got.updates == ref.updates
         assert got.failures == ref.failures and got.model_errors == ref.model_errors
+
+
+# --- what is derived once per bucket layout ----------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from((*LAYOUTS, (INF,), (0.5, 0.1, INF), (0.1, 0.1, INF), (0.1, 0.5), (-1.0, 0.0, INF))),
+    st.lists(st.one_of(st.floats(0.0, 1e6), st.just(math.nan)), min_size=6, max_size=6),
+    st.sampled_from([0.0, 0.05, 0.1, 0.3, 1.0, 7.0, INF]),
+    st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]),
+)
+def test_quantiles_read_through_the_layout_cache_equal_the_general_path(
+    bounds: tuple[float, ...], raw: list[float], threshold: float, q: float
+) -> None:
+    """A layout already sorted, distinct and ending in +Inf skips sorting and coalescing (decided once per layout);
+    quantiles and fractions are the same as through the general path, and an unordered layout takes the latter."""
+    from advisor import telemetry
+
+    counts = raw[: len(bounds)]
+    h = Histogram(tuple(zip(bounds, counts, strict=True)), count=counts[-1], sum=1.0)
+    fast = (telemetry.histogram_quantile_estimate(q, h), telemetry.fraction_below(threshold, h))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(telemetry, "_ordered_layout", lambda bounds: False)
+    try:
+        general = (telemetry.histogram_quantile_estimate(q, h), telemetry.fraction_below(threshold, h))
+    finally:
+        mp.undo()
+    assert repr(fast) == repr(general)  # NaN-free by construction of both paths; repr compares every field
+    ordered = len(bounds) >= 2 and bounds[-1] == INF and list(bounds) == sorted(set(bounds))
+    assert telemetry._ordered_layout(h.bounds()) is ordered
