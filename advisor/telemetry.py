@@ -43,7 +43,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
@@ -755,10 +755,12 @@ _N_COUNTERS = len(_COUNTER_FIELDS)
 _START, _FIRST_COUNTER, _FIRST_HIST = 0, 1, 1 + _N_COUNTERS
 _N_STATE = 1 + _N_COUNTERS + len(_HIST_FIELDS)
 
-_State = list[tuple[int, object] | None]
-"""Per quantity (start time, each counter, each histogram): ``(seq, value)`` of its last known point, or ``None``."""
-_Memo = dict[tuple[int, int], tuple[Histogram, Histogram, Histogram | None]]
-"""``(id(older), id(newer))`` → ``(older, newer, histogram_delta(older, newer))`` (the objects keep the ids valid)."""
+_State = list[tuple[Any, ...] | None]
+"""Per quantity (start time, each counter, each histogram): ``(seq, value)`` of its last known point, or ``None``;
+a histogram's is ``(seq, histogram, whole)`` (``whole``: its counts are whole numbers, :func:`_whole_counts`)."""
+_Memo = dict[tuple[int, int], tuple[Histogram, Histogram, Histogram | float | None, bool, bool]]
+"""``(id(older), id(newer))`` → ``(older, newer, delta or its sum, newer whole, plain)`` as
+:meth:`WindowAccumulator._append` computed them (the objects keep the ids valid)."""
 
 
 _EXACT = float(2**52)
@@ -919,6 +921,10 @@ class WindowAccumulator:
                     v = link.cvals[i - _FIRST_COUNTER]
                 else:
                     v = getattr(snap, _HIST_FIELDS[i - _FIRST_HIST])
+                    if v is not None:
+                        state[i] = (link.seq, v, bool(link.integral & 1 << (i - _FIRST_HIST)))
+                        missing.discard(i)
+                    continue
                 if v is not None:
                     state[i] = (link.seq, v)
                     missing.discard(i)
@@ -947,7 +953,7 @@ class WindowAccumulator:
         start = _known(snap.process_start_time_seconds)
         if start is not None:
             last = state[_START]
-            if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:  # type: ignore[operator]
+            if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:
                 flag_ref = last[0]
             state[_START] = (seq, start)
         cvals: list[float | None] = []
@@ -957,7 +963,7 @@ class WindowAccumulator:
             if v is None:
                 continue
             last = state[_FIRST_COUNTER + k]
-            if last is not None and v < last[1] and last[0] > flag_ref:  # type: ignore[operator]
+            if last is not None and v < last[1] and last[0] > flag_ref:
                 flag_ref = last[0]
             state[_FIRST_COUNTER + k] = (seq, v)
         hdeltas: list[Histogram | float | None] = []
@@ -966,26 +972,32 @@ class WindowAccumulator:
             h: Histogram | None = getattr(snap, name)
             delta: Histogram | float | None = None
             if h is not None:
-                whole = _whole(h.count) and _whole_counts(h.counts())
-                if whole:
-                    integral |= 1 << k
                 last = state[_FIRST_HIST + k]
-                if last is not None:
-                    old = last[1]
-                    assert isinstance(old, Histogram)
-                    if k < 2 and last[0] > flag_ref and old.bounds() == h.bounds() and h.count < old.count:
+                if last is None:
+                    whole = _whole(h.count) and _whole_counts(h.counts())
+                else:
+                    old: Histogram = last[1]
+                    same = old.bounds() is h.bounds() or old.bounds() == h.bounds()
+                    if k < 2 and last[0] > flag_ref and same and h.count < old.count:
                         flag_ref = last[0]
                     key = (id(old), id(h))
                     hit = memo.get(key)
-                    reused = hit is not None and hit[0] is old and hit[1] is h
-                    full = hit[2] if hit is not None and reused else histogram_delta(old, h)
-                    self._memo[key] = (old, h, full)
-                    delta = full
-                    if full is not None and full is not h:
+                    if hit is not None and hit[0] is old and hit[1] is h:
+                        delta, whole, is_plain = hit[2], hit[3], hit[4]
+                    else:
+                        whole = _whole(h.count) and _whole_counts(h.counts())
+                        if whole and last[2] and same and not _decreased(old, h):
+                            # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
+                            delta, is_plain = h.sum - old.sum, True
+                        else:
+                            delta = histogram_delta(old, h)
+                            is_plain = delta is not None and delta is not h
+                    self._memo[key] = (old, h, delta, whole, is_plain)
+                    if is_plain:
                         plain |= 1 << k
-                        if whole and _whole(old.count) and _whole_counts(old.counts()):
-                            delta = full.sum
-                state[_FIRST_HIST + k] = (seq, h)
+                if whole:
+                    integral |= 1 << k
+                state[_FIRST_HIST + k] = (seq, h, whole)
             hdeltas.append(delta)
         links = self._links
         back = bool(links) and not links[-1].t <= point.timestamp
