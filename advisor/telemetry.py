@@ -992,7 +992,8 @@ class WindowAccumulator:
                         else:
                             delta = histogram_delta(old, h)
                             is_plain = delta is not None and delta is not h
-                    self._memo[key] = (old, h, delta, whole, is_plain)
+                    if not isinstance(delta, float):  # a plain whole-count difference is cheaper to redo than to keep
+                        self._memo[key] = (old, h, delta, whole, is_plain)
                     if is_plain:
                         plain |= 1 << k
                 if whole:
