@@ -35,6 +35,7 @@ from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
     START_TIME_TOLERANCE_SECONDS,
+    WindowAccumulator,
     WindowStats,
     combine_targets,
     fraction_below,
@@ -49,13 +50,25 @@ MAX_RANKS_SHOWN = 256
 
 @dataclass(frozen=True, slots=True)
 class TargetView:
-    """One target's scrape outcome and recent history (oldest first)."""
+    """One target's scrape outcome and recent history (oldest first).
+
+    ``window``: the target's :class:`~advisor.telemetry.WindowAccumulator` (the tracker's), which computes the
+    window statistics from the deltas it computed as points arrived; ``None`` (a view built from a history alone):
+    :func:`~advisor.telemetry.window_stats` from scratch. Both give the same statistics.
+    """
 
     url: str
     up: bool
     error_reason: str | None
     error_message: str | None
     history: tuple[TimedSnapshot, ...]
+    window: WindowAccumulator | None = field(default=None, compare=False, repr=False)
+
+    def window_stats(self, now: float, window_seconds: float) -> WindowStats:
+        """:func:`~advisor.telemetry.window_stats` of :attr:`history` (through :attr:`window` when held)."""
+        if self.window is not None:
+            return self.window.stats(self.history, now, window_seconds)
+        return window_stats(self.history, now, window_seconds)
 
 
 def _sum_known(values: Sequence[float | None]) -> float | None:
@@ -428,7 +441,7 @@ def evaluate_deployment(
     state, state_reason = deployment_state(targets, round_started or now, quality)
     interval_seconds = quality.interval_seconds
     up = [t for t in targets if t.up and t.history]
-    per_target: list[WindowStats] = [window_stats(t.history, now, window_seconds) for t in up]
+    per_target: list[WindowStats] = [t.window_stats(now, window_seconds) for t in up]
     stats = combine_targets(per_target) if per_target else None
     latest = [t.history[-1].snapshot for t in up]
     # a window of W s at one scrape per T s holds ⌊W ÷ T⌋ + 1 samples when a scrape lands on its start; scrapes

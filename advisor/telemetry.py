@@ -36,10 +36,14 @@ Worked examples (inputs → outputs, each checked by hand in ``tests/test_teleme
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
+from array import array
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
@@ -49,6 +53,7 @@ __all__ = [
     "GoodputEstimate",
     "HistogramSummary",
     "QuantileEstimate",
+    "WindowAccumulator",
     "WindowStats",
     "combine_targets",
     "counter_increase",
@@ -254,6 +259,25 @@ def histogram_increase(
 # --- quantiles ----------------------------------------------------------------------------------------
 
 
+_LAYOUTS: dict[int, tuple[tuple[float, ...], bool]] = {}
+"""``id(bounds)`` → ``(bounds, ordered)``: what :func:`_ordered_layout` derived, once per bucket layout (the tuple
+is held, so its id cannot be reused while the entry lives; histograms of one layout share one interned tuple)."""
+_LAYOUTS_LIMIT: Final = 4096
+"""Layouts remembered at most (a target inventing bounds gets them derived on each call past that)."""
+
+
+def _ordered_layout(bounds: tuple[float, ...]) -> bool:
+    """Whether ``bounds`` are at least two, strictly increasing (so no NaN and no repeats) and end in ``+Inf``: the
+    layout every engine exposes, whose buckets need no sorting or coalescing. Derived once per layout."""
+    entry = _LAYOUTS.get(id(bounds))
+    if entry is not None and entry[0] is bounds:
+        return entry[1]
+    ordered = len(bounds) >= 2 and bounds[-1] == math.inf and all(map(operator.lt, bounds, bounds[1:]))
+    if len(_LAYOUTS) < _LAYOUTS_LIMIT:
+        _LAYOUTS[id(bounds)] = (bounds, ordered)
+    return ordered
+
+
 def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
     """Buckets ready for interpolation, as Prometheus prepares them in ``bucketQuantile``.
 
@@ -261,19 +285,24 @@ def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
     monotonic (the "envelope"). ``None`` when the histogram is missing, has a NaN, lacks a ``+Inf`` last
     bucket, or has fewer than two buckets — the cases where Prometheus returns NaN.
     """
-    if h is None or not h.buckets:
-        return None
-    if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
-        return None
-    ordered = sorted(h.buckets, key=lambda bc: bc[0])
-    if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+    if h is None or not h.bounds():
         return None
     coalesced: list[list[float]] = []
-    for bound, count in ordered:
-        if coalesced and coalesced[-1][0] == bound:
-            coalesced[-1][1] += count
-        else:
-            coalesced.append([bound, count])
+    if _ordered_layout(h.bounds()):  # already sorted, distinct, +Inf last: nothing to sort or coalesce
+        if any(map(math.isnan, h.counts())):
+            return None
+        coalesced = [[b, c] for b, c in zip(h.bounds(), h.counts(), strict=True)]
+    else:
+        if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
+            return None
+        ordered = sorted(h.buckets, key=lambda bc: bc[0])
+        if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+            return None
+        for bound, count in ordered:
+            if coalesced and coalesced[-1][0] == bound:
+                coalesced[-1][1] += count
+            else:
+                coalesced.append([bound, count])
     # correctPrecisionErrors
     prev = coalesced[0][1]
     for item in coalesced[1:]:
@@ -716,6 +745,403 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         samples=len(points),
         span_seconds=times[-1] - times[0],
     )
+
+
+# --- incremental windows ------------------------------------------------------------------------------
+
+_HIST_FIELDS = ("ttft", "tpot", "queue_time", "e2e")
+"""The histograms :func:`window_stats` turns into window deltas (``ttft`` and ``tpot`` are also restart evidence)."""
+_N_COUNTERS = len(_COUNTER_FIELDS)
+_START, _FIRST_COUNTER, _FIRST_HIST = 0, 1, 1 + _N_COUNTERS
+_N_STATE = 1 + _N_COUNTERS + len(_HIST_FIELDS)
+
+_State = list[tuple[Any, ...] | None]
+"""Per quantity (start time, each counter, each histogram): ``(seq, value)`` of its last known point, or ``None``;
+a histogram's is ``(seq, histogram, whole)`` (``whole``: its counts are whole numbers, :func:`_whole_counts`)."""
+_Memo = dict[tuple[int, int], tuple[Histogram, Histogram, Histogram | float | None, bool, bool]]
+"""``(id(older), id(newer))`` → ``(older, newer, delta or its sum, newer whole, plain)`` as
+:meth:`WindowAccumulator._append` computed them (the objects keep the ids valid)."""
+
+
+_EXACT = float(2**52)
+"""Whole numbers in [0, 2**52) and their differences are exact in binary64."""
+
+
+def _whole(x: float) -> bool:
+    """``x`` is a whole number in [0, 2**52) (NaN and ±Inf are not): a count that subtracts exactly."""
+    return 0.0 <= x < _EXACT and x == int(x)
+
+
+def _whole_counts(counts: array[float]) -> bool:
+    """Every count is a whole number in [0, 2**52) (checked at C speed: one pass per test)."""
+    return not counts or (min(counts) >= 0.0 and max(counts) < _EXACT and all(map(float.is_integer, counts)))
+
+
+class _Link:
+    """One history point as :class:`WindowAccumulator` holds it, computed once when the point enters.
+
+    ``flag_ref``: the highest ``seq`` of an earlier point whose comparison with this one is restart evidence
+    (``process_start_time_seconds`` moved, a counter or the TTFT/TPOT count went down), ``-1`` none. In a window
+    whose oldest point is ``seq`` a, the point is flagged (as :func:`_restart_flags` flags it over that window)
+    exactly when ``flag_ref >= a``: evidence against a point before the window is not seen by the window.
+    ``cvals``: each counter's known value (``None`` unknown). ``hdeltas``: each histogram's
+    :func:`histogram_delta` from the previous known one (``None``: no previous, or the bucket layout changed); when
+    that delta is a plain difference of whole counts (``plain`` and ``integral`` here and at the previous one) only
+    its ``sum`` is kept (a float rather than ~300 bytes): the window's counts are then newest − oldest, and the
+    delta itself is rebuilt only for a window that needs the merge. ``back``: the point is older than the one
+    before it (the history is out of time order; the accumulator then defers to :func:`window_stats`).
+    ``integral``: bit k set when histogram k's counts and count are whole numbers in [0, 2**52) (then they
+    subtract and add up exactly); ``plain``: bit k set when its delta is a bucket-wise difference (no reset, the
+    same layout).
+    """
+
+    __slots__ = ("back", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
+
+    def __init__(
+        self,
+        point: TimedSnapshot,
+        seq: int,
+        flag_ref: int,
+        cvals: tuple[float | None, ...],
+        hdeltas: tuple[Histogram | float | None, ...] | None,
+        back: bool,
+        integral: int,
+        plain: int,
+    ) -> None:
+        self.point = point
+        self.seq = seq
+        self.t = point.timestamp
+        self.flag_ref = flag_ref
+        self.cvals = cvals
+        self.hdeltas = hdeltas
+        self.kv = _known(point.snapshot.kv_cache_usage_ratio)
+        self.back = back
+        self.integral = integral
+        self.plain = plain
+
+
+def _delta_of(d: Histogram | tuple[Histogram, Histogram, float]) -> Histogram:
+    """The delta itself, rebuilt (:func:`histogram_delta`) where only its sum was kept."""
+    if isinstance(d, Histogram):
+        return d
+    delta = histogram_delta(d[0], d[1])
+    assert delta is not None  # kept as a sum only when it was a plain difference
+    return delta
+
+
+class WindowAccumulator:
+    """One target's history with every counter step and histogram delta computed once, when its point enters;
+    :meth:`stats` then reads a window off them instead of re-deriving every delta over the history.
+
+    :meth:`stats` equals :func:`window_stats` (the reference) for the same history, now and window: the same
+    deltas (:func:`histogram_delta`), the same restart flags, the same sums (``math.fsum`` of the same parts,
+    :meth:`Histogram.merge` of the same deltas, in the same order), so the results are identical, not merely
+    close. It follows the history it is given by identity (:meth:`sync`): points appended, the middle point
+    thinned out, the previous point replaced (:func:`advisor.tracker.record`), old points trimmed, or the whole
+    history replaced; only the points that changed are recomputed. A history out of time order or holding
+    several targets is handed to :func:`window_stats` whole (which sorts or raises).
+
+    Cost: :meth:`sync` after one new point is O(1) deltas; :meth:`stats` is O(points in the window) additions
+    of precomputed steps (the history is thinned to a bounded number of points per window), with no
+    histogram subtraction.
+    """
+
+    __slots__ = ("_before", "_disorder", "_links", "_memo", "_seq", "_state", "_targets", "_times")
+
+    def __init__(self) -> None:
+        self._links: list[_Link] = []
+        self._times: list[float] = []
+        self._seq = 0
+        self._state: _State = [None] * _N_STATE
+        self._targets: dict[str, int] = {}
+        self._disorder = 0
+        self._memo: _Memo = {}
+        self._before: dict[int, _State] = {}  # seq → the state before that point, for the last few points
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+    def points(self) -> list[TimedSnapshot]:
+        """The history as last synced, oldest first."""
+        return [link.point for link in self._links]
+
+    # -- following the history ------------------------------------------------------------------------------
+    def sync(self, history: Iterable[TimedSnapshot]) -> None:
+        """Follow ``history`` (oldest first; the target's deque): links whose point is still the same object at
+        the same place are kept, points trimmed from the front are dropped, and the rest are recomputed."""
+        hist = history if isinstance(history, deque | tuple | list) else list(history)
+        links = self._links
+        n = len(hist)
+        if links and n and links[0].point is not hist[0]:
+            first = hist[0]
+            self._drop_front(next((i for i, link in enumerate(links) if link.point is first), len(links)))
+        elif not n and links:
+            self._drop_front(len(links))
+        keep = 0
+        for link, p in zip(links, hist, strict=False):
+            if link.point is not p:
+                break
+            keep += 1
+        if keep == len(links) == n:
+            return
+        if keep < len(links):
+            self._truncate(keep)
+        memo, self._memo = self._memo, {}
+        for p in itertools.islice(hist, keep, None):
+            self._append(p, memo)
+
+    def _drop_front(self, k: int) -> None:
+        if not k:
+            return
+        for link in self._links[:k]:
+            self._forget_target(link.point.target)
+        del self._links[:k]
+        del self._times[:k]
+        self._disorder = sum(1 for link in self._links[1:] if link.back)
+
+    def _truncate(self, keep: int) -> None:
+        saved = self._before.get(self._links[keep].seq)
+        for link in self._links[keep:]:
+            self._forget_target(link.point.target)
+        del self._links[keep:]
+        del self._times[keep:]
+        self._disorder = sum(1 for link in self._links[1:] if link.back)
+        if saved is not None:  # the usual case: the newest point or two replaced (record's thinning, e2e dropped)
+            self._state = list(saved)
+            return
+        # the last known value of each quantity among the points kept
+        state: _State = [None] * _N_STATE
+        missing = set(range(_N_STATE))
+        for link in reversed(self._links):
+            snap = link.point.snapshot
+            for i in list(missing):
+                if i == _START:
+                    v: object = _known(snap.process_start_time_seconds)
+                elif i < _FIRST_HIST:
+                    v = link.cvals[i - _FIRST_COUNTER]
+                else:
+                    v = getattr(snap, _HIST_FIELDS[i - _FIRST_HIST])
+                    if v is not None:
+                        state[i] = (link.seq, v, bool(link.integral & 1 << (i - _FIRST_HIST)))
+                        missing.discard(i)
+                    continue
+                if v is not None:
+                    state[i] = (link.seq, v)
+                    missing.discard(i)
+            if not missing:
+                break
+        self._state = state
+
+    def _forget_target(self, target: str) -> None:
+        left = self._targets[target] - 1
+        if left:
+            self._targets[target] = left
+        else:
+            del self._targets[target]
+
+    def _append(self, point: TimedSnapshot, memo: _Memo) -> None:
+        """Compute ``point``'s link from the state the previous points left (restart evidence as
+        :func:`_restart_flags`, counter steps as :func:`_walk_counter`, deltas by :func:`histogram_delta`)."""
+        state = self._state
+        seq = self._seq
+        self._seq += 1
+        before = self._before
+        before[seq] = list(state)
+        before.pop(seq - 3, None)  # thinning and the previous point's replacement reach back two points at most
+        snap = point.snapshot
+        flag_ref = -1
+        start = _known(snap.process_start_time_seconds)
+        if start is not None:
+            last = state[_START]
+            if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:
+                flag_ref = last[0]
+            state[_START] = (seq, start)
+        cvals: list[float | None] = []
+        for k, name in enumerate(_COUNTER_FIELDS):
+            v = _known(getattr(snap, name))
+            cvals.append(v)
+            if v is None:
+                continue
+            last = state[_FIRST_COUNTER + k]
+            if last is not None and v < last[1] and last[0] > flag_ref:
+                flag_ref = last[0]
+            state[_FIRST_COUNTER + k] = (seq, v)
+        hdeltas: list[Histogram | float | None] = []
+        integral = plain = 0
+        for k, name in enumerate(_HIST_FIELDS):
+            h: Histogram | None = getattr(snap, name)
+            delta: Histogram | float | None = None
+            if h is not None:
+                last = state[_FIRST_HIST + k]
+                if last is None:
+                    whole = _whole(h.count) and _whole_counts(h.counts())
+                else:
+                    old: Histogram = last[1]
+                    same = old.bounds() is h.bounds() or old.bounds() == h.bounds()
+                    if k < 2 and last[0] > flag_ref and same and h.count < old.count:
+                        flag_ref = last[0]
+                    key = (id(old), id(h))
+                    hit = memo.get(key)
+                    if hit is not None and hit[0] is old and hit[1] is h:
+                        delta, whole, is_plain = hit[2], hit[3], hit[4]
+                    else:
+                        whole = _whole(h.count) and _whole_counts(h.counts())
+                        if whole and last[2] and same and not _decreased(old, h):
+                            # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
+                            delta, is_plain = h.sum - old.sum, True
+                        else:
+                            delta = histogram_delta(old, h)
+                            is_plain = delta is not None and delta is not h
+                    if not isinstance(delta, float):  # a plain whole-count difference is cheaper to redo than to keep
+                        self._memo[key] = (old, h, delta, whole, is_plain)
+                    if is_plain:
+                        plain |= 1 << k
+                if whole:
+                    integral |= 1 << k
+                state[_FIRST_HIST + k] = (seq, h, whole)
+            hdeltas.append(delta)
+        links = self._links
+        back = bool(links) and not links[-1].t <= point.timestamp
+        links.append(
+            _Link(
+                point,
+                seq,
+                flag_ref,
+                tuple(cvals),
+                tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
+                back,
+                integral,
+                plain,
+            )
+        )
+        self._times.append(point.timestamp)
+        self._disorder += back
+        self._targets[point.target] = self._targets.get(point.target, 0) + 1
+
+    # -- reading a window -----------------------------------------------------------------------------------
+    def stats(self, history: Iterable[TimedSnapshot], now: float, window_seconds: float) -> WindowStats:
+        """:func:`window_stats` of ``history`` over ``[now − window_seconds, now]``, read off the precomputed
+        steps (after :meth:`sync` to ``history``). Raises as :func:`window_stats` does."""
+        self.sync(history)
+        start = now - window_seconds
+        if not window_seconds > 0 or self._disorder or len(self._targets) > 1 or not start <= now:
+            return window_stats(self.points(), now, window_seconds)
+        lo = bisect.bisect_left(self._times, start)
+        hi = bisect.bisect_right(self._times, now)
+        if lo >= hi:
+            return WindowStats(window_seconds=window_seconds)
+        win = self._links[lo:hi]
+        a = win[0].seq
+        flags = [link.flag_ref >= a for link in win]
+        rates: list[float | None] = []
+        preemptions: float | None = None
+        for k in range(_N_COUNTERS):
+            parts: list[float] = []
+            known = 0
+            first_t = last_t = prev_v = 0.0
+            pending = False
+            for link, flagged in zip(win, flags, strict=True):
+                v = link.cvals[k]
+                if v is None:
+                    pending = pending or flagged
+                    continue
+                if not known:
+                    first_t = link.t
+                else:
+                    parts.append(v if v < prev_v or flagged or pending else v - prev_v)
+                prev_v = v
+                known += 1
+                last_t = link.t
+                pending = False
+            if known < 2:
+                rates.append(None)
+                continue
+            increase = math.fsum(parts)
+            if k == 0:
+                preemptions = increase
+            span = last_t - first_t
+            rates.append(increase / span if span > 0 else None)
+        hists = [self._window_histogram(win, flags, k) for k in range(len(_HIST_FIELDS))]
+        usage = [link.kv for link in win if link.kv is not None]
+        newest, oldest = win[-1].point.snapshot, win[0].point.snapshot
+        return WindowStats(
+            window_seconds=window_seconds,
+            requests_running=_known(newest.requests_running),
+            requests_waiting=_known(newest.requests_waiting),
+            kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
+            kv_cache_usage_ratio_min=min(usage) if usage else None,
+            kv_cache_usage_ratio_max=max(usage) if usage else None,
+            requests_running_first=_known(oldest.requests_running),
+            requests_waiting_first=_known(oldest.requests_waiting),
+            preemptions_per_second=rates[0],
+            prompt_tokens_per_second=rates[1],
+            generation_tokens_per_second=rates[2],
+            requests_finished_per_second=rates[3],
+            preemptions_increase=preemptions,
+            ttft=hists[0],
+            tpot=hists[1],
+            queue_time=hists[2],
+            e2e=hists[3],
+            counter_resets=sum(flags),
+            samples=len(win),
+            span_seconds=win[-1].t - win[0].t,
+        )
+
+    @staticmethod
+    def _window_histogram(win: Sequence[_Link], flags: Sequence[bool], k: int) -> Histogram | None:
+        """:func:`histogram_increase` of histogram ``k`` over the window, from the precomputed deltas.
+
+        When every delta in the window is a plain bucket-wise difference of whole counts in [0, 2**52), each was
+        exact, so their sum (what :meth:`Histogram.merge` computes with ``math.fsum``) is exactly newest − oldest:
+        one subtraction per bucket, whatever the number of points. Otherwise the deltas are merged."""
+        name = _HIST_FIELDS[k]
+        bit = 1 << k
+        # each delta, or (older, newer, its sum) where only the sum was kept
+        deltas: list[Histogram | tuple[Histogram, Histogram, float]] = []
+        seen = pending = False
+        telescopes = True
+        first: Histogram | None = None
+        last: Histogram | None = None
+        for link, flagged in zip(win, flags, strict=True):
+            h: Histogram | None = getattr(link.point.snapshot, name)
+            if h is None:
+                pending = pending or flagged
+                continue
+            if not link.integral & bit:
+                telescopes = False
+            if seen:
+                assert last is not None
+                if flagged or pending:
+                    deltas.append(h)
+                    telescopes = False
+                else:
+                    delta = link.hdeltas[k] if link.hdeltas is not None else None
+                    if delta is None:  # the bucket layout changed: no delta is defined
+                        return None
+                    deltas.append((last, h, delta) if isinstance(delta, float) else delta)
+                    if not link.plain & bit:
+                        telescopes = False
+            else:
+                first = h
+            last = h
+            seen = True
+            pending = False
+        if not deltas:
+            return None
+        if telescopes and len(deltas) > 1 and first is not None and last is not None:
+            return Histogram.from_counts(
+                last.bounds(),
+                map(operator.sub, last.counts(), first.counts()),
+                count=float(last.count - first.count),
+                sum=math.fsum(d[2] if isinstance(d, tuple) else d.sum for d in deltas),
+            )
+        full = [_delta_of(d) for d in deltas]
+        if len(full) == 1:
+            return full[0]
+        try:
+            return Histogram.merge(full)
+        except ValueError:
+            return None
 
 
 def _sum_known(values: Iterable[float | None]) -> float | None:

@@ -30,8 +30,9 @@ from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnaps
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, Transition
+from advisor.rules.lifecycle import Lifecycle, RuleStatus, Transition
 from advisor.rules.replicas import ReplicaStabilizer
+from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
 """Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
@@ -109,9 +110,11 @@ class _Target:
     up: bool = False
     error_reason: str | None = None
     error_message: str | None = None
+    window: WindowAccumulator = field(default_factory=WindowAccumulator)
+    """The history's counter steps and histogram deltas, computed once per point (kept in step by identity)."""
 
     def view(self) -> TargetView:
-        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history))
+        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history), self.window)
 
 
 @dataclass
@@ -289,6 +292,7 @@ class Tracker:
         deployment."""
         t = self._target(deployment, url)
         record(t.history, point, self.evaluation_window)
+        t.window.sync(t.history)  # the new point's deltas, once (and the thinned or replaced neighbours')
         t.up, t.error_reason, t.error_message = True, None, None
 
     def fail(self, deployment: str, url: str, reason: str | None, message: str | None) -> bool:
@@ -306,7 +310,9 @@ class Tracker:
 
     def replace_history(self, deployment: str, url: str, points: Iterable[TimedSnapshot]) -> None:
         """Replace the target's history whole (a Prometheus range query gives the window at once)."""
-        self._target(deployment, url).history = deque(points)
+        t = self._target(deployment, url)
+        t.history = deque(points)
+        t.window.sync(t.history)
 
     def history(self, deployment: str, url: str) -> tuple[TimedSnapshot, ...]:
         """The target's history, oldest first (empty for an unknown target)."""
@@ -328,8 +334,10 @@ class Tracker:
         keep = (window or self.evaluation_window) + TRIM_INTERVALS * self.scrape_interval
         for d in self._deps.values():
             for t in d.targets.values():
-                while t.history and now - t.history[0].timestamp > keep:
-                    t.history.popleft()
+                if t.history and now - t.history[0].timestamp > keep:
+                    while t.history and now - t.history[0].timestamp > keep:
+                        t.history.popleft()
+                    t.window.sync(t.history)
 
     def _replicas(self, d: _Deployment) -> None:
         if not d.count_replicas:
@@ -354,13 +362,15 @@ class Tracker:
         window = window or self.evaluation_window
         timer: StepTimer = step or (lambda _name: nullcontext())
         self.trim(now, window)
-        results: list[DeploymentResult] = []
         transitions: list[Transition] = []
         updates: list[Transition] = []
         failures: list[tuple[str, BaseException]] = []
         model_errors: list[tuple[str, float]] = []
         # incidents of deployments a reload removed, or of problems no configured rule has, resolve now
         transitions += self.lifecycle.resolve_orphans(set(self._deps), now)
+        # each deployment's result, its rule statuses left to fill in after the loop: the statuses of every
+        # deployment are one dict, and filtering it per deployment would cost O(deployments²) a cycle
+        done: list[tuple[str, dict[str, Any]]] = []
         for name, d in self._deps.items():
             try:
                 self._replicas(d)
@@ -372,23 +382,30 @@ class Tracker:
                 with timer("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 updates += self.lifecycle.last_updates
-                statuses = tuple(s for (dep, _), s in self.lifecycle.statuses.items() if dep == name)
-                results.append(
-                    DeploymentResult(
-                        name=name,
-                        engine=d.ctx.engine,
-                        state=ev.state,
-                        evaluation=ev,
-                        snapshot=snapshot,
-                        capacity=d.ctx.capacity,
-                        targets=tuple(views),
-                        recommendations=tuple(self.lifecycle.open_recommendations(name)),
-                        rule_statuses=statuses,
-                        target_states=tuple(target_state(v, round_started or now, self.quality) for v in views),
+                done.append(
+                    (
+                        name,
+                        {
+                            "name": name,
+                            "engine": d.ctx.engine,
+                            "state": ev.state,
+                            "evaluation": ev,
+                            "snapshot": snapshot,
+                            "capacity": d.ctx.capacity,
+                            "targets": tuple(views),
+                            "recommendations": tuple(self.lifecycle.open_recommendations(name)),
+                            "target_states": tuple(target_state(v, round_started or now, self.quality) for v in views),
+                        },
                     )
                 )
             except Exception as exc:  # one deployment's failure never stops the others
                 failures.append((name, exc))
+        # a deployment's statuses are written only while it is evaluated, so grouping them once now gives each the
+        # statuses it had right after its own evaluation, in the same (insertion) order
+        statuses: dict[str, list[RuleStatus]] = {}
+        for (dep, _), status in self.lifecycle.statuses.items():
+            statuses.setdefault(dep, []).append(status)
+        results = [DeploymentResult(**fields, rule_statuses=tuple(statuses.get(name, ()))) for name, fields in done]
         return Tick(now, tuple(results), tuple(transitions), tuple(updates), tuple(failures), tuple(model_errors))
 
     def _model_error(self, name: str, error: Any) -> float | None:
