@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import queue
 import signal
@@ -69,7 +70,7 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, PromHistory
+from advisor.sources.prometheus import PrometheusSource, PromHistory, incremental_range
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
@@ -167,6 +168,9 @@ class _Deployment:
     adapter: EngineAdapter | None  # None while engine: auto has not been detected yet
     prom_wanted: frozenset[str] | None = None  # source: prometheus — the series names to fetch
     prom_refresh: int = 0  # cycles until the names are listed again
+    # source: prometheus — the instances behind the selector when they are read in batches (None: one query)
+    prom_instances: tuple[str, ...] | None = None
+    prom_until: float | None = None  # source: prometheus — the end of the last complete read (None: read the window)
 
 
 def _num(v: Any) -> str:
@@ -231,6 +235,7 @@ def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config"
             headers=p.headers,
             connect_timeout=p.connect_timeout,
             read_timeout=p.read_timeout,
+            max_bytes=p.max_bytes,
         )
     except ValueError as exc:  # what the config model cannot see (e.g. a CA file that is not there)
         raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
@@ -913,12 +918,18 @@ class Service:
         log.warning("deployment=%s prometheus=%s query failed: %s (%s)", name, where, reason, message)
 
     def _query_prometheus(self, rt: Runtime, d: _Deployment) -> None:
-        """``source: prometheus``: one range query per deployment per cycle, whatever the number of engine
-        instances behind the selector; each instance becomes a target with the same history a scrape
-        would build. The series names are listed (and the engine detected) every 20 cycles."""
+        """``source: prometheus``: one range query per deployment per cycle (one per batch of
+        ``prometheus.batch_instances`` instances when the selector matches more), whatever the number of engine
+        instances behind the selector; each instance becomes a target with the same history a scrape would build.
+
+        Only the points since the previous complete read are fetched
+        (:func:`~advisor.sources.prometheus.incremental_range`: the whole window on the first read, after a
+        failure longer than the window, and after a reload) and appended to each target's history as scraped
+        points are. The series names (and the engine) and, for batching, the instances are listed every 20
+        cycles."""
         src = rt.prom
         cfg = rt.cfg
-        assert src is not None and d.spec.selector is not None
+        assert src is not None and d.spec.selector is not None and cfg.prometheus is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
         if d.prom_wanted is None or d.prom_refresh <= 0:
@@ -934,44 +945,62 @@ class Service:
                 if self.runtime is not rt:
                     return
                 self._adopt(d, found)
-            d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
+            wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
+            if wanted:
+                listed = src.label_values("instance", d.spec.selector, now - window, now)
+                if not listed.ok:
+                    self._prom_error(rt, d, listed.error_reason, f"listing instances: {listed.error_message}")
+                    return
+                many = len(listed.names) > cfg.prometheus.batch_instances
+                d.prom_instances = tuple(sorted(listed.names)) if many else None
+            d.prom_wanted = wanted
             d.prom_refresh = 20
         d.prom_refresh -= 1
         assert d.adapter is not None
         if not d.prom_wanted:
             self._prom_error(rt, d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
-        h = src.history(d.spec.selector, d.prom_wanted, now - window, now, cfg.scrape_interval)
+        step = cfg.scrape_interval
+        start, end = incremental_range(d.prom_until, now, window, step)
+        if d.prom_instances is None:
+            h = src.history(d.spec.selector, d.prom_wanted, start, end, step)
+        else:
+            batch = cfg.prometheus.batch_instances
+            h = src.history_batches(d.spec.selector, d.prom_wanted, start, end, step, d.prom_instances, batch)
         if not h.ok:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
         with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
             if self.runtime is rt:
                 self._apply_history(d, h)
+                d.prom_until = end
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
-        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker."""
+        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
+        each target's points newer than its history are observed and appended (``Tracker.observe``, as a
+        scrape's page is), so a point read twice (the read after a reload, or the newest point re-read when no
+        new one exists) is never counted twice."""
         name = d.spec.name
         tr = self.tracker
         assert d.adapter is not None
         seen: set[str] = set()
         for g in h.groups:
             seen.add(g.target)
+            held = tr.history(name, g.target)
+            newest = held[-1].timestamp if held else -math.inf
             try:
                 observed = [
                     (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
                     for ts, expo in g.points
-                    if expo
+                    if expo and ts > newest
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)
                 tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}")
                 continue
-            tr.replace_history(
-                name,
-                g.target,
-                (TimedSnapshot(g.target, ts, o.snapshot) for ts, o in observed if o.snapshot is not None),
-            )
+            for ts, o in observed:
+                if o.snapshot is not None:
+                    tr.observe(name, g.target, TimedSnapshot(g.target, ts, o.snapshot))
             last_up = g.up[-1][1] if g.up else 1.0
             ok = bool(tr.history(name, g.target)) and last_up == 1.0
             failed = observed[-1][1] if observed and not observed[-1][1].ok else None
