@@ -47,12 +47,19 @@ class Store:
 
     instances: list[str]
     failing: bool = False
+    restart_at: float | None = None  # the engines restart then: counters start again from 0
     requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ranges(self) -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.requests if r["path"] == "/api/v1/query_range"]
+
+    def value(self, name: str, t: float) -> float:
+        f = SERIES[name]
+        if self.restart_at is not None and name.endswith("_total") and t >= self.restart_at:
+            return f(t) - f(self.restart_at)
+        return f(t)
 
     def clear(self) -> None:
         with self.lock:
@@ -90,9 +97,9 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
         for inst in _selected(params["query"], store.instances):
             target = {"job": "vllm", "instance": inst}
             result.append({"metric": {"__name__": "up", **target}, "values": [[t, "1"] for t in times]})
-            for name, f in SERIES.items():
+            for name in SERIES:
                 labels = {"__name__": name, **target, "engine": "0", "model_name": MODEL}
-                result.append({"metric": labels, "values": [[t, repr(f(t))] for t in times]})
+                result.append({"metric": labels, "values": [[t, repr(store.value(name, t))] for t in times]})
         points = sum(len(s["values"]) for s in result)
         data = {"resultType": "matrix", "result": result}
     else:
@@ -247,6 +254,29 @@ def test_a_short_failure_reads_the_missed_points_and_a_gap_reads_the_window(stor
     assert stamps == sorted(set(stamps))
     assert result["state"] == "fresh"
     assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
+
+
+def test_an_engine_restart_between_two_reads_is_a_counter_reset_not_a_negative_rate(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    try:
+        for _ in range(13):  # the window is full
+            svc.scrape_once()
+            clock.now += 5
+        s.restart_at = clock.now - 2.5  # between the last point read and the next one
+        for _ in range(3):
+            svc.scrape_once()
+            clock.now += 5
+        clock.now -= 5
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert result["state"] == "fresh"
+    # the increase across the reset is counted from 0 (as Prometheus's increase() does): 2.5 s of the 60 s
+    # window's growth is lost, never a negative or doubled rate
+    fleet_rate = GEN_RATE * len(s.instances)
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(fleet_rate * 57.5 / 60, rel=1e-9)
 
 
 def test_a_selector_of_many_instances_is_read_in_batches(store: tuple[Store, str]) -> None:

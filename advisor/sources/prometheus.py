@@ -74,6 +74,7 @@ scrubbed; ``repr()`` shows the base URL without user-info or query.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import threading
@@ -239,9 +240,25 @@ def _number(raw: Any, what: str) -> float:
         raise ParseError(f"{what}: not a number: {str(raw)[:40]!r}") from None
 
 
+_PAIR_TYPES: Final = frozenset({list})
+_TIME_TYPES: Final = frozenset({int, float})
+_VALUE_TYPES: Final = frozenset({str, int, float})
+_LABEL_TYPES: Final = frozenset({str})
+
+
 def _values(raw: Any, where: str) -> list[tuple[float, float]]:
     if not isinstance(raw, list):
         raise ParseError(f"{where}: 'values' is not a list")
+    # fast path, type checks at C speed (a fleet's answer holds millions of pairs): every pair a 2-list of a
+    # number and a numeric string, as the API writes them; anything else takes the loop below, which says where
+    if set(map(type, raw)) <= _PAIR_TYPES and set(map(len, raw)) <= {2}:
+        times = [p[0] for p in raw]
+        values = [p[1] for p in raw]
+        if set(map(type, times)) <= _TIME_TYPES and set(map(type, values)) <= _VALUE_TYPES:
+            with contextlib.suppress(ValueError):
+                floats = list(map(float, times))
+                if all(map(math.isfinite, floats)):
+                    return list(zip(floats, map(float, values), strict=True))
     out: list[tuple[float, float]] = []
     for j, pair in enumerate(raw):
         if not isinstance(pair, list) or len(pair) != 2:
@@ -303,8 +320,8 @@ def histories_from_matrix(
         if not isinstance(item, Mapping):
             raise ParseError(f"{where} is not an object")
         metric = item.get("metric")
-        if not isinstance(metric, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+        if not isinstance(metric, Mapping) or not (
+            set(map(type, metric)) <= _LABEL_TYPES and set(map(type, metric.values())) <= _LABEL_TYPES
         ):
             raise ParseError(f"{where}: 'metric' is not an object of string labels")
         name = metric.get("__name__")
