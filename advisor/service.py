@@ -902,7 +902,11 @@ class Service:
             self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, seen.adapter.engine))
             log.info("deployment=%s: detected engine %s", name, seen.adapter.engine)
 
-    def _prom_error(self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None) -> None:
+    def _prom_error(
+        self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None, *, fail_targets: bool = True
+    ) -> None:
+        """Count and log a failed read of ``d``; with ``fail_targets`` every target of ``d`` fails with it (a
+        failed batch fails only its own instances, in ``_apply_history``)."""
         assert rt.cfg.prometheus is not None
         where = redact_url(rt.cfg.prometheus.url)
         name = d.spec.name
@@ -910,7 +914,7 @@ class Service:
             if self.runtime is not rt:
                 return  # a reload replaced the runtime (and maybe removed the deployment) meanwhile
             # nothing discovered yet: show the source itself, with why it failed
-            for url in self.tracker.targets(name) or [where]:
+            for url in (self.tracker.targets(name) or [where]) if fail_targets else ():
                 self.tracker.fail(name, url, reason, message)
         key = (name, where, reason or c.REASON_PARSE_ERROR)
         with self._errors_lock:  # deployments are queried concurrently
@@ -967,13 +971,17 @@ class Service:
         else:
             batch = cfg.prometheus.batch_instances
             h = src.history_batches(d.spec.selector, d.prom_wanted, start, end, step, d.prom_instances, batch)
-        if not h.ok:
+        if not h.ok and not h.groups:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
+        if h.failed:  # some batches failed: their instances fail, the others' points are applied
+            message = f"{len(h.failed)} instance(s) not read: {h.error_message}"
+            self._prom_error(rt, d, h.error_reason, message, fail_targets=False)
         with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
             if self.runtime is rt:
                 self._apply_history(d, h)
-                d.prom_until = end
+                if h.ok:  # else the next read starts where this one did (points already held are skipped)
+                    d.prom_until = end
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
@@ -1016,8 +1024,11 @@ class Service:
                     c.REASON_HTTP_STATUS,
                     "Prometheus reports the target down (up == 0) or has no samples",
                 )
+        unread = frozenset(h.failed)  # instances of batches that failed
         for url in tr.targets(name):
-            if url not in seen:
+            if url in unread:
+                tr.fail(name, url, h.error_reason, h.error_message)
+            elif url not in seen:
                 tr.set_status(name, url, False, c.REASON_HTTP_STATUS, "no series in Prometheus")
         n = sum(
             engines_behind(hist[-1].snapshot) if hist else 1

@@ -48,6 +48,7 @@ class Store:
     instances: list[str]
     failing: bool = False
     restart_at: float | None = None  # the engines restart then: counters start again from 0
+    poisoned: str | None = None  # a query_range selecting this instance fails (HTTP 503)
     requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,6 +92,9 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
     elif parts.path == "/api/v1/label/instance/values":
         data = list(store.instances)
     elif parts.path == "/api/v1/query_range":
+        if store.poisoned is not None and store.poisoned in _selected(params["query"], store.instances):
+            reply(h, 503, b"this batch is down")
+            return
         start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
         times = [start + k * step for k in range(round((end - start) / step) + 1)]
         result = []
@@ -298,6 +302,33 @@ def test_a_selector_of_many_instances_is_read_in_batches(store: tuple[Store, str
     assert sorted(i for p in picked for i in p) == sorted(s.instances)
     assert sorted(t["target"] for t in result["targets"]) == sorted(s.instances)
     assert result["state"] == "fresh" and all(t["up"] for t in result["targets"])
+
+
+def test_a_failed_batch_fails_only_its_instances_and_is_read_again_next_cycle(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock, batch_instances=3)
+    try:
+        svc.scrape_once()
+        clock.now += 5
+        s.poisoned = "10.0.0.7:8000"  # the third batch (the seventh instance alone)
+        svc.scrape_once()
+        during = {t["target"]: t for t in svc.evaluate_once().deployments[0].as_dict()["targets"]}
+        s.poisoned = None
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+        after = svc.evaluate_once().deployments[0].as_dict()
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+    finally:
+        svc.close()
+    assert not during["10.0.0.7:8000"]["up"] and during["10.0.0.7:8000"]["error_reason"] == "http_status"
+    assert all(t["up"] for name, t in during.items() if name != "10.0.0.7:8000")
+    # the read after the failure starts where the failed one did: its two points, for every batch
+    per_instance = 2 * (len(SERIES) + 1)
+    assert [r["points"] for r in s.ranges()] == [3 * per_instance, 3 * per_instance, 1 * per_instance]
+    assert stamps == sorted(set(stamps))  # the points the good batches held are not counted twice
+    assert after["state"] == "fresh" and all(t["up"] for t in after["targets"])
 
 
 def test_a_selector_within_the_batch_size_is_one_query_without_an_instance_matcher(store: tuple[Store, str]) -> None:

@@ -179,7 +179,8 @@ class PromHistory:
 
     Attributes:
         ok: the API answered with a usable matrix.
-        groups: one :class:`PromGroup` per target, sorted by ``target``; ``()`` when not ``ok``.
+        groups: one :class:`PromGroup` per target, sorted by ``target``; ``()`` when not ``ok`` — except from
+            :meth:`PrometheusSource.history_batches`, where they are the targets of the batches that answered.
         query: the PromQL sent (no secrets: label matchers and metric names only).
         error_reason: one of ``advisor.conventions.SCRAPE_ERROR_REASONS`` when not ``ok``.
         error_message: a short cause, free of credentials; ``None`` when ``ok``.
@@ -190,6 +191,8 @@ class PromHistory:
             :meth:`PrometheusSource.history_batches`).
         response_bytes: decoded size of the ``query_range`` answer (what ``max_bytes`` caps); summed over the
             batches of :meth:`PrometheusSource.history_batches`.
+        failed: :meth:`PrometheusSource.history_batches` only — the instances (values of the first ``group_by``
+            label) whose batch failed, sorted; ``error_reason``/``error_message`` are the first failure's.
     """
 
     ok: bool
@@ -202,6 +205,7 @@ class PromHistory:
     warnings: tuple[str, ...] = ()
     queries: int = 0
     response_bytes: int = 0
+    failed: tuple[str, ...] = ()
 
     def group(self, target: str) -> PromGroup | None:
         """The group named ``target``, or ``None``."""
@@ -728,8 +732,10 @@ class PrometheusSource:
         (sorted by target); a target whose label value is not in ``instances`` is not read.
 
         Returns:
-            One :class:`PromHistory`: ``ok`` only when every batch answered (the first failure is returned,
-            its ``queries`` and ``response_bytes`` counting every batch sent); ``query`` is the first batch's.
+            One :class:`PromHistory`: ``ok`` only when every batch answered. A failed batch does not stop the
+            others: the groups of those that answered are kept, the failed batches' instances are listed in
+            ``failed`` and the first failure gives ``error_reason``/``error_message``/``status_code``.
+            ``queries`` and ``response_bytes`` count every batch sent; ``query`` is the first batch's.
 
         Raises:
             ValueError: as :meth:`history`, or ``batch`` < 1.
@@ -741,24 +747,32 @@ class PrometheusSource:
         warnings: list[str] = []
         queries = size = 0
         first = ""
+        failure: PromHistory | None = None
+        failed: list[str] = []
         for chunk in _batches(instances, batch):
             h = self.history(selector, wanted, start, end, step, group_by, drop_labels, instances=chunk)
             queries += h.queries
             size += h.response_bytes
             first = first or h.query
             if not h.ok:
-                return replace(h, queries=queries, response_bytes=size, duration_seconds=time.monotonic() - began)
+                failure = failure or h
+                failed.extend(chunk)
+                continue
             groups.extend(h.groups)
             warnings.extend(h.warnings)
         groups.sort(key=lambda g: g.target)
         return PromHistory(
-            ok=True,
+            ok=failure is None,
             groups=tuple(groups),
             query=first,
+            error_reason=None if failure is None else failure.error_reason,
+            error_message=None if failure is None else failure.error_message,
             duration_seconds=time.monotonic() - began,
+            status_code=None if failure is None else failure.status_code,
             warnings=tuple(warnings),
             queries=queries,
             response_bytes=size,
+            failed=tuple(sorted(failed)),
         )
 
     def label_values(
