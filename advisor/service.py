@@ -70,7 +70,7 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, PromHistory, incremental_range
+from advisor.sources.prometheus import PrometheusSource, PromGroup, PromHistory, incremental_range
 from advisor.sources.scrape import ScrapeResult, scrape
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
@@ -966,33 +966,47 @@ class Service:
             return
         step = cfg.scrape_interval
         start, end = incremental_range(d.prom_until, now, window, step)
+        seen: set[str] = set()
+
+        def apply(part: PromHistory) -> None:
+            with self._lock:  # the tracker is touched under the cycle lock, one answer at a time
+                if self.runtime is rt:
+                    seen.update(self._apply_groups(d, part.groups))
+
         if d.prom_instances is None:
             h = src.history(d.spec.selector, d.prom_wanted, start, end, step)
-        else:
+            if h.ok:
+                apply(h)
+        else:  # each batch is applied as it arrives: the cycle never holds the whole fleet's answer
             batch = cfg.prometheus.batch_instances
-            h = src.history_batches(d.spec.selector, d.prom_wanted, start, end, step, d.prom_instances, batch)
-        if not h.ok and not h.groups:
+            selector, wanted = d.spec.selector, d.prom_wanted
+            h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
+        if not h.ok and not seen:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
         if h.failed:  # some batches failed: their instances fail, the others' points are applied
             message = f"{len(h.failed)} instance(s) not read: {h.error_message}"
             self._prom_error(rt, d, h.error_reason, message, fail_targets=False)
-        with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
+        with self._lock:
             if self.runtime is rt:
-                self._apply_history(d, h)
+                self._finish_read(d, seen, h)
                 if h.ok:  # else the next read starts where this one did (points already held are skipped)
                     d.prom_until = end
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
-        each target's points newer than its history are observed and appended (``Tracker.observe``, as a
-        scrape's page is), so a point read twice (the read after a reload, or the newest point re-read when no
-        new one exists) is never counted twice."""
+        :meth:`_apply_groups`, then :meth:`_finish_read`."""
+        self._finish_read(d, self._apply_groups(d, h.groups), h)
+
+    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup]) -> set[str]:
+        """Each target's points newer than its history are observed and appended (``Tracker.observe``, as a
+        scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
+        re-read) is never counted twice; each target's status is set. Returns the targets seen."""
         name = d.spec.name
         tr = self.tracker
         assert d.adapter is not None
         seen: set[str] = set()
-        for g in h.groups:
+        for g in groups:
             seen.add(g.target)
             held = tr.history(name, g.target)
             newest = held[-1].timestamp if held else -math.inf
@@ -1024,6 +1038,13 @@ class Service:
                     c.REASON_HTTP_STATUS,
                     "Prometheus reports the target down (up == 0) or has no samples",
                 )
+        return seen
+
+    def _finish_read(self, d: _Deployment, seen: set[str], h: PromHistory) -> None:
+        """After every answer of one read: targets of failed batches fail, targets absent from the answers are
+        down, and the deployment's replicas are counted from the targets seen."""
+        name = d.spec.name
+        tr = self.tracker
         unread = frozenset(h.failed)  # instances of batches that failed
         for url in tr.targets(name):
             if url in unread:

@@ -24,7 +24,7 @@ from advisor.config import parse_config
 from advisor.errors import ConfigError
 from advisor.exporter import make_registry
 from advisor.service import Service
-from advisor.sources.prometheus import PrometheusSource, incremental_range
+from advisor.sources.prometheus import PrometheusSource, PromHistory, incremental_range
 from tests.conftest import reply
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -373,5 +373,9 @@ def test_history_batches_merges_groups_and_counts_every_request(store: tuple[Sto
         assert h.ok and h.queries == 4 and src.queries_made == 4
         assert [g.target for g in h.groups] == sorted(s.instances)
         assert h.response_bytes == src.bytes_received == sum(r["bytes"] for r in s.requests)
+        parts: list[PromHistory] = []
+        streamed = src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 2, on_batch=parts.append)
+        assert streamed.ok and streamed.groups == ()  # handed over batch by batch, not kept
+        assert sorted(g.target for p in parts for g in p.groups) == sorted(s.instances) and len(parts) == 4
         with pytest.raises(ValueError, match="batch"):
             src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 0)

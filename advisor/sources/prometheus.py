@@ -725,6 +725,7 @@ class PrometheusSource:
         batch: int,
         group_by: Sequence[str] = ("instance",),
         drop_labels: Collection[str] = (),
+        on_batch: Callable[[PromHistory], None] | None = None,
     ) -> PromHistory:
         """:meth:`history` for a selector matching many targets: ``instances`` (values of the first
         ``group_by`` label, e.g. from :meth:`label_values`) are read ``batch`` at a time, one ``query_range``
@@ -735,7 +736,9 @@ class PrometheusSource:
             One :class:`PromHistory`: ``ok`` only when every batch answered. A failed batch does not stop the
             others: the groups of those that answered are kept, the failed batches' instances are listed in
             ``failed`` and the first failure gives ``error_reason``/``error_message``/``status_code``.
-            ``queries`` and ``response_bytes`` count every batch sent; ``query`` is the first batch's.
+            ``queries`` and ``response_bytes`` count every batch sent; ``query`` is the first batch's. With
+            ``on_batch``, each batch that answered is handed to it as it arrives and its groups are not kept
+            (``groups`` is ``()``): memory holds one batch's answer, not the fleet's.
 
         Raises:
             ValueError: as :meth:`history`, or ``batch`` < 1.
@@ -758,8 +761,12 @@ class PrometheusSource:
                 failure = failure or h
                 failed.extend(chunk)
                 continue
-            groups.extend(h.groups)
             warnings.extend(h.warnings)
+            if on_batch is not None:
+                on_batch(h)
+            else:
+                groups.extend(h.groups)
+            del h
         groups.sort(key=lambda g: g.target)
         return PromHistory(
             ok=failure is None,
