@@ -38,6 +38,7 @@ import json
 import multiprocessing
 import re
 import resource
+import signal
 import sys
 import tempfile
 import threading
@@ -321,6 +322,8 @@ def main() -> int:
     ap.add_argument("--whole-window", action="store_true", help="also time one whole-window read (the old path)")
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for n in (int(s) for s in args.sizes.split(",")):
         for kind in args.stores.split(","):
             measure(kind, n, args)
