@@ -906,7 +906,7 @@ class Service:
         self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None, *, fail_targets: bool = True
     ) -> None:
         """Count and log a failed read of ``d``; with ``fail_targets`` every target of ``d`` fails with it (a
-        failed batch fails only its own instances, in ``_apply_history``)."""
+        failed batch fails only its own instances, in ``_finish_read``)."""
         assert rt.cfg.prometheus is not None
         where = redact_url(rt.cfg.prometheus.url)
         name = d.spec.name
