@@ -623,6 +623,17 @@ class PrometheusConfig(_Strict):
     headers: dict[str, str] = Field(default_factory=dict, description="e.g. X-Scope-OrgID for Mimir")
     connect_timeout: Duration = 3.0
     read_timeout: Duration = 30.0
+    max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="cap on one decoded query answer (bytes); a bigger answer fails the cycle with reason too_large",
+    )
+    batch_instances: int = Field(
+        default=200,
+        ge=1,
+        description="a selector matching more instances than this is read in batches of this many instances, "
+        "one query each (instance=~ matchers); the instances are listed when the series names are",
+    )
 
 
 class Config(_Strict):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import queue
 import signal
@@ -71,7 +72,7 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, PromHistory
+from advisor.sources.prometheus import PrometheusSource, PromGroup, PromHistory, incremental_range
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
 from advisor.workers import ProcessWorkers, usable_cpus
@@ -169,6 +170,9 @@ class _Deployment:
     adapter: EngineAdapter | None  # None while engine: auto has not been detected yet
     prom_wanted: frozenset[str] | None = None  # source: prometheus — the series names to fetch
     prom_refresh: int = 0  # cycles until the names are listed again
+    # source: prometheus — the instances behind the selector when they are read in batches (None: one query)
+    prom_instances: tuple[str, ...] | None = None
+    prom_until: float | None = None  # source: prometheus — the end of the last complete read (None: read the window)
 
 
 def _num(v: Any) -> str:
@@ -233,6 +237,7 @@ def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config"
             headers=p.headers,
             connect_timeout=p.connect_timeout,
             read_timeout=p.read_timeout,
+            max_bytes=p.max_bytes,
         )
     except ValueError as exc:  # what the config model cannot see (e.g. a CA file that is not there)
         raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
@@ -939,7 +944,11 @@ class Service:
             self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, adapter.engine))
             log.info("deployment=%s: detected engine %s", name, adapter.engine)
 
-    def _prom_error(self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None) -> None:
+    def _prom_error(
+        self, rt: Runtime, d: _Deployment, reason: str | None, message: str | None, *, fail_targets: bool = True
+    ) -> None:
+        """Count and log a failed read of ``d``; with ``fail_targets`` every target of ``d`` fails with it (a
+        failed batch fails only its own instances, in ``_finish_read``)."""
         assert rt.cfg.prometheus is not None
         where = redact_url(rt.cfg.prometheus.url)
         name = d.spec.name
@@ -947,7 +956,7 @@ class Service:
             if self.runtime is not rt:
                 return  # a reload replaced the runtime (and maybe removed the deployment) meanwhile
             # nothing discovered yet: show the source itself, with why it failed
-            for url in self.tracker.targets(name) or [where]:
+            for url in (self.tracker.targets(name) or [where]) if fail_targets else ():
                 self.tracker.fail(name, url, reason, message)
         key = (name, where, reason or c.REASON_PARSE_ERROR)
         with self._errors_lock:  # deployments are queried concurrently
@@ -955,12 +964,18 @@ class Service:
         log.warning("deployment=%s prometheus=%s query failed: %s (%s)", name, where, reason, message)
 
     def _query_prometheus(self, rt: Runtime, d: _Deployment) -> None:
-        """``source: prometheus``: one range query per deployment per cycle, whatever the number of engine
-        instances behind the selector; each instance becomes a target with the same history a scrape
-        would build. The series names are listed (and the engine detected) every 20 cycles."""
+        """``source: prometheus``: one range query per deployment per cycle (one per batch of
+        ``prometheus.batch_instances`` instances when the selector matches more), whatever the number of engine
+        instances behind the selector; each instance becomes a target with the same history a scrape would build.
+
+        Only the points since the previous complete read are fetched
+        (:func:`~advisor.sources.prometheus.incremental_range`: the whole window on the first read, after a
+        failure longer than the window, and after a reload) and appended to each target's history as scraped
+        points are. The series names (and the engine) and, for batching, the instances are listed every 20
+        cycles."""
         src = rt.prom
         cfg = rt.cfg
-        assert src is not None and d.spec.selector is not None
+        assert src is not None and d.spec.selector is not None and cfg.prometheus is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
         if d.prom_wanted is None or d.prom_refresh <= 0:
@@ -976,44 +991,80 @@ class Service:
                 if self.runtime is not rt:
                     return
                 self._adopt(d, found)
-            d.prom_wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
+            wanted = frozenset(n for n in names.names if found.adapter.wants(n) or n in WORKER_KV_NAMES)
+            if wanted:
+                listed = src.label_values("instance", d.spec.selector, now - window, now)
+                if not listed.ok:
+                    self._prom_error(rt, d, listed.error_reason, f"listing instances: {listed.error_message}")
+                    return
+                many = len(listed.names) > cfg.prometheus.batch_instances
+                d.prom_instances = tuple(sorted(listed.names)) if many else None
+            d.prom_wanted = wanted
             d.prom_refresh = 20
         d.prom_refresh -= 1
         assert d.adapter is not None
         if not d.prom_wanted:
             self._prom_error(rt, d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
-        h = src.history(d.spec.selector, d.prom_wanted, now - window, now, cfg.scrape_interval)
-        if not h.ok:
+        step = cfg.scrape_interval
+        start, end = incremental_range(d.prom_until, now, window, step)
+        seen: set[str] = set()
+
+        def apply(part: PromHistory) -> None:
+            with self._lock:  # the tracker is touched under the cycle lock, one answer at a time
+                if self.runtime is rt:
+                    seen.update(self._apply_groups(d, part.groups))
+
+        if d.prom_instances is None:
+            h = src.history(d.spec.selector, d.prom_wanted, start, end, step)
+            if h.ok:
+                apply(h)
+        else:  # each batch is applied as it arrives: the cycle never holds the whole fleet's answer
+            batch = cfg.prometheus.batch_instances
+            selector, wanted = d.spec.selector, d.prom_wanted
+            h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
+        if not h.ok and not seen:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
-        with self._lock:  # the I/O is done: the tracker is touched under the cycle lock
+        if h.failed:  # some batches failed: their instances fail, the others' points are applied
+            message = f"{len(h.failed)} instance(s) not read: {h.error_message}"
+            self._prom_error(rt, d, h.error_reason, message, fail_targets=False)
+        with self._lock:
             if self.runtime is rt:
-                self._apply_history(d, h)
+                self._finish_read(d, seen, h)
+                if h.ok:  # else the next read starts where this one did (points already held are skipped)
+                    d.prom_until = end
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
-        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker."""
+        """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
+        :meth:`_apply_groups`, then :meth:`_finish_read`."""
+        self._finish_read(d, self._apply_groups(d, h.groups), h)
+
+    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup]) -> set[str]:
+        """Each target's points newer than its history are observed and appended (``Tracker.observe``, as a
+        scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
+        re-read) is never counted twice; each target's status is set. Returns the targets seen."""
         name = d.spec.name
         tr = self.tracker
         assert d.adapter is not None
         seen: set[str] = set()
-        for g in h.groups:
+        for g in groups:
             seen.add(g.target)
+            held = tr.history(name, g.target)
+            newest = held[-1].timestamp if held else -math.inf
             try:
                 observed = [
                     (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
                     for ts, expo in g.points
-                    if expo
+                    if expo and ts > newest
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)
                 tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}")
                 continue
-            tr.replace_history(
-                name,
-                g.target,
-                (TimedSnapshot(g.target, ts, o.snapshot) for ts, o in observed if o.snapshot is not None),
-            )
+            for ts, o in observed:
+                if o.snapshot is not None:
+                    tr.observe(name, g.target, TimedSnapshot(g.target, ts, o.snapshot))
             last_up = g.up[-1][1] if g.up else 1.0
             ok = bool(tr.history(name, g.target)) and last_up == 1.0
             failed = observed[-1][1] if observed and not observed[-1][1].ok else None
@@ -1029,8 +1080,18 @@ class Service:
                     c.REASON_HTTP_STATUS,
                     "Prometheus reports the target down (up == 0) or has no samples",
                 )
+        return seen
+
+    def _finish_read(self, d: _Deployment, seen: set[str], h: PromHistory) -> None:
+        """After every answer of one read: targets of failed batches fail, targets absent from the answers are
+        down, and the deployment's replicas are counted from the targets seen."""
+        name = d.spec.name
+        tr = self.tracker
+        unread = frozenset(h.failed)  # instances of batches that failed
         for url in tr.targets(name):
-            if url not in seen:
+            if url in unread:
+                tr.fail(name, url, h.error_reason, h.error_message)
+            elif url not in seen:
                 tr.set_status(name, url, False, c.REASON_HTTP_STATUS, "no series in Prometheus")
         n = sum(
             engines_behind(hist[-1].snapshot) if hist else 1

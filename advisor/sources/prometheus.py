@@ -7,7 +7,8 @@ would have made of that target's ``/metrics`` at that time. Adapters, telemetry 
 which source fed them.
 
 One cycle for one deployment costs **one** ``/api/v1/query_range`` request, however many engine instances
-the selector matches::
+the selector matches (one per batch with :meth:`PrometheusSource.history_batches`, when they are too many for one
+answer), and asks only for the evaluation times since the previous cycle (:func:`incremental_range`)::
 
     {__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running|…", job="vllm", namespace="prod"}
 
@@ -73,6 +74,7 @@ scrubbed; ``repr()`` shows the base URL without user-info or query.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import threading
@@ -109,7 +111,14 @@ from advisor.http_edge import (
 )
 from advisor.observe import observe
 from advisor.redact import outside_text, redact_url
-from advisor.sources.promql import LABEL_NAME_RE, match_selector, parse_selector, vector_selector
+from advisor.sources.promql import (
+    LABEL_NAME_RE,
+    LabelMatcher,
+    match_selector,
+    parse_selector,
+    re2_escape,
+    vector_selector,
+)
 
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
@@ -170,15 +179,20 @@ class PromHistory:
 
     Attributes:
         ok: the API answered with a usable matrix.
-        groups: one :class:`PromGroup` per target, sorted by ``target``; ``()`` when not ``ok``.
+        groups: one :class:`PromGroup` per target, sorted by ``target``; ``()`` when not ``ok`` — except from
+            :meth:`PrometheusSource.history_batches`, where they are the targets of the batches that answered.
         query: the PromQL sent (no secrets: label matchers and metric names only).
         error_reason: one of ``advisor.conventions.SCRAPE_ERROR_REASONS`` when not ``ok``.
         error_message: a short cause, free of credentials; ``None`` when ``ok``.
         duration_seconds: wall time of the call, every request included (monotonic clock).
         status_code: the HTTP status of the last response, when one arrived.
         warnings: the API's ``warnings`` plus what the reshaping skipped.
-        queries: HTTP requests this call made (1, or 2 when ``wanted`` was a predicate).
-        response_bytes: decoded size of the ``query_range`` answer (what ``max_bytes`` caps).
+        queries: HTTP requests this call made (1, or 2 when ``wanted`` was a predicate; one per batch for
+            :meth:`PrometheusSource.history_batches`).
+        response_bytes: decoded size of the ``query_range`` answer (what ``max_bytes`` caps); summed over the
+            batches of :meth:`PrometheusSource.history_batches`.
+        failed: :meth:`PrometheusSource.history_batches` only — the instances (values of the first ``group_by``
+            label) whose batch failed, sorted; ``error_reason``/``error_message`` are the first failure's.
     """
 
     ok: bool
@@ -191,6 +205,7 @@ class PromHistory:
     warnings: tuple[str, ...] = ()
     queries: int = 0
     response_bytes: int = 0
+    failed: tuple[str, ...] = ()
 
     def group(self, target: str) -> PromGroup | None:
         """The group named ``target``, or ``None``."""
@@ -229,9 +244,25 @@ def _number(raw: Any, what: str) -> float:
         raise ParseError(f"{what}: not a number: {str(raw)[:40]!r}") from None
 
 
+_PAIR_TYPES: Final = frozenset({list})
+_TIME_TYPES: Final = frozenset({int, float})
+_VALUE_TYPES: Final = frozenset({str, int, float})
+_LABEL_TYPES: Final = frozenset({str})
+
+
 def _values(raw: Any, where: str) -> list[tuple[float, float]]:
     if not isinstance(raw, list):
         raise ParseError(f"{where}: 'values' is not a list")
+    # fast path, type checks at C speed (a fleet's answer holds millions of pairs): every pair a 2-list of a
+    # number and a numeric string, as the API writes them; anything else takes the loop below, which says where
+    if set(map(type, raw)) <= _PAIR_TYPES and set(map(len, raw)) <= {2}:
+        times = [p[0] for p in raw]
+        values = [p[1] for p in raw]
+        if set(map(type, times)) <= _TIME_TYPES and set(map(type, values)) <= _VALUE_TYPES:
+            with contextlib.suppress(ValueError):
+                floats = list(map(float, times))
+                if all(map(math.isfinite, floats)):
+                    return list(zip(floats, map(float, values), strict=True))
     out: list[tuple[float, float]] = []
     for j, pair in enumerate(raw):
         if not isinstance(pair, list) or len(pair) != 2:
@@ -293,8 +324,8 @@ def histories_from_matrix(
         if not isinstance(item, Mapping):
             raise ParseError(f"{where} is not an object")
         metric = item.get("metric")
-        if not isinstance(metric, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+        if not isinstance(metric, Mapping) or not (
+            set(map(type, metric)) <= _LABEL_TYPES and set(map(type, metric.values())) <= _LABEL_TYPES
         ):
             raise ParseError(f"{where}: 'metric' is not an object of string labels")
         name = metric.get("__name__")
@@ -371,6 +402,41 @@ def to_timed_snapshots(
         if snap is not None:
             out.append(TimedSnapshot(group.target, t, snap))
     return out
+
+
+def incremental_range(last_end: float | None, now: float, window: float, step: float) -> tuple[float, float]:
+    """The ``[start, end]`` of the next cycle's ``query_range`` (unix seconds), on the grid ``k × step``.
+
+    Points fall on multiples of ``step`` so that successive cycles ask for disjoint sets of evaluation times:
+    ``end`` is the newest grid time at or before ``now``; ``start`` is the grid time after ``last_end`` (the
+    ``end`` of the previous successful read), or, on the first read and after a gap longer than ``window``
+    (failures, a reload, a stalled store), the oldest grid time inside ``now − window``. A range always spans
+    at least two grid times: when only one is new (or none) the one before it is read again, because
+    VictoriaMetrics answers a one-point range ending within about a second of now with no series at all
+    (measured on 1.79.5; a two-point range ending at the same time holds the point). The caller skips points it
+    already holds (``Service._apply_history`` keeps only points newer than a target's history), so a point
+    read twice is counted once.
+
+    Example: ``incremental_range(None, 1000.5, 60, 15)`` → ``(945.0, 990.0)``;
+    ``incremental_range(990.0, 1021.0, 60, 15)`` → ``(1005.0, 1020.0)``;
+    ``incremental_range(990.0, 1006.0, 60, 15)`` → ``(990.0, 1005.0)``.
+
+    Raises:
+        ValueError: ``step`` or ``window`` not positive and finite.
+    """
+    for label, value in (("step", step), ("window", window)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{label} must be > 0 seconds, got {value!r}")
+    k_end = math.floor(now / step)
+    k_first = math.ceil((now - window) / step)
+    k_start = k_first if last_end is None else max(k_first, round(last_end / step) + 1)
+    k_start = min(k_start, k_end - 1)
+    return k_start * step, k_end * step
+
+
+def _batches(values: Collection[str], size: int) -> list[list[str]]:
+    ordered = sorted(set(values))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 # --- HTTP ---------------------------------------------------------------------------------------------------
@@ -507,6 +573,7 @@ class PrometheusSource:
         self._secrets = self._secret_strings(bearer_token, username, password)
         self._lock = threading.Lock()
         self._queries = 0
+        self._bytes = 0
 
     @staticmethod
     def _secret_strings(token: str | None, username: str | None, password: str | None) -> tuple[str, ...]:
@@ -524,6 +591,12 @@ class PrometheusSource:
         """HTTP requests sent since construction (every call of every method)."""
         with self._lock:
             return self._queries
+
+    @property
+    def bytes_received(self) -> int:
+        """Decoded answer bytes received since construction (every call of every method)."""
+        with self._lock:
+            return self._bytes
 
     def close(self) -> None:
         """Close the session if this source created it."""
@@ -547,6 +620,7 @@ class PrometheusSource:
         step: float,
         group_by: Sequence[str] = ("instance",),
         drop_labels: Collection[str] = (),
+        instances: Collection[str] | None = None,
     ) -> PromHistory:
         """Every wanted series of the selected targets over ``[start, end]``, as per-target histories.
 
@@ -558,15 +632,24 @@ class PrometheusSource:
             step: seconds between evaluation points (the advisor's scrape interval, or Prometheus's).
             group_by: labels naming a target; ``("instance",)`` gives one history per scraped endpoint.
             drop_labels: further labels to strip from engine series (see :func:`histories_from_matrix`).
+            instances: when given, only targets whose first ``group_by`` label has one of these values (one
+                ``=~`` matcher of the escaped values, added to the selector's); a batch of
+                :meth:`history_batches`.
 
         Returns:
             A :class:`PromHistory`; never raises for network, HTTP or API errors.
 
         Raises:
-            ValueError: an invalid selector, label name, metric name or time range (a caller's mistake).
+            ValueError: an invalid selector, label name, metric name or time range (a caller's mistake), or an
+                empty ``instances``.
         """
         matchers = parse_selector(selector)
         group_by = tuple(group_by)
+        if instances is not None:
+            if not instances or not group_by:
+                raise ValueError("instances must name at least one value of the first group_by label")
+            regex = "|".join(re2_escape(v) for v in sorted(set(instances)))
+            matchers = (*matchers, LabelMatcher(group_by[0], "=~", regex))
         bad = [g for g in (*group_by, *drop_labels) if not LABEL_NAME_RE.fullmatch(g)]
         if not group_by or bad:
             raise ValueError(f"group_by must name at least one label and every label must be valid; bad: {bad}")
@@ -631,6 +714,89 @@ class PrometheusSource:
             return done(ok=False, error_reason=REASON_PARSE_ERROR, error_message=self._clean(str(exc)))
         return done(ok=True, groups=shaped.groups, warnings=answer.warnings + shaped.warnings)
 
+    def history_batches(
+        self,
+        selector: str,
+        wanted: Wanted,
+        start: float,
+        end: float,
+        step: float,
+        instances: Collection[str],
+        batch: int,
+        group_by: Sequence[str] = ("instance",),
+        drop_labels: Collection[str] = (),
+        on_batch: Callable[[PromHistory], None] | None = None,
+    ) -> PromHistory:
+        """:meth:`history` for a selector matching many targets: ``instances`` (values of the first
+        ``group_by`` label, e.g. from :meth:`label_values`) are read ``batch`` at a time, one ``query_range``
+        each, so no answer grows with the fleet past ``max_bytes``. The groups of every batch are merged
+        (sorted by target); a target whose label value is not in ``instances`` is not read.
+
+        Returns:
+            One :class:`PromHistory`: ``ok`` only when every batch answered. A failed batch does not stop the
+            others: the groups of those that answered are kept, the failed batches' instances are listed in
+            ``failed`` and the first failure gives ``error_reason``/``error_message``/``status_code``.
+            ``queries`` and ``response_bytes`` count every batch sent; ``query`` is the first batch's. With
+            ``on_batch``, each batch that answered is handed to it as it arrives and its groups are not kept
+            (``groups`` is ``()``): memory holds one batch's answer, not the fleet's.
+
+        Raises:
+            ValueError: as :meth:`history`, or ``batch`` < 1.
+        """
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be a positive number of instances, got {batch!r}")
+        began = time.monotonic()
+        groups: list[PromGroup] = []
+        warnings: list[str] = []
+        queries = size = 0
+        first = ""
+        failure: PromHistory | None = None
+        failed: list[str] = []
+        for chunk in _batches(instances, batch):
+            h = self.history(selector, wanted, start, end, step, group_by, drop_labels, instances=chunk)
+            queries += h.queries
+            size += h.response_bytes
+            first = first or h.query
+            if not h.ok:
+                failure = failure or h
+                failed.extend(chunk)
+                continue
+            warnings.extend(h.warnings)
+            if on_batch is not None:
+                on_batch(h)
+            else:
+                groups.extend(h.groups)
+            del h
+        groups.sort(key=lambda g: g.target)
+        return PromHistory(
+            ok=failure is None,
+            groups=tuple(groups),
+            query=first,
+            error_reason=None if failure is None else failure.error_reason,
+            error_message=None if failure is None else failure.error_message,
+            duration_seconds=time.monotonic() - began,
+            status_code=None if failure is None else failure.status_code,
+            warnings=tuple(warnings),
+            queries=queries,
+            response_bytes=size,
+            failed=tuple(sorted(failed)),
+        )
+
+    def label_values(
+        self, label: str, selector: str, start: float | None = None, end: float | None = None
+    ) -> PromNames:
+        """The values of ``label`` on the selected series (``names`` holds them): the instances behind a
+        selector for :meth:`history_batches` (``label="instance"``), or the metric names (``"__name__"``).
+
+        One ``GET /api/v1/label/<label>/values?match[]={…}`` request; ``start``/``end`` as :meth:`metric_names`.
+
+        Raises:
+            ValueError: an invalid label name, selector or time range.
+        """
+        if not LABEL_NAME_RE.fullmatch(label):
+            raise ValueError(f"not a label name: {label!r}")
+        return self._label_values(label, selector, start, end)
+
     def metric_names(self, selector: str, start: float | None = None, end: float | None = None) -> PromNames:
         """The metric names with series on the selected targets — for ``engine: auto``
         (:func:`advisor.engines.detect.detect_engine` takes them) and for choosing ``wanted`` names.
@@ -642,6 +808,9 @@ class PrometheusSource:
         Raises:
             ValueError: an invalid selector or time range.
         """
+        return self._label_values("__name__", selector, start, end)
+
+    def _label_values(self, label: str, selector: str, start: float | None, end: float | None) -> PromNames:
         matchers = parse_selector(selector)
         params = [("match[]", match_selector(matchers))]
         if start is not None or end is not None:
@@ -650,7 +819,7 @@ class PrometheusSource:
             _check_range(start, end)
             params += [("start", _seconds(start)), ("end", _seconds(end))]
         began = time.monotonic()
-        answer = self._call("GET", "/api/v1/label/__name__/values", params)
+        answer = self._call("GET", f"/api/v1/label/{label}/values", params)
         if not answer.ok:
             return PromNames(
                 ok=False,
@@ -745,6 +914,8 @@ class PrometheusSource:
             except EdgeError as exc:
                 return _Answer(error_reason=exc.reason, error_message=exc.message, status_code=status)
             reason_phrase = response.reason or ""
+        with self._lock:
+            self._bytes += len(body)
         return replace(self._interpret(status, reason_phrase, body), response_bytes=len(body))
 
     def _interpret(self, status: int, reason_phrase: str, body: bytes) -> _Answer:

@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -62,17 +62,26 @@ def _tail(log: Path, chars: int = 2000) -> str:
 
 @contextmanager
 def start_victoriametrics(
-    workdir: Path, scrape_config: Mapping[str, Any] | None = None, timeout: float = 30.0
+    workdir: Path,
+    scrape_config: Mapping[str, Any] | None = None,
+    timeout: float = 30.0,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
     """Run VictoriaMetrics (scraping ``scrape_config`` when given: ``{"global": …, "scrape_configs": […]}``);
-    yield its base URL ``http://127.0.0.1:PORT``.
+    yield its base URL ``http://127.0.0.1:PORT``. ``extra_args``: further flags (``-search.maxUniqueTimeseries=…``).
 
     Raises:
         RuntimeError: it exited or did not answer ``/health`` within ``timeout`` seconds (with its log's end).
     """
     binary = victoriametrics_binary()
     workdir.mkdir(parents=True, exist_ok=True)
-    args = [binary, f"-storageDataPath={workdir / 'data'}", "-search.latencyOffset=0s", "-loggerLevel=WARN"]
+    args = [
+        binary,
+        f"-storageDataPath={workdir / 'data'}",
+        "-search.latencyOffset=0s",
+        "-loggerLevel=WARN",
+        *extra_args,
+    ]
     if scrape_config is not None:
         (workdir / "scrape.json").write_text(json.dumps(scrape_config, indent=1))  # YAML is a superset of JSON
         args.append(f"-promscrape.config={workdir / 'scrape.json'}")

@@ -1,0 +1,349 @@
+"""``source: prometheus`` at fleet scale (issue 15, acceptance 2): N vLLM instances behind one selector in a real
+Prometheus 2.42 and in a real VictoriaMetrics, read by the advisor's own cycle; per cycle it prints the bytes
+fetched, the advisor's CPU and the cycle's wall time.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/prom_source.py                       # 1,000 and 10,000, both stores
+    PYTHONPATH=$PWD .venv/bin/python bench/prom_source.py --sizes 1000 --stores victoriametrics --cycles 4
+
+Set-up, per store and size (everything on loopback, in a temporary directory, removed at the end):
+
+* **Stand-in exporters.** ``--exporters`` HTTP servers (one child process, one thread each) each expose
+  N / exporters instances' vLLM series, every series carrying its own ``instance="e-00042"`` label; the store
+  scrapes them with ``honor_labels: true``, so it holds N instances as if it scraped N engines. Each instance's
+  block is the project's simulated vLLM 0.33 replica page (``bench/fleet.py`` ``_sim_page``) cut to the families
+  the advisor's vLLM adapter reads (``advisor.engines.vllm.WANTED_SAMPLE_NAMES``): 132 series per instance, so
+  1,000 instances are 132,000 series and 10,000 are 1.32 million. Counters and histograms grow on every scrape.
+* **Stores**: Debian's ``prometheus`` (2.42) and ``victoria-metrics`` (1.79, ``-search.latencyOffset=0s``),
+  started by the test helpers ``tests/e2e/prometheus.py`` / ``tests/e2e/victoriametrics.py`` on free ports,
+  scraping every ``--interval`` seconds.
+* **The advisor**: ``advisor.service.Service`` in this process with one ``source: prometheus`` deployment,
+  selector ``job="fleet",instance=~"e-.+"``, ``scrape_interval`` = ``--interval``, ``evaluation_window`` =
+  ``--window``, ``prometheus.batch_instances`` = ``--batch``. After ``--warmup`` seconds of store data it runs
+  ``--cycles`` cycles (``scrape_once`` + ``evaluate_once``), one per interval. Cycle 1 reads all the window the
+  store holds; the later ones only the points since the previous cycle.
+
+Printed per cycle: bytes fetched (``PrometheusSource.bytes_received``), queries, the advisor's CPU
+(``time.process_time`` of this process: the exporters and the stores run in other processes), the cycle's wall
+time, the targets up. Then, for comparison, what one read of the whole window costs (the path before issue 15
+did this every cycle): its bytes and CPU, or ``too_large`` past ``prometheus.max_bytes``.
+
+Goal (issue 15): 10,000 instances within a 15 s cycle, bytes per cycle proportional to the new points.
+
+Measured on the shared 2-core machine (2026-12-02, other benchmarks running; figures per advisor cycle):
+
+    --sizes 1000 --stores victoriametrics --cycles 4 --warmup 30
+        cycle 1 (the window so far) 38.2 MB, CPU 7.6 s, 10.6 s; cycles 2-4 (1 new point) 32.5 MB, CPU 5.5-6.3 s, 7-8 s
+    --sizes 1000 --stores prometheus --cycles 4 --warmup 30 --whole-window
+        cycle 1 38.0 MB, CPU 6.1 s, 8.6 s; cycles 2-4 (1 new point) 33.7 MB, CPU 5.7-6.3 s, 8.2-13.9 s;
+        one whole-window read of only ~90 s of data: 58.8 MB (a full 5 min window passes the 64 MiB cap)
+    --sizes 10000 --stores prometheus --cycles 2 --warmup 15 --interval 30
+        cycle 1 320.5 MB in 52 queries, CPU 54.6 s, 95.8 s, RSS peak 211 MiB; cycle 2 (3 new points) 379.3 MB,
+        CPU 86.1 s, 123.0 s — 10,000 instances do not fit a 15 s cycle: about 5.5-6 ms of CPU per instance
+        per cycle (JSON decoding and reshaping ~132 series per instance), and the answer is mostly labels: each
+        series costs about 190 bytes of labels plus about 22 bytes per point, so a cycle's bytes are
+        series × (190 + 22 × points): proportional to the new points beyond a fixed per-series part, and
+        independent of the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import re
+import resource
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+SELECTOR = 'job="fleet",instance=~"e-.+"'
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+MAX_SERIES = 5_000_000
+"""VictoriaMetrics ``-search.maxUniqueTimeseries`` for the bench (above 10,000 instances × 132 series)."""
+_COUNTER = re.compile(r"(_total|_bucket|_count|_sum)$")
+
+
+# --- the stand-in exporters -----------------------------------------------------------------------------------
+
+
+def instance_block() -> list[tuple[str, float, bool]]:
+    """One instance's lines as ``(series text with an @@I@@ instance placeholder, value, grows)``: the simulated
+    vLLM 0.33 page cut to the sample names the vLLM adapter reads."""
+    from fleet import _sim_page
+
+    from advisor.engines.vllm import VLLMAdapter
+
+    adapter = VLLMAdapter()
+    out: list[tuple[str, float, bool]] = []
+    for line in _sim_page().decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        name = re.split(r"[{ ]", series, maxsplit=1)[0]
+        if not adapter.wants(name):
+            continue
+        if "{" in series:
+            series = series.replace("{", '{instance="@@I@@",', 1)
+        else:
+            series += '{instance="@@I@@"}'
+        out.append((series, float(value), bool(_COUNTER.search(name))))
+    return out
+
+
+def _serve_exporters(ports: Any, instances: list[list[str]], block: list[tuple[str, float, bool]]) -> None:
+    """Child process: one HTTP server per list of instance names; each scrape renders the block once (counters
+    grown by the time since start) and repeats it per instance."""
+    started = time.time()
+
+    def page(names: list[str]) -> bytes:
+        grow = 1.0 + (time.time() - started) / 600.0
+        text = "\n".join(f"{s} {v * grow if g else v!r}" for s, v, g in block) + "\n"
+        return "".join(text.replace("@@I@@", n) for n in names).encode()
+
+    servers = []
+    for names in instances:
+
+        class Handler(BaseHTTPRequestHandler):
+            mine = names
+
+            def do_GET(self) -> None:
+                body = page(self.mine)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    ports.put([s.server_address[1] for s in servers])
+    while True:
+        time.sleep(3600)
+
+
+@contextlib.contextmanager
+def exporters(n: int, count: int) -> Iterator[list[str]]:
+    """Start ``count`` exporters holding ``n`` instances between them; yield their ``host:port`` targets."""
+    names = [f"e-{i:05d}" for i in range(n)]
+    per = -(-n // count)
+    chunks = [names[i : i + per] for i in range(0, n, per)]
+    ctx = multiprocessing.get_context("fork")
+    ports = ctx.Queue()
+    proc = ctx.Process(target=_serve_exporters, args=(ports, chunks, instance_block()), daemon=True)
+    proc.start()
+    try:
+        yield [f"127.0.0.1:{p}" for p in ports.get(timeout=60)]
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+# --- the stores ---------------------------------------------------------------------------------------------------
+
+
+def scrape_config(targets: list[str], interval: float) -> dict[str, Any]:
+    job = {
+        "job_name": "fleet",
+        "honor_labels": True,
+        "scrape_interval": f"{interval:g}s",
+        "scrape_timeout": f"{interval:g}s",
+        "static_configs": [{"targets": targets}],
+    }
+    return {"global": {"scrape_interval": f"{interval:g}s"}, "scrape_configs": [job]}
+
+
+@contextlib.contextmanager
+def store(kind: str, workdir: Path, targets: list[str], interval: float) -> Iterator[str]:
+    from tests.e2e.prometheus import start_prometheus
+    from tests.e2e.victoriametrics import start_victoriametrics
+
+    config = scrape_config(targets, interval)
+    if kind == "prometheus":
+        with start_prometheus(
+            workdir, {}, f"{interval:g}s", extra_config={"scrape_configs": config["scrape_configs"]}, timeout=120
+        ) as url:
+            yield url
+    else:
+        # its default -search.maxUniqueTimeseries (300,000) refuses the series-name listing of a selector
+        # matching more series (HTTP 422, "the number of matching timeseries exceeds 300000"): 2,272 instances here
+        with start_victoriametrics(
+            workdir, config, timeout=120, extra_args=[f"-search.maxUniqueTimeseries={MAX_SERIES}"]
+        ) as url:
+            yield url
+
+
+def wait_for_instances(url: str, n: int, timeout: float) -> float:
+    """Seconds until the store answers with every instance's ``vllm:num_requests_running``."""
+    began = time.monotonic()
+    query = 'count(vllm:num_requests_running{job="fleet"})'
+    while time.monotonic() - began < timeout:
+        with contextlib.suppress(requests.RequestException, KeyError, IndexError, ValueError):
+            r = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=30).json()
+            if int(float(r["data"]["result"][0]["value"][1])) >= n:
+                return time.monotonic() - began
+        time.sleep(1.0)
+    raise TimeoutError(f"the store did not hold {n} instances within {timeout:g}s")
+
+
+# --- the advisor ------------------------------------------------------------------------------------------------
+
+
+def service(url: str, interval: float, window: str, batch: int, max_bytes: int) -> Any:
+    from advisor.config import parse_config
+    from advisor.exporter import make_registry
+    from advisor.service import Service
+
+    cfg = parse_config(
+        {
+            "scrape_interval": f"{interval:g}s",
+            "evaluation_window": window,
+            "prometheus": {"url": url, "batch_instances": batch, "max_bytes": max_bytes},
+            "deployments": [
+                {
+                    "name": "fleet",
+                    "source": "prometheus",
+                    "selector": SELECTOR,
+                    "model": MODEL,
+                    "gpu": "H100-SXM",
+                    "max_model_len": 8192,
+                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+                }
+            ],
+        }
+    )
+    _, collector, metrics = make_registry()
+    return Service(cfg, collector, metrics)
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"prom-source-{kind}-"))
+        targets = stack.enter_context(exporters(n, args.exporters))
+        url = stack.enter_context(store(kind, Path(tmp), targets, args.interval))
+        filled = wait_for_instances(url, n, args.ready_timeout)
+        print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
+        time.sleep(args.warmup)
+        svc = service(url, args.interval, args.window, args.batch, args.max_bytes)
+        try:
+            for i in range(1, args.cycles + 1):
+                began = time.monotonic()
+                cpu0 = time.process_time()
+                assert svc.prom is not None
+                b0, q0 = svc.prom.bytes_received, svc.prom.queries_made
+                until = svc.deployments[0].prom_until
+                svc.scrape_once()
+                result = svc.evaluate_once()
+                row = {
+                    "store": kind,
+                    "instances": n,
+                    "cycle": i,
+                    "bytes": svc.prom.bytes_received - b0,
+                    "queries": svc.prom.queries_made - q0,
+                    "cpu_s": time.process_time() - cpu0,
+                    "wall_s": time.monotonic() - began,
+                    # evaluation times new to this cycle, per series (the whole window held so far on cycle 1)
+                    "new_points": None
+                    if until is None or svc.deployments[0].prom_until is None
+                    else round((svc.deployments[0].prom_until - until) / args.interval),
+                    "up": sum(t.up for d in result.deployments for t in d.targets),
+                    "rss_peak_mib": _rss_mib(),
+                }
+                rows.append(row)
+                print(
+                    f"{kind:16} n={n:<6} cycle {i}: {row['bytes'] / 1e6:8.2f} MB in {row['queries']:3} queries "
+                    f"({'the window' if row['new_points'] is None else row['new_points']} new points per series), "
+                    f"advisor CPU {row['cpu_s']:6.2f} s, cycle {row['wall_s']:6.2f} s, "
+                    f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB",
+                    flush=True,
+                )
+                if args.json:
+                    print(json.dumps(row), flush=True)
+                time.sleep(max(0.0, began + args.interval - time.monotonic()))
+            if args.whole_window:
+                rows.append(whole_window(svc, kind, n, args))
+        finally:
+            svc.close()
+    return rows
+
+
+def whole_window(svc: Any, kind: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One read of the whole window in one query, as the source did every cycle before issue 15."""
+    cfg = svc.cfg
+    now = time.time()
+    cpu0, began = time.process_time(), time.monotonic()
+    h = svc.prom.history(
+        SELECTOR,
+        svc.deployments[0].prom_wanted,
+        now - cfg.evaluation_window - cfg.scrape_interval,
+        now,
+        cfg.scrape_interval,
+    )
+    row = {
+        "store": kind,
+        "instances": n,
+        "cycle": "whole-window",
+        "bytes": h.response_bytes,
+        "ok": h.ok,
+        "error": h.error_reason,
+        "cpu_s": time.process_time() - cpu0,
+        "wall_s": time.monotonic() - began,
+    }
+    outcome = "ok" if h.ok else f"failed {h.error_reason}"
+    print(
+        f"{kind:16} n={n:<6} one whole-window read (the old path, every cycle): {h.response_bytes / 1e6:8.2f} MB, "
+        f"{outcome}, CPU {row['cpu_s']:.2f} s (reading only; the old path then observed every point), "
+        f"{row['wall_s']:.2f} s",
+        flush=True,
+    )
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--sizes", default="1000,10000", help="instance counts (default 1000,10000)")
+    ap.add_argument("--stores", default="prometheus,victoriametrics", help="stores to run (default both)")
+    ap.add_argument("--cycles", type=int, default=5, help="advisor cycles per store and size (default 5)")
+    ap.add_argument("--interval", type=float, default=15.0, help="store scrape and advisor interval, s (default 15)")
+    ap.add_argument("--window", default="5m", help="the advisor's evaluation_window (default 5m)")
+    ap.add_argument("--warmup", type=float, default=60.0, help="seconds of store data before cycle 1 (default 60)")
+    ap.add_argument("--exporters", type=int, default=20, help="stand-in exporter servers (default 20)")
+    ap.add_argument("--batch", type=int, default=200, help="prometheus.batch_instances (default 200)")
+    ap.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, help="prometheus.max_bytes (default 64 MiB)")
+    ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the store (default 600)")
+    ap.add_argument("--whole-window", action="store_true", help="also time one whole-window read (the old path)")
+    ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
+    args = ap.parse_args()
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for n in (int(s) for s in args.sizes.split(",")):
+        for kind in args.stores.split(","):
+            measure(kind, n, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

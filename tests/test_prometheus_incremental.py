@@ -1,0 +1,381 @@
+"""``source: prometheus`` reads only the points since the previous cycle (issue 15).
+
+A stand-in Prometheus HTTP API on loopback holds a synthetic vLLM fleet whose samples are functions of time
+(counters grow at a known rate), evaluates ``query_range`` as Prometheus does (one point per series at
+``start + k × step``) and counts, server-side, the points and bytes it sends. The service's clock is driven by
+the test, so each cycle's range is exact and nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from advisor.config import parse_config
+from advisor.errors import ConfigError
+from advisor.exporter import make_registry
+from advisor.service import Service
+from advisor.sources.prometheus import PrometheusSource, PromHistory, incremental_range
+from tests.conftest import reply
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+GEN_RATE = 120.0  # generation tokens per second, every instance
+PROMPT_RATE = 400.0
+T0 = 1_700_000_000.0  # the service's clock at the first cycle
+# name → value at time t (seconds); counters start at 0 at T0 - 10,000 s
+SERIES: dict[str, Callable[[float], float]] = {
+    "vllm:num_requests_running": lambda t: 12.0,
+    "vllm:num_requests_waiting": lambda t: 3.0,
+    "vllm:kv_cache_usage_perc": lambda t: 0.5,
+    "vllm:generation_tokens_total": lambda t: GEN_RATE * (t - T0 + 10_000),
+    "vllm:prompt_tokens_total": lambda t: PROMPT_RATE * (t - T0 + 10_000),
+}
+
+
+@dataclass
+class Store:
+    """The stand-in's fleet and what it answered."""
+
+    instances: list[str]
+    failing: bool = False
+    restart_at: float | None = None  # the engines restart then: counters start again from 0
+    poisoned: str | None = None  # a query_range selecting this instance fails (HTTP 503)
+    requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ranges(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r["path"] == "/api/v1/query_range"]
+
+    def value(self, name: str, t: float) -> float:
+        f = SERIES[name]
+        if self.restart_at is not None and name.endswith("_total") and t >= self.restart_at:
+            return f(t) - f(self.restart_at)
+        return f(t)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+
+def _selected(query: str, instances: list[str]) -> list[str]:
+    """The instances an ``instance=~"a|b"`` matcher of ``query`` picks (all when there is none)."""
+    m = re.search(r'instance=~"((?:[^"\\]|\\.)*)"', query)
+    if m is None:
+        return instances
+    wanted = {re.sub(r"\\\\(.)", r"\1", v) for v in m.group(1).split("|")}
+    return [i for i in instances if i in wanted]
+
+
+def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
+    parts = urlsplit(h.path)
+    params = dict(parse_qsl(parts.query))
+    if h.command == "POST":
+        length = int(h.headers.get("Content-Length") or 0)
+        params.update(parse_qsl(h.rfile.read(length).decode()))
+    if store.failing:
+        reply(h, 503, b"store down")
+        return
+    points = 0
+    data: Any
+    if parts.path == "/api/v1/label/__name__/values":
+        data = sorted({*SERIES, "up"})
+    elif parts.path == "/api/v1/label/instance/values":
+        data = list(store.instances)
+    elif parts.path == "/api/v1/query_range":
+        if store.poisoned is not None and store.poisoned in _selected(params["query"], store.instances):
+            reply(h, 503, b"this batch is down")
+            return
+        start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
+        times = [start + k * step for k in range(round((end - start) / step) + 1)]
+        result = []
+        for inst in _selected(params["query"], store.instances):
+            target = {"job": "vllm", "instance": inst}
+            result.append({"metric": {"__name__": "up", **target}, "values": [[t, "1"] for t in times]})
+            for name in SERIES:
+                labels = {"__name__": name, **target, "engine": "0", "model_name": MODEL}
+                result.append({"metric": labels, "values": [[t, repr(store.value(name, t))] for t in times]})
+        points = sum(len(s["values"]) for s in result)
+        data = {"resultType": "matrix", "result": result}
+    else:
+        reply(h, 404, b"not found")
+        return
+    body = json.dumps({"status": "success", "data": data}).encode()
+    with store.lock:
+        store.requests.append({"path": parts.path, "params": params, "points": points, "bytes": len(body)})
+    reply(h, 200, body, "application/json")
+
+
+@pytest.fixture
+def store(http_server: Callable[[Callable[[BaseHTTPRequestHandler], None]], str]) -> Iterator[tuple[Store, str]]:
+    s = Store([f"10.0.0.{i}:8000" for i in range(1, 8)])
+    yield s, http_server(lambda h: _answer(s, h))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _service(url: str, clock: Clock, window: str = "60s", **prometheus: Any) -> Service:
+    cfg = parse_config(
+        {
+            "scrape_interval": "5s",
+            "evaluation_window": window,
+            "prometheus": {"url": url, **prometheus},
+            "deployments": [
+                {
+                    "name": "fleet",
+                    "source": "prometheus",
+                    "engine": "vllm",
+                    "selector": 'job="vllm"',
+                    "model": MODEL,
+                    "gpu": "H100-SXM",
+                    "max_model_len": 8192,
+                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+                }
+            ],
+        }
+    )
+    _, collector, metrics = make_registry()
+    return Service(cfg, collector, metrics, clock=clock)
+
+
+def _timestamps(svc: Service, target: str) -> list[float]:
+    return [p.timestamp for p in svc.tracker.history("fleet", target)]
+
+
+def test_the_range_is_on_the_step_grid_and_starts_after_the_last_read() -> None:
+    assert incremental_range(None, 1000.5, 60, 15) == (945.0, 990.0)
+    assert incremental_range(990.0, 1021.0, 60, 15) == (1005.0, 1020.0)
+    # one new point, or none: the point before it too (a one-point range near now is empty in VictoriaMetrics)
+    assert incremental_range(990.0, 1006.0, 60, 15) == (990.0, 1005.0)
+    assert incremental_range(990.0, 1000.0, 60, 15) == (975.0, 990.0)
+    assert incremental_range(990.0, 2000.0, 60, 15) == (1950.0, 1995.0)  # a gap longer than the window
+    with pytest.raises(ValueError, match="step"):
+        incremental_range(None, 1000.0, 60, 0)
+
+
+def test_each_cycle_fetches_only_the_new_points_whatever_the_window(store: tuple[Store, str]) -> None:
+    s, url = store
+    per_cycle: dict[str, list[int]] = {}
+    bytes_steady: dict[str, int] = {}
+    for window in ("60s", "300s"):
+        s.clear()
+        clock = Clock()
+        svc = _service(url, clock, window=window)
+        try:
+            for _ in range(4):
+                svc.scrape_once()
+                clock.now += 5
+            clock.now += 10  # three new grid points
+            svc.scrape_once()
+            assert svc.prom is not None
+            assert svc.prom.bytes_received == sum(r["bytes"] for r in s.requests)  # the source counts what came
+        finally:
+            svc.close()
+        ranges = s.ranges()
+        per_cycle[window] = [r["points"] for r in ranges]
+        bytes_steady[window] = ranges[1]["bytes"]
+    series = len(s.instances) * (len(SERIES) + 1)
+    # the first cycle reads the window (+ one interval) on the 5 s grid; every later one only what is new (one
+    # new point comes with the newest point held, which is skipped, not counted twice)
+    assert per_cycle["60s"] == [series * 14, series * 2, series * 2, series * 2, series * 3]
+    assert per_cycle["300s"] == [series * 62, series * 2, series * 2, series * 2, series * 3]
+    assert bytes_steady["60s"] == bytes_steady["300s"]  # bytes per cycle do not grow with the window
+
+
+def test_histories_grow_by_appending_and_rates_are_those_of_a_whole_window_read(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    try:
+        for _ in range(30):  # 150 s: the 60 s window turned over twice
+            svc.scrape_once()
+            svc.scrape_once()  # no new grid point: the newest is read again and not counted twice
+            clock.now += 5
+        clock.now -= 5
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+        incremental = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert stamps == sorted(set(stamps)) and stamps[-1] == clock.now  # strictly increasing, up to now
+    fresh = _service(url, clock)  # one whole-window read at the same time
+    try:
+        fresh.scrape_once()
+        whole = fresh.evaluate_once().deployments[0].as_dict()
+    finally:
+        fresh.close()
+    assert incremental["state"] == whole["state"] == "fresh"
+    for key in ("generation_tokens_per_second", "prompt_tokens_per_second", "requests_running"):
+        assert incremental["snapshot"][key] == pytest.approx(whole["snapshot"][key], rel=1e-9), key
+    fleet_rate = GEN_RATE * len(s.instances)  # the deployment sums its instances
+    assert incremental["snapshot"]["generation_tokens_per_second"] == pytest.approx(fleet_rate, rel=1e-9)
+    assert len(incremental["targets"]) == len(s.instances) and all(t["up"] for t in incremental["targets"])
+
+
+def test_a_short_failure_reads_the_missed_points_and_a_gap_reads_the_window(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    series = len(s.instances) * (len(SERIES) + 1)
+    try:
+        svc.scrape_once()
+        s.failing = True
+        for _ in range(2):  # two failed cycles (10 s, less than the window)
+            clock.now += 5
+            svc.scrape_once()
+        assert not svc.evaluate_once().deployments[0].as_dict()["targets"][0]["up"]
+        s.failing = False
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+        assert [r["points"] for r in s.ranges()] == [series * 3]  # the two missed points and the new one
+        s.failing = True
+        clock.now += 120  # longer than the window
+        svc.scrape_once()
+        s.failing = False
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+        assert [r["points"] for r in s.ranges()] == [series * 14]  # the whole window again
+        stamps = _timestamps(svc, "10.0.0.3:8000")
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert stamps == sorted(set(stamps))
+    assert result["state"] == "fresh"
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
+
+
+def test_an_engine_restart_between_two_reads_is_a_counter_reset_not_a_negative_rate(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    try:
+        for _ in range(13):  # the window is full
+            svc.scrape_once()
+            clock.now += 5
+        s.restart_at = clock.now - 2.5  # between the last point read and the next one
+        for _ in range(3):
+            svc.scrape_once()
+            clock.now += 5
+        clock.now -= 5
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert result["state"] == "fresh"
+    # the increase across the reset is counted from 0 (as Prometheus's increase() does): 2.5 s of the 60 s
+    # window's growth is lost, never a negative or doubled rate
+    fleet_rate = GEN_RATE * len(s.instances)
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(fleet_rate * 57.5 / 60, rel=1e-9)
+
+
+def test_a_selector_of_many_instances_is_read_in_batches(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock, batch_instances=3)
+    try:
+        svc.scrape_once()
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    queries = [r["params"]["query"] for r in s.ranges()]
+    assert len(queries) == 3  # 7 instances, 3 per batch
+    picked = [_selected(q, s.instances) for q in queries]
+    assert [len(p) for p in picked] == [3, 3, 1]
+    assert sorted(i for p in picked for i in p) == sorted(s.instances)
+    assert sorted(t["target"] for t in result["targets"]) == sorted(s.instances)
+    assert result["state"] == "fresh" and all(t["up"] for t in result["targets"])
+
+
+def test_a_failed_batch_fails_only_its_instances_and_is_read_again_next_cycle(store: tuple[Store, str]) -> None:
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock, batch_instances=3)
+    try:
+        svc.scrape_once()
+        clock.now += 5
+        s.poisoned = "10.0.0.7:8000"  # the third batch (the seventh instance alone)
+        svc.scrape_once()
+        during = {t["target"]: t for t in svc.evaluate_once().deployments[0].as_dict()["targets"]}
+        s.poisoned = None
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+        after = svc.evaluate_once().deployments[0].as_dict()
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+    finally:
+        svc.close()
+    assert not during["10.0.0.7:8000"]["up"] and during["10.0.0.7:8000"]["error_reason"] == "http_status"
+    assert all(t["up"] for name, t in during.items() if name != "10.0.0.7:8000")
+    # the read after the failure starts where the failed one did: its two points, for every batch
+    per_instance = 2 * (len(SERIES) + 1)
+    assert [r["points"] for r in s.ranges()] == [3 * per_instance, 3 * per_instance, 1 * per_instance]
+    assert stamps == sorted(set(stamps))  # the points the good batches held are not counted twice
+    assert after["state"] == "fresh" and all(t["up"] for t in after["targets"])
+
+
+def test_a_selector_within_the_batch_size_is_one_query_without_an_instance_matcher(store: tuple[Store, str]) -> None:
+    s, url = store
+    svc = _service(url, Clock())
+    try:
+        svc.scrape_once()
+    finally:
+        svc.close()
+    (only,) = s.ranges()
+    assert "instance" not in only["params"]["query"]
+
+
+def test_the_answer_cap_is_the_max_bytes_key(store: tuple[Store, str]) -> None:
+    s, url = store
+    svc = _service(url, Clock(), max_bytes=4096)
+    try:
+        svc.scrape_once()
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert s.ranges()[0]["bytes"] > 4096
+    assert result["state"] == "unavailable"
+    assert all(t["error_reason"] == "too_large" for t in result["targets"])
+    assert "4096" in result["targets"][0]["error"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("max_bytes", 0), ("max_bytes", "lots"), ("batch_instances", 0), ("batch_instances", -5)],
+)
+def test_bad_cap_and_batch_values_name_their_field(key: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        _service("http://127.0.0.1:9", Clock(), **{key: value})
+    assert [p[0] for p in err.value.problems] == [f"prometheus.{key}"]
+
+
+def test_history_batches_merges_groups_and_counts_every_request(store: tuple[Store, str], tmp_path: Path) -> None:
+    s, url = store
+    with PrometheusSource(url) as src:
+        h = src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 2)
+        assert h.ok and h.queries == 4 and src.queries_made == 4
+        assert [g.target for g in h.groups] == sorted(s.instances)
+        assert h.response_bytes == src.bytes_received == sum(r["bytes"] for r in s.requests)
+        parts: list[PromHistory] = []
+        streamed = src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 2, on_batch=parts.append)
+        assert streamed.ok and streamed.groups == ()  # handed over batch by batch, not kept
+        assert sorted(g.target for p in parts for g in p.groups) == sorted(s.instances) and len(parts) == 4
+        with pytest.raises(ValueError, match="batch"):
+            src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 0)
