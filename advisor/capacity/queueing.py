@@ -364,15 +364,35 @@ def _unstable(replicas: int, lam: float, cap: int, rho_p: float, reason: str) ->
     )
 
 
-def predict_service(workload: Workload, service: ReplicaService, replicas: int, slo: SLO) -> ServicePrediction:
-    """Queue wait, TTFT/TPOT quantiles and goodput of ``replicas`` replicas (formulas: the section comment
-    above this function, in ``queueing.py``).
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What decides a replica's stability (:func:`_head`): per-replica arrival rate λ (requests/s), batch cap,
+    prefill time T_p (s), prefill utilization ρ_p, the decode share ``1 − ρ_p``, the mean prefill wait W_p (s),
+    output tokens; ``unstable``: why the queue grows without bound, ``None`` when stable."""
 
-    Worked example: Llama-3.1-8B bf16 on one H100 (T_p = 0.049 s for 2,000 tokens, step(B) = 6.0 ms +
-    0.11 ms·B at a 2,250-token mean context), 4 req/s of 2,000 + 500 tokens: ρ_p = 0.195, TPOT(L) = (6.0 +
-    0.11·L) / 0.805 ms, S = 0.007 + 0.049 + 500·TPOT(L), L = 4·S → L ≈ 20.8 busy slots, TPOT ≈ 10.3 ms,
-    S ≈ 5.2 s; with 256 slots nobody waits for a slot (C ≈ 0), and TTFT = 0.049 s + the prefill wait
-    (PK mean 0.195 × 0.049 × 1.25 / (2 × 0.805) = 7.4 ms).
+    lam: float
+    cap: int
+    t_p: float
+    rho_p: float
+    share: float
+    w_p: float
+    n_out: float
+    unstable: str | None
+
+
+def _tpot(service: ReplicaService, h: _Head, batch: float) -> float:
+    """TPOT at ``batch`` busy slots: the decode step stretched by the prefill's share of GPU time (s)."""
+    return service.decode_step(max(batch, 1.0)) / h.share
+
+
+def _service_time(service: ReplicaService, h: _Head, busy: float) -> float:
+    """A request's time in a slot at ``busy`` busy slots: prefill wait + prefill + output × TPOT (s)."""
+    return h.w_p + h.t_p + h.n_out * _tpot(service, h, busy)
+
+
+def _head(workload: Workload, service: ReplicaService, replicas: int) -> _Head:
+    """The stability checks of :func:`predict_service` (prefill saturation ρ_p ≥ 1; slots saturated
+    λ · S(cap) ≥ cap), computed once for it and for :func:`is_stable`.
 
     Raises:
         CapacityError: ``replicas`` < 1, a batch cap < 1 or a negative prefill time.
@@ -387,26 +407,55 @@ def predict_service(workload: Workload, service: ReplicaService, replicas: int, 
         raise CapacityError(f"prefill_seconds must be a finite number ≥ 0, got {t_p}")
     lam = workload.arrival_rate / replicas
     rho_p = lam * t_p
-    if rho_p >= 1:
-        return _unstable(replicas, lam, cap, rho_p, f"prefill saturates: {lam:.3g} req/s × {t_p:.3g} s ≥ 1")
     n_out = workload.output_tokens
+    if rho_p >= 1:
+        why = f"prefill saturates: {lam:.3g} req/s × {t_p:.3g} s ≥ 1"
+        return _Head(lam, cap, t_p, rho_p, math.nan, math.nan, n_out, why)
     share = 1.0 - rho_p
     w_p = rho_p * t_p * (1 + workload.prompt_cv**2) / (2 * share)
+    h = _Head(lam, cap, t_p, rho_p, share, w_p, n_out, None)
+    full = _service_time(service, h, cap)
+    if lam * full >= cap:
+        why = f"slots saturate: {lam:.3g} req/s × {full:.3g} s ≥ {cap} sequences"
+        return dataclasses.replace(h, unstable=why)
+    return h
+
+
+def is_stable(workload: Workload, service: ReplicaService, replicas: int) -> bool:
+    """Whether :func:`predict_service` of the same arguments is ``stable`` — the same checks and arithmetic
+    (:func:`_head`) without the quantiles, for searches that only need stability (the largest arrival rate a
+    full batch still keeps up with: 50 bisection steps, each a full prediction before — 0.3 s per replica sizing).
+
+    Raises:
+        CapacityError: as :func:`predict_service`.
+    """
+    return _head(workload, service, replicas).unstable is None
+
+
+def predict_service(workload: Workload, service: ReplicaService, replicas: int, slo: SLO) -> ServicePrediction:
+    """Queue wait, TTFT/TPOT quantiles and goodput of ``replicas`` replicas (formulas: the section comment
+    above this function, in ``queueing.py``).
+
+    Worked example: Llama-3.1-8B bf16 on one H100 (T_p = 0.049 s for 2,000 tokens, step(B) = 6.0 ms +
+    0.11 ms·B at a 2,250-token mean context), 4 req/s of 2,000 + 500 tokens: ρ_p = 0.195, TPOT(L) = (6.0 +
+    0.11·L) / 0.805 ms, S = 0.007 + 0.049 + 500·TPOT(L), L = 4·S → L ≈ 20.8 busy slots, TPOT ≈ 10.3 ms,
+    S ≈ 5.2 s; with 256 slots nobody waits for a slot (C ≈ 0), and TTFT = 0.049 s + the prefill wait
+    (PK mean 0.195 × 0.049 × 1.25 / (2 × 0.805) = 7.4 ms).
+
+    Raises:
+        CapacityError: ``replicas`` < 1, a batch cap < 1 or a negative prefill time.
+    """
+    h = _head(workload, service, replicas)
+    lam, cap, t_p, rho_p, w_p, n_out = h.lam, h.cap, h.t_p, h.rho_p, h.w_p, h.n_out
+    if h.unstable is not None:
+        return _unstable(replicas, lam, cap, rho_p, h.unstable)
 
     def tpot(batch: float) -> float:
-        return service.decode_step(max(batch, 1.0)) / share
+        return _tpot(service, h, batch)
 
     def service_time(busy: float) -> float:
-        return w_p + t_p + n_out * tpot(busy)
+        return _service_time(service, h, busy)
 
-    if lam * service_time(cap) >= cap:
-        return _unstable(
-            replicas,
-            lam,
-            cap,
-            rho_p,
-            f"slots saturate: {lam:.3g} req/s × {service_time(cap):.3g} s ≥ {cap} sequences",
-        )
     lo, hi = 0.0, float(cap)
     for _ in range(60):
         mid = (lo + hi) / 2

@@ -32,6 +32,7 @@ from advisor.capacity.queueing import (
     SLO,
     ReplicaService,
     Workload,
+    is_stable,
     mean_queue_wait_seconds,
     predict_service,
     replicas_needed,
@@ -279,7 +280,7 @@ def saturated(ev: Evaluation) -> bool:
     return per_rank >= 0.9 * ev.ctx.inputs.max_num_seqs
 
 
-def _max_stable_rate(workload: Workload, service: ReplicaService, slo: SLO) -> float:
+def _max_stable_rate(workload: Workload, service: ReplicaService) -> float:
     """Requests/s one replica (one data-parallel rank) completes with its batch full: the largest λ at which
     :func:`predict_service` is stable, by bisection (the slots' and the prefill's stability bounds)."""
     full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
@@ -289,7 +290,7 @@ def _max_stable_rate(workload: Workload, service: ReplicaService, slo: SLO) -> f
     lo = 0.0
     for _ in range(50):
         mid = (lo + hi) / 2
-        if predict_service(dataclasses.replace(workload, arrival_rate=mid), service, 1, slo).stable:
+        if is_stable(dataclasses.replace(workload, arrival_rate=mid), service, 1):
             lo = mid
         else:
             hi = mid
@@ -370,13 +371,13 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         k = 1.0
         if tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
             for _ in range(4):
-                mu_k = _max_stable_rate(workload, service(k), slo)
+                mu_k = _max_stable_rate(workload, service(k))
                 # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
                 lam_model = lam_rank / done_rank * mu_k if full else lam_rank
                 rho = min(0.9, lam_model * t_p / k)
                 k = _clamp_calibration(k * step(running_rank) / k / (1 - rho) / tpot.mean)
         calibrated = service(k)
-        mu_model = _max_stable_rate(workload, calibrated, slo)
+        mu_model = _max_stable_rate(workload, calibrated)
         at_slo_model = _slo_rate(workload, calibrated, slo, mu_model)
     except (CapacityError, ValueError):
         return None
