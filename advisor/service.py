@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from advisor import conventions as c
 from advisor.acks import AckStore
@@ -354,6 +354,13 @@ def _pool_size_for(deployments: Sequence[_Deployment], plan: Sequence[tuple[Depl
     return max(1, min(32, jobs))
 
 
+WORKERS_FROM_TARGETS: Final = 500
+"""Without ``--workers``, worker processes are started only when the config lists this many scrape targets or more
+(decided at start-up). Below it one core scrapes and evaluates within half an interval with room to spare (about
+2 ms of CPU per target per cycle, ``docs/performance.md``), while each worker process costs ~50 MB and ~0.4 s of
+start-up, and pickling snapshots across processes costs 25–40 % more CPU per target."""
+
+
 class Service:
     """Holds the runtime and the tracker across cycles; ``run_once`` does one cycle."""
 
@@ -379,7 +386,8 @@ class Service:
 
         ``workers``: scrape workers (``run --workers``): 1 = the in-process thread pool; N > 1 = N worker processes
         (:class:`advisor.workers.ProcessWorkers`, targets split by stable hash of the URL); ``None`` = the CPUs this
-        process may use (:func:`advisor.workers.usable_cpus`). The choice is logged.
+        process may use (:func:`advisor.workers.usable_cpus`) when the config lists :data:`WORKERS_FROM_TARGETS`
+        scrape targets or more, else 1. The choice is logged.
 
         Raises:
             CapacityError: a deployment's capacity pass cannot run.
@@ -446,10 +454,14 @@ class Service:
         self._start_workers(workers)
 
     def _start_workers(self, workers: int | None) -> None:
-        """Start the scrape worker processes (``workers`` > 1, or ``None`` and more than one usable CPU); logged."""
+        """Start the scrape worker processes (``workers`` > 1, or ``None``: the usable CPUs, once the config lists
+        :data:`WORKERS_FROM_TARGETS` scrape targets or more); logged."""
         if workers is None:
             budget = usable_cpus()
             n, why = budget.cpus, budget.describe()
+            targets = sum(len(self._urls(d)) for d in self.runtime.deployments if d.spec.source == "scrape")
+            if n > 1 and targets < WORKERS_FROM_TARGETS:
+                n, why = 1, f"{why}; {targets} scrape target(s) < {WORKERS_FROM_TARGETS}, one process is enough"
         else:
             n, why = workers, "--workers"
         log.info("workers=%d (%s)%s", n, why, "" if n > 1 else ": scraping on this process's threads")

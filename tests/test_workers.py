@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import signal
@@ -255,3 +256,35 @@ def test_a_killed_worker_fails_its_targets_by_name_and_is_restarted(pages: PageS
         workers.close(2.0)
         drip.close()
     assert all(p is None for p in workers.pids())
+
+
+def test_without_the_flag_a_small_config_scrapes_on_threads_and_a_large_one_starts_a_worker_per_cpu(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``workers=None`` (no ``--workers``): fewer scrape targets than ``WORKERS_FROM_TARGETS`` → no worker process,
+    the reason logged; that many or more → one worker per usable CPU. (Each worker costs ~50 MB and ~0.4 s of
+    start-up: a 3-engine advisor should not pay them.)"""
+    from advisor import service as service_module
+
+    caplog.set_level(logging.INFO, logger="advisor.service")
+    cpus = usable_cpus().cpus
+    if cpus < 2:
+        pytest.skip(f"one usable CPU here ({usable_cpus().describe()}): the default is 1 worker at any size")
+
+    def start(n_targets: int) -> Service:
+        urls = [f"http://127.0.0.1:9/{i}/metrics" for i in range(n_targets)]
+        cfg = parse_config({"scrape_interval": "15s", "deployments": [deployment("a", urls)]})
+        _, collector, metrics = make_registry()
+        return Service(cfg, collector, metrics, workers=None)
+
+    small = start(3)
+    try:
+        assert small._procs is None
+        assert "3 scrape target(s) < 500" in caplog.text
+    finally:
+        small.close()
+    large = start(service_module.WORKERS_FROM_TARGETS)
+    try:
+        assert large._procs is not None and large._procs.n == cpus
+    finally:
+        large.close()
