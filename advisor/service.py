@@ -72,7 +72,13 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, PromGroup, PromHistory, incremental_range
+from advisor.sources.prometheus import (
+    MIN_POINT_GAP_STEPS,
+    PrometheusSource,
+    PromGroup,
+    PromHistory,
+    incremental_range,
+)
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
 from advisor.workers import ProcessWorkers, usable_cpus
@@ -1013,7 +1019,7 @@ class Service:
         def apply(part: PromHistory) -> None:
             with self._lock:  # the tracker is touched under the cycle lock, one answer at a time
                 if self.runtime is rt:
-                    seen.update(self._apply_groups(d, part.groups))
+                    seen.update(self._apply_groups(d, part.groups, min_gap=MIN_POINT_GAP_STEPS * step))
 
         if d.prom_instances is None:
             h = src.history(d.spec.selector, d.prom_wanted, start, end, step)
@@ -1040,8 +1046,9 @@ class Service:
         :meth:`_apply_groups`, then :meth:`_finish_read`."""
         self._finish_read(d, self._apply_groups(d, h.groups), h)
 
-    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup]) -> set[str]:
-        """Each target's points newer than its history are observed and appended (``Tracker.observe``, as a
+    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0) -> set[str]:
+        """Each target's points newer than its history (by more than ``min_gap`` seconds: a point re-read at a
+        later evaluation time shows the sample already held) are observed and appended (``Tracker.observe``, as a
         scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
         re-read) is never counted twice; each target's status is set. Returns the targets seen."""
         name = d.spec.name
@@ -1051,7 +1058,7 @@ class Service:
         for g in groups:
             seen.add(g.target)
             held = tr.history(name, g.target)
-            newest = held[-1].timestamp if held else -math.inf
+            newest = held[-1].timestamp + min_gap if held else -math.inf
             try:
                 observed = [
                     (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))

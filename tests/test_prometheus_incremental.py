@@ -8,6 +8,7 @@ the test, so each cycle's range is exact and nothing sleeps.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -157,15 +158,37 @@ def _timestamps(svc: Service, target: str) -> list[float]:
     return [p.timestamp for p in svc.tracker.history("fleet", target)]
 
 
-def test_the_range_is_on_the_step_grid_and_starts_after_the_last_read() -> None:
-    assert incremental_range(None, 1000.5, 60, 15) == (945.0, 990.0)
-    assert incremental_range(990.0, 1021.0, 60, 15) == (1005.0, 1020.0)
+def test_the_range_ends_now_and_counts_back_to_the_first_new_point() -> None:
+    assert incremental_range(None, 1000.5, 60, 15) == (940.5, 1000.5)  # the whole window, newest point now
+    assert incremental_range(1000.5, 1016.0, 60, 15) == (1001.0, 1016.0)
+    assert incremental_range(1000.5, 1046.0, 60, 15) == (1016.0, 1046.0)  # three new points
     # one new point, or none: the point before it too (a one-point range near now is empty in VictoriaMetrics)
-    assert incremental_range(990.0, 1006.0, 60, 15) == (990.0, 1005.0)
-    assert incremental_range(990.0, 1000.0, 60, 15) == (975.0, 990.0)
-    assert incremental_range(990.0, 2000.0, 60, 15) == (1950.0, 1995.0)  # a gap longer than the window
+    assert incremental_range(1000.5, 1005.0, 60, 15) == (990.0, 1005.0)
+    assert incremental_range(990.0, 2000.0, 60, 15) == (1940.0, 2000.0)  # a gap longer than the window
     with pytest.raises(ValueError, match="step"):
         incremental_range(None, 1000.0, 60, 0)
+
+
+def test_the_newest_point_is_now_and_a_re_read_sample_is_not_a_new_interval(store: tuple[Store, str]) -> None:
+    """Each read ends at ``now`` (as fresh as a whole-window read), off the grid of the previous read: a point
+    read again a moment later (the same sample at another evaluation time) is not appended, so no interval
+    shorter than half a step enters the history."""
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    try:
+        for offset in (0.0, 5.4, 5.9, 10.2, 16.0, 16.3, 20.9):  # seconds after T0, off the 5 s grid
+            clock.now = T0 + offset
+            svc.scrape_once()
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert stamps[-1] == T0 + 20.9  # the newest point is the time of the read
+    assert stamps[-5:] == [T0, T0 + 5.4, T0 + 10.2, T0 + 16.0, T0 + 20.9]
+    assert min(b - a for a, b in itertools.pairwise(stamps)) >= 2.5
+    assert result["state"] == "fresh"
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
 
 
 def test_each_cycle_fetches_only_the_new_points_whatever_the_window(store: tuple[Store, str]) -> None:

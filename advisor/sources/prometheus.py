@@ -8,7 +8,7 @@ which source fed them.
 
 One cycle for one deployment costs **one** ``/api/v1/query_range`` request, however many engine instances
 the selector matches (one per batch with :meth:`PrometheusSource.history_batches`, when they are too many for one
-answer), and asks only for the evaluation times since the previous cycle (:func:`incremental_range`)::
+answer), and asks only for the evaluation times since the previous cycle, up to now (:func:`incremental_range`)::
 
     {__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running|…", job="vllm", namespace="prod"}
 
@@ -131,6 +131,11 @@ VM_NO_ALIGN_PARAM: Final = "nocache"
 moves ``start`` and ``end`` to multiples of ``step`` for queries of 50 points or more (VictoriaMetrics
 ``app/vmselect/promql`` ``AdjustStartEnd``; victoriametrics-datasource v0.26.0 release notes). Other
 Prometheus-compatible APIs ignore it."""
+
+MIN_POINT_GAP_STEPS: Final = 0.5
+"""A point read from a store is appended to a target's history only when it is at least this many steps newer
+than the target's newest point (:func:`incremental_range`): a re-read of the same sample at a later evaluation
+time is not a new interval."""
 
 MAX_POINTS_PER_SERIES: Final = 11_000
 """Prometheus refuses ``query_range`` calls resolving to more points per series than this."""
@@ -405,21 +410,27 @@ def to_timed_snapshots(
 
 
 def incremental_range(last_end: float | None, now: float, window: float, step: float) -> tuple[float, float]:
-    """The ``[start, end]`` of the next cycle's ``query_range`` (unix seconds), on the grid ``k × step``.
+    """The ``[start, end]`` of the next cycle's ``query_range`` (unix seconds): ``end`` is ``now`` and ``start``
+    is ``end − n × step``, so the newest point shows what the store holds at ``now`` (as fresh as a scrape made
+    now) and the points fall ``step`` apart counting back from it.
 
-    Points fall on multiples of ``step`` so that successive cycles ask for disjoint sets of evaluation times:
-    ``end`` is the newest grid time at or before ``now``; ``start`` is the grid time after ``last_end`` (the
-    ``end`` of the previous successful read), or, on the first read and after a gap longer than ``window``
-    (failures, a reload, a stalled store), the oldest grid time inside ``now − window``. A range always spans
-    at least two grid times: when only one is new (or none) the one before it is read again, because
-    VictoriaMetrics answers a one-point range ending within about a second of now with no series at all
-    (measured on 1.79.5; a two-point range ending at the same time holds the point). The caller skips points it
-    already holds (``Service._apply_history`` keeps only points newer than a target's history), so a point
-    read twice is counted once.
+    ``n`` covers the times since ``last_end`` (the ``end`` of the previous successful read): the points at least
+    half a step newer than ``last_end``. On the first read and after a gap longer than ``window`` (failures, a
+    reload, a stalled store) it covers the whole window: ``n = ⌊window / step⌋``. A range always spans at least
+    two points (``n ≥ 1``): when only one is new the one before it is read again, because VictoriaMetrics
+    answers a one-point range ending within about a second of now with no series at all (measured on 1.79.5; a
+    two-point range ending at the same time holds the point).
 
-    Example: ``incremental_range(None, 1000.5, 60, 15)`` → ``(945.0, 990.0)``;
-    ``incremental_range(990.0, 1021.0, 60, 15)`` → ``(1005.0, 1020.0)``;
-    ``incremental_range(990.0, 1006.0, 60, 15)`` → ``(990.0, 1005.0)``.
+    Successive cycles' evaluation times are not on one grid (each read counts back from its own ``now``), so a
+    point read again comes back at a different time, a fraction of a step after the one held, showing the same
+    sample: kept, it would be a still interval (a counter that did not move over a moment, which the stall
+    check reads as a hung engine) and it would halve the next real interval. The caller keeps only points at
+    least half a step newer than a target's newest point (:data:`MIN_POINT_GAP_STEPS`;
+    ``Service._apply_groups``).
+
+    Example: ``incremental_range(None, 1000.5, 60, 15)`` → ``(940.5, 1000.5)``;
+    ``incremental_range(1000.5, 1016.0, 60, 15)`` → ``(1001.0, 1016.0)``;
+    ``incremental_range(1000.5, 1046.0, 60, 15)`` → ``(1016.0, 1046.0)`` (three new points).
 
     Raises:
         ValueError: ``step`` or ``window`` not positive and finite.
@@ -427,11 +438,12 @@ def incremental_range(last_end: float | None, now: float, window: float, step: f
     for label, value in (("step", step), ("window", window)):
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"{label} must be > 0 seconds, got {value!r}")
-    k_end = math.floor(now / step)
-    k_first = math.ceil((now - window) / step)
-    k_start = k_first if last_end is None else max(k_first, round(last_end / step) + 1)
-    k_start = min(k_start, k_end - 1)
-    return k_start * step, k_end * step
+    whole = max(1, math.floor(window / step + 1e-9))
+    if last_end is None or now - last_end > window:
+        n = whole
+    else:
+        n = min(whole, max(1, math.floor((now - last_end) / step - MIN_POINT_GAP_STEPS + 1e-9)))
+    return now - n * step, now
 
 
 def _batches(values: Collection[str], size: int) -> list[list[str]]:
