@@ -207,7 +207,7 @@ def wait_for_instances(url: str, n: int, timeout: float) -> float:
 # --- the advisor ------------------------------------------------------------------------------------------------
 
 
-def service(url: str, interval: float, window: str, batch: int, max_bytes: int) -> Any:
+def service(url: str, interval: float, window: str, batch: int, max_bytes: int, federate: bool = True) -> Any:
     from advisor.config import parse_config
     from advisor.exporter import make_registry
     from advisor.service import Service
@@ -216,7 +216,7 @@ def service(url: str, interval: float, window: str, batch: int, max_bytes: int) 
         {
             "scrape_interval": f"{interval:g}s",
             "evaluation_window": window,
-            "prometheus": {"url": url, "batch_instances": batch, "max_bytes": max_bytes},
+            "prometheus": {"url": url, "batch_instances": batch, "max_bytes": max_bytes, "federate": federate},
             "deployments": [
                 {
                     "name": "fleet",
@@ -247,7 +247,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
         filled = wait_for_instances(url, n, args.ready_timeout)
         print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
         time.sleep(args.warmup)
-        svc = service(url, args.interval, args.window, args.batch, args.max_bytes)
+        svc = service(url, args.interval, args.window, args.batch, args.max_bytes, not args.no_federate)
         try:
             for i in range(1, args.cycles + 1):
                 began = time.monotonic()
@@ -271,13 +271,15 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     else round((svc.deployments[0].prom_until - until) / args.interval),
                     "up": sum(t.up for d in result.deployments for t in d.targets),
                     "rss_peak_mib": _rss_mib(),
+                    "federate": svc.prom.federation,
                 }
                 rows.append(row)
                 print(
                     f"{kind:16} n={n:<6} cycle {i}: {row['bytes'] / 1e6:8.2f} MB in {row['queries']:3} queries "
                     f"({'the window' if row['new_points'] is None else row['new_points']} new points per series), "
                     f"advisor CPU {row['cpu_s']:6.2f} s, cycle {row['wall_s']:6.2f} s, "
-                    f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB",
+                    f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB"
+                    f"{', /federate' if row['federate'] and i > 1 else ''}",
                     flush=True,
                 )
                 if args.json:
@@ -335,6 +337,7 @@ def main() -> int:
     ap.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, help="prometheus.max_bytes (default 64 MiB)")
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the store (default 600)")
     ap.add_argument("--whole-window", action="store_true", help="also time one whole-window read (the old path)")
+    ap.add_argument("--no-federate", action="store_true", help="prometheus.federate: false (query_range every cycle)")
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
     # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
