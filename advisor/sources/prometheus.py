@@ -82,6 +82,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -537,38 +538,38 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
             drop = drops[names] = base | (names or frozenset(DEFAULT_TARGET_LABELS))
         drop_of[key] = drop
     no_up = base | frozenset(DEFAULT_TARGET_LABELS)
-    cache: dict[tuple[str, str, frozenset[str]], Mapping[str, str]] = {}
+    # per drop set: "name{labels without the group label" → the engine labels (one dict shared by every target)
+    caches: dict[frozenset[str], dict[str, Mapping[str, str]]] = {}
     owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], str] = {}
-    builds: dict[str, list[Any]] = {}  # key → [exposition, drop, newest timestamp text, newest timestamp]
+    builds: dict[str, list[Any]] = {}  # key → [exposition, drop, its cache, newest timestamp text, as a number]
     try:
         for name, pre, key, post, value, ts in rows:
             if name == UP:
                 continue
             b = builds.get(key)
             if b is None:
-                b = builds[key] = [{}, drop_of.get(key, no_up), ts, int(ts)]
-            body = pre + post
-            ck = (name, body, b[1])
-            kept = cache.get(ck)
+                drop = drop_of.get(key, no_up)
+                b = builds[key] = [{}, drop, caches.setdefault(drop, {}), ts, int(ts)]
+            ck = f"{name}{{{pre}{post}"
+            kept = b[2].get(ck)
             if kept is None:
-                kept = cache[ck] = _engine_labels(labels_of(body), b[1])
-                canon = (name, frozenset(kept.items()), b[1])
-                if owner.setdefault(canon, body) != body:
+                body = pre + post
+                kept = b[2][ck] = _engine_labels(labels_of(body), b[1])
+                if owner.setdefault((name, frozenset(kept.items()), b[1]), body) != body:
                     return None  # two series equal once target labels are dropped
-            if ts != b[2]:
+            if ts != b[3]:
                 t = int(ts)
-                if t > b[3]:
-                    b[2], b[3] = ts, t
-            expo = b[0]
-            samples = expo.get(name)
+                if t > b[4]:
+                    b[3], b[4] = ts, t
+            samples = b[0].get(name)
             if samples is None:
-                samples = expo[name] = []
+                samples = b[0][name] = []
             samples.append(Sample(name, kept, float(value)))
         groups: list[PromGroup] = []
         for key in builds.keys() | ups.keys():
             up = sorted((int(ts) / 1000, float(v)) for _, v, ts in ups.get(key, ()))
             b = builds.get(key)
-            at = b[3] / 1000 if b is not None else math.inf
+            at = b[4] / 1000 if b is not None else math.inf
             stale = bool(up) and up[-1][1] == 0.0 and up[-1][0] >= at
             drop = drop_of.get(key, no_up)
             groups.append(
@@ -736,24 +737,39 @@ def _in_batches(
     failure: PromHistory | None = None
     failed: list[str] = []
     chunks = _batches(instances, batch)
+    # the next batch is fetched (and reshaped) while this one is handed on: the store's time to answer overlaps
+    # the caller's work instead of adding to it; at most two answers are held
+    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-batch") if len(chunks) > 1 else None
+    pending: Future[PromHistory] | None = None
     for i, chunk in enumerate(chunks):
-        h = read(chunk)
+        h = read(chunk) if pending is None else pending.result()
+        pending = None
+        stop = not h.ok and i == 0 and h.status_code in stop_on
+        if ahead is not None and i + 1 < len(chunks) and not stop:
+            pending = ahead.submit(read, chunks[i + 1])
         queries += h.queries
         size += h.response_bytes
         first = first or h.query
         if not h.ok:
             failure = failure or h
             failed.extend(chunk)
-            if i == 0 and h.status_code in stop_on:
+            if stop:
                 failed.extend(v for rest in chunks[1:] for v in rest)
                 break
             continue
         warnings.extend(h.warnings)
-        if on_batch is not None:
-            on_batch(h)
-        else:
-            groups.extend(h.groups)
+        try:
+            if on_batch is not None:
+                on_batch(h)
+            else:
+                groups.extend(h.groups)
+        except BaseException:
+            if ahead is not None:
+                ahead.shutdown(wait=True, cancel_futures=True)
+            raise
         del h
+    if ahead is not None:
+        ahead.shutdown(wait=True)
     groups.sort(key=lambda g: g.target)
     return PromHistory(
         ok=failure is None,

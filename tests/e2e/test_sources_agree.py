@@ -166,6 +166,5 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
         assert _suggested_agree(via, whole[name]), (name, via["recommendations"], whole[name]["recommendations"])
     with capsys.disabled():
         for name, r in (("direct", direct), *((n, results[n]) for n in ("prometheus", "victoriametrics"))):
-            print(
-                f"\n[sources agree] {name}: {[(x['dial'], x['action'], x['suggested']) for x in r['recommendations']]}"
-            )
+            got = [(x["dial"], x["action"], x["suggested"]) for x in r["recommendations"]]
+            print(f"\n[sources agree, federate={federate}] {name}: {got}")
