@@ -12,6 +12,11 @@ answer), and asks only for the evaluation times since the previous cycle, up to 
 
     {__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running|…", job="vllm", namespace="prod"}
 
+Once a target's window is filled, :meth:`PrometheusSource.latest` reads instead the newest sample of each series
+from ``GET /federate`` (text exposition format, one line per series with its millisecond timestamp; Prometheus and
+VictoriaMetrics serve it, Thanos Querier and Mimir answer 404): about half the bytes of a two-point range answer
+and a third of its decoding, each target's point stamped with its scrape's time (:func:`groups_from_federation`).
+
 Reshaping (:func:`histories_from_matrix`, pure) — example matrix entry and what it becomes::
 
     {"metric": {"__name__": "vllm:time_to_first_token_seconds_bucket", "job": "vllm",
@@ -741,35 +746,32 @@ def _in_batches(
     # the caller's work instead of adding to it; at most two answers are held
     ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-batch") if len(chunks) > 1 else None
     pending: Future[PromHistory] | None = None
-    for i, chunk in enumerate(chunks):
-        h = read(chunk) if pending is None else pending.result()
-        pending = None
-        stop = not h.ok and i == 0 and h.status_code in stop_on
-        if ahead is not None and i + 1 < len(chunks) and not stop:
-            pending = ahead.submit(read, chunks[i + 1])
-        queries += h.queries
-        size += h.response_bytes
-        first = first or h.query
-        if not h.ok:
-            failure = failure or h
-            failed.extend(chunk)
-            if stop:
-                failed.extend(v for rest in chunks[1:] for v in rest)
-                break
-            continue
-        warnings.extend(h.warnings)
-        try:
+    try:
+        for i, chunk in enumerate(chunks):
+            h = read(chunk) if pending is None else pending.result()
+            pending = None
+            stop = not h.ok and i == 0 and h.status_code in stop_on
+            if ahead is not None and i + 1 < len(chunks) and not stop:
+                pending = ahead.submit(read, chunks[i + 1])
+            queries += h.queries
+            size += h.response_bytes
+            first = first or h.query
+            if not h.ok:
+                failure = failure or h
+                failed.extend(chunk)
+                if stop:
+                    failed.extend(v for rest in chunks[1:] for v in rest)
+                    break
+                continue
+            warnings.extend(h.warnings)
             if on_batch is not None:
                 on_batch(h)
             else:
                 groups.extend(h.groups)
-        except BaseException:
-            if ahead is not None:
-                ahead.shutdown(wait=True, cancel_futures=True)
-            raise
-        del h
-    if ahead is not None:
-        ahead.shutdown(wait=True)
+            del h
+    finally:  # an exception (the caller's on_batch) waits for the batch in flight; nothing is left running
+        if ahead is not None:
+            ahead.shutdown(wait=True, cancel_futures=True)
     groups.sort(key=lambda g: g.target)
     return PromHistory(
         ok=failure is None,
