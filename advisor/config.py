@@ -634,6 +634,11 @@ class PrometheusConfig(_Strict):
         description="a selector matching more instances than this is read in batches of this many instances, "
         "one query each (instance=~ matchers); the instances are listed when the series names are",
     )
+    federate: bool = Field(
+        default=True,
+        description="read each cycle's new points from /federate (the newest sample of each series) once the "
+        "window is filled; a store without it (404/405: Thanos Querier, Mimir) is read by query_range instead",
+    )
 
 
 class Config(_Strict):

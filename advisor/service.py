@@ -72,7 +72,13 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, PromGroup, PromHistory, incremental_range
+from advisor.sources.prometheus import (
+    MIN_POINT_GAP_STEPS,
+    PrometheusSource,
+    PromGroup,
+    PromHistory,
+    incremental_range,
+)
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
 from advisor.workers import ProcessWorkers, usable_cpus
@@ -1019,13 +1025,16 @@ class Service:
             self._prom_error(rt, d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
         step = cfg.scrape_interval
+        incremental = d.prom_until is not None and now - d.prom_until <= window
+        if incremental and cfg.prometheus.federate and src.federation is not False and self._read_latest(rt, d, now):
+            return
         start, end = incremental_range(d.prom_until, now, window, step)
         seen: set[str] = set()
 
         def apply(part: PromHistory) -> None:
             with self._lock:  # the tracker is touched under the cycle lock, one answer at a time
                 if self.runtime is rt:
-                    seen.update(self._apply_groups(d, part.groups))
+                    seen.update(self._apply_groups(d, part.groups, min_gap=MIN_POINT_GAP_STEPS * step))
 
         if d.prom_instances is None:
             h = src.history(d.spec.selector, d.prom_wanted, start, end, step)
@@ -1035,6 +1044,43 @@ class Service:
             batch = cfg.prometheus.batch_instances
             selector, wanted = d.spec.selector, d.prom_wanted
             h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
+        self._end_read(rt, d, h, seen, end)
+
+    def _read_latest(self, rt: Runtime, d: _Deployment, now: float) -> bool:
+        """An incremental read through the store's federation endpoint (``PrometheusSource.latest``): the newest
+        sample of each series, one point per target stamped with its scrape's time, appended when newer than the
+        target's newest point. Returns ``False`` (nothing read) when the store has no such endpoint (404/405:
+        Thanos Querier, Mimir): the caller reads the range instead, and later cycles do not ask again."""
+        src, cfg = rt.prom, rt.cfg
+        assert src is not None and cfg.prometheus is not None and d.spec.selector is not None
+        assert d.prom_wanted is not None
+        seen: set[str] = set()
+
+        def apply(part: PromHistory) -> None:
+            with self._lock:
+                if self.runtime is rt:
+                    seen.update(self._apply_groups(d, part.groups))
+
+        if d.prom_instances is None:
+            h = src.latest(d.spec.selector, d.prom_wanted)
+            if h.ok:
+                apply(h)
+        else:
+            batch = cfg.prometheus.batch_instances
+            h = src.latest_batches(d.spec.selector, d.prom_wanted, d.prom_instances, batch, on_batch=apply)
+        if not h.ok and not seen and src.federation is False:
+            log.info(
+                "prometheus=%s has no federation endpoint (HTTP %s): reading ranges (query_range) instead",
+                redact_url(cfg.prometheus.url),
+                h.status_code,
+            )
+            return False
+        self._end_read(rt, d, h, seen, now)
+        return True
+
+    def _end_read(self, rt: Runtime, d: _Deployment, h: PromHistory, seen: set[str], until: float) -> None:
+        """After one read of ``d`` (every batch): count and log failures, mark the targets not read, and remember
+        ``until`` as the end of the last complete read when every batch answered."""
         if not h.ok and not seen:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
@@ -1045,15 +1091,16 @@ class Service:
             if self.runtime is rt:
                 self._finish_read(d, seen, h)
                 if h.ok:  # else the next read starts where this one did (points already held are skipped)
-                    d.prom_until = end
+                    d.prom_until = until
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
         :meth:`_apply_groups`, then :meth:`_finish_read`."""
         self._finish_read(d, self._apply_groups(d, h.groups), h)
 
-    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup]) -> set[str]:
-        """Each target's points newer than its history are observed and appended (``Tracker.observe``, as a
+    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0) -> set[str]:
+        """Each target's points newer than its history (by more than ``min_gap`` seconds: a point re-read at a
+        later evaluation time shows the sample already held) are observed and appended (``Tracker.observe``, as a
         scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
         re-read) is never counted twice; each target's status is set. Returns the targets seen."""
         name = d.spec.name
@@ -1063,7 +1110,7 @@ class Service:
         for g in groups:
             seen.add(g.target)
             held = tr.history(name, g.target)
-            newest = held[-1].timestamp if held else -math.inf
+            newest = held[-1].timestamp + min_gap if held else -math.inf
             try:
                 observed = [
                     (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))

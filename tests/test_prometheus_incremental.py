@@ -8,6 +8,7 @@ the test, so each cycle's range is exact and nothing sleeps.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -21,16 +22,23 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from advisor.config import parse_config
-from advisor.errors import ConfigError
+from advisor.errors import ConfigError, ParseError
 from advisor.exporter import make_registry
 from advisor.service import Service
-from advisor.sources.prometheus import PrometheusSource, PromHistory, incremental_range
+from advisor.sources.prometheus import (
+    PrometheusSource,
+    PromHistory,
+    _federation_general,
+    groups_from_federation,
+    incremental_range,
+)
 from tests.conftest import reply
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GEN_RATE = 120.0  # generation tokens per second, every instance
 PROMPT_RATE = 400.0
 T0 = 1_700_000_000.0  # the service's clock at the first cycle
+SCRAPE = 5.0  # the stand-in store scrapes its engines at multiples of this (for /federate's timestamps)
 # name → value at time t (seconds); counters start at 0 at T0 - 10,000 s
 SERIES: dict[str, Callable[[float], float]] = {
     "vllm:num_requests_running": lambda t: 12.0,
@@ -48,13 +56,19 @@ class Store:
     instances: list[str]
     failing: bool = False
     restart_at: float | None = None  # the engines restart then: counters start again from 0
-    poisoned: str | None = None  # a query_range selecting this instance fails (HTTP 503)
+    poisoned: str | None = None  # a query_range or /federate selecting this instance fails (HTTP 503)
+    federate: bool = True  # serves /federate (else 404, as Thanos Querier and Mimir do)
+    clock: Callable[[], float] | None = None  # /federate: the newest scrape is the last multiple of SCRAPE
     requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ranges(self) -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.requests if r["path"] == "/api/v1/query_range"]
+
+    def federations(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r["path"] == "/federate"]
 
     def value(self, name: str, t: float) -> float:
         f = SERIES[name]
@@ -106,7 +120,34 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
                 result.append({"metric": labels, "values": [[t, repr(store.value(name, t))] for t in times]})
         points = sum(len(s["values"]) for s in result)
         data = {"resultType": "matrix", "result": result}
+    elif parts.path == "/federate" and store.federate and h.command == "GET":
+        query = params["match[]"]
+        if store.poisoned is not None and store.poisoned in _selected(query, store.instances):
+            with store.lock:
+                store.requests.append({"path": parts.path, "params": params, "points": 0, "bytes": 18})
+            reply(h, 503, b"this batch is down")
+            return
+        assert store.clock is not None
+        t = SCRAPE * (store.clock() // SCRAPE)
+        ms = round(t * 1000)
+        picked = _selected(query, store.instances)
+        lines = ["# TYPE up untyped", *(f'up{{instance="{i}",job="vllm"}} 1 {ms}' for i in picked)]
+        for name in SERIES:
+            value = repr(store.value(name, t))
+            lines.append(f"# TYPE {name} untyped")
+            lines += [
+                f'{name}{{engine="0",instance="{i}",job="vllm",model_name="{MODEL}"}} {value} {ms}' for i in picked
+            ]
+        text = "\n".join(lines) + "\n"
+        with store.lock:
+            store.requests.append(
+                {"path": parts.path, "params": params, "points": len(picked) * (len(SERIES) + 1), "bytes": len(text)}
+            )
+        reply(h, 200, text.encode(), "text/plain; version=0.0.4")
+        return
     else:
+        with store.lock:
+            store.requests.append({"path": parts.path, "params": params, "points": 0, "bytes": len(b"not found")})
         reply(h, 404, b"not found")
         return
     body = json.dumps({"status": "success", "data": data}).encode()
@@ -130,6 +171,8 @@ class Clock:
 
 
 def _service(url: str, clock: Clock, window: str = "60s", **prometheus: Any) -> Service:
+    """One ``source: prometheus`` deployment over the stand-in; ``federate`` is off unless given (the range path)."""
+    prometheus.setdefault("federate", False)
     cfg = parse_config(
         {
             "scrape_interval": "5s",
@@ -157,15 +200,37 @@ def _timestamps(svc: Service, target: str) -> list[float]:
     return [p.timestamp for p in svc.tracker.history("fleet", target)]
 
 
-def test_the_range_is_on_the_step_grid_and_starts_after_the_last_read() -> None:
-    assert incremental_range(None, 1000.5, 60, 15) == (945.0, 990.0)
-    assert incremental_range(990.0, 1021.0, 60, 15) == (1005.0, 1020.0)
+def test_the_range_ends_now_and_counts_back_to_the_first_new_point() -> None:
+    assert incremental_range(None, 1000.5, 60, 15) == (940.5, 1000.5)  # the whole window, newest point now
+    assert incremental_range(1000.5, 1016.0, 60, 15) == (1001.0, 1016.0)
+    assert incremental_range(1000.5, 1046.0, 60, 15) == (1016.0, 1046.0)  # three new points
     # one new point, or none: the point before it too (a one-point range near now is empty in VictoriaMetrics)
-    assert incremental_range(990.0, 1006.0, 60, 15) == (990.0, 1005.0)
-    assert incremental_range(990.0, 1000.0, 60, 15) == (975.0, 990.0)
-    assert incremental_range(990.0, 2000.0, 60, 15) == (1950.0, 1995.0)  # a gap longer than the window
+    assert incremental_range(1000.5, 1005.0, 60, 15) == (990.0, 1005.0)
+    assert incremental_range(990.0, 2000.0, 60, 15) == (1940.0, 2000.0)  # a gap longer than the window
     with pytest.raises(ValueError, match="step"):
         incremental_range(None, 1000.0, 60, 0)
+
+
+def test_the_newest_point_is_now_and_a_re_read_sample_is_not_a_new_interval(store: tuple[Store, str]) -> None:
+    """Each read ends at ``now`` (as fresh as a whole-window read), off the grid of the previous read: a point
+    read again a moment later (the same sample at another evaluation time) is not appended, so no interval
+    shorter than half a step enters the history."""
+    s, url = store
+    clock = Clock()
+    svc = _service(url, clock)
+    try:
+        for offset in (0.0, 5.4, 5.9, 10.2, 16.0, 16.3, 20.9):  # seconds after T0, off the 5 s grid
+            clock.now = T0 + offset
+            svc.scrape_once()
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert stamps[-1] == T0 + 20.9  # the newest point is the time of the read
+    assert stamps[-5:] == [T0, T0 + 5.4, T0 + 10.2, T0 + 16.0, T0 + 20.9]
+    assert min(b - a for a, b in itertools.pairwise(stamps)) >= 2.5
+    assert result["state"] == "fresh"
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
 
 
 def test_each_cycle_fetches_only_the_new_points_whatever_the_window(store: tuple[Store, str]) -> None:
@@ -379,3 +444,149 @@ def test_history_batches_merges_groups_and_counts_every_request(store: tuple[Sto
         assert sorted(g.target for p in parts for g in p.groups) == sorted(s.instances) and len(parts) == 4
         with pytest.raises(ValueError, match="batch"):
             src.history_batches('job="vllm"', set(SERIES), T0 - 10, T0, 5, s.instances, 0)
+
+
+# --- /federate: the newest sample of each series ----------------------------------------------------------------
+
+
+def test_after_the_window_each_cycle_reads_the_newest_samples_from_federate(store: tuple[Store, str]) -> None:
+    """The first read fills the window by ``query_range``; each later one is one ``/federate`` request whose
+    samples carry the store's scrape time: a point stamped with it is appended when newer than the target's
+    newest, and the rates equal a whole-window read's."""
+    s, url = store
+    clock = Clock()
+    s.clock = clock
+    svc = _service(url, clock, federate=True)
+    try:
+        svc.scrape_once()
+        for _ in range(14):
+            clock.now += 5.3  # the cycle drifts off the store's 5 s scrape grid
+            svc.scrape_once()
+        svc.scrape_once()  # no new scrape in the store: nothing appended
+        stamps = _timestamps(svc, "10.0.0.1:8000")
+        result = svc.evaluate_once().deployments[0].as_dict()
+        assert svc.prom is not None and svc.prom.bytes_received == sum(r["bytes"] for r in s.requests)
+    finally:
+        svc.close()
+    assert len(s.ranges()) == 1 and len(s.federations()) == 15
+    series = len(s.instances) * (len(SERIES) + 1)
+    assert [r["points"] for r in s.federations()] == [series] * 15  # one sample per series, whatever the window
+    assert stamps == sorted(set(stamps))
+    assert stamps[-1] == SCRAPE * ((T0 + 14 * 5.3) // SCRAPE)  # the scrape's own time, not the read's
+    assert all(t % SCRAPE == 0 for t in stamps if t > T0)
+    assert result["state"] == "fresh" and all(t["up"] for t in result["targets"])
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
+    assert result["snapshot"]["requests_running"] == 12.0 * len(s.instances)
+
+
+def test_a_store_without_federate_is_read_by_ranges_and_not_asked_again(
+    store: tuple[Store, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    s, url = store
+    s.federate = False  # Thanos Querier, Mimir: 404
+    clock = Clock()
+    svc = _service(url, clock, federate=True)
+    try:
+        with caplog.at_level("INFO", logger="advisor.service"):
+            for _ in range(4):
+                svc.scrape_once()
+                clock.now += 5
+        clock.now -= 5
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert len(s.federations()) == 1 and s.federations()[0]["bytes"] == len(b"not found")
+    assert len(s.ranges()) == 4  # the window, then the cycle the 404 came in, then every later one
+    assert [r.getMessage() for r in caplog.records].count(
+        next(r.getMessage() for r in caplog.records if "no federation endpoint" in r.getMessage())
+    ) == 1
+    assert result["state"] == "fresh" and all(t["up"] for t in result["targets"])
+    assert result["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * len(s.instances), rel=1e-9)
+
+
+def test_federate_reads_in_instance_batches_and_a_failed_batch_fails_only_its_instances(
+    store: tuple[Store, str],
+) -> None:
+    s, url = store
+    clock = Clock()
+    s.clock = clock
+    svc = _service(url, clock, federate=True, batch_instances=3)
+    try:
+        svc.scrape_once()
+        clock.now += 5
+        s.clear()
+        s.poisoned = "10.0.0.7:8000"
+        svc.scrape_once()
+        during = {t["target"]: t for t in svc.evaluate_once().deployments[0].as_dict()["targets"]}
+        picked = [_selected(r["params"]["match[]"], s.instances) for r in s.federations()]
+        s.poisoned = None
+        clock.now += 5
+        svc.scrape_once()
+        after = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert not s.ranges()[1:] and [len(p) for p in picked] == [3, 3, 1]
+    assert not during["10.0.0.7:8000"]["up"] and during["10.0.0.7:8000"]["error_reason"] == "http_status"
+    assert all(t["up"] for name, t in during.items() if name != "10.0.0.7:8000")
+    assert after["state"] == "fresh" and all(t["up"] for t in after["targets"])
+
+
+def test_a_federate_answer_past_max_bytes_is_too_large(store: tuple[Store, str]) -> None:
+    s, url = store
+    s.clock = Clock()
+    with PrometheusSource(url, max_bytes=1024) as src:
+        h = src.latest('job="vllm"', set(SERIES))
+    assert not h.ok and h.error_reason == "too_large" and "1024" in (h.error_message or "")
+    with PrometheusSource(url) as src:
+        h = src.latest('job="vllm"', set(SERIES), instances=["10.0.0.2:8000"])
+    assert h.ok and [g.target for g in h.groups] == ["10.0.0.2:8000"] and src.federation is True
+
+
+FEDERATED = """# TYPE up untyped
+up{instance="a:1",job="vllm",namespace="p"} 1 1700000000123
+up{instance="b:1",job="vllm",namespace="prod"} 0 1700000005000
+# TYPE vllm:num_requests_running untyped
+vllm:num_requests_running{exported_job="e",instance="a:1",job="vllm",model_name="m\\"q",namespace="p"} 3 1700000000123
+vllm:num_requests_running{instance="b:1",engine="0",job="vllm",model_name="m",namespace="prod"} 7 1700000000000
+vllm:e2e_request_latency_seconds_bucket{engine="0",instance="a:1",job="vllm",le="+Inf"} 1e+06 1700000000123
+"""
+
+
+def test_groups_from_federation_reshapes_as_a_range_read_does() -> None:
+    shaped = groups_from_federation(FEDERATED)
+    a, b = shaped.groups
+    assert a.target == "a:1" and a.up == ((1700000000.123, 1.0),)
+    ((t, expo),) = a.points
+    assert t == 1700000000.123
+    (running,) = expo["vllm:num_requests_running"]
+    # target labels (from up) dropped; the engine's own job label given back; escapes undone
+    assert running.labels == {"job": "e", "model_name": 'm"q'} and running.value == 3.0
+    assert [x.labels for x in expo["vllm:e2e_request_latency_seconds_bucket"]] == [{"engine": "0", "le": "+Inf"}]
+    # b's scrapes fail since after its last samples (up == 0, newer): no point, the target reads down
+    assert b.target == "b:1" and b.points == () and b.up == ((1700000005.0, 0.0),)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('up{instance="a"} 1\n', "no timestamp"),
+        ('up{instance="a"} 1 1700000000000\nthis is not a sample\n', "line 2 is not a sample"),
+        ('up{instance="a",bad} 1 1700000000000\n', "malformed labels"),
+        ('up{instance="a"} one 1700000000000\n', "a:|could not convert|one"),
+    ],
+)
+def test_a_malformed_federation_answer_says_where(text: str, match: str) -> None:
+    with pytest.raises(ParseError, match=match):
+        groups_from_federation(text)
+
+
+def test_the_fast_and_general_federation_paths_agree_and_a_repeated_series_is_read_once() -> None:
+    general = _federation_general(FEDERATED, ("instance",), ())
+    assert groups_from_federation(FEDERATED) == general
+    # two jobs scraping one target: equal once target labels are dropped, read once with a warning
+    twice = (
+        FEDERATED + 'vllm:num_requests_running{exported_job="e",instance="a:1",job="other",model_name="m\\"q"} 3 1\n'
+    )
+    shaped = groups_from_federation(twice)
+    assert shaped.warnings and "repeated" in shaped.warnings[0]
+    assert len(shaped.groups[0].points[0][1]["vllm:num_requests_running"]) == 1

@@ -1,14 +1,16 @@
 """Issue 15: direct scrape, a real Prometheus 2.42 and a real VictoriaMetrics give the same recommendations for
 one engine's history, with ``source: prometheus`` reading incrementally (only the points since the previous
-cycle).
+cycle), through ``/federate`` or ``query_range``.
 
 One stand-in vLLM engine (``advisor.standin``) runs a scenario that is busy for its first seconds and then
 saturates its KV pool (requests waiting, preemptions); Prometheus (Debian's ``prometheus``, started by
 :func:`tests.e2e.prometheus.start_prometheus`) and VictoriaMetrics (:func:`tests.e2e.victoriametrics.
 start_victoriametrics`, ``-search.latencyOffset=0s``) scrape it every second. Two advisors run their cycles side
 by side: one with a deployment scraping the engine directly and one reading it through Prometheus, the other
-reading it through VictoriaMetrics. The saturation begins after the stores' first (whole-window) read, so every
-recommendation about it comes from points appended by incremental reads. At the end:
+reading it through VictoriaMetrics — once with the incremental reads from the stores' ``/federate`` endpoint (the
+newest sample of each series, stamped with its scrape time) and once by ``query_range``. The saturation begins
+after the stores' first (whole-window) read, so every recommendation about it comes from points appended by
+incremental reads. At the end:
 
 * the three views hold the same recommendations (rule, dial, action, current value), suggested values equal
   within 10 % or 1 (those derived from window rates differ by a store's lag behind a direct scrape, at most one
@@ -52,7 +54,7 @@ DEPLOYMENT: dict[str, Any] = {
 }
 
 
-def _service(store_url: str, engine_url: str | None) -> Service:
+def _service(store_url: str, engine_url: str | None, federate: bool = True) -> Service:
     deployments: list[dict[str, Any]] = [
         {"name": "via-store", "source": "prometheus", "selector": 'job="vllm"', **DEPLOYMENT}
     ]
@@ -62,7 +64,7 @@ def _service(store_url: str, engine_url: str | None) -> Service:
         {
             "scrape_interval": f"{CYCLE:g}s",
             "evaluation_window": f"{WINDOW:g}s",
-            "prometheus": {"url": store_url},
+            "prometheus": {"url": store_url, "federate": federate},
             "deployments": deployments,
         }
     )
@@ -86,8 +88,9 @@ def _suggested_agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.parametrize("federate", [True, False], ids=["federate", "query_range"])
 def test_direct_prometheus_and_victoriametrics_recommend_the_same(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], federate: bool
 ) -> None:
     victoriametrics_binary()
     require_binary("prometheus", "Debian: apt-get install -y prometheus")
@@ -109,6 +112,7 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
     whole: dict[str, dict[str, Any]] = {}
     stamps: dict[str, list[float]] = {}
     first_read: dict[str, list[tuple[Any, ...]]] = {}
+    used: dict[str, bool | None] = {}
     with contextlib.ExitStack() as stack:
         stack.callback(engine.server_close)
         stack.callback(engine.shutdown)
@@ -120,8 +124,8 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
             wait_for_series(url, "vllm:num_requests_running")
         go.append(time.monotonic())
         services = {
-            "prometheus": _service(stores["prometheus"], engine.url()),
-            "victoriametrics": _service(stores["victoriametrics"], None),
+            "prometheus": _service(stores["prometheus"], engine.url(), federate),
+            "victoriametrics": _service(stores["victoriametrics"], None, federate),
         }
         for svc in services.values():
             stack.callback(svc.close)
@@ -133,6 +137,8 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
             time.sleep(CYCLE)
         for name, svc in services.items():
             svc.scrape_once()
+            assert svc.prom is not None
+            used[name] = svc.prom.federation  # True: the incremental reads were /federate answers
             for d in svc.evaluate_once().deployments:
                 results[name if d.name == "via-store" else "direct"] = d.as_dict()
             stamps[name] = [
@@ -150,6 +156,7 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
     assert direct["state"] == "fresh" and _recommendations(direct), direct["recommendations"]
     for name in ("prometheus", "victoriametrics"):
         via = results[name]
+        assert used[name] is (True if federate else None), name
         assert via["engine"] == "vllm" and via["state"] == "fresh", (name, via["state"])
         assert not first_read[name] or first_read[name] != _recommendations(via), name  # the saturation came later
         assert stamps[name] == sorted(set(stamps[name])), name  # no evaluation time held twice
@@ -159,6 +166,5 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
         assert _suggested_agree(via, whole[name]), (name, via["recommendations"], whole[name]["recommendations"])
     with capsys.disabled():
         for name, r in (("direct", direct), *((n, results[n]) for n in ("prometheus", "victoriametrics"))):
-            print(
-                f"\n[sources agree] {name}: {[(x['dial'], x['action'], x['suggested']) for x in r['recommendations']]}"
-            )
+            got = [(x["dial"], x["action"], x["suggested"]) for x in r["recommendations"]]
+            print(f"\n[sources agree, federate={federate}] {name}: {got}")
