@@ -626,7 +626,9 @@ class PrometheusConfig(_Strict):
     max_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
-        description="cap on one decoded query answer (bytes); a bigger answer fails the cycle with reason too_large",
+        le=4 * 1024**3,
+        description="cap on one decoded query answer (bytes, at most 4 GiB: the answer is held in memory); a bigger "
+        "answer fails the cycle with reason too_large",
     )
     batch_instances: int = Field(
         default=200,

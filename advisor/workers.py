@@ -339,10 +339,10 @@ class ProcessWorkers:
                 wait = self._restart_wait(slot)
                 if wait <= 0:
                     break
-                if not slot.down_message.endswith("budget"):
+                if "budget used up" not in slot.down_message:
                     slot.down_message = (
-                        f"worker {slot.index} is down: restarted {self._burst} times within "
-                        f"{self._window:g}s; next restart in {wait:.0f}s, within the restart budget"
+                        f"worker {slot.index} is down: restart budget used up ({self._burst} restarts within "
+                        f"{self._window:g}s); next restart in {wait:.0f}s"
                     )
                     log.error("%s", slot.down_message)
                 self._closing.wait(min(wait, 1.0))
@@ -395,7 +395,8 @@ class ProcessWorkers:
                     how = f"was killed by signal {-code}"
             elif code is not None:
                 how = f"exited with status {code}"
-        message = f"scrape worker {slot.index} (pid {proc.pid if proc else '?'}) {how}; it is being restarted"
+        restart = "it is being restarted" if self._restart_wait(slot) <= 0 else "its restart budget is used up"
+        message = f"scrape worker {slot.index} (pid {proc.pid if proc else '?'}) {how}; {restart}"
         with slot.lock:
             slot.up = False
             slot.down_message = message

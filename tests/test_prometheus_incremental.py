@@ -423,7 +423,7 @@ def test_the_answer_cap_is_the_max_bytes_key(store: tuple[Store, str]) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("max_bytes", 0), ("max_bytes", "lots"), ("batch_instances", 0), ("batch_instances", -5)],
+    [("max_bytes", 0), ("max_bytes", "lots"), ("max_bytes", 10**20), ("batch_instances", 0), ("batch_instances", -5)],
 )
 def test_bad_cap_and_batch_values_name_their_field(key: str, value: Any) -> None:
     with pytest.raises(ConfigError) as err:

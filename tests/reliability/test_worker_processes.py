@@ -353,7 +353,8 @@ def test_healthz_fails_while_a_worker_is_down(tmp_path: Path, targets: KeepAlive
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             assert wait_for(lambda pid=pid: not _alive(pid), WAIT)
-        assert wait_for(lambda: "within the restart budget" in d.log(), WAIT), d.log()[-2000:]
+        assert wait_for(lambda: "restart budget used up (5 restarts within 60s)" in d.log(), WAIT), d.log()[-2000:]
+        assert "was killed by SIGKILL; its restart budget is used up" in d.log(), d.log()[-2000:]
         r = requests.get(d.url + "/healthz", timeout=10)
         assert r.status_code == 503 and "worker 1 is down" in r.text, r.text
         assert d.metric("advisor_worker_up", worker="1") == 0.0
