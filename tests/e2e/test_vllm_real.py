@@ -39,6 +39,7 @@ import pytest
 import requests
 import yaml
 
+from advisor.config import parse_config
 from advisor.inspect import inspect_target
 from tests.e2e.vllm_cpu import (
     SERVED_MODEL,
@@ -261,15 +262,32 @@ def assert_reads_what_vllm_says(server: VLLMServer, advisor: Advisor, timeout: f
         time.sleep(0.5)
 
 
-def check_in_flight(advisor: Advisor, sampler: MetricsSampler, checks: list[dict[str, Any]]) -> None:
+def snapshot_age_bound(config: dict[str, Any]) -> float:
+    """Seconds before an evaluation within which the scrape it published began, however the cycles ran.
+
+    A deployment reads ``fresh`` only while its newest sample is younger than ``stale_after_intervals``
+    scrape intervals (:mod:`advisor.evaluate`), and that sample's scrape took at most the scrape deadline
+    (``connect_timeout + read_timeout``, :func:`advisor.sources.scrape.scrape`) before it ended. So a fresh
+    snapshot published at ``e1`` was fetched from a scrape that began after ``e1 − bound`` — whether it was
+    answered within its own cycle, was a straggler consumed by a later one, or the latest scrape is still in
+    flight. (One second is added for the clock stamps taken around it.) Read from the config as the daemon
+    parses it, so the defaults are the daemon's own.
+    """
+    cfg = parse_config(config)
+    deadline = cfg.scrape.connect_timeout + cfg.scrape.read_timeout
+    return cfg.data_quality.stale_after_intervals * cfg.scrape_interval + deadline + 1.0
+
+
+def check_in_flight(advisor: Advisor, sampler: MetricsSampler, checks: list[dict[str, Any]], age_bound: float) -> None:
     """Hold the advisor's current snapshot against vLLM's pages read around its scrape while requests are in
     flight; append the advisor's values to ``checks`` (nothing when no page brackets the scrape yet).
 
-    The daemon scrapes, then evaluates, one cycle after another: the snapshot published by the evaluation at
-    ``e1`` was scraped after the previous evaluation ``e0`` ended. So each counter must lie between the last
-    page vLLM served before ``e0`` and the first it served after ``e1`` — exact, whatever the machine's load.
-    (Gauges move every few milliseconds and no window brackets them exactly; they are compared exactly once
-    the engine is quiet, :func:`assert_reads_what_vllm_says`, and by what the advisor does with them.)
+    The snapshot published by the evaluation at ``e1`` was fetched by a scrape that began after
+    ``e1 − age_bound`` (:func:`snapshot_age_bound`) and ended before ``e1``. So each counter must lie between the
+    last page vLLM served before that bound and the first it served after ``e1`` — exact, whatever the machine's
+    load and however the daemon's cycles ran (a straggler's answer is consumed by a later cycle). (Gauges move every
+    few milliseconds and no window brackets them exactly; they are compared exactly once the engine is quiet,
+    :func:`assert_reads_what_vllm_says`, and by what the advisor does with them.)
     """
     e1 = advisor.last_evaluation()
     dep = advisor.deployment()
@@ -277,15 +295,15 @@ def check_in_flight(advisor: Advisor, sampler: MetricsSampler, checks: list[dict
         return  # a cycle completed in between, or the last scrape failed
     if e1 in advisor.evaluations_seen:
         return  # compared already
-    earlier = [e for e in advisor.evaluations_seen if e < e1]
     advisor.evaluations_seen.add(e1)
-    if not earlier:
-        return
-    e0 = max(earlier)  # this or a later evaluation preceded the scrape
-    time.sleep(0.6)  # let the sampler read a page after the evaluation
-    before = sampler.between(e0 - 60, e0)
-    after = sampler.between(e1, e1 + 60)
-    if not before or not after:
+    before = sampler.between(0, e1 - age_bound)
+    if not before:
+        return  # the sampler has not run long enough yet
+    # the sampler reads a page every 0.5 s, but a busy vLLM may take seconds to answer one: wait for it
+    deadline = time.monotonic() + 20
+    while not (after := sampler.between(e1, e1 + 60)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not after:
         return
     snap = dep["snapshot"]
     lo, hi = page_values(before[-1]), page_values(after[0])
@@ -389,14 +407,20 @@ def test_healthy_opens_nothing_and_saturated_opens_kv_saturation(
     config = advisor_config(vllm_cpu)
     longest = longest_for(config)
     assert longest == FOR_SECONDS
+    age_bound = snapshot_age_bound(config)
+    # one sampler for the whole test: a check's lower page may reach back age_bound seconds, into the last phase
+    with MetricsSampler(vllm_cpu) as sampler:
+        _healthy_then_saturated(vllm_cpu, advisor, sampler, age_bound, longest, started)
 
+
+def _healthy_then_saturated(
+    server: VLLMServer, advisor: Advisor, sampler: MetricsSampler, age_bound: float, longest: float, started: float
+) -> None:
+    """The two phases of the test above, read against ``sampler`` (running throughout)."""
     # --- healthy: >= 2 x the longest for-duration, counted in the daemon's cycles ----------------------------
     min_cycles = 2 * longest / SCRAPE_SECONDS + 1
     healthy_checks: list[dict[str, Any]] = []
-    with (
-        MetricsSampler(vllm_cpu) as sampler,
-        CompletionLoad(vllm_cpu.url, max_requests=3000, max_seconds=240, **HEALTHY) as load,
-    ):
+    with CompletionLoad(server.url, max_requests=3000, max_seconds=240, **HEALTHY) as load:
         # wait until the load is on the engine before counting
         deadline = time.monotonic() + 60
         while advisor.deployment()["snapshot"].get("requests_running") in (None, 0):
@@ -405,7 +429,9 @@ def test_healthy_opens_nothing_and_saturated_opens_kv_saturation(
         c0, t0 = advisor.cycles(), time.monotonic()
         seen: list[dict[str, Any]] = []  # every fresh snapshot polled, for the harness checks below
         missed: list[str] = []  # why a polled cycle was not fresh (a scrape that timed out)
-        while advisor.cycles() - c0 < min_cycles or time.monotonic() - t0 < 2 * longest:
+        # and until one in-flight check held a snapshot against vLLM's pages (the first needs age_bound seconds
+        # of sampled pages behind it); the 3 min bound fails the test if none ever does
+        while advisor.cycles() - c0 < min_cycles or time.monotonic() - t0 < 2 * longest or not healthy_checks:
             assert time.monotonic() - t0 < 180, "the daemon evaluated too few cycles in 3 min"
             dep = advisor.deployment()
             assert advisor.recommendations() == [], advisor.recommendations()
@@ -417,7 +443,7 @@ def test_healthy_opens_nothing_and_saturated_opens_kv_saturation(
                 continue
             seen.append(dep["snapshot"])
             assert dep["snapshot"]["requests_waiting"] == 0, dep["snapshot"]  # healthy: nothing queues
-            check_in_flight(advisor, sampler, healthy_checks)
+            check_in_flight(advisor, sampler, healthy_checks, age_bound)
         healthy_cycles = advisor.cycles() - c0
         healthy_seconds = time.monotonic() - t0
     assert not load.errors, load.errors[:3]
@@ -428,18 +454,16 @@ def test_healthy_opens_nothing_and_saturated_opens_kv_saturation(
     assert max(c["requests_running"] or 0 for c in seen) >= 2, seen
     assert 0 < max(c["kv_cache_usage_ratio"] or 0 for c in seen) < 0.9, seen
     assert advisor.recommendations() == [], "the healthy phase opened a recommendation"
-    wait_quiet(vllm_cpu)
-    after_healthy = assert_reads_what_vllm_says(vllm_cpu, advisor)
+    wait_quiet(server)
+    after_healthy = assert_reads_what_vllm_says(server, advisor)
     assert after_healthy["generation_tokens_total"] >= load.completed * HEALTHY["max_tokens"]
     assert after_healthy["kv_cache_usage_ratio"] == 0.0
 
     # --- saturated: many more requests than the pool holds ------------------------------------------------
     opened: dict[str, Any] | None = None
     saturated_checks: list[dict[str, Any]] = []
-    with (
-        MetricsSampler(vllm_cpu) as sampler,
-        CompletionLoad(vllm_cpu.url, max_requests=6000, max_seconds=180, **SATURATED) as load,
-    ):
+    saturated_from = time.time()
+    with CompletionLoad(server.url, max_requests=6000, max_seconds=180, **SATURATED) as load:
         deadline = time.monotonic() + 150
         # until the advisor has also read the pool full in an in-flight check (a thrashing pool reads full at one
         # scrape and empty at the next: three checks taken right after the incident opened may all fall on the
@@ -454,28 +478,29 @@ def test_healthy_opens_nothing_and_saturated_opens_kv_saturation(
                 f"(opened: {opened is not None}; {len(saturated_checks)} in-flight checks); rules: "
                 f"{advisor.deployment()['rules']}\n{advisor.log_tail()}"
             )
-            check_in_flight(advisor, sampler, saturated_checks)
+            check_in_flight(advisor, sampler, saturated_checks, age_bound)
             # open, or open and already resolved between two polls (the daemon keeps resolved ones listed): a
             # thrashing pool can read full for one evaluation and empty at the next scrape
             # (one incident per problem, issue 13: the KV-pool rule may be a member whose turns rank as
             # alternatives, or are withheld, while another rule of the saturation problem suggests the first turn)
             opened = opened or next((r for r in advisor.recommendations() if _kv_pool_diagnosis(r)), None)
-        peak = {k: max(page_values(p)[k] for _, _, p in sampler.samples) for k in GAUGES}
+        pages = sampler.between(saturated_from, time.time())
+        peak = {k: max(page_values(p)[k] for p in pages) for k in GAUGES}
     assert not load.errors, load.errors[:3]
     # vLLM itself was saturated: a queue, a full pool, running capped by max-num-seqs
     assert peak["requests_waiting"] > 0, peak
     assert peak["kv_cache_usage_ratio"] >= 0.9, peak
-    assert peak["requests_running"] <= vllm_cpu.shape.max_num_seqs, peak
+    assert peak["requests_running"] <= server.shape.max_num_seqs, peak
     # and the advisor saw it so (kv_saturation opening says the same: usage >= 0.9 with a queue or preemptions)
     assert max(c["requests_waiting"] for c in saturated_checks) > 0, saturated_checks
     assert max(c["kv_cache_usage_ratio"] for c in saturated_checks) >= 0.9, saturated_checks
     assert opened["deployment"] == "tiny-cpu", opened
     assert opened["evidence"], opened
-    wait_quiet(vllm_cpu)
-    after_saturated = assert_reads_what_vllm_says(vllm_cpu, advisor)
+    wait_quiet(server)
+    after_saturated = assert_reads_what_vllm_says(server, advisor)
     assert after_saturated["preemptions_total"] > after_healthy["preemptions_total"], after_saturated
     print(
-        f"\nvLLM healthy in {vllm_cpu.started_in:.0f}s; healthy phase {healthy_seconds:.0f}s / "
+        f"\nvLLM healthy in {server.started_in:.0f}s; healthy phase {healthy_seconds:.0f}s / "
         f"{healthy_cycles:g} cycles, {len(healthy_checks)} in-flight checks; saturated: "
         f"{len(saturated_checks)} in-flight checks, peak {peak}; test {time.monotonic() - started:.0f}s"
     )
