@@ -814,6 +814,8 @@ _HIST_KNOWN_FACTS: Final = tuple(_fact(_F_HIST_KNOWN + k) for k in range(len(_HI
 _HIST_ODD_FACTS: Final = tuple(_fact(_F_HIST_ODD + k) for k in range(len(_HIST_FIELDS)))
 _GET_KV: Final = operator.attrgetter("kv")
 _GET_POINT: Final = operator.attrgetter("point")
+_GET_COUNTERS: Final = operator.attrgetter(*_COUNTER_FIELDS)
+_GET_HISTS: Final = operator.attrgetter(*_HIST_FIELDS)
 _GET_HDELTAS: Final = operator.attrgetter("hdeltas")
 _GET_CSTEPS: Final = operator.attrgetter("csteps")
 _ITEMS: Final = tuple(operator.itemgetter(k) for k in range(max(_N_COUNTERS, len(_HIST_FIELDS))))
@@ -1009,11 +1011,9 @@ class WindowAccumulator:
             if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:
                 flag_ref = last[0]
             state[_START] = (seq, start)
-        cvals: list[float | None] = []
+        cvals: list[float | None] = [v if v is not None and math.isfinite(v) else None for v in _GET_COUNTERS(snap)]
         csteps: list[float] = []
-        for k, name in enumerate(_COUNTER_FIELDS):
-            v = _known(getattr(snap, name))
-            cvals.append(v)
+        for k, v in enumerate(cvals):
             if v is None:
                 csteps.append(0.0)  # read only where the counter is known at every link of the window
                 continue
@@ -1028,8 +1028,8 @@ class WindowAccumulator:
         facts = _COUNTER_UNKNOWN_FACT if None in cvals else 0
         hdeltas: list[Histogram | float | None] = []
         integral = plain = 0
-        for k, name in enumerate(_HIST_FIELDS):
-            h: Histogram | None = getattr(snap, name)
+        h: Histogram | None
+        for k, h in enumerate(_GET_HISTS(snap)):
             delta: Histogram | float | None = None
             if h is not None:
                 last = state[_FIRST_HIST + k]
@@ -1052,8 +1052,7 @@ class WindowAccumulator:
                         else:
                             delta = histogram_delta(old, h)
                             is_plain = delta is not None and delta is not h
-                    if not isinstance(delta, float):  # a plain whole-count difference is cheaper to redo than to keep
-                        self._memo[key] = (old, h, delta, whole, is_plain)
+                    self._memo[key] = (old, h, delta, whole, is_plain)  # for this point replaced by the next sync
                     if is_plain:
                         plain |= 1 << k
                 if whole:
