@@ -54,12 +54,22 @@ _BOUNDS_LIMIT: Final = 4096
 """Layouts interned at most; past that (a target inventing bounds) a histogram keeps its own tuple."""
 
 
+_INTERNED_IDS: dict[int, tuple[float, ...]] = {}
+"""``id(t)`` → ``t`` for every tuple ``t`` in :data:`_BOUNDS` (which holds it forever, so its id is never reused):
+bounds already interned — every histogram built from another's :meth:`Histogram.bounds`, as every delta and window
+sum is — are recognised by identity, without hashing ~20 floats."""
+
+
 def _interned(bounds: tuple[float, ...]) -> tuple[float, ...]:
+    """The one tuple of :data:`_BOUNDS` equal to ``bounds`` (interned now if there is none and room is left)."""
+    if _INTERNED_IDS.get(id(bounds)) is bounds:
+        return bounds
     known = _BOUNDS.get(bounds)
     if known is not None:
         return known
     if len(_BOUNDS) < _BOUNDS_LIMIT and all(b == b for b in bounds):  # NaN never equals itself: not a key
         _BOUNDS[bounds] = bounds
+        _INTERNED_IDS[id(bounds)] = bounds
     return bounds
 
 

@@ -777,6 +777,50 @@ def _whole_counts(counts: array[float]) -> bool:
     return not counts or (min(counts) >= 0.0 and max(counts) < _EXACT and all(map(float.is_integer, counts)))
 
 
+# Facts about each link, counted over any run of links in O(1). Each link's facts are one int holding one 32-bit
+# field per fact (a 1 where the fact holds); the accumulator keeps the running sum of these ints over the links
+# (``_facts[i]`` = the sum over links ``[0, i)``), so ``_facts[hi] − _facts[lo]`` holds, field by field, how many
+# links of ``[lo, hi)`` have each fact. A field counts at most ``len(links)`` < 2**32 links: no field carries into
+# the next, and a difference of two sums is never negative in any field.
+_FIELD_BITS: Final = 32
+_FIELD_MASK: Final = (1 << _FIELD_BITS) - 1
+_F_EVIDENCE: Final = 0
+"""The link carries restart evidence (``flag_ref >= 0``): it may be flagged in a window holding it."""
+_F_COUNTER_UNKNOWN: Final = 1
+"""A counter is unknown at the link."""
+_F_KV_UNKNOWN: Final = 2
+"""The KV-cache usage ratio is unknown at the link."""
+_F_HIST_KNOWN: Final = 3
+"""Field ``_F_HIST_KNOWN + k``: histogram ``k`` is known at the link."""
+_F_HIST_ODD: Final = _F_HIST_KNOWN + len(_HIST_FIELDS)
+"""Field ``_F_HIST_ODD + k``: histogram ``k``'s delta from the previous known one was not kept as a float, i.e. it
+is not a plain bucket-wise difference of two whole-count histograms of one layout (or there is none)."""
+
+
+def _fact(field: int) -> int:
+    """The link-facts int with a 1 in ``field`` alone."""
+    return 1 << (_FIELD_BITS * field)
+
+
+def _count(facts: int, field: int) -> int:
+    """How many links a difference of two running sums of link facts counts in ``field``."""
+    return (facts >> (_FIELD_BITS * field)) & _FIELD_MASK
+
+
+_EVIDENCE_FACT: Final = _fact(_F_EVIDENCE)
+_COUNTER_UNKNOWN_FACT: Final = _fact(_F_COUNTER_UNKNOWN)
+_KV_UNKNOWN_FACT: Final = _fact(_F_KV_UNKNOWN)
+_HIST_KNOWN_FACTS: Final = tuple(_fact(_F_HIST_KNOWN + k) for k in range(len(_HIST_FIELDS)))
+_HIST_ODD_FACTS: Final = tuple(_fact(_F_HIST_ODD + k) for k in range(len(_HIST_FIELDS)))
+_GET_KV: Final = operator.attrgetter("kv")
+_GET_POINT: Final = operator.attrgetter("point")
+_GET_COUNTERS: Final = operator.attrgetter(*_COUNTER_FIELDS)
+_GET_HISTS: Final = operator.attrgetter(*_HIST_FIELDS)
+_GET_HDELTAS: Final = operator.attrgetter("hdeltas")
+_GET_CSTEPS: Final = operator.attrgetter("csteps")
+_ITEMS: Final = tuple(operator.itemgetter(k) for k in range(max(_N_COUNTERS, len(_HIST_FIELDS))))
+
+
 class _Link:
     """One history point as :class:`WindowAccumulator` holds it, computed once when the point enters.
 
@@ -792,10 +836,11 @@ class _Link:
     before it (the history is out of time order; the accumulator then defers to :func:`window_stats`).
     ``integral``: bit k set when histogram k's counts and count are whole numbers in [0, 2**52) (then they
     subtract and add up exactly); ``plain``: bit k set when its delta is a bucket-wise difference (no reset, the
-    same layout).
+    same layout). ``csteps``: each counter's step from its previous known value (``v − prev``; 0.0 where the
+    counter is unknown or has no previous value), summed by :meth:`WindowAccumulator._counters_stepped`.
     """
 
-    __slots__ = ("back", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
+    __slots__ = ("back", "csteps", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
 
     def __init__(
         self,
@@ -803,6 +848,7 @@ class _Link:
         seq: int,
         flag_ref: int,
         cvals: tuple[float | None, ...],
+        csteps: tuple[float, ...],
         hdeltas: tuple[Histogram | float | None, ...] | None,
         back: bool,
         integral: int,
@@ -813,6 +859,7 @@ class _Link:
         self.t = point.timestamp
         self.flag_ref = flag_ref
         self.cvals = cvals
+        self.csteps = csteps
         self.hdeltas = hdeltas
         self.kv = _known(point.snapshot.kv_cache_usage_ratio)
         self.back = back
@@ -841,16 +888,21 @@ class WindowAccumulator:
     history replaced; only the points that changed are recomputed. A history out of time order or holding
     several targets is handed to :func:`window_stats` whole (which sorts or raises).
 
-    Cost: :meth:`sync` after one new point is O(1) deltas; :meth:`stats` is O(points in the window) additions
-    of precomputed steps (the history is thinned to a bounded number of points per window), with no
-    histogram subtraction.
+    Cost: :meth:`sync` after one new point is O(1) deltas. :meth:`stats` finds the window by bisection and reads
+    what it must know about its links (restart evidence, unknown values, deltas that are not plain whole-count
+    differences) from running sums of per-link facts in O(1); a window with none of these — a target serving
+    steadily — costs O(1) per quantity: per counter one C-level ``math.fsum`` over the steps kept, per histogram
+    one bucket-wise subtraction (newest − oldest) and one C-level ``math.fsum`` over the kept delta sums. Other
+    windows walk their links, adding precomputed steps, with no histogram subtraction.
     """
 
-    __slots__ = ("_before", "_disorder", "_links", "_memo", "_seq", "_state", "_targets", "_times")
+    __slots__ = ("_before", "_disorder", "_facts", "_last", "_links", "_memo", "_seq", "_state", "_targets", "_times")
 
     def __init__(self) -> None:
         self._links: list[_Link] = []
         self._times: list[float] = []
+        self._facts: list[int] = [0]  # running sums of the links' facts: _facts[i] over links [0, i)
+        self._last: tuple[tuple[int, int, float], WindowStats] | None = None  # the last fast window read, by key
         self._seq = 0
         self._state: _State = [None] * _N_STATE
         self._targets: dict[str, int] = {}
@@ -872,16 +924,21 @@ class WindowAccumulator:
         hist = history if isinstance(history, deque | tuple | list) else list(history)
         links = self._links
         n = len(hist)
+        # the links still matching the history by identity, up to the first that does not (C-level passes)
+        keep = next(itertools.compress(itertools.count(), map(operator.is_not, map(_GET_POINT, links), hist)), None)
+        if keep is None and len(links) == n:
+            return  # unchanged (each cycle's read of a target that was synced when its point entered)
         if links and n and links[0].point is not hist[0]:
             first = hist[0]
             self._drop_front(next((i for i, link in enumerate(links) if link.point is first), len(links)))
+            keep = None
         elif not n and links:
             self._drop_front(len(links))
-        keep = 0
-        for link, p in zip(links, hist, strict=False):
-            if link.point is not p:
-                break
-            keep += 1
+        if keep is None:
+            keep = next(
+                itertools.compress(itertools.count(), map(operator.is_not, map(_GET_POINT, links), hist)),
+                min(len(links), n),
+            )
         if keep == len(links) == n:
             return
         if keep < len(links):
@@ -897,6 +954,7 @@ class WindowAccumulator:
             self._forget_target(link.point.target)
         del self._links[:k]
         del self._times[:k]
+        del self._facts[:k]  # the sums left still differ by the facts of the links between them
         self._disorder = sum(1 for link in self._links[1:] if link.back)
 
     def _truncate(self, keep: int) -> None:
@@ -905,6 +963,7 @@ class WindowAccumulator:
             self._forget_target(link.point.target)
         del self._links[keep:]
         del self._times[keep:]
+        del self._facts[keep + 1 :]
         self._disorder = sum(1 for link in self._links[1:] if link.back)
         if saved is not None:  # the usual case: the newest point or two replaced (record's thinning, e2e dropped)
             self._state = list(saved)
@@ -956,20 +1015,25 @@ class WindowAccumulator:
             if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:
                 flag_ref = last[0]
             state[_START] = (seq, start)
-        cvals: list[float | None] = []
-        for k, name in enumerate(_COUNTER_FIELDS):
-            v = _known(getattr(snap, name))
-            cvals.append(v)
+        cvals: list[float | None] = [v if v is not None and math.isfinite(v) else None for v in _GET_COUNTERS(snap)]
+        csteps: list[float] = []
+        for k, v in enumerate(cvals):
             if v is None:
+                csteps.append(0.0)  # read only where the counter is known at every link of the window
                 continue
             last = state[_FIRST_COUNTER + k]
-            if last is not None and v < last[1] and last[0] > flag_ref:
-                flag_ref = last[0]
+            if last is not None:
+                if v < last[1] and last[0] > flag_ref:
+                    flag_ref = last[0]
+                csteps.append(v - last[1])  # _walk_counter's step from the previous known value
+            else:
+                csteps.append(0.0)  # no previous value: the step is never read (no window reaches before it)
             state[_FIRST_COUNTER + k] = (seq, v)
+        facts = _COUNTER_UNKNOWN_FACT if None in cvals else 0
         hdeltas: list[Histogram | float | None] = []
         integral = plain = 0
-        for k, name in enumerate(_HIST_FIELDS):
-            h: Histogram | None = getattr(snap, name)
+        h: Histogram | None
+        for k, h in enumerate(_GET_HISTS(snap)):
             delta: Histogram | float | None = None
             if h is not None:
                 last = state[_FIRST_HIST + k]
@@ -992,13 +1056,15 @@ class WindowAccumulator:
                         else:
                             delta = histogram_delta(old, h)
                             is_plain = delta is not None and delta is not h
-                    if not isinstance(delta, float):  # a plain whole-count difference is cheaper to redo than to keep
-                        self._memo[key] = (old, h, delta, whole, is_plain)
+                    self._memo[key] = (old, h, delta, whole, is_plain)  # for this point replaced by the next sync
                     if is_plain:
                         plain |= 1 << k
                 if whole:
                     integral |= 1 << k
                 state[_FIRST_HIST + k] = (seq, h, whole)
+                facts += _HIST_KNOWN_FACTS[k]
+            if not isinstance(delta, float):
+                facts += _HIST_ODD_FACTS[k]
             hdeltas.append(delta)
         links = self._links
         back = bool(links) and not links[-1].t <= point.timestamp
@@ -1008,6 +1074,7 @@ class WindowAccumulator:
                 seq,
                 flag_ref,
                 tuple(cvals),
+                tuple(csteps),
                 tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
                 back,
                 integral,
@@ -1015,24 +1082,113 @@ class WindowAccumulator:
             )
         )
         self._times.append(point.timestamp)
+        if flag_ref >= 0:  # set by the start time, a counter or a histogram count above
+            facts += _EVIDENCE_FACT
+        if links[-1].kv is None:
+            facts += _KV_UNKNOWN_FACT
+        self._facts.append(self._facts[-1] + facts)
         self._disorder += back
         self._targets[point.target] = self._targets.get(point.target, 0) + 1
 
     # -- reading a window -----------------------------------------------------------------------------------
     def stats(self, history: Iterable[TimedSnapshot], now: float, window_seconds: float) -> WindowStats:
         """:func:`window_stats` of ``history`` over ``[now − window_seconds, now]``, read off the precomputed
-        steps (after :meth:`sync` to ``history``). Raises as :func:`window_stats` does."""
+        steps (after :meth:`sync` to ``history``). Raises as :func:`window_stats` does.
+
+        The window is found by bisection; what is then needed about its links (restart evidence, unknown or
+        non-whole values) is read in O(1) from the running sums of the link facts (:data:`_F_EVIDENCE` …). Where
+        nothing in the window can be flagged, counters known and whole at every link, and histograms stored as
+        plain differences of whole counts, the window costs O(1) per quantity (:meth:`_counters_at_ends`,
+        :meth:`_telescoped`) plus one C-level pass over the window's delta sums; elsewhere each quantity walks the
+        window's links (:meth:`_counters_walked`, :meth:`_window_histogram`). A window read again with the same
+        oldest and newest link (a target that did not answer since) is the same object as last time: a link never
+        changes once made (a point replaced gets a new link, with a new ``seq``)."""
         self.sync(history)
         start = now - window_seconds
         if not window_seconds > 0 or self._disorder or len(self._targets) > 1 or not start <= now:
             return window_stats(self.points(), now, window_seconds)
-        lo = bisect.bisect_left(self._times, start)
-        hi = bisect.bisect_right(self._times, now)
+        times = self._times
+        lo = bisect.bisect_left(times, start)
+        hi = bisect.bisect_right(times, now)
         if lo >= hi:
             return WindowStats(window_seconds=window_seconds)
-        win = self._links[lo:hi]
-        a = win[0].seq
-        flags = [link.flag_ref >= a for link in win]
+        links = self._links
+        first, last = links[lo], links[hi - 1]
+        key = (first.seq, last.seq, window_seconds)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        n = hi - lo
+        facts = self._facts
+        every = facts[hi] - facts[lo]  # over the window's links
+        after_first = facts[hi] - facts[lo + 1]  # over all but the oldest: it is never flagged nor has a delta in it
+        win: list[_Link] | None = None
+        flags: list[bool] | None = None
+        if _count(after_first, _F_EVIDENCE):  # some link may be flagged: find which
+            win = links[lo:hi]
+            a = first.seq
+            flags = [link.flag_ref >= a for link in win]
+        if flags is None and not _count(every, _F_COUNTER_UNKNOWN):
+            rates, preemptions = self._counters_stepped(links, lo, hi)
+        else:
+            win = win if win is not None else links[lo:hi]
+            rates, preemptions = self._counters_walked(win, flags if flags is not None else [False] * n)
+        hists: list[Histogram | None] = []
+        for k in range(len(_HIST_FIELDS)):
+            known = _count(every, _F_HIST_KNOWN + k)
+            if known < 2:  # no two known histograms: no delta (whatever is flagged)
+                hists.append(None)
+            elif flags is None and known == n >= 3 and not _count(after_first, _F_HIST_ODD + k):
+                hists.append(self._telescoped(links, lo, hi, k))
+            else:
+                win = win if win is not None else links[lo:hi]
+                hists.append(self._window_histogram(win, flags if flags is not None else [False] * n, k))
+        kvs = list(map(_GET_KV, links[lo:hi]))
+        usage = [v for v in kvs if v is not None] if _count(every, _F_KV_UNKNOWN) else kvs
+        newest, oldest = last.point.snapshot, first.point.snapshot
+        stats = WindowStats(
+            window_seconds=window_seconds,
+            requests_running=_known(newest.requests_running),
+            requests_waiting=_known(newest.requests_waiting),
+            kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
+            kv_cache_usage_ratio_min=min(usage) if usage else None,
+            kv_cache_usage_ratio_max=max(usage) if usage else None,
+            requests_running_first=_known(oldest.requests_running),
+            requests_waiting_first=_known(oldest.requests_waiting),
+            preemptions_per_second=rates[0],
+            prompt_tokens_per_second=rates[1],
+            generation_tokens_per_second=rates[2],
+            requests_finished_per_second=rates[3],
+            preemptions_increase=preemptions,
+            ttft=hists[0],
+            tpot=hists[1],
+            queue_time=hists[2],
+            e2e=hists[3],
+            counter_resets=sum(flags) if flags is not None else 0,
+            samples=n,
+            span_seconds=last.t - first.t,
+        )
+        self._last = (key, stats)
+        return stats
+
+    @staticmethod
+    def _counters_stepped(links: list[_Link], lo: int, hi: int) -> tuple[list[float | None], float | None]:
+        """Each counter's rate (and the preemptions' increase) over ``links[lo:hi]`` where no link is flagged and
+        every counter is known at every link: ``math.fsum`` of the steps each link kept (``csteps``), a C-level pass.
+
+        The same as :func:`_walk_counter` by construction: with every value known, each link's previous known value
+        is the link before it, a step is ``v − prev`` (a value going down is restart evidence, and no link is
+        flagged), the steps are the ones the walk adds, in the same order, and the span is newest − oldest."""
+        if hi - lo < 2:
+            return [None] * _N_COUNTERS, None
+        span = links[hi - 1].t - links[lo].t
+        steps = list(map(_GET_CSTEPS, links[lo + 1 : hi]))
+        increases = [math.fsum(map(_ITEMS[k], steps)) for k in range(_N_COUNTERS)]
+        return [inc / span if span > 0 else None for inc in increases], increases[0]
+
+    @staticmethod
+    def _counters_walked(win: Sequence[_Link], flags: Sequence[bool]) -> tuple[list[float | None], float | None]:
+        """Each counter's rate (and the preemptions' increase) over the window's links, step by step as
+        :func:`_walk_counter` (resets at drops and flags, unknown values skipped, ``math.fsum`` of the steps)."""
         rates: list[float | None] = []
         preemptions: float | None = None
         for k in range(_N_COUNTERS):
@@ -1061,30 +1217,31 @@ class WindowAccumulator:
                 preemptions = increase
             span = last_t - first_t
             rates.append(increase / span if span > 0 else None)
-        hists = [self._window_histogram(win, flags, k) for k in range(len(_HIST_FIELDS))]
-        usage = [link.kv for link in win if link.kv is not None]
-        newest, oldest = win[-1].point.snapshot, win[0].point.snapshot
-        return WindowStats(
-            window_seconds=window_seconds,
-            requests_running=_known(newest.requests_running),
-            requests_waiting=_known(newest.requests_waiting),
-            kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
-            kv_cache_usage_ratio_min=min(usage) if usage else None,
-            kv_cache_usage_ratio_max=max(usage) if usage else None,
-            requests_running_first=_known(oldest.requests_running),
-            requests_waiting_first=_known(oldest.requests_waiting),
-            preemptions_per_second=rates[0],
-            prompt_tokens_per_second=rates[1],
-            generation_tokens_per_second=rates[2],
-            requests_finished_per_second=rates[3],
-            preemptions_increase=preemptions,
-            ttft=hists[0],
-            tpot=hists[1],
-            queue_time=hists[2],
-            e2e=hists[3],
-            counter_resets=sum(flags),
-            samples=len(win),
-            span_seconds=win[-1].t - win[0].t,
+        return rates, preemptions
+
+    @staticmethod
+    def _telescoped(links: list[_Link], lo: int, hi: int, k: int) -> Histogram | None:
+        """:func:`histogram_increase` of histogram ``k`` over ``links[lo:hi]`` (three or more) where no link is
+        flagged, the histogram is known at every link, and every link after the oldest kept its delta as a float
+        (:data:`_F_HIST_ODD`): a plain bucket-wise difference of two histograms of one layout whose counts are
+        whole numbers in [0, 2**52) (:func:`_whole_counts`), no bucket going down.
+
+        Exact: each delta's counts are exact differences, so their ``math.fsum`` (what :meth:`Histogram.merge`
+        computes) is exactly newest − oldest, bucket by bucket and for the count: one subtraction each. The sums
+        are not whole: their ``math.fsum`` is taken over the same deltas in the same order as the merge does (a
+        C-level pass over the window's kept floats); ``math.fsum`` raising ``ValueError`` (``+Inf`` and ``-Inf``
+        among them) gives ``None`` as the merge's ``ValueError`` does in :func:`histogram_increase`."""
+        oldest: Histogram = getattr(links[lo].point.snapshot, _HIST_FIELDS[k])
+        newest: Histogram = getattr(links[hi - 1].point.snapshot, _HIST_FIELDS[k])
+        try:
+            total = math.fsum(map(_ITEMS[k], map(_GET_HDELTAS, links[lo + 1 : hi])))
+        except ValueError:
+            return None
+        return Histogram.from_counts(
+            newest.bounds(),
+            map(operator.sub, newest.counts(), oldest.counts()),
+            count=float(newest.count - oldest.count),
+            sum=total,
         )
 
     @staticmethod
@@ -1129,11 +1286,15 @@ class WindowAccumulator:
         if not deltas:
             return None
         if telescopes and len(deltas) > 1 and first is not None and last is not None:
+            try:
+                total = math.fsum(d[2] if isinstance(d, tuple) else d.sum for d in deltas)
+            except ValueError:  # +Inf and -Inf among the sums: the merge raises it too, and that gives None
+                return None
             return Histogram.from_counts(
                 last.bounds(),
                 map(operator.sub, last.counts(), first.counts()),
                 count=float(last.count - first.count),
-                sum=math.fsum(d[2] if isinstance(d, tuple) else d.sum for d in deltas),
+                sum=total,
             )
         full = [_delta_of(d) for d in deltas]
         if len(full) == 1:

@@ -20,11 +20,12 @@ No I/O, no clock, no config: times are arguments, settings are constructor argum
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
@@ -64,6 +65,29 @@ def _share_histogram(h: Histogram, prev: Histogram) -> Histogram:
     return h
 
 
+_Frozen = TypeVar("_Frozen", EngineSnapshot, TimedSnapshot)
+_LAYOUTS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], dict[str, int]]] = {}
+"""Per dataclass :func:`_replaced` copies: a getter of every field's value in order, and each field's position."""
+
+
+def _replaced(obj: _Frozen, **changes: Any) -> _Frozen:
+    """``dataclasses.replace(obj, **changes)``, sharing every other field's value, at a fraction of its cost (one
+    C-level read of all fields and a positional construction, rather than a keyword per field). Raises ``KeyError``
+    for a name that is not a field."""
+    cls = type(obj)
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        fields = dataclasses.fields(cls)
+        if any(not f.init or f.kw_only for f in fields) or len(fields) < 2:
+            raise TypeError(f"{cls.__name__}: every field must be positional in __init__")
+        names = [f.name for f in fields]
+        layout = _LAYOUTS[cls] = (operator.attrgetter(*names), {name: i for i, name in enumerate(names)})
+    values = list(layout[0](obj))
+    for name, value in changes.items():
+        values[layout[1][name]] = value
+    return cls(*values)
+
+
 def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
     """Append ``point`` to a target's history, keeping memory bounded for fleets of thousands of targets:
 
@@ -87,10 +111,10 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
             if h is not None and ph is not None and h is not ph and _share_histogram(h, ph) is ph:
                 shared[name] = ph
         if shared:
-            point = dataclasses.replace(point, snapshot=dataclasses.replace(snap, **shared))
+            point = _replaced(point, snapshot=_replaced(snap, **shared))
         if prev.e2e is not None and len(history) > 1:
             # nothing reads end-to-end latency from older points: keep it on the newest only
-            history[-1] = dataclasses.replace(history[-1], snapshot=dataclasses.replace(prev, e2e=None))
+            history[-1] = _replaced(history[-1], snapshot=_replaced(prev, e2e=None))
     history.append(point)
     spacing = window / HISTORY_POINTS_PER_WINDOW
     if len(history) >= 3:

@@ -3,8 +3,8 @@ point is recorded (:class:`advisor.telemetry.WindowAccumulator`, held by the tra
 window off them. The from-scratch :func:`advisor.telemetry.window_stats` stays the reference: over random
 histories (restarts, counter resets, thinning, unknown values, histograms appearing and disappearing, bucket
 layouts changing, trims, whole histories replaced, points out of order, a second target) the incremental
-statistics equal it within 1e-9 relative, and what the reference does not know stays ``None``, never 0. The
-tracker gives the same ticks and recommendations either way over a simulated engine's history.
+statistics equal it exactly (``==``, NaN matching NaN), and what the reference does not know stays ``None``, never
+0. The tracker gives the same ticks and recommendations either way over a simulated engine's history.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ HISTS = ("ttft", "tpot", "queue_time", "e2e")
 
 
 def _close(a: float, b: float) -> bool:
+    """``a == b``, NaN matching NaN: the incremental statistics are the reference's exactly, not within a tolerance."""
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
-    return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+    return a == b
 
 
 def assert_same(got: WindowStats, ref: WindowStats) -> None:
-    """Every field of ``got`` equals ``ref``'s within 1e-9 relative; ``None`` exactly where ``ref`` has ``None``."""
+    """Every field of ``got`` equals ``ref``'s exactly (NaN matching NaN); ``None`` exactly where ``ref`` has one."""
     for f in dataclasses.fields(WindowStats):
         g, r = getattr(got, f.name), getattr(ref, f.name)
         if r is None:
