@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final
 
 from advisor import conventions as c
@@ -55,6 +56,9 @@ class TargetView:
     ``window``: the target's :class:`~advisor.telemetry.WindowAccumulator` (the tracker's), which computes the
     window statistics from the deltas it computed as points arrived; ``None`` (a view built from a history alone):
     :func:`~advisor.telemetry.window_stats` from scratch. Both give the same statistics.
+
+    ``states``: :func:`target_state`'s answers for this view, by ``(now, quality)`` — a cycle asks twice (the
+    deployment's state, then each target's for the result) and the view, like every input, is immutable.
     """
 
     url: str
@@ -63,6 +67,9 @@ class TargetView:
     error_message: str | None
     history: tuple[TimedSnapshot, ...]
     window: WindowAccumulator | None = field(default=None, compare=False, repr=False)
+    states: dict[tuple[float, Quality], tuple[str, str]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def window_stats(self, now: float, window_seconds: float) -> WindowStats:
         """:func:`~advisor.telemetry.window_stats` of :attr:`history` (through :attr:`window` when held)."""
@@ -226,9 +233,18 @@ def _still(a: EngineSnapshot, b: EngineSnapshot) -> bool:
     sa, sb = a.process_start_time_seconds, b.process_start_time_seconds
     if sa is not None and sb is not None and abs(sa - sb) > START_TIME_TOLERANCE_SECONDS:
         return False
-    pairs = [(getattr(a, n), getattr(b, n)) for n in STALL_COUNTERS]
-    known = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]
-    return bool(known) and all(x == y for x, y in known)
+    known = False
+    for n in STALL_COUNTERS:
+        x, y = getattr(a, n), getattr(b, n)
+        if x is None or y is None or math.isnan(x) or math.isnan(y):
+            continue
+        if x != y:
+            return False  # a counter known at both ends moved (the first such one settles it)
+        known = True
+    return known
+
+
+_TIMESTAMP: Final = attrgetter("timestamp")
 
 
 def stall_span(history: Sequence[TimedSnapshot]) -> float:
@@ -239,7 +255,7 @@ def stall_span(history: Sequence[TimedSnapshot]) -> float:
     Example: samples at 0, 15, 30, 45 s with 4 waiting, 0 running and every counter unchanged → 45.0; the same
     with the generation counter moving between 15 and 30 s → 15.0.
     """
-    points = sorted(history, key=lambda h: h.timestamp)
+    points = sorted(history, key=_TIMESTAMP)
     start = len(points) - 1
     while start > 0 and _still(points[start - 1].snapshot, points[start].snapshot):
         start -= 1
@@ -258,7 +274,8 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     Either way the stall is measured (:func:`stall_span`) and the ``stalled`` rule, which runs on fresh and stale
     data, reads it.
     """
-    recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
+    horizon = frozen_after * 1.5
+    recent = [h for h in history if now - h.timestamp <= horizon]
     if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
         return None
     if counters_advance_during_decode(recent[-1].snapshot.engine) is not True:
@@ -338,13 +355,13 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     """
     peaks: list[float] = []
     dispersions: list[float] = []
+    start = now - window_seconds
+    isfinite = math.isfinite
     for t in up:
         values = [
             v
             for h in t.history
-            if now - window_seconds <= h.timestamp <= now
-            and (v := h.snapshot.requests_running) is not None
-            and math.isfinite(v)
+            if start <= h.timestamp <= now and (v := h.snapshot.requests_running) is not None and isfinite(v)
         ]
         if not values:
             continue
@@ -378,7 +395,17 @@ def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     """One target's ``(state, reason)``: ``unavailable`` (last scrape failed), ``stale`` (no new sample for
-    ``stale_after_intervals`` intervals, or frozen), else ``fresh``."""
+    ``stale_after_intervals`` intervals, or frozen), else ``fresh``. Remembered on ``t`` (:attr:`TargetView.states`)
+    per ``(now, q)``: the second ask in a cycle costs a lookup."""
+    key = (now, q)
+    known = t.states.get(key)
+    if known is None:
+        known = t.states[key] = _target_state(t, now, q)
+    return known
+
+
+def _target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
+    """:func:`target_state` computed (the reference: the memo only ever holds what this returns)."""
     if not t.up or not t.history:
         return c.STATE_UNAVAILABLE, f"last scrape failed: {t.error_reason or 'no data yet'}"
     age = now - t.history[-1].timestamp
@@ -448,7 +475,11 @@ def evaluate_deployment(
     # drift by a few ms, so the oldest may fall just outside: half an interval of slack keeps a complete
     # history at full coverage (without it, the demo's 5 s window at 1 s read 5 of 6 and halved nothing missed)
     start = now - window_seconds - interval_seconds / 2
-    samples = sum(1 for t in up for h in t.history if start <= h.timestamp <= now)
+    samples = 0
+    for t in up:
+        for h in t.history:
+            if start <= h.timestamp <= now:
+                samples += 1
     expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
 
     # one target may front several engines (Ray Serve replicas): capacity is per engine, replicas count each
