@@ -22,6 +22,7 @@ other than the KV pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``) are liste
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,15 @@ from advisor.telemetry import (
     summarize,
     window_stats,
 )
+
+REDACTED_URLS_CACHED: Final = 1 << 16
+"""Target URLs whose redacted form :func:`redact_target_url` remembers (a fleet's targets; least recently used
+dropped past that)."""
+
+redact_target_url: Final = functools.lru_cache(maxsize=REDACTED_URLS_CACHED)(redact_url)
+""":func:`advisor.redact.redact_url`, remembered per URL (a pure function of the string): each stale or stalled
+target's URL is redacted on every cycle, and the exporter's ``/metrics`` redacts every target's three times per
+scrape."""
 
 MAX_RANKS_SHOWN = 256
 """Per-rank values listed in a snapshot at most (a target exposing thousands of ranks is hostile or broken)."""
@@ -319,7 +329,7 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
             continue
         span = stall_span(t.history)
         if span > 0:
-            spans[redact_url(t.url)] = (span, t.history[-1].snapshot)
+            spans[redact_target_url(t.url)] = (span, t.history[-1].snapshot)
 
     def intervals(seconds: float) -> int:
         # a quarter interval of jitter: scrapes 44.9 s apart over three intervals are three intervals
@@ -426,7 +436,7 @@ def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> t
         return c.STATE_UNAVAILABLE, "no target answered" + (f" ({'; '.join(why)})" if why else "")
     stale = [(t, why) for t, st, why in states if st == c.STATE_STALE]
     if stale:
-        return c.STATE_STALE, "; ".join(f"{redact_url(t.url)}: {why}" for t, why in stale)
+        return c.STATE_STALE, "; ".join(f"{redact_target_url(t.url)}: {why}" for t, why in stale)
     return c.STATE_FRESH, "ok"
 
 
@@ -503,17 +513,16 @@ def evaluate_deployment(
     mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
     pools = pool_usage(latest, ctx.inputs.max_num_seqs if ctx.engine == "llamacpp" else None)
     by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
-    queues = {
-        **{f"waiting_{k}": v for k, v in by_reason.items()},
-        **_sum_maps([s.disaggregation_queues for s in latest]),
-    }
+    disaggregation = _sum_maps([s.disaggregation_queues for s in latest])
+    queues = {**{f"waiting_{k}": v for k, v in by_reason.items()}, **disaggregation}
+    replicas_up = sum(engines_behind(s) for s in latest)
     stall = _stall_reading(up, round_started or now, quality)
     load = running_load(up, now, window_seconds)
     ev = Evaluation(
         ctx=ctx,
         state=state,
         stats=stats,
-        replicas_up=sum(engines_behind(s) for s in latest),
+        replicas_up=replicas_up,
         kv_capacity_tokens=kv_capacity,
         kv_capacity_source=kv_source,
         ttft_ok=ttft_ok,
@@ -544,7 +553,15 @@ def evaluate_deployment(
     )
 
     view = DeploymentView(
-        reported=engine_view(latest, stats, max(len(targets), ctx.replicas), state_reason),
+        reported=_engine_view(
+            latest,
+            stats,
+            max(len(targets), ctx.replicas),
+            state_reason,
+            replicas_up=replicas_up,
+            by_reason=dict(by_reason),
+            disaggregation=dict(disaggregation),
+        ),
         kv_cache_capacity_tokens_predicted=ctx.capacity.kv_cache_tokens,
         capacity_model_error_ratio=model_error,
         goodput_ratio=good.ratio,
@@ -575,6 +592,30 @@ def engine_view(
     """The engine-reported part of a deployment's view: latest gauges and counters summed over the answering
     replicas (``latest``, one snapshot each), KV usage capacity-weighted, and the window's TTFT/TPOT deltas
     summarized; unknown values are ``None``."""
+    return _engine_view(
+        latest,
+        stats,
+        replicas,
+        state_reason,
+        replicas_up=sum(engines_behind(s) for s in latest),
+        by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
+        disaggregation=_sum_maps([s.disaggregation_queues for s in latest]),
+    )
+
+
+def _engine_view(
+    latest: Sequence[EngineSnapshot],
+    stats: WindowStats | None,
+    replicas: int,
+    state_reason: str,
+    *,
+    replicas_up: int,
+    by_reason: dict[str, float],
+    disaggregation: dict[str, float],
+) -> EngineView:
+    """:func:`engine_view` with the sums :func:`evaluate_deployment` has already made for its evaluation
+    (engines behind the answering targets, waiting by reason, disaggregation queues: each computed as
+    :func:`engine_view` computes it)."""
     first = latest[0] if latest else None
     tpot_note = None
     if first is not None and first.tpot_is_itl:
@@ -584,7 +625,7 @@ def engine_view(
         state_reason=state_reason,
         model=first.model if first else None,
         replicas=replicas,
-        replicas_up=sum(engines_behind(s) for s in latest),
+        replicas_up=replicas_up,
         requests_running=_sum_known([s.requests_running for s in latest]),
         requests_waiting=_sum_known([s.requests_waiting for s in latest]),
         preemptions_total=_sum_known([s.preemptions_total for s in latest]),
@@ -602,8 +643,8 @@ def engine_view(
         ranks=tuple(r for s in latest for r in s.ranks)[:MAX_RANKS_SHOWN],
         kv_cache_capacity_tokens_largest_rank=max((p for s in latest for p in rank_pools(s)), default=None),
         pools=_merged_pools(latest),
-        requests_waiting_by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
-        disaggregation_queues=_sum_maps([s.disaggregation_queues for s in latest]),
+        requests_waiting_by_reason=by_reason,
+        disaggregation_queues=disaggregation,
         kv_cache_hybrid=_any_known([s.kv_cache_hybrid for s in latest]),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded)[:MAX_RANKS_SHOWN],
         missing=tuple(sorted({m for s in latest for m in s.missing})),

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from advisor import __version__
 from advisor import conventions as c
 from advisor.domain import Recommendation
+from advisor.evaluate import redact_target_url
 from advisor.redact import redact_url
 from advisor.results import CycleResult
 from advisor.rules.lifecycle import RESOLVED_REMOVED
@@ -208,12 +209,12 @@ class AdvisorCollector(Collector):
             for st in c.STATES:
                 state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
             for t in d.targets:
-                up.add_metric([d.name, redact_url(t.url)], 1.0 if t.up else 0.0)
+                up.add_metric([d.name, redact_target_url(t.url)], 1.0 if t.up else 0.0)
                 if t.up and t.history:
-                    duplicates.add_metric([d.name, redact_url(t.url)], float(t.history[-1].duplicate_series))
+                    duplicates.add_metric([d.name, redact_target_url(t.url)], float(t.history[-1].duplicate_series))
             for t, (tst, _) in zip(d.targets, d.target_states, strict=False):
                 for st in c.STATES:
-                    tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
+                    tstate.add_metric([d.name, redact_target_url(t.url), st], 1.0 if tst == st else 0.0)
             for r in d.recommendations:
                 open_keys.add((d.name, r.dial, r.action, r.severity))
                 # the suggested turn, then each alternative: one value per dial, the best-ranked first (an

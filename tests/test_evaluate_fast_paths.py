@@ -6,6 +6,8 @@
   it replaced (kept below).
 * :class:`advisor.deployment_view.DeploymentView` builds its JSON when first read, and answers its own fields'
   keys from the fields.
+* :class:`advisor.rules.over_provisioned.OverProvisionedRule` reads an evaluation once for its fire side, clear
+  side and proposals (the lifecycle asks all three of one evaluation); a new evaluation is read anew.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ from advisor.evaluate import (
     _still,
     _target_state,
     evaluate_deployment,
+    redact_target_url,
     target_state,
 )
+from advisor.redact import redact_url
+from advisor.rules.base import Evaluation
+from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.telemetry import START_TIME_TOLERANCE_SECONDS
-from tests.factories import context
+from tests.factories import context, evaluation
 
 URL = "http://e:8000/metrics"
 
@@ -119,3 +125,37 @@ def test_the_view_answers_every_key_as_its_json_does(view: TargetView, now: floa
         assert dview[k] == v or (v != v and dview[k] != dview[k])  # NaN is itself
     for k, v in own.items():
         assert v is js[k] or v == js[k]
+
+
+_over = st.builds(
+    evaluation,
+    now=st.sampled_from([1000.0, 1015.0]),
+    goodput=st.sampled_from([(None, None), (0.99, 0.99), (0.5, 0.5)]),
+    replicas_up=st.sampled_from([1, 2]),
+    requests_running=st.sampled_from([None, 0.0, 3.0, 200.0]),
+    requests_waiting=st.sampled_from([None, 0.0, 5.0]),
+    kv_cache_usage_ratio=st.sampled_from([None, 0.05, 0.95]),
+    generation_tokens_per_second=st.sampled_from([None, 100.0]),
+    prompt_tokens_per_second=st.sampled_from([None, 400.0]),
+    requests_finished_per_second=st.sampled_from([None, 0.0, 2.0]),
+    ctx=st.sampled_from([context(replicas=2), context(replicas=2, tensor_parallel_size=2)]),
+)
+
+
+@given(st.lists(_over, min_size=1, max_size=4))
+def test_the_over_provisioned_reading_is_remembered_per_evaluation_only(evs: list[Evaluation]) -> None:
+    rule = OverProvisionedRule()
+    fresh = OverProvisionedRule()  # never remembers: each call on a new instance computes
+    for ev in [*evs, *evs]:  # a new evaluation replaces the remembered one; an old one is read again
+        first = rule.fires(ev)
+        proposals = rule.propose(ev)  # adds tp_* evidence to its own copy
+        assert rule.fires(ev) == first == OverProvisionedRule().fires(ev)
+        assert rule.clears(ev) == OverProvisionedRule().clears(ev)
+        assert proposals == fresh.propose(ev)
+        fresh = OverProvisionedRule()
+
+
+@given(st.sampled_from(["http://u:p@h:9/metrics?token=x", "admin:pw@127.0.0.1:9/metrics?t=1", "http://[::1]:80/m#f"]))
+def test_the_remembered_redaction_is_redact_url(url: str) -> None:
+    assert redact_target_url(url) == redact_url(url)
+    assert redact_target_url(url) == redact_url(url)  # the remembered answer
