@@ -115,8 +115,10 @@ class EngineView:
 class DeploymentView(Mapping[str, Any]):
     """One deployment after one evaluation: the engines' report and the advisor's reading of it.
 
-    A read-only ``Mapping`` of :meth:`as_json` (derived once, at construction), so ``view["requests_running"]``
-    still reads the JSON; new readers use the fields.
+    A read-only ``Mapping`` of :meth:`as_json`, so ``view["requests_running"]`` still reads the JSON; new readers
+    use the fields. The JSON is derived once, when first read (the daemon builds a view per deployment per cycle and
+    its exporter reads the fields: most views are never read as JSON); a key whose JSON value is one of this view's
+    own fields (:data:`_OWN_KEYS`, e.g. ``capacity_model_error_ratio``) is answered from the field without it.
 
     Attributes:
         reported: what the engines report (:class:`EngineView`).
@@ -148,10 +150,16 @@ class DeploymentView(Mapping[str, Any]):
     pool_usage: Mapping[str, float | None]
     ttft_target_bounds_used: tuple[float, ...] | None = None
     tpot_target_bounds_used: tuple[float, ...] | None = None
-    _json: dict[str, Any] = field(init=False, repr=False, compare=False)
+    _json: dict[str, Any] | None = field(init=False, default=None, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_json", self._build_json())
+    def _view(self) -> dict[str, Any]:
+        """The JSON, built on the first call (an immutable view's JSON never changes; two threads racing build
+        equal dicts and either is kept)."""
+        out = self._json
+        if out is None:
+            out = self._build_json()
+            object.__setattr__(self, "_json", out)
+        return out
 
     def _build_json(self) -> dict[str, Any]:
         out = self.reported.as_json()
@@ -178,13 +186,31 @@ class DeploymentView(Mapping[str, Any]):
     def as_json(self) -> dict[str, Any]:
         """The ``snapshot`` object of ``once --json`` and ``/api/v1/deployments`` (a fresh copy; nested
         values are shared, do not mutate them)."""
-        return dict(self._json)
+        return dict(self._view())
 
     def __getitem__(self, key: str) -> Any:
-        return self._json[key]
+        if key in _OWN_KEYS:
+            return getattr(self, key)  # the JSON holds this field as it is (_build_json)
+        return self._view()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._json)
+        return iter(self._view())
 
     def __len__(self) -> int:
-        return len(self._json)
+        return len(self._view())
+
+
+_OWN_KEYS: frozenset[str] = frozenset(
+    {
+        "kv_cache_capacity_tokens_predicted",
+        "capacity_model_error_ratio",
+        "goodput_ratio",
+        "goodput_tokens_per_second",
+        "ttft_within_target_ratio",
+        "tpot_within_target_ratio",
+        "max_model_len",
+        "max_model_len_ceiling_requests",
+    }
+)
+"""Keys of :meth:`DeploymentView.as_json` whose value is the :class:`DeploymentView` field of that name, unchanged
+(no :class:`EngineView` key shares a name with them): :meth:`DeploymentView.__getitem__` reads them off the field."""

@@ -22,9 +22,11 @@ other than the KV pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``) are liste
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final
 
 from advisor import conventions as c
@@ -44,6 +46,15 @@ from advisor.telemetry import (
     window_stats,
 )
 
+REDACTED_URLS_CACHED: Final = 1 << 16
+"""Target URLs whose redacted form :func:`redact_target_url` remembers (a fleet's targets; least recently used
+dropped past that)."""
+
+redact_target_url: Final = functools.lru_cache(maxsize=REDACTED_URLS_CACHED)(redact_url)
+""":func:`advisor.redact.redact_url`, remembered per URL (a pure function of the string): each stale or stalled
+target's URL is redacted on every cycle, and the exporter's ``/metrics`` redacts every target's three times per
+scrape."""
+
 MAX_RANKS_SHOWN = 256
 """Per-rank values listed in a snapshot at most (a target exposing thousands of ranks is hostile or broken)."""
 
@@ -55,6 +66,9 @@ class TargetView:
     ``window``: the target's :class:`~advisor.telemetry.WindowAccumulator` (the tracker's), which computes the
     window statistics from the deltas it computed as points arrived; ``None`` (a view built from a history alone):
     :func:`~advisor.telemetry.window_stats` from scratch. Both give the same statistics.
+
+    ``states``: :func:`target_state`'s answers for this view, by ``(now, quality)`` — a cycle asks twice (the
+    deployment's state, then each target's for the result) and the view, like every input, is immutable.
     """
 
     url: str
@@ -63,6 +77,9 @@ class TargetView:
     error_message: str | None
     history: tuple[TimedSnapshot, ...]
     window: WindowAccumulator | None = field(default=None, compare=False, repr=False)
+    states: dict[tuple[float, Quality], tuple[str, str]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def window_stats(self, now: float, window_seconds: float) -> WindowStats:
         """:func:`~advisor.telemetry.window_stats` of :attr:`history` (through :attr:`window` when held)."""
@@ -226,9 +243,18 @@ def _still(a: EngineSnapshot, b: EngineSnapshot) -> bool:
     sa, sb = a.process_start_time_seconds, b.process_start_time_seconds
     if sa is not None and sb is not None and abs(sa - sb) > START_TIME_TOLERANCE_SECONDS:
         return False
-    pairs = [(getattr(a, n), getattr(b, n)) for n in STALL_COUNTERS]
-    known = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]
-    return bool(known) and all(x == y for x, y in known)
+    known = False
+    for n in STALL_COUNTERS:
+        x, y = getattr(a, n), getattr(b, n)
+        if x is None or y is None or math.isnan(x) or math.isnan(y):
+            continue
+        if x != y:
+            return False  # a counter known at both ends moved (the first such one settles it)
+        known = True
+    return known
+
+
+_TIMESTAMP: Final = attrgetter("timestamp")
 
 
 def stall_span(history: Sequence[TimedSnapshot]) -> float:
@@ -239,7 +265,7 @@ def stall_span(history: Sequence[TimedSnapshot]) -> float:
     Example: samples at 0, 15, 30, 45 s with 4 waiting, 0 running and every counter unchanged → 45.0; the same
     with the generation counter moving between 15 and 30 s → 15.0.
     """
-    points = sorted(history, key=lambda h: h.timestamp)
+    points = sorted(history, key=_TIMESTAMP)
     start = len(points) - 1
     while start > 0 and _still(points[start - 1].snapshot, points[start].snapshot):
         start -= 1
@@ -258,7 +284,8 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     Either way the stall is measured (:func:`stall_span`) and the ``stalled`` rule, which runs on fresh and stale
     data, reads it.
     """
-    recent = [h for h in history if now - h.timestamp <= frozen_after * 1.5]
+    horizon = frozen_after * 1.5
+    recent = [h for h in history if now - h.timestamp <= horizon]
     if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
         return None
     if counters_advance_during_decode(recent[-1].snapshot.engine) is not True:
@@ -302,7 +329,7 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
             continue
         span = stall_span(t.history)
         if span > 0:
-            spans[redact_url(t.url)] = (span, t.history[-1].snapshot)
+            spans[redact_target_url(t.url)] = (span, t.history[-1].snapshot)
 
     def intervals(seconds: float) -> int:
         # a quarter interval of jitter: scrapes 44.9 s apart over three intervals are three intervals
@@ -338,13 +365,13 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     """
     peaks: list[float] = []
     dispersions: list[float] = []
+    start = now - window_seconds
+    isfinite = math.isfinite
     for t in up:
         values = [
             v
             for h in t.history
-            if now - window_seconds <= h.timestamp <= now
-            and (v := h.snapshot.requests_running) is not None
-            and math.isfinite(v)
+            if start <= h.timestamp <= now and (v := h.snapshot.requests_running) is not None and isfinite(v)
         ]
         if not values:
             continue
@@ -378,7 +405,17 @@ def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     """One target's ``(state, reason)``: ``unavailable`` (last scrape failed), ``stale`` (no new sample for
-    ``stale_after_intervals`` intervals, or frozen), else ``fresh``."""
+    ``stale_after_intervals`` intervals, or frozen), else ``fresh``. Remembered on ``t`` (:attr:`TargetView.states`)
+    per ``(now, q)``: the second ask in a cycle costs a lookup."""
+    key = (now, q)
+    known = t.states.get(key)
+    if known is None:
+        known = t.states[key] = _target_state(t, now, q)
+    return known
+
+
+def _target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
+    """:func:`target_state` computed (the reference: the memo only ever holds what this returns)."""
     if not t.up or not t.history:
         return c.STATE_UNAVAILABLE, f"last scrape failed: {t.error_reason or 'no data yet'}"
     age = now - t.history[-1].timestamp
@@ -399,7 +436,7 @@ def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> t
         return c.STATE_UNAVAILABLE, "no target answered" + (f" ({'; '.join(why)})" if why else "")
     stale = [(t, why) for t, st, why in states if st == c.STATE_STALE]
     if stale:
-        return c.STATE_STALE, "; ".join(f"{redact_url(t.url)}: {why}" for t, why in stale)
+        return c.STATE_STALE, "; ".join(f"{redact_target_url(t.url)}: {why}" for t, why in stale)
     return c.STATE_FRESH, "ok"
 
 
@@ -448,7 +485,11 @@ def evaluate_deployment(
     # drift by a few ms, so the oldest may fall just outside: half an interval of slack keeps a complete
     # history at full coverage (without it, the demo's 5 s window at 1 s read 5 of 6 and halved nothing missed)
     start = now - window_seconds - interval_seconds / 2
-    samples = sum(1 for t in up for h in t.history if start <= h.timestamp <= now)
+    samples = 0
+    for t in up:
+        for h in t.history:
+            if start <= h.timestamp <= now:
+                samples += 1
     expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
 
     # one target may front several engines (Ray Serve replicas): capacity is per engine, replicas count each
@@ -472,17 +513,16 @@ def evaluate_deployment(
     mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
     pools = pool_usage(latest, ctx.inputs.max_num_seqs if ctx.engine == "llamacpp" else None)
     by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
-    queues = {
-        **{f"waiting_{k}": v for k, v in by_reason.items()},
-        **_sum_maps([s.disaggregation_queues for s in latest]),
-    }
+    disaggregation = _sum_maps([s.disaggregation_queues for s in latest])
+    queues = {**{f"waiting_{k}": v for k, v in by_reason.items()}, **disaggregation}
+    replicas_up = sum(engines_behind(s) for s in latest)
     stall = _stall_reading(up, round_started or now, quality)
     load = running_load(up, now, window_seconds)
     ev = Evaluation(
         ctx=ctx,
         state=state,
         stats=stats,
-        replicas_up=sum(engines_behind(s) for s in latest),
+        replicas_up=replicas_up,
         kv_capacity_tokens=kv_capacity,
         kv_capacity_source=kv_source,
         ttft_ok=ttft_ok,
@@ -513,7 +553,15 @@ def evaluate_deployment(
     )
 
     view = DeploymentView(
-        reported=engine_view(latest, stats, max(len(targets), ctx.replicas), state_reason),
+        reported=_engine_view(
+            latest,
+            stats,
+            max(len(targets), ctx.replicas),
+            state_reason,
+            replicas_up=replicas_up,
+            by_reason=dict(by_reason),
+            disaggregation=dict(disaggregation),
+        ),
         kv_cache_capacity_tokens_predicted=ctx.capacity.kv_cache_tokens,
         capacity_model_error_ratio=model_error,
         goodput_ratio=good.ratio,
@@ -544,6 +592,30 @@ def engine_view(
     """The engine-reported part of a deployment's view: latest gauges and counters summed over the answering
     replicas (``latest``, one snapshot each), KV usage capacity-weighted, and the window's TTFT/TPOT deltas
     summarized; unknown values are ``None``."""
+    return _engine_view(
+        latest,
+        stats,
+        replicas,
+        state_reason,
+        replicas_up=sum(engines_behind(s) for s in latest),
+        by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
+        disaggregation=_sum_maps([s.disaggregation_queues for s in latest]),
+    )
+
+
+def _engine_view(
+    latest: Sequence[EngineSnapshot],
+    stats: WindowStats | None,
+    replicas: int,
+    state_reason: str,
+    *,
+    replicas_up: int,
+    by_reason: dict[str, float],
+    disaggregation: dict[str, float],
+) -> EngineView:
+    """:func:`engine_view` with the sums :func:`evaluate_deployment` has already made for its evaluation
+    (engines behind the answering targets, waiting by reason, disaggregation queues: each computed as
+    :func:`engine_view` computes it)."""
     first = latest[0] if latest else None
     tpot_note = None
     if first is not None and first.tpot_is_itl:
@@ -553,7 +625,7 @@ def engine_view(
         state_reason=state_reason,
         model=first.model if first else None,
         replicas=replicas,
-        replicas_up=sum(engines_behind(s) for s in latest),
+        replicas_up=replicas_up,
         requests_running=_sum_known([s.requests_running for s in latest]),
         requests_waiting=_sum_known([s.requests_waiting for s in latest]),
         preemptions_total=_sum_known([s.preemptions_total for s in latest]),
@@ -571,8 +643,8 @@ def engine_view(
         ranks=tuple(r for s in latest for r in s.ranks)[:MAX_RANKS_SHOWN],
         kv_cache_capacity_tokens_largest_rank=max((p for s in latest for p in rank_pools(s)), default=None),
         pools=_merged_pools(latest),
-        requests_waiting_by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
-        disaggregation_queues=_sum_maps([s.disaggregation_queues for s in latest]),
+        requests_waiting_by_reason=by_reason,
+        disaggregation_queues=disaggregation,
         kv_cache_hybrid=_any_known([s.kv_cache_hybrid for s in latest]),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded)[:MAX_RANKS_SHOWN],
         missing=tuple(sorted({m for s in latest for m in s.missing})),

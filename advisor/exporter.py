@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from advisor import __version__
 from advisor import conventions as c
 from advisor.domain import Recommendation
-from advisor.redact import redact_url
+from advisor.evaluate import redact_target_url
 from advisor.results import CycleResult
 from advisor.rules.lifecycle import RESOLVED_REMOVED
 
@@ -207,13 +207,14 @@ class AdvisorCollector(Collector):
                     fam.add_metric(labels, float(value))
             for st in c.STATES:
                 state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
-            for t in d.targets:
-                up.add_metric([d.name, redact_url(t.url)], 1.0 if t.up else 0.0)
+            shown = [redact_target_url(t.url) for t in d.targets]
+            for t, url in zip(d.targets, shown, strict=True):
+                up.add_metric([d.name, url], 1.0 if t.up else 0.0)
                 if t.up and t.history:
-                    duplicates.add_metric([d.name, redact_url(t.url)], float(t.history[-1].duplicate_series))
-            for t, (tst, _) in zip(d.targets, d.target_states, strict=False):
+                    duplicates.add_metric([d.name, url], float(t.history[-1].duplicate_series))
+            for url, (tst, _) in zip(shown, d.target_states, strict=False):
                 for st in c.STATES:
-                    tstate.add_metric([d.name, redact_url(t.url), st], 1.0 if tst == st else 0.0)
+                    tstate.add_metric([d.name, url, st], 1.0 if tst == st else 0.0)
             for r in d.recommendations:
                 open_keys.add((d.name, r.dial, r.action, r.severity))
                 # the suggested turn, then each alternative: one value per dial, the best-ranked first (an
@@ -256,7 +257,7 @@ class AdvisorCollector(Collector):
             labels=[c.LABEL_DEPLOYMENT, c.LABEL_TARGET, c.LABEL_REASON],
         )
         for (dname, target, reason), n in sorted(res.scrape_errors.items()):
-            errors.add_metric([dname, redact_url(target), reason], float(n))
+            errors.add_metric([dname, redact_target_url(target), reason], float(n))
         yield errors
         last = GaugeMetricFamily(c.LAST_EVALUATION_TIMESTAMP, "Unix time of the last completed evaluation cycle.")
         last.add_metric([], res.timestamp)

@@ -282,6 +282,9 @@ class Lifecycle:
         self._resolved_at: dict[tuple[str, str], float] = {}  # (deployment, problem) -> unix s
         self._state: dict[tuple[str, str], _RuleState] = {}  # (deployment, rule)
         self._incidents: dict[tuple[str, str], _Incident] = {}  # (deployment, problem)
+        # the same incidents by deployment, then problem: a deployment's are read each evaluation, and a scan of
+        # every deployment's would cost O(deployments²) a cycle (kept in step by _add_incident / _drop_incident)
+        self._by_deployment: dict[str, dict[str, _Incident]] = {}
         self._observed: tuple[str, float] | None = None  # (deployment, now) of the last replica observation
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
         self.last_updates: list[Transition] = []
@@ -290,8 +293,22 @@ class Lifecycle:
     # -- reading -----------------------------------------------------------------------------------------------
     def open_recommendations(self, deployment: str | None = None) -> list[Recommendation]:
         """Open incidents, most severe first within each deployment (then the earliest opened)."""
-        out = [inc.rec for (dep, _), inc in self._incidents.items() if deployment is None or dep == deployment]
+        if deployment is None:
+            out = [inc.rec for inc in self._incidents.values()]
+        else:
+            out = [inc.rec for inc in self._by_deployment.get(deployment, {}).values()]
         return sorted(out, key=lambda r: (r.deployment, r.rank, r.opened_at, r.problem))
+
+    def _add_incident(self, key: tuple[str, str], inc: _Incident) -> None:
+        self._incidents[key] = inc
+        self._by_deployment.setdefault(key[0], {})[key[1]] = inc
+
+    def _drop_incident(self, key: tuple[str, str]) -> None:
+        del self._incidents[key]
+        mine = self._by_deployment[key[0]]
+        del mine[key[1]]
+        if not mine:
+            del self._by_deployment[key[0]]
 
     def problem_of(self, rule_id: str) -> str:
         """The problem of a rule id among :attr:`rules` (an unknown id is its own problem)."""
@@ -329,7 +346,7 @@ class Lifecycle:
             rec = replace(first, problem=problem, alternatives=tuple(first.alternatives) + folded)
             inc = _Incident(rec=rec, folded=recs[1:])
             _note_replicas(inc)
-            self._incidents[(dep, problem)] = inc
+            self._add_incident((dep, problem), inc)
 
     def resolve_orphans(self, deployments: Collection[str], now: float) -> list[Transition]:
         """Resolve the open incidents no evaluation visits any longer, at ``now`` (unix s): those of a deployment
@@ -350,7 +367,7 @@ class Lifecycle:
                 if dep not in deployments
                 else f"no configured rule has the problem {problem} any longer"
             )
-            del self._incidents[key]
+            self._drop_incident(key)
             self._resolved_at[key] = now
             out += [
                 Transition("resolved", replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED), why)
@@ -476,13 +493,13 @@ class Lifecycle:
         if inc is None:
             if turns:
                 inc = self._open(ev, problem, turns, withheld)
-                self._incidents[key] = inc
+                self._add_incident(key, inc)
                 out.append(Transition("opened", inc.rec, reasons.get(inc.rec.rule) or next(iter(reasons.values()))))
         elif not any(
             self._state[(dep, r.id)].active or self._state[(dep, r.id)].pending_since is not None for r in rules
         ):
             resolved = replace(inc.rec, resolved_at=ev.now)
-            del self._incidents[key]
+            self._drop_incident(key)
             self._resolved_at[key] = ev.now
             why = "; ".join(cleared) or "no rule of the problem holds any longer"
             out.append(Transition("resolved", resolved, why))
@@ -780,8 +797,8 @@ class Lifecycle:
 
     def _rank_incidents(self, deployment: str) -> None:
         """``rank`` of each open incident of a deployment: most severe first, then the earliest opened."""
-        items = [(k, inc) for k, inc in self._incidents.items() if k[0] == deployment]
-        items.sort(key=lambda ki: (_SEVERITY_ORDER.get(ki[1].rec.severity, 9), ki[1].rec.opened_at, ki[0][1]))
+        items = list(self._by_deployment.get(deployment, {}).items())  # (problem, incident)
+        items.sort(key=lambda pi: (_SEVERITY_ORDER.get(pi[1].rec.severity, 9), pi[1].rec.opened_at, pi[0]))
         for rank, (_, inc) in enumerate(items):
             if inc.rec.rank != rank:
                 inc.rec = replace(inc.rec, rank=rank)

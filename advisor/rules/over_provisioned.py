@@ -70,6 +70,9 @@ class OverProvisionedRule:
 
     id = c.RULE_OVER_PROVISIONED
     supersedes: tuple[str, ...] = ()
+    _last: tuple[Evaluation, tuple[bool | None, str, dict[str, Any]]] | None = None
+    """The last :meth:`_reading` and the evaluation it read: the lifecycle asks :meth:`fires`, then (active)
+    :meth:`clears` and (holding) :meth:`propose` of one evaluation, each the same reading."""
 
     def __init__(
         self,
@@ -109,6 +112,18 @@ class OverProvisionedRule:
         return max(ceiling, 1.0)
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+        """:meth:`_read` of ``ev``, remembered for the same (immutable) evaluation; the evidence is a fresh copy
+        each time (:meth:`propose` adds to it)."""
+        last = self._last
+        if last is not None and last[0] is ev:
+            holds, reason, evidence = last[1]
+        else:
+            holds, reason, evidence = self._read(ev)
+            self._last = (ev, (holds, reason, evidence))
+        return holds, reason, dict(evidence)
+
+    def _read(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+        """Whether the fire side holds, the reason and the evidence (the reference :meth:`_reading` remembers)."""
         s = ev.stats
         g = ev.goodput.ratio
         if s is None or s.requests_running is None or s.requests_waiting is None or g is None:
