@@ -26,6 +26,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -232,13 +233,13 @@ def snapshots(text: str) -> dict[str, str]:
         adapter = get_adapter(engine)
         try:
             expo = parse_exposition(text, keep=adapter.wants)
-        except Exception as exc:  # noqa: BLE001 - a generated page the parser refuses: compared as such
+        except Exception as exc:  # a generated page the parser refuses: compared as such
             out[engine] = f"parse error {exc!r}"
             continue
         models = adapter.models(expo)
         out[f"{engine} models"] = repr(models)
         for model in (None, *models[:MODELS_READ]):
-            out[f"{engine} {model}"] = _outcome(lambda: adapter.snapshot(expo, model))
+            out[f"{engine} {model}"] = _outcome(partial(adapter.snapshot, expo, model))
     out["observe"] = _outcome(lambda: _observed(observe(text, "auto", None, strict=False)))
     return out
 
@@ -252,7 +253,7 @@ def _outcome(read: Callable[[], object]) -> str:
     reference raises ``ValueError: -inf + inf in fsum`` on a counter with both infinities)."""
     try:
         return repr(read())
-    except Exception as exc:  # noqa: BLE001 - compared, not handled
+    except Exception as exc:  # compared, not handled
         return f"raises {exc!r}"
 
 
@@ -289,9 +290,7 @@ if __name__ == "__main__":  # write the reference file with the advisor on PYTHO
     import advisor
 
     print(f"advisor from {advisor.__file__}", file=sys.stderr)
-    data = {
-        name: {"sha256": hashlib.sha256(text.encode()).hexdigest(), **snapshots(text)} for name, text in pages()
-    }
+    data = {name: {"sha256": hashlib.sha256(text.encode()).hexdigest(), **snapshots(text)} for name, text in pages()}
     with gzip.open(GOLDEN, "wt", encoding="utf-8") as f:
         json.dump(data, f, indent=0, sort_keys=True)
     print(f"{len(data)} pages, {sum(len(v) for v in data.values())} snapshots → {GOLDEN}", file=sys.stderr)
