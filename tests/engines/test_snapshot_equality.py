@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import pytest
@@ -206,8 +206,13 @@ VARIANTS: dict[str, Callable[[str], str]] = {
 }
 
 
-def pages() -> Iterator[tuple[str, str]]:
-    """(name, text) of every page compared: captures and fixtures, then their variants."""
+@cache
+def pages() -> dict[str, str]:
+    """Name → text of every page compared: captures and fixtures, then their variants."""
+    return dict(_pages())
+
+
+def _pages() -> Iterator[tuple[str, str]]:
     sources: list[tuple[str, str]] = []
     if CAPTURES.is_dir():
         sources += [(f"capture/{p.name}", p.read_text()) for p in sorted(CAPTURES.glob("*.prom"))]
@@ -257,6 +262,7 @@ def _outcome(read: Callable[[], object]) -> str:
         return f"raises {exc!r}"
 
 
+@cache
 def _load() -> dict[str, dict[str, str]]:
     with gzip.open(GOLDEN, "rt", encoding="utf-8") as f:
         data: dict[str, dict[str, str]] = json.load(f)
@@ -266,18 +272,18 @@ def _load() -> dict[str, dict[str, str]]:
 def test_the_pages_generated_are_the_pages_the_reference_read() -> None:
     """The generators above still make the pages the reference snapshots were taken of (else regenerate)."""
     golden = _load()
-    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in pages()}
+    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in pages().items()}
     if not CAPTURES.is_dir():
         pytest.skip(f"../shared/engine-metrics absent: {CAPTURES} is not a directory")
     assert digests == {name: entry["sha256"] for name, entry in golden.items()}
 
 
-@pytest.mark.parametrize("name", [name for name, _ in pages()])
+@pytest.mark.parametrize("name", list(pages()))
 def test_snapshots_equal_the_reference_code(name: str) -> None:
     golden = _load()
     if name not in golden:
         pytest.skip(f"{name}: no reference snapshot")
-    text = dict(pages())[name]
+    text = pages()[name]
     expected = dict(golden[name])
     expected.pop("sha256")
     got = snapshots(text)
@@ -290,7 +296,9 @@ if __name__ == "__main__":  # write the reference file with the advisor on PYTHO
     import advisor
 
     print(f"advisor from {advisor.__file__}", file=sys.stderr)
-    data = {name: {"sha256": hashlib.sha256(text.encode()).hexdigest(), **snapshots(text)} for name, text in pages()}
+    data = {
+        name: {"sha256": hashlib.sha256(text.encode()).hexdigest(), **snapshots(text)} for name, text in pages().items()
+    }
     with gzip.open(GOLDEN, "wt", encoding="utf-8") as f:
         json.dump(data, f, indent=0, sort_keys=True)
     print(f"{len(data)} pages, {sum(len(v) for v in data.values())} snapshots → {GOLDEN}", file=sys.stderr)
