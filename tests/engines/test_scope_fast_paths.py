@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,6 +52,10 @@ def _group(drawn: list[tuple[str, dict[str, str], float]]) -> dict[str, list[Sam
     for name, labels, value in drawn:
         out.setdefault(name, []).append(Sample(name, labels, value))
     return out
+
+
+def _sorted_histogram(scope: Scope, series: Series) -> dict[str, Histogram | None]:
+    return dict(sorted(scope.histogram(series).items()))
 
 
 def _outcome(read: Callable[[], object]) -> str:
@@ -206,8 +211,8 @@ def test_scope_readings_equal_the_per_sample_code(
     assert scope.gauge(GAUGE) == _reference_gauge(scope, GAUGE)
     assert _outcome(lambda: scope.counter(COUNTER)) == _outcome(lambda: _reference_counter(scope, COUNTER))
     for series in (HIST, Series("x", "histogram", "", "", scale=1e-3)):
-        got = _outcome(lambda s=series: dict(sorted(scope.histogram(s).items())))
-        assert got == _outcome(lambda s=series: _reference_histogram(scope, s))
+        got = _outcome(partial(_sorted_histogram, scope, series))
+        assert got == _outcome(partial(_reference_histogram, scope, series))
 
 
 VLLM_NAMES = (
@@ -231,7 +236,7 @@ def test_vllm_ranks_and_readings_equal_the_per_sample_code(expo: dict[str, list[
             want = any(vllm._names_rank(s) for x in suffixes for s in scope.samples(series, x))
             assert scope.ranked(series) == want
             if series.kind == "histogram":
-                got = _outcome(lambda s=series: dict(sorted(scope.histogram(s).items())))
-                assert got == _outcome(lambda s=series: _reference_histogram(scope, s))
+                got = _outcome(partial(_sorted_histogram, scope, series))
+                assert got == _outcome(partial(_reference_histogram, scope, series))
             elif series.kind == "gauge":
                 assert scope.gauge(series) == _reference_gauge(scope, series)
