@@ -173,6 +173,10 @@ class Scope:
         if memo is not None:  # a snapshot asks for one series many times (ranks, gauges, histograms)
             return memo
         raw = self._expo.get(series.name + suffix, ())
+        if not raw:  # a family the page does not expose (an older alias, a histogram part): nothing to filter
+            out: list[Sample] = []
+            self._memo[key] = out
+            return out
         if self.others or series.match:
             out = [
                 s
