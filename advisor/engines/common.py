@@ -101,6 +101,8 @@ class Scope:
         self._replica_labels = tuple(replica_labels)
         self._fold = casefold_model
         self._memo: dict[tuple[str, tuple[tuple[str, str], ...]], list[Sample]] = {}
+        self._rank_memo: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[Sample], list[str]]] = {}
+        self._ranked_memo: dict[tuple[str, str, tuple[tuple[str, str], ...]], bool] = {}
         found = self.models()
         self.all_models: list[str] = found
         """Every model on the wanted samples (:meth:`models`, computed once)."""
@@ -130,16 +132,19 @@ class Scope:
         spelling that is not all lower case: Dynamo's config gauges keep the served name's case)."""
         seen: dict[str, str] = {}
         labels = self._model_labels
+        if not labels:
+            return []
+        first = labels[0]
         for name, samples in self._expo.items():
-            if name not in self._wanted or not labels:
+            if name not in self._wanted:
                 continue
-            for s in samples:
-                get = s.labels.get
-                m = get(labels[0])
+            found = [s.labels.get(first) for s in samples]
+            if None in found:  # another model label (Triton's ``model``), or none
+                found = [m if m is not None else self._model_of(s) for m, s in zip(found, samples, strict=True)]
+            # the distinct spellings in order of first appearance: a spelling seen again changes nothing below
+            for m in dict.fromkeys(found):
                 if m is None:
-                    m = self._model_of(s)
-                    if m is None:
-                        continue
+                    continue
                 key = m.casefold() if self._fold else m
                 prev = seen.get(key)
                 if prev is None or (prev != m and prev == prev.lower() and m != m.lower()):
@@ -168,6 +173,10 @@ class Scope:
         if memo is not None:  # a snapshot asks for one series many times (ranks, gauges, histograms)
             return memo
         raw = self._expo.get(series.name + suffix, ())
+        if not raw:  # a family the page does not expose (an older alias, a histogram part): nothing to filter
+            out: list[Sample] = []
+            self._memo[key] = out
+            return out
         if self.others or series.match:
             out = [
                 s
@@ -177,7 +186,7 @@ class Scope:
             ]
         else:  # one model on the page (the usual case): every sample is the model's
             out = list(raw)
-        if any(s.labels.get("priority") == "" for s in out):
+        if "" in [s.labels.get("priority") for s in out]:
             out = [s for s in out if s.labels.get("priority", "") == ""]
         for label in self._replica_labels:
             lowest: dict[str, str] = {}
@@ -191,12 +200,39 @@ class Scope:
         self._memo[key] = out
         return out
 
+    def ranked_samples(self, series: Series, suffix: str = "") -> tuple[list[Sample], list[str]]:
+        """:meth:`samples` and the :meth:`rank` of each, in the same order (computed once per series and suffix:
+        a snapshot reads one family for several fields, its ranks and its histogram parts)."""
+        key = (series.name + suffix, series.match)
+        memo = self._rank_memo.get(key)
+        if memo is None:
+            samples = self.samples(series, suffix)
+            memo = self._rank_memo[key] = (samples, self._rank_list(samples))
+        return memo
+
+    def _rank_list(self, samples: Sequence[Sample]) -> list[str]:
+        """``[self.rank(s) for s in samples]``; without a subclass's :meth:`rank`, one comprehension."""
+        if type(self).rank is not Scope.rank:
+            rank = self.rank
+            return [rank(s) for s in samples]
+        label = self._rank_label
+        if label is None:
+            return [DEFAULT_RANK] * len(samples)
+        return [s.labels.get(label, DEFAULT_RANK) for s in samples]
+
     def ranked(self, series: Series) -> bool:
         """Whether any of the series' samples carries the rank label. SGLang's tokenizer-side families
         (token counters, TTFT, e2e) have no ``dp_rank``: they already cover every rank."""
         if self._rank_label is None:
             return False
-        return any(self._rank_label in s.labels for suffix in _suffixes(series) for s in self.samples(series, suffix))
+        key = (series.name, series.kind, series.match)
+        known = self._ranked_memo.get(key)
+        if known is None:
+            label = self._rank_label
+            known = self._ranked_memo[key] = any(
+                label in s.labels for suffix in _suffixes(series) for s in self.samples(series, suffix)
+            )
+        return known
 
     def ranks(self, table: NameTable) -> tuple[str, ...]:
         """Every rank on the model's samples of the table's series (``"0"`` without a rank label)."""
@@ -204,7 +240,7 @@ class Scope:
         for aliases in table.values():
             for series in aliases:
                 for suffix in _suffixes(series):
-                    found.update(self.rank(s) for s in self.samples(series, suffix))
+                    found.update(self.ranked_samples(series, suffix)[1])
         return tuple(sorted(found, key=_order))
 
     def gauge(self, series: Series) -> dict[str, float | None]:
@@ -213,13 +249,14 @@ class Scope:
         Example: ``x{pid="1"} 0.4``, ``x{pid="2"} 0.0`` → ``{"0": 0.4}``; only NaN → ``{"0": None}``.
         """
         out: dict[str, float | None] = {}
-        for s in self.samples(series):
-            r = self.rank(s)
+        scale = series.scale
+        samples, ranks = self.ranked_samples(series)
+        for r, s in zip(ranks, samples, strict=True):
             prev = out.get(r)
             if math.isnan(s.value):
                 out.setdefault(r, None)
             else:
-                v = s.value * series.scale
+                v = s.value * scale
                 out[r] = v if prev is None else max(prev, v)
         return out
 
@@ -227,11 +264,11 @@ class Scope:
         """Counter per rank: sum over other labels (``is_streaming``, ``finished_reason``); NaN → unknown.
 
         Example: ``x{is_streaming="false"} 61``, ``x{is_streaming="true"} 238`` → ``{"0": 299.0}``.
+
+        Raises:
+            ValueError: a rank's samples hold both ``+Inf`` and ``-Inf`` (``math.fsum``: ``-inf + inf in fsum``).
         """
-        values: dict[str, list[float]] = {}
-        for s in self.samples(series, suffix):
-            values.setdefault(self.rank(s), []).append(s.value)
-        return {r: None if any(math.isnan(v) for v in vs) else math.fsum(vs) * series.scale for r, vs in values.items()}
+        return _sums(*self.ranked_samples(series, suffix), series.scale)
 
     def histogram(self, series: Series) -> dict[str, Histogram | None]:
         """Cumulative histogram per rank, summed over other labels with equal ``le``; bounds from the scrape.
@@ -242,23 +279,30 @@ class Scope:
             x_bucket{is_streaming="true",le="+Inf"} 3    x_bucket{is_streaming="false",le="+Inf"} 1
             x_count{…true} 3  x_count{…false} 1          x_sum{…true} 2.5  x_sum{…false} 0.5
             → {"0": Histogram(buckets=((1.0, 3.0), (inf, 4.0)), count=4.0, sum=3.0)}
+
+        Raises:
+            ValueError: as :meth:`counter`, for a rank's ``_count`` or ``_sum`` samples.
         """
         buckets: dict[str, dict[float, float]] = {}
         bad: set[str] = set()
-        for s in self.samples(series, "_bucket"):
-            r = self.rank(s)
+        isnan = math.isnan
+        samples, ranks = self.ranked_samples(series, "_bucket")
+        for r, s in zip(ranks, samples, strict=True):
             try:
                 le = float(s.labels["le"])
             except (KeyError, ValueError):
                 bad.add(r)
                 continue
-            if math.isnan(le) or math.isnan(s.value):
+            if isnan(le) or isnan(s.value):
                 bad.add(r)
                 continue
-            per_le = buckets.setdefault(r, {})
+            per_le = buckets.get(r)
+            if per_le is None:
+                per_le = buckets[r] = {}
             per_le[le] = per_le.get(le, 0.0) + s.value
-        counts = self.counter(Series(series.name, "counter", "", "", series.match), "_count")
-        sums = self.counter(Series(series.name, "counter", "", "", series.match), "_sum")
+        scale = series.scale
+        counts = _sums(*self.ranked_samples(series, "_count"), 1.0)  # unscaled: a count of observations
+        sums = _sums(*self.ranked_samples(series, "_sum"), 1.0)
         out: dict[str, Histogram | None] = {}
         for r in set(buckets) | bad | set(counts) | set(sums):
             per_le = buckets.get(r, {})
@@ -267,11 +311,28 @@ class Scope:
                 out[r] = None
                 continue
             count = counts.get(r)
-            scaled = tuple((le * series.scale if math.isfinite(le) else le, c) for le, c in sorted(per_le.items()))
-            out[r] = Histogram(
-                buckets=scaled, count=count if count is not None else per_le[math.inf], sum=total * series.scale
+            les = sorted(per_le)
+            # le × 1.0 is le, bit for bit (-0.0 included): no pass over the bounds for an unscaled family
+            bounds = tuple(les) if scale == 1.0 else tuple(le * scale if math.isfinite(le) else le for le in les)
+            out[r] = Histogram.from_counts(
+                bounds,
+                [per_le[le] for le in les],
+                count=count if count is not None else per_le[math.inf],
+                sum=total * scale,
             )
         return out
+
+
+def _sums(samples: Sequence[Sample], ranks: Sequence[str], scale: float) -> dict[str, float | None]:
+    """Per rank, the sum of the samples' values times ``scale``; ``None`` for a rank with a NaN."""
+    values: dict[str, list[float]] = {}
+    for r, s in zip(ranks, samples, strict=True):
+        vs = values.get(r)
+        if vs is None:
+            values[r] = [s.value]
+        else:
+            vs.append(s.value)
+    return {r: None if any(math.isnan(v) for v in vs) else math.fsum(vs) * scale for r, vs in values.items()}
 
 
 def _suffixes(series: Series) -> tuple[str, ...]:
@@ -301,10 +362,20 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
         if type(samples) is _FirstSamples:  # kept by an earlier pass (observe, then the adapter): nothing repeats
             out[name] = samples
             continue
+        if len(samples) < 2:  # one series: nothing to repeat
+            out[name] = _FirstSamples(samples)
+            continue
+        labels = [s.labels for s in samples]
+        if True in ["" in x.values() for x in labels]:  # an empty value is no label (Prometheus)
+            keys = [frozenset((k, v) for k, v in x.items() if v) for x in labels]
+        else:
+            keys = [frozenset(x.items()) for x in labels]
+        if len(set(keys)) == len(keys):  # every series once (the usual page): kept whole
+            out[name] = _FirstSamples(samples)
+            continue
         seen: set[frozenset[tuple[str, str]]] = set()
         kept = _FirstSamples()
-        for s in samples:
-            key = frozenset((k, v) for k, v in s.labels.items() if v)  # an empty value is no label (Prometheus)
+        for key, s in zip(keys, samples, strict=True):
             if key not in seen:
                 seen.add(key)
                 kept.append(s)

@@ -93,7 +93,7 @@ def histogram_problem(h: Histogram | None) -> str | None:
     if not math.isfinite(h.sum) or not math.isfinite(h.count) or h.count < 0:
         return "count or sum is not finite"
     prev = 0.0
-    for bound, count in h.buckets:
+    for bound, count in zip(h.bounds(), h.counts(), strict=True):  # h.buckets, without building the pairs
         if not math.isfinite(count) or count < 0:
             return f"bucket le={bound} has count {count}"
         if count < prev - max(_TOLERANCE, 1e-9 * prev):
@@ -283,6 +283,7 @@ class SanitizedAdapter:
         self.inner = inner
         self.engine = inner.engine
         self.wants: Callable[[str], bool] = EngineWants(type(inner), inner.engine, inner.wants)
+        self._names_memo: dict[str, tuple[str, ...]] | None = None
 
     def models(self, exposition: Exposition) -> list[str]:
         """As the wrapped adapter."""
@@ -290,11 +291,18 @@ class SanitizedAdapter:
 
     def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
         """The wrapped adapter's snapshot, sanitized (with the engine's names from its catalog entry)."""
-        from advisor.engines.catalog import entry  # the catalog imports every adapter module
+        return sanitize(self.inner.snapshot(exposition, model), self._names())
 
-        try:
-            table = entry(self.engine).name_table
-        except ValueError:
-            table = {}
-        names = {f: tuple(s.name for s in aliases) for f, aliases in table.items()}
-        return sanitize(self.inner.snapshot(exposition, model), names)
+    def _names(self) -> dict[str, tuple[str, ...]]:
+        """Field → the engine's exposed names (its catalog entry's name table; ``{}`` for an engine the catalog
+        does not know), built on the first snapshot and kept: the catalog is fixed at import."""
+        names = self._names_memo
+        if names is None:
+            from advisor.engines.catalog import entry  # the catalog imports every adapter module
+
+            try:
+                table = entry(self.engine).name_table
+            except ValueError:
+                table = {}
+            names = self._names_memo = {f: tuple(s.name for s in aliases) for f, aliases in table.items()}
+        return names

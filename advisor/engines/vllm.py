@@ -392,29 +392,36 @@ class _VLLMScope(Scope):
                 return name if engine in (None, DEFAULT_RANK) else f"{name}/{_RANK_LABEL}={engine}"
         return engine if engine is not None else DEFAULT_RANK
 
+    def _rank_list(self, samples: Sequence[Sample]) -> list[str]:
+        if not self._replicated:  # the rank is the engine label alone: one comprehension
+            return [s.labels.get(_RANK_LABEL, DEFAULT_RANK) for s in samples]
+        rank = self.rank
+        return [rank(s) for s in samples]
+
     def ranked(self, series: Series) -> bool:
         """Whether the series' samples name a rank (``engine`` or a replica label)."""
-        suffixes = ("_bucket", "_count", "_sum") if series.kind == "histogram" else ("",)
-        return any(_names_rank(s) for x in suffixes for s in self.samples(series, x))
+        key = (series.name, series.kind, series.match)
+        known = self._ranked_memo.get(key)
+        if known is None:
+            suffixes = ("_bucket", "_count", "_sum") if series.kind == "histogram" else ("",)
+            known = self._ranked_memo[key] = any(_names_rank(s) for x in suffixes for s in self.samples(series, x))
+        return known
 
     def vllm_ranks(self) -> tuple[str, ...]:
         """Every rank on the model's samples (``"0"`` for unlabelled ones); ``process_start_time_seconds``
         and a ``cache_config_info`` naming no rank (0.8.x) name none."""
-        labels = (_RANK_LABEL, *_REPLICA_LABELS)
-        keys: dict[tuple[str | None, ...], Sample] = {}  # one sample per distinct rank labelling
+        found: set[str] = set()
         for field, aliases in NAME_TABLE.items():
             if field == "process_start_time_seconds":
                 continue
             for series in aliases:
                 for suffix in series.sample_names():
-                    for s in self.samples(series, suffix[len(series.name) :]):
-                        if series.name == _CACHE_CONFIG and not _names_rank(s):
-                            continue
-                        if self._replicated:
-                            keys.setdefault(tuple(map(s.labels.get, labels)), s)
-                        else:
-                            keys.setdefault((s.labels.get(_RANK_LABEL),), s)
-        return tuple(sorted({self.rank(s) for s in keys.values()}, key=_rank_order))
+                    samples, ranks = self.ranked_samples(series, suffix[len(series.name) :])
+                    if series.name == _CACHE_CONFIG:
+                        found.update(r for r, s in zip(ranks, samples, strict=True) if _names_rank(s))
+                    else:
+                        found.update(ranks)
+        return tuple(sorted(found, key=_rank_order))
 
     def replicas(self, ranks: Sequence[str]) -> tuple[str, ...]:
         """The replica names among ``ranks`` when there are several (``("ReplicaId=a", "ReplicaId=b")``), else
