@@ -119,12 +119,34 @@ def recorder(http_server: StartServer, path: str) -> Recorder:
     return rec
 
 
+class FromFirstScrape:
+    """A stand-in's clock (``time.monotonic``) that stands at 0 until the stand-in is first scraped.
+
+    :class:`~advisor.standin.StandInEngine` reads its clock once when created and once per scrape. Counting from
+    creation, a loaded machine that takes seconds to start the daemon would play the 5 s saturated phase of
+    :data:`RAMP` before the first scrape (the webhook then never fires); counting from the first scrape, the
+    daemon sees every phase whatever its start-up took."""
+
+    def __init__(self) -> None:
+        self._t0: float | None = None
+        self._created = False
+
+    def __call__(self) -> float:
+        if not self._created:  # the engine's own start
+            self._created = True
+            return 0.0
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        return time.monotonic() - self._t0
+
+
 @pytest.fixture
 def standin_factory() -> Iterator[Callable[[tuple[Phase, ...]], StandInServer]]:
+    """Stand-in vLLMs playing ``phases`` from their first scrape (:class:`FromFirstScrape`)."""
     servers: list[StandInServer] = []
 
     def start(phases: tuple[Phase, ...]) -> StandInServer:
-        srv = StandInServer(StandInEngine(phases=phases, speed=1.0, num_gpu_blocks=1000))
+        srv = StandInServer(StandInEngine(phases=phases, speed=1.0, num_gpu_blocks=1000, clock=FromFirstScrape()))
         srv.start_background()
         servers.append(srv)
         return srv
