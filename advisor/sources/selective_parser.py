@@ -547,8 +547,17 @@ def _parse_series(series: str) -> tuple[str, FrozenLabels]:
     if match is None:
         raise Unrecognized
     name, body = match.groups()
+    if not body:
+        return sys.intern(name), FrozenLabels()
     intern = sys.intern
-    labels = FrozenLabels({intern(k): intern(v) for k, v in _labels(body or "", {}).items()})
+    pairs = _PAIR_RE.findall(body)
+    keys = list(map(intern, [k for k, _ in pairs]))
+    if "\\" in body:
+        labels = FrozenLabels(zip(keys, [intern(_ESCAPE_RE.sub(_unescape, v)) for _, v in pairs], strict=True))
+    else:
+        labels = FrozenLabels(zip(keys, map(intern, [v for _, v in pairs]), strict=True))
+    if len(labels) != len(pairs) or ("__" in body and any(k.startswith("__") for k in labels)):
+        raise Unrecognized  # prometheus_client rejects duplicate names; reserved ones it reads otherwise
     return intern(name), labels
 
 
