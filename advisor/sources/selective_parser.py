@@ -14,7 +14,9 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is asked
   about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a sample of a
   name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding whitespace, no
-  exemplar: captured, up to three label pairs as groups so no second parse is needed), a line beginning with a
+  exemplar: captured as its series text and its value text; the series text is looked up in
+  :data:`SERIES_CACHE`, which parses and checks each distinct series once, process-wide, and a value text equal
+  to the series' last one gives the same ``Sample`` again), a line beginning with a
   name ``keep`` rejects and ``{`` or a space (not read further), ``# HELP name …``, ``# TYPE name type`` (a
   type ``prometheus_client`` accepts), another comment or a blank line — runs of the non-captured kinds are
   consumed as one match, so skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks
