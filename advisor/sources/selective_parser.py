@@ -14,9 +14,8 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is asked
   about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a sample of a
   name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding whitespace, no
-  exemplar: captured as its series text and its value text; the series text is looked up in
-  :data:`SERIES_CACHE`, which parses and checks each distinct series once, process-wide, and a value text equal
-  to the series' last one gives the same ``Sample`` again), a line beginning with a
+  exemplar: captured as its series text and its value; the series text is looked up in :data:`SERIES_CACHE`,
+  which parses and checks each distinct series once, process-wide), a line beginning with a
   name ``keep`` rejects and ``{`` or a space (not read further), ``# HELP name …``, ``# TYPE name type`` (a
   type ``prometheus_client`` accepts), another comment or a blank line — runs of the non-captured kinds are
   consumed as one match, so skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks
@@ -103,21 +102,17 @@ _COMMENT_LINE: Final = (
     rf"| TYPE {{not_counter}}{_NAME} (?:(?<=[a-zA-Z0-9_:]_total )counter|{_TYPE_WORDS_RE.replace('|counter', '')})\n"
     rf"|{_OTHER_COMMENT[1:]}\n)"
 )
-_SERIES_LABELS: Final = rf"(?:\{{[^}}]{{0,1024}}+\}}|\{{{_BODY}\}})?+"
+_SERIES_LABELS: Final = rf"(?:\{{[^}}]{{0,1024}}+\}}|\{{{_BODY}\}})?"
 """A kept line's label block: read to its first ``}`` unchecked (``[^}]`` runs at C speed: a third of the time of
-a validating read), else (no ``}`` within 1,024 characters) validated here. The series cache
-(:class:`_SeriesCache`) checks each distinct series text once, on its first sight, and what it has not accepted
-is never a hit, so this accepts exactly what :data:`_BODY` does. A ``}`` inside a value cuts the block short: the
-cut text is not a valid series (its quotes do not pair), and the line goes to tier 2."""
-_KEPT_TAIL: Final = r" ([^\n]++)\n"
-"""A kept line after its series: 2 its value text (the value and any timestamp; checked by :data:`_VALUE_RE` when
-it differs from the series' last value text, which was checked)."""
-_SPLIT_RE: Final = re.compile(rf"({_NAME}\{{{_BODY}\}}) ([^\n]++)")
-"""A kept line whose label block holds a ``}``: 1 its series, 2 its value text."""
-_VALUE_RE: Final = re.compile(rf"(?:([+-]?[0-9]++)|({_NUM}))(?: {_TS})?+")
-"""A kept line's value text: 1 an integer, or 2 another number; then an optional timestamp."""
+a validating read), else validated here (a ``}`` inside a value, or a block over 1,024 characters). The series
+cache (:class:`_SeriesCache`) checks each distinct series text once, on its first sight, and what it has not
+accepted is never a hit, so the unchecked form (which can run past a line's end in a malformed page, at most 1,024
+characters) accepts exactly what :data:`_BODY` does. When the first form matches, the line's first ``}`` is
+followed by its value and its end, so no other reading of the braces exists."""
+_KEPT_TAIL: Final = rf" (?:([+-]?[0-9]++)|({_NUM}))(?: {_TS})?+\n"
+"""A kept line after its series: the value (2 an integer, 3 another number) and an optional timestamp."""
 _OTHER: Final = (
-    # 3 a counter block, or any other line (with its "\n"); 4 the counter of a block (see _scanner)
+    # 4 a counter block, or any other line (with its "\n"); 5 the counter of a block (see _scanner)
     r"((?=# (?:HELP|TYPE) (?P<cn>{counters})[ \n])"
     # the family's lines before its (last) # TYPE counter: no sample (prometheus_client would rename it too);
     # at most 16, so that a failed block costs bounded work
@@ -129,7 +124,7 @@ _OTHER: Final = (
     r"(?!# TYPE (?P=cn) )"
     r"|[^\n]++\n)"
 )
-_ROW_SIZE: Final = 4
+_ROW_SIZE: Final = 5
 
 _BLOCK_SAMPLE_RE: Final = re.compile(rf"^{_NAME}(?:\{{({_BODY})\}})? ({_NUM})(?: {_TS})?$", re.MULTILINE)
 _STRICT_SAMPLE_RE: Final = re.compile(rf"({_NAME}){_SAMPLE_TAIL[:-2]}")
@@ -563,41 +558,22 @@ def _parse_series(series: str) -> tuple[str, FrozenLabels]:
     return intern(name), labels
 
 
-class _Series:
-    """One cached series: its name and labels, and the sample its line gave last time with that line's value text.
-
-    Attributes:
-        name: the sample name (interned).
-        labels: its labels (shared by every sample of the series).
-        last: ``(value text, Sample)`` of the series' last kept line (``("", None)`` before the first), written
-            whole, so that a reader in another thread sees a matching pair. A line with the same value text gives
-            that same ``Sample`` again: it is immutable, and equal to what parsing the line would give.
-    """
-
-    __slots__ = ("labels", "last", "name")
-
-    def __init__(self, name: str, labels: FrozenLabels) -> None:
-        self.name = name
-        self.labels = labels
-        self.last: tuple[str, Sample | None] = ("", None)
-
-
 SERIES_CACHE_ENTRIES: Final = 32_768
 """Series one generation of :data:`SERIES_CACHE` holds at most (two generations: twice this)."""
-SERIES_CACHE_BYTES: Final = 16 << 20
-"""Bytes one generation holds at most, counted as :func:`_entry_bytes` does (two generations: 32 MiB at most).
+SERIES_CACHE_BYTES: Final = 12 << 20
+"""Bytes one generation holds at most, counted as :func:`_entry_bytes` does (two generations: 24 MiB at most).
 
-Why 16 MiB: the issue-15 fleet goal is under 100 KB of PSS per target at 10,000 targets (1 GB); 32 MiB is 3.3 KB
-of it per target. One generation must hold the kept series of the largest page measured, or every scrape of that
-page would rotate the cache: ``bench/parse.py``'s 96-rank vLLM page (4.25 MB) keeps 12,577 samples of as many
-series, counted 850 bytes each by :func:`_entry_bytes` (10.7 MB). At 10,000 targets, 16 MiB holds about 150
-distinct deployments' worth of vLLM's 130 kept series (replicas of one deployment share theirs); beyond that the
-generations rotate and a series not seen again within one generation is parsed again, as if it were new. The
-entry bound (32,768) is reached first only by series shorter than their average here."""
-_ENTRY_OVERHEAD: Final = 56 + 48 + 200
-"""Bytes of an entry beyond its key and label dict: the :class:`_Series` (56), its slot in the generation's dict
-(about 48: 8 of index and 24 of entry at a load of at most two thirds) and its ``last`` (about 200: the tuple 56,
-the ``Sample`` 56, its ``float`` 24 and the value text about 60)."""
+Why 12 MiB: the issue-15 fleet goal is under 100 KB of PSS per target at 10,000 targets (1 GB); 24 MiB is 2.4 KB
+of it per target. One generation must hold the largest page's kept series, or every scrape of it would rotate
+the cache: ``bench/parse.py``'s 96-rank vLLM page keeps 12,577 samples of 12,577 series, at 650 bytes each by
+:func:`_entry_bytes` (8.2 MB; 400 B measured with ``tracemalloc``, its label values being shared), so one
+generation holds it with room for about 6,000 more series; the entry bound (32,768) is never the one reached by
+such series, it bounds a cache of tiny ones. A fleet whose distinct kept series exceed this (about 100 distinct
+deployments of 130 vLLM series at 4 DP ranks... see docs/performance.md) rotates generations: series seen again
+within a generation still hit, the others are parsed again (as if there were no cache)."""
+_ENTRY_OVERHEAD: Final = 56 + 48
+"""Bytes of an entry beyond its key and label dict: the ``(name, labels)`` tuple (56) and its slot in the
+generation's dict (about 48: 8 of index and 24 of entry at a load of at most two thirds)."""
 
 
 def _entry_bytes(series: str, labels: FrozenLabels) -> int:
@@ -608,7 +584,7 @@ def _entry_bytes(series: str, labels: FrozenLabels) -> int:
 
 
 class _SeriesCache:
-    """Process-wide: series text (a kept line's ``name{labels}``, exactly as written) → its :class:`_Series`.
+    """Process-wide: series text (a kept line's ``name{labels}``, exactly as written) → its ``(name, labels)``.
 
     Prometheus's scrape cache keys each line's series text to the series it parsed before, so the same series
     at the next scrape skips label parsing (``scrape/scrape.go``, ``scrapeCache``). Here the key is shared
@@ -630,12 +606,12 @@ class _SeriesCache:
     __slots__ = ("_lock", "old", "young", "young_bytes")
 
     def __init__(self) -> None:
-        self.young: dict[str, _Series] = {}
-        self.old: dict[str, _Series] = {}
+        self.young: dict[str, tuple[str, FrozenLabels]] = {}
+        self.old: dict[str, tuple[str, FrozenLabels]] = {}
         self.young_bytes = 0
         self._lock = threading.Lock()
 
-    def add(self, series: str) -> _Series:
+    def add(self, series: str) -> tuple[str, FrozenLabels]:
         """``series``' entry after a miss in ``young``: from ``old``, else parsed; stored in ``young``.
 
         Raises:
@@ -643,8 +619,8 @@ class _SeriesCache:
         """
         entry = self.old.get(series)
         if entry is None:
-            entry = _Series(*_parse_series(series))
-        size = _entry_bytes(series, entry.labels)
+            entry = _parse_series(series)
+        size = _entry_bytes(series, entry[1])
         if size > SERIES_CACHE_BYTES:
             return entry
         with self._lock:
@@ -705,9 +681,7 @@ def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
     could not place (``[]`` when the samples are the answer).
 
     A kept line costs a dictionary look-up of its series text in :data:`SERIES_CACHE` (name and labels, parsed
-    and checked the first time that text was seen), then the value's conversion and a ``Sample`` — or, when the
-    series' value text is what it was at its last parse (an idle gauge, the upper buckets of a histogram, a
-    replica serving the same value), that same ``Sample`` again.
+    and checked the first time that text was seen), the value's conversion and the ``Sample``.
 
     Raises:
         Unrecognized: a kept sample's labels are outside what this module proves (duplicate or reserved label
@@ -718,49 +692,29 @@ def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
     new, blank, sample_type = _new_object, _Blank, Sample
     cache = SERIES_CACHE
     cached = cache.young.get
-    match_value = _VALUE_RE.fullmatch
     last = ""
     samples: list[Sample] = []
-    for series, tail, other, counter in plan.findall(text):
+    for series, iv, fv, other, counter in plan.findall(text):
         if series:
             entry = cached(series)
             if entry is None:
-                try:
-                    entry = cache.add(series)
-                except Unrecognized:  # cut at a "}" inside a value? Read the line with _BODY
-                    split = _SPLIT_RE.fullmatch(f"{series} {tail}")
-                    if split is None:  # not a sample tier 1 reads: tier 2 decides
-                        unknown.append(f"{series} {tail}")
-                        continue
-                    series, tail = split.groups()
-                    entry = cache.add(series)  # Unrecognized: duplicate or reserved label names
+                entry = cache.add(series)
                 cached = cache.young.get  # add() may have started a new generation
-            previous = entry.last
-            sample: Sample
-            if previous[0] == tail:  # the series' value text is what it was: the same (immutable) Sample
-                sample = previous[1]  # type: ignore[assignment]
+            name, labels = entry
+            value: float
+            if iv:
+                try:
+                    value = int(iv)
+                except ValueError:  # more digits than int() converts; prometheus_client then uses float()
+                    value = float(iv)
             else:
-                number = match_value(tail)
-                if number is None:  # an exemplar, extra spaces, not a number: tier 2 decides
-                    unknown.append(f"{series} {tail}")
-                    continue
-                iv, fv = number.groups()
-                value: float
-                if iv:
-                    try:
-                        value = int(iv)
-                    except ValueError:  # more digits than int() converts; prometheus_client then uses float()
-                        value = float(iv)
-                else:
-                    value = float(fv)
-                filling: _Blank = new(blank)
-                filling.name = entry.name
-                filling.labels = entry.labels
-                filling.value = value
-                filling.__class__ = sample_type  # type: ignore[assignment]
-                sample = filling  # type: ignore[assignment]
-                entry.last = (tail, sample)
-            name = entry.name
+                value = float(fv)
+            filling: _Blank = new(blank)
+            filling.name = name
+            filling.labels = labels
+            filling.value = value
+            filling.__class__ = sample_type  # type: ignore[assignment]
+            sample: Sample = filling  # type: ignore[assignment]
             if name is last:  # histogram buckets and other runs of one name (names are interned)
                 samples.append(sample)
             else:

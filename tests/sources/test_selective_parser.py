@@ -356,9 +356,3 @@ def test_the_series_cache_stays_within_its_bounds_and_exact_while_it_rotates(mon
         check_agrees(text, keep_kept)
         assert cache.young_bytes <= 2_000
 
-
-def test_an_unchanged_series_value_gives_the_same_sample_and_a_changed_one_a_new_sample() -> None:
-    one = parse_exposition('kept_a{engine="0"} 1.5\nkept_a{engine="1"} 2\n', keep_kept)["kept_a"]
-    two = parse_exposition('kept_a{engine="0"} 1.5\nkept_a{engine="1"} 3\n', keep_kept)["kept_a"]
-    assert two[0] is one[0] and two[0].labels is one[0].labels
-    assert two[1] is not one[1] and two[1].value == 3 and type(two[1].value) is int
