@@ -8,8 +8,10 @@ For each capture in ../shared/engine-metrics (read at run time, never copied):
 * **ours** — ``parse_exposition(text, keep)`` with ``keep`` the detected engine's adapter ``wants`` (DCGM
   captures have no adapter and keep nothing): the values the advisor reads, with every line still validated.
 
-Both sides parse the same ``str`` (no I/O, no decoding). They are timed side by side in one run: each round
-times a batch of full parses then a batch of ours (the order alternating between rounds), so machine noise
+Both sides parse the same ``str`` (no I/O, no decoding). Ours parses the same text at every call: after
+the warm-up every kept series is in the parser's series cache (its labels parsed once), as at a target's later
+scrapes. They are timed side by side in one run: each round times a batch of full parses then a batch of ours (the
+order alternating between rounds), so machine noise
 hits both alike, and the ratio reported is the **median of the per-round ratios**. The clock is the
 process's CPU time by default (``--clock cpu``: time spent descheduled on a shared machine is not counted,
 for either side); ``--clock wall`` uses ``time.perf_counter``. Before timing, the result

@@ -14,7 +14,8 @@ module only accepts text whose every line it can prove ``prometheus_client`` wou
   the ``keep`` predicate (a :class:`_Plan`, cached per ``keep`` object, since an adapter's ``wants`` is asked
   about the same names at every scrape) walks the whole text in C. Each line must be, strictly, a sample of a
   name ``keep`` accepts (``name{l="v",…} value [timestamp]``, single spaces, no surrounding whitespace, no
-  exemplar: captured, up to three label pairs as groups so no second parse is needed), a line beginning with a
+  exemplar: captured as its series text and its value; the series text is looked up in :data:`SERIES_CACHE`,
+  which parses and checks each distinct series once, process-wide), a line beginning with a
   name ``keep`` rejects and ``{`` or a space (not read further), ``# HELP name …``, ``# TYPE name type`` (a
   type ``prometheus_client`` accepts), another comment or a blank line — runs of the non-captured kinds are
   consumed as one match, so skipped families cost no Python at all. A ``# TYPE x counter`` whose name lacks
@@ -60,8 +61,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import sys
+import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, NoReturn
 
 from advisor.domain import Sample
 
@@ -99,21 +102,17 @@ _COMMENT_LINE: Final = (
     rf"| TYPE {{not_counter}}{_NAME} (?:(?<=[a-zA-Z0-9_:]_total )counter|{_TYPE_WORDS_RE.replace('|counter', '')})\n"
     rf"|{_OTHER_COMMENT[1:]}\n)"
 )
-_SLOT_PAIR: Final = r'((?!__)[a-zA-Z_][a-zA-Z0-9_]*+)="([^"\\\n]*+)"'
-_FAST_PAIR: Final = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*+="(?!,)[^"\\\n]*+'
-"""A pair without its closing quote, for the split by ``'",'`` and ``'="'``: its value must not begin with ``,``
-(``c=",",d="4"`` would split at the opening quote; such values take the escape path)."""
-_KEPT_TAIL: Final = (
-    # labels: 2..7 up to three pairs (name, value) without escapes; or 8 more such pairs, without their last
-    # quote (then '",' and '="' occur only between pairs: two str calls split them); or 9 the whole body
-    # (an escape, a trailing comma)
-    rf'(?:\{{(?:{_SLOT_PAIR}(?:,{_SLOT_PAIR}(?:,{_SLOT_PAIR})?+)?+(?=\}})|({_FAST_PAIR}(?:",{_FAST_PAIR})*+)"|({_BODY}))\}})?+'
-    # 10 an integer; 11 the digits of an integral float "123.0" (float(int()) is exact below 2**53, and
-    # twice as fast as float()); 12 another number
-    rf" (?:([+-]?[0-9]++)|([0-9]{{1,15}}+)\.0|({_NUM}))(?: {_TS})?+\n"
-)
+_SERIES_LABELS: Final = rf"(?:\{{[^}}]{{0,1024}}+\}}|\{{{_BODY}\}})?"
+"""A kept line's label block: read to its first ``}`` unchecked (``[^}]`` runs at C speed: a third of the time of
+a validating read), else validated here (a ``}`` inside a value, or a block over 1,024 characters). The series
+cache (:class:`_SeriesCache`) checks each distinct series text once, on its first sight, and what it has not
+accepted is never a hit, so the unchecked form (which can run past a line's end in a malformed page, at most 1,024
+characters) accepts exactly what :data:`_BODY` does. When the first form matches, the line's first ``}`` is
+followed by its value and its end, so no other reading of the braces exists."""
+_KEPT_TAIL: Final = rf" (?:([+-]?[0-9]++)|({_NUM}))(?: {_TS})?+\n"
+"""A kept line after its series: the value (2 an integer, 3 another number) and an optional timestamp."""
 _OTHER: Final = (
-    # 13 a counter block, or any other line (with its "\n"); 14 the counter of a block (see _scanner)
+    # 4 a counter block, or any other line (with its "\n"); 5 the counter of a block (see _scanner)
     r"((?=# (?:HELP|TYPE) (?P<cn>{counters})[ \n])"
     # the family's lines before its (last) # TYPE counter: no sample (prometheus_client would rename it too);
     # at most 16, so that a failed block costs bounded work
@@ -125,7 +124,7 @@ _OTHER: Final = (
     r"(?!# TYPE (?P=cn) )"
     r"|[^\n]++\n)"
 )
-_ROW_SIZE: Final = 14
+_ROW_SIZE: Final = 5
 
 _BLOCK_SAMPLE_RE: Final = re.compile(rf"^{_NAME}(?:\{{({_BODY})\}})? ({_NUM})(?: {_TS})?$", re.MULTILINE)
 _STRICT_SAMPLE_RE: Final = re.compile(rf"({_NAME}){_SAMPLE_TAIL[:-2]}")
@@ -407,29 +406,28 @@ def _kept_blocks(text: str, plan: _Plan) -> str | None:
 
 @functools.lru_cache(maxsize=128)
 def _scanner(kept: frozenset[str] | None, rejected: frozenset[str], counters: frozenset[str]) -> re.Pattern[str]:
-    """The tier-1 scan: a regex whose ``findall`` tiles the text line by line, with 14 groups per match.
+    """The tier-1 scan: a regex whose ``findall`` tiles the text line by line, with 5 groups per match.
 
     Alternatives, tried in order at each line start:
 
-    1. a sample of a kept name (``None``: any name but ``counters``) → groups 1 name; the labels: 2–7 up to
-       three pairs (name, value), or 8 more pairs as ``a="1",b="2",c="3",d="4`` (no escape: split by
-       ``'",'`` and ``'="'``), or 9 the body (an escape, a trailing comma); the value: 10 an integer, 11 the
-       digits of an integral float (``"12.0"``) or 12 another number;
+    1. a sample of a kept name (``None``: any name but ``counters``) → 1 the series (the name and its label
+       block, exactly as written: the key of :class:`_SeriesCache`); the value: 2 an integer or 3 another
+       number;
     2. a run of lines producing nothing: lines beginning with a ``rejected`` name and ``{`` or a space (the
        rest of the line unread: ``[^\\n]*+`` runs at C speed, a validating tail at a third of it), valid
        ``# HELP``/``# TYPE`` lines (not of ``counters``), other comments, blank lines → no group;
     3. a counter block: the ``# HELP x``/``# TYPE x …`` lines (``x`` in ``counters``, at most 16) up to a
        ``# TYPE x counter`` with no sample between, and every following line ``prometheus_client`` keeps in
        that family (samples ``x``, ``# HELP x``, other comments, blank lines), not followed by another
-       ``# TYPE x …`` → 13 the block, 14 ``x``;
-    4. any other line → 13 the line with its ``"\\n"`` (a new name to learn, or text tier 1 does not prove).
+       ``# TYPE x …`` → 4 the block, 5 ``x``;
+    4. any other line → 4 the line with its ``"\\n"`` (a new name to learn, or text tier 1 does not prove).
 
     Example (kept ``{"a"}``, rejected ``{"b"}``)::
 
-        # TYPE a gauge\\n      → ("", …)                            (alternative 2, with the next line)
+        # TYPE a gauge\\n      → ("", "", "", "", "")                (alternative 2, with the next line)
         b 2\\n
-        a{x="1"} 3\\n          → ("a", "x", "1", "", "", "", "", "", "", "3", "", "", "", "")
-        c 4\\n                 → ("", …, "c 4\\n", "")                (learn "c")
+        a{x="1"} 3\\n          → ('a{x="1"}', "3", "", "", "")
+        c 4\\n                 → ("", "", "", "c 4\\n", "")           (learn "c")
     """
     if kept is None:
         name = f"(?!(?:{_trie(sorted(counters))})[{{ ]){_NAME}" if counters else _NAME
@@ -439,7 +437,7 @@ def _scanner(kept: frozenset[str] | None, rejected: frozenset[str], counters: fr
     counter_trie = _trie(sorted(counters))
     skip += [_COMMENT_LINE.replace("{not_counter}", f"(?!{counter_trie}[ \\n])" if counters else ""), r"\n"]
     other = _OTHER.replace("{counters}", counter_trie)
-    pattern = re.compile(rf"({name}){_KEPT_TAIL}|(?:{'|'.join(skip)})++|{other}")
+    pattern = re.compile(rf"({name}{_SERIES_LABELS}){_KEPT_TAIL}|(?:{'|'.join(skip)})++|{other}")
     assert pattern.groups == _ROW_SIZE
     return pattern
 
@@ -472,6 +470,174 @@ def _trie(names: list[str]) -> str:
         return group + "?+" if optional else group  # possessive: a name is followed by "{" or " "
 
     return emit(root)
+
+
+# --- the series cache ------------------------------------------------------------------------------------
+
+
+class FrozenLabels(dict[str, str]):
+    """The labels of a sample read through :data:`SERIES_CACHE`: one object for every sample of one series, in
+    every parse and every target, so it cannot be changed.
+
+    A ``dict`` (``==`` a plain dict of the same pairs, printed and JSON-encoded as one, ``dict(labels)`` copies
+    it) whose mutating methods raise ``TypeError``: a caller that edits a sample's labels would otherwise edit
+    every later sample of that series. ``copy.copy``, ``copy.deepcopy`` and ``pickle`` give plain dicts.
+    (``dict.__setitem__(labels, …)`` still writes: never do that.)
+
+    Example: ``FrozenLabels({"engine": "0"})["engine"] = "1"`` → ``TypeError``.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self) -> NoReturn:
+        raise TypeError("parsed sample labels are shared and read-only: copy them with dict(labels)")
+
+    def __setitem__(self, key: str, value: str) -> NoReturn:
+        self._refuse()
+
+    def __delitem__(self, key: str) -> NoReturn:
+        self._refuse()
+
+    def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        self._refuse()
+
+    def clear(self) -> NoReturn:
+        self._refuse()
+
+    def pop(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def popitem(self) -> NoReturn:
+        self._refuse()
+
+    def setdefault(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
+        return dict, (dict(self),)
+
+    def __copy__(self) -> dict[str, str]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, str]:
+        return dict(self)
+
+
+_SERIES_RE: Final = re.compile(rf"({_NAME})(?:\{{({_BODY})\}})?")
+
+
+def _parse_series(series: str) -> tuple[str, FrozenLabels]:
+    """A kept line's series text, checked and read once: ``(name, labels)``, every string interned (the samples of
+    one name share one name, the series of one model one ``model_name`` value).
+
+    Example: ``'vllm:num_requests_running{engine="0",model_name="m"}'`` →
+    ``("vllm:num_requests_running", FrozenLabels({"engine": "0", "model_name": "m"}))``.
+
+    Raises:
+        Unrecognized: not ``name{pairs}`` as :data:`_BODY` reads it (``prometheus_client`` decides), or
+            duplicate or reserved (``__…``) label names.
+    """
+    match = _SERIES_RE.fullmatch(series)
+    if match is None:
+        raise Unrecognized
+    name, body = match.groups()
+    if not body:
+        return sys.intern(name), FrozenLabels()
+    intern = sys.intern
+    pairs = _PAIR_RE.findall(body)
+    keys = list(map(intern, [k for k, _ in pairs]))
+    if "\\" in body:
+        labels = FrozenLabels(zip(keys, [intern(_ESCAPE_RE.sub(_unescape, v)) for _, v in pairs], strict=True))
+    else:
+        labels = FrozenLabels(zip(keys, map(intern, [v for _, v in pairs]), strict=True))
+    if len(labels) != len(pairs) or ("__" in body and any(k.startswith("__") for k in labels)):
+        raise Unrecognized  # prometheus_client rejects duplicate names; reserved ones it reads otherwise
+    return intern(name), labels
+
+
+SERIES_CACHE_ENTRIES: Final = 32_768
+"""Series one generation of :data:`SERIES_CACHE` holds at most (two generations: twice this)."""
+SERIES_CACHE_BYTES: Final = 12 << 20
+"""Bytes one generation holds at most, counted as :func:`_entry_bytes` does (two generations: 24 MiB at most).
+
+Why 12 MiB: the issue-15 fleet goal is under 100 KB of PSS per target at 10,000 targets (1 GB); 24 MiB is 2.4 KB
+of it per target. One generation must hold the largest page's kept series, or every scrape of it would rotate
+the cache: ``bench/parse.py``'s 96-rank vLLM page keeps 12,577 samples of 12,577 series, at 650 bytes each by
+:func:`_entry_bytes` (8.2 MB; 400 B measured with ``tracemalloc``, its label values being shared), so one
+generation holds it with room for about 6,000 more series; the entry bound (32,768) is never the one reached by
+such series, it bounds a cache of tiny ones. A fleet whose distinct kept series exceed this (about 100 distinct
+deployments of 130 vLLM series at 4 DP ranks... see docs/performance.md) rotates generations: series seen again
+within a generation still hit, the others are parsed again (as if there were no cache)."""
+_ENTRY_OVERHEAD: Final = 56 + 48
+"""Bytes of an entry beyond its key and label dict: the ``(name, labels)`` tuple (56) and its slot in the
+generation's dict (about 48: 8 of index and 24 of entry at a load of at most two thirds)."""
+
+
+def _entry_bytes(series: str, labels: FrozenLabels) -> int:
+    """What caching ``series`` costs, an over-estimate: the key, the label dict, each label value as if it were not
+    shared with other series (interned, it often is), and :data:`_ENTRY_OVERHEAD`."""
+    size = sys.getsizeof
+    return size(series) + size(labels) + sum(map(size, labels.values())) + _ENTRY_OVERHEAD
+
+
+class _SeriesCache:
+    """Process-wide: series text (a kept line's ``name{labels}``, exactly as written) → its ``(name, labels)``.
+
+    Prometheus's scrape cache keys each line's series text to the series it parsed before, so the same series
+    at the next scrape skips label parsing (``scrape/scrape.go``, ``scrapeCache``). Here the key is shared
+    across targets too: replicas of one model serve identical series text. Only text that
+    :func:`_parse_series` accepted is stored, so a hit is a series already checked (and a line the scan's
+    regex matched but whose series is new is checked on its first sight).
+
+    Two generations bound it (a clock-free approximation of least-recently-used): a miss looks in ``old``,
+    then parses, and stores in ``young``; when ``young`` is full (:data:`SERIES_CACHE_ENTRIES`,
+    :data:`SERIES_CACHE_BYTES`), it becomes ``old`` and the former ``old`` is dropped. A series seen in each
+    generation stays; one not seen for a whole generation is forgotten. A hit costs one dict look-up.
+
+    Attributes:
+        young: the current generation.
+        old: the previous one (read, never written).
+        young_bytes: ``young``'s size as :func:`_entry_bytes` counts it.
+    """
+
+    __slots__ = ("_lock", "old", "young", "young_bytes")
+
+    def __init__(self) -> None:
+        self.young: dict[str, tuple[str, FrozenLabels]] = {}
+        self.old: dict[str, tuple[str, FrozenLabels]] = {}
+        self.young_bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, series: str) -> tuple[str, FrozenLabels]:
+        """``series``' entry after a miss in ``young``: from ``old``, else parsed; stored in ``young``.
+
+        Raises:
+            Unrecognized: as :func:`_parse_series` (nothing is stored).
+        """
+        entry = self.old.get(series)
+        if entry is None:
+            entry = _parse_series(series)
+        size = _entry_bytes(series, entry[1])
+        if size > SERIES_CACHE_BYTES:
+            return entry
+        with self._lock:
+            if len(self.young) >= SERIES_CACHE_ENTRIES or self.young_bytes + size > SERIES_CACHE_BYTES:
+                self.old, self.young, self.young_bytes = self.young, {}, 0
+            self.young[series] = entry
+            self.young_bytes += size
+        return entry
+
+    def clear(self) -> None:
+        """Forget every series."""
+        with self._lock:
+            self.old, self.young, self.young_bytes = {}, {}, 0
+
+
+SERIES_CACHE: Final = _SeriesCache()
+"""The process's series cache (:class:`_SeriesCache`), used by every tier-1 scan."""
 
 
 _new_object: Final = object.__new__
@@ -514,46 +680,33 @@ def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
     """One tier-1 scan of ``text`` (every line ending in ``"\\n"``): the kept samples, and the lines the plan
     could not place (``[]`` when the samples are the answer).
 
+    A kept line costs a dictionary look-up of its series text in :data:`SERIES_CACHE` (name and labels, parsed
+    and checked the first time that text was seen), the value's conversion and the ``Sample``.
+
     Raises:
-        Unrecognized: a kept sample repeats a label name.
+        Unrecognized: a kept sample's labels are outside what this module proves (duplicate or reserved label
+            names, a label block only ``prometheus_client`` reads).
     """
     out: dict[str, list[Sample]] = {}
     unknown: list[str] = []
     new, blank, sample_type = _new_object, _Blank, Sample
+    cache = SERIES_CACHE
+    cached = cache.young.get
     last = ""
     samples: list[Sample] = []
-    for name, k1, v1, k2, v2, k3, v3, pairs, body, iv, dv, fv, other, counter in plan.findall(text):
-        if name:
-            labels: dict[str, str]
-            if k1:
-                if not k2:
-                    labels = {k1: v1}
-                elif not k3:
-                    if k1 == k2:
-                        raise Unrecognized
-                    labels = {k1: v1, k2: v2}
-                else:
-                    if k1 in (k2, k3) or k2 == k3:
-                        raise Unrecognized
-                    labels = {k1: v1, k2: v2, k3: v3}
-            elif pairs:  # four or more
-                flat = pairs.replace('",', '="').split('="')  # [name, value, name, value, …]
-                pairs_iter = iter(flat)
-                labels = dict(zip(pairs_iter, pairs_iter, strict=False))
-                if 2 * len(labels) != len(flat):
-                    raise Unrecognized
-            elif body:  # an escape, or a trailing comma
-                labels = _labels(body, {})
-            else:
-                labels = {}
+    for series, iv, fv, other, counter in plan.findall(text):
+        if series:
+            entry = cached(series)
+            if entry is None:
+                entry = cache.add(series)
+                cached = cache.young.get  # add() may have started a new generation
+            name, labels = entry
             value: float
             if iv:
                 try:
                     value = int(iv)
                 except ValueError:  # more digits than int() converts; prometheus_client then uses float()
                     value = float(iv)
-            elif dv:
-                value = float(int(dv))
             else:
                 value = float(fv)
             filling: _Blank = new(blank)
@@ -562,7 +715,7 @@ def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
             filling.value = value
             filling.__class__ = sample_type  # type: ignore[assignment]
             sample: Sample = filling  # type: ignore[assignment]
-            if name == last:  # histogram buckets and other runs of one name
+            if name is last:  # histogram buckets and other runs of one name (names are interned)
                 samples.append(sample)
             else:
                 last = name
@@ -575,8 +728,8 @@ def _scan(text: str, plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
         elif counter:
             final = counter + "_total"
             if plan.wants(final):
-                cache: dict[str, dict[str, str]] = {}
-                renamed = [_sample(final, _labels(b, cache), _value(v)) for b, v in _BLOCK_SAMPLE_RE.findall(other)]
+                bodies: dict[str, dict[str, str]] = {}
+                renamed = [_sample(final, _labels(b, bodies), _value(v)) for b, v in _BLOCK_SAMPLE_RE.findall(other)]
                 if renamed:
                     out.setdefault(final, []).extend(renamed)
                     last = ""

@@ -7,7 +7,10 @@ type (``int`` vs ``float``), NaN where NaN — for ``keep=None`` and for a selec
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 
@@ -267,3 +270,89 @@ def test_renamed_counters_are_read_on_the_fast_path() -> None:
     out, unknown = selective_parser._scan(text, selective_parser._PLANS[keep])
     assert unknown == []
     assert [(s.name, s.value) for s in out["c_total"]] == [("c_total", 7), ("c_total", 8)]
+
+
+# --- the series cache: second parses, new values, shared labels --------------------------------------------
+
+series_label_values = st.lists(st.sampled_from([*'ab ,={}"\\\n#', "# ", "} ", "\\", "é"]), max_size=6).map("".join)
+values = st.one_of(numbers, st.sampled_from(["NaN", "+Inf", "-Inf", "0.0", "300.0", "1.7960301503625555e+09"]))
+
+
+@st.composite
+def series_pages(draw: st.DrawFn) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Kept series ``(name, label block)`` (escaped quotes, commas, braces, spaces, ``# `` in values; repeated
+    series), and two value lists for them (timestamps on some lines)."""
+    series: list[tuple[str, str]] = []
+    for _ in range(draw(st.integers(1, 8))):
+        name = draw(st.sampled_from(["kept_a", "kept_b_bucket", "kept_c_total", "dropped"]))
+        labels = draw(st.dictionaries(label_names, series_label_values, max_size=4))
+        body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
+        series.append((name, f"{{{body}}}" if labels or draw(st.booleans()) else ""))
+    series += draw(st.lists(st.sampled_from(series), max_size=3))  # repeated series
+    first = [draw(values) + draw(timestamps) for _ in series]
+    second = [draw(values) + draw(timestamps) for _ in series]
+    return series, first, second
+
+
+def render(series: list[tuple[str, str]], values_: list[str]) -> str:
+    return "".join(f"{name}{labels} {value}\n" for (name, labels), value in zip(series, values_, strict=True))
+
+
+def keep_kept(name: str) -> bool:
+    return name.startswith("kept_")
+
+
+@settings(max_examples=300, deadline=None)
+@given(series_pages(), st.sampled_from([keep_kept, None]))
+def test_a_second_parse_and_new_values_of_the_same_series_agree_with_prometheus_client(
+    page: tuple[list[tuple[str, str]], list[str], list[str]], keep: Callable[[str], bool] | None
+) -> None:
+    series, first, second = page
+    for text in (render(series, first), render(series, first), render(series, second), render(series, first)):
+        check_agrees(text, keep)
+
+
+def test_labels_of_cached_series_cannot_be_changed_and_a_later_parse_is_unchanged() -> None:
+    text = '# TYPE kept_a gauge\nkept_a{engine="0",model_name="m"} 1.0\nkept_a{engine="1",model_name="m"} 2.0\n'
+    first = parse_exposition(text, keep_kept)
+    labels = first["kept_a"][0].labels
+    for mutate in (
+        lambda d: d.__setitem__("engine", "9"),
+        lambda d: d.__delitem__("engine"),
+        lambda d: d.pop("engine"),
+        lambda d: d.popitem(),
+        lambda d: d.setdefault("x", "1"),
+        lambda d: d.update(engine="9"),
+        lambda d: d.clear(),
+        lambda d: d.__ior__({"engine": "9"}),
+    ):
+        with pytest.raises(TypeError):
+            mutate(labels)
+    copied = dict(labels)
+    copied["engine"] = "9"  # a copy is a plain dict
+    assert parse_exposition(text, keep_kept) == first == parse_exposition_full(text, keep_kept)
+    assert first["kept_a"][0].labels == {"engine": "0", "model_name": "m"}
+
+
+def test_cached_labels_copy_pickle_and_serialize_as_plain_dicts() -> None:
+    labels = parse_exposition('kept_a{engine="0"} 1\n', keep_kept)["kept_a"][0].labels
+    assert isinstance(labels, selective_parser.FrozenLabels)
+    for copied in (copy.copy(labels), copy.deepcopy(labels), pickle.loads(pickle.dumps(labels))):
+        assert type(copied) is dict and copied == {"engine": "0"}
+    assert json.dumps(labels) == '{"engine": "0"}'
+
+
+def test_the_series_cache_stays_within_its_bounds_and_exact_while_it_rotates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selective_parser, "SERIES_CACHE_ENTRIES", 5)
+    monkeypatch.setattr(selective_parser, "SERIES_CACHE", selective_parser._SeriesCache())
+    cache = selective_parser.SERIES_CACHE
+    text = "".join(f'kept_a{{engine="{r}",model_name="m"}} {r}.5\n' for r in range(12))
+    for _ in range(3):
+        check_agrees(text, keep_kept)
+        assert len(cache.young) <= 5 and len(cache.old) <= 5
+    monkeypatch.setattr(selective_parser, "SERIES_CACHE_BYTES", 2_000)
+    cache.clear()
+    for _ in range(2):
+        check_agrees(text, keep_kept)
+        assert cache.young_bytes <= 2_000
+
