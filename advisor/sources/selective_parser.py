@@ -62,7 +62,6 @@ import contextlib
 import functools
 import re
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
@@ -597,19 +596,24 @@ class _SeriesCache:
     :data:`SERIES_CACHE_BYTES`), it becomes ``old`` and the former ``old`` is dropped. A series seen in each
     generation stays; one not seen for a whole generation is forgotten. A hit costs one dict look-up.
 
+    No lock: scrape threads share it, and every step is one dict operation or one assignment, each atomic under
+    CPython's GIL. An :meth:`add` racing a rotation can at worst store its entry in the generation being dropped
+    (the series is parsed again at its next sight) or count its bytes against the new generation (a bound
+    overshot by one entry). A stored value is always the parse of its own key, so results stay exact. (The
+    parser is in the pure layer, which imports no threading: ``pyproject.toml``'s import contracts.)
+
     Attributes:
         young: the current generation.
         old: the previous one (read, never written).
         young_bytes: ``young``'s size as :func:`_entry_bytes` counts it.
     """
 
-    __slots__ = ("_lock", "old", "young", "young_bytes")
+    __slots__ = ("old", "young", "young_bytes")
 
     def __init__(self) -> None:
         self.young: dict[str, tuple[str, FrozenLabels]] = {}
         self.old: dict[str, tuple[str, FrozenLabels]] = {}
         self.young_bytes = 0
-        self._lock = threading.Lock()
 
     def add(self, series: str) -> tuple[str, FrozenLabels]:
         """``series``' entry after a miss in ``young``: from ``old``, else parsed; stored in ``young``.
@@ -623,17 +627,15 @@ class _SeriesCache:
         size = _entry_bytes(series, entry[1])
         if size > SERIES_CACHE_BYTES:
             return entry
-        with self._lock:
-            if len(self.young) >= SERIES_CACHE_ENTRIES or self.young_bytes + size > SERIES_CACHE_BYTES:
-                self.old, self.young, self.young_bytes = self.young, {}, 0
-            self.young[series] = entry
-            self.young_bytes += size
+        if len(self.young) >= SERIES_CACHE_ENTRIES or self.young_bytes + size > SERIES_CACHE_BYTES:
+            self.old, self.young, self.young_bytes = self.young, {}, 0
+        self.young[series] = entry
+        self.young_bytes += size
         return entry
 
     def clear(self) -> None:
         """Forget every series."""
-        with self._lock:
-            self.old, self.young, self.young_bytes = {}, {}, 0
+        self.old, self.young, self.young_bytes = {}, {}, 0
 
 
 SERIES_CACHE: Final = _SeriesCache()

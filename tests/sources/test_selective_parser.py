@@ -355,4 +355,3 @@ def test_the_series_cache_stays_within_its_bounds_and_exact_while_it_rotates(mon
     for _ in range(2):
         check_agrees(text, keep_kept)
         assert cache.young_bytes <= 2_000
-
