@@ -268,8 +268,13 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
         print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
         time.sleep(args.warmup)
         svc = service(url, args.interval, args.window, args.batch, args.max_bytes, not args.no_federate)
+        assert svc.prom is not None
+        cached = svc.prom.federation_reader
         try:
             for i in range(1, args.cycles + 1):
+                # --compare: even cycles read /federate by the reference path, odd ones through the cache
+                reader = "reference" if args.reference or (args.compare and i % 2 == 0) else "cached"
+                svc.prom.federation_reader = None if reader == "reference" else cached
                 began = time.monotonic()
                 cpu0 = time.process_time()
                 assert svc.prom is not None
@@ -292,6 +297,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     "up": sum(t.up for d in result.deployments for t in d.targets),
                     "rss_peak_mib": _rss_mib(),
                     "federate": svc.prom.federation,
+                    "reader": reader,
                 }
                 if svc.prom.federation and until is not None:
                     row["new_points"] = 1  # /federate: the newest sample of each series
@@ -301,7 +307,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     f"({'the window' if row['new_points'] is None else row['new_points']} new points per series), "
                     f"advisor CPU {row['cpu_s']:6.2f} s, cycle {row['wall_s']:6.2f} s, "
                     f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB"
-                    f"{', /federate' if row['federate'] and i > 1 else ''}",
+                    f"{f', /federate ({reader})' if row['federate'] and i > 1 else ''}",
                     flush=True,
                 )
                 if args.json:
@@ -360,6 +366,13 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the store (default 600)")
     ap.add_argument("--whole-window", action="store_true", help="also time one whole-window read (the old path)")
     ap.add_argument("--no-federate", action="store_true", help="prometheus.federate: false (query_range every cycle)")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="alternate the /federate readers: even cycles the reference path (groups_from_federation, no cache), "
+        "odd ones the cached FederationReader (the default), side by side in one run",
+    )
+    ap.add_argument("--reference", action="store_true", help="read /federate by the reference path only")
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
     # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
