@@ -83,6 +83,7 @@ import contextlib
 import functools
 import json
 import math
+import operator
 import re
 import threading
 import time
@@ -103,6 +104,7 @@ from advisor.conventions import (
 )
 from advisor.domain import Exposition, Sample, TimedSnapshot
 from advisor.engines.base import EngineAdapter
+from advisor.engines.common import _FirstSamples, first_samples
 from advisor.errors import ParseError
 
 # the HTTP edge shared with the scraper: one deadline over the whole request, one byte cap, one redaction
@@ -696,7 +698,12 @@ of instances); labels unique to each instance on every series (``pod=…`` from 
 per series. Each costs about 300 bytes (the key text, a tuple, a dict slot; the labels dict is shared by every
 instance): at most about 150 MB, 40 KB for the 132 shapes of the bench."""
 
+FirstSamples: Final = _FirstSamples
+"""A family's samples known to repeat no series: :func:`first_samples` (in ``observe``, then in the adapter) passes
+such a list through instead of hashing every label set again (its documented contract, ``engines/common.py``)."""
+
 _FED_TIMESTAMP: Final = re.compile(r"-?[0-9]+")
+_LABELS: Final = operator.attrgetter("labels")
 _FED_ODD_SPACE: Final = re.compile(r"[^\S \n]")
 """Whitespace other than space and newline: ``float()`` would strip it from a value the reference parser refuses,
 so an answer holding any takes the reference path."""
@@ -781,8 +788,29 @@ class _FedGeneration:
 
     kept: dict[tuple[str, frozenset[str]], dict[str, tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
     owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], str] = field(default_factory=dict)
+    # per (group label, drop set): the size of its shape cache when last checked, and the families in which
+    # first_samples finds two shapes to be one series (a cache only grows within a generation: an equal size is
+    # the same set of shapes)
+    repeating: dict[tuple[str, frozenset[str]], tuple[int, frozenset[str]]] = field(default_factory=dict)
     shapes: int = 0
     collided: bool = False
+
+
+def _repeating(gen: _FedGeneration, where: tuple[str, frozenset[str]]) -> frozenset[str]:
+    """The families in which two cached shapes of ``where`` are one series to :func:`first_samples` (the judge of
+    what repeats a series: equal label sets, an empty value being no label). In the others, a target's samples,
+    one per distinct shape, repeat no series and are handed over as :data:`FirstSamples`."""
+    entries = list(gen.kept[where].values())
+    known = gen.repeating.get(where)
+    if known is not None and known[0] == len(entries):
+        return known[1]
+    families: dict[str, list[Sample]] = {}
+    for name, kept in entries:
+        if name != UP:
+            families.setdefault(name, []).append(Sample(name, kept, 0.0))
+    repeating = frozenset(n for n, ss in families.items() if first_samples({n: ss})[1])
+    gen.repeating[where] = (len(entries), repeating)
+    return repeating
 
 
 def _federation_cached(
@@ -880,13 +908,21 @@ def _federation_cached(
                     b[3], b[4] = ts, t
             samples = b[0].get(name)
             if samples is None:
-                samples = b[0][name] = []
+                samples = b[0][name] = FirstSamples()
             samples.append(Sample(name, kept, float(value)))
+        repeating = {where: _repeating(gen, where) for where in {(label, b[1]) for b in builds.values()}}
         groups: list[PromGroup] = []
         for key in builds.keys() | ups.keys():
             up = sorted((int(ts) / 1000, float(v)) for _, v, ts in ups.get(key, ()))
             b = builds.get(key)
             expo = b[0] if b is not None else None
+            if b is not None:
+                bad = repeating[(label, b[1])]
+                for n, ss in b[0].items():
+                    # a family with two shapes of one series, or a shape twice (each shape has its own labels dict),
+                    # becomes a plain list again: first_samples checks it, as it checks any page's
+                    if n in bad or len(set(map(id, map(_LABELS, ss)))) != len(ss):
+                        b[0][n] = list(ss)
             at = b[4] / 1000 if b is not None else math.inf
             stale = bool(up) and up[-1][1] == 0.0 and up[-1][0] >= at
             drop = drop_of.get(key, no_up)
