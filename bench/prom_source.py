@@ -352,6 +352,65 @@ def whole_window(svc: Any, kind: str, n: int, args: argparse.Namespace) -> dict[
     return row
 
 
+def federate_body(n: int, stamp_ms: int) -> str:
+    """A ``/federate`` answer of the shape Prometheus 2.42 gives the advisor for ``n`` bench instances: families in
+    the block's order, each under its ``# TYPE`` line, one line per instance with ``job="fleet"`` and the labels
+    sorted, the value and ``stamp_ms``."""
+    families: dict[str, list[str]] = {}
+    for series, value, _ in instance_block():
+        name, _, rest = series.partition("{")
+        labels = sorted([*(x.rstrip('"') for x in rest.rstrip("}").split('",')), 'job="fleet'])
+        body = '",'.join(labels) + '"'
+        lines = families.setdefault(name, [])
+        lines += [f"{name}{{{body.replace('@@I@@', f'e-{i:05d}')}}} {value!r} {stamp_ms}" for i in range(n)]
+    return "".join(f"# TYPE {name} untyped\n" + "\n".join(sorted(lines)) + "\n" for name, lines in families.items())
+
+
+def offline(n: int, reps: int) -> None:
+    """Side by side in this process, no store: one ``n``-instance ``/federate`` batch (:func:`federate_body`, new
+    timestamps each time) read by the reference path and by the cached ``FederationReader``, alternately, then
+    applied to a service's tracker (``Service._apply_groups`` + ``_finish_read``: the adapter's snapshot of each
+    instance). Prints the median and least process time of each over ``reps`` rounds."""
+    import statistics
+
+    from advisor.engines import get_adapter
+    from advisor.sources.prometheus import FederationReader, PromHistory, groups_from_federation
+
+    reader = FederationReader()
+    readers = {"reference": groups_from_federation, "cached": reader.read}
+    services = {}
+    for mode in readers:
+        svc = service("http://127.0.0.1:9", 15.0, "5m", n, 64 << 20)
+        svc.deployments[0].adapter = get_adapter("vllm")
+        services[mode] = svc
+    times: dict[tuple[str, str], list[float]] = {(m, s): [] for m in readers for s in ("parse", "parse+apply")}
+    base = int(time.time() * 1000)
+    for k in range(reps + 1):
+        text = federate_body(n, base + 15_000 * k)
+        for mode, read in readers.items():
+            svc = services[mode]
+            d = svc.deployments[0]
+            c0 = time.process_time()
+            shaped = read(text)
+            c1 = time.process_time()
+            seen = svc._apply_groups(d, shaped.groups)
+            svc._finish_read(d, seen, PromHistory(ok=True, groups=shaped.groups))
+            c2 = time.process_time()
+            if k:  # the first round fills the histories (and the cache)
+                times[(mode, "parse")].append(c1 - c0)
+                times[(mode, "parse+apply")].append(c2 - c0)
+    size = len(text.encode())
+    print(f"# offline: one /federate batch of {n} instances, {size / 1e6:.2f} MB, {text.count(chr(10))} lines")
+    for (mode, step), got in times.items():
+        print(
+            f"{mode:10} {step:12} median {statistics.median(got) * 1000:7.1f} ms, least {min(got) * 1000:7.1f} ms "
+            f"({statistics.median(got) / n * 1000:.3f} ms per instance)",
+            flush=True,
+        )
+    for svc in services.values():
+        svc.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--sizes", default="1000,10000", help="instance counts (default 1000,10000)")
@@ -373,8 +432,18 @@ def main() -> int:
         "odd ones the cached FederationReader (the default), side by side in one run",
     )
     ap.add_argument("--reference", action="store_true", help="read /federate by the reference path only")
+    ap.add_argument(
+        "--offline",
+        type=int,
+        metavar="N",
+        help="no store: time reading one N-instance /federate batch by both paths, side by side (see offline())",
+    )
+    ap.add_argument("--reps", type=int, default=8, help="--offline rounds (default 8)")
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
+    if args.offline:
+        offline(args.offline, args.reps)
+        return 0
     # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for n in (int(s) for s in args.sizes.split(",")):
