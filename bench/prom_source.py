@@ -63,6 +63,20 @@ per series, one sample each): 10,000 instances still do not fit a 15 s cycle. Wh
 (in-process profile of one cycle): parsing the federation text ~0.65 s (C-speed line split 0.25-0.3 s, one Python
 step per series for the rest), the vLLM adapter's snapshot of each instance ~0.55 s, evaluation ~0.25 s; the wall
 time beyond the CPU is the store producing 1.32 million series' newest samples while it scrapes them.
+
+With ``FederationReader`` (the /federate answers read through a cache of the series set; ``--compare`` alternates it
+with the reference path cycle by cycle), same run, side by side, 2026-12-02 13:25-13:37 UTC with other helpers'
+benchmarks holding the 2-core machine at load average 6-8 (every figure inflated against the ones above):
+
+    --sizes 1000 --cycles 7 --warmup 30 --compare
+        prometheus       /federate cycles: reference CPU 5.16-5.36 s, 22-23 s; cached CPU 3.70-4.02 s, 16-23 s (23.3 MB)
+        victoriametrics  /federate cycles: reference CPU 4.00-5.03 s, 16-19 s; cached CPU 3.16-3.93 s, 11-20 s (22.5 MB)
+    --sizes 10000 --stores prometheus --cycles 4 --warmup 45 --interval 30 --compare
+        cycle 1 (range) 552 MB in 52 queries, CPU 313 s, 496 s, RSS peak 490 MiB: longer than the 5 min window, so
+        cycle 2 re-read the whole window by range again; stopped before any /federate cycle (with --interval 15
+        the store could not list 10,000 instances within the 9 s read timeout for four cycles)
+    --offline 200 --reps 8   (no store: one 200-instance batch, 4.39 MB, 26,425 lines; median process time)
+        reading it: reference 342 ms, cached 167 ms; reading and applying it to the tracker: 738 -> 513 ms
 """
 
 from __future__ import annotations
@@ -268,8 +282,13 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
         print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
         time.sleep(args.warmup)
         svc = service(url, args.interval, args.window, args.batch, args.max_bytes, not args.no_federate)
+        assert svc.prom is not None
+        cached = svc.prom.federation_reader
         try:
             for i in range(1, args.cycles + 1):
+                # --compare: even cycles read /federate by the reference path, odd ones through the cache
+                reader = "reference" if args.reference or (args.compare and i % 2 == 0) else "cached"
+                svc.prom.federation_reader = None if reader == "reference" else cached
                 began = time.monotonic()
                 cpu0 = time.process_time()
                 assert svc.prom is not None
@@ -292,6 +311,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     "up": sum(t.up for d in result.deployments for t in d.targets),
                     "rss_peak_mib": _rss_mib(),
                     "federate": svc.prom.federation,
+                    "reader": reader,
                 }
                 if svc.prom.federation and until is not None:
                     row["new_points"] = 1  # /federate: the newest sample of each series
@@ -301,7 +321,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     f"({'the window' if row['new_points'] is None else row['new_points']} new points per series), "
                     f"advisor CPU {row['cpu_s']:6.2f} s, cycle {row['wall_s']:6.2f} s, "
                     f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB"
-                    f"{', /federate' if row['federate'] and i > 1 else ''}",
+                    f"{f', /federate ({reader})' if row['federate'] and i > 1 else ''}",
                     flush=True,
                 )
                 if args.json:
@@ -346,6 +366,65 @@ def whole_window(svc: Any, kind: str, n: int, args: argparse.Namespace) -> dict[
     return row
 
 
+def federate_body(n: int, stamp_ms: int) -> str:
+    """A ``/federate`` answer of the shape Prometheus 2.42 gives the advisor for ``n`` bench instances: families in
+    the block's order, each under its ``# TYPE`` line, one line per instance with ``job="fleet"`` and the labels
+    sorted, the value and ``stamp_ms``."""
+    families: dict[str, list[str]] = {}
+    for series, value, _ in instance_block():
+        name, _, rest = series.partition("{")
+        labels = sorted([*(x.rstrip('"') for x in rest.rstrip("}").split('",')), 'job="fleet'])
+        body = '",'.join(labels) + '"'
+        lines = families.setdefault(name, [])
+        lines += [f"{name}{{{body.replace('@@I@@', f'e-{i:05d}')}}} {value!r} {stamp_ms}" for i in range(n)]
+    return "".join(f"# TYPE {name} untyped\n" + "\n".join(sorted(lines)) + "\n" for name, lines in families.items())
+
+
+def offline(n: int, reps: int) -> None:
+    """Side by side in this process, no store: one ``n``-instance ``/federate`` batch (:func:`federate_body`, new
+    timestamps each time) read by the reference path and by the cached ``FederationReader``, alternately, then
+    applied to a service's tracker (``Service._apply_groups`` + ``_finish_read``: the adapter's snapshot of each
+    instance). Prints the median and least process time of each over ``reps`` rounds."""
+    import statistics
+
+    from advisor.engines import get_adapter
+    from advisor.sources.prometheus import FederationReader, PromHistory, groups_from_federation
+
+    reader = FederationReader()
+    readers = {"reference": groups_from_federation, "cached": reader.read}
+    services = {}
+    for mode in readers:
+        svc = service("http://127.0.0.1:9", 15.0, "5m", n, 64 << 20)
+        svc.deployments[0].adapter = get_adapter("vllm")
+        services[mode] = svc
+    times: dict[tuple[str, str], list[float]] = {(m, s): [] for m in readers for s in ("parse", "parse+apply")}
+    base = int(time.time() * 1000)
+    for k in range(reps + 1):
+        text = federate_body(n, base + 15_000 * k)
+        for mode, read in readers.items():
+            svc = services[mode]
+            d = svc.deployments[0]
+            c0 = time.process_time()
+            shaped = read(text)
+            c1 = time.process_time()
+            seen = svc._apply_groups(d, shaped.groups)
+            svc._finish_read(d, seen, PromHistory(ok=True, groups=shaped.groups))
+            c2 = time.process_time()
+            if k:  # the first round fills the histories (and the cache)
+                times[(mode, "parse")].append(c1 - c0)
+                times[(mode, "parse+apply")].append(c2 - c0)
+    size = len(text.encode())
+    print(f"# offline: one /federate batch of {n} instances, {size / 1e6:.2f} MB, {text.count(chr(10))} lines")
+    for (mode, step), got in times.items():
+        print(
+            f"{mode:10} {step:12} median {statistics.median(got) * 1000:7.1f} ms, least {min(got) * 1000:7.1f} ms "
+            f"({statistics.median(got) / n * 1000:.3f} ms per instance)",
+            flush=True,
+        )
+    for svc in services.values():
+        svc.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--sizes", default="1000,10000", help="instance counts (default 1000,10000)")
@@ -360,8 +439,25 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the store (default 600)")
     ap.add_argument("--whole-window", action="store_true", help="also time one whole-window read (the old path)")
     ap.add_argument("--no-federate", action="store_true", help="prometheus.federate: false (query_range every cycle)")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="alternate the /federate readers: even cycles the reference path (groups_from_federation, no cache), "
+        "odd ones the cached FederationReader (the default), side by side in one run",
+    )
+    ap.add_argument("--reference", action="store_true", help="read /federate by the reference path only")
+    ap.add_argument(
+        "--offline",
+        type=int,
+        metavar="N",
+        help="no store: time reading one N-instance /federate batch by both paths, side by side (see offline())",
+    )
+    ap.add_argument("--reps", type=int, default=8, help="--offline rounds (default 8)")
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
+    if args.offline:
+        offline(args.offline, args.reps)
+        return 0
     # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for n in (int(s) for s in args.sizes.split(",")):
