@@ -95,7 +95,7 @@ _ODD = (
     'vllm:num_requests_running{job="x"} 1 1700000000000',  # no instance label
     'vllm:num_requests_running{instance="e-0"} 1 17e5',  # a timestamp not an integer
     'vllm:num_requests_running{instance="e-0"}  1 1700000000000 ',  # extra spaces
-    "# HELP vllm:num_requests_running a comment naming instance=\"e-0\" x y",
+    '# HELP vllm:num_requests_running a comment naming instance="e-0" x y',
     "",
 )
 
