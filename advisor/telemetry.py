@@ -693,6 +693,22 @@ def _finite_values(values: Iterable[float | None]) -> list[float]:
     return [v for v in (_known(x) for x in values) if v is not None]
 
 
+def _gauges(newest: EngineSnapshot, oldest: EngineSnapshot, usage: Sequence[float]) -> dict[str, float | None]:
+    """The gauge fields of :class:`WindowStats`, the one place both :func:`window_stats` and
+    :meth:`WindowAccumulator.stats` assemble them: running and waiting requests and KV usage at the window's newest
+    point, running and waiting at its oldest, and KV usage's min and max over ``usage`` (the window's known
+    readings, ratio 0–1); ``None`` for what is unknown."""
+    return {
+        "requests_running": _known(newest.requests_running),
+        "requests_waiting": _known(newest.requests_waiting),
+        "kv_cache_usage_ratio": _known(newest.kv_cache_usage_ratio),
+        "kv_cache_usage_ratio_min": min(usage) if usage else None,
+        "kv_cache_usage_ratio_max": max(usage) if usage else None,
+        "requests_running_first": _known(oldest.requests_running),
+        "requests_waiting_first": _known(oldest.requests_waiting),
+    }
+
+
 def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> WindowStats:
     """Statistics of one target over ``[now − window_seconds, now]`` (unix s; both ends inclusive).
 
@@ -725,13 +741,7 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
     newest, oldest = snaps[-1], snaps[0]
     return WindowStats(
         window_seconds=window_seconds,
-        requests_running=_known(newest.requests_running),
-        requests_waiting=_known(newest.requests_waiting),
-        kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
-        kv_cache_usage_ratio_min=min(usage) if usage else None,
-        kv_cache_usage_ratio_max=max(usage) if usage else None,
-        requests_running_first=_known(oldest.requests_running),
-        requests_waiting_first=_known(oldest.requests_waiting),
+        **_gauges(newest, oldest, usage),
         preemptions_per_second=counter_rate(series("preemptions_total"), restarts=flags),
         prompt_tokens_per_second=counter_rate(series("prompt_tokens_total"), restarts=flags),
         generation_tokens_per_second=counter_rate(series("generation_tokens_total"), restarts=flags),
@@ -1147,13 +1157,7 @@ class WindowAccumulator:
         newest, oldest = last.point.snapshot, first.point.snapshot
         stats = WindowStats(
             window_seconds=window_seconds,
-            requests_running=_known(newest.requests_running),
-            requests_waiting=_known(newest.requests_waiting),
-            kv_cache_usage_ratio=_known(newest.kv_cache_usage_ratio),
-            kv_cache_usage_ratio_min=min(usage) if usage else None,
-            kv_cache_usage_ratio_max=max(usage) if usage else None,
-            requests_running_first=_known(oldest.requests_running),
-            requests_waiting_first=_known(oldest.requests_waiting),
+            **_gauges(newest, oldest, usage),
             preemptions_per_second=rates[0],
             prompt_tokens_per_second=rates[1],
             generation_tokens_per_second=rates[2],
