@@ -46,6 +46,15 @@ class LiveRun:
     start: float
     end: float
     transitions: list[Transition] = field(default_factory=list)
+    lateness: list[float] = field(default_factory=list)
+    """Per cycle, seconds from its due time on the grid to its evaluation's timestamp (the scrape and the work
+    before it; more on a loaded machine)."""
+
+    def jitter(self) -> float:
+        """How far the live evaluations strayed from a fixed grid, seconds: the spread of :attr:`lateness`. The
+        backtest steps on the grid from the first live evaluation, so one of its steps can differ from the same
+        live cycle by this much, beside any whole interval."""
+        return max(self.lateness) - min(self.lateness) if self.lateness else 0.0
 
     def opened(self, rule: str | None = None, deployment: str | None = None) -> list[Transition]:
         """The ``opened`` transitions, optionally of one rule and deployment."""
@@ -80,6 +89,7 @@ def run_live(
             if on_cycle is not None:
                 on_cycle(k, due)
             result = svc.run_once()
+            run.lateness.append(result.timestamp - due)
             if k == 0:
                 run.start = result.timestamp
             run.end = result.timestamp
