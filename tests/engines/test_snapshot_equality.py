@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import cache, partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,16 +147,19 @@ def _duplicates(text: str) -> str:
     return _map_samples(text, fn)
 
 
-def _blocks(text: str) -> list[list[str]]:
-    blocks: list[list[str]] = []
-    for line in text.splitlines():
-        head = line.startswith("# HELP ") or (
-            line.startswith("# TYPE ") and not (blocks and blocks[-1][-1].split(" ")[2:3] == line.split(" ")[2:3])
-        )
-        if head or not blocks:
-            blocks.append([])
-        blocks[-1].append(line)
-    return blocks
+def _load_bench_parse() -> Any:
+    """``bench/parse.py`` as a module: its ``_blocks`` (a page's lines per family) is the one the DP pages use."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_parse", Path(__file__).resolve().parents[2] / "bench" / "parse.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_parse", module)  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+_blocks: Callable[[str], list[list[str]]] = _load_bench_parse()._blocks
 
 
 def _missing(text: str) -> str:
