@@ -16,11 +16,11 @@ and acknowledgements to the state file.
 * Clients that do not play fair (as Go's ``net/http`` and Prometheus's ``--web.max-connections`` bound them):
   at most ``max_connections`` connections are held (:func:`connection_budget` lowers it to what the process's
   descriptor limit leaves beside :data:`FD_RESERVE`); when a new one arrives at the cap, the connection that has
-  waited longest for its request head (a slow or silent client) is closed to make room, and when every
-  held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's backlog, holding no
-  descriptor here). A request head must arrive within ``head_timeout`` of the connection (TLS handshake
-  included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each connection is
-  closed after its response (HTTP/1.0), so none idles between requests.
+  waited longest for its request head (a slow or silent client: none of its bytes wait unread) is closed to make
+  room, and when every held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's
+  backlog, holding no descriptor here). A request head must arrive within ``head_timeout`` of the connection
+  (TLS handshake included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each
+  connection is closed after its response (HTTP/1.0), so none idles between requests.
 * An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
   ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
   answer rather than a reset connection; a larger body is not read and the connection is closed.
@@ -41,6 +41,7 @@ import math
 import re
 import resource
 import secrets
+import select
 import socket
 import ssl
 import threading
@@ -209,6 +210,18 @@ def _cut(conn: _Conn) -> None:
         socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
 
 
+def _bytes_pending(sock: socket.socket) -> bool:
+    """Whether the client's bytes (a request head, a TLS hello, or its end-of-file) wait unread in the kernel:
+    then the connection is not idle but not yet picked up by its thread (slow to start on a loaded machine), and
+    closing it would drop a request that has arrived."""
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile: nothing to keep
+        return False
+
+
 def parse_listen(listen: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:9090`` for IPv6; ``:9090`` for all interfaces) → ``(host, port)``.
 
@@ -374,7 +387,7 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
             while len(self._conns) >= cap and not self._closing:
                 self._cut_overdue(time.monotonic())
                 live = [c for c in self._conns.values() if not c.cut]
-                idle = [c for c in live if c.waiting]
+                idle = [c for c in live if c.waiting and not _bytes_pending(c.sock)]
                 if len(live) >= cap and idle:
                     _cut(min(idle, key=lambda c: c.since))
                     log.debug("connection cap %d reached: closed the longest-waiting idle connection", cap)

@@ -496,3 +496,49 @@ def test_at_the_cap_with_every_connection_mid_request_a_newcomer_waits_outside_t
             newcomer.close()
             for s in busy:
                 s.close()
+
+
+def test_at_the_cap_a_connection_whose_request_has_arrived_is_not_closed_before_its_thread_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI, loaded machine: two connections sent whole requests, but their threads had not yet started when a
+    third arrived at the cap; the server took the first for a silent client and closed it, dropping a request
+    that had arrived. Here the threads are held back on purpose: the newcomer waits outside, both requests are
+    answered, then the newcomer is."""
+    gate = threading.Event()
+    held = 0
+    real = AdvisorHTTPServer.finish_request
+
+    def slow_start(self: AdvisorHTTPServer, request: Any, client_address: Any) -> None:
+        nonlocal held
+        held += 1
+        if held <= 2:
+            gate.wait(30)
+        real(self, request, client_address)
+
+    monkeypatch.setattr(AdvisorHTTPServer, "finish_request", slow_start)
+    with server(tmp_path, max_connections=2) as srv:
+        port = srv.server_address[1]
+        early = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            early.append(s)
+        assert _wait(lambda: srv.open_connections() == 2 and held == 2, 10)
+        newcomer = socket.create_connection(("127.0.0.1", port), timeout=30)
+        try:
+            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            time.sleep(0.5)
+            assert srv.open_connections() == 2
+            assert not any(_closed_by_peer(s) for s in early)  # neither early request was dropped
+            gate.set()
+            for s in [*early, newcomer]:
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
+        finally:
+            gate.set()
+            newcomer.close()
+            for s in early:
+                s.close()
