@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,18 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs the CLI in process (``advisor.cli._setup_logging``) points the root logger at the
+    ``sys.stderr`` pytest captured for it; restore the root's handlers and level afterwards, so later tests do not
+    log into that closed stream ("--- Logging error --- ValueError: I/O operation on closed file")."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 class _Server(ThreadingHTTPServer):
