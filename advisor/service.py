@@ -1062,7 +1062,7 @@ class Service:
         A read whose answer arrived more than one scrape interval after it began (``prom_answered_late``) held
         the next read back by its own duration. When that makes the next read come more than a window after the
         points it read, the next read starts where its answer arrived instead: reading the window again would
-        take as long again (a 10,000-instance first read took 496 s against a 305 s window) and the source would
+        take as long again (a 10,000-instance first read took 496 s against a 5-minute window) and the source would
         never catch up, its answers older than the window each time they arrive. The points between are not
         read: the window then fills one point per cycle, as a scraped target's does after an outage, and its
         coverage (``Evaluation.coverage``) counts the points it lacks. Logged once per deployment.
