@@ -179,6 +179,10 @@ class _Deployment:
     # source: prometheus — the instances behind the selector when they are read in batches (None: one query)
     prom_instances: tuple[str, ...] | None = None
     prom_until: float | None = None  # source: prometheus — the end of the last complete read (None: read the window)
+    # source: prometheus — when the last complete read's answer arrived, if later than one scrape interval after it
+    # began (None: within its cycle); a read that slow delays the next one (Service._read_since)
+    prom_answered_late: float | None = None
+    prom_late_logged: bool = False  # the first read past the window after a slow one was logged (once)
 
 
 def _num(v: Any) -> str:
@@ -989,8 +993,10 @@ class Service:
         Only the points since the previous complete read are fetched
         (:func:`~advisor.sources.prometheus.incremental_range`: the whole window on the first read, after a
         failure longer than the window, and after a reload) and appended to each target's history as scraped
-        points are. The series names (and the engine) and, for batching, the instances are listed every 20
-        cycles."""
+        points are; once the window is held, by ``/federate`` where the store serves it (:meth:`_read_latest`).
+        A read whose answer came more than a window after the time it read up to is not repeated
+        (:meth:`_read_since`). The series names (and the engine) and, for batching, the instances are listed
+        every 20 cycles."""
         src = rt.prom
         cfg = rt.cfg
         assert src is not None and d.spec.selector is not None and cfg.prometheus is not None
@@ -1025,10 +1031,12 @@ class Service:
             self._prom_error(rt, d, c.REASON_UNRECOGNIZED, f"no {d.adapter.engine} series match the selector")
             return
         step = cfg.scrape_interval
-        incremental = d.prom_until is not None and now - d.prom_until <= window
-        if incremental and cfg.prometheus.federate and src.federation is not False and self._read_latest(rt, d, now):
+        federate = cfg.prometheus.federate and src.federation is not False
+        since = self._read_since(rt, d, now, window, federate)
+        incremental = since is not None and now - since <= window
+        if incremental and federate and self._read_latest(rt, d, now):
             return
-        start, end = incremental_range(d.prom_until, now, window, step)
+        start, end = incremental_range(since, now, window, step)
         seen: set[str] = set()
 
         def apply(part: PromHistory) -> None:
@@ -1045,6 +1053,41 @@ class Service:
             selector, wanted = d.spec.selector, d.prom_wanted
             h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
         self._end_read(rt, d, h, seen, end)
+
+    def _read_since(self, rt: Runtime, d: _Deployment, now: float, window: float, federate: bool) -> float | None:
+        """Where the read of ``d`` at ``now`` starts (unix s; ``None``: the whole window): the end of the last
+        complete read (``prom_until``, the time it read up to), and the whole window once that is more than
+        ``window`` seconds ago (failed cycles, a stalled store) — except when the last read itself is the delay.
+
+        A read whose answer arrived more than one scrape interval after it began (``prom_answered_late``) held
+        the next read back by its own duration. When that makes the next read come more than a window after the
+        points it read, the next read starts where its answer arrived instead: reading the window again would
+        take as long again (a 10,000-instance first read took 496 s against a 5-minute window) and the source would
+        never catch up, its answers older than the window each time they arrive. The points between are not
+        read: the window then fills one point per cycle, as a scraped target's does after an outage, and its
+        coverage (``Evaluation.coverage``) counts the points it lacks. Logged once per deployment.
+
+        Reads that end within their cycle, and gaps longer than the window counted from when a slow answer
+        arrived, start as they always did."""
+        until, late = d.prom_until, d.prom_answered_late
+        if until is None or now - until <= window or late is None or now - late > window:
+            return until
+        if not d.prom_late_logged:
+            d.prom_late_logged = True
+            assert rt.cfg.prometheus is not None
+            log.warning(
+                "deployment=%s prometheus=%s: the last read took %.0f s, and its points are now %.0f s old, more "
+                "than the %g s window: reading the window again would take as long and never catch up, so each "
+                "cycle now reads only the newest points (%s); the points in between are not read, and the window "
+                "fills one point per cycle as when scraping (its coverage counts the points missing)",
+                d.spec.name,
+                redact_url(rt.cfg.prometheus.url),
+                late - until,
+                now - until,
+                window,
+                "/federate" if federate else "query_range from where that read ended",
+            )
+        return late
 
     def _read_latest(self, rt: Runtime, d: _Deployment, now: float) -> bool:
         """An incremental read through the store's federation endpoint (``PrometheusSource.latest``): the newest
@@ -1080,7 +1123,9 @@ class Service:
 
     def _end_read(self, rt: Runtime, d: _Deployment, h: PromHistory, seen: set[str], until: float) -> None:
         """After one read of ``d`` (every batch): count and log failures, mark the targets not read, and remember
-        ``until`` as the end of the last complete read when every batch answered."""
+        ``until`` as the end of the last complete read when every batch answered (``until`` is also when the read
+        began: the time its answer arrived is kept when that was more than one scrape interval later,
+        :meth:`_read_since`)."""
         if not h.ok and not seen:
             self._prom_error(rt, d, h.error_reason, h.error_message)
             return
@@ -1092,6 +1137,8 @@ class Service:
                 self._finish_read(d, seen, h)
                 if h.ok:  # else the next read starts where this one did (points already held are skipped)
                     d.prom_until = until
+                    answered = self.clock()
+                    d.prom_answered_late = answered if answered - until > rt.cfg.scrape_interval else None
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:

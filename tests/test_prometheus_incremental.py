@@ -59,6 +59,10 @@ class Store:
     poisoned: str | None = None  # a query_range or /federate selecting this instance fails (HTTP 503)
     federate: bool = True  # serves /federate (else 404, as Thanos Querier and Mimir do)
     clock: Callable[[], float] | None = None  # /federate: the newest scrape is the last multiple of SCRAPE
+    # a slow store: a query_range of more than slow_points points per series calls slow_answer before answering
+    # (the test's clock moves on: the answer arrives that much later)
+    slow_answer: Callable[[], None] | None = None
+    slow_points: int = 2
     requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -111,6 +115,8 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
             return
         start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
         times = [start + k * step for k in range(round((end - start) / step) + 1)]
+        if store.slow_answer is not None and len(times) > store.slow_points:
+            store.slow_answer()
         result = []
         for inst in _selected(params["query"], store.instances):
             target = {"job": "vllm", "instance": inst}
@@ -540,6 +546,123 @@ def test_a_federate_answer_past_max_bytes_is_too_large(store: tuple[Store, str])
     with PrometheusSource(url) as src:
         h = src.latest('job="vllm"', set(SERIES), instances=["10.0.0.2:8000"])
     assert h.ok and [g.target for g in h.groups] == ["10.0.0.2:8000"] and src.federation is True
+
+
+# --- a read longer than the window ------------------------------------------------------------------------------
+
+SLOW_READ = 500.0
+"""Seconds the slow store takes to answer a whole-window ``query_range`` (measured: 496 s for 10,000 instances),
+longer than the 65 s the service reads (60 s window + one interval)."""
+
+
+def _slow_store(s: Store, clock: Clock) -> None:
+    """Whole-window ranges answer :data:`SLOW_READ` seconds late on ``clock``; ranges of two points at once."""
+
+    def late() -> None:
+        clock.now += SLOW_READ
+
+    s.slow_answer = late
+
+
+def test_after_a_read_longer_than_the_window_each_cycle_reads_federate_and_the_window_fills_from_it(
+    store: tuple[Store, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first read fills the window by ``query_range`` and its answer arrives 500 s later, when every point it
+    holds is older than the window. The next cycles read the newest samples from ``/federate`` (reading the window
+    again would take as long, forever): the window fills one point per cycle, the 500 s gap stays a gap (no point
+    is made up for it), and the statistics are those of the points held, with the coverage they give."""
+    s, url = store
+    clock = Clock()
+    s.clock = clock
+    _slow_store(s, clock)
+    svc = _service(url, clock, federate=True)
+    cycles = [T0 + SLOW_READ + 5.3 * k for k in range(8)]  # drifting off the store's 5 s scrape grid
+    try:
+        with caplog.at_level("INFO", logger="advisor.service"):
+            svc.scrape_once()
+            assert clock.now == T0 + SLOW_READ  # the answer arrived late
+            for t in cycles:
+                clock.now = t
+                svc.scrape_once()
+        histories = {i: _timestamps(svc, i) for i in s.instances}
+        result = svc.evaluate_once().deployments[0]
+    finally:
+        svc.close()
+    assert len(s.ranges()) == 1 and len(s.federations()) == len(cycles)
+    refill = [T0 - 65 + 5 * j for j in range(14)]  # the first read: 14 evaluation times, 5 s apart, up to T0
+    federated = [T0 + SLOW_READ + 5 * k for k in range(8)]  # each cycle: the store's newest scrape (5 s grid)
+    assert all(h == refill + federated for h in histories.values())
+    n = len(s.instances)
+    ev = result.evaluation
+    # the 60 s window at the last cycle (T0 + 537.1) holds the 8 federated points of each instance, 35 s apart
+    assert ev.samples == 8 * n and ev.expected_samples == (60 // 5 + 1) * n
+    assert ev.coverage() == pytest.approx(8 / 13, rel=1e-12)
+    assert ev.stats is not None and ev.stats.span_seconds == 35.0
+    d = result.as_dict()
+    assert d["state"] == "fresh" and all(t["up"] for t in d["targets"])
+    assert d["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * n, rel=1e-9)
+    assert d["snapshot"]["prompt_tokens_per_second"] == pytest.approx(PROMPT_RATE * n, rel=1e-9)
+    assert d["snapshot"]["requests_running"] == 12.0 * n
+    said = [r for r in caplog.records if "took 500 s" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING" and "/federate" in said[0].getMessage()
+
+
+def test_after_a_read_longer_than_the_window_a_store_without_federate_reads_short_ranges(
+    store: tuple[Store, str],
+) -> None:
+    """The same slow first read from a store that answers ranges only: the next cycles read the points since the
+    slow answer arrived (two evaluation times per range), not the window again."""
+    s, url = store
+    clock = Clock()
+    _slow_store(s, clock)
+    svc = _service(url, clock)  # federate off: the range path
+    cycles = [T0 + SLOW_READ + 5.3 * k for k in range(8)]
+    try:
+        svc.scrape_once()
+        for t in cycles:
+            clock.now = t
+            svc.scrape_once()
+        stamps = _timestamps(svc, "10.0.0.4:8000")
+        result = svc.evaluate_once().deployments[0]
+    finally:
+        svc.close()
+    per_series = [r["points"] // (len(s.instances) * (len(SERIES) + 1)) for r in s.ranges()]
+    assert per_series == [14] + [2] * len(cycles)
+    # the first read up to T0; then [T0 + 495, T0 + 500] (a range spans two points); then each cycle's time (the
+    # point re-read 0.3 s after the one held is skipped)
+    assert stamps == [T0 - 65 + 5 * j for j in range(14)] + [T0 + 495.0] + cycles
+    n = len(s.instances)
+    assert result.evaluation.samples == 9 * n  # T0 + 495 … T0 + 537.1, inside the 60 s window
+    assert result.evaluation.stats is not None
+    assert result.evaluation.stats.span_seconds == pytest.approx(cycles[-1] - (T0 + 495), abs=1e-6)
+    d = result.as_dict()
+    assert d["state"] == "fresh"
+    assert d["snapshot"]["generation_tokens_per_second"] == pytest.approx(GEN_RATE * n, rel=1e-9)
+
+
+def test_failures_longer_than_the_window_after_a_slow_read_read_the_window_again(store: tuple[Store, str]) -> None:
+    """What is skipped is only the slow read's own delay: a gap of failed cycles longer than the window, after it,
+    reads the whole window again (by range), as after any gap."""
+    s, url = store
+    clock = Clock()
+    s.clock = clock
+    _slow_store(s, clock)
+    svc = _service(url, clock, federate=True)
+    try:
+        svc.scrape_once()  # the slow first read
+        svc.scrape_once()  # /federate
+        s.failing = True
+        for _ in range(14):  # 70 s of failed cycles
+            clock.now += 5
+            svc.scrape_once()
+        s.failing = False
+        s.slow_answer = None
+        clock.now += 5
+        s.clear()
+        svc.scrape_once()
+    finally:
+        svc.close()
+    assert [r["points"] for r in s.ranges()] == [len(s.instances) * (len(SERIES) + 1) * 14] and not s.federations()
 
 
 FEDERATED = """# TYPE up untyped

@@ -695,9 +695,12 @@ FEDERATION_CACHE_SHAPES: Final = 100_000
 the group label's value, the sample value and the timestamp cut out, so a fleet of identically-labelled engines
 shares one shape per series of one engine (132 for the vLLM page of ``bench/prom_source.py``, whatever the number
 of instances: 0.2 MB); a label unique to each instance on every series (``pod=…``) makes one shape per series.
-A shape holds about 1.7 KB (measured with ``tracemalloc``: the key text, its engine-labels dict, the
-repeated-series check's key), so at most about 170 MB; past the bound (over ~750 instances of 132 series with a
-label of their own) the cache no longer lasts from one cycle to the next and each line is parsed afresh."""
+A shape holds about 2 KB (measured with ``tracemalloc`` on the bench's 200-instance answer: 1.95 KB per shape of
+the shared kind, 1.1 KB per shape with a ``pod=…`` of its own; the key text, its engine-labels dict, the
+repeated-series check's key and its series numbers), so at most about 200 MB. Past the bound (over ~750 instances
+of 132 series with a label of their own) the cache would not last from one cycle to the next and every line would be
+parsed afresh, at about 1.5 times the reference path's cost (measured, 200 ``pod=…`` instances: 1.93 s against
+1.29 s): the reader then reads by the reference path for :data:`FEDERATION_CACHE_READS` reads before it tries again."""
 
 FirstSamples: Final = _FirstSamples
 """A family's samples known to repeat no series: :func:`first_samples` (in ``observe``, then in the adapter) passes
@@ -737,18 +740,25 @@ class FederationReader:
     the reference cuts it (odd spacing, a comment mentioning the label, a value with an escape), an escaped group
     value, whitespace other than spaces, a timestamp not ``-?[0-9]+``, a value ``float()`` refuses, two series of
     one drop set equal once target labels are dropped — sends the whole answer down the reference path, which
-    decides (or raises) as it always did. The last is checked across targets, as the reference's own fast path
-    does: targets told apart only by target labels on every series (``pod=…`` also on ``up``) take the reference
-    path every read, as they took its general path before.
+    decides (or raises) as it always did. The last is checked per target, as the reference's line-by-line path
+    (``_federation_general``) checks it: targets told apart only by target labels on every series (``pod=…`` also
+    on ``up``: every target's series are equal once it is dropped) are read from the cache too. Each shape's series
+    is numbered on first sight, and once two label texts give one series anywhere in the cache, every read checks
+    that no target holds one series twice (a C-speed set of numbers per family and target) and otherwise takes the
+    reference path, which then reads line by line (keeping the first, with a warning) or in one pass (keeping
+    both) — whichever it does, the answer is its own.
 
     Each family is handed over as :data:`FirstSamples` when it repeats no series (judged by
-    :func:`first_samples` itself on the cached shapes, once per shape set): ``observe`` and the adapter then skip
-    hashing every sample's label set (20–40 % of ``observe``'s time per vLLM instance, measured on 200).
+    :func:`first_samples` itself on the cached shapes, once per shape set, and where two shapes are one series, per
+    target by the shapes' series numbers): ``observe`` and the adapter then skip hashing every sample's label set
+    (20–40 % of ``observe``'s time per vLLM instance, measured on 200; 13 % with ``pod=…``, 252 against 290 ms).
 
     Memory: bounded by :data:`FEDERATION_CACHE_SHAPES`; the cache starts afresh every
     :data:`FEDERATION_CACHE_READS` reads (a vanished series is forgotten by then) and after a repeated-series
-    fallback. Thread-safe: concurrent reads share the cache through single dict operations, and each read keeps
-    the cache generation it started with.
+    fallback; past the bound, the next :data:`FEDERATION_CACHE_READS` reads take the reference path. Thread-safe:
+    concurrent reads share the cache through single dict operations (a shape is numbered before it is cached, and the
+    flag saying two label texts own one series is set before either is), and each read keeps the cache generation it
+    started with.
 
     ``reads``, ``fallbacks`` and ``misses`` count reads, reads that took the reference path, and shapes parsed.
     """
@@ -765,6 +775,7 @@ class FederationReader:
         self.misses = 0
         self._lock = threading.Lock()
         self._gen: _FedGeneration = _FedGeneration()
+        self._bypass = 0  # reads left that go straight to the reference path (the cache overflowed)
 
     def read(
         self, text: str, group_by: Sequence[str] = ("instance",), drop_labels: Collection[str] = ()
@@ -773,11 +784,17 @@ class FederationReader:
         group_by = tuple(group_by)
         with self._lock:
             self.reads += 1
+            if self._gen.shapes > self.max_shapes:
+                # shapes of their own per target (a label unique to each, pod=…) past the bound: each read would
+                # parse every line afresh, at more cost than the reference path; the cache waits one lifetime
+                self._bypass = self.lifetime_reads
             if self.reads % self.lifetime_reads == 0 or self._gen.shapes > self.max_shapes:
                 self._gen = _FedGeneration()
             gen = self._gen
+            bypass = self._bypass > 0
+            self._bypass -= bypass
         fast = None
-        if len(group_by) == 1 and not _odd_space(text):
+        if len(group_by) == 1 and not bypass and not _odd_space(text):
             fast = _federation_cached(text, group_by[0], frozenset(drop_labels), gen)
         if fast is None:
             with self._lock:
@@ -793,10 +810,19 @@ class FederationReader:
 @dataclass
 class _FedGeneration:
     """One life of :class:`FederationReader`'s cache: per (group label, drop set), shape → (sample name, engine
-    labels); per drop set, (name, engine labels) → the label text that owns them (the repeated-series check)."""
+    labels); per drop set, (name, engine labels) → a one-item list holding the label text that owns them first
+    (the repeated-series check; the list's ``id`` numbers the series), and per shape's engine-labels dict (by
+    ``id``) that number (``series_of``) and the number of its series as :func:`first_samples` tells series apart
+    (``sample_of``, from ``sampled``: an empty value is no label)."""
 
     kept: dict[tuple[str, frozenset[str]], dict[str, tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
-    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], str] = field(default_factory=dict)
+    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], list[str]] = field(default_factory=dict)
+    series_of: dict[int, int] = field(default_factory=dict)
+    sampled: dict[tuple[str, frozenset[tuple[str, str]]], list[None]] = field(default_factory=dict)
+    sample_of: dict[int, int] = field(default_factory=dict)
+    # two label texts own one series (targets told apart only by target labels on every series, ``pod=…`` also on
+    # ``up``; or two scrape jobs on one target): each read then checks every target for a series it holds twice
+    shared: bool = False
     # per (group label, drop set): the size of its shape cache when last checked, and the families in which
     # first_samples finds two shapes to be one series (a cache only grows within a generation: an equal size is
     # the same set of shapes)
@@ -808,7 +834,9 @@ class _FedGeneration:
 def _repeating(gen: _FedGeneration, where: tuple[str, frozenset[str]]) -> frozenset[str]:
     """The families in which two cached shapes of ``where`` are one series to :func:`first_samples` (the judge of
     what repeats a series: equal label sets, an empty value being no label). In the others, a target's samples,
-    one per distinct shape, repeat no series and are handed over as :data:`FirstSamples`."""
+    one per distinct shape, repeat no series and are handed over as :data:`FirstSamples`; in these, a target's
+    samples are when their shapes' series numbers (``_FedGeneration.sample_of``) differ (pods: each target has
+    shapes of its own, all one series across targets)."""
     entries = list(gen.kept[where].values())
     known = gen.repeating.get(where)
     if known is not None and known[0] == len(entries):
@@ -852,7 +880,7 @@ def _federation_cached(
     except ParseError:
         return None
     kept_by_drop = gen.kept
-    owner = gen.owner
+    owner, series_of, sampled, sample_of = gen.owner, gen.series_of, gen.sampled, gen.sample_of
     misses = 0
     # key → [exposition, drop set, its shape cache, newest timestamp text, as a number]
     builds: dict[str, list[Any]] = {}
@@ -899,9 +927,16 @@ def _federation_cached(
                 else:
                     body = pre + post
                     kept = _engine_labels(_fed_labels(body, "federation answer"), b[1])
-                    if owner.setdefault((name, frozenset(kept.items()), b[1]), body) != body:
-                        gen.collided = True
-                        return None  # two series equal once target labels are dropped: the reference decides
+                    items = frozenset(kept.items())
+                    own = owner.setdefault((name, items, b[1]), [body])
+                    if own[0] != body:  # another label text gives this series: across targets, or within one?
+                        gen.shared = True
+                        if kept in map(_LABELS, b[0].get(name, ())):
+                            gen.collided = True
+                            return None  # within this target: the reference decides (and warns)
+                    series_of[id(kept)] = id(own)
+                    given = items if "" not in kept.values() else frozenset(x for x in items if x[1])
+                    sample_of[id(kept)] = id(sampled.setdefault((name, given), [None]))
                     entry = (name, kept)
                 b[2][shape] = entry
                 gen.shapes += 1
@@ -920,6 +955,8 @@ def _federation_cached(
                 samples = b[0][name] = FirstSamples()
             samples.append(Sample(name, kept, float(value)))
         repeating = {where: _repeating(gen, where) for where in {(label, b[1]) for b in builds.values()}}
+        # the shared flag is read once the lines are: a shape another read adds meanwhile sets it before it is cached
+        shared = gen.shared
         groups: list[PromGroup] = []
         for key in builds.keys() | ups.keys():
             up = sorted((int(ts) / 1000, float(v)) for _, v, ts in ups.get(key, ()))
@@ -928,9 +965,16 @@ def _federation_cached(
             if b is not None:
                 bad = repeating[(label, b[1])]
                 for n, ss in b[0].items():
-                    # a family with two shapes of one series, or a shape twice (each shape has its own labels dict),
-                    # becomes a plain list again: first_samples checks it, as it checks any page's
-                    if n in bad or len(set(map(id, map(_LABELS, ss)))) != len(ss):
+                    ids = list(map(id, map(_LABELS, ss)))
+                    if shared and len(set(map(series_of.__getitem__, ids))) != len(ids):
+                        # a series twice in one target, and two label texts of one series in this generation: the
+                        # reference may read the answer line by line, which keeps the first and warns
+                        gen.collided = True
+                        return None
+                    # a family with two samples of one series (first_samples' judgement: the shapes' series numbers)
+                    # or a shape twice (each shape has its own labels dict) becomes a plain list again:
+                    # first_samples checks it, as it checks any page's
+                    if len(set(map(sample_of.__getitem__, ids) if n in bad else ids)) != len(ids):
                         b[0][n] = list(ss)
             at = b[4] / 1000 if b is not None else math.inf
             stale = bool(up) and up[-1][1] == 0.0 and up[-1][0] >= at

@@ -59,22 +59,30 @@ def _series_pool(draw: st.DrawFn) -> list[tuple[str, str, str]]:
     """(instance, name, label text without the instance) for a small fleet."""
     instances = draw(st.lists(st.sampled_from(["e-0", "e-1", "10.0.0.5:8000", 'q\\"x', "e 2"]), min_size=1, max_size=4))
     pool: list[tuple[str, str, str]] = []
-    for inst in dict.fromkeys(instances):
+    for k, inst in enumerate(dict.fromkeys(instances)):
         engines = draw(st.lists(st.sampled_from(["0", "1", "2"]), min_size=1, max_size=2, unique=True))
         job = draw(st.sampled_from(["fleet", "other"]))
+        # a target label of its own on every series and on up (pod=…): targets told apart by target labels only
+        pod = [f'pod="p-{k}"'] if draw(st.booleans()) else []
         for name in draw(st.lists(st.sampled_from(FAMILIES), min_size=0, max_size=4, unique=True)):
             for engine in engines:
                 model = draw(st.sampled_from(LABEL_VALUES))
-                extra = [f'engine="{engine}"', f'job="{job}"', f'model_name="{model}"']
+                extra = [f'engine="{engine}"', f'job="{job}"', f'model_name="{model}"', *pod]
                 if name.endswith("_bucket"):
                     extra.append(f'le="{draw(st.sampled_from(["0.1", "1", "+Inf"]))}"')
                 if draw(st.booleans()):
                     extra.append('exported_job="e"')
                 pool.append((inst, name, ",".join(extra)))
                 if draw(st.integers(0, 7)) == 0:  # the same series to first_samples: an empty value is no label
-                    pool.append((inst, name, ",".join([*extra, 'pod=""'])))
+                    # (with a pod label of its own: the series without it, one series once target labels go)
+                    same = [x for x in extra if x not in pod] if pod else [*extra, 'pod=""']
+                    pool.append((inst, name, ",".join(same)))
+                if draw(st.integers(0, 11)) == 0:  # a second scrape job on this target: one series twice
+                    other = "other" if job == "fleet" else "fleet"
+                    pool.append((inst, name, ",".join(x if x != f'job="{job}"' else f'job="{other}"' for x in extra)))
         if draw(st.booleans()):
-            pool.append((inst, "up", f'job="{job}"' + (',namespace="p"' if draw(st.booleans()) else "")))
+            up = [f'job="{job}"', *(['namespace="p"'] if draw(st.booleans()) else []), *pod]
+            pool.append((inst, "up", ",".join(up)))
     return pool
 
 
@@ -136,12 +144,15 @@ def test_the_cached_reader_gives_the_reference_groups_read_after_read(
 
 def _observed(outcome: MatrixHistories) -> list[str]:
     adapter = get_adapter("vllm")
-    return [
-        repr((g.target, t, o.snapshot, o.error_reason, o.error_message, o.duplicate_series, o.models))
-        for g in outcome.groups
-        for t, expo in g.points
-        for o in [observe(expo, adapter, None, configured_model="m", strict=True)]
-    ]
+
+    def one(expo: Any) -> str:
+        try:
+            o = observe(expo, adapter, None, configured_model="m", strict=True)
+        except ValueError as exc:  # the adapter's own failure (engines at +Inf and -Inf summed): the same on both
+            return repr(exc)
+        return repr((o.snapshot, o.error_reason, o.error_message, o.duplicate_series, o.models))
+
+    return [repr((g.target, t, one(expo))) for g in outcome.groups for t, expo in g.points]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -196,6 +207,74 @@ def test_two_series_equal_once_target_labels_are_dropped_take_the_reference_path
     shaped = reader.read(text)
     assert reader.fallbacks == 1 and shaped.warnings and "repeated" in shaped.warnings[0]
     assert _shape(shaped) == _shape(groups_from_federation(text))
+
+
+def _pods(stamp_ms: int, twice: str | None = None) -> str:
+    """Three targets whose every series (and up) carries a pod label of its own; ``twice``: that target also holds
+    its running series from a second scrape job."""
+    lines = [f'up{{instance="e-{i}",job="vllm",pod="vllm-{i}-x"}} 1 {stamp_ms}' for i in range(3)]
+    for name, engines in (("vllm:num_requests_running", "01"), ("vllm:kv_cache_usage_perc", "0")):
+        for i in range(3):
+            for e in engines:
+                labels = f'engine="{e}",instance="e-{i}",job="vllm",model_name="m",pod="vllm-{i}-x"'
+                lines.append(f"{name}{{{labels}}} {i + 0.5} {stamp_ms}")
+                if twice == f"e-{i}" and name == "vllm:num_requests_running":
+                    second = labels.replace('vllm",model', 'other",model')
+                    lines.append(f"{name}{{{second}}} 9 {stamp_ms}")
+    return "\n".join(lines) + "\n"
+
+
+def test_targets_told_apart_only_by_a_pod_label_take_the_cached_path_with_the_reference_groups() -> None:
+    """The pod label is a target label (it is on up), so every target's series are equal once it is dropped: the
+    reference's one-pass reading gives way to its line-by-line one (which checks each target for repeats), and the
+    cached reader, which checks each target too, reads them itself: same groups, families handed over as
+    ``FirstSamples``, each shape parsed once."""
+    reader = FederationReader()
+    for k in range(3):
+        text = _pods(1_700_000_000_000 + 15_000 * k)
+        assert _outcome(reader.read, text) == _outcome(groups_from_federation, text)
+        assert _observed(reader.read(text)) == _observed(groups_from_federation(text))
+    assert reader.fallbacks == 0 and reader.misses == 3 * 4  # 3 targets × (3 series + up), on the first read only
+    group = reader.read(_pods(1_700_000_045_000)).groups[1]
+    assert group.target == "e-1" and group.dropped_labels >= {"pod", "job", "instance"}
+    ((_, expo),) = group.points
+    assert [s.labels for s in expo["vllm:num_requests_running"]] == [
+        {"engine": "0", "model_name": "m"},
+        {"engine": "1", "model_name": "m"},
+    ]
+    assert type(expo["vllm:num_requests_running"]) is FirstSamples
+
+
+def test_a_pod_target_holding_a_series_twice_still_takes_the_reference_path_with_its_warning() -> None:
+    """Caught at the end of a read whose shapes were all cached by earlier reads (e-2's series moved from one job to
+    the other, then both), and on first sight of the second shape in a fresh cache."""
+    reader = FederationReader()
+    moved = "".join(
+        line.replace('job="vllm",model', 'job="other",model')
+        if "running" in line and 'instance="e-2"' in line
+        else line
+        for line in _pods(1_700_000_015_000).splitlines(keepends=True)
+    )
+    for text in (_pods(1_700_000_000_000), moved):  # a series whose job changed is not a repeat
+        assert _outcome(reader.read, text) == _outcome(groups_from_federation, text)
+    assert reader.fallbacks == 0
+    for k in (2, 3):
+        text = _pods(1_700_000_000_000 + 15_000 * k, twice="e-2")
+        shaped = reader.read(text)
+        assert _shape(shaped) == _shape(groups_from_federation(text))
+        assert shaped.warnings and "e-2" in shaped.warnings[0] and "repeated" in shaped.warnings[0]
+    assert reader.fallbacks == 2
+
+
+def test_a_cache_overflowed_by_shapes_of_their_own_waits_one_lifetime_on_the_reference_path() -> None:
+    reader = FederationReader(max_shapes=5, lifetime_reads=4)
+    fallbacks = []
+    for k in range(7):
+        text = _pods(1_700_000_000_000 + 15_000 * k)  # 12 shapes, more than the cache holds
+        assert _outcome(reader.read, text) == _outcome(groups_from_federation, text)
+        fallbacks.append(reader.fallbacks)
+    # read 1 fills the cache past its bound; reads 2-5 take the reference path; read 6 caches again; 7 waits again
+    assert fallbacks == [0, 1, 2, 3, 4, 4, 5]
 
 
 def test_the_cache_starts_afresh_after_its_lifetime_so_vanished_series_are_forgotten() -> None:
