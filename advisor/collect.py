@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot
+from advisor.domain import EngineSnapshot, reduce_frozen
 from advisor.http_edge import Transport
 from advisor.observe import observe
 from advisor.redact import redact_url
@@ -95,6 +96,10 @@ class Collected:
     duplicate_series: int
     duration_seconds: float
     status_code: int | None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # one tuple of field values crossing the worker's pipe (advisor.domain.reduce_frozen)
+        return reduce_frozen(self)
 
 
 def failed(reason: str, message: str, duration_seconds: float = 0.0) -> Collected:
