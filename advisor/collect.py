@@ -70,6 +70,10 @@ class CollectJob:
     sample_limit: int
     label_limit: int
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # one tuple of field values, pickled by the parent's sender per target per cycle (reduce_frozen)
+        return reduce_frozen(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Collected:

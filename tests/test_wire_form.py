@@ -1,6 +1,7 @@
 """The compact pickle of a scrape result (issue 15: the parent of ``run --workers N`` unpickles one per target per
-cycle): :meth:`Histogram.__reduce__` sends the interned bounds and the packed counts, and :class:`EngineSnapshot` and
-:class:`~advisor.collect.Collected` one tuple of field values (:func:`advisor.domain.reduce_frozen`).
+cycle): :meth:`Histogram.__reduce__` sends the interned bounds and the packed counts, and :class:`EngineSnapshot`,
+:class:`~advisor.collect.Collected` and :class:`~advisor.collect.CollectJob` one tuple of field values
+(:func:`advisor.domain.reduce_frozen`).
 
 The reference is what the pickle was before: a histogram rebuilt from its ``(bound, count)`` pairs
 (``Histogram(h.buckets, h.count, h.sum)``), a dataclass rebuilt from its fields' values by its own ``__init__``.
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.collect import Collected
+from advisor.collect import Collected, CollectJob
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, RankValues, rebuild_frozen, reduce_frozen
 
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
@@ -153,6 +154,26 @@ def test_a_scrape_result_crosses_a_pipe_as_the_old_pickle_rebuilt_it(res: Collec
         if res.snapshot is not None:
             assert back.snapshot is not None
             assert_identical(back.snapshot, old_frozen(res.snapshot))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.builds(
+        CollectJob,
+        TEXT,
+        TEXT,
+        TEXT,
+        st.none() | TEXT,
+        st.none() | TEXT,
+        ANY_FLOAT,
+        ANY_FLOAT,
+        st.integers(min_value=0),
+        st.integers(min_value=0),
+        st.integers(min_value=0),
+    )
+)
+def test_a_job_crosses_a_pipe_as_the_old_pickle_rebuilt_it(job: CollectJob) -> None:
+    assert_identical(pickle.loads(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)), old_frozen(job))
 
 
 def test_a_batch_pickles_each_bounds_tuple_once() -> None:
