@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot
+from advisor.domain import EngineSnapshot, reduce_frozen
 from advisor.http_edge import Transport
 from advisor.observe import observe
 from advisor.redact import redact_url
@@ -69,6 +70,10 @@ class CollectJob:
     sample_limit: int
     label_limit: int
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # one tuple of field values, pickled by the parent's sender per target per cycle (reduce_frozen)
+        return reduce_frozen(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Collected:
@@ -95,6 +100,10 @@ class Collected:
     duplicate_series: int
     duration_seconds: float
     status_code: int | None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # one tuple of field values crossing the worker's pipe (advisor.domain.reduce_frozen)
+        return reduce_frozen(self)
 
 
 def failed(reason: str, message: str, duration_seconds: float = 0.0) -> Collected:

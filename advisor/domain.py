@@ -19,10 +19,12 @@ from __future__ import annotations
 import datetime
 import math
 from array import array
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import FrozenInstanceError, dataclass, field
-from operator import itemgetter
-from typing import Any, ClassVar, Final
+from dataclasses import FrozenInstanceError, dataclass, field, fields
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import Any, ClassVar, Final, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ Exposition = Mapping[str, Sequence[Sample]]
 """Samples of one scrape keyed by sample name."""
 
 
+_T = TypeVar("_T")
 _first = itemgetter(0)
 _second = itemgetter(1)
 
@@ -58,6 +61,47 @@ _INTERNED_IDS: dict[int, tuple[float, ...]] = {}
 """``id(t)`` → ``t`` for every tuple ``t`` in :data:`_BOUNDS` (which holds it forever, so its id is never reused):
 bounds already interned — every histogram built from another's :meth:`Histogram.bounds`, as every delta and window
 sum is — are recognised by identity, without hashing ~20 floats."""
+
+
+_WIRE_LAYOUTS: dict[type, tuple[tuple[str, ...], attrgetter[Any]]] = {}
+"""Per frozen dataclass sent through a pipe: its field names in order, and a getter of all their values."""
+
+
+def _wire_layout(cls: type) -> tuple[tuple[str, ...], attrgetter[Any]]:
+    layout = _WIRE_LAYOUTS.get(cls)
+    if layout is None:
+        names = tuple(f.name for f in fields(cls))
+        layout = _WIRE_LAYOUTS[cls] = (names, attrgetter(*names))
+    return layout
+
+
+def reduce_frozen(obj: Any) -> tuple[Any, ...]:
+    """``__reduce__`` for a frozen slots dataclass of two or more fields, whose pickle is the class and one tuple of
+    its field values in order, rebuilt by :func:`rebuild_frozen` — rather than the dataclass default (a state list
+    restored one ``object.__setattr__`` per field after a ``dataclasses.fields`` call). Measured on the parent of
+    ``run --workers 2`` (issue 15, vLLM 0.33 page): unpickling a scrape result takes about half the time.
+
+    Example: ``pickle.loads(pickle.dumps(snap)) == snap`` for any :class:`EngineSnapshot`, field by field."""
+    return (rebuild_frozen, (type(obj), _wire_layout(type(obj))[1](obj)))
+
+
+def rebuild_frozen(cls: type[_T], values: tuple[Any, ...]) -> _T:
+    """The instance of frozen dataclass ``cls`` whose fields hold ``values`` in field order (no ``__init__``, no
+    ``__post_init__``: the values are those of an instance that was valid). Raises ``ValueError`` when the count
+    differs from the class's fields (a pickle of another version of the class)."""
+    names = _wire_layout(cls)[0]
+    if len(values) != len(names):
+        raise ValueError(f"{cls.__name__}: {len(values)} values for {len(names)} fields")
+    obj = cls.__new__(cls)
+    deque(map(object.__setattr__, repeat(obj, len(names)), names, values), maxlen=0)
+    return obj
+
+
+def _histogram_from_wire(bounds: tuple[float, ...], counts: array[float], count: float, sum: float) -> Histogram:
+    """:meth:`Histogram.__reduce__`'s rebuild: the unpickled ``counts`` array is the histogram's own."""
+    h = Histogram.__new__(Histogram)
+    h._init(bounds, counts, count, sum)
+    return h
 
 
 def _interned(bounds: tuple[float, ...]) -> tuple[float, ...]:
@@ -155,7 +199,8 @@ class Histogram:
         return f"Histogram(buckets={self.buckets!r}, count={self.count!r}, sum={self.sum!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Histogram, (self.buckets, self.count, self.sum))
+        # bounds (one interned tuple: pickled once per message) and the packed counts (one bytes copy), not pairs
+        return (_histogram_from_wire, (self._bounds, self._counts, self.count, self.sum))
 
     @staticmethod
     def merge(histograms: Sequence[Histogram]) -> Histogram | None:
@@ -318,6 +363,10 @@ class EngineSnapshot:
     ranks_excluded: tuple[str, ...] = ()
     replicas: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen
+        return reduce_frozen(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,17 +24,21 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEve
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
+from advisor.heap import CycleHeap
 from advisor.server import DEFAULT_MAX_CONNECTIONS, AdvisorHTTPServer, parse_listen, raise_fd_limit
 from advisor.service import Service
 
 log = logging.getLogger(__name__)
 
 
-def _safe_cycle(service: Service) -> None:
+def _safe_cycle(service: Service, heap: CycleHeap | None = None) -> None:
+    """One cycle; then, between cycles, the heap's turn (:meth:`advisor.heap.CycleHeap.after_cycle`)."""
     try:
         service.run_cycle()
     except Exception:
         log.exception("evaluation cycle failed; the loop goes on")
+    if heap is not None:
+        heap.after_cycle()
 
 
 def run_daemon(
@@ -116,10 +120,11 @@ def run_daemon(
             service.metrics.cycles_skipped.inc()
 
     scheduler.add_listener(_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+    heap = CycleHeap()  # the history is frozen after each cycle: no collection rescans it (advisor.heap)
     scheduler.add_job(
         _safe_cycle,
         "interval",
-        args=[service],
+        args=[service, heap],
         seconds=service.cfg.scrape_interval,
         next_run_time=datetime.datetime.now(datetime.UTC),
         max_instances=1,
@@ -143,6 +148,7 @@ def run_daemon(
     finally:
         service.stop()  # the running cycle stops waiting for slow targets and finishes with what answered
         scheduler.shutdown(wait=True)
+        heap.close()
         service.close()
         server.shutdown()
         server.server_close()
