@@ -73,6 +73,7 @@ from advisor.engines.common import (
     first_histogram,
     first_samples,
     first_total,
+    fsum_or_none,
     sum_all,
     valid_ratio,
     wanted_names,
@@ -624,9 +625,11 @@ class _IndexedScope(_VLLMScope):
 
 
 def _sum(samples: Sequence[Sample], scale: float) -> float | None:
-    """The samples' values summed times ``scale``, ``None`` with a NaN (one rank of :meth:`Scope.counter`)."""
+    """The samples' values summed times ``scale``, ``None`` with a NaN or with both ``+Inf`` and ``-Inf`` (one rank
+    of :meth:`Scope.counter`)."""
     values = [s.value for s in samples]
-    return None if any(map(math.isnan, values)) else math.fsum(values) * scale
+    total = None if any(map(math.isnan, values)) else fsum_or_none(values)
+    return None if total is None else total * scale
 
 
 def _histogram(
