@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.domain import Sample
@@ -83,7 +83,7 @@ def pages(draw: st.DrawFn) -> dict[str, list[Sample]]:
     return out
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pages(), st.sampled_from([None, "a", "b"]))
 def test_the_indexed_readings_equal_the_reference_readings(page: dict[str, list[Sample]], model: str | None) -> None:
     expo, _ = first_samples(page)
@@ -107,7 +107,7 @@ def test_the_indexed_readings_equal_the_reference_readings(page: dict[str, list[
                 assert idx.gauge(series) == ref.gauge(series), series.name
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pages(), st.sampled_from([None, "a", "b"]))
 def test_the_indexed_snapshot_equals_the_reference_snapshot(page: dict[str, list[Sample]], model: str | None) -> None:
     expo, notes = first_samples(page)
