@@ -263,10 +263,8 @@ class Scope:
     def counter(self, series: Series, suffix: str = "") -> dict[str, float | None]:
         """Counter per rank: sum over other labels (``is_streaming``, ``finished_reason``); NaN → unknown.
 
-        Example: ``x{is_streaming="false"} 61``, ``x{is_streaming="true"} 238`` → ``{"0": 299.0}``.
-
-        Raises:
-            ValueError: a rank's samples hold both ``+Inf`` and ``-Inf`` (``math.fsum``: ``-inf + inf in fsum``).
+        Example: ``x{is_streaming="false"} 61``, ``x{is_streaming="true"} 238`` → ``{"0": 299.0}``; a rank
+        holding both ``+Inf`` and ``-Inf`` is unknown too (:func:`fsum_or_none`).
         """
         return _sums(*self.ranked_samples(series, suffix), series.scale)
 
@@ -280,8 +278,7 @@ class Scope:
             x_count{…true} 3  x_count{…false} 1          x_sum{…true} 2.5  x_sum{…false} 0.5
             → {"0": Histogram(buckets=((1.0, 3.0), (inf, 4.0)), count=4.0, sum=3.0)}
 
-        Raises:
-            ValueError: as :meth:`counter`, for a rank's ``_count`` or ``_sum`` samples.
+        A rank whose ``_count`` or ``_sum`` samples hold both ``+Inf`` and ``-Inf`` is unknown (:meth:`counter`).
         """
         buckets: dict[str, dict[float, float]] = {}
         bad: set[str] = set()
@@ -323,8 +320,20 @@ class Scope:
         return out
 
 
+def fsum_or_none(values: Iterable[float]) -> float | None:
+    """``math.fsum(values)``, or ``None`` (unknown) when they hold both ``+Inf`` and ``-Inf``: their sum is undefined
+    and ``math.fsum`` raises ``ValueError`` (``-inf + inf in fsum``), as the window code
+    (``advisor.telemetry``, ``Histogram.merge`` there) also reads as unknown. ``[3, 4] → 7.0``, ``[inf, 1] → inf``,
+    ``[inf, -inf] → None``."""
+    try:
+        return math.fsum(values)
+    except ValueError:
+        return None
+
+
 def _sums(samples: Sequence[Sample], ranks: Sequence[str], scale: float) -> dict[str, float | None]:
-    """Per rank, the sum of the samples' values times ``scale``; ``None`` for a rank with a NaN."""
+    """Per rank, the sum of the samples' values times ``scale``; ``None`` for a rank with a NaN, or with both
+    ``+Inf`` and ``-Inf`` (:func:`fsum_or_none`)."""
     values: dict[str, list[float]] = {}
     for r, s in zip(ranks, samples, strict=True):
         vs = values.get(r)
@@ -332,7 +341,11 @@ def _sums(samples: Sequence[Sample], ranks: Sequence[str], scale: float) -> dict
             values[r] = [s.value]
         else:
             vs.append(s.value)
-    return {r: None if any(math.isnan(v) for v in vs) else math.fsum(vs) * scale for r, vs in values.items()}
+    out: dict[str, float | None] = {}
+    for r, vs in values.items():
+        total = None if any(math.isnan(v) for v in vs) else fsum_or_none(vs)
+        out[r] = None if total is None else total * scale
+    return out
 
 
 def _suffixes(series: Series) -> tuple[str, ...]:
@@ -398,19 +411,21 @@ class _FirstSamples(list[Sample]):
 
 
 def sum_all(per_rank: Mapping[str, float | None], ranks: Sequence[str]) -> float | None:
-    """Sum over every rank; unknown when a rank is missing or unknown: ``({"0": 3, "1": 4}, ("0", "1")) → 7``."""
+    """Sum over every rank; unknown when a rank is missing or unknown, or when one rank holds ``+Inf`` and another
+    ``-Inf`` (:func:`fsum_or_none`): ``({"0": 3, "1": 4}, ("0", "1")) → 7``."""
     if not per_rank:
         return None
     values = [per_rank.get(r) for r in ranks]
     if not values or any(v is None for v in values):
         return None
-    return math.fsum(v for v in values if v is not None)
+    return fsum_or_none(v for v in values if v is not None)
 
 
 def sum_known(values: Iterable[float | None]) -> float | None:
-    """Sum of the known values, ``None`` when none is known: ``[3, None, 4] → 7``, ``[None] → None``."""
+    """Sum of the known values, ``None`` when none is known (or they hold ``+Inf`` and ``-Inf``,
+    :func:`fsum_or_none`): ``[3, None, 4] → 7``, ``[None] → None``."""
     known = [v for v in values if v is not None]
-    return math.fsum(known) if known else None
+    return fsum_or_none(known) if known else None
 
 
 def valid_ratio(value: float | None) -> float | None:
@@ -430,7 +445,8 @@ def weighted_usage(
 ) -> float | None:
     """Usage over ranks: capacity-weighted mean, else the plain mean (see the vLLM adapter).
 
-    Example: usage ``{"0": 0.5, "1": 0.1}``, capacity ``{"0": 30000, "1": 10000}`` → ``0.4``.
+    Example: usage ``{"0": 0.5, "1": 0.1}``, capacity ``{"0": 30000, "1": 10000}`` → ``0.4``. Capacities holding
+    ``+Inf`` and ``-Inf`` (:func:`fsum_or_none`) make the weights undefined: the plain mean.
     """
     us = [usage.get(r) for r in ranks]
     if not us or any(u is None for u in us):
@@ -438,9 +454,11 @@ def weighted_usage(
     known = [u for u in us if u is not None]
     caps = [capacity.get(r) for r in ranks]
     known_caps = [c for c in caps if c is not None]
-    if len(known_caps) == len(caps) and math.fsum(known_caps) > 0:
-        return math.fsum(u * c for u, c in zip(known, known_caps, strict=True)) / math.fsum(known_caps)
-    return math.fsum(known) / len(known)
+    weight = fsum_or_none(known_caps) if len(known_caps) == len(caps) else None
+    if weight is not None and weight > 0:  # no -Inf weight: the products cannot hold +Inf and -Inf
+        return math.fsum(u * c for u, c in zip(known, known_caps, strict=True)) / weight
+    total = fsum_or_none(known)
+    return None if total is None else total / len(known)
 
 
 def merged(per_rank: Mapping[str, Histogram | None], ranks: Sequence[str]) -> Histogram | None:

@@ -62,9 +62,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Final, cast
 
-from advisor.domain import EngineSnapshot, Exposition, RankValues, Sample
+from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues, Sample
 from advisor.engines.common import (
     DEFAULT_RANK,
     Kind,
@@ -73,6 +73,7 @@ from advisor.engines.common import (
     first_histogram,
     first_samples,
     first_total,
+    fsum_or_none,
     sum_all,
     valid_ratio,
     wanted_names,
@@ -211,7 +212,7 @@ class VLLMAdapter:
         return sample_name in WANTED_SAMPLE_NAMES or canonical_name(sample_name) in WANTED_SAMPLE_NAMES
 
     def __init__(self) -> None:
-        self._last: tuple[Exposition, _VLLMScope, list[str]] | None = None
+        self._last: tuple[Exposition, _IndexedScope, list[str]] | None = None
         """The scope :meth:`models` built, kept for the :meth:`snapshot` of the same exposition that follows
         (``advisor.observe.observe`` asks for both); replaced whole, so a concurrent caller sees a pair or none."""
 
@@ -219,7 +220,7 @@ class VLLMAdapter:
         """Every served model (``model_name``, else Triton's ``model``) on the samples the adapter reads, in
         exposition order (LoRA adapters are not separate models; ``vllm:lora_requests_info`` is not read)."""
         expo, duplicates = first_samples(normalize(exposition))
-        scope = _VLLMScope(expo, None)
+        scope = _IndexedScope(expo, None)
         self._last = (exposition, scope, duplicates)
         return scope.all_models
 
@@ -240,111 +241,121 @@ class VLLMAdapter:
             _, scope, duplicates = last  # the same page, the same model: the scope models() just built
         else:
             expo, duplicates = first_samples(normalize(exposition))
-            scope = _VLLMScope(expo, model)
-        ranks = scope.vllm_ranks()
-        missing: list[str] = list(duplicates)
+            scope = _IndexedScope(expo, model)
+        return read_snapshot(scope, duplicates, self.engine)
 
-        def note(field: str, value: object, why: str | None = None) -> None:
-            if value is None:
-                name = NAME_TABLE[field][0].name
-                missing.append(f"{name} ({why})" if why else name)
 
-        cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
-        capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
-        hybrid = kv_cache_hybrid(engine_config)
-        if capacity is None and hybrid:
-            missing.append(
-                f"{_CACHE_CONFIG} kv_cache_size_tokens (hybrid model: num_gpu_blocks × block_size is not its pool)"
-            )
-        else:
-            note("kv_cache_capacity_tokens", capacity)
+def read_snapshot(scope: _VLLMScope, duplicates: Sequence[str], engine: str = "vllm") -> EngineSnapshot:
+    """The snapshot of one scope (:meth:`VLLMAdapter.snapshot` after the scope is built).
 
-        # KV usage: first alias giving a usable aggregate
-        usage_by_rank: dict[str, float | None] = {}
-        usage: float | None = None
-        for alias in NAME_TABLE["kv_cache_usage_ratio"]:
-            per_rank = {r: valid_ratio(v) for r, v in scope.gauge(alias).items()}
-            if not per_rank:
-                continue
-            agg = weighted_usage(per_rank, cap_by_rank, ranks)
-            if not usage_by_rank or agg is not None:
-                usage_by_rank = per_rank
-            if agg is not None:
-                usage = agg
-                break
-        note("kv_cache_usage_ratio", usage)
+    ``scope`` is an :class:`_IndexedScope` (the adapter's: every family walked once) or a plain :class:`_VLLMScope`
+    (the reference it must equal, ``tests/engines/test_vllm_index.py``); ``duplicates`` are :func:`first_samples`'s
+    notes, listed first in ``missing``.
+    """
+    ranks = scope.vllm_ranks()
+    missing: list[str] = list(duplicates)
 
-        def total(field: str) -> tuple[Mapping[str, float | None], float | None]:
-            per_rank, value = first_total(scope, NAME_TABLE[field], ranks)
-            note(field, value)
-            return per_rank, value
+    def note(field: str, value: object, why: str | None = None) -> None:
+        if value is None:
+            name = NAME_TABLE[field][0].name
+            missing.append(f"{name} ({why})" if why else name)
 
-        running_by_rank, running = total("requests_running")
-        waiting_by_rank, waiting = total("requests_waiting")
-        waiting_by_reason = _waiting_by_reason(scope, ranks)
-        preempt_by_rank, preemptions = total("preemptions_total")
-        prompt_by_rank, prompt = total("prompt_tokens_total")
-        gen_by_rank, generation = total("generation_tokens_total")
-        _, finished = total("requests_finished_total")
-
-        ttft, ttft_alias = first_histogram(scope, NAME_TABLE["ttft"], ranks)
-        note("ttft", ttft, why_no_histogram(scope, NAME_TABLE["ttft"], ranks) if ttft is None else None)
-        tpot, tpot_alias = first_histogram(scope, NAME_TABLE["tpot"], ranks)
-        note("tpot", tpot, why_no_histogram(scope, NAME_TABLE["tpot"], ranks) if tpot is None else None)
-        e2e, _ = first_histogram(scope, NAME_TABLE["e2e"], ranks)
-        note("e2e", e2e)
-        queue_time, _ = first_histogram(scope, NAME_TABLE["queue_time"], ranks)
-        note("queue_time", queue_time)
-
-        start_values = [
-            s.value for s in scope.samples(NAME_TABLE["process_start_time_seconds"][0]) if not math.isnan(s.value)
-        ]
-        process_start = start_values[0] if start_values else None
-        note("process_start_time_seconds", process_start)
-
-        rank_values: tuple[RankValues, ...] = ()
-        if len(ranks) > 1:
-            rank_values = tuple(
-                RankValues(
-                    rank=r,
-                    kv_cache_usage_ratio=usage_by_rank.get(r),
-                    kv_cache_capacity_tokens=cap_by_rank.get(r),
-                    requests_running=running_by_rank.get(r),
-                    requests_waiting=waiting_by_rank.get(r),
-                    preemptions_total=preempt_by_rank.get(r),
-                    prompt_tokens_total=prompt_by_rank.get(r),
-                    generation_tokens_total=gen_by_rank.get(r),
-                )
-                for r in ranks
-            )
-
-        missing.extend(bounded([f'{scope.model_label()}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
-        return EngineSnapshot(
-            engine=self.engine,
-            model=scope.model,
-            kv_cache_usage_ratio=usage,
-            kv_cache_capacity_tokens=capacity,
-            requests_running=running,
-            requests_waiting=waiting,
-            preemptions_total=preemptions,
-            prompt_tokens_total=prompt,
-            generation_tokens_total=generation,
-            requests_finished_total=finished,
-            ttft=ttft,
-            ttft_source=ttft_alias.name if ttft_alias else None,
-            tpot=tpot,
-            tpot_source=tpot_alias.name if tpot_alias else None,
-            tpot_is_itl=bool(tpot_alias and tpot_alias.is_itl),
-            e2e=e2e,
-            queue_time=queue_time,
-            process_start_time_seconds=process_start,
-            engine_config=engine_config,
-            ranks=rank_values,
-            requests_waiting_by_reason=waiting_by_reason,
-            kv_cache_hybrid=hybrid,
-            replicas=scope.replicas(ranks),
-            missing=tuple(missing),
+    cap_by_rank, engine_config = _capacity_per_rank(scope, ranks)
+    capacity = sum_all(cap_by_rank, ranks) if cap_by_rank else None
+    hybrid = kv_cache_hybrid(engine_config)
+    if capacity is None and hybrid:
+        missing.append(
+            f"{_CACHE_CONFIG} kv_cache_size_tokens (hybrid model: num_gpu_blocks × block_size is not its pool)"
         )
+    else:
+        note("kv_cache_capacity_tokens", capacity)
+
+    # KV usage: first alias giving a usable aggregate
+    usage_by_rank: dict[str, float | None] = {}
+    usage: float | None = None
+    for alias in NAME_TABLE["kv_cache_usage_ratio"]:
+        per_rank = {r: valid_ratio(v) for r, v in scope.gauge(alias).items()}
+        if not per_rank:
+            continue
+        agg = weighted_usage(per_rank, cap_by_rank, ranks)
+        if not usage_by_rank or agg is not None:
+            usage_by_rank = per_rank
+        if agg is not None:
+            usage = agg
+            break
+    note("kv_cache_usage_ratio", usage)
+
+    def total(field: str) -> tuple[Mapping[str, float | None], float | None]:
+        per_rank, value = first_total(scope, NAME_TABLE[field], ranks)
+        note(field, value)
+        return per_rank, value
+
+    running_by_rank, running = total("requests_running")
+    waiting_by_rank, waiting = total("requests_waiting")
+    waiting_by_reason = _waiting_by_reason(scope, ranks)
+    preempt_by_rank, preemptions = total("preemptions_total")
+    prompt_by_rank, prompt = total("prompt_tokens_total")
+    gen_by_rank, generation = total("generation_tokens_total")
+    _, finished = total("requests_finished_total")
+
+    ttft, ttft_alias = first_histogram(scope, NAME_TABLE["ttft"], ranks)
+    note("ttft", ttft, why_no_histogram(scope, NAME_TABLE["ttft"], ranks) if ttft is None else None)
+    tpot, tpot_alias = first_histogram(scope, NAME_TABLE["tpot"], ranks)
+    note("tpot", tpot, why_no_histogram(scope, NAME_TABLE["tpot"], ranks) if tpot is None else None)
+    e2e, _ = first_histogram(scope, NAME_TABLE["e2e"], ranks)
+    note("e2e", e2e)
+    queue_time, _ = first_histogram(scope, NAME_TABLE["queue_time"], ranks)
+    note("queue_time", queue_time)
+
+    start_values = [
+        s.value for s in scope.samples(NAME_TABLE["process_start_time_seconds"][0]) if not math.isnan(s.value)
+    ]
+    process_start = start_values[0] if start_values else None
+    note("process_start_time_seconds", process_start)
+
+    rank_values: tuple[RankValues, ...] = ()
+    if len(ranks) > 1:
+        rank_values = tuple(
+            RankValues(
+                rank=r,
+                kv_cache_usage_ratio=usage_by_rank.get(r),
+                kv_cache_capacity_tokens=cap_by_rank.get(r),
+                requests_running=running_by_rank.get(r),
+                requests_waiting=waiting_by_rank.get(r),
+                preemptions_total=preempt_by_rank.get(r),
+                prompt_tokens_total=prompt_by_rank.get(r),
+                generation_tokens_total=gen_by_rank.get(r),
+            )
+            for r in ranks
+        )
+
+    missing.extend(bounded([f'{scope.model_label()}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
+    return EngineSnapshot(
+        engine=engine,
+        model=scope.model,
+        kv_cache_usage_ratio=usage,
+        kv_cache_capacity_tokens=capacity,
+        requests_running=running,
+        requests_waiting=waiting,
+        preemptions_total=preemptions,
+        prompt_tokens_total=prompt,
+        generation_tokens_total=generation,
+        requests_finished_total=finished,
+        ttft=ttft,
+        ttft_source=ttft_alias.name if ttft_alias else None,
+        tpot=tpot,
+        tpot_source=tpot_alias.name if tpot_alias else None,
+        tpot_is_itl=bool(tpot_alias and tpot_alias.is_itl),
+        e2e=e2e,
+        queue_time=queue_time,
+        process_start_time_seconds=process_start,
+        engine_config=engine_config,
+        ranks=rank_values,
+        requests_waiting_by_reason=waiting_by_reason,
+        kv_cache_hybrid=hybrid,
+        replicas=scope.replicas(ranks),
+        missing=tuple(missing),
+    )
 
 
 # --- reshaping helpers -------------------------------------------------------------------------------
@@ -377,7 +388,7 @@ class _VLLMScope(Scope):
     def __init__(self, exposition: Exposition, model: str | None) -> None:
         # a replica label (Ray's ReplicaId, Triton's version) labels every sample of a family that has it
         self._replicated = any(
-            label in samples[0].labels for samples in exposition.values() if samples for label in _REPLICA_LABELS
+            not samples[0].labels.keys().isdisjoint(_REPLICA_LABELS) for samples in exposition.values() if samples
         )
         super().__init__(exposition, wanted=WANTED_SAMPLE_NAMES, model_labels=_MODEL_LABELS, model=model)
 
@@ -437,6 +448,246 @@ class _VLLMScope(Scope):
                     if label in s.labels:
                         return label
         return _MODEL_LABELS[0]
+
+
+class _Family:
+    """One sample name's samples of the scope's model (as :meth:`Scope.samples` keeps them) and their ranks.
+
+    Attributes:
+        samples: the samples, in exposition order.
+        rank: the one rank of every sample (the usual page), else ``None``.
+        ranks: the rank of each sample (as :meth:`_VLLMScope.rank`), or ``None`` when ``rank`` is set.
+        rank_set: every rank on the samples.
+        named: whether any sample names a rank (:func:`_names_rank`).
+    """
+
+    __slots__ = ("named", "rank", "rank_set", "ranks", "samples")
+
+    def __init__(
+        self, samples: list[Sample], rank: str | None, ranks: list[str] | None, rank_set: frozenset[str], named: bool
+    ) -> None:
+        self.samples = samples
+        self.rank = rank
+        self.ranks = ranks
+        self.rank_set = rank_set
+        self.named = named
+
+    @classmethod
+    def one_rank(cls, samples: list[Sample], rank: str, named: bool) -> _Family:
+        """Every sample of rank ``rank``."""
+        return cls(samples, rank, None, frozenset((rank,)), named)
+
+
+_NO_FAMILY: Final = _Family([], None, [], frozenset(), False)
+
+
+class _IndexedScope(_VLLMScope):
+    """:class:`_VLLMScope` read in one indexed pass: each family the adapter reads is walked once (its model's
+    samples, their ranks, whether they name one) into a :class:`_Family`, and every reading (the rank set, whether a
+    series is ranked, gauges, counters, histograms) is computed from that index; a family of one rank (the usual
+    page) is read without a per-sample rank at all.
+
+    The readings equal :class:`_VLLMScope`'s, the reference kept beside it: ``tests/engines/test_vllm_index.py``
+    holds the two equal on generated pages, ``tests/engines/test_snapshot_equality.py`` on every captured page and
+    its variants.
+
+    Example::
+
+        vllm:num_requests_running{engine="0",model_name="m"} 3     → _Family(rank="0", named=True)
+        vllm:num_requests_running{engine="1",model_name="m"} 4     (another page: two ranks)
+        vllm:num_requests_running{engine="0",model_name="m"} 3     → _Family(ranks=["1", "0"], named=True)
+    """
+
+    def __init__(self, exposition: Exposition, model: str | None) -> None:
+        super().__init__(exposition, model)
+        self._families: dict[str, _Family] | None = None
+        self._histograms: dict[Series, dict[str, Histogram | None]] = {}
+
+    def _index(self) -> dict[str, _Family]:
+        """Every wanted family on the page, walked once (on first use: :meth:`models` alone needs none)."""
+        families = self._families
+        if families is None:
+            families = self._families = {
+                name: self._family(raw) for name, raw in self._expo.items() if raw and name in WANTED_SAMPLE_NAMES
+            }
+        return families
+
+    def _family(self, raw: Sequence[Sample]) -> _Family:
+        """One family's walk: :meth:`Scope.samples`' model and priority filters (vLLM series match no category
+        and have no replica labels), then the rank of each sample as :meth:`rank` gives it."""
+        if self.others:
+            samples = [s for s in raw if self._same_model(self._model_of(s) or self.model, self.model)]
+            if not samples:
+                return _NO_FAMILY
+        else:
+            samples = raw if isinstance(raw, list) else list(raw)
+        if len(samples) == 1:  # most families: one series, kept whatever its priority label
+            (sample,) = samples
+            if self._replicated:
+                return _Family.one_rank(samples, self.rank(sample), _names_rank(sample))
+            engine = sample.labels.get(_RANK_LABEL)
+            if engine is not None:
+                return _Family.one_rank(samples, engine, True)
+            return _Family.one_rank(samples, DEFAULT_RANK, _names_rank(sample))
+        labels = [s.labels for s in samples]
+        if "" in [x.get("priority") for x in labels]:
+            samples = [s for s, x in zip(samples, labels, strict=True) if x.get("priority", "") == ""]
+            labels = [s.labels for s in samples]
+        if self._replicated:
+            ranks = [self.rank(s) for s in samples]
+            named = any(_names_rank(s) for s in samples)
+        else:
+            engines = [x.get(_RANK_LABEL) for x in labels]
+            distinct = set(engines)
+            named = len(distinct) > 1 or None not in distinct or any(x.get(k) for x in labels for k in _REPLICA_LABELS)
+            if len(distinct) == 1 or distinct == {None, DEFAULT_RANK}:  # one rank (the usual page)
+                engine = engines[0]
+                return _Family.one_rank(samples, engine if engine is not None else DEFAULT_RANK, named)
+            # without a None, the engine values are the ranks
+            ranks = (
+                cast("list[str]", engines)
+                if None not in distinct
+                else [e if e is not None else DEFAULT_RANK for e in engines]
+            )
+        rank_set = frozenset(ranks)
+        if len(rank_set) == 1:
+            return _Family.one_rank(samples, ranks[0], named)
+        return _Family(samples, None, ranks, rank_set, named)
+
+    def _get(self, series: Series, suffix: str) -> _Family | None:
+        """The family of ``series`` + ``suffix`` (:data:`_NO_FAMILY` when absent), or ``None`` for a category
+        series (none in vLLM's table: read by the reference code)."""
+        if series.match:
+            return None
+        return self._index().get(series.name + suffix, _NO_FAMILY)
+
+    def samples(self, series: Series, suffix: str = "") -> list[Sample]:
+        fam = self._get(series, suffix)
+        return super().samples(series, suffix) if fam is None else fam.samples
+
+    def ranked_samples(self, series: Series, suffix: str = "") -> tuple[list[Sample], list[str]]:
+        fam = self._get(series, suffix)
+        if fam is None:
+            return super().ranked_samples(series, suffix)
+        if fam.ranks is None:
+            return fam.samples, [cast(str, fam.rank)] * len(fam.samples)
+        return fam.samples, fam.ranks
+
+    def ranked(self, series: Series) -> bool:
+        if series.match:
+            return super().ranked(series)
+        index = self._index()
+        return any(index.get(name, _NO_FAMILY).named for name in series.sample_names())
+
+    def vllm_ranks(self) -> tuple[str, ...]:
+        found: set[str] = set()
+        for name, fam in self._index().items():
+            if name == _PROCESS_START:
+                continue
+            if name == _CACHE_CONFIG:
+                found.update(self.rank(s) for s in fam.samples if _names_rank(s))
+            else:
+                found |= fam.rank_set
+        return tuple(sorted(found, key=_rank_order))
+
+    def gauge(self, series: Series) -> dict[str, float | None]:
+        fam = self._get(series, "")
+        if fam is None or fam.rank is None:  # a category series, or several ranks: the per-sample walk
+            return super().gauge(series)
+        scale = series.scale
+        best: float | None = None
+        for s in fam.samples:
+            if not math.isnan(s.value):
+                v = s.value * scale
+                best = v if best is None else max(best, v)
+        return {fam.rank: best}
+
+    def counter(self, series: Series, suffix: str = "") -> dict[str, float | None]:
+        fam = self._get(series, suffix)
+        if fam is None or fam.rank is None:
+            return super().counter(series, suffix)
+        return {fam.rank: _sum(fam.samples, series.scale)}
+
+    def histogram(self, series: Series) -> dict[str, Histogram | None]:
+        known = self._histograms.get(series)
+        if known is not None:  # read twice when unusable (first_histogram, then why_no_histogram)
+            return known
+        parts = [self._get(series, suffix) for suffix in ("_bucket", "_count", "_sum")]
+        ranks = {r for p in parts if p is not None for r in p.rank_set}
+        bucket, count, total = parts
+        if bucket is None or count is None or total is None or len(ranks) != 1 or bucket.rank is None:
+            out = super().histogram(series)  # several ranks (or a category series): the per-sample walk
+        else:
+            (r,) = ranks
+            out = {r: _histogram(bucket.samples, count.samples, total.samples, series.scale)}
+        self._histograms[series] = out
+        return out
+
+
+def _sum(samples: Sequence[Sample], scale: float) -> float | None:
+    """The samples' values summed times ``scale``, ``None`` with a NaN or with both ``+Inf`` and ``-Inf`` (one rank
+    of :meth:`Scope.counter`)."""
+    values = [s.value for s in samples]
+    total = None if any(map(math.isnan, values)) else fsum_or_none(values)
+    return None if total is None else total * scale
+
+
+def _histogram(
+    buckets: Sequence[Sample], counts: Sequence[Sample], sums: Sequence[Sample], scale: float
+) -> Histogram | None:
+    """One rank's histogram from its ``_bucket``, ``_count`` and ``_sum`` samples, as :meth:`Scope.histogram` makes
+    it: counts summed over equal bounds (``0.0 +`` each, in order), ``None`` when a bound is missing, not a number or
+    NaN, a count is NaN, there is no ``+Inf`` bucket or no ``_sum``, or the ``_count``/``_sum`` hold a NaN."""
+    per_le = _per_le(buckets)
+    if per_le is None or math.inf not in per_le or not sums:
+        return None
+    total = _sum(sums, 1.0)
+    count = _sum(counts, 1.0) if counts else None
+    if total is None or (counts and count is None):
+        return None
+    les = sorted(per_le)
+    # le × 1.0 is le, bit for bit (-0.0 included): no pass over the bounds for an unscaled family
+    bounds = tuple(les) if scale == 1.0 else tuple(le * scale if math.isfinite(le) else le for le in les)
+    return Histogram.from_counts(
+        bounds,
+        [per_le[le] for le in les],
+        count=count if count is not None else per_le[math.inf],
+        sum=total * scale,
+    )
+
+
+_LE_FLOATS: Final[dict[str, float]] = {}
+"""``le`` label text → ``float(text)``, for the bounds seen (a fleet's pages share a few dozen); at most
+:data:`_LE_FLOATS_LIMIT` entries, then new texts are parsed each time. A bound of ``0`` parses on every read
+(``0.0`` is falsy), as do texts ``float`` refuses."""
+_LE_FLOATS_LIMIT: Final = 4096
+
+
+def _le(text: str) -> float:
+    """``float(text)``, remembered in :data:`_LE_FLOATS` while it has room. Raises ``ValueError`` as ``float``."""
+    value = float(text)
+    if len(_LE_FLOATS) < _LE_FLOATS_LIMIT:
+        _LE_FLOATS[text] = value
+    return value
+
+
+def _per_le(samples: Sequence[Sample]) -> dict[float, float] | None:
+    """One rank's ``_bucket`` samples → cumulative count per bound (``0.0 +`` each count, summed over equal bounds
+    in order, as :meth:`Scope.histogram`); ``None`` when a bound is missing, not a number or NaN, or a count NaN."""
+    values = [s.value for s in samples]
+    try:
+        les = [_LE_FLOATS.get(x) or _le(x) for x in [s.labels["le"] for s in samples]]
+    except (KeyError, ValueError):
+        return None
+    isnan = math.isnan
+    if any(map(isnan, les)) or any(map(isnan, values)):
+        return None
+    if len(set(les)) == len(les):  # every bound once (the usual page)
+        return dict(zip(les, [0.0 + v for v in values], strict=True))
+    per_le: dict[float, float] = {}
+    for le, v in zip(les, values, strict=True):
+        per_le[le] = per_le.get(le, 0.0) + v
+    return per_le
 
 
 def _waiting_by_reason(scope: _VLLMScope, ranks: Sequence[str]) -> dict[str, float]:
