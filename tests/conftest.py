@@ -13,9 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
+
+# Hypothesis's own timing bounds (a 200 ms deadline per example, the too_slow health check on generation) are
+# wall-clock bounds: on a shared, loaded CI machine they fail tests whose properties hold. Off for every property;
+# max_examples and the properties themselves stay each test's own.
+settings.register_profile("advisor", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("advisor")
 
 
 @pytest.fixture(autouse=True)
