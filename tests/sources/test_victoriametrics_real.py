@@ -211,7 +211,9 @@ def test_victoriametrics_snapshots_equal_direct_scrapes(
 
 def test_points_fall_at_start_plus_k_steps_however_many(fleet: Fleet) -> None:
     """61 points at 0.125 s from a start that is no multiple of the step: VictoriaMetrics would move start and
-    end to multiples of the step (≥ 50 points) unless asked not to; the source asks (``nocache=1``)."""
+    end to multiples of the step (≥ 50 points) unless asked not to; the source asks (``nocache=1``). ``up`` holds
+    every evaluation time; the engine's points only the first showing each raw scrape (the store scrapes every
+    second: the others re-read it), each on the same grid."""
     a, b = window(fleet)
     step = 0.125
     start = a + 0.07
@@ -221,9 +223,13 @@ def test_points_fall_at_start_plus_k_steps_however_many(fleet: Fleet) -> None:
         h = source.history('kind="vllm",subset="small"', get_adapter("vllm").wants, start, end, step)
     assert h.ok, (h.error_reason, h.error_message)
     (group,) = h.groups
-    times = [t for t, _ in group.points]
+    times = [t for t, _ in group.up]
     assert len(times) == 61
     assert all(abs(t - (start + k * step)) < 0.002 for k, t in enumerate(times)), (start, times[:3], times[-1])
+    kept = [t for t, _ in group.points]
+    assert all(min(abs(t - u) for u in times) < 0.002 for t in kept), kept
+    assert len(group.scraped) == len(kept) == len(set(group.scraped))  # one point per raw scrape
+    assert 60 * step / INTERVAL - 1 <= len(kept) <= 60 * step / INTERVAL + 2, kept
 
 
 def test_queries_per_cycle_do_not_depend_on_the_number_of_targets(fleet: Fleet) -> None:
