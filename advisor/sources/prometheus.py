@@ -49,6 +49,16 @@ counter increases agree with direct scraping within about one scrape interval's 
 end (``tests/sources/test_prometheus_real.py`` measures it). A target that went down drops out (its series
 are marked stale), as a failed scrape adds nothing to the scraper's history.
 
+One point per raw scrape: when the store scrapes a target less often than ``step`` (a late scrape on a loaded
+machine, a longer scrape interval, remote-write or ingestion delay), consecutive points repeat one scrape, and its
+counters would read flat while requests run — still intervals to the stall check, a zero per-interval rate. The
+query therefore also asks for ``timestamp(up{…})`` (:data:`SCRAPE_TIME`: the raw scrape's own time in both
+Prometheus and VictoriaMetrics), and a point showing the same scrape as the point before it is dropped
+(:func:`histories_from_matrix`; across reads ``Service._apply_groups``), so the history holds the real scrapes,
+as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point. With an
+advisor ``scrape_interval`` shorter than the store's, the newest point then ages up to one store interval
+between scrapes (``data_quality.stale_after_intervals`` judges it): set it to the store's scrape interval.
+
 VictoriaMetrics (``tests/sources/test_victoriametrics_real.py``): it is asked not to move ``start`` and ``end``
 to multiples of ``step`` (:data:`VM_NO_ALIGN_PARAM`); it must run with ``-search.latencyOffset=0s`` (its default,
 ``30s``, hides the newest samples from queries); it keeps about 12 significant digits of a value (``1/3`` reads
@@ -341,7 +351,9 @@ def histories_from_matrix(
 
     Returns:
         The groups sorted by target name (a target with only an ``up`` series has no points), and warnings
-        for skipped native-histogram and duplicate series.
+        for skipped native-histogram and duplicate series. With a :data:`SCRAPE_TIME` series for a target, a
+        point showing the same raw scrape as the point before it is dropped (:func:`_one_per_scrape`) and each
+        kept point's scrape time is in :attr:`PromGroup.scraped`.
 
     Raises:
         ParseError: ``data`` is not shaped as the API documents (the message says where).
