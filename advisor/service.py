@@ -78,6 +78,7 @@ from advisor.sources.prometheus import (
     PromGroup,
     PromHistory,
     incremental_range,
+    same_scrape,
 )
 from advisor.state import load_notifying, load_state, save_state
 from advisor.tracker import Tick, Tracker
@@ -183,6 +184,9 @@ class _Deployment:
     # began (None: within its cycle); a read that slow delays the next one (Service._read_since)
     prom_answered_late: float | None = None
     prom_late_logged: bool = False  # the first read past the window after a slow one was logged (once)
+    # source: prometheus — per target, the newest point read: its raw scrape time (PromGroup.scraped, nan unknown)
+    # and, when observation refused it, (error_reason, error_message); see Service._apply_groups
+    prom_last: dict[str, tuple[float, tuple[str | None, str | None] | None]] = dataclasses.field(default_factory=dict)
 
 
 def _num(v: Any) -> str:
@@ -1149,7 +1153,15 @@ class Service:
         """Each target's points newer than its history (by more than ``min_gap`` seconds: a point re-read at a
         later evaluation time shows the sample already held) are observed and appended (``Tracker.observe``, as a
         scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
-        re-read) is never counted twice; each target's status is set. Returns the targets seen."""
+        re-read) is never counted twice; each target's status is set. Returns the targets seen.
+
+        A point showing the same raw scrape as the newest point read before it (``PromGroup.scraped``, kept in
+        ``d.prom_last``; within one answer :func:`~advisor.sources.prometheus.histories_from_matrix` already
+        dropped them) is not a new observation: skipped, so a store whose scrape lags the reads never shows flat
+        counters. Stores that do not say which scrape a point shows: every new point is taken, as before.
+
+        A read with no new point for a target leaves the status its newest point gave: a page refused by
+        observation (``served_model_not_found`` …) stays refused, not "no samples"."""
         name = d.spec.name
         tr = self.tracker
         assert d.adapter is not None
@@ -1158,24 +1170,32 @@ class Service:
             seen.add(g.target)
             held = tr.history(name, g.target)
             newest = held[-1].timestamp + min_gap if held else -math.inf
+            last = d.prom_last.get(g.target)
+            before = last[0] if last is not None else math.nan
             try:
                 observed = [
-                    (ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
-                    for ts, expo in g.points
-                    if expo and ts > newest
+                    (i, ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
+                    for i, (ts, expo) in enumerate(g.points)
+                    if expo and ts > newest and not same_scrape(g.scrape_of(i), before)
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)
                 tr.fail(name, g.target, c.REASON_PARSE_ERROR, f"adapter error: {type(exc).__name__}")
                 continue
-            for ts, o in observed:
+            for _, ts, o in observed:
                 if o.snapshot is not None:
                     tr.observe(name, g.target, TimedSnapshot(g.target, ts, o.snapshot))
             last_up = g.up[-1][1] if g.up else 1.0
             ok = bool(tr.history(name, g.target)) and last_up == 1.0
-            failed = observed[-1][1] if observed and not observed[-1][1].ok else None
-            if failed is not None:  # the page is there but says no (served_model_not_found, unrecognized)
-                tr.set_status(name, g.target, False, failed.error_reason, failed.error_message)
+            refused: tuple[str | None, str | None] | None = None
+            if observed:
+                i, _, o = observed[-1]
+                refused = None if o.ok else (o.error_reason, o.error_message)
+                d.prom_last[g.target] = (g.scrape_of(i), refused)
+            elif last is not None and last_up == 1.0:
+                refused = last[1]  # no new point: the newest point's word stands
+            if refused is not None:  # the page is there but says no (served_model_not_found, unrecognized)
+                tr.set_status(name, g.target, False, *refused)
             elif ok:
                 tr.set_status(name, g.target, True, None, None)
             else:
@@ -1194,6 +1214,9 @@ class Service:
         name = d.spec.name
         tr = self.tracker
         unread = frozenset(h.failed)  # instances of batches that failed
+        known = set(tr.targets(name))
+        for gone in [u for u in d.prom_last if u not in known and u not in seen]:
+            del d.prom_last[gone]
         for url in tr.targets(name):
             if url in unread:
                 tr.fail(name, url, h.error_reason, h.error_message)

@@ -49,6 +49,16 @@ counter increases agree with direct scraping within about one scrape interval's 
 end (``tests/sources/test_prometheus_real.py`` measures it). A target that went down drops out (its series
 are marked stale), as a failed scrape adds nothing to the scraper's history.
 
+One point per raw scrape: when the store scrapes a target less often than ``step`` (a late scrape on a loaded
+machine, a longer scrape interval, remote-write or ingestion delay), consecutive points repeat one scrape, and its
+counters would read flat while requests run — still intervals to the stall check, a zero per-interval rate. The
+query therefore also asks for ``timestamp(up{…})`` (:data:`SCRAPE_TIME`: the raw scrape's own time in both
+Prometheus and VictoriaMetrics), and a point showing the same scrape as the point before it is dropped
+(:func:`histories_from_matrix`; across reads ``Service._apply_groups``), so the history holds the real scrapes,
+as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point. With an
+advisor ``scrape_interval`` shorter than the store's, the newest point then ages up to one store interval
+between scrapes (``data_quality.stale_after_intervals`` judges it): set it to the store's scrape interval.
+
 VictoriaMetrics (``tests/sources/test_victoriametrics_real.py``): it is asked not to move ``start`` and ``end``
 to multiples of ``step`` (:data:`VM_NO_ALIGN_PARAM`); it must run with ``-search.latencyOffset=0s`` (its default,
 ``30s``, hides the newest samples from queries); it keeps about 12 significant digits of a value (``1/3`` reads
@@ -133,6 +143,18 @@ from advisor.sources.promql import (
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
 
+SCRAPE_TIME: Final = "advisor_scrape_timestamp_seconds"
+"""The name :meth:`PrometheusSource.history` gives, in its answer, to ``timestamp(up{<selector>})``: per target and
+evaluation time, the unix time (seconds, millisecond precision) of the raw scrape the point shows — the identity of
+that scrape. Prometheus (2.42) and VictoriaMetrics (1.79) both answer the raw sample's own time, not the evaluation
+time (measured: store scraping every 4 s, ``step`` 1 s: the value changes once per scrape).
+``scrape_duration_seconds`` was rejected as an identity: VictoriaMetrics keeps it to the millisecond, so
+consecutive scrapes of a fast target read the same value (measured: ``0.002`` on four scrapes in a row)."""
+
+SCRAPE_TIME_MARK: Final = ("advisor_series", "scrape_time")
+"""A label put on the :data:`SCRAPE_TIME` series inside the query: PromQL's ``or`` matches series on their labels
+without ``__name__``, so without it ``timestamp(up)`` would match ``up`` itself and be dropped."""
+
 DEFAULT_TARGET_LABELS: Final = ("job", "instance")
 """Dropped from engine series when a group has no ``up`` series to name its target labels."""
 
@@ -171,6 +193,10 @@ class PromGroup:
         up: ``(evaluation time, up value)`` in time order (``1`` scraped, ``0`` scrape failed); empty when
             the store has no ``up`` series for the target.
         dropped_labels: the label names removed from the engine's series (target and group-by labels).
+        scraped: one per point: the unix time of the raw scrape the point shows (:data:`SCRAPE_TIME`; a
+            ``/federate`` point's own time), ``nan`` where the store did not say; ``()`` when it said for none
+            (a store without ``up``, a stand-in). Two points showing one scrape are one observation
+            (:func:`same_scrape`).
     """
 
     labels: Mapping[str, str]
@@ -178,6 +204,11 @@ class PromGroup:
     points: tuple[tuple[float, Exposition], ...]
     up: tuple[tuple[float, float], ...] = ()
     dropped_labels: frozenset[str] = frozenset()
+    scraped: tuple[float, ...] = ()
+
+    def scrape_of(self, i: int) -> float:
+        """The raw scrape time of point ``i`` (``nan`` when unknown)."""
+        return self.scraped[i] if self.scraped else math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +278,7 @@ class PromNames:
 class _GroupBuild:
     up_labels: set[str] = field(default_factory=set)
     up: dict[float, float] = field(default_factory=dict)
+    scraped: dict[float, float] = field(default_factory=dict)
     series: list[tuple[str, dict[str, str], list[tuple[float, float]]]] = field(default_factory=list)
 
 
@@ -319,7 +351,9 @@ def histories_from_matrix(
 
     Returns:
         The groups sorted by target name (a target with only an ``up`` series has no points), and warnings
-        for skipped native-histogram and duplicate series.
+        for skipped native-histogram and duplicate series. With a :data:`SCRAPE_TIME` series for a target, a
+        point showing the same raw scrape as the point before it is dropped (:func:`_one_per_scrape`) and each
+        kept point's scrape time is in :attr:`PromGroup.scraped`.
 
     Raises:
         ParseError: ``data`` is not shaped as the API documents (the message says where).
@@ -359,6 +393,9 @@ def histories_from_matrix(
             build.up_labels.update(k for k in metric if k != "__name__")
             build.up.update(values)
             continue
+        if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
+            build.scraped.update(values)
+            continue
         build.series.append((name, dict(metric), values))
 
     warnings: list[str] = []
@@ -387,17 +424,61 @@ def histories_from_matrix(
                 f"{target}: {duplicates} series repeated once target labels were dropped (two scrape jobs on one "
                 "target?); read once"
             )
+        points, scraped = _one_per_scrape(sorted(by_time.items()), build.scraped)
         groups.append(
             PromGroup(
                 labels=labels,
                 target=target,
-                points=tuple((t, by_time[t]) for t in sorted(by_time)),
+                points=points,
                 up=tuple(sorted(build.up.items())),
                 dropped_labels=drop - {"__name__"},
+                scraped=scraped,
             )
         )
     groups.sort(key=lambda g: g.target)
     return MatrixHistories(groups=tuple(groups), warnings=tuple(warnings))
+
+
+SAME_SCRAPE_SECONDS: Final = 0.0005
+"""Two raw scrape times closer than this are one scrape: both stores keep sample times in whole milliseconds
+(``timestamp()`` answers seconds with three decimals, ``/federate`` integer milliseconds)."""
+
+
+def same_scrape(a: float, b: float) -> bool:
+    """Whether two raw scrape times (:attr:`PromGroup.scraped`) name one scrape; ``nan`` (unknown) is never the
+    same as anything."""
+    return abs(a - b) < SAME_SCRAPE_SECONDS
+
+
+def _one_per_scrape(
+    points: list[tuple[float, Exposition]], scraped_at: Mapping[float, float]
+) -> tuple[tuple[tuple[float, Exposition], ...], tuple[float, ...]]:
+    """Drop each point that shows the same raw scrape as the point before it (of its target).
+
+    ``query_range`` fills every evaluation time with the newest sample at or before it, so when the store's own
+    scrape is slower than ``step`` (a late scrape on a loaded machine, a longer scrape interval, remote-write or
+    ingestion delay) consecutive points repeat one scrape: every counter reads flat while requests run, which the
+    stall check (``advisor.evaluate.stall_span``) counts as still intervals, and a per-interval rate reads 0 for
+    that step. Kept: the first point showing each scrape, so the history holds one point per real scrape, as the
+    scraper's would. An engine that really stalls still answers new scrapes (new times, same values): kept.
+
+    Example: points at 100, 101, 102, 103 showing scrapes at 99.5, 99.5, 101.5, 101.5 → points 100 and 102.
+    Without scrape times (``scraped_at`` empty: a store without ``up``) every point is kept, as before, and
+    ``scraped`` is ``()``.
+    """
+    if not scraped_at:
+        return tuple(points), ()
+    kept: list[tuple[float, Exposition]] = []
+    scraped: list[float] = []
+    last = math.nan
+    for t, expo in points:
+        at = scraped_at.get(t, math.nan)
+        if same_scrape(at, last):
+            continue
+        kept.append((t, expo))
+        scraped.append(at)
+        last = at
+    return tuple(kept), tuple(scraped)
 
 
 def to_timed_snapshots(
@@ -586,6 +667,7 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
                     points=((at, b[0]),) if b is not None and not stale else (),
                     up=tuple(up),
                     dropped_labels=drop - {"__name__"},
+                    scraped=(at,) if b is not None and not stale else (),
                 )
             )
     except ValueError as exc:
@@ -677,6 +759,7 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
                 points=((at, expo),) if expo and not stale else (),
                 up=tuple(up),
                 dropped_labels=drop - {"__name__"},
+                scraped=(at,) if expo and not stale else (),
             )
         )
     groups.sort(key=lambda g: g.target)
@@ -986,6 +1069,7 @@ def _federation_cached(
                     points=((at, expo),) if expo and not stale else (),
                     up=tuple(up),
                     dropped_labels=drop - {"__name__"},
+                    scraped=(at,) if expo and not stale else (),
                 )
             )
     except (ValueError, ParseError):
@@ -1116,6 +1200,19 @@ class _Answer:
     @property
     def ok(self) -> bool:
         return self.error_reason is None
+
+
+def _with_scrape_times(query: str, matchers: Sequence[LabelMatcher]) -> str:
+    """``query`` or the selected targets' :data:`SCRAPE_TIME` series: ``timestamp(up{…})`` renamed and marked.
+
+    For ``job="vllm"``: ``{__name__=~"up|vllm:…",job="vllm"} or label_replace(label_replace(timestamp(
+    {__name__=~"up",job="vllm"}), "__name__", "advisor_scrape_timestamp_seconds", "", ""), "advisor_series",
+    "scrape_time", "", "")`` (accepted by Prometheus 2.42 and VictoriaMetrics 1.79: measured).
+    """
+    up = f"timestamp({vector_selector(matchers, [UP])})"
+    named = f'label_replace({up}, "__name__", "{SCRAPE_TIME}", "", "")'
+    mark, value = SCRAPE_TIME_MARK
+    return f'{query} or label_replace({named}, "{mark}", "{value}", "", "")'
 
 
 def _check_range(start: float, end: float) -> None:
@@ -1350,7 +1447,7 @@ class PrometheusSource:
                 warnings=(f"no wanted metric exists for {{{selector}}} between {start:.0f} and {end:.0f}",),
                 queries=queries,
             )
-        query = vector_selector(matchers, sorted(names | {UP}))
+        query = _with_scrape_times(vector_selector(matchers, sorted(names | {UP})), matchers)
         params = [
             ("query", query),
             ("start", _seconds(start)),

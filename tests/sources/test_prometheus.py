@@ -31,9 +31,13 @@ from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.errors import ParseError
 from advisor.sources.exposition import parse_exposition
 from advisor.sources.prometheus import (
+    SCRAPE_TIME,
+    SCRAPE_TIME_MARK,
     PrometheusSource,
     PromHistory,
+    groups_from_federation,
     histories_from_matrix,
+    same_scrape,
     to_timed_snapshots,
 )
 from advisor.sources.promql import (
@@ -109,6 +113,50 @@ def test_metric_names_become_an_escaped_sorted_alternation_and_invalid_names_are
 
 
 # --- matrix → histories (pure) --------------------------------------------------------------------------------
+
+
+def _lagging_matrix(with_scrape_times: bool) -> dict[str, Any]:
+    """A store scraping every 4 s read with ``step`` 1 s, as Prometheus 2.42 and VictoriaMetrics answer it (the
+    shape measured against both): each point repeats the newest raw scrape at or before it; the
+    ``timestamp(up)`` series (renamed :data:`SCRAPE_TIME`, marked) holds that scrape's own time."""
+    times = [1700000000 + k for k in range(8)]
+    scrapes = [1699999999.5 + 4 * ((t - 1699999999.5) // 4) for t in times]  # raw scrapes at …99.5, …03.5
+    target = {"instance": "10.0.0.5:8000", "job": "vllm"}
+    result: list[dict[str, Any]] = [
+        {"metric": {"__name__": "up", **target}, "values": [[t, "1"] for t in times]},
+        {
+            "metric": {"__name__": "vllm:generation_tokens_total", **target, "engine": "0", "model_name": "m"},
+            "values": [[t, repr(10.0 * s)] for t, s in zip(times, scrapes, strict=True)],
+        },
+    ]
+    if with_scrape_times:
+        mark, value = SCRAPE_TIME_MARK
+        result.append(
+            {
+                "metric": {"__name__": SCRAPE_TIME, mark: value, **target},
+                "values": [[t, f"{s:.3f}"] for t, s in zip(times, scrapes, strict=True)],
+            }
+        )
+    return {"resultType": "matrix", "result": result}
+
+
+def test_a_point_showing_the_same_raw_scrape_as_the_one_before_it_is_dropped() -> None:
+    """Points re-reading one scrape (the store's scrape slower than ``step``) would read as flat counters — a
+    stall; kept: the first point showing each scrape, with that scrape's time. Without scrape times (a store
+    without ``up``, a stand-in) every point is kept, as before."""
+    (g,) = histories_from_matrix(_lagging_matrix(True)).groups
+    assert [t for t, _ in g.points] == [1700000000.0, 1700000004.0]
+    assert g.scraped == (1699999999.5, 1700000003.5)
+    assert [p["vllm:generation_tokens_total"][0].value for _, p in g.points] == [16999999995.0, 17000000035.0]
+    assert "advisor_series" not in g.dropped_labels  # the marked series is no engine series
+    assert len(g.up) == 8  # up stays per evaluation time
+    (plain,) = histories_from_matrix(_lagging_matrix(False)).groups
+    assert len(plain.points) == 8 and plain.scraped == () and math.isnan(plain.scrape_of(0))
+    assert same_scrape(1700000003.5, float("1700000003.500")) and not same_scrape(math.nan, math.nan)
+    (fed,) = groups_from_federation(
+        'up{instance="a",job="j"} 1 1700000003500\nvllm:num_requests_running{instance="a",job="j"} 2 1700000003500\n'
+    ).groups
+    assert fed.scraped == (1700000003.5,) and same_scrape(fed.scrape_of(0), g.scraped[-1])  # /federate: raw time
 
 
 def test_a_hand_written_matrix_reads_into_the_snapshot_of_the_same_exposition() -> None:
@@ -379,7 +427,11 @@ def test_one_post_to_query_range_carries_the_selector_the_names_up_and_the_range
     assert [g.target for g in h.groups] == ["10.0.0.5:8000", "10.0.0.6:8000"]
     (req,) = rec.requests
     assert (req["method"], req["path"]) == ("POST", "/api/v1/query_range")
-    assert req["form"]["query"] == ['{__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running",job="vllm"}']
+    assert req["form"]["query"] == [
+        '{__name__=~"up|vllm:kv_cache_usage_perc|vllm:num_requests_running",job="vllm"} or label_replace(label_replace('
+        'timestamp({__name__=~"up",job="vllm"}), "__name__", "advisor_scrape_timestamp_seconds", "", ""), '
+        '"advisor_series", "scrape_time", "", "")'
+    ]  # the engine series and up, and each point's raw scrape time (SCRAPE_TIME)
     assert h.query == req["form"]["query"][0]
     assert (req["form"]["start"], req["form"]["end"], req["form"]["step"]) == (
         ["1700000000.0"],
@@ -397,7 +449,7 @@ def test_a_predicate_lists_the_names_first_and_fetches_only_those_it_accepts(sou
     listing, query = rec.requests
     assert (listing["method"], listing["path"]) == ("GET", "/api/v1/label/__name__/values")
     assert listing["query"]["match[]"] == ['{__name__=~".+",job="vllm"}']
-    assert query["form"]["query"] == ['{__name__=~"up|vllm:num_requests_running",job="vllm"}']
+    assert query["form"]["query"][0].startswith('{__name__=~"up|vllm:num_requests_running",job="vllm"} or ')
 
 
 def test_no_wanted_name_means_no_query_and_an_empty_ok_history(source_for: Any) -> None:
