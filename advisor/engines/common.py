@@ -323,11 +323,13 @@ class Scope:
 def fsum_or_none(values: Iterable[float]) -> float | None:
     """``math.fsum(values)``, or ``None`` (unknown) when they hold both ``+Inf`` and ``-Inf``: their sum is undefined
     and ``math.fsum`` raises ``ValueError`` (``-inf + inf in fsum``), as the window code
-    (``advisor.telemetry``, ``Histogram.merge`` there) also reads as unknown. ``[3, 4] → 7.0``, ``[inf, 1] → inf``,
-    ``[inf, -inf] → None``."""
+    (``advisor.telemetry``, ``Histogram.merge`` there) also reads as unknown. Also ``None`` when finite values
+    overflow the float range (``math.fsum`` raises ``OverflowError``, "intermediate overflow"; no engine counts
+    near 1.8e308, so such values are garbage, not a measurement). ``[3, 4] → 7.0``, ``[inf, 1] → inf``,
+    ``[inf, -inf] → None``, ``[1.7e308, 1.7e308] → None``."""
     try:
         return math.fsum(values)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 

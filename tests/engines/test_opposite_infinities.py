@@ -70,3 +70,19 @@ def test_the_shared_sums_read_opposite_infinities_as_unknown() -> None:
     series = Series("c", "counter", "", "")
     page = parse_exposition('c{a="1"} +Inf\nc{a="2"} -Inf\nc{a="3",dp_rank="1"} 5\n')
     assert Scope(page, wanted=frozenset({"c"}), rank_label="dp_rank").counter(series) == {"0": None, "1": 5.0}
+
+
+def test_finite_values_whose_sum_overflows_are_unknown_and_the_rest_of_the_page_reads() -> None:
+    """``math.fsum([1.7e308, 1.7e308])`` raises OverflowError ("intermediate overflow"); it was the same
+    "adapter error" as ±Inf. Unknown now, field by field."""
+    page = PAGE.replace("+Inf\nvllm:prompt_tokens_total", "1.7e308\nvllm:prompt_tokens_total").replace(
+        'vllm:prompt_tokens_total{engine="1",model_name="m"} -Inf',
+        'vllm:prompt_tokens_total{engine="1",model_name="m"} 1.7e308',
+    )
+    assert 'prompt_tokens_total{engine="0",model_name="m"} 1.7e308' in page
+    assert 'prompt_tokens_total{engine="1",model_name="m"} 1.7e308' in page
+    assert sum_all({"0": 1.7e308, "1": 1.7e308}, ("0", "1")) is None
+    seen = observe(page, "auto", None, strict=True)
+    assert seen.error_reason is None and seen.snapshot is not None, seen.error_message
+    assert seen.snapshot.prompt_tokens_total is None
+    assert seen.snapshot.requests_running == 7.0
