@@ -29,8 +29,9 @@ def test_served_model_not_found_through_prometheus(stack: tuple[str, str]) -> No
     }
     cfg = parse_config(
         {
-            "scrape_interval": "1s",
-            "evaluation_window": "4s",
+            # 3 s: the request deadline is 0.8 × the interval, and a 0.8 s one timed out on a loaded CI machine
+            "scrape_interval": "3s",
+            "evaluation_window": "12s",
             "prometheus": {"url": prom_url},
             "deployments": [
                 {"name": "wrong", "source": "prometheus", "selector": 'job="vllm"', "served_model": "nope", **dep},

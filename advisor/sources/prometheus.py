@@ -278,7 +278,7 @@ class PromNames:
 class _GroupBuild:
     up_labels: set[str] = field(default_factory=set)
     up: dict[float, float] = field(default_factory=dict)
-    scraped: dict[float, float] = field(default_factory=dict)
+    scraped: list[dict[float, float]] = field(default_factory=list)  # per SCRAPE_TIME series (one per scrape job)
     series: list[tuple[str, dict[str, str], list[tuple[float, float]]]] = field(default_factory=list)
 
 
@@ -394,7 +394,7 @@ def histories_from_matrix(
             build.up.update(values)
             continue
         if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
-            build.scraped.update(values)
+            build.scraped.append(dict(values))
             continue
         build.series.append((name, dict(metric), values))
 
@@ -424,7 +424,12 @@ def histories_from_matrix(
                 f"{target}: {duplicates} series repeated once target labels were dropped (two scrape jobs on one "
                 "target?); read once"
             )
-        points, scraped = _one_per_scrape(sorted(by_time.items()), build.scraped)
+        points, scraped, unknown = _one_per_scrape(sorted(by_time.items()), build.scraped)
+        if unknown:
+            warnings.append(
+                f"{target}: {unknown} point(s) without a scrape time (no up sample at that time) left out: a point "
+                "whose scrape is unknown could re-read the one before it"
+            )
         groups.append(
             PromGroup(
                 labels=labels,
@@ -451,8 +456,8 @@ def same_scrape(a: float, b: float) -> bool:
 
 
 def _one_per_scrape(
-    points: list[tuple[float, Exposition]], scraped_at: Mapping[float, float]
-) -> tuple[tuple[tuple[float, Exposition], ...], tuple[float, ...]]:
+    points: list[tuple[float, Exposition]], scraped_at: Sequence[Mapping[float, float]]
+) -> tuple[tuple[tuple[float, Exposition], ...], tuple[float, ...], int]:
     """Drop each point that shows the same raw scrape as the point before it (of its target).
 
     ``query_range`` fills every evaluation time with the newest sample at or before it, so when the store's own
@@ -464,21 +469,34 @@ def _one_per_scrape(
 
     Example: points at 100, 101, 102, 103 showing scrapes at 99.5, 99.5, 101.5, 101.5 → points 100 and 102.
     Without scrape times (``scraped_at`` empty: a store without ``up``) every point is kept, as before, and
-    ``scraped`` is ``()``.
+    ``scraped`` is ``()``. With scrape times for some points only, a point without one (or with ``nan``) is left
+    out and counted (its scrape is unknown: it may re-read the one before it; a point lost costs coverage, a
+    re-read counted as new reads as a stall), and so is a point whose scrape is not newer than the last kept one
+    (a store's answer cannot go back in time for one target). Returns ``(points kept, their scrape times, points
+    left out for an unknown scrape time)``.
+
+    ``scraped_at`` holds one mapping (point time → scrape time) per scrape-time series of the target: several when
+    two scrape jobs scrape one target. The series kept are one job's, but which one's is not known here, so a point
+    is new only when every job's scrape is new (a job scraping more often than another then loses points to it:
+    coverage, never a re-read), and its scrape time is the oldest of them.
     """
     if not scraped_at:
-        return tuple(points), ()
+        return tuple(points), (), 0
     kept: list[tuple[float, Exposition]] = []
     scraped: list[float] = []
-    last = math.nan
+    lasts = [-math.inf] * len(scraped_at)
+    unknown = 0
     for t, expo in points:
-        at = scraped_at.get(t, math.nan)
-        if same_scrape(at, last):
+        ats = [m.get(t, math.nan) for m in scraped_at]
+        if any(math.isnan(at) for at in ats):
+            unknown += 1
+            continue
+        if any(same_scrape(at, last) or at < last for at, last in zip(ats, lasts, strict=True)):
             continue
         kept.append((t, expo))
-        scraped.append(at)
-        last = at
-    return tuple(kept), tuple(scraped)
+        scraped.append(min(ats))
+        lasts = ats
+    return tuple(kept), tuple(scraped), unknown
 
 
 def to_timed_snapshots(
