@@ -111,6 +111,12 @@ HEALTH_SLACK_SECONDS = 5.0
 """``/healthz`` fails when no cycle completed within 3 scrape intervals plus this slack (start-up counts from
 process start)."""
 
+FUTURE_SAMPLE_SECONDS = 60.0
+"""``source: prometheus``: a point stamped more than this ahead of the advisor's clock (a ``/federate`` sample in
+microseconds, a store or exporter clock set wrong) fails its target for that read rather than entering the
+history: appended, it would hide every later point (each must be newer than the newest held) and the target
+would read fresh with frozen values. NTP keeps clocks within a second; a minute is no doubt."""
+
 _Key = tuple[str, str]
 """``(deployment, target URL)``."""
 
@@ -1166,8 +1172,18 @@ class Service:
         tr = self.tracker
         assert d.adapter is not None
         seen: set[str] = set()
+        now = self.clock()
         for g in groups:
             seen.add(g.target)
+            ahead = max((ts for ts, _ in g.points), default=-math.inf) - now
+            if ahead > FUTURE_SAMPLE_SECONDS:
+                message = (
+                    f"a sample stamped {ahead:,.0f} s ahead of the advisor's clock (a clock set wrong, or a timestamp "
+                    "unit?): this read of the target is left out"
+                )
+                log.warning("deployment=%s target=%s: %s", name, g.target, message)
+                tr.fail(name, g.target, c.REASON_PARSE_ERROR, message)
+                continue
             held = tr.history(name, g.target)
             newest = held[-1].timestamp + min_gap if held else -math.inf
             last = d.prom_last.get(g.target)

@@ -63,6 +63,7 @@ class Store:
     # (the test's clock moves on: the answer arrives that much later)
     slow_answer: Callable[[], None] | None = None
     slow_points: int = 2
+    ahead: dict[str, float] = field(default_factory=dict)  # /federate: seconds added to an instance's timestamps
     requests: list[dict[str, Any]] = field(default_factory=list)  # one per query_range: path, params, points, bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,14 +136,14 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
             return
         assert store.clock is not None
         t = SCRAPE * (store.clock() // SCRAPE)
-        ms = round(t * 1000)
         picked = _selected(query, store.instances)
-        lines = ["# TYPE up untyped", *(f'up{{instance="{i}",job="vllm"}} 1 {ms}' for i in picked)]
+        at = {i: round((t + store.ahead.get(i, 0.0)) * 1000) for i in picked}
+        lines = ["# TYPE up untyped", *(f'up{{instance="{i}",job="vllm"}} 1 {at[i]}' for i in picked)]
         for name in SERIES:
             value = repr(store.value(name, t))
             lines.append(f"# TYPE {name} untyped")
             lines += [
-                f'{name}{{engine="0",instance="{i}",job="vllm",model_name="{MODEL}"}} {value} {ms}' for i in picked
+                f'{name}{{engine="0",instance="{i}",job="vllm",model_name="{MODEL}"}} {value} {at[i]}' for i in picked
             ]
         text = "\n".join(lines) + "\n"
         with store.lock:
@@ -713,3 +714,41 @@ def test_the_fast_and_general_federation_paths_agree_and_a_repeated_series_is_re
     shaped = groups_from_federation(twice)
     assert shaped.warnings and "repeated" in shaped.warnings[0]
     assert len(shaped.groups[0].points[0][1]["vllm:num_requests_running"]) == 1
+
+
+def test_a_federate_sample_stamped_far_ahead_fails_its_target_for_that_read_and_never_freezes_it(
+    store: tuple[Store, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Adversarial review: one read whose samples of one instance were stamped in the future (microseconds for
+    milliseconds) entered its history; every later point, older than that one, was dropped, and the target read
+    ``fresh`` with frozen values for good. Now that read fails the target, naming it, and the next reads go on."""
+    s, url = store
+    clock = Clock()
+    s.clock = clock
+    svc = _service(url, clock, federate=True)
+    try:
+        svc.scrape_once()
+        for _ in range(13):  # past the window: /federate reads
+            clock.now += 5.0
+            svc.scrape_once()
+        before = _timestamps(svc, "10.0.0.2:8000")
+        s.ahead["10.0.0.2:8000"] = 1e6  # ~11.6 days ahead
+        clock.now += 5.0
+        svc.scrape_once()
+        during = svc.evaluate_once().deployments[0].as_dict()
+        s.ahead.clear()
+        for _ in range(3):
+            clock.now += 5.0
+            svc.scrape_once()
+        after = svc.evaluate_once().deployments[0].as_dict()
+        stamps = _timestamps(svc, "10.0.0.2:8000")
+    finally:
+        svc.close()
+    assert s.federations()  # the reads in question were /federate reads
+    bad = {t["target"]: t for t in during["targets"]}["10.0.0.2:8000"]
+    assert not bad["up"] and bad["error_reason"] == "parse_error" and "ahead of the advisor's clock" in bad["error"]
+    assert all(t["up"] for t in during["targets"] if t["target"] != "10.0.0.2:8000")
+    assert before and max(stamps) <= clock.now and stamps == sorted(set(stamps))  # nothing from the future held
+    assert stamps[-1] == SCRAPE * (clock.now // SCRAPE)  # the reads after it append again
+    assert all(t["up"] for t in after["targets"])
+    assert any("10.0.0.2:8000" in r.getMessage() and "ahead" in r.getMessage() for r in caplog.records)
