@@ -5,6 +5,7 @@ subprocess whose log goes to a file (a pipe nobody reads would block it)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -170,8 +171,11 @@ class Daemon:
 
 
 @contextmanager
-def daemon(tmp_path: Path, config: dict[str, Any], *flags: str) -> Iterator[Daemon]:
-    """Write ``config`` (JSON is YAML), start the daemon on it and yield it once it serves; killed afterwards."""
+def daemon(
+    tmp_path: Path, config: dict[str, Any], *flags: str, env: dict[str, str] | None = None
+) -> Iterator[Daemon]:
+    """Write ``config`` (JSON is YAML), start the daemon on it and yield it once it serves; killed afterwards.
+    ``env``: variables added to this process's environment for the daemon."""
     cfg = tmp_path / "advisor.yaml"
     cfg.write_text(json.dumps(config))
     log_path = tmp_path / "advisor.log"
@@ -181,6 +185,7 @@ def daemon(tmp_path: Path, config: dict[str, Any], *flags: str) -> Iterator[Daem
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
             stderr=log_file,
+            env=None if env is None else {**os.environ, **env},
         )
     try:
         url = None
