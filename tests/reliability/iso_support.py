@@ -171,9 +171,7 @@ class Daemon:
 
 
 @contextmanager
-def daemon(
-    tmp_path: Path, config: dict[str, Any], *flags: str, env: dict[str, str] | None = None
-) -> Iterator[Daemon]:
+def daemon(tmp_path: Path, config: dict[str, Any], *flags: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
     """Write ``config`` (JSON is YAML), start the daemon on it and yield it once it serves; killed afterwards.
     ``env``: variables added to this process's environment for the daemon."""
     cfg = tmp_path / "advisor.yaml"
