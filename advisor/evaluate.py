@@ -22,17 +22,21 @@ other than the KV pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``) are liste
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.kv import capacity_pass
+from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
-from advisor.engines.catalog import counters_advance_during_decode
+from advisor.engines.catalog import counters_advance_during_decode, reported_settings
+from advisor.errors import CapacityError
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.telemetry import (
@@ -456,6 +460,70 @@ def _failure(t: TargetView) -> str:
     return str(t.error_reason)
 
 
+RUNNING_CONTEXTS_CACHED: Final = 1 << 12
+"""Deployments whose re-run capacity pass :func:`running_context` remembers (one per deployment whose engine runs
+other settings than its config says; least recently used dropped past that)."""
+
+
+def running_context(
+    ctx: DeploymentContext, engine_config: Mapping[str, str]
+) -> tuple[DeploymentContext, dict[str, tuple[Any, Any]]]:
+    """``ctx`` with the capacity-pass dials the engine reports (``engine_config``, read by
+    :func:`advisor.engines.catalog.reported_settings`) in place of the configured ones, and what differed.
+
+    Returns ``(context, drift)``: ``drift`` maps each differing :class:`~advisor.capacity.kv.CapacityInputs` field
+    to ``(configured, reported)``; ``context`` is ``ctx`` itself when nothing differs, else a copy whose inputs
+    hold the reported values and whose capacity is the pass re-run on them. A rule that turns a dial then starts
+    from what the engine runs (an engine at 0.5 while the config says 0.9 is raised from 0.5, not 0.9 → 0.95), and
+    a dial already where a rule would turn it (fp8 KV reported, ``auto`` configured) is not proposed again.
+
+    Differs means: ``gpu_memory_utilization`` by more than 0.005 (vLLM prints the float as given); the KV dtype by
+    its bytes per element (``auto`` on a bf16 model and ``bfloat16`` are one setting); the overrides by value. A
+    reported value the capacity pass refuses (an unknown dtype name, a budget that cannot hold the weights) is left
+    out of the copy but still listed in ``drift``.
+    """
+    reported = reported_settings(ctx.engine, engine_config)
+    if not reported:
+        return ctx, {}
+    inputs = ctx.inputs
+    drift: dict[str, tuple[Any, Any]] = {}
+    for name, value in reported.items():
+        configured = getattr(inputs, name)
+        if name == "gpu_memory_utilization":
+            differs = isinstance(value, float) and abs(value - configured) > 0.005
+        elif name == "kv_cache_dtype":
+            differs = _kv_bytes(str(value), inputs.compute_dtype) != _kv_bytes(configured, inputs.compute_dtype)
+        else:
+            differs = value != configured
+        if differs:
+            drift[name] = (configured, value)
+    if not drift:
+        return ctx, {}
+    return _rerun(ctx, tuple(sorted((k, v[1]) for k, v in drift.items()))), drift
+
+
+def _kv_bytes(name: str, compute_dtype: str) -> int | None:
+    try:
+        return kv_bytes_per_element(name, compute_dtype)
+    except CapacityError:
+        return None
+
+
+@functools.lru_cache(maxsize=RUNNING_CONTEXTS_CACHED)
+def _rerun(ctx: DeploymentContext, settings: tuple[tuple[str, Any], ...]) -> DeploymentContext:
+    """``ctx`` with ``settings`` applied one by one (each the capacity pass refuses is skipped) and the pass re-run."""
+    inputs = ctx.inputs
+    capacity = ctx.capacity
+    for name, value in settings:
+        try:
+            turned = dataclasses.replace(inputs, **{name: value})
+            result = capacity_pass(turned)
+        except (CapacityError, ValueError, TypeError):
+            continue
+        inputs, capacity = turned, result
+    return dataclasses.replace(ctx, inputs=inputs, capacity=capacity)
+
+
 def evaluate_deployment(
     ctx: DeploymentContext,
     targets: Sequence[TargetView],
@@ -504,6 +572,8 @@ def evaluate_deployment(
         kv_capacity = float(ctx.capacity.kv_cache_tokens)
         kv_source = "model"
 
+    engine_config = dict(latest[0].engine_config) if latest else {}
+    ctx, drift = running_context(ctx, engine_config)  # turns start from what the engine runs
     ttft_ok = fraction_below(ctx.slo.ttft_seconds, stats.ttft) if stats else None
     tpot_ok = fraction_below(ctx.slo.tpot_seconds, stats.tpot) if stats else None
     good = goodput_ratio(ttft_ok.value if ttft_ok is not None else None, tpot_ok.value if tpot_ok is not None else None)
@@ -532,7 +602,8 @@ def evaluate_deployment(
         samples=samples,
         expected_samples=expected,
         now=now,
-        engine_config=dict(latest[0].engine_config) if latest else {},
+        engine_config=engine_config,
+        config_drift=drift,
         capacity_model_error_ratio=model_error,
         capacity_model_error_bound=quality.capacity_model_error_bound,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),

@@ -27,6 +27,8 @@ field               meaning
 ``counters_advance  whether the token counters (``prompt_tokens_total``, ``generation_tokens_total``) move while
 _during_decode``    requests decode (``True``: per scheduler step, vLLM) or only when a request finishes (``False``:
                     SGLang, TGI, TensorRT-LLM, llama.cpp); ``None`` unknown. The ``stalled`` rule reads it
+``reported          the capacity-pass dials the engine reports it runs with, read from its ``engine_config``
+_settings``         (vLLM ``cache_config_info``); ``None``: it reports none. Turns start from these values
 ==================  ===========================================================================================
 
 Source of every fact: the engine module that declares the entry, which cites the engine's own files and
@@ -201,6 +203,9 @@ class CatalogEntry:
     """The token counters move while requests decode (``True``), or only when a request finishes (``False``: a
     few long generations hold them still for minutes on a healthy engine); ``None`` unknown. Each engine module
     sets it with the engine file that shows where its counters are incremented."""
+    reported_settings: Callable[[Mapping[str, str]], Mapping[str, float | int | str | None]] | None = None
+    """``engine_config`` → ``{CapacityInputs field: value}`` of the dials the engine says it runs with (only those
+    it reports and that read cleanly); ``None``: the engine reports none."""
 
     def metric_names(self) -> frozenset[str]:
         """Every family name the entry knows (name table, both prefix spellings, reference exposition).
@@ -265,6 +270,18 @@ def counters_advance_during_decode(engine: str) -> bool | None:
         return entry(engine).counters_advance_during_decode
     except ValueError:
         return None
+
+
+def reported_settings(engine: str, engine_config: Mapping[str, str]) -> Mapping[str, float | int | str | None]:
+    """The capacity-pass dials ``engine`` reports it runs with (:attr:`CatalogEntry.reported_settings`), ``{}``
+    when it reports none, the config is empty, or the engine id is not in the catalog."""
+    if not engine_config:
+        return {}
+    try:
+        reader = entry(engine).reported_settings
+    except ValueError:
+        return {}
+    return {} if reader is None else reader(engine_config)
 
 
 def all_prefixes() -> frozenset[str]:

@@ -751,6 +751,48 @@ def kv_cache_hybrid(cache_config: Mapping[str, str]) -> bool | None:
     return any(v.strip() not in ("", "None") for v in present)
 
 
+REPORTED_SETTINGS: Final[Mapping[str, str]] = {
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "cache_dtype": "kv_cache_dtype",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "num_gpu_blocks_override": "num_gpu_blocks_override",
+}
+"""``vllm:cache_config_info`` labels (``CacheConfig`` fields, ``vllm/config/cache.py``) that are dials of the
+capacity pass, → the :class:`~advisor.capacity.kv.CapacityInputs` field each sets (``--gpu-memory-utilization``,
+``--kv-cache-dtype``, ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``)."""
+
+
+def reported_settings(cache_config: Mapping[str, str]) -> dict[str, float | int | str | None]:
+    """The capacity-pass dials the engine says it runs with, from one ``vllm:cache_config_info`` label set.
+
+    Returns ``{CapacityInputs field: value}`` for each label of :data:`REPORTED_SETTINGS` present and readable:
+    ``gpu_memory_utilization`` a float in (0, 1]; ``kv_cache_dtype`` the name as vLLM prints it; the two
+    overrides an int, or ``None`` where vLLM prints ``"None"`` (the engine runs without it). A label that is
+    absent or unreadable is left out: unknown, never a default. Example::
+
+        {gpu_memory_utilization="0.5", cache_dtype="fp8", kv_cache_memory_bytes="None", block_size="16"}
+        → {"gpu_memory_utilization": 0.5, "kv_cache_dtype": "fp8", "kv_cache_memory_bytes": None}
+    """
+    out: dict[str, float | int | str | None] = {}
+    for label, field_name in REPORTED_SETTINGS.items():
+        text = cache_config.get(label)
+        if text is None or not text.strip():
+            continue
+        if field_name == "kv_cache_dtype":
+            out[field_name] = text.strip()
+        elif field_name == "gpu_memory_utilization":
+            util = _positive_number(text)
+            if util is not None and util <= 1:
+                out[field_name] = util
+        elif text.strip() == "None":
+            out[field_name] = None
+        else:
+            value = _positive_number(text)
+            if value is not None and value.is_integer():
+                out[field_name] = int(value)
+    return out
+
+
 def _names_rank(sample: Sample) -> bool:
     """Whether the sample carries ``engine`` or a non-empty replica label (``ReplicaId=""`` names none)."""
     return _RANK_LABEL in sample.labels or any(sample.labels.get(k) for k in _REPLICA_LABELS)
@@ -871,6 +913,7 @@ CATALOG_ENTRIES: Final = (
         # vllm/v1/metrics/loggers.py: generation/prompt token counters are incremented from each scheduler step's
         # IterationStats (num_generation_tokens, num_prompt_tokens), so they move while requests decode
         counters_advance_during_decode=True,
+        reported_settings=reported_settings,
         wrappers=(
             Wrapper(
                 "Triton vLLM backend",

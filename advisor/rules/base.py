@@ -85,6 +85,10 @@ class Evaluation:
         duplicate_series: samples the answering targets' newest pages repeated (a series already on the page; the
             first sample kept, as Prometheus keeps it). A page that contradicts itself lowers confidence
             (:func:`advisor.rules.common.confidence`).
+        config_drift: the capacity-pass dials the engine reports running with a value other than the advisor's
+            config: field → ``(configured, reported)`` (``{"gpu_memory_utilization": (0.9, 0.5)}``). ``ctx`` then
+            holds the reported values (and the capacity pass re-run on them), so every turn starts from what runs;
+            ``capacity_model_error_ratio`` stays the configured pass's miss (the drift rule's reading).
         stalled_seconds: the longest time, ending at a target's newest sample, over which that target's engine
             held requests (running or waiting) while none of its generation-token, prompt-token and
             finished-request counters moved (:func:`advisor.evaluate.stall_span`); 0.0 when every engine moves.
@@ -117,6 +121,7 @@ class Evaluation:
     expected_samples: int
     now: float
     engine_config: Mapping[str, str] = field(default_factory=dict)
+    config_drift: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     capacity_model_error_ratio: float | None = None
     capacity_model_error_bound: float = 0.15
     kv_rank_capacity_tokens: tuple[float, ...] = ()

@@ -153,7 +153,8 @@ def anchored(ev: Evaluation, p: Proposal) -> Proposal:
     changes the pool (``kv_cache_tokens`` model after ÷ before off 1 by more than :data:`POOL_CHANGE_TOLERANCE`: its
     gain is the capacity pass's prediction) and the capacity pass misses the engine's pool by more than
     ``ev.capacity_model_error_bound``
-    (``|ev.capacity_model_error_ratio|``, else computed from the two pools), confidence ×
+    (``|ev.capacity_model_error_ratio|``; computed from the two pools when there is none or when the turn ran on the
+    engine's reported settings, ``ev.config_drift``), confidence ×
     :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``The capacity pass predicts
     4,394,709 KV tokens per replica, the engine reports 443,910 (+890%, beyond the ±15% bound): effects scaled
     from the engine's figure; confidence lowered (×0.5).``). Without an engine figure ``p`` is returned unchanged.
@@ -180,7 +181,9 @@ def anchored(ev: Evaluation, p: Proposal) -> Proposal:
         # plain arithmetic, which the model's miss does not touch
         return dataclasses.replace(p, predicted_effect=pe)
     confidence, description = p.confidence, p.description
-    error = ev.capacity_model_error_ratio
+    # the miss of the pass the turn was computed from: the configured one's, unless the engine reported other
+    # settings (``ev.config_drift``), when the turn ran on those and its own miss is engine pool ÷ its pool
+    error = None if ev.config_drift else ev.capacity_model_error_ratio
     if error is None:
         error = 1 / k - 1
     if abs(error) > ev.capacity_model_error_bound and "effects scaled from the engine's figure" not in description:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.turns import effect
+from advisor.rules.turns import FIELD_FOR_DIAL, effect
 
 
 class ModelDriftRule:
@@ -47,40 +47,46 @@ class ModelDriftRule:
         return Condition(None if cond.holds is None else not cond.holds, cond.reason, cond.evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
-        """Correct the advisor config where the engine reports what it runs with."""
-        cfg = ev.engine_config
+        """Correct the advisor config where the engine reports what it runs with (``ev.config_drift``: one
+        proposal per dial whose configured value differs from the reported one)."""
         err = ev.capacity_model_error_ratio
         out: list[Proposal] = []
-        reported = cfg.get("gpu_memory_utilization")
-        try:
-            engine_util = float(reported) if reported not in (None, "None") else None
-        except ValueError:
-            engine_util = None
-        configured = ev.ctx.inputs.gpu_memory_utilization
-        if engine_util is not None and abs(engine_util - configured) > 0.005:
+        for field_name, (configured, reported) in sorted(ev.config_drift.items()):
+            dial = DIAL_FOR_FIELD.get(field_name, field_name)
+            numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (configured, reported))
             out.append(
                 Proposal(
                     rule=self.id,
-                    dial=c.DIAL_GPU_MEMORY_UTILIZATION,
+                    dial=dial,
                     action="set",
                     current=configured,
-                    suggested=engine_util,
-                    flag=f"advisor config: gpu_memory_utilization: {engine_util} (what the engine runs with)",
+                    suggested=reported,
+                    flag=f"advisor config: {field_name}: {_yaml(reported)} (what the engine runs with)",
                     severity="info",
                     confidence=0.9,
                     summary=(
-                        f"{ev.ctx.name}: the advisor's config says gpu_memory_utilization {configured}, the engine "
-                        f"runs {engine_util}"
+                        f"{ev.ctx.name}: the advisor's config says {field_name} {configured}, the engine runs "
+                        f"{reported}"
                     ),
                     description=(
                         f"The capacity pass misses the engine's reported pool by {err or 0:+.0%}. The engine reports "
-                        f"gpu_memory_utilization={engine_util} (cache_config_info) while the advisor's config says "
-                        f"{configured}; correct the config so that predictions for every other dial start from what "
-                        "runs."
+                        f"{field_name}={reported} (cache_config_info) while the advisor's config says "
+                        f"{configured}; every turn is predicted from what the engine runs, and correcting the config "
+                        "makes the capacity pass and `plan` describe it too."
                     ),
-                    predicted_effect={"gpu_memory_utilization": effect(configured, engine_util)},
-                    evidence={"capacity_model_error_ratio": err, "engine_gpu_memory_utilization": engine_util},
+                    predicted_effect={field_name: effect(configured, reported)} if numeric else {},
+                    evidence={"capacity_model_error_ratio": err, f"engine_{field_name}": reported},
                     score=1.0,
                 )
             )
         return out
+
+
+DIAL_FOR_FIELD: dict[str, str] = {field: dial for dial, field in FIELD_FOR_DIAL.items()}
+"""CapacityInputs field → the dial id it is (fields that are no dial, such as ``kv_cache_memory_bytes``, keep
+their own name)."""
+
+
+def _yaml(value: object) -> str:
+    """``None`` as YAML writes it (``null``), other values as printed."""
+    return "null" if value is None else str(value)

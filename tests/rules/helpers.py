@@ -22,6 +22,7 @@ from typing import Any
 
 from advisor.capacity.kv import CapacityInputs
 from advisor.domain import Histogram
+from advisor.evaluate import running_context
 from advisor.rules.base import DeploymentContext, Evaluation, Rule, SLOTargets
 from advisor.rules.lifecycle import Lifecycle
 from advisor.telemetry import FractionBelow, GoodputEstimate
@@ -72,11 +73,16 @@ def ev(
     kv_capacity_tokens: float | None = 432_000,
     **stats: Any,
 ) -> Evaluation:
-    """:func:`tests.factories.evaluation` plus the fields that builder leaves at their defaults."""
+    """:func:`tests.factories.evaluation` plus the fields that builder leaves at their defaults; an
+    ``engine_config`` is applied as :func:`advisor.evaluate.evaluate_deployment` applies it (the reported dials in
+    ``ctx``, the differences in ``config_drift``)."""
     base = evaluation(now=now, ctx=dep, replicas_up=replicas_up, kv_capacity_tokens=kv_capacity_tokens, **stats)
+    running, drift = running_context(base.ctx, engine_config or {})
     changes: dict[str, Any] = {
         "capacity_model_error_ratio": capacity_model_error_ratio,
         "engine_config": engine_config or {},
+        "ctx": running,
+        "config_drift": drift,
     }
     if goodput is not None:
         changes["goodput"] = goodput

@@ -426,7 +426,57 @@ def state_tgi_own_accounting() -> FieldState:
     )
 
 
+def state_engine_runs_a_budget_the_config_omits() -> FieldState:
+    """vllm-project/vllm#14412: QwQ-32B-FP8-Dynamic on one L40 48 GB, V1, ``--max-num-seqs 20 --max_model_len 32000
+    --gpu-memory-utilization 0.95``: "why only two request, kv cache is 100%?" — long reasoning contexts fill the
+    pool with two requests while others wait. (Qwen2.5-32B is the architecture; the report's vLLM 0.8 is replayed
+    with the 0.11 label set, which carries the same ``gpu_memory_utilization`` label.)
+
+    The advisor's config copies the model, GPU and lengths but not the budget (default 0.9). The engine reports 0.95
+    in ``cache_config_info``: a budget turn "0.9 → 0.95" would be a turn to where the engine already is (found by a
+    walkthrough: turns started from the config's value). No budget increase may be proposed; the pool must still
+    be named as what binds.
+    """
+    eng = _VLLMSet(
+        set_labels={},
+        model_name="Qwen/Qwen2.5-32B-Instruct",
+        num_gpu_blocks=2048,
+        max_model_len=32000,
+        gpu_memory_utilization=0.95,
+    )
+    eng.running, eng.waiting, eng.kv_usage = 2.0, 6.0, 1.0
+    eng.prefill(400_000)
+    eng.decode(300_000, 0.035)
+    eng.finish(20, prompt=2_000, output=14_000, ttft=4.0, tpot=0.035, queue=3.0)
+    first = eng.render()
+    eng.prefill(4_000)
+    eng.decode(14_060, 0.035, steps=7_000, batch=2)
+    eng.finish(1, prompt=2_000, output=14_000, ttft=9.0, tpot=0.035, queue=8.0)
+    eng.first_tokens([9.0])
+    eng.preempt(3)
+    second = eng.render()
+    return FieldState(
+        id="vllm-budget-the-config-omits",
+        source="https://github.com/vllm-project/vllm/issues/14412",
+        engine_version="vLLM 0.8 (V1), 0.11 label set",
+        deployment={
+            "name": "qwq32b-l40",
+            "engine": "vllm",
+            "model": "Qwen/Qwen2.5-32B-Instruct",
+            "quantization": "fp8",
+            "gpu": "L40",
+            "max_model_len": 32000,
+            "max_num_seqs": 20,
+            "slo": SLO,
+        },
+        scrapes=[(first, second)],
+        snapshot={"kv_cache_capacity_tokens": 32768, "kv_cache_usage_ratio": 1.0},
+        must_never=[("gpu_memory_utilization", "increase"), ("max_num_seqs", "increase")],
+    )
+
+
 STATES = [
+    state_engine_runs_a_budget_the_config_omits(),
     state_gpu_blocks_override(),
     state_kv_cache_memory_bytes_shared_gpu(),
     state_data_parallel_two_ranks(),
