@@ -834,8 +834,13 @@ def format_report(report: BacktestReport) -> str:
             lines.append(f"   warning: {w}")
         if len(d.warnings) > 20:
             lines.append(f"   … {len(d.warnings) - 20} more warnings (--json lists them all)")
-        if not d.recommendations:
-            lines.append("   would have recommended nothing")
+        fresh = d.states.get("fresh", 0)
+        if not d.recommendations and not fresh:
+            # unknown is not "nothing": no evaluation had data to judge (errors above, or every one stale/down)
+            errors = f"; {len(d.errors)} error(s) above" if d.errors else ""
+            lines.append(f"   no recommendation could be judged: no evaluation had fresh data{errors}")
+        elif not d.recommendations:
+            lines.append(f"   would have recommended nothing in {fresh} evaluation(s) with fresh data")
         for r in d.recommendations:
             option = f" (option {r.option} of {r.options})" if r.options > 1 else ""
             if r.resolved_at is not None:
@@ -848,7 +853,9 @@ def format_report(report: BacktestReport) -> str:
             )
             lines.append(f"      why: {r.opened_reason}")
         target = f"{d.breaches[0].target_ratio:.1%}" if d.breaches else None
-        if not d.breaches:
+        if not d.breaches and not d.slo_evaluations:
+            lines.append("   SLO: unknown (no evaluation had a known goodput ratio)")
+        elif not d.breaches:
             lines.append(f"   SLO: no breach in {d.slo_evaluations} evaluations with a known goodput ratio")
         else:
             lines.append(f"   SLO: {len(d.breaches)} breach(es) of goodput ≥ {target} over the window")

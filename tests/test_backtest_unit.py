@@ -342,6 +342,11 @@ def test_an_unreachable_prometheus_is_an_error_in_the_report_and_exit_1(
     out = capsys.readouterr()
     assert "ERROR: listing series names failed: connection_refused" in out.out
     assert "could not be read" in out.err
+    # unknown is not "nothing": no evaluation had data, so the report claims neither no advice nor no breach
+    # (walkthrough: it printed "would have recommended nothing" and "no breach in 0 evaluations")
+    assert "would have recommended nothing" not in out.out and "no breach in 0" not in out.out, out.out
+    assert "no recommendation could be judged: no evaluation had fresh data; 1 error(s) above" in out.out, out.out
+    assert "SLO: unknown (no evaluation had a known goodput ratio)" in out.out, out.out
     # without --prometheus and without a prometheus section: invalid input
     args = p.parse_args(["backtest", "--config", str(config), "--from", "now-1m", "--to", "now"])
     assert args.func(args) == 2
