@@ -166,6 +166,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         *((("identified as", identified),) if identified else ()),
         ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
         ("gpu-memory-utilization", f"{inputs.gpu_memory_utilization}"),
+        (
+            "max-num-seqs",
+            f"{inputs.max_num_seqs}" + ("" if args.max_num_seqs is not None else " (the engine's default here)"),
+        ),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
         (
             "overhead per GPU",

@@ -81,6 +81,27 @@ def test_plan_table_and_errors() -> None:
     assert r.returncode == 2 and "no/such" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("gpu", "given", "shown"),
+    [
+        ("H100-SXM", None, "1024 (the engine's default here)"),
+        ("A100-80GB", None, "256 (the engine's default here)"),
+        ("H100-SXM", "256", "256"),
+    ],
+    ids=["vLLM V1 defaults to 1024 on an H100", "and to 256 on an A100", "a given value is shown as given"],
+)
+def test_plan_prints_the_max_num_seqs_it_assumed(gpu: str, given: str | None, shown: str) -> None:
+    """The batch cap sizes the activation peak (V1's sampler warm-up), so the pool depends on it; the table says
+    which was assumed (walkthrough: the status page of a deployment with ``max_num_seqs: 256`` and ``plan`` without
+    the flag disagreed by 18 % with nothing saying why). Defaults: ``EngineArgs._set_default_args``
+    (``vllm/engine/arg_utils.py``): 1024 for the API server on ≥ 70 GiB GPUs other than the A100, else 256."""
+    args = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", gpu, "--max-model-len", "8192"]
+    r = _cli(*args, *(["--max-num-seqs", given] if given else []))
+    assert r.returncode == 0, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("max-num-seqs")]
+    assert line.split(None, 1)[1] == shown, line
+
+
 @pytest.fixture
 def saturated_engine() -> Iterator[StandInServer]:
     phase = Phase("saturated", 10_000, 0.97, 48, 12, 3.0, 1500, 300, 1.0, 0.5, 0.05)
