@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.backtest import BacktestReport
+from advisor.backtest import BacktestReport, evaluation_times
 from advisor.config import Config
 from advisor.exporter import make_registry
 from advisor.rules.lifecycle import Transition
@@ -55,6 +55,13 @@ class LiveRun:
         backtest steps on the grid from the first live evaluation, so one of its steps can differ from the same
         live cycle by this much, beside any whole interval."""
         return max(self.lateness) - min(self.lateness) if self.lateness else 0.0
+
+    def slack(self, step: float) -> float:
+        """How far one backtest step may sit from the same live cycle besides whole steps, seconds: the
+        :meth:`jitter`, plus the shift of the backtest's grid, whose start is the first live evaluation rounded to
+        :data:`advisor.backtest.GRID` (631.307 → 631.25: every step 0.057 s early; CI, 2026-12-03)."""
+        first = evaluation_times(self.start, self.start + step, step)[0]
+        return self.jitter() + abs(self.start - first)
 
     def opened(self, rule: str | None = None, deployment: str | None = None) -> list[Transition]:
         """The ``opened`` transitions, optionally of one rule and deployment."""
