@@ -24,6 +24,40 @@ SHARED = REPO_ROOT.parent / "shared"
 settings.register_profile("advisor", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("advisor")
 
+MAX_TEST_WORKERS = 4
+"""pytest-xdist workers at most (``-n auto`` in pyproject's addopts): each file runs whole on one worker
+(``--dist loadfile``: its module fixtures, its real servers), and every worker may start real servers at once."""
+
+LONG_FILES_FIRST = (
+    "tests/e2e/test_vllm_real.py",
+    "tests/e2e/",
+    "tests/reliability/",
+    "tests/test_demo.py",
+    "tests/sources/test_victoriametrics_real.py",
+    "tests/sources/test_prometheus_real.py",
+)
+"""Files (or folders) handed to the workers first, longest known first (``--durations`` of a full run: the real
+vLLM file ~150 s, the e2e and reliability trials 30–80 s each): a long file handed out last would run alone at
+the end while the other worker idles."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: the CPUs this process may use (affinity and the cgroup's quota,
+    :func:`advisor.workers.usable_cpus`), at most :data:`MAX_TEST_WORKERS`."""
+    from advisor.workers import usable_cpus
+
+    return max(1, min(MAX_TEST_WORKERS, usable_cpus().cpus))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files in :data:`LONG_FILES_FIRST` order first (a stable sort: each file's own order kept)."""
+
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+        return next((i for i, prefix in enumerate(LONG_FILES_FIRST) if path.startswith(prefix)), len(LONG_FILES_FIRST))
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
