@@ -556,7 +556,9 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         "--duration",
         type=duration_arg,
         default=75.0,
-        help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)",
+        # the ramp (advisor.demo.RAMP) repeats every 200 + 150 simulated s: 35 s at the default speed
+        help="seconds to run, 0 = until Ctrl-C (default 75: two whole ramps of demo-chat-8b, 35 s each at the "
+        "default --speed, and the start of a third)",
     )
     demo.add_argument(
         "--speed", type=positive_float(1000.0), default=10.0, help="scenario seconds per real second (default 10)"

@@ -414,3 +414,24 @@ deployments:
     assert len(stated) == 1, texts
     (span,) = stated
     assert interval <= span < 2 * interval, texts
+
+
+def test_demo_help_states_how_many_ramps_the_default_duration_runs() -> None:
+    """Walkthrough: ``demo --help`` said the default 75 s was "one whole ramp"; the ramp deployment's traffic repeats
+    every 200 + 150 simulated seconds (``advisor.demo.RAMP``), 35 s at the default 10× speed, so 75 s runs two whole
+    ramps and the start of a third."""
+    from advisor.cli import build_parser
+    from advisor.demo import DEMO_DEPLOYMENT, RAMP
+    from advisor.sim.traffic import OnOff
+
+    r = run_cli("demo", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    defaults = build_parser().parse_args(["demo"])
+    process = RAMP.traffic.process
+    assert isinstance(process, OnOff)
+    ramp_seconds = (process.on_seconds + process.off_seconds) / defaults.speed  # 350 simulated s ÷ 10
+    whole = int(defaults.duration // ramp_seconds)
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    stated = f"default {defaults.duration:g}: {words[whole]} whole ramp{'s' if whole > 1 else ''} of {DEMO_DEPLOYMENT}"
+    assert f"{stated}, {ramp_seconds:g} s each at the default --speed" in text, text
