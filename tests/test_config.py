@@ -54,6 +54,30 @@ def test_the_shipped_example_is_valid() -> None:
     assert len(r.stdout.strip().splitlines()) == 1
 
 
+def _readme_config() -> str:
+    """The YAML block of README's Configuration section."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("interval", [None, "5s", "1s"], ids=["as written", "scrapes every 5s", "every 1s"])
+def test_readmes_example_config_is_valid_and_stays_valid_with_a_shorter_interval(
+    tmp_path: Path, interval: str | None
+) -> None:
+    """Walkthrough: README's example set 3s + 9s scrape timeouts (what 15 s gives unset), so an operator who
+    lowered its scrape_interval got a config error. The example sets no timeout it does not need."""
+    text = _readme_config()
+    assert "scrape_interval: 15s" in text
+    if interval is not None:
+        text = text.replace("scrape_interval: 15s", f"scrape_interval: {interval}")
+    f = tmp_path / "advisor.yaml"
+    f.write_text(text, encoding="utf-8")
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "valid — 1 deployment(s), 2 target(s), 1 receiver(s)" in r.stdout
+
+
 def test_three_wrong_fields_are_all_reported_with_their_paths(tmp_path: Path) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text(
