@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from advisor import __version__
 from advisor.argtypes import bounded_int, duration_arg, positive_float, shard_arg
-from advisor.errors import AdvisorError, ConfigError
+from advisor.errors import AdvisorError, CapacityError, ConfigError
 
 # ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
 # where a command logs (tests/test_lazy_cli.py)
@@ -74,35 +74,80 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{len(cfg.receivers)} receiver(s), scrape every {cfg.scrape_interval:g}s, "
         f"window {cfg.evaluation_window:g}s"
     )
-    for line in _gpu_notes(cfg) + _capacity_notes(cfg, Path(args.file).resolve().parent):
+    try:
+        sized = _capacity_lines(cfg, Path(args.file).resolve().parent)
+    except CapacityError as exc:  # load_config sized each deployment: only a model file changed since
+        print(f"{args.file}: {exc}", file=sys.stderr)
+        return 2
+    for line in _gpu_notes(cfg) + sized:
         print(line)
     return 0
 
 
-def _capacity_notes(cfg: Any, base_dir: Path) -> list[str]:
-    """One note per deployment sized with another accounting than vLLM's defaults (another engine, or the
-    operator's own pool settings): the engine, the settings and the pool it gives, so the figure the daemon
-    will hold the engine to is visible before it runs."""
-    from advisor.capacity.kv import capacity_pass
-    from advisor.config import ENGINE_KEYS, capacity_inputs
+_BUDGET_FLAGS = {"vllm": "gpu-memory-utilization", "sglang": "mem-fraction-static", "tgi": "cuda-memory-fraction"}
+"""The engine flag whose fraction of GPU memory the capacity pass budgets (``CapacityInputs.gpu_memory_utilization``
+holds SGLang's and TGI's fractions too: :mod:`advisor.capacity.deployment`)."""
 
-    notes = []
-    for i, d in enumerate(cfg.deployments):
+
+def _capacity_lines(cfg: Any, base_dir: Path) -> list[str]:
+    """One line per deployment: the capacity pass the daemon will hold its engine to, from the daemon's own context
+    builder (:func:`advisor.assembly.deployment_context`, the one resolver): weights and KV pool per GPU, KV tokens
+    per target, max concurrency at max-model-len (and a llama.cpp slot's cap on a request), and what sized them —
+    the engine's accounting (and the operator's pool settings, by key and value), the GPU, TP, the memory budget
+    and vLLM's max-num-seqs ("by default" when not set: vLLM's default depends on the GPU). Example
+    (Llama-3.1-8B on one H100-SXM, max_num_seqs 256)::
+
+        chat-8b: weights 14.99 GiB and KV pool 54.92 GiB per GPU; 449,920 KV tokens per target; max concurrency
+        54.92 at max-model-len 8,192 (vllm's accounting; NVIDIA H100 SXM, 79.15 GiB, TP 1; gpu-memory-utilization
+        0.9, max-num-seqs 256)
+
+    Raises:
+        CapacityError: a deployment cannot be sized (``load_config`` has already sized each one, so only when a
+            model file changed in between).
+    """
+    from advisor.assembly import deployment_context
+    from advisor.capacity.hardware import GIB
+    from advisor.config import ENGINE_KEYS
+
+    lines = []
+    for d in cfg.deployments:
         given = [k for k in ENGINE_KEYS if getattr(d, k) != type(d).model_fields[k].default]
         if d.gpu_memory_used_by_others_gib:
             given.append("gpu_memory_used_by_others_gib")
-        inputs = capacity_inputs(d, base_dir)
-        if inputs.engine == "vllm" and not given:
-            continue
-        r = capacity_pass(inputs)
+        ctx = deployment_context(d, base_dir)
+        inputs, r = ctx.inputs, ctx.capacity
+        how = f"{inputs.engine}'s accounting" + (" until the engine is detected" if d.engine == "auto" else "")
+        how += f" with {', '.join(f'{k} {_setting(getattr(d, k))}' for k in given)}" if given else ""
+        gpu = f"{ctx.gpu.name}, " if ctx.gpu is not None else ""
+        settings = [f"{gpu}{inputs.gpu_memory_bytes / GIB:.2f} GiB, TP {r.tensor_parallel_size}"]
+        dials = []
+        if (
+            inputs.engine in _BUDGET_FLAGS
+            and inputs.kv_cache_memory_bytes is None
+            and not inputs.num_gpu_blocks_override
+        ):
+            dials.append(f"{_BUDGET_FLAGS[inputs.engine]} {inputs.gpu_memory_utilization:g}")
+        if inputs.engine == "vllm":
+            default = " by default" if d.max_num_seqs is None else ""  # vLLM's default depends on the GPU
+            dials.append(f"max-num-seqs {inputs.max_num_seqs}{default}")
         ranks = f" over {r.data_parallel_size} ranks" if r.data_parallel_size > 1 else ""
-        notes.append(
-            f"  note: deployments[{i}] sized by {inputs.engine}'s accounting"
-            + (f" with {', '.join(given)}" if given else "")
-            + f": {r.kv_cache_tokens:,} KV tokens per target{ranks}, {r.max_concurrency:.2f} requests of "
-            f"{r.max_model_len:,} tokens"
+        cap = f", each request at most {r.max_request_tokens:,} tokens" if r.max_request_tokens is not None else ""
+        lines.append(
+            f"  {d.name}: weights {r.weights_bytes_per_gpu / GIB:.2f} GiB and KV pool "
+            f"{r.kv_pool_bytes_per_gpu / GIB:.2f} GiB per GPU; {r.kv_cache_tokens:,} KV tokens per target{ranks}; "
+            "max concurrency "
+            f"{r.max_concurrency:.2f} at max-model-len {r.max_model_len:,}{cap} "
+            f"({'; '.join([how, *settings, *([', '.join(dials)] if dials else [])])})"
         )
-    return notes
+    return lines
+
+
+def _setting(value: Any) -> str:
+    """A deployment setting as the config writes it: ``8192``, ``True``, ``{max_tokens: 64000}`` (a section: the keys
+    set)."""
+    if hasattr(value, "model_dump"):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.model_dump(exclude_unset=True).items()) + "}"
+    return str(value)
 
 
 def _gpu_notes(cfg: Any) -> list[str]:
@@ -556,7 +601,9 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         "--duration",
         type=duration_arg,
         default=75.0,
-        help="seconds to run, 0 = until Ctrl-C (default 75: one whole ramp)",
+        # the ramp (advisor.demo.RAMP) repeats every 200 + 150 simulated s: 35 s at the default speed
+        help="seconds to run, 0 = until Ctrl-C (default 75: two whole ramps of demo-chat-8b, 35 s each at the "
+        "default --speed, and the start of a third)",
     )
     demo.add_argument(
         "--speed", type=positive_float(1000.0), default=10.0, help="scenario seconds per real second (default 10)"

@@ -728,9 +728,14 @@ for normalize and evaluate (issue 14: defaults that filled the whole interval ma
 def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[str, str]]) -> _T:
     """A request's deadline (``connect_timeout + read_timeout``) must fit in one scrape interval, as Prometheus
     requires ``scrape_timeout <= scrape_interval``: otherwise one slow target or query holds up every cycle.
-    Timeouts the file sets are checked (a problem naming the field); one left unset takes what the other leaves of
-    :data:`DEFAULT_DEADLINE_SHARE` of the interval (or of the whole interval when that leaves nothing); with
-    neither set, the defaults shrink to that share (connect at most a quarter of it, read the rest)."""
+    Timeouts the file sets are checked (a problem naming the field to change, the value that fits and what the two
+    take when left unset); one left unset takes what the other leaves of :data:`DEFAULT_DEADLINE_SHARE` of the
+    interval (or of the whole interval when that leaves nothing); with neither set, the defaults shrink to that
+    share (:func:`_unset_timeouts`).
+
+    Example: ``scrape: {connect_timeout: 3s, read_timeout: 9s}`` at ``scrape_interval: 5s`` → ``scrape.read_timeout:
+    … set scrape.read_timeout to at most 2s, or remove both timeouts (at 5s they take 1s + 3s, 80% of
+    scrape_interval)``."""
     total = section.connect_timeout + section.read_timeout
     budget = interval * DEFAULT_DEADLINE_SHARE
     explicit = {"connect_timeout", "read_timeout"} & section.model_fields_set
@@ -746,18 +751,42 @@ def _fit_timeouts(section: _T, name: str, interval: float, problems: list[tuple[
                 return section.model_copy(update={other: min(default, left)})
     if explicit and total <= interval * (1 + 1e-9):  # what the file sets is checked against the interval
         return section
+    connect, read = _unset_timeouts(section, interval)
     if explicit:
-        field_ = "read_timeout" if "read_timeout" in explicit else "connect_timeout"
-        problems.append(
-            (
-                f"{name}.{field_}",
-                f"connect_timeout + read_timeout ({total:g}s) must not exceed scrape_interval ({interval:g}s): "
-                "one slow request would hold up every cycle",
+        unset = f"{connect:g}s + {read:g}s, {DEFAULT_DEADLINE_SHARE:.0%} of scrape_interval"  # what fits unset
+        if len(explicit) == 1:
+            (field_,) = explicit
+            other = "read_timeout" if field_ == "connect_timeout" else "connect_timeout"
+            message = (
+                f"{field_} ({getattr(section, field_):g}s) leaves nothing of scrape_interval ({interval:g}s) for "
+                f"{other}: set {name}.{field_} below {interval:g}s ({other} takes what is left), or remove it "
+                f"(at {interval:g}s the two take {unset})"
             )
-        )
+        else:
+            room = interval - section.connect_timeout
+            field_, fix = (
+                ("read_timeout", f"set {name}.read_timeout to at most {room:g}s")
+                if room > 0
+                else ("connect_timeout", f"set {name}.connect_timeout + read_timeout to at most {interval:g}s")
+            )
+            message = (
+                f"connect_timeout + read_timeout ({total:g}s) must not exceed scrape_interval ({interval:g}s): "
+                f"one slow request would hold up every cycle; {fix}, or remove both timeouts "
+                f"(at {interval:g}s they take {unset})"
+            )
+        problems.append((f"{name}.{field_}", message))
         return section
-    connect = min(section.connect_timeout, budget / 4)
-    return section.model_copy(update={"connect_timeout": connect, "read_timeout": budget - connect})
+    return section.model_copy(update={"connect_timeout": connect, "read_timeout": read})
+
+
+def _unset_timeouts(section: ScrapeConfig | PrometheusConfig, interval: float) -> tuple[float, float]:
+    """``(connect_timeout, read_timeout)`` in seconds that ``section``'s defaults shrink to at ``interval`` when the
+    file sets neither: a deadline of :data:`DEFAULT_DEADLINE_SHARE` of the interval, connect at most a quarter of it
+    (and at most its default), read the rest. 15 s → 3 + 9; 5 s → 1 + 3; 4 s → 0.8 + 2.4."""
+    budget = interval * DEFAULT_DEADLINE_SHARE
+    default = type(section).model_fields["connect_timeout"].default
+    connect = min(float(default), budget / 4)
+    return connect, budget - connect
 
 
 def _loc(loc: Sequence[int | str]) -> str:

@@ -272,14 +272,21 @@ _EFFECT_LABELS = {
 
 def format_transition(t: Transition) -> str:
     """One readable line per incident transition: what, why, the suggested turn with its numbers and flag, and
-    how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``)."""
+    how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``).
+
+    A resolved incident's line says what happened — ``resolved: <reason>``, the rules' clear readings (or that its
+    deployment is no longer configured, or that it was folded into another incident) — and names the turn it last
+    suggested, as history; it counts no alternatives or withheld turns (none applies any longer):
+    ``[12:04:05] RESOLVED chat-8b saturation — resolved: KV usage 40.0% (resolves below 80%), 0 waiting, 0
+    preemptions (last suggested kv_saturation kv_cache_dtype auto → fp8; id 3ec50bdbf032fe23)``."""
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     problem = r.problem or r.rule
     turn = f"{r.rule} {r.dial} {r.current} → {r.suggested}"
-    extra = f"(+{len(r.alternatives)} alternative{'' if len(r.alternatives) == 1 else 's'}, {len(r.withheld)} withheld)"
     if t.kind == "resolved":
-        return f"[{when}] RESOLVED {r.deployment} {problem}: {turn} withdrawn {extra} — {t.reason} (id {r.id})"
+        why = t.reason or r.resolved_reason or "the condition cleared"
+        return f"[{when}] RESOLVED {r.deployment} {problem} — resolved: {why} (last suggested {turn}; id {r.id})"
+    extra = f"(+{len(r.alternatives)} alternative{'' if len(r.alternatives) == 1 else 's'}, {len(r.withheld)} withheld)"
     if t.kind == "updated":
         now = time.strftime("%H:%M:%S", time.localtime(r.updated_at) if r.updated_at is not None else time.localtime())
         return f"[{now}] UPDATED {r.deployment} {problem}: now {turn} {extra} ({t.reason}; still open, id {r.id})"

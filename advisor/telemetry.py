@@ -643,6 +643,17 @@ class WindowStats:
     samples: int = 0
     span_seconds: float | None = None
 
+    @property
+    def covered_seconds(self) -> float:
+        """Seconds the window's counts, rates and extremes cover: :attr:`span_seconds` (newest − oldest snapshot)
+        when positive, else :attr:`window_seconds`. What a reading states as "over the last N s".
+
+        Example: the daemon at 15 s scrapes over a 300 s window holds 20 snapshots 285 s apart; ``once
+        --interval 2`` evaluates a window of ~4 s (the time both scrapes took, plus one interval) holding two
+        snapshots ~2 s apart. Their preemption counts cover 285 s and 2 s, not 300 s and 4 s.
+        """
+        return self.span_seconds if self.span_seconds else self.window_seconds
+
 
 _COUNTER_FIELDS = (
     "preemptions_total",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from advisor.standin import Phase, StandInEngine, StandInServer
 from tests.conftest import REPO_ROOT
+from tests.inprocess import run_cli
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -374,3 +376,62 @@ def test_run_takes_web_max_connections_as_prometheus_does() -> None:
     for bad in ("-1", "many", "1.5"):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", "--config", "x.yaml", "--web.max-connections", bad])
+
+
+_STATED_SPAN = re.compile(r"\b(?:last|in|sees) (\d+) ?s\b")
+"""How the rules state the time their numbers cover: ``over the last 2s``, ``preemptions in 2s``, ``this evaluation
+sees 2 s over 2 scrape(s)``."""
+
+
+def test_once_states_one_span_the_span_between_its_two_scrapes(saturated_engine: StandInServer, tmp_path: Path) -> None:
+    """Walkthrough: one ``once --interval 2`` said the replica turn was withheld because the evaluation "sees 2 s"
+    and that kv_saturation saw "2 preemptions in the last 4s". Its counts come from the two scrapes, 2 s apart (plus
+    the second scrape's own latency); the 4 s was the window handed to the evaluation (elapsed time + one interval),
+    not time the data covers."""
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+deployments:
+  - name: chat-8b
+    engine: vllm
+    targets: ["{saturated_engine.url()}"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.9}}
+"""
+    )
+    interval = 2
+    r = run_cli("once", "--config", str(cfg), "--interval", str(interval), "--json")
+    assert r.returncode == 0, r.stderr
+    (d,) = json.loads(r.stdout)["deployments"]
+    texts = [x["reason"] for x in d["rules"]]
+    for rec in d["recommendations"]:
+        texts += [rec["description"], *(w["reason"] for w in rec["withheld"])]
+    stated = {int(m) for t in texts for m in _STATED_SPAN.findall(t)}
+    assert any("sees" in t for t in texts) and any("last" in t for t in texts), texts  # both phrasings present
+    # one span, however many places state it; the scrapes' own latency may round it up, never to twice the interval
+    assert len(stated) == 1, texts
+    (span,) = stated
+    assert interval <= span < 2 * interval, texts
+
+
+def test_demo_help_states_how_many_ramps_the_default_duration_runs() -> None:
+    """Walkthrough: ``demo --help`` said the default 75 s was "one whole ramp"; the ramp deployment's traffic repeats
+    every 200 + 150 simulated seconds (``advisor.demo.RAMP``), 35 s at the default 10× speed, so 75 s runs two whole
+    ramps and the start of a third."""
+    from advisor.cli import build_parser
+    from advisor.demo import DEMO_DEPLOYMENT, RAMP
+    from advisor.sim.traffic import OnOff
+
+    r = run_cli("demo", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    defaults = build_parser().parse_args(["demo"])
+    process = RAMP.traffic.process
+    assert isinstance(process, OnOff)
+    ramp_seconds = (process.on_seconds + process.off_seconds) / defaults.speed  # 350 simulated s ÷ 10
+    whole = int(defaults.duration // ramp_seconds)
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    stated = f"default {defaults.duration:g}: {words[whole]} whole ramp{'s' if whole > 1 else ''} of {DEMO_DEPLOYMENT}"
+    assert f"{stated}, {ramp_seconds:g} s each at the default --speed" in text, text

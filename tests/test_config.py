@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from advisor.assembly import deployment_context
 from advisor.config import load_config, parse_config, parse_duration
 from advisor.errors import ConfigError
 from tests.conftest import REPO_ROOT
+from tests.inprocess import run_cli
 
 GOOD = {
     "deployments": [
@@ -51,7 +53,84 @@ def test_the_shipped_example_is_valid() -> None:
     r = _cli("check-config", "deploy/advisor.example.yaml")
     assert r.returncode == 0, r.stderr
     assert "valid — 1 deployment(s), 2 target(s), 1 receiver(s)" in r.stdout
-    assert len(r.stdout.strip().splitlines()) == 1
+    # the summary, then one capacity line for its one deployment (nothing else: no note)
+    assert [ln.split(":", 1)[0] for ln in r.stdout.strip().splitlines()] == ["deploy/advisor.example.yaml", "  chat-8b"]
+
+
+def test_check_config_shows_the_capacity_pass_of_each_deployment(tmp_path: Path) -> None:
+    """Walkthrough: check-config validated a config without showing what the advisor will assume of each deployment.
+    One line each: weights and KV pool per GPU, KV tokens, max concurrency, and the settings that sized them. The
+    figures for Llama-3.1-8B-Instruct (bf16) on one H100-SXM at the default 0.9 and max_num_seqs 256, by hand (the
+    derivation of tests/rules/helpers.py):"""
+    memory = 84_986_665_370  # H100-SXM, 79.15 GiB
+    usable = int(memory * 0.9)  # 76,487,998,833 B
+    weights = 8_030_261_248 * 2 + 131_072 * 128 * 2  # parameters × bf16 + rotary cache: 16,094,076,928 B
+    activation = max(8_192 * 2 * (6 * 4_096 + 3 * 14_336), 256 * 128_256 * 39)  # forward vs sampler at 256 seqs
+    overhead = activation + int(0.13 * 2**30)  # + non-torch memory
+    pool = usable - weights - overhead  # 58,973,827,564 B
+    kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V × layers × KV heads × head size × bf16
+    blocks = pool // (16 * kv_per_token)  # 28,120
+    assert blocks * 16 == 449_920
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        """
+deployments:
+  - name: chat-8b
+    engine: vllm
+    targets: ["http://127.0.0.1:8000/metrics"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    max_num_seqs: 256
+    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}
+  - name: chat-8b-tp2
+    engine: vllm
+    targets: ["http://127.0.0.1:8001/metrics"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    tensor_parallel_size: 2
+    max_model_len: 8192
+    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}
+""",
+        encoding="utf-8",
+    )
+    r = run_cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  chat-8b:")]
+    assert f"weights {weights / 2**30:.2f} GiB and KV pool {pool / 2**30:.2f} GiB per GPU" in line, line
+    assert "weights 14.99 GiB and KV pool 54.92 GiB per GPU" in line  # the same, written out
+    assert f"{blocks * 16:,} KV tokens per target" in line, line
+    assert f"max concurrency {blocks / (8192 // 16):.2f} at max-model-len 8,192" in line, line  # 54.92
+    assert "vllm's accounting" in line and "gpu-memory-utilization 0.9" in line and "max-num-seqs 256" in line
+    # every deployment gets its line; the other's figures are the daemon's own (its context builder)
+    (other,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  chat-8b-tp2:")]
+    ctx = deployment_context(load_config(f).deployments[1], tmp_path)
+    assert f"{ctx.capacity.kv_cache_tokens:,} KV tokens per target" in other, other
+    assert "TP 2" in other and "max-num-seqs 1024 by default" in other, other
+
+
+def _readme_config() -> str:
+    """The YAML block of README's Configuration section."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("interval", [None, "5s", "1s"], ids=["as written", "scrapes every 5s", "every 1s"])
+def test_readmes_example_config_is_valid_and_stays_valid_with_a_shorter_interval(
+    tmp_path: Path, interval: str | None
+) -> None:
+    """Walkthrough: README's example set 3s + 9s scrape timeouts (what 15 s gives unset), so an operator who
+    lowered its scrape_interval got a config error. The example sets no timeout it does not need."""
+    text = _readme_config()
+    assert "scrape_interval: 15s" in text
+    if interval is not None:
+        text = text.replace("scrape_interval: 15s", f"scrape_interval: {interval}")
+    f = tmp_path / "advisor.yaml"
+    f.write_text(text, encoding="utf-8")
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "valid — 1 deployment(s), 2 target(s), 1 receiver(s)" in r.stdout
 
 
 def test_three_wrong_fields_are_all_reported_with_their_paths(tmp_path: Path) -> None:

@@ -121,6 +121,41 @@ def test_an_explicit_prometheus_timeout_is_checked_too() -> None:
     assert list(_problems(exc)) == ["prometheus.connect_timeout"]
 
 
+def test_timeouts_over_a_lowered_interval_say_which_key_to_set_and_to_what(tmp_path: Path) -> None:
+    """Walkthrough: an operator who copied README's 3s + 9s timeouts and lowered scrape_interval to 5s was told the
+    sum must not exceed the interval, not what to set. The message names the key and the value that fits, and the
+    alternative of leaving both unset (0.8 × 5 s = 4 s: connect a quarter, 1 s; read the rest, 3 s); each fix,
+    applied, is accepted."""
+    f = tmp_path / "advisor.yaml"
+    f.write_text("scrape_interval: 5s\nscrape: {connect_timeout: 3s, read_timeout: 9s}\n" + DEPLOYMENT)
+    r = _cli("check-config", str(f))
+    assert r.returncode == 2
+    (line,) = [ln for ln in r.stderr.splitlines() if "scrape.read_timeout" in ln]
+    assert "(12s) must not exceed scrape_interval (5s)" in line, line
+    assert "set scrape.read_timeout to at most 2s" in line, line  # 5 s − the 3 s connect timeout
+    assert "or remove both timeouts (at 5s they take 1s + 3s" in line, line
+    f.write_text("scrape_interval: 5s\nscrape: {connect_timeout: 3s, read_timeout: 2s}\n" + DEPLOYMENT)
+    assert load_config(f).scrape.read_timeout == 2.0
+    f.write_text("scrape_interval: 5s\n" + DEPLOYMENT)
+    cfg = load_config(f)
+    assert (cfg.scrape.connect_timeout, cfg.scrape.read_timeout) == pytest.approx((1.0, 3.0))
+
+
+def test_one_timeout_that_alone_fills_the_interval_says_to_set_it_below_the_interval(tmp_path: Path) -> None:
+    # prometheus.connect_timeout 20 s at 15 s scrapes: nothing is left for the read, whatever it is
+    f = tmp_path / "advisor.yaml"
+    f.write_text("prometheus: {url: 'http://127.0.0.1:9090', connect_timeout: 20s}\n" + DEPLOYMENT)
+    r = _cli("check-config", str(f))
+    assert r.returncode == 2
+    (line,) = [ln for ln in r.stderr.splitlines() if "prometheus.connect_timeout" in ln]
+    assert "connect_timeout (20s) leaves nothing of scrape_interval (15s) for read_timeout" in line, line
+    assert "set prometheus.connect_timeout below 15s" in line, line
+    assert "or remove it (at 15s the two take 3s + 9s" in line, line
+    f.write_text("prometheus: {url: 'http://127.0.0.1:9090', connect_timeout: 14s}\n" + DEPLOYMENT)
+    prom = load_config(f).prometheus
+    assert prom is not None and prom.connect_timeout + prom.read_timeout <= 15.0
+
+
 def test_default_timeouts_shrink_to_a_short_interval() -> None:
     data = copy.deepcopy(GOOD)
     data.update(scrape_interval="4s", evaluation_window="1m", prometheus={"url": "http://127.0.0.1:9090"})

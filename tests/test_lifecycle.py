@@ -659,3 +659,25 @@ def test_a_pending_rule_alone_opens_nothing() -> None:
     slow = ScriptedRule(id="slow", fire=True, for_s=120, dials=["gpu_memory_utilization"], problem="saturation")
     lc = Lifecycle([slow])
     assert lc.evaluate(evaluation(now=0)) == [] and lc.open_recommendations() == []
+
+
+def test_the_resolved_line_says_why_it_resolved_and_lists_no_alternatives() -> None:
+    """Walkthrough: the console line of an incident that resolved because its condition cleared read "kv_saturation
+    kv_cache_dtype auto → fp8 withdrawn (+4 alternatives, 1 withheld) — …": nothing was withdrawn, and the counts
+    described turns no longer proposed. The line ``run`` and ``demo`` print (``format_transition``) for the real
+    rules' resolution says "resolved: <the rules' clear readings>" and counts nothing."""
+    from advisor.service import format_transition
+
+    rules = [QueueGrowthRule(for_seconds=0), KVSaturationRule(for_seconds=0), GoodputRule(for_seconds=0)]
+    lc = Lifecycle(rules)
+    rng = random.Random(13)
+    (opened,) = lc.evaluate(_saturated(1000.0, rng))
+    assert opened.recommendation.alternatives  # what the old line counted
+    (resolved,) = lc.evaluate(_drained(1300.0))
+    assert resolved.kind == "resolved" and resolved.reason
+    line = format_transition(resolved)
+    assert f"resolved: {resolved.reason}" in line, line
+    assert f"{opened.recommendation.deployment} {opened.recommendation.problem}" in line, line
+    assert opened.recommendation.id in line, line
+    for stale in ("withdrawn", "alternative", "withheld"):
+        assert stale not in line, line

@@ -155,7 +155,7 @@ class AdmissionThrashRule:
             f"The pool ({pool:,.0f} tokens) is {s.kv_cache_usage_ratio:.0%} full with only "
             f"{count(s.requests_running)} request(s) running — each holds ~{evidence['tokens_per_running_request']:,} "
             f"tokens of context — while {count(s.requests_waiting)} wait and {count(s.preemptions_increase)} were "
-            f"preempted in {s.window_seconds:.0f}s (generation {s.generation_tokens_per_second or 0:,.0f} tokens/s). "
+            f"preempted in {s.covered_seconds:.0f}s (generation {s.generation_tokens_per_second or 0:,.0f} tokens/s). "
             "Context, not concurrency, fills the pool: raising max concurrent sequences would only preempt more."
         )
         out: list[Proposal] = []

@@ -199,7 +199,7 @@ class GoodputRule:
         }
         description = (
             f"Only {ratio:.1%} of requests met TTFT ≤ {ev.ctx.slo.ttft_seconds}s and TPOT ≤ "
-            f"{ev.ctx.slo.tpot_seconds}s over the last {s.window_seconds:.0f}s (target "
+            f"{ev.ctx.slo.tpot_seconds}s over the last {s.covered_seconds:.0f}s (target "
             f"{ev.ctx.slo.target_ratio:.0%}), and the time goes to queueing. {sizing.explanation}"
         )
         return replicas_proposal(

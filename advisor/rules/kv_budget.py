@@ -55,7 +55,7 @@ class KVBudgetRule:
         }
         if s.counter_resets >= self.max_restarts:
             if util - self.lower_by >= MIN_BUDGET:
-                return "lower", f"{s.counter_resets} engine restarts in {s.window_seconds:.0f}s", evidence
+                return "lower", f"{s.counter_resets} engine restarts in {s.covered_seconds:.0f}s", evidence
             # restarting at the floor already: never raise the budget of an engine that keeps crashing
             return "", f"{s.counter_resets} restarts at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
         if s.preemptions_increase is None:

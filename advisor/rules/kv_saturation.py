@@ -104,7 +104,7 @@ class KVSaturationRule:
         reason = (
             f"KV usage {usage:.1%} (threshold {self.usage_threshold:.0%}), {count(evidence['requests_waiting'])} "
             f"waiting, {count(evidence['preemptions_increase'])} preemptions in the last "
-            f"{ev.stats.window_seconds:.0f}s"
+            f"{ev.stats.covered_seconds:.0f}s"
         )
         return Condition(holds, reason, evidence)
 
@@ -144,7 +144,7 @@ class KVSaturationRule:
         situation = (
             f"KV-cache usage is {s.kv_cache_usage_ratio:.1%} with {count(s.requests_running)} running, "
             f"{count(s.requests_waiting)} waiting and {count(s.preemptions_increase)} preemptions over the last "
-            f"{s.window_seconds:.0f}s: the pool, not compute, bounds the batch."
+            f"{s.covered_seconds:.0f}s: the pool, not compute, bounds the batch."
         )
         out = [
             turn_proposal(
@@ -222,7 +222,7 @@ class KVSaturationRule:
                 f"{rank_pool:,.0f} tokens{' per data-parallel rank' if ranks > 1 else ''} holds {holds} of them at "
                 "once, but the engine may run "
                 f"{current}, so it admits more than fit and preempts {count(s.preemptions_increase)} in "
-                f"{s.window_seconds:.0f}s (recomputing their prefills). Capping at {holds} stops the thrash; it "
+                f"{s.covered_seconds:.0f}s (recomputing their prefills). Capping at {holds} stops the thrash; it "
                 "does not raise the ceiling — pair it with a pool turn or replicas."
             ),
             predicted_effect={

@@ -222,7 +222,7 @@ class OverProvisionedRule:
         conf = confidence(ev, 0.8)
         running = _peak_running(ev)
         situation = (
-            f"Over the last {s.window_seconds:.0f}s the SLO was met (goodput {ev.goodput.ratio:.0%} against "
+            f"Over the last {s.covered_seconds:.0f}s the SLO was met (goodput {ev.goodput.ratio:.0%} against "
             f"{ev.ctx.slo.target_ratio:.0%}), nothing waited, KV usage peaked at "
             f"{evidence['kv_cache_usage_ratio_max']:.1%} and at most {count(running)} requests ran across "
             f"{ev.replicas_up} replica(s), each able to run ~{ceiling:,.0f}."

@@ -77,7 +77,7 @@ class QueueGrowthRule:
         s = ev.stats
         if rates is None or s is None:
             return Condition(None, "waiting queue or completion counter unknown", evidence)
-        span = s.span_seconds or s.window_seconds
+        span = s.covered_seconds
         growth = ((s.requests_waiting or 0) - (s.requests_waiting_first or 0)) / span
         arrival, done, _ = rates
         holds = growth >= self.min_growth and arrival > done and (s.requests_waiting or 0) > 0
@@ -127,7 +127,7 @@ class QueueGrowthRule:
         evidence = {**self._evidence(ev, arrival_rate(s)), **sizing.evidence()}
         description = (
             f"The queue grew from {count(s.requests_waiting_first)} to {count(s.requests_waiting)} in "
-            f"{s.window_seconds:.0f}s. {sizing.explanation} No per-replica dial closes a ×{ratio:.1f} gap."
+            f"{s.covered_seconds:.0f}s. {sizing.explanation} No per-replica dial closes a ×{ratio:.1f} gap."
         )
         return [
             replicas_proposal(

@@ -210,7 +210,7 @@ def arrival_rate(stats: WindowStats | None) -> tuple[float, float, float] | None
         return None
     if s.requests_waiting_first is None or s.window_seconds <= 0:
         return None
-    span = s.span_seconds or s.window_seconds
+    span = s.covered_seconds
     if span <= 0:
         return None
     first = (s.requests_running_first or 0.0) + s.requests_waiting_first
@@ -488,7 +488,7 @@ def size_replicas(
     slo = ev.ctx.slo
     text = (
         f"Requests arrive at ~{arrival:,.2f}/s (completions {done:,.2f}/s {'+' if growth >= 0 else '−'} in-flight "
-        f"{'growth' if growth >= 0 else 'shrinkage'} {abs(growth):,.2f}/s over the last {s.window_seconds:.0f}s). "
+        f"{'growth' if growth >= 0 else 'shrinkage'} {abs(growth):,.2f}/s over the last {s.covered_seconds:.0f}s). "
         f"One replica completes at most ~{mu:,.2f}/s with its batch full"
     )
     if method == "model" and at_slo is not None:

@@ -37,7 +37,7 @@ def kv_idle(ev: Evaluation) -> str | None:
         return None
     return (
         f"withheld: the KV pool is not the constraint: KV usage at most {usage:.0%} over the last "
-        f"{s.window_seconds:.0f}s (below {KV_POOL_BUSY:.0%}) and nothing preempted; a larger pool admits no one now"
+        f"{s.covered_seconds:.0f}s (below {KV_POOL_BUSY:.0%}) and nothing preempted; a larger pool admits no one now"
     )
 
 

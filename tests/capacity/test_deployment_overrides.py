@@ -305,5 +305,7 @@ def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump(data), encoding="utf-8")
     r = run_cli("check-config", str(f))
     assert r.returncode == 0, r.stderr
-    assert "deployments[0] sized by sglang's accounting: 443,910 KV tokens" in r.stdout  # issue 12's figure
-    assert "deployments[1] sized by vllm's accounting with data_parallel_size" in r.stdout
+    lines = {ln.split(":", 1)[0].strip(): ln for ln in r.stdout.splitlines()[1:]}
+    assert "443,910 KV tokens per target" in lines["chat-8b"]  # issue 12's figure
+    assert "(sglang's accounting;" in lines["chat-8b"] and "mem-fraction-static" in lines["chat-8b"]
+    assert "over 2 ranks" in lines["dp"] and "(vllm's accounting with data_parallel_size 2;" in lines["dp"]
