@@ -1166,6 +1166,9 @@ class Service:
         dropped them) is not a new observation: skipped, so a store whose scrape lags the reads never shows flat
         counters. Stores that do not say which scrape a point shows: every new point is taken, as before.
 
+        A target whose part of the answer is unreadable (``PromGroup.error``: a ``/federate`` sample without a
+        timestamp) fails alone, named.
+
         A read with no new point for a target leaves the status its newest point gave: a page refused by
         observation (``served_model_not_found`` …) stays refused, not "no samples"."""
         name = d.spec.name
@@ -1175,6 +1178,10 @@ class Service:
         now = self.clock()
         for g in groups:
             seen.add(g.target)
+            if g.error is not None:  # this target's part of the answer is unreadable: it fails, the others read
+                changed = tr.fail(name, g.target, c.REASON_PARSE_ERROR, g.error)
+                (log.warning if changed else log.debug)("deployment=%s target=%s: %s", name, g.target, g.error)
+                continue
             ahead = max((ts for ts, _ in g.points), default=-math.inf) - now
             if ahead > FUTURE_SAMPLE_SECONDS:
                 message = (

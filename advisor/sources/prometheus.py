@@ -197,6 +197,9 @@ class PromGroup:
             ``/federate`` point's own time), ``nan`` where the store did not say; ``()`` when it said for none
             (a store without ``up``, a stand-in). Two points showing one scrape are one observation
             (:func:`same_scrape`).
+        error: why this target's part of the answer could not be read (a ``/federate`` sample without a
+            timestamp), naming the target; its points are then ``()``, and the caller fails this target alone.
+            ``None`` when read.
     """
 
     labels: Mapping[str, str]
@@ -205,6 +208,7 @@ class PromGroup:
     up: tuple[tuple[float, float], ...] = ()
     dropped_labels: frozenset[str] = frozenset()
     scraped: tuple[float, ...] = ()
+    error: str | None = None
 
     def scrape_of(self, i: int) -> float:
         """The raw scrape time of point ``i`` (``nan`` when unknown)."""
@@ -576,11 +580,14 @@ def groups_from_federation(
     them alike), its ``up`` with ``up``'s own. A group whose ``up`` is 0 at or after that time has no point:
     the engine's samples are the last ones before its scrapes began to fail (VictoriaMetrics still serves them).
 
+    A sample without a timestamp (a proxy or store in between that drops them) cannot be placed in time: its
+    target's group has no point and an :attr:`PromGroup.error` naming it; the other targets are read.
+
     Cost: the lines are matched at C speed; labels are parsed once per distinct label set with the group-by
     labels cut out, so every target's copy of one engine series shares one parse (and one labels dict).
 
     Raises:
-        ParseError: a line that is not a sample or a comment, a sample without a timestamp, or malformed labels.
+        ParseError: a line that is not a sample or a comment, a value that is no number, or malformed labels.
     """
     group_by = tuple(group_by)
     if len(group_by) == 1:
@@ -631,7 +638,7 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
     ups: dict[str, list[tuple[str, str, str]]] = {}
     for name, pre, key, post, value, ts in rows:
         if not ts:
-            raise ParseError(f"federation answer: sample {name} has no timestamp")
+            return None  # a sample without a timestamp: the general path fails its target alone
         if name == UP:
             ups.setdefault(key, []).append((pre + post, value, ts))
     base = frozenset({"__name__", label, *drop_labels})
@@ -705,9 +712,8 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
             raise ParseError(f"federation answer: {_fed_bad_line(text)}")
     parsed: dict[str, dict[str, str]] = {}
     builds: dict[tuple[str, ...], tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str]]]] = {}
+    untimed: dict[tuple[str, ...], list[str]] = {}  # per target: the names of its samples without a timestamp
     for name, body, value, ts in rows:
-        if not ts:
-            raise ParseError(f"federation answer: sample {name} has no timestamp")
         values: list[str] = []
         for rx in cut:
             m = rx.search(body)
@@ -717,7 +723,9 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
             values.append(_fed_unescape(m.group(1)))
             body = body[: m.start()] + body[m.end() :]
         series, ups = builds.setdefault(tuple(values), ([], []))
-        if name == UP:
+        if not ts:
+            untimed.setdefault(tuple(values), []).append(name)
+        elif name == UP:
             ups.append((body, value, ts))
         else:
             series.append((name, body, value, ts))
@@ -742,6 +750,23 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
             up = sorted((int(ts) / 1000, float(v)) for _, v, ts in up_rows)
         except ValueError as exc:
             raise ParseError(f"federation answer: {target}: up: {exc}") from None
+        if key in untimed:
+            names = untimed[key]
+            groups.append(
+                PromGroup(
+                    labels=labels,
+                    target=target,
+                    points=(),
+                    up=tuple(up),
+                    dropped_labels=drop - {"__name__"},
+                    error=(
+                        f"{target}: {len(names)} sample(s) of the /federate answer without a timestamp (first: "
+                        f"{names[0]}): its point cannot be placed in time, so this target is not read this time "
+                        "(Prometheus stamps every sample; a proxy or store in between may not)"
+                    ),
+                )
+            )
+            continue
         expo: dict[str, list[Sample]] = {}
         seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
         duplicates = 0

@@ -40,6 +40,7 @@ def _shape(outcome: MatrixHistories) -> Any:
                 ],
                 [(t, repr(v)) for t, v in g.up],
                 sorted(g.dropped_labels),
+                g.error,
             )
             for g in outcome.groups
         ],
