@@ -193,6 +193,8 @@ class _Deployment:
     # source: prometheus — per target, the newest point read: its raw scrape time (PromGroup.scraped, nan unknown)
     # and, when observation refused it, (error_reason, error_message); see Service._apply_groups
     prom_last: dict[str, tuple[float, tuple[str | None, str | None] | None]] = dataclasses.field(default_factory=dict)
+    # source: prometheus — per target, its scrape jobs down while another is up (PromGroup.down_jobs), as last logged
+    prom_down: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def _num(v: Any) -> str:
@@ -1167,7 +1169,8 @@ class Service:
         counters. Stores that do not say which scrape a point shows: every new point is taken, as before.
 
         A target whose part of the answer is unreadable (``PromGroup.error``: a ``/federate`` sample without a
-        timestamp) fails alone, named.
+        timestamp) fails alone, named. A target one of whose scrape jobs is down while another is up reads up,
+        its status naming the job down (``PromGroup.down_jobs``, :meth:`_down_jobs`).
 
         A read with no new point for a target leaves the status its newest point gave: a page refused by
         observation (``served_model_not_found`` …) stays refused, not "no samples"."""
@@ -1217,10 +1220,11 @@ class Service:
                 d.prom_last[g.target] = (g.scrape_of(i), refused)
             elif last is not None and last_up == 1.0:
                 refused = last[1]  # no new point: the newest point's word stands
+            down = self._down_jobs(d, g) if ok else None
             if refused is not None:  # the page is there but says no (served_model_not_found, unrecognized)
                 tr.set_status(name, g.target, False, *refused)
             elif ok:
-                tr.set_status(name, g.target, True, None, None)
+                tr.set_status(name, g.target, True, None, down)
             else:
                 tr.set_status(
                     name,
@@ -1231,6 +1235,20 @@ class Service:
                 )
         return seen
 
+    def _down_jobs(self, d: _Deployment, g: PromGroup) -> str | None:
+        """The note an up target carries when one of its scrape jobs is down while another is up
+        (``PromGroup.down_jobs``: its series are read from the job up), logged when it changes; ``None`` without."""
+        if not g.down_jobs:
+            if d.prom_down.pop(g.target, None) is not None:
+                log.info("deployment=%s target=%s: every scrape job is up again", d.spec.name, g.target)
+            return None
+        jobs = ", ".join(g.down_jobs)
+        note = f"scrape job(s) {jobs} report this target down (up == 0); its series are read from the job(s) up"
+        if d.prom_down.get(g.target) != g.down_jobs:
+            d.prom_down[g.target] = g.down_jobs
+            log.warning("deployment=%s target=%s: %s", d.spec.name, g.target, note)
+        return note
+
     def _finish_read(self, d: _Deployment, seen: set[str], h: PromHistory) -> None:
         """After every answer of one read: targets of failed batches fail, targets absent from the answers are
         down, and the deployment's replicas are counted from the targets seen."""
@@ -1240,6 +1258,8 @@ class Service:
         known = set(tr.targets(name))
         for gone in [u for u in d.prom_last if u not in known and u not in seen]:
             del d.prom_last[gone]
+        for gone in [u for u in d.prom_down if u not in known and u not in seen]:
+            del d.prom_down[gone]
         for url in tr.targets(name):
             if url in unread:
                 tr.fail(name, url, h.error_reason, h.error_message)

@@ -1,7 +1,8 @@
 """``source: prometheus``: a fault in one target's part of the store's answer stays that target's, and no point is
 lost or frozen without a word (adversarial review, h15):
 
-1. a ``/federate`` line without a timestamp.
+1. a ``/federate`` line without a timestamp;
+2. one of two scrape jobs on a target down.
 
 A stand-in Prometheus HTTP API on loopback holds a small vLLM fleet scraped by the store every :data:`SCRAPE`
 seconds (each scrape job at its own offset) and answers ``query_range`` as Prometheus does (each evaluation time
@@ -239,3 +240,35 @@ def test_a_federate_answer_without_timestamps_for_one_instance_fails_that_target
             assert stamps[inst][-1] == clock.now  # this read's scrape
     assert stamps[BAD][-1] == clock.now - 2 * STEP  # nothing of the untimed reads entered its history
     assert any(BAD in r.getMessage() and "timestamp" in r.getMessage() for r in caplog.records)
+
+
+# --- 2. two scrape jobs on one target, one down -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("federate", [False, True], ids=["query_range", "federate"])
+def test_a_target_scraped_by_two_jobs_one_down_reads_up_from_the_other_and_names_the_down_job(
+    store: tuple[Store, str, Clock], federate: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``vllm-probe`` (sorting after ``vllm``, scraping a second later) fails every scrape of the target ``vllm``
+    scrapes fine. Before, the target's merged ``up`` was the down job's (the last series read; in ``/federate``
+    the newest sample), so the target read down ("Prometheus reports the target down (up == 0)") though its
+    engine series were fresh. The engine's series come from the job that is up: the target is up and fresh, and
+    its state names the down job (logged once)."""
+    s, url, clock = store
+    s.jobs[BAD] = (Job("vllm"), Job("vllm-probe", offset=1.0, down_from=-math.inf))
+    clock.now = T0 + 2.0  # reads between the two jobs' scrapes: the down job's up is the newest sample
+    svc = _service(url, clock, federate=federate)
+    try:
+        with caplog.at_level(logging.WARNING, logger="advisor.service"):
+            svc.scrape_once()
+            _reads(svc, clock, 15)
+        targets = _targets(svc)
+        stamps = _stamps(svc, BAD)
+    finally:
+        svc.close()
+    assert (s.federations > 0) == federate
+    t = targets[BAD]
+    assert t["up"] and t["state"] == "fresh", t
+    assert "vllm-probe" in (t["error"] or ""), t
+    assert stamps[-1] == (clock.now - 2.0 if federate else clock.now)  # /federate: the scrape's own time
+    assert sum("vllm-probe" in r.getMessage() and BAD in r.getMessage() for r in caplog.records) == 1
