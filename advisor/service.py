@@ -195,6 +195,7 @@ class _Deployment:
     prom_last: dict[str, tuple[float, tuple[str | None, str | None] | None]] = dataclasses.field(default_factory=dict)
     # source: prometheus — per target, its scrape jobs down while another is up (PromGroup.down_jobs), as last logged
     prom_down: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    prom_warned: frozenset[str] = frozenset()  # source: prometheus — the last read's warnings (logged when new)
 
 
 def _num(v: Any) -> str:
@@ -1146,11 +1147,22 @@ class Service:
             self._prom_error(rt, d, h.error_reason, message, fail_targets=False)
         with self._lock:
             if self.runtime is rt:
+                self._log_warnings(rt, d, h.warnings)
                 self._finish_read(d, seen, h)
                 if h.ok:  # else the next read starts where this one did (points already held are skipped)
                     d.prom_until = until
                     answered = self.clock()
                     d.prom_answered_late = answered if answered - until > rt.cfg.scrape_interval else None
+
+    def _log_warnings(self, rt: Runtime, d: _Deployment, warnings: Sequence[str]) -> None:
+        """Log what a read of ``d`` skipped or left out (``PromHistory.warnings``: a point whose scrape time is
+        unknown, a repeated series, the API's own warnings …): a warning the read before it gave too at debug
+        level, so a lasting condition is said once, not every cycle."""
+        assert rt.cfg.prometheus is not None
+        where = redact_url(rt.cfg.prometheus.url)
+        for w in warnings:
+            (log.debug if w in d.prom_warned else log.warning)("deployment=%s prometheus=%s: %s", d.spec.name, where, w)
+        d.prom_warned = frozenset(warnings)
 
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:

@@ -2,7 +2,8 @@
 lost or frozen without a word (adversarial review, h15):
 
 1. a ``/federate`` line without a timestamp;
-2. one of two scrape jobs on a target down.
+2. one of two scrape jobs on a target down;
+3. a bad value in the scrape-time series.
 
 A stand-in Prometheus HTTP API on loopback holds a small vLLM fleet scraped by the store every :data:`SCRAPE`
 seconds (each scrape job at its own offset) and answers ``query_range`` as Prometheus does (each evaluation time
@@ -272,3 +273,34 @@ def test_a_target_scraped_by_two_jobs_one_down_reads_up_from_the_other_and_names
     assert "vllm-probe" in (t["error"] or ""), t
     assert stamps[-1] == (clock.now - 2.0 if federate else clock.now)  # /federate: the scrape's own time
     assert sum("vllm-probe" in r.getMessage() and BAD in r.getMessage() for r in caplog.records) == 1
+
+
+# --- 3. a bad value in the scrape-time series ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["garbage", "NaN", "-1", "+Inf"])
+def test_a_bad_scrape_time_drops_that_point_of_that_target_only_and_says_so(
+    store: tuple[Store, str, Clock], value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``timestamp(up{…})`` of one instance reads ``value`` at one evaluation time (whenever it is read). Before:
+    ``garbage`` failed every target of the deployment, each read holding that time (the whole answer a parse
+    error); ``-1`` left the point out with no word; ``+Inf`` hid every later point of the read. Now that one
+    point is left out, with a warning naming the target, and every other point is read."""
+    s, url, clock = store
+    bad_at = T0 + 3 * STEP
+    s.bad_scrape_time[BAD] = (bad_at, value)
+    svc = _service(url, clock, federate=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="advisor.service"):
+            svc.scrape_once()
+            _reads(svc, clock, 6)
+        targets = _targets(svc)
+        stamps = {i: _stamps(svc, i) for i in INSTANCES}
+    finally:
+        svc.close()
+    assert all(t["up"] and t["state"] == "fresh" for t in targets.values()), targets
+    good = [T0 + k * STEP for k in range(7)]
+    for inst in INSTANCES:
+        assert [x for x in stamps[inst] if x >= T0] == [x for x in good if inst != BAD or x != bad_at], inst
+    said = [r.getMessage() for r in caplog.records if "scrape time" in r.getMessage()]
+    assert said and all(BAD in m and not any(i in m for i in INSTANCES if i != BAD) for m in said), said

@@ -57,9 +57,11 @@ counters would read flat while requests run — still intervals to the stall che
 query therefore also asks for ``timestamp(up{…})`` (:data:`SCRAPE_TIME`: the raw scrape's own time in both
 Prometheus and VictoriaMetrics), and a point showing the same scrape as the point before it is dropped
 (:func:`histories_from_matrix`; across reads ``Service._apply_groups``), so the history holds the real scrapes,
-as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point. With an
-advisor ``scrape_interval`` shorter than the store's, the newest point then ages up to one store interval
-between scrapes (``data_quality.stale_after_intervals`` judges it): set it to the store's scrape interval.
+as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point; a scrape
+time that is no unix time at or before its point (``NaN``, garbage, negative: :func:`_scrape_times`) costs that
+point of that target, with a warning, not the answer. With an advisor ``scrape_interval`` shorter than the
+store's, the newest point then ages up to one store interval between scrapes (``data_quality.stale_after_intervals``
+judges it): set it to the store's scrape interval.
 
 VictoriaMetrics (``tests/sources/test_victoriametrics_real.py``): it is asked not to move ``start`` and ``end``
 to multiples of ``step`` (:data:`VM_NO_ALIGN_PARAM`); it must run with ``-search.latencyOffset=0s`` (its default,
@@ -289,6 +291,7 @@ class _GroupBuild:
     up_labels: set[str] = field(default_factory=set)
     ups: list[tuple[Mapping[str, str], dict[float, float]]] = field(default_factory=list)  # per up series (job)
     scraped: list[dict[float, float]] = field(default_factory=list)  # per SCRAPE_TIME series (one per scrape job)
+    bad_scraped: list[tuple[float, Any]] = field(default_factory=list)  # (evaluation time, value): no scrape time
     series: list[tuple[str, dict[str, str], list[tuple[float, float]]]] = field(default_factory=list)
 
 
@@ -329,6 +332,47 @@ def _values(raw: Any, where: str) -> list[tuple[float, float]]:
             raise ParseError(f"{where}: value {j} time is not finite")
         out.append((t, _number(pair[1], f"{where} value {j}")))
     return out
+
+
+SCRAPE_TIME_SLACK: Final = 1.0
+"""Seconds a :data:`SCRAPE_TIME` value may pass its evaluation time (a point shows a sample at or before it; the
+store rounds times to the millisecond): later, it is no scrape time (:func:`_scrape_times`)."""
+
+
+def _scrape_times(raw: Any, where: str) -> tuple[dict[float, float], list[tuple[float, Any]]]:
+    """A :data:`SCRAPE_TIME` series' values: evaluation time → raw scrape time, and the ``(evaluation time, value)``
+    pairs whose value is no scrape time — not a number (``"garbage"``), ``NaN``, ``±Inf``, not positive, or more
+    than :data:`SCRAPE_TIME_SLACK` after its evaluation time. Those are left out (their points' scrapes are then
+    unknown, and the points are left out: :func:`_one_per_scrape`) rather than failing the answer.
+
+    Raises:
+        ParseError: ``raw`` is not a list of ``[time, value]`` pairs with finite times.
+    """
+    try:
+        pairs: list[tuple[float, float]] | None = _values(raw, where)
+    except ParseError:
+        pairs = None
+    if pairs is not None and all(0.0 < s <= t + SCRAPE_TIME_SLACK for t, s in pairs):
+        return dict(pairs), []
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}: 'values' is not a list")
+    good: dict[float, float] = {}
+    bad: list[tuple[float, Any]] = []
+    for j, pair in enumerate(raw):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
+        t = _number(pair[0], f"{where} value {j} time")
+        if not math.isfinite(t):
+            raise ParseError(f"{where}: value {j} time is not finite")
+        try:
+            s = _number(pair[1], where)
+        except ParseError:
+            s = math.nan
+        if 0.0 < s <= t + SCRAPE_TIME_SLACK:
+            good[t] = s
+        else:
+            bad.append((t, pair[1]))
+    return good, bad
 
 
 def _job_name(labels: Mapping[str, str]) -> str:
@@ -428,15 +472,17 @@ def histories_from_matrix(
                 native += 1
                 continue
             raise ParseError(f"{where} has no 'values'")
-        values = _values(item["values"], where)
         key = tuple(metric.get(label, "") for label in group_by)
         build = builds.setdefault(key, _GroupBuild())
+        if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
+            times, wrong = _scrape_times(item["values"], where)  # a bad value costs its point, not the answer
+            build.scraped.append(times)
+            build.bad_scraped.extend(wrong)
+            continue
+        values = _values(item["values"], where)
         if name == UP:
             build.up_labels.update(k for k in metric if k != "__name__")
             build.ups.append(({k: v for k, v in metric.items() if k != "__name__"}, dict(values)))
-            continue
-        if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
-            build.scraped.append(dict(values))
             continue
         build.series.append((name, dict(metric), values))
 
@@ -469,10 +515,18 @@ def histories_from_matrix(
                 "target?); read once"
             )
         points, scraped, unknown = _one_per_scrape(sorted(by_time.items()), build.scraped)
-        if unknown:
+        bad = len({t for t, _ in build.bad_scraped} & by_time.keys())
+        if build.bad_scraped:
+            t, raw = build.bad_scraped[0]
             warnings.append(
-                f"{target}: {unknown} point(s) without a scrape time (no up sample at that time) left out: a point "
-                "whose scrape is unknown could re-read the one before it"
+                f"{target}: {len(build.bad_scraped)} scrape time(s) ({SCRAPE_TIME}, timestamp(up)) not a unix time at "
+                f"or before their evaluation time (first: {str(raw)[:40]!r} at {t:.3f}); the {bad} point(s) at those "
+                "times left out: their scrape is unknown"
+            )
+        if unknown > bad:
+            warnings.append(
+                f"{target}: {unknown - bad} point(s) without a scrape time (no up sample at that time) left out: a "
+                "point whose scrape is unknown could re-read the one before it"
             )
         up, down = _merged_up(build.ups)
         groups.append(
