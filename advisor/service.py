@@ -56,7 +56,7 @@ from advisor.config import (
     Deployment,
     check_runtime_paths,
 )
-from advisor.domain import Recommendation, TimedSnapshot
+from advisor.domain import Recommendation, TimedSnapshot, rfc3339
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
@@ -1015,6 +1015,7 @@ class Service:
         assert src is not None and d.spec.selector is not None and cfg.prometheus is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
+        self._clock_stepped_back(rt, d, now)
         if d.prom_wanted is None or d.prom_refresh <= 0:
             names = src.metric_names(d.spec.selector, now - window, now)
             if not names.ok:
@@ -1066,6 +1067,49 @@ class Service:
             selector, wanted = d.spec.selector, d.prom_wanted
             h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
         self._end_read(rt, d, h, seen, end)
+
+    def _clock_stepped_back(self, rt: Runtime, d: _Deployment, now: float) -> None:
+        """Notice the advisor's clock stepping back (a host clock that ran ahead set right, a VM restored): ``now``
+        earlier than the last complete read of ``d`` (``prom_until``, the clock then) by more than one scrape
+        interval — or, with no read since the start or a reload, than a point held by more than
+        :data:`FUTURE_SAMPLE_SECONDS` (the skew a store's clock is allowed). Left alone, the points held from the
+        clock's future keep every new point out (each must be newer than the newest held) and never age: the
+        targets read ``fresh``, frozen, until the clock passes them. So the step is logged with its size, the
+        points after ``now`` are dropped, and the next read fills the window again (as the first read does);
+        staleness is then judged on the points read since. A step smaller than one interval costs at most that
+        interval's point and is not logged."""
+        name = d.spec.name
+        tr = self.tracker
+        with self._lock:
+            if self.runtime is not rt:
+                return
+            if d.prom_until is not None:
+                last, slack = d.prom_until, rt.cfg.scrape_interval
+            else:
+                newest = (h[-1].timestamp for h in (tr.history(name, u) for u in tr.targets(name)) if h)
+                last, slack = max(newest, default=-math.inf), FUTURE_SAMPLE_SECONDS
+            if last - now <= slack:
+                return
+            dropped = 0
+            for url in tr.targets(name):
+                held = tr.history(name, url)
+                if held and held[-1].timestamp > now:
+                    kept = [p for p in held if p.timestamp <= now]
+                    dropped += len(held) - len(kept)
+                    tr.replace_history(name, url, kept)
+            d.prom_until = d.prom_answered_late = None
+            d.prom_late_logged = False
+            d.prom_last.clear()  # the scrapes they showed: a read after the step may show them again
+        log.warning(
+            "deployment=%s: the clock stepped back %s s (it reads %s, the last read or newest point was at %s): the "
+            "%d point(s) held from after now are dropped and the window is read again; targets are judged on the "
+            "points read since",
+            name,
+            f"{last - now:,.0f}",
+            rfc3339(now),
+            rfc3339(last),
+            dropped,
+        )
 
     def _read_since(self, rt: Runtime, d: _Deployment, now: float, window: float, federate: bool) -> float | None:
         """Where the read of ``d`` at ``now`` starts (unix s; ``None``: the whole window): the end of the last

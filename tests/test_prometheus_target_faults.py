@@ -3,7 +3,8 @@ lost or frozen without a word (adversarial review, h15):
 
 1. a ``/federate`` line without a timestamp;
 2. one of two scrape jobs on a target down;
-3. a bad value in the scrape-time series.
+3. a bad value in the scrape-time series;
+4. the advisor's clock stepping back.
 
 A stand-in Prometheus HTTP API on loopback holds a small vLLM fleet scraped by the store every :data:`SCRAPE`
 seconds (each scrape job at its own offset) and answers ``query_range`` as Prometheus does (each evaluation time
@@ -304,3 +305,51 @@ def test_a_bad_scrape_time_drops_that_point_of_that_target_only_and_says_so(
         assert [x for x in stamps[inst] if x >= T0] == [x for x in good if inst != BAD or x != bad_at], inst
     said = [r.getMessage() for r in caplog.records if "scrape time" in r.getMessage()]
     assert said and all(BAD in m and not any(i in m for i in INSTANCES if i != BAD) for m in said), said
+
+
+# --- 4. the clock stepping back ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("federate", [False, True], ids=["query_range", "federate"])
+def test_the_clock_stepping_back_is_said_and_the_targets_are_judged_on_what_they_show_since(
+    store: tuple[Store, str, Clock], federate: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The advisor's clock steps back an hour (a host clock that ran ahead, set right). Before: every point held
+    was newer than any the reads found, so none was appended, nothing was logged, and the targets read ``fresh``
+    for the hour (their newest point was "in the future", never old). Now the step is logged with its size, the
+    points from the clock's future are dropped, and the reads append again."""
+    _, url, clock = store
+    svc = _service(url, clock, federate=federate)
+    try:
+        svc.scrape_once()
+        _reads(svc, clock, 13)
+        clock.now -= 3600.0
+        with caplog.at_level(logging.WARNING, logger="advisor.service"):
+            _reads(svc, clock, 3)
+        targets = _targets(svc)
+        stamps = {i: _stamps(svc, i) for i in INSTANCES}
+    finally:
+        svc.close()
+    said = [r.getMessage() for r in caplog.records if "stepped back" in r.getMessage()]
+    assert len(said) == 1 and "3,59" in said[0], [r.getMessage() for r in caplog.records]
+    for inst in INSTANCES:
+        assert stamps[inst] == sorted(set(stamps[inst])) and stamps[inst][-1] == clock.now, inst
+        assert targets[inst]["up"] and targets[inst]["state"] == "fresh"
+
+
+def test_the_clock_stepping_back_with_no_new_point_since_does_not_read_fresh(store: tuple[Store, str, Clock]) -> None:
+    """The same step, and the store holds no engine sample since (``up`` only): before, every target read
+    ``fresh`` for the hour on the points from the clock's future; now they hold no point, and say so."""
+    s, url, clock = store
+    svc = _service(url, clock, federate=False)
+    try:
+        svc.scrape_once()
+        _reads(svc, clock, 13)
+        clock.now -= 3600.0
+        s.engine_series = False
+        _reads(svc, clock, 3)
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert result["state"] == "unavailable", result["targets"]
+    assert all(t["state"] != "fresh" for t in result["targets"])
