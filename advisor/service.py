@@ -1159,7 +1159,7 @@ class Service:
         def apply(part: PromHistory) -> None:
             with self._lock:
                 if self.runtime is rt:
-                    seen.update(self._apply_groups(d, part.groups))
+                    seen.update(self._apply_groups(d, part.groups, late_scrapes=True))
 
         if d.prom_instances is None:
             h = src.latest(d.spec.selector, d.prom_wanted)
@@ -1213,7 +1213,9 @@ class Service:
         :meth:`_apply_groups`, then :meth:`_finish_read`."""
         self._finish_read(d, self._apply_groups(d, h.groups), h)
 
-    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0) -> set[str]:
+    def _apply_groups(
+        self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0, late_scrapes: bool = False
+    ) -> set[str]:
         """Each target's points newer than its history (by more than ``min_gap`` seconds: a point re-read at a
         later evaluation time shows the sample already held) are observed and appended (``Tracker.observe``, as a
         scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
@@ -1223,6 +1225,13 @@ class Service:
         ``d.prom_last``; within one answer :func:`~advisor.sources.prometheus.histories_from_matrix` already
         dropped them) is not a new observation: skipped, so a store whose scrape lags the reads never shows flat
         counters. Stores that do not say which scrape a point shows: every new point is taken, as before.
+
+        ``late_scrapes`` (``/federate`` reads, whose points are stamped with their scrape's own time): a point showing
+        a newer scrape than the newest point held but stamped at or before it is appended stamped ``now``, when it
+        was first seen — as a range read stamps a point with the evaluation time it first shows up at. It happens
+        after a range read, whose newest point's time is its evaluation time, later than its scrape: a scrape the
+        store held late (ingestion delay, a late scrape) falls between the two and was dropped as old, its increase
+        then counted in the next interval.
 
         A target whose part of the answer is unreadable (``PromGroup.error``: a ``/federate`` sample without a
         timestamp) fails alone, named. A target one of whose scrape jobs is down while another is up reads up,
@@ -1254,11 +1263,17 @@ class Service:
             newest = held[-1].timestamp + min_gap if held else -math.inf
             last = d.prom_last.get(g.target)
             before = last[0] if last is not None else math.nan
+            new = [
+                (i, ts if ts > newest else now, expo)
+                for i, (ts, expo) in enumerate(g.points)
+                if expo
+                and not same_scrape(g.scrape_of(i), before)
+                and (ts > newest or (late_scrapes and g.scrape_of(i) > before and now > newest))
+            ]
             try:
                 observed = [
                     (i, ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
-                    for i, (ts, expo) in enumerate(g.points)
-                    if expo and ts > newest and not same_scrape(g.scrape_of(i), before)
+                    for i, ts, expo in new
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)

@@ -4,7 +4,8 @@ lost or frozen without a word (adversarial review, h15):
 1. a ``/federate`` line without a timestamp;
 2. one of two scrape jobs on a target down;
 3. a bad value in the scrape-time series;
-4. the advisor's clock stepping back.
+4. the advisor's clock stepping back;
+5. a scrape landing late when the reads switch from ranges to ``/federate``.
 
 A stand-in Prometheus HTTP API on loopback holds a small vLLM fleet scraped by the store every :data:`SCRAPE`
 seconds (each scrape job at its own offset) and answers ``query_range`` as Prometheus does (each evaluation time
@@ -353,3 +354,31 @@ def test_the_clock_stepping_back_with_no_new_point_since_does_not_read_fresh(sto
         svc.close()
     assert result["state"] == "unavailable", result["targets"]
     assert all(t["state"] != "fresh" for t in result["targets"])
+
+
+# --- 5. the switch from ranges to /federate with a scrape landing late -------------------------------------------
+
+
+def test_a_late_scrape_read_by_the_first_federate_read_is_kept(store: tuple[Store, str, Clock]) -> None:
+    """The store scrapes every 2 s (at …0.5) and holds each scrape 9.4 s after it happened. The last range read
+    (at T0) shows the scrape of T0 − 9.5 first at the evaluation time T0 − 5, and stamps it so; the first
+    ``/federate`` read (T0 + 5) finds the scrape of T0 − 5.5 — newer, but stamped before T0 − 5. Before, it was
+    dropped as old. A point showing a newer scrape is appended, stamped when it was read (as a range read stamps
+    a point: the time it was first seen); each read shows its store's newest scrape."""
+    s, url, clock = store
+    s.interval, s.lag = 2.0, 9.4
+    s.jobs = {i: (Job(offset=0.5),) for i in INSTANCES}
+    svc = _service(url, clock, federate=True)
+    try:
+        svc.scrape_once()
+        newest = [s.scrape(Job(offset=0.5), math.inf)]
+        for _ in range(6):
+            _reads(svc, clock, 1)
+            newest.append(s.scrape(Job(offset=0.5), math.inf))
+        history = svc.tracker.history("fleet", BAD)
+    finally:
+        svc.close()
+    assert s.ranges == 1 and s.federations == 6
+    shown = [_scrape_of(p.snapshot.generation_tokens_total or math.nan) for p in history]
+    assert shown[-len(newest) :] == pytest.approx(newest, abs=1e-6), (shown, newest)
+    assert [p.timestamp for p in history] == sorted({p.timestamp for p in history})
