@@ -56,7 +56,7 @@ from advisor.config import (
     Deployment,
     check_runtime_paths,
 )
-from advisor.domain import Recommendation, TimedSnapshot
+from advisor.domain import Recommendation, TimedSnapshot, rfc3339
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.dynamo import WORKER_KV_NAMES
@@ -193,6 +193,9 @@ class _Deployment:
     # source: prometheus — per target, the newest point read: its raw scrape time (PromGroup.scraped, nan unknown)
     # and, when observation refused it, (error_reason, error_message); see Service._apply_groups
     prom_last: dict[str, tuple[float, tuple[str | None, str | None] | None]] = dataclasses.field(default_factory=dict)
+    # source: prometheus — per target, its scrape jobs down while another is up (PromGroup.down_jobs), as last logged
+    prom_down: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    prom_warned: frozenset[str] = frozenset()  # source: prometheus — the last read's warnings (logged when new)
 
 
 def _num(v: Any) -> str:
@@ -1019,6 +1022,7 @@ class Service:
         assert src is not None and d.spec.selector is not None and cfg.prometheus is not None
         now = self.clock()
         window = cfg.evaluation_window + cfg.scrape_interval
+        self._clock_stepped_back(rt, d, now)
         if d.prom_wanted is None or d.prom_refresh <= 0:
             names = src.metric_names(d.spec.selector, now - window, now)
             if not names.ok:
@@ -1071,6 +1075,49 @@ class Service:
             h = src.history_batches(selector, wanted, start, end, step, d.prom_instances, batch, on_batch=apply)
         self._end_read(rt, d, h, seen, end)
 
+    def _clock_stepped_back(self, rt: Runtime, d: _Deployment, now: float) -> None:
+        """Notice the advisor's clock stepping back (a host clock that ran ahead set right, a VM restored): ``now``
+        earlier than the last complete read of ``d`` (``prom_until``, the clock then) by more than one scrape
+        interval — or, with no read since the start or a reload, than a point held by more than
+        :data:`FUTURE_SAMPLE_SECONDS` (the skew a store's clock is allowed). Left alone, the points held from the
+        clock's future keep every new point out (each must be newer than the newest held) and never age: the
+        targets read ``fresh``, frozen, until the clock passes them. So the step is logged with its size, the
+        points after ``now`` are dropped, and the next read fills the window again (as the first read does);
+        staleness is then judged on the points read since. A step smaller than one interval costs at most that
+        interval's point and is not logged."""
+        name = d.spec.name
+        tr = self.tracker
+        with self._lock:
+            if self.runtime is not rt:
+                return
+            if d.prom_until is not None:
+                last, slack = d.prom_until, rt.cfg.scrape_interval
+            else:
+                newest = (h[-1].timestamp for h in (tr.history(name, u) for u in tr.targets(name)) if h)
+                last, slack = max(newest, default=-math.inf), FUTURE_SAMPLE_SECONDS
+            if last - now <= slack:
+                return
+            dropped = 0
+            for url in tr.targets(name):
+                held = tr.history(name, url)
+                if held and held[-1].timestamp > now:
+                    kept = [p for p in held if p.timestamp <= now]
+                    dropped += len(held) - len(kept)
+                    tr.replace_history(name, url, kept)
+            d.prom_until = d.prom_answered_late = None
+            d.prom_late_logged = False
+            d.prom_last.clear()  # the scrapes they showed: a read after the step may show them again
+        log.warning(
+            "deployment=%s: the clock stepped back %s s (it reads %s, the last read or newest point was at %s): the "
+            "%d point(s) held from after now are dropped and the window is read again; targets are judged on the "
+            "points read since",
+            name,
+            f"{last - now:,.0f}",
+            rfc3339(now),
+            rfc3339(last),
+            dropped,
+        )
+
     def _read_since(self, rt: Runtime, d: _Deployment, now: float, window: float, federate: bool) -> float | None:
         """Where the read of ``d`` at ``now`` starts (unix s; ``None``: the whole window): the end of the last
         complete read (``prom_until``, the time it read up to), and the whole window once that is more than
@@ -1119,7 +1166,7 @@ class Service:
         def apply(part: PromHistory) -> None:
             with self._lock:
                 if self.runtime is rt:
-                    seen.update(self._apply_groups(d, part.groups))
+                    seen.update(self._apply_groups(d, part.groups, late_scrapes=True))
 
         if d.prom_instances is None:
             h = src.latest(d.spec.selector, d.prom_wanted)
@@ -1151,18 +1198,31 @@ class Service:
             self._prom_error(rt, d, h.error_reason, message, fail_targets=False)
         with self._lock:
             if self.runtime is rt:
+                self._log_warnings(rt, d, h.warnings)
                 self._finish_read(d, seen, h)
                 if h.ok:  # else the next read starts where this one did (points already held are skipped)
                     d.prom_until = until
                     answered = self.clock()
                     d.prom_answered_late = answered if answered - until > rt.cfg.scrape_interval else None
 
+    def _log_warnings(self, rt: Runtime, d: _Deployment, warnings: Sequence[str]) -> None:
+        """Log what a read of ``d`` skipped or left out (``PromHistory.warnings``: a point whose scrape time is
+        unknown, a repeated series, the API's own warnings …): a warning the read before it gave too at debug
+        level, so a lasting condition is said once, not every cycle."""
+        assert rt.cfg.prometheus is not None
+        where = redact_url(rt.cfg.prometheus.url)
+        for w in warnings:
+            (log.debug if w in d.prom_warned else log.warning)("deployment=%s prometheus=%s: %s", d.spec.name, where, w)
+        d.prom_warned = frozenset(warnings)
+
     def _apply_history(self, d: _Deployment, h: PromHistory) -> None:
         """Feed one deployment's Prometheus range query result (``PrometheusSource.history``) to the tracker:
         :meth:`_apply_groups`, then :meth:`_finish_read`."""
         self._finish_read(d, self._apply_groups(d, h.groups), h)
 
-    def _apply_groups(self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0) -> set[str]:
+    def _apply_groups(
+        self, d: _Deployment, groups: Iterable[PromGroup], min_gap: float = 0.0, late_scrapes: bool = False
+    ) -> set[str]:
         """Each target's points newer than its history (by more than ``min_gap`` seconds: a point re-read at a
         later evaluation time shows the sample already held) are observed and appended (``Tracker.observe``, as a
         scrape's page is), so a point read twice (the read after a reload or a failed batch, or the newest point
@@ -1173,6 +1233,17 @@ class Service:
         dropped them) is not a new observation: skipped, so a store whose scrape lags the reads never shows flat
         counters. Stores that do not say which scrape a point shows: every new point is taken, as before.
 
+        ``late_scrapes`` (``/federate`` reads, whose points are stamped with their scrape's own time): a point showing
+        a newer scrape than the newest point held but stamped at or before it is appended stamped ``now``, when it
+        was first seen — as a range read stamps a point with the evaluation time it first shows up at. It happens
+        after a range read, whose newest point's time is its evaluation time, later than its scrape: a scrape the
+        store held late (ingestion delay, a late scrape) falls between the two and was dropped as old, its increase
+        then counted in the next interval.
+
+        A target whose part of the answer is unreadable (``PromGroup.error``: a ``/federate`` sample without a
+        timestamp) fails alone, named. A target one of whose scrape jobs is down while another is up reads up,
+        its status naming the job down (``PromGroup.down_jobs``, :meth:`_down_jobs`).
+
         A read with no new point for a target leaves the status its newest point gave: a page refused by
         observation (``served_model_not_found`` …) stays refused, not "no samples"."""
         name = d.spec.name
@@ -1182,6 +1253,10 @@ class Service:
         now = self.clock()
         for g in groups:
             seen.add(g.target)
+            if g.error is not None:  # this target's part of the answer is unreadable: it fails, the others read
+                changed = tr.fail(name, g.target, c.REASON_PARSE_ERROR, g.error)
+                (log.warning if changed else log.debug)("deployment=%s target=%s: %s", name, g.target, g.error)
+                continue
             ahead = max((ts for ts, _ in g.points), default=-math.inf) - now
             if ahead > FUTURE_SAMPLE_SECONDS:
                 message = (
@@ -1195,11 +1270,17 @@ class Service:
             newest = held[-1].timestamp + min_gap if held else -math.inf
             last = d.prom_last.get(g.target)
             before = last[0] if last is not None else math.nan
+            new = [
+                (i, ts if ts > newest else now, expo)
+                for i, (ts, expo) in enumerate(g.points)
+                if expo
+                and not same_scrape(g.scrape_of(i), before)
+                and (ts > newest or (late_scrapes and g.scrape_of(i) > before and now > newest))
+            ]
             try:
                 observed = [
                     (i, ts, observe(expo, d.adapter, d.spec.served_model, configured_model=d.spec.model, strict=True))
-                    for i, (ts, expo) in enumerate(g.points)
-                    if expo and ts > newest and not same_scrape(g.scrape_of(i), before)
+                    for i, ts, expo in new
                 ]
             except Exception as exc:  # an adapter bug must not stop other targets
                 log.exception("deployment=%s target=%s: adapter failed", name, g.target)
@@ -1217,10 +1298,11 @@ class Service:
                 d.prom_last[g.target] = (g.scrape_of(i), refused)
             elif last is not None and last_up == 1.0:
                 refused = last[1]  # no new point: the newest point's word stands
+            down = self._down_jobs(d, g) if ok else None
             if refused is not None:  # the page is there but says no (served_model_not_found, unrecognized)
                 tr.set_status(name, g.target, False, *refused)
             elif ok:
-                tr.set_status(name, g.target, True, None, None)
+                tr.set_status(name, g.target, True, None, down)
             else:
                 tr.set_status(
                     name,
@@ -1231,6 +1313,20 @@ class Service:
                 )
         return seen
 
+    def _down_jobs(self, d: _Deployment, g: PromGroup) -> str | None:
+        """The note an up target carries when one of its scrape jobs is down while another is up
+        (``PromGroup.down_jobs``: its series are read from the job up), logged when it changes; ``None`` without."""
+        if not g.down_jobs:
+            if d.prom_down.pop(g.target, None) is not None:
+                log.info("deployment=%s target=%s: every scrape job is up again", d.spec.name, g.target)
+            return None
+        jobs = ", ".join(g.down_jobs)
+        note = f"scrape job(s) {jobs} report this target down (up == 0); its series are read from the job(s) up"
+        if d.prom_down.get(g.target) != g.down_jobs:
+            d.prom_down[g.target] = g.down_jobs
+            log.warning("deployment=%s target=%s: %s", d.spec.name, g.target, note)
+        return note
+
     def _finish_read(self, d: _Deployment, seen: set[str], h: PromHistory) -> None:
         """After every answer of one read: targets of failed batches fail, targets absent from the answers are
         down, and the deployment's replicas are counted from the targets seen."""
@@ -1240,6 +1336,8 @@ class Service:
         known = set(tr.targets(name))
         for gone in [u for u in d.prom_last if u not in known and u not in seen]:
             del d.prom_last[gone]
+        for gone in [u for u in d.prom_down if u not in known and u not in seen]:
+            del d.prom_down[gone]
         for url in tr.targets(name):
             if url in unread:
                 tr.fail(name, url, h.error_reason, h.error_message)

@@ -26,6 +26,7 @@ from advisor.errors import ConfigError, ParseError
 from advisor.exporter import make_registry
 from advisor.service import Service
 from advisor.sources.prometheus import (
+    FederationReader,
     PrometheusSource,
     PromHistory,
     _federation_general,
@@ -693,7 +694,6 @@ def test_groups_from_federation_reshapes_as_a_range_read_does() -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ('up{instance="a"} 1\n', "no timestamp"),
         ('up{instance="a"} 1 1700000000000\nthis is not a sample\n', "line 2 is not a sample"),
         ('up{instance="a",bad} 1 1700000000000\n', "malformed labels"),
         ('up{instance="a"} one 1700000000000\n', "a:|could not convert|one"),
@@ -702,6 +702,18 @@ def test_groups_from_federation_reshapes_as_a_range_read_does() -> None:
 def test_a_malformed_federation_answer_says_where(text: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         groups_from_federation(text)
+
+
+def test_a_federation_sample_without_a_timestamp_fails_its_target_alone_and_names_it() -> None:
+    """Before, one such line failed the whole answer (``sample up has no timestamp``, no target named)."""
+    line = 'vllm:num_requests_running{instance="b:1",engine="0",job="vllm",model_name="m",namespace="prod"} 7'
+    text = FEDERATED.replace(f"{line} 1700000000000", line)
+    assert text != FEDERATED
+    for read in (groups_from_federation, FederationReader().read):
+        a, b = read(text).groups
+        assert a.error is None and a == groups_from_federation(FEDERATED).groups[0]
+        assert b.points == () and b.error is not None and b.error.startswith("b:1: 1 sample(s)")
+        assert "vllm:num_requests_running" in b.error and "timestamp" in b.error
 
 
 def test_the_fast_and_general_federation_paths_agree_and_a_repeated_series_is_read_once() -> None:

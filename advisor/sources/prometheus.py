@@ -38,7 +38,9 @@ Reshaping (:func:`histories_from_matrix`, pure) — example matrix entry and wha
   ``drop_labels`` are always dropped. An engine label that collided with a target label was renamed
   ``exported_<name>`` by Prometheus; it gets its own name back.
 * A series repeated inside one group after dropping (two jobs scraping one target) is read once, with a
-  warning; native-histogram series (no classic buckets) are skipped with a warning.
+  warning: at each time from a job that was up then; the target is up when any of its jobs is, and the jobs down
+  meanwhile are named (:attr:`PromGroup.down_jobs`). Native-histogram series (no classic buckets) are skipped
+  with a warning.
 * Series come in the API's order (sorted by labels), not the engine's: with several models behind one
   engine pass ``model`` explicitly rather than relying on "the first".
 
@@ -55,9 +57,11 @@ counters would read flat while requests run — still intervals to the stall che
 query therefore also asks for ``timestamp(up{…})`` (:data:`SCRAPE_TIME`: the raw scrape's own time in both
 Prometheus and VictoriaMetrics), and a point showing the same scrape as the point before it is dropped
 (:func:`histories_from_matrix`; across reads ``Service._apply_groups``), so the history holds the real scrapes,
-as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point. With an
-advisor ``scrape_interval`` shorter than the store's, the newest point then ages up to one store interval
-between scrapes (``data_quality.stale_after_intervals`` judges it): set it to the store's scrape interval.
+as direct scraping would. A store that cannot say (no ``up`` series for the selector) keeps every point; a scrape
+time that is no unix time at or before its point (``NaN``, garbage, negative: :func:`_scrape_times`) costs that
+point of that target, with a warning, not the answer. With an advisor ``scrape_interval`` shorter than the
+store's, the newest point then ages up to one store interval between scrapes (``data_quality.stale_after_intervals``
+judges it): set it to the store's scrape interval.
 
 VictoriaMetrics (``tests/sources/test_victoriametrics_real.py``): it is asked not to move ``start`` and ``end``
 to multiples of ``step`` (:data:`VM_NO_ALIGN_PARAM`); it must run with ``-search.latencyOffset=0s`` (its default,
@@ -191,12 +195,18 @@ class PromGroup:
             when grouping by ``instance`` alone, else ``label=value`` pairs joined by ``,``.
         points: ``(evaluation time, Exposition)`` in time order; only times with engine samples.
         up: ``(evaluation time, up value)`` in time order (``1`` scraped, ``0`` scrape failed); empty when
-            the store has no ``up`` series for the target.
+            the store has no ``up`` series for the target. With several scrape jobs on the target (one ``up``
+            series each) the target is up when any job is: its engine series are read from the jobs up.
         dropped_labels: the label names removed from the engine's series (target and group-by labels).
         scraped: one per point: the unix time of the raw scrape the point shows (:data:`SCRAPE_TIME`; a
             ``/federate`` point's own time), ``nan`` where the store did not say; ``()`` when it said for none
             (a store without ``up``, a stand-in). Two points showing one scrape are one observation
             (:func:`same_scrape`).
+        error: why this target's part of the answer could not be read (a ``/federate`` sample without a
+            timestamp), naming the target; its points are then ``()``, and the caller fails this target alone.
+            ``None`` when read.
+        down_jobs: the target's scrape jobs (``job`` label values) whose newest ``up`` is 0 while another job's
+            is 1: the target reads up, from the other job, and these are named in its state.
     """
 
     labels: Mapping[str, str]
@@ -205,6 +215,8 @@ class PromGroup:
     up: tuple[tuple[float, float], ...] = ()
     dropped_labels: frozenset[str] = frozenset()
     scraped: tuple[float, ...] = ()
+    error: str | None = None
+    down_jobs: tuple[str, ...] = ()
 
     def scrape_of(self, i: int) -> float:
         """The raw scrape time of point ``i`` (``nan`` when unknown)."""
@@ -277,8 +289,9 @@ class PromNames:
 @dataclass
 class _GroupBuild:
     up_labels: set[str] = field(default_factory=set)
-    up: dict[float, float] = field(default_factory=dict)
+    ups: list[tuple[Mapping[str, str], dict[float, float]]] = field(default_factory=list)  # per up series (job)
     scraped: list[dict[float, float]] = field(default_factory=list)  # per SCRAPE_TIME series (one per scrape job)
+    bad_scraped: list[tuple[float, Any]] = field(default_factory=list)  # (evaluation time, value): no scrape time
     series: list[tuple[str, dict[str, str], list[tuple[float, float]]]] = field(default_factory=list)
 
 
@@ -319,6 +332,79 @@ def _values(raw: Any, where: str) -> list[tuple[float, float]]:
             raise ParseError(f"{where}: value {j} time is not finite")
         out.append((t, _number(pair[1], f"{where} value {j}")))
     return out
+
+
+SCRAPE_TIME_SLACK: Final = 1.0
+"""Seconds a :data:`SCRAPE_TIME` value may pass its evaluation time (a point shows a sample at or before it; the
+store rounds times to the millisecond): later, it is no scrape time (:func:`_scrape_times`)."""
+
+
+def _scrape_times(raw: Any, where: str) -> tuple[dict[float, float], list[tuple[float, Any]]]:
+    """A :data:`SCRAPE_TIME` series' values: evaluation time → raw scrape time, and the ``(evaluation time, value)``
+    pairs whose value is no scrape time — not a number (``"garbage"``), ``NaN``, ``±Inf``, not positive, or more
+    than :data:`SCRAPE_TIME_SLACK` after its evaluation time. Those are left out (their points' scrapes are then
+    unknown, and the points are left out: :func:`_one_per_scrape`) rather than failing the answer.
+
+    Raises:
+        ParseError: ``raw`` is not a list of ``[time, value]`` pairs with finite times.
+    """
+    try:
+        pairs: list[tuple[float, float]] | None = _values(raw, where)
+    except ParseError:
+        pairs = None
+    if pairs is not None and all(0.0 < s <= t + SCRAPE_TIME_SLACK for t, s in pairs):
+        return dict(pairs), []
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}: 'values' is not a list")
+    good: dict[float, float] = {}
+    bad: list[tuple[float, Any]] = []
+    for j, pair in enumerate(raw):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
+        t = _number(pair[0], f"{where} value {j} time")
+        if not math.isfinite(t):
+            raise ParseError(f"{where}: value {j} time is not finite")
+        try:
+            s = _number(pair[1], where)
+        except ParseError:
+            s = math.nan
+        if 0.0 < s <= t + SCRAPE_TIME_SLACK:
+            good[t] = s
+        else:
+            bad.append((t, pair[1]))
+    return good, bad
+
+
+def _job_name(labels: Mapping[str, str]) -> str:
+    """An ``up`` series' scrape job as an operator knows it: its ``job`` label, else all its labels."""
+    return labels.get("job") or "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _up_of(
+    ups: Sequence[tuple[Mapping[str, str], dict[float, float]]], metric: Mapping[str, str]
+) -> dict[float, float]:
+    """The ``up`` values of the scrape job whose target labels ``metric`` carries (``{}`` when none does)."""
+    for labels, values in ups:
+        if all(metric.get(k) == v for k, v in labels.items()):
+            return values
+    return {}
+
+
+def _from_jobs_up(
+    copies: Sequence[tuple[Mapping[float, float], list[tuple[float, float]]]],
+) -> list[tuple[float, float]]:
+    """One engine series scraped by several jobs (its copies in answer order, each with its job's ``up``): at each
+    time the value of the first copy whose job was not down then (``up`` 1 or unknown), else of the first copy.
+    A job that is down has stale copies (VictoriaMetrics serves them through its look-back); both copies up, the
+    first is read, as before."""
+    best: dict[float, tuple[bool, float]] = {}
+    for up, values in copies:
+        for t, v in values:
+            down = up.get(t) == 0.0
+            held = best.get(t)
+            if held is None or (held[0] and not down):
+                best[t] = (down, v)
+    return sorted((t, v) for t, (_, v) in best.items())
 
 
 def _target_name(labels: Mapping[str, str], group_by: Sequence[str]) -> str:
@@ -386,15 +472,17 @@ def histories_from_matrix(
                 native += 1
                 continue
             raise ParseError(f"{where} has no 'values'")
-        values = _values(item["values"], where)
         key = tuple(metric.get(label, "") for label in group_by)
         build = builds.setdefault(key, _GroupBuild())
+        if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
+            times, wrong = _scrape_times(item["values"], where)  # a bad value costs its point, not the answer
+            build.scraped.append(times)
+            build.bad_scraped.extend(wrong)
+            continue
+        values = _values(item["values"], where)
         if name == UP:
             build.up_labels.update(k for k in metric if k != "__name__")
-            build.up.update(values)
-            continue
-        if name == SCRAPE_TIME and metric.get(SCRAPE_TIME_MARK[0]) == SCRAPE_TIME_MARK[1]:
-            build.scraped.append(dict(values))
+            build.ups.append(({k: v for k, v in metric.items() if k != "__name__"}, dict(values)))
             continue
         build.series.append((name, dict(metric), values))
 
@@ -408,15 +496,17 @@ def histories_from_matrix(
         labels = dict(zip(group_by, key, strict=True))
         target = _target_name(labels, group_by)
         by_time: dict[float, dict[str, list[Sample]]] = {}
-        seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
-        duplicates = 0
+        # each engine series once: (name, engine labels) → its copies (several when two jobs scrape the target)
+        copies: dict[tuple[str, frozenset[tuple[str, str]]], list[tuple[dict[str, str], dict[str, str], Any]]] = {}
         for name, metric, values in build.series:
             engine_labels = _engine_labels(metric, drop)
-            identity = (name, frozenset(engine_labels.items()))
-            if identity in seen:
-                duplicates += 1
-                continue
-            seen.add(identity)
+            copies.setdefault((name, frozenset(engine_labels.items())), []).append((engine_labels, metric, values))
+        duplicates = 0
+        for (name, _), same in copies.items():
+            engine_labels, _, values = same[0]
+            if len(same) > 1:  # read from the job up at each time (_from_jobs_up)
+                duplicates += len(same) - 1
+                values = _from_jobs_up([(_up_of(build.ups, metric), vs) for _, metric, vs in same])
             for t, v in values:
                 by_time.setdefault(t, {}).setdefault(name, []).append(Sample(name, engine_labels, v))
         if duplicates:
@@ -425,23 +515,52 @@ def histories_from_matrix(
                 "target?); read once"
             )
         points, scraped, unknown = _one_per_scrape(sorted(by_time.items()), build.scraped)
-        if unknown:
+        bad = len({t for t, _ in build.bad_scraped} & by_time.keys())
+        if build.bad_scraped:
+            t, raw = build.bad_scraped[0]
             warnings.append(
-                f"{target}: {unknown} point(s) without a scrape time (no up sample at that time) left out: a point "
-                "whose scrape is unknown could re-read the one before it"
+                f"{target}: {len(build.bad_scraped)} scrape time(s) ({SCRAPE_TIME}, timestamp(up)) not a unix time at "
+                f"or before their evaluation time (first: {str(raw)[:40]!r} at {t:.3f}); the {bad} point(s) at those "
+                "times left out: their scrape is unknown"
             )
+        if unknown > bad:
+            warnings.append(
+                f"{target}: {unknown - bad} point(s) without a scrape time (no up sample at that time) left out: a "
+                "point whose scrape is unknown could re-read the one before it"
+            )
+        up, down = _merged_up(build.ups)
         groups.append(
             PromGroup(
                 labels=labels,
                 target=target,
                 points=points,
-                up=tuple(sorted(build.up.items())),
+                up=up,
                 dropped_labels=drop - {"__name__"},
                 scraped=scraped,
+                down_jobs=down,
             )
         )
     groups.sort(key=lambda g: g.target)
     return MatrixHistories(groups=tuple(groups), warnings=tuple(warnings))
+
+
+def _merged_up(
+    ups: Sequence[tuple[Mapping[str, str], Mapping[float, float]]],
+) -> tuple[tuple[tuple[float, float], ...], tuple[str, ...]]:
+    """A target's ``up`` by evaluation time from its ``up`` series (one per scrape job): 1 at a time when any job
+    scraped it then, else the jobs' value; and the jobs down at the newest time while another is up
+    (:attr:`PromGroup.down_jobs`). Example: ``vllm`` 1, 1 and ``vllm-probe`` 0, 0 → up 1, 1, down ``vllm-probe``."""
+    if len(ups) == 1:
+        return tuple(sorted(ups[0][1].items())), ()
+    merged: dict[float, float] = {}
+    for _, values in ups:
+        for t, v in values.items():
+            merged[t] = v if merged.get(t, 0.0) != 1.0 else 1.0
+    if not merged:
+        return (), ()
+    newest = max(merged)
+    down = sorted({_job_name(labels) for labels, values in ups if values.get(newest) == 0.0})
+    return tuple(sorted(merged.items())), tuple(down) if merged[newest] == 1.0 else ()
 
 
 SAME_SCRAPE_SECONDS: Final = 0.0005
@@ -552,6 +671,27 @@ def _fed_labels(body: str, where: str) -> dict[str, str]:
     return labels
 
 
+def _federation_up(
+    rows: Sequence[tuple[str, str, str]], labels_of: Callable[[str], Mapping[str, str]]
+) -> tuple[tuple[tuple[float, float], ...], tuple[str, ...]]:
+    """A target's ``up`` from its ``/federate`` up lines ``(label text, value, timestamp in ms)``, one per scrape
+    job: ``((time, value),)``. With several jobs: the newest line's time, and 1 when any job's newest scrape
+    succeeded (the engine's series come from that job), else the newest line's value; and the jobs down while
+    another is up (:attr:`PromGroup.down_jobs`). Example: ``vllm`` 1 at …000 and ``vllm-probe`` 0 at …001 →
+    ``((…001, 1.0),)``, down ``vllm-probe`` (before, the newest line's 0 read the target down).
+
+    Raises:
+        ValueError: a value or timestamp that is no number.
+    """
+    if len(rows) <= 1:
+        return tuple((int(ts) / 1000, float(v)) for _, v, ts in rows), ()
+    ups = sorted((int(ts) / 1000, float(v), body) for body, v, ts in rows)
+    if not any(v == 1.0 for _, v, _ in ups):
+        return ((ups[-1][0], ups[-1][1]),), ()
+    down = sorted({_job_name(labels_of(body)) for _, v, body in ups if v == 0.0})
+    return ((ups[-1][0], 1.0),), tuple(down)
+
+
 def _fed_bad_line(text: str) -> str:
     """The first line of ``text`` that is neither a sample, a comment nor blank (for the error message)."""
     for n, line in enumerate(text.splitlines(), 1):
@@ -575,12 +715,17 @@ def groups_from_federation(
     Time: a group's point is stamped with the newest timestamp among its engine samples (one scrape stamps all of
     them alike), its ``up`` with ``up``'s own. A group whose ``up`` is 0 at or after that time has no point:
     the engine's samples are the last ones before its scrapes began to fail (VictoriaMetrics still serves them).
+    A target scraped by several jobs is up when one of them is (:func:`_federation_up`; the others are named in
+    :attr:`PromGroup.down_jobs`), and a series both jobs hold is read from a job that is up.
+
+    A sample without a timestamp (a proxy or store in between that drops them) cannot be placed in time: its
+    target's group has no point and an :attr:`PromGroup.error` naming it; the other targets are read.
 
     Cost: the lines are matched at C speed; labels are parsed once per distinct label set with the group-by
     labels cut out, so every target's copy of one engine series shares one parse (and one labels dict).
 
     Raises:
-        ParseError: a line that is not a sample or a comment, a sample without a timestamp, or malformed labels.
+        ParseError: a line that is not a sample or a comment, a value that is no number, or malformed labels.
     """
     group_by = tuple(group_by)
     if len(group_by) == 1:
@@ -631,7 +776,7 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
     ups: dict[str, list[tuple[str, str, str]]] = {}
     for name, pre, key, post, value, ts in rows:
         if not ts:
-            raise ParseError(f"federation answer: sample {name} has no timestamp")
+            return None  # a sample without a timestamp: the general path fails its target alone
         if name == UP:
             ups.setdefault(key, []).append((pre + post, value, ts))
     base = frozenset({"__name__", label, *drop_labels})
@@ -673,7 +818,7 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
             samples.append(Sample(name, kept, float(value)))
         groups: list[PromGroup] = []
         for key in builds.keys() | ups.keys():
-            up = sorted((int(ts) / 1000, float(v)) for _, v, ts in ups.get(key, ()))
+            up, down = _federation_up(ups.get(key, ()), labels_of)
             b = builds.get(key)
             at = b[4] / 1000 if b is not None else math.inf
             stale = bool(up) and up[-1][1] == 0.0 and up[-1][0] >= at
@@ -683,9 +828,10 @@ def _federation_by_one_label(text: str, label: str, drop_labels: Collection[str]
                     labels={label: _fed_unescape(key)},
                     target=_fed_unescape(key) if label == "instance" else f"{label}={_fed_unescape(key)}",
                     points=((at, b[0]),) if b is not None and not stale else (),
-                    up=tuple(up),
+                    up=up,
                     dropped_labels=drop - {"__name__"},
                     scraped=(at,) if b is not None and not stale else (),
+                    down_jobs=down,
                 )
             )
     except ValueError as exc:
@@ -705,9 +851,8 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
             raise ParseError(f"federation answer: {_fed_bad_line(text)}")
     parsed: dict[str, dict[str, str]] = {}
     builds: dict[tuple[str, ...], tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str]]]] = {}
+    untimed: dict[tuple[str, ...], list[str]] = {}  # per target: the names of its samples without a timestamp
     for name, body, value, ts in rows:
-        if not ts:
-            raise ParseError(f"federation answer: sample {name} has no timestamp")
         values: list[str] = []
         for rx in cut:
             m = rx.search(body)
@@ -717,7 +862,9 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
             values.append(_fed_unescape(m.group(1)))
             body = body[: m.start()] + body[m.end() :]
         series, ups = builds.setdefault(tuple(values), ([], []))
-        if name == UP:
+        if not ts:
+            untimed.setdefault(tuple(values), []).append(name)
+        elif name == UP:
             ups.append((body, value, ts))
         else:
             series.append((name, body, value, ts))
@@ -739,11 +886,31 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
         labels = dict(zip(group_by, key, strict=True))
         target = _target_name(labels, group_by)
         try:
-            up = sorted((int(ts) / 1000, float(v)) for _, v, ts in up_rows)
+            up, down_jobs = _federation_up(up_rows, labels_of)
         except ValueError as exc:
             raise ParseError(f"federation answer: {target}: up: {exc}") from None
+        if key in untimed:
+            names = untimed[key]
+            groups.append(
+                PromGroup(
+                    labels=labels,
+                    target=target,
+                    points=(),
+                    up=up,
+                    dropped_labels=drop - {"__name__"},
+                    down_jobs=down_jobs,
+                    error=(
+                        f"{target}: {len(names)} sample(s) of the /federate answer without a timestamp (first: "
+                        f"{names[0]}): its point cannot be placed in time, so this target is not read this time "
+                        "(Prometheus stamps every sample; a proxy or store in between may not)"
+                    ),
+                )
+            )
+            continue
+        # two scrape jobs on the target: its up lines' labels and values, to read a repeated series from a job up
+        jobs = [(labels_of(body), float(v)) for body, v, _ in up_rows] if len(up_rows) > 1 else []
         expo: dict[str, list[Sample]] = {}
-        seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+        chosen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[str, dict[str, str], str, str, bool]] = {}
         duplicates = 0
         newest = -math.inf
         try:
@@ -753,14 +920,19 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
                     kept = _engine_labels(labels_of(body), drop)
                     got = engine[(body, drop)] = (kept, frozenset(kept.items()))
                 identity = (name, got[1])
-                if identity in seen:
+                full = labels_of(body) if jobs else {}
+                down = any(v == 0.0 and all(full.get(k) == x for k, x in job.items()) for job, v in jobs)
+                held = chosen.get(identity)
+                if held is not None:
                     duplicates += 1
-                    continue
-                seen.add(identity)
+                    if not held[4] or down:
+                        continue  # the first copy is read, unless its job is down and this one's is not
+                chosen[identity] = (name, got[0], value, ts, down)
+            for name, kept_labels, value, ts, _ in chosen.values():
                 t = int(ts)
                 if t > newest:
                     newest = t
-                expo.setdefault(name, []).append(Sample(name, got[0], float(value)))
+                expo.setdefault(name, []).append(Sample(name, kept_labels, float(value)))
         except ValueError as exc:
             raise ParseError(f"federation answer: {target}: {exc}") from None
         if duplicates:
@@ -775,9 +947,10 @@ def _federation_general(text: str, group_by: tuple[str, ...], drop_labels: Colle
                 labels=labels,
                 target=target,
                 points=((at, expo),) if expo and not stale else (),
-                up=tuple(up),
+                up=up,
                 dropped_labels=drop - {"__name__"},
                 scraped=(at,) if expo and not stale else (),
+                down_jobs=down_jobs,
             )
         )
     groups.sort(key=lambda g: g.target)
@@ -1060,7 +1233,7 @@ def _federation_cached(
         shared = gen.shared
         groups: list[PromGroup] = []
         for key in builds.keys() | ups.keys():
-            up = sorted((int(ts) / 1000, float(v)) for _, v, ts in ups.get(key, ()))
+            up, down = _federation_up(ups.get(key, ()), lambda body: _fed_labels(body, "federation answer"))
             b = builds.get(key)
             expo = b[0] if b is not None else None
             if b is not None:
@@ -1085,9 +1258,10 @@ def _federation_cached(
                     labels={label: key},
                     target=key if label == "instance" else f"{label}={key}",
                     points=((at, expo),) if expo and not stale else (),
-                    up=tuple(up),
+                    up=up,
                     dropped_labels=drop - {"__name__"},
                     scraped=(at,) if expo and not stale else (),
+                    down_jobs=down,
                 )
             )
     except (ValueError, ParseError):

@@ -40,6 +40,8 @@ def _shape(outcome: MatrixHistories) -> Any:
                 ],
                 [(t, repr(v)) for t, v in g.up],
                 sorted(g.dropped_labels),
+                g.error,
+                g.down_jobs,
             )
             for g in outcome.groups
         ],

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.sources.prometheus import SCRAPE_TIME, SCRAPE_TIME_MARK, histories_from_matrix
+from advisor.sources.prometheus import (
+    SCRAPE_TIME,
+    SCRAPE_TIME_MARK,
+    FederationReader,
+    groups_from_federation,
+    histories_from_matrix,
+)
 
 TARGET = {"instance": "i1"}
 STEPS = [100.0, 101.0, 102.0, 103.0]
@@ -88,3 +94,42 @@ def test_one_clean_job_keeps_one_point_per_scrape() -> None:
     assert times == [100.0, 102.0, 103.0]
     assert counts == [100.0, 102.0, 103.0]
     assert warnings == ()
+
+
+def test_two_jobs_one_of_them_down_read_the_series_from_the_job_up_and_name_the_other() -> None:
+    """Job ``probe`` (its series sort first) is down from 102 on; its copy still reads its last value there (a
+    store serving stale samples through its look-back, as VictoriaMetrics does). Before, the first copy was read
+    whole (counters flat from 101: a stall) and the target's ``up`` was whichever series came last. Now each
+    time is read from a job up then, the target is up, and ``probe`` is named."""
+    result = [
+        {
+            "metric": {"__name__": "up", **TARGET, "job": "probe"},
+            "values": [[t, v] for t, v in zip(STEPS, "1100", strict=True)],
+        },
+        _up("vllm"),
+        _counter("probe", [100, 101, 101, 101]),
+        _counter("vllm", [100, 101, 102, 103]),
+        _times("probe", [99.9, 100.9, 101.9, 102.9]),
+        _times("vllm", [99.9, 100.9, 101.9, 102.9]),
+    ]
+    h = histories_from_matrix({"resultType": "matrix", "result": result})
+    (g,) = h.groups
+    assert [expo["vllm:generation_tokens_total"][0].value for _, expo in g.points] == [100.0, 101.0, 102.0, 103.0]
+    assert g.up == tuple((t, 1.0) for t in STEPS) and g.down_jobs == ("probe",)
+
+
+def test_a_federated_target_with_one_job_down_is_read_from_the_job_up() -> None:
+    """``probe``'s up (0) is the newest line and its stale sample is still served: before, the target had no point
+    (its newest ``up`` was 0) — and had it had one, ``probe``'s copy, sorting first, was read."""
+    text = (
+        'up{instance="a:1",job="probe"} 0 1700000001000\n'
+        'up{instance="a:1",job="vllm"} 1 1700000000000\n'
+        'vllm:num_requests_running{instance="a:1",job="probe"} 5 1699999900000\n'
+        'vllm:num_requests_running{instance="a:1",job="vllm"} 7 1700000000000\n'
+    )
+    for read in (groups_from_federation, FederationReader().read):
+        (g,) = read(text).groups
+        ((t, expo),) = g.points
+        assert t == 1700000000.0 and [s.value for s in expo["vllm:num_requests_running"]] == [7.0]
+        assert g.up == ((1700000001.0, 1.0),) and g.down_jobs == ("probe",)
+        assert g.scraped == (1700000000.0,)
