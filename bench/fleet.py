@@ -771,10 +771,13 @@ def run_daemon(
         out["prom_scrapes"] = prom_scrapes
         out["prom_up"] = prom_up
         out["prom_pss_mib"] = prom_pss
-        out["prom_cpu_ms_per_scrape"] = (
-            (r1["prom_cpu"] - r0["prom_cpu"]) / prom_scrapes * 1000 if prom_scrapes else float("nan")
+        prom_cpu = r1["prom_cpu"] - r0["prom_cpu"]
+        # /proc counts CPU in clock ticks (10 ms): below one tick Prometheus's CPU is unknown, never 0
+        measurable = prom_scrapes > 0 and prom_cpu >= 1 / os.sysconf("SC_CLK_TCK")
+        out["prom_cpu_ms_per_scrape"] = prom_cpu / prom_scrapes * 1000 if measurable else None
+        out["ratio"] = (
+            out["cpu_ms_per_target"] / out["prom_cpu_ms_per_scrape"] if out["prom_cpu_ms_per_scrape"] else None
         )
-        out["ratio"] = out["cpu_ms_per_target"] / out["prom_cpu_ms_per_scrape"]
     return out
 
 
@@ -976,7 +979,9 @@ def daemon(args: argparse.Namespace, sizes: list[int], servers: StandIns) -> int
                 f"{r['first_cycle_seconds']:>7.2f} {r['cpu_ms_per_target']:>16.2f} {r['pss_peak_mib']:>12.0f} "
                 f"{r['pss_steady_mib']:>10.0f} {r['pss_kb_per_target']:>6.0f} {r['up']:>5}"
             )
-            if args.prometheus:
+            if args.prometheus and r["ratio"] is None:
+                line += f" {'unknown':>14} {'—':>6} {r['prom_up']:>7.0f}"
+            elif args.prometheus:
                 line += f" {r['prom_cpu_ms_per_scrape']:>14.2f} {r['ratio']:>5.2f}× {r['prom_up']:>7.0f}"
             print(line + f" {r['load'][0]:>4.1f}/{r['load'][1]:<4.1f}", flush=True)
             steps = ", ".join(f"{k} {v:.2f}" for k, v in r["step_seconds"].items() if v >= 0.005)
@@ -989,7 +994,14 @@ def daemon(args: argparse.Namespace, sizes: list[int], servers: StandIns) -> int
                 f"advisor open files {r['nofile']}; stand-in CPU {r['standin_cpu_seconds']:.1f} s",
                 flush=True,
             )
-            if args.prometheus:
+            if args.prometheus and r["ratio"] is None:
+                print(
+                    f"{'':>7} Prometheus {r['prometheus_version']}: {r['prom_scrapes']:.0f} scrapes in the same "
+                    "window; its CPU is unknown: less than one clock tick (10 ms) in the window — run longer or with "
+                    "more targets",
+                    flush=True,
+                )
+            elif args.prometheus:
                 print(
                     f"{'':>7} Prometheus {r['prometheus_version']}: {r['prom_scrapes']:.0f} scrapes in the same "
                     f"window; CPU per target per cycle: advisor {r['cpu_ms_per_target']:.2f} ms / Prometheus "
@@ -1008,7 +1020,7 @@ def daemon(args: argparse.Namespace, sizes: list[int], servers: StandIns) -> int
                 f"{r['pss_peak_mib'] * 1.048576:.0f} MB = {r['pss_kb_per_target']:.0f} KB per target (< 100 KB): "
                 f"{'PASS' if ok else 'FAIL'} (load {r['load'][0]:.1f}/{r['load'][1]:.1f})"
             )
-        if "ratio" in r:
+        if r.get("ratio") is not None:
             print(
                 f"{r['targets']} targets beside Prometheus: {r['ratio']:.2f}× its CPU per scrape (≤ 1×): "
                 f"{'PASS' if r['ratio'] <= 1 else 'FAIL'}"
