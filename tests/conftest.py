@@ -28,17 +28,20 @@ MAX_TEST_WORKERS = 4
 """pytest-xdist workers at most (``-n auto`` in pyproject's addopts): each file runs whole on one worker
 (``--dist loadfile``: its module fixtures, its real servers), and every worker may start real servers at once."""
 
-LONG_FILES_FIRST = (
-    "tests/e2e/test_vllm_real.py",
+FIRST_FILES = ("tests/e2e/test_vllm_real.py",)
+"""Handed out first: the real CPU vLLM (~150 s, the longest file), which saturates the cores in its load phases;
+while it runs, the other workers take the plain unit tests."""
+TRIAL_FILES = (
     "tests/e2e/",
     "tests/reliability/",
     "tests/test_demo.py",
+    "tests/test_bench_fleet.py",
     "tests/sources/test_victoriametrics_real.py",
     "tests/sources/test_prometheus_real.py",
 )
-"""Files (or folders) handed to the workers first, longest known first (``--durations`` of a full run: the real
-vLLM file ~150 s, the e2e and reliability trials 30–80 s each): a long file handed out last would run alone at
-the end while the other worker idles."""
+"""Real-server trials that count cycles or seconds (30–80 s each): handed out last, after the plain tests, so that
+none runs beside the CPU vLLM's load (CI ci23: the daemon beside it and another trial left a poll unanswered), and
+the workers share them at the end."""
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -50,11 +53,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files in :data:`LONG_FILES_FIRST` order first (a stable sort: each file's own order kept)."""
+    """:data:`FIRST_FILES`, then the plain tests, then :data:`TRIAL_FILES` (a stable sort: each file's own order
+    kept; ``--dist loadfile`` hands files to the workers in this order)."""
 
     def rank(item: pytest.Item) -> int:
         path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
-        return next((i for i, prefix in enumerate(LONG_FILES_FIRST) if path.startswith(prefix)), len(LONG_FILES_FIRST))
+        if path.startswith(FIRST_FILES):
+            return 0
+        return 2 if path.startswith(TRIAL_FILES) else 1
 
     items.sort(key=rank)
 
