@@ -194,7 +194,7 @@ class Daemon:
                 self._ready.set()
         self._ready.set()
 
-    def wait_ready(self, timeout: float = 30.0) -> str:
+    def wait_ready(self, timeout: float = 60.0) -> str:
         assert self._ready.wait(timeout), "the daemon did not start"
         assert self.url is not None, "the daemon exited:\n" + self.log()
         return self.url
