@@ -714,7 +714,7 @@ def _engine_view(
         kv_cache_capacity_tokens=_sum_known([s.kv_cache_capacity_tokens for s in latest]),
         ttft_seconds=_hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         tpot_seconds=_hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
-        window_seconds=stats.window_seconds if stats else None,
+        window_seconds=stats.covered_seconds if stats else None,  # the rates' span, not the window asked for
         generation_tokens_per_second=stats.generation_tokens_per_second if stats else None,
         prompt_tokens_per_second=stats.prompt_tokens_per_second if stats else None,
         preemptions_per_second=stats.preemptions_per_second if stats else None,

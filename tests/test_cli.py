@@ -474,54 +474,102 @@ def test_a_complete_once_reads_full_coverage(saturated_engine: StandInServer, tm
     assert cap == pytest.approx(cap_expected, abs=1e-3)
 
 
-@pytest.fixture
-def first_scrape_fails() -> Iterator[str]:
-    """The ``/metrics`` URL of a second saturated stand-in engine that answers its first scrape 503, then serves."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class _PagesServed:
+    """A saturated stand-in engine on loopback that keeps every ``/metrics`` page it served (``pages``, in order);
+    with ``fail_first`` it answers its first request 503 instead."""
 
-    from prometheus_client import CollectorRegistry, generate_latest
+    def __init__(self, fail_first: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    phase = Phase("saturated", 10_000, 0.97, 48, 12, 3.0, 1500, 300, 1.0, 0.5, 0.05)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StandInEngine(phases=(phase,), speed=1.0, num_gpu_blocks=2000))
-    hits: list[int] = []
+        from prometheus_client import CollectorRegistry, generate_latest
 
-    class FailsFirst(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            return
+        phase = Phase("saturated", 10_000, 0.97, 48, 12, 3.0, 1500, 300, 1.0, 0.5, 0.05)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(StandInEngine(phases=(phase,), speed=1.0, num_gpu_blocks=2000))
+        self.requests = 0
+        self.pages: list[str] = []
+        outer = self
 
-        def do_GET(self) -> None:
-            hits.append(1)
-            if len(hits) == 1:
-                self.send_error(503)
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
                 return
-            body = generate_latest(registry)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FailsFirst)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
-    srv.shutdown()
-    srv.server_close()
-    assert len(hits) == 2  # once scraped it exactly twice
+            def do_GET(self) -> None:
+                outer.requests += 1
+                if fail_first and outer.requests == 1:
+                    self.send_error(503)
+                    return
+                body = generate_latest(registry)
+                outer.pages.append(body.decode())
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def first_scrape_fails() -> Iterator[_PagesServed]:
+    """A second saturated stand-in engine that answers its first scrape 503, then serves."""
+    srv = _PagesServed(fail_first=True)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def pages_served() -> Iterator[_PagesServed]:
+    """A saturated stand-in engine that keeps the pages it served."""
+    srv = _PagesServed()
+    yield srv
+    srv.close()
 
 
 def test_a_scrape_once_missed_still_lowers_its_coverage(
-    saturated_engine: StandInServer, first_scrape_fails: str, tmp_path: Path
+    saturated_engine: StandInServer, first_scrape_fails: _PagesServed, tmp_path: Path
 ) -> None:
     """Two replicas, one of whose two scrapes failed (503, then answered): 3 of the 4 scrapes ``once`` took, so
     coverage 3/4 (before: 3 of the 6 a ~2 s window at 1 s would hold, 1/2)."""
-    d = _once_on(tmp_path, [saturated_engine.url(), first_scrape_fails], interval=1)
+    d = _once_on(tmp_path, [saturated_engine.url(), first_scrape_fails.url], interval=1)
+    assert (first_scrape_fails.requests, len(first_scrape_fails.pages)) == (2, 1)
     assert [t["up"] for t in d["targets"]] == [True, True]
     top, top_expected, cap, cap_expected = _kv_saturation_confidences(d, coverage=3 / 4)
     assert top == pytest.approx(top_expected, abs=1e-3)
     assert cap == pytest.approx(cap_expected, abs=1e-3)
+
+
+def _counter(page: str, name: str) -> float:
+    """The one sample of counter ``name`` (its ``_total`` series) on an exposition ``page``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (value,) = [s.value for f in text_string_to_metric_families(page) for s in f.samples if s.name == name]
+    return float(value)
+
+
+def test_once_window_seconds_is_the_time_its_rates_span(pages_served: _PagesServed, tmp_path: Path) -> None:
+    """Review: ``once --interval 2 --json`` said ``window_seconds`` ≈ 4 — the window handed to the evaluation
+    (elapsed time + one interval) — while the key is documented as the window the rates span, and the rates divide
+    each counter's increase between the two scrapes by the ~2 s between them. Rate × window_seconds must give the
+    increase between the two pages the engine served."""
+    d = _once_on(tmp_path, [pages_served.url], interval=2)
+    first, second = pages_served.pages
+    s = d["snapshot"]
+    for key, counter in (
+        ("generation_tokens_per_second", "vllm:generation_tokens_total"),
+        ("prompt_tokens_per_second", "vllm:prompt_tokens_total"),
+    ):
+        increase = _counter(second, counter) - _counter(first, counter)
+        assert increase > 0
+        assert s[key] * s["window_seconds"] == pytest.approx(increase, rel=1e-9), (key, s["window_seconds"])
 
 
 def test_demo_help_states_how_many_ramps_the_default_duration_runs() -> None:
