@@ -171,6 +171,11 @@ def _gpu_notes(cfg: Any) -> list[str]:
 
 
 # -- once ------------------------------------------------------------------------------------------
+ONCE_SCRAPES = 2
+"""Scrapes of each target ``once`` takes, ``--interval`` seconds apart: the fewest that give rates, and what its
+evaluation expects (coverage = scrapes that answered ÷ 2 per target)."""
+
+
 def _print_human(result_dicts: list[dict[str, Any]]) -> None:
     for d in result_dicts:
         s = d["snapshot"]
@@ -235,11 +240,16 @@ def cmd_once(args: argparse.Namespace) -> int:
     svc = Service(cfg, collector, metrics, base_dir=Path(args.config).resolve().parent, ignore_for=True)
     try:
         start = time.time()
-        svc.scrape_once()
-        time.sleep(args.interval)
-        svc.scrape_once()
-        # the window covers both scrapes however long a slow target held them up
-        result = svc.evaluate_once(window_seconds=time.time() - start + args.interval, as_of_round=True)
+        for n in range(ONCE_SCRAPES):
+            if n:
+                time.sleep(args.interval)
+            svc.scrape_once()
+        # the window covers both scrapes however long a slow target held them up; its length is not how many
+        # scrapes it should hold (elapsed + one interval is ~4 s at --interval 2, "3 scrapes" at 2 s): once
+        # took ONCE_SCRAPES of each target, so a complete run has full coverage and a missed scrape lowers it
+        result = svc.evaluate_once(
+            window_seconds=time.time() - start + args.interval, as_of_round=True, scrapes_per_target=ONCE_SCRAPES
+        )
     finally:
         svc.close()
     dicts = [d.as_dict() for d in result.deployments]

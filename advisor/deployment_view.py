@@ -35,7 +35,11 @@ class EngineView:
         kv_cache_capacity_tokens: the engines' reported pools, tokens, summed.
         ttft_seconds, tpot_seconds: the window's histogram summary (``count``, ``sum``, ``p50``, ``p90``,
             ``p99`` seconds, ``source`` and an optional ``note``), or None when the engine has none.
-        window_seconds: the window the rates span, seconds.
+        window_seconds: the window the rates span, seconds: newest − oldest scrape in the evaluation window
+            (:attr:`~advisor.telemetry.WindowStats.covered_seconds`), so rate × window_seconds is the counter's
+            increase — ~2 s for ``once --interval 2`` (its evaluation window, ~4 s, adds the scrapes' time and one
+            interval), 285 s for the daemon's 300 s window at 15 s scrapes; the evaluation window itself when it
+            holds one scrape (no rates then). The span the rules' readings state ("over the last 2s").
         generation_tokens_per_second, prompt_tokens_per_second, preemptions_per_second: rates over the window.
         counter_resets: engine restarts seen in the window.
         ranks: per data-parallel rank values (at most ``MAX_RANKS_SHOWN``); ranks_truncated: how many more

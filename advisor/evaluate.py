@@ -531,6 +531,7 @@ def evaluate_deployment(
     window_seconds: float,
     quality: Quality,
     round_started: float | None = None,
+    scrapes_per_target: int | None = None,
 ) -> tuple[Evaluation, DeploymentView]:
     """Build the rules' :class:`Evaluation` and the typed view for one deployment.
 
@@ -539,6 +540,12 @@ def evaluate_deployment(
     counts and capacities over the replicas that answered, takes the capacity-weighted mean of KV usage, and
     summarizes the window's TTFT/TPOT deltas; unknown values are ``None``. ``round_started`` (unix s) is when
     the last scrape round began; staleness is measured from it (default ``now``).
+
+    ``scrapes_per_target``: how many scrapes of each target the window should hold, the denominator of
+    :meth:`~advisor.rules.base.Evaluation.coverage` (``once``: 2, the scrapes it takes). ``None`` (the daemon):
+    as many as the window holds at the configured interval, ⌊window ÷ interval⌋ + 1 — a 300 s window at 15 s
+    expects 21. ``once --interval 2`` evaluates a window of ~4 s (the time both scrapes took plus one interval),
+    which at 2 s would expect 3 scrapes of the 2 it takes by design and read a complete run as coverage 2/3.
     """
     # the daemon judges staleness at ``now`` from each target's own newest sample (its cycle never waits for a slow
     # target); ``once`` passes when its synchronous round began, so a slow target elsewhere that held the round up
@@ -558,7 +565,8 @@ def evaluate_deployment(
         for h in t.history:
             if start <= h.timestamp <= now:
                 samples += 1
-    expected = max(1, int(window_seconds // interval_seconds) + 1) * max(1, len(targets))
+    each = scrapes_per_target or max(1, int(window_seconds // interval_seconds) + 1)
+    expected = each * max(1, len(targets))
 
     # one target may front several engines (Ray Serve replicas): capacity is per engine, replicas count each
     engine_caps = [s.kv_cache_capacity_tokens / engines_behind(s) for s in latest if s.kv_cache_capacity_tokens]
@@ -706,7 +714,7 @@ def _engine_view(
         kv_cache_capacity_tokens=_sum_known([s.kv_cache_capacity_tokens for s in latest]),
         ttft_seconds=_hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         tpot_seconds=_hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
-        window_seconds=stats.window_seconds if stats else None,
+        window_seconds=stats.covered_seconds if stats else None,  # the rates' span, not the window asked for
         generation_tokens_per_second=stats.generation_tokens_per_second if stats else None,
         prompt_tokens_per_second=stats.prompt_tokens_per_second if stats else None,
         preemptions_per_second=stats.preemptions_per_second if stats else None,

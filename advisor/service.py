@@ -1435,9 +1435,15 @@ class Service:
             log.exception("deployment=%s: the prometheus source failed", d.spec.name)
             self._prom_error(rt, d, c.REASON_PARSE_ERROR, f"source error: {type(exc).__name__}")
 
-    def evaluate_once(self, window_seconds: float | None = None, as_of_round: bool = False) -> CycleResult:
+    def evaluate_once(
+        self, window_seconds: float | None = None, as_of_round: bool = False, scrapes_per_target: int | None = None
+    ) -> CycleResult:
         """Evaluate, publish and notify from the history gathered so far (over ``window_seconds``,
         default the configured evaluation window).
+
+        ``scrapes_per_target``: how many scrapes of each target the evaluation expects, the denominator of
+        coverage (``once``: the 2 rounds of :meth:`scrape_once` it ran); ``None`` (the daemon): as many as the
+        window holds at ``scrape_interval``.
 
         Staleness is measured now from each target's own newest sample (a target with no new sample for
         ``stale_after_intervals`` intervals is stale, however many cycles ran or were skipped meanwhile).
@@ -1452,6 +1458,7 @@ class Service:
                     window_seconds or rt.cfg.evaluation_window,
                     self._round_started if as_of_round else None,
                     step=self._step,
+                    scrapes_per_target=scrapes_per_target,
                 )
             self._log_tick(rt, tick)
             result = CycleResult(now, tick.results, dict(self.scrape_errors))

@@ -650,7 +650,8 @@ class WindowStats:
 
         Example: the daemon at 15 s scrapes over a 300 s window holds 20 snapshots 285 s apart; ``once
         --interval 2`` evaluates a window of ~4 s (the time both scrapes took, plus one interval) holding two
-        snapshots ~2 s apart. Their preemption counts cover 285 s and 2 s, not 300 s and 4 s.
+        snapshots ~2 s apart. Their preemption counts cover 285 s and 2 s, not 300 s and 4 s. The ``snapshot``'s
+        ``window_seconds`` (``once --json``, the API) states this span.
         """
         return self.span_seconds if self.span_seconds else self.window_seconds
 

@@ -376,11 +376,14 @@ class Tracker:
         window: float | None = None,
         round_started: float | None = None,
         step: StepTimer | None = None,
+        scrapes_per_target: int | None = None,
     ) -> Tick:
         """Evaluate every deployment at ``now`` over ``window`` seconds (default the evaluation window).
 
         ``round_started``: when the observations of this round began (a target whose newest sample predates
         it by more than the stale bound is stale; default ``now``). ``step``: times the rules' step.
+        ``scrapes_per_target``: the scrapes of each target the window should hold, for coverage (``once``: the
+        2 it takes; default: ⌊window ÷ interval⌋ + 1, :func:`~advisor.evaluate.evaluate_deployment`).
         A deployment whose evaluation raises is skipped this tick and listed in :attr:`Tick.failures`.
         """
         window = window or self.evaluation_window
@@ -399,7 +402,15 @@ class Tracker:
             try:
                 self._replicas(d)
                 views = [d.targets[u].view() for u in d.listed]
-                ev, snapshot = evaluate_deployment(d.ctx, views, now, window, self.quality, round_started=round_started)
+                ev, snapshot = evaluate_deployment(
+                    d.ctx,
+                    views,
+                    now,
+                    window,
+                    self.quality,
+                    round_started=round_started,
+                    scrapes_per_target=scrapes_per_target,
+                )
                 error = self._model_error(name, snapshot.get("capacity_model_error_ratio"))
                 if error is not None:
                     model_errors.append((name, error))

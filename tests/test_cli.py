@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -414,6 +415,161 @@ deployments:
     assert len(stated) == 1, texts
     (span,) = stated
     assert interval <= span < 2 * interval, texts
+
+
+KV_SATURATION_BASE = 0.9
+"""kv_saturation's base for its diagnosis (``advisor/rules/kv_saturation.py``: ``confidence(ev, 0.9)``), before the
+factors of ``advisor.rules.common.confidence`` (coverage × pool source × rank coverage) and the model's miss."""
+
+
+def _once_on(tmp_path: Path, targets: list[str], interval: float) -> dict[str, Any]:
+    """``once --interval INTERVAL --json`` (in process) on one vLLM deployment of ``targets``; its one object."""
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        f"""
+deployments:
+  - name: chat-8b
+    engine: vllm
+    targets: {json.dumps(targets)}
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    max_model_len: 8192
+    slo: {{ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.9}}
+"""
+    )
+    r = run_cli("once", "--config", str(cfg), "--interval", f"{interval:g}", "--json")
+    assert r.returncode == 0, r.stderr
+    (d,) = json.loads(r.stdout)["deployments"]
+    assert d["state"] == "fresh", d["snapshot"]["state_reason"]
+    result: dict[str, Any] = d
+    return result
+
+
+def _kv_saturation_confidences(d: dict[str, Any], coverage: float) -> tuple[float, float, float, float]:
+    """``(suggested, expected, cap, expected)``: the confidence of the suggested KV turn of ``once``'s kv_saturation
+    incident and of its ``max_num_seqs`` cap, each beside the one the confidence formula gives at ``coverage``:
+    base × coverage × pool source (1: the engine reports its pool, else 0.85) × rank coverage (1: one rank per
+    engine) — and × the model's miss for the pool turn, whose description states it (a cap keeps its own)."""
+    from advisor.rules.common import MODEL_DISAGREEMENT_CONFIDENCE
+
+    (top, *_) = d["recommendations"]
+    assert top["rule"] == "kv_saturation", [r["rule"] for r in d["recommendations"]]
+    assert not d["snapshot"]["ranks"] and not d["snapshot"]["ranks_excluded"]  # one rank each: rank coverage 1
+    pool = 1.0 if top["evidence"]["kv_cache_capacity_source"] == "engine" else 0.85
+    # the stand-in's pool (2,000 blocks) is far below the capacity pass's 8B on an H100: the pool turn says so
+    assert "confidence lowered (×0.5)" in top["description"], top["description"]
+    (cap,) = [t for t in (top, *top["alternatives"]) if t["dial"] == "max_num_seqs"]
+    base = KV_SATURATION_BASE * coverage * pool
+    return top["confidence"], round(base * MODEL_DISAGREEMENT_CONFIDENCE, 3), cap["confidence"], round(base, 3)
+
+
+def test_a_complete_once_reads_full_coverage(saturated_engine: StandInServer, tmp_path: Path) -> None:
+    """Review: every ``once`` confidence was about 2/3 of what its factors give (0.3 for a pool turn that should
+    read 0.45). ``once`` scrapes each target twice by design, but its evaluation counted the scrapes a window of
+    elapsed time + one interval (~4 s at --interval 2) would hold at one per 2 s — 3 — so a run that missed nothing
+    read coverage 2/3. Both scrapes of the one target answered: coverage 2 of 2."""
+    d = _once_on(tmp_path, [saturated_engine.url()], interval=2)
+    top, top_expected, cap, cap_expected = _kv_saturation_confidences(d, coverage=2 / 2)
+    assert top == pytest.approx(top_expected, abs=1e-3)
+    assert cap == pytest.approx(cap_expected, abs=1e-3)
+
+
+class _PagesServed:
+    """A saturated stand-in engine on loopback that keeps every ``/metrics`` page it served (``pages``, in order);
+    with ``fail_first`` it answers its first request 503 instead."""
+
+    def __init__(self, fail_first: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        phase = Phase("saturated", 10_000, 0.97, 48, 12, 3.0, 1500, 300, 1.0, 0.5, 0.05)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(StandInEngine(phases=(phase,), speed=1.0, num_gpu_blocks=2000))
+        self.requests = 0
+        self.pages: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_GET(self) -> None:
+                outer.requests += 1
+                if fail_first and outer.requests == 1:
+                    self.send_error(503)
+                    return
+                body = generate_latest(registry)
+                outer.pages.append(body.decode())
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def first_scrape_fails() -> Iterator[_PagesServed]:
+    """A second saturated stand-in engine that answers its first scrape 503, then serves."""
+    srv = _PagesServed(fail_first=True)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def pages_served() -> Iterator[_PagesServed]:
+    """A saturated stand-in engine that keeps the pages it served."""
+    srv = _PagesServed()
+    yield srv
+    srv.close()
+
+
+def test_a_scrape_once_missed_still_lowers_its_coverage(
+    saturated_engine: StandInServer, first_scrape_fails: _PagesServed, tmp_path: Path
+) -> None:
+    """Two replicas, one of whose two scrapes failed (503, then answered): 3 of the 4 scrapes ``once`` took, so
+    coverage 3/4 (before: 3 of the 6 a ~2 s window at 1 s would hold, 1/2)."""
+    d = _once_on(tmp_path, [saturated_engine.url(), first_scrape_fails.url], interval=1)
+    assert (first_scrape_fails.requests, len(first_scrape_fails.pages)) == (2, 1)
+    assert [t["up"] for t in d["targets"]] == [True, True]
+    top, top_expected, cap, cap_expected = _kv_saturation_confidences(d, coverage=3 / 4)
+    assert top == pytest.approx(top_expected, abs=1e-3)
+    assert cap == pytest.approx(cap_expected, abs=1e-3)
+
+
+def _counter(page: str, name: str) -> float:
+    """The one sample of counter ``name`` (its ``_total`` series) on an exposition ``page``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (value,) = [s.value for f in text_string_to_metric_families(page) for s in f.samples if s.name == name]
+    return float(value)
+
+
+def test_once_window_seconds_is_the_time_its_rates_span(pages_served: _PagesServed, tmp_path: Path) -> None:
+    """Review: ``once --interval 2 --json`` said ``window_seconds`` ≈ 4 — the window handed to the evaluation
+    (elapsed time + one interval) — while the key is documented as the window the rates span, and the rates divide
+    each counter's increase between the two scrapes by the ~2 s between them. Rate × window_seconds must give the
+    increase between the two pages the engine served."""
+    d = _once_on(tmp_path, [pages_served.url], interval=2)
+    first, second = pages_served.pages
+    s = d["snapshot"]
+    for key, counter in (
+        ("generation_tokens_per_second", "vllm:generation_tokens_total"),
+        ("prompt_tokens_per_second", "vllm:prompt_tokens_total"),
+    ):
+        increase = _counter(second, counter) - _counter(first, counter)
+        assert increase > 0
+        assert s[key] * s["window_seconds"] == pytest.approx(increase, rel=1e-9), (key, s["window_seconds"])
 
 
 def test_demo_help_states_how_many_ramps_the_default_duration_runs() -> None:

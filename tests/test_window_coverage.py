@@ -29,9 +29,18 @@ def _snap(i: int) -> EngineSnapshot:
     )
 
 
-def _coverage(offsets: list[float], now: float = 1_000.0) -> float:
+def _coverage(
+    offsets: list[float],
+    now: float = 1_000.0,
+    window: float = 5.0,
+    interval: float = 1.0,
+    scrapes_per_target: int | None = None,
+) -> float:
     hist = tuple(TimedSnapshot(URL, now - off, _snap(i)) for i, off in enumerate(sorted(offsets, reverse=True)))
-    ev, _ = evaluate_deployment(context(), [TargetView(URL, True, None, None, hist)], now, 5.0, Quality(1.0))
+    view = TargetView(URL, True, None, None, hist)
+    ev, _ = evaluate_deployment(
+        context(), [view], now, window, Quality(interval), scrapes_per_target=scrapes_per_target
+    )
     return ev.coverage()
 
 
@@ -45,3 +54,16 @@ def test_a_missed_scrape_still_lowers_it() -> None:
     assert _coverage([5.02, 4.02, 3.02, 1.02, 0.02]) == 5 / 6
     # a sample a whole interval before the window does not count: 6.02 s ago, with 1.02 s missing
     assert _coverage([6.02, 5.02, 4.02, 3.02, 2.02, 0.02]) == 5 / 6
+
+
+def test_once_expects_the_two_scrapes_it_takes_however_long_its_window() -> None:
+    # once --interval 2 against a target that took 3 s a scrape: its window is 3 + 2 + 3 s of scraping plus one
+    # interval, 10 s, which at 2 s would "hold" ⌊10 ÷ 2⌋ + 1 = 6 scrapes; once takes 2, each stamped when it ended
+    assert _coverage([5.0, 0.0], window=10.0, interval=2.0, scrapes_per_target=2) == 1.0
+    # one of its two scrapes failed: 1 of 2
+    assert _coverage([0.0], window=10.0, interval=2.0, scrapes_per_target=2) == 1 / 2
+
+
+def test_the_daemon_still_expects_what_its_window_holds() -> None:
+    # no count given (the daemon): the same two scrapes in a 10 s window at 2 s are 2 of the 6 it holds
+    assert _coverage([5.0, 0.0], window=10.0, interval=2.0) == 2 / 6

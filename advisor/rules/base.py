@@ -68,7 +68,8 @@ class Evaluation:
         capacity_model_error_bound: how far (``|capacity_model_error_ratio|``) the capacity pass may miss the
             engine's reported pool before predicted effects lose confidence (config
             ``data_quality.capacity_model_error_bound``; 0.15 by default, the config's default).
-        expected_samples: scrapes the window would hold at the configured interval.
+        expected_samples: scrapes the window would hold at the configured interval (``once``: the scrapes it
+            took, 2 per target).
         now: unix seconds.
         kv_rank_capacity_tokens: each data-parallel rank's own KV pool (tokens) of one replica, when the
             engine reports ranks; empty otherwise. One request lives on one rank, so whether a max-length
