@@ -1,10 +1,12 @@
 """``source: scrape``: the advisor's clock stepping back (an NTP correction of a clock that ran ahead, a VM
-restored), while it scrapes two targets of one vLLM deployment on loopback (adversarial review, h15).
+restored) or forward, while it scrapes two targets of one vLLM deployment on loopback (adversarial review, h15).
 
 Each scrape is stamped with the advisor's clock, so a step back leaves every point held "in the future" of the
 new clock. The policy is the Prometheus source's (``tests/test_prometheus_target_faults.py``, 4): a step back
 larger than one scrape interval is logged once, with its size; the window is judged on the points scraped since;
-staleness, frozen-engine detection, rates and counter resets read right afterwards.
+staleness, frozen-engine detection, rates and counter resets read right afterwards. A step forward empties the
+window: the targets read ``stale`` ("no sample in the window") until a new scrape, then the window holds that
+scrape alone, and no counter is misread.
 
 The engine is a :class:`tests.states.VLLMEngine` whose page a loopback server (``tests.conftest.http_server``)
 serves at both targets' paths (a path in :attr:`Rig.down` answers 503); it generates :data:`TOKENS` tokens between
@@ -183,3 +185,32 @@ def test_a_step_back_with_no_scrape_since_is_said_when_a_target_next_answers(
     assert len(_said(caplog, "stepped back")) == 1, _said(caplog, "stepped back")
     assert rig.stamps(b)[0] == back and rig.stamps(b) == sorted(rig.stamps(b))
     assert after[-1].state == "fresh", after[-1].target_states
+
+
+def test_a_step_forward_reads_stale_until_a_scrape_and_then_judges_the_window_on_it(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The clock steps forward an hour between cycles. Evaluated before the next scrape, every sample has left
+    the window: the targets are stale, "no sample in the window" (before: ``unavailable``, "last scrape failed: no
+    data yet", and the deployment "no target answered" — both answered every scrape). The next scrape is the
+    window's only point: fresh, its rates unknown (not zero, not an hour's worth of tokens over a second), no
+    counter read as reset, nothing recommended; the scrape after reads the engine's rate. A step forward is no
+    step back: nothing is said of one."""
+    for _ in range(25):
+        rig.cycle()
+    rig.now[0] += 3600.0
+    before = rig.evaluate()
+    assert before.state == "stale"
+    assert before.target_states == (("stale", "no sample in the window"),) * 2
+    assert not before.recommendations
+    first = rig.cycle()
+    stats = first.evaluation.stats
+    assert first.state == "fresh" and stats is not None
+    assert stats.samples == 2  # one point per target: the window since the step
+    assert stats.generation_tokens_per_second is None and stats.counter_resets == 0
+    assert not first.recommendations
+    second = rig.cycle()
+    assert second.evaluation.stats is not None
+    assert second.evaluation.stats.generation_tokens_per_second == pytest.approx(2 * RATE)
+    assert not second.recommendations
+    assert not _said(caplog, "stepped back")
