@@ -9,7 +9,8 @@ Data quality (``state``):
 
 * ``unavailable`` — no target's last scrape succeeded;
 * ``stale`` — an answering target's newest sample is older than ``stale_after_intervals`` scrape
-  intervals, or its engine is frozen (requests running, token counters standing still);
+  intervals (or it holds none: every sample left the window), or its engine is frozen (requests running, token
+  counters standing still);
 * ``fresh`` — otherwise.
 
 Pools (issue 12, classes 3 and 5): one request lives on one data-parallel rank, so the snapshot shows the
@@ -409,8 +410,8 @@ def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None
 
 def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     """One target's ``(state, reason)``: ``unavailable`` (last scrape failed), ``stale`` (no new sample for
-    ``stale_after_intervals`` intervals, or frozen), else ``fresh``. Remembered on ``t`` (:attr:`TargetView.states`)
-    per ``(now, q)``: the second ask in a cycle costs a lookup."""
+    ``stale_after_intervals`` intervals, none in the window, or frozen), else ``fresh``. Remembered on ``t``
+    (:attr:`TargetView.states`) per ``(now, q)``: the second ask in a cycle costs a lookup."""
     key = (now, q)
     known = t.states.get(key)
     if known is None:
@@ -418,10 +419,19 @@ def target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     return known
 
 
+NO_SAMPLE_IN_WINDOW: Final = "no sample in the window"
+"""The ``stale`` reason of a target whose last scrape answered but whose history holds no sample (trimmed, or
+restarted when the clock stepped back: :class:`advisor.tracker.ClockStep`)."""
+
+
 def _target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     """:func:`target_state` computed (the reference: the memo only ever holds what this returns)."""
-    if not t.up or not t.history:
+    if not t.up:
         return c.STATE_UNAVAILABLE, f"last scrape failed: {t.error_reason or 'no data yet'}"
+    if not t.history:
+        # it answered, but its samples left the history: older than the window (the clock stepped forward, or
+        # the advisor was paused, longer than that), or dropped when the clock stepped back — no new sample
+        return c.STATE_STALE, NO_SAMPLE_IN_WINDOW
     age = now - t.history[-1].timestamp
     if age > q.stale_after_intervals * q.interval_seconds:
         return c.STATE_STALE, f"no new sample for {age:.0f}s"

@@ -81,7 +81,7 @@ from advisor.sources.prometheus import (
     same_scrape,
 )
 from advisor.state import load_notifying, load_state, save_state
-from advisor.tracker import Tick, Tracker
+from advisor.tracker import ClockStep, Tick, Tracker
 from advisor.workers import ProcessWorkers, usable_cpus
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,22 @@ _Key = tuple[str, str]
 """``(deployment, target URL)``."""
 
 _R = TypeVar("_R")
+
+
+def _log_clock_step(step: ClockStep) -> None:
+    """``source: scrape``: say once, with its size, that the clock stepped back and the deployment's histories
+    restarted (:meth:`advisor.tracker.Tracker.observe`; the Prometheus source says the same in
+    :meth:`Service._clock_stepped_back`)."""
+    log.warning(
+        "deployment=%s: the clock stepped back %s s (it reads %s, the newest point was at %s): the %d point(s) "
+        "scraped before the step are dropped and the window restarts; targets are judged on the points scraped "
+        "since",
+        step.deployment,
+        f"{step.seconds:,.0f}",
+        rfc3339(step.now),
+        rfc3339(step.newest),
+        step.dropped,
+    )
 
 
 class WorkerPool:
@@ -960,7 +976,9 @@ class Service:
                 continue
             self._adopt(d, res.engine)
             if res.ok and res.snapshot is not None:
-                self.tracker.observe(name, url, TimedSnapshot(url, ts, res.snapshot, res.duplicate_series))
+                step = self.tracker.observe(name, url, TimedSnapshot(url, ts, res.snapshot, res.duplicate_series))
+                if step is not None:
+                    _log_clock_step(step)
                 continue
             reason, message = res.error_reason, res.error_message
             # a message may quote the page, which may echo the URL: none of its secrets goes further

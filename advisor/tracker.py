@@ -8,7 +8,8 @@ the same history gives the same recommendations, opened and resolved at the same
 
 * :meth:`Tracker.observe` — a target answered: its snapshot enters the history (:func:`record`: parts
   equal to the previous snapshot's shared, thinned to :data:`HISTORY_POINTS_PER_WINDOW` per window except
-  across a restart — :func:`restarted` is the one restart rule);
+  across a restart — :func:`restarted` is the one restart rule); a snapshot older than the target's newest
+  means the clock stepped back (:class:`ClockStep`: the histories stay in time order);
 * :meth:`Tracker.fail` / :meth:`Tracker.set_status` — a target did not answer (the reason is kept);
 * :meth:`Tracker.evaluate` — at ``now``: histories trimmed to the window, replicas counted, every deployment
   evaluated (:func:`advisor.evaluate.evaluate_deployment`) and its rules run through the lifecycle with ``now``
@@ -125,6 +126,37 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
             and not restarted(b.snapshot, c_.snapshot)
         ):
             history.remove(b)
+
+
+@dataclass(frozen=True, slots=True)
+class ClockStep:
+    """The clock that stamps a deployment's snapshots stepped back (a host clock that ran ahead set right by NTP,
+    a VM restored): a snapshot came in stamped ``now``, more than one scrape interval before the newest one held
+    (``newest``). The daemon's scrapes are stamped with its own clock, so every point held was stamped by the clock
+    before the step: :meth:`Tracker.observe` dropped them (``dropped``, over every target of ``deployment``), and
+    the window restarts with the new snapshot. Kept, they would sit "in the future" of the clock, out of time
+    order: each new point thinned away against them (:func:`record`; an hour's step left one sample in the window,
+    and no rate, for the hour), rates taken across the two clocks (a minute's step read 121 tokens/s for 100), a
+    frozen engine never found frozen. (The Prometheus source's points carry the store's scrape times, not this
+    clock: it drops only those after ``now``, in ``advisor.service.Service._clock_stepped_back``.)
+
+    Attributes:
+        deployment: the deployment whose histories restarted.
+        now: the clock after the step (the new snapshot's time, unix s).
+        newest: the newest point held before the step (unix s).
+        dropped: points dropped, over every target of the deployment.
+    """
+
+    deployment: str
+    now: float
+    newest: float
+    dropped: int
+
+    @property
+    def seconds(self) -> float:
+        """How far the clock stepped back, as measured: ``newest − now`` (at least one scrape interval; a step
+        lands between two scrapes, so this is the step less up to one interval)."""
+        return self.newest - self.now
 
 
 @dataclass
@@ -310,14 +342,41 @@ class Tracker:
         return t
 
     # -- observations -----------------------------------------------------------------------------------------
-    def observe(self, deployment: str, url: str, point: TimedSnapshot) -> None:
+    def observe(self, deployment: str, url: str, point: TimedSnapshot) -> ClockStep | None:
         """Target ``url`` of ``deployment`` answered with ``point``: it enters the history (:func:`record`),
         the target is up. An unknown target is added to the listed ones. Raises ``KeyError`` for an unknown
-        deployment."""
+        deployment.
+
+        Each target's points arrive in time order (one scrape at a time, stamped when it ends; the Prometheus
+        source and the backtest append only points newer than the newest held), so ``point`` older than the
+        target's newest means the clock that stamps them stepped back. Within one scrape interval, the target's
+        points stamped after ``point`` are dropped (at most that interval's point) and nothing is reported.
+        Further, every target of the deployment drops its history (all stamped by the clock before the step; see
+        :class:`ClockStep`) and the step is returned, once: the window restarts with ``point``. ``None`` else."""
         t = self._target(deployment, url)
+        step = self._stepped_back(deployment, t, point.timestamp) if t.history else None
         record(t.history, point, self.evaluation_window)
         t.window.sync(t.history)  # the new point's deltas, once (and the thinned or replaced neighbours')
         t.up, t.error_reason, t.error_message = True, None, None
+        return step
+
+    def _stepped_back(self, deployment: str, t: _Target, now: float) -> ClockStep | None:
+        """Keep ``t``'s history in time order before a point stamped ``now`` enters (:meth:`observe`)."""
+        newest = t.history[-1].timestamp
+        if newest <= now:
+            return None
+        if newest - now <= self.scrape_interval:
+            while t.history and t.history[-1].timestamp > now:
+                t.history.pop()
+            return None
+        dropped = 0
+        for other in self._deps[deployment].targets.values():
+            if other.history:
+                newest = max(newest, other.history[-1].timestamp)
+                dropped += len(other.history)
+                other.history.clear()
+                other.window.sync(other.history)
+        return ClockStep(deployment, now, newest, dropped)
 
     def fail(self, deployment: str, url: str, reason: str | None, message: str | None) -> bool:
         """Target ``url`` did not answer (``reason``: a ``c.REASON_*``). Returns whether that is news: it was

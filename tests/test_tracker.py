@@ -88,6 +88,47 @@ def test_histories_are_trimmed_to_the_window_plus_three_intervals() -> None:
     assert kept and T0 + 39 - kept[0].timestamp <= 10.0 + 3 * 1.0
 
 
+def test_a_point_from_before_a_step_back_of_the_clock_restarts_the_deployments_histories() -> None:
+    """The clock stamping the points steps back 100 s (window 10 s, interval 1 s) after 20 points of two targets
+    and one of another deployment: the first point stamped by the new clock reports the step once (size, times,
+    points dropped), both targets of its deployment hold only points of the new clock, in time order, and the
+    other deployment keeps its own until its own next point. Before, the point was appended after the newer ones
+    and nothing was reported."""
+    tr = _tracker()
+    other = "http://engine-b:8000/metrics"
+    tr.set_deployments([(context(), [URL, other]), (dataclasses.replace(context(), name="b"), [URL])])
+    for k in range(20):
+        for name, url in (("chat-8b", URL), ("chat-8b", other), ("b", URL)):
+            assert tr.observe(name, url, TimedSnapshot(url, T0 + k, _snap(100.0 * k))) is None
+    held = len(tr.history("chat-8b", URL)) + len(tr.history("chat-8b", other))
+    now = T0 + 20 - 100.0
+    step = tr.observe("chat-8b", URL, TimedSnapshot(URL, now, _snap(2000.0)))
+    assert [p.timestamp for p in tr.history("chat-8b", URL)] == [now]
+    assert tr.history("chat-8b", other) == ()
+    assert step is not None
+    assert (step.deployment, step.now, step.newest, step.seconds, step.dropped) == ("chat-8b", now, T0 + 19, 99.0, held)
+    assert tr.observe("chat-8b", other, TimedSnapshot(other, now + 0.01, _snap(2000.0))) is None  # said once
+    assert tr.observe("chat-8b", URL, TimedSnapshot(URL, now + 1, _snap(2100.0))) is None
+    assert [p.timestamp for p in tr.history("chat-8b", URL)] == [now, now + 1]
+    assert tr.history("b", URL)[-1].timestamp == T0 + 19
+    (res,) = [r for r in tr.evaluate(now + 1).results if r.name == "chat-8b"]
+    stats = res.evaluation.stats
+    assert stats is not None and stats.counter_resets == 0
+    assert stats.generation_tokens_per_second == 100.0  # 100 tokens in the one second since the step, not across it
+
+
+def test_a_step_back_within_one_interval_costs_the_points_after_it_and_is_not_reported() -> None:
+    """A point stamped 0.5 s before the newest (interval 1 s): the newer point is dropped, so the history stays in
+    time order, and nothing is reported. Before, it was appended after the newer one."""
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    for k in range(5):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + 2 * k, _snap(100.0 * k)))
+    assert tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + 7.5, _snap(450.0))) is None
+    stamps = [p.timestamp for p in tr.history("chat-8b", URL)]
+    assert stamps[-1] == T0 + 7.5 and stamps == sorted(stamps) and T0 + 8 not in stamps
+
+
 class _Explodes:
     """A rule that raises for one deployment only (a plugin's bug)."""
 
