@@ -65,13 +65,14 @@ from advisor.evaluate import Quality, engines_behind
 from advisor.exporter import AdvisorCollector, SelfMetrics
 from advisor.files import read_text_capped
 from advisor.http_edge import ClosableTransport, Transport, target_transport
+from advisor.listing import join_bounded
 from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, Transition
+from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, PendingRestart, Transition
 from advisor.sources.prometheus import (
     MIN_POINT_GAP_STEPS,
     PrometheusSource,
@@ -108,8 +109,23 @@ the next cycle, so the slowest target never holds the others' evaluation up (in 
 scrape loop, as in Prometheus)."""
 
 HEALTH_SLACK_SECONDS = 5.0
-"""``/healthz`` fails when no cycle completed within 3 scrape intervals plus this slack (start-up counts from
-process start)."""
+"""``/healthz`` fails when no cycle completed within :data:`STALL_INTERVALS` scrape intervals plus this slack
+(start-up counts from process start)."""
+
+STALL_INTERVALS: Final = 3
+"""Scrape intervals without a completed cycle after which the loop counts as stalled: ``/healthz`` fails, and the
+next evaluation restarts the pending for-durations (:func:`evaluation_gap_bound`)."""
+
+
+def evaluation_gap_bound(scrape_interval: float) -> float:
+    """The longest gap between two evaluations of a deployment that still vouches for the time between them
+    (seconds): :data:`STALL_INTERVALS` scrape intervals plus :data:`HEALTH_SLACK_SECONDS`, the bound past which
+    ``/healthz`` calls the loop stalled (50 s at the default 15 s interval). After a longer one (a stalled loop, a
+    suspended VM, the clock jumping forward) the pending for-durations restart at the next evaluation
+    (:class:`advisor.rules.lifecycle.Lifecycle` ``max_gap_seconds``): a for-duration counts time its condition
+    was seen to hold, and an hour's jump must not open a rule seen for two scrapes."""
+    return STALL_INTERVALS * scrape_interval + HEALTH_SLACK_SECONDS
+
 
 FUTURE_SAMPLE_SECONDS = 60.0
 """``source: prometheus``: a point stamped more than this ahead of the advisor's clock (a ``/federate`` sample in
@@ -136,6 +152,33 @@ def _log_clock_step(step: ClockStep) -> None:
         rfc3339(step.now),
         rfc3339(step.newest),
         step.dropped,
+    )
+
+
+def _log_restarts(restarts: Sequence[PendingRestart], bound: float) -> None:
+    """Say once per evaluation, with the gap's size, that pending for-durations restarted after a gap longer
+    than ``bound`` seconds or a step back of the clock (:attr:`advisor.tracker.Tick.restarts`); the conditions are
+    named (at most :data:`advisor.listing.MAX_LISTED`), each with how long it had been pending."""
+    worst = max(restarts, key=lambda r: abs(r.gap_seconds))
+    span = f"from {rfc3339(worst.previous)} to {rfc3339(worst.now)}"
+    if worst.gap_seconds < 0:
+        why = f"the clock stepped back {-worst.gap_seconds:,.0f} s since the previous evaluation ({span})"
+    else:
+        why = f"no evaluation for {worst.gap_seconds:,.0f} s ({span}; the loop counts as stalled after {bound:g} s)"
+    deps = {r.deployment for r in restarts}
+    one = len(deps) == 1
+    items = [
+        f"{'' if one else r.deployment + '/'}{rule} (pending {held:,.0f} s)"
+        for r in restarts
+        for (rule, held) in r.rules
+    ]
+    log.warning(
+        "%s%s: the for-durations of %d pending condition(s) restart at this evaluation, which cannot vouch that "
+        "they held in between: %s",
+        f"deployment={worst.deployment}: " if one else f"{len(deps)} deployments: ",
+        why,
+        len(items),
+        join_bounded(items),
     )
 
 
@@ -480,6 +523,7 @@ class Service:
             ignore_for=ignore_for,
             model_error_bound=dq.capacity_model_error_bound,
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
+            max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
@@ -691,6 +735,7 @@ class Service:
             cooldown_seconds=cfg.rules.cooldown,
             model_error_bound=cfg.data_quality.capacity_model_error_bound,
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
+            max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
         )
         self.tracker.set_deployments(rt.plan)
         for d in rt.deployments:
@@ -1533,6 +1578,8 @@ class Service:
                 error * 100,
                 bound * 100,
             )
+        if tick.restarts:
+            _log_restarts(tick.restarts, evaluation_gap_bound(rt.cfg.scrape_interval))
         for update in tick.updates:  # shown, never notified: the alert is unchanged
             if self.on_transition is not None:
                 self.on_transition(update)  # the console line (the log would repeat it on stderr)
@@ -1561,7 +1608,7 @@ class Service:
             deadline = max(deadline, cfg.prometheus.connect_timeout + cfg.prometheus.read_timeout)
         return self.run_once(min(deadline, CYCLE_WAIT_SHARE * cfg.scrape_interval))
 
-    def unhealthy_reason(self, now: float, intervals: int = 3) -> str | None:
+    def unhealthy_reason(self, now: float, intervals: int = STALL_INTERVALS) -> str | None:
         """Why ``/healthz`` fails, or ``None`` when a cycle completed within ``intervals`` scrape intervals plus
         :data:`HEALTH_SLACK_SECONDS`. Before the first cycle completes, the time counts from start-up (a first
         cycle that never ends is a failure too). A scrape worker process that is down (dead, not restarted yet:
@@ -1581,7 +1628,7 @@ class Service:
             )
         return f"evaluation loop stalled: no evaluation cycle completed for {age:.0f}s (bound {bound:g}s)"
 
-    def healthy(self, now: float, intervals: int = 3) -> bool:
+    def healthy(self, now: float, intervals: int = STALL_INTERVALS) -> bool:
         """True when a cycle completed within ``intervals`` scrape intervals plus slack, counting from start-up
         before the first (see :meth:`unhealthy_reason`)."""
         return self.unhealthy_reason(now, intervals) is None

@@ -32,7 +32,7 @@ from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnaps
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, RuleStatus, Transition
+from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import ReplicaStabilizer
 from advisor.telemetry import WindowAccumulator
 
@@ -193,6 +193,9 @@ class Tick:
         failures: ``(deployment, exception)`` of each deployment whose evaluation raised (skipped this tick).
         model_errors: ``(deployment, capacity_model_error_ratio)`` of each deployment whose capacity pass now
             misses the engine's reported KV pool beyond the bound, reported once until it recovers.
+        restarts: the deployments whose pending for-durations restarted at this evaluation, which came after a
+            gap longer than ``max_gap_seconds`` or a step back of the clock
+            (:class:`~advisor.rules.lifecycle.PendingRestart`).
     """
 
     now: float
@@ -201,6 +204,7 @@ class Tick:
     updates: tuple[Transition, ...] = ()
     failures: tuple[tuple[str, BaseException], ...] = ()
     model_errors: tuple[tuple[str, float], ...] = ()
+    restarts: tuple[PendingRestart, ...] = ()
 
     def result(self, deployment: str) -> DeploymentResult | None:
         """The result of ``deployment``, or ``None`` (not evaluated, or failed)."""
@@ -225,6 +229,10 @@ class Tracker:
             deployment (``None``: never).
         replica_windows: ``(scale-up, scale-down)`` stabilization windows in seconds for the replica advice
             (config ``rules.replicas``; :class:`advisor.rules.replicas.ReplicaStabilizer`); ``None``: the defaults.
+        max_gap_seconds: an evaluation more than this after a deployment's previous one cannot vouch for the time
+            between: its pending for-durations restart (:class:`~advisor.rules.lifecycle.Lifecycle`; the daemon
+            gives its stalled-loop bound). ``None``: evaluations vouch for any forward gap (the backtest, whose
+            evaluations are its grid).
     """
 
     def __init__(
@@ -238,9 +246,12 @@ class Tracker:
         ignore_for: bool = False,
         model_error_bound: float | None = None,
         replica_windows: tuple[float, float] | None = None,
+        max_gap_seconds: float | None = None,
     ) -> None:
         stabilizer = ReplicaStabilizer(*replica_windows) if replica_windows is not None else None
-        self.lifecycle = Lifecycle(rules, cooldown_seconds=cooldown_seconds, replica_stabilizer=stabilizer)
+        self.lifecycle = Lifecycle(
+            rules, cooldown_seconds=cooldown_seconds, replica_stabilizer=stabilizer, max_gap_seconds=max_gap_seconds
+        )
         self.evaluation_window = evaluation_window
         self.scrape_interval = scrape_interval
         self.quality = quality
@@ -260,11 +271,14 @@ class Tracker:
         cooldown_seconds: float,
         model_error_bound: float | None,
         replica_windows: tuple[float, float] | None = None,
+        max_gap_seconds: float | None = None,
     ) -> None:
         """New settings (a reload): histories, open recommendations, pending for-durations and the replica
-        counts observed so far are kept (new stabilization windows apply to them)."""
+        counts observed so far are kept (new stabilization windows apply to them; a new ``max_gap_seconds``
+        from the next evaluation)."""
         self.lifecycle.rules = list(rules)
         self.lifecycle.cooldown_seconds = cooldown_seconds
+        self.lifecycle.max_gap_seconds = max_gap_seconds
         if replica_windows is not None:
             stab = self.lifecycle.replica_stabilizer
             stab.up_window, stab.down_window = replica_windows
@@ -452,6 +466,7 @@ class Tracker:
         updates: list[Transition] = []
         failures: list[tuple[str, BaseException]] = []
         model_errors: list[tuple[str, float]] = []
+        restarts: list[PendingRestart] = []
         # incidents of deployments a reload removed, or of problems no configured rule has, resolve now
         transitions += self.lifecycle.resolve_orphans(set(self._deps), now)
         # each deployment's result, its rule statuses left to fill in after the loop: the statuses of every
@@ -476,6 +491,8 @@ class Tracker:
                 with timer("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 updates += self.lifecycle.last_updates
+                if self.lifecycle.last_restart is not None:
+                    restarts.append(self.lifecycle.last_restart)
                 done.append(
                     (
                         name,
@@ -500,7 +517,15 @@ class Tracker:
         for (dep, _), status in self.lifecycle.statuses.items():
             statuses.setdefault(dep, []).append(status)
         results = [DeploymentResult(**fields, rule_statuses=tuple(statuses.get(name, ()))) for name, fields in done]
-        return Tick(now, tuple(results), tuple(transitions), tuple(updates), tuple(failures), tuple(model_errors))
+        return Tick(
+            now,
+            tuple(results),
+            tuple(transitions),
+            tuple(updates),
+            tuple(failures),
+            tuple(model_errors),
+            tuple(restarts),
+        )
 
     def _model_error(self, name: str, error: Any) -> float | None:
         """``error`` when it newly passes the bound (reported once, again after it recovers), else ``None``."""

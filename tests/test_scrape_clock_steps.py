@@ -6,7 +6,9 @@ new clock. The policy is the Prometheus source's (``tests/test_prometheus_target
 larger than one scrape interval is logged once, with its size; the window is judged on the points scraped since;
 staleness, frozen-engine detection, rates and counter resets read right afterwards. A step forward empties the
 window: the targets read ``stale`` ("no sample in the window") until a new scrape, then the window holds that
-scrape alone, and no counter is misread.
+scrape alone, and no counter is misread. A rule pending across a step either way, or across a stalled loop (no
+cycle for longer than 3 intervals + 5 s), restarts its for-duration at the evaluation after it: it opens after
+its ``for`` of evaluations that saw it hold, neither an hour early nor an hour late.
 
 The engine is a :class:`tests.states.VLLMEngine` whose page a loopback server (``tests.conftest.http_server``)
 serves at both targets' paths (a path in :attr:`Rig.down` answers 503); it generates :data:`TOKENS` tokens between
@@ -214,3 +216,103 @@ def test_a_step_forward_reads_stale_until_a_scrape_and_then_judges_the_window_on
     assert second.evaluation.stats.generation_tokens_per_second == pytest.approx(2 * RATE)
     assert not second.recommendations
     assert not _said(caplog, "stepped back")
+
+
+FOR = 60.0
+"""kv_saturation's default for-duration (config ``rules.kv_saturation.for``), seconds."""
+
+
+def _saturate(rig: Rig) -> None:
+    """The pool fills with requests waiting: kv_saturation holds from the next scrape (20 running, so no few
+    long requests hold the pool and ``admission_thrash`` does not; a steady queue, so ``queue_growth`` does not)."""
+    rig.engine.running, rig.engine.waiting, rig.engine.kv_usage = 20.0, 5.0, 0.95
+
+
+def _kv_status(result: DeploymentResult) -> tuple[str, str]:
+    (status,) = [s for s in result.rule_statuses if s.rule == "kv_saturation"]
+    return status.state, status.reason
+
+
+def _until_opened(rig: Rig, cycles: int) -> tuple[list[DeploymentResult], float | None]:
+    """Up to ``cycles`` cycles, stopping at the one the saturation incident opens at; its ``opened_at``."""
+    results: list[DeploymentResult] = []
+    for _ in range(cycles):
+        results.append(rig.cycle())
+        if results[-1].recommendations:
+            return results, results[-1].recommendations[0].opened_at
+    return results, None
+
+
+@pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward-an-hour", "back-an-hour"])
+def test_a_clock_step_restarts_a_pending_for_duration_on_the_evaluations_since(
+    rig: Rig, jump: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kv_saturation (for 60 s) has held for 15 s when the clock steps an hour. Before: forward, the next cycle
+    found it held for 3,615 s and opened it on the one scrape the window held, after ~30 s of real saturation;
+    back, it sat at "pending (for -3585s of 60s)" and would have opened an hour late. Now the evaluation after
+    the step cannot vouch for the time between (it is not one interval after the one before): the pending
+    condition's clock restarts there, so the incident opens after 60 s of evaluations that saw it hold, no
+    earlier and no later; this is said once, with the step's size."""
+    for _ in range(5):
+        rig.cycle()
+    _saturate(rig)
+    rig.cycle()
+    state, reason = _kv_status(rig.cycle())
+    assert state == "pending" and reason.endswith("(for 15s of 60s)"), reason
+    last_before = rig.now[0]
+    rig.now[0] += jump
+    first_after = rig.now[0] + INTERVAL
+    with caplog.at_level(logging.INFO, logger="advisor.service"):
+        results, opened_at = _until_opened(rig, 10)
+    assert opened_at == first_after + FOR, [(r.evaluation.now, _kv_status(r)) for r in results]
+    # pending from the first evaluation after the step, never for a negative time nor for the hour
+    assert [_kv_status(r)[1].rsplit("(for ", 1)[-1] for r in results[:-1]] == [
+        f"{held:.0f}s of 60s)" for held in (0.0, 15.0, 30.0, 45.0)
+    ]
+    said = _said(caplog, "for-durations")
+    assert len(said) == 1, said
+    gap = first_after - last_before
+    assert f"{abs(gap):,.0f} s" in said[0] and "kv_saturation" in said[0] and "deployment=a" in said[0], said
+
+
+def test_evaluations_one_interval_apart_keep_the_for_duration_running(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same saturation with no step: the incident opens 60 s after the condition was first seen (the
+    restart is for gaps alone) and nothing about a restart is said."""
+    for _ in range(5):
+        rig.cycle()
+    _saturate(rig)
+    first = rig.now[0] + INTERVAL
+    with caplog.at_level(logging.INFO, logger="advisor.service"):
+        _, opened_at = _until_opened(rig, 10)
+    assert opened_at == first + FOR
+    assert not _said(caplog, "for-durations")
+
+
+def test_a_stalled_loop_restarts_a_pending_for_duration_but_keeps_an_open_incident(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No cycle runs for 5 minutes (a stalled loop, a suspended VM; /healthz would fail after 3 intervals + 5 s)
+    while kv_saturation is pending: the next cycle cannot vouch that the pool stayed full meanwhile, so the
+    for-duration restarts there. An incident already open stays open across the same gap (same id, nothing
+    re-notified); each gap is said once, and the second names only what was still pending (not the active
+    kv_saturation)."""
+    for _ in range(5):
+        rig.cycle()
+    _saturate(rig)
+    rig.cycle()
+    rig.cycle()
+    rig.now[0] += 300.0
+    first_after = rig.now[0] + INTERVAL
+    with caplog.at_level(logging.INFO, logger="advisor.service"):
+        _, opened_at = _until_opened(rig, 10)
+        assert opened_at == first_after + FOR
+        (rec,) = rig.svc.tracker.lifecycle.open_recommendations("a")
+        rig.now[0] += 300.0
+        after = rig.cycle()
+    assert [r.id for r in after.recommendations] == [rec.id]
+    assert _kv_status(after)[0] == "firing"
+    said = _said(caplog, "for-durations")
+    assert len(said) == 2 and "no evaluation for 315 s" in said[0] and "kv_saturation (pending 15 s)" in said[0]
+    assert "kv_saturation" not in said[1], said

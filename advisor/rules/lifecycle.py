@@ -26,6 +26,12 @@ when another turn ranks strictly better at two evaluations in a row (or the curr
 value only by a material step (:func:`material_change`). Replica counts pass through the HPA-style
 :class:`~advisor.rules.replicas.ReplicaStabilizer` and never change direction within one incident.
 
+For-durations count the time a condition was *seen* to hold. An evaluation after the clock stepped back (``now``
+before the deployment's previous evaluation), or, given ``max_gap_seconds`` (the daemon's: its stalled-loop bound,
+3 scrape intervals + 5 s), after a longer gap, cannot vouch for the time since the previous one: the deployment's
+pending conditions restart their clock there (:attr:`Lifecycle.last_restart` says which, for the log) and so does
+a challenger's run; active rules and open incidents are not affected.
+
 Each evaluation returns the ``opened`` / ``resolved`` :class:`Transition` list for notifiers (one of each per
 incident); ``updated`` transitions (a new suggested turn or value) are in :attr:`Lifecycle.last_updates` and are
 shown, never sent.
@@ -60,6 +66,31 @@ class Transition:
     reason: str = ""
     option: int = 1
     options: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRestart:
+    """An evaluation of ``deployment`` at ``now`` restarted the for-durations of its pending conditions: it came
+    more than ``max_gap_seconds`` after the previous one (at ``previous``), or before it (the clock stepped back),
+    so it cannot vouch that they held in between.
+
+    Attributes:
+        deployment: the deployment evaluated.
+        previous: its previous evaluation (unix s).
+        now: this evaluation (unix s).
+        rules: ``(rule id, seconds it had been pending at the previous evaluation)`` of each restarted condition,
+            in rule order.
+    """
+
+    deployment: str
+    previous: float
+    now: float
+    rules: tuple[tuple[str, float], ...]
+
+    @property
+    def gap_seconds(self) -> float:
+        """``now − previous``: negative when the clock stepped back."""
+        return self.now - self.previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,10 +305,19 @@ class Lifecycle:
         rules: Sequence[Rule],
         cooldown_seconds: float = 0.0,
         replica_stabilizer: ReplicaStabilizer | None = None,
+        max_gap_seconds: float | None = None,
     ) -> None:
-        """``cooldown_seconds``: after a problem's incident resolves, it does not reopen for this long."""
+        """``cooldown_seconds``: after a problem's incident resolves, it does not reopen for this long.
+        ``max_gap_seconds``: the longest time between two evaluations of a deployment that still vouches for the
+        time between them; after a longer gap its pending for-durations restart (``None``: every forward gap
+        vouches, the evaluations are the caller's grid — the unit tests, the backtest).
+
+        Raises:
+            ValueError: ``max_gap_seconds`` is not a finite number > 0.
+        """
         self.rules = list(rules)
         self.cooldown_seconds = cooldown_seconds
+        self._max_gap_seconds = _checked_gap(max_gap_seconds)
         self.replica_stabilizer = replica_stabilizer if replica_stabilizer is not None else ReplicaStabilizer()
         self._resolved_at: dict[tuple[str, str], float] = {}  # (deployment, problem) -> unix s
         self._state: dict[tuple[str, str], _RuleState] = {}  # (deployment, rule)
@@ -286,9 +326,22 @@ class Lifecycle:
         # every deployment's would cost O(deployments²) a cycle (kept in step by _add_incident / _drop_incident)
         self._by_deployment: dict[str, dict[str, _Incident]] = {}
         self._observed: tuple[str, float] | None = None  # (deployment, now) of the last replica observation
+        self._evaluated_at: dict[str, float] = {}  # deployment -> unix s of its last evaluation
+        self.last_restart: PendingRestart | None = None
+        """The restart of the last :meth:`evaluate` call's pending for-durations (``None``: none restarted)."""
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
         self.last_updates: list[Transition] = []
         """``updated`` transitions of the last :meth:`evaluate` call (not in its return value: nothing is sent)."""
+
+    @property
+    def max_gap_seconds(self) -> float | None:
+        """The longest time between two evaluations of a deployment that vouches for the time between (seconds;
+        ``None``: any forward gap). Setting it (a reload) raises ``ValueError`` unless ``None`` or finite > 0."""
+        return self._max_gap_seconds
+
+    @max_gap_seconds.setter
+    def max_gap_seconds(self, seconds: float | None) -> None:
+        self._max_gap_seconds = _checked_gap(seconds)
 
     # -- reading -----------------------------------------------------------------------------------------------
     def open_recommendations(self, deployment: str | None = None) -> list[Recommendation]:
@@ -375,6 +428,8 @@ class Lifecycle:
             ]
             out.append(Transition("resolved", replace(inc.rec, resolved_at=now, resolved_reason=RESOLVED_REMOVED), why))
         ids = {r.id for r in self.rules}
+        for dep in [dep for dep in self._evaluated_at if dep not in deployments]:
+            del self._evaluated_at[dep]
         for k in [k for k in self._state if k[0] not in deployments or k[1] not in ids]:
             del self._state[k]
         for k in [k for k in self.statuses if k[0] not in deployments or k[1] not in ids]:
@@ -387,6 +442,7 @@ class Lifecycle:
         transitions: list[Transition] = []
         self.last_updates = []
         dep = ev.ctx.name
+        self.last_restart = self._vouch(dep, ev.now)
         problems: dict[str, list[Rule]] = {}
         for rule in self.rules:
             problems.setdefault(rule_problem(rule), []).append(rule)
@@ -395,6 +451,25 @@ class Lifecycle:
             transitions += self._evaluate_problem(ev, problem, rules, superseded_by, ignore_for)
         self._rank_incidents(dep)
         return transitions
+
+    def _vouch(self, dep: str, now: float) -> PendingRestart | None:
+        """Note ``now`` as ``dep``'s last evaluation. When it cannot vouch for the time since the previous one (it
+        is earlier, or later by more than :attr:`max_gap_seconds`), restart the deployment's pending for-durations
+        at ``now`` (the evaluation then sees whether the condition still holds) and its incidents' challenger runs.
+        Returns the restart when a pending condition restarted."""
+        previous = self._evaluated_at.get(dep)
+        self._evaluated_at[dep] = now
+        if previous is None or previous <= now <= previous + (self.max_gap_seconds or math.inf):
+            return None
+        restarted: list[tuple[str, float]] = []
+        for rule in self.rules:
+            st = self._state.get((dep, rule.id))
+            if st is not None and not st.active and st.pending_since is not None:
+                restarted.append((rule.id, max(0.0, previous - st.pending_since)))
+                st.pending_since = now
+        for inc in self._by_deployment.get(dep, {}).values():
+            inc.challenger, inc.challenger_runs = None, 0
+        return PendingRestart(dep, previous, now, tuple(restarted)) if restarted else None
 
     def _evaluate_problem(
         self,
@@ -809,6 +884,13 @@ class Lifecycle:
         if resolved is None:
             return 0.0
         return max(0.0, self.cooldown_seconds - (now - resolved))
+
+
+def _checked_gap(seconds: float | None) -> float | None:
+    """``seconds`` when ``None`` or a finite number > 0. Raises ``ValueError`` otherwise."""
+    if seconds is not None and (not math.isfinite(seconds) or seconds <= 0):
+        raise ValueError(f"max_gap_seconds must be a finite number > 0, got {seconds!r}")
+    return seconds
 
 
 def _note_replicas(inc: _Incident) -> None:
