@@ -1,7 +1,8 @@
 """For-durations count the time a condition was *seen* to hold (h15 review): an evaluation after a gap longer than
 the bound the caller gives (``max_gap_seconds``: the daemon's stalled-loop bound, 3 scrape intervals + 5 s), or
 after the clock stepped back, cannot vouch for the time since the previous one, so the pending conditions of its
-deployment restart their clock there; open incidents are kept.
+deployment restart their clock there. Open incidents, cooldowns and the replica stabilizer's windows are checked
+across the same steps: no negative durations, nothing held off for the size of a step.
 
 The for-duration tests use :class:`tests.test_lifecycle.ScriptedRule` (the test sets fire/clear), for 60 s; the
 evaluations come 15 s apart (the default scrape interval) with a bound of 50 s (3 × 15 s + 5 s).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from advisor.rules.lifecycle import Lifecycle, PendingRestart
+from advisor.rules.replicas import ReplicaStabilizer
 from tests.factories import evaluation
 from tests.test_lifecycle import ScriptedRule
 
@@ -95,3 +97,56 @@ def test_an_open_incident_is_kept_across_a_gap_and_a_step_back() -> None:
         assert lc.last_restart is None
         assert [r.id for r in lc.open_recommendations()] == [rec.id]
         assert _status(lc)[0] == "firing"
+
+
+def test_a_step_back_keeps_the_cooldown_left_not_the_step() -> None:
+    """Resolved at 100 with a 300 s cooldown; evaluated at 200 (200 s left); the clock steps back an hour. Before:
+    "3800s of cooldown left" (the resolve sat in the clock's future). Now the step counts as no time: 200 s are
+    left at the evaluation after it, and the problem may open again 200 s later."""
+    rule = ScriptedRule(fire=True, for_s=0)
+    lc = Lifecycle([rule], cooldown_seconds=300.0)
+    assert _first_opening(lc, [0.0]) == 0.0
+    rule.fire, rule.clear = False, True
+    assert [t.kind for t in lc.evaluate(evaluation(now=100.0))] == ["resolved"]
+    rule.clear = False
+    lc.evaluate(evaluation(now=200.0))
+    rule.fire = True
+    after = 200.0 - STEP
+    assert lc.evaluate(evaluation(now=after)) == []
+    assert _status(lc) == ("cooldown", "scripted holds (resolved recently; 200s of cooldown left)")
+    assert _first_opening(lc, [after + 199.0, after + 200.0]) == after + 200.0
+
+
+def test_a_resolve_from_before_an_unseen_step_back_holds_off_at_most_the_cooldown() -> None:
+    """A reload removed the deployment (its incident resolved at 1000 by :meth:`Lifecycle.resolve_orphans`), the
+    clock stepped back an hour, and the deployment is back: its cooldown is the full 300 s from the first
+    evaluation that finds the resolve in the clock's future, not 3,900 s."""
+    rule = ScriptedRule(fire=True, for_s=0)
+    lc = Lifecycle([rule], cooldown_seconds=300.0)
+    assert _first_opening(lc, [0.0]) == 0.0
+    assert [t.kind for t in lc.resolve_orphans(set(), 1000.0)] == ["resolved"]
+    back = 1000.0 - STEP
+    assert lc.evaluate(evaluation(now=back)) == []
+    assert _status(lc) == ("cooldown", "scripted holds (resolved recently; 300s of cooldown left)")
+    assert _first_opening(lc, [back + 299.0, back + 300.0]) == back + 300.0
+
+
+def test_after_a_step_back_the_scale_down_window_holds_for_its_length_not_the_step() -> None:
+    """6 replicas advised for 5 minutes (raw 6 every 15 s, 6 running), then the clock steps back an hour and the
+    raw count is 2. The scale-down window (300 s) keeps 6 until the counts seen before the step are older than
+    300 s: the step counts as no time, so they were last seen at the first evaluation after it, and 2 is advised
+    at the first evaluation more than 300 s later (315 s on a 15 s grid). Before: the counts from before the step
+    sat in the clock's future, in every window, for the hour (2 only 3,900 s after the step), and the series
+    grew without trimming meanwhile."""
+    stab = ReplicaStabilizer(60.0, 300.0)
+    for k in range(21):
+        stab.observe(DEP, k * 15.0, 6)
+    after = 315.0 - STEP
+    first_two = None
+    for k in range(400):
+        now = after + k * 15.0
+        stab.observe(DEP, now, 2)
+        if stab.value(DEP, now, 6) == 2:
+            first_two = now - after
+            break
+    assert first_two == 315.0

@@ -30,7 +30,8 @@ For-durations count the time a condition was *seen* to hold. An evaluation after
 before the deployment's previous evaluation), or, given ``max_gap_seconds`` (the daemon's: its stalled-loop bound,
 3 scrape intervals + 5 s), after a longer gap, cannot vouch for the time since the previous one: the deployment's
 pending conditions restart their clock there (:attr:`Lifecycle.last_restart` says which, for the log) and so does
-a challenger's run; active rules and open incidents are not affected.
+a challenger's run. A step back counts as no time for the cooldown and the replica stabilizer's windows (what was
+left or seen before it stays so); active rules and open incidents are not affected by either.
 
 Each evaluation returns the ``opened`` / ``resolved`` :class:`Transition` list for notifiers (one of each per
 incident); ``updated`` transitions (a new suggested turn or value) are in :attr:`Lifecycle.last_updates` and are
@@ -455,8 +456,9 @@ class Lifecycle:
     def _vouch(self, dep: str, now: float) -> PendingRestart | None:
         """Note ``now`` as ``dep``'s last evaluation. When it cannot vouch for the time since the previous one (it
         is earlier, or later by more than :attr:`max_gap_seconds`), restart the deployment's pending for-durations
-        at ``now`` (the evaluation then sees whether the condition still holds) and its incidents' challenger runs.
-        Returns the restart when a pending condition restarted."""
+        at ``now`` (the evaluation then sees whether the condition still holds) and its incidents' challenger runs;
+        a step back also moves the deployment's resolve times back by the step, so the cooldown left is what it
+        was at the previous evaluation. Returns the restart when a pending condition restarted."""
         previous = self._evaluated_at.get(dep)
         self._evaluated_at[dep] = now
         if previous is None or previous <= now <= previous + (self.max_gap_seconds or math.inf):
@@ -469,6 +471,9 @@ class Lifecycle:
                 st.pending_since = now
         for inc in self._by_deployment.get(dep, {}).values():
             inc.challenger, inc.challenger_runs = None, 0
+        if now < previous:
+            for key in [k for k in self._resolved_at if k[0] == dep]:
+                self._resolved_at[key] -= previous - now
         return PendingRestart(dep, previous, now, tuple(restarted)) if restarted else None
 
     def _evaluate_problem(
@@ -879,10 +884,14 @@ class Lifecycle:
                 inc.rec = replace(inc.rec, rank=rank)
 
     def _cooldown_left(self, deployment: str, problem: str, now: float) -> float:
-        """Seconds before the (deployment, problem) incident may reopen (0 when it may)."""
+        """Seconds before the (deployment, problem) incident may reopen (0 when it may; at most the cooldown: a
+        resolve after ``now``, from before a step back of the clock this deployment's evaluations did not see — it
+        was removed meanwhile —, counts as one at ``now``)."""
         resolved = self._resolved_at.get((deployment, problem))
         if resolved is None:
             return 0.0
+        if resolved > now:
+            self._resolved_at[(deployment, problem)] = resolved = now
         return max(0.0, self.cooldown_seconds - (now - resolved))
 
 

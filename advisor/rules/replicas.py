@@ -60,6 +60,10 @@ class ReplicaStabilizer:
     ``observe(key, now, raw)`` records a raw recommendation (replicas, ≥ 1); ``value(key, now, current)`` is
     the count to advise given the deployment's ``current`` replicas. Not thread-safe: one loop owns it.
 
+    ``now`` earlier than a key's newest point means the clock stepped back: the key's points move back by the
+    step (the step counts as no time), so the windows keep what they held before it and hold it for their own
+    length — not, as points left in the clock's future would be, for the size of the step.
+
     Raises:
         ValueError: a window is negative or not finite.
     """
@@ -83,6 +87,7 @@ class ReplicaStabilizer:
         """Record one raw recommendation (clamped to ≥ 1) at ``now`` (unix s); older points beyond both
         windows are dropped."""
         s = self._series.setdefault(key, _Series())
+        _rebase(s, now)
         s.points.append((now, max(1, int(raw))))
         keep = max(self.up_window, self.down_window)
         while s.points and now - s.points[0][0] > keep:
@@ -97,6 +102,7 @@ class ReplicaStabilizer:
         s = self._series.get(key)
         if s is None or not s.points:
             return current
+        _rebase(s, now)
         up = [r for t, r in s.points if now - t <= self.up_window] or [s.points[-1][1]]
         down = [r for t, r in s.points if now - t <= self.down_window] or [s.points[-1][1]]
         up_rec, down_rec = min(up), max(down)
@@ -109,6 +115,14 @@ class ReplicaStabilizer:
     def forget(self, key: str) -> None:
         """Drop a key's points (the deployment left the config)."""
         self._series.pop(key, None)
+
+
+def _rebase(s: _Series, now: float) -> None:
+    """After a step back of the clock (``now`` before the newest point), move every point back by the step: the
+    newest then sits at ``now``, and their order and spacing are kept."""
+    if s.points and s.points[-1][0] > now:
+        step = s.points[-1][0] - now
+        s.points = deque((t - step, r) for t, r in s.points)
 
 
 # --- the one queueing model every rule sizes replicas with ---------------------------------------------------
