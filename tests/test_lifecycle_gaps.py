@@ -99,6 +99,26 @@ def test_an_open_incident_is_kept_across_a_gap_and_a_step_back() -> None:
         assert _status(lc)[0] == "firing"
 
 
+@pytest.mark.parametrize("step", [STEP, -STEP], ids=["gap", "step-back"])
+def test_a_challengers_run_restarts_after_a_gap_too(step: float) -> None:
+    """A better turn must rank better at two evaluations over 120 s before it replaces the suggested one; that
+    too is a time seen. Utilization ranks better at 15 s, then an hour passes (or the clock steps back an hour).
+    Before: forward, the suggestion switched at the evaluation after the gap (two runs, 3,600 s); back, not for
+    an hour. Now it switches 120 s after the evaluation after the step, where its run restarted."""
+    rule = ScriptedRule(fire=True, for_s=0, dials=["kv_cache_dtype"])
+    lc = Lifecycle([rule], max_gap_seconds=BOUND)
+    assert _first_opening(lc, [0.0]) == 0.0
+    rule.dials = ["kv_cache_dtype", "gpu_memory_utilization"]
+    after = 15.0 + step
+    switched = None
+    for now in [15.0, *(after + k * 15.0 for k in range(12))]:
+        lc.evaluate(evaluation(now=now))
+        if lc.open_recommendations()[0].dial == "gpu_memory_utilization":
+            switched = now
+            break
+    assert switched == after + 120.0
+
+
 def test_a_step_back_keeps_the_cooldown_left_not_the_step() -> None:
     """Resolved at 100 with a 300 s cooldown; evaluated at 200 (200 s left); the clock steps back an hour. Before:
     "3800s of cooldown left" (the resolve sat in the clock's future). Now the step counts as no time: 200 s are
