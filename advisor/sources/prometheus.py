@@ -325,13 +325,22 @@ def _values(raw: Any, where: str) -> list[tuple[float, float]]:
                     return list(zip(floats, map(float, values), strict=True))
     out: list[tuple[float, float]] = []
     for j, pair in enumerate(raw):
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
-        t = _number(pair[0], f"{where} value {j} time")
-        if not math.isfinite(t):
-            raise ParseError(f"{where}: value {j} time is not finite")
-        out.append((t, _number(pair[1], f"{where} value {j}")))
+        out.append((_pair_time(pair, j, where), _number(pair[1], f"{where} value {j}")))
     return out
+
+
+def _pair_time(pair: Any, j: int, where: str) -> float:
+    """The time of ``pair``, the ``j``-th ``[time, "value"]`` pair of a range answer's series at ``where``.
+
+    Raises:
+        ParseError: ``pair`` is not a two-item list, or its time is not a finite number.
+    """
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
+    t = _number(pair[0], f"{where} value {j} time")
+    if not math.isfinite(t):
+        raise ParseError(f"{where}: value {j} time is not finite")
+    return t
 
 
 SCRAPE_TIME_SLACK: Final = 1.0
@@ -359,11 +368,7 @@ def _scrape_times(raw: Any, where: str) -> tuple[dict[float, float], list[tuple[
     good: dict[float, float] = {}
     bad: list[tuple[float, Any]] = []
     for j, pair in enumerate(raw):
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise ParseError(f'{where}: value {j} is not a [time, "value"] pair')
-        t = _number(pair[0], f"{where} value {j} time")
-        if not math.isfinite(t):
-            raise ParseError(f"{where}: value {j} time is not finite")
+        t = _pair_time(pair, j, where)
         try:
             s = _number(pair[1], where)
         except ParseError:
