@@ -50,7 +50,7 @@ from pydantic import (
 
 from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
-from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch
 from advisor.conventions import RULE_PLUGIN_GROUP, RUNBOOK_BASE
 from advisor.engines import ENGINES
@@ -241,14 +241,14 @@ class Deployment(_Strict):
     num_gpu_blocks_override: int | None = Field(
         default=None,
         ge=1,
-        le=1_000_000_000,
+        le=MAX_NUM_GPU_BLOCKS,
         strict=True,
         description="vLLM --num-gpu-blocks-override: the KV pool is exactly this many blocks of block_size tokens",
     )
     kv_cache_memory_bytes: int | None = Field(
         default=None,
         ge=1,
-        le=16384 * 2**30,
+        le=MAX_KV_CACHE_MEMORY_BYTES,
         strict=True,
         description="vLLM --kv-cache-memory-bytes: KV cache memory per GPU, bytes (replaces the utilization budget)",
     )

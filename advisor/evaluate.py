@@ -476,40 +476,59 @@ other settings than its config says; least recently used dropped past that)."""
 
 
 def running_context(
-    ctx: DeploymentContext, engine_config: Mapping[str, str]
-) -> tuple[DeploymentContext, dict[str, tuple[Any, Any]]]:
-    """``ctx`` with the capacity-pass dials the engine reports (``engine_config``, read by
-    :func:`advisor.engines.catalog.reported_settings`) in place of the configured ones, and what differed.
+    ctx: DeploymentContext, engine_configs: Sequence[Mapping[str, str]]
+) -> tuple[DeploymentContext, dict[str, tuple[Any, Any]], dict[str, str]]:
+    """``ctx`` with the capacity-pass dials the engines report (each answering replica's ``engine_config``, read by
+    :func:`advisor.engines.catalog.reported_settings`) in place of the configured ones, what differed, and what
+    could not be used.
 
-    Returns ``(context, drift)``: ``drift`` maps each differing :class:`~advisor.capacity.kv.CapacityInputs` field
-    to ``(configured, reported)``; ``context`` is ``ctx`` itself when nothing differs, else a copy whose inputs
-    hold the reported values and whose capacity is the pass re-run on them. A rule that turns a dial then starts
-    from what the engine runs (an engine at 0.5 while the config says 0.9 is raised from 0.5, not 0.9 → 0.95), and
-    a dial already where a rule would turn it (fp8 KV reported, ``auto`` configured) is not proposed again.
+    Returns ``(context, drift, unmodelled)``:
+
+    * ``drift`` maps each :class:`~advisor.capacity.kv.CapacityInputs` field whose reported value differs from the
+      config to ``(configured, reported)``;
+    * ``unmodelled`` maps a field to why the engines' value for it cannot be used: the replicas report different
+      values, or the capacity pass refuses the reported one (a dtype name it does not know, a budget that cannot hold
+      the weights, an override past :data:`~advisor.capacity.kv.MAX_NUM_GPU_BLOCKS`). That dial's current value is
+      then unknown: rules withhold its turns, and ``model_drift`` proposes no config value for it;
+    * ``context`` is ``ctx`` itself when nothing usable differs, else a copy whose inputs hold the reported values
+      and whose capacity is the pass re-run on them. A rule that turns a dial then starts from what the engine runs
+      (an engine at 0.5 while the config says 0.9 is raised from 0.5, not 0.9 → 0.95), and a dial already where a
+      rule would turn it (fp8 KV reported, ``auto`` configured) is not proposed again.
 
     Differs means: ``gpu_memory_utilization`` by more than 0.005 (vLLM prints the float as given); the KV dtype by
-    its bytes per element (``auto`` on a bf16 model and ``bfloat16`` are one setting); the overrides by value. A
-    reported value the capacity pass refuses (an unknown dtype name, a budget that cannot hold the weights) is left
-    out of the copy but still listed in ``drift``.
+    its bytes per element (``auto`` on a bf16 model and ``bfloat16`` are one setting); the overrides by value.
     """
-    reported = reported_settings(ctx.engine, engine_config)
-    if not reported:
-        return ctx, {}
+    per_replica = [reported_settings(ctx.engine, cfg) for cfg in engine_configs]
+    if not any(per_replica):
+        return ctx, {}, {}
     inputs = ctx.inputs
     drift: dict[str, tuple[Any, Any]] = {}
-    for name, value in reported.items():
+    unmodelled: dict[str, str] = {}
+    for name in sorted({k for r in per_replica for k in r}):
+        values = [r[name] for r in per_replica if name in r]
+        if any(_differs(name, v, values[0], inputs.compute_dtype) for v in values[1:]):
+            shown = ", ".join(sorted({str(v) for v in values}))
+            unmodelled[name] = f"the replicas report different {name} ({shown})"
+            continue
         configured = getattr(inputs, name)
-        if name == "gpu_memory_utilization":
-            differs = isinstance(value, float) and abs(value - configured) > 0.005
-        elif name == "kv_cache_dtype":
-            differs = _kv_bytes(str(value), inputs.compute_dtype) != _kv_bytes(configured, inputs.compute_dtype)
-        else:
-            differs = value != configured
-        if differs:
-            drift[name] = (configured, value)
-    if not drift:
-        return ctx, {}
-    return _rerun(ctx, tuple(sorted((k, v[1]) for k, v in drift.items()))), drift
+        if _differs(name, values[0], configured, inputs.compute_dtype):
+            drift[name] = (configured, values[0])
+    usable = tuple(sorted((k, v[1]) for k, v in drift.items()))
+    if not usable:
+        return ctx, drift, unmodelled
+    running, refused = _rerun(ctx, usable)
+    for name, why in refused:
+        unmodelled[name] = f"the engine reports {name} {drift[name][1]}, which the capacity pass refuses: {why}"
+    return running, drift, unmodelled
+
+
+def _differs(name: str, a: Any, b: Any, compute_dtype: str) -> bool:
+    if name == "gpu_memory_utilization":
+        return not (isinstance(a, float) and isinstance(b, float) and abs(a - b) <= 0.005)
+    if name == "kv_cache_dtype":
+        known_a, known_b = _kv_bytes(str(a), compute_dtype), _kv_bytes(str(b), compute_dtype)
+        return known_a is None or known_b is None or known_a != known_b if str(a) != str(b) else False
+    return bool(a != b)
 
 
 def _kv_bytes(name: str, compute_dtype: str) -> int | None:
@@ -520,18 +539,25 @@ def _kv_bytes(name: str, compute_dtype: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=RUNNING_CONTEXTS_CACHED)
-def _rerun(ctx: DeploymentContext, settings: tuple[tuple[str, Any], ...]) -> DeploymentContext:
-    """``ctx`` with ``settings`` applied one by one (each the capacity pass refuses is skipped) and the pass re-run."""
+def _rerun(
+    ctx: DeploymentContext, settings: tuple[tuple[str, Any], ...]
+) -> tuple[DeploymentContext, tuple[tuple[str, str], ...]]:
+    """``ctx`` with ``settings`` applied one by one and the pass re-run; each setting the capacity pass refuses is
+    skipped and returned with the reason: ``(context, ((field, why), …))``."""
     inputs = ctx.inputs
     capacity = ctx.capacity
+    refused: list[tuple[str, str]] = []
     for name, value in settings:
         try:
             turned = dataclasses.replace(inputs, **{name: value})
             result = capacity_pass(turned)
-        except (CapacityError, ValueError, TypeError):
+        except (CapacityError, ValueError, TypeError, OverflowError) as exc:
+            refused.append((name, str(exc)[:200]))
             continue
         inputs, capacity = turned, result
-    return dataclasses.replace(ctx, inputs=inputs, capacity=capacity)
+    if inputs is ctx.inputs:
+        return ctx, tuple(refused)
+    return dataclasses.replace(ctx, inputs=inputs, capacity=capacity), tuple(refused)
 
 
 def evaluate_deployment(
@@ -591,7 +617,7 @@ def evaluate_deployment(
         kv_source = "model"
 
     engine_config = dict(latest[0].engine_config) if latest else {}
-    ctx, drift = running_context(ctx, engine_config)  # turns start from what the engine runs
+    ctx, drift, unmodelled = running_context(ctx, [s.engine_config for s in latest])  # turns start from what runs
     ttft_ok = fraction_below(ctx.slo.ttft_seconds, stats.ttft) if stats else None
     tpot_ok = fraction_below(ctx.slo.tpot_seconds, stats.tpot) if stats else None
     good = goodput_ratio(ttft_ok.value if ttft_ok is not None else None, tpot_ok.value if tpot_ok is not None else None)
@@ -622,6 +648,7 @@ def evaluate_deployment(
         now=now,
         engine_config=engine_config,
         config_drift=drift,
+        config_unmodelled=unmodelled,
         capacity_model_error_ratio=model_error,
         capacity_model_error_bound=quality.capacity_model_error_bound,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),

@@ -243,6 +243,13 @@ def vllm_default_block_size(model: ModelArch, engine_version: str | None) -> int
     return 64 if model.is_mla and profile_for_version(engine_version) == "vllm-v1" else 16
 
 
+MAX_NUM_GPU_BLOCKS: Final = 1_000_000_000
+"""``--num-gpu-blocks-override`` at most (a billion blocks: 16 billion tokens at 16 per block, far past any GPU):
+the config's bound and the bound on what an engine may report (a larger number is a broken page, never a pool)."""
+MAX_KV_CACHE_MEMORY_BYTES: Final = 16384 * 2**30
+"""``--kv-cache-memory-bytes`` at most, 16 TiB per GPU (100× today's largest GPU): the config's and a report's bound."""
+
+
 ACCOUNTING_ENGINES: Final = ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
 """Engines with their own KV accounting (:mod:`advisor.capacity.engines`)."""
 
@@ -379,14 +386,20 @@ class CapacityInputs:
             problems.append(f"pipeline_parallel_size must be in 1..{self.model.num_layers}")
         if self.block_size < 1:
             problems.append(f"block_size must be ≥ 1, got {self.block_size}")
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
-            problems.append(f"kv_cache_memory_bytes must be ≥ 0, got {self.kv_cache_memory_bytes}")
+        if self.kv_cache_memory_bytes is not None and not 0 <= self.kv_cache_memory_bytes <= MAX_KV_CACHE_MEMORY_BYTES:
+            problems.append(
+                f"kv_cache_memory_bytes must be in 0..{MAX_KV_CACHE_MEMORY_BYTES} (16 TiB), "
+                f"got {self.kv_cache_memory_bytes}"
+            )
         if self.num_gpu_blocks_override is not None and (
             isinstance(self.num_gpu_blocks_override, bool)
             or not isinstance(self.num_gpu_blocks_override, int)
-            or self.num_gpu_blocks_override < 1
+            or not 1 <= self.num_gpu_blocks_override <= MAX_NUM_GPU_BLOCKS
         ):
-            problems.append(f"num_gpu_blocks_override must be a positive integer, got {self.num_gpu_blocks_override!r}")
+            problems.append(
+                f"num_gpu_blocks_override must be an integer in 1..{MAX_NUM_GPU_BLOCKS:,}, "
+                f"got {self.num_gpu_blocks_override!r}"
+            )
         if self.overhead_profile not in OVERHEAD_PROFILES:
             problems.append(
                 f"overhead_profile {self.overhead_profile!r} unknown; known: {', '.join(OVERHEAD_PROFILES)}"

@@ -61,6 +61,7 @@ Rules (each a decision; change them here, in one place):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final, cast
 
@@ -776,21 +777,28 @@ def reported_settings(cache_config: Mapping[str, str]) -> dict[str, float | int 
     out: dict[str, float | int | str | None] = {}
     for label, field_name in REPORTED_SETTINGS.items():
         text = cache_config.get(label)
-        if text is None or not text.strip():
+        if text is None:
             continue
         if field_name == "kv_cache_dtype":
-            out[field_name] = text.strip()
-        elif field_name == "gpu_memory_utilization":
-            util = _positive_number(text)
-            if util is not None and util <= 1:
-                out[field_name] = util
-        elif text.strip() == "None":
+            if _DTYPE_NAME.fullmatch(text):
+                out[field_name] = text
+        elif text == "None" and field_name != "gpu_memory_utilization":
             out[field_name] = None
-        else:
-            value = _positive_number(text)
-            if value is not None and value.is_integer():
-                out[field_name] = int(value)
+        elif _PLAIN_NUMBER.fullmatch(text):
+            value = float(text)
+            if field_name == "gpu_memory_utilization":
+                if 0 < value <= 1:
+                    out[field_name] = value
+            elif value.is_integer() and math.isfinite(value):
+                out[field_name] = int(text) if text.isdigit() else int(value)
     return out
+
+
+_PLAIN_NUMBER: Final = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+"""A number as Python's ``str(float)``/``str(int)`` prints it (what ``cache_config_info`` labels carry): ASCII digits
+only — ``float()`` alone also takes ``"0.9_5"``, ``"nan"``, ``" 1"`` and other scripts' digits."""
+_DTYPE_NAME: Final = re.compile(r"[A-Za-z0-9_]{1,32}", re.ASCII)
+"""A KV-cache dtype name as vLLM spells them (``auto``, ``fp8_e4m3``, ``fp8_inc`` …): anything else is no name."""
 
 
 def _names_rank(sample: Sample) -> bool:

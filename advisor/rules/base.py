@@ -90,6 +90,9 @@ class Evaluation:
             config: field → ``(configured, reported)`` (``{"gpu_memory_utilization": (0.9, 0.5)}``). ``ctx`` then
             holds the reported values (and the capacity pass re-run on them), so every turn starts from what runs;
             ``capacity_model_error_ratio`` stays the configured pass's miss (the drift rule's reading).
+        config_unmodelled: the capacity-pass dials whose engine-reported value cannot be used, field → why (the
+            replicas disagree, or the capacity pass refuses the value): the dial's current value is unknown, so no
+            rule turns it and ``model_drift`` proposes no config value for it.
         stalled_seconds: the longest time, ending at a target's newest sample, over which that target's engine
             held requests (running or waiting) while none of its generation-token, prompt-token and
             finished-request counters moved (:func:`advisor.evaluate.stall_span`); 0.0 when every engine moves.
@@ -123,6 +126,7 @@ class Evaluation:
     now: float
     engine_config: Mapping[str, str] = field(default_factory=dict)
     config_drift: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    config_unmodelled: Mapping[str, str] = field(default_factory=dict)
     capacity_model_error_ratio: float | None = None
     capacity_model_error_bound: float = 0.15
     kv_rank_capacity_tokens: tuple[float, ...] = ()

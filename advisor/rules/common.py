@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.kv import CapacityInputs
@@ -301,6 +301,11 @@ class Candidate:
     why: str
 
 
+BUDGET_FIELDS: Final = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes", "num_gpu_blocks_override"})
+"""The reported settings that size the pool together: when any is unusable (``Evaluation.config_unmodelled``) the
+budget's effect is unknown, and no budget turn is proposed."""
+
+
 def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = None) -> list[Candidate]:
     """The turns that enlarge a replica's KV pool, each re-run through the capacity pass:
 
@@ -312,10 +317,15 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     weight_quantization         none → fp8 (fp8-capable GPU) or awq            ×1.25 (quality delta)
     tensor_parallel_size        ×2                                             ×2 GPUs
     ==========================  =============================================  ==========================
+
+    A dial whose engine-reported value cannot be used (``ev.config_unmodelled``) has no known current value: its
+    turn is left out (the KV dtype; the budget when any of :data:`BUDGET_FIELDS` is unusable).
     """
     inputs = ev.ctx.inputs
     out: list[Candidate] = []
-    if not inputs.kv_cache_dtype.lower().startswith("fp8"):
+    unknown = ev.config_unmodelled  # dials whose current value the engine reports unusably: no turn of them
+    budget_unknown = bool(unknown.keys() & BUDGET_FIELDS)
+    if "kv_cache_dtype" not in unknown and not inputs.kv_cache_dtype.lower().startswith("fp8"):
         t = turn(inputs, c.DIAL_KV_CACHE_DTYPE, "fp8")
         if t and t.kv_gain_ratio() > 1:
             out.append(
@@ -327,7 +337,7 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
         new_util = (
             SAFE_GPU_MEMORY_UTILIZATION if util < SAFE_GPU_MEMORY_UTILIZATION - 1e-9 else MAX_GPU_MEMORY_UTILIZATION
         )
-    if util < new_util - 1e-9:
+    if util < new_util - 1e-9 and not budget_unknown:
         t = turn(inputs, c.DIAL_GPU_MEMORY_UTILIZATION, round(new_util, 2))
         if t and t.kv_gain_ratio() > 1:
             out.append(

@@ -48,10 +48,13 @@ class ModelDriftRule:
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Correct the advisor config where the engine reports what it runs with (``ev.config_drift``: one
-        proposal per dial whose configured value differs from the reported one)."""
+        proposal per dial whose configured value differs from the reported one; none for a value the capacity pass
+        refuses or the replicas disagree on, ``ev.config_unmodelled``)."""
         err = ev.capacity_model_error_ratio
         out: list[Proposal] = []
         for field_name, (configured, reported) in sorted(ev.config_drift.items()):
+            if field_name in ev.config_unmodelled:
+                continue  # a value the config would refuse, or replicas that disagree: nothing to write into it
             dial = DIAL_FOR_FIELD.get(field_name, field_name)
             numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (configured, reported))
             out.append(

@@ -16,7 +16,15 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import Candidate, confidence, count, kv_withheld, pool_demand_factor, turn_proposal
+from advisor.rules.common import (
+    BUDGET_FIELDS,
+    Candidate,
+    confidence,
+    count,
+    kv_withheld,
+    pool_demand_factor,
+    turn_proposal,
+)
 from advisor.rules.turns import turn
 
 MIN_BUDGET = 0.5
@@ -47,6 +55,9 @@ class KVBudgetRule:
         if s is None:
             return None, "no data", {}
         util = ev.ctx.inputs.gpu_memory_utilization
+        unknown = sorted(ev.config_unmodelled.keys() & BUDGET_FIELDS)
+        if unknown:
+            return None, "; ".join(ev.config_unmodelled[k] for k in unknown), {}
         evidence = {
             "gpu_memory_utilization": util,
             "preemptions_increase": s.preemptions_increase,

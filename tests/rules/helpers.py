@@ -77,12 +77,13 @@ def ev(
     ``engine_config`` is applied as :func:`advisor.evaluate.evaluate_deployment` applies it (the reported dials in
     ``ctx``, the differences in ``config_drift``)."""
     base = evaluation(now=now, ctx=dep, replicas_up=replicas_up, kv_capacity_tokens=kv_capacity_tokens, **stats)
-    running, drift = running_context(base.ctx, engine_config or {})
+    running, drift, unmodelled = running_context(base.ctx, [engine_config] if engine_config else [])
     changes: dict[str, Any] = {
         "capacity_model_error_ratio": capacity_model_error_ratio,
         "engine_config": engine_config or {},
         "ctx": running,
         "config_drift": drift,
+        "config_unmodelled": unmodelled,
     }
     if goodput is not None:
         changes["goodput"] = goodput

@@ -17,6 +17,7 @@ import pytest
 
 from advisor import conventions as c
 from advisor.engines.vllm import reported_settings
+from advisor.evaluate import running_context
 from advisor.rules.common import pool_turns
 from advisor.rules.drift import ModelDriftRule
 from advisor.rules.kv_budget import KVBudgetRule
@@ -91,3 +92,60 @@ def test_a_reported_budget_that_cannot_hold_the_weights_keeps_the_configured_pas
     e = ev(engine_config={"gpu_memory_utilization": "0.1"})
     assert e.config_drift == {"gpu_memory_utilization": (0.9, 0.1)}
     assert e.ctx.inputs.gpu_memory_utilization == 0.9
+
+
+# --- what cannot be used (adversarial review of the above) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"gpu_memory_utilization": "0.9_5"},  # float() reads 0.95
+        {"gpu_memory_utilization": "\u0660.\u0665"},  # Arabic-Indic digits: float() reads 0.5
+        {"gpu_memory_utilization": " 0.5"},
+        {"gpu_memory_utilization": "nan"},
+        {"cache_dtype": "fp8\n2026-12-03 00:00:00 CRITICAL forged line\x1b[31m"},
+        {"cache_dtype": "x" * 200_000},
+        {"num_gpu_blocks_override": "1e400"},
+    ],
+    ids=["an underscore", "other scripts' digits", "a space", "nan", "control characters", "200 KB", "past float"],
+)
+def test_a_label_that_is_no_plain_value_is_unknown(labels: dict[str, str]) -> None:
+    assert reported_settings(labels) == {}
+
+
+@pytest.mark.parametrize(
+    ("labels", "field"),
+    [
+        ({"cache_dtype": "fp8_inc"}, "kv_cache_dtype"),  # a vLLM name the capacity pass does not know
+        ({"num_gpu_blocks_override": "1" + "0" * 308}, "num_gpu_blocks_override"),  # past MAX_NUM_GPU_BLOCKS
+        ({"kv_cache_memory_bytes": "1" + "0" * 30}, "kv_cache_memory_bytes"),
+        ({"gpu_memory_utilization": "1e-300"}, "gpu_memory_utilization"),  # cannot hold the weights
+    ],
+    ids=["an unknown KV dtype", "a block count past the bound", "bytes past the bound", "a budget below the weights"],
+)
+def test_a_reported_value_the_capacity_pass_refuses_is_unknown_and_no_turn_or_config_value_rests_on_it(
+    labels: dict[str, str], field: str
+) -> None:
+    """Before: an unknown dtype was taken as the config's ``auto`` and fp8 proposed (×2 pool, confidence 0.9) while
+    model_drift told the operator to write ``fp8_inc`` into a config that refuses it; 1e308 blocks crashed the
+    deployment's evaluation (OverflowError) and it vanished from the API."""
+    e = ev(engine_config=labels, preemptions_increase=5.0, capacity_model_error_ratio=0.5)
+    assert field in e.config_unmodelled, e.config_unmodelled
+    dials = [cand.turn.dial for cand in pool_turns(e)]
+    if field == "kv_cache_dtype":
+        assert c.DIAL_KV_CACHE_DTYPE not in dials
+    else:
+        assert c.DIAL_GPU_MEMORY_UTILIZATION not in dials
+        assert KVBudgetRule().fires(e).holds is None
+    assert [p for p in ModelDriftRule().propose(e) if p.dial in (field, c.DIAL_KV_CACHE_DTYPE)] == []
+
+
+def test_replicas_that_disagree_leave_the_setting_unknown() -> None:
+    """Before: the first answering replica decided (0.5 first: a budget raise; 0.9 first: an fp8 turn)."""
+    base = ev(preemptions_increase=5.0)
+    for order in (["0.5", "0.9"], ["0.9", "0.5"]):
+        configs = [{"gpu_memory_utilization": u} for u in order]
+        running, drift, unmodelled = running_context(base.ctx, configs)
+        assert "different gpu_memory_utilization (0.5, 0.9)" in unmodelled["gpu_memory_utilization"]
+        assert drift == {} and running is base.ctx
