@@ -1572,8 +1572,8 @@ class Service:
         for name, error in tick.model_errors:
             log.warning(
                 "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool "
-                "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype and "
-                "gpu_memory_utilization in the config",
+                "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype, "
+                "gpu_memory_utilization and max_num_seqs (it sizes vLLM's activation peak) in the config",
                 name,
                 error * 100,
                 bound * 100,
