@@ -272,6 +272,22 @@ def counters_advance_during_decode(engine: str) -> bool | None:
         return None
 
 
+def exposes(engine: str, field: str) -> bool | None:
+    """Whether ``engine`` exposes the snapshot ``field`` at all (its :attr:`CatalogEntry.name_table` maps it);
+    ``None`` for an engine id the catalog does not know (``auto`` before detection).
+
+    A field the engine does not expose is unknown at every evaluation, a lasting absence; one it exposes is
+    unknown only when this window cannot tell (one scrape after a restart). Rules judge the two differently.
+
+    Example: ``exposes("tgi", "preemptions_total")`` → ``False``; ``exposes("vllm", "preemptions_total")`` →
+    ``True``.
+    """
+    try:
+        return field in entry(engine).name_table
+    except ValueError:
+        return None
+
+
 def reported_settings(engine: str, engine_config: Mapping[str, str]) -> Mapping[str, float | int | str | None]:
     """The capacity-pass dials ``engine`` reports it runs with (:attr:`CatalogEntry.reported_settings`), ``{}``
     when it reports none, the config is empty, or the engine id is not in the catalog."""

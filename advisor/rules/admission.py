@@ -42,6 +42,7 @@ from advisor.rules.common import (
     gpus_per_replica,
     kv_withheld,
     pool_effect,
+    pool_pressure,
     tokens_per_finished_request,
     tokens_per_running_request,
 )
@@ -102,9 +103,7 @@ class AdmissionThrashRule:
         ranks = len(ev.kv_rank_capacity_tokens) or 1
         running_per_replica = s.requests_running / max(ev.replicas_up, 1) / ranks
         share = (per_request or 0) / _rank_pool(ev)
-        if s.requests_waiting is None and s.preemptions_increase is None:
-            return None, "waiting requests and preemptions unknown", {}
-        pressure = (s.requests_waiting or 0) > 0 or (s.preemptions_increase or 0) > 0
+        pressure = pool_pressure(ev, s.requests_waiting)
         evidence = {
             "kv_cache_usage_ratio": s.kv_cache_usage_ratio,
             "requests_running": s.requests_running,
@@ -117,12 +116,13 @@ class AdmissionThrashRule:
             "kv_cache_capacity_tokens": ev.kv_capacity_tokens,
             "window_seconds": s.window_seconds,
         }
-        holds = (
+        shape = (
             s.kv_cache_usage_ratio >= self.usage_threshold
             and 0 < running_per_replica <= self.max_running
             and share >= self.min_share
-            and pressure
         )
+        # the pressure matters only when the pool has the shape; unknown there, the rule cannot tell either way
+        holds = pressure if shape else False
         reason = (
             f"KV usage {s.kv_cache_usage_ratio:.1%} held by {running_per_replica:.0f} running request(s) "
             f"{'per data-parallel rank' if ranks > 1 else 'per replica'}, "

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.kv import CapacityInputs
+from advisor.engines.catalog import exposes
 from advisor.rules.base import Evaluation, Proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
@@ -33,6 +34,27 @@ FP8_KV_PENALTY = 1.05
 def count(v: float | None) -> str:
     """A count as text: ``1,234``, or ``unknown``."""
     return "unknown" if v is None else f"{v:,.0f}"
+
+
+def pool_pressure(ev: Evaluation, waiting: float | None) -> bool | None:
+    """Whether the KV pool turns work away: ``waiting`` requests queue (> 0) or preemptions rose over the window
+    (``ev.stats.preemptions_increase`` > 0). ``True`` when either is seen; ``False`` when nothing waits and nothing
+    was preempted; ``None`` when the answer hangs on an unknown — the queue, or the preemption count of an engine
+    that has a preemption counter but whose window cannot count it yet (one scrape after a restart). An engine
+    that exposes no preemption counter at all (:func:`advisor.engines.catalog.exposes`: TGI, TensorRT-LLM) is
+    judged on its queue alone, else it could never be read as clear.
+
+    Example: 0 waiting, preemptions unknown on vLLM → ``None``; the same on TGI → ``False``; 3 waiting,
+    preemptions unknown → ``True``.
+    """
+    preempt = ev.stats.preemptions_increase if ev.stats is not None else None
+    if (waiting is not None and waiting > 0) or (preempt is not None and preempt > 0):
+        return True
+    if preempt is None and exposes(ev.ctx.engine, "preemptions_total") is False:
+        preempt = 0.0
+    if waiting is None or preempt is None:
+        return None
+    return False
 
 
 def data_parallel_ranks(ev: Evaluation) -> int:

@@ -4,7 +4,9 @@ Fires when KV-cache usage is at or above ``usage_threshold`` and requests are wa
 rose in the window. (vLLM preempts running sequences by recompute when no free block is left —
 ``vllm/v1/core/sched/scheduler.py`` ``_preempt_request`` — so preemptions with a full pool mean the
 concurrency ceiling, not compute, bounds the batch.) Clears when usage falls below ``resolve_below``, or
-when nothing waits and nothing is preempted over the window.
+when nothing waits and nothing is preempted over the window. A preemption count the window cannot give yet (one
+scrape after a restart) is unknown, not zero: the rule then cannot tell, and an open incident stays open
+(:func:`advisor.rules.common.pool_pressure`).
 
 Proposes the turns that raise the ceiling (:func:`advisor.rules.common.pool_turns`), each predicted by the
 capacity pass with the dial turned, and the replica count of :func:`advisor.rules.replicas.size_replicas` (the
@@ -33,6 +35,7 @@ from advisor.rules.common import (
     data_parallel_ranks,
     kv_withheld,
     pool_demand_factor,
+    pool_pressure,
     pool_turns,
     replicas_proposal,
     turn_proposal,
@@ -76,21 +79,20 @@ class KVSaturationRule:
         waiting = s.requests_waiting
         if "waiting_capacity" in ev.queues:
             waiting = ev.queues["waiting_capacity"]
-        preempt = s.preemptions_increase
         evidence = {
             "kv_cache_usage_ratio": s.kv_cache_usage_ratio,
             "requests_running": s.requests_running,
             "requests_waiting": waiting,
-            "preemptions_increase": preempt,
+            "preemptions_increase": s.preemptions_increase,
             "preemptions_per_second": s.preemptions_per_second,
             "window_seconds": s.window_seconds,
         }
-        if waiting is None and preempt is None:
-            return None, evidence
-        return bool((waiting or 0) > 0 or (preempt or 0) > 0), evidence
+        return pool_pressure(ev, waiting), evidence
 
     def fires(self, ev: Evaluation) -> Condition:
-        """Usage ≥ threshold and (waiting > 0 or preemptions rose), unless another pool is the saturated one."""
+        """Usage ≥ threshold and (waiting > 0 or preemptions rose), unless another pool is the saturated one.
+        ``None`` (cannot tell) when usage is at the threshold and the pressure is unknown
+        (:func:`advisor.rules.common.pool_pressure`)."""
         withheld = kv_withheld(ev, self.usage_threshold)
         if withheld:
             return Condition(False, withheld, {"pool_usage": dict(ev.pool_usage)})
@@ -98,18 +100,21 @@ class KVSaturationRule:
             return Condition(None, "KV-cache usage unknown")
         usage = ev.stats.kv_cache_usage_ratio
         pressure, evidence = self._pressure(ev)
-        if pressure is None:
-            return Condition(None, "waiting requests and preemptions unknown", evidence)
-        holds = usage >= self.usage_threshold and pressure
         reason = (
             f"KV usage {usage:.1%} (threshold {self.usage_threshold:.0%}), {count(evidence['requests_waiting'])} "
             f"waiting, {count(evidence['preemptions_increase'])} preemptions in the last "
             f"{ev.stats.covered_seconds:.0f}s"
         )
-        return Condition(holds, reason, evidence)
+        if usage < self.usage_threshold:
+            return Condition(False, reason, evidence)
+        if pressure is None:
+            return Condition(None, f"{reason}: whether requests queue or are preempted is unknown", evidence)
+        return Condition(pressure, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """Usage < resolve_below, or no queue and no preemption, or another pool is the saturated one."""
+        """Usage < resolve_below, or no queue and no preemption, or another pool is the saturated one. ``None``
+        (cannot tell: an open incident stays open) when usage is at or above resolve_below and the queue or the
+        preemption count is unknown (:func:`advisor.rules.common.pool_pressure`)."""
         withheld = kv_withheld(ev, self.usage_threshold)
         if withheld:
             return Condition(True, withheld, {"pool_usage": dict(ev.pool_usage)})
@@ -117,13 +122,15 @@ class KVSaturationRule:
             return Condition(None, "KV-cache usage unknown")
         pressure, evidence = self._pressure(ev)
         usage = ev.stats.kv_cache_usage_ratio
-        holds = usage < self.resolve_below or pressure is False
-        return Condition(
-            holds,
+        reason = (
             f"KV usage {usage:.1%} (resolves below {self.resolve_below:.0%}), "
-            f"{count(evidence['requests_waiting'])} waiting, {count(evidence['preemptions_increase'])} preemptions",
-            evidence,
+            f"{count(evidence['requests_waiting'])} waiting, {count(evidence['preemptions_increase'])} preemptions"
         )
+        if usage < self.resolve_below or pressure is False:
+            return Condition(True, reason, evidence)
+        if pressure is None:
+            return Condition(None, f"{reason}: cannot tell whether the pressure is gone", evidence)
+        return Condition(False, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """The ceiling-raising turns and the replica count, each with its predicted effect."""
