@@ -116,8 +116,9 @@ def _capacity_lines(cfg: Any, base_dir: Path) -> list[str]:
             given.append("gpu_memory_used_by_others_gib")
         ctx = deployment_context(d, base_dir)
         inputs, r = ctx.inputs, ctx.capacity
-        how = f"{inputs.engine}'s accounting" + (" until the engine is detected" if d.engine == "auto" else "")
+        how = f"{inputs.engine}'s accounting"
         how += f" with {', '.join(f'{k} {_setting(getattr(d, k))}' for k in given)}" if given else ""
+        how += " until the engine is detected" if d.engine == "auto" else ""
         gpu = f"{ctx.gpu.name}, " if ctx.gpu is not None else ""
         settings = [f"{gpu}{inputs.gpu_memory_bytes / GIB:.2f} GiB, TP {r.tensor_parallel_size}"]
         dials = []
@@ -139,6 +140,11 @@ def _capacity_lines(cfg: Any, base_dir: Path) -> list[str]:
             f"{r.max_concurrency:.2f} at max-model-len {r.max_model_len:,}{cap} "
             f"({'; '.join([how, *settings, *([', '.join(dials)] if dials else [])])})"
         )
+        if inputs.engine == "vllm" and r.max_concurrency < 1:
+            lines.append(
+                f"  {d.name}: warning: the KV pool ({r.kv_cache_tokens:,} tokens) cannot hold one request of "
+                f"max-model-len {r.max_model_len:,}; vLLM refuses to start with this configuration"
+            )
     return lines
 
 

@@ -109,6 +109,39 @@ deployments:
     assert "TP 2" in other and "max-num-seqs 1024 by default" in other, other
 
 
+def test_check_config_warns_of_a_pool_that_cannot_hold_one_max_length_request(tmp_path: Path) -> None:
+    """Adversarial review: check-config called valid a vLLM deployment whose pool cannot hold one request of
+    max-model-len (vLLM refuses to start: "To serve at least one request with the model's max seq len …"). By hand,
+    Llama-3.1-8B-Instruct bf16 on one H100-SXM at 0.21 and 256 sequences: 84,986,665,370 × 0.21 = 17,847,199,727 B −
+    weights 16,094,076,928 − overhead 1,420,094,341 = 333,028,458 B → 158 blocks of 16 tokens = 2,528 < 8,192."""
+    budget = int(84_986_665_370 * 0.21)
+    blocks = (budget - 16_094_076_928 - 1_420_094_341) // (16 * 131_072)
+    assert blocks * 16 == 2_528
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        """
+deployments:
+  - name: tight
+    targets: ["http://127.0.0.1:8000/metrics"]
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: H100-SXM
+    gpu_memory_utilization: 0.21
+    max_model_len: 8192
+    max_num_seqs: 256
+    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}
+""",
+        encoding="utf-8",
+    )
+    r = run_cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert (
+        f"  tight: warning: the KV pool ({blocks * 16:,} tokens) cannot hold one request of max-model-len 8,192; "
+        "vLLM refuses to start with this configuration"
+    ) in r.stdout.splitlines(), r.stdout
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  tight: weights")]
+    assert "(vllm's accounting until the engine is detected;" in line, line  # engine auto: said after any "with"
+
+
 def _readme_config() -> str:
     """The YAML block of README's Configuration section."""
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
