@@ -7,6 +7,24 @@ import math
 from collections.abc import Callable
 
 
+def interval_arg(upper: float) -> Callable[[str], float]:
+    """A type for seconds between scrapes: :func:`positive_float` of ``upper``, at least
+    :data:`advisor.conventions.MIN_SCRAPE_INTERVAL_SECONDS` (``once --interval 0.001`` read rates over 7 ms, 3–4.5×
+    off, at full confidence). The constant is imported when an argument is parsed, not when the parser is built
+    (``--help`` stays import-free: ``tests/test_lazy_cli.py``)."""
+    positive = positive_float(upper)
+
+    def parse(text: str) -> float:
+        from advisor.conventions import MIN_SCRAPE_INTERVAL_SECONDS
+
+        v = positive(text)
+        if v < MIN_SCRAPE_INTERVAL_SECONDS:
+            raise argparse.ArgumentTypeError(f"must be at least {MIN_SCRAPE_INTERVAL_SECONDS:g}, got {text!r}")
+        return v
+
+    return parse
+
+
 def positive_float(upper: float) -> Callable[[str], float]:
     """A type accepting finite numbers in (0, ``upper``]."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from advisor import __version__
-from advisor.argtypes import bounded_int, duration_arg, positive_float, shard_arg
+from advisor.argtypes import bounded_int, duration_arg, interval_arg, positive_float, shard_arg
 from advisor.errors import AdvisorError, CapacityError, ConfigError
 
 # ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
@@ -466,7 +466,12 @@ def add_inspect_parser(sub: Any) -> None:
     ins = sub.add_parser("inspect", help=INSPECT_HELP)
     ins.add_argument("url")
     ins.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
-    ins.add_argument("--interval", type=positive_float(600.0), default=3.0, help="seconds between scrapes (3)")
+    ins.add_argument(
+        "--interval",
+        type=interval_arg(600.0),
+        default=3.0,
+        help="seconds between scrapes (3; at least 0.1)",
+    )
     ins.add_argument(
         "--served-model",
         metavar="NAME",
@@ -629,7 +634,10 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     once = sub.add_parser("once", help="scrape twice, evaluate once, print and exit")
     once.add_argument("--config", required=True)
     once.add_argument(
-        "--interval", type=positive_float(3600.0), default=2.0, help="seconds between the two scrapes (default 2)"
+        "--interval",
+        type=interval_arg(3600.0),
+        default=2.0,
+        help="seconds between the two scrapes (default 2; at least 0.1)",
     )
     once.add_argument("--json", action="store_true")
     once.set_defaults(func=cmd_once)

@@ -52,7 +52,7 @@ from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resol
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.models import ModelArch
-from advisor.conventions import RULE_PLUGIN_GROUP, RUNBOOK_BASE
+from advisor.conventions import MIN_SCRAPE_INTERVAL_SECONDS, RULE_PLUGIN_GROUP, RUNBOOK_BASE
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
@@ -90,9 +90,6 @@ _DURATION_RE = re.compile(
 
 
 MAX_DURATION_SECONDS = 365 * 86400.0
-
-MIN_SCRAPE_INTERVAL_SECONDS = 0.1
-"""Below this a cycle (scrape, evaluate, publish) would run back to back and burn a core for nothing."""
 
 
 def parse_duration(value: object) -> float:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Final
 
+MIN_SCRAPE_INTERVAL_SECONDS: Final = 0.1
+"""``scrape_interval`` and ``once``/``inspect --interval`` at least: below it a cycle (scrape, evaluate, publish)
+would run back to back and burn a core for nothing, and rates over a few milliseconds are noise."""
+
 # --- exported metric names (prometheus-client appends _total to counters itself) -----------------
 KV_CACHE_USAGE_RATIO: Final = "advisor_kv_cache_usage_ratio"
 KV_CACHE_CAPACITY_TOKENS: Final = "advisor_kv_cache_capacity_tokens"

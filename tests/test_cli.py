@@ -248,10 +248,21 @@ deployments:
             "8192",
         ],
         ["once", "--config", "deploy/advisor.example.yaml", "--interval", "inf"],
+        ["once", "--config", "deploy/advisor.example.yaml", "--interval", "0.001"],  # rates over ms: 3-4.5x off
+        ["inspect", "http://127.0.0.1:9/metrics", "--interval", "0.05"],
         ["demo", "--speed", "0"],
         ["demo", "--duration", "-1"],
     ],
-    ids=["gib-inf", "gib-huge", "util-nan", "interval-inf", "speed-zero", "duration-negative"],
+    ids=[
+        "gib-inf",
+        "gib-huge",
+        "util-nan",
+        "interval-inf",
+        "interval-below-0.1",
+        "inspect-interval-below-0.1",
+        "speed-zero",
+        "duration-negative",
+    ],
 )
 def test_bad_numbers_on_the_command_line_are_clear_errors(args: list[str]) -> None:
     r = _cli(*args)

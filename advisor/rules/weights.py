@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, kv_withheld, pool_turns, turn_proposal
+from advisor.rules.common import confidence, engine_pool_scale, kv_withheld, pool_turns, turn_proposal
 
 _DIALS = (c.DIAL_WEIGHT_QUANTIZATION, c.DIAL_TENSOR_PARALLEL_SIZE)
 
@@ -68,7 +68,7 @@ class WeightsCrowdRule:
         if s is None or s.requests_running is None:
             return Condition(None, "running requests unknown")
         share = self._share(ev)
-        ceiling = ev.ctx.capacity.max_concurrency
+        ceiling = _ceiling(ev)
         holds = share >= self.min_share and ceiling < self.max_ceiling and s.requests_running > 0
         return Condition(
             holds,
@@ -87,7 +87,7 @@ class WeightsCrowdRule:
         w = ev.ctx.capacity.weights_bytes_per_gpu / 2**30
         situation = (
             f"The weights take {w:.1f} GiB per GPU, {share:.0%} of the budget, leaving a pool of "
-            f"{ev.ctx.capacity.kv_cache_tokens:,} tokens ({ev.ctx.capacity.max_concurrency:.2f} sequences at "
+            f"{_pool_tokens(ev):,.0f} tokens ({_ceiling(ev):.2f} sequences at "
             f"max-model-len {ev.ctx.capacity.max_model_len:,})."
         )
         other_pool = kv_withheld(ev) or kv_idle(ev)
@@ -107,3 +107,16 @@ class WeightsCrowdRule:
             for cand in pool_turns(ev)
             if cand.turn.dial in _DIALS
         ]
+
+
+def _pool_tokens(ev: Evaluation) -> float:
+    """The pool per replica in tokens: the engine's when it reports it, else the capacity pass's."""
+    k = engine_pool_scale(ev)
+    return ev.ctx.capacity.kv_cache_tokens * k if k is not None else float(ev.ctx.capacity.kv_cache_tokens)
+
+
+def _ceiling(ev: Evaluation) -> float:
+    """Max-length sequences the pool holds, on the engine's pool when it reports one (the figure ``pool_context``
+    states; walkthrough: one ``once`` said 23.26 there and 19.69 here for one pool)."""
+    k = engine_pool_scale(ev)
+    return ev.ctx.capacity.max_concurrency * k if k is not None else ev.ctx.capacity.max_concurrency

@@ -91,8 +91,15 @@ SCENARIOS: dict[str, tuple[Rule, Callable[[], Evaluation]]] = {
             generation_tokens_per_second=200.0,
         ),
     ),
-    "weights_crowd on an L4": (WeightsCrowdRule(), lambda: ev(dep=ctx(gpu="L4"), requests_running=4)),
-    "weights_crowd on an A10 (awq)": (WeightsCrowdRule(), lambda: ev(dep=ctx(gpu="A10"), requests_running=4)),
+    # the pool the capacity pass gives (no engine figure: the helpers' default 432,000 is an H100's, not an L4's)
+    "weights_crowd on an L4": (
+        WeightsCrowdRule(),
+        lambda: ev(dep=ctx(gpu="L4"), requests_running=4, kv_capacity_tokens=None),
+    ),
+    "weights_crowd on an A10 (awq)": (
+        WeightsCrowdRule(),
+        lambda: ev(dep=ctx(gpu="A10"), requests_running=4, kv_capacity_tokens=None),
+    ),
     "over_provisioned on one H100": (
         OverProvisionedRule(),
         lambda: ev(

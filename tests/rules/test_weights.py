@@ -47,7 +47,7 @@ L4 = ctx(gpu="L4")
     ],
 )
 def test_fire_table(rule: WeightsCrowdRule, dep: Any, running: float, fires: bool) -> None:
-    e = ev(dep=dep, requests_running=running)
+    e = ev(dep=dep, requests_running=running, kv_capacity_tokens=None)  # the capacity pass's pool
     assert rule.fires(e).holds is fires
     assert rule.clears(e).holds is (not fires)
 
@@ -77,4 +77,17 @@ def test_never_proposes_replicas_or_kv_dtype() -> None:
 @pytest.mark.parametrize(("held", "opens"), [(299.5, False), (300.0, True)], ids=["just short of 300 s", "at 300 s"])
 def test_for_duration(held: float, opens: bool) -> None:
     rule = WeightsCrowdRule(for_seconds=300)
-    assert opens_after(rule, lambda now: ev(now=now, dep=L4, requests_running=4), held) is opens
+    make = lambda now: ev(now=now, dep=L4, requests_running=4, kv_capacity_tokens=None)  # noqa: E731
+    assert opens_after(rule, make, held) is opens
+
+
+def test_the_ceiling_is_read_on_the_engine_s_pool_when_it_reports_one() -> None:
+    """Walkthrough: one ``once`` said "the pool holds 23.26 max-length requests" (pool_context, the engine's pool)
+    and "19.69 max-length sequences" (weights_crowd, the model's) for one pool. An engine pool of half the model's
+    halves the ceiling this rule states and judges."""
+    model = ev(dep=L4, requests_running=4, kv_capacity_tokens=None)
+    half = ev(dep=L4, requests_running=4, kv_capacity_tokens=model.ctx.capacity.kv_cache_tokens / 2)
+    expected = model.ctx.capacity.max_concurrency / 2
+    assert half.kv_capacity_source == "engine"
+    assert WeightsCrowdRule().fires(half).evidence["max_concurrency"] == pytest.approx(expected)
+    assert f"the pool holds {expected:.2f} max-length sequences" in WeightsCrowdRule().fires(half).reason
