@@ -526,8 +526,10 @@ def _differs(name: str, a: Any, b: Any, compute_dtype: str) -> bool:
     if name == "gpu_memory_utilization":
         return not (isinstance(a, float) and isinstance(b, float) and abs(a - b) <= 0.005)
     if name == "kv_cache_dtype":
-        known_a, known_b = _kv_bytes(str(a), compute_dtype), _kv_bytes(str(b), compute_dtype)
-        return known_a is None or known_b is None or known_a != known_b if str(a) != str(b) else False
+        if str(a) == str(b):
+            return False
+        bytes_a = _kv_bytes(str(a), compute_dtype)  # an unknown name differs from every other name
+        return bytes_a is None or bytes_a != _kv_bytes(str(b), compute_dtype)
     return bool(a != b)
 
 
