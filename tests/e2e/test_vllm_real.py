@@ -83,9 +83,12 @@ DIRECT_NAMES = {
 COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total")
 GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage_ratio")
 
-# healthy: 6 requests in flight of 16 prompt tokens (16 bytes) and 150 output tokens — up to 6 blocks of 32
-# each, at most 36 of the 63 usable blocks, far below max-num-seqs (32), so nothing waits
+# healthy: 6 requests in flight of 16 prompt tokens (16 bytes) and 150 output tokens — 6 blocks of 32 each
 HEALTHY = {"concurrency": 6, "prompt_bytes": 16, "max_tokens": 150}
+# the healthy phase's lengths vary 75-225 tokens around the 150 mean (CompletionLoad.spread): with one length for
+# all, the threads moved in bursts and vLLM read 0 running at every scrape between them (ci30). At most 8 blocks
+# each, 48 of the 63 usable blocks (76 %), far below max-num-seqs (32), so nothing waits
+HEALTHY_SPREAD = 0.5
 # saturated: 64 in flight of 300 tokens — 32 running would want up to 320 blocks of 63: requests wait and are
 # preempted. Long enough that the engine, not the HTTP front end, is the bottleneck on 2 loaded cores (with
 # 150-token requests the engine could sit idle at the scrape instant, reading 0 running, between bursts).
@@ -434,7 +437,7 @@ def _healthy_then_saturated(
     # --- healthy: >= 2 x the longest for-duration, counted in the daemon's cycles ----------------------------
     min_cycles = 2 * longest / SCRAPE_SECONDS + 1
     healthy_checks: list[dict[str, Any]] = []
-    with CompletionLoad(server.url, max_requests=3000, max_seconds=240, **HEALTHY) as load:
+    with CompletionLoad(server.url, max_requests=3000, max_seconds=240, spread=HEALTHY_SPREAD, **HEALTHY) as load:
         # wait until the load is on the engine before counting
         deadline = time.monotonic() + 60
         while advisor.deployment()["snapshot"].get("requests_running") in (None, 0):
@@ -470,7 +473,7 @@ def _healthy_then_saturated(
     assert advisor.recommendations() == [], "the healthy phase opened a recommendation"
     wait_quiet(server)
     after_healthy = assert_reads_what_vllm_says(server, advisor)
-    assert after_healthy["generation_tokens_total"] >= load.completed * HEALTHY["max_tokens"]
+    assert after_healthy["generation_tokens_total"] >= load.completion_tokens > 0
     assert after_healthy["kv_cache_usage_ratio"] == 0.0
 
     # --- saturated: many more requests than the pool holds ------------------------------------------------

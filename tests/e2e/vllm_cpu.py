@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -355,12 +356,24 @@ class MetricsSampler:
             self._thread.join(15)
 
 
+LENGTH_STEPS = (0.0, 0.8, -0.6, 0.4, -1.0, 1.0, -0.2, 0.6, -0.8, 0.2, -0.4)
+"""Relative length steps of :class:`CompletionLoad` with a ``spread``: mean 0, from -1 to 1, 11 long (a prime, so
+threads started one step apart stay apart)."""
+
+
 @dataclass
 class CompletionLoad:
     """Concurrent ``POST /v1/completions`` against vLLM: ``concurrency`` threads, each sending requests one after
     another until ``max_requests`` were sent in all, ``max_seconds`` passed, or :meth:`stop`. Each request
     asks for exactly ``max_tokens`` tokens (``ignore_eos``) after a ``prompt_bytes``-byte prompt (the tiny
     tokenizer makes one token per byte, and adds no BOS). Loopback only.
+
+    With ``spread`` > 0 the lengths vary instead: thread ``i``'s ``k``-th request asks for
+    ``round(max_tokens * (1 + spread * x))`` tokens, ``x`` stepping through ``LENGTH_STEPS`` from an offset of
+    ``i``. Requests of one length admitted together finish on the same engine step, so threads that all ask for the
+    same length move in bursts: between bursts the engine is idle and its running gauge reads 0 at the scrape
+    instant (ci30 saw 0 in every scrape of a healthy phase on a loaded machine). Varied lengths keep requests in
+    flight throughout, as an operator's traffic does.
 
     Use as a context manager (starts on enter; stops and joins on exit).
     """
@@ -371,8 +384,11 @@ class CompletionLoad:
     max_seconds: float = 60.0
     prompt_bytes: int = 16
     max_tokens: int = 8
+    spread: float = 0.0
     sent: int = 0
     completed: int = 0
+    completion_tokens: int = 0
+    """Tokens asked for (and, with ``ignore_eos`` and ``min_tokens``, generated) by the completed requests."""
     errors: list[str] = field(default_factory=list)
     reconnects: int = 0
     """Requests sent again once because the server had closed the reused keep-alive connection."""
@@ -391,18 +407,19 @@ class CompletionLoad:
             self.sent += 1
             return True
 
-    def _worker(self, deadline: float) -> None:
+    def _length(self, thread: int, k: int) -> int:
+        """Tokens thread ``thread`` asks for in its ``k``-th request (see the class docstring)."""
+        x = LENGTH_STEPS[(thread + k) % len(LENGTH_STEPS)]
+        return max(1, round(self.max_tokens * (1 + self.spread * x)))
+
+    def _worker(self, deadline: float, thread: int) -> None:
         prompt = ("abcdefghij" * (self.prompt_bytes // 10 + 1))[: self.prompt_bytes]
-        body = {
-            "model": SERVED_MODEL,
-            "prompt": prompt,
-            "max_tokens": self.max_tokens,
-            "min_tokens": self.max_tokens,
-            "ignore_eos": True,
-            "temperature": 1.0,
-        }
+        body: dict[str, Any] = {"model": SERVED_MODEL, "prompt": prompt, "ignore_eos": True, "temperature": 1.0}
+        k = 0
         with requests.Session() as session:
             while time.monotonic() < deadline and self._take():
+                body["max_tokens"] = body["min_tokens"] = length = self._length(thread, k)
+                k += 1
                 try:
                     try:
                         r = session.post(self.url + "/v1/completions", json=body, timeout=max(30.0, self.max_seconds))
@@ -416,6 +433,7 @@ class CompletionLoad:
                     with self._lock:
                         if r.status_code == 200:
                             self.completed += 1
+                            self.completion_tokens += length
                         else:
                             self.errors.append(f"HTTP {r.status_code}: {r.text[:300]}")
                 except requests.RequestException as exc:
@@ -427,7 +445,7 @@ class CompletionLoad:
         """Start the threads (returns ``self``)."""
         deadline = time.monotonic() + self.max_seconds
         for i in range(self.concurrency):
-            t = threading.Thread(target=self._worker, args=(deadline,), name=f"vllm-load-{i}", daemon=True)
+            t = threading.Thread(target=self._worker, args=(deadline, i), name=f"vllm-load-{i}", daemon=True)
             t.start()
             self._threads.append(t)
         return self
