@@ -26,11 +26,13 @@ Rules (the vLLM adapter's, generalised; each adapter's docstring says which labe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from operator import is_
+from typing import Final, Generic, Literal, TypeVar
 
 from advisor.domain import Exposition, Histogram, Sample
+from advisor.sources.selective_parser import FrozenLabels
 
 Kind = Literal["gauge", "counter", "histogram", "info"]
 
@@ -363,42 +365,158 @@ def _order(value: str) -> tuple[int, int, str]:
     return (0, int(value), "") if value.isascii() and value.isdigit() else (1, 0, value)
 
 
+_V = TypeVar("_V")
+_Entry = tuple[Hashable, tuple[Mapping[str, str], ...], _V]
+"""A :class:`ShapeMemo` entry: ``extra``, the label objects (held), the value."""
+
+
+class ShapeMemo(Generic[_V]):
+    """What was computed from a sequence of label sets (one family's, or a whole page's), remembered per sequence of
+    label *objects*.
+
+    The selective parser's series cache (``advisor.sources.selective_parser.SERIES_CACHE``) hands out one
+    :class:`~advisor.sources.selective_parser.FrozenLabels` object per series text, process-wide: the next scrape of
+    a target, and every replica serving the same model, carry the very same label objects, in the same order, with
+    new values. Whatever depends only on the names and labels (which samples repeat a series, the models, each
+    family's rank, the histogram bounds) is then the same, and only the values need reading again, as Prometheus's
+    scrape cache skips a known series' label parsing (``scrape/scrape.go``, ``scrapeCache``).
+
+    Exact: a hit needs ``extra`` equal and every label object the *same object* (``is``) as the one stored, in order;
+    an entry holds its label objects (so none is freed and its address reused), and only label sets that are
+    :class:`~advisor.sources.selective_parser.FrozenLabels` (read-only) are stored: a plain dict could be edited
+    after. Anything else is never found, and the caller computes as it would without the memo.
+
+    Bounded: two generations, as the series cache. An entry goes to ``young``; when ``young`` holds ``entries``
+    entries or ``labels`` label references, it becomes ``old`` and the former ``old`` is dropped; a hit in ``old``
+    moves the entry to ``young``. At most ``2 × labels`` references (8 bytes each) are held, to objects the series
+    cache mostly holds too (its own bound is 2 × 32,768 series).
+
+    No lock: every step is one dict operation or one assignment (atomic under the GIL); a race with a rotation at
+    worst loses an entry, which is computed again. A stored value is never changed by the memo.
+
+    Example: the vLLM 0.33 capture (``vllm-0.33.0-engine-code-healthy-llama3.1-8b.prom``, 132 series kept): the first
+    scrape of a target checks the label sets of its families of several samples for repeats (:func:`first_samples`)
+    and walks every family for models and ranks (``advisor.engines.vllm``); the later scrapes, and the replicas',
+    find the same 132 label objects in the memo (a tuple of 132 ids hashed, 132 ``is``) and read values only.
+    """
+
+    __slots__ = ("entries", "labels", "old", "young", "young_labels")
+
+    def __init__(self, entries: int, labels: int) -> None:
+        """``entries``, ``labels``: one generation's bounds (entries, label references)."""
+        self.entries = entries
+        self.labels = labels
+        self.young: dict[int, _Entry[_V]] = {}
+        self.old: dict[int, _Entry[_V]] = {}
+        self.young_labels = 0
+
+    def get(self, extra: Hashable, labels: Sequence[Mapping[str, str]]) -> _V | None:
+        """The value stored for ``extra`` and these label objects (in this order), else ``None``."""
+        key = hash((extra, tuple(map(id, labels))))
+        entry = self.young.get(key)
+        if entry is None:
+            entry = self.old.get(key)
+            if entry is None or not _same(entry, extra, labels):
+                return None
+            self._store(key, entry)
+            return entry[2]
+        return entry[2] if _same(entry, extra, labels) else None
+
+    def put(self, extra: Hashable, labels: Sequence[Mapping[str, str]], value: _V) -> None:
+        """Remember ``value`` for ``extra`` and these label objects; nothing when one is not a ``FrozenLabels``."""
+        held = tuple(labels)
+        if len(held) > self.labels or not all(type(x) is FrozenLabels for x in held):
+            return
+        self._store(hash((extra, tuple(map(id, held)))), (extra, held, value))
+
+    def _store(self, key: int, entry: _Entry[_V]) -> None:
+        size = len(entry[1])
+        if len(self.young) >= self.entries or self.young_labels + size > self.labels:
+            self.old, self.young, self.young_labels = self.young, {}, 0
+        self.young[key] = entry
+        self.young_labels += size
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self.old, self.young, self.young_labels = {}, {}, 0
+
+
+def _same(entry: _Entry[object], extra: Hashable, labels: Sequence[object]) -> bool:
+    """Whether ``entry`` was stored for ``extra`` and exactly these label objects."""
+    held = entry[1]
+    return len(held) == len(labels) and entry[0] == extra and all(map(is_, held, labels))
+
+
+SHAPE_MEMO_ENTRIES: Final = 4096
+"""Entries one generation of a :class:`ShapeMemo` holds at most."""
+SHAPE_MEMO_LABELS: Final = 32_768
+"""Label references one generation of a :class:`ShapeMemo` holds at most: as many as the series cache's generation
+(``SERIES_CACHE_ENTRIES``) holds series, so the memo remembers the pages whose series the cache still knows (about
+250 vLLM pages of 132 series per generation), at 8 bytes a reference (256 KB a generation)."""
+
+_REPEATS: Final[ShapeMemo[tuple[tuple[int, ...], ...]]] = ShapeMemo(SHAPE_MEMO_ENTRIES, SHAPE_MEMO_LABELS)
+"""The label objects of a page's families of several samples (in order; ``extra``: their sizes) → per family, the
+positions :func:`first_samples` keeps (``()`` when it keeps them all)."""
+
+
 def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list[str]]:
     """The exposition with each series (name + label set) kept once, its first sample, as Prometheus keeps
     it; and one ``missing`` note per family that repeated a series. A label with an empty value is the same as no
     label (Prometheus's data model), so ``x{a="1",b=""}`` repeats ``x{a="1"}``.
 
+    Which samples a family keeps depends on its label sets alone: it is remembered per page's label objects
+    (:class:`ShapeMemo`, :data:`_REPEATS`), so the families of a page seen at an earlier scrape are not hashed again.
+
     Example: ``ray_vllm_num_requests_running{ReplicaId="a"} 3`` twice (a Ray Serve re-export) → one sample
     (3) and ``["ray_vllm_num_requests_running: 1 duplicate series ignored (the first sample kept)"]``.
     """
+    # families of several samples not kept by an earlier pass (observe, then the adapter): the ones that may repeat
+    several = [x for x in exposition.values() if len(x) > 1 and type(x) is not _FirstSamples]
+    verdicts: tuple[tuple[int, ...], ...] = ()
+    if several:
+        sizes = tuple(map(len, several))
+        labels = [s.labels for samples in several for s in samples]
+        known = _REPEATS.get(sizes, labels)
+        if known is None:
+            known = tuple(_kept_positions([s.labels for s in samples]) for samples in several)
+            _REPEATS.put(sizes, labels, known)
+        verdicts = known
     out: dict[str, list[Sample]] = {}
     notes: list[str] = []
+    verdict = iter(verdicts)
     for name, samples in exposition.items():
-        if type(samples) is _FirstSamples:  # kept by an earlier pass (observe, then the adapter): nothing repeats
+        if type(samples) is _FirstSamples:  # kept by an earlier pass: nothing repeats
             out[name] = samples
             continue
         if len(samples) < 2:  # one series: nothing to repeat
             out[name] = _FirstSamples(samples)
             continue
-        labels = [s.labels for s in samples]
-        if True in ["" in x.values() for x in labels]:  # an empty value is no label (Prometheus)
-            keys = [frozenset((k, v) for k, v in x.items() if v) for x in labels]
-        else:
-            keys = [frozenset(x.items()) for x in labels]
-        if len(set(keys)) == len(keys):  # every series once (the usual page): kept whole
+        positions = next(verdict)
+        if not positions:  # every series once (the usual page): kept whole
             out[name] = _FirstSamples(samples)
             continue
-        seen: set[frozenset[tuple[str, str]]] = set()
-        kept = _FirstSamples()
-        for key, s in zip(keys, samples, strict=True):
-            if key not in seen:
-                seen.add(key)
-                kept.append(s)
-        if len(kept) != len(samples):
-            n = len(samples) - len(kept)
-            notes.append(f"{name}: {n} duplicate series ignored (the first sample kept)")
+        kept = _FirstSamples([samples[i] for i in positions])
+        notes.append(f"{name}: {len(samples) - len(kept)} duplicate series ignored (the first sample kept)")
         out[name] = kept
     return out, notes
+
+
+def _kept_positions(labels: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
+    """The positions of the first label set of each series (equal sets, an empty value being no label), ``()`` when
+    no series repeats."""
+    if True in ["" in x.values() for x in labels]:  # an empty value is no label (Prometheus)
+        keys = [frozenset((k, v) for k, v in x.items() if v) for x in labels]
+    else:
+        keys = [frozenset(x.items()) for x in labels]
+    if len(set(keys)) == len(keys):
+        return ()
+    seen: set[frozenset[tuple[str, str]]] = set()
+    kept: list[int] = []
+    for i, key in enumerate(keys):
+        if key not in seen:
+            seen.add(key)
+            kept.append(i)
+    return tuple(kept)
 
 
 class _FirstSamples(list[Sample]):
