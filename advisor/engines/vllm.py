@@ -68,9 +68,12 @@ from typing import Final, cast
 from advisor.domain import EngineSnapshot, Exposition, Histogram, RankValues, Sample
 from advisor.engines.common import (
     DEFAULT_RANK,
+    SHAPE_MEMO_ENTRIES,
+    SHAPE_MEMO_LABELS,
     Kind,
     Scope,
     Series,
+    ShapeMemo,
     first_histogram,
     first_samples,
     first_total,
@@ -221,7 +224,7 @@ class VLLMAdapter:
         """Every served model (``model_name``, else Triton's ``model``) on the samples the adapter reads, in
         exposition order (LoRA adapters are not separate models; ``vllm:lora_requests_info`` is not read)."""
         expo, duplicates = first_samples(normalize(exposition))
-        scope = _IndexedScope(expo, None)
+        scope = indexed_scope(expo, None)
         self._last = (exposition, scope, duplicates)
         return scope.all_models
 
@@ -242,7 +245,7 @@ class VLLMAdapter:
             _, scope, duplicates = last  # the same page, the same model: the scope models() just built
         else:
             expo, duplicates = first_samples(normalize(exposition))
-            scope = _IndexedScope(expo, model)
+            scope = indexed_scope(expo, model)
         return read_snapshot(scope, duplicates, self.engine)
 
 
@@ -367,7 +370,7 @@ def normalize(exposition: Exposition) -> Exposition:
 
     Example: ``{"ray_vllm_num_requests_running": [...]}`` → ``{"vllm:num_requests_running": [...]}``.
     """
-    if not any(name.startswith(_RAY_PREFIXES) for name in exposition):
+    if True not in [name.startswith(_RAY_PREFIXES) for name in exposition]:
         return exposition
     out: dict[str, list[Sample]] = {}
     for name, samples in exposition.items():
@@ -387,11 +390,15 @@ class _VLLMScope(Scope):
     """
 
     def __init__(self, exposition: Exposition, model: str | None) -> None:
-        # a replica label (Ray's ReplicaId, Triton's version) labels every sample of a family that has it
-        self._replicated = any(
+        self._replicated = self._is_replicated(exposition)
+        super().__init__(exposition, wanted=WANTED_SAMPLE_NAMES, model_labels=_MODEL_LABELS, model=model)
+
+    def _is_replicated(self, exposition: Exposition) -> bool:
+        """Whether a replica label names ranks: a replica label (Ray's ``ReplicaId``, Triton's ``version``) labels
+        every sample of a family that has it, so the first sample of each family tells."""
+        return any(
             not samples[0].labels.keys().isdisjoint(_REPLICA_LABELS) for samples in exposition.values() if samples
         )
-        super().__init__(exposition, wanted=WANTED_SAMPLE_NAMES, model_labels=_MODEL_LABELS, model=model)
 
     def rank(self, sample: Sample) -> str:
         if not self._replicated:
@@ -452,45 +459,195 @@ class _VLLMScope(Scope):
 
 
 class _Family:
-    """One sample name's samples of the scope's model (as :meth:`Scope.samples` keeps them) and their ranks.
+    """Where one sample name's samples of the scope's model are in its family (as :meth:`Scope.samples` keeps them),
+    and their ranks. Read from the labels alone, so every page of the same label objects shares it (:class:`_Layout`).
 
     Attributes:
-        samples: the samples, in exposition order.
-        rank: the one rank of every sample (the usual page), else ``None``.
-        ranks: the rank of each sample (as :meth:`_VLLMScope.rank`), or ``None`` when ``rank`` is set.
-        rank_set: every rank on the samples.
-        named: whether any sample names a rank (:func:`_names_rank`).
+        keep: the positions in the family of the samples kept (the model's, then the priority total's), in exposition
+            order; ``None`` when every sample is kept (the usual page).
+        rank: the one rank of every kept sample (the usual page), else ``None``.
+        ranks: the rank of each kept sample (as :meth:`_VLLMScope.rank`), or ``None`` when ``rank`` is set.
+
+    Shared by the pages of a layout: never modified (nor the ``ranks`` list :meth:`_IndexedScope.ranked_samples`
+    hands out).
+        rank_set: every rank on the kept samples.
+        named: whether any kept sample names a rank (:func:`_names_rank`).
     """
 
-    __slots__ = ("named", "rank", "rank_set", "ranks", "samples")
+    __slots__ = ("keep", "named", "rank", "rank_set", "ranks")
 
     def __init__(
-        self, samples: list[Sample], rank: str | None, ranks: list[str] | None, rank_set: frozenset[str], named: bool
+        self,
+        keep: tuple[int, ...] | None,
+        rank: str | None,
+        ranks: list[str] | None,
+        rank_set: frozenset[str],
+        named: bool,
     ) -> None:
-        self.samples = samples
+        self.keep = keep
         self.rank = rank
         self.ranks = ranks
         self.rank_set = rank_set
         self.named = named
 
     @classmethod
-    def one_rank(cls, samples: list[Sample], rank: str, named: bool) -> _Family:
-        """Every sample of rank ``rank``."""
-        return cls(samples, rank, None, frozenset((rank,)), named)
+    def one_rank(cls, keep: tuple[int, ...] | None, rank: str, named: bool) -> _Family:
+        """Every kept sample of rank ``rank``. With every sample kept (``keep`` ``None``, the usual page), one object
+        per ``(rank, named)`` shared by every layout (:data:`_ONE_RANK`, while it has room): a family then costs its
+        layout a reference."""
+        if keep is not None:
+            return cls(keep, rank, None, frozenset((rank,)), named)
+        known = _ONE_RANK.get((rank, named))
+        if known is None:
+            known = cls(None, rank, None, frozenset((rank,)), named)
+            if len(_ONE_RANK) < _ONE_RANK_LIMIT:
+                _ONE_RANK[rank, named] = known
+        return known
 
 
-_NO_FAMILY: Final = _Family([], None, [], frozenset(), False)
+_NO_FAMILY: Final = _Family((), None, [], frozenset(), False)
+_ONE_RANK: Final[dict[tuple[str, bool], _Family]] = {}
+"""``(rank, named)`` → the :class:`_Family` of every sample of one rank (shared by the families of that rank)."""
+_ONE_RANK_LIMIT: Final = 4096
+"""Ranks :data:`_ONE_RANK` holds at most (DP ranks and replica names; past that, each family has its own object)."""
+
+
+class _BucketPlan:
+    """One rank's ``_bucket`` family read from its labels, for :func:`_histogram` on every page of the same labels.
+
+    Attributes:
+        rank: the family's one rank.
+        valid: ``False`` when a bound is missing, not a number or NaN (never a histogram, whatever the values).
+        order: the positions of the buckets in bound order when every bound appears once (the usual page); ``None``
+            for repeated bounds (summed per bound: :func:`_histogram` reads them).
+        inf: the position of the ``+Inf`` bucket, ``None`` without one (never a histogram).
+        bounds: the bounds in order, scaled as the series says (the tuple :meth:`Histogram.bounds` keeps once one
+            was built: shared, never hashed again).
+
+    Example: buckets ``le="0.1"``, ``le="+Inf"``, ``le="1"`` → ``order=(0, 2, 1)``, ``inf=1``,
+    ``bounds=(0.1, 1.0, inf)``.
+    """
+
+    __slots__ = ("bounds", "inf", "order", "rank", "valid")
+
+    def __init__(self, rank: str, buckets: Sequence[Sample], scale: float) -> None:
+        self.rank = rank
+        self.valid = False
+        self.order: tuple[int, ...] | None = None
+        self.inf: int | None = None
+        self.bounds: tuple[float, ...] = ()
+        try:
+            les = [_LE_FLOATS.get(x) or _le(x) for x in [s.labels["le"] for s in buckets]]
+        except (KeyError, ValueError):
+            return
+        if any(map(math.isnan, les)):
+            return
+        self.valid = True
+        if len(set(les)) != len(les):
+            return
+        order = sorted(range(len(les)), key=les.__getitem__)
+        self.order = tuple(order)
+        self.inf = les.index(math.inf) if math.inf in les else None
+        ordered = [les[i] for i in order]
+        self.bounds = (
+            tuple(ordered) if scale == 1.0 else tuple(le * scale if math.isfinite(le) else le for le in ordered)
+        )
+
+    def read(
+        self, buckets: Sequence[Sample], counts: Sequence[Sample], sums: Sequence[Sample], scale: float
+    ) -> Histogram | None:
+        """:func:`_histogram` of these samples (of this plan's labels): the values alone are read, in its order."""
+        if not self.valid:
+            return None
+        values = [s.value for s in buckets]
+        if any(map(math.isnan, values)):
+            return None
+        order, inf = self.order, self.inf
+        if order is None:  # repeated bounds: summed per bound
+            return _histogram(buckets, counts, sums, scale)
+        if inf is None or not sums:
+            return None
+        total = _sum(sums, 1.0)
+        count = _sum(counts, 1.0) if counts else None
+        if total is None or (counts and count is None):
+            return None
+        h = Histogram.from_counts(
+            self.bounds,
+            [0.0 + values[i] for i in order],
+            count=count if count is not None else 0.0 + values[inf],
+            sum=total * scale,
+        )
+        self.bounds = h.bounds()  # the interned tuple: recognised by identity from now on
+        return h
+
+
+_UNPLANNED: Final = object()
+
+
+class _Layout:
+    """What one page's names and label sets fix for one model: everything :class:`_IndexedScope` derives without a
+    value. Shared by every page of the same label objects (:data:`_LAYOUTS`: the next scrape of a target, and its
+    replicas), which then only read their values.
+
+    Filled as it is first needed, each part by one assignment (scopes of concurrent pages of one layout may both fill
+    a part: with the same thing).
+
+    Attributes:
+        all_models: every model on the page (:meth:`Scope.models`).
+        replicated: whether a replica label names the ranks (:class:`_VLLMScope`).
+        families: every wanted family's :class:`_Family`, ``None`` until first read.
+        ranks: :meth:`_VLLMScope.vllm_ranks`, ``None`` until first read.
+        ranked: ``(name, kind)`` of a series → :meth:`_VLLMScope.ranked`.
+        histograms: ``(name, scale)`` of a histogram series → its :class:`_BucketPlan`, or ``None`` where the
+            reference walk reads it (several ranks, a part absent).
+
+    (Series are keyed by the fields their reading depends on: hashing a whole :class:`Series` hashes its seven.)
+    """
+
+    __slots__ = ("all_models", "families", "histograms", "ranked", "ranks", "replicated")
+
+    def __init__(self, all_models: list[str], replicated: bool) -> None:
+        self.all_models = all_models
+        self.replicated = replicated
+        self.families: dict[str, _Family] | None = None
+        self.ranks: tuple[str, ...] | None = None
+        self.ranked: dict[tuple[str, str], bool] = {}
+        self.histograms: dict[tuple[str, float], _BucketPlan | None] = {}
+
+
+_LAYOUTS: Final[ShapeMemo[_Layout]] = ShapeMemo(SHAPE_MEMO_ENTRIES, SHAPE_MEMO_LABELS)
+"""``(model, names, family sizes)`` and a page's label objects (every family's, in order) → its :class:`_Layout`."""
+
+
+def indexed_scope(exposition: Exposition, model: str | None) -> _IndexedScope:
+    """The :class:`_IndexedScope` of ``exposition`` for ``model``, with the :class:`_Layout` of an earlier page of the
+    same names and label objects when :data:`_LAYOUTS` holds one (else a new one, remembered there).
+
+    ``exposition``: as :class:`_IndexedScope` reads it (after :func:`first_samples`).
+    """
+    values = exposition.values()
+    shape = (model, tuple(exposition), tuple(map(len, values)))
+    labels = [s.labels for samples in values for s in samples]
+    layout = _LAYOUTS.get(shape, labels)
+    if layout is not None:
+        return _IndexedScope(exposition, model, layout)
+    scope = _IndexedScope(exposition, model)
+    _LAYOUTS.put(shape, labels, scope.layout)
+    return scope
 
 
 class _IndexedScope(_VLLMScope):
-    """:class:`_VLLMScope` read in one indexed pass: each family the adapter reads is walked once (its model's
-    samples, their ranks, whether they name one) into a :class:`_Family`, and every reading (the rank set, whether a
-    series is ranked, gauges, counters, histograms) is computed from that index; a family of one rank (the usual
-    page) is read without a per-sample rank at all.
+    """:class:`_VLLMScope` read in one indexed pass: each family the adapter reads is walked once (which of its samples
+    are the model's, their ranks, whether they name one) into a :class:`_Family`, and every reading (the rank set,
+    whether a series is ranked, gauges, counters, histograms) is computed from that index; a family of one rank (the
+    usual page) is read without a per-sample rank at all.
+
+    What the index holds depends on names and labels only: it lives in a :class:`_Layout`, which a page of the same
+    label objects (:func:`indexed_scope`) takes over as it is, reading only its values.
 
     The readings equal :class:`_VLLMScope`'s, the reference kept beside it: ``tests/engines/test_vllm_index.py``
-    holds the two equal on generated pages, ``tests/engines/test_snapshot_equality.py`` on every captured page and
-    its variants.
+    holds the two equal on generated pages (also through a layout taken over from another page),
+    ``tests/engines/test_snapshot_equality.py`` on every captured page and its variants.
 
     Example::
 
@@ -499,16 +656,28 @@ class _IndexedScope(_VLLMScope):
         vllm:num_requests_running{engine="0",model_name="m"} 3     → _Family(ranks=["1", "0"], named=True)
     """
 
-    def __init__(self, exposition: Exposition, model: str | None) -> None:
+    def __init__(self, exposition: Exposition, model: str | None, layout: _Layout | None = None) -> None:
+        self._given = layout
         super().__init__(exposition, model)
-        self._families: dict[str, _Family] | None = None
-        self._histograms: dict[Series, dict[str, Histogram | None]] = {}
+        self.layout = layout if layout is not None else _Layout(self.all_models, self._replicated)
+        """What this page's names and labels fix (taken over from an earlier page, or filled by this scope)."""
+        self._kept: dict[str, list[Sample]] = {}
+        self._histograms: dict[tuple[str, float], dict[str, Histogram | None]] = {}
+
+    def _is_replicated(self, exposition: Exposition) -> bool:
+        layout = self._given
+        return super()._is_replicated(exposition) if layout is None else layout.replicated
+
+    def models(self) -> list[str]:
+        layout = self._given
+        return super().models() if layout is None else list(layout.all_models)
 
     def _index(self) -> dict[str, _Family]:
         """Every wanted family on the page, walked once (on first use: :meth:`models` alone needs none)."""
-        families = self._families
+        layout = self.layout
+        families = layout.families
         if families is None:
-            families = self._families = {
+            families = layout.families = {
                 name: self._family(raw) for name, raw in self._expo.items() if raw and name in WANTED_SAMPLE_NAMES
             }
         return families
@@ -516,24 +685,33 @@ class _IndexedScope(_VLLMScope):
     def _family(self, raw: Sequence[Sample]) -> _Family:
         """One family's walk: :meth:`Scope.samples`' model and priority filters (vLLM series match no category
         and have no replica labels), then the rank of each sample as :meth:`rank` gives it."""
+        keep: list[int] | None = None
+        samples: Sequence[Sample] = raw
         if self.others:
-            samples = [s for s in raw if self._same_model(self._model_of(s) or self.model, self.model)]
-            if not samples:
+            same, model_of, model = self._same_model, self._model_of, self.model
+            keep = [i for i, s in enumerate(raw) if same(model_of(s) or model, model)]
+            if not keep:
                 return _NO_FAMILY
-        else:
-            samples = raw if isinstance(raw, list) else list(raw)
+            if len(keep) == len(raw):
+                keep = None
+            else:
+                samples = [raw[i] for i in keep]
         if len(samples) == 1:  # most families: one series, kept whatever its priority label
             (sample,) = samples
+            kept = None if keep is None else tuple(keep)
             if self._replicated:
-                return _Family.one_rank(samples, self.rank(sample), _names_rank(sample))
+                return _Family.one_rank(kept, self.rank(sample), _names_rank(sample))
             engine = sample.labels.get(_RANK_LABEL)
             if engine is not None:
-                return _Family.one_rank(samples, engine, True)
-            return _Family.one_rank(samples, DEFAULT_RANK, _names_rank(sample))
+                return _Family.one_rank(kept, engine, True)
+            return _Family.one_rank(kept, DEFAULT_RANK, _names_rank(sample))
         labels = [s.labels for s in samples]
         if "" in [x.get("priority") for x in labels]:
-            samples = [s for s, x in zip(samples, labels, strict=True) if x.get("priority", "") == ""]
-            labels = [s.labels for s in samples]
+            total = [i for i, x in enumerate(labels) if x.get("priority", "") == ""]
+            keep = total if keep is None else [keep[i] for i in total]
+            samples = [samples[i] for i in total]
+            labels = [labels[i] for i in total]
+        kept = None if keep is None else tuple(keep)
         if self._replicated:
             ranks = [self.rank(s) for s in samples]
             named = any(_names_rank(s) for s in samples)
@@ -543,7 +721,7 @@ class _IndexedScope(_VLLMScope):
             named = len(distinct) > 1 or None not in distinct or any(x.get(k) for x in labels for k in _REPLICA_LABELS)
             if len(distinct) == 1 or distinct == {None, DEFAULT_RANK}:  # one rank (the usual page)
                 engine = engines[0]
-                return _Family.one_rank(samples, engine if engine is not None else DEFAULT_RANK, named)
+                return _Family.one_rank(kept, engine if engine is not None else DEFAULT_RANK, named)
             # without a None, the engine values are the ranks
             ranks = (
                 cast("list[str]", engines)
@@ -552,77 +730,126 @@ class _IndexedScope(_VLLMScope):
             )
         rank_set = frozenset(ranks)
         if len(rank_set) == 1:
-            return _Family.one_rank(samples, ranks[0], named)
-        return _Family(samples, None, ranks, rank_set, named)
+            return _Family.one_rank(kept, ranks[0], named)
+        return _Family(kept, None, ranks, rank_set, named)
 
-    def _get(self, series: Series, suffix: str) -> _Family | None:
-        """The family of ``series`` + ``suffix`` (:data:`_NO_FAMILY` when absent), or ``None`` for a category
-        series (none in vLLM's table: read by the reference code)."""
+    def _kept_samples(self, name: str, fam: _Family) -> list[Sample]:
+        """The family's kept samples on this page, in exposition order."""
+        raw = self._expo.get(name, ())
+        keep = fam.keep
+        if keep is None:
+            return raw if isinstance(raw, list) else list(raw)
+        if not keep:
+            return []
+        kept = self._kept.get(name)
+        if kept is None:
+            kept = self._kept[name] = [raw[i] for i in keep]
+        return kept
+
+    def _get(self, series: Series, suffix: str) -> tuple[_Family, list[Sample]] | None:
+        """The family of ``series`` + ``suffix`` (:data:`_NO_FAMILY` when absent) and its kept samples, or ``None``
+        for a category series (none in vLLM's table: read by the reference code)."""
         if series.match:
             return None
-        return self._index().get(series.name + suffix, _NO_FAMILY)
+        name = series.name + suffix
+        fam = self._index().get(name, _NO_FAMILY)
+        return fam, self._kept_samples(name, fam)
 
     def samples(self, series: Series, suffix: str = "") -> list[Sample]:
-        fam = self._get(series, suffix)
-        return super().samples(series, suffix) if fam is None else fam.samples
+        got = self._get(series, suffix)
+        return super().samples(series, suffix) if got is None else got[1]
 
     def ranked_samples(self, series: Series, suffix: str = "") -> tuple[list[Sample], list[str]]:
-        fam = self._get(series, suffix)
-        if fam is None:
+        got = self._get(series, suffix)
+        if got is None:
             return super().ranked_samples(series, suffix)
+        fam, samples = got
         if fam.ranks is None:
-            return fam.samples, [cast(str, fam.rank)] * len(fam.samples)
-        return fam.samples, fam.ranks
+            return samples, [cast(str, fam.rank)] * len(samples)
+        return samples, fam.ranks
 
     def ranked(self, series: Series) -> bool:
         if series.match:
             return super().ranked(series)
-        index = self._index()
-        return any(index.get(name, _NO_FAMILY).named for name in series.sample_names())
+        key = (series.name, series.kind)
+        known = self.layout.ranked.get(key)
+        if known is None:
+            index = self._index()
+            known = self.layout.ranked[key] = any(index.get(name, _NO_FAMILY).named for name in series.sample_names())
+        return known
 
     def vllm_ranks(self) -> tuple[str, ...]:
+        layout = self.layout
+        known = layout.ranks
+        if known is not None:
+            return known
         found: set[str] = set()
         for name, fam in self._index().items():
             if name == _PROCESS_START:
                 continue
             if name == _CACHE_CONFIG:
-                found.update(self.rank(s) for s in fam.samples if _names_rank(s))
+                found.update(self.rank(s) for s in self._kept_samples(name, fam) if _names_rank(s))
             else:
                 found |= fam.rank_set
-        return tuple(sorted(found, key=_rank_order))
+        known = layout.ranks = tuple(sorted(found, key=_rank_order))
+        return known
 
     def gauge(self, series: Series) -> dict[str, float | None]:
-        fam = self._get(series, "")
-        if fam is None or fam.rank is None:  # a category series, or several ranks: the per-sample walk
+        got = self._get(series, "")
+        if got is None or got[0].rank is None:  # a category series, or several ranks: the per-sample walk
             return super().gauge(series)
+        fam, samples = got
         scale = series.scale
         best: float | None = None
-        for s in fam.samples:
+        for s in samples:
             if not math.isnan(s.value):
                 v = s.value * scale
                 best = v if best is None else max(best, v)
-        return {fam.rank: best}
+        return {cast(str, fam.rank): best}
 
     def counter(self, series: Series, suffix: str = "") -> dict[str, float | None]:
-        fam = self._get(series, suffix)
-        if fam is None or fam.rank is None:
+        got = self._get(series, suffix)
+        if got is None or got[0].rank is None:
             return super().counter(series, suffix)
-        return {fam.rank: _sum(fam.samples, series.scale)}
+        fam, samples = got
+        return {cast(str, fam.rank): _sum(samples, series.scale)}
 
     def histogram(self, series: Series) -> dict[str, Histogram | None]:
-        known = self._histograms.get(series)
+        if series.match:  # a category series (none in vLLM's table): the reference
+            return super().histogram(series)
+        key = (series.name, series.scale)
+        known = self._histograms.get(key)
         if known is not None:  # read twice when unusable (first_histogram, then why_no_histogram)
             return known
-        parts = [self._get(series, suffix) for suffix in ("_bucket", "_count", "_sum")]
-        ranks = {r for p in parts if p is not None for r in p.rank_set}
-        bucket, count, total = parts
-        if bucket is None or count is None or total is None or len(ranks) != 1 or bucket.rank is None:
-            out = super().histogram(series)  # several ranks (or a category series): the per-sample walk
+        plans = self.layout.histograms
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = plans[key] = self._plan(series)
+        if plan is None:  # several ranks: the per-sample walk
+            out = super().histogram(series)
         else:
-            (r,) = ranks
-            out = {r: _histogram(bucket.samples, count.samples, total.samples, series.scale)}
-        self._histograms[series] = out
+            assert isinstance(plan, _BucketPlan)
+            name = series.name
+            index = self._index()
+            buckets, counts, sums = (
+                self._kept_samples(name + x, index.get(name + x, _NO_FAMILY)) for x in ("_bucket", "_count", "_sum")
+            )
+            out = {plan.rank: plan.read(buckets, counts, sums, series.scale)}
+        self._histograms[key] = out
         return out
+
+    def _plan(self, series: Series) -> _BucketPlan | None:
+        """How this layout's pages read ``series``: a :class:`_BucketPlan` when its parts are of one rank, the same
+        for all three, with buckets; ``None`` for the reference walk."""
+        parts = [self._get(series, suffix) for suffix in ("_bucket", "_count", "_sum")]
+        bucket, count, total = parts
+        if bucket is None or count is None or total is None:
+            return None
+        ranks = {r for p in parts if p is not None for r in p[0].rank_set}
+        rank = bucket[0].rank
+        if len(ranks) != 1 or rank is None:
+            return None
+        return _BucketPlan(rank, bucket[1], series.scale)
 
 
 def _sum(samples: Sequence[Sample], scale: float) -> float | None:

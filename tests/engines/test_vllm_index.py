@@ -1,5 +1,6 @@
 """The vLLM adapter's indexed pass (``vllm._IndexedScope``) reads what the per-series reference (``vllm._VLLMScope``)
-reads: every reading of every series in ``NAME_TABLE``, and the whole snapshot, on pages hypothesis draws.
+reads: every reading of every series in ``NAME_TABLE``, and the whole snapshot, on pages hypothesis draws; also when
+the page takes over the layout (``vllm._Layout``) of an earlier page of the same label objects, with other values.
 
 The pages mix what makes the index take another road: one rank or several (``engine``, Ray's ``ReplicaId``, Triton's
 ``version``, an empty ``engine``), each rank's samples together or interleaved, several models (the chosen one or
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from advisor.domain import Sample
 from advisor.engines import vllm
 from advisor.engines.common import first_samples
+from advisor.sources.selective_parser import FrozenLabels
 
 NAMES = (
     "vllm:num_requests_running",
@@ -122,3 +124,78 @@ def test_a_page_of_one_rank_is_read_without_a_rank_per_sample() -> None:
     samples = [Sample(base, {"engine": "0", "le": le, "model_name": "m"}, 1.0) for le in LES]
     fam = vllm._IndexedScope({base: samples}, None)._index()[base]
     assert (fam.rank, fam.ranks, fam.named) == ("0", None, True)
+
+
+# --- pages of the same label objects: a layout taken over ---------------------------------------------------------
+
+
+@st.composite
+def page_pairs(draw: st.DrawFn) -> tuple[dict[str, list[Sample]], dict[str, list[Sample]]]:
+    """Two pages of the same names and label *objects* (read-only ``FrozenLabels``, as the parser's series cache hands
+    them out at every scrape), each with its own values: a page drawn as :func:`pages` draws it, then its samples
+    again with new values. A label set may be the same object twice in a family (a repeated series)."""
+    first = draw(pages())
+    frozen: dict[int, FrozenLabels] = {}
+    shared: list[FrozenLabels] = []
+    out1: dict[str, list[Sample]] = {}
+    for name, samples in first.items():
+        for s in samples:
+            if shared and draw(st.integers(0, 9)) == 0:  # the same object as an earlier series of the family
+                labels = draw(st.sampled_from(shared))
+            else:
+                labels = frozen.setdefault(id(s.labels), FrozenLabels(s.labels))
+                shared.append(labels)
+            out1.setdefault(name, []).append(Sample(name, labels, s.value))
+        shared.clear()
+    out2 = {name: [Sample(name, s.labels, draw(VALUES)) for s in samples] for name, samples in out1.items()}
+    return out1, out2
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(page_pairs(), st.sampled_from([None, "a", "b"]), st.sampled_from(["models", "snapshot", "readings"]))
+def test_a_page_of_the_same_label_objects_reads_its_own_values_through_the_layout_of_the_first(
+    pair: tuple[dict[str, list[Sample]], dict[str, list[Sample]]], model: str | None, first_read: str
+) -> None:
+    """The second page takes over the first page's layout (the first having filled none, all or some of it) and
+    reads what the reference reads of the second page, values and all."""
+    page1, page2 = pair
+    expo1, notes1 = first_samples(page1)
+    scope1 = vllm.indexed_scope(expo1, model)
+    if first_read == "snapshot":
+        _outcome(lambda: vllm.read_snapshot(scope1, notes1))
+    elif first_read == "readings":
+        for series in vllm.NAME_TABLE["ttft"] + vllm.NAME_TABLE["requests_running"]:
+            _outcome(lambda s=series: scope1.histogram(s) if s.kind == "histogram" else scope1.gauge(s))
+    expo2, notes2 = first_samples(page2)
+    assert notes2 == notes1
+    scope2 = vllm.indexed_scope(expo2, model)
+    assert scope2.layout is scope1.layout  # taken over, not rebuilt (else this compares nothing new)
+    got = _outcome(lambda: vllm.read_snapshot(scope2, notes2))
+    assert got == _outcome(lambda: vllm.read_snapshot(vllm._VLLMScope(expo2, model), notes2))
+    ref = vllm._VLLMScope(expo2, model)
+    for aliases in vllm.NAME_TABLE.values():
+        for series in aliases:
+            for name in series.sample_names():
+                suffix = name[len(series.name) :]
+                assert scope2.ranked_samples(series, suffix) == ref.ranked_samples(series, suffix), name
+
+
+def test_a_layout_is_taken_over_only_by_the_same_label_objects() -> None:
+    """Equal labels in other objects, or in plain dicts (which a caller may edit), make a layout of their own."""
+    name = "vllm:num_requests_running"
+
+    def page(labels: dict[str, str]) -> dict[str, list[Sample]]:
+        return first_samples({name: [Sample(name, labels, 1.0)]})[0]
+
+    labels = FrozenLabels({"engine": "0", "model_name": "m"})
+    first = vllm.indexed_scope(page(labels), None).layout
+    assert vllm.indexed_scope(page(labels), None).layout is first
+    assert vllm.indexed_scope(page(labels), "m").layout is not first  # another model asked for
+    assert vllm.indexed_scope(page(FrozenLabels(labels)), None).layout is not first
+    plain = {"engine": "0", "model_name": "m"}
+    assert vllm.indexed_scope(page(plain), None).layout is not vllm.indexed_scope(page(plain), None).layout
+    one, two = FrozenLabels({"engine": "1", "model_name": "m"}), FrozenLabels({"engine": "2", "model_name": "m"})
+    run, wait = name, "vllm:num_requests_waiting"
+    cut = {run: [Sample(run, labels, 1.0)], wait: [Sample(wait, one, 1.0), Sample(wait, two, 1.0)]}
+    recut = {run: [Sample(run, labels, 1.0), Sample(run, one, 1.0)], wait: [Sample(wait, two, 1.0)]}
+    assert vllm.indexed_scope(cut, None).layout is not vllm.indexed_scope(recut, None).layout  # other families
