@@ -92,6 +92,11 @@ def histogram_problem(h: Histogram | None) -> str | None:
         return None
     if not math.isfinite(h.sum) or not math.isfinite(h.count) or h.count < 0:
         return "count or sum is not finite"
+    counts = h.counts().tolist()
+    # the usual histogram, checked in C: every count finite (else the sum is not), none negative, none below the one
+    # before; the loop below then says nothing either
+    if not counts or (math.isfinite(sum(counts)) and min(counts) >= 0 and counts == sorted(counts)):
+        return None
     prev = 0.0
     for bound, count in zip(h.bounds(), h.counts(), strict=True):  # h.buckets, without building the pairs
         if not math.isfinite(count) or count < 0:
@@ -283,7 +288,6 @@ class SanitizedAdapter:
         self.inner = inner
         self.engine = inner.engine
         self.wants: Callable[[str], bool] = EngineWants(type(inner), inner.engine, inner.wants)
-        self._names_memo: dict[str, tuple[str, ...]] | None = None
 
     def models(self, exposition: Exposition) -> list[str]:
         """As the wrapped adapter."""
@@ -295,8 +299,9 @@ class SanitizedAdapter:
 
     def _names(self) -> dict[str, tuple[str, ...]]:
         """Field → the engine's exposed names (its catalog entry's name table; ``{}`` for an engine the catalog
-        does not know), built on the first snapshot and kept: the catalog is fixed at import."""
-        names = self._names_memo
+        does not know), built on the engine's first snapshot and kept in :data:`_NAMES`: the catalog is fixed at
+        import (``observe`` with an engine id makes a new adapter per page)."""
+        names = _NAMES.get(self.engine)
         if names is None:
             from advisor.engines.catalog import entry  # the catalog imports every adapter module
 
@@ -304,5 +309,9 @@ class SanitizedAdapter:
                 table = entry(self.engine).name_table
             except ValueError:
                 table = {}
-            names = self._names_memo = {f: tuple(s.name for s in aliases) for f, aliases in table.items()}
+            names = _NAMES[self.engine] = {f: tuple(s.name for s in aliases) for f, aliases in table.items()}
         return names
+
+
+_NAMES: dict[str, dict[str, tuple[str, ...]]] = {}
+"""Engine id → :meth:`SanitizedAdapter._names` (one entry per engine the catalog knows, or asked about)."""

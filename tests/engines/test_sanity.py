@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.domain import Histogram
 from advisor.engines import get_adapter
+from advisor.engines.sanity import histogram_problem
 from advisor.sources.exposition import parse_exposition
 
 HEAD = 'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1.0\n'
@@ -63,3 +69,34 @@ def test_a_sound_histogram_is_kept() -> None:
     body += 'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 40\n'
     s = _snap(body)
     assert s.ttft is not None and s.ttft.count == 100
+
+
+def _reference_histogram_problem(h: Histogram) -> str | None:
+    """``histogram_problem`` as it was before its C-speed check of the usual histogram (one bucket at a time)."""
+    if not math.isfinite(h.sum) or not math.isfinite(h.count) or h.count < 0:
+        return "count or sum is not finite"
+    prev = 0.0
+    for bound, count in h.buckets:
+        if not math.isfinite(count) or count < 0:
+            return f"bucket le={bound} has count {count}"
+        if count < prev - max(1e-9, 1e-9 * prev):
+            return f"cumulative counts decrease at le={bound} ({prev:g} → {count:g})"
+        prev = count
+    return None
+
+
+COUNTS = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, 5.0, 5.0 - 1e-12, 1e308, -1.0, -1e-12, math.nan, math.inf, -math.inf]),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(COUNTS, max_size=8), st.sampled_from([0.0, 7.0, math.nan]), st.sampled_from([3.0, -1.0, math.inf]))
+def test_a_histogram_problem_is_the_one_the_bucket_walk_names(counts: list[float], total: float, n: float) -> None:
+    """Sorted, overflowing, negative, within-tolerance and non-finite counts: the same verdict, the same words."""
+    bounds = (*(float(i) for i in range(len(counts) - 1)), math.inf) if counts else ()
+    h = Histogram(tuple(zip(bounds, counts, strict=True)), count=n, sum=total)
+    assert histogram_problem(h) == _reference_histogram_problem(h)
+    ordered = Histogram(tuple(zip(bounds, sorted(counts), strict=True)), count=3.0, sum=7.0)
+    assert histogram_problem(ordered) == _reference_histogram_problem(ordered)
