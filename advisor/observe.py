@@ -154,9 +154,12 @@ def observe(
     Raises:
         ValueError: ``engine`` is not a known engine id.
     """
-    pinned = None if isinstance(engine, str) and engine == "auto" else engine
+    if isinstance(engine, str) and engine != "auto":
+        engine = get_adapter(engine)  # one adapter for the parse filter and the reading
+    pinned = None if isinstance(engine, str) else engine
+    keep: _Keep | None = None
     if isinstance(page, str):
-        keep = None if pinned is None else _keep_for(pinned if not isinstance(pinned, str) else get_adapter(pinned))
+        keep = None if pinned is None else _keep_for(pinned)
         try:
             samples: Exposition = parse_exposition(page, keep=keep)
         except ParseError as exc:
@@ -176,13 +179,18 @@ def observe(
     if found.adapter is None or found.error_reason is not None:
         return found
     adapter = found.adapter
-    wanted = {k: v for k, v in samples.items() if adapter.wants(k) or k in WORKER_KV_NAMES}
+    if keep is not None and keep.engine == adapter.engine:  # parsed with this engine's filter: every name passed it
+        wanted: Exposition = samples
+    else:
+        wanted = {k: v for k, v in samples.items() if adapter.wants(k) or k in WORKER_KV_NAMES}
     read, notes = first_samples(wanted)  # every family of every engine: the first sample of a series wins
     duplicates = sum(map(len, wanted.values())) - sum(map(len, read.values())) if notes else 0
-    expo = {k: v for k, v in read.items() if adapter.wants(k)}
+    workers = not WORKER_KV_NAMES.isdisjoint(read)
+    expo = {k: v for k, v in read.items() if adapter.wants(k)} if workers else read  # else every name is wanted
     models = tuple(adapter.models(expo))
     hints = tuple(version_hints(adapter.engine, samples))
-    base = dataclasses.replace(found, models=models, version_hints=hints, duplicate_series=duplicates)
+    # found is Observation(None, engine, adapter) (identify): built whole, as dataclasses.replace costs 5× more
+    base = Observation(None, found.engine, adapter, models, hints, duplicate_series=duplicates)
     chosen = served_model
     if served_model is None and len(models) > 1:
         chosen = _match(configured_model, models) if configured_model else None
@@ -202,10 +210,11 @@ def observe(
             )
             return dataclasses.replace(base, error_reason=c.REASON_SERVED_MODEL_NOT_FOUND, error_message=message)
     snap = adapter.snapshot(expo, chosen)
-    snap = worker_kv(snap, {k: v for k, v in read.items() if k in WORKER_KV_NAMES})
+    if workers:
+        snap = worker_kv(snap, {k: v for k, v in read.items() if k in WORKER_KV_NAMES})
     if notes:
         snap = dataclasses.replace(snap, missing=(*notes, *snap.missing))
-    return dataclasses.replace(base, snapshot=snap)
+    return Observation(snap, found.engine, adapter, models, hints, duplicate_series=duplicates)
 
 
 def _match(served_model: str, models: Sequence[str]) -> str | None:

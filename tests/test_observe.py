@@ -15,6 +15,7 @@ import advisor.observe as observe_module
 from advisor.domain import Sample
 from advisor.engines import get_adapter
 from advisor.observe import observe
+from advisor.sources.exposition import parse_exposition
 from tests.read_pages import DCGM, DYNAMO_WORKER, RAY_TWO_REPLICAS, TRITON_TWO_MODELS
 
 
@@ -122,6 +123,32 @@ def test_samples_are_observed_like_text() -> None:
     expo = {"vllm:num_requests_running": [Sample("vllm:num_requests_running", {"model_name": "m"}, 7.0)]}
     s = observe(expo, get_adapter("vllm"), "m").snapshot
     assert s is not None and s.requests_running == 7
+
+
+_VLLM_BESIDE_OTHERS = (
+    "# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-0.6B"} 4\n'
+    'vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-0.6B"} 5\n'
+    "# TYPE vllm:cache_config_info gauge\n"
+    'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="None"} 1.0\n'
+    + DYNAMO_WORKER
+    + 'dynamo_component_total_blocks{dynamo_component="backend",dynamo_namespace="dynamo",model="Qwen/Qwen3-0.6B"} 7\n'
+    + DCGM
+    + "go_goroutines 13\n"
+)
+"""vLLM beside a Dynamo worker's KV gauges and DCGM's, each with a repeated series."""
+
+
+@pytest.mark.parametrize("page", [_VLLM_BESIDE_OTHERS, RAY_TWO_REPLICAS, TRITON_TWO_MODELS, DYNAMO_WORKER])
+@pytest.mark.parametrize("engine", ["vllm", "dynamo"])
+def test_a_pinned_engine_reads_the_page_as_it_reads_all_its_samples(page: str, engine: str) -> None:
+    """Parsed with the engine's filter (the text) or not at all (every sample, filtered in ``observe``): one reading,
+    with the Dynamo worker gauges and the repeats of the families read, and none of the others'."""
+    from_text = observe(page, engine, strict=True)
+    from_samples = observe(parse_exposition(page), get_adapter(engine), strict=True)
+    assert from_text.error_reason == from_samples.error_reason
+    assert (from_text.models, from_text.duplicate_series) == (from_samples.models, from_samples.duplicate_series)
+    assert from_text.snapshot == from_samples.snapshot
 
 
 def test_auto_parses_a_page_once(monkeypatch: pytest.MonkeyPatch) -> None:
