@@ -410,8 +410,16 @@ class ShapeMemo(Generic[_V]):
         self.old: dict[int, _Entry[_V]] = {}
         self.young_labels = 0
 
+    @staticmethod
+    def may_hold(first: Mapping[str, str]) -> bool:
+        """Whether a sequence of label sets beginning with ``first`` may be stored: ``False`` for a plain dict (the
+        Prometheus path, tests), so a caller need not build the sequence to learn it is not."""
+        return type(first) is FrozenLabels
+
     def get(self, extra: Hashable, labels: Sequence[Mapping[str, str]]) -> _V | None:
         """The value stored for ``extra`` and these label objects (in this order), else ``None``."""
+        if not labels or type(labels[0]) is not FrozenLabels:  # never stored
+            return None
         key = hash((extra, tuple(map(id, labels))))
         entry = self.young.get(key)
         if entry is None:
@@ -424,8 +432,10 @@ class ShapeMemo(Generic[_V]):
 
     def put(self, extra: Hashable, labels: Sequence[Mapping[str, str]], value: _V) -> None:
         """Remember ``value`` for ``extra`` and these label objects; nothing when one is not a ``FrozenLabels``."""
+        if not labels or type(labels[0]) is not FrozenLabels or len(labels) > self.labels:
+            return
         held = tuple(labels)
-        if len(held) > self.labels or not all(type(x) is FrozenLabels for x in held):
+        if not all(type(x) is FrozenLabels for x in held):
             return
         self._store(hash((extra, tuple(map(id, held)))), (extra, held, value))
 
@@ -473,7 +483,7 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
     # families of several samples not kept by an earlier pass (observe, then the adapter): the ones that may repeat
     several = [x for x in exposition.values() if len(x) > 1 and type(x) is not _FirstSamples]
     verdicts: tuple[tuple[int, ...], ...] = ()
-    if several:
+    if several and ShapeMemo.may_hold(several[0][0].labels):
         sizes = tuple(map(len, several))
         labels = [s.labels for samples in several for s in samples]
         known = _REPEATS.get(sizes, labels)
@@ -481,6 +491,8 @@ def first_samples(exposition: Exposition) -> tuple[dict[str, list[Sample]], list
             known = tuple(_kept_positions([s.labels for s in samples]) for samples in several)
             _REPEATS.put(sizes, labels, known)
         verdicts = known
+    elif several:
+        verdicts = tuple(_kept_positions([s.labels for s in samples]) for samples in several)
     out: dict[str, list[Sample]] = {}
     notes: list[str] = []
     verdict = iter(verdicts)

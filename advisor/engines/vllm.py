@@ -626,6 +626,9 @@ def indexed_scope(exposition: Exposition, model: str | None) -> _IndexedScope:
     ``exposition``: as :class:`_IndexedScope` reads it (after :func:`first_samples`).
     """
     values = exposition.values()
+    first = next((samples[0] for samples in values if samples), None)
+    if first is None or not ShapeMemo.may_hold(first.labels):  # plain dicts (the Prometheus path): never remembered
+        return _IndexedScope(exposition, model)
     shape = (model, tuple(exposition), tuple(map(len, values)))
     labels = [s.labels for samples in values for s in samples]
     layout = _LAYOUTS.get(shape, labels)

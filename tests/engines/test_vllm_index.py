@@ -169,7 +169,8 @@ def test_a_page_of_the_same_label_objects_reads_its_own_values_through_the_layou
     expo2, notes2 = first_samples(page2)
     assert notes2 == notes1
     scope2 = vllm.indexed_scope(expo2, model)
-    assert scope2.layout is scope1.layout  # taken over, not rebuilt (else this compares nothing new)
+    if any(expo2.values()):  # taken over, not rebuilt (else this compares nothing new); an empty page is not kept
+        assert scope2.layout is scope1.layout
     got = _outcome(lambda: vllm.read_snapshot(scope2, notes2))
     assert got == _outcome(lambda: vllm.read_snapshot(vllm._VLLMScope(expo2, model), notes2))
     ref = vllm._VLLMScope(expo2, model)
