@@ -117,7 +117,10 @@ _KEPT_TAIL: Final = rf" (?:([+-]?[0-9]++)|({_NUM}))(?: {_TS})?+\n"
 """A kept line after its series: the value (2 an integer, 3 another number) and an optional timestamp."""
 _KEPT_LINE_RE: Final = re.compile(rf"({_NAME}(?:\{{{_BODY}\}})?) ({_NUM})(?: {_TS})?+")
 """A sample line (without its ``"\\n"``) as :func:`_read` checks one it has not seen: 1 the series, 2 the value."""
-_NUM_RE: Final = re.compile(_NUM)
+_NUM_CHARS: Final = "0123456789.+-eEiInNfFtTyYaA"
+"""The characters of :data:`_NUM`'s texts. An ASCII text of these alone is one of them exactly when ``float()``
+takes it (no underscores, no whitespace: those ``float()`` also takes), and an integer exactly when ``int()``
+takes it."""
 _OTHER: Final = (
     # 4 a counter block, or any other line (with its "\n"); 5 the counter of a block (see _scanner)
     r"((?=# (?:HELP|TYPE) (?P<cn>{counters})[ \n])"
@@ -755,67 +758,67 @@ _BLANK_OK: Final = _blank_ok()
 def _scan(text: str, plan: _Plan, pieces: list[_Piece] | None = None) -> tuple[dict[str, list[Sample]], list[str]]:
     """One tier-1 read of ``text`` (every line ending in ``"\\n"``), or of its ``pieces`` (:func:`_kept_blocks`):
     the kept samples, and the lines the plan could not place (``[]`` when the samples are the answer; else the
-    samples are not read).
-
-    A plan without ``counters`` scans each piece to scan with :func:`_line_scanner`'s regex, and hands the lines
-    of its kept runs, with those of the blocks read directly, in page order, to :func:`_read`. A plan with
-    ``counters`` scans the pieces, headers included, as one text (:func:`_scan_rows`).
+    samples are not read). A plan without ``counters`` reads with :func:`_read`; one with ``counters`` scans the
+    pieces, headers included, as one text (:func:`_scan_rows`).
 
     Raises:
         Unrecognized: as :func:`_read` and :func:`_scan_rows`.
     """
-    if not plan.lines:
-        if pieces is not None:
-            text = "".join([text[start:end] for start, _, end in pieces])
-        return _scan_rows(text, plan)
-    lines: list[str] = []
-    unknown: list[str] = []
-    findall = plan.findall
-    for start, body, end in [(0, -1, len(text))] if pieces is None else pieces:
-        if body >= 0:
-            lines += text[body:end].split("\n")
-            continue
-        for run, other in findall(text, start, end):
-            if run:
-                lines += run.split("\n")
-            elif other:
-                unknown.append(other[:-1])
-    if unknown:
-        return {}, unknown
-    return _read(lines, plan)
+    if plan.lines:
+        return _read(text, plan, pieces)
+    if pieces is not None:
+        text = "".join([text[start:end] for start, _, end in pieces])
+    return _scan_rows(text, plan)
 
 
-def _read(lines: list[str], plan: _Plan) -> tuple[dict[str, list[Sample]], list[str]]:
-    """The samples of ``lines`` (lines of the scan's kept runs, or of a block read directly) whose name ``keep``
-    accepts, by name in line order; and the lines refused (``[]`` when the samples are the answer).
+def _read(text: str, plan: _Plan, pieces: list[_Piece] | None) -> tuple[dict[str, list[Sample]], list[str]]:
+    """:func:`_scan` for a plan without ``counters``: the samples whose name ``keep`` accepts, by name in page
+    order, and the lines refused.
+
+    The lines read are those of the runs of kept lines :func:`_line_scanner`'s regex finds in the text or in
+    each piece to scan (lines of other names it skips, or returns to learn: then no sample is read), and those
+    of the blocks read directly, in page order.
 
     Each line is split at its last space into a series text and a value text. The line is taken at the cost of
     two dictionary look-ups when the series text is in :data:`SERIES_CACHE` (which holds only series texts
     :func:`_parse_series` checked: ``name`` or ``name{pairs}`` exactly as :data:`_BODY` reads them) and the value
-    text is one this call has checked (``values``: it fully matched :data:`_NUM`, and is converted once per
-    distinct text, as ``prometheus_client`` converts it — bucket counts repeat: the vLLM 0.33 capture has 30
-    distinct texts among its 132 kept values). Then the line is exactly ``series + " " + value``, a sample line
+    text is one this call has checked (``values``: a text of :data:`_NUM_CHARS` that ``float()`` takes, converted
+    once per distinct text as ``prometheus_client`` converts it — bucket counts repeat: the vLLM 0.33 capture has
+    30 distinct texts among its 132 kept values). Then the line is exactly ``series + " " + value``, a sample line
     ``prometheus_client`` reads as the cached name and labels and that number. Any other line (a timestamp, a
     series or a value not seen yet) must match :data:`_KEPT_LINE_RE` whole (its series is then checked into the
     cache), or it is refused: an exemplar, ``\\r``, two spaces, an indented comment (the caller learns the line
     or hands the text to tier 2). Blank lines are skipped, as ``prometheus_client`` skips them. A sample of a
     name ``keep`` rejects (in a block read directly, a sample of another family) gives nothing.
 
-    Example: ``['a{x="1"} 3.0', 'a{x="2"} 3.0 1700000000000', "", 'a{x="3"} 3.0 # {t="1"} 1']`` →
-    ``({"a": [Sample("a", {"x": "1"}, 3.0), Sample("a", {"x": "2"}, 3.0)]}, ['a{x="3"} 3.0 # {t="1"} 1'])``.
+    Example (``keep`` wants ``a``): the lines ``a{x="1"} 3.0``, ``a{x="2"} 3.0 1700000000000``, a blank line and
+    ``a{x="3"} 3.0 # {t="1"} 1`` → ``({"a": [Sample("a", {"x": "1"}, 3.0), Sample("a", {"x": "2"}, 3.0)]},
+    ['a{x="3"} 3.0 # {t="1"} 1'])``.
 
     Raises:
         Unrecognized: a new series' labels are outside what this module proves (duplicate or reserved label
             names).
     """
-    out: dict[str, list[Sample]] = {}
+    lines: list[str] = []
     refused: list[str] = []
-    new, blank, sample_type = _new_object, _Blank, Sample
-    cache = SERIES_CACHE
-    cached = cache.young.get
+    if pieces is None:
+        pieces = [(0, -1, len(text))]
+    for start, body, end in pieces:
+        if body >= 0:
+            lines += text[body : end - 1].split("\n")  # without the last line's "\n"
+            continue
+        for run, other in plan.findall(text, start, end):
+            if run:
+                lines += run.split("\n")
+                lines.pop()  # "": after the last line's "\n"
+            elif other:
+                refused.append(other[:-1])
+    if refused or not lines:
+        return {}, refused
+    out: dict[str, list[Sample]] = {}
+    cached = SERIES_CACHE.young.get
     values: dict[str, float] = {}
     checked = values.get
-    decided = plan.decided
     last = ""
     samples: list[Sample] = []
     for line in lines:
@@ -823,7 +826,7 @@ def _read(lines: list[str], plan: _Plan) -> tuple[dict[str, list[Sample]], list[
         entry = cached(series)
         value = checked(v)
         if entry is None or value is None:
-            if not line:  # a blank line (or the end of a run)
+            if not line:  # a blank line
                 continue
             if entry is None:
                 strict = _KEPT_LINE_RE.fullmatch(line)
@@ -833,17 +836,31 @@ def _read(lines: list[str], plan: _Plan) -> tuple[dict[str, list[Sample]], list[
                 series, v = strict.groups()
                 entry = cached(series)
                 if entry is None:
-                    entry = cache.add(series)
-                    cached = cache.young.get  # add() may have started a new generation
+                    entry = SERIES_CACHE.add(series)
+                    cached = SERIES_CACHE.young.get  # add() may have started a new generation
                 value = checked(v)
-            if value is None:
-                if _NUM_RE.fullmatch(v) is None:
+            if value is None:  # a value text not seen in this read: read as prometheus_client reads it
+                if v.strip(_NUM_CHARS):  # a character no number has (whitespace, "_", other scripts' digits)
                     refused.append(line)
                     continue
-                value = values[v] = _value(v)
+                if v.isdigit():  # prometheus_client tries int() first
+                    try:
+                        value = int(v)
+                    except ValueError:  # more digits than int() converts; prometheus_client then uses float()
+                        value = float(v)
+                else:
+                    try:
+                        value = float(v)
+                    except ValueError:  # not a number
+                        refused.append(line)
+                        continue
+                    if v[0] in "+-" and v[1:].isdigit():
+                        with contextlib.suppress(ValueError):  # else float(), as above
+                            value = int(v)
+                values[v] = value
         name, labels = entry
         if name is not last:  # names are interned: a run of one name (histogram buckets) checks it once
-            wanted = decided.get(name)
+            wanted = plan.decided.get(name)
             if wanted is None:
                 wanted = plan.wants(name)
             if not wanted:  # a sample of another family, in a block read directly
@@ -853,11 +870,11 @@ def _read(lines: list[str], plan: _Plan) -> tuple[dict[str, list[Sample]], list[
             if known is None:
                 known = out[name] = []
             samples = known
-        filling: _Blank = new(blank)
+        filling: _Blank = _new_object(_Blank)
         filling.name = name
         filling.labels = labels
         filling.value = value
-        filling.__class__ = sample_type  # type: ignore[assignment]
+        filling.__class__ = Sample  # type: ignore[assignment]
         samples.append(filling)  # type: ignore[arg-type]
     return out, refused
 

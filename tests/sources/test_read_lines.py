@@ -95,6 +95,9 @@ REFUSED_ON_TIER_1 = [
     'k{a="1"}',  # no value
     'k{a="1"} 1_0',  # an underscore: prometheus_client refuses the value
     "k 0x10",  # float() refuses it
+    'k{a="1"} \u0661',  # an Arabic-Indic digit: int() takes it, tier 1 reads ASCII numbers only
+    'k{a="1"} 1\u00a0',  # a no-break space after the value: prometheus_client strips it (int 1)
+    'k{a="1"} \t1',  # a tab before the value
     'k{a="1",a="2"} 1',  # duplicate label names: an error
     "k 1\n  # HELP k other help",  # an indented HELP: a comment line to prometheus_client once stripped
 ]
