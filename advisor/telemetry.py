@@ -43,7 +43,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
@@ -1159,7 +1159,7 @@ class WindowAccumulator:
             known = _count(every, _F_HIST_KNOWN + k)
             if known < 2:  # no two known histograms: no delta (whatever is flagged)
                 hists.append(None)
-            elif flags is None and known == n >= 3 and not _count(after_first, _F_HIST_ODD + k):
+            elif flags is None and known == n and not _count(after_first, _F_HIST_ODD + k):
                 hists.append(self._telescoped(links, lo, hi, k))
             else:
                 win = win if win is not None else links[lo:hi]
@@ -1237,7 +1237,7 @@ class WindowAccumulator:
 
     @staticmethod
     def _telescoped(links: list[_Link], lo: int, hi: int, k: int) -> Histogram | None:
-        """:func:`histogram_increase` of histogram ``k`` over ``links[lo:hi]`` (three or more) where no link is
+        """:func:`histogram_increase` of histogram ``k`` over ``links[lo:hi]`` (two or more) where no link is
         flagged, the histogram is known at every link, and every link after the oldest kept its delta as a float
         (:data:`_F_HIST_ODD`): a plain bucket-wise difference of two histograms of one layout whose counts are
         whole numbers in [0, 2**52) (:func:`_whole_counts`), no bucket going down.
@@ -1246,18 +1246,25 @@ class WindowAccumulator:
         computes) is exactly newest − oldest, bucket by bucket and for the count: one subtraction each. The sums
         are not whole: their ``math.fsum`` is taken over the same deltas in the same order as the merge does (a
         C-level pass over the window's kept floats); ``math.fsum`` raising ``ValueError`` (``+Inf`` and ``-Inf``
-        among them) gives ``None`` as the merge's ``ValueError`` does in :func:`histogram_increase`."""
+        among them) gives ``None`` as the merge's ``ValueError`` does in :func:`histogram_increase`. Two links
+        hold one delta, which :func:`histogram_increase` returns as :func:`histogram_delta` made it, unmerged:
+        its count ``newer.count − older.count`` and its sum the kept ``newer.sum − older.sum`` themselves (no
+        ``math.fsum``, which would turn a ``-0.0`` sum into ``0.0``)."""
         oldest: Histogram = getattr(links[lo].point.snapshot, _HIST_FIELDS[k])
         newest: Histogram = getattr(links[hi - 1].point.snapshot, _HIST_FIELDS[k])
-        try:
-            total = math.fsum(map(_ITEMS[k], map(_GET_HDELTAS, links[lo + 1 : hi])))
-        except ValueError:
-            return None
+        if hi - lo == 2:
+            kept = links[lo + 1].hdeltas
+            assert kept is not None  # the link is not odd: its delta was kept as a float
+            total = cast(float, kept[k])
+            count = newest.count - oldest.count
+        else:
+            try:
+                total = math.fsum(map(_ITEMS[k], map(_GET_HDELTAS, links[lo + 1 : hi])))
+            except ValueError:
+                return None
+            count = float(newest.count - oldest.count)
         return Histogram.from_counts(
-            newest.bounds(),
-            map(operator.sub, newest.counts(), oldest.counts()),
-            count=float(newest.count - oldest.count),
-            sum=total,
+            newest.bounds(), map(operator.sub, newest.counts(), oldest.counts()), count=count, sum=total
         )
 
     @staticmethod

@@ -177,6 +177,30 @@ def test_a_steady_window_is_read_without_walking_its_links(monkeypatch: pytest.M
     assert got.prompt_tokens_per_second is not None and got.e2e is None
 
 
+def test_a_two_point_window_is_its_one_delta_read_without_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two points (``once``'s two scrapes, the daemon's first interval, back-to-back cycles): the histograms are
+    newest − oldest as in a longer steady window, not the delta rebuilt by the walk, and the sum is the delta's own
+    ``newer.sum − older.sum``: a ``-0.0`` stays ``-0.0`` as the reference keeps it (``math.fsum`` would give 0.0)."""
+    history = _steady_history(2)
+    h = Histogram(tuple(zip(LAYOUT, (1.0, 2.0, 3.0, 3.0), strict=True)), count=3.0, sum=-0.0)
+    snap = dataclasses.replace(history[1].snapshot, ttft=h, tpot=h, queue_time=h)
+    history[1] = dataclasses.replace(history[1], snapshot=snap)
+
+    def walked(*args: Any) -> Any:
+        raise AssertionError("the window was walked link by link")
+
+    acc = WindowAccumulator()
+    acc.sync(history)
+    monkeypatch.setattr(WindowAccumulator, "_counters_walked", staticmethod(walked))
+    monkeypatch.setattr(WindowAccumulator, "_window_histogram", staticmethod(walked))
+    got = acc.stats(history, T0 + 20.0, 120.0)
+    ref = window_stats(history, T0 + 20.0, 120.0)
+    assert_same(got, ref)
+    for name in ("ttft", "tpot", "queue_time"):
+        g, r = getattr(got, name), getattr(ref, name)
+        assert g.count == 3.0 and math.copysign(1.0, g.sum) == math.copysign(1.0, r.sum) == -1.0, name
+
+
 def test_a_window_read_again_with_the_same_links_is_the_last_result() -> None:
     """The same oldest and newest link and window: the last result itself; any other window or link: recomputed."""
     history = _steady_history(12)
