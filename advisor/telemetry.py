@@ -278,20 +278,42 @@ def _ordered_layout(bounds: tuple[float, ...]) -> bool:
     return ordered
 
 
-def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
-    """Buckets ready for interpolation, as Prometheus prepares them in ``bucketQuantile``.
+_PRECISE_COUNTS: Final = 1e12
+"""Below this, two different whole counts differ by more than :data:`_PRECISION_TOLERANCE` relative (1 ÷ 1e12 >
+1e-12): Prometheus's precision correction never applies to whole counts under it."""
+
+_Prepared = tuple[Sequence[float], Sequence[float]]
+"""Buckets ready for interpolation: the bounds (strictly increasing, ``+Inf`` last) and their cumulative counts."""
+
+
+def _prepared(h: Histogram | None) -> _Prepared | None:
+    """Buckets ready for interpolation, as Prometheus prepares them in ``bucketQuantile``: ``(bounds, counts)``.
 
     Sorted by bound, equal bounds coalesced, float noise within 1e-12 relative flattened, then forced
     monotonic (the "envelope"). ``None`` when the histogram is missing, has a NaN, lacks a ``+Inf`` last
     bucket, or has fewer than two buckets — the cases where Prometheus returns NaN.
+
+    What engines expose and windows subtract — a layout already ordered (:func:`_ordered_layout`) whose counts are
+    whole numbers in [0, 1e12) that never go down — needs none of it: such counts have no NaN, no two differ by
+    1e-12 relative or less (:data:`_PRECISE_COUNTS`), and are monotonic already. The histogram's own bounds and
+    counts are then returned as they are (checked at C speed), the general path's values exactly.
     """
     if h is None or not h.bounds():
         return None
+    bounds, counts = h.bounds(), h.counts()
     coalesced: list[list[float]] = []
-    if _ordered_layout(h.bounds()):  # already sorted, distinct, +Inf last: nothing to sort or coalesce
-        if any(map(math.isnan, h.counts())):
+    if _ordered_layout(bounds):  # already sorted, distinct, +Inf last: nothing to sort or coalesce
+        if (
+            len(counts) == len(bounds)
+            and min(counts) >= 0.0
+            and max(counts) < _PRECISE_COUNTS
+            and all(map(float.is_integer, counts))
+            and all(map(operator.le, counts, itertools.islice(counts, 1, None)))
+        ):
+            return bounds, counts
+        if any(map(math.isnan, counts)):
             return None
-        coalesced = [[b, c] for b, c in zip(h.bounds(), h.counts(), strict=True)]
+        coalesced = [[b, c] for b, c in zip(bounds, counts, strict=True)]
     else:
         if any(math.isnan(b) or math.isnan(c) for b, c in h.buckets):
             return None
@@ -323,7 +345,7 @@ def _prepared_buckets(h: Histogram | None) -> list[tuple[float, float]] | None:
             item[1] = running_max
     if len(coalesced) < 2:
         return None
-    return [(b, c) for b, c in coalesced]
+    return [b for b, _ in coalesced], [c for _, c in coalesced]
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,27 +387,31 @@ def histogram_quantile_estimate(q: float, h: Histogram | None) -> QuantileEstima
     where Prometheus computes 0/0 = NaN.
     """
     _check_q(q)
-    buckets = _prepared_buckets(h)
-    if buckets is None:
+    return _quantile(q, _prepared(h))
+
+
+def _quantile(q: float, prepared: _Prepared | None) -> QuantileEstimate | None:
+    """:func:`histogram_quantile_estimate` of buckets already prepared (:func:`_prepared`; ``q`` checked)."""
+    if prepared is None:
         return None
-    observations = buckets[-1][1]
+    bounds, counts = prepared
+    observations = counts[-1]
     if not observations > 0:
         return None
     rank = q * observations
-    counts = [c for _, c in buckets]
-    last = len(buckets) - 1
+    last = len(counts) - 1
     b = bisect.bisect_left(counts, rank, 0, last)
     if b == last:
-        highest_finite = buckets[-2][0]
+        highest_finite = bounds[-2]
         return QuantileEstimate(value=highest_finite, lower_bound=highest_finite, upper_bound=math.inf)
-    end, count = buckets[b]
+    end, count = bounds[b], counts[b]
     if b == 0 and end <= 0:
         return QuantileEstimate(value=end, lower_bound=-math.inf, upper_bound=end)
     start = 0.0
     if b > 0:
-        start = buckets[b - 1][0]
-        count -= buckets[b - 1][1]
-        rank -= buckets[b - 1][1]
+        start = bounds[b - 1]
+        count -= counts[b - 1]
+        rank -= counts[b - 1]
     if count <= 0:
         return QuantileEstimate(value=start, lower_bound=start, upper_bound=end)
     # Clamped into the bucket only so float rounding cannot break monotonicity across bucket edges.
@@ -450,35 +476,35 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
     """
     if math.isnan(threshold):
         raise ValueError("threshold must not be NaN")
-    buckets = _prepared_buckets(h)
-    if buckets is None:
+    prepared = _prepared(h)
+    if prepared is None:
         return None
-    total = buckets[-1][1]
+    bounds, counts = prepared
+    total = counts[-1]
     if not total > 0:
         return None
-    prev_bound, prev_cum = -math.inf, 0.0
-    for i, (bound, cum) in enumerate(buckets):
-        if threshold == bound:
-            frac = cum / total
-            return FractionBelow(frac, True, frac, frac, (threshold, threshold))
-        if threshold < bound:
-            upper = cum / total
-            if i == len(buckets) - 1:  # +Inf bucket: no upper edge to interpolate to
-                lower = prev_cum / total
-                return FractionBelow(lower, False, lower, 1.0, (prev_bound, bound))
-            if i == 0:
-                if bound <= 0:
-                    return FractionBelow(None, False, 0.0, upper, (-math.inf, bound))
-                if threshold <= 0:
-                    return FractionBelow(0.0, False, 0.0, 0.0, (-math.inf, 0.0))
-                return FractionBelow(min(upper * (threshold / bound), upper), False, 0.0, upper, (0.0, bound))
-            lower = prev_cum / total
-            inside = (cum - prev_cum) * (threshold - prev_bound) / (bound - prev_bound)
-            # Clamped into the bucket's fractions only to absorb float rounding.
-            value = min(max((prev_cum + inside) / total, lower), upper)
-            return FractionBelow(value, False, lower, upper, (prev_bound, bound))
-        prev_bound, prev_cum = bound, cum
-    raise AssertionError("unreachable: the last bucket is +Inf")  # pragma: no cover
+    # the first bucket whose bound is at or above the threshold (bounds strictly increase, +Inf last)
+    i = bisect.bisect_left(bounds, threshold)
+    bound, cum = bounds[i], counts[i]
+    if threshold == bound:
+        frac = cum / total
+        return FractionBelow(frac, True, frac, frac, (threshold, threshold))
+    upper = cum / total
+    if i == len(bounds) - 1:  # +Inf bucket: no upper edge to interpolate to
+        lower = counts[i - 1] / total
+        return FractionBelow(lower, False, lower, 1.0, (bounds[i - 1], bound))
+    if i == 0:
+        if bound <= 0:
+            return FractionBelow(None, False, 0.0, upper, (-math.inf, bound))
+        if threshold <= 0:
+            return FractionBelow(0.0, False, 0.0, 0.0, (-math.inf, 0.0))
+        return FractionBelow(min(upper * (threshold / bound), upper), False, 0.0, upper, (0.0, bound))
+    prev_bound, prev_cum = bounds[i - 1], counts[i - 1]
+    lower = prev_cum / total
+    inside = (cum - prev_cum) * (threshold - prev_bound) / (bound - prev_bound)
+    # Clamped into the bucket's fractions only to absorb float rounding.
+    value = min(max((prev_cum + inside) / total, lower), upper)
+    return FractionBelow(value, False, lower, upper, (prev_bound, bound))
 
 
 # --- goodput ------------------------------------------------------------------------------------------
@@ -587,12 +613,14 @@ def summarize(h: Histogram | None) -> HistogramSummary | None:
     if h is None:
         return None
     mean = h.sum / h.count if h.count > 0 else None
+    prepared = _prepared(h)  # once for the three quantiles
+    p50, p90, p99 = (_quantile(q, prepared) for q in (0.5, 0.9, 0.99))
     return HistogramSummary(
         count=h.count,
         sum=h.sum,
-        p50=histogram_quantile(0.5, h),
-        p90=histogram_quantile(0.9, h),
-        p99=histogram_quantile(0.99, h),
+        p50=None if p50 is None else p50.value,
+        p90=None if p90 is None else p90.value,
+        p99=None if p99 is None else p99.value,
         mean=mean,
     )
 

@@ -10,6 +10,7 @@ statistics equal it exactly (``==``, NaN matching NaN), and what the reference d
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from collections import deque
@@ -398,3 +399,48 @@ def test_quantiles_read_through_the_layout_cache_equal_the_general_path(
     assert repr(fast) == repr(general)  # NaN-free by construction of both paths; repr compares every field
     ordered = len(bounds) >= 2 and bounds[-1] == INF and list(bounds) == sorted(set(bounds))
     assert telemetry._ordered_layout(h.bounds()) is ordered
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(LAYOUTS),
+    st.lists(
+        st.one_of(
+            st.integers(0, 50).map(float),
+            st.sampled_from([1e12 - 2.0, 1e12 - 1.0, 1e12, 1e12 + 1.0, 2.0**52, 2.5, -1.0, INF, math.nan]),
+        ),
+        min_size=6,
+        max_size=6,
+    ),
+    st.booleans(),
+    st.sampled_from([0.0, 0.05, 0.1, 0.3, 1.0, 7.0, INF]),
+)
+def test_whole_counts_are_read_as_they_are_and_equal_the_prepared_buckets(
+    bounds: tuple[float, ...], raw: list[float], rising: bool, threshold: float
+) -> None:
+    """Counts of an ordered layout that are whole, under 1e12 and never go down (what engines expose and windows
+    subtract) are used as they are: no precision correction or envelope could change them. Quantiles, fractions and
+    summaries equal the general path's (an unordered layout: sorted, coalesced, corrected, forced monotonic), for
+    counts near the 1e12 edge, fractional, negative, infinite or NaN too, rising or not."""
+    from advisor import telemetry
+
+    counts = raw[: len(bounds)]
+    if rising:
+        counts = list(itertools.accumulate(counts, max))
+    h = Histogram(tuple(zip(bounds, counts, strict=True)), count=counts[-1], sum=1.0)
+
+    def read() -> str:
+        quantiles = [telemetry.histogram_quantile_estimate(q, h) for q in (0.0, 0.5, 0.9, 0.99, 1.0)]
+        return repr((quantiles, telemetry.fraction_below(threshold, h), telemetry.summarize(h)))
+
+    fast = read()
+    plain = all(c == int(c) and 0 <= c < 1e12 for c in counts if math.isfinite(c)) and all(map(math.isfinite, counts))
+    taken = telemetry._prepared(h)
+    assert (taken is not None and taken[1] is h.counts()) is (plain and counts == sorted(counts))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(telemetry, "_ordered_layout", lambda bounds: False)
+    try:
+        general = read()
+    finally:
+        mp.undo()
+    assert fast == general
