@@ -808,9 +808,6 @@ _N_STATE = 1 + _N_COUNTERS + len(_HIST_FIELDS)
 _State = list[tuple[Any, ...] | None]
 """Per quantity (start time, each counter, each histogram): ``(seq, value)`` of its last known point, or ``None``;
 a histogram's is ``(seq, histogram, whole)`` (``whole``: its counts are whole numbers, :func:`_whole_counts`)."""
-_Memo = dict[tuple[int, int], tuple[Histogram, Histogram, Histogram | float | None, bool, bool]]
-"""``(id(older), id(newer))`` → ``(older, newer, delta or its sum, newer whole, plain)`` as
-:meth:`WindowAccumulator._append` computed them (the objects keep the ids valid)."""
 
 
 _EXACT = float(2**52)
@@ -866,6 +863,10 @@ _GET_KV: Final = operator.attrgetter("kv")
 _GET_POINT: Final = operator.attrgetter("point")
 _GET_COUNTERS: Final = operator.attrgetter(*_COUNTER_FIELDS)
 _GET_HISTS: Final = operator.attrgetter(*_HIST_FIELDS)
+_GET_READ: Final = operator.attrgetter(
+    "process_start_time_seconds", *_COUNTER_FIELDS, "kv_cache_usage_ratio", *_HIST_FIELDS[:2]
+)
+"""What a link reads of a snapshot besides histograms ``k`` ≥ 2 (:meth:`WindowAccumulator._relink`)."""
 _GET_HDELTAS: Final = operator.attrgetter("hdeltas")
 _GET_CSTEPS: Final = operator.attrgetter("csteps")
 _ITEMS: Final = tuple(operator.itemgetter(k) for k in range(max(_N_COUNTERS, len(_HIST_FIELDS))))
@@ -946,7 +947,7 @@ class WindowAccumulator:
     windows walk their links, adding precomputed steps, with no histogram subtraction.
     """
 
-    __slots__ = ("_before", "_disorder", "_facts", "_last", "_links", "_memo", "_seq", "_state", "_targets", "_times")
+    __slots__ = ("_before", "_disorder", "_facts", "_last", "_links", "_seq", "_state", "_targets", "_times")
 
     def __init__(self) -> None:
         self._links: list[_Link] = []
@@ -957,7 +958,6 @@ class WindowAccumulator:
         self._state: _State = [None] * _N_STATE
         self._targets: dict[str, int] = {}
         self._disorder = 0
-        self._memo: _Memo = {}
         self._before: dict[int, _State] = {}  # seq → the state before that point, for the last few points
 
     def __len__(self) -> int:
@@ -991,11 +991,71 @@ class WindowAccumulator:
             )
         if keep == len(links) == n:
             return
-        if keep < len(links):
+        if keep == len(links) - 1 and keep < n and self._relink(hist[keep]):
+            keep += 1  # the newest point replaced by one that dropped a histogram (record's e2e): its link redone
+        elif keep < len(links):
             self._truncate(keep)
-        memo, self._memo = self._memo, {}
         for p in itertools.islice(hist, keep, None):
-            self._append(p, memo)
+            self._append(p)
+
+    def _relink(self, point: TimedSnapshot) -> bool:
+        """Give the newest link ``point`` in place of its point, when ``point`` is that point with histograms ``k`` ≥ 2
+        (queue time, end-to-end latency: never restart evidence) dropped and every other value the link read the
+        same object (what :func:`advisor.tracker.record` does to the previous newest point: its ``e2e`` dropped).
+        Returns ``False``, changing nothing, for any other point (then the link is recomputed).
+
+        The link is what :meth:`_append` would compute for ``point`` from the same state: the start time, counters,
+        KV usage and TTFT/TPOT are the same objects (the same steps and restart evidence), and each dropped histogram
+        is unknown at the link (no delta, not whole nor plain) and leaves the state after it as it was before it. It
+        gets a new ``seq``, as a recomputed link would, and so do the values it is the last to know in the state (a
+        later point's restart evidence against it refers to it by that ``seq``)."""
+        links = self._links
+        old = links[-1]
+        was = old.point
+        before = self._before.get(old.seq)
+        if before is None or point.timestamp is not was.timestamp or point.target != was.target:
+            return False
+        snap, prev = point.snapshot, was.snapshot
+        if not all(map(operator.is_, _GET_READ(snap), _GET_READ(prev))):
+            return False
+        dropped = [
+            k for k, (h, was_h) in enumerate(zip(_GET_HISTS(snap), _GET_HISTS(prev), strict=True)) if h is not was_h
+        ]
+        if any(k < 2 or getattr(snap, _HIST_FIELDS[k]) is not None for k in dropped):
+            return False
+        hdeltas = list(old.hdeltas) if old.hdeltas is not None else [None] * len(_HIST_FIELDS)
+        facts = 0
+        integral, plain = old.integral, old.plain
+        state = self._state
+        for k in dropped:
+            if not isinstance(hdeltas[k], float):  # odd already (no delta, or one kept whole)
+                facts -= _HIST_KNOWN_FACTS[k]
+            else:
+                facts += _HIST_ODD_FACTS[k] - _HIST_KNOWN_FACTS[k]
+            hdeltas[k] = None
+            integral &= ~(1 << k)
+            plain &= ~(1 << k)
+            state[_FIRST_HIST + k] = before[_FIRST_HIST + k]
+        seq = self._seq
+        self._seq += 1
+        for i, entry in enumerate(state):  # the values this point was the last to know are known at its new seq
+            if entry is not None and entry[0] == old.seq:
+                state[i] = (seq, *entry[1:])
+        self._before[seq] = self._before.pop(old.seq)
+        self._before.pop(seq - 3, None)
+        links[-1] = _Link(
+            point,
+            seq,
+            old.flag_ref,
+            old.cvals,
+            old.csteps,
+            tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
+            old.back,
+            integral,
+            plain,
+        )
+        self._facts[-1] += facts
+        return True
 
     def _drop_front(self, k: int) -> None:
         if not k:
@@ -1048,7 +1108,7 @@ class WindowAccumulator:
         else:
             del self._targets[target]
 
-    def _append(self, point: TimedSnapshot, memo: _Memo) -> None:
+    def _append(self, point: TimedSnapshot) -> None:
         """Compute ``point``'s link from the state the previous points left (restart evidence as
         :func:`_restart_flags`, counter steps as :func:`_walk_counter`, deltas by :func:`histogram_delta`)."""
         state = self._state
@@ -1094,19 +1154,13 @@ class WindowAccumulator:
                     same = old.bounds() is h.bounds() or old.bounds() == h.bounds()
                     if k < 2 and last[0] > flag_ref and same and h.count < old.count:
                         flag_ref = last[0]
-                    key = (id(old), id(h))
-                    hit = memo.get(key)
-                    if hit is not None and hit[0] is old and hit[1] is h:
-                        delta, whole, is_plain = hit[2], hit[3], hit[4]
+                    whole = _whole(h.count) and _whole_counts(h.counts())
+                    if whole and last[2] and same and not _decreased(old, h):
+                        # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
+                        delta, is_plain = h.sum - old.sum, True
                     else:
-                        whole = _whole(h.count) and _whole_counts(h.counts())
-                        if whole and last[2] and same and not _decreased(old, h):
-                            # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
-                            delta, is_plain = h.sum - old.sum, True
-                        else:
-                            delta = histogram_delta(old, h)
-                            is_plain = delta is not None and delta is not h
-                    self._memo[key] = (old, h, delta, whole, is_plain)  # for this point replaced by the next sync
+                        delta = histogram_delta(old, h)
+                        is_plain = delta is not None and delta is not h
                     if is_plain:
                         plain |= 1 << k
                 if whole:

@@ -201,6 +201,30 @@ def test_a_two_point_window_is_its_one_delta_read_without_a_walk(monkeypatch: py
         assert g.count == 3.0 and math.copysign(1.0, g.sum) == math.copysign(1.0, r.sum) == -1.0, name
 
 
+def test_the_e2e_dropped_from_the_previous_newest_point_recomputes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`record` drops ``e2e`` from the previous newest point as the next one enters: the accumulator gives that
+    point's link the new point in place (:meth:`WindowAccumulator._relink`) and computes one link per scrape, not
+    two; the windows are the reference's. (Before: the replaced point's link was recomputed whole.)"""
+    points = _steady_history(12)
+    points = [dataclasses.replace(p, snapshot=dataclasses.replace(p.snapshot, e2e=p.snapshot.ttft)) for p in points]
+    appended = []
+    append = WindowAccumulator._append
+
+    def counted(self: WindowAccumulator, point: TimedSnapshot) -> None:
+        appended.append(point.timestamp)
+        append(self, point)
+
+    monkeypatch.setattr(WindowAccumulator, "_append", counted)
+    history: deque[TimedSnapshot] = deque()
+    acc = WindowAccumulator()
+    for p in points:
+        record(history, p, 60.0)  # 15 s apart over a 60 s window: nothing thinned
+        acc.sync(history)
+        assert_same(acc.stats(history, p.timestamp, 60.0), window_stats(history, p.timestamp, 60.0))
+    assert len(history) == 12 and [p.snapshot.e2e is None for p in history] == [False] + [True] * 10 + [False]
+    assert appended == [p.timestamp for p in points]
+
+
 def test_a_window_read_again_with_the_same_links_is_the_last_result() -> None:
     """The same oldest and newest link and window: the last result itself; any other window or link: recomputed."""
     history = _steady_history(12)
