@@ -8,6 +8,8 @@
   keys from the fields.
 * :class:`advisor.rules.over_provisioned.OverProvisionedRule` reads an evaluation once for its fire side, clear
   side and proposals (the lifecycle asks all three of one evaluation); a new evaluation is read anew.
+* :func:`advisor.evaluate.running_context` answers again what it answered for the same context and engine configs
+  (compared by value); the reference is ``_running_context``, which computes it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from advisor.evaluate import (
     STALL_COUNTERS,
     Quality,
     TargetView,
+    _running_context,
     _still,
     _target_state,
     evaluate_deployment,
     redact_target_url,
+    running_context,
     target_state,
 )
 from advisor.redact import redact_url
@@ -159,3 +163,36 @@ def test_the_over_provisioned_reading_is_remembered_per_evaluation_only(evs: lis
 def test_the_remembered_redaction_is_redact_url(url: str) -> None:
     assert redact_target_url(url) == redact_url(url)
     assert redact_target_url(url) == redact_url(url)  # the remembered answer
+
+
+_CONFIG_VALUES = {
+    "gpu_memory_utilization": ["0.9", "0.5", "0.95"],
+    "cache_dtype": ["auto", "fp8", "bfloat16"],
+    "num_gpu_blocks_override": ["None", "4000"],
+    "block_size": ["16"],
+}
+_configs = st.dictionaries(st.sampled_from(sorted(_CONFIG_VALUES)), st.just(""), max_size=4).flatmap(
+    lambda keys: st.fixed_dictionaries({k: st.sampled_from(_CONFIG_VALUES[k]) for k in keys})
+)
+
+
+@given(
+    st.lists(st.lists(_configs, max_size=3), min_size=1, max_size=5),
+    st.lists(st.tuples(st.integers(0, 2), _configs), max_size=3),
+)
+def test_the_remembered_running_context_is_what_the_reference_computes(
+    rounds: list[list[dict[str, str]]], edits: list[tuple[int, dict[str, str]]]
+) -> None:
+    """Per call, ``running_context`` answers what ``_running_context`` computes: over repeated and changed config
+    lists for one context and for another context, and for a config dict edited in place between two calls (the
+    memo compares with copies, never with the objects it was given)."""
+    ctxs = (context(), context(gpu_memory_utilization=0.5))
+    for i, configs in enumerate([*rounds, *rounds]):
+        ctx = ctxs[i % 2]
+        assert running_context(ctx, configs) == _running_context(ctx, configs)
+        assert running_context(ctx, configs) == _running_context(ctx, configs)  # asked again: the memo's answer
+        for at, change in edits:
+            if at < len(configs):
+                configs[at].clear()
+                configs[at].update(change)  # the same dict object, other settings
+                assert running_context(ctx, configs) == _running_context(ctx, configs)
