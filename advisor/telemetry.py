@@ -43,7 +43,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
@@ -869,7 +869,78 @@ _GET_READ: Final = operator.attrgetter(
 """What a link reads of a snapshot besides histograms ``k`` ≥ 2 (:meth:`WindowAccumulator._relink`)."""
 _GET_HDELTAS: Final = operator.attrgetter("hdeltas")
 _GET_CSTEPS: Final = operator.attrgetter("csteps")
-_ITEMS: Final = tuple(operator.itemgetter(k) for k in range(max(_N_COUNTERS, len(_HIST_FIELDS))))
+
+
+class _Difference(Histogram):
+    """``newer − older`` bucket by bucket — a window's histogram read as newest − oldest (:meth:`WindowAccumulator.\
+_telescoped`) — with its count and sum given, and its bucket counts subtracted only when first read.
+
+    A :class:`~advisor.domain.Histogram` to every reader (the counts are made on first access, then kept). What it
+    saves is the making: :func:`combine_targets` merges the replicas' windows from their ends
+    (:func:`_merged_differences`) without reading the counts, which no one else reads in a cycle.
+
+    Only for two histograms of one layout whose counts are whole numbers in [0, 2**52) and go down in no bucket
+    from ``older`` to ``newer`` (what :meth:`WindowAccumulator._telescoped` is given): each difference is exact.
+    """
+
+    __slots__ = ("_made", "_newer", "_older")
+    _made: array[float] | None
+    _newer: Histogram
+    _older: Histogram
+
+    @classmethod
+    def of(cls, newer: Histogram, older: Histogram, count: float, sum: float) -> _Difference:
+        """The difference of ``newer`` and ``older`` (see the class), of ``newer``'s bounds."""
+        h = cls.__new__(cls)
+        set_ = object.__setattr__
+        set_(h, "_bounds", newer.bounds())
+        set_(h, "count", count)
+        set_(h, "sum", sum)
+        set_(h, "_newer", newer)
+        set_(h, "_older", older)
+        set_(h, "_made", None)
+        return h
+
+    @property  # the base class's slot, made when first read
+    def _counts(self) -> array[float]:
+        made = self._made
+        if made is None:
+            made = array("d", map(operator.sub, self._newer.counts(), self._older.counts()))
+            object.__setattr__(self, "_made", made)
+        return made
+
+    @_counts.setter
+    def _counts(self, counts: array[float]) -> None:  # Histogram._init, as dataclasses.replace calls it
+        object.__setattr__(self, "_made", counts)
+
+
+_EXACT_SUMS: Final = float(2**53)
+"""Whole numbers adding up to less than this add up exactly in binary64, in any order."""
+
+
+def _merged_differences(known: Sequence[_Difference]) -> Histogram | None:
+    """:meth:`Histogram.merge` of window differences (:class:`_Difference`, counts not made: a copy through
+    ``dataclasses.replace`` holds counts and no ends), from their ends: bucket by bucket,
+    Σ newer − Σ older. ``None`` (the caller merges them as any histograms) when the bounds differ, or when the newer
+    counts' maxima add up to 2**53 or more.
+
+    Exact, and so the merge's value: each difference is exact (whole counts in [0, 2**52), nothing going down), so
+    the merge's ``math.fsum`` of them is the exact sum Σ (newer − older) when that is representable. Below 2**53 the
+    newer counts of a bucket, and the older (no greater), add up exactly as plain sums, whose difference is that
+    exact sum. The count and the sum are ``math.fsum`` of the differences' own, as the merge takes them."""
+    bounds = known[0].bounds()
+    if any(h.bounds() is not bounds and h.bounds() != bounds for h in known):
+        return None
+    newer = [h._newer.counts() for h in known]
+    if math.fsum(map(max, newer)) >= _EXACT_SUMS:
+        return None
+    older = [h._older.counts() for h in known]
+    return Histogram.from_counts(
+        bounds,
+        map(operator.sub, map(sum, zip(*newer, strict=True)), map(sum, zip(*older, strict=True))),
+        count=math.fsum(h.count for h in known),
+        sum=math.fsum(h.sum for h in known),
+    )
 
 
 class _Link:
@@ -1202,7 +1273,7 @@ class WindowAccumulator:
         The window is found by bisection; what is then needed about its links (restart evidence, unknown or
         non-whole values) is read in O(1) from the running sums of the link facts (:data:`_F_EVIDENCE` …). Where
         nothing in the window can be flagged, counters known and whole at every link, and histograms stored as
-        plain differences of whole counts, the window costs O(1) per quantity (:meth:`_counters_at_ends`,
+        plain differences of whole counts, the window costs O(1) per quantity (:meth:`_counters_stepped`,
         :meth:`_telescoped`) plus one C-level pass over the window's delta sums; elsewhere each quantity walks the
         window's links (:meth:`_counters_walked`, :meth:`_window_histogram`). A window read again with the same
         oldest and newest link (a target that did not answer since) is the same object as last time: a link never
@@ -1237,12 +1308,16 @@ class WindowAccumulator:
             win = win if win is not None else links[lo:hi]
             rates, preemptions = self._counters_walked(win, flags if flags is not None else [False] * n)
         hists: list[Histogram | None] = []
-        for k in range(len(_HIST_FIELDS)):
+        kept: list[tuple[float, ...]] | None = None  # each histogram's kept delta sums over the links after the first
+        for k, name in enumerate(_HIST_FIELDS):
             known = _count(every, _F_HIST_KNOWN + k)
             if known < 2:  # no two known histograms: no delta (whatever is flagged)
                 hists.append(None)
             elif flags is None and known == n and not _count(after_first, _F_HIST_ODD + k):
-                hists.append(self._telescoped(links, lo, hi, k))
+                if kept is None:  # every link after the first kept histogram k's delta: each has its tuple
+                    kept = list(zip(*map(_GET_HDELTAS, links[lo + 1 : hi]), strict=True))
+                oldest_h = getattr(first.point.snapshot, name)
+                hists.append(self._telescoped(oldest_h, getattr(last.point.snapshot, name), kept[k]))
             else:
                 win = win if win is not None else links[lo:hi]
                 hists.append(self._window_histogram(win, flags if flags is not None else [False] * n, k))
@@ -1279,8 +1354,8 @@ class WindowAccumulator:
         if hi - lo < 2:
             return [None] * _N_COUNTERS, None
         span = links[hi - 1].t - links[lo].t
-        steps = list(map(_GET_CSTEPS, links[lo + 1 : hi]))
-        increases = [math.fsum(map(_ITEMS[k], steps)) for k in range(_N_COUNTERS)]
+        steps = zip(*map(_GET_CSTEPS, links[lo + 1 : hi]), strict=True)  # counter by counter, in link order
+        increases = list(map(math.fsum, steps))
         return [inc / span if span > 0 else None for inc in increases], increases[0]
 
     @staticmethod
@@ -1318,11 +1393,11 @@ class WindowAccumulator:
         return rates, preemptions
 
     @staticmethod
-    def _telescoped(links: list[_Link], lo: int, hi: int, k: int) -> Histogram | None:
-        """:func:`histogram_increase` of histogram ``k`` over ``links[lo:hi]`` (two or more) where no link is
-        flagged, the histogram is known at every link, and every link after the oldest kept its delta as a float
-        (:data:`_F_HIST_ODD`): a plain bucket-wise difference of two histograms of one layout whose counts are
-        whole numbers in [0, 2**52) (:func:`_whole_counts`), no bucket going down.
+    def _telescoped(oldest: Histogram, newest: Histogram, sums: Sequence[float]) -> Histogram | None:
+        """:func:`histogram_increase` of one histogram over a window of two or more links where no link is flagged,
+        the histogram is known at every link, and every link after the oldest kept its delta as a float, ``sums`` in
+        link order (:data:`_F_HIST_ODD`): a plain bucket-wise difference of two histograms of one layout whose counts
+        are whole numbers in [0, 2**52) (:func:`_whole_counts`), no bucket going down.
 
         Exact: each delta's counts are exact differences, so their ``math.fsum`` (what :meth:`Histogram.merge`
         computes) is exactly newest − oldest, bucket by bucket and for the count: one subtraction each. The sums
@@ -1332,22 +1407,16 @@ class WindowAccumulator:
         hold one delta, which :func:`histogram_increase` returns as :func:`histogram_delta` made it, unmerged:
         its count ``newer.count − older.count`` and its sum the kept ``newer.sum − older.sum`` themselves (no
         ``math.fsum``, which would turn a ``-0.0`` sum into ``0.0``)."""
-        oldest: Histogram = getattr(links[lo].point.snapshot, _HIST_FIELDS[k])
-        newest: Histogram = getattr(links[hi - 1].point.snapshot, _HIST_FIELDS[k])
-        if hi - lo == 2:
-            kept = links[lo + 1].hdeltas
-            assert kept is not None  # the link is not odd: its delta was kept as a float
-            total = cast(float, kept[k])
-            count = newest.count - oldest.count
+        count: float
+        if len(sums) == 1:
+            total, count = sums[0], newest.count - oldest.count
         else:
             try:
-                total = math.fsum(map(_ITEMS[k], map(_GET_HDELTAS, links[lo + 1 : hi])))
+                total = math.fsum(sums)
             except ValueError:
                 return None
             count = float(newest.count - oldest.count)
-        return Histogram.from_counts(
-            newest.bounds(), map(operator.sub, newest.counts(), oldest.counts()), count=count, sum=total
-        )
+        return _Difference.of(newest, oldest, count, total)
 
     @staticmethod
     def _window_histogram(win: Sequence[_Link], flags: Sequence[bool], k: int) -> Histogram | None:
@@ -1424,6 +1493,11 @@ def _merge_or_first(histograms: Iterable[Histogram | None]) -> Histogram | None:
     known = [h for h in histograms if h is not None]
     if not known:
         return None
+    if len(known) > 1:
+        differences = [h for h in known if isinstance(h, _Difference) and h._made is None]  # ends known, counts not
+        merged = _merged_differences(differences) if len(differences) == len(known) else None
+        if merged is not None:
+            return merged
     try:
         return Histogram.merge(known)
     except ValueError:

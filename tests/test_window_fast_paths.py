@@ -291,3 +291,58 @@ def test_fast_paths_are_reached_by_the_property(monkeypatch: pytest.MonkeyPatch)
         _compare(acc, history[:k], T0 + 15.0 * k, 120.0)
     assert calls["stepped"] >= 10 and calls["telescoped"] >= 10
     assert telemetry._count(acc._facts[-1] - acc._facts[0], telemetry._F_HIST_KNOWN) == 19
+
+
+@st.composite
+def _replica_histories(draw: st.DrawFn) -> list[list[TimedSnapshot]]:
+    """2-5 replicas scraped 15 s apart, their histograms' counts whole from 0, from 2**51 or just under 2**52 (three
+    such replicas add up past 2**53), now and then one on another layout or with a fractional count."""
+    out = []
+    for r in range(draw(st.integers(2, 5))):
+        url = f"http://engine-{r}:8000/metrics"
+        base = draw(st.sampled_from([0.0, 2.0**51, 2.0**52 - 2.0**20]))
+        layout = draw(st.sampled_from([LAYOUT] * 4 + [OTHER_LAYOUT]))
+        cum = [base] * len(layout)
+        total = draw(st.sampled_from([0.0, -0.0, 1e300]))
+        points = []
+        for k in range(draw(st.integers(2, 8))):
+            running = 0.0
+            for i in range(len(cum)):
+                running += draw(st.sampled_from([0.0, 1.0, 3.0]))
+                cum[i] += running
+            counts = [c + 0.5 for c in cum] if draw(st.sampled_from([False] * 15 + [True])) else list(cum)
+            total += draw(st.sampled_from([0.0, 0.1, 2.5]))
+            h = Histogram(tuple(zip(layout, counts, strict=True)), count=counts[-1], sum=total)
+            snap = EngineSnapshot(engine="vllm", process_start_time_seconds=100.0, ttft=h, tpot=h, queue_time=h)
+            points.append(TimedSnapshot(url, T0 + 15.0 * k, snap))
+        out.append(points)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(_replica_histories())
+def test_replicas_windows_merge_from_their_ends_as_the_reference_merges_them(replicas: list[Any]) -> None:
+    """A deployment's TTFT/TPOT/queue time over its replicas' windows (:func:`telemetry.combine_targets` of each
+    accumulator's statistics, whose steady windows are newest − oldest not yet subtracted) equals the merge of the
+    reference's windows exactly: when the merge runs from the windows' ends (counts adding up under 2**53), and
+    when it falls back (past 2**53, another layout, a window walked link by link)."""
+    now = T0 + 15.0 * 8
+    got = telemetry.combine_targets([WindowAccumulator().stats(points, now, 300.0) for points in replicas])
+    assert_same(got, telemetry.combine_targets([window_stats(points, now, 300.0) for points in replicas]))
+
+
+def test_the_merge_from_the_ends_is_reached_by_the_property() -> None:
+    """Three steady replicas with small counts: the three histograms are merged from the windows' ends."""
+    calls = []
+    from_ends = telemetry._merged_differences
+    history = _steady_history(6)
+    replicas = [[dataclasses.replace(p, target=f"http://engine-{r}:8000/metrics") for p in history] for r in range(3)]
+    mp = pytest.MonkeyPatch()
+    mp.setattr(telemetry, "_merged_differences", lambda known: calls.append(len(known)) or from_ends(known))
+    try:
+        now = T0 + 15.0 * 5
+        got = telemetry.combine_targets([WindowAccumulator().stats(points, now, 300.0) for points in replicas])
+    finally:
+        mp.undo()
+    assert calls == [3, 3, 3]
+    assert_same(got, telemetry.combine_targets([window_stats(points, now, 300.0) for points in replicas]))
