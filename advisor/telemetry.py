@@ -42,7 +42,7 @@ import operator
 from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
@@ -1479,6 +1479,10 @@ class WindowAccumulator:
             return None
 
 
+_GET_WINDOW_FIELDS: Final = operator.attrgetter(*(f.name for f in fields(WindowStats)))
+"""Every field of a :class:`WindowStats`, in declaration order (:func:`combine_targets` reads them all)."""
+
+
 def _sum_known(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return math.fsum(known) if known else None
@@ -1521,28 +1525,50 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
     """
     if not stats:
         return WindowStats(window_seconds=0.0)
-    mins = [s.kv_cache_usage_ratio_min for s in stats if s.kv_cache_usage_ratio_min is not None]
-    maxes = [s.kv_cache_usage_ratio_max for s in stats if s.kv_cache_usage_ratio_max is not None]
-    spans = [s.span_seconds for s in stats if s.span_seconds is not None]
+    (
+        window,
+        running,
+        waiting,
+        usage,
+        usage_min,
+        usage_max,
+        running_first,
+        waiting_first,
+        preemptions,
+        prompt,
+        generation,
+        finished,
+        preemptions_increase,
+        ttft,
+        tpot,
+        queue_time,
+        e2e,
+        resets,
+        samples,
+        span,
+    ) = zip(*map(_GET_WINDOW_FIELDS, stats), strict=True)  # field by field, over the replicas in order
+    mins = [v for v in usage_min if v is not None]
+    maxes = [v for v in usage_max if v is not None]
+    spans = [v for v in span if v is not None]
     return WindowStats(
-        window_seconds=max(s.window_seconds for s in stats),
-        requests_running=_sum_known(s.requests_running for s in stats),
-        requests_waiting=_sum_known(s.requests_waiting for s in stats),
-        kv_cache_usage_ratio=_mean_known(s.kv_cache_usage_ratio for s in stats),
+        window_seconds=max(window),
+        requests_running=_sum_known(running),
+        requests_waiting=_sum_known(waiting),
+        kv_cache_usage_ratio=_mean_known(usage),
         kv_cache_usage_ratio_min=min(mins) if mins else None,
         kv_cache_usage_ratio_max=max(maxes) if maxes else None,
-        requests_running_first=_sum_known(s.requests_running_first for s in stats),
-        requests_waiting_first=_sum_known(s.requests_waiting_first for s in stats),
-        preemptions_per_second=_sum_known(s.preemptions_per_second for s in stats),
-        prompt_tokens_per_second=_sum_known(s.prompt_tokens_per_second for s in stats),
-        generation_tokens_per_second=_sum_known(s.generation_tokens_per_second for s in stats),
-        requests_finished_per_second=_sum_known(s.requests_finished_per_second for s in stats),
-        preemptions_increase=_sum_known(s.preemptions_increase for s in stats),
-        ttft=_merge_or_first(s.ttft for s in stats),
-        tpot=_merge_or_first(s.tpot for s in stats),
-        queue_time=_merge_or_first(s.queue_time for s in stats),
-        e2e=_merge_or_first(s.e2e for s in stats),
-        counter_resets=sum(s.counter_resets for s in stats),
-        samples=sum(s.samples for s in stats),
+        requests_running_first=_sum_known(running_first),
+        requests_waiting_first=_sum_known(waiting_first),
+        preemptions_per_second=_sum_known(preemptions),
+        prompt_tokens_per_second=_sum_known(prompt),
+        generation_tokens_per_second=_sum_known(generation),
+        requests_finished_per_second=_sum_known(finished),
+        preemptions_increase=_sum_known(preemptions_increase),
+        ttft=_merge_or_first(ttft),
+        tpot=_merge_or_first(tpot),
+        queue_time=_merge_or_first(queue_time),
+        e2e=_merge_or_first(e2e),
+        counter_resets=sum(resets),
+        samples=sum(samples),
         span_seconds=max(spans) if spans else None,
     )
