@@ -611,8 +611,9 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         type=bounded_int(1, 256),
         default=None,
         help="scrape worker processes, targets split by stable hash of the URL; 1: scrape on the daemon's own "
-        "threads (default: the CPUs this process may use — affinity and cgroup quota — once the config lists "
-        "enough scrape targets to need them, else 1; logged at start)",
+        "threads (default: the CPUs this process may use — affinity and cgroup quota — once one core could not "
+        "scrape and evaluate the config's targets, ~2 ms each, in a quarter of the scrape interval, else 1; logged "
+        "at start)",
     )
     run.set_defaults(func=cmd_run)
 

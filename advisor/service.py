@@ -443,11 +443,26 @@ def _pool_size_for(deployments: Sequence[_Deployment], plan: Sequence[tuple[Depl
     return max(1, min(32, jobs))
 
 
-WORKERS_FROM_TARGETS: Final = 500
-"""Without ``--workers``, worker processes are started only when the config lists this many scrape targets or more
-(decided at start-up). Below it one core scrapes and evaluates within half an interval with room to spare (about
-2 ms of CPU per target per cycle, ``docs/performance.md``), while each worker process costs ~50 MB and ~0.4 s of
-start-up, and pickling snapshots across processes costs 25–40 % more CPU per target."""
+CPU_PER_TARGET_SECONDS: Final = 0.002
+"""CPU one process spends per scrape target per cycle, scrape to evaluation, on one core: ~2 ms, rounded up from
+what ``bench/fleet.py`` measures on the 62 KB vLLM 0.33 page (``docs/performance.md``: 1.8–1.9 ms at issue 15's
+start, ~1.5 ms in process after its cycle-thread round). The estimate :func:`workers_needed` weighs."""
+
+WORKERS_CPU_SHARE: Final = 0.25
+"""Without ``--workers``, worker processes start only when one core could not do a cycle's work in this share of the
+scrape interval (:func:`workers_needed`). A quarter leaves one core half of the half interval a cycle may take
+(:data:`CYCLE_WAIT_SHARE`) for the load the estimate does not see — a page larger than the capture, a busy host, the
+collector's full passes — while a worker process costs ~50 MB and ~0.4 s of start-up, and pickling snapshots across
+processes costs 25–40 % more CPU per target (``docs/performance.md``): below it they buy nothing."""
+
+
+def workers_needed(targets: int, scrape_interval: float) -> bool:
+    """Whether one core could not do a cycle over ``targets`` scrape targets in :data:`WORKERS_CPU_SHARE` of
+    ``scrape_interval`` (s): ``targets × CPU_PER_TARGET_SECONDS > WORKERS_CPU_SHARE × scrape_interval``.
+
+    At 15 s that is from 1,876 targets (1,876 × 2 ms = 3.75 s, a quarter of 15 s); at 30 s from 3,751; at 5 s from
+    626; at 1 s from 126."""
+    return targets * CPU_PER_TARGET_SECONDS > WORKERS_CPU_SHARE * scrape_interval
 
 
 class Service:
@@ -475,8 +490,8 @@ class Service:
 
         ``workers``: scrape workers (``run --workers``): 1 = the in-process thread pool; N > 1 = N worker processes
         (:class:`advisor.workers.ProcessWorkers`, targets split by stable hash of the URL); ``None`` = the CPUs this
-        process may use (:func:`advisor.workers.usable_cpus`) when the config lists :data:`WORKERS_FROM_TARGETS`
-        scrape targets or more, else 1. The choice is logged.
+        process may use (:func:`advisor.workers.usable_cpus`) when one core could not do a cycle over the config's
+        scrape targets in a quarter of the scrape interval (:func:`workers_needed`), else 1. The choice is logged.
 
         Raises:
             CapacityError: a deployment's capacity pass cannot run.
@@ -544,14 +559,23 @@ class Service:
         self._start_workers(workers)
 
     def _start_workers(self, workers: int | None) -> None:
-        """Start the scrape worker processes (``workers`` > 1, or ``None``: the usable CPUs, once the config lists
-        :data:`WORKERS_FROM_TARGETS` scrape targets or more); logged."""
+        """Start the scrape worker processes (``workers`` > 1, or ``None``: the usable CPUs, once one core could not
+        do a cycle over the config's scrape targets in a quarter of the scrape interval, :func:`workers_needed`);
+        logged with the estimate."""
         if workers is None:
             budget = usable_cpus()
             n, why = budget.cpus, budget.describe()
             targets = sum(len(self._urls(d)) for d in self.runtime.deployments if d.spec.source == "scrape")
-            if n > 1 and targets < WORKERS_FROM_TARGETS:
-                n, why = 1, f"{why}; {targets} scrape target(s) < {WORKERS_FROM_TARGETS}, one process is enough"
+            interval = self.runtime.cfg.scrape_interval
+            estimate = (
+                f"{targets} scrape target(s) × ~{CPU_PER_TARGET_SECONDS * 1000:g} ms = "
+                f"{targets * CPU_PER_TARGET_SECONDS:.2f}s of CPU per cycle"
+            )
+            share = f"{WORKERS_CPU_SHARE:g} of the {interval:g}s interval ({WORKERS_CPU_SHARE * interval:.2f}s)"
+            if n > 1 and not workers_needed(targets, interval):
+                n, why = 1, f"{why}; {estimate} <= {share}, one process is enough"
+            elif n > 1:
+                why = f"{why}; {estimate} > {share}"
         else:
             n, why = workers, "--workers"
         log.info("workers=%d (%s)%s", n, why, "" if n > 1 else ": scraping on this process's threads")

@@ -258,33 +258,59 @@ def test_a_killed_worker_fails_its_targets_by_name_and_is_restarted(pages: PageS
     assert all(p is None for p in workers.pids())
 
 
+@pytest.mark.parametrize(
+    ("targets", "interval", "needed"),
+    [
+        (3, 15.0, False),
+        (1_800, 15.0, False),  # 3.6 s of CPU ≤ 3.75 s, a quarter of 15 s
+        (1_900, 15.0, True),  # 3.8 s > 3.75 s
+        (3_700, 30.0, False),  # 7.4 s ≤ 7.5 s
+        (3_800, 30.0, True),
+        (600, 5.0, False),  # 1.2 s ≤ 1.25 s
+        (650, 5.0, True),
+        (120, 1.0, False),  # 0.24 s ≤ 0.25 s
+        (130, 1.0, True),
+        (20, 0.1, True),  # the shortest interval the config takes: 0.04 s > 0.025 s
+    ],
+)
+def test_workers_are_needed_when_one_core_could_not_do_a_cycle_in_a_quarter_of_the_interval(
+    targets: int, interval: float, needed: bool
+) -> None:
+    """At ~2 ms of CPU per target a cycle, one core does 1,875 targets in a quarter of 15 s, twice that at 30 s:
+    the target count that starts worker processes follows the interval (a fixed 500 started them at 15 s where one
+    core had room for 1,875, and never at 1 s where it has room for 125)."""
+    from advisor.service import workers_needed
+
+    assert workers_needed(targets, interval) is needed
+
+
 def test_without_the_flag_a_small_config_scrapes_on_threads_and_a_large_one_starts_a_worker_per_cpu(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """``workers=None`` (no ``--workers``): fewer scrape targets than ``WORKERS_FROM_TARGETS`` → no worker process,
-    the reason logged; that many or more → one worker per usable CPU. (Each worker costs ~50 MB and ~0.4 s of
-    start-up: a 3-engine advisor should not pay them.)"""
-    from advisor import service as service_module
-
+    """``workers=None`` (no ``--workers``): scrape targets one core scrapes and evaluates within a quarter of the
+    interval → no worker process, the estimate logged; more → one worker per usable CPU, the estimate logged. (Each
+    worker costs ~50 MB and ~0.4 s of start-up: a 3-engine advisor should not pay them.) At a 1 s interval 200
+    targets (~0.4 s of CPU per cycle) are more than one core does in 0.25 s."""
     caplog.set_level(logging.INFO, logger="advisor.service")
     cpus = usable_cpus().cpus
     if cpus < 2:
         pytest.skip(f"one usable CPU here ({usable_cpus().describe()}): the default is 1 worker at any size")
 
-    def start(n_targets: int) -> Service:
+    def start(n_targets: int, interval: str) -> Service:
         urls = [f"http://127.0.0.1:9/{i}/metrics" for i in range(n_targets)]
-        cfg = parse_config({"scrape_interval": "15s", "deployments": [deployment("a", urls)]})
+        cfg = parse_config({"scrape_interval": interval, "deployments": [deployment("a", urls)]})
         _, collector, metrics = make_registry()
         return Service(cfg, collector, metrics, workers=None)
 
-    small = start(3)
+    small = start(3, "15s")
     try:
         assert small._procs is None
-        assert "3 scrape target(s) < 500" in caplog.text
+        assert "3 scrape target(s) × ~2 ms = 0.01s of CPU per cycle <= 0.25 of the 15s interval (3.75s)" in caplog.text
     finally:
         small.close()
-    large = start(service_module.WORKERS_FROM_TARGETS)
+    large = start(200, "1s")
     try:
         assert large._procs is not None and large._procs.n == cpus
+        assert "200 scrape target(s) × ~2 ms = 0.40s of CPU per cycle > 0.25 of the 1s interval (0.25s)" in caplog.text
     finally:
         large.close()
