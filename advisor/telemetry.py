@@ -854,6 +854,12 @@ def _count(facts: int, field: int) -> int:
     return (facts >> (_FIELD_BITS * field)) & _FIELD_MASK
 
 
+_EVIDENCE_MASK: Final = _FIELD_MASK << (_FIELD_BITS * _F_EVIDENCE)
+"""A sum of link facts ``&`` this is non-zero when :data:`_F_EVIDENCE` counts a link (as :func:`_count` ≠ 0)."""
+_COUNTER_UNKNOWN_MASK: Final = _FIELD_MASK << (_FIELD_BITS * _F_COUNTER_UNKNOWN)
+_KV_UNKNOWN_MASK: Final = _FIELD_MASK << (_FIELD_BITS * _F_KV_UNKNOWN)
+_HIST_ODD_MASKS: Final = tuple(_FIELD_MASK << (_FIELD_BITS * (_F_HIST_ODD + k)) for k in range(len(_HIST_FIELDS)))
+_HIST_KNOWN_SHIFTS: Final = tuple(_FIELD_BITS * (_F_HIST_KNOWN + k) for k in range(len(_HIST_FIELDS)))
 _EVIDENCE_FACT: Final = _fact(_F_EVIDENCE)
 _COUNTER_UNKNOWN_FACT: Final = _fact(_F_COUNTER_UNKNOWN)
 _KV_UNKNOWN_FACT: Final = _fact(_F_KV_UNKNOWN)
@@ -914,32 +920,39 @@ _telescoped`) — with its count and sum given, and its bucket counts subtracted
         object.__setattr__(self, "_made", counts)
 
 
+_BOUNDS_OF: Final = operator.methodcaller("bounds")
+_GET_COUNT: Final = operator.attrgetter("count")
+_GET_SUM: Final = operator.attrgetter("sum")
 _EXACT_SUMS: Final = float(2**53)
 """Whole numbers adding up to less than this add up exactly in binary64, in any order."""
 
 
 def _merged_differences(known: Sequence[_Difference]) -> Histogram | None:
     """:meth:`Histogram.merge` of window differences (:class:`_Difference`, counts not made: a copy through
-    ``dataclasses.replace`` holds counts and no ends), from their ends: bucket by bucket,
-    Σ newer − Σ older. ``None`` (the caller merges them as any histograms) when the bounds differ, or when the newer
-    counts' maxima add up to 2**53 or more.
+    ``dataclasses.replace`` holds counts and no ends), from their ends: bucket by bucket, Σ newer − Σ older. ``None``
+    (the caller merges them as any histograms) when the bounds differ, or when a bucket's newer counts add up to 2**53
+    or more.
 
     Exact, and so the merge's value: each difference is exact (whole counts in [0, 2**52), nothing going down), so
-    the merge's ``math.fsum`` of them is the exact sum Σ (newer − older) when that is representable. Below 2**53 the
-    newer counts of a bucket, and the older (no greater), add up exactly as plain sums, whose difference is that
+    the merge's ``math.fsum`` of them is the exact sum Σ (newer − older) when that is representable. The newer counts
+    of a bucket are whole and ≥ 0: while their plain sum stays below 2**53 every partial sum is below it and each
+    addition is exact (rounding is monotonic, so a computed total below 2**53 means an exact one below it too); the
+    older counts are no greater, term by term, so theirs is exact as well, and the difference of the two is the
     exact sum. The count and the sum are ``math.fsum`` of the differences' own, as the merge takes them."""
     bounds = known[0].bounds()
-    if any(h.bounds() is not bounds and h.bounds() != bounds for h in known):
+    if not all(map(operator.is_, map(_BOUNDS_OF, known), itertools.repeat(bounds))) and any(
+        h.bounds() != bounds for h in known
+    ):
         return None
-    newer = [h._newer.counts() for h in known]
-    if math.fsum(map(max, newer)) >= _EXACT_SUMS:
+    newer = list(map(sum, zip(*[h._newer.counts() for h in known], strict=True)))
+    if newer and max(newer) >= _EXACT_SUMS:
         return None
-    older = [h._older.counts() for h in known]
+    older = map(sum, zip(*[h._older.counts() for h in known], strict=True))
     return Histogram.from_counts(
         bounds,
-        map(operator.sub, map(sum, zip(*newer, strict=True)), map(sum, zip(*older, strict=True))),
-        count=math.fsum(h.count for h in known),
-        sum=math.fsum(h.sum for h in known),
+        map(operator.sub, newer, older),
+        count=math.fsum(map(_GET_COUNT, known)),
+        sum=math.fsum(map(_GET_SUM, known)),
     )
 
 
@@ -1225,11 +1238,19 @@ class WindowAccumulator:
                     same = old.bounds() is h.bounds() or old.bounds() == h.bounds()
                     if k < 2 and last[0] > flag_ref and same and h.count < old.count:
                         flag_ref = last[0]
-                    whole = _whole(h.count) and _whole_counts(h.counts())
-                    if whole and last[2] and same and not _decreased(old, h):
+                    counts = h.counts()
+                    if last[2] and same and len(counts) == len(old.counts()) and not _decreased(old, h):
+                        # no count below the previous whole ones, all ≥ 0: whole needs no look at the minimum
+                        whole = _whole(h.count) and (
+                            not counts or (max(counts) < _EXACT and all(map(float.is_integer, counts)))
+                        )
+                    else:
+                        whole = False  # not a plain difference, whatever its counts: whole-ness below
+                    if whole:
                         # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
                         delta, is_plain = h.sum - old.sum, True
                     else:
+                        whole = _whole(h.count) and _whole_counts(counts)
                         delta = histogram_delta(old, h)
                         is_plain = delta is not None and delta is not h
                     if is_plain:
@@ -1298,11 +1319,11 @@ class WindowAccumulator:
         after_first = facts[hi] - facts[lo + 1]  # over all but the oldest: it is never flagged nor has a delta in it
         win: list[_Link] | None = None
         flags: list[bool] | None = None
-        if _count(after_first, _F_EVIDENCE):  # some link may be flagged: find which
+        if after_first & _EVIDENCE_MASK:  # some link may be flagged: find which
             win = links[lo:hi]
             a = first.seq
             flags = [link.flag_ref >= a for link in win]
-        if flags is None and not _count(every, _F_COUNTER_UNKNOWN):
+        if flags is None and not every & _COUNTER_UNKNOWN_MASK:
             rates, preemptions = self._counters_stepped(links, lo, hi)
         else:
             win = win if win is not None else links[lo:hi]
@@ -1310,10 +1331,10 @@ class WindowAccumulator:
         hists: list[Histogram | None] = []
         kept: list[tuple[float, ...]] | None = None  # each histogram's kept delta sums over the links after the first
         for k, name in enumerate(_HIST_FIELDS):
-            known = _count(every, _F_HIST_KNOWN + k)
+            known = (every >> _HIST_KNOWN_SHIFTS[k]) & _FIELD_MASK
             if known < 2:  # no two known histograms: no delta (whatever is flagged)
                 hists.append(None)
-            elif flags is None and known == n and not _count(after_first, _F_HIST_ODD + k):
+            elif flags is None and known == n and not after_first & _HIST_ODD_MASKS[k]:
                 if kept is None:  # every link after the first kept histogram k's delta: each has its tuple
                     kept = list(zip(*map(_GET_HDELTAS, links[lo + 1 : hi]), strict=True))
                 oldest_h = getattr(first.point.snapshot, name)
@@ -1322,7 +1343,7 @@ class WindowAccumulator:
                 win = win if win is not None else links[lo:hi]
                 hists.append(self._window_histogram(win, flags if flags is not None else [False] * n, k))
         kvs = list(map(_GET_KV, links[lo:hi]))
-        usage = [v for v in kvs if v is not None] if _count(every, _F_KV_UNKNOWN) else kvs
+        usage = [v for v in kvs if v is not None] if every & _KV_UNKNOWN_MASK else kvs
         newest, oldest = last.point.snapshot, first.point.snapshot
         stats = WindowStats(
             window_seconds=window_seconds,
