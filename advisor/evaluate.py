@@ -29,6 +29,7 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, Final
 
@@ -294,20 +295,20 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     recent = [h for h in history if now - h.timestamp <= horizon]
     if len(recent) < 2 or recent[-1].timestamp - recent[0].timestamp < frozen_after:
         return None
-    if counters_advance_during_decode(recent[-1].snapshot.engine) is not True:
-        # SGLang, TGI, llama.cpp, TensorRT-LLM count a request's tokens when it finishes: a few long generations
-        # stand the counters still for minutes on a healthy engine. The stalled rule, which knows the engine and
-        # waits out a request's lifetime, speaks for those; calling the data stale would silence every rule.
-        return None
-    if not all((h.snapshot.requests_running or 0) > 0 for h in recent):
-        return None
     first, last = recent[0].snapshot, recent[-1].snapshot
     counters = [
         (first.generation_tokens_total, last.generation_tokens_total),
         (first.prompt_tokens_total, last.prompt_tokens_total),
     ]
     known = [(a, b) for a, b in counters if a is not None and b is not None]
-    if not known or any(a != b for a, b in known):
+    if not known or any(a != b for a, b in known):  # checked first: on a serving engine the counters moved
+        return None
+    if counters_advance_during_decode(last.engine) is not True:
+        # SGLang, TGI, llama.cpp, TensorRT-LLM count a request's tokens when it finishes: a few long generations
+        # stand the counters still for minutes on a healthy engine. The stalled rule, which knows the engine and
+        # waits out a request's lifetime, speaks for those; calling the data stale would silence every rule.
+        return None
+    if not all((h.snapshot.requests_running or 0) > 0 for h in recent):
         return None
     span = last.requests_running
     return (
@@ -384,7 +385,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         peaks.append(max(values))
         if len(values) >= 2:
             mean = math.fsum(values) / len(values)
-            var = math.fsum((v - mean) ** 2 for v in values) / len(values)
+            var = math.fsum(map(pow, map(operator.sub, values, repeat(mean)), repeat(2))) / len(values)  # (v − mean)²
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
         peak=math.fsum(peaks) if peaks else None,
