@@ -104,9 +104,9 @@ def _weighted_usage(snaps: Sequence[EngineSnapshot]) -> float | None:
     pairs = [(s.kv_cache_usage_ratio, s.kv_cache_capacity_tokens) for s in snaps if s.kv_cache_usage_ratio is not None]
     if not pairs:
         return None
-    if all(cap for _, cap in pairs):
-        total = math.fsum(cap for _, cap in pairs if cap)
-        return math.fsum(u * cap for u, cap in pairs if cap) / total
+    if all([cap for _, cap in pairs]):
+        total = math.fsum([cap for _, cap in pairs if cap])
+        return math.fsum([u * cap for u, cap in pairs if cap]) / total
     return math.fsum(u for u, _ in pairs) / len(pairs)
 
 
@@ -153,7 +153,7 @@ def max_length_ceiling(snaps: Sequence[EngineSnapshot], max_model_len: int) -> f
         pools = rank_pools(s)
         if not pools or (s.ranks and len(pools) < len(s.ranks)):
             return None
-        total += sum(int(p // max_model_len) for p in pools)
+        total += sum([int(p // max_model_len) for p in pools])
     return float(total)
 
 
@@ -213,8 +213,8 @@ def _any_known(flags: Sequence[bool | None]) -> bool | None:
 
 
 def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
-    total = sum(len(s.ranks) for s in snaps)
-    left_out = sum(len(s.ranks_excluded) for s in snaps)
+    total = sum([len(s.ranks) for s in snaps])
+    left_out = sum([len(s.ranks_excluded) for s in snaps])
     return 1.0 if total == 0 else max(0.0, (total - left_out) / total)
 
 
@@ -658,7 +658,7 @@ def evaluate_deployment(
     by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
     disaggregation = _sum_maps([s.disaggregation_queues for s in latest])
     queues = {**{f"waiting_{k}": v for k, v in by_reason.items()}, **disaggregation}
-    replicas_up = sum(engines_behind(s) for s in latest)
+    replicas_up = sum(map(engines_behind, latest))
     stall = _stall_reading(up, round_started or now, quality)
     load = running_load(up, now, window_seconds)
     ev = Evaluation(
@@ -686,7 +686,7 @@ def evaluate_deployment(
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),
-        duplicate_series=sum(t.history[-1].duplicate_series for t in up),
+        duplicate_series=sum([t.history[-1].duplicate_series for t in up]),
         stalled_seconds=stall.seconds,
         stalled_intervals=stall.intervals,
         stalled_targets=stall.targets,
@@ -765,7 +765,7 @@ def _engine_view(
     tpot_note = None
     if first is not None and first.tpot_is_itl:
         tpot_note = "engine has no per-request TPOT histogram; inter-token latency stands in"
-    n_ranks = sum(len(s.ranks) for s in latest)
+    n_ranks = sum([len(s.ranks) for s in latest])
     return EngineView(
         state_reason=state_reason,
         model=first.model if first else None,
@@ -786,7 +786,7 @@ def _engine_view(
         preemptions_per_second=stats.preemptions_per_second if stats else None,
         counter_resets=stats.counter_resets if stats else None,
         ranks=tuple(r for s in latest for r in s.ranks)[:MAX_RANKS_SHOWN],
-        kv_cache_capacity_tokens_largest_rank=max((p for s in latest for p in rank_pools(s)), default=None),
+        kv_cache_capacity_tokens_largest_rank=max([p for s in latest for p in rank_pools(s)], default=None),
         pools=_merged_pools(latest),
         requests_waiting_by_reason=by_reason,
         disaggregation_queues=disaggregation,

@@ -614,7 +614,7 @@ def summarize(h: Histogram | None) -> HistogramSummary | None:
         return None
     mean = h.sum / h.count if h.count > 0 else None
     prepared = _prepared(h)  # once for the three quantiles
-    p50, p90, p99 = (_quantile(q, prepared) for q in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantile(0.5, prepared), _quantile(0.9, prepared), _quantile(0.99, prepared)
     return HistogramSummary(
         count=h.count,
         sum=h.sum,
@@ -866,6 +866,7 @@ _KV_UNKNOWN_FACT: Final = _fact(_F_KV_UNKNOWN)
 _HIST_KNOWN_FACTS: Final = tuple(_fact(_F_HIST_KNOWN + k) for k in range(len(_HIST_FIELDS)))
 _HIST_ODD_FACTS: Final = tuple(_fact(_F_HIST_ODD + k) for k in range(len(_HIST_FIELDS)))
 _GET_KV: Final = operator.attrgetter("kv")
+_GET_BACK: Final = operator.attrgetter("back")
 _GET_POINT: Final = operator.attrgetter("point")
 _GET_COUNTERS: Final = operator.attrgetter(*_COUNTER_FIELDS)
 _GET_HISTS: Final = operator.attrgetter(*_HIST_FIELDS)
@@ -1133,7 +1134,7 @@ class WindowAccumulator:
             old.flag_ref,
             old.cvals,
             old.csteps,
-            tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
+            tuple(hdeltas) if hdeltas.count(None) < len(hdeltas) else None,
             old.back,
             integral,
             plain,
@@ -1149,7 +1150,7 @@ class WindowAccumulator:
         del self._links[:k]
         del self._times[:k]
         del self._facts[:k]  # the sums left still differ by the facts of the links between them
-        self._disorder = sum(1 for link in self._links[1:] if link.back)
+        self._disorder = sum(map(_GET_BACK, self._links[1:]))
 
     def _truncate(self, keep: int) -> None:
         saved = self._before.get(self._links[keep].seq)
@@ -1158,7 +1159,7 @@ class WindowAccumulator:
         del self._links[keep:]
         del self._times[keep:]
         del self._facts[keep + 1 :]
-        self._disorder = sum(1 for link in self._links[1:] if link.back)
+        self._disorder = sum(map(_GET_BACK, self._links[1:]))
         if saved is not None:  # the usual case: the newest point or two replaced (record's thinning, e2e dropped)
             self._state = list(saved)
             return
@@ -1231,18 +1232,26 @@ class WindowAccumulator:
             delta: Histogram | float | None = None
             if h is not None:
                 last = state[_FIRST_HIST + k]
+                counts, count = h.counts(), h.count
                 if last is None:
-                    whole = _whole(h.count) and _whole_counts(h.counts())
+                    whole = 0.0 <= count < _EXACT and count == int(count) and _whole_counts(counts)  # _whole(count)
                 else:
                     old: Histogram = last[1]
-                    same = old.bounds() is h.bounds() or old.bounds() == h.bounds()
-                    if k < 2 and last[0] > flag_ref and same and h.count < old.count:
+                    old_counts, old_count, bounds, old_bounds = old.counts(), old.count, h.bounds(), old.bounds()
+                    same = old_bounds is bounds or old_bounds == bounds
+                    if k < 2 and last[0] > flag_ref and same and count < old_count:
                         flag_ref = last[0]
-                    counts = h.counts()
-                    if last[2] and same and len(counts) == len(old.counts()) and not _decreased(old, h):
+                    if (
+                        last[2]
+                        and same
+                        and len(counts) == len(old_counts)
+                        and not (count < old_count or any(map(operator.lt, counts, old_counts)))  # _decreased
+                    ):
                         # no count below the previous whole ones, all ≥ 0: whole needs no look at the minimum
-                        whole = _whole(h.count) and (
-                            not counts or (max(counts) < _EXACT and all(map(float.is_integer, counts)))
+                        whole = (
+                            0.0 <= count < _EXACT
+                            and count == int(count)
+                            and (not counts or (max(counts) < _EXACT and all(map(float.is_integer, counts))))
                         )
                     else:
                         whole = False  # not a plain difference, whatever its counts: whole-ness below
@@ -1250,7 +1259,7 @@ class WindowAccumulator:
                         # a plain difference of whole counts: only its sum is kept (histogram_delta's sum)
                         delta, is_plain = h.sum - old.sum, True
                     else:
-                        whole = _whole(h.count) and _whole_counts(counts)
+                        whole = _whole(count) and _whole_counts(counts)
                         delta = histogram_delta(old, h)
                         is_plain = delta is not None and delta is not h
                     if is_plain:
@@ -1271,7 +1280,7 @@ class WindowAccumulator:
                 flag_ref,
                 tuple(cvals),
                 tuple(csteps),
-                tuple(hdeltas) if any(d is not None for d in hdeltas) else None,
+                tuple(hdeltas) if hdeltas.count(None) < len(hdeltas) else None,
                 back,
                 integral,
                 plain,

@@ -50,12 +50,14 @@ def restarted(a: EngineSnapshot, b: EngineSnapshot) -> bool:
     preemptions) went down. The one restart rule of the daemon and the backtest."""
     if a.process_start_time_seconds != b.process_start_time_seconds and b.process_start_time_seconds is not None:
         return True
-    pairs = (
+    for x, y in (
         (a.generation_tokens_total, b.generation_tokens_total),
         (a.prompt_tokens_total, b.prompt_tokens_total),
         (a.preemptions_total, b.preemptions_total),
-    )
-    return any(x is not None and y is not None and y < x for x, y in pairs)
+    ):
+        if x is not None and y is not None and y < x:
+            return True
+    return False
 
 
 def _share_histogram(h: Histogram, prev: Histogram) -> Histogram:
@@ -461,7 +463,7 @@ class Tracker:
     def _replicas(self, d: _Deployment) -> None:
         if not d.count_replicas:
             return
-        n = sum(engines_behind(t.history[-1].snapshot) if t.history else 1 for t in map(d.targets.get, d.listed) if t)
+        n = sum([engines_behind(t.history[-1].snapshot) if t.history else 1 for t in map(d.targets.get, d.listed) if t])
         if max(1, n) != d.ctx.replicas:
             d.ctx = dataclasses.replace(d.ctx, replicas=max(1, n))
 
@@ -527,7 +529,9 @@ class Tracker:
                             "capacity": d.ctx.capacity,
                             "targets": tuple(views),
                             "recommendations": tuple(self.lifecycle.open_recommendations(name)),
-                            "target_states": tuple(target_state(v, round_started or now, self.quality) for v in views),
+                            "target_states": tuple(
+                                [target_state(v, round_started or now, self.quality) for v in views]
+                            ),
                         },
                     )
                 )
