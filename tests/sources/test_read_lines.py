@@ -10,8 +10,6 @@ scan's regex). Each case is parsed three times (new series, then cached series) 
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from advisor.domain import Sample
@@ -19,6 +17,7 @@ from advisor.errors import ParseError
 from advisor.sources import selective_parser
 from advisor.sources.exposition import parse_exposition_full
 from advisor.sources.selective_parser import Unrecognized
+from tests.sources.test_selective_parser import assert_same
 
 PATHS = {"scanned": 10**12, "direct": 0}
 """``blocks_from`` for each path: the whole page scanned, or cut into families (``k``'s read directly)."""
@@ -40,16 +39,6 @@ def ours(text: str, blocks_from: int) -> dict[str, list[Sample]]:
         return selective_parser.parse_selected(text, keep_k, blocks_from=blocks_from)
     except Unrecognized:
         return parse_exposition_full(text, keep_k)
-
-
-def assert_same(fast: dict[str, list[Sample]], full: dict[str, list[Sample]]) -> None:
-    assert list(fast) == list(full)
-    for name in full:
-        assert len(fast[name]) == len(full[name]), name
-        for a, b in zip(fast[name], full[name], strict=True):
-            assert (a.name, dict(a.labels)) == (b.name, dict(b.labels))
-            assert type(a.value) is type(b.value), (a, b)
-            assert a.value == b.value or (math.isnan(a.value) and math.isnan(b.value)), (a, b)
 
 
 def read_on_tier_1(text: str, blocks_from: int) -> bool:
