@@ -54,7 +54,7 @@ class Daemon:
     thread: threading.Thread
 
     def open_recommendations(self) -> list[dict[str, Any]]:
-        body = requests.get(self.url + "/api/v1/recommendations?status=open", timeout=5).json()
+        body = requests.get(self.url + "/api/v1/recommendations?status=open", timeout=30).json()
         recs: list[dict[str, Any]] = body["recommendations"]
         return recs
 

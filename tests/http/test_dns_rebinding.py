@@ -30,7 +30,7 @@ def test_a_rebound_host_with_its_own_origin_cannot_acknowledge(daemon: Daemon) -
     r = _ack(daemon, rid, f"rebind.example:{port}", "rebound")
     assert r.status_code == 403, (r.status_code, r.text)
     assert "rebind.example" in r.json()["error"]
-    sup = requests.get(f"{daemon.url}/api/v1/recommendations/{quote(rid, safe='')}", timeout=5).json()["suppression"]
+    sup = requests.get(f"{daemon.url}/api/v1/recommendations/{quote(rid, safe='')}", timeout=30).json()["suppression"]
     assert sup is None or sup["reason"] != "rebound"
     # the same request naming the advisor by a local name is its own page's: accepted
     ok = _ack(daemon, rid, f"localhost:{port}", "local name")

@@ -93,7 +93,7 @@ def test_the_console_check_sees_errors_on_a_broken_page() -> None:
 @needs_chromium
 def test_status_page_renders_in_headless_chromium_with_the_open_recommendation(daemon: Daemon) -> None:
     recs = daemon.wait_open()
-    r = requests.get(daemon.url + "/", timeout=5)
+    r = requests.get(daemon.url + "/", timeout=30)
     assert r.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     assert r.headers["Content-Type"] == "text/html; charset=utf-8"
 

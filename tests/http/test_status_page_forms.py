@@ -46,7 +46,7 @@ def _rec_id(d: Daemon) -> str:
 
 
 def _suppression(d: Daemon, rec_id: str) -> dict[str, Any] | None:
-    r = requests.get(f"{d.url}/api/v1/recommendations/{quote(rec_id, safe='')}", timeout=5)
+    r = requests.get(f"{d.url}/api/v1/recommendations/{quote(rec_id, safe='')}", timeout=30)
     assert r.status_code == 200, r.text
     sup: dict[str, Any] | None = r.json()["suppression"]
     return sup
@@ -109,7 +109,7 @@ def test_same_origin_posts_are_accepted_and_record_who_and_when(daemon: Daemon) 
     assert sup["by"] == "127.0.0.1"
     assert before - 1 <= sup["created_at_seconds"] <= time.time() + 1
     # following the redirect lands on the page, which shows who and when
-    page = requests.get(daemon.url + r.headers["Location"], timeout=5)
+    page = requests.get(daemon.url + r.headers["Location"], timeout=30)
     assert page.status_code == 200
     when = sup["created_at"][:19] + "Z"  # the page shows the second
     assert f"acknowledged by 127.0.0.1 at {when}: same-origin form" in html.unescape(page.text)
@@ -132,7 +132,7 @@ def test_same_origin_posts_are_accepted_and_record_who_and_when(daemon: Daemon) 
 
 def test_a_valid_csrf_token_from_the_page_is_accepted_without_origin(daemon: Daemon) -> None:
     rid = _rec_id(daemon)
-    token = _token(requests.get(daemon.url + "/", timeout=5).text)
+    token = _token(requests.get(daemon.url + "/", timeout=30).text)
     r = _post(daemon, rid, "snooze", {"reason": "token form", "duration": "4h", "csrf_token": token})
     assert r.status_code == 303, r.text
     sup = _suppression(daemon, rid)
@@ -252,19 +252,19 @@ def test_a_failed_reload_shows_a_banner_on_the_page_until_a_reload_succeeds(
 ) -> None:
     d = start_daemon(config(saturated_standin.url()))
     try:
-        assert "reload-failed" not in requests.get(d.url + "/", timeout=5).text
+        assert "reload-failed" not in requests.get(d.url + "/", timeout=30).text
         bad = tmp_path / "advisor.yaml"
         bad.write_text("deployments: [{name: chat-8b, engine: vllm, gpu: H900-NOPE}]\n")
         ok, message = d.service.reload(bad)
         assert not ok
-        page = html.unescape(requests.get(d.url + "/", timeout=5).text)
+        page = html.unescape(requests.get(d.url + "/", timeout=30).text)
         assert "id='reload-failed'" in page and "Config reload failed" in page
         assert message.splitlines()[0][:60] in page
         good = tmp_path / "good.yaml"
         good.write_text(json.dumps(config(saturated_standin.url())))
         ok, message = d.service.reload(good)
         assert ok, message
-        assert "reload-failed" not in requests.get(d.url + "/", timeout=5).text
+        assert "reload-failed" not in requests.get(d.url + "/", timeout=30).text
     finally:
         stop_daemon(d)
 
@@ -294,12 +294,12 @@ def authed(saturated_standin: StandInServer, tmp_path: Path) -> Iterator[Advisor
 
 def test_with_basic_auth_the_token_is_the_users_and_the_ack_records_the_user(authed: AdvisorHTTPServer) -> None:
     url = authed.url()
-    recs = requests.get(url + "/api/v1/recommendations", auth=("alice", "pw"), timeout=5).json()["recommendations"]
+    recs = requests.get(url + "/api/v1/recommendations", auth=("alice", "pw"), timeout=30).json()["recommendations"]
     assert recs, "the saturated stand-in should have opened a recommendation"
     rid = quote(recs[0]["id"], safe="")
-    page = requests.get(url + "/", auth=("alice", "pw"), timeout=5).text
+    page = requests.get(url + "/", auth=("alice", "pw"), timeout=30).text
     token = _token(page)
-    assert token != _token(requests.get(url + "/", auth=("bob", "pw"), timeout=5).text)
+    assert token != _token(requests.get(url + "/", auth=("bob", "pw"), timeout=30).text)
 
     def post(auth: tuple[str, str] | None, reason: str) -> requests.Response:
         data = {"reason": reason, "csrf_token": token}
@@ -309,9 +309,9 @@ def test_with_basic_auth_the_token_is_the_users_and_the_ack_records_the_user(aut
     _refused(post(("bob", "pw"), "alice's token"), "not valid")  # a token is bound to the user it was made for
     r = post(("alice", "pw"), "alice from the page")
     assert r.status_code == 303, r.text
-    got = requests.get(f"{url}/api/v1/recommendations/{rid}", auth=("alice", "pw"), timeout=5).json()
+    got = requests.get(f"{url}/api/v1/recommendations/{rid}", auth=("alice", "pw"), timeout=30).json()
     assert got["suppression"]["by"] == "alice" and got["suppression"]["reason"] == "alice from the page"
-    shown = html.unescape(requests.get(url + "/", auth=("alice", "pw"), timeout=5).text)
+    shown = html.unescape(requests.get(url + "/", auth=("alice", "pw"), timeout=30).text)
     assert "acknowledged by alice at" in shown
 
 
@@ -325,7 +325,7 @@ def test_no_forms_where_the_server_refuses_writes(saturated_standin: StandInServ
     srv.loopback = False  # as if public, without auth
     srv.start_background()
     try:
-        page = requests.get(srv.url() + "/", timeout=5).text
+        page = requests.get(srv.url() + "/", timeout=30).text
     finally:
         srv.shutdown()
         srv.server_close()
