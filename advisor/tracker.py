@@ -111,6 +111,10 @@ def _replaced(obj: _Frozen, **changes: Any) -> _Frozen:
     return new
 
 
+_SHARED_HISTOGRAMS: Final = ("ttft", "tpot", "e2e", "queue_time")
+_GET_SHARED: Final = operator.attrgetter(*_SHARED_HISTOGRAMS)
+
+
 def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -> None:
     """Append ``point`` to a target's history, keeping memory bounded for fleets of thousands of targets:
 
@@ -131,9 +135,15 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
             shared["engine_config"] = prev.engine_config
         if snap.missing == prev.missing and snap.missing is not prev.missing:
             shared["missing"] = prev.missing
-        for name in ("ttft", "tpot", "e2e", "queue_time"):
-            h, ph = getattr(snap, name), getattr(prev, name)
-            if h is not None and ph is not None and h is not ph and _share_histogram(h, ph) is ph:
+        for name, h, ph in zip(_SHARED_HISTOGRAMS, _GET_SHARED(snap), _GET_SHARED(prev), strict=True):
+            # a moving histogram's count differs: settled here, without the call
+            if (
+                h is not None
+                and ph is not None
+                and h is not ph
+                and h.count == ph.count
+                and _share_histogram(h, ph) is ph
+            ):
                 shared[name] = ph
         if shared:
             point = _replaced(point, snapshot=_replaced(snap, **shared))
