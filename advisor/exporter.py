@@ -11,14 +11,17 @@ target Prometheus no longer discovers does.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import deque
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
+from typing import cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from advisor import __version__
 from advisor import conventions as c
@@ -362,3 +365,95 @@ def make_registry() -> tuple[CollectorRegistry, AdvisorCollector, SelfMetrics]:
     collector = AdvisorCollector()
     registry.register(collector)
     return registry, collector, SelfMetrics(registry)
+
+
+_LEGACY_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+"""A metric name the text format writes as it is (the Prometheus data model's legacy character set)."""
+_LEGACY_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""A label name the text format writes as it is."""
+_LabelKey = tuple[str, tuple[tuple[str, str], ...]]
+_go_float = cast("Callable[[float], str]", floatToGoString)
+"""prometheus-client's own float formatting of sample values (Go's ``strconv.FormatFloat``, as Prometheus writes)."""
+
+
+class _One:
+    """A collector of one metric family (for :func:`prometheus_client.generate_latest`)."""
+
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
+def _label_value(value: str) -> str:
+    """A label value escaped as the text format escapes it (backslash, newline, double quote)."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class MetricsRenderer:
+    """``/metrics`` in the Prometheus text format 0.0.4, byte for byte what
+    :func:`prometheus_client.generate_latest` writes for the same registry, with each plain series' line prefix
+    (its name and escaped, sorted label set) remembered from one render to the next.
+
+    Why: the advisor exports about 15 series per target (``advisor_target_up``, ``advisor_target_state`` per state,
+    ``advisor_scrape_errors_total`` per reason, …), the same series every cycle with new values.
+    ``generate_latest`` escapes and validates every label of every sample on every render: at 1,000 targets
+    (15,000 lines) it took 127–130 ms, this 69–73 ms, of which 32 ms is the collectors' own ``collect``
+    (``timeit`` on one registry, issue 15) — 0.13 against 0.07 ms of CPU per target per scrape of the advisor.
+
+    Gauge families, and counter families without ``_created`` samples, of legacy names and without timestamps take
+    the remembered prefixes; every other family (histograms, counters with ``_created`` samples, anything
+    ``generate_latest`` would escape or quote) is written by ``generate_latest`` itself. Memory: the prefixes of
+    the last render only (a vanished series is forgotten at the next). Thread-safe: each render builds its own
+    table and swaps it in whole.
+    """
+
+    def __init__(self) -> None:
+        self._prefixes: dict[_LabelKey, str] = {}
+
+    def render(self, registry: Collector) -> bytes:
+        """The text exposition of every family ``registry.collect()`` yields, UTF-8.
+
+        Raises:
+            what ``registry.collect()`` or ``generate_latest`` raises.
+        """
+        old = self._prefixes
+        new: dict[_LabelKey, str] = {}
+        out: list[str] = []
+        for metric in registry.collect():
+            lines = self._plain_lines(metric, old, new)
+            if lines is None:
+                out.append(generate_latest(_One(metric)).decode("utf-8"))
+            else:
+                out.extend(lines)
+        self._prefixes = new
+        return "".join(out).encode("utf-8")
+
+    @staticmethod
+    def _plain_lines(metric: Metric, old: dict[_LabelKey, str], new: dict[_LabelKey, str]) -> list[str] | None:
+        """``metric``'s lines when it is a plain gauge family, or a counter family without ``_created`` samples
+        (else ``None``: ``generate_latest`` writes it)."""
+        if metric.type == "gauge":
+            name = metric.name
+        elif metric.type == "counter":
+            name = metric.name + "_total"  # the text format's name of the family and of its samples
+        else:
+            return None
+        if _LEGACY_NAME.fullmatch(name) is None:
+            return None
+        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        lines = [f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"]
+        for s in metric.samples:
+            if s.timestamp is not None or s.name != name:
+                return None
+            key = (name, tuple(s.labels.items()))
+            prefix = new.get(key) or old.get(key)
+            if prefix is None:
+                if any(_LEGACY_LABEL.fullmatch(k) is None for k in s.labels):
+                    return None
+                labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(s.labels.items()))
+                prefix = f"{name}{{{labels}}} " if labels else f"{name} "
+            new[key] = prefix
+            lines.append(f"{prefix}{_go_float(s.value)}\n")
+        return lines

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ValidationError
@@ -70,6 +70,7 @@ from advisor.api_models import (
 )
 from advisor.domain import Recommendation, rfc3339
 from advisor.errors import CapacityError, StateError
+from advisor.exporter import MetricsRenderer
 from advisor.results import CycleResult, DeploymentResult
 from advisor.service import Service
 from advisor.status_page import CONTENT_SECURITY_POLICY, deployment_state_reason, redact_text, render_status_page
@@ -326,6 +327,7 @@ class AdvisorHTTPServer(ThreadingHTTPServer):
             else AckStore(service.state_file)
         )
         self._openapi: dict[bool, bytes] = {}
+        self.metrics_renderer = MetricsRenderer()
         self._web_metrics: WebConfigMetrics | None = None
         super().__init__(address, _Handler)
         if self.web.path is not None:
@@ -795,7 +797,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _h_metrics(self, query: dict[str, list[str]]) -> None:
-        self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
+        self._send(200, self.server.metrics_renderer.render(self.server.registry), CONTENT_TYPE_LATEST)
 
     def _h_healthz(self, query: dict[str, list[str]]) -> None:
         why = self.server.service.unhealthy_reason(time.time())
