@@ -143,6 +143,7 @@ from advisor.sources.promql import (
     re2_escape,
     vector_selector,
 )
+from advisor.sources.selective_parser import FrozenLabels
 
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
@@ -1089,13 +1090,21 @@ class FederationReader:
 @dataclass
 class _FedGeneration:
     """One life of :class:`FederationReader`'s cache: per (group label, drop set), shape → (sample name, engine
-    labels); per drop set, (name, engine labels) → a one-item list holding the label text that owns them first
-    (the repeated-series check; the list's ``id`` numbers the series), and per shape's engine-labels dict (by
-    ``id``) that number (``series_of``) and the number of its series as :func:`first_samples` tells series apart
-    (``sample_of``, from ``sampled``: an empty value is no label)."""
+    labels); per drop set, (name, engine labels) → the label text that owns them first (the repeated-series check)
+    and the one :class:`~advisor.sources.selective_parser.FrozenLabels` every shape of that series hands out (the
+    pair's ``id`` numbers the series), and per such labels object (by ``id``) that number (``series_of``) and the
+    number of its series as :func:`first_samples` tells series apart (``sample_of``, from ``sampled``: an empty
+    value is no label).
+
+    One labels object per series, shared by the shapes of every instance and kept for the generation's life, is what
+    the adapters' shape memos (``advisor.engines.common.ShapeMemo``: :func:`first_samples`, the vLLM adapter's
+    layouts) key on, as they key on the selective parser's series cache on the direct path: the next read of an
+    instance, and every instance of the same series set, find the page's layout by its label objects."""
 
     kept: dict[tuple[str, frozenset[str]], dict[str, tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
-    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], list[str]] = field(default_factory=dict)
+    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], tuple[str, FrozenLabels]] = field(
+        default_factory=dict
+    )
     series_of: dict[int, int] = field(default_factory=dict)
     sampled: dict[tuple[str, frozenset[tuple[str, str]]], list[None]] = field(default_factory=dict)
     sample_of: dict[int, int] = field(default_factory=dict)
@@ -1205,9 +1214,12 @@ def _federation_cached(
                     entry = (UP, {})
                 else:
                     body = pre + post
-                    kept = _engine_labels(_fed_labels(body, "federation answer"), b[1])
-                    items = frozenset(kept.items())
-                    own = owner.setdefault((name, items, b[1]), [body])
+                    found = _engine_labels(_fed_labels(body, "federation answer"), b[1])
+                    items = frozenset(found.items())
+                    # one read-only labels object per series (per drop set), whatever label text gives it: every
+                    # instance's sample of it carries that object, so the adapters' shape memos recognise the page
+                    own = owner.setdefault((name, items, b[1]), (body, FrozenLabels(found)))
+                    kept = own[1]
                     if own[0] != body:  # another label text gives this series: across targets, or within one?
                         gen.shared = True
                         if kept in map(_LABELS, b[0].get(name, ())):
