@@ -143,7 +143,7 @@ from advisor.sources.promql import (
     re2_escape,
     vector_selector,
 )
-from advisor.sources.selective_parser import FrozenLabels
+from advisor.sources.selective_parser import _BLANK_OK, FrozenLabels, _Blank
 
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
@@ -1010,10 +1010,11 @@ class FederationReader:
     Each line is cut at C speed around the group label's value (``str.partition``) and at its last two spaces
     (``str.rsplit``); what remains — the name and the other labels, its *shape* — is looked up in a cache of the
     parsed engine labels, shared by every instance with that shape. A line then costs two partitions, one split,
-    two dict look-ups, ``float()`` and its :class:`~advisor.domain.Sample`. Everything the reference path derives
-    from the series set alone (the parse and validation of the label text, the dropping of target labels, the
-    repeated-series check) is done once per shape, on its first sight, by the reference's own code
-    (:func:`_keyed_line`, :func:`_fed_labels`, :func:`_engine_labels`).
+    two dict look-ups, ``float()`` and its :class:`~advisor.domain.Sample` (built as the selective parser builds
+    its samples, a filled ``_Blank`` turned into one: a third of the frozen dataclass's ``__init__``, ~0.6 µs a
+    line saved). Everything the reference path derives from the series set alone (the parse and validation of the
+    label text, the dropping of target labels, the repeated-series check) is done once per shape, on its first sight,
+    by the reference's own code (:func:`_keyed_line`, :func:`_fed_labels`, :func:`_engine_labels`).
 
     Results are those of :func:`groups_from_federation` (a hypothesis property test compares them on generated
     answers: ``tests/sources/test_federation_reader.py``). Whatever the cache cannot vouch for — a line not cut as
@@ -1169,6 +1170,7 @@ def _federation_cached(
         return None
     kept_by_drop = gen.kept
     owner, series_of, sampled, sample_of = gen.owner, gen.series_of, gen.sampled, gen.sample_of
+    blank_ok, new_object = _BLANK_OK, object.__new__
     misses = 0
     # key → [exposition, drop set, its shape cache, newest timestamp text, as a number]
     builds: dict[str, list[Any]] = {}
@@ -1244,7 +1246,15 @@ def _federation_cached(
             samples = b[0].get(name)
             if samples is None:
                 samples = b[0][name] = FirstSamples()
-            samples.append(Sample(name, kept, float(value)))
+            if blank_ok:  # the selective parser's way: the Sample Sample(...) makes, at a third of its cost
+                filling: _Blank = new_object(_Blank)
+                filling.name = name
+                filling.labels = kept
+                filling.value = float(value)
+                filling.__class__ = Sample  # type: ignore[assignment]
+                samples.append(filling)
+            else:
+                samples.append(Sample(name, kept, float(value)))
         repeating = {where: _repeating(gen, where) for where in {(label, b[1]) for b in builds.values()}}
         # the shared flag is read once the lines are: a shape another read adds meanwhile sets it before it is cached
         shared = gen.shared

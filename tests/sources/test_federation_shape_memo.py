@@ -15,11 +15,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from advisor.domain import Exposition
+from advisor.domain import Exposition, Sample
 from advisor.engines import get_adapter, vllm
 from advisor.engines.common import first_samples
 from advisor.observe import observe
@@ -218,13 +217,12 @@ def test_targets_told_apart_only_by_a_pod_label_share_one_labels_object_per_seri
         assert len({id(layout(expo)) for expo in expos}) == 1
 
 
-def _fields(shaped: MatrixHistories) -> Any:
-    return [[(n, [s.labels for s in ss]) for n, ss in expo.items()] for expo in points(shaped).values()]
-
-
-def test_the_labels_handed_out_equal_the_reference_paths_and_refuse_edits() -> None:
+def test_the_samples_handed_out_equal_the_reference_paths_and_their_labels_refuse_edits() -> None:
+    """``Sample`` objects (as the selective parser builds them, not through ``__init__``), equal to the reference's
+    sample for sample; labels read-only."""
     text = federation({"e-0": block(), "e-1": block(_second_engine)}, T0)
-    shaped = FederationReader().read(text)
-    assert _fields(shaped) == _fields(groups_from_federation(text))
+    cached, reference = points(FederationReader().read(text)), points(groups_from_federation(text))
+    assert cached == reference
+    assert {type(s) for expo in cached.values() for ss in expo.values() for s in ss} == {Sample}
     with pytest.raises(TypeError, match="read-only"):
-        points(shaped)["e-0"]["vllm:num_requests_running"][0].labels["engine"] = "9"  # type: ignore[index]
+        cached["e-0"]["vllm:num_requests_running"][0].labels["engine"] = "9"  # type: ignore[index]
