@@ -976,11 +976,12 @@ the group label's value, the sample value and the timestamp cut out, so a fleet 
 shares one shape per series of one engine (132 for the vLLM page of ``bench/prom_source.py``, whatever the number
 of instances: 0.2 MB); a label unique to each instance on every series (``pod=…``) makes one shape per series.
 A shape holds about 2 KB (measured with ``tracemalloc`` on the bench's 200-instance answer: 1.95 KB per shape of
-the shared kind, 1.1 KB per shape with a ``pod=…`` of its own; the key text, its engine-labels dict, the
-repeated-series check's key and its series numbers), so at most about 200 MB. Past the bound (over ~750 instances
-of 132 series with a label of their own) the cache would not last from one cycle to the next and every line would be
-parsed afresh, at about 1.5 times the reference path's cost (measured, 200 ``pod=…`` instances: 1.93 s against
-1.29 s): the reader then reads by the reference path for :data:`FEDERATION_CACHE_READS` reads before it tries again."""
+the shared kind, 0.38 KB per shape with a ``pod=…`` of its own, whose shapes share one engine-labels object per
+series: 1.08 KB before they did; the key text, its engine-labels dict, the repeated-series check's key and its series
+numbers), so at most about 200 MB. Past the bound (over ~750 instances of 132 series with a label of their own) the
+cache would not last from one cycle to the next and every line would be parsed afresh, at about 1.5 times the
+reference path's cost (measured, 200 ``pod=…`` instances: 1.93 s against 1.29 s): the reader then reads by the
+reference path for :data:`FEDERATION_CACHE_READS` reads before it tries again."""
 
 FirstSamples: Final = _FirstSamples
 """A family's samples known to repeat no series: :func:`first_samples` (in ``observe``, then in the adapter) passes
