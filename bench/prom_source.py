@@ -405,7 +405,9 @@ def offline(n: int, reps: int, pods: bool = False) -> None:
         svc.deployments[0].adapter = get_adapter("vllm")
         services[mode] = svc
     times: dict[tuple[str, str], list[float]] = {(m, s): [] for m in readers for s in ("parse", "parse+apply")}
-    base = int(time.time() * 1000)
+    # stamped in the past, the newest round a second ago: a point more than FUTURE_SAMPLE_SECONDS ahead of the
+    # service's clock fails its target (the apply step would then time the failure, not the snapshots)
+    base = int(time.time() * 1000) - 15_000 * reps - 1000
     for k in range(reps + 1):
         text = federate_body(n, base + 15_000 * k, pods)
         for mode, read in readers.items():

@@ -143,6 +143,7 @@ from advisor.sources.promql import (
     re2_escape,
     vector_selector,
 )
+from advisor.sources.selective_parser import _BLANK_OK, FrozenLabels, _Blank
 
 UP: Final = "up"
 """The series Prometheus writes per target and scrape; its labels are the target's labels."""
@@ -975,11 +976,12 @@ the group label's value, the sample value and the timestamp cut out, so a fleet 
 shares one shape per series of one engine (132 for the vLLM page of ``bench/prom_source.py``, whatever the number
 of instances: 0.2 MB); a label unique to each instance on every series (``pod=…``) makes one shape per series.
 A shape holds about 2 KB (measured with ``tracemalloc`` on the bench's 200-instance answer: 1.95 KB per shape of
-the shared kind, 1.1 KB per shape with a ``pod=…`` of its own; the key text, its engine-labels dict, the
-repeated-series check's key and its series numbers), so at most about 200 MB. Past the bound (over ~750 instances
-of 132 series with a label of their own) the cache would not last from one cycle to the next and every line would be
-parsed afresh, at about 1.5 times the reference path's cost (measured, 200 ``pod=…`` instances: 1.93 s against
-1.29 s): the reader then reads by the reference path for :data:`FEDERATION_CACHE_READS` reads before it tries again."""
+the shared kind, 0.38 KB per shape with a ``pod=…`` of its own, whose shapes share one engine-labels object per
+series: 1.08 KB before they did; the key text, its engine-labels dict, the repeated-series check's key and its series
+numbers), so at most about 200 MB. Past the bound (over ~750 instances of 132 series with a label of their own) the
+cache would not last from one cycle to the next and every line would be parsed afresh, at about 1.5 times the
+reference path's cost (measured, 200 ``pod=…`` instances: 1.93 s against 1.29 s): the reader then reads by the
+reference path for :data:`FEDERATION_CACHE_READS` reads before it tries again."""
 
 FirstSamples: Final = _FirstSamples
 """A family's samples known to repeat no series: :func:`first_samples` (in ``observe``, then in the adapter) passes
@@ -1009,10 +1011,11 @@ class FederationReader:
     Each line is cut at C speed around the group label's value (``str.partition``) and at its last two spaces
     (``str.rsplit``); what remains — the name and the other labels, its *shape* — is looked up in a cache of the
     parsed engine labels, shared by every instance with that shape. A line then costs two partitions, one split,
-    two dict look-ups, ``float()`` and its :class:`~advisor.domain.Sample`. Everything the reference path derives
-    from the series set alone (the parse and validation of the label text, the dropping of target labels, the
-    repeated-series check) is done once per shape, on its first sight, by the reference's own code
-    (:func:`_keyed_line`, :func:`_fed_labels`, :func:`_engine_labels`).
+    two dict look-ups, ``float()`` and its :class:`~advisor.domain.Sample` (built as the selective parser builds
+    its samples, a filled ``_Blank`` turned into one: a third of the frozen dataclass's ``__init__``, ~0.6 µs a
+    line saved). Everything the reference path derives from the series set alone (the parse and validation of the
+    label text, the dropping of target labels, the repeated-series check) is done once per shape, on its first sight,
+    by the reference's own code (:func:`_keyed_line`, :func:`_fed_labels`, :func:`_engine_labels`).
 
     Results are those of :func:`groups_from_federation` (a hypothesis property test compares them on generated
     answers: ``tests/sources/test_federation_reader.py``). Whatever the cache cannot vouch for — a line not cut as
@@ -1089,13 +1092,21 @@ class FederationReader:
 @dataclass
 class _FedGeneration:
     """One life of :class:`FederationReader`'s cache: per (group label, drop set), shape → (sample name, engine
-    labels); per drop set, (name, engine labels) → a one-item list holding the label text that owns them first
-    (the repeated-series check; the list's ``id`` numbers the series), and per shape's engine-labels dict (by
-    ``id``) that number (``series_of``) and the number of its series as :func:`first_samples` tells series apart
-    (``sample_of``, from ``sampled``: an empty value is no label)."""
+    labels); per drop set, (name, engine labels) → the label text that owns them first (the repeated-series check)
+    and the one :class:`~advisor.sources.selective_parser.FrozenLabels` every shape of that series hands out (the
+    pair's ``id`` numbers the series), and per such labels object (by ``id``) that number (``series_of``) and the
+    number of its series as :func:`first_samples` tells series apart (``sample_of``, from ``sampled``: an empty
+    value is no label).
+
+    One labels object per series, shared by the shapes of every instance and kept for the generation's life, is what
+    the adapters' shape memos (``advisor.engines.common.ShapeMemo``: :func:`first_samples`, the vLLM adapter's
+    layouts) key on, as they key on the selective parser's series cache on the direct path: the next read of an
+    instance, and every instance of the same series set, find the page's layout by its label objects."""
 
     kept: dict[tuple[str, frozenset[str]], dict[str, tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
-    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], list[str]] = field(default_factory=dict)
+    owner: dict[tuple[str, frozenset[tuple[str, str]], frozenset[str]], tuple[str, FrozenLabels]] = field(
+        default_factory=dict
+    )
     series_of: dict[int, int] = field(default_factory=dict)
     sampled: dict[tuple[str, frozenset[tuple[str, str]]], list[None]] = field(default_factory=dict)
     sample_of: dict[int, int] = field(default_factory=dict)
@@ -1160,6 +1171,7 @@ def _federation_cached(
         return None
     kept_by_drop = gen.kept
     owner, series_of, sampled, sample_of = gen.owner, gen.series_of, gen.sampled, gen.sample_of
+    blank_ok, new_object = _BLANK_OK, object.__new__
     misses = 0
     # key → [exposition, drop set, its shape cache, newest timestamp text, as a number]
     builds: dict[str, list[Any]] = {}
@@ -1205,9 +1217,12 @@ def _federation_cached(
                     entry = (UP, {})
                 else:
                     body = pre + post
-                    kept = _engine_labels(_fed_labels(body, "federation answer"), b[1])
-                    items = frozenset(kept.items())
-                    own = owner.setdefault((name, items, b[1]), [body])
+                    found = _engine_labels(_fed_labels(body, "federation answer"), b[1])
+                    items = frozenset(found.items())
+                    # one read-only labels object per series (per drop set), whatever label text gives it: every
+                    # instance's sample of it carries that object, so the adapters' shape memos recognise the page
+                    own = owner.setdefault((name, items, b[1]), (body, FrozenLabels(found)))
+                    kept = own[1]
                     if own[0] != body:  # another label text gives this series: across targets, or within one?
                         gen.shared = True
                         if kept in map(_LABELS, b[0].get(name, ())):
@@ -1232,7 +1247,15 @@ def _federation_cached(
             samples = b[0].get(name)
             if samples is None:
                 samples = b[0][name] = FirstSamples()
-            samples.append(Sample(name, kept, float(value)))
+            if blank_ok:  # the selective parser's way: the Sample Sample(...) makes, at a third of its cost
+                filling: _Blank = new_object(_Blank)
+                filling.name = name
+                filling.labels = kept
+                filling.value = float(value)
+                filling.__class__ = Sample  # type: ignore[assignment]
+                samples.append(filling)
+            else:
+                samples.append(Sample(name, kept, float(value)))
         repeating = {where: _repeating(gen, where) for where in {(label, b[1]) for b in builds.values()}}
         # the shared flag is read once the lines are: a shape another read adds meanwhile sets it before it is cached
         shared = gen.shared
