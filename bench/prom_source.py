@@ -80,6 +80,18 @@ benchmarks holding the 2-core machine at load average 6-8 (every figure inflated
     --offline 200 --reps 6 --pods   (each instance with a pod target label: 4.90 MB, 26,626 lines)
         reading it: reference 1154 ms, cached 482 ms; reading and applying it: 1512 -> 785 ms (before the cached
         reader checked repeated series per target, it took the reference path on every such read: 1355 ms)
+
+    Those two --offline figures of "applying" are too low: until 2026-12-03 the offline rounds were stamped 15 s
+    apart into the future, so from round 5 on every instance failed as "ahead of the advisor's clock" and the
+    rounds timed the failure path. Stamped in the past (rounds 1 s apart, the newest 1 s ago), with one
+    ``FrozenLabels`` per series handed out by the cached reader so the adapters' shape memos take their layouts
+    (2026-12-03, 3 alternating runs per side, load 2.8-4, median ms per 200-instance batch):
+
+    --offline 200 --reps 8
+        cached path: reading 78.1 -> 69.2 ms (0.391 -> 0.346 ms per instance); reading and applying
+        186.8 -> 134.6 ms (0.934 -> 0.673 ms per instance); the reference path unchanged (~280-310 ms)
+    --offline 200 --reps 6 --pods
+        reading and applying 361-363 -> 243-264 ms (1.81 -> 1.27 ms per instance)
 """
 
 from __future__ import annotations
