@@ -19,8 +19,10 @@ Set-up, per store and size (everything on loopback, in a temporary directory, re
 * **The advisor**: ``advisor.service.Service`` in this process with one ``source: prometheus`` deployment,
   selector ``job="fleet",instance=~"e-.+"``, ``scrape_interval`` = ``--interval``, ``evaluation_window`` =
   ``--window``, ``prometheus.batch_instances`` = ``--batch``. After ``--warmup`` seconds of store data it runs
-  ``--cycles`` cycles (``scrape_once`` + ``evaluate_once``), one per interval. Cycle 1 reads all the window the
-  store holds; the later ones only the points since the previous cycle.
+  ``--cycles`` cycles (``scrape_once`` + ``evaluate_once``), one per interval, each followed, as in the daemon, by
+  its garbage-collection turn (``advisor.heap.CycleHeap``; before 2026-12-03 the bench left the collector's full
+  passes in, which rescan every instance's history and grew the CPU cycle by cycle). Cycle 1 reads all the window
+  the store holds; the later ones only the points since the previous cycle.
 
 Printed per cycle: bytes fetched (``PrometheusSource.bytes_received``), queries, the advisor's CPU
 (``time.process_time`` of this process: the exporters and the stores run in other processes), the cycle's wall
@@ -256,6 +258,20 @@ def wait_for_instances(url: str, n: int, timeout: float) -> float:
 # --- the advisor ------------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _daemon_heap() -> Iterator[Any]:
+    """The daemon's garbage-collection policy (:class:`advisor.heap.CycleHeap`: collect the young generations and
+    freeze the heap after each cycle), so the figures are the daemon's, not those of a process whose full collections
+    rescan every instance's history; unfrozen at the end."""
+    from advisor.heap import CycleHeap
+
+    heap = CycleHeap()
+    try:
+        yield heap
+    finally:
+        heap.close()
+
+
 def service(url: str, interval: float, window: str, batch: int, max_bytes: int, federate: bool = True) -> Any:
     from advisor.config import parse_config
     from advisor.exporter import make_registry
@@ -297,6 +313,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
         print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
         time.sleep(args.warmup)
         svc = service(url, args.interval, args.window, args.batch, args.max_bytes, not args.no_federate)
+        heap = stack.enter_context(_daemon_heap())
         assert svc.prom is not None
         cached = svc.prom.federation_reader
         try:
@@ -311,6 +328,7 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                 until = svc.deployments[0].prom_until
                 svc.scrape_once()
                 result = svc.evaluate_once()
+                heap.after_cycle()  # the daemon's collector policy between cycles (advisor.heap), CPU counted
                 row = {
                     "store": kind,
                     "instances": n,
