@@ -29,7 +29,7 @@ from advisor.domain import EngineSnapshot, reduce_frozen
 from advisor.http_edge import Transport
 from advisor.observe import observe
 from advisor.redact import redact_url
-from advisor.sources.scrape import scrape
+from advisor.sources.scrape import ScrapeResult, scrape
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,14 @@ def collect(job: CollectJob, transport: requests.Session | Transport) -> Collect
     ``adapter error: <exception class>`` (logged with its traceback, naming the deployment and the redacted
     target), as the daemon has always reported it.
     """
-    res = scrape(job.url, transport, job.connect_timeout, job.read_timeout, job.max_bytes, job.sample_limit)
+    return observe_page(
+        job, scrape(job.url, transport, job.connect_timeout, job.read_timeout, job.max_bytes, job.sample_limit)
+    )
+
+
+def observe_page(job: CollectJob, res: ScrapeResult) -> Collected:
+    """The :class:`Collected` of ``job`` from its scrape's result: the observation step of :func:`collect` (shared
+    with :mod:`advisor.scrape_loop`, which fetches the page itself). Never raises (see :func:`collect`)."""
     duration, status = res.duration_seconds, res.status_code
     if not res.ok or res.text is None:
         return Collected(False, None, None, res.error_reason, res.error_message, 0, duration, status)

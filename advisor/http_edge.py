@@ -815,20 +815,7 @@ class PooledTransport:
         error_body_bytes: int,
     ) -> EdgeResponse:
         target = self._target(url)
-        sent = dict(_DEFAULT_HEADERS)
-        body: bytes | None
-        if data is None or isinstance(data, bytes):
-            body = data
-        else:
-            body = urllib.parse.urlencode(list(data)).encode()
-            sent["Content-Type"] = "application/x-www-form-urlencoded"
-        auth = self._auth or target.userinfo_auth
-        if auth:
-            sent["Authorization"] = auth
-        for name, value in (extra or {}).items():  # the caller's headers replace the defaults, any case
-            for same in [k for k in sent if k.lower() == name.lower()]:
-                del sent[same]
-            sent[name] = value
+        body, sent = self._headers(target, extra, data)
         for followed in range(MAX_REDIRECTS + 1):
             conn, response = self._exchange(method, target, sent, body, limits, deadline)
             location = response.getheader("Location")
@@ -850,6 +837,50 @@ class PooledTransport:
             target = _parse_target(new_url)
             url = new_url
         raise EdgeHTTPStatusError("too many redirects")
+
+    def _headers(
+        self, target: _Target, extra: Mapping[str, str] | None, data: bytes | Sequence[tuple[str, str]] | None
+    ) -> tuple[bytes | None, dict[str, str]]:
+        """The request body and the headers sent with it: the defaults, the credentials, then ``extra``."""
+        sent = dict(_DEFAULT_HEADERS)
+        body: bytes | None
+        if data is None or isinstance(data, bytes):
+            body = data
+        else:
+            body = urllib.parse.urlencode(list(data)).encode()
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+        auth = self._auth or target.userinfo_auth
+        if auth:
+            sent["Authorization"] = auth
+        for name, value in (extra or {}).items():  # the caller's headers replace the defaults, any case
+            for same in [k for k in sent if k.lower() == name.lower()]:
+                del sent[same]
+            sent[name] = value
+        return body, sent
+
+    def plain_get(self, url: str, headers: Mapping[str, str]) -> tuple[tuple[str, int], bytes] | None:
+        """The ``(host, port)`` and the exact bytes :meth:`request` sends for ``GET url`` with ``headers`` on a
+        plain ``http://`` connection (serialized by ``http.client`` itself), for a caller that drives the
+        connection itself (:mod:`advisor.scrape_loop`); ``None`` for an ``https://`` URL or one :meth:`request`
+        refuses (its error is then :meth:`request`'s to give)."""
+        try:
+            target = _parse_target(url)
+        except EdgeError:
+            return None
+        scheme, host, port = target.origin
+        if scheme != "http":
+            return None
+        _, sent = self._headers(target, headers, None)
+        capture = _Capture()
+        conn = http.client.HTTPConnection(host, port)
+        conn.sock = capture  # http.client sends through .sendall; nothing connects
+        try:
+            conn.request("GET", target.path, headers=sent)
+        except (http.client.HTTPException, ValueError, UnicodeError):
+            return None
+        finally:
+            conn.sock = None
+        return (host, port), b"".join(capture.sent)
 
     def _checkout(self, origin: tuple[str, str, int]) -> http.client.HTTPConnection | None:
         """The origin's idle connection if the server has not closed it (nor sent anything on it) meanwhile."""
@@ -985,6 +1016,16 @@ class PooledTransport:
                     return
         response.close()
         conn.close()
+
+
+class _Capture:
+    """Stands for a socket while ``http.client`` serializes a request (:meth:`PooledTransport.plain_get`)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(bytes(data))
 
 
 def _declared_length(response: http.client.HTTPResponse) -> int | None:

@@ -49,7 +49,7 @@ from advisor.assembly import (
     sd_mtimes,
     sized_for_engine,
 )
-from advisor.collect import Collected, CollectJob, collect
+from advisor.collect import Collected, CollectJob
 from advisor.collect import failed as collect_failed
 from advisor.config import (
     Config,
@@ -73,6 +73,7 @@ from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, PendingRestart, Transition
+from advisor.scrape_loop import ScrapeLoop
 from advisor.sources.prometheus import (
     MIN_POINT_GAP_STEPS,
     PrometheusSource,
@@ -527,6 +528,9 @@ class Service:
         self.scrape_errors: dict[tuple[str, str, str], int] = {}
         self._errors_lock = threading.Lock()
         self._procs: ProcessWorkers | None = None
+        # the in-process scrape path (workers 1): plain-http targets on one thread (advisor.scrape_loop)
+        self._loop: ScrapeLoop | None = None
+        self._loop_keys: frozenset[_Key] = frozenset()
         rt = self._build_runtime(cfg, base_dir, None)
         dq = cfg.data_quality
         self.tracker = Tracker(
@@ -927,20 +931,18 @@ class Service:
         the futures started now. Each future reports its end to the finished queue (:meth:`_consume`). Call
         with the cycle lock held.
 
-        Each scrape is a :class:`~advisor.collect.CollectJob` run by :func:`~advisor.collect.collect` (fetch and
-        normalize in one thread, the body dropped there): on the runtime's thread pool (``--workers 1``), or on the
-        worker process its URL hashes to (:class:`~advisor.workers.ProcessWorkers`, ``--workers N``). Either way
-        the result is stamped with :attr:`clock` when it is handed on.
+        Each scrape is a :class:`~advisor.collect.CollectJob`, fetched and normalized in one thread (the body
+        dropped there): with ``--workers 1`` on the scrape loop (:class:`~advisor.scrape_loop.ScrapeLoop`: every
+        plain-``http://`` target without a proxy on one thread; its connects, and any other target by
+        :func:`~advisor.collect.collect` over its transport, on the runtime's thread pool), or on the worker
+        process its URL hashes to (:class:`~advisor.workers.ProcessWorkers`, ``--workers N``). Either way the result
+        is stamped with :attr:`clock` when it is handed on.
 
         The workers are shared (at most 32 threads a pool), so the scrapes are queued fastest first, by each
         target's last scrape duration (a new target first): targets that hold their scrape to the deadline (more of
         them than workers) never make the others wait behind them, and each target is still asked once per cycle.
         """
         sc = rt.cfg.scrape
-
-        def one(job: CollectJob, transport: Transport) -> tuple[Collected, float]:
-            res = collect(job, transport)
-            return res, self.clock()
 
         jobs = {
             (d.spec.name, u): CollectJob(
@@ -963,8 +965,16 @@ class Service:
         self._scrape_seconds = {k: v for k, v in self._scrape_seconds.items() if k in jobs}
         keys.sort(key=lambda k: self._scrape_seconds.get(k, 0.0))
         procs = self._procs
+        loop = self._loop
         if procs is not None:
             procs.retain(keys)  # a worker drops the connections of targets no longer listed
+        else:
+            if loop is None:
+                loop = self._loop = ScrapeLoop(self.clock)
+            listed = frozenset(keys)
+            if listed != self._loop_keys:
+                self._loop_keys = listed
+                loop.retain(listed)  # the loop drops the connections of targets no longer listed
         started: list[Future[tuple[Collected, float]]] = []
         for key in keys:
             name, u = key
@@ -976,7 +986,8 @@ class Service:
             if procs is not None:
                 f = self._inflight[key] = procs.submit(jobs[key])
             else:
-                f = self._inflight[key] = rt.pool.submit(one, jobs[key], rt.transport(name, u))
+                assert loop is not None
+                f = self._inflight[key] = loop.submit(key, jobs[key], rt.transport(name, u), rt.pool)
             self._report_end(key, f)
             started.append(f)
         return started
@@ -1668,6 +1679,8 @@ class Service:
         self.stop()
         if self._procs is not None:
             self._procs.close()
+        if self._loop is not None:
+            self._loop.close()
         rt = self.runtime
         rt.notifier.close(timeout)
         rt.close(timeout, wait=False, close_notifier=False)

@@ -39,14 +39,15 @@ import requests
 
 from advisor.conventions import REASON_HTTP_STATUS, REASON_PARSE_ERROR, REASON_SAMPLE_LIMIT
 from advisor.errors import ParseError
-from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
+from advisor.http_edge import EdgeError, EdgeLimits, EdgeResponse, RequestsTransport, Transport
 from advisor.redact import OUTSIDE_TEXT_CHARS, outside_text, redact_url, url_secrets
 from advisor.sources.limits import DEFAULT_SAMPLE_LIMIT, check_page
 
 ACCEPT_HEADER = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 """Ask for the classic text format (not OpenMetrics, not protobuf) from prometheus_client servers."""
 
-_ERROR_BODY_BYTES = 1024
+ERROR_BODY_BYTES = 1024
+"""Bytes of a non-2xx body read for the error message (decoded)."""
 _ERROR_BODY_CHARS = 200
 _MESSAGE_CHARS = 2 * OUTSIDE_TEXT_CHARS
 """Bound on a whole error message (cause + quoted body), characters."""
@@ -123,10 +124,26 @@ def scrape(
     Returns:
         A :class:`ScrapeResult`; ``ok`` with ``text`` on a complete 2xx body.
     """
-    target = redact_url(url)
     start = time.monotonic()
     transport = RequestsTransport(session) if isinstance(session, requests.Session) else session
     limits = EdgeLimits(connect_timeout, read_timeout, max_bytes)
+    answer: EdgeResponse | EdgeError
+    try:
+        answer = transport.request(
+            "GET", url, limits, headers={"Accept": ACCEPT_HEADER}, error_body_bytes=ERROR_BODY_BYTES
+        )
+    except EdgeError as exc:
+        answer = exc
+    return scrape_outcome(url, start, answer, sample_limit)
+
+
+def scrape_outcome(url: str, start: float, answer: EdgeResponse | EdgeError, sample_limit: int) -> ScrapeResult:
+    """The :class:`ScrapeResult` of a GET of ``url`` begun at ``start`` (a :func:`time.monotonic` value) that
+    produced ``answer`` (the transport's response, or the :class:`~advisor.http_edge.EdgeError` it raised): the
+    status, sample-limit and decoding steps of :func:`scrape`, shared with :mod:`advisor.scrape_loop`, which sends
+    the request itself (the request: ``GET`` with ``Accept:`` :data:`ACCEPT_HEADER`, at most
+    :data:`ERROR_BODY_BYTES` of a non-2xx body read)."""
+    target = redact_url(url)
 
     def fail(reason: str, message: str, status: int | None = None) -> ScrapeResult:
         return ScrapeResult(
@@ -139,12 +156,8 @@ def scrape(
             status_code=status,
         )
 
-    try:
-        answer = transport.request(
-            "GET", url, limits, headers={"Accept": ACCEPT_HEADER}, error_body_bytes=_ERROR_BODY_BYTES
-        )
-    except EdgeError as exc:
-        return fail(exc.reason, exc.message, exc.status)
+    if isinstance(answer, EdgeError):
+        return fail(answer.reason, answer.message, answer.status)
     if not 200 <= answer.status < 300:
         snippet = _error_snippet(answer.body, url)
         message = f"HTTP {answer.status} {answer.reason}".rstrip()
