@@ -12,7 +12,8 @@ transport is a :class:`~advisor.http_edge.PooledTransport` on a plain ``http://`
                         └ anything else: collect(job, transport) on a worker, unchanged
 
 Why (issue 15): at 1,000 targets a 32-thread pool of :func:`advisor.collect.collect` cost ~1.1–1.5 ms of CPU per
-target per cycle, this loop ~0.6–0.7 ms (``/work/notes/loopproto.py`` on ``bench/fleet.py``'s stand-ins): no GIL
+target per cycle, this loop ~0.6–0.7 ms (the same jobs alternated cycle by cycle against ``bench/fleet.py``'s
+stand-ins; the service in process, ``bench/fleet.py --baseline``: 2.26 → 1.23 ms per target at 1,000): no GIL
 hand-offs between 32 threads, no ``http.client`` response object per request.
 
 The edge policy is :class:`~advisor.http_edge.PooledTransport`'s, with the same
@@ -51,6 +52,7 @@ from typing import Any, Final, Protocol
 
 from advisor.collect import Collected, CollectJob, collect, observe_page
 from advisor.http_edge import (
+    _STALE_ERRORS,
     CHUNK_BYTES,
     EdgeConnectionError,
     EdgeDecodeError,
@@ -89,13 +91,23 @@ _READ_HEADERS: Final = frozenset(
     }
 )
 """The response headers the loop reads (a repeated one is left to the transport)."""
-_STALE: Final = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-"""Failures of a reused connection before any answer that are asked again (``http_edge._STALE_ERRORS``)."""
 
 # phases of a scrape
 _CONNECT, _SEND, _HEAD, _BODY, _SIZE, _DATA, _CRLF, _TRAILER, _UNTIL, _DONE = range(10)
 
 Result = tuple[Collected, float]
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether the non-blocking ``sock`` has bytes, an end of stream or an error to read now, without waiting or
+    consuming anything (a peek: any descriptor number, unlike ``select.select``)."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:  # a reset or the like: the read reports it
+        return True
+    return True
 
 
 class Workers(Protocol):
@@ -371,7 +383,14 @@ class ScrapeLoop:
             if now >= slot.deadline:
                 self._timeout(slot, late=True)
             elif now >= slot.last_io + slot.limits.read_timeout:
-                self._timeout(slot, late=now >= slot.deadline - 0.005)
+                if slot.sock is not None and _readable(slot.sock):
+                    # bytes (or the server's close) waited while this thread was busy (observing other pages):
+                    # the transport's own thread would have found them in its socket, so no stall — read them
+                    self._io(slot)
+                    if slot.gen == gen and slot.phase not in (_DONE, _CONNECT):
+                        self._arm(slot)
+                else:
+                    self._timeout(slot, late=now >= slot.deadline - 0.005)
             else:
                 self._arm(slot)
 
@@ -486,7 +505,7 @@ class ScrapeLoop:
     def _head_error(self, slot: _Slot, exc: OSError) -> None:
         """A failure sending the request or before the head was complete (as PooledTransport._exchange)."""
         self._close_sock(slot)
-        if slot.reused and isinstance(exc, _STALE) and slot.deadline - time.monotonic() > 0:
+        if slot.reused and isinstance(exc, _STALE_ERRORS) and slot.deadline - time.monotonic() > 0:
             slot.reused = False
             self._connect(slot, slot.deadline)
             return

@@ -357,3 +357,32 @@ def test_credentials_sample_limit_and_what_the_loop_leaves_to_the_transport(page
         a, b, _, _ = both(handler, loop, workers, times=2)
         assert_same(a, b)
         assert b[1].ok
+
+
+def test_bytes_that_waited_while_the_loop_was_busy_are_no_stall(page: bytes, loop: ScrapeLoop, workers) -> None:
+    """The loop thread observing one page (here: held on the one-parser lock for longer than the read timeout)
+    must not fail another target as stalled when that target's answer arrived meanwhile: the transport's thread
+    would have found those bytes waiting in its socket, and so must the loop."""
+    from advisor.collect import _OBSERVING
+
+    def head_then_body(conn: socket.socket, server: RawServer) -> None:
+        if read_request(conn) is None:
+            return
+        whole = answer(page)
+        conn.sendall(whole[:200])
+        time.sleep(0.3)  # the rest arrives while the loop is busy with the other page
+        conn.sendall(whole[200:])
+        read_request(conn)
+
+    fast, slow = RawServer(keep_alive(lambda req, srv: answer(page))), RawServer(head_then_body)
+    try:
+        with _OBSERVING:  # the loop thread blocks in observe of the fast target's page for > read_timeout
+            first = loop.submit("fast", job(fast.url(), read=1.0), target_transport(fast.url()), workers)
+            second = loop.submit("slow", job(slow.url(), read=1.0), target_transport(slow.url()), workers)
+            time.sleep(2.0)
+        got = second.result(30)[0]
+        assert first.result(30)[0].ok
+        assert got.ok and got.error_reason is None, got.error_message
+    finally:
+        fast.close()
+        slow.close()
