@@ -444,10 +444,11 @@ def _pool_size_for(deployments: Sequence[_Deployment], plan: Sequence[tuple[Depl
     return max(1, min(32, jobs))
 
 
-CPU_PER_TARGET_SECONDS: Final = 0.002
-"""CPU one process spends per scrape target per cycle, scrape to evaluation, on one core: ~2 ms, rounded up from
-what ``bench/fleet.py`` measures on the 62 KB vLLM 0.33 page (``docs/performance.md``: 1.8–1.9 ms at issue 15's
-start, ~1.5 ms in process after its cycle-thread round). The estimate :func:`workers_needed` weighs."""
+CPU_PER_TARGET_SECONDS: Final = 0.0015
+"""CPU one process spends per scrape target per cycle, scrape to evaluation, on one core: ~1.5 ms, rounded up from
+what ``bench/fleet.py --prometheus`` measures for the daemon on the 62 KB vLLM 0.33 page with its scrape loop
+(``advisor.scrape_loop``; ``docs/performance.md``: 1.41 ms at 1,000 targets, 1.70 ms at 100 where the fixed costs
+weigh more; 2.0–2.2 ms with the 32 scrape threads before it). The estimate :func:`workers_needed` weighs."""
 
 WORKERS_CPU_SHARE: Final = 0.25
 """Without ``--workers``, worker processes start only when one core could not do a cycle's work in this share of the
@@ -461,8 +462,8 @@ def workers_needed(targets: int, scrape_interval: float) -> bool:
     """Whether one core could not do a cycle over ``targets`` scrape targets in :data:`WORKERS_CPU_SHARE` of
     ``scrape_interval`` (s): ``targets × CPU_PER_TARGET_SECONDS > WORKERS_CPU_SHARE × scrape_interval``.
 
-    At 15 s that is from 1,876 targets (1,876 × 2 ms = 3.75 s, a quarter of 15 s); at 30 s from 3,751; at 5 s from
-    626; at 1 s from 126."""
+    At 15 s that is from 2,501 targets (2,501 × 1.5 ms > 3.75 s, a quarter of 15 s); at 30 s from 5,001; at 5 s
+    from 834; at 1 s from 167."""
     return targets * CPU_PER_TARGET_SECONDS > WORKERS_CPU_SHARE * scrape_interval
 
 
@@ -573,7 +574,7 @@ class Service:
             interval = self.runtime.cfg.scrape_interval
             estimate = (
                 f"{targets} scrape target(s) × ~{CPU_PER_TARGET_SECONDS * 1000:g} ms = "
-                f"{targets * CPU_PER_TARGET_SECONDS:.2f}s of CPU per cycle"
+                f"{targets * CPU_PER_TARGET_SECONDS:.3g}s of CPU per cycle"
             )
             share = f"{WORKERS_CPU_SHARE:g} of the {interval:g}s interval ({WORKERS_CPU_SHARE * interval:.2f}s)"
             if n > 1 and not workers_needed(targets, interval):

@@ -262,23 +262,23 @@ def test_a_killed_worker_fails_its_targets_by_name_and_is_restarted(pages: PageS
     ("targets", "interval", "needed"),
     [
         (3, 15.0, False),
-        (1_800, 15.0, False),  # 3.6 s of CPU ≤ 3.75 s, a quarter of 15 s
-        (1_900, 15.0, True),  # 3.8 s > 3.75 s
-        (3_700, 30.0, False),  # 7.4 s ≤ 7.5 s
-        (3_800, 30.0, True),
-        (600, 5.0, False),  # 1.2 s ≤ 1.25 s
-        (650, 5.0, True),
-        (120, 1.0, False),  # 0.24 s ≤ 0.25 s
-        (130, 1.0, True),
-        (20, 0.1, True),  # the shortest interval the config takes: 0.04 s > 0.025 s
+        (2_500, 15.0, False),  # 3.75 s of CPU ≤ 3.75 s, a quarter of 15 s
+        (2_550, 15.0, True),  # 3.825 s > 3.75 s
+        (4_950, 30.0, False),  # 7.425 s ≤ 7.5 s
+        (5_050, 30.0, True),
+        (800, 5.0, False),  # 1.2 s ≤ 1.25 s
+        (850, 5.0, True),
+        (160, 1.0, False),  # 0.24 s ≤ 0.25 s
+        (170, 1.0, True),
+        (20, 0.1, True),  # the shortest interval the config takes: 0.03 s > 0.025 s
     ],
 )
 def test_workers_are_needed_when_one_core_could_not_do_a_cycle_in_a_quarter_of_the_interval(
     targets: int, interval: float, needed: bool
 ) -> None:
-    """At ~2 ms of CPU per target a cycle, one core does 1,875 targets in a quarter of 15 s, twice that at 30 s:
+    """At ~1.5 ms of CPU per target a cycle, one core does 2,500 targets in a quarter of 15 s, twice that at 30 s:
     the target count that starts worker processes follows the interval (a fixed 500 started them at 15 s where one
-    core had room for 1,875, and never at 1 s where it has room for 125)."""
+    core had room for 2,500, and never at 1 s where it has room for 166)."""
     from advisor.service import workers_needed
 
     assert workers_needed(targets, interval) is needed
@@ -290,7 +290,7 @@ def test_without_the_flag_a_small_config_scrapes_on_threads_and_a_large_one_star
     """``workers=None`` (no ``--workers``): scrape targets one core scrapes and evaluates within a quarter of the
     interval → no worker process, the estimate logged; more → one worker per usable CPU, the estimate logged. (Each
     worker costs ~50 MB and ~0.4 s of start-up: a 3-engine advisor should not pay them.) At a 1 s interval 200
-    targets (~0.4 s of CPU per cycle) are more than one core does in 0.25 s."""
+    targets (~0.3 s of CPU per cycle) are more than one core does in 0.25 s."""
     caplog.set_level(logging.INFO, logger="advisor.service")
     cpus = usable_cpus().cpus
     if cpus < 2:
@@ -305,12 +305,13 @@ def test_without_the_flag_a_small_config_scrapes_on_threads_and_a_large_one_star
     small = start(3, "15s")
     try:
         assert small._procs is None
-        assert "3 scrape target(s) × ~2 ms = 0.01s of CPU per cycle <= 0.25 of the 15s interval (3.75s)" in caplog.text
+        said = "3 scrape target(s) × ~1.5 ms = 0.0045s of CPU per cycle <= 0.25 of the 15s interval (3.75s)"
+        assert said in caplog.text
     finally:
         small.close()
     large = start(200, "1s")
     try:
         assert large._procs is not None and large._procs.n == cpus
-        assert "200 scrape target(s) × ~2 ms = 0.40s of CPU per cycle > 0.25 of the 1s interval (0.25s)" in caplog.text
+        assert "200 scrape target(s) × ~1.5 ms = 0.3s of CPU per cycle > 0.25 of the 1s interval (0.25s)" in caplog.text
     finally:
         large.close()
