@@ -417,11 +417,14 @@ def federate_body(n: int, stamp_ms: int, pods: bool = False) -> str:
     return "".join(f"# TYPE {name} untyped\n" + "\n".join(sorted(lines)) + "\n" for name, lines in families.items())
 
 
-def offline(n: int, reps: int, pods: bool = False) -> None:
+def offline(n: int, reps: int, pods: bool = False, evaluate: bool = False) -> None:
     """Side by side in this process, no store: one ``n``-instance ``/federate`` batch (:func:`federate_body`, new
     timestamps each time) read by the reference path and by the cached ``FederationReader``, alternately, then
     applied to a service's tracker (``Service._apply_groups`` + ``_finish_read``: the adapter's snapshot of each
-    instance). Prints the median and least process time of each over ``reps`` rounds."""
+    instance). Prints the median and least process time of each over ``reps`` rounds. With ``evaluate`` (the cached
+    service only) each round is also evaluated (``evaluate_once`` on a clock that follows the rounds, then the
+    daemon's ``CycleHeap`` turn) and every round's read, apply and evaluate times per instance are printed, so a
+    cost that grows with the points held shows."""
     import statistics
 
     from advisor.engines import get_adapter
@@ -438,6 +441,12 @@ def offline(n: int, reps: int, pods: bool = False) -> None:
     # stamped in the past, the newest round a second ago: a point more than FUTURE_SAMPLE_SECONDS ahead of the
     # service's clock fails its target (the apply step would then time the failure, not the snapshots)
     base = int(time.time() * 1000) - 15_000 * reps - 1000
+    heap = None
+    if evaluate:
+        from advisor.heap import CycleHeap
+
+        heap = CycleHeap()
+        services["cached"].clock = lambda: (base + 15_000 * k) / 1000 + 1  # the service's clock follows the rounds
     for k in range(reps + 1):
         text = federate_body(n, base + 15_000 * k, pods)
         for mode, read in readers.items():
@@ -449,6 +458,15 @@ def offline(n: int, reps: int, pods: bool = False) -> None:
             seen = svc._apply_groups(d, shaped.groups)
             svc._finish_read(d, seen, PromHistory(ok=True, groups=shaped.groups))
             c2 = time.process_time()
+            if heap is not None and mode == "cached":
+                svc.evaluate_once()
+                c3 = time.process_time()
+                heap.after_cycle()
+                print(
+                    f"round {k:3d}: read {(c1 - c0) / n * 1000:.3f}, apply {(c2 - c1) / n * 1000:.3f}, "
+                    f"evaluate {(c3 - c2) / n * 1000:.3f} ms per instance",
+                    flush=True,
+                )
             if k:  # the first round fills the histories (and the cache)
                 times[(mode, "parse")].append(c1 - c0)
                 times[(mode, "parse+apply")].append(c2 - c0)
@@ -463,6 +481,8 @@ def offline(n: int, reps: int, pods: bool = False) -> None:
         )
     for svc in services.values():
         svc.close()
+    if heap is not None:
+        heap.close()
 
 
 def main() -> int:
@@ -494,10 +514,13 @@ def main() -> int:
     )
     ap.add_argument("--reps", type=int, default=8, help="--offline rounds (default 8)")
     ap.add_argument("--pods", action="store_true", help="--offline: each instance carries a pod target label")
+    ap.add_argument(
+        "--evaluate", action="store_true", help="--offline: also evaluate each round; print every round's times"
+    )
     ap.add_argument("--json", action="store_true", help="also print each cycle as one JSON line")
     args = ap.parse_args()
     if args.offline:
-        offline(args.offline, args.reps, args.pods)
+        offline(args.offline, args.reps, args.pods, args.evaluate)
         return 0
     # SIGTERM (timeout, kill) unwinds like Ctrl-C: the stores, the exporters and the temporary data are removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
