@@ -113,7 +113,7 @@ def _readable(sock: socket.socket) -> bool:
 class Workers(Protocol):
     """Where connects and the transport's scrapes run (:class:`advisor.service.WorkerPool`)."""
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` on a worker."""
         ...
 

@@ -1,8 +1,10 @@
 """Worker processes: the daemon's scrapes on every core it may use (``capacity-advisor run --workers N``).
 
 The cycle is bound to one core by the GIL; with ``--workers N`` (N > 1) the scrape-and-normalize half of it
-(:func:`advisor.collect.collect`) runs in N child processes, each with its own thread pool and its own transports
-(one keep-alive connection per target). The parent keeps everything else — the tracker, the rules, the notifier,
+(:func:`advisor.collect.collect`) runs in N child processes, each with its own scrape loop
+(:class:`~advisor.scrape_loop.ScrapeLoop`: plain-http targets on one thread, as the parent's in-process path), its own
+thread pool (connects, and the targets the loop leaves to their transport) and its own transports (one keep-alive
+connection per target). The parent keeps everything else — the tracker, the rules, the notifier,
 the HTTP server — and hands each target's :class:`~advisor.collect.CollectJob` to the worker its URL hashes to
 (:func:`worker_for`: the same stable hash as ``--shard``, :func:`advisor.assembly.in_shard`), so a target always
 meets the same worker and its connection stays warm. Results come back as they complete, through one pipe per
@@ -48,8 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import conventions as c
-from advisor.collect import Collected, CollectJob, collect, failed
+from advisor.collect import Collected, CollectJob, failed
 from advisor.http_edge import ClosableTransport, target_transport
+from advisor.scrape_loop import ScrapeLoop
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -534,12 +537,13 @@ class ProcessWorkers:
 
 # -- the worker's side ---------------------------------------------------------------------------------------
 def worker_main(conn: Connection, index: int, parent: int, log_level: int, log_json: bool, threads: int) -> None:
-    """A worker process: run the jobs the parent sends on a thread pool, each over the target's own transport,
-    and send the results back in batches with the process's CPU seconds. Exits on ``stop``, when the parent's end
-    of the pipe closes, or when the parent pid changes (the parent died). SIGINT, SIGTERM and SIGHUP are the
-    parent's to handle: a terminal's Ctrl-C reaches the whole process group and systemd's stop (``KillMode``
-    ``control-group``) the whole cgroup, and a worker that died of them would be restarted by a parent that is
-    stopping; the parent stops its workers itself, and they exit when it is gone (SIGKILL still kills one)."""
+    """A worker process: run the jobs the parent sends on its scrape loop (the rest on a thread pool), each over
+    the target's own transport, and send the results back in batches with the process's CPU seconds. Exits on
+    ``stop``, when the parent's end of the pipe closes, or when the parent pid changes (the parent died). SIGINT,
+    SIGTERM and SIGHUP are the parent's to handle: a terminal's Ctrl-C reaches the whole process group and
+    systemd's stop (``KillMode`` ``control-group``) the whole cgroup, and a worker that died of them would be
+    restarted by a parent that is stopping; the parent stops its workers itself, and they exit when it is gone
+    (SIGKILL still kills one)."""
     for sig in _PARENTS_SIGNALS:  # from here on (a signal during the imports before it still kills the worker)
         signal.signal(sig, signal.SIG_IGN)
     _worker_logging(log_level, log_json)
@@ -556,13 +560,24 @@ def worker_main(conn: Connection, index: int, parent: int, log_level: int, log_j
                 t = transports[key] = target_transport(job.url)
             return t
 
+    # plain-http targets are scraped and observed on one thread, as the parent's in-process path does (the rest
+    # through their transport on the pool): advisor.scrape_loop
+    loop = ScrapeLoop(time.time)
+
     def run(job_id: int, job: CollectJob) -> None:
+        def done(f: Future[tuple[Collected, float]]) -> None:
+            exc = f.exception()
+            if exc is None:
+                results.put((job_id, f.result()[0]))
+                return
+            log.error("worker=%d deployment=%s: scrape failed", index, job.deployment, exc_info=exc)
+            results.put((job_id, failed(c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}")))
+
         try:
-            res = collect(job, transport(job))
-        except Exception as exc:  # collect() does not raise for the target: a bug must not lose the job
+            loop.submit((job.deployment, job.url), job, transport(job), pool).add_done_callback(done)
+        except Exception as exc:  # a bug must not lose the job
             log.exception("worker=%d deployment=%s: scrape failed", index, job.deployment)
-            res = failed(c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}")
-        results.put((job_id, res))
+            results.put((job_id, failed(c.REASON_PARSE_ERROR, f"scrape error: {type(exc).__name__}")))
 
     def send() -> None:
         while True:
@@ -598,9 +613,10 @@ def worker_main(conn: Connection, index: int, parent: int, log_level: int, log_j
                 return
             for msg in messages:
                 if msg[0] == "job":
-                    pool.submit(run, msg[1], msg[2])
+                    run(msg[1], msg[2])
                 elif msg[0] == "retain":
                     keep: frozenset[_Key] = msg[1]
+                    loop.retain(keep)  # the loop drops the connections of targets no longer listed
                     with tlock:
                         gone = [k for k in transports if k not in keep]
                         dropped = [transports.pop(k) for k in gone]

@@ -163,10 +163,12 @@ def test_start_up_reconciles_an_outbox_the_state_file_disagrees_with(tmp_path: P
         d = Daemon(cfg)
         try:
             d.wait_ready()
-            assert rec.wait_for(lambda a: any(r.fingerprint == x and r.status == "resolved" for r in a), 20)
+            resolved = rec.wait_for(lambda a: any(r.fingerprint == x and r.status == "resolved" for r in a), 20)
+            assert resolved, f"no resolved for {x} in 20 s: {rec.snapshot()}\n{d.log()[-4000:]}"
             # 2. fire again, and resolve in the window; the state file still has it open (the old order)
             target.set(True)
-            assert rec.wait_for(lambda a: any(r.fingerprint != x and r.status == "firing" for r in a), 20)
+            fired = rec.wait_for(lambda a: any(r.fingerprint != x and r.status == "firing" for r in a), 20)
+            assert fired, f"no new firing in 20 s: {rec.snapshot()}\n{d.log()[-4000:]}"
         finally:
             d.signal(signal.SIGTERM)
             d.wait(30)
