@@ -500,15 +500,21 @@ def _read_some(response: requests.Response, deadline: float, limit: int) -> byte
     return data
 
 
-def content_length(response: requests.Response) -> int | None:
-    """The declared ``Content-Length`` as an int, ``None`` when absent or malformed."""
-    value = response.headers.get("Content-Length")
+def declared_length(value: str | None) -> int | None:
+    """A ``Content-Length`` header's value as an int (surrounding whitespace allowed), ``None`` when absent or
+    malformed: how every reader of the edge takes a declared length (the ``requests`` path, ``http.client``'s,
+    and :mod:`advisor.scrape_loop`)."""
     if value is None:
         return None
     try:
         return int(value.strip())
     except ValueError:
         return None
+
+
+def content_length(response: requests.Response) -> int | None:
+    """The declared ``Content-Length`` as an int, ``None`` when absent or malformed (:func:`declared_length`)."""
+    return declared_length(response.headers.get("Content-Length"))
 
 
 def is_refused(exc: BaseException) -> bool:
@@ -1029,14 +1035,8 @@ class _Capture:
 
 
 def _declared_length(response: http.client.HTTPResponse) -> int | None:
-    """The declared ``Content-Length`` as an int, ``None`` when absent or malformed (as :func:`content_length`)."""
-    value = response.getheader("Content-Length")
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        return None
+    """The declared ``Content-Length`` as an int, ``None`` when absent or malformed (:func:`declared_length`)."""
+    return declared_length(response.getheader("Content-Length"))
 
 
 def _read_body(response: http.client.HTTPResponse, deadline: float, limits: EdgeLimits) -> bytes:

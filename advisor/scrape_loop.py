@@ -65,6 +65,7 @@ from advisor.http_edge import (
     Transport,
     _decoder_for,
     _Inflate,
+    declared_length,
     is_refused,
 )
 from advisor.sources.scrape import ACCEPT_HEADER, ERROR_BODY_BYTES, scrape_outcome
@@ -615,7 +616,7 @@ class ScrapeLoop:
         slot.total = 0
         slot.decoder = None
         if 200 <= status < 300:
-            declared = _int_or_none(raw_length)
+            declared = declared_length(raw_length)
             if declared is not None and declared > slot.limits.max_bytes:
                 raise EdgeTooLargeError(
                     f"Content-Length {declared} bytes exceeds the cap of {slot.limits.max_bytes} bytes", status
@@ -784,15 +785,5 @@ def _chunk_size(line: bytes) -> int | None:
         line = line[:i]
     try:
         return int(line, 16)
-    except ValueError:
-        return None
-
-
-def _int_or_none(value: str | None) -> int | None:
-    """``Content-Length`` as :func:`advisor.http_edge._declared_length` reads it."""
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
     except ValueError:
         return None
