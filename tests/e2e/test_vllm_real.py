@@ -448,21 +448,22 @@ def _healthy_then_saturated(
         missed: list[str] = []  # why a polled cycle was not fresh (a scrape that timed out)
 
         # and until one in-flight check held a snapshot against vLLM's pages (the first needs age_bound seconds
-        # of sampled pages behind it), and until a polled snapshot showed the load's concurrency (2+ running: on a
-        # loaded machine the first few polls can all land where one request or none runs, and "nothing opened"
-        # means something only under that load); the 3 min bound fails the test if any of them never happens
-        def concurrent() -> bool:
-            return max((s.get("requests_running") or 0 for s in seen), default=0) >= 2
+        # of sampled pages behind it), and until vLLM's own pages (sampled every 0.5 s) showed the load's
+        # concurrency: 2+ running, so that "nothing opened" was said under it (a loaded machine can pass its first
+        # seconds with one request or none running); the 3 min bound fails the test if any of them never happens
+        def vllm_peak() -> float:
+            pages = sampler.between(t0 + time.time() - time.monotonic(), time.time())
+            return max((v for p in pages for _, v in p.get(DIRECT_NAMES["requests_running"], [])), default=0.0)
 
         while (
             advisor.cycles() - c0 < min_cycles
             or time.monotonic() - t0 < 2 * longest
             or not healthy_checks
-            or not concurrent()
+            or vllm_peak() < 2
         ):
             assert time.monotonic() - t0 < 180, (
                 f"in 3 min: {advisor.cycles() - c0} cycles (need {min_cycles:g}), {len(healthy_checks)} in-flight "
-                f"checks, max running seen {max((s.get('requests_running') or 0 for s in seen), default=0)} (need 2)"
+                f"checks, vLLM's pages peaked at {vllm_peak():g} running (need 2)"
             )
             dep = advisor.deployment()
             assert advisor.recommendations() == [], advisor.recommendations()
@@ -481,8 +482,9 @@ def _healthy_then_saturated(
     assert load.completed > 0
     assert len(missed) <= len(seen) // 2, f"the daemon could not scrape vLLM most of the time: {missed[:3]}"
     assert healthy_checks, "no advisor snapshot could be held against vLLM's pages during the healthy phase"
-    # the load was on the engine while the daemon watched (short requests: a single poll may catch none running)
-    assert max(c["requests_running"] or 0 for c in seen) >= 2, seen
+    # the load was on the engine while the daemon watched: vLLM's own pages showed it (the loop waited for that);
+    # the daemon's polls saw requests running (short requests: a single poll may catch none running, or one)
+    assert max(c["requests_running"] or 0 for c in seen) >= 1, seen
     assert 0 < max(c["kv_cache_usage_ratio"] or 0 for c in seen) < 0.9, seen
     assert advisor.recommendations() == [], "the healthy phase opened a recommendation"
     wait_quiet(server)
