@@ -159,18 +159,25 @@ def _steady_history(n: int) -> list[TimedSnapshot]:
     return out
 
 
+def _walked(*args: Any) -> Any:
+    raise AssertionError("the window was walked link by link")
+
+
+def _synced_without_walks(history: list[TimedSnapshot], monkeypatch: pytest.MonkeyPatch) -> WindowAccumulator:
+    """An accumulator synced to ``history`` whose link-by-link walks fail the test if they run."""
+    acc = WindowAccumulator()
+    acc.sync(history)
+    monkeypatch.setattr(WindowAccumulator, "_counters_walked", staticmethod(_walked))
+    monkeypatch.setattr(WindowAccumulator, "_window_histogram", staticmethod(_walked))
+    return acc
+
+
 def test_a_steady_window_is_read_without_walking_its_links(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every counter known and no restart: the steps kept are summed, the link-by-link walks never run; the
     histograms of whole counts are newest − oldest; and the result is the reference's."""
     history = _steady_history(12)
 
-    def walked(*args: Any) -> Any:
-        raise AssertionError("the window was walked link by link")
-
-    acc = WindowAccumulator()
-    acc.sync(history)
-    monkeypatch.setattr(WindowAccumulator, "_counters_walked", staticmethod(walked))
-    monkeypatch.setattr(WindowAccumulator, "_window_histogram", staticmethod(walked))
+    acc = _synced_without_walks(history, monkeypatch)
     got = acc.stats(history, T0 + 200.0, 120.0)
     assert_same(got, window_stats(history, T0 + 200.0, 120.0))
     assert got.ttft is not None and got.ttft.count == 3.0 * (11 - 6)
@@ -186,13 +193,7 @@ def test_a_two_point_window_is_its_one_delta_read_without_a_walk(monkeypatch: py
     snap = dataclasses.replace(history[1].snapshot, ttft=h, tpot=h, queue_time=h)
     history[1] = dataclasses.replace(history[1], snapshot=snap)
 
-    def walked(*args: Any) -> Any:
-        raise AssertionError("the window was walked link by link")
-
-    acc = WindowAccumulator()
-    acc.sync(history)
-    monkeypatch.setattr(WindowAccumulator, "_counters_walked", staticmethod(walked))
-    monkeypatch.setattr(WindowAccumulator, "_window_histogram", staticmethod(walked))
+    acc = _synced_without_walks(history, monkeypatch)
     got = acc.stats(history, T0 + 20.0, 120.0)
     ref = window_stats(history, T0 + 20.0, 120.0)
     assert_same(got, ref)
