@@ -26,7 +26,8 @@ Set-up, per store and size (everything on loopback, in a temporary directory, re
 
 Printed per cycle: bytes fetched (``PrometheusSource.bytes_received``), queries, the advisor's CPU
 (``time.process_time`` of this process: the exporters and the stores run in other processes), the cycle's wall
-time, the targets up. Then, for comparison, what one read of the whole window costs (the path before issue 15
+time, the targets up, and the CPU the store and the exporters used during the cycle (:func:`others_cpu`: the
+cores the cycle shares). Then, for comparison, what one read of the whole window costs (the path before issue 15
 did this every cycle): its bytes and CPU, or ``too_large`` past ``prometheus.max_bytes``.
 
 Goal (issue 15): 10,000 instances within a 15 s cycle, bytes per cycle proportional to the new points.
@@ -299,6 +300,46 @@ def service(url: str, interval: float, window: str, batch: int, max_bytes: int, 
     return Service(cfg, collector, metrics)
 
 
+def others_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's descendants by role: ``store`` (the Prometheus or VictoriaMetrics
+    process), ``exporters`` (the stand-in exporters' process), from ``/proc/<pid>/stat`` (user + system, every
+    thread). With the advisor's own CPU they are what the cycle shares this machine's cores with."""
+    import os
+
+    out = {"store": 0.0, "exporters": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = "store" if comm.startswith(("prometheus", "victoria")) else "exporters"
+        out[role] += sum(int(x) for x in fields[11:13]) / tick  # utime, stime
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (``/proc/<pid>/task/<tid>/children``)."""
+    import os
+
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+                out.extend(kids)
+                todo.extend(kids)
+        except OSError:
+            continue
+    return out
+
+
 def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -311,7 +352,15 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
         url = stack.enter_context(store(kind, Path(tmp), targets, args.interval))
         filled = wait_for_instances(url, n, args.ready_timeout)
         print(f"# {kind} n={n}: {n} instances ({n * 132:,} series) held after {filled:.0f}s", flush=True)
+        idle0, idle_began = others_cpu(), time.monotonic()
         time.sleep(args.warmup)
+        idle = {k: v - idle0[k] for k, v in others_cpu().items()}
+        span = time.monotonic() - idle_began
+        print(
+            f"# {kind} n={n}: before the advisor starts, the store scraping alone uses {idle['store'] / span:.2f} "
+            f"CPU (cores) and the exporters {idle['exporters'] / span:.2f}, over {span:.0f} s",
+            flush=True,
+        )
         svc = service(url, args.interval, args.window, args.batch, args.max_bytes, not args.no_federate)
         heap = stack.enter_context(_daemon_heap())
         assert svc.prom is not None
@@ -323,12 +372,14 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                 svc.prom.federation_reader = None if reader == "reference" else cached
                 began = time.monotonic()
                 cpu0 = time.process_time()
+                others0 = others_cpu()
                 assert svc.prom is not None
                 b0, q0 = svc.prom.bytes_received, svc.prom.queries_made
                 until = svc.deployments[0].prom_until
                 svc.scrape_once()
                 result = svc.evaluate_once()
                 heap.after_cycle()  # the daemon's collector policy between cycles (advisor.heap), CPU counted
+                others = {k: v - others0[k] for k, v in others_cpu().items()}
                 row = {
                     "store": kind,
                     "instances": n,
@@ -337,6 +388,8 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     "queries": svc.prom.queries_made - q0,
                     "cpu_s": time.process_time() - cpu0,
                     "wall_s": time.monotonic() - began,
+                    "store_cpu_s": others["store"],
+                    "exporters_cpu_s": others["exporters"],
                     # evaluation times new to this cycle, per series (the whole window held so far on cycle 1)
                     "new_points": None
                     if until is None or svc.deployments[0].prom_until is None
@@ -353,7 +406,8 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
                     f"{kind:16} n={n:<6} cycle {i}: {row['bytes'] / 1e6:8.2f} MB in {row['queries']:3} queries "
                     f"({'the window' if row['new_points'] is None else row['new_points']} new points per series), "
                     f"advisor CPU {row['cpu_s']:6.2f} s, cycle {row['wall_s']:6.2f} s, "
-                    f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB"
+                    f"{row['up']} targets up, RSS peak {row['rss_peak_mib']:.0f} MiB; meanwhile the store used "
+                    f"{row['store_cpu_s']:.2f} s CPU and the exporters {row['exporters_cpu_s']:.2f} s"
                     f"{f', /federate ({reader})' if row['federate'] and i > 1 else ''}",
                     flush=True,
                 )
