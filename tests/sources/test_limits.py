@@ -8,6 +8,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 import requests
+from hypothesis import given
+from hypothesis import strategies as st
 
 from advisor.config import parse_config
 from advisor.domain import Sample
@@ -54,6 +56,34 @@ def test_check_page_names_the_limit_the_count_and_the_limit_and_0_is_no_limit() 
     assert check_page(body, 10) == "sample_limit exceeded: 11 samples; sample_limit is 10"
     assert check_page(body, 11) is None
     assert check_page(body, 0) is None
+
+
+@given(
+    lines=st.lists(st.sampled_from([b"x 1", b"# c", b"", b"#", b'y{a="b"} 2', b" z 3"]), max_size=40),
+    trailing=st.booleans(),
+    limit=st.integers(min_value=0, max_value=45),
+)
+def test_check_page_refuses_exactly_the_pages_with_more_sample_lines_than_the_limit(
+    lines: list[bytes], trailing: bool, limit: int
+) -> None:
+    # the reference: every line of the body that does not start with "#" (blank ones included), as counted by
+    # splitting on "\n" by hand; the shortcuts (no more bytes, or fewer newlines, than the limit) must agree
+    body = b"\n".join(lines) + (b"\n" if trailing and lines else b"")
+    parts = body.split(b"\n")
+    if body.endswith(b"\n"):
+        parts.pop()
+    samples = sum(1 for ln in parts if not ln.startswith(b"#")) if body else 0
+    got = check_page(body, limit)
+    if limit == 0 or samples <= limit:
+        assert got is None
+    else:
+        assert got == f"sample_limit exceeded: {samples:,} samples; sample_limit is {limit:,}"
+
+
+def test_a_page_of_blank_lines_is_counted_line_by_line_not_skipped_by_its_size() -> None:
+    # 12 bytes, 12 lines: one byte per line, the least a line holds — the size shortcut must not pass it
+    assert check_page(b"\n" * 12, 11) == "sample_limit exceeded: 12 samples; sample_limit is 11"
+    assert check_page(b"\n" * 12, 12) is None
 
 
 def test_label_limit_counts_the_labels_of_each_series_read() -> None:
