@@ -95,6 +95,26 @@ benchmarks holding the 2-core machine at load average 6-8 (every figure inflated
         186.8 -> 134.6 ms (0.934 -> 0.673 ms per instance); the reference path unchanged (~280-310 ms)
     --offline 200 --reps 6 --pods
         reading and applying 361-363 -> 243-264 ms (1.81 -> 1.27 ms per instance)
+
+What the machine has left for the advisor at 10,000 instances (2026-12-03, nothing else running, load ~1; the
+store's and the exporters' CPU per cycle are printed since this day):
+
+    --sizes 10000 --stores prometheus --cycles 3 --warmup 30
+        before the advisor starts, the store scraping alone uses 0.52 CPU (cores) and the exporters 0.06
+        cycle 2 (/federate) 232.8 MB in 50 queries, advisor CPU 15.7 s, cycle 28.7 s; meanwhile the store 27.8 s of
+        CPU and the exporters 1.8 s
+    --sizes 10000 --stores prometheus --cycles 4 --warmup 15
+        cycles 2-4 (/federate) advisor CPU 16.0, 18.6, 17.7 s, cycles 28.6, 31.7, 28.6 s; the store 28.1, 30.4,
+        27.4 s of CPU in the same cycles
+
+    The store needs ~1 core throughout a cycle: 0.52 of a core to scrape 1.32 million series, plus ~12.8 s of CPU
+    per cycle to render 233 MB of /federate (27.8 s − 0.52 × 28.7 s). In a 15 s cycle on these 2 cores (30 s of CPU)
+    that is 7.8 + 12.8 = 20.6 s for the store and ~0.9 s for the exporters, leaving ~8.5 s for the advisor, which
+    spends 15.7-18.6 s (1.6-1.9 ms per instance) beside the store. With no store running it costs about the same:
+    ``--offline 2000 --reps 22 --evaluate`` (same day, load ~1) gave, once 18-22 points were held, reading 0.83-1.07,
+    applying 0.40-0.50 and evaluating 0.27-0.37 ms per instance, ~1.5-1.9 ms, all on the cycle's one core (the
+    reads of one selector run on one thread). The 15 s goal at 10,000 instances does not fit this machine with the
+    store on it: the advisor would need half its CPU per instance and the second core the store is using.
 """
 
 from __future__ import annotations
