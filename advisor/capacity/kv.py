@@ -431,6 +431,21 @@ class CapacityInputs:
         return self.quantization if self.quantization is not None else self.model.checkpoint_quantization
 
     @property
+    def quantized_weight_bytes(self) -> float:
+        """Bytes per quantized linear parameter under :attr:`effective_quantization` (0.0 when unquantized): the
+        width the checkpoint's ``quantization_config`` states when the method is the checkpoint's own (GPTQ/AWQ
+        ``bits`` and ``group_size``, :attr:`ModelArch.checkpoint_weight_bits`; vLLM loads the tensors as
+        stored), else the method's usual width (:func:`~advisor.capacity.precision.weight_bytes_per_param`)."""
+        q = self.effective_quantization
+        if q is None:
+            return 0.0
+        stated = self.model.checkpoint_weight_bits
+        own = self.model.checkpoint_quantization
+        if stated is not None and own is not None and _method_family(q) == _method_family(own):
+            return stated / 8
+        return weight_bytes_per_param(self.compute_dtype, q)
+
+    @property
     def profile_tokens(self) -> int:
         """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the engine's default.
 
@@ -609,6 +624,11 @@ def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
     return math.ceil(per_layer * layers_per_stage(inputs, m.linear_layers))
 
 
+def _method_family(method: str) -> str:
+    """A quantization method without vLLM's kernel suffix (``gptq_marlin`` → ``gptq``): the same checkpoint format."""
+    return method.strip().lower().removesuffix("_marlin")
+
+
 def _quantized_split(inputs: CapacityInputs) -> tuple[int, int]:
     """(parameters stored quantized, linear parameters left in the compute dtype)."""
     m = inputs.model
@@ -634,8 +654,7 @@ def weights_bytes_total(inputs: CapacityInputs) -> int:
     m = inputs.model
     compute = inputs.compute_dtype
     quantized, plain_linear = _quantized_split(inputs)
-    q = inputs.effective_quantization
-    q_bytes = weight_bytes_per_param(compute, q) if q is not None else 0.0
+    q_bytes = inputs.quantized_weight_bytes
     unquantized = m.num_parameters - m.linear_parameters() + plain_linear
     return math.ceil(quantized * q_bytes + unquantized * DTYPE_BYTES[compute])
 
@@ -672,7 +691,7 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     act = DTYPE_BYTES[compute]
     total = weights_bytes_total(inputs)
     q = inputs.effective_quantization
-    q_bytes = weight_bytes_per_param(compute, q) if q is not None and q not in EXPERTS_ONLY else float(act)
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
     replicated, replicated_quantized = _replicated_parameters(m)
     replicated_bytes = (
         m.norm_parameters() * act + (replicated - replicated_quantized) * act + replicated_quantized * q_bytes
@@ -687,7 +706,7 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     if m.is_moe and inputs.enable_expert_parallel and inputs.data_parallel_size > 1:
         # the expert-parallel group is TP × DP (vLLM ``FusedMoEParallelConfig``): each GPU keeps 1/(TP·DP) of
         # the experts instead of the 1/TP that TP alone gives
-        expert_bytes = m.expert_weight_parameters() * (weight_bytes_per_param(compute, q) if q is not None else act)
+        expert_bytes = m.expert_weight_parameters() * (inputs.quantized_weight_bytes if q is not None else act)
         per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
     if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
         heads = m.num_attention_heads / tp

@@ -41,6 +41,7 @@ from functools import cache
 from typing import Any
 
 from advisor.capacity.data import read_data
+from advisor.capacity.precision import INT_WEIGHT_BITS, INT_WEIGHT_METHODS, int_weight_bits
 from advisor.errors import CapacityError, UnknownModelError
 
 __all__ = ["ModelArch", "get_preset", "preset_ids", "vit_parameters"]
@@ -94,6 +95,9 @@ class ModelArch:
         vision_parameters: parameters of the vision tower and projector as vLLM loads them (0 = text only).
         checkpoint_quantization: the method the checkpoint is stored in (``fp8``, ``mxfp4``, ``awq`` …, from
             ``quantization_config.quant_method``), which vLLM applies without ``--quantization``; None = unquantized.
+        checkpoint_weight_bits: bits per quantized parameter the checkpoint's ``quantization_config`` states for
+            an integer weight-only method (GPTQ/AWQ ``bits`` and ``group_size``: see
+            :func:`int_weight_bits`); None: the method's usual width (:mod:`advisor.capacity.precision`).
     """
 
     name: str
@@ -132,6 +136,7 @@ class ModelArch:
     attention_sinks: bool = False
     vision_parameters: int = 0
     checkpoint_quantization: str | None = None
+    checkpoint_weight_bits: float | None = None
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -387,6 +392,7 @@ class ModelArch:
             attention_sinks=model_type == "gpt_oss",
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=0),
             checkpoint_quantization=_checkpoint_quantization(cfg, name),
+            checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name),
         )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         return replace(arch, num_parameters=stated or arch.computed_parameters())
@@ -429,6 +435,31 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
             return "nvfp4"
         return {"compressed-tensors": "fp8", "modelopt": "fp8"}.get(method, method)
     return None
+
+
+def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str) -> float | None:
+    """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config`` (``bits`` or AutoAWQ's ``w_bit``,
+    ``group_size`` or ``q_group_size``, default 128), for the methods of :data:`INT_WEIGHT_METHODS`; None for
+    other methods or when no width is stated.
+
+    Raises:
+        CapacityError: a width outside :data:`INT_WEIGHT_BITS` or a group size that is neither -1 nor a positive
+            integer; the message names the key."""
+    qc = _optional_mapping(cfg, "quantization_config", name)
+    method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
+    if qc is None or method is None or method.lower() not in INT_WEIGHT_METHODS:
+        return None
+    bits_key = "bits" if "bits" in qc else "w_bit"
+    bits = qc.get(bits_key)
+    if bits is None:
+        return None
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in INT_WEIGHT_BITS:
+        raise _bad_value(name, f"quantization_config.{bits_key}", "2, 3, 4 or 8", bits)
+    group_key = "group_size" if "group_size" in qc else "q_group_size"
+    group = qc.get(group_key, 128)
+    if isinstance(group, bool) or not isinstance(group, int) or not (group == -1 or 1 <= group <= _MAX_CONFIG_INT):
+        raise _bad_value(name, f"quantization_config.{group_key}", "-1 or a positive integer", group)
+    return int_weight_bits(bits, group)
 
 
 def _experts(cfg: Mapping[str, Any], name: str) -> tuple[int, int]:

@@ -38,8 +38,11 @@ __all__ = [
     "EXPERTS_ONLY",
     "FP8_BLOCK_BYTES",
     "INT4_GROUP128_BITS",
+    "INT_WEIGHT_BITS",
+    "INT_WEIGHT_METHODS",
     "MXFP4_BITS",
     "NVFP4_BITS",
+    "int_weight_bits",
     "kv_bytes_per_element",
     "resolve_dtype",
     "weight_bytes_per_param",
@@ -54,7 +57,27 @@ DTYPE_BYTES: Final[dict[str, int]] = {
 }
 """Bytes per element of each unquantized dtype name vLLM accepts for ``--dtype``."""
 
-INT4_GROUP128_BITS: Final = 4.0 + (16 + 4) / 128
+INT_WEIGHT_METHODS: Final = frozenset({"gptq", "awq", "gptq_marlin", "awq_marlin"})
+"""Integer weight-only methods whose width and group size the checkpoint's ``quantization_config`` states."""
+INT_WEIGHT_BITS: Final = frozenset({2, 3, 4, 8})
+"""Weight widths GPTQ checkpoints are written in and vLLM's GPTQ kernels load (``gptq.py``
+``GPTQConfig.__init__``: ``weight_bits`` must be 2, 3, 4 or 8; AWQ only 4)."""
+
+
+def int_weight_bits(bits: int, group_size: int) -> float:
+    """Bits per parameter of a GPTQ/AWQ linear layer of ``bits``-wide weights quantized in groups of
+    ``group_size`` input rows (``-1``: one group per column).
+
+    vLLM's ``gptq.py``/``awq.py`` create, for an ``in × out`` layer, ``qweight`` (``in × out × bits`` bits packed
+    in int32), ``scales`` (``in / group_size × out`` float16) and ``qzeros`` (``in / group_size × out`` zeros
+    of ``bits`` bits, packed in int32): ``bits + (16 + bits) / group_size`` per parameter, 4.15625 for int4 in
+    groups of 128, 8.1875 for int8. Per-column scales (``group_size`` -1) are one pair per column: ``bits`` (their
+    ``(16 + bits) / in`` is under 0.01 bit). ``g_idx`` (one int32 per input row) is ignored likewise.
+    """
+    return float(bits) if group_size == -1 else bits + (16 + bits) / group_size
+
+
+INT4_GROUP128_BITS: Final = int_weight_bits(4, 128)
 """Bits per parameter of int4 weights with one 16-bit scale and one 4-bit zero per group of 128 (4.15625)."""
 
 MXFP4_BITS: Final = 4.0 + 8 / 32

@@ -57,3 +57,68 @@ def test_unknown_precisions_raise_and_list_the_known_names() -> None:
         weight_bytes_per_param("bfloat16", "nf4")
     with pytest.raises(CapacityError, match="bfloat16"):
         weight_bytes_per_param("float8", None)
+
+
+# Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8's config.json (huggingface.co/Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8), the keys the
+# capacity pass reads; its quantization_config states GPTQ, 8 bits, groups of 128
+QWEN_GPTQ_INT8 = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "quantization_config": {"bits": 8, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"},
+}
+
+
+def _gptq_layer_bytes(rows: int, cols: int, bits: int, group: int) -> int:
+    """Bytes vLLM's gptq.py allocates for one ``rows × cols`` linear layer (input rows, output columns): ``qweight``
+    [rows × bits / 32, cols] int32, ``scales`` [rows / group, cols] float16, ``qzeros`` [rows / group,
+    cols × bits / 32] int32."""
+    qweight = rows * bits // 32 * cols * 4
+    scales = rows // group * cols * 2
+    qzeros = rows // group * (cols * bits // 32) * 4
+    return qweight + scales + qzeros
+
+
+def _weights(config: dict[str, object]) -> int:
+    from advisor.capacity.kv import CapacityInputs, weights_bytes_total
+    from advisor.capacity.models import ModelArch
+
+    model = ModelArch.from_hf_config(config, "qwen-gptq")
+    return weights_bytes_total(CapacityInputs(model=model, gpu_memory_bytes=80 << 30))
+
+
+def test_a_gptq_int8_checkpoint_is_costed_at_the_width_its_quantization_config_states() -> None:
+    # issue 16 kind E: GPTQ/AWQ int8 checkpoints were costed as int4. The expected difference between the int8
+    # checkpoint and the same model at int4 is the difference of the tensors vLLM allocates for each linear layer
+    # (q, k, v, o, gate, up, down per decoder layer; embeddings, LM head and norms stay float16 in both)
+    h, i, kv = 3584, 18944, 4 * 128
+    layers = [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]
+    int8 = sum(_gptq_layer_bytes(r, c, 8, 128) for r, c in layers) * 28
+    int4 = sum(_gptq_layer_bytes(r, c, 4, 128) for r, c in layers) * 28
+    as_int4 = {**QWEN_GPTQ_INT8, "quantization_config": {**QWEN_GPTQ_INT8["quantization_config"], "bits": 4}}  # type: ignore[dict-item]
+    assert _weights(QWEN_GPTQ_INT8) - _weights(as_int4) == pytest.approx(int8 - int4, abs=2)
+    # the int4 checkpoint keeps the width it had before (4.15625 bits: the same tensors)
+    unstated = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "gptq"}}
+    assert _weights(as_int4) == _weights(unstated)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("bits", 5, "quantization_config.bits"),
+        ("bits", "8", "quantization_config.bits"),
+        ("group_size", 0, "group_size"),
+    ],
+)
+def test_a_gptq_width_or_group_vllm_cannot_load_is_refused_naming_the_key(key: str, value: object, says: str) -> None:
+    bad = {**QWEN_GPTQ_INT8, "quantization_config": {**QWEN_GPTQ_INT8["quantization_config"], key: value}}  # type: ignore[dict-item]
+    with pytest.raises(CapacityError, match=says):
+        _weights(bad)
