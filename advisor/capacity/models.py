@@ -38,7 +38,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from advisor.capacity.data import read_data
 from advisor.capacity.precision import INT_WEIGHT_BITS, INT_WEIGHT_METHODS, int_weight_bits
@@ -365,7 +365,7 @@ class ModelArch:
             max_position_embeddings=_positive_int(cfg, "max_position_embeddings", name),
             torch_dtype=dtype,
             num_parameters=1,  # replaced below
-            tie_word_embeddings=_optional_bool(cfg, "tie_word_embeddings", name),
+            tie_word_embeddings=_tied(cfg, model_type, name),
             source=_optional_str(cfg, "_source", name) or "",
             attention_bias=_optional_bool(cfg, "attention_bias", name),
             norms_per_layer=_int_in(
@@ -420,6 +420,44 @@ def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, 
         h * projector_out + projector_out + projector_out * projector_out + projector_out if projector_out else 0
     )
     return layers * per_layer + embed + projector
+
+
+TIED_BY_DEFAULT: Final[dict[str, bool]] = {
+    # transformers' config classes: configuration_<model>.py ``__init__(..., tie_word_embeddings=…)``; a class
+    # that does not name it takes PretrainedConfig's (configuration_utils.py: ``kwargs.pop("tie_word_embeddings",
+    # True)``)
+    "gemma": True,
+    "gemma2": True,
+    "gemma3": True,
+    "gemma3_text": True,
+    "gpt2": True,
+    "opt": True,
+    "bloom": True,
+    "falcon": True,
+    "llama": False,
+    "mistral": False,
+    "mixtral": False,
+    "qwen2": False,
+    "qwen2_moe": False,
+    "qwen3": False,
+    "qwen3_moe": False,
+    "phi": False,
+    "phi3": False,
+    "deepseek_v2": False,
+    "deepseek_v3": False,
+    "gpt_neox": False,
+}
+"""Whether the LM head shares the embedding matrix when ``config.json`` does not say, by ``model_type``: what
+transformers' config class for that type defaults to (vLLM reads the loaded config object). Gemma's configs omit the
+key and tie (google/gemma-2b: 2.51 G parameters with one shared 256,000 × 2,048 matrix, not 3.03 G)."""
+
+
+def _tied(cfg: Mapping[str, Any], model_type: str, name: str) -> bool:
+    """``tie_word_embeddings`` as stated, else :data:`TIED_BY_DEFAULT` for ``model_type`` (``False`` for a type
+    not listed, as before)."""
+    if cfg.get("tie_word_embeddings") is None:
+        return TIED_BY_DEFAULT.get(model_type, False)
+    return _optional_bool(cfg, "tie_word_embeddings", name)
 
 
 def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:

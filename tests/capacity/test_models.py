@@ -185,3 +185,37 @@ def test_mla_caches_one_latent_per_layer_and_sliding_and_mamba_layers_are_counte
     assert get_preset("gpt-oss-20b").sliding_window_layers == 12
     jamba = get_preset("jamba")
     assert (jamba.attention_layers, jamba.linear_layers) == (4, 28)  # attention every 8th layer, offset 4
+
+
+# google/gemma-3-1b-it's config.json (huggingface.co/google/gemma-3-1b-it), the keys the capacity pass reads: like
+# every Gemma config it does not state tie_word_embeddings, and transformers' Gemma3TextConfig defaults it to True
+GEMMA3_1B = {
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 1152,
+    "intermediate_size": 6912,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "vocab_size": 262144,
+    "max_position_embeddings": 32768,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_a_config_that_does_not_state_tie_word_embeddings_takes_its_transformers_class_default() -> None:
+    # issue 16 kind F: the default was False for every model, so Gemma's 262,144 × 1,152 embedding was counted
+    # twice (its LM head is the embedding): the model card says 1B parameters (huggingface.co/google/gemma-3-1b-it,
+    # "1,000M params"), not 1.3 B
+    gemma = ModelArch.from_hf_config(GEMMA3_1B, "gemma-3-1b")
+    assert gemma.tie_word_embeddings is True
+    assert gemma.num_parameters == pytest.approx(1.0e9, rel=0.005)
+    assert gemma == ModelArch.from_hf_config({**GEMMA3_1B, "tie_word_embeddings": True}, "gemma-3-1b")
+    # a stated value wins; a Llama config without the key is untied (LlamaConfig defaults it to False)
+    untied = ModelArch.from_hf_config({**GEMMA3_1B, "tie_word_embeddings": False}, "gemma-3-1b")
+    assert untied.num_parameters - gemma.num_parameters == 262144 * 1152
+    llama = {**GEMMA3_1B, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
+    assert ModelArch.from_hf_config(llama, "llama-shaped").tie_word_embeddings is False
