@@ -338,6 +338,8 @@ class ModelArch:
             for key in ("model_type", "torch_dtype", "dtype"):
                 _optional_str(scope, key, name, prefix + key)
         dtype: str = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+        if not cfg.get("model_type"):  # what the class vLLM loads says (architectures), as transformers would
+            cfg["model_type"] = _model_type_of(cfg, name)
         model_type: str = cfg.get("model_type") or ""
         experts, experts_per_token = _experts(cfg, name)
         stated_intermediate = _optional_positive_int(cfg, "intermediate_size", name, 0)
@@ -420,6 +422,42 @@ def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, 
         h * projector_out + projector_out + projector_out * projector_out + projector_out if projector_out else 0
     )
     return layers * per_layer + embed + projector
+
+
+MODEL_TYPE_OF_ARCHITECTURE: Final[dict[str, str]] = {
+    # transformers' model classes and the model_type of their config class (models/<type>/modeling_<type>.py)
+    "GemmaForCausalLM": "gemma",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3",
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "PhiForCausalLM": "phi",
+    "Phi3ForCausalLM": "phi3",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GptOssForCausalLM": "gpt_oss",
+    "GPT2LMHeadModel": "gpt2",
+    "OPTForCausalLM": "opt",
+    "BloomForCausalLM": "bloom",
+    "FalconForCausalLM": "falcon",
+    "GPTNeoXForCausalLM": "gpt_neox",
+}
+"""The ``model_type`` of a ``config.json`` that states only ``architectures`` (vLLM picks the model class from
+``architectures``): the first listed class found here; unlisted classes leave it unknown."""
+
+
+def _model_type_of(cfg: Mapping[str, Any], name: str) -> str:
+    """:data:`MODEL_TYPE_OF_ARCHITECTURE` of the first listed class of ``architectures`` it knows, else ``""``."""
+    for arch in _str_list(cfg, "architectures", name, None) or []:
+        if arch in MODEL_TYPE_OF_ARCHITECTURE:
+            return MODEL_TYPE_OF_ARCHITECTURE[arch]
+    return ""
 
 
 TIED_BY_DEFAULT: Final[dict[str, bool]] = {

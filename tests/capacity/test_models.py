@@ -219,3 +219,31 @@ def test_a_config_that_does_not_state_tie_word_embeddings_takes_its_transformers
     assert untied.num_parameters - gemma.num_parameters == 262144 * 1152
     llama = {**GEMMA3_1B, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
     assert ModelArch.from_hf_config(llama, "llama-shaped").tie_word_embeddings is False
+
+
+# google/gemma-2-2b's config.json (huggingface.co/google/gemma-2-2b), with its model_type left out: vLLM still loads
+# Gemma2ForCausalLM from `architectures` (every other layer sliding, gemma2.py; the LM head tied)
+GEMMA2_2B_NO_TYPE = {
+    "architectures": ["Gemma2ForCausalLM"],
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "vocab_size": 256000,
+    "max_position_embeddings": 8192,
+    "sliding_window": 4096,
+    "torch_dtype": "float32",
+}
+
+
+def test_a_config_without_model_type_is_read_as_the_class_its_architectures_name() -> None:
+    # issue 16 kind F: without model_type every layer of a Gemma 2 was taken as sliding and its head as untied
+    got = ModelArch.from_hf_config(GEMMA2_2B_NO_TYPE, "gemma-2-2b")
+    assert got.sliding_window_layers == 13  # layers 0, 2, …, 24: half of 26
+    assert got.tie_word_embeddings is True
+    assert got == ModelArch.from_hf_config({**GEMMA2_2B_NO_TYPE, "model_type": "gemma2"}, "gemma-2-2b")
+    # a class it does not know leaves the model as before: every windowed layer sliding, untied
+    other = ModelArch.from_hf_config({**GEMMA2_2B_NO_TYPE, "architectures": ["SomeNewForCausalLM"]}, "new")
+    assert other.sliding_window_layers == 26 and other.tie_word_embeddings is False
