@@ -98,6 +98,8 @@ class ModelArch:
         checkpoint_weight_bits: bits per quantized parameter the checkpoint's ``quantization_config`` states for
             an integer weight-only method (GPTQ/AWQ ``bits`` and ``group_size``: see
             :func:`int_weight_bits`); None: the method's usual width (:mod:`advisor.capacity.precision`).
+        gated_mlp: the dense MLP has gate, up and down projections (Llama, Qwen, Mistral, Gemma, Phi-3); False for
+            the two-matrix MLPs of :data:`NON_GATED_MLP_TYPES` (Phi-1/2 ``fc1``/``fc2``, GPT-2, OPT …).
     """
 
     name: str
@@ -137,6 +139,7 @@ class ModelArch:
     vision_parameters: int = 0
     checkpoint_quantization: str | None = None
     checkpoint_weight_bits: float | None = None
+    gated_mlp: bool = True
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -232,8 +235,9 @@ class ModelArch:
         return q_and_o + q_bias + o_bias + sinks + self.kv_projection_parameters_per_layer()
 
     def dense_mlp_parameters(self) -> int:
-        """One dense gated MLP: ``3 × hidden × intermediate``."""
-        return 3 * self.hidden_size * self.intermediate_size
+        """One dense MLP: ``3 × hidden × intermediate`` gated (gate, up, down), ``2 ×`` otherwise (up, down:
+        Phi-2 2560 × 10240 × 2 = 52,428,800 per layer; :attr:`gated_mlp`)."""
+        return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
 
     def expert_parameters(self) -> int:
         """One expert: ``3 × hidden × moe_intermediate`` (+ biases ``2 × moe_intermediate + hidden``)."""
@@ -395,6 +399,7 @@ class ModelArch:
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=0),
             checkpoint_quantization=_checkpoint_quantization(cfg, name),
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name),
+            gated_mlp=model_type not in NON_GATED_MLP_TYPES,
         )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         return replace(arch, num_parameters=stated or arch.computed_parameters())
@@ -458,6 +463,14 @@ def _model_type_of(cfg: Mapping[str, Any], name: str) -> str:
         if arch in MODEL_TYPE_OF_ARCHITECTURE:
             return MODEL_TYPE_OF_ARCHITECTURE[arch]
     return ""
+
+
+NON_GATED_MLP_TYPES: Final = frozenset(
+    {"phi", "gpt2", "opt", "bloom", "falcon", "gpt_neox", "gpt_bigcode", "starcoder2"}
+)
+"""``model_type``s whose dense MLP is two matrices, up and down, with no gate (transformers and vLLM:
+``PhiMLP`` ``fc1``/``fc2``, ``GPT2MLP`` and ``GPTBigCodeMLP`` and ``Starcoder2MLP`` ``c_fc``/``c_proj``, OPT's
+``fc1``/``fc2``, BLOOM's, Falcon's and GPT-NeoX's ``dense_h_to_4h``/``dense_4h_to_h``). Phi-3 (``phi3``) is gated."""
 
 
 TIED_BY_DEFAULT: Final[dict[str, bool]] = {

@@ -247,3 +247,25 @@ def test_a_config_without_model_type_is_read_as_the_class_its_architectures_name
     # a class it does not know leaves the model as before: every windowed layer sliding, untied
     other = ModelArch.from_hf_config({**GEMMA2_2B_NO_TYPE, "architectures": ["SomeNewForCausalLM"]}, "new")
     assert other.sliding_window_layers == 26 and other.tie_word_embeddings is False
+
+
+def test_a_two_matrix_mlp_is_costed_as_two_matrices() -> None:
+    # issue 16 kind F: microsoft/phi-2 (huggingface.co/microsoft/phi-2, config.json) has fc1/fc2, no gate; its
+    # checkpoint holds 2,779,683,840 parameters (32 layers × (4 × 2560² attention + 2 × 2560 × 10240 MLP + biases
+    # and a LayerNorm) + a 51,200 × 2560 embedding and LM head). Costed as gated it came to 3.62 B (+30 %)
+    phi2 = {
+        "architectures": ["PhiForCausalLM"],
+        "model_type": "phi",
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "vocab_size": 51200,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+    }
+    got = ModelArch.from_hf_config(phi2, "phi-2")
+    assert got.num_parameters == pytest.approx(2_779_683_840, rel=0.001)
+    assert ModelArch.from_hf_config({**phi2, "model_type": "phi3"}, "phi-3-shaped").gated_mlp is True
