@@ -544,6 +544,10 @@ def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str) -> float | None:
         return None
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in INT_WEIGHT_BITS:
         raise _bad_value(name, f"quantization_config.{bits_key}", "2, 3, 4 or 8", bits)
+    if method.lower().startswith("awq") and bits != 4:
+        raise _bad_value(
+            name, f"quantization_config.{bits_key}", "4 for AWQ (vLLM's awq.py loads 4-bit weights only)", bits
+        )
     group_key = "group_size" if "group_size" in qc else "q_group_size"
     group = qc.get(group_key, 128)
     if isinstance(group, bool) or not isinstance(group, int) or not (group == -1 or 1 <= group <= _MAX_CONFIG_INT):

@@ -122,3 +122,12 @@ def test_a_gptq_width_or_group_vllm_cannot_load_is_refused_naming_the_key(key: s
     bad = {**QWEN_GPTQ_INT8, "quantization_config": {**QWEN_GPTQ_INT8["quantization_config"], key: value}}  # type: ignore[dict-item]
     with pytest.raises(CapacityError, match=says):
         _weights(bad)
+
+
+def test_an_awq_checkpoint_of_another_width_than_4_bits_is_refused_as_vllm_refuses_it() -> None:
+    awq8 = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "awq", "bits": 8, "group_size": 128}}
+    with pytest.raises(CapacityError, match="4 for AWQ"):
+        _weights(awq8)
+    awq4 = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "awq", "w_bit": 4, "q_group_size": 128}}
+    gptq4 = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}
+    assert _weights(awq4) == _weights(gptq4)  # the same tensors: qweight, scales, qzeros
