@@ -476,7 +476,7 @@ NON_GATED_MLP_TYPES: Final = frozenset(
 TIED_BY_DEFAULT: Final[dict[str, bool]] = {
     # transformers' config classes: configuration_<model>.py ``__init__(..., tie_word_embeddings=…)``; a class
     # that does not name it takes PretrainedConfig's (configuration_utils.py: ``kwargs.pop("tie_word_embeddings",
-    # True)``)
+    # True)``): GPT-2, OPT, BLOOM. A model_type not listed here is taken as untied, as before, whatever its class does
     "gemma": True,
     "gemma2": True,
     "gemma3": True,
@@ -527,32 +527,46 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
 
 
 def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str) -> float | None:
-    """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config`` (``bits`` or AutoAWQ's ``w_bit``,
-    ``group_size`` or ``q_group_size``, default 128), for the methods of :data:`INT_WEIGHT_METHODS`; None for
-    other methods or when no width is stated.
+    """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config``, for the methods of
+    :data:`INT_WEIGHT_METHODS`; None for other methods or when no width is stated (a null key counts as absent).
+
+    The keys are read in vLLM's order (the first one present and not null): GPTQ ``bits`` and ``group_size``
+    (``gptq.py`` ``GPTQConfig.from_config``); AWQ ``w_bit`` then ``bits``, ``q_group_size`` then ``group_size``
+    (``awq.py`` ``AWQConfig.from_config``). A group size not stated is 128.
 
     Raises:
-        CapacityError: a width outside :data:`INT_WEIGHT_BITS` or a group size that is neither -1 nor a positive
-            integer; the message names the key."""
+        CapacityError: a width outside :data:`INT_WEIGHT_BITS` (AWQ: not 4) or a group size that is neither -1 nor
+            a positive integer; the message names the key."""
     qc = _optional_mapping(cfg, "quantization_config", name)
     method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
-    if qc is None or method is None or method.lower() not in INT_WEIGHT_METHODS:
+    family = (method or "").strip().lower()
+    if qc is None or family not in INT_WEIGHT_METHODS:
         return None
-    bits_key = "bits" if "bits" in qc else "w_bit"
-    bits = qc.get(bits_key)
+    awq = family.startswith("awq")
+    bits_key, bits = _first_stated(qc, ("w_bit", "bits") if awq else ("bits",))
     if bits is None:
         return None
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in INT_WEIGHT_BITS:
         raise _bad_value(name, f"quantization_config.{bits_key}", "2, 3, 4 or 8", bits)
-    if method.lower().startswith("awq") and bits != 4:
+    if awq and bits != 4:
         raise _bad_value(
             name, f"quantization_config.{bits_key}", "4 for AWQ (vLLM's awq.py loads 4-bit weights only)", bits
         )
-    group_key = "group_size" if "group_size" in qc else "q_group_size"
-    group = qc.get(group_key, 128)
+    group_key, group = _first_stated(qc, ("q_group_size", "group_size") if awq else ("group_size",))
+    if group is None:
+        group = 128
     if isinstance(group, bool) or not isinstance(group, int) or not (group == -1 or 1 <= group <= _MAX_CONFIG_INT):
         raise _bad_value(name, f"quantization_config.{group_key}", "-1 or a positive integer", group)
     return int_weight_bits(bits, group)
+
+
+def _first_stated(qc: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any]:
+    """The first of ``keys`` that ``qc`` holds with a value other than null, and that value; ``(keys[0], None)``
+    when none is."""
+    for key in keys:
+        if qc.get(key) is not None:
+            return key, qc[key]
+    return keys[0], None
 
 
 def _experts(cfg: Mapping[str, Any], name: str) -> tuple[int, int]:

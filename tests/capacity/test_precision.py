@@ -131,3 +131,17 @@ def test_an_awq_checkpoint_of_another_width_than_4_bits_is_refused_as_vllm_refus
     awq4 = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "awq", "w_bit": 4, "q_group_size": 128}}
     gptq4 = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}
     assert _weights(awq4) == _weights(gptq4)  # the same tensors: qweight, scales, qzeros
+
+
+def test_awq_keys_are_read_in_vllms_order_and_a_null_key_counts_as_absent() -> None:
+    # awq.py AWQConfig.from_config: w_bit before bits, q_group_size before group_size (the first present)
+    def awq(**qc: object) -> dict[str, object]:
+        return {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "awq", **qc}}
+
+    assert _weights(awq(w_bit=4, bits=8)) == _weights(awq(w_bit=4))
+    group64 = _weights(awq(w_bit=4, q_group_size=64, group_size=128))
+    assert group64 == _weights(awq(bits=4, group_size=64)) != _weights(awq(bits=4, group_size=128))
+    assert _weights(awq(bits=4, group_size=None, q_group_size=None)) == _weights(awq(bits=4, group_size=128))
+    # a method name with spaces around it keeps its stated width (it was read as int4 while the width was dropped)
+    spaced = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": " gptq ", "bits": 8, "group_size": 128}}
+    assert _weights(spaced) == _weights(QWEN_GPTQ_INT8)
