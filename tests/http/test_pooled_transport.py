@@ -315,7 +315,9 @@ def test_a_forked_child_opens_its_own_connection(serve: Callable[..., KeepAliveS
 @pytest.mark.parametrize("mode", ["header", "body"])
 def test_a_dripping_target_is_cut_at_the_deadline_and_its_connection_not_reused(mode: str) -> None:
     """One byte every 0.2 s (:class:`DripServer`): each read is well inside the read timeout, so only the deadline
-    (0.5 + 1.0 s) can stop it. Bounded at twice the deadline plus slack, never the minutes the drip lasts."""
+    (0.5 + 1.0 s) can stop it. The drip never ends (an endless header, a 1 MiB body at 5 bytes/s: 58 hours), so the
+    bound only has to tell the deadline from the drip: 10× the deadline, since a loaded machine (a CI run beside the
+    vLLM e2e tests) once took 4.9 s to return from a cut at 1.5 s."""
     drip = DripServer(mode)
     try:
         with contextlib.closing(PooledTransport()) as transport:
@@ -329,7 +331,7 @@ def test_a_dripping_target_is_cut_at_the_deadline_and_its_connection_not_reused(
         assert (result.ok, result.error_reason) == (False, REASON_TIMEOUT), result
         assert "deadline of 1.5s" in str(result.error_message), result
     assert first.status_code == (200 if mode == "body" else None)
-    assert took < 4.0, took
+    assert took < 15.0, took
     assert drip.connections == 2
 
 
