@@ -359,6 +359,7 @@ class ModelArch:
         window = _sliding_window(cfg, name)
         pattern = _optional_positive_int(cfg, "sliding_window_pattern", name, 0)
         moe_layers = _moe_layers(cfg, layers, name)
+        method = _checkpoint_quantization(cfg, name)
         arch = cls(
             name=name,
             num_layers=layers,
@@ -397,8 +398,8 @@ class ModelArch:
             qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
             attention_sinks=model_type == "gpt_oss",
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=0),
-            checkpoint_quantization=_checkpoint_quantization(cfg, name),
-            checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name),
+            checkpoint_quantization=method,
+            checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
         )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
@@ -518,7 +519,7 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
     qc = _optional_mapping(cfg, "quantization_config", name)
     method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
     if qc and method:
-        method = method.lower()
+        method = method.strip().lower()
         algo = _optional_str(qc, "quant_algo", name, "quantization_config.quant_algo") or ""
         if method == "modelopt" and "fp4" in algo.lower():
             return "nvfp4"
@@ -526,9 +527,10 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str) -> float | None:
-    """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config``, for the methods of
-    :data:`INT_WEIGHT_METHODS`; None for other methods or when no width is stated (a null key counts as absent).
+def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str, method: str | None) -> float | None:
+    """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config``, when ``method`` (the checkpoint's
+    method, :func:`_checkpoint_quantization`) is one of :data:`INT_WEIGHT_METHODS`; None for other methods or when
+    no width is stated (a null key counts as absent).
 
     The keys are read in vLLM's order (the first one present and not null): GPTQ ``bits`` and ``group_size``
     (``gptq.py`` ``GPTQConfig.from_config``); AWQ ``w_bit`` then ``bits``, ``q_group_size`` then ``group_size``
@@ -537,12 +539,10 @@ def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str) -> float | None:
     Raises:
         CapacityError: a width outside :data:`INT_WEIGHT_BITS` (AWQ: not 4) or a group size that is neither -1 nor
             a positive integer; the message names the key."""
-    qc = _optional_mapping(cfg, "quantization_config", name)
-    method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
-    family = (method or "").strip().lower()
-    if qc is None or family not in INT_WEIGHT_METHODS:
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping) or method not in INT_WEIGHT_METHODS:
         return None
-    awq = family.startswith("awq")
+    awq = method.startswith("awq")
     bits_key, bits = _first_stated(qc, ("w_bit", "bits") if awq else ("bits",))
     if bits is None:
         return None
