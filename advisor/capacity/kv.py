@@ -83,10 +83,13 @@ __all__ = [
     "CapacityInputs",
     "CapacityResult",
     "EngineSettings",
+    "HybridKVLayout",
     "OverheadModel",
     "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
+    "hybrid_blocks_per_request",
+    "hybrid_kv_layout",
     "kv_bytes_per_token_per_gpu",
     "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
@@ -98,6 +101,7 @@ __all__ = [
     "recurrent_state_bytes_per_sequence",
     "vllm_capacity_pass",
     "vllm_default_max_num_seqs",
+    "vllm_max_concurrency",
     "weights_bytes_per_gpu",
 ]
 
@@ -333,6 +337,9 @@ class CapacityInputs:
         gpu_memory_used_by_others_bytes: memory other processes hold on each GPU before the engine starts,
             bytes. Engines that measure free memory lose it from the pool (SGLang, TGI, TensorRT-LLM); vLLM
             budgets ``gpu_memory_utilization`` × total for itself and refuses to start when less is free.
+        disable_hybrid_kv_cache_manager: [``--disable-hybrid-kv-cache-manager``] vLLM V1 ≥ 0.9.1 then keeps a
+            sliding-window hybrid in one full-attention group (:func:`hybrid_kv_layout`). vLLM also sets it
+            itself with a KV connector (``--kv-transfer-config``), KV events, or off CUDA/ROCm.
     """
 
     model: ModelArch
@@ -358,6 +365,7 @@ class CapacityInputs:
     engine_settings: EngineSettings = field(default_factory=EngineSettings)
     data_parallel_size: int = 1
     gpu_memory_used_by_others_bytes: int = 0
+    disable_hybrid_kv_cache_manager: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -818,6 +826,128 @@ def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, contex
     return pool_bytes / per_request if per_request else math.inf
 
 
+HYBRID_KV_CACHE_MANAGER_SINCE: Final = (0, 9, 1)
+"""First vLLM release whose V1 engine keeps sliding-window layers apart from full-attention layers (the hybrid KV
+cache manager): ``vllm/v1/core/kv_cache_utils.py`` ``get_kv_cache_config`` at v0.9.1 calls
+``unify_hybrid_kv_cache_specs`` only under ``--disable-hybrid-kv-cache-manager``. At v0.8.0–v0.9.0 it is called
+for every model and turns each ``SlidingWindowSpec`` into a ``FullAttentionSpec``: blocks for every token of every
+layer, the window applied only in the attention kernel."""
+
+HYBRID_GROUP_SIZE_MAX_RATIO: Final = (((0, 18), 1.5), ((0, 12), 1.25))
+"""(first version, ratio): from that vLLM release on, a hybrid whose largest layer type has fewer than ratio ×
+the smallest type's layers is grouped by the largest count (``_get_kv_cache_groups_uniform_page_size``:
+``if max_num_layers < min_num_layers * 1.25: group_size = max_num_layers`` at v0.12.0–v0.16.0, ``* 1.5`` at
+v0.18.0 and later); before v0.12 the group size is always the smallest count."""
+
+HYBRID_TOKENS_FROM_CONCURRENCY_SINCE: Final = (0, 22)
+"""From vLLM 0.22 "GPU KV cache size" is ``int(max_concurrency × max_model_len)`` (``kv_cache_utils.py``
+``get_kv_cache_capacity``, v0.22.0 line 1731); before, ``num_blocks // len(kv_cache_groups) × block_size``
+(``_report_kv_cache_config``, v0.13.0; ``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.10.x)."""
+
+
+@dataclass(frozen=True)
+class HybridKVLayout:
+    """How vLLM V1 lays out the KV cache of a sliding-window model (one pipeline stage, one GPU).
+
+    Attributes:
+        group_size: layers per KV cache group, the number of shared per-layer tensors; one block of the pool
+            is ``group_size`` layer pages.
+        full_groups: groups of full-attention layers (the last one padded to ``group_size``).
+        sliding_groups: groups of sliding-window layers (the last one padded).
+    """
+
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+
+    @property
+    def groups(self) -> int:
+        """All KV cache groups (``len(kv_cache_groups)``)."""
+        return self.full_groups + self.sliding_groups
+
+
+def hybrid_kv_layout(inputs: CapacityInputs) -> HybridKVLayout | None:
+    """The KV cache groups vLLM V1 makes of a model with sliding-window layers, or ``None`` where the engine keeps
+    every layer in one group at full length (no sliding layers; recurrent layers, kept on their own path here;
+    MLA; V0; V1 before :data:`HYBRID_KV_CACHE_MANAGER_SINCE`; ``disable_hybrid_kv_cache_manager``).
+
+    ``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_config_uniform_page_size`` (v0.9.1–v0.11.x;
+    ``_get_kv_cache_groups_uniform_page_size`` from v0.11.0): layers of one spec are split into groups of
+    ``group_size`` = the smallest type's layer count (see :data:`HYBRID_GROUP_SIZE_MAX_RATIO`), the last group of
+    each type padded: Gemma-3-1B's 22 sliding and 4 full layers make 6 sliding groups (24 layer slots, "Add 2
+    padding layers, may waste at most 9.09% KV cache memory") and 1 full group, 7 groups of 4. A model whose
+    every attention layer slides is one group of all its layers (``_get_kv_cache_config_uniform_type``).
+    Pipeline stages: the fullest stage's ``ceil(layers ÷ PP)`` of each type.
+    """
+    m = inputs.model
+    if (
+        not m.sliding_window_layers
+        or m.linear_layers
+        or m.is_mla
+        or inputs.overhead_profile != "vllm-v1"
+        or inputs.disable_hybrid_kv_cache_manager
+    ):
+        return None
+    version = parse_version(inputs.engine_version)
+    if version is not None and version < HYBRID_KV_CACHE_MANAGER_SINCE:
+        return None
+    sliding = layers_per_stage(inputs, m.sliding_window_layers)
+    full = layers_per_stage(inputs, m.full_attention_layers) if m.full_attention_layers else 0
+    if not full:
+        return HybridKVLayout(group_size=sliding, full_groups=0, sliding_groups=1)
+    size = min(full, sliding)
+    for since, ratio in HYBRID_GROUP_SIZE_MAX_RATIO:
+        if (version is None or version >= since) and max(full, sliding) < size * ratio:
+            size = max(full, sliding)
+            break
+    return HybridKVLayout(group_size=size, full_groups=-(-full // size), sliding_groups=-(-sliding // size))
+
+
+def hybrid_blocks_per_request(inputs: CapacityInputs, layout: HybridKVLayout, context_tokens: int) -> int:
+    """Pool blocks (``group_size`` layer pages each) one request of ``context_tokens`` tokens may hold in vLLM V1:
+    the sum over the groups of each spec's ``max_memory_usage_bytes`` ÷ its page (``kv_cache_utils.py``
+    ``get_max_concurrency_for_kv_cache_config``, v0.9.1–v0.21; ``kv_cache_interface.py``)::
+
+        full group     cdiv(L, block)                                          (FullAttentionSpec)
+        sliding group  cdiv(min(window − 1 + max_num_batched_tokens, L), block) + 1   (SlidingWindowSpec)
+
+    During chunked prefill a windowed layer holds the last ``window − 1`` tokens plus the chunk being scheduled;
+    the +1 is a window that starts mid-block. ``max_num_batched_tokens`` is :attr:`CapacityInputs.profile_tokens`
+    (vLLM ≥ 0.25 uses ``max_in_flight_tokens``, which is larger under async scheduling or PP: not modelled).
+
+    Gemma-3-1B at L = 2,048, block 16, 8,192 batched tokens: 1 × 128 + 6 × (cdiv(2,048, 16) + 1) = 902 blocks.
+    """
+    bs = inputs.block_size
+    full = -(-context_tokens // bs)
+    window = inputs.model.sliding_window
+    sliding = -(-min(window - 1 + inputs.profile_tokens, context_tokens) // bs) + 1
+    return max(1, layout.full_groups * full + layout.sliding_groups * sliding)
+
+
+def vllm_max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
+    """vLLM's "Maximum concurrency" for models :func:`hybrid_kv_layout` keeps in one group (``blocks`` = the
+    engine's blocks of every layer), by engine generation; recurrent hybrids as :func:`max_concurrency`.
+
+    * V1 before 0.9.1, or the hybrid manager off: every sliding layer is full attention (``unify_hybrid_kv_cache_
+      specs``), so ``blocks ÷ ceil(L ÷ block)`` (0.8.x–0.9.0 print ``num_tokens / max_model_len``).
+    * V0 (``vllm/config.py`` ``ModelConfig.__init__``, 0.6.x–0.8.x): an interleaved model (a list
+      ``sliding_window``, or ``model_type`` gemma2 / gemma3_text / cohere2) has its ``sliding_window`` removed:
+      "the scheduler and the model treat it as full attention", so ``blocks ÷ ceil(L ÷ block)`` too. A model whose
+      every layer slides (Mistral-7B-v0.1) is capped per sequence by the block manager
+      (``vllm/core/block_manager.py`` ``SelfAttnBlockSpaceManager.__init__``, 0.6.4–0.7.3:
+      ``max_block_sliding_window = window // block + 2``), so ``blocks ÷ min(ceil(L ÷ block), window // block + 2)``.
+      (V0 prints ``num_gpu_blocks × block_size / max_model_len``, ``executor_base.py``; this is what it admits.)
+    """
+    m = inputs.model
+    if not m.sliding_window_layers or m.linear_layers:
+        return max_concurrency(inputs, pool_bytes, blocks, context_tokens)
+    bs = inputs.block_size
+    need = max(1, math.ceil(context_tokens / bs))
+    if inputs.overhead_profile == "vllm-v0" and not m.full_attention_layers:
+        need = min(need, m.sliding_window // bs + 2)
+    return blocks / need
+
+
 def capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     """The capacity of one replica under ITS engine's own KV accounting (``inputs.engine``): vLLM's
     (:func:`vllm_capacity_pass`) or SGLang's, TGI's, TensorRT-LLM's, llama.cpp's
@@ -945,13 +1075,27 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
-    if inputs.num_gpu_blocks_override is not None:
+    max_len = inputs.effective_max_model_len
+    layout = hybrid_kv_layout(inputs)
+    if layout is not None:
+        # V1's hybrid manager: a pool block is group_size layer pages; every group draws from the one pool
+        page = kv_bytes_per_token_per_layer(inputs) * inputs.block_size * layout.group_size
+        per_token_gpu = kv_bytes_per_token_per_layer(inputs) * layout.group_size * layout.groups
+        engine_blocks = inputs.num_gpu_blocks_override or pool // page
+        pool = engine_blocks * page if inputs.num_gpu_blocks_override is not None else pool
+        concurrency = engine_blocks / hybrid_blocks_per_request(inputs, layout, max_len)
+        blocks = engine_blocks // layout.groups
+        version = parse_version(inputs.engine_version)
+        if version is not None and version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:
+            blocks = int(concurrency * max_len) // inputs.block_size
+    elif inputs.num_gpu_blocks_override is not None:
         # the operator's block count replaces the profiled one; the engine allocates exactly that many
         blocks = inputs.num_gpu_blocks_override
         pool = blocks * inputs.block_size * per_token_gpu
     else:
         blocks = pool // (inputs.block_size * per_token_gpu)
-    max_len = inputs.effective_max_model_len
+    if layout is None:
+        concurrency = vllm_max_concurrency(inputs, pool, blocks, max_len)
     return CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
@@ -960,7 +1104,7 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         kv_pool_bytes_per_gpu=pool,
         kv_cache_blocks=blocks,
         kv_cache_tokens=blocks * inputs.block_size,
-        max_concurrency=max_concurrency(inputs, pool, blocks, max_len),
+        max_concurrency=concurrency,
         max_model_len=max_len,
         block_size=inputs.block_size,
         tensor_parallel_size=tp,
