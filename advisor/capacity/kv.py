@@ -14,7 +14,10 @@ against the engine's log:
 * ``vllm/v1/core/kv_cache_utils.py``: ``page_size = 2 × block_size × kv_heads_per_gpu × head_dim ×
   dtype_bytes`` per layer; ``num_blocks = available // page_size // num_layers``; "GPU KV cache size" =
   ``num_blocks × block_size`` tokens; "Maximum concurrency for L tokens per request" =
-  ``num_blocks ÷ cdiv(L, block_size)``.
+  ``num_blocks ÷ cdiv(L, block_size)``. Sliding-window models on V1 ≥ 0.9.1 are laid out in padded KV cache groups
+  with a per-request window that includes the scheduled batch (:func:`hybrid_kv_layout`,
+  :func:`hybrid_blocks_per_request`); V0 and earlier V1 keep their windows at full length
+  (:func:`vllm_max_concurrency`).
 
 What is modelled vs measured: weights, KV bytes per token, blocks and the ceiling are exact arithmetic
 given the pool. The *overhead* (activation peak + non-torch) is what vLLM measures by running a dummy
@@ -934,7 +937,7 @@ def vllm_max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, c
       ``sliding_window``, or ``model_type`` gemma2 / gemma3_text / cohere2) has its ``sliding_window`` removed:
       "the scheduler and the model treat it as full attention", so ``blocks ÷ ceil(L ÷ block)`` too. A model whose
       every layer slides (Mistral-7B-v0.1) is capped per sequence by the block manager
-      (``vllm/core/block_manager.py`` ``SelfAttnBlockSpaceManager.__init__``, 0.6.4–0.7.3:
+      (``vllm/core/block_manager.py`` ``SelfAttnBlockSpaceManager.__init__``, 0.6.6 and 0.7.3:
       ``max_block_sliding_window = window // block + 2``), so ``blocks ÷ min(ceil(L ÷ block), window // block + 2)``.
       (V0 prints ``num_gpu_blocks × block_size / max_model_len``, ``executor_base.py``; this is what it admits.)
     """
