@@ -933,8 +933,8 @@ def vllm_max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, c
 
     * V1 before 0.9.1, or the hybrid manager off: every sliding layer is full attention (``unify_hybrid_kv_cache_
       specs``), so ``blocks ÷ ceil(L ÷ block)`` (0.8.x–0.9.0 print ``num_tokens / max_model_len``).
-    * V0 (``vllm/config.py`` ``ModelConfig.__init__``; 0.6.6 lists gemma2, 0.7.3 adds cohere2, 0.8.5 gemma3_text): an interleaved model (a list
-      ``sliding_window``, or ``model_type`` gemma2 / gemma3_text / cohere2) has its ``sliding_window`` removed:
+    * V0 (``vllm/config.py`` ``ModelConfig.__init__``; 0.6.6 lists gemma2, 0.7.3 adds cohere2, 0.8.5
+      gemma3_text): an interleaved model (a list ``sliding_window``, or one of those types) has its window removed:
       "the scheduler and the model treat it as full attention", so ``blocks ÷ ceil(L ÷ block)`` too. A model whose
       every layer slides (Mistral-7B-v0.1) is capped per sequence by the block manager
       (``vllm/core/block_manager.py`` ``SelfAttnBlockSpaceManager.__init__``, 0.6.6 and 0.7.3:
