@@ -776,9 +776,9 @@ def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
 def _group_size_problems(inputs: CapacityInputs) -> list[str]:
     """vLLM refuses a GPTQ/AWQ layer whose input rows per TP rank the group size does not divide (``gptq.py``
     ``GPTQLinearMethod.create_weights``: "The input size is not aligned with the quantized weight shape. This can be
-    caused by too large tensor parallel size."; ``awq.py`` likewise; the Marlin kernels' ``verify_marlin_supports_shape``).
-    The row-parallel layers split their input over TP: ``o_proj`` (heads × head_dim) and ``down_proj``
-    (intermediate); the others take the whole hidden size."""
+    caused by too large tensor parallel size."; ``awq.py`` likewise; the Marlin kernels'
+    ``verify_marlin_supports_shape``). The row-parallel layers split their input over TP: ``o_proj``
+    (heads × head_dim) and ``down_proj`` (intermediate); the others take the whole hidden size."""
     m = inputs.model
     group = m.checkpoint_group_size
     own = m.checkpoint_quantization
@@ -798,7 +798,7 @@ def _group_size_problems(inputs: CapacityInputs) -> list[str]:
         return []
     return [
         f"{m.name}: quantization group size {group} does not divide {', '.join(bad)} at TP={tp}: vLLM refuses to "
-        "load it (\"The input size is not aligned with the quantized weight shape\"); use a smaller tensor_parallel_size"
+        'load it ("The input size is not aligned with the quantized weight shape"); use a smaller tensor_parallel_size'
     ]
 
 

@@ -46,8 +46,8 @@ from typing import Final
 from advisor.errors import CapacityError
 
 __all__ = [
-    "DTYPE_BYTES",
     "BNB_4BIT_BYTES",
+    "DTYPE_BYTES",
     "EXPERTS_ONLY",
     "FP8_BLOCK_BYTES",
     "INT4_GROUP128_BITS",
@@ -134,6 +134,7 @@ _QUANT_BYTES: Final[dict[str, float]] = {
 
 EXPERTS_ONLY: Final = frozenset({"mxfp4"})
 """Methods that checkpoints apply to the MoE experts only (GPT-OSS); other linear layers stay 16-bit."""
+
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple

@@ -167,7 +167,9 @@ def _bnb8_layer_bytes(rows: int, cols: int) -> float:
 
 
 def _total(config: dict[str, Any], **inputs: Any) -> int:
-    return weights_bytes_total(CapacityInputs(model=ModelArch.from_hf_config(config, "m"), gpu_memory_bytes=80 * GIB, **inputs))
+    return weights_bytes_total(
+        CapacityInputs(model=ModelArch.from_hf_config(config, "m"), gpu_memory_bytes=80 * GIB, **inputs)
+    )
 
 
 def test_a_bitsandbytes_4bit_checkpoint_is_costed_at_half_a_byte_plus_fp32_absmax_per_64() -> None:
@@ -205,7 +207,9 @@ def test_mxfp4_experts_are_padded_for_the_kernel_the_gpu_runs() -> None:
     marlin_tp4 = 36 * 128 * 3 * (3072 * 768 - 2880 * 720) * bits / 8
     assert per_gpu((9, 0), 4) - per_gpu(None, 4) == pytest.approx(marlin_tp4, abs=2)
     # SM100 with FlashInfer (SM100_FI_MXFP4_BF16): both round_up 256
-    assert per_gpu((10, 0)) - per_gpu(None) == pytest.approx(36 * 128 * 3 * (3072 * 3072 - 2880 * 2880) * bits / 8, abs=2)
+    assert per_gpu((10, 0)) - per_gpu(None) == pytest.approx(
+        36 * 128 * 3 * (3072 * 3072 - 2880 * 2880) * bits / 8, abs=2
+    )
 
 
 def test_v0_mla_keeps_bf16_w_qr_and_a_dequantized_kv_b_proj_beside_fp8_weights() -> None:
