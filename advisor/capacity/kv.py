@@ -29,7 +29,7 @@ Qwen3-235B-A22B-FP8, 8× L40S, EP, 0.10.2            237,344       230,016      
 Qwen2.5-0.5B fp16, T4, 0.6.6.post1 (V0)             928,944       932,096       +0.3 %
 llava-v1.6-mistral-7b fp16, 79.19 GiB, 0.10.2       451,744       450,352       −0.3 %
 Meta-Llama-3-8B, A100 40GB, 0.6.6 (V0)              91,056        158,080       +74 %
-DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       303,632       +3.0 %
+DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       297,888       +1.1 %
 ==================================================  ============  ============  ======
 
 Each term is traced in the engine's own breakdown (``determine_num_available_blocks`` in
