@@ -264,6 +264,7 @@ _ENGINE_FLAGS: dict[str, frozenset[str]] = {
     "sglang": frozenset(
         {
             "mem_fraction_static",
+            "engine_version",
             "block_size",
             "kv_cache_memory_gib",
             "kv_cache_memory_bytes",
