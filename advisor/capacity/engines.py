@@ -143,9 +143,9 @@ SGLANG_LEGACY_MEM_FRACTION: Final[dict[int, float]] = {1: 0.88, 2: 0.87, 4: 0.85
 (:func:`sglang_default_mem_fraction_static` applies it by version)."""
 SGLANG_CUDA_CONTEXT_BYTES: Final = int(0.5 * GIB)
 """CUDA context resident before SGLang measures its free memory (:func:`sglang_resident_before_load_bytes`)."""
-SGLANG_TP_INIT_BYTES: Final = int(0.39 * GIB)
+SGLANG_TP_INIT_BYTES: Final = int(0.26 * GIB)
 """``Init torch distributed`` memory at TP > 1 off NVSwitch (:func:`sglang_resident_before_load_bytes`)."""
-SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU: Final = int((2.01 - 0.39) / 8 * GIB)
+SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU: Final = int((2.01 - 0.26) / 8 * GIB)
 """Further ``Init torch distributed`` memory per GPU of the TP group on NVSwitch nodes
 (:func:`sglang_resident_before_load_bytes`)."""
 
@@ -330,11 +330,12 @@ def sglang_resident_before_load_bytes(inputs: CapacityInputs) -> int:
     * :data:`SGLANG_CUDA_CONTEXT_BYTES` (0.5 GiB): device total − "Load weight begin. avail mem" −
       "Init torch distributed ends. mem usage": 139.81 − 137.29 − 2.01 = 0.51 GiB on H200
       (sgl-project/sglang#11716); one GPU: "mem usage=0.00 GB" (sgl-project/sglang#15426).
-    * :data:`SGLANG_TP_INIT_BYTES` (0.39 GiB): "Init torch distributed ends. mem usage=0.39 GB" at TP 4
-      over PCIe (RTX PRO 6000, sgl-project/sglang#40558).
+    * :data:`SGLANG_TP_INIT_BYTES` (0.26 GiB ± 0.13): "Init torch distributed ends. mem usage" at TP 4 over
+      PCIe, 0.13 GB on 4 × L4 with 0.4.3.post4 (didier-durand/llms-in-clouds docs/sglang.md) and 0.39 GB on
+      4 × RTX PRO 6000 in 2026 (sgl-project/sglang#40558): their mean.
     * NVSwitch nodes (``nvlink_sharp``) allocate more per GPU of the group (NCCL's NVLS buffers):
       :data:`SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU` × TP, from "mem usage=2.01 GB" at TP 8 on H200
-      (sgl-project/sglang#11716): (2.01 − 0.39) / 8 GiB per GPU, a two-point fit.
+      (sgl-project/sglang#11716): (2.01 − 0.26) / 8 GiB per GPU, a two-point fit.
     """
     resident = SGLANG_CUDA_CONTEXT_BYTES
     tp = inputs.tensor_parallel_size
