@@ -7,26 +7,24 @@ All four are *documented approximations*: the terms each engine measures at star
 the CUDA context, the warm-up peak) are modelled, and where the engine logs its capacity, the live rules
 should use the log. The sources read (file and function) are cited per engine.
 
-SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.__post_init__``, default
-``mem_fraction_static``) and ``python/sglang/srt/model_executor/model_runner.py``
-(``ModelRunner.profile_max_num_token``)::
+SGLang — ``python/sglang/srt/model_executor/model_runner.py`` (``ModelRunner.init_torch_distributed``,
+``profile_max_num_token``, ``init_memory_pool``; read in the 0.3.6, 0.4.x and 0.5.2–0.5.9 wheels) and
+``python/sglang/srt/server_args.py`` (default ``mem_fraction_static``, by version: see
+:func:`sglang_default_mem_fraction_static`)::
 
-    mem_fraction_static = round((gpu_mem_MiB − reserved_MiB) ÷ gpu_mem_MiB, 3)       (when not given)
-        reserved_MiB = (2.8 + TP·PP/10)·1024   below 35 GiB      (T4, A10, L40S, RTX 4090)
-                       (9.5 + TP·PP/2)·1024    below 90 GiB      (A100, H100)
-                       (12 + TP·PP/2)·1024     below 160 GiB     (H20, H200)
-                       32·1024                 otherwise         (B200, MI300X)
-    rest                = free_before_load × mem_fraction_static − weights      (per GPU)
-        free_before_load  = total − memory other processes hold (gpu_memory_used_by_others)
-    cell_size           = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
-                          qk_rope_head_dim) × layers × kv bytes, not divided by TP)
-    max_total_num_tokens = rest // cell_size, rounded down to page_size (1 by default)
+    free_before_load  = total − resident_before_load − memory other processes hold      (per GPU)
+        (``total_gpu_memory``: ``get_available_gpu_memory`` at the end of ``init_torch_distributed``, the
+         "Load weight begin. avail mem" line; resident = CUDA context + NCCL/custom all-reduce buffers,
+         :func:`sglang_resident_before_load_bytes`)
+    rest              = available_after_load − free_before_load × (1 − mem_fraction_static)
+                      = free_before_load × mem_fraction_static − weights
+    cell_size         = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
+                        qk_rope_head_dim) × layers × kv bytes, not divided by TP)
+    max_total_num_tokens = rest × 2^30 // cell_size, rounded down to page_size (1 by default)
 
-  SGLang's expression is ``available_after_load − free_before_load × (1 − mem_fraction_static)``, which is
-  the ``rest`` above; we take ``free_before_load`` = the device total, so we overstate the pool by
-  ``mem_fraction_static`` × the CUDA context and NCCL buffers already resident (≈ 0.3–1 GiB per GPU). Older
-  SGLang releases (before the GPU-memory rule) used a TP-only table: 0.88 (TP1), 0.87 (TP2), 0.85 (TP4),
-  0.81 (TP8), 0.79 (TP16); pass ``mem_fraction_static`` to reproduce them.
+  Not modelled: ``--max-total-tokens`` (a cap, the smaller wins), speculative decoding (the pool grows by
+  ``max_num_reqs × (steps × topk + draft tokens) + 100`` shared with the draft model), hybrid sliding-window and
+  Mamba models' split pools, and the all-reduce MIN over ranks of the free memory (equal ranks assumed).
 
 TGI — ``server/text_generation_server/models/flash_causal_lm.py`` (``FlashCausalLM.warmup``),
 ``server/text_generation_server/utils/import_utils.py`` (``get_cuda_free_memory``) and

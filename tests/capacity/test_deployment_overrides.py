@@ -271,9 +271,7 @@ def test_the_daemon_reads_every_engine_key() -> None:
     assert dp.capacity.kv_cache_tokens == 2 * one.capacity.kv_cache_tokens
     sglang = deployment_context(parse_config(_config(engine="sglang", mem_fraction_static=0.5)).deployments[0])
     # 0.5 × (79.15 − 0.5 CUDA context) GiB free before loading − 14.99 GiB of weights = 24.33 GiB of 128 KiB tokens
-    assert sglang.capacity.kv_cache_tokens == pytest.approx(
-        (0.5 * (79.15 - 0.5) - 14.99) * GIB / 131072, rel=0.002
-    )
+    assert sglang.capacity.kv_cache_tokens == pytest.approx((0.5 * (79.15 - 0.5) - 14.99) * GIB / 131072, rel=0.002)
 
 
 def test_plan_takes_every_new_flag() -> None:
@@ -308,6 +306,6 @@ def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
     r = run_cli("check-config", str(f))
     assert r.returncode == 0, r.stderr
     lines = {ln.split(":", 1)[0].strip(): ln for ln in r.stdout.splitlines()[1:]}
-    assert "443,910 KV tokens per target" in lines["chat-8b"]  # issue 12's figure
+    assert "414,558 KV tokens per target" in lines["chat-8b"]  # 0.834 × (79.15 − 0.5) GiB − 14.99 GiB (issue 16)
     assert "(sglang's accounting;" in lines["chat-8b"] and "mem-fraction-static" in lines["chat-8b"]
     assert "over 2 ranks" in lines["dp"] and "(vllm's accounting with data_parallel_size 2;" in lines["dp"]

@@ -7,10 +7,10 @@ SGLang (``model_runner.py`` ``ModelRunner.profile_max_num_token``, 0.3.6–0.5.9
     max_total_num_tokens = rest × 2^30 // cell_size
 
 where ``total_gpu_memory`` is the memory free at the end of ``init_torch_distributed`` (the "Load weight begin.
-avail mem" line), not the device total. Before this change the plan multiplied the device total (and, without a
-version, took the 0.4.8–0.5.2 default), so each case below came out high (+0.7 % to +27 %); each expectation is the engine's own logged number, and the plan must land within
-5 % of it. Inputs are those the source states (model, GPU, TP, fraction or version); where one is inferred the
-test says which and why.
+avail mem" line), not the device total. Before this change the plan multiplied the device total (and, without
+a version, took the 0.4.8–0.5.2 default), so each case below came out high (+0.7 % to +27 %). Each expectation
+is the engine's own logged number, and the plan must land within 5 % of it. Inputs are those the source states
+(model, GPU, TP, fraction or version); where one is inferred the test says which and why.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def test_qwen3_235b_fp8_on_4_h100(capsys: pytest.CaptureFixture[str]) -> None:
     128 experts of 1,536, block-wise fp8); "H100" is taken as the SXM part (both 80 GB parts have one CUDA total).
     Before: 0.93 × 79.15 − 55.16 GiB = 18.45 GiB → 411,557 tokens (+12.0 %).
     """
-    tokens = _tokens(capsys, "--model", "qwen3-235b-a22b-fp8", "--gpu", "h100", "--tp", "4", "--mem-fraction-static", "0.93")
+    fraction = ("--mem-fraction-static", "0.93")
+    tokens = _tokens(capsys, "--model", "qwen3-235b-a22b-fp8", "--gpu", "h100", "--tp", "4", *fraction)
     assert tokens == pytest.approx(367_404, rel=0.05)
 
 
