@@ -100,6 +100,9 @@ class ModelArch:
             :func:`int_weight_bits`); None: the method's usual width (:mod:`advisor.capacity.precision`).
         gated_mlp: the dense MLP has gate, up and down projections (Llama, Qwen, Mistral, Gemma, Phi-3); False for
             the two-matrix MLPs of :data:`NON_GATED_MLP_TYPES` (Phi-1/2 ``fc1``/``fc2``, GPT-2, OPT …).
+        model_type: ``config.json``'s ``model_type`` (a multimodal wrapper's ``text_config`` one), or the type of
+            its first known ``architectures`` class (:data:`MODEL_TYPE_OF_ARCHITECTURE`); ``""`` when unknown. The
+            engine's model code it selects decides how long activations live (``advisor.capacity.kv``).
     """
 
     name: str
@@ -140,6 +143,7 @@ class ModelArch:
     checkpoint_quantization: str | None = None
     checkpoint_weight_bits: float | None = None
     gated_mlp: bool = True
+    model_type: str = ""
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -401,6 +405,7 @@ class ModelArch:
             checkpoint_quantization=method,
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
+            model_type=model_type,
         )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         return replace(arch, num_parameters=stated or arch.computed_parameters())
