@@ -121,6 +121,8 @@ class DeploymentSpec:
         gpu_memory_used_by_others_bytes: memory other processes hold on each GPU.
         engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size).
         enforce_eager: vLLM ``--enforce-eager``.
+        sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
+            :func:`advisor.capacity.kv.default_sampler`).
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -146,6 +148,7 @@ class DeploymentSpec:
     gpu_memory_used_by_others_bytes: int = 0
     engine_version: str | None = None
     enforce_eager: bool = False
+    sampler: str | None = None
     mem_fraction_static: float | None = None
     cuda_memory_fraction: float | None = None
     free_gpu_memory_fraction: float | None = None
@@ -173,6 +176,7 @@ _STATED: tuple[str, ...] = (
     "ctx_size",
     "parallel",
     "kv_unified",
+    "sampler",
 )
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
 
@@ -346,6 +350,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             overhead_profile=profile_for_version(version),
             engine_version=version,
             enforce_eager=spec.enforce_eager,
+            sampler=spec.sampler,
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
             nvlink_sharp=nvlink_sharp,
