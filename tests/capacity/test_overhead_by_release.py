@@ -167,7 +167,9 @@ def test_v1_counts_the_whole_device_until_0_9_1(version: str, whole_device: bool
     """v1/worker/gpu_worker.py determine_available_memory: to v0.9.0 ``peak_memory += (total − free) −
     allocated``; v0.9.1 moves to memory_profiling(self.init_snapshot, ...) and checks the free memory in
     init_device ("Free memory on device ... is less than desired GPU memory utilization")."""
-    inp = _inputs("meta-llama/Llama-3.1-8B-Instruct", 79.15, engine_version=version, gpu_memory_used_by_others_bytes=GIB)
+    inp = _inputs(
+        "meta-llama/Llama-3.1-8B-Instruct", 79.15, engine_version=version, gpu_memory_used_by_others_bytes=GIB
+    )
     expected = int(0.35 * GIB) + GIB if whole_device else int(0.13 * GIB)
     assert non_torch_bytes_per_gpu(inp) == expected
 
@@ -181,7 +183,7 @@ def test_other_processes_shrink_the_pool_where_the_release_counts_them_and_refus
     others = {"gpu_memory_used_by_others_bytes": 8 * GIB, **common}
     shared = vllm_capacity_pass(_inputs("Qwen/Qwen2.5-0.5B", 23.58, engine_version="0.6.4", **others))
     assert free.kv_pool_bytes_per_gpu - shared.kv_pool_bytes_per_gpu == pytest.approx(8 * GIB, abs=1)
-    with pytest.raises(CapacityError, match="other processes hold 8.00 GiB"):
+    with pytest.raises(CapacityError, match=r"other processes hold 8\.00 GiB"):
         vllm_capacity_pass(_inputs("Qwen/Qwen2.5-0.5B", 23.58, engine_version="0.6.6", **others))
 
 
