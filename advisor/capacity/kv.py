@@ -436,8 +436,9 @@ class CapacityInputs:
             ``may_override_num_blocks``, V0 ``LLMEngine._initialize_kv_caches``), whatever the memory; the pool
             is then exactly ``N × block_size`` tokens.
         overhead_profile: key of :data:`OVERHEAD_PROFILES`.
-        engine_version: the vLLM version the figures should follow (informational; pick the profile with
-            :func:`profile_for_version`).
+        engine_version: the vLLM version the figures should follow (pick the profile with
+            :func:`profile_for_version`); it also selects what counts as non-torch memory
+            (:attr:`counts_whole_device`) and the default sampler (:func:`default_sampler`).
         enforce_eager: no CUDA graphs [``--enforce-eager``] (graphs are outside the sized budget in ≤ 0.10).
         pipeline_parallel_size: pipeline stages [``--pipeline-parallel-size``]; each holds its share of layers.
         enable_expert_parallel: experts are split whole across the TP ranks [``--enable-expert-parallel``].
