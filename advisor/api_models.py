@@ -77,6 +77,9 @@ class PlanDeployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the engine's")
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA models)")
+    sampler: Literal["flashinfer", "torch"] | None = Field(
+        default=None, description="vLLM's top-k/top-p sampler (default: the official image's)"
+    )
     engine: str = Field(
         default="vllm",
         description="whose KV accounting sizes the deployment (as `plan --engine`)",

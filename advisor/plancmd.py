@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.argtypes import bounded_int, positive_float, version_arg
-from advisor.capacity.kv import ACCOUNTING_ENGINES
+from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.errors import CapacityError
 
 
@@ -95,6 +95,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             gpu_memory_used_by_others_bytes=others,
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
+            sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
             free_gpu_memory_fraction=args.kv_cache_free_gpu_memory_fraction,
@@ -308,6 +309,7 @@ _VLLM_ONLY = (
     "engine_version",
     "enforce_eager",
     "enable_expert_parallel",
+    "sampler",
 )
 
 
@@ -414,6 +416,13 @@ def add_plan_parser(sub: Any) -> None:
         help="e.g. 0.6.6 (vLLM: V0 accounting before 0.8; SGLang: its default mem-fraction-static)",
     )
     plan.add_argument("--enforce-eager", action="store_true")
+    plan.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default=None,
+        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11, "
+        "else torch)",
+    )
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")
     engines.add_argument(

@@ -122,6 +122,8 @@ class DeploymentSpec:
         engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size; SGLang: its default
             mem_fraction_static).
         enforce_eager: vLLM ``--enforce-eager``.
+        sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
+            :func:`advisor.capacity.kv.default_sampler`).
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -147,6 +149,7 @@ class DeploymentSpec:
     gpu_memory_used_by_others_bytes: int = 0
     engine_version: str | None = None
     enforce_eager: bool = False
+    sampler: str | None = None
     mem_fraction_static: float | None = None
     cuda_memory_fraction: float | None = None
     free_gpu_memory_fraction: float | None = None
@@ -174,6 +177,7 @@ _STATED: tuple[str, ...] = (
     "ctx_size",
     "parallel",
     "kv_unified",
+    "sampler",
 )
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
 
@@ -347,6 +351,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             overhead_profile=profile_for_version(version),
             engine_version=version,
             enforce_eager=spec.enforce_eager,
+            sampler=spec.sampler,
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
             nvlink_sharp=nvlink_sharp,
