@@ -391,7 +391,9 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         params["max_tokens"] = s.max_tokens
     if blocks <= 0:
         raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
-    result = _result(inp, weights, overhead, pool, per_token, blocks, "trtllm", activation=activation, non_torch=runtime)
+    result = _result(
+        inp, weights, overhead, pool, per_token, blocks, "trtllm", activation=activation, non_torch=runtime
+    )
     return EngineCapacity("trtllm", result, params, tuple(notes))
 
 

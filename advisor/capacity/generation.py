@@ -212,9 +212,9 @@ def vllm_accounting(
     # (feature as the oracle logs it, why in words, refused under VLLM_USE_V1=1 or only experimental)
     checks: list[tuple[str, str, bool]] = []
     cap_text = f"compute capability {_cc(compute_capability)}" if compute_capability else ""
-    if platform == "cuda" and compute_capability is not None and v < CAPABILITY_CHECK_UNTIL:
-        if compute_capability < MIN_V1_CAPABILITY:
-            checks.append(("Compute Capability < 8.0", f"{cap_text} < 8.0", True))
+    below = compute_capability is not None and compute_capability < MIN_V1_CAPABILITY
+    if platform == "cuda" and below and v < CAPABILITY_CHECK_UNTIL:
+        checks.append(("Compute Capability < 8.0", f"{cap_text} < 8.0", True))
     if kv_cache_dtype != "auto" and _kv_dtype_fallback(v, kv_cache_dtype, compute_capability, platform, is_mla):
         on = f" on {cap_text}" if cap_text else (" on ROCm" if platform == "rocm" else "")
         checks.append(("--kv-cache-dtype", f"--kv-cache-dtype {kv_cache_dtype}{on}", True))
@@ -244,7 +244,7 @@ def vllm_accounting(
     note = ""
     if platform is None and v < CAPABILITY_CHECK_UNTIL:
         note = " (the GPU's compute capability is unknown: below 8.0 it would fall back to V0)"
-    elif platform == "cuda" and compute_capability is not None and compute_capability < MIN_V1_CAPABILITY:
+    elif platform == "cuda" and below:
         note = f" (from 0.10.2 V1 runs on {cap_text} too)"
     return acc("v1", f"V1: vLLM {version} ≥ 0.8 default{note}")
 

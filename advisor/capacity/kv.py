@@ -784,8 +784,12 @@ def vllm_accounting_of(inputs: CapacityInputs) -> Accounting:
     if acc.profile == inputs.overhead_profile:
         return acc
     generation = inputs.overhead_profile.removeprefix("vllm-")
-    return Accounting("vllm", generation, inputs.engine_version, f"{generation.upper()}: overhead profile "
-                      f"{inputs.overhead_profile} as given")
+    return Accounting(
+        "vllm",
+        generation,
+        inputs.engine_version,
+        f"{generation.upper()}: overhead profile {inputs.overhead_profile} as given",
+    )
 
 
 def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:

@@ -73,7 +73,7 @@ def test_vllm_0_11_has_no_v0_even_when_asked_for_it() -> None:
 
 
 def test_vllm_use_v1_1_on_a_t4_is_refused_as_vllm_refuses_it() -> None:
-    with pytest.raises(CapacityError, match="refuses VLLM_USE_V1=1 .*compute capability 7.5"):
+    with pytest.raises(CapacityError, match=r"refuses VLLM_USE_V1=1 .*compute capability 7\.5"):
         vllm_accounting("0.8.5", compute_capability=T4, use_v1=True)
 
 
@@ -133,7 +133,10 @@ def test_a_float32_model_falls_back_until_0_9_2(version: str, generation: str) -
     assert vllm_accounting(version, compute_capability=H100, dtype="float32").generation == generation
 
 
-@pytest.mark.parametrize(("quantization", "version", "generation"), [("bitsandbytes", "0.8.2", "v0"), ("gguf", "0.8.5", "v0"), ("gguf", "0.9.0", "v1")])
+@pytest.mark.parametrize(
+    ("quantization", "version", "generation"),
+    [("bitsandbytes", "0.8.2", "v0"), ("gguf", "0.8.5", "v0"), ("gguf", "0.9.0", "v1")],
+)
 def test_quantizations_v1_could_not_compile(quantization: str, version: str, generation: str) -> None:
     acc = vllm_accounting(version, compute_capability=H100, quantization=quantization)
     assert acc.generation == generation
