@@ -765,7 +765,9 @@ def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
     Example (vllm-v1, Llama-3.1-8B, bf16, TP1, 8192 batched tokens, 256 seqs): max(1.03 GiB forward,
     256 × 128,256 × 39 = 1.19 GiB sampler) + 0.13 GiB non-torch = 1.32 GiB.
     """
-    return max(activation_peak_bytes(inputs)) + non_torch_bytes_per_gpu(inputs) + cuda_graph_bytes_per_gpu(inputs)
+    forward, sampler = activation_peak_bytes(inputs)
+    graphs = cuda_graph_bytes_per_gpu(inputs)
+    return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + graphs
 
 
 def cuda_graph_bytes_per_gpu(inputs: CapacityInputs) -> int:
