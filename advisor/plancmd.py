@@ -103,6 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ctx_size=args.ctx_size,
             parallel=args.parallel,
             kv_unified=args.kv_unified,
+            vllm_use_v1=None if args.vllm_use_v1 is None else args.vllm_use_v1 == "1",
         )
         if args.engine != "vllm":
             return _plan_other_engine(args, dspec, ignored)
@@ -123,6 +124,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         resolved = resolve_deployment(dspec)
         inputs, result = resolved.inputs, resolved.result
         profile = inputs.overhead_profile
+        accounting = result.accounting
     except CapacityError as exc:
         _err(str(exc))
         return 2
@@ -141,7 +143,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
-    out["accounting"] = profile
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -165,7 +166,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             + f"), {memory / gib:.2f} GiB each",
         ),
         *((("identified as", identified),) if identified else ()),
-        ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
+        ("accounting", f"{accounting.reason if accounting else profile} [{profile} start-up profile]"),
         ("gpu-memory-utilization", f"{inputs.gpu_memory_utilization}"),
         (
             "max-num-seqs",
@@ -310,6 +311,7 @@ _VLLM_ONLY = (
     "enforce_eager",
     "enable_expert_parallel",
     "sampler",
+    "vllm_use_v1",
 )
 
 
@@ -422,6 +424,13 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11, "
         "else torch)",
+    )
+    plan.add_argument(
+        "--vllm-use-v1",
+        choices=("0", "1"),
+        default=None,
+        help="vLLM's VLLM_USE_V1 environment variable: force the V0 (0) or V1 (1) engine of vLLM 0.8-0.10; "
+        "unset, the engine's own rule (version, GPU compute capability, features) decides",
     )
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")

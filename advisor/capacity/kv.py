@@ -64,10 +64,10 @@ of the printed GiB, and weights match within 0.6 %. Other engines (SGLang, TGI, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.hardware import GIB
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
@@ -96,9 +96,10 @@ __all__ = [
     "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
+    "cuda_graph_bytes_per_gpu",
+    "default_sampler",
     "hybrid_blocks_per_request",
     "hybrid_kv_layout",
-    "default_sampler",
     "kv_bytes_per_token_per_gpu",
     "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
@@ -108,11 +109,13 @@ __all__ = [
     "non_torch_bytes_per_gpu",
     "nvls_bytes_per_gpu",
     "overhead_bytes_per_gpu",
+    "parse_version",
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
     "sampler_bytes_per_logit",
     "v0_forward_elements_per_token",
     "v0_mlp_code",
+    "vllm_accounting_of",
     "vllm_capacity_pass",
     "vllm_default_max_num_seqs",
     "vllm_max_concurrency",
@@ -334,43 +337,32 @@ version string to one."""
 
 
 def profile_for_version(engine_version: str | None) -> str:
-    """The overhead profile of a vLLM version: ``vllm-v0`` before 0.8.0 (V1 became the default engine in
-    0.8.0), else ``vllm-v1``. ``None`` or an unparsable string → ``vllm-v1``.
+    """The overhead profile of a vLLM version alone: ``vllm-v0`` before 0.8.0 (V1 became the default engine in
+    0.8.0), else ``vllm-v1``. ``None`` or an unparsable string → ``vllm-v1``. The GPU and features can send a
+    later release back to V0: :func:`advisor.capacity.generation.vllm_accounting` decides with them (the
+    deployment resolver calls it).
 
     >>> profile_for_version("0.6.6.post1"), profile_for_version("0.10.2")
     ('vllm-v0', 'vllm-v1')
     """
-    parsed = parse_version(engine_version)
-    return "vllm-v0" if parsed is not None and parsed < (0, 8) else "vllm-v1"
+    return vllm_accounting(engine_version).profile
 
 
-_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
-
-
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """The numeric release of a version string (PEP 440 / vLLM tags): ``"0.6.6.post1"`` → ``(0, 6, 6)``,
-    ``"v0.10.2"`` → ``(0, 10, 2)``, ``"0.7.3rc1"`` → ``(0, 7, 3)``, ``"0.7+cu118"`` → ``(0, 7)``; ``None`` for
-    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``)."""
-    if not text:
-        return None
-    m = _VERSION.match(text.strip())
-    if m is None:
-        return None
-    return tuple(int(part) for part in m.group(1).split("."))
-
-
-def vllm_default_max_num_seqs(engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "") -> int:
+def vllm_default_max_num_seqs(
+    engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "", *, profile: str | None = None
+) -> int:
     """``--max-num-seqs`` when not given: 1024 on ≥ 70 GiB GPUs other than the A100 for the V1 API server,
-    else 256 (``EngineArgs._set_default_args`` in ``vllm/engine/arg_utils.py``; V0 always 256)."""
-    if profile_for_version(engine_version) == "vllm-v0":
+    else 256 (``EngineArgs._set_default_args`` in ``vllm/engine/arg_utils.py``; V0 always 256). ``profile``:
+    the generation already decided (:func:`advisor.capacity.generation.vllm_accounting`), else the version's."""
+    if (profile or profile_for_version(engine_version)) == "vllm-v0":
         return 256
     return 1024 if gpu_memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower() else 256
 
 
-def vllm_default_block_size(model: ModelArch, engine_version: str | None) -> int:
+def vllm_default_block_size(model: ModelArch, engine_version: str | None, *, profile: str | None = None) -> int:
     """``--block-size`` when not given: 64 for MLA models on V1 (the CUDA MLA backends, FlashMLA, need
-    64-token blocks), else 16 (``vllm/config/cache.py``)."""
-    return 64 if model.is_mla and profile_for_version(engine_version) == "vllm-v1" else 16
+    64-token blocks), else 16 (``vllm/config/cache.py``). ``profile`` as :func:`vllm_default_max_num_seqs`."""
+    return 64 if model.is_mla and (profile or profile_for_version(engine_version)) == "vllm-v1" else 16
 
 
 MAX_NUM_GPU_BLOCKS: Final = 1_000_000_000
@@ -476,6 +468,10 @@ class CapacityInputs:
             vocabulary); None = what the official ``vllm/vllm-openai`` image runs (:func:`default_sampler`:
             FlashInfer on V1 0.8-0.11, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
             flashinfer is installed].
+        accounting: which engine generation sizes the pool and why
+            (:func:`advisor.capacity.generation.vllm_accounting`, decided by the deployment resolver from the
+            version, the GPU's compute capability and the features); None → the ``overhead_profile``'s, from
+            ``engine_version`` alone. Its profile must be ``overhead_profile``.
     """
 
     model: ModelArch
@@ -504,6 +500,7 @@ class CapacityInputs:
     disable_hybrid_kv_cache_manager: bool = False
     compute_capability: tuple[int, int] | None = None
     sampler: str | None = None
+    accounting: Accounting | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -553,6 +550,9 @@ class CapacityInputs:
             problems.append(
                 f"overhead_profile {self.overhead_profile!r} unknown; known: {', '.join(OVERHEAD_PROFILES)}"
             )
+        acc = self.accounting
+        if acc is not None and acc.engine == self.engine == "vllm" and acc.profile != self.overhead_profile:
+            problems.append(f"accounting {acc.profile!r} is not overhead_profile {self.overhead_profile!r}")
         tp = self.tensor_parallel_size
         m = self.model
         if tp >= 1 and m.num_attention_heads % tp != 0:
@@ -648,6 +648,17 @@ class CapacityResult:
         max_model_len, block_size, tensor_parallel_size, gpu_memory_bytes, gpu_memory_utilization: inputs
             echoed.
         model_name, dtype, quantization, kv_cache_dtype, overhead_profile: input summary (dtype resolved).
+        activation_peak_bytes_per_gpu: the torch activation peak of the engine's profile run, bytes per GPU
+            (vLLM: ``max(forward, sampler)`` of :func:`activation_peak_bytes`); None when the engine's rule has
+            no such term (unknown, never 0 for unknown).
+        cuda_graph_bytes_per_gpu: CUDA-graph memory counted before the KV cache, bytes per GPU (vLLM ≤ 0.20:
+            0, graphs are captured after the cache is sized; 0 under ``--enforce-eager``); None when unknown.
+        non_torch_bytes_per_gpu: memory outside torch's allocator that the engine counts (CUDA context,
+            NCCL), bytes per GPU (:func:`non_torch_bytes_per_gpu`); None when unknown. Under vLLM's accounting
+            ``weights + activation + non_torch + cuda_graph + kv_pool = gpu_memory × utilization`` (less
+            than a byte of rounding) unless the pool is fixed by the operator.
+        accounting: whose accounting and which generation sized the pool, and why
+            (:class:`~advisor.capacity.generation.Accounting`).
     """
 
     weights_bytes_per_gpu: int
@@ -670,6 +681,10 @@ class CapacityResult:
     overhead_profile: str = "vllm-v1"
     data_parallel_size: int = 1
     max_request_tokens: int | None = None
+    activation_peak_bytes_per_gpu: int | None = None
+    cuda_graph_bytes_per_gpu: int | None = None
+    non_torch_bytes_per_gpu: int | None = None
+    accounting: Accounting | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -705,6 +720,10 @@ class CapacityResult:
             "kv_cache_bytes_per_token_per_gpu": self.kv_cache_bytes_per_token_per_gpu,
             "overhead_bytes_per_gpu": self.overhead_bytes_per_gpu,
             "kv_pool_bytes_per_gpu": self.kv_pool_bytes_per_gpu,
+            "activation_peak_bytes_per_gpu": self.activation_peak_bytes_per_gpu,
+            "cuda_graph_bytes_per_gpu": self.cuda_graph_bytes_per_gpu,
+            "non_torch_bytes_per_gpu": self.non_torch_bytes_per_gpu,
+            "accounting": None if self.accounting is None else self.accounting.as_dict(),
             "kv_cache_blocks": self.kv_cache_blocks,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": self.max_concurrency,
@@ -1003,10 +1022,33 @@ def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
     Example (vllm-v1, Llama-3.1-8B, bf16, TP1, 8192 batched tokens, 256 seqs): max(1.03 GiB forward,
     256 × 128,256 × 39 = 1.19 GiB sampler) + 0.13 GiB non-torch = 1.32 GiB.
     """
-    om = OVERHEAD_PROFILES[inputs.overhead_profile]
     forward, sampler = activation_peak_bytes(inputs)
-    graphs = 0 if inputs.enforce_eager else om.cuda_graph_bytes
+    graphs = cuda_graph_bytes_per_gpu(inputs)
     return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + graphs
+
+
+def cuda_graph_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """CUDA-graph memory the profile subtracts before the KV cache, bytes per GPU: the profile's
+    ``cuda_graph_bytes`` (0 for vLLM ≤ 0.20, which captures graphs after sizing the cache), 0 under
+    ``--enforce-eager``."""
+    return 0 if inputs.enforce_eager else OVERHEAD_PROFILES[inputs.overhead_profile].cuda_graph_bytes
+
+
+def vllm_accounting_of(inputs: CapacityInputs) -> Accounting:
+    """``inputs.accounting`` when the resolver decided it, else the accounting of ``inputs.overhead_profile``:
+    the version's own reason when the version gives that profile, else "as given"."""
+    if inputs.accounting is not None and inputs.accounting.engine == "vllm":
+        return inputs.accounting
+    acc = vllm_accounting(inputs.engine_version)
+    if acc.profile == inputs.overhead_profile:
+        return acc
+    generation = inputs.overhead_profile.removeprefix("vllm-")
+    return Accounting(
+        "vllm",
+        generation,
+        inputs.engine_version,
+        f"{generation.upper()}: overhead profile {inputs.overhead_profile} as given",
+    )
 
 
 def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
@@ -1377,4 +1419,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         quantization=inputs.quantization,
         kv_cache_dtype=inputs.kv_cache_dtype,
         overhead_profile=inputs.overhead_profile,
+        activation_peak_bytes_per_gpu=max(activation_peak_bytes(inputs)),
+        cuda_graph_bytes_per_gpu=cuda_graph_bytes_per_gpu(inputs),
+        non_torch_bytes_per_gpu=non_torch_bytes_per_gpu(inputs),
+        accounting=vllm_accounting_of(inputs),
     )
