@@ -100,6 +100,10 @@ class ModelArch:
             :func:`int_weight_bits`); None: the method's usual width (:mod:`advisor.capacity.precision`).
         gated_mlp: the dense MLP has gate, up and down projections (Llama, Qwen, Mistral, Gemma, Phi-3); False for
             the two-matrix MLPs of :data:`NON_GATED_MLP_TYPES` (Phi-1/2 ``fc1``/``fc2``, GPT-2, OPT …).
+        mtp_layers: multi-token-prediction layers the checkpoint ships beside the model (``num_nextn_predict_layers``:
+            DeepSeek-V3/R1 1, GLM-4.5, MiMo; ``mtp_num_hidden_layers``: Qwen3-Next/3.5); 0 = none. Not part of
+            :attr:`num_parameters`: vLLM loads them only with ``--speculative-config '{"method": "mtp"}'``
+            (``vllm/config/speculative.py`` ``hf_config_override`` reads ``num_nextn_predict_layers``, 0.21.0).
     """
 
     name: str
@@ -140,6 +144,7 @@ class ModelArch:
     checkpoint_quantization: str | None = None
     checkpoint_weight_bits: float | None = None
     gated_mlp: bool = True
+    mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -401,6 +406,8 @@ class ModelArch:
             checkpoint_quantization=method,
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
+            mtp_layers=_int_in(cfg, "num_nextn_predict_layers", name, 0, default=0)
+            or _int_in(cfg, "mtp_num_hidden_layers", name, 0, default=0),
         )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         return replace(arch, num_parameters=stated or arch.computed_parameters())
