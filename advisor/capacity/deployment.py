@@ -49,6 +49,7 @@ from advisor.capacity.kv import (
     vllm_default_max_num_seqs,
 )
 from advisor.capacity.models import ModelArch
+from advisor.capacity.speculative import parse_speculative_config
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -121,6 +122,11 @@ class DeploymentSpec:
         gpu_memory_used_by_others_bytes: memory other processes hold on each GPU.
         engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size).
         enforce_eager: vLLM ``--enforce-eager``.
+        cpu_offload_bytes: vLLM ``--cpu-offload-gb`` × 2³⁰, per GPU.
+        speculative_config: vLLM ``--speculative-config``, the JSON text
+            (:func:`~advisor.capacity.speculative.parse_speculative_config`).
+        mla_align_kv_cache: vLLM V0 ``VLLM_CUDA_MEM_ALIGN_KV_CACHE`` (default on).
+        estimate_cuda_graphs: vLLM ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` (default on).
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -153,6 +159,10 @@ class DeploymentSpec:
     ctx_size: int | None = None
     parallel: int | None = None
     kv_unified: bool = False
+    cpu_offload_bytes: int = 0
+    speculative_config: str | None = None
+    mla_align_kv_cache: bool = True
+    estimate_cuda_graphs: bool = True
 
 
 _STATED: tuple[str, ...] = (
@@ -352,6 +362,10 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             engine="vllm",
             data_parallel_size=spec.data_parallel_size,
             gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
+            cpu_offload_bytes=spec.cpu_offload_bytes,
+            speculative=parse_speculative_config(spec.speculative_config, spec.model),
+            mla_align_kv_cache=spec.mla_align_kv_cache,
+            estimate_cuda_graphs=spec.estimate_cuda_graphs,
         )
     parsed = parse_version(version)
     # SGLang's and TGI's memory fraction travels as the budget dial (gpu_memory_utilization), resolved here

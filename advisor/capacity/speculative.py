@@ -42,7 +42,7 @@ from typing import Any, Final
 from advisor.capacity.models import ModelArch
 from advisor.errors import CapacityError
 
-__all__ = ["MTP_METHODS", "NO_DRAFT_METHODS", "SpeculativeDraft", "parse_speculative_config"]
+__all__ = ["MTP_METHODS", "NO_DRAFT_METHODS", "SpeculativeDraft", "parse_speculative_config", "speculative_mapping"]
 
 NO_DRAFT_METHODS: Final = frozenset({"ngram", "ngram_gpu", "suffix"})
 """Methods without a draft model (no KV layers, no weights): prompt-lookup n-grams and suffix decoding."""
@@ -124,17 +124,15 @@ def _mtp_layer_parameters(model: ModelArch) -> int:
     return model.attention_parameters_per_layer() + mlp + 2 * h * h + 5 * h
 
 
-def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelArch) -> SpeculativeDraft | None:
-    """``--speculative-config`` (a JSON object, or the mapping a config file gives) → the draft it loads beside
-    ``model``; None when ``raw`` is None or empty.
-
-    ``method`` is required (vLLM infers it from ``model`` otherwise, which is not known here).
-    ``num_speculative_tokens`` and ``draft_tensor_parallel_size`` are checked as vLLM checks them (integers
-    ≥ 1); other keys of vLLM's (``model``, ``prompt_lookup_max`` …) are accepted and not read.
+def speculative_mapping(raw: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The syntax of ``--speculative-config``, without the model: a JSON object (text, or the mapping a config file
+    gives) with a known ``method`` and counts in range (``num_speculative_tokens``, ``draft_tensor_parallel_size``
+    ≥ 1; ``draft_layers``, ``draft_parameters`` ≥ 0). None when ``raw`` is None or empty. ``method`` is required
+    (vLLM infers it from ``model`` otherwise, which is not known here); vLLM's other keys (``model``,
+    ``prompt_lookup_max`` …) are kept and not read.
 
     Raises:
-        CapacityError: not a JSON object, an unknown method, a count out of range, or a draft whose config
-            cannot be known without ``draft_layers`` / ``draft_parameters``; the message names the key.
+        CapacityError: not a JSON object, no or an unknown method, a count out of range; naming the key.
     """
     if raw is None:
         return None
@@ -158,6 +156,23 @@ def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelAr
     method = method.strip().lower()
     if method not in KNOWN_METHODS:
         raise CapacityError(f"speculative_config.method {method!r} unknown; known: {', '.join(sorted(KNOWN_METHODS))}")
+    for key, low in (("num_speculative_tokens", 1), ("draft_tensor_parallel_size", 1), ("draft_layers", 0), ("draft_parameters", 0)):
+        _count(parsed, key, low)
+    return {**parsed, "method": method}
+
+
+def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelArch) -> SpeculativeDraft | None:
+    """``--speculative-config`` (a JSON object, or the mapping a config file gives) → the draft it loads beside
+    ``model``; None when ``raw`` is None or empty (syntax: :func:`speculative_mapping`).
+
+    Raises:
+        CapacityError: as :func:`speculative_mapping`, or a draft whose config cannot be known without
+            ``draft_layers`` / ``draft_parameters``; the message names the key.
+    """
+    parsed = speculative_mapping(raw)
+    if parsed is None:
+        return None
+    method: str = parsed["method"]
     tokens = _count(parsed, "num_speculative_tokens", 1)
     draft_tp = _count(parsed, "draft_tensor_parallel_size", 1)
     layers = _count(parsed, "draft_layers", 0)
@@ -183,8 +198,8 @@ def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelAr
         n = 1 if layers is None else layers
         return SpeculativeDraft(method, tokens, n, n * _eagle_layer_parameters(model), draft_tp)
     missing = [key for key, value in (("draft_layers", layers), ("draft_parameters", params)) if value is None]
-    if method == "eagle3" and params is not None:
-        missing = []  # EAGLE-3 heads are one layer; only its size (own LM head) needs stating
+    if method == "eagle3":  # one layer; only its size (its own LM head over draft_vocab_size) needs stating
+        missing = [] if params is not None else ["draft_parameters"]
     if missing:
         raise CapacityError(
             f"speculative_config.method {method!r}: the draft's config is not known here; give "
