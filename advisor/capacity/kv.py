@@ -836,8 +836,8 @@ def cpu_offload_bytes_per_gpu(inputs: CapacityInputs) -> int:
     ``vllm/model_executor/offloader/base.py``).
 
     Llama-3.1-8B bf16, TP 1, ``--cpu-offload-gb 4``: a layer is qkv 50,331,648 + o 33,554,432 + gate_up
-    234,881,024 + down 117,440,512 + 2 norms × 8,192 = 436,232,192 B; 9 layers = 3,926,089,728 B, then qkv, o and
-    gate_up of the 10th stay below 4 GiB (4,244,856,832) and its down_proj crosses it: 4,362,297,344 B offloaded
+    234,881,024 + down 117,440,512 + 2 norms × 8,192 = 436,224,000 B; 9 layers = 3,926,016,000 B, then qkv, o and
+    gate_up of the 10th stay below 4 GiB (4,244,783,104) and its down_proj crosses it: 4,362,223,616 B offloaded
     (4.06 GiB), so 14.99 − 4.06 = 10.93 GiB stay on the GPU.
     """
     budget = inputs.cpu_offload_bytes
