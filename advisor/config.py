@@ -306,7 +306,7 @@ class Deployment(_Strict):
     )
     speculative_config: dict[str, Any] | None = Field(
         default=None,
-        description='vLLM --speculative-config as a mapping, e.g. {method: eagle, num_speculative_tokens: 3}: the '
+        description="vLLM --speculative-config as a mapping, e.g. {method: eagle, num_speculative_tokens: 3}: the "
         "draft's layers share the KV pool and its weights load on the GPU (eagle3 and draft models also need "
         "draft_parameters / draft_layers)",
     )

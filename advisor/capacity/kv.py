@@ -67,7 +67,6 @@ from typing import Any, Final
 
 from advisor.capacity.hardware import GIB
 from advisor.capacity.models import ModelArch
-from advisor.capacity.speculative import SpeculativeDraft
 from advisor.capacity.precision import (
     DTYPE_BYTES,
     EXPERTS_ONLY,
@@ -75,6 +74,7 @@ from advisor.capacity.precision import (
     resolve_dtype,
     weight_bytes_per_param,
 )
+from advisor.capacity.speculative import SpeculativeDraft
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -759,7 +759,6 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     return math.ceil(per_gpu) + draft_weights_bytes_per_gpu(inputs) - cpu_offload_bytes_per_gpu(inputs)
 
 
-
 def draft_weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     """Weights of the ``--speculative-config`` draft on each GPU (bytes), loaded before the KV cache is sized.
 
@@ -800,7 +799,9 @@ def _decoder_layer_tensors(inputs: CapacityInputs, moe: bool, recurrent: bool) -
     elif m.is_mla:
         n = m.num_attention_heads
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        tensors = [h * m.q_lora_rank * lin, m.q_lora_rank * n * qk / tp * lin] if m.q_lora_rank else [h * n * qk / tp * lin]
+        tensors = (
+            [h * m.q_lora_rank * lin, m.q_lora_rank * n * qk / tp * lin] if m.q_lora_rank else [h * n * qk / tp * lin]
+        )
         tensors += [
             h * m.mla_latent_elements * lin,
             m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim) / tp * lin,
@@ -808,7 +809,9 @@ def _decoder_layer_tensors(inputs: CapacityInputs, moe: bool, recurrent: bool) -
         ]
     else:
         kv = m.kv_projection_parameters_per_layer() * kv_heads_per_gpu(m, tp) / m.num_kv_heads
-        q_params = h * m.num_attention_heads * m.head_dim + (m.num_attention_heads * m.head_dim if m.attention_bias else 0)
+        q_params = h * m.num_attention_heads * m.head_dim + (
+            m.num_attention_heads * m.head_dim if m.attention_bias else 0
+        )
         tensors = [(q_params / tp + kv) * lin, (m.num_attention_heads * m.head_dim * h / tp) * lin]
     i = m.intermediate_size
     if moe:

@@ -66,7 +66,9 @@ MTP_METHODS: Final = frozenset(
 """The multi-token-prediction names of ``MTPModelTypes`` (``vllm/config/speculative.py``, 0.21.0) that load the
 target checkpoint's own MTP layers."""
 
-KNOWN_METHODS: Final = NO_DRAFT_METHODS | MTP_METHODS | {"eagle", "eagle3", "draft_model", "medusa", "mlp_speculator", "dflash"}
+KNOWN_METHODS: Final = (
+    NO_DRAFT_METHODS | MTP_METHODS | {"eagle", "eagle3", "draft_model", "medusa", "mlp_speculator", "dflash"}
+)
 """Every ``method`` accepted (vLLM 0.21.0 ``SpeculativeMethod``; a few of its newer MTP names are left out)."""
 
 _MAX_COUNT: Final = 1 << 40
@@ -156,7 +158,12 @@ def speculative_mapping(raw: str | Mapping[str, Any] | None) -> dict[str, Any] |
     method = method.strip().lower()
     if method not in KNOWN_METHODS:
         raise CapacityError(f"speculative_config.method {method!r} unknown; known: {', '.join(sorted(KNOWN_METHODS))}")
-    for key, low in (("num_speculative_tokens", 1), ("draft_tensor_parallel_size", 1), ("draft_layers", 0), ("draft_parameters", 0)):
+    for key, low in (
+        ("num_speculative_tokens", 1),
+        ("draft_tensor_parallel_size", 1),
+        ("draft_layers", 0),
+        ("draft_parameters", 0),
+    ):
         _count(parsed, key, low)
     return {**parsed, "method": method}
 

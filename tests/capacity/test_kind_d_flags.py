@@ -51,8 +51,16 @@ def test_an_eagle_draft_layer_takes_pages_of_the_pool_as_the_engine_logged() -> 
     "Available KV cache memory: 51.63 GiB" / "GPU KV cache size: 410,128 tokens". 32 target layers + 1 draft
     layer × 2 (K, V) × 8 KV heads × 128 × 2 B = 135,168 B per token; floor(51.63 GiB ÷ (16 × 135,168)) = 25,633
     blocks = 410,128 tokens (32 layers alone would give 422,9xx)."""
-    r = _plan(*LLAMA_8B, "--max-model-len", "131072", "--kv-cache-memory-gib", "51.63", "--json",
-              "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3}')  # fmt: skip
+    r = _plan(
+        *LLAMA_8B,
+        "--max-model-len",
+        "131072",
+        "--kv-cache-memory-gib",
+        "51.63",
+        "--json",
+        "--speculative-config",
+        '{"method": "eagle", "num_speculative_tokens": 3}',
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["kv_cache_bytes_per_token"] == 33 * 2 * 8 * 128 * 2 == 135_168
@@ -81,11 +89,19 @@ def test_deepseek_mtp_adds_its_one_nextn_layer_and_its_weights() -> None:
     r1 = get_preset("deepseek-ai/DeepSeek-R1")
     draft = parse_speculative_config({"method": "deepseek_mtp", "num_speculative_tokens": 1}, r1)
     assert draft is not None and draft.draft_layers == 1
-    assert draft.draft_parameters == (
-        187_105_280 + 257 * 44_040_192 + 256 * 7168 + 2 * 7168 * 7168 + 5 * 7168
-    ) == 11_610_065_920
-    inputs = CapacityInputs(model=r1, gpu_memory_bytes=int(139.81 * GIB), tensor_parallel_size=8, block_size=64,
-                            kv_cache_dtype="bfloat16", speculative=draft)  # fmt: skip
+    assert (
+        draft.draft_parameters
+        == (187_105_280 + 257 * 44_040_192 + 256 * 7168 + 2 * 7168 * 7168 + 5 * 7168)
+        == 11_610_065_920
+    )
+    inputs = CapacityInputs(
+        model=r1,
+        gpu_memory_bytes=int(139.81 * GIB),
+        tensor_parallel_size=8,
+        block_size=64,
+        kv_cache_dtype="bfloat16",
+        speculative=draft,
+    )
     assert kv_bytes_per_token_per_gpu(inputs) == 62 * 576 * 2
 
 
@@ -166,12 +182,30 @@ def test_unaligned_v0_mla_entries_are_576_bf16_elements() -> None:
     ``envs.VLLM_CUDA_MEM_ALIGN_KV_CACHE`` (default "1"): 576 × 2 = 1,152 B → 1,280 aligned, 1,152 unaligned;
     61 layers: 78,080 vs 70,272 B per token."""
     r1 = get_preset("deepseek-ai/DeepSeek-R1")
-    aligned = CapacityInputs(model=r1, gpu_memory_bytes=int(139.81 * GIB), tensor_parallel_size=8,
-                             overhead_profile="vllm-v0", engine_version="0.7.3")  # fmt: skip
+    aligned = CapacityInputs(
+        model=r1,
+        gpu_memory_bytes=int(139.81 * GIB),
+        tensor_parallel_size=8,
+        overhead_profile="vllm-v0",
+        engine_version="0.7.3",
+    )
     assert kv_bytes_per_token_per_gpu(aligned) == 61 * 1280 == 78_080
     assert kv_bytes_per_token_per_gpu(replace(aligned, mla_align_kv_cache=False)) == 61 * 1152 == 70_272
-    args = ["--model", "deepseek-ai/DeepSeek-R1", "--tp", "8", "--engine-version", "0.7.3", "--gpu", "H200-SXM",
-            "--max-model-len", "16384", "--kv-cache-memory-gib", "40", "--json"]  # fmt: skip
+    args = [
+        "--model",
+        "deepseek-ai/DeepSeek-R1",
+        "--tp",
+        "8",
+        "--engine-version",
+        "0.7.3",
+        "--gpu",
+        "H200-SXM",
+        "--max-model-len",
+        "16384",
+        "--kv-cache-memory-gib",
+        "40",
+        "--json",
+    ]
     on = json.loads(_plan(*args).stdout)
     off = json.loads(_plan(*args, env={"VLLM_CUDA_MEM_ALIGN_KV_CACHE": "0"}).stdout)
     assert (on["kv_cache_bytes_per_token_per_gpu"], off["kv_cache_bytes_per_token_per_gpu"]) == (78_080, 70_272)
@@ -222,8 +256,16 @@ def test_the_cuda_graph_estimate_is_subtracted_from_vllm_0_20_on() -> None:
 
 
 def _config(**keys: object) -> dict[str, object]:
-    dep = {"name": "a", "engine": "vllm", "targets": ["http://x:8000/metrics"], "model": "meta-llama/Llama-3.1-8B-Instruct",
-           "gpu": "H100-SXM", "max_model_len": 8192, "slo": {"ttft_seconds": 1, "tpot_seconds": 0.1}, **keys}  # fmt: skip
+    dep = {
+        "name": "a",
+        "engine": "vllm",
+        "targets": ["http://x:8000/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 1, "tpot_seconds": 0.1},
+        **keys,
+    }
     return {"deployments": [dep]}
 
 
@@ -242,7 +284,7 @@ def test_the_config_keys_reach_the_capacity_pass() -> None:
         ({"speculative_config": {"method": "lookahead"}}, "speculative_config.method 'lookahead' unknown"),
         ({"speculative_config": "{bad"}, "speculative_config: not valid JSON"),
         ({"speculative_config": {"method": "eagle3"}}, "speculative_config.draft_parameters"),
-        ({"cpu_offload_gb": -1}, "cpu_offload_gb"),
+        ({"cpu_offload_gb": -1}, "cpu_offload_gb: Input should be greater than or equal to 0"),
         ({"engine": "sglang", "cpu_offload_gb": 4}, "cpu_offload_gb: a setting of vllm"),
     ],
 )
