@@ -25,7 +25,9 @@ Durations accept Prometheus-style strings (``90s``, ``5m``, ``1h30m``) or plain 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import json
 import math
 import os
 import re
@@ -184,6 +186,8 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "ctx_size": ("llamacpp", "auto"),
     "parallel": ("llamacpp", "auto"),
     "kv_unified": ("llamacpp", "auto"),
+    "cpu_offload_gb": ("vllm", "dynamo", "auto"),
+    "speculative_config": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 
@@ -299,7 +303,35 @@ class Deployment(_Strict):
         default=False, strict=True, description="llama.cpp --kv-unified: the slots share the cells"
     )
     speculative_decoding: bool = Field(default=False, description="whether the engine runs with a draft model")
+    cpu_offload_gb: float = Field(
+        default=0.0,
+        ge=0,
+        le=16384,
+        description="vLLM --cpu-offload-gb: GiB of weights per GPU moved to CPU memory (off the GPU)",
+    )
+    speculative_config: dict[str, Any] | None = Field(
+        default=None,
+        description="vLLM --speculative-config as a mapping, e.g. {method: eagle, num_speculative_tokens: 3}: the "
+        "draft's layers share the KV pool and its weights load on the GPU (eagle3 and draft models also need "
+        "draft_parameters / draft_layers)",
+    )
     slo: SLO
+
+    @field_validator("speculative_config", mode="before")
+    @classmethod
+    def _check_speculative_config(cls, value: Any) -> Any:
+        """A mapping (or its JSON text) with a known ``method`` and counts in range
+        (:func:`advisor.capacity.speculative.speculative_mapping`); the model-dependent checks run with the
+        capacity pass."""
+        if value is None:
+            return None
+        from advisor.capacity.speculative import speculative_mapping
+
+        try:
+            checked = speculative_mapping(value)
+        except CapacityError as exc:
+            raise ValueError(str(exc)) from None
+        return checked
 
     @field_validator("engine")
     @classmethod
@@ -986,13 +1018,19 @@ def deployment_spec(
     if model is None:
         model = resolve_model(dep.model, base_dir)
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
-    return spec_from_settings(
+    spec = spec_from_settings(
         dep,
         engine=engine or dep.engine,
         model=model,
         gpu_memory_utilization=dep.gpu_memory_utilization if "gpu_memory_utilization" in dep.model_fields_set else None,
         free_gpu_memory_fraction=kv_config.free_gpu_memory_fraction,
         max_tokens=kv_config.max_tokens,
+    )
+    # vLLM-only keys (ENGINE_KEYS refuses them for other engines)
+    return dataclasses.replace(
+        spec,
+        cpu_offload_bytes=int(dep.cpu_offload_gb * GIB),
+        speculative_config=None if dep.speculative_config is None else json.dumps(dep.speculative_config),
     )
 
 

@@ -19,6 +19,26 @@ from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.errors import CapacityError
 
 
+def _gib_or_zero(text: str) -> float:
+    """An argparse type for GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``): finite, 0..16384."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 16384:
+        raise argparse.ArgumentTypeError(f"must be a number of GiB in 0..16384, got {text!r}")
+    return value
+
+
+def _env_flag(name: str) -> bool:
+    """A vLLM boolean environment switch read as ``vllm/envs.py`` reads it (``bool(int(os.getenv(name, "1")))``):
+    False only when set to an integer 0; unset, empty or not an integer counts as the default, on."""
+    try:
+        return bool(int(os.environ.get(name, "1") or "1"))
+    except ValueError:
+        return True
+
+
 def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
 
@@ -42,7 +62,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
     from advisor.capacity.hardware import GIB
-    from advisor.capacity.kv import non_torch_bytes_per_gpu, nvls_bytes_per_gpu
+    from advisor.capacity.kv import (
+        CUDA_GRAPH_ESTIMATE_ENV,
+        MLA_ALIGN_ENV,
+        cpu_offload_bytes_per_gpu,
+        cuda_graph_bytes_per_gpu,
+        draft_weights_bytes_per_gpu,
+        non_torch_bytes_per_gpu,
+        nvls_bytes_per_gpu,
+    )
     from advisor.modelfile import resolve_model
 
     ignored = _drop_ignored(args)
@@ -104,6 +132,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             parallel=args.parallel,
             kv_unified=args.kv_unified,
             vllm_use_v1=None if args.vllm_use_v1 is None else args.vllm_use_v1 == "1",
+            cpu_offload_bytes=int((args.cpu_offload_gb or 0) * GIB),
+            speculative_config=args.speculative_config,
+            mla_align_kv_cache=_env_flag(MLA_ALIGN_ENV),
+            estimate_cuda_graphs=_env_flag(CUDA_GRAPH_ESTIMATE_ENV),
         )
         if args.engine != "vllm":
             return _plan_other_engine(args, dspec, ignored)
@@ -143,6 +175,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
+    out["cpu_offload_bytes_per_gpu"] = cpu_offload_bytes_per_gpu(inputs)
+    out["draft_weights_bytes_per_gpu"] = draft_weights_bytes_per_gpu(inputs)
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -156,6 +190,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     nvls = nvls_bytes_per_gpu(inputs)
     runtime = f"{non_torch / gib:.2f} GiB CUDA context and NCCL" + (
         f", of which {nvls / gib:.2f} GiB NCCL NVLink SHARP buffers" if nvls else ""
+    )
+    graphs = cuda_graph_bytes_per_gpu(inputs)
+    offloaded, draft = cpu_offload_bytes_per_gpu(inputs), draft_weights_bytes_per_gpu(inputs)
+    weights_note = (f" (of which {draft / gib:.2f} GiB the speculative draft)" if draft else "") + (
+        f" ({offloaded / gib:.2f} GiB more offloaded to CPU by --cpu-offload-gb)" if offloaded else ""
     )
     rows = [
         ("model", model.name),
@@ -172,11 +211,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "max-num-seqs",
             f"{inputs.max_num_seqs}" + ("" if args.max_num_seqs is not None else " (the engine's default here)"),
         ),
-        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.2f} GiB" + weights_note),
         (
             "overhead per GPU",
             f"{result.overhead_bytes_per_gpu / gib:.2f} GiB: activation peak "
-            f"{(result.overhead_bytes_per_gpu - non_torch) / gib:.2f} GiB, {runtime}"
+            f"{(result.overhead_bytes_per_gpu - non_torch - graphs) / gib:.2f} GiB, {runtime}"
+            + (f", CUDA-graph estimate {graphs / gib:.2f} GiB" if graphs else "")
             if not fixed
             else "not counted: the pool is fixed by " + fixed,
         ),
@@ -312,6 +352,8 @@ _VLLM_ONLY = (
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
+    "cpu_offload_gb",
+    "speculative_config",
 )
 
 
@@ -431,6 +473,22 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="vLLM's VLLM_USE_V1 environment variable: force the V0 (0) or V1 (1) engine of vLLM 0.8-0.10; "
         "unset, the engine's own rule (version, GPU compute capability, features) decides",
+    )
+    plan.add_argument(
+        "--cpu-offload-gb",
+        type=_gib_or_zero,
+        default=None,
+        metavar="GIB",
+        help="vLLM --cpu-offload-gb: GiB of weights per GPU moved to CPU memory (whole parameters of the decoder "
+        "layers, in load order)",
+    )
+    plan.add_argument(
+        "--speculative-config",
+        default=None,
+        metavar="JSON",
+        help='vLLM --speculative-config, e.g. \'{"method": "eagle", "num_speculative_tokens": 3}\': the draft\'s '
+        "layers share the KV pool and its weights load on the GPU (eagle3 and draft models need "
+        '"draft_parameters"/"draft_layers")',
     )
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")

@@ -52,6 +52,7 @@ from advisor.capacity.kv import (
 )
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import resolve_dtype
+from advisor.capacity.speculative import parse_speculative_config
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -129,6 +130,11 @@ class DeploymentSpec:
             :func:`advisor.capacity.kv.default_sampler`).
         vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
             True/False force V1/V0 where the release allows it).
+        cpu_offload_bytes: vLLM ``--cpu-offload-gb`` × 2³⁰, per GPU.
+        speculative_config: vLLM ``--speculative-config``, the JSON text
+            (:func:`~advisor.capacity.speculative.parse_speculative_config`).
+        mla_align_kv_cache: vLLM V0 ``VLLM_CUDA_MEM_ALIGN_KV_CACHE`` (default on).
+        estimate_cuda_graphs: vLLM ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` (default on).
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -163,6 +169,10 @@ class DeploymentSpec:
     parallel: int | None = None
     kv_unified: bool = False
     vllm_use_v1: bool | None = None
+    cpu_offload_bytes: int = 0
+    speculative_config: str | None = None
+    mla_align_kv_cache: bool = True
+    estimate_cuda_graphs: bool = True
 
 
 _STATED: tuple[str, ...] = (
@@ -382,6 +392,10 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
             compute_capability=None if part is None else part.compute_capability,
             accounting=accounting,
+            cpu_offload_bytes=spec.cpu_offload_bytes,
+            speculative=parse_speculative_config(spec.speculative_config, spec.model),
+            mla_align_kv_cache=spec.mla_align_kv_cache,
+            estimate_cuda_graphs=spec.estimate_cuda_graphs,
         )
     parsed = parse_version(version)
     # SGLang's and TGI's memory fraction travels as the budget dial (gpu_memory_utilization), resolved here

@@ -79,6 +79,7 @@ from advisor.capacity.precision import (
     resolve_dtype,
     weight_bytes_per_param,
 )
+from advisor.capacity.speculative import SpeculativeDraft
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -96,8 +97,10 @@ __all__ = [
     "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
+    "cpu_offload_bytes_per_gpu",
     "cuda_graph_bytes_per_gpu",
     "default_sampler",
+    "draft_weights_bytes_per_gpu",
     "hybrid_blocks_per_request",
     "hybrid_kv_layout",
     "kv_bytes_per_token_per_gpu",
@@ -138,6 +141,23 @@ GiB). Measured, switching NVLS off at TP 8 on 8 × H200 returns 17,595 → 227xx
 
 FUSED_MOE_CHUNK_TOKENS: Final = 32768
 """Tokens per fused-MoE call (``VLLM_FUSED_MOE_CHUNK_SIZE``); the MoE intermediates never exceed this chunk."""
+
+CUDA_GRAPH_ESTIMATE_SINCE: Final = (0, 20)
+"""The first vLLM release that subtracts its CUDA-graph memory estimate from the KV budget by default.
+
+``vllm/v1/worker/gpu_worker.py`` ``Worker.determine_available_memory`` (0.20.0, 0.21.0): ``available =
+requested − non_kv_cache_memory − cudagraph_memory_estimate_applied``, the estimate applied when
+``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` holds. ``vllm/envs.py`` defaults it to "1" in the 0.20.0 and 0.21.0
+wheels and to "0" in 0.19.0 (read from the PyPI wheels), although the log line of 0.20 and later says
+"CUDA graph memory profiling is enabled (default since v0.21.0)". 0.18 and 0.19 compute and print the estimate
+but apply it only when opted in ("In v0.19, CUDA graph memory profiling will be enabled by default …")."""
+
+CUDA_GRAPH_ESTIMATE_ENV: Final = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+"""vLLM's switch for the CUDA-graph estimate (``vllm/envs.py``, 0.21.0): ``0`` turns the deduction off."""
+
+MLA_ALIGN_ENV: Final = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
+"""vLLM V0's switch for 256-byte MLA cache entries (``vllm/envs.py``, 0.7.x, default "1"; read by
+``vllm/worker/cache_engine.py`` ``CacheEngine._allocate_kv_cache``): ``0`` leaves entries unpadded."""
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS: Final = 8192
 """Tokens in the profile batch when ``max_num_batched_tokens`` is None (V1 profile).
@@ -258,7 +278,7 @@ class OverheadModel:
                                            (fused_moe's intermediate caches 1-3; TP_moe = 1 under expert
                                            parallelism; T capped at the 32,768-token fused-MoE chunk)
         sampler  = max_num_seqs × vocab × sampler_bytes_per_logit   (full vocab on every rank)
-        overhead = max(forward, sampler) + non_torch (+ tp_non_torch when TP > 1) + cuda_graph_bytes
+        overhead = max(forward, sampler) + non_torch (+ tp_non_torch when TP > 1) + CUDA-graph estimate
 
     ``sampler_bytes_per_logit = 39``: fp32 logits (4), the top-k/top-p sort's values (4) and int64 indices (8),
     the inverse permutation (8), softmax probabilities (4), log-probabilities (4), the exponential draw ``q``
@@ -273,8 +293,9 @@ class OverheadModel:
     communicators grow with the peers they connect to; an 8 × A100-40GB V0 log, DeepSeek-Coder-V2-Lite on
     vLLM 0.7.x, shows ``non_torch_memory takes 2.10GiB`` at TP 8 without NVLS, so (2.00 − 0.42) ÷ 6 = 0.263 GiB
     per peer, ±30 %: PCIe nodes use fewer NCCL channels and less). ``nvls_*``: NVLink SHARP buffers on NVSwitch
-    nodes (:func:`non_torch_bytes_per_gpu`). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures graphs after sizing
-    the cache.
+    nodes (:func:`non_torch_bytes_per_gpu`). ``cuda_graph_bytes``: vLLM's CUDA-graph memory estimate, subtracted
+    before the KV cache from :data:`CUDA_GRAPH_ESTIMATE_SINCE` (0.20) on; earlier releases capture graphs after
+    sizing the cache, outside the budget (:func:`cuda_graph_bytes_per_gpu`).
 
     ``forward_by_model_code``: the dense forward follows the model file's tensor lifetimes
     (:data:`V0_FORWARD_FACTORS` by :func:`v0_mlp_code`) instead of ``hidden_factor``/``mlp_factor`` (V0 runs the
@@ -313,6 +334,7 @@ OVERHEAD_PROFILES: Final[dict[str, OverheadModel]] = {
     "vllm-v1": OverheadModel(
         name="vllm-v1",
         whole_device_before=(0, 9, 1),
+        cuda_graph_bytes=int(0.62 * GIB),
         description="vLLM V1 engine (0.8 and later): GPUModelRunner.profile_run, peak of forward and sampler.",
     ),
     "vllm-v0": OverheadModel(
@@ -472,6 +494,14 @@ class CapacityInputs:
             (:func:`advisor.capacity.generation.vllm_accounting`, decided by the deployment resolver from the
             version, the GPU's compute capability and the features); None → the ``overhead_profile``'s, from
             ``engine_version`` alone. Its profile must be ``overhead_profile``.
+        cpu_offload_bytes: weights vLLM may move to host memory on each GPU, bytes [``--cpu-offload-gb`` × 2³⁰];
+            see :func:`cpu_offload_bytes_per_gpu`.
+        mla_align_kv_cache: V0 pads MLA cache entries to 256 bytes [``VLLM_CUDA_MEM_ALIGN_KV_CACHE``, default on];
+            False: unpadded (576 bf16 elements = 1,152 B, not 1,280).
+        speculative: the draft of ``--speculative-config`` (:mod:`advisor.capacity.speculative`): its attention
+            layers share the KV pool, its weights load on the GPU; None = no speculative decoding.
+        estimate_cuda_graphs: vLLM ≥ 0.20 subtracts its CUDA-graph estimate before the KV cache
+            [``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on]; see :func:`cuda_graph_bytes_per_gpu`.
     """
 
     model: ModelArch
@@ -501,12 +531,18 @@ class CapacityInputs:
     compute_capability: tuple[int, int] | None = None
     sampler: str | None = None
     accounting: Accounting | None = None
+    cpu_offload_bytes: int = 0
+    mla_align_kv_cache: bool = True
+    speculative: SpeculativeDraft | None = None
+    estimate_cuda_graphs: bool = True
 
     def __post_init__(self) -> None:
         problems: list[str] = []
         problems += _group_size_problems(self)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
+        if self.cpu_offload_bytes < 0:
+            problems.append(f"cpu_offload_gb must be ≥ 0, got {self.cpu_offload_bytes / GIB:g}")
         if self.engine not in ACCOUNTING_ENGINES:
             problems.append(f"engine {self.engine!r} has no KV accounting; known: {', '.join(ACCOUNTING_ENGINES)}")
         if self.data_parallel_size < 1:
@@ -651,8 +687,9 @@ class CapacityResult:
         activation_peak_bytes_per_gpu: the torch activation peak of the engine's profile run, bytes per GPU
             (vLLM: ``max(forward, sampler)`` of :func:`activation_peak_bytes`); None when the engine's rule has
             no such term (unknown, never 0 for unknown).
-        cuda_graph_bytes_per_gpu: CUDA-graph memory counted before the KV cache, bytes per GPU (vLLM ≤ 0.20:
-            0, graphs are captured after the cache is sized; 0 under ``--enforce-eager``); None when unknown.
+        cuda_graph_bytes_per_gpu: CUDA-graph memory counted before the KV cache, bytes per GPU
+            (:func:`cuda_graph_bytes_per_gpu`: vLLM's estimate from 0.20; before, graphs are captured after the
+            cache is sized; 0 under ``--enforce-eager``); None when unknown.
         non_torch_bytes_per_gpu: memory outside torch's allocator that the engine counts (CUDA context,
             NCCL), bytes per GPU (:func:`non_torch_bytes_per_gpu`); None when unknown. Under vLLM's accounting
             ``weights + activation + non_torch + cuda_graph + kv_pool = gpu_memory × utilization`` (less
@@ -771,7 +808,9 @@ def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
 
     GQA: ``2 × max(1, kv_heads // TP) × head_dim × kv bytes`` (Llama-3.1-8B bf16: 2 × 8 × 128 × 2 = 4,096).
     MLA: ``(kv_lora_rank + qk_rope_head_dim) × kv bytes``, the same on every TP rank (DeepSeek-V3 bf16:
-    576 × 2 = 1,152), rounded up to the profile's entry alignment (V0: 256 bytes → 1,280).
+    576 × 2 = 1,152), rounded up to the profile's entry alignment (V0: 256 bytes → 1,280;
+    unpadded, 1,152, with ``VLLM_CUDA_MEM_ALIGN_KV_CACHE=0``: ``align_to_256bytes`` applies only when
+    ``envs.VLLM_CUDA_MEM_ALIGN_KV_CACHE`` holds, ``vllm/worker/cache_engine.py`` ``_allocate_kv_cache``, 0.7.3).
     Sources: ``vllm/v1/kv_cache_interface.py`` ``FullAttentionSpec.page_size_bytes`` /
     ``MLAAttentionSpec`` (one latent, no separate V); V0 ``vllm/worker/cache_engine.py``.
     """
@@ -780,6 +819,8 @@ def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
     if m.is_mla:
         raw = m.mla_latent_elements * element
         align = OVERHEAD_PROFILES[inputs.overhead_profile].mla_entry_alignment_bytes
+        if not inputs.mla_align_kv_cache:  # VLLM_CUDA_MEM_ALIGN_KV_CACHE=0
+            align = 0
         return -(-raw // align) * align if align else raw
     return 2 * kv_heads_per_gpu(m, inputs.tensor_parallel_size) * m.head_dim * element
 
@@ -790,9 +831,12 @@ def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
     Llama-3.1-8B, bf16, TP1: 2 × 32 × 8 × 128 × 2 = 131,072 bytes (128 KiB) per token. Recurrent (Mamba)
     layers add nothing per token (their state is per sequence, :func:`recurrent_state_bytes_per_sequence`).
     Every attention layer is counted, windowed or not: vLLM sizes its blocks that way (the window only
-    frees blocks while running, which :func:`max_concurrency` accounts for).
+    frees blocks while running, which :func:`max_concurrency` accounts for). A speculative draft's attention
+    layers (EAGLE, MTP) take pages of the same pool at the target's per-layer size: Llama-3.1-8B + an EAGLE
+    head is 33 × 4,096 = 135,168 bytes, as vllm-project/vllm#19996 logs (51.63 GiB for 410,128 tokens).
     """
-    return kv_bytes_per_token_per_layer(inputs) * layers_per_stage(inputs, inputs.model.attention_layers)
+    draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
+    return kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, inputs.model.attention_layers) + draft)
 
 
 def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
@@ -891,7 +935,11 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
     if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
         per_gpu += layers_per_stage(inputs, m.num_layers) * mla_v0_copies_bytes_per_layer(inputs)
-    return math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
+    return (
+        math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
+        + draft_weights_bytes_per_gpu(inputs)
+        - cpu_offload_bytes_per_gpu(inputs)
+    )
 
 
 def mla_v0_copies_bytes_per_layer(inputs: CapacityInputs) -> float:
@@ -974,6 +1022,132 @@ def _group_size_problems(inputs: CapacityInputs) -> list[str]:
     ]
 
 
+def draft_weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weights of the ``--speculative-config`` draft on each GPU (bytes), loaded before the KV cache is sized.
+
+    ``draft_parameters ÷ draft TP`` (the target's TP unless ``draft_tensor_parallel_size`` says otherwise) ×
+    bytes per parameter: the compute dtype for EAGLE heads and draft models (the drafter's own quantization
+    config, ``get_draft_quant_config`` in ``llama_eagle.py``, 0.21.0: none for the published heads), the
+    target's quantized width for MTP layers, which ship in the target checkpoint. Llama-3.1-8B + EAGLE, bf16,
+    TP 1: 251,662,336 × 2 = 503,324,672 B (0.47 GiB). 0 without a draft (``ngram``).
+    """
+    draft = inputs.speculative
+    if draft is None or not draft.draft_parameters:
+        return 0
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    per_param = float(act)
+    if draft.quantized_like_target and q is not None and q.strip().lower() not in EXPERTS_ONLY:
+        per_param = inputs.quantized_weight_bytes
+    tp = draft.draft_tensor_parallel_size or inputs.tensor_parallel_size
+    return math.ceil(draft.draft_parameters * per_param / tp)
+
+
+def _decoder_layer_tensors(inputs: CapacityInputs, moe: bool, recurrent: bool) -> list[float]:
+    """Bytes on one GPU of each parameter tensor of one decoder layer, in the order ``named_parameters`` yields
+    them for a Llama/DeepSeek-style layer: attention (qkv, o; MLA q_a, q_b, kv_a, kv_b, o) or the recurrent
+    mixer, then the MLP (gate_up, down; MoE router, w13, w2, shared experts' gate_up and down), then the norms.
+    Linear tensors are split over TP; routers, norms and MLA's q_a / kv_a are replicated."""
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    act = float(DTYPE_BYTES[inputs.compute_dtype])
+    q = inputs.effective_quantization
+    experts_only = q is not None and q.strip().lower() in EXPERTS_ONLY
+    lin = act if q is None or experts_only else inputs.quantized_weight_bytes
+    exp = inputs.quantized_weight_bytes if q is not None else act
+    h = m.hidden_size
+    tensors: list[float]
+    if recurrent:
+        tensors = [m.linear_layer_parameters / tp * lin]
+    elif m.is_mla:
+        n = m.num_attention_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        tensors = (
+            [h * m.q_lora_rank * lin, m.q_lora_rank * n * qk / tp * lin] if m.q_lora_rank else [h * n * qk / tp * lin]
+        )
+        tensors += [
+            h * m.mla_latent_elements * lin,
+            m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim) / tp * lin,
+            n * m.v_head_dim * h / tp * lin,
+        ]
+    else:
+        kv = m.kv_projection_parameters_per_layer() * kv_heads_per_gpu(m, tp) / m.num_kv_heads
+        q_params = h * m.num_attention_heads * m.head_dim + (
+            m.num_attention_heads * m.head_dim if m.attention_bias else 0
+        )
+        tensors = [(q_params / tp + kv) * lin, (m.num_attention_heads * m.head_dim * h / tp) * lin]
+    i = m.intermediate_size
+    if moe:
+        mi, e, shared = m.moe_intermediate_size, m.num_experts, m.num_shared_experts
+        tensors += [m.router_parameters() * act, 2 * h * mi * e / tp * exp, h * mi * e / tp * exp]
+        if shared:
+            tensors += [2 * h * mi * shared / tp * lin, h * mi * shared / tp * lin]
+    elif m.gated_mlp:
+        tensors += [2 * h * i / tp * lin, h * i / tp * lin]
+    else:
+        tensors += [h * i / tp * lin, h * i / tp * lin]
+    return tensors + [h * act] * m.norms_per_layer
+
+
+def cpu_offload_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weights ``--cpu-offload-gb`` moves to host memory on each GPU (bytes), so they are not on the GPU.
+
+    vLLM offloads parameter by parameter, in load order, through the decoder layers ``make_layers`` builds on
+    the rank's pipeline stage, while the running total is below the budget (``vllm/model_executor/offloader/
+    uva.py`` ``UVAOffloader._maybe_offload_to_cpu``, 0.21.0: ``if self.cpu_offload_bytes >=
+    self.cpu_offload_max_bytes: break`` before each parameter; ``maybe_offload_to_cpu`` in
+    ``vllm/model_executor/models/utils.py`` has the same rule in 0.9). So it overshoots the budget by up to one
+    tensor (a fused MoE ``w13`` is all of a layer's experts), and never touches the embedding, the LM head or
+    a draft model. The budget is per GPU, in GiB (``cpu_offload_max_bytes = int(cpu_offload_gb × 1024**3)``,
+    ``vllm/model_executor/offloader/base.py``).
+
+    Llama-3.1-8B bf16, TP 1, ``--cpu-offload-gb 4``: a layer is qkv 50,331,648 + o 33,554,432 + gate_up
+    234,881,024 + down 117,440,512 + 2 norms × 8,192 = 436,224,000 B; 9 layers = 3,926,016,000 B, then qkv, o and
+    gate_up of the 10th stay below 4 GiB (4,244,783,104) and its down_proj crosses it: 4,362,223,616 B offloaded
+    (4.06 GiB), so 14.99 − 4.06 = 10.93 GiB stay on the GPU.
+    """
+    budget = inputs.cpu_offload_bytes
+    if budget <= 0:
+        return 0
+    m = inputs.model
+    stage = layers_per_stage(inputs, m.num_layers)
+    dense = m.num_layers - (m.moe_layers if m.is_moe else 0)  # dense layers come first (first_k_dense_replace)
+    offloaded = 0.0
+    for index in range(stage):
+        tensors = _decoder_layer_tensors(inputs, moe=index >= dense, recurrent=index >= m.attention_layers)
+        for size in tensors:
+            if offloaded >= budget:
+                return math.ceil(offloaded)
+            offloaded += size
+    return math.ceil(offloaded)
+
+
+def cuda_graph_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """vLLM's CUDA-graph memory estimate on each GPU, subtracted before the KV cache (bytes): the profile's
+    ``cuda_graph_bytes`` from :data:`CUDA_GRAPH_ESTIMATE_SINCE` (0.20) on, else 0, and 0 with
+    ``--enforce-eager`` (``cudagraph_mode`` NONE), with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``
+    (``estimate_cuda_graphs``) or when the version is not stated (the term is version-gated).
+
+    The engine measures it (``vllm/v1/worker/gpu_model_runner.py`` ``GPUModelRunner.profile_cudagraph_memory``,
+    0.21.0): per graph mode (PIECEWISE, FULL) it captures the two largest batch sizes into a scratch pool and
+    reads free memory around each capture; ``estimate = max over modes (first capture) + Σ over modes
+    (second capture, at least 1 MiB) × (graphs in the mode − 1)``. The first capture carries the graph pool's
+    buffers and the kernels' workspaces, and dominates: a model of one size (``PIECEWISE=1, FULL=1``) still
+    logs 0.36 GiB. Twelve published estimates ("Estimated CUDA graph memory: … GiB total", vLLM 0.18-0.28, 1
+    to 86 graphs, TP 1-4) lie between 0.17 GiB (noonghunna/club-3090#127, TP 4) and 2.43 GiB
+    (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#25), median 0.62 GiB (gpustack/runner#251: 0.36 GiB at TP 2),
+    with no trend in the capture sizes: the profile carries the median. Not modelled: hybrid Gated-DeltaNet
+    models from 0.26, whose estimate includes a transient linear in ``max_num_batched_tokens``
+    (vllm-project/vllm#50780, estimates of tens of GiB).
+    """
+    if inputs.enforce_eager or not inputs.estimate_cuda_graphs:
+        return 0
+    parsed = parse_version(inputs.engine_version)
+    if parsed is None or parsed < CUDA_GRAPH_ESTIMATE_SINCE:
+        return 0
+    return OVERHEAD_PROFILES[inputs.overhead_profile].cuda_graph_bytes
+
+
 def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     """(forward peak, sampler peak) of the profile run on one GPU, bytes; see :class:`OverheadModel`.
 
@@ -1023,15 +1197,7 @@ def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
     256 × 128,256 × 39 = 1.19 GiB sampler) + 0.13 GiB non-torch = 1.32 GiB.
     """
     forward, sampler = activation_peak_bytes(inputs)
-    graphs = cuda_graph_bytes_per_gpu(inputs)
-    return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + graphs
-
-
-def cuda_graph_bytes_per_gpu(inputs: CapacityInputs) -> int:
-    """CUDA-graph memory the profile subtracts before the KV cache, bytes per GPU: the profile's
-    ``cuda_graph_bytes`` (0 for vLLM ≤ 0.20, which captures graphs after sizing the cache), 0 under
-    ``--enforce-eager``."""
-    return 0 if inputs.enforce_eager else OVERHEAD_PROFILES[inputs.overhead_profile].cuda_graph_bytes
+    return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + cuda_graph_bytes_per_gpu(inputs)
 
 
 def vllm_accounting_of(inputs: CapacityInputs) -> Accounting:
@@ -1121,6 +1287,7 @@ def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, contex
     per_layer = kv_bytes_per_token_per_layer(inputs) * bs
     windowed = min(need, math.ceil(m.sliding_window / bs) + 1) if m.sliding_window_layers else 0
     full = layers_per_stage(inputs, m.full_attention_layers)
+    full += inputs.speculative.draft_layers if inputs.speculative is not None else 0
     sliding = layers_per_stage(inputs, m.sliding_window_layers) if m.sliding_window_layers else 0
     per_request = per_layer * (full * need + sliding * windowed) + recurrent_state_bytes_per_sequence(inputs)
     return pool_bytes / per_request if per_request else math.inf

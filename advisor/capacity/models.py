@@ -118,6 +118,10 @@ class ModelArch:
         model_type: ``config.json``'s ``model_type`` (a multimodal wrapper's ``text_config`` one), or the type of
             its first known ``architectures`` class (:data:`MODEL_TYPE_OF_ARCHITECTURE`); ``""`` when unknown. The
             engine's model code it selects decides how long activations live (``advisor.capacity.kv``).
+        mtp_layers: multi-token-prediction layers the checkpoint ships beside the model (``num_nextn_predict_layers``:
+            DeepSeek-V3/R1 1, GLM-4.5, MiMo; ``mtp_num_hidden_layers``: Qwen3-Next/3.5); 0 = none. Not part of
+            :attr:`num_parameters`: vLLM loads them only with ``--speculative-config '{"method": "mtp"}'``
+            (``vllm/config/speculative.py`` ``hf_config_override`` reads ``num_nextn_predict_layers``, 0.21.0).
     """
 
     name: str
@@ -165,6 +169,7 @@ class ModelArch:
     norm_bias: bool = False
     final_norm: bool = True
     model_type: str = ""
+    mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -448,6 +453,8 @@ class ModelArch:
             norm_bias=bool(cfg.get("_norm_bias")),
             final_norm=bool(cfg.get("_final_norm", True)),
             model_type=model_type,
+            mtp_layers=_int_in(cfg, "num_nextn_predict_layers", name, 0, default=0)
+            or _int_in(cfg, "mtp_num_hidden_layers", name, 0, default=0),
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""
