@@ -122,6 +122,7 @@ __all__ = [
     "vllm_capacity_pass",
     "vllm_default_max_num_seqs",
     "vllm_max_concurrency",
+    "vllm_mha_fallback_head_size",
     "weights_bytes_per_gpu",
 ]
 
@@ -816,6 +817,9 @@ def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
     """
     m = inputs.model
     element = kv_bytes_per_element(inputs.kv_cache_dtype, inputs.compute_dtype)
+    fallback = vllm_mha_fallback_head_size(inputs)
+    if fallback is not None:
+        return 2 * (m.num_attention_heads // inputs.tensor_parallel_size) * fallback * element
     if m.is_mla:
         raw = m.mla_latent_elements * element
         align = OVERHEAD_PROFILES[inputs.overhead_profile].mla_entry_alignment_bytes
@@ -823,6 +827,47 @@ def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
             align = 0
         return -(-raw // align) * align if align else raw
     return 2 * kv_heads_per_gpu(m, inputs.tensor_parallel_size) * m.head_dim * element
+
+
+VLLM_MLA_SINCE: Final = (0, 7, 1)
+"""First vLLM release that stores DeepSeek V2/V3's MLA latent in the KV cache (``vllm/config.py``
+``ModelConfig.use_mla``, v0.7.1: ``is_deepseek_mla and not VLLM_MLA_DISABLE``). Before, ``deepseek_v2.py`` runs
+multi-head attention and caches K and V for every local head."""
+
+VLLM_MHA_HEAD_256_BEFORE: Final = (0, 7, 0)
+"""Before this vLLM release the DeepSeek V2/V3 multi-head path pads q, k and v to a head size of 256 (``deepseek_v2.py``
+``DeepseekV2Attention``: ``Attention(self.num_local_heads, 256, ...)``, "TODO, support head_size 192", v0.6.3.post1
+to v0.6.6); v0.7.0 caches ``qk_head_dim`` (192) per head, V padded to it."""
+
+VLLM_MLA_QUANTIZATIONS_0_7_1: Final = (None, "fp8", "compressed-tensors")
+"""Checkpoint methods vLLM 0.7.1-0.7.2 keeps MLA for (``ModelConfig.use_mla``: "MLA is not supported with %s
+quantization. Disabling MLA."); 0.7.3 dropped the condition."""
+
+
+def vllm_mha_fallback_head_size(inputs: CapacityInputs) -> int | None:
+    """The per-head K/V size vLLM caches for an MLA model it runs as multi-head attention, or None where it caches
+    the MLA latent (every engine but vLLM; vLLM ≥ :data:`VLLM_MLA_SINCE`, or an unstated version).
+
+    ``vllm/model_executor/models/deepseek_v2.py`` ``DeepseekV2Attention``: before 0.7.0 every local head caches K and
+    V of 256 elements (:data:`VLLM_MHA_HEAD_256_BEFORE`); 0.7.0 (and 0.7.1-0.7.2 under a quantization outside
+    :data:`VLLM_MLA_QUANTIZATIONS_0_7_1`) caches ``qk_nope_head_dim + qk_rope_head_dim``. DeepSeek-V3 at TP 8 on
+    0.6.6: 2 × 16 heads × 256 × 2 B = 16,384 B per token per layer, against 1,280 B for the aligned V0 latent.
+    """
+    m = inputs.model
+    if not m.is_mla or inputs.engine != "vllm":
+        return None
+    version = parse_version(inputs.engine_version)
+    if version is None:
+        return None
+    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+    if version < VLLM_MHA_HEAD_256_BEFORE:
+        return 256
+    if version < VLLM_MLA_SINCE:
+        return qk_head
+    method = inputs.effective_quantization
+    if version < (0, 7, 3) and (method.strip().lower() if method else None) not in VLLM_MLA_QUANTIZATIONS_0_7_1:
+        return qk_head
+    return None
 
 
 def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
@@ -933,7 +978,11 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         # the experts instead of the 1/TP that TP alone gives
         expert_bytes = m.expert_weight_parameters() * (inputs.quantized_weight_bytes if q is not None else act)
         per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
-    if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
+    if (
+        m.is_mla
+        and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights
+        and vllm_mha_fallback_head_size(inputs) is None
+    ):
         per_gpu += layers_per_stage(inputs, m.num_layers) * mla_v0_copies_bytes_per_layer(inputs)
     return (
         math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
