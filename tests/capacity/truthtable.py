@@ -80,8 +80,32 @@ NO_MEMORY_EFFECT: dict[str, str] = {
         "model_path",
         "model",
     )
+} | {
+    "swap_space": "CPU swap space for preempted sequences: host memory, not the GPU's",
 }
 """Stated arguments that change nothing the capacity pass counts (the reason each is dropped)."""
+
+ENGINE_NO_MEMORY_EFFECT: dict[str, dict[str, str]] = {
+    "sglang": {
+        key: "no term of profile_max_num_token (SGLang model_runner.py): max_total_num_tokens = (free after load − "
+        "free before load × (1 − mem_fraction_static)) ÷ cell size; these shape scheduling, compilation or launch"
+        for key in (
+            "max_prefill_tokens",
+            "enable_p2p_check",
+            "nnodes",
+            "node_rank",
+            "dist_init_addr",
+            "torch_compile_max_bs",
+            "enable_torch_compile",
+            "schedule_policy",
+            "schedule_conservativeness",
+            "attention_backend",
+            "sampling_backend",
+            "enable_mixed_chunk",
+        )
+    },
+}
+"""Per engine, stated arguments with no term in its KV accounting."""
 
 BOOLEAN_FLAGS = frozenset({"enforce_eager", "enable_expert_parallel", "ep_size", "enable_ep_moe", "kv_unified"})
 
@@ -128,33 +152,48 @@ def engine_tokens(case: dict[str, Any]) -> int | None:
     return None
 
 
+def stated_or_inferred(case: dict[str, Any], key: str) -> Any:
+    """``case[key]``, else the value inferred for it (``inferred: {key: {value, why}}``), else None."""
+    if case.get(key) not in (None, "", "missing"):
+        return case[key]
+    spec = (case.get("inferred") or {}).get(key)
+    return spec.get("value") if isinstance(spec, dict) else None
+
+
+TOP_LEVEL = frozenset({"model", "model_config", "gpu", "gpu_name", "gpu_memory_gib", "engine_version", "generation"})
+
+
 def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
     """``plan`` arguments for the case (``--json`` added by the caller), and a reason when it cannot be planned."""
     argv = ["--engine", engine]
-    model = case.get("model_config") or case.get("model")
-    if not model or model == "missing":
+    config = stated_or_inferred(case, "model_config")
+    model = str(REPO / config) if config else stated_or_inferred(case, "model")
+    if case.get("model_config") == "missing" or not model:
         return [], "no model config.json"
-    if case.get("model_config") and case["model_config"] != "missing":
-        model = str(REPO / case["model_config"])
     argv += ["--model", str(model)]
-    if case.get("gpu"):
-        argv += ["--gpu", str(case["gpu"])]
-    if case.get("gpu_memory_gib"):
-        argv += ["--gpu-memory-gib", str(case["gpu_memory_gib"])]
-    if not case.get("gpu") and not case.get("gpu_memory_gib"):
-        if not case.get("gpu_name"):
+    gpu, gib, name = (stated_or_inferred(case, k) for k in ("gpu", "gpu_memory_gib", "gpu_name"))
+    if gpu:
+        argv += ["--gpu", str(gpu)]
+    if gib:
+        argv += ["--gpu-memory-gib", str(gib)]
+    if not gpu and not gib:
+        if not name:
             return [], "no GPU"
-        argv += ["--gpu", str(case["gpu_name"])]
-    version = case.get("engine_version") or (case.get("inferred") or {}).get("engine_version", {}).get("value")
+        argv += ["--gpu", str(name)]
+    version = stated_or_inferred(case, "engine_version")
     if version:
         argv += ["--engine-version", str(version)]
     args = dict(case.get("args") or {})
     for key, spec in (case.get("inferred") or {}).items():
-        if key != "engine_version" and isinstance(spec, dict) and "value" in spec:
-            args.setdefault(key, spec["value"])
+        if key in TOP_LEVEL:
+            continue
+        if not isinstance(spec, dict) or "value" not in spec or isinstance(spec["value"], dict | list):
+            return [], f"inferred {key!r} is not one argument's value"
+        args.setdefault(key, spec["value"])
     names = FLAG_OF.get(engine, {})
+    dropped = NO_MEMORY_EFFECT | ENGINE_NO_MEMORY_EFFECT.get(engine, {})
     for key, value in args.items():
-        if key in NO_MEMORY_EFFECT or value is None:
+        if key in dropped or value is None:
             continue
         flag = names.get(key, "--" + key.replace("_", "-"))
         if key in BOOLEAN_FLAGS or isinstance(value, bool):
@@ -165,15 +204,23 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
             value = json.dumps(value)
         argv += [flag, str(value)]
     if "--max-model-len" not in argv:
-        argv += ["--max-model-len", str(_model_max_len(str(model)))]
+        length = _model_max_len(str(model))
+        if length is None:
+            return [], f"model {model} unknown to plan (no preset, no config.json)"
+        argv += ["--max-model-len", str(length)]
     return argv, ""
 
 
-def _model_max_len(model: str) -> int:
-    """The engine's default ``max_model_len`` when the source states none: the model's own context."""
+def _model_max_len(model: str) -> int | None:
+    """The engine's default ``max_model_len`` when the source states none: the model's own context (None: the
+    model cannot be read)."""
+    from advisor.errors import AdvisorError
     from advisor.modelfile import resolve_model
 
-    return resolve_model(model, REPO).max_position_embeddings
+    try:
+        return resolve_model(model, REPO).max_position_embeddings
+    except (AdvisorError, OSError, ValueError):
+        return None
 
 
 def plan(argv: list[str]) -> tuple[dict[str, Any] | None, str]:
