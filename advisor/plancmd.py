@@ -264,6 +264,7 @@ _ENGINE_FLAGS: dict[str, frozenset[str]] = {
     "sglang": frozenset(
         {
             "mem_fraction_static",
+            "engine_version",
             "block_size",
             "kv_cache_memory_gib",
             "kv_cache_memory_bytes",
@@ -406,7 +407,12 @@ def add_plan_parser(sub: Any) -> None:
         help="memory other processes hold on each GPU (a shared GPU), GiB",
     )
     plan.add_argument("--engine", choices=plan_engines(), default="vllm")
-    plan.add_argument("--engine-version", type=version_arg, default=None, help="e.g. 0.6.6 (V0 accounting before 0.8)")
+    plan.add_argument(
+        "--engine-version",
+        type=version_arg,
+        default=None,
+        help="e.g. 0.6.6 (vLLM: V0 accounting before 0.8; SGLang: its default mem-fraction-static)",
+    )
     plan.add_argument("--enforce-eager", action="store_true")
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")

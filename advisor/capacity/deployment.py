@@ -119,7 +119,8 @@ class DeploymentSpec:
             stated in bytes; TGI, TensorRT-LLM and llama.cpp have no such setting).
         num_gpu_blocks_override: vLLM ``--num-gpu-blocks-override``.
         gpu_memory_used_by_others_bytes: memory other processes hold on each GPU.
-        engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size).
+        engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size; SGLang: its default
+            mem_fraction_static).
         enforce_eager: vLLM ``--enforce-eager``.
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
@@ -358,7 +359,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
     budget = VLLM_DEFAULT_UTILIZATION
     if engine == "sglang":
         budget = spec.mem_fraction_static or sglang_default_mem_fraction_static(
-            memory, spec.tensor_parallel_size, spec.pipeline_parallel_size
+            memory, spec.tensor_parallel_size, spec.pipeline_parallel_size, version
         )
     elif engine == "tgi":
         budget = spec.cuda_memory_fraction or TGI_DEFAULT_CUDA_MEMORY_FRACTION

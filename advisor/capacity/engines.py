@@ -7,26 +7,24 @@ All four are *documented approximations*: the terms each engine measures at star
 the CUDA context, the warm-up peak) are modelled, and where the engine logs its capacity, the live rules
 should use the log. The sources read (file and function) are cited per engine.
 
-SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.__post_init__``, default
-``mem_fraction_static``) and ``python/sglang/srt/model_executor/model_runner.py``
-(``ModelRunner.profile_max_num_token``)::
+SGLang — ``python/sglang/srt/model_executor/model_runner.py`` (``ModelRunner.init_torch_distributed``,
+``profile_max_num_token``, ``init_memory_pool``; read in the 0.3.6, 0.4.x and 0.5.2–0.5.9 wheels) and
+``python/sglang/srt/server_args.py`` (default ``mem_fraction_static``, by version: see
+:func:`sglang_default_mem_fraction_static`)::
 
-    mem_fraction_static = round((gpu_mem_MiB − reserved_MiB) ÷ gpu_mem_MiB, 3)       (when not given)
-        reserved_MiB = (2.8 + TP·PP/10)·1024   below 35 GiB      (T4, A10, L40S, RTX 4090)
-                       (9.5 + TP·PP/2)·1024    below 90 GiB      (A100, H100)
-                       (12 + TP·PP/2)·1024     below 160 GiB     (H20, H200)
-                       32·1024                 otherwise         (B200, MI300X)
-    rest                = free_before_load × mem_fraction_static − weights      (per GPU)
-        free_before_load  = total − memory other processes hold (gpu_memory_used_by_others)
-    cell_size           = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
-                          qk_rope_head_dim) × layers × kv bytes, not divided by TP)
-    max_total_num_tokens = rest // cell_size, rounded down to page_size (1 by default)
+    free_before_load  = total − resident_before_load − memory other processes hold      (per GPU)
+        (``total_gpu_memory``: ``get_available_gpu_memory`` at the end of ``init_torch_distributed``, the
+         "Load weight begin. avail mem" line; resident = CUDA context + NCCL/custom all-reduce buffers,
+         :func:`sglang_resident_before_load_bytes`)
+    rest              = available_after_load − free_before_load × (1 − mem_fraction_static)
+                      = free_before_load × mem_fraction_static − weights
+    cell_size         = kv_heads_per_gpu × head_dim × layers × 2 × kv bytes   (MLA: (kv_lora_rank +
+                        qk_rope_head_dim) × layers × kv bytes, not divided by TP)
+    max_total_num_tokens = rest × 2^30 // cell_size, rounded down to page_size (1 by default)
 
-  SGLang's expression is ``available_after_load − free_before_load × (1 − mem_fraction_static)``, which is
-  the ``rest`` above; we take ``free_before_load`` = the device total, so we overstate the pool by
-  ``mem_fraction_static`` × the CUDA context and NCCL buffers already resident (≈ 0.3–1 GiB per GPU). Older
-  SGLang releases (before the GPU-memory rule) used a TP-only table: 0.88 (TP1), 0.87 (TP2), 0.85 (TP4),
-  0.81 (TP8), 0.79 (TP16); pass ``mem_fraction_static`` to reproduce them.
+  Not modelled: ``--max-total-tokens`` (a cap, the smaller wins), speculative decoding (the pool grows by
+  ``max_num_reqs × (steps × topk + draft tokens) + 100`` shared with the draft model), hybrid sliding-window and
+  Mamba models' split pools, and the all-reduce MIN over ranks of the free memory (equal ranks assumed).
 
 TGI — ``server/text_generation_server/models/flash_causal_lm.py`` (``FlashCausalLM.warmup``),
 ``server/text_generation_server/utils/import_utils.py`` (``get_cuda_free_memory``) and
@@ -87,6 +85,7 @@ from advisor.capacity.kv import (
     activation_peak_bytes,
     kv_bytes_per_token_per_gpu,
     max_concurrency,
+    parse_version,
     weights_bytes_per_gpu,
 )
 from advisor.errors import CapacityError
@@ -95,7 +94,10 @@ __all__ = [
     "ENGINES",
     "LLAMACPP_CTX_PADDING",
     "LLAMACPP_KV_TYPE_BYTES",
+    "SGLANG_CUDA_CONTEXT_BYTES",
     "SGLANG_LEGACY_MEM_FRACTION",
+    "SGLANG_TP_INIT_BYTES",
+    "SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU",
     "TGI_WIGGLE_ROOM",
     "EngineCapacity",
     "EngineSettings",
@@ -103,6 +105,7 @@ __all__ = [
     "llamacpp_capacity",
     "sglang_capacity",
     "sglang_default_mem_fraction_static",
+    "sglang_resident_before_load_bytes",
     "tgi_capacity",
     "trtllm_capacity",
 ]
@@ -134,7 +137,15 @@ LLAMACPP_KV_TYPE_BYTES: Final[dict[str, float]] = {
 }
 """Bytes per K/V element of llama.cpp's ``--cache-type-k/-v`` (q8_0: 32 int8 + one f16 scale per block)."""
 SGLANG_LEGACY_MEM_FRACTION: Final[dict[int, float]] = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81, 16: 0.79}
-"""The TP-only ``mem_fraction_static`` table of older SGLang releases (``server_args.py``), for reference."""
+"""The TP-only ``mem_fraction_static`` table of SGLang 0.4.0–0.4.5 (``server_args.py``), for reference
+(:func:`sglang_default_mem_fraction_static` applies it by version)."""
+SGLANG_CUDA_CONTEXT_BYTES: Final = int(0.5 * GIB)
+"""CUDA context resident before SGLang measures its free memory (:func:`sglang_resident_before_load_bytes`)."""
+SGLANG_TP_INIT_BYTES: Final = int(0.26 * GIB)
+"""``Init torch distributed`` memory at TP > 1 off NVSwitch (:func:`sglang_resident_before_load_bytes`)."""
+SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU: Final = int((2.01 - 0.26) / 8 * GIB)
+"""Further ``Init torch distributed`` memory per GPU of the TP group on NVSwitch nodes
+(:func:`sglang_resident_before_load_bytes`)."""
 
 
 @dataclass(frozen=True)
@@ -220,31 +231,124 @@ def _forward_bytes(inputs: CapacityInputs, tokens: int) -> int:
 # --- SGLang ------------------------------------------------------------------------------------------------
 
 
-def sglang_default_mem_fraction_static(gpu_memory_bytes: int, tp: int = 1, pp: int = 1) -> float:
-    """SGLang's default ``mem_fraction_static`` (``server_args.py``): the GPU memory less a reserve that grows
-    with TP × PP, by GPU class.
+def _sglang_tp_table(parallel: int, tp8: float = 0.81) -> float:
+    """The TP-only default of SGLang ≤ 0.4.7 (``server_args.py`` ``ServerArgs.__post_init__``)."""
+    if parallel >= 16:
+        return 0.79
+    if parallel >= 8:
+        return tp8
+    if parallel >= 4:
+        return 0.85
+    return 0.87 if parallel >= 2 else 0.88
 
-    >>> sglang_default_mem_fraction_static(80 * GIB)      # (81920 − 10240) / 81920
+
+def sglang_default_mem_fraction_static(
+    gpu_memory_bytes: int, tp: int = 1, pp: int = 1, engine_version: str | None = None
+) -> float:
+    """SGLang's default ``mem_fraction_static`` at ``engine_version`` (``python/sglang/srt/server_args.py``;
+    None = the newest rule). ``gpu_mem`` is the device memory in MiB (SGLang reads ``nvidia-smi``'s
+    ``memory.total``; we take the CUDA total, about 0.5 GiB less on an H100, which moves the fraction by
+    ≤ 0.001). The rules, by the wheel each was read from:
+
+    * < 0.4.0 (0.3.6): TP ≥ 16 0.79, ≥ 8 0.82, ≥ 4 0.85, ≥ 2 0.87, else 0.88.
+    * 0.4.0–0.4.5: the same table with 0.81 at TP ≥ 8.
+    * 0.4.6: that table when ``gpu_mem`` ≤ 81,920, else ``(gpu_mem − 13·1024) / gpu_mem``.
+    * 0.4.7: the table over TP × PP when ≤ 81,920, else 0.88; then 0.79 above 180,000 MiB, and above
+      96 GiB ``min(f + 48·1024·(1 − f)/gpu_mem, (gpu_mem − 18·1024)/gpu_mem)``.
+    * 0.4.8–0.5.2: ``round((gpu_mem − reserved) / gpu_mem, 3)``, reserved (MiB) by GPU class: < 35 GiB
+      (2.8 + TP·PP/10)·1024, < 90 GiB (9.5 + TP·PP/2)·1024, < 160 GiB (12 + TP·PP/2)·1024, else 32·1024.
+    * ≥ 0.5.3 (``_handle_gpu_memory_settings``): reserved = 512 + 1.5 × max(chunked_prefill_size, 2048)
+      + 2 × cuda_graph_max_bs + TP·PP/8 · 1024, at least 10·1024 above 60 GiB; chunked_prefill_size and
+      cuda_graph_max_bs by class: < 20 GiB 2048/8, < 35 GiB 2048/(16 (0.5.3–0.5.4) or 24 if TP < 4, else 80),
+      < 60 GiB 4096/(32 if TP < 4 else 160), < 160 GiB 8192/(256 if TP < 4 else 512), else 16384/512.
+
+    Not modelled (no input carries them): + 2 GiB reserved with speculative decoding (6 GiB STANDALONE),
+    + 4 GiB (≥ 0.5.3: + 3 × cuda_graph_max_bs × DP) with DP attention, × 0.9 for multimodal models (≥ 0.4.9),
+    + 8 MiB per piecewise-CUDA-graph size when that is enabled.
+
+    >>> sglang_default_mem_fraction_static(80 * GIB, engine_version="0.5.2")   # (81920 − 10240) / 81920
     0.875
+    >>> sglang_default_mem_fraction_static(80 * GIB)    # (81920 − (512 + 12288 + 512 + 128)) / 81920
+    0.836
     """
     gpu_mem = gpu_memory_bytes / MIB
     parallel = tp * pp
-    if gpu_mem < 35 * 1024:
-        reserved = (2.8 + parallel / 10) * 1024
-    elif gpu_mem < 90 * 1024:
-        reserved = (9.5 + parallel / 2) * 1024
-    elif gpu_mem < 160 * 1024:
-        reserved = (12 + parallel / 2) * 1024
-    else:
-        reserved = 32 * 1024.0
+    version = parse_version(engine_version)
+    if version is not None and version < (0, 4, 0):
+        return _sglang_tp_table(tp, tp8=0.82)
+    if version is not None and version < (0, 4, 6):
+        return _sglang_tp_table(tp)
+    if version is not None and version < (0, 4, 7):
+        return _sglang_tp_table(tp) if gpu_mem <= 81920 else (gpu_mem - 13 * 1024) / gpu_mem
+    if version is not None and version < (0, 4, 8):
+        fraction = _sglang_tp_table(parallel) if gpu_mem <= 81920 else 0.88
+        if gpu_mem > 180_000:
+            return 0.79
+        if gpu_mem > 96 * 1024:
+            return min(fraction + 48 * 1024 * (1 - fraction) / gpu_mem, (gpu_mem - 18 * 1024) / gpu_mem)
+        return fraction
+    if version is not None and version < (0, 5, 3):
+        if gpu_mem < 35 * 1024:
+            reserved = (2.8 + parallel / 10) * 1024
+        elif gpu_mem < 90 * 1024:
+            reserved = (9.5 + parallel / 2) * 1024
+        elif gpu_mem < 160 * 1024:
+            reserved = (12 + parallel / 2) * 1024
+        else:
+            reserved = 32 * 1024.0
+        return round((gpu_mem - reserved) / gpu_mem, 3)
+    chunked, graph_bs = _sglang_chunk_and_graph_bs(gpu_mem, tp, version)
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + parallel / 8 * 1024
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
     return round((gpu_mem - reserved) / gpu_mem, 3)
+
+
+def _sglang_chunk_and_graph_bs(gpu_mem: float, tp: int, version: tuple[int, ...] | None) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) defaults of SGLang ≥ 0.5.3 by ``gpu_mem`` (MiB)
+    (``server_args.py`` ``ServerArgs._handle_gpu_memory_settings``)."""
+    small = tp < 4
+    if gpu_mem < 20 * 1024:
+        return 2048, 8
+    if gpu_mem < 35 * 1024:
+        return 2048, (16 if version is not None and version < (0, 5, 5) else 24) if small else 80
+    if gpu_mem < 60 * 1024:
+        return 4096, 32 if small else 160
+    if gpu_mem < 160 * 1024:
+        return 8192, 256 if small else 512
+    return 16384, 512
+
+
+def sglang_resident_before_load_bytes(inputs: CapacityInputs) -> int:
+    """What SGLang's process holds on each GPU when it measures the free memory that ``mem_fraction_static``
+    multiplies (``ModelRunner.init_torch_distributed`` returns ``get_available_gpu_memory`` taken after
+    ``init_distributed_environment``; 0.3.6–0.5.9 alike), bytes: the CUDA context, plus NCCL and custom
+    all-reduce buffers when TP × PP > 1.
+
+    * :data:`SGLANG_CUDA_CONTEXT_BYTES` (0.5 GiB): device total − "Load weight begin. avail mem" −
+      "Init torch distributed ends. mem usage": 139.81 − 137.29 − 2.01 = 0.51 GiB on H200
+      (sgl-project/sglang#11716); one GPU: "mem usage=0.00 GB" (sgl-project/sglang#15426).
+    * :data:`SGLANG_TP_INIT_BYTES` (0.26 GiB ± 0.13): "Init torch distributed ends. mem usage" at TP 4 over
+      PCIe, 0.13 GB on 4 × L4 with 0.4.3.post4 (didier-durand/llms-in-clouds docs/sglang.md) and 0.39 GB on
+      4 × RTX PRO 6000 in 2026 (sgl-project/sglang#40558): their mean.
+    * NVSwitch nodes (``nvlink_sharp``) allocate more per GPU of the group (NCCL's NVLS buffers):
+      :data:`SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU` × TP, from "mem usage=2.01 GB" at TP 8 on H200
+      (sgl-project/sglang#11716): (2.01 − 0.26) / 8 GiB per GPU, a two-point fit.
+    """
+    resident = SGLANG_CUDA_CONTEXT_BYTES
+    tp = inputs.tensor_parallel_size
+    if tp * inputs.pipeline_parallel_size > 1:
+        resident += SGLANG_TP_INIT_BYTES
+        if inputs.nvlink_sharp and tp > 1:
+            resident += SGLANG_TP_INIT_NVSWITCH_BYTES_PER_GPU * min(tp, 8)
+    return resident
 
 
 def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
     """SGLang's ``max_total_num_tokens`` (see the module docstring).
 
-    Example: Llama-3.1-8B bf16 on an 80 GiB GPU, TP1: mem_fraction_static 0.875; 0.875 × 80 GiB − 14.99 GiB
-    weights = 55.01 GiB; ÷ 131,072 B per token = 450,652 tokens.
+    Example: Llama-3.1-8B bf16 on an 80 GiB GPU, TP1, SGLang 0.5.2: mem_fraction_static 0.875; free before
+    load 80 − 0.5 = 79.5 GiB; 0.875 × 79.5 − 14.99 weights = 54.57 GiB; ÷ 131,072 B per token = 447,068 tokens.
     """
     s = settings or EngineSettings()
     page = s.page_size or 1
@@ -257,28 +361,35 @@ def sglang_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         mfs = inputs.gpu_memory_utilization  # the budget dial carries it (advisor.capacity.deployment)
     if mfs is None:
         mfs = sglang_default_mem_fraction_static(
-            inp.gpu_memory_bytes, inp.tensor_parallel_size, inp.pipeline_parallel_size
+            inp.gpu_memory_bytes, inp.tensor_parallel_size, inp.pipeline_parallel_size, inputs.engine_version
         )
     mfs = _fraction("mem_fraction_static", mfs)
     weights = weights_bytes_per_gpu(inp)
-    budget = (inp.gpu_memory_bytes - inputs.gpu_memory_used_by_others_bytes) * mfs
+    resident = sglang_resident_before_load_bytes(inp)
+    free_before_load = inp.gpu_memory_bytes - inputs.gpu_memory_used_by_others_bytes - resident
+    budget = free_before_load * mfs
     if inputs.kv_cache_memory_bytes is not None:
         pool = inputs.kv_cache_memory_bytes
     else:
-        _check_weights(inp, weights, budget, f"mem_fraction_static {mfs} × the GPU's free memory")
+        _check_weights(inp, weights, budget, f"mem_fraction_static {mfs} × the memory free before loading")
         pool = math.floor(budget - weights)
     cell = kv_bytes_per_token_per_gpu(inp)
     tokens = pool // cell // page * page
     notes = (
-        f"mem_fraction_static {mfs} ({'given or resolved' if given else 'SGLang default'}): "
-        "weights and KV pool share it; activations and CUDA graphs use the rest",
-        "free memory before loading taken as the device total: the engine's pool is smaller by about "
-        "mem_fraction_static × the CUDA context/NCCL already resident (0.3-1 GiB per GPU)",
+        f"mem_fraction_static {mfs} ({'given or resolved' if given else 'SGLang default'}) of the memory free "
+        f"before loading ({free_before_load / GIB:.2f} GiB: the device less "
+        f"{resident / GIB:.2f} GiB of CUDA context and NCCL buffers"
+        + (" and the memory other processes hold" if inputs.gpu_memory_used_by_others_bytes else "")
+        + "): weights and KV pool share it; activations and CUDA graphs use the rest",
         "tokens are SGLang's max_total_num_tokens (token-granular pages); use the engine's log line "
         "'max_total_num_tokens=' where available",
     )
     params: dict[str, float | int | str] = {"mem_fraction_static": mfs, "page_size": page}
-    return EngineCapacity("sglang", _result(inp, weights, 0, pool, cell, tokens // page, "sglang"), params, notes)
+    if inputs.engine_version:
+        params["engine_version"] = inputs.engine_version
+    return EngineCapacity(
+        "sglang", _result(inp, weights, resident, pool, cell, tokens // page, "sglang"), params, notes
+    )
 
 
 # --- TGI ---------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ Qwen3-235B-A22B-FP8, 8× L40S, EP, 0.10.2            237,344       230,016      
 Qwen2.5-0.5B fp16, T4, 0.6.6.post1 (V0)             928,944       932,096       +0.3 %
 llava-v1.6-mistral-7b fp16, 79.19 GiB, 0.10.2       451,744       450,352       −0.3 %
 Meta-Llama-3-8B, A100 40GB, 0.6.6 (V0)              91,056        158,080       +74 %
-DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       303,632       +3.0 %
+DeepSeek-R1 FP8, 8× H200, 0.7.3 (V0, MLA)           294,688       297,888       +1.1 %
 ==================================================  ============  ============  ======
 
 Each term is traced in the engine's own breakdown (``determine_num_available_blocks`` in
@@ -73,7 +73,9 @@ from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
     DTYPE_BYTES,
     EXPERTS_ONLY,
+    MXFP4_BITS,
     kv_bytes_per_element,
+    mxfp4_padded_expert_shape,
     resolve_dtype,
     weight_bytes_per_param,
 )
@@ -97,6 +99,8 @@ __all__ = [
     "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
     "max_concurrency",
+    "mla_v0_copies_bytes_per_layer",
+    "mxfp4_padding_bytes_per_gpu",
     "non_torch_bytes_per_gpu",
     "nvls_bytes_per_gpu",
     "overhead_bytes_per_gpu",
@@ -343,6 +347,9 @@ class CapacityInputs:
         disable_hybrid_kv_cache_manager: [``--disable-hybrid-kv-cache-manager``] vLLM V1 ≥ 0.9.1 then keeps a
             sliding-window hybrid in one full-attention group (:func:`hybrid_kv_layout`). vLLM also sets it
             itself with a KV connector (``--kv-transfer-config``), KV events, or off CUDA/ROCm.
+        compute_capability: the GPU's CUDA compute capability, ``(major, minor)`` (``GPUSpec.compute_capability``);
+            None = unknown. It picks vLLM's MXFP4 MoE kernel and so the padding of MXFP4 experts
+            (:func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`): unknown pads nothing.
     """
 
     model: ModelArch
@@ -369,9 +376,11 @@ class CapacityInputs:
     data_parallel_size: int = 1
     gpu_memory_used_by_others_bytes: int = 0
     disable_hybrid_kv_cache_manager: bool = False
+    compute_capability: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        problems += _group_size_problems(self)
         if self.engine not in ACCOUNTING_ENGINES:
             problems.append(f"engine {self.engine!r} has no KV accounting; known: {', '.join(ACCOUNTING_ENGINES)}")
         if self.data_parallel_size < 1:
@@ -720,10 +729,88 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         expert_bytes = m.expert_weight_parameters() * (inputs.quantized_weight_bytes if q is not None else act)
         per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
     if m.is_mla and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights:
-        heads = m.num_attention_heads / tp
-        absorbed = heads * m.kv_lora_rank * (m.hidden_size + (m.q_lora_rank or m.hidden_size))
-        per_gpu += layers_per_stage(inputs, m.num_layers) * absorbed * q_bytes
-    return math.ceil(per_gpu)
+        per_gpu += layers_per_stage(inputs, m.num_layers) * mla_v0_copies_bytes_per_layer(inputs)
+    return math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
+
+
+def mla_v0_copies_bytes_per_layer(inputs: CapacityInputs) -> float:
+    """Bytes per MLA layer per GPU that V0's MLA backend adds at load (vLLM 0.7.x ``attention/backends/mla/utils.py``
+    ``MLACommonImpl.process_weights_after_loading``, heads ``n`` = heads ÷ TP, ``q_in`` = ``q_lora_rank`` or
+    hidden)::
+
+        W_Q_UK   q_in × n × kv_lora_rank        weight precision (fp8 checkpoints are re-quantized to fp8)
+        W_UV_O   n × kv_lora_rank × hidden       weight precision
+        W_QR     q_in × n × qk_rope_head_dim     compute dtype ("W_QR is small so ... we dont bother requantizing
+                                                 it"; a ``.contiguous()`` copy even when unquantized)
+        kv_b     kv_lora_rank × n × (qk_nope + v) compute dtype, only when ``kv_b_proj`` is quantized: its
+                                                 dequantized copy stays alive as ``self.W_UK, self.W_UV``
+
+    DeepSeek-R1 FP8 at TP 8 (n 16, q_in 1536, kv_lora 512, rope 64, nope 128, v 128): W_QR 3.1 MB and kv_b 4.2 MB
+    per layer, 0.42 GiB over 61 layers in bf16, beside the absorbed fp8 matrices.
+    """
+    m = inputs.model
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
+    heads = m.num_attention_heads / inputs.tensor_parallel_size
+    q_in = m.q_lora_rank or m.hidden_size
+    absorbed = heads * m.kv_lora_rank * (m.hidden_size + q_in) * q_bytes
+    w_qr = q_in * heads * m.qk_rope_head_dim * act
+    kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) * act if q_bytes < act else 0.0
+    return absorbed + w_qr + kv_b
+
+
+def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
+    """Bytes the MXFP4 MoE kernel's padding adds to each GPU's experts (0 unless the experts are MXFP4 and
+    ``inputs.compute_capability`` is known).
+
+    vLLM ``Mxfp4MoEMethod.create_weights`` allocates ``w13`` ``2 × I_pad × H_pad`` and ``w2`` ``H_pad × I_pad`` 4-bit
+    elements with an 8-bit scale per 32 (4.25 bits) per local expert, ``I`` being the intermediate size per TP
+    partition (the whole width under expert parallelism, which splits the experts instead), padded as
+    :func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`. gpt-oss-120b at TP 1 on Hopper (Marlin: H 2880 →
+    3072, I 2880 → 2944): 36 layers × 128 experts × 3 × (3072 × 2944 − 2880²) × 4.25 / 8 = 5.13 GiB.
+    """
+    m = inputs.model
+    q = inputs.effective_quantization
+    if not m.is_moe or q is None or q.strip().lower() != "mxfp4" or inputs.compute_capability is None:
+        return 0.0
+    tp = inputs.tensor_parallel_size
+    ep = inputs.enable_expert_parallel
+    ep_group = tp * (inputs.data_parallel_size if ep else 1)
+    width = m.moe_intermediate_size if ep else m.moe_intermediate_size / tp
+    experts = m.num_experts / ep_group if ep else m.num_experts
+    hidden_pad, width_pad = mxfp4_padded_expert_shape(m.hidden_size, math.ceil(width), inputs.compute_capability)
+    extra_elements = 3 * (hidden_pad * width_pad - m.hidden_size * width)
+    return layers_per_stage(inputs, m.moe_layers) * experts * extra_elements * MXFP4_BITS / 8
+
+
+def _group_size_problems(inputs: CapacityInputs) -> list[str]:
+    """vLLM refuses a GPTQ/AWQ layer whose input rows per TP rank the group size does not divide (``gptq.py``
+    ``GPTQLinearMethod.create_weights``: "The input size is not aligned with the quantized weight shape. This can be
+    caused by too large tensor parallel size."; ``awq.py`` likewise; the Marlin kernels'
+    ``verify_marlin_supports_shape``). The row-parallel layers split their input over TP: ``o_proj``
+    (heads × head_dim) and ``down_proj`` (intermediate); the others take the whole hidden size."""
+    m = inputs.model
+    group = m.checkpoint_group_size
+    own = m.checkpoint_quantization
+    q = inputs.effective_quantization
+    if group is None or group <= 0 or own is None or q is None or _method_family(q) != _method_family(own):
+        return []
+    tp = inputs.tensor_parallel_size
+    inputs_per_rank = {
+        "hidden_size": m.hidden_size,
+        "o_proj input (heads × head_dim ÷ TP)": m.num_attention_heads * m.head_dim // tp,
+        "down_proj input (intermediate_size ÷ TP)": m.intermediate_size // tp,
+    }
+    if m.is_moe:
+        inputs_per_rank["expert down_proj input (moe_intermediate_size ÷ TP)"] = m.moe_intermediate_size // tp
+    bad = [f"{what} {rows}" for what, rows in inputs_per_rank.items() if rows % group]
+    if not bad:
+        return []
+    return [
+        f"{m.name}: quantization group size {group} does not divide {', '.join(bad)} at TP={tp}: vLLM refuses to "
+        'load it ("The input size is not aligned with the quantized weight shape"); use a smaller tensor_parallel_size'
+    ]
 
 
 def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:

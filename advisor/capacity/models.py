@@ -41,10 +41,16 @@ from functools import cache
 from typing import Any, Final
 
 from advisor.capacity.data import read_data
-from advisor.capacity.precision import INT_WEIGHT_BITS, INT_WEIGHT_METHODS, int_weight_bits
+from advisor.capacity.precision import (
+    BNB_4BIT_BYTES,
+    INT_WEIGHT_BITS,
+    INT_WEIGHT_METHODS,
+    bnb_8bit_bytes,
+    int_weight_bits,
+)
 from advisor.errors import CapacityError, UnknownModelError
 
-__all__ = ["ModelArch", "get_preset", "preset_ids", "vit_parameters"]
+__all__ = ["ModelArch", "get_preset", "preset_ids", "vision_config_parameters", "vit_parameters"]
 
 _REQUIRED_KEYS = (
     "num_hidden_layers",
@@ -100,6 +106,15 @@ class ModelArch:
             :func:`int_weight_bits`); None: the method's usual width (:mod:`advisor.capacity.precision`).
         gated_mlp: the dense MLP has gate, up and down projections (Llama, Qwen, Mistral, Gemma, Phi-3); False for
             the two-matrix MLPs of :data:`NON_GATED_MLP_TYPES` (Phi-1/2 ``fc1``/``fc2``, GPT-2, OPT …).
+        checkpoint_group_size: the GPTQ/AWQ group size the checkpoint states (input rows per scale; -1 = one per
+            column); vLLM refuses a layer whose input rows per TP rank it does not divide. None: not such a method.
+        position_embeddings: rows of a learned absolute position table, ``hidden`` wide (GPT-2 ``n_positions``;
+            OPT ``max_position_embeddings + 2``, its ``OPTLearnedPositionalEmbedding`` offset); 0 = none (rotary).
+        word_embed_proj_dim: OPT's embedding width when it differs from ``hidden`` (``project_in``/``project_out``,
+            ``word_embed_proj_dim × hidden`` each, no bias); 0 = the hidden size.
+        mlp_bias: the dense MLP's up and down projections carry biases (GPT-2, OPT, GPTBigCode).
+        norm_bias: the norms are LayerNorms with a bias (GPT-2, OPT, Falcon): two vectors each, the final one too.
+        final_norm: a final norm follows the last layer (OPT with ``do_layer_norm_before`` false has none).
     """
 
     name: str
@@ -140,6 +155,12 @@ class ModelArch:
     checkpoint_quantization: str | None = None
     checkpoint_weight_bits: float | None = None
     gated_mlp: bool = True
+    checkpoint_group_size: int | None = None
+    position_embeddings: int = 0
+    word_embed_proj_dim: int = 0
+    mlp_bias: bool = False
+    norm_bias: bool = False
+    final_norm: bool = True
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -196,8 +217,14 @@ class ModelArch:
 
     # --- parameter bookkeeping (counts of parameters, not bytes) ---------------------------------------
     def embedding_parameters(self) -> int:
-        """Parameters of the input embedding plus the LM head (once if tied): vocab × hidden × (1 or 2)."""
-        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        """Parameters of the input embedding plus the LM head (once if tied): vocab × hidden × (1 or 2), plus a
+        learned position table (``position_embeddings × hidden``) and OPT's ``project_in``/``project_out``
+        (``2 × word_embed_proj_dim × hidden``, the embedding then ``vocab × word_embed_proj_dim``). OPT-350m
+        (vocab 50,272, proj 512, hidden 1024, 2,050 positions): 25,739,264 + 2,099,200 + 1,048,576."""
+        width = self.word_embed_proj_dim or self.hidden_size
+        projections = 2 * width * self.hidden_size if width != self.hidden_size else 0
+        table = self.vocab_size * width * (1 if self.tie_word_embeddings else 2)
+        return table + self.position_embeddings * self.hidden_size + projections
 
     def norm_parameters(self) -> int:
         """RMSNorm weights: (norms_per_layer × layers + 1 final) × hidden (+ q/k norms, MLA latent norms).
@@ -207,7 +234,8 @@ class ModelArch:
             extra += 2 * self.head_dim * self.attention_layers
         if self.is_mla:
             extra += (self.kv_lora_rank + self.q_lora_rank) * self.num_layers
-        return (self.norms_per_layer * self.num_layers + 1) * self.hidden_size + extra
+        vectors = (self.norms_per_layer * self.num_layers + (1 if self.final_norm else 0)) * self.hidden_size
+        return vectors * (2 if self.norm_bias else 1) + extra
 
     def kv_projection_parameters_per_layer(self) -> int:
         """Parameters of the k and v projections of one layer: 2 × hidden × kv_heads × head_dim (+ bias)."""
@@ -236,8 +264,10 @@ class ModelArch:
 
     def dense_mlp_parameters(self) -> int:
         """One dense MLP: ``3 × hidden × intermediate`` gated (gate, up, down), ``2 ×`` otherwise (up, down:
-        Phi-2 2560 × 10240 × 2 = 52,428,800 per layer; :attr:`gated_mlp`)."""
-        return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+        Phi-2 2560 × 10240 × 2 = 52,428,800 per layer; :attr:`gated_mlp`), plus ``intermediate + hidden`` biases
+        when :attr:`mlp_bias` (GPT-2's ``c_fc``/``c_proj``)."""
+        bias = self.intermediate_size + self.hidden_size if self.mlp_bias else 0
+        return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size + bias
 
     def expert_parameters(self) -> int:
         """One expert: ``3 × hidden × moe_intermediate`` (+ biases ``2 × moe_intermediate + hidden``)."""
@@ -316,9 +346,14 @@ class ModelArch:
         if not isinstance(config, Mapping):
             raise CapacityError(f"{name}: config.json must be a JSON object, got {_show(config)}")
         text = _optional_mapping(config, "text_config", name)
-        _optional_mapping(config, "vision_config", name)
+        vision = _optional_mapping(config, "vision_config", name)
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
+        if text is not None:  # transformers builds the text model's config from text_config alone
+            top_type = _optional_str(top, "model_type", name) or ""
+            cfg["model_type"] = _optional_str(text, "model_type", name, "text_config.model_type") or (
+                TEXT_MODEL_TYPE_OF_WRAPPER.get(top_type, "")
+            )
         for key in (
             "torch_dtype",
             "_source",
@@ -330,6 +365,9 @@ class ModelArch:
         ):
             if key in top and top[key] is not None:
                 cfg[key] = top[key]
+        if not cfg.get("model_type"):  # what the class vLLM loads says (architectures), as transformers would
+            cfg["model_type"] = _model_type_of(cfg, name)
+        cfg = _as_transformers_reads(cfg, str(cfg.get("model_type") or ""), text is not None, name)
         for key in _REQUIRED_KEYS:
             if key not in cfg or cfg[key] is None:
                 raise CapacityError(f"{name}: config.json has no {key!r} (needed for the capacity pass)")
@@ -342,8 +380,6 @@ class ModelArch:
             for key in ("model_type", "torch_dtype", "dtype"):
                 _optional_str(scope, key, name, prefix + key)
         dtype: str = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
-        if not cfg.get("model_type"):  # what the class vLLM loads says (architectures), as transformers would
-            cfg["model_type"] = _model_type_of(cfg, name)
         model_type: str = cfg.get("model_type") or ""
         experts, experts_per_token = _experts(cfg, name)
         stated_intermediate = _optional_positive_int(cfg, "intermediate_size", name, 0)
@@ -374,7 +410,7 @@ class ModelArch:
             num_parameters=1,  # replaced below
             tie_word_embeddings=_tied(cfg, model_type, name),
             source=_optional_str(cfg, "_source", name) or "",
-            attention_bias=_optional_bool(cfg, "attention_bias", name),
+            attention_bias=_optional_bool(cfg, "attention_bias", name) or bool(cfg.get("_linear_bias")),
             norms_per_layer=_int_in(
                 cfg, "_norms_per_layer", name, 0, default=4 if model_type.startswith("gemma") else 2
             ),
@@ -394,14 +430,26 @@ class ModelArch:
             linear_layers=linear,
             recurrent_state_elements=state,
             linear_layer_parameters=linear_params,
-            attention_output_bias=model_type == "gpt_oss",
+            attention_output_bias=model_type == "gpt_oss" or bool(cfg.get("_linear_bias")),
             qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
             attention_sinks=model_type == "gpt_oss",
-            vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=0),
+            vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
             checkpoint_quantization=method,
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
+            checkpoint_group_size=_checkpoint_group_size(cfg, name, method),
+            position_embeddings=int(cfg.get("_position_embeddings", 0)),
+            word_embed_proj_dim=int(cfg.get("_word_embed_proj_dim", 0)),
+            mlp_bias=bool(cfg.get("_linear_bias")),
+            norm_bias=bool(cfg.get("_norm_bias")),
+            final_norm=bool(cfg.get("_final_norm", True)),
         )
+        if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
+            top_type = _optional_str(top, "model_type", name) or ""
+            layer = top.get("vision_feature_layer")
+            layer = layer if isinstance(layer, int) and not isinstance(layer, bool) else -2
+            counted = vision_config_parameters(top_type, vision, hidden, name, layer) if vision is not None else 0
+            arch = replace(arch, vision_parameters=counted)
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         return replace(arch, num_parameters=stated or arch.computed_parameters())
 
@@ -453,6 +501,10 @@ MODEL_TYPE_OF_ARCHITECTURE: Final[dict[str, str]] = {
     "BloomForCausalLM": "bloom",
     "FalconForCausalLM": "falcon",
     "GPTNeoXForCausalLM": "gpt_neox",
+    "GPTBigCodeForCausalLM": "gpt_bigcode",
+    "Starcoder2ForCausalLM": "starcoder2",
+    "LlavaForConditionalGeneration": "llava",
+    "LlavaNextForConditionalGeneration": "llava_next",
 }
 """The ``model_type`` of a ``config.json`` that states only ``architectures`` (vLLM picks the model class from
 ``architectures``): the first listed class found here; unlisted classes leave it unknown."""
@@ -477,7 +529,8 @@ NON_GATED_MLP_TYPES: Final = frozenset(
 TIED_BY_DEFAULT: Final[dict[str, bool]] = {
     # transformers' config classes: configuration_<model>.py ``__init__(..., tie_word_embeddings=…)``; a class
     # that does not name it takes PretrainedConfig's (configuration_utils.py: ``kwargs.pop("tie_word_embeddings",
-    # True)``): GPT-2, OPT, BLOOM. A model_type not listed here is taken as untied, as before, whatever its class does
+    # True)``): GPT-2, OPT, BLOOM, GPTBigCode and Starcoder2 (configuration_starcoder2.py's __init__ has no such
+    # argument). A model_type not listed here is taken as untied, as before, whatever its class does
     "gemma": True,
     "gemma2": True,
     "gemma3": True,
@@ -486,6 +539,8 @@ TIED_BY_DEFAULT: Final[dict[str, bool]] = {
     "opt": True,
     "bloom": True,
     "falcon": True,
+    "gpt_bigcode": True,
+    "starcoder2": True,
     "llama": False,
     "mistral": False,
     "mixtral": False,
@@ -527,6 +582,24 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
+def _checkpoint_group_size(cfg: Mapping[str, Any], name: str, method: str | None) -> int | None:
+    """The group size of a GPTQ/AWQ checkpoint (validated by :func:`_checkpoint_weight_bits`); None otherwise."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping) or method not in INT_WEIGHT_METHODS:
+        return None
+    _, group = _first_stated(qc, ("q_group_size", "group_size") if method.startswith("awq") else ("group_size",))
+    return int(group)
+
+
+def _bnb_weight_bits(cfg: Mapping[str, Any], qc: Mapping[str, Any], name: str) -> float:
+    """Bits per quantized parameter of a bitsandbytes checkpoint: 8-bit (``load_in_8bit`` true) ``8 × (1 + 4 /
+    hidden)`` (int8 weights and an fp32 scale per output row, the input width taken as the hidden size), else 4-bit
+    4.5 (``BitsAndBytesConfig.from_config`` in vLLM's ``bitsandbytes.py``: ``load_in_4bit`` defaults to true)."""
+    if qc.get("load_in_8bit") is not None and _optional_bool(qc, "load_in_8bit", name):
+        return 8 * bnb_8bit_bytes(_positive_int(cfg, "hidden_size", name))
+    return 8 * BNB_4BIT_BYTES
+
+
 def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str, method: str | None) -> float | None:
     """:attr:`ModelArch.checkpoint_weight_bits` from ``quantization_config``, when ``method`` (the checkpoint's
     method, :func:`_checkpoint_quantization`) is one of :data:`INT_WEIGHT_METHODS`; None for other methods or when
@@ -534,27 +607,33 @@ def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str, method: str | Non
 
     The keys are read in vLLM's order (the first one present and not null): GPTQ ``bits`` and ``group_size``
     (``gptq.py`` ``GPTQConfig.from_config``); AWQ ``w_bit`` then ``bits``, ``q_group_size`` then ``group_size``
-    (``awq.py`` ``AWQConfig.from_config``). A group size not stated is 128.
+    (``awq.py`` ``AWQConfig.from_config``). Both are required: vLLM reads them with ``get_from_keys``, which raises
+    when none of the keys is there (and a null width fails its width check). A bitsandbytes checkpoint: see
+    :func:`_bnb_weight_bits`.
 
     Raises:
-        CapacityError: a width outside :data:`INT_WEIGHT_BITS` (AWQ: not 4) or a group size that is neither -1 nor
-            a positive integer; the message names the key."""
+        CapacityError: a width or group size not stated, a width outside :data:`INT_WEIGHT_BITS` (AWQ: not 4) or a
+            group size that is neither -1 nor a positive integer; the message names the key."""
     qc = cfg.get("quantization_config")
+    if isinstance(qc, Mapping) and method == "bitsandbytes":
+        return _bnb_weight_bits(cfg, qc, name)
     if not isinstance(qc, Mapping) or method not in INT_WEIGHT_METHODS:
         return None
     awq = method.startswith("awq")
     bits_key, bits = _first_stated(qc, ("w_bit", "bits") if awq else ("bits",))
-    if bits is None:
-        return None
+    group_key, group = _first_stated(qc, ("q_group_size", "group_size") if awq else ("group_size",))
+    for key, value in ((bits_key, bits), (group_key, group)):
+        if value is None:
+            raise CapacityError(
+                f"{name}: config.json's quantization_config has no {key!r}; vLLM's {method} loader requires it "
+                "(QuantizationConfig.get_from_keys raises without it)"
+            )
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in INT_WEIGHT_BITS:
         raise _bad_value(name, f"quantization_config.{bits_key}", "2, 3, 4 or 8", bits)
     if awq and bits != 4:
         raise _bad_value(
             name, f"quantization_config.{bits_key}", "4 for AWQ (vLLM's awq.py loads 4-bit weights only)", bits
         )
-    group_key, group = _first_stated(qc, ("q_group_size", "group_size") if awq else ("group_size",))
-    if group is None:
-        group = 128
     if isinstance(group, bool) or not isinstance(group, int) or not (group == -1 or 1 <= group <= _MAX_CONFIG_INT):
         raise _bad_value(name, f"quantization_config.{group_key}", "-1 or a positive integer", group)
     return int_weight_bits(bits, group)
@@ -814,3 +893,227 @@ def get_preset(model_id: str) -> ModelArch:
             "(or give a path to the model's config.json: --model path/to/config.json, or model: in the config)"
         )
     return by_id[found]
+
+
+TEXT_MODEL_TYPE_OF_WRAPPER: Final[dict[str, str]] = {
+    # configuration_llava.py / configuration_llava_next.py: ``text_config.get("model_type", "llama")``
+    "llava": "llama",
+    "llava_next": "llama",
+}
+"""The ``model_type`` transformers gives a multimodal wrapper's ``text_config`` that does not state one."""
+
+TRANSFORMERS_DEFAULTS: Final[dict[str, dict[str, int]]] = {
+    # each transformers config class's __init__ defaults (src/transformers/models/<type>/configuration_<type>.py)
+    "llama": {  # LlamaConfig
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+    },
+    "mistral": {  # MistralConfig
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096 * 32,
+    },
+    "gpt2": {  # GPT2Config: n_embd, n_layer, n_head, n_positions (attribute_map gives the usual names)
+        "vocab_size": 50257,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 1024,
+    },
+    "gpt_bigcode": {  # GPTBigCodeConfig: the GPT-2 keys, multi_query=True
+        "vocab_size": 50257,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 1024,
+    },
+    "opt": {  # OPTConfig: hidden_size 768, ffn_dim 3072, word_embed_proj_dim None (= hidden_size)
+        "vocab_size": 50272,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 2048,
+    },
+    "falcon": {  # FalconConfig: no max_position_embeddings in most checkpoints; 2048 by default
+        "vocab_size": 65024,
+        "hidden_size": 4544,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 71,
+        "max_position_embeddings": 2048,
+    },
+    "starcoder2": {  # Starcoder2Config
+        "vocab_size": 49152,
+        "hidden_size": 3072,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+    },
+}
+"""Shape keys a config.json may leave out and the value transformers' config class then holds (what vLLM reads).
+Applied to a multimodal wrapper's ``text_config`` (a real LLaVA ``text_config`` states only what differs from
+``LlamaConfig``) and to the types whose keys have other names (GPT-2, GPTBigCode, OPT, Falcon, Starcoder2); a
+top-level Llama-style config.json without its shapes is still refused, naming the key (a truncated file)."""
+
+_RENAMED_KEYS: Final[dict[str, dict[str, str]]] = {
+    # transformers' attribute_map: the usual name → the key these configs write
+    "gpt2": {
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+        "intermediate_size": "n_inner",
+    },
+    "gpt_bigcode": {
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+        "intermediate_size": "n_inner",
+    },
+    "falcon": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "intermediate_size": "ffn_hidden_size"},
+    "opt": {"intermediate_size": "ffn_dim"},
+}
+
+
+def _as_transformers_reads(cfg: dict[str, Any], model_type: str, in_text_config: bool, name: str) -> dict[str, Any]:
+    """``cfg`` with the keys of GPT-2, GPTBigCode, OPT and Falcon configs under the names the capacity pass reads, the
+    transformers defaults of :data:`TRANSFORMERS_DEFAULTS` filled in, and the shape facts their model code implies
+    (``_``-prefixed keys: learned positions, biases, LayerNorms).
+
+    * GPT-2 / GPTBigCode (``configuration_gpt2.py``, ``configuration_gpt_bigcode.py``): ``n_embd``, ``n_layer``,
+      ``n_head``, ``n_positions``; ``n_inner`` None → ``4 × n_embd``; learned positions (``wpe``,
+      ``n_positions`` rows); biases on every linear layer; LayerNorms with bias. GPTBigCode's ``multi_query``
+      (default true) keeps one KV head.
+    * OPT (``configuration_opt.py``, vLLM ``opt.py``): ``ffn_dim``; ``word_embed_proj_dim`` (None → hidden) with
+      ``project_in``/``project_out``; ``max_position_embeddings + 2`` learned positions
+      (``OPTLearnedPositionalEmbedding``'s offset); ``enable_bias`` (true); LayerNorms with bias; a final LayerNorm
+      only when ``do_layer_norm_before`` (true) and not ``_remove_final_layer_norm``.
+    * Falcon (``configuration_falcon.py``, vLLM ``falcon.py``): ``n_layer``/``n_head`` aliases; ``ffn_hidden_size``
+      None → ``4 × hidden``; KV heads ``num_kv_heads`` with ``new_decoder_architecture``, else 1 when
+      ``multi_query`` (true), else all heads; ``bias`` (false) on every linear layer; one LayerNorm per layer
+      with ``parallel_attn`` (true), two otherwise or with the new architecture (``num_ln_in_parallel_attn``).
+    * Starcoder2 (``configuration_starcoder2.py``): ``use_bias`` (true) on every linear layer, LayerNorms.
+    """
+    out = dict(cfg)
+    for usual, written in _RENAMED_KEYS.get(model_type, {}).items():
+        if out.get(usual) is None and out.get(written) is not None:
+            out[usual] = out[written]
+    if in_text_config or model_type in _RENAMED_KEYS or model_type == "starcoder2":
+        for key, value in TRANSFORMERS_DEFAULTS.get(model_type, {}).items():
+            if out.get(key) is None:
+                out[key] = value
+    hidden = out.get("hidden_size")
+    if model_type in ("gpt2", "gpt_bigcode", "falcon") and out.get("intermediate_size") is None:
+        out["intermediate_size"] = 4 * hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None
+    if model_type in ("gpt2", "gpt_bigcode"):
+        out.update(_linear_bias=True, _norm_bias=True)
+        out["_position_embeddings"] = _positive_int(out, "max_position_embeddings", name)
+        if model_type == "gpt_bigcode" and (out.get("multi_query") is None or _optional_bool(out, "multi_query", name)):
+            out["num_key_value_heads"] = 1
+    elif model_type == "opt":
+        enable_bias = out.get("enable_bias") is None or _optional_bool(out, "enable_bias", name)
+        before = out.get("do_layer_norm_before") is None or _optional_bool(out, "do_layer_norm_before", name)
+        out.update(_linear_bias=enable_bias, _norm_bias=True)
+        out["_final_norm"] = before and not _optional_bool(out, "_remove_final_layer_norm", name)
+        out["_position_embeddings"] = _positive_int(out, "max_position_embeddings", name) + 2
+        proj = _optional_positive_int(out, "word_embed_proj_dim", name, 0)
+        out["_word_embed_proj_dim"] = proj if proj and proj != hidden else 0
+    elif model_type == "falcon":
+        heads = _positive_int(out, "num_attention_heads", name)
+        new_arch = _optional_bool(out, "new_decoder_architecture", name)
+        multi_query = out.get("multi_query") is None or _optional_bool(out, "multi_query", name)
+        parallel = out.get("parallel_attn") is None or _optional_bool(out, "parallel_attn", name)
+        if new_arch:
+            out["num_key_value_heads"] = _optional_positive_int(out, "num_kv_heads", name, heads)
+            out.setdefault("_norms_per_layer", _int_in(out, "num_ln_in_parallel_attn", name, 1, 2, default=2))
+        else:
+            out["num_key_value_heads"] = 1 if multi_query else heads
+            out.setdefault("_norms_per_layer", 1 if parallel else 2)
+        out.update(_linear_bias=_optional_bool(out, "bias", name), _norm_bias=True)
+    elif model_type == "starcoder2":
+        out.update(_linear_bias=out.get("use_bias") is None or _optional_bool(out, "use_bias", name), _norm_bias=True)
+    return out
+
+
+_CLIP_VISION_DEFAULTS: Final[dict[str, int]] = {
+    # CLIPVisionConfig (configuration_clip.py) and SiglipVisionConfig (configuration_siglip.py) __init__ defaults
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_channels": 3,
+}
+_VISION_IMAGE_DEFAULTS: Final[dict[str, tuple[int, int]]] = {
+    "clip_vision_model": (224, 32),  # (image_size, patch_size)
+    "siglip_vision_model": (224, 16),
+}
+
+
+def vision_config_parameters(
+    model_type: str, vision: Mapping[str, Any], text_hidden: int, name: str, feature_layer: int = -2
+) -> int:
+    """Parameters of the vision tower and projector a multimodal ``config.json`` describes, as vLLM loads them
+    (``model_type`` is the wrapper's), with the vision config class's defaults for keys left out; 0 for a wrapper
+    not modelled here (Llama-4, Mllama, InternVL …: their towers are not counted).
+
+    * ``llava`` / ``llava_next``: a CLIP tower (:func:`vit_parameters`) of ``num_hidden_layers +
+      vision_feature_layer + 1`` layers (LlavaConfig ``vision_feature_layer`` -2; vLLM ``llava.py``
+      ``_get_num_hidden_layers``: 23 of CLIP-L's 24, no post-LayerNorm), the 2-layer projector to the text hidden
+      size; LLaVA-NeXt adds ``image_newline`` (``text_hidden``).
+    * ``gemma3``: the SigLIP tower, all layers, and ``multi_modal_projector`` (``vision_hidden × text_hidden`` and
+      its RMSNorm, ``vision_hidden``).
+    * ``qwen2_vl``: ``depth`` blocks of ``embed_dim`` (qkv and proj with bias, MLP ``embed_dim × mlp_ratio`` twice
+      with bias, two LayerNorms), a Conv3d patch embed ``in_chans × temporal_patch_size × patch_size² ×
+      embed_dim`` and the merger (LayerNorm, ``d·m² × d·m²`` and ``d·m² × hidden_size`` with biases, ``m`` the
+      ``spatial_merge_size``). ``qwen2_5_vl``: the same with a gated MLP of ``intermediate_size``, RMSNorms and
+      ``out_hidden_size``.
+    """
+    if model_type in ("llava", "llava_next"):
+        vc = _vision_defaults(vision, "clip_vision_model")
+        layers = vc["num_hidden_layers"] + feature_layer + 1 if feature_layer < 0 else feature_layer
+        extra = text_hidden if model_type == "llava_next" else 0
+        return vit_parameters(vc, layers, text_hidden) + extra
+    if model_type == "gemma3":
+        vc = _vision_defaults(vision, "siglip_vision_model")
+        h = vc["hidden_size"]
+        return vit_parameters(vc) + h * text_hidden + h
+    if model_type in ("qwen2_vl", "qwen2_5_vl"):
+        gated = model_type == "qwen2_5_vl"
+        d = _int_in(vision, "hidden_size" if gated else "embed_dim", name, 1, default=1280)
+        depth = _int_in(vision, "depth", name, 1, default=32)
+        patch = _int_in(vision, "patch_size", name, 1, default=14)
+        temporal = _int_in(vision, "temporal_patch_size", name, 1, default=2)
+        merge = _int_in(vision, "spatial_merge_size", name, 1, default=2)
+        channels = _int_in(vision, "in_chans" if not gated else "in_channels", name, 1, default=3)
+        out = _int_in(vision, "out_hidden_size" if gated else "hidden_size", name, 1, default=3584)
+        if gated:
+            i = _int_in(vision, "intermediate_size", name, 1, default=3420)
+            mlp, norms = 3 * d * i + 2 * i + d, 2 * d
+        else:
+            i = d * _int_in(vision, "mlp_ratio", name, 1, default=4)
+            mlp, norms = 2 * d * i + i + d, 4 * d
+        block = 3 * d * d + 3 * d + d * d + d + mlp + norms
+        merged = d * merge * merge
+        merger = (d if gated else 2 * d) + merged * merged + merged + merged * out + out
+        return depth * block + channels * temporal * patch * patch * d + merger
+    return 0
+
+
+def _vision_defaults(vision: Mapping[str, Any], default_type: str) -> dict[str, int]:
+    """A CLIP/SigLIP vision config with its class's defaults for the keys :func:`vit_parameters` reads."""
+    kind = str(vision.get("model_type") or default_type)
+    image, patch = _VISION_IMAGE_DEFAULTS.get(kind, _VISION_IMAGE_DEFAULTS[default_type])
+    out = {**_CLIP_VISION_DEFAULTS, "image_size": image, "patch_size": patch}
+    for key in out:
+        out[key] = _int_in(vision, key, "vision_config", 1, default=out[key])
+    return out

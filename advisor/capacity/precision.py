@@ -20,6 +20,18 @@ Sources:
   4 + 8/32 = **4.25 bits**. ``nvfp4`` (NVIDIA ModelOpt): 4-bit E2M1 with one FP8 E4M3 scale per block of 16
   plus a per-tensor fp32 scale: 4 + 8/16 = **4.5 bits**.
 
+* ``bitsandbytes`` (vLLM ``quantization/bitsandbytes.py`` ``BitsAndBytesLinearMethod.create_weights`` and
+  ``model_loader/bitsandbytes_loader.py``): 4-bit (NF4 or FP4) packs two weights per byte (``qweight`` of
+  ``in × out / 2`` uint8) and keeps one fp32 ``absmax`` per block of 64 weights (bitsandbytes ``quantize_4bit``
+  ``blocksize=64``; transformers' ``BitsAndBytesConfig`` has no key to change it). A double-quantized
+  (``bnb_4bit_use_double_quant``, nested) checkpoint stores its absmax as uint8, but vLLM's loader dequantizes them
+  back to fp32 at load (``dequantize_dq``), so every 4-bit layer costs **0.5 + 4/64 = 0.5625 bytes** (4.5 bits) per
+  parameter on the GPU. An unquantized checkpoint served with ``--quantization bitsandbytes`` is quantized in
+  flight to 4-bit NF4 (``_unquantized_generator``: ``quantize_4bit(compress_statistics=True, quant_type="nf4")``,
+  then the same ``dequantize_dq``). 8-bit (LLM.int8, ``load_in_8bit``): one int8 per weight (``Int8Params``) plus
+  one fp32 absmax per output row (``SCB``): ``1 + 4 / in_features`` bytes (:func:`bnb_8bit_bytes`).
+* MXFP4 on the Marlin kernel pads the expert shapes (:func:`mxfp4_padded_expert_shape`).
+
 GPT-OSS quantizes only its MoE experts (``quantization_config.modules_to_not_convert`` lists attention,
 router, embeddings and LM head), which :data:`EXPERTS_ONLY` records.
 
@@ -34,6 +46,7 @@ from typing import Final
 from advisor.errors import CapacityError
 
 __all__ = [
+    "BNB_4BIT_BYTES",
     "DTYPE_BYTES",
     "EXPERTS_ONLY",
     "FP8_BLOCK_BYTES",
@@ -42,8 +55,11 @@ __all__ = [
     "INT_WEIGHT_METHODS",
     "MXFP4_BITS",
     "NVFP4_BITS",
+    "bnb_8bit_bytes",
     "int_weight_bits",
     "kv_bytes_per_element",
+    "mxfp4_moe_backend",
+    "mxfp4_padded_expert_shape",
     "resolve_dtype",
     "weight_bytes_per_param",
 ]
@@ -89,6 +105,20 @@ NVFP4_BITS: Final = 4.0 + 8 / 16
 FP8_BLOCK_BYTES: Final = 1.0 + 4 / (128 * 128)
 """Bytes per parameter of block-quantized fp8: one fp32 scale per 128×128 block."""
 
+BNB_4BIT_BLOCK: Final = 64
+"""Weights per fp32 ``absmax`` of a bitsandbytes 4-bit layer (``quantize_4bit`` ``blocksize=64``)."""
+
+BNB_4BIT_BYTES: Final = 0.5 + 4 / BNB_4BIT_BLOCK
+"""Bytes per parameter of a bitsandbytes 4-bit layer as vLLM holds it: two weights per byte plus an fp32 absmax per
+64 (0.5625; double-quantized absmax are dequantized to fp32 at load, ``bitsandbytes_loader.py`` ``dequantize_dq``)."""
+
+
+def bnb_8bit_bytes(in_features: int) -> float:
+    """Bytes per parameter of a bitsandbytes 8-bit (LLM.int8) layer of ``in_features`` inputs: one int8 weight plus
+    one fp32 row scale (``SCB``) per output row, ``1 + 4 / in_features`` (1.00098 at 4,096)."""
+    return 1.0 + 4 / in_features
+
+
 _QUANT_BYTES: Final[dict[str, float]] = {
     "fp8": FP8_BLOCK_BYTES,
     "int8": 1.0,
@@ -99,10 +129,60 @@ _QUANT_BYTES: Final[dict[str, float]] = {
     "mxfp4": MXFP4_BITS / 8,
     "nvfp4": NVFP4_BITS / 8,
     "modelopt_fp4": NVFP4_BITS / 8,
+    "bitsandbytes": BNB_4BIT_BYTES,
 }
 
 EXPERTS_ONLY: Final = frozenset({"mxfp4"})
 """Methods that checkpoints apply to the MoE experts only (GPT-OSS); other linear layers stay 16-bit."""
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def mxfp4_moe_backend(compute_capability: tuple[int, int] | None) -> str | None:
+    """The MXFP4 MoE kernel vLLM picks on a GPU of ``compute_capability`` (None: unknown → None).
+
+    vLLM ``quantization/mxfp4.py`` ``get_mxfp4_backend`` (0.11–0.12, no LoRA, the official image: FlashInfer
+    installed, ``VLLM_USE_FLASHINFER_MOE_MXFP4_*`` unset):
+
+    * SM100 family (B200/GB200, ``is_device_capability_family(100)``) with FlashInfer → ``flashinfer`` (the
+      ``SM100_FI_MXFP4_BF16`` backend);
+    * SM90 (Hopper) → ``marlin``: the FlashInfer SM90 path needs ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``, and the Triton
+      path needs OpenAI's ``triton_kernels`` package, which the published Hopper logs of gpt-oss do not load
+      (issue 16: gpt-oss-120b on H100/H200 runs the Marlin kernel; with ``triton_kernels`` installed the backend is
+      ``TRITON``, which pads only the intermediate size to 64);
+    * Ampere/Ada (8.x) and SM120 (RTX 50xx, RTX PRO 6000) → ``marlin``: Triton kernels are gated to
+      ``(9, 0) <= capability < (11, 0)`` and FlashInfer's MXFP4 MoE to SM90/SM100.
+    """
+    if compute_capability is None:
+        return None
+    major = compute_capability[0]
+    return "flashinfer" if major == 10 else "marlin"
+
+
+_MXFP4_PAD: Final[dict[str, tuple[int, int]]] = {
+    # backend: (hidden multiple, intermediate-per-partition multiple), mxfp4.py Mxfp4MoEMethod.create_weights
+    "marlin": (256, 128),  # "moe marlin kernel requires ... n % 256 == 0 and k % 128 == 0"
+    "flashinfer": (256, 256),  # SM100_FI_MXFP4_BF16 / _MXFP8_TRTLLM: round_up(…, 256) both
+}
+
+
+def mxfp4_padded_expert_shape(
+    hidden: int, intermediate_per_partition: int, compute_capability: tuple[int, int] | None
+) -> tuple[int, int]:
+    """(hidden, intermediate per TP partition) of the MXFP4 expert tensors vLLM allocates on a GPU of
+    ``compute_capability``: ``w13`` is ``2 × I_pad × H_pad`` and ``w2`` ``H_pad × I_pad`` elements (plus their
+    E8M0 scales, one per 32), ``Mxfp4MoEMethod.create_weights`` in ``quantization/mxfp4.py`` rounding each up to
+    the backend's multiple (:func:`mxfp4_moe_backend`). gpt-oss-120b (hidden 2880, intermediate 2880) on Hopper's
+    Marlin kernel: 3072 and 2944 at TP 1; an unknown capability (None) pads nothing.
+    """
+    backend = mxfp4_moe_backend(compute_capability)
+    if backend is None:
+        return hidden, intermediate_per_partition
+    h_mult, i_mult = _MXFP4_PAD[backend]
+    return _round_up(hidden, h_mult), _round_up(intermediate_per_partition, i_mult)
+
 
 _KV_BYTES: Final[dict[str, int]] = {
     "fp8": 1,
@@ -143,7 +223,7 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
             checkpoint's ``torch_dtype``, and resolves as :func:`resolve_dtype`).
         quantization: ``None`` (unquantized: the dtype's width), ``fp8`` (1 + 4/16384 bytes) or ``int8`` (1),
             ``awq`` or ``gptq`` (int4, group 128: 4.15625 bits = 0.51953 bytes), ``mxfp4`` (4.25 bits),
-            ``nvfp4`` (4.5 bits); see the module docstring.
+            ``nvfp4`` (4.5 bits), ``bitsandbytes`` (4-bit in flight, 4.5 bits); see the module docstring.
         model_dtype: the checkpoint dtype, used only when ``dtype`` is ``auto``.
 
     Returns:

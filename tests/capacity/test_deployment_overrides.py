@@ -174,10 +174,10 @@ def _tokens(engine: str, others: int = 0, **spec: Any) -> int:
 
 
 def test_sglang_loses_its_fraction_of_what_others_hold() -> None:
-    # free_before_load shrinks by 10 GiB; the pool by mem_fraction_static of it: SGLang's default on a
-    # 79.15 GiB H100 is round((81,050 − (9.5 + 0.5) × 1024) MiB ÷ 81,050 MiB, 3) = 0.874
+    # free_before_load shrinks by 10 GiB; the pool by mem_fraction_static of it: SGLang's (newest) default on
+    # a 79.15 GiB H100 is round((81,050 − (512 + 1.5 × 8192 + 2 × 256 + 1024/8)) MiB ÷ 81,050 MiB, 3) = 0.834
     lost = _tokens("sglang") - _tokens("sglang", OTHERS)
-    assert lost == pytest.approx(0.874 * OTHERS / LLAMA_KV_BYTES_PER_TOKEN, abs=1)
+    assert lost == pytest.approx(0.834 * OTHERS / LLAMA_KV_BYTES_PER_TOKEN, abs=1)
 
 
 def test_tgi_loses_what_others_hold_less_its_wiggle_room() -> None:
@@ -270,8 +270,8 @@ def test_the_daemon_reads_every_engine_key() -> None:
     one = deployment_context(parse_config(_config()).deployments[0])
     assert dp.capacity.kv_cache_tokens == 2 * one.capacity.kv_cache_tokens
     sglang = deployment_context(parse_config(_config(engine="sglang", mem_fraction_static=0.5)).deployments[0])
-    # 0.5 × 79.15 GiB − 14.99 GiB of weights = 24.58 GiB of 128 KiB tokens
-    assert sglang.capacity.kv_cache_tokens == pytest.approx((0.5 * 79.15 - 14.99) * GIB / 131072, rel=0.002)
+    # 0.5 × (79.15 − 0.5 CUDA context) GiB free before loading − 14.99 GiB of weights = 24.33 GiB of 128 KiB tokens
+    assert sglang.capacity.kv_cache_tokens == pytest.approx((0.5 * (79.15 - 0.5) - 14.99) * GIB / 131072, rel=0.002)
 
 
 def test_plan_takes_every_new_flag() -> None:
@@ -292,8 +292,8 @@ def test_plan_takes_every_new_flag() -> None:
     sglang_shared = json.loads(_plan(*base, "--engine", "sglang", "--gpu-memory-used-by-others-gib", "10").stdout)
     sglang = json.loads(_plan(*base, "--engine", "sglang").stdout)
     assert sglang["kv_cache_tokens"] - sglang_shared["kv_cache_tokens"] == pytest.approx(
-        0.874 * 10 * GIB / LLAMA_KV_BYTES_PER_TOKEN, abs=1
-    )
+        0.834 * 10 * GIB / LLAMA_KV_BYTES_PER_TOKEN, abs=1
+    )  # the newest default fraction on the H100 (test_sglang_loses_its_fraction_of_what_others_hold)
 
 
 def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
@@ -306,6 +306,6 @@ def test_check_config_says_how_each_deployment_is_sized(tmp_path: Path) -> None:
     r = run_cli("check-config", str(f))
     assert r.returncode == 0, r.stderr
     lines = {ln.split(":", 1)[0].strip(): ln for ln in r.stdout.splitlines()[1:]}
-    assert "443,910 KV tokens per target" in lines["chat-8b"]  # issue 12's figure
+    assert "414,558 KV tokens per target" in lines["chat-8b"]  # 0.834 × (79.15 − 0.5) GiB − 14.99 GiB (issue 16)
     assert "(sglang's accounting;" in lines["chat-8b"] and "mem-fraction-static" in lines["chat-8b"]
     assert "over 2 ranks" in lines["dp"] and "(vllm's accounting with data_parallel_size 2;" in lines["dp"]

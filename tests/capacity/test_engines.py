@@ -42,28 +42,53 @@ def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
 
 
 def test_sglang_default_mem_fraction_static_follows_server_args() -> None:
-    # server_args.py: (gpu_mem_MiB − reserved) / gpu_mem_MiB, rounded to 3 places.
-    assert sglang_default_mem_fraction_static(80 * GIB) == 0.875  # (81920 − (9.5 + 0.5)·1024) / 81920
-    assert sglang_default_mem_fraction_static(80 * GIB, tp=8) == 0.831  # (81920 − 13.5·1024) / 81920 = 0.83125
-    assert sglang_default_mem_fraction_static(24 * GIB) == 0.879  # (24576 − 2.9·1024) / 24576 = 0.87917
-    assert sglang_default_mem_fraction_static(140 * GIB, tp=8) == 0.886  # (143360 − 16·1024) / 143360 = 0.88571
-    assert sglang_default_mem_fraction_static(192 * GIB) == 0.833  # (196608 − 32768) / 196608 = 0.83333
+    # 0.4.8-0.5.2 server_args.py: round((gpu_mem_MiB − reserved) / gpu_mem_MiB, 3), reserved by GPU class.
+    old = "0.5.2"
+    assert sglang_default_mem_fraction_static(80 * GIB, engine_version=old) == 0.875  # (81920 − 10·1024) / 81920
+    assert sglang_default_mem_fraction_static(80 * GIB, tp=8, engine_version=old) == 0.831  # − 13.5·1024: 0.83125
+    assert sglang_default_mem_fraction_static(24 * GIB, engine_version=old) == 0.879  # (24576 − 2.9·1024) / 24576
+    assert sglang_default_mem_fraction_static(140 * GIB, tp=8, engine_version=old) == 0.886  # − 16·1024: 0.88571
+    assert sglang_default_mem_fraction_static(192 * GIB, engine_version=old) == 0.833  # (196608 − 32768) / 196608
+
+
+def test_sglang_default_mem_fraction_static_by_version() -> None:
+    """Each rule of server_args.py at the wheel it was read from (ServerArgs.__post_init__ /
+    _handle_gpu_memory_settings), on an 80 GiB (81,920 MiB) and a 140 GiB (143,360 MiB) device."""
+    f = sglang_default_mem_fraction_static
+    assert f(80 * GIB, tp=8, engine_version="0.3.6") == 0.82  # TP ≥ 8 was 0.82 before 0.4.0
+    assert f(80 * GIB, tp=8, engine_version="0.4.3") == 0.81
+    assert f(80 * GIB, tp=2, engine_version="0.4.3") == 0.87
+    assert f(140 * GIB, engine_version="0.4.5") == 0.88  # TP only, whatever the memory
+    assert f(80 * GIB, engine_version="0.4.6") == 0.88  # ≤ 81,920 MiB: the TP table
+    assert f(140 * GIB, engine_version="0.4.6") == pytest.approx((143360 - 13 * 1024) / 143360)  # 0.9071
+    # 0.4.7 above 96 GiB: min(0.88 + 48·1024 × 0.12 / 143360, (143360 − 18·1024) / 143360) = min(0.9211, 0.8714)
+    assert f(140 * GIB, engine_version="0.4.7") == pytest.approx((143360 - 18 * 1024) / 143360)
+    # ≥ 0.5.3: 512 + 1.5 × 8192 + 2 × 256 + 1024/8 = 13,440 MiB reserved: (81920 − 13440) / 81920 = 0.83594
+    assert f(80 * GIB, engine_version="0.5.5") == 0.836
+    assert f(80 * GIB) == 0.836  # no version: the newest rule
+    # TP 8 on 140 GiB: 512 + 12288 + 2 × 512 + 1024 = 14,848 → (143360 − 14848) / 143360 = 0.89643
+    assert f(140 * GIB, tp=8, engine_version="0.5.3") == 0.896
+    # 24 GiB, TP 1: 512 + 1.5 × 2048 + 2 × 16 (0.5.3–0.5.4) or 2 × 24 (≥ 0.5.5) + 128
+    assert f(24 * GIB, engine_version="0.5.4") == round((24576 - (512 + 3072 + 32 + 128)) / 24576, 3)  # 0.848
+    assert f(24 * GIB, engine_version="0.5.5") == round((24576 - (512 + 3072 + 48 + 128)) / 24576, 3)  # 0.847
 
 
 def test_sglang_max_total_num_tokens(capsys: pytest.CaptureFixture[str]) -> None:
     out = _plan(capsys, "--engine", "sglang")
-    rest = int(0.875 * TOTAL) - WEIGHTS  # 75,161,927,680 − 16,094,076,928 = 59,067,850,752
-    assert rest == 59_067_850_752
-    assert out["kv_cache_tokens"] == 450_651  # 59,067,850,752 // 131,072
+    # newest default 0.836 (above) of the memory free before loading: 80 GiB − 0.5 GiB CUDA context
+    free = TOTAL - GIB // 2  # 85,362,475,008
+    rest = int(0.836 * free) - WEIGHTS  # 71,363,029,106 − 16,094,076,928 = 55,268,952,178
+    assert rest == 55_268_952_178
+    assert out["kv_cache_tokens"] == 421_668  # 55,268,952,178 // 131,072
     assert out["engine"] == "sglang"
-    assert out["engine_parameters"] == {"mem_fraction_static": 0.875, "page_size": 1}
+    assert out["engine_parameters"] == {"mem_fraction_static": 0.836, "page_size": 1}
 
 
 def test_sglang_given_fraction_and_page_size(capsys: pytest.CaptureFixture[str]) -> None:
     out = _plan(capsys, "--engine", "sglang", "--mem-fraction-static", "0.8", "--block-size", "64")
-    # 0.8 × 80 GiB = 68,719,476,736 − 16,094,076,928 = 52,625,399,808 → 401,500 tokens → 401,472 (÷ 64 × 64)
-    assert out["kv_cache_tokens"] == 401_472
-    assert out["kv_cache_blocks"] == 6_273
+    # 0.8 × (80 − 0.5) GiB = 68,289,980,006 − 16,094,076,928 = 52,195,903,078 → 398,223 tokens → 398,208 (÷ 64 × 64)
+    assert out["kv_cache_tokens"] == 398_208
+    assert out["kv_cache_blocks"] == 6_222
 
 
 def test_tgi_max_batch_total_tokens(capsys: pytest.CaptureFixture[str]) -> None:

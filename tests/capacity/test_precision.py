@@ -105,9 +105,7 @@ def test_a_gptq_int8_checkpoint_is_costed_at_the_width_its_quantization_config_s
     int4 = sum(_gptq_layer_bytes(r, c, 4, 128) for r, c in layers) * 28
     as_int4 = {**QWEN_GPTQ_INT8, "quantization_config": {**QWEN_GPTQ_INT8["quantization_config"], "bits": 4}}  # type: ignore[dict-item]
     assert _weights(QWEN_GPTQ_INT8) - _weights(as_int4) == pytest.approx(int8 - int4, abs=2)
-    # the int4 checkpoint keeps the width it had before (4.15625 bits: the same tensors)
-    unstated = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "gptq"}}
-    assert _weights(as_int4) == _weights(unstated)
+    # a quantization_config that states no width is refused (below), as vLLM's GPTQConfig.from_config refuses it
 
 
 @pytest.mark.parametrize(
@@ -138,10 +136,12 @@ def test_awq_keys_are_read_in_vllms_order_and_a_null_key_counts_as_absent() -> N
     def awq(**qc: object) -> dict[str, object]:
         return {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": "awq", **qc}}
 
-    assert _weights(awq(w_bit=4, bits=8)) == _weights(awq(w_bit=4))
+    assert _weights(awq(w_bit=4, bits=8, group_size=128)) == _weights(awq(w_bit=4, group_size=128))
     group64 = _weights(awq(w_bit=4, q_group_size=64, group_size=128))
     assert group64 == _weights(awq(bits=4, group_size=64)) != _weights(awq(bits=4, group_size=128))
-    assert _weights(awq(bits=4, group_size=None, q_group_size=None)) == _weights(awq(bits=4, group_size=128))
+    # a null group size counts as absent, and vLLM's get_from_keys has no default for it: refused, naming the key
+    with pytest.raises(CapacityError, match="q_group_size"):
+        _weights(awq(bits=4, group_size=None, q_group_size=None))
     # a method name with spaces around it keeps its stated width (it was read as int4 while the width was dropped)
     spaced = {**QWEN_GPTQ_INT8, "quantization_config": {"quant_method": " gptq ", "bits": 8, "group_size": 128}}
     assert _weights(spaced) == _weights(QWEN_GPTQ_INT8)

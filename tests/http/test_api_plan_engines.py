@@ -53,7 +53,7 @@ def _plan_api(api: Daemon, **deployment: Any) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize(("engine", "tokens"), [("sglang", 443910), ("tgi", 494303), ("llamacpp", 8192)])
+@pytest.mark.parametrize(("engine", "tokens"), [("sglang", 414558), ("tgi", 494303), ("llamacpp", 8192)])
 def test_the_api_sizes_each_engine_as_plan_engine_does(api: Daemon, engine: str, tokens: int) -> None:
     got = _plan_api(api, engine=engine)["before"]
     assert got["kv_cache_tokens"] == _plan_cli("--engine", engine)["kv_cache_tokens"] == tokens  # issue 12's
@@ -76,8 +76,8 @@ def test_the_api_takes_the_operators_pool_settings(api: Daemon) -> None:
 
 
 def test_a_turned_memory_budget_moves_an_sglang_pool_as_mem_fraction_static_would(api: Daemon) -> None:
-    # the budget dial is --mem-fraction-static for SGLang (advisor/rules/flags.py): 0.874 (its rule on a
-    # 79.15 GiB H100) → 0.8 frees 0.074 × 79.15 GiB of 128 KiB tokens from the pool
+    # the budget dial is --mem-fraction-static for SGLang (advisor/rules/flags.py): 0.834 (its newest rule on a
+    # 79.15 GiB H100) → 0.8 frees 0.034 × (79.15 − 0.5 CUDA context) GiB of 128 KiB tokens from the pool
     r = requests.post(
         api.url + "/api/v1/plan",
         json={
@@ -88,5 +88,5 @@ def test_a_turned_memory_budget_moves_an_sglang_pool_as_mem_fraction_static_woul
     )
     assert r.status_code == 200, r.text
     effect = r.json()["effect"]["kv_cache_tokens"]
-    assert effect["before"] == 443910
-    assert effect["before"] - effect["after"] == pytest.approx(0.074 * 79.15 * 2**30 / 131072, rel=0.01)
+    assert effect["before"] == 414558  # 0.834 × 78.65 GiB − 14.99 GiB of weights, ÷ 128 KiB
+    assert effect["before"] - effect["after"] == pytest.approx(0.034 * 78.65 * 2**30 / 131072, rel=0.01)

@@ -15,7 +15,9 @@ lines) or, for a fixed pool, from the operator's flags by hand (N blocks × bloc
 
 ``test_daemon_sizes_each_engine_as_plan_engine_does`` (class 7) runs ``once --json`` for an SGLang, a TGI
 and a llama.cpp deployment of Llama-3.1-8B on an H100 and holds the daemon's pool against ``plan --engine``
-for the same inputs and against the figures the issue quotes (443,910 / 494,303 / 8,192; vLLM's 420,624).
+for the same inputs and against the figures the issue quotes (494,303 / 8,192; vLLM's 420,624) and, for SGLang,
+issue 16's free-before-load rule: 0.834 × (79.15 − 0.5) GiB − 14.99 GiB of weights = 414,558 tokens (issue 12
+quoted 443,910 from 0.874 × the device total).
 """
 
 from __future__ import annotations
@@ -500,8 +502,9 @@ def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
 
 # --- class 7: the daemon sizes each engine as `plan --engine` does ---------------------------------------------
 
-ISSUE_FIGURES = {"sglang": 443910, "tgi": 494303, "llamacpp": 8192}
-"""Issue 12 class 7: `plan --engine` for Llama-3.1-8B on an H100 (the daemon gave all three vLLM's 420,624)."""
+ISSUE_FIGURES = {"sglang": 414558, "tgi": 494303, "llamacpp": 8192}
+"""Issue 12 class 7: `plan --engine` for Llama-3.1-8B on an H100 (the daemon gave all three vLLM's 420,624); SGLang's
+figure follows issue 16 (module docstring)."""
 
 
 def _plan_tokens(engine: str) -> int:
@@ -513,7 +516,7 @@ def _plan_tokens(engine: str) -> int:
 
 def _page(engine: str) -> str:
     if engine == "sglang":
-        return _sglang04_page("meta-llama/Llama-3.1-8B-Instruct", running=5, used=1000, cap=443910, prompt=9e4,
+        return _sglang04_page("meta-llama/Llama-3.1-8B-Instruct", running=5, used=1000, cap=414558, prompt=9e4,
                               gen=2e4, reqs=50)  # fmt: skip
     if engine == "tgi":
         return _tgi_page(batch=5, reserved=4000, max_total=None, success=50, gen_sum=2e4)
