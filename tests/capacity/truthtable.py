@@ -82,6 +82,7 @@ NO_MEMORY_EFFECT: dict[str, str] = {
     )
 } | {
     "swap_space": "CPU swap space for preempted sequences: host memory, not the GPU's",
+    "num_scheduler_steps": "V0 multi-step scheduling: the profile run and the KV budget are the same ModelRunner's",
 }
 """Stated arguments that change nothing the capacity pass counts (the reason each is dropped)."""
 
@@ -160,7 +161,14 @@ def stated_or_inferred(case: dict[str, Any], key: str) -> Any:
     return spec.get("value") if isinstance(spec, dict) else None
 
 
-TOP_LEVEL = frozenset({"model", "model_config", "gpu", "gpu_name", "gpu_memory_gib", "engine_version", "generation"})
+TOP_LEVEL = frozenset(
+    {"model", "model_config", "gpu", "gpu_name", "gpu_memory_gib", "engine_version", "generation", "args"}
+)
+"""``inferred`` keys that are not one engine argument: the case's own fields (``args``: the arguments listed under
+``args`` were inferred as a whole, the why says from where)."""
+
+OBSERVATIONS = frozenset({"avail_mem_before_load_gib"})
+"""``inferred`` keys that record an engine reading the source trims, not an input (kept as evidence)."""
 
 
 def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
@@ -185,13 +193,17 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
         argv += ["--engine-version", str(version)]
     args = dict(case.get("args") or {})
     for key, spec in (case.get("inferred") or {}).items():
-        if key in TOP_LEVEL:
+        if key in TOP_LEVEL or key in OBSERVATIONS:
             continue
         if not isinstance(spec, dict) or "value" not in spec or isinstance(spec["value"], dict | list):
             return [], f"inferred {key!r} is not one argument's value"
         args.setdefault(key, spec["value"])
     names = FLAG_OF.get(engine, {})
     dropped = NO_MEMORY_EFFECT | ENGINE_NO_MEMORY_EFFECT.get(engine, {})
+    if engine == "sglang" and (args.get("mem_fraction_static") or _before(version, (0, 5, 3))):
+        # they only enter the default mem_fraction_static of SGLang ≥ 0.5.3 (server_args.py
+        # _handle_gpu_memory_settings); with the fraction known, or before 0.5.3, they size nothing
+        dropped = dropped | {"chunked_prefill_size": "", "cuda_graph_max_bs": ""}
     for key, value in args.items():
         if key in dropped or value is None:
             continue
@@ -209,6 +221,13 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
             return [], f"model {model} unknown to plan (no preset, no config.json)"
         argv += ["--max-model-len", str(length)]
     return argv, ""
+
+
+def _before(version: object, release: tuple[int, ...]) -> bool:
+    from advisor.capacity.kv import parse_version
+
+    parsed = parse_version(str(version)) if version else None
+    return parsed is not None and parsed < release
 
 
 def _model_max_len(model: str) -> int | None:
