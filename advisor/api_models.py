@@ -77,6 +77,9 @@ class PlanDeployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the engine's")
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA models)")
+    sampler: Literal["flashinfer", "torch"] | None = Field(
+        default=None, description="vLLM's top-k/top-p sampler (default: the official image's)"
+    )
     engine: str = Field(
         default="vllm",
         description="whose KV accounting sizes the deployment (as `plan --engine`)",
@@ -353,7 +356,12 @@ class Effect(BaseModel):
 class PlanResponse(BaseModel):
     """The capacity pass before (and after the turn): the numbers ``capacity-advisor plan --json`` prints."""
 
-    before: dict[str, Any]
+    before: dict[str, Any] = Field(
+        description="the capacity pass as `plan --json` prints it: each term of the memory accounting per GPU "
+        "(weights_bytes_per_gpu, activation_peak_bytes_per_gpu, cuda_graph_bytes_per_gpu, non_torch_bytes_per_gpu, "
+        "kv_pool_bytes_per_gpu; null = a term the engine's rule does not have) and `accounting`, an object "
+        "{engine, generation, version, reason} saying whose accounting sized the pool and why"
+    )
     turn: DialTurn | None
     after: dict[str, Any] | None = Field(description="null without a turn, or when the turned deployment cannot run")
     after_error: str | None = Field(description="why the turned deployment cannot run")

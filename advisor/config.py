@@ -235,6 +235,11 @@ class Deployment(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, description="default: the engine's (256, or 1024 on big GPUs)")
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1, le=1024, description="default: 16 (64 for MLA on vLLM V1)")
+    sampler: Literal["flashinfer", "torch"] | None = Field(
+        default=None,
+        description="vLLM's top-k/top-p sampler warm-up: flashinfer (no sort) or torch (default: the official "
+        "vllm/vllm-openai image's, FlashInfer on V1 0.8-0.11, torch otherwise)",
+    )
     num_gpu_blocks_override: int | None = Field(
         default=None,
         ge=1,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.argtypes import bounded_int, positive_float, version_arg
-from advisor.capacity.kv import ACCOUNTING_ENGINES
+from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.errors import CapacityError
 
 
@@ -95,6 +95,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             gpu_memory_used_by_others_bytes=others,
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
+            sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
             free_gpu_memory_fraction=args.kv_cache_free_gpu_memory_fraction,
@@ -102,6 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ctx_size=args.ctx_size,
             parallel=args.parallel,
             kv_unified=args.kv_unified,
+            vllm_use_v1=None if args.vllm_use_v1 is None else args.vllm_use_v1 == "1",
         )
         if args.engine != "vllm":
             return _plan_other_engine(args, dspec, ignored)
@@ -122,6 +124,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         resolved = resolve_deployment(dspec)
         inputs, result = resolved.inputs, resolved.result
         profile = inputs.overhead_profile
+        accounting = result.accounting
     except CapacityError as exc:
         _err(str(exc))
         return 2
@@ -140,7 +143,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
-    out["accounting"] = profile
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -164,7 +166,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             + f"), {memory / gib:.2f} GiB each",
         ),
         *((("identified as", identified),) if identified else ()),
-        ("accounting", f"vLLM {'V0 (before 0.8)' if profile == 'vllm-v0' else 'V1'} start-up profile ({profile})"),
+        ("accounting", f"{accounting.reason if accounting else profile} [{profile} start-up profile]"),
         ("gpu-memory-utilization", f"{inputs.gpu_memory_utilization}"),
         (
             "max-num-seqs",
@@ -308,6 +310,8 @@ _VLLM_ONLY = (
     "engine_version",
     "enforce_eager",
     "enable_expert_parallel",
+    "sampler",
+    "vllm_use_v1",
 )
 
 
@@ -414,6 +418,20 @@ def add_plan_parser(sub: Any) -> None:
         help="e.g. 0.6.6 (vLLM: V0 accounting before 0.8; SGLang: its default mem-fraction-static)",
     )
     plan.add_argument("--enforce-eager", action="store_true")
+    plan.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default=None,
+        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11, "
+        "else torch)",
+    )
+    plan.add_argument(
+        "--vllm-use-v1",
+        choices=("0", "1"),
+        default=None,
+        help="vLLM's VLLM_USE_V1 environment variable: force the V0 (0) or V1 (1) engine of vLLM 0.8-0.10; "
+        "unset, the engine's own rule (version, GPU compute capability, features) decides",
+    )
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")
     engines.add_argument(

@@ -1010,9 +1010,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     out_before = before.as_dict()
     out_before["gpu"] = resolved.gpu.name
     out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-    out_before["accounting"] = inputs.overhead_profile
+    # "accounting" ({engine, generation, version, reason}) comes with the result, as `plan --json` prints it
     if inputs.engine != "vllm":  # as `plan --engine` prints it
-        out_before["accounting"] = out_before["engine"] = inputs.engine
+        out_before["engine"] = inputs.engine
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -1026,7 +1026,6 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after = after.as_dict()
             out_after["gpu"] = out_before["gpu"]
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
-            out_after["accounting"] = out_before["accounting"]
             if "engine" in out_before:
                 out_after["engine"] = out_before["engine"]
     effect = {

@@ -17,8 +17,10 @@ and the detected engine not yet being known when the deployment is sized).
 Defaults each engine applies when a knob is not given (sources: the engine files cited in
 :mod:`advisor.capacity.kv` and :mod:`advisor.capacity.engines`):
 
-* vLLM: ``block_size`` :func:`~advisor.capacity.kv.vllm_default_block_size`, ``max_num_seqs``
-  :func:`~advisor.capacity.kv.vllm_default_max_num_seqs`, the overhead profile of ``engine_version``.
+* vLLM: the engine generation (V0/V1) :func:`~advisor.capacity.generation.vllm_accounting` decides from
+  ``engine_version``, the GPU's compute capability and the features (``VLLM_USE_V1`` as ``vllm_use_v1``), and
+  by it ``block_size`` :func:`~advisor.capacity.kv.vllm_default_block_size`, ``max_num_seqs``
+  :func:`~advisor.capacity.kv.vllm_default_max_num_seqs` and the overhead profile.
 * SGLang: ``block_size`` is ``--page-size``; ``mem_fraction_static`` its GPU rule.
 * TGI: ``block_size`` is ``BLOCK_SIZE`` (1 from TGI 3, 16 before); ``max_num_batched_tokens`` is
   ``--max-batch-prefill-tokens``.
@@ -38,17 +40,18 @@ from advisor.capacity.engines import (
     engine_capacity_pass,
     sglang_default_mem_fraction_static,
 )
+from advisor.capacity.generation import engine_accounting, vllm_accounting
 from advisor.capacity.hardware import GIB, GPUSpec, identify_gpu, is_alias
 from advisor.capacity.kv import (
     CapacityInputs,
     CapacityResult,
     EngineSettings,
     parse_version,
-    profile_for_version,
     vllm_default_block_size,
     vllm_default_max_num_seqs,
 )
 from advisor.capacity.models import ModelArch
+from advisor.capacity.precision import resolve_dtype
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -122,6 +125,10 @@ class DeploymentSpec:
         engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size; SGLang: its default
             mem_fraction_static).
         enforce_eager: vLLM ``--enforce-eager``.
+        sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
+            :func:`advisor.capacity.kv.default_sampler`).
+        vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
+            True/False force V1/V0 where the release allows it).
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -147,6 +154,7 @@ class DeploymentSpec:
     gpu_memory_used_by_others_bytes: int = 0
     engine_version: str | None = None
     enforce_eager: bool = False
+    sampler: str | None = None
     mem_fraction_static: float | None = None
     cuda_memory_fraction: float | None = None
     free_gpu_memory_fraction: float | None = None
@@ -154,6 +162,7 @@ class DeploymentSpec:
     ctx_size: int | None = None
     parallel: int | None = None
     kv_unified: bool = False
+    vllm_use_v1: bool | None = None
 
 
 _STATED: tuple[str, ...] = (
@@ -174,6 +183,7 @@ _STATED: tuple[str, ...] = (
     "ctx_size",
     "parallel",
     "kv_unified",
+    "sampler",
 )
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
 
@@ -328,6 +338,22 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
     device_name = gpu.part.name if gpu.part is not None else (spec.gpu or "")
     version = spec.engine_version
     if engine == "vllm":
+        part = gpu.part
+        platform = None
+        if part is not None:
+            platform = "cuda" if part.compute_capability else ("rocm" if part.vendor == "AMD" else "other")
+        accounting = vllm_accounting(
+            version,
+            compute_capability=None if part is None else part.compute_capability,
+            platform=platform,
+            kv_cache_dtype=spec.kv_cache_dtype,
+            dtype=resolve_dtype(spec.dtype, spec.model.torch_dtype),
+            quantization=spec.quantization or spec.model.checkpoint_quantization,
+            is_mla=spec.model.is_mla,
+            pipeline_parallel_size=spec.pipeline_parallel_size,
+            use_v1=spec.vllm_use_v1,
+        )
+        profile = accounting.profile
         return CapacityInputs(
             model=spec.model,
             gpu_memory_bytes=memory,
@@ -339,20 +365,23 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             dtype=spec.dtype,
             quantization=spec.quantization,
             kv_cache_dtype=spec.kv_cache_dtype,
-            max_num_seqs=spec.max_num_seqs or vllm_default_max_num_seqs(version, memory, device_name),
+            max_num_seqs=spec.max_num_seqs or vllm_default_max_num_seqs(version, memory, device_name, profile=profile),
             max_num_batched_tokens=spec.max_num_batched_tokens,
-            block_size=spec.block_size or vllm_default_block_size(spec.model, version),
+            block_size=spec.block_size or vllm_default_block_size(spec.model, version, profile=profile),
             kv_cache_memory_bytes=spec.kv_cache_memory_bytes,
             num_gpu_blocks_override=spec.num_gpu_blocks_override,
-            overhead_profile=profile_for_version(version),
+            overhead_profile=profile,
             engine_version=version,
             enforce_eager=spec.enforce_eager,
+            sampler=spec.sampler,
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
             nvlink_sharp=nvlink_sharp,
             engine="vllm",
             data_parallel_size=spec.data_parallel_size,
             gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
+            compute_capability=None if part is None else part.compute_capability,
+            accounting=accounting,
         )
     parsed = parse_version(version)
     # SGLang's and TGI's memory fraction travels as the budget dial (gpu_memory_utilization), resolved here
@@ -397,6 +426,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
         engine_settings=settings,
         data_parallel_size=spec.data_parallel_size,
         gpu_memory_used_by_others_bytes=spec.gpu_memory_used_by_others_bytes,
+        accounting=engine_accounting(engine, version),
     )
 
 

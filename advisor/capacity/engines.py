@@ -74,6 +74,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from advisor.capacity.generation import engine_accounting
 from advisor.capacity.hardware import GIB
 from advisor.capacity.kv import (
     ACCOUNTING_ENGINES,
@@ -179,12 +180,24 @@ def _v1(inputs: CapacityInputs, block_size: int) -> CapacityInputs:
         block_size=block_size,
         kv_cache_memory_bytes=None,
         num_gpu_blocks_override=None,
+        accounting=None,
     )
 
 
 def _result(
-    inputs: CapacityInputs, weights: int, overhead: int, pool: int, per_token_gpu: int, blocks: int, engine: str
+    inputs: CapacityInputs,
+    weights: int,
+    overhead: int,
+    pool: int,
+    per_token_gpu: int,
+    blocks: int,
+    engine: str,
+    *,
+    activation: int | None = None,
+    non_torch: int | None = None,
 ) -> CapacityResult:
+    """The engine's result; ``activation`` and ``non_torch``: the terms its rule subtracts, None where the rule
+    has none (unknown, not 0). No rule here counts CUDA graphs, so that term is unknown (None)."""
     max_len = inputs.effective_max_model_len
     return CapacityResult(
         weights_bytes_per_gpu=weights,
@@ -205,6 +218,9 @@ def _result(
         quantization=inputs.quantization,
         kv_cache_dtype=inputs.kv_cache_dtype,
         overhead_profile=engine,
+        activation_peak_bytes_per_gpu=activation,
+        non_torch_bytes_per_gpu=non_torch,
+        accounting=engine_accounting(engine, inputs.engine_version),
     )
 
 
@@ -411,7 +427,8 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
     frac = _fraction("cuda_memory_fraction", frac)
     prefill = s.max_batch_prefill_tokens or TGI_DEFAULT_PREFILL_TOKENS
     weights = weights_bytes_per_gpu(inp)
-    overhead = _forward_bytes(inp, prefill) + _runtime_bytes(inp)
+    activation, runtime = _forward_bytes(inp, prefill), _runtime_bytes(inp)
+    overhead = activation + runtime
     total = inp.gpu_memory_bytes
     if inputs.kv_cache_memory_bytes is not None:
         pool = inputs.kv_cache_memory_bytes
@@ -433,7 +450,8 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
         "max_batch_prefill_tokens": prefill,
         "block_size": block,
     }
-    return EngineCapacity("tgi", _result(inp, weights, overhead, pool, per_token, blocks, "tgi"), params, notes)
+    result = _result(inp, weights, overhead, pool, per_token, blocks, "tgi", activation=activation, non_torch=runtime)
+    return EngineCapacity("tgi", result, params, notes)
 
 
 # --- TensorRT-LLM ------------------------------------------------------------------------------------------
@@ -455,7 +473,8 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
     )
     max_tokens = s.max_num_tokens or TRTLLM_DEFAULT_MAX_NUM_TOKENS
     weights = weights_bytes_per_gpu(inp)
-    overhead = _forward_bytes(inp, max_tokens) + _runtime_bytes(inp)
+    activation, runtime = _forward_bytes(inp, max_tokens), _runtime_bytes(inp)
+    overhead = activation + runtime
     if inputs.kv_cache_memory_bytes is not None:
         pool = inputs.kv_cache_memory_bytes
     else:
@@ -483,9 +502,10 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         params["max_tokens"] = s.max_tokens
     if blocks <= 0:
         raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
-    return EngineCapacity(
-        "trtllm", _result(inp, weights, overhead, pool, per_token, blocks, "trtllm"), params, tuple(notes)
+    result = _result(
+        inp, weights, overhead, pool, per_token, blocks, "trtllm", activation=activation, non_torch=runtime
     )
+    return EngineCapacity("trtllm", result, params, tuple(notes))
 
 
 # --- llama.cpp ---------------------------------------------------------------------------------------------
@@ -546,6 +566,7 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
         kv_cache_dtype=kv_type,
         overhead_profile="llamacpp",
         max_request_tokens=None if s.kv_unified else slot,
+        accounting=engine_accounting("llamacpp", inputs.engine_version),
     )
     notes = [
         f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) "

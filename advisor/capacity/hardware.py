@@ -10,6 +10,14 @@ bandwidth) plus three columns of ours:
   little below the marketed size (H100 80GB → 79.15 GiB, A100 40GB → 39.50 GiB, T4 → 14.56 GiB).
   ``cuda_memory_notes`` says per row whether it was *observed* in a vLLM log or *derived* (and how).
 * one added row, the RTX 3090, which the catalog lacks (GA102 whitepaper; flagged in its notes).
+* rows for parts operators run that the shared catalog lacks (issue 16): H20, RTX 2060 (6 and 12 GB), GTX 1080
+  and 1080 Ti, V100 16GB and 32GB (one key per memory size; SXM2/PCIe as aliases), RTX A6000, L20, each with
+  its sources in ``source_urls`` and its CUDA total derived by the catalog's rule where no log shows it.
+* ``compute_capability``: the CUDA compute capability of every NVIDIA row (``7.5`` T4, ``8.0`` A100, ``9.0``
+  H100, ``10.3`` B300, ``12.0`` RTX PRO 6000 Blackwell …) from NVIDIA's table, https://developer.nvidia.com/cuda-gpus
+  (the China-market H20 and L20 are not listed there: their architecture's, Hopper 9.0 and Ada 8.9); empty for
+  AMD, TPU and AWS parts, which are not CUDA devices. vLLM 0.8–0.10.1 chooses its engine generation by it
+  (:mod:`advisor.capacity.generation`).
 
 Units in :class:`GPUSpec` are base units: bytes, bytes per second, FLOP/s.
 """
@@ -48,6 +56,9 @@ class GPUSpec:
         key: the short lookup name (``h100-sxm``).
         nvlink_sharp: the part sits behind an NVSwitch with NVLink SHARP (H100/H200 SXM, B200, GB200, B300),
             so NCCL's NVLS algorithm, and its buffers, are used on more than two GPUs.
+        compute_capability: CUDA compute capability ``(major, minor)`` (``(7, 5)`` for a T4), or ``None`` for a
+            part that is not a CUDA device (AMD, TPU, Inferentia/Trainium).
+        vendor: the catalog's vendor (``NVIDIA``, ``AMD``, ``Google``, ``AWS``).
     """
 
     name: str
@@ -59,6 +70,8 @@ class GPUSpec:
     source: str
     key: str = ""
     nvlink_sharp: bool = False
+    compute_capability: tuple[int, int] | None = None
+    vendor: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -78,6 +91,21 @@ def _opt(cell: str, scale: float) -> float | None:
     return float(cell) * scale if cell else None
 
 
+def _capability(cell: str, key: str) -> tuple[int, int] | None:
+    """A ``compute_capability`` cell: ``"8.9"`` → ``(8, 9)``, empty → ``None`` (not a CUDA device).
+
+    Raises:
+        ValueError: a cell that is not ``major.minor`` (a broken catalog row, named by its key).
+    """
+    cell = cell.strip()
+    if not cell:
+        return None
+    major, dot, minor = cell.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise ValueError(f"gpus.csv row {key!r}: compute_capability {cell!r} is not major.minor")
+    return int(major), int(minor)
+
+
 @cache
 def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
     text = read_data("gpus.csv")
@@ -95,6 +123,8 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             source=f"{row['source_urls']} | memory: {row['cuda_memory_notes']}",
             key=row["key"],
             nvlink_sharp=row["nvlink_sharp"].startswith("yes"),
+            compute_capability=_capability(row["compute_capability"], row["key"]),
+            vendor=row["vendor"],
         )
         specs[spec.name] = spec
         for alias in [row["key"], row["name"], *row["aliases"].split(";")]:

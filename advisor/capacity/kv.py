@@ -64,10 +64,10 @@ of the printed GiB, and weights match within 0.6 %. Other engines (SGLang, TGI, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.hardware import GIB
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
@@ -85,6 +85,9 @@ __all__ = [
     "ACCOUNTING_ENGINES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "OVERHEAD_PROFILES",
+    "SAMPLERS",
+    "V0_FORWARD_FACTORS",
+    "V0_MLP_REBINDING_TYPES",
     "CapacityInputs",
     "CapacityResult",
     "EngineSettings",
@@ -93,6 +96,8 @@ __all__ = [
     "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
+    "cuda_graph_bytes_per_gpu",
+    "default_sampler",
     "hybrid_blocks_per_request",
     "hybrid_kv_layout",
     "kv_bytes_per_token_per_gpu",
@@ -104,8 +109,13 @@ __all__ = [
     "non_torch_bytes_per_gpu",
     "nvls_bytes_per_gpu",
     "overhead_bytes_per_gpu",
+    "parse_version",
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
+    "sampler_bytes_per_logit",
+    "v0_forward_elements_per_token",
+    "v0_mlp_code",
+    "vllm_accounting_of",
     "vllm_capacity_pass",
     "vllm_default_max_num_seqs",
     "vllm_max_concurrency",
@@ -135,6 +145,101 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS: Final = 8192
 vLLM's own default depends on version and GPU: V1 0.8–0.9 used 2048 for the OpenAI server on most GPUs;
 later releases use 8192 for the API server (16384 for the offline ``LLM`` class) on ≥ 70 GiB GPUs. V0
 without chunked prefill used ``max(max_model_len, 2048)`` (the ``vllm-v0`` profile does that)."""
+
+
+V0_MLP_REBINDING_TYPES: Final = frozenset({"llama", "mistral", "phi3", "aquila", "internlm", "internlm3", "xverse"})
+"""``model_type``s vLLM V0 runs through ``llama.py``'s ``LlamaMLP``, whose ``forward`` rebinds ``x`` (``x, _ =
+gate_up_proj(x); x = act_fn(x)``), so the gate-and-up output is freed once the activation is computed
+(``vllm/model_executor/models/registry.py`` at v0.6.6 and v0.7.3: LlamaForCausalLM, MistralForCausalLM,
+AquilaForCausalLM, InternLM(3)ForCausalLM and XverseForCausalLM → ``llama.py``; ``phi3.py``'s Phi3ForCausalLM
+subclasses it; Yi's checkpoints say ``llama``). Every other gated MLP in those releases keeps ``gate_up`` until
+``down_proj`` returns (``qwen2.py`` ``Qwen2MLP``, reused by ``qwen3.py``; ``deepseek_v2.py``, ``gemma*.py``,
+``granite.py``, ``internlm2.py``, ``olmo*.py`` …: 19 of the 20 gated MLP classes of v0.7.3)."""
+
+V0_FORWARD_FACTORS: Final[dict[str, tuple[float, float]]] = {
+    "rebinding": (3.0, 3.0),
+    "holding": (4.0, 3.0),
+    "two_matrix": (3.0, 2.0),
+}
+"""(hidden factor, MLP factor) of vLLM V0's dense forward peak, by how the model code holds its MLP tensors: the
+peak per token is ``hidden factor × hidden + MLP factor × intermediate ÷ TP`` activation elements, the most the
+torch caching allocator holds at once over one decoder layer (V0 runs eagerly: no torch.compile, no fusion).
+
+Read from the model files at v0.6.6 and v0.7.3. Throughout a layer three hidden-wide tensors live: the model
+loop's ``hidden_states`` (the layer's input, which ``LlamaModel.forward`` keeps referenced while the layer runs;
+the fused add-RMSNorm normalizes it in place), the residual, and the post-attention hidden state fed to the MLP.
+
+* ``rebinding`` (``LlamaMLP``): gate_up (2i) + activation output (i) at ``act_fn``: 3h + 3i; at ``down_proj``
+  gate_up is gone (3h + i + h).
+* ``holding`` (``Qwen2MLP``): ``gate_up`` stays referenced until ``forward`` returns, so at ``down_proj`` 3h +
+  2i + i + h: 4h + 3i.
+* ``two_matrix`` (``PhiMLP``, ``GPT2MLP``, OPT …: ``ModelArch.gated_mlp`` False): ``fc1`` output (i) + activation
+  output (i) beside the attention output of Phi's parallel block or GPT-2's ``ln_2`` output: 3h + 2i.
+
+Check: Llama-3.1-8B at 20,000 tokens (bf16) is 20,000 × 2 × (3 × 4,096 + 3 × 14,336) = 2.06 GiB, and vLLM 0.6.4
+logged ``peak_torch_memory=17.06GiB`` with 14.99 GiB of weights, 2.07 GiB (github.com/vllm-project/vllm/issues/10517).
+The attention half of a layer (3h + qkv + attention output) is below these for every gated model we know; it is
+taken when larger (:func:`v0_forward_elements_per_token`)."""
+
+
+def v0_mlp_code(model: ModelArch) -> str:
+    """Which key of :data:`V0_FORWARD_FACTORS` vLLM V0's model code for ``model`` follows: ``two_matrix`` when
+    the MLP has no gate, ``rebinding`` for :data:`V0_MLP_REBINDING_TYPES`, else ``holding`` (also for an unknown
+    ``model_type``: the pattern of nearly every gated model file, and the larger of the two)."""
+    if not model.gated_mlp:
+        return "two_matrix"
+    return "rebinding" if model.model_type in V0_MLP_REBINDING_TYPES else "holding"
+
+
+def v0_forward_elements_per_token(model: ModelArch, tensor_parallel_size: int) -> float:
+    """Activation elements per token at the peak of one V0 decoder layer on one GPU: the larger of the MLP
+    phase (:data:`V0_FORWARD_FACTORS`) and the attention phase, ``3h + (2 × q + 2 × kv) ÷ TP`` (the three
+    hidden-wide tensors, the qkv projection, the attention output before ``o_proj``; ``q = heads × head_dim``,
+    ``kv = kv_heads × head_dim``; ``llama.py`` ``LlamaAttention.forward`` at v0.6.6)."""
+    hidden_factor, mlp_factor = V0_FORWARD_FACTORS[v0_mlp_code(model)]
+    tp = tensor_parallel_size
+    h = model.hidden_size
+    mlp = hidden_factor * h + mlp_factor * model.intermediate_size / tp
+    q = model.num_attention_heads * model.head_dim
+    kv = model.num_kv_heads * model.head_dim
+    attention = 3 * h + (2 * q + 2 * kv) / tp
+    return max(mlp, attention)
+
+
+SAMPLERS: Final = ("flashinfer", "torch")
+"""Top-k/top-p samplers vLLM may run (``CapacityInputs.sampler``; ``--sampler``)."""
+
+FLASHINFER_SAMPLER_DEFAULT_RELEASES: Final = ((0, 8), (0, 12))
+"""V1 releases ``[first, last)`` that sample with FlashInfer by default whenever flashinfer is importable
+(``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: ``VLLM_USE_FLASHINFER_SAMPLER``
+unset counts as on in V1 from 0.8 to 0.11, with flashinfer < 0.2.3 in 0.8.x and ≥ 0.2.3 from 0.9; from 0.12 it
+is opt-in, ``VLLM_USE_FLASHINFER_SAMPLER=1``). V0 needs the variable set in every release (``envs.py``: unset
+means off; ``model_executor/layers/sampler.py``). The official image ``vllm/vllm-openai`` installs flashinfer
+(0.8.x: the flashinfer_python 0.2.1.post2 wheel in ``Dockerfile``; later releases build it); ``pip install
+vllm`` does not before 0.12 (``flashinfer-python`` is the ``[flashinfer]`` extra of 0.10 and 0.11)."""
+
+
+def default_sampler(overhead_profile: str, engine_version: str | None) -> str:
+    """The sampler the official image runs (``sampler`` None): ``flashinfer`` on V1 releases of
+    :data:`FLASHINFER_SAMPLER_DEFAULT_RELEASES`, else ``torch`` (V0; V1 from 0.12; an unstated version, taken
+    as the latest)."""
+    parsed = parse_version(engine_version)
+    first, last = FLASHINFER_SAMPLER_DEFAULT_RELEASES
+    if overhead_profile == "vllm-v1" and parsed is not None and first <= parsed < last:
+        return "flashinfer"
+    return "torch"
+
+
+FLASHINFER_SAMPLER_BYTES_PER_LOGIT: Final = 14.0
+"""Bytes per (row × vocab) element at the peak of the FlashInfer top-k/top-p warm-up, no sort: the model's
+logits (bf16, 2, held by ``_dummy_sampler_run``), their fp32 copy (4, ``Sampler.forward``), then in flashinfer
+≥ 0.2.3's ``top_k_top_p_sampling_from_logits`` the top-k-masked logits (4, ``top_k_mask_logits``) and their
+softmax (4) = 14 (vLLM 0.9-0.11 ``flashinfer_sample``). vLLM V0 with ``VLLM_USE_FLASHINFER_SAMPLER=1`` (0.6-0.7
+``Sampler.forward``): bf16 logits, fp32 logits, probabilities and log-probabilities, 2 + 4 + 4 + 4 = 14 too."""
+
+FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT: Final = 10.0
+"""The same for vLLM V1 0.8.x, whose ``forward_cuda`` samples from probabilities with flashinfer 0.2.1's fused
+``top_k_top_p_sampling_from_probs``: bf16 logits (2) + fp32 logits (4) + softmax (4) = 10."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +275,17 @@ class OverheadModel:
     per peer, ±30 %: PCIe nodes use fewer NCCL channels and less). ``nvls_*``: NVLink SHARP buffers on NVSwitch
     nodes (:func:`non_torch_bytes_per_gpu`). ``cuda_graph_bytes`` is 0: vLLM ≤ 0.10 captures graphs after sizing
     the cache.
+
+    ``forward_by_model_code``: the dense forward follows the model file's tensor lifetimes
+    (:data:`V0_FORWARD_FACTORS` by :func:`v0_mlp_code`) instead of ``hidden_factor``/``mlp_factor`` (V0 runs the
+    model eagerly; V1 compiles and fuses it, and keeps the factors above). ``whole_device_before``: releases
+    below this one count *everything* on the device that torch did not allocate as non-torch memory, the CUDA
+    context and libraries (``whole_device_non_torch_bytes``, 0.35 GiB on one GPU in the vLLM 0.6.4 log of
+    github.com/vllm-project/vllm/issues/10517: ``non_torch_memory=0.35GiB``) and other processes' memory alike
+    (V0 ``worker.py`` ``determine_num_available_blocks`` to v0.6.4.post1, V1 ``gpu_worker.py``
+    ``determine_available_memory`` to v0.9.0: ``non_torch_allocations = (total − free) − allocated``); later
+    releases count only the increase since a baseline taken at ``init_device`` (``vllm/utils.py``
+    ``memory_profiling``, V0 from v0.6.5, V1 from v0.9.1), so the context and other processes drop out.
     """
 
     name: str
@@ -187,12 +303,16 @@ class OverheadModel:
     sampler_bytes_per_logit: float = 39.0
     mla_entry_alignment_bytes: int = 0
     mla_absorbed_weights: bool = False
+    forward_by_model_code: bool = False
+    whole_device_before: tuple[int, ...] = ()
+    whole_device_non_torch_bytes: int = int(0.35 * GIB)
     description: str = field(default="", compare=False)
 
 
 OVERHEAD_PROFILES: Final[dict[str, OverheadModel]] = {
     "vllm-v1": OverheadModel(
         name="vllm-v1",
+        whole_device_before=(0, 9, 1),
         description="vLLM V1 engine (0.8 and later): GPUModelRunner.profile_run, peak of forward and sampler.",
     ),
     "vllm-v0": OverheadModel(
@@ -202,6 +322,8 @@ OVERHEAD_PROFILES: Final[dict[str, OverheadModel]] = {
         nvls_communicators=2,
         mla_entry_alignment_bytes=256,
         mla_absorbed_weights=True,
+        forward_by_model_code=True,
+        whole_device_before=(0, 6, 5),
         description=(
             "vLLM V0 engine (≤ 0.7): worker.py determine_num_available_blocks; MLA cache entries aligned to "
             "256 bytes (CacheEngine align_to_256bytes: 576 bf16 elements → 640); MLA decode weights W_UV·W_O "
@@ -215,43 +337,32 @@ version string to one."""
 
 
 def profile_for_version(engine_version: str | None) -> str:
-    """The overhead profile of a vLLM version: ``vllm-v0`` before 0.8.0 (V1 became the default engine in
-    0.8.0), else ``vllm-v1``. ``None`` or an unparsable string → ``vllm-v1``.
+    """The overhead profile of a vLLM version alone: ``vllm-v0`` before 0.8.0 (V1 became the default engine in
+    0.8.0), else ``vllm-v1``. ``None`` or an unparsable string → ``vllm-v1``. The GPU and features can send a
+    later release back to V0: :func:`advisor.capacity.generation.vllm_accounting` decides with them (the
+    deployment resolver calls it).
 
     >>> profile_for_version("0.6.6.post1"), profile_for_version("0.10.2")
     ('vllm-v0', 'vllm-v1')
     """
-    parsed = parse_version(engine_version)
-    return "vllm-v0" if parsed is not None and parsed < (0, 8) else "vllm-v1"
+    return vllm_accounting(engine_version).profile
 
 
-_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
-
-
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """The numeric release of a version string (PEP 440 / vLLM tags): ``"0.6.6.post1"`` → ``(0, 6, 6)``,
-    ``"v0.10.2"`` → ``(0, 10, 2)``, ``"0.7.3rc1"`` → ``(0, 7, 3)``, ``"0.7+cu118"`` → ``(0, 7)``; ``None`` for
-    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``)."""
-    if not text:
-        return None
-    m = _VERSION.match(text.strip())
-    if m is None:
-        return None
-    return tuple(int(part) for part in m.group(1).split("."))
-
-
-def vllm_default_max_num_seqs(engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "") -> int:
+def vllm_default_max_num_seqs(
+    engine_version: str | None, gpu_memory_bytes: int, gpu_name: str = "", *, profile: str | None = None
+) -> int:
     """``--max-num-seqs`` when not given: 1024 on ≥ 70 GiB GPUs other than the A100 for the V1 API server,
-    else 256 (``EngineArgs._set_default_args`` in ``vllm/engine/arg_utils.py``; V0 always 256)."""
-    if profile_for_version(engine_version) == "vllm-v0":
+    else 256 (``EngineArgs._set_default_args`` in ``vllm/engine/arg_utils.py``; V0 always 256). ``profile``:
+    the generation already decided (:func:`advisor.capacity.generation.vllm_accounting`), else the version's."""
+    if (profile or profile_for_version(engine_version)) == "vllm-v0":
         return 256
     return 1024 if gpu_memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower() else 256
 
 
-def vllm_default_block_size(model: ModelArch, engine_version: str | None) -> int:
+def vllm_default_block_size(model: ModelArch, engine_version: str | None, *, profile: str | None = None) -> int:
     """``--block-size`` when not given: 64 for MLA models on V1 (the CUDA MLA backends, FlashMLA, need
-    64-token blocks), else 16 (``vllm/config/cache.py``)."""
-    return 64 if model.is_mla and profile_for_version(engine_version) == "vllm-v1" else 16
+    64-token blocks), else 16 (``vllm/config/cache.py``). ``profile`` as :func:`vllm_default_max_num_seqs`."""
+    return 64 if model.is_mla and (profile or profile_for_version(engine_version)) == "vllm-v1" else 16
 
 
 MAX_NUM_GPU_BLOCKS: Final = 1_000_000_000
@@ -328,8 +439,9 @@ class CapacityInputs:
             ``may_override_num_blocks``, V0 ``LLMEngine._initialize_kv_caches``), whatever the memory; the pool
             is then exactly ``N × block_size`` tokens.
         overhead_profile: key of :data:`OVERHEAD_PROFILES`.
-        engine_version: the vLLM version the figures should follow (informational; pick the profile with
-            :func:`profile_for_version`).
+        engine_version: the vLLM version the figures should follow (pick the profile with
+            :func:`profile_for_version`); it also selects what counts as non-torch memory
+            (:attr:`counts_whole_device`) and the default sampler (:func:`default_sampler`).
         enforce_eager: no CUDA graphs [``--enforce-eager``] (graphs are outside the sized budget in ≤ 0.10).
         pipeline_parallel_size: pipeline stages [``--pipeline-parallel-size``]; each holds its share of layers.
         enable_expert_parallel: experts are split whole across the TP ranks [``--enable-expert-parallel``].
@@ -343,13 +455,23 @@ class CapacityInputs:
             counts blocks, tokens and concurrency over all ranks; a request still has to fit one rank.
         gpu_memory_used_by_others_bytes: memory other processes hold on each GPU before the engine starts,
             bytes. Engines that measure free memory lose it from the pool (SGLang, TGI, TensorRT-LLM); vLLM
-            budgets ``gpu_memory_utilization`` × total for itself and refuses to start when less is free.
+            budgets ``gpu_memory_utilization`` × total for itself and refuses to start when less is free; vLLM
+            releases that count the whole device as non-torch memory (V0 ≤ 0.6.4, V1 0.8-0.9.0) lose it from the
+            pool instead (:func:`non_torch_bytes_per_gpu`).
         disable_hybrid_kv_cache_manager: [``--disable-hybrid-kv-cache-manager``] vLLM V1 ≥ 0.9.1 then keeps a
             sliding-window hybrid in one full-attention group (:func:`hybrid_kv_layout`). vLLM also sets it
             itself with a KV connector (``--kv-transfer-config``), KV events, or off CUDA/ROCm.
         compute_capability: the GPU's CUDA compute capability, ``(major, minor)`` (``GPUSpec.compute_capability``);
             None = unknown. It picks vLLM's MXFP4 MoE kernel and so the padding of MXFP4 experts
             (:func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`): unknown pads nothing.
+        sampler: the top-k/top-p sampler the warm-up runs, ``flashinfer`` (no sort) or ``torch`` (sorts the
+            vocabulary); None = what the official ``vllm/vllm-openai`` image runs (:func:`default_sampler`:
+            FlashInfer on V1 0.8-0.11, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
+            flashinfer is installed].
+        accounting: which engine generation sizes the pool and why
+            (:func:`advisor.capacity.generation.vllm_accounting`, decided by the deployment resolver from the
+            version, the GPU's compute capability and the features); None → the ``overhead_profile``'s, from
+            ``engine_version`` alone. Its profile must be ``overhead_profile``.
     """
 
     model: ModelArch
@@ -377,10 +499,14 @@ class CapacityInputs:
     gpu_memory_used_by_others_bytes: int = 0
     disable_hybrid_kv_cache_manager: bool = False
     compute_capability: tuple[int, int] | None = None
+    sampler: str | None = None
+    accounting: Accounting | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
         problems += _group_size_problems(self)
+        if self.sampler is not None and self.sampler not in SAMPLERS:
+            problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.engine not in ACCOUNTING_ENGINES:
             problems.append(f"engine {self.engine!r} has no KV accounting; known: {', '.join(ACCOUNTING_ENGINES)}")
         if self.data_parallel_size < 1:
@@ -424,6 +550,9 @@ class CapacityInputs:
             problems.append(
                 f"overhead_profile {self.overhead_profile!r} unknown; known: {', '.join(OVERHEAD_PROFILES)}"
             )
+        acc = self.accounting
+        if acc is not None and acc.engine == self.engine == "vllm" and acc.profile != self.overhead_profile:
+            problems.append(f"accounting {acc.profile!r} is not overhead_profile {self.overhead_profile!r}")
         tp = self.tensor_parallel_size
         m = self.model
         if tp >= 1 and m.num_attention_heads % tp != 0:
@@ -466,6 +595,19 @@ class CapacityInputs:
         return weight_bytes_per_param(self.compute_dtype, q)
 
     @property
+    def effective_sampler(self) -> str:
+        """``sampler`` or, when None, the official image's (:func:`default_sampler`)."""
+        return self.sampler or default_sampler(self.overhead_profile, self.engine_version)
+
+    @property
+    def counts_whole_device(self) -> bool:
+        """Whether this vLLM release counts all memory torch did not allocate as non-torch, the CUDA context
+        and other processes included (:attr:`OverheadModel.whole_device_before`); False when no version is given."""
+        parsed = parse_version(self.engine_version)
+        before = OVERHEAD_PROFILES[self.overhead_profile].whole_device_before
+        return parsed is not None and parsed < before
+
+    @property
     def profile_tokens(self) -> int:
         """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the engine's default.
 
@@ -506,6 +648,17 @@ class CapacityResult:
         max_model_len, block_size, tensor_parallel_size, gpu_memory_bytes, gpu_memory_utilization: inputs
             echoed.
         model_name, dtype, quantization, kv_cache_dtype, overhead_profile: input summary (dtype resolved).
+        activation_peak_bytes_per_gpu: the torch activation peak of the engine's profile run, bytes per GPU
+            (vLLM: ``max(forward, sampler)`` of :func:`activation_peak_bytes`); None when the engine's rule has
+            no such term (unknown, never 0 for unknown).
+        cuda_graph_bytes_per_gpu: CUDA-graph memory counted before the KV cache, bytes per GPU (vLLM ≤ 0.20:
+            0, graphs are captured after the cache is sized; 0 under ``--enforce-eager``); None when unknown.
+        non_torch_bytes_per_gpu: memory outside torch's allocator that the engine counts (CUDA context,
+            NCCL), bytes per GPU (:func:`non_torch_bytes_per_gpu`); None when unknown. Under vLLM's accounting
+            ``weights + activation + non_torch + cuda_graph + kv_pool = gpu_memory × utilization`` (less
+            than a byte of rounding) unless the pool is fixed by the operator.
+        accounting: whose accounting and which generation sized the pool, and why
+            (:class:`~advisor.capacity.generation.Accounting`).
     """
 
     weights_bytes_per_gpu: int
@@ -528,6 +681,10 @@ class CapacityResult:
     overhead_profile: str = "vllm-v1"
     data_parallel_size: int = 1
     max_request_tokens: int | None = None
+    activation_peak_bytes_per_gpu: int | None = None
+    cuda_graph_bytes_per_gpu: int | None = None
+    non_torch_bytes_per_gpu: int | None = None
+    accounting: Accounting | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -563,6 +720,10 @@ class CapacityResult:
             "kv_cache_bytes_per_token_per_gpu": self.kv_cache_bytes_per_token_per_gpu,
             "overhead_bytes_per_gpu": self.overhead_bytes_per_gpu,
             "kv_pool_bytes_per_gpu": self.kv_pool_bytes_per_gpu,
+            "activation_peak_bytes_per_gpu": self.activation_peak_bytes_per_gpu,
+            "cuda_graph_bytes_per_gpu": self.cuda_graph_bytes_per_gpu,
+            "non_torch_bytes_per_gpu": self.non_torch_bytes_per_gpu,
+            "accounting": None if self.accounting is None else self.accounting.as_dict(),
             "kv_cache_blocks": self.kv_cache_blocks,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": self.max_concurrency,
@@ -824,8 +985,12 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     tp = inputs.tensor_parallel_size
     act = DTYPE_BYTES[inputs.compute_dtype]
     tokens = inputs.profile_tokens
-    dense = om.mlp_factor * m.intermediate_size / tp if m.num_layers > m.moe_layers or not m.is_moe else 0.0
-    forward = tokens * act * (om.hidden_factor * m.hidden_size + dense)
+    has_dense = m.num_layers > m.moe_layers or not m.is_moe
+    if om.forward_by_model_code and has_dense:
+        forward = tokens * act * v0_forward_elements_per_token(m, tp)
+    else:
+        dense = om.mlp_factor * m.intermediate_size / tp if has_dense else 0.0
+        forward = tokens * act * (om.hidden_factor * m.hidden_size + dense)
     if m.is_moe:
         tp_moe = 1 if inputs.enable_expert_parallel else tp
         per_token = m.experts_per_token * (om.mlp_factor * m.moe_intermediate_size / tp_moe + m.hidden_size)
@@ -833,8 +998,21 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
         forward = max(forward, moe)
     rows = inputs.max_num_seqs
     logits = tokens if om.logits_for_every_token else rows
-    sampler = logits * m.vocab_size * om.sampler_bytes_per_logit
+    sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
     return math.ceil(forward), math.ceil(sampler)
+
+
+def sampler_bytes_per_logit(inputs: CapacityInputs) -> float:
+    """Bytes per (row × vocab) element at the peak of the sampler warm-up, by :attr:`CapacityInputs.effective_sampler`:
+    the torch sampler's :attr:`OverheadModel.sampler_bytes_per_logit` (39: it sorts the vocabulary), FlashInfer's
+    :data:`FLASHINFER_SAMPLER_BYTES_PER_LOGIT` (14), or :data:`FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT` (10) on
+    V1 before 0.9 (flashinfer 0.2.1's sampling from probabilities)."""
+    if inputs.effective_sampler == "torch":
+        return OVERHEAD_PROFILES[inputs.overhead_profile].sampler_bytes_per_logit
+    parsed = parse_version(inputs.engine_version)
+    if inputs.overhead_profile == "vllm-v1" and parsed is not None and parsed < (0, 9):
+        return FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT
+    return FLASHINFER_SAMPLER_BYTES_PER_LOGIT
 
 
 def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
@@ -844,10 +1022,33 @@ def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:
     Example (vllm-v1, Llama-3.1-8B, bf16, TP1, 8192 batched tokens, 256 seqs): max(1.03 GiB forward,
     256 × 128,256 × 39 = 1.19 GiB sampler) + 0.13 GiB non-torch = 1.32 GiB.
     """
-    om = OVERHEAD_PROFILES[inputs.overhead_profile]
     forward, sampler = activation_peak_bytes(inputs)
-    graphs = 0 if inputs.enforce_eager else om.cuda_graph_bytes
+    graphs = cuda_graph_bytes_per_gpu(inputs)
     return max(forward, sampler) + non_torch_bytes_per_gpu(inputs) + graphs
+
+
+def cuda_graph_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """CUDA-graph memory the profile subtracts before the KV cache, bytes per GPU: the profile's
+    ``cuda_graph_bytes`` (0 for vLLM ≤ 0.20, which captures graphs after sizing the cache), 0 under
+    ``--enforce-eager``."""
+    return 0 if inputs.enforce_eager else OVERHEAD_PROFILES[inputs.overhead_profile].cuda_graph_bytes
+
+
+def vllm_accounting_of(inputs: CapacityInputs) -> Accounting:
+    """``inputs.accounting`` when the resolver decided it, else the accounting of ``inputs.overhead_profile``:
+    the version's own reason when the version gives that profile, else "as given"."""
+    if inputs.accounting is not None and inputs.accounting.engine == "vllm":
+        return inputs.accounting
+    acc = vllm_accounting(inputs.engine_version)
+    if acc.profile == inputs.overhead_profile:
+        return acc
+    generation = inputs.overhead_profile.removeprefix("vllm-")
+    return Accounting(
+        "vllm",
+        generation,
+        inputs.engine_version,
+        f"{generation.upper()}: overhead profile {inputs.overhead_profile} as given",
+    )
 
 
 def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
@@ -872,10 +1073,19 @@ def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
 
     Example (vllm-v0, TP 8, H200): 0.10 + 0.42 + 6 × 0.263 + 2 × 24 × 13.2 MiB × 8 = 0.10 + 2.00 + 4.95
     = 7.05 GiB (DeepSeek-R1 on vLLM 0.7.3 logged 7.16 GiB; neither figure was fitted to that log).
+
+    Releases that count the whole device (:attr:`CapacityInputs.counts_whole_device`: V0 ≤ 0.6.4, V1 0.8-0.9.0)
+    replace ``non_torch_bytes`` by ``whole_device_non_torch_bytes`` (CUDA context and libraries, 0.35 GiB) plus
+    ``gpu_memory_used_by_others_bytes``: Llama-3.1-8B on an RTX 3090 with vLLM 0.6.4 logs
+    ``non_torch_memory=0.35GiB`` (github.com/vllm-project/vllm/issues/10517).
     """
     om = OVERHEAD_PROFILES[inputs.overhead_profile]
     tp = inputs.tensor_parallel_size
     total = om.non_torch_bytes
+    if inputs.counts_whole_device:
+        # the release subtracts torch's allocations from the device's whole use: the CUDA context and libraries
+        # of this process, and whatever other processes hold, count as this instance's non-torch memory
+        total = om.whole_device_non_torch_bytes + inputs.gpu_memory_used_by_others_bytes
     if tp > 1:
         # peers beyond one node's NVLink domain connect over the network, through other, smaller buffers
         total += om.tp_non_torch_bytes + (min(tp, GPUS_PER_NVLINK_NODE) - 2) * om.tp_peer_non_torch_bytes
@@ -1105,6 +1315,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     V0 ≥ 0.6.5 ``memory_profiling``) and budgets ``total × utilization`` for itself; when less than that is
     free, V1 refuses to start ("Free memory on device … on startup is less than desired GPU memory
     utilization") and V0 runs out of memory allocating the cache. Both are a :class:`CapacityError` here.
+    Releases before the baseline (V0 ≤ 0.6.4, V1 0.8-0.9.0) count that memory as their own non-torch memory
+    instead: it shrinks the pool (:func:`non_torch_bytes_per_gpu`) and nothing refuses to start.
 
     Raises:
         CapacityError: the weights do not fit in ``gpu_memory × utilization``, nothing is left for the KV
@@ -1117,7 +1329,9 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     overhead = overhead_bytes_per_gpu(inputs)
     requested = inputs.gpu_memory_bytes * inputs.gpu_memory_utilization
     others = inputs.gpu_memory_used_by_others_bytes
-    if others and inputs.gpu_memory_bytes - others < requested:
+    # releases that count the whole device take others' memory as non-torch memory (in the overhead above) and
+    # start; the later ones measure from a baseline and check the free memory at start-up
+    if others and not inputs.counts_whole_device and inputs.gpu_memory_bytes - others < requested:
         free = inputs.gpu_memory_bytes - others
         at_most = math.floor(free / inputs.gpu_memory_bytes * 100) / 100
         if at_most * inputs.gpu_memory_bytes <= weights + overhead:
@@ -1205,4 +1419,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         quantization=inputs.quantization,
         kv_cache_dtype=inputs.kv_cache_dtype,
         overhead_profile=inputs.overhead_profile,
+        activation_peak_bytes_per_gpu=max(activation_peak_bytes(inputs)),
+        cuda_graph_bytes_per_gpu=cuda_graph_bytes_per_gpu(inputs),
+        non_torch_bytes_per_gpu=non_torch_bytes_per_gpu(inputs),
+        accounting=vllm_accounting_of(inputs),
     )

@@ -115,6 +115,9 @@ class ModelArch:
         mlp_bias: the dense MLP's up and down projections carry biases (GPT-2, OPT, GPTBigCode).
         norm_bias: the norms are LayerNorms with a bias (GPT-2, OPT, Falcon): two vectors each, the final one too.
         final_norm: a final norm follows the last layer (OPT with ``do_layer_norm_before`` false has none).
+        model_type: ``config.json``'s ``model_type`` (a multimodal wrapper's ``text_config`` one), or the type of
+            its first known ``architectures`` class (:data:`MODEL_TYPE_OF_ARCHITECTURE`); ``""`` when unknown. The
+            engine's model code it selects decides how long activations live (``advisor.capacity.kv``).
     """
 
     name: str
@@ -161,6 +164,7 @@ class ModelArch:
     mlp_bias: bool = False
     norm_bias: bool = False
     final_norm: bool = True
+    model_type: str = ""
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -443,6 +447,7 @@ class ModelArch:
             mlp_bias=bool(cfg.get("_linear_bias")),
             norm_bias=bool(cfg.get("_norm_bias")),
             final_norm=bool(cfg.get("_final_norm", True)),
+            model_type=model_type,
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""

@@ -62,7 +62,80 @@ def test_every_row_has_a_source_and_a_plausible_cuda_total() -> None:
     for name in gpu_names():
         spec = get_gpu(name)
         assert spec.source.strip(" |")
-        assert 10 * GIB < spec.memory_bytes < 300 * GIB
+        assert 5 * GIB < spec.memory_bytes < 300 * GIB  # an RTX 2060 has 6 GB, a B300 288 GB
+
+
+@pytest.mark.parametrize(
+    ("alias", "capability"),
+    # NVIDIA's table, https://developer.nvidia.com/cuda-gpus (H20 and L20, not listed: Hopper's and Ada's)
+    [
+        ("t4", (7, 5)),
+        ("rtx2060", (7, 5)),
+        ("Tesla V100-SXM2-32GB", (7, 0)),
+        ("v100-pcie-16gb", (7, 0)),
+        ("gtx1080", (6, 1)),
+        ("GTX 1080 Ti", (6, 1)),
+        ("a100", (8, 0)),
+        ("a10", (8, 6)),
+        ("a10g", (8, 6)),
+        ("rtx3090", (8, 6)),
+        ("RTX A6000", (8, 6)),
+        ("l4", (8, 9)),
+        ("l40s", (8, 9)),
+        ("rtx4090", (8, 9)),
+        ("rtx6000-ada", (8, 9)),
+        ("l20", (8, 9)),
+        ("h100", (9, 0)),
+        ("h200", (9, 0)),
+        ("h20", (9, 0)),
+        ("gh200-96gb-hbm3", (9, 0)),
+        ("b200", (10, 0)),
+        ("gb200", (10, 0)),
+        ("b300", (10, 3)),
+        ("rtx-pro-6000-blackwell", (12, 0)),
+        # not CUDA devices: no compute capability
+        ("mi300x", None),
+        ("tpu-v5e", None),
+        ("inferentia2", None),
+    ],
+)
+def test_each_part_carries_its_cuda_compute_capability(alias: str, capability: tuple[int, int] | None) -> None:
+    assert get_gpu(alias).compute_capability == capability
+
+
+def test_every_nvidia_row_has_a_compute_capability_and_no_other_row_has_one() -> None:
+    for name in gpu_names():
+        spec = get_gpu(name)
+        assert (spec.compute_capability is not None) == spec.vendor.startswith("NVIDIA"), spec.key
+
+
+@pytest.mark.parametrize(
+    ("alias", "key", "marketed_gb"),
+    [
+        ("H20", "h20", 96),
+        ("NVIDIA H20", "h20", 96),
+        ("RTX 2060", "rtx2060", 6),
+        ("rtx2060-12gb", "rtx2060-12gb", 12),
+        ("GTX 1080", "gtx1080", 8),
+        ("NVIDIA GeForce GTX 1080 Ti", "gtx1080ti", 11),
+        ("V100", "v100-16gb", 16),
+        ("Tesla V100-SXM2-16GB", "v100-16gb", 16),
+        ("Tesla V100-PCIE-32GB", "v100-32gb", 32),
+        ("NVIDIA RTX A6000", "rtx-a6000", 48),
+        ("NVIDIA L20", "l20", 48),
+    ],
+)
+def test_the_added_parts_resolve_by_their_nvidia_smi_names(alias: str, key: str, marketed_gb: int) -> None:
+    """One key per memory size (SXM2 and PCIe V100s are aliases); the CUDA total is below the marketed size
+    (decimal GB) and within 10 % of it: the catalog's rule when no log shows the total."""
+    spec = get_gpu(alias)
+    assert spec.key == key
+    assert 0.9 * marketed_gb * 1e9 < spec.memory_bytes < marketed_gb * 1e9
+    assert "http" in spec.source
+
+
+def test_the_l20_is_sized_as_the_l40s_it_shares_its_48_gb_with() -> None:
+    assert get_gpu("l20").memory_bytes == get_gpu("l40s").memory_bytes
 
 
 def test_an_unknown_gpu_raises_and_lists_the_known_names() -> None:

@@ -36,10 +36,10 @@ def test_a_memory_only_one_gpu_has_is_named_and_its_nvls_memory_explained() -> N
     r = _plan(*R1_V0, "--gpu-memory-gib", "139.81")
     assert r.returncode == 0, r.stderr
     assert "identified as           NVIDIA H200 SXM, the only catalog GPU with 139.81 GiB" in r.stdout
-    assert "vLLM V0 (before 0.8)" in r.stdout
+    assert "V0: vLLM 0.7.3 < 0.8 (V1 became the default engine in 0.8.0) [vllm-v0 start-up profile]" in r.stdout
     assert "4.95 GiB NCCL NVLink SHARP buffers" in r.stdout  # the measured 4.95 GiB of vllm-project/vllm#9699
     out = json.loads(_plan(*R1_V0, "--gpu-memory-gib", "139.81", "--json").stdout)
-    assert (out["gpu"], out["nvlink_sharp"], out["accounting"]) == ("NVIDIA H200 SXM", True, "vllm-v0")
+    assert (out["gpu"], out["nvlink_sharp"], out["accounting"]["generation"]) == ("NVIDIA H200 SXM", True, "v0")
     nearby = json.loads(_plan(*R1_V0, "--gpu-memory-gib", "139.80", "--json").stdout)
     assert nearby["nvlink_sharp"] is None  # no catalog part has 139.80 GiB: nothing assumed
 
@@ -69,7 +69,7 @@ def test_an_engine_version_that_is_not_a_version_is_refused(version: str) -> Non
 
 def test_a_release_candidate_is_its_release() -> None:
     rc = json.loads(_plan(*R1_V0, "--gpu", "h200", "--engine-version", "0.7.3rc1", "--json").stdout)
-    assert rc["accounting"] == "vllm-v0"
+    assert (rc["accounting"]["generation"], rc["accounting"]["version"]) == ("v0", "0.7.3rc1")
 
 
 def test_a_max_model_len_beyond_the_model_is_refused_as_vllm_does_unless_allowed() -> None:

@@ -70,6 +70,10 @@ CASES = [
             ["--model", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "--gpu-memory-gib", "44.42", "--tp", "8"],
             ["--gpu-memory-utilization", "0.90", "--max-model-len", "32768", "--engine-version", "0.10.2"],
             ["--enable-expert-parallel", "--max-num-batched-tokens", "2048"],
+            # the install ran the torch sampler, not the official image's FlashInfer one: the same log's
+            # "1.4 GiB for peak activation" (gpu_worker.py:391) is 256 × 151,936 × 39 B = 1.41 GiB, the torch
+            # sampler's warm-up; FlashInfer's would be 256 × 151,936 × 14 B = 0.51 GiB
+            ["--sampler", "torch"],
         ),
         engine_tokens=237_344,
         engine_kv_gib=10.64,

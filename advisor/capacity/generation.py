@@ -1,0 +1,266 @@
+"""Which engine generation sizes a deployment: vLLM's V0 or V1 engine, or another engine's own accounting.
+
+vLLM made V1 the default engine in 0.8.0 but kept V0 until 0.11.0, and from 0.8.0 to 0.10.x it chose between
+them at start-up with ``EngineArgs._is_v1_supported_oracle`` (``vllm/engine/arg_utils.py``, called from
+``create_engine_config``): a deployment the oracle refuses falls back to V0 and is sized by V0's profile
+(``vllm/worker/worker.py`` ``determine_num_available_blocks``), whatever its version. The rules below are read
+from the released wheels 0.8.0 … 0.11.0 (each check's first and last release named at its constant); only
+the checks the plan's inputs can express are followed:
+
+==============================================  ==============  ==========================================
+oracle check (feature name it logs)             releases         kind
+==============================================  ==============  ==========================================
+``Compute Capability < 8.0``                    0.8.0–0.10.1.x  fallback (VLLM_USE_V1=1: refused)
+``--kv-cache-dtype`` other than ``auto``        0.8.0–0.10.x    fallback (refused); which dtypes pass
+                                                                depends on release, GPU and MLA
+``--dtype`` other than float16/bfloat16         0.8.0–0.9.1     fallback (refused)
+``--quantization bitsandbytes``                 0.8.0–0.8.2     fallback (refused)
+``--quantization gguf``                         0.8.0–0.8.5     fallback (refused)
+pipeline parallelism (``PP``)                   0.8.0–0.8.2     experimental: V0 unless VLLM_USE_V1=1
+  … without ``--distributed-executor-backend``  0.8.3–0.9.0     fallback (refused) unless ``ray`` (0.9.0:
+  ``ray``                                                       also ``mp``); the default backend assumed
+non-CUDA platform (ROCm)                        0.8.x           experimental: V0 unless VLLM_USE_V1=1
+==============================================  ==============  ==========================================
+
+Checks not followed (the plan has no such input): LoRA (0.8.0–0.8.2 experimental), speculative decoding
+methods other than ngram/EAGLE/MTP, ``--cpu-offload-gb`` (0.8.0–0.8.2), prompt adapters/embeds, guided
+decoding backends, Mamba and encoder-decoder architectures, scheduler options, ``VLLM_ATTENTION_BACKEND``.
+``VLLM_USE_V1`` (``vllm/envs.py``): unset → the oracle decides; ``0`` → V0 (before 0.11); ``1`` → V1,
+refusing to start (``NotImplementedError`` in ``_raise_or_fallback``) on a "fallback" check and going on past
+an "experimental" one. From 0.11.0 ``vllm/engine/llm_engine.py`` is V1's engine: no V0 exists, so every
+GPU, a T4 included, runs V1 (0.10.2 already dropped the compute-capability check: vLLM PRs #23614 and
+#24022, "Enable V1 for compute capability < 8.0").
+
+Other engines (SGLang, TGI, TensorRT-LLM, llama.cpp) have one generation each, named after the engine.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from advisor.errors import CapacityError
+
+__all__ = ["Accounting", "engine_accounting", "parse_version", "vllm_accounting"]
+
+V1_DEFAULT_FROM: Final = (0, 8)
+"""vLLM release from which V1 is the default engine (0.8.0; ``VLLM_USE_V1`` defaults to 1 in ``vllm/envs.py``)."""
+V0_REMOVED_IN: Final = (0, 11)
+"""First vLLM release without a V0 engine (0.11.0: ``vllm/engine/llm_engine.py`` aliases V1's ``LLMEngine``)."""
+CAPABILITY_CHECK_UNTIL: Final = (0, 10, 2)
+"""The oracle's ``Compute Capability < 8.0`` fallback runs from 0.8.0 up to (not including) this release."""
+MIN_V1_CAPABILITY: Final = (8, 0)
+"""V1 before 0.10.2 needs Ampere or later (FlashAttention): ``get_device_capability().major < 8`` falls back."""
+KV_ANY_DTYPE_FALLBACK_UNTIL: Final = (0, 8, 2)
+"""0.8.0–0.8.1: any ``--kv-cache-dtype`` but ``auto`` falls back ("No Fp8 KV cache so far")."""
+KV_ROCM_SUPPORTED_FROM: Final = (0, 9)
+"""From 0.9.0 the oracle accepts every KV cache dtype on ROCm."""
+KV_BLACKWELL_SUPPORTED_FROM: Final = (0, 10)
+"""From 0.10.0 ``CudaPlatform.is_kv_cache_dtype_supported`` accepts every KV dtype on compute capability 10.0."""
+KV_BACKEND_RULE_FROM: Final = (0, 10, 2)
+"""From 0.10.2 the KV dtype check knows the attention backend: MLA models (FlashMLA/CUTLASS MLA) take any."""
+DTYPE_CHECK_UNTIL: Final = (0, 9, 2)
+"""0.8.0–0.9.1: a model dtype other than float16/bfloat16 falls back ("we only support FA")."""
+BITSANDBYTES_FALLBACK_UNTIL: Final = (0, 8, 3)
+"""0.8.0–0.8.2: ``bitsandbytes`` is in ``V1_UNSUPPORTED_QUANT``."""
+GGUF_FALLBACK_UNTIL: Final = (0, 9)
+"""0.8.0–0.8.5: ``gguf`` is in ``V1_UNSUPPORTED_QUANT``."""
+PP_EXPERIMENTAL_UNTIL: Final = (0, 8, 3)
+"""0.8.0–0.8.2: pipeline parallelism is experimental on V1 (``_warn_or_fallback("PP")``)."""
+PP_BACKEND_CHECK_UNTIL: Final = (0, 9, 1)
+"""0.8.3–0.9.0: pipeline parallelism on V1 needs ``--distributed-executor-backend ray`` (0.9.0: or ``mp``);
+the default (unset) backend falls back. 0.9.1 accepts the default."""
+NON_CUDA_EXPERIMENTAL_UNTIL: Final = (0, 9)
+"""0.8.x: V1 on a non-CUDA platform (ROCm) is experimental (``_warn_or_fallback(device_name)``)."""
+
+_WHERE: Final = "engine/arg_utils.py _is_v1_supported_oracle"
+_HALF_DTYPES: Final = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Whose memory accounting sizes a deployment, and why.
+
+    Attributes:
+        engine: the accounting engine (``vllm``, ``sglang``, ``tgi``, ``trtllm``, ``llamacpp``).
+        generation: ``v0`` or ``v1`` for vLLM; the engine's own name for the others.
+        version: the engine version the decision read (None: not given).
+        reason: why, e.g. ``"V0: compute capability 7.5 < 8.0 (vLLM 0.8.5 falls back, engine/arg_utils.py
+            _is_v1_supported_oracle)"``.
+    """
+
+    engine: str
+    generation: str
+    version: str | None
+    reason: str
+
+    @property
+    def profile(self) -> str:
+        """The overhead profile key this accounting sizes with (``vllm-v0``/``vllm-v1``; else the engine)."""
+        return f"vllm-{self.generation}" if self.engine == "vllm" else self.engine
+
+    def as_dict(self) -> dict[str, str | None]:
+        """``{engine, generation, version, reason}``, as ``plan --json`` and the API print it."""
+        return {"engine": self.engine, "generation": self.generation, "version": self.version, "reason": self.reason}
+
+
+_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """The numeric release of a version string (PEP 440 / vLLM tags): ``"0.6.6.post1"`` → ``(0, 6, 6)``,
+    ``"v0.10.2"`` → ``(0, 10, 2)``, ``"0.7.3rc1"`` → ``(0, 7, 3)``, ``"0.7+cu118"`` → ``(0, 7)``; ``None`` for
+    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``)."""
+    if not text:
+        return None
+    m = _VERSION.match(text.strip())
+    if m is None:
+        return None
+    return tuple(int(part) for part in m.group(1).split("."))
+
+
+def _cc(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+def _kv_dtype_fallback(
+    v: tuple[int, ...], kv_cache_dtype: str, capability: tuple[int, int] | None, platform: str | None, is_mla: bool
+) -> bool:
+    """Whether the oracle falls back for ``--kv-cache-dtype`` (not ``auto``) at release ``v``.
+
+    0.8.0–0.8.1: always. 0.8.2–0.10.1: only an ``fp8*`` cache with FlashAttention 3's FP8 passes, i.e.
+    compute capability 9.x (``attention/utils/fa_utils.py`` ``flash_attn_supports_fp8``), plus any dtype on
+    ROCm from 0.9.0 and on capability 10.0 from 0.10.0 (``platforms/cuda.py`` ``is_kv_cache_dtype_supported``).
+    0.10.2: MLA models pass (FlashMLA / CUTLASS MLA); others pass on 10.0, pass when not ``fp8*``, and need
+    9.x for ``fp8*``. An unknown GPU is taken to support the dtype (the oracle cannot be evaluated).
+    """
+    if v < KV_ANY_DTYPE_FALLBACK_UNTIL:
+        return True
+    fp8 = kv_cache_dtype.startswith("fp8")
+    if platform == "rocm":
+        return v < KV_ROCM_SUPPORTED_FROM
+    if platform is None or capability is None:
+        return False
+    if v >= KV_BACKEND_RULE_FROM:
+        if is_mla or capability == (10, 0) or not fp8:
+            return False
+        return capability[0] != 9
+    if v >= KV_BLACKWELL_SUPPORTED_FROM and capability == (10, 0):
+        return False
+    return not (fp8 and capability[0] == 9)
+
+
+def vllm_accounting(
+    version: str | None,
+    *,
+    compute_capability: tuple[int, int] | None = None,
+    platform: str | None = None,
+    kv_cache_dtype: str = "auto",
+    dtype: str | None = None,
+    quantization: str | None = None,
+    is_mla: bool = False,
+    pipeline_parallel_size: int = 1,
+    use_v1: bool | None = None,
+) -> Accounting:
+    """The vLLM engine generation a deployment runs, following ``_is_v1_supported_oracle`` (module docstring).
+
+    Args:
+        version: the vLLM version (``"0.8.5"``); None or unparsable → the current default (V1).
+        compute_capability: the GPU's CUDA compute capability (``(7, 5)`` for a T4), None when unknown or not
+            CUDA.
+        platform: ``cuda``, ``rocm``, ``other`` (TPU, Neuron) or None (the GPU is unknown). With a capability
+            given and no platform, ``cuda`` is meant.
+        kv_cache_dtype: ``--kv-cache-dtype``.
+        dtype: the model dtype vLLM serves with (resolved, ``bfloat16``), None when unknown.
+        quantization: the weight quantization method (``--quantization`` or the checkpoint's).
+        is_mla: the model uses multi-head latent attention (DeepSeek V2/V3).
+        pipeline_parallel_size: ``--pipeline-parallel-size`` (the executor backend is taken as the default).
+        use_v1: ``VLLM_USE_V1`` (None: unset).
+
+    Raises:
+        CapacityError: ``VLLM_USE_V1=1`` with a feature the release refuses on V1 (vLLM raises
+            ``NotImplementedError: VLLM_USE_V1=1 is not supported with …``).
+
+    >>> vllm_accounting("0.8.5", compute_capability=(7, 5)).reason
+    'V0: compute capability 7.5 < 8.0 (vLLM 0.8.5 falls back to V0: engine/arg_utils.py _is_v1_supported_oracle)'
+    >>> vllm_accounting("0.10.2", compute_capability=(7, 5)).generation
+    'v1'
+    """
+    v = parse_version(version)
+    if platform is None and compute_capability is not None:
+        platform = "cuda"
+
+    def acc(generation: str, reason: str) -> Accounting:
+        return Accounting("vllm", generation, version, reason)
+
+    if v is None:
+        if use_v1 is False:
+            return acc("v0", "V0: VLLM_USE_V1=0 (version not given)")
+        return acc("v1", "V1: version not given: the current default")
+    if v >= V0_REMOVED_IN:
+        note = "; VLLM_USE_V1=0 cannot select it" if use_v1 is False else ""
+        return acc("v1", f"V1: vLLM {version} has no V0 engine (removed in 0.11.0{note})")
+    if v < V1_DEFAULT_FROM:
+        if use_v1:
+            return acc("v1", f"V1: VLLM_USE_V1=1 (opt-in before 0.8; vLLM {version})")
+        return acc("v0", f"V0: vLLM {version} < 0.8 (V1 became the default engine in 0.8.0)")
+    if use_v1 is False:
+        return acc("v0", f"V0: VLLM_USE_V1=0 (vLLM {version})")
+
+    # (feature as the oracle logs it, why in words, refused under VLLM_USE_V1=1 or only experimental)
+    checks: list[tuple[str, str, bool]] = []
+    cap_text = f"compute capability {_cc(compute_capability)}" if compute_capability else ""
+    below = compute_capability is not None and compute_capability < MIN_V1_CAPABILITY
+    if platform == "cuda" and below and v < CAPABILITY_CHECK_UNTIL:
+        checks.append(("Compute Capability < 8.0", f"{cap_text} < 8.0", True))
+    if kv_cache_dtype != "auto" and _kv_dtype_fallback(v, kv_cache_dtype, compute_capability, platform, is_mla):
+        on = f" on {cap_text}" if cap_text else (" on ROCm" if platform == "rocm" else "")
+        checks.append(("--kv-cache-dtype", f"--kv-cache-dtype {kv_cache_dtype}{on}", True))
+    if dtype is not None and dtype not in _HALF_DTYPES and v < DTYPE_CHECK_UNTIL:
+        checks.append((f"--dtype {dtype}", f"--dtype {dtype} (V1 serves float16/bfloat16 only)", True))
+    quant = (quantization or "").strip().lower()
+    if (quant == "bitsandbytes" and v < BITSANDBYTES_FALLBACK_UNTIL) or (quant == "gguf" and v < GGUF_FALLBACK_UNTIL):
+        checks.append((f"--quantization {quant}", f"--quantization {quant}", True))
+    if pipeline_parallel_size > 1 and v < PP_BACKEND_CHECK_UNTIL:
+        experimental = v < PP_EXPERIMENTAL_UNTIL
+        backend = "" if experimental else " without --distributed-executor-backend ray"
+        checks.append(("PP", f"pipeline parallelism{backend}", not experimental))
+    if platform == "rocm" and v < NON_CUDA_EXPERIMENTAL_UNTIL:
+        checks.append(("ROCm", "V1 on ROCm is experimental", False))
+
+    for feature, why, refused in checks:
+        if use_v1:
+            if refused:
+                raise CapacityError(
+                    f"vLLM {version} refuses VLLM_USE_V1=1 with {why} ('VLLM_USE_V1=1 is not supported with "
+                    f"{feature}', {_WHERE}); unset VLLM_USE_V1 to run V0"
+                )
+            continue  # experimental on V1: VLLM_USE_V1=1 goes on
+        return acc("v0", f"V0: {why} (vLLM {version} falls back to V0: {_WHERE})")
+    if use_v1:
+        return acc("v1", f"V1: VLLM_USE_V1=1 (vLLM {version})")
+    note = ""
+    if platform is None and v < CAPABILITY_CHECK_UNTIL:
+        note = " (the GPU's compute capability is unknown: below 8.0 it would fall back to V0)"
+    elif platform == "cuda" and below:
+        note = f" (from 0.10.2 V1 runs on {cap_text} too)"
+    return acc("v1", f"V1: vLLM {version} ≥ 0.8 default{note}")
+
+
+_ENGINE_RULES: Final = {
+    "sglang": "SGLang's own accounting (python/sglang/srt/model_executor/model_runner.py profile_max_num_token)",
+    "tgi": "TGI's own accounting (server/text_generation_server/models/flash_causal_lm.py FlashCausalLM.warmup)",
+    "trtllm": "TensorRT-LLM's own accounting (tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator)",
+    "llamacpp": "llama.cpp's own accounting (--ctx-size cells, src/llama-kv-cache.cpp)",
+}
+
+
+def engine_accounting(engine: str, version: str | None) -> Accounting:
+    """The accounting of an engine other than vLLM: one generation, named after the engine.
+
+    >>> engine_accounting("sglang", "0.4.6").generation
+    'sglang'
+    """
+    return Accounting(engine, engine, version, _ENGINE_RULES.get(engine, f"{engine}'s own accounting"))
