@@ -1,0 +1,101 @@
+"""Issue 16, acceptance 1 and 2: ``plan --json`` against published vLLM and SGLang start-up logs.
+
+The cases and how they are run: :mod:`tests.capacity.truthtable`. Expected numbers are the engines' own, copied
+from each log; nothing here is computed by the code under test except the figures being judged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from tests.capacity import truthtable as tt
+
+KINDS = set("ABCDEFGHI")
+GIB = 1 << 30
+VLLM = [("vllm_v0", c) for c in tt.load("vllm_v0")] + [("vllm_v1", c) for c in tt.load("vllm_v1")]
+SGLANG = [("sglang", c) for c in tt.load("sglang")]
+
+
+@pytest.mark.parametrize(("file", "case"), VLLM + SGLANG, ids=lambda v: v if isinstance(v, str) else v.get("id"))
+def test_each_case_is_a_linked_published_log_with_the_engines_own_number(file: str, case: dict[str, object]) -> None:
+    assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*", str(case.get("id"))), case.get("id")
+    assert re.match(r"https?://\S+$", str(case.get("source"))), f"{case['id']}: source must be a link"
+    assert str(case.get("quote", "")).strip(), f"{case['id']}: quote the log lines"
+    assert tt.engine_tokens(case), f"{case['id']}: the engine's KV tokens (or blocks) must be printed"
+    assert set(case.get("kinds") or []) <= KINDS, case["id"]  # type: ignore[arg-type]
+    for key, spec in (case.get("inferred") or {}).items():  # type: ignore[attr-defined]
+        assert isinstance(spec, dict) and spec.get("why"), f"{case['id']}: inferred {key} needs a why"
+
+
+def test_case_ids_are_unique() -> None:
+    ids = [c["id"] for _, c in VLLM + SGLANG]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+def test_the_vllm_table_spans_versions_generations_gpus_and_kinds() -> None:
+    """Acceptance 1: ≥ 30 logs, vLLM 0.6 to today, V0 and V1, ≥ 6 GPUs, TP 1 up, every kind."""
+    cases = [c for _, c in VLLM]
+    assert len(cases) >= 30, len(cases)
+    files = {f for f, _ in VLLM}
+    assert files == {"vllm_v0", "vllm_v1"}
+    gpus = {str(c.get("gpu") or c.get("gpu_name") or c.get("gpu_memory_gib")).lower() for c in cases}
+    assert len(gpus) >= 6, gpus
+    tps = {int((c.get("args") or {}).get("tensor_parallel_size") or 1) for c in cases}
+    assert 1 in tps and max(tps) >= 8, tps
+    versions = {str(c.get("engine_version") or "") for c in cases}
+    assert any(v.startswith("0.6") for v in versions), versions
+    covered = {k for c in cases for k in c.get("kinds") or []}
+    assert covered >= KINDS - {"H"}, sorted(KINDS - {"H"} - covered)
+
+
+def test_the_sglang_table_has_at_least_eight_logs() -> None:
+    assert len(SGLANG) >= 8, len(SGLANG)
+
+
+def _stated(rows: list[tt.Outcome]) -> list[tt.Outcome]:
+    return [r for r in rows if not r.inferred]
+
+
+def test_vllm_kv_tokens_are_within_3_percent_at_the_median_and_8_at_p90() -> None:
+    """Acceptance 1, on the rows whose inputs the sources state (a case with no answer counts as 100 %)."""
+    rows = _stated(tt.outcomes("vllm_v0", "vllm") + tt.outcomes("vllm_v1", "vllm"))
+    s = tt.summary(rows)
+    worst = sorted(rows, key=lambda r: -abs(r.error))[:8]
+    detail = "; ".join(f"{r.case['id']} {r.error * 100:+.1f} % {r.reason[:100]}" for r in worst)
+    assert s["median"] <= 0.03 and s["p90"] <= 0.08, f"{s} worst: {detail}"
+
+
+def test_sglang_max_total_num_tokens_within_5_percent_at_the_median() -> None:
+    """Acceptance 2."""
+    rows = _stated(tt.outcomes("sglang", "sglang"))
+    s = tt.summary(rows)
+    worst = sorted(rows, key=lambda r: -abs(r.error))[:6]
+    detail = "; ".join(f"{r.case['id']} {r.error * 100:+.1f} % {r.reason[:100]}" for r in worst)
+    assert s["median"] <= 0.05, f"{s} worst: {detail}"
+
+
+@pytest.mark.parametrize(
+    ("file", "case"),
+    [(f, c) for f, c in VLLM if (c.get("engine") or {}).get("kv_cache_gib")],
+    ids=lambda v: v if isinstance(v, str) else v.get("id"),
+)
+def test_with_the_logged_kv_memory_the_block_math_is_within_the_printed_rounding(
+    file: str, case: dict[str, object]
+) -> None:
+    """Acceptance 1: ``--kv-cache-memory-gib`` = the logged KV GiB gives the engine's tokens to within what the
+    two-decimal rounding of that GiB figure allows (± 0.005 GiB of per-GPU cache), plus one block."""
+    engine = case["engine"]
+    gib = float(engine["kv_cache_gib"])  # type: ignore[index]
+    got = tt.run(case, "vllm", "--kv-cache-memory-gib", f"{gib}")
+    assert got.ours is not None, f"{case['id']}: {got.reason}"
+    per_token = got.out["kv_cache_bytes_per_token_per_gpu"]
+    block = got.out["block_size"]
+    slack = math.ceil(0.005 * GIB / per_token) + block
+    if got.out.get("data_parallel_size", 1) > 1:
+        slack *= got.out["data_parallel_size"]
+    assert abs(got.ours - got.engine_tokens) <= slack, (
+        f"{case['id']}: {got.ours:,} tokens vs the engine's {got.engine_tokens:,} (± {slack:,})"
+    )
