@@ -112,13 +112,27 @@ _VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
 def parse_version(text: str | None) -> tuple[int, ...] | None:
     """The numeric release of a version string (PEP 440 / vLLM tags): ``"0.6.6.post1"`` → ``(0, 6, 6)``,
     ``"v0.10.2"`` → ``(0, 10, 2)``, ``"0.7.3rc1"`` → ``(0, 7, 3)``, ``"0.7+cu118"`` → ``(0, 7)``; ``None`` for
-    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``)."""
+    anything else (``"abc"``, ``"-1"``, ``"0,7,3"``).
+
+    A source build without release tags (a shallow clone, a fork) reports setuptools-scm's fallback
+    ``"0.1.devN+g<sha>"``, which names no release: ``None`` (unknown), not vLLM 0.1 (a published 2025 vLLM log
+    prints ``vLLM API server version 0.1.dev7548+gbaba038``, vllm-project/vllm PR #20665).
+    """
     if not text:
         return None
-    m = _VERSION.match(text.strip())
+    text = text.strip()
+    m = _VERSION.match(text)
     if m is None:
         return None
-    return tuple(int(part) for part in m.group(1).split("."))
+    release = tuple(int(part) for part in m.group(1).split("."))
+    if release == SCM_FALLBACK_RELEASE and ".dev" in text[m.end(1) :]:
+        return None
+    return release
+
+
+SCM_FALLBACK_RELEASE: Final = (0, 1)
+"""The release setuptools-scm reports when it finds no tag (``0.1.devN``; ``setuptools_scm`` ``version.py``
+``guess_next_version`` from its ``0.0`` default)."""
 
 
 def _cc(capability: tuple[int, int]) -> str:

@@ -230,24 +230,43 @@ def v0_forward_elements_per_token(model: ModelArch, tensor_parallel_size: int) -
 SAMPLERS: Final = ("flashinfer", "torch")
 """Top-k/top-p samplers vLLM may run (``CapacityInputs.sampler``; ``--sampler``)."""
 
-FLASHINFER_SAMPLER_DEFAULT_RELEASES: Final = ((0, 8), (0, 12))
-"""V1 releases ``[first, last)`` that sample with FlashInfer by default whenever flashinfer is importable
-(``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: ``VLLM_USE_FLASHINFER_SAMPLER``
-unset counts as on in V1 from 0.8 to 0.11, with flashinfer < 0.2.3 in 0.8.x and ≥ 0.2.3 from 0.9; from 0.12 it
-is opt-in, ``VLLM_USE_FLASHINFER_SAMPLER=1``). V0 needs the variable set in every release (``envs.py``: unset
-means off; ``model_executor/layers/sampler.py``). The official image ``vllm/vllm-openai`` installs flashinfer
-(0.8.x: the flashinfer_python 0.2.1.post2 wheel in ``Dockerfile``; later releases build it); ``pip install
-vllm`` does not before 0.12 (``flashinfer-python`` is the ``[flashinfer]`` extra of 0.10 and 0.11)."""
+FLASHINFER_SAMPLER_DEFAULT_RELEASES: Final[tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...]] = (
+    ((0, 8), (0, 12)),
+    ((0, 21), None),
+)
+"""V1 releases ``[first, last)`` (``None``: to date) that sample with FlashInfer by default whenever flashinfer is
+importable (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: ``VLLM_USE_FLASHINFER_SAMPLER``
+unset counts as on in V1 from 0.8 to 0.11, with flashinfer < 0.2.3 in 0.8.x and ≥ 0.2.3 from 0.9; opt-in from
+0.12, vllm-project/vllm#26859, through 0.20, whose ``envs.py`` leaves it None; on again from 0.21,
+vllm-project/vllm#40376: ``envs.py`` 0.21.0 ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to True, the same in 0.22-0.34).
+V0 needs the variable set in every release (``envs.py``: unset means off; ``model_executor/layers/sampler.py``). The
+official image ``vllm/vllm-openai`` installs flashinfer (0.8.x: the flashinfer_python 0.2.1.post2 wheel in
+``Dockerfile``; later releases build it); ``pip install vllm`` does not before 0.12 (``flashinfer-python`` is the
+``[flashinfer]`` extra of 0.10 and 0.11), and does after ("flashinfer-python is a default dep of vLLM CUDA now",
+vllm-project/vllm#26859)."""
+
+FLASHINFER_SAMPLER_CAPABILITY: Final = ((7, 5), (12, 1))
+"""Compute capabilities ``[low, high]`` on which the default-on FlashInfer sampler of 0.21+ runs; elsewhere vLLM
+quietly falls back to the PyTorch-native sampler (``TopKTopPSampler.__init__`` → ``FlashInferBackend.
+supports_compute_capability``, ``vllm/v1/attention/backends/flashinfer.py`` 0.21.0: 7.5 ≤ capability ≤ 12.1)."""
 
 
-def default_sampler(overhead_profile: str, engine_version: str | None) -> str:
+def default_sampler(
+    overhead_profile: str, engine_version: str | None, compute_capability: tuple[int, int] | None = None
+) -> str:
     """The sampler the official image runs (``sampler`` None): ``flashinfer`` on V1 releases of
-    :data:`FLASHINFER_SAMPLER_DEFAULT_RELEASES`, else ``torch`` (V0; V1 from 0.12; an unstated version, taken
-    as the latest)."""
+    :data:`FLASHINFER_SAMPLER_DEFAULT_RELEASES` (from 0.21 only on GPUs of :data:`FLASHINFER_SAMPLER_CAPABILITY`,
+    when the capability is known), else ``torch``. An unstated version takes ``torch``: of the two warm-ups it leaves
+    the smaller pool, so the plan never promises slots a release without FlashInfer would not have."""
     parsed = parse_version(engine_version)
-    first, last = FLASHINFER_SAMPLER_DEFAULT_RELEASES
-    if overhead_profile == "vllm-v1" and parsed is not None and first <= parsed < last:
-        return "flashinfer"
+    if overhead_profile != "vllm-v1" or parsed is None:
+        return "torch"
+    for first, last in FLASHINFER_SAMPLER_DEFAULT_RELEASES:
+        if first <= parsed and (last is None or parsed < last):
+            low, high = FLASHINFER_SAMPLER_CAPABILITY
+            if last is None and compute_capability is not None and not low <= compute_capability <= high:
+                return "torch"
+            return "flashinfer"
     return "torch"
 
 
@@ -634,7 +653,7 @@ class CapacityInputs:
     @property
     def effective_sampler(self) -> str:
         """``sampler`` or, when None, the official image's (:func:`default_sampler`)."""
-        return self.sampler or default_sampler(self.overhead_profile, self.engine_version)
+        return self.sampler or default_sampler(self.overhead_profile, self.engine_version, self.compute_capability)
 
     @property
     def counts_whole_device(self) -> bool:

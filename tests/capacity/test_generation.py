@@ -277,3 +277,14 @@ def test_the_api_plan_returns_the_same_terms_and_accounting_object_as_plan_json(
     for key in (*TERMS, "accounting"):
         assert before[key] == cli[key], key
     assert before["accounting"]["generation"] == "v1"
+
+
+def test_a_source_build_without_tags_is_an_unknown_release_not_vllm_0_1() -> None:
+    """setuptools-scm's no-tag fallback "0.1.devN+g<sha>" (printed by a 2025 vLLM source build, vllm-project/vllm
+    PR #20665: "vLLM API server version 0.1.dev7548+gbaba038") names no release; read as 0.1 it sized DeepSeek's
+    cache as pre-0.7 multi-head attention. A tagged dev build keeps its release."""
+    from advisor.capacity.generation import parse_version
+
+    assert parse_version("0.1.dev7548+gbaba038") is None
+    assert parse_version("0.9.1.dev705+g01220ce89") == (0, 9, 1)
+    assert parse_version("0.1") == (0, 1)

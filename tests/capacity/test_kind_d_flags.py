@@ -235,19 +235,19 @@ def test_the_cuda_graph_estimate_is_subtracted_from_vllm_0_20_on() -> None:
     in 0.20.0 and 0.21.0; ``gpu_worker.py`` ``determine_available_memory`` subtracts
     ``cudagraph_memory_estimate_applied`` from the KV budget. The term is the published estimates' median."""
     median = statistics.median(PUBLISHED_ESTIMATES_GIB)
-    old = _llama(engine_version="0.19.0")
+    old = _llama(engine_version="0.19.0", sampler="torch")  # 0.21 also turns FlashInfer's sampler back on
     assert cuda_graph_bytes_per_gpu(old) == 0
     for version in ("0.20.0", "0.21.0", "0.28.0"):
-        new = _llama(engine_version=version)
+        new = _llama(engine_version=version, sampler="torch")
         assert cuda_graph_bytes_per_gpu(new) / GIB == pytest.approx(median, abs=0.01)
         drop = vllm_capacity_pass(old).kv_pool_bytes_per_gpu - vllm_capacity_pass(new).kv_pool_bytes_per_gpu
         assert drop == cuda_graph_bytes_per_gpu(new)
     assert cuda_graph_bytes_per_gpu(_llama(engine_version="0.21.0", enforce_eager=True)) == 0
     assert cuda_graph_bytes_per_gpu(_llama(engine_version="0.21.0", estimate_cuda_graphs=False)) == 0
-    args = [*LLAMA_8B, "--max-model-len", "8192", "--engine-version", "0.21.0", "--json"]
+    args = [*LLAMA_8B, "--max-model-len", "8192", "--engine-version", "0.21.0", "--sampler", "torch", "--json"]
     on = json.loads(_plan(*args).stdout)
     off = json.loads(_plan(*args, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}).stdout)
-    assert on["cuda_graph_bytes_per_gpu"] == cuda_graph_bytes_per_gpu(_llama(engine_version="0.21.0"))
+    assert on["cuda_graph_bytes_per_gpu"] == cuda_graph_bytes_per_gpu(_llama(engine_version="0.21.0", sampler="torch"))
     assert off["cuda_graph_bytes_per_gpu"] == 0
     assert off["kv_pool_bytes_per_gpu"] - on["kv_pool_bytes_per_gpu"] == on["cuda_graph_bytes_per_gpu"]
 

@@ -219,6 +219,21 @@ def test_flashinfer_sampler_is_the_image_default_on_v1_0_8_to_0_11() -> None:
     assert _sampler("0.12.0", "flashinfer") == rows_vocab * 14
 
 
+def test_flashinfer_sampler_is_the_default_again_from_0_21_where_the_gpu_runs_it() -> None:
+    """``vllm/envs.py``: ``VLLM_USE_FLASHINFER_SAMPLER`` unset is None (off) in 0.20.0 and True in 0.21.0
+    (vllm-project/vllm#40376, "Enable FlashInfer top-k/top-p sampler by default"); 0.21's ``TopKTopPSampler``
+    falls back to the torch sampler quietly where ``FlashInferBackend.supports_compute_capability`` fails
+    (7.5 ≤ capability ≤ 12.1), e.g. a V100 (7.0)."""
+    rows_vocab = 1024 * 128256
+    assert _sampler("0.20.0") == rows_vocab * 39
+    assert _sampler("0.21.0") == rows_vocab * 14
+    assert _sampler("0.28.0") == rows_vocab * 14
+    from advisor.capacity.kv import default_sampler
+
+    assert default_sampler("vllm-v1", "0.21.0", (7, 0)) == "torch"
+    assert default_sampler("vllm-v1", "0.21.0", (9, 0)) == "flashinfer"
+
+
 def test_v0_sampler_is_torch_unless_flashinfer_is_asked_for() -> None:
     """V0 (model_executor/layers/sampler.py, 0.6-0.7): FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1; it then
     skips _apply_top_k_top_p's sort: bf16 logits (2) + fp32 logits (4) + probs (4) + logprobs (4) = 14 B."""

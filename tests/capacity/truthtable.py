@@ -188,7 +188,7 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
         if not name:
             return [], "no GPU"
         argv += ["--gpu", str(name)]
-    version = stated_or_inferred(case, "engine_version")
+    version = _release(case)
     if version:
         argv += ["--engine-version", str(version)]
     args = dict(case.get("args") or {})
@@ -221,6 +221,20 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
             return [], f"model {model} unknown to plan (no preset, no config.json)"
         argv += ["--max-model-len", str(length)]
     return argv, ""
+
+
+def _release(case: dict[str, Any]) -> str | None:
+    """The engine release: the stated version when it names one, else the inferred one's first word (a source
+    build prints setuptools-scm's ``0.1.devN``, which names none; the why says which release it was cut from)."""
+    from advisor.capacity.kv import parse_version
+
+    stated = case.get("engine_version")
+    if stated and parse_version(str(stated)) is not None:
+        return str(stated)
+    spec = (case.get("inferred") or {}).get("engine_version")
+    if isinstance(spec, dict) and spec.get("value"):
+        return str(spec["value"]).split()[0]
+    return str(stated) if stated else None
 
 
 def _before(version: object, release: tuple[int, ...]) -> bool:
