@@ -175,8 +175,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
-    out["cpu_offload_bytes_per_gpu"] = cpu_offload_bytes_per_gpu(inputs)
-    out["draft_weights_bytes_per_gpu"] = draft_weights_bytes_per_gpu(inputs)
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0

@@ -716,6 +716,10 @@ class CapacityResult:
             than a byte of rounding) unless the pool is fixed by the operator.
         accounting: whose accounting and which generation sized the pool, and why
             (:class:`~advisor.capacity.generation.Accounting`).
+        cpu_offload_bytes_per_gpu: weights ``--cpu-offload-gb`` keeps in host memory, bytes per GPU (already out of
+            ``weights_bytes_per_gpu``; :func:`cpu_offload_bytes_per_gpu`); None when the engine has no such dial.
+        draft_weights_bytes_per_gpu: the ``--speculative-config`` draft's weights, bytes per GPU (already in
+            ``weights_bytes_per_gpu``; :func:`draft_weights_bytes_per_gpu`); None when the engine has no such dial.
     """
 
     weights_bytes_per_gpu: int
@@ -742,6 +746,8 @@ class CapacityResult:
     cuda_graph_bytes_per_gpu: int | None = None
     non_torch_bytes_per_gpu: int | None = None
     accounting: Accounting | None = None
+    cpu_offload_bytes_per_gpu: int | None = None
+    draft_weights_bytes_per_gpu: int | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -781,6 +787,8 @@ class CapacityResult:
             "cuda_graph_bytes_per_gpu": self.cuda_graph_bytes_per_gpu,
             "non_torch_bytes_per_gpu": self.non_torch_bytes_per_gpu,
             "accounting": None if self.accounting is None else self.accounting.as_dict(),
+            "cpu_offload_bytes_per_gpu": self.cpu_offload_bytes_per_gpu,
+            "draft_weights_bytes_per_gpu": self.draft_weights_bytes_per_gpu,
             "kv_cache_blocks": self.kv_cache_blocks,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": self.max_concurrency,
@@ -1658,4 +1666,6 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         cuda_graph_bytes_per_gpu=cuda_graph_bytes_per_gpu(inputs),
         non_torch_bytes_per_gpu=non_torch_bytes_per_gpu(inputs),
         accounting=vllm_accounting_of(inputs),
+        cpu_offload_bytes_per_gpu=cpu_offload_bytes_per_gpu(inputs),
+        draft_weights_bytes_per_gpu=draft_weights_bytes_per_gpu(inputs),
     )
