@@ -321,22 +321,40 @@ def _table(name: str, engine: str) -> Iterator[str]:
             f"{c.get('gpu') or c.get('gpu_name') or c.get('gpu_memory_gib')} | {tp} | {','.join(c.get('kinds', []))} "
             f"| {r.engine_tokens:,} | {ours} | {r.error * 100:+.1f} % |"
         )
-    for label, part in (
-        ("all", rows),
-        ("stated inputs only", [r for r in rows if not r.inferred]),
-        ("with inferred inputs", [r for r in rows if r.inferred]),
-    ):
+    yield from summary_lines(rows)
+
+
+def summary_lines(rows: list[Outcome]) -> Iterator[str]:
+    """The summary the docs quote: all rows (no answer = 100 %), stated vs inferred inputs, the answered rows
+    alone, and by kind (all rows, then answered)."""
+
+    def line(label: str, part: list[Outcome]) -> str:
         s = summary(part)
-        yield f"- {label}: n={s['n']}, median |error| {s['median'] * 100:.1f} %, p90 {s['p90'] * 100:.1f} %"
-    kinds = sorted({k for r in rows for k in r.case.get("kinds", [])})
-    for k in kinds:
-        s = summary([r for r in rows if k in r.case.get("kinds", [])])
-        yield f"- kind {k}: n={s['n']}, median |error| {s['median'] * 100:.1f} %, p90 {s['p90'] * 100:.1f} %"
+        return f"- {label}: n={s['n']}, median |error| {s['median'] * 100:.1f} %, p90 {s['p90'] * 100:.1f} %"
+
+    answered = [r for r in rows if r.ours is not None]
+    yield line("all (no answer = 100 %)", rows)
+    yield line("stated inputs only", [r for r in rows if not r.inferred])
+    yield line("with inferred inputs", [r for r in rows if r.inferred])
+    yield line("answered", answered)
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r.ours is None:
+            key = "no config.json" if "config.json" in r.reason else r.reason.split(":")[-1].strip()[:60]
+            reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
+        yield "- no answer: " + "; ".join(f"{n} × {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    for k in sorted({k for r in rows for k in r.case.get("kinds", [])}):
+        of_kind = [r for r in rows if k in r.case.get("kinds", [])]
+        yield line(f"kind {k}", of_kind) + "; " + line("answered", [r for r in of_kind if r.ours is not None])[2:]
 
 
 if __name__ == "__main__":
     for name, engine in (("vllm_v0", "vllm"), ("vllm_v1", "vllm"), ("sglang", "sglang")):
-        for line in _table(name, engine):
-            print(line)
+        for text in _table(name, engine):
+            print(text)
         print()
+    print("## vLLM, V0 and V1 together (acceptance 1)")
+    for text in summary_lines(outcomes("vllm_v0", "vllm") + outcomes("vllm_v1", "vllm")):
+        print(text)
     sys.exit(0)
