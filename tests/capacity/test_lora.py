@@ -170,7 +170,7 @@ def test_the_config_keys_reach_the_capacity_pass() -> None:
     [
         ({"engine": "sglang", "enable_lora": True}, "enable_lora: a setting of vllm"),
         ({"engine": "sglang", "max_lora_rank": 32}, "max_lora_rank: a setting of vllm"),
-        ({"enable_lora": True, "max_loras": 0}, "max_loras"),
+        ({"enable_lora": True, "max_loras": 0}, "max_loras: Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_lora_config_keys_are_refused_naming_the_key(keys: dict[str, object], names: str) -> None:
