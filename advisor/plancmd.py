@@ -520,9 +520,7 @@ def add_plan_parser(sub: Any) -> None:
     lora = plan.add_argument_group("vLLM LoRA serving (adapter slots allocated at load)")
     lora.add_argument("--enable-lora", action="store_true", help="vLLM --enable-lora: allocate LoRA adapter slots")
     lora.add_argument("--max-loras", type=int, default=None, metavar="N", help="vLLM --max-loras (default 1)")
-    lora.add_argument(
-        "--max-lora-rank", type=int, default=None, metavar="R", help="vLLM --max-lora-rank (default 16)"
-    )
+    lora.add_argument("--max-lora-rank", type=int, default=None, metavar="R", help="vLLM --max-lora-rank (default 16)")
     lora.add_argument(
         "--lora-extra-vocab-size",
         type=int,

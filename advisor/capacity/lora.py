@@ -45,7 +45,6 @@ from typing import Final
 from advisor.capacity.generation import parse_version
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import DTYPE_BYTES
-from advisor.errors import CapacityError
 
 __all__ = [
     "DEFAULT_LORA_EXTRA_VOCAB_SIZE",

@@ -112,7 +112,13 @@ def test_v0_0_7_does_not_count_the_slots() -> None:
         (("--engine-version", "0.8.5", "--max-lora-rank", "1"), "max_lora_rank 1 is not one vLLM 0.8.5 accepts"),
         (("--engine-version", "0.7.3", "--max-lora-rank", "320"), "max_lora_rank 320 is not one vLLM 0.7.3"),
         (("--engine-version", "0.21.0", "--max-lora-rank", "24"), "max_lora_rank 24 is not one"),
-        (("--max-loras", "0",), "max_loras must be ≥ 1"),
+        (
+            (
+                "--max-loras",
+                "0",
+            ),
+            "max_loras must be ≥ 1",
+        ),
         (("--engine-version", "0.21.0", "--lora-extra-vocab-size", "256"), "removed in 0.12"),
         (("--engine-version", "0.8.5", "--lora-extra-vocab-size", "0"), "lora_extra_vocab_size must be 256 or 512"),
         (("--engine-version", "0.21.0", "--lora-dtype", "int3"), "lora_dtype 'int3' unknown"),
