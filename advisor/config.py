@@ -53,6 +53,7 @@ from pydantic import (
 from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
+from advisor.capacity.lora import LoRASettings
 from advisor.capacity.models import ModelArch
 from advisor.conventions import MIN_SCRAPE_INTERVAL_SECONDS, RULE_PLUGIN_GROUP, RUNBOOK_BASE
 from advisor.engines import ENGINES
@@ -188,6 +189,12 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "kv_unified": ("llamacpp", "auto"),
     "cpu_offload_gb": ("vllm", "dynamo", "auto"),
     "speculative_config": ("vllm", "dynamo", "auto"),
+    "enable_lora": ("vllm", "dynamo", "auto"),
+    "max_loras": ("vllm", "dynamo", "auto"),
+    "max_lora_rank": ("vllm", "dynamo", "auto"),
+    "lora_extra_vocab_size": ("vllm", "dynamo", "auto"),
+    "lora_dtype": ("vllm", "dynamo", "auto"),
+    "fully_sharded_loras": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 
@@ -315,6 +322,18 @@ class Deployment(_Strict):
         "draft's layers share the KV pool and its weights load on the GPU (eagle3 and draft models also need "
         "draft_parameters / draft_layers)",
     )
+    enable_lora: bool = Field(
+        default=False, strict=True, description="vLLM --enable-lora: adapter slots are allocated at load"
+    )
+    max_loras: int = Field(default=1, ge=1, description="vLLM --max-loras: adapter slots on the GPU (≥ 1)")
+    max_lora_rank: int = Field(
+        default=16, ge=1, description="vLLM --max-lora-rank: the rank each slot is sized for (8, 16, 32, 64 …)"
+    )
+    lora_extra_vocab_size: int | None = Field(
+        default=None, ge=0, description="vLLM --lora-extra-vocab-size (before 0.12; default 256)"
+    )
+    lora_dtype: str = Field(default="auto", description="vLLM --lora-dtype: auto (the model dtype) or a dtype name")
+    fully_sharded_loras: bool = Field(default=False, strict=True, description="vLLM --fully-sharded-loras")
     slo: SLO
 
     @field_validator("speculative_config", mode="before")
@@ -1031,6 +1050,15 @@ def deployment_spec(
         spec,
         cpu_offload_bytes=int(dep.cpu_offload_gb * GIB),
         speculative_config=None if dep.speculative_config is None else json.dumps(dep.speculative_config),
+        lora=LoRASettings(
+            max_loras=dep.max_loras,
+            max_lora_rank=dep.max_lora_rank,
+            lora_extra_vocab_size=dep.lora_extra_vocab_size,
+            lora_dtype=dep.lora_dtype,
+            fully_sharded_loras=dep.fully_sharded_loras,
+        )
+        if dep.enable_lora
+        else None,
     )
 
 

@@ -39,6 +39,22 @@ def _env_flag(name: str) -> bool:
         return True
 
 
+def _lora_settings(args: argparse.Namespace) -> Any:
+    """vLLM's LoRA dials from ``--enable-lora`` and friends (None without ``--enable-lora``: vLLM builds no
+    ``LoRAConfig`` then and the other dials do nothing); unset dials take vLLM's defaults."""
+    from advisor.capacity.lora import DEFAULT_MAX_LORA_RANK, DEFAULT_MAX_LORAS, LoRASettings
+
+    if not args.enable_lora:
+        return None
+    return LoRASettings(
+        max_loras=DEFAULT_MAX_LORAS if args.max_loras is None else args.max_loras,
+        max_lora_rank=DEFAULT_MAX_LORA_RANK if args.max_lora_rank is None else args.max_lora_rank,
+        lora_extra_vocab_size=args.lora_extra_vocab_size,
+        lora_dtype=args.lora_dtype or "auto",
+        fully_sharded_loras=args.fully_sharded_loras,
+    )
+
+
 def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
 
@@ -71,6 +87,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         non_torch_bytes_per_gpu,
         nvls_bytes_per_gpu,
     )
+    from advisor.capacity.lora import lora_counted
     from advisor.modelfile import resolve_model
 
     ignored = _drop_ignored(args)
@@ -134,6 +151,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             vllm_use_v1=None if args.vllm_use_v1 is None else args.vllm_use_v1 == "1",
             cpu_offload_bytes=int((args.cpu_offload_gb or 0) * GIB),
             speculative_config=args.speculative_config,
+            lora=_lora_settings(args),
             mla_align_kv_cache=_env_flag(MLA_ALIGN_ENV),
             estimate_cuda_graphs=_env_flag(CUDA_GRAPH_ESTIMATE_ENV),
         )
@@ -194,6 +212,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     weights_note = (f" (of which {draft / gib:.2f} GiB the speculative draft)" if draft else "") + (
         f" ({offloaded / gib:.2f} GiB more offloaded to CPU by --cpu-offload-gb)" if offloaded else ""
     )
+    if result.lora_bytes_per_gpu:
+        in_weights = inputs.lora is not None and lora_counted(inputs.engine_version, profile == "vllm-v0")
+        weights_note += f" ({result.lora_bytes_per_gpu / gib:.2f} GiB LoRA slots" + (
+            ", included)" if in_weights else ": allocated, but this release's budget does not count them)"
+        )
     rows = [
         ("model", model.name),
         (
@@ -352,6 +375,12 @@ _VLLM_ONLY = (
     "vllm_use_v1",
     "cpu_offload_gb",
     "speculative_config",
+    "enable_lora",
+    "max_loras",
+    "max_lora_rank",
+    "lora_extra_vocab_size",
+    "lora_dtype",
+    "fully_sharded_loras",
 )
 
 
@@ -488,6 +517,21 @@ def add_plan_parser(sub: Any) -> None:
         "layers share the KV pool and its weights load on the GPU (eagle3 and draft models need "
         '"draft_parameters"/"draft_layers")',
     )
+    lora = plan.add_argument_group("vLLM LoRA serving (adapter slots allocated at load)")
+    lora.add_argument("--enable-lora", action="store_true", help="vLLM --enable-lora: allocate LoRA adapter slots")
+    lora.add_argument("--max-loras", type=int, default=None, metavar="N", help="vLLM --max-loras (default 1)")
+    lora.add_argument("--max-lora-rank", type=int, default=None, metavar="R", help="vLLM --max-lora-rank (default 16)")
+    lora.add_argument(
+        "--lora-extra-vocab-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="vLLM --lora-extra-vocab-size (vLLM < 0.12; default 256)",
+    )
+    lora.add_argument(
+        "--lora-dtype", default=None, metavar="DTYPE", help="vLLM --lora-dtype (default auto: the model dtype)"
+    )
+    lora.add_argument("--fully-sharded-loras", action="store_true", help="vLLM --fully-sharded-loras")
     others = "|".join(e for e in plan_engines() if e != "vllm")
     engines = plan.add_argument_group(f"other engines (--engine {others})")
     engines.add_argument(

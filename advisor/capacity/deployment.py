@@ -50,6 +50,7 @@ from advisor.capacity.kv import (
     vllm_default_block_size,
     vllm_default_max_num_seqs,
 )
+from advisor.capacity.lora import LoRASettings
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import resolve_dtype
 from advisor.capacity.speculative import parse_speculative_config
@@ -135,6 +136,7 @@ class DeploymentSpec:
             (:func:`~advisor.capacity.speculative.parse_speculative_config`).
         mla_align_kv_cache: vLLM V0 ``VLLM_CUDA_MEM_ALIGN_KV_CACHE`` (default on).
         estimate_cuda_graphs: vLLM ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` (default on).
+        lora: vLLM ``--enable-lora`` and its dials (:class:`~advisor.capacity.lora.LoRASettings`); None = off.
         mem_fraction_static: SGLang; cuda_memory_fraction: TGI; free_gpu_memory_fraction and max_tokens:
             TensorRT-LLM ``kv_cache_config``; ctx_size, parallel, kv_unified: llama.cpp.
     """
@@ -173,6 +175,7 @@ class DeploymentSpec:
     speculative_config: str | None = None
     mla_align_kv_cache: bool = True
     estimate_cuda_graphs: bool = True
+    lora: LoRASettings | None = None
 
 
 _STATED: tuple[str, ...] = (
@@ -396,6 +399,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             speculative=parse_speculative_config(spec.speculative_config, spec.model),
             mla_align_kv_cache=spec.mla_align_kv_cache,
             estimate_cuda_graphs=spec.estimate_cuda_graphs,
+            lora=spec.lora,
         )
     parsed = parse_version(version)
     # SGLang's and TGI's memory fraction travels as the budget dial (gpu_memory_utilization), resolved here

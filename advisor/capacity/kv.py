@@ -69,6 +69,7 @@ from typing import Any, Final
 
 from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.hardware import GIB
+from advisor.capacity.lora import LoRASettings, lora_bytes, lora_counted, lora_problems
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
     DTYPE_BYTES,
@@ -106,6 +107,7 @@ __all__ = [
     "kv_bytes_per_token_per_gpu",
     "kv_bytes_per_token_per_layer",
     "kv_heads_per_gpu",
+    "lora_bytes_per_gpu",
     "max_concurrency",
     "mla_v0_copies_bytes_per_layer",
     "mxfp4_padding_bytes_per_gpu",
@@ -522,6 +524,9 @@ class CapacityInputs:
             layers share the KV pool, its weights load on the GPU; None = no speculative decoding.
         estimate_cuda_graphs: vLLM ≥ 0.20 subtracts its CUDA-graph estimate before the KV cache
             [``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on]; see :func:`cuda_graph_bytes_per_gpu`.
+        lora: vLLM's LoRA dials [``--enable-lora`` with ``--max-loras``, ``--max-lora-rank``,
+            ``--lora-extra-vocab-size``, ``--lora-dtype``, ``--fully-sharded-loras``]; None = LoRA off. See
+            :func:`lora_bytes_per_gpu`.
     """
 
     model: ModelArch
@@ -555,10 +560,16 @@ class CapacityInputs:
     mla_align_kv_cache: bool = True
     speculative: SpeculativeDraft | None = None
     estimate_cuda_graphs: bool = True
+    lora: LoRASettings | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
         problems += _group_size_problems(self)
+        if self.lora is not None:
+            if self.engine != "vllm":
+                problems.append(f"--enable-lora and its dials are vLLM's; engine {self.engine!r} has no such flag")
+            else:
+                problems += lora_problems(self.lora, self.model, self.engine_version, self.tensor_parallel_size)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.cpu_offload_bytes < 0:
@@ -720,6 +731,9 @@ class CapacityResult:
             ``weights_bytes_per_gpu``; :func:`cpu_offload_bytes_per_gpu`); None when the engine has no such dial.
         draft_weights_bytes_per_gpu: the ``--speculative-config`` draft's weights, bytes per GPU (already in
             ``weights_bytes_per_gpu``; :func:`draft_weights_bytes_per_gpu`); None when the engine has no such dial.
+        lora_bytes_per_gpu: the ``--enable-lora`` adapter slots, bytes per GPU (:func:`lora_bytes_per_gpu`; in
+            ``weights_bytes_per_gpu`` where vLLM's budget counts them, :func:`~advisor.capacity.lora.lora_counted`);
+            None when the engine has no such dial.
     """
 
     weights_bytes_per_gpu: int
@@ -748,6 +762,7 @@ class CapacityResult:
     accounting: Accounting | None = None
     cpu_offload_bytes_per_gpu: int | None = None
     draft_weights_bytes_per_gpu: int | None = None
+    lora_bytes_per_gpu: int | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -789,6 +804,7 @@ class CapacityResult:
             "accounting": None if self.accounting is None else self.accounting.as_dict(),
             "cpu_offload_bytes_per_gpu": self.cpu_offload_bytes_per_gpu,
             "draft_weights_bytes_per_gpu": self.draft_weights_bytes_per_gpu,
+            "lora_bytes_per_gpu": self.lora_bytes_per_gpu,
             "kv_cache_blocks": self.kv_cache_blocks,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": self.max_concurrency,
@@ -1015,7 +1031,34 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
         + draft_weights_bytes_per_gpu(inputs)
         - cpu_offload_bytes_per_gpu(inputs)
+        + (lora_bytes_per_gpu(inputs) if _lora_in_budget(inputs) else 0)
     )
+
+
+def lora_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """The ``--enable-lora`` adapter slots on each GPU, bytes (:func:`advisor.capacity.lora.lora_bytes`: the
+    stacked A/B buffers of ``create_lora_weights`` for every LoRA-able layer of the stage, plus the embedding /
+    LM-head wrappers and extra-vocabulary rows where the model has them); 0 without LoRA.
+
+    Llama-3.1-8B, rank 16, one slot, bf16: TP 1 1,310,720 elements × 32 layers × 2 B = 80 MiB of linear
+    slots, plus embed (128,512 × 16 + 4,096 × 16) × 2 + 256 × 4,096 × 2 and LM head (16 × 4,096 + 128,512 × 16)
+    × 2 + 256 × 4,096 × 2, plus 2 × 256 × 4,096 × 2 / TP vocabulary rows (vLLM < 0.12).
+    """
+    if inputs.lora is None:
+        return 0
+    return lora_bytes(
+        inputs.lora,
+        inputs.model,
+        compute_dtype=inputs.compute_dtype,
+        tp=inputs.tensor_parallel_size,
+        layers=layers_per_stage(inputs, inputs.model.num_layers),
+        version=inputs.engine_version,
+    )
+
+
+def _lora_in_budget(inputs: CapacityInputs) -> bool:
+    """Whether vLLM's KV budget subtracts the LoRA slots (:func:`~advisor.capacity.lora.lora_counted`)."""
+    return inputs.lora is not None and lora_counted(inputs.engine_version, inputs.overhead_profile == "vllm-v0")
 
 
 def mla_v0_copies_bytes_per_layer(inputs: CapacityInputs) -> float:
@@ -1668,4 +1711,5 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         accounting=vllm_accounting_of(inputs),
         cpu_offload_bytes_per_gpu=cpu_offload_bytes_per_gpu(inputs),
         draft_weights_bytes_per_gpu=draft_weights_bytes_per_gpu(inputs),
+        lora_bytes_per_gpu=lora_bytes_per_gpu(inputs),
     )

@@ -92,8 +92,8 @@ def _block_math_case(file: str, case: dict[str, object]) -> object:
     why = ""
     if case.get("model_config") == "missing":
         why = "no published config.json of the model was found"
-    elif "enable_lora" in str(case.get("inferred") or "") or "enable_lora" in str(case.get("args") or ""):
-        why = "LoRA adapters (--enable-lora) are not modelled"
+    elif " " in str(((case.get("inferred") or {}).get("model") or {}).get("value", "")):  # type: ignore[union-attr]
+        why = "the inferred model is a description, not a preset id or config.json plan can load"
     elif ".gguf" in str(case.get("model")):
         why = "a GGUF checkpoint is not modelled"
     elif "minimum" in str(case.get("notes") or "") and "rank" in str(case.get("notes") or ""):
