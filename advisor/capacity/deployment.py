@@ -393,7 +393,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             compute_capability=None if part is None else part.compute_capability,
             accounting=accounting,
             cpu_offload_bytes=spec.cpu_offload_bytes,
-            speculative=parse_speculative_config(spec.speculative_config, spec.model),
+            speculative=parse_speculative_config(spec.speculative_config, spec.model, spec.tensor_parallel_size),
             mla_align_kv_cache=spec.mla_align_kv_cache,
             estimate_cuda_graphs=spec.estimate_cuda_graphs,
         )

@@ -559,6 +559,7 @@ class CapacityInputs:
     def __post_init__(self) -> None:
         problems: list[str] = []
         problems += _group_size_problems(self)
+        problems += _quantization_mismatch_problems(self)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.cpu_offload_bytes < 0:
@@ -1059,6 +1060,36 @@ def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
     hidden_pad, width_pad = mxfp4_padded_expert_shape(m.hidden_size, math.ceil(width), inputs.compute_capability)
     extra_elements = 3 * (hidden_pad * width_pad - m.hidden_size * width)
     return layers_per_stage(inputs, m.moe_layers) * experts * extra_elements * MXFP4_BITS / 8
+
+
+_SAME_METHOD: Final = {"modelopt_fp4": "nvfp4"}
+"""Quantization names that are one checkpoint format under two names (ModelOpt's NVFP4 checkpoints, which
+:func:`~advisor.capacity.models._checkpoint_quantization` reads as ``nvfp4``)."""
+
+
+def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
+    """vLLM refuses a ``--quantization`` other than the method the checkpoint's ``quantization_config`` states
+    (``vllm/config/model.py`` ``ModelConfig._verify_quantization``, 0.6-0.21: "Quantization method specified in
+    the model config (fp8) does not match the quantization method specified in the `quantization` argument (awq)";
+    SGLang's ``model_config.py`` copies the check). The Marlin kernel names (``gptq_marlin``, ``awq_marlin``) are
+    the checkpoint's own format (:func:`_method_family`)."""
+    own = inputs.model.checkpoint_quantization
+    q = inputs.quantization
+    if own is None or q is None:
+        return []
+
+    def family(method: str) -> str:
+        name = _method_family(method)
+        return _SAME_METHOD.get(name, name)
+
+    if family(q) == family(own):
+        return []
+    return [
+        f"quantization {q!r} (--quantization) contradicts {inputs.model.name}'s checkpoint, stored as {own!r} "
+        f'(config.json quantization_config): vLLM refuses it ("Quantization method specified in the model config '
+        f'({own}) does not match the quantization method specified in the `quantization` argument ({q})"); leave '
+        "quantization unset to load the checkpoint as stored"
+    ]
 
 
 def _group_size_problems(inputs: CapacityInputs) -> list[str]:

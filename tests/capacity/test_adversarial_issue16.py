@@ -1,0 +1,75 @@
+"""Issue 16, adversarial inputs to the capacity pass's new surface (speculative decoding, CPU offload, sampler,
+engine versions, new GPUs and model families): each case vLLM itself refuses, or that cannot be planned, is a
+one-line error naming the flag or key at fault (exit 2), never a silently computed plan."""
+
+from __future__ import annotations
+
+import json
+import os
+from unittest.mock import patch
+
+from tests.inprocess import CliRun, run_cli
+
+LLAMA_8B = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
+
+
+def _plan(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    """``capacity-advisor plan ARGS`` in-process, with ``env`` added to the environment."""
+    with patch.dict(os.environ, env or {}):
+        return run_cli("plan", *args)
+
+
+def test_a_quantization_that_contradicts_the_checkpoints_own_is_refused() -> None:
+    """DeepSeek-V3's config.json states ``quant_method: fp8``; vLLM's ``ModelConfig._verify_quantization`` raises
+    "Quantization method specified in the model config (fp8) does not match the quantization method specified in
+    the `quantization` argument (awq)" (vllm-project/vllm#19050 shows the same message for gguf). Planning it as
+    AWQ halved the weights (85.2 → 44.6 GB per GPU) without a word."""
+    r = _plan(
+        "--model",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "h200",
+        "--tp",
+        "8",
+        "--max-model-len",
+        "8192",
+        "--quantization",
+        "awq",
+    )
+    assert r.returncode == 2, r.stdout
+    assert "--quantization" in r.stderr and "'awq'" in r.stderr and "'fp8'" in r.stderr
+    # the checkpoint's own method, or its Marlin kernel name, stays accepted
+    assert (
+        _plan(
+            "--model",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            "h200",
+            "--tp",
+            "8",
+            "--max-model-len",
+            "8192",
+            "--quantization",
+            "fp8",
+        ).returncode
+        == 0
+    )
+    assert (
+        _plan(
+            "--model", "openai/gpt-oss-20b", "--gpu", "h100-sxm", "--max-model-len", "8192", "--quantization", "awq"
+        ).returncode
+        == 2
+    )
+
+
+def test_a_draft_tensor_parallel_size_other_than_1_or_the_targets_is_refused() -> None:
+    """vLLM ``vllm/config/speculative.py`` ``_verify_and_get_draft_tp``: "speculative_draft_tensor_parallel_size=3
+    cannot be other value than 1 or target model tensor_parallel_size". TP=3 of a TP=2 target was planned."""
+    for tp, draft_tp in (("2", 3), ("1", 2)):
+        spec = json.dumps({"method": "eagle", "draft_tensor_parallel_size": draft_tp})
+        r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--tp", tp, "--speculative-config", spec)
+        assert r.returncode == 2, r.stdout
+        assert "draft_tensor_parallel_size" in r.stderr and str(draft_tp) in r.stderr
+    for tp, draft_tp in (("4", 1), ("2", 2)):  # the two values vLLM takes
+        spec = json.dumps({"method": "eagle", "draft_tensor_parallel_size": draft_tp})
+        assert _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--tp", tp, "--speculative-config", spec).returncode == 0
