@@ -74,6 +74,7 @@ from advisor.capacity.precision import (
     DTYPE_BYTES,
     EXPERTS_ONLY,
     MXFP4_BITS,
+    device_support_problems,
     kv_bytes_per_element,
     mxfp4_padded_expert_shape,
     resolve_dtype,
@@ -560,6 +561,8 @@ class CapacityInputs:
         problems: list[str] = []
         problems += _group_size_problems(self)
         problems += _quantization_mismatch_problems(self)
+        if self.engine == "vllm":
+            problems += device_support_problems(self.dtype, self.effective_quantization, self.compute_capability)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.cpu_offload_bytes < 0:

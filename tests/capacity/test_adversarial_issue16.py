@@ -73,3 +73,29 @@ def test_a_draft_tensor_parallel_size_other_than_1_or_the_targets_is_refused() -
     for tp, draft_tp in (("4", 1), ("2", 2)):  # the two values vLLM takes
         spec = json.dumps({"method": "eagle", "draft_tensor_parallel_size": draft_tp})
         assert _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--tp", tp, "--speculative-config", spec).returncode == 0
+
+
+def test_mxfp4_awq_and_bfloat16_below_their_compute_capability_are_refused() -> None:
+    """vLLM's quantization gate (``vllm/config/vllm.py`` ``_get_quantization_config``): MXFP4 needs capability 8.0
+    (``Mxfp4Config.get_min_capability`` 80; vllm-project/vllm#23203 asks for 7.5), AWQ 7.5 (``AWQConfig`` 75); its
+    worker refuses ``--dtype bfloat16`` below 8.0 ("Bfloat16 is only supported on GPUs with compute capability of at
+    least 8.0"). gpt-oss-20b on a V100 32GB (7.0) was planned at 45 sequences."""
+    cases = [
+        (("--model", "openai/gpt-oss-20b", "--gpu", "v100-32gb"), "mxfp4", "7.0"),
+        (("--model", "openai/gpt-oss-120b", "--gpu", "t4", "--tp", "8"), "mxfp4", "7.5"),
+        (("--model", "Qwen/Qwen2.5-0.5B", "--gpu", "v100-16gb", "--quantization", "awq"), "awq", "7.0"),
+        (("--model", "Qwen/Qwen2.5-0.5B", "--gpu", "t4", "--dtype", "bfloat16"), "--dtype", "7.5"),
+        (("--model", "Qwen/Qwen2.5-0.5B", "--gpu", "gtx1080", "--dtype", "bfloat16"), "--dtype", "6.1"),
+    ]
+    for args, named, capability in cases:
+        r = _plan(*args, "--max-model-len", "4096")
+        assert r.returncode == 2, (args, r.stdout)
+        assert named in r.stderr and capability in r.stderr, r.stderr
+    for args in (
+        ("--model", "openai/gpt-oss-20b", "--gpu", "a100-80gb"),  # 8.0: loads (Marlin MXFP4)
+        ("--model", "Qwen/Qwen2.5-0.5B", "--gpu", "t4", "--quantization", "awq"),  # 7.5: AWQ loads
+        ("--model", "Qwen/Qwen2.5-0.5B", "--gpu", "t4"),  # auto: vLLM falls back to float16, same width
+        ("--model", "Qwen/Qwen2.5-0.5B", "--gpu-memory-gib", "14.4", "--dtype", "bfloat16"),  # part unknown
+    ):
+        r = _plan(*args, "--max-model-len", "4096")
+        assert r.returncode == 0, (args, r.stderr)
