@@ -165,6 +165,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"warning: the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
             f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
         )
+    moved = cpu_offload_bytes_per_gpu(inputs)
+    if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
+        _err(
+            f"note: --cpu-offload-gb {args.cpu_offload_gb:g} exceeds the {moved / GIB:.2f} GiB of decoder-layer "
+            f"weights on each GPU; vLLM offloads those and keeps the rest ({result.weights_bytes_per_gpu / GIB:.2f} "
+            "GiB: embeddings, LM head, draft) on the GPU"
+        )
     needed = result.weights_bytes_per_gpu + result.overhead_bytes_per_gpu + result.kv_pool_bytes_per_gpu
     if args.num_gpu_blocks_override is not None and needed > memory:
         _err(

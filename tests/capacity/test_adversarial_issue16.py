@@ -99,3 +99,15 @@ def test_mxfp4_awq_and_bfloat16_below_their_compute_capability_are_refused() -> 
     ):
         r = _plan(*args, "--max-model-len", "4096")
         assert r.returncode == 0, (args, r.stderr)
+
+
+def test_a_cpu_offload_larger_than_the_offloadable_weights_is_said() -> None:
+    """vLLM takes any ``--cpu-offload-gb`` ≥ 0 and offloads decoder-layer parameters until the budget is reached
+    (``UVAOffloader._maybe_offload_to_cpu``); 100 GiB of an 8B model moves all 32 layers, 32 × 436,224,000 B =
+    13,959,168,000 B = 13.00 GiB, and the embedding and LM head stay. The plan now says the flag asked for more."""
+    r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--cpu-offload-gb", "100", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cpu_offload_bytes_per_gpu"] == 32 * 436_224_000
+    assert "--cpu-offload-gb 100 exceeds the 13.00 GiB" in r.stderr
+    quiet = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--cpu-offload-gb", "4")
+    assert quiet.returncode == 0 and "exceeds" not in quiet.stderr
