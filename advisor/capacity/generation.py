@@ -106,7 +106,16 @@ class Accounting:
         return {"engine": self.engine, "generation": self.generation, "version": self.version, "reason": self.reason}
 
 
-_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
+_VERSION = re.compile(
+    r"^v?(\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)\d*)?"
+    r"(?:[-_.]?(?:post|rev|r)\d*)?"
+    r"(?:[-_.]?dev\d*)?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?$",
+    re.IGNORECASE,
+)
+"""A release as PEP 440 spells it (https://peps.python.org/pep-0440/, optionally after a ``v`` tag prefix): the
+numbers, then pre-release, post-release, dev and ``+local`` parts; anything else (``1e3``, ``0x10``) is no version."""
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:

@@ -111,3 +111,19 @@ def test_a_cpu_offload_larger_than_the_offloadable_weights_is_said() -> None:
     assert "--cpu-offload-gb 100 exceeds the 13.00 GiB" in r.stderr
     quiet = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--cpu-offload-gb", "4")
     assert quiet.returncode == 0 and "exceeds" not in quiet.stderr
+
+
+def test_engine_versions_that_are_no_release_are_refused_by_name() -> None:
+    """``1e3`` and ``0x10`` are no PEP 440 version (https://peps.python.org/pep-0440/): ``1e3`` was read as vLLM 1
+    ("vLLM 1e3 has no V0 engine") and ``0x10`` as vLLM 0 (V0). ``0.1.dev5+gabc`` is setuptools-scm's fallback of a
+    build without tags: the error says so. PEP 440 forms still parse."""
+    for engine in ("vllm", "sglang"):
+        for text in ("1e3", "0x10", "latest", "", "0.7.3-foo"):
+            r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--engine", engine, "--engine-version", text)
+            assert r.returncode == 2, (engine, text, r.stdout)
+            assert "--engine-version" in r.stderr and repr(text) in r.stderr
+        r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--engine", engine, "--engine-version", "0.1.dev5+gabc")
+        assert r.returncode == 2 and "names no release" in r.stderr
+        for text in ("v0.10.2", "0.7.3rc1", "99.0", "0.6.6.post1", "0.11.0+582e4e37.nv25.11"):
+            r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--engine", engine, "--engine-version", text)
+            assert r.returncode == 0, (engine, text, r.stderr)
