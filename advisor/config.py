@@ -188,6 +188,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "kv_unified": ("llamacpp", "auto"),
     "cpu_offload_gb": ("vllm", "dynamo", "auto"),
     "speculative_config": ("vllm", "dynamo", "auto"),
+    "sampler": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 

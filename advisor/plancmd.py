@@ -70,6 +70,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         draft_weights_bytes_per_gpu,
         non_torch_bytes_per_gpu,
         nvls_bytes_per_gpu,
+        weight_placement,
     )
     from advisor.modelfile import resolve_model
 
@@ -182,8 +183,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
-    out["cpu_offload_bytes_per_gpu"] = cpu_offload_bytes_per_gpu(inputs)
-    out["draft_weights_bytes_per_gpu"] = draft_weights_bytes_per_gpu(inputs)
+    out.update(weight_placement(inputs))
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0

@@ -976,7 +976,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
-    from advisor.capacity.kv import capacity_pass
+    from advisor.capacity.kv import capacity_pass, weight_placement
     from advisor.capacity.models import get_preset
     from advisor.rules.turns import FIELD_FOR_DIAL
 
@@ -1013,13 +1013,16 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     # "accounting" ({engine, generation, version, reason}) comes with the result, as `plan --json` prints it
     if inputs.engine != "vllm":  # as `plan --engine` prints it
         out_before["engine"] = inputs.engine
+    else:  # as `plan --json` prints it
+        out_before.update(weight_placement(inputs))
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
         field_name = FIELD_FOR_DIAL[req.turn.dial]
         try:
             changes: dict[str, Any] = {field_name: req.turn.value}
-            after = capacity_pass(dataclasses.replace(inputs, **changes))
+            turned = dataclasses.replace(inputs, **changes)
+            after = capacity_pass(turned)
         except (CapacityError, ValueError, ArithmeticError) as exc:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
         else:
@@ -1028,6 +1031,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
             if "engine" in out_before:
                 out_after["engine"] = out_before["engine"]
+            else:
+                out_after.update(weight_placement(turned))
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

@@ -124,6 +124,7 @@ __all__ = [
     "vllm_default_max_num_seqs",
     "vllm_max_concurrency",
     "vllm_mha_fallback_head_size",
+    "weight_placement",
     "weights_bytes_per_gpu",
 ]
 
@@ -1693,3 +1694,13 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         non_torch_bytes_per_gpu=non_torch_bytes_per_gpu(inputs),
         accounting=vllm_accounting_of(inputs),
     )
+
+
+def weight_placement(inputs: CapacityInputs) -> dict[str, int]:
+    """The two weight keys ``plan --json`` and ``POST /api/v1/plan`` add to a vLLM result, bytes per GPU:
+    ``cpu_offload_bytes_per_gpu`` (:func:`cpu_offload_bytes_per_gpu`) and ``draft_weights_bytes_per_gpu``
+    (:func:`draft_weights_bytes_per_gpu`), so both print the same keys."""
+    return {
+        "cpu_offload_bytes_per_gpu": cpu_offload_bytes_per_gpu(inputs),
+        "draft_weights_bytes_per_gpu": draft_weights_bytes_per_gpu(inputs),
+    }

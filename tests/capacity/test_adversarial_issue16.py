@@ -8,6 +8,8 @@ import json
 import os
 from unittest.mock import patch
 
+import pytest
+
 from tests.inprocess import CliRun, run_cli
 
 LLAMA_8B = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
@@ -127,3 +129,46 @@ def test_engine_versions_that_are_no_release_are_refused_by_name() -> None:
         for text in ("v0.10.2", "0.7.3rc1", "99.0", "0.6.6.post1", "0.11.0+582e4e37.nv25.11"):
             r = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--engine", engine, "--engine-version", text)
             assert r.returncode == 0, (engine, text, r.stderr)
+
+
+def test_the_config_refuses_sampler_on_an_engine_that_has_no_such_setting() -> None:
+    """``sampler`` is vLLM's top-k/top-p warm-up (``VLLM_USE_FLASHINFER_SAMPLER``); ``plan`` drops ``--sampler``
+    for other engines with a note, and the config refuses ``cpu_offload_gb`` for SGLang, but took ``sampler:
+    torch`` on an SGLang deployment as valid and ignored it."""
+    from advisor.config import parse_config
+    from advisor.errors import ConfigError
+
+    dep = {
+        "name": "a",
+        "targets": ["http://x:8000/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 1, "tpot_seconds": 0.1},
+        "sampler": "torch",
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [{**dep, "engine": "sglang"}]})
+    assert "sampler: a setting of vllm" in str(err.value)
+    parse_config({"deployments": [{**dep, "engine": "vllm"}]})
+
+
+def test_the_api_plan_has_the_keys_plan_json_prints() -> None:
+    """``POST /api/v1/plan`` promises the numbers ``plan --json`` prints; it lacked ``cpu_offload_bytes_per_gpu`` and
+    ``draft_weights_bytes_per_gpu`` (tests/http/test_api.py compares the two through a running daemon)."""
+    from advisor.api_models import PlanRequest
+    from advisor.server import plan
+
+    r = _plan("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192", "--json")
+    want = json.loads(r.stdout)
+    body = plan(
+        PlanRequest.model_validate(
+            {
+                "deployment": {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192},
+                "turn": {"dial": "kv_cache_dtype", "value": "fp8"},
+            }
+        )
+    )
+    assert body["before"] == want
+    assert set(body["after"]) == set(want)
+    assert (body["before"]["cpu_offload_bytes_per_gpu"], body["before"]["draft_weights_bytes_per_gpu"]) == (0, 0)
