@@ -156,6 +156,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 return 2
         resolved = resolve_deployment(dspec)
         inputs, result = resolved.inputs, resolved.result
+        if args.sampler == "flashinfer" and gpu.part is not None and gpu.part.compute_capability is None:
+            _err(f"note: --sampler flashinfer does not apply on {gpu.name} (FlashInfer is CUDA-only); vLLM sorts")
         profile = inputs.overhead_profile
         accounting = result.accounting
     except CapacityError as exc:

@@ -383,7 +383,9 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             overhead_profile=profile,
             engine_version=version,
             enforce_eager=spec.enforce_eager,
-            sampler=spec.sampler,
+            # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
+            # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
+            sampler=spec.sampler if platform in (None, "cuda") else "torch",
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
             nvlink_sharp=nvlink_sharp,

@@ -117,6 +117,7 @@ __all__ = [
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
     "sampler_bytes_per_logit",
+    "sampler_problems",
     "v0_forward_elements_per_token",
     "v0_mlp_code",
     "vllm_accounting_of",
@@ -270,6 +271,20 @@ def default_sampler(
                 return "torch"
             return "flashinfer"
     return "torch"
+
+
+def sampler_problems(sampler: str | None, compute_capability: tuple[int, int] | None) -> list[str]:
+    """An explicit ``flashinfer`` sampler on a CUDA GPU outside :data:`FLASHINFER_SAMPLER_CAPABILITY`: vLLM refuses it
+    (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``, 0.21.0: "FlashInfer does not support
+    compute capability 7.0, unset VLLM_USE_FLASHINFER_SAMPLER=1"). Nothing when the capability is unknown."""
+    low, high = FLASHINFER_SAMPLER_CAPABILITY
+    if sampler != "flashinfer" or compute_capability is None or low <= compute_capability <= high:
+        return []
+    cc = f"{compute_capability[0]}.{compute_capability[1]}"
+    return [
+        f"sampler flashinfer (--sampler, VLLM_USE_FLASHINFER_SAMPLER=1): FlashInfer does not support compute "
+        f"capability {cc} (it runs on {low[0]}.{low[1]} to {high[0]}.{high[1]}); vLLM refuses it, use --sampler torch"
+    ]
 
 
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT: Final = 14.0
@@ -564,6 +579,7 @@ class CapacityInputs:
         problems += _quantization_mismatch_problems(self)
         if self.engine == "vllm":
             problems += device_support_problems(self.dtype, self.effective_quantization, self.compute_capability)
+            problems += sampler_problems(self.sampler, self.compute_capability)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.cpu_offload_bytes < 0:

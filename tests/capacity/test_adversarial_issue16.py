@@ -172,3 +172,28 @@ def test_the_api_plan_has_the_keys_plan_json_prints() -> None:
     assert body["before"] == want
     assert set(body["after"]) == set(want)
     assert (body["before"]["cpu_offload_bytes_per_gpu"], body["before"]["draft_weights_bytes_per_gpu"]) == (0, 0)
+
+
+def test_the_flashinfer_sampler_where_flashinfer_does_not_run() -> None:
+    """vLLM's ``TopKTopPSampler.__init__`` takes the FlashInfer branch on CUDA only (an AMD MI300X sorts whatever
+    VLLM_USE_FLASHINFER_SAMPLER says), and from 0.21 refuses it on a CUDA GPU outside 7.5-12.1 ("FlashInfer does not
+    support compute capability 7.0"). Both were planned with FlashInfer's smaller warm-up: on the MI300X the explicit
+    flag and the 0.10 default gave 166,987,061,985 B of pool, 3.28 GB more than its sorting sampler leaves."""
+    mi300x = [*LLAMA_8B, "--gpu", "mi300x", "--json"]
+    torch = json.loads(_plan(*mi300x, "--sampler", "torch").stdout)["kv_pool_bytes_per_gpu"]
+    r = _plan(*mi300x, "--sampler", "flashinfer")
+    assert r.returncode == 0 and "--sampler flashinfer does not apply" in r.stderr
+    assert json.loads(r.stdout)["kv_pool_bytes_per_gpu"] == torch
+    default_010 = json.loads(_plan(*mi300x, "--engine-version", "0.10.0").stdout)["kv_pool_bytes_per_gpu"]
+    assert (
+        default_010
+        == json.loads(_plan(*mi300x, "--engine-version", "0.10.0", "--sampler", "torch").stdout)[
+            "kv_pool_bytes_per_gpu"
+        ]
+    )
+    r = _plan(
+        "--model", "Qwen/Qwen2.5-0.5B", "--gpu", "v100-16gb", "--max-model-len", "8192", "--sampler", "flashinfer"
+    )
+    assert r.returncode == 2 and "--sampler" in r.stderr and "7.0" in r.stderr
+    h100 = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--sampler", "flashinfer")
+    assert h100.returncode == 0 and "does not apply" not in h100.stderr
