@@ -61,6 +61,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
+    from advisor.capacity.generation import USE_V1_ENV
     from advisor.capacity.hardware import GIB
     from advisor.capacity.kv import (
         CUDA_GRAPH_ESTIMATE_ENV,
@@ -81,6 +82,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.gpu is None and args.gpu_memory_gib is None:
         _err("plan needs --gpu NAME or --gpu-memory-gib X")
         return 2
+    if args.vllm_use_v1 is None and args.engine == "vllm":  # the flag, else vLLM's environment variable
+        env_v1 = os.environ.get(USE_V1_ENV, "").strip()
+        if env_v1 not in ("", "0", "1"):
+            _err(
+                f"{USE_V1_ENV}={env_v1!r}: vLLM reads it as an integer, 0 (V0) or 1 (V1); unset it or use --vllm-use-v1"
+            )
+            return 2
+        args.vllm_use_v1 = env_v1 or None
     try:
         model = resolve_model(args.model, Path.cwd())
         stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)

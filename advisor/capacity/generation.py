@@ -139,6 +139,11 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     return release
 
 
+USE_V1_ENV: Final = "VLLM_USE_V1"
+"""vLLM's engine switch (``vllm/envs.py`` 0.8-0.10: ``bool(int(os.getenv("VLLM_USE_V1", "1")))``, explicit when set):
+``0`` forces V0, ``1`` V1; any other text is an error at vLLM's start (``int()``). ``use_v1`` of
+:func:`vllm_accounting`."""
+
 SCM_FALLBACK_RELEASE: Final = (0, 1)
 """The release setuptools-scm reports when it finds no tag (``0.1.devN``; ``setuptools_scm`` ``version.py``
 ``guess_next_version`` from its ``0.0`` default)."""

@@ -197,3 +197,18 @@ def test_the_flashinfer_sampler_where_flashinfer_does_not_run() -> None:
     assert r.returncode == 2 and "--sampler" in r.stderr and "7.0" in r.stderr
     h100 = _plan(*LLAMA_8B, "--gpu", "h100-sxm", "--sampler", "flashinfer")
     assert h100.returncode == 0 and "does not apply" not in h100.stderr
+
+
+def test_vllm_use_v1_in_the_environment_is_read_like_the_other_vllm_variables() -> None:
+    """``plan`` reads VLLM_CUDA_MEM_ALIGN_KV_CACHE, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS and
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN from the environment as vLLM does, but ignored VLLM_USE_V1=0: vLLM 0.8.5 then runs
+    V0 (``envs.py``; the --vllm-use-v1 help calls the flag that variable). A value vLLM's ``int()`` rejects is an
+    error naming the variable; the flag wins over the environment."""
+    args = (*LLAMA_8B, "--gpu", "h100-sxm", "--engine-version", "0.8.5", "--json")
+    r = _plan(*args, env={"VLLM_USE_V1": "0"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["accounting"]["generation"] == "v0"
+    r = _plan(*args, "--vllm-use-v1", "1", env={"VLLM_USE_V1": "0"})
+    assert json.loads(r.stdout)["accounting"]["generation"] == "v1"
+    r = _plan(*args, env={"VLLM_USE_V1": "yes"})
+    assert r.returncode == 2 and "VLLM_USE_V1='yes'" in r.stderr
