@@ -75,6 +75,11 @@ def version_arg(text: str) -> str:
     from advisor.capacity.kv import parse_version
 
     if parse_version(text) is None:
+        if text.strip().lower().lstrip("v").startswith("0.1.dev"):  # generation.SCM_FALLBACK_RELEASE
+            raise argparse.ArgumentTypeError(
+                f"{text!r} names no release (setuptools-scm's 0.1.devN of a source build without tags): give the "
+                "release it was built from, or leave the version out"
+            )
         raise argparse.ArgumentTypeError(f"not a version like 0.7.3: {text!r}")
     return text.strip()
 

@@ -195,6 +195,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "lora_extra_vocab_size": ("vllm", "dynamo", "auto"),
     "lora_dtype": ("vllm", "dynamo", "auto"),
     "fully_sharded_loras": ("vllm", "dynamo", "auto"),
+    "sampler": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 

@@ -77,6 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
+    from advisor.capacity.generation import USE_V1_ENV
     from advisor.capacity.hardware import GIB
     from advisor.capacity.kv import (
         CUDA_GRAPH_ESTIMATE_ENV,
@@ -97,6 +98,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.gpu is None and args.gpu_memory_gib is None:
         _err("plan needs --gpu NAME or --gpu-memory-gib X")
         return 2
+    if args.vllm_use_v1 is None and args.engine == "vllm":  # the flag, else vLLM's environment variable
+        env_v1 = os.environ.get(USE_V1_ENV, "").strip()
+        if env_v1 not in ("", "0", "1"):
+            _err(
+                f"{USE_V1_ENV}={env_v1!r}: vLLM reads it as an integer, 0 (V0) or 1 (V1); unset it or use --vllm-use-v1"
+            )
+            return 2
+        args.vllm_use_v1 = env_v1 or None
     try:
         model = resolve_model(args.model, Path.cwd())
         stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)
@@ -173,6 +182,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 return 2
         resolved = resolve_deployment(dspec)
         inputs, result = resolved.inputs, resolved.result
+        if args.sampler == "flashinfer" and gpu.part is not None and gpu.part.compute_capability is None:
+            _err(f"note: --sampler flashinfer does not apply on {gpu.name} (FlashInfer is CUDA-only); vLLM sorts")
         profile = inputs.overhead_profile
         accounting = result.accounting
     except CapacityError as exc:
@@ -182,6 +193,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err(
             f"warning: the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
             f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
+        )
+    moved = cpu_offload_bytes_per_gpu(inputs)
+    if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
+        _err(
+            f"note: --cpu-offload-gb {args.cpu_offload_gb:g} exceeds the {moved / GIB:.2f} GiB of decoder-layer "
+            f"weights on each GPU; vLLM offloads those and keeps the rest ({result.weights_bytes_per_gpu / GIB:.2f} "
+            "GiB: embeddings, LM head, draft) on the GPU"
         )
     needed = result.weights_bytes_per_gpu + result.overhead_bytes_per_gpu + result.kv_pool_bytes_per_gpu
     if args.num_gpu_blocks_override is not None and needed > memory:

@@ -1010,7 +1010,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     out_before = before.as_dict()
     out_before["gpu"] = resolved.gpu.name
     out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-    # "accounting" ({engine, generation, version, reason}) comes with the result, as `plan --json` prints it
+    # "accounting" ({engine, generation, version, reason}) and the weight terms (cpu offload, draft) come with the
+    # result, as `plan --json` prints them
     if inputs.engine != "vllm":  # as `plan --engine` prints it
         out_before["engine"] = inputs.engine
     out_after: dict[str, Any] | None = None

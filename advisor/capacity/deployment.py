@@ -386,7 +386,9 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             overhead_profile=profile,
             engine_version=version,
             enforce_eager=spec.enforce_eager,
-            sampler=spec.sampler,
+            # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
+            # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
+            sampler=spec.sampler if platform in (None, "cuda") else "torch",
             pipeline_parallel_size=spec.pipeline_parallel_size,
             enable_expert_parallel=spec.enable_expert_parallel,
             nvlink_sharp=nvlink_sharp,
@@ -396,7 +398,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             compute_capability=None if part is None else part.compute_capability,
             accounting=accounting,
             cpu_offload_bytes=spec.cpu_offload_bytes,
-            speculative=parse_speculative_config(spec.speculative_config, spec.model),
+            speculative=parse_speculative_config(spec.speculative_config, spec.model, spec.tensor_parallel_size),
             mla_align_kv_cache=spec.mla_align_kv_cache,
             estimate_cuda_graphs=spec.estimate_cuda_graphs,
             lora=spec.lora,

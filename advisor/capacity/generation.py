@@ -106,7 +106,16 @@ class Accounting:
         return {"engine": self.engine, "generation": self.generation, "version": self.version, "reason": self.reason}
 
 
-_VERSION = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z][\w.+-]*)?$")
+_VERSION = re.compile(
+    r"^v?(\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)\d*)?"
+    r"(?:[-_.]?(?:post|rev|r)\d*)?"
+    r"(?:[-_.]?dev\d*)?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?$",
+    re.IGNORECASE,
+)
+"""A release as PEP 440 spells it (https://peps.python.org/pep-0440/, optionally after a ``v`` tag prefix): the
+numbers, then pre-release, post-release, dev and ``+local`` parts; anything else (``1e3``, ``0x10``) is no version."""
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
@@ -129,6 +138,11 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
         return None
     return release
 
+
+USE_V1_ENV: Final = "VLLM_USE_V1"
+"""vLLM's engine switch (``vllm/envs.py`` 0.8-0.10: ``bool(int(os.getenv("VLLM_USE_V1", "1")))``, explicit when set):
+``0`` forces V0, ``1`` V1; any other text is an error at vLLM's start (``int()``). ``use_v1`` of
+:func:`vllm_accounting`."""
 
 SCM_FALLBACK_RELEASE: Final = (0, 1)
 """The release setuptools-scm reports when it finds no tag (``0.1.devN``; ``setuptools_scm`` ``version.py``

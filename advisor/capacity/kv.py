@@ -75,6 +75,7 @@ from advisor.capacity.precision import (
     DTYPE_BYTES,
     EXPERTS_ONLY,
     MXFP4_BITS,
+    device_support_problems,
     kv_bytes_per_element,
     mxfp4_padded_expert_shape,
     resolve_dtype,
@@ -118,6 +119,7 @@ __all__ = [
     "profile_for_version",
     "recurrent_state_bytes_per_sequence",
     "sampler_bytes_per_logit",
+    "sampler_problems",
     "v0_forward_elements_per_token",
     "v0_mlp_code",
     "vllm_accounting_of",
@@ -270,6 +272,20 @@ def default_sampler(
                 return "torch"
             return "flashinfer"
     return "torch"
+
+
+def sampler_problems(sampler: str | None, compute_capability: tuple[int, int] | None) -> list[str]:
+    """An explicit ``flashinfer`` sampler on a CUDA GPU outside :data:`FLASHINFER_SAMPLER_CAPABILITY`: vLLM refuses it
+    (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``, 0.21.0: "FlashInfer does not support
+    compute capability 7.0, unset VLLM_USE_FLASHINFER_SAMPLER=1"). Nothing when the capability is unknown."""
+    low, high = FLASHINFER_SAMPLER_CAPABILITY
+    if sampler != "flashinfer" or compute_capability is None or low <= compute_capability <= high:
+        return []
+    cc = f"{compute_capability[0]}.{compute_capability[1]}"
+    return [
+        f"sampler flashinfer (--sampler, VLLM_USE_FLASHINFER_SAMPLER=1): FlashInfer does not support compute "
+        f"capability {cc} (it runs on {low[0]}.{low[1]} to {high[0]}.{high[1]}); vLLM refuses it, use --sampler torch"
+    ]
 
 
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT: Final = 14.0
@@ -570,6 +586,10 @@ class CapacityInputs:
                 problems.append(f"--enable-lora and its dials are vLLM's; engine {self.engine!r} has no such flag")
             else:
                 problems += lora_problems(self.lora, self.model, self.engine_version, self.tensor_parallel_size)
+        problems += _quantization_mismatch_problems(self)
+        if self.engine == "vllm":
+            problems += device_support_problems(self.dtype, self.effective_quantization, self.compute_capability)
+            problems += sampler_problems(self.sampler, self.compute_capability)
         if self.sampler is not None and self.sampler not in SAMPLERS:
             problems.append(f"sampler {self.sampler!r} unknown; known: {', '.join(SAMPLERS)}")
         if self.cpu_offload_bytes < 0:
@@ -1110,6 +1130,36 @@ def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
     hidden_pad, width_pad = mxfp4_padded_expert_shape(m.hidden_size, math.ceil(width), inputs.compute_capability)
     extra_elements = 3 * (hidden_pad * width_pad - m.hidden_size * width)
     return layers_per_stage(inputs, m.moe_layers) * experts * extra_elements * MXFP4_BITS / 8
+
+
+_SAME_METHOD: Final = {"modelopt_fp4": "nvfp4"}
+"""Quantization names that are one checkpoint format under two names (ModelOpt's NVFP4 checkpoints, which
+:func:`~advisor.capacity.models._checkpoint_quantization` reads as ``nvfp4``)."""
+
+
+def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
+    """vLLM refuses a ``--quantization`` other than the method the checkpoint's ``quantization_config`` states
+    (``vllm/config/model.py`` ``ModelConfig._verify_quantization``, 0.6-0.21: "Quantization method specified in
+    the model config (fp8) does not match the quantization method specified in the `quantization` argument (awq)";
+    SGLang's ``model_config.py`` copies the check). The Marlin kernel names (``gptq_marlin``, ``awq_marlin``) are
+    the checkpoint's own format (:func:`_method_family`)."""
+    own = inputs.model.checkpoint_quantization
+    q = inputs.quantization
+    if own is None or q is None:
+        return []
+
+    def family(method: str) -> str:
+        name = _method_family(method)
+        return _SAME_METHOD.get(name, name)
+
+    if family(q) == family(own):
+        return []
+    return [
+        f"quantization {q!r} (--quantization) contradicts {inputs.model.name}'s checkpoint, stored as {own!r} "
+        f'(config.json quantization_config): vLLM refuses it ("Quantization method specified in the model config '
+        f'({own}) does not match the quantization method specified in the `quantization` argument ({q})"); leave '
+        "quantization unset to load the checkpoint as stored"
+    ]
 
 
 def _group_size_problems(inputs: CapacityInputs) -> list[str]:

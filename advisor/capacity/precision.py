@@ -56,6 +56,7 @@ __all__ = [
     "MXFP4_BITS",
     "NVFP4_BITS",
     "bnb_8bit_bytes",
+    "device_support_problems",
     "int_weight_bits",
     "kv_bytes_per_element",
     "mxfp4_moe_backend",
@@ -134,6 +135,44 @@ _QUANT_BYTES: Final[dict[str, float]] = {
 
 EXPERTS_ONLY: Final = frozenset({"mxfp4"})
 """Methods that checkpoints apply to the MoE experts only (GPT-OSS); other linear layers stay 16-bit."""
+
+
+QUANTIZATION_MIN_CAPABILITY: Final[dict[str, tuple[int, int]]] = {"mxfp4": (8, 0), "awq": (7, 5)}
+"""The lowest CUDA compute capability whose GPU vLLM loads a method on (``QuantizationConfig.get_min_capability``:
+``quantization/mxfp4.py`` ``Mxfp4Config`` 80 from 0.10.1 to 0.21; ``quantization/awq.py`` ``AWQConfig`` 75, "The AWQ
+kernel only supports Turing or newer GPUs"). Below it vLLM refuses to start (``vllm/config/vllm.py``
+``_get_quantization_config``: "The quantization method mxfp4 is not supported for the current GPU. Minimum
+capability: 80. Current capability: 70.", vllm-project/vllm#22422)."""
+
+BFLOAT16_MIN_CAPABILITY: Final = (8, 0)
+"""bfloat16 needs compute capability 8.0 (Ampere): vLLM's worker refuses ``--dtype bfloat16`` below it
+(``platforms/cuda.py`` ``check_if_supports_dtype``, V0 ``worker.py`` ``_check_if_gpu_supports_dtype``: "Bfloat16 is only
+supported on GPUs with compute capability of at least 8.0 … You can use float16 instead by explicitly setting the
+`dtype` flag in CLI, for example: --dtype=half"); ``auto`` falls back to float16 there (same width)."""
+
+
+def device_support_problems(dtype: str, quantization: str | None, capability: tuple[int, int] | None) -> list[str]:
+    """What vLLM refuses to run on a GPU of ``capability`` (None: unknown, nothing refused): an explicit
+    ``bfloat16`` dtype below :data:`BFLOAT16_MIN_CAPABILITY`, a quantization method below its
+    :data:`QUANTIZATION_MIN_CAPABILITY`. One message per problem, naming the flag."""
+    if capability is None:
+        return []
+    cc = f"{capability[0]}.{capability[1]}"
+    problems: list[str] = []
+    if dtype.strip().lower() == "bfloat16" and capability < BFLOAT16_MIN_CAPABILITY:
+        problems.append(
+            f"dtype bfloat16 (--dtype): the GPU's compute capability {cc} has no bfloat16 and vLLM refuses it "
+            "(needs 8.0); use --dtype float16"
+        )
+    q = (quantization or "").strip().lower()
+    low = QUANTIZATION_MIN_CAPABILITY.get(q)
+    if low is not None and capability < low:
+        problems.append(
+            f"quantization {q} (--quantization, or the checkpoint's quantization_config) needs compute capability "
+            f"{low[0]}.{low[1]}; vLLM refuses it on this GPU's {cc} (\"The quantization method {q} is not supported "
+            'for the current GPU")'
+        )
+    return problems
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -168,13 +168,18 @@ def speculative_mapping(raw: str | Mapping[str, Any] | None) -> dict[str, Any] |
     return {**parsed, "method": method}
 
 
-def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelArch) -> SpeculativeDraft | None:
+def parse_speculative_config(
+    raw: str | Mapping[str, Any] | None, model: ModelArch, tensor_parallel_size: int | None = None
+) -> SpeculativeDraft | None:
     """``--speculative-config`` (a JSON object, or the mapping a config file gives) → the draft it loads beside
-    ``model``; None when ``raw`` is None or empty (syntax: :func:`speculative_mapping`).
+    ``model`` served at ``tensor_parallel_size`` (None: not checked); None when ``raw`` is None or empty (syntax:
+    :func:`speculative_mapping`).
 
     Raises:
-        CapacityError: as :func:`speculative_mapping`, or a draft whose config cannot be known without
-            ``draft_layers`` / ``draft_parameters``; the message names the key.
+        CapacityError: as :func:`speculative_mapping`, a draft whose config cannot be known without
+            ``draft_layers`` / ``draft_parameters``, or a ``draft_tensor_parallel_size`` other than 1 or the target's
+            (vLLM ``SpeculativeConfig._verify_and_get_draft_tp``: "cannot be other value than 1 or target model
+            tensor_parallel_size"); the message names the key.
     """
     parsed = speculative_mapping(raw)
     if parsed is None:
@@ -182,6 +187,11 @@ def parse_speculative_config(raw: str | Mapping[str, Any] | None, model: ModelAr
     method: str = parsed["method"]
     tokens = _count(parsed, "num_speculative_tokens", 1)
     draft_tp = _count(parsed, "draft_tensor_parallel_size", 1)
+    if draft_tp is not None and tensor_parallel_size is not None and draft_tp not in (1, tensor_parallel_size):
+        raise CapacityError(
+            f"speculative_config.draft_tensor_parallel_size {draft_tp} must be 1 or the target's tensor_parallel_size "
+            f"({tensor_parallel_size}); vLLM refuses other values (SpeculativeConfig._verify_and_get_draft_tp)"
+        )
     layers = _count(parsed, "draft_layers", 0)
     params = _count(parsed, "draft_parameters", 0)
     if method in NO_DRAFT_METHODS:
