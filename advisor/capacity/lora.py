@@ -78,8 +78,8 @@ UNCOUNTED_V0: Final = ((0, 7), (0, 8))
 assumed like it, the 0.7.2 log agrees)."""
 
 _RANKS_06: Final = (8, 16, 32, 64, 128, 256)
-_RANKS_08: Final = (8, 16, 32, 64, 128, 256, 320, 512)
-_RANKS_12: Final = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+_RANKS_08: Final = (*_RANKS_06, 320, 512)
+_RANKS_12: Final = (1, *_RANKS_08)
 
 EMBEDDING_LORA_MODEL_TYPES: Final[dict[str, tuple[int, ...]]] = {
     "llama": (0,),
