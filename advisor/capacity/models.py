@@ -122,6 +122,9 @@ class ModelArch:
             DeepSeek-V3/R1 1, GLM-4.5, MiMo; ``mtp_num_hidden_layers``: Qwen3-Next/3.5); 0 = none. Not part of
             :attr:`num_parameters`: vLLM loads them only with ``--speculative-config '{"method": "mtp"}'``
             (``vllm/config/speculative.py`` ``hf_config_override`` reads ``num_nextn_predict_layers``, 0.21.0).
+        attention_output_gate: the query projection also yields a per-head output gate, ``heads × head_dim`` more
+            outputs (Qwen3-Next, Qwen3.5: vLLM ``qwen3_next.py`` ``Qwen3NextAttention``, ``attn_output_gate``
+            default true).
     """
 
     name: str
@@ -170,6 +173,7 @@ class ModelArch:
     final_norm: bool = True
     model_type: str = ""
     mtp_layers: int = 0
+    attention_output_gate: bool = False
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -269,6 +273,8 @@ class ModelArch:
         q_bias = n * self.head_dim if self.attention_bias else 0
         o_bias = h if self.attention_output_bias else 0
         sinks = n if self.attention_sinks else 0
+        if self.attention_output_gate:
+            q_and_o += h * n * self.head_dim
         return q_and_o + q_bias + o_bias + sinks + self.kv_projection_parameters_per_layer()
 
     def dense_mlp_parameters(self) -> int:
@@ -377,6 +383,7 @@ class ModelArch:
         if not cfg.get("model_type"):  # what the class vLLM loads says (architectures), as transformers would
             cfg["model_type"] = _model_type_of(cfg, name)
         cfg = _as_transformers_reads(cfg, str(cfg.get("model_type") or ""), text is not None, name)
+        cfg = _family_reads(cfg, str(cfg.get("model_type") or ""), name)
         for key in _REQUIRED_KEYS:
             if key not in cfg or cfg[key] is None:
                 raise CapacityError(f"{name}: config.json has no {key!r} (needed for the capacity pass)")
@@ -440,7 +447,7 @@ class ModelArch:
             recurrent_state_elements=state,
             linear_layer_parameters=linear_params,
             attention_output_bias=model_type == "gpt_oss" or bool(cfg.get("_linear_bias")),
-            qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
+            qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", *GATED_DELTA_NET_TYPES),
             attention_sinks=model_type == "gpt_oss",
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
             checkpoint_quantization=method,
@@ -455,6 +462,7 @@ class ModelArch:
             model_type=model_type,
             mtp_layers=_int_in(cfg, "num_nextn_predict_layers", name, 0, default=0)
             or _int_in(cfg, "mtp_num_hidden_layers", name, 0, default=0),
+            attention_output_gate=bool(cfg.get("_attention_output_gate")),
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""
@@ -728,6 +736,8 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
         count = layers - ((layers - 1 - offset) // period + 1)  # all but layers i with i % period == offset
     elif isinstance(cfg.get("layer_types"), list):
         count = sum(1 for t in cfg["layer_types"] if t in ("mamba", "linear_attention"))
+        if "linear_attention" in cfg["layer_types"]:
+            return _gated_delta_net_layers(cfg, count, layers, hidden, name)
     elif isinstance(cfg.get("layers_block_type"), list):
         count = sum(1 for t in cfg["layers_block_type"] if t == "mamba")
     if not count:
@@ -750,6 +760,38 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
         + 2 * d_state
     )
     state = (d_conv - 1) * d_inner + d_inner * d_state
+    return count, state, params, layers - count
+
+
+def _gated_delta_net_layers(
+    cfg: Mapping[str, Any], count: int, layers: int, hidden: int, name: str
+) -> tuple[int, int, int, int]:
+    """(linear layers, state elements per sequence per layer, mixer parameters, attention layers) of Gated
+    DeltaNet ``linear_attention`` layers; other ``linear_attention`` kinds are refused (naming ``layer_types``).
+
+    State (vLLM ``mamba_utils.py`` ``MambaStateShapeCalculator.gated_delta_net_state_shape``): conv
+    ``(kernel − 1) × conv_dim``, ``conv_dim = 2 × k_heads × k_dim + v_heads × v_dim``, and the temporal state
+    ``v_heads × k_dim × v_dim``. Qwen3-Next-80B (16 k heads, 32 v heads, dims 128, kernel 4): 3 × 8,192 + 32 × 128 ×
+    128 = 548,864. Mixer (``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz`` hidden × (2 × key_dim + 2 × value_dim),
+    ``in_proj_ba`` hidden × 2 × v_heads, ``conv1d`` conv_dim × kernel, ``dt_bias`` and ``A_log`` v_heads each, the
+    gated RMSNorm v_dim, ``out_proj`` value_dim × hidden (no biases). Defaults: ``Qwen3NextConfig``."""
+    if cfg.get("model_type") not in GATED_DELTA_NET_TYPES and cfg.get("linear_num_value_heads") is None:
+        raise _bad_value(
+            name,
+            "layer_types",
+            "attention or Gated DeltaNet layers (linear_attention of another kind is not sized)",
+            "linear_attention",
+        )
+    k_heads = _optional_positive_int(cfg, "linear_num_key_heads", name, 16)
+    v_heads = _optional_positive_int(cfg, "linear_num_value_heads", name, 32)
+    k_dim = _optional_positive_int(cfg, "linear_key_head_dim", name, 128)
+    v_dim = _optional_positive_int(cfg, "linear_value_head_dim", name, 128)
+    kernel = _optional_positive_int(cfg, "linear_conv_kernel_dim", name, 4)
+    key, value = k_heads * k_dim, v_heads * v_dim
+    conv_dim = 2 * key + value
+    state = (kernel - 1) * conv_dim + v_heads * k_dim * v_dim
+    params = hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + conv_dim * kernel + 2 * v_heads + v_dim
+    params += value * hidden
     return count, state, params, layers - count
 
 
@@ -1055,6 +1097,76 @@ def _as_transformers_reads(cfg: dict[str, Any], model_type: str, in_text_config:
         out.update(_linear_bias=_optional_bool(out, "bias", name), _norm_bias=True)
     elif model_type == "starcoder2":
         out.update(_linear_bias=out.get("use_bias") is None or _optional_bool(out, "use_bias", name), _norm_bias=True)
+    return out
+
+
+GATED_DELTA_NET_TYPES: Final = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+"""``model_type``s whose ``linear_attention`` layers are Gated DeltaNet (vLLM ``qwen3_next.py``/``qwen3_5.py``
+``Qwen3NextGatedDeltaNet``; the ``linear_*`` keys): they also gate the attention output and norm q and k."""
+
+UNMODELLED_HYBRIDS: Final[dict[str, str]] = {
+    # model_type → the key that lays out its Mamba-2 layers, which this module does not size (mixer parameters,
+    # conv + SSM state of MambaStateShapeCalculator.mamba2_state_shape): refused rather than read as dense
+    "nemotron_h": "hybrid_override_pattern",
+    "falcon_h1": "mamba_d_ssm",
+    "granitemoehybrid": "layer_types",
+    "bamba": "attn_layer_indices",
+    "zamba2": "layers_block_type",
+}
+"""Hybrid Mamba-2 families the capacity pass refuses, naming the key (vLLM ``nemotron_h.py``, ``falcon_h1.py``,
+``granitemoehybrid.py``, ``bamba.py``, ``zamba2.py``): their recurrent layers are not Jamba's Mamba-1."""
+
+
+def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
+    """``cfg`` with each family's own keys put under the names the generic reader uses (one rule per family):
+
+    * Llama 4 (``llama4_text``; transformers ``configuration_llama4.py``, vLLM ``llama4.py`` ``Llama4MoE``): an
+      expert and the always-on shared expert are ``intermediate_size`` wide, a dense layer ``intermediate_size_mlp``
+      (default 16384); layer ``i`` is MoE when ``interleave_moe_layer_step > 0`` and ``(i + 1) % step == 0``
+      (Qwen's ``decoder_sparse_step`` rule); ``interleave_moe_layer_step`` 0: no MoE layer.
+    * ``shared_expert_intermediate_size`` (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE: one shared gated MLP of that width,
+      vLLM ``qwen2_moe.py`` ``Qwen2MoeSparseMoeBlock.shared_expert``): counted as that width ÷
+      ``moe_intermediate_size`` shared experts; a width that is no multiple of the expert width is refused. Its
+      ``shared_expert_gate`` (``hidden`` weights per layer) is not counted.
+    * Gated DeltaNet types (:data:`GATED_DELTA_NET_TYPES`): without ``layer_types`` every
+      ``full_attention_interval``-th layer (default 4) is full attention, the rest ``linear_attention``
+      (``Qwen3NextConfig.__init__``); the attention output gate (``attn_output_gate``, default true).
+    * :data:`UNMODELLED_HYBRIDS`: refused.
+    """
+    out = dict(cfg)
+    if model_type in UNMODELLED_HYBRIDS:
+        key = UNMODELLED_HYBRIDS[model_type]
+        raise CapacityError(
+            f"{name}: model_type {model_type!r} mixes Mamba-2 layers ({key!r}) with attention; the capacity pass "
+            "does not size Mamba-2 layers (their weights and per-sequence state), so it cannot plan this model"
+        )
+    if model_type in ("llama4", "llama4_text"):
+        expert = _optional_positive_int(out, "intermediate_size", name, 8192)
+        step = _int_in(out, "interleave_moe_layer_step", name, 0, default=1)
+        out["moe_intermediate_size"] = expert
+        out["intermediate_size"] = _optional_positive_int(out, "intermediate_size_mlp", name, 16384)
+        if step:
+            out.update(decoder_sparse_step=step, n_shared_experts=1)
+        else:
+            out["num_local_experts"] = None
+    shared = _optional_positive_int(out, "shared_expert_intermediate_size", name, 0)
+    if shared and out.get("n_shared_experts") is None:
+        width = _optional_positive_int(out, "moe_intermediate_size", name, 0)
+        if not width or shared % width:
+            raise _bad_value(
+                name, "shared_expert_intermediate_size", f"a multiple of moe_intermediate_size ({width})", shared
+            )
+        out["n_shared_experts"] = shared // width
+    if model_type in GATED_DELTA_NET_TYPES:
+        layers = out.get("num_hidden_layers")
+        if out.get("layer_types") is None and isinstance(layers, int) and not isinstance(layers, bool):
+            every = _optional_positive_int(out, "full_attention_interval", name, 4)
+            out["layer_types"] = [
+                "full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)
+            ]
+        out["_attention_output_gate"] = out.get("attn_output_gate") is None or _optional_bool(
+            out, "attn_output_gate", name
+        )
     return out
 
 
