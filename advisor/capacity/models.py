@@ -11,9 +11,12 @@ Covered (each the way vLLM stores it; :meth:`ModelArch.from_hf_config` reads the
   per token, no separate V, replicated on every TP rank (vLLM ``MLAAttentionSpec``);
 * sliding-window layers (Mistral ``sliding_window``, Gemma 2 alternating, Gemma 3 5-local:1-global,
   GPT-OSS ``layer_types``): :attr:`ModelArch.sliding_window_layers` of the layers keep at most the window;
-* hybrid recurrent layers (Jamba Mamba layers, ``layer_types`` with ``mamba``/``linear_attention``): only
-  the :attr:`ModelArch.attention_layers` grow with context; each recurrent layer holds a fixed state per
-  sequence (:attr:`ModelArch.recurrent_state_elements`);
+* hybrid recurrent layers (Jamba Mamba layers, ``layer_types`` with ``mamba``; Gated DeltaNet ``linear_attention``
+  of Qwen3-Next/Qwen3.5): only the :attr:`ModelArch.attention_layers` grow with context; each recurrent layer holds
+  a fixed state per sequence (:attr:`ModelArch.recurrent_state_elements`). Mamba-2 hybrids (Nemotron-H, Falcon-H1,
+  Granite-4.0-H, Bamba, Zamba2: :data:`UNMODELLED_HYBRIDS`) are refused, naming the key;
+* Llama 4 (interleaved MoE with a shared expert) and Qwen's ``shared_expert_intermediate_size``
+  (:func:`_family_reads`);
 * multimodal wrappers (``text_config`` + ``vision_config``: LLaVA, Qwen-VL, Gemma 3): the language model drives
   the KV cache; :attr:`ModelArch.vision_parameters` adds weights.
 
@@ -1134,7 +1137,9 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
     * :data:`UNMODELLED_HYBRIDS`: refused.
     """
     out = dict(cfg)
-    if model_type in UNMODELLED_HYBRIDS:
+    types = out.get("layer_types")
+    dense_granite = model_type == "granitemoehybrid" and not (isinstance(types, list) and "mamba" in types)
+    if model_type in UNMODELLED_HYBRIDS and not dense_granite:  # Granite-4.0 "micro": all layer_types attention
         key = UNMODELLED_HYBRIDS[model_type]
         raise CapacityError(
             f"{name}: model_type {model_type!r} mixes Mamba-2 layers ({key!r}) with attention; the capacity pass "
