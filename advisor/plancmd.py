@@ -149,6 +149,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             gpu_memory_used_by_others_bytes=others,
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
+            enable_chunked_prefill=args.enable_chunked_prefill,
             sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
@@ -388,6 +389,7 @@ _VLLM_ONLY = (
     "dp",
     "engine_version",
     "enforce_eager",
+    "enable_chunked_prefill",
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
@@ -505,6 +507,13 @@ def add_plan_parser(sub: Any) -> None:
         help="e.g. 0.6.6 (vLLM: V0 accounting before 0.8; SGLang: its default mem-fraction-static)",
     )
     plan.add_argument("--enforce-eager", action="store_true")
+    plan.add_argument(
+        "--enable-chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (default: the engine's rule); without "
+        "--max-num-batched-tokens, off makes the profile batch max(max-model-len, 2048) tokens (V0; V1 from 0.11.1)",
+    )
     plan.add_argument(
         "--sampler",
         choices=SAMPLERS,

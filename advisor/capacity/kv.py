@@ -172,6 +172,19 @@ later releases use 8192 for the API server (16384 for the offline ``LLM`` class)
 without chunked prefill used ``max(max_model_len, 2048)`` (the ``vllm-v0`` profile does that)."""
 
 
+V0_CHUNKED_PREFILL_2048_SINCE: Final = (0, 6, 5)
+"""The first V0 release whose chunked-prefill step defaults to 2048 tokens: ``SchedulerConfig.__post_init__``
+(``vllm/config.py`` 0.6.5, 0.6.6, 0.7.3: ``self.max_num_batched_tokens = 2048``); 0.6.3.post1 and 0.6.4.post1
+(``SchedulerConfig.__init__``) take 512 ("the values that have the best balance between ITL and TTFT on A100")."""
+
+V1_CHUNKED_PREFILL_OFF_SINCE: Final = (0, 11, 1)
+"""The first V1 release that honours ``--no-enable-chunked-prefill`` for generation models, sizing the step
+``max(max_model_len, default)`` when ``max_num_batched_tokens`` is unset (``vllm/engine/arg_utils.py``
+``EngineArgs._set_default_args``, 0.11.1, 0.11.2, 0.12.0: ``if not self.enable_chunked_prefill:
+self.max_num_batched_tokens = max(model_config.max_model_len, self.max_num_batched_tokens)``). 0.8.5-0.11.0 set
+``self.enable_chunked_prefill = True`` for every non-pooling model, whatever was asked."""
+
+
 V0_MLP_REBINDING_TYPES: Final = frozenset({"llama", "mistral", "phi3", "aquila", "internlm", "internlm3", "xverse"})
 """``model_type``s vLLM V0 runs through ``llama.py``'s ``LlamaMLP``, whose ``forward`` rebinds ``x`` (``x, _ =
 gate_up_proj(x); x = act_fn(x)``), so the gate-and-up output is freed once the activation is computed
@@ -543,6 +556,9 @@ class CapacityInputs:
         lora: vLLM's LoRA dials [``--enable-lora`` with ``--max-loras``, ``--max-lora-rank``,
             ``--lora-extra-vocab-size``, ``--lora-dtype``, ``--fully-sharded-loras``]; None = LoRA off. See
             :func:`lora_bytes_per_gpu`.
+        enable_chunked_prefill: [``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``] None = the
+            engine's default; it sizes the profile batch when ``max_num_batched_tokens`` is None
+            (:attr:`profile_tokens`).
     """
 
     model: ModelArch
@@ -577,6 +593,7 @@ class CapacityInputs:
     speculative: SpeculativeDraft | None = None
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
+    enable_chunked_prefill: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -698,17 +715,33 @@ class CapacityInputs:
     def profile_tokens(self) -> int:
         """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the engine's default.
 
-        V1: 8192 on ≥ 70 GiB GPUs, else 2048 (API-server defaults, ``vllm/engine/arg_utils.py``). V0: chunked
-        prefill is on by default only when ``max_model_len > 32768`` and the model is neither MLA nor
-        multimodal (``_set_default_args_v0``); then 2048, else ``max(max_model_len, 2048)``.
+        V1: 8192 on ≥ 70 GiB GPUs, else 2048 (API-server defaults, ``vllm/engine/arg_utils.py``); with
+        ``enable_chunked_prefill`` False, ``max(max_model_len, that)`` from :data:`V1_CHUNKED_PREFILL_OFF_SINCE`
+        (earlier V1 releases turn chunked prefill back on). V0: chunked prefill is on by default only when
+        ``max_model_len > 32768`` and the model is neither MLA nor multimodal (``_set_default_args_v0``; 0.6.3
+        ``EngineArgs.create_engine_config``), and an explicit ``enable_chunked_prefill`` overrides that rule;
+        chunked, 2048 tokens (512 before :data:`V0_CHUNKED_PREFILL_2048_SINCE`), else ``max(max_model_len, 2048)``
+        (``SchedulerConfig``, ``vllm/config.py``, 0.6.3-0.7.3).
+
+        Example: Llama-3.1-405B, V0 0.6.3, ``max_model_len`` 131,072 with ``enable_chunked_prefill`` False (what
+        ``benchmarks/benchmark_throughput.py`` passes unless ``--enable-chunked-prefill`` is given): 131,072
+        tokens, not 2048.
         """
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
+        length = self.effective_max_model_len
+        parsed = parse_version(self.engine_version)
         if self.overhead_profile == "vllm-v0":
-            length = self.effective_max_model_len
-            chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
-            return 2048 if chunked else max(length, 2048)
-        return DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
+            chunked = self.enable_chunked_prefill
+            if chunked is None:
+                chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
+            if not chunked:
+                return max(length, 2048)
+            return 512 if parsed is not None and parsed < V0_CHUNKED_PREFILL_2048_SINCE else 2048
+        default = DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
+        if self.enable_chunked_prefill is False and parsed is not None and parsed >= V1_CHUNKED_PREFILL_OFF_SINCE:
+            return max(length, default)
+        return default
 
 
 @dataclass(frozen=True)
