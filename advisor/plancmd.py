@@ -518,7 +518,7 @@ def add_plan_parser(sub: Any) -> None:
         "--sampler",
         choices=SAMPLERS,
         default=None,
-        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11, "
+        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11.0, "
         "else torch)",
     )
     plan.add_argument(

@@ -248,19 +248,21 @@ SAMPLERS: Final = ("flashinfer", "torch")
 """Top-k/top-p samplers vLLM may run (``CapacityInputs.sampler``; ``--sampler``)."""
 
 FLASHINFER_SAMPLER_DEFAULT_RELEASES: Final[tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...]] = (
-    ((0, 8), (0, 12)),
+    ((0, 8), (0, 11, 1)),
     ((0, 21), None),
 )
 """V1 releases ``[first, last)`` (``None``: to date) that sample with FlashInfer by default whenever flashinfer is
-importable (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: ``VLLM_USE_FLASHINFER_SAMPLER``
-unset counts as on in V1 from 0.8 to 0.11, with flashinfer < 0.2.3 in 0.8.x and ≥ 0.2.3 from 0.9; opt-in from
-0.12, vllm-project/vllm#26859, through 0.20, whose ``envs.py`` leaves it None; on again from 0.21,
-vllm-project/vllm#40376: ``envs.py`` 0.21.0 ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to True, the same in 0.22-0.34).
-V0 needs the variable set in every release (``envs.py``: unset means off; ``model_executor/layers/sampler.py``). The
-official image ``vllm/vllm-openai`` installs flashinfer (0.8.x: the flashinfer_python 0.2.1.post2 wheel in
-``Dockerfile``; later releases build it); ``pip install vllm`` does not before 0.12 (``flashinfer-python`` is the
-``[flashinfer]`` extra of 0.10 and 0.11), and does after ("flashinfer-python is a default dep of vLLM CUDA now",
-vllm-project/vllm#26859)."""
+importable (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``:
+``VLLM_USE_FLASHINFER_SAMPLER`` unset counts as on in V1 from 0.8 to 0.11.0, with flashinfer < 0.2.3 in 0.8.x and ≥
+0.2.3 from 0.9; opt-in from 0.11.1, vllm-project/vllm#26859 (the 0.11.1 and 0.11.2 wheels' ``__init__``: ``if
+envs.VLLM_USE_FLASHINFER_SAMPLER:`` … else ``forward_native``, "Users must opt in explicitly"), through 0.20, whose
+``envs.py`` leaves it None; on again from 0.21, vllm-project/vllm#40376: ``envs.py`` 0.21.0
+``VLLM_USE_FLASHINFER_SAMPLER`` defaults to True, the same in 0.22-0.34). V0 needs the variable set in every release
+(``envs.py``: unset means off; ``model_executor/layers/sampler.py``). The official image ``vllm/vllm-openai``
+installs flashinfer (0.8.x: the flashinfer_python 0.2.1.post2 wheel in ``Dockerfile``; later releases build it);
+``pip install vllm`` does not before 0.11.1 (``flashinfer-python`` is the ``[flashinfer]`` extra of 0.10 and 0.11.0),
+and does after ("flashinfer-python is a default dep of vLLM CUDA now", vllm-project/vllm#26859; the 0.11.1 and 0.11.2
+wheels' METADATA: ``Requires-Dist: flashinfer-python==0.5.2``)."""
 
 FLASHINFER_SAMPLER_CAPABILITY: Final = ((7, 5), (12, 1))
 """Compute capabilities ``[low, high]`` on which the default-on FlashInfer sampler of 0.21+ runs; elsewhere vLLM
@@ -539,7 +541,7 @@ class CapacityInputs:
             (:func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`): unknown pads nothing.
         sampler: the top-k/top-p sampler the warm-up runs, ``flashinfer`` (no sort) or ``torch`` (sorts the
             vocabulary); None = what the official ``vllm/vllm-openai`` image runs (:func:`default_sampler`:
-            FlashInfer on V1 0.8-0.11, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
+            FlashInfer on V1 0.8-0.11.0, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
             flashinfer is installed].
         accounting: which engine generation sizes the pool and why
             (:func:`advisor.capacity.generation.vllm_accounting`, decided by the deployment resolver from the

@@ -11,7 +11,7 @@ import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from advisor.capacity.kv import CapacityInputs
+from advisor.capacity.kv import CapacityInputs, default_sampler
 from advisor.cli import main
 from advisor.config import resolve_model
 
@@ -67,3 +67,12 @@ def test_llama_405b_mi300x_v063_profile_forward_at_131072_tokens() -> None:
     with redirect_stdout(out):
         assert main(argv) == 0
     assert json.loads(out.getvalue())["activation_peak_bytes_per_gpu"] == 131072 * 2 * (3 * 16384 + 3 * 6656)
+
+
+def test_v1_0_11_1_samples_with_torch_unless_opted_in() -> None:
+    """``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: 0.11.0 takes FlashInfer when
+    ``VLLM_USE_FLASHINFER_SAMPLER is not False`` (unset counts as on); the 0.11.1 and 0.11.2 wheels take it only
+    ``if envs.VLLM_USE_FLASHINFER_SAMPLER`` ("Users must opt in explicitly"), else ``forward_native``."""
+    assert default_sampler("vllm-v1", "0.11.0") == "flashinfer"
+    assert default_sampler("vllm-v1", "0.11.1") == "torch"
+    assert default_sampler("vllm-v1", "0.11.2") == "torch"
