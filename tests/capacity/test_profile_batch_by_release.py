@@ -11,7 +11,7 @@ import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from advisor.capacity.kv import CapacityInputs, default_sampler
+from advisor.capacity.kv import CapacityInputs, default_sampler, pipeline_stage_layers, vllm_capacity_pass
 from advisor.cli import main
 from advisor.config import resolve_model
 
@@ -76,3 +76,53 @@ def test_v1_0_11_1_samples_with_torch_unless_opted_in() -> None:
     assert default_sampler("vllm-v1", "0.11.0") == "flashinfer"
     assert default_sampler("vllm-v1", "0.11.1") == "torch"
     assert default_sampler("vllm-v1", "0.11.2") == "torch"
+
+
+def test_pipeline_stage_layers_by_release() -> None:
+    """``vllm/distributed/utils.py`` ``get_pp_indices``: 0.6.6 gives the last stage the remainder (``if pp_rank ==
+    pp_size - 1: end_layer = num_hidden_layers``); 0.8.0 gives it to the stages before the last
+    (``partitions[-i] += 1``). DeepSeek-V3's 61 layers at PP 2."""
+    model = resolve_model("deepseek-ai/DeepSeek-V3", Path.cwd())
+    for version, split in (("0.6.6", [range(0, 30), range(30, 61)]), ("0.8.0", [range(0, 31), range(31, 61)])):
+        inputs = CapacityInputs(
+            model=model,
+            gpu_memory_bytes=80 * GIB,
+            tensor_parallel_size=8,
+            pipeline_parallel_size=2,
+            engine_version=version,
+            overhead_profile="vllm-v0" if version < "0.8" else "vllm-v1",
+        )
+        assert pipeline_stage_layers(inputs) == split
+
+
+def test_the_fullest_pipeline_stage_with_the_lm_head_sizes_the_cache() -> None:
+    """Llama-3.1-8B (bf16, untied) at PP 3 on vLLM 0.6.6 V0: stages of 10, 10 and 12 layers (``get_pp_indices``);
+    every stage sizes its cache and ``distributed_gpu_executor.py`` keeps ``min(b[0] for b in num_blocks)``.
+
+    A layer is 4096 × 6144 (qkv) + 4096² (o) + 2 × 4096 × 14,336 (gate_up) + 14,336 × 4096 (down) + 2 × 4096 (norms)
+    = 218,112,000 parameters, the vocabulary table 128,256 × 4096 = 525,336,576, the final norm 4096; the rotary
+    cache 131,072 × 128 × 2 B. Last stage: (12 layers + LM head + norm) × 2 B + rotary = 6,318,923,776 B; its
+    profile runs the forward (8192 × 2 × (3 × 4096 + 3 × 14,336), ``LlamaMLP``) and the sampler warm-up
+    (256 × 128,256 × 39 B), the larger of which, plus 0.10 GiB non-torch, is its overhead. First stage: 10 layers +
+    embedding, forward only. Blocks = (0.9 × 80 GiB − weights − overhead) ÷ (16 tokens × 4096 B × layers)."""
+    requested = 0.9 * 80 * GIB
+    non_torch = int(0.10 * GIB)
+    layer, table, norm, rotary = 218_112_000, 525_336_576, 4096, 131072 * 128 * 2
+    forward, sampler = 8192 * 2 * (3 * 4096 + 3 * 14336), 256 * 128256 * 39
+    last = (requested - ((12 * layer + table + norm) * 2 + rotary) - (max(forward, sampler) + non_torch)) // (
+        16 * 4096 * 12
+    )
+    first = (requested - ((10 * layer + table + norm) * 2 + rotary) - (forward + non_torch)) // (16 * 4096 * 10)
+    assert last < first
+    model = resolve_model("meta-llama/Llama-3.1-8B-Instruct", Path.cwd())
+    inputs = CapacityInputs(
+        model=model,
+        gpu_memory_bytes=80 * GIB,
+        pipeline_parallel_size=3,
+        max_model_len=8192,
+        overhead_profile="vllm-v0",
+        engine_version="0.6.6",
+    )
+    result = vllm_capacity_pass(inputs)
+    assert result.kv_cache_blocks == int(last)
+    assert abs(result.weights_bytes_per_gpu - ((12 * layer + table + norm) * 2 + rotary)) <= 1  # float ceil
