@@ -250,7 +250,7 @@ class Deployment(_Strict):
     sampler: Literal["flashinfer", "torch"] | None = Field(
         default=None,
         description="vLLM's top-k/top-p sampler warm-up: flashinfer (no sort) or torch (default: the official "
-        "vllm/vllm-openai image's, FlashInfer on V1 0.8-0.11, torch otherwise)",
+        "vllm/vllm-openai image's, FlashInfer on V1 0.8-0.11.0, torch otherwise)",
     )
     num_gpu_blocks_override: int | None = Field(
         default=None,

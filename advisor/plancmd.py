@@ -149,6 +149,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             gpu_memory_used_by_others_bytes=others,
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
+            enable_chunked_prefill=args.enable_chunked_prefill,
             sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
@@ -388,6 +389,7 @@ _VLLM_ONLY = (
     "dp",
     "engine_version",
     "enforce_eager",
+    "enable_chunked_prefill",
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
@@ -506,10 +508,17 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument("--enforce-eager", action="store_true")
     plan.add_argument(
+        "--enable-chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (default: the engine's rule); without "
+        "--max-num-batched-tokens, off makes the profile batch max(max-model-len, 2048) tokens (V0; V1 from 0.11.1)",
+    )
+    plan.add_argument(
         "--sampler",
         choices=SAMPLERS,
         default=None,
-        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11, "
+        help="vLLM's top-k/top-p sampler warm-up (default: the official image's: flashinfer on V1 0.8-0.11.0, "
         "else torch)",
     )
     plan.add_argument(

@@ -127,6 +127,8 @@ class DeploymentSpec:
         engine_version: the engine's version (vLLM: the V0/V1 profile; TGI: its block size; SGLang: its default
             mem_fraction_static).
         enforce_eager: vLLM ``--enforce-eager``.
+        enable_chunked_prefill: vLLM ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``; None = the
+            engine's default (:attr:`~advisor.capacity.kv.CapacityInputs.profile_tokens`).
         sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
             :func:`advisor.capacity.kv.default_sampler`).
         vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
@@ -176,6 +178,7 @@ class DeploymentSpec:
     mla_align_kv_cache: bool = True
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
+    enable_chunked_prefill: bool | None = None
 
 
 _STATED: tuple[str, ...] = (
@@ -386,6 +389,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             overhead_profile=profile,
             engine_version=version,
             enforce_eager=spec.enforce_eager,
+            enable_chunked_prefill=spec.enable_chunked_prefill,
             # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
             # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
             sampler=spec.sampler if platform in (None, "cuda") else "torch",

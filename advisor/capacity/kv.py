@@ -172,6 +172,19 @@ later releases use 8192 for the API server (16384 for the offline ``LLM`` class)
 without chunked prefill used ``max(max_model_len, 2048)`` (the ``vllm-v0`` profile does that)."""
 
 
+V0_CHUNKED_PREFILL_2048_SINCE: Final = (0, 6, 5)
+"""The first V0 release whose chunked-prefill step defaults to 2048 tokens: ``SchedulerConfig.__post_init__``
+(``vllm/config.py`` 0.6.5, 0.6.6, 0.7.3: ``self.max_num_batched_tokens = 2048``); 0.6.3.post1 and 0.6.4.post1
+(``SchedulerConfig.__init__``) take 512 ("the values that have the best balance between ITL and TTFT on A100")."""
+
+V1_CHUNKED_PREFILL_OFF_SINCE: Final = (0, 11, 1)
+"""The first V1 release that honours ``--no-enable-chunked-prefill`` for generation models, sizing the step
+``max(max_model_len, default)`` when ``max_num_batched_tokens`` is unset (``vllm/engine/arg_utils.py``
+``EngineArgs._set_default_args``, 0.11.1, 0.11.2, 0.12.0: ``if not self.enable_chunked_prefill:
+self.max_num_batched_tokens = max(model_config.max_model_len, self.max_num_batched_tokens)``). 0.8.5-0.11.0 set
+``self.enable_chunked_prefill = True`` for every non-pooling model, whatever was asked."""
+
+
 V0_MLP_REBINDING_TYPES: Final = frozenset({"llama", "mistral", "phi3", "aquila", "internlm", "internlm3", "xverse"})
 """``model_type``s vLLM V0 runs through ``llama.py``'s ``LlamaMLP``, whose ``forward`` rebinds ``x`` (``x, _ =
 gate_up_proj(x); x = act_fn(x)``), so the gate-and-up output is freed once the activation is computed
@@ -235,19 +248,21 @@ SAMPLERS: Final = ("flashinfer", "torch")
 """Top-k/top-p samplers vLLM may run (``CapacityInputs.sampler``; ``--sampler``)."""
 
 FLASHINFER_SAMPLER_DEFAULT_RELEASES: Final[tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...]] = (
-    ((0, 8), (0, 12)),
+    ((0, 8), (0, 11, 1)),
     ((0, 21), None),
 )
 """V1 releases ``[first, last)`` (``None``: to date) that sample with FlashInfer by default whenever flashinfer is
-importable (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``: ``VLLM_USE_FLASHINFER_SAMPLER``
-unset counts as on in V1 from 0.8 to 0.11, with flashinfer < 0.2.3 in 0.8.x and ≥ 0.2.3 from 0.9; opt-in from
-0.12, vllm-project/vllm#26859, through 0.20, whose ``envs.py`` leaves it None; on again from 0.21,
-vllm-project/vllm#40376: ``envs.py`` 0.21.0 ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to True, the same in 0.22-0.34).
-V0 needs the variable set in every release (``envs.py``: unset means off; ``model_executor/layers/sampler.py``). The
-official image ``vllm/vllm-openai`` installs flashinfer (0.8.x: the flashinfer_python 0.2.1.post2 wheel in
-``Dockerfile``; later releases build it); ``pip install vllm`` does not before 0.12 (``flashinfer-python`` is the
-``[flashinfer]`` extra of 0.10 and 0.11), and does after ("flashinfer-python is a default dep of vLLM CUDA now",
-vllm-project/vllm#26859)."""
+importable (``vllm/v1/sample/ops/topk_topp_sampler.py`` ``TopKTopPSampler.__init__``:
+``VLLM_USE_FLASHINFER_SAMPLER`` unset counts as on in V1 from 0.8 to 0.11.0, with flashinfer < 0.2.3 in 0.8.x and ≥
+0.2.3 from 0.9; opt-in from 0.11.1, vllm-project/vllm#26859 (the 0.11.1 and 0.11.2 wheels' ``__init__``: ``if
+envs.VLLM_USE_FLASHINFER_SAMPLER:`` … else ``forward_native``, "Users must opt in explicitly"), through 0.20, whose
+``envs.py`` leaves it None; on again from 0.21, vllm-project/vllm#40376: ``envs.py`` 0.21.0
+``VLLM_USE_FLASHINFER_SAMPLER`` defaults to True, the same in 0.22-0.34). V0 needs the variable set in every release
+(``envs.py``: unset means off; ``model_executor/layers/sampler.py``). The official image ``vllm/vllm-openai``
+installs flashinfer (0.8.x: the flashinfer_python 0.2.1.post2 wheel in ``Dockerfile``; later releases build it);
+``pip install vllm`` does not before 0.11.1 (``flashinfer-python`` is the ``[flashinfer]`` extra of 0.10 and 0.11.0),
+and does after ("flashinfer-python is a default dep of vLLM CUDA now", vllm-project/vllm#26859; the 0.11.1 and 0.11.2
+wheels' METADATA: ``Requires-Dist: flashinfer-python==0.5.2``)."""
 
 FLASHINFER_SAMPLER_CAPABILITY: Final = ((7, 5), (12, 1))
 """Compute capabilities ``[low, high]`` on which the default-on FlashInfer sampler of 0.21+ runs; elsewhere vLLM
@@ -526,7 +541,7 @@ class CapacityInputs:
             (:func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`): unknown pads nothing.
         sampler: the top-k/top-p sampler the warm-up runs, ``flashinfer`` (no sort) or ``torch`` (sorts the
             vocabulary); None = what the official ``vllm/vllm-openai`` image runs (:func:`default_sampler`:
-            FlashInfer on V1 0.8-0.11, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
+            FlashInfer on V1 0.8-0.11.0, the torch sampler otherwise) [``VLLM_USE_FLASHINFER_SAMPLER``, and whether
             flashinfer is installed].
         accounting: which engine generation sizes the pool and why
             (:func:`advisor.capacity.generation.vllm_accounting`, decided by the deployment resolver from the
@@ -543,6 +558,9 @@ class CapacityInputs:
         lora: vLLM's LoRA dials [``--enable-lora`` with ``--max-loras``, ``--max-lora-rank``,
             ``--lora-extra-vocab-size``, ``--lora-dtype``, ``--fully-sharded-loras``]; None = LoRA off. See
             :func:`lora_bytes_per_gpu`.
+        enable_chunked_prefill: [``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``] None = the
+            engine's default; it sizes the profile batch when ``max_num_batched_tokens`` is None
+            (:attr:`profile_tokens`).
     """
 
     model: ModelArch
@@ -577,6 +595,7 @@ class CapacityInputs:
     speculative: SpeculativeDraft | None = None
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
+    enable_chunked_prefill: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -698,17 +717,33 @@ class CapacityInputs:
     def profile_tokens(self) -> int:
         """Tokens in vLLM's profile batch: ``max_num_batched_tokens`` or the engine's default.
 
-        V1: 8192 on ≥ 70 GiB GPUs, else 2048 (API-server defaults, ``vllm/engine/arg_utils.py``). V0: chunked
-        prefill is on by default only when ``max_model_len > 32768`` and the model is neither MLA nor
-        multimodal (``_set_default_args_v0``); then 2048, else ``max(max_model_len, 2048)``.
+        V1: 8192 on ≥ 70 GiB GPUs, else 2048 (API-server defaults, ``vllm/engine/arg_utils.py``); with
+        ``enable_chunked_prefill`` False, ``max(max_model_len, that)`` from :data:`V1_CHUNKED_PREFILL_OFF_SINCE`
+        (earlier V1 releases turn chunked prefill back on). V0: chunked prefill is on by default only when
+        ``max_model_len > 32768`` and the model is neither MLA nor multimodal (``_set_default_args_v0``; 0.6.3
+        ``EngineArgs.create_engine_config``), and an explicit ``enable_chunked_prefill`` overrides that rule;
+        chunked, 2048 tokens (512 before :data:`V0_CHUNKED_PREFILL_2048_SINCE`), else ``max(max_model_len, 2048)``
+        (``SchedulerConfig``, ``vllm/config.py``, 0.6.3-0.7.3).
+
+        Example: Llama-3.1-405B, V0 0.6.3, ``max_model_len`` 131,072 with ``enable_chunked_prefill`` False (what
+        ``benchmarks/benchmark_throughput.py`` passes unless ``--enable-chunked-prefill`` is given): 131,072
+        tokens, not 2048.
         """
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
+        length = self.effective_max_model_len
+        parsed = parse_version(self.engine_version)
         if self.overhead_profile == "vllm-v0":
-            length = self.effective_max_model_len
-            chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
-            return 2048 if chunked else max(length, 2048)
-        return DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
+            chunked = self.enable_chunked_prefill
+            if chunked is None:
+                chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
+            if not chunked:
+                return max(length, 2048)
+            return 512 if parsed is not None and parsed < V0_CHUNKED_PREFILL_2048_SINCE else 2048
+        default = DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
+        if self.enable_chunked_prefill is False and parsed is not None and parsed >= V1_CHUNKED_PREFILL_OFF_SINCE:
+            return max(length, default)
+        return default
 
 
 @dataclass(frozen=True)
@@ -867,6 +902,30 @@ def layers_per_stage(inputs: CapacityInputs, layers: int) -> int:
     return math.ceil(layers / inputs.pipeline_parallel_size)
 
 
+PP_REMAINDER_BEFORE_LAST_SINCE: Final = (0, 8, 0)
+"""From this vLLM release ``get_pp_indices`` gives the layers left over by ``num_layers ÷ PP`` one each to the stages
+just before the last (``vllm/distributed/utils.py`` 0.8.0-0.21.0: ``for i in range(2, remaining_layers + 2):
+partitions[-i] += 1``); before it (0.6.3.post1-0.7.3) the last stage takes them all (``if pp_rank == pp_size - 1:
+end_layer = num_hidden_layers``). ``VLLM_PP_LAYER_PARTITION`` (not modelled) overrides both."""
+
+
+def pipeline_stage_layers(inputs: CapacityInputs) -> list[range]:
+    """The decoder-layer indices each pipeline stage holds, by :data:`PP_REMAINDER_BEFORE_LAST_SINCE` (an unstated
+    version takes the current rule). DeepSeek-V3's 61 layers at PP 2: 0.6.6 → 0-29, 30-60; 0.8+ → 0-30, 31-60."""
+    pp = inputs.pipeline_parallel_size
+    layers = inputs.model.num_layers
+    parts = [layers // pp] * pp
+    remainder = layers % pp
+    parsed = parse_version(inputs.engine_version)
+    if parsed is not None and parsed < PP_REMAINDER_BEFORE_LAST_SINCE:
+        parts[-1] += remainder
+    else:
+        for i in range(2, remainder + 2):
+            parts[-i] += 1
+    starts = [sum(parts[:i]) for i in range(pp)]
+    return [range(start, start + part) for start, part in zip(starts, parts, strict=True)]
+
+
 def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
     """KV bytes one token occupies in one attention layer on one GPU.
 
@@ -1002,6 +1061,16 @@ def _replicated_parameters(m: ModelArch) -> tuple[int, int]:
     return routers + mla, mla
 
 
+def _replicated_bytes(inputs: CapacityInputs) -> float:
+    """Bytes every TP rank holds whole: norms, MoE routers and MLA's q_a / kv_a (:func:`_replicated_parameters`)."""
+    m = inputs.model
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
+    replicated, replicated_quantized = _replicated_parameters(m)
+    return m.norm_parameters() * act + (replicated - replicated_quantized) * act + replicated_quantized * q_bytes
+
+
 def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     """Weight bytes resident on each GPU of a replica.
 
@@ -1025,10 +1094,7 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     total = weights_bytes_total(inputs)
     q = inputs.effective_quantization
     q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
-    replicated, replicated_quantized = _replicated_parameters(m)
-    replicated_bytes = (
-        m.norm_parameters() * act + (replicated - replicated_quantized) * act + replicated_quantized * q_bytes
-    )
+    replicated_bytes = _replicated_bytes(inputs)
     rotary_dim = m.qk_rope_head_dim if m.is_mla else m.head_dim
     rotary = m.max_position_embeddings * rotary_dim * act
     per_gpu = (total - replicated_bytes) / (tp * pp) + replicated_bytes / pp + rotary
@@ -1256,6 +1322,42 @@ def _decoder_layer_tensors(inputs: CapacityInputs, moe: bool, recurrent: bool) -
     else:
         tensors += [h * i / tp * lin, h * i / tp * lin]
     return tensors + [h * act] * m.norms_per_layer
+
+
+def pipeline_stage_weights_bytes(inputs: CapacityInputs, stage: int) -> int:
+    """Weights on each GPU of pipeline stage ``stage`` (bytes): :func:`weights_bytes_per_gpu` with its even split
+    of the model over the stages (``(total − replicated) ÷ (TP × PP) + replicated ÷ PP``) replaced by what the
+    stage holds: its own decoder layers (:func:`pipeline_stage_layers`, each layer's tensors as
+    :func:`_decoder_layer_tensors` sizes them), the vocabulary table on the first stage (``VocabParallelEmbedding``)
+    and on the last (``ParallelLMHead``; a tied head is a second copy there: ``LlamaModel.__init__`` builds
+    ``embed_tokens`` ``if get_pp_group().is_first_rank or (config.tie_word_embeddings and
+    get_pp_group().is_last_rank)``, ``llama.py`` 0.6.6), each ``vocab × hidden ÷ TP`` in the compute dtype.
+
+    DeepSeek-V3 (block FP8) at TP 8 × PP 2 on 0.6.6: the last stage holds 31 MoE layers (1.35 GiB each) and the
+    LM head (129,280 × 7,168 × 2 B ÷ 8 = 0.22 GiB), the first 3 dense + 27 MoE layers and the embedding: 42.1
+    against 37.2 GiB, where the even split says 39.7 on both.
+    """
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
+    even = weights_bytes_per_gpu(inputs)
+    if pp == 1:
+        return even
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    replicated = _replicated_bytes(inputs)
+    sharded = weights_bytes_total(inputs) - replicated
+    whole = sharded / tp + replicated  # one stage holding every layer and both tables
+    dense = m.num_layers - (m.moe_layers if m.is_moe else 0)  # dense layers come first (first_k_dense_replace)
+    held = pipeline_stage_layers(inputs)[stage]
+    absent = sum(
+        sum(_decoder_layer_tensors(inputs, moe=k >= dense, recurrent=k >= m.attention_layers))
+        for k in range(m.num_layers)
+        if k not in held
+    )
+    table = m.vocab_size * (m.word_embed_proj_dim or m.hidden_size) * act / tp
+    tables = 1 if m.tie_word_embeddings else 2
+    absent += (tables - (stage == 0) - (stage == pp - 1)) * table
+    return math.ceil(even - (sharded / (tp * pp) + replicated / pp) + whole - absent)
 
 
 def cpu_offload_bytes_per_gpu(inputs: CapacityInputs) -> int:
@@ -1616,6 +1718,32 @@ def across_ranks(result: CapacityResult, data_parallel_size: int) -> CapacityRes
     )
 
 
+def binding_pipeline_stage(inputs: CapacityInputs, requested: float) -> tuple[int, int, int]:
+    """(weights, overhead, attention layers) on one GPU of the pipeline stage with the fewest KV blocks.
+
+    Every stage sizes its own cache and the executor keeps the smallest count (``distributed_gpu_executor.py``
+    ``determine_num_available_blocks``, 0.6.6: ``num_gpu_blocks = min(b[0] for b in num_blocks)``; V1
+    ``kv_cache_utils.py`` ``get_kv_cache_configs`` likewise takes the minimum over workers). A stage holds its layers
+    (:func:`pipeline_stage_layers`) and weights (:func:`pipeline_stage_weights_bytes`); only the last runs the
+    sampler warm-up (``ModelRunner.execute_model`` returns the intermediate tensors on the others, V0; V1
+    ``profile_run``: ``if get_pp_group().is_last_rank``). Blocks of stage ``s`` = ``(requested − weights_s −
+    overhead_s) ÷ (block_size × KV bytes per token per layer × layers_s)``.
+    """
+    forward, sampler = activation_peak_bytes(inputs)
+    fixed = non_torch_bytes_per_gpu(inputs) + cuda_graph_bytes_per_gpu(inputs)
+    draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
+    last = inputs.pipeline_parallel_size - 1
+    best: tuple[float, int, int, int] | None = None
+    for stage, held in enumerate(pipeline_stage_layers(inputs)):
+        weights = pipeline_stage_weights_bytes(inputs, stage)
+        overhead = (max(forward, sampler) if stage == last else forward) + fixed
+        blocks = (requested - weights - overhead) / (len(held) + draft)
+        if best is None or blocks < best[0]:
+            best = (blocks, weights, overhead, len(held))
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
 def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     """Weights → KV pool → blocks → tokens → concurrency ceiling, for one replica (one data-parallel rank),
     by vLLM's accounting.
@@ -1664,6 +1792,16 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     weights = weights_bytes_per_gpu(inputs)
     overhead = overhead_bytes_per_gpu(inputs)
     requested = inputs.gpu_memory_bytes * inputs.gpu_memory_utilization
+    fixed = inputs.kv_cache_memory_bytes is not None or inputs.num_gpu_blocks_override is not None
+    stage_layers = None
+    if (
+        inputs.pipeline_parallel_size > 1
+        and not fixed
+        and m.attention_layers == m.num_layers
+        and hybrid_kv_layout(inputs) is None
+    ):
+        # the stage with the fewest blocks sizes every stage's cache (binding_pipeline_stage)
+        weights, overhead, stage_layers = binding_pipeline_stage(inputs, requested)
     others = inputs.gpu_memory_used_by_others_bytes
     # releases that count the whole device take others' memory as non-torch memory (in the overhead above) and
     # start; the later ones measure from a baseline and check the free memory at start-up
@@ -1683,7 +1821,6 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
             f"less than gpu_memory_utilization {inputs.gpu_memory_utilization} × {inputs.gpu_memory_bytes / GIB:.2f}"
             f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); {advice}"
         )
-    fixed = inputs.kv_cache_memory_bytes is not None or inputs.num_gpu_blocks_override is not None
     if fixed:
         if weights > inputs.gpu_memory_bytes:
             raise CapacityError(
@@ -1715,6 +1852,9 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
+    if stage_layers is not None:
+        draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
+        per_token_gpu = kv_bytes_per_token_per_layer(inputs) * (stage_layers + draft)
     max_len = inputs.effective_max_model_len
     layout = hybrid_kv_layout(inputs)
     if layout is not None:

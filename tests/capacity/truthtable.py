@@ -110,6 +110,10 @@ ENGINE_NO_MEMORY_EFFECT: dict[str, dict[str, str]] = {
 
 BOOLEAN_FLAGS = frozenset({"enforce_eager", "enable_expert_parallel", "ep_size", "enable_ep_moe", "kv_unified"})
 
+NEGATABLE_FLAGS = frozenset({"enable_chunked_prefill"})
+"""Boolean engine arguments whose stated False differs from leaving them unset (the engine's default may turn them
+on): ``plan`` takes them as ``--no-<flag>``."""
+
 
 @dataclass
 class Outcome:
@@ -211,6 +215,8 @@ def plan_argv(case: dict[str, Any], engine: str) -> tuple[list[str], str]:
         if key in BOOLEAN_FLAGS or isinstance(value, bool):
             if value in (True, "true", "True") or (key == "ep_size" and int(value) > 1):
                 argv.append(flag)
+            elif key in NEGATABLE_FLAGS and value in (False, "false", "False"):
+                argv.append("--no-" + flag.removeprefix("--"))
             continue
         if isinstance(value, dict | list):
             value = json.dumps(value)
