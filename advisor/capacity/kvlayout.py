@@ -1,0 +1,298 @@
+"""The KV cache's layout on one GPU: heads and layers per rank and pipeline stage, KV bytes per token, the recurrent
+state per sequence, and how many requests the blocks hold (sliding-window hybrids included).
+
+Sources: ``vllm/v1/core/kv_cache_utils.py`` (``page_size``, "Maximum concurrency", the hybrid KV cache groups),
+``vllm/v1/kv_cache_interface.py`` (page sizes per spec), ``vllm/distributed/utils.py`` ``get_pp_indices`` (layers
+per stage), V0 ``vllm/worker/cache_engine.py`` and ``vllm/core/block_manager.py``; each function cites its version.
+The pass that sizes the pool from these: :mod:`advisor.capacity.kv`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from advisor.capacity.generation import parse_version
+from advisor.capacity.inputs import CapacityInputs
+from advisor.capacity.models import ModelArch
+from advisor.capacity.precision import DTYPE_BYTES, kv_bytes_per_element
+from advisor.capacity.profiles import OVERHEAD_PROFILES
+
+# --- the steps, each usable on its own --------------------------------------------------------------------
+
+
+def kv_heads_per_gpu(model: ModelArch, tensor_parallel_size: int) -> int:
+    """KV heads each TP rank stores: ``max(1, kv_heads // TP)``; below one head per rank vLLM replicates
+    heads (``vllm/model_executor/layers/linear.py`` ``QKVParallelLinear``)."""
+    return max(1, model.num_kv_heads // tensor_parallel_size)
+
+
+def layers_per_stage(inputs: CapacityInputs, layers: int) -> int:
+    """Layers of a kind on the fullest pipeline stage: ``ceil(layers ÷ PP)`` (vLLM splits layers evenly,
+    ``get_pp_indices``)."""
+    return math.ceil(layers / inputs.pipeline_parallel_size)
+
+
+PP_REMAINDER_BEFORE_LAST_SINCE: Final = (0, 8, 0)
+"""From this vLLM release ``get_pp_indices`` gives the layers left over by ``num_layers ÷ PP`` one each to the stages
+just before the last (``vllm/distributed/utils.py`` 0.8.0-0.21.0: ``for i in range(2, remaining_layers + 2):
+partitions[-i] += 1``); before it (0.6.3.post1-0.7.3) the last stage takes them all (``if pp_rank == pp_size - 1:
+end_layer = num_hidden_layers``). ``VLLM_PP_LAYER_PARTITION`` (not modelled) overrides both."""
+
+
+def pipeline_stage_layers(inputs: CapacityInputs) -> list[range]:
+    """The decoder-layer indices each pipeline stage holds, by :data:`PP_REMAINDER_BEFORE_LAST_SINCE` (an unstated
+    version takes the current rule). DeepSeek-V3's 61 layers at PP 2: 0.6.6 → 0-29, 30-60; 0.8+ → 0-30, 31-60."""
+    pp = inputs.pipeline_parallel_size
+    layers = inputs.model.num_layers
+    parts = [layers // pp] * pp
+    remainder = layers % pp
+    parsed = parse_version(inputs.engine_version)
+    if parsed is not None and parsed < PP_REMAINDER_BEFORE_LAST_SINCE:
+        parts[-1] += remainder
+    else:
+        for i in range(2, remainder + 2):
+            parts[-i] += 1
+    starts = [sum(parts[:i]) for i in range(pp)]
+    return [range(start, start + part) for start, part in zip(starts, parts, strict=True)]
+
+
+def kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
+    """KV bytes one token occupies in one attention layer on one GPU.
+
+    GQA: ``2 × max(1, kv_heads // TP) × head_dim × kv bytes`` (Llama-3.1-8B bf16: 2 × 8 × 128 × 2 = 4,096).
+    MLA: ``(kv_lora_rank + qk_rope_head_dim) × kv bytes``, the same on every TP rank (DeepSeek-V3 bf16:
+    576 × 2 = 1,152), rounded up to the profile's entry alignment (V0: 256 bytes → 1,280;
+    unpadded, 1,152, with ``VLLM_CUDA_MEM_ALIGN_KV_CACHE=0``: ``align_to_256bytes`` applies only when
+    ``envs.VLLM_CUDA_MEM_ALIGN_KV_CACHE`` holds, ``vllm/worker/cache_engine.py`` ``_allocate_kv_cache``, 0.7.3).
+    Sources: ``vllm/v1/kv_cache_interface.py`` ``FullAttentionSpec.page_size_bytes`` /
+    ``MLAAttentionSpec`` (one latent, no separate V); V0 ``vllm/worker/cache_engine.py``.
+    """
+    m = inputs.model
+    element = kv_bytes_per_element(inputs.kv_cache_dtype, inputs.compute_dtype)
+    fallback = vllm_mha_fallback_head_size(inputs)
+    if fallback is not None:
+        return 2 * (m.num_attention_heads // inputs.tensor_parallel_size) * fallback * element
+    if m.is_mla:
+        raw = m.mla_latent_elements * element
+        align = OVERHEAD_PROFILES[inputs.overhead_profile].mla_entry_alignment_bytes
+        if not inputs.mla_align_kv_cache:  # VLLM_CUDA_MEM_ALIGN_KV_CACHE=0
+            align = 0
+        return -(-raw // align) * align if align else raw
+    return 2 * kv_heads_per_gpu(m, inputs.tensor_parallel_size) * m.head_dim * element
+
+
+VLLM_MLA_SINCE: Final = (0, 7, 1)
+"""First vLLM release that stores DeepSeek V2/V3's MLA latent in the KV cache (``vllm/config.py``
+``ModelConfig.use_mla``, v0.7.1: ``is_deepseek_mla and not VLLM_MLA_DISABLE``). Before, ``deepseek_v2.py`` runs
+multi-head attention and caches K and V for every local head."""
+
+
+VLLM_MHA_HEAD_256_BEFORE: Final = (0, 7, 0)
+"""Before this vLLM release the DeepSeek V2/V3 multi-head path pads q, k and v to a head size of 256 (``deepseek_v2.py``
+``DeepseekV2Attention``: ``Attention(self.num_local_heads, 256, ...)``, "TODO, support head_size 192", v0.6.3.post1
+to v0.6.6); v0.7.0 caches ``qk_head_dim`` (192) per head, V padded to it."""
+
+
+VLLM_MLA_QUANTIZATIONS_0_7_1: Final = (None, "fp8", "compressed-tensors")
+"""Checkpoint methods vLLM 0.7.1-0.7.2 keeps MLA for (``ModelConfig.use_mla``: "MLA is not supported with %s
+quantization. Disabling MLA."); 0.7.3 dropped the condition."""
+
+
+def vllm_mha_fallback_head_size(inputs: CapacityInputs) -> int | None:
+    """The per-head K/V size vLLM caches for an MLA model it runs as multi-head attention, or None where it caches
+    the MLA latent (every engine but vLLM; vLLM ≥ :data:`VLLM_MLA_SINCE`, or an unstated version).
+
+    ``vllm/model_executor/models/deepseek_v2.py`` ``DeepseekV2Attention``: before 0.7.0 every local head caches K and
+    V of 256 elements (:data:`VLLM_MHA_HEAD_256_BEFORE`); 0.7.0 (and 0.7.1-0.7.2 under a quantization outside
+    :data:`VLLM_MLA_QUANTIZATIONS_0_7_1`) caches ``qk_nope_head_dim + qk_rope_head_dim``. DeepSeek-V3 at TP 8 on
+    0.6.6: 2 × 16 heads × 256 × 2 B = 16,384 B per token per layer, against 1,280 B for the aligned V0 latent.
+    """
+    m = inputs.model
+    if not m.is_mla or inputs.engine != "vllm":
+        return None
+    version = parse_version(inputs.engine_version)
+    if version is None:
+        return None
+    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+    if version < VLLM_MHA_HEAD_256_BEFORE:
+        return 256
+    if version < VLLM_MLA_SINCE:
+        return qk_head
+    method = inputs.effective_quantization
+    if version < (0, 7, 3) and (method.strip().lower() if method else None) not in VLLM_MLA_QUANTIZATIONS_0_7_1:
+        return qk_head
+    return None
+
+
+def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
+    """KV bytes per token on one GPU: per-layer bytes × the attention layers on its pipeline stage.
+
+    Llama-3.1-8B, bf16, TP1: 2 × 32 × 8 × 128 × 2 = 131,072 bytes (128 KiB) per token. Recurrent (Mamba)
+    layers add nothing per token (their state is per sequence, :func:`recurrent_state_bytes_per_sequence`).
+    Every attention layer is counted, windowed or not: vLLM sizes its blocks that way (the window only
+    frees blocks while running, which :func:`max_concurrency` accounts for). A speculative draft's attention
+    layers (EAGLE, MTP) take pages of the same pool at the target's per-layer size: Llama-3.1-8B + an EAGLE
+    head is 33 × 4,096 = 135,168 bytes, as vllm-project/vllm#19996 logs (51.63 GiB for 410,128 tokens).
+    """
+    draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
+    return kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, inputs.model.attention_layers) + draft)
+
+
+def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
+    """Per-GPU bytes of one sequence's recurrent state (conv + SSM state of every Mamba layer on the stage),
+    in the compute dtype, sharded over TP (Jamba: 28 layers × (3 × 8192 + 8192 × 16) × 2 B = 8.3 MiB)."""
+    m = inputs.model
+    if not m.linear_layers:
+        return 0
+    per_layer = m.recurrent_state_elements * DTYPE_BYTES[inputs.compute_dtype] / inputs.tensor_parallel_size
+    return math.ceil(per_layer * layers_per_stage(inputs, m.linear_layers))
+
+
+def max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
+    """Requests of ``context_tokens`` tokens the pool holds at once.
+
+    Uniform models: ``blocks ÷ ceil(context ÷ block_size)`` (vLLM ``kv_cache_utils.py`` "Maximum concurrency").
+    Sliding-window and recurrent hybrids follow the engine's per-layer rule: a windowed layer holds at most
+    ``ceil(window ÷ block) + 1`` blocks of a request, a recurrent layer one fixed state, so::
+
+        per request = per-layer bytes × block × (full layers × ceil(L/block) + windowed × min(ceil(L/block),
+                      ceil(window/block) + 1)) + recurrent state;   concurrency = pool ÷ per request
+    """
+    m = inputs.model
+    bs = inputs.block_size
+    need = max(1, math.ceil(context_tokens / bs))
+    if not m.sliding_window_layers and not m.linear_layers:
+        return blocks / need
+    per_layer = kv_bytes_per_token_per_layer(inputs) * bs
+    windowed = min(need, math.ceil(m.sliding_window / bs) + 1) if m.sliding_window_layers else 0
+    full = layers_per_stage(inputs, m.full_attention_layers)
+    full += inputs.speculative.draft_layers if inputs.speculative is not None else 0
+    sliding = layers_per_stage(inputs, m.sliding_window_layers) if m.sliding_window_layers else 0
+    per_request = per_layer * (full * need + sliding * windowed) + recurrent_state_bytes_per_sequence(inputs)
+    return pool_bytes / per_request if per_request else math.inf
+
+
+HYBRID_KV_CACHE_MANAGER_SINCE: Final = (0, 9, 1)
+"""First vLLM release whose V1 engine keeps sliding-window layers apart from full-attention layers (the hybrid KV
+cache manager): ``vllm/v1/core/kv_cache_utils.py`` ``get_kv_cache_config`` at v0.9.1 calls
+``unify_hybrid_kv_cache_specs`` only under ``--disable-hybrid-kv-cache-manager``. At v0.8.0–v0.9.0 it is called
+for every model and turns each ``SlidingWindowSpec`` into a ``FullAttentionSpec``: blocks for every token of every
+layer, the window applied only in the attention kernel."""
+
+
+HYBRID_GROUP_SIZE_MAX_RATIO: Final = (((0, 18), 1.5), ((0, 12), 1.25))
+"""(first version, ratio): from that vLLM release on, a hybrid whose largest layer type has fewer than ratio ×
+the smallest type's layers is grouped by the largest count (``_get_kv_cache_groups_uniform_page_size``:
+``if max_num_layers < min_num_layers * 1.25: group_size = max_num_layers`` at v0.12.0–v0.16.0, ``* 1.5`` at
+v0.18.0 and later); before v0.12 the group size is always the smallest count."""
+
+
+HYBRID_TOKENS_FROM_CONCURRENCY_SINCE: Final = (0, 22)
+"""From vLLM 0.22 "GPU KV cache size" is ``int(max_concurrency × max_model_len)`` (``kv_cache_utils.py``
+``get_kv_cache_capacity``, v0.22.0 line 1731); before, ``num_blocks // len(kv_cache_groups) × block_size``
+(``_report_kv_cache_config``, v0.13.0; ``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.10.x)."""
+
+
+@dataclass(frozen=True)
+class HybridKVLayout:
+    """How vLLM V1 lays out the KV cache of a sliding-window model (one pipeline stage, one GPU).
+
+    Attributes:
+        group_size: layers per KV cache group, the number of shared per-layer tensors; one block of the pool
+            is ``group_size`` layer pages.
+        full_groups: groups of full-attention layers (the last one padded to ``group_size``).
+        sliding_groups: groups of sliding-window layers (the last one padded).
+    """
+
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+
+    @property
+    def groups(self) -> int:
+        """All KV cache groups (``len(kv_cache_groups)``)."""
+        return self.full_groups + self.sliding_groups
+
+
+def hybrid_kv_layout(inputs: CapacityInputs) -> HybridKVLayout | None:
+    """The KV cache groups vLLM V1 makes of a model with sliding-window layers, or ``None`` where the engine keeps
+    every layer in one group at full length (no sliding layers; recurrent layers, kept on their own path here;
+    MLA; V0; V1 before :data:`HYBRID_KV_CACHE_MANAGER_SINCE`; ``disable_hybrid_kv_cache_manager``).
+
+    ``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_config_uniform_page_size`` (v0.9.1–v0.11.x;
+    ``_get_kv_cache_groups_uniform_page_size`` from v0.11.0): layers of one spec are split into groups of
+    ``group_size`` = the smallest type's layer count (see :data:`HYBRID_GROUP_SIZE_MAX_RATIO`), the last group of
+    each type padded: Gemma-3-1B's 22 sliding and 4 full layers make 6 sliding groups (24 layer slots, "Add 2
+    padding layers, may waste at most 9.09% KV cache memory") and 1 full group, 7 groups of 4. A model whose
+    every attention layer slides is one group of all its layers (``_get_kv_cache_config_uniform_type``).
+    Pipeline stages: the fullest stage's ``ceil(layers ÷ PP)`` of each type.
+    """
+    m = inputs.model
+    if (
+        not m.sliding_window_layers
+        or m.linear_layers
+        or m.is_mla
+        or inputs.overhead_profile != "vllm-v1"
+        or inputs.disable_hybrid_kv_cache_manager
+    ):
+        return None
+    version = parse_version(inputs.engine_version)
+    if version is not None and version < HYBRID_KV_CACHE_MANAGER_SINCE:
+        return None
+    sliding = layers_per_stage(inputs, m.sliding_window_layers)
+    full = layers_per_stage(inputs, m.full_attention_layers) if m.full_attention_layers else 0
+    if not full:
+        return HybridKVLayout(group_size=sliding, full_groups=0, sliding_groups=1)
+    size = min(full, sliding)
+    for since, ratio in HYBRID_GROUP_SIZE_MAX_RATIO:
+        if (version is None or version >= since) and max(full, sliding) < size * ratio:
+            size = max(full, sliding)
+            break
+    return HybridKVLayout(group_size=size, full_groups=-(-full // size), sliding_groups=-(-sliding // size))
+
+
+def hybrid_blocks_per_request(inputs: CapacityInputs, layout: HybridKVLayout, context_tokens: int) -> int:
+    """Pool blocks (``group_size`` layer pages each) one request of ``context_tokens`` tokens may hold in vLLM V1:
+    the sum over the groups of each spec's ``max_memory_usage_bytes`` ÷ its page (``kv_cache_utils.py``
+    ``get_max_concurrency_for_kv_cache_config``, v0.9.1–v0.21; ``kv_cache_interface.py``)::
+
+        full group     cdiv(L, block)                                          (FullAttentionSpec)
+        sliding group  cdiv(min(window − 1 + max_num_batched_tokens, L), block) + 1   (SlidingWindowSpec)
+
+    During chunked prefill a windowed layer holds the last ``window − 1`` tokens plus the chunk being scheduled;
+    the +1 is a window that starts mid-block. ``max_num_batched_tokens`` is :attr:`CapacityInputs.profile_tokens`
+    (vLLM ≥ 0.25 uses ``max_in_flight_tokens``, which is larger under async scheduling or PP: not modelled).
+
+    Gemma-3-1B at L = 2,048, block 16, 8,192 batched tokens: 1 × 128 + 6 × (cdiv(2,048, 16) + 1) = 902 blocks.
+    """
+    bs = inputs.block_size
+    full = -(-context_tokens // bs)
+    window = inputs.model.sliding_window
+    sliding = -(-min(window - 1 + inputs.profile_tokens, context_tokens) // bs) + 1
+    return max(1, layout.full_groups * full + layout.sliding_groups * sliding)
+
+
+def vllm_max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, context_tokens: int) -> float:
+    """vLLM's "Maximum concurrency" for models :func:`hybrid_kv_layout` keeps in one group (``blocks`` = the
+    engine's blocks of every layer), by engine generation; recurrent hybrids as :func:`max_concurrency`.
+
+    * V1 before 0.9.1, or the hybrid manager off: every sliding layer is full attention (``unify_hybrid_kv_cache_
+      specs``), so ``blocks ÷ ceil(L ÷ block)`` (0.8.x–0.9.0 print ``num_tokens / max_model_len``).
+    * V0 (``vllm/config.py`` ``ModelConfig.__init__``; 0.6.6 lists gemma2, 0.7.3 adds cohere2, 0.8.5
+      gemma3_text): an interleaved model (a list ``sliding_window``, or one of those types) has its window removed:
+      "the scheduler and the model treat it as full attention", so ``blocks ÷ ceil(L ÷ block)`` too. A model whose
+      every layer slides (Mistral-7B-v0.1) is capped per sequence by the block manager
+      (``vllm/core/block_manager.py`` ``SelfAttnBlockSpaceManager.__init__``, 0.6.6 and 0.7.3:
+      ``max_block_sliding_window = window // block + 2``), so ``blocks ÷ min(ceil(L ÷ block), window // block + 2)``.
+      (V0 prints ``num_gpu_blocks × block_size / max_model_len``, ``executor_base.py``; this is what it admits.)
+    """
+    m = inputs.model
+    if not m.sliding_window_layers or m.linear_layers:
+        return max_concurrency(inputs, pool_bytes, blocks, context_tokens)
+    bs = inputs.block_size
+    need = max(1, math.ceil(context_tokens / bs))
+    if inputs.overhead_profile == "vllm-v0" and not m.full_attention_layers:
+        need = min(need, m.sliding_window // bs + 2)
+    return blocks / need

@@ -1,0 +1,337 @@
+"""Weight bytes on each GPU of a replica, as vLLM's "Model loading took" counts them.
+
+The whole model (:func:`weights_bytes_total`) split over TP ranks and pipeline stages with what every rank holds
+whole, and what the engine adds or removes at load: V0's absorbed MLA matrices, the MXFP4 kernel's padding, a
+speculative draft's weights, the ``--enable-lora`` adapter slots and what ``--cpu-offload-gb`` moves to host memory;
+per stage under pipeline parallelism (:func:`pipeline_stage_weights_bytes`). Each function cites the vLLM file it
+follows. The pass that subtracts them from the budget: :mod:`advisor.capacity.kv`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from advisor.capacity.inputs import CapacityInputs
+from advisor.capacity.kvlayout import (
+    kv_heads_per_gpu,
+    layers_per_stage,
+    pipeline_stage_layers,
+    vllm_mha_fallback_head_size,
+)
+from advisor.capacity.lora import lora_bytes, lora_counted
+from advisor.capacity.models import ModelArch
+from advisor.capacity.precision import DTYPE_BYTES, EXPERTS_ONLY, MXFP4_BITS, mxfp4_padded_expert_shape
+from advisor.capacity.profiles import OVERHEAD_PROFILES
+
+
+def _quantized_split(inputs: CapacityInputs) -> tuple[int, int]:
+    """(parameters stored quantized, linear parameters left in the compute dtype)."""
+    m = inputs.model
+    linear = m.linear_parameters()
+    q = inputs.effective_quantization
+    routers = m.moe_layers * m.router_parameters() if m.is_moe else 0
+    if q is None:
+        return 0, linear
+    if q.strip().lower() in EXPERTS_ONLY:
+        experts = m.expert_weight_parameters()
+        return experts, linear - experts
+    return linear - routers, routers
+
+
+def weights_bytes_total(inputs: CapacityInputs) -> int:
+    """Bytes of all weights of one copy of the model (before sharding).
+
+    ``quantized params × weight_bytes_per_param(quantization) + everything else × dtype bytes``: quantization
+    methods leave embeddings, LM head, norms, MoE routers and the vision tower in the compute dtype, and
+    MXFP4 checkpoints quantize only the experts. The checkpoint's own method applies when ``quantization``
+    is None. Qwen3-235B-A22B FP8: 233.80 G × 1.000244 + (1.245 G embeddings + 49 M routers) × 2 = 236.4 GB.
+    """
+    m = inputs.model
+    compute = inputs.compute_dtype
+    quantized, plain_linear = _quantized_split(inputs)
+    q_bytes = inputs.quantized_weight_bytes
+    unquantized = m.num_parameters - m.linear_parameters() + plain_linear
+    return math.ceil(quantized * q_bytes + unquantized * DTYPE_BYTES[compute])
+
+
+def _replicated_parameters(m: ModelArch) -> tuple[int, int]:
+    """(replicated linear parameters, of which quantized) that every TP rank holds whole: MoE routers
+    (``ReplicatedLinear``, unquantized) and MLA's q_a / kv_a projections (``ReplicatedLinear``)."""
+    routers = m.moe_layers * m.router_parameters() if m.is_moe else 0
+    mla = 0
+    if m.is_mla:
+        mla = m.num_layers * m.hidden_size * (m.q_lora_rank + m.mla_latent_elements)
+    return routers + mla, mla
+
+
+def _replicated_bytes(inputs: CapacityInputs) -> float:
+    """Bytes every TP rank holds whole: norms, MoE routers and MLA's q_a / kv_a (:func:`_replicated_parameters`)."""
+    m = inputs.model
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
+    replicated, replicated_quantized = _replicated_parameters(m)
+    return m.norm_parameters() * act + (replicated - replicated_quantized) * act + replicated_quantized * q_bytes
+
+
+def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weight bytes resident on each GPU of a replica.
+
+    vLLM shards every linear layer *and* the embedding/LM head (``VocabParallelEmbedding``,
+    ``ParallelLMHead``) across TP ranks and splits layers over pipeline stages; norms, MoE routers and MLA's
+    q_a/kv_a projections are replicated on every rank (``ReplicatedLinear``); when TP exceeds the KV heads,
+    each rank stores whole replicated k/v projections (``QKVParallelLinear``), which is added. Expert
+    parallelism moves whole experts instead of slices: the same bytes per rank. So ``per_gpu = (total −
+    replicated) ÷ (TP × PP) + replicated ÷ PP + kv replication excess + rotary cache`` (+ V0's absorbed MLA
+    matrices). The rotary cos/sin cache (``max_position_embeddings × rotary_dim`` elements of the compute
+    dtype, a buffer of ``RotaryEmbedding`` on every rank) is what "Model loading took" adds to the
+    parameters: Llama-3.1-8B 16,060,522,496 B + 131072 × 128 × 2 B = 14.9888 GiB, exactly as vLLM V1 logs;
+    Meta-Llama-3-8B 14.9595 GiB, exactly as vLLM 0.6.6 logs; Qwen3-235B-A22B-FP8 at TP 8 with expert
+    parallelism 27.71 GiB (vLLM 0.10.2 logs 27.72).
+    """
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
+    compute = inputs.compute_dtype
+    act = DTYPE_BYTES[compute]
+    total = weights_bytes_total(inputs)
+    q = inputs.effective_quantization
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
+    replicated_bytes = _replicated_bytes(inputs)
+    rotary_dim = m.qk_rope_head_dim if m.is_mla else m.head_dim
+    rotary = m.max_position_embeddings * rotary_dim * act
+    per_gpu = (total - replicated_bytes) / (tp * pp) + replicated_bytes / pp + rotary
+    if not m.is_mla and tp > m.num_kv_heads:
+        kv_layer = m.kv_projection_parameters_per_layer() * q_bytes
+        stored = kv_layer * kv_heads_per_gpu(m, tp) / m.num_kv_heads
+        per_gpu += layers_per_stage(inputs, m.attention_layers) * (stored - kv_layer / tp)
+    if m.is_moe and inputs.enable_expert_parallel and inputs.data_parallel_size > 1:
+        # the expert-parallel group is TP × DP (vLLM ``FusedMoEParallelConfig``): each GPU keeps 1/(TP·DP) of
+        # the experts instead of the 1/TP that TP alone gives
+        expert_bytes = m.expert_weight_parameters() * (inputs.quantized_weight_bytes if q is not None else act)
+        per_gpu -= expert_bytes / (tp * pp) * (1 - 1 / inputs.data_parallel_size)
+    if (
+        m.is_mla
+        and OVERHEAD_PROFILES[inputs.overhead_profile].mla_absorbed_weights
+        and vllm_mha_fallback_head_size(inputs) is None
+    ):
+        per_gpu += layers_per_stage(inputs, m.num_layers) * mla_v0_copies_bytes_per_layer(inputs)
+    return (
+        math.ceil(per_gpu + mxfp4_padding_bytes_per_gpu(inputs))
+        + draft_weights_bytes_per_gpu(inputs)
+        - cpu_offload_bytes_per_gpu(inputs)
+        + (lora_bytes_per_gpu(inputs) if _lora_in_budget(inputs) else 0)
+    )
+
+
+def lora_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """The ``--enable-lora`` adapter slots on each GPU, bytes (:func:`advisor.capacity.lora.lora_bytes`: the
+    stacked A/B buffers of ``create_lora_weights`` for every LoRA-able layer of the stage, plus the embedding /
+    LM-head wrappers and extra-vocabulary rows where the model has them); 0 without LoRA.
+
+    Llama-3.1-8B, rank 16, one slot, bf16: TP 1 1,310,720 elements × 32 layers × 2 B = 80 MiB of linear
+    slots, plus embed (128,512 × 16 + 4,096 × 16) × 2 + 256 × 4,096 × 2 and LM head (16 × 4,096 + 128,512 × 16)
+    × 2 + 256 × 4,096 × 2, plus 2 × 256 × 4,096 × 2 / TP vocabulary rows (vLLM < 0.12).
+    """
+    if inputs.lora is None:
+        return 0
+    return lora_bytes(
+        inputs.lora,
+        inputs.model,
+        compute_dtype=inputs.compute_dtype,
+        tp=inputs.tensor_parallel_size,
+        layers=layers_per_stage(inputs, inputs.model.num_layers),
+        version=inputs.engine_version,
+    )
+
+
+def _lora_in_budget(inputs: CapacityInputs) -> bool:
+    """Whether vLLM's KV budget subtracts the LoRA slots (:func:`~advisor.capacity.lora.lora_counted`)."""
+    return inputs.lora is not None and lora_counted(inputs.engine_version, inputs.overhead_profile == "vllm-v0")
+
+
+def mla_v0_copies_bytes_per_layer(inputs: CapacityInputs) -> float:
+    """Bytes per MLA layer per GPU that V0's MLA backend adds at load (vLLM 0.7.x ``attention/backends/mla/utils.py``
+    ``MLACommonImpl.process_weights_after_loading``, heads ``n`` = heads ÷ TP, ``q_in`` = ``q_lora_rank`` or
+    hidden)::
+
+        W_Q_UK   q_in × n × kv_lora_rank        weight precision (fp8 checkpoints are re-quantized to fp8)
+        W_UV_O   n × kv_lora_rank × hidden       weight precision
+        W_QR     q_in × n × qk_rope_head_dim     compute dtype ("W_QR is small so ... we dont bother requantizing
+                                                 it"; a ``.contiguous()`` copy even when unquantized)
+        kv_b     kv_lora_rank × n × (qk_nope + v) compute dtype, only when ``kv_b_proj`` is quantized: its
+                                                 dequantized copy stays alive as ``self.W_UK, self.W_UV``
+
+    DeepSeek-R1 FP8 at TP 8 (n 16, q_in 1536, kv_lora 512, rope 64, nope 128, v 128): W_QR 3.1 MB and kv_b 4.2 MB
+    per layer, 0.42 GiB over 61 layers in bf16, beside the absorbed fp8 matrices.
+    """
+    m = inputs.model
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
+    heads = m.num_attention_heads / inputs.tensor_parallel_size
+    q_in = m.q_lora_rank or m.hidden_size
+    absorbed = heads * m.kv_lora_rank * (m.hidden_size + q_in) * q_bytes
+    w_qr = q_in * heads * m.qk_rope_head_dim * act
+    kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) * act if q_bytes < act else 0.0
+    return absorbed + w_qr + kv_b
+
+
+def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
+    """Bytes the MXFP4 MoE kernel's padding adds to each GPU's experts (0 unless the experts are MXFP4 and
+    ``inputs.compute_capability`` is known).
+
+    vLLM ``Mxfp4MoEMethod.create_weights`` allocates ``w13`` ``2 × I_pad × H_pad`` and ``w2`` ``H_pad × I_pad`` 4-bit
+    elements with an 8-bit scale per 32 (4.25 bits) per local expert, ``I`` being the intermediate size per TP
+    partition (the whole width under expert parallelism, which splits the experts instead), padded as
+    :func:`~advisor.capacity.precision.mxfp4_padded_expert_shape`. gpt-oss-120b at TP 1 on Hopper (Marlin: H 2880 →
+    3072, I 2880 → 2944): 36 layers × 128 experts × 3 × (3072 × 2944 − 2880²) × 4.25 / 8 = 5.13 GiB.
+    """
+    m = inputs.model
+    q = inputs.effective_quantization
+    if not m.is_moe or q is None or q.strip().lower() != "mxfp4" or inputs.compute_capability is None:
+        return 0.0
+    tp = inputs.tensor_parallel_size
+    ep = inputs.enable_expert_parallel
+    ep_group = tp * (inputs.data_parallel_size if ep else 1)
+    width = m.moe_intermediate_size if ep else m.moe_intermediate_size / tp
+    experts = m.num_experts / ep_group if ep else m.num_experts
+    hidden_pad, width_pad = mxfp4_padded_expert_shape(m.hidden_size, math.ceil(width), inputs.compute_capability)
+    extra_elements = 3 * (hidden_pad * width_pad - m.hidden_size * width)
+    return layers_per_stage(inputs, m.moe_layers) * experts * extra_elements * MXFP4_BITS / 8
+
+
+def draft_weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weights of the ``--speculative-config`` draft on each GPU (bytes), loaded before the KV cache is sized.
+
+    ``draft_parameters ÷ draft TP`` (the target's TP unless ``draft_tensor_parallel_size`` says otherwise) ×
+    bytes per parameter: the compute dtype for EAGLE heads and draft models (the drafter's own quantization
+    config, ``get_draft_quant_config`` in ``llama_eagle.py``, 0.21.0: none for the published heads), the
+    target's quantized width for MTP layers, which ship in the target checkpoint. Llama-3.1-8B + EAGLE, bf16,
+    TP 1: 251,662,336 × 2 = 503,324,672 B (0.47 GiB). 0 without a draft (``ngram``).
+    """
+    draft = inputs.speculative
+    if draft is None or not draft.draft_parameters:
+        return 0
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    q = inputs.effective_quantization
+    per_param = float(act)
+    if draft.quantized_like_target and q is not None and q.strip().lower() not in EXPERTS_ONLY:
+        per_param = inputs.quantized_weight_bytes
+    tp = draft.draft_tensor_parallel_size or inputs.tensor_parallel_size
+    return math.ceil(draft.draft_parameters * per_param / tp)
+
+
+def _decoder_layer_tensors(inputs: CapacityInputs, moe: bool, recurrent: bool) -> list[float]:
+    """Bytes on one GPU of each parameter tensor of one decoder layer, in the order ``named_parameters`` yields
+    them for a Llama/DeepSeek-style layer: attention (qkv, o; MLA q_a, q_b, kv_a, kv_b, o) or the recurrent
+    mixer, then the MLP (gate_up, down; MoE router, w13, w2, shared experts' gate_up and down), then the norms.
+    Linear tensors are split over TP; routers, norms and MLA's q_a / kv_a are replicated."""
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    act = float(DTYPE_BYTES[inputs.compute_dtype])
+    q = inputs.effective_quantization
+    experts_only = q is not None and q.strip().lower() in EXPERTS_ONLY
+    lin = act if q is None or experts_only else inputs.quantized_weight_bytes
+    exp = inputs.quantized_weight_bytes if q is not None else act
+    h = m.hidden_size
+    tensors: list[float]
+    if recurrent:
+        tensors = [m.linear_layer_parameters / tp * lin]
+    elif m.is_mla:
+        n = m.num_attention_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        tensors = (
+            [h * m.q_lora_rank * lin, m.q_lora_rank * n * qk / tp * lin] if m.q_lora_rank else [h * n * qk / tp * lin]
+        )
+        tensors += [
+            h * m.mla_latent_elements * lin,
+            m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim) / tp * lin,
+            n * m.v_head_dim * h / tp * lin,
+        ]
+    else:
+        kv = m.kv_projection_parameters_per_layer() * kv_heads_per_gpu(m, tp) / m.num_kv_heads
+        q_params = h * m.num_attention_heads * m.head_dim + (
+            m.num_attention_heads * m.head_dim if m.attention_bias else 0
+        )
+        tensors = [(q_params / tp + kv) * lin, (m.num_attention_heads * m.head_dim * h / tp) * lin]
+    i = m.intermediate_size
+    if moe:
+        mi, e, shared = m.moe_intermediate_size, m.num_experts, m.num_shared_experts
+        tensors += [m.router_parameters() * act, 2 * h * mi * e / tp * exp, h * mi * e / tp * exp]
+        if shared:
+            tensors += [2 * h * mi * shared / tp * lin, h * mi * shared / tp * lin]
+    elif m.gated_mlp:
+        tensors += [2 * h * i / tp * lin, h * i / tp * lin]
+    else:
+        tensors += [h * i / tp * lin, h * i / tp * lin]
+    return tensors + [h * act] * m.norms_per_layer
+
+
+def pipeline_stage_weights_bytes(inputs: CapacityInputs, stage: int) -> int:
+    """Weights on each GPU of pipeline stage ``stage`` (bytes): :func:`weights_bytes_per_gpu` with its even split
+    of the model over the stages (``(total − replicated) ÷ (TP × PP) + replicated ÷ PP``) replaced by what the
+    stage holds: its own decoder layers (:func:`pipeline_stage_layers`, each layer's tensors as
+    :func:`_decoder_layer_tensors` sizes them), the vocabulary table on the first stage (``VocabParallelEmbedding``)
+    and on the last (``ParallelLMHead``; a tied head is a second copy there: ``LlamaModel.__init__`` builds
+    ``embed_tokens`` ``if get_pp_group().is_first_rank or (config.tie_word_embeddings and
+    get_pp_group().is_last_rank)``, ``llama.py`` 0.6.6), each ``vocab × hidden ÷ TP`` in the compute dtype.
+
+    DeepSeek-V3 (block FP8) at TP 8 × PP 2 on 0.6.6: the last stage holds 31 MoE layers (1.35 GiB each) and the
+    LM head (129,280 × 7,168 × 2 B ÷ 8 = 0.22 GiB), the first 3 dense + 27 MoE layers and the embedding: 42.1
+    against 37.2 GiB, where the even split says 39.7 on both.
+    """
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
+    even = weights_bytes_per_gpu(inputs)
+    if pp == 1:
+        return even
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    replicated = _replicated_bytes(inputs)
+    sharded = weights_bytes_total(inputs) - replicated
+    whole = sharded / tp + replicated  # one stage holding every layer and both tables
+    dense = m.num_layers - (m.moe_layers if m.is_moe else 0)  # dense layers come first (first_k_dense_replace)
+    held = pipeline_stage_layers(inputs)[stage]
+    absent = sum(
+        sum(_decoder_layer_tensors(inputs, moe=k >= dense, recurrent=k >= m.attention_layers))
+        for k in range(m.num_layers)
+        if k not in held
+    )
+    table = m.vocab_size * (m.word_embed_proj_dim or m.hidden_size) * act / tp
+    tables = 1 if m.tie_word_embeddings else 2
+    absent += (tables - (stage == 0) - (stage == pp - 1)) * table
+    return math.ceil(even - (sharded / (tp * pp) + replicated / pp) + whole - absent)
+
+
+def cpu_offload_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weights ``--cpu-offload-gb`` moves to host memory on each GPU (bytes), so they are not on the GPU.
+
+    vLLM offloads parameter by parameter, in load order, through the decoder layers ``make_layers`` builds on
+    the rank's pipeline stage, while the running total is below the budget (``vllm/model_executor/offloader/
+    uva.py`` ``UVAOffloader._maybe_offload_to_cpu``, 0.21.0: ``if self.cpu_offload_bytes >=
+    self.cpu_offload_max_bytes: break`` before each parameter; ``maybe_offload_to_cpu`` in
+    ``vllm/model_executor/models/utils.py`` has the same rule in 0.9). So it overshoots the budget by up to one
+    tensor (a fused MoE ``w13`` is all of a layer's experts), and never touches the embedding, the LM head or
+    a draft model. The budget is per GPU, in GiB (``cpu_offload_max_bytes = int(cpu_offload_gb × 1024**3)``,
+    ``vllm/model_executor/offloader/base.py``).
+
+    Llama-3.1-8B bf16, TP 1, ``--cpu-offload-gb 4``: a layer is qkv 50,331,648 + o 33,554,432 + gate_up
+    234,881,024 + down 117,440,512 + 2 norms × 8,192 = 436,224,000 B; 9 layers = 3,926,016,000 B, then qkv, o and
+    gate_up of the 10th stay below 4 GiB (4,244,783,104) and its down_proj crosses it: 4,362,223,616 B offloaded
+    (4.06 GiB), so 14.99 − 4.06 = 10.93 GiB stay on the GPU.
+    """
+    budget = inputs.cpu_offload_bytes
+    if budget <= 0:
+        return 0
+    m = inputs.model
+    stage = layers_per_stage(inputs, m.num_layers)
+    dense = m.num_layers - (m.moe_layers if m.is_moe else 0)  # dense layers come first (first_k_dense_replace)
+    offloaded = 0.0
+    for index in range(stage):
+        tensors = _decoder_layer_tensors(inputs, moe=index >= dense, recurrent=index >= m.attention_layers)
+        for size in tensors:
+            if offloaded >= budget:
+                return math.ceil(offloaded)
+            offloaded += size
+    return math.ceil(offloaded)
