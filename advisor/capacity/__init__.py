@@ -6,6 +6,11 @@ Layout (each step usable on its own)::
     precision   dtype / quantization → bytes per weight and per KV element
     hardware    GPU name → GPUSpec (CUDA-reported memory, bandwidth, FLOP/s, interconnect)
     kv          CapacityInputs → CapacityResult (weights, overhead, KV pool, blocks, tokens, ceiling)
+      profiles    overhead models, version gates, sampler defaults by vLLM release
+      inputs      CapacityInputs (with vLLM's start-up checks), EngineSettings, CapacityResult
+      kvlayout    KV bytes per token, layers per stage, concurrency, hybrid KV groups
+      weights     weights per GPU (TP/PP split, MLA copies, MXFP4 padding, draft, LoRA, CPU offload)
+      overhead    activation peak, non-torch memory, CUDA-graph estimate
     perf        roofline: decode step / TPOT / decode tokens/s / prefill seconds
     queueing    Erlang C, M/M/c wait, replicas needed
 
