@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.json_schema import models_json_schema
 
 from advisor import __version__
+from advisor.capacity.generation import checked_version
+from advisor.capacity.speculative import speculative_mapping
 from advisor.engines import catalog
+from advisor.errors import CapacityError
 from advisor.rules.turns import FIELD_FOR_DIAL
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -107,6 +110,27 @@ class PlanDeployment(_Strict):
     ctx_size: int | None = Field(default=None, ge=1, le=100_000_000, strict=True, description="llama.cpp --ctx-size")
     parallel: int | None = Field(default=None, ge=1, le=65_536, strict=True, description="llama.cpp --parallel")
     kv_unified: bool = Field(default=False, strict=True, description="llama.cpp --kv-unified")
+    engine_version: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the engine's version, e.g. 0.6.6: vLLM's V0/V1 accounting and its release's rules; SGLang's "
+        "default mem_fraction_static; TGI's block size (default: the current release's rules)",
+        examples=["0.6.6", "0.11.2"],
+    )
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=1024, strict=True, description="vLLM PP stages")
+    enforce_eager: bool = Field(default=False, strict=True, description="vLLM --enforce-eager")
+    enable_chunked_prefill: bool | None = Field(
+        default=None, strict=True, description="vLLM --[no-]enable-chunked-prefill (default: the engine's rule)"
+    )
+    vllm_use_v1: bool | None = Field(
+        default=None, strict=True, description="vLLM VLLM_USE_V1 on 0.8-0.10 (default: the engine's own rule)"
+    )
+    cpu_offload_gb: float = Field(
+        default=0.0, ge=0, le=16384, allow_inf_nan=False, description="vLLM --cpu-offload-gb, GiB per GPU"
+    )
+    speculative_config: dict[str, Any] | None = Field(
+        default=None, description="vLLM --speculative-config as an object, e.g. {method: eagle, ...}"
+    )
 
     @field_validator("engine")
     @classmethod
@@ -115,6 +139,28 @@ class PlanDeployment(_Strict):
         if engine not in catalog.engine_ids():
             raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(catalog.engine_ids())}")
         return engine
+
+    @field_validator("engine_version")
+    @classmethod
+    def _known_version(cls, value: str | None) -> str | None:
+        """A release :func:`advisor.capacity.generation.checked_version` reads."""
+        if value is None:
+            return None
+        try:
+            return checked_version(value)
+        except CapacityError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("speculative_config", mode="before")
+    @classmethod
+    def _known_speculation(cls, value: Any) -> Any:
+        """A known ``method`` with counts in range (:func:`advisor.capacity.speculative.speculative_mapping`)."""
+        if value is None:
+            return None
+        try:
+            return speculative_mapping(value)
+        except CapacityError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("model")
     @classmethod
@@ -127,6 +173,16 @@ class PlanDeployment(_Strict):
     def _gpu_given(self) -> PlanDeployment:
         if self.gpu is None and self.gpu_memory_gib is None:
             raise ValueError("set gpu (a catalog name) or gpu_memory_gib")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_keys(self) -> PlanDeployment:
+        """A key another engine reads is refused, as in a config file (:data:`advisor.config.ENGINE_KEYS`)."""
+        from advisor.config import engine_key_error
+
+        problem = engine_key_error(self, self.engine)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 

@@ -6,6 +6,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from advisor.errors import CapacityError
+
 
 def interval_arg(upper: float) -> Callable[[str], float]:
     """A type for seconds between scrapes: :func:`positive_float` of ``upper``, at least
@@ -71,17 +73,14 @@ def shard_arg(text: str) -> tuple[int, int]:
 
 def version_arg(text: str) -> str:
     """An engine version such as ``0.7.3``, ``v0.10.2``, ``0.6.6.post1`` or ``0.7.3rc1``: it must start with
-    numbers separated by dots (what the accounting profiles compare), else the flag is refused."""
-    from advisor.capacity.kv import parse_version
+    numbers separated by dots (what the accounting profiles compare), else the flag is refused
+    (:func:`advisor.capacity.generation.checked_version`)."""
+    from advisor.capacity.generation import checked_version
 
-    if parse_version(text) is None:
-        if text.strip().lower().lstrip("v").startswith("0.1.dev"):  # generation.SCM_FALLBACK_RELEASE
-            raise argparse.ArgumentTypeError(
-                f"{text!r} names no release (setuptools-scm's 0.1.devN of a source build without tags): give the "
-                "release it was built from, or leave the version out"
-            )
-        raise argparse.ArgumentTypeError(f"not a version like 0.7.3: {text!r}")
-    return text.strip()
+    try:
+        return checked_version(text)
+    except CapacityError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:

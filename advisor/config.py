@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import os
 import re
@@ -196,8 +195,23 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "lora_dtype": ("vllm", "dynamo", "auto"),
     "fully_sharded_loras": ("vllm", "dynamo", "auto"),
     "sampler": ("vllm", "dynamo", "auto"),
+    "engine_version": ("vllm", "sglang", "tgi", "dynamo", "auto"),
+    "pipeline_parallel_size": ("vllm", "dynamo", "auto"),
+    "enforce_eager": ("vllm", "dynamo", "auto"),
+    "enable_chunked_prefill": ("vllm", "dynamo", "auto"),
+    "vllm_use_v1": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
+
+
+def engine_key_error(settings: BaseModel, engine: str) -> str | None:
+    """The first :data:`ENGINE_KEYS` key ``settings`` (a config deployment or the API's plan request) sets away
+    from its default that ``engine`` does not read, as a message naming the key and its engines; None if none."""
+    fields = type(settings).model_fields
+    for key, engines in ENGINE_KEYS.items():
+        if key in fields and engine not in engines and getattr(settings, key) != fields[key].default:
+            return f"{key}: a setting of {', '.join(e for e in engines if e != 'auto')}, not of engine {engine}"
+    return None
 
 
 class Deployment(_Strict):
@@ -251,6 +265,29 @@ class Deployment(_Strict):
         default=None,
         description="vLLM's top-k/top-p sampler warm-up: flashinfer (no sort) or torch (default: the official "
         "vllm/vllm-openai image's, FlashInfer on V1 0.8-0.11.0, torch otherwise)",
+    )
+    engine_version: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the engine's version, e.g. 0.6.6 (vLLM: which accounting sizes the KV pool, V0 or V1 and its "
+        "release's rules; SGLang: its default mem_fraction_static; TGI: its block size). Unset: the current "
+        "release's rules",
+    )
+    pipeline_parallel_size: int = Field(
+        default=1, ge=1, le=1024, strict=True, description="vLLM --pipeline-parallel-size: stages of layers"
+    )
+    enforce_eager: bool = Field(default=False, strict=True, description="vLLM --enforce-eager: no CUDA graphs")
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        strict=True,
+        description="vLLM --enable-chunked-prefill (true) / --no-enable-chunked-prefill (false); unset: the "
+        "engine's rule for its version",
+    )
+    vllm_use_v1: bool | None = Field(
+        default=None,
+        strict=True,
+        description="vLLM's VLLM_USE_V1 environment variable on 0.8-0.10: false (V0) or true (V1); unset: the "
+        "engine's own rule (version, GPU compute capability, features)",
     )
     num_gpu_blocks_override: int | None = Field(
         default=None,
@@ -337,6 +374,19 @@ class Deployment(_Strict):
     fully_sharded_loras: bool = Field(default=False, strict=True, description="vLLM --fully-sharded-loras")
     slo: SLO
 
+    @field_validator("engine_version")
+    @classmethod
+    def _check_engine_version(cls, value: str | None) -> str | None:
+        """A release :func:`advisor.capacity.generation.checked_version` reads (``0.6.6``, ``v0.10.2``)."""
+        if value is None:
+            return None
+        from advisor.capacity.generation import checked_version
+
+        try:
+            return checked_version(value)
+        except CapacityError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("speculative_config", mode="before")
     @classmethod
     def _check_speculative_config(cls, value: Any) -> Any:
@@ -409,12 +459,9 @@ class Deployment(_Strict):
 
     @model_validator(mode="after")
     def _engine_keys(self) -> Deployment:
-        defaults = Deployment.model_fields
-        for key, engines in ENGINE_KEYS.items():
-            if self.engine not in engines and getattr(self, key) != defaults[key].default:
-                raise ValueError(
-                    f"{key}: a setting of {', '.join(e for e in engines if e != 'auto')}, not of engine {self.engine}"
-                )
+        problem = engine_key_error(self, self.engine)
+        if problem is not None:
+            raise ValueError(problem)
         if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
             raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
         return self
@@ -1049,8 +1096,6 @@ def deployment_spec(
     # vLLM-only keys (ENGINE_KEYS refuses them for other engines)
     return dataclasses.replace(
         spec,
-        cpu_offload_bytes=int(dep.cpu_offload_gb * GIB),
-        speculative_config=None if dep.speculative_config is None else json.dumps(dep.speculative_config),
         lora=LoRASettings(
             max_loras=dep.max_loras,
             max_lora_rank=dep.max_lora_rank,

@@ -31,8 +31,10 @@ Defaults each engine applies when a knob is not given (sources: the engine files
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from advisor.capacity.engines import (
     TGI_DEFAULT_CUDA_MEMORY_FRACTION,
@@ -200,14 +202,19 @@ _STATED: tuple[str, ...] = (
     "parallel",
     "kv_unified",
     "sampler",
+    "engine_version",
+    "pipeline_parallel_size",
+    "enforce_eager",
+    "enable_chunked_prefill",
+    "vllm_use_v1",
 )
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""
 
 
 class StatedDeployment(Protocol):
     """A deployment as the config's ``deployments[]`` entry and the API's plan request state it: the
-    :data:`_STATED` settings and the GPU (``gpu`` name, ``gpu_memory_gib``, ``gpu_memory_used_by_others_gib``,
-    GiB = 2³⁰ bytes)."""
+    :data:`_STATED` settings, the GPU (``gpu`` name, ``gpu_memory_gib``, ``gpu_memory_used_by_others_gib``,
+    GiB = 2³⁰ bytes), vLLM's ``cpu_offload_gb`` (GiB per GPU) and ``speculative_config`` (a mapping)."""
 
     @property
     def gpu(self) -> str | None: ...
@@ -215,6 +222,10 @@ class StatedDeployment(Protocol):
     def gpu_memory_gib(self) -> float | None: ...
     @property
     def gpu_memory_used_by_others_gib(self) -> float: ...
+    @property
+    def cpu_offload_gb(self) -> float: ...
+    @property
+    def speculative_config(self) -> Mapping[str, Any] | None: ...
 
 
 def spec_from_settings(
@@ -241,6 +252,8 @@ def spec_from_settings(
         gpu_memory_used_by_others_bytes=int(settings.gpu_memory_used_by_others_gib * GIB),
         free_gpu_memory_fraction=free_gpu_memory_fraction,
         max_tokens=max_tokens,
+        cpu_offload_bytes=int(settings.cpu_offload_gb * GIB),
+        speculative_config=None if settings.speculative_config is None else json.dumps(settings.speculative_config),
         **stated,
     )
 

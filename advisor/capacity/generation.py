@@ -43,7 +43,7 @@ from typing import Final
 
 from advisor.errors import CapacityError
 
-__all__ = ["Accounting", "engine_accounting", "parse_version", "vllm_accounting"]
+__all__ = ["Accounting", "checked_version", "engine_accounting", "parse_version", "vllm_accounting"]
 
 V1_DEFAULT_FROM: Final = (0, 8)
 """vLLM release from which V1 is the default engine (0.8.0; ``VLLM_USE_V1`` defaults to 1 in ``vllm/envs.py``)."""
@@ -147,6 +147,25 @@ USE_V1_ENV: Final = "VLLM_USE_V1"
 SCM_FALLBACK_RELEASE: Final = (0, 1)
 """The release setuptools-scm reports when it finds no tag (``0.1.devN``; ``setuptools_scm`` ``version.py``
 ``guess_next_version`` from its ``0.0`` default)."""
+
+
+def checked_version(text: str) -> str:
+    """``text`` stripped, when it names a release :func:`parse_version` reads (``0.7.3``, ``v0.10.2``,
+    ``0.6.6.post1``, ``0.7.3rc1``): the check behind ``plan --engine-version`` and the config's and API's
+    ``engine_version``.
+
+    Raises:
+        CapacityError: not a version, or setuptools-scm's ``0.1.devN`` of a source build without tags (which
+            names no release).
+    """
+    if parse_version(text) is None:
+        if text.strip().lower().lstrip("v").startswith("0.1.dev"):
+            raise CapacityError(
+                f"{text!r} names no release (setuptools-scm's 0.1.devN of a source build without tags): give the "
+                "release it was built from, or leave the version out"
+            )
+        raise CapacityError(f"not a version like 0.7.3: {text!r}")
+    return text.strip()
 
 
 def _cc(capability: tuple[int, int]) -> str:
