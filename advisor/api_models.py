@@ -16,10 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.json_schema import models_json_schema
 
 from advisor import __version__
-from advisor.capacity.generation import checked_version
-from advisor.capacity.speculative import speculative_mapping
 from advisor.engines import catalog
-from advisor.errors import CapacityError
 from advisor.rules.turns import FIELD_FOR_DIAL
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -143,24 +140,16 @@ class PlanDeployment(_Strict):
     @field_validator("engine_version")
     @classmethod
     def _known_version(cls, value: str | None) -> str | None:
-        """A release :func:`advisor.capacity.generation.checked_version` reads."""
-        if value is None:
-            return None
-        try:
-            return checked_version(value)
-        except CapacityError as exc:
-            raise ValueError(str(exc)) from None
+        from advisor.config import engine_version_field
+
+        return engine_version_field(value)
 
     @field_validator("speculative_config", mode="before")
     @classmethod
     def _known_speculation(cls, value: Any) -> Any:
-        """A known ``method`` with counts in range (:func:`advisor.capacity.speculative.speculative_mapping`)."""
-        if value is None:
-            return None
-        try:
-            return speculative_mapping(value)
-        except CapacityError as exc:
-            raise ValueError(str(exc)) from None
+        from advisor.config import speculative_config_field
+
+        return speculative_config_field(value)
 
     @field_validator("model")
     @classmethod

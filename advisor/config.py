@@ -204,6 +204,34 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 
 
+def engine_version_field(value: str | None) -> str | None:
+    """The ``engine_version`` of a config deployment or an API plan request: a release
+    :func:`advisor.capacity.generation.checked_version` reads (``0.6.6``, ``v0.10.2``), else ValueError (pydantic's
+    field error, naming the field)."""
+    if value is None:
+        return None
+    from advisor.capacity.generation import checked_version
+
+    try:
+        return checked_version(value)
+    except CapacityError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def speculative_config_field(value: Any) -> Any:
+    """The ``speculative_config`` of a config deployment or an API plan request: a mapping (or its JSON text) with
+    a known ``method`` and counts in range (:func:`advisor.capacity.speculative.speculative_mapping`), else
+    ValueError; the model-dependent checks run with the capacity pass."""
+    if value is None:
+        return None
+    from advisor.capacity.speculative import speculative_mapping
+
+    try:
+        return speculative_mapping(value)
+    except CapacityError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def engine_key_error(settings: BaseModel, engine: str) -> str | None:
     """The first :data:`ENGINE_KEYS` key ``settings`` (a config deployment or the API's plan request) sets away
     from its default that ``engine`` does not read, as a message naming the key and its engines; None if none."""
@@ -377,31 +405,12 @@ class Deployment(_Strict):
     @field_validator("engine_version")
     @classmethod
     def _check_engine_version(cls, value: str | None) -> str | None:
-        """A release :func:`advisor.capacity.generation.checked_version` reads (``0.6.6``, ``v0.10.2``)."""
-        if value is None:
-            return None
-        from advisor.capacity.generation import checked_version
-
-        try:
-            return checked_version(value)
-        except CapacityError as exc:
-            raise ValueError(str(exc)) from None
+        return engine_version_field(value)
 
     @field_validator("speculative_config", mode="before")
     @classmethod
     def _check_speculative_config(cls, value: Any) -> Any:
-        """A mapping (or its JSON text) with a known ``method`` and counts in range
-        (:func:`advisor.capacity.speculative.speculative_mapping`); the model-dependent checks run with the
-        capacity pass."""
-        if value is None:
-            return None
-        from advisor.capacity.speculative import speculative_mapping
-
-        try:
-            checked = speculative_mapping(value)
-        except CapacityError as exc:
-            raise ValueError(str(exc)) from None
-        return checked
+        return speculative_config_field(value)
 
     @field_validator("engine")
     @classmethod
