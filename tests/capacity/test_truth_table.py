@@ -51,11 +51,6 @@ def test_the_vllm_table_spans_versions_generations_gpus_and_kinds() -> None:
     assert covered >= KINDS - {"H"}, sorted(KINDS - {"H"} - covered)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="acceptance 2 not met yet: 7 linked SGLang logs (two more found, whose source files could not be traced to "
-    "a public URL, are in sglang_incomplete.yaml)",
-)
 def test_the_sglang_table_has_at_least_eight_logs() -> None:
     assert len(SGLANG) >= 8, len(SGLANG)
 
