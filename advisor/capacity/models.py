@@ -1145,6 +1145,12 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
             f"{name}: model_type {model_type!r} mixes Mamba-2 layers ({key!r}) with attention; the capacity pass "
             "does not size Mamba-2 layers (their weights and per-sequence state), so it cannot plan this model"
         )
+    if dense_granite and out.get("num_local_experts") == 0:
+        # vLLM granitemoehybrid.py (v0.11.0) GraniteMoeHybridAttentionDecoderLayer: no MoE unless
+        # num_local_experts > 0; the layer's MLP is shared_mlp, shared_intermediate_size wide
+        out.update(num_local_experts=None, num_experts_per_tok=None)
+        if out.get("shared_intermediate_size") is not None:
+            out["intermediate_size"] = out["shared_intermediate_size"]
     if model_type in ("llama4", "llama4_text"):
         expert = _optional_positive_int(out, "intermediate_size", name, 8192)
         step = _int_in(out, "interleave_moe_layer_step", name, 0, default=1)
