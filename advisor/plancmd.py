@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.argtypes import bounded_int, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
+from advisor.capacity.models import preset_kv_logs
 from advisor.errors import CapacityError
 
 
@@ -212,6 +213,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
+    kv_logs = preset_kv_logs(model.name)
+    out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -268,11 +271,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
+        *_kv_check_rows(model.name),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k.ljust(width)}  {v}")
     return 0
+
+
+def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
+    """The plan table's row saying whether a preset's KV figures are checked against published engine start-up
+    logs (:func:`advisor.capacity.models.preset_kv_logs`); none for a config.json (not a preset)."""
+    logs = preset_kv_logs(model_id)
+    if logs is None:
+        return ()
+    if not logs:
+        return (
+            (
+                "KV checked against",
+                "no published start-up log of this preset yet: the figures follow the architecture's rules "
+                "unchecked (docs/truth-table.md lists the checked ones)",
+            ),
+        )
+    return (("KV checked against", f"{len(logs)} published start-up log(s) (docs/truth-table.md)"),)
 
 
 def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str]) -> int:
@@ -304,6 +325,8 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)
     out["engine_notes"] = list(cap.notes)
+    kv_logs = preset_kv_logs(model.name)
+    out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -333,6 +356,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
+        *_kv_check_rows(model.name),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:

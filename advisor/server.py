@@ -977,7 +977,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     """
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
     from advisor.capacity.kv import capacity_pass
-    from advisor.capacity.models import get_preset
+    from advisor.capacity.models import get_preset, preset_kv_logs
     from advisor.rules.turns import FIELD_FOR_DIAL
 
     dep = req.deployment
@@ -1010,6 +1010,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     out_before = before.as_dict()
     out_before["gpu"] = resolved.gpu.name
     out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
+    kv_logs = preset_kv_logs(model.name)  # a preset: the published start-up logs its KV figures are checked on
+    out_before["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     # "accounting" ({engine, generation, version, reason}) and the weight terms (cpu offload, draft) come with the
     # result, as `plan --json` prints them
     if inputs.engine != "vllm":  # as `plan --engine` prints it
@@ -1027,6 +1029,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after = after.as_dict()
             out_after["gpu"] = out_before["gpu"]
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
+            out_after["kv_checked_against_logs"] = out_before["kv_checked_against_logs"]
             if "engine" in out_before:
                 out_after["engine"] = out_before["engine"]
     effect = {

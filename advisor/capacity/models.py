@@ -53,7 +53,7 @@ from advisor.capacity.precision import (
 )
 from advisor.errors import CapacityError, UnknownModelError
 
-__all__ = ["ModelArch", "get_preset", "preset_ids", "vision_config_parameters", "vit_parameters"]
+__all__ = ["ModelArch", "get_preset", "preset_ids", "preset_kv_logs", "vision_config_parameters", "vit_parameters"]
 
 _REQUIRED_KEYS = (
     "num_hidden_layers",
@@ -917,6 +917,21 @@ def _presets() -> tuple[dict[str, ModelArch], dict[str, str]]:
         for alias in [entry["id"], *entry.get("aliases", [])]:
             aliases[_norm_alias(alias)] = entry["id"]
     return by_id, aliases
+
+
+@cache
+def _preset_kv_logs() -> dict[str, tuple[str, ...]]:
+    raw = json.loads(read_data("models.json"))
+    return {entry["id"]: tuple(entry.get("kv_logs", ())) for entry in raw["models"]}
+
+
+def preset_kv_logs(model_id: str) -> tuple[str, ...] | None:
+    """The published engine start-up logs (URLs) whose KV cache size the capacity pass of preset ``model_id`` (a
+    preset id exactly as :attr:`ModelArch.name` gives it) is checked against (``kv_logs`` in
+    ``advisor/data/models.json``; the cases in tests/capacity/truth, measured in docs/truth-table.md): ``()``
+    when none is, so the figures follow the architecture's rules unchecked; None when ``model_id`` is not a
+    preset (a config.json the operator gives)."""
+    return _preset_kv_logs().get(model_id)
 
 
 def preset_ids() -> list[str]:
