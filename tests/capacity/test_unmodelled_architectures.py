@@ -121,6 +121,8 @@ def test_plan_answers_no_number_for_gemma4_and_says_why(tmp_path: Path, capsys: 
     # count for 35 layers of 256-wide KV; the engine caches 15 layers (3 of them 512 wide)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GEMMA4_E2B), encoding="utf-8")
-    code = main(["plan", "--model", str(path), "--gpu", "l4", "--engine-version", "0.21.0", "--max-model-len", "8192", "--json"])
+    code = main(
+        ["plan", "--model", str(path), "--gpu", "l4", "--engine-version", "0.21.0", "--max-model-len", "8192", "--json"]
+    )
     assert code != 0
     assert "Gemma 4" in capsys.readouterr().err
