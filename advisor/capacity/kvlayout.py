@@ -189,10 +189,11 @@ the smallest type's layers is grouped by the largest count (``_get_kv_cache_grou
 v0.18.0 and later); before v0.12 the group size is always the smallest count."""
 
 
-HYBRID_TOKENS_FROM_CONCURRENCY_SINCE: Final = (0, 22)
-"""From vLLM 0.22 "GPU KV cache size" is ``int(max_concurrency × max_model_len)`` (``kv_cache_utils.py``
-``get_kv_cache_capacity``, v0.22.0 line 1731); before, ``num_blocks // len(kv_cache_groups) × block_size``
-(``_report_kv_cache_config``, v0.13.0; ``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.10.x)."""
+HYBRID_TOKENS_FROM_CONCURRENCY_SINCE: Final = (0, 21)
+"""From vLLM 0.21 "GPU KV cache size" is ``int(max_concurrency × max_model_len)`` (``kv_cache_utils.py``
+``_report_kv_cache_config``, v0.21.0 line 1708; ``get_kv_cache_capacity``, v0.22.0 line 1731); before,
+``num_blocks // len(kv_cache_groups) × min block_size`` (``_report_kv_cache_config``, v0.13.0 and v0.20.0 line
+1694; ``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.10.x)."""
 
 
 @dataclass(frozen=True)

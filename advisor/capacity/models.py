@@ -15,6 +15,9 @@ Covered (each the way vLLM stores it; :meth:`ModelArch.from_hf_config` reads the
   of Qwen3-Next/Qwen3.5): only the :attr:`ModelArch.attention_layers` grow with context; each recurrent layer holds
   a fixed state per sequence (:attr:`ModelArch.recurrent_state_elements`). Mamba-2 hybrids (Nemotron-H, Falcon-H1,
   Granite-4.0-H, Bamba, Zamba2: :data:`UNMODELLED_HYBRIDS`) are refused, naming the key;
+* refused, naming the architecture and the engine rule not followed (:data:`UNMODELLED_ARCHITECTURES`): Gemma 4
+  (cross-layer KV sharing, per-layer head sizes and embeddings), Llama 3.2 Vision (mllama, cross-attention
+  encoder-decoder) and InternVL (``llm_config``, vision tower in the profile run);
 * Llama 4 (interleaved MoE with a shared expert) and Qwen's ``shared_expert_intermediate_size``
   (:func:`_family_reads`);
 * multimodal wrappers (``text_config`` + ``vision_config``: LLaVA, Qwen-VL, Gemma 3): the language model drives
@@ -365,6 +368,7 @@ class ModelArch:
             raise CapacityError(f"{name}: config.json must be a JSON object, got {_show(config)}")
         text = _optional_mapping(config, "text_config", name)
         vision = _optional_mapping(config, "vision_config", name)
+        _refuse_unmodelled_architecture(config, text, name)
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
         if text is not None:  # transformers builds the text model's config from text_config alone
@@ -528,9 +532,66 @@ MODEL_TYPE_OF_ARCHITECTURE: Final[dict[str, str]] = {
     "Starcoder2ForCausalLM": "starcoder2",
     "LlavaForConditionalGeneration": "llava",
     "LlavaNextForConditionalGeneration": "llava_next",
+    "Gemma4ForConditionalGeneration": "gemma4",
+    "Gemma4ForCausalLM": "gemma4_text",
+    "MllamaForConditionalGeneration": "mllama",
+    "InternVLChatModel": "internvl_chat",
 }
 """The ``model_type`` of a ``config.json`` that states only ``architectures`` (vLLM picks the model class from
 ``architectures``): the first listed class found here; unlisted classes leave it unknown."""
+
+
+UNMODELLED_ARCHITECTURES: Final[dict[str, str]] = {
+    # model_type (a wrapper's, or its text_config's) → what the engine does that the capacity pass does not model
+    "gemma4": "Gemma 4",
+    "gemma4_text": "Gemma 4",
+    "mllama": "Llama 3.2 Vision (mllama)",
+    "internvl_chat": "InternVL (InternVLChatModel)",
+}
+"""Architectures the capacity pass refuses rather than read as a dense decoder, each for a rule of the engine it does
+not follow (the reason is :data:`UNMODELLED_ARCHITECTURE_REASONS`)."""
+
+UNMODELLED_ARCHITECTURE_REASONS: Final[dict[str, str]] = {
+    "Gemma 4": (
+        "the last num_kv_shared_layers layers reuse an earlier layer's KV cache and get no pages of their own, "
+        "full-attention layers cache global_head_dim-wide heads (V1 then doubles the sliding layers' block size to "
+        "unify page sizes), and E2B/E4B add per-layer embeddings (vocab_size_per_layer_input × layers × "
+        "hidden_size_per_layer_input) and double-wide MLPs in the shared layers (vLLM 0.21.0 "
+        "model_executor/models/gemma4.py Gemma4Attention, Gemma4DecoderLayer; v1/core/kv_cache_utils.py "
+        "unify_kv_cache_spec_page_size); the capacity pass models none of these"
+    ),
+    "Llama 3.2 Vision (mllama)": (
+        "an encoder-decoder: the cross_attention_layers attend to the vision encoder's output, V0 allocates KV "
+        "blocks for them as for the self-attention layers, and the profile run puts max_num_seqs dummy images "
+        "through the vision encoder (vLLM 0.6.6 worker/enc_dec_model_runner.py profile_run, "
+        "model_executor/models/mllama.py); neither the encoder's activation peak nor the cross-attention cache "
+        "is modelled"
+    ),
+    "InternVL (InternVLChatModel)": (
+        "its language model is in llm_config and the InternViT tower runs in the profile run on dummy images "
+        "(vLLM 0.6.6 worker/model_runner.py profile_run: max_num_batched_tokens // (num_image_token × "
+        "(max_dynamic_patch + 1)) sequences with one largest image each, model_executor/models/internvl.py "
+        "get_max_internvl_image_tokens); the vision tower's part of the activation peak is not modelled"
+    ),
+}
+"""Why each of :data:`UNMODELLED_ARCHITECTURES` is refused, naming the engine files whose rule is not followed."""
+
+
+def _refuse_unmodelled_architecture(config: Mapping[str, Any], text: Mapping[str, Any] | None, name: str) -> None:
+    """Raise for a config.json of :data:`UNMODELLED_ARCHITECTURES` (by ``model_type``, the ``text_config``'s, or
+    the first known ``architectures`` class), naming the architecture and the engine rule not modelled."""
+    types = [
+        _optional_str(config, "model_type", name),
+        _optional_str(text, "model_type", name, "text_config.model_type") if text is not None else None,
+        _model_type_of(config, name),
+    ]
+    for model_type in types:
+        if model_type in UNMODELLED_ARCHITECTURES:
+            arch = UNMODELLED_ARCHITECTURES[model_type]
+            raise CapacityError(
+                f"{name}: {arch} (model_type {model_type!r}) is not modelled: "
+                f"{UNMODELLED_ARCHITECTURE_REASONS[arch]}, so the capacity pass cannot plan this model"
+            )
 
 
 def _model_type_of(cfg: Mapping[str, Any], name: str) -> str:

@@ -145,3 +145,21 @@ def test_v1_counts_an_all_sliding_model_as_one_sliding_group() -> None:
     )
     assert got.kv_cache_tokens == 5120 * 16  # unchanged: one group, every layer
     assert got.max_concurrency == pytest.approx(5120 / 769)  # was 5120 / 257
+
+
+@pytest.mark.parametrize(("version", "tokens"), [("0.20.0", 950_864), ("0.21.0", 944_550)])
+def test_from_vllm_0_21_the_hybrid_token_count_is_concurrency_times_max_model_len(version: str, tokens: int) -> None:
+    # vllm/v1/core/kv_cache_utils.py _report_kv_cache_config: v0.20.0 (line 1694) prints num_blocks // len(groups)
+    # × min block_size; v0.21.0 (line 1708) prints int(max_concurrency × max_model_len). The 0.13 pool above
+    # (416,008 blocks, 7 groups, 902 blocks a request at 2,048 tokens): 0.20 → 416,008 // 7 × 16 = 950,864;
+    # 0.21 → int(416,008 / 902 × 2,048) = int(944,550.3) = 944,550. The pass reports whole blocks, so within 16.
+    got = vllm_capacity_pass(
+        _gemma(
+            max_model_len=2048,
+            max_num_batched_tokens=8192,
+            kv_cache_memory_bytes=416_008 * 4 * LAYER_PAGE,
+            engine_version=version,
+        )
+    )
+    assert abs(got.kv_cache_tokens - tokens) < 16
+    assert round(got.max_concurrency, 2) == 461.21
