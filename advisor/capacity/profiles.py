@@ -125,18 +125,42 @@ def v0_mlp_code(model: ModelArch) -> str:
     return "rebinding" if model.model_type in V0_MLP_REBINDING_TYPES else "holding"
 
 
-def v0_forward_elements_per_token(model: ModelArch, tensor_parallel_size: int) -> float:
+V0_DOWN_PROJ_MLP_FACTOR: Final[dict[str, float]] = {"rebinding": 1.0, "holding": 3.0, "two_matrix": 1.0}
+"""MLP-wide tensors alive while V0's ``down_proj`` (``fc2``) runs, by :func:`v0_mlp_code`: the activation output
+alone where ``forward`` rebinds ``x`` (``LlamaMLP``; ``PhiMLP``'s ``fc1`` output is gone too), gate_up (2i) and
+the activation output (i) where it is held (``Qwen2MLP``: ``gate_up, _ = self.gate_up_proj(x); x =
+self.act_fn(gate_up); x, _ = self.down_proj(x)``, ``qwen2.py`` at v0.8.5.post1). With the three hidden-wide
+tensors and ``down_proj``'s own output the phase holds ``4h + factor × i``; it is the peak of
+:data:`V0_FORWARD_FACTORS` for ``holding`` and below it for the others, until a 4-bit bitsandbytes linear adds
+a second output-wide tensor (:func:`v0_forward_elements_per_token`)."""
+
+
+def v0_forward_elements_per_token(model: ModelArch, tensor_parallel_size: int, *, bnb_4bit: bool = False) -> float:
     """Activation elements per token at the peak of one V0 decoder layer on one GPU: the larger of the MLP
     phase (:data:`V0_FORWARD_FACTORS`) and the attention phase, ``3h + (2 × q + 2 × kv) ÷ TP`` (the three
     hidden-wide tensors, the qkv projection, the attention output before ``o_proj``; ``q = heads × head_dim``,
-    ``kv = kv_heads × head_dim``; ``llama.py`` ``LlamaAttention.forward`` at v0.6.6)."""
-    hidden_factor, mlp_factor = V0_FORWARD_FACTORS[v0_mlp_code(model)]
+    ``kv = kv_heads × head_dim``; ``llama.py`` ``LlamaAttention.forward`` at v0.6.6).
+
+    ``bnb_4bit``: every linear of a 4-bit bitsandbytes model allocates its output and then, per shard, copies in
+    bitsandbytes' ``matmul_4bit`` result, a second tensor of the shard's width (``bitsandbytes.py``
+    ``BitsAndBytesLinearMethod._apply_4bit_weight``: ``out = torch.empty(...)`` then ``_apply_bnb_4bit``'s
+    ``out[:, i:j] = matmul_4bit(x, ...)``, "It is more efficient to use out kwarg … Infeasible now due to the
+    bug", v0.6.6.post1, v0.8.5.post1, v0.10.0). At ``down_proj`` that is one more hidden-wide tensor: the phase
+    holds ``5h + factor × i ÷ TP`` (:data:`V0_DOWN_PROJ_MLP_FACTOR`), the attention phase one more ``h`` at
+    ``o_proj``; at ``gate_up_proj`` the shard's ``i ÷ TP`` result sits where the activation output would, so
+    that phase is unchanged."""
+    code = v0_mlp_code(model)
+    hidden_factor, mlp_factor = V0_FORWARD_FACTORS[code]
     tp = tensor_parallel_size
     h = model.hidden_size
-    mlp = hidden_factor * h + mlp_factor * model.intermediate_size / tp
+    i = model.intermediate_size / tp
+    mlp = hidden_factor * h + mlp_factor * i
     q = model.num_attention_heads * model.head_dim
     kv = model.num_kv_heads * model.head_dim
     attention = 3 * h + (2 * q + 2 * kv) / tp
+    if bnb_4bit:
+        mlp = max(mlp, 5 * h + V0_DOWN_PROJ_MLP_FACTOR[code] * i)
+        attention += h
     return max(mlp, attention)
 
 

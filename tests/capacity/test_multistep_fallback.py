@@ -81,3 +81,27 @@ def test_unsloth_art_log_on_a_4090d_is_sized_by_v0() -> None:
     assert abs(plan["activation_peak_bytes_per_gpu"] / GIB - 288 * 151936 * 39 / GIB) < 0.01
     engine_tokens = 87853 * 16
     assert abs(plan["kv_cache_tokens"] / engine_tokens - 1) < 0.01
+
+
+def _art_mcprl_argv(*extra: str) -> list[str]:
+    """RLDecisionAgent backend/ART_mcp-rl/example_mcp_rl.md (vLLM 0.8.5.post1 V0, RTX 4090 D, Unsloth): 23.55 GiB ×
+    0.1734, 32,768-token profile batch (chunked prefill off), 160 sequences, bitsandbytes 4-bit."""
+    argv = ["--engine", "vllm", "--model", "Qwen/Qwen2.5-0.5B", "--gpu", "rtx4090", "--gpu-memory-gib", "23.55"]
+    argv += ["--engine-version", "0.8.5.post1", "--gpu-memory-utilization", "0.1734", "--max-model-len", "32768"]
+    argv += ["--max-num-seqs", "160", "--dtype", "bfloat16", "--no-enable-chunked-prefill"]
+    return [*argv, "--num-scheduler-steps", "16", *extra, "--json"]
+
+
+def test_v0_bitsandbytes_4bit_forward_holds_the_matmul_4bit_result_beside_its_output() -> None:
+    """The log prints "PyTorch activation peak memory takes 1.18GiB". Qwen2MLP holds gate_up (2i) and the activation
+    (i) through down_proj; with bitsandbytes 4-bit, down_proj's ``out`` (h) and ``matmul_4bit``'s result (h) sit
+    beside the three hidden-wide tensors, and the dequantized down_proj weight (h × i) beside them:
+    32,768 × 2 B × (5 × 896 + 3 × 4,864) + 2 B × 896 × 4,864 = 1.172 GiB. The sampler (160 × 151,936 × 39 B =
+    0.88 GiB) is below it. Without bitsandbytes the same batch peaks at 32,768 × 2 × (4 × 896 + 3 × 4,864)."""
+    r = run_cli("plan", *_art_mcprl_argv("--quantization", "bitsandbytes"))
+    assert r.returncode == 0, r.stderr
+    bnb = json.loads(r.stdout)["activation_peak_bytes_per_gpu"]
+    assert bnb == 32768 * 2 * (5 * 896 + 3 * 4864) + 2 * 896 * 4864
+    assert abs(bnb / GIB - 1.18) < 0.01
+    plain = run_cli("plan", *_art_mcprl_argv())
+    assert json.loads(plain.stdout)["activation_peak_bytes_per_gpu"] == 32768 * 2 * (4 * 896 + 3 * 4864)
