@@ -86,7 +86,8 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     has_dense = m.num_layers > m.moe_layers or not m.is_moe
     if om.forward_by_model_code and has_dense:
         bnb_4bit = inputs.effective_quantization == "bitsandbytes" and inputs.quantized_weight_bytes == BNB_4BIT_BYTES
-        forward = tokens * act * v0_forward_elements_per_token(m, tp, bnb_4bit=bnb_4bit)
+        release = parse_version(inputs.engine_version)
+        forward = tokens * act * v0_forward_elements_per_token(m, tp, bnb_4bit=bnb_4bit, release=release)
         if bnb_4bit:
             # bitsandbytes' MatMul4Bit.forward (any batch above one row): ``torch.nn.functional.linear(A,
             # F.dequantize_4bit(B, quant_state).to(A.dtype).t(), bias)``, the peak linear's weight (i ÷ TP × h)
