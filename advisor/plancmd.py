@@ -151,6 +151,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
             enable_chunked_prefill=args.enable_chunked_prefill,
+            num_scheduler_steps=args.num_scheduler_steps or 1,
             sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
@@ -414,6 +415,7 @@ _VLLM_ONLY = (
     "engine_version",
     "enforce_eager",
     "enable_chunked_prefill",
+    "num_scheduler_steps",
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
@@ -537,6 +539,13 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (default: the engine's rule); without "
         "--max-num-batched-tokens, off makes the profile batch max(max-model-len, 2048) tokens (V0; V1 from 0.11.1)",
+    )
+    plan.add_argument(
+        "--num-scheduler-steps",
+        type=bounded_int(1, 1_000_000),
+        default=None,
+        help="vLLM V0 --num-scheduler-steps (multi-step scheduling, vLLM <= 0.10.0): above 1, vLLM 0.8.0-0.10.0 "
+        "falls back to the V0 engine, and with chunked prefill the profile batch is max(max-model-len, 2048)",
     )
     plan.add_argument(
         "--sampler",

@@ -131,6 +131,8 @@ class DeploymentSpec:
         enforce_eager: vLLM ``--enforce-eager``.
         enable_chunked_prefill: vLLM ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``; None = the
             engine's default (:attr:`~advisor.capacity.kv.CapacityInputs.profile_tokens`).
+        num_scheduler_steps: vLLM V0 ``--num-scheduler-steps`` (1 = off): it sends 0.8.0-0.10.0 to V0
+            (:data:`~advisor.capacity.generation.MULTI_STEP_FALLBACK_UNTIL`) and sizes V0's chunked profile batch.
         sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
             :func:`advisor.capacity.kv.default_sampler`).
         vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
@@ -181,6 +183,7 @@ class DeploymentSpec:
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
+    num_scheduler_steps: int = 1
 
 
 _STATED: tuple[str, ...] = (
@@ -381,6 +384,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             is_mla=spec.model.is_mla,
             pipeline_parallel_size=spec.pipeline_parallel_size,
             use_v1=spec.vllm_use_v1,
+            num_scheduler_steps=spec.num_scheduler_steps,
         )
         profile = accounting.profile
         return CapacityInputs(
@@ -403,6 +407,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             engine_version=version,
             enforce_eager=spec.enforce_eager,
             enable_chunked_prefill=spec.enable_chunked_prefill,
+            num_scheduler_steps=spec.num_scheduler_steps,
             # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
             # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
             sampler=spec.sampler if platform in (None, "cuda") else "torch",

@@ -16,6 +16,7 @@ oracle check (feature name it logs)             releases         kind
 ``--dtype`` other than float16/bfloat16         0.8.0–0.9.1     fallback (refused)
 ``--quantization bitsandbytes``                 0.8.0–0.8.2     fallback (refused)
 ``--quantization gguf``                         0.8.0–0.8.5     fallback (refused)
+``--num-scheduler-steps`` other than 1          0.8.0–0.10.0    fallback (refused); 0.10.1 removed the flag
 pipeline parallelism (``PP``)                   0.8.0–0.8.2     experimental: V0 unless VLLM_USE_V1=1
   … without ``--distributed-executor-backend``  0.8.3–0.9.0     fallback (refused) unless ``ray`` (0.9.0:
   ``ray``                                                       also ``mp``); the default backend assumed
@@ -67,6 +68,14 @@ BITSANDBYTES_FALLBACK_UNTIL: Final = (0, 8, 3)
 """0.8.0–0.8.2: ``bitsandbytes`` is in ``V1_UNSUPPORTED_QUANT``."""
 GGUF_FALLBACK_UNTIL: Final = (0, 9)
 """0.8.0–0.8.5: ``gguf`` is in ``V1_UNSUPPORTED_QUANT``."""
+MULTI_STEP_FALLBACK_UNTIL: Final = (0, 10, 1)
+"""0.8.0–0.10.0: ``num_scheduler_steps != SchedulerConfig.num_scheduler_steps`` (1) falls back
+(``_raise_or_fallback(feature_name="--num-scheduler-steps", recommend_to_remove=True)``, the oracle's first
+scheduler check, ahead of the compute-capability one; the 0.8.0, 0.8.5.post1 and 0.10.0 wheels). 0.10.1 removed
+V0 multi-step scheduling ("multi-step scheduling has been removed; corresponding arguments are no longer
+supported", ``EngineArgs.add_cli_args`` in the 0.10.1.1 wheel): the flag is gone. Unsloth's ``fast_inference``
+passes ``num_scheduler_steps=16`` (its vLLM config line prints it), which is why its 0.8.5-0.10.0 logs say
+"Initializing a V0 LLM engine"."""
 PP_EXPERIMENTAL_UNTIL: Final = (0, 8, 3)
 """0.8.0–0.8.2: pipeline parallelism is experimental on V1 (``_warn_or_fallback("PP")``)."""
 PP_BACKEND_CHECK_UNTIL: Final = (0, 9, 1)
@@ -210,6 +219,7 @@ def vllm_accounting(
     is_mla: bool = False,
     pipeline_parallel_size: int = 1,
     use_v1: bool | None = None,
+    num_scheduler_steps: int = 1,
 ) -> Accounting:
     """The vLLM engine generation a deployment runs, following ``_is_v1_supported_oracle`` (module docstring).
 
@@ -225,10 +235,12 @@ def vllm_accounting(
         is_mla: the model uses multi-head latent attention (DeepSeek V2/V3).
         pipeline_parallel_size: ``--pipeline-parallel-size`` (the executor backend is taken as the default).
         use_v1: ``VLLM_USE_V1`` (None: unset).
+        num_scheduler_steps: V0's ``--num-scheduler-steps`` (multi-step scheduling; 1 = off).
 
     Raises:
         CapacityError: ``VLLM_USE_V1=1`` with a feature the release refuses on V1 (vLLM raises
-            ``NotImplementedError: VLLM_USE_V1=1 is not supported with …``).
+            ``NotImplementedError: VLLM_USE_V1=1 is not supported with …``); ``num_scheduler_steps`` other than 1
+            from 0.10.1, which has no such argument (:data:`MULTI_STEP_FALLBACK_UNTIL`).
 
     >>> vllm_accounting("0.8.5", compute_capability=(7, 5)).reason
     'V0: compute capability 7.5 < 8.0 (vLLM 0.8.5 falls back to V0: engine/arg_utils.py _is_v1_supported_oracle)'
@@ -242,6 +254,11 @@ def vllm_accounting(
     def acc(generation: str, reason: str) -> Accounting:
         return Accounting("vllm", generation, version, reason)
 
+    if num_scheduler_steps != 1 and v is not None and v >= MULTI_STEP_FALLBACK_UNTIL:
+        raise CapacityError(
+            f"--num-scheduler-steps {num_scheduler_steps}: vLLM {version} has no multi-step scheduling (removed "
+            "in 0.10.1, engine/arg_utils.py EngineArgs.add_cli_args)"
+        )
     if v is None:
         if use_v1 is False:
             return acc("v0", "V0: VLLM_USE_V1=0 (version not given)")
@@ -258,6 +275,9 @@ def vllm_accounting(
 
     # (feature as the oracle logs it, why in words, refused under VLLM_USE_V1=1 or only experimental)
     checks: list[tuple[str, str, bool]] = []
+    if num_scheduler_steps != 1:  # the oracle's scheduler checks come before the GPU's (0.8.0-0.10.0)
+        steps = f"--num-scheduler-steps {num_scheduler_steps}"
+        checks.append(("--num-scheduler-steps", f"{steps} (multi-step scheduling is V0's)", True))
     cap_text = f"compute capability {_cc(compute_capability)}" if compute_capability else ""
     below = compute_capability is not None and compute_capability < MIN_V1_CAPABILITY
     if platform == "cuda" and below and v < CAPABILITY_CHECK_UNTIL:

@@ -153,6 +153,8 @@ class CapacityInputs:
         enable_chunked_prefill: [``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``] None = the
             engine's default; it sizes the profile batch when ``max_num_batched_tokens`` is None
             (:attr:`profile_tokens`).
+        num_scheduler_steps: V0's ``--num-scheduler-steps`` (multi-step scheduling, 1 = off); with chunked prefill
+            it sizes the profile batch (:attr:`profile_tokens`).
     """
 
     model: ModelArch
@@ -188,6 +190,7 @@ class CapacityInputs:
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
+    num_scheduler_steps: int = 1
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -315,7 +318,9 @@ class CapacityInputs:
         ``max_model_len > 32768`` and the model is neither MLA nor multimodal (``_set_default_args_v0``; 0.6.3
         ``EngineArgs.create_engine_config``), and an explicit ``enable_chunked_prefill`` overrides that rule;
         chunked, 2048 tokens (512 before :data:`V0_CHUNKED_PREFILL_2048_SINCE`), else ``max(max_model_len, 2048)``
-        (``SchedulerConfig``, ``vllm/config.py``, 0.6.3-0.7.3).
+        (``SchedulerConfig``, ``vllm/config.py``, 0.6.3-0.7.3). Chunked with ``num_scheduler_steps`` > 1:
+        ``max(max_model_len, 2048)`` too ("Multi-step Chunked-Prefill doesn't allow prompt-chunking",
+        ``SchedulerConfig.__post_init__`` in the 0.6.6.post1, 0.7.2, 0.8.5.post1 and 0.10.0 wheels).
 
         Example: Llama-3.1-405B, V0 0.6.3, ``max_model_len`` 131,072 with ``enable_chunked_prefill`` False (what
         ``benchmarks/benchmark_throughput.py`` passes unless ``--enable-chunked-prefill`` is given): 131,072
@@ -329,7 +334,7 @@ class CapacityInputs:
             chunked = self.enable_chunked_prefill
             if chunked is None:
                 chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
-            if not chunked:
+            if not chunked or self.num_scheduler_steps > 1:
                 return max(length, 2048)
             return 512 if parsed is not None and parsed < V0_CHUNKED_PREFILL_2048_SINCE else 2048
         default = DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048

@@ -34,7 +34,7 @@ import math
 
 from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.inputs import CapacityInputs
-from advisor.capacity.precision import DTYPE_BYTES
+from advisor.capacity.precision import BNB_4BIT_BYTES, DTYPE_BYTES
 from advisor.capacity.profiles import (
     CUDA_GRAPH_ESTIMATE_SINCE,
     FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT,
@@ -85,7 +85,15 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     tokens = inputs.profile_tokens
     has_dense = m.num_layers > m.moe_layers or not m.is_moe
     if om.forward_by_model_code and has_dense:
-        forward = tokens * act * v0_forward_elements_per_token(m, tp)
+        bnb_4bit = inputs.effective_quantization == "bitsandbytes" and inputs.quantized_weight_bytes == BNB_4BIT_BYTES
+        release = parse_version(inputs.engine_version)
+        forward = tokens * act * v0_forward_elements_per_token(m, tp, bnb_4bit=bnb_4bit, release=release)
+        if bnb_4bit:
+            # bitsandbytes' MatMul4Bit.forward (any batch above one row): ``torch.nn.functional.linear(A,
+            # F.dequantize_4bit(B, quant_state).to(A.dtype).t(), bias)``, the peak linear's weight (i ÷ TP × h)
+            # dequantized beside its input and output (bitsandbytes/autograd/_functions.py, github.com/
+            # bitsandbytes-foundation/bitsandbytes at 012c660699ccb92bfa97916f1a18bed0980eae00)
+            forward += act * m.hidden_size * m.intermediate_size / tp
     else:
         dense = om.mlp_factor * m.intermediate_size / tp if has_dense else 0.0
         forward = tokens * act * (om.hidden_factor * m.hidden_size + dense)

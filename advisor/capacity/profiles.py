@@ -87,7 +87,15 @@ gate_up_proj(x); x = act_fn(x)``), so the gate-and-up output is freed once the a
 AquilaForCausalLM, InternLM(3)ForCausalLM and XverseForCausalLM → ``llama.py``; ``phi3.py``'s Phi3ForCausalLM
 subclasses it; Yi's checkpoints say ``llama``). Every other gated MLP in those releases keeps ``gate_up`` until
 ``down_proj`` returns (``qwen2.py`` ``Qwen2MLP``, reused by ``qwen3.py``; ``deepseek_v2.py``, ``gemma*.py``,
-``granite.py``, ``internlm2.py``, ``olmo*.py`` …: 19 of the 20 gated MLP classes of v0.7.3)."""
+``granite.py``, ``internlm2.py``, ``olmo*.py`` …: 19 of the 20 gated MLP classes of v0.7.3). Releases before
+:data:`V0_MLP_REBINDING_SINCE` hold it in ``LlamaMLP`` too."""
+
+
+V0_MLP_REBINDING_SINCE: Final = (0, 6, 4)
+"""The first vLLM release whose ``LlamaMLP.forward`` rebinds ``x`` (``x, _ = self.gate_up_proj(x); x =
+self.act_fn(x)``: the 0.6.4, 0.6.4.post1, 0.6.5 and 0.6.6.post1 wheels' ``llama.py``). 0.6.2 and 0.6.3 keep
+``gate_up, _ = self.gate_up_proj(x); x = self.act_fn(gate_up)`` alive through ``down_proj``, like ``Qwen2MLP``,
+so a build between those tags (``0.6.3.devN``) follows the ``holding`` factors."""
 
 
 V0_FORWARD_FACTORS: Final[dict[str, tuple[float, float]]] = {
@@ -104,7 +112,7 @@ loop's ``hidden_states`` (the layer's input, which ``LlamaModel.forward`` keeps 
 the fused add-RMSNorm normalizes it in place), the residual, and the post-attention hidden state fed to the MLP.
 
 * ``rebinding`` (``LlamaMLP``): gate_up (2i) + activation output (i) at ``act_fn``: 3h + 3i; at ``down_proj``
-  gate_up is gone (3h + i + h).
+  gate_up is gone (3h + i + h), the larger phase when h > 2i (:data:`V0_DOWN_PROJ_MLP_FACTOR`).
 * ``holding`` (``Qwen2MLP``): ``gate_up`` stays referenced until ``forward`` returns, so at ``down_proj`` 3h +
   2i + i + h: 4h + 3i.
 * ``two_matrix`` (``PhiMLP``, ``GPT2MLP``, OPT …: ``ModelArch.gated_mlp`` False): ``fc1`` output (i) + activation
@@ -116,27 +124,60 @@ The attention half of a layer (3h + qkv + attention output) is below these for e
 taken when larger (:func:`v0_forward_elements_per_token`)."""
 
 
-def v0_mlp_code(model: ModelArch) -> str:
+def v0_mlp_code(model: ModelArch, release: tuple[int, ...] | None = None) -> str:
     """Which key of :data:`V0_FORWARD_FACTORS` vLLM V0's model code for ``model`` follows: ``two_matrix`` when
-    the MLP has no gate, ``rebinding`` for :data:`V0_MLP_REBINDING_TYPES`, else ``holding`` (also for an unknown
-    ``model_type``: the pattern of nearly every gated model file, and the larger of the two)."""
+    the MLP has no gate, ``rebinding`` for :data:`V0_MLP_REBINDING_TYPES` from :data:`V0_MLP_REBINDING_SINCE`
+    (``release`` None: unknown, taken as such a release), else ``holding`` (also for an unknown ``model_type``:
+    the pattern of nearly every gated model file, and the larger of the two)."""
     if not model.gated_mlp:
         return "two_matrix"
+    if release is not None and release < V0_MLP_REBINDING_SINCE:
+        return "holding"
     return "rebinding" if model.model_type in V0_MLP_REBINDING_TYPES else "holding"
 
 
-def v0_forward_elements_per_token(model: ModelArch, tensor_parallel_size: int) -> float:
+V0_DOWN_PROJ_MLP_FACTOR: Final[dict[str, float]] = {"rebinding": 1.0, "holding": 3.0, "two_matrix": 1.0}
+"""MLP-wide tensors alive while V0's ``down_proj`` (``fc2``) runs, by :func:`v0_mlp_code`: the activation output
+alone where ``forward`` rebinds ``x`` (``LlamaMLP``; ``PhiMLP``'s ``fc1`` output is gone too), gate_up (2i) and
+the activation output (i) where it is held (``Qwen2MLP``: ``gate_up, _ = self.gate_up_proj(x); x =
+self.act_fn(gate_up); x, _ = self.down_proj(x)``, ``qwen2.py`` at v0.8.5.post1). With the three hidden-wide
+tensors and ``down_proj``'s own output the phase holds ``4h + factor × i ÷ TP``: the peak of
+:data:`V0_FORWARD_FACTORS` for ``holding``; for the others the peak when ``h > 2 × i ÷ TP`` (a wide model split
+over many GPUs), and a 4-bit bitsandbytes linear adds a second output-wide tensor
+(:func:`v0_forward_elements_per_token`)."""
+
+
+def v0_forward_elements_per_token(
+    model: ModelArch, tensor_parallel_size: int, *, bnb_4bit: bool = False, release: tuple[int, ...] | None = None
+) -> float:
     """Activation elements per token at the peak of one V0 decoder layer on one GPU: the larger of the MLP
     phase (:data:`V0_FORWARD_FACTORS`) and the attention phase, ``3h + (2 × q + 2 × kv) ÷ TP`` (the three
     hidden-wide tensors, the qkv projection, the attention output before ``o_proj``; ``q = heads × head_dim``,
-    ``kv = kv_heads × head_dim``; ``llama.py`` ``LlamaAttention.forward`` at v0.6.6)."""
-    hidden_factor, mlp_factor = V0_FORWARD_FACTORS[v0_mlp_code(model)]
+    ``kv = kv_heads × head_dim``; ``llama.py`` ``LlamaAttention.forward`` at v0.6.6).
+
+    ``bnb_4bit``: every linear of a 4-bit bitsandbytes model allocates its output and then, per shard, copies in
+    bitsandbytes' ``matmul_4bit`` result, a second tensor of the shard's width (``bitsandbytes.py``
+    ``BitsAndBytesLinearMethod._apply_4bit_weight``: ``out = torch.empty(...)`` then ``_apply_bnb_4bit``'s
+    ``out[:, i:j] = matmul_4bit(x, ...)``, "It is more efficient to use out kwarg … Infeasible now due to the
+    bug", v0.6.6.post1, v0.8.5.post1, v0.10.0). At ``down_proj`` that is one more hidden-wide tensor: the phase
+    holds ``5h + factor × i ÷ TP`` (:data:`V0_DOWN_PROJ_MLP_FACTOR`), the attention phase one more ``h`` at
+    ``o_proj``; at ``gate_up_proj`` the shard's ``i ÷ TP`` result sits where the activation output would, so
+    that phase is unchanged. ``release``: the vLLM release (:func:`v0_mlp_code`)."""
+    code = v0_mlp_code(model, release)
+    hidden_factor, mlp_factor = V0_FORWARD_FACTORS[code]
     tp = tensor_parallel_size
     h = model.hidden_size
-    mlp = hidden_factor * h + mlp_factor * model.intermediate_size / tp
+    i = model.intermediate_size / tp
+    mlp = hidden_factor * h + mlp_factor * i
     q = model.num_attention_heads * model.head_dim
     kv = model.num_kv_heads * model.head_dim
     attention = 3 * h + (2 * q + 2 * kv) / tp
+    # down_proj's phase: the three hidden-wide tensors, the MLP tensors still alive, down_proj's output (h); it
+    # passes the factors' phase when the hidden size outweighs the TP-split MLP (Llama-3.1-405B at TP 8: 4h + i
+    # = 72,192 > 3h + 3i = 69,120 elements per token)
+    mlp = max(mlp, (5 if bnb_4bit else 4) * h + V0_DOWN_PROJ_MLP_FACTOR[code] * i)
+    if bnb_4bit:
+        attention += h
     return max(mlp, attention)
 
 

@@ -58,15 +58,30 @@ def test_v1_honours_chunked_prefill_off_from_0_11_1() -> None:
 def test_llama_405b_mi300x_v063_profile_forward_at_131072_tokens() -> None:
     """The published run (github.com/AUGMXNT/llm-tracker.info-vault, ``MI300X Testing.md`` at b56234c: the
     Namespace line shows ``enable_chunked_prefill=False``, the engine config ``chunked_prefill_enabled=False``,
-    ``max_seq_len=131072``) profiles one 131,072-token batch. ``LlamaMLP.forward`` (``llama.py`` 0.6.3) rebinds
-    ``x``: 3 hidden-wide tensors + gate_up (2 × 53,248 ÷ 8) + activation (53,248 ÷ 8) per token, bf16:
-    131,072 × 2 × (3 × 16,384 + 3 × 6,656) = 18,119,393,280 bytes."""
+    ``max_seq_len=131072``) profiles one 131,072-token batch. ``LlamaMLP.forward`` in the 0.6.2 and 0.6.3 wheels
+    (``gate_up, _ = self.gate_up_proj(x); x = self.act_fn(gate_up); x, _ = self.down_proj(x)``) holds gate_up
+    through ``down_proj``, so the build between them peaks there: 3 hidden-wide tensors + gate_up (2 × 53,248 ÷ 8)
+    + activation (53,248 ÷ 8) + down_proj's output (16,384) per token, bf16:
+    131,072 × 2 × (4 × 16,384 + 3 × 6,656) = 22,414,360,576 bytes."""
     argv = ["plan", "--model", "meta-llama/Llama-3.1-405B-Instruct", "--gpu", "mi300x", "--tp", "8"]
     argv += ["--engine-version", "0.6.3", "--max-model-len", "131072", "--no-enable-chunked-prefill", "--json"]
     out = io.StringIO()
     with redirect_stdout(out):
         assert main(argv) == 0
-    assert json.loads(out.getvalue())["activation_peak_bytes_per_gpu"] == 131072 * 2 * (3 * 16384 + 3 * 6656)
+    assert json.loads(out.getvalue())["activation_peak_bytes_per_gpu"] == 131072 * 2 * (4 * 16384 + 3 * 6656)
+
+
+def test_llama_405b_v064_rebinds_gate_up_and_peaks_at_down_proj_under_tp_8() -> None:
+    """From 0.6.4 ``LlamaMLP.forward`` rebinds ``x`` (``x, _ = self.gate_up_proj(x); x = self.act_fn(x)``, the
+    0.6.4-0.6.6.post1 wheels): at ``act_fn`` 3 hidden-wide tensors + gate_up + activation = 3 × 16,384 + 3 × 6,656
+    = 69,120 elements per token; at ``down_proj`` gate_up is gone but its output is not yet: 4 × 16,384 + 6,656 =
+    72,192, the larger at TP 8 (16,384 > 2 × 53,248 ÷ 8)."""
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-405B-Instruct", "--gpu", "mi300x", "--tp", "8"]
+    argv += ["--engine-version", "0.6.4", "--max-model-len", "131072", "--no-enable-chunked-prefill", "--json"]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(argv) == 0
+    assert json.loads(out.getvalue())["activation_peak_bytes_per_gpu"] == 131072 * 2 * (4 * 16384 + 6656)
 
 
 def test_v1_0_11_1_samples_with_torch_unless_opted_in() -> None:

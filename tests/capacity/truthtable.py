@@ -82,7 +82,6 @@ NO_MEMORY_EFFECT: dict[str, str] = {
     )
 } | {
     "swap_space": "CPU swap space for preempted sequences: host memory, not the GPU's",
-    "num_scheduler_steps": "V0 multi-step scheduling: the profile run and the KV budget are the same ModelRunner's",
 }
 """Stated arguments that change nothing the capacity pass counts (the reason each is dropped)."""
 
