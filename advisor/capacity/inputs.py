@@ -26,6 +26,7 @@ from advisor.capacity.profiles import (
     V1_CHUNKED_PREFILL_OFF_SINCE,
     default_sampler,
     sampler_problems,
+    uses_v2_model_runner,
 )
 from advisor.capacity.speculative import SpeculativeDraft
 from advisor.errors import CapacityError
@@ -153,6 +154,10 @@ class CapacityInputs:
         enable_chunked_prefill: [``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``] None = the
             engine's default; it sizes the profile batch when ``max_num_batched_tokens`` is None
             (:attr:`profile_tokens`).
+        v2_model_runner: vLLM's model runner [``VLLM_USE_V2_MODEL_RUNNER``]: True = Model Runner V2
+            (``vllm/v1/worker/gpu/``), False = V1 (``gpu_model_runner.py``), None = the release's default for the
+            model (:attr:`uses_v2_model_runner`). It decides the sampler warm-up of the profile
+            (:func:`~advisor.capacity.overhead.activation_peak_bytes`).
     """
 
     model: ModelArch
@@ -188,6 +193,7 @@ class CapacityInputs:
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
+    v2_model_runner: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -296,6 +302,17 @@ class CapacityInputs:
     def effective_sampler(self) -> str:
         """``sampler`` or, when None, the official image's (:func:`default_sampler`)."""
         return self.sampler or default_sampler(self.overhead_profile, self.engine_version, self.compute_capability)
+
+    @property
+    def uses_v2_model_runner(self) -> bool:
+        """Whether vLLM profiles with Model Runner V2: :attr:`v2_model_runner` when set (V1 profiles only), else
+        the release's default for the model and speculative method (:func:`uses_v2_model_runner`)."""
+        if self.overhead_profile != "vllm-v1":
+            return False
+        if self.v2_model_runner is not None:
+            return self.v2_model_runner
+        method = self.speculative.method if self.speculative is not None else None
+        return uses_v2_model_runner(self.model, self.engine_version, self.overhead_profile, method)
 
     @property
     def counts_whole_device(self) -> bool:
