@@ -76,7 +76,8 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     """(forward peak, sampler peak) of the profile run on one GPU, bytes; see :class:`OverheadModel`.
 
     Llama-3.1-8B bf16, TP1, 8192 tokens, 1024 sequences: forward 8192 × 2 × (6 × 4096 + 3 × 14336) =
-    1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB).
+    1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB). Under Model Runner V2 (vLLM
+    0.22+, :attr:`CapacityInputs.uses_v2_model_runner`) the sampler term is :func:`v2_sampler_warmup_bytes`.
     """
     om = OVERHEAD_PROFILES[inputs.overhead_profile]
     m = inputs.model
@@ -103,8 +104,9 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
 
 
 def v2_sampler_warmup_bytes(inputs: CapacityInputs) -> int:
-    """The sampler warm-up of vLLM's Model Runner V2 on one GPU, bytes: the logits alone, ``min(max_num_batched_tokens,
-    max_num_seqs)`` rows × vocab in the compute dtype, whatever the sampler (:attr:`CapacityInputs.uses_v2_model_runner`).
+    """The sampler warm-up of vLLM's Model Runner V2 on one GPU, bytes: the logits alone,
+    ``min(max_num_batched_tokens, max_num_seqs)`` rows × vocab in the compute dtype, whatever the sampler
+    (:attr:`CapacityInputs.uses_v2_model_runner`).
 
     ``GPUModelRunner.profile_run`` → ``_dummy_run(self.max_num_tokens)`` (``num_reqs = min(num_tokens,
     self.max_num_reqs)``, one logits row each) → ``_dummy_sampler_run`` (``vllm/v1/worker/gpu/model_runner.py``,

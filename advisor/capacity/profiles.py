@@ -230,9 +230,9 @@ or attention-free, and the MoE classes of :data:`V2_MODEL_RUNNER_MOE_MODEL_TYPES
 
 
 V2_MODEL_RUNNER_MOE_MODEL_TYPES: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
-"""``model_type``s of the MoE classes in ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` of 0.25-0.28 (``DeepseekV2ForCausalLM``,
-``Qwen2MoeForCausalLM``, ``GraniteMoeForCausalLM``; 0.27 adds Inkling, Kimi-K3 and LongCat-Flash-Ngram classes,
-not mapped here: they stay on V1 in this model)."""
+"""``model_type``s of the MoE classes in ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` of 0.25-0.28
+(``DeepseekV2ForCausalLM``, ``Qwen2MoeForCausalLM``, ``GraniteMoeForCausalLM``; 0.27 adds Inkling, Kimi-K3 and
+LongCat-Flash-Ngram classes, not mapped here: they stay on V1 in this model)."""
 
 
 V2_MODEL_RUNNER_EVERY_MODEL_SINCE: Final = (0, 29)
