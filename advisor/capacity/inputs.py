@@ -26,6 +26,7 @@ from advisor.capacity.profiles import (
     V1_CHUNKED_PREFILL_OFF_SINCE,
     default_sampler,
     sampler_problems,
+    uses_v2_model_runner,
 )
 from advisor.capacity.speculative import SpeculativeDraft
 from advisor.errors import CapacityError
@@ -155,6 +156,10 @@ class CapacityInputs:
             (:attr:`profile_tokens`).
         num_scheduler_steps: V0's ``--num-scheduler-steps`` (multi-step scheduling, 1 = off); with chunked prefill
             it sizes the profile batch (:attr:`profile_tokens`).
+        v2_model_runner: vLLM's model runner [``VLLM_USE_V2_MODEL_RUNNER``]: True = Model Runner V2
+            (``vllm/v1/worker/gpu/``), False = V1 (``gpu_model_runner.py``), None = the release's default for the
+            model (:attr:`uses_v2_model_runner`). It decides the sampler warm-up of the profile
+            (:func:`~advisor.capacity.overhead.activation_peak_bytes`).
     """
 
     model: ModelArch
@@ -191,6 +196,7 @@ class CapacityInputs:
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
     num_scheduler_steps: int = 1
+    v2_model_runner: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -299,6 +305,17 @@ class CapacityInputs:
     def effective_sampler(self) -> str:
         """``sampler`` or, when None, the official image's (:func:`default_sampler`)."""
         return self.sampler or default_sampler(self.overhead_profile, self.engine_version, self.compute_capability)
+
+    @property
+    def uses_v2_model_runner(self) -> bool:
+        """Whether vLLM profiles with Model Runner V2: :attr:`v2_model_runner` when set (V1 profiles only), else
+        the release's default for the model and speculative method (:func:`uses_v2_model_runner`)."""
+        if self.overhead_profile != "vllm-v1":
+            return False
+        if self.v2_model_runner is not None:
+            return self.v2_model_runner
+        method = self.speculative.method if self.speculative is not None else None
+        return uses_v2_model_runner(self.model, self.engine_version, self.overhead_profile, method)
 
     @property
     def counts_whole_device(self) -> bool:

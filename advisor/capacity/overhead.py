@@ -76,7 +76,8 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     """(forward peak, sampler peak) of the profile run on one GPU, bytes; see :class:`OverheadModel`.
 
     Llama-3.1-8B bf16, TP1, 8192 tokens, 1024 sequences: forward 8192 × 2 × (6 × 4096 + 3 × 14336) =
-    1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB).
+    1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB). Under Model Runner V2 (vLLM
+    0.22+, :attr:`CapacityInputs.uses_v2_model_runner`) the sampler term is :func:`v2_sampler_warmup_bytes`.
     """
     om = OVERHEAD_PROFILES[inputs.overhead_profile]
     m = inputs.model
@@ -102,10 +103,36 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
         per_token = m.experts_per_token * (om.mlp_factor * m.moe_intermediate_size / tp_moe + m.hidden_size)
         moe = min(tokens, FUSED_MOE_CHUNK_TOKENS) * act * per_token + tokens * act * om.hidden_factor * m.hidden_size
         forward = max(forward, moe)
+    if inputs.uses_v2_model_runner:
+        return math.ceil(forward), v2_sampler_warmup_bytes(inputs)
     rows = inputs.max_num_seqs
     logits = tokens if om.logits_for_every_token else rows
     sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
     return math.ceil(forward), math.ceil(sampler)
+
+
+def v2_sampler_warmup_bytes(inputs: CapacityInputs) -> int:
+    """The sampler warm-up of vLLM's Model Runner V2 on one GPU, bytes: the logits alone,
+    ``min(max_num_batched_tokens, max_num_seqs)`` rows × vocab in the compute dtype, whatever the sampler
+    (:attr:`CapacityInputs.uses_v2_model_runner`).
+
+    ``GPUModelRunner.profile_run`` → ``_dummy_run(self.max_num_tokens)`` (``num_reqs = min(num_tokens,
+    self.max_num_reqs)``, one logits row each) → ``_dummy_sampler_run`` (``vllm/v1/worker/gpu/model_runner.py``,
+    0.22.1, 0.24.0, 0.27.1, 0.31.0): ``logits = self.model.compute_logits(hidden_states)`` (the lm_head in the model
+    dtype unless ``head_dtype`` is overridden: ``model_executor/layers/logits_processor.py`` 0.27.1), then
+    ``Sampler.__call__`` (``vllm/v1/worker/gpu/sample/sampler.py``) on ``InputBatch.make_dummy``, whose requests
+    keep the initial ``SamplingStates`` (``sample/states.py``: temperature 0, ``top_k`` = vocab, ``top_p`` = 1).
+    So ``_requires_logits_processing`` is False (no fp32 copy), ``get_top_k_top_p`` gives None (no FlashInfer, no
+    sort) and ``gumbel_sample`` reduces the logits in Triton into ``rows × ⌈vocab ÷ 8192⌉`` partial maxima — "the
+    sampler may skip top_k, top_p, and logprobs" (the engine's comment). V1's ``gpu_model_runner.py`` warms the
+    top-k/top-p sampler up instead (:func:`sampler_bytes_per_logit`: 39 or 14 bytes per element).
+
+    Llama-3.2-3B, bf16, 2048 batched tokens, 256 sequences: 256 × 128,256 × 2 = 62.6 MiB, below the forward
+    pass, so the vLLM 0.27.1 log's "0.13 GiB for peak activation" is the forward's (V1's torch warm-up would be
+    256 × 128,256 × 39 = 1.19 GiB).
+    """
+    rows = min(inputs.profile_tokens, inputs.max_num_seqs)
+    return rows * inputs.model.vocab_size * DTYPE_BYTES[inputs.compute_dtype]
 
 
 def sampler_bytes_per_logit(inputs: CapacityInputs) -> float:

@@ -242,6 +242,87 @@ def sampler_problems(sampler: str | None, compute_capability: tuple[int, int] | 
     ]
 
 
+V2_MODEL_RUNNER_DEFAULT_SINCE: Final = (0, 22)
+"""The first vLLM release that may pick Model Runner V2 (``vllm/v1/worker/gpu/model_runner.py``) without being asked:
+``vllm/envs.py`` reads ``VLLM_USE_V2_MODEL_RUNNER`` as ``int(os.getenv(..., "0"))`` up to 0.21.0 (read in the 0.19.1,
+0.20.2 and 0.21.0 wheels: V1 ``gpu_model_runner.py`` unless set) and as ``maybe_convert_bool(os.getenv(..., None))``
+from 0.22.0, unset then meaning ``VllmConfig.use_v2_model_runner`` (``vllm/config/vllm.py``) decides by model:
+:func:`uses_v2_model_runner`."""
+
+
+V2_MODEL_RUNNER_MODEL_TYPES: Final[tuple[tuple[tuple[int, ...], frozenset[str], bool], ...]] = (
+    ((0, 22), frozenset({"qwen3"}), True),
+    ((0, 23), frozenset({"qwen3", "llama", "mistral"}), True),
+    ((0, 24), frozenset({"qwen3", "llama", "mistral", "deepseek_v2", "qwen2_moe", "granitemoe"}), False),
+)
+"""(first release, ``model_type``s, dense-and-unquantized only) of the releases whose V2 default is a list of
+architectures (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` and ``VllmConfig._is_default_v2_model_runner_model`` in
+``vllm/config/vllm.py``): 0.22.0/0.22.1 ``{"Qwen3ForCausalLM"}`` and 0.23.0 ``{LlamaForCausalLM, MistralForCausalLM,
+Qwen3ForCausalLM}``, both ``return not model_config.is_moe and not model_config.is_quantized``; 0.24.0 adds
+``DeepseekV2ForCausalLM``, ``Qwen2MoeForCausalLM``, ``GraniteMoeForCausalLM`` and drops the MoE/quantized test.
+Each class maps to the ``model_type`` of its checkpoints; multimodal wrappers are other classes (text-only here)."""
+
+
+V2_MODEL_RUNNER_DENSE_SINCE: Final = (0, 25)
+"""From this release the V2 default covers every dense generation model that is not hybrid (Mamba/linear attention)
+or attention-free, and the MoE classes of :data:`V2_MODEL_RUNNER_MOE_MODEL_TYPES`
+(``_is_default_v2_model_runner_model``, ``vllm/config/vllm.py`` 0.25.0, 0.25.1, 0.26.0, 0.27.1, 0.28.0:
+``return is_default_v2_architecture or not model_config.is_moe``; 0.27 also lets a hybrid of the list through)."""
+
+
+V2_MODEL_RUNNER_MOE_MODEL_TYPES: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
+"""``model_type``s of the MoE classes in ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` of 0.25-0.28
+(``DeepseekV2ForCausalLM``, ``Qwen2MoeForCausalLM``, ``GraniteMoeForCausalLM``; 0.27 adds Inkling, Kimi-K3 and
+LongCat-Flash-Ngram classes, not mapped here: they stay on V1 in this model)."""
+
+
+V2_MODEL_RUNNER_EVERY_MODEL_SINCE: Final = (0, 29)
+"""From this release ``VllmConfig.use_v2_model_runner`` has no model test on CUDA: V2 unless a feature is unsupported
+(``vllm/config/vllm.py`` 0.29.0, 0.30.0, 0.31.0; only ROCm keeps a V1 list)."""
+
+
+V2_MODEL_RUNNER_SPECULATIVE_METHODS: Final[tuple[tuple[tuple[int, ...], frozenset[str]], ...]] = (
+    ((0, 22), frozenset({"eagle", "eagle3", "mtp"})),
+    ((0, 24), frozenset({"eagle", "eagle3", "mtp", "dflash"})),
+    ((0, 25), frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})),
+)
+"""(first release, ``--speculative-config`` methods V2 runs): any other method (``ngram``, draft models …) is listed
+by ``VllmConfig._get_v2_model_runner_unsupported_features`` (``vllm/config/vllm.py`` 0.22.0-0.29.0), and the
+engine then falls back to V1 ("Model Runner V2 does not yet support …; using the V1 model runner instead")."""
+
+
+def uses_v2_model_runner(
+    model: ModelArch, engine_version: str | None, overhead_profile: str, speculative_method: str | None = None
+) -> bool:
+    """Whether vLLM runs Model Runner V2 by default (``VLLM_USE_V2_MODEL_RUNNER`` unset) for ``model`` on CUDA:
+    ``VllmConfig.use_v2_model_runner`` of ``vllm/config/vllm.py`` by release, :data:`V2_MODEL_RUNNER_DEFAULT_SINCE`
+    to :data:`V2_MODEL_RUNNER_EVERY_MODEL_SINCE`, then the speculative method
+    (:data:`V2_MODEL_RUNNER_SPECULATIVE_METHODS`). False on V0, for an unstated version (the V1 runner's sampler
+    warm-up is the larger) and for pooling models (not modelled). "Quantized" is vLLM's ``ModelConfig.is_quantized``:
+    the checkpoint has a ``quantization_config`` (``vllm/config/model.py``, 0.27.1).
+
+    >>> from advisor.capacity.models import ModelArch
+    >>> llama = ModelArch("l", 28, 3072, 24, 8, 128, 128256, 8192, 131072, "bfloat16", 1, model_type="llama")
+    >>> [uses_v2_model_runner(llama, v, "vllm-v1") for v in ("0.21.0", "0.22.1", "0.23.0", "0.27.1")]
+    [False, False, True, True]
+    """
+    parsed = parse_version(engine_version)
+    if overhead_profile != "vllm-v1" or parsed is None or parsed < V2_MODEL_RUNNER_DEFAULT_SINCE:
+        return False
+    if speculative_method is not None:
+        methods = [m for since, m in V2_MODEL_RUNNER_SPECULATIVE_METHODS if since <= parsed][-1]
+        if speculative_method not in methods:
+            return False
+    if parsed >= V2_MODEL_RUNNER_EVERY_MODEL_SINCE:
+        return True
+    if parsed >= V2_MODEL_RUNNER_DENSE_SINCE:
+        return model.linear_layers == 0 and (not model.is_moe or model.model_type in V2_MODEL_RUNNER_MOE_MODEL_TYPES)
+    _, types, dense_only = [row for row in V2_MODEL_RUNNER_MODEL_TYPES if row[0] <= parsed][-1]
+    if model.model_type not in types or model.vision_parameters:
+        return False
+    return not dense_only or (not model.is_moe and model.checkpoint_quantization is None)
+
+
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT: Final = 14.0
 """Bytes per (row × vocab) element at the peak of the FlashInfer top-k/top-p warm-up, no sort: the model's
 logits (bf16, 2, held by ``_dummy_sampler_run``), their fp32 copy (4, ``Sampler.forward``), then in flashinfer

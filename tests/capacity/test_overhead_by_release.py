@@ -190,7 +190,9 @@ def test_other_processes_shrink_the_pool_where_the_release_counts_them_and_refus
 # --- I. the sampler warm-up by install --------------------------------------------------------------------------
 
 
-def _sampler(version: str | None, sampler: str | None = None, profile: str = "vllm-v1") -> int:
+def _sampler(
+    version: str | None, sampler: str | None = None, profile: str = "vllm-v1", v2_model_runner: bool | None = None
+) -> int:
     inp = _inputs(
         "meta-llama/Llama-3.1-8B-Instruct",
         79.15,
@@ -199,6 +201,7 @@ def _sampler(version: str | None, sampler: str | None = None, profile: str = "vl
         engine_version=version,
         overhead_profile=profile,
         sampler=sampler,
+        v2_model_runner=v2_model_runner,
     )
     return activation_peak_bytes(inp)[1]
 
@@ -227,7 +230,10 @@ def test_flashinfer_sampler_is_the_default_again_from_0_21_where_the_gpu_runs_it
     rows_vocab = 1024 * 128256
     assert _sampler("0.20.0") == rows_vocab * 39
     assert _sampler("0.21.0") == rows_vocab * 14
-    assert _sampler("0.28.0") == rows_vocab * 14
+    # the V1 runner's warm-up (VLLM_USE_V2_MODEL_RUNNER=0): 0.28 defaults Llama to Model Runner V2, whose dummy
+    # sampler holds the bf16 logits alone (test_v2_model_runner.py), 1024 rows (2048 batched tokens) × 2 B
+    assert _sampler("0.28.0", v2_model_runner=False) == rows_vocab * 14
+    assert _sampler("0.28.0") == rows_vocab * 2
     from advisor.capacity.kv import default_sampler
 
     assert default_sampler("vllm-v1", "0.21.0", (7, 0)) == "torch"
