@@ -54,7 +54,14 @@ from advisor.capacity.precision import (
 )
 from advisor.errors import CapacityError, UnknownModelError
 
-__all__ = ["ModelArch", "get_preset", "preset_ids", "vision_config_parameters", "vit_parameters"]
+__all__ = [
+    "ModelArch",
+    "get_preset",
+    "preset_ids",
+    "vision_config_parameters",
+    "vit_parameters",
+    "without_unused_vision_tower",
+]
 
 _REQUIRED_KEYS = (
     "num_hidden_layers",
@@ -481,6 +488,34 @@ class ModelArch:
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         arch = replace(arch, num_parameters=stated or arch.computed_parameters())
         return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, name))
+
+
+VISION_TOWER_MODALITIES: Final = dict.fromkeys(
+    (
+        *("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
+        *("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text"),
+    ),
+    ("image", "video"),
+)
+"""(Wrapper or text ``model_type`` →) the modalities whose ``--limit-mm-per-prompt`` all at 0 skip a wrapper's vision tower (vLLM 0.24.0
+``qwen3_5.py`` ``Qwen3_5ForConditionalGeneration.__init__``: ``self._mark_tower_model(vllm_config, {"image",
+"video"})``); other wrappers' towers are marked with ``image`` alone."""
+
+
+def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | None) -> ModelArch:
+    """``model`` without its vision tower when ``--limit-mm-per-prompt`` (``limits``, modality → items) sets every
+    modality of the tower to 0: vLLM then builds it as ``StageMissingLayer`` and loads none of its weights
+    (``model_executor/models/interfaces.py`` ``SupportsMultiModal._mark_tower_model``, 0.24.0: "Tower model
+    components are automatically skipped when `--limit-mm-per-prompt` is set to zero for all of their
+    modalities"; a modality left out keeps its default limit, not 0). Otherwise ``model`` unchanged: the encoder
+    profiling a non-zero limit adds (``gpu_model_runner.py`` ``profile_run``: the encoder run on the modality's
+    dummy batch, its outputs kept in the encoder cache) is not modelled."""
+    if not limits or not model.vision_parameters:
+        return model
+    modalities = VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
+    if any(limits.get(m) != 0 for m in modalities):
+        return model
+    return replace(model, num_parameters=model.num_parameters - model.vision_parameters, vision_parameters=0)
 
 
 def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, projector_out: int = 0) -> int:

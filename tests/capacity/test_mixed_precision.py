@@ -46,9 +46,11 @@ def test_qwen36_nvfp4_mixed_checkpoint_is_sized_per_layer_group() -> None:
     m = _qwen36()
     assert m.checkpoint_quantization == "modelopt_mixed"
     assert m.vision_parameters == vision
-    expected = (experts + shared + lm_head) * NVFP4 + (attention + gdn_proj) * 1 + (
-        embedding + gdn_rest + routers + norms + vision
-    ) * BF16
+    expected = (
+        (experts + shared + lm_head) * NVFP4
+        + (attention + gdn_proj) * 1
+        + (embedding + gdn_rest + routers + norms + vision) * BF16
+    )
     got = weights_bytes_total(CapacityInputs(model=m, gpu_memory_bytes=32 * GIB, dtype="bfloat16"))
     assert got == pytest.approx(expected, abs=1)  # 21.73 GB where all-FP8 came to 35.7 GB
 
@@ -161,3 +163,24 @@ def test_a_layer_the_mixed_list_leaves_out_stays_in_the_compute_dtype() -> None:
     expected = layer_experts * NVFP4 + layer_attention * 1 + (layer_experts + layer_attention + rest) * BF16
     got = weights_bytes_total(CapacityInputs(model=m, gpu_memory_bytes=80 * GIB))
     assert got == pytest.approx(expected, abs=1)
+
+
+def _plan_weights(*extra: str) -> int:
+    from tests.inprocess import run_cli
+
+    r = run_cli(
+        "plan", "--model", str(QWEN36), "--gpu", "rtx5090", "--dtype", "bfloat16", "--quantization", "modelopt",
+        "--kv-cache-dtype", "fp8", "--max-model-len", "131072", "--engine-version", "0.24.0", "--json", *extra,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return int(json.loads(r.stdout)["weights_bytes_per_gpu"])
+
+
+def test_limit_mm_per_prompt_zero_for_image_and_video_leaves_the_vision_tower_unloaded() -> None:
+    # vLLM 0.24.0 interfaces.py _mark_tower_model: Qwen3.5's tower (marked {"image", "video"}) is skipped when both
+    # limits are 0; its 446,571,248 bf16 parameters (hand count above) leave the weights. A modality left out keeps
+    # its default limit, so {"image": 0} alone still loads the tower; the club-3090 log's {"image": 2} loads it.
+    loaded = _plan_weights()
+    assert loaded - _plan_weights("--limit-mm-per-prompt", '{"image": 0, "video": 0}') == 446_571_248 * BF16
+    assert _plan_weights("--limit-mm-per-prompt", '{"image": 0}') == loaded
+    assert _plan_weights("--limit-mm-per-prompt", '{"image": 2, "audio": 0}') == loaded
