@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from advisor.errors import CapacityError
 
-__all__ = ["LayerShapes", "WeightGroup", "mixed_weight_groups", "is_mixed_precision"]
+__all__ = ["LayerShapes", "WeightGroup", "is_mixed_precision", "mixed_weight_groups"]
 
 
 @dataclass(frozen=True)

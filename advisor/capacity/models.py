@@ -497,9 +497,10 @@ VISION_TOWER_MODALITIES: Final = dict.fromkeys(
     ),
     ("image", "video"),
 )
-"""(Wrapper or text ``model_type`` →) the modalities whose ``--limit-mm-per-prompt`` all at 0 skip a wrapper's vision tower (vLLM 0.24.0
-``qwen3_5.py`` ``Qwen3_5ForConditionalGeneration.__init__``: ``self._mark_tower_model(vllm_config, {"image",
-"video"})``); other wrappers' towers are marked with ``image`` alone."""
+"""(Wrapper or text ``model_type`` →) the modalities whose ``--limit-mm-per-prompt`` all at 0 skip the vision
+tower (vLLM 0.24.0 ``qwen2_vl.py``, ``qwen2_5_vl.py``, ``qwen3_vl.py``, ``qwen3_vl_moe.py``, ``qwen3_5.py``:
+``self._mark_tower_model(vllm_config, {"image", "video"})``); other wrappers' towers (``llava.py``,
+``gemma3_mm.py``) are marked with ``"image"`` alone."""
 
 
 def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | None) -> ModelArch:
