@@ -31,6 +31,26 @@ def _gib_or_zero(text: str) -> float:
     return value
 
 
+def _mm_limits(text: str) -> dict[str, int]:
+    """An argparse type for vLLM's ``--limit-mm-per-prompt`` JSON (``'{"image": 0, "video": 0}'``): modality →
+    items per prompt, each a whole number ≥ 0 (vLLM also takes per-modality option objects; their count is not read
+    here)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f'must be a JSON object such as {{"image": 0}}, got {text!r}')
+    out: dict[str, int] = {}
+    for modality, count in value.items():
+        if isinstance(count, dict):
+            count = count.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise argparse.ArgumentTypeError(f"{modality}: items per prompt must be an integer >= 0, got {count!r}")
+        out[str(modality)] = count
+    return out
+
+
 def _env_flag(name: str) -> bool:
     """A vLLM boolean environment switch read as ``vllm/envs.py`` reads it (``bool(int(os.getenv(name, "1")))``):
     False only when set to an integer 0; unset, empty or not an integer counts as the default, on."""
@@ -90,6 +110,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         nvls_bytes_per_gpu,
     )
     from advisor.capacity.lora import lora_counted
+    from advisor.capacity.models import without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
     ignored = _drop_ignored(args)
@@ -108,7 +129,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return 2
         args.vllm_use_v1 = env_v1 or None
     try:
-        model = resolve_model(args.model, Path.cwd())
+        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), args.limit_mm_per_prompt)
         stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)
         gpu = resolve_gpu(args.gpu, stated)  # the one resolver the daemon, the API and `simulate` use
         memory, identified = gpu.memory_bytes, gpu.identified
@@ -421,6 +442,7 @@ _VLLM_ONLY = (
     "vllm_use_v1",
     "cpu_offload_gb",
     "speculative_config",
+    "limit_mm_per_prompt",
     "enable_lora",
     "max_loras",
     "max_lora_rank",
@@ -568,6 +590,15 @@ def add_plan_parser(sub: Any) -> None:
         metavar="GIB",
         help="vLLM --cpu-offload-gb: GiB of weights per GPU moved to CPU memory (whole parameters of the decoder "
         "layers, in load order)",
+    )
+    plan.add_argument(
+        "--limit-mm-per-prompt",
+        type=_mm_limits,
+        default=None,
+        metavar="JSON",
+        help='vLLM --limit-mm-per-prompt, e.g. \'{"image": 0, "video": 0}\': with every modality of the vision '
+        "tower at 0 vLLM does not load the tower, so its weights leave the budget; other limits change nothing "
+        "here (the encoder-cache profiling they size is not modelled)",
     )
     plan.add_argument(
         "--speculative-config",

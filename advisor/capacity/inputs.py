@@ -284,7 +284,10 @@ class CapacityInputs:
     @property
     def effective_quantization(self) -> str | None:
         """``quantization`` or, when None, the checkpoint's own method (vLLM reads ``quantization_config``)."""
-        return self.quantization if self.quantization is not None else self.model.checkpoint_quantization
+        own = self.model.checkpoint_quantization
+        if self.quantization is None or _modelopt_override(self.quantization, own):
+            return own
+        return self.quantization
 
     @property
     def quantized_weight_bytes(self) -> float:
@@ -295,6 +298,11 @@ class CapacityInputs:
         q = self.effective_quantization
         if q is None:
             return 0.0
+        groups = self.model.checkpoint_weight_groups
+        if groups and q == self.model.checkpoint_quantization:  # mixed: the mean of the quantized groups
+            quantized = [g for g in groups if g.bytes_per_parameter is not None]
+            params = sum(g.parameters for g in quantized)
+            return sum(g.parameters * (g.bytes_per_parameter or 0.0) for g in quantized) / params if params else 0.0
         stated = self.model.checkpoint_weight_bits
         own = self.model.checkpoint_quantization
         if stated is not None and own is not None and _method_family(q) == _method_family(own):
@@ -511,6 +519,23 @@ _SAME_METHOD: Final = {"modelopt_fp4": "nvfp4"}
 :func:`~advisor.capacity.models._checkpoint_quantization` reads as ``nvfp4``)."""
 
 
+_MODELOPT_NAMES: Final = frozenset({"modelopt", "modelopt_fp4", "modelopt_mixed"})
+"""vLLM's names of the ModelOpt loaders (``--quantization``)."""
+_MODELOPT_CHECKPOINTS: Final = frozenset({"nvfp4", "modelopt_mixed"})
+"""The checkpoint methods :func:`~advisor.capacity.models._checkpoint_quantization` reads from a ModelOpt
+``quantization_config`` whose ``quant_algo`` a ModelOpt loader overrides the user's choice with."""
+
+
+def _modelopt_override(quantization: str, own: str | None) -> bool:
+    """Whether vLLM replaces ``--quantization`` ``quantization`` (a ModelOpt name) by the checkpoint's own ModelOpt
+    method ``own``: ``ModelConfig._verify_quantization`` (``vllm/config/model.py``, 0.24.0) asks each override
+    method in turn, and ``ModelOptNvFp4Config`` / ``ModelOptMixedPrecisionConfig.override_quantization_method``
+    return ``modelopt_fp4`` / ``modelopt_mixed`` from the checkpoint's ``quant_algo`` (an FP4 algorithm /
+    ``MIXED_PRECISION``) whatever the user named, so ``--quantization modelopt`` loads a MIXED_PRECISION checkpoint
+    as ``modelopt_mixed`` instead of being refused."""
+    return own in _MODELOPT_CHECKPOINTS and quantization.strip().lower() in _MODELOPT_NAMES
+
+
 def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
     """vLLM refuses a ``--quantization`` other than the method the checkpoint's ``quantization_config`` states
     (``vllm/config/model.py`` ``ModelConfig._verify_quantization``, 0.6-0.21: "Quantization method specified in
@@ -526,7 +551,7 @@ def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
         name = _method_family(method)
         return _SAME_METHOD.get(name, name)
 
-    if family(q) == family(own):
+    if family(q) == family(own) or _modelopt_override(q, own):
         return []
     return [
         f"quantization {q!r} (--quantization) contradicts {inputs.model.name}'s checkpoint, stored as {own!r} "

@@ -47,6 +47,7 @@ from functools import cache
 from typing import Any, Final
 
 from advisor.capacity.data import read_data
+from advisor.capacity.mixedprecision import LayerShapes, WeightGroup, is_mixed_precision, mixed_weight_groups
 from advisor.capacity.precision import (
     BNB_4BIT_BYTES,
     INT_WEIGHT_BITS,
@@ -56,7 +57,15 @@ from advisor.capacity.precision import (
 )
 from advisor.errors import CapacityError, UnknownModelError
 
-__all__ = ["ModelArch", "get_preset", "preset_ids", "preset_kv_logs", "vision_config_parameters", "vit_parameters"]
+__all__ = [
+    "ModelArch",
+    "get_preset",
+    "preset_ids",
+    "preset_kv_logs",
+    "vision_config_parameters",
+    "vit_parameters",
+    "without_unused_vision_tower",
+]
 
 _REQUIRED_KEYS = (
     "num_hidden_layers",
@@ -128,6 +137,9 @@ class ModelArch:
             DeepSeek-V3/R1 1, GLM-4.5, MiMo; ``mtp_num_hidden_layers``: Qwen3-Next/3.5); 0 = none. Not part of
             :attr:`num_parameters`: vLLM loads them only with ``--speculative-config '{"method": "mtp"}'``
             (``vllm/config/speculative.py`` ``hf_config_override`` reads ``num_nextn_predict_layers``, 0.21.0).
+        checkpoint_weight_groups: a mixed-precision checkpoint's linear layers by group and stored format
+            (:func:`~advisor.capacity.mixedprecision.mixed_weight_groups`: ModelOpt ``MIXED_PRECISION``,
+            compressed-tensors with several ``config_groups``); () for a checkpoint in one format.
         attention_output_gate: the query projection also yields a per-head output gate, ``heads × head_dim`` more
             outputs (Qwen3-Next, Qwen3.5: vLLM ``qwen3_next.py`` ``Qwen3NextAttention``, ``attn_output_gate``
             default true).
@@ -180,6 +192,7 @@ class ModelArch:
     model_type: str = ""
     mtp_layers: int = 0
     attention_output_gate: bool = False
+    checkpoint_weight_groups: tuple[WeightGroup, ...] = ()
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -478,7 +491,37 @@ class ModelArch:
             counted = vision_config_parameters(top_type, vision, hidden, name, layer) if vision is not None else 0
             arch = replace(arch, vision_parameters=counted)
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
-        return replace(arch, num_parameters=stated or arch.computed_parameters())
+        arch = replace(arch, num_parameters=stated or arch.computed_parameters())
+        return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, name))
+
+
+VISION_TOWER_MODALITIES: Final = dict.fromkeys(
+    (
+        *("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
+        *("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text"),
+    ),
+    ("image", "video"),
+)
+"""(Wrapper or text ``model_type`` →) the modalities whose ``--limit-mm-per-prompt`` all at 0 skip the vision
+tower (vLLM 0.24.0 ``qwen2_vl.py``, ``qwen2_5_vl.py``, ``qwen3_vl.py``, ``qwen3_vl_moe.py``, ``qwen3_5.py``:
+``self._mark_tower_model(vllm_config, {"image", "video"})``); other wrappers' towers (``llava.py``,
+``gemma3_mm.py``) are marked with ``"image"`` alone."""
+
+
+def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | None) -> ModelArch:
+    """``model`` without its vision tower when ``--limit-mm-per-prompt`` (``limits``, modality → items) sets every
+    modality of the tower to 0: vLLM then builds it as ``StageMissingLayer`` and loads none of its weights
+    (``model_executor/models/interfaces.py`` ``SupportsMultiModal._mark_tower_model``, 0.24.0: "Tower model
+    components are automatically skipped when `--limit-mm-per-prompt` is set to zero for all of their
+    modalities"; a modality left out keeps its default limit, not 0). Otherwise ``model`` unchanged: the encoder
+    profiling a non-zero limit adds (``gpu_model_runner.py`` ``profile_run``: the encoder run on the modality's
+    dummy batch, its outputs kept in the encoder cache) is not modelled."""
+    if not limits or not model.vision_parameters:
+        return model
+    modalities = VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
+    if any(limits.get(m) != 0 for m in modalities):
+        return model
+    return replace(model, num_parameters=model.num_parameters - model.vision_parameters, vision_parameters=0)
 
 
 def vit_parameters(vision: Mapping[str, Any], layers_loaded: int | None = None, projector_out: int = 0) -> int:
@@ -660,8 +703,12 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
     if qc and method:
         method = method.strip().lower()
         algo = _optional_str(qc, "quant_algo", name, "quantization_config.quant_algo") or ""
+        if method == "modelopt" and algo.upper() == "MIXED_PRECISION":
+            return "modelopt_mixed"  # vLLM's name (ModelOptMixedPrecisionConfig.get_name, 0.24.0)
         if method == "modelopt" and "fp4" in algo.lower():
             return "nvfp4"
+        if method == "compressed-tensors" and is_mixed_precision(qc):
+            return method
         return {"compressed-tensors": "fp8", "modelopt": "fp8"}.get(method, method)
     return None
 
@@ -846,17 +893,57 @@ def _gated_delta_net_layers(
             "attention or Gated DeltaNet layers (linear_attention of another kind is not sized)",
             "linear_attention",
         )
-    k_heads = _optional_positive_int(cfg, "linear_num_key_heads", name, 16)
-    v_heads = _optional_positive_int(cfg, "linear_num_value_heads", name, 32)
-    k_dim = _optional_positive_int(cfg, "linear_key_head_dim", name, 128)
-    v_dim = _optional_positive_int(cfg, "linear_value_head_dim", name, 128)
-    kernel = _optional_positive_int(cfg, "linear_conv_kernel_dim", name, 4)
+    k_heads, v_heads, k_dim, v_dim, kernel = _gated_delta_net_dims(cfg, name)
     key, value = k_heads * k_dim, v_heads * v_dim
     conv_dim = 2 * key + value
     state = (kernel - 1) * conv_dim + v_heads * k_dim * v_dim
     params = hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + conv_dim * kernel + 2 * v_heads + v_dim
     params += value * hidden
     return count, state, params, layers - count
+
+
+def _gated_delta_net_dims(cfg: Mapping[str, Any], name: str) -> tuple[int, int, int, int, int]:
+    """(key heads, value heads, key head dim, value head dim, conv kernel) of a Gated DeltaNet layer, with
+    ``Qwen3NextConfig``'s defaults (16, 32, 128, 128, 4)."""
+    return (
+        _optional_positive_int(cfg, "linear_num_key_heads", name, 16),
+        _optional_positive_int(cfg, "linear_num_value_heads", name, 32),
+        _optional_positive_int(cfg, "linear_key_head_dim", name, 128),
+        _optional_positive_int(cfg, "linear_value_head_dim", name, 128),
+        _optional_positive_int(cfg, "linear_conv_kernel_dim", name, 4),
+    )
+
+
+def _mixed_groups(cfg: Mapping[str, Any], arch: ModelArch, name: str) -> tuple[WeightGroup, ...]:
+    """:attr:`ModelArch.checkpoint_weight_groups` of a mixed-precision checkpoint (:func:`is_mixed_precision`),
+    each layer group's parameters per layer taken from the shapes: attention (:meth:`ModelArch.
+    attention_parameters_per_layer`), the Gated-DeltaNet ``in_proj_qkvz`` (``hidden × (2 × key + 2 × value)``) +
+    ``out_proj`` (``value × hidden``) and ``in_proj_ba`` (``hidden × 2 × v_heads``), all routed experts, the shared
+    experts, the router, the dense MLP and an untied LM head (``vocab × hidden``); () otherwise."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping) or not is_mixed_precision(qc):
+        return ()
+    h = arch.hidden_size
+    recurrent = gates = 0
+    if arch.linear_layers and "linear_attention" in (cfg.get("layer_types") or []):
+        k_heads, v_heads, k_dim, v_dim, _ = _gated_delta_net_dims(cfg, name)
+        recurrent = h * (2 * k_heads * k_dim + 2 * v_heads * v_dim) + v_heads * v_dim * h
+        gates = h * 2 * v_heads
+    moe = arch.moe_layers if arch.is_moe else 0
+    shapes = LayerShapes(
+        groups={
+            "attention": (arch.attention_parameters_per_layer(), arch.attention_layers),
+            "recurrent": (recurrent, arch.linear_layers),
+            "recurrent_gates": (gates, arch.linear_layers),
+            "experts": (arch.num_experts * arch.expert_parameters(), moe),
+            "shared_experts": (arch.num_shared_experts * arch.expert_parameters(), moe),
+            "router": (arch.router_parameters(), moe),
+            "dense_mlp": (arch.dense_mlp_parameters(), arch.num_layers - moe),
+            "lm_head": (0 if arch.tie_word_embeddings else arch.vocab_size * h, 1),
+        },
+        moe_prefix="block_sparse_moe" if arch.model_type in ("mixtral", "minimax_m2") else "mlp",
+    )
+    return mixed_weight_groups(qc, shapes, name)
 
 
 # --- config.json value checks: each names the model and the key, and treats a missing or null key as absent ---
@@ -1288,7 +1375,16 @@ def vision_config_parameters(
       embed_dim`` and the merger (LayerNorm, ``d·m² × d·m²`` and ``d·m² × hidden_size`` with biases, ``m`` the
       ``spatial_merge_size``). ``qwen2_5_vl``: the same with a gated MLP of ``intermediate_size``, RMSNorms and
       ``out_hidden_size``.
+    * ``qwen3_vl`` / ``qwen3_vl_moe`` / ``qwen3_5`` / ``qwen3_5_moe`` (vLLM 0.24.0 ``qwen3_vl.py``
+      ``Qwen3_VisionTransformer``, which ``qwen3_5.py`` reuses): a Conv3d patch embed with bias, a learned
+      ``num_position_embeddings × d`` table, ``depth`` blocks (two LayerNorms, ``qkv`` and ``proj`` with bias, an
+      MLP ``d × intermediate`` up and down with biases), the merger (LayerNorm of ``d``, ``d·m² × d·m²`` and ``d·m² ×
+      out_hidden_size`` with biases) and one merger per ``deepstack_visual_indexes`` entry (its LayerNorm over
+      ``d·m²``). Defaults: transformers ``Qwen3VLVisionConfig``. Qwen3.6-35B-A3B (d 1152, i 4304, 27 blocks,
+      patch 16, 2,304 positions, out 2048, no deepstack): 446,571,248.
     """
+    if model_type in _QWEN3_VISION_TYPES:
+        return _qwen3_vision_parameters(vision, name)
     if model_type in ("llava", "llava_next"):
         vc = _vision_defaults(vision, "clip_vision_model")
         layers = vc["num_hidden_layers"] + feature_layer + 1 if feature_layer < 0 else feature_layer
@@ -1318,6 +1414,30 @@ def vision_config_parameters(
         merger = (d if gated else 2 * d) + merged * merged + merged + merged * out + out
         return depth * block + channels * temporal * patch * patch * d + merger
     return 0
+
+
+_QWEN3_VISION_TYPES: Final = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+"""Wrappers whose vision tower is vLLM's ``Qwen3_VisionTransformer`` (:func:`vision_config_parameters`)."""
+
+
+def _qwen3_vision_parameters(vision: Mapping[str, Any], name: str) -> int:
+    """Parameters of a ``Qwen3_VisionTransformer`` (see :func:`vision_config_parameters`)."""
+    d = _int_in(vision, "hidden_size", name, 1, default=1152)
+    i = _int_in(vision, "intermediate_size", name, 1, default=4304)
+    depth = _int_in(vision, "depth", name, 1, default=27)
+    patch = _int_in(vision, "patch_size", name, 1, default=16)
+    temporal = _int_in(vision, "temporal_patch_size", name, 1, default=2)
+    merge = _int_in(vision, "spatial_merge_size", name, 1, default=2)
+    channels = _int_in(vision, "in_channels", name, 1, default=3)
+    out = _int_in(vision, "out_hidden_size", name, 1, default=3584)
+    positions = _int_in(vision, "num_position_embeddings", name, 1, default=2304)
+    deepstack = vision.get("deepstack_visual_indexes", [8, 16, 24])
+    stacks = len(deepstack) if isinstance(deepstack, list) else 0
+    block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
+    merged = d * merge * merge
+    merger = merged * merged + merged + merged * out + out
+    embed = channels * temporal * patch * patch * d + d + positions * d
+    return embed + depth * block + (2 * d + merger) + stacks * (2 * merged + merger)
 
 
 def _vision_defaults(vision: Mapping[str, Any], default_type: str) -> dict[str, int]:

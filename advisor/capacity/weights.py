@@ -48,10 +48,30 @@ def weights_bytes_total(inputs: CapacityInputs) -> int:
     """
     m = inputs.model
     compute = inputs.compute_dtype
+    if m.checkpoint_weight_groups and inputs.effective_quantization == m.checkpoint_quantization:
+        return _mixed_weights_bytes_total(inputs)
     quantized, plain_linear = _quantized_split(inputs)
     q_bytes = inputs.quantized_weight_bytes
     unquantized = m.num_parameters - m.linear_parameters() + plain_linear
     return math.ceil(quantized * q_bytes + unquantized * DTYPE_BYTES[compute])
+
+
+def _mixed_weights_bytes_total(inputs: CapacityInputs) -> int:
+    """Bytes of all weights of a mixed-precision checkpoint loaded as stored: each layer group in its own format
+    (:attr:`ModelArch.checkpoint_weight_groups`, :mod:`advisor.capacity.mixedprecision`), everything no group holds
+    (embedding, norms, vision tower, conv and decay vectors) and the unquantized groups in the compute dtype.
+
+    nvidia/Qwen3.6-35B-A3B-NVFP4 in bf16: experts 32,212,254,720 + shared 125,829,120 + LM head 508,559,360 at
+    0.5625 B (NVFP4), attention 272,629,760 + Gated-DeltaNet projections 1,006,632,960 at 1 B (FP8), the rest
+    (34,660,528,768 − 34,126,835,200 + in_proj_ba 3,932,160 + routers 20,971,520) at 2 B."""
+    m = inputs.model
+    act = DTYPE_BYTES[inputs.compute_dtype]
+    grouped = sum(g.parameters for g in m.checkpoint_weight_groups)
+    stored = sum(
+        g.parameters * (act if g.bytes_per_parameter is None else g.bytes_per_parameter)
+        for g in m.checkpoint_weight_groups
+    )
+    return math.ceil(stored + (m.num_parameters - grouped) * act)
 
 
 def _replicated_parameters(m: ModelArch) -> tuple[int, int]:

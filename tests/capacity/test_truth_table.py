@@ -93,8 +93,6 @@ def _block_math_case(file: str, case: dict[str, object]) -> object:
         why = "a GGUF checkpoint is not modelled"
     elif "minimum" in str(case.get("notes") or "") and "rank" in str(case.get("notes") or ""):
         why = "the quoted KV GiB is one rank's; the engine keeps the smallest rank's blocks"
-    elif "limit_mm_per_prompt" in (case.get("args") or {}):  # type: ignore[operator]
-        why = "plan has no --limit-mm-per-prompt (the encoder-cache profiling budget of a multimodal model)"
     elif case.get("model_config") and '"linear_attention"' in (tt.REPO / str(case["model_config"])).read_text():
         why = (
             "V1 puts a Gated-DeltaNet hybrid's attention and recurrent layers in KV cache groups of one page size "
