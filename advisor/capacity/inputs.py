@@ -153,6 +153,9 @@ class CapacityInputs:
         enable_chunked_prefill: [``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``] None = the
             engine's default; it sizes the profile batch when ``max_num_batched_tokens`` is None
             (:attr:`profile_tokens`).
+        enable_prefix_caching: [``--enable-prefix-caching`` / ``--no-enable-prefix-caching``] None = the engine's
+            default. It changes what a recurrent hybrid's request holds in vLLM V1 (the Mamba cache mode,
+            :func:`~advisor.capacity.kvlayout.recurrent_hybrid_layout`); nothing else here counts it.
     """
 
     model: ModelArch
@@ -188,6 +191,7 @@ class CapacityInputs:
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
