@@ -150,6 +150,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             engine_version=args.engine_version,
             enforce_eager=args.enforce_eager,
             enable_chunked_prefill=args.enable_chunked_prefill,
+            enable_prefix_caching=args.enable_prefix_caching,
             sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
@@ -390,6 +391,7 @@ _VLLM_ONLY = (
     "engine_version",
     "enforce_eager",
     "enable_chunked_prefill",
+    "enable_prefix_caching",
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
@@ -513,6 +515,14 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (default: the engine's rule); without "
         "--max-num-batched-tokens, off makes the profile batch max(max-model-len, 2048) tokens (V0; V1 from 0.11.1)",
+    )
+    plan.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM --enable-prefix-caching / --no-enable-prefix-caching (default: the engine's rule, off for hybrid "
+        "models before 0.26); it sets a Mamba / Gated DeltaNet hybrid's cache mode (2 state pages per request in "
+        "'align')",
     )
     plan.add_argument(
         "--sampler",

@@ -129,6 +129,9 @@ class DeploymentSpec:
         enforce_eager: vLLM ``--enforce-eager``.
         enable_chunked_prefill: vLLM ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``; None = the
             engine's default (:attr:`~advisor.capacity.kv.CapacityInputs.profile_tokens`).
+        enable_prefix_caching: vLLM ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``; None = the
+            engine's default (it sets a recurrent hybrid's Mamba cache mode,
+            :func:`~advisor.capacity.kvlayout.recurrent_hybrid_layout`).
         sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
             :func:`advisor.capacity.kv.default_sampler`).
         vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
@@ -179,6 +182,7 @@ class DeploymentSpec:
     estimate_cuda_graphs: bool = True
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
 
 
 _STATED: tuple[str, ...] = (
@@ -390,6 +394,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             engine_version=version,
             enforce_eager=spec.enforce_eager,
             enable_chunked_prefill=spec.enable_chunked_prefill,
+            enable_prefix_caching=spec.enable_prefix_caching,
             # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
             # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
             sampler=spec.sampler if platform in (None, "cuda") else "torch",
