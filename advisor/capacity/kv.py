@@ -383,7 +383,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         blocks = engine_blocks // layout.groups
         version = parse_version(inputs.engine_version)
         if version is not None and version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:
-            blocks = int(concurrency * max_len) // inputs.block_size
+            tokens = int(concurrency * max_len)  # the engine's print, not a whole number of blocks
+            blocks = tokens // inputs.block_size
     elif inputs.num_gpu_blocks_override is not None:
         # the operator's block count replaces the profiled one; the engine allocates exactly that many
         blocks = inputs.num_gpu_blocks_override

@@ -100,12 +100,6 @@ def _block_math_case(file: str, case: dict[str, object]) -> object:
         why = "the quoted KV GiB is one rank's; the engine keeps the smallest rank's blocks"
     elif "limit_mm_per_prompt" in (case.get("args") or {}):  # type: ignore[operator]
         why = "plan has no --limit-mm-per-prompt (the encoder-cache profiling budget of a multimodal model)"
-    elif case.get("model_config") and '"linear_attention"' in (tt.REPO / str(case["model_config"])).read_text():
-        why = (
-            "V1 puts a Gated-DeltaNet hybrid's attention and recurrent layers in KV cache groups of one page size "
-            "(the attention block raised to the recurrent state's page) and prints blocks ÷ groups × block; plan "
-            "keeps the recurrent layers apart (kind G)"
-        )
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(file, case, marks=marks, id=str(case.get("id")))
 
