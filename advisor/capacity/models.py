@@ -738,9 +738,7 @@ def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int, pattern: int)
     return attention_layers
 
 
-def _recurrent_layers(
-    cfg: Mapping[str, Any], layers: int, hidden: int, name: str
-) -> tuple[int, int, int, int, int]:
+def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: str) -> tuple[int, int, int, int, int]:
     """(recurrent layers, state elements per sequence per such layer, mixer parameters, attention layers, the
     conv-state part of those state elements)."""
     count = 0
