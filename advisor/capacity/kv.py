@@ -17,7 +17,8 @@ against the engine's log:
   ``num_blocks ÷ cdiv(L, block_size)``. Sliding-window models on V1 ≥ 0.9.1 are laid out in padded KV cache groups
   with a per-request window that includes the scheduled batch (:func:`hybrid_kv_layout`,
   :func:`hybrid_blocks_per_request`); V0 and earlier V1 keep their windows at full length
-  (:func:`vllm_max_concurrency`).
+  (:func:`vllm_max_concurrency`). Recurrent hybrids (Gated DeltaNet, Mamba-1) on V1 ≥ 0.10 get an attention block
+  raised to hold one layer's state and equal-sized groups (:func:`recurrent_hybrid_layout`).
 
 What is modelled vs measured: weights, KV bytes per token, blocks and the ceiling are exact arithmetic
 given the pool. The *overhead* (activation peak + non-torch) is what vLLM measures by running a dummy
