@@ -173,6 +173,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             enforce_eager=args.enforce_eager,
             enable_chunked_prefill=args.enable_chunked_prefill,
             num_scheduler_steps=args.num_scheduler_steps or 1,
+            enable_prefix_caching=args.enable_prefix_caching,
             sampler=args.sampler,
             mem_fraction_static=args.mem_fraction_static,
             cuda_memory_fraction=args.cuda_memory_fraction,
@@ -437,6 +438,7 @@ _VLLM_ONLY = (
     "enforce_eager",
     "enable_chunked_prefill",
     "num_scheduler_steps",
+    "enable_prefix_caching",
     "enable_expert_parallel",
     "sampler",
     "vllm_use_v1",
@@ -568,6 +570,14 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         help="vLLM V0 --num-scheduler-steps (multi-step scheduling, vLLM <= 0.10.0): above 1, vLLM 0.8.0-0.10.0 "
         "falls back to the V0 engine, and with chunked prefill the profile batch is max(max-model-len, 2048)",
+    )
+    plan.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM --enable-prefix-caching / --no-enable-prefix-caching (default: the engine's rule, off for hybrid "
+        "models before 0.26); it sets a Mamba / Gated DeltaNet hybrid's cache mode (2 state pages per request in "
+        "'align')",
     )
     plan.add_argument(
         "--sampler",

@@ -133,6 +133,9 @@ class DeploymentSpec:
             engine's default (:attr:`~advisor.capacity.kv.CapacityInputs.profile_tokens`).
         num_scheduler_steps: vLLM V0 ``--num-scheduler-steps`` (1 = off): it sends 0.8.0-0.10.0 to V0
             (:data:`~advisor.capacity.generation.MULTI_STEP_FALLBACK_UNTIL`) and sizes V0's chunked profile batch.
+        enable_prefix_caching: vLLM ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``; None = the
+            engine's default (it sets a recurrent hybrid's Mamba cache mode,
+            :func:`~advisor.capacity.kvlayout.recurrent_hybrid_layout`).
         sampler: vLLM's top-k/top-p sampler, ``flashinfer`` or ``torch`` (None = the official image's:
             :func:`advisor.capacity.kv.default_sampler`).
         vllm_use_v1: vLLM's ``VLLM_USE_V1`` environment variable (None: unset, the engine's oracle decides;
@@ -184,6 +187,7 @@ class DeploymentSpec:
     lora: LoRASettings | None = None
     enable_chunked_prefill: bool | None = None
     num_scheduler_steps: int = 1
+    enable_prefix_caching: bool | None = None
 
 
 _STATED: tuple[str, ...] = (
@@ -408,6 +412,7 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
             enforce_eager=spec.enforce_eager,
             enable_chunked_prefill=spec.enable_chunked_prefill,
             num_scheduler_steps=spec.num_scheduler_steps,
+            enable_prefix_caching=spec.enable_prefix_caching,
             # FlashInfer samples on CUDA only: elsewhere vLLM ignores VLLM_USE_FLASHINFER_SAMPLER and sorts
             # (topk_topp_sampler.py TopKTopPSampler.__init__: the FlashInfer branch is under is_cuda(), 0.8-0.21)
             sampler=spec.sampler if platform in (None, "cuda") else "torch",

@@ -160,6 +160,9 @@ class CapacityInputs:
             (``vllm/v1/worker/gpu/``), False = V1 (``gpu_model_runner.py``), None = the release's default for the
             model (:attr:`uses_v2_model_runner`). It decides the sampler warm-up of the profile
             (:func:`~advisor.capacity.overhead.activation_peak_bytes`).
+        enable_prefix_caching: [``--enable-prefix-caching`` / ``--no-enable-prefix-caching``] None = the engine's
+            default. It changes what a recurrent hybrid's request holds in vLLM V1 (the Mamba cache mode,
+            :func:`~advisor.capacity.kvlayout.recurrent_hybrid_layout`); nothing else here counts it.
     """
 
     model: ModelArch
@@ -197,6 +200,7 @@ class CapacityInputs:
     enable_chunked_prefill: bool | None = None
     num_scheduler_steps: int = 1
     v2_model_runner: bool | None = None
+    enable_prefix_caching: bool | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []

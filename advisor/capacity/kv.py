@@ -17,7 +17,8 @@ against the engine's log:
   ``num_blocks ÷ cdiv(L, block_size)``. Sliding-window models on V1 ≥ 0.9.1 are laid out in padded KV cache groups
   with a per-request window that includes the scheduled batch (:func:`hybrid_kv_layout`,
   :func:`hybrid_blocks_per_request`); V0 and earlier V1 keep their windows at full length
-  (:func:`vllm_max_concurrency`).
+  (:func:`vllm_max_concurrency`). Recurrent hybrids (Gated DeltaNet, Mamba-1) on V1 ≥ 0.10 get an attention block
+  raised to hold one layer's state and equal-sized groups (:func:`recurrent_hybrid_layout`).
 
 What is modelled vs measured: weights, KV bytes per token, blocks and the ceiling are exact arithmetic
 given the pool. The *overhead* (activation peak + non-torch) is what vLLM measures by running a dummy
@@ -64,6 +65,7 @@ from advisor.capacity.kvlayout import HYBRID_KV_CACHE_MANAGER_SINCE as HYBRID_KV
 from advisor.capacity.kvlayout import (
     HYBRID_TOKENS_FROM_CONCURRENCY_SINCE,
     HybridKVLayout,
+    RecurrentHybridLayout,
     hybrid_blocks_per_request,
     hybrid_kv_layout,
     kv_bytes_per_token_per_gpu,
@@ -71,7 +73,9 @@ from advisor.capacity.kvlayout import (
     kv_heads_per_gpu,
     max_concurrency,
     pipeline_stage_layers,
+    recurrent_hybrid_layout,
     recurrent_state_bytes_per_sequence,
+    recurrent_state_page_bytes,
     vllm_max_concurrency,
     vllm_mha_fallback_head_size,
 )
@@ -143,6 +147,7 @@ __all__ = [
     "EngineSettings",
     "HybridKVLayout",
     "OverheadModel",
+    "RecurrentHybridLayout",
     "across_ranks",
     "activation_peak_bytes",
     "capacity_pass",
@@ -164,7 +169,9 @@ __all__ = [
     "overhead_bytes_per_gpu",
     "parse_version",
     "profile_for_version",
+    "recurrent_hybrid_layout",
     "recurrent_state_bytes_per_sequence",
+    "recurrent_state_page_bytes",
     "sampler_bytes_per_logit",
     "sampler_problems",
     "v0_forward_elements_per_token",
@@ -349,7 +356,25 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         per_token_gpu = kv_bytes_per_token_per_layer(inputs) * (stage_layers + draft)
     max_len = inputs.effective_max_model_len
     layout = hybrid_kv_layout(inputs)
-    if layout is not None:
+    recurrent = recurrent_hybrid_layout(inputs)
+    block_size = inputs.block_size
+    tokens: int | None = None
+    if recurrent is not None:
+        # V1's recurrent hybrid: attention block raised to hold a state page, every group drawing pool blocks of
+        # group_size pages (kvlayout.recurrent_hybrid_layout)
+        block_size = recurrent.block_size
+        page = recurrent.page_bytes * recurrent.group_size
+        per_token_gpu = kv_bytes_per_token_per_layer(inputs) * recurrent.group_size * recurrent.groups
+        engine_blocks = inputs.num_gpu_blocks_override or pool // page
+        pool = engine_blocks * page if inputs.num_gpu_blocks_override is not None else pool
+        concurrency = engine_blocks / recurrent.blocks_per_request(max_len)
+        version = parse_version(inputs.engine_version)
+        if version is None or version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:
+            tokens = int(concurrency * max_len)  # get_kv_cache_capacity: not a whole number of blocks
+        else:
+            tokens = engine_blocks // recurrent.groups * min(block_size, recurrent.state_block_size)
+        blocks = tokens // block_size
+    elif layout is not None:
         # V1's hybrid manager: a pool block is group_size layer pages; every group draws from the one pool
         page = kv_bytes_per_token_per_layer(inputs) * inputs.block_size * layout.group_size
         per_token_gpu = kv_bytes_per_token_per_layer(inputs) * layout.group_size * layout.groups
@@ -359,14 +384,15 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         blocks = engine_blocks // layout.groups
         version = parse_version(inputs.engine_version)
         if version is not None and version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:
-            blocks = int(concurrency * max_len) // inputs.block_size
+            tokens = int(concurrency * max_len)  # the engine's print, not a whole number of blocks
+            blocks = tokens // inputs.block_size
     elif inputs.num_gpu_blocks_override is not None:
         # the operator's block count replaces the profiled one; the engine allocates exactly that many
         blocks = inputs.num_gpu_blocks_override
         pool = blocks * inputs.block_size * per_token_gpu
     else:
         blocks = pool // (inputs.block_size * per_token_gpu)
-    if layout is None:
+    if layout is None and recurrent is None:
         concurrency = vllm_max_concurrency(inputs, pool, blocks, max_len)
     return CapacityResult(
         weights_bytes_per_gpu=weights,
@@ -375,10 +401,10 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         overhead_bytes_per_gpu=0 if fixed else overhead,
         kv_pool_bytes_per_gpu=pool,
         kv_cache_blocks=blocks,
-        kv_cache_tokens=blocks * inputs.block_size,
+        kv_cache_tokens=blocks * block_size if tokens is None else tokens,
         max_concurrency=concurrency,
         max_model_len=max_len,
-        block_size=inputs.block_size,
+        block_size=block_size,
         tensor_parallel_size=tp,
         gpu_memory_bytes=inputs.gpu_memory_bytes,
         gpu_memory_utilization=inputs.gpu_memory_utilization,

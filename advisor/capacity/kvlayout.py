@@ -191,9 +191,10 @@ v0.18.0 and later); before v0.12 the group size is always the smallest count."""
 
 HYBRID_TOKENS_FROM_CONCURRENCY_SINCE: Final = (0, 21)
 """From vLLM 0.21 "GPU KV cache size" is ``int(max_concurrency × max_model_len)`` (``kv_cache_utils.py``
-``_report_kv_cache_config``, v0.21.0 line 1708; ``get_kv_cache_capacity``, v0.22.0 line 1731); before,
-``num_blocks // len(kv_cache_groups) × min block_size`` (``_report_kv_cache_config``, v0.13.0 and v0.20.0 line
-1694; ``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.10.x)."""
+``_report_kv_cache_config``, v0.21.0 line 1708: "Sourcing this from the concurrency calculation handles hybrid
+layouts correctly"; ``get_kv_cache_capacity``, v0.22.0 line 1731, v0.24.0); before, ``num_blocks //
+len(kv_cache_groups) × min(block_size of the groups)`` (``_report_kv_cache_config``, v0.13.0-v0.20.0;
+``_get_kv_cache_config_uniform_page_size``, v0.9.1–v0.11.x)."""
 
 
 @dataclass(frozen=True)
@@ -297,3 +298,188 @@ def vllm_max_concurrency(inputs: CapacityInputs, pool_bytes: int, blocks: int, c
     if inputs.overhead_profile == "vllm-v0" and not m.full_attention_layers:
         need = min(need, m.sliding_window // bs + 2)
     return blocks / need
+
+
+# --- recurrent hybrids (Mamba / Gated DeltaNet layers beside attention) on vLLM V1 --------------------------------
+
+RECURRENT_PAGE_ALIGN_SINCE: Final = (0, 10, 0)
+"""First vLLM release whose V1 engine gives a recurrent hybrid's state layers pages of the attention layers' size
+and keeps both in one pool of KV cache groups: ``vllm/model_executor/models/config.py``
+``HybridAttentionMambaModelConfig.verify_and_update_config`` (v0.10.0-v0.18.0; from v0.20.0 the same rule is
+``vllm/platforms/interface.py`` ``Platform._align_hybrid_block_size``). v0.9.2 has neither: such models ran on V0
+(:func:`recurrent_state_bytes_per_sequence` and :func:`max_concurrency` keep that path)."""
+
+RECURRENT_KERNEL_BLOCK_ALIGNMENT: Final = 16
+"""Tokens the raised attention block is a multiple of for non-MLA attention: ``kernel_block_alignment_size = 16``
+("FlashAttention (FA) requires block size to be multiple of 16", ``HybridAttentionMambaModelConfig``, v0.10.0-
+v0.18.0; from v0.20.0 ``max(min(backend.get_supported_kernel_block_sizes()), cache_config.block_size)``, 16 for the
+FlashAttention / FlashInfer / Triton backends, so the configured block size when larger:
+:data:`RECURRENT_ALIGN_TO_BLOCK_SIZE_SINCE`)."""
+
+RECURRENT_ALIGN_TO_BLOCK_SIZE_SINCE: Final = (0, 20)
+"""From this vLLM release the block alignment of :data:`RECURRENT_KERNEL_BLOCK_ALIGNMENT` is at least the
+configured ``--block-size`` (``Platform._align_hybrid_block_size``, v0.20.0-v0.34.0; v0.19 not read)."""
+
+MAMBA_CACHE_MODES_SINCE: Final = (0, 16)
+"""First vLLM release read with ``--mamba-cache-mode`` (``vllm/config/cache.py`` ``mamba_cache_mode``, v0.16.0;
+v0.15 not read): with prefix caching on, a model without Mamba prefix caching (Gated DeltaNet) runs in ``align``
+mode and a request holds 2 state pages per recurrent group (``MambaSpec.max_memory_usage_bytes``: ``page_size_bytes
+× (2 + num_speculative_blocks)``; ``none``: ``× (1 + ...)``). v0.10.0-v0.14.0 turn prefix caching off for such
+models ("Hybrid or mamba-based model detected without support for prefix caching: disabling",
+``MambaModelConfig``, v0.12.0) and hold one page (``MambaSpec.max_memory_usage_bytes`` = the page, v0.10.0-v0.11.0;
+``cdiv(max_model_len, block_size)`` pages with ``mamba_block_size = max_model_len``, v0.12.0-v0.14.0)."""
+
+HYBRID_PREFIX_CACHING_DEFAULT_SINCE: Final = (0, 26)
+"""From this vLLM release prefix caching is on by default for hybrid models (``vllm/config/model.py``
+``ModelConfig.is_prefix_caching_supported``, v0.26.0: "Generative hybrid models support prefix caching."; v0.25.0
+and before: "Hybrid models do not support prefix caching", so off unless ``--enable-prefix-caching``)."""
+
+MAMBA_PREFIX_CACHING_TYPES: Final = frozenset({"jamba"})
+"""``model_type``s loaded here whose vLLM class implements ``SupportsMambaPrefixCaching`` (``jamba.py``, v0.18.0 and
+v0.24.0): with prefix caching on they run the ``all`` Mamba cache mode (a state page per block of the request, the
+block aligned to the Mamba chunk size), which :func:`recurrent_hybrid_layout` does not model. Gated DeltaNet models
+(``qwen3_next.py``, ``qwen3_5.py``) do not implement it and run ``align``."""
+
+QWEN3_5_SSM_DTYPE_ARCHITECTURES: Final = frozenset(
+    {"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
+)
+"""Architectures whose config's ``mamba_ssm_dtype`` sets vLLM's ``mamba_ssm_cache_dtype`` when that is ``auto``
+(``vllm/model_executor/models/config.py`` ``Qwen3_5ForConditionalGenerationConfig.verify_and_update_config`` and
+``MODELS_CONFIG_MAP``, v0.17.0-v0.34.0; Qwen3.5 first appears in v0.17.0). Qwen3.5's ``float32`` doubles the
+temporal state; Qwen3-Next (``Qwen3NextForCausalLM``) keeps it in the model dtype."""
+
+
+@dataclass(frozen=True)
+class RecurrentHybridLayout:
+    """How vLLM V1 lays out a recurrent hybrid's KV cache (one pipeline stage, one GPU).
+
+    Attributes:
+        block_size: attention tokens per block, raised so one attention page holds a layer's recurrent state.
+        page_bytes: one layer's page, bytes (``block_size`` × KV bytes per token per layer); every recurrent
+            state is padded to it (``mamba_page_size_padded``).
+        state_bytes: one recurrent layer's state before padding, bytes.
+        group_size: layers per KV cache group; one pool block is ``group_size`` pages.
+        attention_groups: groups of full-attention layers (the last padded to ``group_size``).
+        recurrent_groups: groups of recurrent layers (the last padded).
+        state_pages: pages one request holds in each recurrent group (1 in ``none`` mode, 2 in ``align``).
+        state_block_size: the recurrent spec's ``block_size`` (``mamba_block_size``): ``max_model_len`` in
+            ``none`` mode, ``block_size`` in ``align``; the smallest of the two block sizes enters the printed
+            token count before v0.21.
+    """
+
+    block_size: int
+    page_bytes: int
+    state_bytes: int
+    group_size: int
+    attention_groups: int
+    recurrent_groups: int
+    state_pages: int
+    state_block_size: int
+
+    @property
+    def groups(self) -> int:
+        """All KV cache groups (``len(kv_cache_groups)``)."""
+        return self.attention_groups + self.recurrent_groups
+
+    def blocks_per_request(self, context_tokens: int) -> int:
+        """Pool blocks one request of ``context_tokens`` tokens may hold: ``attention groups × cdiv(L, block) +
+        recurrent groups × state pages`` (``get_max_concurrency_for_kv_cache_config``: the sum over the groups of
+        each spec's ``max_memory_usage_bytes`` ÷ the page; every page is the same size)."""
+        need = -(-context_tokens // self.block_size)
+        return max(1, self.attention_groups * need + self.recurrent_groups * self.state_pages)
+
+
+def recurrent_state_page_bytes(inputs: CapacityInputs) -> int:
+    """One recurrent layer's state on one GPU, bytes: the ``MambaSpec.page_size_bytes`` before padding
+    (``vllm/v1/kv_cache_interface.py``: ``sum(prod(shape) × dtype size)`` over the conv and temporal states).
+
+    Shapes (``vllm/model_executor/layers/mamba/mamba_utils.py`` ``MambaStateShapeCalculator``, v0.18.0), each
+    divided over TP: Gated DeltaNet conv ``(kernel − 1) × conv_dim`` and temporal ``v_heads × v_dim × k_dim``;
+    Mamba-1 conv ``(d_conv − 1) × d_inner``, temporal ``d_inner × d_state``. Dtypes (``MambaStateDtypeCalculator``):
+    the conv state in the model dtype (``--mamba-cache-dtype auto``), the temporal state likewise unless
+    ``mamba_ssm_cache_dtype`` is set, which Qwen3.5 does from its config (:data:`QWEN3_5_SSM_DTYPE_ARCHITECTURES`).
+    The KV cache dtype (``--kv-cache-dtype fp8``) does not apply to these states.
+
+    Qwen3.5-9B bf16 (16 k heads, 32 v heads, dims 128, kernel 4, ``mamba_ssm_dtype`` float32):
+    3 × 8,192 × 2 B + 32 × 128 × 128 × 4 B = 49,152 + 2,097,152 = 2,146,304 B.
+    """
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    element = DTYPE_BYTES[inputs.compute_dtype]
+    ssm_element = element
+    version = parse_version(inputs.engine_version)
+    if (
+        m.architecture in QWEN3_5_SSM_DTYPE_ARCHITECTURES
+        and m.mamba_ssm_dtype in DTYPE_BYTES
+        and (version is None or version >= (0, 17))
+    ):
+        ssm_element = DTYPE_BYTES[m.mamba_ssm_dtype]
+    conv = m.recurrent_conv_elements // tp
+    temporal = (m.recurrent_state_elements - m.recurrent_conv_elements) // tp
+    return conv * element + temporal * ssm_element
+
+
+def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | None:
+    """The pool layout vLLM V1 gives a model with recurrent (Gated DeltaNet, Mamba-1) and full-attention layers,
+    or ``None`` where this rule does not apply (no recurrent layers, sliding-window layers as well, MLA, V0, V1
+    before :data:`RECURRENT_PAGE_ALIGN_SINCE`, or the ``all`` Mamba cache mode of :data:`MAMBA_PREFIX_CACHING_TYPES`).
+
+    1. Page sizes (``HybridAttentionMambaModelConfig.verify_and_update_config``, v0.10.0-v0.18.0;
+       ``Platform._align_hybrid_block_size`` from v0.20.0): the attention block is raised to
+       ``align × cdiv(state page, align × attention bytes per token per layer)`` tokens
+       (:data:`RECURRENT_KERNEL_BLOCK_ALIGNMENT`; a larger ``--block-size`` is kept) and the state is padded to
+       the attention page.
+    2. Groups (``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_groups_uniform_page_size``): each spec's layers
+       are split into groups of the smallest spec's layer count (:data:`HYBRID_GROUP_SIZE_MAX_RATIO`), the last
+       padded. A speculative draft's attention layers join the full-attention spec.
+    3. ``get_kv_cache_config_from_groups``: ``num_blocks = available // page // group_size``.
+
+    Qwen3.5-9B (8 full + 24 Gated DeltaNet layers, 4 KV heads × 256, fp8 KV = 2,048 B per token per layer):
+    block 16 × cdiv(2,146,304, 16 × 2,048) = 1,056 tokens, page 2,162,688 B, 4 groups of 8.
+    Not modelled: ``--mamba-cache-dtype``/``--mamba-ssm-cache-dtype`` other than ``auto``, the speculative rows of
+    the conv state and ``num_speculative_blocks``, ``--mamba-block-size``.
+    """
+    m = inputs.model
+    if (
+        not m.linear_layers
+        or m.sliding_window_layers
+        or m.is_mla
+        or inputs.overhead_profile != "vllm-v1"
+        or inputs.engine != "vllm"
+    ):
+        return None
+    version = parse_version(inputs.engine_version)
+    if version is not None and version < RECURRENT_PAGE_ALIGN_SINCE:
+        return None
+    prefix_caching = inputs.enable_prefix_caching
+    if prefix_caching is None:
+        prefix_caching = version is None or version >= HYBRID_PREFIX_CACHING_DEFAULT_SINCE
+    mode = "none"
+    if prefix_caching and m.model_type in MAMBA_PREFIX_CACHING_TYPES:
+        return None  # "all" mode: blocks aligned to the Mamba chunk size, a state page per block (not modelled)
+    if prefix_caching and (version is None or version >= MAMBA_CACHE_MODES_SINCE):
+        mode = "align"
+    per_token = kv_bytes_per_token_per_layer(inputs)
+    state = recurrent_state_page_bytes(inputs)
+    align = RECURRENT_KERNEL_BLOCK_ALIGNMENT
+    if version is None or version >= RECURRENT_ALIGN_TO_BLOCK_SIZE_SINCE:
+        align = max(align, inputs.block_size)
+    block = max(inputs.block_size, align * -(-state // (align * per_token)))
+    draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
+    full = layers_per_stage(inputs, m.attention_layers) + draft
+    recurrent = layers_per_stage(inputs, m.linear_layers)
+    size = min(full, recurrent)
+    for since, ratio in HYBRID_GROUP_SIZE_MAX_RATIO:
+        if (version is None or version >= since) and max(full, recurrent) < size * ratio:
+            size = max(full, recurrent)
+            break
+    return RecurrentHybridLayout(
+        block_size=block,
+        page_bytes=block * per_token,
+        state_bytes=state,
+        group_size=size,
+        attention_groups=-(-full // size),
+        recurrent_groups=-(-recurrent // size),
+        state_pages=2 if mode == "align" else 1,
+        state_block_size=block if mode == "align" else inputs.effective_max_model_len,
+    )

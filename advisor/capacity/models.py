@@ -109,6 +109,11 @@ class ModelArch:
         sliding_window_layers: how many attention layers are windowed.
         linear_layers: recurrent (Mamba / linear-attention) layers, which keep no per-token KV.
         recurrent_state_elements: state elements per sequence per recurrent layer (conv + SSM state).
+        recurrent_conv_elements: the conv-state part of ``recurrent_state_elements`` (the rest is the SSM /
+            temporal state, which vLLM may keep in another dtype).
+        mamba_ssm_dtype: the config's ``mamba_ssm_dtype`` (Qwen3.5: ``float32``), None when not stated.
+        architecture: the first class of ``architectures`` (``""`` when not stated); vLLM picks per-class
+            config rules by it.
         linear_layer_parameters: parameters of one recurrent mixer (replaces attention in that layer).
         attention_output_bias: the output projection has a bias (GPT-OSS).
         qk_norm: per-head RMSNorm on q and k (Qwen3, Gemma 3).
@@ -176,6 +181,9 @@ class ModelArch:
     linear_layers: int = 0
     recurrent_state_elements: int = 0
     linear_layer_parameters: int = 0
+    recurrent_conv_elements: int = 0
+    mamba_ssm_dtype: str | None = None
+    architecture: str = ""
     attention_output_bias: bool = False
     qk_norm: bool = False
     attention_sinks: bool = False
@@ -425,7 +433,8 @@ class ModelArch:
             raise CapacityError(f"{name}: config.json has no 'intermediate_size' (needed for the capacity pass)")
         _str_list(cfg, "layer_types", name, layers)
         _str_list(cfg, "layers_block_type", name, None)
-        linear, state, linear_params, attention_layers = _recurrent_layers(cfg, layers, hidden, name)
+        linear, state, linear_params, attention_layers, conv_state = _recurrent_layers(cfg, layers, hidden, name)
+        architectures = _str_list(cfg, "architectures", name, None) or []
         kv_lora_rank = _optional_positive_int(cfg, "kv_lora_rank", name, 0)
         mla_minimum = 1 if kv_lora_rank else 0  # an MLA model needs a rope part and a V head
         window = _sliding_window(cfg, name)
@@ -466,6 +475,9 @@ class ModelArch:
             linear_layers=linear,
             recurrent_state_elements=state,
             linear_layer_parameters=linear_params,
+            recurrent_conv_elements=conv_state,
+            mamba_ssm_dtype=_optional_str(cfg, "mamba_ssm_dtype", name),
+            architecture=architectures[0] if architectures else "",
             attention_output_bias=model_type == "gpt_oss" or bool(cfg.get("_linear_bias")),
             qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", *GATED_DELTA_NET_TYPES),
             attention_sinks=model_type == "gpt_oss",
@@ -834,8 +846,9 @@ def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int, pattern: int)
     return attention_layers
 
 
-def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: str) -> tuple[int, int, int, int]:
-    """(recurrent layers, state elements per sequence per such layer, mixer parameters, attention layers)."""
+def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: str) -> tuple[int, int, int, int, int]:
+    """(recurrent layers, state elements per sequence per such layer, mixer parameters, attention layers, the
+    conv-state part of those state elements)."""
     count = 0
     period, offset = _layer_period(cfg, "attn_layer_period", "attn_layer_offset", layers, name)
     expand = _optional_positive_int(cfg, "mamba_expand", name, 2)
@@ -852,7 +865,7 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
     elif isinstance(cfg.get("layers_block_type"), list):
         count = sum(1 for t in cfg["layers_block_type"] if t == "mamba")
     if not count:
-        return 0, 0, 0, layers
+        return 0, 0, 0, layers, 0
     d_inner = expand * hidden
     dt_rank = stated_rank if isinstance(stated_rank, int) and stated_rank else auto_rank
     # Mamba-1 mixer (Jamba): in_proj h×2d, conv d×conv + d, x_proj d×(dt+2n), dt_proj dt×d + d, A d×n, D d,
@@ -870,14 +883,15 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
         + dt_rank
         + 2 * d_state
     )
+    # MambaStateShapeCalculator.mamba1_state_shape: conv (d_inner, d_conv - 1), temporal (d_inner, d_state)
     state = (d_conv - 1) * d_inner + d_inner * d_state
-    return count, state, params, layers - count
+    return count, state, params, layers - count, (d_conv - 1) * d_inner
 
 
 def _gated_delta_net_layers(
     cfg: Mapping[str, Any], count: int, layers: int, hidden: int, name: str
-) -> tuple[int, int, int, int]:
-    """(linear layers, state elements per sequence per layer, mixer parameters, attention layers) of Gated
+) -> tuple[int, int, int, int, int]:
+    """(linear layers, state elements per sequence per layer, mixer parameters, attention layers, conv part) of Gated
     DeltaNet ``linear_attention`` layers; other ``linear_attention`` kinds are refused (naming ``layer_types``).
 
     State (vLLM ``mamba_utils.py`` ``MambaStateShapeCalculator.gated_delta_net_state_shape``): conv
@@ -899,7 +913,7 @@ def _gated_delta_net_layers(
     state = (kernel - 1) * conv_dim + v_heads * k_dim * v_dim
     params = hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + conv_dim * kernel + 2 * v_heads + v_dim
     params += value * hidden
-    return count, state, params, layers - count
+    return count, state, params, layers - count, (kernel - 1) * conv_dim
 
 
 def _gated_delta_net_dims(cfg: Mapping[str, Any], name: str) -> tuple[int, int, int, int, int]:

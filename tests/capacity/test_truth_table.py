@@ -93,12 +93,6 @@ def _block_math_case(file: str, case: dict[str, object]) -> object:
         why = "a GGUF checkpoint is not modelled"
     elif "minimum" in str(case.get("notes") or "") and "rank" in str(case.get("notes") or ""):
         why = "the quoted KV GiB is one rank's; the engine keeps the smallest rank's blocks"
-    elif case.get("model_config") and '"linear_attention"' in (tt.REPO / str(case["model_config"])).read_text():
-        why = (
-            "V1 puts a Gated-DeltaNet hybrid's attention and recurrent layers in KV cache groups of one page size "
-            "(the attention block raised to the recurrent state's page) and prints blocks ÷ groups × block; plan "
-            "keeps the recurrent layers apart (kind G)"
-        )
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(file, case, marks=marks, id=str(case.get("id")))
 

@@ -72,7 +72,6 @@ NO_MEMORY_EFFECT: dict[str, str] = {
         "enable_auto_tool_choice",
         "tool_call_parser",
         "reasoning_parser",
-        "enable_prefix_caching",
         "disable_radix_cache",
         "max_log_len",
         "distributed_executor_backend",
@@ -109,7 +108,7 @@ ENGINE_NO_MEMORY_EFFECT: dict[str, dict[str, str]] = {
 
 BOOLEAN_FLAGS = frozenset({"enforce_eager", "enable_expert_parallel", "ep_size", "enable_ep_moe", "kv_unified"})
 
-NEGATABLE_FLAGS = frozenset({"enable_chunked_prefill"})
+NEGATABLE_FLAGS = frozenset({"enable_chunked_prefill", "enable_prefix_caching"})
 """Boolean engine arguments whose stated False differs from leaving them unset (the engine's default may turn them
 on): ``plan`` takes them as ``--no-<flag>``."""
 
