@@ -26,7 +26,6 @@ from advisor.capacity.precision import DTYPE_BYTES, EXPERTS_ONLY, MXFP4_BITS, mx
 from advisor.capacity.profiles import OVERHEAD_PROFILES
 from advisor.errors import CapacityError
 
-
 BNB_SKIP_PREFIX_SINCE: Final = (0, 7, 3)
 """First vLLM release whose ``is_layer_skipped_bnb`` (``layers/quantization/bitsandbytes.py``) also skips a layer
 when an ``llm_int8_skip_modules`` entry equals a dotted prefix of its name (``model.layers.0.mlp``); 0.7.2 matches

@@ -133,9 +133,7 @@ QWEN_REST = 151_936 * 896 + 49 * 896  # tied embedding, 49 RMSNorms
 def _qwen(version: str, **overrides: Any) -> int:
     cfg = {**QWEN25_05B_UNSLOTH, **overrides}
     model = ModelArch.from_hf_config(cfg, "unsloth/qwen2.5-0.5b-instruct-unsloth-bnb-4bit")
-    inputs = CapacityInputs(
-        model=model, gpu_memory_bytes=24 * GIB, quantization="bitsandbytes", engine_version=version
-    )
+    inputs = CapacityInputs(model=model, gpu_memory_bytes=24 * GIB, quantization="bitsandbytes", engine_version=version)
     return weights_bytes_total(inputs)
 
 
