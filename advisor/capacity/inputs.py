@@ -17,7 +17,12 @@ from advisor.capacity.generation import Accounting, parse_version
 from advisor.capacity.hardware import GIB
 from advisor.capacity.lora import LoRASettings, lora_problems
 from advisor.capacity.models import ModelArch
-from advisor.capacity.precision import device_support_problems, resolve_dtype, weight_bytes_per_param
+from advisor.capacity.precision import (
+    bnb_4bit_bytes,
+    device_support_problems,
+    resolve_dtype,
+    weight_bytes_per_param,
+)
 from advisor.capacity.profiles import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     OVERHEAD_PROFILES,
@@ -298,7 +303,10 @@ class CapacityInputs:
         """Bytes per quantized linear parameter under :attr:`effective_quantization` (0.0 when unquantized): the
         width the checkpoint's ``quantization_config`` states when the method is the checkpoint's own (GPTQ/AWQ
         ``bits`` and ``group_size``, :attr:`ModelArch.checkpoint_weight_bits`; vLLM loads the tensors as
-        stored), else the method's usual width (:func:`~advisor.capacity.precision.weight_bytes_per_param`)."""
+        stored), else the method's usual width (:func:`~advisor.capacity.precision.weight_bytes_per_param`).
+        vLLM's bitsandbytes 4-bit (a 4-bit checkpoint, or in-flight quantization of an unquantized one): nested or
+        fp32 absmax by :attr:`ModelArch.bnb_double_quant` (in flight: always nested) and the release
+        (:func:`~advisor.capacity.precision.bnb_4bit_bytes`)."""
         q = self.effective_quantization
         if q is None:
             return 0.0
@@ -309,7 +317,12 @@ class CapacityInputs:
             return sum(g.parameters * (g.bytes_per_parameter or 0.0) for g in quantized) / params if params else 0.0
         stated = self.model.checkpoint_weight_bits
         own = self.model.checkpoint_quantization
-        if stated is not None and own is not None and _method_family(q) == _method_family(own):
+        same = own is not None and _method_family(q) == _method_family(own)
+        if self.engine == "vllm" and _method_family(q) == "bitsandbytes" and not (same and stated and stated >= 8):
+            # in flight: _unquantized_generator's quantize_4bit(compress_statistics=True) nests every layer
+            nested = self.model.bnb_double_quant if same else True
+            return bnb_4bit_bytes(nested=nested, release=parse_version(self.engine_version))
+        if stated is not None and same:
             return stated / 8
         return weight_bytes_per_param(self.compute_dtype, q)
 

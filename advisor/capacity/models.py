@@ -148,6 +148,10 @@ class ModelArch:
         attention_output_gate: the query projection also yields a per-head output gate, ``heads × head_dim`` more
             outputs (Qwen3-Next, Qwen3.5: vLLM ``qwen3_next.py`` ``Qwen3NextAttention``, ``attn_output_gate``
             default true).
+        bnb_double_quant: a bitsandbytes checkpoint's ``quantization_config`` states ``bnb_4bit_use_double_quant``
+            true (its absmax are stored nested; transformers' ``BitsAndBytesConfig`` defaults it to false).
+        bnb_skip_modules: a bitsandbytes checkpoint's ``llm_int8_skip_modules`` (vLLM ``BitsAndBytesConfig``), the
+            modules it keeps in the compute dtype (:func:`advisor.capacity.weights.bnb_skipped_linear_parameters`).
     """
 
     name: str
@@ -201,6 +205,8 @@ class ModelArch:
     mtp_layers: int = 0
     attention_output_gate: bool = False
     checkpoint_weight_groups: tuple[WeightGroup, ...] = ()
+    bnb_double_quant: bool = False
+    bnb_skip_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -484,6 +490,8 @@ class ModelArch:
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
             checkpoint_quantization=method,
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
+            bnb_double_quant=_bnb_double_quant(cfg, name, method),
+            bnb_skip_modules=_bnb_skip_modules(cfg, name, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
             checkpoint_group_size=_checkpoint_group_size(cfg, name, method),
             position_embeddings=int(cfg.get("_position_embeddings", 0)),
@@ -741,6 +749,30 @@ def _bnb_weight_bits(cfg: Mapping[str, Any], qc: Mapping[str, Any], name: str) -
     if qc.get("load_in_8bit") is not None and _optional_bool(qc, "load_in_8bit", name):
         return 8 * bnb_8bit_bytes(_positive_int(cfg, "hidden_size", name))
     return 8 * BNB_4BIT_BYTES
+
+
+def _bnb_double_quant(cfg: Mapping[str, Any], name: str, method: str | None) -> bool:
+    """:attr:`ModelArch.bnb_double_quant`: ``quantization_config.bnb_4bit_use_double_quant`` of a bitsandbytes
+    checkpoint (absent or null: false, transformers' ``BitsAndBytesConfig`` default); false for other methods."""
+    qc = cfg.get("quantization_config")
+    if method != "bitsandbytes" or not isinstance(qc, Mapping) or qc.get("bnb_4bit_use_double_quant") is None:
+        return False
+    return _optional_bool(qc, "bnb_4bit_use_double_quant", name)
+
+
+def _bnb_skip_modules(cfg: Mapping[str, Any], name: str, method: str | None) -> tuple[str, ...]:
+    """:attr:`ModelArch.bnb_skip_modules`: ``quantization_config.llm_int8_skip_modules`` of a bitsandbytes
+    checkpoint, a list of module names (null: none, as vLLM's ``BitsAndBytesConfig`` takes ``or []``).
+
+    Raises:
+        CapacityError: the key is neither null nor a list of strings."""
+    qc = cfg.get("quantization_config")
+    if method != "bitsandbytes" or not isinstance(qc, Mapping) or qc.get("llm_int8_skip_modules") is None:
+        return ()
+    names = qc["llm_int8_skip_modules"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise _bad_value(name, "quantization_config.llm_int8_skip_modules", "a list of module names", names)
+    return tuple(names)
 
 
 def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str, method: str | None) -> float | None:

@@ -34,7 +34,7 @@ import math
 
 from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.inputs import CapacityInputs
-from advisor.capacity.precision import BNB_4BIT_BYTES, DTYPE_BYTES
+from advisor.capacity.precision import DTYPE_BYTES
 from advisor.capacity.profiles import (
     CUDA_GRAPH_ESTIMATE_SINCE,
     FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT,
@@ -86,7 +86,7 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
     tokens = inputs.profile_tokens
     has_dense = m.num_layers > m.moe_layers or not m.is_moe
     if om.forward_by_model_code and has_dense:
-        bnb_4bit = inputs.effective_quantization == "bitsandbytes" and inputs.quantized_weight_bytes == BNB_4BIT_BYTES
+        bnb_4bit = inputs.effective_quantization == "bitsandbytes" and inputs.quantized_weight_bytes < 1  # not 8-bit
         release = parse_version(inputs.engine_version)
         forward = tokens * act * v0_forward_elements_per_token(m, tp, bnb_4bit=bnb_4bit, release=release)
         if bnb_4bit:

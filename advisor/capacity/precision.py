@@ -24,11 +24,18 @@ Sources:
   ``model_loader/bitsandbytes_loader.py``): 4-bit (NF4 or FP4) packs two weights per byte (``qweight`` of
   ``in × out / 2`` uint8) and keeps one fp32 ``absmax`` per block of 64 weights (bitsandbytes ``quantize_4bit``
   ``blocksize=64``; transformers' ``BitsAndBytesConfig`` has no key to change it). A double-quantized
-  (``bnb_4bit_use_double_quant``, nested) checkpoint stores its absmax as uint8, but vLLM's loader dequantizes them
-  back to fp32 at load (``dequantize_dq``), so every 4-bit layer costs **0.5 + 4/64 = 0.5625 bytes** (4.5 bits) per
-  parameter on the GPU. An unquantized checkpoint served with ``--quantization bitsandbytes`` is quantized in
-  flight to 4-bit NF4 (``_unquantized_generator``: ``quantize_4bit(compress_statistics=True, quant_type="nf4")``,
-  then the same ``dequantize_dq``). 8-bit (LLM.int8, ``load_in_8bit``): one int8 per weight (``Int8Params``) plus
+  (``bnb_4bit_use_double_quant``, nested) checkpoint stores its absmax as uint8 plus one fp32 absmax per 256 of them
+  (bitsandbytes ``quantize_4bit(compress_statistics=True)``: ``quantize_blockwise(absmax, blocksize=256)``), and an
+  unquantized checkpoint served with ``--quantization bitsandbytes`` is quantized in flight the same way
+  (``_unquantized_generator``: ``quantize_4bit(compress_statistics=True, quant_type="nf4")``). vLLM 0.9.2 added
+  ``dequantize_dq`` (``model_loader/bitsandbytes_loader.py``), which turns nested absmax back into fp32 at load;
+  before it (0.7.2-0.9.1 ``model_loader/loader.py`` / ``bitsandbytes_loader.py``, ``QuantState.from_dict``) they
+  stay nested on the GPU. So a 4-bit layer costs **0.5 + 4/64 = 0.5625 bytes** per parameter when not nested or
+  from 0.9.2, and **0.5 + 1/64 + 4/(64 × 256) = 0.51587** when nested before 0.9.2 (:func:`bnb_4bit_bytes`).
+  Unsloth replaces ``dequantize_dq`` with a no-op (unslothai/unsloth-zoo ``unsloth_zoo/vllm_utils.py`` at
+  752a92168676b95fbef4690db45f0bd4206b47d9, "vLLM dequantizes the Double quant scalars on the fly. We disable
+  this"), so vLLM run inside Unsloth keeps them nested on every release; ``plan`` has no input for that and
+  follows vLLM. 8-bit (LLM.int8, ``load_in_8bit``): one int8 per weight (``Int8Params``) plus
   one fp32 absmax per output row (``SCB``): ``1 + 4 / in_features`` bytes (:func:`bnb_8bit_bytes`).
 * MXFP4 on the Marlin kernel pads the expert shapes (:func:`mxfp4_padded_expert_shape`).
 
@@ -47,6 +54,8 @@ from advisor.errors import CapacityError
 
 __all__ = [
     "BNB_4BIT_BYTES",
+    "BNB_4BIT_NESTED_BYTES",
+    "BNB_DEQUANTIZE_DQ_SINCE",
     "DTYPE_BYTES",
     "EXPERTS_ONLY",
     "FP8_BLOCK_BYTES",
@@ -55,6 +64,7 @@ __all__ = [
     "INT_WEIGHT_METHODS",
     "MXFP4_BITS",
     "NVFP4_BITS",
+    "bnb_4bit_bytes",
     "bnb_8bit_bytes",
     "device_support_problems",
     "int_weight_bits",
@@ -110,8 +120,34 @@ BNB_4BIT_BLOCK: Final = 64
 """Weights per fp32 ``absmax`` of a bitsandbytes 4-bit layer (``quantize_4bit`` ``blocksize=64``)."""
 
 BNB_4BIT_BYTES: Final = 0.5 + 4 / BNB_4BIT_BLOCK
-"""Bytes per parameter of a bitsandbytes 4-bit layer as vLLM holds it: two weights per byte plus an fp32 absmax per
-64 (0.5625; double-quantized absmax are dequantized to fp32 at load, ``bitsandbytes_loader.py`` ``dequantize_dq``)."""
+"""Bytes per parameter of a bitsandbytes 4-bit layer with fp32 absmax: two weights per byte plus an fp32 absmax per
+64 (0.5625): a checkpoint without double quantization, or any 4-bit layer from vLLM 0.9.2 (``dequantize_dq``)."""
+
+BNB_4BIT_NESTED_BLOCK: Final = 256
+"""absmax per fp32 ``state2.absmax`` of a double-quantized (nested) bitsandbytes 4-bit layer (bitsandbytes 0.45.3
+``functional.quantize_4bit``: ``compress_statistics`` → ``quantize_blockwise(absmax, blocksize=256)``; transformers
+saves it as ``nested_blocksize`` 256)."""
+
+BNB_4BIT_NESTED_BYTES: Final = 0.5 + 1 / BNB_4BIT_BLOCK + 4 / (BNB_4BIT_BLOCK * BNB_4BIT_NESTED_BLOCK)
+"""Bytes per parameter of a nested bitsandbytes 4-bit layer: two weights per byte, a uint8 absmax per 64 and an fp32
+absmax per 64 × 256 (0.515869; the 256-entry code and the offset per layer are ignored)."""
+
+BNB_DEQUANTIZE_DQ_SINCE: Final = (0, 9, 2)
+"""First vLLM release whose bitsandbytes loader dequantizes nested absmax to fp32 at load (``dequantize_dq`` in
+``vllm/model_executor/model_loader/bitsandbytes_loader.py``; absent from the 0.9.1 wheel, called for every 4-bit
+parameter's quant states in 0.9.2 and 0.10.0)."""
+
+
+def bnb_4bit_bytes(*, nested: bool, release: tuple[int, ...] | None) -> float:
+    """Bytes per parameter of a bitsandbytes 4-bit layer as vLLM ``release`` holds it on the GPU.
+
+    ``nested``: the absmax were double-quantized (a checkpoint whose ``quantization_config`` states
+    ``bnb_4bit_use_double_quant`` true, or in-flight quantization, which always passes ``compress_statistics=True``).
+    Nested absmax stay uint8 before :data:`BNB_DEQUANTIZE_DQ_SINCE` (:data:`BNB_4BIT_NESTED_BYTES`) and are fp32
+    from it (:data:`BNB_4BIT_BYTES`); ``release`` None (no version given) follows the newest releases.
+    Llama-3.1-8B's 6,979,321,856 linear parameters, nested, vLLM 0.7.2: 3,600,416,768 bytes (3.353 GiB)."""
+    dequantized = release is None or release >= BNB_DEQUANTIZE_DQ_SINCE
+    return BNB_4BIT_NESTED_BYTES if nested and not dequantized else BNB_4BIT_BYTES
 
 
 def bnb_8bit_bytes(in_features: int) -> float:

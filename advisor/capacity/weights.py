@@ -10,7 +10,9 @@ follows. The pass that subtracts them from the budget: :mod:`advisor.capacity.kv
 from __future__ import annotations
 
 import math
+from typing import Final
 
+from advisor.capacity.generation import parse_version
 from advisor.capacity.inputs import CapacityInputs
 from advisor.capacity.kvlayout import (
     kv_heads_per_gpu,
@@ -22,6 +24,62 @@ from advisor.capacity.lora import lora_bytes, lora_counted
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import DTYPE_BYTES, EXPERTS_ONLY, MXFP4_BITS, mxfp4_padded_expert_shape
 from advisor.capacity.profiles import OVERHEAD_PROFILES
+from advisor.errors import CapacityError
+
+BNB_SKIP_PREFIX_SINCE: Final = (0, 7, 3)
+"""First vLLM release whose ``is_layer_skipped_bnb`` (``layers/quantization/bitsandbytes.py``) also skips a layer
+when an ``llm_int8_skip_modules`` entry equals a dotted prefix of its name (``model.layers.0.mlp``); 0.7.2 matches
+single name components only (``lm_head``, ``mlp``)."""
+
+
+def bnb_skipped_linear_parameters(inputs: CapacityInputs) -> int:
+    """Linear parameters a bitsandbytes checkpoint keeps in the compute dtype (``llm_int8_skip_modules``).
+
+    vLLM's ``BitsAndBytesConfig.get_quant_method`` gives a linear layer ``UnquantizedLinearMethod`` when
+    ``is_layer_skipped_bnb(prefix, llm_int8_skip_modules)``: an entry equals one dot-separated component of the
+    layer's name or, from :data:`BNB_SKIP_PREFIX_SINCE`, one of its dotted prefixes (0.7.3-0.10.0 wheels). The
+    names are vLLM's fused modules of a decoder layer, ``model.layers.{i}.self_attn.qkv_proj`` / ``o_proj`` and
+    ``model.layers.{i}.mlp.gate_up_proj`` / ``down_proj`` (``llama.py``, ``qwen2.py``), so an entry naming an
+    unfused checkpoint tensor (``…self_attn.q_proj``) skips nothing, and the LM head and embeddings are never
+    quantized. Unsloth's qwen2.5-0.5b-instruct-unsloth-bnb-4bit skips ``model.layers.0.self_attn`` and the MLPs of
+    layers 0, 2, 3 and 21: 1,836,160 + 4 × 13,074,432 = 54,133,888 parameters. Only dense decoders with a gated
+    MLP and GQA attention are modelled; an entry that would name a layer of another architecture is refused.
+
+    Raises:
+        CapacityError: ``llm_int8_skip_modules`` names a decoder-layer module of an architecture not modelled here.
+    """
+    m = inputs.model
+    q = inputs.effective_quantization
+    if not m.bnb_skip_modules or q is None or q.strip().lower() != "bitsandbytes":
+        return 0
+    if m.checkpoint_quantization != "bitsandbytes":  # in flight: vLLM builds the config from {} (nothing skipped)
+        return 0
+    release = parse_version(inputs.engine_version)
+    by_prefix = release is None or release >= BNB_SKIP_PREFIX_SINCE
+    h, d = m.hidden_size, m.head_dim
+    o_proj = m.num_attention_heads * d * h + (h if m.attention_output_bias else 0)
+    down = m.intermediate_size * h + (h if m.mlp_bias else 0)
+    modules = {
+        ("self_attn", "qkv_proj"): m.attention_parameters_per_layer() - o_proj,
+        ("self_attn", "o_proj"): o_proj,
+        ("mlp", "gate_up_proj"): m.dense_mlp_parameters() - down,
+        ("mlp", "down_proj"): down,
+    }
+    names = set(m.bnb_skip_modules)
+    skipped = 0
+    for layer in range(m.num_layers):
+        for (block, proj), params in modules.items():
+            parts = ["model", "layers", str(layer), block, proj]
+            prefixes = {".".join(parts[: k + 1]) for k in range(len(parts))} if by_prefix else set()
+            if names & (set(parts) | prefixes):
+                skipped += params
+    modelled = m.gated_mlp and not (m.is_moe or m.is_mla or m.linear_layers or m.vision_parameters)
+    if skipped and not modelled:
+        raise CapacityError(
+            f"{m.name}: quantization_config.llm_int8_skip_modules {list(m.bnb_skip_modules)} keeps decoder-layer "
+            "modules unquantized; that is modelled only for dense decoders with a gated MLP"
+        )
+    return skipped
 
 
 def _quantized_split(inputs: CapacityInputs) -> tuple[int, int]:
@@ -35,7 +93,8 @@ def _quantized_split(inputs: CapacityInputs) -> tuple[int, int]:
     if q.strip().lower() in EXPERTS_ONLY:
         experts = m.expert_weight_parameters()
         return experts, linear - experts
-    return linear - routers, routers
+    skipped = bnb_skipped_linear_parameters(inputs)
+    return linear - routers - skipped, routers + skipped
 
 
 def weights_bytes_total(inputs: CapacityInputs) -> int:
