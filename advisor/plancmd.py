@@ -434,9 +434,12 @@ def _point_rows(op: Any) -> list[tuple[str, str]]:
     )
     t, p = op.ttft, op.tpot
     waits = f"slot wait {_time(op.slot_wait_seconds)} + prefill wait {_time(op.prefill_wait_seconds)} + prefill"
-    rows.append(
-        ("TTFT", f"mean {_time(t.mean)}, p50 {_time(t.p50)}, p90 {_time(t.p90)}, p99 {_time(t.p99)} ({waits})")
-    )
+    if math.isinf(t.mean):
+        rows.append(("TTFT", "unbounded: the queue grows without end at this rate"))
+    else:
+        rows.append(
+            ("TTFT", f"mean {_time(t.mean)}, p50 {_time(t.p50)}, p90 {_time(t.p90)}, p99 {_time(t.p99)} ({waits})")
+        )
     rows.append(("TPOT", f"mean {_time(p.mean)}, p50 {_time(p.p50)}, p90 {_time(p.p90)}, p99 {_time(p.p99)}"))
     rows.append(
         (

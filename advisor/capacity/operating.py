@@ -187,6 +187,8 @@ class OperatingPoint:
         utilization: ``requests_per_second`` demanded ÷ ``max_requests_per_second`` (> 1: the queue grows).
         output_tokens_per_second_per_replica / _total: output tokens per second produced (never above capacity).
         stable: False when the arrival rate exceeds capacity (the queue grows without bound).
+        saturated: what is full: ``slots`` (every slot busy and requests wait for one), ``prefill`` (prefill
+            takes all of the GPU's time, open loop only) or ``""``.
         replicas_needed: the fewest replicas meeting the SLO (``None`` without an SLO or an arrival rate, or when
             no count does: :attr:`unreachable`).
         goodput_ratio / meets_slo / breached: the SLO verdict (``None``/``[]`` without an SLO).
@@ -222,6 +224,7 @@ class OperatingPoint:
     output_tokens_per_second_per_replica: float
     output_tokens_per_second_total: float
     stable: bool
+    saturated: Literal["", "slots", "prefill"]
     replicas_needed: int | None
     unreachable: str
     goodput_ratio: float | None
@@ -296,15 +299,37 @@ def _finite(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else x
 
 
-def _closed_loop_share(batch: float, step: float, t_p: float, n_out: float) -> float:
-    """Prefill's share ``u`` of GPU time for ``batch`` sequences in service in a closed loop (no wait between a
-    completion and the next admission). Throughput ``X = batch ÷ (T_p + N·step ÷ (1 − u))`` and ``u = X·T_p``
-    give ``u² − (1 + a + B)·u + B = 0`` with ``a = N·step ÷ T_p``; the root in [0, 1) (the other exceeds 1, as
-    the quadratic is ``−a`` < 0 at ``u = 1``), written ``2B ÷ (s + √(s² − 4B))``, ``s = 1 + a + B``, to avoid
-    cancellation."""
-    a = n_out * step / t_p
-    s = 1.0 + a + batch
-    return 2 * batch / (s + math.sqrt(max(0.0, s * s - 4 * batch)))
+def _closed_loop(batch: float, step: float, t_p: float, n_out: float) -> tuple[float, float]:
+    """(prefill's share ``u`` of GPU time, mean prefill wait ``W_p`` in seconds) for ``batch`` sequences in
+    service in a closed loop (the next request is admitted as one leaves).
+
+    Each sequence cycles through a prefill wait, its prefill and ``N`` decode steps stretched by the other
+    sequences' prefills (``TPOT = step ÷ (1 − u·(B − 1)/B)``: one user's decode never shares the GPU with a
+    prefill): throughput ``X = B ÷ (W_p + T_p + N·TPOT)`` and ``u = X·T_p``. The prefill wait is the M/D/1
+    Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one length; the open loop's
+    formula in ``queueing.py`` with ``c_p = 0``), bounded by the finite population: at most the other ``B − 1``
+    sequences' prefills are ahead (so one user never waits). ``u − X(u)·T_p`` rises with ``u`` from below 0 at
+    0 to 1 at 1, so bisection finds the one root. without the wait it is the smaller root of
+    ``u² − (1 + a + B)·u + B = 0``, ``a = N·step ÷ T_p``.
+    """
+
+    def wait(u: float) -> float:
+        return min(u * t_p / (2 * (1 - u)), max(0.0, batch - 1) * t_p)
+
+    others = (batch - 1) / batch  # a decoding sequence is stretched by the other sequences' prefills only
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        u = (lo + hi) / 2
+        if u - t_p * batch / (wait(u) + t_p + n_out * step / (1 - u * others)) < 0:
+            lo = u
+        else:
+            hi = u
+    return hi, wait(hi)
+
+
+def _closed_tpot(step: float, share: float, batch: float) -> float:
+    """A closed loop's TPOT, seconds: the step stretched by the other sequences' prefills (:func:`_closed_loop`)."""
+    return step / (1 - share * (batch - 1) / batch)
 
 
 def binding_constraint(
@@ -323,45 +348,44 @@ def binding_constraint(
 
     The rule, in order:
 
-    1. **Waiting decides** when the queue is unstable (the arrival rate exceeds what the replicas complete with
-       their batch full) or the mean wait before a request's prefill starts (slot wait + prefill wait) is at
-       least the prefill itself — more than half of the mean TTFT is waiting, so no faster kernel fixes it.
-       The wait is then named by where it forms:
+    1. **The slot queue decides** when the load is unstable (an arrival rate above what the replicas complete
+       with their batch full: the queue grows without bound) or when requests wait for a *slot* at least as long
+       as their prefill takes (the mean slot wait ≥ ``T_p``: half or more of the mean TTFT before the prefill
+       wait is spent queued for admission, so no faster kernel fixes it). It is named by what caps the slots:
 
-       * ``kv_ceiling`` — requests wait for a *slot* (the slots saturate, or the slot wait is the larger wait)
-         and the slots are capped by the KV pool: the ceiling at the typical context is below max-num-seqs.
-         The lesson: "KV pool ÷ per-request cache = concurrency ceiling … the hard cap on the batch, and
-         therefore on throughput per replica"; the dials are the pool's (quantize weights or the KV cache, a
-         higher TP, a bigger GPU, a shorter context) or more replicas.
-       * ``queue`` — otherwise: the replicas run the batch they are allowed (max-num-seqs) or their prefill is
-         saturated, and the arrival rate still outruns them; more replicas is the answer.
+       * ``kv_ceiling`` — the slots are full and capped by the KV pool: the ceiling at the typical context
+         (prompt + output tokens) is below max-num-seqs. The lesson: "KV pool ÷ per-request cache = concurrency
+         ceiling … the hard cap on the batch, and therefore on throughput per replica"; the dials are the pool's
+         (quantized weights or KV cache, a higher TP, a bigger GPU, a shorter context) — or more replicas.
+       * ``queue`` — otherwise: the replicas run the batch they are allowed (max-num-seqs), or the prompts alone
+         saturate the GPU (``λ·T_p ≥ 1``), and the traffic still outruns them: more replicas.
 
-    2. **Otherwise the roofline decides**: a request's GPU time is its prefill ``T_p`` plus its share of the
-       decode steps, ``N_out × step(B) ÷ B`` at the batch ``B`` actually run. Each part counts as
-       compute-bound when its FLOP time is at least its memory time (:attr:`PrefillRoofline.compute_bound`,
-       :meth:`DecodeStepModel.compute_bound`; Williams et al., "Roofline", CACM 2009):
+    2. **Otherwise the roofline decides** (Williams, Waterman & Patterson, "Roofline", CACM 2009): a request's
+       GPU time is its prefill ``T_p`` plus its share of the decode steps, ``N_out × step(B) ÷ B`` at the batch
+       ``B`` actually run. Each part counts as compute-bound when its FLOP time is at least its memory time
+       (:attr:`PrefillRoofline.compute_bound`, :meth:`DecodeStepModel.compute_bound`):
 
-       * ``compute`` — the compute-bound parts hold at least half of it (a prefill-heavy load, or decode at a
-         batch past the ridge point); a faster tensor rate, FP8, or TP helps;
-       * ``bandwidth`` — the memory-bound parts hold more: streaming the weights (and KV) each step dominates,
+       * ``compute`` — the compute-bound parts hold at least half of it: a prefill-heavy load (prompts waiting
+         for the GPU's prefill wait on its FLOPs, so the prefill wait belongs here, not to the queue), or decode
+         at a batch past the ridge point; a faster tensor rate, FP8 or TP helps;
+       * ``bandwidth`` — the memory-bound parts hold more: streaming the weights (and KV) every step dominates,
          as for a large model at a small batch; quantized weights, TP or speculative decoding help (the lesson:
          speculative decoding is "a latency lever for low-batch regimes").
 
     The constraint is named whether or not the SLO is met: it is what limits this configuration at this load.
-    The SLO verdict is separate (:attr:`OperatingPoint.breached`, ``ttft``/``tpot``) and the two read together:
-    a TTFT breach under ``queue``/``kv_ceiling`` is the wait, under ``compute`` the prefill itself; a TPOT
-    breach under ``bandwidth`` is the weight streaming at this batch, under ``compute`` the batch's FLOPs, under
-    ``kv_ceiling``/``queue`` the full batch the saturated replica runs (its prefill share stretching the step).
+    The verdict is separate (:attr:`OperatingPoint.breached`, ``ttft``/``tpot``) and the two read together: a
+    TTFT breach under ``queue``/``kv_ceiling`` is the wait for a slot, under ``compute`` the prefill and the
+    prompts queued behind it; a TPOT breach under ``bandwidth`` is the weight streaming at this batch, under
+    ``compute`` the batch's FLOPs or prefill's share of GPU time, under ``kv_ceiling``/``queue`` the full batch a
+    saturated replica runs.
 
     Returns:
-        (constraint, share): for 1 the share of the mean pre-prefill wait in the mean TTFT (1.0 unstable), for 2
-        the compute-bound (``compute``) or memory-bound (``bandwidth``) share of a request's GPU time.
+        (constraint, share): for 1 the share of the slot wait in the mean TTFT (1.0 unstable), for 2 the
+        compute-bound (``compute``) or memory-bound (``bandwidth``) share of a request's GPU time.
     """
-    wait = slot_wait + prefill_wait
-    if not stable or wait >= prefill.seconds:
-        slots = slots_saturate if not stable else slot_wait >= prefill_wait
-        share = 1.0 if not stable else wait / (wait + prefill.seconds)
-        return ("kv_ceiling" if slots and kv_capped else "queue"), share
+    if not stable or slot_wait >= prefill.seconds:
+        share = 1.0 if not stable else slot_wait / (slot_wait + prefill_wait + prefill.seconds)
+        return ("kv_ceiling" if slots_saturate and kv_capped else "queue"), share
     b = max(batch, 1.0)
     decode = output_tokens * step(b) / b
     compute = (prefill.seconds if prefill.compute_bound else 0.0) + (decode if step.compute_bound(b) else 0.0)
@@ -403,10 +427,10 @@ def operating_point(
     Unstable: TTFT is unbounded; the engine runs its full batch, so TPOT is the step at the ceiling.
 
     Closed loop (``concurrency = B`` users per replica, no arrival rate): an engine runs ``b = min(B ÷ DP,
-    batch_cap)``; the rest wait for a slot. Prefill takes ``u`` of GPU time (:func:`_closed_loop_share`),
-    TPOT = step(b) ÷ (1 − u), throughput ``X = b ÷ (T_p + N·TPOT)``, and by Little's law each user's cycle is
-    ``B ÷ X``, so the slot wait is ``(B − b) ÷ X`` and TTFT = wait + T_p. Deterministic: every quantile is the
-    mean, the goodput ratio 1 or 0.
+    batch_cap)``; the rest wait for a slot. Prefill takes ``u`` of GPU time and prompts wait ``W_p`` for it
+    (:func:`_closed_loop`), TPOT = step(b) ÷ (1 − u), throughput ``X = b ÷ (W_p + T_p + N·TPOT)``, and by
+    Little's law each user's cycle is ``B ÷ X``, so the slot wait is ``(B − b) ÷ X`` and TTFT = slot wait + W_p
+    + T_p. Deterministic: every quantile is the mean, the goodput ratio 1 or 0.
 
     Example (``tests/capacity/test_plan_pass.py`` has the four constraints with their arithmetic): Llama-3.1-70B
     bf16, TP 2 on H100-SXM, one user of 1,000 + 500 tokens: each step streams 70.6 GB ÷ 2 per GPU, ≥ 10.5 ms at
@@ -424,9 +448,17 @@ def operating_point(
     engines = replicas * ranks
     service, step, prefill, ceiling = _engine(inputs, gpu, result, workload, assumptions)
     t_p, cap, n_out = prefill.seconds, service.batch_cap, workload.output_tokens
-    mu = max_stable_rate(workload, service)
-    share_full = mu * t_p
-    tpot_cap = step(float(cap)) / (1 - share_full) if share_full < 1 else math.inf
+    if concurrency is None:
+        mu = max_stable_rate(workload, service)
+        share_full = mu * t_p
+    else:  # the closed loop's own ceiling: every slot busy, the next user admitted as one leaves
+        share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out)
+        mu = cap / (wait_full + t_p + n_out * _closed_tpot(step(float(cap)), share_full, float(cap)))
+    tpot_cap = (
+        (step(float(cap)) / (1 - share_full) if share_full < 1 else math.inf)
+        if concurrency is None
+        else _closed_tpot(step(float(cap)), share_full, float(cap))
+    )
     slo_for_model = slo or SLO(ttft_seconds=3600.0, tpot_seconds=60.0)
     if concurrency is None:
         p = predict_service(workload, service, engines, slo_for_model)
@@ -454,7 +486,7 @@ def operating_point(
             tpot_ok = p.tpot_attainment
         goodput = p.goodput_ratio
         meets = p.meets(slo_for_model)
-        slots_saturate = not stable and p.prefill_utilization < 1
+        saturated = "" if stable else ("prefill" if p.prefill_utilization >= 1 else "slots")
         needed: int | None = None
         unreachable = ""
         if slo is not None:
@@ -467,24 +499,23 @@ def operating_point(
     else:
         users = concurrency / ranks
         b = min(users, float(cap))
-        share = _closed_loop_share(b, step(b), t_p, n_out)
-        tpot_b = step(b) / (1 - share)
-        done = b / (t_p + n_out * tpot_b)
+        share, prefill_wait = _closed_loop(b, step(b), t_p, n_out)
+        tpot_b = _closed_tpot(step(b), share, b)
+        done = b / (prefill_wait + t_p + n_out * tpot_b)
         slot_wait = (users - b) / done
-        prefill_wait = 0.0
-        ttft = Quantiles(*(t_p + slot_wait,) * 4)
+        ttft = Quantiles(*(slot_wait + prefill_wait + t_p,) * 4)
         tpot = Quantiles(*(tpot_b,) * 4)
         batch, stable, demanded = b, True, done
         ttft_ok = 1.0 if ttft.mean <= slo_for_model.ttft_seconds else 0.0
         tpot_ok = 1.0 if tpot_b <= slo_for_model.tpot_seconds else 0.0
         goodput = ttft_ok * tpot_ok
         meets = goodput >= 1.0
-        slots_saturate = users > cap
+        saturated = "slots" if users > cap else ""
         needed, unreachable = None, ""
         p = None
     binding, share_of = binding_constraint(
         stable=stable,
-        slots_saturate=slots_saturate,
+        slots_saturate=saturated == "slots" or (stable and slot_wait >= prefill.seconds),
         slot_wait=slot_wait,
         prefill_wait=prefill_wait,
         prefill=prefill,
@@ -525,6 +556,7 @@ def operating_point(
         output_tokens_per_second_per_replica=per_replica,
         output_tokens_per_second_total=per_replica * replicas,
         stable=stable,
+        saturated=saturated,
         replicas_needed=needed,
         unreachable=unreachable,
         goodput_ratio=None if slo is None else goodput,
@@ -563,8 +595,8 @@ def _binding_reason(op: OperatingPoint, share: float) -> str:
                 f"{typical:,.0f} tokens, below max-num-seqs {op.max_num_seqs}"
             )
         why = (
-            "the prefill saturates the GPU"
-            if op.stable is False and op.prefill_share >= 0.999
+            f"prefill alone would take {op.utilization * op.max_requests_per_second * op.prefill.seconds:.0%} of the GPU's time"
+            if op.saturated == "prefill"
             else f"the batch cap is {op.batch_cap} (max-num-seqs {op.max_num_seqs}, KV ceiling {op.kv_ceiling})"
         )
         return f"{head}; {why}: more replicas"
