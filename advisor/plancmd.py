@@ -335,11 +335,11 @@ def _past_the_ceiling(args: argparse.Namespace, inputs: Any, gpu: Any, result: A
             f"{load} needs the GPU's memory bandwidth and tensor rate to time a step; {gpu.name} is not one catalog "
             "part: give --gpu NAME (capacity-advisor catalog gpus)"
         )
-    workload = Workload(
-        arrival_rate=args.arrival_rate or 0.0,
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        **_length_cvs(args),
+    workload = _with_cvs(
+        Workload(
+            arrival_rate=args.arrival_rate or 0.0, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens
+        ),
+        args,
     )
     return operating_point(
         inputs,
@@ -376,9 +376,8 @@ def _point_rows(op: Any) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if op.slo is not None:
         slo = op.slo
-        targets = (
-            f"TTFT ≤ {_time(slo.ttft_seconds)} and TPOT ≤ {_time(slo.tpot_seconds)}"
-            + (f" for {slo.target_ratio:.0%} of requests" if op.mode == "arrival_rate" else "")
+        targets = f"TTFT ≤ {_time(slo.ttft_seconds)} and TPOT ≤ {_time(slo.tpot_seconds)}" + (
+            f" for {slo.target_ratio:.0%} of requests" if op.mode == "arrival_rate" else ""
         )
         verdict = "MEETS" if op.meets_slo else "FAILS"
         missed = "" if not op.breached else "; missed: " + " and ".join(b.upper() for b in op.breached)
@@ -420,8 +419,7 @@ def _point_rows(op: Any) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"{label} {max(batch, 1.0):,.1f}",
-                f"step {_time(step)}, TPOT {_time(tpot)} (with prefill's share), {rate:,.0f} tokens/s "
-                "(decode alone)",
+                f"step {_time(step)}, TPOT {_time(tpot)} (with prefill's share), {rate:,.0f} tokens/s (decode alone)",
             )
         )
     bound = "compute-bound" if op.prefill.compute_bound else "memory-bound"
@@ -898,11 +896,14 @@ def _fmt_seconds(v: float) -> str:
     return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
-def _length_cvs(args: argparse.Namespace) -> dict[str, float]:
-    """``--prompt-cv``/``--output-cv`` as :class:`~advisor.capacity.queueing.Workload` fields (only those given:
-    the workload's own defaults hold otherwise)."""
-    cvs = {"prompt_cv": args.prompt_cv, "output_cv": args.output_cv}
-    return {k: v for k, v in cvs.items() if v is not None}
+def _with_cvs(workload: Any, args: argparse.Namespace) -> Any:
+    """``workload`` (a :class:`~advisor.capacity.queueing.Workload`) with ``--prompt-cv``/``--output-cv`` where
+    given; the workload's own defaults hold otherwise."""
+    if args.prompt_cv is not None:
+        workload = dataclasses.replace(workload, prompt_cv=args.prompt_cv)
+    if args.output_cv is not None:
+        workload = dataclasses.replace(workload, output_cv=args.output_cv)
+    return workload
 
 
 def _slo(args: argparse.Namespace) -> Any:
@@ -938,7 +939,11 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
         return "give --arrival-rate (an open stream of requests) or --concurrency (a closed loop of users), not both"
     load = "--arrival-rate" if rate else "--concurrency"
     if rate or users:
-        missing = [f for f, v in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)) if v is None]
+        missing = [
+            f
+            for f, v in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens))
+            if v is None
+        ]
         if missing:
             return f"{load} needs {' and '.join(missing)} (the typical lengths)"
     for flag, value in (
@@ -948,7 +953,10 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
         ("--tpot", args.tpot),
     ):
         if value is not None and not (rate or users):
-            return f"{flag} needs traffic: --arrival-rate (requests/s) or --concurrency, with --prompt-tokens and --output-tokens"
+            return (
+                f"{flag} needs traffic: --arrival-rate (requests/s) or --concurrency, with --prompt-tokens and "
+                "--output-tokens"
+            )
     if (args.ttft is None) != (args.tpot is None):
         given, other = ("--ttft", "--tpot") if args.ttft is not None else ("--tpot", "--ttft")
         return f"{given} needs {other} too (the SLO is both targets)"
@@ -972,8 +980,8 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    from advisor.capacity.queueing import SLO, Workload
-    from advisor.capacity.search import search_deployments
+    from advisor.capacity.queueing import Workload
+    from advisor.capacity.search import DEFAULT_LIMIT, search_deployments
     from advisor.modelfile import resolve_model
 
     missing = [
@@ -1000,17 +1008,19 @@ def _cmd_search(args: argparse.Namespace) -> int:
     progress = _Progress()
     try:
         model = resolve_model(args.model, Path.cwd())
-        workload = Workload(
-            arrival_rate=args.arrival_rate,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            max_context_tokens=args.max_context,
-            **_length_cvs(args),
+        workload = _with_cvs(
+            Workload(
+                arrival_rate=args.arrival_rate,
+                prompt_tokens=args.prompt_tokens,
+                output_tokens=args.output_tokens,
+                max_context_tokens=args.max_context,
+            ),
+            args,
         )
         slo = _slo(args)
         assert slo is not None
-        limit: dict[str, int] = {} if args.limit is None else {"limit": args.limit}
-        result = search_deployments(model, workload, slo, cloud=args.cloud, progress=progress, **limit)
+        limit = DEFAULT_LIMIT if args.limit is None else args.limit
+        result = search_deployments(model, workload, slo, cloud=args.cloud, limit=limit, progress=progress)
     except CapacityError as exc:
         progress.close()
         _err(str(exc))

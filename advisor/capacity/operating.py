@@ -44,7 +44,6 @@ from advisor.capacity.perf import (
 from advisor.capacity.queueing import (
     SLO,
     ReplicaService,
-    ServicePrediction,
     Workload,
     max_stable_rate,
     predict_service,
@@ -486,7 +485,9 @@ def operating_point(
             tpot_ok = p.tpot_attainment
         goodput = p.goodput_ratio
         meets = p.meets(slo_for_model)
-        saturated = "" if stable else ("prefill" if p.prefill_utilization >= 1 else "slots")
+        saturated: Literal["", "slots", "prefill"] = (
+            "" if stable else ("prefill" if p.prefill_utilization >= 1 else "slots")
+        )
         needed: int | None = None
         unreachable = ""
         if slo is not None:
@@ -595,7 +596,8 @@ def _binding_reason(op: OperatingPoint, share: float) -> str:
                 f"{typical:,.0f} tokens, below max-num-seqs {op.max_num_seqs}"
             )
         why = (
-            f"prefill alone would take {op.utilization * op.max_requests_per_second * op.prefill.seconds:.0%} of the GPU's time"
+            f"prefill alone would take {op.utilization * op.max_requests_per_second * op.prefill.seconds:.0%} "
+            "of the GPU's time"
             if op.saturated == "prefill"
             else f"the batch cap is {op.batch_cap} (max-num-seqs {op.max_num_seqs}, KV ceiling {op.kv_ceiling})"
         )

@@ -47,10 +47,11 @@ from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass, w
 from advisor.capacity.models import ModelArch
 from advisor.capacity.operating import replica_service, slo_unreachable_reason
 from advisor.capacity.perf import PerfAssumptions, assumptions_for
-from advisor.capacity.queueing import SLO, ServicePrediction, Workload, replicas_for_slo
+from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
 from advisor.errors import CapacityError
 
 __all__ = [
+    "DEFAULT_LIMIT",
     "Candidate",
     "Rejection",
     "ReplicaConfig",
@@ -58,6 +59,9 @@ __all__ = [
     "SearchSpace",
     "search_deployments",
 ]
+
+DEFAULT_LIMIT: Final = 10
+"""Feasible deployments :func:`search_deployments` lists by default (``plan --search --limit``)."""
 
 NOT_SEARCHED_PREFIXES: Final = ("tpu-", "inferentia", "trn", "trainium")
 """GPU keys of accelerators the vLLM CUDA/ROCm accounting does not describe."""
@@ -307,7 +311,7 @@ def search_deployments(
     *,
     cloud: str | None = None,
     space: SearchSpace = SearchSpace(),
-    limit: int = 10,
+    limit: int = DEFAULT_LIMIT,
     rejected_limit: int = 5,
     assumptions: PerfAssumptions | None = None,
     progress: Callable[[int, int], None] | None = None,
