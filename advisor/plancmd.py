@@ -323,12 +323,12 @@ def _past_the_ceiling(args: argparse.Namespace, inputs: Any, gpu: Any, result: A
         CapacityError: the GPU has no catalog part (no bandwidth or FLOP/s to time a step), the pool cannot hold
             one typical request, or the workload is invalid.
     """
+    if args.arrival_rate is None and args.concurrency is None:
+        return None  # the KV pass alone: the roofline and queueing models stay unimported (tests/test_lazy_cli.py)
     from advisor.capacity.operating import operating_point
     from advisor.capacity.perf import assumptions_for
     from advisor.capacity.queueing import Workload
 
-    if args.arrival_rate is None and args.concurrency is None:
-        return None
     load = "--arrival-rate" if args.arrival_rate is not None else "--concurrency"
     if gpu.part is None:
         raise CapacityError(
