@@ -4,6 +4,7 @@ the cheapest deployments that meet a latency SLO (:mod:`advisor.capacity.search`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import math
@@ -51,6 +52,17 @@ def _mm_limits(text: str) -> dict[str, int]:
     return out
 
 
+def _cv(text: str) -> float:
+    """An argparse type for a coefficient of variation: a finite number in 0..100 (0 = every length equal)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a coefficient of variation in 0..100, got {text!r}")
+    return value
+
+
 def _env_flag(name: str) -> bool:
     """A vLLM boolean environment switch read as ``vllm/envs.py`` reads it (``bool(int(os.getenv(name, "1")))``):
     False only when set to an integer 0; unset, empty or not an integer counts as the default, on."""
@@ -94,6 +106,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Print the capacity pass for one configuration (or, with ``--search``, the dial search)."""
     if args.search:
         return _cmd_search(args)
+    problem = _not_applicable(args)
+    if problem is not None:
+        _err(problem)
+        return 2
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
@@ -238,6 +254,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
+    try:
+        point = _past_the_ceiling(args, inputs, gpu, result)
+    except CapacityError as exc:
+        _err(str(exc))
+        return 2
+    if point is not None:
+        out.update(point.as_dict())
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -296,10 +319,156 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
     ]
-    width = max(len(k) for k, _ in rows)
+    _print_rows(rows, point)
+    return 0
+
+
+def _print_rows(rows: list[tuple[str, str]], point: Any) -> None:
+    """The plan table: the capacity pass's rows, then, under traffic, the pass past the ceiling (its own
+    heading, the verdict first), in one column width."""
+    extra = [] if point is None else _point_rows(point)
+    width = max(len(k) for k, _ in rows + extra)
     for k, v in rows:
         print(f"{k.ljust(width)}  {v}")
-    return 0
+    if point is not None:
+        print(_point_heading(point))
+        for k, v in extra:
+            print(f"{k.ljust(width)}  {v}")
+
+
+def _past_the_ceiling(args: argparse.Namespace, inputs: Any, gpu: Any, result: Any) -> Any:
+    """The pass past the concurrency ceiling (:func:`advisor.capacity.operating.operating_point`, the engine
+    model ``--search`` evaluates, with the efficiency factors of ``--engine`` on this GPU:
+    :func:`advisor.capacity.perf.assumptions_for`), or None without traffic.
+
+    Raises:
+        CapacityError: the GPU has no catalog part (no bandwidth or FLOP/s to time a step), the pool cannot hold
+            one typical request, or the workload is invalid.
+    """
+    if args.arrival_rate is None and args.concurrency is None:
+        return None  # the KV pass alone: the roofline and queueing models stay unimported (tests/test_lazy_cli.py)
+    from advisor.capacity.operating import operating_point
+    from advisor.capacity.perf import assumptions_for
+    from advisor.capacity.queueing import Workload
+
+    load = "--arrival-rate" if args.arrival_rate is not None else "--concurrency"
+    if gpu.part is None:
+        raise CapacityError(
+            f"{load} needs the GPU's memory bandwidth and tensor rate to time a step; {gpu.name} is not one catalog "
+            "part: give --gpu NAME (capacity-advisor catalog gpus)"
+        )
+    workload = _with_cvs(
+        Workload(
+            arrival_rate=args.arrival_rate or 0.0, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens
+        ),
+        args,
+    )
+    return operating_point(
+        inputs,
+        gpu.part,
+        result,
+        workload,
+        _slo(args),
+        replicas=args.replicas or 1,
+        concurrency=args.concurrency,
+        assumptions=assumptions_for(args.engine, gpu.part),
+    )
+
+
+def _time(seconds: float | None) -> str:
+    """Seconds for a human: ms below 1 s, "unbounded" for an infinite wait."""
+    if seconds is None or math.isinf(seconds):
+        return "unbounded"
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
+def _point_heading(op: Any) -> str:
+    w = op.workload
+    load = (
+        f"{w.arrival_rate:g} req/s over {op.replicas} replica(s)"
+        if op.mode == "arrival_rate"
+        else f"{op.concurrency} concurrent users per replica (closed loop)"
+    )
+    return f"-- under load: {load}, {w.prompt_tokens:,g} prompt + {w.output_tokens:,g} output tokens --"
+
+
+def _point_rows(op: Any) -> list[tuple[str, str]]:
+    """The table rows of the pass past the ceiling, verdict first, every figure with its unit."""
+    w = op.workload
+    rows: list[tuple[str, str]] = []
+    if op.slo is not None:
+        slo = op.slo
+        targets = f"TTFT ≤ {_time(slo.ttft_seconds)} and TPOT ≤ {_time(slo.tpot_seconds)}" + (
+            f" for {slo.target_ratio:.0%} of requests" if op.mode == "arrival_rate" else ""
+        )
+        verdict = "MEETS" if op.meets_slo else "FAILS"
+        missed = "" if not op.breached else "; missed: " + " and ".join(b.upper() for b in op.breached)
+        rows.append(("verdict", f"{verdict} the SLO ({targets}): goodput {op.goodput_ratio:.1%} of requests{missed}"))
+    rows.append(("binding constraint", f"{op.binding_constraint.replace('_', ' ')}: {op.binding_reason}"))
+    if op.mode == "arrival_rate" and op.slo is not None:
+        needed = (
+            f"{op.replicas_needed} to meet the SLO (now {op.replicas})"
+            if op.replicas_needed is not None
+            else f"none meets the SLO: {op.unreachable}"
+        )
+        rows.append(("replicas needed", needed))
+    per_engine = " per engine" if op.data_parallel_size > 1 else ""
+    cap_why = "the KV ceiling" if op.kv_ceiling < op.max_num_seqs else "max-num-seqs"
+    rows.append(
+        (
+            "batch run",
+            f"{op.batch:,.1f} sequences{per_engine} (cap {op.batch_cap} = {cap_why}; max-num-seqs {op.max_num_seqs}, "
+            f"KV ceiling {op.kv_ceiling} at {w.prompt_tokens + w.output_tokens:,g} tokens)",
+        )
+    )
+    rows.append(
+        (
+            "utilization",
+            f"{op.utilization:.0%} of a replica's capacity ({op.max_requests_per_second * op.data_parallel_size:,.3g} "
+            "req/s with its batch full)" + ("; the queue grows without bound" if not op.stable else ""),
+        )
+    )
+    for label, batch, step, tpot, rate in (
+        ("decode at batch", op.batch, op.step_seconds, op.tpot_seconds_at_batch, op.decode_tokens_per_second),
+        (
+            "decode at ceiling",
+            op.batch_cap,
+            op.step_seconds_at_ceiling,
+            op.tpot_seconds_at_ceiling,
+            op.decode_tokens_per_second_at_ceiling,
+        ),
+    ):
+        rows.append(
+            (
+                f"{label} {max(batch, 1.0):,.1f}",
+                f"step {_time(step)}, TPOT {_time(tpot)} (with prefill's share), {rate:,.0f} tokens/s (decode alone)",
+            )
+        )
+    bound = "compute-bound" if op.prefill.compute_bound else "memory-bound"
+    rows.append(
+        (
+            "prefill",
+            f"{_time(op.prefill.seconds)} for {w.prompt_tokens:,g} tokens ({bound}); "
+            + (f"{op.prefill_share:.1%} of GPU time" if math.isfinite(op.prefill_share) else "saturated"),
+        )
+    )
+    t, p = op.ttft, op.tpot
+    waits = f"slot wait {_time(op.slot_wait_seconds)} + prefill wait {_time(op.prefill_wait_seconds)} + prefill"
+    if math.isinf(t.mean):
+        rows.append(("TTFT", "unbounded: the queue grows without end at this rate"))
+    else:
+        rows.append(
+            ("TTFT", f"mean {_time(t.mean)}, p50 {_time(t.p50)}, p90 {_time(t.p90)}, p99 {_time(t.p99)} ({waits})")
+        )
+    rows.append(("TPOT", f"mean {_time(p.mean)}, p50 {_time(p.p50)}, p90 {_time(p.p90)}, p99 {_time(p.p99)}"))
+    rows.append(
+        (
+            "output tokens/s",
+            f"{op.output_tokens_per_second_per_replica:,.0f} per replica, {op.output_tokens_per_second_total:,.0f} "
+            "total" + (" (capacity: the rest queue)" if not op.stable else ""),
+        )
+    )
+    return rows
 
 
 def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
@@ -350,6 +519,16 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
     out["engine_notes"] = list(cap.notes)
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
+    inputs = resolved.inputs
+    if "parallel" in cap.parameters:  # llama.cpp: its -np slots are the batch cap
+        inputs = dataclasses.replace(inputs, max_num_seqs=int(cap.parameters["parallel"]))
+    try:
+        point = _past_the_ceiling(args, inputs, resolved.gpu, result)
+    except CapacityError as exc:
+        _err(str(exc))
+        return 2
+    if point is not None:
+        out.update(point.as_dict())
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -381,9 +560,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
     ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k.ljust(width)}  {v}")
+    _print_rows(rows, point)
     for note in cap.notes:
         print(f"note: {note}")
     return 0
@@ -674,24 +851,58 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument("--enable-expert-parallel", action="store_true")
     plan.add_argument("--json", action="store_true")
+    traffic = plan.add_argument_group(
+        "traffic and SLO: the pass past the ceiling for this configuration (tokens/s, TTFT, TPOT, replicas, "
+        "verdict), or the dial search with --search"
+    )
+    traffic.add_argument("--arrival-rate", type=positive_float(1e6), help="requests per second (Poisson)")
+    traffic.add_argument(
+        "--concurrency",
+        type=bounded_int(1, 1_000_000),
+        default=None,
+        metavar="B",
+        help="instead of --arrival-rate: B users per replica, each sending its next request when the last ends "
+        "(a fixed-concurrency load test; no queueing model)",
+    )
+    traffic.add_argument("--prompt-tokens", type=positive_float(1e7), help="typical (mean) prompt length, tokens")
+    traffic.add_argument("--output-tokens", type=positive_float(1e7), help="typical (mean) output length, tokens")
+    traffic.add_argument(
+        "--prompt-cv",
+        type=_cv,
+        default=None,
+        metavar="CV",
+        help="coefficient of variation of prompt lengths (default 0.5; 0 = all equal); with --arrival-rate",
+    )
+    traffic.add_argument(
+        "--output-cv",
+        type=_cv,
+        default=None,
+        metavar="CV",
+        help="coefficient of variation of output lengths (default 1.0, exponential-like); with --arrival-rate",
+    )
+    traffic.add_argument(
+        "--replicas",
+        type=bounded_int(1, 100_000),
+        default=None,
+        help="replicas the --arrival-rate is spread over (default 1)",
+    )
+    traffic.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
+    traffic.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
+    traffic.add_argument(
+        "--target-ratio",
+        type=positive_float(1.0),
+        default=None,
+        help="fraction of requests meeting both targets (default 0.9)",
+    )
     search = plan.add_argument_group("dial search (--search)")
     search.add_argument("--search", action="store_true", help="list the cheapest deployments meeting the SLO")
-    search.add_argument("--arrival-rate", type=positive_float(1e6), help="requests per second")
-    search.add_argument("--prompt-tokens", type=positive_float(1e7), help="typical prompt length, tokens")
-    search.add_argument("--output-tokens", type=positive_float(1e7), help="typical output length, tokens")
     search.add_argument(
         "--max-context", type=bounded_int(1, 100_000_000), default=None, help="worst-case prompt + output tokens"
     )
-    search.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
-    search.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
-    search.add_argument(
-        "--target-ratio",
-        type=positive_float(1.0),
-        default=0.9,
-        help="fraction of requests meeting both targets (default 0.9)",
-    )
     search.add_argument("--cloud", choices=["aws", "azure", "gcp"], default=None, help="default: all three")
-    search.add_argument("--limit", type=bounded_int(1, 10_000), default=10, help="feasible deployments to list")
+    search.add_argument(
+        "--limit", type=bounded_int(1, 10_000), default=None, help="feasible deployments to list (default 10)"
+    )
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
     plan.set_defaults(func=cmd_plan)
 
@@ -726,9 +937,92 @@ def _fmt_seconds(v: float) -> str:
     return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
+def _with_cvs(workload: Any, args: argparse.Namespace) -> Any:
+    """``workload`` (a :class:`~advisor.capacity.queueing.Workload`) with ``--prompt-cv``/``--output-cv`` where
+    given; the workload's own defaults hold otherwise."""
+    if args.prompt_cv is not None:
+        workload = dataclasses.replace(workload, prompt_cv=args.prompt_cv)
+    if args.output_cv is not None:
+        workload = dataclasses.replace(workload, output_cv=args.output_cv)
+    return workload
+
+
+def _slo(args: argparse.Namespace) -> Any:
+    """The SLO of ``--ttft``/``--tpot``/``--target-ratio`` (:class:`~advisor.capacity.queueing.SLO`, whose
+    default target ratio holds without ``--target-ratio``), or None without the targets."""
+    from advisor.capacity.queueing import SLO
+
+    if args.ttft is None or args.tpot is None:
+        return None
+    if args.target_ratio is None:
+        return SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot)
+    return SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
+
+
+_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot")
+"""Flags only ``--search`` reads."""
+
+
+def _not_applicable(args: argparse.Namespace) -> str | None:
+    """Why a traffic, SLO or search flag given to ``plan`` for one configuration does not apply (it is refused,
+    not ignored: issue 17, issue 19), naming the flag; None when every flag given applies.
+
+    The pass past the ceiling needs a load — ``--arrival-rate`` (open loop) or ``--concurrency`` (closed loop),
+    not both — and the typical lengths ``--prompt-tokens`` and ``--output-tokens``. The SLO is both targets
+    ``--ttft`` and ``--tpot``; ``--target-ratio``, ``--prompt-cv``, ``--output-cv`` and ``--replicas`` are read by
+    the queueing model of an arrival stream only (the closed loop has no queue: its latencies are
+    deterministic)."""
+    for name in _SEARCH_ONLY:
+        if getattr(args, name) is not None:
+            return f"--{name.replace('_', '-')} applies to --search only"
+    rate, users = args.arrival_rate is not None, args.concurrency is not None
+    if rate and users:
+        return "give --arrival-rate (an open stream of requests) or --concurrency (a closed loop of users), not both"
+    load = "--arrival-rate" if rate else "--concurrency"
+    if rate or users:
+        missing = [
+            f
+            for f, v in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens))
+            if v is None
+        ]
+        if missing:
+            return f"{load} needs {' and '.join(missing)} (the typical lengths)"
+    for flag, value in (
+        ("--prompt-tokens", args.prompt_tokens),
+        ("--output-tokens", args.output_tokens),
+        ("--ttft", args.ttft),
+        ("--tpot", args.tpot),
+    ):
+        if value is not None and not (rate or users):
+            return (
+                f"{flag} needs traffic: --arrival-rate (requests/s) or --concurrency, with --prompt-tokens and "
+                "--output-tokens"
+            )
+    if (args.ttft is None) != (args.tpot is None):
+        given, other = ("--ttft", "--tpot") if args.ttft is not None else ("--tpot", "--ttft")
+        return f"{given} needs {other} too (the SLO is both targets)"
+    for flag, value in (
+        ("--target-ratio", args.target_ratio),
+        ("--prompt-cv", args.prompt_cv),
+        ("--output-cv", args.output_cv),
+        ("--replicas", args.replicas),
+    ):
+        if value is None:
+            continue
+        if not rate:
+            return f"{flag} applies to an --arrival-rate (the queueing model)" + (
+                "; --concurrency is a closed loop without a queue" if users else ""
+            )
+        if flag == "--target-ratio" and args.ttft is None:
+            return "--target-ratio needs the SLO targets --ttft and --tpot"
+    if args.target_ratio is not None and args.target_ratio >= 1.0:
+        return "--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)"
+    return None
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
-    from advisor.capacity.queueing import SLO, Workload
-    from advisor.capacity.search import search_deployments
+    from advisor.capacity.queueing import Workload
+    from advisor.capacity.search import DEFAULT_LIMIT, search_deployments
     from advisor.modelfile import resolve_model
 
     missing = [
@@ -745,23 +1039,29 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if missing:
         _err(f"plan --search needs {', '.join(missing)}")
         return 2
-    if args.target_ratio >= 1.0:
+    for flag, value in (("--concurrency", args.concurrency), ("--replicas", args.replicas)):
+        if value is not None:
+            _err(f"{flag} does not apply to --search (it sizes the replicas itself, for an --arrival-rate)")
+            return 2
+    if args.target_ratio is not None and args.target_ratio >= 1.0:
         _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
-        return 2
-    if args.limit < 1:
-        _err("--limit must be ≥ 1")
         return 2
     progress = _Progress()
     try:
         model = resolve_model(args.model, Path.cwd())
-        workload = Workload(
-            arrival_rate=args.arrival_rate,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            max_context_tokens=args.max_context,
+        workload = _with_cvs(
+            Workload(
+                arrival_rate=args.arrival_rate,
+                prompt_tokens=args.prompt_tokens,
+                output_tokens=args.output_tokens,
+                max_context_tokens=args.max_context,
+            ),
+            args,
         )
-        slo = SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
-        result = search_deployments(model, workload, slo, cloud=args.cloud, limit=args.limit, progress=progress)
+        slo = _slo(args)
+        assert slo is not None
+        limit = DEFAULT_LIMIT if args.limit is None else args.limit
+        result = search_deployments(model, workload, slo, cloud=args.cloud, limit=limit, progress=progress)
     except CapacityError as exc:
         progress.close()
         _err(str(exc))

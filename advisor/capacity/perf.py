@@ -48,10 +48,12 @@ __all__ = [
     "DEFAULT_ASSUMPTIONS",
     "DecodeStepModel",
     "PerfAssumptions",
+    "PrefillRoofline",
     "assumptions_for",
     "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
+    "prefill_roofline",
     "prefill_seconds",
     "tpot_seconds",
 ]
@@ -156,6 +158,12 @@ class DecodeStepModel:
         memory = self.memory_fixed + self.memory_per_seq * batch
         return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch
 
+    def compute_bound(self, batch: float) -> bool:
+        """Whether the step at ``batch`` sequences is set by its FLOPs (``compute_per_seq·B`` ≥ the memory time)
+        rather than by the bytes it streams: the roofline's ridge, ``B* = memory_fixed ÷ (compute_per_seq −
+        memory_per_seq)`` when compute per sequence outweighs its KV read, else never."""
+        return self.compute_per_seq * batch >= self.memory_fixed + self.memory_per_seq * batch
+
 
 def decode_step_model(
     inputs: CapacityInputs,
@@ -229,19 +237,35 @@ def decode_tokens_per_second(
     return batch / decode_step_seconds(inputs, gpu, batch, mean_context_tokens, assumptions)
 
 
-def prefill_seconds(
+@dataclass(frozen=True)
+class PrefillRoofline:
+    """The three terms of one prompt's prefill (seconds): ``memory`` (weights once + the KV written, at the
+    achieved bandwidth), ``compute`` (its FLOPs at the achieved tensor rate) and ``comm`` (the tensor-parallel
+    all-reduces of ``P`` rows). :func:`prefill_seconds` is ``max(memory, compute) + comm``."""
+
+    memory: float
+    compute: float
+    comm: float
+
+    @property
+    def seconds(self) -> float:
+        """The prefill time, seconds: ``max(memory, compute) + comm``."""
+        return max(self.memory, self.compute) + self.comm
+
+    @property
+    def compute_bound(self) -> bool:
+        """Whether the FLOPs, not the bytes, set the prefill time (``compute ≥ memory``)."""
+        return self.compute >= self.memory
+
+
+def prefill_roofline(
     inputs: CapacityInputs,
     gpu: GPUSpec,
     prompt_tokens: float,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
-) -> float:
-    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT).
-
-    FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
-    causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
-
-    Example: Llama-3.1-8B bf16 on one H100-SXM, 2,000 tokens: 2 × 2000 × 6.98 G + attention 0.07 T ≈ 28 TFLOP
-    ÷ (989.5 TFLOP/s × 0.6) ≈ 48 ms (compute-bound).
+) -> PrefillRoofline:
+    """The memory, compute and communication terms of prefilling one prompt of ``prompt_tokens`` tokens alone
+    (formulas: :func:`prefill_seconds`).
 
     Raises:
         CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
@@ -256,6 +280,29 @@ def prefill_seconds(
         + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
     )
     bytes_moved = weights_bytes_per_gpu(inputs) + prompt_tokens * kv_bytes_per_token_per_gpu(inputs)
-    t_memory = bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
-    t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)
-    return max(t_memory, t_compute) + _allreduce_seconds(inputs, gpu, prompt_tokens, assumptions)
+    return PrefillRoofline(
+        memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
+        compute=flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency),
+        comm=_allreduce_seconds(inputs, gpu, prompt_tokens, assumptions),
+    )
+
+
+def prefill_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT).
+
+    FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
+    causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
+    The terms: :func:`prefill_roofline`.
+
+    Example: Llama-3.1-8B bf16 on one H100-SXM, 2,000 tokens: 2 × 2000 × 6.98 G + attention 0.07 T ≈ 28 TFLOP
+    ÷ (989.5 TFLOP/s × 0.6) ≈ 48 ms (compute-bound).
+
+    Raises:
+        CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
+    """
+    return prefill_roofline(inputs, gpu, prompt_tokens, assumptions).seconds

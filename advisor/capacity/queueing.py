@@ -33,6 +33,8 @@ __all__ = [
     "Workload",
     "erlang_b",
     "erlang_c",
+    "is_stable",
+    "max_stable_rate",
     "mean_queue_length",
     "mean_queue_wait_seconds",
     "predict_service",
@@ -430,6 +432,30 @@ def is_stable(workload: Workload, service: ReplicaService, replicas: int) -> boo
         CapacityError: as :func:`predict_service`.
     """
     return _head(workload, service, replicas).unstable is None
+
+
+def max_stable_rate(workload: Workload, service: ReplicaService) -> float:
+    """Requests/s one replica (one server of :func:`predict_service`) completes with its batch full: the largest
+    arrival rate at which :func:`predict_service` is stable (:func:`is_stable`), by bisection between 0 and the
+    smaller of the slots' bound ``cap ÷ S(cap)`` and the prefill's ``1 ÷ T_p``. ``workload``'s own arrival rate
+    is not read. Used by ``plan`` (a replica's utilization) and the replica sizing of the rules
+    (:mod:`advisor.rules.replicas`).
+
+    Raises:
+        CapacityError: as :func:`predict_service`.
+    """
+    full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
+    hi = service.batch_cap / full
+    if service.prefill_seconds > 0:
+        hi = min(hi, 1.0 / service.prefill_seconds)
+    lo = 0.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if is_stable(dataclasses.replace(workload, arrival_rate=mid), service, 1):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def predict_service(workload: Workload, service: ReplicaService, replicas: int, slo: SLO) -> ServicePrediction:

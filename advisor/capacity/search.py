@@ -45,11 +45,13 @@ from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.instances import InstanceType, list_instances
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass, weights_bytes_per_gpu
 from advisor.capacity.models import ModelArch
-from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model, prefill_seconds
+from advisor.capacity.operating import replica_service, slo_unreachable_reason
+from advisor.capacity.perf import PerfAssumptions, assumptions_for
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
 from advisor.errors import CapacityError
 
 __all__ = [
+    "DEFAULT_LIMIT",
     "Candidate",
     "Rejection",
     "ReplicaConfig",
@@ -57,6 +59,9 @@ __all__ = [
     "SearchSpace",
     "search_deployments",
 ]
+
+DEFAULT_LIMIT: Final = 10
+"""Feasible deployments :func:`search_deployments` lists by default (``plan --search --limit``)."""
 
 NOT_SEARCHED_PREFIXES: Final = ("tpu-", "inferentia", "trn", "trainium")
 """GPU keys of accelerators the vLLM CUDA/ROCm accounting does not describe."""
@@ -284,35 +289,19 @@ def _prepare(
             f"the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one {cfg.max_model_len:,}-token request"
         )
         return prep
-    typical = workload.prompt_tokens + workload.output_tokens
-    cap = min(cfg.max_num_seqs, math.floor(result.concurrency_at(typical)))
-    try:
-        step = decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2, assumptions)
-        t_p = prefill_seconds(inputs, gpu, workload.prompt_tokens, assumptions)
+    try:  # the one engine model `plan` evaluates too (advisor.capacity.operating)
+        service = replica_service(inputs, gpu, result, workload, assumptions)
     except CapacityError as exc:
         prep.reason, prep.stage = str(exc), "perf"
         return prep
-    prep.service = ReplicaService(batch_cap=cap, prefill_seconds=t_p, decode_step=step)
+    prep.service = service
+    cap, t_p, step = service.batch_cap, service.prefill_seconds, service.decode_step
     full = t_p + workload.output_tokens * step(float(cap))
     lam = workload.arrival_rate
     need = max(1, math.floor(lam * full / cap) + 1 if lam > 0 else 1, math.floor(lam * t_p) + 1)
     prep.lower_bound, host, _ = _cheapest(hosts, cfg.tensor_parallel_size, need)
     prep.cheapest_host = host.name if host else prep.cheapest_host
     return prep
-
-
-def _idle_reason(prep: _Prepared, slo: SLO, workload: Workload, space: SearchSpace) -> str:
-    svc = prep.service
-    assert svc is not None
-    tpot1 = svc.decode_step(1.0)
-    if svc.prefill_seconds > slo.ttft_seconds:
-        return f"prefill of a {workload.prompt_tokens:g}-token prompt takes {svc.prefill_seconds:.2f} s > TTFT target"
-    if tpot1 > slo.tpot_seconds:
-        return f"TPOT at batch 1 is {tpot1 * 1e3:.1f} ms > the {slo.tpot_seconds * 1e3:g} ms target"
-    return (
-        f"the goodput ratio stays below {slo.target_ratio:g} up to {space.max_replicas} replicas "
-        f"(batch cap {svc.batch_cap}, TPOT at the cap {svc.decode_step(float(svc.batch_cap)) * 1e3:.1f} ms)"
-    )
 
 
 def search_deployments(
@@ -322,9 +311,9 @@ def search_deployments(
     *,
     cloud: str | None = None,
     space: SearchSpace = SearchSpace(),
-    limit: int = 10,
+    limit: int = DEFAULT_LIMIT,
     rejected_limit: int = 5,
-    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+    assumptions: PerfAssumptions | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
     """The ``limit`` cheapest deployments of ``model`` meeting ``slo`` under ``workload`` on ``cloud``
@@ -337,7 +326,9 @@ def search_deployments(
     fits one 80 GB H100 only with a small pool, AWQ int4 about 35 GiB (see the test and ``bench/search.py``
     for what is chosen).
 
-    ``progress(done, total)`` is called as replica configurations are evaluated.
+    ``progress(done, total)`` is called as replica configurations are evaluated. ``assumptions``: the roofline's
+    efficiency factors for every GPU; ``None`` (the default) takes each GPU's own,
+    :func:`advisor.capacity.perf.assumptions_for` ``("vllm", gpu)``, as ``plan`` does for one configuration.
 
     Raises:
         CapacityError: an unknown cloud.
@@ -367,7 +358,8 @@ def search_deployments(
             prep = _Prepared(cfg, None, gpu, hs, reason=f"max-model-len {cfg.max_model_len} < worst case {worst}")
             prep.lower_bound = _cheapest(hs, cfg.tensor_parallel_size, 1)[0]
         else:
-            prep = _prepare(cfg, model, gpu, hs, workload, space, assumptions)
+            factors = assumptions if assumptions is not None else assumptions_for("vllm", gpu)
+            prep = _prepare(cfg, model, gpu, hs, workload, space, factors)
         prepared.append(prep)
     prepared.sort(key=lambda p: (p.lower_bound, p.config.max_num_seqs))
 
@@ -388,7 +380,7 @@ def search_deployments(
         evaluated += 1
         prediction = replicas_for_slo(workload, p.service, slo, space.max_replicas)
         if prediction is None:
-            reason = _idle_reason(p, slo, workload, space)
+            reason = slo_unreachable_reason(p.service, workload, slo, space.max_replicas)
             rejected.append(Rejection(p.config, reason, p.lower_bound, p.cheapest_host, "slo"))
             continue
         tp = p.config.tensor_parallel_size

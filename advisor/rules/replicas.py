@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.capacity import perf
+from advisor.capacity.operating import mean_decode_context
 from advisor.capacity.queueing import (
     SLO,
     ReplicaService,
     Workload,
-    is_stable,
+    max_stable_rate,
     mean_queue_wait_seconds,
     predict_service,
     replicas_needed,
@@ -294,23 +295,6 @@ def saturated(ev: Evaluation) -> bool:
     return per_rank >= 0.9 * ev.ctx.inputs.max_num_seqs
 
 
-def _max_stable_rate(workload: Workload, service: ReplicaService) -> float:
-    """Requests/s one replica (one data-parallel rank) completes with its batch full: the largest λ at which
-    :func:`predict_service` is stable, by bisection (the slots' and the prefill's stability bounds)."""
-    full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
-    hi = service.batch_cap / full
-    if service.prefill_seconds > 0:
-        hi = min(hi, 1.0 / service.prefill_seconds)
-    lo = 0.0
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if is_stable(dataclasses.replace(workload, arrival_rate=mid), service, 1):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def _slo_rate(workload: Workload, service: ReplicaService, slo: SLO, ceiling: float) -> float | None:
     """The largest λ ≤ ``ceiling`` (requests/s) at which one replica meets the SLO (:meth:`ServicePrediction.meets`);
     ``None`` when even an idle one misses it. Goodput falls as λ rises, so bisection finds it."""
@@ -374,7 +358,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     done_rank = done / ev.replicas_up / ranks
     tpot = summarize(s.tpot)
     try:
-        step = perf.decode_step_model(inputs, gpu, prompt + output / 2)
+        step = perf.decode_step_model(inputs, gpu, mean_decode_context(prompt, output))
         t_p = perf.prefill_seconds(inputs, gpu, prompt)
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
         workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
@@ -385,13 +369,13 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         k = 1.0
         if tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
             for _ in range(4):
-                mu_k = _max_stable_rate(workload, service(k))
+                mu_k = max_stable_rate(workload, service(k))
                 # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
                 lam_model = lam_rank / done_rank * mu_k if full else lam_rank
                 rho = min(0.9, lam_model * t_p / k)
                 k = _clamp_calibration(k * step(running_rank) / k / (1 - rho) / tpot.mean)
         calibrated = service(k)
-        mu_model = _max_stable_rate(workload, calibrated)
+        mu_model = max_stable_rate(workload, calibrated)
         at_slo_model = _slo_rate(workload, calibrated, slo, mu_model)
     except (CapacityError, ValueError):
         return None

@@ -3,7 +3,7 @@
 The replica-sizing rule bisects for the largest arrival rate a full batch keeps up with: 50 steps, each a full
 ``predict_service`` (TTFT quantiles by bisection over the wait distribution) before — about 0.3 s per sizing of a
 saturated deployment, per tick (cProfile of ``tests/test_window_incremental.py``'s tick test: 18 of 23 s in
-``_max_stable_rate``). The check it needs is two inequalities (prefill ρ_p < 1, λ·S(cap) < cap)."""
+``max_stable_rate``). The check it needs is two inequalities (prefill ρ_p < 1, λ·S(cap) < cap)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.capacity.queueing import SLO, ReplicaService, Workload, is_stable, predict_service
+from advisor.capacity.queueing import SLO, ReplicaService, Workload, is_stable, max_stable_rate, predict_service
 from advisor.errors import CapacityError
-from advisor.rules.replicas import _max_stable_rate
 
 
 def _service(cap: int, prefill: float, base: float, per_seq: float) -> ReplicaService:
@@ -54,7 +53,7 @@ def test_the_boundary_is_where_the_slots_saturate() -> None:
 def test_max_stable_rate_is_the_slot_bound() -> None:
     """Same replica: the largest stable rate is 4 requests/s (cap ÷ service time), to the bisection's precision."""
     svc = _service(4, 0.0, 0.01, 0.0)
-    assert _max_stable_rate(Workload(arrival_rate=1.0, prompt_tokens=10, output_tokens=100), svc) == pytest.approx(
+    assert max_stable_rate(Workload(arrival_rate=1.0, prompt_tokens=10, output_tokens=100), svc) == pytest.approx(
         4.0, rel=1e-9
     )
 
