@@ -81,6 +81,7 @@ __all__ = [
     "REQUEST_LOG_SD",
     "CalibrationStep",
     "FactorEstimate",
+    "LatencyFit",
     "LatencyModel",
     "WindowObservation",
     "calibrate",
@@ -390,3 +391,57 @@ def calibrate(
         decode_clipped=d_clip,
         prefill_clipped=p_clip,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyFit:
+    """A deployment's latency model as the rules, the exporter and the status page read it.
+
+    Attributes:
+        model: the calibrated :class:`LatencyModel` (the prior until a window updates it).
+        tpot_error_ratio / ttft_error_ratio: the last update's one-step-ahead errors (:class:`CalibrationStep`);
+            ``None`` until a window measured them.
+        windows: windows that updated the model.
+        updated_at: unix seconds of the last update (``None``: never).
+        bound: :data:`MODEL_ERROR_BOUND` unless the caller sets another.
+    """
+
+    model: LatencyModel
+    tpot_error_ratio: float | None = None
+    ttft_error_ratio: float | None = None
+    windows: int = 0
+    updated_at: float | None = None
+    bound: float = MODEL_ERROR_BOUND
+
+    def beyond_bound(self) -> str | None:
+        """Why the model cannot be trusted, in numbers, or ``None``: a one-step-ahead error beyond :attr:`bound`.
+
+        Example: TPOT error −0.31 → ``"the latency model missed the observed mean TPOT by -31% (bound ±25%) …"``.
+        """
+        parts = [
+            f"{name} by {err:+.0%}"
+            for name, err in (("mean TPOT", self.tpot_error_ratio), ("TTFT", self.ttft_error_ratio))
+            if err is not None and abs(err) > self.bound
+        ]
+        if not parts:
+            return None
+        return (
+            f"the latency model missed the observed {' and '.join(parts)} (bound ±{self.bound:.0%}) in the last "
+            "evaluation window before calibrating on it: predicted latencies, throughputs and replica counts may be "
+            "off by as much"
+        )
+
+    def evidence(self) -> dict[str, float | str | None]:
+        """The fit as recommendation evidence: ``latency_model`` (``calibrated``/``prior``), the factors and the
+        errors (rounded)."""
+
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 4)
+
+        return {
+            "latency_model": self.model.label,
+            "model_decode_efficiency_ratio": round(self.model.decode.ratio, 4),
+            "model_prefill_efficiency_ratio": round(self.model.prefill.ratio, 4),
+            "model_tpot_error_ratio": r(self.tpot_error_ratio),
+            "model_ttft_error_ratio": r(self.ttft_error_ratio),
+        }
