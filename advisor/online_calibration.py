@@ -117,7 +117,8 @@ class OnlineCalibration:
     """One latency fit per deployment, updated once per evaluation window. Not thread-safe: one loop owns it.
 
     Args:
-        bound: ``|error|`` beyond which a fit lowers confidence (:data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`).
+        bound: ``|error|`` beyond which a fit lowers confidence (default
+            :data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`).
     """
 
     def __init__(self, bound: float | None = None) -> None:

@@ -113,7 +113,8 @@ class Evaluation:
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
         latency: the deployment's latency model, calibrated online on its TPOT/TTFT
-            (:class:`advisor.capacity.calibration.LatencyFit`, set by :class:`advisor.online_calibration.OnlineCalibration`);
+            (:class:`advisor.capacity.calibration.LatencyFit`, set by
+            :class:`advisor.online_calibration.OnlineCalibration`);
             ``None``: not calibrated here (a lone evaluation), the rules use the published prior.
     """
 

@@ -479,7 +479,9 @@ class OverProvisionedRule:
             rank_tokens = result.kv_cache_tokens / max(1, result.data_parallel_size)
             batch = max(1.0, min(float(inputs.max_num_seqs), rank_tokens / per_request))
             try:
-                tps = latency_model(ev).decode_tokens_per_second(_with_memory(inputs, g.memory_bytes), g, batch, per_request)
+                tps = latency_model(ev).decode_tokens_per_second(
+                    _with_memory(inputs, g.memory_bytes), g, batch, per_request
+                )
             except (CapacityError, ValueError):
                 continue
             # tps is one engine's (one data-parallel rank's); the observed rate is per replica, over its ranks
