@@ -354,6 +354,9 @@ def calibrate(
     decode with the updated prefill share. ``decode=False`` leaves the decode factor as it is (speculative decoding:
     TPOT then counts accepted draft tokens, which the roofline does not model).
 
+    The prior's step at the observed batch and its prefill of the mean prompt are computed once; every model's
+    figure is that ÷ its factor (the measurement models of :class:`LatencyModel`, in closed form).
+
     Example: Llama-3.1-8B bf16 on one H100-SXM, engine at 0.55 bandwidth efficiency against the prior's 0.80,
     batch 20, 1,150-token context: prior step 6.0 + 20 × 0.056 ms = 7.1 ms, engine's 10.4 ms → TPOT error −32 %;
     after one window of 100 requests ``r_d ≈ 0.70``.
@@ -361,31 +364,43 @@ def calibrate(
     Raises:
         CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
     """
-    prior = LatencyModel.prior(model.engine)
+    a = model.assumptions(gpu)
+    t_p0 = _prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens), a)  # the prior's prefill of the mean prompt
+    lam = max(0.0, obs.requests_per_second)
+
+    def share(prefill: FactorEstimate) -> tuple[float, float]:
+        """(T_p, ρ_p) of a prefill factor."""
+        t_p = t_p0 / prefill.ratio
+        return t_p, min(PREFILL_SHARE_MAX, lam * t_p)
+
+    t_p, rho = share(model.prefill)
+    wait = rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
     tpot_err: float | None = None
     ttft_err: float | None = None
     new_prefill, p_clip = model.prefill, False
-    observed_p = obs.prefill_seconds
-    if observed_p is None and obs.ttft_seconds is not None:
-        observed_p = obs.ttft_seconds - model.prefill_wait(inputs, gpu, obs)
-    predicted_p = model.predicted_prefill(inputs, gpu, obs)
-    figure = obs.prefill_seconds if obs.prefill_seconds is not None else obs.ttft_seconds
+    observed_p, predicted_p, figure = None, None, None
+    if obs.prefill_seconds is not None:
+        observed_p = figure = obs.prefill_seconds
+        predicted_p = t_p
+    elif obs.ttft_seconds is not None:
+        figure = obs.ttft_seconds
+        observed_p = obs.ttft_seconds - wait
+        predicted_p = t_p + wait
     if predicted_p is not None and figure is not None and figure > 0:
         ttft_err = predicted_p / figure - 1
-    if observed_p is not None and observed_p > 0 and obs.prompt_tokens >= 1:
-        z = math.log(prior.prefill_seconds(inputs, gpu, obs.prompt_tokens) / observed_p)
+    if observed_p is not None and observed_p > 0:
+        z = math.log(t_p0 / observed_p)
         new_prefill, p_clip = robust_update(model.prefill, z, _variance(obs.ttft_count), drift_variance)
-    after_prefill = dataclasses.replace(model, prefill=new_prefill)
     new_decode, d_clip = model.decode, False
     if obs.tpot_seconds is not None and obs.tpot_seconds > 0 and obs.batch > 0:
-        tpot_err = model.predicted_tpot(inputs, gpu, obs) / obs.tpot_seconds - 1
+        step0 = decode_step_model(inputs, gpu, obs.context_tokens, a)(max(1.0, obs.batch))
+        tpot_err = step0 / model.decode.ratio / (1 - rho) / obs.tpot_seconds - 1
         if decode:
-            share = after_prefill.prefill_share(inputs, gpu, obs)
-            step_prior = prior.decode_step_model(inputs, gpu, obs.context_tokens)(max(1.0, obs.batch))
-            z = math.log(step_prior / ((1 - share) * obs.tpot_seconds))
+            _, rho_after = share(new_prefill)
+            z = math.log(step0 / ((1 - rho_after) * obs.tpot_seconds))
             new_decode, d_clip = robust_update(model.decode, z, _variance(obs.tpot_count), drift_variance)
     return CalibrationStep(
-        model=dataclasses.replace(after_prefill, decode=new_decode),
+        model=LatencyModel(model.engine, new_decode, new_prefill),
         tpot_error_ratio=tpot_err,
         ttft_error_ratio=ttft_err,
         decode_clipped=d_clip,
