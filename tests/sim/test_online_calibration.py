@@ -129,11 +129,8 @@ def _sim_mean_tpot(fleet: Fleet, start: float, end: float) -> float:
 
 @pytest.fixture(scope="module")
 def driven() -> Run:
-    run = None
-    for _, run in _drive(4 * WINDOW):
-        pass
-    assert run is not None
-    return run
+    runs = [run for _, run in _drive(4 * WINDOW)]
+    return runs[-1]
 
 
 def test_the_calibrated_tpot_at_the_observed_batch_is_within_ten_percent_within_three_windows(driven: Run) -> None:
