@@ -36,6 +36,12 @@ TARGET_STATE: Final = "advisor_target_state"
 # {deployment, target}: series repeated on the target's last page (the first sample of each kept, as Prometheus does)
 TARGET_DUPLICATE_SERIES: Final = "advisor_target_duplicate_series"
 CAPACITY_MODEL_ERROR_RATIO: Final = "advisor_capacity_model_error_ratio"
+# the latency model's online calibration per deployment (issue 17; advisor/online_calibration.py): one-step-ahead
+# errors (predicted ÷ observed − 1, the model before the window's update) and the calibrated factors (÷ the prior's)
+MODEL_TPOT_ERROR_RATIO: Final = "advisor_model_tpot_error_ratio"
+MODEL_TTFT_ERROR_RATIO: Final = "advisor_model_ttft_error_ratio"
+MODEL_DECODE_EFFICIENCY_RATIO: Final = "advisor_model_decode_efficiency_ratio"
+MODEL_PREFILL_EFFICIENCY_RATIO: Final = "advisor_model_prefill_efficiency_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
 # advisor_notifications_total{outcome}: each alert transition counts once as sent, failed or dropped; every

@@ -358,10 +358,12 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
 @dataclass(frozen=True, slots=True)
 class RunningLoad:
     """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
-    largest over targets of variance ÷ mean across its samples); ``None`` unknown."""
+    largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
+    across its samples); ``None`` unknown."""
 
     peak: float | None = None
     dispersion: float | None = None
+    mean: float | None = None
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
@@ -372,6 +374,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     """
     peaks: list[float] = []
     dispersions: list[float] = []
+    means: list[float] = []
     start = now - window_seconds
     isfinite = math.isfinite
     for t in up:
@@ -383,13 +386,15 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         if not values:
             continue
         peaks.append(max(values))
+        mean = math.fsum(values) / len(values)
+        means.append(mean)
         if len(values) >= 2:
-            mean = math.fsum(values) / len(values)
             var = math.fsum(map(pow, map(operator.sub, values, repeat(mean)), repeat(2))) / len(values)  # (v − mean)²
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
         peak=math.fsum(peaks) if peaks else None,
         dispersion=max(dispersions) if dispersions else None,
+        mean=math.fsum(means) if means else None,
     )
 
 
@@ -695,6 +700,7 @@ def evaluate_deployment(
         counter_deltas=_counter_deltas(per_target),
         requests_running_max=load.peak,
         requests_running_dispersion=load.dispersion,
+        requests_running_mean=load.mean,
     )
 
     view = DeploymentView(

@@ -28,6 +28,7 @@ from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.evaluate import redact_target_url
 from advisor.results import CycleResult
+from advisor.rules.base import Evaluation
 from advisor.rules.lifecycle import RESOLVED_REMOVED
 
 POOL_USAGE_RATIO = "advisor_pool_usage_ratio"
@@ -38,6 +39,27 @@ RANKS_EXCLUDED = "advisor_data_parallel_ranks_excluded"
 """Data-parallel ranks left out of the aggregates for impossible or unknown values."""
 LABEL_POOL = "pool"
 LABEL_QUEUE = "queue"
+
+
+def _latency_values(
+    ev: Evaluation,
+    tpot_err: GaugeMetricFamily,
+    ttft_err: GaugeMetricFamily,
+    decode_eff: GaugeMetricFamily,
+    prefill_eff: GaugeMetricFamily,
+) -> list[tuple[GaugeMetricFamily, float | None]]:
+    """The latency calibration's series of one deployment (``ev.latency``): errors once measured, each factor once
+    a window updated it; ``None`` (absent) otherwise."""
+    fit = ev.latency
+    if fit is None:
+        return []
+    m = fit.model
+    return [
+        (tpot_err, fit.tpot_error_ratio),
+        (ttft_err, fit.ttft_error_ratio),
+        (decode_eff, m.decode.ratio if m.decode.updates else None),
+        (prefill_eff, m.prefill.ratio if m.prefill.updates else None),
+    ]
 
 
 class AdvisorCollector(Collector):
@@ -129,6 +151,26 @@ class AdvisorCollector(Collector):
             "Capacity pass's KV tokens per replica divided by the engine's own report, minus 1.",
         )
         gen_tps = gauge(c.GENERATION_TOKENS_PER_SECOND, "Generation tokens per second over the window.")
+        tpot_err = gauge(
+            c.MODEL_TPOT_ERROR_RATIO,
+            "The latency model's mean TPOT at the observed batch divided by the engine's over the last calibration "
+            "window, minus 1, with the model before that window's update (a one-step-ahead error).",
+        )
+        ttft_err = gauge(
+            c.MODEL_TTFT_ERROR_RATIO,
+            "The latency model's prefill time (TTFT less queue time; TTFT when nothing queued) divided by the "
+            "engine's over the last calibration window, minus 1, with the model before that window's update.",
+        )
+        decode_eff = gauge(
+            c.MODEL_DECODE_EFFICIENCY_RATIO,
+            "Online-calibrated decode speed divided by the published calibration's (decode step time ratio; the "
+            "memory-bandwidth efficiency ratio where decode is bandwidth-bound). Absent before a window calibrated it.",
+        )
+        prefill_eff = gauge(
+            c.MODEL_PREFILL_EFFICIENCY_RATIO,
+            "Online-calibrated prefill speed divided by the published calibration's (the compute efficiency ratio "
+            "where prefill is compute-bound). Absent before a window calibrated it.",
+        )
         state = gauge(
             c.DEPLOYMENT_STATE,
             "Data-quality state of the deployment (1 for the current state).",
@@ -205,6 +247,7 @@ class AdvisorCollector(Collector):
                 (good_tps, d.evaluation.goodput_tokens_per_second),
                 (gen_tps, reported.generation_tokens_per_second),
                 (model_err, view.capacity_model_error_ratio),
+                *_latency_values(ev, tpot_err, ttft_err, decode_eff, prefill_eff),
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))
@@ -243,6 +286,10 @@ class AdvisorCollector(Collector):
             good_tps,
             gen_tps,
             model_err,
+            tpot_err,
+            ttft_err,
+            decode_eff,
+            prefill_eff,
             pool_usage,
             queue,
             excluded,

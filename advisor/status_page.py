@@ -37,6 +37,7 @@ from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import runbook_link
 from advisor.redact import redact_url, scrub
 from advisor.results import CycleResult, DeploymentResult
+from advisor.rules.common import LATENCY_MODEL_CONFIDENCE
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:72rem;padding:1rem;
@@ -235,6 +236,41 @@ def drift_text(d: DeploymentResult, bound: float | None = None) -> str:
     return text
 
 
+def latency_model_text(d: DeploymentResult) -> str:
+    """The latency model behind the deployment's predicted TPOT, TTFT and replica counts, in one sentence: the
+    published prior, or the online calibration's factors and last one-step-ahead errors; when an error is beyond
+    the bound, why every recommendation's confidence is lowered
+    (:meth:`advisor.capacity.calibration.LatencyFit.beyond_bound`,
+    :func:`advisor.rules.common.latency_quality`).
+
+    Example: ``"calibrated over 3 window(s): decode ×0.69, prefill ×1.02 the published calibration's speed; last
+    error TPOT -31%, TTFT +4%; the latency model missed the observed mean TPOT by -31% (bound ±25%) … every
+    recommendation's confidence is halved"``.
+    """
+    fit = d.evaluation.latency
+    if fit is None:
+        return "published calibration (not calibrated on this deployment)"
+    m = fit.model
+    if not m.calibrated:
+        text = "published calibration (no window with enough TPOT/TTFT observations yet)"
+    else:
+        text = (
+            f"calibrated over {fit.windows} window(s): decode ×{m.decode.ratio:.2f}, prefill ×{m.prefill.ratio:.2f} "
+            "the published calibration's speed"
+        )
+    errs = [
+        f"{name} {err:+.0%}"
+        for name, err in (("TPOT", fit.tpot_error_ratio), ("TTFT", fit.ttft_error_ratio))
+        if err is not None
+    ]
+    if errs:
+        text += "; last error " + ", ".join(errs)
+    why = fit.beyond_bound()
+    if why is not None:
+        text += f"; {why}, so every recommendation's confidence is lowered (×{LATENCY_MODEL_CONFIDENCE:g})"
+    return text
+
+
 def assumed_config(d: DeploymentResult) -> list[tuple[str, str]]:
     """What the advisor assumed of the deployment, as ``(label, value)``: model, GPU, TP, max-model-len, the
     memory budget (``gpu_memory_utilization``) and the other inputs of the capacity pass it ran."""
@@ -390,6 +426,7 @@ def _deployment(
         f"<p class='muted'>{_e(targets_line(d))} · {_e(deployment_state_reason(d))}</p>"
         f"<details open><summary>assumed configuration</summary><table class='assumed'>{assumed}</table></details>"
         f"<p class='drift'>Capacity model vs engine: {_e(drift_text(d, drift_bound))}</p>"
+        f"<p class='drift'>Latency model: {_e(latency_model_text(d))}</p>"
         "<table><tr><th>running / ceiling</th><th>waiting</th><th>KV usage</th><th>preemptions/s</th>"
         "<th>goodput</th><th>goodput tokens/s</th></tr>"
         f"<tr><td class='n'>{_e(fmt_num(s.get('requests_running')))} / "

@@ -12,7 +12,8 @@ the same history gives the same recommendations, opened and resolved at the same
   means the clock stepped back (:class:`ClockStep`: the histories stay in time order);
 * :meth:`Tracker.fail` / :meth:`Tracker.set_status` — a target did not answer (the reason is kept);
 * :meth:`Tracker.evaluate` — at ``now``: histories trimmed to the window, replicas counted, every deployment
-  evaluated (:func:`advisor.evaluate.evaluate_deployment`) and its rules run through the lifecycle with ``now``
+  evaluated (:func:`advisor.evaluate.evaluate_deployment`), its latency model calibrated once per window
+  (:class:`advisor.online_calibration.OnlineCalibration`), and its rules run through the lifecycle with ``now``
   as their clock; returns the :class:`Tick` (results, transitions, updates, failures).
 
 No I/O, no clock, no config: times are arguments, settings are constructor arguments.
@@ -31,6 +32,7 @@ from typing import Any, Final, TypeVar
 
 from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
+from advisor.online_calibration import OnlineCalibration
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
@@ -293,6 +295,8 @@ class Tracker:
         self.model_error_bound = model_error_bound
         self._deps: dict[str, _Deployment] = {}
         self._model_error_warned: set[str] = set()
+        self.calibration = OnlineCalibration()
+        """Each deployment's latency model, calibrated once per evaluation window on its TPOT/TTFT (issue 17)."""
 
     # -- settings and deployments --------------------------------------------------------------------------
     def configure(
@@ -335,6 +339,7 @@ class Tracker:
             deps[ctx.name] = d
         self._deps = deps
         self._model_error_warned &= set(deps)
+        self.calibration.forget(deps)
 
     def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
         """Add (or replace) one deployment with its known targets."""
@@ -519,6 +524,7 @@ class Tracker:
                     round_started=round_started,
                     scrapes_per_target=scrapes_per_target,
                 )
+                ev = self.calibration.apply(name, ev, window, self.scrape_interval)
                 error = self._model_error(name, snapshot.get("capacity_model_error_ratio"))
                 if error is not None:
                     model_errors.append((name, error))

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from advisor.capacity.calibration import LatencyFit
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
 from advisor.telemetry import FractionBelow, GoodputEstimate, WindowStats
@@ -109,6 +110,12 @@ class Evaluation:
             dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
             gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
             ``None`` with fewer than two samples; 0.0 when nothing ran.
+        requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
+            mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
+        latency: the deployment's latency model, calibrated online on its TPOT/TTFT
+            (:class:`advisor.capacity.calibration.LatencyFit`, set by
+            :class:`advisor.online_calibration.OnlineCalibration`);
+            ``None``: not calibrated here (a lone evaluation), the rules use the published prior.
     """
 
     ctx: DeploymentContext
@@ -144,6 +151,8 @@ class Evaluation:
     counter_deltas: Mapping[str, float | None] = field(default_factory=dict)
     requests_running_max: float | None = None
     requests_running_dispersion: float | None = None
+    requests_running_mean: float | None = None
+    latency: LatencyFit | None = None
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

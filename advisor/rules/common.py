@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.kv import CapacityInputs
 from advisor.engines.catalog import exposes
 from advisor.rules.base import Evaluation, Proposal
@@ -558,6 +559,50 @@ def page_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal
             continue
         evidence = {**p.evidence, "duplicate_series": ev.duplicate_series, "confidence_lowered": why}
         confidence = round(p.confidence * DUPLICATE_SERIES_CONFIDENCE, 3)
+        out.append(dataclasses.replace(p, confidence=confidence, evidence=evidence))
+    return out
+
+
+LATENCY_MODEL_CONFIDENCE = 0.5
+"""Confidence multiplier of every proposal of a deployment whose latency model missed its last window's TPOT or TTFT
+by more than :data:`advisor.capacity.calibration.MODEL_ERROR_BOUND` (before calibrating on it): replica counts,
+TPOT and TTFT effects all come from that model, and even the turns that do not (a pool turn) are ranked against
+them. Halved, as a pool model beyond its bound halves a pool turn's (:data:`MODEL_DISAGREEMENT_CONFIDENCE`)."""
+
+
+def latency_model(ev: Evaluation) -> LatencyModel:
+    """The latency model every rule computes TPOT, TTFT, prefill, throughput and replica effects with: the
+    deployment's online calibration (``ev.latency``, :mod:`advisor.online_calibration`), else the published prior
+    for its engine (:meth:`advisor.capacity.calibration.LatencyModel.prior`)."""
+    return ev.latency.model if ev.latency is not None else LatencyModel.prior(ev.ctx.engine)
+
+
+def latency_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
+    """``proposals`` with the latency model named in their evidence (``latency_model``: ``calibrated`` or ``prior``,
+    its factors and last errors: :meth:`advisor.capacity.calibration.LatencyFit.evidence`; keys already there are
+    kept) and, when the model's last one-step-ahead error is beyond its bound
+    (:meth:`~advisor.capacity.calibration.LatencyFit.beyond_bound`), confidence × :data:`LATENCY_MODEL_CONFIDENCE`
+    with the reason under ``latency_model_confidence``. The lifecycle applies it to every rule's proposals;
+    idempotent (a proposal whose evidence has ``latency_model`` is left as it is). Without a fit
+    (``ev.latency`` ``None``): unchanged.
+
+    Example: TPOT error −0.31, confidence 0.9 → 0.45 and evidence ``latency_model: "calibrated"``,
+    ``model_tpot_error_ratio: -0.31``, ``latency_model_confidence: "the latency model missed … ×0.5"``.
+    """
+    fit = ev.latency
+    if fit is None:
+        return list(proposals)
+    why = fit.beyond_bound()
+    extra: dict[str, Any] = fit.evidence()
+    if why is not None:
+        extra["latency_model_confidence"] = f"{why}: confidence ×{LATENCY_MODEL_CONFIDENCE:g}"
+    out: list[Proposal] = []
+    for p in proposals:
+        if "latency_model" in p.evidence:
+            out.append(p)
+            continue
+        evidence = {**extra, **p.evidence}
+        confidence = round(p.confidence * LATENCY_MODEL_CONFIDENCE, 3) if why is not None else p.confidence
         out.append(dataclasses.replace(p, confidence=confidence, evidence=evidence))
     return out
 

@@ -38,7 +38,7 @@ import math
 from typing import Any
 
 from advisor import conventions as c
-from advisor.capacity import perf
+from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.kv import CapacityInputs
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -46,6 +46,7 @@ from advisor.rules.common import (
     confidence,
     data_parallel_ranks,
     gpus_per_replica,
+    latency_model,
     replicas_proposal,
     tokens_per_running_request,
     turn_gpus_added,
@@ -224,15 +225,16 @@ class GoodputRule:
             return []
         prompt = s.prompt_tokens_per_second / s.requests_finished_per_second
         inputs = ev.ctx.inputs
+        model = latency_model(ev)
         tp2 = dataclasses.replace(inputs, tensor_parallel_size=inputs.tensor_parallel_size * 2)
         try:
-            before = perf.prefill_seconds(inputs, gpu, prompt)
-            after = perf.prefill_seconds(tp2, gpu, prompt)
+            before = model.prefill_seconds(inputs, gpu, prompt)
+            after = model.prefill_seconds(tp2, gpu, prompt)
         except (CapacityError, ValueError):
             return []
         ev_desc = (
             f"TTFT misses its target ({ev.goodput.ttft_ratio:.0%} within {ev.ctx.slo.ttft_seconds}s) without a queue: "
-            f"prompts average ~{prompt:,.0f} tokens and their prefill takes the time (roofline "
+            f"prompts average ~{prompt:,.0f} tokens and their prefill takes the time ({model.label} roofline "
             f"~{before:.2f}s per prompt)."
         )
         withheld = self._prefill_withheld(ev, before, evidence)
@@ -324,14 +326,15 @@ class GoodputRule:
         batch = s.requests_running / max(ev.replicas_up, 1) / ranks
         context = tokens_per_running_request(ev) or float(inputs.max_model_len or 2048) / 2
         target = ev.ctx.slo.tpot_seconds
+        model = latency_model(ev)
         try:
-            now_tpot = perf.tpot_seconds(inputs, gpu, batch, context)
+            now_tpot = model.tpot_seconds(inputs, gpu, batch, context)
         except (CapacityError, ValueError):
             return []
-        knee = _knee(inputs, gpu, context, target, int(max(batch, 1)))
+        knee = _knee(model, inputs, gpu, context, target, int(max(batch, 1)))
         out: list[Proposal] = []
         if knee is not None and knee < batch:
-            knee_tpot = perf.tpot_seconds(inputs, gpu, knee, context)
+            knee_tpot = model.tpot_seconds(inputs, gpu, knee, context)
             out.append(
                 Proposal(
                     rule=self.id,
@@ -347,7 +350,8 @@ class GoodputRule:
                     description=(
                         f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s with {batch:.0f} "
                         f"sequences per {'data-parallel rank' if ranks > 1 else 'replica'}. Past the knee of TPOT "
-                        "against batch every extra sequence slows all the others: the roofline gives "
+                        "against batch every extra sequence slows all the others: "
+                        f"the {model.label} roofline gives "
                         f"~{now_tpot * 1000:.0f} ms at {batch:.0f} and "
                         f"~{knee_tpot * 1000:.0f} ms at {knee}. Cap the batch there and add replicas for the rest "
                         "of the load."
@@ -393,7 +397,7 @@ class GoodputRule:
         )
         for dial, value, turned, cost, why in options:
             try:
-                after = perf.tpot_seconds(turned, gpu, batch, context)
+                after = model.tpot_seconds(turned, gpu, batch, context)
             except (CapacityError, ValueError):
                 continue
             if after >= now_tpot:
@@ -414,7 +418,8 @@ class GoodputRule:
                         f"Only {ev.goodput.tpot_ratio:.0%} of requests meet TPOT ≤ {target}s though just {batch:.1f} "
                         f"sequences run per {'data-parallel rank' if ranks > 1 else 'replica'}: each step is bound by "
                         f"reading the weights. {dial} → {value} "
-                        f"takes the roofline TPOT from ~{now_tpot * 1000:.0f} ms to ~{after * 1000:.0f} ms. "
+                        f"takes the {model.label} roofline TPOT from ~{now_tpot * 1000:.0f} ms to "
+                        f"~{after * 1000:.0f} ms. "
                         f"Note: {why}."
                     ),
                     predicted_effect={
@@ -439,13 +444,16 @@ class GoodputRule:
         return out
 
 
-def _knee(inputs: CapacityInputs, gpu: Any, context: float, target: float, upto: int) -> int | None:
-    """The largest batch ≤ ``upto`` whose roofline TPOT meets ``target`` (None if even batch 1 misses)."""
+def _knee(
+    model: LatencyModel, inputs: CapacityInputs, gpu: Any, context: float, target: float, upto: int
+) -> int | None:
+    """The largest batch ≤ ``upto`` whose (calibrated, ``model``) roofline TPOT meets ``target`` (None if even
+    batch 1 misses)."""
     best = None
     lo, hi = 1, max(upto, 1)
     while lo <= hi:
         mid = (lo + hi) // 2
-        if perf.tpot_seconds(inputs, gpu, mid, context) <= target:
+        if model.tpot_seconds(inputs, gpu, mid, context) <= target:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1

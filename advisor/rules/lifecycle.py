@@ -49,7 +49,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
-from advisor.rules.common import gpus_per_replica, page_quality
+from advisor.rules.common import gpus_per_replica, latency_quality, page_quality
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
 
@@ -515,7 +515,7 @@ class Lifecycle:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
                 reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
-                props = page_quality(ev, rule.propose(ev))
+                props = latency_quality(ev, page_quality(ev, rule.propose(ev)))
                 contributing.append((rule, props))
                 feeding += props
                 continue
@@ -531,7 +531,7 @@ class Lifecycle:
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
-            props = page_quality(ev, rule.propose(ev))
+            props = latency_quality(ev, page_quality(ev, rule.propose(ev)))
             feeding += props
             if not ignore_for and held < rule.for_seconds():
                 pending.append((rule, props))

@@ -49,14 +49,21 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor import conventions as c
-from advisor.capacity import perf
+from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.hardware import GPUSpec, get_gpu, gpu_keys
 from advisor.capacity.instances import list_instances
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, predict_service
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, data_parallel_ranks, gpus_per_replica, replicas_proposal
+from advisor.rules.common import (
+    confidence,
+    count,
+    data_parallel_ranks,
+    gpus_per_replica,
+    latency_model,
+    replicas_proposal,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 
@@ -316,7 +323,7 @@ class OverProvisionedRule:
         peak_tokens = max(peak_running * per_request, (usage or 0.0) * pool_before)
         need = peak_tokens / self.target_load_ratio
         try:
-            before = _predict(inputs, gpu, workload, slo, pool_before, 1.0)
+            before = _predict(inputs, gpu, workload, slo, pool_before, 1.0, latency_model(ev))
         except CapacityError as exc:
             evidence["tp_not_judged"] = f"the current configuration cannot be modelled: {exc}"
             return []
@@ -325,7 +332,7 @@ class OverProvisionedRule:
         if s.tpot is not None and s.tpot.count > 0 and before.tpot_mean_seconds > 0:
             slow = max(1.0, (s.tpot.sum / s.tpot.count) / before.tpot_mean_seconds)
             if slow > 1.0:
-                before = _predict(inputs, gpu, workload, slo, pool_before, slow)
+                before = _predict(inputs, gpu, workload, slo, pool_before, slow, latency_model(ev))
         rejected: dict[str, str] = {}
         passing: list[tuple[int, float, ServicePrediction]] = []
         for new_tp in [d for d in range(1, tp) if tp % d == 0]:
@@ -348,7 +355,7 @@ class OverProvisionedRule:
                 )
                 continue
             try:
-                pred = _predict(after_inputs, gpu, workload, slo, pool_after, slow)
+                pred = _predict(after_inputs, gpu, workload, slo, pool_after, slow, latency_model(ev))
             except CapacityError as exc:
                 rejected[str(new_tp)] = f"cannot be modelled: {exc}"
                 continue
@@ -472,7 +479,9 @@ class OverProvisionedRule:
             rank_tokens = result.kv_cache_tokens / max(1, result.data_parallel_size)
             batch = max(1.0, min(float(inputs.max_num_seqs), rank_tokens / per_request))
             try:
-                tps = perf.decode_tokens_per_second(_with_memory(inputs, g.memory_bytes), g, batch, per_request)
+                tps = latency_model(ev).decode_tokens_per_second(
+                    _with_memory(inputs, g.memory_bytes), g, batch, per_request
+                )
             except (CapacityError, ValueError):
                 continue
             # tps is one engine's (one data-parallel rank's); the observed rate is per replica, over its ranks
@@ -489,6 +498,7 @@ class OverProvisionedRule:
                         observed[1],
                         result.kv_cache_tokens * anchor,
                         1.0,
+                        latency_model(ev),
                     )
                 except CapacityError:
                     continue
@@ -527,11 +537,18 @@ def _peak_running(ev: Evaluation) -> float:
 
 
 def _predict(
-    inputs: CapacityInputs, gpu: GPUSpec, workload: Workload, slo: SLO, pool_tokens: float, slow: float
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    workload: Workload,
+    slo: SLO,
+    pool_tokens: float,
+    slow: float,
+    model: LatencyModel,
 ) -> ServicePrediction:
     """One replica of ``inputs`` on ``gpu`` under ``workload`` (per replica): batch cap ``min(max_num_seqs, pool ÷
-    (prompt + output))``, the roofline's decode step at the mean context × ``slow``, the prefill of a typical
-    prompt (as :mod:`advisor.capacity.search` builds a replica's service).
+    (prompt + output))``, the (calibrated, ``model``: :func:`advisor.rules.common.latency_model`) roofline's decode
+    step at the mean context × ``slow``, the prefill of a typical prompt (as :mod:`advisor.capacity.search` builds a
+    replica's service).
 
     Raises:
         CapacityError: the GPU lacks a speed figure, or the pool holds no request of the observed length.
@@ -540,10 +557,10 @@ def _predict(
     cap = min(inputs.max_num_seqs, math.floor(pool_tokens / per_request))
     if cap < 1:
         raise CapacityError(f"the pool ({pool_tokens:,.0f} tokens) holds no {per_request:,.0f}-token request")
-    step = perf.decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2)
+    step = model.decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2)
     scaled: Callable[[float], float] = lambda b: slow * step(b)  # noqa: E731
     service = ReplicaService(
-        batch_cap=cap, prefill_seconds=perf.prefill_seconds(inputs, gpu, workload.prompt_tokens), decode_step=scaled
+        batch_cap=cap, prefill_seconds=model.prefill_seconds(inputs, gpu, workload.prompt_tokens), decode_step=scaled
     )
     return predict_service(workload, service, 1, slo)
 

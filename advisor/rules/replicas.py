@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.capacity import perf
 from advisor.capacity.operating import mean_decode_context
 from advisor.capacity.queueing import (
     SLO,
@@ -40,7 +39,7 @@ from advisor.capacity.queueing import (
 )
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation
-from advisor.rules.common import data_parallel_ranks, rank_concurrency
+from advisor.rules.common import data_parallel_ranks, latency_model, rank_concurrency
 from advisor.rules.turns import effect
 from advisor.telemetry import WindowStats, summarize
 
@@ -158,7 +157,8 @@ class ReplicaSizing:
         utilization_after: λ ÷ (replicas × μ).
         method: ``model`` (the queueing model of :func:`advisor.capacity.queueing.predict_service`, its speed
             calibrated to the engine) or ``measured`` (no GPU or lengths: M/M/c on the measured service rate).
-        calibration: engine speed ÷ model speed, from the observed TPOT (1.0 without TPOT observations).
+        calibration: engine speed ÷ the published prior's speed: the online-calibrated decode factor (times this
+            window's own fixed point when there is none), 1.0 without TPOT observations.
         explanation: one paragraph with the numbers, for descriptions.
         queue_wait_seconds / queue_wait_seconds_after: mean wait before service (seconds) at the current count
             and at :attr:`replicas`; ``None`` when the queue is unstable (grows without bound).
@@ -328,9 +328,12 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
 
     Calibrated to the engine, so the roofline's assumed efficiency factors do not decide the count:
 
-    * latency: the model's step and prefill times are divided by ``k`` so that the model's TPOT at the observed
-      batch (with the prefill share of GPU time, ``1 ÷ (1 − ρ_p)``) equals the observed mean TPOT (a few
-      fixed-point rounds; ``k = 1`` without TPOT observations);
+    * latency: the deployment's online-calibrated model (:func:`advisor.rules.common.latency_model`: decode and
+      prefill factors fitted window by window on the engine's TPOT and TTFT, :mod:`advisor.online_calibration`),
+      ``k = 1``. Without a calibrated decode factor (a lone evaluation, ``once``) the prior's step and prefill times
+      are divided by ``k`` so that the model's TPOT at the observed batch (with the prefill share of GPU time,
+      ``1 ÷ (1 − ρ_p)``) equals this window's mean TPOT (a few fixed-point rounds; ``k = 1`` without TPOT
+      observations). The returned calibration is the speed against the prior: ``k × r_d``;
     * rate: the SLO's share of the saturated throughput, ``f = capacity at the SLO ÷ μ`` in the calibrated model
       (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
       completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
@@ -357,9 +360,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     lam_rank = arrival / ev.replicas_up / ranks
     done_rank = done / ev.replicas_up / ranks
     tpot = summarize(s.tpot)
+    model = latency_model(ev)
+    online = model.decode.updates > 0  # calibrated on the engine's windows: no per-window fixed point on top
     try:
-        step = perf.decode_step_model(inputs, gpu, mean_decode_context(prompt, output))
-        t_p = perf.prefill_seconds(inputs, gpu, prompt)
+        step = model.decode_step_model(inputs, gpu, mean_decode_context(prompt, output))
+        t_p = model.prefill_seconds(inputs, gpu, prompt)
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
         workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
 
@@ -367,7 +372,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
             return ReplicaService(batch_cap=cap, prefill_seconds=t_p / k, decode_step=lambda b: step(b) / k)
 
         k = 1.0
-        if tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
+        if not online and tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
             for _ in range(4):
                 mu_k = max_stable_rate(workload, service(k))
                 # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
@@ -400,7 +405,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         p = predict_service(load, calibrated, replicas, slo)
         return p.mean_queue_wait_seconds + p.mean_prefill_wait_seconds if p.stable else math.inf
 
-    return mu * ranks, (None if share is None else share * mu * ranks), k, wait
+    return mu * ranks, (None if share is None else share * mu * ranks), k * model.decode.ratio, wait
 
 
 def size_replicas(
@@ -492,9 +497,7 @@ def size_replicas(
     if method == "model" and at_slo is not None:
         text += (
             f", and ~{at_slo:,.2f}/s while {slo.target_ratio:.0%} of requests meet TTFT ≤ {slo.ttft_seconds:g}s and "
-            f"TPOT ≤ {slo.tpot_seconds:g}s (queueing model"
-            + (f", its speed calibrated ×{k:.2f} to the observed TPOT" if abs(k - 1) > 1e-6 else "")
-            + ")"
+            f"TPOT ≤ {slo.tpot_seconds:g}s (queueing model" + _calibration_text(ev, k) + ")"
         )
     elif method == "model":
         text += "; even one idle replica misses the SLO in the model, so this count only keeps the queue stable"
@@ -532,6 +535,18 @@ def size_replicas(
         queue_wait_seconds_after=_finite(wait(needed)),
         withheld=arrival_history_withheld(ev, min_history_seconds),
     )
+
+
+def _calibration_text(ev: Evaluation, k: float) -> str:
+    """How the queueing model's speed was calibrated, for the explanation (empty when it is the prior's)."""
+    fit = ev.latency
+    if fit is not None and fit.model.decode.updates > 0:
+        m = fit.model
+        return (
+            f", its latency model calibrated online over {fit.windows} window(s): decode ×{m.decode.ratio:.2f}, "
+            f"prefill ×{m.prefill.ratio:.2f} the published calibration's speed"
+        )
+    return f", its speed calibrated ×{k:.2f} to the observed TPOT" if abs(k - 1) > 1e-6 else ""
 
 
 def _finite(x: float) -> float | None:

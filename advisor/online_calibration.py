@@ -1,0 +1,182 @@
+"""Each deployment's latency model, calibrated on its own engine's TPOT and TTFT once per evaluation window (issue
+17 part 3). Pure: the caller passes the evaluation (its ``now`` is the clock).
+
+:class:`OnlineCalibration` holds one :class:`~advisor.capacity.calibration.LatencyFit` per deployment. The tracker
+hands it every evaluation (:meth:`OnlineCalibration.apply`); once per evaluation window (never on overlapping
+windows, so each update is a new measurement, as the filter assumes) it reads the window
+(:func:`window_observation`), computes the one-step-ahead errors of the model it holds and updates the decode and
+prefill factors (:func:`advisor.capacity.calibration.calibrate`, a robust scalar Kalman filter with the published
+calibration as its prior). Every evaluation carries the current fit as ``Evaluation.latency``: the rules compute
+their latency and throughput effects with it (:func:`advisor.rules.common.latency_model`), the exporter exports
+its errors and factors, and a fit whose error is beyond its bound lowers every recommendation's confidence
+(:func:`advisor.rules.common.latency_quality`).
+
+The fit is kept per deployment while its engine, GPU, model, tensor-parallel degree, weight quantization and KV
+dtype stay (efficiency is a property of those); a change of any of them starts again from the prior.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Final
+
+from advisor.capacity.calibration import LatencyFit, LatencyModel, WindowObservation, calibrate
+from advisor.domain import Histogram
+from advisor.errors import CapacityError
+from advisor.rules.base import DeploymentContext, Evaluation
+from advisor.rules.common import data_parallel_ranks
+
+MIN_REQUESTS: Final = 5
+"""Fewest observations (requests in the window's TPOT or TTFT histogram) behind a measurement: fewer is one
+request's length, not the engine's speed (the filter's measurement variance grows as 1 ÷ n as well)."""
+MIN_COVERED_FRACTION: Final = 0.5
+"""Least share of the evaluation window the scrapes must cover before it updates the model (the first window after
+a start holds a few seconds; its rates are a moment's)."""
+MIN_COVERED_SECONDS: Final = 30.0
+"""Least time the scrapes must cover before a window updates the model, whatever the window: ``once`` evaluates a
+window of two scrapes seconds apart, whose histogram means are a handful of requests caught mid-flight; whether it
+updated then hung on scheduling (a loaded host let it through one run in ten), and a fit from it lowered every
+recommendation's confidence. Half a minute holds tens of requests at the rates the daemon advises on."""
+
+
+def _mean(h: Histogram | None) -> tuple[float | None, float]:
+    """(mean, count) of a window's delta histogram; ``(None, 0)`` when empty or unknown."""
+    if h is None or h.count <= 0 or not math.isfinite(h.sum):
+        return None, 0.0
+    return h.sum / h.count, float(h.count)
+
+
+def window_observation(ev: Evaluation) -> WindowObservation | None:
+    """What ``ev``'s window measured, per data-parallel rank (:class:`WindowObservation`), or ``None`` when it
+    cannot say (no GPU, nothing finished, token counters unknown, no replica up).
+
+    * batch: the window's mean running requests (``Evaluation.requests_running_mean``, else the newest gauge) ÷
+      replicas up ÷ ranks;
+    * prompt and output: the token counters' rates ÷ completions; context = prompt + output ÷ 2;
+    * TPOT: the mean of the window's TPOT (or inter-token latency) histogram, with ≥ :data:`MIN_REQUESTS`;
+    * prefill: mean TTFT − mean queue time when the engine exports its queue time (vLLM
+      ``request_queue_time_seconds``); else the mean TTFT, only when nothing waited at either end of the window.
+
+    Example: 40 running on 2 replicas, 2 req/s finishing, 2,000 prompt + 600 generation tokens/s → batch 20,
+    prompt 1,000, context 1,150, λ 1 req/s per replica.
+    """
+    s = ev.stats
+    if s is None or ev.ctx.gpu is None or ev.replicas_up <= 0:
+        return None
+    done = s.requests_finished_per_second
+    if not done or done <= 0 or not s.prompt_tokens_per_second or s.generation_tokens_per_second is None:
+        return None
+    engines = ev.replicas_up * data_parallel_ranks(ev)
+    running = ev.requests_running_mean if ev.requests_running_mean is not None else s.requests_running
+    if running is None:
+        return None
+    prompt = max(1.0, s.prompt_tokens_per_second / done)
+    output = max(1.0, s.generation_tokens_per_second / done)
+    tpot, tpot_n = _mean(s.tpot)
+    if tpot_n < MIN_REQUESTS:
+        tpot = None
+    ttft, ttft_n = _mean(s.ttft)
+    queue, queue_n = _mean(s.queue_time)
+    prefill = None
+    if ttft is not None and queue is not None and ttft_n >= MIN_REQUESTS and queue_n >= MIN_REQUESTS:
+        prefill = ttft - queue if ttft > queue else None
+        ttft = None
+    elif ttft_n < MIN_REQUESTS or s.requests_waiting or s.requests_waiting_first:
+        ttft = None  # without the queue time, a TTFT measures prefill only when nothing queued
+    return WindowObservation(
+        batch=running / engines,
+        context_tokens=prompt + output / 2,
+        prompt_tokens=prompt,
+        requests_per_second=done / engines,
+        tpot_seconds=tpot,
+        tpot_count=tpot_n,
+        prefill_seconds=prefill,
+        ttft_seconds=ttft,
+        ttft_count=ttft_n,
+    )
+
+
+def _key(ctx: DeploymentContext) -> tuple[Any, ...]:
+    """What a fit belongs to: engine, GPU, model, TP, weight quantization, KV dtype."""
+    i = ctx.inputs
+    return (
+        ctx.engine,
+        ctx.gpu.name if ctx.gpu is not None else None,
+        i.model.name,
+        i.tensor_parallel_size,
+        i.quantization,
+        i.kv_cache_dtype,
+    )
+
+
+@dataclass
+class _State:
+    key: tuple[Any, ...]
+    fit: LatencyFit
+
+
+class OnlineCalibration:
+    """One latency fit per deployment, updated once per evaluation window. Not thread-safe: one loop owns it.
+
+    Args:
+        bound: ``|error|`` beyond which a fit lowers confidence (default
+            :data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`).
+    """
+
+    def __init__(self, bound: float | None = None) -> None:
+        self.bound = bound
+        self._states: dict[str, _State] = {}
+
+    def fit(self, deployment: str) -> LatencyFit | None:
+        """The deployment's current fit, ``None`` before its first evaluation."""
+        st = self._states.get(deployment)
+        return None if st is None else st.fit
+
+    def apply(self, deployment: str, ev: Evaluation, window_seconds: float, interval_seconds: float) -> Evaluation:
+        """``ev`` with its deployment's fit (``Evaluation.latency``), updated first when a window has passed since
+        the last update (``window_seconds`` less half a scrape interval ``interval_seconds``, as ticks drift), the
+        data are fresh, the scrapes cover ≥ :data:`MIN_COVERED_FRACTION` of the window and at least
+        :data:`MIN_COVERED_SECONDS`, and it measured TPOT or
+        prefill (:func:`window_observation`)."""
+        key = _key(ev.ctx)
+        st = self._states.get(deployment)
+        if st is None or st.key != key:
+            model = LatencyModel.prior(ev.ctx.engine)
+            fit = LatencyFit(model) if self.bound is None else LatencyFit(model, bound=self.bound)
+            st = self._states[deployment] = _State(key, fit)
+        last = st.fit.updated_at
+        due = last is None or ev.now - last >= window_seconds - interval_seconds / 2 or ev.now < last
+        s = ev.stats
+        covered = s is not None and s.covered_seconds >= max(MIN_COVERED_FRACTION * window_seconds, MIN_COVERED_SECONDS)
+        if due and ev.state == "fresh" and covered:
+            st.fit = self._update(st.fit, ev)
+        return dataclasses.replace(ev, latency=st.fit)
+
+    @staticmethod
+    def _update(fit: LatencyFit, ev: Evaluation) -> LatencyFit:
+        gpu = ev.ctx.gpu
+        obs = window_observation(ev)
+        if gpu is None or obs is None:
+            return fit
+        if obs.tpot_seconds is None and obs.prefill_seconds is None and obs.ttft_seconds is None:
+            return fit
+        try:
+            step = calibrate(fit.model, ev.ctx.inputs, gpu, obs, decode=not ev.ctx.speculative_decoding)
+        except (CapacityError, ValueError):
+            return fit
+        return dataclasses.replace(
+            fit,
+            model=step.model,
+            tpot_error_ratio=step.tpot_error_ratio,
+            ttft_error_ratio=step.ttft_error_ratio,
+            windows=fit.windows + 1,
+            updated_at=ev.now,
+        )
+
+    def forget(self, keep: Collection[str]) -> None:
+        """Drop the fits of deployments not in ``keep`` (a reload removed them)."""
+        for name in [n for n in self._states if n not in keep]:
+            del self._states[name]

@@ -1,0 +1,152 @@
+"""The online calibration's estimator (:mod:`advisor.capacity.calibration`): the robust scalar Kalman update by hand
+arithmetic, its outlier gate and bounds, convergence on a deployment whose engine is slower than the prior, and the
+lowered confidence of a model beyond its error bound (:func:`advisor.rules.common.latency_quality`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from advisor.capacity.calibration import (
+    HUBER_K,
+    RATIO_MAX,
+    RATIO_MIN,
+    FactorEstimate,
+    LatencyFit,
+    LatencyModel,
+    WindowObservation,
+    calibrate,
+    robust_update,
+)
+from advisor.capacity.hardware import get_gpu
+from advisor.capacity.kv import CapacityInputs
+from advisor.capacity.models import get_preset
+from advisor.rules.base import Proposal
+from advisor.rules.common import LATENCY_MODEL_CONFIDENCE, latency_quality
+from tests.factories import evaluation
+
+H100 = get_gpu("H100-SXM")
+INPUTS = CapacityInputs(model=get_preset("meta-llama/Llama-3.1-8B-Instruct"), gpu_memory_bytes=H100.memory_bytes)
+
+
+def test_one_update_by_hand() -> None:
+    # P = 0.09 + 0.0025 = 0.0925; S = 0.0925 + 0.005 = 0.0975; u = −0.375 ÷ √0.0975 = −1.2010 (inside ±1.345)
+    # x = 0.0925 ÷ 0.31225 × −1.2010 = −0.35577; P = 0.0925 − 0.0925² ÷ 0.0975 = 0.0047436
+    est, clipped = robust_update(FactorEstimate(0.0, 0.09), -0.375, 0.005, 0.0025)
+    assert not clipped
+    assert est.log_ratio == pytest.approx(-0.35577, abs=1e-5)
+    assert est.variance == pytest.approx(0.0047436, rel=1e-4)
+    assert est.updates == 1
+
+
+def test_an_outlier_moves_the_factor_by_at_most_the_clip_and_keeps_its_variance() -> None:
+    # converged: P = 0.001, R = 0.003, q² = 0.0025 → S = 0.0065; a window 2× slower (z = −0.693) is u = −8.6 σ
+    est, clipped = robust_update(FactorEstimate(0.0, 0.001), math.log(0.5), 0.003, 0.0025)
+    assert clipped
+    p, s = 0.0035, 0.0065
+    assert est.log_ratio == pytest.approx(-HUBER_K * p / math.sqrt(s), rel=1e-9)  # −0.0584: 5.7 %, not 50 %
+    assert est.variance == pytest.approx(p)  # not shrunk: the window is not believed
+
+
+def test_the_factor_is_bounded() -> None:
+    est = FactorEstimate(0.0, 100.0)
+    low, _ = robust_update(est, math.log(0.001), 0.0, 0.0)
+    high, _ = robust_update(est, math.log(1000.0), 0.0, 0.0)
+    assert low.ratio == pytest.approx(RATIO_MIN)
+    assert high.ratio == pytest.approx(RATIO_MAX)
+
+
+def _observation(tpot: float, batch: float = 32.0) -> WindowObservation:
+    return WindowObservation(
+        batch=batch,
+        context_tokens=1150.0,
+        prompt_tokens=1000.0,
+        requests_per_second=0.0,
+        tpot_seconds=tpot,
+        tpot_count=200.0,
+    )
+
+
+def test_a_slower_engine_is_learned_within_three_windows() -> None:
+    # hand arithmetic: Llama-3.1-8B bf16 weights 16,060,522,496 B; KV 131,072 B per token (32 layers × 8 KV heads ×
+    # 128 × 2 × 2 B); at batch 32 and 1,150 tokens of context the step reads 16.0605 GB + 4.8234 GB = 20.884 GB.
+    # An engine at 0.55 of 3.35 TB/s takes 20.884 ÷ 1.8425 TB/s = 11.335 ms; the prior (0.80) says 7.792 ms.
+    engine_tpot = 20.884e9 / (3.35e12 * 0.55)
+    model = LatencyModel.prior("vllm")
+    prior_tpot = model.predicted_tpot(INPUTS, H100, _observation(engine_tpot))
+    assert prior_tpot == pytest.approx(20.884e9 / (3.35e12 * 0.80), rel=0.01)
+    errors = []
+    for _ in range(3):
+        step = calibrate(model, INPUTS, H100, _observation(engine_tpot))
+        model = step.model
+        errors.append(step.tpot_error_ratio)
+    assert errors[0] == pytest.approx(0.55 / 0.80 - 1, abs=0.01)  # −31 %: the prior's one-step-ahead error
+    final = model.predicted_tpot(INPUTS, H100, _observation(engine_tpot))
+    assert abs(final / engine_tpot - 1) < 0.02
+    assert model.decode.ratio == pytest.approx(0.55 / 0.80, rel=0.02)
+    assert model.effective_assumptions(H100).memory_bandwidth_efficiency == pytest.approx(0.55, rel=0.02)
+
+
+def test_one_burst_window_does_not_undo_a_converged_factor() -> None:
+    engine_tpot = 20.884e9 / (3.35e12 * 0.55)
+    model = LatencyModel.prior("vllm")
+    for _ in range(6):
+        model = calibrate(model, INPUTS, H100, _observation(engine_tpot)).model
+    before = model.decode.ratio
+    step = calibrate(model, INPUTS, H100, _observation(engine_tpot * 3))  # a window three times slower
+    assert step.decode_clipped
+    assert step.model.decode.ratio / before > 0.85  # moved by the clip, not by a factor of 3
+
+
+def test_prefill_is_learned_from_ttft_less_queue_time() -> None:
+    prior = LatencyModel.prior("vllm")
+    t_p = prior.prefill_seconds(INPUTS, H100, 2000.0)
+    obs = WindowObservation(
+        batch=0.0,
+        context_tokens=2000.0,
+        prompt_tokens=2000.0,
+        requests_per_second=0.0,
+        prefill_seconds=t_p * 1.5,
+        ttft_count=100.0,
+    )
+    model = prior
+    for _ in range(3):
+        model = calibrate(model, INPUTS, H100, obs).model
+    assert model.prefill.ratio == pytest.approx(1 / 1.5, rel=0.03)
+    assert model.decode.updates == 0  # no TPOT in these windows: decode keeps its prior
+
+
+def _proposal(confidence: float = 0.8) -> Proposal:
+    return Proposal(
+        rule="queue_growth",
+        dial="replicas",
+        action="increase",
+        current=1,
+        suggested=3,
+        flag="",
+        severity="warning",
+        confidence=confidence,
+        summary="",
+        description="",
+        predicted_effect={},
+        evidence={"kept": 1},
+        score=1.0,
+    )
+
+
+def test_a_model_beyond_its_bound_halves_every_proposal_and_says_why() -> None:
+    ev = evaluation()
+    bad = LatencyFit(LatencyModel.prior("vllm"), tpot_error_ratio=-0.31, ttft_error_ratio=0.05, windows=1)
+    [p] = latency_quality(dataclasses.replace(ev, latency=bad), [_proposal()])
+    assert p.confidence == pytest.approx(0.8 * LATENCY_MODEL_CONFIDENCE)
+    assert "-31%" in p.evidence["latency_model_confidence"]
+    assert p.evidence["kept"] == 1 and p.evidence["model_tpot_error_ratio"] == -0.31
+    good = dataclasses.replace(bad, tpot_error_ratio=-0.1)
+    [q] = latency_quality(dataclasses.replace(ev, latency=good), [_proposal()])
+    assert q.confidence == 0.8 and "latency_model_confidence" not in q.evidence
+    assert q.evidence["latency_model"] == "prior"
+    # idempotent: applied twice, lowered once
+    [again] = latency_quality(dataclasses.replace(ev, latency=bad), [p])
+    assert again.confidence == p.confidence
