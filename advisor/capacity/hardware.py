@@ -50,6 +50,8 @@ class GPUSpec:
         memory_bandwidth_bytes_per_second: peak memory bandwidth, bytes/s (catalog TB/s × 10¹²).
         bf16_flops: dense BF16/FP16 tensor peak, FLOP/s (no 2:4 sparsity), or ``None`` when unpublished.
         fp8_flops: dense FP8 tensor peak, FLOP/s, or ``None`` (no FP8 on the part, or unpublished).
+        fp4_flops: dense FP4 tensor peak, FLOP/s (the catalog's ``fp4_dense_tflops``: Blackwell B200/GB200,
+            RTX PRO 6000 Blackwell, MI355X), or ``None`` (no FP4 tensor cores, or unpublished).
         interconnect_bytes_per_second: vendor's bidirectional per-GPU GPU-to-GPU figure (NVLink, Infinity
             Fabric), bytes/s, or ``None`` (PCIe-only parts without a stated figure).
         source: the row's source URLs and, after `` | ``, how ``memory_bytes`` was obtained.
@@ -72,6 +74,7 @@ class GPUSpec:
     nvlink_sharp: bool = False
     compute_capability: tuple[int, int] | None = None
     vendor: str = ""
+    fp4_flops: float | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -125,6 +128,7 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             nvlink_sharp=row["nvlink_sharp"].startswith("yes"),
             compute_capability=_capability(row["compute_capability"], row["key"]),
             vendor=row["vendor"],
+            fp4_flops=_opt(row["fp4_dense_tflops"], 1e12),
         )
         specs[spec.name] = spec
         for alias in [row["key"], row["name"], *row["aliases"].split(";")]:

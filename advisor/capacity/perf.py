@@ -48,12 +48,16 @@ __all__ = [
     "DEFAULT_ASSUMPTIONS",
     "DecodeStepModel",
     "PerfAssumptions",
+    "FP4_WEIGHTS",
     "assumptions_for",
+    "compute_precision",
     "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
+    "prefill_batch_seconds",
     "prefill_seconds",
     "tpot_seconds",
+    "untouched_expert_fraction",
 ]
 
 
@@ -69,6 +73,20 @@ class PerfAssumptions:
             latency on NVLink is of this order).
         fallback_interconnect_bytes_per_second: per-direction bandwidth when the GPU has no stated
             interconnect: PCIe Gen4 x16, 32 GB/s (PCI-SIG).
+        step_overhead_seconds: fixed time every engine step (decode or prefill) adds beyond the GPU work, seconds:
+            the scheduler, input preparation, kernel launches not hidden by CUDA graphs, sampling and output
+            processing on the CPU (vLLM's V1 design notes name this CPU overhead as what bounds small-model decode,
+            https://blog.vllm.ai/2025/01/27/v1-alpha-release.html). 0 = not modelled (the roofline alone).
+        prefill_overhead_seconds: fixed time a request's first token adds once, seconds: tokenization, admission
+            into the scheduler, the first chunk's detokenize and HTTP flush. 0 = not modelled.
+        fp8_compute_efficiency: achieved ÷ peak dense FP8 tensor FLOP/s for FP8 (W8A8) GEMMs; ``None`` = the
+            same as ``compute_efficiency`` (FP8 GEMMs reach a lower fraction of their doubled peak in practice).
+        fp4_compute_efficiency: achieved ÷ peak dense FP4 tensor FLOP/s for FP4 weights (NVFP4/MXFP4) on a GPU with
+            FP4 tensor cores (Blackwell); ``None`` = FP4 peaks are not used (FP4 weights then compute at the BF16
+            or FP8 peak, as before the calibration).
+
+    The defaults leave every term added for issue 17 off (overheads 0, FP8 at ``compute_efficiency``, no FP4
+    peak), so an uncalibrated model is the plain roofline; :func:`assumptions_for` returns the fitted values.
     """
 
     memory_bandwidth_efficiency: float = 0.80
@@ -76,6 +94,10 @@ class PerfAssumptions:
     interconnect_efficiency: float = 0.70
     allreduce_latency_seconds: float = 10e-6
     fallback_interconnect_bytes_per_second: float = 32e9
+    step_overhead_seconds: float = 0.0
+    prefill_overhead_seconds: float = 0.0
+    fp8_compute_efficiency: float | None = None
+    fp4_compute_efficiency: float | None = None
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
@@ -90,11 +112,32 @@ def assumptions_for(engine: str, gpu: GPUSpec) -> PerfAssumptions:
     return DEFAULT_ASSUMPTIONS
 
 
-def _peak_flops(inputs: CapacityInputs, gpu: GPUSpec) -> float:
-    if inputs.quantization == "fp8" and gpu.fp8_flops:
-        return gpu.fp8_flops
+FP4_WEIGHTS: Final = frozenset({"nvfp4", "modelopt_fp4", "mxfp4"})
+"""Quantization methods with 4-bit floating-point (E2M1) weights, which Blackwell's FP4 tensor cores multiply
+directly (NVIDIA Blackwell architecture technical brief); elsewhere they are dequantized to the compute dtype."""
+
+
+def compute_precision(inputs: CapacityInputs, gpu: GPUSpec, assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS) -> str:
+    """Which tensor-core peak the matmuls run at: ``fp4`` (FP4 weights on a GPU with an FP4 peak, when
+    ``assumptions.fp4_compute_efficiency`` is set), ``fp8`` (``fp8`` quantization, requested or the checkpoint's
+    own, on a GPU with an FP8 peak), else ``bf16`` (the dense BF16/FP16 rate)."""
+    q = inputs.effective_quantization or ""
+    if q in FP4_WEIGHTS and gpu.fp4_flops and assumptions.fp4_compute_efficiency is not None:
+        return "fp4"
+    if (inputs.quantization == "fp8" or q.startswith("fp8")) and gpu.fp8_flops:
+        return "fp8"
+    return "bf16"
+
+
+def _effective_flops(inputs: CapacityInputs, gpu: GPUSpec, a: PerfAssumptions) -> float:
+    """Peak × efficiency of the precision :func:`compute_precision` picks, FLOP/s."""
+    precision = compute_precision(inputs, gpu, a)
+    if precision == "fp4" and gpu.fp4_flops and a.fp4_compute_efficiency is not None:
+        return gpu.fp4_flops * a.fp4_compute_efficiency
+    if precision == "fp8" and gpu.fp8_flops:
+        return gpu.fp8_flops * (a.compute_efficiency if a.fp8_compute_efficiency is None else a.fp8_compute_efficiency)
     if gpu.bf16_flops:
-        return gpu.bf16_flops
+        return gpu.bf16_flops * a.compute_efficiency
     raise CapacityError(f"{gpu.name}: no published dense BF16/FP16 tensor rate; cannot estimate compute time")
 
 
@@ -106,11 +149,36 @@ def _bandwidth(gpu: GPUSpec) -> float:
 
 
 def _matmul_parameters(inputs: CapacityInputs) -> tuple[int, int]:
-    """(parameters in matmuls except the LM head, LM head parameters)."""
+    """(parameters one token multiplies in matmuls except the LM head, LM head parameters). A MoE token passes
+    through ``experts_per_token`` of the routed experts only (:meth:`ModelArch.active_parameters`)."""
     m = inputs.model
     lm_head = m.vocab_size * m.hidden_size
-    body = m.num_parameters - m.norm_parameters() - m.embedding_parameters()
+    total = m.active_parameters() if m.is_moe else m.num_parameters
+    body = total - m.norm_parameters() - m.embedding_parameters()
     return body, lm_head
+
+
+def _expert_bytes_per_gpu(inputs: CapacityInputs) -> float:
+    """Bytes of the routed experts on one GPU (0 for a dense model): experts are sliced (TP) or placed whole
+    (EP) over the replica's GPUs, the same bytes per GPU either way (:func:`weights_bytes_per_gpu`)."""
+    m = inputs.model
+    if not m.is_moe or m.num_experts <= 0:
+        return 0.0
+    q = inputs.effective_quantization
+    per_param = inputs.quantized_weight_bytes if q is not None else float(DTYPE_BYTES[inputs.compute_dtype])
+    return m.expert_weight_parameters() * per_param / (inputs.tensor_parallel_size * inputs.pipeline_parallel_size)
+
+
+def untouched_expert_fraction(inputs: CapacityInputs, tokens: float) -> float:
+    """Expected fraction of a MoE layer's routed experts that no token of a step of ``tokens`` tokens selects,
+    under uniform routing: each token picks ``k`` of ``E`` experts, so one expert escapes all of them with
+    probability ``(1 − k/E)^tokens`` (Mixtral, k = 2 of 8: 0.75 at one token, 0.10 at 8, 0.001 at 24). 0 for a
+    dense model. Decode streams only the touched experts' weights, so small-batch MoE decode reads far less
+    than the whole model (``memory = all weights − expert bytes × this fraction``)."""
+    m = inputs.model
+    if not m.is_moe or m.num_experts <= 0 or m.experts_per_token <= 0:
+        return 0.0
+    return (1.0 - min(1.0, m.experts_per_token / m.num_experts)) ** max(0.0, tokens)
 
 
 def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
@@ -150,11 +218,21 @@ class DecodeStepModel:
     compute_per_seq: float
     comm_fixed: float
     comm_per_seq: float
+    overhead: float = 0.0
+    expert_memory: float = 0.0
+    expert_untouched_base: float = 0.0
 
     def __call__(self, batch: float) -> float:
-        """Seconds of one step at ``batch`` sequences (any batch ≥ 0; the formula is linear in it)."""
+        """Seconds of one step at ``batch`` sequences (any batch ≥ 0; linear in it for a dense model).
+
+        ``overhead`` (:attr:`PerfAssumptions.step_overhead_seconds`) is added to every step. A MoE model
+        streams only the experts its ``batch`` tokens select: ``expert_memory`` (seconds to stream all routed
+        experts, included in ``memory_fixed``) × ``expert_untouched_base^batch``
+        (:func:`untouched_expert_fraction`) is not read."""
         memory = self.memory_fixed + self.memory_per_seq * batch
-        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch
+        if self.expert_memory:
+            memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, batch)
+        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch + self.overhead
 
 
 def decode_step_model(
@@ -172,7 +250,7 @@ def decode_step_model(
     m = inputs.model
     tp = inputs.tensor_parallel_size
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
-    peak = _peak_flops(inputs, gpu) * assumptions.compute_efficiency
+    peak = _effective_flops(inputs, gpu, assumptions)
     body, lm_head = _matmul_parameters(inputs)
     flops_per_seq = (
         2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
@@ -184,6 +262,9 @@ def decode_step_model(
         compute_per_seq=flops_per_seq / peak,
         comm_fixed=comm_fixed,
         comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
+        overhead=assumptions.step_overhead_seconds,
+        expert_memory=_expert_bytes_per_gpu(inputs) / bandwidth,
+        expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
     )
 
 
@@ -235,7 +316,8 @@ def prefill_seconds(
     prompt_tokens: float,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> float:
-    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT).
+    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT): one step of
+    :func:`prefill_batch_seconds` with one prompt, plus :attr:`PerfAssumptions.prefill_overhead_seconds`.
 
     FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
     causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
@@ -246,16 +328,45 @@ def prefill_seconds(
     Raises:
         CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
     """
+    return prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, assumptions) + assumptions.prefill_overhead_seconds
+
+
+def prefill_batch_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    prompts: float = 1.0,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds of the forward pass that prefills ``prompts`` prompts of ``prompt_tokens`` tokens together (a
+    static batch's prefill, or the prompts one engine step admits), with one
+    :attr:`PerfAssumptions.step_overhead_seconds`; no per-request overhead.
+
+    FLOPs per GPU: ``prompts × (2 × P × body ÷ TP + 2 × LM head ÷ TP + 2 × layers × heads/TP × head_dim × P²)``
+    (each prompt attends to itself only); bytes: the weights once (the experts the step's tokens select,
+    :func:`untouched_expert_fraction`) + ``prompts × P`` tokens of KV written; all-reduces over ``prompts × P``
+    rows. ``max(memory, compute) + all-reduce + overhead``.
+
+    Raises:
+        CapacityError: ``prompt_tokens`` < 1 or ``prompts`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
+    """
     _check("prompt_tokens", prompt_tokens, 1.0)
+    _check("prompts", prompts, 1.0)
     m = inputs.model
     tp = inputs.tensor_parallel_size
     body, lm_head = _matmul_parameters(inputs)
-    flops = (
+    flops = prompts * (
         2 * prompt_tokens * body / tp
         + 2 * lm_head / tp
         + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
     )
-    bytes_moved = weights_bytes_per_gpu(inputs) + prompt_tokens * kv_bytes_per_token_per_gpu(inputs)
+    tokens = prompts * prompt_tokens
+    untouched = _expert_bytes_per_gpu(inputs) * untouched_expert_fraction(inputs, tokens)
+    bytes_moved = weights_bytes_per_gpu(inputs) - untouched + tokens * kv_bytes_per_token_per_gpu(inputs)
     t_memory = bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
-    t_compute = flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency)
-    return max(t_memory, t_compute) + _allreduce_seconds(inputs, gpu, prompt_tokens, assumptions)
+    t_compute = flops / _effective_flops(inputs, gpu, assumptions)
+    return (
+        max(t_memory, t_compute)
+        + _allreduce_seconds(inputs, gpu, tokens, assumptions)
+        + assumptions.step_overhead_seconds
+    )
