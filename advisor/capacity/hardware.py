@@ -34,7 +34,16 @@ from typing import Final
 from advisor.capacity.data import read_data
 from advisor.errors import UnknownGPUError
 
-__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names", "identify_gpu", "is_alias"]
+__all__ = [
+    "GIB",
+    "GPUSpec",
+    "get_gpu",
+    "gpu_for_memory",
+    "gpu_generation",
+    "gpu_names",
+    "identify_gpu",
+    "is_alias",
+]
 
 GIB: Final = 1 << 30
 """Bytes in one GiB (2³⁰); vLLM's logs print GiB."""
@@ -203,3 +212,34 @@ def is_alias(name: str, spec: GPUSpec) -> bool:
     """True when ``name`` reached ``spec`` through an alias (``H100`` for the H100 SXM) rather than its key or
     catalog name, so the caller should say which part it took."""
     return name.strip().lower() not in (spec.key, spec.name.lower())
+
+
+def gpu_generation(gpu: GPUSpec) -> str:
+    """The architecture generation of ``gpu``: NVIDIA by CUDA compute capability (6.x ``pascal``, 7.0/7.2
+    ``volta``, 7.5 ``turing``, 8.0/8.6/8.7 ``ampere``, 8.9 ``ada``, 9.0 ``hopper``, 10.x/12.x ``blackwell``;
+    https://developer.nvidia.com/cuda-gpus); AMD Instinct by product (MI300X/MI325X ``cdna3``, MI355X ``cdna4``,
+    MI210/MI250X ``cdna2``); else ``other``."""
+    if gpu.vendor.upper().startswith("AMD"):
+        key = gpu.key.lower()
+        if key.startswith(("mi300", "mi325")):
+            return "cdna3"
+        if key.startswith("mi355"):
+            return "cdna4"
+        if key.startswith(("mi210", "mi250")):
+            return "cdna2"
+        return "other"
+    cc = gpu.compute_capability
+    if cc is None:
+        return "other"
+    major, minor = cc
+    if major == 6:
+        return "pascal"
+    if major == 7:
+        return "turing" if minor == 5 else "volta"
+    if major == 8:
+        return "ada" if minor == 9 else "ampere"
+    if major == 9:
+        return "hopper"
+    if major in (10, 11, 12):
+        return "blackwell"
+    return "other"

@@ -35,25 +35,34 @@ no sparsity); fp8 quantization uses the fp8 peak when the GPU has one.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
-from typing import Final
+from functools import cache
+from typing import Any, Final
 
-from advisor.capacity.hardware import GPUSpec
+from advisor.capacity.data import read_data
+from advisor.capacity.hardware import GPUSpec, gpu_generation
 from advisor.capacity.kv import CapacityInputs, kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
 from advisor.capacity.precision import DTYPE_BYTES
 from advisor.errors import CapacityError
 
 __all__ = [
     "DEFAULT_ASSUMPTIONS",
+    "ENGINE_FAMILY",
     "DecodeStepModel",
     "PerfAssumptions",
     "FP4_WEIGHTS",
+    "CALIBRATION_FILE",
     "assumptions_for",
+    "calibration_group",
     "compute_precision",
     "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
+    "engine_family",
+    "mixed_step_seconds",
     "prefill_batch_seconds",
     "prefill_seconds",
     "tpot_seconds",
@@ -84,6 +93,11 @@ class PerfAssumptions:
         fp4_compute_efficiency: achieved ÷ peak dense FP4 tensor FLOP/s for FP4 weights (NVFP4/MXFP4) on a GPU with
             FP4 tensor cores (Blackwell); ``None`` = FP4 peaks are not used (FP4 weights then compute at the BF16
             or FP8 peak, as before the calibration).
+        kv_bandwidth_efficiency: achieved ÷ peak HBM bandwidth when decode attention reads the KV cache;
+            ``None`` = ``memory_bandwidth_efficiency``. Paged attention gathers blocks scattered over the pool
+            (page-sized reads, one head group per block) where the weight stream reads large contiguous
+            matrices; the fit tests whether it reaches a lower fraction of peak (it is what a large batch at
+            long context is bound by).
 
     The defaults leave every term added for issue 17 off (overheads 0, FP8 at ``compute_efficiency``, no FP4
     peak), so an uncalibrated model is the plain roofline; :func:`assumptions_for` returns the fitted values.
@@ -98,18 +112,65 @@ class PerfAssumptions:
     prefill_overhead_seconds: float = 0.0
     fp8_compute_efficiency: float | None = None
     fp4_compute_efficiency: float | None = None
+    kv_bandwidth_efficiency: float | None = None
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
+
+ENGINE_FAMILY: Final = {"nim": "trtllm"}
+"""Engines read as another: NVIDIA NIM 1.x serves LLMs through TensorRT-LLM profiles."""
+
+
+def engine_family(engine: str) -> str:
+    """``engine`` as calibrated (:data:`ENGINE_FAMILY`), lower case."""
+    e = engine.strip().lower()
+    return ENGINE_FAMILY.get(e, e)
+
+
+CALIBRATION_FILE: Final = "perf_calibration.json"
+"""The fitted factors, ``advisor/data/perf_calibration.json`` (written by ``bench/fit_perf.py``)."""
+
+
+@cache
+def _calibration() -> dict[str, Any]:
+    try:
+        loaded = json.loads(read_data(CALIBRATION_FILE))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _from_fields(fields: Any) -> PerfAssumptions | None:
+    if not isinstance(fields, dict):
+        return None
+    known = {f.name for f in dataclasses.fields(PerfAssumptions)}
+    values = {k: float(v) for k, v in fields.items() if k in known and isinstance(v, (int, float))}
+    return dataclasses.replace(DEFAULT_ASSUMPTIONS, **values)
+
+
+def calibration_group(engine: str, gpu: GPUSpec) -> str:
+    """The calibration group key of ``engine`` on ``gpu``: ``"<engine family>/<generation>"``
+    (:func:`engine_family`, :func:`~advisor.capacity.hardware.gpu_generation`), e.g. ``"vllm/hopper"``."""
+    return f"{engine_family(engine)}/{gpu_generation(gpu)}"
 
 
 def assumptions_for(engine: str, gpu: GPUSpec) -> PerfAssumptions:
     """The efficiency factors fitted for ``engine`` (``vllm``, ``sglang``, ``trtllm`` …) on ``gpu``'s generation
     from the published measurements (``advisor/data/perf_calibration.json``, written by
-    ``bench/fit_perf.py`` from ``advisor/data/perf_measurements.csv``, :mod:`advisor.capacity.perfdata`);
-    :data:`DEFAULT_ASSUMPTIONS` where the data gives no fit. The daemon's online calibration starts from these
-    (its prior)."""
-    return DEFAULT_ASSUMPTIONS
+    ``bench/fit_perf.py`` from ``advisor/data/perf_measurements.csv``, :mod:`advisor.capacity.perfdata`).
+
+    The group ``engine/generation`` (:func:`calibration_group`) when the data fitted one (its factors are
+    already shrunk toward the global fit), else the global fit over all engines and GPUs, else (no calibration
+    file) :data:`DEFAULT_ASSUMPTIONS`. The factors are a *serving* deployment's (per-step and per-request
+    overheads included). The daemon's online calibration starts from these (its prior)."""
+    data = _calibration()
+    groups = data.get("groups")
+    if isinstance(groups, dict):
+        group = _from_fields((groups.get(calibration_group(engine, gpu)) or {}).get("factors"))
+        if group is not None:
+            return group
+    fitted = _from_fields((data.get("global") or {}).get("factors"))
+    return fitted if fitted is not None else DEFAULT_ASSUMPTIONS
 
 
 FP4_WEIGHTS: Final = frozenset({"nvfp4", "modelopt_fp4", "mxfp4"})
@@ -139,6 +200,12 @@ def _effective_flops(inputs: CapacityInputs, gpu: GPUSpec, a: PerfAssumptions) -
     if gpu.bf16_flops:
         return gpu.bf16_flops * a.compute_efficiency
     raise CapacityError(f"{gpu.name}: no published dense BF16/FP16 tensor rate; cannot estimate compute time")
+
+
+def _kv_bandwidth(gpu: GPUSpec, a: PerfAssumptions) -> float:
+    """Achieved bandwidth of decode attention's KV reads, bytes/s."""
+    eff = a.memory_bandwidth_efficiency if a.kv_bandwidth_efficiency is None else a.kv_bandwidth_efficiency
+    return _bandwidth(gpu) * eff
 
 
 def _bandwidth(gpu: GPUSpec) -> float:
@@ -258,7 +325,7 @@ def decode_step_model(
     comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
     return DecodeStepModel(
         memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
-        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth,
+        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / _kv_bandwidth(gpu, assumptions),
         compute_per_seq=flops_per_seq / peak,
         comm_fixed=comm_fixed,
         comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
@@ -370,3 +437,55 @@ def prefill_batch_seconds(
         + _allreduce_seconds(inputs, gpu, tokens, assumptions)
         + assumptions.step_overhead_seconds
     )
+
+
+def mixed_step_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    decode_batch: float,
+    mean_context_tokens: float,
+    prompts: float,
+    prompt_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds of one engine step that decodes ``decode_batch`` sequences (mean context ``mean_context_tokens``)
+    and prefills ``prompts`` prompts of ``prompt_tokens`` tokens in the same forward pass, as continuous
+    batching with chunked prefill runs them (vLLM V1's unified scheduler, SGLang's mixed chunks, TensorRT-LLM's
+    in-flight batching). ``prompts`` may be fractional: the mean admitted per step.
+
+    The step is one roofline over the sum of the work: the weights are read once (the experts all the step's
+    tokens select), the decode KV is read and the prompts' KV written; the FLOPs add::
+
+        memory  = decode memory(B) + prompts × P × KV bytes/token ÷ bandwidth
+        compute = decode compute(B) + prompts × prefill FLOPs(P) ÷ peak
+        step    = max(memory, compute) + all-reduce(B + prompts × P rows) + step overhead
+
+    so a memory-bound decode hides prefill compute up to its idle compute. With ``prompts = 0`` this is
+    :func:`decode_step_seconds`; with ``decode_batch = 0`` it is :func:`prefill_batch_seconds`.
+
+    Raises:
+        CapacityError: a negative batch, context, prompt count; ``prompt_tokens`` < 1; the GPU lacks a bandwidth
+            or FLOP/s figure.
+    """
+    _check("decode_batch", decode_batch, 0.0)
+    _check("prompts", prompts, 0.0)
+    _check("prompt_tokens", prompt_tokens, 1.0)
+    step = decode_step_model(inputs, gpu, mean_context_tokens, assumptions)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    body, lm_head = _matmul_parameters(inputs)
+    bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
+    prefill_tokens = prompts * prompt_tokens
+    tokens = decode_batch + prefill_tokens
+    memory = step.memory_fixed + step.memory_per_seq * decode_batch + (
+        prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth
+    )
+    if step.expert_memory:
+        memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens)
+    prefill_flops = prompts * (
+        2 * prompt_tokens * body / tp
+        + 2 * lm_head / tp
+        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+    )
+    compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
+    return max(memory, compute) + _allreduce_seconds(inputs, gpu, tokens, assumptions) + step.overhead
