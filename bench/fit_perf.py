@@ -19,8 +19,8 @@ What it does (the physics of each prediction: :mod:`advisor.capacity.perfpredict
    factors are fitted on its rows with a Gaussian prior centred on the global fit: a deviation of one
    :data:`PRIOR_SCALE` costs :data:`PRIOR_ROWS` rows' worth of a δ-sized error. A group with few rows stays
    near the global fit (shrinkage); a factor no row of the group constrains stays at the global value.
-   Global-only factors (:data:`GLOBAL_ONLY`): the interconnect terms and the static runs' overhead fraction,
-   which no single group pins down.
+   The interconnect terms are group factors too (NVLink + NCCL and Infinity Fabric + RCCL differ in latency);
+   the static runs' overhead fraction is global (:data:`GLOBAL_ONLY`): no single group pins it down.
 5. Reports the error |pred/obs − 1| (median, p90) on the held-out rows and in sample, by kind of figure and
    setting, and writes the factors, bounds, row counts and errors to the JSON.
 """
@@ -69,7 +69,12 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
         "tokenize + admit + first flush per request: 0 to 100 ms (a Python server at most)",
     ),
     "interconnect_efficiency": (0.3, 0.9, "NCCL all-reduce bus bandwidth ÷ link: 30–90 %"),
-    "allreduce_latency_seconds": (5e-6, 60e-6, "NCCL small-message all-reduce on NVLink/xGMI: 5–60 µs"),
+    "allreduce_latency_seconds": (
+        3e-6,
+        30e-6,
+        "one small all-reduce inside a CUDA graph: custom one-shot kernels (TensorRT-LLM, vLLM) take a few µs, "
+        "NCCL/RCCL ring small messages 10–30 µs; more is a per-step cost, which step_overhead_seconds carries",
+    ),
     "static_overhead_fraction": (
         0.0,
         1.0,
@@ -86,6 +91,8 @@ PRIOR_SCALE: dict[str, float] = {
     "fp4_compute_efficiency": 0.25,
     "step_overhead_seconds": 0.003,
     "prefill_overhead_seconds": 0.02,
+    "interconnect_efficiency": 0.3,
+    "allreduce_latency_seconds": 0.5,
 }
 """One prior standard deviation per group factor: log units for efficiencies, seconds for overheads."""
 
@@ -93,7 +100,7 @@ LINEAR = {"step_overhead_seconds", "prefill_overhead_seconds", "static_overhead_
 """Factors searched linearly (they may be 0); the others in log space."""
 
 GROUP_FACTORS = tuple(PRIOR_SCALE)
-GLOBAL_ONLY = ("interconnect_efficiency", "allreduce_latency_seconds", "static_overhead_fraction")
+GLOBAL_ONLY = ("static_overhead_fraction",)
 
 START: dict[str, float] = {
     "memory_bandwidth_efficiency": 0.8,

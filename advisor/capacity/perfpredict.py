@@ -44,6 +44,10 @@ Batch of a saturation run (the row states none)
       runs (``dp…ep…`` layouts: no tensor-parallel replica
       the roofline models), and rows whose model or GPU the catalog lacks a figure for (the reason is returned).
 
+KV cache dtype: as the row states; a TensorRT-LLM row with FP8/FP4 weights and no stated KV dtype is read as FP8 KV
+(NVIDIA's ModelOpt ``-FP8``/``-FP4`` checkpoints the pages name carry ``kv_cache_quant_algo: FP8``, which
+TensorRT-LLM applies by default).
+
 Engines: ``nim`` is read as ``trtllm`` (NIM 1.x serves its optimized profiles with TensorRT-LLM, as the rows'
 notes state). GPU generation from vendor + CUDA compute capability (:func:`gpu_generation`).
 """
@@ -156,6 +160,8 @@ def _inputs(row: Measurement, gpu: GPUSpec) -> CapacityInputs:
         quantization = None
     kv = "fp8" if row.kv_cache_dtype.startswith("fp8") else "auto"
     engine = engine_family(row.engine)
+    if engine == "trtllm" and kv == "auto" and row.weight_precision in ("fp8", "fp4"):
+        kv = "fp8"  # NVIDIA's ModelOpt FP8/FP4 checkpoints set kv_cache_quant_algo FP8 (hf_quant_config.json)
     return CapacityInputs(
         model=model,
         gpu_memory_bytes=gpu.memory_bytes,
