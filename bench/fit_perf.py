@@ -236,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fit, print, and (unless ``--dry-run``) write the calibration JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="do not write advisor/data/perf_calibration.json")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "advisor/data/perf_calibration.json")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "advisor/data/perf_calibration.json"
+    )
     args = parser.parse_args(argv)
 
     setups: list[RowSetup] = []

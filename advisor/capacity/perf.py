@@ -20,17 +20,16 @@ Efficiency factors (:class:`PerfAssumptions`) are *assumptions* to calibrate aga
 not measurements: decode kernels typically reach 70–85 % of peak HBM bandwidth and prefill GEMMs 50–70 %
 of dense tensor peak.
 
-Calibration (decode, memory-bound): J. Musgrave, "vLLM throughput-latency sweep on NVIDIA A100"
-(johnmusgrave.com/p/vllm-throughput-latency-sweep-on; vLLM 0.23.0, Llama-3.1-8B-Instruct bf16, one A100
-40GB, 1,024 prompt + 128 output tokens, concurrency 1) measured ≈ 75 output tokens/s, "roughly 77 % of the
-memory-bandwidth ceiling". Ours: (16.094 GB weights + 1,088 × 131,072 B KV) ÷ (1.555 TB/s × 0.80) =
-13.05 ms → 76.6 tokens/s, **+2 % throughput (TPOT −2 %)**; the implied efficiency is 0.78. The compute
-efficiency (prefill) and the all-reduce terms are not yet calibrated against a published figure: treat TTFT
-and TP > 1 step times as ±30 % until they are (``tests/capacity/test_perf.py`` holds the calibration case).
+Calibration: with the defaults (no overheads) the Musgrave point (vLLM 0.23.0, Llama-3.1-8B bf16, one A100 40GB,
+1,024 + 128 tokens, concurrency 1, ≈ 75 tokens/s; johnmusgrave.com/p/vllm-throughput-latency-sweep-on) is
+predicted at 76.6 tokens/s (+2 %; ``tests/capacity/test_perf.py``). The fitted factors by engine × GPU generation
+(:func:`assumptions_for`, ``advisor/data/perf_calibration.json``, fitted by ``bench/fit_perf.py`` on 147 published
+measurements with the per-row physics of :mod:`advisor.capacity.perfpredict`) add per-step and per-request
+overheads, FP8/FP4 effective peaks, a KV-read efficiency and MoE expert streaming; their held-out error is in
+``docs/capacity.md`` ("Performance model calibration").
 
-Ignored: scheduler/CPU overhead per step, prefill–decode interference under chunked
-prefill, speculative decoding, quantization dequant cost. Peak figures come from :class:`GPUSpec` (dense,
-no sparsity); fp8 quantization uses the fp8 peak when the GPU has one.
+Ignored: prefill chunking of long prompts, speculative decoding, quantization dequant cost beyond what the
+fitted efficiencies absorb. Peak figures come from :class:`GPUSpec` (dense, no sparsity).
 """
 
 from __future__ import annotations
@@ -49,12 +48,12 @@ from advisor.capacity.precision import DTYPE_BYTES
 from advisor.errors import CapacityError
 
 __all__ = [
+    "CALIBRATION_FILE",
     "DEFAULT_ASSUMPTIONS",
     "ENGINE_FAMILY",
+    "FP4_WEIGHTS",
     "DecodeStepModel",
     "PerfAssumptions",
-    "FP4_WEIGHTS",
-    "CALIBRATION_FILE",
     "assumptions_for",
     "calibration_group",
     "compute_precision",
@@ -245,7 +244,8 @@ def untouched_expert_fraction(inputs: CapacityInputs, tokens: float) -> float:
     m = inputs.model
     if not m.is_moe or m.num_experts <= 0 or m.experts_per_token <= 0:
         return 0.0
-    return (1.0 - min(1.0, m.experts_per_token / m.num_experts)) ** max(0.0, tokens)
+    escape: float = 1.0 - min(1.0, m.experts_per_token / m.num_experts)
+    return float(escape ** max(0.0, tokens))
 
 
 def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
@@ -477,8 +477,10 @@ def mixed_step_seconds(
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
     prefill_tokens = prompts * prompt_tokens
     tokens = decode_batch + prefill_tokens
-    memory = step.memory_fixed + step.memory_per_seq * decode_batch + (
-        prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth
+    memory = (
+        step.memory_fixed
+        + step.memory_per_seq * decode_batch
+        + (prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth)
     )
     if step.expert_memory:
         memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens)

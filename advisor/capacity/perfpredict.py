@@ -322,4 +322,3 @@ def predict(
                 break
             batch = 0.5 * (batch + new)
     return _serving(setup, assumptions, batch)[metric]
-

@@ -12,11 +12,11 @@ import pytest
 from advisor.capacity import perf
 from advisor.capacity.data import read_data
 from advisor.capacity.hardware import get_gpu, gpu_generation
+from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.models import get_preset
 from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, assumptions_for, untouched_expert_fraction
 from advisor.capacity.perfdata import Measurement, measurements
 from advisor.capacity.perfpredict import RowSetup, predict, row_setup
-from advisor.capacity.kv import CapacityInputs
 
 CALIBRATION = json.loads(read_data("perf_calibration.json"))
 
@@ -105,7 +105,9 @@ def test_dense_defaults_are_the_plain_roofline() -> None:
 
 
 def test_gpu_generations_follow_vendor_and_compute_capability() -> None:
-    got = {k: gpu_generation(get_gpu(k)) for k in ("v100-16gb", "t4", "a100-80gb", "l40s", "h100-sxm", "b200", "mi300x")}
+    got = {
+        k: gpu_generation(get_gpu(k)) for k in ("v100-16gb", "t4", "a100-80gb", "l40s", "h100-sxm", "b200", "mi300x")
+    }
     assert got == {
         "v100-16gb": "volta",
         "t4": "turing",
