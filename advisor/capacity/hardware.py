@@ -34,7 +34,16 @@ from typing import Final
 from advisor.capacity.data import read_data
 from advisor.errors import UnknownGPUError
 
-__all__ = ["GIB", "GPUSpec", "get_gpu", "gpu_for_memory", "gpu_names", "identify_gpu", "is_alias"]
+__all__ = [
+    "GIB",
+    "GPUSpec",
+    "get_gpu",
+    "gpu_for_memory",
+    "gpu_generation",
+    "gpu_names",
+    "identify_gpu",
+    "is_alias",
+]
 
 GIB: Final = 1 << 30
 """Bytes in one GiB (2³⁰); vLLM's logs print GiB."""
@@ -50,6 +59,8 @@ class GPUSpec:
         memory_bandwidth_bytes_per_second: peak memory bandwidth, bytes/s (catalog TB/s × 10¹²).
         bf16_flops: dense BF16/FP16 tensor peak, FLOP/s (no 2:4 sparsity), or ``None`` when unpublished.
         fp8_flops: dense FP8 tensor peak, FLOP/s, or ``None`` (no FP8 on the part, or unpublished).
+        fp4_flops: dense FP4 tensor peak, FLOP/s (the catalog's ``fp4_dense_tflops``: Blackwell B200/GB200,
+            RTX PRO 6000 Blackwell, MI355X), or ``None`` (no FP4 tensor cores, or unpublished).
         interconnect_bytes_per_second: vendor's bidirectional per-GPU GPU-to-GPU figure (NVLink, Infinity
             Fabric), bytes/s, or ``None`` (PCIe-only parts without a stated figure).
         source: the row's source URLs and, after `` | ``, how ``memory_bytes`` was obtained.
@@ -72,6 +83,7 @@ class GPUSpec:
     nvlink_sharp: bool = False
     compute_capability: tuple[int, int] | None = None
     vendor: str = ""
+    fp4_flops: float | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -125,6 +137,7 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             nvlink_sharp=row["nvlink_sharp"].startswith("yes"),
             compute_capability=_capability(row["compute_capability"], row["key"]),
             vendor=row["vendor"],
+            fp4_flops=_opt(row["fp4_dense_tflops"], 1e12),
         )
         specs[spec.name] = spec
         for alias in [row["key"], row["name"], *row["aliases"].split(";")]:
@@ -199,3 +212,34 @@ def is_alias(name: str, spec: GPUSpec) -> bool:
     """True when ``name`` reached ``spec`` through an alias (``H100`` for the H100 SXM) rather than its key or
     catalog name, so the caller should say which part it took."""
     return name.strip().lower() not in (spec.key, spec.name.lower())
+
+
+def gpu_generation(gpu: GPUSpec) -> str:
+    """The architecture generation of ``gpu``: NVIDIA by CUDA compute capability (6.x ``pascal``, 7.0/7.2
+    ``volta``, 7.5 ``turing``, 8.0/8.6/8.7 ``ampere``, 8.9 ``ada``, 9.0 ``hopper``, 10.x/12.x ``blackwell``;
+    https://developer.nvidia.com/cuda-gpus); AMD Instinct by product (MI300X/MI325X ``cdna3``, MI355X ``cdna4``,
+    MI210/MI250X ``cdna2``); else ``other``."""
+    if gpu.vendor.upper().startswith("AMD"):
+        key = gpu.key.lower()
+        if key.startswith(("mi300", "mi325")):
+            return "cdna3"
+        if key.startswith("mi355"):
+            return "cdna4"
+        if key.startswith(("mi210", "mi250")):
+            return "cdna2"
+        return "other"
+    cc = gpu.compute_capability
+    if cc is None:
+        return "other"
+    major, minor = cc
+    if major == 6:
+        return "pascal"
+    if major == 7:
+        return "turing" if minor == 5 else "volta"
+    if major == 8:
+        return "ada" if minor == 9 else "ampere"
+    if major == 9:
+        return "hopper"
+    if major in (10, 11, 12):
+        return "blackwell"
+    return "other"

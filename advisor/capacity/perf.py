@@ -20,42 +20,55 @@ Efficiency factors (:class:`PerfAssumptions`) are *assumptions* to calibrate aga
 not measurements: decode kernels typically reach 70–85 % of peak HBM bandwidth and prefill GEMMs 50–70 %
 of dense tensor peak.
 
-Calibration (decode, memory-bound): J. Musgrave, "vLLM throughput-latency sweep on NVIDIA A100"
-(johnmusgrave.com/p/vllm-throughput-latency-sweep-on; vLLM 0.23.0, Llama-3.1-8B-Instruct bf16, one A100
-40GB, 1,024 prompt + 128 output tokens, concurrency 1) measured ≈ 75 output tokens/s, "roughly 77 % of the
-memory-bandwidth ceiling". Ours: (16.094 GB weights + 1,088 × 131,072 B KV) ÷ (1.555 TB/s × 0.80) =
-13.05 ms → 76.6 tokens/s, **+2 % throughput (TPOT −2 %)**; the implied efficiency is 0.78. The compute
-efficiency (prefill) and the all-reduce terms are not yet calibrated against a published figure: treat TTFT
-and TP > 1 step times as ±30 % until they are (``tests/capacity/test_perf.py`` holds the calibration case).
+Calibration: with the defaults (no overheads) the Musgrave point (vLLM 0.23.0, Llama-3.1-8B bf16, one A100 40GB,
+1,024 + 128 tokens, concurrency 1, ≈ 75 tokens/s; johnmusgrave.com/p/vllm-throughput-latency-sweep-on) is
+predicted at 76.6 tokens/s (+2 %; ``tests/capacity/test_perf.py``). The fitted factors by engine × GPU generation
+(:func:`assumptions_for`, ``advisor/data/perf_calibration.json``, fitted by ``bench/fit_perf.py`` on 147 published
+measurements with the per-row physics of :mod:`advisor.capacity.perfpredict`) add per-step and per-request
+overheads, FP8/FP4 effective peaks, a KV-read efficiency and MoE expert streaming; their held-out error is in
+``docs/capacity.md`` ("Performance model calibration").
 
-Ignored: scheduler/CPU overhead per step, prefill–decode interference under chunked
-prefill, speculative decoding, quantization dequant cost. Peak figures come from :class:`GPUSpec` (dense,
-no sparsity); fp8 quantization uses the fp8 peak when the GPU has one.
+Ignored: prefill chunking of long prompts, speculative decoding, quantization dequant cost beyond what the
+fitted efficiencies absorb. Peak figures come from :class:`GPUSpec` (dense, no sparsity).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
-from typing import Final
+from functools import cache
+from typing import Any, Final
 
-from advisor.capacity.hardware import GPUSpec
+from advisor.capacity.data import read_data
+from advisor.capacity.hardware import GPUSpec, gpu_generation
 from advisor.capacity.kv import CapacityInputs, kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
 from advisor.capacity.precision import DTYPE_BYTES
 from advisor.errors import CapacityError
 
 __all__ = [
+    "CALIBRATION_FILE",
     "DEFAULT_ASSUMPTIONS",
+    "ENGINE_FAMILY",
+    "FP4_WEIGHTS",
     "DecodeStepModel",
     "PerfAssumptions",
     "PrefillRoofline",
     "assumptions_for",
+    "calibration_group",
+    "compute_precision",
     "decode_step_model",
     "decode_step_seconds",
     "decode_tokens_per_second",
+    "engine_family",
+    "mixed_step_seconds",
+    "prefill_batch_roofline",
+    "prefill_batch_seconds",
     "prefill_roofline",
     "prefill_seconds",
     "tpot_seconds",
+    "untouched_expert_fraction",
 ]
 
 
@@ -71,6 +84,25 @@ class PerfAssumptions:
             latency on NVLink is of this order).
         fallback_interconnect_bytes_per_second: per-direction bandwidth when the GPU has no stated
             interconnect: PCIe Gen4 x16, 32 GB/s (PCI-SIG).
+        step_overhead_seconds: fixed time every engine step (decode or prefill) adds beyond the GPU work, seconds:
+            the scheduler, input preparation, kernel launches not hidden by CUDA graphs, sampling and output
+            processing on the CPU (vLLM's V1 design notes name this CPU overhead as what bounds small-model decode,
+            https://blog.vllm.ai/2025/01/27/v1-alpha-release.html). 0 = not modelled (the roofline alone).
+        prefill_overhead_seconds: fixed time a request's first token adds once, seconds: tokenization, admission
+            into the scheduler, the first chunk's detokenize and HTTP flush. 0 = not modelled.
+        fp8_compute_efficiency: achieved ÷ peak dense FP8 tensor FLOP/s for FP8 (W8A8) GEMMs; ``None`` = the
+            same as ``compute_efficiency`` (FP8 GEMMs reach a lower fraction of their doubled peak in practice).
+        fp4_compute_efficiency: achieved ÷ peak dense FP4 tensor FLOP/s for FP4 weights (NVFP4/MXFP4) on a GPU with
+            FP4 tensor cores (Blackwell); ``None`` = FP4 peaks are not used (FP4 weights then compute at the BF16
+            or FP8 peak, as before the calibration).
+        kv_bandwidth_efficiency: achieved ÷ peak HBM bandwidth when decode attention reads the KV cache;
+            ``None`` = ``memory_bandwidth_efficiency``. Paged attention gathers blocks scattered over the pool
+            (page-sized reads, one head group per block) where the weight stream reads large contiguous
+            matrices; the fit tests whether it reaches a lower fraction of peak (it is what a large batch at
+            long context is bound by).
+
+    The defaults leave every term added for issue 17 off (overheads 0, FP8 at ``compute_efficiency``, no FP4
+    peak), so an uncalibrated model is the plain roofline; :func:`assumptions_for` returns the fitted values.
     """
 
     memory_bandwidth_efficiency: float = 0.80
@@ -78,26 +110,104 @@ class PerfAssumptions:
     interconnect_efficiency: float = 0.70
     allreduce_latency_seconds: float = 10e-6
     fallback_interconnect_bytes_per_second: float = 32e9
+    step_overhead_seconds: float = 0.0
+    prefill_overhead_seconds: float = 0.0
+    fp8_compute_efficiency: float | None = None
+    fp4_compute_efficiency: float | None = None
+    kv_bandwidth_efficiency: float | None = None
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
+
+ENGINE_FAMILY: Final = {"nim": "trtllm"}
+"""Engines read as another: NVIDIA NIM 1.x serves LLMs through TensorRT-LLM profiles."""
+
+
+def engine_family(engine: str) -> str:
+    """``engine`` as calibrated (:data:`ENGINE_FAMILY`), lower case."""
+    e = engine.strip().lower()
+    return ENGINE_FAMILY.get(e, e)
+
+
+CALIBRATION_FILE: Final = "perf_calibration.json"
+"""The fitted factors, ``advisor/data/perf_calibration.json`` (written by ``bench/fit_perf.py``)."""
+
+
+@cache
+def _calibration() -> dict[str, Any]:
+    try:
+        loaded = json.loads(read_data(CALIBRATION_FILE))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _from_fields(fields: Any) -> PerfAssumptions | None:
+    if not isinstance(fields, dict):
+        return None
+    known = {f.name for f in dataclasses.fields(PerfAssumptions)}
+    values = {k: float(v) for k, v in fields.items() if k in known and isinstance(v, (int, float))}
+    return dataclasses.replace(DEFAULT_ASSUMPTIONS, **values)
+
+
+def calibration_group(engine: str, gpu: GPUSpec) -> str:
+    """The calibration group key of ``engine`` on ``gpu``: ``"<engine family>/<generation>"``
+    (:func:`engine_family`, :func:`~advisor.capacity.hardware.gpu_generation`), e.g. ``"vllm/hopper"``."""
+    return f"{engine_family(engine)}/{gpu_generation(gpu)}"
 
 
 def assumptions_for(engine: str, gpu: GPUSpec) -> PerfAssumptions:
     """The efficiency factors fitted for ``engine`` (``vllm``, ``sglang``, ``trtllm`` …) on ``gpu``'s generation
     from the published measurements (``advisor/data/perf_calibration.json``, written by
-    ``bench/fit_perf.py`` from ``advisor/data/perf_measurements.csv``, :mod:`advisor.capacity.perfdata`);
-    :data:`DEFAULT_ASSUMPTIONS` where the data gives no fit. The daemon's online calibration starts from these
-    (its prior)."""
-    return DEFAULT_ASSUMPTIONS
+    ``bench/fit_perf.py`` from ``advisor/data/perf_measurements.csv``, :mod:`advisor.capacity.perfdata`).
+
+    The group ``engine/generation`` (:func:`calibration_group`) when the data fitted one (its factors are
+    already shrunk toward the global fit), else the global fit over all engines and GPUs, else (no calibration
+    file) :data:`DEFAULT_ASSUMPTIONS`. The factors are a *serving* deployment's (per-step and per-request
+    overheads included). The daemon's online calibration starts from these (its prior)."""
+    data = _calibration()
+    groups = data.get("groups")
+    if isinstance(groups, dict):
+        group = _from_fields((groups.get(calibration_group(engine, gpu)) or {}).get("factors"))
+        if group is not None:
+            return group
+    fitted = _from_fields((data.get("global") or {}).get("factors"))
+    return fitted if fitted is not None else DEFAULT_ASSUMPTIONS
 
 
-def _peak_flops(inputs: CapacityInputs, gpu: GPUSpec) -> float:
-    if inputs.quantization == "fp8" and gpu.fp8_flops:
-        return gpu.fp8_flops
+FP4_WEIGHTS: Final = frozenset({"nvfp4", "modelopt_fp4", "mxfp4"})
+"""Quantization methods with 4-bit floating-point (E2M1) weights, which Blackwell's FP4 tensor cores multiply
+directly (NVIDIA Blackwell architecture technical brief); elsewhere they are dequantized to the compute dtype."""
+
+
+def compute_precision(inputs: CapacityInputs, gpu: GPUSpec, assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS) -> str:
+    """Which tensor-core peak the matmuls run at: ``fp4`` (FP4 weights on a GPU with an FP4 peak, when
+    ``assumptions.fp4_compute_efficiency`` is set), ``fp8`` (``fp8`` quantization, requested or the checkpoint's
+    own, on a GPU with an FP8 peak), else ``bf16`` (the dense BF16/FP16 rate)."""
+    q = inputs.effective_quantization or ""
+    if q in FP4_WEIGHTS and gpu.fp4_flops and assumptions.fp4_compute_efficiency is not None:
+        return "fp4"
+    if (inputs.quantization == "fp8" or q.startswith("fp8")) and gpu.fp8_flops:
+        return "fp8"
+    return "bf16"
+
+
+def _effective_flops(inputs: CapacityInputs, gpu: GPUSpec, a: PerfAssumptions) -> float:
+    """Peak × efficiency of the precision :func:`compute_precision` picks, FLOP/s."""
+    precision = compute_precision(inputs, gpu, a)
+    if precision == "fp4" and gpu.fp4_flops and a.fp4_compute_efficiency is not None:
+        return gpu.fp4_flops * a.fp4_compute_efficiency
+    if precision == "fp8" and gpu.fp8_flops:
+        return gpu.fp8_flops * (a.compute_efficiency if a.fp8_compute_efficiency is None else a.fp8_compute_efficiency)
     if gpu.bf16_flops:
-        return gpu.bf16_flops
+        return gpu.bf16_flops * a.compute_efficiency
     raise CapacityError(f"{gpu.name}: no published dense BF16/FP16 tensor rate; cannot estimate compute time")
+
+
+def _kv_bandwidth(gpu: GPUSpec, a: PerfAssumptions) -> float:
+    """Achieved bandwidth of decode attention's KV reads, bytes/s."""
+    eff = a.memory_bandwidth_efficiency if a.kv_bandwidth_efficiency is None else a.kv_bandwidth_efficiency
+    return _bandwidth(gpu) * eff
 
 
 def _bandwidth(gpu: GPUSpec) -> float:
@@ -108,11 +218,37 @@ def _bandwidth(gpu: GPUSpec) -> float:
 
 
 def _matmul_parameters(inputs: CapacityInputs) -> tuple[int, int]:
-    """(parameters in matmuls except the LM head, LM head parameters)."""
+    """(parameters one token multiplies in matmuls except the LM head, LM head parameters). A MoE token passes
+    through ``experts_per_token`` of the routed experts only (:meth:`ModelArch.active_parameters`)."""
     m = inputs.model
     lm_head = m.vocab_size * m.hidden_size
-    body = m.num_parameters - m.norm_parameters() - m.embedding_parameters()
+    total = m.active_parameters() if m.is_moe else m.num_parameters
+    body = total - m.norm_parameters() - m.embedding_parameters()
     return body, lm_head
+
+
+def _expert_bytes_per_gpu(inputs: CapacityInputs) -> float:
+    """Bytes of the routed experts on one GPU (0 for a dense model): experts are sliced (TP) or placed whole
+    (EP) over the replica's GPUs, the same bytes per GPU either way (:func:`weights_bytes_per_gpu`)."""
+    m = inputs.model
+    if not m.is_moe or m.num_experts <= 0:
+        return 0.0
+    q = inputs.effective_quantization
+    per_param = inputs.quantized_weight_bytes if q is not None else float(DTYPE_BYTES[inputs.compute_dtype])
+    return m.expert_weight_parameters() * per_param / (inputs.tensor_parallel_size * inputs.pipeline_parallel_size)
+
+
+def untouched_expert_fraction(inputs: CapacityInputs, tokens: float) -> float:
+    """Expected fraction of a MoE layer's routed experts that no token of a step of ``tokens`` tokens selects,
+    under uniform routing: each token picks ``k`` of ``E`` experts, so one expert escapes all of them with
+    probability ``(1 − k/E)^tokens`` (Mixtral, k = 2 of 8: 0.75 at one token, 0.10 at 8, 0.001 at 24). 0 for a
+    dense model. Decode streams only the touched experts' weights, so small-batch MoE decode reads far less
+    than the whole model (``memory = all weights − expert bytes × this fraction``)."""
+    m = inputs.model
+    if not m.is_moe or m.num_experts <= 0 or m.experts_per_token <= 0:
+        return 0.0
+    escape: float = 1.0 - min(1.0, m.experts_per_token / m.num_experts)
+    return float(escape ** max(0.0, tokens))
 
 
 def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
@@ -152,11 +288,21 @@ class DecodeStepModel:
     compute_per_seq: float
     comm_fixed: float
     comm_per_seq: float
+    overhead: float = 0.0
+    expert_memory: float = 0.0
+    expert_untouched_base: float = 0.0
 
     def __call__(self, batch: float) -> float:
-        """Seconds of one step at ``batch`` sequences (any batch ≥ 0; the formula is linear in it)."""
+        """Seconds of one step at ``batch`` sequences (any batch ≥ 0; linear in it for a dense model).
+
+        ``overhead`` (:attr:`PerfAssumptions.step_overhead_seconds`) is added to every step. A MoE model
+        streams only the experts its ``batch`` tokens select: ``expert_memory`` (seconds to stream all routed
+        experts, included in ``memory_fixed``) × ``expert_untouched_base^batch``
+        (:func:`untouched_expert_fraction`) is not read."""
         memory = self.memory_fixed + self.memory_per_seq * batch
-        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch
+        if self.expert_memory:
+            memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, batch)
+        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch + self.overhead
 
     def compute_bound(self, batch: float) -> bool:
         """Whether the step at ``batch`` sequences is set by its FLOPs (``compute_per_seq·B`` ≥ the memory time)
@@ -180,7 +326,7 @@ def decode_step_model(
     m = inputs.model
     tp = inputs.tensor_parallel_size
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
-    peak = _peak_flops(inputs, gpu) * assumptions.compute_efficiency
+    peak = _effective_flops(inputs, gpu, assumptions)
     body, lm_head = _matmul_parameters(inputs)
     flops_per_seq = (
         2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
@@ -188,10 +334,13 @@ def decode_step_model(
     comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
     return DecodeStepModel(
         memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
-        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth,
+        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / _kv_bandwidth(gpu, assumptions),
         compute_per_seq=flops_per_seq / peak,
         comm_fixed=comm_fixed,
         comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
+        overhead=assumptions.step_overhead_seconds,
+        expert_memory=_expert_bytes_per_gpu(inputs) / bandwidth,
+        expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
     )
 
 
@@ -239,23 +388,80 @@ def decode_tokens_per_second(
 
 @dataclass(frozen=True)
 class PrefillRoofline:
-    """The three terms of one prompt's prefill (seconds): ``memory`` (weights once + the KV written, at the
-    achieved bandwidth), ``compute`` (its FLOPs at the achieved tensor rate) and ``comm`` (the tensor-parallel
-    all-reduces of ``P`` rows). :func:`prefill_seconds` is ``max(memory, compute) + comm``."""
+    """The terms of one prefill step (seconds): ``memory`` (weights once + the KV written, at the achieved
+    bandwidth), ``compute`` (its FLOPs at the achieved tensor rate), ``comm`` (the tensor-parallel all-reduces of
+    its rows) and ``overhead`` (the fixed per-step and per-request CPU costs of :class:`PerfAssumptions`).
+    :func:`prefill_seconds` is ``max(memory, compute) + comm + overhead``."""
 
     memory: float
     compute: float
     comm: float
+    overhead: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """The prefill time, seconds: ``max(memory, compute) + comm``."""
-        return max(self.memory, self.compute) + self.comm
+        """The prefill time, seconds: ``max(memory, compute) + comm + overhead``."""
+        return max(self.memory, self.compute) + self.comm + self.overhead
 
     @property
     def compute_bound(self) -> bool:
         """Whether the FLOPs, not the bytes, set the prefill time (``compute ≥ memory``)."""
         return self.compute >= self.memory
+
+
+def prefill_batch_roofline(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    prompts: float = 1.0,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> PrefillRoofline:
+    """The terms of the forward pass that prefills ``prompts`` prompts of ``prompt_tokens`` tokens together (a
+    static batch's prefill, or the prompts one engine step admits), with one
+    :attr:`PerfAssumptions.step_overhead_seconds`; no per-request overhead.
+
+    FLOPs per GPU: ``prompts × (2 × P × body ÷ TP + 2 × LM head ÷ TP + 2 × layers × heads/TP × head_dim × P²)``
+    (each prompt attends to itself only); bytes: the weights once (the experts the step's tokens select,
+    :func:`untouched_expert_fraction`) + ``prompts × P`` tokens of KV written; all-reduces over ``prompts × P``
+    rows.
+
+    Raises:
+        CapacityError: ``prompt_tokens`` < 1 or ``prompts`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
+    """
+    _check("prompt_tokens", prompt_tokens, 1.0)
+    _check("prompts", prompts, 1.0)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    body, lm_head = _matmul_parameters(inputs)
+    flops = prompts * (
+        2 * prompt_tokens * body / tp
+        + 2 * lm_head / tp
+        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+    )
+    tokens = prompts * prompt_tokens
+    untouched = _expert_bytes_per_gpu(inputs) * untouched_expert_fraction(inputs, tokens)
+    bytes_moved = weights_bytes_per_gpu(inputs) - untouched + tokens * kv_bytes_per_token_per_gpu(inputs)
+    return PrefillRoofline(
+        memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
+        compute=flops / _effective_flops(inputs, gpu, assumptions),
+        comm=_allreduce_seconds(inputs, gpu, tokens, assumptions),
+        overhead=assumptions.step_overhead_seconds,
+    )
+
+
+def prefill_batch_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    prompts: float = 1.0,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds of :func:`prefill_batch_roofline`: ``max(memory, compute) + all-reduce + step overhead``.
+
+    Raises:
+        CapacityError: as :func:`prefill_batch_roofline`.
+    """
+    return prefill_batch_roofline(inputs, gpu, prompt_tokens, prompts, assumptions).seconds
 
 
 def prefill_roofline(
@@ -264,27 +470,14 @@ def prefill_roofline(
     prompt_tokens: float,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> PrefillRoofline:
-    """The memory, compute and communication terms of prefilling one prompt of ``prompt_tokens`` tokens alone
-    (formulas: :func:`prefill_seconds`).
+    """The terms of prefilling one prompt of ``prompt_tokens`` tokens alone: :func:`prefill_batch_roofline` with one
+    prompt, its overhead plus :attr:`PerfAssumptions.prefill_overhead_seconds` (formulas: :func:`prefill_seconds`).
 
     Raises:
         CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
     """
-    _check("prompt_tokens", prompt_tokens, 1.0)
-    m = inputs.model
-    tp = inputs.tensor_parallel_size
-    body, lm_head = _matmul_parameters(inputs)
-    flops = (
-        2 * prompt_tokens * body / tp
-        + 2 * lm_head / tp
-        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
-    )
-    bytes_moved = weights_bytes_per_gpu(inputs) + prompt_tokens * kv_bytes_per_token_per_gpu(inputs)
-    return PrefillRoofline(
-        memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
-        compute=flops / (_peak_flops(inputs, gpu) * assumptions.compute_efficiency),
-        comm=_allreduce_seconds(inputs, gpu, prompt_tokens, assumptions),
-    )
+    one = prefill_batch_roofline(inputs, gpu, prompt_tokens, 1.0, assumptions)
+    return dataclasses.replace(one, overhead=one.overhead + assumptions.prefill_overhead_seconds)
 
 
 def prefill_seconds(
@@ -293,7 +486,8 @@ def prefill_seconds(
     prompt_tokens: float,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> float:
-    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT).
+    """Seconds to prefill one prompt of ``prompt_tokens`` tokens alone (a lower bound on TTFT): one step of
+    :func:`prefill_batch_seconds` with one prompt, plus :attr:`PerfAssumptions.prefill_overhead_seconds`.
 
     FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
     causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
@@ -306,3 +500,57 @@ def prefill_seconds(
         CapacityError: ``prompt_tokens`` < 1; the GPU lacks a bandwidth or FLOP/s figure.
     """
     return prefill_roofline(inputs, gpu, prompt_tokens, assumptions).seconds
+
+
+def mixed_step_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    decode_batch: float,
+    mean_context_tokens: float,
+    prompts: float,
+    prompt_tokens: float,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """Seconds of one engine step that decodes ``decode_batch`` sequences (mean context ``mean_context_tokens``)
+    and prefills ``prompts`` prompts of ``prompt_tokens`` tokens in the same forward pass, as continuous
+    batching with chunked prefill runs them (vLLM V1's unified scheduler, SGLang's mixed chunks, TensorRT-LLM's
+    in-flight batching). ``prompts`` may be fractional: the mean admitted per step.
+
+    The step is one roofline over the sum of the work: the weights are read once (the experts all the step's
+    tokens select), the decode KV is read and the prompts' KV written; the FLOPs add::
+
+        memory  = decode memory(B) + prompts × P × KV bytes/token ÷ bandwidth
+        compute = decode compute(B) + prompts × prefill FLOPs(P) ÷ peak
+        step    = max(memory, compute) + all-reduce(B + prompts × P rows) + step overhead
+
+    so a memory-bound decode hides prefill compute up to its idle compute. With ``prompts = 0`` this is
+    :func:`decode_step_seconds`; with ``decode_batch = 0`` it is :func:`prefill_batch_seconds`.
+
+    Raises:
+        CapacityError: a negative batch, context, prompt count; ``prompt_tokens`` < 1; the GPU lacks a bandwidth
+            or FLOP/s figure.
+    """
+    _check("decode_batch", decode_batch, 0.0)
+    _check("prompts", prompts, 0.0)
+    _check("prompt_tokens", prompt_tokens, 1.0)
+    step = decode_step_model(inputs, gpu, mean_context_tokens, assumptions)
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    body, lm_head = _matmul_parameters(inputs)
+    bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
+    prefill_tokens = prompts * prompt_tokens
+    tokens = decode_batch + prefill_tokens
+    memory = (
+        step.memory_fixed
+        + step.memory_per_seq * decode_batch
+        + (prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth)
+    )
+    if step.expert_memory:
+        memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens)
+    prefill_flops = prompts * (
+        2 * prompt_tokens * body / tp
+        + 2 * lm_head / tp
+        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+    )
+    compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
+    return max(memory, compute) + _allreduce_seconds(inputs, gpu, tokens, assumptions) + step.overhead
