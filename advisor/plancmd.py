@@ -454,6 +454,8 @@ def _point_rows(op: Any) -> list[tuple[str, str]]:
     )
     t, p = op.ttft, op.tpot
     waits = f"slot wait {_time(op.slot_wait_seconds)} + prefill wait {_time(op.prefill_wait_seconds)} + prefill"
+    if op.request_overhead_seconds > 0:
+        waits += f" + per-request overhead {_time(op.request_overhead_seconds)}"
     if math.isinf(t.mean):
         rows.append(("TTFT", "unbounded: the queue grows without end at this rate"))
     else:

@@ -47,7 +47,8 @@ prior's weight or the outlier gate.
 consistent with :func:`advisor.capacity.queueing.predict_service`, which sizes replicas with this model:
 
 * decode: ``TPOT = step(B) ÷ (1 − ρ_p)`` with ``ρ_p = λ·T_p`` the prefill's share of GPU time (λ completions/s,
-  ``T_p`` the calibrated prefill of the mean prompt) — so ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``;
+  ``T_p`` the GPU's part of the calibrated prefill of the mean prompt: the fitted per-request overhead holds no
+  GPU) — so ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``;
 * prefill: the engine's time from scheduling to the first token, ``TTFT − queue time`` where the engine exports
   its queue time (vLLM), else ``TTFT − W_p`` with ``W_p`` the Pollaczek–Khinchine prefill wait of the calibrated
   model and only when nothing waits — so ``z_p = ln(T_p,prior ÷ observed prefill)``.
@@ -65,7 +66,13 @@ from typing import Final
 
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs
-from advisor.capacity.perf import DecodeStepModel, PerfAssumptions, assumptions_for, decode_step_model
+from advisor.capacity.perf import (
+    DecodeStepModel,
+    PerfAssumptions,
+    assumptions_for,
+    decode_step_model,
+    prefill_batch_seconds,
+)
 from advisor.capacity.perf import prefill_seconds as _prefill_seconds
 from advisor.errors import CapacityError
 
@@ -303,10 +310,25 @@ class LatencyModel:
         """
         return _prefill_seconds(inputs, gpu, prompt_tokens, self.assumptions(gpu)) / self.prefill.ratio
 
+    def prefill_busy_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, prompt_tokens: float) -> float:
+        """The GPU's part of :meth:`prefill_seconds`: :func:`advisor.capacity.perf.prefill_batch_seconds` of one
+        prompt ÷ ``r_p``, without the per-request overhead (:meth:`request_overhead_seconds`), which holds no GPU.
+
+        Raises:
+            CapacityError: as ``perf.prefill_batch_seconds``.
+        """
+        return prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, self.assumptions(gpu)) / self.prefill.ratio
+
+    def request_overhead_seconds(self, gpu: GPUSpec) -> float:
+        """The per-request part of :meth:`prefill_seconds` (``prefill_overhead_seconds`` ÷ ``r_p``): time in every
+        TTFT that holds neither the GPU nor a slot (:class:`advisor.capacity.queueing.ReplicaService`)."""
+        return self.assumptions(gpu).prefill_overhead_seconds / self.prefill.ratio
+
     # -- the measurement models -------------------------------------------------------------------------------
     def prefill_share(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
-        """``ρ_p = λ·T_p``: the prefill's share of GPU time at the observation (capped at :data:`PREFILL_SHARE_MAX`)."""
-        t_p = self.prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+        """``ρ_p = λ·T_p``: the prefill's share of GPU time at the observation (capped at :data:`PREFILL_SHARE_MAX`),
+        ``T_p`` the GPU's part (:meth:`prefill_busy_seconds`)."""
+        t_p = self.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         return min(PREFILL_SHARE_MAX, max(0.0, obs.requests_per_second * t_p))
 
     def predicted_tpot(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
@@ -316,8 +338,8 @@ class LatencyModel:
 
     def prefill_wait(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
         """Mean wait for the prefill server (Pollaczek–Khinchine, as ``predict_service``):
-        ``ρ_p·T_p·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds."""
-        t_p = self.prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+        ``ρ_p·T_p·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds (``T_p``: the GPU's part)."""
+        t_p = self.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         rho = self.prefill_share(inputs, gpu, obs)
         return rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
 
@@ -380,16 +402,19 @@ def calibrate(
         CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
     """
     a = model.assumptions(gpu)
-    t_p0 = _prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens), a)  # the prior's prefill of the mean prompt
+    prompt = max(1.0, obs.prompt_tokens)
+    t_p0 = _prefill_seconds(inputs, gpu, prompt, a)  # the prior's prefill of the mean prompt (TTFT's part)
+    b_p0 = prefill_batch_seconds(inputs, gpu, prompt, 1.0, a)  # its GPU part (no per-request overhead)
     lam = max(0.0, obs.requests_per_second)
 
     def share(prefill: FactorEstimate) -> tuple[float, float]:
-        """(T_p, ρ_p) of a prefill factor."""
-        t_p = t_p0 / prefill.ratio
-        return t_p, min(PREFILL_SHARE_MAX, lam * t_p)
+        """(GPU part of T_p, ρ_p) of a prefill factor."""
+        busy = b_p0 / prefill.ratio
+        return busy, min(PREFILL_SHARE_MAX, lam * busy)
 
-    t_p, rho = share(model.prefill)
-    wait = rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
+    busy, rho = share(model.prefill)
+    t_p = t_p0 / model.prefill.ratio
+    wait = rho * busy * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
     tpot_err: float | None = None
     ttft_err: float | None = None
     new_prefill, p_clip = model.prefill, False

@@ -8,7 +8,8 @@ against arrival rate." This module is that last step, built from the same parts 
 
 * :func:`replica_service` — one engine's batch cap (``min(max-num-seqs, KV ceiling at the typical context)``),
   its decode step (:func:`advisor.capacity.perf.decode_step_model` at :func:`mean_decode_context`) and its prefill
-  (:func:`advisor.capacity.perf.prefill_roofline`); the search builds every candidate replica with it;
+  (the GPU's part, :func:`advisor.capacity.perf.prefill_batch_roofline` of one prompt; the fitted per-request
+  overhead, which holds no GPU, only adds to TTFT); the search builds every candidate replica with it;
 * :func:`advisor.capacity.queueing.predict_service`, :func:`~advisor.capacity.queueing.replicas_for_slo` and
   :func:`~advisor.capacity.queueing.max_stable_rate` — the queue, TTFT/TPOT quantiles, goodput and replicas;
 * :func:`operating_point` — ``plan``'s answer: the batch actually run, the step, TPOT and tokens/s at that batch
@@ -39,7 +40,7 @@ from advisor.capacity.perf import (
     PerfAssumptions,
     PrefillRoofline,
     decode_step_model,
-    prefill_roofline,
+    prefill_batch_roofline,
 )
 from advisor.capacity.queueing import (
     SLO,
@@ -125,9 +126,16 @@ def _engine(
     step = decode_step_model(
         inputs, gpu, mean_decode_context(workload.prompt_tokens, workload.output_tokens), assumptions
     )
-    prefill = prefill_roofline(inputs, gpu, workload.prompt_tokens, assumptions)
+    # the GPU's part of a prefill (one prompt's step, its step overhead); the per-request overhead is TTFT's only
+    prefill = prefill_batch_roofline(inputs, gpu, workload.prompt_tokens, 1.0, assumptions)
     cap = min(int(inputs.max_num_seqs), ceiling)
-    return ReplicaService(batch_cap=cap, prefill_seconds=prefill.seconds, decode_step=step), step, prefill, ceiling
+    service = ReplicaService(
+        batch_cap=cap,
+        prefill_seconds=prefill.seconds,
+        decode_step=step,
+        request_overhead_seconds=assumptions.prefill_overhead_seconds,
+    )
+    return service, step, prefill, ceiling
 
 
 def slo_unreachable_reason(service: ReplicaService, workload: Workload, slo: SLO, max_replicas: int) -> str:
@@ -135,10 +143,9 @@ def slo_unreachable_reason(service: ReplicaService, workload: Workload, slo: SLO
     :func:`~advisor.capacity.queueing.replicas_for_slo` returns ``None``): the prefill alone exceeds the TTFT
     target, the batch-1 step the TPOT target, or the goodput ratio stays below the target."""
     tpot1 = service.decode_step(1.0)
-    if service.prefill_seconds > slo.ttft_seconds:
-        return (
-            f"prefill of a {workload.prompt_tokens:g}-token prompt takes {service.prefill_seconds:.2f} s > TTFT target"
-        )
+    first = service.prefill_seconds + service.request_overhead_seconds
+    if first > slo.ttft_seconds:
+        return f"prefill of a {workload.prompt_tokens:g}-token prompt takes {first:.2f} s > TTFT target"
     if tpot1 > slo.tpot_seconds:
         return f"TPOT at batch 1 is {tpot1 * 1e3:.1f} ms > the {slo.tpot_seconds * 1e3:g} ms target"
     return (
@@ -173,7 +180,7 @@ class OperatingPoint:
         max_num_seqs / kv_ceiling / batch_cap: the slot dial, the sequences the pool holds at the typical context
             (:func:`kv_ceiling`), and the smaller of the two (the most an engine runs at once).
         batch: sequences an engine runs on average (the batch the traffic produces, ≤ ``batch_cap``).
-        step: the decode step model; ``prefill``: one typical prompt's roofline terms.
+        step: the decode step model; ``prefill``: one typical prompt's roofline terms on the GPU (its TTFT adds the per-request overhead, ``ReplicaService.request_overhead_seconds``).
         prefill_share: fraction of GPU time spent on prefill at this load (``λ·T_p``), which stretches TPOT.
         step_seconds / tpot_seconds_at_batch / decode_tokens_per_second: at ``batch``; ``*_at_ceiling``: at
             ``batch_cap`` with the engine saturated (its prefill share at :attr:`max_requests_per_second`).
@@ -192,6 +199,8 @@ class OperatingPoint:
             no count does: :attr:`unreachable`).
         goodput_ratio / meets_slo / breached: the SLO verdict (``None``/``[]`` without an SLO).
         binding_constraint / binding_reason: :func:`binding_constraint`'s answer and its numbers.
+        request_overhead_seconds: the per-request time in every TTFT that holds no GPU (tokenization, admission,
+            the first flush; :attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`), seconds.
     """
 
     mode: Literal["arrival_rate", "concurrency"]
@@ -231,6 +240,7 @@ class OperatingPoint:
     breached: tuple[str, ...]
     binding_constraint: Binding
     binding_reason: str
+    request_overhead_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """``plan --json``'s keys for the pass past the ceiling (seconds, tokens/s; ``None`` for unbounded)."""
@@ -275,6 +285,7 @@ class OperatingPoint:
             "prefill_share": _finite(self.prefill_share),
             "slot_wait_seconds": _finite(self.slot_wait_seconds),
             "prefill_wait_seconds": _finite(self.prefill_wait_seconds),
+            "request_overhead_seconds": self.request_overhead_seconds,
             "ttft_seconds": self.ttft.as_dict(),
             "tpot_seconds": self.tpot.as_dict(),
             "requests_per_second_per_replica": self.requests_per_second * self.data_parallel_size,
@@ -298,13 +309,14 @@ def _finite(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else x
 
 
-def _closed_loop(batch: float, step: float, t_p: float, n_out: float) -> tuple[float, float]:
+def _closed_loop(batch: float, step: float, t_p: float, n_out: float, overhead: float = 0.0) -> tuple[float, float]:
     """(prefill's share ``u`` of GPU time, mean prefill wait ``W_p`` in seconds) for ``batch`` sequences in
     service in a closed loop (the next request is admitted as one leaves).
 
     Each sequence cycles through a prefill wait, its prefill and ``N`` decode steps stretched by the other
     sequences' prefills (``TPOT = step ÷ (1 − u·(B − 1)/B)``: one user's decode never shares the GPU with a
-    prefill): throughput ``X = B ÷ (W_p + T_p + N·TPOT)`` and ``u = X·T_p``. The prefill wait is the M/D/1
+    prefill): throughput ``X = B ÷ (d + W_p + T_p + N·TPOT)`` and ``u = X·T_p``, ``d`` = ``overhead``, the per-request
+    time that holds no GPU (:attr:`~advisor.capacity.queueing.ReplicaService.request_overhead_seconds`). The prefill wait is the M/D/1
     Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one length; the open loop's
     formula in ``queueing.py`` with ``c_p = 0``), bounded by the finite population: at most the other ``B − 1``
     sequences' prefills are ahead (so one user never waits). ``u − X(u)·T_p`` rises with ``u`` from below 0 at
@@ -319,7 +331,7 @@ def _closed_loop(batch: float, step: float, t_p: float, n_out: float) -> tuple[f
     lo, hi = 0.0, 1.0
     for _ in range(100):
         u = (lo + hi) / 2
-        if u - t_p * batch / (wait(u) + t_p + n_out * step / (1 - u * others)) < 0:
+        if u - t_p * batch / (overhead + wait(u) + t_p + n_out * step / (1 - u * others)) < 0:
             lo = u
         else:
             hi = u
@@ -447,12 +459,13 @@ def operating_point(
     engines = replicas * ranks
     service, step, prefill, ceiling = _engine(inputs, gpu, result, workload, assumptions)
     t_p, cap, n_out = prefill.seconds, service.batch_cap, workload.output_tokens
+    d = service.request_overhead_seconds  # in TTFT, not in the GPU's time
     if concurrency is None:
         mu = max_stable_rate(workload, service)
         share_full = mu * t_p
     else:  # the closed loop's own ceiling: every slot busy, the next user admitted as one leaves
-        share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out)
-        mu = cap / (wait_full + t_p + n_out * _closed_tpot(step(float(cap)), share_full, float(cap)))
+        share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out, d)
+        mu = cap / (d + wait_full + t_p + n_out * _closed_tpot(step(float(cap)), share_full, float(cap)))
     tpot_cap = (
         (step(float(cap)) / (1 - share_full) if share_full < 1 else math.inf)
         if concurrency is None
@@ -467,7 +480,7 @@ def operating_point(
         if stable:
             share = p.prefill_utilization
             ttft = Quantiles(
-                t_p + p.mean_queue_wait_seconds + p.mean_prefill_wait_seconds,
+                d + t_p + p.mean_queue_wait_seconds + p.mean_prefill_wait_seconds,
                 p.ttft_p50_seconds,
                 p.ttft_p90_seconds,
                 p.ttft_p99_seconds,
@@ -500,11 +513,11 @@ def operating_point(
     else:
         users = concurrency / ranks
         b = min(users, float(cap))
-        share, prefill_wait = _closed_loop(b, step(b), t_p, n_out)
+        share, prefill_wait = _closed_loop(b, step(b), t_p, n_out, d)
         tpot_b = _closed_tpot(step(b), share, b)
-        done = b / (prefill_wait + t_p + n_out * tpot_b)
+        done = b / (d + prefill_wait + t_p + n_out * tpot_b)
         slot_wait = (users - b) / done
-        ttft = Quantiles(*(slot_wait + prefill_wait + t_p,) * 4)
+        ttft = Quantiles(*(slot_wait + prefill_wait + t_p + d,) * 4)
         tpot = Quantiles(*(tpot_b,) * 4)
         batch, stable, demanded = b, True, done
         ttft_ok = 1.0 if ttft.mean <= slo_for_model.ttft_seconds else 0.0
@@ -565,6 +578,7 @@ def operating_point(
         breached=() if slo is None else _breached(slo, ttft_ok, tpot_ok, meets),
         binding_constraint=binding,
         binding_reason="",
+        request_overhead_seconds=d,
     )
     return dataclasses.replace(point, binding_reason=_binding_reason(point, share_of))
 

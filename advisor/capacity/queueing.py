@@ -165,7 +165,8 @@ def replicas_needed(
 #   slot wait    Allen–Cunneen M/G/c: W_q ≈ C(c, a)·S/(c − a) · (c_a² + c_s²)/2 with c_a² = 1 (Poisson) and
 #                c_s = N_out·TPOT·c_out / S (Allen, *Probability, Statistics and Queueing Theory*, 1990, §6;
 #                for c_a² = 1 this is also Lee & Longton 1959's (1 + c_s²)/2 scaling of M/M/c).
-#   TTFT         W_q + W_p + T_p. Each wait is 0 with probability 1 − P(wait) and otherwise exponential with
+#   TTFT         W_q + W_p + T_p + d, d the per-request overhead that holds neither the GPU nor a slot
+#                (ReplicaService.request_overhead_seconds; the fitted serving physics of perfpredict.py). Each wait is 0 with probability 1 − P(wait) and otherwise exponential with
 #                the matching mean (exact for M/M/c; the usual tail approximation for M/G/c), P(wait) = C(c, a)
 #                and ρ_p; the TTFT distribution is their convolution (closed form, below).
 #   TPOT         a request sees batch k with the size-biased M/M/c occupancy k·p_k / a (a request is more
@@ -253,14 +254,19 @@ class ReplicaService:
 
     Attributes:
         batch_cap: sequences it runs at once: ``min(max_num_seqs, KV ceiling at the workload's lengths)``.
-        prefill_seconds: prefill time of a typical prompt alone, seconds.
+        prefill_seconds: the GPU's time to prefill a typical prompt alone, seconds (what other requests wait for
+            and what stretches their decode: :func:`advisor.capacity.perf.prefill_batch_seconds` of one prompt).
         decode_step: seconds of one decode step at a batch (a function of the batch, e.g.
             :class:`advisor.capacity.perf.DecodeStepModel`), at the workload's mean context.
+        request_overhead_seconds: time every request's first token takes beyond its waits and its prefill without
+            holding the GPU or a slot (tokenization, admission, the first flush:
+            :attr:`advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`), seconds; added to TTFT only.
     """
 
     batch_cap: int
     prefill_seconds: float
     decode_step: Callable[[float], float]
+    request_overhead_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -473,6 +479,7 @@ def predict_service(workload: Workload, service: ReplicaService, replicas: int, 
     """
     h = _head(workload, service, replicas)
     lam, cap, t_p, rho_p, w_p, n_out = h.lam, h.cap, h.t_p, h.rho_p, h.w_p, h.n_out
+    first = t_p + service.request_overhead_seconds  # TTFT without waiting
     if h.unstable is not None:
         return _unstable(replicas, lam, cap, rho_p, h.unstable)
 
@@ -501,12 +508,12 @@ def predict_service(workload: Workload, service: ReplicaService, replicas: int, 
     p2, m2 = rho_p, (w_p / rho_p if rho_p > 0 else 0.0)
 
     def ttft_cdf(t: float) -> float:
-        return _wait_cdf(t - t_p, p1, m1, p2, m2)
+        return _wait_cdf(t - first, p1, m1, p2, m2)
 
     def ttft_quantile(q: float) -> float:
-        lo_t, hi_t = t_p, t_p + 1.0
+        lo_t, hi_t = first, first + 1.0
         while ttft_cdf(hi_t) < q:
-            hi_t = t_p + 2 * (hi_t - t_p)
+            hi_t = first + 2 * (hi_t - first)
         for _ in range(60):
             mid = (lo_t + hi_t) / 2
             if ttft_cdf(mid) < q:

@@ -560,7 +560,10 @@ def _predict(
     step = model.decode_step_model(inputs, gpu, workload.prompt_tokens + workload.output_tokens / 2)
     scaled: Callable[[float], float] = lambda b: slow * step(b)  # noqa: E731
     service = ReplicaService(
-        batch_cap=cap, prefill_seconds=model.prefill_seconds(inputs, gpu, workload.prompt_tokens), decode_step=scaled
+        batch_cap=cap,
+        prefill_seconds=model.prefill_busy_seconds(inputs, gpu, workload.prompt_tokens),
+        decode_step=scaled,
+        request_overhead_seconds=model.request_overhead_seconds(gpu),
     )
     return predict_service(workload, service, 1, slo)
 

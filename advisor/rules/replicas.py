@@ -364,12 +364,18 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     online = model.decode.updates > 0  # calibrated on the engine's windows: no per-window fixed point on top
     try:
         step = model.decode_step_model(inputs, gpu, mean_decode_context(prompt, output))
-        t_p = model.prefill_seconds(inputs, gpu, prompt)
+        t_p = model.prefill_busy_seconds(inputs, gpu, prompt)  # the GPU's part; the per-request overhead is TTFT's
+        overhead = model.request_overhead_seconds(gpu)
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
         workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
 
         def service(k: float) -> ReplicaService:
-            return ReplicaService(batch_cap=cap, prefill_seconds=t_p / k, decode_step=lambda b: step(b) / k)
+            return ReplicaService(
+                batch_cap=cap,
+                prefill_seconds=t_p / k,
+                decode_step=lambda b: step(b) / k,
+                request_overhead_seconds=overhead,
+            )
 
         k = 1.0
         if not online and tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:

@@ -87,15 +87,20 @@ class StepCost:
     """Seconds of one engine step as a function of what it processes (coefficients in seconds)::
 
         memory  = weights_seconds + kv_seconds_per_token × (context tokens read + new tokens written)
+                  − expert_seconds × expert_untouched_base ^ tokens
         compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
                   + attention_seconds_per_pair × (query token × context token) pairs
-        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens
+        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + overhead_seconds
 
     Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
-    tokens of context, so a decode-only step of ``B`` sequences with ``S`` context tokens in all equals
-    ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a whole prompt alone in one step equals
-    ``prefill_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16 on one H100-SXM: weights 6.00 ms,
-    KV 48.9 ns per context token, matmul 23.5 µs per token (compute-bound above ≈ 255 tokens per step).
+    tokens of context — the advisor's own step model, with its per-step overhead
+    (:attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds`) and, for a MoE model, the routed experts
+    no token of the step selects left unread (:func:`~advisor.capacity.perf.untouched_expert_fraction` of the
+    step's tokens, as :func:`~advisor.capacity.perf.mixed_step_seconds`) — so a decode-only step of ``B``
+    sequences with ``S`` context tokens in all equals ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a
+    whole prompt alone in one step equals ``prefill_batch_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16
+    on one H100-SXM with the plain roofline's factors: weights 6.00 ms, KV 48.9 ns per context token, matmul 23.5 µs
+    per token (compute-bound above ≈ 255 tokens per step).
     """
 
     weights_seconds: float
@@ -105,6 +110,9 @@ class StepCost:
     attention_seconds_per_pair: float
     comm_fixed_seconds: float
     comm_seconds_per_token: float
+    overhead_seconds: float = 0.0
+    expert_seconds: float = 0.0
+    expert_untouched_base: float = 0.0
 
     @classmethod
     def from_capacity(
@@ -118,7 +126,9 @@ class StepCost:
         m0 = decode_step_model(inputs, gpu, 0.0, assumptions)
         m1 = decode_step_model(inputs, gpu, 1.0, assumptions)
         m = inputs.model
-        body = m.num_parameters - m.norm_parameters() - m.embedding_parameters()
+        # a MoE token multiplies its experts' share only (as perf's decode FLOPs): the LM head's share of that
+        total = m.active_parameters() if m.is_moe else m.num_parameters
+        body = total - m.norm_parameters() - m.embedding_parameters()
         lm_head = m.vocab_size * m.hidden_size
         lm_share = lm_head / (body + lm_head) if body + lm_head > 0 else 0.0
         return cls(
@@ -129,19 +139,27 @@ class StepCost:
             attention_seconds_per_pair=m1.compute_per_seq - m0.compute_per_seq,
             comm_fixed_seconds=m0.comm_fixed,
             comm_seconds_per_token=m0.comm_per_seq,
+            overhead_seconds=m0.overhead,
+            expert_seconds=m0.expert_memory,
+            expert_untouched_base=m0.expert_untouched_base,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
         """One step processing ``tokens`` tokens, sampling ``samples`` sequences, touching ``kv_tokens`` KV
         entries and computing ``pairs`` attention (query, key) pairs."""
         memory = self.weights_seconds + self.kv_seconds_per_token * kv_tokens
+        if self.expert_seconds:
+            memory -= self.expert_seconds * self.expert_untouched_base**tokens
         compute = (
             self.matmul_seconds_per_token * tokens
             + self.lm_head_seconds_per_sample * samples
             + self.attention_seconds_per_pair * pairs
         )
         return (
-            (memory if memory > compute else compute) + self.comm_fixed_seconds + self.comm_seconds_per_token * tokens
+            (memory if memory > compute else compute)
+            + self.comm_fixed_seconds
+            + self.comm_seconds_per_token * tokens
+            + self.overhead_seconds
         )
 
 
@@ -197,6 +215,11 @@ class EngineConfig:
         max_model_len: prompt + output tokens at most [``--max-model-len``]; longer prompts are rejected,
             outputs truncated (finish reason ``length``).
         cost: step time model.
+        request_overhead_seconds: time between a request's arrival and the scheduler seeing it, seconds
+            (:attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`: tokenization, admission, the
+            first flush — the fitted serving physics puts it in TTFT and not in the GPU's time,
+            :mod:`advisor.capacity.perfpredict`). The fleet hands each request to a replica that long after it
+            arrives (:attr:`SimRequest.ready`); TTFT counts it, the queue time does not.
         chunked_prefill: split prompts across steps (vLLM V1 default); off: a prompt is scheduled whole or
             waits.
         prefix_caching, speculative: optional features.
@@ -216,11 +239,14 @@ class EngineConfig:
     model_name: str = "model"
     gpu_memory_utilization: float = 0.9
     cache_dtype: str = "auto"
+    request_overhead_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("kv_cache_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.request_overhead_seconds) and self.request_overhead_seconds >= 0):
+            raise ValueError(f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}")
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -239,7 +265,9 @@ def engine_config(
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> EngineConfig:
     """An :class:`EngineConfig` from the capacity pass: the pool is ``capacity_pass(inputs).kv_cache_blocks``,
-    ``max_num_batched_tokens`` the engine default when unset (:attr:`CapacityInputs.profile_tokens`).
+    ``max_num_batched_tokens`` the engine default when unset (:attr:`CapacityInputs.profile_tokens`); the step cost
+    and the per-request overhead from ``assumptions`` (:meth:`StepCost.from_capacity`,
+    :attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`).
 
     Raises:
         CapacityError: the capacity pass fails (weights do not fit, …) or the GPU lacks perf figures.
@@ -258,6 +286,7 @@ def engine_config(
         model_name=model_name or inputs.model.name,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
         cache_dtype=inputs.kv_cache_dtype,
+        request_overhead_seconds=assumptions.prefill_overhead_seconds,
     )
 
 
@@ -286,12 +315,15 @@ class SimRequest:
         "output_tokens",
         "preemptions",
         "prompt_tokens",
+        "ready",
         "shared_blocks",
     )
 
     def __init__(self, rid: int, arrival: float, prompt_tokens: int, output_tokens: int) -> None:
         self.id = rid
         self.arrival = arrival
+        self.ready = arrival
+        """When the scheduler may first see it (``arrival`` + :attr:`EngineConfig.request_overhead_seconds`)."""
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
         self.generated = 0
@@ -324,8 +356,9 @@ class SimRequest:
 
     @property
     def queue_time(self) -> float:
-        """Seconds from arrival to first being scheduled (vLLM's WAITING phase)."""
-        return self.first_scheduled - self.arrival if self.first_scheduled >= 0 else -1.0
+        """Seconds from reaching the scheduler (:attr:`ready`) to first being scheduled (vLLM's WAITING phase: its
+        queued timestamp is the engine core's, after the front end's tokenization)."""
+        return self.first_scheduled - self.ready if self.first_scheduled >= 0 else -1.0
 
     @property
     def e2e(self) -> float:
@@ -429,7 +462,7 @@ class ReferenceReplica:
 
     # --- driving ---------------------------------------------------------------------------------------------
     def add(self, req: SimRequest) -> None:
-        """Queue a request that arrived at ``req.arrival`` (≤ the next step's start). Prompts that leave no
+        """Queue a request that reached the scheduler at ``req.ready`` (≤ the next step's start). Prompts that leave no
         room for one output token within ``max_model_len`` are rejected at once (vLLM answers 400)."""
         max_len = self.config.max_model_len
         if req.prompt_tokens >= max_len:
@@ -439,9 +472,9 @@ class ReferenceReplica:
         if req.prompt_tokens + req.output_tokens > max_len:
             req.output_tokens = max_len - req.prompt_tokens
             req.finish_reason = "length"
-        if not self.running and not self.waiting and self.now < req.arrival:
-            self._account(req.arrival)
-            self.now = req.arrival
+        if not self.running and not self.waiting and self.now < req.ready:
+            self._account(req.ready)
+            self.now = req.ready
         self.waiting.append(req)
 
     def run_until(self, t: float) -> None:
@@ -770,6 +803,9 @@ class Replica(ReferenceReplica):
             c.attention_seconds_per_pair,
             c.comm_fixed_seconds,
             c.comm_seconds_per_token,
+            c.overhead_seconds,
+            c.expert_seconds,
+            c.expert_untouched_base,
         )
         super().__init__(config, seed=seed, observers=observers, name=name)
 
@@ -890,9 +926,9 @@ class Replica(ReferenceReplica):
         if req.prompt_tokens + req.output_tokens > max_len:
             req.output_tokens = max_len - req.prompt_tokens
             req.finish_reason = "length"
-        if not self._run and not self.waiting and self.now < req.arrival:
-            self._account(req.arrival)
-            self.now = req.arrival
+        if not self._run and not self.waiting and self.now < req.ready:
+            self._account(req.ready)
+            self.now = req.ready
         self.waiting.append(req)
 
     def run_until(self, t: float, *, sync: bool = True) -> None:
@@ -949,11 +985,13 @@ class Replica(ReferenceReplica):
         self.free_blocks = free
         sc = self._sc
         kv = sc + nl
-        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token = self._coef
+        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token, overhead, expert, base = self._coef
         # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
         memory = weights + per_kv * kv
+        if expert:
+            memory -= expert * base**nl
         compute = per_token * nl + per_sample * nl + per_pair * float(kv)
-        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl
+        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl + overhead
         end = start + seconds
         usable = self.usable_blocks
         usage = 1.0 - free / usable if usable > 0 else 0.0

@@ -6,9 +6,10 @@
 * ``least-loaded``: to the replica with the fewest requests (running + waiting), lowest index on ties (the
   "least outstanding requests" policy of common LLM routers).
 
-:meth:`Fleet.advance` moves the fleet's clock to ``t``: every arrival before ``t`` is routed when it arrives
-(the replicas first run the steps that start before it), then every replica runs the steps that start before
-``t``. A replica applies a step when it starts, so the router may see a step's completions up to one step
+:meth:`Fleet.advance` moves the fleet's clock to ``t``: every arrival is routed when it reaches the engines, at
+its arrival time plus the engine's per-request overhead (:attr:`~advisor.sim.engine.EngineConfig.request_overhead_seconds`,
+0 by default), if that is before ``t`` (the replicas first run the steps that start before it); then every replica
+runs the steps that start before ``t``. A replica applies a step when it starts, so the router may see a step's completions up to one step
 (milliseconds) early — the one simplification of the event order.
 
 :func:`simulate` runs a profile for ``duration`` seconds, lets the replicas drain (no more arrivals) for at
@@ -124,14 +125,18 @@ class Fleet:
             r.run_until(t)
 
     def advance(self, t: float, *, arrivals: bool = True, sync: bool = True) -> None:
-        """Route every arrival before ``t`` (unless ``arrivals`` is False) and run every step that starts
+        """Route every arrival that reaches the engines before ``t`` (its arrival time + the per-request overhead;
+        unless ``arrivals`` is False) and run every step that starts
         before ``t``. Every request's fields are current when it returns, unless ``sync`` is False (then call
         :meth:`sync` before reading a running request's fields)."""
-        while arrivals and self._next is not None and self._next.time < t:
+        overhead = self.config.request_overhead_seconds
+        while arrivals and self._next is not None and self._next.time + overhead < t:
             a = self._next
+            ready = a.time + overhead  # tokenized and admitted: the router and the scheduler see it now
             for r in self.replicas:
-                self._run_until(r, a.time, False)
+                self._run_until(r, ready, False)
             req = SimRequest(self.arrived, a.time, a.prompt_tokens, a.output_tokens)
+            req.ready = ready
             self.arrived += 1
             self.requests.append(req)
             self._route().add(req)
@@ -279,6 +284,8 @@ def simulate(
     running_integral = sum(r.running_seconds for r in fleet.replicas)
     preempt_in_window = sum(r.preemptions for r in fleet.replicas)
     prompt_tokens = sum(r.prompt_tokens_computed for r in fleet.replicas)
+    if fleet.config.request_overhead_seconds > 0:  # the arrivals before `duration` still on their way in
+        fleet.advance(duration + fleet.config.request_overhead_seconds, sync=False)
     drain = duration if drain_seconds is None else drain_seconds
     t = duration
     while fleet.busy and t < duration + drain:

@@ -169,8 +169,9 @@ def test_model_path_matches_the_slo_search_of_the_queueing_model() -> None:
     prior = perf.assumptions_for(c.engine, c.gpu)
     service = ReplicaService(
         batch_cap=min(256, math.floor(432_000 / 2_250)),
-        prefill_seconds=perf.prefill_seconds(c.inputs, c.gpu, 2_000, prior),
+        prefill_seconds=perf.prefill_batch_seconds(c.inputs, c.gpu, 2_000, 1.0, prior),  # the GPU's part
         decode_step=perf.decode_step_model(c.inputs, c.gpu, 2_000 + 125, prior),
+        request_overhead_seconds=prior.prefill_overhead_seconds,  # TTFT's only
     )
     best = replicas_for_slo(Workload(30.0, 2_000, 250), service, SLO(2.5, 0.1, 0.9))
     assert best is not None and best.replicas > 1
