@@ -180,7 +180,8 @@ class OperatingPoint:
         max_num_seqs / kv_ceiling / batch_cap: the slot dial, the sequences the pool holds at the typical context
             (:func:`kv_ceiling`), and the smaller of the two (the most an engine runs at once).
         batch: sequences an engine runs on average (the batch the traffic produces, ≤ ``batch_cap``).
-        step: the decode step model; ``prefill``: one typical prompt's roofline terms on the GPU (its TTFT adds the per-request overhead, ``ReplicaService.request_overhead_seconds``).
+        step: the decode step model; ``prefill``: one typical prompt's roofline terms on the GPU (its TTFT adds the
+            per-request overhead, ``ReplicaService.request_overhead_seconds``).
         prefill_share: fraction of GPU time spent on prefill at this load (``λ·T_p``), which stretches TPOT.
         step_seconds / tpot_seconds_at_batch / decode_tokens_per_second: at ``batch``; ``*_at_ceiling``: at
             ``batch_cap`` with the engine saturated (its prefill share at :attr:`max_requests_per_second`).
@@ -316,8 +317,8 @@ def _closed_loop(batch: float, step: float, t_p: float, n_out: float, overhead: 
     Each sequence cycles through a prefill wait, its prefill and ``N`` decode steps stretched by the other
     sequences' prefills (``TPOT = step ÷ (1 − u·(B − 1)/B)``: one user's decode never shares the GPU with a
     prefill): throughput ``X = B ÷ (d + W_p + T_p + N·TPOT)`` and ``u = X·T_p``, ``d`` = ``overhead``, the per-request
-    time that holds no GPU (:attr:`~advisor.capacity.queueing.ReplicaService.request_overhead_seconds`). The prefill wait is the M/D/1
-    Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one length; the open loop's
+    time that holds no GPU (:attr:`~advisor.capacity.queueing.ReplicaService.request_overhead_seconds`). The
+    prefill wait is the M/D/1 Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one length; the open loop's
     formula in ``queueing.py`` with ``c_p = 0``), bounded by the finite population: at most the other ``B − 1``
     sequences' prefills are ahead (so one user never waits). ``u − X(u)·T_p`` rises with ``u`` from below 0 at
     0 to 1 at 1, so bisection finds the one root. without the wait it is the smaller root of

@@ -166,9 +166,9 @@ def replicas_needed(
 #                c_s = N_out·TPOT·c_out / S (Allen, *Probability, Statistics and Queueing Theory*, 1990, §6;
 #                for c_a² = 1 this is also Lee & Longton 1959's (1 + c_s²)/2 scaling of M/M/c).
 #   TTFT         W_q + W_p + T_p + d, d the per-request overhead that holds neither the GPU nor a slot
-#                (ReplicaService.request_overhead_seconds; the fitted serving physics of perfpredict.py). Each wait is 0 with probability 1 − P(wait) and otherwise exponential with
-#                the matching mean (exact for M/M/c; the usual tail approximation for M/G/c), P(wait) = C(c, a)
-#                and ρ_p; the TTFT distribution is their convolution (closed form, below).
+#                (ReplicaService.request_overhead_seconds; the fitted serving physics of perfpredict.py). Each
+#                wait is 0 with probability 1 − P(wait) and otherwise exponential with the matching mean (exact
+#                for M/M/c; the usual tail approximation for M/G/c), P(wait) = C(c, a) and ρ_p; the TTFT distribution is their convolution (closed form, below).
 #   TPOT         a request sees batch k with the size-biased M/M/c occupancy k·p_k / a (a request is more
 #                likely to be in a big batch), p_k = (1 − C)·(a^k/k!) / Σ_{j<c} a^j/j! for k < c and p_c = C;
 #                its TPOT is TPOT(k). Treating the instantaneous TPOT as the request's is conservative: a

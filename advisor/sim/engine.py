@@ -246,7 +246,9 @@ class EngineConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if not (math.isfinite(self.request_overhead_seconds) and self.request_overhead_seconds >= 0):
-            raise ValueError(f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}")
+            raise ValueError(
+                f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}"
+            )
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -985,7 +987,9 @@ class Replica(ReferenceReplica):
         self.free_blocks = free
         sc = self._sc
         kv = sc + nl
-        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token, overhead, expert, base = self._coef
+        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token, overhead, expert, base = (
+            self._coef
+        )
         # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
         memory = weights + per_kv * kv
         if expert:

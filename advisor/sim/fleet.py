@@ -7,10 +7,11 @@
   "least outstanding requests" policy of common LLM routers).
 
 :meth:`Fleet.advance` moves the fleet's clock to ``t``: every arrival is routed when it reaches the engines, at
-its arrival time plus the engine's per-request overhead (:attr:`~advisor.sim.engine.EngineConfig.request_overhead_seconds`,
-0 by default), if that is before ``t`` (the replicas first run the steps that start before it); then every replica
-runs the steps that start before ``t``. A replica applies a step when it starts, so the router may see a step's completions up to one step
-(milliseconds) early — the one simplification of the event order.
+its arrival time plus the engine's per-request overhead
+(:attr:`~advisor.sim.engine.EngineConfig.request_overhead_seconds`, 0 by default), if that is before ``t`` (the
+replicas first run the steps that start before it); then every replica runs the steps that start before ``t``. A
+replica applies a step when it starts, so the router may see a step's completions up to one step (milliseconds)
+early — the one simplification of the event order.
 
 :func:`simulate` runs a profile for ``duration`` seconds, lets the replicas drain (no more arrivals) for at
 most ``drain_seconds``, and returns a :class:`SimSummary`: TTFT/TPOT/ITL/e2e/queue-time quantiles over the

@@ -20,11 +20,10 @@ Also: the calibration's series on the advisor's ``/metrics`` and its line on the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import dataclasses
 
 import pytest
 from prometheus_client import generate_latest
