@@ -168,7 +168,8 @@ def replicas_needed(
 #   TTFT         W_q + W_p + T_p + d, d the per-request overhead that holds neither the GPU nor a slot
 #                (ReplicaService.request_overhead_seconds; the fitted serving physics of perfpredict.py). Each
 #                wait is 0 with probability 1 − P(wait) and otherwise exponential with the matching mean (exact
-#                for M/M/c; the usual tail approximation for M/G/c), P(wait) = C(c, a) and ρ_p; the TTFT distribution is their convolution (closed form, below).
+#                for M/M/c; the usual tail approximation for M/G/c), P(wait) = C(c, a) and ρ_p; the TTFT
+#                distribution is their convolution (closed form, below).
 #   TPOT         a request sees batch k with the size-biased M/M/c occupancy k·p_k / a (a request is more
 #                likely to be in a big batch), p_k = (1 − C)·(a^k/k!) / Σ_{j<c} a^j/j! for k < c and p_c = C;
 #                its TPOT is TPOT(k). Treating the instantaneous TPOT as the request's is conservative: a
