@@ -316,13 +316,13 @@ def _closed_loop(batch: float, step: float, t_p: float, n_out: float, overhead: 
 
     Each sequence cycles through a prefill wait, its prefill and ``N`` decode steps stretched by the other
     sequences' prefills (``TPOT = step ÷ (1 − u·(B − 1)/B)``: one user's decode never shares the GPU with a
-    prefill): throughput ``X = B ÷ (d + W_p + T_p + N·TPOT)`` and ``u = X·T_p``, ``d`` = ``overhead``, the per-request
-    time that holds no GPU (:attr:`~advisor.capacity.queueing.ReplicaService.request_overhead_seconds`). The
-    prefill wait is the M/D/1 Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one
-    length; the open loop's formula in ``queueing.py`` with ``c_p = 0``), bounded by the finite population: at most the other ``B − 1``
-    sequences' prefills are ahead (so one user never waits). ``u − X(u)·T_p`` rises with ``u`` from below 0 at
-    0 to 1 at 1, so bisection finds the one root. without the wait it is the smaller root of
-    ``u² − (1 + a + B)·u + B = 0``, ``a = N·step ÷ T_p``.
+    prefill): throughput ``X = B ÷ (d + W_p + T_p + N·TPOT)`` and ``u = X·T_p``, ``d`` = ``overhead``, the
+    per-request time that holds no GPU (:attr:`~advisor.capacity.queueing.ReplicaService.request_overhead_seconds`).
+    The prefill wait is the M/D/1 Pollaczek–Khinchine mean ``u·T_p ÷ (2(1 − u))`` (a load test's prompts are of one
+    length; the open loop's formula in ``queueing.py`` with ``c_p = 0``), bounded by the finite population: at most
+    the other ``B − 1`` sequences' prefills are ahead (so one user never waits). ``u − X(u)·T_p`` rises with ``u``
+    from below 0 at 0 to 1 at 1, so bisection finds the one root. without the wait it is the smaller root of ``u² −
+    (1 + a + B)·u + B = 0``, ``a = N·step ÷ T_p``.
     """
 
     def wait(u: float) -> float:
