@@ -8,7 +8,8 @@ import pytest
 
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import capacity_pass
-from advisor.capacity.perf import decode_step_seconds, prefill_seconds
+from advisor.capacity.models import get_preset
+from advisor.capacity.perf import PerfAssumptions, decode_step_seconds, prefill_seconds
 from advisor.sim.engine import EngineConfig, Replica, SimRequest, Speculative, StepCost
 from advisor.sim.fleet import simulate
 from advisor.sim.traffic import GammaGaps, LognormalLengths, TrafficProfile
@@ -43,6 +44,21 @@ def test_a_decode_only_step_costs_what_the_perf_model_says(h100: GPUSpec) -> Non
     batch, total = len(contexts), sum(contexts)
     step = cost.seconds(batch, batch, total, total)
     assert step == pytest.approx(decode_step_seconds(inputs, h100, batch, total / batch), rel=1e-9)
+
+
+def test_a_decode_only_step_of_a_moe_model_with_a_step_overhead_costs_what_the_perf_model_says(h100: GPUSpec) -> None:
+    # issue 17 part 4: the simulator's step is the advisor's, with the per-step overhead and the MoE experts no token
+    # of the step selects left unread (Mixtral, 2 of 8 experts: 0.75^B of the expert bytes at batch B)
+    inputs = dataclasses.replace(
+        llama_inputs(tensor_parallel_size=2), model=get_preset("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    )
+    a = PerfAssumptions(step_overhead_seconds=0.003, kv_bandwidth_efficiency=0.55)
+    cost = StepCost.from_capacity(inputs, h100, a)
+    assert cost.overhead_seconds == 0.003 and cost.expert_seconds > 0
+    for contexts in ([900], [900, 1100], [900, 1100, 2000, 4000]):
+        batch, total = len(contexts), sum(contexts)
+        step = cost.seconds(batch, batch, total, total)
+        assert step == pytest.approx(decode_step_seconds(inputs, h100, batch, total / batch, a), rel=1e-9)
 
 
 def test_a_whole_prompt_alone_costs_what_prefill_seconds_says(h100: GPUSpec) -> None:

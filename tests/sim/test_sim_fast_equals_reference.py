@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.capacity.hardware import get_gpu
+from advisor.capacity.perf import PerfAssumptions
 from advisor.sim.engine import (
     EngineConfig,
     PrefixCaching,
@@ -28,13 +30,14 @@ from advisor.sim.engine import (
     ReplicaObserver,
     SimRequest,
     Speculative,
+    engine_config,
 )
 from advisor.sim.exposition import SGLangCollector, VLLMCollector, render
 from advisor.sim.fleet import Fleet, Router, simulate
 from advisor.sim.metrics import SGLangMetrics, VLLMMetrics
 from advisor.sim.scenarios import DEMO_SCENARIOS
 from advisor.sim.traffic import GammaGaps, LognormalLengths, OnOff, Poisson, TrafficProfile
-from tests.sim.conftest import llama_engine
+from tests.sim.conftest import llama_engine, llama_inputs
 
 REL = 1e-9
 MODEL = llama_engine().model_name
@@ -225,6 +228,22 @@ CASES: dict[str, tuple[EngineConfig, TrafficProfile, dict[str, Any]]] = {
     ),
     "three-replicas-round-robin": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3, "router": "round-robin"}),
     "three-replicas-least-loaded": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3}),
+    "calibrated-prior-overheads": (  # the fitted factors: a per-step and a per-request overhead, KV-read efficiency
+        engine_config(
+            llama_inputs(max_num_seqs=64),
+            get_gpu("H100-SXM"),
+            model_name=MODEL,
+            assumptions=PerfAssumptions(
+                memory_bandwidth_efficiency=0.64,
+                kv_bandwidth_efficiency=0.53,
+                compute_efficiency=0.44,
+                step_overhead_seconds=0.0036,
+                prefill_overhead_seconds=0.047,
+            ),
+        ),
+        chat(12.0),
+        {"replicas": 2},
+    ),
     "on-off-sglang": (
         llama_engine(max_num_seqs=64),
         TrafficProfile(OnOff(20.0, 0.5, 10.0, 10.0), LognormalLengths(1500, 0.5, 300, 1.0)),
