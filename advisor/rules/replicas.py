@@ -337,7 +337,8 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     * rate: the SLO's share of the saturated throughput, ``f = capacity at the SLO ÷ μ`` in the calibrated model
       (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
       completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
-      batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, the model's.
+      batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, or once the
+      model is calibrated online (its clock is then the engine's), the model's.
     """
     s = ev.stats
     gpu = ev.ctx.gpu
@@ -394,6 +395,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         return None
     if full:
         mu = done_rank
+    elif online:
+        # fitted on the engine's own TPOT and TTFT window by window, the model's clock is the engine's: rescaling it
+        # by Little's law again counts the same slowness twice (the 1.5x-rate simulation of issue 17 asked for 8
+        # replicas where 6 meet the SLO)
+        mu = mu_model
     elif running_rank >= 1:
         # Little's law on the measured clock: the replica completes ``done_rank`` at a batch of ``running_rank``;
         # at its cap it completes the model's ratio more (throughput B ÷ S(B), S = prefill + output × TPOT(B))
