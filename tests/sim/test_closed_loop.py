@@ -47,8 +47,8 @@ _FIELD = {
 def _config(fleet: RunningFleet) -> Any:
     return parse_config(
         {
-            "scrape_interval": "1s",
-            "evaluation_window": "4s",
+            "scrape_interval": "2s",  # a 1.6 s deadline: a loaded 2-core host answers the fleet's pages late
+            "evaluation_window": "8s",
             "deployments": [s.deployment_fields(fleet.urls(s.name)) for s in DEMO_SCENARIOS],
             "rules": {"goodput": {"min_requests": 3}},
         }
@@ -69,7 +69,7 @@ def _top(fleet: RunningFleet) -> dict[str, dict[str, Any]]:
     try:
         for _ in range(4):
             svc.scrape_once()
-            time.sleep(1.0)
+            time.sleep(2.0)
         svc.scrape_once()
         result = svc.evaluate_once()
     finally:
@@ -94,6 +94,10 @@ def test_turning_the_top_dial_in_the_simulator_moves_goodput_or_cost_as_predicte
     fleet: RunningFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tops = _top(fleet)
+    for _ in range(2):  # counted in rounds, not seconds: a round whose scrapes all timed out on a loaded host
+        if all(tops[n] is not None for n in ("kv-saturated", "over-provisioned")):
+            break
+        tops = _top(fleet)
     assert tops["healthy"] is None or tops["healthy"]["action"] != "increase"  # nothing to scale up
     checked = 0
     for s in DEMO_SCENARIOS:
