@@ -100,10 +100,11 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
 
 
 def _key(ctx: DeploymentContext) -> tuple[Any, ...]:
-    """What a fit belongs to: engine, GPU, model, TP, weight quantization, KV dtype."""
+    """What a fit belongs to: engine, GPU, model, TP, weight quantization, KV dtype, and the prior's factors."""
     i = ctx.inputs
     return (
         ctx.engine,
+        ctx.perf_assumptions,
         ctx.gpu.name if ctx.gpu is not None else None,
         i.model.name,
         i.tensor_parallel_size,
@@ -144,7 +145,7 @@ class OnlineCalibration:
         key = _key(ev.ctx)
         st = self._states.get(deployment)
         if st is None or st.key != key:
-            model = LatencyModel.prior(ev.ctx.engine)
+            model = LatencyModel.prior(ev.ctx.engine, ev.ctx.perf_assumptions)
             fit = LatencyFit(model) if self.bound is None else LatencyFit(model, bound=self.bound)
             st = self._states[deployment] = _State(key, fit)
         last = st.fit.updated_at

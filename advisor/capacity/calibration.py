@@ -210,17 +210,22 @@ class LatencyModel:
     prefill ratios (:class:`FactorEstimate`). Same signatures as the ``perf`` functions, without ``assumptions``;
     the rules compute every latency and throughput through one of these.
 
-    ``LatencyModel.prior(engine)`` is the published calibration alone (ratios 1).
+    ``LatencyModel.prior(engine)`` is the published calibration alone (ratios 1). ``prior_assumptions`` pins the
+    prior's factors instead (a deployment whose context states them, :attr:`DeploymentContext.perf_assumptions
+    <advisor.rules.base.DeploymentContext.perf_assumptions>`; ``None``: :func:`assumptions_for` of ``engine`` and
+    the GPU asked about).
     """
 
     engine: str
     decode: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(PRIOR_LOG_SD_DECODE))
     prefill: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(PRIOR_LOG_SD_PREFILL))
+    prior_assumptions: PerfAssumptions | None = None
 
     @classmethod
-    def prior(cls, engine: str) -> LatencyModel:
-        """The published calibration for ``engine`` (factors 1, prior variances)."""
-        return cls(engine)
+    def prior(cls, engine: str, assumptions: PerfAssumptions | None = None) -> LatencyModel:
+        """The published calibration for ``engine`` (factors 1, prior variances); with ``assumptions``, those
+        factors as the prior on every GPU."""
+        return cls(engine, prior_assumptions=assumptions)
 
     @property
     def calibrated(self) -> bool:
@@ -233,21 +238,28 @@ class LatencyModel:
         return "calibrated" if self.calibrated else "prior"
 
     def assumptions(self, gpu: GPUSpec) -> PerfAssumptions:
-        """The prior's efficiency factors on ``gpu`` (the one source: :func:`assumptions_for`)."""
+        """The prior's efficiency factors on ``gpu``: :attr:`prior_assumptions` when set, else the one source,
+        :func:`assumptions_for`."""
+        if self.prior_assumptions is not None:
+            return self.prior_assumptions
         return assumptions_for(self.engine, gpu)
 
     def effective_assumptions(self, gpu: GPUSpec) -> PerfAssumptions:
-        """The prior's factors with bandwidth × ``r_d`` and compute × ``r_p``: the efficiencies the ratios amount
-        to where decode is bandwidth-bound and prefill compute-bound (for display; predictions use the ratios)."""
+        """The prior's factors with bandwidth (weights and KV reads) × ``r_d`` and compute × ``r_p``: the
+        efficiencies the ratios amount to where decode is bandwidth-bound and prefill compute-bound (for display;
+        predictions use the ratios)."""
         a = self.assumptions(gpu)
+        r_d = self.decode.ratio
         return dataclasses.replace(
             a,
-            memory_bandwidth_efficiency=a.memory_bandwidth_efficiency * self.decode.ratio,
+            memory_bandwidth_efficiency=a.memory_bandwidth_efficiency * r_d,
+            kv_bandwidth_efficiency=None if a.kv_bandwidth_efficiency is None else a.kv_bandwidth_efficiency * r_d,
             compute_efficiency=a.compute_efficiency * self.prefill.ratio,
         )
 
     def decode_step_model(self, inputs: CapacityInputs, gpu: GPUSpec, mean_context_tokens: float) -> DecodeStepModel:
-        """:func:`advisor.capacity.perf.decode_step_model` ÷ ``r_d`` (every coefficient).
+        """:func:`advisor.capacity.perf.decode_step_model` ÷ ``r_d`` (every time coefficient: the roofline terms,
+        the per-step overhead and the MoE experts' stream; the experts' escape probability is not a time).
 
         Raises:
             CapacityError: as ``perf.decode_step_model``.
@@ -256,12 +268,15 @@ class LatencyModel:
         r = self.decode.ratio
         if r == 1.0:
             return m
-        return DecodeStepModel(
+        return dataclasses.replace(
+            m,
             memory_fixed=m.memory_fixed / r,
             memory_per_seq=m.memory_per_seq / r,
             compute_per_seq=m.compute_per_seq / r,
             comm_fixed=m.comm_fixed / r,
             comm_per_seq=m.comm_per_seq / r,
+            overhead=m.overhead / r,
+            expert_memory=m.expert_memory / r,
         )
 
     def tpot_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, batch: float, mean_context_tokens: float) -> float:
@@ -400,7 +415,7 @@ def calibrate(
             z = math.log(step0 / ((1 - rho_after) * obs.tpot_seconds))
             new_decode, d_clip = robust_update(model.decode, z, _variance(obs.tpot_count), drift_variance)
     return CalibrationStep(
-        model=LatencyModel(model.engine, new_decode, new_prefill),
+        model=LatencyModel(model.engine, new_decode, new_prefill, model.prior_assumptions),
         tpot_error_ratio=tpot_err,
         ttft_error_ratio=ttft_err,
         decode_clipped=d_clip,

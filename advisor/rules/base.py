@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from advisor.capacity.calibration import LatencyFit
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
+from advisor.capacity.perf import PerfAssumptions
 from advisor.telemetry import FractionBelow, GoodputEstimate, WindowStats
 
 
@@ -36,7 +37,14 @@ class SLOTargets:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentContext:
-    """A deployment as the rules need it: engine, SLO, capacity inputs and result, replica count."""
+    """A deployment as the rules need it: engine, SLO, capacity inputs and result, replica count.
+
+    ``perf_assumptions``: the efficiency factors of the deployment's latency prior, which the rules' latency model
+    and the online calibration start from (:class:`advisor.capacity.calibration.LatencyModel`); ``None`` (the
+    daemon's) means the published calibration for the engine and GPU
+    (:func:`advisor.capacity.perf.assumptions_for`). Setting it pins the prior, e.g. to the plain roofline of
+    :data:`advisor.capacity.perf.DEFAULT_ASSUMPTIONS` whose figures can be checked by hand.
+    """
 
     name: str
     engine: str
@@ -46,6 +54,7 @@ class DeploymentContext:
     gpu: GPUSpec | None
     replicas: int
     speculative_decoding: bool = False
+    perf_assumptions: PerfAssumptions | None = None
 
 
 @dataclass(frozen=True, slots=True)

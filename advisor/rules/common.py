@@ -572,9 +572,12 @@ them. Halved, as a pool model beyond its bound halves a pool turn's (:data:`MODE
 
 def latency_model(ev: Evaluation) -> LatencyModel:
     """The latency model every rule computes TPOT, TTFT, prefill, throughput and replica effects with: the
-    deployment's online calibration (``ev.latency``, :mod:`advisor.online_calibration`), else the published prior
-    for its engine (:meth:`advisor.capacity.calibration.LatencyModel.prior`)."""
-    return ev.latency.model if ev.latency is not None else LatencyModel.prior(ev.ctx.engine)
+    deployment's online calibration (``ev.latency``, :mod:`advisor.online_calibration`), else the prior for its
+    engine (:meth:`advisor.capacity.calibration.LatencyModel.prior`: the published calibration, or the factors its
+    context pins, :attr:`~advisor.rules.base.DeploymentContext.perf_assumptions`)."""
+    if ev.latency is not None:
+        return ev.latency.model
+    return LatencyModel.prior(ev.ctx.engine, ev.ctx.perf_assumptions)
 
 
 def latency_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:

@@ -23,6 +23,7 @@ from advisor.capacity.calibration import (
 from advisor.capacity.hardware import get_gpu
 from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.models import get_preset
+from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model
 from advisor.rules.base import Proposal
 from advisor.rules.common import LATENCY_MODEL_CONFIDENCE, latency_quality
 from tests.factories import evaluation
@@ -72,9 +73,10 @@ def _observation(tpot: float, batch: float = 32.0) -> WindowObservation:
 def test_a_slower_engine_is_learned_within_three_windows() -> None:
     # hand arithmetic: Llama-3.1-8B bf16 weights 16,060,522,496 B; KV 131,072 B per token (32 layers × 8 KV heads ×
     # 128 × 2 × 2 B); at batch 32 and 1,150 tokens of context the step reads 16.0605 GB + 4.8234 GB = 20.884 GB.
-    # An engine at 0.55 of 3.35 TB/s takes 20.884 ÷ 1.8425 TB/s = 11.335 ms; the prior (0.80) says 7.792 ms.
+    # An engine at 0.55 of 3.35 TB/s takes 20.884 ÷ 1.8425 TB/s = 11.335 ms; a prior of the plain roofline (0.80
+    # bandwidth, no step overhead: pinned, so the arithmetic holds whatever the published fit says) says 7.792 ms.
     engine_tpot = 20.884e9 / (3.35e12 * 0.55)
-    model = LatencyModel.prior("vllm")
+    model = LatencyModel.prior("vllm", DEFAULT_ASSUMPTIONS)
     prior_tpot = model.predicted_tpot(INPUTS, H100, _observation(engine_tpot))
     assert prior_tpot == pytest.approx(20.884e9 / (3.35e12 * 0.80), rel=0.01)
     errors = []
@@ -87,6 +89,23 @@ def test_a_slower_engine_is_learned_within_three_windows() -> None:
     assert abs(final / engine_tpot - 1) < 0.02
     assert model.decode.ratio == pytest.approx(0.55 / 0.80, rel=0.02)
     assert model.effective_assumptions(H100).memory_bandwidth_efficiency == pytest.approx(0.55, rel=0.02)
+
+
+def test_the_calibrated_step_divides_the_overhead_and_the_expert_stream_too() -> None:
+    # calibrated step = prior step ÷ r_d at every batch (calibrate()'s measurement model), so with r_d = 0.5 it is
+    # exactly twice the prior's, also where a per-step overhead and MoE expert streaming (Mixtral: 2 of 8 experts,
+    # the untouched share 0.75^B of the expert bytes not read) are part of it
+    mixtral = CapacityInputs(
+        model=get_preset("mistralai/Mixtral-8x7B-Instruct-v0.1"), gpu_memory_bytes=H100.memory_bytes,
+        tensor_parallel_size=2,
+    )  # fmt: skip
+    prior = PerfAssumptions(step_overhead_seconds=0.002)
+    half = FactorEstimate(math.log(0.5), 0.01, updates=1)
+    model = LatencyModel("vllm", decode=half, prior_assumptions=prior)
+    for batch in (1.0, 4.0, 64.0):
+        expected = 2 * decode_step_model(mixtral, H100, 1000.0, prior)(batch)
+        assert model.tpot_seconds(mixtral, H100, batch, 1000.0) == pytest.approx(expected, rel=1e-12)
+    assert decode_step_model(mixtral, H100, 1000.0, prior).expert_memory > 0  # the MoE term is there to keep
 
 
 def test_one_burst_window_does_not_undo_a_converged_factor() -> None:

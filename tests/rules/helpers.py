@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor.capacity.kv import CapacityInputs
+from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions
 from advisor.domain import Histogram
 from advisor.evaluate import running_context
 from advisor.rules.base import DeploymentContext, Evaluation, Rule, SLOTargets
@@ -36,6 +37,11 @@ H100_BYTES = 84_986_665_370
 H100_POOL_TOKENS = 449_920
 H100_MAX_CONCURRENCY = 28_120 / 512  # 54.921875
 WEIGHTS_BF16 = 16_094_076_928
+ROOFLINE = DEFAULT_ASSUMPTIONS
+"""The plain roofline's factors (0.80 of peak HBM bandwidth, 0.60 of dense tensor peak, 0.70 of the per-direction
+link, 10 µs per all-reduce, no overheads): a test whose docstring does the latency arithmetic by hand with these
+pins its deployment's prior to them (``ctx(perf=ROOFLINE)``, :attr:`DeploymentContext.perf_assumptions`) instead of
+the fitted factors :func:`advisor.capacity.perf.assumptions_for` returns."""
 
 
 def ctx(
@@ -44,16 +50,18 @@ def ctx(
     gpu: str | None = None,
     speculative: bool = False,
     engine: str = "vllm",
+    perf: PerfAssumptions | None = None,
     **inputs: Any,
 ) -> DeploymentContext:
-    """:func:`tests.factories.context` with an optional SLO, GPU, engine and speculation flag."""
+    """:func:`tests.factories.context` with an optional SLO, GPU, engine, speculation flag and latency prior
+    (``perf``: the deployment's pinned efficiency factors, ``None`` = the published calibration)."""
     from advisor.capacity.hardware import get_gpu
 
     if gpu is not None:
         spec = get_gpu(gpu)
         inputs.setdefault("gpu_memory_bytes", spec.memory_bytes)
     base = context(replicas=replicas, **inputs)
-    changes: dict[str, Any] = {"speculative_decoding": speculative, "engine": engine}
+    changes: dict[str, Any] = {"speculative_decoding": speculative, "engine": engine, "perf_assumptions": perf}
     if slo is not None:
         changes["slo"] = slo
     if gpu is not None:

@@ -19,7 +19,7 @@ from advisor.rules.base import SLOTargets
 from advisor.rules.goodput import GoodputRule
 from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.over_provisioned import OverProvisionedRule
-from tests.rules.helpers import ctx, ev, good, hist, requests
+from tests.rules.helpers import ROOFLINE, ctx, ev, good, hist, requests
 
 DP2_POOL = 2 * 432_000
 
@@ -49,7 +49,8 @@ def test_goodput_replica_ceiling_is_max_num_seqs_per_rank_times_ranks() -> None:
 def test_goodput_tpot_knee_is_judged_at_one_rank_s_batch() -> None:
     # 400 running over 2 ranks = 200 per rank, pool full: 864,000 ÷ 400 = 2,160 tokens each. One rank's roofline
     # at 200 gives 27.1 ms, the knee for 20 ms is 132 (as on one GPU). Head: the batch of 400 → 48.2 ms.
-    dep = ctx(slo=SLOTargets(2.5, 0.02, 0.9), data_parallel_size=2)
+    # (the plain roofline's factors, as tests/rules/test_goodput.py's hand arithmetic: ROOFLINE)
+    dep = ctx(slo=SLOTargets(2.5, 0.02, 0.9), data_parallel_size=2, perf=ROOFLINE)
     e = ev(
         dep=dep,
         kv_capacity_tokens=DP2_POOL,

@@ -1,5 +1,6 @@
 """goodput_below_target: fires below ``slo.target_ratio`` with at least ``min_requests`` observed; the diagnosis
-picks the dial. Roofline figures are hand-computed from :mod:`advisor.capacity.perf`'s documented formulas
+picks the dial. Roofline figures are hand-computed from :mod:`advisor.capacity.perf`'s documented formulas with the
+plain roofline's factors, which those tests pin as the deployment's latency prior (``ctx(perf=ROOFLINE)``)
 (H100-SXM: 3.35 TB/s × 0.8 = 2.68 TB/s; 989.5 TFLOP/s × 0.6 = 593.7 TFLOP/s; NVLink 900 GB/s ÷ 2 × 0.7 =
 315 GB/s per direction; Llama-3.1-8B matmul body 6,979,321,856 params, LM head 525,336,576)."""
 
@@ -11,7 +12,7 @@ import pytest
 
 from advisor.rules.base import SLOTargets
 from advisor.rules.goodput import GoodputRule
-from tests.rules.helpers import ctx, ev, good, hist, opens_after, requests
+from tests.rules.helpers import ROOFLINE, ctx, ev, good, hist, opens_after, requests
 
 RULE = GoodputRule(for_seconds=120, min_requests=20, target_utilization=0.8)
 
@@ -93,6 +94,7 @@ def test_long_prefills_without_a_queue_need_tp_and_chunked_prefill() -> None:
     # prefill TP1: (2 × 2,000 × 6,979,321,856 + 2 × 525,336,576 + 2 × 32 × 32 × 128 × 2,000²) ÷ 593.7 T = 48.79 ms
     # TP2: half the FLOPs, 24.395 ms + 64 all-reduces × (10 µs + 16,384,000 B ÷ 315 GB/s = 52.0 µs) = 28.364 ms
     e = ev(
+        dep=ctx(perf=ROOFLINE),
         goodput=good(0.5, 1.0),
         requests_finished_per_second=1.0,
         prompt_tokens_per_second=2_000.0,
@@ -114,7 +116,7 @@ def test_long_prefills_without_a_queue_need_tp_and_chunked_prefill() -> None:
     assert chunked.dial == "chunked_prefill" and chunked.flag == "--enable-chunked-prefill"
 
 
-TIGHT = ctx(slo=SLOTargets(2.5, 0.02, 0.9))  # TPOT target 20 ms
+TIGHT = ctx(slo=SLOTargets(2.5, 0.02, 0.9), perf=ROOFLINE)  # TPOT target 20 ms
 
 
 def test_tpot_past_the_knee_caps_max_num_seqs() -> None:
@@ -139,7 +141,7 @@ def test_tpot_at_a_small_batch_quantizes_weights_or_raises_tp() -> None:
     # fp8: 6,979,321,856 linear × 1.000244 + 1,050,939,392 other × 2 + rotary 33,554,432 = 9,116,459,008 B
     #      → (9,116,459,008 + 566,231,040) ÷ 2.68 T = 3.6129 ms
     # TP2: 8,064,081,920 B + half the KV → 3.1146 ms, + 64 × 10 µs all-reduce latency + 2 × 64 × 26 ns = 3.758 ms
-    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9))
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9), perf=ROOFLINE)
     e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100))
     quant, tp = RULE.propose(e)
     assert (quant.dial, quant.suggested, quant.flag) == ("weight_quantization", "fp8", "--quantization fp8")

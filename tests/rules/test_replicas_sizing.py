@@ -150,7 +150,8 @@ def test_model_path_matches_the_slo_search_of_the_queueing_model() -> None:
     # with token counters and a GPU the count comes from the M/G/c service model: without TPOT observations it runs
     # uncalibrated, and with no batch running at the newest scrape there is nothing to scale the measured rate
     # from, so it must equal replicas_for_slo's own (doubling + bisection) search for the same workload:
-    # 2,000-token prompts, 250-token outputs, 30 requests/s arriving.
+    # 2,000-token prompts, 250-token outputs, 30 requests/s arriving. Both with the deployment's prior: the published
+    # calibration for vLLM on an H100 (perf.assumptions_for).
     e = ev(
         kv_cache_usage_ratio=0.6,
         requests_finished_per_second=30.0,
@@ -165,10 +166,11 @@ def test_model_path_matches_the_slo_search_of_the_queueing_model() -> None:
     assert sz is not None and sz.method == "model" and sz.calibration == 1.0
     c = e.ctx
     assert c.gpu is not None
+    prior = perf.assumptions_for(c.engine, c.gpu)
     service = ReplicaService(
         batch_cap=min(256, math.floor(432_000 / 2_250)),
-        prefill_seconds=perf.prefill_seconds(c.inputs, c.gpu, 2_000),
-        decode_step=perf.decode_step_model(c.inputs, c.gpu, 2_000 + 125),
+        prefill_seconds=perf.prefill_seconds(c.inputs, c.gpu, 2_000, prior),
+        decode_step=perf.decode_step_model(c.inputs, c.gpu, 2_000 + 125, prior),
     )
     best = replicas_for_slo(Workload(30.0, 2_000, 250), service, SLO(2.5, 0.1, 0.9))
     assert best is not None and best.replicas > 1
