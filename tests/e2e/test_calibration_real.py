@@ -11,9 +11,10 @@ new set of the calibration's series, one per window that updated the fit.
 
 Asserted, at the first window from the :data:`WINDOWS`-th (at most the :data:`MAX_WINDOWS`-th) that meets all:
 
-* the fit converged: between the last two windows the calibrated decode step's two factors (efficiency of the
-  roofline work, ratio of the per-step overhead) moved by less than :data:`CONVERGED_LOG_CHANGE` in logs, and so
-  did the prefill's;
+* the fit converged: between the last two windows the calibrated decode step (at the load's batch and context)
+  and prefill (of its prompt) moved by less than :data:`CONVERGED_LOG_CHANGE` in logs (each is the prior's roofline
+  work ÷ the exported efficiency ratio + its overhead × the exported overhead ratio; a factor on a sliver of the
+  time, such as the 16-token prefill's 0.5 ms of work, may move more without changing the prediction);
 * ``advisor_model_tpot_error_ratio`` — predicted ÷ observed mean TPOT − 1 at the observed batch, with the model
   fitted on the windows before (a one-step-ahead error) — of the last window is within ±25 %
   (:data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`);
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,9 @@ import pytest
 import requests
 
 from advisor.capacity.calibration import MODEL_ERROR_BOUND
+from advisor.capacity.deployment import resolve_deployment
+from advisor.capacity.perf import assumptions_for, decode_step_model, prefill_seconds
+from advisor.config import deployment_spec, parse_config
 from advisor.online_calibration import MIN_COVERED_SECONDS
 from tests.e2e.test_vllm_real import Advisor, advisor_config, run_advisor
 from tests.e2e.vllm_cpu import (
@@ -67,8 +72,8 @@ CONCURRENCY = 4
 LOAD = {"prompt_bytes": 16, "max_tokens": 100, "spread": 0.5}
 """16 prompt tokens, 50–150 output tokens (varied, so requests stay in flight throughout)."""
 CONVERGED_LOG_CHANGE = 0.15
-"""Largest change of a factor's ``ln`` between the last two windows for the fit to count as converged (a 16 %
-move; the filter's measurement floor is 5 % and the first window moves the overheads by ×0.3–0.6)."""
+"""Largest change of the calibrated step's or prefill's ``ln`` between the last two windows for the fit to count as
+converged (a 16 % move; the filter's measurement floor is 5 %, and the first window moves them by ×0.3)."""
 SERIES = {
     "tpot_err": "advisor_model_tpot_error_ratio",
     "ttft_err": "advisor_model_ttft_error_ratio",
@@ -100,18 +105,50 @@ def calibration_series(adv: Advisor, deployment: str) -> dict[str, float]:
     return out
 
 
-def problems(updates: list[dict[str, float]]) -> list[str]:
+@dataclass(frozen=True)
+class PriorSplit:
+    """The prior's decode step (at :data:`CONCURRENCY` and the load's mean context) and prefill (of the load's
+    prompt) as (roofline work, fixed overhead), seconds: what the exported factors scale
+    (``work ÷ efficiency ratio + overhead × overhead ratio``)."""
+
+    step_work: float
+    step_overhead: float
+    prefill_work: float
+    prefill_overhead: float
+
+    def step(self, u: dict[str, float]) -> float:
+        return self.step_work / u["decode_eff"] + self.step_overhead * u.get("decode_over", 1.0)
+
+    def prefill(self, u: dict[str, float]) -> float:
+        return self.prefill_work / u["prefill_eff"] + self.prefill_overhead * u.get("prefill_over", 1.0)
+
+
+def prior_split(server: VLLMServer) -> PriorSplit:
+    """:class:`PriorSplit` of the deployment the daemon runs (its config, resolved as the daemon resolves it)."""
+    dep = parse_config(calibration_config(server)).deployments[0]
+    resolved = resolve_deployment(deployment_spec(dep))
+    gpu = resolved.gpu.part
+    assert gpu is not None and gpu.key == CPU_PART, resolved.gpu
+    a = assumptions_for("vllm", gpu)
+    prompt, context = LOAD["prompt_bytes"], LOAD["prompt_bytes"] + LOAD["max_tokens"] / 2
+    step = decode_step_model(resolved.inputs, gpu, context, a)(CONCURRENCY)
+    prefill = prefill_seconds(resolved.inputs, gpu, prompt, a)
+    fixed = a.step_overhead_seconds + a.prefill_overhead_seconds
+    return PriorSplit(step - a.step_overhead_seconds, a.step_overhead_seconds, prefill - fixed, fixed)
+
+
+def problems(updates: list[dict[str, float]], split: PriorSplit) -> list[str]:
     """What keeps the last of ``updates`` (the calibration series after each window) from meeting the acceptance:
-    a factor that moved by :data:`CONVERGED_LOG_CHANGE` or more in logs since the window before, an error beyond
+    a calibrated decode step or prefill (``split`` with the window's factors) that moved by
+    :data:`CONVERGED_LOG_CHANGE` or more in logs since the window before, an error beyond
     ±:data:`~advisor.capacity.calibration.MODEL_ERROR_BOUND`, or a TTFT error absent. Empty: it meets it."""
     if len(updates) < 2:
         return ["fewer than two windows"]
     before, last = updates[-2], updates[-1]
-    out = [
-        f"{key} moved {before[key]:.3f} → {last[key]:.3f}"
-        for key in ("decode_eff", "decode_over", "prefill_eff", "prefill_over")
-        if key in before and key in last and abs(math.log(last[key] / before[key])) >= CONVERGED_LOG_CHANGE
-    ]
+    out = []
+    for name, of in (("decode step", split.step), ("prefill", split.prefill)):
+        if abs(math.log(of(last) / of(before))) >= CONVERGED_LOG_CHANGE:
+            out.append(f"the calibrated {name} moved {of(before) * 1e3:.2f} → {of(last) * 1e3:.2f} ms")
     for key in ("tpot_err", "ttft_err"):  # vLLM exports TTFT and queue time: the prefill is measured too
         if key not in last:
             out.append(f"{key} absent")
@@ -125,6 +162,7 @@ def test_the_online_calibration_converges_on_the_cpu_vllm_within_the_error_bound
     tmp_path: Path,
 ) -> None:
     assert WINDOW_SECONDS - 2.0 >= MIN_COVERED_SECONDS  # the window's scrapes can cover what the tracker asks
+    split = prior_split(vllm_cpu)
     started = time.monotonic()
     updates: list[dict[str, float]] = []
     with (
@@ -132,7 +170,7 @@ def test_the_online_calibration_converges_on_the_cpu_vllm_within_the_error_bound
         CompletionLoad(vllm_cpu.url, concurrency=CONCURRENCY, max_requests=100_000, max_seconds=300, **LOAD) as load,
     ):
         deadline = time.monotonic() + MAX_WINDOWS * WINDOW_SECONDS + 60
-        while len(updates) < WINDOWS or (len(updates) < MAX_WINDOWS and problems(updates)):
+        while len(updates) < WINDOWS or (len(updates) < MAX_WINDOWS and problems(updates, split)):
             assert time.monotonic() < deadline, (
                 f"{len(updates)} calibration update(s) in {time.monotonic() - started:.0f}s: {updates}; load "
                 f"{load.completed} done, errors {load.errors[:3]}\n{adv.log_tail()}"
@@ -150,5 +188,6 @@ def test_the_online_calibration_converges_on_the_cpu_vllm_within_the_error_bound
         print(
             f"  window {i}: "
             + ", ".join(f"{k} {v:+.3f}" if k.endswith("err") else f"{k} {v:.3f}" for k, v in u.items())
+            + f"; calibrated step {split.step(u) * 1e3:.2f} ms, prefill {split.prefill(u) * 1e3:.2f} ms"
         )
-    assert not problems(updates), (problems(updates), updates)
+    assert not problems(updates, split), (problems(updates, split), updates)
