@@ -42,6 +42,9 @@ MODEL_TPOT_ERROR_RATIO: Final = "advisor_model_tpot_error_ratio"
 MODEL_TTFT_ERROR_RATIO: Final = "advisor_model_ttft_error_ratio"
 MODEL_DECODE_EFFICIENCY_RATIO: Final = "advisor_model_decode_efficiency_ratio"
 MODEL_PREFILL_EFFICIENCY_RATIO: Final = "advisor_model_prefill_efficiency_ratio"
+# the calibrated fixed CPU times ÷ the prior's: per decode step, and per prefill (step + request overheads)
+MODEL_DECODE_OVERHEAD_RATIO: Final = "advisor_model_decode_overhead_ratio"
+MODEL_PREFILL_OVERHEAD_RATIO: Final = "advisor_model_prefill_overhead_ratio"
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
 # advisor_notifications_total{outcome}: each alert transition counts once as sent, failed or dropped; every

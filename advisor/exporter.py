@@ -47,6 +47,8 @@ def _latency_values(
     ttft_err: GaugeMetricFamily,
     decode_eff: GaugeMetricFamily,
     prefill_eff: GaugeMetricFamily,
+    decode_over: GaugeMetricFamily,
+    prefill_over: GaugeMetricFamily,
 ) -> list[tuple[GaugeMetricFamily, float | None]]:
     """The latency calibration's series of one deployment (``ev.latency``): errors once measured, each factor once
     a window updated it; ``None`` (absent) otherwise."""
@@ -59,6 +61,8 @@ def _latency_values(
         (ttft_err, fit.ttft_error_ratio),
         (decode_eff, m.decode.ratio if m.decode.updates else None),
         (prefill_eff, m.prefill.ratio if m.prefill.updates else None),
+        (decode_over, m.decode_overhead.ratio if m.decode_overhead.updates else None),
+        (prefill_over, m.prefill_overhead.ratio if m.prefill_overhead.updates else None),
     ]
 
 
@@ -171,6 +175,17 @@ class AdvisorCollector(Collector):
             "Online-calibrated prefill speed divided by the published calibration's (the compute efficiency ratio "
             "where prefill is compute-bound). Absent before a window calibrated it.",
         )
+        decode_over = gauge(
+            c.MODEL_DECODE_OVERHEAD_RATIO,
+            "Online-calibrated per-step CPU overhead of a decode step divided by the published calibration's. Absent "
+            "before a window calibrated it (or when the published calibration has no overhead).",
+        )
+        prefill_over = gauge(
+            c.MODEL_PREFILL_OVERHEAD_RATIO,
+            "Online-calibrated fixed CPU time of a prefill (per-step and per-request overheads) divided by the "
+            "published calibration's. Absent before a window calibrated it (or when the published calibration has "
+            "no overhead).",
+        )
         state = gauge(
             c.DEPLOYMENT_STATE,
             "Data-quality state of the deployment (1 for the current state).",
@@ -247,7 +262,7 @@ class AdvisorCollector(Collector):
                 (good_tps, d.evaluation.goodput_tokens_per_second),
                 (gen_tps, reported.generation_tokens_per_second),
                 (model_err, view.capacity_model_error_ratio),
-                *_latency_values(ev, tpot_err, ttft_err, decode_eff, prefill_eff),
+                *_latency_values(ev, tpot_err, ttft_err, decode_eff, prefill_eff, decode_over, prefill_over),
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))
@@ -290,6 +305,8 @@ class AdvisorCollector(Collector):
             ttft_err,
             decode_eff,
             prefill_eff,
+            decode_over,
+            prefill_over,
             pool_usage,
             queue,
             excluded,

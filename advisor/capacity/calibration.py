@@ -43,6 +43,19 @@ two; the random walk keeps it tracking; the Huber clip bounds what one bad windo
 with a forgetting factor is the same filter with ``q²`` tied to ``P`` (Ljung & Söderström 1983, §5), without the
 prior's weight or the outlier gate.
 
+**Work and overhead.** The prior's time is the roofline's work plus fixed CPU time: the per-step overhead in a
+decode step, the per-step and per-request overheads in a prefill (``PerfAssumptions.step_overhead_seconds``,
+``prefill_overhead_seconds``, fitted on published GPU serving). One multiplicative factor on the whole time is right
+where the roofline dominates, and wrong in kind where the overhead does: a tiny model on a CPU vLLM (issue 17
+acceptance 4) decodes in 0.8–1.5 ms where the prior says 0.5 ms of weight streaming + 1.1 ms of overhead, and
+prefills 16 tokens in 2–8 ms where the prior says 0.5 ms + 17 ms of overheads — a factor of 2–7, beyond
+:data:`RATIO_MAX`, on work the engine barely does. So each factor carries a second state, the ratio of the engine's
+overhead to the prior's (``ln``-normal prior with σ :data:`OVERHEAD_PRIOR_LOG_SD`), and a window's miss is shared
+between them by the iterated extended Kalman filter (:func:`robust_split_update`) in proportion to each term's share
+of the time and its prior variance. One batch cannot tell the two apart (the split is the priors'); windows at
+different batches or prompts can, as the two terms scale differently. With no overhead in the prior it is the
+scalar filter above, unchanged.
+
 **Measurement models** (what one window says, at the observed mean batch and lengths, per data-parallel rank),
 consistent with :func:`advisor.capacity.queueing.predict_service`, which sizes replicas with this model:
 
@@ -71,7 +84,6 @@ from advisor.capacity.perf import (
     PerfAssumptions,
     assumptions_for,
     decode_step_model,
-    prefill_batch_seconds,
 )
 from advisor.capacity.perf import prefill_seconds as _prefill_seconds
 from advisor.errors import CapacityError
@@ -81,6 +93,9 @@ __all__ = [
     "HUBER_K",
     "MEASUREMENT_FLOOR_LOG_SD",
     "MODEL_ERROR_BOUND",
+    "OVERHEAD_PRIOR_LOG_SD",
+    "OVERHEAD_RATIO_MAX",
+    "OVERHEAD_RATIO_MIN",
     "PRIOR_LOG_SD_DECODE",
     "PRIOR_LOG_SD_PREFILL",
     "RATIO_MAX",
@@ -92,6 +107,7 @@ __all__ = [
     "LatencyModel",
     "WindowObservation",
     "calibrate",
+    "robust_split_update",
     "robust_update",
 ]
 
@@ -122,6 +138,16 @@ MODEL_ERROR_BOUND: Final = 0.25
 """``|predicted ÷ observed − 1|`` of TPOT or TTFT beyond which a deployment's predicted effects lose confidence:
 the issue's own bar for a model you can bet a replica count on (acceptance 4: within 25 % on a real engine; a
 quarter is also the TTFT target at the median of acceptance 2)."""
+OVERHEAD_PRIOR_LOG_SD: Final = 1.5
+"""Prior standard deviation of ``ln`` (overhead ÷ the prior's overhead), for the per-step and per-request overheads
+(:attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds`, ``prefill_overhead_seconds``). They are the
+least constrained terms of the published fit: a C++ engine with CUDA graphs has almost none, a Python front end
+tens of milliseconds, and the fit's own bounds (``advisor/data/perf_calibration.json``: 0–20 ms per step, 0–100 ms
+per request, around fitted 1.1 and 15.8 ms) lie about ×20 either way, ±2σ of 1.5 in logs."""
+OVERHEAD_RATIO_MIN: Final = 0.02
+"""Smallest overhead ratio (a fiftieth of the prior's: 1.1 ms → 22 µs per step, the floor of a C++ loop)."""
+OVERHEAD_RATIO_MAX: Final = 50.0
+"""Largest overhead ratio (50× the prior's: 1.1 ms → 55 ms per step, a Python engine on a busy CPU)."""
 PREFILL_SHARE_MAX: Final = 0.9
 """Prefill share of GPU time ``ρ_p`` above which a window says nothing about decode (TPOT is then mostly prefill
 stalls; the same cap the replica sizing uses)."""
@@ -177,6 +203,90 @@ def robust_update(
     return FactorEstimate(x, p, est.updates + 1), clipped
 
 
+def robust_split_update(
+    work: FactorEstimate,
+    overhead: FactorEstimate,
+    work_seconds: float,
+    overhead_seconds: float,
+    observed_seconds: float,
+    measurement_variance: float,
+    drift_variance: float,
+) -> tuple[FactorEstimate, FactorEstimate, bool]:
+    """One window of the two-term filter (module docstring, "Work and overhead"): the prior's time is
+    ``work_seconds`` (the roofline) + ``overhead_seconds`` (the fixed CPU time); the model's is
+    ``W·e^(−x) + O·e^(y)`` with ``x = work.log_ratio`` (the efficiency factor) and ``y = overhead.log_ratio``; the
+    window measured ``observed_seconds``. Returns ``(work, overhead, clipped)``.
+
+    The measurement ``z = ln observed`` is nonlinear in ``(x, y)``; its Jacobian is ``(−w, o)``, the work's and the
+    overhead's shares of the model's time. The update is the iterated extended Kalman filter (Gauss–Newton on the
+    posterior mode; Bell & Cathey, "The iterated Kalman filter update as a Gauss-Newton method", IEEE TAC 38(2),
+    1993) with the two states' covariance kept diagonal (the decoupled EKF, Puskorius & Feldkamp 1991), the same
+    Huber clip as :func:`robust_update`, ``x`` bounded to [:data:`RATIO_MIN`, :data:`RATIO_MAX`] and ``y`` to
+    [:data:`OVERHEAD_RATIO_MIN`, :data:`OVERHEAD_RATIO_MAX`]. A miss goes to the term that makes up the time and
+    is the less certain: to the efficiency where the roofline dominates (a 70B decode: the overhead is a few % of
+    the step), to the overhead where the roofline is a sliver (a tiny model on a CPU). With ``overhead_seconds = 0``
+    it is :func:`robust_update` of ``z = ln(work_seconds ÷ observed_seconds)`` exactly.
+
+    Example: prior W = 0.5 ms, O = 1.1 ms (1.6 ms), observed 1.1 ms, n = 1000 (R = 0.00275), q² = 0.0025, priors
+    σ_x = 0.3, σ_y = 1.5: the innovation ln(1.1 ÷ 1.6) = −0.37 goes almost all to the overhead (at the prior,
+    o²P_y ≈ 1.07 against w²P_x ≈ 0.009): after the iterations x = +0.019 (r 1.02), y = −0.588 (overhead 0.61 ms),
+    model 0.49 + 0.61 = 1.10 ms.
+
+    Raises:
+        ValueError: a time negative or not finite, ``observed_seconds`` ≤ 0, a variance negative or not finite.
+    """
+    for name, v in (("work_seconds", work_seconds), ("overhead_seconds", overhead_seconds)):
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    if not math.isfinite(observed_seconds) or observed_seconds <= 0:
+        raise ValueError(f"observed_seconds must be a finite number > 0, got {observed_seconds!r}")
+    if overhead_seconds <= 0:
+        est, clipped = robust_update(
+            work, math.log(work_seconds / observed_seconds), measurement_variance, drift_variance
+        )
+        return est, overhead, clipped
+    if work_seconds <= 0:
+        est, clipped = robust_update(
+            overhead, math.log(observed_seconds / overhead_seconds), measurement_variance, drift_variance
+        )
+        return work, est, clipped
+    for name, v in (("measurement_variance", measurement_variance), ("drift_variance", drift_variance)):
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    px, py = work.variance + drift_variance, overhead.variance + drift_variance
+    x0, y0 = work.log_ratio, overhead.log_ratio
+    z = math.log(observed_seconds)
+    lo_x, hi_x = math.log(RATIO_MIN), math.log(RATIO_MAX)
+    lo_y, hi_y = math.log(OVERHEAD_RATIO_MIN), math.log(OVERHEAD_RATIO_MAX)
+    x, y = x0, y0
+    w = o = s = u = 0.0
+    for _ in range(20):
+        tw, to = work_seconds * math.exp(-x), overhead_seconds * math.exp(y)
+        t = tw + to
+        w, o = tw / t, to / t
+        s = w * w * px + o * o * py + measurement_variance
+        if s <= 0:
+            break
+        root = math.sqrt(s)
+        u = (z - math.log(t) + w * (x0 - x) - o * (y0 - y)) / root  # the innovation linearized at (x, y)
+        psi = max(-HUBER_K, min(HUBER_K, u))
+        nx = max(lo_x, min(hi_x, x0 - px * w / root * psi))
+        ny = max(lo_y, min(hi_y, y0 + py * o / root * psi))
+        done = abs(nx - x) < 1e-10 and abs(ny - y) < 1e-10
+        x, y = nx, ny
+        if done:
+            break
+    clipped = abs(u) > HUBER_K
+    if not clipped and s > 0:
+        px -= (w * px) ** 2 / s
+        py -= (o * py) ** 2 / s
+    return (
+        FactorEstimate(x, px, work.updates + 1),
+        FactorEstimate(y, py, overhead.updates + 1),
+        clipped,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WindowObservation:
     """What one evaluation window measured, per data-parallel rank (seconds, tokens, requests/s).
@@ -210,6 +320,13 @@ def _prior(sd: float) -> FactorEstimate:
     return FactorEstimate(0.0, sd * sd)
 
 
+def _prefill_split(seconds: float, a: PerfAssumptions) -> tuple[float, float]:
+    """``(work, overhead)`` of the prior's prefill time: its fixed overheads (per step and per request, as
+    :func:`advisor.capacity.perf.prefill_roofline` adds them) and the roofline rest."""
+    overhead = min(seconds, a.step_overhead_seconds + a.prefill_overhead_seconds)
+    return seconds - overhead, overhead
+
+
 @dataclass(frozen=True, slots=True)
 class LatencyModel:
     """The roofline of :mod:`advisor.capacity.perf` with a deployment's calibrated factors: the prior's efficiency
@@ -221,12 +338,18 @@ class LatencyModel:
     prior's factors instead (a deployment whose context states them, :attr:`DeploymentContext.perf_assumptions
     <advisor.rules.base.DeploymentContext.perf_assumptions>`; ``None``: :func:`assumptions_for` of ``engine`` and
     the GPU asked about).
+
+    ``decode_overhead`` and ``prefill_overhead`` scale the prior's fixed CPU times (the per-step overhead in a decode
+    step; the per-step and per-request overheads in a prefill) as ``decode``/``prefill`` scale its roofline work
+    (:func:`robust_split_update`): the calibrated step is ``work ÷ r_d + overhead × o_d``.
     """
 
     engine: str
     decode: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(PRIOR_LOG_SD_DECODE))
     prefill: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(PRIOR_LOG_SD_PREFILL))
     prior_assumptions: PerfAssumptions | None = None
+    decode_overhead: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(OVERHEAD_PRIOR_LOG_SD))
+    prefill_overhead: FactorEstimate = dataclasses.field(default_factory=lambda: _prior(OVERHEAD_PRIOR_LOG_SD))
 
     @classmethod
     def prior(cls, engine: str, assumptions: PerfAssumptions | None = None) -> LatencyModel:
@@ -265,15 +388,16 @@ class LatencyModel:
         )
 
     def decode_step_model(self, inputs: CapacityInputs, gpu: GPUSpec, mean_context_tokens: float) -> DecodeStepModel:
-        """:func:`advisor.capacity.perf.decode_step_model` ÷ ``r_d`` (every time coefficient: the roofline terms,
-        the per-step overhead and the MoE experts' stream; the experts' escape probability is not a time).
+        """:func:`advisor.capacity.perf.decode_step_model` with its work ÷ ``r_d`` (every roofline time
+        coefficient and the MoE experts' stream; the experts' escape probability is not a time) and its per-step
+        overhead × the overhead ratio ``o_d`` (``decode_overhead``).
 
         Raises:
             CapacityError: as ``perf.decode_step_model``.
         """
         m = decode_step_model(inputs, gpu, mean_context_tokens, self.assumptions(gpu))
-        r = self.decode.ratio
-        if r == 1.0:
+        r, o = self.decode.ratio, self.decode_overhead.ratio
+        if r == 1.0 and o == 1.0:
             return m
         return dataclasses.replace(
             m,
@@ -282,7 +406,7 @@ class LatencyModel:
             compute_per_seq=m.compute_per_seq / r,
             comm_fixed=m.comm_fixed / r,
             comm_per_seq=m.comm_per_seq / r,
-            overhead=m.overhead / r,
+            overhead=m.overhead * o,
             expert_memory=m.expert_memory / r,
         )
 
@@ -303,26 +427,30 @@ class LatencyModel:
         return batch / self.tpot_seconds(inputs, gpu, batch, mean_context_tokens)
 
     def prefill_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, prompt_tokens: float) -> float:
-        """:func:`advisor.capacity.perf.prefill_seconds` ÷ ``r_p``.
+        """:func:`advisor.capacity.perf.prefill_seconds` with its roofline work ÷ ``r_p`` and its overheads (per step
+        and per request) × ``o_p`` (``prefill_overhead``).
 
         Raises:
             CapacityError: as ``perf.prefill_seconds``.
         """
-        return _prefill_seconds(inputs, gpu, prompt_tokens, self.assumptions(gpu)) / self.prefill.ratio
+        a = self.assumptions(gpu)
+        work, overhead = _prefill_split(_prefill_seconds(inputs, gpu, prompt_tokens, a), a)
+        return work / self.prefill.ratio + overhead * self.prefill_overhead.ratio
 
     def prefill_busy_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, prompt_tokens: float) -> float:
-        """The GPU's part of :meth:`prefill_seconds`: :func:`advisor.capacity.perf.prefill_batch_seconds` of one
-        prompt ÷ ``r_p``, without the per-request overhead (:meth:`request_overhead_seconds`), which holds no GPU.
+        """The GPU's part of :meth:`prefill_seconds`: it less the per-request overhead
+        (:meth:`request_overhead_seconds`), which holds no GPU: ``work ÷ r_p + per-step overhead × o_p``.
 
         Raises:
-            CapacityError: as ``perf.prefill_batch_seconds``.
+            CapacityError: as ``perf.prefill_seconds``.
         """
-        return prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, self.assumptions(gpu)) / self.prefill.ratio
+        return self.prefill_seconds(inputs, gpu, prompt_tokens) - self.request_overhead_seconds(gpu)
 
     def request_overhead_seconds(self, gpu: GPUSpec) -> float:
-        """The per-request part of :meth:`prefill_seconds` (``prefill_overhead_seconds`` ÷ ``r_p``): time in every
-        TTFT that holds neither the GPU nor a slot (:class:`advisor.capacity.queueing.ReplicaService`)."""
-        return self.assumptions(gpu).prefill_overhead_seconds / self.prefill.ratio
+        """The per-request part of :meth:`prefill_seconds` (the prior's ``prefill_overhead_seconds`` × ``o_p``): time
+        in every TTFT that holds neither the GPU nor a slot (tokenizing and admission beside the engine core,
+        :class:`advisor.capacity.queueing.ReplicaService`)."""
+        return self.assumptions(gpu).prefill_overhead_seconds * self.prefill_overhead.ratio
 
     # -- the measurement models -------------------------------------------------------------------------------
     def prefill_share(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
@@ -391,33 +519,35 @@ def calibrate(
     decode with the updated prefill share. ``decode=False`` leaves the decode factor as it is (speculative decoding:
     TPOT then counts accepted draft tokens, which the roofline does not model).
 
-    The prior's step at the observed batch and its prefill of the mean prompt are computed once; every model's
-    figure is that ÷ its factor (the measurement models of :class:`LatencyModel`, in closed form).
+    The prior's step at the observed batch and its prefill of the mean prompt are computed once and split into
+    roofline work and fixed overhead; every model's figure is ``work ÷ factor + overhead × overhead ratio`` (the
+    measurement models of :class:`LatencyModel`, in closed form), and each update is :func:`robust_split_update`.
 
     Example: Llama-3.1-8B bf16 on one H100-SXM, engine at 0.55 bandwidth efficiency against the prior's 0.80,
     batch 20, 1,150-token context: prior step 6.0 + 20 × 0.056 ms = 7.1 ms, engine's 10.4 ms → TPOT error −32 %;
-    after one window of 100 requests ``r_d ≈ 0.70``.
+    after one window of 100 requests ``r_d ≈ 0.70`` (with the plain roofline prior, no overheads).
 
     Raises:
         CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
     """
     a = model.assumptions(gpu)
-    prompt = max(1.0, obs.prompt_tokens)
-    t_p0 = _prefill_seconds(inputs, gpu, prompt, a)  # the prior's prefill of the mean prompt (TTFT's part)
-    b_p0 = prefill_batch_seconds(inputs, gpu, prompt, 1.0, a)  # its GPU part (no per-request overhead)
+    # the prior's prefill of the mean prompt, as (roofline work, fixed overhead); of the overhead, the per-request
+    # part (tokenizing and admission beside the engine core) is TTFT's but not GPU time
+    w_p0, o_p0 = _prefill_split(_prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens), a), a)
+    o_req0 = min(o_p0, a.prefill_overhead_seconds)
     lam = max(0.0, obs.requests_per_second)
 
-    def share(prefill: FactorEstimate) -> tuple[float, float]:
-        """(GPU part of T_p, ρ_p) of a prefill factor."""
-        busy = b_p0 / prefill.ratio
-        return busy, min(PREFILL_SHARE_MAX, lam * busy)
+    def share(prefill: FactorEstimate, overhead: FactorEstimate) -> tuple[float, float, float]:
+        """(T_p, its GPU part, ρ_p) of a prefill factor and overhead ratio."""
+        t_p = w_p0 / prefill.ratio + o_p0 * overhead.ratio
+        busy = w_p0 / prefill.ratio + (o_p0 - o_req0) * overhead.ratio
+        return t_p, busy, min(PREFILL_SHARE_MAX, lam * busy)
 
-    busy, rho = share(model.prefill)
-    t_p = t_p0 / model.prefill.ratio
+    t_p, busy, rho = share(model.prefill, model.prefill_overhead)
     wait = rho * busy * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
     tpot_err: float | None = None
     ttft_err: float | None = None
-    new_prefill, p_clip = model.prefill, False
+    new_prefill, new_p_over, p_clip = model.prefill, model.prefill_overhead, False
     observed_p, predicted_p, figure = None, None, None
     if obs.prefill_seconds is not None:
         observed_p = figure = obs.prefill_seconds
@@ -429,18 +559,29 @@ def calibrate(
     if predicted_p is not None and figure is not None and figure > 0:
         ttft_err = predicted_p / figure - 1
     if observed_p is not None and observed_p > 0:
-        z = math.log(t_p0 / observed_p)
-        new_prefill, p_clip = robust_update(model.prefill, z, _variance(obs.ttft_count), drift_variance)
-    new_decode, d_clip = model.decode, False
+        new_prefill, new_p_over, p_clip = robust_split_update(
+            model.prefill, model.prefill_overhead, w_p0, o_p0, observed_p, _variance(obs.ttft_count), drift_variance
+        )
+    new_decode, new_d_over, d_clip = model.decode, model.decode_overhead, False
     if obs.tpot_seconds is not None and obs.tpot_seconds > 0 and obs.batch > 0:
         step0 = decode_step_model(inputs, gpu, obs.context_tokens, a)(max(1.0, obs.batch))
-        tpot_err = step0 / model.decode.ratio / (1 - rho) / obs.tpot_seconds - 1
+        o_d0 = min(step0, a.step_overhead_seconds)
+        w_d0 = step0 - o_d0
+        step = w_d0 / model.decode.ratio + o_d0 * model.decode_overhead.ratio
+        tpot_err = step / (1 - rho) / obs.tpot_seconds - 1
         if decode:
-            _, rho_after = share(new_prefill)
-            z = math.log(step0 / ((1 - rho_after) * obs.tpot_seconds))
-            new_decode, d_clip = robust_update(model.decode, z, _variance(obs.tpot_count), drift_variance)
+            _, _, rho_after = share(new_prefill, new_p_over)
+            new_decode, new_d_over, d_clip = robust_split_update(
+                model.decode,
+                model.decode_overhead,
+                w_d0,
+                o_d0,
+                (1 - rho_after) * obs.tpot_seconds,
+                _variance(obs.tpot_count),
+                drift_variance,
+            )
     return CalibrationStep(
-        model=LatencyModel(model.engine, new_decode, new_prefill, model.prior_assumptions),
+        model=LatencyModel(model.engine, new_decode, new_prefill, model.prior_assumptions, new_d_over, new_p_over),
         tpot_error_ratio=tpot_err,
         ttft_error_ratio=ttft_err,
         decode_clipped=d_clip,

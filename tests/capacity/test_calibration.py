@@ -18,6 +18,7 @@ from advisor.capacity.calibration import (
     LatencyModel,
     WindowObservation,
     calibrate,
+    robust_split_update,
     robust_update,
 )
 from advisor.capacity.hardware import get_gpu
@@ -91,10 +92,11 @@ def test_a_slower_engine_is_learned_within_three_windows() -> None:
     assert model.effective_assumptions(H100).memory_bandwidth_efficiency == pytest.approx(0.55, rel=0.02)
 
 
-def test_the_calibrated_step_divides_the_overhead_and_the_expert_stream_too() -> None:
-    # calibrated step = prior step ÷ r_d at every batch (calibrate()'s measurement model), so with r_d = 0.5 it is
-    # exactly twice the prior's, also where a per-step overhead and MoE expert streaming (Mixtral: 2 of 8 experts,
-    # the untouched share 0.75^B of the expert bytes not read) are part of it
+def test_the_calibrated_step_divides_the_work_and_the_expert_stream_and_scales_the_overhead_by_its_own_ratio() -> None:
+    # calibrated step = roofline work ÷ r_d + per-step overhead × o_d at every batch (calibrate()'s measurement
+    # model, robust_split_update): with r_d = 0.5 and o_d = 3 it is exactly twice the prior's work (MoE expert
+    # streaming included: Mixtral, 2 of 8 experts, the untouched share 0.75^B of the expert bytes not read) plus
+    # three times its 2 ms overhead
     mixtral = CapacityInputs(
         model=get_preset("mistralai/Mixtral-8x7B-Instruct-v0.1"), gpu_memory_bytes=H100.memory_bytes,
         tensor_parallel_size=2,
@@ -103,8 +105,12 @@ def test_the_calibrated_step_divides_the_overhead_and_the_expert_stream_too() ->
     half = FactorEstimate(math.log(0.5), 0.01, updates=1)
     model = LatencyModel("vllm", decode=half, prior_assumptions=prior)
     for batch in (1.0, 4.0, 64.0):
-        expected = 2 * decode_step_model(mixtral, H100, 1000.0, prior)(batch)
+        expected = 2 * (decode_step_model(mixtral, H100, 1000.0, prior)(batch) - 0.002) + 0.002
         assert model.tpot_seconds(mixtral, H100, batch, 1000.0) == pytest.approx(expected, rel=1e-12)
+    tripled = dataclasses.replace(model, decode_overhead=FactorEstimate(math.log(3.0), 0.01, updates=1))
+    for batch in (1.0, 64.0):
+        expected = 2 * (decode_step_model(mixtral, H100, 1000.0, prior)(batch) - 0.002) + 3 * 0.002
+        assert tripled.tpot_seconds(mixtral, H100, batch, 1000.0) == pytest.approx(expected, rel=1e-12)
     assert decode_step_model(mixtral, H100, 1000.0, prior).expert_memory > 0  # the MoE term is there to keep
 
 
@@ -120,7 +126,9 @@ def test_one_burst_window_does_not_undo_a_converged_factor() -> None:
 
 
 def test_prefill_is_learned_from_ttft_less_queue_time() -> None:
-    prior = LatencyModel.prior("vllm")
+    # the plain roofline prior (no overheads): the whole miss is the efficiency's, r_p = 1 ÷ 1.5 (with the fitted
+    # prior's 47 ms per-request overhead part of it would be the overhead's, robust_split_update)
+    prior = LatencyModel.prior("vllm", PerfAssumptions())
     t_p = prior.prefill_seconds(INPUTS, H100, 2000.0)
     obs = WindowObservation(
         batch=0.0,
@@ -169,3 +177,27 @@ def test_a_model_beyond_its_bound_halves_every_proposal_and_says_why() -> None:
     # idempotent: applied twice, lowered once
     [again] = latency_quality(dataclasses.replace(ev, latency=bad), [p])
     assert again.confidence == p.confidence
+
+
+def test_the_split_update_without_an_overhead_is_the_scalar_filter() -> None:
+    est = FactorEstimate(0.1, 0.05, updates=2)
+    over = FactorEstimate(0.0, 2.25)
+    z = math.log(0.004 / 0.006)
+    scalar, clipped = robust_update(est, z, 0.003, 0.0025)
+    work, same, split_clipped = robust_split_update(est, over, 0.004, 0.0, 0.006, 0.003, 0.0025)
+    assert work == scalar and split_clipped == clipped and same == over
+
+
+def test_a_miss_goes_to_the_overhead_where_the_roofline_is_a_sliver_and_to_the_efficiency_where_it_dominates() -> None:
+    # the docstring's example: prior 0.5 ms of work + 1.1 ms of overhead, observed 1.1 ms (a tiny model on a CPU)
+    decode, over = FactorEstimate(0.0, 0.09), FactorEstimate(0.0, 1.5**2)
+    r = 0.05**2 + 0.5**2 / 1000
+    work, overhead, clipped = robust_split_update(decode, over, 0.5e-3, 1.1e-3, 1.1e-3, r, 0.05**2)
+    assert not clipped
+    assert 0.5e-3 / work.ratio + 1.1e-3 * overhead.ratio == pytest.approx(1.1e-3, rel=0.01)  # fits the window
+    assert abs(work.log_ratio) < 0.05 and overhead.ratio < 0.6  # the overhead moved, the efficiency barely
+    # the same miss where the roofline is 20 ms and the overhead 1.1 ms (an 8B decode): the efficiency moves
+    work, overhead, _ = robust_split_update(decode, over, 20e-3, 1.1e-3, 21.1e-3 * 1.1 / 1.6, r, 0.05**2)
+    # the posterior keeps R ÷ S ≈ 3 % of the log miss (0.37): 1.1 %
+    assert 20e-3 / work.ratio + 1.1e-3 * overhead.ratio == pytest.approx(21.1e-3 * 1.1 / 1.6, rel=0.02)
+    assert work.ratio > 1.3  # the efficiency carries the miss: 20 ms ÷ r_d of the 14.5 ms, r_d ≈ 1.5

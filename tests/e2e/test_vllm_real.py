@@ -26,6 +26,7 @@ Metric names and labels below are checked in the vLLM 0.32.0 wheel: ``vllm/v1/me
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -223,11 +224,11 @@ def longest_for(config: dict[str, Any]) -> float:
     return max(fors)
 
 
-@pytest.fixture
-def advisor(vllm_cpu: VLLMServer, tmp_path: Path) -> Iterator[Advisor]:  # noqa: F811
-    """``capacity-advisor run`` on a free loopback port, scraping the CPU vLLM; stopped after the test."""
+@contextlib.contextmanager
+def run_advisor(config: dict[str, Any], tmp_path: Path) -> Iterator[Advisor]:
+    """``capacity-advisor run`` with ``config`` on a free loopback port until ``/readyz`` answers; stopped after."""
     cfg = tmp_path / "advisor.yaml"
-    cfg.write_text(yaml.safe_dump(advisor_config(vllm_cpu)))
+    cfg.write_text(yaml.safe_dump(config))
     port = free_port()
     log = tmp_path / "advisor.log"
     with log.open("wb") as out:
@@ -259,6 +260,13 @@ def advisor(vllm_cpu: VLLMServer, tmp_path: Path) -> Iterator[Advisor]:  # noqa:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+@pytest.fixture
+def advisor(vllm_cpu: VLLMServer, tmp_path: Path) -> Iterator[Advisor]:  # noqa: F811
+    """``capacity-advisor run`` on a free loopback port, scraping the CPU vLLM; stopped after the test."""
+    with run_advisor(advisor_config(vllm_cpu), tmp_path) as adv:
+        yield adv
 
 
 def assert_reads_what_vllm_says(server: VLLMServer, advisor: Advisor, timeout: float = 30.0) -> dict[str, float]:
