@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model
@@ -89,9 +90,10 @@ class StepCost:
         memory  = weights_seconds + kv_seconds_per_token × (context tokens read + new tokens written)
         compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
                   + attention_seconds_per_pair × (query token × context token) pairs
-        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens
+        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + overhead_seconds
 
-    Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
+    ``overhead_seconds`` is :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds` (the engine's CPU
+    time per step, 0 in the plain roofline). Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
     tokens of context, so a decode-only step of ``B`` sequences with ``S`` context tokens in all equals
     ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a whole prompt alone in one step equals
     ``prefill_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16 on one H100-SXM: weights 6.00 ms,
@@ -105,6 +107,7 @@ class StepCost:
     attention_seconds_per_pair: float
     comm_fixed_seconds: float
     comm_seconds_per_token: float
+    overhead_seconds: float = 0.0
 
     @classmethod
     def from_capacity(
@@ -129,6 +132,33 @@ class StepCost:
             attention_seconds_per_pair=m1.compute_per_seq - m0.compute_per_seq,
             comm_fixed_seconds=m0.comm_fixed,
             comm_seconds_per_token=m0.comm_per_seq,
+            overhead_seconds=m0.overhead,
+        )
+
+    def scaled(self, decode_ratio: float, prefill_ratio: float) -> StepCost:
+        """These coefficients with a deployment's calibrated factors
+        (:class:`advisor.capacity.calibration.LatencyModel`): the memory terms (weights, KV), the all-reduces and the
+        step overhead ÷ ``decode_ratio`` (``r_d``, calibrated decode speed ÷ the prior's), the compute terms (matmul,
+        LM head, attention) ÷ ``prefill_ratio`` (``r_p``). A decode step that is bandwidth-bound (every decode of a
+        model of a billion parameters or more at serving batches) then takes exactly
+        ``LatencyModel.decode_step_model(B)``, and a compute-bound prefill's GPU time is the calibrated prefill's
+        (calibration.py's reading of the two factors: calibrated bandwidth and compute efficiency ÷ the prior's).
+
+        Raises:
+            ValueError: a ratio not finite and > 0.
+        """
+        for name, r in (("decode_ratio", decode_ratio), ("prefill_ratio", prefill_ratio)):
+            if not (math.isfinite(r) and r > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {r!r}")
+        return StepCost(
+            weights_seconds=self.weights_seconds / decode_ratio,
+            kv_seconds_per_token=self.kv_seconds_per_token / decode_ratio,
+            matmul_seconds_per_token=self.matmul_seconds_per_token / prefill_ratio,
+            lm_head_seconds_per_sample=self.lm_head_seconds_per_sample / prefill_ratio,
+            attention_seconds_per_pair=self.attention_seconds_per_pair / prefill_ratio,
+            comm_fixed_seconds=self.comm_fixed_seconds / decode_ratio,
+            comm_seconds_per_token=self.comm_seconds_per_token / decode_ratio,
+            overhead_seconds=self.overhead_seconds / decode_ratio,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
@@ -141,7 +171,10 @@ class StepCost:
             + self.attention_seconds_per_pair * pairs
         )
         return (
-            (memory if memory > compute else compute) + self.comm_fixed_seconds + self.comm_seconds_per_token * tokens
+            (memory if memory > compute else compute)
+            + self.comm_fixed_seconds
+            + self.comm_seconds_per_token * tokens
+            + self.overhead_seconds
         )
 
 
@@ -202,6 +235,11 @@ class EngineConfig:
         prefix_caching, speculative: optional features.
         model_name: the served model (``--served-model-name``).
         gpu_memory_utilization, cache_dtype: echoed in the engine's config metrics.
+        request_overhead_seconds: seconds from a request's arrival to the engine's waiting queue
+            (:attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`: tokenization and admission
+            off the GPU, as vLLM's API server does it before the engine core queues the request). It adds to TTFT
+            and e2e latency, not to the queue time (vLLM measures that from the engine core's queueing) nor to any
+            step; the :class:`~advisor.sim.fleet.Fleet` applies it. 0 = none (the plain roofline).
     """
 
     kv_cache_blocks: int
@@ -216,8 +254,11 @@ class EngineConfig:
     model_name: str = "model"
     gpu_memory_utilization: float = 0.9
     cache_dtype: str = "auto"
+    request_overhead_seconds: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.request_overhead_seconds) and self.request_overhead_seconds >= 0):
+            raise ValueError(f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}")
         for name in ("kv_cache_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -237,27 +278,43 @@ def engine_config(
     speculative: Speculative | None = None,
     chunked_prefill: bool = True,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+    latency: LatencyModel | None = None,
 ) -> EngineConfig:
     """An :class:`EngineConfig` from the capacity pass: the pool is ``capacity_pass(inputs).kv_cache_blocks``,
     ``max_num_batched_tokens`` the engine default when unset (:attr:`CapacityInputs.profile_tokens`).
+
+    The step model: ``latency`` (a deployment's :class:`~advisor.capacity.calibration.LatencyModel`, prior or
+    calibrated: the one the daemon's rules use) when given — its prior's factors on ``gpu``
+    (:func:`~advisor.capacity.perf.assumptions_for`) scaled by its decode and prefill ratios
+    (:meth:`StepCost.scaled`), the per-request overhead ÷ the prefill ratio (the calibrated prefill divides the
+    whole prefill, overhead included, by it) — else ``assumptions`` as they are.
 
     Raises:
         CapacityError: the capacity pass fails (weights do not fit, …) or the GPU lacks perf figures.
     """
     result = capacity_pass(inputs)
+    if latency is not None:
+        a = latency.assumptions(gpu)
+        r_d, r_p = latency.decode.ratio, latency.prefill.ratio
+        cost = StepCost.from_capacity(inputs, gpu, a).scaled(r_d, r_p)
+        request_overhead = a.prefill_overhead_seconds / r_p
+    else:
+        cost = StepCost.from_capacity(inputs, gpu, assumptions)
+        request_overhead = assumptions.prefill_overhead_seconds
     return EngineConfig(
         kv_cache_blocks=result.kv_cache_blocks,
         block_size=result.block_size,
         max_num_seqs=inputs.max_num_seqs,
         max_num_batched_tokens=inputs.profile_tokens,
         max_model_len=result.max_model_len,
-        cost=StepCost.from_capacity(inputs, gpu, assumptions),
+        cost=cost,
         chunked_prefill=chunked_prefill,
         prefix_caching=prefix_caching,
         speculative=speculative,
         model_name=model_name or inputs.model.name,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
         cache_dtype=inputs.kv_cache_dtype,
+        request_overhead_seconds=request_overhead,
     )
 
 
@@ -286,12 +343,16 @@ class SimRequest:
         "output_tokens",
         "preemptions",
         "prompt_tokens",
+        "queued",
         "shared_blocks",
     )
 
-    def __init__(self, rid: int, arrival: float, prompt_tokens: int, output_tokens: int) -> None:
+    def __init__(
+        self, rid: int, arrival: float, prompt_tokens: int, output_tokens: int, queued: float | None = None
+    ) -> None:
         self.id = rid
         self.arrival = arrival
+        self.queued = arrival if queued is None else queued
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
         self.generated = 0
@@ -324,8 +385,9 @@ class SimRequest:
 
     @property
     def queue_time(self) -> float:
-        """Seconds from arrival to first being scheduled (vLLM's WAITING phase)."""
-        return self.first_scheduled - self.arrival if self.first_scheduled >= 0 else -1.0
+        """Seconds from entering the engine's waiting queue (``queued``: the arrival, plus
+        :attr:`EngineConfig.request_overhead_seconds`) to first being scheduled (vLLM's WAITING phase)."""
+        return self.first_scheduled - self.queued if self.first_scheduled >= 0 else -1.0
 
     @property
     def e2e(self) -> float:
@@ -429,7 +491,7 @@ class ReferenceReplica:
 
     # --- driving ---------------------------------------------------------------------------------------------
     def add(self, req: SimRequest) -> None:
-        """Queue a request that arrived at ``req.arrival`` (≤ the next step's start). Prompts that leave no
+        """Queue a request that reached the engine at ``req.queued`` (≤ the next step's start). Prompts that leave no
         room for one output token within ``max_model_len`` are rejected at once (vLLM answers 400)."""
         max_len = self.config.max_model_len
         if req.prompt_tokens >= max_len:
@@ -439,9 +501,9 @@ class ReferenceReplica:
         if req.prompt_tokens + req.output_tokens > max_len:
             req.output_tokens = max_len - req.prompt_tokens
             req.finish_reason = "length"
-        if not self.running and not self.waiting and self.now < req.arrival:
-            self._account(req.arrival)
-            self.now = req.arrival
+        if not self.running and not self.waiting and self.now < req.queued:
+            self._account(req.queued)
+            self.now = req.queued
         self.waiting.append(req)
 
     def run_until(self, t: float) -> None:
@@ -770,6 +832,7 @@ class Replica(ReferenceReplica):
             c.attention_seconds_per_pair,
             c.comm_fixed_seconds,
             c.comm_seconds_per_token,
+            c.overhead_seconds,
         )
         super().__init__(config, seed=seed, observers=observers, name=name)
 
@@ -890,9 +953,9 @@ class Replica(ReferenceReplica):
         if req.prompt_tokens + req.output_tokens > max_len:
             req.output_tokens = max_len - req.prompt_tokens
             req.finish_reason = "length"
-        if not self._run and not self.waiting and self.now < req.arrival:
-            self._account(req.arrival)
-            self.now = req.arrival
+        if not self._run and not self.waiting and self.now < req.queued:
+            self._account(req.queued)
+            self.now = req.queued
         self.waiting.append(req)
 
     def run_until(self, t: float, *, sync: bool = True) -> None:
@@ -949,11 +1012,11 @@ class Replica(ReferenceReplica):
         self.free_blocks = free
         sc = self._sc
         kv = sc + nl
-        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token = self._coef
+        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token, overhead = self._coef
         # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
         memory = weights + per_kv * kv
         compute = per_token * nl + per_sample * nl + per_pair * float(kv)
-        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl
+        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl + overhead
         end = start + seconds
         usable = self.usable_blocks
         usage = 1.0 - free / usable if usable > 0 else 0.0

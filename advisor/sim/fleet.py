@@ -127,11 +127,13 @@ class Fleet:
         """Route every arrival before ``t`` (unless ``arrivals`` is False) and run every step that starts
         before ``t``. Every request's fields are current when it returns, unless ``sync`` is False (then call
         :meth:`sync` before reading a running request's fields)."""
-        while arrivals and self._next is not None and self._next.time < t:
+        delay = self.config.request_overhead_seconds  # arrival → the engine's queue (EngineConfig)
+        while arrivals and self._next is not None and self._next.time + delay < t:
             a = self._next
+            queued = a.time + delay
             for r in self.replicas:
-                self._run_until(r, a.time, False)
-            req = SimRequest(self.arrived, a.time, a.prompt_tokens, a.output_tokens)
+                self._run_until(r, queued, False)
+            req = SimRequest(self.arrived, a.time, a.prompt_tokens, a.output_tokens, queued)
             self.arrived += 1
             self.requests.append(req)
             self._route().add(req)

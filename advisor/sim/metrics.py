@@ -93,7 +93,7 @@ class VLLMMetrics:
         if req.first_token < 0:
             return
         self.e2e.observe(now - req.arrival)
-        self.queue.observe(req.first_scheduled - req.arrival)
+        self.queue.observe(req.first_scheduled - req.queued)
         self.inference.observe(now - req.first_scheduled)
         self.prefill.observe(req.first_token - req.first_scheduled)
         self.decode.observe(now - req.first_token)
@@ -145,7 +145,7 @@ class SGLangMetrics:
 
     def on_admitted(self, req: SimRequest, now: float, queried_tokens: int, hit_tokens: int) -> None:
         if req.preemptions == 0:
-            self.queue.observe(now - req.arrival)
+            self.queue.observe(now - req.queued)
         if queried_tokens:
             self.cache_hit_rate = hit_tokens / queried_tokens
 
