@@ -223,6 +223,15 @@ CASES: dict[str, tuple[EngineConfig, TrafficProfile, dict[str, Any]]] = {
         TrafficProfile(Poisson(4.0), LognormalLengths(1500, 0.6, 400, 1.0)),
         {},
     ),
+    "step-and-request-overheads": (
+        dataclasses.replace(
+            llama_engine(),
+            cost=dataclasses.replace(llama_engine().cost, overhead_seconds=0.002),
+            request_overhead_seconds=0.03,
+        ),
+        chat(8.0),
+        {"replicas": 2},
+    ),
     "three-replicas-round-robin": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3, "router": "round-robin"}),
     "three-replicas-least-loaded": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3}),
     "on-off-sglang": (
