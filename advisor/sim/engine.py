@@ -93,7 +93,9 @@ class StepCost:
         step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + overhead_seconds
 
     ``overhead_seconds`` is :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds` (the engine's CPU
-    time per step, 0 in the plain roofline). Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
+    time per step, 0 in the plain roofline).
+
+    Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
     tokens of context, so a decode-only step of ``B`` sequences with ``S`` context tokens in all equals
     ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a whole prompt alone in one step equals
     ``prefill_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16 on one H100-SXM: weights 6.00 ms,
@@ -258,7 +260,9 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.request_overhead_seconds) and self.request_overhead_seconds >= 0):
-            raise ValueError(f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}")
+            raise ValueError(
+                f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}"
+            )
         for name in ("kv_cache_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
