@@ -46,8 +46,13 @@ prior's weight or the outlier gate.
 **Measurement models** (what one window says, at the observed mean batch and lengths, per data-parallel rank),
 consistent with :func:`advisor.capacity.queueing.predict_service`, which sizes replicas with this model:
 
-* decode: ``TPOT = step(B) ÷ (1 − ρ_p)`` with ``ρ_p = λ·T_p`` the prefill's share of GPU time (λ completions/s,
-  ``T_p`` the calibrated prefill of the mean prompt) — so ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``;
+* decode: ``TPOT = step(B) ÷ (1 − ρ_p)`` with ``ρ_p = λ·T_p,gpu`` the prefill's share of GPU time (λ
+  completions/s, ``T_p,gpu`` the calibrated prefill of the mean prompt less its per-request
+  ``prefill_overhead_seconds`` ÷ ``r_p``: tokenization and admission run in vLLM V1's API server beside the engine
+  core and stretch TTFT, not the decode steps; :meth:`LatencyModel.prefill_gpu_seconds`) — so
+  ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``. Counting the overhead as GPU time made ``r_d`` absorb interference
+  that is not there: against a simulated engine at 0.35 of peak bandwidth (prior 0.64), ``r_d`` = 0.70 instead of
+  0.56 and the simulator run with it 28 % short of the engine's TPOT (``tests/sim/test_simulate_latency_error.py``);
 * prefill: the engine's time from scheduling to the first token, ``TTFT − queue time`` where the engine exports
   its queue time (vLLM), else ``TTFT − W_p`` with ``W_p`` the Pollaczek–Khinchine prefill wait of the calibrated
   model and only when nothing waits — so ``z_p = ln(T_p,prior ÷ observed prefill)``.
@@ -289,9 +294,22 @@ class LatencyModel:
         return _prefill_seconds(inputs, gpu, prompt_tokens, self.assumptions(gpu)) / self.prefill.ratio
 
     # -- the measurement models -------------------------------------------------------------------------------
+    def prefill_gpu_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, prompt_tokens: float) -> float:
+        """The part of :meth:`prefill_seconds` the engine spends on the GPU: less the per-request
+        :attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds` ÷ ``r_p`` (tokenization and
+        admission, which vLLM V1's API server does beside the engine core: it adds to TTFT, not to GPU time).
+
+        Raises:
+            CapacityError: as ``perf.prefill_seconds``.
+        """
+        a = self.assumptions(gpu)
+        whole = _prefill_seconds(inputs, gpu, prompt_tokens, a)
+        return max(0.0, whole - a.prefill_overhead_seconds) / self.prefill.ratio
+
     def prefill_share(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
-        """``ρ_p = λ·T_p``: the prefill's share of GPU time at the observation (capped at :data:`PREFILL_SHARE_MAX`)."""
-        t_p = self.prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+        """``ρ_p = λ·T_p,gpu``: the prefill's share of GPU time at the observation (:meth:`prefill_gpu_seconds`;
+        capped at :data:`PREFILL_SHARE_MAX`)."""
+        t_p = self.prefill_gpu_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         return min(PREFILL_SHARE_MAX, max(0.0, obs.requests_per_second * t_p))
 
     def predicted_tpot(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
@@ -301,8 +319,8 @@ class LatencyModel:
 
     def prefill_wait(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
         """Mean wait for the prefill server (Pollaczek–Khinchine, as ``predict_service``):
-        ``ρ_p·T_p·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds."""
-        t_p = self.prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+        ``ρ_p·T_p,gpu·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds (the GPU is the server)."""
+        t_p = self.prefill_gpu_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         rho = self.prefill_share(inputs, gpu, obs)
         return rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
 
@@ -366,15 +384,15 @@ def calibrate(
     """
     a = model.assumptions(gpu)
     t_p0 = _prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens), a)  # the prior's prefill of the mean prompt
+    gpu0 = max(0.0, t_p0 - a.prefill_overhead_seconds)  # its GPU part (LatencyModel.prefill_gpu_seconds)
     lam = max(0.0, obs.requests_per_second)
 
     def share(prefill: FactorEstimate) -> tuple[float, float]:
-        """(T_p, ρ_p) of a prefill factor."""
-        t_p = t_p0 / prefill.ratio
-        return t_p, min(PREFILL_SHARE_MAX, lam * t_p)
+        """(T_p, ρ_p) of a prefill factor (ρ_p of the GPU part)."""
+        return t_p0 / prefill.ratio, min(PREFILL_SHARE_MAX, lam * gpu0 / prefill.ratio)
 
     t_p, rho = share(model.prefill)
-    wait = rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
+    wait = rho * gpu0 / model.prefill.ratio * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
     tpot_err: float | None = None
     ttft_err: float | None = None
     new_prefill, p_clip = model.prefill, False

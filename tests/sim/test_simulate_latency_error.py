@@ -174,7 +174,6 @@ def test_calibrated_the_simulator_is_within_twelve_percent_of_the_engine_histogr
     rc, out, err = _simulate([*_argv(prom, config, end), "--json"], capsys)
     assert rc == 0, err
     data = json.loads(out)
-    Path("/tmp/simerr-out.json").write_text(out)
     model = data["latency_model"]
     assert model["label"] == "calibrated" and model["windows"] >= 3, model
     # the engine decodes at 0.35 of peak where the prior says 0.64 (weights) / 0.53 (KV): slower, ratio well below 1
