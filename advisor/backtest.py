@@ -317,14 +317,18 @@ class Replayer:
         selectors: Mapping[str, str] | None = None,
         targets: Mapping[str, Sequence[str]] | None = None,
         replica_windows: tuple[float, float] | None = None,
+        keep_points: bool = False,
     ) -> None:
         """``contexts``: one per deployment, in evaluation order (engine already resolved).
         ``dynamic_targets``: names of deployments whose replicas are the targets that have data in the
         window (``source: prometheus``); the others count every known target, as the daemon does (the
         engines behind each, :func:`advisor.evaluate.engines_behind`). ``targets``: the
         targets each deployment is known to have before any data arrives (a configured target that never
-        answers counts as unavailable). ``selectors`` only labels the report."""
+        answers counts as unavailable). ``selectors`` only labels the report. ``keep_points``: keep every point
+        fed, by deployment and target (:meth:`points`), for a caller that reads the whole period at once
+        (``simulate``'s latency error); the tracker itself keeps an evaluation window."""
         dynamic = set(dynamic_targets)
+        self._kept: dict[str, dict[str, list[TimedSnapshot]]] | None = {} if keep_points else None
         self.scrape_interval = scrape_interval
         self.evaluation_window = evaluation_window
         self.quality = quality
@@ -377,16 +381,23 @@ class Replayer:
         t = d.targets.get(history.target)
         if t is None:
             t = d.targets[history.target] = _Target(history.target)
+        kept = None if self._kept is None else self._kept.setdefault(deployment, {}).setdefault(history.target, [])
         for p in history.points:
             if p.timestamp > t.newest:
                 t.pending.append(p)
                 t.newest = p.timestamp
+                if kept is not None:
+                    kept.append(p)
         newest_up = t.up_pending[-1][0] if t.up_pending else t.last_up[0] if t.last_up else -math.inf
         for ts, v in history.up:
             t.has_up_series = True
             if ts > newest_up:
                 t.up_pending.append((ts, v))
                 newest_up = ts
+
+    def points(self, deployment: str) -> dict[str, list[TimedSnapshot]]:
+        """Every point fed for ``deployment``, by target, in time order (``keep_points`` only; else empty)."""
+        return dict((self._kept or {}).get(deployment, {}))
 
     def _advance(self, deployment: str, t: _Target, now: float) -> None:
         """The points due by ``now`` enter the tracker, as scrapes would have; then the target's outcome."""
@@ -576,6 +587,7 @@ def replay_config(
     targets: Mapping[str, Sequence[str]] | None = None,
     selectors: Mapping[str, str] | None = None,
     dynamic: Iterable[str] | None = None,
+    keep_points: bool = False,
 ) -> Replayer:
     """A :class:`Replayer` wired as the daemon wires its loop from ``cfg``: its rules and thresholds
     (:func:`advisor.assembly.build_rules`), cooldown, evaluation window and data-quality settings. With a
@@ -595,6 +607,7 @@ def replay_config(
         selectors=selectors,
         targets=targets,
         replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
+        keep_points=keep_points,
     )
 
 
@@ -678,7 +691,28 @@ def run_backtest(
     deployments: Sequence[str] | None = None,
     chunk_points: int = CHUNK_POINTS,
 ) -> BacktestReport:
-    """Fetch every deployment's history from ``source`` and replay ``cfg``'s rules over ``[start, end]``.
+    """Fetch every deployment's history from ``source`` and replay ``cfg``'s rules over ``[start, end]``: the
+    report of :func:`replay_history`'s replay (arguments and errors as there)."""
+    times = evaluation_times(start, end, step or cfg.scrape_interval)
+    rp = replay_history(cfg, source, start, end, step, selectors, base_dir, deployments, chunk_points)
+    return rp.report(times[0], end, grid_step(step or cfg.scrape_interval))
+
+
+def replay_history(
+    cfg: Config,
+    source: PrometheusSource,
+    start: float,
+    end: float,
+    step: float | None = None,
+    selectors: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+    deployments: Sequence[str] | None = None,
+    chunk_points: int = CHUNK_POINTS,
+    keep_points: bool = False,
+) -> Replayer:
+    """Fetch every deployment's history from ``source`` and replay ``cfg``'s rules over ``[start, end]``; the
+    :class:`Replayer` after its last evaluation (its tracker holds what the daemon would hold at ``end``: each
+    deployment's online calibration included).
 
     Args:
         cfg: the advisor's configuration (deployments, rules, window, data quality).
@@ -689,6 +723,7 @@ def run_backtest(
         base_dir: where relative paths in the config (model config.json, file_sd) are resolved.
         deployments: only these deployments (default: all).
         chunk_points: query points per series per range query at most.
+        keep_points: keep every point fetched (:meth:`Replayer.points`).
 
     Failed queries do not raise: they become errors on the deployment (``report.ok`` is false), and its
     targets have no data for that stretch (stale or unavailable there, so no rule fires on it).
@@ -730,6 +765,7 @@ def run_backtest(
         targets={p.dep.name: p.urls for p in plans},
         selectors={p.dep.name: p.selector for p in plans},
         dynamic=[p.dep.name for p in plans if not p.urls],
+        keep_points=keep_points,
     )
 
     adapters: dict[str, EngineAdapter | None] = {}
@@ -772,7 +808,7 @@ def run_backtest(
     while ti < len(times):
         rp.evaluate(times[ti])
         ti += 1
-    return rp.report(start, end, step)
+    return rp
 
 
 def _fetch_chunk(

@@ -53,6 +53,10 @@ MAX_SEED = 2**32 - 1
 """``--seed``: the usual unsigned 32-bit range."""
 MAX_TENSOR_PARALLEL_SIZE = 64
 """The ``tensor_parallel_size`` dial: the config's own bound."""
+DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 1500.0, 300.0
+"""``--prompt-tokens`` and ``--output-tokens`` when not given (a chat workload's order of magnitude)."""
+DEFAULT_WINDOW = 3600.0
+"""``--window`` when not given: an hour of history."""
 MIN_MODEL_LEN, MAX_MODEL_LEN = 16, 10_000_000
 """The ``max_model_len`` dial: the config's own bounds (and the model's context, checked once the config is read)."""
 
@@ -128,6 +132,15 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _time_arg(text: str) -> float:
+    from advisor.backtestcmd import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _ratio(text: str) -> float:
     try:
         v = float(text)
@@ -192,9 +205,9 @@ def add_simulate_parser(subparsers: Any) -> None:
     )
     t.add_argument("--daily-period", type=_duration, default=86400.0, help="daily: period (default 24h)")
     t.add_argument("--daily-amplitude", type=_ratio, default=0.6, help="daily: relative amplitude (default 0.6)")
-    t.add_argument("--prompt-tokens", type=positive_float(1e7), default=1500.0, help="mean prompt (1500)")
+    t.add_argument("--prompt-tokens", type=positive_float(1e7), help="mean prompt (1500)")
     t.add_argument("--prompt-cv", type=positive_float(100.0), default=0.5, help="prompt length CV (0.5)")
-    t.add_argument("--output-tokens", type=positive_float(1e7), default=300.0, help="mean output (300)")
+    t.add_argument("--output-tokens", type=positive_float(1e7), help="mean output (300)")
     t.add_argument("--output-cv", type=positive_float(100.0), default=1.0, help="output length CV (1.0)")
     t.add_argument("--lengths-csv", help="CSV of prompt_tokens,output_tokens rows to draw lengths from")
     t.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens to replay")
@@ -223,6 +236,31 @@ def add_simulate_parser(subparsers: Any) -> None:
     w.add_argument("--sweep", metavar="DIAL=V1,V2,…", help=f"vary one dial: {', '.join(DIALS)}")
     w.add_argument("--plot", metavar="FILE.png", help="with --sweep: draw the frontier (needs matplotlib)")
     w.add_argument("--apply", metavar="DIAL=VALUE", help="run with the dial turned beside the unchanged run")
+    h = p.add_argument_group(
+        "live data",
+        "run at the traffic a deployment's history observed, with its calibrated latency model, and report the "
+        "simulator's latency error against the engines' own TPOT/TTFT histograms over that window",
+    )
+    h.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="the Prometheus holding the deployment's history (read as backtest reads it; the config's credentials)",
+    )
+    h.add_argument("--window", type=_duration, help="with --prometheus: the history window (default 1h)")
+    h.add_argument(
+        "--to", type=_time_arg, help="with --prometheus: the window's end: RFC 3339, unix seconds, now-5m (default now)"
+    )
+    h.add_argument(
+        "--step",
+        type=positive_float(86400.0),
+        help="with --prometheus: seconds between replayed evaluations (default: the config's scrape_interval)",
+    )
+    h.add_argument(
+        "--latency-model",
+        choices=["calibrated", "prior"],
+        help="with --prometheus: calibrated (default: the deployment's online calibration over the window) or the "
+        "published prior alone, to see what calibration changed",
+    )
     p.set_defaults(func=cmd_simulate)
 
 
@@ -234,6 +272,11 @@ class _Setup:
     replicas: int
     profile: Any
     slo: Any
+    latency: Any = None
+    """The :class:`~advisor.capacity.calibration.LatencyModel` the step model comes from (``None``: the prior of the
+    deployment's engine)."""
+    calibration: str = "prior"
+    """Where :attr:`latency` came from, for the report."""
 
 
 def _parse_dial(text: str, many: bool) -> tuple[str, list[object]]:
@@ -327,7 +370,9 @@ def _traffic(args: argparse.Namespace, rate: float) -> Any:
     if args.lengths_csv:
         lengths = parse_lengths_csv(read_text_capped(Path(args.lengths_csv), 256 * 1024 * 1024))
     else:
-        lengths = LognormalLengths(args.prompt_tokens, args.prompt_cv, args.output_tokens, args.output_cv)
+        prompt = args.prompt_tokens if args.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
+        output = args.output_tokens if args.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
+        lengths = LognormalLengths(prompt, args.prompt_cv, output, args.output_cv)
     process: Any
     if args.arrivals == "gamma":
         process = GammaGaps(rate, args.burstiness)
@@ -370,6 +415,52 @@ def _engine(setup: _Setup, args: argparse.Namespace, dial: str | None = None, va
         model_name=dep.served_model or dep.model,
         prefix_caching=prefix,
         speculative=speculative,
+        latency=_latency(setup),
+    )
+
+
+def _latency(setup: _Setup) -> Any:
+    """The setup's latency model: the calibrated one read from history, else the published prior of the engine the
+    deployment names (:func:`advisor.capacity.perf.assumptions_for`, what the daemon's calibration starts from)."""
+    from advisor.capacity.calibration import LatencyModel
+
+    return setup.latency if setup.latency is not None else LatencyModel.prior(setup.deployment.engine)
+
+
+def _latency_json(setup: _Setup) -> dict[str, Any]:
+    """``latency_model`` of ``--json``: which step model ran (``prior`` or ``calibrated``), its factors (ratios to
+    the prior; 1 for the prior), the efficiencies they amount to, and where it came from."""
+    from advisor.capacity.deployment import resolve_gpu
+    from advisor.config import deployment_spec
+
+    model = _latency(setup)
+    out: dict[str, Any] = {
+        "label": model.label,
+        "engine": model.engine,
+        "decode_efficiency_ratio": round(model.decode.ratio, 4),
+        "prefill_efficiency_ratio": round(model.prefill.ratio, 4),
+        "windows": max(model.decode.updates, model.prefill.updates),
+        "source": setup.calibration,
+    }
+    spec = deployment_spec(setup.deployment, setup.base_dir)
+    part = resolve_gpu(spec.gpu, spec.gpu_memory_bytes).part
+    if part is not None:
+        a = model.effective_assumptions(part)
+        out["memory_bandwidth_efficiency"] = round(a.memory_bandwidth_efficiency, 4)
+        out["compute_efficiency"] = round(a.compute_efficiency, 4)
+    return out
+
+
+def _latency_line(setup: _Setup) -> str:
+    j = _latency_json(setup)
+    eff = (
+        f"; bandwidth {j['memory_bandwidth_efficiency']:.0%}, compute {j['compute_efficiency']:.0%} of peak"
+        if "memory_bandwidth_efficiency" in j
+        else ""
+    )
+    return (
+        f"latency model: {j['label']} ({j['source']}): decode ×{j['decode_efficiency_ratio']:.3g}, "
+        f"prefill ×{j['prefill_efficiency_ratio']:.3g} of the {j['engine']} prior{eff}"
     )
 
 
@@ -402,7 +493,14 @@ class _Progress:
             self.stream.flush()
 
 
-def _run(setup: _Setup, args: argparse.Namespace, label: str, config: Any, replicas: int | None = None) -> Any:
+def _run(
+    setup: _Setup,
+    args: argparse.Namespace,
+    label: str,
+    config: Any,
+    replicas: int | None = None,
+    observers: Callable[[int], Any] | None = None,
+) -> Any:
     from advisor.sim.fleet import simulate
 
     progress = _Progress(label, sys.stderr)
@@ -418,6 +516,7 @@ def _run(setup: _Setup, args: argparse.Namespace, label: str, config: Any, repli
             seed=args.seed,
             warmup=args.warmup or 0.0,
             progress=progress,
+            observers=observers,
         )
     finally:
         progress.done()
@@ -542,6 +641,10 @@ def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         _err("simulate: --plot needs matplotlib, which is not installed (pip install matplotlib); run without --plot")
         return 2
+    refused = _refused_flags(args)
+    if refused:
+        _err(f"simulate: {refused}")
+        return 2
     flag = "--sweep" if args.sweep is not None else "--apply"
     try:
         sweep = _parse_dial(args.sweep, many=True) if args.sweep is not None else None
@@ -557,9 +660,19 @@ def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
             _err(f"simulate: no deployment {name!r} in {args.config}; deployments: {', '.join(deps)}")
             return 2
         dep = deps[name]
+        if args.prometheus is not None:
+            return _from_history(args, cfg, dep)
         replicas = args.replicas or max(1, len(dep.targets))
         rate = args.arrival_rate or float(replicas)
-        setup = _Setup(name, dep, Path(args.config).parent.resolve(), replicas, _traffic(args, rate), dep.slo)
+        setup = _Setup(
+            name,
+            dep,
+            Path(args.config).parent.resolve(),
+            replicas,
+            _traffic(args, rate),
+            dep.slo,
+            calibration="the published calibration; no live data (--prometheus URL reads it)",
+        )
         if args.warmup is not None and args.warmup >= args.duration:
             _err("simulate: --warmup must be shorter than --duration")
             return 2
@@ -589,13 +702,169 @@ def _simulate(args: argparse.Namespace) -> int | Callable[[], None]:
 
     def write() -> None:
         if args.json:
-            out = {"deployment": name, "seed": args.seed, **gpu, "summary": summary.as_dict()}
+            out = {
+                "deployment": name,
+                "seed": args.seed,
+                **gpu,
+                "latency_model": _latency_json(setup),
+                "summary": summary.as_dict(),
+            }
             print(json.dumps(out, indent=2))
             return
         _header(setup, args)
         _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
 
     return write
+
+
+_HISTORY_ONLY = ("window", "to", "step", "latency_model")
+"""Flags that read live data: refused without ``--prometheus``."""
+_NOT_WITH_HISTORY = (
+    "arrival_rate", "prompt_tokens", "output_tokens", "trace", "lengths_csv", "replicas", "sweep", "apply", "plot",
+)  # fmt: skip
+"""Flags refused with ``--prometheus``: the run's traffic and replicas are the window's, so that its latencies
+compare with the engines' (what-if dials belong to a run without history)."""
+
+
+def _refused_flags(args: argparse.Namespace) -> str | None:
+    """The one-line reason a flag does not apply, or ``None``."""
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if args.prometheus is None:
+        given = [flag(n) for n in _HISTORY_ONLY if getattr(args, n) is not None]
+        return f"{', '.join(given)} needs --prometheus URL (live data)" if given else None
+    given = [flag(n) for n in _NOT_WITH_HISTORY if getattr(args, n) is not None]
+    if given:
+        return (
+            f"{', '.join(given)} does not apply with --prometheus: the run takes the arrival rate, lengths and "
+            "replicas the history observed (run without --prometheus for a what-if)"
+        )
+    return None
+
+
+def _from_history(args: argparse.Namespace, cfg: Any, dep: Any) -> int | Callable[[], None]:
+    """``--prometheus``: replay the window's history as ``backtest`` does (the daemon's tracker, its online
+    calibration included), run the simulator at the observed traffic with the calibrated latency model, and compare
+    its TPOT/TTFT with the engines' histograms over the window (:mod:`advisor.sim.latency_error`)."""
+    from advisor.backtest import replay_history
+    from advisor.capacity.calibration import LatencyModel
+    from advisor.config import PrometheusConfig
+    from advisor.redact import redact_url
+    from advisor.service import prometheus_source
+    from advisor.sim.fleet import RequestLog
+    from advisor.sim.latency_error import LatencyError, observed_window
+
+    window = args.window if args.window is not None else DEFAULT_WINDOW
+    end = args.to if args.to is not None else time.time()
+    start = end - window
+    if window < cfg.evaluation_window:
+        _err(
+            f"simulate: --window {window:g}s is shorter than the evaluation window ({cfg.evaluation_window:g}s): "
+            "the calibration needs at least one"
+        )
+        return 2
+    prom = cfg.prometheus.model_copy(update={"url": args.prometheus}) if cfg.prometheus else None
+    cfg = cfg.model_copy(update={"prometheus": prom or PrometheusConfig(url=args.prometheus)})
+    base_dir = Path(args.config).parent.resolve()
+    with prometheus_source(cfg, base_dir) as prometheus:
+        rp = replay_history(
+            cfg, prometheus, start, end, step=args.step, base_dir=base_dir, deployments=[dep.name], keep_points=True
+        )
+    replay = rp.report().deployment(dep.name)
+    if replay is not None and replay.errors:
+        for e in replay.errors[:5]:
+            _err(f"simulate: {dep.name}: {e}")
+        return 1
+    engine = rp.tracker.context(dep.name).engine
+    try:
+        observed = observed_window(rp.points(dep.name), start, end)
+    except ValueError as exc:
+        _err(f"simulate: {dep.name}: {exc}")
+        return 1
+    fit = rp.tracker.calibration.fit(dep.name)
+    model = LatencyModel.prior(engine)
+    if args.latency_model == "prior":
+        calibration = "the published calibration alone (--latency-model prior)"
+    elif fit is None or not fit.model.calibrated:
+        calibration = "the published calibration: no evaluation window of the history calibrated it"
+    else:
+        model = fit.model
+        calibration = f"online calibration over {fit.windows} evaluation window(s) of the history"
+    lengths = argparse.Namespace(**{**vars(args), "prompt_tokens": observed.prompt_tokens})
+    lengths.output_tokens = observed.output_tokens
+    setup = _Setup(
+        dep.name,
+        dep,
+        base_dir,
+        observed.replicas,
+        _traffic(lengths, observed.requests_per_second),
+        dep.slo,
+        latency=model,
+        calibration=calibration,
+    )
+    warmup = args.warmup if args.warmup is not None else args.duration / 5
+    if warmup >= args.duration:
+        _err("simulate: --warmup must be shorter than --duration")
+        return 2
+    run_args = argparse.Namespace(**{**vars(args), "warmup": warmup})
+    logs: list[Any] = []
+
+    def observers(i: int) -> list[Any]:
+        logs.append(RequestLog())
+        return [logs[-1]]
+
+    summary = _run(setup, run_args, f"simulate {dep.name}", _engine(setup, args), observers=observers)
+    measured = [r for log in logs for r in log.finished if warmup <= r.arrival < args.duration]
+    kind = "inter-token latency" if observed.tpot_is_itl else "per-request TPOT"
+    source = f"{engine} engines' own histograms ({kind}, TTFT) in Prometheus {redact_url(args.prometheus)}"
+    error = LatencyError.of(measured, observed, source)
+    gpu = _gpu(setup)
+
+    def write() -> None:
+        if args.json:
+            out = {
+                "deployment": dep.name,
+                "seed": args.seed,
+                **gpu,
+                "latency_model": _latency_json(setup),
+                "latency_error": error.as_dict(),
+                "summary": summary.as_dict(),
+            }
+            print(json.dumps(out, indent=2))
+            return
+        _header(setup, run_args)
+        _table(_rows(summary, _tp(setup, None, None), dep.slo.target_ratio))
+        for line in _error_lines(error):
+            print(line)
+
+    return write
+
+
+def _error_lines(error: Any) -> list[str]:
+    """The latency error as text: the window, then one line per quantity."""
+    w = error.window
+    lines = [
+        f"latency error against the engines' histograms, {w.start:.0f} → {w.end:.0f} ({w.end - w.start:g} s; "
+        f"{w.requests_per_second:.3g} req/s, prompt {w.prompt_tokens:,.0f}, output {w.output_tokens:,.0f} tokens, "
+        f"{w.replicas} replica(s)); predicted ÷ observed − 1:"
+    ]
+    for name, c in (("TPOT", error.tpot), ("TTFT", error.ttft)):
+        if c is None:
+            lines.append(f"  {name}: not measurable (no histogram or no request in the window)")
+            continue
+        qs = ", ".join(f"{k} {_signed(v['ratio'])}" for k, v in c.quantiles.items())
+        lines.append(
+            f"  {name}: mean {_signed(c.mean_ratio)} ({_ms(c.predicted_mean)} predicted, {_ms(c.observed_mean)} "
+            f"observed over {c.observed_count:,.0f}){'; ' + qs if qs else ''}"
+        )
+    lines.append(f"  truth: {error.source}")
+    return lines
+
+
+def _signed(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1%}"
 
 
 def _gpu(setup: _Setup) -> dict[str, Any]:
@@ -623,6 +892,7 @@ def _header(setup: _Setup, args: argparse.Namespace) -> None:
         f"traffic: {setup.profile.mean_rate:.3g} req/s ({args.arrivals if not args.trace else 'trace'}), "
         f"{args.duration:g} s simulated, seed {args.seed}"
     )
+    print(_latency_line(setup))
 
 
 def _table(rows: list[tuple[str, str]]) -> None:
@@ -649,7 +919,8 @@ def _sweep(
                 {"value": v, "gpus": g, "frontier": f, "summary": s.as_dict()}
                 for v, g, f, s in zip(values, gpus, frontier, summaries, strict=True)
             ]
-            print(json.dumps({"deployment": setup.name, "dial": dial, "seed": args.seed, "rows": rows}, indent=2))
+            out = {"deployment": setup.name, "dial": dial, "seed": args.seed, "latency_model": _latency_json(setup)}
+            print(json.dumps({**out, "rows": rows}, indent=2))
             return
         _header(setup, args)
         head = (
@@ -700,6 +971,7 @@ def _apply(setup: _Setup, args: argparse.Namespace, dial: str, value: object, co
                 "current_is_default": default,
                 "applied": value,
                 "seed": args.seed,
+                "latency_model": _latency_json(setup),
                 "before": before.as_dict(),
                 "after": after.as_dict(),
             }

@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model
@@ -91,6 +92,9 @@ class StepCost:
         compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
                   + attention_seconds_per_pair × (query token × context token) pairs
         step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + overhead_seconds
+
+    ``overhead_seconds`` is :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds` (the engine's CPU
+    time per step, 0 in the plain roofline).
 
     Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
     tokens of context — the advisor's own step model, with its per-step overhead
@@ -142,6 +146,39 @@ class StepCost:
             overhead_seconds=m0.overhead,
             expert_seconds=m0.expert_memory,
             expert_untouched_base=m0.expert_untouched_base,
+        )
+
+    def scaled(self, decode_ratio: float, prefill_ratio: float, decode_overhead_ratio: float = 1.0) -> StepCost:
+        """These coefficients with a deployment's calibrated factors
+        (:class:`advisor.capacity.calibration.LatencyModel`): the memory terms (weights, KV, the MoE experts' stream)
+        and the all-reduces ÷ ``decode_ratio`` (``r_d``, calibrated decode speed ÷ the prior's), the step overhead
+        × ``decode_overhead_ratio`` (``o_d``), the compute terms (matmul, LM head, attention) ÷ ``prefill_ratio``
+        (``r_p``). A decode step that is bandwidth-bound (every decode of a model of a billion parameters or more at
+        serving batches) then takes exactly ``LatencyModel.decode_step_model(B)``, and a compute-bound prefill's GPU
+        time is the calibrated prefill's (calibration.py's reading of the factors: calibrated bandwidth and compute
+        efficiency ÷ the prior's, and the fixed CPU time's own ratio).
+
+        Raises:
+            ValueError: a ratio not finite and > 0.
+        """
+        for name, r in (
+            ("decode_ratio", decode_ratio),
+            ("prefill_ratio", prefill_ratio),
+            ("decode_overhead_ratio", decode_overhead_ratio),
+        ):
+            if not (math.isfinite(r) and r > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {r!r}")
+        return StepCost(
+            weights_seconds=self.weights_seconds / decode_ratio,
+            kv_seconds_per_token=self.kv_seconds_per_token / decode_ratio,
+            matmul_seconds_per_token=self.matmul_seconds_per_token / prefill_ratio,
+            lm_head_seconds_per_sample=self.lm_head_seconds_per_sample / prefill_ratio,
+            attention_seconds_per_pair=self.attention_seconds_per_pair / prefill_ratio,
+            comm_fixed_seconds=self.comm_fixed_seconds / decode_ratio,
+            comm_seconds_per_token=self.comm_seconds_per_token / decode_ratio,
+            overhead_seconds=self.overhead_seconds * decode_overhead_ratio,
+            expert_seconds=self.expert_seconds / decode_ratio,
+            expert_untouched_base=self.expert_untouched_base,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
@@ -225,6 +262,11 @@ class EngineConfig:
         prefix_caching, speculative: optional features.
         model_name: the served model (``--served-model-name``).
         gpu_memory_utilization, cache_dtype: echoed in the engine's config metrics.
+        request_overhead_seconds: seconds from a request's arrival to the engine's waiting queue
+            (:attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`: tokenization and admission
+            off the GPU, as vLLM's API server does it before the engine core queues the request). It adds to TTFT
+            and e2e latency, not to the queue time (vLLM measures that from the engine core's queueing) nor to any
+            step; the :class:`~advisor.sim.fleet.Fleet` applies it. 0 = none (the plain roofline).
     """
 
     kv_cache_blocks: int
@@ -242,6 +284,10 @@ class EngineConfig:
     request_overhead_seconds: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.request_overhead_seconds) and self.request_overhead_seconds >= 0):
+            raise ValueError(
+                f"request_overhead_seconds must be a finite number ≥ 0, got {self.request_overhead_seconds}"
+            )
         for name in ("kv_cache_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -265,30 +311,45 @@ def engine_config(
     speculative: Speculative | None = None,
     chunked_prefill: bool = True,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+    latency: LatencyModel | None = None,
 ) -> EngineConfig:
     """An :class:`EngineConfig` from the capacity pass: the pool is ``capacity_pass(inputs).kv_cache_blocks``,
     ``max_num_batched_tokens`` the engine default when unset (:attr:`CapacityInputs.profile_tokens`); the step cost
     and the per-request overhead from ``assumptions`` (:meth:`StepCost.from_capacity`,
     :attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`).
 
+    The step model: ``latency`` (a deployment's :class:`~advisor.capacity.calibration.LatencyModel`, prior or
+    calibrated: the one the daemon's rules use) when given — its prior's factors on ``gpu``
+    (:func:`~advisor.capacity.perf.assumptions_for`) scaled by its decode and prefill ratios
+    (:meth:`StepCost.scaled`), the per-request overhead ÷ the prefill ratio (the calibrated prefill divides the
+    whole prefill, overhead included, by it) — else ``assumptions`` as they are.
+
     Raises:
         CapacityError: the capacity pass fails (weights do not fit, …) or the GPU lacks perf figures.
     """
     result = capacity_pass(inputs)
+    if latency is not None:
+        a = latency.assumptions(gpu)
+        r_d, r_p = latency.decode.ratio, latency.prefill.ratio
+        cost = StepCost.from_capacity(inputs, gpu, a).scaled(r_d, r_p, latency.decode_overhead.ratio)
+        request_overhead = latency.request_overhead_seconds(gpu)
+    else:
+        cost = StepCost.from_capacity(inputs, gpu, assumptions)
+        request_overhead = assumptions.prefill_overhead_seconds
     return EngineConfig(
         kv_cache_blocks=result.kv_cache_blocks,
         block_size=result.block_size,
         max_num_seqs=inputs.max_num_seqs,
         max_num_batched_tokens=inputs.profile_tokens,
         max_model_len=result.max_model_len,
-        cost=StepCost.from_capacity(inputs, gpu, assumptions),
+        cost=cost,
         chunked_prefill=chunked_prefill,
         prefix_caching=prefix_caching,
         speculative=speculative,
         model_name=model_name or inputs.model.name,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
         cache_dtype=inputs.kv_cache_dtype,
-        request_overhead_seconds=assumptions.prefill_overhead_seconds,
+        request_overhead_seconds=request_overhead,
     )
 
 

@@ -36,7 +36,7 @@ from advisor.sim.exposition import SGLangCollector, VLLMCollector, render
 from advisor.sim.fleet import Fleet, Router, simulate
 from advisor.sim.metrics import SGLangMetrics, VLLMMetrics
 from advisor.sim.scenarios import DEMO_SCENARIOS
-from advisor.sim.traffic import GammaGaps, LognormalLengths, OnOff, Poisson, TrafficProfile
+from advisor.sim.traffic import Arrival, GammaGaps, LognormalLengths, OnOff, Poisson, TrafficProfile
 from tests.sim.conftest import llama_engine, llama_inputs
 
 REL = 1e-9
@@ -226,6 +226,15 @@ CASES: dict[str, tuple[EngineConfig, TrafficProfile, dict[str, Any]]] = {
         TrafficProfile(Poisson(4.0), LognormalLengths(1500, 0.6, 400, 1.0)),
         {},
     ),
+    "step-and-request-overheads": (
+        dataclasses.replace(
+            llama_engine(),
+            cost=dataclasses.replace(llama_engine().cost, overhead_seconds=0.002),
+            request_overhead_seconds=0.03,
+        ),
+        chat(8.0),
+        {"replicas": 2},
+    ),
     "three-replicas-round-robin": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3, "router": "round-robin"}),
     "three-replicas-least-loaded": (llama_engine(max_num_seqs=32), chat(12.0), {"replicas": 3}),
     "calibrated-prior-overheads": (  # the fitted factors: a per-step and a per-request overhead, KV-read efficiency
@@ -402,3 +411,34 @@ def test_lognormal_lengths_draw_what_they_drew_before_the_speed_up() -> None:
         sigma2 = math.log1p(0.5 * 0.5)
         p = round(a.lognormvariate(math.log(1500) - sigma2 / 2, math.sqrt(sigma2)))
         assert lengths.draw(b) == (max(1, p), 300)
+
+
+def test_the_calibrated_step_is_the_prior_s_divided_by_the_factors() -> None:
+    """Issue 17 part 4: the simulator's step model with a deployment's calibrated factors
+    (:meth:`StepCost.scaled`): memory terms ÷ r_d, compute terms ÷ r_p. Hand arithmetic: a decode step of 16
+    sequences at 1,000 tokens of context is memory-bound (weights + KV), so with r_d = 0.5 it takes twice the
+    prior's; a prefill of 4,096 tokens alone is compute-bound, so with r_p = 2 it takes half (less the KV it writes,
+    which is memory and below the compute time either way)."""
+    prior = llama_engine().cost
+    cal = prior.scaled(0.5, 2.0)
+    decode = (16, 16, 16 * 1000, 16 * 1000.0)
+    assert cal.seconds(*decode) == pytest.approx(2 * prior.seconds(*decode), rel=1e-12)
+    prefill = (4096, 1, 4096, 4096 * 4097 / 2)
+    assert cal.seconds(*prefill) == pytest.approx(prior.seconds(*prefill) / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="decode_ratio"):
+        prior.scaled(0.0, 1.0)
+
+
+def test_the_request_overhead_adds_to_ttft_not_to_the_queue_time() -> None:
+    """A request alone: its TTFT is the overhead (before the engine's queue) plus its prefill step; its queue time,
+    as vLLM measures it from the engine core's queueing, is 0."""
+    base = llama_engine()
+    config = dataclasses.replace(base, request_overhead_seconds=0.05)
+    one = TrafficProfile(trace=(Arrival(1.0, 1000, 2),))
+    fleet_a, fleet_b = Fleet(base, one), Fleet(config, one)
+    fleet_a.advance(10.0)
+    fleet_b.advance(10.0)
+    (a,), (b,) = fleet_a.requests, fleet_b.requests
+    assert b.ttft == pytest.approx(a.ttft + 0.05, abs=1e-12)
+    assert a.queue_time == b.queue_time == 0.0
+    assert b.tpot == pytest.approx(a.tpot, abs=1e-12)

@@ -4,6 +4,7 @@ pipe). The rest run the CLI's entry point in-process (:func:`tests.inprocess.run
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.simcmd import add_simulate_parser
 from tests.conftest import REPO_ROOT
 from tests.inprocess import CliRun, run_cli
 
@@ -161,3 +163,31 @@ def test_a_reader_that_goes_away_is_not_an_error(config: Path, tmp_path: Path, f
         err = stderr.read()
     assert rc == 0, err
     assert "Broken pipe" not in err and "BrokenPipeError" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--window", "1h"], "--window needs --prometheus URL"),
+        (["--latency-model", "calibrated"], "--latency-model needs --prometheus URL"),
+        (["--prometheus", "http://127.0.0.1:1", "--arrival-rate", "3"], "--arrival-rate does not apply"),
+        (["--prometheus", "http://127.0.0.1:1", "--sweep", "replicas=1,2"], "--sweep does not apply with --prometheus"),
+        (["--prometheus", "http://127.0.0.1:1", "--prompt-tokens", "900"], "--prompt-tokens does not apply"),
+    ],
+)
+def test_live_data_flags_are_refused_where_they_do_not_apply(
+    tmp_path: Path, flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 17 part 4: the history flags need --prometheus; the traffic flags do not apply with it (the run takes
+    the window's observed traffic). Refused before any query (port 1 answers nothing)."""
+    config = tmp_path / "advisor.yaml"
+    config.write_text(
+        "deployments:\n  - name: a\n    engine: vllm\n    targets: ['http://127.0.0.1:1/metrics']\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n    gpu: H100-SXM\n",
+        encoding="utf-8",
+    )
+    p = argparse.ArgumentParser(prog="capacity-advisor")
+    add_simulate_parser(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(["simulate", "--config", str(config), *flags])
+    assert args.func(args) == 2
+    assert message in capsys.readouterr().err
