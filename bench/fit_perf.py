@@ -75,6 +75,18 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
         "one small all-reduce inside a CUDA graph: custom one-shot kernels (TensorRT-LLM, vLLM) take a few µs, "
         "NCCL/RCCL ring small messages 10–30 µs; more is a per-step cost, which step_overhead_seconds carries",
     ),
+    "attention_serial_fraction": (
+        0.0,
+        1.0,
+        "0: decode attention hidden under the GEMMs' roofline; 1: its own kernel after them (engines run a "
+        "layer's kernels in sequence on one stream)",
+    ),
+    "step_overhead_per_seq_seconds": (
+        0.0,
+        50e-6,
+        "CPU time per running sequence per step (scheduling, sampling, detokenizing): 0 (C++ runtime, overlapped) "
+        "to 50 µs (12.8 ms at vLLM's 256 sequences, a Python step's whole budget)",
+    ),
     "static_overhead_fraction": (
         0.0,
         1.0,
@@ -93,14 +105,21 @@ PRIOR_SCALE: dict[str, float] = {
     "prefill_overhead_seconds": 0.02,
     "interconnect_efficiency": 0.3,
     "allreduce_latency_seconds": 0.5,
+    "step_overhead_per_seq_seconds": 5e-6,
 }
 """One prior standard deviation per group factor: log units for efficiencies, seconds for overheads."""
 
-LINEAR = {"step_overhead_seconds", "prefill_overhead_seconds", "static_overhead_fraction"}
+LINEAR = {
+    "step_overhead_seconds",
+    "prefill_overhead_seconds",
+    "static_overhead_fraction",
+    "attention_serial_fraction",
+    "step_overhead_per_seq_seconds",
+}
 """Factors searched linearly (they may be 0); the others in log space."""
 
 GROUP_FACTORS = tuple(PRIOR_SCALE)
-GLOBAL_ONLY = ("static_overhead_fraction",)
+GLOBAL_ONLY = ("static_overhead_fraction", "attention_serial_fraction")
 
 START: dict[str, float] = {
     "memory_bandwidth_efficiency": 0.8,
@@ -112,6 +131,8 @@ START: dict[str, float] = {
     "prefill_overhead_seconds": 0.01,
     "interconnect_efficiency": 0.7,
     "allreduce_latency_seconds": 10e-6,
+    "attention_serial_fraction": 0.5,
+    "step_overhead_per_seq_seconds": 5e-6,
     "static_overhead_fraction": 0.5,
 }
 

@@ -100,6 +100,21 @@ class PerfAssumptions:
             (page-sized reads, one head group per block) where the weight stream reads large contiguous
             matrices; the fit tests whether it reaches a lower fraction of peak (it is what a large batch at
             long context is bound by).
+        attention_serial_fraction: share (0–1) of decode attention that runs as its own kernel *after* the
+            weight GEMMs instead of under one roofline with them. A decoder layer runs QKV projection → attention
+            → output projection → MLP one kernel after another on one CUDA stream (vLLM, SGLang and TensorRT-LLM
+            alike), so the roofline applies per kernel: ``max(weights ÷ BW, GEMM FLOPs ÷ peak) + max(KV ÷ BW,
+            attention FLOPs ÷ peak)`` (the per-layer roofline of Yuan et al., "LLM Inference Unveiled: Survey and
+            Roofline Model Insights", arXiv 2402.16363, 2024; NanoFlow, Zhu et al., arXiv 2408.12757, overlaps
+            these kernels as its contribution because engines run them in sequence). 0 = the single roofline over
+            the whole step (the pre-calibration model), 1 = fully serial kernels. It matters where the GEMMs
+            are compute-bound and the KV reads large: a large batch at long context.
+        step_overhead_per_seq_seconds: CPU time every step adds *per running sequence*, seconds: per-request
+            scheduling (block-table updates, input tensors), the sampler's per-request work (penalties, top-k/p,
+            logprobs) and incremental detokenization of each new token, which grow with the batch (vLLM's V1
+            design notes: "the CPU overhead ... scheduling, detokenization" grows with the batch and is what
+            motivated moving it beside the GPU, https://blog.vllm.ai/2025/01/27/v1-alpha-release.html; SGLang
+            v0.4's overlap scheduler, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). 0 = not modelled.
 
     The defaults leave every term added for issue 17 off (overheads 0, FP8 at ``compute_efficiency``, no FP4
     peak), so an uncalibrated model is the plain roofline; :func:`assumptions_for` returns the fitted values.
@@ -115,6 +130,8 @@ class PerfAssumptions:
     fp8_compute_efficiency: float | None = None
     fp4_compute_efficiency: float | None = None
     kv_bandwidth_efficiency: float | None = None
+    attention_serial_fraction: float = 0.0
+    step_overhead_per_seq_seconds: float = 0.0
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
@@ -273,12 +290,18 @@ def _check(name: str, value: float, minimum: float) -> None:
 
 @dataclass(frozen=True)
 class DecodeStepModel:
-    """One decode step as three straight lines in the batch ``B`` (seconds)::
+    """One decode step as straight lines in the batch ``B`` (seconds)::
 
         step(B) = max(memory_fixed + memory_per_seq·B, compute_per_seq·B) + comm_fixed + comm_per_seq·B
+                  + max(attention_memory_per_seq, attention_compute_per_seq)·B + overhead + overhead_per_seq·B
 
     ``memory_fixed`` streams the weights, ``memory_per_seq`` one sequence's KV at the mean context,
-    ``compute_per_seq`` its matmul and attention FLOPs, ``comm_*`` the tensor-parallel all-reduces. Built by
+    ``compute_per_seq`` its matmul and attention FLOPs, ``comm_*`` the tensor-parallel all-reduces. The
+    ``attention_*_per_seq`` pair is the share of decode attention run as its own kernel after the GEMMs
+    (:attr:`PerfAssumptions.attention_serial_fraction` of one sequence's KV read and attention FLOPs; that share
+    is left out of ``memory_per_seq`` and ``compute_per_seq``); ``overhead`` and ``overhead_per_seq`` the CPU
+    time per step and per sequence per step (:attr:`PerfAssumptions.step_overhead_seconds`,
+    :attr:`PerfAssumptions.step_overhead_per_seq_seconds`). Built by
     :func:`decode_step_model`; :func:`decode_step_seconds` is this evaluated at one batch. The dial search
     evaluates it thousands of times, hence the precomputed coefficients.
     """
@@ -291,18 +314,33 @@ class DecodeStepModel:
     overhead: float = 0.0
     expert_memory: float = 0.0
     expert_untouched_base: float = 0.0
+    attention_memory_per_seq: float = 0.0
+    attention_compute_per_seq: float = 0.0
+    overhead_per_seq: float = 0.0
+
+    def overhead_at(self, batch: float) -> float:
+        """The CPU part of the step at ``batch`` sequences, seconds: ``overhead + overhead_per_seq·B``."""
+        return self.overhead + self.overhead_per_seq * batch
 
     def __call__(self, batch: float) -> float:
         """Seconds of one step at ``batch`` sequences (any batch ≥ 0; linear in it for a dense model).
 
-        ``overhead`` (:attr:`PerfAssumptions.step_overhead_seconds`) is added to every step. A MoE model
+        ``overhead`` (:attr:`PerfAssumptions.step_overhead_seconds`) is added to every step, ``overhead_per_seq``
+        and the serial attention kernel per sequence. A MoE model
         streams only the experts its ``batch`` tokens select: ``expert_memory`` (seconds to stream all routed
         experts, included in ``memory_fixed``) × ``expert_untouched_base^batch``
         (:func:`untouched_expert_fraction`) is not read."""
         memory = self.memory_fixed + self.memory_per_seq * batch
         if self.expert_memory:
             memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, batch)
-        return max(memory, self.compute_per_seq * batch) + self.comm_fixed + self.comm_per_seq * batch + self.overhead
+        return (
+            max(memory, self.compute_per_seq * batch)
+            + self.comm_fixed
+            + self.comm_per_seq * batch
+            + max(self.attention_memory_per_seq, self.attention_compute_per_seq) * batch
+            + self.overhead
+            + self.overhead_per_seq * batch
+        )
 
     def compute_bound(self, batch: float) -> bool:
         """Whether the step at ``batch`` sequences is set by its FLOPs (``compute_per_seq·B`` ≥ the memory time)
@@ -328,19 +366,23 @@ def decode_step_model(
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
     peak = _effective_flops(inputs, gpu, assumptions)
     body, lm_head = _matmul_parameters(inputs)
-    flops_per_seq = (
-        2 * (body + lm_head) / tp + 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens
-    )
+    gemm = 2 * (body + lm_head) / tp / peak
+    attention_compute = 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens / peak
+    kv_read = mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / _kv_bandwidth(gpu, assumptions)
+    serial = assumptions.attention_serial_fraction
     comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
     return DecodeStepModel(
         memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
-        memory_per_seq=mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / _kv_bandwidth(gpu, assumptions),
-        compute_per_seq=flops_per_seq / peak,
+        memory_per_seq=(1.0 - serial) * kv_read,
+        compute_per_seq=gemm + (1.0 - serial) * attention_compute,
         comm_fixed=comm_fixed,
         comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
         overhead=assumptions.step_overhead_seconds,
         expert_memory=_expert_bytes_per_gpu(inputs) / bandwidth,
         expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
+        attention_memory_per_seq=serial * kv_read,
+        attention_compute_per_seq=serial * attention_compute,
+        overhead_per_seq=assumptions.step_overhead_per_seq_seconds,
     )
 
 
@@ -418,7 +460,8 @@ def prefill_batch_roofline(
 ) -> PrefillRoofline:
     """The terms of the forward pass that prefills ``prompts`` prompts of ``prompt_tokens`` tokens together (a
     static batch's prefill, or the prompts one engine step admits), with one
-    :attr:`PerfAssumptions.step_overhead_seconds`; no per-request overhead.
+    :attr:`PerfAssumptions.step_overhead_seconds` and ``prompts`` × :attr:`PerfAssumptions.step_overhead_per_seq_seconds`;
+    no per-request overhead.
 
     FLOPs per GPU: ``prompts × (2 × P × body ÷ TP + 2 × LM head ÷ TP + 2 × layers × heads/TP × head_dim × P²)``
     (each prompt attends to itself only); bytes: the weights once (the experts the step's tokens select,
@@ -445,7 +488,7 @@ def prefill_batch_roofline(
         memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
         compute=flops / _effective_flops(inputs, gpu, assumptions),
         comm=_allreduce_seconds(inputs, gpu, tokens, assumptions),
-        overhead=assumptions.step_overhead_seconds,
+        overhead=assumptions.step_overhead_seconds + assumptions.step_overhead_per_seq_seconds * prompts,
     )
 
 
@@ -521,7 +564,8 @@ def mixed_step_seconds(
 
         memory  = decode memory(B) + prompts × P × KV bytes/token ÷ bandwidth
         compute = decode compute(B) + prompts × prefill FLOPs(P) ÷ peak
-        step    = max(memory, compute) + all-reduce(B + prompts × P rows) + step overhead
+        step    = max(memory, compute) + all-reduce(B + prompts × P rows) + serial decode attention(B)
+                  + step overhead + per-sequence overhead × (B + prompts)
 
     so a memory-bound decode hides prefill compute up to its idle compute. With ``prompts = 0`` this is
     :func:`decode_step_seconds`; with ``decode_batch = 0`` it is :func:`prefill_batch_seconds`.
@@ -553,4 +597,10 @@ def mixed_step_seconds(
         + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
     )
     compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
-    return max(memory, compute) + _allreduce_seconds(inputs, gpu, tokens, assumptions) + step.overhead
+    serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
+    return (
+        max(memory, compute)
+        + _allreduce_seconds(inputs, gpu, tokens, assumptions)
+        + serial_attention
+        + step.overhead_at(decode_batch + prompts)
+    )

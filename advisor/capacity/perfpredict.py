@@ -27,7 +27,8 @@ Static (an offline benchmark without a server)
     the steady state every step is ``mixed(B, B ÷ O)`` and yields ``B`` tokens: output tokens/s ``= B ÷
     mixed(B, B ÷ O)``.
     Static runs have no HTTP server, no detokenizer streaming and no request admission: the per-request
-    ``prefill_overhead`` is 0 and the per-step overhead is the serving one × ``static_overhead_fraction``
+    ``prefill_overhead`` is 0 and the per-step overheads (fixed and per sequence) are the serving ones ×
+    ``static_overhead_fraction``
     (fitted, bounded to [0, 1]: an offline loop cannot cost more per step than the same engine behind a server).
 
 Batch of a saturation run (the row states none)
@@ -238,11 +239,12 @@ def row_setup(row: Measurement) -> RowSetup | str:
 
 
 def static_assumptions(assumptions: PerfAssumptions, static_overhead_fraction: float) -> PerfAssumptions:
-    """The factors a static (serverless) run sees: no per-request overhead, the per-step overhead scaled by
-    ``static_overhead_fraction`` (0–1)."""
+    """The factors a static (serverless) run sees: no per-request overhead, the per-step and per-sequence step
+    overheads scaled by ``static_overhead_fraction`` (0–1)."""
     return dataclasses.replace(
         assumptions,
         step_overhead_seconds=assumptions.step_overhead_seconds * static_overhead_fraction,
+        step_overhead_per_seq_seconds=assumptions.step_overhead_per_seq_seconds * static_overhead_fraction,
         prefill_overhead_seconds=0.0,
     )
 
