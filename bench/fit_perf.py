@@ -87,6 +87,12 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
         "CPU time per running sequence per step (scheduling, sampling, detokenizing): 0 (C++ runtime, overlapped) "
         "to 50 µs (12.8 ms at vLLM's 256 sequences, a Python step's whole budget)",
     ),
+    "allreduce_hop_latency_seconds": (
+        0.0,
+        5e-6,
+        "latency of each of a ring all-reduce's 2(TP − 1) steps (Thakur, Rabenseifner & Gropp 2005): 0 (one-shot "
+        "custom kernels: latency flat in TP) to 5 µs (NCCL LL protocol over PCIe)",
+    ),
     "static_overhead_fraction": (
         0.0,
         1.0,
@@ -106,6 +112,7 @@ PRIOR_SCALE: dict[str, float] = {
     "interconnect_efficiency": 0.3,
     "allreduce_latency_seconds": 0.5,
     "step_overhead_per_seq_seconds": 5e-6,
+    "allreduce_hop_latency_seconds": 1e-6,
 }
 """One prior standard deviation per group factor: log units for efficiencies, seconds for overheads."""
 
@@ -115,6 +122,7 @@ LINEAR = {
     "static_overhead_fraction",
     "attention_serial_fraction",
     "step_overhead_per_seq_seconds",
+    "allreduce_hop_latency_seconds",
 }
 """Factors searched linearly (they may be 0); the others in log space."""
 
@@ -133,6 +141,7 @@ START: dict[str, float] = {
     "allreduce_latency_seconds": 10e-6,
     "attention_serial_fraction": 0.5,
     "step_overhead_per_seq_seconds": 5e-6,
+    "allreduce_hop_latency_seconds": 1e-6,
     "static_overhead_fraction": 0.5,
 }
 
@@ -164,7 +173,8 @@ def coordinate_search(
     objective: Callable[[Params], float], start: Params, names: Sequence[str], rounds: int = 12
 ) -> Params:
     """Minimize ``objective`` over ``names`` by coordinate search within :data:`BOUNDS` (log steps for
-    efficiencies starting at ×1.25, linear steps for overheads starting at a quarter of the range)."""
+    efficiencies starting at ×1.25, linear steps for overheads starting at a quarter of the range; a factor's search
+    stops at a step of 10⁻³ in log space or 10⁻⁴ of its range)."""
     best = dict(start)
     value = objective(best)
     steps = {n: (BOUNDS[n][1] - BOUNDS[n][0]) / 4 if n in LINEAR else math.log(1.25) for n in names}
@@ -172,7 +182,7 @@ def coordinate_search(
         improved_any = False
         for name in names:
             lo, hi, _why = BOUNDS[name]
-            while steps[name] > (1e-5 if name in LINEAR else 1e-3):
+            while steps[name] > ((hi - lo) * 1e-4 if name in LINEAR else 1e-3):
                 moved = False
                 for sign in (1.0, -1.0):
                     trial = dict(best)

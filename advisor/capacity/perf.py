@@ -132,6 +132,7 @@ class PerfAssumptions:
     kv_bandwidth_efficiency: float | None = None
     attention_serial_fraction: float = 0.0
     step_overhead_per_seq_seconds: float = 0.0
+    allreduce_hop_latency_seconds: float = 0.0
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
@@ -279,7 +280,8 @@ def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Per
     )
     buffer = rows * inputs.model.hidden_size * DTYPE_BYTES[inputs.compute_dtype]
     per_gpu = 2 * (tp - 1) / tp * buffer
-    per_allreduce = a.allreduce_latency_seconds + per_gpu / (link * a.interconnect_efficiency)
+    latency = a.allreduce_latency_seconds + 2 * (tp - 1) * a.allreduce_hop_latency_seconds
+    per_allreduce = latency + per_gpu / (link * a.interconnect_efficiency)
     return 2 * inputs.model.num_layers * per_allreduce
 
 
