@@ -43,9 +43,10 @@ two; the random walk keeps it tracking; the Huber clip bounds what one bad windo
 with a forgetting factor is the same filter with ``q²`` tied to ``P`` (Ljung & Söderström 1983, §5), without the
 prior's weight or the outlier gate.
 
-**Work and overhead.** The prior's time is the roofline's work plus fixed CPU time: the per-step overhead in a
-decode step, the per-step and per-request overheads in a prefill (``PerfAssumptions.step_overhead_seconds``,
-``prefill_overhead_seconds``, fitted on published GPU serving). One multiplicative factor on the whole time is right
+**Work and overhead.** The prior's time is the roofline's work plus fixed CPU time: the per-step overhead (fixed and
+per running sequence) in a decode step, the per-step and per-request overheads in a prefill
+(``PerfAssumptions.step_overhead_seconds``, ``step_overhead_per_seq_seconds``, ``prefill_overhead_seconds``, fitted
+on published GPU serving). One multiplicative factor on the whole time is right
 where the roofline dominates, and wrong in kind where the overhead does: a tiny model on a CPU vLLM (issue 17
 acceptance 4) decodes in 0.8–1.5 ms where the prior says 0.5 ms of weight streaming + 1.1 ms of overhead, and
 prefills 16 tokens in 2–8 ms where the prior says 0.5 ms + 17 ms of overheads — a factor of 2–7, beyond
@@ -321,9 +322,9 @@ def _prior(sd: float) -> FactorEstimate:
 
 
 def _prefill_split(seconds: float, a: PerfAssumptions) -> tuple[float, float]:
-    """``(work, overhead)`` of the prior's prefill time: its fixed overheads (per step and per request, as
-    :func:`advisor.capacity.perf.prefill_roofline` adds them) and the roofline rest."""
-    overhead = min(seconds, a.step_overhead_seconds + a.prefill_overhead_seconds)
+    """``(work, overhead)`` of the prior's prefill time: its fixed overheads (per step, per sequence for its one
+    prompt, and per request, as :func:`advisor.capacity.perf.prefill_roofline` adds them) and the roofline rest."""
+    overhead = min(seconds, a.step_overhead_seconds + a.step_overhead_per_seq_seconds + a.prefill_overhead_seconds)
     return seconds - overhead, overhead
 
 
@@ -389,8 +390,8 @@ class LatencyModel:
 
     def decode_step_model(self, inputs: CapacityInputs, gpu: GPUSpec, mean_context_tokens: float) -> DecodeStepModel:
         """:func:`advisor.capacity.perf.decode_step_model` with its work ÷ ``r_d`` (every roofline time
-        coefficient and the MoE experts' stream; the experts' escape probability is not a time) and its per-step
-        overhead × the overhead ratio ``o_d`` (``decode_overhead``).
+        coefficient, the serial attention kernel's and the MoE experts' stream; the experts' escape probability is
+        not a time) and its per-step and per-sequence overheads × the overhead ratio ``o_d`` (``decode_overhead``).
 
         Raises:
             CapacityError: as ``perf.decode_step_model``.
@@ -408,6 +409,9 @@ class LatencyModel:
             comm_per_seq=m.comm_per_seq / r,
             overhead=m.overhead * o,
             expert_memory=m.expert_memory / r,
+            attention_memory_per_seq=m.attention_memory_per_seq / r,
+            attention_compute_per_seq=m.attention_compute_per_seq / r,
+            overhead_per_seq=m.overhead_per_seq * o,
         )
 
     def tpot_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, batch: float, mean_context_tokens: float) -> float:
@@ -564,8 +568,9 @@ def calibrate(
         )
     new_decode, new_d_over, d_clip = model.decode, model.decode_overhead, False
     if obs.tpot_seconds is not None and obs.tpot_seconds > 0 and obs.batch > 0:
-        step0 = decode_step_model(inputs, gpu, obs.context_tokens, a)(max(1.0, obs.batch))
-        o_d0 = min(step0, a.step_overhead_seconds)
+        prior_step = decode_step_model(inputs, gpu, obs.context_tokens, a)
+        step0 = prior_step(max(1.0, obs.batch))
+        o_d0 = min(step0, prior_step.overhead_at(max(1.0, obs.batch)))
         w_d0 = step0 - o_d0
         step = w_d0 / model.decode.ratio + o_d0 * model.decode_overhead.ratio
         tpot_err = step / (1 - rho) / obs.tpot_seconds - 1

@@ -91,10 +91,17 @@ class StepCost:
                   − expert_seconds × expert_untouched_base ^ tokens
         compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
                   + attention_seconds_per_pair × (query token × context token) pairs
-        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + overhead_seconds
+        serial  = max(serial_kv_seconds_per_token × context tokens read,
+                      serial_attention_seconds_per_pair × pairs)
+        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + serial
+                  + overhead_seconds + overhead_seconds_per_seq × sequences sampled
 
     ``overhead_seconds`` is :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds` (the engine's CPU
-    time per step, 0 in the plain roofline).
+    time per step, 0 in the plain roofline), ``overhead_seconds_per_seq``
+    :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_per_seq_seconds` (its CPU time per sequence per
+    step). ``serial_*`` is the share of attention run as its own kernel after the GEMMs
+    (:attr:`~advisor.capacity.perf.PerfAssumptions.attention_serial_fraction`; the ``kv_seconds_per_token`` and
+    ``attention_seconds_per_pair`` terms hold the rest), as ``DecodeStepModel.attention_*_per_seq``.
 
     Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
     tokens of context — the advisor's own step model, with its per-step overhead
@@ -117,6 +124,9 @@ class StepCost:
     overhead_seconds: float = 0.0
     expert_seconds: float = 0.0
     expert_untouched_base: float = 0.0
+    serial_kv_seconds_per_token: float = 0.0
+    serial_attention_seconds_per_pair: float = 0.0
+    overhead_seconds_per_seq: float = 0.0
 
     @classmethod
     def from_capacity(
@@ -146,13 +156,17 @@ class StepCost:
             overhead_seconds=m0.overhead,
             expert_seconds=m0.expert_memory,
             expert_untouched_base=m0.expert_untouched_base,
+            serial_kv_seconds_per_token=m1.attention_memory_per_seq - m0.attention_memory_per_seq,
+            serial_attention_seconds_per_pair=m1.attention_compute_per_seq - m0.attention_compute_per_seq,
+            overhead_seconds_per_seq=m0.overhead_per_seq,
         )
 
     def scaled(self, decode_ratio: float, prefill_ratio: float, decode_overhead_ratio: float = 1.0) -> StepCost:
         """These coefficients with a deployment's calibrated factors
         (:class:`advisor.capacity.calibration.LatencyModel`): the memory terms (weights, KV, the MoE experts' stream)
-        and the all-reduces ÷ ``decode_ratio`` (``r_d``, calibrated decode speed ÷ the prior's), the step overhead
-        × ``decode_overhead_ratio`` (``o_d``), the compute terms (matmul, LM head, attention) ÷ ``prefill_ratio``
+        and the all-reduces ÷ ``decode_ratio`` (``r_d``, calibrated decode speed ÷ the prior's), the step overheads
+        (fixed and per sequence) × ``decode_overhead_ratio`` (``o_d``), the compute terms (matmul, LM head,
+        attention) ÷ ``prefill_ratio``
         (``r_p``). A decode step that is bandwidth-bound (every decode of a model of a billion parameters or more at
         serving batches) then takes exactly ``LatencyModel.decode_step_model(B)``, and a compute-bound prefill's GPU
         time is the calibrated prefill's (calibration.py's reading of the factors: calibrated bandwidth and compute
@@ -179,6 +193,9 @@ class StepCost:
             overhead_seconds=self.overhead_seconds * decode_overhead_ratio,
             expert_seconds=self.expert_seconds / decode_ratio,
             expert_untouched_base=self.expert_untouched_base,
+            serial_kv_seconds_per_token=self.serial_kv_seconds_per_token / decode_ratio,
+            serial_attention_seconds_per_pair=self.serial_attention_seconds_per_pair / prefill_ratio,
+            overhead_seconds_per_seq=self.overhead_seconds_per_seq * decode_overhead_ratio,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
@@ -192,11 +209,15 @@ class StepCost:
             + self.lm_head_seconds_per_sample * samples
             + self.attention_seconds_per_pair * pairs
         )
+        serial_kv = self.serial_kv_seconds_per_token * kv_tokens
+        serial_attention = self.serial_attention_seconds_per_pair * pairs
         return (
             (memory if memory > compute else compute)
             + self.comm_fixed_seconds
             + self.comm_seconds_per_token * tokens
+            + (serial_kv if serial_kv > serial_attention else serial_attention)
             + self.overhead_seconds
+            + self.overhead_seconds_per_seq * samples
         )
 
 
@@ -869,6 +890,9 @@ class Replica(ReferenceReplica):
             c.overhead_seconds,
             c.expert_seconds,
             c.expert_untouched_base,
+            c.serial_kv_seconds_per_token,
+            c.serial_attention_seconds_per_pair,
+            c.overhead_seconds_per_seq,
         )
         super().__init__(config, seed=seed, observers=observers, name=name)
 
@@ -1048,15 +1072,36 @@ class Replica(ReferenceReplica):
         self.free_blocks = free
         sc = self._sc
         kv = sc + nl
-        weights, per_kv, per_token, per_sample, per_pair, comm_fixed, comm_per_token, overhead, expert, base = (
-            self._coef
-        )
+        (
+            weights,
+            per_kv,
+            per_token,
+            per_sample,
+            per_pair,
+            comm_fixed,
+            comm_per_token,
+            overhead,
+            expert,
+            base,
+            serial_kv,
+            serial_pair,
+            overhead_per_seq,
+        ) = self._coef
         # StepCost.seconds(nl, nl, kv, float(kv)), the same operations in the same order
         memory = weights + per_kv * kv
         if expert:
             memory -= expert * base**nl
         compute = per_token * nl + per_sample * nl + per_pair * float(kv)
-        seconds = (memory if memory > compute else compute) + comm_fixed + comm_per_token * nl + overhead
+        serial_k = serial_kv * kv
+        serial_a = serial_pair * float(kv)
+        seconds = (
+            (memory if memory > compute else compute)
+            + comm_fixed
+            + comm_per_token * nl
+            + (serial_k if serial_k > serial_a else serial_a)
+            + overhead
+            + overhead_per_seq * nl
+        )
         end = start + seconds
         usable = self.usable_blocks
         usage = 1.0 - free / usable if usable > 0 else 0.0

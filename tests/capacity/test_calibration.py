@@ -114,6 +114,27 @@ def test_the_calibrated_step_divides_the_work_and_the_expert_stream_and_scales_t
     assert decode_step_model(mixtral, H100, 1000.0, prior).expert_memory > 0  # the MoE term is there to keep
 
 
+def test_the_calibrated_step_divides_the_serial_attention_and_scales_the_per_sequence_overhead() -> None:
+    # the terms issue 17 part 2 added: attention after the GEMMs is roofline work (÷ r_d), the CPU time per sequence
+    # an overhead (× o_d): with r_d = 0.5, o_d = 3, 2 ms + 25 µs/sequence of prior overhead, the step at batch B is
+    # 2 × (prior step − 2 ms − 25 µs × B) + 3 × (2 ms + 25 µs × B)
+    inputs = CapacityInputs(model=get_preset("llama-3.1-8b"), gpu_memory_bytes=H100.memory_bytes)
+    prior = PerfAssumptions(
+        step_overhead_seconds=0.002, step_overhead_per_seq_seconds=25e-6, attention_serial_fraction=1.0
+    )
+    model = LatencyModel(
+        "vllm",
+        decode=FactorEstimate(math.log(0.5), 0.01, updates=1),
+        prior_assumptions=prior,
+        decode_overhead=FactorEstimate(math.log(3.0), 0.01, updates=1),
+    )
+    assert decode_step_model(inputs, H100, 2000.0, prior).attention_memory_per_seq > 0
+    for batch in (1.0, 32.0, 256.0):
+        overhead = 0.002 + 25e-6 * batch
+        expected = 2 * (decode_step_model(inputs, H100, 2000.0, prior)(batch) - overhead) + 3 * overhead
+        assert model.tpot_seconds(inputs, H100, batch, 2000.0) == pytest.approx(expected, rel=1e-12)
+
+
 def test_one_burst_window_does_not_undo_a_converged_factor() -> None:
     engine_tpot = 20.884e9 / (3.35e12 * 0.55)
     model = LatencyModel.prior("vllm")

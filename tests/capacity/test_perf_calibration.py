@@ -101,7 +101,60 @@ def test_dense_defaults_are_the_plain_roofline() -> None:
     inputs = CapacityInputs(model=get_preset("llama-3.1-8b"), gpu_memory_bytes=80 * 2**30)
     step = perf.decode_step_model(inputs, get_gpu("h100-sxm"), 1000.0)
     assert (step.overhead, step.expert_memory) == (0.0, 0.0)
+    assert (step.attention_memory_per_seq, step.attention_compute_per_seq, step.overhead_per_seq) == (0.0, 0.0, 0.0)
     assert DEFAULT_ASSUMPTIONS.fp4_compute_efficiency is None
+    assert DEFAULT_ASSUMPTIONS.allreduce_hop_latency_seconds == 0.0
+
+
+def test_serial_attention_adds_the_kv_read_to_the_compute_bound_gemms() -> None:
+    # Llama-3.1-8B bf16, one H100-SXM, batch 512 at 1,000 tokens of context, efficiencies 0.8 (HBM) and 0.6 (BF16).
+    # weights (8,030,261,248 × 2 + rotary 131,072 × 128 × 2 B) ÷ 2.68 TB/s = 6.005 ms; GEMMs 512 × 2 × (body
+    # 6,979,321,856 + LM head 525,336,576) FLOPs ÷ (989.5 TFLOP/s × 0.6) = 12.95 ms (compute-bound); KV 512 × 1,000 ×
+    # 131,072 B ÷ 2.68 TB/s = 25.04 ms; attention FLOPs 512 × 4 × 32 × 32 × 128 × 1,000 ÷ 593.7 TFLOP/s = 0.45 ms.
+    # One roofline over the step: max(6.005 + 25.04, 12.95 + 0.45) = 31.05 ms; attention as its own kernel after the
+    # GEMMs: max(6.005, 12.95) + max(25.04, 0.45) = 37.99 ms.
+    inputs = CapacityInputs(model=get_preset("llama-3.1-8b"), gpu_memory_bytes=80 * 2**30)
+    h100 = get_gpu("h100-sxm")
+    weights = (8_030_261_248 * 2 + 131072 * 128 * 2) / (3.35e12 * 0.8)
+    gemm = 512 * 2 * (6_979_321_856 + 128256 * 4096) / (989.5e12 * 0.6)
+    kv = 512 * 1000 * 131072 / (3.35e12 * 0.8)
+    attention = 512 * 4 * 32 * 32 * 128 * 1000 / (989.5e12 * 0.6)
+    plain = perf.decode_step_model(inputs, h100, 1000.0)
+    serial = perf.decode_step_model(inputs, h100, 1000.0, PerfAssumptions(attention_serial_fraction=1.0))
+    assert plain(512) == pytest.approx(max(weights + kv, gemm + attention), rel=1e-6)
+    assert serial(512) == pytest.approx(max(weights, gemm) + kv, rel=1e-6)
+    assert serial(512) == pytest.approx(0.03799, rel=1e-3)
+    # half serial: half the KV read and attention stay under the roofline, the other half runs after it
+    half = perf.decode_step_model(inputs, h100, 1000.0, PerfAssumptions(attention_serial_fraction=0.5))
+    assert half(512) == pytest.approx(max(weights + kv / 2, gemm + attention / 2) + kv / 2, rel=1e-6)
+
+
+def test_the_per_sequence_overhead_adds_per_running_and_admitted_sequence() -> None:
+    # 20 µs per sequence per step: a decode step of 8 sequences adds 160 µs; a mixed step of 8 decodes admitting 0.5
+    # prompts adds 8.5 × 20 µs; a static run's is scaled by the static fraction like the fixed step overhead.
+    inputs = CapacityInputs(model=get_preset("llama-3.1-8b"), gpu_memory_bytes=80 * 2**30)
+    h100 = get_gpu("h100-sxm")
+    a = PerfAssumptions(step_overhead_per_seq_seconds=20e-6)
+    base = perf.decode_step_model(inputs, h100, 1000.0)
+    assert perf.decode_step_model(inputs, h100, 1000.0, a)(8) == pytest.approx(base(8) + 160e-6, rel=1e-9)
+    mixed = perf.mixed_step_seconds(inputs, h100, 8, 1000.0, 0.5, 500, a)
+    assert mixed == pytest.approx(perf.mixed_step_seconds(inputs, h100, 8, 1000.0, 0.5, 500) + 8.5 * 20e-6, rel=1e-9)
+    row = _row(setting="static", metric="tpot_seconds", concurrency=8, notes="benchmark_latency")
+    got = predict(_setup(row), a, static_overhead_fraction=0.25)
+    assert got == pytest.approx(perf.decode_step_model(inputs, h100, 1001.0)(8) + 0.25 * 160e-6, rel=1e-6)
+
+
+def test_ring_allreduce_latency_grows_with_its_two_tp_minus_one_steps() -> None:
+    # Llama-3.1-70B at TP 4: 80 layers × 2 all-reduces, each 10 µs + 2 × (4 − 1) × 2 µs = 22 µs → 3.52 ms per step at
+    # batch 0 (no bytes); TP 8: 10 + 14 × 2 = 38 µs → 6.08 ms. Without the hop term: 1.6 ms at either TP.
+    h100 = get_gpu("h100-sxm")
+    a = PerfAssumptions(allreduce_latency_seconds=10e-6, allreduce_hop_latency_seconds=2e-6)
+    for tp, expected in ((4, 3.52e-3), (8, 6.08e-3)):
+        inputs = CapacityInputs(
+            model=get_preset("llama-3.1-70b"), gpu_memory_bytes=80 * 2**30, tensor_parallel_size=tp
+        )
+        assert perf.decode_step_model(inputs, h100, 0.0, a).comm_fixed == pytest.approx(expected, rel=1e-9)
+        assert perf.decode_step_model(inputs, h100, 0.0).comm_fixed == pytest.approx(1.6e-3, rel=1e-9)
 
 
 def test_gpu_generations_follow_vendor_and_compute_capability() -> None:
@@ -129,6 +182,9 @@ PHYSICAL = {
     "prefill_overhead_seconds": (0.0, 0.1),
     "interconnect_efficiency": (0.3, 0.9),
     "allreduce_latency_seconds": (3e-6, 30e-6),
+    "attention_serial_fraction": (0.0, 1.0),
+    "step_overhead_per_seq_seconds": (0.0, 50e-6),
+    "allreduce_hop_latency_seconds": (0.0, 5e-6),
 }
 """The plausible ranges (bench/fit_perf.py BOUNDS, written again here so the test can fail)."""
 

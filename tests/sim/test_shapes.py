@@ -61,6 +61,27 @@ def test_a_decode_only_step_of_a_moe_model_with_a_step_overhead_costs_what_the_p
         assert step == pytest.approx(decode_step_seconds(inputs, h100, batch, total / batch, a), rel=1e-9)
 
 
+def test_a_decode_step_with_serial_attention_and_a_per_sequence_overhead_costs_what_the_perf_model_says(
+    h100: GPUSpec,
+) -> None:
+    # issue 17 part 2's added terms: decode attention as its own kernel after the GEMMs and 30 µs of CPU time per
+    # sequence per step; a decode-only step of B sequences over S context tokens is decode_step_seconds(B, S ÷ B)
+    inputs = llama_inputs()
+    a = PerfAssumptions(attention_serial_fraction=1.0, step_overhead_per_seq_seconds=30e-6, kv_bandwidth_efficiency=0.6)
+    cost = StepCost.from_capacity(inputs, h100, a)
+    assert cost.kv_seconds_per_token == 0.0 and cost.serial_kv_seconds_per_token > 0
+    assert cost.overhead_seconds_per_seq == 30e-6
+    for contexts in ([900], [900, 1100, 2000, 4000], [2000] * 300):
+        batch, total = len(contexts), sum(contexts)
+        step = cost.seconds(batch, batch, total, total)
+        assert step == pytest.approx(decode_step_seconds(inputs, h100, batch, total / batch, a), rel=1e-9)
+    # the serial KV read is a memory term (÷ r_d), its per-sequence overhead a CPU one (× o_d)
+    scaled = cost.scaled(0.5, 2.0, 3.0)
+    assert scaled.serial_kv_seconds_per_token == pytest.approx(2 * cost.serial_kv_seconds_per_token)
+    assert scaled.serial_attention_seconds_per_pair == pytest.approx(cost.serial_attention_seconds_per_pair / 2)
+    assert scaled.overhead_seconds_per_seq == pytest.approx(90e-6)
+
+
 def test_a_whole_prompt_alone_costs_what_prefill_seconds_says(h100: GPUSpec) -> None:
     inputs = llama_inputs()
     cost = StepCost.from_capacity(inputs, h100)

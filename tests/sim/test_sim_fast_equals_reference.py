@@ -253,6 +253,21 @@ CASES: dict[str, tuple[EngineConfig, TrafficProfile, dict[str, Any]]] = {
         chat(12.0),
         {"replicas": 2},
     ),
+    "serial-attention-per-seq-overhead": (  # issue 17 part 2's terms: attention after the GEMMs, CPU per sequence
+        engine_config(
+            llama_inputs(max_num_seqs=64),
+            get_gpu("H100-SXM"),
+            model_name=MODEL,
+            assumptions=PerfAssumptions(
+                attention_serial_fraction=1.0,
+                step_overhead_per_seq_seconds=40e-6,
+                allreduce_hop_latency_seconds=1e-6,
+                prefill_overhead_seconds=0.02,
+            ),
+        ),
+        chat(12.0),
+        {"replicas": 2},
+    ),
     "on-off-sglang": (
         llama_engine(max_num_seqs=64),
         TrafficProfile(OnOff(20.0, 0.5, 10.0, 10.0), LognormalLengths(1500, 0.5, 300, 1.0)),
