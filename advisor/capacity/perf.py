@@ -462,8 +462,8 @@ def prefill_batch_roofline(
 ) -> PrefillRoofline:
     """The terms of the forward pass that prefills ``prompts`` prompts of ``prompt_tokens`` tokens together (a
     static batch's prefill, or the prompts one engine step admits), with one
-    :attr:`PerfAssumptions.step_overhead_seconds` and ``prompts`` × :attr:`PerfAssumptions.step_overhead_per_seq_seconds`;
-    no per-request overhead.
+    :attr:`PerfAssumptions.step_overhead_seconds` and ``prompts`` ×
+    :attr:`PerfAssumptions.step_overhead_per_seq_seconds`; no per-request overhead.
 
     FLOPs per GPU: ``prompts × (2 × P × body ÷ TP + 2 × LM head ÷ TP + 2 × layers × heads/TP × head_dim × P²)``
     (each prompt attends to itself only); bytes: the weights once (the experts the step's tokens select,

@@ -150,9 +150,7 @@ def test_ring_allreduce_latency_grows_with_its_two_tp_minus_one_steps() -> None:
     h100 = get_gpu("h100-sxm")
     a = PerfAssumptions(allreduce_latency_seconds=10e-6, allreduce_hop_latency_seconds=2e-6)
     for tp, expected in ((4, 3.52e-3), (8, 6.08e-3)):
-        inputs = CapacityInputs(
-            model=get_preset("llama-3.1-70b"), gpu_memory_bytes=80 * 2**30, tensor_parallel_size=tp
-        )
+        inputs = CapacityInputs(model=get_preset("llama-3.1-70b"), gpu_memory_bytes=80 * 2**30, tensor_parallel_size=tp)
         assert perf.decode_step_model(inputs, h100, 0.0, a).comm_fixed == pytest.approx(expected, rel=1e-9)
         assert perf.decode_step_model(inputs, h100, 0.0).comm_fixed == pytest.approx(1.6e-3, rel=1e-9)
 
