@@ -262,17 +262,12 @@ def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured p90 |pred/obs − 1| = 0.41 on 16 held-out rows (batch-1 TP2 TPOT over-predicted ~1.4×, "
+    reason="measured p90 |pred/obs − 1| = 0.39 on 16 held-out rows (NIM TP2 batch-1 TPOT over-predicted 1.39–1.42×, "
     "Musgrave A100 −24 %): see docs/capacity.md",
 )
 def test_held_out_decode_at_a_stated_batch_is_within_35_percent_at_p90() -> None:
     assert _p90(HELD["decode_stated"]) <= 0.35
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured median |pred/obs − 1| = 0.28 on 5 held-out TTFT rows (NIM TP2 +14/+40 %, L4 −28 %, "
-    "Mixtral int8 −32 %): see docs/capacity.md",
-)
 def test_held_out_ttft_is_within_25_percent_at_the_median() -> None:
     assert statistics.median(HELD["ttft"]) <= 0.25
