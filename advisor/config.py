@@ -473,6 +473,12 @@ class Deployment(_Strict):
             raise ValueError(problem)
         if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
             raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
+        if not self.enable_lora:  # vLLM builds no LoRAConfig without --enable-lora: the other dials do nothing
+            from advisor.capacity.lora import LORA_DIALS
+
+            for key in LORA_DIALS:
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key}: does nothing without enable_lora: true (vLLM --enable-lora)")
         return self
 
 

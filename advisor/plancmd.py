@@ -88,11 +88,6 @@ def _lora_settings(args: argparse.Namespace) -> Any:
     )
 
 
-_LORA_DIALS = ("max_loras", "max_lora_rank", "lora_extra_vocab_size", "lora_dtype", "fully_sharded_loras")
-"""vLLM's LoRA dials that only ``--enable-lora`` reads (``EngineArgs.create_engine_config`` builds no
-``LoRAConfig`` without it)."""
-
-
 def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
 
@@ -139,7 +134,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for flag in ignored:
             _err(f"note: {flag} does not apply to --engine vllm; ignored")
         if not args.enable_lora:
-            for name in _LORA_DIALS:
+            from advisor.capacity.lora import LORA_DIALS
+
+            for name in LORA_DIALS:
                 if getattr(args, name) not in (None, False):
                     flag = "--" + name.replace("_", "-")
                     _err(f"note: {flag} does nothing without --enable-lora (vLLM builds no LoRA config); ignored")
