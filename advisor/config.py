@@ -476,8 +476,9 @@ class Deployment(_Strict):
         if not self.enable_lora:  # vLLM builds no LoRAConfig without --enable-lora: the other dials do nothing
             from advisor.capacity.lora import LORA_DIALS
 
-            for key in LORA_DIALS:
-                if key in self.model_fields_set:
+            fields = type(self).model_fields
+            for key in LORA_DIALS:  # away from its default (a dump re-validated sets every field)
+                if getattr(self, key) != fields[key].default:
                     raise ValueError(f"{key}: does nothing without enable_lora: true (vLLM --enable-lora)")
         return self
 
