@@ -140,7 +140,9 @@ def add_backtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
     )
     p.add_argument("--config", required=True, help="YAML config file (deployments, rules, SLOs)")
-    p.add_argument("--prometheus", type=http_url_arg, help="base URL of the Prometheus API (default: the config's prometheus.url)")
+    p.add_argument(
+        "--prometheus", type=http_url_arg, help="base URL of the Prometheus API (default: the config's prometheus.url)"
+    )
     p.add_argument(
         "--from",
         dest="from_",

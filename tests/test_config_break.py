@@ -29,6 +29,6 @@ def test_a_lora_dial_without_enable_lora_is_refused_naming_it(key: str, value: o
     as "vllm's accounting with max_loras 4"."""
     with pytest.raises(ConfigError) as exc:
         parse_config(_with(**{key: value}))
-    (path, message), *_ = exc.value.problems
+    (_path, message), *_ = exc.value.problems
     assert key in message and "enable_lora" in message
     parse_config(_with(**{key: value, "enable_lora": True}))  # with the switch: accepted

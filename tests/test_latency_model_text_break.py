@@ -32,7 +32,8 @@ def test_a_gpu_outside_the_catalog_says_why_it_is_never_calibrated() -> None:
     """No catalog part: no bandwidth or FLOP/s, so no window can calibrate (``window_observation`` returns None);
     the line said "no window with enough TPOT/TTFT observations yet", as if waiting for traffic would help."""
     d = dep("a", latency=LatencyFit(LatencyModel.prior("vllm")))
-    d = dataclasses.replace(d, evaluation=dataclasses.replace(d.evaluation, ctx=dataclasses.replace(context(), gpu=None)))
+    no_part = dataclasses.replace(context(), gpu=None)
+    d = dataclasses.replace(d, evaluation=dataclasses.replace(d.evaluation, ctx=no_part))
     text = latency_model_text(d)
     assert "yet" not in text and "catalog" in text
 
