@@ -97,3 +97,15 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
         return v
 
     return parse
+
+
+def http_url_arg(text: str) -> str:
+    """An absolute http(s) URL with a host, as a config file's URLs are checked
+    (:func:`advisor.config.check_http_url`; the message shows the URL redacted, never its credentials). Imported
+    when an argument is parsed, not when the parser is built (``tests/test_lazy_cli.py``)."""
+    from advisor.config import check_http_url
+
+    try:
+        return check_http_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from advisor.argtypes import positive_float
+from advisor.argtypes import http_url_arg, positive_float
 from advisor.errors import ConfigError
 
 _RELATIVE = re.compile(r"^(?:now)?\s*-\s*(?P<d>[0-9][0-9a-z.]*)$")
@@ -140,7 +140,9 @@ def add_backtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
     )
     p.add_argument("--config", required=True, help="YAML config file (deployments, rules, SLOs)")
-    p.add_argument("--prometheus", help="base URL of the Prometheus API (default: the config's prometheus.url)")
+    p.add_argument(
+        "--prometheus", type=http_url_arg, help="base URL of the Prometheus API (default: the config's prometheus.url)"
+    )
     p.add_argument(
         "--from",
         dest="from_",

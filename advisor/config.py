@@ -473,6 +473,13 @@ class Deployment(_Strict):
             raise ValueError(problem)
         if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
             raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
+        if not self.enable_lora:  # vLLM builds no LoRAConfig without --enable-lora: the other dials do nothing
+            from advisor.capacity.lora import LORA_DIALS
+
+            fields = type(self).model_fields
+            for key in LORA_DIALS:  # away from its default (a dump re-validated sets every field)
+                if getattr(self, key) != fields[key].default:
+                    raise ValueError(f"{key}: does nothing without enable_lora: true (vLLM --enable-lora)")
         return self
 
 
@@ -1155,20 +1162,23 @@ def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> lis
             except CapacityError as exc:
                 problems.append((f"{where}.gpu", str(exc)))
         mml = dep.get("max_model_len")
-        if (
-            arch is not None
-            and isinstance(mml, int)
-            and not isinstance(mml, bool)
-            and mml > arch.max_position_embeddings
-        ):
-            problems.append(
-                (
-                    f"{where}.max_model_len",
-                    f"{mml} exceeds the model's context of {arch.max_position_embeddings} tokens "
-                    "(max_position_embeddings); vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set",
-                )
-            )
+        if arch is not None and isinstance(mml, int) and not isinstance(mml, bool):
+            beyond = context_problem(mml, arch)
+            if beyond is not None:
+                problems.append((f"{where}.max_model_len", beyond))
     return problems
+
+
+def context_problem(max_model_len: int, arch: ModelArch) -> str | None:
+    """Why ``max_model_len`` tokens exceed ``arch``'s context (``max_position_embeddings``), as a config file and
+    ``POST /api/v1/plan`` refuse it (vLLM's ``_get_and_verify_max_len`` raises unless
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set); None when it fits."""
+    if max_model_len <= arch.max_position_embeddings:
+        return None
+    return (
+        f"{max_model_len} exceeds the model's context of {arch.max_position_embeddings} tokens "
+        "(max_position_embeddings); vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set"
+    )
 
 
 def _file_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:

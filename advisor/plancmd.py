@@ -133,6 +133,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         for flag in ignored:
             _err(f"note: {flag} does not apply to --engine vllm; ignored")
+        if not args.enable_lora:
+            from advisor.capacity.lora import LORA_DIALS
+
+            for name in LORA_DIALS:
+                if getattr(args, name) not in (None, False):
+                    flag = "--" + name.replace("_", "-")
+                    _err(f"note: {flag} does nothing without --enable-lora (vLLM builds no LoRA config); ignored")
     if args.gpu is None and args.gpu_memory_gib is None:
         _err("plan needs --gpu NAME or --gpu-memory-gib X")
         return 2
@@ -357,6 +364,7 @@ def _past_the_ceiling(args: argparse.Namespace, inputs: Any, gpu: Any, result: A
             f"{load} needs the GPU's memory bandwidth and tensor rate to time a step; {gpu.name} is not one catalog "
             "part: give --gpu NAME (capacity-advisor catalog gpus)"
         )
+    _check_request_fits(args.prompt_tokens, args.output_tokens, result)
     workload = _with_cvs(
         Workload(
             arrival_rate=args.arrival_rate or 0.0, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens
@@ -373,6 +381,30 @@ def _past_the_ceiling(args: argparse.Namespace, inputs: Any, gpu: Any, result: A
         concurrency=args.concurrency,
         assumptions=assumptions_for(args.engine, gpu.part),
     )
+
+
+def _check_request_fits(prompt: float, output: float, result: Any) -> None:
+    """Refuse a typical request the engine itself refuses: ``prompt + output`` tokens above max-model-len (vLLM
+    answers 400 "This model's maximum context length is L tokens. However, you requested …",
+    ``vllm/entrypoints/openai/serving_engine.py`` ``_validate_prompt_and_tokenize``), or above the longest request
+    one sequence holds when the engine caps it below that (``result.max_request_tokens``: a llama.cpp slot).
+
+    Raises:
+        CapacityError: naming ``--prompt-tokens``, ``--output-tokens`` and the limit's flag.
+    """
+    total = prompt + output
+    if total > result.max_model_len:
+        raise CapacityError(
+            f"--prompt-tokens {prompt:g} + --output-tokens {output:g} = {total:,.0f} tokens exceed --max-model-len "
+            f"{result.max_model_len:,}: the engine refuses such a request (a shorter request or a longer "
+            "--max-model-len)"
+        )
+    slot = result.max_request_tokens
+    if slot is not None and total > slot:
+        raise CapacityError(
+            f"--prompt-tokens {prompt:g} + --output-tokens {output:g} = {total:,.0f} tokens exceed the {slot:,}-token "
+            "slot one request may hold (--ctx-size ÷ --parallel): the engine refuses such a request"
+        )
 
 
 def _time(seconds: float | None) -> str:

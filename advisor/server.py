@@ -978,6 +978,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
+    from advisor.config import context_problem
     from advisor.rules.turns import FIELD_FOR_DIAL
 
     dep = req.deployment
@@ -985,6 +986,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         model = get_preset(dep.model)
     except CapacityError as exc:
         raise ApiError(400, str(exc), [{"path": "deployment.model", "message": str(exc)}]) from None
+    beyond = context_problem(dep.max_model_len, model)  # as a config file refuses it
+    if beyond is not None:
+        raise ApiError(400, beyond, [{"path": "deployment.max_model_len", "message": beyond}])
     # the one resolver the daemon, `plan`, `simulate` and the search use: the same GPU, the engine's accounting
     spec = spec_from_settings(
         dep,
@@ -1022,6 +1026,10 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         field_name = FIELD_FOR_DIAL[req.turn.dial]
         try:
             changes: dict[str, Any] = {field_name: req.turn.value}
+            if req.turn.dial == "max_model_len" and isinstance(req.turn.value, int):
+                turned_beyond = context_problem(req.turn.value, model)
+                if turned_beyond is not None:
+                    raise CapacityError(turned_beyond)
             after = capacity_pass(dataclasses.replace(inputs, **changes))
         except (CapacityError, ValueError, ArithmeticError) as exc:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"

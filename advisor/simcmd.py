@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from advisor.argtypes import positive_float
+from advisor.argtypes import http_url_arg, positive_float
 
 __all__ = ["DIALS", "add_simulate_parser", "cmd_simulate"]
 
@@ -244,6 +244,7 @@ def add_simulate_parser(subparsers: Any) -> None:
     h.add_argument(
         "--prometheus",
         metavar="URL",
+        type=http_url_arg,
         help="the Prometheus holding the deployment's history (read as backtest reads it; the config's credentials)",
     )
     h.add_argument("--window", type=_duration, help="with --prometheus: the history window (default 1h)")
@@ -751,13 +752,24 @@ def _from_history(args: argparse.Namespace, cfg: Any, dep: Any) -> int | Callabl
     from advisor.backtest import replay_history
     from advisor.capacity.calibration import LatencyModel
     from advisor.config import PrometheusConfig
+    from advisor.domain import rfc3339
     from advisor.redact import redact_url
     from advisor.service import prometheus_source
     from advisor.sim.fleet import RequestLog
     from advisor.sim.latency_error import LatencyError, observed_window
 
     window = args.window if args.window is not None else DEFAULT_WINDOW
-    end = args.to if args.to is not None else time.time()
+    now = time.time()
+    if args.to is not None and args.to > now + 1.0:  # 1 s: a --to of "now" typed as unix seconds
+        _err(
+            f"simulate: --to {rfc3339(args.to)} is in the future (now {rfc3339(now)}): the history ends now; omit --to "
+            "for a window ending now"
+        )
+        return 2
+    if args.step is not None and args.step > window:
+        _err(f"simulate: --step {args.step:g}s is longer than --window {window:g}s: no evaluation falls inside it")
+        return 2
+    end = args.to if args.to is not None else now
     start = end - window
     if window < cfg.evaluation_window:
         _err(

@@ -243,7 +243,7 @@ def latency_model_text(d: DeploymentResult) -> str:
     (:meth:`advisor.capacity.calibration.LatencyFit.beyond_bound`,
     :func:`advisor.rules.common.latency_quality`).
 
-    Example: ``"calibrated over 3 window(s): decode ×0.69, prefill ×1.02 the published calibration's speed; last
+    Example: ``"calibrated over 3 window(s): decode ×0.69, prefill ×1.02 (× the published calibration's speed); last
     error TPOT -31%, TTFT +4%; the latency model missed the observed mean TPOT by -31% (bound ±25%) … every
     recommendation's confidence is halved"``.
     """
@@ -251,13 +251,16 @@ def latency_model_text(d: DeploymentResult) -> str:
     if fit is None:
         return "published calibration (not calibrated on this deployment)"
     m = fit.model
-    if not m.calibrated:
+    if not m.calibrated and d.evaluation.ctx.gpu is None:  # window_observation needs the part's bandwidth and FLOP/s
+        text = "published calibration: never calibrated here, the GPU is not a catalog part (no bandwidth or FLOP/s)"
+    elif not m.calibrated:
         text = "published calibration (no window with enough TPOT/TTFT observations yet)"
-    else:
-        text = (
-            f"calibrated over {fit.windows} window(s): decode ×{m.decode.ratio:.2f}, prefill ×{m.prefill.ratio:.2f} "
-            "the published calibration's speed"
-        )
+    else:  # a factor no window measured (no TPOT histogram, say) is the prior's: not shown as a measured ×1.00
+        factors = [
+            f"{name} ×{f.ratio:.2f}" if f.updates else f"{name} not measured"
+            for name, f in (("decode", m.decode), ("prefill", m.prefill))
+        ]
+        text = f"calibrated over {fit.windows} window(s): {', '.join(factors)} (× the published calibration's speed)"
     errs = [
         f"{name} {err:+.0%}"
         for name, err in (("TPOT", fit.tpot_error_ratio), ("TTFT", fit.ttft_error_ratio))

@@ -634,15 +634,18 @@ class LatencyFit:
 
     def evidence(self) -> dict[str, float | str | None]:
         """The fit as recommendation evidence: ``latency_model`` (``calibrated``/``prior``), the factors and the
-        errors (rounded)."""
+        errors (rounded; ``None`` for a factor no window measured, as its exported series is absent)."""
 
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
+        def measured(f: FactorEstimate) -> float | None:
+            return round(f.ratio, 4) if f.updates else None
+
         return {
             "latency_model": self.model.label,
-            "model_decode_efficiency_ratio": round(self.model.decode.ratio, 4),
-            "model_prefill_efficiency_ratio": round(self.model.prefill.ratio, 4),
+            "model_decode_efficiency_ratio": measured(self.model.decode),
+            "model_prefill_efficiency_ratio": measured(self.model.prefill),
             "model_tpot_error_ratio": r(self.tpot_error_ratio),
             "model_ttft_error_ratio": r(self.ttft_error_ratio),
         }

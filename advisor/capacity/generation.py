@@ -240,7 +240,8 @@ def vllm_accounting(
     Raises:
         CapacityError: ``VLLM_USE_V1=1`` with a feature the release refuses on V1 (vLLM raises
             ``NotImplementedError: VLLM_USE_V1=1 is not supported with …``); ``num_scheduler_steps`` other than 1
-            from 0.10.1, which has no such argument (:data:`MULTI_STEP_FALLBACK_UNTIL`).
+            from 0.10.1, which has no such argument (:data:`MULTI_STEP_FALLBACK_UNTIL`), or with no version (the
+            current release) unless ``use_v1`` is False.
 
     >>> vllm_accounting("0.8.5", compute_capability=(7, 5)).reason
     'V0: compute capability 7.5 < 8.0 (vLLM 0.8.5 falls back to V0: engine/arg_utils.py _is_v1_supported_oracle)'
@@ -258,6 +259,11 @@ def vllm_accounting(
         raise CapacityError(
             f"--num-scheduler-steps {num_scheduler_steps}: vLLM {version} has no multi-step scheduling (removed "
             "in 0.10.1, engine/arg_utils.py EngineArgs.add_cli_args)"
+        )
+    if num_scheduler_steps != 1 and v is None and use_v1 is not False:  # unset: the current release, which has none
+        raise CapacityError(
+            f"--num-scheduler-steps {num_scheduler_steps}: the current vLLM has no multi-step scheduling (removed in "
+            "0.10.1); give --engine-version, the release that runs it (≤ 0.10.0)"
         )
     if v is None:
         if use_v1 is False:

@@ -51,12 +51,18 @@ __all__ = [
     "DEFAULT_MAX_LORAS",
     "DEFAULT_MAX_LORA_RANK",
     "EMBEDDING_LORA_MODEL_TYPES",
+    "LORA_DIALS",
     "LoRASettings",
     "allowed_lora_ranks",
     "lora_bytes",
     "lora_counted",
     "lora_problems",
 ]
+
+LORA_DIALS: Final = ("max_loras", "max_lora_rank", "lora_extra_vocab_size", "lora_dtype", "fully_sharded_loras")
+"""vLLM's LoRA dials that only ``--enable-lora`` reads, by their ``EngineArgs`` names: without it
+``EngineArgs.create_engine_config`` builds no ``LoRAConfig`` (``lora_config = LoRAConfig(...) if self.enable_lora
+else None``, ``vllm/engine/arg_utils.py``), so they do nothing."""
 
 DEFAULT_MAX_LORAS: Final = 1
 """``--max-loras`` default (``LoRAConfig.max_loras``, vLLM 0.8.5-0.21.0: 1)."""

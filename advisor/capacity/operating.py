@@ -439,7 +439,8 @@ def operating_point(
     Unstable: TTFT is unbounded; the engine runs its full batch, so TPOT is the step at the ceiling.
 
     Closed loop (``concurrency = B`` users per replica, no arrival rate): an engine runs ``b = min(B ÷ DP,
-    batch_cap)``; the rest wait for a slot. Prefill takes ``u`` of GPU time and prompts wait ``W_p`` for it
+    batch_cap)`` (with fewer users than DP ranks, ``B`` engines run one sequence each and the rest idle: never a
+    batch below 1); the rest wait for a slot. Prefill takes ``u`` of GPU time and prompts wait ``W_p`` for it
     (:func:`_closed_loop`), TPOT = step(b) ÷ (1 − u), throughput ``X = b ÷ (W_p + T_p + N·TPOT)``, and by
     Little's law each user's cycle is ``B ÷ X``, so the slot wait is ``(B − b) ÷ X`` and TTFT = slot wait + W_p
     + T_p. Deterministic: every quantile is the mean, the goodput ratio 1 or 0.
@@ -512,12 +513,15 @@ def operating_point(
                 needed = math.ceil(best.replicas / ranks)
         demanded = lam
     else:
-        users = concurrency / ranks
+        # fewer users than ranks: each user's engine runs its one sequence, the others idle (never a batch < 1)
+        busy = min(ranks, concurrency)
+        users = concurrency / busy
         b = min(users, float(cap))
         share, prefill_wait = _closed_loop(b, step(b), t_p, n_out, d)
         tpot_b = _closed_tpot(step(b), share, b)
-        done = b / (d + prefill_wait + t_p + n_out * tpot_b)
-        slot_wait = (users - b) / done
+        done_busy = b / (d + prefill_wait + t_p + n_out * tpot_b)
+        slot_wait = (users - b) / done_busy
+        done = done_busy * busy / ranks  # per engine, idle ones included
         ttft = Quantiles(*(slot_wait + prefill_wait + t_p + d,) * 4)
         tpot = Quantiles(*(tpot_b,) * 4)
         batch, stable, demanded = b, True, done

@@ -1,0 +1,52 @@
+"""Issue 17, adversarial ``POST /api/v1/plan`` bodies through the real server on loopback: what a config file and
+``plan`` refuse, the API refuses too (400 naming the field), never a plan of what vLLM would not start."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from advisor.standin import StandInEngine, StandInServer
+from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+
+pytestmark = pytest.mark.integration
+
+LLAMA = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192}
+CONTEXT = 131_072  # Llama-3.1's max_position_embeddings (its config.json)
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[Daemon]:
+    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
+    srv.start_background()
+    d = start_daemon(config(srv.url()))
+    try:
+        yield d
+    finally:
+        stop_daemon(d)
+        srv.shutdown()
+        srv.server_close()
+
+
+def _post(api: Daemon, body: dict[str, Any]) -> requests.Response:
+    return requests.post(api.url + "/api/v1/plan", json=body, timeout=30)
+
+
+def test_a_max_model_len_beyond_the_models_context_is_refused_as_the_config_refuses_it(api: Daemon) -> None:
+    """vLLM refuses ``--max-model-len`` above ``max_position_embeddings`` (``_get_and_verify_max_len``) unless
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set; a config file and ``plan`` refused 1,000,000 for Llama-3.1-8B, the
+    API answered 200 with a plan (max concurrency 0.42)."""
+    r = _post(api, {"deployment": {**LLAMA, "max_model_len": 1_000_000}})
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["details"][0]["path"] == "deployment.max_model_len"
+    assert f"{CONTEXT}" in body["error"]
+    assert _post(api, {"deployment": {**LLAMA, "max_model_len": CONTEXT}}).status_code == 200  # exactly fits
+    # a turn past the context: the deployment as it is still plans, the turn says why it cannot run
+    turned = _post(api, {"deployment": LLAMA, "turn": {"dial": "max_model_len", "value": CONTEXT + 1}})
+    assert turned.status_code == 200, turned.text
+    out = turned.json()
+    assert out["after"] is None and f"{CONTEXT}" in out["after_error"] and out["before"] is not None
