@@ -670,7 +670,11 @@ def evaluate_deployment(
     load = running_load(up, now, window_seconds)
     # engines without latency histograms count time instead (llama.cpp); the newest sample says whether one does,
     # so engines that do not cost one attribute read
-    times = [engine_time(t.history, now, window_seconds) for t in up if t.history[-1].snapshot.generation_seconds_total is not None]
+    times = [
+        engine_time(t.history, now, window_seconds)
+        for t in up
+        if t.history[-1].snapshot.generation_seconds_total is not None
+    ]
     ev = Evaluation(
         ctx=ctx,
         state=state,
