@@ -33,7 +33,9 @@ Rules:
   interval, 1.6 % low at 64 tokens; llama.cpp counts no requests to correct it). ``prompt_seconds_total`` is the
   wall time of the ``llama_decode`` batches that carried prompt tokens, flushed when the batch's outputs are
   synchronized (``metrics_post_decode`` / ``metrics_flush_prompt``; older builds summed each slot's
-  ``t_prompt_processing``): its rate is the prefill's share of the engine's time.
+  ``t_prompt_processing``): its rate is the prefill's share of the engine's time. Every value is printed with six
+  significant digits (``to_metrics()`` streams doubles at the default precision): past 10⁶ tokens a counter moves
+  in steps of 10 and more, small beside a window's increase until the engine has generated ~10⁹ tokens.
 * **Not exposed:** TTFT/TPOT histograms (only the averages above), finished requests, preemptions, process start.
 """
 

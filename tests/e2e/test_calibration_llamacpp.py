@@ -247,6 +247,8 @@ def test_the_online_calibration_converges_on_llamacpp_tpot_within_the_error_boun
             + ", ".join(f"{k} {v:+.3f}" if k.endswith("err") else f"{k} {v:.3f}" for k, v in u.items())
             + f"; calibrated step {step * 1e3:.3f} ms (prior {(work + overhead) * 1e3:.3f} ms)"
         )
-    assert d_tokens == sum_n == N_PREDICT * load.completed, (d_tokens, sum_n, load.completed)
-    assert d_seconds == pytest.approx(sum_ms / 1e3, rel=1e-3), (d_seconds, sum_ms)
+    # llama.cpp prints its counters with 6 significant digits (a std::stringstream's default): 1.50534e+06 tokens
+    assert sum_n == N_PREDICT * load.completed, (sum_n, load.completed)
+    assert d_tokens == pytest.approx(sum_n, rel=1e-5), (d_tokens, sum_n)
+    assert d_seconds == pytest.approx(sum_ms / 1e3, rel=1e-4), (d_seconds, sum_ms)
     assert not problems(updates, work, overhead), (problems(updates, work, overhead), updates)
