@@ -60,7 +60,8 @@ def page(
     lines = []
     for kind, items in (("counter", counters), ("gauge", gauges)):
         for name, help_text, value in items:
-            lines += [f"# HELP llamacpp:{name} {help_text}", f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
+            full = f"llamacpp:{name}"
+            lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}", f"{full} {value}"]
     return "\n".join(lines) + "\n"
 
 

@@ -28,7 +28,8 @@ Asserted, at the first window from the :data:`WINDOWS`-th (at most the :data:`MA
 Also, the counters mean what the adapter says: over the run (read before the load started and after it stopped) the
 increases of ``tokens_predicted_total`` and ``tokens_predicted_seconds_total`` are the sums of llama.cpp's own
 per-request ``timings`` (``predicted_n``; ``predicted_ms``, each request's time from its first token to its last).
-The measured figures are in ``docs/capacity.md`` ("Online calibration"). Takes ~2 min.
+The prior says a 1.29 ms step where llama.cpp takes ~0.1 ms (its first window's error is +1000 %), so the fit
+needs the 4th window; measured figures in ``docs/capacity.md`` ("Online calibration"). Takes ~2½ min.
 """
 
 from __future__ import annotations
