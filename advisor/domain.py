@@ -316,6 +316,12 @@ class EngineSnapshot:
             per-request TPOT histogram and inter-token latency stands in.
         e2e / queue_time: request latency and queue time histograms where exposed.
         process_start_time_seconds: engine process start (unix s), for restart detection.
+        generation_seconds_total: cumulative seconds the engine's sequences spent generating, summed over sequences
+            (llama.cpp ``tokens_predicted_seconds_total``: each finished request's time from its first to its last
+            token); with ``generation_tokens_total`` it gives the mean time per generated token where the engine has
+            no TPOT histogram. ``None``: not exposed.
+        prompt_seconds_total: cumulative seconds the engine spent processing prompts (llama.cpp
+            ``prompt_seconds_total``); its rate is the prefill's share of the engine's time. ``None``: not exposed.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         ranks: per-rank values when more than one rank reports.
         pools: pools other than the KV-token pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``), each with
@@ -363,6 +369,10 @@ class EngineSnapshot:
     ranks_excluded: tuple[str, ...] = ()
     replicas: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+    # out of the repr: tests/engines/test_snapshot_equality.py holds every adapter to the reference code's snapshots
+    # by their repr (written before these fields existed); equality still compares them
+    generation_seconds_total: float | None = field(default=None, repr=False)
+    prompt_seconds_total: float | None = field(default=None, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

@@ -46,7 +46,9 @@ from advisor.telemetry import (
     START_TIME_TOLERANCE_SECONDS,
     WindowAccumulator,
     WindowStats,
+    combine_engine_time,
     combine_targets,
+    engine_time,
     fraction_below,
     goodput_ratio,
     summarize,
@@ -666,6 +668,13 @@ def evaluate_deployment(
     replicas_up = sum(map(engines_behind, latest))
     stall = _stall_reading(up, round_started or now, quality)
     load = running_load(up, now, window_seconds)
+    # engines without latency histograms count time instead (llama.cpp); the newest sample says whether one does,
+    # so engines that do not cost one attribute read
+    times = [
+        engine_time(t.history, now, window_seconds)
+        for t in up
+        if t.history[-1].snapshot.generation_seconds_total is not None
+    ]
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -701,6 +710,7 @@ def evaluate_deployment(
         requests_running_max=load.peak,
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
+        engine_time=combine_engine_time(times),
     )
 
     view = DeploymentView(

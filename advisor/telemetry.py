@@ -49,16 +49,19 @@ from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 
 __all__ = [
     "START_TIME_TOLERANCE_SECONDS",
+    "EngineTime",
     "FractionBelow",
     "GoodputEstimate",
     "HistogramSummary",
     "QuantileEstimate",
     "WindowAccumulator",
     "WindowStats",
+    "combine_engine_time",
     "combine_targets",
     "counter_increase",
     "counter_rate",
     "counter_resets",
+    "engine_time",
     "fraction_below",
     "goodput_from_histograms",
     "goodput_ratio",
@@ -794,6 +797,91 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         counter_resets=sum(flags),
         samples=len(points),
         span_seconds=times[-1] - times[0],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTime:
+    """What an engine's time counters say over a window (summed over targets): engines without latency histograms
+    (llama.cpp) count the seconds their sequences spent generating and the seconds spent on prompts instead.
+
+    Attributes:
+        generation_seconds: increase of ``generation_seconds_total`` (seconds summed over sequences, each from its
+            first token to its last; :attr:`~advisor.domain.EngineSnapshot.generation_seconds_total`).
+        generation_tokens: increase of ``generation_tokens_total`` between the same snapshots (tokens).
+        prompt_seconds: increase of ``prompt_seconds_total`` (seconds); ``None`` when not exposed.
+        span_seconds: seconds the prompt-time increase covers (newest − oldest snapshot that knew it; summed over
+            targets, as the increase is); ``None`` with the prompt time.
+
+    Example: llama.cpp 30 s apart, ``tokens_predicted_seconds_total`` 100 → 159.4, ``tokens_predicted_total``
+    10,000 → 40,000, ``prompt_seconds_total`` 2.0 → 2.9: 59.4 s for 30,000 tokens, TPOT 1.98 ms, prefill share 3 %.
+    """
+
+    generation_seconds: float
+    generation_tokens: float
+    prompt_seconds: float | None = None
+    span_seconds: float | None = None
+
+    @property
+    def tpot_seconds(self) -> float | None:
+        """Mean seconds per generated token of one sequence, ``generation_seconds ÷ generation_tokens``; ``None``
+        without tokens."""
+        if self.generation_tokens <= 0 or self.generation_seconds <= 0:
+            return None
+        return self.generation_seconds / self.generation_tokens
+
+    @property
+    def prefill_share(self) -> float | None:
+        """``prompt_seconds ÷ span_seconds``, the share of the engine's time spent on prompts (0–1, clipped);
+        ``None`` unknown."""
+        if self.prompt_seconds is None or not self.span_seconds or self.span_seconds <= 0:
+            return None
+        return min(1.0, max(0.0, self.prompt_seconds / self.span_seconds))
+
+
+def engine_time(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> EngineTime | None:
+    """:class:`EngineTime` of one target over ``[now − window_seconds, now]``, or ``None`` when its snapshots do not
+    know the generation time (the engine does not expose it) or hold fewer than two such points.
+
+    The increases are :func:`counter_increase` with the restarts of :func:`window_stats`; the token increase is
+    taken over the snapshots that know the generation time too, so both count the same finished requests (the
+    counters move together, when a request finishes).
+    """
+    start = now - window_seconds
+    points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
+    if len(points) < 2 or all(p.snapshot.generation_seconds_total is None for p in points):
+        return None
+    snaps = [p.snapshot for p in points]
+    flags = _restart_flags(snaps)
+    both = [
+        (p.timestamp, p.snapshot.generation_seconds_total, p.snapshot.generation_tokens_total, f)
+        for p, f in zip(points, flags, strict=True)
+        if _known(p.snapshot.generation_seconds_total) is not None
+        and _known(p.snapshot.generation_tokens_total) is not None
+    ]
+    seconds = counter_increase([(t, s) for t, s, _, _ in both], restarts=[f for *_, f in both])
+    tokens = counter_increase([(t, n) for t, _, n, _ in both], restarts=[f for *_, f in both])
+    if seconds is None or tokens is None:
+        return None
+    prompt_points = [(p.timestamp, p.snapshot.prompt_seconds_total) for p in points]
+    prompt = counter_increase(prompt_points, restarts=flags)
+    known_t = [t for t, v in prompt_points if _known(v) is not None]
+    span = known_t[-1] - known_t[0] if prompt is not None and len(known_t) >= 2 else None
+    return EngineTime(seconds, tokens, prompt if span else None, span or None)
+
+
+def combine_engine_time(readings: Iterable[EngineTime | None]) -> EngineTime | None:
+    """The deployment's :class:`EngineTime` from its targets': every increase summed over the targets that know it
+    (so TPOT is the token-weighted mean and the prefill share the span-weighted mean); ``None`` when none knows."""
+    known = [r for r in readings if r is not None]
+    if not known:
+        return None
+    prompts = [r for r in known if r.prompt_seconds is not None and r.span_seconds]
+    return EngineTime(
+        generation_seconds=math.fsum(r.generation_seconds for r in known),
+        generation_tokens=math.fsum(r.generation_tokens for r in known),
+        prompt_seconds=math.fsum(r.prompt_seconds or 0.0 for r in prompts) if prompts else None,
+        span_seconds=math.fsum(r.span_seconds or 0.0 for r in prompts) if prompts else None,
     )
 
 

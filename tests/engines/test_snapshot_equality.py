@@ -8,7 +8,9 @@ test, and no number in it was written by hand. One change since, on purpose: the
 ``dp3-models-bad`` pages) where c860c77 raised ``ValueError('-inf + inf in fsum')`` (one rank's ``+Inf`` beside
 another's ``-Inf``, or both in one rank) are the snapshots read now, with those sums unknown
 (``advisor.engines.common.fsum_or_none``); every other snapshot of those pages was checked unchanged when they were
-rewritten.
+rewritten. A second, on purpose (issue 17): the llama.cpp adapter reads ``tokens_predicted_seconds_total`` and
+``prompt_seconds_total`` now (the online calibration's TPOT without histograms), so a page that repeats them notes
+those duplicates in ``missing`` too; :func:`_without_new_notes` drops exactly those notes before comparing.
 
 Pages: every real capture in ``../shared/engine-metrics`` (``$ADVISOR_SHARED_DIR/engine-metrics`` when set; skipped
 when absent), every hand-written fixture in
@@ -286,6 +288,17 @@ def test_the_pages_generated_are_the_pages_the_reference_read() -> None:
     assert digests == {name: entry["sha256"] for name, entry in golden.items()}
 
 
+_NEW_NOTES = re.compile(
+    r"'llamacpp:(?:tokens_predicted_seconds_total|prompt_seconds_total): \d+ duplicate series ignored "
+    r"\(the first sample kept\)', "
+)
+"""The duplicate notes of the families the llama.cpp adapter reads since the reference (module docstring)."""
+
+
+def _without_new_notes(got: dict[str, str]) -> dict[str, str]:
+    return {key: _NEW_NOTES.sub("", value) for key, value in got.items()}
+
+
 @pytest.mark.parametrize("name", list(pages()))
 def test_snapshots_equal_the_reference_code(name: str) -> None:
     golden = _load()
@@ -294,7 +307,7 @@ def test_snapshots_equal_the_reference_code(name: str) -> None:
     text = pages()[name]
     expected = dict(golden[name])
     expected.pop("sha256")
-    got = snapshots(text)
+    got = _without_new_notes(snapshots(text))
     for key in expected:
         assert got.get(key) == expected[key], f"{name}: {key}"
     assert got.keys() == expected.keys()
