@@ -69,7 +69,7 @@ WINDOW_SECONDS = 36.0
 """Evaluation window: 2 s scrapes cover ~34 s of it, above the tracker's 30 s minimum."""
 WINDOWS = 3
 """Calibration updates before the fit is judged."""
-MAX_WINDOWS = 4
+MAX_WINDOWS = 6
 """Updates the test waits for at most (a neighbour on the 2 shared cores can move one window's step)."""
 CONCURRENCY = 2
 """Clients: one per slot (``--parallel 2``), so the batch stays at 2 save the gap between a reply and the next

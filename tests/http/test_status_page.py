@@ -110,9 +110,13 @@ def test_status_page_renders_in_headless_chromium_with_the_open_recommendation(d
     def shape(t: str) -> str:  # each cycle may move a number in the explanation; its words stay
         return re.sub(r"\d[\d.,]*", "#", t)
 
+    # a cycle between the API read and the render may also change the words (the online calibration's first
+    # window lowers every confidence and says why): the page shows the description of one of the two reads
+    after = {rec["id"]: rec for rec in daemon.wait_open()}
     for rec in page_recs:
         assert shape(rec["flag"]) in shape(text), rec["flag"]
-        assert shape(rec["description"]) in shape(text), (rec["description"], text)
+        seen = [rec["description"], after.get(rec["id"], rec)["description"]]
+        assert any(shape(d) in shape(text) for d in seen), (seen, text)
     assert "Recently resolved" in text
 
 
