@@ -19,7 +19,7 @@ files, in ``<out>/kubernetes/``:
       a scaler error, not 0 (KEDA's default ``true`` reads it as 0 and scales to ``minReplicaCount``);
     * ``fallback: {failureThreshold, replicas, behavior: currentReplicasIfHigher}`` — after ``failureThreshold``
       errors in a row KEDA holds ``max(current replicas, replicas)``: an advisor outage never scales an engine
-      down, let alone to its minimum (``behavior`` is in KEDA ≥ 2.16's CRD; vendored schema:
+      down, let alone to its minimum (``behavior`` is in KEDA ≥ 2.17's CRD; vendored schema:
       ``tests/fixtures/schemas/``).
 
 ``hpa-example.yaml`` — the same signal for a plain ``autoscaling/v2`` ``HorizontalPodAutoscaler``, through an

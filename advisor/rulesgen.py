@@ -55,8 +55,8 @@ from advisor import conventions_rules as r
 from advisor.engines import catalog
 from advisor.engines.catalog import KVAccounting, LatencyBuckets, PromQLHandling
 from advisor.engines.common import NameTable, Series
-from advisor.manifests import Autoscaling, Manifest, hpa, prometheus_rule, scale_target_problem, scaled_object
 from advisor.manifests import PROMETHEUS_ADAPTER_RULE as _ADAPTER_RULE
+from advisor.manifests import Autoscaling, Manifest, hpa, prometheus_rule, scale_target_problem, scaled_object
 from advisor.manifests import render as render_manifest
 
 # --- inputs -------------------------------------------------------------------------------------------------
@@ -925,9 +925,9 @@ def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manife
         (
             *_banner(inp),
             "",
-            "KEDA ScaledObjects (keda.sh/v1alpha1, KEDA >= 2.16 for fallback.behavior): each engine Deployment scaled",
+            "KEDA ScaledObjects (keda.sh/v1alpha1, KEDA >= 2.17 for fallback.behavior): each engine Deployment scaled",
             f"on {c.DESIRED_REPLICAS}, the replica count the advisor advises. An empty answer (advisor down, data",
-            "not fresh) is an error (ignoreNullValues: \"false\"), and after fallback.failureThreshold errors KEDA",
+            'not fresh) is an error (ignoreNullValues: "false"), and after fallback.failureThreshold errors KEDA',
             "holds max(current, fallback.replicas) replicas: an advisor outage never scales an engine down.",
             "Apply in the engines' namespace. Fields: advisor/manifests.py; README, Autoscaling.",
             *notes,
