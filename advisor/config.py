@@ -58,6 +58,7 @@ from advisor.conventions import MIN_SCRAPE_INTERVAL_SECONDS, RULE_PLUGIN_GROUP, 
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
+from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.rules.replicas import ReplicaStabilizer
@@ -242,6 +243,75 @@ def engine_key_error(settings: BaseModel, engine: str) -> str | None:
     return None
 
 
+def _whole_seconds(value: float) -> float:
+    if value != int(value):
+        raise ValueError(f"must be whole seconds (Kubernetes and KEDA take integer seconds), got {value:g}")
+    return value
+
+
+WholeSeconds = Annotated[float, BeforeValidator(parse_duration), AfterValidator(_whole_seconds)]
+
+
+class AutoscalingConfig(_Strict):
+    """How ``capacity-advisor rules generate`` writes the deployment's KEDA ``ScaledObject`` and HPA example
+    (README, Autoscaling). Keys follow KEDA's ScaledObject spec
+    (https://keda.sh/docs/2.20/reference/scaledobject-spec/), in the config's snake_case:
+
+    * ``scale_target``: the engine's Kubernetes Deployment (``scaleTargetRef.name``; default: the deployment's
+      ``name``, which must then be an RFC 1123 name);
+    * ``namespace``: the ScaledObject's and HPA's namespace, which must be the Deployment's (default: none, the
+      namespace ``kubectl apply -n`` gives);
+    * ``min_replica_count`` / ``max_replica_count``: KEDA ``minReplicaCount`` / ``maxReplicaCount`` (HPA
+      ``minReplicas`` / ``maxReplicas``); default 1 (the advisor never advises 0: an engine at zero has a cold start
+      of minutes) and KEDA's 100;
+    * ``cooldown_period``: KEDA ``cooldownPeriod`` (default KEDA's 300 s; KEDA applies it only when scaling to
+      and from zero, i.e. with ``min_replica_count: 0``);
+    * ``polling_interval``: KEDA ``pollingInterval``, how often KEDA queries Prometheus (default KEDA's 30 s);
+    * ``stabilization``: the HPA's ``behavior.scaleDown.stabilizationWindowSeconds`` (default 0: the advisor's
+      signal is already held for ``rules.replicas.scale_down_window``; Kubernetes' own default of 300 s would hold
+      it that long again);
+    * ``fallback_replicas`` / ``fallback_failure_threshold``: KEDA ``fallback``: after this many failed queries in
+      a row (the advisor down, its series stale) KEDA holds ``max(current, fallback_replicas)`` replicas
+      (``behavior: currentReplicasIfHigher``), never the minimum; ``fallback_replicas`` defaults to the larger of
+      ``min_replica_count`` and the number of ``targets`` the config lists, the threshold to 3 (KEDA's example);
+    * ``prometheus_url``: the Prometheus that scrapes the advisor, as KEDA reaches it (``serverAddress``; default
+      the ``prometheus-operated`` Service that prometheus-operator creates in namespace ``monitoring``).
+    """
+
+    scale_target: str | None = Field(
+        default=None, max_length=253, pattern=DNS_1123_SUBDOMAIN, description="the engine's Kubernetes Deployment"
+    )
+    namespace: str | None = Field(
+        default=None, max_length=63, pattern=DNS_1123_LABEL, description="Kubernetes namespace"
+    )
+    min_replica_count: int = Field(default=1, ge=0, le=2**31 - 1, strict=True, description="KEDA minReplicaCount")
+    max_replica_count: int = Field(default=100, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount")
+    cooldown_period: WholeSeconds = Field(default=300.0, ge=0, le=2**31 - 1, description="KEDA cooldownPeriod")
+    polling_interval: WholeSeconds = Field(default=30.0, ge=1, le=2**31 - 1, description="KEDA pollingInterval")
+    stabilization: WholeSeconds = Field(
+        default=0.0, ge=0, le=3600, description="HPA behavior.scaleDown.stabilizationWindowSeconds (0-3600)"
+    )
+    fallback_replicas: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True, description="KEDA fallback")
+    fallback_failure_threshold: int = Field(default=3, ge=1, le=2**31 - 1, strict=True)
+    prometheus_url: TargetURL = Field(
+        default="http://prometheus-operated.monitoring.svc:9090", description="KEDA's Prometheus serverAddress"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingConfig:
+        if self.min_replica_count > self.max_replica_count:
+            raise ValueError(
+                f"min_replica_count {self.min_replica_count} is above max_replica_count {self.max_replica_count}"
+            )
+        f = self.fallback_replicas
+        if f is not None and not self.min_replica_count <= f <= self.max_replica_count:
+            raise ValueError(
+                f"fallback_replicas {f} is outside min_replica_count {self.min_replica_count} .. max_replica_count "
+                f"{self.max_replica_count}"
+            )
+        return self
+
+
 class Deployment(_Strict):
     """One served model: its engine, replicas' scrape URLs, and the configuration the engine runs with."""
 
@@ -401,6 +471,10 @@ class Deployment(_Strict):
     lora_dtype: str = Field(default="auto", description="vLLM --lora-dtype: auto (the model dtype) or a dtype name")
     fully_sharded_loras: bool = Field(default=False, strict=True, description="vLLM --fully-sharded-loras")
     slo: SLO
+    autoscaling: AutoscalingConfig = Field(
+        default_factory=AutoscalingConfig,
+        description="the KEDA ScaledObject and HPA example that `rules generate` writes (README, Autoscaling)",
+    )
 
     @field_validator("engine_version")
     @classmethod

@@ -28,6 +28,8 @@ TTFT_SECONDS: Final = "advisor_ttft_seconds"
 TPOT_SECONDS: Final = "advisor_tpot_seconds"
 RECOMMENDATION_ACTIVE: Final = "advisor_recommendation_active"
 RECOMMENDED_VALUE: Final = "advisor_recommended_value"  # {deployment, dial}: an open recommendation's suggested value
+# {deployment}: the replica count the advice holds (issue 18), the series a KEDA ScaledObject or an HPA scales on
+DESIRED_REPLICAS: Final = "advisor_desired_replicas"
 TARGET_UP: Final = "advisor_target_up"
 SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_errors_total
 LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"

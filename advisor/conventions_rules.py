@@ -129,3 +129,12 @@ FILE_RECORDING: Final = "engines.rules.yml"
 FILE_SLO: Final = "slo.rules.yml"
 FILE_ADVISOR: Final = "advisor.rules.yml"
 GENERATED_FILES: Final = (FILE_RECORDING, FILE_SLO, FILE_ADVISOR)
+
+# Kubernetes manifests `rules generate` writes beside the rule files, in a subfolder (issue 18): rule-file globs
+# (rules/*.yml, deploy/kubernetes/generate_prometheusrule.py) do not descend into it
+MANIFEST_DIR: Final = "kubernetes"
+FILE_KEDA: Final = f"{MANIFEST_DIR}/keda-scaledobjects.yaml"
+FILE_HPA: Final = f"{MANIFEST_DIR}/hpa-example.yaml"
+FILE_PROMETHEUS_RULE: Final = f"{MANIFEST_DIR}/prometheusrule.yaml"
+GENERATED_MANIFESTS: Final = (FILE_KEDA, FILE_HPA, FILE_PROMETHEUS_RULE)
+PROMETHEUS_RULE_NAME: Final = "capacity-advisor"

@@ -6,6 +6,9 @@
     capacity-advisor rules generate --config deploy/advisor.example.yaml            # writes rules/*.rules.yml
     capacity-advisor rules generate --config deploy/advisor.example.yaml --check    # exit 1 if rules/ differs
 
+It also writes ``<out>/kubernetes/``: a KEDA ScaledObject per deployment, an HPA example and the rules as one
+PrometheusRule (:mod:`advisor.manifests`; keys ``deployments[].autoscaling`` of the config).
+
 Warnings (a target between bucket bounds, an engine without histograms, a burn-rate alert that can never fire)
 go to stderr and into the generated files as comments. Files are written atomically (temp file, then rename);
 files in the folder that the generator does not produce (``runbook.md``, ``README.md``) are left alone.
@@ -18,9 +21,37 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from advisor.manifests import Autoscaling
 from advisor.rulesgen import DeploymentSLO, RulesInput, generate, render_all
+
+if TYPE_CHECKING:
+    from advisor.config import Deployment
+
+
+def autoscaling_settings(d: Deployment) -> Autoscaling:
+    """The deployment's ``autoscaling:`` keys with their defaults resolved (:class:`advisor.config.AutoscalingConfig`):
+    the scale target defaults to the deployment's name, ``fallback_replicas`` to the larger of
+    ``min_replica_count`` and the number of ``targets`` listed (the replicas running when the config was written),
+    at most ``max_replica_count``."""
+    a = d.autoscaling
+    fallback = a.fallback_replicas
+    if fallback is None:
+        fallback = min(a.max_replica_count, max(a.min_replica_count, len(d.targets)))
+    return Autoscaling(
+        deployment=d.name,
+        scale_target=a.scale_target or d.name,
+        namespace=a.namespace,
+        min_replicas=a.min_replica_count,
+        max_replicas=a.max_replica_count,
+        cooldown_seconds=int(a.cooldown_period),
+        polling_seconds=int(a.polling_interval),
+        stabilization_seconds=int(a.stabilization),
+        fallback_replicas=fallback,
+        fallback_failure_threshold=a.fallback_failure_threshold,
+        prometheus_url=a.prometheus_url,
+    )
 
 
 def rules_input(config_path: str | Path) -> RulesInput:
@@ -41,6 +72,7 @@ def rules_input(config_path: str | Path) -> RulesInput:
                 tpot_seconds=d.slo.tpot_seconds,
                 target_ratio=d.slo.target_ratio,
                 served_model=d.served_model,
+                autoscaling=autoscaling_settings(d),
             )
             for d in cfg.deployments
         ),
@@ -91,6 +123,7 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / name, text)
         print(f"wrote {out / name}")
     return 0

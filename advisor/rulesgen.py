@@ -21,6 +21,10 @@ YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
     targets not fresh, the advisor not evaluating or absent, skipping cycles, failing to reload its config,
     losing or holding up notifications).
 
+``kubernetes/`` — a KEDA ``ScaledObject`` per deployment on ``advisor_desired_replicas``, an ``autoscaling/v2``
+    HPA example on the same external metric, and the three files' groups as one ``PrometheusRule``
+    (:mod:`advisor.manifests`).
+
 **Bucket boundaries.** ``bucket{le="2.5"} ÷ count`` is exact only when the target is a bucket bound; a target
 between bounds has no series, so the generator takes the nearest bound of the engine's default buckets and
 *reports* it (a warning and a comment above the rule), since that silently changes the SLO::
@@ -51,6 +55,9 @@ from advisor import conventions_rules as r
 from advisor.engines import catalog
 from advisor.engines.catalog import KVAccounting, LatencyBuckets, PromQLHandling
 from advisor.engines.common import NameTable, Series
+from advisor.manifests import PROMETHEUS_ADAPTER_RULE as _ADAPTER_RULE
+from advisor.manifests import Autoscaling, Manifest, hpa, prometheus_rule, scale_target_problem, scaled_object
+from advisor.manifests import render as render_manifest
 
 # --- inputs -------------------------------------------------------------------------------------------------
 
@@ -65,6 +72,8 @@ class DeploymentSLO:
         ttft_seconds / tpot_seconds: the targets.
         target_ratio: fraction of requests that must meet both (error budget = 1 − target_ratio).
         served_model: the engine's model label value to read when the engine serves several, else ``None``.
+        autoscaling: its KEDA ScaledObject and HPA example settings (:mod:`advisor.manifests`), or ``None``: none
+            written.
     """
 
     name: str
@@ -73,6 +82,7 @@ class DeploymentSLO:
     tpot_seconds: float
     target_ratio: float
     served_model: str | None = None
+    autoscaling: Autoscaling | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +150,12 @@ class RuleFile:
 
 @dataclass(frozen=True, slots=True)
 class Generated:
-    """The rule files and the warnings the command reports (each also a comment in the file it concerns)."""
+    """The rule files, the Kubernetes manifests (:mod:`advisor.manifests`) and the warnings the command reports
+    (each also a comment in the file it concerns)."""
 
     files: tuple[RuleFile, ...]
     warnings: tuple[str, ...]
+    manifests: tuple[Manifest, ...] = ()
 
 
 # --- engine knowledge ---------------------------------------------------------------------------------------
@@ -894,10 +906,71 @@ def _notes(alert: str, summary: str, description: str) -> dict[str, str]:
 # --- entry points -------------------------------------------------------------------------------------------
 
 
+def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manifest, ...], list[str]]:
+    """The KEDA ScaledObjects, the HPA example and the PrometheusRule (:mod:`advisor.manifests`), and a warning
+    per deployment whose Deployment name is not a Kubernetes name (no ScaledObject or HPA for it)."""
+    settings: list[Autoscaling] = []
+    warnings: list[str] = []
+    for dep in inp.deployments:
+        if dep.autoscaling is None:
+            continue
+        problem = scale_target_problem(dep.autoscaling)
+        if problem is None:
+            settings.append(dep.autoscaling)
+        else:
+            warnings.append(problem)
+    notes = ("", "Warnings:", *(f"- {w}" for w in warnings)) if warnings else ()
+    keda = Manifest(
+        r.FILE_KEDA,
+        (
+            *_banner(inp),
+            "",
+            "KEDA ScaledObjects (keda.sh/v1alpha1, KEDA >= 2.17 for fallback.behavior): each engine Deployment scaled",
+            f"on {c.DESIRED_REPLICAS}, the replica count the advisor advises. An empty answer (advisor down, data",
+            'not fresh) is an error (ignoreNullValues: "false"), and after fallback.failureThreshold errors KEDA',
+            "holds max(current, fallback.replicas) replicas: an advisor outage never scales an engine down.",
+            "Apply in the engines' namespace. Fields: advisor/manifests.py; README, Autoscaling.",
+            *notes,
+        ),
+        tuple(scaled_object(a) for a in settings),
+    )
+    hpas = Manifest(
+        r.FILE_HPA,
+        (
+            *_banner(inp),
+            "",
+            "An example: plain autoscaling/v2 HPAs on the external metric "
+            f"{c.DESIRED_REPLICAS}, without KEDA. Needs an",
+            "external-metrics adapter; prometheus-adapter's config for it:",
+            "",
+            *(f"  {line}" for line in _ADAPTER_RULE),
+            "",
+            "Do not apply an HPA to a Deployment that a KEDA ScaledObject scales (KEDA creates its own HPA).",
+            *notes,
+        ),
+        tuple(hpa(a) for a in settings),
+    )
+    groups = [{"name": g.name, "rules": [x.as_dict() for x in g.rules]} for f in files for g in f.groups]
+    rule = Manifest(
+        r.FILE_PROMETHEUS_RULE,
+        (
+            *_banner(inp),
+            "",
+            f"The rule groups of {', '.join(f.name for f in files)} as one prometheus-operator PrometheusRule.",
+            "prometheus-operator loads it when its labels match the Prometheus's ruleSelector (kube-prometheus-stack:",
+            "add `release: <your release name>`).",
+        ),
+        (prometheus_rule(r.PROMETHEUS_RULE_NAME, groups),),
+    )
+    return (keda, hpas, rule), warnings
+
+
 def generate(inp: RulesInput) -> Generated:
-    """Every rule file for ``inp`` and the warnings to report (see the module docstring)."""
+    """Every rule file and manifest for ``inp`` and the warnings to report (see the module docstring)."""
     slo, warnings = _slo_file(inp)
-    return Generated((_recording_file(inp), slo, _advisor_file(inp)), tuple(warnings))
+    files = (_recording_file(inp), slo, _advisor_file(inp))
+    manifests, more = _manifests(inp, files)
+    return Generated(files, (*warnings, *more), manifests)
 
 
 _PLAIN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
@@ -939,5 +1012,5 @@ def render(f: RuleFile) -> str:
 
 
 def render_all(generated: Generated) -> dict[str, str]:
-    """File name → text for every generated file."""
-    return {f.name: render(f) for f in generated.files}
+    """File name (a path under the output folder) → text for every generated file and manifest."""
+    return {**{f.name: render(f) for f in generated.files}, **{m.name: render_manifest(m) for m in generated.manifests}}

@@ -1,0 +1,243 @@
+"""Kubernetes manifests for acting on the advisor's replica signal (issue 18; pure: returns values, writes nothing).
+
+``capacity-advisor rules generate`` (:mod:`advisor.rulesgen`, :mod:`advisor.rulescmd`) writes, beside the rule
+files, in ``<out>/kubernetes/``:
+
+``keda-scaledobjects.yaml`` — one KEDA ``ScaledObject`` (``keda.sh/v1alpha1``) per deployment, with one
+    ``prometheus`` trigger on :data:`advisor.conventions.DESIRED_REPLICAS`. Field names from KEDA's
+    ScaledObject specification (https://keda.sh/docs/2.20/reference/scaledobject-spec/) and Prometheus scaler
+    (https://keda.sh/docs/2.20/scalers/prometheus/):
+
+    * ``query: max(advisor_desired_replicas{deployment="NAME"})`` — the scaler refuses an answer of more than one
+      series ("returned multiple elements", ``pkg/scalers/prometheus_scaler.go``), which two advisors in HA
+      would give; ``max`` keeps one and stays empty when the series is absent;
+    * ``metricType: AverageValue`` and ``threshold: "1"`` — the HPA KEDA creates then asks for
+      ``ceil(value ÷ 1)`` replicas, the advised count (Kubernetes HPA algorithm,
+      https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details); KEDA's
+      ``fallback`` also requires an ``AverageValue`` trigger (``CheckFallbackValid``, ``apis/keda/v1alpha1``);
+    * ``ignoreNullValues: "false"`` — an empty answer (the advisor down, its data not fresh, its series stale) is
+      a scaler error, not 0 (KEDA's default ``true`` reads it as 0 and scales to ``minReplicaCount``);
+    * ``fallback: {failureThreshold, replicas, behavior: currentReplicasIfHigher}`` — after ``failureThreshold``
+      errors in a row KEDA holds ``max(current replicas, replicas)``: an advisor outage never scales an engine
+      down, let alone to its minimum (``behavior`` is in KEDA ≥ 2.17's CRD; vendored schema:
+      ``tests/fixtures/schemas/``).
+
+``hpa-example.yaml`` — the same signal for a plain ``autoscaling/v2`` ``HorizontalPodAutoscaler``, through an
+    external-metrics adapter (prometheus-adapter's ``externalRules``, rule in the file's header): an ``External``
+    metric ``advisor_desired_replicas`` selected by ``deployment``, target ``AverageValue: 1``. An example: a
+    Deployment scaled by KEDA must not also have this HPA (KEDA creates its own, ``keda-hpa-<name>``).
+
+``prometheusrule.yaml`` — the generated rule groups wrapped in one prometheus-operator ``PrometheusRule``
+    (``monitoring.coreos.com/v1``, https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.PrometheusRule).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from advisor import conventions as c
+
+DNS_1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A Kubernetes object name (RFC 1123 subdomain, at most 253 characters):
+https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-subdomain-names"""
+DNS_1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A namespace name (RFC 1123 label, at most 63 characters), same page."""
+
+KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
+HPA_API_VERSION: Final = "autoscaling/v2"
+PROMETHEUS_RULE_API_VERSION: Final = "monitoring.coreos.com/v1"
+TRIGGER_NAME: Final = "advisor-desired-replicas"
+FALLBACK_BEHAVIOR: Final = "currentReplicasIfHigher"
+"""KEDA fallback behaviour: ``max(current, fallback.replicas)`` (https://keda.sh/docs/2.20/reference/scaledobject-spec/#fallback)."""
+ANNOTATION_DEPLOYMENT: Final = "capacity-advisor/deployment"
+"""The advisor deployment a manifest is for (an annotation: a deployment name need not be a label value)."""
+COMMON_LABELS: Final = {"app.kubernetes.io/name": "capacity-advisor", "app.kubernetes.io/component": "autoscaling"}
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaling:
+    """One deployment's autoscaler settings (the config's ``deployments[].autoscaling``, defaults resolved).
+
+    Attributes:
+        deployment: the advisor's deployment name (the ``deployment`` label value).
+        scale_target: the engine's Kubernetes Deployment name (``scaleTargetRef.name``).
+        namespace: the objects' namespace, or ``None`` (``kubectl apply -n`` decides).
+        min_replicas / max_replicas: KEDA ``minReplicaCount`` / ``maxReplicaCount``, HPA ``minReplicas`` /
+            ``maxReplicas``.
+        cooldown_seconds / polling_seconds: KEDA ``cooldownPeriod`` / ``pollingInterval``, seconds.
+        stabilization_seconds: HPA ``behavior.scaleDown.stabilizationWindowSeconds``, seconds.
+        fallback_replicas / fallback_failure_threshold: KEDA ``fallback.replicas`` / ``failureThreshold``.
+        prometheus_url: KEDA's ``serverAddress``.
+    """
+
+    deployment: str
+    scale_target: str
+    namespace: str | None = None
+    min_replicas: int = 1
+    max_replicas: int = 100
+    cooldown_seconds: int = 300
+    polling_seconds: int = 30
+    stabilization_seconds: int = 0
+    fallback_replicas: int = 1
+    fallback_failure_threshold: int = 3
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One generated YAML file of Kubernetes objects: its path under the output folder, header comment lines and
+    documents."""
+
+    name: str
+    header: tuple[str, ...]
+    docs: tuple[Mapping[str, Any], ...]
+
+
+def scale_target_problem(a: Autoscaling) -> str | None:
+    """Why ``a.scale_target`` cannot name a Kubernetes Deployment, or ``None`` when it can."""
+    if len(a.scale_target) <= 253 and re.match(DNS_1123_SUBDOMAIN, a.scale_target):
+        return None
+    return (
+        f"deployment {a.deployment!r}: no KEDA ScaledObject or HPA written: {a.scale_target!r} is not a Kubernetes "
+        "object name (RFC 1123: lower-case letters, digits, '-' and '.'); set deployments[].autoscaling.scale_target "
+        "to the engine's Deployment"
+    )
+
+
+def desired_replicas_query(deployment: str) -> str:
+    """The KEDA trigger's PromQL: one series or none (see the module docstring)."""
+    return f"max({c.DESIRED_REPLICAS}{{{c.LABEL_DEPLOYMENT}={json.dumps(deployment)}}})"
+
+
+def _metadata(name: str, a: Autoscaling) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if a.namespace is not None:
+        meta["namespace"] = a.namespace
+    meta["labels"] = dict(COMMON_LABELS)
+    meta["annotations"] = {ANNOTATION_DEPLOYMENT: a.deployment}
+    return meta
+
+
+def _target_ref(a: Autoscaling) -> dict[str, str]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": a.scale_target}
+
+
+def scaled_object(a: Autoscaling) -> dict[str, Any]:
+    """The KEDA ``ScaledObject`` for one deployment (fields: the module docstring)."""
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": "ScaledObject",
+        "metadata": _metadata(a.scale_target, a),
+        "spec": {
+            "scaleTargetRef": _target_ref(a),
+            "pollingInterval": a.polling_seconds,
+            "cooldownPeriod": a.cooldown_seconds,
+            "minReplicaCount": a.min_replicas,
+            "maxReplicaCount": a.max_replicas,
+            "fallback": {
+                "failureThreshold": a.fallback_failure_threshold,
+                "replicas": a.fallback_replicas,
+                "behavior": FALLBACK_BEHAVIOR,
+            },
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": a.stabilization_seconds}}
+                }
+            },
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "name": TRIGGER_NAME,
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": a.prometheus_url,
+                        "query": desired_replicas_query(a.deployment),
+                        "threshold": "1",
+                        "ignoreNullValues": "false",
+                    },
+                }
+            ],
+        },
+    }
+
+
+def hpa(a: Autoscaling) -> dict[str, Any]:
+    """An ``autoscaling/v2`` ``HorizontalPodAutoscaler`` on the external metric (see the module docstring).
+
+    With ``target.type: AverageValue`` the HPA asks for ``ceil(metric ÷ averageValue)`` replicas
+    (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details).
+    """
+    return {
+        "apiVersion": HPA_API_VERSION,
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(a.scale_target, a),
+        "spec": {
+            "scaleTargetRef": _target_ref(a),
+            "minReplicas": max(1, a.min_replicas),  # the HPA's minReplicas is ≥ 1 unless HPAScaleToZero is enabled
+            "maxReplicas": a.max_replicas,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": c.DESIRED_REPLICAS,
+                            "selector": {"matchLabels": {c.LABEL_DEPLOYMENT: a.deployment}},
+                        },
+                        "target": {"type": "AverageValue", "averageValue": "1"},
+                    },
+                }
+            ],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": a.stabilization_seconds}},
+        },
+    }
+
+
+def prometheus_rule(name: str, groups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rule groups (as Prometheus reads them) wrapped in one prometheus-operator ``PrometheusRule``."""
+    return {
+        "apiVersion": PROMETHEUS_RULE_API_VERSION,
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/name": "capacity-advisor", "app.kubernetes.io/component": "rules"},
+        },
+        "spec": {"groups": [dict(g) for g in groups]},
+    }
+
+
+PROMETHEUS_ADAPTER_RULE: Final = (
+    "externalRules:",
+    f"  - seriesQuery: '{c.DESIRED_REPLICAS}{{{c.LABEL_DEPLOYMENT}!=\"\"}}'",
+    "    resources: {namespaced: false}",
+    f"    metricsQuery: 'max by ({c.LABEL_DEPLOYMENT}) (<<.Series>>{{<<.LabelMatchers>>}})'",
+)
+"""prometheus-adapter's external rule that serves the series to the HPA example (config format:
+https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/externalmetrics.md)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (PromQL, descriptions) as literal blocks, as the rule files write them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(m: Manifest) -> str:
+    """The file: header comments, then the documents separated by ``---``; ``yaml.safe_load_all`` gives
+    ``m.docs`` back (a test holds this)."""
+    head = "".join(("# " + line).rstrip() + "\n" for line in m.header)
+    body = yaml.dump_all(
+        [dict(d) for d in m.docs], Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120, explicit_start=True
+    )
+    return head + body
