@@ -360,7 +360,8 @@ def format_transition(t: Transition) -> str:
     )
     return (
         f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn} {extra}"
-        f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)} | confidence {r.confidence:.2f} | id {r.id}"
+        f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)}"
+        f" | confidence {r.confidence:.2f} | id {r.id}"
     )
 
 
