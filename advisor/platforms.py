@@ -36,9 +36,9 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.engines.flags import flag_for
 
-KUBERNETES: Final = "kubernetes"
-PLATFORMS: Final = (KUBERNETES, "systemd", "sagemaker", "vertex", "azure-ml", "bedrock")
-"""Values ``platform:`` accepts; the first is the default."""
+KUBERNETES: Final = c.PLATFORM_KUBERNETES
+PLATFORMS: Final = c.PLATFORMS
+"""Values ``platform:`` accepts (:data:`advisor.conventions.PLATFORMS`); the first is the default."""
 
 FLAG_REASON_KEY: Final = "flag_unavailable_reason"
 """Evidence key (and alternative key) holding why ``flag`` is ``None`` on the deployment's platform."""
@@ -260,3 +260,21 @@ def flag_text(flag: str | None, evidence: Mapping[str, Any]) -> str:
     if flag is not None:
         return flag
     return f"not offered: {evidence.get(FLAG_REASON_KEY) or 'the platform has no setting for this dial'}"
+
+
+def configuration_in_terms(platform: str, engine: str, settings: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """A configuration (``plan``'s) as ``platform`` takes it: one row per ``(dial, value)`` with ``dial``,
+    ``value``, ``flag`` (:func:`platform_flag` on the engine's flag, :func:`advisor.engines.flags.flag_for`) and,
+    when the platform does not offer the dial, :data:`FLAG_REASON_KEY` with ``flag`` ``None``.
+
+    Raises:
+        KeyError: an unknown platform or dial.
+    """
+    rows: list[dict[str, Any]] = []
+    for dial, value in settings:
+        flag, reason = platform_flag(platform, engine, dial, value, flag_for(engine, dial, value))
+        row: dict[str, Any] = {"dial": dial, "value": value, "flag": flag}
+        if flag is None:
+            row[FLAG_REASON_KEY] = reason
+        rows.append(row)
+    return rows

@@ -29,6 +29,7 @@ from :mod:`advisor.platforms`:
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,31 @@ def test_once_json_says_each_flag_in_the_platforms_terms(runs: dict[str, dict[st
             else:
                 assert flag is not None and reason is None, (platform, dial)
                 assert ENGINE_ARG_PLACE[platform] in flag and vllm_flag[dial] in flag, (platform, flag)
+
+
+# --- plan --platform: the configuration in the platform's terms -----------------------------------------------
+
+
+def test_plan_says_the_configuration_in_the_platforms_terms() -> None:
+    from tests.inprocess import run_cli
+
+    base = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192"]
+    base += ["--tp", "2", "--max-num-seqs", "128", "--json"]
+    proc = run_cli(*base, "--platform", "sagemaker")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["dial"]: r for r in json.loads(proc.stdout)["platform"]["settings"]}
+    # LMI configurations.md: option.tensor_parallel_degree, option.max_rolling_batch_size; vLLM pass-through
+    assert "OPTION_TENSOR_PARALLEL_DEGREE=2" in rows["tensor_parallel_size"]["flag"]
+    assert "OPTION_MAX_ROLLING_BATCH_SIZE=128" in rows["max_num_seqs"]["flag"]
+    assert "OPTION_MAX_MODEL_LEN=8192" in rows["max_model_len"]["flag"]
+    assert "InitialInstanceCount" in rows["replicas"]["flag"]  # API_ProductionVariant
+    proc = run_cli(*base, "--platform", "vertex")
+    rows = {r["dial"]: r for r in json.loads(proc.stdout)["platform"]["settings"]}
+    assert "containerSpec.args" in rows["max_num_seqs"]["flag"] and "--max-num-seqs 128" in rows["max_num_seqs"]["flag"]
+    assert "minReplicaCount=1" in rows["replicas"]["flag"]  # DedicatedResources.minReplicaCount
+    proc = run_cli(*base, "--platform", "bedrock")
+    rows = {r["dial"]: r for r in json.loads(proc.stdout)["platform"]["settings"]}
+    assert all(r["flag"] is None and "Bedrock" in r[REASON] for r in rows.values()), rows
+    proc = run_cli(*base[:-1], "--platform", "azure-ml")  # the text output: its own heading
+    assert "on Azure Machine Learning" in proc.stdout and "instance_count: 1" in proc.stdout, proc.stdout
+    assert "platform" not in json.loads(run_cli(*base).stdout)  # without --platform: the output as before
