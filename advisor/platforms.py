@@ -22,7 +22,7 @@ platform        where the change goes
 ``azure-ml``    the managed online deployment's ``environment_variables`` (the engine arguments its container's
                 entry point reads), ``instance_type`` and ``instance_count``
 ``bedrock``     none: Bedrock serves the model itself, no engine dial, instance or replica count is the
-                customer's; it is a buy option (host-or-buy, issue 18 point 3), so every flag is ``None``
+                customer's; it is a buy option (issue 18 point 3, host-or-buy), so every flag is ``None``
 ==============  =====================================================================================================
 """
 
@@ -164,8 +164,8 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
         instance=None,
         unavailable=(
             "Amazon Bedrock serves the model itself: {dial} is not the customer's to set (no engine, instance or "
-            "replica count; throughput is bought as on-demand tokens or Provisioned Throughput model units) — "
-            "a buy option, compared in host-or-buy"
+            "replica count; throughput is bought as on-demand tokens or Provisioned Throughput model units): "
+            "a buy option, not a configuration to tune"
         ),
         sources=(
             "https://docs.aws.amazon.com/bedrock/latest/userguide/what-is-bedrock.html",

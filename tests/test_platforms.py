@@ -193,6 +193,8 @@ PLATFORMS = ["kubernetes", "systemd", "sagemaker", "vertex", "azure-ml", "bedroc
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     scrapes = _saturated()
 
+    dirs: dict[str, Path] = {p: tmp_path_factory.mktemp(p) for p in PLATFORMS}  # made here, not in the threads
+
     def once(platform: str) -> dict[str, Any]:
         dep = {
             "name": "qwen14b",
@@ -203,8 +205,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
             "slo": SLO,
             "platform": platform,
         }
-        path: Path = tmp_path_factory.mktemp(platform)
-        return run_once_on(path, dep, [scrapes])
+        return run_once_on(dirs[platform], dep, [scrapes])
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {p: pool.submit(once, p) for p in PLATFORMS}
