@@ -308,10 +308,13 @@ class Alternative(BaseModel):
     action: str
     current: Any
     suggested: Any
-    flag: str
+    flag: str | None = Field(description="the change in the deployment's platform's terms; null: not offered there")
     predicted_effect: dict[str, dict[str, Any]]
     confidence: float
     why_rank: str = Field(description="why it ranks where it does (adds no GPU; closes the gap; lowest risk …)")
+    flag_unavailable_reason: str | None = Field(
+        default=None, description="why the platform offers no flag for this dial (only when flag is null)"
+    )
 
 
 class WithheldTurn(BaseModel):
@@ -335,7 +338,10 @@ class Recommendation(BaseModel):
     action: str
     current: Any
     suggested: Any
-    flag: str
+    flag: str | None = Field(
+        description="the change in the deployment's platform's terms (advisor.platforms); null when the platform "
+        "does not offer the dial, with the reason in evidence.flag_unavailable_reason"
+    )
     severity: str
     confidence: float
     summary: str

@@ -52,6 +52,7 @@ def deployment_context(
         gpu=resolved.gpu.part,
         replicas=len(dep.targets),
         speculative_decoding=dep.speculative_decoding,
+        platform=dep.platform,
     )
 
 

@@ -104,7 +104,7 @@ class ReplayedRecommendation:
     action: str
     current: Any
     suggested: Any
-    flag: str
+    flag: str | None
     severity: str
     confidence: float
     summary: str

@@ -61,6 +61,7 @@ from advisor.files import read_text_capped
 from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
+from advisor.platforms import PLATFORMS
 from advisor.rules.replicas import ReplicaStabilizer
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
 
@@ -321,6 +322,13 @@ class Deployment(_Strict):
         description="engine id, or auto: detected from the exposition's metric names",
         json_schema_extra={"enum": ["auto", *ENGINES]},
     )
+    platform: str = Field(
+        default=PLATFORMS[0],
+        description="where the engine runs: every recommendation's flag is said in its terms (container args and "
+        "replicas, a unit's ExecStart, SageMaker LMI OPTION_* variables, Vertex AI or Azure ML deployment fields); "
+        "bedrock has no engine dials (advisor.platforms)",
+        json_schema_extra={"enum": list(PLATFORMS)},
+    )
     served_model: str | None = Field(
         default=None,
         min_length=1,
@@ -494,6 +502,16 @@ class Deployment(_Strict):
             close = difflib.get_close_matches(value, ENGINES, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown engine {value!r}; known: auto, {', '.join(ENGINES)}{hint}")
+        return value
+
+    @field_validator("platform")
+    @classmethod
+    def _known_platform(cls, value: str) -> str:
+        """A platform of :data:`advisor.platforms.PLATFORMS`."""
+        if value not in PLATFORMS:
+            close = difflib.get_close_matches(value, PLATFORMS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown platform {value!r}; known: {', '.join(PLATFORMS)}{hint}")
         return value
 
     @field_validator("targets")

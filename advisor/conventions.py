@@ -180,3 +180,9 @@ LOW_CONFIDENCE: Final = 0.5
 # --- extension points ----------------------------------------------------------------------------
 RULE_PLUGIN_GROUP: Final = "advisor.rules"
 """The entry-point group third-party rule modules register under (``rules.plugins.<name>`` configures one)."""
+
+
+PLATFORM_KUBERNETES: Final = "kubernetes"
+PLATFORMS: Final = (PLATFORM_KUBERNETES, "systemd", "sagemaker", "vertex", "azure-ml", "bedrock")
+"""Where a deployment's engine runs (``platform:``, ``plan --platform``); the first is the default. Each platform's
+terms and their documentation: :mod:`advisor.platforms`."""

@@ -414,7 +414,7 @@ class Recommendation:
     action: str
     current: Any
     suggested: Any
-    flag: str
+    flag: str | None
     severity: str
     confidence: float
     summary: str
@@ -493,7 +493,7 @@ class Recommendation:
             action=str(d["action"]),
             current=d["current"],
             suggested=d["suggested"],
-            flag=str(d["flag"]),
+            flag=None if d["flag"] is None else str(d["flag"]),
             severity=str(d["severity"]),
             confidence=_finite_number("confidence", d["confidence"]),
             summary=str(d["summary"]),

@@ -18,6 +18,7 @@ from typing import Any
 from advisor.argtypes import bounded_int, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.capacity.models import preset_kv_logs
+from advisor.conventions import PLATFORMS
 from advisor.errors import CapacityError
 
 
@@ -268,6 +269,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     if point is not None:
         out.update(point.as_dict())
+    on_platform = _on_platform(args, "vllm", result, inputs, point)
+    if on_platform:
+        out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -327,7 +331,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
         *_kv_check_rows(model.name),
     ]
     _print_rows(rows, point)
+    _platform_lines(args.platform, on_platform)
     return 0
+
+
+def _on_platform(args: argparse.Namespace, engine: str, result: Any, inputs: Any, point: Any) -> list[dict[str, Any]]:
+    """``--platform``: this configuration as the platform takes it (:func:`advisor.platforms.configuration_in_terms`)
+    — tensor parallelism, the context limit, vLLM's memory budget and batch cap, and the replica count (the
+    count the SLO needs under traffic, else ``--replicas`` or 1); ``[]`` without ``--platform``."""
+    if args.platform is None:
+        return []
+    from advisor import conventions as c
+    from advisor.platforms import configuration_in_terms  # the engine flag tables: only with --platform
+
+    settings: list[tuple[str, Any]] = [
+        (c.DIAL_TENSOR_PARALLEL_SIZE, args.tp),
+        (c.DIAL_MAX_MODEL_LEN, result.max_model_len),
+    ]
+    if engine == "vllm":
+        settings += [
+            (c.DIAL_GPU_MEMORY_UTILIZATION, inputs.gpu_memory_utilization),
+            (c.DIAL_MAX_NUM_SEQS, inputs.max_num_seqs),
+        ]
+    needed = getattr(point, "replicas_needed", None) if point is not None else None
+    settings.append((c.DIAL_REPLICAS, needed if needed is not None else (args.replicas or 1)))
+    return configuration_in_terms(args.platform, engine, settings)
+
+
+def _platform_lines(platform: str | None, rows: list[dict[str, Any]]) -> None:
+    """Print ``--platform``'s rows under their own heading."""
+    if platform is None:
+        return
+    from advisor.platforms import FLAG_REASON_KEY, PROFILES
+
+    print(f"\non {PROFILES[platform].name} ({platform}):")
+    width = max(len(r["dial"]) for r in rows)
+    for r in rows:
+        said = r["flag"] if r["flag"] is not None else f"not offered: {r[FLAG_REASON_KEY]}"
+        print(f"  {r['dial'].ljust(width)}  {said}")
 
 
 def _print_rows(rows: list[tuple[str, str]], point: Any) -> None:
@@ -563,6 +604,9 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         return 2
     if point is not None:
         out.update(point.as_dict())
+    on_platform = _on_platform(args, cap.engine, result, inputs, point)
+    if on_platform:
+        out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -595,6 +639,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         *_kv_check_rows(model.name),
     ]
     _print_rows(rows, point)
+    _platform_lines(args.platform, on_platform)
     for note in cap.notes:
         print(f"note: {note}")
     return 0
@@ -919,6 +964,13 @@ def add_plan_parser(sub: Any) -> None:
         type=bounded_int(1, 100_000),
         default=None,
         help="replicas the --arrival-rate is spread over (default 1)",
+    )
+    plan.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=None,
+        help="also say this configuration in the platform's own terms (container args and replicas, a unit's "
+        "ExecStart, SageMaker LMI OPTION_* variables, Vertex AI or Azure ML deployment fields; bedrock: none)",
     )
     traffic.add_argument("--ttft", type=positive_float(3600.0), help="TTFT target, seconds")
     traffic.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")

@@ -69,6 +69,7 @@ from advisor.listing import join_bounded
 from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_notifier
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
+from advisor.platforms import flag_text
 from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
@@ -359,7 +360,8 @@ def format_transition(t: Transition) -> str:
     )
     return (
         f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn} {extra}"
-        f" | why: {t.reason} | effect: {effects} | flag: {r.flag} | confidence {r.confidence:.2f} | id {r.id}"
+        f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)}"
+        f" | confidence {r.confidence:.2f} | id {r.id}"
     )
 
 

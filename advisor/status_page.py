@@ -35,6 +35,7 @@ from advisor import conventions as c
 from advisor.acks import Ack
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import runbook_link
+from advisor.platforms import flag_text
 from advisor.redact import redact_url, scrub
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.common import LATENCY_MODEL_CONFIDENCE
@@ -391,7 +392,7 @@ def _rec(r: Recommendation, ack: Ack | None, csrf_token: str | None = None, runb
         f" · confidence {r.confidence:.2f} · opened {_e(_when(r.opened_at))}"
         f" · <span class='muted'>{_e(r.problem) + ' · ' if r.problem else ''}id {_e(r.id)}</span></p>"
         f"<p class='why'>{_t(r.description)}</p>"
-        f"<p>Flag:<code class='flag'>{_t(r.flag)}</code></p>"
+        f"<p>Flag:<code class='flag'>{_t(flag_text(r.flag, r.evidence))}</code></p>"
         f"{_effect_table(r.predicted_effect)}{_alternatives(r)}{_withheld(r)}"
         f"<details><summary>evidence ({len(evidence)} numbers)</summary>{_kv_table(evidence, ('metric', 'value'))}"
         f"</details><p><a href='{_e(runbook)}'>runbook</a></p>{_actions(r, csrf_token)}</div>"
@@ -491,7 +492,7 @@ def _resolved(resolved: Sequence[Recommendation]) -> str:
     rows = "".join(
         f"<tr><td>{_e(_when(r.resolved_at))}</td><td>{_e(r.deployment)}</td><td>{_e(r.rule)}</td>"
         f"<td>{_turn(r.action, r.dial, r.current, r.suggested)}</td>"
-        f"<td>{_t(r.summary)}</td><td><code>{_t(r.flag)}</code></td></tr>"
+        f"<td>{_t(r.summary)}</td><td><code>{_t(flag_text(r.flag, r.evidence))}</code></td></tr>"
         for r in resolved
     )
     return (

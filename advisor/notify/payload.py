@@ -55,6 +55,7 @@ from urllib.parse import quote
 
 from advisor import conventions as c
 from advisor.domain import Recommendation, rfc3339
+from advisor.platforms import flag_text
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 """Go's zero time, which Alertmanager's webhook sends as endsAt of a firing alert (``types/types.go`` ``Alerts``)."""
@@ -240,7 +241,7 @@ def alert(
         c.LABEL_RULE: rec.rule,
         c.LABEL_DIAL: rec.dial,
         c.LABEL_ACTION: rec.action,
-        "flag": rec.flag,
+        "flag": flag_text(rec.flag, rec.evidence),
         "current": json.dumps(finite(rec.current), allow_nan=False, default=str),
         "suggested": json.dumps(finite(rec.suggested), allow_nan=False, default=str),
         "confidence": f"{rec.confidence:.2f}",

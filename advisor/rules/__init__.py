@@ -4,4 +4,6 @@
 * :mod:`~advisor.rules.lifecycle` — for-durations, hysteresis, opening and resolving.
 * :mod:`~advisor.rules.kv_saturation`, :mod:`~advisor.rules.goodput` — the rules.
 * :mod:`~advisor.rules.flags` — the engine flag for each dial.
+  The flag is restated in the deployment's platform's terms once, in :func:`advisor.rules.lifecycle.localized`
+  (:mod:`advisor.platforms`).
 """

@@ -44,6 +44,9 @@ class DeploymentContext:
     daemon's) means the published calibration for the engine and GPU
     (:func:`advisor.capacity.perf.assumptions_for`). Setting it pins the prior, e.g. to the plain roofline of
     :data:`advisor.capacity.perf.DEFAULT_ASSUMPTIONS` whose figures can be checked by hand.
+
+    ``platform``: where the engine runs (:data:`advisor.platforms.PLATFORMS`); every proposal's flag is restated in
+    its terms (:func:`advisor.rules.lifecycle.localized`).
     """
 
     name: str
@@ -55,6 +58,7 @@ class DeploymentContext:
     replicas: int
     speculative_decoding: bool = False
     perf_assumptions: PerfAssumptions | None = None
+    platform: str = "kubernetes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +206,12 @@ class Proposal:
     ``withheld`` with that reason. ``gpus_added``: GPUs the turn adds to the deployment (0 for turns that add
     none: utilization, KV dtype, context cap, quantization; TP 1 → 2 on 3 replicas adds 3), which decides the
     ranking's first split (turns that add no GPU rank first).
+
+    ``flag``: the change as the deployment's platform takes it (:func:`advisor.platforms.platform_flag`), or
+    ``None`` when the platform does not offer the dial (the reason is in ``evidence``'s
+    :data:`advisor.platforms.FLAG_REASON_KEY`). ``engine_flag``: the engine's own flag the rule wrote, kept once
+    ``flag`` is restated for a platform (``None`` until then): the ranking counts changes on it, so a turn ranks
+    the same on every platform.
     """
 
     rule: str
@@ -209,7 +219,7 @@ class Proposal:
     action: str
     current: Any
     suggested: Any
-    flag: str
+    flag: str | None
     severity: str
     confidence: float
     summary: str
@@ -222,6 +232,7 @@ class Proposal:
     complementary: bool = False
     withheld: str | None = None
     gpus_added: float = 0.0
+    engine_flag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.domain import Recommendation
+from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, platform_flag
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
 from advisor.rules.common import gpus_per_replica, latency_quality, page_quality
 from advisor.rules.flags import flag_for
@@ -195,8 +196,26 @@ def gpus_added(p: Proposal, ev: Evaluation | None = None) -> float:
 
 
 def _changes(p: Proposal) -> int:
-    """Configuration changes the turn makes: the flags in ``p.flag`` (at least one)."""
-    return max(1, sum(1 for tok in p.flag.split() if tok.startswith("--")))
+    """Configuration changes the turn makes: the flags in the engine's flag (at least one), whatever platform
+    ``p.flag`` is restated for."""
+    flag = p.engine_flag if p.engine_flag is not None else p.flag
+    return max(1, sum(1 for tok in (flag or "").split() if tok.startswith("--")))
+
+
+def localized(ev: Evaluation, p: Proposal) -> Proposal:
+    """``p`` with its flag said in the deployment's platform's terms (:func:`advisor.platforms.platform_flag`),
+    the engine's flag kept in ``engine_flag``; ``flag`` ``None`` with the reason in ``evidence`` when the platform
+    does not offer the dial. Kubernetes (the default) and an already restated proposal are returned as they are."""
+    platform = ev.ctx.platform
+    if platform == KUBERNETES or p.engine_flag is not None or p.flag is None:
+        return p
+    flag, reason = platform_flag(platform, ev.ctx.engine, p.dial, p.suggested, p.flag)
+    evidence = {**p.evidence, PLATFORM_KEY: platform}
+    if flag is None:
+        evidence[FLAG_REASON_KEY] = reason
+    else:
+        evidence.pop(FLAG_REASON_KEY, None)
+    return replace(p, flag=flag, engine_flag=p.flag, evidence=evidence)
 
 
 def rank_key(p: Proposal, added: float | None = None) -> tuple[Any, ...]:
@@ -515,7 +534,7 @@ class Lifecycle:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
                 reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
-                props = latency_quality(ev, page_quality(ev, rule.propose(ev)))
+                props = [localized(ev, q) for q in latency_quality(ev, page_quality(ev, rule.propose(ev)))]
                 contributing.append((rule, props))
                 feeding += props
                 continue
@@ -531,7 +550,7 @@ class Lifecycle:
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
-            props = latency_quality(ev, page_quality(ev, rule.propose(ev)))
+            props = [localized(ev, q) for q in latency_quality(ev, page_quality(ev, rule.propose(ev)))]
             feeding += props
             if not ignore_for and held < rule.for_seconds():
                 pending.append((rule, props))
@@ -659,16 +678,20 @@ class Lifecycle:
             f"{self.replica_stabilizer.up_window:.0f}s, down to the highest of the last "
             f"{self.replica_stabilizer.down_window:.0f}s): {value} replicas; this window alone says {raw}."
         )
-        return replace(
-            p,
-            suggested=value,
-            action=action,
-            flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
-            summary=p.summary.replace(f"{current} → {raw}", f"{current} → {value}"),
-            description=p.description + note,
-            predicted_effect=effects,
-            evidence={**p.evidence, "replicas_raw": raw, "replicas_stabilized": value},
-            cost=max(value / max(current, 1), 1.0),
+        return localized(
+            ev,
+            replace(
+                p,
+                suggested=value,
+                action=action,
+                flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
+                engine_flag=None,
+                summary=p.summary.replace(f"{current} → {raw}", f"{current} → {value}"),
+                description=p.description + note,
+                predicted_effect=effects,
+                evidence={**p.evidence, "replicas_raw": raw, "replicas_stabilized": value},
+                cost=max(value / max(current, 1), 1.0),
+            ),
         )
 
     def _stabilized_turns(self, ev: Evaluation, inc: _Incident | None, turns: list[_Turn]) -> list[_Turn]:
@@ -759,15 +782,21 @@ class Lifecycle:
             f" This evaluation's data proposes no replica count; the incident keeps its replica advice at {value} "
             "(stabilized) until it resolves."
         )
-        p = replace(
-            held,
-            suggested=value,
-            action="increase" if value > current else "decrease",
-            flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
-            summary=held.summary.replace(f"{current} → {held.suggested}", f"{current} → {value}"),
-            description=held.description.split(" This evaluation's data proposes no replica count")[0] + note,
-            gpus_added=float(max(0, value - current) * gpus_per_replica(ev)) if value > current else held.gpus_added,
-            cost=max(value / max(current, 1), 1.0),
+        p = localized(
+            ev,
+            replace(
+                held,
+                suggested=value,
+                action="increase" if value > current else "decrease",
+                flag=flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value),
+                engine_flag=None,
+                summary=held.summary.replace(f"{current} → {held.suggested}", f"{current} → {value}"),
+                description=held.description.split(" This evaluation's data proposes no replica count")[0] + note,
+                gpus_added=float(max(0, value - current) * gpus_per_replica(ev))
+                if value > current
+                else held.gpus_added,
+                cost=max(value / max(current, 1), 1.0),
+            ),
         )
         out = [*turns, _Turn(p, gpus_added(p, ev))]
         out.sort(key=lambda t: t.key)
@@ -932,6 +961,7 @@ def _alternative(t: _Turn) -> dict[str, Any]:
         "predicted_effect": {k: dict(v) for k, v in p.predicted_effect.items()},
         "confidence": p.confidence,
         "why_rank": why_rank(p, t.gpus),
+        **({FLAG_REASON_KEY: p.evidence.get(FLAG_REASON_KEY)} if p.flag is None else {}),
     }
 
 

@@ -1,0 +1,280 @@
+"""Platform profiles: every dial said in the words of the platform the deployment runs on (issue 18, point 2).
+
+A deployment's ``platform:`` (config) says where its engine runs. The rules build each turn's engine flag
+(:func:`advisor.engines.flags.flag_for`: Kubernetes' phrasing, the default); :func:`platform_flag` — the one place
+a flag is translated — restates it in the platform's own terms, or gives ``None`` with the reason when the
+platform does not offer the dial. The option names below come from each platform's documentation, cited per
+profile in :data:`PROFILES` (``sources``); a test (``tests/test_platforms.py``) checks them against those pages.
+
+==============  =====================================================================================================
+platform        where the change goes
+==============  =====================================================================================================
+``kubernetes``  the Deployment's container ``args`` (the engine flag) and ``spec.replicas`` (``kubectl scale``) or
+                the KEDA ScaledObject's ``minReplicaCount``/``maxReplicaCount`` — the flags as they were before
+                profiles existed
+``systemd``     the service unit's ``ExecStart=`` command line (the engine flag) and instances of a template unit
+                (``name@N.service``)
+``sagemaker``   the LMI container's environment (``OPTION_*``; ``OPTION_ROLLING_BATCH`` names the engine) and the
+                production variant's ``InstanceType`` / ``InitialInstanceCount`` (``DesiredInstanceCount``)
+``vertex``      the model's ``containerSpec.args`` and the deployed model's ``dedicatedResources``:
+                ``machineSpec.machineType`` / ``acceleratorType`` / ``acceleratorCount``, ``minReplicaCount`` /
+                ``maxReplicaCount``
+``azure-ml``    the managed online deployment's ``environment_variables`` (the engine arguments its container's
+                entry point reads), ``instance_type`` and ``instance_count``
+``bedrock``     none: Bedrock serves the model itself, no engine dial, instance or replica count is the
+                customer's; it is a buy option (issue 18 point 3, host-or-buy), so every flag is ``None``
+==============  =====================================================================================================
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from advisor import conventions as c
+from advisor.engines.flags import flag_for
+
+KUBERNETES: Final = c.PLATFORM_KUBERNETES
+PLATFORMS: Final = c.PLATFORMS
+"""Values ``platform:`` accepts (:data:`advisor.conventions.PLATFORMS`); the first is the default."""
+
+FLAG_REASON_KEY: Final = "flag_unavailable_reason"
+"""Evidence key (and alternative key) holding why ``flag`` is ``None`` on the deployment's platform."""
+
+PLATFORM_KEY: Final = "platform"
+"""Evidence key naming the platform a translated flag is written for (absent on Kubernetes, the default)."""
+
+_ENGINE_DIALS: Final = frozenset(c.DIALS) - {c.DIAL_REPLICAS, c.DIAL_INSTANCE_TYPE}
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformProfile:
+    """How one platform takes a change.
+
+    Attributes:
+        platform: the id ``platform:`` accepts.
+        name: the platform as its vendor names it.
+        engine_args: template for an engine flag (``{flag}``: the engine's flag as
+            :func:`advisor.engines.flags.flag_for` writes it); ``None``: engine flags are translated by
+            :func:`_sagemaker_env` (SageMaker) or not offered (Bedrock).
+        replicas: template for a replica count (``{value}``); ``None``: not offered.
+        instance: template for an instance choice (``{value}``: the GPU to move to); ``None``: not offered.
+        unavailable: why a dial the profile has no template for is not offered (``{dial}``).
+        sources: the documentation pages the option names come from.
+    """
+
+    platform: str
+    name: str
+    engine_args: str | None
+    replicas: str | None
+    instance: str | None
+    unavailable: str
+    sources: tuple[str, ...]
+
+
+PROFILES: Final[dict[str, PlatformProfile]] = {
+    KUBERNETES: PlatformProfile(
+        platform=KUBERNETES,
+        name="Kubernetes",
+        engine_args="{flag}",  # the engine flag is the container's args as flag_for writes it (unchanged)
+        replicas="{flag}",
+        instance="{flag}",
+        unavailable="",
+        sources=(
+            "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/",
+            "https://kubernetes.io/docs/reference/kubectl/generated/kubectl_scale/",
+            "https://keda.sh/docs/2.16/reference/scaledobject-spec/",
+        ),
+    ),
+    "systemd": PlatformProfile(
+        platform="systemd",
+        name="systemd",
+        engine_args="the unit's ExecStart= command line: {flag} (then systemctl daemon-reload and restart it)",
+        replicas=(
+            "run {value} instance(s) of the template unit, one per GPU set "
+            "(systemctl enable --now <name>@1.service … <name>@{value}.service)"
+        ),
+        instance="move the unit to a host with {value} GPUs",
+        unavailable="",
+        sources=(
+            "https://www.freedesktop.org/software/systemd/man/latest/systemd.service.html",
+            "https://www.freedesktop.org/software/systemd/man/latest/systemd.unit.html",
+        ),
+    ),
+    "sagemaker": PlatformProfile(
+        platform="sagemaker",
+        name="Amazon SageMaker AI (LMI container)",
+        engine_args=None,
+        replicas=(
+            "production variant DesiredInstanceCount={value} (UpdateEndpointWeightsAndCapacities; "
+            "InitialInstanceCount in a new endpoint config; Application Auto Scaling MinCapacity/MaxCapacity)"
+        ),
+        instance="production variant InstanceType: an ml.* instance with {value} GPUs (a new endpoint config)",
+        unavailable="",
+        sources=(
+            "https://docs.djl.ai/docs/serving/serving/docs/lmi/deployment_guide/configurations.html",
+            "https://docs.djl.ai/docs/serving/serving/docs/lmi/user_guides/vllm_user_guide.html",
+            "https://docs.aws.amazon.com/sagemaker/latest/dg/large-model-inference-configuration.html",
+            "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ProductionVariant.html",
+            "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DesiredWeightAndCapacity.html",
+        ),
+    ),
+    "vertex": PlatformProfile(
+        platform="vertex",
+        name="Vertex AI (custom container online prediction)",
+        engine_args="the model's containerSpec.args: {flag} (gcloud ai models upload --container-args, then redeploy)",
+        replicas=(
+            "dedicatedResources.minReplicaCount={value} with maxReplicaCount ≥ {value} "
+            "(gcloud ai endpoints deploy-model --min-replica-count={value} --max-replica-count=…)"
+        ),
+        instance=(
+            "dedicatedResources.machineSpec: machineType, acceleratorType and acceleratorCount for {value} GPUs "
+            "(gcloud ai endpoints deploy-model --machine-type=… --accelerator=type=…,count=…)"
+        ),
+        unavailable="",
+        sources=(
+            "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/ModelContainerSpec",
+            "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/DedicatedResources",
+            "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/MachineSpec",
+            "https://cloud.google.com/sdk/gcloud/reference/ai/endpoints/deploy-model",
+        ),
+    ),
+    "azure-ml": PlatformProfile(
+        platform="azure-ml",
+        name="Azure Machine Learning (managed online endpoint)",
+        engine_args=(
+            "the deployment's environment_variables: the engine arguments its container's entry point reads, "
+            "with {flag} (az ml online-deployment update)"
+        ),
+        replicas="instance_count: {value} (az ml online-deployment update --set instance_count={value})",
+        instance="instance_type: a managed online endpoint SKU with {value} GPUs (a new deployment)",
+        unavailable="",
+        sources=(
+            "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-deployment-managed-online",
+            "https://learn.microsoft.com/en-us/azure/machine-learning/reference-managed-online-endpoints-vm-sku-list",
+        ),
+    ),
+    "bedrock": PlatformProfile(
+        platform="bedrock",
+        name="Amazon Bedrock",
+        engine_args=None,
+        replicas=None,
+        instance=None,
+        unavailable=(
+            "Amazon Bedrock serves the model itself: {dial} is not the customer's to set (no engine, instance or "
+            "replica count; throughput is bought as on-demand tokens or Provisioned Throughput model units): "
+            "a buy option, not a configuration to tune"
+        ),
+        sources=(
+            "https://docs.aws.amazon.com/bedrock/latest/userguide/what-is-bedrock.html",
+            "https://docs.aws.amazon.com/bedrock/latest/userguide/prov-throughput.html",
+        ),
+    ),
+}
+
+# SageMaker LMI: the vLLM argument → the LMI option's environment variable. LMI names four of them itself
+# (configurations.md "LMI Common Configurations": option.max_rolling_batch_size, option.tensor_parallel_degree;
+# vllm_user_guide.md: option.quantize, option.max_rolling_batch_prefill_tokens); every other vLLM EngineArgs key
+# passes through as OPTION_<KEY> (vllm_user_guide.md "Pass-Through").
+_LMI_NAMED: Final[dict[str, str]] = {
+    "--max-num-seqs": "OPTION_MAX_ROLLING_BATCH_SIZE",
+    "--tensor-parallel-size": "OPTION_TENSOR_PARALLEL_DEGREE",
+    "--quantization": "OPTION_QUANTIZE",
+    "--max-num-batched-tokens": "OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS",
+}
+_LMI_ENGINES: Final[dict[str, str]] = {"vllm": "vllm"}
+"""Engine id → its ``OPTION_ROLLING_BATCH`` value in the LMI container (configurations.md, "Inference Library
+Configuration": vllm, lmi-dist, trtllm). TensorRT-LLM's LMI options are not mapped here: its dials say so."""
+
+
+def _sagemaker_env(engine: str, engine_flag: str) -> tuple[str | None, str | None]:
+    """The LMI environment options for a vLLM flag (``--max-num-seqs 64`` → ``OPTION_MAX_ROLLING_BATCH_SIZE=64``),
+    or ``(None, reason)`` when the engine is not an LMI backend mapped here or the flag is not plain arguments."""
+    rolling = _LMI_ENGINES.get(engine)
+    if rolling is None:
+        return None, (
+            f"the SageMaker LMI container runs vLLM, lmi-dist or TensorRT-LLM (OPTION_ROLLING_BATCH); the advisor "
+            f"maps LMI options for vLLM only, so it has no LMI option for this {engine} change ({engine_flag})"
+        )
+    try:
+        tokens = shlex.split(engine_flag)
+    except ValueError:
+        tokens = []
+    pairs: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            return None, f"the change is not an engine argument LMI can pass through ({engine_flag})"
+        name = _LMI_NAMED.get(tok, "OPTION_" + tok[2:].replace("-", "_").upper())
+        if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            value = tokens[i + 1]
+            i += 2
+        else:
+            value = "true"  # a vLLM boolean switch (--enable-prefix-caching) is OPTION_<KEY>=true in LMI
+            i += 1
+        pairs.append(f"{name}={shlex.quote(value)}")
+    if not pairs:
+        return None, f"the change is not an engine argument LMI can pass through ({engine_flag})"
+    return f"LMI container environment (OPTION_ROLLING_BATCH={rolling}): {' '.join(pairs)}", None
+
+
+def platform_flag(platform: str, engine: str, dial: str, value: Any, engine_flag: str) -> tuple[str | None, str | None]:
+    """``(flag, None)``: the change in ``platform``'s own terms; ``(None, reason)``: the platform does not offer it.
+
+    ``engine_flag`` is the flag the rule built for ``engine`` (Kubernetes' phrasing); ``value`` the turn's
+    suggested value (a replica count for ``replicas``, what to move to for ``instance_type``). A replica or
+    instance flag the rule wrapped in words of its own (``add one dedicated long-context replica …; scale to 3``)
+    keeps them, with the Kubernetes phrase replaced by the platform's. Dials outside :data:`advisor.conventions.DIALS`
+    (an engine restart, an advisor config field) keep their flag on every platform but Bedrock.
+
+    Raises:
+        KeyError: ``platform`` is not in :data:`PLATFORMS` (config validation refuses it first).
+    """
+    profile = PROFILES[platform]
+    if platform == KUBERNETES:
+        return engine_flag, None
+    reason_none = profile.unavailable.format(dial=dial)
+    if dial == c.DIAL_REPLICAS or dial == c.DIAL_INSTANCE_TYPE:
+        template = profile.replicas if dial == c.DIAL_REPLICAS else profile.instance
+        if template is None:
+            return None, reason_none
+        k8s = flag_for(engine, dial, value)
+        said = template.format(value=value, flag=engine_flag)
+        return (engine_flag.replace(k8s, said) if k8s in engine_flag else said), None
+    if dial in _ENGINE_DIALS:
+        if platform == "sagemaker":
+            return _sagemaker_env(engine, engine_flag)
+        if profile.engine_args is None:
+            return None, reason_none
+        return profile.engine_args.format(flag=engine_flag), None
+    if profile.engine_args is None and platform != "sagemaker":
+        return None, reason_none
+    return engine_flag, None
+
+
+def flag_text(flag: str | None, evidence: Mapping[str, Any]) -> str:
+    """A flag for a human reader: the flag, or ``not offered: <reason>`` when the platform has none."""
+    if flag is not None:
+        return flag
+    return f"not offered: {evidence.get(FLAG_REASON_KEY) or 'the platform has no setting for this dial'}"
+
+
+def configuration_in_terms(platform: str, engine: str, settings: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """A configuration (``plan``'s) as ``platform`` takes it: one row per ``(dial, value)`` with ``dial``,
+    ``value``, ``flag`` (:func:`platform_flag` on the engine's flag, :func:`advisor.engines.flags.flag_for`) and,
+    when the platform does not offer the dial, :data:`FLAG_REASON_KEY` with ``flag`` ``None``.
+
+    Raises:
+        KeyError: an unknown platform or dial.
+    """
+    rows: list[dict[str, Any]] = []
+    for dial, value in settings:
+        flag, reason = platform_flag(platform, engine, dial, value, flag_for(engine, dial, value))
+        row: dict[str, Any] = {"dial": dial, "value": value, "flag": flag}
+        if flag is None:
+            row[FLAG_REASON_KEY] = reason
+        rows.append(row)
+    return rows
