@@ -36,7 +36,8 @@ from advisor.online_calibration import OnlineCalibration
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
-from advisor.rules.replicas import ReplicaStabilizer
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
+from advisor.signals import autoscaler_signals
 from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
@@ -269,6 +270,8 @@ class Tracker:
             between: its pending for-durations restart (:class:`~advisor.rules.lifecycle.Lifecycle`; the daemon
             gives its stalled-loop bound). ``None``: evaluations vouch for any forward gap (the backtest, whose
             evaluations are its grid).
+        replica_min_history: ``rules.replicas.min_history`` in seconds: the autoscaler signals' throughput headroom
+            (:mod:`advisor.signals`) is withheld over a shorter history, as the replica advice is.
     """
 
     def __init__(
@@ -283,6 +286,7 @@ class Tracker:
         model_error_bound: float | None = None,
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
+        replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
     ) -> None:
         stabilizer = ReplicaStabilizer(*replica_windows) if replica_windows is not None else None
         self.lifecycle = Lifecycle(
@@ -293,6 +297,7 @@ class Tracker:
         self.quality = quality
         self.ignore_for = ignore_for
         self.model_error_bound = model_error_bound
+        self.replica_min_history = replica_min_history
         self._deps: dict[str, _Deployment] = {}
         self._model_error_warned: set[str] = set()
         self.calibration = OnlineCalibration()
@@ -310,6 +315,7 @@ class Tracker:
         model_error_bound: float | None,
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
+        replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
     ) -> None:
         """New settings (a reload): histories, open recommendations, pending for-durations and the replica
         counts observed so far are kept (new stabilization windows apply to them; a new ``max_gap_seconds``
@@ -324,6 +330,7 @@ class Tracker:
         self.scrape_interval = scrape_interval
         self.quality = quality
         self.model_error_bound = model_error_bound
+        self.replica_min_history = replica_min_history
 
     def set_deployments(self, deployments: Sequence[tuple[DeploymentContext, Sequence[str]]]) -> None:
         """The deployments to evaluate, in order, each with its targets. A (deployment, target) that stays
@@ -533,6 +540,15 @@ class Tracker:
                 updates += self.lifecycle.last_updates
                 if self.lifecycle.last_restart is not None:
                     restarts.append(self.lifecycle.last_restart)
+                recommendations = tuple(self.lifecycle.open_recommendations(name))
+                signals = autoscaler_signals(
+                    ev,
+                    recommendations,
+                    views,
+                    window,
+                    snapshot.reported.kv_cache_usage_ratio,
+                    min_history_seconds=self.replica_min_history,
+                )
                 done.append(
                     (
                         name,
@@ -544,7 +560,8 @@ class Tracker:
                             "snapshot": snapshot,
                             "capacity": d.ctx.capacity,
                             "targets": tuple(views),
-                            "recommendations": tuple(self.lifecycle.open_recommendations(name)),
+                            "recommendations": recommendations,
+                            "signals": signals,
                             "target_states": tuple(
                                 [target_state(v, round_started or now, self.quality) for v in views]
                             ),
