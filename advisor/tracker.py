@@ -37,7 +37,7 @@ from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
-from advisor.signals import autoscaler_signals
+from advisor.signals import SloCapacity, autoscaler_signals
 from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
@@ -298,6 +298,8 @@ class Tracker:
         self.ignore_for = ignore_for
         self.model_error_bound = model_error_bound
         self.replica_min_history = replica_min_history
+        self.slo_capacity = SloCapacity(evaluation_window)
+        """Each deployment's capacity at the SLO per replica, re-derived once per evaluation window (issue 18)."""
         self._deps: dict[str, _Deployment] = {}
         self._model_error_warned: set[str] = set()
         self.calibration = OnlineCalibration()
@@ -331,6 +333,7 @@ class Tracker:
         self.quality = quality
         self.model_error_bound = model_error_bound
         self.replica_min_history = replica_min_history
+        self.slo_capacity.refresh_seconds = evaluation_window
 
     def set_deployments(self, deployments: Sequence[tuple[DeploymentContext, Sequence[str]]]) -> None:
         """The deployments to evaluate, in order, each with its targets. A (deployment, target) that stays
@@ -347,6 +350,7 @@ class Tracker:
         self._deps = deps
         self._model_error_warned &= set(deps)
         self.calibration.forget(deps)
+        self.slo_capacity.retain(())  # a reload may change a deployment's SLO, GPU or model: derive again
 
     def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
         """Add (or replace) one deployment with its known targets."""
@@ -356,6 +360,7 @@ class Tracker:
                 d.listed.append(u)
                 d.targets[u] = _Target(u)
         self._deps[ctx.name] = d
+        self.slo_capacity.retain([n for n in self._deps if n != ctx.name])
 
     @property
     def deployment_names(self) -> list[str]:
@@ -547,6 +552,7 @@ class Tracker:
                     views,
                     window,
                     snapshot.reported.kv_cache_usage_ratio,
+                    self.slo_capacity,
                     min_history_seconds=self.replica_min_history,
                 )
                 done.append(

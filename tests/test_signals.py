@@ -9,7 +9,8 @@ import pytest
 
 from advisor.domain import EngineSnapshot, Recommendation, TimedSnapshot
 from advisor.evaluate import TargetView
-from advisor.signals import autoscaler_signals, desired_replicas, kv_exhaustion, theil_sen_slope
+from advisor.rules.base import Evaluation
+from advisor.signals import SloCapacity, autoscaler_signals, desired_replicas, kv_exhaustion, theil_sen_slope
 from tests.factories import context, evaluation
 
 
@@ -133,7 +134,7 @@ def test_headroom_by_hand_on_the_measured_path() -> None:
         span_seconds=60.0,
     )
     sig = autoscaler_signals(ev, [], [], 60.0, 0.95)
-    assert sig.sizing is not None and sig.sizing.method == "measured"
+    assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((4.0, 1.6), rel=1e-9)
     assert sig.slo_throughput_headroom_ratio == pytest.approx(-0.25, rel=1e-9)
     assert sig.kv_headroom_ratio == pytest.approx(0.05, rel=1e-9)
     assert sig.desired_replicas == 2
@@ -157,3 +158,34 @@ def test_throughput_headroom_is_unknown_over_a_short_history() -> None:
     sig = autoscaler_signals(ev, [], [], 60.0, 0.95)
     assert sig.slo_throughput_headroom_ratio is None
     assert sig.kv_headroom_ratio == pytest.approx(0.05)
+
+
+def _saturated(now: float, done: float) -> Evaluation:
+    return evaluation(
+        now=now,
+        ctx=context(replicas=2),
+        replicas_up=2,
+        requests_running=50.0,
+        requests_waiting=10.0,
+        requests_running_first=50.0,
+        requests_waiting_first=10.0,
+        requests_finished_per_second=done,
+        kv_cache_usage_ratio=0.95,
+        samples=10,
+        span_seconds=60.0,
+    )
+
+
+def test_the_capacity_at_the_slo_is_kept_for_a_window_the_arrival_rate_is_not() -> None:
+    """Kept for 300 s: at 1000 s, 4/s complete → capacity 0.8 × 4 ÷ 2 = 1.6/s per replica. At 1150 s 2/s complete
+    (λ = 2/s): the kept 1.6 gives 1 − 2 ÷ 3.2 = 0.375. At 1300 s (300 s later) it is derived again: 0.8 × 2 ÷ 2 =
+    0.8/s, 1 − 2 ÷ 1.6 = −0.25."""
+    kept = SloCapacity(300.0)
+    first = autoscaler_signals(_saturated(1000.0, 4.0), [], [], 60.0, 0.95, kept)
+    assert first.slo_throughput_headroom_ratio == pytest.approx(-0.25, rel=1e-9)
+    within = autoscaler_signals(_saturated(1150.0, 2.0), [], [], 60.0, 0.95, kept)
+    assert within.slo_throughput_headroom_ratio == pytest.approx(0.375, rel=1e-9)
+    after = autoscaler_signals(_saturated(1300.0, 2.0), [], [], 60.0, 0.95, kept)
+    assert after.slo_throughput_headroom_ratio == pytest.approx(-0.25, rel=1e-9)
+    with pytest.raises(ValueError, match="refresh_seconds"):
+        SloCapacity(-1.0)
