@@ -4,9 +4,10 @@ left at today's load, and the time until the KV pool runs out at the current tre
 * **Desired replicas** is the replica advice itself, never a second model: the ``replicas`` value an open
   incident proposes (its suggested turn or an alternative, already stabilized by
   :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, and never reversing within one
-  incident — :mod:`advisor.rules.lifecycle`), else the current count. It is known exactly while the data is
-  fresh; stale or unavailable data gives ``None`` (exported as absent, never 0: an autoscaler reading 0 would
-  scale the engine down).
+  incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open (:class:`ReplicaHold`), else the
+  current count. It therefore rises once a saturation rule has held for its for-duration, not before. It is known
+  exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never 0: an
+  autoscaler reading 0 would scale the engine down).
 * **Headroom** (ratio, 1 = idle, 0 = at the limit, negative = beyond it):
 
   - ``kv_ceiling``: ``1 − KV usage``, the capacity-weighted usage of the answering replicas' KV pools at the
@@ -167,17 +168,56 @@ def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: flo
     return best
 
 
-def desired_replicas(ev: Evaluation, recommendations: Sequence[Recommendation]) -> int | None:
+def desired_replicas(
+    ev: Evaluation, recommendations: Sequence[Recommendation], hold: ReplicaHold | None = None
+) -> int | None:
     """The replica count to hold: the first ``replicas`` value the open incidents propose (suggested turn or
-    alternative, as ``advisor_recommended_value{dial="replicas"}``), else ``ev.ctx.replicas``; ``None`` unless
+    alternative, as ``advisor_recommended_value{dial="replicas"}``); while the incident that last proposed one stays
+    open without proposing one this cycle (its rule stopped firing while another of the problem holds, or the
+    window withholds the count), that incident's last count (``hold``); else ``ev.ctx.replicas``. ``None`` unless
     the data is fresh."""
     if ev.state != c.STATE_FRESH:
         return None
     for r in recommendations:
         for dial, v in r.dial_values():
             if dial == c.DIAL_REPLICAS and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                if hold is not None:
+                    hold.advised(ev.ctx.name, r.id, max(1, int(v)))
                 return max(1, int(v))
+    if hold is not None:
+        held = hold.held(ev.ctx.name, {r.id for r in recommendations})
+        if held is not None:
+            return held
     return int(ev.ctx.replicas)
+
+
+class ReplicaHold:
+    """Per deployment, the incident that last advised a replica count and that count, so that
+    ``advisor_desired_replicas`` does not fall back to the current count for a cycle while the incident is still
+    open (the lifecycle drops an incident's replicas turn when the rule that proposed it clears while another rule
+    of the problem holds, or when a window withholds it): an autoscaler would scale down and up again inside one
+    incident. Not thread-safe: one loop owns it."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[str, int]] = {}
+
+    def advised(self, deployment: str, incident: str, replicas: int) -> None:
+        """``incident`` (a recommendation id) advises ``replicas`` for ``deployment`` this cycle."""
+        self._held[deployment] = (incident, replicas)
+
+    def held(self, deployment: str, open_ids: Collection[str]) -> int | None:
+        """The count held for ``deployment`` while its incident is among ``open_ids``; forgotten once it is not."""
+        kept = self._held.get(deployment)
+        if kept is None:
+            return None
+        if kept[0] not in open_ids:
+            del self._held[deployment]
+            return None
+        return kept[1]
+
+    def retain(self, deployments: Collection[str]) -> None:
+        """Forget every deployment not in ``deployments`` (a reload removed it)."""
+        self._held = {k: v for k, v in self._held.items() if k in deployments}
 
 
 def autoscaler_signals(
@@ -188,6 +228,7 @@ def autoscaler_signals(
     kv_usage_ratio: float | None,
     slo_capacity: SloCapacity | None = None,
     min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
+    hold: ReplicaHold | None = None,
 ) -> AutoscalerSignals:
     """Every signal of the module docstring for one evaluated deployment; only while the data is fresh, everything
     ``None`` otherwise (stale numbers must not steer an autoscaler).
@@ -195,10 +236,11 @@ def autoscaler_signals(
     ``kv_usage_ratio``: the deployment's KV usage at the newest scrape, capacity-weighted over the answering
     replicas (the snapshot's, exported as ``advisor_kv_cache_usage_ratio``). ``slo_capacity``: the deployment's
     kept capacity at the SLO (default: derived now, :func:`advisor.rules.replicas.size_replicas`).
-    ``min_history_seconds``: ``rules.replicas.min_history``, as the replica rules use it.
+    ``min_history_seconds``: ``rules.replicas.min_history``, as the replica rules use it. ``hold``: the
+    deployment's held incident count (:class:`ReplicaHold`; default none held).
     """
     current = int(ev.ctx.replicas)
-    desired = desired_replicas(ev, recommendations)
+    desired = desired_replicas(ev, recommendations, hold)
     if desired is None:
         return AutoscalerSignals(None, current)
     usage = kv_usage_ratio

@@ -37,7 +37,7 @@ from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
-from advisor.signals import SloCapacity, autoscaler_signals
+from advisor.signals import ReplicaHold, SloCapacity, autoscaler_signals
 from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
@@ -298,6 +298,8 @@ class Tracker:
         self.ignore_for = ignore_for
         self.model_error_bound = model_error_bound
         self.replica_min_history = replica_min_history
+        self.replica_hold = ReplicaHold()
+        """The incident count ``advisor_desired_replicas`` holds while its incident is open (issue 18)."""
         self.slo_capacity = SloCapacity(evaluation_window)
         """Each deployment's capacity at the SLO per replica, re-derived once per evaluation window (issue 18)."""
         self._deps: dict[str, _Deployment] = {}
@@ -350,6 +352,7 @@ class Tracker:
         self._deps = deps
         self._model_error_warned &= set(deps)
         self.calibration.forget(deps)
+        self.replica_hold.retain(deps)
         self.slo_capacity.retain(())  # a reload may change a deployment's SLO, GPU or model: derive again
 
     def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
@@ -554,6 +557,7 @@ class Tracker:
                     snapshot.reported.kv_cache_usage_ratio,
                     self.slo_capacity,
                     min_history_seconds=self.replica_min_history,
+                    hold=self.replica_hold,
                 )
                 done.append(
                     (

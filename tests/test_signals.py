@@ -10,7 +10,14 @@ import pytest
 from advisor.domain import EngineSnapshot, Recommendation, TimedSnapshot
 from advisor.evaluate import TargetView
 from advisor.rules.base import Evaluation
-from advisor.signals import SloCapacity, autoscaler_signals, desired_replicas, kv_exhaustion, theil_sen_slope
+from advisor.signals import (
+    ReplicaHold,
+    SloCapacity,
+    autoscaler_signals,
+    desired_replicas,
+    kv_exhaustion,
+    theil_sen_slope,
+)
 from tests.factories import context, evaluation
 
 
@@ -189,3 +196,14 @@ def test_the_capacity_at_the_slo_is_kept_for_a_window_the_arrival_rate_is_not() 
     assert after.slo_throughput_headroom_ratio == pytest.approx(-0.25, rel=1e-9)
     with pytest.raises(ValueError, match="refresh_seconds"):
         SloCapacity(-1.0)
+
+
+def test_the_incident_count_is_held_while_the_incident_stays_open() -> None:
+    """Incident r1 advises 5; next cycle r1 is still open but carries no replicas value (its rule cleared while
+    another of the problem holds): desired stays 5, not the current 2. Once r1 resolves (no longer open): 2."""
+    hold = ReplicaHold()
+    ev = evaluation(ctx=context(replicas=2), state="fresh")
+    assert desired_replicas(ev, [_rec(dial="replicas", suggested=5)], hold) == 5
+    assert desired_replicas(ev, [_rec()], hold) == 5
+    assert desired_replicas(ev, [], hold) == 2
+    assert desired_replicas(ev, [_rec()], hold) == 2  # forgotten with its incident: a later r1 holds nothing

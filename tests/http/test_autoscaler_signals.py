@@ -85,7 +85,10 @@ def test_fresh_gives_the_current_count_then_stale_gives_nothing(
         assert s[kv] == pytest.approx(0.8, abs=1e-9)
         assert (c.TIME_TO_KV_EXHAUSTION_SECONDS, _dep()) not in s
         page = requests.get(d.url + "/", timeout=30).text
-        assert "desired replicas" in page and "headroom: KV" in page and "80%" in page
+        assert "<th>desired replicas</th><th>current replicas</th><th>headroom: KV</th>" in page
+        # desired 2, current 2, KV headroom 80 %, throughput headroom (not asserted), KV flat: not growing
+        assert "<td class='n'>2</td><td class='n'>2</td><td class='n'>80%</td>" in page
+        assert "<td class='n'>not growing</td>" in page
         for srv in (a, b):
             srv.shutdown()
             srv.server_close()
