@@ -47,6 +47,14 @@ MODEL_PREFILL_EFFICIENCY_RATIO: Final = "advisor_model_prefill_efficiency_ratio"
 # the calibrated fixed CPU times ÷ the prior's: per decode step, and per prefill (step + request overheads)
 MODEL_DECODE_OVERHEAD_RATIO: Final = "advisor_model_decode_overhead_ratio"
 MODEL_PREFILL_OVERHEAD_RATIO: Final = "advisor_model_prefill_overhead_ratio"
+# the autoscaler signals per deployment (issue 18; advisor/signals.py), exported only while the data is fresh: the
+# replica count to hold (the replica advice, else the current count), the capacity left at today's load by kind, and
+# the seconds until the first KV pool is full at the window's usage trend (absent when usage does not grow)
+DESIRED_REPLICAS: Final = "advisor_desired_replicas"
+CAPACITY_HEADROOM_RATIO: Final = "advisor_capacity_headroom_ratio"  # {deployment, kind}
+TIME_TO_KV_EXHAUSTION_SECONDS: Final = "advisor_time_to_kv_exhaustion_seconds"
+HEADROOM_KV_CEILING: Final = "kv_ceiling"  # kind: 1 − KV usage
+HEADROOM_SLO_THROUGHPUT: Final = "slo_throughput"  # kind: 1 − arrivals ÷ the replicas' capacity at the SLO
 NOTIFICATIONS: Final = "advisor_notifications"  # exposed as advisor_notifications_total
 NOTIFICATIONS_QUEUED: Final = "advisor_notifications_queued"
 # advisor_notifications_total{outcome}: each alert transition counts once as sent, failed or dropped; every
@@ -80,6 +88,7 @@ LABEL_STATE: Final = "state"
 LABEL_RECEIVER: Final = "receiver"
 LABEL_OUTCOME: Final = "outcome"
 LABEL_WORKER: Final = "worker"
+LABEL_KIND: Final = "kind"
 
 # --- scrape error reasons ---------------------------------------------------------------------------
 REASON_CONNECTION_REFUSED: Final = "connection_refused"

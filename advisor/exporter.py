@@ -212,8 +212,30 @@ class AdvisorCollector(Collector):
             "alternatives (replicas, max_num_seqs, gpu_memory_utilization, …); non-numeric suggestions are not "
             "exported. The replicas value is stabilized "
             "as HPA behavior does: it scales up to the lowest raw count of the last 60 s and down to the highest of "
-            "the last 300 s (rules.replicas.scale_up_window / scale_down_window).",
+            "the last 300 s (rules.replicas.scale_up_window / scale_down_window). For an autoscaler read "
+            f"{c.DESIRED_REPLICAS}: the same replicas value, or the current count when none is advised, present "
+            "whenever the data is fresh.",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
+        )
+        desired = gauge(
+            c.DESIRED_REPLICAS,
+            "Replicas the deployment should run (for KEDA / HPA): the replica advice's count (the queueing model, "
+            "stabilized as HPA behavior does, never reversing within one incident), else the current count. Present "
+            "whenever the data is fresh; absent (never 0) when it is stale or unavailable.",
+        )
+        headroom = gauge(
+            c.CAPACITY_HEADROOM_RATIO,
+            f"Fraction of capacity left at today's load: kind={c.HEADROOM_KV_CEILING} is 1 - KV usage (capacity-"
+            f"weighted, newest scrape); kind={c.HEADROOM_SLO_THROUGHPUT} is 1 - arrival rate / (current replicas x "
+            "requests/s one replica serves within the SLO, queueing model); negative beyond capacity. Absent when "
+            "unknown or the data is not fresh.",
+            [c.LABEL_DEPLOYMENT, c.LABEL_KIND],
+        )
+        exhaustion = gauge(
+            c.TIME_TO_KV_EXHAUSTION_SECONDS,
+            "Seconds until the first replica's KV pool is full at its usage trend (Theil-Sen slope over the "
+            "evaluation window's scrapes): (1 - usage) / slope. Absent when usage does not grow or the data is not "
+            "fresh.",
         )
         pool_usage = gauge(
             POOL_USAGE_RATIO,
@@ -266,6 +288,17 @@ class AdvisorCollector(Collector):
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))
+            sig = d.signals
+            if sig is not None and sig.desired_replicas is not None:
+                desired.add_metric(labels, float(sig.desired_replicas))
+                for kind, room in (
+                    (c.HEADROOM_KV_CEILING, sig.kv_headroom_ratio),
+                    (c.HEADROOM_SLO_THROUGHPUT, sig.slo_throughput_headroom_ratio),
+                ):
+                    if room is not None and math.isfinite(room):
+                        headroom.add_metric([d.name, kind], room)
+                if sig.kv_exhaustion_seconds is not None and math.isfinite(sig.kv_exhaustion_seconds):
+                    exhaustion.add_metric(labels, sig.kv_exhaustion_seconds)
             for st in c.STATES:
                 state.add_metric([d.name, st], 1.0 if d.state == st else 0.0)
             shown = [redact_target_url(t.url) for t in d.targets]
@@ -316,6 +349,9 @@ class AdvisorCollector(Collector):
             duplicates,
             active,
             recommended,
+            desired,
+            headroom,
+            exhaustion,
         )
 
         errors = CounterMetricFamily(

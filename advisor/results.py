@@ -16,6 +16,7 @@ from advisor.evaluate import TargetView
 from advisor.redact import redact_url
 from advisor.rules.base import Evaluation
 from advisor.rules.lifecycle import RuleStatus
+from advisor.signals import AutoscalerSignals
 
 
 def json_text(obj: Any, *, indent: int | None = 2) -> str:
@@ -57,6 +58,7 @@ class DeploymentResult:
     recommendations: tuple[Recommendation, ...]
     rule_statuses: tuple[RuleStatus, ...]
     target_states: tuple[tuple[str, str], ...] = ()  # (state, reason) per target, in target order
+    signals: AutoscalerSignals | None = None  # the autoscaler signals (advisor.signals); None: not computed
 
     def concurrency_ceiling(self) -> float | None:
         """Sequences at max-model-len the replicas that answered can hold together, from the engine's

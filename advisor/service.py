@@ -546,6 +546,7 @@ class Service:
             model_error_bound=dq.capacity_model_error_bound,
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
             max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
+            replica_min_history=float(cfg.rules.replicas.min_history),
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
@@ -767,6 +768,7 @@ class Service:
             model_error_bound=cfg.data_quality.capacity_model_error_bound,
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
             max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
+            replica_min_history=float(cfg.rules.replicas.min_history),
         )
         self.tracker.set_deployments(rt.plan)
         for d in rt.deployments:

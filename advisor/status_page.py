@@ -440,11 +440,37 @@ def _deployment(
         f"<td class='n'>{_e(fmt_num(s.get('preemptions_per_second')))}</td>"
         f"<td class='n'>{_pct(g.ratio)}{bounds}</td>"
         f"<td class='n'>{_e(fmt_num(d.evaluation.goodput_tokens_per_second))}</td></tr></table>"
+        f"{_signals(d)}"
         f"<h3>Open incidents</h3>{recs}"
         f"<details><summary>targets ({_e(targets_line(d))})</summary><table><tr><th>target</th><th>state</th>"
         f"<th>why</th></tr>{targets}</table></details>"
         f"<details open><summary>rules</summary><table class='rules'><tr><th>rule</th><th>state</th><th>why</th></tr>"
         f"{rules}</table></details></section>"
+    )
+
+
+def _signals(d: DeploymentResult) -> str:
+    """The autoscaler signals (issue 18, :mod:`advisor.signals`): desired replicas against the current count, the
+    headroom of each kind and the time to KV exhaustion; ``unknown`` where the advisor exports nothing."""
+    sig = d.signals
+    if sig is None:
+        return ""
+
+    def room(v: float | None) -> str:
+        return "unknown" if v is None else f"{v:.0%}"
+
+    desired = "unknown (data not fresh)" if sig.desired_replicas is None else str(sig.desired_replicas)
+    t = sig.kv_exhaustion_seconds
+    exhaustion = "not growing" if t is None else f"{t:,.0f} s"
+    if sig.desired_replicas is None:
+        exhaustion = "unknown"
+    return (
+        "<table class='signals'><tr><th>desired replicas</th><th>current replicas</th><th>headroom: KV</th>"
+        "<th>headroom: throughput at SLO</th><th>KV full in</th></tr>"
+        f"<tr><td class='n'>{_e(desired)}</td><td class='n'>{sig.current_replicas}</td>"
+        f"<td class='n'>{_e(room(sig.kv_headroom_ratio))}</td>"
+        f"<td class='n'>{_e(room(sig.slo_throughput_headroom_ratio))}</td>"
+        f"<td class='n'>{_e(exhaustion)}</td></tr></table>"
     )
 
 

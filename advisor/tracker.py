@@ -36,7 +36,8 @@ from advisor.online_calibration import OnlineCalibration
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
-from advisor.rules.replicas import ReplicaStabilizer
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
+from advisor.signals import ReplicaHold, SloCapacity, autoscaler_signals
 from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
@@ -269,6 +270,8 @@ class Tracker:
             between: its pending for-durations restart (:class:`~advisor.rules.lifecycle.Lifecycle`; the daemon
             gives its stalled-loop bound). ``None``: evaluations vouch for any forward gap (the backtest, whose
             evaluations are its grid).
+        replica_min_history: ``rules.replicas.min_history`` in seconds: the autoscaler signals' throughput headroom
+            (:mod:`advisor.signals`) is withheld over a shorter history, as the replica advice is.
     """
 
     def __init__(
@@ -283,6 +286,7 @@ class Tracker:
         model_error_bound: float | None = None,
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
+        replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
     ) -> None:
         stabilizer = ReplicaStabilizer(*replica_windows) if replica_windows is not None else None
         self.lifecycle = Lifecycle(
@@ -293,6 +297,11 @@ class Tracker:
         self.quality = quality
         self.ignore_for = ignore_for
         self.model_error_bound = model_error_bound
+        self.replica_min_history = replica_min_history
+        self.replica_hold = ReplicaHold()
+        """The incident count ``advisor_desired_replicas`` holds while its incident is open (issue 18)."""
+        self.slo_capacity = SloCapacity(evaluation_window)
+        """Each deployment's capacity at the SLO per replica, re-derived once per evaluation window (issue 18)."""
         self._deps: dict[str, _Deployment] = {}
         self._model_error_warned: set[str] = set()
         self.calibration = OnlineCalibration()
@@ -310,6 +319,7 @@ class Tracker:
         model_error_bound: float | None,
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
+        replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
     ) -> None:
         """New settings (a reload): histories, open recommendations, pending for-durations and the replica
         counts observed so far are kept (new stabilization windows apply to them; a new ``max_gap_seconds``
@@ -324,6 +334,8 @@ class Tracker:
         self.scrape_interval = scrape_interval
         self.quality = quality
         self.model_error_bound = model_error_bound
+        self.replica_min_history = replica_min_history
+        self.slo_capacity.refresh_seconds = evaluation_window
 
     def set_deployments(self, deployments: Sequence[tuple[DeploymentContext, Sequence[str]]]) -> None:
         """The deployments to evaluate, in order, each with its targets. A (deployment, target) that stays
@@ -340,6 +352,8 @@ class Tracker:
         self._deps = deps
         self._model_error_warned &= set(deps)
         self.calibration.forget(deps)
+        self.replica_hold.retain(deps)
+        self.slo_capacity.retain(())  # a reload may change a deployment's SLO, GPU or model: derive again
 
     def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
         """Add (or replace) one deployment with its known targets."""
@@ -349,6 +363,7 @@ class Tracker:
                 d.listed.append(u)
                 d.targets[u] = _Target(u)
         self._deps[ctx.name] = d
+        self.slo_capacity.retain([n for n in self._deps if n != ctx.name])
 
     @property
     def deployment_names(self) -> list[str]:
@@ -533,6 +548,17 @@ class Tracker:
                 updates += self.lifecycle.last_updates
                 if self.lifecycle.last_restart is not None:
                     restarts.append(self.lifecycle.last_restart)
+                recommendations = tuple(self.lifecycle.open_recommendations(name))
+                signals = autoscaler_signals(
+                    ev,
+                    recommendations,
+                    views,
+                    window,
+                    snapshot.reported.kv_cache_usage_ratio,
+                    self.slo_capacity,
+                    min_history_seconds=self.replica_min_history,
+                    hold=self.replica_hold,
+                )
                 done.append(
                     (
                         name,
@@ -544,7 +570,8 @@ class Tracker:
                             "snapshot": snapshot,
                             "capacity": d.ctx.capacity,
                             "targets": tuple(views),
-                            "recommendations": tuple(self.lifecycle.open_recommendations(name)),
+                            "recommendations": recommendations,
+                            "signals": signals,
                             "target_states": tuple(
                                 [target_state(v, round_started or now, self.quality) for v in views]
                             ),

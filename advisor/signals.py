@@ -1,0 +1,265 @@
+"""The autoscaler signals of one deployment (issue 18): the replica count KEDA or an HPA should hold, the capacity
+left at today's load, and the time until the KV pool runs out at the current trend. Pure: the caller passes ``now``.
+
+* **Desired replicas** is the replica advice itself, never a second model: the ``replicas`` value an open
+  incident proposes (its suggested turn or an alternative, already stabilized by
+  :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, and never reversing within one
+  incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open (:class:`ReplicaHold`), else the
+  current count. It therefore rises once a saturation rule has held for its for-duration, not before. It is known
+  exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never 0: an
+  autoscaler reading 0 would scale the engine down).
+* **Headroom** (ratio, 1 = idle, 0 = at the limit, negative = beyond it):
+
+  - ``kv_ceiling``: ``1 − KV usage``, the capacity-weighted usage of the answering replicas' KV pools at the
+    newest scrape (evictable prefix-cache blocks count as free, as the engines report them). Chosen over
+    ``1 − running ÷ concurrency ceiling`` because that ceiling counts sequences at ``max-model-len``: real
+    requests are far shorter, so running ÷ ceiling passes 1 long before the pool is full and would read as no
+    headroom on a half-empty pool;
+  - ``slo_throughput``: ``1 − λ ÷ (current replicas × capacity at the SLO per replica)``, λ the window's arrival
+    rate and the capacity the most requests/s one replica serves with the SLO's goodput target met, both from
+    :func:`advisor.rules.replicas.size_replicas` (the queueing model the replica advice uses). ``None`` when the
+    sizing is unknown, withheld (the history is too short for an arrival rate), or even one idle replica misses
+    the SLO in the model. The arrival rate is read every cycle (:func:`advisor.rules.replicas.arrival_rate`, flow
+    balance over the window); the capacity at the SLO is re-derived at most once per evaluation window
+    (:class:`SloCapacity`), the cadence at which the online calibration updates the latency model it rests on: its
+    search over the queueing model costs ~9 ms per deployment (``timeit``, Llama-3.1-8B on H100, this module's
+    tests), against ~0.07 ms of CPU per target for the rest of a cycle (issue 15).
+* **Time to KV exhaustion** (seconds): ``(1 − u_now) ÷ b`` per answering target, ``u_now`` its KV usage at its
+  newest scrape and ``b`` the Theil–Sen slope (:func:`theil_sen_slope`) of its usage over the evaluation window's
+  scrapes; the soonest over the targets (the first pool to fill starts to preempt). ``None`` when no target's
+  usage grows (``b ≤ 0``) or none has :data:`MIN_TREND_SAMPLES` scrapes in the window.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from advisor import conventions as c
+from advisor.domain import Recommendation
+from advisor.evaluate import TargetView
+from advisor.rules.base import Evaluation
+from advisor.rules.replicas import (
+    MIN_ARRIVAL_SPAN_SECONDS,
+    arrival_history_withheld,
+    arrival_rate,
+    size_replicas,
+)
+
+MIN_TREND_SAMPLES = 3
+"""Fewest scrapes of one target in the window for a KV usage trend: two give one difference, which any noise
+sets; the Theil–Sen median of three pairwise slopes already ignores one outlying scrape (Sen 1968, §1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSignals:
+    """One deployment's autoscaler signals after one cycle (``None``: unknown, exported as absent).
+
+    Attributes:
+        desired_replicas: the count to hold (replicas); ``None`` unless the data is fresh.
+        current_replicas: the configured (or counted) replica count the advice is stated against.
+        kv_headroom_ratio: ``1 − KV usage`` (0–1).
+        slo_throughput_headroom_ratio: ``1 − λ ÷ (current × capacity at the SLO per replica)`` (≤ 1; negative when
+            arrivals exceed what the replicas serve within the SLO).
+        kv_exhaustion_seconds: seconds until the first KV pool is full at the window's usage trend (≥ 0).
+        kv_usage_slope_per_second: that target's Theil–Sen slope of KV usage (ratio per second, > 0).
+        arrival_rate: requests/s arriving over the window (the throughput headroom's numerator), when stated.
+        capacity_at_slo_per_replica: requests/s one replica serves within the SLO (its denominator), when stated.
+    """
+
+    desired_replicas: int | None
+    current_replicas: int
+    kv_headroom_ratio: float | None = None
+    slo_throughput_headroom_ratio: float | None = None
+    kv_exhaustion_seconds: float | None = None
+    kv_usage_slope_per_second: float | None = None
+    arrival_rate: float | None = None
+    capacity_at_slo_per_replica: float | None = None
+
+
+class SloCapacity:
+    """Per deployment, the requests/s one replica serves within the SLO
+    (:attr:`advisor.rules.replicas.ReplicaSizing.capacity_at_slo_per_replica`), re-derived at most once per
+    ``refresh_seconds`` (the daemon: its evaluation window). Not thread-safe: one loop owns it.
+
+    A sizing that is unknown or withheld (history too short) is not kept: the next cycle asks again. A clock that
+    stepped back (``now`` before the kept time) re-derives.
+
+    Raises:
+        ValueError: ``refresh_seconds`` is negative or not finite.
+    """
+
+    def __init__(self, refresh_seconds: float) -> None:
+        self.refresh_seconds = refresh_seconds
+        self._kept: dict[str, tuple[float, float | None]] = {}
+
+    @property
+    def refresh_seconds(self) -> float:
+        """Seconds a derived capacity is kept."""
+        return self._refresh
+
+    @refresh_seconds.setter
+    def refresh_seconds(self, value: float) -> None:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"refresh_seconds must be a finite number ≥ 0, got {value!r}")
+        self._refresh = value
+
+    def capacity(self, ev: Evaluation, min_history_seconds: float) -> float | None:
+        """The capacity at the SLO per replica for ``ev``'s deployment (requests/s > 0), or ``None`` (unknown, or
+        even one idle replica misses the SLO in the model)."""
+        key = ev.ctx.name
+        kept = self._kept.get(key)
+        if kept is not None and 0 <= ev.now - kept[0] < self._refresh:
+            return kept[1]
+        sizing = size_replicas(ev, min_history_seconds=min_history_seconds)
+        if sizing is None or sizing.withheld is not None:
+            self._kept.pop(key, None)
+            return None
+        at = sizing.capacity_at_slo_per_replica
+        value = at if at is not None and at > 0 and math.isfinite(at) else None
+        self._kept[key] = (ev.now, value)
+        return value
+
+    def retain(self, deployments: Collection[str]) -> None:
+        """Forget every deployment not in ``deployments`` (a reload removed it)."""
+        self._kept = {k: v for k, v in self._kept.items() if k in deployments}
+
+
+def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """The Theil–Sen estimator of the slope of ``points`` ``(x, y)``: the median of the slopes
+    ``(y_j − y_i) ÷ (x_j − x_i)`` over every pair with ``x_i ≠ x_j`` (Theil 1950, "A rank-invariant method of linear
+    and polynomial regression analysis", Indagationes Math. 12; Sen 1968, "Estimates of the regression coefficient
+    based on Kendall's tau", JASA 63(324):1379–1389, doi:10.1080/01621459.1968.10480934). Robust: up to ~29 % of the
+    points may be outliers before it moves arbitrarily far. O(n²) pairs: a 300 s window at 15 s holds 21 scrapes,
+    210 pairs.
+
+    Returns ``None`` with no pair of distinct ``x``.
+
+    Example: (0, 0.50), (10, 0.52), (20, 0.54), (30, 0.99) → slopes 0.002, 0.002, 0.0163, 0.002, 0.0235, 0.045 →
+    median 0.00917 (ordinary least squares: 0.0149, pulled by the one outlier).
+    """
+    slopes = [(yj - yi) / (xj - xi) for i, (xi, yi) in enumerate(points) for xj, yj in points[i + 1 :] if xj != xi]
+    return statistics.median(slopes) if slopes else None
+
+
+def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: float) -> tuple[float, float] | None:
+    """``(seconds until the first KV pool is full, its usage slope per second)`` at the trend over
+    ``[now − window_seconds, now]``, or ``None`` when no answering target's usage grows (module docstring)."""
+    best: tuple[float, float] | None = None
+    start = now - window_seconds
+    for t in targets:
+        if not t.up:
+            continue
+        points = [
+            (h.timestamp, u)
+            for h in t.history
+            if start <= h.timestamp <= now and (u := h.snapshot.kv_cache_usage_ratio) is not None and math.isfinite(u)
+        ]
+        if len(points) < MIN_TREND_SAMPLES:
+            continue
+        slope = theil_sen_slope(points)
+        if slope is None or slope <= 0:
+            continue
+        seconds = max(0.0, 1.0 - min(points[-1][1], 1.0)) / slope
+        if best is None or seconds < best[0]:
+            best = (seconds, slope)
+    return best
+
+
+def desired_replicas(
+    ev: Evaluation, recommendations: Sequence[Recommendation], hold: ReplicaHold | None = None
+) -> int | None:
+    """The replica count to hold: the first ``replicas`` value the open incidents propose (suggested turn or
+    alternative, as ``advisor_recommended_value{dial="replicas"}``); while the incident that last proposed one stays
+    open without proposing one this cycle (its rule stopped firing while another of the problem holds, or the
+    window withholds the count), that incident's last count (``hold``); else ``ev.ctx.replicas``. ``None`` unless
+    the data is fresh."""
+    if ev.state != c.STATE_FRESH:
+        return None
+    for r in recommendations:
+        for dial, v in r.dial_values():
+            if dial == c.DIAL_REPLICAS and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                if hold is not None:
+                    hold.advised(ev.ctx.name, r.id, max(1, int(v)))
+                return max(1, int(v))
+    if hold is not None:
+        held = hold.held(ev.ctx.name, {r.id for r in recommendations})
+        if held is not None:
+            return held
+    return int(ev.ctx.replicas)
+
+
+class ReplicaHold:
+    """Per deployment, the incident that last advised a replica count and that count, so that
+    ``advisor_desired_replicas`` does not fall back to the current count for a cycle while the incident is still
+    open (the lifecycle drops an incident's replicas turn when the rule that proposed it clears while another rule
+    of the problem holds, or when a window withholds it): an autoscaler would scale down and up again inside one
+    incident. Not thread-safe: one loop owns it."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[str, int]] = {}
+
+    def advised(self, deployment: str, incident: str, replicas: int) -> None:
+        """``incident`` (a recommendation id) advises ``replicas`` for ``deployment`` this cycle."""
+        self._held[deployment] = (incident, replicas)
+
+    def held(self, deployment: str, open_ids: Collection[str]) -> int | None:
+        """The count held for ``deployment`` while its incident is among ``open_ids``; forgotten once it is not."""
+        kept = self._held.get(deployment)
+        if kept is None:
+            return None
+        if kept[0] not in open_ids:
+            del self._held[deployment]
+            return None
+        return kept[1]
+
+    def retain(self, deployments: Collection[str]) -> None:
+        """Forget every deployment not in ``deployments`` (a reload removed it)."""
+        self._held = {k: v for k, v in self._held.items() if k in deployments}
+
+
+def autoscaler_signals(
+    ev: Evaluation,
+    recommendations: Sequence[Recommendation],
+    targets: Sequence[TargetView],
+    window_seconds: float,
+    kv_usage_ratio: float | None,
+    slo_capacity: SloCapacity | None = None,
+    min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
+    hold: ReplicaHold | None = None,
+) -> AutoscalerSignals:
+    """Every signal of the module docstring for one evaluated deployment; only while the data is fresh, everything
+    ``None`` otherwise (stale numbers must not steer an autoscaler).
+
+    ``kv_usage_ratio``: the deployment's KV usage at the newest scrape, capacity-weighted over the answering
+    replicas (the snapshot's, exported as ``advisor_kv_cache_usage_ratio``). ``slo_capacity``: the deployment's
+    kept capacity at the SLO (default: derived now, :func:`advisor.rules.replicas.size_replicas`).
+    ``min_history_seconds``: ``rules.replicas.min_history``, as the replica rules use it. ``hold``: the
+    deployment's held incident count (:class:`ReplicaHold`; default none held).
+    """
+    current = int(ev.ctx.replicas)
+    desired = desired_replicas(ev, recommendations, hold)
+    if desired is None:
+        return AutoscalerSignals(None, current)
+    usage = kv_usage_ratio
+    kv_room = 1.0 - min(max(usage, 0.0), 1.0) if usage is not None and math.isfinite(usage) else None
+    rates = arrival_rate(ev.stats)
+    lam = at_slo = slo_room = None
+    if rates is not None and arrival_history_withheld(ev, min_history_seconds) is None and current > 0:
+        lam = rates[0]
+        at_slo = (slo_capacity or SloCapacity(0.0)).capacity(ev, min_history_seconds)
+        if at_slo is not None:
+            slo_room = 1.0 - lam / (current * at_slo)
+    trend = kv_exhaustion(targets, ev.now, window_seconds)
+    return AutoscalerSignals(
+        desired_replicas=desired,
+        current_replicas=current,
+        kv_headroom_ratio=kv_room,
+        slo_throughput_headroom_ratio=slo_room,
+        kv_exhaustion_seconds=None if trend is None else trend[0],
+        kv_usage_slope_per_second=None if trend is None else trend[1],
+        arrival_rate=lam,
+        capacity_at_slo_per_replica=at_slo,
+    )
