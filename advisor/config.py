@@ -134,6 +134,21 @@ def parse_duration(value: object) -> float:
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
+def _parse_window(value: Any) -> float:
+    """A stabilization window: a duration (:func:`parse_duration`), or 0 (no stabilization), in seconds."""
+    if not isinstance(value, bool) and isinstance(value, int | float) and value == 0:
+        return 0.0
+    if isinstance(value, str) and value.strip() in ("0", "0s", "0.0"):
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (a window may also be 0: no stabilization)") from None
+
+
+Window = Annotated[float, BeforeValidator(_parse_window)]
+
+
 def _numeric_not_bool(annotation: object) -> bool:
     """Whether a field's type takes a number (``int``, ``float``, optional or annotated) but no boolean."""
 
@@ -251,6 +266,8 @@ def _whole_seconds(value: float) -> float:
 
 
 WholeSeconds = Annotated[float, BeforeValidator(parse_duration), AfterValidator(_whole_seconds)]
+WholeWindow = Annotated[float, BeforeValidator(_parse_window), AfterValidator(_whole_seconds)]
+"""A whole number of seconds that may be 0 (KEDA's cooldownPeriod, the HPA's stabilization window)."""
 
 
 class AutoscalingConfig(_Strict):
@@ -287,9 +304,9 @@ class AutoscalingConfig(_Strict):
     )
     min_replica_count: int = Field(default=1, ge=0, le=2**31 - 1, strict=True, description="KEDA minReplicaCount")
     max_replica_count: int = Field(default=100, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount")
-    cooldown_period: WholeSeconds = Field(default=300.0, ge=0, le=2**31 - 1, description="KEDA cooldownPeriod")
+    cooldown_period: WholeWindow = Field(default=300.0, ge=0, le=2**31 - 1, description="KEDA cooldownPeriod")
     polling_interval: WholeSeconds = Field(default=30.0, ge=1, le=2**31 - 1, description="KEDA pollingInterval")
-    stabilization: WholeSeconds = Field(
+    stabilization: WholeWindow = Field(
         default=0.0, ge=0, le=3600, description="HPA behavior.scaleDown.stabilizationWindowSeconds (0-3600)"
     )
     fallback_replicas: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True, description="KEDA fallback")
@@ -738,21 +755,6 @@ class StalledRule(_RuleBase):
             "reports unknown); unset for the daemon"
         ),
     )
-
-
-def _parse_window(value: Any) -> float:
-    """A stabilization window: a duration (:func:`parse_duration`), or 0 (no stabilization), in seconds."""
-    if not isinstance(value, bool) and isinstance(value, int | float) and value == 0:
-        return 0.0
-    if isinstance(value, str) and value.strip() in ("0", "0s", "0.0"):
-        return 0.0
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (a window may also be 0: no stabilization)") from None
-
-
-Window = Annotated[float, BeforeValidator(_parse_window)]
 
 
 class ReplicasConfig(_Strict):

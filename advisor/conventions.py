@@ -28,8 +28,6 @@ TTFT_SECONDS: Final = "advisor_ttft_seconds"
 TPOT_SECONDS: Final = "advisor_tpot_seconds"
 RECOMMENDATION_ACTIVE: Final = "advisor_recommendation_active"
 RECOMMENDED_VALUE: Final = "advisor_recommended_value"  # {deployment, dial}: an open recommendation's suggested value
-# {deployment}: the replica count the advice holds (issue 18), the series a KEDA ScaledObject or an HPA scales on
-DESIRED_REPLICAS: Final = "advisor_desired_replicas"
 TARGET_UP: Final = "advisor_target_up"
 SCRAPE_ERRORS: Final = "advisor_scrape_errors"  # exposed as advisor_scrape_errors_total
 LAST_EVALUATION_TIMESTAMP: Final = "advisor_last_evaluation_timestamp_seconds"
@@ -49,7 +47,8 @@ MODEL_DECODE_OVERHEAD_RATIO: Final = "advisor_model_decode_overhead_ratio"
 MODEL_PREFILL_OVERHEAD_RATIO: Final = "advisor_model_prefill_overhead_ratio"
 # the autoscaler signals per deployment (issue 18; advisor/signals.py), exported only while the data is fresh: the
 # replica count to hold (the replica advice, else the current count), the capacity left at today's load by kind, and
-# the seconds until the first KV pool is full at the window's usage trend (absent when usage does not grow)
+# the seconds until the first KV pool is full at the window's usage trend (absent when usage does not grow); the
+# desired replicas is the series a KEDA ScaledObject or an HPA scales on (rules generate)
 DESIRED_REPLICAS: Final = "advisor_desired_replicas"
 CAPACITY_HEADROOM_RATIO: Final = "advisor_capacity_headroom_ratio"  # {deployment, kind}
 TIME_TO_KV_EXHAUSTION_SECONDS: Final = "advisor_time_to_kv_exhaustion_seconds"
