@@ -109,3 +109,19 @@ def http_url_arg(text: str) -> str:
         return check_http_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def bounded_float(low: float, high: float, what: str) -> Callable[[str], float]:
+    """An argparse type: a finite number in ``[low, high]``, refused with one line naming ``what`` it must be
+    (``"a number of GiB"``: "must be a number of GiB in 0..16384, got '-1'")."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {what} in {low:g}..{high:g}, got {text!r}")
+        return value
+
+    return parse

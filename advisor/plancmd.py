@@ -15,22 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from advisor.argtypes import bounded_int, positive_float, version_arg
+from advisor.argtypes import bounded_float, bounded_int, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.capacity.models import preset_kv_logs
 from advisor.conventions import PLATFORMS
 from advisor.errors import CapacityError
 
-
-def _gib_or_zero(text: str) -> float:
-    """An argparse type for GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``): finite, 0..16384."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or not 0 <= value <= 16384:
-        raise argparse.ArgumentTypeError(f"must be a number of GiB in 0..16384, got {text!r}")
-    return value
+_gib_or_zero = bounded_float(0, 16384, "a number of GiB")
+"""GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``)."""
 
 
 def _mm_limits(text: str) -> dict[str, int]:
@@ -53,15 +45,8 @@ def _mm_limits(text: str) -> dict[str, int]:
     return out
 
 
-def _cv(text: str) -> float:
-    """An argparse type for a coefficient of variation: a finite number in 0..100 (0 = every length equal)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"must be a coefficient of variation in 0..100, got {text!r}")
-    return value
+_cv = bounded_float(0, 100, "a coefficient of variation")
+"""A coefficient of variation of the lengths (0 = every length equal)."""
 
 
 def _env_flag(name: str) -> bool:
