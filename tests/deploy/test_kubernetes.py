@@ -21,6 +21,7 @@ from advisor.config import load_config
 from tests.deploy.conftest import DEPLOY, REPO, need_binary
 
 K8S = DEPLOY / "kubernetes"
+RULES_K8S = REPO / "rules" / "kubernetes"
 KUBERNETES_VERSION = "1.30.0"
 NPM_PACKAGE = "@kubernetes-models/prometheus-operator@6.0.0"
 CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
@@ -37,11 +38,19 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
+def _resources(directory: Path) -> list[Path]:
+    """The files a kustomization in ``directory`` applies, its bases (directories) followed."""
+    out: list[Path] = []
+    for r in yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]:
+        path = (directory / r).resolve()
+        out.extend(_resources(path) if path.is_dir() else [path])
+    return out
+
+
 def manifests() -> list[tuple[str, dict[str, Any]]]:
+    """Every document ``kubectl apply -k deploy/kubernetes`` applies, by file name."""
     out = []
-    for path in sorted(K8S.glob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
+    for path in _resources(K8S):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 out.append((path.name, doc))
@@ -126,26 +135,15 @@ def test_the_crd_validator_rejects_a_broken_monitor(crd_validator: Path) -> None
     assert errors[1] and "port" in errors[1]
 
 
-def test_the_generated_prometheusrule_is_up_to_date_and_valid(crd_validator: Path) -> None:
-    from deploy.kubernetes import generate_prometheusrule as gen
-
-    expected = gen.render(gen.rule_groups())
-    assert (K8S / "prometheusrule.yaml").read_text() == expected, (
-        "deploy/kubernetes/prometheusrule.yaml is stale: run python deploy/kubernetes/generate_prometheusrule.py"
-    )
-    assert validate_crds(crd_validator, [yaml.safe_load(expected)]) == [None]
-
-
-def test_the_prometheusrule_wraps_rule_files_and_refuses_a_repeated_group(tmp_path: Path) -> None:
-    from deploy.kubernetes import generate_prometheusrule as gen
-
-    group = {"name": "g", "rules": [{"record": "a:b:c", "expr": "1"}]}
-    (tmp_path / "a.yml").write_text(yaml.safe_dump({"groups": [group]}))
-    (tmp_path / "a_test.yml").write_text(yaml.safe_dump({"rule_files": ["a.yml"], "tests": []}))
-    assert gen.rule_groups(tmp_path) == [group]
-    (tmp_path / "b.yml").write_text(yaml.safe_dump({"groups": [group]}))
-    with pytest.raises(ValueError, match="already defined"):
-        gen.rule_groups(tmp_path)
+def test_the_kustomization_applies_the_generated_prometheusrule_and_it_is_valid(crd_validator: Path) -> None:
+    """One PrometheusRule in the repository: ``rules/kubernetes/prometheusrule.yaml`` (``rules generate``, checked up
+    to date in tests/promrules), included by ``deploy/kubernetes`` as a kustomize base that lists only it."""
+    base = yaml.safe_load((RULES_K8S / "kustomization.yaml").read_text())
+    assert base["resources"] == ["prometheusrule.yaml"]
+    (pr,) = [d for d in yaml.safe_load_all((RULES_K8S / "prometheusrule.yaml").read_text()) if d]
+    assert pr["kind"] == "PrometheusRule"
+    assert validate_crds(crd_validator, [pr]) == [None]
+    assert not (K8S / "prometheusrule.yaml").exists(), "a second copy of the PrometheusRule in deploy/kubernetes"
 
 
 def test_the_advisor_runs_non_root_on_a_read_only_root_with_probes_and_resources() -> None:
@@ -189,5 +187,7 @@ def test_the_configmap_holds_a_config_the_advisor_accepts(tmp_path: Path) -> Non
 def test_the_kustomization_lists_every_manifest() -> None:
     kust = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(kust["resources"]) == files
+    bases = {r for r in kust["resources"] if not r.endswith(".yaml")}
+    assert set(kust["resources"]) - bases == files
+    assert {(K8S / b).resolve() for b in bases} == {RULES_K8S.resolve()}
     assert (REPO / "rules").is_dir()

@@ -1,1 +1,0 @@
-"""Kubernetes manifests and the generator of prometheusrule.yaml."""
