@@ -254,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     if point is not None:
         out.update(point.as_dict())
-    on_platform = _on_platform(args, "vllm", result, inputs, point)
+    on_platform = _on_platform(args, "vllm", result, inputs, point, gpu.name)
     if on_platform:
         out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
@@ -320,10 +320,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _on_platform(args: argparse.Namespace, engine: str, result: Any, inputs: Any, point: Any) -> list[dict[str, Any]]:
+def _on_platform(
+    args: argparse.Namespace, engine: str, result: Any, inputs: Any, point: Any, gpu_name: str
+) -> list[dict[str, Any]]:
     """``--platform``: this configuration as the platform takes it (:func:`advisor.platforms.configuration_in_terms`)
-    — tensor parallelism, the context limit, vLLM's memory budget and batch cap, and the replica count (the
-    count the SLO needs under traffic, else ``--replicas`` or 1); ``[]`` without ``--platform``."""
+    — tensor parallelism, the context limit, vLLM's memory budget and batch cap, the replica count (the
+    count the SLO needs under traffic, else ``--replicas`` or 1) and, on a platform renting its own instances
+    (SageMaker, Vertex AI, Azure ML), the instance: the cheapest it sells with ``gpu_name`` × TP × PP × DP GPUs,
+    at its own sourced price or ``unknown``; ``[]`` without ``--platform``."""
     if args.platform is None:
         return []
     from advisor import conventions as c
@@ -340,7 +344,9 @@ def _on_platform(args: argparse.Namespace, engine: str, result: Any, inputs: Any
         ]
     needed = getattr(point, "replicas_needed", None) if point is not None else None
     settings.append((c.DIAL_REPLICAS, needed if needed is not None else (args.replicas or 1)))
-    return configuration_in_terms(args.platform, engine, settings)
+    if args.platform in c.MANAGED_INSTANCE_PLATFORMS:
+        settings.append((c.DIAL_INSTANCE_TYPE, gpu_name))
+    return configuration_in_terms(args.platform, engine, settings, gpu_count=args.tp * args.pp * args.dp)
 
 
 def _platform_lines(platform: str | None, rows: list[dict[str, Any]]) -> None:
@@ -589,7 +595,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         return 2
     if point is not None:
         out.update(point.as_dict())
-    on_platform = _on_platform(args, cap.engine, result, inputs, point)
+    on_platform = _on_platform(args, cap.engine, result, inputs, point, gpu_name)
     if on_platform:
         out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
