@@ -1262,7 +1262,7 @@ def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | N
     from advisor import conventions as c
 
     platform = args.platform
-    if platform is None or platform not in c.MANAGED_INSTANCE_PLATFORMS and platform != "bedrock":
+    if platform is None or (platform not in c.MANAGED_INSTANCE_PLATFORMS and platform != "bedrock"):
         return None, None
     if platform == "bedrock":
         return None, "--platform bedrock: Bedrock rents no instances to search (a buy option, priced per token)"

@@ -264,7 +264,8 @@ def _instance_text(platform: str, value: Any, gpu_count: int | None) -> str:
     choice = instance_choice(platform, value, gpu_count)
     if choice is None:
         return profile.instance.format(value=what) + (
-            f"; price unknown: no sourced {profile.name} price for such an instance (advisor/data/managed_instances.csv)"
+            f"; price unknown: no sourced {profile.name} price for such an instance "
+            "(advisor/data/managed_instances.csv)"
         )
     raw = choice.raw
     return profile.instance_named.format(

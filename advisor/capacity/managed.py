@@ -184,7 +184,9 @@ def managed_instances(platform: str, *, priced_only: bool = False) -> list[Manag
     return [r for r in _table() if r.platform == platform and (r.price_usd_per_hour is not None or not priced_only)]
 
 
-def cheapest_managed(platform: str, *, gpu_count: int | None = None, gpu_key: str | None = None) -> ManagedInstance | None:
+def cheapest_managed(
+    platform: str, *, gpu_count: int | None = None, gpu_key: str | None = None
+) -> ManagedInstance | None:
     """The cheapest priced row of ``platform`` with exactly ``gpu_count`` whole GPUs (any count when ``None``) of
     ``gpu_key`` (any GPU when ``None``); ``None`` when no priced row matches (the price is unknown).
 
