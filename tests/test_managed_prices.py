@@ -109,6 +109,9 @@ def test_the_instance_turn_names_the_ml_instance_at_its_own_price() -> None:
     assert reason is None and flag is not None
     assert "InstanceType=ml.g5.xlarge" in flag and "1.4084 USD/h" in flag and FMBENCH in flag, flag
     assert "1.006" not in flag  # never the EC2 price
+    # a replica of 4 GPUs (once: gpus_per_replica) needs an instance with 4: ml.g6.12xlarge 5.752, not ml.g6.2xlarge
+    flag, _ = platform_flag("sagemaker", "vllm", "instance_type", "L4", "move to L4", gpu_count=4)
+    assert flag is not None and "InstanceType=ml.g6.12xlarge" in flag and "5.752 USD/h" in flag, flag
     flag, _ = platform_flag("vertex", "vllm", "instance_type", "L4", "move to an instance with L4 GPUs")
     assert flag is not None and "price unknown" in flag and "machineType" in flag, flag
 
