@@ -191,6 +191,14 @@ RULE_PLUGIN_GROUP: Final = "advisor.rules"
 
 
 PLATFORM_KUBERNETES: Final = "kubernetes"
-PLATFORMS: Final = (PLATFORM_KUBERNETES, "systemd", "sagemaker", "vertex", "azure-ml", "bedrock")
+PLATFORM_SAGEMAKER: Final = "sagemaker"
+PLATFORM_VERTEX: Final = "vertex"
+PLATFORM_AZURE_ML: Final = "azure-ml"
+PLATFORMS: Final = (PLATFORM_KUBERNETES, "systemd", PLATFORM_SAGEMAKER, PLATFORM_VERTEX, PLATFORM_AZURE_ML, "bedrock")
 """Where a deployment's engine runs (``platform:``, ``plan --platform``); the first is the default. Each platform's
 terms and their documentation: :mod:`advisor.platforms`."""
+
+MANAGED_INSTANCE_PLATFORMS: Final = (PLATFORM_SAGEMAKER, PLATFORM_VERTEX, PLATFORM_AZURE_ML)
+"""Platforms that rent their own instances at their own prices (``ml.*``, Vertex AI prediction nodes, Azure ML
+managed online endpoints): their instance choices and prices come from ``advisor/data/managed_instances.csv``
+(:mod:`advisor.capacity.managed`), never from the raw VM table."""

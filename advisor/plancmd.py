@@ -254,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     if point is not None:
         out.update(point.as_dict())
-    on_platform = _on_platform(args, "vllm", result, inputs, point)
+    on_platform = _on_platform(args, "vllm", result, inputs, point, gpu.name)
     if on_platform:
         out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
@@ -320,10 +320,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _on_platform(args: argparse.Namespace, engine: str, result: Any, inputs: Any, point: Any) -> list[dict[str, Any]]:
+def _on_platform(
+    args: argparse.Namespace, engine: str, result: Any, inputs: Any, point: Any, gpu_name: str
+) -> list[dict[str, Any]]:
     """``--platform``: this configuration as the platform takes it (:func:`advisor.platforms.configuration_in_terms`)
-    — tensor parallelism, the context limit, vLLM's memory budget and batch cap, and the replica count (the
-    count the SLO needs under traffic, else ``--replicas`` or 1); ``[]`` without ``--platform``."""
+    — tensor parallelism, the context limit, vLLM's memory budget and batch cap, the replica count (the
+    count the SLO needs under traffic, else ``--replicas`` or 1) and, on a platform renting its own instances
+    (SageMaker, Vertex AI, Azure ML), the instance: the cheapest it sells with ``gpu_name`` × TP × PP × DP GPUs,
+    at its own sourced price or ``unknown``; ``[]`` without ``--platform``."""
     if args.platform is None:
         return []
     from advisor import conventions as c
@@ -340,7 +344,9 @@ def _on_platform(args: argparse.Namespace, engine: str, result: Any, inputs: Any
         ]
     needed = getattr(point, "replicas_needed", None) if point is not None else None
     settings.append((c.DIAL_REPLICAS, needed if needed is not None else (args.replicas or 1)))
-    return configuration_in_terms(args.platform, engine, settings)
+    if args.platform in c.MANAGED_INSTANCE_PLATFORMS:
+        settings.append((c.DIAL_INSTANCE_TYPE, gpu_name))
+    return configuration_in_terms(args.platform, engine, settings, gpu_count=args.tp * args.pp * args.dp)
 
 
 def _platform_lines(platform: str | None, rows: list[dict[str, Any]]) -> None:
@@ -589,7 +595,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         return 2
     if point is not None:
         out.update(point.as_dict())
-    on_platform = _on_platform(args, cap.engine, result, inputs, point)
+    on_platform = _on_platform(args, cap.engine, result, inputs, point, gpu_name)
     if on_platform:
         out["platform"] = {"platform": args.platform, "settings": on_platform}
     if args.json:
@@ -1117,6 +1123,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.target_ratio is not None and args.target_ratio >= 1.0:
         _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
         return 2
+    hosts, refused = _platform_hosts(args)
+    if refused:
+        _err(refused)
+        return 2
     progress = _Progress()
     try:
         model = resolve_model(args.model, Path.cwd())
@@ -1132,7 +1142,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         slo = _slo(args)
         assert slo is not None
         limit = DEFAULT_LIMIT if args.limit is None else args.limit
-        result = search_deployments(model, workload, slo, cloud=args.cloud, limit=limit, progress=progress)
+        result = search_deployments(
+            model, workload, slo, cloud=args.cloud, instances=hosts, limit=limit, progress=progress
+        )
     except CapacityError as exc:
         progress.close()
         _err(str(exc))
@@ -1143,6 +1155,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         out = result.as_dict()
         out["model"] = model.name
+        if args.platform is not None:
+            out["platform"] = args.platform
         out["workload"] = {
             "arrival_rate": workload.arrival_rate,
             "prompt_tokens": workload.prompt_tokens,
@@ -1161,6 +1175,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
         f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
         f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
+        f"{'' if hosts is None else ' at ' + args.platform + ' instance prices'}"
     )
     cannot_run = result.configurations - result.evaluated - result.pruned
     print(
@@ -1216,11 +1231,18 @@ def _cmd_search(args: argparse.Namespace) -> int:
             "requests that meet the SLO; every row runs --max-model-len " + ", ".join(f"{n:,}" for n in lens)
         )
         print(textwrap.fill(legend, width=110))
-        sources = {(c.instance.cloud, c.instance.price_region, c.instance.price_as_of) for c in result.feasible}
-        print(
-            "prices: on-demand USD/h, "
-            + "; ".join(f"{cloud} {region} as of {when}" for cloud, region, when in sorted(sources))
-        )
+        if hosts is None:
+            sources = {(c.instance.cloud, c.instance.price_region, c.instance.price_as_of) for c in result.feasible}
+            print(
+                "prices: on-demand USD/h, "
+                + "; ".join(f"{cloud} {region} as of {when}" for cloud, region, when in sorted(sources))
+            )
+        else:
+            cited = {(c.instance.price_region, c.instance.price_as_of, c.instance.source) for c in result.feasible}
+            print(
+                f"prices: {args.platform}'s own on-demand USD/h (not the VM's), "
+                + "; ".join(f"{region} as of {when}, source {url}" for region, when, url in sorted(cited))
+            )
     if result.rejected:
         print("best rejected:")
         for rej in result.rejected:
@@ -1230,6 +1252,29 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 f"{cfg.max_num_seqs} (from ${rej.lower_bound_hourly_cost_usd:.2f}/h): {rej.reason}"
             )
     return 0
+
+
+def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | None]:
+    """``plan --search --platform P``: the instances to search and their prices — ``(None, None)`` for the raw
+    VMs of ``instances.csv`` (no platform, Kubernetes, systemd); a managed platform's own sourced instances at its
+    own prices (:func:`advisor.capacity.managed.managed_instances`); or ``(None, why)`` when there is nothing to
+    price with (Bedrock rents no instances; a managed platform with no sourced price: unknown, not the VM's)."""
+    from advisor import conventions as c
+
+    platform = args.platform
+    if platform is None or (platform not in c.MANAGED_INSTANCE_PLATFORMS and platform != "bedrock"):
+        return None, None
+    if platform == "bedrock":
+        return None, "--platform bedrock: Bedrock rents no instances to search (a buy option, priced per token)"
+    from advisor.capacity.managed import managed_instances
+
+    rows = [r.as_instance() for r in managed_instances(platform, priced_only=True)]
+    if not rows:
+        return None, (
+            f"--platform {platform}: no {platform} instance has a sourced price in advisor/data/managed_instances.csv; "
+            "its prices are unknown (the raw VM prices are not its prices)"
+        )
+    return rows, None
 
 
 def _plot(frontier: list[tuple[float, float, str]], path: str) -> None:

@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.hardware import get_gpu
+from advisor.capacity.managed import ManagedInstance, cheapest_managed
 from advisor.engines.flags import flag_for
+from advisor.errors import UnknownGPUError
 
 KUBERNETES: Final = c.PLATFORM_KUBERNETES
 PLATFORMS: Final = c.PLATFORMS
@@ -61,6 +64,9 @@ class PlatformProfile:
             :func:`_sagemaker_env` (SageMaker) or not offered (Bedrock).
         replicas: template for a replica count (``{value}``); ``None``: not offered.
         instance: template for an instance choice (``{value}``: the GPU to move to); ``None``: not offered.
+        instance_named: on a platform that rents its own instances (:data:`advisor.conventions.
+            MANAGED_INSTANCE_PLATFORMS`), the instance choice naming the cheapest sourced instance (``{name}``,
+            ``{what}``: its GPUs, ``{price}``: its price, region, date and source); ``None``: not such a platform.
         unavailable: why a dial the profile has no template for is not offered (``{dial}``).
         sources: the documentation pages the option names come from.
     """
@@ -72,6 +78,7 @@ class PlatformProfile:
     instance: str | None
     unavailable: str
     sources: tuple[str, ...]
+    instance_named: str | None = None
 
 
 PROFILES: Final[dict[str, PlatformProfile]] = {
@@ -112,6 +119,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "InitialInstanceCount in a new endpoint config; Application Auto Scaling MinCapacity/MaxCapacity)"
         ),
         instance="production variant InstanceType: an ml.* instance with {value} GPUs (a new endpoint config)",
+        instance_named="production variant InstanceType={name} ({what}; {price}) (a new endpoint config)",
         unavailable="",
         sources=(
             "https://docs.djl.ai/docs/serving/serving/docs/lmi/deployment_guide/configurations.html",
@@ -133,6 +141,10 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "dedicatedResources.machineSpec: machineType, acceleratorType and acceleratorCount for {value} GPUs "
             "(gcloud ai endpoints deploy-model --machine-type=… --accelerator=type=…,count=…)"
         ),
+        instance_named=(
+            "dedicatedResources.machineSpec.machineType={name} with its acceleratorType and acceleratorCount "
+            "({what}; {price}) (gcloud ai endpoints deploy-model --machine-type={name} --accelerator=type=…,count=…)"
+        ),
         unavailable="",
         sources=(
             "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/ModelContainerSpec",
@@ -150,6 +162,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
         ),
         replicas="instance_count: {value} (az ml online-deployment update --set instance_count={value})",
         instance="instance_type: a managed online endpoint SKU with {value} GPUs (a new deployment)",
+        instance_named="instance_type: {name} ({what}; {price}) (a new deployment)",
         unavailable="",
         sources=(
             "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-deployment-managed-online",
@@ -221,11 +234,60 @@ def _sagemaker_env(engine: str, engine_flag: str) -> tuple[str | None, str | Non
     return f"LMI container environment (OPTION_ROLLING_BATCH={rolling}): {' '.join(pairs)}", None
 
 
-def platform_flag(platform: str, engine: str, dial: str, value: Any, engine_flag: str) -> tuple[str | None, str | None]:
+def instance_choice(platform: str, value: Any, gpu_count: int | None = None) -> ManagedInstance | None:
+    """The cheapest instance ``platform`` rents, at its own sourced price (:func:`advisor.capacity.managed.
+    cheapest_managed`), for an instance turn to ``value`` — a GPU name (``"L4"``; any catalog name or alias) or a
+    GPU count — with ``gpu_count`` GPUs when given; ``None`` when the platform rents no instances of its own, the
+    GPU is not in the catalog or no sourced price matches (the price is unknown: never the raw VM's, never 0)."""
+    if platform not in c.MANAGED_INSTANCE_PLATFORMS:
+        return None
+    gpu_key: str | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        gpu_count = value if gpu_count is None else gpu_count
+    else:
+        try:
+            gpu_key = get_gpu(str(value)).key
+        except UnknownGPUError:
+            return None
+    return cheapest_managed(platform, gpu_count=gpu_count, gpu_key=gpu_key)
+
+
+def _instance_text(platform: str, value: Any, gpu_count: int | None) -> str:
+    """The instance turn in ``platform``'s terms: the cheapest sourced instance with its price and source, or the
+    profile's generic wording with ``price unknown`` when none is sourced (a platform renting its own
+    instances)."""
+    profile = PROFILES[platform]
+    assert profile.instance is not None
+    what = f"{gpu_count} {value}" if gpu_count is not None and not isinstance(value, int) else value
+    if profile.instance_named is None:
+        return profile.instance.format(value=what)
+    choice = instance_choice(platform, value, gpu_count)
+    if choice is None:
+        return profile.instance.format(value=what) + (
+            f"; price unknown: no sourced {profile.name} price for such an instance "
+            "(advisor/data/managed_instances.csv)"
+        )
+    raw = choice.raw
+    return profile.instance_named.format(
+        name=choice.name,
+        what=f"{raw.whole_gpus} × {raw.gpu_model}",
+        price=(
+            f"{choice.price_usd_per_hour:g} USD/h on demand in {choice.region} as of {choice.price_as_of}, "
+            f"source {choice.price_source}"
+        ),
+    )
+
+
+def platform_flag(
+    platform: str, engine: str, dial: str, value: Any, engine_flag: str, *, gpu_count: int | None = None
+) -> tuple[str | None, str | None]:
     """``(flag, None)``: the change in ``platform``'s own terms; ``(None, reason)``: the platform does not offer it.
 
     ``engine_flag`` is the flag the rule built for ``engine`` (Kubernetes' phrasing); ``value`` the turn's
-    suggested value (a replica count for ``replicas``, what to move to for ``instance_type``). A replica or
+    suggested value (a replica count for ``replicas``, what to move to for ``instance_type``: a GPU name, with
+    ``gpu_count`` GPUs per instance when known). On a platform that rents its own instances, an instance turn names
+    the cheapest instance it sells with those GPUs, at the platform's own sourced price (:func:`instance_choice`),
+    or says the price is unknown — never the raw VM's price. A replica or
     instance flag the rule wrapped in words of its own (``add one dedicated long-context replica …; scale to 3``)
     keeps them, with the Kubernetes phrase replaced by the platform's. Dials outside :data:`advisor.conventions.DIALS`
     (an engine restart, an advisor config field) keep their flag on every platform but Bedrock.
@@ -242,7 +304,10 @@ def platform_flag(platform: str, engine: str, dial: str, value: Any, engine_flag
         if template is None:
             return None, reason_none
         k8s = flag_for(engine, dial, value)
-        said = template.format(value=value, flag=engine_flag)
+        if dial == c.DIAL_INSTANCE_TYPE:
+            said = _instance_text(platform, value, gpu_count)
+        else:
+            said = template.format(value=value, flag=engine_flag)
         return (engine_flag.replace(k8s, said) if k8s in engine_flag else said), None
     if dial in _ENGINE_DIALS:
         if platform == "sagemaker":
@@ -262,19 +327,34 @@ def flag_text(flag: str | None, evidence: Mapping[str, Any]) -> str:
     return f"not offered: {evidence.get(FLAG_REASON_KEY) or 'the platform has no setting for this dial'}"
 
 
-def configuration_in_terms(platform: str, engine: str, settings: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+def configuration_in_terms(
+    platform: str, engine: str, settings: list[tuple[str, Any]], *, gpu_count: int | None = None
+) -> list[dict[str, Any]]:
     """A configuration (``plan``'s) as ``platform`` takes it: one row per ``(dial, value)`` with ``dial``,
     ``value``, ``flag`` (:func:`platform_flag` on the engine's flag, :func:`advisor.engines.flags.flag_for`) and,
-    when the platform does not offer the dial, :data:`FLAG_REASON_KEY` with ``flag`` ``None``.
+    when the platform does not offer the dial, :data:`FLAG_REASON_KEY` with ``flag`` ``None``. An
+    ``instance_type`` row (``value``: the GPU, ``gpu_count`` of them per instance) on a platform that rents its own
+    instances also carries ``instance``, ``price_usd_per_hour`` (``None``: unknown), ``price_region``,
+    ``price_as_of`` and ``price_source`` of the cheapest sourced one (:func:`instance_choice`), all ``None`` when
+    none is sourced.
 
     Raises:
         KeyError: an unknown platform or dial.
     """
     rows: list[dict[str, Any]] = []
     for dial, value in settings:
-        flag, reason = platform_flag(platform, engine, dial, value, flag_for(engine, dial, value))
+        flag, reason = platform_flag(platform, engine, dial, value, flag_for(engine, dial, value), gpu_count=gpu_count)
         row: dict[str, Any] = {"dial": dial, "value": value, "flag": flag}
         if flag is None:
             row[FLAG_REASON_KEY] = reason
+        if dial == c.DIAL_INSTANCE_TYPE and platform in c.MANAGED_INSTANCE_PLATFORMS:
+            choice = instance_choice(platform, value, gpu_count)
+            row.update(
+                instance=None if choice is None else choice.name,
+                price_usd_per_hour=None if choice is None else choice.price_usd_per_hour,
+                price_region=None if choice is None else choice.region,
+                price_as_of=None if choice is None else choice.price_as_of,
+                price_source=None if choice is None else choice.price_source,
+            )
         rows.append(row)
     return rows

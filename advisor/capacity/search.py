@@ -224,9 +224,14 @@ class _Prepared:
     cheapest_host: str = ""
 
 
-def _hosts_by_gpu(cloud: str | None) -> dict[str, list[InstanceType]]:
+def _hosts_by_gpu(cloud: str | None, instances: Sequence[InstanceType] | None = None) -> dict[str, list[InstanceType]]:
     hosts: dict[str, list[InstanceType]] = {}
-    for inst in list_instances(cloud, priced_only=True):
+    if instances is None:
+        pool = list_instances(cloud, priced_only=True)
+    else:
+        list_instances(cloud)  # validates the cloud's name
+        pool = [i for i in instances if i.price_usd_per_hour is not None and (cloud is None or i.cloud == cloud)]
+    for inst in pool:
         if inst.whole_gpus < 1 or inst.gpu_key.startswith(NOT_SEARCHED_PREFIXES):
             continue
         hosts.setdefault(inst.gpu_key, []).append(inst)
@@ -310,6 +315,7 @@ def search_deployments(
     slo: SLO,
     *,
     cloud: str | None = None,
+    instances: Sequence[InstanceType] | None = None,
     space: SearchSpace = SearchSpace(),
     limit: int = DEFAULT_LIMIT,
     rejected_limit: int = 5,
@@ -326,6 +332,10 @@ def search_deployments(
     fits one 80 GB H100 only with a small pool, AWQ int4 about 35 GiB (see the test and ``bench/search.py``
     for what is chosen).
 
+    ``instances``: the instance types to host on, with their prices (default: every priced row of
+    ``instances.csv``); a managed platform's own (:meth:`advisor.capacity.managed.ManagedInstance.as_instance`)
+    price the search at that platform's rates. Unpriced ones are skipped.
+
     ``progress(done, total)`` is called as replica configurations are evaluated. ``assumptions``: the roofline's
     efficiency factors for every GPU; ``None`` (the default) takes each GPU's own,
     :func:`advisor.capacity.perf.assumptions_for` ``("vllm", gpu)``, as ``plan`` does for one configuration.
@@ -333,7 +343,7 @@ def search_deployments(
     Raises:
         CapacityError: an unknown cloud.
     """
-    hosts = _hosts_by_gpu(cloud)
+    hosts = _hosts_by_gpu(cloud, instances)
     worst = workload.worst_context_tokens
     lens = space.max_model_lens or (worst,)
     configs: list[tuple[ReplicaConfig, GPUSpec, list[InstanceType]]] = []

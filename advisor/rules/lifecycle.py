@@ -209,7 +209,8 @@ def localized(ev: Evaluation, p: Proposal) -> Proposal:
     platform = ev.ctx.platform
     if platform == KUBERNETES or p.engine_flag is not None or p.flag is None:
         return p
-    flag, reason = platform_flag(platform, ev.ctx.engine, p.dial, p.suggested, p.flag)
+    gpus = gpus_per_replica(ev) if p.dial == c.DIAL_INSTANCE_TYPE else None  # the instance must hold a replica
+    flag, reason = platform_flag(platform, ev.ctx.engine, p.dial, p.suggested, p.flag, gpu_count=gpus)
     evidence = {**p.evidence, PLATFORM_KEY: platform}
     if flag is None:
         evidence[FLAG_REASON_KEY] = reason
