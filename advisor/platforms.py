@@ -103,7 +103,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "run {value} instance(s) of the template unit, one per GPU set "
             "(systemctl enable --now <name>@1.service … <name>@{value}.service)"
         ),
-        instance="move the unit to a host with {value} GPUs",
+        instance="move the unit to a host with {value} GPU(s)",
         unavailable="",
         sources=(
             "https://www.freedesktop.org/software/systemd/man/latest/systemd.service.html",
@@ -118,7 +118,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "production variant DesiredInstanceCount={value} (UpdateEndpointWeightsAndCapacities; "
             "InitialInstanceCount in a new endpoint config; Application Auto Scaling MinCapacity/MaxCapacity)"
         ),
-        instance="production variant InstanceType: an ml.* instance with {value} GPUs (a new endpoint config)",
+        instance="production variant InstanceType: an ml.* instance with {value} GPU(s) (a new endpoint config)",
         instance_named="production variant InstanceType={name} ({what}; {price}) (a new endpoint config)",
         unavailable="",
         sources=(
@@ -138,7 +138,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "(gcloud ai endpoints deploy-model --min-replica-count={value} --max-replica-count=…)"
         ),
         instance=(
-            "dedicatedResources.machineSpec: machineType, acceleratorType and acceleratorCount for {value} GPUs "
+            "dedicatedResources.machineSpec: machineType, acceleratorType and acceleratorCount for {value} GPU(s) "
             "(gcloud ai endpoints deploy-model --machine-type=… --accelerator=type=…,count=…)"
         ),
         instance_named=(
@@ -161,7 +161,7 @@ PROFILES: Final[dict[str, PlatformProfile]] = {
             "with {flag} (az ml online-deployment update)"
         ),
         replicas="instance_count: {value} (az ml online-deployment update --set instance_count={value})",
-        instance="instance_type: a managed online endpoint SKU with {value} GPUs (a new deployment)",
+        instance="instance_type: a managed online endpoint SKU with {value} GPU(s) (a new deployment)",
         instance_named="instance_type: {name} ({what}; {price}) (a new deployment)",
         unavailable="",
         sources=(
