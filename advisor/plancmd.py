@@ -1308,9 +1308,7 @@ def _print_managed(managed: dict[str, Any]) -> None:
     print(
         f"host or buy, at a mean of {d['input_tokens_per_minute']:,.0f} input + {d['output_tokens_per_minute']:,.0f} "
         f"output tokens/min ({d['requests_per_minute']:,.0f} requests/min, peak ÷ mean {d['peak_to_mean']:.2g}): "
-        "self-hosted (cheapest above) "
-        + ("unknown" if own is None else f"${own:.2f}")
-        + " per million goodput tokens"
+        "self-hosted (cheapest above) " + ("unknown" if own is None else f"${own:.2f}") + " per million goodput tokens"
     )
     if managed["managed_offers_note"] is not None:
         print(managed["managed_offers_note"])

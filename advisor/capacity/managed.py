@@ -218,7 +218,9 @@ def _cell_float(row: dict[str, str], name: str, where: str) -> float | None:
     except ValueError:
         raise CapacityError(f"{where}: {name} {text!r} is not a number") from None
     if not math.isfinite(value) or value <= 0:
-        raise CapacityError(f"{where}: {name} must be a positive number (an unknown price is an empty cell), got {text}")
+        raise CapacityError(
+            f"{where}: {name} must be a positive number (an unknown price is an empty cell), got {text}"
+        )
     return value
 
 
