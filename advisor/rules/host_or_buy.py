@@ -132,8 +132,8 @@ class HostOrBuyRule:
         evidence["cheapest_offer_source"] = cheapest.offer.price_source
         reason = (
             f"{low.reason}; {demand.output_tokens_per_minute:,.0f} output tokens/min cost "
-            f"${own:,.2f} per million self-hosted (${hourly:,.2f}/h) against ${cheapest.usd_per_million_goodput_tokens:,.2f} "
-            f"on {cheapest.offer.provider} {cheapest.offer.offer}"
+            f"${own:,.2f} per million self-hosted (${hourly:,.2f}/h) against "
+            f"${cheapest.usd_per_million_goodput_tokens:,.2f} on {cheapest.offer.provider} {cheapest.offer.offer}"
             if own is not None
             else low.reason
         )
@@ -150,7 +150,7 @@ class HostOrBuyRule:
         busy = self._measure.clears(ev)
         if busy.holds:
             return busy
-        holds, reason, evidence = self._read(ev)
+        _, reason, evidence = self._read(ev)
         if evidence.get("comparable") is False:
             return Condition(True, reason, evidence)
         return Condition(busy.holds, busy.reason, busy.evidence)
@@ -194,8 +194,8 @@ class HostOrBuyRule:
                 description=(
                     f"Over the last {window_h:,.1f} h the deployment ran at {evidence['load_ratio']:.0%} of its "
                     f"concurrency ceiling, serving {evidence['input_tokens_per_minute']:,.0f} input and "
-                    f"{evidence['output_tokens_per_minute']:,.0f} output tokens/min. At ${evidence['hourly_usd']:,.2f}/h "
-                    f"({ev.ctx.instance_type}) that is ${own:,.2f} per million goodput tokens; bought per token: "
+                    f"{evidence['output_tokens_per_minute']:,.0f} output tokens/min. At "
+                    f"${evidence['hourly_usd']:,.2f}/h ({ev.ctx.instance_type}) that is ${own:,.2f} per million goodput tokens; bought per token: "
                     f"{offers_text}. The providers' latency against this SLO is not modelled; compare with "
                     "`capacity-advisor plan --search --compare-managed` at the demand you expect."
                 ),
