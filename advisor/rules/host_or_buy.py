@@ -195,7 +195,8 @@ class HostOrBuyRule:
                     f"Over the last {window_h:,.1f} h the deployment ran at {evidence['load_ratio']:.0%} of its "
                     f"concurrency ceiling, serving {evidence['input_tokens_per_minute']:,.0f} input and "
                     f"{evidence['output_tokens_per_minute']:,.0f} output tokens/min. At "
-                    f"${evidence['hourly_usd']:,.2f}/h ({ev.ctx.instance_type}) that is ${own:,.2f} per million goodput tokens; bought per token: "
+                    f"${evidence['hourly_usd']:,.2f}/h ({ev.ctx.instance_type}) that is ${own:,.2f} per million "
+                    "goodput tokens; bought per token: "
                     f"{offers_text}. The providers' latency against this SLO is not modelled; compare with "
                     "`capacity-advisor plan --search --compare-managed` at the demand you expect."
                 ),
