@@ -7,8 +7,9 @@ Fires (severity ``info``) when, for ``for`` (72 h by default, so a quiet weekend
    this rule's thresholds: SLO met, nothing waits, KV usage and running requests per replica under their fractions
    of the capacity, a steady load, every replica up);
 2. token-metered offers exist for the served model (:func:`advisor.capacity.managed.offers_for`);
-3. the hourly price of the deployment's instances is known: the deployment names its ``instance_type`` (config) and
-   the instance catalog (:mod:`advisor.capacity.instances`) prices it;
+3. the hourly price of the deployment's instances is known: the deployment names its ``instance_type`` (config),
+   the instance catalog (:mod:`advisor.capacity.instances`) prices it, and the platform pays that VM price
+   (:data:`VM_PRICED_PLATFORMS`: Kubernetes or systemd; a managed platform's instance price is never a VM's);
 4. the window served tokens (prompt and generation rates and the goodput are known, output above 0).
 
 It never fires when no offer is known or the instance's price is unknown: the condition is then false, with that
@@ -41,6 +42,11 @@ from advisor.platforms import FLAG_REASON_KEY
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, gpus_per_replica
 from advisor.rules.over_provisioned import OverProvisionedRule
+
+VM_PRICED_PLATFORMS = (c.PLATFORM_KUBERNETES, "systemd")
+"""Platforms whose instances cost what :mod:`advisor.capacity.instances` says (the VM's on-demand price). SageMaker,
+Vertex AI and Azure ML price their instances differently (issue 18, point 2) and Bedrock is already a purchase: on
+those the price is unknown here, so the rule never fires."""
 
 PURCHASE_NOT_A_DIAL = "a purchase, not a dial: a token-metered offer replaces the deployment, no setting of it"
 """The ``flag`` ``None`` reason of every ``host_or_buy`` proposal."""
@@ -216,6 +222,11 @@ def _hourly_usd(ev: Evaluation) -> tuple[float | None, str]:
     name = ev.ctx.instance_type
     if name is None:
         return None, "no instance_type configured"
+    if ev.ctx.platform not in VM_PRICED_PLATFORMS:
+        return None, (
+            f"the instance catalog prices raw cloud VMs, not {ev.ctx.platform}'s own instance prices, which are never "
+            "taken from a VM's"
+        )
     try:
         inst = get_instance(name)
     except CapacityError as exc:

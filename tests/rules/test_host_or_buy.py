@@ -35,9 +35,15 @@ RATES = {
 }
 
 
-def _ev(instance: str | None = "p5.4xlarge", model: str | None = None, now: float = 1000.0, **kw: Any) -> Any:
+def _ev(
+    instance: str | None = "p5.4xlarge",
+    model: str | None = None,
+    now: float = 1000.0,
+    platform: str = "kubernetes",
+    **kw: Any,
+) -> Any:
     dep = ctx(replicas=2) if model is None else ctx(replicas=2, model=get_preset(model))
-    dep = dataclasses.replace(dep, instance_type=instance)
+    dep = dataclasses.replace(dep, instance_type=instance, platform=platform)
     stats: dict[str, Any] = {
         "goodput": good(0.95, 1.0),
         "requests_running": 2,
@@ -78,8 +84,17 @@ def test_one_eight_gpu_instance_hosts_both_replicas() -> None:
         ({"instance": "p5e.48xlarge"}, "no on-demand price"),  # in the catalog, not sold on demand
         ({"model": "Qwen/Qwen2.5-7B-Instruct"}, "no token-metered offer is known for Qwen/Qwen2.5-7B-Instruct"),
         ({"generation_tokens_per_second": 0.0}, "no tokens served"),
+        ({"platform": "sagemaker"}, "not sagemaker's own instance prices"),  # an ml.* price is never a VM's
+        ({"platform": "bedrock"}, "not bedrock's own instance prices"),
     ],
-    ids=["price unknown: no instance", "price unknown: unpriced instance", "no offer for the model", "idle"],
+    ids=[
+        "price unknown: no instance",
+        "price unknown: unpriced instance",
+        "no offer for the model",
+        "idle",
+        "managed platform: VM price not reused",
+        "bedrock: already bought",
+    ],
 )
 def test_never_fires_without_an_offer_or_a_price(kw: dict[str, Any], reason: str) -> None:
     cond = RULE.fires(_ev(**kw))
