@@ -53,6 +53,7 @@ def deployment_context(
         replicas=len(dep.targets),
         speculative_decoding=dep.speculative_decoding,
         platform=dep.platform,
+        instance_type=dep.instance_type,
     )
 
 

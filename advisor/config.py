@@ -351,6 +351,13 @@ class Deployment(_Strict):
         min_length=1,
         description="the engine's model label to read when it serves several (default: the only or first one)",
     )
+    instance_type: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the instance catalog's name of what each replica runs on (advisor/data/instances.csv: "
+        "p4d.24xlarge, Standard_ND96asr_v4, a2-ultragpu-8g); its on-demand price is the deployment's cost in the "
+        "host_or_buy rule (unset: unknown, and that rule never fires)",
+    )
     source: Literal["scrape", "prometheus"] = Field(
         default="scrape", description="scrape the targets, or read the engines' series from the prometheus API"
     )
@@ -519,6 +526,21 @@ class Deployment(_Strict):
             close = difflib.get_close_matches(value, ENGINES, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown engine {value!r}; known: auto, {', '.join(ENGINES)}{hint}")
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_instance(cls, value: str | None) -> str | None:
+        """``None`` or an instance type of the catalog (:func:`advisor.capacity.instances.instance_names`)."""
+        from advisor.capacity.instances import instance_names
+
+        if value is None:
+            return value
+        names = instance_names()
+        if value not in names:
+            close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown instance type {value!r} (not in advisor/data/instances.csv){hint}")
         return value
 
     @field_validator("platform")
@@ -695,6 +717,18 @@ class OverProvisionedRule(_RuleBase):
     )
 
 
+class HostOrBuyRule(_RuleBase):
+    """The over-provisioned measure (``max_usage``, ``max_load_ratio``, ``max_dispersion``, as that rule reads
+    them) held for ``for`` (days by default: a quiet weekend is not a trend), token-metered offers known for the
+    model and the deployment's ``instance_type`` priced: an informational comparison, per million tokens, of
+    hosting against buying (advisor.rules.host_or_buy)."""
+
+    for_: Duration = Field(default=72 * 3600.0, alias="for")
+    max_usage: float = Field(default=0.3, gt=0, le=1)
+    max_load_ratio: float = Field(default=0.25, gt=0, le=1)
+    max_dispersion: float = Field(default=4.0, gt=0, le=1000)
+
+
 class SpeculativeRule(_RuleBase):
     """Small batches with TPOT over target: speculative decoding (disabled again by batch size)."""
 
@@ -794,6 +828,7 @@ class RulesConfig(_Strict):
     kv_budget: KVBudgetRule = KVBudgetRule()
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
+    host_or_buy: HostOrBuyRule = HostOrBuyRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()
     replicas: ReplicasConfig = ReplicasConfig()

@@ -152,6 +152,10 @@ DIAL_ENGINE_PROCESS: Final = "engine_process"
 rule asks the operator to restart (action :data:`ACTION_RESTART`) when a hung engine holds requests and does no
 work. No capacity dial fixes a hung engine."""
 ACTION_RESTART: Final = "restart"
+DIAL_MANAGED_OFFER: Final = "managed_offer"
+"""A pseudo-dial, not in :data:`DIALS` (no engine or platform setting turns it): buying the model per token instead
+of hosting it, which the ``host_or_buy`` rule prices (:mod:`advisor.capacity.token_offers`); its ``flag`` is always
+``None``."""
 
 ACTIONS: Final = ("increase", "decrease", "enable", "disable", "set", ACTION_RESTART)
 SEVERITIES: Final = ("critical", "warning", "info")
@@ -168,6 +172,7 @@ RULE_KV_BUDGET: Final = "kv_budget"
 RULE_WEIGHTS_CROWD: Final = "weights_crowd"
 RULE_MODEL_DRIFT: Final = "model_drift"
 RULE_STALLED: Final = "stalled"
+RULE_HOST_OR_BUY: Final = "host_or_buy"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"

@@ -981,6 +981,21 @@ def add_plan_parser(sub: Any) -> None:
         "--limit", type=bounded_int(1, 10_000), default=None, help="feasible deployments to list (default 10)"
     )
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
+    search.add_argument(
+        "--compare-managed",
+        action="store_true",
+        default=None,
+        help="also price the token-metered offers for the model (Bedrock on-demand, Azure AI Foundry serverless, "
+        "Vertex AI MaaS; advisor/data/managed_token_offers.csv) for this demand, per million goodput tokens",
+    )
+    search.add_argument(
+        "--mean-arrival-rate",
+        type=positive_float(1e6),
+        default=None,
+        metavar="R",
+        help="with --compare-managed: the mean requests/s over a day (default --arrival-rate, which the search "
+        "sizes replicas for as the peak); self-hosted $/Mtok divides the peak's hourly price by the mean's tokens",
+    )
     plan.set_defaults(func=cmd_plan)
 
 
@@ -1036,7 +1051,7 @@ def _slo(args: argparse.Namespace) -> Any:
     return SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
 
 
-_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot")
+_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot", "compare_managed", "mean_arrival_rate")
 """Flags only ``--search`` reads."""
 
 
@@ -1123,6 +1138,15 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.target_ratio is not None and args.target_ratio >= 1.0:
         _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
         return 2
+    if args.mean_arrival_rate is not None and not args.compare_managed:
+        _err("--mean-arrival-rate applies to --compare-managed only (it prices the self-hosted tokens at the mean)")
+        return 2
+    if args.mean_arrival_rate is not None and args.mean_arrival_rate > args.arrival_rate:
+        _err(
+            f"--mean-arrival-rate {args.mean_arrival_rate:g} exceeds --arrival-rate {args.arrival_rate:g} (the peak "
+            "the replicas are sized for)"
+        )
+        return 2
     hosts, refused = _platform_hosts(args)
     if refused:
         _err(refused)
@@ -1152,8 +1176,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
     progress.close()
     if args.plot:
         _plot(result.frontier, args.plot)
+    managed = _managed(args, model.name, result) if args.compare_managed else None
     if args.json:
         out = result.as_dict()
+        if managed is not None:
+            out.update(managed)
         out["model"] = model.name
         if args.platform is not None:
             out["platform"] = args.platform
@@ -1251,6 +1278,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 f"  {rej.instance} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
                 f"{cfg.max_num_seqs} (from ${rej.lower_bound_hourly_cost_usd:.2f}/h): {rej.reason}"
             )
+    if managed is not None:
+        _print_managed(managed)
     return 0
 
 
@@ -1275,6 +1304,91 @@ def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | N
             "its prices are unknown (the raw VM prices are not its prices)"
         )
     return rows, None
+
+
+def _managed(args: argparse.Namespace, model: str, result: Any) -> dict[str, Any]:
+    """The ``--compare-managed`` figures (:mod:`advisor.capacity.token_offers`): the JSON keys ``managed_offers``,
+    ``managed_offers_note`` (None unless no offer is known), ``self_hosted_usd_per_million_tokens`` (the cheapest
+    listed configuration's, at the mean; None without one) and ``managed_demand``.
+
+    The search sizes for ``--arrival-rate`` (the peak); ``--mean-arrival-rate`` (default: the same) is the mean."""
+    from advisor.capacity.token_offers import (
+        NO_OFFER_NOTE,
+        Demand,
+        offers_for,
+        priced,
+        providers_without_offer,
+        self_hosted_usd_per_million,
+    )
+
+    mean = args.mean_arrival_rate if args.mean_arrival_rate is not None else args.arrival_rate
+    demand = Demand.from_rate(mean, args.prompt_tokens, args.output_tokens, args.arrival_rate / mean)
+    found = offers_for(model)
+    costs = priced(found, demand)
+    self_hosted = None
+    if result.feasible:
+        best = result.feasible[0]
+        self_hosted = self_hosted_usd_per_million(
+            best.hourly_cost_usd, best.prediction.goodput_tokens_per_second, demand.peak_to_mean
+        )
+    return {
+        "managed_offers": [c.as_dict() for c in costs],
+        "managed_offers_note": None if found else NO_OFFER_NOTE.format(model=model),
+        "managed_providers_without_offer": providers_without_offer(model),
+        "self_hosted_usd_per_million_tokens": None if self_hosted is None else round(self_hosted, 4),
+        "managed_demand": {
+            "input_tokens_per_minute": demand.input_tokens_per_minute,
+            "output_tokens_per_minute": demand.output_tokens_per_minute,
+            "requests_per_minute": demand.requests_per_minute,
+            "peak_to_mean": demand.peak_to_mean,
+        },
+    }
+
+
+def _print_managed(managed: dict[str, Any]) -> None:
+    """The ``--compare-managed`` table: each offer's prices, its cost per million goodput tokens at this demand
+    and its source."""
+    d = managed["managed_demand"]
+    own = managed["self_hosted_usd_per_million_tokens"]
+    print(
+        f"host or buy, at a mean of {d['input_tokens_per_minute']:,.0f} input + {d['output_tokens_per_minute']:,.0f} "
+        f"output tokens/min ({d['requests_per_minute']:,.0f} requests/min, peak ÷ mean {d['peak_to_mean']:.2g}): "
+        "self-hosted (cheapest above) " + ("unknown" if own is None else f"${own:.2f}") + " per million goodput tokens"
+    )
+    if managed["managed_offers_note"] is not None:
+        print(managed["managed_offers_note"])
+        return
+
+    def money(v: float | None) -> str:
+        return "unknown" if v is None else f"{v:.2f}"
+
+    rows = [("provider", "offer", "model id", "$/M in", "$/M out", "$/Mtok", "price as of", "source")]
+    for o in managed["managed_offers"]:
+        rows.append(
+            (
+                o["provider"],
+                o["offer"],
+                o["provider_model_id"],
+                money(o["input_usd_per_million_tokens"]),
+                money(o["output_usd_per_million_tokens"]),
+                money(o["usd_per_million_goodput_tokens"]),
+                o["price_as_of"],
+                o["price_source"],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    if managed["managed_providers_without_offer"]:
+        print("no offer known from " + ", ".join(managed["managed_providers_without_offer"]))
+    print(
+        textwrap.fill(
+            "$/Mtok: USD per million output tokens with the input tokens that come with them (token-metered: every "
+            "output token counted as goodput, the provider's latency not modelled; self-hosted: the peak's hourly "
+            "price over the mean's goodput tokens). Notes per offer: --json, or advisor/data/managed_token_offers.csv",
+            width=110,
+        )
+    )
 
 
 def _plot(frontier: list[tuple[float, float, str]], path: str) -> None:

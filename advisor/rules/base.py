@@ -47,6 +47,10 @@ class DeploymentContext:
 
     ``platform``: where the engine runs (:data:`advisor.platforms.PLATFORMS`); every proposal's flag is restated in
     its terms (:func:`advisor.rules.lifecycle.localized`).
+
+    ``instance_type``: the instance catalog's name of what each replica runs on (:mod:`advisor.capacity.instances`,
+    config ``instance_type``), whose on-demand price the ``host_or_buy`` rule reads; ``None``: not configured (the
+    price is unknown).
     """
 
     name: str
@@ -59,6 +63,7 @@ class DeploymentContext:
     speculative_decoding: bool = False
     perf_assumptions: PerfAssumptions | None = None
     platform: str = "kubernetes"
+    instance_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ goodput_below_target        —
 speculative_decoding        —
 weights_crowd               —
 over_provisioned            —
+host_or_buy                 —  (informational: the over-provisioned measure held for days, and the model is sold
+                            per token)
 model_drift                 —
 ==========================  ==============================================================================
 
@@ -40,6 +42,7 @@ from advisor.rules.admission import AdmissionThrashRule
 from advisor.rules.base import Rule
 from advisor.rules.drift import ModelDriftRule
 from advisor.rules.goodput import GoodputRule
+from advisor.rules.host_or_buy import HostOrBuyRule
 from advisor.rules.kv_budget import KVBudgetRule
 from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.over_provisioned import OverProvisionedRule
@@ -141,6 +144,15 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.over_provisioned.target_load_ratio,
                 r.over_provisioned.for_,
                 r.over_provisioned.max_dispersion,
+            ),
+        ),
+        (
+            r.host_or_buy.enabled,
+            HostOrBuyRule(
+                r.host_or_buy.max_usage,
+                r.host_or_buy.max_load_ratio,
+                r.host_or_buy.for_,
+                r.host_or_buy.max_dispersion,
             ),
         ),
         (r.model_drift.enabled, ModelDriftRule(model_error_bound, r.model_drift.for_)),

@@ -102,6 +102,7 @@ class StalledRule:
         c.RULE_SPECULATIVE_DECODING,
         c.RULE_KV_BUDGET,
         c.RULE_OVER_PROVISIONED,
+        c.RULE_HOST_OR_BUY,
     )
 
     def __init__(
