@@ -54,7 +54,12 @@ from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
 from advisor.capacity.models import ModelArch
-from advisor.conventions import MIN_SCRAPE_INTERVAL_SECONDS, RULE_PLUGIN_GROUP, RUNBOOK_BASE
+from advisor.conventions import (
+    MANAGED_INSTANCE_PLATFORMS,
+    MIN_SCRAPE_INTERVAL_SECONDS,
+    RULE_PLUGIN_GROUP,
+    RUNBOOK_BASE,
+)
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
@@ -355,8 +360,9 @@ class Deployment(_Strict):
         default=None,
         min_length=1,
         description="the instance catalog's name of what each replica runs on (advisor/data/instances.csv: "
-        "p4d.24xlarge, Standard_ND96asr_v4, a2-ultragpu-8g); its on-demand price is the deployment's cost in the "
-        "host_or_buy rule (unset: unknown, and that rule never fires)",
+        "p4d.24xlarge, Standard_ND96asr_v4, a2-ultragpu-8g; on SageMaker advisor/data/managed_instances.csv: "
+        "ml.g5.12xlarge); its on-demand price is the deployment's cost in the host_or_buy rule (unset: unknown, and "
+        "that rule never fires)",
     )
     source: Literal["scrape", "prometheus"] = Field(
         default="scrape", description="scrape the targets, or read the engines' series from the prometheus API"
@@ -531,16 +537,21 @@ class Deployment(_Strict):
     @field_validator("instance_type")
     @classmethod
     def _known_instance(cls, value: str | None) -> str | None:
-        """``None`` or an instance type of the catalog (:func:`advisor.capacity.instances.instance_names`)."""
+        """``None`` or an instance type of the catalog (:func:`advisor.capacity.instances.instance_names`) or of a
+        managed platform's (:func:`advisor.capacity.managed.managed_instances`: ``ml.g5.xlarge``)."""
         from advisor.capacity.instances import instance_names
+        from advisor.capacity.managed import managed_instances
 
         if value is None:
             return value
-        names = instance_names()
+        names = [*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))]
         if value not in names:
             close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown instance type {value!r} (not in advisor/data/instances.csv){hint}")
+            raise ValueError(
+                f"unknown instance type {value!r} (not in advisor/data/instances.csv nor "
+                f"advisor/data/managed_instances.csv){hint}"
+            )
         return value
 
     @field_validator("platform")

@@ -8,8 +8,9 @@ Fires (severity ``info``) when, for ``for`` (72 h by default, so a quiet weekend
    of the capacity, a steady load, every replica up);
 2. token-metered offers exist for the served model (:func:`advisor.capacity.token_offers.offers_for`);
 3. the hourly price of the deployment's instances is known: the deployment names its ``instance_type`` (config),
-   the instance catalog (:mod:`advisor.capacity.instances`) prices it, and the platform pays that VM price
-   (:data:`VM_PRICED_PLATFORMS`: Kubernetes or systemd; a managed platform's instance price is never a VM's);
+   priced on Kubernetes or systemd (:data:`VM_PRICED_PLATFORMS`) by the instance catalog
+   (:mod:`advisor.capacity.instances`, the VM's on-demand price), on SageMaker, Vertex AI or Azure ML by that
+   platform's own sourced price (:mod:`advisor.capacity.managed`; a managed platform's price is never a VM's);
 4. the window served tokens (prompt and generation rates and the goodput are known, output above 0).
 
 It never fires when no offer is known or the instance's price is unknown: the condition is then false, with that
@@ -35,7 +36,8 @@ import math
 from typing import Any
 
 from advisor import conventions as c
-from advisor.capacity.instances import get_instance
+from advisor.capacity.instances import InstanceType, get_instance
+from advisor.capacity.managed import managed_instances
 from advisor.capacity.token_offers import Demand, offer_cost, offers_for, self_hosted_usd_per_million
 from advisor.errors import CapacityError
 from advisor.platforms import FLAG_REASON_KEY
@@ -45,8 +47,8 @@ from advisor.rules.over_provisioned import OverProvisionedRule
 
 VM_PRICED_PLATFORMS = (c.PLATFORM_KUBERNETES, "systemd")
 """Platforms whose instances cost what :mod:`advisor.capacity.instances` says (the VM's on-demand price). SageMaker,
-Vertex AI and Azure ML price their instances differently (issue 18, point 2) and Bedrock is already a purchase: on
-those the price is unknown here, so the rule never fires."""
+Vertex AI and Azure ML price their instances themselves (issue 18, point 2): their own sourced prices
+(:mod:`advisor.capacity.managed`), unknown when none is sourced; Bedrock is already a purchase (never fires)."""
 
 PURCHASE_NOT_A_DIAL = "a purchase, not a dial: a token-metered offer replaces the deployment, no setting of it"
 """The ``flag`` ``None`` reason of every ``host_or_buy`` proposal."""
@@ -222,17 +224,26 @@ def _hourly_usd(ev: Evaluation) -> tuple[float | None, str]:
     name = ev.ctx.instance_type
     if name is None:
         return None, "no instance_type configured"
-    if ev.ctx.platform not in VM_PRICED_PLATFORMS:
-        return None, (
-            f"the instance catalog prices raw cloud VMs, not {ev.ctx.platform}'s own instance prices, which are never "
-            "taken from a VM's"
-        )
-    try:
-        inst = get_instance(name)
-    except CapacityError as exc:
-        return None, str(exc)
-    if inst.price_usd_per_hour is None or inst.whole_gpus < 1:
-        return None, f"{name} has no on-demand price in the instance catalog"
+    inst: InstanceType
+    if ev.ctx.platform in c.MANAGED_INSTANCE_PLATFORMS:
+        rented = [m for m in managed_instances(ev.ctx.platform) if m.name == name]
+        if not rented:
+            return None, (
+                f"{name} is not a {ev.ctx.platform} instance of advisor/data/managed_instances.csv ({ev.ctx.platform} "
+                "prices its instances itself, never at a VM's price)"
+            )
+        inst = rented[0].as_instance()
+        if inst.price_usd_per_hour is None or inst.whole_gpus < 1:
+            return None, f"{name} has no sourced {ev.ctx.platform} price in advisor/data/managed_instances.csv"
+    elif ev.ctx.platform not in VM_PRICED_PLATFORMS:
+        return None, f"{ev.ctx.platform} rents no instances: the deployment is already a purchase"
+    else:
+        try:
+            inst = get_instance(name)
+        except CapacityError as exc:
+            return None, str(exc)
+        if inst.price_usd_per_hour is None or inst.whole_gpus < 1:
+            return None, f"{name} has no on-demand price in the instance catalog"
     gpr = gpus_per_replica(ev)
     per = inst.whole_gpus // gpr
     replicas = ev.ctx.replicas

@@ -72,6 +72,13 @@ def test_fires_with_the_self_hosted_and_offer_costs_by_hand() -> None:
     assert e["cheapest_offer_source"].startswith("https://github.com/BerriAI/litellm/blob/")
 
 
+def test_on_sagemaker_the_ml_instance_is_priced_at_sagemakers_price_not_the_vms() -> None:
+    # ml.p5.48xlarge: 113.068 USD/h in aws-samples/foundation-model-benchmarking-tool fmbench/configs/pricing.yml
+    # @ d881420 (EC2 p5.48xlarge: 55.04); 8 H100s hold both one-GPU replicas: one instance
+    cond = RULE.fires(_ev("ml.p5.48xlarge", platform="sagemaker"))
+    assert cond.evidence["hourly_usd"] == pytest.approx(113.068)
+
+
 def test_one_eight_gpu_instance_hosts_both_replicas() -> None:
     # p5.48xlarge: 8 H100s at $55.04/h hold 8 one-GPU replicas: ceil(2 ÷ 8) = 1 instance
     assert RULE.fires(_ev("p5.48xlarge")).evidence["hourly_usd"] == pytest.approx(55.04)
@@ -84,8 +91,8 @@ def test_one_eight_gpu_instance_hosts_both_replicas() -> None:
         ({"instance": "p5e.48xlarge"}, "no on-demand price"),  # in the catalog, not sold on demand
         ({"model": "Qwen/Qwen2.5-7B-Instruct"}, "no token-metered offer is known for Qwen/Qwen2.5-7B-Instruct"),
         ({"generation_tokens_per_second": 0.0}, "no tokens served"),
-        ({"platform": "sagemaker"}, "not sagemaker's own instance prices"),  # an ml.* price is never a VM's
-        ({"platform": "bedrock"}, "not bedrock's own instance prices"),
+        ({"platform": "sagemaker"}, "is not a sagemaker instance"),  # a VM's name: an ml.* price is never a VM's
+        ({"platform": "bedrock"}, "bedrock rents no instances"),
     ],
     ids=[
         "price unknown: no instance",
