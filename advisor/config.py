@@ -940,9 +940,7 @@ def _whole_file_checks(
             ("scrape_interval", f"must be at least {MIN_SCRAPE_INTERVAL_SECONDS * 1000:g}ms, got {interval:g}s")
         )
     if interval is not None and window is not None and window < interval:
-        problems.append(
-            ("evaluation_window", f"must be at least scrape_interval ({window:g}s < {interval:g}s)")
-        )
+        problems.append(("evaluation_window", f"must be at least scrape_interval ({window:g}s < {interval:g}s)"))
     if interval is None:
         return scrape, prometheus
     fitted_scrape = None if scrape is None else _fit_timeouts(scrape, "scrape", interval, problems)
@@ -1535,8 +1533,60 @@ def _plugin_problems(rules: RulesConfig | None) -> list[tuple[str, str]]:
     ]
 
 
+class _CollectingLoader(_UniqueKeyLoader):
+    """:class:`_UniqueKeyLoader` that records a repeated key as a problem and reads on (the later value wins, as
+    plain PyYAML's), so check-config reports it with the file's other errors instead of stopping there."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[tuple[str, str]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        try:
+            return super().construct_mapping(node, deep=deep)
+        except yaml.constructor.ConstructorError as exc:
+            if not (exc.problem or "").startswith("duplicate key"):
+                raise
+            self.repeated.append(yaml_problem(exc))
+            return yaml.SafeLoader.construct_mapping(self, node, deep=deep)
+
+
+_PATH_PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
+
+
+def line_of(root: yaml.Node | None, path: str) -> int | None:
+    """The 1-based line a problem's ``path`` (``deployments[1].slo.ttft_seconds``) is on in the file whose node tree
+    is ``root`` (PyYAML's ``compose``; ``start_mark.line`` is 0-based): the key's line, or where the path leaves the
+    file (a required field that is missing), the line of the deepest part that is there. None for a path that
+    names no part of the file (``line 3, column 5``, ``(file)``)."""
+    if root is None or not isinstance(root, yaml.MappingNode):
+        return None
+    node: yaml.Node = root
+    line: int | None = None
+    pos = 0
+    while pos < len(path):
+        m = _PATH_PART.match(path, pos)
+        if m is None:
+            break
+        pos = m.end()
+        key, index = m.group(1), m.group(2)
+        if key is not None and isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
+            if not found:
+                break
+            key_node, node = found[-1]
+            line = key_node.start_mark.line + 1
+        elif index is not None and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
 def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file.
+    """Read and validate a YAML config file; every problem carries the line it is on (:func:`line_of`), problems
+    in the order of the file.
 
     Raises:
         ConfigError: the file cannot be read, is not YAML, or has invalid fields (all of them listed).
@@ -1548,10 +1598,35 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
     except UnicodeDecodeError:
         raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
+    loader = _CollectingLoader(text)
     try:
-        data = load_yaml(text)
+        root = loader.get_single_node()
+        data = None if root is None else loader.construct_document(root)
     except RecursionError:
         raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
         raise ConfigError([yaml_problem(exc)], str(p)) from None
-    return parse_config(data, source=str(p), base_dir=p.parent.resolve())
+    finally:
+        loader.dispose()
+    problems = list(loader.repeated)
+    try:
+        cfg = parse_config(data, source=str(p), base_dir=p.parent.resolve())
+    except ConfigError as exc:
+        problems += exc.problems
+    if not problems:
+        return cfg
+    placed = sorted(
+        ((_yaml_line(where) or line_of(root, where), where, msg) for where, msg in problems),
+        key=lambda t: t[0] if t[0] is not None else 0,
+    )
+    raise ConfigError(
+        [(where, msg) for _, where, msg in placed],
+        str(p),
+        [None if where.startswith("line ") else line for line, where, _ in placed],
+    )
+
+
+def _yaml_line(where: str) -> int | None:
+    """The line of a YAML error's ``line N, column M`` (:func:`yaml_problem`), for ordering; None otherwise."""
+    m = re.match(r"line (\d+), column", where)
+    return int(m.group(1)) if m else None
