@@ -1379,6 +1379,7 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         problems = _problems_from(err)
     except ConfigError as err:  # the whole-file checks failed, every field valid
         problems = err.problems
+    rules: RulesConfig | None
     if cfg is not None:
         deployments = list(enumerate(cfg.deployments))
         prometheus, rules = cfg.prometheus, cfg.rules
