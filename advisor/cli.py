@@ -422,7 +422,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if "HTTP 404" in (t["error"] or "") and not path.rstrip("/").endswith("metrics"):
             print(f"  hint: engines serve /metrics; try {url.rstrip('/')}/metrics")
     s = out["snapshot"]
-    if not t["up"] and all(s.get(k) is None for k in _INSPECT_KEYS + ("ttft_seconds", "tpot_seconds")):
+    if not t["up"] and all(s.get(k) is None for k in (*_INSPECT_KEYS, "ttft_seconds", "tpot_seconds")):
         return 0  # nothing was read: the reason above, once, not a line of "unknown" per quantity
     for key in _INSPECT_KEYS:
         v = s.get(key)

@@ -18,8 +18,8 @@ import requests
 
 from advisor.capacity.models import get_preset
 from advisor.domain import TimedSnapshot
-from advisor.errors import CapacityError
 from advisor.engines.base import EngineAdapter
+from advisor.errors import CapacityError
 from advisor.evaluate import Quality, TargetView, snapshot_view, target_state
 from advisor.observe import observe
 from advisor.redact import redact_url, target_message
