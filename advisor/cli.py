@@ -182,10 +182,18 @@ ONCE_SCRAPES = 2
 evaluation expects (coverage = scrapes that answered ÷ 2 per target)."""
 
 
-def _print_human(result_dicts: list[dict[str, Any]]) -> None:
+def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | None = None) -> None:
+    """``once``'s text: per deployment its state, and when the data is not fresh the state's reason once (the
+    rules it kept from running folded into one line, not one "not evaluated" line each); a target down whose
+    error the state's reason does not already say; ``notes`` (deployment name → one line, e.g.
+    :func:`advisor.inspect.model_label_note`); the rules that ran and the recommendations."""
+    from advisor.conventions import STATE_FRESH
+    from advisor.rules.lifecycle import NOT_EVALUATED
+
     for d in result_dicts:
         s = d["snapshot"]
-        print(f"== {d['name']} ({d['engine']}) — {d['state']}")
+        why = s.get("state_reason") if d["state"] != STATE_FRESH else None
+        print(f"== {d['name']} ({d['engine']}) — {d['state']}" + (f": {why}" if why else ""))
 
         def fmt(v: Any, pct: bool = False) -> str:
             if v is None:
@@ -197,11 +205,18 @@ def _print_human(result_dicts: list[dict[str, Any]]) -> None:
             f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
             f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}"
         )
+        note = (notes or {}).get(d["name"])
+        if note:
+            print(f"   warning: {note}")
         for t in d["targets"]:
-            if not t["up"]:
+            if not t["up"] and not (why and t["error"] and t["error"] in why and len(d["targets"]) == 1):
                 print(f"   target {t['target']} DOWN: {t['error_reason']} — {t['error']}")
+        skipped = [r for r in d["rules"] if r["state"] == "unknown" and r["reason"].startswith(NOT_EVALUATED)]
         for r in d["rules"]:
-            print(f"   rule {r['rule']}: {r['state']} — {r['reason']}")
+            if r not in skipped:
+                print(f"   rule {r['rule']}: {r['state']} — {r['reason']}")
+        if skipped:
+            print(f"   {len(skipped)} rules not evaluated: the data is {d['state']}")
         recs = d["recommendations"]
         if not recs:
             print("   no recommendation")
@@ -264,7 +279,16 @@ def cmd_once(args: argparse.Namespace) -> int:
 
         print(json_text({"deployments": dicts}))
     else:
-        _print_human(dicts)
+        from advisor.inspect import model_label_note
+
+        configured = {dep.name: dep for dep in cfg.deployments}
+        notes = {}
+        for d in dicts:
+            dep = configured.get(d["name"])
+            note = None if dep is None else model_label_note(dep.model, d["snapshot"].get("model"), dep.served_model)
+            if note is not None:
+                notes[d["name"]] = note
+        _print_human(dicts, notes)
     return 0
 
 
@@ -359,20 +383,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Scrape one target twice and print what the advisor makes of it."""
     from advisor.config import check_http_url
-    from advisor.inspect import inspect_target
+    from advisor.inspect import inspect_target, with_scheme
 
+    url = with_scheme(args.url)  # host:port/metrics is http://host:port/metrics, as Prometheus's targets
     try:
-        check_http_url(args.url)
+        check_http_url(url)
     except ValueError as exc:
         _err(f"URL {exc}")
         return 2
-    out = inspect_target(args.url, args.engine, args.interval, args.served_model)
+    out = inspect_target(url, args.engine, args.interval, args.served_model)
     if args.json:
         from advisor.results import json_text
 
         print(json_text(out))
         return 0
-    print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}")
+    from advisor.conventions import STATE_FRESH
+
+    t = out["targets"][0]
+    # a target that answered but is stale or frozen says why here; one that did not, on its own line below
+    why = f": {t['state_reason']}" if out["state"] != STATE_FRESH and t["up"] and t["state_reason"] else ""
+    print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}{why}")
     for hint in out["version_hints"]:
         print(f"  version hint: {hint}")
     if out["models"]:
@@ -382,24 +412,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         )
     if out["hint"]:
         print(f"  hint: {out['hint']}")
-    t = out["targets"][0]
     if not t["up"]:
-        print(f"  scrape failed: {t['error_reason']} — {t['error']}")
-        path = urlsplit(args.url).path
+        from advisor.evaluate import PAGE_REASONS
+
+        # a page that answered but is no engine's says what it is; a failed request says it failed
+        said = "not read" if t["error_reason"] in PAGE_REASONS else "scrape failed"
+        print(f"  {said}: {t['error_reason']} — {t['error']}")
+        path = urlsplit(url).path
         if "HTTP 404" in (t["error"] or "") and not path.rstrip("/").endswith("metrics"):
-            print(f"  hint: engines serve /metrics; try {args.url.rstrip('/')}/metrics")
+            print(f"  hint: engines serve /metrics; try {url.rstrip('/')}/metrics")
     s = out["snapshot"]
-    for key in (
-        "model",
-        "requests_running",
-        "requests_waiting",
-        "kv_cache_usage_ratio",
-        "kv_cache_capacity_tokens",
-        "preemptions_total",
-        "prompt_tokens_total",
-        "generation_tokens_total",
-        "generation_tokens_per_second",
-    ):
+    if not t["up"] and all(s.get(k) is None for k in (*_INSPECT_KEYS, "ttft_seconds", "tpot_seconds")):
+        return 0  # nothing was read: the reason above, once, not a line of "unknown" per quantity
+    for key in _INSPECT_KEYS:
         v = s.get(key)
         print(f"  {key:<30} {_show(v)}")
     for key in ("ttft_seconds", "tpot_seconds"):
@@ -414,6 +439,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if out["missing"]:
         print("  missing: " + "; ".join(out["missing"]))
     return 0
+
+
+_INSPECT_KEYS = (
+    "model",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage_ratio",
+    "kv_cache_capacity_tokens",
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "generation_tokens_per_second",
+)
+"""The snapshot's quantities ``inspect`` prints, one line each."""
 
 
 def _show(v: object) -> str:

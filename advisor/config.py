@@ -935,44 +935,63 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
         problems: list[tuple[str, str]] = []
-        names = [d.name for d in self.deployments]
-        for i, n in enumerate(names):
-            if n in names[:i]:
-                problems.append((f"deployments[{i}].name", f"deployment names must be unique: {n!r} repeats"))
-        rnames = [r.name for r in self.receivers]
-        for i, n in enumerate(rnames):
-            if n in rnames[:i]:
-                problems.append((f"receivers[{i}].name", f"receiver names must be unique: {n!r} repeats"))
-        for i, d in enumerate(self.deployments):
-            if d.source == "prometheus" and self.prometheus is None:
-                problems.append(
-                    (f"deployments[{i}].source", "source: prometheus needs the top-level prometheus: {url: …}")
-                )
-        if self.scrape_interval < MIN_SCRAPE_INTERVAL_SECONDS:
-            problems.append(
-                (
-                    "scrape_interval",
-                    f"must be at least {MIN_SCRAPE_INTERVAL_SECONDS * 1000:g}ms, got {self.scrape_interval:g}s",
-                )
-            )
-        if self.evaluation_window < self.scrape_interval:
-            problems.append(
-                (
-                    "evaluation_window",
-                    f"must be at least scrape_interval ({self.evaluation_window:g}s < {self.scrape_interval:g}s)",
-                )
-            )
-        scrape = _fit_timeouts(self.scrape, "scrape", self.scrape_interval, problems)
-        prometheus = (
-            None
-            if self.prometheus is None
-            else _fit_timeouts(self.prometheus, "prometheus", self.scrape_interval, problems)
+        scrape, prometheus = _whole_file_checks(
+            [d.name for d in self.deployments],
+            [d.source for d in self.deployments],
+            [r.name for r in self.receivers],
+            self.scrape_interval,
+            self.evaluation_window,
+            self.scrape,
+            self.prometheus,
+            problems,
         )
         if problems:
             raise ConfigError(problems)
         if scrape is self.scrape and prometheus is self.prometheus:
             return self
         return self.model_copy(update={"scrape": scrape, "prometheus": prometheus})
+
+
+def _whole_file_checks(
+    names: Sequence[object],
+    sources: Sequence[object],
+    receiver_names: Sequence[object],
+    interval: float | None,
+    window: float | None,
+    scrape: ScrapeConfig | None,
+    prometheus: PrometheusConfig | None,
+    problems: list[tuple[str, str]],
+    prometheus_given: bool | None = None,
+) -> tuple[ScrapeConfig | None, PrometheusConfig | None]:
+    """The checks that read several parts of the file together, appending to ``problems``: names unique,
+    ``source: prometheus`` has a ``prometheus:`` section, the interval and window agree, timeouts fit the interval
+    (:func:`_fit_timeouts`). Run by :class:`Config` on the validated file, and by :func:`parse_config` on whatever
+    parts validate alone when the schema fails (a part that does not is passed as None and its checks skipped), so
+    that one run reports every error. Returns ``scrape`` and ``prometheus`` with unset timeouts fitted.
+
+    ``prometheus_given`` says whether the file has a ``prometheus:`` section (default: ``prometheus is not None``).
+    """
+    for i, n in enumerate(names):
+        if isinstance(n, str) and n in names[:i]:
+            problems.append((f"deployments[{i}].name", f"deployment names must be unique: {n!r} repeats"))
+    for i, n in enumerate(receiver_names):
+        if isinstance(n, str) and n in receiver_names[:i]:
+            problems.append((f"receivers[{i}].name", f"receiver names must be unique: {n!r} repeats"))
+    given = prometheus is not None if prometheus_given is None else prometheus_given
+    for i, source in enumerate(sources):
+        if source == "prometheus" and not given:
+            problems.append((f"deployments[{i}].source", "source: prometheus needs the top-level prometheus: {url: …}"))
+    if interval is not None and interval < MIN_SCRAPE_INTERVAL_SECONDS:
+        problems.append(
+            ("scrape_interval", f"must be at least {MIN_SCRAPE_INTERVAL_SECONDS * 1000:g}ms, got {interval:g}s")
+        )
+    if interval is not None and window is not None and window < interval:
+        problems.append(("evaluation_window", f"must be at least scrape_interval ({window:g}s < {interval:g}s)"))
+    if interval is None:
+        return scrape, prometheus
+    fitted_scrape = None if scrape is None else _fit_timeouts(scrape, "scrape", interval, problems)
+    fitted_prometheus = None if prometheus is None else _fit_timeouts(prometheus, "prometheus", interval, problems)
+    return fitted_scrape, fitted_prometheus
 
 
 _T = TypeVar("_T", ScrapeConfig, PrometheusConfig)
@@ -1321,11 +1340,12 @@ def context_problem(max_model_len: int, arch: ModelArch) -> str | None:
     )
 
 
-def _file_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
-    """file_sd files that exist must parse. Whether files and folders exist at all is checked when the
-    daemon starts (:func:`check_runtime_paths`): a config is often checked on another machine than it runs on."""
+def _file_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path | None) -> list[tuple[str, str]]:
+    """file_sd files that exist must parse (``deployments``: each with its index in the file). Whether files and
+    folders exist at all is checked when the daemon starts (:func:`check_runtime_paths`): a config is often checked
+    on another machine than it runs on."""
     problems: list[tuple[str, str]] = []
-    for i, dep in enumerate(cfg.deployments):
+    for i, dep in deployments:
         for f in dep.file_sd:
             p = Path(f) if base_dir is None or Path(f).is_absolute() else base_dir / f
             if not p.exists():
@@ -1369,10 +1389,11 @@ def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError(problems)
 
 
-def _capacity_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, str]]:
-    """The capacity pass runs for every deployment (the weights fit, TP splits the heads)."""
+def _capacity_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path | None) -> list[tuple[str, str]]:
+    """The capacity pass runs for every deployment (the weights fit, TP splits the heads); ``deployments``: each
+    with its index in the file."""
     problems: list[tuple[str, str]] = []
-    for i, dep in enumerate(cfg.deployments):
+    for i, dep in deployments:
         try:
             capacity_pass(capacity_inputs(dep, base_dir))
         except CapacityError as exc:
@@ -1381,7 +1402,11 @@ def _capacity_problems(cfg: Config, base_dir: Path | None) -> list[tuple[str, st
 
 
 def parse_config(data: Any, source: str = "config", base_dir: Path | None = None) -> Config:
-    """Validate already-loaded YAML data.
+    """Validate already-loaded YAML data, reporting every problem in one run: the schema, the checks that read
+    several parts together (:func:`_whole_file_checks`), the catalogs (:func:`_semantic_problems`), the capacity
+    pass, file_sd files, the prometheus section and rule plugins. When the schema fails, the later checks run on
+    each part that validates alone (:func:`_parts`), so a duplicate name or a deployment that does not fit is
+    reported with the bad duration beside it, not in a second run.
 
     Raises:
         ConfigError: with every problem found, each ``(path, message)``.
@@ -1390,33 +1415,117 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         raise ConfigError([("(top level)", "the file must be a YAML mapping")], source)
     raw_deployments = data.get("deployments")
     semantic = _semantic_problems(raw_deployments if isinstance(raw_deployments, list) else [], base_dir)
+    # a deployment whose model or GPU is unknown is not sized: its problem is already said
+    unsized = {m.group(1) for path, _ in semantic if (m := re.match(r"deployments\[(\d+)\]", path))}
+    problems: list[tuple[str, str]] = []
+    cfg: Config | None = None
     try:
         cfg = Config.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as err:
-        raise ConfigError(_problems_from(err) + semantic, source) from None
-    except ConfigError as err:
-        raise ConfigError(err.problems + semantic, source) from None
-    if semantic:
-        raise ConfigError(semantic, source)
-    problems = (
-        _capacity_problems(cfg, base_dir)
-        + _file_problems(cfg, base_dir)
-        + _prometheus_problems(cfg)
-        + _plugin_problems(cfg)
+        problems = _problems_from(err)
+    except ConfigError as err:  # the whole-file checks failed, every field valid
+        problems = err.problems
+    rules: RulesConfig | None
+    if cfg is not None:
+        deployments = list(enumerate(cfg.deployments))
+        prometheus, rules = cfg.prometheus, cfg.rules
+    else:
+        parts = _parts(data, base_dir)
+        deployments = parts.deployments
+        prometheus, rules = parts.prometheus, parts.rules
+        whole: list[tuple[str, str]] = []
+        _whole_file_checks(
+            parts.names,
+            parts.sources,
+            parts.receiver_names,
+            parts.interval,
+            parts.window,
+            parts.scrape,
+            parts.prometheus,
+            whole,
+            prometheus_given=parts.prometheus_given,
+        )
+        problems += [p for p in whole if p not in problems]  # Config's own run of them, when it got that far
+    sized = [(i, d) for i, d in deployments if str(i) not in unsized]
+    problems += (
+        semantic
+        + _capacity_problems(sized, base_dir)
+        + _file_problems(deployments, base_dir)
+        + _prometheus_problems(prometheus)
+        + _plugin_problems(rules)
     )
-    if problems:
+    if problems or cfg is None:
         raise ConfigError(problems, source)
     return cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """The parts of a file whose schema failed, each validated alone (None, or left out, where it fails too)."""
+
+    names: list[object]
+    sources: list[object]
+    receiver_names: list[object]
+    interval: float | None
+    window: float | None
+    scrape: ScrapeConfig | None
+    prometheus: PrometheusConfig | None
+    prometheus_given: bool
+    rules: RulesConfig | None
+    deployments: list[tuple[int, Deployment]]
+
+
+def _parts(data: Mapping[str, Any], base_dir: Path | None) -> _Parts:
+    """Validate each part of ``data`` alone (:class:`_Parts`): the later checks of :func:`parse_config` then run on
+    what is valid when another part is not."""
+    context = {"base_dir": base_dir}
+
+    def alone(model: type[_M], value: Any) -> _M | None:
+        try:
+            return model.model_validate(value, context=context)
+        except (ValidationError, ConfigError):
+            return None
+
+    def duration(key: str) -> float | None:
+        try:
+            return parse_duration(data.get(key, Config.model_fields[key].default))
+        except ValueError:
+            return None
+
+    raw_deps = data.get("deployments")
+    deps = raw_deps if isinstance(raw_deps, list) else []
+    raw_receivers = data.get("receivers")
+    receivers = raw_receivers if isinstance(raw_receivers, list) else []
+    deployments = []
+    for i, raw in enumerate(deps):
+        dep = alone(Deployment, raw) if isinstance(raw, Mapping) else None
+        if dep is not None:
+            deployments.append((i, dep))
+    raw_prometheus = data.get("prometheus")
+    return _Parts(
+        names=[d.get("name") if isinstance(d, Mapping) else None for d in deps],
+        sources=[d.get("source") if isinstance(d, Mapping) else None for d in deps],
+        receiver_names=[r.get("name") if isinstance(r, Mapping) else None for r in receivers],
+        interval=duration("scrape_interval"),
+        window=duration("evaluation_window"),
+        scrape=alone(ScrapeConfig, data.get("scrape", {})),
+        prometheus=None if raw_prometheus is None else alone(PrometheusConfig, raw_prometheus),
+        prometheus_given=raw_prometheus is not None,
+        rules=alone(RulesConfig, data.get("rules", {})),
+        deployments=deployments,
+    )
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP field name (RFC 9110 token)."""
 
 
-def _prometheus_problems(cfg: Config) -> list[tuple[str, str]]:
+def _prometheus_problems(pc: PrometheusConfig | None) -> list[tuple[str, str]]:
     """What the ``prometheus`` section's fields mean together: one kind of auth, a URL without user-info or
     query, a CA only for https, headers HTTP can send."""
-    pc = cfg.prometheus
     if pc is None:
         return []
     problems: list[tuple[str, str]] = []
@@ -1454,9 +1563,9 @@ def _sendable(text: str) -> bool:
     return all(ch == "\t" or (" " <= ch <= "~") or ord(ch) >= 0xA0 for ch in text)
 
 
-def _plugin_problems(cfg: Config) -> list[tuple[str, str]]:
+def _plugin_problems(rules: RulesConfig | None) -> list[tuple[str, str]]:
     """``rules.plugins.<name>`` settings for a plugin that is not installed would be silently unused."""
-    if not cfg.rules.plugins:
+    if rules is None or not rules.plugins:
         return []
     installed = sorted({ep.name for ep in entry_points(group=RULE_PLUGIN_GROUP)})
     return [
@@ -1466,13 +1575,65 @@ def _plugin_problems(cfg: Config) -> list[tuple[str, str]]:
             + (", ".join(installed) if installed else "none")
             + ")",
         )
-        for name in cfg.rules.plugins
+        for name in rules.plugins
         if name not in installed
     ]
 
 
+class _CollectingLoader(_UniqueKeyLoader):
+    """:class:`_UniqueKeyLoader` that records a repeated key as a problem and reads on (the later value wins, as
+    plain PyYAML's), so check-config reports it with the file's other errors instead of stopping there."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[tuple[str, str]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        try:
+            return super().construct_mapping(node, deep=deep)
+        except yaml.constructor.ConstructorError as exc:
+            if not (exc.problem or "").startswith("duplicate key"):
+                raise
+            self.repeated.append(yaml_problem(exc))
+            return yaml.SafeLoader.construct_mapping(self, node, deep=deep)
+
+
+_PATH_PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
+
+
+def line_of(root: yaml.Node | None, path: str) -> int | None:
+    """The 1-based line a problem's ``path`` (``deployments[1].slo.ttft_seconds``) is on in the file whose node tree
+    is ``root`` (PyYAML's ``compose``; ``start_mark.line`` is 0-based): the key's line, or where the path leaves the
+    file (a required field that is missing), the line of the deepest part that is there. None for a path that
+    names no part of the file (``line 3, column 5``, ``(file)``)."""
+    if root is None or not isinstance(root, yaml.MappingNode):
+        return None
+    node: yaml.Node = root
+    line: int | None = None
+    pos = 0
+    while pos < len(path):
+        m = _PATH_PART.match(path, pos)
+        if m is None:
+            break
+        pos = m.end()
+        key, index = m.group(1), m.group(2)
+        if key is not None and isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
+            if not found:
+                break
+            key_node, node = found[-1]
+            line = key_node.start_mark.line + 1
+        elif index is not None and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
 def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file.
+    """Read and validate a YAML config file; every problem carries the line it is on (:func:`line_of`), problems
+    in the order of the file.
 
     Raises:
         ConfigError: the file cannot be read, is not YAML, or has invalid fields (all of them listed).
@@ -1484,10 +1645,35 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
     except UnicodeDecodeError:
         raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
+    loader = _CollectingLoader(text)
     try:
-        data = load_yaml(text)
+        root = loader.get_single_node()
+        data = None if root is None else loader.construct_document(root)
     except RecursionError:
         raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
         raise ConfigError([yaml_problem(exc)], str(p)) from None
-    return parse_config(data, source=str(p), base_dir=p.parent.resolve())
+    finally:
+        loader.dispose()
+    problems = list(loader.repeated)
+    try:
+        cfg = parse_config(data, source=str(p), base_dir=p.parent.resolve())
+    except ConfigError as exc:
+        problems += exc.problems
+    if not problems:
+        return cfg
+    placed = sorted(
+        ((_yaml_line(where) or line_of(root, where), where, msg) for where, msg in problems),
+        key=lambda t: t[0] if t[0] is not None else 0,
+    )
+    raise ConfigError(
+        [(where, msg) for _, where, msg in placed],
+        str(p),
+        [None if where.startswith("line ") else line for line, where, _ in placed],
+    )
+
+
+def _yaml_line(where: str) -> int | None:
+    """The line of a YAML error's ``line N, column M`` (:func:`yaml_problem`), for ordering; None otherwise."""
+    m = re.match(r"line (\d+), column", where)
+    return int(m.group(1)) if m else None

@@ -23,13 +23,26 @@ class AdvisorError(Exception):
 
 
 class ConfigError(AdvisorError):
-    """Invalid configuration. ``problems`` lists ``(path, message)`` for every invalid field."""
+    """Invalid configuration. ``problems`` lists ``(path, message)`` for every invalid field; ``lines`` holds, for
+    each, the 1-based line of the file it is on (None when unknown: data not read from a file, or a path the file
+    does not spell), shown as ``line N: path: message``."""
 
-    def __init__(self, problems: Sequence[tuple[str, str]], source: str = "config") -> None:
+    def __init__(
+        self,
+        problems: Sequence[tuple[str, str]],
+        source: str = "config",
+        lines: Sequence[int | None] | None = None,
+    ) -> None:
         self.problems = list(problems)
         self.source = source
-        lines = "\n".join(f"  {path}: {msg}" for path, msg in self.problems)
-        super().__init__(f"{source}: {len(self.problems)} invalid field(s)\n{lines}")
+        self.lines: list[int | None] = list(lines) if lines is not None else [None] * len(self.problems)
+        if len(self.lines) != len(self.problems):
+            raise ValueError("ConfigError: one line (or None) per problem")
+        text = "\n".join(
+            f"  {'' if line is None else f'line {line}: '}{path}: {msg}"
+            for (path, msg), line in zip(self.problems, self.lines, strict=True)
+        )
+        super().__init__(f"{source}: {len(self.problems)} invalid field(s)\n{text}")
 
 
 class CapacityError(AdvisorError):

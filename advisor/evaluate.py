@@ -468,13 +468,13 @@ def engines_behind(s: EngineSnapshot) -> int:
     return max(1, len(s.replicas))
 
 
-_PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
+PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
 """Reasons whose message describes the page (models, prefixes seen), never the URL: shown in the state."""
 
 
 def _failure(t: TargetView) -> str:
     """``served_model_not_found: served_model 'x' matches none of …`` or just the reason (``timeout``)."""
-    if t.error_reason in _PAGE_REASONS and t.error_message:
+    if t.error_reason in PAGE_REASONS and t.error_message:
         return f"{t.error_reason}: {t.error_message}"
     return str(t.error_reason)
 

@@ -54,6 +54,10 @@ from advisor.rules.common import gpus_per_replica, latency_quality, page_quality
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
 
+NOT_EVALUATED = "not evaluated: data is "
+"""The reason of a rule not run because the deployment's data state is not one it reads (followed by the state):
+``not evaluated: data is unavailable``. ``once`` folds these into one line under the state's own reason."""
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:
@@ -518,7 +522,7 @@ class Lifecycle:
             st = self._state.setdefault(skey, _RuleState())
             if ev.state not in rule_states(rule):
                 st.pending_since = None
-                self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"not evaluated: data is {ev.state}")
+                self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"{NOT_EVALUATED}{ev.state}")
                 continue
             evaluated = True
             if st.active:
