@@ -426,7 +426,7 @@ def _show(v: object) -> str:
 
 
 # -- catalog ---------------------------------------------------------------------------------------
-def _print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]], right: frozenset[int]) -> None:
+def _print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: frozenset[int]) -> None:
     """Columns padded to their widest cell (header included), two spaces apart; the columns in ``right``
     (numbers) right-aligned; trailing blanks cut."""
     widths = [max(len(x[i]) for x in (headers, *rows)) for i in range(len(headers))]
