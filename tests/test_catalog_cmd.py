@@ -61,11 +61,13 @@ def _suggested(query: str) -> list[str]:
 
 def test_llama_70b_suggests_the_llama_3_70b_models_first() -> None:
     """Issue 19: ``--model llama-70b`` suggested 'Llama-2-70b-hf' and 'Llama-2-7b-hf'. The ids holding every word
-    come first, newest version first."""
+    come first: those named after the query's first word (``Llama-…``), newest version first, then the others
+    (``DeepSeek-R1-Distill-Llama-70B``)."""
     assert _suggested("llama-70b") == [
         "meta-llama/Llama-3.3-70B-Instruct",
         "meta-llama/Llama-3.1-70B-Instruct",
         "meta-llama/Llama-2-70b-hf",
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     ]
     assert _suggested("qwen-7b")[0] == "Qwen/Qwen2.5-7B-Instruct"
     assert _suggested("meta-llama/Llama-3.1-8B-Instuct")[0] == "meta-llama/Llama-3.1-8B-Instruct"  # a typo
