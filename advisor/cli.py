@@ -465,32 +465,54 @@ def _show(v: object) -> str:
 
 
 # -- catalog ---------------------------------------------------------------------------------------
+def _print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: frozenset[int]) -> None:
+    """Columns padded to their widest cell (header included), two spaces apart; the columns in ``right``
+    (numbers) right-aligned; trailing blanks cut."""
+    widths = [max(len(x[i]) for x in (headers, *rows)) for i in range(len(headers))]
+    for row in (headers, *rows):
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        print("  ".join(cells).rstrip())
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
-    """List the bundled model presets or GPUs (the names ``model:``/``--model`` and ``gpu:``/``--gpu`` take)."""
+    """List the bundled model presets or GPUs (the names ``model:``/``--model`` and ``gpu:``/``--gpu`` take), as a
+    table with a header row. Models: id, parameters (billions), layers, KV heads, context (tokens; the config's
+    ``max_position_embeddings``). GPUs: key, name, memory (GiB), memory bandwidth (TB/s, ``unknown`` when no
+    source gives it), and ``NVLink SHARP`` where the part has it."""
     from advisor.capacity.hardware import get_gpu, gpu_keys
     from advisor.capacity.models import get_preset, preset_ids
 
     if args.what == "models":
+        rows = []
         for pid in preset_ids():
             if pid.startswith("advisor/"):
                 continue  # the test suite's own tiny model
             m = get_preset(pid)
-            print(
-                f"{pid:<48} {m.num_parameters / 1e9:8.2f} B params  {m.num_layers:>3} layers  "
-                f"{m.num_kv_heads:>3} KV heads  context {m.max_position_embeddings:,}"
+            rows.append(
+                (
+                    pid,
+                    f"{m.num_parameters / 1e9:.2f} B",
+                    str(m.num_layers),
+                    str(m.num_kv_heads),
+                    f"{m.max_position_embeddings:,}",
+                )
             )
+        _print_table(("MODEL", "PARAMETERS", "LAYERS", "KV HEADS", "CONTEXT (tokens)"), rows, frozenset({1, 2, 3, 4}))
     else:
+        rows = []
         for key in gpu_keys():
             g = get_gpu(key)
-            print(
-                f"{key:<24} {g.name:<34} {g.memory_bytes / 1024**3:8.2f} GiB  "
-                + (
-                    f"{g.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
-                    if g.memory_bandwidth_bytes_per_second == g.memory_bandwidth_bytes_per_second
-                    else "bandwidth unknown"
+            bandwidth = g.memory_bandwidth_bytes_per_second
+            rows.append(
+                (
+                    key,
+                    g.name,
+                    f"{g.memory_bytes / 1024**3:.2f} GiB",
+                    f"{bandwidth / 1e12:.2f} TB/s" if bandwidth == bandwidth else "unknown",
+                    "NVLink SHARP" if g.nvlink_sharp else "",
                 )
-                + ("  NVLink SHARP" if g.nvlink_sharp else "")
             )
+        _print_table(("GPU", "NAME", "MEMORY", "BANDWIDTH", "NVLINK SHARP"), rows, frozenset({2, 3}))
     return 0
 
 

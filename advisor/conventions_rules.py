@@ -55,6 +55,18 @@ def tpot_within_target(window: str) -> str:
     return f"deployment:llm_tpot_within_target:ratio_rate{window}"
 
 
+def ttft_within_le(window: str) -> str:
+    """Fraction of requests whose TTFT is within each bucket bound ``le`` a target of an ``engine: auto``
+    deployment uses, over ``window``, per deployment and ``le``: the ``or`` chain over every engine's names,
+    written once for all such deployments (each deployment's :func:`ttft_within_target` reads its own ``le``)."""
+    return f"deployment_le:llm_ttft_within_le:ratio_rate{window}"
+
+
+def tpot_within_le(window: str) -> str:
+    """As :func:`ttft_within_le`, for TPOT."""
+    return f"deployment_le:llm_tpot_within_le:ratio_rate{window}"
+
+
 def goodput(window: str) -> str:
     """Estimated fraction of requests within both targets (TTFT × TPOT, as the advisor estimates it)."""
     return f"deployment:llm_goodput:ratio_rate{window}"

@@ -15,7 +15,9 @@ YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
 ``slo.rules.yml`` — per configured deployment, the fraction of requests within the TTFT and TPOT targets over
     each SLO window (``bucket{le=target} ÷ count`` of the rate), their product as the goodput estimate (the
     advisor's estimate, :func:`advisor.telemetry.goodput_ratio`), and the Google SRE workbook's multi-window,
-    multi-burn-rate alerts on ``1 − goodput`` against the error budget ``1 − target_ratio``.
+    multi-burn-rate alerts on ``1 − goodput`` against the error budget ``1 − target_ratio``. Each of these rules
+    carries the static label ``deployment`` (promtool lints same-name, same-label rules in a group as duplicates);
+    ``engine: auto`` deployments share one ``or`` chain per window (:func:`_shared_rules`).
 
 ``advisor.rules.yml`` — alerts on the advisor's own gauges (a recommendation open, capacity-model drift,
     targets not fresh, the advisor not evaluating or absent, skipping cycles, failing to reload its config,
@@ -32,7 +34,8 @@ between bounds has no series, so the generator takes the nearest bound of the en
     vllm TTFT target 2.5 s  → le 2.5 (a bound: exact)
     vllm TTFT target 3 s    → le 2.5 (nearest of 2.5 and 5.0; reported)
     sglang TTFT target 2.5 s → le 2 (nearest of 2 and 4; reported)
-    engine auto             → le as given, reported: the buckets cannot be checked
+    engine auto             → le as given, reported (one warning for every auto deployment): the buckets
+                              cannot be checked
 
 A bound can be spelt several ways (``1.0`` by prometheus_client, ``1`` by Go and Rust clients; Prometheus 3
 rewrites classic-histogram ``le`` values on ingestion), so the matcher lists every spelling: ``le=~"1|1[.]0"``.
@@ -562,16 +565,43 @@ def _days(window: str) -> float:
     return float(window[:-1]) * units[window[-1]]
 
 
+def _auto_bounds(dep: DeploymentSLO) -> tuple[BoundChoice, BoundChoice]:
+    """An ``engine: auto`` deployment's TTFT and TPOT bounds: its targets as given (its buckets are unknown)."""
+    return choose_bound(dep.ttft_seconds, (), "TTFT", "auto"), choose_bound(dep.tpot_seconds, (), "TPOT", "auto")
+
+
+def _shared(dep: DeploymentSLO) -> bool:
+    """The deployment reads the ``or`` chains written once for all ``engine: auto`` deployments
+    (:func:`_shared_rules`): engine auto and no served model (whose label differs per engine)."""
+    return dep.engine == "auto" and dep.served_model is None
+
+
+def _fraction(dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, le: float, window: str) -> str:
+    """The expression of one deployment's within-target fraction: its own ``or`` chain, or (an auto deployment
+    without a served model) its ``deployment`` and ``le`` read from the shared chain."""
+    if _shared(dep):
+        shared = r.ttft_within_le(window) if fieldname == "ttft" else r.tpot_within_le(window)
+        sel = _selector(shared, ((r.DEPLOYMENT_LABEL, "=", dep.name), le_matcher(le)))
+        return f"max by ({r.DEPLOYMENT_LABEL}) ({sel})"
+    return _or_chain(_fraction_terms(dep, engines, fieldname, le, window))
+
+
 def _slo_rules(
     dep: DeploymentSLO,
 ) -> tuple[list[Rule], list[Rule], list[str]]:
-    """Recording rules, alerts and warnings for one deployment."""
+    """Recording rules, alerts and warnings for one deployment.
+
+    Every rule carries the static label ``deployment: <name>`` (the value its expression already has), so the
+    rules of several deployments in one group are distinct: ``promtool check rules`` lints a group's rules with
+    the same name and labels as duplicates. An auto deployment's unknown-bucket note is not among the warnings:
+    :func:`_slo_file` reports it once for every auto deployment.
+    """
     warnings: list[str] = []
     where = f"deployment {dep.name!r}"
+    static = {r.DEPLOYMENT_LABEL: dep.name}
     if dep.engine == "auto":
         engines: Sequence[_Engine] = _ENGINES
-        ttft = choose_bound(dep.ttft_seconds, (), "TTFT", "auto")
-        tpot = choose_bound(dep.tpot_seconds, (), "TPOT", "auto")
+        ttft, tpot = _auto_bounds(dep)
         has_ttft = has_tpot = True
     else:
         engines = (_BY_ID[dep.engine],)
@@ -590,9 +620,9 @@ def _slo_rules(
         for choice, has, note in ((ttft, has_ttft, buckets.note_ttft_above), (tpot, has_tpot, buckets.note_tpot_above)):
             if has and note is not None and choice.le > note[0]:
                 warnings.append(f"{where}: le={_num(choice.le)}: {note[1]}, where this target falls in +Inf")
-    for choice, has in ((ttft, has_ttft), (tpot, has_tpot)):
-        if has and choice.note is not None:
-            warnings.append(f"{where}: {choice.note}")
+        for choice, has in ((ttft, has_ttft), (tpot, has_tpot)):
+            if has and choice.note is not None:
+                warnings.append(f"{where}: {choice.note}")
 
     sel = _selector("", ((r.DEPLOYMENT_LABEL, "=", dep.name),))
     recording: list[Rule] = []
@@ -603,7 +633,8 @@ def _slo_rules(
             recording.append(
                 Rule(
                     record=r.ttft_within_target(window),
-                    expr=_or_chain(_fraction_terms(dep, engines, "ttft", ttft.le, window)),
+                    expr=_fraction(dep, engines, "ttft", ttft.le, window),
+                    labels=static,
                     comments=(
                         f"{dep.name}: fraction of requests with TTFT ≤ {_num(ttft.le)} s over {window}.",
                         *comments,
@@ -615,7 +646,8 @@ def _slo_rules(
             recording.append(
                 Rule(
                     record=r.tpot_within_target(window),
-                    expr=_or_chain(_fraction_terms(dep, engines, "tpot", tpot.le, window)),
+                    expr=_fraction(dep, engines, "tpot", tpot.le, window),
+                    labels=static,
                     comments=(f"{dep.name}: fraction of requests with TPOT ≤ {_num(tpot.le)} s over {window}.",),
                 )
             )
@@ -625,6 +657,7 @@ def _slo_rules(
             Rule(
                 record=r.goodput(window),
                 expr=expr,
+                labels=static,
                 comments=(f"{dep.name}: goodput over {window} ≈ P(TTFT ok) × P(TPOT ok), as the advisor estimates.",),
             )
         )
@@ -651,6 +684,7 @@ def _slo_rules(
                 expr=expr,
                 for_=for_,
                 labels={
+                    **static,
                     c.LABEL_SEVERITY: severity,
                     r.LABEL_LONG_WINDOW: long_w,
                     r.LABEL_SHORT_WINDOW: short_w,
@@ -680,15 +714,94 @@ def _slo_rules(
     return recording, alerts, warnings
 
 
+def _regex_literal(text: str) -> str:
+    """``text`` as an RE2 literal (PromQL ``=~``): each metacharacter backslash-escaped."""
+    return "".join("\\" + ch if ch in "\\.+*?()|[]{}^$" else ch for ch in text)
+
+
+def _le_alternatives(values: Sequence[float]) -> str:
+    """One regex matching every spelling of every bound (:func:`le_spellings`): ``2[.]5|1[.]0|1``."""
+    out: list[str] = []
+    for v in values:
+        for spelling in le_spellings(v):
+            piece = spelling.replace(".", "[.]").replace("+", "[+]")
+            if piece not in out:
+                out.append(piece)
+    return "|".join(out)
+
+
+def _shared_rules(deps: Sequence[DeploymentSLO], note: str | None) -> list[Rule]:
+    """The within-bound fractions of every ``engine: auto`` deployment without a served model, per
+    ``deployment`` and ``le``, over each SLO window: one ``or`` chain over every engine's names per window and
+    target, written once whatever the number of such deployments (before, each deployment had its own chains:
+    six auto deployments made a 315 KB ``slo.rules.yml``).
+
+    Each term is ``sum by (deployment, le) (rate(<bucket>)) / ignoring (le) group_left sum by (deployment)
+    (rate(<count>))`` of one engine's name: as in a deployment's own chain, a term yields only where that name has
+    both series, and the first name with data wins per deployment and bound. The bounds matched are every auto
+    deployment's targets, in every spelling (:func:`le_spellings`).
+    """
+    if not deps:
+        return []
+    scope = ((r.DEPLOYMENT_LABEL, "=~", "|".join(_regex_literal(d.name) for d in deps)),)
+    bounds = [_auto_bounds(d) for d in deps]
+    out: list[Rule] = []
+    for window in r.SLO_WINDOWS:
+        for fieldname, record, les in (
+            ("ttft", r.ttft_within_le(window), [b[0].le for b in bounds]),
+            ("tpot", r.tpot_within_le(window), [b[1].le for b in bounds]),
+        ):
+            le = ("le", "=~", _le_alternatives(les))
+            terms = []
+            for e in _ENGINES:
+                for s in _aliases(e, fieldname):
+                    for name in _names(e, s):
+                        base = _matchers(e, s, scope)
+                        good = f"rate({_selector(name + '_bucket', [*base, le])}[{window}])"
+                        count = f"rate({_selector(name + '_count', base)}[{window}])"
+                        terms.append(
+                            f"sum by ({r.DEPLOYMENT_LABEL}, le) ({_collapse(e, good, counter=True)})\n"
+                            f"/ ignoring (le) group_left\n"
+                            f"sum by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, count, counter=True)})"
+                        )
+            comments: tuple[str, ...] = (
+                f"engine auto ({', '.join(d.name for d in deps)}): fraction of requests with {fieldname.upper()} "
+                f"≤ le over {window}, per deployment and bound, whatever the engine.",
+            )
+            if note is not None and not out:
+                comments += (note,)
+            out.append(Rule(record=record, expr=_or_chain(terms), comments=comments))
+    return out
+
+
+def _auto_warning(deps: Sequence[DeploymentSLO]) -> str | None:
+    """One warning for every ``engine: auto`` deployment's targets (their engines' buckets are unknown here),
+    instead of two per deployment."""
+    if not deps:
+        return None
+    each = "; ".join(
+        f"{d.name!r} TTFT le={_num(ttft.le)}, TPOT le={_num(tpot.le)}"
+        for d, (ttft, tpot) in ((d, _auto_bounds(d)) for d in deps)
+    )
+    which = "deployment" if len(deps) == 1 else "deployments"
+    return (
+        f"{which} {', '.join(repr(d.name) for d in deps)}: engine auto: the engine's buckets are unknown here, "
+        f"so each target is used as its le unchecked ({each}); a target that is not a bucket bound finds no series "
+        "(set `engine:`)"
+    )
+
+
 def _slo_file(inp: RulesInput) -> tuple[RuleFile, list[str]]:
-    recording: list[Rule] = []
+    autos = [d for d in inp.deployments if d.engine == "auto"]
+    note = _auto_warning(autos)
+    recording: list[Rule] = _shared_rules([d for d in autos if _shared(d)], note)
     alerts: list[Rule] = []
-    warnings: list[str] = []
+    warnings: list[str] = [note] if note is not None else []
     for dep in inp.deployments:
         rec, al, warn = _slo_rules(dep)
         recording += rec
         alerts += al
-        warnings += warn
+        warnings += [w for w in warn if w not in warnings]
     header = (
         *_banner(inp),
         "",
@@ -970,7 +1083,7 @@ def generate(inp: RulesInput) -> Generated:
     slo, warnings = _slo_file(inp)
     files = (_recording_file(inp), slo, _advisor_file(inp))
     manifests, more = _manifests(inp, files)
-    return Generated(files, (*warnings, *more), manifests)
+    return Generated(files, tuple(dict.fromkeys((*warnings, *more))), manifests)
 
 
 _PLAIN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")

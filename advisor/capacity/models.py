@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -1133,6 +1134,59 @@ def preset_ids() -> list[str]:
     return sorted(_presets()[0])
 
 
+def _name_tokens(text: str) -> list[str]:
+    """A model name's words, lower case: split at ``/ - _`` and spaces, and where letters meet a version
+    (``Qwen2.5`` → ``qwen``, ``2.5``); a size stays whole (``70B`` → ``70b``, ``8x7B`` → ``8x7b``)."""
+    out: list[str] = []
+    for word in re.split(r"[/\s_-]+", text.lower()):
+        out += [t for t in re.split(r"(?<=[a-z])(?=\d)", word) if t]
+    return out
+
+
+def _version(tokens: list[str]) -> tuple[int, ...]:
+    """The first version-like word (``3.3`` → ``(3, 3)``), ``()`` when none."""
+    for t in tokens:
+        if re.fullmatch(r"\d+(\.\d+)*", t):
+            return tuple(int(x) for x in t.split("."))
+    return ()
+
+
+def suggest_presets(query: str, ids: list[str], limit: int = 4) -> list[str]:
+    """The preset ids to suggest for an unknown ``query``, best first, at most ``limit``.
+
+    The ids holding every word of the query (a version word also matches its minor versions: ``3`` matches
+    ``3.1``): those whose repo name starts with the query's first word before the rest (``Llama-…`` before
+    ``…-Distill-Llama-…``), newest version first. When no id holds them all, :func:`difflib.get_close_matches` on
+    the whole id, else on the repo name (typos). ``llama-70b`` → ``meta-llama/Llama-3.3-70B-Instruct``,
+    ``meta-llama/Llama-3.1-70B-Instruct``, ``meta-llama/Llama-2-70b-hf``.
+
+    Args:
+        query: the model name asked for.
+        ids: the preset ids to choose from.
+        limit: how many to return at most.
+    """
+    words = _name_tokens(query)
+
+    def has(word: str, tokens: list[str]) -> bool:
+        return any(t == word or (word[:1].isdigit() and t.startswith(word + ".")) for t in tokens)
+
+    matched = []
+    for mid in ids:
+        name = _name_tokens(mid.split("/", 1)[-1])
+        if words and all(has(w, [*_name_tokens(mid.split("/", 1)[0]), *name]) for w in words):
+            newest = tuple(-v for v in (*_version(name), 0, 0, 0, 0)[:4])  # 3.3 before 3.1 before 3 before 2
+            matched.append((name[:1] != words[:1], newest, mid))
+    if matched:
+        return [mid for *_, mid in sorted(matched)][:limit]
+    out: list[str] = []
+    short = {m.split("/", 1)[-1]: m for m in ids}
+    close = difflib.get_close_matches(query, ids, n=3, cutoff=0.6) or [
+        short[n] for n in difflib.get_close_matches(query.split("/")[-1], list(short), n=3, cutoff=0.6)
+    ]
+    out += [m for m in close if m not in out]
+    return out[:limit]
+
+
 def get_preset(model_id: str) -> ModelArch:
     """The bundled architecture for a Hugging Face id or a short alias, case-insensitive.
 
@@ -1150,9 +1204,7 @@ def get_preset(model_id: str) -> ModelArch:
         found = matches[0] if len(matches) == 1 else None
     if found is None:
         public = [mid for mid in preset_ids() if not mid.startswith("advisor/")]  # advisor/…: test fixtures
-        close = difflib.get_close_matches(model_id, public, n=3, cutoff=0.6) or difflib.get_close_matches(
-            model_id.split("/")[-1], [m.split("/", 1)[-1] for m in public], n=3, cutoff=0.6
-        )
+        close = suggest_presets(model_id, public)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         raise UnknownModelError(
             f"no preset for model {model_id!r}; {hint}known ids: {', '.join(public)} "

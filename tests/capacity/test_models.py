@@ -144,6 +144,21 @@ PUBLISHED_TOTALS = {
     "Qwen/Qwen2-VL-7B-Instruct": 8.29e9,
     "Qwen/Qwen3-0.6B": 0.6e9,
     "mistralai/Mistral-Nemo-Instruct-2407": 12.2e9,
+    # issue 19: the presets operators asked about, each total as its Hugging Face page or model card states it
+    "google/gemma-3-1b-it": 1.0e9,  # huggingface.co/google/gemma-3-1b-it: 1,000M params
+    "google/gemma-3-4b-it": 4.3e9,  # huggingface.co/google/gemma-3-4b-it: 4.3B params
+    "google/gemma-3-12b-it": 12.2e9,  # huggingface.co/google/gemma-3-12b-it: 12.2B params
+    "mistralai/Mistral-Small-24B-Instruct-2501": 23.6e9,  # huggingface.co/mistralai/…-2501: 23.6B params
+    "Qwen/Qwen2.5-Coder-7B-Instruct": 7.62e9,  # huggingface.co/Qwen/Qwen2.5-Coder-7B-Instruct: 7.62B params
+    "Qwen/Qwen2.5-Coder-32B-Instruct": 32.8e9,  # huggingface.co/Qwen/Qwen2.5-Coder-32B-Instruct: 32.8B params
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 7.62e9,  # huggingface.co/deepseek-ai/…-Qwen-7B: 7.62B params
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": 32.8e9,  # huggingface.co/deepseek-ai/…-Qwen-32B: 32.8B params
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": 8.03e9,  # huggingface.co/deepseek-ai/…-Llama-8B: 8.03B params
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": 70.6e9,  # huggingface.co/deepseek-ai/…-Llama-70B: 70.6B params
+    # model card: "17B activated, 109B total" / "17B activated, 400B total" (vision encoder included, not counted)
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": 109e9,
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 400e9,
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": 80e9,  # model card: 80B in total and 3B activated
 }
 
 PUBLISHED_ACTIVE = {  # "activated" counts from the model cards
@@ -151,6 +166,8 @@ PUBLISHED_ACTIVE = {  # "activated" counts from the model cards
     "Qwen/Qwen3-30B-A3B": 3.3e9,
     "Qwen/Qwen3-235B-A22B": 22e9,
     "deepseek-ai/DeepSeek-V3": 37e9,
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": 17e9,
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 17e9,
 }
 
 

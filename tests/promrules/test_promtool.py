@@ -27,7 +27,7 @@ def _promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_the_committed_rule_files_pass_promtool_check_rules() -> None:
     files = sorted((ROOT / "rules").glob("*.yml"))
     assert files, "rules/*.yml is empty: run capacity-advisor rules generate --config deploy/advisor.example.yaml"
-    done = _promtool("check", "rules", *files)
+    done = _promtool("check", "rules", "--lint-fatal", *files)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -67,8 +67,118 @@ deployments:
     args = argparse.Namespace(config=str(config), out=str(tmp_path / "rules"), check=False)
     assert cmd_rules_generate(args) == 0
     files = sorted((tmp_path / "rules").glob("*.yml"))
-    done = _promtool("check", "rules", *files)
+    done = _promtool("check", "rules", "--lint-fatal", *files)
     assert done.returncode == 0, done.stdout + done.stderr
     slo = (tmp_path / "rules" / "slo.rules.yml").read_text(encoding="utf-8")
     assert 'le=~"1[.]0|1"' in slo
     assert 'model=~"(?i)Qwen/Qwen3' in slo
+
+
+SIX = """
+deployments:
+  - {name: a1, engine: auto, targets: ["http://127.0.0.1:1/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - {name: a2, engine: auto, targets: ["http://127.0.0.1:2/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 1, tpot_seconds: 0.05}}
+  - {name: a3.x, engine: auto, targets: ["http://127.0.0.1:3/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - {name: v1, engine: vllm, targets: ["http://127.0.0.1:4/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - {name: s1, engine: sglang, targets: ["http://127.0.0.1:5/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - {name: t1, engine: tgi, targets: ["http://127.0.0.1:6/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2, tpot_seconds: 0.05}}
+"""
+
+
+def _generate(tmp_path: Path, text: str) -> Path:
+    import argparse
+
+    config = tmp_path / "advisor.yaml"
+    config.write_text(text, encoding="utf-8")
+    out = tmp_path / "rules"
+    assert cmd_rules_generate(argparse.Namespace(config=str(config), out=str(out), check=False)) == 0
+    return out
+
+
+@needs_promtool
+def test_six_deployments_mixing_engines_and_auto_pass_promtool_lint_fatal(tmp_path: Path) -> None:
+    """Issue 19: three auto deployments beside vLLM, SGLang and TGI ones. Before, every deployment's goodput
+    rules and burn-rate alerts had the same name and labels in one group: "lint error 25 duplicate rule(s)"."""
+    files = sorted(_generate(tmp_path, SIX).glob("*.yml"))
+    done = _promtool("check", "rules", "--lint-fatal", *files)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "duplicate" not in done.stdout + done.stderr
+
+
+AUTO_TEST = """
+rule_files: [rules/slo.rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # a1 runs vLLM (targets TTFT 2.5 s, TPOT 0.1 s): per minute 100 requests, 60 with TTFT <= 2.5 s,
+      # 80 with TPOT <= 0.1 s; its le="1.0" bucket (a2's target) must not count for it
+      - series: 'vllm:time_to_first_token_seconds_bucket{deployment="a1",le="2.5"}'
+        values: '0+60x30'
+      - series: 'vllm:time_to_first_token_seconds_bucket{deployment="a1",le="1.0"}'
+        values: '0+10x30'
+      - series: 'vllm:time_to_first_token_seconds_count{deployment="a1"}'
+        values: '0+100x30'
+      - series: 'vllm:request_time_per_output_token_seconds_bucket{deployment="a1",le="0.1"}'
+        values: '0+80x30'
+      - series: 'vllm:request_time_per_output_token_seconds_count{deployment="a1"}'
+        values: '0+100x30'
+      # a2 runs SGLang at TP 2 (targets TTFT 1 s, TPOT 0.05 s): both ranks repeat one value (max, not sum);
+      # per minute 40 requests, 30 with TTFT <= 1 s, 20 with TPOT <= 0.05 s
+      - series: 'sglang:time_to_first_token_seconds_bucket{deployment="a2",tp_rank="0",le="1.0"}'
+        values: '0+30x30'
+      - series: 'sglang:time_to_first_token_seconds_bucket{deployment="a2",tp_rank="1",le="1.0"}'
+        values: '0+30x30'
+      - series: 'sglang:time_to_first_token_seconds_count{deployment="a2",tp_rank="0"}'
+        values: '0+40x30'
+      - series: 'sglang:time_to_first_token_seconds_count{deployment="a2",tp_rank="1"}'
+        values: '0+40x30'
+      - series: 'sglang:request_time_per_output_token_seconds_bucket{deployment="a2",tp_rank="0",le="0.05"}'
+        values: '0+20x30'
+      - series: 'sglang:request_time_per_output_token_seconds_count{deployment="a2",tp_rank="0"}'
+        values: '0+40x30'
+    promql_expr_test:
+      # hand-computed: a1 60/100 = 0.6, 80/100 = 0.8, goodput 0.48; a2 30/40 = 0.75, 20/40 = 0.5, goodput 0.375
+      - expr: round(deployment:llm_ttft_within_target:ratio_rate5m, 0.000001)
+        eval_time: 10m
+        exp_samples:
+          - {labels: '{deployment="a1"}', value: 0.6}
+          - {labels: '{deployment="a2"}', value: 0.75}
+      - expr: round(deployment:llm_tpot_within_target:ratio_rate1h, 0.000001)
+        eval_time: 30m
+        exp_samples:
+          - {labels: '{deployment="a1"}', value: 0.8}
+          - {labels: '{deployment="a2"}', value: 0.5}
+      - expr: round(deployment:llm_goodput:ratio_rate5m, 0.000001)
+        eval_time: 10m
+        exp_samples:
+          - {labels: '{deployment="a1"}', value: 0.48}
+          - {labels: '{deployment="a2"}', value: 0.375}
+"""
+
+
+@needs_promtool
+def test_auto_deployments_read_their_own_engine_and_bound_from_the_shared_chains(tmp_path: Path) -> None:
+    """Two auto deployments on different engines and targets: each goodput from its own engine's names and its
+    own bound only (hand arithmetic in AUTO_TEST)."""
+    _generate(
+        tmp_path,
+        """
+deployments:
+  - {name: a1, engine: auto, targets: ["http://127.0.0.1:1/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}
+  - {name: a2, engine: auto, targets: ["http://127.0.0.1:2/metrics"], model: meta-llama/Llama-3.1-8B-Instruct,
+     gpu: H100-SXM, max_model_len: 8192, slo: {ttft_seconds: 1, tpot_seconds: 0.05}}
+""",
+    )
+    (tmp_path / "auto_test.yml").write_text(AUTO_TEST, encoding="utf-8")
+    done = subprocess.run(
+        [str(PROMTOOL), "test", "rules", "auto_test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -218,3 +218,50 @@ def test_the_drift_alert_uses_the_configured_bound() -> None:
     advisor = next(f for f in generated.files if f.name == r.FILE_ADVISOR)
     expr = next(x.expr for x in advisor.groups[0].rules if x.alert == r.ALERT_CAPACITY_MODEL_DRIFT)
     assert expr == f"abs({c.CAPACITY_MODEL_ERROR_RATIO}) > 0.25"
+
+
+def _slo_bytes(deployments: tuple[DeploymentSLO, ...]) -> int:
+    generated = generate(RulesInput(deployments))
+    return len(render(next(f for f in generated.files if f.name == r.FILE_SLO)).encode())
+
+
+def _autos(n: int) -> tuple[DeploymentSLO, ...]:
+    return tuple(_slo(name=f"auto-{i}", engine="auto", ttft_seconds=(2.5, 1.0)[i % 2]) for i in range(n))
+
+
+def test_auto_deployments_share_one_or_chain_so_the_slo_file_stays_small() -> None:
+    """Issue 19: six auto deployments made a 310 KB slo.rules.yml (each with its own ``or`` chain over every
+    engine's names: the sixth added 51.6 KB). The chains are now written once: 131 KB for six, and each further
+    auto deployment adds its own rules and alerts only (14.0 KB)."""
+    six = _slo_bytes(_autos(6))
+    assert six < 150_000, six
+    assert six - _slo_bytes(_autos(5)) < 16_000
+
+
+def test_each_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 19: auto deployments' unknown buckets are one warning naming them all (before: two per deployment),
+    and no warning line repeats, on stderr or in the file header."""
+    generated = generate(RulesInput((*_autos(4), _slo(name="s", engine="sglang"), _slo(name="s2", engine="sglang"))))
+    auto = [w for w in generated.warnings if "engine auto" in w]
+    assert len(auto) == 1
+    assert all(f"'auto-{i}' TTFT le=" in auto[0] for i in range(4))
+    assert len(set(generated.warnings)) == len(generated.warnings)
+    slo = render(next(f for f in generated.files if f.name == r.FILE_SLO))
+    header = [line for line in slo.splitlines() if line.startswith("# - ")]
+    assert len(header) == len(set(header)) == len(generated.warnings)
+
+    config = tmp_path / "advisor.yaml"
+    config.write_text(
+        "deployments:\n"
+        + "".join(
+            f"  - {{name: a{i}, engine: auto, targets: ['http://127.0.0.1:{i + 1}/metrics'], "
+            "model: meta-llama/Llama-3.1-8B-Instruct, gpu: H100-SXM, max_model_len: 8192, "
+            "slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}\n"
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert _run(["rules", "generate", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
+    assert len(lines) == 1 and "'a0', 'a1', 'a2'" in lines[0]
