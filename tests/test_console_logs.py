@@ -146,8 +146,10 @@ def test_every_stderr_line_of_a_run_has_the_log_format_and_sigterm_ends_with_sto
     cfg = tmp_path / "advisor.yaml"
     cfg.write_text(json.dumps(_config(engine.url(), "0.5s")))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "advisor.cli", "--log-level", "debug", "--log-format", fmt, "run"]
-        + ["--config", str(cfg), "--listen", "127.0.0.1:0"],
+        [
+            *(sys.executable, "-m", "advisor.cli", "--log-level", "debug", "--log-format", fmt, "run"),
+            *("--config", str(cfg), "--listen", "127.0.0.1:0"),
+        ],
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -212,8 +214,10 @@ def test_compact_demo_lines_stay_under_160_characters_and_sigterm_says_stopped()
     characters (the full lines reach 380: engine lists, OPENED with why/effect/flag), and both streams say
     stopped. On main ``--compact`` did not exist (exit 2)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "advisor.cli", "demo", "--compact", "--listen", "127.0.0.1:0"]
-        + ["--duration", "0", "--speed", "20"],
+        [
+            *(sys.executable, "-m", "advisor.cli", "demo", "--compact", "--listen", "127.0.0.1:0"),
+            *("--duration", "0", "--speed", "20"),
+        ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
