@@ -306,3 +306,61 @@ def test_the_log_handler_writes_to_the_stderr_of_each_record(monkeypatch: pytest
     text = second.getvalue()
     assert "Logging error" not in text, text
     assert TEXT_LINE.match(text) and text.rstrip().endswith("advisor.test: after the swap"), text
+
+
+def _rec(deployment: str) -> Any:
+    from advisor.domain import Recommendation
+
+    return Recommendation(
+        id="3ec50bdbf032fe23",
+        deployment=deployment,
+        rule="kv_saturation",
+        dial="kv_cache_dtype",
+        action="set",
+        current="auto",
+        suggested="fp8",
+        flag="--kv-cache-dtype fp8",
+        severity="warning",
+        confidence=0.75,
+        summary="s",
+        description="d",
+        runbook="r",
+        opened_at=1_800_000_000.0,
+        resolved_at=1_800_000_060.0,
+        predicted_effect={},
+        evidence={},
+        problem="saturation",
+    )
+
+
+@pytest.mark.parametrize("kind", ["opened", "updated", "resolved"])
+@pytest.mark.parametrize("name_len", [8, 120, 400])
+def test_a_compact_transition_is_under_160_characters_and_keeps_its_id(kind: str, name_len: int) -> None:
+    """Whatever the deployment name's length (8, 120, 400 characters) and the reason's (300), the compact line is
+    under 160 characters and ends with the whole id (what ``/api/v1/recommendations/<id>`` and acks take); a short
+    one is not cut."""
+    from advisor.console import compact_transition
+    from advisor.rules.lifecycle import Transition
+
+    line = compact_transition(Transition(kind, _rec("d" * name_len), reason="KV usage 97%, " * 20))
+    assert len(line) < COMPACT_WIDTH, (len(line), line)
+    assert line.endswith(" | id 3ec50bdbf032fe23"), line
+    if name_len == 8 and kind == "opened":
+        assert "OPENED WARNING dddddddd saturation: kv_cache_dtype auto → fp8 | --kv-cache-dtype fp8" in line, line
+
+
+def test_compact_text_log_lines_are_one_line_under_160_characters() -> None:
+    """A 500-character message with a traceback: one line under 160, cut with ``…``; the exception reduced to
+    ``(Type: message)`` when the line has room (a short message)."""
+    from advisor.logfmt import TextFormatter
+
+    fmt = TextFormatter(compact=True)
+    try:
+        raise ValueError("bad page\nforged line")
+    except ValueError:
+        exc_info = sys.exc_info()
+    long = logging.LogRecord("advisor.x", logging.ERROR, __file__, 1, "x" * 500, None, exc_info)
+    short = logging.LogRecord("advisor.x", logging.ERROR, __file__, 1, "scrape failed", None, exc_info)
+    out_long, out_short = fmt.format(long), fmt.format(short)
+    assert "\n" not in out_long and len(out_long) == COMPACT_WIDTH - 1 and out_long.endswith("…"), out_long
+    assert out_short.endswith("ERROR advisor.x: scrape failed (ValueError: bad page\\nforged line)"), out_short
