@@ -38,17 +38,39 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _setup_logging(level: str, fmt: str = "text") -> None:
+def _setup_logging(level: str, fmt: str = "text", compact: bool = False) -> None:
+    """One handler on the root logger, in ``--log-format`` (``compact``: text lines under 160 characters), that
+    every logger reaches — apscheduler's, urllib3's, the HTTP servers' (:mod:`advisor.hangups`) — and Python's
+    warnings (``logging.captureWarnings``) and uncaught exceptions of threads (``threading.excepthook``, unless a
+    harness has its own) too, so that each line on stderr has the one format. The handler writes to the
+    ``sys.stderr`` of each record (:class:`advisor.logfmt.StderrHandler`)."""
     import logging
+    import threading
 
-    from advisor.logfmt import JSONFormatter, TextFormatter
+    from advisor.logfmt import JSONFormatter, StderrHandler, TextFormatter
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    handler = StderrHandler()
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter(compact=compact))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    if threading.excepthook is threading.__excepthook__:  # not a test harness's own hook (pytest's)
+        threading.excepthook = _log_thread_exception
+
+
+def _log_thread_exception(args: Any) -> None:
+    """``threading.excepthook``: an exception nothing caught on a thread, logged (logger ``advisor``) with its
+    traceback instead of printed raw (https://docs.python.org/3/library/threading.html#threading.excepthook)."""
+    import logging
+
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("advisor").error(
+        "uncaught exception on thread %s", name, exc_info=(args.exc_type, args.exc_value, args.exc_traceback)
+    )
 
 
 def _err(msg: str) -> None:
@@ -335,9 +357,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from advisor.config import load_config
+    from advisor.console import transition_printer
     from advisor.exporter import make_registry
     from advisor.scheduler import run_daemon
-    from advisor.service import Service, format_transition
+    from advisor.service import Service
 
     try:
         cfg = load_config(args.config)
@@ -357,7 +380,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard=args.shard,
         workers=args.workers,
         base_dir=Path(args.config).resolve().parent,
-        on_transition=lambda t: print(format_transition(t), flush=True),
+        on_transition=transition_printer(args.compact),
     )
     svc.external_url = external_url
     return run_daemon(
@@ -376,7 +399,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The same daemon against a built-in stand-in vLLM engine on loopback."""
     from advisor.demo import run_demo
 
-    return run_demo(args.listen, args.duration, args.speed)
+    return run_demo(args.listen, args.duration, args.speed, compact=args.compact)
 
 
 # -- inspect -------------------------------------------------------------------------------------------
@@ -618,6 +641,12 @@ class LazySubParsers(_SubParsersBase):
         super().__call__(parser, namespace, values, option_string)
 
 
+COMPACT_HELP = (
+    "console lines under 160 characters: a short line per recommendation (the status page and the API hold the "
+    "rest) and text log lines cut with …"
+)
+
+
 def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs): every sub-command's flags added, or with ``lazy`` only
     those of the sub-command given (:class:`LazySubParsers`; what :func:`main` uses)."""
@@ -676,6 +705,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         "scrape and evaluate the config's targets, ~2 ms each, in a quarter of the scrape interval, else 1; logged "
         "at start)",
     )
+    run.add_argument("--compact", action="store_true", help=COMPACT_HELP)
     run.set_defaults(func=cmd_run)
 
     demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
@@ -691,6 +721,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     demo.add_argument(
         "--speed", type=positive_float(1000.0), default=10.0, help="scenario seconds per real second (default 10)"
     )
+    demo.add_argument("--compact", action="store_true", help=COMPACT_HELP)
     demo.set_defaults(func=cmd_demo)
 
     once = sub.add_parser("once", help="scrape twice, evaluate once, print and exit")
@@ -739,7 +770,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capacity-advisor`` console script."""
     args = build_parser(lazy=True).parse_args(argv)
-    _setup_logging(args.log_level, args.log_format)
+    _setup_logging(args.log_level, args.log_format, getattr(args, "compact", False))
     try:
         rc: int = args.func(args)
     except (ValueError, AdvisorError) as exc:

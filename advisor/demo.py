@@ -23,9 +23,11 @@ import logging
 from typing import Any
 
 from advisor.config import Config, parse_config
+from advisor.console import transition_printer
 from advisor.exporter import make_registry
+from advisor.logfmt import fit
 from advisor.scheduler import run_daemon
-from advisor.service import Service, format_transition
+from advisor.service import Service
 from advisor.sim.scenarios import DEMO_SCENARIOS, Scenario
 from advisor.sim.server import start_fleet
 from advisor.sim.traffic import LognormalLengths, OnOff, TrafficProfile
@@ -73,37 +75,38 @@ def demo_config(deployments: list[dict[str, Any]]) -> Config:
     return parse_config(data, source="demo")
 
 
-def run_demo(listen: str, duration: float, speed: float = 10.0) -> int:
+def run_demo(listen: str, duration: float, speed: float = 10.0, compact: bool = False) -> int:
     """Start the simulated fleet and the daemon; print URLs and each recommendation transition.
 
-    ``duration`` seconds (0 = until SIGINT/SIGTERM). Returns the exit code.
+    ``duration`` seconds (0 = until SIGINT/SIGTERM); ``compact`` (``--compact``): every line printed under 160
+    characters (:func:`advisor.console.compact_transition`, :func:`advisor.logfmt.fit`). Returns the exit code.
     """
+
+    def say(line: str) -> None:
+        print(fit(line) if compact else line, flush=True)
+
     fleet = start_fleet(FLEET, speed=speed)
     try:
         cfg = demo_config([s.deployment_fields(fleet.urls(s.name)) for s in FLEET])
         registry, collector, metrics = make_registry()
-        svc = Service(cfg, collector, metrics, on_transition=lambda t: print(format_transition(t), flush=True))
+        svc = Service(cfg, collector, metrics, on_transition=transition_printer(compact))
 
         def announce(url: str) -> None:
             svc.external_url = url.rstrip("/") + "/"  # notifications link back to this advisor's page
-            print(f"capacity-advisor demo: a simulated fleet at {speed:g}× real time", flush=True)
+            say(f"capacity-advisor demo: a simulated fleet at {speed:g}× real time")
             for s in FLEET:
-                print(f"  engine {s.name:<18} {', '.join(fleet.urls(s.name))}  ({s.description})", flush=True)
-            print(f"  advisor metrics: {url}/metrics", flush=True)
-            print(f"  status page:     {url}/", flush=True)
-            print(f"  recommendations: {url}/api/v1/recommendations", flush=True)
-            print(
-                "  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)",
-                flush=True,
-            )
+                say(f"  engine {s.name:<18} {', '.join(fleet.urls(s.name))}  ({s.description})")
+            say(f"  advisor metrics: {url}/metrics")
+            say(f"  status page:     {url}/")
+            say(f"  recommendations: {url}/api/v1/recommendations")
+            say("  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)")
 
         code = run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)
         if svc.result is not None:  # the daemon ran: say how it ended, so a clean finish reads as one
             still_open = svc.lifecycle.open_recommendations()
-            print(
+            say(
                 f"capacity-advisor demo: stopped; {len(still_open)} recommendation(s) were open "
-                f"({', '.join(sorted({r.deployment for r in still_open})) or 'none'})",
-                flush=True,
+                f"({', '.join(sorted({r.deployment for r in still_open})) or 'none'})"
             )
         return code
     finally:

@@ -47,7 +47,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
@@ -71,6 +71,7 @@ from advisor.api_models import (
 from advisor.domain import Recommendation, rfc3339
 from advisor.errors import CapacityError, StateError
 from advisor.exporter import MetricsRenderer
+from advisor.hangups import QuietHangupServer
 from advisor.results import CycleResult, DeploymentResult
 from advisor.service import Service
 from advisor.status_page import CONTENT_SECURITY_POLICY, deployment_state_reason, redact_text, render_status_page
@@ -273,7 +274,7 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-class AdvisorHTTPServer(ThreadingHTTPServer):
+class AdvisorHTTPServer(QuietHangupServer):
     """Serves one :class:`Service` and registry.
 
     Args:

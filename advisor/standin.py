@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from advisor.engines.catalog import Family, reference_exposition
+from advisor.hangups import QuietHangupServer
 
 _V: Final = reference_exposition("vllm")
 
@@ -221,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class StandInServer(ThreadingHTTPServer):
+class StandInServer(QuietHangupServer):
     """Serves one :class:`StandInEngine` at ``/metrics`` on ``(host, port)`` (port 0 picks a free one)."""
 
     daemon_threads = True

@@ -24,12 +24,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 
 from prometheus_client.registry import Collector
 
+from advisor.hangups import QuietHangupServer
 from advisor.sim.engine import ReplicaObserver
 from advisor.sim.exposition import SGLangCollector, VLLMCollector, render
 from advisor.sim.fleet import Fleet
@@ -118,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _ReplicaServer(ThreadingHTTPServer):
+class _ReplicaServer(QuietHangupServer):
     daemon_threads = True
 
     def __init__(self, collector: Collector, host: str, port: int) -> None:
