@@ -1,13 +1,31 @@
 """The autoscaler signals of one deployment (issue 18): the replica count KEDA or an HPA should hold, the capacity
 left at today's load, and the time until the KV pool runs out at the current trend. Pure: the caller passes ``now``.
 
-* **Desired replicas** is the replica advice itself, never a second model: the ``replicas`` value an open
-  incident proposes (its suggested turn or an alternative, already stabilized by
-  :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, and never reversing within one
-  incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open (:class:`ReplicaHold`), else the
-  current count. It therefore rises once a saturation rule has held for its for-duration, not before. It is known
-  exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never 0: an
-  autoscaler reading 0 would scale the engine down).
+* **Desired replicas** leads the replica advice, from the same queueing model and the same stabilization:
+  ``max(advice, lead)``.
+
+  - The *advice* is the ``replicas`` value an open incident proposes (its suggested turn or an alternative, already
+    stabilized by :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, never reversing
+    within one incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open
+    (:class:`ReplicaHold`), else the current count. It rises once a saturation rule has held for its for-duration:
+    after the SLO broke, on a load that rose.
+  - The *lead* (:class:`ReplicaLead`) is ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the advice's sizing
+    (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead:
+    ``λ_ahead = λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
+    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives). It
+    is fed to a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
+    ``scale_up_window`` / ``scale_down_window`` — the current count on cycles without a need, so that a need must
+    last the whole scale-up window (and two cycles at least) before the count rises: a one-cycle spike never
+    raises it. Only rises come from it, and only while the throughput headroom is known (the same guards); a
+    scale-down stays the advice's (``over_provisioned`` and its for-duration). Once risen it holds, folding in a
+    higher advice, and falls once, to the current count, when its scale-down window holds no need and the advice
+    advises none: it never turns around inside one incident. Measured on the demo deployment under a linear ramp
+    0.3 → 3 requests/s over 100 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
+    at the 10× clock): desired rose 3 cycles before the goodput fell below its target, where the advice alone rose
+    1–3 cycles after. A step (the demo's own ramp) is not led reliably: no trend announces it.
+
+  It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
+  0: an autoscaler reading 0 would scale the engine down).
 * **Headroom** (ratio, 1 = idle, 0 = at the limit, negative = beyond it):
 
   - ``kv_ceiling``: ``1 − KV usage``, the capacity-weighted usage of the answering replicas' KV pools at the
@@ -21,9 +39,10 @@ left at today's load, and the time until the KV pool runs out at the current tre
     sizing is unknown, withheld (the history is too short for an arrival rate), or even one idle replica misses
     the SLO in the model. The arrival rate is read every cycle (:func:`advisor.rules.replicas.arrival_rate`, flow
     balance over the window); the capacity at the SLO is re-derived at most once per evaluation window
-    (:class:`SloCapacity`), the cadence at which the online calibration updates the latency model it rests on: its
-    search over the queueing model costs ~9 ms per deployment (``timeit``, Llama-3.1-8B on H100, this module's
-    tests), against ~0.07 ms of CPU per target for the rest of a cycle (issue 15).
+    (:class:`SloCapacity`; sooner when λ moves beyond a factor 2, or to confirm a rise of the lead), the cadence at
+    which the online calibration updates the latency model it rests on: its search over the queueing model costs
+    ~9 ms per deployment (``timeit``, Llama-3.1-8B on H100, this module's tests), against ~0.07 ms of CPU per target
+    for the rest of a cycle (issue 15).
 * **Time to KV exhaustion** (seconds): ``(1 − u_now) ÷ b`` per answering target, ``u_now`` its KV usage at its
   newest scrape and ``b`` the Theil–Sen slope (:func:`theil_sen_slope`) of its usage over the evaluation window's
   scrapes; the soonest over the targets (the first pool to fill starts to preempt). ``None`` when no target's
