@@ -12,7 +12,9 @@ left at today's load, and the time until the KV pool runs out at the current tre
   - The *lead* (:class:`ReplicaLead`) is ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the advice's sizing
     (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead:
     ``λ_ahead = λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
-    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives). It
+    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives);
+    counted only where the trend raises it above ``ceil(λ ÷ capacity)`` (today's need is the advice's, gated by
+    measured symptoms: :class:`ReplicaLead` gives the measured reason). It
     is fed to a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
     ``scale_up_window`` / ``scale_down_window`` — the current count on cycles without a need, so that a need must
     last the whole scale-up window (and two cycles at least) before the count rises: a one-cycle spike never
@@ -285,10 +287,15 @@ class ReplicaLead:
       advisor next re-derives), stated from :data:`MIN_TREND_SAMPLES` cycles (fewer: no extrapolation, λ_ahead =
       λ); a falling λ never lowers it (only rises come from the lead);
     * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the rounding of
-      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model). A need above the
-      lead's count is confirmed on a capacity derived now (``confirm``): the kept one may date from a lighter load
-      (on the demo ramp, 3.6 requests/s per replica kept from the light phase against 20 derived in the burst, which
-      sized 17 replicas where 2 serve);
+      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted only when
+      the trend raises it above ``ceil(λ ÷ capacity)``, the count the load needs now: that one is the advice's to
+      state, gated by measured symptoms (queue growth, KV saturation, goodput) so that the model alone never
+      scales. Measured reason: after the demo ramp's burst the model's capacity at the SLO fell to 2.2 requests/s
+      per replica while one replica served 2.4–3.2 with every request within the SLO (its online calibration still
+      carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas through the whole light
+      phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now (``confirm``): the
+      kept one may date from a lighter load (on the demo ramp, 3.6 requests/s per replica kept from the light phase
+      against 20 derived in the burst, which sized 17 replicas where 2 serve);
     * the raw count ``max(current, need)`` — the current count on a cycle without a need — is fed to ``stabilizer``
       (a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own, with ``rules.replicas``' windows) and read
       against the lead's count, as HPA's stabilization reads against the count it last set
@@ -331,9 +338,11 @@ class ReplicaLead:
         self._horizon = value
 
     def _need(self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]]) -> int:
+        """``ceil(λ_ahead ÷ capacity)`` when the trend raises it above ``ceil(λ ÷ capacity)``, else 0 (replicas)."""
         slope = theil_sen_slope(rates) if len(rates) >= MIN_TREND_SAMPLES else None
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
-        return math.ceil(ahead / capacity_at_slo - 1e-9)
+        need = math.ceil(ahead / capacity_at_slo - 1e-9)
+        return need if need > math.ceil(rate / capacity_at_slo - 1e-9) else 0
 
     def lead(
         self,

@@ -280,20 +280,49 @@ def test_the_lead_never_lowers_the_advice_and_a_scale_down_stays_the_advices() -
         ReplicaLead(ReplicaStabilizer(), float("nan"))
 
 
+def test_a_flat_load_above_the_capacity_is_the_advices_not_the_leads() -> None:
+    """λ = 3 every cycle with 2 replicas of 1/s each: the model says ceil(3 ÷ 1) = 3 now, but no trend raises it (the
+    slope is 0): today's need is the advice's to state, gated by measured symptoms; the lead states nothing."""
+    lead = _lead()
+    assert [lead.lead("d", 1000.0 + k, 2, 3.0, 1.0, 2) for k in range(8)] == [None] * 8
+
+
+def _rising(now: float, rate: float) -> Evaluation:
+    """The saturated deployment of the headroom test (4/s complete, 2 replicas, capacity at the SLO 0.8 × 4 ÷ 2 =
+    1.6/s per replica) whose in-flight population falls over the 60 s span so that λ = 4 − (first − 60) ÷ 60 =
+    ``rate``."""
+    return evaluation(
+        now=now,
+        ctx=context(replicas=2),
+        replicas_up=2,
+        requests_running=50.0,
+        requests_waiting=10.0,
+        requests_running_first=50.0 + 60.0 * (4.0 - rate),
+        requests_waiting_first=10.0,
+        requests_finished_per_second=4.0,
+        kv_cache_usage_ratio=0.95,
+        samples=10,
+        span_seconds=60.0,
+    )
+
+
 def test_the_lead_through_the_signals_and_stale_data() -> None:
-    """The saturated deployment of the headroom test (λ = 4/s, capacity at the SLO 1.6/s per replica, 2 running, no
-    advice): need ceil(4 ÷ 1.6) = 3 on every fresh cycle. At 1000 fresh (the scale-up window not yet covered: 2);
-    at 1001 stale → ``None`` (never 0), and the need's persistence restarts; 1002 and 1003 fresh: two cycles, 1 s of
-    the 2 s window → 2; 1004: the window covered, three cycles of need → 3."""
+    """λ = 2.0, 2.25, 2.5, 2.75, 3.0 at 1000 … 1004 (2 replicas serve 2 × 1.6 = 3.2 within the SLO; no advice).
+    From 1002 the Theil–Sen slope is 0.25 → λ_ahead = λ + 1.25: 3.75, 4.0, 4.25 → ceil(÷ 1.6) = 3, above today's
+    ceil(λ ÷ 1.6) = 2 → raw 3 at 1002, 1003, 1004; the scale-up window (2 s) holds only 3s at 1004 → desired 3 there,
+    with λ = 3.0 < 3.2. At 1005 stale → ``None`` (never 0). At 1006 fresh again: its rates forgotten, no slope, no
+    need (raw 2), but the scale-down window (10 s) still holds the 3s: desired stays 3."""
     lead = _lead()
     kept = SloCapacity(300.0)
     got = []
-    for now, state in ((1000.0, "fresh"), (1001.0, "stale"), (1002.0, "fresh"), (1003.0, "fresh"), (1004.0, "fresh")):
-        ev = _saturated(now, 4.0)
-        if state != "fresh":
-            ev = evaluation(now=now, ctx=context(replicas=2), state=state)
-        got.append(autoscaler_signals(ev, [], [], 60.0, 0.95, kept, lead=lead).desired_replicas)
-    assert got == [2, None, 2, 2, 3]
+    for k, rate in enumerate([2.0, 2.25, 2.5, 2.75, 3.0, None, 3.25]):
+        now = 1000.0 + k
+        ev = _rising(now, rate) if rate is not None else evaluation(now=now, ctx=context(replicas=2), state="stale")
+        sig = autoscaler_signals(ev, [], [], 60.0, 0.95, kept, lead=lead)
+        if rate is not None:
+            assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((rate, 1.6), rel=1e-9)
+        got.append(sig.desired_replicas)
+    assert got == [2, 2, 2, 2, 3, None, 3]
 
 
 def test_the_capacity_at_the_slo_is_re_derived_once_the_arrival_rate_moves_beyond_a_factor_two() -> None:
