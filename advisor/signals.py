@@ -23,8 +23,9 @@ left at today's load, and the time until the KV pool runs out at the current tre
     higher advice, and falls once, to the current count, when its scale-down window holds no need and the advice
     advises none: it never turns around inside one incident. Measured on the demo deployment under a linear ramp
     0.3 → 3 requests/s over 100 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
-    at the 10× clock): desired rose 3 cycles before the goodput fell below its target, where the advice alone rose
-    1–3 cycles after. A step (the demo's own ramp) is not led reliably: no trend announces it.
+    at the 10× clock, six runs): desired rose 1–4 cycles before the goodput fell below its target, where the
+    advice's own count came 1.5 cycles after it (one run's log). A step (the demo's own ramp) is not led
+    reliably: no trend announces it.
 
   It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
   0: an autoscaler reading 0 would scale the engine down).
