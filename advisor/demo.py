@@ -59,7 +59,11 @@ def demo_config(deployments: list[dict[str, Any]]) -> Config:
             "cooldown": "5s",
             # the fleet runs on a 10× clock: the 5 s window's 4 s between its oldest and newest scrape (1 s apart)
             # are 40 simulated s, an arrival rate's history
-            "replicas": {"min_history": "4s"},
+            # and its scale-up / scale-down windows (HPA behavior's, defaults 60 s / 300 s) are 20 / 100 simulated s:
+            # a need must last two cycles after the first (a one-cycle spike never scales) and a rise is held 10
+            # cycles after the need ends — within the ramp's 15 s burst and 20 s light phase, which the defaults
+            # (60 and 300 cycles) would outlast
+            "replicas": {"min_history": "4s", "scale_up_window": "2s", "scale_down_window": "10s"},
             "kv_saturation": {"for": "3s", "usage_threshold": 0.9, "resolve_below": 0.8},
             "goodput": {"for": "3s", "min_requests": 5},
             "queue_growth": {"for": "3s"},

@@ -213,15 +213,19 @@ class AdvisorCollector(Collector):
             "exported. The replicas value is stabilized "
             "as HPA behavior does: it scales up to the lowest raw count of the last 60 s and down to the highest of "
             "the last 300 s (rules.replicas.scale_up_window / scale_down_window). For an autoscaler read "
-            f"{c.DESIRED_REPLICAS}: the same replicas value, or the current count when none is advised, present "
-            "whenever the data is fresh.",
+            f"{c.DESIRED_REPLICAS}: it leads this value (the same model and stabilization applied to the arrival "
+            "rate's trend), never below it while the incident is open, and is the current count when nothing is "
+            "advised; present whenever the data is fresh.",
             [c.LABEL_DEPLOYMENT, c.LABEL_DIAL],
         )
         desired = gauge(
             c.DESIRED_REPLICAS,
-            "Replicas the deployment should run (for KEDA / HPA): the replica advice's count (the queueing model, "
-            "stabilized as HPA behavior does, never reversing within one incident), else the current count. Present "
-            "whenever the data is fresh; absent (never 0) when it is stale or unavailable.",
+            "Replicas the deployment should run (for KEDA / HPA); it leads the replica advice: max(the advice's "
+            "count, ceil(arrival rate one evaluation window ahead at its Theil-Sen trend / requests/s one replica "
+            "serves within the SLO)), both from the queueing model and stabilized as HPA behavior does "
+            "(rules.replicas scale_up_window / scale_down_window), never reversing within one incident; the current "
+            "count when neither asks more. Present whenever the data is fresh; absent (never 0) when it is stale or "
+            "unavailable.",
         )
         headroom = gauge(
             c.CAPACITY_HEADROOM_RATIO,

@@ -1,13 +1,34 @@
 """The autoscaler signals of one deployment (issue 18): the replica count KEDA or an HPA should hold, the capacity
 left at today's load, and the time until the KV pool runs out at the current trend. Pure: the caller passes ``now``.
 
-* **Desired replicas** is the replica advice itself, never a second model: the ``replicas`` value an open
-  incident proposes (its suggested turn or an alternative, already stabilized by
-  :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, and never reversing within one
-  incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open (:class:`ReplicaHold`), else the
-  current count. It therefore rises once a saturation rule has held for its for-duration, not before. It is known
-  exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never 0: an
-  autoscaler reading 0 would scale the engine down).
+* **Desired replicas** leads the replica advice, from the same queueing model and the same stabilization:
+  ``max(advice, lead)``.
+
+  - The *advice* is the ``replicas`` value an open incident proposes (its suggested turn or an alternative, already
+    stabilized by :class:`advisor.rules.replicas.ReplicaStabilizer` and the rules' for-durations, never reversing
+    within one incident — :mod:`advisor.rules.lifecycle`), held while that incident stays open
+    (:class:`ReplicaHold`), else the current count. It rises once a saturation rule has held for its for-duration:
+    after the SLO broke, on a load that rose.
+  - The *lead* (:class:`ReplicaLead`) is ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the advice's sizing
+    (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead:
+    ``λ_ahead = λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
+    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives);
+    counted only where the trend raises it above ``ceil(λ ÷ capacity)`` (today's need is the advice's, gated by
+    measured symptoms: :class:`ReplicaLead` gives the measured reason). It
+    is fed to a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
+    ``scale_up_window`` / ``scale_down_window`` — the current count on cycles without a need, so that a need must
+    last the whole scale-up window (and two cycles at least) before the count rises: a one-cycle spike never
+    raises it. Only rises come from it, and only while the throughput headroom is known (the same guards); a
+    scale-down stays the advice's (``over_provisioned`` and its for-duration). Once risen it holds, folding in a
+    higher advice, and falls once, to the current count, when its scale-down window holds no need and the advice
+    advises none: it never turns around inside one incident. Measured on the demo deployment under a linear ramp
+    0.3 → 3 requests/s over 100 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
+    at the 10× clock, six runs): desired rose 1–4 cycles before the goodput fell below its target, where the
+    advice's own count came 1.5 cycles after it (one run's log). A step (the demo's own ramp) is not led
+    reliably: no trend announces it.
+
+  It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
+  0: an autoscaler reading 0 would scale the engine down).
 * **Headroom** (ratio, 1 = idle, 0 = at the limit, negative = beyond it):
 
   - ``kv_ceiling``: ``1 − KV usage``, the capacity-weighted usage of the answering replicas' KV pools at the
@@ -21,9 +42,10 @@ left at today's load, and the time until the KV pool runs out at the current tre
     sizing is unknown, withheld (the history is too short for an arrival rate), or even one idle replica misses
     the SLO in the model. The arrival rate is read every cycle (:func:`advisor.rules.replicas.arrival_rate`, flow
     balance over the window); the capacity at the SLO is re-derived at most once per evaluation window
-    (:class:`SloCapacity`), the cadence at which the online calibration updates the latency model it rests on: its
-    search over the queueing model costs ~9 ms per deployment (``timeit``, Llama-3.1-8B on H100, this module's
-    tests), against ~0.07 ms of CPU per target for the rest of a cycle (issue 15).
+    (:class:`SloCapacity`; sooner when λ moves beyond a factor 2, or to confirm a rise of the lead), the cadence at
+    which the online calibration updates the latency model it rests on: its search over the queueing model costs
+    ~9 ms per deployment (``timeit``, Llama-3.1-8B on H100, this module's tests), against ~0.07 ms of CPU per target
+    for the rest of a cycle (issue 15).
 * **Time to KV exhaustion** (seconds): ``(1 − u_now) ÷ b`` per answering target, ``u_now`` its KV usage at its
   newest scrape and ``b`` the Theil–Sen slope (:func:`theil_sen_slope`) of its usage over the evaluation window's
   scrapes; the soonest over the targets (the first pool to fill starts to preempt). ``None`` when no target's
@@ -34,7 +56,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from advisor import conventions as c
@@ -43,6 +66,7 @@ from advisor.evaluate import TargetView
 from advisor.rules.base import Evaluation
 from advisor.rules.replicas import (
     MIN_ARRIVAL_SPAN_SECONDS,
+    ReplicaStabilizer,
     arrival_history_withheld,
     arrival_rate,
     size_replicas,
@@ -79,13 +103,34 @@ class AutoscalerSignals:
     capacity_at_slo_per_replica: float | None = None
 
 
+CAPACITY_RATE_FACTOR = 2.0
+"""Factor by which the arrival rate may move from the one a kept capacity at the SLO was derived at before it is
+re-derived (:class:`SloCapacity`): a doubling of the load is a new operating point; a rise from 0.3 to 3
+requests/s re-derives 3–4 times."""
+
+
+def _rate(ev: Evaluation) -> float:
+    rates = arrival_rate(ev.stats)
+    return 0.0 if rates is None else rates[0]
+
+
+def _within_factor(rate: float, then: float) -> bool:
+    """``rate`` within :data:`CAPACITY_RATE_FACTOR` of ``then`` either way (both requests/s ≥ 0)."""
+    return then / CAPACITY_RATE_FACTOR <= rate <= then * CAPACITY_RATE_FACTOR
+
+
 class SloCapacity:
     """Per deployment, the requests/s one replica serves within the SLO
     (:attr:`advisor.rules.replicas.ReplicaSizing.capacity_at_slo_per_replica`), re-derived at most once per
     ``refresh_seconds`` (the daemon: its evaluation window). Not thread-safe: one loop owns it.
 
-    A sizing that is unknown or withheld (history too short) is not kept: the next cycle asks again. A clock that
-    stepped back (``now`` before the kept time) re-derives.
+    Also re-derived, sooner, once the window's arrival rate has moved by more than :data:`CAPACITY_RATE_FACTOR`
+    either way from the rate it was derived at: the capacity rests on the window's load (the batch the model is
+    calibrated at, whether the replica is saturated), and a rising load must not be judged against a light one's
+    capacity (measured on a linear ramp 0.3 → 3 requests/s of the demo deployment: 38.6 requests/s per replica kept
+    from the light phase while 15 were derived at the ramp's top). A sizing that is unknown or withheld (history too
+    short) is not kept: the next cycle asks again. A clock that stepped back (``now`` before the kept time)
+    re-derives.
 
     Raises:
         ValueError: ``refresh_seconds`` is negative or not finite.
@@ -93,7 +138,7 @@ class SloCapacity:
 
     def __init__(self, refresh_seconds: float) -> None:
         self.refresh_seconds = refresh_seconds
-        self._kept: dict[str, tuple[float, float | None]] = {}
+        self._kept: dict[str, tuple[float, float | None, float]] = {}  # (derived at, capacity, arrival rate then)
 
     @property
     def refresh_seconds(self) -> float:
@@ -109,17 +154,22 @@ class SloCapacity:
     def capacity(self, ev: Evaluation, min_history_seconds: float) -> float | None:
         """The capacity at the SLO per replica for ``ev``'s deployment (requests/s > 0), or ``None`` (unknown, or
         even one idle replica misses the SLO in the model)."""
-        key = ev.ctx.name
-        kept = self._kept.get(key)
-        if kept is not None and 0 <= ev.now - kept[0] < self._refresh:
+        kept = self._kept.get(ev.ctx.name)
+        if kept is not None and 0 <= ev.now - kept[0] < self._refresh and _within_factor(_rate(ev), kept[2]):
             return kept[1]
+        return self.derive(ev, min_history_seconds)
+
+    def derive(self, ev: Evaluation, min_history_seconds: float) -> float | None:
+        """As :meth:`capacity`, derived now whatever is kept (and kept from now): :class:`ReplicaLead` confirms a
+        rise on it."""
+        key = ev.ctx.name
         sizing = size_replicas(ev, min_history_seconds=min_history_seconds)
         if sizing is None or sizing.withheld is not None:
             self._kept.pop(key, None)
             return None
         at = sizing.capacity_at_slo_per_replica
         value = at if at is not None and at > 0 and math.isfinite(at) else None
-        self._kept[key] = (ev.now, value)
+        self._kept[key] = (ev.now, value, sizing.arrival_rate)
         return value
 
     def retain(self, deployments: Collection[str]) -> None:
@@ -220,6 +270,146 @@ class ReplicaHold:
         self._held = {k: v for k, v in self._held.items() if k in deployments}
 
 
+LEAD_MIN_CYCLES = 2
+"""Fewest consecutive cycles with the headroom known whose need is above the lead's count before it rises: one
+cycle is a spike, whatever the scale-up window's length (with ``scale_up_window: 0s``, HPA's "at once", the window
+holds that one cycle alone)."""
+
+
+class ReplicaLead:
+    """Per deployment, the count the load will need by the advisor's next re-derivation, stabilized — the *lead*
+    of ``advisor_desired_replicas`` (module docstring). Not thread-safe: one loop owns it.
+
+    Each fresh cycle (:meth:`lead`) with the throughput headroom known (λ and the capacity at the SLO per replica
+    stated, as :func:`autoscaler_signals` states them):
+
+    * λ_ahead = λ + max(0, slope) × horizon, the slope the Theil–Sen slope (:func:`theil_sen_slope`, requests/s per
+      second) of the per-cycle λ over the last ``horizon_seconds`` (the evaluation window: the time before the
+      advisor next re-derives), stated from :data:`MIN_TREND_SAMPLES` cycles (fewer: no extrapolation, λ_ahead =
+      λ); a falling λ never lowers it (only rises come from the lead);
+    * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the rounding of
+      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted only when
+      the trend raises it above ``ceil(λ ÷ capacity)``, the count the load needs now: that one is the advice's to
+      state, gated by measured symptoms (queue growth, KV saturation, goodput) so that the model alone never
+      scales. Measured reason: after the demo ramp's burst the model's capacity at the SLO fell to 2.2 requests/s
+      per replica while one replica served 2.4–3.2 with every request within the SLO (its online calibration still
+      carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas through the whole light
+      phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now (``confirm``): the
+      kept one may date from a lighter load (on the demo ramp, 3.6 requests/s per replica kept from the light phase
+      against 20 derived in the burst, which sized 17 replicas where 2 serve);
+    * the raw count ``max(current, need)`` — the current count on a cycle without a need — is fed to ``stabilizer``
+      (a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own, with ``rules.replicas``' windows) and read
+      against the lead's count, as HPA's stabilization reads against the count it last set
+      (``stabilizeRecommendationWithBehaviors``). Feeding the current count on cycles without a need (not nothing)
+      is what makes the scale-up window's minimum demand persistence (the stabilizer states a lone point's raw
+      count at once).
+
+    The lead **rises** to the lowest raw count of the scale-up window, once (a) that is above its count, (b) the
+    previous cycle with the headroom known also needed more (:data:`LEAD_MIN_CYCLES`), and (c) the cycles with the
+    headroom known have covered one scale-up window since a start or data that was not fresh (:meth:`not_fresh`).
+    A one-cycle spike never raises it. While above the current count (one *lead incident*) it never turns around,
+    as the replica advice within one incident (:mod:`advisor.rules.lifecycle`): it holds, folding in the advice's
+    count (``advised``) when that is higher, and **falls once**, to the current count, when the scale-down window
+    holds no need above the current count and the advice advises none: ``max(advice, lead)`` then falls in one
+    step, never down and up again inside one incident. A fresh cycle with the headroom unknown (a window one scrape
+    short withholds its rate: on the demo ramp one cycle in four) feeds nothing and raises nothing — feeding the
+    current count then would restart every persisting need — but a lead incident may end on it.
+
+    Raises:
+        ValueError: ``horizon_seconds`` is negative or not finite.
+    """
+
+    def __init__(self, stabilizer: ReplicaStabilizer, horizon_seconds: float) -> None:
+        self.stabilizer = stabilizer
+        self.horizon_seconds = horizon_seconds
+        self._rates: dict[str, deque[tuple[float, float]]] = {}
+        self._since: dict[str, float] = {}
+        self._above: dict[str, int] = {}  # consecutive known cycles whose need was above the lead's count
+        self._led: dict[str, int] = {}
+
+    @property
+    def horizon_seconds(self) -> float:
+        """Seconds of per-cycle arrival rates the slope reads and the slope is extrapolated over."""
+        return self._horizon
+
+    @horizon_seconds.setter
+    def horizon_seconds(self, value: float) -> None:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"horizon_seconds must be a finite number ≥ 0, got {value!r}")
+        self._horizon = value
+
+    def _need(self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]]) -> int:
+        """``ceil(λ_ahead ÷ capacity)`` when the trend raises it above ``ceil(λ ÷ capacity)``, else 0 (replicas)."""
+        slope = theil_sen_slope(rates) if len(rates) >= MIN_TREND_SAMPLES else None
+        ahead = rate + max(0.0, slope or 0.0) * self._horizon
+        need = math.ceil(ahead / capacity_at_slo - 1e-9)
+        return need if need > math.ceil(rate / capacity_at_slo - 1e-9) else 0
+
+    def lead(
+        self,
+        deployment: str,
+        now: float,
+        current: int,
+        rate: float | None,
+        capacity_at_slo: float | None,
+        advised: int | None = None,
+        confirm: Callable[[], float | None] | None = None,
+    ) -> int | None:
+        """One fresh cycle of ``deployment`` at ``now`` (unix s) with ``current`` replicas, the window's arrival
+        rate ``rate`` (requests/s), the kept capacity at the SLO per replica ``capacity_at_slo`` (requests/s), each
+        ``None`` when unknown or withheld, and the replica advice's count ``advised`` (replicas; ``None``: none).
+        ``confirm`` derives the capacity at the SLO now (requests/s, ``None``: unknown); default: the kept one
+        stands. Returns the lead count (replicas) while it is above ``current``, else ``None`` (no lead: the advice
+        alone decides)."""
+        rates = self._rates.setdefault(deployment, deque())
+        if (rates and rates[-1][0] > now) or self._since.get(deployment, now) > now:  # the clock stepped back
+            rates.clear()
+            self._since.pop(deployment, None)
+        ok = rate is not None and math.isfinite(rate) and rate >= 0
+        if ok and rate is not None:
+            rates.append((now, rate))
+        while rates and now - rates[0][0] > self._horizon:
+            rates.popleft()
+        last = max(self._led.get(deployment, current), current)
+        need: int | None = None
+        if ok and rate is not None and capacity_at_slo is not None and capacity_at_slo > 0:
+            need = self._need(rate, capacity_at_slo, list(rates))
+            if need > last and confirm is not None:
+                fresh = confirm()
+                need = self._need(rate, fresh, list(rates)) if fresh is not None and fresh > 0 else None
+        value = last
+        if need is not None:
+            self.stabilizer.observe(deployment, now, max(current, need))
+            since = self._since.setdefault(deployment, now)
+            self._above[deployment] = self._above.get(deployment, 0) + 1 if need > last else 0
+            up = self.stabilizer.value(deployment, now, last)
+            if up > last and self._above[deployment] >= LEAD_MIN_CYCLES and now - since >= self.stabilizer.up_window:
+                value = up
+        if value == last and last > current:  # a lead incident holds, folds the advice in, or ends at once
+            if advised is not None and advised > last:
+                value = advised
+            elif (advised is None or advised <= current) and self.stabilizer.value(deployment, now, last) <= current:
+                value = current
+        self._led[deployment] = value
+        return value if value > current else None
+
+    def not_fresh(self, deployment: str) -> None:
+        """A cycle of ``deployment`` without fresh data: its arrival rates are forgotten and a rise waits for a
+        whole scale-up window of fresh cycles again; a count already led stays held."""
+        self._rates.pop(deployment, None)
+        self._since.pop(deployment, None)
+        self._above.pop(deployment, None)
+
+    def retain(self, deployments: Collection[str]) -> None:
+        """Forget every deployment not in ``deployments`` (a reload removed it)."""
+        for d in [d for d in self._led.keys() | self._since.keys() if d not in deployments]:
+            self.stabilizer.forget(d)
+        self._rates = {k: v for k, v in self._rates.items() if k in deployments}
+        self._since = {k: v for k, v in self._since.items() if k in deployments}
+        self._above = {k: v for k, v in self._above.items() if k in deployments}
+        self._led = {k: v for k, v in self._led.items() if k in deployments}
+
+
 def autoscaler_signals(
     ev: Evaluation,
     recommendations: Sequence[Recommendation],
@@ -229,6 +419,7 @@ def autoscaler_signals(
     slo_capacity: SloCapacity | None = None,
     min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
     hold: ReplicaHold | None = None,
+    lead: ReplicaLead | None = None,
 ) -> AutoscalerSignals:
     """Every signal of the module docstring for one evaluated deployment; only while the data is fresh, everything
     ``None`` otherwise (stale numbers must not steer an autoscaler).
@@ -237,21 +428,31 @@ def autoscaler_signals(
     replicas (the snapshot's, exported as ``advisor_kv_cache_usage_ratio``). ``slo_capacity``: the deployment's
     kept capacity at the SLO (default: derived now, :func:`advisor.rules.replicas.size_replicas`).
     ``min_history_seconds``: ``rules.replicas.min_history``, as the replica rules use it. ``hold``: the
-    deployment's held incident count (:class:`ReplicaHold`; default none held).
+    deployment's held incident count (:class:`ReplicaHold`; default none held). ``lead``: the deployments' lead
+    (:class:`ReplicaLead`, fed this cycle; default none: desired replicas is the advice's count alone).
     """
     current = int(ev.ctx.replicas)
     desired = desired_replicas(ev, recommendations, hold)
     if desired is None:
+        if lead is not None:
+            lead.not_fresh(ev.ctx.name)
         return AutoscalerSignals(None, current)
     usage = kv_usage_ratio
     kv_room = 1.0 - min(max(usage, 0.0), 1.0) if usage is not None and math.isfinite(usage) else None
     rates = arrival_rate(ev.stats)
     lam = at_slo = slo_room = None
+    kept = slo_capacity or SloCapacity(0.0)
     if rates is not None and arrival_history_withheld(ev, min_history_seconds) is None and current > 0:
         lam = rates[0]
-        at_slo = (slo_capacity or SloCapacity(0.0)).capacity(ev, min_history_seconds)
+        at_slo = kept.capacity(ev, min_history_seconds)
         if at_slo is not None:
             slo_room = 1.0 - lam / (current * at_slo)
+    if lead is not None:
+        led = lead.lead(
+            ev.ctx.name, ev.now, current, lam, at_slo, desired, lambda: kept.derive(ev, min_history_seconds)
+        )
+        if led is not None:
+            desired = max(desired, led)
     trend = kv_exhaustion(targets, ev.now, window_seconds)
     return AutoscalerSignals(
         desired_replicas=desired,

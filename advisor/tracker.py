@@ -37,7 +37,7 @@ from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
-from advisor.signals import ReplicaHold, SloCapacity, autoscaler_signals
+from advisor.signals import ReplicaHold, ReplicaLead, SloCapacity, autoscaler_signals
 from advisor.telemetry import WindowAccumulator
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
@@ -302,6 +302,10 @@ class Tracker:
         """The incident count ``advisor_desired_replicas`` holds while its incident is open (issue 18)."""
         self.slo_capacity = SloCapacity(evaluation_window)
         """Each deployment's capacity at the SLO per replica, re-derived once per evaluation window (issue 18)."""
+        lead_windows = replica_windows if replica_windows is not None else ()
+        self.replica_lead = ReplicaLead(ReplicaStabilizer(*lead_windows), evaluation_window)
+        """The lead of ``advisor_desired_replicas``: the arrival rate's trend over one evaluation window, stabilized
+        with the replica advice's windows (issue 18)."""
         self._deps: dict[str, _Deployment] = {}
         self._model_error_warned: set[str] = set()
         self.calibration = OnlineCalibration()
@@ -328,14 +332,15 @@ class Tracker:
         self.lifecycle.cooldown_seconds = cooldown_seconds
         self.lifecycle.max_gap_seconds = max_gap_seconds
         if replica_windows is not None:
-            stab = self.lifecycle.replica_stabilizer
-            stab.up_window, stab.down_window = replica_windows
+            for stab in (self.lifecycle.replica_stabilizer, self.replica_lead.stabilizer):
+                stab.up_window, stab.down_window = replica_windows
         self.evaluation_window = evaluation_window
         self.scrape_interval = scrape_interval
         self.quality = quality
         self.model_error_bound = model_error_bound
         self.replica_min_history = replica_min_history
         self.slo_capacity.refresh_seconds = evaluation_window
+        self.replica_lead.horizon_seconds = evaluation_window
 
     def set_deployments(self, deployments: Sequence[tuple[DeploymentContext, Sequence[str]]]) -> None:
         """The deployments to evaluate, in order, each with its targets. A (deployment, target) that stays
@@ -353,6 +358,7 @@ class Tracker:
         self._model_error_warned &= set(deps)
         self.calibration.forget(deps)
         self.replica_hold.retain(deps)
+        self.replica_lead.retain(deps)
         self.slo_capacity.retain(())  # a reload may change a deployment's SLO, GPU or model: derive again
 
     def add_deployment(self, ctx: DeploymentContext, urls: Sequence[str] = (), *, count_replicas: bool = True) -> None:
@@ -558,6 +564,7 @@ class Tracker:
                     self.slo_capacity,
                     min_history_seconds=self.replica_min_history,
                     hold=self.replica_hold,
+                    lead=self.replica_lead,
                 )
                 done.append(
                     (

@@ -10,8 +10,10 @@ import pytest
 from advisor.domain import EngineSnapshot, Recommendation, TimedSnapshot
 from advisor.evaluate import TargetView
 from advisor.rules.base import Evaluation
+from advisor.rules.replicas import ReplicaStabilizer
 from advisor.signals import (
     ReplicaHold,
+    ReplicaLead,
     SloCapacity,
     autoscaler_signals,
     desired_replicas,
@@ -207,3 +209,141 @@ def test_the_incident_count_is_held_while_the_incident_stays_open() -> None:
     assert desired_replicas(ev, [_rec()], hold) == 5
     assert desired_replicas(ev, [], hold) == 2
     assert desired_replicas(ev, [_rec()], hold) == 2  # forgotten with its incident: a later r1 holds nothing
+
+
+def _lead() -> ReplicaLead:
+    """The demo's windows: scale up to the lowest raw count of 2 s, down to the highest of 10 s; a 5 s horizon (the
+    evaluation window)."""
+    return ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=5.0)
+
+
+def _run(lead: ReplicaLead, rates: list[float], start: int = 0, advised: dict[int, int] | None = None) -> list[int]:
+    """Cycles 1 s apart from t = 1000 + ``start``, 2 replicas running, 1 request/s per replica within the SLO: the
+    desired count each cycle, max(advice, lead), the advice 2 (none) unless ``advised`` says otherwise."""
+    out = []
+    for k, rate in enumerate(rates, start=start):
+        adv = (advised or {}).get(k, 2)
+        led = lead.lead("d", 1000.0 + k, 2, rate, 1.0, adv)
+        out.append(max(adv, led or 2))
+    return out
+
+
+RISING = [1.0 + 0.125 * k for k in range(7)]
+"""λ rising 0.125 requests/s each 1 s cycle: 2 replicas serve 2.0 within the SLO, so it breaks past k = 8."""
+
+
+def test_a_rising_arrival_rate_leads_the_count_before_the_slo_breaks() -> None:
+    """λ_k = 1 + 0.125 k; capacity 1/s per replica, 2 running. From k = 2 three collinear points give the Theil–Sen
+    slope 0.125 exactly; λ_ahead = λ + 0.125 × 5 s. k = 0: 1.0 (no slope) → need 1; k = 1: 1.125 → 2; k = 2: 1.25 +
+    .625 = 1.875 → 2; k = 3: 2.0 → 2; k = 4: 2.125 → 3; k = 5: 2.25 → 3; k = 6: 2.375 → 3. The raw count max(2, need)
+    is 3 from k = 4; the scale-up window (2 s: k − 2 … k) holds only 3s at k = 6 → desired 3 at k = 6, where λ =
+    1.75 < 2.0: before the SLO breaks, with no replica advice at all."""
+    assert _run(_lead(), RISING) == [2, 2, 2, 2, 2, 2, 3]
+
+
+def test_a_one_cycle_spike_never_raises_the_count() -> None:
+    """λ = 1 every cycle but one, k = 6, at 13/s (a transient queue): its need is ceil(13 ÷ 1) = 13 (Theil–Sen over
+    k = 1 … 6: ten zero pairwise slopes and five positive → median 0). At k = 7 the median is 0 again (ten zero
+    pairs, four positive, one negative) → need 1. The scale-up window's lowest raw count is 2 at k = 6 and the spike
+    is one cycle (two are needed): desired stays 2 throughout."""
+    rates = [1.0] * 13
+    rates[6] = 13.0
+    assert _run(_lead(), rates) == [2] * 13
+
+
+def test_after_the_need_ends_the_count_is_held_for_the_scale_down_window_then_falls_once() -> None:
+    """RISING (desired 3 from k = 6, raw 3 at k = 4, 5, 6), then λ = 1 from k = 7: k = 7's slope is still 0.125
+    (ten pairs of the rising five, five negative with the drop → the 8th of 15) → 1.625 → need 2; from k = 8 the
+    median is negative or 0 → need 1. Raw 2 from k = 7. The scale-down window (10 s) holds k = 6's 3 through
+    k = 16 (16 − 6 = 10); at k = 17 its highest raw count is 2, the current count: desired falls once, to 2."""
+    lead = _lead()
+    _run(lead, RISING)
+    after = _run(lead, [1.0] * 14, start=7)
+    assert after == [3] * 10 + [2] * 4
+
+
+def test_the_advice_folded_into_the_lead_falls_with_it_once() -> None:
+    """As above, but an incident advises 4 at k = 8 and 9 and resolves at k = 10: max(advice, lead) would go 3 → 4 →
+    3 → 2 (down and up inside one incident's life). The lead folds the higher advice in (4) and holds it until its
+    scale-down window is clear (k = 17) and the advice advises nothing: 3, 3, 4 … 4, then 2 once."""
+    lead = _lead()
+    _run(lead, RISING)
+    after = _run(lead, [1.0] * 14, start=7, advised={8: 4, 9: 4})
+    assert after == [3] + [4] * 9 + [2] * 4
+
+
+def test_the_lead_never_lowers_the_advice_and_a_scale_down_stays_the_advices() -> None:
+    """λ = 0.5 with 2 running (need 1): the lead states nothing, so an over-provisioned advice of 1 stands."""
+    lead = _lead()
+    assert [lead.lead("d", 1000.0 + k, 2, 0.5, 1.0, 1) for k in range(5)] == [None] * 5
+    with pytest.raises(ValueError, match="horizon_seconds"):
+        ReplicaLead(ReplicaStabilizer(), float("nan"))
+
+
+def test_a_flat_load_above_the_capacity_is_the_advices_not_the_leads() -> None:
+    """λ = 3 every cycle with 2 replicas of 1/s each: the model says ceil(3 ÷ 1) = 3 now, but no trend raises it (the
+    slope is 0): today's need is the advice's to state, gated by measured symptoms; the lead states nothing."""
+    lead = _lead()
+    assert [lead.lead("d", 1000.0 + k, 2, 3.0, 1.0, 2) for k in range(8)] == [None] * 8
+
+
+def _rising(now: float, rate: float) -> Evaluation:
+    """The saturated deployment of the headroom test (4/s complete, 2 replicas, capacity at the SLO 0.8 × 4 ÷ 2 =
+    1.6/s per replica) whose in-flight population falls over the 60 s span so that λ = 4 − (first − 60) ÷ 60 =
+    ``rate``."""
+    return evaluation(
+        now=now,
+        ctx=context(replicas=2),
+        replicas_up=2,
+        requests_running=50.0,
+        requests_waiting=10.0,
+        requests_running_first=50.0 + 60.0 * (4.0 - rate),
+        requests_waiting_first=10.0,
+        requests_finished_per_second=4.0,
+        kv_cache_usage_ratio=0.95,
+        samples=10,
+        span_seconds=60.0,
+    )
+
+
+def test_the_lead_through_the_signals_and_stale_data() -> None:
+    """λ = 2.0, 2.25, 2.5, 2.75, 3.0 at 1000 … 1004 (2 replicas serve 2 × 1.6 = 3.2 within the SLO; no advice).
+    From 1002 the Theil–Sen slope is 0.25 → λ_ahead = λ + 1.25: 3.75, 4.0, 4.25 → ceil(÷ 1.6) = 3, above today's
+    ceil(λ ÷ 1.6) = 2 → raw 3 at 1002, 1003, 1004; the scale-up window (2 s) holds only 3s at 1004 → desired 3 there,
+    with λ = 3.0 < 3.2. At 1005 stale → ``None`` (never 0). At 1006 fresh again: its rates forgotten, no slope, no
+    need (raw 2), but the scale-down window (10 s) still holds the 3s: desired stays 3."""
+    lead = _lead()
+    kept = SloCapacity(300.0)
+    got = []
+    for k, rate in enumerate([2.0, 2.25, 2.5, 2.75, 3.0, None, 3.25]):
+        now = 1000.0 + k
+        ev = _rising(now, rate) if rate is not None else evaluation(now=now, ctx=context(replicas=2), state="stale")
+        sig = autoscaler_signals(ev, [], [], 60.0, 0.95, kept, lead=lead)
+        if rate is not None:
+            assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((rate, 1.6), rel=1e-9)
+        got.append(sig.desired_replicas)
+    assert got == [2, 2, 2, 2, 3, None, 3]
+
+
+def test_the_capacity_at_the_slo_is_re_derived_once_the_arrival_rate_moves_beyond_a_factor_two() -> None:
+    """Kept for 300 s from 1000 s (4/s complete, λ = 4 → 1.6/s per replica). At 1010 s 2/s complete and the in-flight
+    population falls from 120 to 60 over the 60 s span: λ = 2 − 1 = 1/s, a quarter of 4 (beyond a factor 2): derived
+    again, 0.8 × 2 ÷ 2 = 0.8/s per replica; headroom 1 − 1 ÷ (2 × 0.8) = 0.375 (the kept 1.6 would give 0.6875)."""
+    kept = SloCapacity(300.0)
+    autoscaler_signals(_saturated(1000.0, 4.0), [], [], 60.0, 0.95, kept)
+    ev = evaluation(
+        now=1010.0,
+        ctx=context(replicas=2),
+        replicas_up=2,
+        requests_running=50.0,
+        requests_waiting=10.0,
+        requests_running_first=110.0,
+        requests_waiting_first=10.0,
+        requests_finished_per_second=2.0,
+        kv_cache_usage_ratio=0.95,
+        samples=10,
+        span_seconds=60.0,
+    )
+    sig = autoscaler_signals(ev, [], [], 60.0, 0.95, kept)
+    assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((1.0, 0.8), rel=1e-9)
+    assert sig.slo_throughput_headroom_ratio == pytest.approx(0.375, rel=1e-9)

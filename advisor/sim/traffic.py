@@ -13,6 +13,8 @@ Arrival processes (rates in requests per second, times in seconds since the star
                        bursty; shape ``k = 1 / cv²``, scale ``1 / (rate · k)``)
 :class:`OnOff`         Poisson at ``rate_on`` for ``on_seconds``, then at ``rate_off`` for ``off_seconds``,
                        repeating (a square-wave modulated rate)
+:class:`LinearRamp`    Poisson at ``rate_from`` for ``rest``, rising linearly to ``rate_to`` over ``ramp``, held at
+                       ``rate_to`` for ``hold``, repeating (a load ramp an autoscaler can lead)
 :class:`DailyCurve`    Poisson whose rate follows ``mean · (1 + amplitude · sin(2π (t + phase) / period))`` —
                        the diurnal curve; ``period`` may be shortened to replay a day quickly
 =====================  ========================================================================================
@@ -45,6 +47,7 @@ __all__ = [
     "EmpiricalLengths",
     "GammaGaps",
     "LengthDistribution",
+    "LinearRamp",
     "LognormalLengths",
     "OnOff",
     "Poisson",
@@ -189,6 +192,52 @@ class OnOff:
     def scaled(self, mean_rate: float) -> OnOff:
         k = mean_rate / self.mean_rate if self.mean_rate > 0 else 0.0
         return replace(self, rate_on=self.rate_on * k, rate_off=self.rate_off * k)
+
+
+@dataclass(frozen=True)
+class LinearRamp:
+    """Poisson at ``rate_from`` for ``rest_seconds``, then a rate rising linearly from ``rate_from`` to ``rate_to``
+    over ``ramp_seconds``, then ``rate_to`` for ``hold_seconds``, repeating (period ``rest + ramp + hold``).
+
+    Example: ``LinearRamp(0.3, 3.0, ramp_seconds=100, hold_seconds=50, rest_seconds=200)``: 0.3/s until 200 s,
+    1.65/s at 250 s, 3/s from 300 to 350 s, 0.3/s again from 350 s; mean (0.3 × 200 + 1.65 × 100 + 3 × 50) ÷ 350 =
+    1.071/s.
+    """
+
+    rate_from: float
+    rate_to: float
+    ramp_seconds: float = 60.0
+    hold_seconds: float = 0.0
+    rest_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        _check("rate_from", self.rate_from, 0.0)
+        _check("rate_to", self.rate_to, 0.0)
+        _check("ramp_seconds", self.ramp_seconds, 0.0, strict=True)
+        _check("hold_seconds", self.hold_seconds, 0.0)
+        _check("rest_seconds", self.rest_seconds, 0.0)
+
+    @property
+    def mean_rate(self) -> float:
+        ramp = (self.rate_from + self.rate_to) / 2 * self.ramp_seconds
+        period = self.rest_seconds + self.ramp_seconds + self.hold_seconds
+        return (self.rate_from * self.rest_seconds + ramp + self.rate_to * self.hold_seconds) / period
+
+    def rate_at(self, t: float) -> float:
+        """Requests/s at time ``t``."""
+        x = t % (self.rest_seconds + self.ramp_seconds + self.hold_seconds) - self.rest_seconds
+        if x < 0:
+            return self.rate_from
+        if x < self.ramp_seconds:
+            return self.rate_from + (self.rate_to - self.rate_from) * x / self.ramp_seconds
+        return self.rate_to
+
+    def times(self, rng: random.Random) -> Iterator[float]:
+        return _thinned(self.rate_at, max(self.rate_from, self.rate_to), rng)
+
+    def scaled(self, mean_rate: float) -> LinearRamp:
+        k = mean_rate / self.mean_rate if self.mean_rate > 0 else 0.0
+        return replace(self, rate_from=self.rate_from * k, rate_to=self.rate_to * k)
 
 
 @dataclass(frozen=True)

