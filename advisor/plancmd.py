@@ -26,16 +26,6 @@ EXIT_ENGINE_REFUSES = 3
 weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4. 2 stays
 invalid input."""
 
-MAX_SUGGESTED_UTILIZATION = 0.95
-"""The highest ``--gpu-memory-utilization`` a refusal suggests: vLLM's default is 0.9
-(https://docs.vllm.ai/en/latest/configuration/engine_args.html, ``--gpu-memory-utilization``); above 0.95 too
-little is left for what the profile does not see (CUDA graphs, NCCL, fragmentation)."""
-
-MIN_SUGGESTED_MAX_NUM_SEQS = 32
-"""The lowest ``--max-num-seqs`` a refusal suggests (halving from the engine's default 256 or 1,024)."""
-
-MAX_SUGGESTED_TP = 8
-"""The largest ``--tp`` a refusal suggests: the GPUs of one 8-GPU node."""
 
 _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
 """GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``)."""
@@ -116,6 +106,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
+    from advisor.capacity.fixes import fixes, pool_refusal, verdict
     from advisor.capacity.generation import USE_V1_ENV
     from advisor.capacity.hardware import GIB
     from advisor.capacity.kv import (
@@ -242,12 +233,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except CapacityError as exc:
         _err(str(exc))
         return 2
-    refusal = None
-    if result.max_concurrency < 1:
-        refusal = (
-            f"the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
-            f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
-        )
+    refusal = pool_refusal(result)
+    if refusal is not None:
         _err("refused: " + refusal)
     moved = cpu_offload_bytes_per_gpu(inputs)
     if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
@@ -268,8 +255,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
-    fixes = [] if refusal is None else _fixes(dspec, gpu)
-    out.update(_verdict_keys(refusal, fixes))
+    found = [] if refusal is None else fixes(dspec, gpu)
+    out.update(verdict(refusal, found))
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
     except CapacityError as exc:
@@ -338,140 +325,43 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
-        *_verdict_rows(refusal, fixes),
+        *_verdict_rows(refusal, found),
     ]
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
     return done
 
 
-def _verdict_keys(refusal: str | None, fixes: list[dict[str, Any]]) -> dict[str, Any]:
-    """``plan --json``'s verdict: ``feasible`` (would the engine start), ``reason`` (why not; None when it
-    would) and ``fixes`` (:func:`_fixes`; ``[]`` when it would start)."""
-    return {"feasible": refusal is None, "reason": refusal, "fixes": fixes}
-
-
 def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The plan table's verdict rows: none when the engine would start; else the refusal and what fits."""
+    from advisor.capacity.fixes import TRIED
+
     if refusal is None:
         return []
     said = (
         " or ".join(f"`{f['change']}`" for f in fixes) + " fits (each alone, the capacity pass re-run)"
         if fixes
-        else "no single change tried fits (" + ", ".join(_FIX_DIALS) + "): use a larger GPU"
+        else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
     )
     return [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
-
-
-_FIX_DIALS = (
-    f"--gpu-memory-utilization up to {MAX_SUGGESTED_UTILIZATION}",
-    "a lower --max-num-seqs",
-    "--kv-cache-dtype fp8",
-    "a shorter --max-model-len",
-    "--quantization fp8 or awq",
-    f"--tp up to {MAX_SUGGESTED_TP}",
-)
-"""The single changes :func:`_fixes` tries, smallest first, for the message when none fits."""
-
-
-def _starts(spec: Any) -> Any:
-    """The capacity result of ``spec`` when vLLM would start with it (the pass accepts it and the pool holds one
-    max-length request), else None."""
-    from advisor.capacity.deployment import resolve_deployment
-
-    try:
-        result = resolve_deployment(spec).result
-    except CapacityError:
-        return None
-    return result if result.max_concurrency >= 1 else None
-
-
-def _fixes(spec: Any, gpu: Any) -> list[dict[str, Any]]:
-    """The single changes to a refused vLLM ``spec`` that make it start, each found by re-running the capacity
-    pass (:func:`advisor.capacity.deployment.resolve_deployment`) with the change, smallest first: what keeps the
-    GPUs and the checkpoint — a higher ``--gpu-memory-utilization`` (the lowest that fits, at most
-    :data:`MAX_SUGGESTED_UTILIZATION`), a lower ``--max-num-seqs`` (halved until it fits, down to
-    :data:`MIN_SUGGESTED_MAX_NUM_SEQS`: its sampler warm-up is part of the profile), ``--kv-cache-dtype fp8``, the longest shorter ``--max-model-len`` (a
-    multiple of 1,024 from 1,024 up) — then another checkpoint (``--quantization fp8``, on a part with an FP8
-    tensor rate as ``plan --search`` offers it, then ``awq``), then more GPUs (the smallest ``--tp`` up to
-    :data:`MAX_SUGGESTED_TP`). vLLM's flags: https://docs.vllm.ai/en/latest/configuration/engine_args.html.
-
-    Each is ``{"flag", "value", "change", "kv_cache_tokens", "max_concurrency"}`` (``change`` is the flag as
-    typed, ``kv_cache_tokens`` the pool per replica with it, ``max_concurrency`` the max-length requests it
-    holds)."""
-    from advisor.capacity.deployment import deployment_inputs
-
-    found: list[dict[str, Any]] = []
-
-    def tried(flag: str, value: Any, changed: Any) -> bool:
-        result = _starts(changed)
-        if result is None:
-            return False
-        found.append(
-            {
-                "flag": flag,
-                "value": value,
-                "change": f"{flag} {value}",
-                "kv_cache_tokens": result.kv_cache_tokens,
-                "max_concurrency": round(result.max_concurrency, 3),
-            }
-        )
-        return True
-
-    fixed_pool = spec.kv_cache_memory_bytes is not None or spec.num_gpu_blocks_override is not None
-    now = 0.9 if spec.gpu_memory_utilization is None else spec.gpu_memory_utilization
-    if not fixed_pool:
-        for step in range(1, round((MAX_SUGGESTED_UTILIZATION - now) * 100) + 1):
-            u = round(now + step / 100, 2)
-            if tried("--gpu-memory-utilization", u, dataclasses.replace(spec, gpu_memory_utilization=u)):
-                break
-    try:
-        seqs = deployment_inputs(spec).max_num_seqs  # the engine's default resolved
-    except CapacityError:
-        seqs = 0
-    while not fixed_pool and seqs > MIN_SUGGESTED_MAX_NUM_SEQS:  # the largest halving that fits
-        seqs //= 2
-        if tried("--max-num-seqs", seqs, dataclasses.replace(spec, max_num_seqs=seqs)):
-            break
-    if spec.kv_cache_dtype == "auto":
-        tried("--kv-cache-dtype", "fp8", dataclasses.replace(spec, kv_cache_dtype="fp8"))
-    lo, hi = 0, (spec.max_model_len - 1) // 1024  # multiples of 1,024 below the asked length
-    while lo < hi:  # the longest that fits (a shorter cap never shrinks the pool)
-        mid = (lo + hi + 1) // 2
-        if _starts(dataclasses.replace(spec, max_model_len=mid * 1024)) is not None:
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo:
-        tried("--max-model-len", lo * 1024, dataclasses.replace(spec, max_model_len=lo * 1024))
-    if spec.quantization is None:
-        part = gpu.part
-        for q in ("fp8", "awq"):
-            if q == "fp8" and (part is None or not part.fp8_flops):
-                continue
-            tried("--quantization", q, dataclasses.replace(spec, quantization=q))
-    tp = spec.tensor_parallel_size * 2
-    while tp <= MAX_SUGGESTED_TP:
-        if tried("--tp", tp, dataclasses.replace(spec, tensor_parallel_size=tp)):
-            break
-        tp *= 2
-    return found
 
 
 def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: str) -> int:
     """``plan`` for a vLLM configuration the capacity pass refuses as vLLM would (the weights leave no room, or
     nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): the refusal and its fixes
-    (:func:`_fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
+    (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
+    from advisor.capacity.fixes import fixes, verdict
+
     _err("refused: " + reason)
-    fixes = _fixes(spec, gpu)
+    found = fixes(spec, gpu)
     if args.json:
-        out = {"model": spec.model.name, "gpu": gpu.name, **_verdict_keys(reason, fixes)}
+        out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))
         return EXIT_ENGINE_REFUSES
     rows = [
         ("model", spec.model.name),
         ("GPU", f"{gpu.name} × {args.tp * args.dp} (TP {args.tp})"),
-        *_verdict_rows(reason, fixes),
+        *_verdict_rows(reason, found),
     ]
     _print_rows(rows, None)
     return EXIT_ENGINE_REFUSES
