@@ -102,6 +102,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if problem is not None:
         _err(problem)
         return 2
+    args.tp = 1 if args.tp is None else args.tp  # not given: vLLM's default (given matters to --search only)
+    args.kv_cache_dtype = args.kv_cache_dtype or "auto"
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
@@ -789,14 +791,21 @@ def add_plan_parser(sub: Any) -> None:
     """Register the ``plan`` sub-command on an argparse sub-parsers object."""
     plan = sub.add_parser("plan", help="the capacity pass for one configuration")
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
-    plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
+    plan.add_argument(
+        "--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …); with --search: search only this GPU"
+    )
     plan.add_argument(
         "--gpu-memory-gib",
         type=positive_float(16384.0),
         help="GPU memory in GiB as CUDA reports it (overrides the catalog); without --gpu, a value that is exactly "
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
-    plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size (default 1)")
+    plan.add_argument(
+        "--tp",
+        type=bounded_int(1, 512),
+        default=None,
+        help="tensor-parallel size (default 1; with --search: search only this one)",
+    )
     plan.add_argument(
         "--gpu-memory-utilization",
         type=positive_float(1.0),
@@ -807,8 +816,14 @@ def add_plan_parser(sub: Any) -> None:
         "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
     )
     plan.add_argument("--dtype", default="auto")
-    plan.add_argument("--quantization", default=None)
-    plan.add_argument("--kv-cache-dtype", default="auto")
+    plan.add_argument(
+        "--quantization", default=None, help="vLLM --quantization (with --search: search only these weights)"
+    )
+    plan.add_argument(
+        "--kv-cache-dtype",
+        default=None,
+        help="vLLM --kv-cache-dtype (default auto; with --search: search only this one)",
+    )
     plan.add_argument(
         "--max-num-seqs",
         type=bounded_int(1, 1_000_000),
@@ -1029,6 +1044,14 @@ def add_plan_parser(sub: Any) -> None:
     )
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
     search.add_argument(
+        "--own",
+        type=_owned_gpus,
+        default=None,
+        metavar="GPU:COUNT",
+        help="search the COUNT GPUs you already have (e.g. H100-SXM:8) instead of priced cloud instances: no "
+        "price, ranked by goodput and latency",
+    )
+    search.add_argument(
         "--compare-managed",
         action="store_true",
         default=None,
@@ -1044,6 +1067,39 @@ def add_plan_parser(sub: Any) -> None:
         "sizes replicas for as the peak); self-hosted $/Mtok divides the peak's hourly price by the mean's tokens",
     )
     plan.set_defaults(func=cmd_plan)
+    _FLAGS.clear()
+    for action in plan._actions:
+        if action.option_strings and action.dest != "help":
+            _FLAGS[action.dest] = ("/".join(action.option_strings), action.default)
+
+
+_FLAGS: dict[str, tuple[str, Any]] = {}
+"""``plan``'s options, dest → (the long flag, its default), read off the parser so that no flag is missed when
+one mode refuses the flags of another."""
+
+
+def _given(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(dest, flag) of every ``plan`` option given a value other than its default."""
+    return [(dest, flag) for dest, (flag, default) in _FLAGS.items() if getattr(args, dest, default) != default]
+
+
+def _owned_gpus(text: str) -> tuple[str, int]:
+    """An argparse type for ``--own GPU:COUNT``: (the catalog key, a whole count of GPUs from 1 to 4,096)."""
+    from advisor.capacity.hardware import get_gpu
+
+    name, sep, count = text.rpartition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected GPU:COUNT such as H100-SXM:8, got {text!r}")
+    try:
+        n = int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs, got {count!r}") from None
+    if not 1 <= n <= 4096:
+        raise argparse.ArgumentTypeError(f"COUNT must be between 1 and 4,096 GPUs, got {n}")
+    try:
+        return get_gpu(name).key, n
+    except CapacityError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _Progress:
@@ -1098,7 +1154,7 @@ def _slo(args: argparse.Namespace) -> Any:
     return SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
 
 
-_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot", "compare_managed", "mean_arrival_rate")
+_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot", "compare_managed", "mean_arrival_rate", "own")
 """Flags only ``--search`` reads."""
 
 
@@ -1159,9 +1215,136 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
     return None
 
 
+_SEARCH_READS = frozenset(
+    {
+        "model",
+        "gpu",
+        "tp",
+        "quantization",
+        "kv_cache_dtype",
+        "max_model_len",
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "arrival_rate",
+        "prompt_tokens",
+        "output_tokens",
+        "prompt_cv",
+        "output_cv",
+        "ttft",
+        "tpot",
+        "target_ratio",
+        "search",
+        "max_context",
+        "cloud",
+        "limit",
+        "plot",
+        "compare_managed",
+        "mean_arrival_rate",
+        "own",
+        "json",
+        "platform",
+    }
+)
+"""The ``plan`` options ``--search`` reads; every other one given is refused (issue 19: not ignored)."""
+
+_RESTRICTS = (
+    ("gpu", "--gpu"),
+    ("tp", "--tp"),
+    ("quantization", "--quantization"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_seqs", "--max-num-seqs"),
+)
+"""The one-configuration flags ``--search`` takes as restrictions of its space (one value each)."""
+
+
+def _search_refusal(args: argparse.Namespace) -> str | None:
+    """Why a flag given to ``plan --search`` does not apply (refused, not ignored), naming it; None when all
+    apply."""
+    for flag, value in (("--concurrency", args.concurrency), ("--replicas", args.replicas)):
+        if value is not None:
+            return f"{flag} does not apply to --search (it sizes the replicas itself, for an --arrival-rate)"
+    for dest, flag in _given(args):
+        if dest not in _SEARCH_READS:
+            return (
+                f"{flag} does not apply to --search: it searches vLLM deployments over "
+                + ", ".join(f for _, f in _RESTRICTS)
+                + " and --gpu-memory-utilization (give any of them to restrict it); the other dials stay at vLLM's "
+                "defaults (plan without --search takes them)"
+            )
+    if args.own is not None:
+        for flag, value in (
+            ("--gpu", args.gpu),
+            ("--cloud", args.cloud),
+            ("--platform", args.platform),
+            ("--compare-managed", args.compare_managed),
+        ):
+            if value is not None:
+                why = "--own names the GPU" if flag == "--gpu" else "owned GPUs have no price to compare or look up"
+                return f"{flag} does not apply with --own ({why})"
+    return None
+
+
+def _search_space(args: argparse.Namespace) -> Any:
+    """The search space (:class:`advisor.capacity.search.SearchSpace`) restricted by what was given: ``--gpu``
+    (or ``--own``'s GPU), ``--tp``, ``--quantization``, ``--kv-cache-dtype``, ``--max-model-len``,
+    ``--max-num-seqs`` (one value each) and ``--gpu-memory-utilization`` (held fixed).
+
+    Raises:
+        CapacityError: an unknown ``--gpu``.
+    """
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.search import SearchSpace
+
+    space = SearchSpace()
+    changes: dict[str, Any] = {}
+    if args.own is not None:
+        changes["gpu_keys"] = (args.own[0],)
+    elif args.gpu is not None:
+        changes["gpu_keys"] = (get_gpu(args.gpu).key,)
+    if args.tp is not None:
+        changes["tensor_parallel_sizes"] = (args.tp,)
+    if args.quantization is not None:
+        changes["weight_precisions"] = (None if args.quantization.lower() == "none" else args.quantization,)
+    if args.kv_cache_dtype is not None:
+        changes["kv_cache_dtypes"] = (args.kv_cache_dtype,)
+    if args.max_model_len is not None:
+        changes["max_model_lens"] = (args.max_model_len,)
+    if args.max_num_seqs is not None:
+        changes["max_num_seqs"] = (args.max_num_seqs,)
+    if args.gpu_memory_utilization is not None:
+        changes["gpu_memory_utilization"] = args.gpu_memory_utilization
+    return dataclasses.replace(space, **changes)
+
+
+def _nothing_to_search(args: argparse.Namespace) -> str:
+    """Why a restricted search had no configuration at all, naming the restrictions."""
+    given = [f"{flag} {getattr(args, dest)}" for dest, flag in _RESTRICTS if getattr(args, dest) is not None]
+    where = (
+        "the GPUs you own"
+        if args.own is not None
+        else (
+            f"{args.platform}'s priced instances"
+            if args.platform
+            else "priced instances" + ("" if args.cloud is None else f" on {args.cloud}")
+        )
+    )
+    hint = "" if args.own is not None else "; --own GPU:COUNT searches GPUs you already have"
+    return (
+        f"nothing to search: no configuration of {where} matches {' '.join(given) or 'the search'} (the GPU on no "
+        f"such instance, a TP above its GPU count, or fp8 weights on a GPU without FP8){hint}"
+    )
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     from advisor.capacity.queueing import Workload
-    from advisor.capacity.search import DEFAULT_LIMIT, search_deployments
+    from advisor.capacity.search import (
+        CLOSE_LATENCY_MISS,
+        CLOSE_PRICE_FACTOR,
+        DEFAULT_LIMIT,
+        owned_host,
+        search_deployments,
+    )
     from advisor.modelfile import resolve_model
 
     missing = [
@@ -1178,10 +1361,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if missing:
         _err(f"plan --search needs {', '.join(missing)}")
         return 2
-    for flag, value in (("--concurrency", args.concurrency), ("--replicas", args.replicas)):
-        if value is not None:
-            _err(f"{flag} does not apply to --search (it sizes the replicas itself, for an --arrival-rate)")
-            return 2
+    refused = _search_refusal(args)
+    if refused:
+        _err(refused)
+        return 2
     if args.target_ratio is not None and args.target_ratio >= 1.0:
         _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
         return 2
@@ -1198,9 +1381,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if refused:
         _err(refused)
         return 2
+    if args.own is not None:
+        hosts = [owned_host(*args.own)]
     progress = _Progress()
     try:
         model = resolve_model(args.model, Path.cwd())
+        space = _search_space(args)
         workload = _with_cvs(
             Workload(
                 arrival_rate=args.arrival_rate,
@@ -1214,16 +1400,20 @@ def _cmd_search(args: argparse.Namespace) -> int:
         assert slo is not None
         limit = DEFAULT_LIMIT if args.limit is None else args.limit
         result = search_deployments(
-            model, workload, slo, cloud=args.cloud, instances=hosts, limit=limit, progress=progress
+            model, workload, slo, cloud=args.cloud, instances=hosts, space=space, limit=limit, progress=progress
         )
     except CapacityError as exc:
         progress.close()
         _err(str(exc))
         return 2
     progress.close()
+    if result.configurations == 0:
+        _err(_nothing_to_search(args))
+        return 2
     if args.plot:
         _plot(result.frontier, args.plot)
     managed = _managed(args, model.name, result) if args.compare_managed else None
+    owned = args.own is not None
     if args.json:
         out = result.as_dict()
         if managed is not None:
@@ -1231,6 +1421,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         out["model"] = model.name
         if args.platform is not None:
             out["platform"] = args.platform
+        if owned:
+            out["owned"] = {"gpu": args.own[0], "count": args.own[1]}
         out["workload"] = {
             "arrival_rate": workload.arrival_rate,
             "prompt_tokens": workload.prompt_tokens,
@@ -1249,7 +1441,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
         f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
         f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
-        f"{'' if hosts is None else ' at ' + args.platform + ' instance prices'}"
+        f"{'' if hosts is None or owned else ' at ' + str(args.platform) + ' instance prices'}"
+        f"{'' if not owned else f' on the {args.own[1]} {args.own[0]} GPUs owned'}"
     )
     cannot_run = result.configurations - result.evaluated - result.pruned
     print(
@@ -1259,10 +1452,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not result.feasible:
         print("no feasible configuration")
     else:
-        mixed = args.cloud is None
+        mixed = args.cloud is None and not owned
         header = (
             *(("cloud",) if mixed else ()),
             "instance",
+            "GPUs",
             "n",
             "TP",
             "weights",
@@ -1282,14 +1476,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 (
                     *((c.instance.cloud,) if mixed else ()),
                     c.instance.name,
+                    f"{c.instance.whole_gpus}×{c.config.gpu_key.upper()}",
                     str(c.instances),
                     str(c.config.tensor_parallel_size),
                     c.config.weights_label,
                     c.config.kv_cache_dtype,
                     str(c.config.max_num_seqs),
                     str(c.replicas),
-                    f"{c.hourly_cost_usd:.2f}",
-                    f"{c.cost_per_million_goodput_tokens_usd:.2f}",
+                    "owned" if c.hourly_cost_usd is None else f"{c.hourly_cost_usd:.2f}",
+                    "owned"
+                    if c.cost_per_million_goodput_tokens_usd is None
+                    else f"{c.cost_per_million_goodput_tokens_usd:.2f}",
                     _fmt_seconds(p.ttft_p90_seconds),
                     _fmt_seconds(p.tpot_p90_seconds),
                     f"{p.goodput_ratio:.1%}",
@@ -1300,12 +1497,21 @@ def _cmd_search(args: argparse.Namespace) -> int:
             print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
         lens = sorted({c.config.max_model_len for c in result.feasible})
         legend = (
-            "n: instances; TP: GPUs per replica; repl: replicas; seqs: --max-num-seqs; weights: the checkpoint's "
-            "own precision or a quantized one (needs that checkpoint); $/Mtok: USD per million output tokens of "
-            "requests that meet the SLO; every row runs --max-model-len " + ", ".join(f"{n:,}" for n in lens)
+            "GPUs: the GPUs in one instance; n: instances; TP: GPUs per replica; repl: replicas; seqs: "
+            "--max-num-seqs; weights: the checkpoint's own precision or a quantized one (needs that checkpoint); "
+            + (
+                "$/h, $/Mtok: owned GPUs have no price here, so the rows are ranked by goodput, then TPOT p90, "
+                "TTFT p90 and the GPUs used; "
+                if owned
+                else "$/Mtok: USD per million output tokens of requests that meet the SLO; "
+            )
+            + "every row runs --max-model-len "
+            + ", ".join(f"{n:,}" for n in lens)
         )
         print(textwrap.fill(legend, width=110))
-        if hosts is None:
+        if owned:
+            pass
+        elif hosts is None:
             sources = {(c.instance.cloud, c.instance.price_region, c.instance.price_as_of) for c in result.feasible}
             print(
                 "prices: on-demand USD/h, "
@@ -1317,14 +1523,31 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 f"prices: {args.platform}'s own on-demand USD/h (not the VM's), "
                 + "; ".join(f"{region} as of {when}, source {url}" for region, when, url in sorted(cited))
             )
+    miss = f"{CLOSE_LATENCY_MISS - 1:.0%}"
     if result.rejected:
-        print("best rejected:")
+        near = all(r.close for r in result.rejected)
+        print(
+            textwrap.fill(
+                "best rejected: "
+                + (
+                    f"the configurations that came close — they run and miss a latency target by at most {miss} at "
+                    "batch 1" + ("" if owned else f", from at most {CLOSE_PRICE_FACTOR:g}× the cheapest price above")
+                    if near
+                    else "none came close; the nearest misses"
+                )
+                + ("" if owned else "; (from $X/h): the cheapest one instance that holds one replica, a lower bound"),
+                width=110,
+            )
+        )
         for rej in result.rejected:
             cfg = rej.config
+            bound = "owned" if owned else f"from ${rej.lower_bound_hourly_cost_usd:.2f}/h"
             print(
-                f"  {rej.instance} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
-                f"{cfg.max_num_seqs} (from ${rej.lower_bound_hourly_cost_usd:.2f}/h): {rej.reason}"
+                f"  {rej.instance} ({cfg.gpu_key.upper()}) TP{cfg.tensor_parallel_size} {cfg.weights_label}/"
+                f"{cfg.kv_cache_dtype} seqs {cfg.max_num_seqs} ({bound}): {rej.reason}"
             )
+    else:
+        print(f"best rejected: none came close (none that runs misses a latency target by at most {miss})")
     if managed is not None:
         _print_managed(managed)
     return 0

@@ -133,7 +133,7 @@ from advisor.capacity.weights import (
     weights_bytes_per_gpu,
 )
 from advisor.capacity.weights import weights_bytes_total as weights_bytes_total
-from advisor.errors import CapacityError, WontStartError
+from advisor.errors import WontStartError
 
 __all__ = [
     "ACCOUNTING_ENGINES",
