@@ -124,17 +124,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.capacity.models import without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
-    ignored = _drop_ignored(args)
-    if args.engine == "vllm":
-        for flag in ignored:
-            _err(f"note: {flag} does not apply to --engine vllm; ignored")
-        if not args.enable_lora:
-            from advisor.capacity.lora import LORA_DIALS
+    ignored = _ignored_flags(args)
+    if ignored:  # refused, not ignored (issue 19: a flag that does not apply is refused in every command)
+        _err(
+            f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --engine {args.engine} "
+            "(its accounting does not read it): drop it, or give the --engine that reads it"
+        )
+        return 2
+    if args.engine == "vllm" and not args.enable_lora:
+        from advisor.capacity.lora import LORA_DIALS
 
-            for name in LORA_DIALS:
-                if getattr(args, name) not in (None, False):
-                    flag = "--" + name.replace("_", "-")
-                    _err(f"note: {flag} does nothing without --enable-lora (vLLM builds no LoRA config); ignored")
+        given = ["--" + n.replace("_", "-") for n in LORA_DIALS if getattr(args, n) not in (None, False)]
+        if given:
+            _err(
+                f"{', '.join(given)} does nothing without --enable-lora (vLLM builds no LoRA config): "
+                "add it or drop them"
+            )
+            return 2
     if args.gpu is None and args.gpu_memory_gib is None:
         _err("plan needs --gpu NAME or --gpu-memory-gib X")
         return 2
@@ -208,7 +214,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             estimate_cuda_graphs=_env_flag(CUDA_GRAPH_ESTIMATE_ENV),
         )
         if args.engine != "vllm":
-            return _plan_other_engine(args, dspec, ignored)
+            return _plan_other_engine(args, dspec)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
         if args.max_model_len > model.max_position_embeddings and not allow_long:
             _err(
@@ -603,7 +609,7 @@ def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
     return (("KV checked against", f"{len(logs)} published start-up log(s) (docs/truth-table.md)"),)
 
 
-def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str]) -> int:
+def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
     (:func:`advisor.capacity.deployment.resolve_deployment`, the resolver the daemon uses too), printed like the
     vLLM pass plus the engine's parameters and notes."""
@@ -618,8 +624,6 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
         return EXIT_ENGINE_REFUSES if isinstance(exc, WontStartError) else 2
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
-    for flag in ignored:
-        _err(f"note: {flag} does not apply to --engine {args.engine}; ignored")
     if result.max_concurrency < 1:
         _err(
             f"warning: the KV cache ({result.kv_cache_tokens:,} tokens) cannot hold one request of "
@@ -628,7 +632,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
     out = result.as_dict()
     out["gpu"] = gpu_name
     out["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-    out["ignored_flags"] = ignored
+    out["ignored_flags"] = []  # kept for readers of issue 17's JSON: such flags are refused now (issue 19)
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)
     out["engine_notes"] = list(cap.notes)
@@ -760,16 +764,6 @@ _NOT_VLLM = (
     "kv_unified",
 )
 """Flags of the other engines' accounting that vLLM does not read."""
-
-
-def _drop_ignored(args: argparse.Namespace) -> list[str]:
-    """The flags given that ``--engine`` does not read, as ``--flag-name``, each reset to its default so that
-    nothing said to be ignored changes the pass (``--dp 2`` with ``--engine tgi`` once doubled the pool)."""
-    ignored = _ignored_flags(args)
-    for flag in ignored:
-        name = flag[2:].replace("-", "_")
-        setattr(args, name, 1 if name == "dp" else (False if getattr(args, name) is True else None))
-    return ignored
 
 
 def _ignored_flags(args: argparse.Namespace) -> list[str]:

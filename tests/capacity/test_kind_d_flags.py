@@ -171,7 +171,7 @@ def test_cpu_offload_gb_is_a_number_of_gib_and_vllm_only() -> None:
     assert _plan(*LLAMA_8B, "--max-model-len", "8192", "--cpu-offload-gb", "-1").returncode == 2
     assert _plan(*LLAMA_8B, "--max-model-len", "8192", "--cpu-offload-gb", "nan").returncode == 2
     r = _plan(*LLAMA_8B, "--max-model-len", "8192", "--engine", "sglang", "--cpu-offload-gb", "4")
-    assert r.returncode == 0 and "--cpu-offload-gb does not apply to --engine sglang" in r.stderr
+    assert r.returncode == 2 and "--cpu-offload-gb does not apply to --engine sglang" in r.stderr  # issue 19
 
 
 # --- VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 ------------------------------------------------------------------------

@@ -123,9 +123,8 @@ def test_flags_another_engine_does_not_read_are_named_not_silently_dropped() -> 
         "--enforce-eager",
         "--json",
     )
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["ignored_flags"] == ["--gpu-memory-utilization", "--enforce-eager"]
-    assert "--gpu-memory-utilization does not apply to --engine sglang" in r.stderr
+    assert r.returncode == 2, r.stderr  # refused, not ignored (issue 19)
+    assert "--gpu-memory-utilization, --enforce-eager do not apply to --engine sglang" in r.stderr
 
 
 def test_an_overhead_an_engine_does_not_model_is_not_shown_as_zero() -> None:
