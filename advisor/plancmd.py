@@ -783,7 +783,13 @@ def _ignored_flags(args: argparse.Namespace) -> list[str]:
 
 def add_plan_parser(sub: Any) -> None:
     """Register the ``plan`` sub-command on an argparse sub-parsers object."""
-    plan = sub.add_parser("plan", help="the capacity pass for one configuration")
+    plan = sub.add_parser(
+        "plan",
+        help="the capacity pass for one configuration",
+        epilog=f"exit codes: 0 the pass (or the search) ran; 2 invalid input, or a flag this mode does not read; "
+        f"{EXIT_ENGINE_REFUSES} the engine would refuse to start with this configuration (feasible: false, with "
+        "the single changes that fit)",
+    )
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
     plan.add_argument(
         "--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …); with --search: search only this GPU"
