@@ -130,7 +130,8 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU) -> list[dict[str, Any]]:
                 break
     if spec.kv_cache_dtype == "auto":
         tried("--kv-cache-dtype", "fp8", dataclasses.replace(spec, kv_cache_dtype="fp8"))
-    lo, hi = 0, (spec.max_model_len - 1) // CONTEXT_STEP  # multiples of the step below the asked length
+    asked = spec.max_model_len or 0  # unset: the model's own context (not shortened here)
+    lo, hi = 0, max(0, asked - 1) // CONTEXT_STEP  # multiples of the step below the asked length
     while lo < hi:  # the longest that fits (a shorter cap never shrinks the pool)
         mid = (lo + hi + 1) // 2
         if _starts(dataclasses.replace(spec, max_model_len=mid * CONTEXT_STEP)) is not None:
