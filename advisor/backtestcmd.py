@@ -104,6 +104,14 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     if args.to < args.from_:
         print("capacity-advisor: --to is before --from", file=sys.stderr)
         return 2
+    unread = [n for n, _ in (args.selector or []) if args.deployment and n not in args.deployment]
+    if unread:  # refused, not ignored (issue 19)
+        print(
+            f"capacity-advisor: --selector {', '.join(unread)}=… does not apply: --deployment "
+            f"{', '.join(args.deployment)} leaves {'it' if len(unread) == 1 else 'them'} out of the backtest",
+            file=sys.stderr,
+        )
+        return 2
     base_dir = Path(args.config).resolve().parent
     with prometheus_source(cfg, base_dir) as source:
         report = run_backtest(

@@ -49,6 +49,12 @@ class CapacityError(AdvisorError):
     """The capacity pass cannot be computed for these inputs."""
 
 
+class WontStartError(CapacityError):
+    """The inputs are valid but the engine refuses to start with them: the weights (with what other processes
+    hold) leave no room, or no KV cache is left. ``plan`` exits 3 on it (not 2, invalid input) and looks for the
+    smallest change that fits."""
+
+
 class UnknownModelError(CapacityError):
     """A model id with no preset and no readable config.json."""
 

@@ -19,7 +19,13 @@ from advisor.argtypes import bounded_float, bounded_int, positive_float, version
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.capacity.models import preset_kv_logs
 from advisor.conventions import PLATFORMS
-from advisor.errors import CapacityError
+from advisor.errors import CapacityError, WontStartError
+
+EXIT_ENGINE_REFUSES = 3
+"""``plan``'s exit status when the configuration is valid but the engine would refuse to start with it (the
+weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4. 2 stays
+invalid input."""
+
 
 _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
 """GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``)."""
@@ -96,10 +102,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if problem is not None:
         _err(problem)
         return 2
+    args.tp = 1 if args.tp is None else args.tp  # not given: vLLM's default (given matters to --search only)
+    args.kv_cache_dtype = args.kv_cache_dtype or "auto"
     if args.max_model_len is None:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
+    from advisor.capacity.fixes import fixes, pool_refusal, verdict
     from advisor.capacity.generation import USE_V1_ENV
     from advisor.capacity.hardware import GIB
     from advisor.capacity.kv import (
@@ -115,17 +124,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.capacity.models import without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
-    ignored = _drop_ignored(args)
-    if args.engine == "vllm":
-        for flag in ignored:
-            _err(f"note: {flag} does not apply to --engine vllm; ignored")
-        if not args.enable_lora:
-            from advisor.capacity.lora import LORA_DIALS
+    ignored = _ignored_flags(args)
+    if ignored:  # refused, not ignored (issue 19: a flag that does not apply is refused in every command)
+        _err(
+            f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --engine {args.engine} "
+            "(its accounting does not read it): drop it, or give the --engine that reads it"
+        )
+        return 2
+    if args.engine == "vllm" and not args.enable_lora:
+        from advisor.capacity.lora import LORA_DIALS
 
-            for name in LORA_DIALS:
-                if getattr(args, name) not in (None, False):
-                    flag = "--" + name.replace("_", "-")
-                    _err(f"note: {flag} does nothing without --enable-lora (vLLM builds no LoRA config); ignored")
+        given = ["--" + n.replace("_", "-") for n in LORA_DIALS if getattr(args, n) not in (None, False)]
+        if given:
+            _err(
+                f"{', '.join(given)} does nothing without --enable-lora (vLLM builds no LoRA config): "
+                "add it or drop them"
+            )
+            return 2
     if args.gpu is None and args.gpu_memory_gib is None:
         _err("plan needs --gpu NAME or --gpu-memory-gib X")
         return 2
@@ -199,7 +214,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             estimate_cuda_graphs=_env_flag(CUDA_GRAPH_ESTIMATE_ENV),
         )
         if args.engine != "vllm":
-            return _plan_other_engine(args, dspec, ignored)
+            return _plan_other_engine(args, dspec)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
         if args.max_model_len > model.max_position_embeddings and not allow_long:
             _err(
@@ -214,7 +229,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if args.block_size not in VLLM_BLOCK_SIZES:
                 _err(f"--block-size {args.block_size}: vLLM takes {', '.join(map(str, VLLM_BLOCK_SIZES))}")
                 return 2
-        resolved = resolve_deployment(dspec)
+        try:
+            resolved = resolve_deployment(dspec)
+        except WontStartError as exc:
+            return _refuse_without_pass(args, dspec, gpu, str(exc))
         inputs, result = resolved.inputs, resolved.result
         if args.sampler == "flashinfer" and gpu.part is not None and gpu.part.compute_capability is None:
             _err(f"note: --sampler flashinfer does not apply on {gpu.name} (FlashInfer is CUDA-only); vLLM sorts")
@@ -223,11 +241,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except CapacityError as exc:
         _err(str(exc))
         return 2
-    if result.max_concurrency < 1:
-        _err(
-            f"warning: the KV pool ({result.kv_cache_tokens:,} tokens) cannot hold one request of max-model-len "
-            f"{result.max_model_len:,}; vLLM refuses to start with this configuration"
-        )
+    refusal = pool_refusal(result)
+    if refusal is not None:
+        _err("refused: " + refusal)
     moved = cpu_offload_bytes_per_gpu(inputs)
     if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
         _err(
@@ -247,8 +263,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
-    try:
-        point = _past_the_ceiling(args, inputs, gpu, result)
+    found = [] if refusal is None else fixes(dspec, gpu)
+    out.update(verdict(refusal, found))
+    try:  # a refused configuration has no operating point: the engine would not start
+        point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
     except CapacityError as exc:
         _err(str(exc))
         return 2
@@ -257,9 +275,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     on_platform = _on_platform(args, "vllm", result, inputs, point, gpu.name)
     if on_platform:
         out["platform"] = {"platform": args.platform, "settings": on_platform}
+    done = 0 if refusal is None else EXIT_ENGINE_REFUSES
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
-        return 0
+        return done
     gib = float(GIB)
     fixed = (
         f"--num-gpu-blocks-override {args.num_gpu_blocks_override}"
@@ -314,10 +333,46 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
+        *_verdict_rows(refusal, found),
     ]
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
-    return 0
+    return done
+
+
+def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The plan table's verdict rows: none when the engine would start; else the refusal and what fits."""
+    from advisor.capacity.fixes import TRIED
+
+    if refusal is None:
+        return []
+    said = (
+        " or ".join(f"`{f['change']}`" for f in fixes) + " fits (each alone, the capacity pass re-run)"
+        if fixes
+        else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
+    )
+    return [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+
+
+def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: str) -> int:
+    """``plan`` for a vLLM configuration the capacity pass refuses as vLLM would (the weights leave no room, or
+    nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): the refusal and its fixes
+    (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
+    from advisor.capacity.fixes import fixes, verdict
+
+    _err("refused: " + reason)
+    found = fixes(spec, gpu)
+    if args.json:
+        out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return EXIT_ENGINE_REFUSES
+    rows = [
+        ("model", spec.model.name),
+        ("GPU", f"{gpu.name} × {args.tp * args.dp} (TP {args.tp})"),
+        *_verdict_rows(reason, found),
+    ]
+    _print_rows(rows, None)
+    return EXIT_ENGINE_REFUSES
 
 
 def _on_platform(
@@ -554,7 +609,7 @@ def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
     return (("KV checked against", f"{len(logs)} published start-up log(s) (docs/truth-table.md)"),)
 
 
-def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str]) -> int:
+def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
     (:func:`advisor.capacity.deployment.resolve_deployment`, the resolver the daemon uses too), printed like the
     vLLM pass plus the engine's parameters and notes."""
@@ -565,12 +620,10 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
     try:
         resolved = resolve_deployment(dspec)
     except CapacityError as exc:
-        _err(str(exc))
-        return 2
+        _err(("refused: " if isinstance(exc, WontStartError) else "") + str(exc))
+        return EXIT_ENGINE_REFUSES if isinstance(exc, WontStartError) else 2
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
-    for flag in ignored:
-        _err(f"note: {flag} does not apply to --engine {args.engine}; ignored")
     if result.max_concurrency < 1:
         _err(
             f"warning: the KV cache ({result.kv_cache_tokens:,} tokens) cannot hold one request of "
@@ -579,7 +632,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, ignored: list[str])
     out = result.as_dict()
     out["gpu"] = gpu_name
     out["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-    out["ignored_flags"] = ignored
+    out["ignored_flags"] = []  # kept for readers of issue 17's JSON: such flags are refused now (issue 19)
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)
     out["engine_notes"] = list(cap.notes)
@@ -713,16 +766,6 @@ _NOT_VLLM = (
 """Flags of the other engines' accounting that vLLM does not read."""
 
 
-def _drop_ignored(args: argparse.Namespace) -> list[str]:
-    """The flags given that ``--engine`` does not read, as ``--flag-name``, each reset to its default so that
-    nothing said to be ignored changes the pass (``--dp 2`` with ``--engine tgi`` once doubled the pool)."""
-    ignored = _ignored_flags(args)
-    for flag in ignored:
-        name = flag[2:].replace("-", "_")
-        setattr(args, name, 1 if name == "dp" else (False if getattr(args, name) is True else None))
-    return ignored
-
-
 def _ignored_flags(args: argparse.Namespace) -> list[str]:
     """The flags given on the command line that ``--engine`` does not read, as ``--flag-name``."""
     if args.engine == "vllm":
@@ -740,16 +783,29 @@ def _ignored_flags(args: argparse.Namespace) -> list[str]:
 
 def add_plan_parser(sub: Any) -> None:
     """Register the ``plan`` sub-command on an argparse sub-parsers object."""
-    plan = sub.add_parser("plan", help="the capacity pass for one configuration")
+    plan = sub.add_parser(
+        "plan",
+        help="the capacity pass for one configuration",
+        epilog=f"exit codes: 0 the pass (or the search) ran; 2 invalid input, or a flag this mode does not read; "
+        f"{EXIT_ENGINE_REFUSES} the engine would refuse to start with this configuration (feasible: false, with "
+        "the single changes that fit)",
+    )
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
-    plan.add_argument("--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …)")
+    plan.add_argument(
+        "--gpu", help="GPU catalog name (H100-SXM, A100-80GB, L40S, …); with --search: search only this GPU"
+    )
     plan.add_argument(
         "--gpu-memory-gib",
         type=positive_float(16384.0),
         help="GPU memory in GiB as CUDA reports it (overrides the catalog); without --gpu, a value that is exactly "
         "one catalog GPU's total (139.81 = H200 SXM) also stands for that GPU's interconnect",
     )
-    plan.add_argument("--tp", type=bounded_int(1, 512), default=1, help="tensor-parallel size (default 1)")
+    plan.add_argument(
+        "--tp",
+        type=bounded_int(1, 512),
+        default=None,
+        help="tensor-parallel size (default 1; with --search: search only this one)",
+    )
     plan.add_argument(
         "--gpu-memory-utilization",
         type=positive_float(1.0),
@@ -760,8 +816,14 @@ def add_plan_parser(sub: Any) -> None:
         "--max-model-len", type=bounded_int(1, 100_000_000), default=None, help="required without --search"
     )
     plan.add_argument("--dtype", default="auto")
-    plan.add_argument("--quantization", default=None)
-    plan.add_argument("--kv-cache-dtype", default="auto")
+    plan.add_argument(
+        "--quantization", default=None, help="vLLM --quantization (with --search: search only these weights)"
+    )
+    plan.add_argument(
+        "--kv-cache-dtype",
+        default=None,
+        help="vLLM --kv-cache-dtype (default auto; with --search: search only this one)",
+    )
     plan.add_argument(
         "--max-num-seqs",
         type=bounded_int(1, 1_000_000),
@@ -982,6 +1044,14 @@ def add_plan_parser(sub: Any) -> None:
     )
     search.add_argument("--plot", metavar="FILE.png", default=None, help="draw the frontier (needs matplotlib)")
     search.add_argument(
+        "--own",
+        type=_owned_gpus,
+        default=None,
+        metavar="GPU:COUNT",
+        help="search the COUNT GPUs you already have (e.g. H100-SXM:8) instead of priced cloud instances: no "
+        "price, ranked by goodput and latency",
+    )
+    search.add_argument(
         "--compare-managed",
         action="store_true",
         default=None,
@@ -997,6 +1067,39 @@ def add_plan_parser(sub: Any) -> None:
         "sizes replicas for as the peak); self-hosted $/Mtok divides the peak's hourly price by the mean's tokens",
     )
     plan.set_defaults(func=cmd_plan)
+    _FLAGS.clear()
+    for action in plan._actions:
+        if action.option_strings and action.dest != "help":
+            _FLAGS[action.dest] = ("/".join(action.option_strings), action.default)
+
+
+_FLAGS: dict[str, tuple[str, Any]] = {}
+"""``plan``'s options, dest → (the long flag, its default), read off the parser so that no flag is missed when
+one mode refuses the flags of another."""
+
+
+def _given(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(dest, flag) of every ``plan`` option given a value other than its default."""
+    return [(dest, flag) for dest, (flag, default) in _FLAGS.items() if getattr(args, dest, default) != default]
+
+
+def _owned_gpus(text: str) -> tuple[str, int]:
+    """An argparse type for ``--own GPU:COUNT``: (the catalog key, a whole count of GPUs from 1 to 4,096)."""
+    from advisor.capacity.hardware import get_gpu
+
+    name, sep, count = text.rpartition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected GPU:COUNT such as H100-SXM:8, got {text!r}")
+    try:
+        n = int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs, got {count!r}") from None
+    if not 1 <= n <= 4096:
+        raise argparse.ArgumentTypeError(f"COUNT must be between 1 and 4,096 GPUs, got {n}")
+    try:
+        return get_gpu(name).key, n
+    except CapacityError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _Progress:
@@ -1051,7 +1154,7 @@ def _slo(args: argparse.Namespace) -> Any:
     return SLO(ttft_seconds=args.ttft, tpot_seconds=args.tpot, target_ratio=args.target_ratio)
 
 
-_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot", "compare_managed", "mean_arrival_rate")
+_SEARCH_ONLY = ("max_context", "cloud", "limit", "plot", "compare_managed", "mean_arrival_rate", "own")
 """Flags only ``--search`` reads."""
 
 
@@ -1112,9 +1215,136 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
     return None
 
 
+_SEARCH_READS = frozenset(
+    {
+        "model",
+        "gpu",
+        "tp",
+        "quantization",
+        "kv_cache_dtype",
+        "max_model_len",
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "arrival_rate",
+        "prompt_tokens",
+        "output_tokens",
+        "prompt_cv",
+        "output_cv",
+        "ttft",
+        "tpot",
+        "target_ratio",
+        "search",
+        "max_context",
+        "cloud",
+        "limit",
+        "plot",
+        "compare_managed",
+        "mean_arrival_rate",
+        "own",
+        "json",
+        "platform",
+    }
+)
+"""The ``plan`` options ``--search`` reads; every other one given is refused (issue 19: not ignored)."""
+
+_RESTRICTS = (
+    ("gpu", "--gpu"),
+    ("tp", "--tp"),
+    ("quantization", "--quantization"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_seqs", "--max-num-seqs"),
+)
+"""The one-configuration flags ``--search`` takes as restrictions of its space (one value each)."""
+
+
+def _search_refusal(args: argparse.Namespace) -> str | None:
+    """Why a flag given to ``plan --search`` does not apply (refused, not ignored), naming it; None when all
+    apply."""
+    for flag, value in (("--concurrency", args.concurrency), ("--replicas", args.replicas)):
+        if value is not None:
+            return f"{flag} does not apply to --search (it sizes the replicas itself, for an --arrival-rate)"
+    for dest, flag in _given(args):
+        if dest not in _SEARCH_READS:
+            return (
+                f"{flag} does not apply to --search: it searches vLLM deployments over "
+                + ", ".join(f for _, f in _RESTRICTS)
+                + " and --gpu-memory-utilization (give any of them to restrict it); the other dials stay at vLLM's "
+                "defaults (plan without --search takes them)"
+            )
+    if args.own is not None:
+        for flag, value in (
+            ("--gpu", args.gpu),
+            ("--cloud", args.cloud),
+            ("--platform", args.platform),
+            ("--compare-managed", args.compare_managed),
+        ):
+            if value is not None:
+                why = "--own names the GPU" if flag == "--gpu" else "owned GPUs have no price to compare or look up"
+                return f"{flag} does not apply with --own ({why})"
+    return None
+
+
+def _search_space(args: argparse.Namespace) -> Any:
+    """The search space (:class:`advisor.capacity.search.SearchSpace`) restricted by what was given: ``--gpu``
+    (or ``--own``'s GPU), ``--tp``, ``--quantization``, ``--kv-cache-dtype``, ``--max-model-len``,
+    ``--max-num-seqs`` (one value each) and ``--gpu-memory-utilization`` (held fixed).
+
+    Raises:
+        CapacityError: an unknown ``--gpu``.
+    """
+    from advisor.capacity.hardware import get_gpu
+    from advisor.capacity.search import SearchSpace
+
+    space = SearchSpace()
+    changes: dict[str, Any] = {}
+    if args.own is not None:
+        changes["gpu_keys"] = (args.own[0],)
+    elif args.gpu is not None:
+        changes["gpu_keys"] = (get_gpu(args.gpu).key,)
+    if args.tp is not None:
+        changes["tensor_parallel_sizes"] = (args.tp,)
+    if args.quantization is not None:
+        changes["weight_precisions"] = (None if args.quantization.lower() == "none" else args.quantization,)
+    if args.kv_cache_dtype is not None:
+        changes["kv_cache_dtypes"] = (args.kv_cache_dtype,)
+    if args.max_model_len is not None:
+        changes["max_model_lens"] = (args.max_model_len,)
+    if args.max_num_seqs is not None:
+        changes["max_num_seqs"] = (args.max_num_seqs,)
+    if args.gpu_memory_utilization is not None:
+        changes["gpu_memory_utilization"] = args.gpu_memory_utilization
+    return dataclasses.replace(space, **changes)
+
+
+def _nothing_to_search(args: argparse.Namespace) -> str:
+    """Why a restricted search had no configuration at all, naming the restrictions."""
+    given = [f"{flag} {getattr(args, dest)}" for dest, flag in _RESTRICTS if getattr(args, dest) is not None]
+    where = (
+        "the GPUs you own"
+        if args.own is not None
+        else (
+            f"{args.platform}'s priced instances"
+            if args.platform
+            else "priced instances" + ("" if args.cloud is None else f" on {args.cloud}")
+        )
+    )
+    hint = "" if args.own is not None else "; --own GPU:COUNT searches GPUs you already have"
+    return (
+        f"nothing to search: no configuration of {where} matches {' '.join(given) or 'the search'} (the GPU on no "
+        f"such instance, a TP above its GPU count, or fp8 weights on a GPU without FP8){hint}"
+    )
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     from advisor.capacity.queueing import Workload
-    from advisor.capacity.search import DEFAULT_LIMIT, search_deployments
+    from advisor.capacity.search import (
+        CLOSE_LATENCY_MISS,
+        CLOSE_PRICE_FACTOR,
+        DEFAULT_LIMIT,
+        owned_host,
+        search_deployments,
+    )
     from advisor.modelfile import resolve_model
 
     missing = [
@@ -1131,10 +1361,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if missing:
         _err(f"plan --search needs {', '.join(missing)}")
         return 2
-    for flag, value in (("--concurrency", args.concurrency), ("--replicas", args.replicas)):
-        if value is not None:
-            _err(f"{flag} does not apply to --search (it sizes the replicas itself, for an --arrival-rate)")
-            return 2
+    refused = _search_refusal(args)
+    if refused:
+        _err(refused)
+        return 2
     if args.target_ratio is not None and args.target_ratio >= 1.0:
         _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
         return 2
@@ -1151,9 +1381,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if refused:
         _err(refused)
         return 2
+    if args.own is not None:
+        hosts = [owned_host(*args.own)]
     progress = _Progress()
     try:
         model = resolve_model(args.model, Path.cwd())
+        space = _search_space(args)
         workload = _with_cvs(
             Workload(
                 arrival_rate=args.arrival_rate,
@@ -1167,16 +1400,20 @@ def _cmd_search(args: argparse.Namespace) -> int:
         assert slo is not None
         limit = DEFAULT_LIMIT if args.limit is None else args.limit
         result = search_deployments(
-            model, workload, slo, cloud=args.cloud, instances=hosts, limit=limit, progress=progress
+            model, workload, slo, cloud=args.cloud, instances=hosts, space=space, limit=limit, progress=progress
         )
     except CapacityError as exc:
         progress.close()
         _err(str(exc))
         return 2
     progress.close()
+    if result.configurations == 0:
+        _err(_nothing_to_search(args))
+        return 2
     if args.plot:
         _plot(result.frontier, args.plot)
     managed = _managed(args, model.name, result) if args.compare_managed else None
+    owned = args.own is not None
     if args.json:
         out = result.as_dict()
         if managed is not None:
@@ -1184,6 +1421,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         out["model"] = model.name
         if args.platform is not None:
             out["platform"] = args.platform
+        if owned:
+            out["owned"] = {"gpu": args.own[0], "count": args.own[1]}
         out["workload"] = {
             "arrival_rate": workload.arrival_rate,
             "prompt_tokens": workload.prompt_tokens,
@@ -1202,7 +1441,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
         f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
         f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
-        f"{'' if hosts is None else ' at ' + args.platform + ' instance prices'}"
+        f"{'' if hosts is None or owned else ' at ' + str(args.platform) + ' instance prices'}"
+        f"{'' if not owned else f' on the {args.own[1]} {args.own[0]} GPUs owned'}"
     )
     cannot_run = result.configurations - result.evaluated - result.pruned
     print(
@@ -1212,10 +1452,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not result.feasible:
         print("no feasible configuration")
     else:
-        mixed = args.cloud is None
+        mixed = args.cloud is None and not owned
         header = (
             *(("cloud",) if mixed else ()),
             "instance",
+            "GPUs",
             "n",
             "TP",
             "weights",
@@ -1235,14 +1476,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 (
                     *((c.instance.cloud,) if mixed else ()),
                     c.instance.name,
+                    f"{c.instance.whole_gpus}×{c.config.gpu_key.upper()}",
                     str(c.instances),
                     str(c.config.tensor_parallel_size),
                     c.config.weights_label,
                     c.config.kv_cache_dtype,
                     str(c.config.max_num_seqs),
                     str(c.replicas),
-                    f"{c.hourly_cost_usd:.2f}",
-                    f"{c.cost_per_million_goodput_tokens_usd:.2f}",
+                    "owned" if c.hourly_cost_usd is None else f"{c.hourly_cost_usd:.2f}",
+                    "owned"
+                    if c.cost_per_million_goodput_tokens_usd is None
+                    else f"{c.cost_per_million_goodput_tokens_usd:.2f}",
                     _fmt_seconds(p.ttft_p90_seconds),
                     _fmt_seconds(p.tpot_p90_seconds),
                     f"{p.goodput_ratio:.1%}",
@@ -1253,12 +1497,21 @@ def _cmd_search(args: argparse.Namespace) -> int:
             print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
         lens = sorted({c.config.max_model_len for c in result.feasible})
         legend = (
-            "n: instances; TP: GPUs per replica; repl: replicas; seqs: --max-num-seqs; weights: the checkpoint's "
-            "own precision or a quantized one (needs that checkpoint); $/Mtok: USD per million output tokens of "
-            "requests that meet the SLO; every row runs --max-model-len " + ", ".join(f"{n:,}" for n in lens)
+            "GPUs: the GPUs in one instance; n: instances; TP: GPUs per replica; repl: replicas; seqs: "
+            "--max-num-seqs; weights: the checkpoint's own precision or a quantized one (needs that checkpoint); "
+            + (
+                "$/h, $/Mtok: owned GPUs have no price here, so the rows are ranked by goodput, then TPOT p90, "
+                "TTFT p90 and the GPUs used; "
+                if owned
+                else "$/Mtok: USD per million output tokens of requests that meet the SLO; "
+            )
+            + "every row runs --max-model-len "
+            + ", ".join(f"{n:,}" for n in lens)
         )
         print(textwrap.fill(legend, width=110))
-        if hosts is None:
+        if owned:
+            pass
+        elif hosts is None:
             sources = {(c.instance.cloud, c.instance.price_region, c.instance.price_as_of) for c in result.feasible}
             print(
                 "prices: on-demand USD/h, "
@@ -1270,14 +1523,31 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 f"prices: {args.platform}'s own on-demand USD/h (not the VM's), "
                 + "; ".join(f"{region} as of {when}, source {url}" for region, when, url in sorted(cited))
             )
+    miss = f"{CLOSE_LATENCY_MISS - 1:.0%}"
     if result.rejected:
-        print("best rejected:")
+        near = all(r.close for r in result.rejected)
+        print(
+            textwrap.fill(
+                "best rejected: "
+                + (
+                    f"the configurations that came close — they run and miss a latency target by at most {miss} at "
+                    "batch 1" + ("" if owned else f", from at most {CLOSE_PRICE_FACTOR:g}× the cheapest price above")
+                    if near
+                    else "none came close; the nearest misses"
+                )
+                + ("" if owned else "; (from $X/h): the cheapest one instance that holds one replica, a lower bound"),
+                width=110,
+            )
+        )
         for rej in result.rejected:
             cfg = rej.config
+            bound = "owned" if owned else f"from ${rej.lower_bound_hourly_cost_usd:.2f}/h"
             print(
-                f"  {rej.instance} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
-                f"{cfg.max_num_seqs} (from ${rej.lower_bound_hourly_cost_usd:.2f}/h): {rej.reason}"
+                f"  {rej.instance} ({cfg.gpu_key.upper()}) TP{cfg.tensor_parallel_size} {cfg.weights_label}/"
+                f"{cfg.kv_cache_dtype} seqs {cfg.max_num_seqs} ({bound}): {rej.reason}"
             )
+    else:
+        print(f"best rejected: none came close (none that runs misses a latency target by at most {miss})")
     if managed is not None:
         _print_managed(managed)
     return 0

@@ -977,6 +977,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
+    from advisor.capacity.fixes import fixes, pool_refusal, verdict
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
     from advisor.config import context_problem
@@ -1021,6 +1022,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     # result, as `plan --json` prints them
     if inputs.engine != "vllm":  # as `plan --engine` prints it
         out_before["engine"] = inputs.engine
+    else:  # would vLLM start, and what fits if not: as `plan --json` says it (advisor.capacity.fixes)
+        refusal = pool_refusal(before)
+        out_before.update(verdict(refusal, [] if refusal is None else fixes(spec, resolved.gpu)))
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -1041,6 +1045,15 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after["kv_checked_against_logs"] = out_before["kv_checked_against_logs"]
             if "engine" in out_before:
                 out_after["engine"] = out_before["engine"]
+            else:
+                refusal = pool_refusal(after)
+                turned = {f.name for f in dataclasses.fields(spec)}
+                found = (
+                    fixes(dataclasses.replace(spec, **changes), resolved.gpu)
+                    if refusal is not None and set(changes) <= turned
+                    else []
+                )
+                out_after.update(verdict(refusal, found))
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

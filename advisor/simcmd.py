@@ -57,6 +57,14 @@ DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 1500.0, 300.0
 """``--prompt-tokens`` and ``--output-tokens`` when not given (a chat workload's order of magnitude)."""
 DEFAULT_WINDOW = 3600.0
 """``--window`` when not given: an hour of history."""
+DEFAULT_PROMPT_CV = 0.5
+DEFAULT_OUTPUT_CV = 1.0
+DEFAULT_BURSTINESS = 2.0
+DEFAULT_ON_OFF = (30.0, 30.0)
+DEFAULT_DAILY_PERIOD = 86400.0
+DEFAULT_DAILY_AMPLITUDE = 0.6
+"""The traffic flags' defaults (``--prompt-cv`` … ``--daily-amplitude``), applied where read so that a flag given
+can be told from one not given (issue 19: a flag that does not apply is refused, not ignored)."""
 MIN_MODEL_LEN, MAX_MODEL_LEN = 16, 10_000_000
 """The ``max_model_len`` dial: the config's own bounds (and the model's context, checked once the config is read)."""
 
@@ -191,24 +199,37 @@ def add_simulate_parser(subparsers: Any) -> None:
     t.add_argument(
         "--arrivals",
         choices=["poisson", "gamma", "onoff", "daily"],
-        default="poisson",
+        default=None,
         help="arrival process (default poisson)",
     )
-    t.add_argument("--burstiness", type=positive_float(100.0), default=2.0, help="gamma: gap CV (default 2)")
+    t.add_argument(
+        "--burstiness", type=positive_float(100.0), default=None, help=f"gamma: gap CV (default {DEFAULT_BURSTINESS:g})"
+    )
     t.add_argument(
         "--on-off",
         type=positive_float(1e6),
         nargs=2,
         metavar=("ON_S", "OFF_S"),
-        default=(30.0, 30.0),
-        help="onoff: seconds on and off (default 30 30)",
+        default=None,
+        help=f"onoff: seconds on and off (default {DEFAULT_ON_OFF[0]:g} {DEFAULT_ON_OFF[1]:g})",
     )
-    t.add_argument("--daily-period", type=_duration, default=86400.0, help="daily: period (default 24h)")
-    t.add_argument("--daily-amplitude", type=_ratio, default=0.6, help="daily: relative amplitude (default 0.6)")
+    t.add_argument(
+        "--daily-period", type=_duration, default=None, help=f"daily: period (default {DEFAULT_DAILY_PERIOD / 3600:g}h)"
+    )
+    t.add_argument(
+        "--daily-amplitude",
+        type=_ratio,
+        default=None,
+        help=f"daily: relative amplitude (default {DEFAULT_DAILY_AMPLITUDE:g})",
+    )
     t.add_argument("--prompt-tokens", type=positive_float(1e7), help="mean prompt (1500)")
-    t.add_argument("--prompt-cv", type=positive_float(100.0), default=0.5, help="prompt length CV (0.5)")
+    t.add_argument(
+        "--prompt-cv", type=positive_float(100.0), default=None, help=f"prompt length CV ({DEFAULT_PROMPT_CV:g})"
+    )
     t.add_argument("--output-tokens", type=positive_float(1e7), help="mean output (300)")
-    t.add_argument("--output-cv", type=positive_float(100.0), default=1.0, help="output length CV (1.0)")
+    t.add_argument(
+        "--output-cv", type=positive_float(100.0), default=None, help=f"output length CV ({DEFAULT_OUTPUT_CV:.1f})"
+    )
     t.add_argument("--lengths-csv", help="CSV of prompt_tokens,output_tokens rows to draw lengths from")
     t.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens to replay")
     e = p.add_argument_group("engine")
@@ -373,15 +394,19 @@ def _traffic(args: argparse.Namespace, rate: float) -> Any:
     else:
         prompt = args.prompt_tokens if args.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
         output = args.output_tokens if args.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
-        lengths = LognormalLengths(prompt, args.prompt_cv, output, args.output_cv)
+        lengths = LognormalLengths(
+            prompt, _or(args.prompt_cv, DEFAULT_PROMPT_CV), output, _or(args.output_cv, DEFAULT_OUTPUT_CV)
+        )
     process: Any
     if args.arrivals == "gamma":
-        process = GammaGaps(rate, args.burstiness)
+        process = GammaGaps(rate, _or(args.burstiness, DEFAULT_BURSTINESS))
     elif args.arrivals == "onoff":
-        on, off = args.on_off
+        on, off = args.on_off or DEFAULT_ON_OFF
         process = OnOff(rate_on=rate * (on + off) / on, rate_off=0.0, on_seconds=on, off_seconds=off)
     elif args.arrivals == "daily":
-        process = DailyCurve(rate, args.daily_amplitude, args.daily_period)
+        process = DailyCurve(
+            rate, _or(args.daily_amplitude, DEFAULT_DAILY_AMPLITUDE), _or(args.daily_period, DEFAULT_DAILY_PERIOD)
+        )
     else:
         process = Poisson(rate)
     return TrafficProfile(process, lengths)
@@ -727,11 +752,46 @@ _NOT_WITH_HISTORY = (
 compare with the engines' (what-if dials belong to a run without history)."""
 
 
+_PROCESS_FLAGS = {"burstiness": "gamma", "on_off": "onoff", "daily_period": "daily", "daily_amplitude": "daily"}
+"""The flags each arrival process alone reads (``--arrivals``)."""
+
+_NOT_WITH_TRACE = ("arrivals", "lengths_csv", "prompt_tokens", "output_tokens", "prompt_cv", "output_cv")
+"""Flags a ``--trace`` replay does not read: its arrivals and lengths are the trace's (``--arrival-rate`` rescales
+it)."""
+
+_NOT_WITH_LENGTHS_CSV = ("prompt_tokens", "output_tokens", "prompt_cv", "output_cv")
+"""Flags ``--lengths-csv`` replaces: the lengths are drawn from its rows."""
+
+
+def _or(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` when the flag was not given (None)."""
+    return default if value is None else value
+
+
 def _refused_flags(args: argparse.Namespace) -> str | None:
     """The one-line reason a flag does not apply, or ``None``."""
 
     def flag(name: str) -> str:
         return "--" + name.replace("_", "-")
+
+    for group, why in (
+        (
+            _NOT_WITH_TRACE if args.trace else (),
+            "does not apply with --trace: the trace gives the arrivals and lengths",
+        ),
+        (
+            _NOT_WITH_LENGTHS_CSV if args.lengths_csv and not args.trace else (),
+            "does not apply with --lengths-csv: the lengths are drawn from its rows",
+        ),
+    ):
+        given = [flag(n) for n in group if getattr(args, n) is not None]
+        if given:
+            return f"{', '.join(given)} {why}"
+    if not args.trace:
+        process = args.arrivals or "poisson"
+        for name, wanted in _PROCESS_FLAGS.items():
+            if getattr(args, name) is not None and process != wanted:
+                return f"{flag(name)} applies to --arrivals {wanted} only (this run: {process})"
 
     if args.prometheus is None:
         given = [flag(n) for n in _HISTORY_ONLY if getattr(args, n) is not None]
@@ -901,7 +961,8 @@ def _header(setup: _Setup, args: argparse.Namespace) -> None:
         f"{d.max_model_len}, kv_cache_dtype {d.kv_cache_dtype}"
     )
     print(
-        f"traffic: {setup.profile.mean_rate:.3g} req/s ({args.arrivals if not args.trace else 'trace'}), "
+        f"traffic: {setup.profile.mean_rate:.3g} req/s "
+        f"({(args.arrivals or 'poisson') if not args.trace else 'trace'}), "
         f"{args.duration:g} s simulated, seed {args.seed}"
     )
     print(_latency_line(setup))

@@ -350,3 +350,28 @@ def test_an_unreachable_prometheus_is_an_error_in_the_report_and_exit_1(
     # without --prometheus and without a prometheus section: invalid input
     args = p.parse_args(["backtest", "--config", str(config), "--from", "now-1m", "--to", "now"])
     assert args.func(args) == 2
+
+
+def test_a_selector_for_a_deployment_left_out_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 19 (flags that do not apply are refused, in every command): ``--selector other=…`` with
+    ``--deployment chat-8b`` was accepted and never read. Refused before any query (nothing listens on the URL)."""
+    import yaml
+
+    config = tmp_path / "advisor.yaml"
+    deployment = {
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    config.write_text(
+        yaml.safe_dump({"deployments": [{"name": "chat-8b", **deployment}, {"name": "other", **deployment}]})
+    )
+    p = argparse.ArgumentParser()
+    add_backtest_parser(p.add_subparsers(dest="command", required=True))
+    argv = ["backtest", "--config", str(config), "--prometheus", "http://127.0.0.1:9", "--from", "now-1m"]
+    args = p.parse_args([*argv, "--to", "now", "--deployment", "chat-8b", "--selector", 'other=job="x"'])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "--selector other=" in err and "--deployment chat-8b leaves it out" in err

@@ -133,7 +133,7 @@ from advisor.capacity.weights import (
     weights_bytes_per_gpu,
 )
 from advisor.capacity.weights import weights_bytes_total as weights_bytes_total
-from advisor.errors import CapacityError
+from advisor.errors import WontStartError
 
 __all__ = [
     "ACCOUNTING_ENGINES",
@@ -315,21 +315,21 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
             )
         else:
             advice = f"lower gpu_memory_utilization to at most {at_most:.2f}"
-        raise CapacityError(
+        raise WontStartError(
             f"{m.name}: other processes hold {others / GIB:.2f} GiB per GPU, leaving {free / GIB:.2f} GiB free, "
             f"less than gpu_memory_utilization {inputs.gpu_memory_utilization} × {inputs.gpu_memory_bytes / GIB:.2f}"
             f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); {advice}"
         )
     if fixed:
         if weights > inputs.gpu_memory_bytes:
-            raise CapacityError(
+            raise WontStartError(
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} but the GPU has "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB"
             )
         pool = inputs.kv_cache_memory_bytes or 0
     else:
         if weights >= requested:
-            raise CapacityError(
+            raise WontStartError(
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} "
                 f"({inputs.compute_dtype}, quantization {inputs.effective_quantization or 'none'}) but only "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB × {inputs.gpu_memory_utilization} = "
@@ -345,7 +345,7 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 else f"lower max_num_batched_tokens ({inputs.profile_tokens:,}: its forward pass takes "
                 f"{forward / GIB:.2f} GiB)"
             )
-            raise CapacityError(
+            raise WontStartError(
                 f"{m.name}: weights {weights / GIB:.2f} GiB + overhead {overhead / GIB:.2f} GiB per GPU "
                 f"leave no KV cache in {requested / GIB:.2f} GiB ({inputs.gpu_memory_bytes / GIB:.2f} GiB × "
                 f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"

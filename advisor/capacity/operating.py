@@ -58,6 +58,8 @@ __all__ = [
     "OperatingPoint",
     "Quantiles",
     "binding_constraint",
+    "idle_latencies",
+    "idle_latency_miss",
     "kv_ceiling",
     "mean_decode_context",
     "operating_point",
@@ -138,12 +140,24 @@ def _engine(
     return service, step, prefill, ceiling
 
 
+def idle_latencies(service: ReplicaService) -> tuple[float, float]:
+    """The best one replica can do, seconds: (TTFT of a lone request = its prefill + the per-request overhead,
+    TPOT at batch 1). No replica count beats them: more replicas only shorten the queue."""
+    return service.prefill_seconds + service.request_overhead_seconds, service.decode_step(1.0)
+
+
+def idle_latency_miss(service: ReplicaService, slo: SLO) -> float:
+    """By how much the idle latencies (:func:`idle_latencies`) miss the SLO's targets: the larger of TTFT ÷ its
+    target and TPOT ÷ its target (≤ 1: both met at batch 1, the goodput ratio is what fails)."""
+    first, tpot1 = idle_latencies(service)
+    return max(first / slo.ttft_seconds, tpot1 / slo.tpot_seconds)
+
+
 def slo_unreachable_reason(service: ReplicaService, workload: Workload, slo: SLO, max_replicas: int) -> str:
     """Why no replica count up to ``max_replicas`` meets ``slo`` (when
     :func:`~advisor.capacity.queueing.replicas_for_slo` returns ``None``): the prefill alone exceeds the TTFT
     target, the batch-1 step the TPOT target, or the goodput ratio stays below the target."""
-    tpot1 = service.decode_step(1.0)
-    first = service.prefill_seconds + service.request_overhead_seconds
+    first, tpot1 = idle_latencies(service)
     if first > slo.ttft_seconds:
         return f"prefill of a {workload.prompt_tokens:g}-token prompt takes {first:.2f} s > TTFT target"
     if tpot1 > slo.tpot_seconds:

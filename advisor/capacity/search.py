@@ -45,13 +45,16 @@ from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.instances import InstanceType, list_instances
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass, weights_bytes_per_gpu
 from advisor.capacity.models import ModelArch
-from advisor.capacity.operating import replica_service, slo_unreachable_reason
+from advisor.capacity.operating import idle_latency_miss, replica_service, slo_unreachable_reason
 from advisor.capacity.perf import PerfAssumptions, assumptions_for
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
 from advisor.errors import CapacityError
 
 __all__ = [
+    "CLOSE_LATENCY_MISS",
+    "CLOSE_PRICE_FACTOR",
     "DEFAULT_LIMIT",
+    "OWNED",
     "Candidate",
     "Rejection",
     "ReplicaConfig",
@@ -62,6 +65,19 @@ __all__ = [
 
 DEFAULT_LIMIT: Final = 10
 """Feasible deployments :func:`search_deployments` lists by default (``plan --search --limit``)."""
+
+CLOSE_LATENCY_MISS: Final = 1.25
+"""A rejected configuration "came close" when its best latencies (one idle replica:
+:func:`advisor.capacity.operating.idle_latency_miss`) miss a target by at most this factor (25 %)…"""
+
+CLOSE_PRICE_FACTOR: Final = 2.0
+"""… and its cheapest host costs at most this many times the cheapest feasible deployment (any price when none is
+feasible); on owned GPUs (no price) it needs at most this many times the GPUs owned. Only such rejections are
+listed as "best rejected" (issue 19)."""
+
+OWNED: Final = "owned"
+"""The ``cloud`` (and instance name) of the GPUs an operator already has (``plan --search --own GPU:COUNT``):
+no price, so the search ranks by goodput and latency instead."""
 
 NOT_SEARCHED_PREFIXES: Final = ("tpu-", "inferentia", "trn", "trainium")
 """GPU keys of accelerators the vLLM CUDA/ROCm accounting does not describe."""
@@ -81,6 +97,8 @@ class SearchSpace:
         max_model_lens: caps [``--max-model-len``]; ``None`` → the workload's worst-case context.
         gpu_memory_utilization: [``--gpu-memory-utilization``], held fixed.
         max_replicas: the most replicas considered.
+        gpu_keys: the catalog GPUs to search (``plan --search --gpu``); ``None`` = every GPU of a priced
+            instance.
     """
 
     weight_precisions: tuple[str | None, ...] = (None, "fp8", "awq")
@@ -90,6 +108,7 @@ class SearchSpace:
     max_model_lens: tuple[int, ...] | None = None
     gpu_memory_utilization: float = 0.9
     max_replicas: int = 256
+    gpu_keys: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +147,10 @@ class Candidate:
     instance: InstanceType
     replicas: int
     instances: int
-    hourly_cost_usd: float
-    cost_per_million_goodput_tokens_usd: float
+    hourly_cost_usd: float | None
+    """USD/h of the instances; None on owned GPUs (no price: not 0)."""
+    cost_per_million_goodput_tokens_usd: float | None
+    """USD per million goodput output tokens; None on owned GPUs."""
     kv_cache_tokens: int
     batch_cap: int
     prediction: ServicePrediction
@@ -144,8 +165,9 @@ class Candidate:
             "gpus_per_instance": self.instance.whole_gpus,
             "replicas": self.replicas,
             "instances": self.instances,
-            "hourly_cost_usd": round(self.hourly_cost_usd, 4),
-            "cost_per_million_goodput_tokens_usd": round(self.cost_per_million_goodput_tokens_usd, 4),
+            "gpu_model": self.instance.gpu_model,
+            "hourly_cost_usd": _round(self.hourly_cost_usd),
+            "cost_per_million_goodput_tokens_usd": _round(self.cost_per_million_goodput_tokens_usd),
             "price_region": self.instance.price_region,
             "price_as_of": self.instance.price_as_of,
             "kv_cache_tokens_per_replica": self.kv_cache_tokens,
@@ -174,17 +196,33 @@ class Rejection:
     instance: str
     stage: str = "weights"
     """How far it got: ``weights`` (do not fit), ``pool`` (no room for one worst-case request), ``perf`` (no
-    roofline figures for the GPU), ``slo`` (runs, but misses the SLO at any replica count)."""
+    roofline figures for the GPU), ``slo`` (runs, but misses the SLO at any replica count, or needs more GPUs than
+    are owned)."""
+    latency_miss: float | None = None
+    """At stage ``slo``: :func:`advisor.capacity.operating.idle_latency_miss` (≤ 1: both targets met at batch 1);
+    None before it."""
+
+    @property
+    def close(self) -> bool:
+        """It came close: it runs and misses by at most :data:`CLOSE_LATENCY_MISS` (the price test is the
+        search's, against the cheapest feasible deployment)."""
+        return self.latency_miss is not None and self.latency_miss <= CLOSE_LATENCY_MISS
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
+        """JSON-ready fields (``lower_bound_hourly_cost_usd`` None on owned GPUs: no price)."""
         return {
             **self.config.as_dict(),
             "instance_type": self.instance,
             "stage": self.stage,
-            "lower_bound_hourly_cost_usd": round(self.lower_bound_hourly_cost_usd, 4),
+            "lower_bound_hourly_cost_usd": None if self.instance == OWNED else _round(self.lower_bound_hourly_cost_usd),
+            "latency_miss": None if self.latency_miss is None else round(self.latency_miss, 4),
             "reason": self.reason,
         }
+
+
+def _round(value: float | None) -> float | None:
+    """USD to 4 decimals; None (no price) stays None."""
+    return None if value is None else round(value, 4)
 
 
 @dataclass(frozen=True)
@@ -224,18 +262,68 @@ class _Prepared:
     cheapest_host: str = ""
 
 
-def _hosts_by_gpu(cloud: str | None, instances: Sequence[InstanceType] | None = None) -> dict[str, list[InstanceType]]:
+def owned_host(gpu_key: str, count: int) -> InstanceType:
+    """``count`` GPUs of the catalog's ``gpu_key`` an operator already has, as one host with no price (cloud and
+    name :data:`OWNED`).
+
+    Raises:
+        UnknownGPUError: ``gpu_key`` is not in the catalog.
+    """
+    gpu = get_gpu(gpu_key)
+    return InstanceType(
+        cloud=OWNED,
+        name=OWNED,
+        family=OWNED,
+        gpu_key=gpu.key,
+        gpu_model=gpu.name,
+        gpu_count=float(count),
+        gpu_memory_per_gpu_gb=gpu.memory_bytes / 1e9,
+        vcpus=None,
+        host_ram_gib=None,
+        gpu_interconnect="",
+        price_usd_per_hour=None,
+        price_region="",
+        price_as_of="",
+        source="--own",
+    )
+
+
+def _owned(inst: InstanceType) -> bool:
+    return inst.cloud == OWNED
+
+
+def _hosts_by_gpu(
+    cloud: str | None, instances: Sequence[InstanceType] | None = None, gpu_keys: tuple[str, ...] | None = None
+) -> dict[str, list[InstanceType]]:
     hosts: dict[str, list[InstanceType]] = {}
     if instances is None:
         pool = list_instances(cloud, priced_only=True)
     else:
-        list_instances(cloud)  # validates the cloud's name
-        pool = [i for i in instances if i.price_usd_per_hour is not None and (cloud is None or i.cloud == cloud)]
+        if not any(_owned(i) for i in instances):
+            list_instances(cloud)  # validates the cloud's name
+        pool = [
+            i
+            for i in instances
+            if _owned(i) or (i.price_usd_per_hour is not None and (cloud is None or i.cloud == cloud))
+        ]
     for inst in pool:
         if inst.whole_gpus < 1 or inst.gpu_key.startswith(NOT_SEARCHED_PREFIXES):
             continue
+        if gpu_keys is not None and inst.gpu_key not in gpu_keys:
+            continue
         hosts.setdefault(inst.gpu_key, []).append(inst)
     return hosts
+
+
+def _price(inst: InstanceType, per: int, replicas: int) -> tuple[float, int] | None:
+    """(hourly cost, instances) of ``replicas`` replicas at ``per`` a host, or None when the host cannot: no
+    price, or owned GPUs too few (owned: cost 0 for ordering only, never reported)."""
+    count = math.ceil(replicas / per)
+    if _owned(inst):
+        return (0.0, 1) if count <= 1 else None
+    if inst.price_usd_per_hour is None:
+        return None
+    return count * inst.price_usd_per_hour, count
 
 
 def _cheapest(hosts: Sequence[InstanceType], tp: int, replicas: int) -> tuple[float, InstanceType | None, int]:
@@ -243,12 +331,11 @@ def _cheapest(hosts: Sequence[InstanceType], tp: int, replicas: int) -> tuple[fl
     best: tuple[float, InstanceType | None, int] = (math.inf, None, 0)
     for inst in hosts:
         per = inst.whole_gpus // tp
-        if per < 1 or inst.price_usd_per_hour is None:
+        priced = None if per < 1 else _price(inst, per, replicas)
+        if priced is None:
             continue
-        count = math.ceil(replicas / per)
-        cost = count * inst.price_usd_per_hour
-        if cost < best[0]:
-            best = (cost, inst, count)
+        if priced[0] < best[0]:
+            best = (priced[0], inst, priced[1])
     return best
 
 
@@ -334,7 +421,13 @@ def search_deployments(
 
     ``instances``: the instance types to host on, with their prices (default: every priced row of
     ``instances.csv``); a managed platform's own (:meth:`advisor.capacity.managed.ManagedInstance.as_instance`)
-    price the search at that platform's rates. Unpriced ones are skipped.
+    price the search at that platform's rates. Unpriced ones are skipped, but for GPUs an operator owns
+    (:func:`owned_host`): those have no price, host at most what they hold, and the deployments are ranked by
+    goodput ratio (highest first), then TPOT p90, TTFT p90 and the GPUs used (lowest first). ``space.gpu_keys``
+    restricts the GPUs searched.
+
+    "Best rejected" lists only configurations that came close (:data:`CLOSE_LATENCY_MISS`,
+    :data:`CLOSE_PRICE_FACTOR`); with nothing feasible and nothing close, the nearest misses.
 
     ``progress(done, total)`` is called as replica configurations are evaluated. ``assumptions``: the roofline's
     efficiency factors for every GPU; ``None`` (the default) takes each GPU's own,
@@ -343,7 +436,7 @@ def search_deployments(
     Raises:
         CapacityError: an unknown cloud.
     """
-    hosts = _hosts_by_gpu(cloud, instances)
+    hosts = _hosts_by_gpu(cloud, instances, space.gpu_keys)
     worst = workload.worst_context_tokens
     lens = space.max_model_lens or (worst,)
     configs: list[tuple[ReplicaConfig, GPUSpec, list[InstanceType]]] = []
@@ -382,7 +475,7 @@ def search_deployments(
     for j, p in enumerate(viable):
         if progress is not None and j % 16 == 0:
             progress(done + j, total)
-        costs = sorted(c.hourly_cost_usd for c in best_by_group.values())
+        costs = sorted(c.hourly_cost_usd for c in best_by_group.values() if c.hourly_cost_usd is not None)
         if len(costs) >= limit and p.lower_bound > costs[limit - 1]:
             pruned += 1
             continue
@@ -391,7 +484,8 @@ def search_deployments(
         prediction = replicas_for_slo(workload, p.service, slo, space.max_replicas)
         if prediction is None:
             reason = slo_unreachable_reason(p.service, workload, slo, space.max_replicas)
-            rejected.append(Rejection(p.config, reason, p.lower_bound, p.cheapest_host, "slo"))
+            miss = idle_latency_miss(p.service, slo)
+            rejected.append(Rejection(p.config, reason, p.lower_bound, p.cheapest_host, "slo", miss))
             continue
         tp = p.config.tensor_parallel_size
         frontier.append(
@@ -404,10 +498,24 @@ def search_deployments(
         )
         for inst in p.hosts:
             per = inst.whole_gpus // tp
-            if per < 1 or inst.price_usd_per_hour is None:
+            priced = None if per < 1 else _price(inst, per, prediction.replicas)
+            if priced is None:
+                if _owned(inst) and per >= 1:
+                    gpus = prediction.replicas * tp  # close: at most CLOSE_PRICE_FACTOR × the GPUs owned
+                    near = gpus <= CLOSE_PRICE_FACTOR * inst.whole_gpus
+                    rejected.append(
+                        Rejection(
+                            p.config,
+                            f"needs {prediction.replicas} replica(s) × TP {tp} = {prediction.replicas * tp} GPUs; "
+                            f"{inst.whole_gpus} owned",
+                            p.lower_bound,
+                            inst.name,
+                            "slo",
+                            idle_latency_miss(p.service, slo) if near else None,
+                        )
+                    )
                 continue
-            count = math.ceil(prediction.replicas / per)
-            hourly = count * inst.price_usd_per_hour
+            hourly, count = priced
             goodput = prediction.goodput_tokens_per_second
             per_million = hourly / (3600 * goodput) * 1e6 if goodput > 0 else math.inf
             cand = Candidate(
@@ -415,8 +523,8 @@ def search_deployments(
                 instance=inst,
                 replicas=prediction.replicas,
                 instances=count,
-                hourly_cost_usd=hourly,
-                cost_per_million_goodput_tokens_usd=per_million,
+                hourly_cost_usd=None if _owned(inst) else hourly,
+                cost_per_million_goodput_tokens_usd=None if _owned(inst) else per_million,
                 kv_cache_tokens=p.result.kv_cache_tokens,
                 batch_cap=p.service.batch_cap,
                 prediction=prediction,
@@ -428,7 +536,7 @@ def search_deployments(
     if progress is not None:
         progress(total, total)
     feasible = sorted(best_by_group.values(), key=_rank)[:limit]
-    cheapest = feasible[0].hourly_cost_usd if feasible else math.inf
+    cheapest = feasible[0].hourly_cost_usd if feasible else None
     return SearchResult(
         feasible=feasible,
         rejected=_best_rejections(rejected, cheapest, rejected_limit),
@@ -443,24 +551,37 @@ _STAGE_ORDER: Final = {"weights": 0, "pool": 1, "perf": 2, "slo": 3}
 _PRECISION_ORDER: Final = {"awq": 0, "fp8": 1}
 
 
-def _best_rejections(rejected: list[Rejection], cheapest: float, limit: int) -> list[Rejection]:
-    """One rejection per (GPU, TP) — the one that got furthest, then the smallest weights — among those that would
-    have been cheaper than the cheapest feasible deployment, cheapest first."""
+def _best_rejections(rejected: list[Rejection], cheapest: float | None, limit: int) -> list[Rejection]:
+    """One rejection per (GPU, TP) — the one that got furthest, then the smallest miss, then the smallest weights
+    — among those that came close (:attr:`Rejection.close`, and from at most :data:`CLOSE_PRICE_FACTOR` × the
+    ``cheapest`` feasible hourly cost; ``None``: nothing priced is feasible), cheapest first. With nothing close
+    and nothing feasible, the nearest misses, so the operator still sees why."""
+    ceiling = math.inf if cheapest is None else CLOSE_PRICE_FACTOR * cheapest
+    close = [r for r in rejected if r.close and r.lower_bound_hourly_cost_usd <= ceiling]
+    pool = close if close or cheapest is not None else rejected
     best: dict[tuple[str, int], Rejection] = {}
-    for r in rejected:
-        if r.lower_bound_hourly_cost_usd > cheapest:
-            continue
+    for r in pool:
         key = (r.config.gpu_key, r.config.tensor_parallel_size)
         old = best.get(key)
         if old is None or _rejection_rank(r) < _rejection_rank(old):
             best[key] = r
-    return sorted(best.values(), key=lambda r: (r.lower_bound_hourly_cost_usd, -_STAGE_ORDER[r.stage]))[:limit]
+    return sorted(
+        best.values(),
+        key=lambda r: (r.lower_bound_hourly_cost_usd, -_STAGE_ORDER[r.stage], r.latency_miss or math.inf),
+    )[:limit]
 
 
-def _rank(c: Candidate) -> tuple[float, float, int]:
-    return (round(c.hourly_cost_usd, 6), c.cost_per_million_goodput_tokens_usd, -c.config.max_num_seqs)
+def _rank(c: Candidate) -> tuple[float, ...]:
+    """Priced: hourly cost, then cost per million goodput tokens, then the larger batch cap. Owned (no price):
+    goodput ratio (highest first), TPOT p90, TTFT p90, GPUs used."""
+    p = c.prediction
+    if c.hourly_cost_usd is None or c.cost_per_million_goodput_tokens_usd is None:
+        gpus = c.replicas * c.config.tensor_parallel_size
+        return (-round(p.goodput_ratio, 6), p.tpot_p90_seconds, p.ttft_p90_seconds, float(gpus))
+    return (round(c.hourly_cost_usd, 6), c.cost_per_million_goodput_tokens_usd, -float(c.config.max_num_seqs))
 
 
-def _rejection_rank(r: Rejection) -> tuple[int, float, int, int]:
+def _rejection_rank(r: Rejection) -> tuple[float, ...]:
     q = _PRECISION_ORDER.get(r.config.quantization or "", 2)
-    return (-_STAGE_ORDER[r.stage], r.lower_bound_hourly_cost_usd, q, r.config.max_num_seqs)
+    miss = math.inf if r.latency_miss is None else r.latency_miss
+    return (-_STAGE_ORDER[r.stage], miss, r.lower_bound_hourly_cost_usd, q, r.config.max_num_seqs)

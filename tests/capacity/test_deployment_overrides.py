@@ -288,7 +288,7 @@ def test_plan_takes_every_new_flag() -> None:
     kvb = json.loads(_plan(*base, "--kv-cache-memory-bytes", str(10 * GIB)).stdout)
     assert kvb["kv_cache_tokens"] == 10 * GIB // (16 * LLAMA_KV_BYTES_PER_TOKEN) * 16
     shared = _plan(*base, "--gpu-memory-used-by-others-gib", "10")
-    assert shared.returncode == 2 and "other processes hold 10.00 GiB" in shared.stderr
+    assert shared.returncode == 3 and "other processes hold 10.00 GiB" in shared.stderr
     sglang_shared = json.loads(_plan(*base, "--engine", "sglang", "--gpu-memory-used-by-others-gib", "10").stdout)
     sglang = json.loads(_plan(*base, "--engine", "sglang").stdout)
     assert sglang["kv_cache_tokens"] - sglang_shared["kv_cache_tokens"] == pytest.approx(

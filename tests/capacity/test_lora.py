@@ -141,10 +141,10 @@ def test_moe_models_are_refused_naming_the_reason() -> None:
     assert r.returncode == 2 and "LoRA on MoE models is not modelled" in r.stderr, r.stderr
 
 
-def test_other_engines_ignore_the_lora_flags_with_a_note() -> None:
+def test_other_engines_refuse_the_lora_flags() -> None:
     r = run_cli("plan", *LLAMA_8B, "--engine", "sglang", "--enable-lora", "--json")
-    assert r.returncode == 0 and "--enable-lora does not apply to --engine sglang" in r.stderr
-    assert json.loads(r.stdout)["lora_bytes_per_gpu"] is None
+    assert r.returncode == 2 and "--enable-lora does not apply to --engine sglang" in r.stderr  # issue 19
+    assert json.loads(run_cli("plan", *LLAMA_8B, "--engine", "sglang", "--json").stdout)["lora_bytes_per_gpu"] is None
 
 
 def _config(**keys: object) -> dict[str, object]:

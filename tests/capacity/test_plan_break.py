@@ -85,9 +85,10 @@ def test_multi_step_scheduling_without_a_version_is_refused_as_the_current_vllm_
     ("flag", "value"),
     [("--max-loras", "4"), ("--max-lora-rank", "64"), ("--fully-sharded-loras", None), ("--lora-dtype", "float16")],
 )
-def test_lora_dials_without_enable_lora_are_said_to_do_nothing(flag: str, value: str | None) -> None:
+def test_lora_dials_without_enable_lora_are_refused(flag: str, value: str | None) -> None:
     """vLLM builds no ``LoRAConfig`` without ``--enable-lora`` (``EngineArgs.create_engine_config``), so the other
-    LoRA dials do nothing there; ``plan`` dropped them silently, the operator believing the slots were costed."""
+    LoRA dials do nothing there; ``plan`` dropped them silently, the operator believing the slots were costed.
+    Issue 19: refused (exit 2), not noted and ignored."""
     r = run_cli(*EIGHT_B, flag, *(() if value is None else (value,)))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr
     assert flag in r.stderr and "--enable-lora" in r.stderr

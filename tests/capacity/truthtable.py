@@ -268,6 +268,10 @@ def plan(argv: list[str]) -> tuple[dict[str, Any] | None, str]:
             code = main(["plan", *argv, "--json"])
         except SystemExit as exc:  # argparse: an argument plan does not know
             code = int(exc.code or 2)
+    if code == 3:  # vLLM would refuse to start (issue 19): the pool is still an answer when the pass got that far
+        said = json.loads(out.getvalue())
+        if "kv_cache_tokens" in said:
+            return said, ""
     if code != 0:
         return None, (err.getvalue().strip().splitlines() or [f"exit {code}"])[-1]
     return json.loads(out.getvalue()), ""
