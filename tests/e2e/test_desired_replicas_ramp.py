@@ -32,7 +32,10 @@ import requests
 import yaml
 
 from advisor import conventions as c
+from advisor.config import load_config
 from advisor.demo import RAMP
+from advisor.manifests import scaled_object
+from advisor.rulescmd import autoscaling_settings
 from advisor.sim.scenarios import Scenario
 from advisor.sim.server import start_fleet
 from advisor.sim.traffic import LinearRamp, TrafficProfile
@@ -101,6 +104,9 @@ class Ramp:
     start: float
     desired: list[tuple[float, float]]
     goodput: list[tuple[float, float]]
+    keda: list[tuple[float, float]]
+    """The generated KEDA ScaledObject's trigger query (``rules generate``'s, for this config), run as a range query
+    against the same Prometheus."""
 
     def rise(self) -> float:
         """The first sample where desired replicas exceed the running count (its first sample)."""
@@ -180,7 +186,10 @@ def ramp(tmp_path_factory: pytest.TempPathFactory) -> Ramp:
         selector = f'{{{c.LABEL_DEPLOYMENT}="{RAMP.name}"}}'
         desired = _range(prom, c.DESIRED_REPLICAS + selector, start, end)
         goodput = _range(prom, c.GOODPUT_RATIO + selector, start, end)
-    return Ramp(start, desired, goodput)
+        (dep,) = load_config(tmp_path / "advisor.yaml").deployments
+        (trigger,) = scaled_object(autoscaling_settings(dep))["spec"]["triggers"]
+        keda = _range(prom, trigger["metadata"]["query"], start, end)
+    return Ramp(start, desired, goodput, keda)
 
 
 def test_desired_replicas_falls_after_the_burst_and_never_oscillates(ramp: Ramp) -> None:
@@ -200,3 +209,11 @@ def test_desired_replicas_rises_before_the_slo_breaks(ramp: Ramp) -> None:
     breaks = [t for t, g in ramp.goodput if g < RAMP.slo_target_ratio]
     assert breaks, f"the ramp never broke the SLO: {ramp.shown()}"
     assert rise <= breaks[0], f"desired rose after the SLO broke: {ramp.shown()}"
+
+
+def test_the_keda_triggers_query_returns_the_desired_replicas_from_that_prometheus(ramp: Ramp) -> None:
+    """Issue 18: the generated ScaledObject's PromQL, run against the Prometheus that scraped the ramp, returns
+    ``advisor_desired_replicas`` — the same samples, through the rise and the fall."""
+    assert ramp.keda, f"the KEDA query returned nothing: {ramp.shown()}"
+    assert ramp.keda == ramp.desired
+    assert max(v for _, v in ramp.keda) > ramp.keda[0][1]  # it carried the rise
