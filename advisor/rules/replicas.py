@@ -130,6 +130,10 @@ def _rebase(s: _Series, now: float) -> None:
 DEFAULT_TARGET_UTILIZATION = 0.8
 """Utilization one replica is sized for when no capacity model is available (measured service rate only):
 λ ÷ (c·μ) ≤ 0.8, the usual M/M/c planning figure (Gross & Harris §2.3: the wait grows as 1 ÷ (1 − ρ))."""
+SATURATED_WINDOW_SHARE = 0.9
+"""The window's mean batch, as a share of the newest one, above which a saturated engine counts as saturated over
+the whole window: its completions per second are then its service rate. Below, the batch grew inside the window
+(a burst's start) and the rate comes from Little's law on the mean batch instead."""
 MAX_CALIBRATION = 1000.0
 """Bound on the engine-vs-model speed ratio (a ratio beyond ×1000 either way is a unit error, not a speed)."""
 
@@ -338,7 +342,9 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
       (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
       completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
       batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, or once the
-      model is calibrated online (its clock is then the engine's), the model's.
+      model is calibrated online (its clock is then the engine's), the model's. ``B`` is the window's time-averaged
+      batch (``Evaluation.requests_running_mean``; the newest gauge without it), the population Little's law pairs
+      with a window's completions; "saturated" needs that mean at :data:`SATURATED_WINDOW_SHARE` of the newest.
     """
     s = ev.stats
     gpu = ev.ctx.gpu
@@ -351,10 +357,18 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     output = max(1.0, s.generation_tokens_per_second / done)
     ranks = data_parallel_ranks(ev)
     inputs = ev.ctx.inputs
-    running_rank = (s.requests_running or 0.0) / ev.replicas_up / ranks
-    full = saturated(ev) and running_rank >= 1
+    running_now = (s.requests_running or 0.0) / ev.replicas_up / ranks
+    # Little's law (L = λW) holds for the time-averaged population, not one sample of it: the window's completions
+    # are set against the window's mean batch. The newest gauge alone, against a whole window of completions, read a
+    # lull between two requests as a model-clock replica (capacity off by the engine-vs-model speed) and the last
+    # request of a drained burst as ~20× the capacity
+    mean = ev.requests_running_mean
+    running_rank = mean / ev.replicas_up / ranks if mean is not None and math.isfinite(mean) else running_now
+    # saturated over the window, not just at its end: at the start of a burst the window's completions are still
+    # the light phase's, and taking them as the saturated service rate sized the burst 2x over
+    full = saturated(ev) and running_now >= 1 and running_rank >= SATURATED_WINDOW_SHARE * running_now
     if full:
-        cap = max(1, math.floor(running_rank))
+        cap = max(1, math.floor(running_now))
     else:
         pool = (ev.kv_capacity_tokens or ev.ctx.capacity.kv_cache_tokens) / ranks
         cap = max(1, min(int(inputs.max_num_seqs), math.floor(pool / (prompt + output))))
@@ -379,7 +393,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
             )
 
         k = 1.0
-        if not online and tpot is not None and tpot.mean and tpot.mean > 0 and running_rank >= 1:
+        if not online and tpot is not None and tpot.mean and tpot.mean > 0 and running_rank > 0:
             for _ in range(4):
                 mu_k = max_stable_rate(workload, service(k))
                 # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
@@ -400,7 +414,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         # by Little's law again counts the same slowness twice (the 1.5x-rate simulation of issue 17 asked for 8
         # replicas where 6 meet the SLO)
         mu = mu_model
-    elif running_rank >= 1:
+    elif running_rank > 0:
         # Little's law on the measured clock: the replica completes ``done_rank`` at a batch of ``running_rank``;
         # at its cap it completes the model's ratio more (throughput B ÷ S(B), S = prefill + output × TPOT(B))
         def throughput(batch: float) -> float:

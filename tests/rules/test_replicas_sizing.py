@@ -10,6 +10,7 @@ Reference values are computed here by hand from the formulas' sources, not read 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -233,3 +234,52 @@ def test_every_rule_proposes_the_same_replica_count_utilization_and_arrival_rate
     # and the drain term reaches all three the same way: ⌈(4 + 130 ÷ 20) ÷ 2⌉ = ⌈5.25⌉ = 6
     drained = [QueueGrowthRule(drain_seconds=20), KVSaturationRule(drain_seconds=20), GoodputRule(drain_seconds=20)]
     assert {next(p for p in r.propose(e) if p.dial == "replicas").suggested for r in drained} == {6}
+
+
+def _light(newest_running: float, mean_running: float | None, **kw: Any) -> Any:
+    """The model-path deployment above at a light load: 2 requests/s complete, the pool 10 % full, nothing waits;
+    the newest running gauge and the window's mean batch set apart."""
+    stats: dict[str, Any] = {
+        "kv_cache_usage_ratio": 0.1,
+        "requests_finished_per_second": 2.0,
+        "prompt_tokens_per_second": 4_000.0,
+        "generation_tokens_per_second": 500.0,
+        "requests_running": newest_running,
+        "requests_running_first": newest_running,
+        "requests_waiting": 0,
+        "requests_waiting_first": 0,
+    }
+    stats.update(kw)
+    return dataclasses.replace(ev(**stats), requests_running_mean=mean_running)
+
+
+def test_the_capacity_rests_on_the_windows_mean_batch_not_the_newest_gauge() -> None:
+    """Little's law (L = λW) relates the window's completions to its *time-averaged* batch: a lull at the newest
+    scrape (0 running) or a momentary pile-up (8) beside the same window mean (2) is the same replica. Before, the
+    newest gauge decided: 0 took the model's own clock, 8 scaled the completions by it — two capacities for one
+    window (the demo's light phase flipped its throughput headroom between +0.9 and −0.7 cycle by cycle)."""
+    lull, pile = size_replicas(_light(0, 2.0)), size_replicas(_light(8, 2.0))
+    assert lull is not None and pile is not None
+    assert lull.capacity_at_slo_per_replica is not None
+    assert lull.capacity_at_slo_per_replica == pytest.approx(pile.capacity_at_slo_per_replica)
+    assert lull.service_rate_per_replica == pytest.approx(pile.service_rate_per_replica)
+
+
+def test_a_burst_that_saturates_only_the_windows_end_is_not_sized_on_the_light_phases_completions() -> None:
+    """At a burst's start the pool is full and requests queue (saturated), but the window's mean batch is a fifth of
+    the newest: its 2 completions/s are the light phase's, not what the saturated replica completes. Little's law on
+    the mean batch gives more than 2/s; taking 2/s as the service rate sized the burst ~2× over (the demo: 5
+    replicas where 2 serve)."""
+    e = _light(
+        50,
+        10.0,
+        kv_cache_usage_ratio=0.95,
+        requests_waiting=70,
+        requests_waiting_first=10,
+    )
+    assert saturated(e)
+    sz = size_replicas(e)
+    assert sz is not None
+    assert sz.service_rate_per_replica > 2.0
+    steady = size_replicas(dataclasses.replace(e, requests_running_mean=50.0))  # saturated the whole window
+    assert steady is not None and steady.service_rate_per_replica == pytest.approx(2.0)
