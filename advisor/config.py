@@ -714,7 +714,7 @@ def scale_target_problems(deployments: Sequence[tuple[int, Deployment]]) -> list
             continue
         key = (dep.autoscaling.scale_target or dep.name, dep.autoscaling.namespace)
         first = seen.setdefault(key, dep)
-        if first is not dep:
+        if first is not dep and first.name != dep.name:  # a repeated name is reported as such
             ns = "" if key[1] is None else f" in namespace {key[1]!r}"
             problems.append(
                 (
