@@ -556,13 +556,6 @@ class Deployment(_Strict):
             )
         return value
 
-    @model_validator(mode="after")
-    def _instance_fits(self) -> Deployment:
-        problem = instance_type_problem(self.platform, self.instance_type, self.gpu)
-        if problem is not None:
-            raise ValueError(problem)
-        return self
-
     @field_validator("platform")
     @classmethod
     def _known_platform(cls, value: str) -> str:
@@ -663,7 +656,7 @@ def instance_type_problem(platform: str, instance_type: str | None, gpu: str | N
         return None
     if platform == "bedrock":
         return (
-            f"instance_type: {instance_type!r} on platform bedrock: Amazon Bedrock serves the model itself and rents "
+            f"{instance_type!r} on platform bedrock: Amazon Bedrock serves the model itself and rents "
             "no instances (throughput is on-demand tokens or Provisioned Throughput model units); remove instance_type"
         )
     managed = {m.name: m for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p)}
@@ -676,13 +669,13 @@ def instance_type_problem(platform: str, instance_type: str | None, gpu: str | N
             where = (
                 "its rows of advisor/data/managed_instances.csv" if own else "its cloud's advisor/data/instances.csv"
             )
-            return f"instance_type: {instance_type!r} is not a {platform} instance ({where}){hint}"
+            return f"{instance_type!r} is not a {platform} instance ({where}){hint}"
         raw_name = own.get(instance_type, instance_type)
     else:
         if instance_type in managed:
             m = managed[instance_type]
             return (
-                f"instance_type: {instance_type!r} is a {m.platform} endpoint instance; platform {platform} runs on "
+                f"{instance_type!r} is a {m.platform} endpoint instance; platform {platform} runs on "
                 f"the cloud VM itself: did you mean {m.raw.name!r}?"
             )
         raw_name = instance_type
@@ -695,32 +688,51 @@ def instance_type_problem(platform: str, instance_type: str | None, gpu: str | N
     inst = get_instance(raw_name)
     if inst.gpu_key != spec.key:
         return (
-            f"instance_type: {instance_type} has {inst.gpu_model} GPUs, the deployment's gpu is {gpu} ({spec.name}); "
+            f"{instance_type} has {inst.gpu_model} GPUs, the deployment's gpu is {gpu} ({spec.name}); "
             "set instance_type to an instance with that GPU, or gpu to the instance's"
         )
     return None
 
 
-def scale_target_problems(deployments: Sequence[tuple[int, Deployment]]) -> list[tuple[str, str]]:
-    """Two Kubernetes deployments whose KEDA ScaledObjects would scale the same Deployment (the same effective
-    ``autoscaling.scale_target``, default the deployment's name, in the same ``autoscaling.namespace``): two
-    ScaledObjects of one name, two scalers fighting over one Deployment. ``deployments``: each with its index in the
-    file. Only ``platform: kubernetes`` deployments get ScaledObjects
-    (:func:`advisor.manifests.scale_target_problem`)."""
+def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
+    """Checks of the raw deployment mappings (so that they are reported beside schema errors) that read the
+    platform: each ``instance_type`` fits its platform and GPU (:func:`instance_type_problem`; a name in no catalog
+    is left to the field's own check), and no two Kubernetes deployments scale the same Deployment — the same
+    effective ``autoscaling.scale_target`` (default the deployment's name) in the same ``autoscaling.namespace``,
+    which would be two KEDA ScaledObjects of one name, two scalers fighting over one Deployment. Only
+    ``platform: kubernetes`` deployments get ScaledObjects (:func:`advisor.manifests.scale_target_problem`); a
+    repeated deployment name is reported as such (:func:`_whole_file_checks`)."""
+    from advisor.capacity.instances import instance_names
+    from advisor.capacity.managed import managed_instances
+
+    known = {*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))}
     problems: list[tuple[str, str]] = []
-    seen: dict[tuple[str, str | None], Deployment] = {}
-    for i, dep in deployments:
-        if dep.platform != PLATFORM_KUBERNETES:
+    seen: dict[tuple[str, str | None], str] = {}
+    for i, dep in enumerate(deployments):
+        if not isinstance(dep, Mapping):
             continue
-        key = (dep.autoscaling.scale_target or dep.name, dep.autoscaling.namespace)
-        first = seen.setdefault(key, dep)
-        if first is not dep and first.name != dep.name:  # a repeated name is reported as such
-            ns = "" if key[1] is None else f" in namespace {key[1]!r}"
+        platform = dep.get("platform", PLATFORM_KUBERNETES)
+        if not isinstance(platform, str) or platform not in PLATFORMS:
+            continue
+        it, gpu = dep.get("instance_type"), dep.get("gpu")
+        if isinstance(it, str) and it in known:
+            problem = instance_type_problem(platform, it, gpu if isinstance(gpu, str) else None)
+            if problem is not None:
+                problems.append((f"deployments[{i}].instance_type", problem))
+        name, auto = dep.get("name"), dep.get("autoscaling", {})
+        if platform != PLATFORM_KUBERNETES or not isinstance(name, str) or not isinstance(auto, Mapping):
+            continue
+        target, namespace = auto.get("scale_target", name), auto.get("namespace")
+        if not isinstance(target, str) or not (namespace is None or isinstance(namespace, str)):
+            continue
+        first = seen.setdefault((target, namespace), name)
+        if first != name:
+            ns = "" if namespace is None else f" in namespace {namespace!r}"
             problems.append(
                 (
                     f"deployments[{i}].autoscaling.scale_target",
-                    f"deployments {first.name!r} and {dep.name!r} both scale the Deployment {key[0]!r}{ns}: KEDA "
-                    "would get two ScaledObjects of that name, two scalers fighting over one Deployment; set "
+                    f"deployments {first!r} and {name!r} both scale the Deployment {target!r}{ns}: KEDA would get "
+                    "two ScaledObjects of that name, two scalers fighting over one Deployment; set "
                     "autoscaling.scale_target (or autoscaling.namespace) so that each names its own",
                 )
             )
@@ -1551,7 +1563,7 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
     sized = [(i, d) for i, d in deployments if str(i) not in unsized]
     problems += (
         semantic
-        + scale_target_problems(deployments)
+        + platform_problems(raw_deployments if isinstance(raw_deployments, list) else [])
         + _capacity_problems(sized, base_dir)
         + _file_problems(deployments, base_dir)
         + _prometheus_problems(prometheus)

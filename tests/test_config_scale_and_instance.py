@@ -92,8 +92,8 @@ def test_an_instance_type_that_disagrees_is_an_error_naming_the_field_and_why(
     changes: dict[str, Any], words: list[str]
 ) -> None:
     (problem,) = _problems(_dep(**changes))
-    text = " ".join(problem)
-    assert "instance_type" in text
+    assert problem[0] == "deployments[0].instance_type"
+    text = problem[1]
     for w in words:
         assert w in text, (w, text)
 
@@ -110,3 +110,14 @@ def test_an_instance_type_that_disagrees_is_an_error_naming_the_field_and_why(
 )
 def test_an_instance_type_that_agrees_passes(changes: dict[str, Any]) -> None:
     assert _problems(_dep(**changes)) == []
+
+
+def test_both_are_reported_in_the_same_run_as_a_schema_error() -> None:
+    problems = _problems(
+        _dep(name="chat-a", instance_type="g5.xlarge", max_model_len="long"),
+        _dep(name="chat-b", targets=["http://127.0.0.1:8001/metrics"], autoscaling={"scale_target": "chat-a"}),
+    )
+    paths = [p for p, _ in problems]
+    assert "deployments[0].max_model_len" in paths
+    assert "deployments[0].instance_type" in paths
+    assert "deployments[1].autoscaling.scale_target" in paths
