@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Final, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 import yaml
@@ -57,6 +57,7 @@ from advisor.capacity.models import ModelArch
 from advisor.conventions import (
     MANAGED_INSTANCE_PLATFORMS,
     MIN_SCRAPE_INTERVAL_SECONDS,
+    PLATFORM_KUBERNETES,
     RULE_PLUGIN_GROUP,
     RUNBOOK_BASE,
 )
@@ -546,7 +547,8 @@ class Deployment(_Strict):
             return value
         names = [*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))]
         if value not in names:
-            close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+            same = [n for n in names if n.lower() == value.lower()]  # the catalogs' names are case-sensitive here
+            close = same or difflib.get_close_matches(value, names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(
                 f"unknown instance type {value!r} (not in advisor/data/instances.csv nor "
@@ -623,6 +625,118 @@ class Deployment(_Strict):
                 if getattr(self, key) != fields[key].default:
                     raise ValueError(f"{key}: does nothing without enable_lora: true (vLLM --enable-lora)")
         return self
+
+
+_PLATFORM_CLOUD: Final = {"vertex": "gcp", "azure-ml": "azure"}
+"""The cloud whose machine names a managed platform takes when ``managed_instances.csv`` has no rows for it:
+Vertex AI's ``machineSpec.machineType`` is a Compute Engine machine type
+(https://cloud.google.com/vertex-ai/docs/reference/rest/v1/MachineSpec), an Azure ML managed online deployment's
+``instance_type`` an Azure VM size
+(https://learn.microsoft.com/en-us/azure/machine-learning/reference-managed-online-endpoints-vm-sku-list)."""
+
+
+def instance_type_problem(platform: str, instance_type: str | None, gpu: str | None) -> str | None:
+    """Why ``instance_type`` cannot be what a ``platform`` deployment with ``gpu`` runs on, or ``None``:
+
+    * ``bedrock`` rents no instances (Amazon Bedrock serves the model itself): none may be named;
+    * ``kubernetes`` and ``systemd`` run on a cloud VM: a name of ``advisor/data/instances.csv``
+      (:func:`advisor.capacity.instances.instance_names`), not a managed platform's ``ml.*`` name;
+    * ``sagemaker``, ``vertex``, ``azure-ml``: a name of that platform's rows in ``advisor/data/managed_instances.csv``
+      (:func:`advisor.capacity.managed.managed_instances`); a platform with no rows takes its cloud's VM names
+      (:data:`_PLATFORM_CLOUD`);
+    * the instance's GPU (its catalog ``gpu_key``) is the deployment's ``gpu`` (:func:`advisor.capacity.hardware.
+      get_gpu`); an unknown ``gpu`` is reported by the catalog check, not here.
+
+    A name in no catalog is the field validator's (``_known_instance``).
+    """
+    from advisor.capacity.instances import get_instance, instance_names
+    from advisor.capacity.managed import managed_instances
+
+    if instance_type is None:
+        return None
+    if platform == "bedrock":
+        return (
+            f"{instance_type!r} on platform bedrock: Amazon Bedrock serves the model itself and rents "
+            "no instances (throughput is on-demand tokens or Provisioned Throughput model units); remove instance_type"
+        )
+    managed = {m.name: m for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p)}
+    if platform in MANAGED_INSTANCE_PLATFORMS:
+        own = {m.name: m.raw.name for m in managed_instances(platform)}
+        allowed = list(own) or instance_names(_PLATFORM_CLOUD.get(platform))
+        if instance_type not in allowed:
+            as_ml = [n for n, raw in own.items() if raw == instance_type]
+            hint = f"; did you mean {as_ml[0]!r}?" if as_ml else ""
+            where = (
+                "its rows of advisor/data/managed_instances.csv" if own else "its cloud's advisor/data/instances.csv"
+            )
+            return f"{instance_type!r} is not a {platform} instance ({where}){hint}"
+        raw_name = own.get(instance_type, instance_type)
+    else:
+        if instance_type in managed:
+            m = managed[instance_type]
+            return (
+                f"{instance_type!r} is a {m.platform} endpoint instance; platform {platform} runs on "
+                f"the cloud VM itself: did you mean {m.raw.name!r}?"
+            )
+        raw_name = instance_type
+    if gpu is None:
+        return None
+    try:
+        spec = get_gpu(gpu)
+    except CapacityError:
+        return None
+    inst = get_instance(raw_name)
+    if inst.gpu_key != spec.key:
+        return (
+            f"{instance_type} has {inst.gpu_model} GPUs, the deployment's gpu is {gpu} ({spec.name}); "
+            "set instance_type to an instance with that GPU, or gpu to the instance's"
+        )
+    return None
+
+
+def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
+    """Checks of the raw deployment mappings (so that they are reported beside schema errors) that read the
+    platform: each ``instance_type`` fits its platform and GPU (:func:`instance_type_problem`; a name in no catalog
+    is left to the field's own check), and no two Kubernetes deployments scale the same Deployment — the same
+    effective ``autoscaling.scale_target`` (default the deployment's name) in the same ``autoscaling.namespace``,
+    which would be two KEDA ScaledObjects of one name, two scalers fighting over one Deployment. Only
+    ``platform: kubernetes`` deployments get ScaledObjects (:func:`advisor.manifests.scale_target_problem`); a
+    repeated deployment name is reported as such (:func:`_whole_file_checks`)."""
+    from advisor.capacity.instances import instance_names
+    from advisor.capacity.managed import managed_instances
+
+    known = {*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))}
+    problems: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str | None], str] = {}
+    for i, dep in enumerate(deployments):
+        if not isinstance(dep, Mapping):
+            continue
+        platform = dep.get("platform", PLATFORM_KUBERNETES)
+        if not isinstance(platform, str) or platform not in PLATFORMS:
+            continue
+        it, gpu = dep.get("instance_type"), dep.get("gpu")
+        if isinstance(it, str) and it in known:
+            problem = instance_type_problem(platform, it, gpu if isinstance(gpu, str) else None)
+            if problem is not None:
+                problems.append((f"deployments[{i}].instance_type", problem))
+        name, auto = dep.get("name"), dep.get("autoscaling", {})
+        if platform != PLATFORM_KUBERNETES or not isinstance(name, str) or not isinstance(auto, Mapping):
+            continue
+        target, namespace = auto.get("scale_target", name), auto.get("namespace")
+        if not isinstance(target, str) or not (namespace is None or isinstance(namespace, str)):
+            continue
+        first = seen.setdefault((target, namespace), name)
+        if first != name:
+            ns = "" if namespace is None else f" in namespace {namespace!r}"
+            problems.append(
+                (
+                    f"deployments[{i}].autoscaling.scale_target",
+                    f"deployments {first!r} and {name!r} both scale the Deployment {target!r}{ns}: KEDA would get "
+                    "two ScaledObjects of that name, two scalers fighting over one Deployment; set "
+                    "autoscaling.scale_target (or autoscaling.namespace) so that each names its own",
+                )
+            )
+    return problems
 
 
 Receiver = ReceiverConfig
@@ -1449,6 +1563,7 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
     sized = [(i, d) for i, d in deployments if str(i) not in unsized]
     problems += (
         semantic
+        + platform_problems(raw_deployments if isinstance(raw_deployments, list) else [])
         + _capacity_problems(sized, base_dir)
         + _file_problems(deployments, base_dir)
         + _prometheus_problems(prometheus)

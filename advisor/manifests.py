@@ -74,6 +74,8 @@ class Autoscaling:
         stabilization_seconds: HPA ``behavior.scaleDown.stabilizationWindowSeconds``, seconds.
         fallback_replicas / fallback_failure_threshold: KEDA ``fallback.replicas`` / ``failureThreshold``.
         prometheus_url: KEDA's ``serverAddress``.
+        platform: where the engine runs (:data:`advisor.conventions.PLATFORMS`); only ``kubernetes`` gets objects.
+        listed_replicas: the number of ``targets`` the config lists (the replicas running when it was written).
     """
 
     deployment: str
@@ -87,6 +89,8 @@ class Autoscaling:
     fallback_replicas: int = 1
     fallback_failure_threshold: int = 3
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    platform: str = c.PLATFORM_KUBERNETES
+    listed_replicas: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +103,65 @@ class Manifest:
     docs: tuple[Mapping[str, Any], ...]
 
 
+KEDA_HPA_PREFIX: Final = "keda-hpa-"
+"""KEDA names the HPA it creates ``keda-hpa-<ScaledObject name>``, which must be a DNS-1123 label (≤ 63
+characters), so KEDA's admission webhook refuses longer ScaledObject names
+(https://github.com/kedacore/keda/issues/6370, https://github.com/kedacore/keda/pull/7762)."""
+MAX_SCALED_OBJECT_NAME: Final = 63 - len(KEDA_HPA_PREFIX)
+"""54 characters: 63 (RFC 1123 label) minus ``keda-hpa-``."""
+
+
+def _replicas_there(platform: str) -> str:
+    """What sets the replica count on ``platform``, in its own terms (:data:`advisor.platforms.PROFILES`)."""
+    from advisor.platforms import PROFILES
+
+    profile = PROFILES[platform]
+    if profile.replicas is None:
+        return profile.unavailable.format(dial="the replica count")
+    return f"there the replica count is {profile.replicas.format(value='N', flag='')}"
+
+
 def scale_target_problem(a: Autoscaling) -> str | None:
-    """Why ``a.scale_target`` cannot name a Kubernetes Deployment, or ``None`` when it can."""
-    if len(a.scale_target) <= 253 and re.match(DNS_1123_SUBDOMAIN, a.scale_target):
-        return None
-    return (
-        f"deployment {a.deployment!r}: no KEDA ScaledObject or HPA written: {a.scale_target!r} is not a Kubernetes "
-        "object name (RFC 1123: lower-case letters, digits, '-' and '.'); set deployments[].autoscaling.scale_target "
-        "to the engine's Deployment"
-    )
+    """Why no KEDA ScaledObject or HPA is written for ``a`` (a warning naming the key to change), or ``None``:
+    the engine does not run on Kubernetes; ``a.scale_target`` is not a Kubernetes object name; or it is longer
+    than :data:`MAX_SCALED_OBJECT_NAME` (the ScaledObject is named after it, see :data:`KEDA_HPA_PREFIX`)."""
+    head = f"deployment {a.deployment!r}: no KEDA ScaledObject or HPA written"
+    if a.platform != c.PLATFORM_KUBERNETES:
+        return f"{head}: its platform is {a.platform}, not kubernetes; {_replicas_there(a.platform)}"
+    if not (len(a.scale_target) <= 253 and re.match(DNS_1123_SUBDOMAIN, a.scale_target)):
+        return (
+            f"{head}: {a.scale_target!r} is not a Kubernetes object name (RFC 1123: lower-case letters, digits, "
+            "'-' and '.'); set deployments[].autoscaling.scale_target to the engine's Deployment"
+        )
+    if len(a.scale_target) > MAX_SCALED_OBJECT_NAME:
+        return (
+            f"{head}: the ScaledObject would be named {a.scale_target!r} ({len(a.scale_target)} characters), and "
+            f"KEDA's HPA {KEDA_HPA_PREFIX}<name> must be at most 63 characters, so the name at most "
+            f"{MAX_SCALED_OBJECT_NAME}; set deployments[].autoscaling.scale_target to a shorter Deployment name"
+        )
+    return None
+
+
+def autoscaling_warnings(a: Autoscaling) -> list[str]:
+    """Settings that are valid but act against the advisor's signal (the objects are still written):
+    ``max_replica_count`` below the replicas the config lists (KEDA would scale the running replicas down to it),
+    and ``min_replica_count: 0`` (with no replicas there is nothing to scrape, the advisor's series disappears and
+    KEDA's fallback decides, https://keda.sh/docs/2.20/reference/scaledobject-spec/#fallback)."""
+    where = f"deployment {a.deployment!r}"
+    out: list[str] = []
+    if a.max_replicas < a.listed_replicas:
+        out.append(
+            f"{where}: autoscaling.max_replica_count {a.max_replicas} is below the {a.listed_replicas} targets "
+            f"listed: KEDA would scale the running replicas down to {a.max_replicas}"
+        )
+    if a.min_replicas == 0:
+        out.append(
+            f"{where}: autoscaling.min_replica_count 0 scales to zero: with no replicas the advisor has nothing "
+            f"to scrape, its {c.DESIRED_REPLICAS} series disappears and KEDA's fallback "
+            f"(max(current, {a.fallback_replicas}) replicas after {a.fallback_failure_threshold} failed queries) "
+            "decides, not the advisor"
+        )
+    return out
 
 
 def desired_replicas_query(deployment: str) -> str:

@@ -51,6 +51,8 @@ def autoscaling_settings(d: Deployment) -> Autoscaling:
         fallback_replicas=fallback,
         fallback_failure_threshold=a.fallback_failure_threshold,
         prometheus_url=a.prometheus_url,
+        platform=d.platform,
+        listed_replicas=len(d.targets),
     )
 
 

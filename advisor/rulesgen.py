@@ -59,7 +59,15 @@ from advisor.engines import catalog
 from advisor.engines.catalog import KVAccounting, LatencyBuckets, PromQLHandling
 from advisor.engines.common import NameTable, Series
 from advisor.manifests import PROMETHEUS_ADAPTER_RULE as _ADAPTER_RULE
-from advisor.manifests import Autoscaling, Manifest, hpa, prometheus_rule, scale_target_problem, scaled_object
+from advisor.manifests import (
+    Autoscaling,
+    Manifest,
+    autoscaling_warnings,
+    hpa,
+    prometheus_rule,
+    scale_target_problem,
+    scaled_object,
+)
 from advisor.manifests import render as render_manifest
 
 # --- inputs -------------------------------------------------------------------------------------------------
@@ -1021,7 +1029,9 @@ def _notes(alert: str, summary: str, description: str) -> dict[str, str]:
 
 def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manifest, ...], list[str]]:
     """The KEDA ScaledObjects, the HPA example and the PrometheusRule (:mod:`advisor.manifests`), and a warning
-    per deployment whose Deployment name is not a Kubernetes name (no ScaledObject or HPA for it)."""
+    per deployment that gets no ScaledObject or HPA (:func:`advisor.manifests.scale_target_problem`: not on
+    Kubernetes, not a Kubernetes name, too long for KEDA) or whose settings act against the signal
+    (:func:`advisor.manifests.autoscaling_warnings`)."""
     settings: list[Autoscaling] = []
     warnings: list[str] = []
     for dep in inp.deployments:
@@ -1030,6 +1040,7 @@ def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manife
         problem = scale_target_problem(dep.autoscaling)
         if problem is None:
             settings.append(dep.autoscaling)
+            warnings += autoscaling_warnings(dep.autoscaling)
         else:
             warnings.append(problem)
     notes = ("", "Warnings:", *(f"- {w}" for w in warnings)) if warnings else ()

@@ -204,6 +204,78 @@ def test_a_deployment_name_that_is_no_kubernetes_name_gets_a_warning_and_no_scal
     assert "deployments[].autoscaling.scale_target" in warning
 
 
+def _scaled(*deps: DeploymentSLO) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """(ScaledObject names, HPA names, warnings) that ``generate`` gives for ``deps``."""
+    gen = generate(RulesInput(deps))
+    by_name = {m.name: m for m in gen.manifests}
+    keda = [d["metadata"]["name"] for d in by_name["kubernetes/keda-scaledobjects.yaml"].docs]
+    hpas = [d["metadata"]["name"] for d in by_name["kubernetes/hpa-example.yaml"].docs]
+    return keda, hpas, gen.warnings
+
+
+@pytest.mark.parametrize(
+    ("platform", "scaled_there_by"),
+    [  # each platform's own replica setting (advisor/platforms.py PROFILES, from the platforms' documentation)
+        ("systemd", "systemctl enable --now"),
+        ("sagemaker", "DesiredInstanceCount"),
+        ("vertex", "dedicatedResources.minReplicaCount"),
+        ("azure-ml", "instance_count"),
+        ("bedrock", "Provisioned Throughput"),
+    ],
+)
+def test_a_deployment_not_on_kubernetes_gets_one_warning_naming_its_platform_and_no_scaled_object(
+    platform: str, scaled_there_by: str
+) -> None:
+    keda, hpas, warnings = _scaled(
+        DeploymentSLO("chat-8b", "vllm", 2.5, 0.1, 0.95, autoscaling=Autoscaling("chat-8b", "chat-8b")),
+        DeploymentSLO(
+            "elsewhere", "vllm", 2.5, 0.1, 0.95, autoscaling=Autoscaling("elsewhere", "elsewhere", platform=platform)
+        ),
+    )
+    assert (keda, hpas) == (["chat-8b"], ["chat-8b"])
+    (warning,) = [w for w in warnings if "'elsewhere'" in w]
+    assert f"platform is {platform}" in warning
+    assert scaled_there_by in warning
+
+
+def test_the_config_platform_reaches_the_generator(tmp_path: Path) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    data["deployments"][0]["platform"] = "sagemaker"
+    data.pop("receivers", None)
+    path = tmp_path / "advisor.yaml"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    keda, hpas, warnings = _scaled(*rules_input(path).deployments)
+    assert (keda, hpas) == ([], [])
+    assert [w for w in warnings if "platform is sagemaker" in w] != []
+
+
+def test_a_scale_target_longer_than_kedas_54_characters_gets_a_warning_and_no_scaled_object() -> None:
+    # KEDA names its HPA "keda-hpa-" + the ScaledObject's name, a DNS-1123 label of at most 63 characters:
+    # 63 - len("keda-hpa-") = 63 - 9 = 54 (https://github.com/kedacore/keda/issues/6370)
+    fits, over = "a" * 54, "b" * 55
+    keda, hpas, warnings = _scaled(
+        DeploymentSLO("fits", "vllm", 2.5, 0.1, 0.95, autoscaling=Autoscaling("fits", fits)),
+        DeploymentSLO("over", "vllm", 2.5, 0.1, 0.95, autoscaling=Autoscaling("over", over)),
+    )
+    assert (keda, hpas) == ([fits], [fits])
+    (warning,) = [w for w in warnings if "'over'" in w]
+    assert "55 characters" in warning and "54" in warning and "scale_target" in warning
+
+
+def test_max_replica_count_below_the_listed_targets_and_scale_to_zero_are_warnings(tmp_path: Path) -> None:
+    (below,) = rules_input(_config(tmp_path, {"max_replica_count": 2}, targets=3)).deployments
+    keda, _, warnings = _scaled(below)
+    assert keda == ["chat-8b"]  # a warning, not a refusal
+    assert [w for w in warnings if "max_replica_count 2 is below the 3 targets" in w] != []
+    (zero,) = rules_input(_config(tmp_path, {"min_replica_count": 0}, targets=1)).deployments
+    keda, _, warnings = _scaled(zero)
+    assert keda == ["chat-8b"]
+    (warning,) = [w for w in warnings if "min_replica_count 0" in w]
+    assert "fallback" in warning and "disappears" in warning
+    (plain,) = rules_input(_config(tmp_path, {"max_replica_count": 3}, targets=3)).deployments
+    assert [w for w in _scaled(plain)[2] if "replica_count" in w] == []
+
+
 # --- config ---------------------------------------------------------------------------------------------------
 
 
@@ -245,6 +317,8 @@ def test_config_keys_map_to_the_manifest_fields(tmp_path: Path) -> None:
         fallback_replicas=3,  # three targets listed, above min_replica_count 2
         fallback_failure_threshold=5,
         prometheus_url="http://prometheus-operated.monitoring.svc:9090",
+        platform="kubernetes",
+        listed_replicas=3,
     )
 
 
