@@ -294,9 +294,14 @@ class ReplicaLead:
       scales. Measured reason: after the demo ramp's burst the model's capacity at the SLO fell to 2.2 requests/s
       per replica while one replica served 2.4–3.2 with every request within the SLO (its online calibration still
       carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas through the whole light
-      phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now (``confirm``): the
-      kept one may date from a lighter load (on the demo ramp, 3.6 requests/s per replica kept from the light phase
-      against 20 derived in the burst, which sized 17 replicas where 2 serve);
+      phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now (``confirm``) and
+      sized on the larger of the kept and the fresh one: a rise must hold on both. The kept one may date from
+      another load; the fresh one, at a burst's first windows, rests on mean lengths biased by the requests
+      admitted but not yet finished (tokens ÷ completions: the demo ramp's burst read 25,000-token prompts where
+      6,000 arrive, 1.5 requests/s per replica where 20 serve). Under-leading is safe — the symptom-gated advice
+      follows — where over-leading is held for a whole scale-down window. Known limit: on a *step* (the demo's
+      burst) the window's λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas where the
+      advice's 2 serve, held until the scale-down window;
     * the raw count ``max(current, need)`` — the current count on a cycle without a need — is fed to ``stabilizer``
       (a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own, with ``rules.replicas``' windows) and read
       against the lead's count, as HPA's stabilization reads against the count it last set
@@ -376,7 +381,9 @@ class ReplicaLead:
             need = self._need(rate, capacity_at_slo, list(rates))
             if need > last and confirm is not None:
                 fresh = confirm()
-                need = self._need(rate, fresh, list(rates)) if fresh is not None and fresh > 0 else None
+                # the larger of the two: a rise needs both the kept and the fresh capacity to ask for it
+                both = max(fresh, capacity_at_slo) if fresh is not None and fresh > 0 else None
+                need = self._need(rate, both, list(rates)) if both is not None else None
         value = last
         if need is not None:
             self.stabilizer.observe(deployment, now, max(current, need))
