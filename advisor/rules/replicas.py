@@ -326,9 +326,10 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
 
     One replica is ``ranks`` data-parallel engines, each an M/G/c slot queue with a prefill server
     (:func:`advisor.capacity.queueing.predict_service`, a ``ReplicaService`` from the roofline,
-    :mod:`advisor.capacity.perf`): prefill of the observed mean prompt (prompt tokens ÷ completions), decode steps
-    at the observed mean context (prompt + half the output), and a batch cap of the running requests per rank when
-    saturated (:func:`saturated`: the engine's own ceiling), else ``min(max_num_seqs, pool ÷ tokens per request)``.
+    :mod:`advisor.capacity.perf`): prefill of the observed mean prompt (prompt tokens ÷ admissions: completions +
+    the running batch's growth), decode steps at the observed mean context (prompt + half the output), and a batch
+    cap of the running requests per rank when saturated (:func:`saturated`: the engine's own ceiling), else
+    ``min(max_num_seqs, pool ÷ tokens per request)``.
 
     Calibrated to the engine, so the roofline's assumed efficiency factors do not decide the count:
 
@@ -353,7 +354,13 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
         return None
     if not s.prompt_tokens_per_second or not s.generation_tokens_per_second:
         return None
-    prompt = max(1.0, s.prompt_tokens_per_second / done)
+    # a prompt's tokens are counted when it is prefilled, i.e. admitted to the running batch: per admission
+    # (completions + the running batch's growth), not per completion, which at a burst's start divides the burst's
+    # prefills by the light phase's completions (the demo: 25,000-token prompts read where 6,000 arrive)
+    span = s.covered_seconds
+    grown = (s.requests_running or 0.0) - (s.requests_running_first or 0.0)
+    admitted = done + (max(0.0, grown) / span if span > 0 and math.isfinite(grown) else 0.0)
+    prompt = max(1.0, s.prompt_tokens_per_second / admitted)
     output = max(1.0, s.generation_tokens_per_second / done)
     ranks = data_parallel_ranks(ev)
     inputs = ev.ctx.inputs

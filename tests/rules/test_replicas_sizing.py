@@ -283,3 +283,24 @@ def test_a_burst_that_saturates_only_the_windows_end_is_not_sized_on_the_light_p
     assert sz.service_rate_per_replica > 2.0
     steady = size_replicas(dataclasses.replace(e, requests_running_mean=50.0))  # saturated the whole window
     assert steady is not None and steady.service_rate_per_replica == pytest.approx(2.0)
+
+
+def test_prompt_lengths_are_per_admitted_request_when_the_batch_grew() -> None:
+    """A prompt's tokens are counted when it is prefilled — admitted to the running batch — not when it completes.
+    Both windows below carry 2,000-token prompts: one steady (10 running throughout, 2/s admitted and completing:
+    4,000 prompt tokens/s), one whose batch grew from 0 to 30 over the 60 s (2/s completing + 0.5/s of growth =
+    2.5/s admitted: 5,000 prompt tokens/s). Same mean batch, same outputs (250 tokens/request, 500/s): the same
+    replica. Per completion the growing window read 2,500-token prompts and a smaller capacity."""
+    steady = size_replicas(_light(10, 10.0, prompt_tokens_per_second=4_000.0, generation_tokens_per_second=500.0))
+    grown = size_replicas(
+        _light(
+            30,
+            10.0,
+            requests_running_first=0,
+            prompt_tokens_per_second=5_000.0,
+            generation_tokens_per_second=500.0,
+        )
+    )
+    assert steady is not None and grown is not None
+    assert steady.capacity_at_slo_per_replica is not None
+    assert grown.capacity_at_slo_per_replica == pytest.approx(steady.capacity_at_slo_per_replica)
