@@ -1285,6 +1285,42 @@ def _search_refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _search_value_refusal(args: argparse.Namespace) -> str | None:
+    """Why a value given to ``plan --search`` can run no configuration, naming its flag, before any is tried (exit
+    2, not every configuration rejected and exit 0): an unknown ``--kv-cache-dtype``
+    (:func:`advisor.capacity.precision.kv_bytes_per_element`'s names) or ``--quantization``
+    (:func:`advisor.capacity.precision.weight_bytes_per_param`'s), or a ``--max-model-len`` below the worst-case
+    request (``--max-context``, else ``--prompt-tokens`` + ``--output-tokens``: vLLM refuses a longer request,
+    https://docs.vllm.ai/en/latest/configuration/engine_args.html ``--max-model-len``). None when all can run."""
+    from advisor.capacity.precision import kv_bytes_per_element, weight_bytes_per_param
+
+    try:
+        if args.kv_cache_dtype is not None:
+            kv_bytes_per_element(args.kv_cache_dtype, "bfloat16")
+    except CapacityError as exc:
+        return f"--kv-cache-dtype: {exc}"
+    try:
+        if args.quantization is not None and args.quantization.lower() != "none":
+            weight_bytes_per_param("auto", args.quantization, "bfloat16")
+    except CapacityError as exc:
+        return f"--quantization: {exc}"
+    from advisor.capacity.queueing import Workload
+
+    worst = Workload(
+        arrival_rate=args.arrival_rate,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        max_context_tokens=args.max_context,
+    ).worst_context_tokens
+    if args.max_model_len is not None and args.max_model_len < worst:
+        return (
+            f"--max-model-len {args.max_model_len:,} is below the worst-case request of {worst:,} tokens "
+            f"({'--max-context' if args.max_context is not None else '--prompt-tokens + --output-tokens'}): vLLM "
+            "refuses a request longer than max-model-len; give at least that, or drop it to search the default"
+        )
+    return None
+
+
 def _search_space(args: argparse.Namespace) -> Any:
     """The search space (:class:`advisor.capacity.search.SearchSpace`) restricted by what was given: ``--gpu``
     (or ``--own``'s GPU), ``--tp``, ``--quantization``, ``--kv-cache-dtype``, ``--max-model-len``,
@@ -1376,6 +1412,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
             f"--mean-arrival-rate {args.mean_arrival_rate:g} exceeds --arrival-rate {args.arrival_rate:g} (the peak "
             "the replicas are sized for)"
         )
+        return 2
+    refused = _search_value_refusal(args)
+    if refused:
+        _err(refused)
         return 2
     hosts, refused = _platform_hosts(args)
     if refused:

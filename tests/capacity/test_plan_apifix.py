@@ -1,0 +1,78 @@
+"""Issue 19 follow-ups found by a breaker, on ``plan`` and ``plan --search``: values that can run nothing are
+refused up front naming their flag (exit 2), not searched and rejected one by one (exit 0); "best rejected" rows keep
+their instance name.
+
+Hand arithmetic: a 500-token prompt with 200 output tokens is a 700-token request, longer than --max-model-len 100.
+"""
+
+from __future__ import annotations
+
+from advisor.capacity.models import get_preset
+from advisor.capacity.queueing import SLO, Workload
+from advisor.capacity.search import SearchSpace, search_deployments
+from tests.inprocess import run_cli
+
+SEARCH = [
+    "plan",
+    "--search",
+    "--model",
+    "llama-3.1-8b-instruct",
+    "--arrival-rate",
+    "2",
+    "--prompt-tokens",
+    "500",
+    "--output-tokens",
+    "200",
+    "--ttft",
+    "2",
+    "--tpot",
+    "0.1",
+    "--cloud",
+    "aws",
+]
+
+
+def test_an_unknown_kv_cache_dtype_is_refused_before_the_search_naming_the_flag() -> None:
+    """Seen: exit 0 after every configuration was rejected with "unknown kv_cache_dtype 'nope'"."""
+    r = run_cli(*SEARCH, "--kv-cache-dtype", "nope")
+    assert r.returncode == 2, r.stdout
+    assert "--kv-cache-dtype" in r.stderr and "fp8" in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_a_max_model_len_below_the_request_is_refused_naming_the_flag() -> None:
+    r = run_cli(*SEARCH, "--max-model-len", "100")
+    assert r.returncode == 2, r.stdout
+    assert "--max-model-len 100" in r.stderr and "700" in r.stderr, r.stderr
+    assert run_cli(*SEARCH, "--max-model-len", "700", "--gpu", "L4", "--tp", "1").returncode == 0  # exactly fits
+
+
+def test_a_rejection_for_the_context_keeps_its_instance_name() -> None:
+    """Seen: "best rejected" rows printed as ``   (L4) TP1 …`` with no instance."""
+    model = get_preset("meta-llama/Llama-3.1-8B-Instruct")
+    result = search_deployments(
+        model,
+        Workload(arrival_rate=2, prompt_tokens=500, output_tokens=200),
+        SLO(2.0, 0.1, 0.9),
+        cloud="aws",
+        space=SearchSpace(max_model_lens=(100,), gpu_keys=("l4",), tensor_parallel_sizes=(1,)),
+    )
+    assert result.rejected and not result.feasible
+    assert all(r.instance.startswith("g6") for r in result.rejected), [r.instance for r in result.rejected]
+
+
+def test_an_unknown_speculative_config_key_is_refused_naming_it() -> None:
+    """vLLM builds ``SpeculativeConfig(**config)``: an unknown key stops it at start-up, so ``plan`` refuses it."""
+    r = run_cli(
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--gpu",
+        "H100-SXM",
+        "--max-model-len",
+        "8192",
+        "--speculative-config",
+        '{"method": "ngram", "num_speculative_tokens": 3, "nope": 1}',
+    )
+    assert r.returncode == 2, r.stdout
+    assert "speculative_config.nope" in r.stderr, r.stderr
