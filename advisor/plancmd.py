@@ -263,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
-    found = [] if refusal is None else fixes(dspec, gpu)
+    found = [] if refusal is None else fixes(dspec, gpu, _pool_flag(args))
     out.update(verdict(refusal, found))
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
@@ -283,7 +283,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     fixed = (
         f"--num-gpu-blocks-override {args.num_gpu_blocks_override}"
         if args.num_gpu_blocks_override is not None
-        else ("--kv-cache-memory-gib" if kv_override is not None else "")
+        else (_pool_flag(args) if kv_override is not None else "")
     )
     non_torch = non_torch_bytes_per_gpu(inputs)
     nvls = nvls_bytes_per_gpu(inputs)
@@ -340,6 +340,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return done
 
 
+def _pool_flag(args: argparse.Namespace) -> str:
+    """The flag that fixed the KV pool's bytes as it was typed: ``--kv-cache-memory-gib`` or
+    ``--kv-cache-memory-bytes`` (vLLM's own flag; the default when neither was)."""
+    return "--kv-cache-memory-gib" if getattr(args, "kv_cache_memory_gib", None) is not None else "--kv-cache-memory-bytes"
+
+
 def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The plan table's verdict rows: none when the engine would start; else the refusal and what fits."""
     from advisor.capacity.fixes import TRIED
@@ -361,7 +367,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     from advisor.capacity.fixes import fixes, verdict
 
     _err("refused: " + reason)
-    found = fixes(spec, gpu)
+    found = fixes(spec, gpu, _pool_flag(args))
     if args.json:
         out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))

@@ -76,3 +76,32 @@ def test_an_unknown_speculative_config_key_is_refused_naming_it() -> None:
     )
     assert r.returncode == 2, r.stdout
     assert "speculative_config.nope" in r.stderr, r.stderr
+
+
+PLAN_8B = ["plan", "--model", "llama-3.1-8b-instruct", "--gpu", "H100-SXM", "--max-model-len", "8192", "--json"]
+
+
+def _fixes(*extra: str) -> list[str]:
+    import json
+
+    r = run_cli(*PLAN_8B, *extra)
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False
+    return [f["change"] for f in out["fixes"]]
+
+
+def test_a_pool_fixed_by_blocks_is_fixed_by_that_flag() -> None:
+    """Seen: "use a larger GPU" for one block on an H100. One max-length request is 8,192 / 16 = 512 blocks of
+    vLLM's default 16 tokens."""
+    assert _fixes("--num-gpu-blocks-override", "1")[0] == "--num-gpu-blocks-override 512"
+
+
+def test_a_pool_fixed_by_bytes_is_fixed_by_the_flag_given() -> None:
+    """Llama-3.1-8B caches 32 layers × 8 KV heads × 128 × 2 (K and V) × 2 bytes = 131,072 bytes a token (its
+    config.json); 8,192 tokens are 2³⁰ bytes = 1 GiB. The fix names the flag typed."""
+    assert _fixes("--kv-cache-memory-bytes", "1")[0] == "--kv-cache-memory-bytes 1073741824"
+    gib = _fixes("--kv-cache-memory-gib", "0.5")
+    assert gib[0] == "--kv-cache-memory-gib 1.0" and "--max-model-len 4096" in gib, gib
+    r = run_cli(*PLAN_8B[:-1], "--kv-cache-memory-bytes", "1")
+    assert "fixed by --kv-cache-memory-bytes" in r.stdout and "--kv-cache-memory-gib" not in r.stdout, r.stdout
