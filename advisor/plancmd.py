@@ -13,7 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from advisor.argtypes import bounded_float, bounded_int, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
@@ -338,6 +338,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
     return done
+
+
+MAX_PEAK_TO_MEAN: Final = 1000.0
+"""The largest ``--arrival-rate`` ÷ ``--mean-arrival-rate`` taken. At 1,000 the replicas sized for the peak would
+be busy 0.1 % of the day (the peak lasting one 86-second burst a day); past that the self-hosted $/Mtok is a
+figure of idleness, not of serving, and a mean such as 1e-300 req/s (one request in 10²⁹² years) only shows the
+arithmetic overflowing."""
 
 
 def _pool_flag(args: argparse.Namespace) -> str:
@@ -1052,6 +1059,7 @@ def add_plan_parser(sub: Any) -> None:
     search.add_argument(
         "--own",
         type=_owned_gpus,
+        action=_Once,
         default=None,
         metavar="GPU:COUNT",
         help="search the COUNT GPUs you already have (e.g. H100-SXM:8) instead of priced cloud instances: no "
@@ -1089,6 +1097,18 @@ def _given(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(dest, flag) for dest, (flag, default) in _FLAGS.items() if getattr(args, dest, default) != default]
 
 
+class _Once(argparse.Action):
+    """Store an option (default None) given at most once: a repeat is refused (argparse would keep the last
+    silently)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option} given twice: give it once (one kind of owned GPU is searched; run the search once per kind)"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _owned_gpus(text: str) -> tuple[str, int]:
     """An argparse type for ``--own GPU:COUNT``: (the catalog key, a whole count of GPUs from 1 to 4,096)."""
     from advisor.capacity.hardware import get_gpu
@@ -1096,10 +1116,9 @@ def _owned_gpus(text: str) -> tuple[str, int]:
     name, sep, count = text.rpartition(":")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected GPU:COUNT such as H100-SXM:8, got {text!r}")
-    try:
-        n = int(count)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs, got {count!r}") from None
+    if not (count.isascii() and count.isdigit()):  # int() also reads '٣' and ' 3 ', '+3', '1_0'
+        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs in ASCII digits, got {count!r}")
+    n = int(count)
     if not 1 <= n <= 4096:
         raise argparse.ArgumentTypeError(f"COUNT must be between 1 and 4,096 GPUs, got {n}")
     try:
@@ -1413,6 +1432,16 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.mean_arrival_rate is not None and not args.compare_managed:
         _err("--mean-arrival-rate applies to --compare-managed only (it prices the self-hosted tokens at the mean)")
         return 2
+    if args.mean_arrival_rate is not None and not (
+        args.mean_arrival_rate * MAX_PEAK_TO_MEAN >= args.arrival_rate
+    ):
+        _err(
+            f"--mean-arrival-rate {args.mean_arrival_rate:.3g}: --arrival-rate {args.arrival_rate:g} (the peak) is "
+            f"more than {MAX_PEAK_TO_MEAN:g}× it; give a mean of at least {args.arrival_rate / MAX_PEAK_TO_MEAN:g} "
+            "req/s (replicas sized for such a peak would idle nearly all day: price that with --arrival-rate nearer "
+            "the mean)"
+        )
+        return 2
     if args.mean_arrival_rate is not None and args.mean_arrival_rate > args.arrival_rate:
         _err(
             f"--mean-arrival-rate {args.mean_arrival_rate:g} exceeds --arrival-rate {args.arrival_rate:g} (the peak "
@@ -1613,6 +1642,12 @@ def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | N
         return None, "--platform bedrock: Bedrock rents no instances to search (a buy option, priced per token)"
     from advisor.capacity.managed import managed_instances
 
+    clouds = sorted({r.raw.cloud for r in managed_instances(platform)})  # the clouds its instances run on
+    if args.cloud is not None and clouds and args.cloud not in clouds:
+        return None, (
+            f"--platform {platform} runs on {' and '.join(c.upper() for c in clouds)} (its instances are "
+            f"{', '.join(clouds)} instances), not --cloud {args.cloud}: drop one of them"
+        )
     rows = [r.as_instance() for r in managed_instances(platform, priced_only=True)]
     if not rows:
         return None, (

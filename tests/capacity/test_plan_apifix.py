@@ -105,3 +105,33 @@ def test_a_pool_fixed_by_bytes_is_fixed_by_the_flag_given() -> None:
     assert gib[0] == "--kv-cache-memory-gib 1.0" and "--max-model-len 4096" in gib, gib
     r = run_cli(*PLAN_8B[:-1], "--kv-cache-memory-bytes", "1")
     assert "fixed by --kv-cache-memory-bytes" in r.stdout and "--kv-cache-memory-gib" not in r.stdout, r.stdout
+
+
+def test_a_mean_arrival_rate_far_below_the_peak_is_refused_naming_the_flag() -> None:
+    """Seen: 1e-300 accepted (absurd $/Mtok), 1e-320 an error naming no flag. A peak of 2 req/s over a mean at
+    most 1,000× lower: 2 / 1,000 = 0.002 req/s is the least taken."""
+    managed = [*SEARCH, "--compare-managed", "--mean-arrival-rate"]
+    for tiny in ("1e-300", "1e-320", "0.00199"):
+        r = run_cli(*managed, tiny)
+        assert r.returncode == 2, (tiny, r.stdout)
+        assert "--mean-arrival-rate" in r.stderr and "0.002" in r.stderr, r.stderr
+    assert run_cli(*managed, "0.002", "--gpu", "L4", "--tp", "1").returncode == 0
+
+
+def test_own_given_twice_or_with_a_non_ascii_count_is_refused() -> None:
+    """Seen: the second --own silently replaced the first; ``int('٣')`` is 3 (Arabic-Indic digit three)."""
+    base = [a for a in SEARCH if a not in ("--cloud", "aws")]
+    twice = run_cli(*base, "--own", "H100-SXM:8", "--own", "A100-80GB:2")
+    assert twice.returncode == 2 and "--own given twice" in twice.stderr, twice.stderr
+    arabic = run_cli(*base, "--own", "H100-SXM:\u0663")
+    assert arabic.returncode == 2 and "ASCII digits" in arabic.stderr, arabic.stderr
+    assert run_cli(*base, "--own", "H100-SXM:3").returncode == 0
+
+
+def test_a_platform_on_another_cloud_is_said_as_a_conflict() -> None:
+    """Seen: "nothing to search" for ``--platform sagemaker --cloud gcp``. SageMaker's ml.* instances are AWS
+    instances (https://aws.amazon.com/sagemaker/pricing/)."""
+    base = [a for a in SEARCH if a not in ("--cloud", "aws")]
+    r = run_cli(*base, "--platform", "sagemaker", "--cloud", "gcp")
+    assert r.returncode == 2
+    assert "--platform sagemaker runs on AWS" in r.stderr and "--cloud gcp" in r.stderr, r.stderr
