@@ -263,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
-    found = [] if refusal is None else fixes(dspec, gpu, _pool_flag(args))
+    found = [] if refusal is None else _fixes_on_platform(args.platform, fixes(dspec, gpu, _pool_flag(args)))
     out.update(verdict(refusal, found))
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
@@ -333,7 +333,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
-        *_verdict_rows(refusal, found),
+        *_verdict_rows(refusal, found, args.platform),
     ]
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
@@ -353,8 +353,36 @@ def _pool_flag(args: argparse.Namespace) -> str:
     return "--kv-cache-memory-gib" if getattr(args, "kv_cache_memory_gib", None) is not None else "--kv-cache-memory-bytes"
 
 
-def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The plan table's verdict rows: none when the engine would start; else the refusal and what fits."""
+def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``--platform P``: each fix also said in P's terms (:func:`advisor.platforms.platform_flag` on vLLM's own
+    flag, :func:`advisor.engines.flags.flag_for`; a pool flag through :func:`advisor.platforms.engine_args_in_terms`),
+    as ``platform_flag``, with ``flag_unavailable_reason`` (:data:`advisor.platforms.FLAG_REASON_KEY`) and
+    ``platform_flag`` None where P does not offer it (Bedrock). Unchanged without ``--platform``."""
+    if platform is None:
+        return found
+    from advisor.capacity.hardware import GIB
+    from advisor.engines.flags import flag_for
+    from advisor.platforms import FLAG_REASON_KEY, engine_args_in_terms, platform_flag
+
+    for fix in found:
+        if fix["dial"] is not None:
+            vllm = flag_for("vllm", fix["dial"], fix["value"])
+            flag, reason = platform_flag(platform, "vllm", fix["dial"], fix["value"], vllm)
+        else:  # vLLM takes bytes only: --kv-cache-memory-gib is this command's
+            value = int(fix["value"] * GIB) if fix["flag"] == "--kv-cache-memory-gib" else fix["value"]
+            vllm_flag = "--kv-cache-memory-bytes" if fix["flag"] == "--kv-cache-memory-gib" else fix["flag"]
+            flag, reason = engine_args_in_terms(platform, "vllm", f"{vllm_flag} {value}", vllm_flag.lstrip("-"))
+        fix["platform_flag"] = flag
+        if flag is None:
+            fix[FLAG_REASON_KEY] = reason
+    return found
+
+
+def _verdict_rows(
+    refusal: str | None, fixes: list[dict[str, Any]], platform: str | None = None
+) -> list[tuple[str, str]]:
+    """The plan table's verdict rows: none when the engine would start; else the refusal and what fits (and, with
+    ``platform``, each fix in its terms: :func:`_fixes_on_platform`)."""
     from advisor.capacity.fixes import TRIED
 
     if refusal is None:
@@ -364,7 +392,12 @@ def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tupl
         if fixes
         else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
     )
-    return [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+    rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+    if platform is not None and fixes:
+        from advisor.platforms import flag_text
+
+        rows += [(f"  on {platform}", flag_text(f.get("platform_flag"), f)) for f in fixes]
+    return rows
 
 
 def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: str) -> int:
@@ -374,7 +407,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     from advisor.capacity.fixes import fixes, verdict
 
     _err("refused: " + reason)
-    found = fixes(spec, gpu, _pool_flag(args))
+    found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)))
     if args.json:
         out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -382,7 +415,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     rows = [
         ("model", spec.model.name),
         ("GPU", f"{gpu.name} × {args.tp * args.dp} (TP {args.tp})"),
-        *_verdict_rows(reason, found),
+        *_verdict_rows(reason, found, args.platform),
     ]
     _print_rows(rows, None)
     return EXIT_ENGINE_REFUSES

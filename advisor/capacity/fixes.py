@@ -18,11 +18,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Final
 
+from advisor import conventions as c
 from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
 from advisor.capacity.kv import CapacityResult
 from advisor.errors import CapacityError
 
 __all__ = [
+    "FIX_DIALS",
     "MAX_SUGGESTED_TP",
     "MAX_SUGGESTED_UTILIZATION",
     "MIN_SUGGESTED_MAX_NUM_SEQS",
@@ -55,6 +57,18 @@ TRIED: Final = (
     f"--tp up to {MAX_SUGGESTED_TP}",
 )
 """The single changes :func:`fixes` tries, smallest first (for the message when none fits)."""
+
+
+FIX_DIALS: Final[dict[str, str]] = {
+    "--gpu-memory-utilization": c.DIAL_GPU_MEMORY_UTILIZATION,
+    "--max-num-seqs": c.DIAL_MAX_NUM_SEQS,
+    "--kv-cache-dtype": c.DIAL_KV_CACHE_DTYPE,
+    "--max-model-len": c.DIAL_MAX_MODEL_LEN,
+    "--quantization": c.DIAL_WEIGHT_QUANTIZATION,
+    "--tp": c.DIAL_TENSOR_PARALLEL_SIZE,
+}
+"""``plan``'s flag of each fix → the advisor's dial (:data:`advisor.conventions.DIALS`), so that a platform can
+say it in its own terms (:func:`advisor.platforms.platform_flag`). The pool flags are no dial (``None``)."""
 
 
 def pool_refusal(result: CapacityResult) -> str | None:
@@ -146,6 +160,7 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
     if result is None:
         return None
     return {
+        "dial": None,
         "flag": flag,
         "value": value,
         "change": f"{flag} {value}",
@@ -168,8 +183,8 @@ def fixes(
     ``--num-gpu-blocks-override`` the first fix is that flag's smallest value that starts within the GPU, and the
     first two are not tried (they do not change the pool).
 
-    Each is ``{"flag", "value", "change", "kv_cache_tokens", "max_concurrency"}``: ``change`` is the flag as
-    typed, ``kv_cache_tokens`` the pool per replica with it, ``max_concurrency`` the max-length requests it holds.
+    Each is ``{"dial", "flag", "value", "change", "kv_cache_tokens", "max_concurrency"}``: ``dial`` the advisor's
+    dial (:data:`FIX_DIALS`; None for a pool flag), ``change`` is the flag as typed, ``kv_cache_tokens`` the pool per replica with it, ``max_concurrency`` the max-length requests it holds.
     """
     found: list[dict[str, Any]] = []
 
@@ -179,6 +194,7 @@ def fixes(
             return False
         found.append(
             {
+                "dial": FIX_DIALS[flag],
                 "flag": flag,
                 "value": value,
                 "change": f"{flag} {value}",

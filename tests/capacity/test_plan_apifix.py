@@ -135,3 +135,22 @@ def test_a_platform_on_another_cloud_is_said_as_a_conflict() -> None:
     r = run_cli(*base, "--platform", "sagemaker", "--cloud", "gcp")
     assert r.returncode == 2
     assert "--platform sagemaker runs on AWS" in r.stderr and "--cloud gcp" in r.stderr, r.stderr
+
+
+def test_fixes_are_said_in_the_platforms_terms() -> None:
+    """Seen: ``--platform sagemaker`` fixes said as ``--tp 8`` only. SageMaker LMI names tensor parallelism
+    ``option.tensor_parallel_degree`` (https://docs.djl.ai/master/docs/serving/serving/docs/lmi/deployment_guide/
+    configurations.html); Bedrock has no engine to set. Llama-3.1-70B's 131.4 GiB of bf16 weights need 8 L4s
+    (19.86 GiB usable each)."""
+    import json
+
+    base = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "L4", "--max-model-len", "8192"]
+    r = run_cli(*base, "--platform", "sagemaker", "--json")
+    assert r.returncode == 3, r.stderr
+    tp = [f for f in json.loads(r.stdout)["fixes"] if f["change"] == "--tp 8"]
+    assert tp and "OPTION_TENSOR_PARALLEL_DEGREE=8" in tp[0]["platform_flag"], tp
+    bedrock = run_cli(*base, "--platform", "bedrock")
+    assert bedrock.returncode == 3
+    assert "on bedrock" in bedrock.stdout and "not offered" in bedrock.stdout, bedrock.stdout
+    pool = run_cli(*PLAN_8B, "--num-gpu-blocks-override", "1", "--platform", "sagemaker")
+    assert "OPTION_NUM_GPU_BLOCKS_OVERRIDE=512" in pool.stdout, pool.stdout

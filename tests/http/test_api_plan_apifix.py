@@ -17,8 +17,8 @@ pytestmark = pytest.mark.integration
 
 LLAMA = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192}
 BIG = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "L4", "max_model_len": 8192}
-"""70.6 B parameters × 2 bytes (bf16) = 141 GB of weights; an L4 has 24 GB (NVIDIA's L4 datasheet): the weights do
-not fit one GPU, and 8 GPUs hold 17.6 GB each, which leaves 0.9 × 22.5 GiB − 16.4 GiB ≈ 3.8 GiB for the rest."""
+"""70.6 B parameters × 2 bytes (bf16) = 131.4 GiB of weights; an L4 has 24 GB = 22.07 GiB (NVIDIA's L4 datasheet),
+0.9 of it 19.86 GiB: the weights do not fit one GPU (nor 2 or 4: 65.7, 32.9 GiB); 8 hold 16.4 GiB each."""
 
 
 @pytest.fixture(scope="module")
