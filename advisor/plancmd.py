@@ -350,7 +350,9 @@ arithmetic overflowing."""
 def _pool_flag(args: argparse.Namespace) -> str:
     """The flag that fixed the KV pool's bytes as it was typed: ``--kv-cache-memory-gib`` or
     ``--kv-cache-memory-bytes`` (vLLM's own flag; the default when neither was)."""
-    return "--kv-cache-memory-gib" if getattr(args, "kv_cache_memory_gib", None) is not None else "--kv-cache-memory-bytes"
+    return (
+        "--kv-cache-memory-gib" if getattr(args, "kv_cache_memory_gib", None) is not None else "--kv-cache-memory-bytes"
+    )
 
 
 def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1134,7 +1136,9 @@ class _Once(argparse.Action):
     """Store an option (default None) given at most once: a repeat is refused (argparse would keep the last
     silently)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
         if getattr(namespace, self.dest, None) is not None:
             parser.error(
                 f"{option} given twice: give it once (one kind of owned GPU is searched; run the search once per kind)"
@@ -1465,9 +1469,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.mean_arrival_rate is not None and not args.compare_managed:
         _err("--mean-arrival-rate applies to --compare-managed only (it prices the self-hosted tokens at the mean)")
         return 2
-    if args.mean_arrival_rate is not None and not (
-        args.mean_arrival_rate * MAX_PEAK_TO_MEAN >= args.arrival_rate
-    ):
+    if args.mean_arrival_rate is not None and not (args.mean_arrival_rate * MAX_PEAK_TO_MEAN >= args.arrival_rate):
         _err(
             f"--mean-arrival-rate {args.mean_arrival_rate:.3g}: --arrival-rate {args.arrival_rate:g} (the peak) is "
             f"more than {MAX_PEAK_TO_MEAN:g}× it; give a mean of at least {args.arrival_rate / MAX_PEAK_TO_MEAN:g} "

@@ -1094,8 +1094,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
 
 
 def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
-    """``POST /api/v1/plan`` for a deployment the capacity pass refuses as the engine would (vLLM's accounting: the weights leave no
-    room, or nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): 200 with ``before`` as
+    """``POST /api/v1/plan`` for a deployment the capacity pass refuses as the engine would (vLLM's accounting:
+    the weights leave no room, or nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): 200
+    with ``before`` as
     ``plan --json`` prints it (``model``, ``gpu``, ``feasible: false``, ``reason``, ``fixes``) and the optional
     turn planned from the stated deployment with the dial changed (the one resolver,
     :func:`advisor.capacity.deployment.resolve_deployment`)."""

@@ -169,9 +169,7 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
     }
 
 
-def fixes(
-    spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-memory-bytes"
-) -> list[dict[str, Any]]:
+def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-memory-bytes") -> list[dict[str, Any]]:
     """The single changes to a refused vLLM ``spec`` that make it start, smallest first: what keeps the GPUs and
     the checkpoint — a higher ``--gpu-memory-utilization`` (the lowest that fits, at most
     :data:`MAX_SUGGESTED_UTILIZATION`), a lower ``--max-num-seqs`` (halved until it fits, down to
@@ -184,7 +182,8 @@ def fixes(
     first two are not tried (they do not change the pool).
 
     Each is ``{"dial", "flag", "value", "change", "kv_cache_tokens", "max_concurrency"}``: ``dial`` the advisor's
-    dial (:data:`FIX_DIALS`; None for a pool flag), ``change`` is the flag as typed, ``kv_cache_tokens`` the pool per replica with it, ``max_concurrency`` the max-length requests it holds.
+    dial (:data:`FIX_DIALS`; None for a pool flag), ``change`` is the flag as typed, ``kv_cache_tokens`` the
+    pool per replica with it, ``max_concurrency`` the max-length requests it holds.
     """
     found: list[dict[str, Any]] = []
 
