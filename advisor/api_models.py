@@ -60,8 +60,12 @@ class _Strict(BaseModel):
 class PlanDeployment(_Strict):
     """A deployment to size: the same fields as a config file's deployment (without targets or SLO).
 
-    ``model`` must be a preset id: the API never reads a file or fetches anything for it.
+    ``model`` must be a preset id: the API never reads a file or fetches anything for it. Values are strict, as
+    JSON types them (pydantic strict mode, https://docs.pydantic.dev/latest/concepts/strict_mode/): a boolean is
+    not a number and ``"8192"`` is not an integer (an integer is a number where a float is asked).
     """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str = Field(min_length=1, max_length=200, description="model preset id (see `capacity-advisor catalog`)")
     gpu: str | None = Field(default=None, max_length=100, description="GPU catalog name, e.g. H100-SXM")

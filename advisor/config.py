@@ -176,7 +176,24 @@ class _Strict(BaseModel):
             field = cls.model_fields.get(info.field_name)
             if field is not None and _numeric_not_bool(field.annotation):
                 raise ValueError(f"must be a number, not the boolean {str(value).lower()}")
+        if isinstance(value, str) and info.field_name is not None:  # pydantic's lax mode reads '0.3' as 0.3
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and _numeric_not_bool(field.annotation) and not _reads_text(field):
+                raise ValueError(f"must be a number, not the string {value[:40]!r}: write it without quotes")
         return value
+
+
+def _reads_text(field: Any) -> bool:
+    """Whether a numeric field takes text on purpose: ``str`` among its types, or a before-validator that parses
+    it (a :data:`Duration` such as ``5m``)."""
+
+    def admits(t: object) -> bool:
+        if t is str:
+            return True
+        meta = getattr(t, "__metadata__", ())
+        return any(isinstance(m, BeforeValidator) for m in meta) or any(admits(a) for a in get_args(t))
+
+    return admits(field.annotation) or any(isinstance(m, BeforeValidator) for m in field.metadata)
 
 
 class SLO(_Strict):

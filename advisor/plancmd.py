@@ -13,7 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from advisor.argtypes import bounded_float, bounded_int, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
@@ -263,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
-    found = [] if refusal is None else fixes(dspec, gpu)
+    found = [] if refusal is None else _fixes_on_platform(args.platform, fixes(dspec, gpu, _pool_flag(args)))
     out.update(verdict(refusal, found))
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
@@ -283,7 +283,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     fixed = (
         f"--num-gpu-blocks-override {args.num_gpu_blocks_override}"
         if args.num_gpu_blocks_override is not None
-        else ("--kv-cache-memory-gib" if kv_override is not None else "")
+        else (_pool_flag(args) if kv_override is not None else "")
     )
     non_torch = non_torch_bytes_per_gpu(inputs)
     nvls = nvls_bytes_per_gpu(inputs)
@@ -333,15 +333,58 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
         *_kv_check_rows(model.name),
-        *_verdict_rows(refusal, found),
+        *_verdict_rows(refusal, found, args.platform),
     ]
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
     return done
 
 
-def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The plan table's verdict rows: none when the engine would start; else the refusal and what fits."""
+MAX_PEAK_TO_MEAN: Final = 1000.0
+"""The largest ``--arrival-rate`` ÷ ``--mean-arrival-rate`` taken. At 1,000 the replicas sized for the peak would
+be busy 0.1 % of the day (the peak lasting one 86-second burst a day); past that the self-hosted $/Mtok is a
+figure of idleness, not of serving, and a mean such as 1e-300 req/s (one request in 10²⁹² years) only shows the
+arithmetic overflowing."""
+
+
+def _pool_flag(args: argparse.Namespace) -> str:
+    """The flag that fixed the KV pool's bytes as it was typed: ``--kv-cache-memory-gib`` or
+    ``--kv-cache-memory-bytes`` (vLLM's own flag; the default when neither was)."""
+    return (
+        "--kv-cache-memory-gib" if getattr(args, "kv_cache_memory_gib", None) is not None else "--kv-cache-memory-bytes"
+    )
+
+
+def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``--platform P``: each fix also said in P's terms (:func:`advisor.platforms.platform_flag` on vLLM's own
+    flag, :func:`advisor.engines.flags.flag_for`; a pool flag through :func:`advisor.platforms.engine_args_in_terms`),
+    as ``platform_flag``, with ``flag_unavailable_reason`` (:data:`advisor.platforms.FLAG_REASON_KEY`) and
+    ``platform_flag`` None where P does not offer it (Bedrock). Unchanged without ``--platform``."""
+    if platform is None:
+        return found
+    from advisor.capacity.hardware import GIB
+    from advisor.engines.flags import flag_for
+    from advisor.platforms import FLAG_REASON_KEY, engine_args_in_terms, platform_flag
+
+    for fix in found:
+        if fix["dial"] is not None:
+            vllm = flag_for("vllm", fix["dial"], fix["value"])
+            flag, reason = platform_flag(platform, "vllm", fix["dial"], fix["value"], vllm)
+        else:  # vLLM takes bytes only: --kv-cache-memory-gib is this command's
+            value = int(fix["value"] * GIB) if fix["flag"] == "--kv-cache-memory-gib" else fix["value"]
+            vllm_flag = "--kv-cache-memory-bytes" if fix["flag"] == "--kv-cache-memory-gib" else fix["flag"]
+            flag, reason = engine_args_in_terms(platform, "vllm", f"{vllm_flag} {value}", vllm_flag.lstrip("-"))
+        fix["platform_flag"] = flag
+        if flag is None:
+            fix[FLAG_REASON_KEY] = reason
+    return found
+
+
+def _verdict_rows(
+    refusal: str | None, fixes: list[dict[str, Any]], platform: str | None = None
+) -> list[tuple[str, str]]:
+    """The plan table's verdict rows: none when the engine would start; else the refusal and what fits (and, with
+    ``platform``, each fix in its terms: :func:`_fixes_on_platform`)."""
     from advisor.capacity.fixes import TRIED
 
     if refusal is None:
@@ -351,7 +394,12 @@ def _verdict_rows(refusal: str | None, fixes: list[dict[str, Any]]) -> list[tupl
         if fixes
         else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
     )
-    return [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+    rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+    if platform is not None and fixes:
+        from advisor.platforms import flag_text
+
+        rows += [(f"  on {platform}", flag_text(f.get("platform_flag"), f)) for f in fixes]
+    return rows
 
 
 def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: str) -> int:
@@ -361,7 +409,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     from advisor.capacity.fixes import fixes, verdict
 
     _err("refused: " + reason)
-    found = fixes(spec, gpu)
+    found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)))
     if args.json:
         out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -369,7 +417,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     rows = [
         ("model", spec.model.name),
         ("GPU", f"{gpu.name} × {args.tp * args.dp} (TP {args.tp})"),
-        *_verdict_rows(reason, found),
+        *_verdict_rows(reason, found, args.platform),
     ]
     _print_rows(rows, None)
     return EXIT_ENGINE_REFUSES
@@ -1046,6 +1094,7 @@ def add_plan_parser(sub: Any) -> None:
     search.add_argument(
         "--own",
         type=_owned_gpus,
+        action=_Once,
         default=None,
         metavar="GPU:COUNT",
         help="search the COUNT GPUs you already have (e.g. H100-SXM:8) instead of priced cloud instances: no "
@@ -1083,6 +1132,20 @@ def _given(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(dest, flag) for dest, (flag, default) in _FLAGS.items() if getattr(args, dest, default) != default]
 
 
+class _Once(argparse.Action):
+    """Store an option (default None) given at most once: a repeat is refused (argparse would keep the last
+    silently)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option} given twice: give it once (one kind of owned GPU is searched; run the search once per kind)"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _owned_gpus(text: str) -> tuple[str, int]:
     """An argparse type for ``--own GPU:COUNT``: (the catalog key, a whole count of GPUs from 1 to 4,096)."""
     from advisor.capacity.hardware import get_gpu
@@ -1090,10 +1153,9 @@ def _owned_gpus(text: str) -> tuple[str, int]:
     name, sep, count = text.rpartition(":")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected GPU:COUNT such as H100-SXM:8, got {text!r}")
-    try:
-        n = int(count)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs, got {count!r}") from None
+    if not (count.isascii() and count.isdigit()):  # int() also reads '٣' and ' 3 ', '+3', '1_0'
+        raise argparse.ArgumentTypeError(f"COUNT must be a whole number of GPUs in ASCII digits, got {count!r}")
+    n = int(count)
     if not 1 <= n <= 4096:
         raise argparse.ArgumentTypeError(f"COUNT must be between 1 and 4,096 GPUs, got {n}")
     try:
@@ -1285,6 +1347,42 @@ def _search_refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _search_value_refusal(args: argparse.Namespace) -> str | None:
+    """Why a value given to ``plan --search`` can run no configuration, naming its flag, before any is tried (exit
+    2, not every configuration rejected and exit 0): an unknown ``--kv-cache-dtype``
+    (:func:`advisor.capacity.precision.kv_bytes_per_element`'s names) or ``--quantization``
+    (:func:`advisor.capacity.precision.weight_bytes_per_param`'s), or a ``--max-model-len`` below the worst-case
+    request (``--max-context``, else ``--prompt-tokens`` + ``--output-tokens``: vLLM refuses a longer request,
+    https://docs.vllm.ai/en/latest/configuration/engine_args.html ``--max-model-len``). None when all can run."""
+    from advisor.capacity.precision import kv_bytes_per_element, weight_bytes_per_param
+
+    try:
+        if args.kv_cache_dtype is not None:
+            kv_bytes_per_element(args.kv_cache_dtype, "bfloat16")
+    except CapacityError as exc:
+        return f"--kv-cache-dtype: {exc}"
+    try:
+        if args.quantization is not None and args.quantization.lower() != "none":
+            weight_bytes_per_param("auto", args.quantization, "bfloat16")
+    except CapacityError as exc:
+        return f"--quantization: {exc}"
+    from advisor.capacity.queueing import Workload
+
+    worst = Workload(
+        arrival_rate=args.arrival_rate,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        max_context_tokens=args.max_context,
+    ).worst_context_tokens
+    if args.max_model_len is not None and args.max_model_len < worst:
+        return (
+            f"--max-model-len {args.max_model_len:,} is below the worst-case request of {worst:,} tokens "
+            f"({'--max-context' if args.max_context is not None else '--prompt-tokens + --output-tokens'}): vLLM "
+            "refuses a request longer than max-model-len; give at least that, or drop it to search the default"
+        )
+    return None
+
+
 def _search_space(args: argparse.Namespace) -> Any:
     """The search space (:class:`advisor.capacity.search.SearchSpace`) restricted by what was given: ``--gpu``
     (or ``--own``'s GPU), ``--tp``, ``--quantization``, ``--kv-cache-dtype``, ``--max-model-len``,
@@ -1371,11 +1469,23 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.mean_arrival_rate is not None and not args.compare_managed:
         _err("--mean-arrival-rate applies to --compare-managed only (it prices the self-hosted tokens at the mean)")
         return 2
+    if args.mean_arrival_rate is not None and not (args.mean_arrival_rate * MAX_PEAK_TO_MEAN >= args.arrival_rate):
+        _err(
+            f"--mean-arrival-rate {args.mean_arrival_rate:.3g}: --arrival-rate {args.arrival_rate:g} (the peak) is "
+            f"more than {MAX_PEAK_TO_MEAN:g}× it; give a mean of at least {args.arrival_rate / MAX_PEAK_TO_MEAN:g} "
+            "req/s (replicas sized for such a peak would idle nearly all day: price that with --arrival-rate nearer "
+            "the mean)"
+        )
+        return 2
     if args.mean_arrival_rate is not None and args.mean_arrival_rate > args.arrival_rate:
         _err(
             f"--mean-arrival-rate {args.mean_arrival_rate:g} exceeds --arrival-rate {args.arrival_rate:g} (the peak "
             "the replicas are sized for)"
         )
+        return 2
+    refused = _search_value_refusal(args)
+    if refused:
+        _err(refused)
         return 2
     hosts, refused = _platform_hosts(args)
     if refused:
@@ -1567,6 +1677,12 @@ def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | N
         return None, "--platform bedrock: Bedrock rents no instances to search (a buy option, priced per token)"
     from advisor.capacity.managed import managed_instances
 
+    clouds = sorted({r.raw.cloud for r in managed_instances(platform)})  # the clouds its instances run on
+    if args.cloud is not None and clouds and args.cloud not in clouds:
+        return None, (
+            f"--platform {platform} runs on {' and '.join(c.upper() for c in clouds)} (its instances are "
+            f"{', '.join(clouds)} instances), not --cloud {args.cloud}: drop one of them"
+        )
     rows = [r.as_instance() for r in managed_instances(platform, priced_only=True)]
     if not rows:
         return None, (

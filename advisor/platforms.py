@@ -310,14 +310,28 @@ def platform_flag(
             said = template.format(value=value, flag=engine_flag)
         return (engine_flag.replace(k8s, said) if k8s in engine_flag else said), None
     if dial in _ENGINE_DIALS:
-        if platform == "sagemaker":
-            return _sagemaker_env(engine, engine_flag)
-        if profile.engine_args is None:
-            return None, reason_none
-        return profile.engine_args.format(flag=engine_flag), None
+        return engine_args_in_terms(platform, engine, engine_flag, dial)
     if profile.engine_args is None and platform != "sagemaker":
         return None, reason_none
     return engine_flag, None
+
+
+def engine_args_in_terms(platform: str, engine: str, engine_flag: str, what: str) -> tuple[str | None, str | None]:
+    """An engine argument (``--num-gpu-blocks-override 512``) as ``platform`` passes it to the engine: the LMI
+    environment on SageMaker (:func:`_sagemaker_env`), the profile's container-arguments wording elsewhere, the flag
+    itself on Kubernetes; ``(None, reason)`` naming ``what`` where the platform takes no engine arguments (Bedrock).
+
+    Raises:
+        KeyError: ``platform`` is not in :data:`PLATFORMS`.
+    """
+    profile = PROFILES[platform]
+    if platform == KUBERNETES:
+        return engine_flag, None
+    if platform == "sagemaker":
+        return _sagemaker_env(engine, engine_flag)
+    if profile.engine_args is None:
+        return None, profile.unavailable.format(dial=what)
+    return profile.engine_args.format(flag=engine_flag), None
 
 
 def flag_text(flag: str | None, evidence: Mapping[str, Any]) -> str:

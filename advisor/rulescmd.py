@@ -84,18 +84,6 @@ def rules_input(config_path: str | Path) -> RulesInput:
     )
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def cmd_rules_generate(args: argparse.Namespace) -> int:
     """Generate (or, with ``--check``, compare) the rule files; 0 on success, 1 when ``--check`` finds a
     difference; config errors propagate (exit 2 in :func:`advisor.cli.main`)."""
@@ -123,12 +111,54 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
             return 1
         print(f"{len(texts)} rule files in {out} are up to date")
         return 0
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(out / name, text)
+    try:
+        _write_all(out, texts)
+    except OSError as exc:
+        where = "" if exc.filename is None or str(exc.filename) == args.out else f"{exc.filename}: "
+        print(
+            f"capacity-advisor: --out {args.out}: {where}{exc.strerror or exc}; nothing was written",
+            file=sys.stderr,
+        )
+        return 2
+    for name in texts:
         print(f"wrote {out / name}")
     return 0
+
+
+def _write_all(out: Path, texts: dict[str, str]) -> None:
+    """Write every file of ``texts`` under ``out`` or none: each is first written whole to a temporary file
+    beside its destination (which proves the folder writable), and only when all are written are they renamed
+    into place (:func:`os.replace`, atomic per file on POSIX).
+
+    Raises:
+        OSError: a folder cannot be made or written (its ``filename`` names the path); the temporary files are
+            removed and no destination file is touched.
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, text in texts.items():
+            path = out / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.is_dir():
+                raise NotADirectoryError(20, "Not a directory", str(path.parent))
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+
+
+def _folder_arg(text: str) -> str:
+    """``--out``: a folder path, not empty (``--out ""`` would write into the working directory unasked)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a folder, not be empty (default: rules)")
+    return text
 
 
 def add_rules_parser(subparsers: Any) -> None:
@@ -142,7 +172,7 @@ def add_rules_parser(subparsers: Any) -> None:
         "alerts from each deployment's slo, and alerts on the advisor's own gauges.",
     )
     gen.add_argument("--config", required=True, help="YAML config file (the advisor's)")
-    gen.add_argument("--out", default="rules", help="folder to write into (default: rules)")
+    gen.add_argument("--out", type=_folder_arg, default="rules", help="folder to write into (default: rules)")
     gen.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 when a file in --out differs from the output"
     )

@@ -62,6 +62,7 @@ from advisor.acks import Ack, AckStore
 from advisor.api_models import (
     MAX_BODY_BYTES,
     AckRequest,
+    PlanDeployment,
     PlanRequest,
     SnoozeRequest,
     openapi_document,
@@ -69,7 +70,7 @@ from advisor.api_models import (
     validation_details,
 )
 from advisor.domain import Recommendation, rfc3339
-from advisor.errors import CapacityError, StateError
+from advisor.errors import CapacityError, StateError, WontStartError
 from advisor.exporter import MetricsRenderer
 from advisor.hangups import QuietHangupServer
 from advisor.results import CycleResult, DeploymentResult
@@ -682,8 +683,16 @@ class _Handler(BaseHTTPRequestHandler):
         def no_constants(name: str) -> Any:
             raise ValueError(f"{name} is not valid JSON")
 
+        def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            seen: dict[str, Any] = {}
+            for key, value in pairs:
+                if key in seen:  # json.loads keeps the last silently; YAML (the config) refuses it
+                    raise ValueError(f"key {key!r} is repeated in an object: give it once")
+                seen[key] = value
+            return seen
+
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=no_constants)
+            data = json.loads(raw.decode("utf-8"), parse_constant=no_constants, object_pairs_hook=no_repeats)
         except UnicodeDecodeError:
             raise ApiError(400, "the body is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
@@ -969,6 +978,16 @@ _EFFECT_KEYS = (
 )
 
 
+def _field_path(message: str) -> str:
+    """The detail path of a capacity-pass error: ``deployment.<field>`` for the first request field the message
+    names (``unknown kv_cache_dtype 'nope'`` → ``deployment.kv_cache_dtype``), else ``deployment``. ``model``
+    is left out: messages say "the model's …" of the architecture, not of the field."""
+    for name in sorted(set(PlanDeployment.model_fields) - {"model"}, key=len, reverse=True):
+        if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", message):
+            return f"deployment.{name}"
+    return "deployment"
+
+
 def plan(req: PlanRequest) -> dict[str, Any]:
     """``POST /api/v1/plan``: the capacity pass as ``capacity-advisor plan --json`` prints it, before and after
     the optional dial turn. Model presets and the GPU catalog only: nothing is read from disk or the network.
@@ -976,7 +995,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     Raises:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
-    from advisor.capacity.deployment import resolve_deployment, resolve_gpu, spec_from_settings
+    from advisor.capacity.deployment import accounting_engine, resolve_deployment, resolve_gpu, spec_from_settings
     from advisor.capacity.fixes import fixes, pool_refusal, verdict
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
@@ -1007,11 +1026,19 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     try:
         resolved = resolve_deployment(spec)
         inputs, before = resolved.inputs, resolved.result
+    except WontStartError as exc:
+        if accounting_engine(spec.engine) == "vllm":  # valid, but vLLM would not start: as `plan --json` says it
+            return _plan_refused(req, spec, str(exc))
+        raise ApiError(
+            400,
+            f"the capacity pass cannot run this deployment: {exc}",
+            [{"path": _field_path(str(exc)), "message": str(exc)}],
+        ) from None
     except (CapacityError, ValueError, ArithmeticError) as exc:
         raise ApiError(
             400,
             f"the capacity pass cannot run this deployment: {exc}",
-            [{"path": "deployment", "message": str(exc)}],
+            [{"path": _field_path(str(exc)), "message": str(exc)}],
         ) from None
     out_before = before.as_dict()
     out_before["gpu"] = resolved.gpu.name
@@ -1054,6 +1081,55 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                     else []
                 )
                 out_after.update(verdict(refusal, found))
+    effect = {
+        k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
+    }
+    return {
+        "before": out_before,
+        "turn": None if req.turn is None else req.turn.model_dump(),
+        "after": out_after,
+        "after_error": after_error,
+        "effect": effect,
+    }
+
+
+def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
+    """``POST /api/v1/plan`` for a deployment the capacity pass refuses as the engine would (vLLM's accounting:
+    the weights leave no room, or nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): 200
+    with ``before`` as
+    ``plan --json`` prints it (``model``, ``gpu``, ``feasible: false``, ``reason``, ``fixes``) and the optional
+    turn planned from the stated deployment with the dial changed (the one resolver,
+    :func:`advisor.capacity.deployment.resolve_deployment`)."""
+    from advisor.capacity.deployment import resolve_deployment, resolve_gpu
+    from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.models import preset_kv_logs
+    from advisor.config import context_problem
+    from advisor.rules.turns import FIELD_FOR_DIAL
+
+    gpu = resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
+    out_before: dict[str, Any] = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, fixes(spec, gpu))}
+    out_after: dict[str, Any] | None = None
+    after_error: str | None = None
+    if req.turn is not None:
+        changes: dict[str, Any] = {FIELD_FOR_DIAL[req.turn.dial]: req.turn.value}
+        try:
+            if req.turn.dial == "max_model_len" and isinstance(req.turn.value, int):
+                turned_beyond = context_problem(req.turn.value, spec.model)
+                if turned_beyond is not None:
+                    raise CapacityError(turned_beyond)
+            turned = dataclasses.replace(spec, **changes)
+            resolved = resolve_deployment(turned)
+        except (CapacityError, ValueError, ArithmeticError) as exc:
+            after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
+        else:
+            after = resolved.result
+            out_after = after.as_dict()
+            out_after["gpu"] = resolved.gpu.name
+            out_after["nvlink_sharp"] = resolved.gpu.nvlink_sharp
+            kv_logs = preset_kv_logs(spec.model.name)
+            out_after["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
+            refusal = pool_refusal(after)
+            out_after.update(verdict(refusal, [] if refusal is None else fixes(turned, resolved.gpu)))
     effect = {
         k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
     }

@@ -77,3 +77,25 @@ def test_a_gpu_that_others_fill_says_nothing_fits_never_utilization_0_00() -> No
     # room left for a smaller budget: the advice names the highest utilization that is free
     [(_, message)] = _problems(gpu_memory_used_by_others_gib=10)
     assert "lower gpu_memory_utilization to at most 0.87" in message
+
+
+@pytest.mark.parametrize(
+    ("top", "keys", "path"),
+    [
+        ({"rules": {"host_or_buy": {"max_usage": "0.3"}}}, {}, "rules.host_or_buy.max_usage"),
+        ({"rules": {"kv_budget": {"max_restarts": "2"}}}, {}, "rules.kv_budget.max_restarts"),
+        ({}, {"max_model_len": "8192"}, "deployments[0].max_model_len"),
+    ],
+)
+def test_a_number_in_quotes_is_refused_naming_the_field(top: dict[str, Any], keys: dict[str, Any], path: str) -> None:
+    """Issue 19: ``max_usage: '0.3'`` was read as 0.3 (pydantic's lax mode) while strict fields refused it; every
+    number is now strict. Durations still take text (``for: 3d``)."""
+    problems = _problems(top, **keys)
+    assert [p for p, _ in problems] == [path], problems
+    assert "not the string" in problems[0][1]
+
+
+def test_a_duration_still_takes_text() -> None:
+    data = copy.deepcopy(BASE)
+    data["rules"] = {"host_or_buy": {"for": "3d", "max_usage": 0.3}}
+    assert parse_config(data).rules.host_or_buy.for_ == 3 * 86400

@@ -18,11 +18,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Final
 
+from advisor import conventions as c
 from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
 from advisor.capacity.kv import CapacityResult
 from advisor.errors import CapacityError
 
 __all__ = [
+    "FIX_DIALS",
     "MAX_SUGGESTED_TP",
     "MAX_SUGGESTED_UTILIZATION",
     "MIN_SUGGESTED_MAX_NUM_SEQS",
@@ -57,6 +59,18 @@ TRIED: Final = (
 """The single changes :func:`fixes` tries, smallest first (for the message when none fits)."""
 
 
+FIX_DIALS: Final[dict[str, str]] = {
+    "--gpu-memory-utilization": c.DIAL_GPU_MEMORY_UTILIZATION,
+    "--max-num-seqs": c.DIAL_MAX_NUM_SEQS,
+    "--kv-cache-dtype": c.DIAL_KV_CACHE_DTYPE,
+    "--max-model-len": c.DIAL_MAX_MODEL_LEN,
+    "--quantization": c.DIAL_WEIGHT_QUANTIZATION,
+    "--tp": c.DIAL_TENSOR_PARALLEL_SIZE,
+}
+"""``plan``'s flag of each fix → the advisor's dial (:data:`advisor.conventions.DIALS`), so that a platform can
+say it in its own terms (:func:`advisor.platforms.platform_flag`). The pool flags are no dial (``None``)."""
+
+
 def pool_refusal(result: CapacityResult) -> str | None:
     """Why vLLM refuses a pool that cannot hold one request of max-model-len tokens, or None when it holds one."""
     if result.max_concurrency >= 1:
@@ -83,18 +97,93 @@ def _starts(spec: DeploymentSpec) -> CapacityResult | None:
     return result if result.max_concurrency >= 1 else None
 
 
-def fixes(spec: DeploymentSpec, gpu: ResolvedGPU) -> list[dict[str, Any]]:
+POOL_BYTES_STEP: Final = 1 << 20
+"""A suggested ``--kv-cache-memory-bytes`` is a whole number of MiB (2²⁰ bytes)."""
+
+_GIB: Final = 1 << 30
+
+
+def _smallest(fits: Any, low: int, high: int) -> int | None:
+    """The smallest integer ``n`` in ``[low, high]`` with ``fits(n)``, for a ``fits`` false below some point and
+    true from it on (a bigger pool never holds fewer tokens); None when ``fits(high)`` is false."""
+    if not fits(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[str, Any] | None:
+    """The smallest value of the flag that fixes the pool (``--num-gpu-blocks-override``, or
+    ``--kv-cache-memory-bytes`` / ``--kv-cache-memory-gib`` as ``pool_flag`` says was typed) that makes vLLM
+    start, within the GPU: the weights and that pool at most its memory (as ``plan`` warns,
+    vLLM fails to allocate more at start-up); None when none does."""
+    memory = gpu.memory_bytes
+
+    def within(changed: DeploymentSpec) -> CapacityResult | None:
+        result = _starts(changed)
+        if result is None or result.weights_bytes_per_gpu + result.kv_pool_bytes_per_gpu > memory:
+            return None
+        return result
+
+    if spec.num_gpu_blocks_override is not None:
+        flag = "--num-gpu-blocks-override"
+        per_block = max(1, resolve_deployment(spec).result.kv_pool_bytes_per_gpu // spec.num_gpu_blocks_override)
+        n = _smallest(
+            lambda b: _starts(dataclasses.replace(spec, num_gpu_blocks_override=b)) is not None,
+            spec.num_gpu_blocks_override,
+            max(spec.num_gpu_blocks_override, memory // per_block),
+        )
+        value: Any = n
+        changed = None if n is None else dataclasses.replace(spec, num_gpu_blocks_override=n)
+    else:
+        flag = pool_flag
+        mib = _smallest(
+            lambda m: _starts(dataclasses.replace(spec, kv_cache_memory_bytes=m * POOL_BYTES_STEP)) is not None,
+            1,
+            memory // POOL_BYTES_STEP,
+        )
+        if mib is None:
+            return None
+        pool = mib * POOL_BYTES_STEP
+        if flag == "--kv-cache-memory-gib":  # in hundredths of a GiB, rounded up
+            hundredths = -(-pool * 100 // _GIB)
+            value, pool = hundredths / 100, hundredths * _GIB // 100
+        else:
+            value = pool
+        changed = dataclasses.replace(spec, kv_cache_memory_bytes=pool)
+    result = None if changed is None else within(changed)
+    if result is None:
+        return None
+    return {
+        "dial": None,
+        "flag": flag,
+        "value": value,
+        "change": f"{flag} {value}",
+        "kv_cache_tokens": result.kv_cache_tokens,
+        "max_concurrency": round(result.max_concurrency, 3),
+    }
+
+
+def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-memory-bytes") -> list[dict[str, Any]]:
     """The single changes to a refused vLLM ``spec`` that make it start, smallest first: what keeps the GPUs and
     the checkpoint — a higher ``--gpu-memory-utilization`` (the lowest that fits, at most
     :data:`MAX_SUGGESTED_UTILIZATION`), a lower ``--max-num-seqs`` (halved until it fits, down to
     :data:`MIN_SUGGESTED_MAX_NUM_SEQS`: its sampler warm-up is part of the profile), ``--kv-cache-dtype fp8``, the
     longest shorter ``--max-model-len`` (a multiple of :data:`CONTEXT_STEP`) — then another checkpoint
     (``--quantization fp8``, on a part with an FP8 tensor rate as ``plan --search`` offers it, then ``awq``), then
-    more GPUs (the smallest ``--tp`` up to :data:`MAX_SUGGESTED_TP`). The first two are not tried on a pool fixed by
-    ``--kv-cache-memory-bytes`` or ``--num-gpu-blocks-override`` (they do not change it).
+    more GPUs (the smallest ``--tp`` up to :data:`MAX_SUGGESTED_TP`). On a pool fixed by
+    ``--kv-cache-memory-bytes`` (``pool_flag``: the flag as typed, ``--kv-cache-memory-gib`` too) or
+    ``--num-gpu-blocks-override`` the first fix is that flag's smallest value that starts within the GPU, and the
+    first two are not tried (they do not change the pool).
 
-    Each is ``{"flag", "value", "change", "kv_cache_tokens", "max_concurrency"}``: ``change`` is the flag as
-    typed, ``kv_cache_tokens`` the pool per replica with it, ``max_concurrency`` the max-length requests it holds.
+    Each is ``{"dial", "flag", "value", "change", "kv_cache_tokens", "max_concurrency"}``: ``dial`` the advisor's
+    dial (:data:`FIX_DIALS`; None for a pool flag), ``change`` is the flag as typed, ``kv_cache_tokens`` the
+    pool per replica with it, ``max_concurrency`` the max-length requests it holds.
     """
     found: list[dict[str, Any]] = []
 
@@ -104,6 +193,7 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU) -> list[dict[str, Any]]:
             return False
         found.append(
             {
+                "dial": FIX_DIALS[flag],
                 "flag": flag,
                 "value": value,
                 "change": f"{flag} {value}",
@@ -114,7 +204,11 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU) -> list[dict[str, Any]]:
         return True
 
     fixed_pool = spec.kv_cache_memory_bytes is not None or spec.num_gpu_blocks_override is not None
-    if not fixed_pool:
+    if fixed_pool:
+        pool = _pool_fix(spec, gpu, pool_flag)
+        if pool is not None:
+            found.append(pool)
+    else:
         now = 0.9 if spec.gpu_memory_utilization is None else spec.gpu_memory_utilization
         for step in range(1, round((MAX_SUGGESTED_UTILIZATION - now) * 100) + 1):
             u = round(now + step / 100, 2)

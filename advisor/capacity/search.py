@@ -459,7 +459,8 @@ def search_deployments(
     for cfg, gpu, hs in configs:
         if cfg.max_model_len < worst:
             prep = _Prepared(cfg, None, gpu, hs, reason=f"max-model-len {cfg.max_model_len} < worst case {worst}")
-            prep.lower_bound = _cheapest(hs, cfg.tensor_parallel_size, 1)[0]
+            cost, host, _ = _cheapest(hs, cfg.tensor_parallel_size, 1)
+            prep.lower_bound, prep.cheapest_host = cost, host.name if host else ""
         else:
             factors = assumptions if assumptions is not None else assumptions_for("vllm", gpu)
             prep = _prepare(cfg, model, gpu, hs, workload, space, factors)

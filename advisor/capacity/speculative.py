@@ -73,6 +73,45 @@ KNOWN_METHODS: Final = (
 
 _MAX_COUNT: Final = 1 << 40
 
+OWN_KEYS: Final = frozenset({"draft_layers", "draft_parameters"})
+"""The keys this package adds to ``--speculative-config`` for a draft whose shape it cannot read (not vLLM's)."""
+
+VLLM_KEYS: Final = frozenset(
+    {
+        "method",
+        "model",
+        "num_speculative_tokens",
+        "draft_tensor_parallel_size",
+        "tensor_parallel_size",
+        "quantization",
+        "max_model_len",
+        "revision",
+        "code_revision",
+        "disable_by_batch_size",
+        "disable_padded_drafter_batch",
+        "disable_mqa_scorer",
+        "disable_logprobs",
+        "disable_log_stats",
+        "acceptance_method",
+        "posterior_threshold",
+        "posterior_alpha",
+        "prompt_lookup_max",
+        "prompt_lookup_min",
+        "speculative_token_tree",
+        "enforce_eager",
+        "parallel_drafting",
+        "use_local_argmax_reduction",
+        "suffix_decoding_max_tree_depth",
+        "suffix_decoding_max_cached_requests",
+        "suffix_decoding_max_spec_factor",
+        "suffix_decoding_min_token_prob",
+    }
+)
+"""The keys of vLLM's ``SpeculativeConfig`` (``vllm/config/speculative.py``, 0.6-0.21 taken together: V0's
+``disable_mqa_scorer``, ``acceptance_method``, ``posterior_*``; V1's suffix decoding and drafter options;
+https://docs.vllm.ai/en/latest/api/vllm/config/speculative.html). vLLM builds the dataclass from the JSON with
+``SpeculativeConfig(**config)``, so an unknown key stops it at start-up; this package refuses it the same way."""
+
 
 @dataclass(frozen=True)
 class SpeculativeDraft:
@@ -130,11 +169,12 @@ def speculative_mapping(raw: str | Mapping[str, Any] | None) -> dict[str, Any] |
     """The syntax of ``--speculative-config``, without the model: a JSON object (text, or the mapping a config file
     gives) with a known ``method`` and counts in range (``num_speculative_tokens``, ``draft_tensor_parallel_size``
     ≥ 1; ``draft_layers``, ``draft_parameters`` ≥ 0). None when ``raw`` is None or empty. ``method`` is required
-    (vLLM infers it from ``model`` otherwise, which is not known here); vLLM's other keys (``model``,
-    ``prompt_lookup_max`` …) are kept and not read.
+    (vLLM infers it from ``model`` otherwise, which is not known here); vLLM's other keys (:data:`VLLM_KEYS`:
+    ``model``, ``prompt_lookup_max`` …) are kept and not read.
 
     Raises:
-        CapacityError: not a JSON object, no or an unknown method, a count out of range; naming the key.
+        CapacityError: not a JSON object, a key neither vLLM's nor :data:`OWN_KEYS`, no or an unknown method, a
+            count out of range; naming the key.
     """
     if raw is None:
         return None
@@ -149,6 +189,12 @@ def speculative_mapping(raw: str | Mapping[str, Any] | None) -> dict[str, Any] |
         parsed = raw
     if not isinstance(parsed, Mapping):
         raise CapacityError(f"speculative_config must be a JSON object, got {parsed!r}")
+    unknown = sorted(str(k) for k in parsed if k not in VLLM_KEYS | OWN_KEYS)
+    if unknown:
+        raise CapacityError(
+            f"speculative_config.{unknown[0]}: not a key of vLLM's SpeculativeConfig (vLLM refuses it at start-up); "
+            f"known: {', '.join(sorted(VLLM_KEYS | OWN_KEYS))}"
+        )
     method = parsed.get("method")
     if not isinstance(method, str) or not method.strip():
         raise CapacityError(
