@@ -988,6 +988,21 @@ def _field_path(message: str) -> str:
     return "deployment"
 
 
+def _plan_answer(
+    req: PlanRequest, before: dict[str, Any], after: dict[str, Any] | None, after_error: str | None
+) -> dict[str, Any]:
+    """The ``POST /api/v1/plan`` answer: ``before``, the ``turn`` asked, ``after`` (``None`` without a turn or when
+    it could not be planned, ``after_error`` then saying why) and each of :data:`_EFFECT_KEYS` before → after."""
+    effect = {k: {"before": before.get(k), "after": None if after is None else after.get(k)} for k in _EFFECT_KEYS}
+    return {
+        "before": before,
+        "turn": None if req.turn is None else req.turn.model_dump(),
+        "after": after,
+        "after_error": after_error,
+        "effect": effect,
+    }
+
+
 def plan(req: PlanRequest) -> dict[str, Any]:
     """``POST /api/v1/plan``: the capacity pass as ``capacity-advisor plan --json`` prints it, before and after
     the optional dial turn. Model presets and the GPU catalog only: nothing is read from disk or the network.
@@ -1081,16 +1096,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                     else []
                 )
                 out_after.update(verdict(refusal, found))
-    effect = {
-        k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
-    }
-    return {
-        "before": out_before,
-        "turn": None if req.turn is None else req.turn.model_dump(),
-        "after": out_after,
-        "after_error": after_error,
-        "effect": effect,
-    }
+    return _plan_answer(req, out_before, out_after, after_error)
 
 
 def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
@@ -1130,13 +1136,4 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
             out_after["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
             refusal = pool_refusal(after)
             out_after.update(verdict(refusal, [] if refusal is None else fixes(turned, resolved.gpu)))
-    effect = {
-        k: {"before": out_before.get(k), "after": None if out_after is None else out_after.get(k)} for k in _EFFECT_KEYS
-    }
-    return {
-        "before": out_before,
-        "turn": None if req.turn is None else req.turn.model_dump(),
-        "after": out_after,
-        "after_error": after_error,
-        "effect": effect,
-    }
+    return _plan_answer(req, out_before, out_after, after_error)

@@ -7,6 +7,7 @@ readers, ``tempfile`` and ``zipfile``) costs more at every start of ``capacity-a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Final
 
@@ -21,3 +22,7 @@ def read_data(name: str) -> str:
         OSError: the file is missing (a broken install).
     """
     return (DATA_DIR / name).read_text(encoding="utf-8")
+
+
+ISO_DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+"""A price table's ``price_as_of``: an ISO 8601 calendar date, ``YYYY-MM-DD``."""

@@ -30,12 +30,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-from advisor.capacity.data import read_data
+from advisor.capacity.data import ISO_DATE, read_data
 from advisor.capacity.instances import InstanceType, UnknownInstanceError, get_instance
 from advisor.conventions import MANAGED_INSTANCE_PLATFORMS
 from advisor.errors import CapacityError
@@ -59,8 +58,6 @@ COLUMNS: Final = (
     "notes",
 )
 """The table's header, in order."""
-
-_DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True)
@@ -158,7 +155,7 @@ def parse_managed_instances(text: str) -> list[ManagedInstance]:
         if price is not None:
             if not region:
                 raise _bad(i, "region", "is empty for a priced row")
-            if not _DATE.match(as_of):
+            if not ISO_DATE.match(as_of):
                 raise _bad(i, "price_as_of", f"{as_of!r} is not a date YYYY-MM-DD")
             if not source.startswith("https://"):
                 raise _bad(i, "price_source", f"{source!r} is not an https:// URL")

@@ -50,12 +50,11 @@ import csv
 import functools
 import io
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from advisor.capacity.data import read_data
+from advisor.capacity.data import ISO_DATE, read_data
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -97,7 +96,6 @@ _COLUMNS: Final = (
     "price_source",
     "notes",
 )
-_DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True)
@@ -245,7 +243,7 @@ def load_offers(text: str) -> tuple[TokenOffer, ...]:
         kind = row["offer"].strip()
         if kind not in OFFER_KINDS:
             raise CapacityError(f"{where}: offer {kind!r} is not one of {', '.join(OFFER_KINDS)}")
-        if not _DATE.match(row["price_as_of"].strip()):
+        if not ISO_DATE.match(row["price_as_of"].strip()):
             raise CapacityError(f"{where}: price_as_of {row['price_as_of']!r} is not a YYYY-MM-DD date")
         if not row["price_source"].strip().startswith("https://"):
             raise CapacityError(f"{where}: price_source {row['price_source']!r} is not an https:// URL")
