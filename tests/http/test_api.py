@@ -91,20 +91,38 @@ def test_recommended_value_gauge_exports_each_numeric_suggestion(daemon: Daemon)
     assert not (textual - numeric) & set(got)
 
 
+class _SteppedClock:
+    """The stand-in engine's clock: monotonic seconds plus :attr:`skip`, which the test raises to jump to a later
+    phase (the counters keep moving in every phase: a clock standing still would read as a frozen engine)."""
+
+    def __init__(self) -> None:
+        self.skip = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skip
+
+
 def test_resolved_recommendations_stay_listed_with_their_resolution_time() -> None:
     ramp = (
-        Phase("saturated", 3, 0.99, 50, 40, 2.0, 1000, 200, 2.0, 0.4, 0.04),
+        Phase("saturated", 100_000, 0.99, 50, 40, 2.0, 1000, 200, 2.0, 0.4, 0.04),
         Phase("recovered", 100_000, 0.3, 20, 0, 2.0, 1000, 200, 0, 0.1, 0.02),
     )
-    srv = StandInServer(StandInEngine(phases=ramp, speed=1.0, num_gpu_blocks=1000))
+    # the engine stays saturated until the recommendation is open, then recovers: its phases follow the test, not
+    # the wall clock (CI, loaded machine: scrapes timed out through a 3-second saturated phase, nothing opened, and
+    # so nothing resolved within 40 s)
+    clock = _SteppedClock()
+    srv = StandInServer(StandInEngine(phases=ramp, speed=1.0, num_gpu_blocks=1000, clock=clock))
     srv.start_background()
     d = start_daemon(config(srv.url()))
     try:
-        deadline = time.monotonic() + 40
+        d.wait_open(timeout=120)
+        clock.skip = 100_000.0  # into the recovered phase
         resolved: list[dict[str, Any]] = []
-        while time.monotonic() < deadline and not resolved:
+        for _ in range(600):  # polls 0.3 s apart; resolution takes a handful of the daemon's 0.5 s cycles
             body = requests.get(d.url + "/api/v1/recommendations?status=resolved", timeout=30).json()
             resolved = body["recommendations"]
+            if resolved:
+                break
             time.sleep(0.3)
         assert resolved, "the recovered phase should resolve the saturation recommendation"
         r = resolved[0]
