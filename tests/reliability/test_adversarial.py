@@ -143,6 +143,7 @@ SLOW_TARGETS = 64
 """Header-dripping targets: twice the scrape workers the daemon had (32), each holding one to its deadline."""
 
 
+@pytest.mark.integration  # a daemon beside 64 stand-in targets on loopback for ~30 s
 def test_good_targets_keep_their_interval_beside_more_slow_targets_than_scrape_workers(tmp_path: Path) -> None:
     """Each target has its own scrape loop (issue 14, as in Prometheus): 64 targets that hold their scrape to the
     deadline (an engine whose ``/metrics`` answers slowly under load, a header drip) beside 4 good ones at a 2 s

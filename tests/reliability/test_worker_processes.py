@@ -27,7 +27,10 @@ import requests
 from advisor.workers import worker_for
 from tests.reliability.iso_support import REPO_ROOT, Daemon, daemon, deployment, vllm_page, wait_for
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the process tree")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the process tree"),
+    pytest.mark.integration,  # worker processes and stand-in targets on loopback
+]
 
 WAIT = 90.0
 """Bound on every wait for a condition (a loaded machine); the conditions themselves count cycles."""
