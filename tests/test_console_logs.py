@@ -15,6 +15,7 @@ run times (cycles counted, not seconds).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -309,26 +310,19 @@ def test_the_log_handler_writes_to_the_stderr_of_each_record(monkeypatch: pytest
 
 
 def _rec(deployment: str) -> Any:
-    from advisor.domain import Recommendation
+    """The notify tests' recommendation (tests/notify/conftest.py), turned: ``kv_cache_dtype`` auto → fp8."""
+    from tests.notify.conftest import BASE
 
-    return Recommendation(
+    return dataclasses.replace(
+        BASE,
         id="3ec50bdbf032fe23",
         deployment=deployment,
-        rule="kv_saturation",
         dial="kv_cache_dtype",
         action="set",
         current="auto",
         suggested="fp8",
         flag="--kv-cache-dtype fp8",
-        severity="warning",
-        confidence=0.75,
-        summary="s",
-        description="d",
-        runbook="r",
-        opened_at=1_800_000_000.0,
-        resolved_at=1_800_000_060.0,
-        predicted_effect={},
-        evidence={},
+        resolved_at=BASE.opened_at + 60,
         problem="saturation",
     )
 

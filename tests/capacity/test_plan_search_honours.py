@@ -15,24 +15,11 @@ from typing import Any
 
 import pytest
 
+from tests.capacity.test_plan_search_cli import ACCEPTANCE
 from tests.inprocess import run_cli
 
-SEARCH = [
-    "plan",
-    "--search",
-    "--model",
-    "meta-llama/Llama-3.1-70B-Instruct",
-    "--arrival-rate",
-    "5",
-    "--prompt-tokens",
-    "2000",
-    "--output-tokens",
-    "500",
-    "--ttft",
-    "2.5",
-    "--tpot",
-    "0.05",
-]
+SEARCH = ACCEPTANCE[: ACCEPTANCE.index("--target-ratio")]
+"""The acceptance search of tests/capacity/test_plan_search_cli.py without its target ratio (the default's)."""
 
 
 def _json(*extra: str) -> dict[str, Any]:

@@ -112,3 +112,17 @@ def daemon(saturated_standin: StandInServer, tmp_path_factory: pytest.TempPathFa
         yield d
     finally:
         stop_daemon(d)
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[Daemon]:
+    """A daemon on a saturated stand-in engine, for the ``POST /api/v1/plan`` tests (one per test module)."""
+    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
+    srv.start_background()
+    d = start_daemon(config(srv.url()))
+    try:
+        yield d
+    finally:
+        stop_daemon(d)
+        srv.shutdown()
+        srv.server_close()

@@ -4,14 +4,12 @@ answered; loose JSON (booleans as numbers, numbers as strings, repeated keys) is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
-from advisor.standin import StandInEngine, StandInServer
-from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+from tests.http.conftest import Daemon
 
 pytestmark = pytest.mark.integration
 
@@ -19,19 +17,6 @@ LLAMA = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_mo
 BIG = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "L4", "max_model_len": 8192}
 """70.6 B parameters × 2 bytes (bf16) = 131.4 GiB of weights; an L4 has 24 GB = 22.07 GiB (NVIDIA's L4 datasheet),
 0.9 of it 19.86 GiB: the weights do not fit one GPU (nor 2 or 4: 65.7, 32.9 GiB); 8 hold 16.4 GiB each."""
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[Daemon]:
-    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
-    srv.start_background()
-    d = start_daemon(config(srv.url()))
-    try:
-        yield d
-    finally:
-        stop_daemon(d)
-        srv.shutdown()
-        srv.server_close()
 
 
 def _post(api: Daemon, body: dict[str, Any]) -> requests.Response:

@@ -3,32 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
-from advisor.standin import StandInEngine, StandInServer
-from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+from tests.http.conftest import Daemon
 
 pytestmark = pytest.mark.integration
 
 LLAMA = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM", "max_model_len": 8192}
 CONTEXT = 131_072  # Llama-3.1's max_position_embeddings (its config.json)
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[Daemon]:
-    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
-    srv.start_background()
-    d = start_daemon(config(srv.url()))
-    try:
-        yield d
-    finally:
-        stop_daemon(d)
-        srv.shutdown()
-        srv.server_close()
 
 
 def _post(api: Daemon, body: dict[str, Any]) -> requests.Response:

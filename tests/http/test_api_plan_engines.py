@@ -6,32 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
-from advisor.standin import StandInEngine, StandInServer
 from tests.conftest import REPO_ROOT
-from tests.http.conftest import SATURATED, Daemon, config, start_daemon, stop_daemon
+from tests.http.conftest import Daemon
 
 pytestmark = pytest.mark.integration
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[Daemon]:
-    srv = StandInServer(StandInEngine(phases=SATURATED, speed=1.0, num_gpu_blocks=1000))
-    srv.start_background()
-    d = start_daemon(config(srv.url()))
-    try:
-        yield d
-    finally:
-        stop_daemon(d)
-        srv.shutdown()
-        srv.server_close()
 
 
 def _plan_cli(*args: str) -> dict[str, Any]:
