@@ -557,12 +557,9 @@ class Deployment(_Strict):
     def _known_instance(cls, value: str | None) -> str | None:
         """``None`` or an instance type of the catalog (:func:`advisor.capacity.instances.instance_names`) or of a
         managed platform's (:func:`advisor.capacity.managed.managed_instances`: ``ml.g5.xlarge``)."""
-        from advisor.capacity.instances import instance_names
-        from advisor.capacity.managed import managed_instances
-
         if value is None:
             return value
-        names = [*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))]
+        names = known_instance_names()
         if value not in names:
             same = [n for n in names if n.lower() == value.lower()]  # the catalogs' names are case-sensitive here
             close = same or difflib.get_close_matches(value, names, n=1, cutoff=0.6)
@@ -652,6 +649,16 @@ Vertex AI's ``machineSpec.machineType`` is a Compute Engine machine type
 (https://learn.microsoft.com/en-us/azure/machine-learning/reference-managed-online-endpoints-vm-sku-list)."""
 
 
+def known_instance_names() -> list[str]:
+    """Every ``instance_type`` a deployment may name: the cloud VMs of ``advisor/data/instances.csv``
+    (:func:`advisor.capacity.instances.instance_names`), then each managed platform's rows of
+    ``advisor/data/managed_instances.csv`` (:func:`advisor.capacity.managed.managed_instances`)."""
+    from advisor.capacity.instances import instance_names
+    from advisor.capacity.managed import managed_instances
+
+    return [*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))]
+
+
 def instance_type_problem(platform: str, instance_type: str | None, gpu: str | None) -> str | None:
     """Why ``instance_type`` cannot be what a ``platform`` deployment with ``gpu`` runs on, or ``None``:
 
@@ -719,10 +726,7 @@ def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
     which would be two KEDA ScaledObjects of one name, two scalers fighting over one Deployment. Only
     ``platform: kubernetes`` deployments get ScaledObjects (:func:`advisor.manifests.scale_target_problem`); a
     repeated deployment name is reported as such (:func:`_whole_file_checks`)."""
-    from advisor.capacity.instances import instance_names
-    from advisor.capacity.managed import managed_instances
-
-    known = {*instance_names(), *(m.name for p in MANAGED_INSTANCE_PLATFORMS for m in managed_instances(p))}
+    known = set(known_instance_names())
     problems: list[tuple[str, str]] = []
     seen: dict[tuple[str, str | None], str] = {}
     for i, dep in enumerate(deployments):
