@@ -50,15 +50,15 @@ from advisor.capacity.deployment import resolve_deployment
 from advisor.capacity.perf import assumptions_for, decode_step_model
 from advisor.config import deployment_spec, parse_config
 from advisor.online_calibration import MIN_COVERED_SECONDS
+from tests.e2e.calibration_vllm import SERIES
 from tests.e2e.llamacpp import (
     TINY,
     CompletionLoad,
     LlamaServer,
     llama_server,  # noqa: F401  (the fixture)
 )
-from tests.e2e.test_calibration_real import SERIES
-from tests.e2e.test_vllm_real import Advisor, run_advisor
 from tests.e2e.vllm_cpu import parse_exposition
+from tests.e2e.vllm_daemon import Advisor, run_advisor
 
 pytestmark = pytest.mark.integration
 
