@@ -19,13 +19,15 @@ and acknowledgements to the state file.
   waited longest for its request head (a slow or silent client: none of its bytes wait unread) is closed to make
   room, and when every held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's
   backlog, holding no descriptor here). A request head must arrive within ``head_timeout`` of the connection
-  (TLS handshake included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each
+  (TLS handshake included) and a body within ``body_timeout`` (:data:`BODY_TIMEOUT`), however slowly the bytes drip
+  in. A head past its deadline is cut without an answer (Go's ``ReadHeaderTimeout``); a body past its deadline is
+  answered ``408 Request Timeout`` naming the bytes that came (RFC 9110 §15.5.9), then the connection is closed. Each
   connection is closed after its response (HTTP/1.0), so none idles between requests.
 * An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
   ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
   answer rather than a reset connection; a larger body is not read and the connection is closed.
 * Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
-  404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
+  404, 405 (with ``Allow``), 408 (a body that did not arrive in time), 409, 411, 413 (bodies over 1 MiB), 415.
 """
 
 from __future__ import annotations
@@ -125,7 +127,9 @@ HEAD_TIMEOUT = 10.0
 """Seconds a new connection has to deliver its whole request head (TLS handshake included), however slowly
 it drips in (Go's ``http.Server.ReadHeaderTimeout``): a slowloris client is cut off."""
 BODY_TIMEOUT = 30.0
-"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive."""
+"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive (the server's ``body_timeout``
+default); past it the request is answered 408. Also the handler's socket timeout (:attr:`_Handler.timeout`), so no
+single read waits longer."""
 
 
 def raise_fd_limit() -> tuple[int, int]:
@@ -195,22 +199,25 @@ class WebConfigMetrics(Collector):
 @dataclasses.dataclass
 class _Conn:
     """One held connection: the socket to cut (the TLS one once wrapped), whether it waits for a request head
-    (then it may be closed to make room), since when (monotonic s) and its deadline (monotonic s, or None)."""
+    (then it may be closed to make room), since when (monotonic s) and its deadline (monotonic s, or None); ``body``:
+    it is reading a request body (a deadline then shuts only its reading side, so that it can still answer 408)."""
 
     sock: socket.socket
     waiting: bool
     since: float
     deadline: float | None
     cut: bool = False
+    body: bool = False
 
 
-def _cut(conn: _Conn) -> None:
-    """Wake the connection's thread from a blocked read (it sees end-of-file and closes the connection). The
-    plain socket's ``shutdown``, also for a TLS socket: :meth:`ssl.SSLSocket.shutdown` would drop its TLS
-    state under the reading thread."""
+def _cut(conn: _Conn, answer: bool = False) -> None:
+    """Wake the connection's thread from a blocked read (it sees end-of-file). The plain socket's ``shutdown``,
+    also for a TLS socket: :meth:`ssl.SSLSocket.shutdown` would drop its TLS state under the reading thread.
+    ``answer``: shut only the reading side, so that the thread can still send its answer (a 408) before it closes
+    the connection; else both sides (the thread closes the connection without one)."""
     conn.cut = True
     with contextlib.suppress(OSError):
-        socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+        socket.socket.shutdown(conn.sock, socket.SHUT_RD if answer else socket.SHUT_RDWR)
 
 
 def _bytes_pending(sock: socket.socket) -> bool:
@@ -287,6 +294,7 @@ class AdvisorHTTPServer(QuietHangupServer):
             request, so a reload's new store is used), else a store on the service's state file.
         max_connections: ``--web.max-connections`` (0: no cap of its own), lowered by :func:`connection_budget`.
         head_timeout: seconds (see :data:`HEAD_TIMEOUT`).
+        body_timeout: seconds a request body may take to arrive, then 408 (see :data:`BODY_TIMEOUT`).
 
     Raises:
         ConfigError: the web config file does not load.
@@ -308,10 +316,12 @@ class AdvisorHTTPServer(QuietHangupServer):
         reload_hook: Callable[[], tuple[bool, str]] | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         head_timeout: float = HEAD_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         self.reload_hook = reload_hook
         self.max_connections = connection_budget(max_connections)
         self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
         self._conns: dict[socket.socket, _Conn] = {}
         self._room = threading.Condition()
         self._closing = False
@@ -401,7 +411,7 @@ class AdvisorHTTPServer(QuietHangupServer):
     def _cut_overdue(self, now: float) -> None:
         for c in self._conns.values():
             if not c.cut and c.deadline is not None and now > c.deadline:
-                _cut(c)
+                _cut(c, answer=c.body)
 
     def service_actions(self) -> None:
         """On the serve loop, at least every poll interval: cut connections past their deadline."""
@@ -415,19 +425,27 @@ class AdvisorHTTPServer(QuietHangupServer):
             self._room.notify_all()
         super().shutdown_request(request)
 
-    def _conn_state(self, waiting: bool, timeout: float | None) -> None:
+    def _conn_state(self, waiting: bool, timeout: float | None, body: bool = False) -> None:
         """The calling connection thread's connection now waits for a request head (closable to make room)
-        or not, with a deadline ``timeout`` seconds from now (None: none)."""
+        or not, with a deadline ``timeout`` seconds from now (None: none); ``body``: it reads a request body."""
         conn: _Conn | None = getattr(self._local, "conn", None)
         if conn is None:
             return
         now = time.monotonic()
         with self._room:
+            answer = conn.body or body  # a body's deadline leaves the answer's side open (the 408 is on its way)
             conn.waiting = waiting
             conn.since = now
             conn.deadline = None if timeout is None else now + timeout
+            conn.body = body
             if conn.cut:  # cut while changing state: make sure its thread sees it
-                _cut(conn)
+                _cut(conn, answer=answer)
+
+    def _was_cut(self) -> bool:
+        """Whether the calling connection thread's connection was cut (a deadline passed, or the server closes)."""
+        conn: _Conn | None = getattr(self._local, "conn", None)
+        with self._room:
+            return conn is not None and conn.cut
 
     def open_connections(self) -> int:
         """Connections held now (each one descriptor)."""
@@ -518,11 +536,18 @@ class AdvisorHTTPServer(QuietHangupServer):
 class _Handler(BaseHTTPRequestHandler):
     server: AdvisorHTTPServer
     server_version = f"capacity-advisor/{__version__}"
-    timeout = 30.0  # seconds a client may take to send its request (slow clients do not hold threads)
+    timeout = BODY_TIMEOUT  # seconds one read may wait (slow clients do not hold threads)
     user: str | None = None
     web: WebConfig
 
     _body_read = False
+
+    def setup(self) -> None:
+        """The socket's timeout: no single read waits longer than a body may take (a longer ``body_timeout``
+        raises it; the deadlines themselves are the server's)."""
+        super().setup()
+        if self.server.body_timeout > BODY_TIMEOUT:
+            self.connection.settimeout(self.server.body_timeout)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)
@@ -573,7 +598,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.web = self.server.web.current()
             self._route()
         except ApiError as e:
-            if e.status in (411, 413) or not self._discard_body(MAX_BODY_BYTES):
+            if e.status in (408, 411, 413) or not self._discard_body(MAX_BODY_BYTES):
                 self.close_connection = True
             self._error(e)
         except (BrokenPipeError, ConnectionResetError, TimeoutError, ssl.SSLError):
@@ -587,7 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _discard_body(self, limit: int) -> bool:
         """Read and drop a body not read yet, of at most ``limit`` bytes, so that the client, still sending it,
         reads the answer instead of a reset (closing a socket with unread data resets the connection). False
-        when it is larger, chunked, of an unreadable length or does not arrive in :data:`BODY_TIMEOUT`."""
+        when it is larger, chunked, of an unreadable length or does not arrive within the server's ``body_timeout``."""
         if self._body_read:
             return True
         self._body_read = True
@@ -599,7 +624,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if length <= 0 or length > limit:
             return length == 0
-        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
+        self.server._conn_state(waiting=False, timeout=self.server.body_timeout, body=True)
         try:
             left = length
             while left > 0:
@@ -662,11 +687,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._discard_body(_DRAIN_LIMIT)
             raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
         self._body_read = True
-        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
+        deadline = self.server.body_timeout
+        self.server._conn_state(waiting=False, timeout=deadline, body=True)
+        raw = b""
         try:
-            return self.rfile.read(length), length
-        finally:
+            while len(raw) < length:  # rfile.read returns what came when the deadline shuts the reading side
+                chunk = self.rfile.read(length - len(raw))
+                if not chunk:
+                    break
+                raw += chunk
+        except TimeoutError:  # one read waited the handler's socket timeout
             self.server._conn_state(waiting=False, timeout=None)
+            raise self._body_timed_out(len(raw), length, deadline) from None
+        self.server._conn_state(waiting=False, timeout=None)
+        if len(raw) < length and self.server._was_cut():
+            raise self._body_timed_out(len(raw), length, deadline)
+        return raw, length
+
+    def _body_timed_out(self, got: int, length: int, deadline: float) -> ApiError:
+        """The 408 of a body that did not arrive in time (the connection is closed after it)."""
+        self.close_connection = True
+        return ApiError(
+            408, f"the request body did not arrive within {deadline:g}s: {got} of {length} bytes (Content-Length) came"
+        )
 
     def _json_model(self, model: type[M], raw: bytes, length: int) -> M:
         ctype = self.headers.get_content_type()
