@@ -127,9 +127,12 @@ HEAD_TIMEOUT = 10.0
 """Seconds a new connection has to deliver its whole request head (TLS handshake included), however slowly
 it drips in (Go's ``http.Server.ReadHeaderTimeout``): a slowloris client is cut off."""
 BODY_TIMEOUT = 30.0
-"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive (the server's ``body_timeout``
-default); past it the request is answered 408. Also the handler's socket timeout (:attr:`_Handler.timeout`), so no
-single read waits longer."""
+"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive, the server's ``body_timeout`` by
+default; past it the request is answered 408. Each read of the body waits at most the time left (a socket
+timeout: it leaves a TLS connection able to send the answer, as cutting the socket would not)."""
+BODY_CUT_SLACK = 5.0
+"""Seconds past a body's deadline after which the serve loop cuts the connection without an answer: a backstop,
+should the handler's thread not come back from its read at the deadline."""
 
 
 def raise_fd_limit() -> tuple[int, int]:
@@ -199,25 +202,22 @@ class WebConfigMetrics(Collector):
 @dataclasses.dataclass
 class _Conn:
     """One held connection: the socket to cut (the TLS one once wrapped), whether it waits for a request head
-    (then it may be closed to make room), since when (monotonic s) and its deadline (monotonic s, or None); ``body``:
-    it is reading a request body (a deadline then shuts only its reading side, so that it can still answer 408)."""
+    (then it may be closed to make room), since when (monotonic s) and its deadline (monotonic s, or None)."""
 
     sock: socket.socket
     waiting: bool
     since: float
     deadline: float | None
     cut: bool = False
-    body: bool = False
 
 
-def _cut(conn: _Conn, answer: bool = False) -> None:
-    """Wake the connection's thread from a blocked read (it sees end-of-file). The plain socket's ``shutdown``,
-    also for a TLS socket: :meth:`ssl.SSLSocket.shutdown` would drop its TLS state under the reading thread.
-    ``answer``: shut only the reading side, so that the thread can still send its answer (a 408) before it closes
-    the connection; else both sides (the thread closes the connection without one)."""
+def _cut(conn: _Conn) -> None:
+    """Wake the connection's thread from a blocked read (it sees end-of-file and closes the connection). The
+    plain socket's ``shutdown``, also for a TLS socket: :meth:`ssl.SSLSocket.shutdown` would drop its TLS
+    state under the reading thread."""
     conn.cut = True
     with contextlib.suppress(OSError):
-        socket.socket.shutdown(conn.sock, socket.SHUT_RD if answer else socket.SHUT_RDWR)
+        socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
 
 
 def _bytes_pending(sock: socket.socket) -> bool:
@@ -411,7 +411,7 @@ class AdvisorHTTPServer(QuietHangupServer):
     def _cut_overdue(self, now: float) -> None:
         for c in self._conns.values():
             if not c.cut and c.deadline is not None and now > c.deadline:
-                _cut(c, answer=c.body)
+                _cut(c)
 
     def service_actions(self) -> None:
         """On the serve loop, at least every poll interval: cut connections past their deadline."""
@@ -425,27 +425,19 @@ class AdvisorHTTPServer(QuietHangupServer):
             self._room.notify_all()
         super().shutdown_request(request)
 
-    def _conn_state(self, waiting: bool, timeout: float | None, body: bool = False) -> None:
+    def _conn_state(self, waiting: bool, timeout: float | None) -> None:
         """The calling connection thread's connection now waits for a request head (closable to make room)
-        or not, with a deadline ``timeout`` seconds from now (None: none); ``body``: it reads a request body."""
+        or not, with a deadline ``timeout`` seconds from now (None: none)."""
         conn: _Conn | None = getattr(self._local, "conn", None)
         if conn is None:
             return
         now = time.monotonic()
         with self._room:
-            answer = conn.body or body  # a body's deadline leaves the answer's side open (the 408 is on its way)
             conn.waiting = waiting
             conn.since = now
             conn.deadline = None if timeout is None else now + timeout
-            conn.body = body
             if conn.cut:  # cut while changing state: make sure its thread sees it
-                _cut(conn, answer=answer)
-
-    def _was_cut(self) -> bool:
-        """Whether the calling connection thread's connection was cut (a deadline passed, or the server closes)."""
-        conn: _Conn | None = getattr(self._local, "conn", None)
-        with self._room:
-            return conn is not None and conn.cut
+                _cut(conn)
 
     def open_connections(self) -> int:
         """Connections held now (each one descriptor)."""
@@ -536,18 +528,11 @@ class AdvisorHTTPServer(QuietHangupServer):
 class _Handler(BaseHTTPRequestHandler):
     server: AdvisorHTTPServer
     server_version = f"capacity-advisor/{__version__}"
-    timeout = BODY_TIMEOUT  # seconds one read may wait (slow clients do not hold threads)
+    timeout = 30.0  # seconds a client may take to send its request (slow clients do not hold threads)
     user: str | None = None
     web: WebConfig
 
     _body_read = False
-
-    def setup(self) -> None:
-        """The socket's timeout: no single read waits longer than a body may take (a longer ``body_timeout``
-        raises it; the deadlines themselves are the server's)."""
-        super().setup()
-        if self.server.body_timeout > BODY_TIMEOUT:
-            self.connection.settimeout(self.server.body_timeout)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)
@@ -612,7 +597,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _discard_body(self, limit: int) -> bool:
         """Read and drop a body not read yet, of at most ``limit`` bytes, so that the client, still sending it,
         reads the answer instead of a reset (closing a socket with unread data resets the connection). False
-        when it is larger, chunked, of an unreadable length or does not arrive within the server's ``body_timeout``."""
+        when it is larger, chunked, of an unreadable length or does not arrive within the server's ``body_timeout``
+        (the answer is still sent; the connection is closed after it)."""
         if self._body_read:
             return True
         self._body_read = True
@@ -624,19 +610,11 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if length <= 0 or length > limit:
             return length == 0
-        self.server._conn_state(waiting=False, timeout=self.server.body_timeout, body=True)
         try:
-            left = length
-            while left > 0:
-                chunk = self.rfile.read(min(left, 65536))
-                if not chunk:
-                    return False
-                left -= len(chunk)
+            got, timed_out = self._read_body(length, None)
         except OSError:
             return False
-        finally:
-            self.server._conn_state(waiting=False, timeout=None)
-        return True
+        return got == length and not timed_out
 
     def _route(self) -> None:
         parts = urlsplit(self.path)
@@ -687,29 +665,49 @@ class _Handler(BaseHTTPRequestHandler):
             self._discard_body(_DRAIN_LIMIT)
             raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
         self._body_read = True
-        deadline = self.server.body_timeout
-        self.server._conn_state(waiting=False, timeout=deadline, body=True)
-        raw = b""
-        try:
-            while len(raw) < length:  # rfile.read returns what came when the deadline shuts the reading side
-                chunk = self.rfile.read(length - len(raw))
-                if not chunk:
-                    break
-                raw += chunk
-        except TimeoutError:  # one read waited the handler's socket timeout
-            self.server._conn_state(waiting=False, timeout=None)
-            raise self._body_timed_out(len(raw), length, deadline) from None
-        self.server._conn_state(waiting=False, timeout=None)
-        if len(raw) < length and self.server._was_cut():
-            raise self._body_timed_out(len(raw), length, deadline)
-        return raw, length
+        kept: list[bytes] = []
+        got, timed_out = self._read_body(length, kept)
+        if timed_out:
+            self.close_connection = True
+            raise ApiError(
+                408,
+                f"the request body did not arrive within {self.server.body_timeout:g}s: {got} of {length} bytes "
+                "(Content-Length) came",
+            )
+        return b"".join(kept), length
 
-    def _body_timed_out(self, got: int, length: int, deadline: float) -> ApiError:
-        """The 408 of a body that did not arrive in time (the connection is closed after it)."""
-        self.close_connection = True
-        return ApiError(
-            408, f"the request body did not arrive within {deadline:g}s: {got} of {length} bytes (Content-Length) came"
-        )
+    def _read_body(self, length: int, keep: list[bytes] | None) -> tuple[int, bool]:
+        """Read up to ``length`` body bytes within the server's ``body_timeout``, appending them to ``keep`` (dropped
+        when ``None``). Returns ``(bytes read, timed out)``; fewer bytes without a timeout: the client closed.
+
+        Each read waits at most the time left (the socket's timeout, restored afterwards), and reads what has come
+        (``read1``), so a body dripped in never outlasts the deadline; the connection's deadline on the serve loop,
+        :data:`BODY_CUT_SLACK` later, is the backstop. Raises :class:`OSError` from the socket (a reset)."""
+        deadline = self.server.body_timeout
+        end = time.monotonic() + deadline
+        self.server._conn_state(waiting=False, timeout=deadline + BODY_CUT_SLACK)
+        before = self.connection.gettimeout()
+        got = 0
+        try:
+            while got < length:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return got, True
+                self.connection.settimeout(left)
+                try:
+                    chunk = self.rfile.read1(min(length - got, 65536))
+                except TimeoutError:
+                    return got, True
+                if not chunk:
+                    return got, False
+                got += len(chunk)
+                if keep is not None:
+                    keep.append(chunk)
+            return got, False
+        finally:
+            self.server._conn_state(waiting=False, timeout=None)
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(before)
 
     def _json_model(self, model: type[M], raw: bytes, length: int) -> M:
         ctype = self.headers.get_content_type()
