@@ -1228,10 +1228,13 @@ def _unknown_key(parent: Sequence[int | str], key: str) -> str:
     (deployments[0].platform)"), else "unknown key" with the closest known key, if any.
 
     The places are read from the config models (:func:`_homes`), never listed by hand."""
+    here = "a top-level key" if not parent else f"a key of {_loc(parent)}"
     homes = _homes(parent, key)
     if homes:
-        here = "a top-level key" if not parent else f"a key of {_loc(parent)}"
         return f"not {here}; it belongs in {join_bounded(homes, ' or ', limit=3)}"
+    above = _above(parent, key)
+    if above is not None:
+        return f"not {here}; it belongs {above}"
     close = difflib.get_close_matches(key, _fields_at(parent), n=1, cutoff=0.75)
     return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
 
@@ -1255,6 +1258,26 @@ def _homes(parent: Sequence[int | str], key: str) -> list[str]:
         else:
             out.append(f"{part} ({_loc([*parent, part, key])})")
     return out
+
+
+def _above(parent: Sequence[int | str], key: str) -> str | None:
+    """Where ``key`` belongs when a model above ``parent`` has it (the nearest): ``"at the top level
+    (scrape_interval)"`` or ``"in deployments[0] (deployments[0].gpu)"``; ``None`` when none does."""
+    for cut in range(len(parent) - 1, -1, -1):
+        at = parent[:cut]
+        if at and isinstance(at[-1], str) and _is_list_field(at):
+            continue  # a list's own path (deployments) is no mapping: its entries (deployments[0]) are
+        model = _model_at(at)
+        if model is not None and key in _names_of(model):
+            return f"at the top level ({key})" if not at else f"in {_loc(at)} ({_loc([*at, key])})"
+    return None
+
+
+def _is_list_field(loc: Sequence[int | str]) -> bool:
+    """Whether the field ``loc`` ends at is a list of models (``deployments``)."""
+    owner = _model_at(loc[:-1])
+    field_ = None if owner is None else owner.model_fields.get(loc[-1])
+    return field_ is not None and _is_list(field_.annotation)
 
 
 def _is_list(annotation: Any) -> bool:

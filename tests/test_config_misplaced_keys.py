@@ -70,3 +70,25 @@ def test_every_deployment_key_at_the_top_level_points_into_deployments(tmp_path:
     assert r.stderr.splitlines()[1:] == [
         f"  line 8: {key}: not a top-level key; it belongs in each deployments[] entry (deployments[0].{key})"
     ], r.stderr
+
+
+def test_a_key_one_level_too_low_says_where_it_belongs(tmp_path: Path) -> None:
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        "deployments:\n"  # 1
+        "  - name: box\n"  # 2
+        "    model: llama-3.1-8b\n"  # 3
+        "    gpu: H100-SXM\n"  # 4
+        "    max_model_len: 8192\n"  # 5
+        "    scrape_interval: 5s\n"  # 6: the file's, not a deployment's
+        "    slo: {ttft_seconds: 1, tpot_seconds: 0.1, gpu: L4}\n"  # 7: the deployment's, not its slo's
+        '    targets: ["http://127.0.0.1:8000/metrics"]\n'
+    )
+    r = run_cli("check-config", str(f))
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[1:] == [
+        "  line 6: deployments[0].scrape_interval: not a key of deployments[0]; it belongs at the top level "
+        "(scrape_interval)",
+        "  line 7: deployments[0].slo.gpu: not a key of deployments[0].slo; it belongs in deployments[0] "
+        "(deployments[0].gpu)",
+    ], r.stderr

@@ -28,7 +28,8 @@ L = f'engine="0",model_name="{MODEL}"'
 
 
 def _page(waiting: str = "NaN", prompt: str = "NaN") -> str:
-    """A vLLM page with NaN everywhere but ``waiting`` and ``prompt`` (the waiting gauge, the prompt counter)."""
+    """A vLLM page with NaN everywhere but ``waiting`` and ``prompt`` (the waiting gauge, the prompt counter) and
+    the ``cache_config_info`` series (value 1, the pool in its labels)."""
     return (
         f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{L}}} NaN\n"
         f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{L}}} NaN\n"
@@ -40,6 +41,9 @@ def _page(waiting: str = "NaN", prompt: str = "NaN") -> str:
         f'vllm:time_to_first_token_seconds_bucket{{{L},le="+Inf"}} NaN\n'
         f"vllm:time_to_first_token_seconds_count{{{L}}} NaN\n"
         f"vllm:time_to_first_token_seconds_sum{{{L}}} NaN\n"
+        # an info series: its value is a constant 1 and its labels configuration, not a reading of the load
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="2000"} 1.0\n'
     )
 
 
