@@ -501,6 +501,7 @@ def openapi_document(write_needs_auth: bool = False, basic_auth: bool = False) -
                 "200": {"description": "OK", "content": _json(resp)},
                 **common,
                 **extra,
+                "408": _err("the body did not arrive within the server's body deadline; the connection is closed"),
                 "413": _err("the body is larger than 1 MiB"),
                 "415": _err("the body is not application/json"),
             },

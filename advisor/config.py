@@ -64,6 +64,7 @@ from advisor.conventions import (
 from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
+from advisor.listing import join_bounded
 from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
@@ -1216,30 +1217,102 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
-            known = _fields_at(loc[:-1])
-            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.75)
-            msg = f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
+            msg = _unknown_key(loc[:-1], loc[-1])
         problems.append((_loc(loc), msg))
     return problems
 
 
-def _fields_at(loc: Sequence[int | str]) -> list[str]:
-    """The field names (and aliases) of the config model found by following ``loc`` from :class:`Config`
-    (list indexes skipped); ``[]`` where the path leaves the models (a mapping, an unknown key)."""
+def _unknown_key(parent: Sequence[int | str], key: str) -> str:
+    """Why ``key`` is refused under ``parent``: where it belongs when a part one level down has a field of that name
+    (``platform`` at the top level: "not a top-level key; it belongs in each deployments[] entry
+    (deployments[0].platform)"), else "unknown key" with the closest known key, if any.
+
+    The places are read from the config models (:func:`_homes`), never listed by hand."""
+    here = "a top-level key" if not parent else f"a key of {_loc(parent)}"
+    homes = _homes(parent, key)
+    if homes:
+        return f"not {here}; it belongs in {join_bounded(homes, ' or ', limit=3)}"
+    above = _above(parent, key)
+    if above is not None:
+        return f"not {here}; it belongs {above}"
+    close = difflib.get_close_matches(key, _fields_at(parent), n=1, cutoff=0.75)
+    return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
+
+
+def _homes(parent: Sequence[int | str], key: str) -> list[str]:
+    """The parts one level below ``parent`` whose model has a field (or alias) ``key``, each as
+    ``"slo (deployments[0].slo.ttft_seconds)"``, or ``"each deployments[] entry (deployments[0].platform)"`` for a
+    list of models; ``[]`` when none has it."""
+    model = _model_at(parent)
+    if model is None:
+        return []
+    out = []
+    for name, f in model.model_fields.items():
+        child = _model_in(f.annotation)
+        if child is None or key not in _names_of(child):
+            continue
+        part = f.alias or name
+        if _is_list(f.annotation):
+            where = _loc([*parent, part, 0, key])
+            out.append(f"each {_loc([*parent, part])}[] entry ({where})")
+        else:
+            out.append(f"{part} ({_loc([*parent, part, key])})")
+    return out
+
+
+def _above(parent: Sequence[int | str], key: str) -> str | None:
+    """Where ``key`` belongs when a model above ``parent`` has it (the nearest): ``"at the top level
+    (scrape_interval)"`` or ``"in deployments[0] (deployments[0].gpu)"``; ``None`` when none does."""
+    for cut in range(len(parent) - 1, -1, -1):
+        at = parent[:cut]
+        if at and isinstance(at[-1], str) and _is_list_field(at):
+            continue  # a list's own path (deployments) is no mapping: its entries (deployments[0]) are
+        model = _model_at(at)
+        if model is not None and key in _names_of(model):
+            return f"at the top level ({key})" if not at else f"in {_loc(at)} ({_loc([*at, key])})"
+    return None
+
+
+def _is_list_field(loc: Sequence[int | str]) -> bool:
+    """Whether the field ``loc`` ends at is a list of models (``deployments``)."""
+    owner = _model_at(loc[:-1])
+    field_ = None if owner is None else owner.model_fields.get(loc[-1])
+    return field_ is not None and _is_list(field_.annotation)
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether ``annotation`` is a list (``list[Deployment]``, ``list[X] | None``)."""
+    if getattr(annotation, "__origin__", None) is list:
+        return True
+    return any(_is_list(a) for a in getattr(annotation, "__args__", ()) if a is not annotation)
+
+
+def _names_of(model: Any) -> list[str]:
+    """The keys a config model takes: each field's alias, else its name."""
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_at(loc: Sequence[int | str]) -> Any:
+    """The config model found by following ``loc`` from :class:`Config` (list indexes skipped), or ``None`` where
+    the path leaves the models (a mapping, an unknown key)."""
     model: Any = Config
     for part in loc:
         if isinstance(part, int):
             continue
         field_ = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field_ is None:
-            return []
+            return None
         model = _model_in(field_.annotation)
         if model is None:
-            return []
-    names = []
-    for name, f in model.model_fields.items():
-        names.append(f.alias or name)
-    return names
+            return None
+    return model
+
+
+def _fields_at(loc: Sequence[int | str]) -> list[str]:
+    """The field names (and aliases) of the config model found by following ``loc`` from :class:`Config`
+    (list indexes skipped); ``[]`` where the path leaves the models (a mapping, an unknown key)."""
+    model = _model_at(loc)
+    return [] if model is None else _names_of(model)
 
 
 def _model_in(annotation: Any) -> Any:

@@ -100,6 +100,9 @@ REASON_SERVED_MODEL_NOT_FOUND: Final = "served_model_not_found"  # served_model 
 # the page holds more samples than scrape.sample_limit, or a series more labels than scrape.label_limit (the message
 # says which limit, the count and the limit), as Prometheus fails such a scrape
 REASON_SAMPLE_LIMIT: Final = "sample_limit"
+# the page answered with the engine's families, but every value the advisor reads is NaN: a NaN is absent, not a
+# value, so nothing was read (issue 19)
+REASON_NAN_VALUES: Final = "nan_values"
 SCRAPE_ERROR_REASONS: Final = (
     REASON_CONNECTION_REFUSED,
     REASON_TIMEOUT,
@@ -109,6 +112,7 @@ SCRAPE_ERROR_REASONS: Final = (
     REASON_UNRECOGNIZED,
     REASON_SERVED_MODEL_NOT_FOUND,
     REASON_SAMPLE_LIMIT,
+    REASON_NAN_VALUES,
 )
 
 # --- data-quality states ------------------------------------------------------------------------------

@@ -468,7 +468,7 @@ def engines_behind(s: EngineSnapshot) -> int:
     return max(1, len(s.replicas))
 
 
-PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND)
+PAGE_REASONS: Final = (c.REASON_UNRECOGNIZED, c.REASON_SERVED_MODEL_NOT_FOUND, c.REASON_NAN_VALUES)
 """Reasons whose message describes the page (models, prefixes seen), never the URL: shown in the state."""
 
 

@@ -16,6 +16,9 @@ Every way a page can fail is a reason of :data:`advisor.conventions.SCRAPE_ERROR
   names the metric-name prefixes seen (``DCGM_FI_``, ``go_``, ``process_``) and says when it is GPU telemetry.
 * ``sample_limit`` — a series the advisor parsed carries more labels than ``label_limit`` (the sample count is
   checked before parsing, by :func:`advisor.sources.scrape.scrape`).
+* ``nan_values`` — the engine's families are there, but every value the advisor reads from them is NaN (the
+  snapshot holds no reading: :func:`reads_nothing`). A NaN sample is absent, not a value; a page with only some NaN
+  values is read, its NaN quantities unknown.
 * ``served_model_not_found`` — ``served_model`` names none of the models on the page; the message lists
   them. Nothing of another model is ever read in its place. In the daemon (``strict``) a page of several
   models with no ``served_model`` reads the one the deployment's ``model`` names, and is this error otherwise:
@@ -32,12 +35,13 @@ No I/O, no clock: callers stamp the time and keep the adapter :attr:`Observation
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot, Exposition, Sample
+from advisor.domain import EngineSnapshot, Exposition, RankValues, Sample
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.common import first_samples
@@ -212,9 +216,52 @@ def observe(
     snap = adapter.snapshot(expo, chosen)
     if workers:
         snap = worker_kv(snap, {k: v for k, v in read.items() if k in WORKER_KV_NAMES})
+    if reads_nothing(snap):
+        nan = nan_names(read)
+        if nan:
+            message = f"every value the advisor reads is NaN ({join_bounded(nan)})"
+            return dataclasses.replace(base, error_reason=c.REASON_NAN_VALUES, error_message=message)
     if notes:
         snap = dataclasses.replace(snap, missing=(*notes, *snap.missing))
     return Observation(snap, found.engine, adapter, models, hints, duplicate_series=duplicates)
+
+
+_READINGS: Final = (
+    "kv_cache_usage_ratio",
+    "requests_running",
+    "requests_waiting",
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "requests_finished_total",
+    "ttft",
+    "tpot",
+    "e2e",
+    "queue_time",
+    "generation_seconds_total",
+    "prompt_seconds_total",
+)
+"""The :class:`~advisor.domain.EngineSnapshot` fields that are readings of the engine's load (not its configuration:
+``kv_cache_capacity_tokens``, ``engine_config`` and ``process_start_time_seconds`` come from info series and labels,
+whose value is a constant ``1``)."""
+_RANK_READINGS: Final = tuple(n for n in _READINGS if n in RankValues.__dataclass_fields__)
+
+
+def reads_nothing(snap: EngineSnapshot) -> bool:
+    """Whether ``snap`` holds no reading of the engine's load: every field of :data:`_READINGS` unknown, on the
+    aggregate and on every rank, no pool usage, and no queue by reason or disaggregation queue."""
+    if any(getattr(snap, n) is not None for n in _READINGS):
+        return False
+    if any(getattr(r, n) is not None for r in snap.ranks for n in _RANK_READINGS):
+        return False
+    if any(p.usage_ratio is not None or p.used is not None for p in snap.pools):
+        return False
+    return not snap.requests_waiting_by_reason and not snap.disaggregation_queues
+
+
+def nan_names(samples: Exposition) -> list[str]:
+    """The sample names of ``samples`` with a NaN value, sorted (``[]`` when none)."""
+    return sorted(name for name, ss in samples.items() if any(math.isnan(s.value) for s in ss))
 
 
 def _match(served_model: str, models: Sequence[str]) -> str | None:

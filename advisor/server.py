@@ -19,13 +19,15 @@ and acknowledgements to the state file.
   waited longest for its request head (a slow or silent client: none of its bytes wait unread) is closed to make
   room, and when every held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's
   backlog, holding no descriptor here). A request head must arrive within ``head_timeout`` of the connection
-  (TLS handshake included) and a body within :data:`BODY_TIMEOUT`, however slowly the bytes drip in. Each
+  (TLS handshake included) and a body within ``body_timeout`` (:data:`BODY_TIMEOUT`), however slowly the bytes drip
+  in. A head past its deadline is cut without an answer (Go's ``ReadHeaderTimeout``); a body past its deadline is
+  answered ``408 Request Timeout`` naming the bytes that came (RFC 9110 §15.5.9), then the connection is closed. Each
   connection is closed after its response (HTTP/1.0), so none idles between requests.
 * An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
   ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
   answer rather than a reset connection; a larger body is not read and the connection is closed.
 * Errors are JSON ``{"error", "status", "details"}``: 400 (with field paths for invalid bodies), 401, 403,
-  404, 405 (with ``Allow``), 409, 411, 413 (bodies over 1 MiB), 415.
+  404, 405 (with ``Allow``), 408 (a body that did not arrive in time), 409, 411, 413 (bodies over 1 MiB), 415.
 """
 
 from __future__ import annotations
@@ -125,7 +127,12 @@ HEAD_TIMEOUT = 10.0
 """Seconds a new connection has to deliver its whole request head (TLS handshake included), however slowly
 it drips in (Go's ``http.Server.ReadHeaderTimeout``): a slowloris client is cut off."""
 BODY_TIMEOUT = 30.0
-"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive."""
+"""Seconds a request body (at most :data:`_DRAIN_LIMIT` bytes) may take to arrive, the server's ``body_timeout`` by
+default; past it the request is answered 408. Each read of the body waits at most the time left (a socket
+timeout: it leaves a TLS connection able to send the answer, as cutting the socket would not)."""
+BODY_CUT_SLACK = 5.0
+"""Seconds past a body's deadline after which the serve loop cuts the connection without an answer: a backstop,
+should the handler's thread not come back from its read at the deadline."""
 
 
 def raise_fd_limit() -> tuple[int, int]:
@@ -287,6 +294,7 @@ class AdvisorHTTPServer(QuietHangupServer):
             request, so a reload's new store is used), else a store on the service's state file.
         max_connections: ``--web.max-connections`` (0: no cap of its own), lowered by :func:`connection_budget`.
         head_timeout: seconds (see :data:`HEAD_TIMEOUT`).
+        body_timeout: seconds a request body may take to arrive, then 408 (see :data:`BODY_TIMEOUT`).
 
     Raises:
         ConfigError: the web config file does not load.
@@ -308,10 +316,12 @@ class AdvisorHTTPServer(QuietHangupServer):
         reload_hook: Callable[[], tuple[bool, str]] | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         head_timeout: float = HEAD_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         self.reload_hook = reload_hook
         self.max_connections = connection_budget(max_connections)
         self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
         self._conns: dict[socket.socket, _Conn] = {}
         self._room = threading.Condition()
         self._closing = False
@@ -573,7 +583,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.web = self.server.web.current()
             self._route()
         except ApiError as e:
-            if e.status in (411, 413) or not self._discard_body(MAX_BODY_BYTES):
+            if e.status in (408, 411, 413) or not self._discard_body(MAX_BODY_BYTES):
                 self.close_connection = True
             self._error(e)
         except (BrokenPipeError, ConnectionResetError, TimeoutError, ssl.SSLError):
@@ -587,7 +597,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _discard_body(self, limit: int) -> bool:
         """Read and drop a body not read yet, of at most ``limit`` bytes, so that the client, still sending it,
         reads the answer instead of a reset (closing a socket with unread data resets the connection). False
-        when it is larger, chunked, of an unreadable length or does not arrive in :data:`BODY_TIMEOUT`."""
+        when it is larger, chunked, of an unreadable length or does not arrive within the server's ``body_timeout``
+        (the answer is still sent; the connection is closed after it)."""
         if self._body_read:
             return True
         self._body_read = True
@@ -599,19 +610,11 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if length <= 0 or length > limit:
             return length == 0
-        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
         try:
-            left = length
-            while left > 0:
-                chunk = self.rfile.read(min(left, 65536))
-                if not chunk:
-                    return False
-                left -= len(chunk)
+            got, timed_out = self._read_body(length, None)
         except OSError:
             return False
-        finally:
-            self.server._conn_state(waiting=False, timeout=None)
-        return True
+        return got == length and not timed_out
 
     def _route(self) -> None:
         parts = urlsplit(self.path)
@@ -662,11 +665,49 @@ class _Handler(BaseHTTPRequestHandler):
             self._discard_body(_DRAIN_LIMIT)
             raise ApiError(413, f"request body of {length:,} bytes is larger than the limit of {MAX_BODY_BYTES:,}")
         self._body_read = True
-        self.server._conn_state(waiting=False, timeout=BODY_TIMEOUT)
+        kept: list[bytes] = []
+        got, timed_out = self._read_body(length, kept)
+        if timed_out:
+            self.close_connection = True
+            raise ApiError(
+                408,
+                f"the request body did not arrive within {self.server.body_timeout:g}s: {got} of {length} bytes "
+                "(Content-Length) came",
+            )
+        return b"".join(kept), length
+
+    def _read_body(self, length: int, keep: list[bytes] | None) -> tuple[int, bool]:
+        """Read up to ``length`` body bytes within the server's ``body_timeout``, appending them to ``keep`` (dropped
+        when ``None``). Returns ``(bytes read, timed out)``; fewer bytes without a timeout: the client closed.
+
+        Each read waits at most the time left (the socket's timeout, restored afterwards), and reads what has come
+        (``read1``), so a body dripped in never outlasts the deadline; the connection's deadline on the serve loop,
+        :data:`BODY_CUT_SLACK` later, is the backstop. Raises :class:`OSError` from the socket (a reset)."""
+        deadline = self.server.body_timeout
+        end = time.monotonic() + deadline
+        self.server._conn_state(waiting=False, timeout=deadline + BODY_CUT_SLACK)
+        before = self.connection.gettimeout()
+        got = 0
         try:
-            return self.rfile.read(length), length
+            while got < length:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return got, True
+                self.connection.settimeout(left)
+                try:
+                    chunk = self.rfile.read1(min(length - got, 65536))
+                except TimeoutError:
+                    return got, True
+                if not chunk:
+                    return got, False
+                got += len(chunk)
+                if keep is not None:
+                    keep.append(chunk)
+            return got, False
         finally:
             self.server._conn_state(waiting=False, timeout=None)
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(before)
 
     def _json_model(self, model: type[M], raw: bytes, length: int) -> M:
         ctype = self.headers.get_content_type()
