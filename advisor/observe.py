@@ -16,7 +16,7 @@ Every way a page can fail is a reason of :data:`advisor.conventions.SCRAPE_ERROR
   names the metric-name prefixes seen (``DCGM_FI_``, ``go_``, ``process_``) and says when it is GPU telemetry.
 * ``sample_limit`` — a series the advisor parsed carries more labels than ``label_limit`` (the sample count is
   checked before parsing, by :func:`advisor.sources.scrape.scrape`).
-* ``nan_values`` — the engine's families are there, but every value the advisor reads from them is NaN (the
+* ``nan_values`` — the engine's families are there, but every value the advisor reads from them is NaN or ±Inf (the
   snapshot holds no reading: :func:`reads_nothing`). A NaN sample is absent, not a value; a page with only some NaN
   values is read, its NaN quantities unknown.
 * ``served_model_not_found`` — ``served_model`` names none of the models on the page; the message lists
@@ -219,7 +219,7 @@ def observe(
     if reads_nothing(snap):
         nan = nan_names(read)
         if nan:
-            message = f"every value the advisor reads is NaN ({join_bounded(nan)})"
+            message = f"every value the advisor reads is NaN or infinite ({join_bounded(nan)})"
             return dataclasses.replace(base, error_reason=c.REASON_NAN_VALUES, error_message=message)
     if notes:
         snap = dataclasses.replace(snap, missing=(*notes, *snap.missing))
@@ -260,8 +260,9 @@ def reads_nothing(snap: EngineSnapshot) -> bool:
 
 
 def nan_names(samples: Exposition) -> list[str]:
-    """The sample names of ``samples`` with a NaN value, sorted (``[]`` when none)."""
-    return sorted(name for name, ss in samples.items() if any(math.isnan(s.value) for s in ss))
+    """The sample names of ``samples`` with a NaN or ±Inf value, sorted (``[]`` when none): the adapters read
+    neither as a value (a gauge or counter at ±Inf is no more a reading than NaN)."""
+    return sorted(name for name, ss in samples.items() if any(not math.isfinite(s.value) for s in ss))
 
 
 def _match(served_model: str, models: Sequence[str]) -> str | None:

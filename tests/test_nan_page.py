@@ -101,6 +101,20 @@ def test_inspect_on_an_all_nan_page_names_it_once(http_server: Start) -> None:
     assert not [ln for ln in r.stdout.splitlines() if ln.startswith("  requests_running ")], r.stdout
 
 
+def test_an_all_infinite_page_is_unavailable_saying_why(http_server: Start, tmp_path: Path) -> None:
+    """The same with ``+Inf``/``-Inf`` in place of NaN: the adapters read neither as a value (on fe4c55f this page
+    was ``fresh`` with every quantity unknown)."""
+    page = ALL_NAN.replace(" NaN\n", " +Inf\n").replace("_sum{" + L + "} +Inf", "_sum{" + L + "} -Inf")
+    assert "NaN" not in page
+    cfg = _config(tmp_path, _serve(http_server, page))
+    j = run_cli("once", "--config", cfg, "--interval", "0.3", "--json")
+    assert j.returncode == 0, j.stderr
+    (d,) = json.loads(j.stdout)["deployments"]
+    assert d["state"] == "unavailable" and "is NaN or infinite" in d["snapshot"]["state_reason"], d["snapshot"]
+    assert d["recommendations"] == []
+    assert d["targets"][0]["error_reason"] == "nan_values"
+
+
 def test_a_page_with_some_nan_values_still_evaluates_the_others(http_server: Start, tmp_path: Path) -> None:
     cfg = _config(tmp_path, _serve(http_server, SOME_NAN))
     j = run_cli("once", "--config", cfg, "--interval", "0.3", "--json")
