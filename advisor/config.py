@@ -329,7 +329,9 @@ class AutoscalingConfig(_Strict):
         default=None, max_length=63, pattern=DNS_1123_LABEL, description="Kubernetes namespace"
     )
     min_replica_count: int = Field(default=1, ge=0, le=2**31 - 1, strict=True, description="KEDA minReplicaCount")
-    max_replica_count: int = Field(default=KEDA_DEFAULT_MAX_REPLICAS, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount")
+    max_replica_count: int = Field(
+        default=KEDA_DEFAULT_MAX_REPLICAS, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount"
+    )
     cooldown_period: WholeWindow = Field(default=300.0, ge=0, le=2**31 - 1, description="KEDA cooldownPeriod")
     polling_interval: WholeSeconds = Field(default=30.0, ge=1, le=2**31 - 1, description="KEDA pollingInterval")
     stabilization: WholeWindow = Field(
@@ -728,7 +730,8 @@ def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
     is left to the field's own check), and no two Kubernetes deployments scale the same Deployment — the same
     effective ``autoscaling.scale_target`` (default the deployment's name) in the same ``autoscaling.namespace``,
     which would be two KEDA ScaledObjects of one name, two scalers fighting over one Deployment. Only
-    ``platform: kubernetes`` deployments with an ``autoscaling:`` block get ScaledObjects (:func:`advisor.manifests.scale_target_problem`); a
+    ``platform: kubernetes`` deployments with an ``autoscaling:`` block get ScaledObjects
+    (:func:`advisor.manifests.scale_target_problem`); a
     repeated deployment name is reported as such (:func:`_whole_file_checks`)."""
     known = set(known_instance_names())
     problems: list[tuple[str, str]] = []

@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from advisor.manifests import Autoscaling
 from advisor.rulesgen import DeploymentSLO, RulesInput, generate, render_all
 

@@ -24,7 +24,8 @@ YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
     losing or holding up notifications).
 
 ``kubernetes/`` — a KEDA ``ScaledObject`` on ``advisor_desired_replicas`` and an ``autoscaling/v2`` HPA example on
-    the same external metric per deployment with an ``autoscaling:`` block (opt-in), and the three files' groups as one ``PrometheusRule``
+    the same external metric per deployment with an ``autoscaling:`` block (opt-in), and the three files' groups
+    as one ``PrometheusRule``
     (:mod:`advisor.manifests`).
 
 **Bucket boundaries.** ``bucket{le="2.5"} ÷ count`` is exact only when the target is a bucket bound; a target
@@ -618,9 +619,7 @@ def _auto_les(dep: DeploymentSLO, fieldname: str) -> dict[str, float]:
     ``tpot``): :func:`auto_bound` of its target on that engine's default buckets (:data:`ENGINE_BUCKETS`)."""
     target = dep.ttft_seconds if fieldname == "ttft" else dep.tpot_seconds
     return {
-        e.engine: auto_bound(target, _engine_bounds(e.engine, fieldname))
-        for e in _ENGINES
-        if _aliases(e, fieldname)
+        e.engine: auto_bound(target, _engine_bounds(e.engine, fieldname)) for e in _ENGINES if _aliases(e, fieldname)
     }
 
 
@@ -704,8 +703,8 @@ def _slo_rules(
     recording: list[Rule] = []
     comments = tuple(warnings)
     auto = dep.engine == "auto"
-    ttft_at = f"{_num(ttft.le)} s" + (f" on its engine's buckets: {_auto_text(ttft_les)}" if auto else "")
-    tpot_at = f"{_num(tpot.le)} s" + (f" on its engine's buckets: {_auto_text(tpot_les)}" if auto else "")
+    ttft_at = f"{_num(ttft.le)} s" + (f" (at its engine's bound: {_auto_text(ttft_les)})" if auto else "")
+    tpot_at = f"{_num(tpot.le)} s" + (f" (at its engine's bound: {_auto_text(tpot_les)})" if auto else "")
     for window in r.SLO_WINDOWS:
         factors = []
         if has_ttft:
@@ -741,6 +740,7 @@ def _slo_rules(
             )
         )
         comments = ()
+        ttft_at, tpot_at = f"{_num(ttft.le)} s", f"{_num(tpot.le)} s"  # each engine's bounds: the first window's
 
     budget = 1.0 - dep.target_ratio
     targets = []
@@ -874,8 +874,9 @@ def _auto_warning(deps: Sequence[DeploymentSLO]) -> str | None:
     which = "deployment" if len(names) == 1 else "deployments"
     return (
         f"{which} {', '.join(names)}: engine auto: a target between an engine's bucket bounds is counted at that "
-        f"engine's largest bound below it (a stricter SLO; its smallest when the target is below them all): {'; '.join(parts)}. Set `engine:` to check one "
-        "engine's buckets, or a target that is a bound of the engine you run"
+        "engine's largest bound below it (a stricter SLO; its smallest when the target is below them all): "
+        f"{'; '.join(parts)}. Set `engine:` to check one engine's buckets, or a target that is a bound of the engine "
+        "you run"
     )
 
 

@@ -266,6 +266,7 @@ tests:
   # t9: target_ratio 0.9, budget 0.1. Every request misses both targets from t=0 (error ratio 1). Thresholds:
   # 6h/30m 6 × 0.1 = 0.6 (for 15m), 1d/2h 0.3 (for 1h), 3d/6h 0.1 (for 3h); 1h/5m would need 1.44 and is not
   # written. Conditions are true from 1m (rates need two samples): 6h/30m fires at 16m, 1d/2h at 61m.
+  # (A line break in a double-quoted YAML string folds into one space.)
   - interval: 1m
     input_series:
       - series: 'vllm:time_to_first_token_seconds_bucket{deployment="t9",le="2.5"}'
@@ -286,12 +287,16 @@ tests:
           - exp_labels: {deployment: t9, severity: critical, long_window: "6h", short_window: "30m", burn_rate: "6"}
             exp_annotations:
               summary: "Deployment t9 is burning its goodput error budget 6× too fast."
-              description: "100% of the requests of t9 over the last 6h had TTFT > 2.5 s or TPOT > 0.1 s (estimated from the engine's histograms), and the last 30m is as bad. The SLO allows 10% (target 90% over 30d); at this rate the budget lasts 5 days."
+              description: "100% of the requests of t9 over the last 6h had TTFT > 2.5 s or TPOT > 0.1 s
+                (estimated from the engine's histograms), and the last 30m is as bad. The SLO allows 10%
+                (target 90% over 30d); at this rate the budget lasts 5 days."
               runbook_url: "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md#capacityadvisorgoodputbudgetburn"
           - exp_labels: {deployment: t9, severity: warning, long_window: "1d", short_window: "2h", burn_rate: "3"}
             exp_annotations:
               summary: "Deployment t9 is burning its goodput error budget 3× too fast."
-              description: "100% of the requests of t9 over the last 1d had TTFT > 2.5 s or TPOT > 0.1 s (estimated from the engine's histograms), and the last 2h is as bad. The SLO allows 10% (target 90% over 30d); at this rate the budget lasts 10 days."
+              description: "100% of the requests of t9 over the last 1d had TTFT > 2.5 s or TPOT > 0.1 s
+                (estimated from the engine's histograms), and the last 2h is as bad. The SLO allows 10%
+                (target 90% over 30d); at this rate the budget lasts 10 days."
               runbook_url: "https://github.com/llm-capacity-advisor/llm-capacity-advisor/blob/main/rules/runbook.md#capacityadvisorgoodputbudgetburn"
 """
 

@@ -284,8 +284,8 @@ def _autos(n: int) -> tuple[DeploymentSLO, ...]:
 
 def test_auto_deployments_share_one_or_chain_so_the_slo_file_stays_small() -> None:
     """Issue 19: six auto deployments made a 310 KB slo.rules.yml (each with its own ``or`` chain over every
-    engine's names: the sixth added 51.6 KB). The chains are now written once: 131 KB for six, and each further
-    auto deployment adds its own rules and alerts only (14.0 KB)."""
+    engine's names: the sixth added 51.6 KB). The chains are now written once: 136 KB for six, and each further
+    auto deployment adds its own rules and alerts only (14.5 KB)."""
     six = _slo_bytes(_autos(6))
     assert six < 150_000, six
     assert six - _slo_bytes(_autos(5)) < 16_000
@@ -319,3 +319,33 @@ def test_each_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixt
     assert _run(["rules", "generate", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
     assert len(lines) == 1 and "'a0', 'a1', 'a2'" in lines[0]
+
+
+def test_check_config_prints_every_warning_rules_generate_prints_once_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 19: check-config said "valid" with no warning while rules generate on the same file warned of targets
+    between buckets (TTFT 3 s → le 2.5, TPOT 0.08 → le 0.075 on vLLM) and of a 1h/5m pair that can never fire
+    (14.4 × (1 − 0.9) = 1.44 ≥ 1). check-config now prints the same lines, each once, and still exits 0."""
+    from advisor.cli import main
+
+    config = tmp_path / "advisor.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - {name: qwen-14b, engine: vllm, targets: ['http://127.0.0.1:1/metrics'], "
+        "model: meta-llama/Llama-3.1-8B-Instruct, gpu: H100-SXM, max_model_len: 8192, "
+        "slo: {ttft_seconds: 3, tpot_seconds: 0.08, target_ratio: 0.9}}\n",
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["check-config", str(config)]) == 0
+    checked = capsys.readouterr()
+    assert "valid" in checked.out
+    assert _run(["rules", "generate", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    generated = [x for x in capsys.readouterr().err.splitlines() if "warning:" in x]
+    warned = [x for x in checked.err.splitlines() if "warning:" in x]
+    assert warned == generated and len(set(warned)) == len(warned)
+    text = "\n".join(warned)
+    assert "TTFT target 3 s is between the buckets 2.5 and 5" in text and "le=2.5 is used instead" in text
+    assert "TPOT target 0.08 s is between the buckets 0.075 and 0.1" in text and "le=0.075" in text
+    assert "1h/5m: burn rate 14.4× a budget of 0.1 needs an error ratio of 1.44 ≥ 1" in text
