@@ -79,7 +79,8 @@ def _err(msg: str) -> None:
 
 # -- check-config --------------------------------------------------------------------------------
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config; print every problem with its path, or a one-line summary."""
+    """Validate a config; print every problem with its path (exit 2), or a one-line summary, each deployment's
+    capacity, and every warning ``rules generate`` would print for the file (exit 0)."""
     from advisor.config import load_config
     from advisor.service import prometheus_source
 
@@ -103,6 +104,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return 2
     for line in _gpu_notes(cfg) + sized:
         print(line)
+    from advisor.rulescmd import config_warnings, print_warnings
+
+    print_warnings(config_warnings(cfg, args.file))  # what `rules generate` would warn about; still valid: exit 0
     return 0
 
 

@@ -65,7 +65,7 @@ from advisor.engines import ENGINES
 from advisor.errors import CapacityError, ConfigError
 from advisor.files import read_text_capped
 from advisor.listing import join_bounded
-from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN
+from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KEDA_DEFAULT_MAX_REPLICAS
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.platforms import PLATFORMS
@@ -296,7 +296,9 @@ WholeWindow = Annotated[float, BeforeValidator(_parse_window), AfterValidator(_w
 
 class AutoscalingConfig(_Strict):
     """How ``capacity-advisor rules generate`` writes the deployment's KEDA ``ScaledObject`` and HPA example
-    (README, Autoscaling). Keys follow KEDA's ScaledObject spec
+    (README, Autoscaling). Opt-in: only a ``platform: kubernetes`` deployment with an ``autoscaling:`` block gets
+    them (a ScaledObject lets KEDA change the replica count; none is written unasked), and the others get one line
+    saying how to opt in. Keys follow KEDA's ScaledObject spec
     (https://keda.sh/docs/2.20/reference/scaledobject-spec/), in the config's snake_case:
 
     * ``scale_target``: the engine's Kubernetes Deployment (``scaleTargetRef.name``; default: the deployment's
@@ -305,7 +307,8 @@ class AutoscalingConfig(_Strict):
       namespace ``kubectl apply -n`` gives);
     * ``min_replica_count`` / ``max_replica_count``: KEDA ``minReplicaCount`` / ``maxReplicaCount`` (HPA
       ``minReplicas`` / ``maxReplicas``); default 1 (the advisor never advises 0: an engine at zero has a cold start
-      of minutes) and KEDA's 100;
+      of minutes) and KEDA's 100 — a bound nobody chose, so ``rules generate`` warns when ``max_replica_count`` is
+      not given (each replica is a GPU server; set it to what the operator will pay for);
     * ``cooldown_period``: KEDA ``cooldownPeriod`` (default KEDA's 300 s; KEDA applies it only when scaling to
       and from zero, i.e. with ``min_replica_count: 0``);
     * ``polling_interval``: KEDA ``pollingInterval``, how often KEDA queries Prometheus (default KEDA's 30 s);
@@ -327,7 +330,9 @@ class AutoscalingConfig(_Strict):
         default=None, max_length=63, pattern=DNS_1123_LABEL, description="Kubernetes namespace"
     )
     min_replica_count: int = Field(default=1, ge=0, le=2**31 - 1, strict=True, description="KEDA minReplicaCount")
-    max_replica_count: int = Field(default=100, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount")
+    max_replica_count: int = Field(
+        default=KEDA_DEFAULT_MAX_REPLICAS, ge=1, le=2**31 - 1, strict=True, description="KEDA maxReplicaCount"
+    )
     cooldown_period: WholeWindow = Field(default=300.0, ge=0, le=2**31 - 1, description="KEDA cooldownPeriod")
     polling_interval: WholeSeconds = Field(default=30.0, ge=1, le=2**31 - 1, description="KEDA pollingInterval")
     stabilization: WholeWindow = Field(
@@ -528,9 +533,10 @@ class Deployment(_Strict):
     lora_dtype: str = Field(default="auto", description="vLLM --lora-dtype: auto (the model dtype) or a dtype name")
     fully_sharded_loras: bool = Field(default=False, strict=True, description="vLLM --fully-sharded-loras")
     slo: SLO
-    autoscaling: AutoscalingConfig = Field(
-        default_factory=AutoscalingConfig,
-        description="the KEDA ScaledObject and HPA example that `rules generate` writes (README, Autoscaling)",
+    autoscaling: AutoscalingConfig | None = Field(
+        default=None,
+        description="opt-in: the KEDA ScaledObject and HPA example that `rules generate` writes, with their bounds "
+        "(README, Autoscaling); without it none is written",
     )
 
     @field_validator("engine_version")
@@ -725,7 +731,8 @@ def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
     is left to the field's own check), and no two Kubernetes deployments scale the same Deployment — the same
     effective ``autoscaling.scale_target`` (default the deployment's name) in the same ``autoscaling.namespace``,
     which would be two KEDA ScaledObjects of one name, two scalers fighting over one Deployment. Only
-    ``platform: kubernetes`` deployments get ScaledObjects (:func:`advisor.manifests.scale_target_problem`); a
+    ``platform: kubernetes`` deployments with an ``autoscaling:`` block get ScaledObjects
+    (:func:`advisor.manifests.scale_target_problem`); a
     repeated deployment name is reported as such (:func:`_whole_file_checks`)."""
     known = set(known_instance_names())
     problems: list[tuple[str, str]] = []
@@ -741,7 +748,7 @@ def platform_problems(deployments: Sequence[Any]) -> list[tuple[str, str]]:
             problem = instance_type_problem(platform, it, gpu if isinstance(gpu, str) else None)
             if problem is not None:
                 problems.append((f"deployments[{i}].instance_type", problem))
-        name, auto = dep.get("name"), dep.get("autoscaling", {})
+        name, auto = dep.get("name"), dep.get("autoscaling")
         if platform != PLATFORM_KUBERNETES or not isinstance(name, str) or not isinstance(auto, Mapping):
             continue
         target, namespace = auto.get("scale_target", name), auto.get("namespace")

@@ -72,7 +72,8 @@ def goodput(window: str) -> str:
     return f"deployment:llm_goodput:ratio_rate{window}"
 
 
-# --- SLO windows (Google SRE workbook, ch. 5 "Alerting on SLOs", table 5-8, for a 30-day SLO) -------------------
+# --- SLO windows (Google SRE workbook, ch. 5 "Alerting on SLOs", table 5-8, for a 30-day SLO:
+# https://sre.google/workbook/alerting-on-slos/#6-multiwindow-multi-burn-rate-alerts) ----------------------------
 SLO_PERIOD: Final = "30d"
 BURN_RATE_WINDOWS: Final = (
     # (long window, short window, burn-rate factor, for, severity)   budget spent when it fires
@@ -81,8 +82,11 @@ BURN_RATE_WINDOWS: Final = (
     ("1d", "2h", 3.0, "1h", "warning"),  # 10 % in 1 day
     ("3d", "6h", 1.0, "3h", "warning"),  # 10 % in 3 days
 )
-"""Multi-window, multi-burn-rate pairs. The factors and windows are the workbook's; the ``for`` durations are
-kubernetes-mixin's (``KubeAPIErrorBudgetBurn``), which damp single-evaluation blips."""
+"""Multi-window, multi-burn-rate pairs. The factors and windows are the workbook's multiwindow, multi-burn-rate
+table (14.4 / 6 / 3 / 1 over 1h / 6h / 1d / 3d, short windows 5m / 30m / 2h / 6h); the ``for`` durations are
+kubernetes-mixin's (``KubeAPIErrorBudgetBurn``), which damp single-evaluation blips. A pair fires on an error ratio
+above ``factor × (1 − target_ratio)``; where that is 1 or more (14.4× for a target_ratio ≤ 0.9305…) it can never
+fire and ``rules generate`` does not write it (:func:`advisor.rulesgen._burn_comment`)."""
 SLO_WINDOWS: Final = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 """Every window a goodput ratio is recorded over (the short and long windows above, plus 5m for dashboards)."""
 LABEL_LONG_WINDOW: Final = "long_window"

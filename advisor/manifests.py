@@ -3,7 +3,12 @@
 ``capacity-advisor rules generate`` (:mod:`advisor.rulesgen`, :mod:`advisor.rulescmd`) writes, beside the rule
 files, in ``<out>/kubernetes/``:
 
-``keda-scaledobjects.yaml`` — one KEDA ``ScaledObject`` (``keda.sh/v1alpha1``) per deployment, with one
+Both autoscaler files are opt-in: only a ``platform: kubernetes`` deployment with an ``autoscaling:`` block in the
+config gets a ScaledObject and an HPA (applying one lets KEDA set the engine's replica count, up to
+``maxReplicaCount``: each replica a GPU server). The others get one line, :func:`opt_in_note`; a block without
+``max_replica_count`` keeps KEDA's default of 100 and is warned about (:func:`autoscaling_warnings`).
+
+``keda-scaledobjects.yaml`` — one KEDA ``ScaledObject`` (``keda.sh/v1alpha1``) per opted-in deployment, with one
     ``prometheus`` trigger on :data:`advisor.conventions.DESIRED_REPLICAS`. Field names from KEDA's
     ScaledObject specification (https://keda.sh/docs/2.20/reference/scaledobject-spec/) and Prometheus scaler
     (https://keda.sh/docs/2.20/scalers/prometheus/):
@@ -76,6 +81,7 @@ class Autoscaling:
         prometheus_url: KEDA's ``serverAddress``.
         platform: where the engine runs (:data:`advisor.conventions.PLATFORMS`); only ``kubernetes`` gets objects.
         listed_replicas: the number of ``targets`` the config lists (the replicas running when it was written).
+        max_replicas_given: ``max_replica_count`` was set in the config (else ``max_replicas`` is KEDA's default).
     """
 
     deployment: str
@@ -91,6 +97,23 @@ class Autoscaling:
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
     platform: str = c.PLATFORM_KUBERNETES
     listed_replicas: int = 0
+    max_replicas_given: bool = True
+
+
+KEDA_DEFAULT_MAX_REPLICAS: Final = 100
+"""KEDA's ``maxReplicaCount`` when none is set (https://keda.sh/docs/2.20/reference/scaledobject-spec/#maxreplicacount)."""
+
+
+def opt_in_note(deployments: Sequence[str]) -> str | None:
+    """The one line for the Kubernetes deployments without an ``autoscaling:`` block (``None`` when there are
+    none): no ScaledObject is written for them, and how to ask for one."""
+    if not deployments:
+        return None
+    which = "deployment" if len(deployments) == 1 else "deployments"
+    return (
+        f"{which} {', '.join(repr(d) for d in deployments)}: no ScaledObject written — add deployments[].autoscaling "
+        "with max_replica_count to write one"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +166,19 @@ def scale_target_problem(a: Autoscaling) -> str | None:
 
 
 def autoscaling_warnings(a: Autoscaling) -> list[str]:
-    """Settings that are valid but act against the advisor's signal (the objects are still written):
+    """Settings that are valid but act against the advisor's signal or were not chosen (the objects are still
+    written): no ``max_replica_count`` (KEDA's default :data:`KEDA_DEFAULT_MAX_REPLICAS` bounds the scale-up),
     ``max_replica_count`` below the replicas the config lists (KEDA would scale the running replicas down to it),
     and ``min_replica_count: 0`` (with no replicas there is nothing to scrape, the advisor's series disappears and
     KEDA's fallback decides, https://keda.sh/docs/2.20/reference/scaledobject-spec/#fallback)."""
     where = f"deployment {a.deployment!r}"
     out: list[str] = []
+    if not a.max_replicas_given:
+        out.append(
+            f"{where}: autoscaling has no max_replica_count, so the ScaledObject and HPA use KEDA's default "
+            f"maxReplicaCount {a.max_replicas}: KEDA may scale the engine to {a.max_replicas} GPU replicas; set "
+            "deployments[].autoscaling.max_replica_count to the most you will run"
+        )
     if a.max_replicas < a.listed_replicas:
         out.append(
             f"{where}: autoscaling.max_replica_count {a.max_replicas} is below the {a.listed_replicas} targets "

@@ -6,11 +6,13 @@
     capacity-advisor rules generate --config deploy/advisor.example.yaml            # writes rules/*.rules.yml
     capacity-advisor rules generate --config deploy/advisor.example.yaml --check    # exit 1 if rules/ differs
 
-It also writes ``<out>/kubernetes/``: a KEDA ScaledObject per deployment, an HPA example and the rules as one
-PrometheusRule (:mod:`advisor.manifests`; keys ``deployments[].autoscaling`` of the config).
+It also writes ``<out>/kubernetes/``: a KEDA ScaledObject and an HPA example per deployment that has an
+``autoscaling:`` block (opt-in; keys ``deployments[].autoscaling`` of the config) and the rules as one
+PrometheusRule (:mod:`advisor.manifests`).
 
 Warnings (a target between bucket bounds, an engine without histograms, a burn-rate alert that can never fire)
-go to stderr and into the generated files as comments. Files are written atomically (temp file, then rename);
+go to stderr and into the generated files as comments; ``check-config`` prints the same ones
+(:func:`config_warnings`, :func:`print_warnings`). Files are written atomically (temp file, then rename);
 files in the folder that the generator does not produce (``runbook.md``, ``README.md``) are left alone.
 """
 
@@ -27,15 +29,19 @@ from advisor.manifests import Autoscaling
 from advisor.rulesgen import DeploymentSLO, RulesInput, generate, render_all
 
 if TYPE_CHECKING:
-    from advisor.config import Deployment
+    from collections.abc import Iterable
+
+    from advisor.config import Config, Deployment
 
 
-def autoscaling_settings(d: Deployment) -> Autoscaling:
+def autoscaling_settings(d: Deployment) -> Autoscaling | None:
     """The deployment's ``autoscaling:`` keys with their defaults resolved (:class:`advisor.config.AutoscalingConfig`):
     the scale target defaults to the deployment's name, ``fallback_replicas`` to the larger of
     ``min_replica_count`` and the number of ``targets`` listed (the replicas running when the config was written),
-    at most ``max_replica_count``."""
+    at most ``max_replica_count``; ``None`` without an ``autoscaling:`` block (opt-in: no ScaledObject)."""
     a = d.autoscaling
+    if a is None:
+        return None
     fallback = a.fallback_replicas
     if fallback is None:
         fallback = min(a.max_replica_count, max(a.min_replica_count, len(d.targets)))
@@ -53,6 +59,7 @@ def autoscaling_settings(d: Deployment) -> Autoscaling:
         prometheus_url=a.prometheus_url,
         platform=d.platform,
         listed_replicas=len(d.targets),
+        max_replicas_given="max_replica_count" in a.model_fields_set,
     )
 
 
@@ -64,7 +71,11 @@ def rules_input(config_path: str | Path) -> RulesInput:
     """
     from advisor.config import load_config
 
-    cfg = load_config(config_path)
+    return config_rules_input(load_config(config_path), config_path)
+
+
+def config_rules_input(cfg: Config, config_path: str | Path) -> RulesInput:
+    """The generator's parameter object for a loaded config (``config_path`` names it in the files' headers)."""
     return RulesInput(
         deployments=tuple(
             DeploymentSLO(
@@ -75,6 +86,7 @@ def rules_input(config_path: str | Path) -> RulesInput:
                 target_ratio=d.slo.target_ratio,
                 served_model=d.served_model,
                 autoscaling=autoscaling_settings(d),
+                platform=d.platform,
             )
             for d in cfg.deployments
         ),
@@ -84,12 +96,23 @@ def rules_input(config_path: str | Path) -> RulesInput:
     )
 
 
+def config_warnings(cfg: Config, config_path: str | Path) -> tuple[str, ...]:
+    """The warnings ``rules generate`` reports for this config (each once), for ``check-config``: the same
+    generator run, nothing written."""
+    return generate(config_rules_input(cfg, config_path)).warnings
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    """Each warning on stderr as ``capacity-advisor: warning: …`` (``rules generate`` and ``check-config``)."""
+    for w in warnings:
+        print(f"capacity-advisor: warning: {w}", file=sys.stderr)
+
+
 def cmd_rules_generate(args: argparse.Namespace) -> int:
     """Generate (or, with ``--check``, compare) the rule files; 0 on success, 1 when ``--check`` finds a
     difference; config errors propagate (exit 2 in :func:`advisor.cli.main`)."""
     generated = generate(rules_input(args.config))
-    for w in generated.warnings:
-        print(f"capacity-advisor: warning: {w}", file=sys.stderr)
+    print_warnings(generated.warnings)
     texts = render_all(generated)
     out = Path(args.out)
     if args.check:

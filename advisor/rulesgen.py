@@ -23,8 +23,9 @@ YAML text. What comes out (names in :mod:`advisor.conventions_rules`):
     targets not fresh, the advisor not evaluating or absent, skipping cycles, failing to reload its config,
     losing or holding up notifications).
 
-``kubernetes/`` — a KEDA ``ScaledObject`` per deployment on ``advisor_desired_replicas``, an ``autoscaling/v2``
-    HPA example on the same external metric, and the three files' groups as one ``PrometheusRule``
+``kubernetes/`` — a KEDA ``ScaledObject`` on ``advisor_desired_replicas`` and an ``autoscaling/v2`` HPA example on
+    the same external metric per deployment with an ``autoscaling:`` block (opt-in), and the three files' groups
+    as one ``PrometheusRule``
     (:mod:`advisor.manifests`).
 
 **Bucket boundaries.** ``bucket{le="2.5"} ÷ count`` is exact only when the target is a bucket bound; a target
@@ -34,8 +35,9 @@ between bounds has no series, so the generator takes the nearest bound of the en
     vllm TTFT target 2.5 s  → le 2.5 (a bound: exact)
     vllm TTFT target 3 s    → le 2.5 (nearest of 2.5 and 5.0; reported)
     sglang TTFT target 2.5 s → le 2 (nearest of 2 and 4; reported)
-    engine auto             → le as given, reported (one warning for every auto deployment): the buckets
-                              cannot be checked
+    engine auto, TTFT 3 s   → per engine, its largest bound at or below the target: vllm 2.5, sglang 2,
+                              dynamo 2.2 (reported: one warning for every auto deployment; the rule reads the
+                              bound of the engine that answers, :func:`_shared_rules`)
 
 A bound can be spelt several ways (``1.0`` by prometheus_client, ``1`` by Go and Rust clients; Prometheus 3
 rewrites classic-histogram ``le`` values on ingestion), so the matcher lists every spelling: ``le=~"1|1[.]0"``.
@@ -64,6 +66,7 @@ from advisor.manifests import (
     Manifest,
     autoscaling_warnings,
     hpa,
+    opt_in_note,
     prometheus_rule,
     scale_target_problem,
     scaled_object,
@@ -83,8 +86,9 @@ class DeploymentSLO:
         ttft_seconds / tpot_seconds: the targets.
         target_ratio: fraction of requests that must meet both (error budget = 1 − target_ratio).
         served_model: the engine's model label value to read when the engine serves several, else ``None``.
-        autoscaling: its KEDA ScaledObject and HPA example settings (:mod:`advisor.manifests`), or ``None``: none
-            written.
+        autoscaling: its KEDA ScaledObject and HPA example settings (:mod:`advisor.manifests`), or ``None``
+            (the config has no ``autoscaling:`` block, opt-in): none written; a Kubernetes one gets the opt-in line.
+        platform: where the engine runs (:data:`advisor.conventions.PLATFORMS`).
     """
 
     name: str
@@ -94,6 +98,7 @@ class DeploymentSLO:
     target_ratio: float
     served_model: str | None = None
     autoscaling: Autoscaling | None = None
+    platform: str = c.PLATFORM_KUBERNETES
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,15 +543,18 @@ def le_matcher(value: float) -> tuple[str, str, str]:
 
 
 def _fraction_terms(
-    dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, le: float, window: str
+    dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, les: Mapping[str, float], window: str
 ) -> list[str]:
+    """One term per engine and alias: ``bucket{le=<that engine's bound>} ÷ count`` (``les``: engine id → bound)."""
     scope = ((r.DEPLOYMENT_LABEL, "=", dep.name),)
     terms = []
     for e in engines:
+        if e.engine not in les:
+            continue
         for s in _aliases(e, fieldname):
             for name in _names(e, s):
                 base = _matchers(e, s, scope, dep.served_model)
-                good = f"rate({_selector(name + '_bucket', [*base, le_matcher(le)])}[{window}])"
+                good = f"rate({_selector(name + '_bucket', [*base, le_matcher(les[e.engine])])}[{window}])"
                 count = f"rate({_selector(name + '_count', base)}[{window}])"
                 terms.append(
                     f"sum by ({r.DEPLOYMENT_LABEL}) ({_collapse(e, good, counter=True)})\n"
@@ -560,10 +568,17 @@ def _fmt(x: float) -> str:
 
 
 def _burn_comment(factor: float, budget: float) -> str | None:
+    """Why the burn-rate pair at ``factor`` can never fire on an error budget of ``budget`` (``None``: it can).
+
+    The alert fires on ``1 − goodput > factor × budget``; an error ratio is at most 1, so a threshold of 1 or more
+    is never crossed: with ``target_ratio`` 0.9 (budget 0.1) the 14.4× pair needs 1.44. Such a pair is not
+    written (:func:`_slo_rules`); the others still are.
+    """
     if factor * budget >= 1:
         return (
             f"burn rate {_fmt(factor)}× a budget of {_fmt(budget)} needs an error ratio of {_fmt(factor * budget)}"
-            " ≥ 1: this alert can never fire (a target_ratio this low leaves no room for fast burns)"
+            " ≥ 1: this alert can never fire, so it is not written (a target_ratio this low leaves no room for"
+            " fast burns)"
         )
     return None
 
@@ -573,9 +588,47 @@ def _days(window: str) -> float:
     return float(window[:-1]) * units[window[-1]]
 
 
-def _auto_bounds(dep: DeploymentSLO) -> tuple[BoundChoice, BoundChoice]:
-    """An ``engine: auto`` deployment's TTFT and TPOT bounds: its targets as given (its buckets are unknown)."""
-    return choose_bound(dep.ttft_seconds, (), "TTFT", "auto"), choose_bound(dep.tpot_seconds, (), "TPOT", "auto")
+def auto_bound(target: float, bounds: Sequence[float]) -> float:
+    """The bound an ``engine: auto`` rule counts "within target" at for one engine: the largest of the engine's
+    finite bucket bounds at or below ``target`` (seconds); the smallest bound when all are above it; ``target``
+    itself when the engine's buckets are unknown (``()``).
+
+    Example (vLLM TTFT bounds … 1.0, 2.5, 5.0 …; SGLang … 1, 2, 4 …): ``auto_bound(3, vllm) → 2.5``,
+    ``auto_bound(3, sglang) → 2``, ``auto_bound(2.5, vllm) → 2.5``.
+
+    Never the nearest bound above, unlike :func:`choose_bound`: the shared chains (:func:`_shared_rules`) rely on
+    every bound chosen for a deployment being at most the one of the engine it runs (see there).
+    """
+    finite = sorted(b for b in bounds if math.isfinite(b))
+    if not finite:
+        return target
+    for b in finite:
+        if math.isclose(b, target, rel_tol=1e-9, abs_tol=0.0):
+            return b
+    below = [b for b in finite if b < target]
+    return below[-1] if below else finite[0]
+
+
+def _engine_bounds(engine: str, fieldname: str) -> tuple[float, ...]:
+    b = ENGINE_BUCKETS[engine]
+    return b.ttft if fieldname == "ttft" else b.tpot
+
+
+def _auto_les(dep: DeploymentSLO, fieldname: str) -> dict[str, float]:
+    """An ``engine: auto`` deployment's bound per engine that has the histogram ``fieldname`` (``ttft`` or
+    ``tpot``): :func:`auto_bound` of its target on that engine's default buckets (:data:`ENGINE_BUCKETS`)."""
+    target = dep.ttft_seconds if fieldname == "ttft" else dep.tpot_seconds
+    return {
+        e.engine: auto_bound(target, _engine_bounds(e.engine, fieldname)) for e in _ENGINES if _aliases(e, fieldname)
+    }
+
+
+def _auto_text(les: Mapping[str, float]) -> str:
+    """``2.5 (vllm, trtllm), 2 (sglang)``: each bound with the engines that use it, in catalog order."""
+    by: dict[str, list[str]] = {}
+    for engine, le in les.items():
+        by.setdefault(_num(le), []).append(engine)
+    return ", ".join(f"{le} ({', '.join(engines)})" for le, engines in by.items())
 
 
 def _shared(dep: DeploymentSLO) -> bool:
@@ -584,14 +637,25 @@ def _shared(dep: DeploymentSLO) -> bool:
     return dep.engine == "auto" and dep.served_model is None
 
 
-def _fraction(dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, le: float, window: str) -> str:
+def _le_any(values: Sequence[float]) -> tuple[str, str, str]:
+    """``le`` matching every spelling of every value: :func:`le_matcher` for one value, else a regex."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) == 1:
+        return le_matcher(distinct[0])
+    return ("le", "=~", _le_alternatives(distinct))
+
+
+def _fraction(
+    dep: DeploymentSLO, engines: Sequence[_Engine], fieldname: str, les: Mapping[str, float], window: str
+) -> str:
     """The expression of one deployment's within-target fraction: its own ``or`` chain, or (an auto deployment
-    without a served model) its ``deployment`` and ``le`` read from the shared chain."""
+    without a served model) its ``deployment`` and its bounds on every engine read from the shared chain, the
+    largest that has data (:func:`_shared_rules` says why that is its own engine's)."""
     if _shared(dep):
         shared = r.ttft_within_le(window) if fieldname == "ttft" else r.tpot_within_le(window)
-        sel = _selector(shared, ((r.DEPLOYMENT_LABEL, "=", dep.name), le_matcher(le)))
+        sel = _selector(shared, ((r.DEPLOYMENT_LABEL, "=", dep.name), _le_any(list(les.values()))))
         return f"max by ({r.DEPLOYMENT_LABEL}) ({sel})"
-    return _or_chain(_fraction_terms(dep, engines, fieldname, le, window))
+    return _or_chain(_fraction_terms(dep, engines, fieldname, les, window))
 
 
 def _slo_rules(
@@ -609,7 +673,9 @@ def _slo_rules(
     static = {r.DEPLOYMENT_LABEL: dep.name}
     if dep.engine == "auto":
         engines: Sequence[_Engine] = _ENGINES
-        ttft, tpot = _auto_bounds(dep)
+        ttft_les, tpot_les = _auto_les(dep, "ttft"), _auto_les(dep, "tpot")
+        ttft = BoundChoice(dep.ttft_seconds, dep.ttft_seconds, True, None)
+        tpot = BoundChoice(dep.tpot_seconds, dep.tpot_seconds, True, None)
         has_ttft = has_tpot = True
     else:
         engines = (_BY_ID[dep.engine],)
@@ -623,6 +689,7 @@ def _slo_rules(
             return [], [], warnings
         ttft = choose_bound(dep.ttft_seconds, buckets.ttft, "TTFT", dep.engine)
         tpot = choose_bound(dep.tpot_seconds, buckets.tpot, "TPOT", dep.engine)
+        ttft_les, tpot_les = {dep.engine: ttft.le}, {dep.engine: tpot.le}
         if not has_ttft:
             warnings.append(f"{where}: {dep.engine} exposes no TTFT histogram; goodput counts the TPOT target only")
         for choice, has, note in ((ttft, has_ttft, buckets.note_ttft_above), (tpot, has_tpot, buckets.note_tpot_above)):
@@ -635,16 +702,19 @@ def _slo_rules(
     sel = _selector("", ((r.DEPLOYMENT_LABEL, "=", dep.name),))
     recording: list[Rule] = []
     comments = tuple(warnings)
+    auto = dep.engine == "auto"
+    ttft_at = f"{_num(ttft.le)} s" + (f" (at its engine's bound: {_auto_text(ttft_les)})" if auto else "")
+    tpot_at = f"{_num(tpot.le)} s" + (f" (at its engine's bound: {_auto_text(tpot_les)})" if auto else "")
     for window in r.SLO_WINDOWS:
         factors = []
         if has_ttft:
             recording.append(
                 Rule(
                     record=r.ttft_within_target(window),
-                    expr=_fraction(dep, engines, "ttft", ttft.le, window),
+                    expr=_fraction(dep, engines, "ttft", ttft_les, window),
                     labels=static,
                     comments=(
-                        f"{dep.name}: fraction of requests with TTFT ≤ {_num(ttft.le)} s over {window}.",
+                        f"{dep.name}: fraction of requests with TTFT ≤ {ttft_at} over {window}.",
                         *comments,
                     ),
                 )
@@ -654,9 +724,9 @@ def _slo_rules(
             recording.append(
                 Rule(
                     record=r.tpot_within_target(window),
-                    expr=_fraction(dep, engines, "tpot", tpot.le, window),
+                    expr=_fraction(dep, engines, "tpot", tpot_les, window),
                     labels=static,
-                    comments=(f"{dep.name}: fraction of requests with TPOT ≤ {_num(tpot.le)} s over {window}.",),
+                    comments=(f"{dep.name}: fraction of requests with TPOT ≤ {tpot_at} over {window}.",),
                 )
             )
             factors.append(r.tpot_within_target(window) + sel)
@@ -670,6 +740,7 @@ def _slo_rules(
             )
         )
         comments = ()
+        ttft_at, tpot_at = f"{_num(ttft.le)} s", f"{_num(tpot.le)} s"  # each engine's bounds: the first window's
 
     budget = 1.0 - dep.target_ratio
     targets = []
@@ -685,6 +756,7 @@ def _slo_rules(
         never = _burn_comment(factor, budget)
         if never is not None:
             warnings.append(f"{where}: {long_w}/{short_w}: {never}")
+            continue
         exhausted = _days(r.SLO_PERIOD) / factor
         alerts.append(
             Rule(
@@ -715,7 +787,6 @@ def _slo_rules(
                 comments=(
                     f"{dep.name}: {long_w}/{short_w} windows at {_fmt(factor)}× the error budget "
                     f"1 − {_fmt(dep.target_ratio)} (SRE workbook ch. 5).",
-                    *((never,) if never else ()),
                 ),
             )
         )
@@ -746,22 +817,27 @@ def _shared_rules(deps: Sequence[DeploymentSLO], note: str | None) -> list[Rule]
 
     Each term is ``sum by (deployment, le) (rate(<bucket>)) / ignoring (le) group_left sum by (deployment)
     (rate(<count>))`` of one engine's name: as in a deployment's own chain, a term yields only where that name has
-    both series, and the first name with data wins per deployment and bound. The bounds matched are every auto
-    deployment's targets, in every spelling (:func:`le_spellings`).
+    both series, and the first name with data wins per deployment and bound. An engine's terms match the bounds
+    :func:`auto_bound` picks on that engine's buckets for every auto deployment (vLLM jumps from 2.5 to 5, so a
+    3 s target is counted at vLLM's 2.5 and SGLang's 2), in every spelling (:func:`le_spellings`).
+
+    A deployment reads the largest of its bounds on every engine (:func:`_fraction`). That is its own engine's:
+    its series carry only that engine's chosen bounds, and any other engine's bound for this deployment that is
+    also one of them is at most the target, so at most its own engine's (the largest at or below the target), and
+    a fraction within a smaller bound is never larger.
     """
     if not deps:
         return []
     scope = ((r.DEPLOYMENT_LABEL, "=~", "|".join(_regex_literal(d.name) for d in deps)),)
-    bounds = [_auto_bounds(d) for d in deps]
     out: list[Rule] = []
     for window in r.SLO_WINDOWS:
-        for fieldname, record, les in (
-            ("ttft", r.ttft_within_le(window), [b[0].le for b in bounds]),
-            ("tpot", r.tpot_within_le(window), [b[1].le for b in bounds]),
-        ):
-            le = ("le", "=~", _le_alternatives(les))
+        for fieldname, record in (("ttft", r.ttft_within_le(window)), ("tpot", r.tpot_within_le(window))):
+            les = [_auto_les(d, fieldname) for d in deps]
             terms = []
             for e in _ENGINES:
+                if not _aliases(e, fieldname):
+                    continue
+                le = ("le", "=~", _le_alternatives([x[e.engine] for x in les]))
                 for s in _aliases(e, fieldname):
                     for name in _names(e, s):
                         base = _matchers(e, s, scope)
@@ -783,19 +859,24 @@ def _shared_rules(deps: Sequence[DeploymentSLO], note: str | None) -> list[Rule]
 
 
 def _auto_warning(deps: Sequence[DeploymentSLO]) -> str | None:
-    """One warning for every ``engine: auto`` deployment's targets (their engines' buckets are unknown here),
-    instead of two per deployment."""
-    if not deps:
+    """One warning for every ``engine: auto`` deployment whose target is not a bucket bound of every engine
+    (instead of two per deployment): which bound each engine is counted at, or ``None`` when every target is
+    a bound of every engine that has the histogram."""
+    parts = []
+    for d in deps:
+        for what, fieldname, target in (("TTFT", "ttft", d.ttft_seconds), ("TPOT", "tpot", d.tpot_seconds)):
+            les = _auto_les(d, fieldname)
+            if any(not math.isclose(le, target, rel_tol=1e-9, abs_tol=0.0) for le in les.values()):
+                parts.append(f"{d.name!r} {what} {_num(target)} s at le={_auto_text(les)}")
+    if not parts:
         return None
-    each = "; ".join(
-        f"{d.name!r} TTFT le={_num(ttft.le)}, TPOT le={_num(tpot.le)}"
-        for d, (ttft, tpot) in ((d, _auto_bounds(d)) for d in deps)
-    )
-    which = "deployment" if len(deps) == 1 else "deployments"
+    names = list(dict.fromkeys(p.split(" ")[0] for p in parts))
+    which = "deployment" if len(names) == 1 else "deployments"
     return (
-        f"{which} {', '.join(repr(d.name) for d in deps)}: engine auto: the engine's buckets are unknown here, "
-        f"so each target is used as its le unchecked ({each}); a target that is not a bucket bound finds no series "
-        "(set `engine:`)"
+        f"{which} {', '.join(names)}: engine auto: a target between an engine's bucket bounds is counted at that "
+        "engine's largest bound below it (a stricter SLO; its smallest when the target is below them all): "
+        f"{'; '.join(parts)}. Set `engine:` to check one engine's buckets, or a target that is a bound of the engine "
+        "you run"
     )
 
 
@@ -1028,12 +1109,18 @@ def _notes(alert: str, summary: str, description: str) -> dict[str, str]:
 
 
 def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manifest, ...], list[str]]:
-    """The KEDA ScaledObjects, the HPA example and the PrometheusRule (:mod:`advisor.manifests`), and a warning
-    per deployment that gets no ScaledObject or HPA (:func:`advisor.manifests.scale_target_problem`: not on
+    """The KEDA ScaledObjects, the HPA example and the PrometheusRule (:mod:`advisor.manifests`), one line for the
+    Kubernetes deployments without an ``autoscaling:`` block (:func:`advisor.manifests.opt_in_note`: opt-in), and
+    a warning per deployment with one that gets no ScaledObject or HPA
+    (:func:`advisor.manifests.scale_target_problem`: not on
     Kubernetes, not a Kubernetes name, too long for KEDA) or whose settings act against the signal
     (:func:`advisor.manifests.autoscaling_warnings`)."""
     settings: list[Autoscaling] = []
     warnings: list[str] = []
+    unasked = [d.name for d in inp.deployments if d.autoscaling is None and d.platform == c.PLATFORM_KUBERNETES]
+    note = opt_in_note(unasked)
+    if note is not None:
+        warnings.append(note)
     for dep in inp.deployments:
         if dep.autoscaling is None:
             continue

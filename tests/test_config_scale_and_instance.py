@@ -57,8 +57,15 @@ def test_two_deployments_scaling_the_same_kubernetes_deployment_are_refused_nami
 
 
 def test_a_scale_target_equal_to_another_deployments_default_name_is_refused_too() -> None:
-    problems = _problems(_dep(name="vllm-chat"), _dep(name="other", autoscaling={"scale_target": "vllm-chat"}))
+    problems = _problems(
+        _dep(name="vllm-chat", autoscaling={}), _dep(name="other", autoscaling={"scale_target": "vllm-chat"})
+    )
     assert [p for p, _ in problems] == ["deployments[1].autoscaling.scale_target"]
+
+
+def test_a_deployment_without_an_autoscaling_block_writes_no_scaled_object_so_no_conflict() -> None:
+    """Issue 19: the ScaledObject is opt-in; a deployment without ``autoscaling:`` gets none to collide with."""
+    assert _problems(_dep(name="vllm-chat"), _dep(name="other", autoscaling={"scale_target": "vllm-chat"})) == []
 
 
 @pytest.mark.parametrize(
@@ -114,7 +121,7 @@ def test_an_instance_type_that_agrees_passes(changes: dict[str, Any]) -> None:
 
 def test_both_are_reported_in_the_same_run_as_a_schema_error() -> None:
     problems = _problems(
-        _dep(name="chat-a", instance_type="g5.xlarge", max_model_len="long"),
+        _dep(name="chat-a", instance_type="g5.xlarge", max_model_len="long", autoscaling={}),
         _dep(name="chat-b", targets=["http://127.0.0.1:8001/metrics"], autoscaling={"scale_target": "chat-a"}),
     )
     paths = [p for p, _ in problems]

@@ -130,6 +130,8 @@ def ramp(tmp_path_factory: pytest.TempPathFactory) -> Ramp:
     port = free_port()
     cfg = _config(fleet, "http://127.0.0.1:9/unused")
     del cfg["receivers"]
+    for dep in cfg["deployments"]:  # the ScaledObject is opt-in (issue 19): this config asks for one
+        dep["autoscaling"] = {"max_replica_count": 8}
     (tmp_path / "advisor.yaml").write_text(yaml.safe_dump(cfg))
     log = tmp_path / "advisor.log"
     base = f"http://127.0.0.1:{port}"
@@ -187,7 +189,9 @@ def ramp(tmp_path_factory: pytest.TempPathFactory) -> Ramp:
         desired = _range(prom, c.DESIRED_REPLICAS + selector, start, end)
         goodput = _range(prom, c.GOODPUT_RATIO + selector, start, end)
         (dep,) = load_config(tmp_path / "advisor.yaml").deployments
-        (trigger,) = scaled_object(autoscaling_settings(dep))["spec"]["triggers"]
+        settings = autoscaling_settings(dep)
+        assert settings is not None
+        (trigger,) = scaled_object(settings)["spec"]["triggers"]
         keda = _range(prom, trigger["metadata"]["query"], start, end)
     return Ramp(start, desired, goodput, keda)
 

@@ -326,7 +326,72 @@ def test_fallback_defaults_to_min_replica_count_when_fewer_targets_are_listed(tm
     from advisor.config import load_config
 
     (d,) = load_config(_config(tmp_path, {"min_replica_count": 4}, targets=1)).deployments
-    assert autoscaling_settings(d).fallback_replicas == 4
+    a = autoscaling_settings(d)
+    assert a is not None and a.fallback_replicas == 4
+
+
+# --- opt-in (issue 19) ------------------------------------------------------------------------------------------
+
+
+def _two(tmp_path: Path, first: dict[str, Any], second: dict[str, Any]) -> Path:
+    """The example config with two deployments, ``first`` and ``second`` merged into each."""
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    (dep,) = data["deployments"]
+    dep.pop("autoscaling", None)
+    data["deployments"] = [
+        {**dep, "name": "chat-8b", **first},
+        {**dep, "name": "qwen-14b", "targets": ["http://10.0.0.9:8000/metrics"], **second},
+    ]
+    data.pop("receivers", None)
+    path = tmp_path / "advisor.yaml"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _keda_names(gen: Any) -> list[str]:
+    keda = next(m for m in gen.manifests if m.name.endswith("keda-scaledobjects.yaml"))
+    hpas = next(m for m in gen.manifests if m.name.endswith("hpa-example.yaml"))
+    names = [d["metadata"]["name"] for d in keda.docs]
+    assert names == [d["metadata"]["name"] for d in hpas.docs]
+    return names
+
+
+def test_a_deployment_without_an_autoscaling_block_gets_no_scaled_object_and_one_line_saying_how(
+    tmp_path: Path,
+) -> None:
+    """Issue 19: a deployment with no ``autoscaling:`` got a ScaledObject with KEDA's maxReplicaCount 100: applying
+    it could scale an engine to 100 GPU replicas unasked. Now only a deployment with the block gets one; the
+    others are named in one line (stderr and the manifests' header)."""
+    gen = generate(rules_input(_two(tmp_path, {"autoscaling": {"max_replica_count": 4}}, {})))
+    assert _keda_names(gen) == ["chat-8b"]
+    (line,) = [w for w in gen.warnings if "ScaledObject" in w]
+    assert line == (
+        "deployment 'qwen-14b': no ScaledObject written — add deployments[].autoscaling with max_replica_count "
+        "to write one"
+    )
+    keda = next(m for m in gen.manifests if m.name.endswith("keda-scaledobjects.yaml"))
+    assert f"- {line}" in keda.header
+
+    gen = generate(rules_input(_two(tmp_path, {}, {})))
+    assert _keda_names(gen) == []
+    (line,) = [w for w in gen.warnings if "ScaledObject" in w]
+    assert line.startswith("deployments 'chat-8b', 'qwen-14b': no ScaledObject written")
+
+
+def test_a_deployment_off_kubernetes_without_the_block_gets_no_opt_in_line(tmp_path: Path) -> None:
+    gen = generate(rules_input(_two(tmp_path, {"platform": "systemd"}, {"autoscaling": {"max_replica_count": 3}})))
+    assert _keda_names(gen) == ["qwen-14b"]
+    assert [w for w in gen.warnings if "ScaledObject" in w] == []
+
+
+def test_a_block_without_max_replica_count_keeps_kedas_100_and_warns_once(tmp_path: Path) -> None:
+    """KEDA's default maxReplicaCount is 100 (https://keda.sh/docs/2.20/reference/scaledobject-spec/)."""
+    gen = generate(rules_input(_two(tmp_path, {"autoscaling": {}}, {"autoscaling": {"max_replica_count": 3}})))
+    assert _keda_names(gen) == ["chat-8b", "qwen-14b"]
+    keda = next(m for m in gen.manifests if m.name.endswith("keda-scaledobjects.yaml"))
+    assert [d["spec"]["maxReplicaCount"] for d in keda.docs] == [100, 3]
+    (line,) = [w for w in gen.warnings if "max_replica_count" in w]
+    assert line.startswith("deployment 'chat-8b': autoscaling has no max_replica_count") and "100" in line
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from advisor.rulesgen import (
     ENGINE_BUCKETS,
     DeploymentSLO,
     RulesInput,
+    auto_bound,
     choose_bound,
     generate,
     le_matcher,
@@ -177,7 +178,7 @@ def test_a_target_between_buckets_is_reported_on_stderr_and_in_the_file() -> Non
 
 def test_engines_without_histograms_get_no_slo_rules_and_a_warning() -> None:
     generated = generate(RulesInput((_slo(engine="llamacpp"), _slo(name="t", engine="triton-trtllm"))))
-    assert len(generated.warnings) == 2
+    assert len([w for w in generated.warnings if "histogram" in w]) == 2
     slo = next(f for f in generated.files if f.name == r.FILE_SLO)
     assert all(not g.rules for g in slo.groups)
 
@@ -195,6 +196,58 @@ def test_a_target_ratio_too_low_for_the_fast_burn_is_reported() -> None:
     generated = generate(RulesInput((_slo(target_ratio=0.9),)))
     assert any("can never fire" in w and "1h/5m" in w for w in generated.warnings)
     assert not any("6h/30m" in w for w in generated.warnings)  # 6 × 0.1 = 0.6 < 1
+
+
+def test_a_burn_rate_pair_that_can_never_fire_is_not_written_and_the_others_are() -> None:
+    """Issue 19: with target_ratio 0.9 the budget is 0.1, and the SRE workbook's 1h/5m pair at 14.4× needs an
+    error ratio of 14.4 × 0.1 = 1.44 > 1: not written, said in the warning and the file's header; 6h/30m (0.6),
+    1d/2h (0.3) and 3d/6h (0.1) are written."""
+    generated = generate(RulesInput((_slo(target_ratio=0.9), _slo(name="ok", target_ratio=0.95))))
+    slo = next(f for f in generated.files if f.name == r.FILE_SLO)
+    pairs = [(a.labels["deployment"], a.labels[r.LABEL_LONG_WINDOW]) for a in slo.groups[1].rules]
+    assert pairs == [("d", "6h"), ("d", "1d"), ("d", "3d"), ("ok", "1h"), ("ok", "6h"), ("ok", "1d"), ("ok", "3d")]
+    (never,) = [w for w in generated.warnings if "can never fire" in w]
+    assert never.startswith("deployment 'd': 1h/5m:") and "1.44" in never and "not written" in never
+    text = render(slo)
+    header = text[: text.index("groups:")]
+    assert f"# - {never}" in header.splitlines()
+    assert "1.44" not in text[text.index("groups:") :]
+
+
+@pytest.mark.parametrize(
+    ("engine", "target", "le"),
+    [
+        ("vllm", 3.0, 2.5),  # vLLM's TTFT buckets jump 2.5 → 5
+        ("vllm", 2.5, 2.5),
+        ("sglang", 3.0, 2.0),  # 2 → 4
+        ("dynamo", 3.0, 2.2),  # 2.2 → 4.7
+        ("vllm", 0.0005, 0.001),  # below every bound: the smallest
+    ],
+)
+def test_engine_auto_counts_each_engine_at_its_largest_bound_not_above_the_target(
+    engine: str, target: float, le: float
+) -> None:
+    assert auto_bound(target, ENGINE_BUCKETS[engine].ttft) == le
+
+
+def test_an_auto_deployment_never_matches_a_target_that_is_no_engines_bound() -> None:
+    """Issue 19: engine auto with TTFT 3 s matched le=~"3[.]0|3", which no vLLM histogram has (2.5 → 5): the
+    alert found no data. Now each engine's bound below the target is matched, in the shared chain and in a
+    served-model deployment's own chain."""
+    deps = (
+        _slo(name="a", engine="auto", ttft_seconds=3.0, tpot_seconds=0.08),
+        _slo(name="m", engine="auto", ttft_seconds=3.0, tpot_seconds=0.08, served_model="x"),
+    )
+    generated = generate(RulesInput(deps))
+    text = render(next(f for f in generated.files if f.name == r.FILE_SLO))
+    body = text[text.index("groups:") :]
+    assert 'le=~"3[.]0|3"' not in body and 'le="3"' not in body
+    assert 'vllm:time_to_first_token_seconds_bucket{deployment=~"a",le=~"2[.]5"}' in body
+    assert 'sglang:time_to_first_token_seconds_bucket{deployment=~"a",priority="",le=~"2[.]0|2"}' in body
+    assert 'vllm:time_to_first_token_seconds_bucket{deployment="m",model_name="x",le="2.5"}' in body
+    assert 'vllm:request_time_per_output_token_seconds_bucket{deployment="m",model_name="x",le="0.075"}' in body
+    (auto,) = [w for w in generated.warnings if "engine auto" in w]
+    assert "'a' TTFT 3 s at le=2.5 (vllm, trtllm), 2 (sglang), 2.2 (dynamo)" in auto
 
 
 def test_the_served_model_selects_the_engine_model_label() -> None:
@@ -231,8 +284,8 @@ def _autos(n: int) -> tuple[DeploymentSLO, ...]:
 
 def test_auto_deployments_share_one_or_chain_so_the_slo_file_stays_small() -> None:
     """Issue 19: six auto deployments made a 310 KB slo.rules.yml (each with its own ``or`` chain over every
-    engine's names: the sixth added 51.6 KB). The chains are now written once: 131 KB for six, and each further
-    auto deployment adds its own rules and alerts only (14.0 KB)."""
+    engine's names: the sixth added 51.6 KB). The chains are now written once: 136 KB for six, and each further
+    auto deployment adds its own rules and alerts only (14.5 KB)."""
     six = _slo_bytes(_autos(6))
     assert six < 150_000, six
     assert six - _slo_bytes(_autos(5)) < 16_000
@@ -244,11 +297,12 @@ def test_each_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixt
     generated = generate(RulesInput((*_autos(4), _slo(name="s", engine="sglang"), _slo(name="s2", engine="sglang"))))
     auto = [w for w in generated.warnings if "engine auto" in w]
     assert len(auto) == 1
-    assert all(f"'auto-{i}' TTFT le=" in auto[0] for i in range(4))
+    assert all(f"'auto-{i}' TPOT 0.1 s at le=" in auto[0] for i in range(4))
     assert len(set(generated.warnings)) == len(generated.warnings)
     slo = render(next(f for f in generated.files if f.name == r.FILE_SLO))
     header = [line for line in slo.splitlines() if line.startswith("# - ")]
-    assert len(header) == len(set(header)) == len(generated.warnings)
+    slo_warnings = [w for w in generated.warnings if "ScaledObject" not in w]  # the manifests' go in their header
+    assert len(header) == len(set(header)) == len(slo_warnings)
 
     config = tmp_path / "advisor.yaml"
     config.write_text(
@@ -256,7 +310,7 @@ def test_each_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixt
         + "".join(
             f"  - {{name: a{i}, engine: auto, targets: ['http://127.0.0.1:{i + 1}/metrics'], "
             "model: meta-llama/Llama-3.1-8B-Instruct, gpu: H100-SXM, max_model_len: 8192, "
-            "slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}}\n"
+            "slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}, autoscaling: {max_replica_count: 4}}\n"
             for i in range(3)
         ),
         encoding="utf-8",
@@ -265,3 +319,33 @@ def test_each_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixt
     assert _run(["rules", "generate", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
     assert len(lines) == 1 and "'a0', 'a1', 'a2'" in lines[0]
+
+
+def test_check_config_prints_every_warning_rules_generate_prints_once_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 19: check-config said "valid" with no warning while rules generate on the same file warned of targets
+    between buckets (TTFT 3 s → le 2.5, TPOT 0.08 → le 0.075 on vLLM) and of a 1h/5m pair that can never fire
+    (14.4 × (1 − 0.9) = 1.44 ≥ 1). check-config now prints the same lines, each once, and still exits 0."""
+    from advisor.cli import main
+
+    config = tmp_path / "advisor.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - {name: qwen-14b, engine: vllm, targets: ['http://127.0.0.1:1/metrics'], "
+        "model: meta-llama/Llama-3.1-8B-Instruct, gpu: H100-SXM, max_model_len: 8192, "
+        "slo: {ttft_seconds: 3, tpot_seconds: 0.08, target_ratio: 0.9}}\n",
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["check-config", str(config)]) == 0
+    checked = capsys.readouterr()
+    assert "valid" in checked.out
+    assert _run(["rules", "generate", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    generated = [x for x in capsys.readouterr().err.splitlines() if "warning:" in x]
+    warned = [x for x in checked.err.splitlines() if "warning:" in x]
+    assert warned == generated and len(set(warned)) == len(warned)
+    text = "\n".join(warned)
+    assert "TTFT target 3 s is between the buckets 2.5 and 5" in text and "le=2.5 is used instead" in text
+    assert "TPOT target 0.08 s is between the buckets 0.075 and 0.1" in text and "le=0.075" in text
+    assert "1h/5m: burn rate 14.4× a budget of 0.1 needs an error ratio of 1.44 ≥ 1" in text
