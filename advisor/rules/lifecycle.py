@@ -907,10 +907,10 @@ class Lifecycle:
                 state, text = "superseded", f"{reason}; superseded by {by}: {why}"
             elif props and all(p.withheld is not None for p in props):
                 # dials withheld for one reason (a model mismatch withholds them all) named together, the reason once
-                why: dict[str, list[str]] = {}
+                held: dict[str, list[str]] = {}
                 for p in props:
-                    why.setdefault(str(p.withheld), []).append(p.dial)
-                state, text = "withheld", f"{reason}; " + "; ".join(f"{', '.join(d)}: {w}" for w, d in why.items())
+                    held.setdefault(str(p.withheld), []).append(p.dial)
+                state, text = "withheld", f"{reason}; " + "; ".join(f"{', '.join(d)}: {w}" for w, d in held.items())
             elif inc is None:
                 state, text = "withheld", f"{reason}; no dial turn to suggest"
             else:
