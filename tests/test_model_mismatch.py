@@ -14,8 +14,9 @@ The control (the names match) still gets ``kv_budget``'s budget turn with figure
 * raising ``gpu_memory_utilization`` 0.5 → 0.9 grows vLLM's budget by 0.4 × total GPU memory, the rest of the
   profile (weights, activation peak, non-torch memory) unchanged (``vllm/v1/worker/gpu_worker.py``
   ``determine_available_memory``: requested = total × utilization − non-KV). H100 80GB: total 79.15 GiB as vLLM's
-  start-up log prints ``total_gpu_memory`` (torch ``mem_get_info``; several published logs, e.g.
-  https://github.com/vllm-project/vllm/issues/8780). Llama-3.1-8B (config.json,
+  start-up log prints ``total_gpu_memory`` (torch ``mem_get_info``; the observation recorded with its range,
+  79.11-79.25 GiB by driver, in the GPU catalog's ``h100-sxm`` row, ``advisor/data/gpus.csv``). Llama-3.1-8B
+  (config.json,
   https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json: 32 layers, 8 KV heads, head_dim
   4096 ÷ 32 = 128, bfloat16) holds 2 × 32 × 8 × 128 × 2 B = 131,072 B per token. So the pass's pool grows by
   0.4 × 79.15 × 2³⁰ ÷ 131,072 = 0.4 × 79.15 × 8,192 = 259,358.72 tokens, ± one 16-token block for the floors;
