@@ -54,6 +54,8 @@ def deployment_context(
         speculative_decoding=dep.speculative_decoding,
         platform=dep.platform,
         instance_type=dep.instance_type,
+        model=dep.model,
+        served_model=dep.served_model,
     )
 
 

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.kv import capacity_pass
+from advisor.capacity.model_label import ModelLabelMismatch, compare_model_label
 from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
@@ -654,6 +655,10 @@ def evaluate_deployment(
 
     engine_config = dict(latest[0].engine_config) if latest else {}
     ctx, drift, unmodelled = running_context(ctx, [s.engine_config for s in latest])  # turns start from what runs
+    # the same miss of the pass on what the engine runs with: the one figure every "on the engine's settings"
+    # sentence prints (model_drift's reason, the effects' note), so one output never shows two for one comparison
+    running_error = ctx.capacity.kv_cache_tokens / kv_capacity - 1 if model_error is not None else None
+    mismatch = _model_mismatch(ctx, latest)
     ttft_ok = fraction_below(ctx.slo.ttft_seconds, stats.ttft) if stats else None
     tpot_ok = fraction_below(ctx.slo.tpot_seconds, stats.tpot) if stats else None
     good = goodput_ratio(ttft_ok.value if ttft_ok is not None else None, tpot_ok.value if tpot_ok is not None else None)
@@ -694,6 +699,8 @@ def evaluate_deployment(
         config_unmodelled=unmodelled,
         capacity_model_error_ratio=model_error,
         capacity_model_error_bound=quality.capacity_model_error_bound,
+        running_model_error_ratio=running_error,
+        model_mismatch=mismatch,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
         pool_usage=pools,
         queues=queues,
@@ -737,6 +744,19 @@ def evaluate_deployment(
         tpot_target_bounds_used=tpot_ok.bounds_used if tpot_ok is not None and not tpot_ok.exact else None,
     )
     return ev, view
+
+
+def _model_mismatch(ctx: DeploymentContext, latest: Sequence[EngineSnapshot]) -> ModelLabelMismatch | None:
+    """The definite mismatch between the config's ``model`` and the model label the answering engines report
+    (:func:`advisor.capacity.model_label.compare_model_label`; the first engine naming another model), else
+    ``None`` — also for a label that may be a ``--served-model-name`` alias of the configured model."""
+    if ctx.model is None:
+        return None
+    for s in latest:
+        found = compare_model_label(ctx.model, s.model, ctx.served_model)
+        if found is not None and found.definite:
+            return found
+    return None
 
 
 def snapshot_view(

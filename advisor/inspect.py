@@ -16,10 +16,9 @@ from typing import Any
 
 import requests
 
-from advisor.capacity.models import get_preset
+from advisor.capacity.model_label import compare_model_label
 from advisor.domain import TimedSnapshot
 from advisor.engines.base import EngineAdapter
-from advisor.errors import CapacityError
 from advisor.evaluate import Quality, TargetView, snapshot_view, target_state
 from advisor.observe import observe
 from advisor.redact import redact_url, target_message
@@ -115,37 +114,13 @@ def model_label_note(configured: str, label: str | None, served_model: str | Non
     """One line when the engine's own model label is not the config's ``model``, naming both, else None.
 
     The capacity pass sizes the config's ``model``; an engine serving another one makes every prediction wrong,
-    and before this line that was seen only as a large ``model_drift`` (+579 %). Same model: the label equals
-    ``model`` or ``served_model`` (case-insensitive), or both name the same preset (:func:`get_preset`: an alias,
-    the repo name without its owner). ``model`` given as a path to a config.json is not compared (the engine's
-    label is whatever path or id it was started with). A label that names another preset is said to be that
-    model; one that names none may be a ``--served-model-name`` alias, which ``served_model:`` declares.
+    and before this line that was seen only as a large ``model_drift`` (+579 %). The decision is
+    :func:`advisor.capacity.model_label.compare_model_label` (the one the rules read too): a label that names
+    another preset is said to be that model; one that names none may be a ``--served-model-name`` alias, which
+    ``served_model:`` declares.
 
     Example: ``model 'llama-3.1-8b' in the config, but the engine serves 'Qwen/Qwen2.5-0.5B'; the capacity pass
     sizes the config's model: set model: to what the engine serves``.
     """
-    if label is None or configured.endswith(".json") or configured.startswith((".", "/", "~")):
-        return None
-    folded = label.casefold()
-    if folded in {configured.casefold(), *(() if served_model is None else (served_model.casefold(),))}:
-        return None
-    try:
-        mine = get_preset(configured).name
-    except CapacityError:
-        mine = None
-    try:
-        theirs: str | None = get_preset(label).name
-    except CapacityError:
-        theirs = None
-    if mine is not None and theirs == mine:
-        return None
-    if theirs is not None:
-        known = "" if theirs.casefold() == folded else f" (the preset {theirs})"
-        return (
-            f"model {configured!r} in the config, but the engine serves {label!r}{known}; the capacity pass sizes "
-            "the config's model: set model: to what the engine serves"
-        )
-    return (
-        f"model {configured!r} in the config, but the engine's model label is {label!r}: if the engine serves "
-        f"another model, set model: to it; if {label!r} is a --served-model-name alias, set served_model: {label!r}"
-    )
+    mismatch = compare_model_label(configured, label, served_model)
+    return None if mismatch is None else mismatch.note()

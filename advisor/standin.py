@@ -99,13 +99,16 @@ class StandInEngine(Collector):
         num_gpu_blocks: int = 27000,
         block_size: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        gpu_memory_utilization: float = 0.9,
     ) -> None:
-        """``speed``: scenario seconds per real second. ``num_gpu_blocks × block_size`` is the pool."""
+        """``speed``: scenario seconds per real second. ``num_gpu_blocks × block_size`` is the pool;
+        ``gpu_memory_utilization`` the budget ``cache_config_info`` reports (vLLM's default 0.9)."""
         self.phases = tuple(phases)
         self.speed = speed
         self.model = model
         self.num_gpu_blocks = num_gpu_blocks
         self.block_size = block_size
+        self.gpu_memory_utilization = gpu_memory_utilization
         self._clock = clock
         self._start = clock()
         self._t = 0.0  # scenario seconds integrated so far
@@ -195,7 +198,7 @@ class StandInEngine(Collector):
                 str(self.block_size),
                 "auto",
                 "0",
-                "0.9",
+                str(self.gpu_memory_utilization),
                 str(self.num_gpu_blocks * self.block_size),
                 str(self.num_gpu_blocks),
             ],

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from advisor.capacity.calibration import LatencyFit
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
+from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.capacity.perf import PerfAssumptions
 from advisor.telemetry import EngineTime, FractionBelow, GoodputEstimate, WindowStats
 
@@ -51,6 +52,10 @@ class DeploymentContext:
     ``instance_type``: the instance catalog's name of what each replica runs on (:mod:`advisor.capacity.instances`,
     config ``instance_type``), whose on-demand price the ``host_or_buy`` rule reads; ``None``: not configured (the
     price is unknown).
+
+    ``model`` / ``served_model``: the config's ``model`` and ``served_model`` as written, which the engine's own
+    model label is compared with (:func:`advisor.capacity.model_label.compare_model_label`); ``None``: not
+    compared.
     """
 
     name: str
@@ -64,6 +69,8 @@ class DeploymentContext:
     perf_assumptions: PerfAssumptions | None = None
     platform: str = "kubernetes"
     instance_type: str | None = None
+    model: str | None = None
+    served_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,17 @@ class Evaluation:
         goodput_tokens_per_second: generation tokens/s × goodput ratio.
         samples: scrapes that fell in the window (over all replicas), for confidence.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
-        capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1.
+        capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1, the pass on the
+            advisor's config (the gauge ``advisor_capacity_model_error_ratio``).
+        running_model_error_ratio: the same miss of the pass on what the engine reports running with (``ctx``
+            after ``config_drift``): equal to ``capacity_model_error_ratio`` when nothing drifted. Every figure
+            printed for "the pass on the engine's settings vs the engine's pool" (``model_drift``'s reason, the
+            predicted effects' "The capacity pass predicts …" note) is this one, computed once in
+            :func:`advisor.evaluate.evaluate_deployment`.
+        model_mismatch: the engine's own model label names another model than the config's ``model``
+            (:func:`advisor.capacity.model_label.compare_model_label`, definite only: an alias the advisor cannot
+            tell apart is ``None``). The capacity pass then sizes the wrong model: ``model_drift`` names both, and
+            every prediction computed from the pass is withheld (:func:`advisor.rules.common.model_quality`).
         capacity_model_error_bound: how far (``|capacity_model_error_ratio|``) the capacity pass may miss the
             engine's reported pool before predicted effects lose confidence (config
             ``data_quality.capacity_model_error_bound``; 0.15 by default, the config's default).
@@ -158,6 +175,8 @@ class Evaluation:
     config_unmodelled: Mapping[str, str] = field(default_factory=dict)
     capacity_model_error_ratio: float | None = None
     capacity_model_error_bound: float = 0.15
+    running_model_error_ratio: float | None = None
+    model_mismatch: ModelLabelMismatch | None = None
     kv_rank_capacity_tokens: tuple[float, ...] = ()
     pool_usage: Mapping[str, float | None] = field(default_factory=dict)
     queues: Mapping[str, float] = field(default_factory=dict)

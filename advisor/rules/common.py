@@ -176,8 +176,8 @@ def anchored(ev: Evaluation, p: Proposal) -> Proposal:
     changes the pool (``kv_cache_tokens`` model after ÷ before off 1 by more than :data:`POOL_CHANGE_TOLERANCE`: its
     gain is the capacity pass's prediction) and the capacity pass misses the engine's pool by more than
     ``ev.capacity_model_error_bound``
-    (``|ev.capacity_model_error_ratio|``; computed from the two pools when there is none or when the turn ran on the
-    engine's reported settings, ``ev.config_drift``), confidence ×
+    (``|ev.running_model_error_ratio|``, the miss of the pass on the settings the engine reports — the figure
+    ``model_drift`` prints for that comparison; computed from the two pools when there is none), confidence ×
     :data:`MODEL_DISAGREEMENT_CONFIDENCE` and the description says so in numbers (``The capacity pass predicts
     4,394,709 KV tokens per replica, the engine reports 443,910 (+890%, beyond the ±15% bound): effects scaled
     from the engine's figure; confidence lowered (×0.5).``). Without an engine figure ``p`` is returned unchanged.
@@ -204,9 +204,10 @@ def anchored(ev: Evaluation, p: Proposal) -> Proposal:
         # plain arithmetic, which the model's miss does not touch
         return dataclasses.replace(p, predicted_effect=pe)
     confidence, description = p.confidence, p.description
-    # the miss of the pass the turn was computed from: the configured one's, unless the engine reported other
-    # settings (``ev.config_drift``), when the turn ran on those and its own miss is engine pool ÷ its pool
-    error = None if ev.config_drift else ev.capacity_model_error_ratio
+    # the miss of the pass the turn was computed from, the pass on what the engine runs with: the one figure
+    # evaluate wrote (``ev.running_model_error_ratio``, which model_drift's reason prints too); an Evaluation built
+    # without it (a plugin's test) gets the same quotient from the pools
+    error = ev.running_model_error_ratio
     if error is None:
         error = 1 / k - 1
     if abs(error) > ev.capacity_model_error_bound and "effects scaled from the engine's figure" not in description:
@@ -578,6 +579,39 @@ def latency_model(ev: Evaluation) -> LatencyModel:
     if ev.latency is not None:
         return ev.latency.model
     return LatencyModel.prior(ev.ctx.engine, ev.ctx.perf_assumptions)
+
+
+ENGINE_FIGURES_ONLY_DIALS: Final = frozenset({c.DIAL_ADMISSION_POLICY, c.DIAL_ENGINE_PROCESS})
+"""Dials whose proposals predict from the engine's reported numbers alone (``admission_thrash``'s admission policy:
+preemptions → 0; ``engine_stalled``'s restart): a model mismatch does not touch them. Every other proposal's effect
+or suggested value comes from the capacity pass or the latency model sized from the config's model."""
+
+
+def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
+    """``proposals`` with every prediction built from the config's model withheld when the engine serves another
+    (``ev.model_mismatch``): each proposal but ``model_drift``'s and those of :data:`ENGINE_FIGURES_ONLY_DIALS` gets
+    ``withheld`` naming both models and its predicted effect emptied, so no recommendation carries a number
+    computed from the wrong model. The lifecycle applies it to every rule's proposals (plugins' too); idempotent.
+    Unchanged without a mismatch.
+
+    Example: the engine serves meta-llama/Llama-3.1-8B-Instruct, the config says Qwen/Qwen2.5-14B-Instruct →
+    ``kv_budget``'s gpu_memory_utilization turn withheld: ``"withheld: the engine serves
+    'meta-llama/Llama-3.1-8B-Instruct', the config says 'Qwen/Qwen2.5-14B-Instruct' …"``.
+    """
+    m = ev.model_mismatch
+    if m is None or not m.definite:
+        return list(proposals)
+    why = (
+        f"withheld: the engine serves {m.label!r}, the config says {m.configured!r}: the capacity pass sizes the "
+        "config's model, so this prediction would be the wrong model's (set deployments[].model; see model_drift)"
+    )
+    out: list[Proposal] = []
+    for p in proposals:
+        if p.rule == c.RULE_MODEL_DRIFT or p.dial in ENGINE_FIGURES_ONLY_DIALS or p.withheld == why:
+            out.append(p)
+            continue
+        out.append(dataclasses.replace(p, withheld=why, predicted_effect={}))
+    return out
 
 
 def latency_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:

@@ -31,15 +31,40 @@ class ModelDriftRule:
         return self._for
 
     def fires(self, ev: Evaluation) -> Condition:
-        """|error| > bound."""
+        """The engine serves another model than the config's (``ev.model_mismatch``: said first, whatever the
+        drift), else |error| > bound.
+
+        The figure is the configured pass's miss (``capacity_model_error_ratio``, the exported gauge); when the engine
+        reports other settings (``ev.config_drift``) the reason adds the miss of the pass on those,
+        ``ev.running_model_error_ratio`` — the figure every predicted effect's note prints for that comparison.
+        """
         err = ev.capacity_model_error_ratio
+        m = ev.model_mismatch
+        if m is not None and m.definite:
+            evidence: dict[str, object] = {"engine_model": m.label, "config_model": m.configured}
+            if m.preset is not None and m.preset != m.label:
+                evidence["engine_model_preset"] = m.preset
+            if err is not None:
+                evidence["capacity_model_error_ratio"] = round(err, 4)
+            return Condition(
+                True,
+                f"the engine serves {m.label}, the config says {m.configured}: set deployments[].model — the capacity "
+                "pass sizes the config's model, so its figures are the wrong model's",
+                evidence,
+            )
         if err is None:
             return Condition(None, "the engine does not report its pool")
-        return Condition(
-            abs(err) > self.bound,
-            f"the capacity pass predicts {err:+.0%} vs the engine's pool (bound ±{self.bound:.0%})",
-            {"capacity_model_error_ratio": round(err, 4)},
-        )
+        running = ev.running_model_error_ratio
+        reason = f"the capacity pass predicts {err:+.0%} vs the engine's pool (bound ±{self.bound:.0%})"
+        evidence = {"capacity_model_error_ratio": round(err, 4)}
+        if ev.config_drift and running is not None:
+            settings = ", ".join(f"{k} {v[1]}" for k, v in sorted(ev.config_drift.items()))
+            reason = (
+                f"the capacity pass predicts {err:+.0%} vs the engine's pool on the config's settings, {running:+.0%} "
+                f"on the settings the engine reports ({settings}) (bound ±{self.bound:.0%})"
+            )
+            evidence["running_model_error_ratio"] = round(running, 4)
+        return Condition(abs(err) > self.bound, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
         """|error| back within the bound."""
@@ -52,6 +77,9 @@ class ModelDriftRule:
         refuses or the replicas disagree on, ``ev.config_unmodelled``)."""
         err = ev.capacity_model_error_ratio
         out: list[Proposal] = []
+        m = ev.model_mismatch
+        if m is not None and m.definite:
+            return [self._model_proposal(ev, m.configured, m.preset or m.label, m.label)]
         for field_name, (configured, reported) in sorted(ev.config_drift.items()):
             if field_name in ev.config_unmodelled:
                 continue  # a value the config would refuse, or replicas that disagree: nothing to write into it
@@ -84,6 +112,35 @@ class ModelDriftRule:
             )
         return out
 
+    def _model_proposal(self, ev: Evaluation, configured: str, suggested: str, label: str) -> Proposal:
+        """Set the advisor config's ``model`` to what the engine serves: no engine dial, no predicted number (every
+        figure of the pass on the wrong model is withheld, :func:`advisor.rules.common.model_quality`)."""
+        shown = label if suggested == label else f"{label} (the preset {suggested})"
+        return Proposal(
+            rule=self.id,
+            dial=MODEL_FIELD,
+            action="set",
+            current=configured,
+            suggested=suggested,
+            flag=f"advisor config: deployments[].model: {suggested} (what the engine serves)",
+            severity="warning",
+            confidence=0.9,
+            summary=f"{ev.ctx.name}: the engine serves {label}, the config says {configured}",
+            description=(
+                f"The engine's own model label is {shown}; the advisor's config says model {configured}. The capacity "
+                "pass sizes the config's model, so every turn it would predict is the wrong model's and is withheld "
+                "until deployments[].model names what the engine serves (or served_model names the engine's "
+                "--served-model-name alias of it)."
+            ),
+            predicted_effect={},
+            evidence={"engine_model": label, "config_model": configured},
+            score=1.0,
+        )
+
+
+MODEL_FIELD = "model"
+"""The advisor config's field (``deployments[].model``) ``model_drift`` proposes setting when the engine serves another
+model; no engine dial."""
 
 DIAL_FOR_FIELD: dict[str, str] = {field: dial for dial, field in FIELD_FOR_DIAL.items()}
 """CapacityInputs field → the dial id it is (fields that are no dial, such as ``kv_cache_memory_bytes``, keep

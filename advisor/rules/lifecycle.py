@@ -50,7 +50,7 @@ from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, platform_flag
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
-from advisor.rules.common import gpus_per_replica, latency_quality, page_quality
+from advisor.rules.common import gpus_per_replica, latency_quality, model_quality, page_quality
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
 
@@ -539,7 +539,9 @@ class Lifecycle:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
                 reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
-                props = [localized(ev, q) for q in latency_quality(ev, page_quality(ev, rule.propose(ev)))]
+                props = [
+                    localized(ev, q) for q in model_quality(ev, latency_quality(ev, page_quality(ev, rule.propose(ev))))
+                ]
                 contributing.append((rule, props))
                 feeding += props
                 continue
@@ -555,7 +557,9 @@ class Lifecycle:
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
-            props = [localized(ev, q) for q in latency_quality(ev, page_quality(ev, rule.propose(ev)))]
+            props = [
+                localized(ev, q) for q in model_quality(ev, latency_quality(ev, page_quality(ev, rule.propose(ev))))
+            ]
             feeding += props
             if not ignore_for and held < rule.for_seconds():
                 pending.append((rule, props))
@@ -902,7 +906,11 @@ class Lifecycle:
                 by, why = superseded_by[rule.id]
                 state, text = "superseded", f"{reason}; superseded by {by}: {why}"
             elif props and all(p.withheld is not None for p in props):
-                state, text = "withheld", f"{reason}; " + "; ".join(f"{p.dial}: {p.withheld}" for p in props)
+                # dials withheld for one reason (a model mismatch withholds them all) named together, the reason once
+                held: dict[str, list[str]] = {}
+                for p in props:
+                    held.setdefault(str(p.withheld), []).append(p.dial)
+                state, text = "withheld", f"{reason}; " + "; ".join(f"{', '.join(d)}: {w}" for w, d in held.items())
             elif inc is None:
                 state, text = "withheld", f"{reason}; no dial turn to suggest"
             else:
