@@ -23,8 +23,9 @@ from advisor.errors import CapacityError, WontStartError
 
 EXIT_ENGINE_REFUSES = 3
 """``plan``'s exit status when the configuration is valid but the engine would refuse to start with it (the
-weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4. 2 stays
-invalid input."""
+weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4; and
+``plan --search``'s (clouds, ``--platform``, ``--own``, ``--compare-managed``, text or ``--json``) when no
+configuration searched is feasible. 2 stays invalid input."""
 
 
 _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
@@ -834,9 +835,10 @@ def add_plan_parser(sub: Any) -> None:
     plan = sub.add_parser(
         "plan",
         help="the capacity pass for one configuration",
-        epilog=f"exit codes: 0 the pass (or the search) ran; 2 invalid input, or a flag this mode does not read; "
-        f"{EXIT_ENGINE_REFUSES} the engine would refuse to start with this configuration (feasible: false, with "
-        "the single changes that fit)",
+        epilog=f"exit codes: 0 the pass ran (or the search found a feasible deployment); 2 invalid input, or a "
+        f"flag this mode does not read; {EXIT_ENGINE_REFUSES} the engine would refuse to start with this "
+        "configuration (feasible: false, with the single changes that fit), or --search found no feasible "
+        "configuration (feasible: [], with the reason)",
     )
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
     plan.add_argument(
@@ -1524,6 +1526,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         _plot(result.frontier, args.plot)
     managed = _managed(args, model.name, result) if args.compare_managed else None
     owned = args.own is not None
+    done = 0 if result.feasible else EXIT_ENGINE_REFUSES  # a script tells "none" apart, as plain plan's refusal
     if args.json:
         out = result.as_dict()
         if managed is not None:
@@ -1545,7 +1548,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             "target_ratio": slo.target_ratio,
         }
         print(json.dumps(out, indent=2, sort_keys=True))
-        return 0
+        return done
     print(
         f"{model.name}: {workload.arrival_rate:g} req/s, {workload.prompt_tokens:g} prompt + "
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
@@ -1560,7 +1563,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"features), {result.pruned} pruned by cost bound, {result.evaluated} evaluated against the SLO"
     )
     if not result.feasible:
-        print("no feasible configuration")
+        print(result.reason)
     else:
         mixed = args.cloud is None and not owned
         header = (
@@ -1651,16 +1654,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
         )
         for rej in result.rejected:
             cfg = rej.config
-            bound = "owned" if owned else f"from ${rej.lower_bound_hourly_cost_usd:.2f}/h"
+            where = f"owned {cfg.gpu_key.upper()}" if owned else f"{rej.instance} ({cfg.gpu_key.upper()})"
+            bound = "" if owned else f" (from ${rej.lower_bound_hourly_cost_usd:.2f}/h)"  # owned: no price, said once
             print(
-                f"  {rej.instance} ({cfg.gpu_key.upper()}) TP{cfg.tensor_parallel_size} {cfg.weights_label}/"
-                f"{cfg.kv_cache_dtype} seqs {cfg.max_num_seqs} ({bound}): {rej.reason}"
+                f"  {where} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
+                f"{cfg.max_num_seqs}{bound}: {rej.reason}"
             )
     else:
         print(f"best rejected: none came close (none that runs misses a latency target by at most {miss})")
     if managed is not None:
         _print_managed(managed)
-    return 0
+    return done
 
 
 def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | None]:
