@@ -233,7 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         try:
             resolved = resolve_deployment(dspec)
         except WontStartError as exc:
-            return _refuse_without_pass(args, dspec, gpu, str(exc))
+            return _refuse_without_pass(args, dspec, gpu, exc.problem)
         inputs, result = resolved.inputs, resolved.result
         if args.sampler == "flashinfer" and gpu.part is not None and gpu.part.compute_capability is None:
             _err(f"note: --sampler flashinfer does not apply on {gpu.name} (FlashInfer is CUDA-only); vLLM sorts")
@@ -243,8 +243,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     refusal = pool_refusal(result)
-    if refusal is not None:
-        _err("refused: " + refusal)
     moved = cpu_offload_bytes_per_gpu(inputs)
     if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
         _err(
@@ -266,6 +264,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     found = [] if refusal is None else _fixes_on_platform(args.platform, fixes(dspec, gpu, _pool_flag(args)))
     out.update(verdict(refusal, found))
+    if out["reason"] is not None:
+        _err("refused: " + out["reason"])
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
     except CapacityError as exc:
@@ -386,15 +386,11 @@ def _verdict_rows(
 ) -> list[tuple[str, str]]:
     """The plan table's verdict rows: none when the engine would start; else the refusal and what fits (and, with
     ``platform``, each fix in its terms: :func:`_fixes_on_platform`)."""
-    from advisor.capacity.fixes import TRIED
+    from advisor.capacity.fixes import remedy
 
     if refusal is None:
         return []
-    said = (
-        " or ".join(f"`{f['change']}`" for f in fixes) + " fits (each alone, the capacity pass re-run)"
-        if fixes
-        else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
-    )
+    said = remedy(fixes) + (" (each alone, the capacity pass re-run)" if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
     if platform is not None and fixes:
         from advisor.platforms import flag_text
@@ -409,10 +405,10 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
     from advisor.capacity.fixes import fixes, verdict
 
-    _err("refused: " + reason)
     found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)))
+    out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
+    _err("refused: " + out["reason"])
     if args.json:
-        out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))
         return EXIT_ENGINE_REFUSES
     rows = [
