@@ -48,7 +48,7 @@ from advisor.capacity.models import ModelArch
 from advisor.capacity.operating import idle_latency_miss, replica_service, slo_unreachable_reason
 from advisor.capacity.perf import PerfAssumptions, assumptions_for
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
-from advisor.errors import CapacityError
+from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
     "CLOSE_LATENCY_MISS",
@@ -385,7 +385,9 @@ def _prepare(
         prep.inputs = inputs
         result = capacity_pass(inputs)
     except CapacityError as exc:
-        prep.reason = str(exc)
+        # the problem alone: a remedy in the message (advisor.errors.WontStartError.remedy) names directions
+        # the search itself explores, and would say "quantized weights" to a quantized row
+        prep.reason = exc.problem if isinstance(exc, WontStartError) else str(exc)
         if prep.inputs is not None:
             requested = gpu.memory_bytes * space.gpu_memory_utilization
             prep.stage = "weights" if weights_bytes_per_gpu(prep.inputs) >= requested else "pool"

@@ -76,3 +76,14 @@ def test_an_owned_rejection_says_owned_once() -> None:
     for row in rows:
         assert row.count("owned") == 1, row
         assert row.startswith("  owned L40S TP"), row
+
+
+def test_a_rejected_rows_reason_is_the_problem_without_a_fixed_remedy() -> None:
+    """Seen beside an AWQ row: "… may be used; raise tensor_parallel_size, quantize, or use a larger GPU" — the
+    search explores TP, weights and GPUs itself, and the row is already quantized. AWQ 70B on one L4 is ≈ 35 GB of
+    4-bit weights > 0.9 × 24 GB: that row cannot run."""
+    out = json.loads(run_cli(*NONE_FITS, "--cloud", "aws", "--gpu", "L4", "--json").stdout)
+    weights = [r for r in out["rejected"] if r["stage"] == "weights"]
+    assert weights, out["rejected"]
+    for row in weights:
+        assert row["reason"].endswith("may be used"), row["reason"]
