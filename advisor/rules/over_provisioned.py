@@ -177,9 +177,11 @@ class OverProvisionedRule:
             and load < self.max_load_ratio
             and (dispersion is None or dispersion <= self.max_dispersion)
         )
+        below = f"fires below {percent(self.max_load_ratio)}"
         reason = (
-            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {_load_text(running, ev.replicas_up, ceiling)}"
-            f" (fires below {percent(self.max_load_ratio)}), KV usage at most {usage:.1%}, {count(waiting)} waiting"
+            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), "
+            f"{_load_text(running, ev.replicas_up, ceiling, below)}, KV usage at most {usage:.1%}, "
+            f"{count(waiting)} waiting"
         )
         if dispersion is not None and dispersion > self.max_dispersion:
             reason += (
@@ -529,15 +531,18 @@ def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
     return workload, slo
 
 
-def _load_text(running: float, replicas: int, ceiling: float) -> str:
+def _load_text(running: float, replicas: int, ceiling: float, note: str = "") -> str:
     """The over-provisioned measure with every figure it is made of, so that they can be checked against each
     other: ``30 running at the window's peak across 2 replica(s): 15 per replica, 129% of the ceiling 11.63 per
     replica (share of the ceiling)`` — ``running`` deployment-wide, divided by ``replicas`` (those answering, at
-    least 1), over ``ceiling`` (per replica, :meth:`OverProvisionedRule._ceiling`)."""
+    least 1), over ``ceiling`` (per replica, :meth:`OverProvisionedRule._ceiling`); ``note`` is added inside the
+    parentheses (``share of the ceiling; fires below 25%``)."""
     per_replica = running / max(replicas, 1)
     return (
         f"{count(running)} running at the window's peak across {max(replicas, 1)} replica(s): {per_replica:,.3g} per "
-        f"replica, {percent(per_replica / ceiling)} of the ceiling {ceiling:,.4g} per replica ({CEILING_SHARE})"
+        f"replica, {percent(per_replica / ceiling)} of the ceiling {ceiling:,.4g} per replica ({CEILING_SHARE}"
+        + (f"; {note}" if note else "")
+        + ")"
     )
 
 

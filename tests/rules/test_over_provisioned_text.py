@@ -35,7 +35,7 @@ RULE = OverProvisionedRule(max_usage=0.3, max_load_ratio=0.25, target_load_ratio
 LOAD = re.compile(
     r"(?P<running>[\d,.]+) running at the window's peak across (?P<replicas>\d+) replica\(s\): "
     r"(?P<per>[\d,.]+) per replica, (?P<pct>[\d.]+)% of the ceiling (?P<ceiling>[\d,.]+) per replica "
-    r"\(share of the ceiling\)"
+    r"\(share of the ceiling[;)]"
 )
 
 
@@ -81,7 +81,7 @@ def test_a_busy_window_prints_the_peak_per_replica_and_the_ceiling_it_is_a_share
     assert f == {"running": 30, "replicas": 2, "per": 15, "pct": 125, "ceiling": 12}
     _agree(f)
     assert c.evidence["concurrency_ceiling_per_replica"] == 12.0 and c.evidence["load_ratio"] == 1.25
-    assert "(fires below 25%)" in c.reason
+    assert "(share of the ceiling; fires below 25%)" in c.reason
 
 
 def test_the_demo_window_prints_a_small_share_as_it_is_and_the_effect_has_a_defined_name() -> None:
