@@ -1114,12 +1114,13 @@ def _whole_file_checks(
 
     ``prometheus_given`` says whether the file has a ``prometheus:`` section (default: ``prometheus is not None``).
     """
-    for i, n in enumerate(names):
-        if isinstance(n, str) and n in names[:i]:
-            problems.append((f"deployments[{i}].name", f"deployment names must be unique: {n!r} repeats"))
-    for i, n in enumerate(receiver_names):
-        if isinstance(n, str) and n in receiver_names[:i]:
-            problems.append((f"receivers[{i}].name", f"receiver names must be unique: {n!r} repeats"))
+    for part, listed in (("deployment", names), ("receiver", receiver_names)):
+        for i, n in enumerate(listed):
+            if isinstance(n, str) and n in listed[:i]:
+                first = f"{part}s[{listed.index(n)}]"  # load_config adds its line (_with_first_lines)
+                problems.append(
+                    (f"{part}s[{i}].name", f"{part} names must be unique: {n!r} repeats, {FIRST_AT} {first}")
+                )
     given = prometheus is not None if prometheus_given is None else prometheus_given
     for i, source in enumerate(sources):
         if source == "prometheus" and not given:
@@ -1879,7 +1880,7 @@ def load_config(path: str | Path) -> Config:
     if not problems:
         return cfg
     placed = sorted(
-        ((_yaml_line(where) or line_of(root, where), where, msg) for where, msg in problems),
+        ((_yaml_line(where) or line_of(root, where), where, _with_first_lines(msg, root)) for where, msg in problems),
         key=lambda t: t[0] if t[0] is not None else 0,
     )
     raise ConfigError(
@@ -1887,6 +1888,24 @@ def load_config(path: str | Path) -> Config:
         str(p),
         [None if where.startswith("line ") else line for line, where, _ in placed],
     )
+
+
+FIRST_AT: Final = "first at"
+"""How a problem that repeats an earlier part names that part (``first at deployments[0]``); :func:`load_config`
+adds the part's line, as a duplicate YAML key says "first set on line N"."""
+
+_FIRST_AT_PART: Final = re.compile(rf"{FIRST_AT} ((?:deployments|receivers)\[\d+\])$")
+
+
+def _with_first_lines(message: str, root: yaml.Node | None) -> str:
+    """``message`` with the earlier part it names (``first at deployments[0]``) placed on its line in the file:
+    ``first at line 2 (deployments[0])``, the line of that part's ``name`` (:func:`line_of`); unchanged when the
+    message names none or the line is not known."""
+    m = _FIRST_AT_PART.search(message)
+    line = None if m is None else line_of(root, m.group(1) + ".name")
+    if m is None or line is None:
+        return message
+    return message[: m.start()] + f"{FIRST_AT} line {line} ({m.group(1)})"
 
 
 def _yaml_line(where: str) -> int | None:

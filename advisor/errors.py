@@ -52,7 +52,17 @@ class CapacityError(AdvisorError):
 class WontStartError(CapacityError):
     """The inputs are valid but the engine refuses to start with them: the weights (with what other processes
     hold) leave no room, or no KV cache is left. ``plan`` exits 3 on it (not 2, invalid input) and looks for the
-    smallest change that fits."""
+    smallest change that fits.
+
+    ``problem`` is what is wrong alone; ``remedy`` the directions to look in where no fix was computed (the
+    message is ``problem; remedy``). ``plan`` and ``POST /api/v1/plan`` say ``problem`` with the fixes actually
+    found instead (:func:`advisor.capacity.fixes.verdict`), never ``remedy``: it names directions, not changes
+    known to fit."""
+
+    def __init__(self, problem: str, remedy: str = "") -> None:
+        super().__init__(f"{problem}; {remedy}" if remedy else problem)
+        self.problem = problem
+        self.remedy = remedy
 
 
 class UnknownModelError(CapacityError):

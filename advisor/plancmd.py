@@ -23,8 +23,9 @@ from advisor.errors import CapacityError, WontStartError
 
 EXIT_ENGINE_REFUSES = 3
 """``plan``'s exit status when the configuration is valid but the engine would refuse to start with it (the
-weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4. 2 stays
-invalid input."""
+weights leave no room, or the KV pool cannot hold one max-length request): issue 19, acceptance 4; and
+``plan --search``'s (clouds, ``--platform``, ``--own``, ``--compare-managed``, text or ``--json``) when no
+configuration searched is feasible. 2 stays invalid input."""
 
 
 _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
@@ -232,7 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         try:
             resolved = resolve_deployment(dspec)
         except WontStartError as exc:
-            return _refuse_without_pass(args, dspec, gpu, str(exc))
+            return _refuse_without_pass(args, dspec, gpu, exc.problem)
         inputs, result = resolved.inputs, resolved.result
         if args.sampler == "flashinfer" and gpu.part is not None and gpu.part.compute_capability is None:
             _err(f"note: --sampler flashinfer does not apply on {gpu.name} (FlashInfer is CUDA-only); vLLM sorts")
@@ -242,8 +243,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     refusal = pool_refusal(result)
-    if refusal is not None:
-        _err("refused: " + refusal)
     moved = cpu_offload_bytes_per_gpu(inputs)
     if moved < inputs.cpu_offload_bytes:  # the budget outlasts the decoder layers: vLLM moves them all, no error
         _err(
@@ -265,6 +264,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     found = [] if refusal is None else _fixes_on_platform(args.platform, fixes(dspec, gpu, _pool_flag(args)))
     out.update(verdict(refusal, found))
+    if out["reason"] is not None:
+        _err("refused: " + out["reason"])
     try:  # a refused configuration has no operating point: the engine would not start
         point = None if refusal is not None else _past_the_ceiling(args, inputs, gpu, result)
     except CapacityError as exc:
@@ -385,15 +386,11 @@ def _verdict_rows(
 ) -> list[tuple[str, str]]:
     """The plan table's verdict rows: none when the engine would start; else the refusal and what fits (and, with
     ``platform``, each fix in its terms: :func:`_fixes_on_platform`)."""
-    from advisor.capacity.fixes import TRIED
+    from advisor.capacity.fixes import remedy
 
     if refusal is None:
         return []
-    said = (
-        " or ".join(f"`{f['change']}`" for f in fixes) + " fits (each alone, the capacity pass re-run)"
-        if fixes
-        else "no single change tried fits (" + ", ".join(TRIED) + "): use a larger GPU"
-    )
+    said = remedy(fixes) + (" (each alone, the capacity pass re-run)" if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
     if platform is not None and fixes:
         from advisor.platforms import flag_text
@@ -408,10 +405,10 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
     from advisor.capacity.fixes import fixes, verdict
 
-    _err("refused: " + reason)
     found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)))
+    out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
+    _err("refused: " + out["reason"])
     if args.json:
-        out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
         print(json.dumps(out, indent=2, sort_keys=True))
         return EXIT_ENGINE_REFUSES
     rows = [
@@ -834,9 +831,10 @@ def add_plan_parser(sub: Any) -> None:
     plan = sub.add_parser(
         "plan",
         help="the capacity pass for one configuration",
-        epilog=f"exit codes: 0 the pass (or the search) ran; 2 invalid input, or a flag this mode does not read; "
-        f"{EXIT_ENGINE_REFUSES} the engine would refuse to start with this configuration (feasible: false, with "
-        "the single changes that fit)",
+        epilog=f"exit codes: 0 the pass ran (or the search found a feasible deployment); 2 invalid input, or a "
+        f"flag this mode does not read; {EXIT_ENGINE_REFUSES} the engine would refuse to start with this "
+        "configuration (feasible: false, with the single changes that fit), or --search found no feasible "
+        "configuration (feasible: [], with the reason)",
     )
     plan.add_argument("--model", required=True, help="preset id or path to a config.json")
     plan.add_argument(
@@ -1524,6 +1522,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         _plot(result.frontier, args.plot)
     managed = _managed(args, model.name, result) if args.compare_managed else None
     owned = args.own is not None
+    done = 0 if result.feasible else EXIT_ENGINE_REFUSES  # a script tells "none" apart, as plain plan's refusal
     if args.json:
         out = result.as_dict()
         if managed is not None:
@@ -1545,7 +1544,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             "target_ratio": slo.target_ratio,
         }
         print(json.dumps(out, indent=2, sort_keys=True))
-        return 0
+        return done
     print(
         f"{model.name}: {workload.arrival_rate:g} req/s, {workload.prompt_tokens:g} prompt + "
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
@@ -1560,7 +1559,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"features), {result.pruned} pruned by cost bound, {result.evaluated} evaluated against the SLO"
     )
     if not result.feasible:
-        print("no feasible configuration")
+        print(result.reason)
     else:
         mixed = args.cloud is None and not owned
         header = (
@@ -1651,16 +1650,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
         )
         for rej in result.rejected:
             cfg = rej.config
-            bound = "owned" if owned else f"from ${rej.lower_bound_hourly_cost_usd:.2f}/h"
+            where = f"owned {cfg.gpu_key.upper()}" if owned else f"{rej.instance} ({cfg.gpu_key.upper()})"
+            bound = "" if owned else f" (from ${rej.lower_bound_hourly_cost_usd:.2f}/h)"  # owned: no price, said once
             print(
-                f"  {rej.instance} ({cfg.gpu_key.upper()}) TP{cfg.tensor_parallel_size} {cfg.weights_label}/"
-                f"{cfg.kv_cache_dtype} seqs {cfg.max_num_seqs} ({bound}): {rej.reason}"
+                f"  {where} TP{cfg.tensor_parallel_size} {cfg.weights_label}/{cfg.kv_cache_dtype} seqs "
+                f"{cfg.max_num_seqs}{bound}: {rej.reason}"
             )
     else:
         print(f"best rejected: none came close (none that runs misses a latency target by at most {miss})")
     if managed is not None:
         _print_managed(managed)
-    return 0
+    return done
 
 
 def _platform_hosts(args: argparse.Namespace) -> tuple[list[Any] | None, str | None]:

@@ -1084,7 +1084,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         inputs, before = resolved.inputs, resolved.result
     except WontStartError as exc:
         if accounting_engine(spec.engine) == "vllm":  # valid, but vLLM would not start: as `plan --json` says it
-            return _plan_refused(req, spec, str(exc))
+            return _plan_refused(req, spec, exc.problem)
         raise ApiError(
             400,
             f"the capacity pass cannot run this deployment: {exc}",

@@ -73,6 +73,7 @@ from advisor.platforms import flag_text
 from advisor.redact import redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
+from advisor.rules.common import effect_label
 from advisor.rules.lifecycle import RESOLVED_REMOVED, Lifecycle, PendingRestart, Transition
 from advisor.scrape_loop import ScrapeLoop
 from advisor.sources.prometheus import (
@@ -327,13 +328,6 @@ def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config"
         raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
 
 
-_EFFECT_LABELS = {
-    "max_concurrency": "sequences at max-model-len",
-    "concurrency_ceiling": "sequences at the observed length",
-}
-"""Console wording for predicted-effect keys whose names alone are ambiguous (both are concurrency ceilings)."""
-
-
 def format_transition(t: Transition) -> str:
     """One readable line per incident transition: what, why, the suggested turn with its numbers and flag, and
     how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``).
@@ -355,7 +349,7 @@ def format_transition(t: Transition) -> str:
         now = time.strftime("%H:%M:%S", time.localtime(r.updated_at) if r.updated_at is not None else time.localtime())
         return f"[{now}] UPDATED {r.deployment} {problem}: now {turn} {extra} ({t.reason}; still open, id {r.id})"
     effects = "; ".join(
-        f"{_EFFECT_LABELS.get(k, k.replace('_', ' '))} {_num(v.get('before'))} → {_num(v.get('after'))}"
+        f"{effect_label(k)} {_num(v.get('before'))} → {_num(v.get('after'))}"
         for k, v in list(r.predicted_effect.items())[:3]
     )
     return (

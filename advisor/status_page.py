@@ -38,7 +38,7 @@ from advisor.notify.payload import runbook_link
 from advisor.platforms import flag_text
 from advisor.redact import redact_url, scrub
 from advisor.results import CycleResult, DeploymentResult
-from advisor.rules.common import LATENCY_MODEL_CONFIDENCE
+from advisor.rules.common import LATENCY_MODEL_CONFIDENCE, effect_label
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:72rem;padding:1rem;
@@ -128,15 +128,13 @@ def _pct(v: float | None) -> str:
 
 
 def _kv_table(m: Mapping[str, Any], headers: tuple[str, str]) -> str:
-    rows = "".join(
-        f"<tr><td>{_e(k.replace('_', ' '))}</td><td class='n'>{_e(fmt_num(v))}</td></tr>" for k, v in m.items()
-    )
+    rows = "".join(f"<tr><td>{_e(effect_label(k))}</td><td class='n'>{_e(fmt_num(v))}</td></tr>" for k, v in m.items())
     return f"<table><tr><th>{headers[0]}</th><th>{headers[1]}</th></tr>{rows}</table>" if rows else ""
 
 
 def _effect_table(effect: Mapping[str, Mapping[str, Any]]) -> str:
     rows = "".join(
-        f"<tr><td>{_e(k.replace('_', ' '))}</td><td class='n'>{_e(fmt_num(v.get('before')))}</td>"
+        f"<tr><td>{_e(effect_label(k))}</td><td class='n'>{_e(fmt_num(v.get('before')))}</td>"
         f"<td class='n'>{_e(fmt_num(v.get('after')))}</td></tr>"
         for k, v in effect.items()
     )
@@ -319,7 +317,7 @@ def _effects_inline(effect: Any) -> str:
     if not isinstance(effect, Mapping):
         return ""
     return "; ".join(
-        f"{_e(str(k).replace('_', ' '))} {_e(fmt_num(v.get('before')))} → {_e(fmt_num(v.get('after')))}"
+        f"{_e(effect_label(str(k)))} {_e(fmt_num(v.get('before')))} → {_e(fmt_num(v.get('after')))}"
         for k, v in effect.items()
         if isinstance(v, Mapping)
     )

@@ -223,7 +223,9 @@ def test_duplicate_names_and_weights_that_do_not_fit() -> None:
     dep = GOOD["deployments"][0]
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [dep, dep]})
-    assert err.value.problems == [("deployments[1].name", "deployment names must be unique: 'chat-8b' repeats")]
+    assert err.value.problems == [
+        ("deployments[1].name", "deployment names must be unique: 'chat-8b' repeats, first at deployments[0]")
+    ]
     huge = dict(dep, model="meta-llama/Llama-3.1-70B-Instruct", gpu="L4")
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [huge]})

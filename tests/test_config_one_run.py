@@ -54,7 +54,7 @@ def test_a_file_with_five_kinds_of_error_lists_all_five_in_one_run_each_with_its
     expected = [
         ("  line 2: evaluation_window: ", "invalid duration"),
         ("  line 5: scrape.read_timeout: ", "must not exceed scrape_interval (5s)"),
-        ("  line 13: deployments[1].name: ", "deployment names must be unique: 'chat' repeats"),
+        ("  line 13: deployments[1].name: ", "deployment names must be unique: 'chat' repeats, first at line 7 ("),
         ("  line 13: deployments[1]: ", "weights need"),
         ("  line 21: receivers[0].url: ", "http(s) URL"),
     ]
@@ -84,9 +84,62 @@ def test_a_duplicate_deployment_name_is_reported_beside_a_field_error(tmp_path: 
         load_config(f)
     assert err.value.problems == [
         ("deployments[0].max_model_len", "Input should be greater than or equal to 16"),
-        ("deployments[1].name", "deployment names must be unique: 'a' repeats"),
+        ("deployments[1].name", "deployment names must be unique: 'a' repeats, first at line 2 (deployments[0])"),
     ]
     assert err.value.lines == [5, 8]
+
+
+def test_a_repeated_name_says_the_line_of_the_first_as_a_repeated_key_does(tmp_path: Path) -> None:
+    """Seen: "line 15: deployments[1].name: … 'chat-8b' repeats" without the first one's line, while a repeated
+    YAML key says "first set on line 1". Lines counted by hand below; the third ``chat-8b`` names the first too."""
+    deployment = (
+        "    model: llama-3.1-8b\n"
+        "    gpu: H100-SXM\n"
+        "    max_model_len: 4096\n"
+        "    slo: {ttft_seconds: 1, tpot_seconds: 0.1}\n"
+        "    targets: [http://127.0.0.1:1/metrics]\n"
+    )
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        "deployments:\n"  # 1
+        "  - name: chat-8b\n"  # 2
+        + deployment  # 3-7
+        + "  - name: chat-70b\n"  # 8
+        + deployment  # 9-13
+        + "  -\n"  # 14
+        "    name: chat-8b\n"  # 15: the item starts on line 14, its name on 15
+        + deployment  # 16-20
+        + "receivers:\n"  # 21
+        "  - name: hook\n"  # 22
+        "    url: http://127.0.0.1:9/hook\n"  # 23
+        "  - name: hook\n"  # 24
+        "    url: http://127.0.0.1:9/other\n"  # 25
+    )
+    r = run_cli("check-config", str(f))
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[1:] == [
+        "  line 15: deployments[2].name: deployment names must be unique: 'chat-8b' repeats, first at line 2 "
+        "(deployments[0])",
+        "  line 24: receivers[1].name: receiver names must be unique: 'hook' repeats, first at line 22 (receivers[0])",
+    ]
+
+
+def test_without_a_file_a_repeated_name_names_the_first_by_its_path() -> None:
+    from advisor.config import parse_config
+
+    dep = {
+        "name": "a",
+        "model": "llama-3.1-8b",
+        "gpu": "H100-SXM",
+        "max_model_len": 4096,
+        "slo": {"ttft_seconds": 1, "tpot_seconds": 0.1},
+        "targets": ["http://127.0.0.1:1/metrics"],
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep, dep]})
+    assert err.value.problems == [
+        ("deployments[1].name", "deployment names must be unique: 'a' repeats, first at deployments[0]")
+    ]
 
 
 def test_schema_errors_carry_the_line_of_their_key_or_of_the_part_missing_it(tmp_path: Path) -> None:

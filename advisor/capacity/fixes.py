@@ -31,6 +31,7 @@ __all__ = [
     "TRIED",
     "fixes",
     "pool_refusal",
+    "remedy",
     "verdict",
 ]
 
@@ -81,10 +82,26 @@ def pool_refusal(result: CapacityResult) -> str | None:
     )
 
 
+def remedy(found: list[dict[str, Any]]) -> str:
+    """What to change, from the fixes :func:`fixes` found and nothing else: "`--tp 2` or `--quantization fp8`
+    fits", or, when none was found, that no single change tried fits (:data:`TRIED`) — never a change that was
+    not shown to fit."""
+    if found:
+        return " or ".join(f"`{f['change']}`" for f in found) + " fits"
+    return (
+        "no single change tried fits ("
+        + ", ".join(TRIED)
+        + "): combine changes, or use GPUs with more memory or more of them"
+    )
+
+
 def verdict(refusal: str | None, found: list[dict[str, Any]]) -> dict[str, Any]:
     """``plan --json``'s (and ``POST /api/v1/plan``'s) verdict keys: ``feasible`` (would the engine start),
-    ``reason`` (why not; None when it would) and ``fixes`` (:func:`fixes`; ``[]`` when it would start)."""
-    return {"feasible": refusal is None, "reason": refusal, "fixes": found}
+    ``reason`` (why not — ``refusal``, the problem alone (:attr:`advisor.errors.WontStartError.problem`, or
+    :func:`pool_refusal`), then :func:`remedy` of ``found``; None when it would start) and ``fixes``
+    (:func:`fixes`; ``[]`` when it would start)."""
+    reason = None if refusal is None else f"{refusal}; {remedy(found)}"
+    return {"feasible": refusal is None, "reason": reason, "fixes": found}
 
 
 def _starts(spec: DeploymentSpec) -> CapacityResult | None:

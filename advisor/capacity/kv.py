@@ -318,7 +318,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         raise WontStartError(
             f"{m.name}: other processes hold {others / GIB:.2f} GiB per GPU, leaving {free / GIB:.2f} GiB free, "
             f"less than gpu_memory_utilization {inputs.gpu_memory_utilization} × {inputs.gpu_memory_bytes / GIB:.2f}"
-            f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0); {advice}"
+            f" GiB = {requested / GIB:.2f} GiB: vLLM refuses to start (V1) or runs out of memory (V0)",
+            advice,
         )
     if fixed:
         if weights > inputs.gpu_memory_bytes:
@@ -333,22 +334,30 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{m.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={tp} "
                 f"({inputs.compute_dtype}, quantization {inputs.effective_quantization or 'none'}) but only "
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB × {inputs.gpu_memory_utilization} = "
-                f"{requested / GIB:.2f} GiB may be used; raise tensor_parallel_size, quantize, or use a "
-                "larger GPU"
+                f"{requested / GIB:.2f} GiB may be used",
+                "look to a larger tensor_parallel_size, "
+                + ("" if inputs.effective_quantization else "smaller (quantized) weights, ")
+                + "or a GPU with more memory",
             )
         pool = math.floor(requested - weights - overhead)
         if pool <= 0:
             forward, sampler = activation_peak_bytes(inputs)
-            dial = (
-                f"lower max_num_seqs ({inputs.max_num_seqs:,}: its sampler warm-up takes {sampler / GIB:.2f} GiB)"
+            dial, cause = (
+                (
+                    "max_num_seqs",
+                    f"max_num_seqs {inputs.max_num_seqs:,}: its sampler warm-up takes {sampler / GIB:.2f} GiB",
+                )
                 if sampler >= forward
-                else f"lower max_num_batched_tokens ({inputs.profile_tokens:,}: its forward pass takes "
-                f"{forward / GIB:.2f} GiB)"
+                else (
+                    "max_num_batched_tokens",
+                    f"max_num_batched_tokens {inputs.profile_tokens:,}: its forward pass takes {forward / GIB:.2f} GiB",
+                )
             )
-            raise WontStartError(
+            raise WontStartError(  # the cause is part of the problem; the remedy only a direction
                 f"{m.name}: weights {weights / GIB:.2f} GiB + overhead {overhead / GIB:.2f} GiB per GPU "
                 f"leave no KV cache in {requested / GIB:.2f} GiB ({inputs.gpu_memory_bytes / GIB:.2f} GiB × "
-                f"{inputs.gpu_memory_utilization}); {dial}, raise utilization or TP"
+                f"{inputs.gpu_memory_utilization}); the overhead is mostly {cause}",
+                f"lower {dial}, raise utilization or TP",
             )
     per_token_gpu = kv_bytes_per_token_per_gpu(inputs)
     if stage_layers is not None:

@@ -48,7 +48,7 @@ from advisor.capacity.models import ModelArch
 from advisor.capacity.operating import idle_latency_miss, replica_service, slo_unreachable_reason
 from advisor.capacity.perf import PerfAssumptions, assumptions_for
 from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Workload, replicas_for_slo
-from advisor.errors import CapacityError
+from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
     "CLOSE_LATENCY_MISS",
@@ -237,10 +237,26 @@ class SearchResult:
     frontier: list[tuple[float, float, str]] = field(default_factory=list)
     """(goodput tokens/s per GPU, TPOT p90 seconds, label) of every feasible configuration evaluated."""
 
+    @property
+    def reason(self) -> str | None:
+        """Why nothing is listed — none of the configurations both starts and meets the SLO, with the counts of
+        each kind of failure — or None when a deployment is feasible (``plan --search --json``'s ``reason``, the
+        counterpart of plain ``plan``'s)."""
+        if self.feasible:
+            return None
+        cannot_run = self.configurations - self.evaluated - self.pruned
+        return (
+            f"no feasible configuration: of {self.configurations} searched, {cannot_run} cannot run (weights, KV "
+            f"pool, context or GPU features) and {self.evaluated} that run miss the SLO at any replica count, or "
+            "need more GPUs than a host searched has"
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
+        """JSON-ready fields: ``feasible`` (the deployments, cheapest first; empty when none is), ``reason``
+        (:attr:`reason`: None unless ``feasible`` is empty), ``rejected`` and the counts."""
         return {
             "feasible": [c.as_dict() for c in self.feasible],
+            "reason": self.reason,
             "rejected": [r.as_dict() for r in self.rejected],
             "configurations": self.configurations,
             "evaluated": self.evaluated,
@@ -369,7 +385,9 @@ def _prepare(
         prep.inputs = inputs
         result = capacity_pass(inputs)
     except CapacityError as exc:
-        prep.reason = str(exc)
+        # the problem alone: a remedy in the message (advisor.errors.WontStartError.remedy) names directions
+        # the search itself explores, and would say "quantized weights" to a quantized row
+        prep.reason = exc.problem if isinstance(exc, WontStartError) else str(exc)
         if prep.inputs is not None:
             requested = gpu.memory_bytes * space.gpu_memory_utilization
             prep.stage = "weights" if weights_bytes_per_gpu(prep.inputs) >= requested else "pool"

@@ -37,6 +37,35 @@ def count(v: float | None) -> str:
     return "unknown" if v is None else f"{v:,.0f}"
 
 
+def percent(ratio: float) -> str:
+    """A ratio as a percentage that reads 0 % only at 0: ``104%``, ``12%``, ``2.6%``, ``0.26%`` (two significant
+    digits below 10 %), so a small load is not printed as none."""
+    if ratio == 0 or abs(ratio) >= 0.1:
+        return f"{ratio:.0%}"
+    return f"{ratio * 100:.2g}%"
+
+
+CEILING_SHARE: Final = "share of the ceiling"
+"""The over-provisioned measure's name in text: running requests per replica ÷ the replica's concurrency ceiling
+(its max-num-seqs, or fewer when its KV pool holds fewer requests of the observed length), as a percentage. The
+JSON keeps the key ``load_ratio`` (evidence and predicted effect) for the same ratio."""
+
+EFFECT_LABELS: Final = {
+    "max_concurrency": "sequences at max-model-len",
+    "concurrency_ceiling": "sequences at the observed length",
+    "load_ratio": f"{CEILING_SHARE} (running per replica ÷ ceiling)",
+}
+"""Text for predicted-effect keys whose names alone are ambiguous (both ``max_concurrency`` and
+``concurrency_ceiling`` are concurrency ceilings; ``load_ratio`` is :data:`CEILING_SHARE`); any other key is said as
+its name with spaces."""
+
+
+def effect_label(key: str) -> str:
+    """How a predicted-effect (or evidence) key is said in the console and on the status page
+    (:data:`EFFECT_LABELS`)."""
+    return EFFECT_LABELS.get(key, key.replace("_", " "))
+
+
 def pool_pressure(ev: Evaluation, waiting: float | None) -> bool | None:
     """Whether the KV pool turns work away: ``waiting`` requests queue (> 0) or preemptions rose over the window
     (``ev.stats.preemptions_increase`` > 0). ``True`` when either is seen; ``False`` when nothing waits and nothing

@@ -42,7 +42,7 @@ from advisor.capacity.token_offers import Demand, offer_cost, offers_for, self_h
 from advisor.errors import CapacityError
 from advisor.platforms import FLAG_REASON_KEY
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, gpus_per_replica
+from advisor.rules.common import CEILING_SHARE, confidence, gpus_per_replica, percent
 from advisor.rules.over_provisioned import OverProvisionedRule
 
 VM_PRICED_PLATFORMS = (c.PLATFORM_KUBERNETES, "systemd")
@@ -200,8 +200,9 @@ class HostOrBuyRule:
                     f"${own:,.2f} self-hosted"
                 ),
                 description=(
-                    f"Over the last {window_h:,.1f} h the deployment ran at {evidence['load_ratio']:.0%} of its "
-                    f"concurrency ceiling, serving {evidence['input_tokens_per_minute']:,.0f} input and "
+                    f"Over the last {window_h:,.1f} h the deployment ran at {percent(evidence['load_ratio'])} of its "
+                    f"concurrency ceiling per replica ({CEILING_SHARE}, at the window's peak), serving "
+                    f"{evidence['input_tokens_per_minute']:,.0f} input and "
                     f"{evidence['output_tokens_per_minute']:,.0f} output tokens/min. At "
                     f"${evidence['hourly_usd']:,.2f}/h ({ev.ctx.instance_type}) that is ${own:,.2f} per million "
                     "goodput tokens; bought per token: "

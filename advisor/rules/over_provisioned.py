@@ -57,11 +57,13 @@ from advisor.capacity.queueing import SLO, ReplicaService, ServicePrediction, Wo
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
+    CEILING_SHARE,
     confidence,
     count,
     data_parallel_ranks,
     gpus_per_replica,
     latency_model,
+    percent,
     replicas_proposal,
 )
 from advisor.rules.flags import flag_for
@@ -175,10 +177,11 @@ class OverProvisionedRule:
             and load < self.max_load_ratio
             and (dispersion is None or dispersion <= self.max_dispersion)
         )
+        below = f"fires below {percent(self.max_load_ratio)}"
         reason = (
-            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), {count(running)} running at the window's "
-            f"peak ({load:.0%} of the ceiling per replica), "
-            f"KV usage at most {usage:.1%}, {count(waiting)} waiting"
+            f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), "
+            f"{_load_text(running, ev.replicas_up, ceiling, below)}, KV usage at most {usage:.1%}, "
+            f"{count(waiting)} waiting"
         )
         if dispersion is not None and dispersion > self.max_dispersion:
             reason += (
@@ -231,8 +234,7 @@ class OverProvisionedRule:
         situation = (
             f"Over the last {s.covered_seconds:.0f}s the SLO was met (goodput {ev.goodput.ratio:.0%} against "
             f"{ev.ctx.slo.target_ratio:.0%}), nothing waited, KV usage peaked at "
-            f"{evidence['kv_cache_usage_ratio_max']:.1%} and at most {count(running)} requests ran across "
-            f"{ev.replicas_up} replica(s), each able to run ~{ceiling:,.0f}."
+            f"{evidence['kv_cache_usage_ratio_max']:.1%} and {_load_text(running, ev.replicas_up, ceiling)}."
         )
         tp_turns = self._tp_turns(ev, evidence, situation)
         if current > 1:
@@ -247,9 +249,9 @@ class OverProvisionedRule:
                     evidence=evidence,
                     summary=f"{ev.ctx.name}: over-provisioned — scale replicas {current} → {needed}",
                     description=(
-                        f"{situation} {needed} replica(s) carry this load at "
-                        f"{running / (needed * ceiling):.0%} of their ceiling (at most "
-                        f"{self.target_load_ratio:.0%} wanted); {current - needed} replica(s) of GPUs can be "
+                        f"{situation} {needed} replica(s) carry this load at {running / needed:,.3g} running per "
+                        f"replica, {percent(running / (needed * ceiling))} of the ceiling {ceiling:,.4g} (at most "
+                        f"{percent(self.target_load_ratio)} wanted); {current - needed} replica(s) of GPUs can be "
                         "released."
                     ),
                     extra_effects={
@@ -527,6 +529,21 @@ def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
     except CapacityError as exc:
         return f"the observed workload or SLO cannot be modelled: {exc}"
     return workload, slo
+
+
+def _load_text(running: float, replicas: int, ceiling: float, note: str = "") -> str:
+    """The over-provisioned measure with every figure it is made of, so that they can be checked against each
+    other: ``30 running at the window's peak across 2 replica(s): 15 per replica, 129% of the ceiling 11.63 per
+    replica (share of the ceiling)`` — ``running`` deployment-wide, divided by ``replicas`` (those answering, at
+    least 1), over ``ceiling`` (per replica, :meth:`OverProvisionedRule._ceiling`); ``note`` is added inside the
+    parentheses (``share of the ceiling; fires below 25%``)."""
+    per_replica = running / max(replicas, 1)
+    return (
+        f"{count(running)} running at the window's peak across {max(replicas, 1)} replica(s): {per_replica:,.3g} per "
+        f"replica, {percent(per_replica / ceiling)} of the ceiling {ceiling:,.4g} per replica ({CEILING_SHARE}"
+        + (f"; {note}" if note else "")
+        + ")"
+    )
 
 
 def _peak_running(ev: Evaluation) -> float:

@@ -38,6 +38,8 @@ def test_weights_that_do_not_fit_answer_as_plan_json_does_and_a_fixing_turn_is_a
     before = out["before"]
     assert before["feasible"] is False and before["reason"]
     assert any(f["change"] == "--tp 8" for f in before["fixes"]), before["fixes"]
+    # the reason's remedy is the fixes found, nothing else: fp8 (65.7 GiB) and AWQ (~35 GiB) do not fit one L4
+    assert [f["change"] for f in before["fixes"]] == ["--tp 8"] and before["reason"].endswith("; `--tp 8` fits")
     assert out["after_error"] is None, out["after_error"]
     assert out["after"]["feasible"] is True and out["after"]["kv_cache_tokens"] > 8192
 

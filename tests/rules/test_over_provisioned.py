@@ -194,5 +194,5 @@ def test_the_description_states_the_predicted_load_not_the_target() -> None:
     # issue 13 ("words follow numbers"): 40 running over 4 replicas of ceiling 256 → 1 replica at
     # 40 ÷ 256 = 16 % of its ceiling; the target load (50 %) is a bound, not what the one replica carries
     (p,) = RULE.propose(_ev(dep=ctx(replicas=4), replicas_up=4, requests_running=40))
-    assert "1 replica(s) carry this load at 16% of their ceiling" in p.description
-    assert "at 50% of their ceiling" not in p.description
+    assert "1 replica(s) carry this load at 40 running per replica, 16% of the ceiling 256" in p.description
+    assert "at 50% of the ceiling" not in p.description

@@ -1,0 +1,49 @@
+"""Issue 19, "a refusal names the smallest fix that works": the ``reason`` of a refused ``plan`` says what to
+change from the fixes actually found (:func:`advisor.capacity.fixes.fixes`), never a fixed list. Seen: Llama-3.1-70B
+in bf16 on one RTX 4090 said "raise tensor_parallel_size, quantize, or use a larger GPU" while the only single
+change that fits is ``--tp 8`` (quantizing alone does not).
+
+By hand (https://huggingface.co/meta-llama/Llama-3.1-70B-Instruct: 70.55 B parameters; an RTX 4090 has 24 GB,
+23.58 GiB as CUDA reports it, https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/): at
+``--gpu-memory-utilization`` 0.9 (even 0.95: 22.4 GiB) 21.22 GiB may be used. bf16 weights are 70.55e9 × 2 B =
+131.4 GiB; fp8 65.7 GiB and AWQ int4 ≈ 35 GiB on one GPU: neither fits. TP 2, 4, 8 give 65.7, 32.9, 16.4 GiB of
+bf16 per GPU: only TP 8 fits. Llama-3.1-405B (405.85 B parameters) in bf16 is 756 GiB: 94.5 GiB per GPU at TP 8,
+≈ 47 GiB per GPU as AWQ at TP 1 (and fp8 at TP 1 378 GiB): no single change fits.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.inprocess import run_cli
+
+ON_A_4090 = ["plan", "--gpu", "RTX-4090", "--max-model-len", "8192"]
+
+
+def test_the_reason_names_only_the_fix_that_was_found() -> None:
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct", "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert [f["change"] for f in out["fixes"]] == ["--tp 8"]  # the fixes key stays
+    assert out["reason"].endswith("may be used; `--tp 8` fits"), out["reason"]
+    assert "quantiz" not in out["reason"].split("may be used")[1]
+    assert "refused: " + out["reason"] in r.stderr  # stderr says the same reason
+
+
+def test_the_table_and_stderr_say_the_same_fix_once() -> None:
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct")
+    assert r.returncode == 3
+    assert "quantize" not in r.stdout + r.stderr and "larger GPU" not in r.stdout + r.stderr
+    rows = dict(line.split(None, 1) for line in r.stdout.splitlines() if line.startswith(("feasible", "smallest")))
+    assert "`--tp 8` fits" in rows["smallest"]
+    assert "`--tp 8`" not in rows["feasible"]  # the problem row; the fix is said in its own row
+
+
+def test_with_no_fix_found_the_reason_promises_none() -> None:
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-405B-Instruct", "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["fixes"] == []
+    said = out["reason"].split("may be used; ")[1]
+    assert said.startswith("no single change tried fits ("), said
+    assert "` fits" not in said
