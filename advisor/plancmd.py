@@ -215,7 +215,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             estimate_cuda_graphs=_env_flag(CUDA_GRAPH_ESTIMATE_ENV),
         )
         if args.engine != "vllm":
-            return _plan_other_engine(args, dspec)
+            return _plan_other_engine(args, dspec, gpu)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
         if args.max_model_len > model.max_position_embeddings and not allow_long:
             _err(
@@ -400,7 +400,7 @@ def _verdict_rows(
 
 
 def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: str) -> int:
-    """``plan`` for a vLLM configuration the capacity pass refuses as vLLM would (the weights leave no room, or
+    """``plan`` for a configuration the capacity pass refuses as the engine would (the weights leave no room, or
     nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): the refusal and its fixes
     (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
     from advisor.capacity.fixes import fixes, verdict
@@ -654,19 +654,23 @@ def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
     return (("KV checked against", f"{len(logs)} published start-up log(s) (docs/truth-table.md)"),)
 
 
-def _plan_other_engine(args: argparse.Namespace, dspec: Any) -> int:
+def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
     """``plan --engine sglang|tgi|trtllm|llamacpp``: the engine's own KV accounting
     (:func:`advisor.capacity.deployment.resolve_deployment`, the resolver the daemon uses too), printed like the
-    vLLM pass plus the engine's parameters and notes."""
+    vLLM pass plus the engine's parameters and notes. A configuration that engine refuses to start
+    (:class:`~advisor.errors.WontStartError`: the weights do not fit, no KV cache is left) is said as vLLM's is,
+    with the fixes found by re-running that engine's pass (:func:`_refuse_without_pass`), exit 3."""
     from advisor.capacity.deployment import resolve_deployment
     from advisor.capacity.hardware import GIB
 
     model = dspec.model
     try:
         resolved = resolve_deployment(dspec)
+    except WontStartError as exc:
+        return _refuse_without_pass(args, dspec, gpu, exc.problem)
     except CapacityError as exc:
-        _err(("refused: " if isinstance(exc, WontStartError) else "") + str(exc))
-        return EXIT_ENGINE_REFUSES if isinstance(exc, WontStartError) else 2
+        _err(str(exc))
+        return 2
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
     if result.max_concurrency < 1:

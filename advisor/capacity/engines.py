@@ -89,7 +89,7 @@ from advisor.capacity.kv import (
     parse_version,
     weights_bytes_per_gpu,
 )
-from advisor.errors import CapacityError
+from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
     "ENGINES",
@@ -226,9 +226,10 @@ def _result(
 
 def _check_weights(inputs: CapacityInputs, weights: int, budget: float, what: str) -> None:
     if weights >= budget:
-        raise CapacityError(
+        raise WontStartError(
             f"{inputs.model.name}: weights need {weights / GIB:.2f} GiB per GPU at TP={inputs.tensor_parallel_size} "
-            f"but {what} is {budget / GIB:.2f} GiB; raise TP, quantize, or use a larger GPU"
+            f"but {what} is {budget / GIB:.2f} GiB",
+            "raise TP, quantize, or use a larger GPU",
         )
 
 
@@ -439,7 +440,10 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
     per_token = kv_bytes_per_token_per_gpu(inp)
     blocks = pool // (block * per_token)
     if blocks <= 0:
-        raise CapacityError(f"{inp.model.name}: no memory left for TGI's KV cache after weights and warm-up")
+        raise WontStartError(
+            f"{inp.model.name}: no memory left for TGI's KV cache after weights and warm-up",
+            "raise TP, quantize, or use a larger GPU",
+        )
     notes = (
         f"free memory after a warm-up prefill of {prefill} tokens, less (1 − {frac}) × total, × TGI_WIGGLE_ROOM "
         f"{TGI_WIGGLE_ROOM}",
@@ -501,7 +505,10 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
         pool = min(pool, blocks * tpb * per_token)
         params["max_tokens"] = s.max_tokens
     if blocks <= 0:
-        raise CapacityError(f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights")
+        raise WontStartError(
+            f"{inp.model.name}: no memory left for TensorRT-LLM's KV cache after weights",
+            "raise TP, quantize, or use a larger GPU",
+        )
     result = _result(
         inp, weights, overhead, pool, per_token, blocks, "trtllm", activation=activation, non_torch=runtime
     )

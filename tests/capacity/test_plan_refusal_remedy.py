@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.inprocess import run_cli
 
 ON_A_4090 = ["plan", "--gpu", "RTX-4090", "--max-model-len", "8192"]
@@ -47,3 +49,27 @@ def test_with_no_fix_found_the_reason_promises_none() -> None:
     said = out["reason"].split("may be used; ")[1]
     assert said.startswith("no single change tried fits ("), said
     assert "` fits" not in said
+
+
+@pytest.mark.parametrize(
+    ("engine", "budget"),
+    [
+        # SGLang: mem_fraction_static (0.844 here, its default table) × the memory free before loading
+        ("sglang", "mem_fraction_static"),
+        # TGI: cuda_memory_fraction (default 1.0) × the GPU
+        ("tgi", "cuda_memory_fraction"),
+        # TensorRT-LLM: the GPU's free memory
+        ("trtllm", "free memory"),
+    ],
+)
+def test_every_engine_that_would_refuse_exits_3_with_the_fix_found(engine: str, budget: str) -> None:
+    """The same refusal on SGLang, TGI and TensorRT-LLM: each budget is at most the RTX 4090's 23.58 GiB, so bf16
+    at TP 2 (65.7 GiB) and 4 (32.9 GiB) does not fit and TP 8 (16.4 GiB, under SGLang's 0.844 × 19.48 too) does
+    — exit 3, ``feasible: false`` and ``--tp 8``, as for vLLM (on 4dfbec4 these exited 2 with no JSON and a fixed
+    "raise TP, quantize, or use a larger GPU")."""
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct", "--engine", engine, "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False and budget in out["reason"], out
+    assert [f["change"] for f in out["fixes"]] == ["--tp 8"]
+    assert out["reason"].endswith("`--tp 8` fits") and "quantize" not in out["reason"], out["reason"]
