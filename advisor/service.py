@@ -1603,7 +1603,17 @@ class Service:
             log.error("deployment=%s: evaluation failed; skipped this cycle", name, exc_info=exc)
             self.metrics.cycle_failures.labels(deployment=name).inc()
         bound = rt.cfg.data_quality.capacity_model_error_bound
-        for name, error in tick.model_errors:
+        for name, error, mismatch in tick.model_errors:
+            if mismatch is not None and mismatch.definite:  # the cause is known: say it, not the list to check
+                log.warning(
+                    "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool (bound "
+                    "±%.0f%%): %s; its predictions are withheld meanwhile",
+                    name,
+                    error * 100,
+                    bound * 100,
+                    mismatch.note(),
+                )
+                continue
             log.warning(
                 "deployment=%s: the capacity pass predicts %+.0f%% vs the engine's reported KV pool "
                 "(bound ±%.0f%%); rules use the engine's number — check model, GPU, dtype, "

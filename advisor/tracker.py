@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Final, TypeVar
 
+from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.online_calibration import OnlineCalibration
@@ -228,8 +229,9 @@ class Tick:
         transitions: what opened and resolved (to notify), in deployment order.
         updates: ``updated`` transitions (shown, never notified).
         failures: ``(deployment, exception)`` of each deployment whose evaluation raised (skipped this tick).
-        model_errors: ``(deployment, capacity_model_error_ratio)`` of each deployment whose capacity pass now
-            misses the engine's reported KV pool beyond the bound, reported once until it recovers.
+        model_errors: ``(deployment, capacity_model_error_ratio, mismatch)`` of each deployment whose capacity pass
+            now misses the engine's reported KV pool beyond the bound, reported once until it recovers; ``mismatch``
+            the engine's model label that names another model than the config's (the likely cause), else None.
         restarts: the deployments whose pending for-durations restarted at this evaluation, which came after a
             gap longer than ``max_gap_seconds`` or a step back of the clock
             (:class:`~advisor.rules.lifecycle.PendingRestart`).
@@ -240,7 +242,7 @@ class Tick:
     transitions: tuple[Transition, ...]
     updates: tuple[Transition, ...] = ()
     failures: tuple[tuple[str, BaseException], ...] = ()
-    model_errors: tuple[tuple[str, float], ...] = ()
+    model_errors: tuple[tuple[str, float, ModelLabelMismatch | None], ...] = ()
     restarts: tuple[PendingRestart, ...] = ()
 
     def result(self, deployment: str) -> DeploymentResult | None:
@@ -525,7 +527,7 @@ class Tracker:
         transitions: list[Transition] = []
         updates: list[Transition] = []
         failures: list[tuple[str, BaseException]] = []
-        model_errors: list[tuple[str, float]] = []
+        model_errors: list[tuple[str, float, ModelLabelMismatch | None]] = []
         restarts: list[PendingRestart] = []
         # incidents of deployments a reload removed, or of problems no configured rule has, resolve now
         transitions += self.lifecycle.resolve_orphans(set(self._deps), now)
@@ -548,7 +550,7 @@ class Tracker:
                 ev = self.calibration.apply(name, ev, window, self.scrape_interval)
                 error = self._model_error(name, snapshot.get("capacity_model_error_ratio"))
                 if error is not None:
-                    model_errors.append((name, error))
+                    model_errors.append((name, error, ev.model_mismatch))
                 with timer("rules"):
                     transitions += self.lifecycle.evaluate(ev, ignore_for=self.ignore_for)
                 updates += self.lifecycle.last_updates
