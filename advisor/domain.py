@@ -294,6 +294,29 @@ class PoolReading:
         }
 
 
+SNAPSHOT_COUNT_FIELDS: Final = (
+    "requests_running",
+    "requests_waiting",
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "requests_finished_total",
+)
+""":class:`EngineSnapshot`'s request gauges and token/preemption counters: the engine's counts of its load."""
+SNAPSHOT_SECONDS_FIELDS: Final = ("generation_seconds_total", "prompt_seconds_total")
+""":class:`EngineSnapshot`'s cumulative seconds counters (llama.cpp's)."""
+SNAPSHOT_HISTOGRAM_FIELDS: Final = ("ttft", "tpot", "e2e", "queue_time")
+""":class:`EngineSnapshot`'s latency histograms (seconds)."""
+SNAPSHOT_READING_FIELDS: Final = (
+    "kv_cache_usage_ratio",
+    *SNAPSHOT_COUNT_FIELDS,
+    *SNAPSHOT_HISTOGRAM_FIELDS,
+    *SNAPSHOT_SECONDS_FIELDS,
+)
+""":class:`EngineSnapshot`'s readings of the engine's load — not its configuration (``kv_cache_capacity_tokens``,
+``engine_config``, ``process_start_time_seconds`` come from info series and labels, whose value is a constant 1)."""
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """The engine-neutral reading of one scrape of one target.

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot, Exposition, RankValues, Sample
+from advisor.domain import SNAPSHOT_READING_FIELDS, EngineSnapshot, Exposition, RankValues, Sample
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.common import first_samples
@@ -226,24 +226,7 @@ def observe(
     return Observation(snap, found.engine, adapter, models, hints, duplicate_series=duplicates)
 
 
-_READINGS: Final = (
-    "kv_cache_usage_ratio",
-    "requests_running",
-    "requests_waiting",
-    "preemptions_total",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "requests_finished_total",
-    "ttft",
-    "tpot",
-    "e2e",
-    "queue_time",
-    "generation_seconds_total",
-    "prompt_seconds_total",
-)
-"""The :class:`~advisor.domain.EngineSnapshot` fields that are readings of the engine's load (not its configuration:
-``kv_cache_capacity_tokens``, ``engine_config`` and ``process_start_time_seconds`` come from info series and labels,
-whose value is a constant ``1``)."""
+_READINGS: Final = SNAPSHOT_READING_FIELDS
 _RANK_READINGS: Final = tuple(n for n in _READINGS if n in RankValues.__dataclass_fields__)
 
 

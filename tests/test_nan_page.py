@@ -126,3 +126,15 @@ def test_a_page_with_some_nan_values_still_evaluates_the_others(http_server: Sta
     s = d["snapshot"]
     assert s["requests_waiting"] == 4.0  # the page's own value
     assert s["requests_running"] is None and s["kv_cache_usage_ratio"] is None  # NaN: unknown, never 0
+
+
+def test_every_reading_field_is_a_snapshot_field() -> None:
+    """The reading fields that the NaN check, the sanity checks and the adapters share are snapshot fields, each
+    once (a misspelt name would make ``getattr`` raise in the NaN check, or leave a field unchecked)."""
+    import dataclasses
+
+    from advisor.domain import SNAPSHOT_READING_FIELDS, EngineSnapshot
+
+    fields = {f.name for f in dataclasses.fields(EngineSnapshot)}
+    assert set(SNAPSHOT_READING_FIELDS) <= fields, set(SNAPSHOT_READING_FIELDS) - fields
+    assert len(set(SNAPSHOT_READING_FIELDS)) == len(SNAPSHOT_READING_FIELDS)

@@ -36,19 +36,19 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
+from advisor.domain import (
+    SNAPSHOT_COUNT_FIELDS,
+    SNAPSHOT_HISTOGRAM_FIELDS,
+    SNAPSHOT_SECONDS_FIELDS,
+    EngineSnapshot,
+    Exposition,
+    Histogram,
+    PoolReading,
+    RankValues,
+)
 from advisor.engines.base import EngineAdapter
 
-_COUNTS = (
-    "requests_running",
-    "requests_waiting",
-    "preemptions_total",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "requests_finished_total",
-    "generation_seconds_total",
-    "prompt_seconds_total",
-)
+_COUNTS = (*SNAPSHOT_COUNT_FIELDS, *SNAPSHOT_SECONDS_FIELDS)
 _RANK_COUNTS = (
     "requests_running",
     "requests_waiting",
@@ -56,7 +56,7 @@ _RANK_COUNTS = (
     "prompt_tokens_total",
     "generation_tokens_total",
 )
-_HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
+_HISTOGRAMS = SNAPSHOT_HISTOGRAM_FIELDS
 _RECOMPUTED = ("kv_cache_usage_ratio", "requests_running", "requests_waiting")
 """Aggregates :func:`_without_ranks` recomputes over the ranks left in."""
 _TOLERANCE = 1e-9

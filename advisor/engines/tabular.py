@@ -25,7 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from advisor.domain import EngineSnapshot, Exposition, Histogram, PoolReading, RankValues
+from advisor.domain import (
+    SNAPSHOT_COUNT_FIELDS,
+    SNAPSHOT_HISTOGRAM_FIELDS,
+    EngineSnapshot,
+    Exposition,
+    Histogram,
+    PoolReading,
+    RankValues,
+)
 from advisor.engines.common import (
     NameTable,
     Scope,
@@ -42,15 +50,8 @@ from advisor.engines.common import (
 )
 from advisor.listing import IGNORED_MORE, bounded
 
-_COUNT_FIELDS = (
-    "requests_running",
-    "requests_waiting",
-    "preemptions_total",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "requests_finished_total",
-)
-_HISTOGRAM_FIELDS = ("ttft", "tpot", "e2e", "queue_time")
+_COUNT_FIELDS = SNAPSHOT_COUNT_FIELDS
+_HISTOGRAM_FIELDS = SNAPSHOT_HISTOGRAM_FIELDS
 
 
 class TableAdapter:
