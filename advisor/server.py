@@ -16,13 +16,14 @@ and acknowledgements to the state file.
 * Clients that do not play fair (as Go's ``net/http`` and Prometheus's ``--web.max-connections`` bound them):
   at most ``max_connections`` connections are held (:func:`connection_budget` lowers it to what the process's
   descriptor limit leaves beside :data:`FD_RESERVE`); when a new one arrives at the cap, the connection that has
-  waited longest for its request head (a slow or silent client: none of its bytes wait unread) is closed to make
-  room, and when every held connection is mid-request, ``accept`` waits (the newcomer stays in the kernel's
-  backlog, holding no descriptor here). A request head must arrive within ``head_timeout`` of the connection
-  (TLS handshake included) and a body within ``body_timeout`` (:data:`BODY_TIMEOUT`), however slowly the bytes drip
-  in. A head past its deadline is cut without an answer (Go's ``ReadHeaderTimeout``); a body past its deadline is
-  answered ``408 Request Timeout`` naming the bytes that came (RFC 9110 §15.5.9), then the connection is closed. Each
-  connection is closed after its response (HTTP/1.0), so none idles between requests.
+  waited longest for its request head (a slow or silent client: none of its bytes wait unread, nor does its thread
+  hold any it is parsing) is closed to make room, and when every held connection is mid-request, ``accept`` waits
+  (the newcomer stays in the kernel's backlog, holding no descriptor here). A request head must arrive within
+  ``head_timeout`` of the connection (TLS handshake included) and a body within ``body_timeout``
+  (:data:`BODY_TIMEOUT`), however slowly the bytes drip in. A head past its deadline is cut without an answer (Go's
+  ``ReadHeaderTimeout``); a body past its deadline is answered ``408 Request Timeout`` naming the bytes that came
+  (RFC 9110 §15.5.9), then the connection is closed. Each connection is closed after its response (HTTP/1.0), so
+  none idles between requests.
 * An error answered before the body was read (401, 403, 404, 405, …) reads and drops a body of up to
   ``MAX_BODY_BYTES`` first (a 413's, up to :data:`_DRAIN_LIMIT`), so that the client, still sending it, sees the
   answer rather than a reset connection; a larger body is not read and the connection is closed.
@@ -36,6 +37,7 @@ import contextlib
 import dataclasses
 import hashlib
 import hmac
+import io
 import ipaddress
 import json
 import logging
@@ -209,6 +211,34 @@ class _Conn:
     since: float
     deadline: float | None
     cut: bool = False
+    busy: bool = False
+    """Its thread holds bytes it read and is working on them (not blocked waiting for more): see :class:`_ReadWatch`."""
+
+
+class _ReadWatch(io.RawIOBase):
+    """A connection's socket reader (``inner``: the :class:`socket.SocketIO` under the handler's ``rfile``) that
+    marks ``conn.busy`` from each read that returned bytes until the next read starts. So a connection whose thread
+    read its whole request head and is still parsing it (descheduled on a loaded machine: CI, 2026-12-04, the cap's
+    newcomer cut such a connection, dropping its request) is not taken for an idle one, while a client that drips its
+    head keeps its thread blocked in a read, not busy, and stays closable."""
+
+    def __init__(self, inner: io.RawIOBase, conn: _Conn) -> None:
+        super().__init__()
+        self._inner = inner
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._conn.busy = False
+        n = self._inner.readinto(buffer)
+        self._conn.busy = bool(n)
+        return n
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
 
 
 def _cut(conn: _Conn) -> None:
@@ -401,7 +431,7 @@ class AdvisorHTTPServer(QuietHangupServer):
             while len(self._conns) >= cap and not self._closing:
                 self._cut_overdue(time.monotonic())
                 live = [c for c in self._conns.values() if not c.cut]
-                idle = [c for c in live if c.waiting and not _bytes_pending(c.sock)]
+                idle = [c for c in live if c.waiting and not c.busy and not _bytes_pending(c.sock)]
                 if len(live) >= cap and idle:
                     _cut(min(idle, key=lambda c: c.since))
                     log.debug("connection cap %d reached: closed the longest-waiting idle connection", cap)
@@ -533,6 +563,13 @@ class _Handler(BaseHTTPRequestHandler):
     web: WebConfig
 
     _body_read = False
+
+    def setup(self) -> None:
+        """The socket's reader, watched (:class:`_ReadWatch`) when the connection is held under the cap."""
+        super().setup()
+        conn: _Conn | None = getattr(self.server._local, "conn", None)
+        if conn is not None and isinstance(self.rfile, io.BufferedReader):
+            self.rfile = io.BufferedReader(_ReadWatch(self.rfile.detach(), conn))
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)

@@ -471,7 +471,10 @@ def turn_proposal(
         )
     description += "."
     if needed_factor is not None and not sufficient:
-        description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
+        if math.isfinite(needed_factor):
+            description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
+        else:  # unknown demand (no running count): the turn does not claim to close the gap
+            description += " Whether that holds the current demand is unknown: the engine reports no running requests."
     description += f" Note: {cand.why}."
     return anchored(
         ev,

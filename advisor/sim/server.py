@@ -177,8 +177,14 @@ class RunningFleet:
     def stop(self) -> None:
         """Stop the clock and the servers and close their sockets."""
         self._stop.set()
+        # each shutdown() waits for its serve_forever loop's next poll (0.5 s): asked of every server at once, the
+        # fleet stops in one poll, not one per server (a 10-engine fleet under load took >10 s one by one)
+        stoppers = [threading.Thread(target=srv.shutdown, daemon=True) for _, srv in self._servers]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join(timeout=5)
         for _, srv in self._servers:
-            srv.shutdown()
             srv.server_close()
         for t in self._threads:
             t.join(timeout=5)

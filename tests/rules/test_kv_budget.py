@@ -107,3 +107,13 @@ def test_for_duration(held: float, opens: bool) -> None:
     rule = KVBudgetRule(for_seconds=120)
     assert opens_after(rule, lambda now: ev(now=now, dep=ctx(gpu_memory_utilization=0.8), preemptions_increase=3),
                        held) is opens  # fmt: skip
+
+
+def test_a_raise_with_the_demand_unknown_says_so_and_prints_no_infinite_factor() -> None:
+    """Breaker, 2026-12-04: with no running requests reported the demand factor is unknown, and the description
+    read "holding the current demand needs ×inf"."""
+    (p,) = RULE.propose(_ev(0.8, requests_running=None, requests_waiting=None))
+    assert "inf" not in p.description
+    assert "Whether that holds the current demand is unknown" in p.description
+    (known,) = RULE.propose(_ev(0.8, requests_running=4, requests_waiting=4, kv_cache_usage_ratio=1.0))
+    assert "Alone it is not enough: holding the current demand needs ×2.00." in known.description
