@@ -204,7 +204,14 @@ class SLO(_Strict):
 
     ttft_seconds: float = Field(gt=0, description="time-to-first-token target, seconds")
     tpot_seconds: float = Field(gt=0, description="time-per-output-token target, seconds")
-    target_ratio: float = Field(default=0.95, gt=0, le=1, description="fraction of requests that must meet both")
+    target_ratio: float = Field(
+        default=0.95,
+        gt=0,
+        lt=1,
+        description="fraction of requests that must meet both, below 1: at 1 the queueing model's tail has no finite "
+        "sizing (advisor.capacity.queueing.SLO refuses it, as plan --target-ratio does) and the burn-rate alerts have "
+        "no error budget; 0.999 is three nines",
+    )
 
 
 class TRTLLMKVCacheConfig(_Strict):

@@ -45,7 +45,7 @@ from advisor.domain import SNAPSHOT_READING_FIELDS, EngineSnapshot, Exposition, 
 from advisor.engines import ENGINES, detect_engine, get_adapter
 from advisor.engines.base import EngineAdapter
 from advisor.engines.common import first_samples
-from advisor.engines.detect import describe_unrecognized
+from advisor.engines.detect import carries_engine, describe_unrecognized
 from advisor.engines.dynamo import WORKER_KV_NAMES, worker_kv
 from advisor.engines.versions import version_hints
 from advisor.errors import ParseError
@@ -120,7 +120,7 @@ def identify(names: Collection[str] | Mapping[str, object], engine: str | Engine
         adapter = get_adapter(detected)
     else:
         adapter = get_adapter(engine)
-    if not any(adapter.wants(n) for n in names):
+    if not any(adapter.wants(n) for n in names) or not carries_engine(names, adapter.engine):
         message = describe_unrecognized(names, adapter.engine)
         return Observation(None, adapter.engine, adapter, error_reason=c.REASON_UNRECOGNIZED, error_message=message)
     return Observation(None, adapter.engine, adapter)
@@ -174,8 +174,8 @@ def observe(
                 None, error_reason=c.REASON_SAMPLE_LIMIT, error_message=label_limit_message(*over, label_limit)
             )
         names: Collection[str] | Mapping[str, object] = samples
-        if not samples and keep is not None and page.strip():
-            names = _sample_names(page)  # nothing kept: name what the page does carry
+        if keep is not None and pinned is not None and page.strip() and not carries_engine(samples, pinned.engine):
+            names = _sample_names(page)  # none of the engine's own kept: name what the page does carry
     else:
         samples = page
         names = samples

@@ -190,6 +190,20 @@ deployments:
     assert "deployments[0].slo.target_ratio:" in r.stderr
 
 
+@pytest.mark.parametrize("ratio", [1, 1.0])
+def test_a_target_ratio_of_one_is_refused_as_plan_refuses_it(ratio: float) -> None:
+    """Breaker, 2026-12-03: ``target_ratio: 1.0`` was accepted while ``plan --target-ratio 1`` and the queueing
+    model (``advisor.capacity.queueing.SLO``, which the replicas rule builds from it) refuse it."""
+    slo = {"ttft_seconds": 2.5, "tpot_seconds": 0.1, "target_ratio": ratio}
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dict(GOOD["deployments"][0], slo=slo)]})
+    assert [p for p, _ in err.value.problems] == ["deployments[0].slo.target_ratio"]
+    slo["target_ratio"] = 0.999
+    assert (
+        parse_config({"deployments": [dict(GOOD["deployments"][0], slo=slo)]}).deployments[0].slo.target_ratio == 0.999
+    )
+
+
 def test_unknown_model_gpu_and_engine_are_named(tmp_path: Path) -> None:
     data = {"deployments": [dict(GOOD["deployments"][0], model="no/such-model", gpu="H9000")]}
     with pytest.raises(ConfigError) as err:

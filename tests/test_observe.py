@@ -88,6 +88,27 @@ def test_pinned_engine_on_another_engines_page_is_unrecognized() -> None:
     assert seen.error_message is not None and "sglang" in seen.error_message and "process_" in seen.error_message
 
 
+VLLM_PAGE_WITH_PROCESS_COLLECTOR = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 3
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="m"} 0.5
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.79e9
+"""
+
+
+@pytest.mark.parametrize("engine", ["sglang", "tgi", "trtllm", "triton-trtllm", "llamacpp", "dynamo"])
+def test_a_pinned_engine_on_a_vllm_page_with_the_process_collector_is_unrecognized(engine: str) -> None:
+    """Breaker, 2026-12-03: ``engine: sglang`` on a vLLM page read fresh, every reading unknown, because SGLang's
+    adapter reads ``process_start_time_seconds`` too; a name every exporter has is no proof of the engine."""
+    seen = observe(VLLM_PAGE_WITH_PROCESS_COLLECTOR, engine)
+    assert seen.snapshot is None and seen.error_reason == "unrecognized"
+    assert seen.error_message is not None
+    assert f"no {engine} metrics (the page looks like vllm; set engine: vllm or auto)" in seen.error_message
+    assert observe(VLLM_PAGE_WITH_PROCESS_COLLECTOR, "vllm").snapshot is not None
+
+
 def test_not_prometheus_text_is_still_a_parse_error() -> None:
     assert observe("<html><body>502 Bad Gateway</body></html>").error_reason == "parse_error"
 

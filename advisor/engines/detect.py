@@ -86,6 +86,20 @@ def detect_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[st
     return None
 
 
+def carries_engine(exposition_or_sample_names: Mapping[str, object] | Iterable[str], engine: str) -> bool:
+    """Whether a page carries at least one family of ``engine``'s own prefixes (:func:`prefixes`); ``True`` for
+    an engine with no prefix known. Names every exporter has (``process_start_time_seconds``, which some
+    adapters read) are not proof: a vLLM page read with ``engine: sglang`` was taken for an SGLang page with
+    every reading unknown (breaker, 2026-12-03).
+
+    Example: ``(["vllm:num_requests_running", "process_start_time_seconds"], "sglang")`` → ``False``.
+    """
+    own = dict(prefixes()).get(engine)
+    if not own:
+        return True
+    return any(name.startswith(own) for name in exposition_or_sample_names)
+
+
 def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[str]) -> list[str]:
     """The metric-name prefixes a page carries, most frequent first (at most 8), for messages.
 
