@@ -1549,13 +1549,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2, sort_keys=True))
         return done
+    gpus_word = "GPU" if owned and args.own[1] == 1 else "GPUs"
     print(
         f"{model.name}: {workload.arrival_rate:g} req/s, {workload.prompt_tokens:g} prompt + "
         f"{workload.output_tokens:g} output tokens (worst case {workload.worst_context_tokens:,}); SLO TTFT ≤ "
         f"{slo.ttft_seconds:g} s and TPOT ≤ {slo.tpot_seconds * 1e3:g} ms for {slo.target_ratio:.0%} of requests"
         f"{'' if args.cloud is None else ' on ' + args.cloud.upper()}"
         f"{'' if hosts is None or owned else ' at ' + str(args.platform) + ' instance prices'}"
-        f"{'' if not owned else f' on the {args.own[1]} {args.own[0]} GPUs owned'}"
+        f"{'' if not owned else f' on the {args.own[1]} {args.own[0].upper()} {gpus_word} owned'}"
     )
     cannot_run = result.configurations - result.evaluated - result.pruned
     print(
@@ -1646,9 +1647,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
                     f"the configurations that came close — they run and miss a latency target by at most {miss} at "
                     "batch 1" + ("" if owned else f", from at most {CLOSE_PRICE_FACTOR:g}× the cheapest price above")
                     if near
-                    else "none came close; the nearest misses"
+                    else "none came close, so the nearest misses are listed"
                 )
-                + ("" if owned else "; (from $X/h): the cheapest one instance that holds one replica, a lower bound"),
+                + ("" if owned else ". (from $X/h) is the cheapest single instance holding one replica, a lower bound"),
                 width=110,
             )
         )

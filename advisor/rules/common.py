@@ -619,6 +619,20 @@ preemptions → 0; ``engine_stalled``'s restart): a model mismatch does not touc
 or suggested value comes from the capacity pass or the latency model sized from the config's model."""
 
 
+def other_model(ev: Evaluation) -> str | None:
+    """Why a condition computed from the config's model cannot be judged: the engine definitely serves another
+    (``ev.model_mismatch``), named with the config field to set; ``None`` otherwise. Rules whose fire side is the
+    capacity pass's own figures (the weights' share, the model's token-metered offers) are unknown then, not
+    judged on the wrong model (breaker, 2026-12-03: weights_crowd's and host_or_buy's status named the config's
+    model while the engine served another)."""
+    m = ev.model_mismatch
+    if m is None or not m.definite:
+        return None
+    return (
+        f"the engine serves {m.label!r}, not the config's {m.configured!r} (set deployments[].model; see model_drift)"
+    )
+
+
 def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
     """``proposals`` with every prediction built from the config's model withheld when the engine serves another
     (``ev.model_mismatch``): each proposal but ``model_drift``'s and those of :data:`ENGINE_FIGURES_ONLY_DIALS` gets

@@ -42,7 +42,7 @@ from advisor.capacity.token_offers import Demand, offer_cost, offers_for, self_h
 from advisor.errors import CapacityError
 from advisor.platforms import FLAG_REASON_KEY
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import CEILING_SHARE, confidence, gpus_per_replica, percent
+from advisor.rules.common import CEILING_SHARE, confidence, gpus_per_replica, other_model, percent
 from advisor.rules.over_provisioned import OverProvisionedRule
 
 VM_PRICED_PLATFORMS = (c.PLATFORM_KUBERNETES, "systemd")
@@ -87,6 +87,9 @@ class HostOrBuyRule:
         evidence: dict[str, Any] = dict(low.evidence)
         if low.holds is None:
             return None, low.reason, evidence
+        other = other_model(ev)
+        if other is not None:
+            return None, other, evidence
         model = ev.ctx.inputs.model.name
         found = offers_for(model)
         if not found:

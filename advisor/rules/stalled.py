@@ -217,7 +217,7 @@ class StalledRule:
         if self.observable_intervals is not None and self.observable_intervals < self.min_intervals:
             return Condition(
                 None,
-                f"needs {self.min_intervals} still scrape intervals; this evaluation sees "
+                f"needs {self.min_intervals} scrape intervals in which nothing moved; this evaluation sees "
                 f"{self.observable_intervals} (once scrapes twice): two scrapes cannot prove a stall",
                 evidence,
             )

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, engine_pool_scale, kv_withheld, pool_turns, turn_proposal
+from advisor.rules.common import (
+    confidence,
+    engine_pool_scale,
+    kv_withheld,
+    other_model,
+    pool_turns,
+    turn_proposal,
+)
 
 _DIALS = (c.DIAL_WEIGHT_QUANTIZATION, c.DIAL_TENSOR_PARALLEL_SIZE)
 
@@ -67,6 +74,9 @@ class WeightsCrowdRule:
         s = ev.stats
         if s is None or s.requests_running is None:
             return Condition(None, "running requests unknown")
+        other = other_model(ev)
+        if other is not None:
+            return Condition(None, other)
         share = self._share(ev)
         ceiling = _ceiling(ev)
         holds = share >= self.min_share and ceiling < self.max_ceiling and s.requests_running > 0

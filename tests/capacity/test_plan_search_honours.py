@@ -75,6 +75,9 @@ def test_own_says_owned_in_the_table() -> None:
     names = lines[header].split()
     assert cells[names.index("$/h")] == "owned" and cells[names.index("GPUs")] == "8×H100-SXM"
     assert "prices:" not in r.stdout
+    assert "on the 8 H100-SXM GPUs owned" in lines[0]
+    one = run_cli(*SEARCH, "--own", "H100-SXM:1")
+    assert "on the 1 H100-SXM GPU owned" in one.stdout.splitlines()[0]  # breaker: "the 1 rtx4090 GPUs owned"
 
 
 @pytest.mark.parametrize("bad", ["H100-SXM", "H100-SXM:0", "H100-SXM:two", "no-such-gpu:4"])
@@ -98,7 +101,7 @@ def test_the_from_price_is_explained_where_rejections_are_listed() -> None:
     r = run_cli(*SEARCH, "--cloud", "aws", "--gpu", "T4")
     assert r.returncode == 0, r.stderr
     assert "(from $" in r.stdout  # a T4 option misses TPOT by about 11 %: close
-    assert "(from $X/h): the cheapest one instance that holds one replica" in " ".join(r.stdout.split())
+    assert "(from $X/h) is the cheapest single instance holding one replica" in " ".join(r.stdout.split())
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from advisor import conventions as c
+from advisor.capacity.model_label import compare_model_label
 from advisor.capacity.models import get_preset
 from advisor.config import parse_config
 from advisor.errors import ConfigError
@@ -171,3 +172,14 @@ def test_config_defaults_to_72h_is_configurable_and_refuses_an_unknown_instance(
     (path, message), *_ = err.value.problems
     assert path == "deployments[0].instance_type"
     assert "unknown instance type 'p5.4xlargee'" in message and "p5.4xlarge" in message
+
+
+def test_a_definite_model_mismatch_makes_it_unknown_naming_both_models() -> None:
+    """Breaker, 2026-12-03: with the engine serving another model, the status line priced the config's model's
+    offers. Now the comparison is unknown, naming both (model_drift says what to set)."""
+    e = _ev()
+    mismatch = compare_model_label(e.ctx.inputs.model.name, "Qwen/Qwen2.5-7B-Instruct", None)
+    assert mismatch is not None and mismatch.definite
+    cond = RULE.fires(dataclasses.replace(e, model_mismatch=mismatch))
+    assert cond.holds is None
+    assert "'Qwen/Qwen2.5-7B-Instruct'" in cond.reason and repr(e.ctx.inputs.model.name) in cond.reason

@@ -9,10 +9,12 @@ Shares (weights 16,094,076,928 B per GPU, bf16):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from advisor.capacity.model_label import compare_model_label
 from advisor.rules.weights import WeightsCrowdRule
 from tests.rules.helpers import ctx, ev, opens_after
 
@@ -91,3 +93,13 @@ def test_the_ceiling_is_read_on_the_engine_s_pool_when_it_reports_one() -> None:
     assert half.kv_capacity_source == "engine"
     assert WeightsCrowdRule().fires(half).evidence["max_concurrency"] == pytest.approx(expected)
     assert f"the pool holds {expected:.2f} max-length sequences" in WeightsCrowdRule().fires(half).reason
+
+
+def test_a_definite_model_mismatch_makes_it_unknown_not_judged_on_the_configs_weights() -> None:
+    """Breaker, 2026-12-03: the weights' share was the config's model's while the engine served another."""
+    e = ev(dep=L4, requests_running=4, kv_capacity_tokens=None)
+    assert WeightsCrowdRule().fires(e).holds is True
+    mismatch = compare_model_label(e.ctx.inputs.model.name, "Qwen/Qwen2.5-7B-Instruct", None)
+    assert mismatch is not None and mismatch.definite
+    cond = WeightsCrowdRule().fires(dataclasses.replace(e, model_mismatch=mismatch))
+    assert cond.holds is None and "'Qwen/Qwen2.5-7B-Instruct'" in cond.reason
