@@ -180,8 +180,30 @@ class _Strict(BaseModel):
         if isinstance(value, str) and info.field_name is not None:  # pydantic's lax mode reads '0.3' as 0.3
             field = cls.model_fields.get(info.field_name)
             if field is not None and _numeric_not_bool(field.annotation) and not _reads_text(field):
-                raise ValueError(f"must be a number, not the string {value[:40]!r}: write it without quotes")
+                raise ValueError(_string_for_number(value))
         return value
+
+
+_BARE_EXPONENT = re.compile(r"([-+]?[0-9]+)([eE][-+]?[0-9]+)")
+"""A number in exponent form with no dot, which YAML 1.1 (PyYAML) reads as text even unquoted: ``1e9``."""
+
+
+def _string_for_number(value: str) -> str:
+    """Why text where a number belongs is refused, and how to write it: ``'0.3'`` → without quotes; ``1e9`` →
+    YAML 1.1 reads an exponent without a dot as text (its float pattern needs the dot: ``1.0e9``); anything else →
+    not a number."""
+    shown = repr(value[:40])
+    bare = _BARE_EXPONENT.fullmatch(value.strip())
+    if bare:
+        return (
+            f"must be a number, not the string {shown}: YAML 1.1 reads an exponent without a dot as text; "
+            f"write {bare[1]}.0{bare[2]} or the number in full"
+        )
+    try:
+        float(value)
+    except ValueError:
+        return f"must be a number, not the string {shown}"
+    return f"must be a number, not the string {shown}: write it without quotes"
 
 
 def _reads_text(field: Any) -> bool:
@@ -1233,8 +1255,30 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
             msg = _unknown_key(loc[:-1], loc[-1])
+        elif e["type"] == "model_type":
+            msg = _not_a_mapping(loc, e.get("input"))
+        elif e["type"] == "string_pattern_mismatch":
+            pattern = (e.get("ctx") or {}).get("pattern", "")
+            msg = f"{_shown(e.get('input'))} does not match the pattern {pattern}"
         problems.append((_loc(loc), msg))
     return problems
+
+
+def _shown(value: object) -> str:
+    """A value as a message quotes it: ``'bad name!'``, at most 40 characters of text."""
+    return repr(value[:40]) if isinstance(value, str) else repr(value)
+
+
+def _not_a_mapping(loc: Sequence[int | str], value: object) -> str:
+    """Why a value where a section (a mapping of keys) belongs is refused: what it is, and the keys the section
+    takes (read from the config model at ``loc``), instead of pydantic's "Input should be a valid dictionary or
+    instance of AutoscalingConfig"."""
+    kind = {list: "a list", str: "text", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+    keys = _fields_at(loc)
+    takes = f" (keys: {join_bounded(keys, limit=6)})" if keys else ""
+    return f"must be a mapping{takes}, not {kind}"
 
 
 def _unknown_key(parent: Sequence[int | str], key: str) -> str:

@@ -99,3 +99,40 @@ def test_a_duration_still_takes_text() -> None:
     data = copy.deepcopy(BASE)
     data["rules"] = {"host_or_buy": {"for": "3d", "max_usage": 0.3}}
     assert parse_config(data).rules.host_or_buy.for_ == 3 * 86400
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "1e9",
+            "must be a number, not the string '1e9': YAML 1.1 reads an exponent without a dot as text; write 1.0e9",
+        ),
+        ("8192", "must be a number, not the string '8192': write it without quotes"),
+        ("fast", "must be a number, not the string 'fast'"),
+    ],
+)
+def test_text_where_a_number_belongs_says_how_to_write_it(value: str, message: str) -> None:
+    """Breaker, 2026-12-03: an unquoted ``1e9`` (which PyYAML reads as text: YAML 1.1's float needs a dot) was
+    told "write it without quotes", and so was ``fast``."""
+    [(path, said)] = _problems(max_model_len=value)
+    assert path == "deployments[0].max_model_len" and said.startswith(message), said
+    if value == "fast":
+        assert "quotes" not in said
+
+
+@pytest.mark.parametrize(("value", "kind"), [([1, 2], "a list"), (3, "a number"), ("on", "text")])
+def test_a_section_given_as_another_kind_names_its_keys(value: object, kind: str) -> None:
+    """Breaker, 2026-12-03: ``autoscaling: [1, 2]`` got pydantic's "Input should be a valid dictionary or instance
+    of AutoscalingConfig"."""
+    [(path, said)] = _problems(autoscaling=value)
+    assert path == "deployments[0].autoscaling"
+    assert (
+        said.startswith("must be a mapping (keys: ") and said.endswith(f"), not {kind}") and "max_replica_count" in said
+    )
+
+
+def test_a_name_off_the_pattern_quotes_the_name() -> None:
+    [(path, said)] = _problems(name="bad name!")
+    assert path == "deployments[0].name"
+    assert said == "'bad name!' does not match the pattern ^[A-Za-z0-9][A-Za-z0-9_.-]*$"
