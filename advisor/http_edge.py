@@ -393,7 +393,7 @@ def open_stream(
     except requests.exceptions.ConnectionError as exc:
         if is_refused(exc):
             raise EdgeConnectionError("connection refused") from None
-        raise EdgeConnectionError(f"connection failed ({cause_name(exc)})") from None
+        raise EdgeConnectionError(connection_failure(exc)) from None
     except (requests.exceptions.RequestException, ValueError, OSError) as exc:
         raise EdgeConnectionError(f"request failed ({cause_name(exc)})") from None
 
@@ -537,21 +537,49 @@ def is_refused(exc: BaseException) -> bool:
     return False
 
 
+_PLAIN_HTTP_TLS_REASONS: Final = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "RECORD_LAYER_FAILURE"})
+"""OpenSSL's reasons when the peer answers a TLS hello in plain text (``https://`` on an ``http://`` port)."""
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions under it (``reason``, ``__cause__``, exception ``args``), outermost first."""
+    e: BaseException | None = exc
+    for _ in range(10):
+        if e is None:
+            return
+        yield e
+        nxt = getattr(e, "reason", None)
+        if not isinstance(nxt, BaseException):
+            nxt = e.__cause__
+        if not isinstance(nxt, BaseException):
+            args = [a for a in e.args if isinstance(a, BaseException)]
+            nxt = args[0] if args else None
+        e = nxt
+
+
+def connection_failure(exc: BaseException) -> str:
+    """The message of a connection that failed other than refused: a TLS failure says which (plain HTTP answering
+    ``https://``, an untrusted certificate with OpenSSL's words, another handshake failure with its reason); any
+    other cause by its innermost class (``connection failed (NameResolutionError)``). Never the URL.
+
+    Example: ``https://`` to a plain-HTTP port → ``"TLS handshake failed: the target answered in plain HTTP
+    (use http://)"`` (was ``"connection failed (SSLError)"``, breaker 2026-12-03).
+    """
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return f"TLS certificate not trusted ({e.verify_message or e.reason or 'verification failed'})"
+        if isinstance(e, ssl.SSLError):
+            if (e.reason or "") in _PLAIN_HTTP_TLS_REASONS:
+                return "TLS handshake failed: the target answered in plain HTTP (use http://)"
+            return f"TLS handshake failed ({(e.reason or type(e).__name__).lower().replace('_', ' ')})"
+    return f"connection failed ({cause_name(exc)})"
+
+
 def cause_name(exc: BaseException) -> str:
     """The innermost exception class name in the chain (``NameResolutionError``, ``SSLError`` …)."""
     name = type(exc).__name__
-    e: BaseException | None = exc
-    for _ in range(10):
-        nxt = getattr(e, "reason", None)
-        if not isinstance(nxt, BaseException):
-            nxt = e.__cause__ if e is not None else None
-        if not isinstance(nxt, BaseException):
-            args = [a for a in (e.args if e is not None else ()) if isinstance(a, BaseException)]
-            nxt = args[0] if args else None
-        if nxt is None:
-            break
-        name = type(nxt).__name__
-        e = nxt
+    for e in _chain(exc):
+        name = type(e).__name__
     return name
 
 
@@ -933,7 +961,7 @@ class PooledTransport:
             conn.close()
             if is_refused(exc):
                 raise EdgeConnectionError("connection refused") from None
-            raise EdgeConnectionError(f"connection failed ({type(exc).__name__})") from None
+            raise EdgeConnectionError(connection_failure(exc)) from None
         return conn
 
     def _exchange(
@@ -964,7 +992,7 @@ class PooledTransport:
                 if reused and deadline - time.monotonic() > 0:
                     conn, reused = None, False
                     continue
-                raise EdgeConnectionError(f"connection failed ({type(exc).__name__})") from None
+                raise EdgeConnectionError(connection_failure(exc)) from None
             except TimeoutError:
                 conn.close()
                 if time.monotonic() >= deadline - 0.005:
@@ -976,7 +1004,7 @@ class PooledTransport:
                 conn.close()
                 if is_refused(exc):
                     raise EdgeConnectionError("connection refused") from None
-                raise EdgeConnectionError(f"connection failed ({type(exc).__name__})") from None
+                raise EdgeConnectionError(connection_failure(exc)) from None
 
     def _answer(
         self,

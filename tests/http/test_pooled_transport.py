@@ -549,7 +549,8 @@ def test_https_is_verified_with_the_ca_bundle_from_the_environment(
     verified = both()
     clean_env.setenv(variable, str(tmp_path / "missing.pem"))
     missing = both()
-    assert unverified == [(REASON_CONNECTION_REFUSED, "connection failed (SSLCertVerificationError)")] * 2
+    # OpenSSL's own words (was "connection failed (SSLCertVerificationError)": breaker, 2026-12-03)
+    assert unverified == [(REASON_CONNECTION_REFUSED, "TLS certificate not trusted (self-signed certificate)")] * 2
     assert verified == [(None, None)] * 2
     assert missing == [(REASON_CONNECTION_REFUSED, "request failed (OSError)")] * 2
     # the verified pooled transport kept its TLS connection for its second scrape
@@ -559,6 +560,22 @@ def test_https_is_verified_with_the_ca_bundle_from_the_environment(
         assert isinstance(transport, PooledTransport)
         assert all(scrape(url, transport).ok for _ in range(3))
     assert srv.connections - before == 1
+
+
+def test_https_to_a_plain_http_port_says_so_on_both_transports(
+    serve: Callable[..., KeepAliveServer], clean_env: pytest.MonkeyPatch
+) -> None:
+    """Breaker, 2026-12-03: ``inspect https://host:plain-port/metrics`` said "connection failed (SSLError)"."""
+    url = serve(page).url().replace("http://", "https://", 1)
+    out = []
+    for transport in (target_transport(url), RequestsTransport(target_session(url))):
+        try:
+            r = scrape(url, transport)
+            out.append((r.error_reason, r.error_message))
+        finally:
+            transport.close()
+    plain = "TLS handshake failed: the target answered in plain HTTP (use http://)"
+    assert out == [(REASON_CONNECTION_REFUSED, plain)] * 2
 
 
 # --- proxies ----------------------------------------------------------------------------------------------------
