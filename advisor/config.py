@@ -1899,6 +1899,31 @@ def line_of(root: yaml.Node | None, path: str) -> int | None:
     return line
 
 
+def shared_targets(cfg: Config) -> list[str]:
+    """Warnings, one per pair, for a target two deployments both scrape for the same model (``served_model``, else
+    ``model``): the same engine counted twice, usually a copied block whose URL was not changed. Deployments that
+    read different models of one multi-model page (each its own ``served_model``) are not warned about.
+
+    Example: ``"deployments 'b' and 'a' both scrape http://10.0.0.5:8000/metrics for the same model: the same
+    engine twice (change the URL, or set served_model on each if the page serves several models)"``.
+    """
+    from advisor.redact import redact_url
+
+    first: dict[tuple[str, str], str] = {}
+    out: list[str] = []
+    for d in cfg.deployments:
+        model = (d.served_model or d.model).lower()
+        for url in d.targets:
+            key = (redact_url(url), model)
+            other = first.setdefault(key, d.name)
+            if other != d.name:
+                out.append(
+                    f"deployments {d.name!r} and {other!r} both scrape {key[0]} for the same model: the same engine "
+                    "twice (change the URL, or set served_model on each if the page serves several models)"
+                )
+    return out
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file; every problem carries the line it is on (:func:`line_of`), problems
     in the order of the file.

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from advisor.assembly import deployment_context
-from advisor.config import load_config, parse_config, parse_duration
+from advisor.config import load_config, parse_config, parse_duration, shared_targets
 from advisor.errors import ConfigError
 from tests.conftest import REPO_ROOT
 from tests.inprocess import run_cli
@@ -401,3 +402,23 @@ def test_an_unknown_model_or_gpu_is_answered_with_the_closest_names() -> None:
     with pytest.raises(UnknownGPUError) as gpu_err:
         get_gpu("h100-sxn")
     assert "did you mean 'h100-sxm'" in str(gpu_err.value)
+
+
+def test_two_deployments_scraping_one_target_for_the_same_model_are_warned_about(tmp_path: Path) -> None:
+    """Breaker, 2026-12-03: a copied deployment block whose URL was left unchanged passed check-config silently;
+    the engine's figures were then counted under two names. Two models of one multi-model page are fine."""
+    first = dict(GOOD["deployments"][0])
+    copy = dict(first, name="chat-8b-copy", targets=["http://user:secret@127.0.0.1:8000/metrics"])
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump({"deployments": [first, copy]}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "both scrape" in line]
+    assert warned == [
+        "capacity-advisor: warning: deployments 'chat-8b-copy' and 'chat-8b' both scrape "
+        "http://127.0.0.1:8000/metrics for the same model: the same engine twice (change the URL, or set "
+        "served_model on each if the page serves several models)"
+    ]
+    assert "secret" not in r.stderr
+    two_models = [dict(first, served_model="llama-a"), dict(copy, served_model="llama-b")]
+    assert shared_targets(parse_config({"deployments": two_models})) == []
