@@ -1656,6 +1656,23 @@ def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError(problems)
 
 
+def runtime_path_warnings(cfg: Config, base_dir: Path | None) -> list[str]:
+    """What the daemon would refuse at start on this machine (:func:`check_runtime_paths`, and file_sd files that
+    do not exist), as warnings for ``check-config``: a config is often checked on another machine than it runs on,
+    so these do not make it invalid, but an operator checking on the host itself learns them before ``run``."""
+    problems: list[tuple[str, str]] = []
+    try:
+        check_runtime_paths(cfg, base_dir)
+    except ConfigError as exc:
+        problems += exc.problems
+    for i, dep in enumerate(cfg.deployments):
+        for f in dep.file_sd:
+            p = Path(f) if base_dir is None or Path(f).is_absolute() else base_dir / f
+            if not p.is_file():
+                problems.append((f"deployments[{i}].file_sd", f"{str(p)!r} is not a readable file here"))
+    return [f"on this machine the daemon would refuse to start: {where}: {why}" for where, why in problems]
+
+
 def _capacity_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path | None) -> list[tuple[str, str]]:
     """The capacity pass runs for every deployment (the weights fit, TP splits the heads); ``deployments``: each
     with its index in the file."""

@@ -422,3 +422,35 @@ def test_two_deployments_scraping_one_target_for_the_same_model_are_warned_about
     assert "secret" not in r.stderr
     two_models = [dict(first, served_model="llama-a"), dict(copy, served_model="llama-b")]
     assert shared_targets(parse_config({"deployments": two_models})) == []
+
+
+def test_check_config_warns_of_what_run_would_refuse_on_this_machine(tmp_path: Path) -> None:
+    """Breaker, 2026-12-04: check-config said "valid" (and nothing more) for a state_file in a missing folder, an
+    outbox_dir that is a file and a missing file_sd file, all of which `run` refuses at start. They stay valid (a
+    config is often checked on another machine) but each is warned about, naming the field."""
+    dep = dict(GOOD["deployments"][0], file_sd=[str(tmp_path / "missing.json")])
+    del dep["targets"]
+    (tmp_path / "a-file").write_text("x")
+    f = tmp_path / "advisor.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "state_file": str(tmp_path / "no-dir" / "s.json"),
+                "outbox_dir": str(tmp_path / "a-file"),
+                "deployments": [dep],
+            }
+        )
+    )
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "would refuse to start" in line]
+    assert said == [
+        f"capacity-advisor: warning: on this machine the daemon would refuse to start: state_file: the folder "
+        f"{str(tmp_path / 'no-dir')!r} does not exist",
+        f"capacity-advisor: warning: on this machine the daemon would refuse to start: outbox_dir: "
+        f"{str(tmp_path / 'a-file')!r} exists and is not a folder",
+        f"capacity-advisor: warning: on this machine the daemon would refuse to start: deployments[0].file_sd: "
+        f"{str(tmp_path / 'missing.json')!r} is not a readable file here",
+    ]
+    run = _cli("once", "--config", str(f))
+    assert run.returncode == 2 and "cannot read" in run.stderr  # and the daemon's start refuses the same file
