@@ -159,10 +159,16 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
         changed = None if n is None else dataclasses.replace(spec, num_gpu_blocks_override=n)
     else:
         flag = pool_flag
+        try:  # the pool may take what the weights leave (a larger one does not start: the capacity pass refuses it)
+            weights = resolve_deployment(
+                dataclasses.replace(spec, kv_cache_memory_bytes=POOL_BYTES_STEP)
+            ).result.weights_bytes_per_gpu
+        except CapacityError:
+            return None
         mib = _smallest(
             lambda m: _starts(dataclasses.replace(spec, kv_cache_memory_bytes=m * POOL_BYTES_STEP)) is not None,
             1,
-            memory // POOL_BYTES_STEP,
+            max(1, (memory - weights) // POOL_BYTES_STEP),
         )
         if mib is None:
             return None

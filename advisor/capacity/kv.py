@@ -328,6 +328,16 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB"
             )
         pool = inputs.kv_cache_memory_bytes or 0
+        if inputs.kv_cache_memory_bytes is not None and weights + pool > inputs.gpu_memory_bytes:
+            # vLLM takes --kv-cache-memory-bytes per GPU as given, skipping the memory profile
+            # (vllm/v1/worker/gpu_worker.py determine_available_memory): a cache larger than what the weights leave
+            # fails to allocate at start
+            room = (inputs.gpu_memory_bytes - weights) / GIB
+            raise WontStartError(
+                f"{m.name}: weights {weights / GIB:.2f} GiB + kv_cache_memory_bytes {pool / GIB:.2f} GiB per GPU "
+                f"exceed the GPU's {inputs.gpu_memory_bytes / GIB:.2f} GiB: the cache cannot be allocated",
+                f"lower kv_cache_memory_bytes below {room:.2f} GiB (less activations and CUDA graphs)",
+            )
     else:
         if weights >= requested:
             raise WontStartError(

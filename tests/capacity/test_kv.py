@@ -181,3 +181,20 @@ def test_as_dict_is_json_ready_and_summarises_the_inputs() -> None:
         "overhead_profile": "vllm-v1",
     }
     assert math.isclose(data["max_concurrency"], result.max_concurrency)
+
+
+def test_a_kv_cache_memory_larger_than_what_the_weights_leave_will_not_start() -> None:
+    """Breaker, 2026-12-04: ``kv_cache_memory_bytes: 10000000000000`` on one H100 was "valid" with a 9,313 GiB pool.
+    Llama-3.1-8B bf16: 8,030,261,248 params × 2 B = 16,060,522,496 B (14.96 GiB) of weights (+ rotary); the
+    H100-SXM's 79.15 GiB leave ~64 GiB, so 65 GiB of cache cannot be allocated and 60 GiB can."""
+    from advisor.errors import WontStartError
+
+    with pytest.raises(WontStartError, match=r"exceed the GPU's 79\.15 GiB") as err:
+        capacity_pass(
+            CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, kv_cache_memory_bytes=65 * GIB)
+        )
+    assert "lower kv_cache_memory_bytes below 64." in str(err.value)
+    fits = capacity_pass(
+        CapacityInputs(model=LLAMA_8B, gpu_memory_bytes=H100.memory_bytes, kv_cache_memory_bytes=60 * GIB)
+    )
+    assert fits.kv_cache_blocks == 60 * GIB // (16 * 131072)
