@@ -37,6 +37,7 @@ import http.client
 import io
 import os
 import select
+import socket
 import ssl
 import threading
 import time
@@ -563,9 +564,12 @@ def connection_failure(exc: BaseException) -> str:
     other cause by its innermost class (``connection failed (NameResolutionError)``). Never the URL.
 
     Example: ``https://`` to a plain-HTTP port → ``"TLS handshake failed: the target answered in plain HTTP
-    (use http://)"`` (was ``"connection failed (SSLError)"``, breaker 2026-12-03).
+    (use http://)"`` (was ``"connection failed (SSLError)"``, breaker 2026-12-03); a name that does not resolve →
+    ``"host name not found (DNS lookup failed)"`` (was ``"connection failed (gaierror)"``).
     """
     for e in _chain(exc):
+        if isinstance(e, socket.gaierror) or type(e).__name__ == "NameResolutionError":
+            return "host name not found (DNS lookup failed)"
         if isinstance(e, ssl.SSLCertVerificationError):
             return f"TLS certificate not trusted ({e.verify_message or e.reason or 'verification failed'})"
         if isinstance(e, ssl.SSLError):

@@ -578,6 +578,20 @@ def test_https_to_a_plain_http_port_says_so_on_both_transports(
     assert out == [(REASON_CONNECTION_REFUSED, plain)] * 2
 
 
+def test_a_host_name_that_does_not_resolve_says_so_on_both_transports(clean_env: pytest.MonkeyPatch) -> None:
+    """Breaker and walkthrough, 2026-12-04: ``inspect http://no-such-host.invalid/metrics`` said "connection failed
+    (gaierror)". ``.invalid`` never resolves (RFC 2606 §2)."""
+    url = "http://no-such-host.invalid:8000/metrics"
+    out = []
+    for transport in (target_transport(url), RequestsTransport(target_session(url))):
+        try:
+            r = scrape(url, transport)
+            out.append((r.error_reason, r.error_message))
+        finally:
+            transport.close()
+    assert out == [(REASON_CONNECTION_REFUSED, "host name not found (DNS lookup failed)")] * 2
+
+
 # --- proxies ----------------------------------------------------------------------------------------------------
 
 
