@@ -202,7 +202,11 @@ def _string_for_number(value: str) -> str:
     try:
         float(value)
     except ValueError:
-        return f"must be a number, not the string {shown}"
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            return f"must be a number, not the string {shown}"
+        return f"must be a number, not the string {shown}: this field takes seconds as a plain number ({seconds:g})"
     return f"must be a number, not the string {shown}: write it without quotes"
 
 
@@ -1257,11 +1261,32 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
             msg = _unknown_key(loc[:-1], loc[-1])
         elif e["type"] == "model_type":
             msg = _not_a_mapping(loc, e.get("input"))
+        elif e["type"] == "missing":
+            msg = _missing(loc)
+        elif e["type"] == "too_short" and isinstance(e.get("input"), list):
+            least = (e.get("ctx") or {}).get("min_length", 1)
+            msg = f"needs at least {least} entr{'y' if least == 1 else 'ies'}, got {len(e['input'])}"
+        elif (
+            e["type"] == "string_type"
+            and isinstance(e.get("input"), (int, float))
+            and not isinstance(e.get("input"), bool)
+        ):
+            msg = f"must be text, not the number {e['input']!r}: put it in quotes as written (YAML read a number)"
         elif e["type"] == "string_pattern_mismatch":
             pattern = (e.get("ctx") or {}).get("pattern", "")
             msg = f"{_shown(e.get('input'))} does not match the pattern {pattern}"
         problems.append((_loc(loc), msg))
     return problems
+
+
+def _missing(loc: Sequence[int | str]) -> str:
+    """Why a required key is refused: "required", and for a section the keys it needs (read from its model), so
+    that ``slo`` missing says ``required: a mapping with ttft_seconds, tpot_seconds`` at once."""
+    model = _model_at(loc)
+    if model is None:
+        return "required"
+    needed = [f.alias or name for name, f in model.model_fields.items() if f.is_required()]
+    return f"required: a mapping with {', '.join(needed)}" if needed else "required (a mapping)"
 
 
 def _shown(value: object) -> str:
@@ -1294,7 +1319,10 @@ def _unknown_key(parent: Sequence[int | str], key: str) -> str:
     above = _above(parent, key)
     if above is not None:
         return f"not {here}; it belongs {above}"
-    close = difflib.get_close_matches(key, _fields_at(parent), n=1, cutoff=0.75)
+    known = _fields_at(parent)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    if not close:  # a key without its unit suffix: ttft → ttft_seconds
+        close = [k for k in known if k.startswith(f"{key}_")][:1]
     return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
 
 

@@ -136,3 +136,28 @@ def test_a_name_off_the_pattern_quotes_the_name() -> None:
     [(path, said)] = _problems(name="bad name!")
     assert path == "deployments[0].name"
     assert said == "'bad name!' does not match the pattern ^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def test_pydantics_own_words_are_replaced_by_what_to_write() -> None:
+    """Breaker and walkthrough, 2026-12-04: "List should have at least 1 item after validation, not 0", "Input
+    should be a valid string" for ``engine_version: 99``, "Field required" for a missing ``slo`` with no word of
+    its keys, ``ttft`` with no did-you-mean, and ``ttft_seconds: 2.5s`` told only "not the string"."""
+    empty = copy.deepcopy(BASE)
+    empty["deployments"] = []
+    with pytest.raises(ConfigError) as err:
+        parse_config(empty)
+    assert err.value.problems == [("deployments", "needs at least 1 entry, got 0")]
+    assert (
+        "deployments[0].engine_version",
+        "must be text, not the number 99: put it in quotes as written (YAML read a number)",
+    ) in _problems(engine_version=99)
+    no_slo = copy.deepcopy(BASE)
+    del no_slo["deployments"][0]["slo"]
+    with pytest.raises(ConfigError) as err:
+        parse_config(no_slo)
+    assert ("deployments[0].slo", "required: a mapping with ttft_seconds, tpot_seconds") in err.value.problems
+    assert ("deployments[0].slo.ttft", "unknown key; did you mean 'ttft_seconds'?") in _problems(
+        slo={"ttft": 3, "tpot_seconds": 0.1}
+    )
+    said = dict(_problems(slo={"ttft_seconds": "2.5s", "tpot_seconds": 0.1}))["deployments[0].slo.ttft_seconds"]
+    assert said == "must be a number, not the string '2.5s': this field takes seconds as a plain number (2.5)"
