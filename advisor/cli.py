@@ -226,7 +226,11 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
         def fmt(v: Any, pct: bool = False) -> str:
             if v is None:
                 return "unknown"
-            return f"{v:.1%}" if pct else f"{v:g}" if isinstance(v, float) else str(v)
+            if pct:
+                return f"{v:.1%}"
+            if isinstance(v, float) and not v.is_integer():
+                return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+            return f"{int(v):,}" if isinstance(v, (int, float)) else str(v)
 
         print(
             f"   model {s.get('model') or 'unknown'}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "

@@ -602,3 +602,27 @@ def test_demo_help_states_how_many_ramps_the_default_duration_runs() -> None:
     words = {1: "one", 2: "two", 3: "three", 4: "four"}
     stated = f"default {defaults.duration:g}: {words[whole]} whole ramp{'s' if whole > 1 else ''} of {DEMO_DEPLOYMENT}"
     assert f"{stated}, {ramp_seconds:g} s each at the default --speed" in text, text
+
+
+def test_once_text_prints_token_counts_with_separators(capsys: pytest.CaptureFixture[str]) -> None:
+    """Walkthrough, 2026-12-04: ``once`` printed "KV usage 96.8% of 190560 tokens" where every other output writes
+    190,560."""
+    from advisor.cli import _print_human
+
+    snapshot = {"model": "m", "kv_cache_usage_ratio": 0.968, "kv_cache_capacity_tokens": 190560.0}
+    snapshot |= {"requests_running": 12.0, "requests_waiting": 0.5, "goodput_ratio": None}
+    _print_human(
+        [
+            {
+                "name": "d",
+                "engine": "vllm",
+                "state": "fresh",
+                "snapshot": snapshot,
+                "targets": [],
+                "rules": [],
+                "recommendations": [],
+            }
+        ]
+    )
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == "   model m; KV usage 96.8% of 190,560 tokens; running 12, waiting 0.5; goodput unknown"
