@@ -17,10 +17,12 @@ from typing import Any
 import requests
 
 from advisor.capacity.model_label import compare_model_label
+from advisor.conventions import REASON_UNRECOGNIZED
 from advisor.domain import TimedSnapshot
 from advisor.engines.base import EngineAdapter
+from advisor.engines.detect import detect_engine
 from advisor.evaluate import Quality, TargetView, snapshot_view, target_state
-from advisor.observe import observe
+from advisor.observe import observe, sample_names
 from advisor.redact import redact_url, target_message
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT
 from advisor.sources.scrape import scrape
@@ -57,6 +59,8 @@ def inspect_target(
             hints, models = seen.version_hints or hints, seen.models or models
             if served_model is None:
                 hint = seen.hint(redact_url(url))
+            if seen.error_reason == REASON_UNRECOGNIZED:  # the engine the page itself shows, not the one pinned
+                detected = detect_engine(sample_names(res.text))
             if seen.snapshot is None:
                 reason, message = seen.error_reason, target_message(url, seen.error_message)
                 continue
@@ -71,7 +75,7 @@ def inspect_target(
     snapshot = snapshot_view(latest, stats, 1, why)
     return {
         "name": redact_url(url),
-        "engine": detected,
+        "engine": detected if engine == "auto" else engine,
         "detected_engine": detected,
         "version_hints": list(hints),
         "models": list(models),

@@ -175,7 +175,7 @@ def observe(
             )
         names: Collection[str] | Mapping[str, object] = samples
         if keep is not None and pinned is not None and page.strip() and not carries_engine(samples, pinned.engine):
-            names = _sample_names(page)  # none of the engine's own kept: name what the page does carry
+            names = sample_names(page)  # none of the engine's own kept: name what the page does carry
     else:
         samples = page
         names = samples
@@ -272,7 +272,7 @@ def _keep_for(adapter: EngineAdapter) -> _Keep:
     return _Keep(adapter.engine, adapter.wants)
 
 
-def _sample_names(text: str) -> list[str]:
+def sample_names(text: str) -> list[str]:
     """Every sample name of a valid page (a second, full parse: only on the ``unrecognized`` path)."""
     try:
         full: dict[str, list[Sample]] = parse_exposition(text)

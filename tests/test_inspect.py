@@ -35,6 +35,15 @@ def test_inspect_json_on_an_sglang_fixture(http_server: Start) -> None:
     assert s["kv_cache_capacity_tokens"] == 40_000
 
 
+def test_inspect_pinned_to_another_engine_reports_the_engine_the_page_shows(http_server: Start) -> None:
+    """Breaker, 2026-12-04: ``inspect --engine tgi --json`` on an SGLang page said ``detected_engine: tgi`` while its
+    own message said the page looks like sglang."""
+    body = (REPO_ROOT / "tests/fixtures/sglang/dp2-tp2-priority-underscore.prom").read_bytes()
+    url = http_server(lambda h: reply(h, 200, body)) + "/metrics"
+    out = json.loads(_inspect(url, "--engine", "tgi", "--json").stdout)
+    assert (out["engine"], out["detected_engine"], out["state"]) == ("tgi", "sglang", "unavailable")
+
+
 @pytest.mark.conformance
 def test_inspect_on_the_vllm_0_11_capture_hints_the_release(http_server: Start) -> None:
     capture = SHARED / "engine-metrics" / "vllm-0.11.x-v1-idle-qwen1.5-0.5b-chat.prom"
