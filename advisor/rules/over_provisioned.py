@@ -106,8 +106,15 @@ class OverProvisionedRule:
     def _ceiling(self, ev: Evaluation) -> float:
         """Sequences one replica runs at most: max-num-seqs on each data-parallel rank (× ranks), or fewer when
         the pool holds fewer at the observed request length (prompt + output of finished requests)."""
+        return self._ceiling_named(ev)[0]
+
+    def _ceiling_named(self, ev: Evaluation) -> tuple[float, str]:
+        """:meth:`_ceiling` and what sets it, for the text: ``"max-num-seqs"`` or ``"the KV pool at ~1,520 tokens
+        per request"`` (the walkthrough, 2026-12-04, read "the ceiling 256" and "the ceiling 28.97" as one
+        quantity)."""
         s = ev.stats
         ceiling = float(ev.ctx.inputs.max_num_seqs) * data_parallel_ranks(ev)
+        what = "max-num-seqs"
         if (
             s is not None
             and s.requests_finished_per_second
@@ -116,9 +123,10 @@ class OverProvisionedRule:
             and ev.kv_capacity_tokens
         ):
             per_request = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
-            if per_request > 0:
-                ceiling = min(ceiling, ev.kv_capacity_tokens / per_request)
-        return max(ceiling, 1.0)
+            if per_request > 0 and ev.kv_capacity_tokens / per_request < ceiling:
+                ceiling = ev.kv_capacity_tokens / per_request
+                what = f"the KV pool at ~{per_request:,.0f} tokens per request"
+        return max(ceiling, 1.0), what
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
         """:meth:`_read` of ``ev``, remembered for the same (immutable) evaluation; the evidence is a fresh copy
@@ -140,7 +148,7 @@ class OverProvisionedRule:
         usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         if usage is None:
             return None, "KV usage unknown", {}
-        ceiling = self._ceiling(ev)
+        ceiling, what = self._ceiling_named(ev)
         running = _peak_running(ev)
         per_replica = running / max(ev.replicas_up, 1)
         load = per_replica / ceiling
@@ -180,7 +188,7 @@ class OverProvisionedRule:
         below = f"fires below {percent(self.max_load_ratio)}"
         reason = (
             f"goodput {g:.0%} (target {ev.ctx.slo.target_ratio:.0%}), "
-            f"{_load_text(running, ev.replicas_up, ceiling, below)}, KV usage at most {usage:.1%}, "
+            f"{_load_text(running, ev.replicas_up, ceiling, below, what)}, KV usage at most {usage:.1%}, "
             f"{count(waiting)} waiting"
         )
         if dispersion is not None and dispersion > self.max_dispersion:
@@ -227,14 +235,14 @@ class OverProvisionedRule:
         waiting = max(s.requests_waiting or 0.0, s.requests_waiting_first or 0.0)
         if ev.replicas_up < ev.ctx.replicas or waiting > 0:
             return []  # no GPU-freeing turn on partial data or beside a queue (the module docstring)
-        ceiling = self._ceiling(ev)
+        ceiling, what = self._ceiling_named(ev)
         current = ev.ctx.replicas
         conf = confidence(ev, 0.8)
         running = _peak_running(ev)
         situation = (
             f"Over the last {s.covered_seconds:.0f}s the SLO was met (goodput {ev.goodput.ratio:.0%} against "
             f"{ev.ctx.slo.target_ratio:.0%}), nothing waited, KV usage peaked at "
-            f"{evidence['kv_cache_usage_ratio_max']:.1%} and {_load_text(running, ev.replicas_up, ceiling)}."
+            f"{evidence['kv_cache_usage_ratio_max']:.1%} and {_load_text(running, ev.replicas_up, ceiling, what=what)}."
         )
         tp_turns = self._tp_turns(ev, evidence, situation)
         if current > 1:
@@ -531,16 +539,18 @@ def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
     return workload, slo
 
 
-def _load_text(running: float, replicas: int, ceiling: float, note: str = "") -> str:
+def _load_text(running: float, replicas: int, ceiling: float, note: str = "", what: str = "") -> str:
     """The over-provisioned measure with every figure it is made of, so that they can be checked against each
     other: ``30 running at the window's peak across 2 replica(s): 15 per replica, 129% of the ceiling 11.63 per
     replica (share of the ceiling)`` — ``running`` deployment-wide, divided by ``replicas`` (those answering, at
-    least 1), over ``ceiling`` (per replica, :meth:`OverProvisionedRule._ceiling`); ``note`` is added inside the
-    parentheses (``share of the ceiling; fires below 25%``)."""
+    least 1), over ``ceiling`` (per replica, :meth:`OverProvisionedRule._ceiling`), set by ``what`` (named after
+    it: ``the ceiling 256 (max-num-seqs)``); ``note`` is added inside the parentheses (``share of the ceiling; fires
+    below 25%``)."""
     per_replica = running / max(replicas, 1)
+    source = f" ({what})" if what else ""
     return (
         f"{count(running)} running at the window's peak across {max(replicas, 1)} replica(s): {per_replica:,.3g} per "
-        f"replica, {percent(per_replica / ceiling)} of the ceiling {ceiling:,.4g} per replica ({CEILING_SHARE}"
+        f"replica, {percent(per_replica / ceiling)} of the ceiling {ceiling:,.4g}{source} per replica ({CEILING_SHARE}"
         + (f"; {note}" if note else "")
         + ")"
     )

@@ -34,7 +34,8 @@ RULE = OverProvisionedRule(max_usage=0.3, max_load_ratio=0.25, target_load_ratio
 
 LOAD = re.compile(
     r"(?P<running>[\d,.]+) running at the window's peak across (?P<replicas>\d+) replica\(s\): "
-    r"(?P<per>[\d,.]+) per replica, (?P<pct>[\d.]+)% of the ceiling (?P<ceiling>[\d,.]+) per replica "
+    r"(?P<per>[\d,.]+) per replica, (?P<pct>[\d.]+)% of the ceiling (?P<ceiling>[\d,.]+)(?: \((?P<what>[^)]*)\))? per "
+    r"replica "
     r"\(share of the ceiling[;)]"
 )
 
@@ -54,7 +55,7 @@ def _quiet(**kw: Any) -> dict[str, Any]:
 def _figures(text: str) -> dict[str, float]:
     m = LOAD.search(text)
     assert m is not None, text
-    return {k: float(v.replace(",", "")) for k, v in m.groupdict().items()}
+    return {k: float(v.replace(",", "")) for k, v in m.groupdict().items() if k != "what"}
 
 
 def _agree(f: dict[str, float]) -> None:
@@ -82,6 +83,9 @@ def test_a_busy_window_prints_the_peak_per_replica_and_the_ceiling_it_is_a_share
     _agree(f)
     assert c.evidence["concurrency_ceiling_per_replica"] == 12.0 and c.evidence["load_ratio"] == 1.25
     assert "(share of the ceiling; fires below 25%)" in c.reason
+    # what sets the ceiling is named (walkthrough, 2026-12-04: "the ceiling 256" and "the ceiling 28.97" read as one
+    # quantity): 432,000 pool tokens ÷ (16,000 + 2,000) ÷ 0.5 = 36,000 tokens per request = 12 sequences
+    assert "of the ceiling 12 (the KV pool at ~36,000 tokens per request) per replica" in c.reason
 
 
 def test_the_demo_window_prints_a_small_share_as_it_is_and_the_effect_has_a_defined_name() -> None:
@@ -93,6 +97,7 @@ def test_the_demo_window_prints_a_small_share_as_it_is_and_the_effect_has_a_defi
     assert f["per"] == pytest.approx(0.667, abs=1e-3)
     _agree(f)
     assert "(0% of" not in c.reason
+    assert "of the ceiling 256 (max-num-seqs) per replica" in c.reason
     (p,) = RULE.propose(e)
     assert (p.current, p.suggested) == (3, 1)
     assert p.predicted_effect["load_ratio"]["before"] == pytest.approx(2 / (3 * 256), abs=1e-4)  # 0.0026
