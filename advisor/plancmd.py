@@ -390,7 +390,8 @@ def _verdict_rows(
 
     if refusal is None:
         return []
-    said = remedy(fixes) + (" (each alone, the capacity pass re-run)" if fixes else "")
+    checked = " (each alone, the capacity pass re-run)" if len(fixes) > 1 else " (the capacity pass re-run with it)"
+    said = remedy(fixes) + (checked if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
     if platform is not None and fixes:
         from advisor.platforms import flag_text

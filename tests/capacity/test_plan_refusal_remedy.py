@@ -38,6 +38,8 @@ def test_the_table_and_stderr_say_the_same_fix_once() -> None:
     assert "quantize" not in r.stdout + r.stderr and "larger GPU" not in r.stdout + r.stderr
     rows = dict(line.split(None, 1) for line in r.stdout.splitlines() if line.startswith(("feasible", "smallest")))
     assert "`--tp 8` fits" in rows["smallest"]
+    # one fix: not "each alone" (walkthrough, 2026-12-04)
+    assert rows["smallest"].split(None, 1)[1] == "`--tp 8` fits (the capacity pass re-run with it)"
     assert "`--tp 8`" not in rows["feasible"]  # the problem row; the fix is said in its own row
 
 
