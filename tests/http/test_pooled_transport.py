@@ -567,6 +567,12 @@ def test_https_to_a_plain_http_port_says_so_on_both_transports(
 ) -> None:
     """Breaker, 2026-12-03: ``inspect https://host:plain-port/metrics`` said "connection failed (SSLError)"."""
     url = serve(page).url().replace("http://", "https://", 1)
+    plain = "TLS handshake failed: the target answered in plain HTTP (use http://)"
+    assert _failures_on_both_transports(url) == [(REASON_CONNECTION_REFUSED, plain)] * 2
+
+
+def _failures_on_both_transports(url: str) -> list[tuple[str | None, str | None]]:
+    """``(error_reason, error_message)`` of one scrape of ``url`` on the pooled transport, then on requests."""
     out = []
     for transport in (target_transport(url), RequestsTransport(target_session(url))):
         try:
@@ -574,22 +580,15 @@ def test_https_to_a_plain_http_port_says_so_on_both_transports(
             out.append((r.error_reason, r.error_message))
         finally:
             transport.close()
-    plain = "TLS handshake failed: the target answered in plain HTTP (use http://)"
-    assert out == [(REASON_CONNECTION_REFUSED, plain)] * 2
+    return out
 
 
 def test_a_host_name_that_does_not_resolve_says_so_on_both_transports(clean_env: pytest.MonkeyPatch) -> None:
     """Breaker and walkthrough, 2026-12-04: ``inspect http://no-such-host.invalid/metrics`` said "connection failed
     (gaierror)". ``.invalid`` never resolves (RFC 2606 §2)."""
     url = "http://no-such-host.invalid:8000/metrics"
-    out = []
-    for transport in (target_transport(url), RequestsTransport(target_session(url))):
-        try:
-            r = scrape(url, transport)
-            out.append((r.error_reason, r.error_message))
-        finally:
-            transport.close()
-    assert out == [(REASON_CONNECTION_REFUSED, "host name not found (DNS lookup failed)")] * 2
+    expected = [(REASON_CONNECTION_REFUSED, "host name not found (DNS lookup failed)")] * 2
+    assert _failures_on_both_transports(url) == expected
 
 
 # --- proxies ----------------------------------------------------------------------------------------------------

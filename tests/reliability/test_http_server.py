@@ -498,25 +498,31 @@ def test_at_the_cap_with_every_connection_mid_request_a_newcomer_waits_outside_t
                 s.close()
 
 
-def test_at_the_cap_a_connection_whose_request_has_arrived_is_not_closed_before_its_thread_reads_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("cls", "method"),
+    [(AdvisorHTTPServer, "finish_request"), (_Handler, "parse_request")],
+    ids=["before its thread starts", "while its thread parses the head"],
+)
+def test_at_the_cap_a_connection_whose_request_has_arrived_is_not_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type, method: str
 ) -> None:
     """CI, loaded machine: two connections sent whole requests, but their threads had not yet started when a
     third arrived at the cap; the server took the first for a silent client and closed it, dropping a request
-    that had arrived. Here the threads are held back on purpose: the newcomer waits outside, both requests are
-    answered, then the newcomer is."""
+    that had arrived. Again on 2026-12-04 with the threads started: one had read its whole head (no bytes left
+    waiting in the kernel) but not finished parsing it. Here the threads are held back at each point on purpose:
+    the newcomer waits outside, both requests are answered, then the newcomer is."""
     gate = threading.Event()
     held = 0
-    real = AdvisorHTTPServer.finish_request
+    real = getattr(cls, method)
 
-    def slow_start(self: AdvisorHTTPServer, request: Any, client_address: Any) -> None:
+    def held_back(*args: Any) -> Any:
         nonlocal held
         held += 1
         if held <= 2:
             gate.wait(30)
-        real(self, request, client_address)
+        return real(*args)
 
-    monkeypatch.setattr(AdvisorHTTPServer, "finish_request", slow_start)
+    monkeypatch.setattr(cls, method, held_back)
     with server(tmp_path, max_connections=2) as srv:
         port = srv.server_address[1]
         early = []
@@ -525,66 +531,28 @@ def test_at_the_cap_a_connection_whose_request_has_arrived_is_not_closed_before_
             s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             early.append(s)
         assert _wait(lambda: srv.open_connections() == 2 and held == 2, 10)
-        newcomer = socket.create_connection(("127.0.0.1", port), timeout=30)
-        try:
-            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            time.sleep(0.5)
-            assert srv.open_connections() == 2
-            assert not any(_closed_by_peer(s) for s in early)  # neither early request was dropped
-            gate.set()
-            for s in [*early, newcomer]:
-                answer = b""
-                while chunk := s.recv(65536):
-                    answer += chunk
-                assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
-        finally:
-            gate.set()
-            newcomer.close()
-            for s in early:
-                s.close()
+        _newcomer_waits_then_all_are_answered(srv, early, gate)
 
 
-def test_at_the_cap_a_connection_whose_thread_is_parsing_its_head_is_not_closed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _newcomer_waits_then_all_are_answered(
+    srv: AdvisorHTTPServer, early: list[socket.socket], gate: threading.Event
 ) -> None:
-    """CI, loaded machine (2026-12-04): at the cap, a connection whose thread had read its whole request head (no
-    bytes left waiting in the kernel) but not finished parsing it was taken for an idle one and cut when a newcomer
-    arrived. Here both threads are held inside ``parse_request`` on purpose: the newcomer waits outside, both
-    requests are answered, then the newcomer is."""
-    gate = threading.Event()
-    parsing = 0
-    real = _Handler.parse_request
-
-    def slow_parse(self: _Handler) -> bool:
-        nonlocal parsing
-        parsing += 1
-        if parsing <= 2:
-            gate.wait(30)
-        return real(self)
-
-    monkeypatch.setattr(_Handler, "parse_request", slow_parse)
-    with server(tmp_path, max_connections=2) as srv:
-        port = srv.server_address[1]
-        early = []
-        for _ in range(2):
-            s = socket.create_connection(("127.0.0.1", port), timeout=30)
-            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            early.append(s)
-        assert _wait(lambda: srv.open_connections() == 2 and parsing == 2, 10)
-        newcomer = socket.create_connection(("127.0.0.1", port), timeout=30)
-        try:
-            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            time.sleep(0.5)
-            assert srv.open_connections() == 2
-            assert not any(_closed_by_peer(s) for s in early)  # neither request being parsed was dropped
-            gate.set()
-            for s in [*early, newcomer]:
-                answer = b""
-                while chunk := s.recv(65536):
-                    answer += chunk
-                assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
-        finally:
-            gate.set()
-            newcomer.close()
-            for s in early:
-                s.close()
+    """At the cap of 2 with both ``early`` connections' requests held (``gate``): a newcomer is not accepted and
+    neither early request is dropped; once ``gate`` opens all three are answered 200. Closes every socket."""
+    newcomer = socket.create_connection(("127.0.0.1", srv.server_address[1]), timeout=30)
+    try:
+        newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        time.sleep(0.5)
+        assert srv.open_connections() == 2
+        assert not any(_closed_by_peer(s) for s in early)  # neither early request was dropped
+        gate.set()
+        for s in [*early, newcomer]:
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.0 200 "), answer[:100]
+    finally:
+        gate.set()
+        newcomer.close()
+        for s in early:
+            s.close()
