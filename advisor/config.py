@@ -1635,6 +1635,11 @@ def context_problem(max_model_len: int, arch: ModelArch) -> str | None:
     )
 
 
+def _beside(base_dir: Path | None, path: str) -> Path:
+    """``path`` as the daemon reads it: relative paths from the config file's folder ``base_dir`` (when known)."""
+    return Path(path) if base_dir is None or Path(path).is_absolute() else base_dir / path
+
+
 def _file_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path | None) -> list[tuple[str, str]]:
     """file_sd files that exist must parse (``deployments``: each with its index in the file). Whether files and
     folders exist at all is checked when the daemon starts (:func:`check_runtime_paths`): a config is often checked
@@ -1642,7 +1647,7 @@ def _file_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path
     problems: list[tuple[str, str]] = []
     for i, dep in deployments:
         for f in dep.file_sd:
-            p = Path(f) if base_dir is None or Path(f).is_absolute() else base_dir / f
+            p = _beside(base_dir, f)
             if not p.exists():
                 continue
             try:
@@ -1661,11 +1666,7 @@ def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
     """
     problems: list[tuple[str, str]] = []
     if cfg.state_file is not None:
-        p = (
-            Path(cfg.state_file)
-            if base_dir is None or Path(cfg.state_file).is_absolute()
-            else base_dir / cfg.state_file
-        )
+        p = _beside(base_dir, cfg.state_file)
         if p.is_dir():
             problems.append(("state_file", f"{str(p)!r} is a folder; give a file path"))
         elif not p.parent.is_dir():
@@ -1673,11 +1674,7 @@ def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
         elif not os.access(p.parent, os.W_OK):
             problems.append(("state_file", f"the folder {str(p.parent)!r} is not writable"))
     if cfg.outbox_dir is not None:
-        p = (
-            Path(cfg.outbox_dir)
-            if base_dir is None or Path(cfg.outbox_dir).is_absolute()
-            else base_dir / cfg.outbox_dir
-        )
+        p = _beside(base_dir, cfg.outbox_dir)
         if p.exists() and not p.is_dir():
             problems.append(("outbox_dir", f"{str(p)!r} exists and is not a folder"))
     if problems:
@@ -1695,7 +1692,7 @@ def runtime_path_warnings(cfg: Config, base_dir: Path | None) -> list[str]:
         problems += exc.problems
     for i, dep in enumerate(cfg.deployments):
         for f in dep.file_sd:
-            p = Path(f) if base_dir is None or Path(f).is_absolute() else base_dir / f
+            p = _beside(base_dir, f)
             if not p.is_file():
                 problems.append((f"deployments[{i}].file_sd", f"{str(p)!r} is not a readable file here"))
     return [f"on this machine the daemon would refuse to start: {where}: {why}" for where, why in problems]
