@@ -751,6 +751,8 @@ def run_daemon(
             else ((r1["cpu"] - r0["cpu"]) / scrapes * 1000 if scrapes else float("nan"))
         ),
         "advisor_scrapes": scrapes,
+        # /proc counts CPU in clock ticks: one tick spread over the window's scrapes is the figure's resolution
+        "cpu_resolution_ms_per_target": 1000 / _TICK / scrapes if scrapes else float("nan"),
         "cpu_ms_per_scrape": (r1["cpu"] - r0["cpu"]) / scrapes * 1000 if scrapes else float("nan"),
         "pss_peak_mib": max(pss),
         "pss_steady_mib": statistics.median(steady),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -121,7 +122,9 @@ def _json(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
 
 def test_fleet_runs_the_daemon_at_a_tiny_size_and_reports_every_figure() -> None:
     # pre-rendered pages from two stand-in processes on two loopback addresses (the 5,000/10,000 set-up)
-    done = _bench("--sizes", "6", "--duration", "6", "--interval", "2", "--json", "--servers", "2", "--prerendered")
+    # 8 cycles of 1 s: /proc counts CPU in clock ticks (10 ms), and one cycle over 6 pre-rendered pages costs about
+    # one tick, so a window of one or two cycles could read 0 (it did, in CI: 0.0 ms per target)
+    done = _bench("--sizes", "6", "--duration", "8", "--interval", "1", "--json", "--servers", "2", "--prerendered")
     assert done.returncode == 0, done.stderr + done.stdout
     r = _json(done)
     assert r["targets"] == 6 and r["up"] == 6
@@ -131,6 +134,10 @@ def test_fleet_runs_the_daemon_at_a_tiny_size_and_reports_every_figure() -> None
     assert isinstance(r["cycle_p99"], float) and isinstance(r["cycle_p50"], float)
     assert r["cycle_p99"] >= r["cycle_p50"] > 0
     assert r["cpu_ms_per_target"] > 0  # type: ignore[operator]
+    # the figure's resolution (one clock tick over the window's scrapes) is reported beside it
+    assert r["cpu_resolution_ms_per_target"] == pytest.approx(  # type: ignore[operator]
+        1000 / os.sysconf("SC_CLK_TCK") / r["advisor_scrapes"]  # type: ignore[operator]
+    )
     assert r["pss_peak_mib"] >= r["pss_steady_mib"] > 0  # type: ignore[operator]
     assert r["pss_kb_per_target"] == pytest.approx(r["pss_peak_mib"] * 1048.576 / 6)  # type: ignore[operator]
     assert r["standin_cpu_seconds"] >= 0  # type: ignore[operator]
