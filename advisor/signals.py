@@ -276,6 +276,13 @@ cycle is a spike, whatever the scale-up window's length (with ``scale_up_window:
 holds that one cycle alone)."""
 
 
+def _present_need(rate: float | None, capacity_at_slo: float | None) -> int:
+    """``ceil(λ ÷ capacity at the SLO per replica)``: the replicas the load needs now (0 when either is unknown)."""
+    if rate is None or capacity_at_slo is None or capacity_at_slo <= 0:
+        return 0
+    return math.ceil(rate / capacity_at_slo - 1e-9)
+
+
 class ReplicaLead:
     """Per deployment, the count the load will need by the advisor's next re-derivation, stabilized — the *lead*
     of ``advisor_desired_replicas`` (module docstring). Not thread-safe: one loop owns it.
@@ -302,7 +309,9 @@ class ReplicaLead:
       follows — where over-leading is held for a whole scale-down window. Known limit: on a *step* (the demo's
       burst) the window's λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas where the
       advice's 2 serve, held until the scale-down window;
-    * the raw count ``max(current, need)`` — the current count on a cycle without a need — is fed to ``stabilizer``
+    * the raw count ``max(current, need)`` — the current count on a cycle without a need; while a lead incident is
+      open also ``ceil(λ ÷ capacity)``, so that a load grown into the count the trend announced holds it — is fed
+      to ``stabilizer``
       (a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own, with ``rules.replicas``' windows) and read
       against the lead's count, as HPA's stabilization reads against the count it last set
       (``stabilizeRecommendationWithBehaviors``). Feeding the current count on cycles without a need (not nothing)
@@ -315,7 +324,10 @@ class ReplicaLead:
     A one-cycle spike never raises it. While above the current count (one *lead incident*) it never turns around,
     as the replica advice within one incident (:mod:`advisor.rules.lifecycle`): it holds, folding in the advice's
     count (``advised``) when that is higher, and **falls once**, to the current count, when the scale-down window
-    holds no need above the current count and the advice advises none: ``max(advice, lead)`` then falls in one
+    holds no need above the current count — neither the trend's nor, while the incident is open, today's: a ramp
+    that has reached the count the trend announced still needs it, though no trend raises it further (measured:
+    under load a 20-cycle ramp's lead fell 2 → 1 for one cycle ten cycles after its rise, one before the SLO broke
+    and the advice asked 2 again) — and the advice advises none: ``max(advice, lead)`` then falls in one
     step, never down and up again inside one incident. A fresh cycle with the headroom unknown (a window one scrape
     short withholds its rate: on the demo ramp one cycle in four) feeds nothing and raises nothing — feeding the
     current count then would restart every persisting need — but a lead incident may end on it.
@@ -386,7 +398,9 @@ class ReplicaLead:
                 need = self._need(rate, both, list(rates)) if both is not None else None
         value = last
         if need is not None:
-            self.stabilizer.observe(deployment, now, max(current, need))
+            # while a lead incident is open, the count the load needs now holds it too (it only never *raises* it)
+            held = _present_need(rate, capacity_at_slo) if last > current else 0
+            self.stabilizer.observe(deployment, now, max(current, need, held))
             since = self._since.setdefault(deployment, now)
             self._above[deployment] = self._above.get(deployment, 0) + 1 if need > last else 0
             up = self.stabilizer.value(deployment, now, last)

@@ -347,3 +347,15 @@ def test_the_capacity_at_the_slo_is_re_derived_once_the_arrival_rate_moves_beyon
     sig = autoscaler_signals(ev, [], [], 60.0, 0.95, kept)
     assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((1.0, 0.8), rel=1e-9)
     assert sig.slo_throughput_headroom_ratio == pytest.approx(0.375, rel=1e-9)
+
+
+def test_a_load_grown_into_the_led_count_holds_it_until_it_falls() -> None:
+    """RISING leads 3 at k = 6 (λ = 1.75, 2 running of 1/s each); λ goes on rising to 2.125 at k = 9 and then stays
+    there: within one horizon the trend is flat, so no trend need, but the load needs ceil(2.125 ÷ 1) = 3 now, and no
+    advice asks it yet (the SLO has not broken). The lead holds 3 — falling to 2 there and rising again when the
+    advice asks 3 is a scale down and up inside one incident (seen under load on the ramp test: 2 → 1 → 2). Then
+    λ = 1 from k = 24: the last raw 3 is k = 23's, held through k = 33 (10 s), and desired falls once, to 2."""
+    lead = _lead()
+    assert _run(lead, RISING)[-1] == 3
+    assert _run(lead, [1.875, 2.0, 2.125] + [2.125] * 14, start=7) == [3] * 17
+    assert _run(lead, [1.0] * 14, start=24) == [3] * 10 + [2] * 4
