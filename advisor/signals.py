@@ -277,7 +277,8 @@ holds that one cycle alone)."""
 
 
 def _present_need(rate: float | None, capacity_at_slo: float | None) -> int:
-    """``ceil(λ ÷ capacity at the SLO per replica)``: the replicas the load needs now (0 when either is unknown)."""
+    """``ceil(λ ÷ capacity at the SLO per replica)``: the replicas the arrival rate ``rate`` needs (0 when either is
+    unknown); the rounding of :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas``."""
     if rate is None or capacity_at_slo is None or capacity_at_slo <= 0:
         return 0
     return math.ceil(rate / capacity_at_slo - 1e-9)
@@ -359,8 +360,8 @@ class ReplicaLead:
         """``ceil(λ_ahead ÷ capacity)`` when the trend raises it above ``ceil(λ ÷ capacity)``, else 0 (replicas)."""
         slope = theil_sen_slope(rates) if len(rates) >= MIN_TREND_SAMPLES else None
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
-        need = math.ceil(ahead / capacity_at_slo - 1e-9)
-        return need if need > math.ceil(rate / capacity_at_slo - 1e-9) else 0
+        need = _present_need(ahead, capacity_at_slo)
+        return need if need > _present_need(rate, capacity_at_slo) else 0
 
     def lead(
         self,

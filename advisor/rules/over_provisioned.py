@@ -103,15 +103,11 @@ class OverProvisionedRule:
         """Seconds the fire side must hold."""
         return self._for
 
-    def _ceiling(self, ev: Evaluation) -> float:
+    def _ceiling(self, ev: Evaluation) -> tuple[float, str]:
         """Sequences one replica runs at most: max-num-seqs on each data-parallel rank (× ranks), or fewer when
-        the pool holds fewer at the observed request length (prompt + output of finished requests)."""
-        return self._ceiling_named(ev)[0]
-
-    def _ceiling_named(self, ev: Evaluation) -> tuple[float, str]:
-        """:meth:`_ceiling` and what sets it, for the text: ``"max-num-seqs"`` or ``"the KV pool at ~1,520 tokens
-        per request"`` (the walkthrough, 2026-12-04, read "the ceiling 256" and "the ceiling 28.97" as one
-        quantity)."""
+        the pool holds fewer at the observed request length (prompt + output of finished requests); and what sets
+        it, for the text: ``"max-num-seqs"`` or ``"the KV pool at ~1,520 tokens per request"`` (the walkthrough,
+        2026-12-04, read "the ceiling 256" and "the ceiling 28.97" as one quantity)."""
         s = ev.stats
         ceiling = float(ev.ctx.inputs.max_num_seqs) * data_parallel_ranks(ev)
         what = "max-num-seqs"
@@ -148,7 +144,7 @@ class OverProvisionedRule:
         usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         if usage is None:
             return None, "KV usage unknown", {}
-        ceiling, what = self._ceiling_named(ev)
+        ceiling, what = self._ceiling(ev)
         running = _peak_running(ev)
         per_replica = running / max(ev.replicas_up, 1)
         load = per_replica / ceiling
@@ -235,7 +231,7 @@ class OverProvisionedRule:
         waiting = max(s.requests_waiting or 0.0, s.requests_waiting_first or 0.0)
         if ev.replicas_up < ev.ctx.replicas or waiting > 0:
             return []  # no GPU-freeing turn on partial data or beside a queue (the module docstring)
-        ceiling, what = self._ceiling_named(ev)
+        ceiling, what = self._ceiling(ev)
         current = ev.ctx.replicas
         conf = confidence(ev, 0.8)
         running = _peak_running(ev)
