@@ -81,7 +81,7 @@ def _err(msg: str) -> None:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate a config; print every problem with its path (exit 2), or a one-line summary, each deployment's
     capacity, and every warning ``rules generate`` would print for the file (exit 0)."""
-    from advisor.config import load_config, runtime_path_warnings, shared_targets
+    from advisor.config import load_config, replica_history_warnings, runtime_path_warnings, shared_targets
     from advisor.service import prometheus_source
 
     try:
@@ -107,6 +107,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from advisor.rulescmd import config_warnings, print_warnings
 
     print_warnings(shared_targets(cfg))
+    print_warnings(replica_history_warnings(cfg))
     print_warnings(runtime_path_warnings(cfg, Path(args.file).resolve().parent))
     print_warnings(config_warnings(cfg, args.file))  # what `rules generate` would warn about; still valid: exit 0
     return 0

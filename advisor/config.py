@@ -69,7 +69,7 @@ from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KEDA_DEFAULT_M
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.platforms import PLATFORMS
-from advisor.rules.replicas import ReplicaStabilizer
+from advisor.rules.replicas import MIN_ARRIVAL_SCRAPES, ReplicaStabilizer
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
 
 
@@ -1939,6 +1939,28 @@ def line_of(root: yaml.Node | None, path: str) -> int | None:
         else:
             break
     return line
+
+
+def replica_history_warnings(cfg: Config) -> list[str]:
+    """A warning when no evaluation can ever hold the arrival-rate history a replica count needs
+    (:func:`advisor.rules.replicas.arrival_history_withheld`): even when a scrape lands on the window's first
+    instant, ``evaluation_window`` holds at most ``⌊window ÷ scrape_interval⌋ + 1`` scrapes spanning
+    ``⌊window ÷ scrape_interval⌋ × scrape_interval`` seconds, and that must reach ``rules.replicas.min_history``
+    over :data:`~advisor.rules.replicas.MIN_ARRIVAL_SCRAPES` scrapes. Otherwise the replica advice and the lead of
+    ``advisor_desired_replicas`` are withheld on every cycle (breaker, 2026-12-04: ``min_history: 10m`` beside a 5m
+    window, and a 2m scrape interval beside it, both passed as valid). Empty when some window can."""
+    window, interval = cfg.evaluation_window, cfg.scrape_interval
+    need = cfg.rules.replicas.min_history
+    steps = math.floor(window / interval + 1e-9)
+    span, scrapes = steps * interval, steps + 1
+    if span >= need and scrapes >= MIN_ARRIVAL_SCRAPES:
+        return []
+    return [
+        f"no replica count can ever be proposed: evaluation_window {window:g}s at scrape_interval {interval:g}s "
+        f"holds at most {scrapes} scrape(s) spanning {span:g}s, and a replica count needs ≥ {need:g}s "
+        f"(rules.replicas.min_history) over ≥ {MIN_ARRIVAL_SCRAPES} scrapes: lengthen evaluation_window, scrape "
+        "more often or lower min_history"
+    ]
 
 
 def shared_targets(cfg: Config) -> list[str]:

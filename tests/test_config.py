@@ -454,3 +454,39 @@ def test_check_config_warns_of_what_run_would_refuse_on_this_machine(tmp_path: P
     ]
     run = _cli("once", "--config", str(f))
     assert run.returncode == 2 and "cannot read" in run.stderr  # and the daemon's start refuses the same file
+
+
+@pytest.mark.parametrize(
+    ("settings", "scrapes", "span", "need"),
+    [
+        ({"evaluation_window": "5m", "rules": {"replicas": {"min_history": "10m"}}}, 21, 300, 600),  # 15 s default
+        ({"scrape_interval": "2m", "evaluation_window": "5m"}, 3, 240, 30),
+        ({"scrape_interval": "5m", "evaluation_window": "5m"}, 2, 300, 30),
+    ],
+)
+def test_a_window_that_can_never_size_replicas_is_warned_about(
+    tmp_path: Path, settings: dict[str, object], scrapes: int, span: int, need: int
+) -> None:
+    """Breaker, 2026-12-04: these passed check-config silently, yet every cycle withholds the replica count (a
+    window must span ≥ min_history over ≥ 4 scrapes: ⌊window ÷ interval⌋ + 1 scrapes over ⌊window ÷ interval⌋ ×
+    interval seconds at best)."""
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump({**GOOD, **settings}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "no replica count" in line]
+    interval = {2: 300, 3: 120, 21: 15}[scrapes]
+    assert warned == [
+        f"capacity-advisor: warning: no replica count can ever be proposed: evaluation_window 300s at "
+        f"scrape_interval {interval}s holds at most {scrapes} scrape(s) spanning {span}s, and a replica count needs "
+        f"≥ {need}s (rules.replicas.min_history) over ≥ 4 scrapes: lengthen evaluation_window, scrape more often or "
+        "lower min_history"
+    ]
+
+
+def test_the_demo_and_the_default_windows_can_size_replicas() -> None:
+    from advisor.config import replica_history_warnings
+    from advisor.demo import demo_config
+
+    assert replica_history_warnings(parse_config(GOOD)) == []  # 15 s over 5 m, min_history 30 s
+    assert replica_history_warnings(demo_config(GOOD["deployments"])) == []  # 1 s over 5 s, min_history 4 s
