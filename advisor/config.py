@@ -53,7 +53,7 @@ from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resol
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
-from advisor.capacity.models import ModelArch
+from advisor.capacity.models import ModelArch, language_model_only_limits, without_unused_vision_tower
 from advisor.conventions import (
     MANAGED_INSTANCE_PLATFORMS,
     MIN_SCRAPE_INTERVAL_SECONDS,
@@ -268,6 +268,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "lora_extra_vocab_size": ("vllm", "dynamo", "auto"),
     "lora_dtype": ("vllm", "dynamo", "auto"),
     "fully_sharded_loras": ("vllm", "dynamo", "auto"),
+    "language_model_only": ("vllm", "dynamo", "auto"),
     "sampler": ("vllm", "dynamo", "auto"),
     "engine_version": ("vllm", "sglang", "tgi", "dynamo", "auto"),
     "pipeline_parallel_size": ("vllm", "dynamo", "auto"),
@@ -565,6 +566,11 @@ class Deployment(_Strict):
     )
     lora_dtype: str = Field(default="auto", description="vLLM --lora-dtype: auto (the model dtype) or a dtype name")
     fully_sharded_loras: bool = Field(default=False, strict=True, description="vLLM --fully-sharded-loras")
+    language_model_only: bool = Field(
+        default=False,
+        strict=True,
+        description="vLLM --language-model-only: a multimodal checkpoint's encoder towers are not loaded",
+    )
     slo: SLO
     autoscaling: AutoscalingConfig | None = Field(
         default=None,
@@ -1554,6 +1560,8 @@ def deployment_spec(
     """
     if model is None:
         model = resolve_model(dep.model, base_dir)
+    if dep.language_model_only:
+        model = without_unused_vision_tower(model, language_model_only_limits())
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     spec = spec_from_settings(
         dep,

@@ -122,7 +122,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         nvls_bytes_per_gpu,
     )
     from advisor.capacity.lora import lora_counted
-    from advisor.capacity.models import without_unused_vision_tower
+    from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
     ignored = _ignored_flags(args)
@@ -154,7 +154,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return 2
         args.vllm_use_v1 = env_v1 or None
     try:
-        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), args.limit_mm_per_prompt)
+        limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
+        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
         stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)
         gpu = resolve_gpu(args.gpu, stated)  # the one resolver the daemon, the API and `simulate` use
         memory, identified = gpu.memory_bytes, gpu.identified
@@ -795,6 +796,7 @@ _VLLM_ONLY = (
     "cpu_offload_gb",
     "speculative_config",
     "limit_mm_per_prompt",
+    "language_model_only",
     "enable_lora",
     "max_loras",
     "max_lora_rank",
@@ -969,6 +971,13 @@ def add_plan_parser(sub: Any) -> None:
         help='vLLM --limit-mm-per-prompt, e.g. \'{"image": 0, "video": 0}\': with every modality of the vision '
         "tower at 0 vLLM does not load the tower, so its weights leave the budget; other limits change nothing "
         "here (the encoder-cache profiling they size is not modelled)",
+    )
+    plan.add_argument(
+        "--language-model-only",
+        action="store_true",
+        default=None,
+        help="vLLM --language-model-only: every modality limit at 0 (as --limit-mm-per-prompt with zeros), so a "
+        "multimodal checkpoint's encoder towers are not loaded",
     )
     plan.add_argument(
         "--speculative-config",

@@ -601,6 +601,22 @@ def engine_capacity_pass(engine: str, inputs: CapacityInputs, settings: EngineSe
     """
     from advisor.capacity.kv import vllm_capacity_pass
 
+    m = inputs.model
+    if m.unsized_towers:
+        towers = " and ".join(m.unsized_towers)
+        several = len(m.unsized_towers) > 1
+        raise CapacityError(
+            f"{m.name}: its {towers} tower{'s' if several else ''} (config.json "
+            f"{', '.join(t + '_config' for t in m.unsized_towers)}) {'are' if several else 'is'} not sized (weights "
+            "and the encoder's run in the memory profile), so the capacity pass cannot plan it with "
+            f"{'them' if several else 'it'} on; plan it as served text-only: --language-model-only (or "
+            "--limit-mm-per-prompt at 0 for every modality of the tower), language_model_only: true in a deployment"
+        )
+    if m.has_layer_kinds and engine != "vllm":
+        raise CapacityError(
+            f"{m.name}: its layers differ in head size or keep no KV of their own (Gemma 4); only vLLM's KV "
+            f"accounting of such layers is modelled, not {engine}'s"
+        )
     dp = inputs.data_parallel_size
     if engine == "vllm":
         return EngineCapacity("vllm", across_ranks(vllm_capacity_pass(inputs), dp))

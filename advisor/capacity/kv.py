@@ -133,7 +133,7 @@ from advisor.capacity.weights import (
     weights_bytes_per_gpu,
 )
 from advisor.capacity.weights import weights_bytes_total as weights_bytes_total
-from advisor.errors import WontStartError
+from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
     "ACCOUNTING_ENGINES",
@@ -375,6 +375,13 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         per_token_gpu = kv_bytes_per_token_per_layer(inputs) * (stage_layers + draft)
     max_len = inputs.effective_max_model_len
     layout = hybrid_kv_layout(inputs)
+    if layout is None and m.has_layer_kinds:
+        raise CapacityError(
+            f"{m.name}: its layers differ in head size or share KV (Gemma 4), which is modelled only under vLLM V1's "
+            f"hybrid KV cache manager (V1 from {'.'.join(map(str, HYBRID_KV_CACHE_MANAGER_SINCE))}, "
+            "without --disable-hybrid-kv-cache-manager); this configuration "
+            f"({inputs.overhead_profile}, vLLM {inputs.engine_version or 'version not stated'}) is not"
+        )
     recurrent = recurrent_hybrid_layout(inputs)
     block_size = inputs.block_size
     tokens: int | None = None
@@ -395,8 +402,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         blocks = tokens // block_size
     elif layout is not None:
         # V1's hybrid manager: a pool block is group_size layer pages; every group draws from the one pool
-        page = kv_bytes_per_token_per_layer(inputs) * inputs.block_size * layout.group_size
-        per_token_gpu = kv_bytes_per_token_per_layer(inputs) * layout.group_size * layout.groups
+        page = layout.page_bytes * layout.group_size
+        per_token_gpu = layout.bytes_per_token
         engine_blocks = inputs.num_gpu_blocks_override or pool // page
         pool = engine_blocks * page if inputs.num_gpu_blocks_override is not None else pool
         concurrency = engine_blocks / hybrid_blocks_per_request(inputs, layout, max_len)

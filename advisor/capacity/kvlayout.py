@@ -18,6 +18,7 @@ from advisor.capacity.inputs import CapacityInputs
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import DTYPE_BYTES, kv_bytes_per_element
 from advisor.capacity.profiles import OVERHEAD_PROFILES
+from advisor.errors import CapacityError
 
 # --- the steps, each usable on its own --------------------------------------------------------------------
 
@@ -126,6 +127,19 @@ def vllm_mha_fallback_head_size(inputs: CapacityInputs) -> int | None:
     return None
 
 
+def full_kv_bytes_per_token_per_layer(inputs: CapacityInputs) -> int:
+    """KV bytes one token occupies in one full-attention layer on one GPU: :func:`kv_bytes_per_token_per_layer` for
+    models whose layers share one shape; with :attr:`~advisor.capacity.models.ModelArch.has_layer_kinds`, ``2 ×
+    max(1, full_kv_heads // TP) × full_head_dim × kv bytes`` (Gemma-4-E2B bf16: 2 × 1 × 512 × 2 = 2,048 against the
+    sliding layers' 1,024; vLLM ``gemma4.py`` ``Gemma4DecoderLayer`` passes ``global_head_dim`` and, under
+    ``attention_k_eq_v``, ``num_global_key_value_heads`` to the layer's ``Attention``)."""
+    m = inputs.model
+    if not m.has_layer_kinds:
+        return kv_bytes_per_token_per_layer(inputs)
+    element = kv_bytes_per_element(inputs.kv_cache_dtype, inputs.compute_dtype)
+    return 2 * max(1, m.full_kv_heads // inputs.tensor_parallel_size) * m.full_head_dim * element
+
+
 def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
     """KV bytes per token on one GPU: per-layer bytes × the attention layers on its pipeline stage.
 
@@ -137,7 +151,12 @@ def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
     head is 33 × 4,096 = 135,168 bytes, as vllm-project/vllm#19996 logs (51.63 GiB for 410,128 tokens).
     """
     draft = inputs.speculative.draft_layers if inputs.speculative is not None else 0
-    return kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, inputs.model.attention_layers) + draft)
+    m = inputs.model
+    if m.has_layer_kinds:  # per kind, the KV-shared layers keeping none
+        sliding = kv_bytes_per_token_per_layer(inputs) * layers_per_stage(inputs, m.kv_sliding_layers)
+        full = full_kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, m.kv_full_layers) + draft)
+        return sliding + full
+    return kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, m.attention_layers) + draft)
 
 
 def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
@@ -206,16 +225,34 @@ class HybridKVLayout:
             is ``group_size`` layer pages.
         full_groups: groups of full-attention layers (the last one padded to ``group_size``).
         sliding_groups: groups of sliding-window layers (the last one padded).
+        page_bytes: bytes of one layer's page, the same for every layer (:func:`unified_pages`).
+        full_block_size: tokens in a full-attention layer's page.
+        sliding_block_size: tokens in a sliding layer's page.
+
+    Where the kinds' pages differ (Gemma 4's 512-wide full-attention heads), vLLM raises the smaller page's block
+    size until the pages match (``kv_cache_utils.py`` ``unify_kv_cache_spec_page_size``, 0.21.0: "unify the page
+    size by increasing the block size of layers with smaller page size").
     """
 
     group_size: int
     full_groups: int
     sliding_groups: int
+    page_bytes: int
+    full_block_size: int
+    sliding_block_size: int
 
     @property
     def groups(self) -> int:
         """All KV cache groups (``len(kv_cache_groups)``)."""
         return self.full_groups + self.sliding_groups
+
+    @property
+    def bytes_per_token(self) -> int:
+        """KV bytes one token takes in every group's layers, padding layers included: ``group_size × (full groups ×
+        page ÷ full block + sliding groups × page ÷ sliding block)`` (Gemma-3-1B bf16: 4 × 7 × 2,048 = 57,344)."""
+        full = self.full_groups * self.page_bytes // self.full_block_size
+        sliding = self.sliding_groups * self.page_bytes // self.sliding_block_size
+        return self.group_size * (full + sliding)
 
 
 def hybrid_kv_layout(inputs: CapacityInputs) -> HybridKVLayout | None:
@@ -243,16 +280,46 @@ def hybrid_kv_layout(inputs: CapacityInputs) -> HybridKVLayout | None:
     version = parse_version(inputs.engine_version)
     if version is not None and version < HYBRID_KV_CACHE_MANAGER_SINCE:
         return None
-    sliding = layers_per_stage(inputs, m.sliding_window_layers)
-    full = layers_per_stage(inputs, m.full_attention_layers) if m.full_attention_layers else 0
+    sliding = layers_per_stage(inputs, m.kv_sliding_layers)
+    full = layers_per_stage(inputs, m.kv_full_layers) if m.kv_full_layers else 0
+    pages = unified_pages(inputs)
     if not full:
-        return HybridKVLayout(group_size=sliding, full_groups=0, sliding_groups=1)
+        return HybridKVLayout(group_size=sliding, full_groups=0, sliding_groups=1, **pages)
     size = min(full, sliding)
     for since, ratio in HYBRID_GROUP_SIZE_MAX_RATIO:
         if (version is None or version >= since) and max(full, sliding) < size * ratio:
             size = max(full, sliding)
             break
-    return HybridKVLayout(group_size=size, full_groups=-(-full // size), sliding_groups=-(-sliding // size))
+    return HybridKVLayout(group_size=size, full_groups=-(-full // size), sliding_groups=-(-sliding // size), **pages)
+
+
+def unified_pages(inputs: CapacityInputs) -> dict[str, int]:
+    """The page every layer gets and each kind's block size, for :class:`HybridKVLayout`: with one shape, the
+    configured block of :func:`kv_bytes_per_token_per_layer`; with :attr:`~advisor.capacity.models.ModelArch.
+    has_layer_kinds`, the larger kind's page, the smaller kind's block raised by the ratio
+    (``unify_kv_cache_spec_page_size``). Gemma-4-E2B bf16, block 16: full 16 × 2,048 = 32 KiB, sliding 16 × 1,024
+    = 16 KiB → sliding block 32, page 32 KiB.
+
+    Raises:
+        CapacityError: the larger page is no multiple of the smaller (vLLM raises ``NotImplementedError``).
+    """
+    bs = inputs.block_size
+    sliding_page = kv_bytes_per_token_per_layer(inputs) * bs
+    if not inputs.model.has_layer_kinds:
+        return {"page_bytes": sliding_page, "full_block_size": bs, "sliding_block_size": bs}
+    full_page = full_kv_bytes_per_token_per_layer(inputs) * bs
+    page = max(full_page, sliding_page)
+    if page % full_page or page % sliding_page:
+        raise CapacityError(
+            f"{inputs.model.name}: KV pages of {full_page:,} and {sliding_page:,} bytes (full and sliding layers): "
+            "the larger is no multiple of the smaller, and vLLM cannot unify them (unify_kv_cache_spec_page_size "
+            "raises NotImplementedError)"
+        )
+    return {
+        "page_bytes": page,
+        "full_block_size": bs * page // full_page,
+        "sliding_block_size": bs * page // sliding_page,
+    }
 
 
 def hybrid_blocks_per_request(inputs: CapacityInputs, layout: HybridKVLayout, context_tokens: int) -> int:
@@ -268,11 +335,13 @@ def hybrid_blocks_per_request(inputs: CapacityInputs, layout: HybridKVLayout, co
     (vLLM ≥ 0.25 uses ``max_in_flight_tokens``, which is larger under async scheduling or PP: not modelled).
 
     Gemma-3-1B at L = 2,048, block 16, 8,192 batched tokens: 1 × 128 + 6 × (cdiv(2,048, 16) + 1) = 902 blocks.
+    Each kind counts in its own block size (:func:`unified_pages`): Gemma-4-E2B at L = 8,192, 2,048 batched tokens,
+    full block 16, sliding 32: 1 × 512 + 4 × (cdiv(511 + 2,048, 32) + 1) = 836 blocks (vLLM 0.21.0 prints 129.66×
+    for 9.92 GiB of 96 KiB blocks: 108,396 ÷ 836).
     """
-    bs = inputs.block_size
-    full = -(-context_tokens // bs)
+    full = -(-context_tokens // layout.full_block_size)
     window = inputs.model.sliding_window
-    sliding = -(-min(window - 1 + inputs.profile_tokens, context_tokens) // bs) + 1
+    sliding = -(-min(window - 1 + inputs.profile_tokens, context_tokens) // layout.sliding_block_size) + 1
     return max(1, layout.full_groups * full + layout.sliding_groups * sliding)
 
 

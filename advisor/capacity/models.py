@@ -15,9 +15,13 @@ Covered (each the way vLLM stores it; :meth:`ModelArch.from_hf_config` reads the
   of Qwen3-Next/Qwen3.5): only the :attr:`ModelArch.attention_layers` grow with context; each recurrent layer holds
   a fixed state per sequence (:attr:`ModelArch.recurrent_state_elements`). Mamba-2 hybrids (Nemotron-H, Falcon-H1,
   Granite-4.0-H, Bamba, Zamba2: :data:`UNMODELLED_HYBRIDS`) are refused, naming the key;
-* refused, naming the architecture and the engine rule not followed (:data:`UNMODELLED_ARCHITECTURES`): Gemma 4
-  (cross-layer KV sharing, per-layer head sizes and embeddings), Llama 3.2 Vision (mllama, cross-attention
-  encoder-decoder) and InternVL (``llm_config``, vision tower in the profile run);
+* Gemma 4 (dense): full-attention layers with their own head size and KV heads (``global_head_dim``,
+  ``num_global_key_value_heads`` under ``attention_k_eq_v``), the last ``num_kv_shared_layers`` layers reading an
+  earlier layer's KV cache, per-layer embeddings (PLE) and double-wide MLPs in the shared layers
+  (:func:`_gemma4_reads`); its vision and audio towers are not sized, so a Gemma 4 checkpoint that carries them is
+  planned only with them off (:attr:`ModelArch.unsized_towers`);
+* refused, naming the architecture and the engine rule not followed (:data:`UNMODELLED_ARCHITECTURES`): Llama 3.2
+  Vision (mllama, cross-attention encoder-decoder) and InternVL (``llm_config``, vision tower in the profile run);
 * Llama 4 (interleaved MoE with a shared expert) and Qwen's ``shared_expert_intermediate_size``
   (:func:`_family_reads`);
 * multimodal wrappers (``text_config`` + ``vision_config``: LLaVA, Qwen-VL, Gemma 3): the language model drives
@@ -153,6 +157,22 @@ class ModelArch:
             true (its absmax are stored nested; transformers' ``BitsAndBytesConfig`` defaults it to false).
         bnb_skip_modules: a bitsandbytes checkpoint's ``llm_int8_skip_modules`` (vLLM ``BitsAndBytesConfig``), the
             modules it keeps in the compute dtype (:func:`advisor.capacity.weights.bnb_skipped_linear_parameters`).
+        global_head_dim: head size of the full-attention layers where it differs from :attr:`head_dim` (Gemma 4
+            ``global_head_dim``, 512); 0 = :attr:`head_dim`.
+        global_kv_heads: KV heads of the full-attention layers where they differ from :attr:`num_kv_heads` (Gemma 4
+            under ``attention_k_eq_v``: ``num_global_key_value_heads``); 0 = :attr:`num_kv_heads`.
+        kv_shared_layers: the last layers that read an earlier layer's KV cache and keep none of their own (Gemma 4
+            ``num_kv_shared_layers``: vLLM ``gpu_model_runner.py`` ``get_kv_cache_spec`` gives a layer with a
+            ``kv_sharing_target_layer_name`` no spec, "doesn't allocate KV cache for the layer", 0.21.0).
+        kv_shared_sliding_layers: how many of :attr:`kv_shared_layers` are windowed.
+        double_wide_mlp: the KV-shared layers' MLP is ``2 × intermediate_size`` wide (Gemma 4 ``use_double_wide_mlp``;
+            vLLM ``gemma4.py`` ``Gemma4DecoderLayer``).
+        per_layer_input_size: width of each layer's per-layer embedding (Gemma 4 PLE, ``hidden_size_per_layer_input``);
+            0 = none.
+        per_layer_vocab_size: rows of the per-layer embedding table (``vocab_size_per_layer_input``).
+        unsized_towers: encoder towers (``"vision"``, ``"audio"``) the checkpoint carries that the capacity pass
+            does not size (Gemma 4's); the pass refuses the model while one is on (:func:`without_unused_vision_tower`
+            turns them off for ``--limit-mm-per-prompt`` zeros or ``--language-model-only``).
     """
 
     name: str
@@ -208,6 +228,14 @@ class ModelArch:
     checkpoint_weight_groups: tuple[WeightGroup, ...] = ()
     bnb_double_quant: bool = False
     bnb_skip_modules: tuple[str, ...] = ()
+    global_head_dim: int = 0
+    global_kv_heads: int = 0
+    kv_shared_layers: int = 0
+    kv_shared_sliding_layers: int = 0
+    double_wide_mlp: bool = False
+    per_layer_input_size: int = 0
+    per_layer_vocab_size: int = 0
+    unsized_towers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -235,6 +263,15 @@ class ModelArch:
             raise CapacityError(f"{self.name}: moe_layers/linear_layers out of range for {self.num_layers} layers")
         if self.sliding_window_layers > self.attention_layers:
             raise CapacityError(f"{self.name}: more sliding-window layers than attention layers")
+        if not 0 <= self.kv_shared_layers < self.attention_layers:
+            raise CapacityError(f"{self.name}: kv_shared_layers must be in 0..{self.attention_layers - 1}")
+        if self.kv_sliding_layers < 0 or self.kv_full_layers < 0:
+            raise CapacityError(f"{self.name}: more KV-shared layers of a kind than layers of that kind")
+        if self.global_kv_heads and self.num_attention_heads % self.global_kv_heads != 0:
+            raise CapacityError(
+                f"{self.name}: num_attention_heads ({self.num_attention_heads}) is not a multiple of "
+                f"num_global_key_value_heads ({self.global_kv_heads})"
+            )
 
     # --- shape helpers --------------------------------------------------------------------------------------
     @property
@@ -258,6 +295,32 @@ class ModelArch:
         return self.attention_layers - self.sliding_window_layers
 
     @property
+    def full_head_dim(self) -> int:
+        """Head size of the full-attention layers (:attr:`global_head_dim` when set, else :attr:`head_dim`)."""
+        return self.global_head_dim or self.head_dim
+
+    @property
+    def full_kv_heads(self) -> int:
+        """KV heads of the full-attention layers (:attr:`global_kv_heads` when set, else :attr:`num_kv_heads`)."""
+        return self.global_kv_heads or self.num_kv_heads
+
+    @property
+    def has_layer_kinds(self) -> bool:
+        """Whether layers differ in more than their window: full-attention layers with their own head size or KV
+        heads, or layers keeping no KV of their own (Gemma 4). Such models are sized per layer kind."""
+        return bool(self.global_head_dim or self.global_kv_heads or self.kv_shared_layers)
+
+    @property
+    def kv_sliding_layers(self) -> int:
+        """Windowed layers that keep a KV cache of their own (:attr:`sliding_window_layers` less the shared)."""
+        return self.sliding_window_layers - self.kv_shared_sliding_layers
+
+    @property
+    def kv_full_layers(self) -> int:
+        """Full-attention layers that keep a KV cache of their own (:attr:`full_attention_layers` less the shared)."""
+        return self.full_attention_layers - (self.kv_shared_layers - self.kv_shared_sliding_layers)
+
+    @property
     def mla_latent_elements(self) -> int:
         """Elements cached per token per MLA layer: ``kv_lora_rank + qk_rope_head_dim`` (512 + 64 = 576)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
@@ -271,26 +334,31 @@ class ModelArch:
         width = self.word_embed_proj_dim or self.hidden_size
         projections = 2 * width * self.hidden_size if width != self.hidden_size else 0
         table = self.vocab_size * width * (1 if self.tie_word_embeddings else 2)
-        return table + self.position_embeddings * self.hidden_size + projections
+        per_layer = self.per_layer_vocab_size * self.num_layers * self.per_layer_input_size  # Gemma 4's PLE table
+        return table + self.position_embeddings * self.hidden_size + projections + per_layer
 
     def norm_parameters(self) -> int:
         """RMSNorm weights: (norms_per_layer × layers + 1 final) × hidden (+ q/k norms, MLA latent norms).
         Replicated on every TP rank."""
-        extra = 0
+        extra = self.per_layer_input_size  # Gemma 4's per_layer_projection_norm (0 without PLE)
         if self.qk_norm:
-            extra += 2 * self.head_dim * self.attention_layers
+            extra += 2 * (self.head_dim * self.sliding_window_layers + self.full_head_dim * self.full_attention_layers)
         if self.is_mla:
             extra += (self.kv_lora_rank + self.q_lora_rank) * self.num_layers
         vectors = (self.norms_per_layer * self.num_layers + (1 if self.final_norm else 0)) * self.hidden_size
         return vectors * (2 if self.norm_bias else 1) + extra
 
-    def kv_projection_parameters_per_layer(self) -> int:
-        """Parameters of the k and v projections of one layer: 2 × hidden × kv_heads × head_dim (+ bias)."""
-        bias = 2 * self.num_kv_heads * self.head_dim if self.attention_bias else 0
-        return 2 * self.hidden_size * self.num_kv_heads * self.head_dim + bias
+    def kv_projection_parameters_per_layer(self, full: bool = False) -> int:
+        """Parameters of the k and v projections of one layer: 2 × hidden × kv_heads × head_dim (+ bias); of a
+        full-attention layer (:attr:`full_kv_heads`, :attr:`full_head_dim`) when ``full``. Gemma 4's ``k_eq_v``
+        layers load K into both slots of vLLM's ``QKVParallelLinear``, so they hold V's too."""
+        kv_heads, head_dim = (self.full_kv_heads, self.full_head_dim) if full else (self.num_kv_heads, self.head_dim)
+        bias = 2 * kv_heads * head_dim if self.attention_bias else 0
+        return 2 * self.hidden_size * kv_heads * head_dim + bias
 
-    def attention_parameters_per_layer(self) -> int:
-        """Parameters of one attention block (projections, biases, sinks; norms excluded).
+    def attention_parameters_per_layer(self, full: bool = False) -> int:
+        """Parameters of one attention block (projections, biases, sinks; norms excluded); of a full-attention
+        layer when ``full`` (its own head size and KV heads: :attr:`full_head_dim`, :attr:`full_kv_heads`).
 
         GQA: ``q + o = 2 × hidden × heads × head_dim`` plus k and v. MLA (DeepSeek-V3: hidden 7168, 128
         heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128): ``q_a 7168×1536 + q_b 1536×128×192 +
@@ -303,13 +371,14 @@ class ModelArch:
             kv_a = h * self.mla_latent_elements
             kv_b = self.kv_lora_rank * n * (self.qk_nope_head_dim + self.v_head_dim)
             return q + kv_a + kv_b + n * self.v_head_dim * h
-        q_and_o = 2 * h * n * self.head_dim
-        q_bias = n * self.head_dim if self.attention_bias else 0
+        head_dim = self.full_head_dim if full else self.head_dim
+        q_and_o = 2 * h * n * head_dim
+        q_bias = n * head_dim if self.attention_bias else 0
         o_bias = h if self.attention_output_bias else 0
         sinks = n if self.attention_sinks else 0
         if self.attention_output_gate:
-            q_and_o += h * n * self.head_dim
-        return q_and_o + q_bias + o_bias + sinks + self.kv_projection_parameters_per_layer()
+            q_and_o += h * n * head_dim
+        return q_and_o + q_bias + o_bias + sinks + self.kv_projection_parameters_per_layer(full)
 
     def dense_mlp_parameters(self) -> int:
         """One dense MLP: ``3 × hidden × intermediate`` gated (gate, up, down), ``2 ×`` otherwise (up, down:
@@ -332,12 +401,27 @@ class ModelArch:
         routed = self.num_experts if experts is None else experts
         return (routed + self.num_shared_experts) * self.expert_parameters() + self.router_parameters()
 
+    def per_layer_input_parameters(self) -> tuple[int, int]:
+        """(sharded, replicated) parameters of Gemma 4's per-layer embedding path beside its table: the
+        ``per_layer_model_projection`` (``hidden × layers × ple``, a ``ColumnParallelLinear``) and each layer's
+        ``per_layer_input_gate`` and ``per_layer_projection`` (``2 × hidden × ple``, ``ReplicatedLinear``: whole on
+        every TP rank); vLLM ``gemma4.py`` ``Gemma4Model``, ``Gemma4DecoderLayer`` (0.21.0). (0, 0) without PLE."""
+        ple = self.per_layer_input_size * self.num_layers
+        return self.hidden_size * ple, 2 * self.hidden_size * ple
+
     def _body_parameters(self, experts: int | None) -> int:
-        attention = self.attention_layers * self.attention_parameters_per_layer()
+        if self.has_layer_kinds:
+            attention = self.sliding_window_layers * self.attention_parameters_per_layer() + (
+                self.full_attention_layers * self.attention_parameters_per_layer(full=True)
+            )
+        else:
+            attention = self.attention_layers * self.attention_parameters_per_layer()
         recurrent = self.linear_layers * self.linear_layer_parameters
         moe = self.moe_layers * self.moe_layer_parameters(experts) if self.is_moe else 0
         dense = (self.num_layers - (self.moe_layers if self.is_moe else 0)) * self.dense_mlp_parameters()
-        return attention + recurrent + moe + dense
+        if self.double_wide_mlp:  # the KV-shared layers' MLP is twice as wide
+            dense += self.kv_shared_layers * self.dense_mlp_parameters()
+        return attention + recurrent + moe + dense + sum(self.per_layer_input_parameters())
 
     def computed_parameters(self) -> int:
         """Total parameters from the shapes alone (language model + :attr:`vision_parameters`).
@@ -400,7 +484,7 @@ class ModelArch:
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
         if text is not None:  # transformers builds the text model's config from text_config alone
-            top_type = _optional_str(top, "model_type", name) or ""
+            top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
             cfg["model_type"] = _optional_str(text, "model_type", name, "text_config.model_type") or (
                 TEXT_MODEL_TYPE_OF_WRAPPER.get(top_type, "")
             )
@@ -486,7 +570,8 @@ class ModelArch:
             mamba_ssm_dtype=_optional_str(cfg, "mamba_ssm_dtype", name),
             architecture=architectures[0] if architectures else "",
             attention_output_bias=model_type == "gpt_oss" or bool(cfg.get("_linear_bias")),
-            qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", *GATED_DELTA_NET_TYPES),
+            qk_norm=model_type
+            in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4_text", *GATED_DELTA_NET_TYPES),
             attention_sinks=model_type == "gpt_oss",
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
             checkpoint_quantization=method,
@@ -504,6 +589,14 @@ class ModelArch:
             mtp_layers=_int_in(cfg, "num_nextn_predict_layers", name, 0, default=0)
             or _int_in(cfg, "mtp_num_hidden_layers", name, 0, default=0),
             attention_output_gate=bool(cfg.get("_attention_output_gate")),
+            global_head_dim=int(cfg.get("_global_head_dim", 0)),
+            global_kv_heads=int(cfg.get("_global_kv_heads", 0)),
+            kv_shared_layers=int(cfg.get("_kv_shared_layers", 0)),
+            kv_shared_sliding_layers=int(cfg.get("_kv_shared_sliding_layers", 0)),
+            double_wide_mlp=bool(cfg.get("_double_wide_mlp")),
+            per_layer_input_size=int(cfg.get("_per_layer_input_size", 0)),
+            per_layer_vocab_size=int(cfg.get("_per_layer_vocab_size", 0)),
+            unsized_towers=_unsized_towers(top, name),
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""
@@ -529,6 +622,35 @@ tower (vLLM 0.24.0 ``qwen2_vl.py``, ``qwen2_5_vl.py``, ``qwen3_vl.py``, ``qwen3_
 ``gemma3_mm.py``) are marked with ``"image"`` alone."""
 
 
+UNSIZED_TOWER_MODALITIES: Final[dict[str, tuple[str, ...]]] = {"vision": ("image", "video"), "audio": ("audio",)}
+"""The modalities each tower of :attr:`ModelArch.unsized_towers` serves: vLLM 0.21.0 ``gemma4_mm.py``
+``Gemma4ForConditionalGeneration.__init__`` builds ``vision_tower`` under ``_mark_tower_model(vllm_config, {"image",
+"video"})`` and ``audio_tower`` under ``_mark_tower_model(vllm_config, "audio")``: with every modality of a tower at 0
+the tower is not built and loads no weights."""
+
+UNSIZED_TOWER_TYPES: Final = frozenset({"gemma4"})
+"""Wrapper ``model_type``s whose ``vision_config`` / ``audio_config`` towers are not sized here (Gemma 4: its vision
+encoder and its conformer audio encoder, and their runs in the profile pass), so :func:`_unsized_towers` names them."""
+
+
+def _unsized_towers(top: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """The towers of a :data:`UNSIZED_TOWER_TYPES` wrapper its config.json carries (``vision_config`` /
+    ``audio_config`` objects, not null), in :data:`UNSIZED_TOWER_MODALITIES` order; () for any other model."""
+    if (_optional_str(top, "model_type", name) or _model_type_of(top, name)) not in UNSIZED_TOWER_TYPES:
+        return ()
+    return tuple(tower for tower in UNSIZED_TOWER_MODALITIES if _optional_mapping(top, f"{tower}_config", name))
+
+
+def language_model_only_limits() -> dict[str, int]:
+    """vLLM's ``--language-model-only`` as ``--limit-mm-per-prompt`` limits: every modality at 0 ("disables all
+    multimodal inputs by setting all modality limits to 0", ``vllm/config/multimodal.py`` ``MultiModalConfig``,
+    0.21.0)."""
+    modalities = {m for tower in UNSIZED_TOWER_MODALITIES.values() for m in tower}
+    for tower in VISION_TOWER_MODALITIES.values():
+        modalities.update(tower)
+    return dict.fromkeys(sorted(modalities), 0)
+
+
 def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | None) -> ModelArch:
     """``model`` without its vision tower when ``--limit-mm-per-prompt`` (``limits``, modality → items) sets every
     modality of the tower to 0: vLLM then builds it as ``StageMissingLayer`` and loads none of its weights
@@ -537,6 +659,11 @@ def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | No
     modalities"; a modality left out keeps its default limit, not 0). Otherwise ``model`` unchanged: the encoder
     profiling a non-zero limit adds (``gpu_model_runner.py`` ``profile_run``: the encoder run on the modality's
     dummy batch, its outputs kept in the encoder cache) is not modelled."""
+    if limits and model.unsized_towers:
+        kept = tuple(
+            tower for tower in model.unsized_towers if any(limits.get(m) != 0 for m in UNSIZED_TOWER_MODALITIES[tower])
+        )
+        model = replace(model, unsized_towers=kept)
     if not limits or not model.vision_parameters:
         return model
     modalities = VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
@@ -607,8 +734,6 @@ MODEL_TYPE_OF_ARCHITECTURE: Final[dict[str, str]] = {
 
 UNMODELLED_ARCHITECTURES: Final[dict[str, str]] = {
     # model_type (a wrapper's, or its text_config's) → what the engine does that the capacity pass does not model
-    "gemma4": "Gemma 4",
-    "gemma4_text": "Gemma 4",
     "mllama": "Llama 3.2 Vision (mllama)",
     "internvl_chat": "InternVL (InternVLChatModel)",
 }
@@ -616,14 +741,6 @@ UNMODELLED_ARCHITECTURES: Final[dict[str, str]] = {
 not follow (the reason is :data:`UNMODELLED_ARCHITECTURE_REASONS`)."""
 
 UNMODELLED_ARCHITECTURE_REASONS: Final[dict[str, str]] = {
-    "Gemma 4": (
-        "the last num_kv_shared_layers layers reuse an earlier layer's KV cache and get no pages of their own, "
-        "full-attention layers cache global_head_dim-wide heads (V1 then doubles the sliding layers' block size to "
-        "unify page sizes), and E2B/E4B add per-layer embeddings (vocab_size_per_layer_input × layers × "
-        "hidden_size_per_layer_input) and double-wide MLPs in the shared layers (vLLM 0.21.0 "
-        "model_executor/models/gemma4.py Gemma4Attention, Gemma4DecoderLayer; v1/core/kv_cache_utils.py "
-        "unify_kv_cache_spec_page_size); the capacity pass models none of these"
-    ),
     "Llama 3.2 Vision (mllama)": (
         "an encoder-decoder: the cross_attention_layers attend to the vision encoder's output, V0 allocates KV "
         "blocks for them as for the self-attention layers, and the profile run puts max_num_seqs dummy images "
@@ -683,6 +800,8 @@ TIED_BY_DEFAULT: Final[dict[str, bool]] = {
     "gemma2": True,
     "gemma3": True,
     "gemma3_text": True,
+    "gemma4": True,
+    "gemma4_text": True,
     "gpt2": True,
     "opt": True,
     "bloom": True,
@@ -1217,6 +1336,8 @@ TEXT_MODEL_TYPE_OF_WRAPPER: Final[dict[str, str]] = {
     # configuration_llava.py / configuration_llava_next.py: ``text_config.get("model_type", "llama")``
     "llava": "llama",
     "llava_next": "llama",
+    # configuration_gemma4.py: Gemma4Config builds text_config as Gemma4TextConfig (model_type "gemma4_text")
+    "gemma4": "gemma4_text",
 }
 """The ``model_type`` transformers gives a multimodal wrapper's ``text_config`` that does not state one."""
 
@@ -1267,6 +1388,16 @@ TRANSFORMERS_DEFAULTS: Final[dict[str, dict[str, int]]] = {
         "num_hidden_layers": 32,
         "num_attention_heads": 71,
         "max_position_embeddings": 2048,
+    },
+    "gemma4_text": {  # Gemma4TextConfig (transformers configuration_gemma4.py, 2026)
+        "vocab_size": 262144,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
     },
     "starcoder2": {  # Starcoder2Config
         "vocab_size": 49152,
@@ -1396,6 +1527,7 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
       ``full_attention_interval``-th layer (default 4) is full attention, the rest ``linear_attention``
       (``Qwen3NextConfig.__init__``); the attention output gate (``attn_output_gate``, default true).
     * :data:`UNMODELLED_HYBRIDS`: refused.
+    * Gemma 4 (``gemma4_text``): :func:`_gemma4_reads`.
     """
     out = dict(cfg)
     types = out.get("layer_types")
@@ -1429,6 +1561,8 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
                 name, "shared_expert_intermediate_size", f"a multiple of moe_intermediate_size ({width})", shared
             )
         out["n_shared_experts"] = shared // width
+    if model_type == "gemma4_text":
+        out = _gemma4_reads(out, name)
     if model_type in GATED_DELTA_NET_TYPES:
         layers = out.get("num_hidden_layers")
         if out.get("layer_types") is None and isinstance(layers, int) and not isinstance(layers, bool):
@@ -1439,6 +1573,83 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
         out["_attention_output_gate"] = out.get("attn_output_gate") is None or _optional_bool(
             out, "attn_output_gate", name
         )
+    return out
+
+
+GEMMA4_DEFAULTS: Final[dict[str, int | bool]] = {
+    # transformers configuration_gemma4.py Gemma4TextConfig (2026): fields and __post_init__'s kwargs.pop defaults
+    "sliding_window": 512,
+    "global_head_dim": 512,
+    "attention_k_eq_v": False,
+    "num_kv_shared_layers": 0,
+    "use_double_wide_mlp": False,
+    "enable_moe_block": False,
+    "hidden_size_per_layer_input": 256,
+    "vocab_size_per_layer_input": 262144,
+}
+"""What a Gemma 4 ``text_config`` that leaves a key out holds (the value vLLM then reads from the config object)."""
+
+GEMMA4_SLIDING_PATTERN: Final = 6
+"""Without ``layer_types`` Gemma4TextConfig makes every 6th layer full attention, the rest sliding ("by default 5:1"),
+and it always forces the last layer to ``full_attention`` (transformers ``configuration_gemma4.py``)."""
+
+
+def _gemma4_reads(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """A Gemma 4 ``text_config`` read as transformers' ``Gemma4TextConfig`` holds it and vLLM 0.21.0's ``gemma4.py``
+    builds it, into the ``_``-prefixed keys :meth:`ModelArch.from_hf_config` reads:
+
+    * ``layer_types`` (default 5 sliding : 1 full), the last layer forced to full attention; ``sliding_window``
+      (default 512);
+    * full-attention layers: head size ``global_head_dim`` (default 512); under ``attention_k_eq_v`` (default
+      false) ``num_global_key_value_heads`` KV heads (default ``num_key_value_heads``) — ``Gemma4DecoderLayer``;
+    * ``num_kv_shared_layers`` (default 0): the last layers, each reading the KV of the last earlier layer of its
+      type (``Gemma4Attention``: ``kv_sharing_target_layer_name``), so they keep no cache; their MLP is
+      ``2 × intermediate_size`` under ``use_double_wide_mlp``;
+    * PLE: ``hidden_size_per_layer_input`` (default 256; 0 = none) × ``num_hidden_layers`` columns of a
+      ``vocab_size_per_layer_input``-row table, with a fifth norm per layer (``post_per_layer_input_norm``);
+    * ``enable_moe_block``: refused — its router and experts run beside the dense MLP in every layer, which
+      :class:`ModelArch` does not hold.
+
+    Raises:
+        CapacityError: a key of the wrong type or out of range, or ``enable_moe_block`` true.
+    """
+    out = dict(cfg)
+    for key, value in GEMMA4_DEFAULTS.items():
+        if out.get(key) is None:
+            out[key] = value
+    if _optional_bool(out, "enable_moe_block", name):
+        raise CapacityError(
+            f"{name}: Gemma 4 with enable_moe_block (26B-A4B) is not modelled: vLLM runs a router and "
+            "top_k_experts experts beside the dense MLP in every layer (gemma4.py Gemma4MoE), which the capacity "
+            "pass does not size, so it cannot plan this model"
+        )
+    layers = _positive_int(out, "num_hidden_layers", name)
+    types = _str_list(out, "layer_types", name, layers)
+    if types is None:
+        types = ["sliding_attention" if (i + 1) % GEMMA4_SLIDING_PATTERN else "full_attention" for i in range(layers)]
+    types = [*types[:-1], "full_attention"]
+    out["layer_types"] = types
+    shared = _int_in(out, "num_kv_shared_layers", name, 0, layers - 1, default=0)
+    first_shared = layers - shared
+    for kind in set(types[first_shared:]):
+        if kind not in types[:first_shared]:
+            raise _bad_value(
+                name, "num_kv_shared_layers", f"a count leaving a {kind} layer before the shared ones", shared
+            )
+    out["_kv_shared_layers"] = shared
+    out["_kv_shared_sliding_layers"] = sum(1 for t in types[first_shared:] if t == "sliding_attention")
+    head_dim = _optional_positive_int(out, "head_dim", name, 0)
+    global_head_dim = _optional_positive_int(out, "global_head_dim", name, 512)
+    out["_global_head_dim"] = global_head_dim if global_head_dim != head_dim else 0
+    if _optional_bool(out, "attention_k_eq_v", name):
+        kv = _optional_positive_int(out, "num_key_value_heads", name, 0)
+        out["_global_kv_heads"] = _optional_positive_int(out, "num_global_key_value_heads", name, kv) or 0
+    out["_double_wide_mlp"] = _optional_bool(out, "use_double_wide_mlp", name) and shared > 0
+    ple = _int_in(out, "hidden_size_per_layer_input", name, 0, default=0)
+    if ple:
+        out["_per_layer_input_size"] = ple
+        out["_per_layer_vocab_size"] = _positive_int(out, "vocab_size_per_layer_input", name)
+        out.setdefault("_norms_per_layer", 5)
     return out
 
 

@@ -96,8 +96,12 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
             # bitsandbytes-foundation/bitsandbytes at 012c660699ccb92bfa97916f1a18bed0980eae00)
             forward += act * m.hidden_size * m.intermediate_size / tp
     else:
-        dense = om.mlp_factor * m.intermediate_size / tp if has_dense else 0.0
-        forward = tokens * act * (om.hidden_factor * m.hidden_size + dense)
+        widest = m.intermediate_size * (2 if m.double_wide_mlp else 1)  # Gemma 4's shared layers: 2 × intermediate
+        dense = om.mlp_factor * widest / tp if has_dense else 0.0
+        # Gemma 4's per-layer inputs live through the whole forward: tokens × layers × ple (gemma4.py
+        # Gemma4SelfDecoderLayers.project_per_layer_inputs), 0 without PLE
+        per_layer_inputs = m.num_layers * m.per_layer_input_size
+        forward = tokens * act * (om.hidden_factor * m.hidden_size + dense + per_layer_inputs)
     if m.is_moe:
         tp_moe = 1 if inputs.enable_expert_parallel else tp
         per_token = m.experts_per_token * (om.mlp_factor * m.moe_intermediate_size / tp_moe + m.hidden_size)

@@ -135,12 +135,14 @@ def _mixed_weights_bytes_total(inputs: CapacityInputs) -> int:
 
 def _replicated_parameters(m: ModelArch) -> tuple[int, int]:
     """(replicated linear parameters, of which quantized) that every TP rank holds whole: MoE routers
-    (``ReplicatedLinear``, unquantized) and MLA's q_a / kv_a projections (``ReplicatedLinear``)."""
+    (``ReplicatedLinear``, unquantized), MLA's q_a / kv_a projections and Gemma 4's per-layer input gate and
+    projection (``ReplicatedLinear``)."""
     routers = m.moe_layers * m.router_parameters() if m.is_moe else 0
     mla = 0
     if m.is_mla:
         mla = m.num_layers * m.hidden_size * (m.q_lora_rank + m.mla_latent_elements)
-    return routers + mla, mla
+    _, per_layer_input = m.per_layer_input_parameters()  # Gemma 4's per-layer gate and projection
+    return routers + mla + per_layer_input, mla + per_layer_input
 
 
 def _replicated_bytes(inputs: CapacityInputs) -> float:
@@ -163,7 +165,8 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     parallelism moves whole experts instead of slices: the same bytes per rank. So ``per_gpu = (total −
     replicated) ÷ (TP × PP) + replicated ÷ PP + kv replication excess + rotary cache`` (+ V0's absorbed MLA
     matrices). The rotary cos/sin cache (``max_position_embeddings × rotary_dim`` elements of the compute
-    dtype, a buffer of ``RotaryEmbedding`` on every rank) is what "Model loading took" adds to the
+    dtype, a buffer of ``RotaryEmbedding`` on every rank; one more of ``global_head_dim`` for Gemma 4's full-attention
+    layers) is what "Model loading took" adds to the
     parameters: Llama-3.1-8B 16,060,522,496 B + 131072 × 128 × 2 B = 14.9888 GiB, exactly as vLLM V1 logs;
     Meta-Llama-3-8B 14.9595 GiB, exactly as vLLM 0.6.6 logs; Qwen3-235B-A22B-FP8 at TP 8 with expert
     parallelism 27.71 GiB (vLLM 0.10.2 logs 27.72).
@@ -178,6 +181,10 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     q_bytes = inputs.quantized_weight_bytes if q is not None and q not in EXPERTS_ONLY else float(act)
     replicated_bytes = _replicated_bytes(inputs)
     rotary_dim = m.qk_rope_head_dim if m.is_mla else m.head_dim
+    if m.global_head_dim:
+        # a second cache for the full-attention layers' heads: Gemma 4's "proportional" rope caches the whole
+        # head (vLLM rotary_embedding/gemma4_rope.py Gemma4RotaryEmbedding: "set rotary_dim = head_size")
+        rotary_dim += m.global_head_dim
     rotary = m.max_position_embeddings * rotary_dim * act
     per_gpu = (total - replicated_bytes) / (tp * pp) + replicated_bytes / pp + rotary
     if not m.is_mla and tp > m.num_kv_heads:

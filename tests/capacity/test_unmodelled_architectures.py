@@ -2,16 +2,11 @@
 read as a dense decoder (which gave a number for each of them before).
 
 Each config below is a trimmed stand-in holding the keys that select the architecture (the shapes quoted from the
-model cards: Gemma 4 E2B 35 layers, 20 sharing KV, sliding head 256, global head 512, per-layer input 256;
-Llama-3.2-11B-Vision 40 text layers of which 8 cross-attention; InternVL3-78B an ``llm_config`` of Qwen2.5-72B),
-not a published config.json.
+model cards: Llama-3.2-11B-Vision 40 text layers of which 8 cross-attention; InternVL3-78B an ``llm_config`` of
+Qwen2.5-72B), not a published config.json. (Gemma 4, refused here before, is sized since: ``test_gemma4.py``.)
 
 What the engine does with them, and so why a dense-decoder reading is wrong:
 
-* Gemma 4 on vLLM 0.21.0 (``model_executor/models/gemma4.py`` ``Gemma4Attention``): layers 15-34 of E2B pass
-  ``kv_sharing_target_layer_name`` and get no KV pages (``v1/worker/gpu_model_runner.py`` ``get_kv_cache_spec``
-  skips them); of the 15 layers left, 3 full-attention layers cache 512-wide heads, 12 sliding ones 256-wide, and
-  ``unify_kv_cache_spec_page_size`` doubles the sliding block size. Read as dense: 35 layers × 256-wide heads.
 * mllama on vLLM 0.6.6 (``worker/enc_dec_model_runner.py`` ``profile_run``): the profile puts ``max_num_seqs``
   dummy images through the vision encoder; PR vllm-project/vllm#12126 logs 36.63 GiB of activation for it on an
   H100 against a text-only forward pass of a few GiB.
@@ -21,39 +16,12 @@ What the engine does with them, and so why a dense-decoder reading is wrong:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from advisor.capacity.models import ModelArch
-from advisor.cli import main
 from advisor.errors import CapacityError
-
-GEMMA4_E2B: dict[str, Any] = {
-    "architectures": ["Gemma4ForConditionalGeneration"],
-    "model_type": "gemma4",
-    "text_config": {
-        "model_type": "gemma4_text",
-        "hidden_size": 1536,
-        "intermediate_size": 6144,
-        "num_hidden_layers": 35,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 1,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "num_kv_shared_layers": 20,
-        "hidden_size_per_layer_input": 256,
-        "vocab_size_per_layer_input": 262144,
-        "use_double_wide_mlp": True,
-        "sliding_window": 512,
-        "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(35)],
-        "vocab_size": 262144,
-        "max_position_embeddings": 131072,
-    },
-    "vision_config": {"model_type": "gemma4_vision", "hidden_size": 768, "num_hidden_layers": 16},
-}
 
 MLLAMA_11B: dict[str, Any] = {
     "architectures": ["MllamaForConditionalGeneration"],
@@ -90,7 +58,6 @@ INTERNVL3_78B: dict[str, Any] = {
 }
 
 CASES = [
-    pytest.param(GEMMA4_E2B, "Gemma 4", "num_kv_shared_layers", id="gemma4"),
     pytest.param(MLLAMA_11B, "mllama", "cross_attention_layers", id="mllama"),
     pytest.param(INTERNVL3_78B, "InternVL", "llm_config", id="internvl"),
 ]
@@ -114,15 +81,3 @@ def test_an_architectures_only_config_is_refused_too(config: dict[str, Any], arc
         bare["text_config"] = {k: v for k, v in bare["text_config"].items() if k != "model_type"}
     with pytest.raises(CapacityError, match=architecture):
         ModelArch.from_hf_config(bare, name="case")
-
-
-def test_plan_answers_no_number_for_gemma4_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # the truth-table row gemma-4-e2b-l4-v0210 (vLLM 0.21.0, L4): read as a dense Gemma the plan printed a token
-    # count for 35 layers of 256-wide KV; the engine caches 15 layers (3 of them 512 wide)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(GEMMA4_E2B), encoding="utf-8")
-    code = main(
-        ["plan", "--model", str(path), "--gpu", "l4", "--engine-version", "0.21.0", "--max-model-len", "8192", "--json"]
-    )
-    assert code != 0
-    assert "Gemma 4" in capsys.readouterr().err
