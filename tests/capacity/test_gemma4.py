@@ -212,3 +212,23 @@ def test_a_configured_deployment_serving_it_language_model_only_is_sized(tmp_pat
     assert resolve_deployment(deployment_spec(served)).result.kv_cache_tokens == pytest.approx(1_062_157, rel=0.03)
     with pytest.raises(ConfigError, match="language_model_only: true"):  # check-config names the deployment
         parse_config({"deployments": [dep]})
+
+
+def test_gemma4_31b_tokens_print_about_ten_times_more_from_0_21_on_the_same_cache(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # vllm-project/vllm#43308 (cyankiwi/gemma-4-31B-it-AWQ-4bit, A100 80GB, --gpu-memory-utilization 0.9, same
+    # args): "v0.20.0 ~55k tokens", "v0.21.0 ~525k tokens", "Total available KV cache memory remained constant (~50
+    # GB)". The layout is the same in both (0.20.0's gemma4.py already shares KV and unify_kv_cache_spec_page_size is
+    # unchanged); 0.20 prints num_blocks // 6 groups × 16, 0.21 concurrency × max-model-len: 262,144 × 6 ÷ (16 ×
+    # (8,192 + 5 × (cdiv(1,023 + batched, 16) + 1))) = 8.9× at 8,192 batched tokens, 10.7× at 2,048.
+    config = Path(__file__).parents[1] / "fixtures" / "truth_models" / "google__gemma-4-31B-it.json"
+    tokens = {}
+    for version in ("0.20.0", "0.21.0"):
+        argv = ["plan", "--model", str(config), "--gpu", "a100-80gb", "--engine-version", version, "--json"]
+        argv += ["--max-model-len", "262144", "--quantization", "awq", "--language-model-only"]
+        assert main([*argv, "--kv-cache-memory-gib", str(50e9 / GIB)]) == 0
+        tokens[version] = json.loads(capsys.readouterr().out)["kv_cache_tokens"]
+    assert 45_000 <= tokens["0.20.0"] <= 60_000
+    assert 420_000 <= tokens["0.21.0"] <= 580_000
+    assert 8 <= tokens["0.21.0"] / tokens["0.20.0"] <= 11
