@@ -1317,6 +1317,8 @@ _SEARCH_READS = frozenset(
         "own",
         "json",
         "platform",
+        "language_model_only",
+        "limit_mm_per_prompt",
     }
 )
 """The ``plan`` options ``--search`` reads; every other one given is refused (issue 19: not ignored)."""
@@ -1447,6 +1449,8 @@ def _nothing_to_search(args: argparse.Namespace) -> str:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    from advisor.capacity.engines import refuse_unsized_towers
+    from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
     from advisor.capacity.queueing import Workload
     from advisor.capacity.search import (
         CLOSE_LATENCY_MISS,
@@ -1507,7 +1511,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         hosts = [owned_host(*args.own)]
     progress = _Progress()
     try:
-        model = resolve_model(args.model, Path.cwd())
+        limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
+        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+        refuse_unsized_towers(model)  # every candidate would fail on them: say why once
         space = _search_space(args)
         workload = _with_cvs(
             Workload(

@@ -89,6 +89,7 @@ from advisor.capacity.kv import (
     parse_version,
     weights_bytes_per_gpu,
 )
+from advisor.capacity.models import ModelArch
 from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
@@ -591,6 +592,26 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     return EngineCapacity("llamacpp", result, params, tuple(notes))
 
 
+def refuse_unsized_towers(m: ModelArch) -> None:
+    """Refuse a model whose encoder towers are on but not sized (:attr:`ModelArch.unsized_towers`: Gemma 4's vision
+    and audio towers), naming them and the settings that turn them off.
+
+    Raises:
+        CapacityError: a tower is on.
+    """
+    if not m.unsized_towers:
+        return
+    towers = " and ".join(m.unsized_towers)
+    several = len(m.unsized_towers) > 1
+    raise CapacityError(
+        f"{m.name}: its {towers} tower{'s' if several else ''} (config.json "
+        f"{', '.join(t + '_config' for t in m.unsized_towers)}) {'are' if several else 'is'} not sized (weights "
+        "and the encoder's run in the memory profile), so the capacity pass cannot plan it with "
+        f"{'them' if several else 'it'} on; plan it as served text-only: --language-model-only (or "
+        "--limit-mm-per-prompt at 0 for every modality of the tower), language_model_only: true in a deployment"
+    )
+
+
 def engine_capacity_pass(engine: str, inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
     """Dispatch to the engine's rule (``vllm``: :func:`advisor.capacity.kv.vllm_capacity_pass`), one rank's
     result then counted over ``inputs.data_parallel_size`` ranks (:func:`advisor.capacity.kv.across_ranks`).
@@ -602,16 +623,7 @@ def engine_capacity_pass(engine: str, inputs: CapacityInputs, settings: EngineSe
     from advisor.capacity.kv import vllm_capacity_pass
 
     m = inputs.model
-    if m.unsized_towers:
-        towers = " and ".join(m.unsized_towers)
-        several = len(m.unsized_towers) > 1
-        raise CapacityError(
-            f"{m.name}: its {towers} tower{'s' if several else ''} (config.json "
-            f"{', '.join(t + '_config' for t in m.unsized_towers)}) {'are' if several else 'is'} not sized (weights "
-            "and the encoder's run in the memory profile), so the capacity pass cannot plan it with "
-            f"{'them' if several else 'it'} on; plan it as served text-only: --language-model-only (or "
-            "--limit-mm-per-prompt at 0 for every modality of the tower), language_model_only: true in a deployment"
-        )
+    refuse_unsized_towers(m)
     if m.has_layer_kinds and engine != "vllm":
         raise CapacityError(
             f"{m.name}: its layers differ in head size or keep no KV of their own (Gemma 4); only vLLM's KV "

@@ -60,6 +60,7 @@ from advisor.capacity.hardware import GIB
 from advisor.capacity.inputs import ACCOUNTING_ENGINES, CapacityInputs, CapacityResult, EngineSettings
 from advisor.capacity.inputs import MAX_KV_CACHE_MEMORY_BYTES as MAX_KV_CACHE_MEMORY_BYTES
 from advisor.capacity.inputs import MAX_NUM_GPU_BLOCKS as MAX_NUM_GPU_BLOCKS
+from advisor.capacity.kvlayout import GEMMA4_SINCE as GEMMA4_SINCE
 from advisor.capacity.kvlayout import HYBRID_GROUP_SIZE_MAX_RATIO as HYBRID_GROUP_SIZE_MAX_RATIO
 from advisor.capacity.kvlayout import HYBRID_KV_CACHE_MANAGER_SINCE as HYBRID_KV_CACHE_MANAGER_SINCE
 from advisor.capacity.kvlayout import (
@@ -243,6 +244,35 @@ def binding_pipeline_stage(inputs: CapacityInputs, requested: float) -> tuple[in
     return best[1], best[2], best[3]
 
 
+def refuse_unmodelled_layer_kinds(inputs: CapacityInputs, layout: HybridKVLayout | None) -> None:
+    """Refuse a model whose layers differ in head size or share KV (Gemma 4) where its layout is not modelled: a vLLM
+    release before :data:`GEMMA4_SINCE`, V1 without the hybrid KV cache manager (``layout`` None), or KV-shared
+    layers split over pipeline stages (they would read a cache held by another stage).
+
+    Raises:
+        CapacityError: naming the setting.
+    """
+    m = inputs.model
+    version = parse_version(inputs.engine_version)
+    if m.model_type == "gemma4_text" and version is not None and version < GEMMA4_SINCE:
+        raise CapacityError(
+            f"{m.name}: vLLM {inputs.engine_version} has no Gemma 4 (model_executor/models/gemma4.py first ships in "
+            f"{'.'.join(map(str, GEMMA4_SINCE))})"
+        )
+    if layout is None:
+        raise CapacityError(
+            f"{m.name}: its layers differ in head size or share KV (Gemma 4), which is modelled only under vLLM V1's "
+            f"hybrid KV cache manager (V1 from {'.'.join(map(str, HYBRID_KV_CACHE_MANAGER_SINCE))}, the manager on); "
+            f"this configuration ({inputs.overhead_profile}, vLLM {inputs.engine_version or 'version not stated'}) "
+            "runs without it"
+        )
+    if m.kv_shared_layers and inputs.pipeline_parallel_size > 1:
+        raise CapacityError(
+            f"{m.name}: its last {m.kv_shared_layers} layers read the KV cache of earlier layers, which pipeline "
+            f"parallelism ({inputs.pipeline_parallel_size} stages) would put on another GPU; not modelled"
+        )
+
+
 def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     """Weights → KV pool → blocks → tokens → concurrency ceiling, for one replica (one data-parallel rank),
     by vLLM's accounting.
@@ -375,13 +405,8 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         per_token_gpu = kv_bytes_per_token_per_layer(inputs) * (stage_layers + draft)
     max_len = inputs.effective_max_model_len
     layout = hybrid_kv_layout(inputs)
-    if layout is None and m.has_layer_kinds:
-        raise CapacityError(
-            f"{m.name}: its layers differ in head size or share KV (Gemma 4), which is modelled only under vLLM V1's "
-            f"hybrid KV cache manager (V1 from {'.'.join(map(str, HYBRID_KV_CACHE_MANAGER_SINCE))}, "
-            "without --disable-hybrid-kv-cache-manager); this configuration "
-            f"({inputs.overhead_profile}, vLLM {inputs.engine_version or 'version not stated'}) is not"
-        )
+    if m.has_layer_kinds:
+        refuse_unmodelled_layer_kinds(inputs, layout)
     recurrent = recurrent_hybrid_layout(inputs)
     block_size = inputs.block_size
     tokens: int | None = None
@@ -409,7 +434,7 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         concurrency = engine_blocks / hybrid_blocks_per_request(inputs, layout, max_len)
         blocks = engine_blocks // layout.groups
         version = parse_version(inputs.engine_version)
-        if version is not None and version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:
+        if version is None or version >= HYBRID_TOKENS_FROM_CONCURRENCY_SINCE:  # unstated: the current release
             tokens = int(concurrency * max_len)  # the engine's print, not a whole number of blocks
             blocks = tokens // inputs.block_size
     elif inputs.num_gpu_blocks_override is not None:

@@ -201,6 +201,10 @@ for every model and turns each ``SlidingWindowSpec`` into a ``FullAttentionSpec`
 layer, the window applied only in the attention kernel."""
 
 
+GEMMA4_SINCE: Final = (0, 19, 0)
+"""First vLLM release with Gemma 4 (``model_executor/models/gemma4.py``; 0.18.0 has none)."""
+
+
 HYBRID_GROUP_SIZE_MAX_RATIO: Final = (((0, 18), 1.5), ((0, 12), 1.25))
 """(first version, ratio): from that vLLM release on, a hybrid whose largest layer type has fewer than ratio ×
 the smallest type's layers is grouped by the largest count (``_get_kv_cache_groups_uniform_page_size``:
@@ -311,9 +315,10 @@ def unified_pages(inputs: CapacityInputs) -> dict[str, int]:
     page = max(full_page, sliding_page)
     if page % full_page or page % sliding_page:
         raise CapacityError(
-            f"{inputs.model.name}: KV pages of {full_page:,} and {sliding_page:,} bytes (full and sliding layers): "
-            "the larger is no multiple of the smaller, and vLLM cannot unify them (unify_kv_cache_spec_page_size "
-            "raises NotImplementedError)"
+            f"{inputs.model.name}: KV pages of {full_page:,} and {sliding_page:,} bytes (full-attention layers: "
+            f"global_head_dim {inputs.model.full_head_dim}; sliding: head_dim {inputs.model.head_dim}): the larger is "
+            "no multiple of the smaller, and vLLM cannot unify them (unify_kv_cache_spec_page_size raises "
+            "NotImplementedError)"
         )
     return {
         "page_bytes": page,

@@ -483,10 +483,16 @@ class ModelArch:
         _refuse_unmodelled_architecture(config, text, name)
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
+        top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
+        if top_type in TEXT_CONFIG_CLASS_OF_WRAPPER and text is None:
+            raise CapacityError(
+                f"{name}: a {top_type} config.json keeps its language model's keys in text_config, which this one "
+                "lacks (transformers would build a default model, not this one)"
+            )
         if text is not None:  # transformers builds the text model's config from text_config alone
-            top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
-            cfg["model_type"] = _optional_str(text, "model_type", name, "text_config.model_type") or (
-                TEXT_MODEL_TYPE_OF_WRAPPER.get(top_type, "")
+            cfg["model_type"] = TEXT_CONFIG_CLASS_OF_WRAPPER.get(top_type) or (
+                _optional_str(text, "model_type", name, "text_config.model_type")
+                or TEXT_MODEL_TYPE_OF_WRAPPER.get(top_type, "")
             )
         for key in (
             "torch_dtype",
@@ -638,7 +644,10 @@ def _unsized_towers(top: Mapping[str, Any], name: str) -> tuple[str, ...]:
     ``audio_config`` objects, not null), in :data:`UNSIZED_TOWER_MODALITIES` order; () for any other model."""
     if (_optional_str(top, "model_type", name) or _model_type_of(top, name)) not in UNSIZED_TOWER_TYPES:
         return ()
-    return tuple(tower for tower in UNSIZED_TOWER_MODALITIES if _optional_mapping(top, f"{tower}_config", name))
+    # an empty object is a tower too: transformers builds the default one from it
+    return tuple(
+        tower for tower in UNSIZED_TOWER_MODALITIES if _optional_mapping(top, f"{tower}_config", name) is not None
+    )
 
 
 def language_model_only_limits() -> dict[str, int]:
@@ -1341,6 +1350,10 @@ TEXT_MODEL_TYPE_OF_WRAPPER: Final[dict[str, str]] = {
 }
 """The ``model_type`` transformers gives a multimodal wrapper's ``text_config`` that does not state one."""
 
+TEXT_CONFIG_CLASS_OF_WRAPPER: Final[dict[str, str]] = {"gemma4": "gemma4_text"}
+"""Wrappers whose ``text_config`` transformers always builds as one class, whatever ``model_type`` it states
+(``Gemma4Config.__post_init__``: ``Gemma4TextConfig(**self.text_config)``)."""
+
 TRANSFORMERS_DEFAULTS: Final[dict[str, dict[str, int]]] = {
     # each transformers config class's __init__ defaults (src/transformers/models/<type>/configuration_<type>.py)
     "llama": {  # LlamaConfig
@@ -1589,6 +1602,10 @@ GEMMA4_DEFAULTS: Final[dict[str, int | bool]] = {
 }
 """What a Gemma 4 ``text_config`` that leaves a key out holds (the value vLLM then reads from the config object)."""
 
+GEMMA4_LAYER_TYPES: Final = ("sliding_attention", "full_attention")
+"""The ``layer_types`` a Gemma 4 ``text_config`` may list (vLLM 0.21.0 ``gemma4.py`` takes any other as full
+attention; none exists in the published checkpoints, so another is refused as a mistake)."""
+
 GEMMA4_SLIDING_PATTERN: Final = 6
 """Without ``layer_types`` Gemma4TextConfig makes every 6th layer full attention, the rest sliding ("by default 5:1"),
 and it always forces the last layer to ``full_attention`` (transformers ``configuration_gemma4.py``)."""
@@ -1624,10 +1641,16 @@ def _gemma4_reads(cfg: dict[str, Any], name: str) -> dict[str, Any]:
             "pass does not size, so it cannot plan this model"
         )
     layers = _positive_int(out, "num_hidden_layers", name)
+    _int_in(out, "sliding_window", name, 1, default=512)
     types = _str_list(out, "layer_types", name, layers)
     if types is None:
         types = ["sliding_attention" if (i + 1) % GEMMA4_SLIDING_PATTERN else "full_attention" for i in range(layers)]
-    types = [*types[:-1], "full_attention"]
+    elif len(types) != layers or not set(types) <= set(GEMMA4_LAYER_TYPES):
+        wanted = f"a list of {layers} entries (num_hidden_layers), each {' or '.join(GEMMA4_LAYER_TYPES)}"
+        raise _bad_value(name, "layer_types", wanted, types)
+    types = [*types[:-1], "full_attention"]  # Gemma4TextConfig forces it ("Last layer must use `full_attention`")
+    if "sliding_attention" not in types:
+        raise _bad_value(name, "layer_types", "a list with sliding_attention layers (Gemma 4 interleaves them)", types)
     out["layer_types"] = types
     shared = _int_in(out, "num_kv_shared_layers", name, 0, layers - 1, default=0)
     first_shared = layers - shared

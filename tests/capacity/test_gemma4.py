@@ -138,8 +138,9 @@ def test_gemma4_moe_is_refused_naming_the_key() -> None:
 @pytest.mark.parametrize(
     ("kw", "why"),
     [
-        pytest.param({"engine_version": "0.9.0"}, "hybrid KV cache manager", id="v1-before-0.9.1"),
+        pytest.param({"engine_version": "0.18.0"}, "no Gemma 4", id="before-gemma4"),
         pytest.param({"disable_hybrid_kv_cache_manager": True}, "hybrid KV cache manager", id="manager-off"),
+        pytest.param({"pipeline_parallel_size": 2}, "pipeline", id="shared-kv-across-stages"),
     ],
 )
 def test_gemma4_outside_the_hybrid_manager_is_refused_not_sized_as_dense(kw: dict[str, Any], why: str) -> None:
@@ -232,3 +233,53 @@ def test_gemma4_31b_tokens_print_about_ten_times_more_from_0_21_on_the_same_cach
     assert 45_000 <= tokens["0.20.0"] <= 60_000
     assert 420_000 <= tokens["0.21.0"] <= 580_000
     assert 8 <= tokens["0.21.0"] / tokens["0.20.0"] <= 11
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        pytest.param({"layer_types": ["chunked_attention"] * 35}, "layer_types", id="unknown-kind"),
+        pytest.param({"layer_types": ["sliding_attention "] + ["full_attention"] * 34}, "layer_types", id="typo"),
+        pytest.param({"layer_types": []}, "layer_types", id="empty"),
+        pytest.param({"layer_types": ["full_attention"] * 35}, "layer_types", id="no-sliding-layer"),
+        pytest.param({"sliding_window": 0}, "sliding_window", id="no-window"),
+    ],
+)
+def test_a_malformed_gemma4_text_config_is_refused_naming_the_key(changes: dict[str, Any], key: str) -> None:
+    # breaker 2026-12-04: an unknown or misspelt kind was sized as full attention, an empty list reported as the
+    # rewritten ['full_attention'], a zero window blamed on num_kv_shared_layers
+    with pytest.raises(CapacityError, match=key):
+        ModelArch.from_hf_config(_text(**changes), "bad")
+
+
+def test_a_gemma4_wrapper_is_read_as_gemma4_whatever_its_parts_say() -> None:
+    # Gemma4Config builds text_config as Gemma4TextConfig whatever model_type it states; without text_config
+    # transformers builds a default model, not the one whose keys sit at the top level
+    relabelled = ModelArch.from_hf_config(_text(model_type="gemma3_text"), "relabelled")
+    assert (relabelled.kv_shared_layers, relabelled.full_head_dim) == (20, 512)
+    flat = {**E2B_CONFIG["text_config"], "model_type": "gemma4"}
+    with pytest.raises(CapacityError, match="text_config"):
+        ModelArch.from_hf_config(flat, "flat")
+    empty_tower = ModelArch.from_hf_config({**E2B_CONFIG, "vision_config": {}}, "empty")
+    assert empty_tower.unsized_towers == ("vision",)  # transformers builds the default tower from {}
+
+
+def test_an_unstated_version_prints_tokens_as_the_current_release_does() -> None:
+    # README: "Unset: the current release's rules"; 0.21+ prints concurrency × max-model-len
+    result = vllm_capacity_pass(_inputs(engine_version=None, kv_cache_memory_bytes=int(9.92 * GIB)))
+    assert result.kv_cache_tokens == int(result.max_concurrency * 8192)
+
+
+def test_search_names_the_towers_once_and_takes_language_model_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # breaker 2026-12-04: with its towers on every candidate failed and the search said only "all 1176 cannot run";
+    # --language-model-only was refused with --search, so there was no way on
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**E2B_CONFIG, "vision_config": {"hidden_size": 768}}), encoding="utf-8")
+    argv = ["plan", "--search", "--model", str(path), "--arrival-rate", "1", "--prompt-tokens", "500"]
+    argv += ["--output-tokens", "100", "--ttft", "2", "--tpot", "0.1", "--gpu", "l4", "--json"]
+    assert main(argv) == 2
+    assert "--language-model-only" in capsys.readouterr().err
+    assert main([*argv, "--language-model-only"]) == 0
+    assert json.loads(capsys.readouterr().out)["feasible"]
