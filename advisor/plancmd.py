@@ -122,8 +122,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         nvls_bytes_per_gpu,
     )
     from advisor.capacity.lora import lora_counted
-    from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
-    from advisor.modelfile import resolve_model
 
     ignored = _ignored_flags(args)
     if ignored:  # refused, not ignored (issue 19: a flag that does not apply is refused in every command)
@@ -154,8 +152,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return 2
         args.vllm_use_v1 = env_v1 or None
     try:
-        limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
-        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+        model = _model_as_served(args)
         stated = None if args.gpu_memory_gib is None else int(args.gpu_memory_gib * GIB)
         gpu = resolve_gpu(args.gpu, stated)  # the one resolver the daemon, the API and `simulate` use
         memory, identified = gpu.memory_bytes, gpu.identified
@@ -818,6 +815,20 @@ _NOT_VLLM = (
 """Flags of the other engines' accounting that vLLM does not read."""
 
 
+def _model_as_served(args: argparse.Namespace) -> Any:
+    """``--model`` resolved, without the encoder towers ``--language-model-only`` (every modality at 0) or
+    ``--limit-mm-per-prompt`` zeros keep vLLM from loading: a :class:`~advisor.capacity.models.ModelArch`.
+
+    Raises:
+        CapacityError: the model cannot be resolved.
+    """
+    from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
+    from advisor.modelfile import resolve_model
+
+    limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
+    return without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+
+
 def _ignored_flags(args: argparse.Namespace) -> list[str]:
     """The flags given on the command line that ``--engine`` does not read, as ``--flag-name``."""
     if args.engine == "vllm":
@@ -1450,7 +1461,6 @@ def _nothing_to_search(args: argparse.Namespace) -> str:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     from advisor.capacity.engines import refuse_unsized_towers
-    from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
     from advisor.capacity.queueing import Workload
     from advisor.capacity.search import (
         CLOSE_LATENCY_MISS,
@@ -1459,7 +1469,6 @@ def _cmd_search(args: argparse.Namespace) -> int:
         owned_host,
         search_deployments,
     )
-    from advisor.modelfile import resolve_model
 
     missing = [
         flag
@@ -1511,8 +1520,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         hosts = [owned_host(*args.own)]
     progress = _Progress()
     try:
-        limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
-        model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+        model = _model_as_served(args)
         refuse_unsized_towers(model)  # every candidate would fail on them: say why once
         space = _search_space(args)
         workload = _with_cvs(
