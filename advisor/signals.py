@@ -13,8 +13,10 @@ left at today's load, and the time until the KV pool runs out at the current tre
     (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead:
     ``λ_ahead = λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
     (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives);
-    counted only where the trend raises it above ``ceil(λ ÷ capacity)`` (today's need is the advice's, gated by
-    measured symptoms: :class:`ReplicaLead` gives the measured reason). It
+    counted where the trend raises it above ``ceil(λ ÷ capacity)``, or where a significant rise (Mann–Kendall,
+    :func:`mann_kendall_rising` over two windows, and at least :data:`RISE_MIN_RATIO` of λ over one) has already carried
+    ``ceil(λ ÷ capacity)`` above the running count; a flat load's need is the advice's, gated by measured symptoms
+    (:class:`ReplicaLead` gives the measured reason). It
     is fed to a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
     ``scale_up_window`` / ``scale_down_window`` — the current count on cycles without a need, so that a need must
     last the whole scale-up window (and two cycles at least) before the count rises: a one-cycle spike never
@@ -22,9 +24,10 @@ left at today's load, and the time until the KV pool runs out at the current tre
     scale-down stays the advice's (``over_provisioned`` and its for-duration). Once risen it holds, folding in a
     higher advice, and falls once, to the current count, when its scale-down window holds no need and the advice
     advises none: it never turns around inside one incident. Measured on the demo deployment under a linear ramp
-    0.3 → 3 requests/s over 100 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
-    at the 10× clock, six runs): desired rose 1–4 cycles before the goodput fell below its target, where the
-    advice's own count came 1.5 cycles after it (one run's log). A step (the demo's own ramp) is not led
+    0.3 → 3 requests/s over 200 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
+    at the 10× clock): with the trend's crossing alone, desired rose before the goodput fell below its target in 4
+    of 6 CI runs and 1–2 cycles after it in 2 (the advice's own count came then); with the significant-rise path
+    too, 8–14 cycles before it in 8 of 8 runs beside four busy processes. A step (the demo's own ramp) is not led
     reliably: no trend announces it.
 
   It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
@@ -194,6 +197,47 @@ def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float | None:
     return statistics.median(slopes) if slopes else None
 
 
+RISING_Z = 1.645
+"""One-sided 5 % point of the standard normal: the Mann–Kendall statistic's ``z`` at or above it is a significant
+rise (:func:`mann_kendall_rising`)."""
+
+RISE_MIN_RATIO = 0.1
+"""Least growth of the arrival rate over the lead's horizon, as a share of today's (``slope × horizon ≥ 0.1 λ``),
+for a significant rise to count the need already reached (:class:`ReplicaLead`). Measured on the demo ramp (8 runs
+beside four busy processes, the slope over two horizons): on the light load with six rates or more it grew λ by at
+most +0.4 % per horizon and never passed the Mann–Kendall test; from a start, with fewer rates, by up to 22 %; on
+the ramp's rise (λ 8–28 requests/s at the 10× clock) by 16 % at the 10th percentile and 31 % at the median, 88 %
+of those cycles a Mann–Kendall rise."""
+
+
+RISE_LOOKBACK_HORIZONS = 2
+"""Horizons of per-cycle arrival rates the significant-rise test reads (:class:`ReplicaLead`). Each cycle's λ is a
+flow balance over one evaluation window, so the λ of one horizon overlap and hold about one window's evidence;
+two horizons hold two. Measured on the demo ramp under load: one cycle in three withheld its rate (a window one
+scrape short of ``min_history``), leaving 3–4 rates in one horizon, too few for the test (:func:`mann_kendall_rising`
+passes four only all rising); two horizons held 6–10."""
+
+
+def mann_kendall_rising(points: Sequence[tuple[float, float]]) -> bool:
+    """Whether ``points`` ``(x, y)`` rise significantly: the Mann–Kendall statistic ``S = Σ_{i<j} sign(y_j − y_i)``
+    over the points in ``x`` order, with continuity correction ``z = (S − 1) ÷ √(n(n − 1)(2n + 5) ÷ 18)``, is at
+    least :data:`RISING_Z` (one-sided 5 %; Mann 1945, "Nonparametric tests against trend", Econometrica 13(3):245–259;
+    Kendall 1975, "Rank Correlation Methods", 4th ed., ch. 4). The test of Kendall's tau that Sen's slope rests on
+    (Sen 1968). Ties count 0 and the variance takes no tie correction (conservative: ties lower ``S``).
+
+    Three points never pass (``S ≤ 3``, ``z ≤ 1.05``); four pass only all rising (``z = 1.70``), five with at most one
+    pair out of order, six with at most two. Returns ``False`` with fewer than two points.
+    """
+    pts = sorted(points)
+    n = len(pts)
+    if n < 2:
+        return False
+    s = sum((yj > yi) - (yj < yi) for i, (_, yi) in enumerate(pts) for _, yj in pts[i + 1 :])
+    if s <= 0:
+        return False
+    return (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) >= RISING_Z
+
+
 def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: float) -> tuple[float, float] | None:
     """``(seconds until the first KV pool is full, its usage slope per second)`` at the trend over
     ``[now − window_seconds, now]``, or ``None`` when no answering target's usage grows (module docstring)."""
@@ -296,20 +340,25 @@ class ReplicaLead:
       advisor next re-derives), stated from :data:`MIN_TREND_SAMPLES` cycles (fewer: no extrapolation, λ_ahead =
       λ); a falling λ never lowers it (only rises come from the lead);
     * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the rounding of
-      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted only when
-      the trend raises it above ``ceil(λ ÷ capacity)``, the count the load needs now: that one is the advice's to
-      state, gated by measured symptoms (queue growth, KV saturation, goodput) so that the model alone never
-      scales. Measured reason: after the demo ramp's burst the model's capacity at the SLO fell to 2.2 requests/s
-      per replica while one replica served 2.4–3.2 with every request within the SLO (its online calibration still
-      carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas through the whole light
-      phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now (``confirm``) and
-      sized on the larger of the kept and the fresh one: a rise must hold on both. The kept one may date from
-      another load; the fresh one, at a burst's first windows, rests on mean lengths biased by the requests
-      admitted but not yet finished (tokens ÷ completions: the demo ramp's burst read 25,000-token prompts where
-      6,000 arrive, 1.5 requests/s per replica where 20 serve). Under-leading is safe — the symptom-gated advice
-      follows — where over-leading is held for a whole scale-down window. Known limit: on a *step* (the demo's
-      burst) the window's λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas where the
-      advice's 2 serve, held until the scale-down window;
+      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted when the trend
+      raises it above ``ceil(λ ÷ capacity)``, the count the load needs now, or when a *significant rise* has already
+      carried that count above ``current``: the per-cycle λ of the last :data:`RISE_LOOKBACK_HORIZONS` horizons rise by
+      the Mann–Kendall test (:func:`mann_kendall_rising`, four cycles at least) and their Theil–Sen slope grows λ by
+      :data:`RISE_MIN_RATIO` of it or more over the horizon. Measured why the second: under load, the cycles in which a
+      20-cycle ramp's trend crossed the running count's capacity withheld their rate or read a noisy slope, and past the
+      crossing ``ceil(λ_ahead) = ceil(λ)``: in 2 of 6 CI runs nothing led until the SLO broke. Otherwise today's need is
+      the advice's to state, gated by measured symptoms (queue growth, KV saturation, goodput) so that the model alone
+      never scales a load that does not rise. Measured reason: after the demo ramp's burst the model's capacity at the
+      SLO fell to 2.2 requests/s per replica while one replica served 2.4–3.2 with every request within the SLO (its
+      online calibration still carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas
+      through the whole light phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now
+      (``confirm``) and sized on the larger of the kept and the fresh one: a rise must hold on both. The kept one may
+      date from another load; the fresh one, at a burst's first windows, rests on mean lengths biased by the requests
+      admitted but not yet finished (tokens ÷ completions: the demo ramp's burst read 25,000-token prompts where 6,000
+      arrive, 1.5 requests/s per replica where 20 serve). Under-leading is safe — the symptom-gated advice follows —
+      where over-leading is held for a whole scale-down window. Known limit: on a *step* (the demo's burst) the window's
+      λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas where the advice's 2 serve, held
+      until the scale-down window;
     * the raw count ``max(current, need)`` — the current count on a cycle without a need; while a lead incident is
       open also ``ceil(λ ÷ capacity)``, so that a load grown into the count the trend announced holds it — is fed
       to ``stabilizer``
@@ -356,12 +405,21 @@ class ReplicaLead:
             raise ValueError(f"horizon_seconds must be a finite number ≥ 0, got {value!r}")
         self._horizon = value
 
-    def _need(self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]]) -> int:
-        """``ceil(λ_ahead ÷ capacity)`` when the trend raises it above ``ceil(λ ÷ capacity)``, else 0 (replicas)."""
-        slope = theil_sen_slope(rates) if len(rates) >= MIN_TREND_SAMPLES else None
+    def _need(self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]], current: int) -> int:
+        """``ceil(λ_ahead ÷ capacity)`` (replicas) when the trend raises it above ``ceil(λ ÷ capacity)``, or when a
+        significant rise has already carried ``ceil(λ ÷ capacity)`` above the ``current`` count; else 0. ``rates``:
+        the per-cycle ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last."""
+        recent = [p for p in rates if rates[-1][0] - p[0] <= self._horizon]
+        slope = theil_sen_slope(recent) if len(recent) >= MIN_TREND_SAMPLES else None
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
         need = _present_need(ahead, capacity_at_slo)
-        return need if need > _present_need(rate, capacity_at_slo) else 0
+        present = _present_need(rate, capacity_at_slo)
+        if need > present:
+            return need
+        if present <= current or not mann_kendall_rising(rates):
+            return 0
+        rise = theil_sen_slope(rates)
+        return need if rise is not None and rise * self._horizon >= RISE_MIN_RATIO * rate else 0
 
     def lead(
         self,
@@ -386,17 +444,17 @@ class ReplicaLead:
         ok = rate is not None and math.isfinite(rate) and rate >= 0
         if ok and rate is not None:
             rates.append((now, rate))
-        while rates and now - rates[0][0] > self._horizon:
+        while rates and now - rates[0][0] > RISE_LOOKBACK_HORIZONS * self._horizon:
             rates.popleft()
         last = max(self._led.get(deployment, current), current)
         need: int | None = None
         if ok and rate is not None and capacity_at_slo is not None and capacity_at_slo > 0:
-            need = self._need(rate, capacity_at_slo, list(rates))
+            need = self._need(rate, capacity_at_slo, list(rates), current)
             if need > last and confirm is not None:
                 fresh = confirm()
                 # the larger of the two: a rise needs both the kept and the fresh capacity to ask for it
                 both = max(fresh, capacity_at_slo) if fresh is not None and fresh > 0 else None
-                need = self._need(rate, both, list(rates)) if both is not None else None
+                need = self._need(rate, both, list(rates), current) if both is not None else None
         value = last
         if need is not None:
             # while a lead incident is open, the count the load needs now holds it too (it only never *raises* it)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from advisor.domain import EngineSnapshot, Recommendation, TimedSnapshot
 from advisor.evaluate import TargetView
@@ -18,6 +20,7 @@ from advisor.signals import (
     autoscaler_signals,
     desired_replicas,
     kv_exhaustion,
+    mann_kendall_rising,
     theil_sen_slope,
 )
 from tests.factories import context, evaluation
@@ -217,7 +220,9 @@ def _lead() -> ReplicaLead:
     return ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=5.0)
 
 
-def _run(lead: ReplicaLead, rates: list[float], start: int = 0, advised: dict[int, int] | None = None) -> list[int]:
+def _run(
+    lead: ReplicaLead, rates: Sequence[float | None], start: int = 0, advised: dict[int, int] | None = None
+) -> list[int]:
     """Cycles 1 s apart from t = 1000 + ``start``, 2 replicas running, 1 request/s per replica within the SLO: the
     desired count each cycle, max(advice, lead), the advice 2 (none) unless ``advised`` says otherwise."""
     out = []
@@ -239,6 +244,55 @@ def test_a_rising_arrival_rate_leads_the_count_before_the_slo_breaks() -> None:
     is 3 from k = 4; the scale-up window (2 s: k − 2 … k) holds only 3s at k = 6 → desired 3 at k = 6, where λ =
     1.75 < 2.0: before the SLO breaks, with no replica advice at all."""
     assert _run(_lead(), RISING) == [2, 2, 2, 2, 2, 2, 3]
+
+
+def test_a_significant_rise_already_past_the_running_count_is_led() -> None:
+    """The case two CI runs of ``tests/e2e/test_desired_replicas_ramp.py`` met under load: the cycles before a rising
+    λ crossed the running count's capacity withheld their rate (a window one scrape short), so the trend's crossing
+    ahead was never seen, and past it ``ceil(λ_ahead) = ceil(λ)``: nothing led until the SLO broke and the advice
+    followed, two cycles late.
+
+    λ_k = 1.75 + 0.05 k to k = 19, then 2.7 held; k = 1 … 5 unknown; capacity 1/s per replica, 2 running, 5 s
+    horizon: λ_ahead = λ + 0.25 stays below 3 (the next boundary) throughout, so the trend's crossing path never
+    fires. From k = 6 the load needs 3 (λ > 2). The significant-rise test reads two horizons (10 s): k = 6, 7 hold
+    two and three rates (k = 0 with them; no Mann–Kendall rise below four); k = 8: four, all rising (z = 1.70), their
+    Theil–Sen slope 0.05 grows λ by 0.25 ≥ 0.1 × 2.15 over the horizon → need ceil(2.15 + 0.25) = 3, and at k = 9,
+    10; the scale-up window (2 s) holds only 3s at k = 10 → desired 3 from k = 10, then held by today's need (λ ≥ 2)
+    while the incident is open."""
+    rates: list[float | None] = [1.75 + 0.05 * k if k <= 19 else 2.7 for k in range(25)]
+    rates[1:6] = [None] * 5
+    assert _run(_lead(), rates) == [2] * 10 + [3] * 15
+
+
+@given(st.lists(st.floats(-0.025, 0.025), min_size=6, max_size=40))
+def test_a_flat_load_above_the_capacity_with_noise_never_leads(noise: list[float]) -> None:
+    """λ = 3 × (1 + ε), |ε| ≤ 2.5 %, with 2 replicas of 1/s each (the model says 3 now, no trend): whatever order the
+    noise takes (a Mann–Kendall "rise" included), the Theil–Sen slope is at most 0.15 ÷ 1 s and its growth over the
+    5 s horizon below 0.1 λ: the lead states nothing; today's need stays the advice's."""
+    lead = _lead()
+    assert [lead.lead("d", 1000.0 + k, 2, 3.0 * (1 + e), 1.0, 2) for k, e in enumerate(noise)] == [None] * len(noise)
+
+
+@pytest.mark.parametrize(
+    ("ys", "rising"),
+    [
+        ([1, 2, 3], False),  # S = 3: z = 2 ÷ √(11 ÷ 3) = 1.04
+        ([1, 2, 3, 4], True),  # S = 6: z = 5 ÷ √(26 ÷ 3) = 1.70
+        ([1, 2, 4, 3], False),  # S = 4: z = 1.02
+        ([1, 2, 3, 5, 4], True),  # S = 8: z = 7 ÷ √(50 ÷ 3) = 1.71
+        ([1, 3, 2, 5, 4], False),  # S = 6: z = 1.22
+        ([2, 1, 3, 5, 4, 6], True),  # S = 11: z = 10 ÷ √(85 ÷ 3) = 1.88
+        ([2, 1, 4, 3, 6, 5], False),  # S = 9: z = 1.50
+        ([3, 3, 3, 3, 3], False),  # ties: S = 0
+        ([5, 4, 3, 2], False),
+    ],
+)
+def test_mann_kendall_rising_at_5_percent(ys: list[int], rising: bool) -> None:
+    """Hand-computed S and z (``(S − 1) ÷ √(n(n − 1)(2n + 5) ÷ 18)`` against 1.645), given in x order reversed too:
+    the test sorts by x."""
+    pts = [(float(x), float(y)) for x, y in enumerate(ys)]
+    assert mann_kendall_rising(pts) is rising
+    assert mann_kendall_rising(pts[::-1]) is rising
 
 
 def test_a_one_cycle_spike_never_raises_the_count() -> None:
