@@ -13,11 +13,12 @@ left at today's load, and the time until the KV pool runs out at the current tre
     (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead:
     ``λ_ahead = λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
     (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives);
-    counted where the trend raises it above ``ceil(λ ÷ capacity)``, or where a significant rise (Mann–Kendall,
-    :func:`mann_kendall_rising` over two windows, and at least :data:`RISE_MIN_RATIO` of λ over one) has already carried
-    ``ceil(λ ÷ capacity)`` above the running count; a flat load's need is the advice's, gated by measured symptoms
-    (:class:`ReplicaLead` gives the measured reason). It
-    is fed to a :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
+    counted — while the window holds significantly more arrivals than the oldest of the last two (a Poisson test,
+    :func:`poisson_rise_z`) — where the trend raises it above ``ceil(λ ÷ capacity)``, or where a significant rise
+    (Mann–Kendall, :func:`mann_kendall_rising` over two windows, and at least :data:`RISE_MIN_RATIO` of λ over one)
+    has already carried ``ceil(λ ÷ capacity)`` above the running count; a flat load's need is the advice's, gated by
+    measured symptoms (:class:`ReplicaLead` gives the measured reason). It is fed to a
+    :class:`~advisor.rules.replicas.ReplicaStabilizer` of its own with ``rules.replicas``'
     ``scale_up_window`` / ``scale_down_window`` — the current count on cycles without a need, so that a need must
     last the whole scale-up window (and two cycles at least) before the count rises: a one-cycle spike never
     raises it. Only rises come from it, and only while the throughput headroom is known (the same guards); a
@@ -27,8 +28,8 @@ left at today's load, and the time until the KV pool runs out at the current tre
     0.3 → 3 requests/s over 200 simulated s (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s
     at the 10× clock): with the trend's crossing alone, desired rose before the goodput fell below its target in 4
     of 6 CI runs and 1–2 cycles after it in 2 (the advice's own count came then); with the significant-rise path
-    too, 8–14 cycles before it in 8 of 8 runs beside four busy processes. A step (the demo's own ramp) is not led
-    reliably: no trend announces it.
+    and the Poisson test, 8–16 cycles before it in 8 of 8 runs beside three busy processes. A step (the demo's own
+    ramp) is not led reliably: no trend announces it.
 
   It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
   0: an autoscaler reading 0 would scale the engine down).
@@ -218,6 +219,38 @@ scrape short of ``min_history``), leaving 3–4 rates in one horizon, too few fo
 passes four only all rising); two horizons held 6–10."""
 
 
+RISE_Z = 2.326
+"""One-sided 1 % point of the standard normal: the least :func:`poisson_rise_z` of today's window over the oldest
+held (up to two horizons back) for the lead to count a need of a rising trend at all (:class:`ReplicaLead`), so that
+a flat load's noise, extrapolated, does not announce replicas. Measured by replaying Poisson arrivals at the
+defaults (5 min window, 15 s cycles, 60 s / 300 s stabilization; 30 one-hour runs per load, 2 replicas of
+1 request/s each at the SLO): flat loads of 1.9, 1.98, 2.05, 2.2 and 2.5 requests/s led in 29, 25, 6, 0 and 8 of
+30 runs with the trend's crossing alone (at 1.9 for a third of the hour: 95 % of the capacity, asking 3), in 1, 0,
+0, 0 and 2 with this test (at 2.5, where the model already asks 3, to 4). Against the window a horizon back
+instead of the oldest: 0, 0, 0, 0 and 5, but one of 17 recorded demo ramps replayed then led by 0 cycles instead
+of 9; against the oldest every one leads as without the test (8–16.5 cycles, replayed without the fresh-capacity
+confirmation)."""
+
+
+def poisson_rise_z(rate: float, rate_before: float, window_seconds: float, apart_seconds: float | None = None) -> float:
+    """The z statistic of a rise from ``rate_before`` to ``rate`` (requests/s), each the arrival rate of a
+    ``window_seconds`` window, the two ``apart_seconds`` apart (default: a window, disjoint). Disjoint windows hold
+    ``n = rate × window_seconds`` arrivals each and ``z = (n₁ − n₀) ÷ √(n₁ + n₀)``, the normal approximation of the
+    conditional test of two Poisson means (Przyborowski and Wileński 1940, Biometrika 31(3/4):313–323; Krishnamoorthy
+    and Thomson 2004, "A more powerful test for comparing two Poisson means", J. Stat. Plan. Inference 119(1):23–35,
+    the "C-test"). Windows ``d < window_seconds`` apart share their middle: ``n₁ − n₀`` is the arrivals of the newest
+    ``d`` s less those of the oldest ``d`` s, so its variance is ``(rate + rate_before) × d``. A floor on the noise:
+    arrivals burstier than Poisson vary more. ``0.0`` when both rates are 0; negative for a fall.
+
+    Example: 5 s disjoint windows at 215 and 175 requests/s → n = 1,075 and 875 → 200 ÷ √1,950 = 4.53; at 2.15 and
+    1.75 → n = 10.75 and 8.75 → 0.45 (the same rise, ten arrivals: noise); 60 s windows 2 s apart at 2.5 and 2.0 →
+    30 ÷ √(4.5 × 2) = 10.
+    """
+    a, b = max(rate, 0.0), max(rate_before, 0.0)
+    d = window_seconds if apart_seconds is None else min(max(apart_seconds, 0.0), window_seconds)
+    return (a - b) * window_seconds / math.sqrt((a + b) * d) if (a + b) * d > 0 else 0.0
+
+
 def mann_kendall_rising(points: Sequence[tuple[float, float]]) -> bool:
     """Whether ``points`` ``(x, y)`` rise significantly: the Mann–Kendall statistic ``S = Σ_{i<j} sign(y_j − y_i)``
     over the points in ``x`` order, with continuity correction ``z = (S − 1) ÷ √(n(n − 1)(2n + 5) ÷ 18)``, is at
@@ -339,26 +372,27 @@ class ReplicaLead:
       second) of the per-cycle λ over the last ``horizon_seconds`` (the evaluation window: the time before the
       advisor next re-derives), stated from :data:`MIN_TREND_SAMPLES` cycles (fewer: no extrapolation, λ_ahead =
       λ); a falling λ never lowers it (only rises come from the lead);
-    * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the rounding of
-      :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted when the trend
-      raises it above ``ceil(λ ÷ capacity)``, the count the load needs now, or when a *significant rise* has already
-      carried that count above ``current``: the per-cycle λ of the last :data:`RISE_LOOKBACK_HORIZONS` horizons rise by
-      the Mann–Kendall test (:func:`mann_kendall_rising`, four cycles at least) and their Theil–Sen slope grows λ by
-      :data:`RISE_MIN_RATIO` of it or more over the horizon. Measured why the second: under load, the cycles in which a
-      20-cycle ramp's trend crossed the running count's capacity withheld their rate or read a noisy slope, and past the
-      crossing ``ceil(λ_ahead) = ceil(λ)``: in 2 of 6 CI runs nothing led until the SLO broke. Otherwise today's need is
-      the advice's to state, gated by measured symptoms (queue growth, KV saturation, goodput) so that the model alone
-      never scales a load that does not rise. Measured reason: after the demo ramp's burst the model's capacity at the
-      SLO fell to 2.2 requests/s per replica while one replica served 2.4–3.2 with every request within the SLO (its
-      online calibration still carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)`` held 3 replicas
-      through the whole light phase in 2 of 3 runs. A need above the lead's count is confirmed on a capacity derived now
-      (``confirm``) and sized on the larger of the kept and the fresh one: a rise must hold on both. The kept one may
-      date from another load; the fresh one, at a burst's first windows, rests on mean lengths biased by the requests
-      admitted but not yet finished (tokens ÷ completions: the demo ramp's burst read 25,000-token prompts where 6,000
-      arrive, 1.5 requests/s per replica where 20 serve). Under-leading is safe — the symptom-gated advice follows —
-      where over-leading is held for a whole scale-down window. Known limit: on a *step* (the demo's burst) the window's
-      λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas where the advice's 2 serve, held
-      until the scale-down window;
+    * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)`` — only while today's window holds significantly more
+      arrivals than the oldest window held (:func:`poisson_rise_z` ≥ :data:`RISE_Z`), so that noise is no trend — the
+      rounding of :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted
+      when the trend raises it above ``ceil(λ ÷ capacity)``, the count the load needs now, or when a *significant rise*
+      has already carried that count above ``current``: the per-cycle λ of the last :data:`RISE_LOOKBACK_HORIZONS`
+      horizons rise by the Mann–Kendall test (:func:`mann_kendall_rising`, four cycles at least) and their Theil–Sen
+      slope grows λ by :data:`RISE_MIN_RATIO` of it or more over the horizon. Measured why the second: under load, the
+      cycles in which a 20-cycle ramp's trend crossed the running count's capacity withheld their rate or read a noisy
+      slope, and past the crossing ``ceil(λ_ahead) = ceil(λ)``: in 2 of 6 CI runs nothing led until the SLO broke.
+      Otherwise today's need is the advice's to state, gated by measured symptoms (queue growth, KV saturation, goodput)
+      so that the model alone never scales a load that does not rise. Measured reason: after the demo ramp's burst the
+      model's capacity at the SLO fell to 2.2 requests/s per replica while one replica served 2.4–3.2 with every request
+      within the SLO (its online calibration still carrying the burst's windows), and a lead on ``ceil(λ ÷ capacity)``
+      held 3 replicas through the whole light phase in 2 of 3 runs. A need above the lead's count is confirmed on a
+      capacity derived now (``confirm``) and sized on the larger of the kept and the fresh one: a rise must hold on
+      both. The kept one may date from another load; the fresh one, at a burst's first windows, rests on mean lengths
+      biased by the requests admitted but not yet finished (tokens ÷ completions: the demo ramp's burst read
+      25,000-token prompts where 6,000 arrive, 1.5 requests/s per replica where 20 serve). Under-leading is safe — the
+      symptom-gated advice follows — where over-leading is held for a whole scale-down window. Known limit: on a *step*
+      (the demo's burst) the window's λ climbs for one window and its slope, extrapolated, over-leads: 3–5 replicas
+      where the advice's 2 serve, held until the scale-down window;
     * the raw count ``max(current, need)`` — the current count on a cycle without a need; while a lead incident is
       open also ``ceil(λ ÷ capacity)``, so that a load grown into the count the trend announced holds it — is fed
       to ``stabilizer``
@@ -405,21 +439,29 @@ class ReplicaLead:
             raise ValueError(f"horizon_seconds must be a finite number ≥ 0, got {value!r}")
         self._horizon = value
 
-    def _need(self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]], current: int) -> int:
+    def _need(
+        self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]], current: int, window: float
+    ) -> int:
         """``ceil(λ_ahead ÷ capacity)`` (replicas) when the trend raises it above ``ceil(λ ÷ capacity)``, or when a
-        significant rise has already carried ``ceil(λ ÷ capacity)`` above the ``current`` count; else 0. ``rates``:
-        the per-cycle ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last."""
+        significant rise has already carried ``ceil(λ ÷ capacity)`` above the ``current`` count; either only when
+        today's window (``window`` s) holds significantly more arrivals than the oldest window held
+        (:func:`poisson_rise_z`; up to :data:`RISE_LOOKBACK_HORIZONS` horizons back, so that a rise that goes on is
+        seen over more than one window; an older window less than ``window`` back shares a part with today's); else
+        0. ``rates``: the per-cycle ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest
+        last."""
         recent = [p for p in rates if rates[-1][0] - p[0] <= self._horizon]
         slope = theil_sen_slope(recent) if len(recent) >= MIN_TREND_SAMPLES else None
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
         need = _present_need(ahead, capacity_at_slo)
         present = _present_need(rate, capacity_at_slo)
-        if need > present:
-            return need
-        if present <= current or not mann_kendall_rising(rates):
-            return 0
-        rise = theil_sen_slope(rates)
-        return need if rise is not None and rise * self._horizon >= RISE_MIN_RATIO * rate else 0
+        if need <= present:
+            if present <= current or not mann_kendall_rising(rates):
+                return 0
+            rise = theil_sen_slope(rates)
+            if rise is None or rise * self._horizon < RISE_MIN_RATIO * rate:
+                return 0
+        t0, before = rates[0]
+        return need if poisson_rise_z(rate, before, window, rates[-1][0] - t0) >= RISE_Z else 0
 
     def lead(
         self,
@@ -430,13 +472,17 @@ class ReplicaLead:
         capacity_at_slo: float | None,
         advised: int | None = None,
         confirm: Callable[[], float | None] | None = None,
+        window_seconds: float | None = None,
     ) -> int | None:
         """One fresh cycle of ``deployment`` at ``now`` (unix s) with ``current`` replicas, the window's arrival
         rate ``rate`` (requests/s), the kept capacity at the SLO per replica ``capacity_at_slo`` (requests/s), each
         ``None`` when unknown or withheld, and the replica advice's count ``advised`` (replicas; ``None``: none).
         ``confirm`` derives the capacity at the SLO now (requests/s, ``None``: unknown); default: the kept one
-        stands. Returns the lead count (replicas) while it is above ``current``, else ``None`` (no lead: the advice
-        alone decides)."""
+        stands. ``window_seconds``: the span ``rate`` was measured over (s; default and when not a positive finite
+        number: the horizon, the evaluation window). Returns the lead count (replicas) while it is above
+        ``current``, else ``None`` (no lead: the advice alone decides)."""
+        span = window_seconds if window_seconds is not None and math.isfinite(window_seconds) else self._horizon
+        span = span if span > 0 else self._horizon
         rates = self._rates.setdefault(deployment, deque())
         if (rates and rates[-1][0] > now) or self._since.get(deployment, now) > now:  # the clock stepped back
             rates.clear()
@@ -449,12 +495,12 @@ class ReplicaLead:
         last = max(self._led.get(deployment, current), current)
         need: int | None = None
         if ok and rate is not None and capacity_at_slo is not None and capacity_at_slo > 0:
-            need = self._need(rate, capacity_at_slo, list(rates), current)
+            need = self._need(rate, capacity_at_slo, list(rates), current, span)
             if need > last and confirm is not None:
                 fresh = confirm()
                 # the larger of the two: a rise needs both the kept and the fresh capacity to ask for it
                 both = max(fresh, capacity_at_slo) if fresh is not None and fresh > 0 else None
-                need = self._need(rate, both, list(rates), current) if both is not None else None
+                need = self._need(rate, both, list(rates), current, span) if both is not None else None
         value = last
         if need is not None:
             # while a lead incident is open, the count the load needs now holds it too (it only never *raises* it)
@@ -528,8 +574,10 @@ def autoscaler_signals(
         if at_slo is not None:
             slo_room = 1.0 - lam / (current * at_slo)
     if lead is not None:
+        stats = ev.stats
+        span = None if stats is None else stats.span_seconds if stats.span_seconds is not None else stats.window_seconds
         led = lead.lead(
-            ev.ctx.name, ev.now, current, lam, at_slo, desired, lambda: kept.derive(ev, min_history_seconds)
+            ev.ctx.name, ev.now, current, lam, at_slo, desired, lambda: kept.derive(ev, min_history_seconds), span
         )
         if led is not None:
             desired = max(desired, led)

@@ -21,6 +21,7 @@ from advisor.signals import (
     desired_replicas,
     kv_exhaustion,
     mann_kendall_rising,
+    poisson_rise_z,
     theil_sen_slope,
 )
 from tests.factories import context, evaluation
@@ -224,14 +225,22 @@ def _run(
     lead: ReplicaLead, rates: Sequence[float | None], start: int = 0, advised: dict[int, int] | None = None
 ) -> list[int]:
     """Cycles 1 s apart from t = 1000 + ``start``, 2 replicas running, 1 request/s per replica within the SLO: the
-    desired count each cycle, max(advice, lead), the advice 2 (none) unless ``advised`` says otherwise."""
+    desired count each cycle, max(advice, lead), the advice 2 (none) unless ``advised`` says otherwise.
+
+    Fed at :data:`SCALE` times the rates and the capacity (the same needs): a 5 s window then holds hundreds of
+    arrivals, so that a rise of the hand-chosen rates is also one beyond Poisson noise (:func:`poisson_rise_z`:
+    RISING's 1.0 → 1.5 over four cycles is 500 against 750 arrivals in 5 s windows 4 s apart, z = 7.9); the
+    flat-noise property test feeds its rates as given."""
     out = []
     for k, rate in enumerate(rates, start=start):
         adv = (advised or {}).get(k, 2)
-        led = lead.lead("d", 1000.0 + k, 2, rate, 1.0, adv)
+        led = lead.lead("d", 1000.0 + k, 2, None if rate is None else rate * SCALE, SCALE, adv)
         out.append(max(adv, led or 2))
     return out
 
+
+SCALE = 100.0
+"""The factor :func:`_run` feeds the rates and the capacity at."""
 
 RISING = [1.0 + 0.125 * k for k in range(7)]
 """λ rising 0.125 requests/s each 1 s cycle: 2 replicas serve 2.0 within the SLO, so it breaks past k = 8."""
@@ -246,31 +255,97 @@ def test_a_rising_arrival_rate_leads_the_count_before_the_slo_breaks() -> None:
     assert _run(_lead(), RISING) == [2, 2, 2, 2, 2, 2, 3]
 
 
+def _led(rates: Sequence[float | None], capacity: float) -> list[int]:
+    """Cycles 1 s apart from t = 1000, 2 replicas running, ``capacity`` requests/s per replica within the SLO, no
+    advice: the desired count each cycle (the lead's, else 2)."""
+    lead = _lead()
+    return [max(2, lead.lead("d", 1000.0 + k, 2, r, capacity, 2) or 2) for k, r in enumerate(rates)]
+
+
 def test_a_significant_rise_already_past_the_running_count_is_led() -> None:
     """The case two CI runs of ``tests/e2e/test_desired_replicas_ramp.py`` met under load: the cycles before a rising
     λ crossed the running count's capacity withheld their rate (a window one scrape short), so the trend's crossing
     ahead was never seen, and past it ``ceil(λ_ahead) = ceil(λ)``: nothing led until the SLO broke and the advice
     followed, two cycles late.
 
-    λ_k = 1.75 + 0.05 k to k = 19, then 2.7 held; k = 1 … 5 unknown; capacity 1/s per replica, 2 running, 5 s
-    horizon: λ_ahead = λ + 0.25 stays below 3 (the next boundary) throughout, so the trend's crossing path never
-    fires. From k = 6 the load needs 3 (λ > 2). The significant-rise test reads two horizons (10 s): k = 6, 7 hold
-    two and three rates (k = 0 with them; no Mann–Kendall rise below four); k = 8: four, all rising (z = 1.70), their
-    Theil–Sen slope 0.05 grows λ by 0.25 ≥ 0.1 × 2.15 over the horizon → need ceil(2.15 + 0.25) = 3, and at k = 9,
-    10; the scale-up window (2 s) holds only 3s at k = 10 → desired 3 from k = 10, then held by today's need (λ ≥ 2)
-    while the incident is open."""
-    rates: list[float | None] = [1.75 + 0.05 * k if k <= 19 else 2.7 for k in range(25)]
+    λ_k = 175 + 5 k requests/s to k = 19, then 270 held; k = 1 … 5 unknown; capacity 100/s per replica, 2 running,
+    5 s horizon (and window): λ_ahead = λ + 25 stays below 300 (the next boundary) throughout, so the trend's
+    crossing path never fires. From k = 6 the load needs 3 (λ > 200). The significant-rise test reads two horizons
+    (10 s): k = 6, 7 hold two and three rates (k = 0 with them; no Mann–Kendall rise below four); k = 8: four, all
+    rising (z = 1.70), their Theil–Sen slope 5 grows λ by 25 ≥ 0.1 × 215 over the horizon, and the window a horizon
+    before (k = 0, the oldest held) had 875 arrivals against today's 1,075: Poisson z = 200 ÷ √1,950 = 4.5 →
+    need ceil(215 + 25) = 3, and at k = 9, 10 (z 5.1, 5.6); the scale-up window (2 s) holds only 3s at k = 10 →
+    desired 3 from k = 10, then held by today's need (λ ≥ 200) while the incident is open.
+
+    The same rise at a hundredth of the rate (10.75 arrivals against 8.75 per window: z = 0.45) is noise: the
+    significant-rise path never fires, and desired stays 2."""
+    rates: list[float | None] = [175.0 + 5.0 * k if k <= 19 else 270.0 for k in range(25)]
     rates[1:6] = [None] * 5
-    assert _run(_lead(), rates) == [2] * 10 + [3] * 15
+    assert _led(rates, 100.0) == [2] * 10 + [3] * 15
+    assert _led([None if r is None else r / 100 for r in rates], 1.0) == [2] * 25
+
+
+def _production(rates: Sequence[float]) -> list[int]:
+    """The defaults: cycles 15 s apart, a 5 min window (the horizon), 60 s / 300 s stabilization; 2 replicas of
+    1 request/s each at the SLO, no advice: the desired count each cycle."""
+    lead = ReplicaLead(ReplicaStabilizer(60.0, 300.0), horizon_seconds=300.0)
+    return [max(2, lead.lead("d", 15.0 * k, 2, r, 1.0, 2, None, 300.0) or 2) for k, r in enumerate(rates)]
+
+
+def test_a_drift_within_the_poisson_noise_of_the_window_is_no_trend() -> None:
+    """λ_k = 1.86 + 0.004 k requests/s to k = 20 (1.94, 97 % of the 2 replicas' capacity), then held: the Theil–Sen
+    slope 0.004 ÷ 15 s extrapolated over 300 s adds 0.08, so from k = 16 (λ = 1.924) λ_ahead passes 2 and the
+    trend's crossing asks 3 (the previous code's answer, from k = 20 to the end of the scale-down window). But the
+    window of k = 20 holds 582 arrivals against the 558 of k = 0's, the oldest held, disjoint (a window before):
+    z = 24 ÷ √1,140 = 0.71, noise (and against the same k = 0 to the end). Desired stays 2.
+
+    A real rise, λ_k = 1.2 + 0.035 k (1.2 → 1.9 over the same 300 s), still leads: the slope 0.035 ÷ 15 s adds 0.7,
+    so from k = 3 (three rates for a slope, λ = 1.305) λ_ahead = 2.005 asks 3, and k = 3's window against k = 0's,
+    45 s apart (sharing 255 s), gives z = 0.105 × 300 ÷ √((1.305 + 1.2) × 45) = 2.97 ≥ 2.326 (later cycles more). Raw
+    3 from k = 3; the scale-up window (60 s: k − 4 … k) holds only 3s from k = 7 → desired 3 from k = 7 (λ = 1.445),
+    held through k = 25 by the scale-down window (300 s) of those raw 3s."""
+    drift = [1.86 + 0.004 * k for k in range(21)] + [1.94] * 20
+    assert _production(drift) == [2] * 41
+    assert _production([1.2 + 0.035 * k for k in range(21)] + [1.9] * 5) == [2] * 7 + [3] * 19
+
+
+@pytest.mark.parametrize(
+    ("rate", "before", "window", "z"),
+    [
+        (215.0, 175.0, 5.0, 200 / 1950**0.5),
+        (2.15, 1.75, 5.0, 2.0 / 19.5**0.5),
+        (2.2, 2.0, 300.0, 60 / 1260**0.5),  # the production default window: 660 against 600 arrivals, z = 1.69
+        (1.0, 2.0, 10.0, -10 / 30**0.5),
+        (0.0, 0.0, 10.0, 0.0),
+    ],
+)
+def test_poisson_rise_z(rate: float, before: float, window: float, z: float) -> None:
+    """Disjoint windows (the default, and any ``apart`` of a window or more): ``(n₁ − n₀) ÷ √(n₁ + n₀)``."""
+    assert poisson_rise_z(rate, before, window) == pytest.approx(z, rel=1e-12, abs=1e-12)
+    assert poisson_rise_z(rate, before, window, 2 * window) == pytest.approx(z, rel=1e-12, abs=1e-12)
+
+
+def test_poisson_rise_z_of_windows_that_overlap() -> None:
+    """60 s windows 2 s apart at 2.5 and 2.0 requests/s: 150 against 120 arrivals, of which all but the newest and
+    oldest 2 s are the same: the difference 30 has variance (2.5 + 2.0) × 2 = 9 → z = 10 (disjoint: 30 ÷ √270 =
+    1.83). Windows 4 s apart at 150 and 100 (5 s windows): 250 ÷ √1,000 = 7.9."""
+    assert poisson_rise_z(2.5, 2.0, 60.0, 2.0) == pytest.approx(10.0, rel=1e-12)
+    assert poisson_rise_z(150.0, 100.0, 5.0, 4.0) == pytest.approx(250 / 1000**0.5, rel=1e-12)
+    assert poisson_rise_z(2.5, 2.0, 60.0, 0.0) == 0.0
 
 
 @given(st.lists(st.floats(-0.025, 0.025), min_size=6, max_size=40))
-def test_a_flat_load_above_the_capacity_with_noise_never_leads(noise: list[float]) -> None:
-    """λ = 3 × (1 + ε), |ε| ≤ 2.5 %, with 2 replicas of 1/s each (the model says 3 now, no trend): whatever order the
-    noise takes (a Mann–Kendall "rise" included), the Theil–Sen slope is at most 0.15 ÷ 1 s and its growth over the
-    5 s horizon below 0.1 λ: the lead states nothing; today's need stays the advice's."""
+def test_a_flat_load_at_the_capacity_with_noise_never_leads(noise: list[float]) -> None:
+    """λ = 300 × (1 + ε) requests/s, |ε| ≤ 2.5 %, with 2 replicas of 100/s each (the model asks 3 or 4 now, no trend),
+    cycles 1 s apart, 5 s windows of ~1,500 arrivals: whatever order the noise takes. The trend's crossing past 400
+    needs a slope of 18.5/s where the rates span 15; a crossing past 300 (λ_ahead from below), or the
+    significant-rise path (a Mann–Kendall rise, a slope of 6/s), meets today's window against the oldest held: at
+    most 75 arrivals apart, z ≤ 75 ÷ √3,000 = 1.37 for windows a window or more apart, and windows d s apart share
+    all but d s of arrivals: 75 ÷ √(600 d), below 2.326 from d = 1.7 s, and a slope needs three rates (d ≥ 2 s). The
+    previous code led here (the crossing past 300 from just below, extrapolated)."""
     lead = _lead()
-    assert [lead.lead("d", 1000.0 + k, 2, 3.0 * (1 + e), 1.0, 2) for k, e in enumerate(noise)] == [None] * len(noise)
+    got = [lead.lead("d", 1000.0 + k, 2, 300.0 * (1 + e), 100.0, 2) for k, e in enumerate(noise)]
+    assert got == [None] * len(noise)
 
 
 @pytest.mark.parametrize(
