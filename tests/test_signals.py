@@ -266,22 +266,24 @@ def test_a_significant_rise_already_past_the_running_count_is_led() -> None:
     """The case two CI runs of ``tests/e2e/test_desired_replicas_ramp.py`` met under load: the cycles before a rising
     λ crossed the running count's capacity withheld their rate (a window one scrape short), so the trend's crossing
     ahead was never seen, and past it ``ceil(λ_ahead) = ceil(λ)``: nothing led until the SLO broke and the advice
-    followed, two cycles late.
+    followed, two cycles late (the previous code: 2 throughout).
 
     λ_k = 175 + 5 k requests/s to k = 19, then 270 held; k = 1 … 5 unknown; capacity 100/s per replica, 2 running,
-    5 s horizon (and window): λ_ahead = λ + 25 stays below 300 (the next boundary) throughout, so the trend's
-    crossing path never fires. From k = 6 the load needs 3 (λ > 200). The significant-rise test reads two horizons
-    (10 s): k = 6, 7 hold two and three rates (k = 0 with them; no Mann–Kendall rise below four); k = 8: four, all
-    rising (z = 1.70), their Theil–Sen slope 5 grows λ by 25 ≥ 0.1 × 215 over the horizon, and the window a horizon
-    before (k = 0, the oldest held) had 875 arrivals against today's 1,075: Poisson z = 200 ÷ √1,950 = 4.5 →
-    need ceil(215 + 25) = 3, and at k = 9, 10 (z 5.1, 5.6); the scale-up window (2 s) holds only 3s at k = 10 →
-    desired 3 from k = 10, then held by today's need (λ ≥ 200) while the incident is open.
+    5 s horizon and window: λ_ahead = λ + 25 stays below 300 (the next boundary) throughout, so the trend's crossing
+    never fires. From k = 6 the load needs 3 (λ > 200). The significant-rise path reads two horizons (10 s) and asks
+    (a) a Mann–Kendall rise (four rates or more), (b) the Theil–Sen slope 5/s × 5 s = 25 ≥ 0.1 λ (λ ≤ 250: k ≤ 15),
+    (c) the last window significantly above the oldest held and (d) each half (oldest → the newest ≥ 5 s before the
+    last → last) carrying a quarter of the rise. k = 8 … 12: the middle is the oldest itself or one cycle after it
+    (k = 6, 7 against k = 6): (d) fails. k = 13: oldest k = 6 (205), middle k = 8 (215), last 240: halves 10 and 25 of
+    35 (≥ 8.75), z = 35 × 5 ÷ √(445 × 5) = 3.7 → need ceil(240 + 25) = 3; k = 14, 15 likewise (k = 15 at the bound of
+    (b), 25 = 0.1 × 250). The scale-up window (2 s) holds only 3s at k = 15 → desired 3 from k = 15 (λ = 250), then
+    held by today's need (λ > 200) while the incident is open.
 
-    The same rise at a hundredth of the rate (10.75 arrivals against 8.75 per window: z = 0.45) is noise: the
-    significant-rise path never fires, and desired stays 2."""
+    The same rise at a hundredth of the rate (last window 24 arrivals against 20.5: z = 0.5) is noise: desired stays
+    2."""
     rates: list[float | None] = [175.0 + 5.0 * k if k <= 19 else 270.0 for k in range(25)]
     rates[1:6] = [None] * 5
-    assert _led(rates, 100.0) == [2] * 10 + [3] * 15
+    assert _led(rates, 100.0) == [2] * 15 + [3] * 10
     assert _led([None if r is None else r / 100 for r in rates], 1.0) == [2] * 25
 
 
@@ -292,21 +294,21 @@ def _production(rates: Sequence[float]) -> list[int]:
     return [max(2, lead.lead("d", 15.0 * k, 2, r, 1.0, 2, None, 300.0) or 2) for k, r in enumerate(rates)]
 
 
-def test_a_drift_within_the_poisson_noise_of_the_window_is_no_trend() -> None:
-    """λ_k = 1.86 + 0.004 k requests/s to k = 20 (1.94, 97 % of the 2 replicas' capacity), then held: the Theil–Sen
-    slope 0.004 ÷ 15 s extrapolated over 300 s adds 0.08, so from k = 16 (λ = 1.924) λ_ahead passes 2 and the
-    trend's crossing asks 3 (the previous code's answer, from k = 20 to the end of the scale-down window). But the
-    window of k = 20 holds 582 arrivals against the 558 of k = 0's, the oldest held, disjoint (a window before):
-    z = 24 ÷ √1,140 = 0.71, noise (and against the same k = 0 to the end). Desired stays 2.
+def test_a_burst_in_the_window_is_not_a_sustained_rise() -> None:
+    """1.5 requests/s, plus 6/s for 30 s from t = 1200 (a transient burst), 2 replicas of 1/s each at the SLO, the
+    defaults: the 5 min window's λ is 1.5 + 6 × (the burst's seconds in the window) ÷ 300, rising to 2.1 by t = 1230,
+    level until 1500, 1.5 again from 1530. While level at 2.1 the load "needs" 3 (the window's memory of 30 s), and
+    the last two windows' λ do rise significantly (180 arrivals more than 450, z = 5.5, a Mann–Kendall rise, 0.6 ≥ 0.1
+    × 2.1): the first version of the significant-rise path led 3 from t = 1500 to 1815, a replica asked for after the
+    burst ended and held through the scale-down window. But the rise sits in one half of the two windows, the other
+    level (less than a quarter of it): no sustained rise. The trend's crossing (ahead 2.1 + a Theil–Sen slope of a
+    step, under 0.9) never reaches 3. Desired stays 2."""
 
-    A real rise, λ_k = 1.2 + 0.035 k (1.2 → 1.9 over the same 300 s), still leads: the slope 0.035 ÷ 15 s adds 0.7,
-    so from k = 3 (three rates for a slope, λ = 1.305) λ_ahead = 2.005 asks 3, and k = 3's window against k = 0's,
-    45 s apart (sharing 255 s), gives z = 0.105 × 300 ÷ √((1.305 + 1.2) × 45) = 2.97 ≥ 2.326 (later cycles more). Raw
-    3 from k = 3; the scale-up window (60 s: k − 4 … k) holds only 3s from k = 7 → desired 3 from k = 7 (λ = 1.445),
-    held through k = 25 by the scale-down window (300 s) of those raw 3s."""
-    drift = [1.86 + 0.004 * k for k in range(21)] + [1.94] * 20
-    assert _production(drift) == [2] * 41
-    assert _production([1.2 + 0.035 * k for k in range(21)] + [1.9] * 5) == [2] * 7 + [3] * 19
+    def window_rate(now: float) -> float:
+        inside = max(0.0, min(now, 1230.0) - max(now - 300.0, 1200.0))
+        return 1.5 + 6.0 * inside / 300.0
+
+    assert set(_production([window_rate(15.0 * k) for k in range(160)])) == {2}
 
 
 @pytest.mark.parametrize(
@@ -335,16 +337,14 @@ def test_poisson_rise_z_of_windows_that_overlap() -> None:
 
 
 @given(st.lists(st.floats(-0.025, 0.025), min_size=6, max_size=40))
-def test_a_flat_load_at_the_capacity_with_noise_never_leads(noise: list[float]) -> None:
-    """λ = 300 × (1 + ε) requests/s, |ε| ≤ 2.5 %, with 2 replicas of 100/s each (the model asks 3 or 4 now, no trend),
-    cycles 1 s apart, 5 s windows of ~1,500 arrivals: whatever order the noise takes. The trend's crossing past 400
-    needs a slope of 18.5/s where the rates span 15; a crossing past 300 (λ_ahead from below), or the
-    significant-rise path (a Mann–Kendall rise, a slope of 6/s), meets today's window against the oldest held: at
-    most 75 arrivals apart, z ≤ 75 ÷ √3,000 = 1.37 for windows a window or more apart, and windows d s apart share
-    all but d s of arrivals: 75 ÷ √(600 d), below 2.326 from d = 1.7 s, and a slope needs three rates (d ≥ 2 s). The
-    previous code led here (the crossing past 300 from just below, extrapolated)."""
+def test_a_flat_load_above_the_capacity_with_noise_never_leads(noise: list[float]) -> None:
+    """λ = 250 × (1 + ε) requests/s, |ε| ≤ 2.5 %, with 2 replicas of 100/s each (the model asks 3 now, no trend),
+    cycles 1 s apart, 5 s windows of ~1,250 arrivals, whatever order the noise takes. The significant-rise path needs
+    a window at least 5 s older than the last, so its oldest is disjoint from the last: at most 62.5 arrivals apart,
+    z ≤ 62.5 ÷ √2,500 = 1.25 < 2.326. The trend's crossing past 300 needs a Theil–Sen slope of 8.75/s where the rates
+    span 12.5. The lead states nothing; today's need stays the advice's."""
     lead = _lead()
-    got = [lead.lead("d", 1000.0 + k, 2, 300.0 * (1 + e), 100.0, 2) for k, e in enumerate(noise)]
+    got = [lead.lead("d", 1000.0 + k, 2, 250.0 * (1 + e), 100.0, 2) for k, e in enumerate(noise)]
     assert got == [None] * len(noise)
 
 
