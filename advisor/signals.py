@@ -376,10 +376,12 @@ holds that one cycle alone)."""
 
 def _present_need(rate: float | None, capacity_at_slo: float | None) -> int:
     """``ceil(λ ÷ capacity at the SLO per replica)``: the replicas the arrival rate ``rate`` needs (0 when either is
-    unknown); the rounding of :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas``."""
+    unknown, or when their ratio is not finite: a capacity of 1e-320 requests/s is no capacity to size on); the
+    rounding of :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas``."""
     if rate is None or capacity_at_slo is None or capacity_at_slo <= 0:
         return 0
-    return math.ceil(rate / capacity_at_slo - 1e-9)
+    ratio = rate / capacity_at_slo
+    return math.ceil(ratio - 1e-9) if math.isfinite(ratio) else 0
 
 
 class ReplicaLead:
@@ -498,7 +500,11 @@ class ReplicaLead:
         ``confirm`` derives the capacity at the SLO now (requests/s, ``None``: unknown); default: the kept one
         stands. ``window_seconds``: the span ``rate`` was measured over (s; default and when not a positive finite
         number: the horizon, the evaluation window). Returns the lead count (replicas) while it is above
-        ``current``, else ``None`` (no lead: the advice alone decides)."""
+        ``current``, else ``None`` (no lead: the advice alone decides). A ``now`` that is not finite feeds nothing
+        and returns the count already led."""
+        if not math.isfinite(now):
+            held = self._led.get(deployment)
+            return held if held is not None and held > current else None
         span = window_seconds if window_seconds is not None and math.isfinite(window_seconds) else self._horizon
         span = span if span > 0 else self._horizon
         rates = self._rates.setdefault(deployment, deque())

@@ -370,6 +370,19 @@ def test_mann_kendall_rising_at_5_percent(ys: list[int], rising: bool) -> None:
     assert mann_kendall_rising(pts[::-1]) is rising
 
 
+def test_bad_numbers_never_raise_and_never_poison_the_lead() -> None:
+    """A capacity so small that λ ÷ capacity overflows (1e-320 requests/s), or NaN, sizes nothing (no exception, no
+    lead); a cycle at a NaN time feeds nothing, so RISING fed after one leads as RISING alone (3 at k = 6) — before,
+    the NaN stayed first in the rates, never pruned, and the deployment never led again."""
+    lead = _lead()
+    assert lead.lead("d", 1000.0, 2, 300.0, 1e-320, 2) is None
+    assert lead.lead("d", 1001.0, 2, 300.0, float("nan"), 2) is None
+    lead = _lead()
+    assert lead.lead("d", float("nan"), 2, 100.0, 100.0, 2) is None
+    assert _run(lead, RISING) == [2, 2, 2, 2, 2, 2, 3]
+    assert lead.lead("d", float("nan"), 2, 100.0, 100.0, 2) == 3  # the count already led, held
+
+
 def test_a_one_cycle_spike_never_raises_the_count() -> None:
     """λ = 1 every cycle but one, k = 6, at 13/s (a transient queue): its need is ceil(13 ÷ 1) = 13 (Theil–Sen over
     k = 1 … 6: ten zero pairwise slopes and five positive → median 0). At k = 7 the median is 0 again (ten zero
