@@ -26,9 +26,9 @@ left at today's load, and the time until the KV pool runs out at the current tre
     one incident. Measured on the demo deployment under a linear ramp 0.3 → 3 requests/s over 200 simulated s
     (``tests/e2e/test_desired_replicas_ramp.py``, demo windows 2 s / 10 s at the 10× clock): with the trend's crossing
     alone, desired rose before the goodput fell below its target in 4 of 6 CI runs and 1–2 cycles after it in 2 (the
-    advice's own count came then); with the significant-rise path too, 8–16 cycles before it in 8 of 8 runs beside three
-    busy processes (and in 25 of 25 recorded runs replayed through the final rule, by 8–16.5 cycles). A step (the demo's
-    own ramp) is not led reliably: no trend announces it.
+    advice's own count came then); with the significant-rise path too, 10–15 cycles before it in 6 of 6 runs beside
+    three busy processes (and in 25 of 25 recorded runs replayed through it, by 8–16.5 cycles). A step (the demo's own
+    ramp) is not led reliably: no trend announces it.
 
   It is known exactly while the data is fresh; stale or unavailable data gives ``None`` (exported as absent, never
   0: an autoscaler reading 0 would scale the engine down).

@@ -63,7 +63,7 @@ broke: the scale-up window and the arrival rate's window are fixed in cycles, so
 little room. Over 20 cycles the lead measured 13 s (cycles) in three runs beside five busy processes, yet 2 of 6
 CI runs saw it rise 1–2 cycles after the SLO broke: one cycle in three withheld its arrival rate under load, the
 trend's crossing ahead of the running count's capacity went unseen, and past it nothing led (fixed by the lead's
-significant-rise path, :class:`advisor.signals.ReplicaLead`: 8–16 cycles ahead in 8 of 8 runs beside three busy
+significant-rise path, :class:`advisor.signals.ReplicaLead`: 10–15 cycles ahead in 6 of 6 runs beside three busy
 processes)."""
 MAX_CYCLES = 90
 """Daemon cycles to watch at most (1 s each: the rise and hold are 25 of them at the 10× clock, the light phase 20)."""
