@@ -12,7 +12,8 @@ left at today's load, and the time until the KV pool runs out at the current tre
   - The *lead* (:class:`ReplicaLead`) is ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the advice's sizing
     (:func:`advisor.rules.replicas.size_replicas`) applied to the arrival rate one evaluation window ahead: ``λ_ahead =
     λ + max(0, slope) × window``, λ the window's arrival rate and the slope the Theil–Sen slope
-    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives); counted
+    (:func:`theil_sen_slope`) of the per-cycle λ over the window (the time before the advisor next re-derives), while
+    the rise goes on at the newest cycles (:func:`_rise_goes_on`: a burst's window memory is level); counted
     where the trend raises it above ``ceil(λ ÷ capacity)``, or where a significant, sustained rise (Mann–Kendall,
     :func:`mann_kendall_rising` over two windows, at least :data:`RISE_MIN_RATIO` of λ over one, and in both windows
     beyond Poisson noise, :func:`poisson_rise_z`) has already carried ``ceil(λ ÷ capacity)`` above the running count; a
@@ -368,6 +369,50 @@ RISE_HALF_SHARE = 0.25
 (:func:`_sustained_rise`): a linear ramp puts half in each, a step all in one."""
 
 
+NEWEST_SHARE = 0.25
+"""Share of the lead's horizon whose per-cycle λ are its *newest* (:func:`_rise_goes_on`): at the defaults (5 min
+horizon, 15 s cycles) the last 75 s, six rates, fifteen pairwise slopes."""
+
+NEWEST_MIN_SAMPLES = 4
+"""Fewest newest rates :func:`_rise_goes_on` reads; with fewer the rise counts as going on (the trend extrapolated as
+without the test). Four give six pairwise slopes. Three consecutive rates of overlapping windows (the demo's 1 s
+cycles in a 5 s horizon) share most of their arrivals, and the slope of their 2 differences is Poisson noise: as the
+test's input, the demo's 60 s ramp (8 → 28 requests/s, 2 replicas of 10) went unled in 5 of 14 replays, where
+without the test it led 3 cycles ahead in 14 of 14. At the defaults the newest quarter holds six."""
+
+
+GOING_ON_SHARE = 0.5
+"""Least ratio of the newest rates' Theil–Sen slope to the horizon's for the trend to be extrapolated
+(:func:`_rise_goes_on`): halfway between a ramp's (1: the same slope at every scale) and a burst's after it entered
+the window (0: level)."""
+
+
+def _rise_goes_on(recent: Sequence[tuple[float, float]], slope: float, horizon: float) -> bool:
+    """Whether the rise of the per-cycle ``(unix s, λ)`` ``recent`` (the lead's horizon, ``horizon`` s, oldest first),
+    whose Theil–Sen slope is ``slope`` (> 0, requests/s per second), still goes on at its newest rates: their
+    Theil–Sen slope (the last :data:`NEWEST_SHARE` of the horizon) is at least :data:`GOING_ON_SHARE` of ``slope``.
+    ``True`` when the newest hold fewer than :data:`NEWEST_MIN_SAMPLES` rates (too few to tell).
+
+    Why: each λ is a flow balance over one window, a moving average of the arrivals. A burst shorter than the window
+    lifts it while the burst enters and leaves it level for a window after it ended; over the horizon that step reads
+    as a rise (Theil–Sen: the pairs across it outnumber the level pairs on either side), and extrapolated a whole
+    horizon it asked for replicas long after the burst: 60 s of +10 requests/s on 1.5, at the defaults, led 6
+    replicas from 105 s after the burst ended for 8 minutes, where 2 serve (``tests/test_signals.py``). A ramp rises
+    at every scale. A step's window λ climbs for a window exactly as a ramp's does, so a step still over-leads
+    (1.5 → 3.5 requests/s: 6 where 4 serve, as before). Measured by replaying Poisson arrivals at the defaults
+    (``bench/lead_replay.py``, beside the same replay without this test; 2 replicas of 1 request/s each at the SLO):
+    of 18 kinds of burst (30–90 s, +2–10 requests/s on 0.5 and 1.5, 10 runs each) 13 runs of 180 led, where 144 did,
+    at most 5 replicas where 9; ramps at 2 replicas and more led within 15 s of their median lead without it,
+    45–338 s before the window's λ passed the running count's capacity; slow ramps (an hour) 46–53 s later, still
+    375–592 s before it, the slowest (0.5 → 1 request/s) unled in 2 of 12 runs, and the lightest (0.2 → 0.6
+    requests/s, some 100 arrivals per window) 330 s later, after it: left to the advice, as under-leading is safe."""
+    newest = [p for p in recent if recent[-1][0] - p[0] <= NEWEST_SHARE * horizon]
+    if len(newest) < NEWEST_MIN_SAMPLES:
+        return True  # too few to tell a level from a rise: extrapolated as before
+    going = theil_sen_slope(newest)
+    return going is not None and going >= GOING_ON_SHARE * slope
+
+
 LEAD_MIN_CYCLES = 2
 """Fewest consecutive cycles with the headroom known whose need is above the lead's count before it rises: one
 cycle is a spike, whatever the scale-up window's length (with ``scale_up_window: 0s``, HPA's "at once", the window
@@ -394,7 +439,8 @@ class ReplicaLead:
     * λ_ahead = λ + max(0, slope) × horizon, the slope the Theil–Sen slope (:func:`theil_sen_slope`, requests/s per
       second) of the per-cycle λ over the last ``horizon_seconds`` (the evaluation window: the time before the
       advisor next re-derives), stated from :data:`MIN_TREND_SAMPLES` cycles (fewer: no extrapolation, λ_ahead =
-      λ); a falling λ never lowers it (only rises come from the lead);
+      λ) and while the rise goes on at the newest of them (:func:`_rise_goes_on`; else λ_ahead = λ); a falling λ
+      never lowers it (only rises come from the lead);
     * need = ``ceil(λ_ahead ÷ capacity at the SLO per replica)``, the rounding of
       :func:`advisor.rules.replicas.size_replicas`'s ``slo_replicas`` (the same queueing model), counted when the trend
       raises it above ``ceil(λ ÷ capacity)``, the count the load needs now, or when a *significant rise* has already
@@ -414,8 +460,10 @@ class ReplicaLead:
       fresh one, at a burst's first windows, rests on mean lengths biased by the requests admitted but not yet finished
       (tokens ÷ completions: the demo ramp's burst read 25,000-token prompts where 6,000 arrive, 1.5 requests/s per
       replica where 20 serve). Under-leading is safe — the symptom-gated advice follows — where over-leading is held for
-      a whole scale-down window. Known limit: on a *step* (the demo's burst) the window's λ climbs for one window and
-      its slope, extrapolated, over-leads: 3–5 replicas where the advice's 2 serve, held until the scale-down window;
+      a whole scale-down window. The trend is extrapolated only while the rise goes on at the newest rates
+      (:func:`_rise_goes_on`): a burst that has entered the window leaves its λ level, not rising. Known limit: on a
+      *step* (the demo's burst) the window's λ climbs for one window as on a ramp, and its slope, extrapolated,
+      over-leads: 3–5 replicas where the advice's 2 serve, held until the scale-down window;
     * the raw count ``max(current, need)`` — the current count on a cycle without a need; while a lead incident is
       open also ``ceil(λ ÷ capacity)``, so that a load grown into the count the trend announced holds it — is fed
       to ``stabilizer``
@@ -471,6 +519,8 @@ class ReplicaLead:
         ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last."""
         recent = [p for p in rates if rates[-1][0] - p[0] <= self._horizon]
         slope = theil_sen_slope(recent) if len(recent) >= MIN_TREND_SAMPLES else None
+        if slope is not None and slope > 0 and not _rise_goes_on(recent, slope, self._horizon):
+            slope = 0.0
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
         need = _present_need(ahead, capacity_at_slo)
         present = _present_need(rate, capacity_at_slo)

@@ -311,6 +311,40 @@ def test_a_burst_in_the_window_is_not_a_sustained_rise() -> None:
     assert set(_production([window_rate(15.0 * k) for k in range(160)])) == {2}
 
 
+def test_a_rise_that_has_stopped_is_not_extrapolated() -> None:
+    """λ = 1.0 for k = 0 … 5, then 1.6 held (the window's memory of a burst that entered it, level since), cycles 1 s
+    apart, a 12 s horizon (its newest quarter, 3 s, holds four rates), 2 replicas of 1/s each: today's need is 2
+    throughout. k = 8: the horizon (k = 0 … 8) has 18 zero pairwise slopes and 18 positive, the smallest 0.6 ÷ 8 →
+    Theil–Sen 0.0375, λ_ahead = 1.6 + 0.45 = 2.05 → 3; the newest four (k = 5 … 8: slopes 0.6, 0.3, 0.2 and three
+    0 → 0.1 ≥ 0.5 × 0.0375) still rise: raw 3. k = 9: 21 zero pairs and 24 positive → 0.6 ÷ 8 = 0.075, λ_ahead 2.5 →
+    3, but the newest four (k = 6 … 9) are level, slope 0: no extrapolation, raw 2; likewise to k = 13, and from
+    k = 14 the horizon's slope is 0 itself. One raw 3 (two are needed): desired stays 2. Before, the trend was
+    extrapolated whatever its newest rates did: raw 3 at k = 8 … 13, desired 3 from k = 10, held through the
+    scale-down window (10 s)."""
+    rates = [1.0] * 6 + [1.6] * 14
+    lead = ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)
+    assert [max(2, lead.lead("d", 1000.0 + k, 2, r, 1.0, 2) or 2) for k, r in enumerate(rates)] == [2] * 20
+    # a rise that goes on (0.05/s every cycle): λ_ahead = λ + 0.6 passes 2 at k = 9 (raw 3; the newest four rise as
+    # fast), the scale-up window (2 s) holds only 3s at k = 11: desired 3 from there, with λ = 1.55 < 2
+    lead = ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)
+    ramp = [1.0 + 0.05 * k for k in range(16)]
+    assert [max(2, lead.lead("d", 1000.0 + k, 2, r, 1.0, 2) or 2) for k, r in enumerate(ramp)] == [2] * 11 + [3] * 5
+
+
+def test_a_burst_past_the_window_is_not_led_at_the_defaults() -> None:
+    """60 s of +10 requests/s on 1.5 from t = 1200, the defaults (15 s cycles, 5 min window), 2 replicas of 1/s each:
+    the window's λ climbs to 3.5 by t = 1260, stays level to 1500 and falls back by 1560. While level its Theil–Sen
+    slope over the horizon stays positive (the pairs across the climb outnumber the level pairs), and extrapolated a
+    whole horizon it asked for 6 replicas from t = 1365, 105 s after the burst ended, until t = 1830, where 2 serve
+    (the code before this test). The newest 75 s of a level λ do not rise: desired stays 2."""
+
+    def window_rate(now: float) -> float:
+        inside = max(0.0, min(now, 1260.0) - max(now - 300.0, 1200.0))
+        return 1.5 + 10.0 * inside / 300.0
+
+    assert set(_production([window_rate(15.0 * k) for k in range(200)])) == {2}
+
+
 @pytest.mark.parametrize(
     ("rate", "before", "window", "z"),
     [
