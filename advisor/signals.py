@@ -345,6 +345,11 @@ class ReplicaHold:
         self._held = {k: v for k, v in self._held.items() if k in deployments}
 
 
+RISE_HALF_SHARE = 0.25
+"""Least share of the rise over the last two horizons each horizon must carry for it to count as sustained
+(:func:`_sustained_rise`): a linear ramp puts half in each, a step all in one."""
+
+
 def _sustained_rise(rates: Sequence[tuple[float, float]], window: float) -> bool:
     """Whether the per-cycle ``(unix s, λ)`` ``rates`` (oldest first) rose significantly and in both halves: the last
     holds significantly more arrivals than the oldest (:func:`poisson_rise_z` ≥ :data:`RISE_Z`, windows of ``window``
@@ -362,11 +367,6 @@ def _sustained_rise(rates: Sequence[tuple[float, float]], window: float) -> bool
         poisson_rise_z(last, first, window, now - t0) >= RISE_Z
         and min(mid - first, last - mid) >= RISE_HALF_SHARE * total
     )
-
-
-RISE_HALF_SHARE = 0.25
-"""Least share of the rise over the last two horizons each horizon must carry for it to count as sustained
-(:func:`_sustained_rise`): a linear ramp puts half in each, a step all in one."""
 
 
 NEWEST_SHARE = 0.25
