@@ -95,6 +95,8 @@ class AutoscalerSignals:
         kv_usage_slope_per_second: that target's Theil–Sen slope of KV usage (ratio per second, > 0).
         arrival_rate: requests/s arriving over the window (the throughput headroom's numerator), when stated.
         capacity_at_slo_per_replica: requests/s one replica serves within the SLO (its denominator), when stated.
+        desired_reason: why ``desired_replicas`` is that count, in words (the lead's numbers when the lead set it);
+            ``None`` when it is unknown.
     """
 
     desired_replicas: int | None
@@ -105,6 +107,7 @@ class AutoscalerSignals:
     kv_usage_slope_per_second: float | None = None
     arrival_rate: float | None = None
     capacity_at_slo_per_replica: float | None = None
+    desired_reason: str | None = None
 
 
 CAPACITY_RATE_FACTOR = 2.0
@@ -498,6 +501,8 @@ class ReplicaLead:
         self._since: dict[str, float] = {}
         self._above: dict[str, int] = {}  # consecutive known cycles whose need was above the lead's count
         self._led: dict[str, int] = {}
+        self._why: dict[str, str] = {}
+        self._last_need: tuple[float, str, float] = (0.0, "", 0.0)
 
     @property
     def horizon_seconds(self) -> float:
@@ -516,7 +521,9 @@ class ReplicaLead:
         """``ceil(λ_ahead ÷ capacity)`` (replicas) when the trend raises it above ``ceil(λ ÷ capacity)``, or when a
         significant rise has already carried ``ceil(λ ÷ capacity)`` above the ``current`` count; the second only when
         that rise is sustained over windows of ``window`` s (:func:`_sustained_rise`); else 0. ``rates``: the per-cycle
-        ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last."""
+        ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last. Leaves λ_ahead
+        (requests/s), the path that counted (``trend``, ``rise`` or ``""``) and the capacity in ``_last_need``, for
+        the reason (:meth:`_reason`)."""
         recent = [p for p in rates if rates[-1][0] - p[0] <= self._horizon]
         slope = theil_sen_slope(recent) if len(recent) >= MIN_TREND_SAMPLES else None
         if slope is not None and slope > 0 and not _rise_goes_on(recent, slope, self._horizon):
@@ -524,14 +531,19 @@ class ReplicaLead:
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
         need = _present_need(ahead, capacity_at_slo)
         present = _present_need(rate, capacity_at_slo)
+        self._last_need = (ahead, "", capacity_at_slo)
         if need > present:
+            self._last_need = (ahead, "trend", capacity_at_slo)
             return need
         if present <= current or not mann_kendall_rising(rates):
             return 0
         rise = theil_sen_slope(rates)
         if rise is None or rise * self._horizon < RISE_MIN_RATIO * rate:
             return 0
-        return need if _sustained_rise(rates, window) else 0
+        if not _sustained_rise(rates, window):
+            return 0
+        self._last_need = (ahead, "rise", capacity_at_slo)
+        return need
 
     def lead(
         self,
@@ -585,13 +597,40 @@ class ReplicaLead:
             up = self.stabilizer.value(deployment, now, last)
             if up > last and self._above[deployment] >= LEAD_MIN_CYCLES and now - since >= self.stabilizer.up_window:
                 value = up
+                if rate is not None:
+                    self._why[deployment] = self._reason(up, current, rate)
         if value == last and last > current:  # a lead incident holds, folds the advice in, or ends at once
             if advised is not None and advised > last:
                 value = advised
+                self._why[deployment] = f"{advised}: the replica advice's count, folded into the lead's"
             elif (advised is None or advised <= current) and self.stabilizer.value(deployment, now, last) <= current:
                 value = current
         self._led[deployment] = value
+        if value <= current:
+            self._why.pop(deployment, None)
         return value if value > current else None
+
+    def _reason(self, count: int, current: int, rate: float) -> str:
+        """The words for a rise to ``count`` replicas on this cycle's λ ``rate`` (requests/s), with the λ_ahead, path
+        and capacity at the SLO its need was sized on (:meth:`_need`)."""
+        ahead, path, capacity_at_slo = self._last_need
+        held = f"held until the scale-down window ({self.stabilizer.down_window:g} s) sees no need"
+        if path == "rise":
+            return (
+                f"{count}: led by a significant, sustained rise of the arrival rate, to {rate:.3g} requests/s when it "
+                f"rose, past the {current} running replicas' {current * capacity_at_slo:.3g} within the SLO "
+                f"({capacity_at_slo:.3g} each); {held}"
+            )
+        return (
+            f"{count}: led by the arrival rate's trend, {rate:.3g} requests/s when it rose and {ahead:.3g} one "
+            f"evaluation window ({self._horizon:g} s) ahead, at {capacity_at_slo:.3g} requests/s per replica within "
+            f"the SLO; {held}"
+        )
+
+    def why(self, deployment: str) -> str | None:
+        """Why the lead holds its count for ``deployment`` (:meth:`lead`'s last answer), in words; ``None`` while
+        it leads nothing."""
+        return self._why.get(deployment)
 
     def not_fresh(self, deployment: str) -> None:
         """A cycle of ``deployment`` without fresh data: its arrival rates are forgotten and a rise waits for a
@@ -608,6 +647,7 @@ class ReplicaLead:
         self._since = {k: v for k, v in self._since.items() if k in deployments}
         self._above = {k: v for k, v in self._above.items() if k in deployments}
         self._led = {k: v for k, v in self._led.items() if k in deployments}
+        self._why = {k: v for k, v in self._why.items() if k in deployments}
 
 
 def autoscaler_signals(
@@ -633,6 +673,13 @@ def autoscaler_signals(
     """
     current = int(ev.ctx.replicas)
     desired = desired_replicas(ev, recommendations, hold)
+    reason = (
+        None
+        if desired is None
+        else f"{desired}: the current count, no open incident advises replicas"
+        if desired == current
+        else f"{desired}: the replica advice of the open incident"
+    )
     if desired is None:
         if lead is not None:
             lead.not_fresh(ev.ctx.name)
@@ -653,8 +700,8 @@ def autoscaler_signals(
         led = lead.lead(
             ev.ctx.name, ev.now, current, lam, at_slo, desired, lambda: kept.derive(ev, min_history_seconds), span
         )
-        if led is not None:
-            desired = max(desired, led)
+        if led is not None and led > desired:
+            desired, reason = led, lead.why(ev.ctx.name) or f"{led}: the lead's count"
     trend = kv_exhaustion(targets, ev.now, window_seconds)
     return AutoscalerSignals(
         desired_replicas=desired,
@@ -665,4 +712,5 @@ def autoscaler_signals(
         kv_usage_slope_per_second=None if trend is None else trend[1],
         arrival_rate=lam,
         capacity_at_slo_per_replica=at_slo,
+        desired_reason=reason,
     )

@@ -449,7 +449,8 @@ def _deployment(
 
 def _signals(d: DeploymentResult) -> str:
     """The autoscaler signals (issue 18, :mod:`advisor.signals`): desired replicas against the current count, the
-    headroom of each kind and the time to KV exhaustion; ``unknown`` where the advisor exports nothing."""
+    headroom of each kind and the time to KV exhaustion; ``unknown`` where the advisor exports nothing; under them,
+    why desired replicas is that count (:attr:`~advisor.signals.AutoscalerSignals.desired_reason`)."""
     sig = d.signals
     if sig is None:
         return ""
@@ -469,6 +470,7 @@ def _signals(d: DeploymentResult) -> str:
         f"<td class='n'>{_e(room(sig.kv_headroom_ratio))}</td>"
         f"<td class='n'>{_e(room(sig.slo_throughput_headroom_ratio))}</td>"
         f"<td class='n'>{_e(exhaustion)}</td></tr></table>"
+        + (f"<p class='why'>desired replicas {_e(sig.desired_reason)}</p>" if sig.desired_reason else "")
     )
 
 

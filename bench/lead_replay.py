@@ -2,8 +2,9 @@
 
 Run by hand (not a test, not run by CI)::
 
-    .venv/bin/python bench/lead_replay.py           # bursts, ramps, slow ramps, flat loads: ~20 s
-    .venv/bin/python bench/lead_replay.py --quick   # fewer runs per kind
+    .venv/bin/python bench/lead_replay.py                          # bursts, ramps, flat loads: ~40 s
+    .venv/bin/python bench/lead_replay.py --quick                  # fewer runs per kind
+    .venv/bin/python bench/lead_replay.py --scale-up-window 360    # the README's setting for loads in steps
 
 Each kind is replayed twice, side by side: with the lead as it is, and with the trend extrapolated whatever its
 newest rates do (``_rise_goes_on`` always true: the rule before it). The defaults: 15 s cycles, a 5 min window
@@ -33,6 +34,7 @@ from advisor.signals import ReplicaLead
 CYCLE_SECONDS = 15.0
 WINDOW_SECONDS = 300.0
 UP_SECONDS, DOWN_SECONDS = 60.0, 300.0
+"""``rules.replicas.scale_up_window`` / ``scale_down_window`` defaults (``--scale-up-window`` sets the first)."""
 
 Rate = Callable[[float], float]
 
@@ -68,9 +70,10 @@ def window_rate(times: Sequence[float], now: float) -> float:
     return (bisect.bisect_right(times, now) - bisect.bisect_right(times, now - WINDOW_SECONDS)) / WINDOW_SECONDS
 
 
-def desired(rates: Sequence[float | None], current: int, capacity: float) -> list[int]:
-    """max(current, lead) each cycle, the lead fed ``rates`` (one per cycle from t = window)."""
-    lead = ReplicaLead(ReplicaStabilizer(UP_SECONDS, DOWN_SECONDS), WINDOW_SECONDS)
+def desired(rates: Sequence[float | None], current: int, capacity: float, up: float = UP_SECONDS) -> list[int]:
+    """max(current, lead) each cycle, the lead fed ``rates`` (one per cycle from t = window), its scale-up window
+    ``up`` seconds."""
+    lead = ReplicaLead(ReplicaStabilizer(up, DOWN_SECONDS), WINDOW_SECONDS)
     out = []
     for k, r in enumerate(rates):
         now = WINDOW_SECONDS + k * CYCLE_SECONDS
@@ -83,7 +86,7 @@ def cycles(end: float) -> list[float]:
     return [WINDOW_SECONDS + k * CYCLE_SECONDS for k in range(int((end - WINDOW_SECONDS) / CYCLE_SECONDS))]
 
 
-def bursts(runs: int) -> list[tuple[str, str]]:
+def bursts(runs: int, up: float) -> list[tuple[str, str]]:
     rows = []
     for base, current in ((1.5, 2), (0.5, 1)):
         for seconds in (30, 60, 90):
@@ -95,7 +98,7 @@ def bursts(runs: int) -> list[tuple[str, str]]:
                 led, top = 0, current
                 for seed in range(runs):
                     times = arrivals(random.Random(seed), rate, 3000.0)
-                    got = desired([window_rate(times, t) for t in cycles(3000.0)], current, 1.0)
+                    got = desired([window_rate(times, t) for t in cycles(3000.0)], current, 1.0, up)
                     led += max(got) > current
                     top = max(top, max(got))
                 rows.append(
@@ -108,7 +111,7 @@ def _ramp(l0: float, l1: float, start: float, seconds: float) -> Rate:
     return lambda t: l0 if t < start else l1 if t > start + seconds else l0 + (l1 - l0) * (t - start) / seconds
 
 
-def ramps(runs: int) -> list[tuple[str, str]]:
+def ramps(runs: int, up: float) -> list[tuple[str, str]]:
     kinds = [
         (1, 3, 600, 2, 1.0),
         (1, 3, 1200, 2, 1.0),
@@ -130,7 +133,7 @@ def ramps(runs: int) -> list[tuple[str, str]]:
             times = arrivals(random.Random(seed), rate, end)
             at = cycles(end)
             rates = [window_rate(times, t) for t in at]
-            got = desired(rates, current, capacity)
+            got = desired(rates, current, capacity, up)
             first = next((t for t, d in zip(at, got, strict=True) if d > current), None)
             expected = next(t for t in at if _mean_window(rate, t) > current * capacity)
             if first is None:
@@ -152,16 +155,18 @@ def _mean_window(rate: Rate, now: float) -> float:
     return sum(rate(now - WINDOW_SECONDS + WINDOW_SECONDS * (i + 0.5) / n) for i in range(n)) / n
 
 
-def flat(runs: int) -> list[tuple[str, str]]:
+def flat(runs: int, up: float) -> list[tuple[str, str]]:
     rows = []
-    for batch in (1, 5):
-        for lam in (1.5, 1.8, 1.9):
+    for batch in (1, 5, 20):
+        for lam in (1.5, 1.8, 1.9, 2.05, 2.5, 2.9):
             led, top = 0, 2
+
+            def level(_t: float, lam: float = lam) -> float:
+                return lam
+
             for seed in range(runs):
-                times = arrivals(
-                    random.Random(1000 * seed + int(100 * lam) + batch), lambda t, lam=lam: lam, 3900.0, batch
-                )
-                got = desired([window_rate(times, t) for t in cycles(3900.0)], 2, 1.0)
+                times = arrivals(random.Random(1000 * seed + int(100 * lam) + batch), level, 3900.0, batch)
+                got = desired([window_rate(times, t) for t in cycles(3900.0)], 2, 1.0, up)
                 led += max(got) > 2
                 top = max(top, max(got))
             rows.append((f"flat {lam}/s, {batch} per arrival, 2 of 1/s running (1 h)", f"{led}/{runs} led, max {top}"))
@@ -171,14 +176,24 @@ def flat(runs: int) -> list[tuple[str, str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print every kind with and without the going-on test."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 runs per kind instead of 10–12")
+    parser.add_argument("--quick", action="store_true", help="4 runs per kind instead of 10–20")
+    parser.add_argument(
+        "--scale-up-window", type=float, default=UP_SECONDS, metavar="S", help=f"seconds (default {UP_SECONDS:g})"
+    )
     args = parser.parse_args(argv)
     n = 4 if args.quick else 10
-    sections: list[Callable[[int], list[tuple[str, str]]]] = [bursts, ramps, flat]
-    for section in sections:
-        now = section(n if section is not ramps else n + 2)
+    runs: dict[Callable[[int, float], list[tuple[str, str]]], int] = {
+        bursts: n,
+        ramps: n + 2 if not args.quick else n,
+        flat: 2 * n if not args.quick else n,
+    }
+    print(
+        f"scale_up_window {args.scale_up_window:g} s, scale_down_window {DOWN_SECONDS:g} s, window {WINDOW_SECONDS:g} s"
+    )
+    for section, count in runs.items():
+        now = section(count, args.scale_up_window)
         with mock.patch.object(signals, "_rise_goes_on", lambda *_: True):
-            before = section(n if section is not ramps else n + 2)
+            before = section(count, args.scale_up_window)
         for (kind, got), (_, was) in zip(now, before, strict=True):
             print(f"{kind:58} {got:46} (without the going-on test: {was})")
     return 0

@@ -284,6 +284,13 @@ def test_a_significant_rise_already_past_the_running_count_is_led() -> None:
     rates: list[float | None] = [175.0 + 5.0 * k if k <= 19 else 270.0 for k in range(25)]
     rates[1:6] = [None] * 5
     assert _led(rates, 100.0) == [2] * 15 + [3] * 10
+    lead = _lead()
+    for k, r in enumerate(rates[:16]):
+        lead.lead("d", 1000.0 + k, 2, r, 100.0, 2)
+    assert lead.why("d") == (
+        "3: led by a significant, sustained rise of the arrival rate, to 250 requests/s when it rose, past the 2 "
+        "running replicas' 200 within the SLO (100 each); held until the scale-down window (10 s) sees no need"
+    )
     assert _led([None if r is None else r / 100 for r in rates], 1.0) == [2] * 25
 
 
@@ -444,8 +451,11 @@ def test_the_advice_folded_into_the_lead_falls_with_it_once() -> None:
     scale-down window is clear (k = 17) and the advice advises nothing: 3, 3, 4 … 4, then 2 once."""
     lead = _lead()
     _run(lead, RISING)
-    after = _run(lead, [1.0] * 14, start=7, advised={8: 4, 9: 4})
+    after = _run(lead, [1.0] * 3, start=7, advised={8: 4, 9: 4})
+    assert lead.why("d") == "4: the replica advice's count, folded into the lead's"
+    after += _run(lead, [1.0] * 11, start=10)
     assert after == [3] + [4] * 9 + [2] * 4
+    assert lead.why("d") is None  # fallen: nothing led
 
 
 def test_the_lead_never_lowers_the_advice_and_a_scale_down_stays_the_advices() -> None:
@@ -490,7 +500,7 @@ def test_the_lead_through_the_signals_and_stale_data() -> None:
     need (raw 2), but the scale-down window (10 s) still holds the 3s: desired stays 3."""
     lead = _lead()
     kept = SloCapacity(300.0)
-    got = []
+    got, why = [], []
     for k, rate in enumerate([2.0, 2.25, 2.5, 2.75, 3.0, None, 3.25]):
         now = 1000.0 + k
         ev = _rising(now, rate) if rate is not None else evaluation(now=now, ctx=context(replicas=2), state="stale")
@@ -498,7 +508,15 @@ def test_the_lead_through_the_signals_and_stale_data() -> None:
         if rate is not None:
             assert (sig.arrival_rate, sig.capacity_at_slo_per_replica) == pytest.approx((rate, 1.6), rel=1e-9)
         got.append(sig.desired_replicas)
+        why.append(sig.desired_reason)
     assert got == [2, 2, 2, 2, 3, None, 3]
+    # the reason, for the status page: the lead's numbers at its rise (1004), kept while it holds (1006)
+    current = "2: the current count, no open incident advises replicas"
+    led = (
+        "3: led by the arrival rate's trend, 3 requests/s when it rose and 4.25 one evaluation window (5 s) ahead, at "
+        "1.6 requests/s per replica within the SLO; held until the scale-down window (10 s) sees no need"
+    )
+    assert why == [current] * 4 + [led, None, led]
 
 
 def test_the_capacity_at_the_slo_is_re_derived_once_the_arrival_rate_moves_beyond_a_factor_two() -> None:

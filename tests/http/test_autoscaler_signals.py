@@ -89,6 +89,7 @@ def test_fresh_gives_the_current_count_then_stale_gives_nothing(
         # desired 2, current 2, KV headroom 80 %, throughput headroom (not asserted), KV flat: not growing
         assert "<td class='n'>2</td><td class='n'>2</td><td class='n'>80%</td>" in page
         assert "<td class='n'>not growing</td>" in page
+        assert "<p class='why'>desired replicas 2: the current count, no open incident advises replicas</p>" in page
         for srv in (a, b):
             srv.shutdown()
             srv.server_close()
