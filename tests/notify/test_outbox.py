@@ -281,3 +281,29 @@ def test_submit_rejects_an_unknown_transition_kind(tmp_path: Path, hook: Hook) -
             n.submit("flapped", rec(1))
     finally:
         n.close(1)
+
+
+def test_an_opening_restored_and_delivered_at_once_still_counts_as_firing_for_the_reconcile(
+    hook: Hook, tmp_path: Path
+) -> None:
+    """An opening the stopped advisor left waiting in the outbox is delivered by the restarted worker's thread at
+    once, before the daemon reconciles the outbox with its state file; the reconcile must still see that alert as
+    fired, or an alert the state file never recorded gets no ``resolved`` (1 of 4 runs of
+    ``tests/reliability/test_crash_window.py::test_start_up_reconciles_an_outbox_the_state_file_disagrees_with``
+    alone before: the firing re-delivered, no resolved in 20 s)."""
+    folder = tmp_path / "outbox"
+    hook.outage = True
+    a = build_notifier([receiver(hook)], folder, None)
+    a.submit("opened", rec(1))
+    assert hook.wait(lambda h: h.count() >= 1)
+    a.close(timeout=0.2)  # stopped in the outage: the opening waits in the outbox
+    hook.outage = False
+    b = build_notifier([receiver(hook)], folder, None)
+    try:
+        assert b.flush(10)  # the restored opening is delivered: the queue is empty
+        assert [h.key for h in hook.acked()] == [idempotency_key("opened", rec(1))]
+        firing, resolved = b.alert_ids()
+        assert set(firing) == {rec(1).id}
+        assert firing[rec(1).id].id == rec(1).id and resolved == set()
+    finally:
+        b.close(2)
