@@ -432,6 +432,18 @@ def _present_need(rate: float | None, capacity_at_slo: float | None) -> int:
     return math.ceil(ratio - 1e-9) if math.isfinite(ratio) else 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """One cycle's need as :meth:`ReplicaLead._need` sized it: ``replicas`` (0: none), λ_ahead (requests/s), the
+    path that counted (``trend``, ``rise``, or ``""`` for none) and the capacity at the SLO per replica it was sized
+    on (requests/s)."""
+
+    replicas: int
+    ahead: float
+    path: str
+    capacity: float
+
+
 class ReplicaLead:
     """Per deployment, the count the load will need by the advisor's next re-derivation, stabilized — the *lead*
     of ``advisor_desired_replicas`` (module docstring). Not thread-safe: one loop owns it.
@@ -502,7 +514,6 @@ class ReplicaLead:
         self._above: dict[str, int] = {}  # consecutive known cycles whose need was above the lead's count
         self._led: dict[str, int] = {}
         self._why: dict[str, str] = {}
-        self._last_need: tuple[float, str, float] = (0.0, "", 0.0)
 
     @property
     def horizon_seconds(self) -> float:
@@ -517,13 +528,12 @@ class ReplicaLead:
 
     def _need(
         self, rate: float, capacity_at_slo: float, rates: Sequence[tuple[float, float]], current: int, window: float
-    ) -> int:
+    ) -> _Need:
         """``ceil(λ_ahead ÷ capacity)`` (replicas) when the trend raises it above ``ceil(λ ÷ capacity)``, or when a
         significant rise has already carried ``ceil(λ ÷ capacity)`` above the ``current`` count; the second only when
-        that rise is sustained over windows of ``window`` s (:func:`_sustained_rise`); else 0. ``rates``: the per-cycle
-        ``(unix s, λ)`` of the last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last. Leaves λ_ahead
-        (requests/s), the path that counted (``trend``, ``rise`` or ``""``) and the capacity in ``_last_need``, for
-        the reason (:meth:`_reason`)."""
+        that rise is sustained over windows of ``window`` s (:func:`_sustained_rise`); else 0 — with the λ_ahead, path
+        and capacity it was sized on (:class:`_Need`, for the reason). ``rates``: the per-cycle ``(unix s, λ)`` of the
+        last :data:`RISE_LOOKBACK_HORIZONS` horizons, the newest last."""
         recent = [p for p in rates if rates[-1][0] - p[0] <= self._horizon]
         slope = theil_sen_slope(recent) if len(recent) >= MIN_TREND_SAMPLES else None
         if slope is not None and slope > 0 and not _rise_goes_on(recent, slope, self._horizon):
@@ -531,19 +541,15 @@ class ReplicaLead:
         ahead = rate + max(0.0, slope or 0.0) * self._horizon
         need = _present_need(ahead, capacity_at_slo)
         present = _present_need(rate, capacity_at_slo)
-        self._last_need = (ahead, "", capacity_at_slo)
+        none = _Need(0, ahead, "", capacity_at_slo)
         if need > present:
-            self._last_need = (ahead, "trend", capacity_at_slo)
-            return need
+            return _Need(need, ahead, "trend", capacity_at_slo)
         if present <= current or not mann_kendall_rising(rates):
-            return 0
+            return none
         rise = theil_sen_slope(rates)
         if rise is None or rise * self._horizon < RISE_MIN_RATIO * rate:
-            return 0
-        if not _sustained_rise(rates, window):
-            return 0
-        self._last_need = (ahead, "rise", capacity_at_slo)
-        return need
+            return none
+        return _Need(need, ahead, "rise", capacity_at_slo) if _sustained_rise(rates, window) else none
 
     def lead(
         self,
@@ -579,16 +585,17 @@ class ReplicaLead:
         while rates and now - rates[0][0] > RISE_LOOKBACK_HORIZONS * self._horizon:
             rates.popleft()
         last = max(self._led.get(deployment, current), current)
-        need: int | None = None
+        sized: _Need | None = None
         if ok and rate is not None and capacity_at_slo is not None and capacity_at_slo > 0:
-            need = self._need(rate, capacity_at_slo, list(rates), current, span)
-            if need > last and confirm is not None:
+            sized = self._need(rate, capacity_at_slo, list(rates), current, span)
+            if sized.replicas > last and confirm is not None:
                 fresh = confirm()
                 # the larger of the two: a rise needs both the kept and the fresh capacity to ask for it
                 both = max(fresh, capacity_at_slo) if fresh is not None and fresh > 0 else None
-                need = self._need(rate, both, list(rates), current, span) if both is not None else None
+                sized = self._need(rate, both, list(rates), current, span) if both is not None else None
         value = last
-        if need is not None:
+        if sized is not None:
+            need = sized.replicas
             # while a lead incident is open, the count the load needs now holds it too (it only never *raises* it)
             held = _present_need(rate, capacity_at_slo) if last > current else 0
             self.stabilizer.observe(deployment, now, max(current, need, held))
@@ -598,7 +605,7 @@ class ReplicaLead:
             if up > last and self._above[deployment] >= LEAD_MIN_CYCLES and now - since >= self.stabilizer.up_window:
                 value = up
                 if rate is not None:
-                    self._why[deployment] = self._reason(up, current, rate)
+                    self._why[deployment] = self._reason(up, current, rate, sized)
         if value == last and last > current:  # a lead incident holds, folds the advice in, or ends at once
             if advised is not None and advised > last:
                 value = advised
@@ -610,10 +617,10 @@ class ReplicaLead:
             self._why.pop(deployment, None)
         return value if value > current else None
 
-    def _reason(self, count: int, current: int, rate: float) -> str:
+    def _reason(self, count: int, current: int, rate: float, sized: _Need) -> str:
         """The words for a rise to ``count`` replicas on this cycle's λ ``rate`` (requests/s), with the λ_ahead, path
-        and capacity at the SLO its need was sized on (:meth:`_need`)."""
-        ahead, path, capacity_at_slo = self._last_need
+        and capacity at the SLO its need was ``sized`` on (:meth:`_need`)."""
+        ahead, path, capacity_at_slo = sized.ahead, sized.path, sized.capacity
         held = f"held until the scale-down window ({self.stabilizer.down_window:g} s) sees no need"
         if path == "rise":
             return (

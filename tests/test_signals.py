@@ -255,10 +255,10 @@ def test_a_rising_arrival_rate_leads_the_count_before_the_slo_breaks() -> None:
     assert _run(_lead(), RISING) == [2, 2, 2, 2, 2, 2, 3]
 
 
-def _led(rates: Sequence[float | None], capacity: float) -> list[int]:
+def _led(rates: Sequence[float | None], capacity: float, lead: ReplicaLead | None = None) -> list[int]:
     """Cycles 1 s apart from t = 1000, 2 replicas running, ``capacity`` requests/s per replica within the SLO, no
-    advice: the desired count each cycle (the lead's, else 2)."""
-    lead = _lead()
+    advice: the desired count each cycle (the lead's, else 2), through ``lead`` (default :func:`_lead`)."""
+    lead = lead or _lead()
     return [max(2, lead.lead("d", 1000.0 + k, 2, r, capacity, 2) or 2) for k, r in enumerate(rates)]
 
 
@@ -329,13 +329,11 @@ def test_a_rise_that_has_stopped_is_not_extrapolated() -> None:
     extrapolated whatever its newest rates did: raw 3 at k = 8 … 13, desired 3 from k = 10, held through the
     scale-down window (10 s)."""
     rates = [1.0] * 6 + [1.6] * 14
-    lead = ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)
-    assert [max(2, lead.lead("d", 1000.0 + k, 2, r, 1.0, 2) or 2) for k, r in enumerate(rates)] == [2] * 20
+    assert _led(rates, 1.0, ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)) == [2] * 20
     # a rise that goes on (0.05/s every cycle): λ_ahead = λ + 0.6 passes 2 at k = 9 (raw 3; the newest four rise as
     # fast), the scale-up window (2 s) holds only 3s at k = 11: desired 3 from there, with λ = 1.55 < 2
-    lead = ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)
     ramp = [1.0 + 0.05 * k for k in range(16)]
-    assert [max(2, lead.lead("d", 1000.0 + k, 2, r, 1.0, 2) or 2) for k, r in enumerate(ramp)] == [2] * 11 + [3] * 5
+    assert _led(ramp, 1.0, ReplicaLead(ReplicaStabilizer(2.0, 10.0), horizon_seconds=12.0)) == [2] * 11 + [3] * 5
 
 
 def test_a_burst_past_the_window_is_not_led_at_the_defaults() -> None:
