@@ -181,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scale-up-window", type=float, default=UP_SECONDS, metavar="S", help=f"seconds (default {UP_SECONDS:g})"
     )
     args = parser.parse_args(argv)
+    if not math.isfinite(args.scale_up_window) or args.scale_up_window < 0:
+        parser.error(f"--scale-up-window must be a finite number of seconds ≥ 0, got {args.scale_up_window!r}")
     n = 4 if args.quick else 10
     runs: dict[Callable[[int, float], list[tuple[str, str]]], int] = {
         bursts: n,
