@@ -151,9 +151,6 @@ def run_daemon(
         )
     except OSError as exc:
         raise OSError(exc.errno, f"cannot listen on {listen}: {exc.strerror or exc}") from None
-    server.start_background()
-    if on_listening is not None:
-        on_listening(server.url())
     stop = stop_event or threading.Event()
 
     received: list[str] = []
@@ -177,6 +174,12 @@ def run_daemon(
         signal.signal(signal.SIGINT, _on_signal)
         if config_path is not None:
             signal.signal(signal.SIGHUP, _on_hup)
+
+    # the handlers are in place before the URL is announced: a supervisor that sends SIGTERM as soon as it
+    # reads the "serving" line gets the clean stop (exit 0), not the default action (killed, -15)
+    server.start_background()
+    if on_listening is not None:
+        on_listening(server.url())
 
     _silence_skip_notices()
     scheduler = BackgroundScheduler(timezone=datetime.UTC)

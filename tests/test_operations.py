@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,6 +218,39 @@ def test_post_reload_needs_the_lifecycle_flag(engine: StandInServer, tmp_path: P
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def test_the_stop_handlers_are_in_place_before_the_serving_line(engine: StandInServer) -> None:
+    """A supervisor may send SIGTERM the moment it reads the "serving" line (CI caught the daemon killed by it,
+    exit -15, when the handlers were installed after the announcement)."""
+    from advisor.scheduler import run_daemon
+
+    cfg = parse_config(
+        yaml.safe_load(
+            "scrape_interval: 1s\nevaluation_window: 5s\ndeployments:" + DEP.format(name="a", url=engine.url())
+        )
+    )
+    registry, collector, metrics = make_registry()
+    seen: list[object] = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop = threading.Event()
+
+    def announced(_url: str) -> None:
+        seen.extend(signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT))
+        stop.set()
+
+    try:
+        assert (
+            run_daemon(
+                Service(cfg, collector, metrics), registry, "127.0.0.1:0", on_listening=announced, stop_event=stop
+            )
+            == 0
+        )
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert len(seen) == 2
+    assert all(callable(h) and h not in (signal.SIG_DFL, signal.default_int_handler) for h in seen), seen
 
 
 def test_a_bad_file_sd_file_is_a_config_error_and_a_bad_change_keeps_the_targets(
