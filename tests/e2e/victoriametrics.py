@@ -130,3 +130,16 @@ def active_targets(url: str) -> list[dict[str, Any]]:
     r.raise_for_status()
     targets: list[dict[str, Any]] = r.json()["data"]["activeTargets"]
     return targets
+
+
+def newest_sample_seconds(url: str, selector: str, lookback_seconds: float = 60.0) -> dict[str, float]:
+    """Each ``instance``'s newest raw sample time (Unix seconds) of ``selector`` that queries can see now.
+
+    MetricsQL's ``tlast_over_time`` (the raw sample's timestamp; Prometheus's ``timestamp()`` on an instant query
+    can return the evaluation time in VictoriaMetrics). A scrape is searchable only after VictoriaMetrics flushes
+    its pending rows (about a second, longer on a loaded machine), so a test polls this instead of sleeping.
+    """
+    q = f"tlast_over_time({selector}[{lookback_seconds:g}s])"
+    r = requests.get(f"{url}/api/v1/query", params={"query": q, "nocache": "1"}, timeout=5)
+    r.raise_for_status()
+    return {s["metric"].get("instance", ""): float(s["value"][1]) for s in r.json()["data"]["result"]}

@@ -52,7 +52,13 @@ from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
 from advisor.standin import Phase, StandInEngine, StandInServer
 from advisor.telemetry import window_stats
 from tests.e2e.prometheus import hostport, start_prometheus
-from tests.e2e.victoriametrics import active_targets, require_binary, start_victoriametrics, victoriametrics_binary
+from tests.e2e.victoriametrics import (
+    active_targets,
+    newest_sample_seconds,
+    require_binary,
+    start_victoriametrics,
+    victoriametrics_binary,
+)
 from tests.sources.test_prometheus_real import (
     COLLECT_SECONDS,
     INTERVAL,
@@ -133,7 +139,18 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     f.direct[t.kind].append(scrape_direct(t))
                 tick += INTERVAL
                 time.sleep(max(0.0, tick - time.monotonic()))
-            time.sleep(INTERVAL + JITTER)  # let it ingest the last scrapes of the window
+            # every small target's scrape at or after the window's end must be searchable before the tests read
+            # it: VictoriaMetrics makes pending rows searchable after about a second, longer on a loaded machine
+            # (CI once saw 11 of 21 grid times after a fixed 1.5 s sleep)
+            _, b = window(f)
+            deadline = time.monotonic() + 30
+            while True:
+                newest = newest_sample_seconds(url, 'up{subset="small"}')
+                if len(newest) == len(small) and min(newest.values()) >= b:
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"VictoriaMetrics holds no scrape at or after {b} for every small target: {newest}")
+                time.sleep(0.2)
             yield f
     finally:
         for srv in servers:
@@ -163,7 +180,8 @@ def test_victoriametrics_snapshots_equal_direct_scrapes(
     held = [p.timestamp for p in vm]
     # one point per raw scrape, each at the first grid time showing it: every grid time, unless a scrape came more
     # than a step late (loaded machine) and its grid time re-read the scrape before it
-    assert held[0] == a and set(held) <= set(grid) and len(held) >= len(grid) - 2, held
+    missing = sorted(set(grid) - set(held))
+    assert held[0] == a and set(held) <= set(grid) and len(held) >= len(grid) - 2, (a, b, "missing", missing)
     assert len(group.scraped) == len(held) == len(set(group.scraped)), group.scraped
     end = held[-1]
 
