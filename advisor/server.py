@@ -216,15 +216,23 @@ class _Conn:
 
 
 class _ReadWatch(io.RawIOBase):
-    """A connection's socket reader (``inner``: the :class:`socket.SocketIO` under the handler's ``rfile``) that
-    marks ``conn.busy`` from each read that returned bytes until the next read starts. So a connection whose thread
-    read its whole request head and is still parsing it (descheduled on a loaded machine: CI, 2026-12-04, the cap's
-    newcomer cut such a connection, dropping its request) is not taken for an idle one, while a client that drips its
-    head keeps its thread blocked in a read, not busy, and stays closable."""
+    """A connection's socket reader (``inner``: the :class:`socket.SocketIO` under the handler's ``rfile``, over
+    ``sock``) that marks ``conn.busy`` from the moment bytes are there to read until the next read starts. So a
+    connection whose thread read its whole request head and is still parsing it (descheduled on a loaded machine:
+    CI, 2026-12-04, the cap's newcomer cut such a connection, dropping its request) is not taken for an idle one,
+    while a client that drips its head keeps its thread blocked in a read, not busy, and stays closable.
 
-    def __init__(self, inner: io.RawIOBase, conn: _Conn) -> None:
+    Each read first waits for bytes without taking them (``MSG_PEEK`` on the plain socket; none when a TLS socket
+    already holds decrypted bytes), then marks the connection busy, then reads: at every instant the bytes are
+    either still in the kernel (:func:`_bytes_pending`) or marked busy. Marking after the read left a gap (the
+    bytes taken, the mark not yet set) in which a thread descheduled on a loaded machine was cut (CI, 2026-12-05).
+    The price, over TLS only: a client that sends part of a TLS record after its handshake is busy until the rest
+    comes, so it is not closed to make room; its head deadline (``head_timeout``) still cuts it."""
+
+    def __init__(self, inner: io.RawIOBase, sock: socket.socket, conn: _Conn) -> None:
         super().__init__()
         self._inner = inner
+        self._sock = sock
         self._conn = conn
 
     def readable(self) -> bool:
@@ -232,9 +240,26 @@ class _ReadWatch(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int | None:
         self._conn.busy = False
+        self._await_bytes()
+        self._conn.busy = True
         n = self._inner.readinto(buffer)
         self._conn.busy = bool(n)
         return n
+
+    def _await_bytes(self) -> None:
+        """Block (within the socket's timeout) until bytes or end-of-file wait in the kernel, taking none.
+
+        Raises:
+            TimeoutError: none came within the socket's timeout (as the read itself would raise).
+        """
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return
+        try:
+            socket.socket.recv(self._sock, 1, socket.MSG_PEEK)
+        except TimeoutError:
+            raise
+        except OSError:
+            pass  # a reset or a cut socket: the read below raises or sees end-of-file as it would have
 
     def close(self) -> None:
         self._inner.close()
@@ -569,7 +594,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         conn: _Conn | None = getattr(self.server._local, "conn", None)
         if conn is not None and isinstance(self.rfile, io.BufferedReader):
-            self.rfile = io.BufferedReader(_ReadWatch(self.rfile.detach(), conn))
+            self.rfile = io.BufferedReader(_ReadWatch(self.rfile.detach(), self.connection, conn))
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)

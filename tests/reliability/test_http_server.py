@@ -498,6 +498,46 @@ def test_at_the_cap_with_every_connection_mid_request_a_newcomer_waits_outside_t
                 s.close()
 
 
+def test_at_the_cap_a_connection_whose_thread_just_read_its_head_is_not_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI beside a CPU load: a connection's thread had taken its request's bytes out of the kernel but was
+    descheduled before it could mark them held, and the newcomer at the cap cut it as idle (open connections 1, not
+    2). Here each first read returns its bytes and then pauses, as the descheduled thread did."""
+    real = socket.SocketIO.readinto
+    paused: set[int] = set()
+
+    def descheduled(self: socket.SocketIO, b: Any) -> int | None:
+        n = real(self, b)
+        if n and id(self) not in paused:
+            paused.add(id(self))
+            time.sleep(1.5)
+        return n
+
+    monkeypatch.setattr(socket.SocketIO, "readinto", descheduled)
+    with server(tmp_path, max_connections=2) as srv:
+        port = srv.server_address[1]
+        busy = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(
+                b"POST /api/v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{"
+            )
+            busy.append(s)
+        assert _wait(lambda: srv.open_connections() == 2 and len(paused) == 2, 5)
+        newcomer = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            newcomer.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            time.sleep(0.5)  # within the pause
+            assert srv.open_connections() == 2
+            assert not any(_closed_by_peer(s) for s in busy)
+        finally:
+            newcomer.close()
+            for s in busy:
+                s.close()
+
+
 @pytest.mark.parametrize(
     ("cls", "method"),
     [(AdvisorHTTPServer, "finish_request"), (_Handler, "parse_request")],
