@@ -469,19 +469,25 @@ def test_a_401_to_a_post_with_a_body_reaches_the_client(tmp_path: Path) -> None:
             assert b'"status": 401' in answer
 
 
+def _mid_request(port: int, n: int) -> list[socket.socket]:
+    """``n`` connections, each having sent a whole request head and the first byte of its 100-byte body."""
+    busy = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(
+            b"POST /api/v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        busy.append(s)
+    return busy
+
+
 def test_at_the_cap_with_every_connection_mid_request_a_newcomer_waits_outside_the_process(tmp_path: Path) -> None:
     """Prometheus's LimitListener: when no held connection can be closed (each is mid-request: its head came,
     its body is on the way), accept waits; the newcomer holds no descriptor in the server until a slot frees."""
     with server(tmp_path, max_connections=2) as srv:
         port = srv.server_address[1]
-        busy = []
-        for _ in range(2):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s.sendall(
-                b"POST /api/v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100\r\n\r\n{"
-            )
-            busy.append(s)
+        busy = _mid_request(port, 2)
         assert _wait(lambda: srv.open_connections() == 2, 5)
         newcomer = socket.create_connection(("127.0.0.1", port), timeout=10)  # completes in the kernel's backlog
         try:
@@ -517,14 +523,7 @@ def test_at_the_cap_a_connection_whose_thread_just_read_its_head_is_not_closed(
     monkeypatch.setattr(socket.SocketIO, "readinto", descheduled)
     with server(tmp_path, max_connections=2) as srv:
         port = srv.server_address[1]
-        busy = []
-        for _ in range(2):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s.sendall(
-                b"POST /api/v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100\r\n\r\n{"
-            )
-            busy.append(s)
+        busy = _mid_request(port, 2)
         assert _wait(lambda: srv.open_connections() == 2 and len(paused) == 2, 5)
         newcomer = socket.create_connection(("127.0.0.1", port), timeout=10)
         try:
