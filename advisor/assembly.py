@@ -16,7 +16,8 @@ from advisor.capacity.deployment import resolve_deployment
 from advisor.capacity.models import ModelArch
 from advisor.config import Config, Deployment, deployment_spec, file_sd_targets
 from advisor.errors import CapacityError
-from advisor.rules.base import DeploymentContext, Rule, SLOTargets
+from advisor.platforms import KUBERNETES
+from advisor.rules.base import DeploymentContext, KedaScaling, Rule, SLOTargets
 from advisor.rules.registry import builtin_rules, load_plugins
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,17 @@ def deployment_context(
         instance_type=dep.instance_type,
         model=dep.model,
         served_model=dep.served_model,
+        scaled_by_keda=_keda(dep),
     )
+
+
+def _keda(dep: Deployment) -> KedaScaling | None:
+    """What KEDA scales for ``dep``: its ``autoscaling:`` block on Kubernetes (the target defaults to the
+    deployment's name, as ``rules generate`` writes it), else ``None``."""
+    auto = dep.autoscaling
+    if auto is None or dep.platform != KUBERNETES:
+        return None
+    return KedaScaling(auto.scale_target or dep.name, auto.namespace, auto.min_replica_count, auto.max_replica_count)
 
 
 def sized_for_engine(ctx: DeploymentContext, dep: Deployment, engine: str) -> DeploymentContext:

@@ -278,6 +278,38 @@ def _instance_text(platform: str, value: Any, gpu_count: int | None) -> str:
     )
 
 
+def keda_replicas_text(value: int, target: str, namespace: str | None, min_replicas: int, max_replicas: int) -> str:
+    """A replica turn for a Kubernetes deployment whose replica count KEDA sets (an ``autoscaling:`` block: the
+    ScaledObject ``capacity-advisor rules generate`` writes follows ``advisor_desired_replicas``, :mod:`advisor.
+    manifests`). A ``kubectl scale`` there is undone by the HPA at its next sync (15 s by default,
+    https://kubernetes.io/docs/concepts/workloads/autoscaling/horizontal-pod-autoscale/), so the turn says what sets
+    the count: KEDA, within ``[min_replicas, max_replicas]`` (``minReplicaCount``/``maxReplicaCount``,
+    https://keda.sh/docs/2.16/reference/scaledobject-spec/); a count outside them is the bound to move, in the
+    advisor config's key. ``kubectl scale`` stays for a cluster where the ScaledObject was not applied.
+
+    ``value``: the advised replica count; ``target``/``namespace``: ``scaleTargetRef.name`` and the namespace
+    (``None``: the one ``kubectl`` uses). Returns one line.
+    """
+    ns = f" -n {namespace}" if namespace else ""
+    dep = f"deployment/{target}"
+    if value > max_replicas:
+        return (
+            f"raise autoscaling.max_replica_count (the ScaledObject's maxReplicaCount) from {max_replicas} to "
+            f"{value} and re-apply `capacity-advisor rules generate`'s ScaledObject: KEDA holds {dep} at "
+            f"{max_replicas}"
+        )
+    if value < min_replicas:
+        return (
+            f"lower autoscaling.min_replica_count (the ScaledObject's minReplicaCount) from {min_replicas} to "
+            f"{value} and re-apply `capacity-advisor rules generate`'s ScaledObject: KEDA holds {dep} at "
+            f"{min_replicas}"
+        )
+    return (
+        f"KEDA scales {dep} to {value} (its ScaledObject follows {c.DESIRED_REPLICAS}); where the ScaledObject is "
+        f"not applied: kubectl{ns} scale {dep} --replicas={value}"
+    )
+
+
 def platform_flag(
     platform: str, engine: str, dial: str, value: Any, engine_flag: str, *, gpu_count: int | None = None
 ) -> tuple[str | None, str | None]:

@@ -461,6 +461,8 @@ def _signals(d: DeploymentResult) -> str:
     desired = "unknown (data not fresh)" if sig.desired_replicas is None else str(sig.desired_replicas)
     t = sig.kv_exhaustion_seconds
     exhaustion = "not growing" if t is None else f"{t:,.0f} s"
+    if t is None and sig.kv_headroom_ratio is not None:  # a full pool that stays full is "not growing" too: say so
+        exhaustion += f" ({1.0 - sig.kv_headroom_ratio:.0%} used)"
     if sig.desired_replicas is None:
         exhaustion = "unknown"
     return (

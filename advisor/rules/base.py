@@ -56,6 +56,9 @@ class DeploymentContext:
     ``model`` / ``served_model``: the config's ``model`` and ``served_model`` as written, which the engine's own
     model label is compared with (:func:`advisor.capacity.model_label.compare_model_label`); ``None``: not
     compared.
+
+    ``scaled_by_keda``: set when KEDA sets the replica count (a ``platform: kubernetes`` deployment with an
+    ``autoscaling:`` block); ``None``: replicas are scaled by hand.
     """
 
     name: str
@@ -71,6 +74,20 @@ class DeploymentContext:
     instance_type: str | None = None
     model: str | None = None
     served_model: str | None = None
+    scaled_by_keda: KedaScaling | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KedaScaling:
+    """A Kubernetes deployment whose replica count KEDA sets from ``advisor_desired_replicas`` (the config's
+    ``autoscaling:`` block, :class:`advisor.config.AutoscalingConfig`): ``target`` (``scaleTargetRef.name``),
+    ``namespace`` (``None``: kubectl's), ``min_replicas``/``max_replicas`` (``minReplicaCount``/``maxReplicaCount``).
+    A replica turn then says what sets the count (:func:`advisor.platforms.keda_replicas_text`)."""
+
+    target: str
+    namespace: str | None
+    min_replicas: int
+    max_replicas: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.domain import Recommendation
-from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, platform_flag
+from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, keda_replicas_text, platform_flag
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
 from advisor.rules.common import gpus_per_replica, latency_quality, model_quality, page_quality
 from advisor.rules.flags import flag_for
@@ -211,8 +211,10 @@ def localized(ev: Evaluation, p: Proposal) -> Proposal:
     the engine's flag kept in ``engine_flag``; ``flag`` ``None`` with the reason in ``evidence`` when the platform
     does not offer the dial. Kubernetes (the default) and an already restated proposal are returned as they are."""
     platform = ev.ctx.platform
-    if platform == KUBERNETES or p.engine_flag is not None or p.flag is None:
+    if p.engine_flag is not None or p.flag is None:
         return p
+    if platform == KUBERNETES:
+        return _keda_localized(ev, p)
     gpus = gpus_per_replica(ev) if p.dial == c.DIAL_INSTANCE_TYPE else None  # the instance must hold a replica
     flag, reason = platform_flag(platform, ev.ctx.engine, p.dial, p.suggested, p.flag, gpu_count=gpus)
     evidence = {**p.evidence, PLATFORM_KEY: platform}
@@ -221,6 +223,23 @@ def localized(ev: Evaluation, p: Proposal) -> Proposal:
     else:
         evidence.pop(FLAG_REASON_KEY, None)
     return replace(p, flag=flag, engine_flag=p.flag, evidence=evidence)
+
+
+def _keda_localized(ev: Evaluation, p: Proposal) -> Proposal:
+    """A Kubernetes replica turn where KEDA sets the count (:attr:`~advisor.rules.base.DeploymentContext.
+    scaled_by_keda`): the ``kubectl scale`` phrase replaced by what sets it (:func:`advisor.platforms.
+    keda_replicas_text`), the engine's phrasing kept in ``engine_flag``. Any other proposal is returned as it is."""
+    keda = ev.ctx.scaled_by_keda
+    value = p.suggested
+    if keda is None or p.dial != c.DIAL_REPLICAS or p.flag is None:
+        return p
+    if not isinstance(value, int) or isinstance(value, bool):
+        return p
+    k8s = flag_for(ev.ctx.engine, c.DIAL_REPLICAS, value)
+    if k8s not in p.flag:
+        return p
+    said = keda_replicas_text(value, keda.target, keda.namespace, keda.min_replicas, keda.max_replicas)
+    return replace(p, flag=p.flag.replace(k8s, said), engine_flag=p.flag)
 
 
 def rank_key(p: Proposal, added: float | None = None) -> tuple[Any, ...]:
