@@ -90,7 +90,8 @@ class AutoscalerSignals:
         current_replicas: the configured (or counted) replica count the advice is stated against.
         kv_headroom_ratio: ``1 − KV usage`` (0–1).
         slo_throughput_headroom_ratio: ``1 − λ ÷ (current × capacity at the SLO per replica)`` (≤ 1; negative when
-            arrivals exceed what the replicas serve within the SLO).
+            arrivals exceed what the replicas serve within the SLO; at most 0 while the window's requests miss the
+            SLO, :func:`autoscaler_signals`).
         kv_exhaustion_seconds: seconds until the first KV pool is full at the window's usage trend (≥ 0).
         kv_usage_slope_per_second: that target's Theil–Sen slope of KV usage (ratio per second, > 0).
         arrival_rate: requests/s arriving over the window (the throughput headroom's numerator), when stated.
@@ -667,6 +668,7 @@ def autoscaler_signals(
     min_history_seconds: float = MIN_ARRIVAL_SPAN_SECONDS,
     hold: ReplicaHold | None = None,
     lead: ReplicaLead | None = None,
+    slo_missed: bool = False,
 ) -> AutoscalerSignals:
     """Every signal of the module docstring for one evaluated deployment; only while the data is fresh, everything
     ``None`` otherwise (stale numbers must not steer an autoscaler).
@@ -677,6 +679,10 @@ def autoscaler_signals(
     ``min_history_seconds``: ``rules.replicas.min_history``, as the replica rules use it. ``hold``: the
     deployment's held incident count (:class:`ReplicaHold`; default none held). ``lead``: the deployments' lead
     (:class:`ReplicaLead`, fed this cycle; default none: desired replicas is the advice's count alone).
+    ``slo_missed``: the deployment's ``goodput_below_target`` rule holds (the window's requests miss the SLO); the
+    throughput headroom is then at most 0, whatever the model's capacity says: a positive headroom beside a goodput
+    of 0 (the demo's bursty ``kv-saturated`` deployment read +22 %, a fresh user took it for room) is contradicted by
+    what was measured over the same window.
     """
     current = int(ev.ctx.replicas)
     desired = desired_replicas(ev, recommendations, hold)
@@ -701,6 +707,8 @@ def autoscaler_signals(
         at_slo = kept.capacity(ev, min_history_seconds)
         if at_slo is not None:
             slo_room = 1.0 - lam / (current * at_slo)
+            if slo_missed:
+                slo_room = min(slo_room, 0.0)
     if lead is not None:
         stats = ev.stats
         span = None if stats is None else stats.span_seconds if stats.span_seconds is not None else stats.window_seconds

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Final, TypeVar
 
+from advisor import conventions as c
 from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.online_calibration import OnlineCalibration
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
-from advisor.rules.lifecycle import Lifecycle, PendingRestart, RuleStatus, Transition
+from advisor.rules.lifecycle import HOLDING_STATES, Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
 from advisor.signals import ReplicaHold, ReplicaLead, SloCapacity, autoscaler_signals
 from advisor.telemetry import WindowAccumulator
@@ -567,6 +568,7 @@ class Tracker:
                     min_history_seconds=self.replica_min_history,
                     hold=self.replica_hold,
                     lead=self.replica_lead,
+                    slo_missed=self._slo_missed(name),
                 )
                 done.append(
                     (
@@ -604,6 +606,12 @@ class Tracker:
             tuple(model_errors),
             tuple(restarts),
         )
+
+    def _slo_missed(self, name: str) -> bool:
+        """Whether the deployment's ``goodput_below_target`` rule holds after this cycle's evaluation (its window's
+        requests miss the SLO with enough of them to judge, or its incident has not cleared)."""
+        status = self.lifecycle.statuses.get((name, c.RULE_GOODPUT_BELOW_TARGET))
+        return status is not None and status.state in HOLDING_STATES
 
     def _model_error(self, name: str, error: Any) -> float | None:
         """``error`` when it newly passes the bound (reported once, again after it recovers), else ``None``."""

@@ -517,6 +517,19 @@ def test_the_lead_through_the_signals_and_stale_data() -> None:
     assert why == [current] * 4 + [led, None, led]
 
 
+def test_while_the_slo_is_missed_the_throughput_headroom_is_at_most_zero() -> None:
+    """The same window as above at 1150 s: the kept capacity gives 1 − 2 ÷ 3.2 = +0.375, but the deployment's goodput
+    rule holds (its requests miss the SLO): the headroom is 0, never room beside a missed SLO (the demo's bursty
+    kv-saturated deployment read +22 % at goodput 0). A negative headroom stays as it is."""
+    kept = SloCapacity(300.0)
+    autoscaler_signals(_saturated(1000.0, 4.0), [], [], 60.0, 0.95, kept)
+    missed = autoscaler_signals(_saturated(1150.0, 2.0), [], [], 60.0, 0.95, kept, slo_missed=True)
+    assert missed.slo_throughput_headroom_ratio == 0.0
+    assert (missed.arrival_rate, missed.capacity_at_slo_per_replica) == pytest.approx((2.0, 1.6), rel=1e-9)
+    beyond = autoscaler_signals(_saturated(1000.0, 4.0), [], [], 60.0, 0.95, SloCapacity(300.0), slo_missed=True)
+    assert beyond.slo_throughput_headroom_ratio == pytest.approx(-0.25, rel=1e-9)
+
+
 def test_the_capacity_at_the_slo_is_re_derived_once_the_arrival_rate_moves_beyond_a_factor_two() -> None:
     """Kept for 300 s from 1000 s (4/s complete, λ = 4 → 1.6/s per replica). At 1010 s 2/s complete and the in-flight
     population falls from 120 to 60 over the 60 s span: λ = 2 − 1 = 1/s, a quarter of 4 (beyond a factor 2): derived

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from typing import Any
 
+import pytest
+
+from advisor import conventions as c
 from advisor.domain import EngineSnapshot, TimedSnapshot
 from advisor.evaluate import Quality
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -173,3 +177,47 @@ def test_a_reconfigured_tracker_keeps_what_stays_and_forgets_what_left() -> None
     assert tr.history("chat-8b", other) == ()
     tr.set_targets("chat-8b", [URL, other])
     assert tr.history("chat-8b", other) == ()  # it came back with no history
+
+
+class _GoodputHolds:
+    """The goodput rule's id, holding with a for-duration still to run (pending) or not holding."""
+
+    id = c.RULE_GOODPUT_BELOW_TARGET
+    supersedes: tuple[str, ...] = ()
+
+    def __init__(self, holds: bool) -> None:
+        self.holds = holds
+
+    def for_seconds(self) -> float:
+        return 60.0
+
+    def fires(self, ev: Evaluation) -> Condition:
+        return Condition(self.holds, "goodput 0.0 < target 0.9" if self.holds else "goodput 1.0")
+
+    def clears(self, ev: Evaluation) -> Condition:
+        return Condition(not self.holds, "")
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        return []
+
+
+def test_the_signals_are_told_when_the_goodput_rule_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The throughput headroom is capped at 0 while the SLO is missed (tests/test_signals.py); the tracker says so
+    from the goodput rule's status after its own evaluation: pending counts, not holding does not."""
+    import advisor.tracker as tracker_module
+
+    told: list[bool] = []
+    real = tracker_module.autoscaler_signals
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        told.append(kwargs["slo_missed"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tracker_module, "autoscaler_signals", spy)
+    for holds in (True, False):
+        tr = _tracker(_GoodputHolds(holds))
+        tr.set_deployments([(context(), [URL])])
+        for k in range(3):
+            tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k)))
+        tr.evaluate(T0 + 2)
+    assert told == [True, False]

@@ -116,6 +116,10 @@ class RuleStatus:
     reason: str
 
 
+HOLDING_STATES: frozenset[str] = frozenset({"firing", "pending", "superseded", "withheld", "cooldown"})
+"""The :class:`RuleStatus` states in which the rule's condition holds (or, ``firing``, has not cleared)."""
+
+
 MATERIAL_CHANGE_RATIO = 0.10
 """A numeric suggestion must move by at least this fraction to change an open recommendation."""
 
