@@ -18,7 +18,7 @@ from collections.abc import Callable
 from advisor.logfmt import COMPACT_WIDTH, fit
 from advisor.platforms import flag_text
 from advisor.rules.lifecycle import Transition
-from advisor.service import format_transition
+from advisor.service import format_transition, not_enough_alone
 
 
 def compact_transition(t: Transition, width: int = COMPACT_WIDTH) -> str:
@@ -33,7 +33,7 @@ def compact_transition(t: Transition, width: int = COMPACT_WIDTH) -> str:
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     problem = r.problem or r.rule
-    turn = f"{r.dial} {r.current} → {r.suggested}"
+    turn = f"{r.dial} {r.current} → {r.suggested}{not_enough_alone(r.evidence)}"
     tail = f" | id {r.id}"
     if t.kind == "resolved":
         head = f"[{when}] RESOLVED {r.deployment} {problem}"

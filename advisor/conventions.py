@@ -167,6 +167,10 @@ SEVERITIES: Final = ("critical", "warning", "info")
 # --- rule ids -----------------------------------------------------------------------------------------
 RULE_KV_SATURATION: Final = "kv_saturation"
 RULE_GOODPUT_BELOW_TARGET: Final = "goodput_below_target"
+
+EVIDENCE_POOL_FACTOR_NEEDED: Final = "pool_factor_needed"
+"""Evidence key of a KV-pool turn that alone does not hold the current demand: how many times the pool must grow
+(the turn grows it less). The console lines say so beside the turn (:func:`advisor.service.not_enough_alone`)."""
 RULE_POOL_CONTEXT: Final = "pool_context"
 RULE_ADMISSION_THRASH: Final = "admission_thrash"
 RULE_QUEUE_GROWTH: Final = "queue_growth"

@@ -32,7 +32,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -328,6 +328,16 @@ def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config"
         raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
 
 
+def not_enough_alone(evidence: Mapping[str, Any]) -> str:
+    """`` (alone not enough: the pool must grow ×F)`` for a turn whose evidence says it does not hold the current
+    demand by itself (:data:`advisor.conventions.EVIDENCE_POOL_FACTOR_NEEDED`), else ``""``: the console's one line
+    must not read as the whole fix when the description says it is not."""
+    factor = evidence.get(c.EVIDENCE_POOL_FACTOR_NEEDED)
+    if isinstance(factor, int | float) and not isinstance(factor, bool):
+        return f" (alone not enough: the pool must grow ×{factor:.2f})"
+    return ""
+
+
 def format_transition(t: Transition) -> str:
     """One readable line per incident transition: what, why, the suggested turn with its numbers and flag, and
     how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``).
@@ -347,13 +357,16 @@ def format_transition(t: Transition) -> str:
     extra = f"(+{len(r.alternatives)} alternative{'' if len(r.alternatives) == 1 else 's'}, {len(r.withheld)} withheld)"
     if t.kind == "updated":
         now = time.strftime("%H:%M:%S", time.localtime(r.updated_at) if r.updated_at is not None else time.localtime())
-        return f"[{now}] UPDATED {r.deployment} {problem}: now {turn} {extra} ({t.reason}; still open, id {r.id})"
+        return (
+            f"[{now}] UPDATED {r.deployment} {problem}: now {turn}{not_enough_alone(r.evidence)} {extra} "
+            f"({t.reason}; still open, id {r.id})"
+        )
     effects = "; ".join(
         f"{effect_label(k)} {_num(v.get('before'))} → {_num(v.get('after'))}"
         for k, v in list(r.predicted_effect.items())[:3]
     )
     return (
-        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn} {extra}"
+        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn}{not_enough_alone(r.evidence)} {extra}"
         f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)}"
         f" | confidence {r.confidence:.2f} | id {r.id}"
     )

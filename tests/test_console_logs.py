@@ -358,3 +358,23 @@ def test_compact_text_log_lines_are_one_line_under_160_characters() -> None:
     out_long, out_short = fmt.format(long), fmt.format(short)
     assert "\n" not in out_long and len(out_long) == COMPACT_WIDTH - 1 and out_long.endswith("…"), out_long
     assert out_short.endswith("ERROR advisor.x: scrape failed (ValueError: bad page\\nforged line)"), out_short
+
+
+def test_a_turn_that_is_not_enough_alone_says_so_on_its_console_line() -> None:
+    """A fresh user read "OPENED … kv_cache_dtype auto → fp8" as the whole fix while the description said "Alone it
+    is not enough: holding the current demand needs ×2.52" (the 50-running, 80-waiting pool of the notify tests):
+    both console lines, full and compact, carry it beside the turn; a sufficient turn's lines do not."""
+    from advisor.console import compact_transition
+    from advisor.rules.lifecycle import Transition
+    from advisor.service import format_transition
+
+    short = dataclasses.replace(_rec("chat-8b"), evidence={**_rec("chat-8b").evidence, "pool_factor_needed": 2.52})
+    for kind in ("opened", "updated"):
+        for line in (format_transition(Transition(kind, short)), compact_transition(Transition(kind, short))):
+            assert "kv_cache_dtype auto → fp8 (alone not enough: the pool must grow ×2.52)" in line, line
+            assert len(line) < COMPACT_WIDTH or line == format_transition(Transition(kind, short))
+    for line in (
+        format_transition(Transition("opened", _rec("chat-8b"))),
+        compact_transition(Transition("opened", _rec("chat-8b"))),
+    ):
+        assert "alone not enough" not in line

@@ -473,6 +473,7 @@ def turn_proposal(
     if needed_factor is not None and not sufficient:
         if math.isfinite(needed_factor):
             description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
+            evidence = {**evidence, c.EVIDENCE_POOL_FACTOR_NEEDED: round(needed_factor, 2)}
         else:  # unknown demand (no running count): the turn does not claim to close the gap
             description += " Whether that holds the current demand is unknown: the engine reports no running requests."
     description += f" Note: {cand.why}."

@@ -115,5 +115,7 @@ def test_a_raise_with_the_demand_unknown_says_so_and_prints_no_infinite_factor()
     (p,) = RULE.propose(_ev(0.8, requests_running=None, requests_waiting=None))
     assert "inf" not in p.description
     assert "Whether that holds the current demand is unknown" in p.description
+    assert "pool_factor_needed" not in p.evidence
     (known,) = RULE.propose(_ev(0.8, requests_running=4, requests_waiting=4, kv_cache_usage_ratio=1.0))
     assert "Alone it is not enough: holding the current demand needs ×2.00." in known.description
+    assert known.evidence["pool_factor_needed"] == 2.0  # (4 running + 4 waiting) ÷ 4 running, for the console line
