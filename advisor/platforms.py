@@ -284,8 +284,9 @@ def keda_replicas_text(value: int, target: str, namespace: str | None, min_repli
     manifests`). A ``kubectl scale`` there is undone by the HPA at its next sync (15 s by default,
     https://kubernetes.io/docs/concepts/workloads/autoscaling/horizontal-pod-autoscale/), so the turn says what sets
     the count: KEDA, within ``[min_replicas, max_replicas]`` (``minReplicaCount``/``maxReplicaCount``,
-    https://keda.sh/docs/2.16/reference/scaledobject-spec/); a count outside them is the bound to move, in the
-    advisor config's key. ``kubectl scale`` stays for a cluster where the ScaledObject was not applied.
+    https://keda.sh/docs/2.16/reference/scaledobject-spec/), at this count or the lead's higher one
+    (:class:`advisor.signals.ReplicaLead`); a count outside them is the bound to move, in the advisor config's
+    key. ``kubectl scale`` stays for a cluster where the ScaledObject was not applied.
 
     ``value``: the advised replica count; ``target``/``namespace``: ``scaleTargetRef.name`` and the namespace
     (``None``: the one ``kubectl`` uses). Returns one line.
@@ -305,8 +306,9 @@ def keda_replicas_text(value: int, target: str, namespace: str | None, min_repli
             f"{min_replicas}"
         )
     return (
-        f"KEDA scales {dep} to {value} (its ScaledObject follows {c.DESIRED_REPLICAS}); where the ScaledObject is "
-        f"not applied: kubectl{ns} scale {dep} --replicas={value}"
+        f"KEDA scales {dep} to {value} or more (its ScaledObject follows {c.DESIRED_REPLICAS}: this count, or the "
+        f"arrival trend's when higher); where the ScaledObject is not applied: kubectl{ns} scale {dep} "
+        f"--replicas={value}"
     )
 
 

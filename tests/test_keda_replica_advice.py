@@ -49,7 +49,7 @@ KEDA = KedaScaling(target="llm-8b", namespace="serving", min_replicas=1, max_rep
 def test_within_the_bounds_keda_sets_the_count_and_kubectl_is_the_fallback() -> None:
     p = localized(_ev(KEDA), _proposal(3))
     assert p.flag is not None
-    assert p.flag.startswith("KEDA scales deployment/llm-8b to 3"), p.flag
+    assert p.flag.startswith("KEDA scales deployment/llm-8b to 3 or more"), p.flag  # the lead may hold more
     assert "advisor_desired_replicas" in p.flag
     assert "kubectl -n serving scale deployment/llm-8b --replicas=3" in p.flag
     assert "<name>" not in p.flag
