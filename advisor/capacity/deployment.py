@@ -463,7 +463,12 @@ def _inputs(spec: DeploymentSpec, gpu: ResolvedGPU) -> CapacityInputs:
         dtype=spec.dtype,
         quantization=spec.quantization,
         kv_cache_dtype="auto" if engine == "llamacpp" else spec.kv_cache_dtype,
-        max_num_seqs=spec.max_num_seqs or OTHER_ENGINE_MAX_NUM_SEQS,
+        # llama.cpp's concurrency is its slots (--parallel, :func:`advisor.capacity.engines.llamacpp_capacity`'s
+        # default 1): the rules' max_num_seqs dial and the slots pool's usage read it, never the 256 assumed for the
+        # other engines' activation term (a field state: --parallel 15 with one slot busy read 1/256 busy)
+        max_num_seqs=(spec.parallel or spec.max_num_seqs or 1)
+        if engine == "llamacpp"
+        else (spec.max_num_seqs or OTHER_ENGINE_MAX_NUM_SEQS),
         kv_cache_memory_bytes=spec.kv_cache_memory_bytes if engine == "sglang" else None,
         engine_version=version,
         pipeline_parallel_size=spec.pipeline_parallel_size,

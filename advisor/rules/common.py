@@ -330,13 +330,25 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     requests (:func:`tokens_per_finished_request`, prompt + generation tokens ÷ completions): when that mean is at
     or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
     (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
-    the mean is a lower bound, so the check only errs towards keeping the cap. Unknown → ``None``.
+    the mean is a lower bound, so the check only errs towards keeping the cap. Unknown (nothing finished in the
+    window, or a token rate unknown) withholds the cap too: the premise is then unmeasured, and a cap below the
+    typical request makes the engine refuse every request (a field state, TGI 2.4 in
+    huggingface/text-generation-inference#2744: a cap of 3,072 tokens proposed while the prompts were 6,000).
 
     Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
     23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.
     """
+    if cap <= 0:
+        return None
     finished = tokens_per_finished_request(ev)
-    if finished is None or cap <= 0 or finished < cap:
+    if finished is None:
+        running = tokens_per_running_request(ev)
+        held = "" if running is None else f"; each running request holds ~{running:,.0f} tokens"
+        return (
+            f"withheld: no request finished in the window (or a token count is unknown), so the typical request's "
+            f"length is unmeasured{held}; a cap of {cap:,.0f} tokens could reject the traffic, not a few long requests"
+        )
+    if finished < cap:
         return None
     return (
         f"withheld: finished requests average {finished:,.0f} tokens (prompt + generation), {finished / cap:.1f}× "
