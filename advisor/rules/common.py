@@ -17,6 +17,7 @@ from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.kv import CapacityInputs
 from advisor.engines.catalog import exposes
+from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
@@ -331,24 +332,15 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
     (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
     the mean is a lower bound, so the check only errs towards keeping the cap. Unknown (nothing finished in the
-    window, or a token rate unknown) withholds the cap too: the premise is then unmeasured, and a cap below the
-    typical request makes the engine refuse every request (a field state, TGI 2.4 in
-    huggingface/text-generation-inference#2744: a cap of 3,072 tokens proposed while the prompts were 6,000).
+    window) → ``None``: the thrash this rule is for may finish nothing, and the window gives no other length of the
+    traffic (a known gap: a field state, TGI 2.4 in huggingface/text-generation-inference#2744, got a 3,072-token
+    cap under 6,000-token prompts; the engine's lifetime counters would say it, the window's rates cannot).
 
     Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
     23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.
     """
-    if cap <= 0:
-        return None
     finished = tokens_per_finished_request(ev)
-    if finished is None:
-        running = tokens_per_running_request(ev)
-        held = "" if running is None else f"; each running request holds ~{running:,.0f} tokens"
-        return (
-            f"withheld: no request finished in the window (or a token count is unknown), so the typical request's "
-            f"length is unmeasured{held}; a cap of {cap:,.0f} tokens could reject the traffic, not a few long requests"
-        )
-    if finished < cap:
+    if finished is None or cap <= 0 or finished < cap:
         return None
     return (
         f"withheld: finished requests average {finished:,.0f} tokens (prompt + generation), {finished / cap:.1f}× "
@@ -624,6 +616,68 @@ def latency_model(ev: Evaluation) -> LatencyModel:
     if ev.latency is not None:
         return ev.latency.model
     return LatencyModel.prior(ev.ctx.engine, ev.ctx.perf_assumptions)
+
+
+@dataclass(frozen=True, slots=True)
+class TpotKnee:
+    """Where one engine's decode batch stands against the TPOT target, in the latency model (:func:`tpot_knee`).
+
+    Attributes:
+        batch: sequences decoding together per engine now (running ÷ replicas up ÷ data-parallel ranks).
+        context: tokens per running request (KV usage × pool ÷ running; half of max-model-len when unknown).
+        knee: the largest batch ≤ ``batch`` whose modelled TPOT meets the target; ``None`` when even 1 misses.
+        tpot_seconds: the modelled TPOT at ``batch`` (seconds per output token).
+        model: the latency model (:func:`latency_model`).
+        ranks: data-parallel ranks per replica.
+    """
+
+    batch: float
+    context: float
+    knee: int | None
+    tpot_seconds: float
+    model: LatencyModel
+    ranks: int
+
+    @property
+    def past(self) -> bool:
+        """The batch is past the knee: every extra sequence slows the others beyond the target."""
+        return self.knee is not None and self.knee < self.batch
+
+
+def knee_batch(
+    model: LatencyModel, inputs: CapacityInputs, gpu: Any, context: float, target: float, upto: int
+) -> int | None:
+    """The largest batch ≤ ``upto`` whose (calibrated, ``model``) roofline TPOT meets ``target`` seconds (None if even
+    batch 1 misses). Bisection: TPOT grows with the batch in the roofline (``advisor.capacity.perf``)."""
+    best = None
+    lo, hi = 1, max(upto, 1)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if model.tpot_seconds(inputs, gpu, mid, context) <= target:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def tpot_knee(ev: Evaluation) -> TpotKnee | None:
+    """The decode batch against the TPOT target (:class:`TpotKnee`), or ``None`` when no GPU, no running requests
+    or the model cannot price the batch. The batch and ``max_num_seqs`` are per data-parallel rank."""
+    s = ev.stats
+    gpu = ev.ctx.gpu
+    if s is None or gpu is None or not s.requests_running:
+        return None
+    inputs = ev.ctx.inputs
+    ranks = data_parallel_ranks(ev)
+    batch = s.requests_running / max(ev.replicas_up, 1) / ranks
+    context = tokens_per_running_request(ev) or float(inputs.max_model_len or 2048) / 2
+    model = latency_model(ev)
+    try:
+        now = model.tpot_seconds(inputs, gpu, batch, context)
+        knee = knee_batch(model, inputs, gpu, context, ev.ctx.slo.tpot_seconds, int(max(batch, 1)))
+    except (CapacityError, ValueError):
+        return None
+    return TpotKnee(batch, context, knee, now, model, ranks)
 
 
 ENGINE_FIGURES_ONLY_DIALS: Final = frozenset({c.DIAL_ADMISSION_POLICY, c.DIAL_ENGINE_PROCESS})

@@ -38,17 +38,15 @@ import math
 from typing import Any
 
 from advisor import conventions as c
-from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.kv import CapacityInputs
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
-    data_parallel_ranks,
     gpus_per_replica,
     latency_model,
     replicas_proposal,
-    tokens_per_running_request,
+    tpot_knee,
     turn_gpus_added,
 )
 from advisor.rules.flags import flag_for
@@ -318,20 +316,14 @@ class GoodputRule:
     def _tpot(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> list[Proposal]:
         s = ev.stats
         gpu = ev.ctx.gpu
-        if s is None or gpu is None or not s.requests_running:
+        # one engine's batch: max_num_seqs (the knee's dial) and the roofline are per data-parallel rank
+        at = tpot_knee(ev)
+        if s is None or gpu is None or at is None:
             return []
         inputs = ev.ctx.inputs
-        # one engine's batch: max_num_seqs (the knee's dial) and the roofline are per data-parallel rank
-        ranks = data_parallel_ranks(ev)
-        batch = s.requests_running / max(ev.replicas_up, 1) / ranks
-        context = tokens_per_running_request(ev) or float(inputs.max_model_len or 2048) / 2
+        ranks, batch, context, model, knee = at.ranks, at.batch, at.context, at.model, at.knee
         target = ev.ctx.slo.tpot_seconds
-        model = latency_model(ev)
-        try:
-            now_tpot = model.tpot_seconds(inputs, gpu, batch, context)
-        except (CapacityError, ValueError):
-            return []
-        knee = _knee(model, inputs, gpu, context, target, int(max(batch, 1)))
+        now_tpot = at.tpot_seconds
         out: list[Proposal] = []
         if knee is not None and knee < batch:
             knee_tpot = model.tpot_seconds(inputs, gpu, knee, context)
@@ -442,22 +434,6 @@ class GoodputRule:
                 )
             )
         return out
-
-
-def _knee(
-    model: LatencyModel, inputs: CapacityInputs, gpu: Any, context: float, target: float, upto: int
-) -> int | None:
-    """The largest batch ≤ ``upto`` whose (calibrated, ``model``) roofline TPOT meets ``target`` (None if even
-    batch 1 misses)."""
-    best = None
-    lo, hi = 1, max(upto, 1)
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if model.tpot_seconds(inputs, gpu, mid, context) <= target:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
 
 
 def _finite(x: float) -> float | None:

@@ -25,7 +25,7 @@ the slots: :func:`advisor.rules.common.kv_withheld`), the rule does not fire and
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -38,11 +38,43 @@ from advisor.rules.common import (
     pool_pressure,
     pool_turns,
     replicas_proposal,
+    tpot_knee,
     turn_proposal,
 )
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
 from advisor.rules.turns import effect, turn
+
+ADMITS_ONLY_DIALS: Final = frozenset({c.DIAL_GPU_MEMORY_UTILIZATION, c.DIAL_KV_CACHE_DTYPE})
+"""Pool turns that only admit more sequences (more blocks, no more compute): withheld while the decode batch is
+already past the TPOT knee (:func:`past_the_tpot_knee`). A larger TP or lighter weights also speed each step, so
+they stand."""
+
+
+def past_the_tpot_knee(ev: Evaluation) -> str | None:
+    """Why a turn that only admits more sequences must be withheld: the requests miss the TPOT target (observed:
+    ``ev.goodput.tpot_ratio`` below the SLO's target ratio) and the latency model puts the decode batch past the
+    knee of TPOT against batch (:func:`advisor.rules.common.tpot_knee`), so more sequences slow every one of them
+    further; ``None`` otherwise. Both, so that TPOT inflated by preemption stalls (recompute waits, which a larger
+    pool cures) under a batch the model says decodes in time does not withhold the pool turns.
+
+    Field state, SGLang (sgl-project/sglang#938): 1,010 running at 0.72 s a token, 93 % of the pool used with
+    12,279 queued; the knee cap (max_num_seqs → 543) was right, and fp8 KV and a larger memory fraction rode along.
+    """
+    s = ev.stats
+    ratio = ev.goodput.tpot_ratio
+    target = ev.ctx.slo.target_ratio
+    if s is None or ratio is None or ratio >= target:
+        return None
+    at = tpot_knee(ev)
+    if at is None or not at.past:
+        return None
+    return (
+        f"withheld: only {ratio:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s at a batch of "
+        f"{at.batch:.0f}, past the knee of TPOT against batch ({at.knee} in the {at.model.label} roofline, "
+        f"~{at.tpot_seconds * 1000:.0f} ms a token now): a larger pool admits more sequences into a batch that "
+        "already decodes too slowly"
+    )
 
 
 class KVSaturationRule:
@@ -153,6 +185,7 @@ class KVSaturationRule:
             f"{count(s.requests_waiting)} waiting and {count(s.preemptions_increase)} preemptions over the last "
             f"{s.covered_seconds:.0f}s: the pool, not compute, bounds the batch."
         )
+        too_slow = past_the_tpot_knee(ev)
         out = [
             turn_proposal(
                 self.id,
@@ -164,6 +197,7 @@ class KVSaturationRule:
                 evidence=evidence,
                 headline="KV pool saturated",
                 situation=situation,
+                withheld=too_slow if cand.turn.dial in ADMITS_ONLY_DIALS else None,
             )
             for cand in pool_turns(ev)
         ]

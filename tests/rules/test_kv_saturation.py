@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from advisor.rules.base import SLOTargets
 from advisor.rules.kv_saturation import KVSaturationRule
+from advisor.telemetry import GoodputEstimate
 from tests.rules.helpers import ctx, ev, opens_after
 
 RULE = KVSaturationRule(usage_threshold=0.9, resolve_below=0.8)
@@ -170,3 +172,32 @@ def test_budget_turn_goes_to_the_engine_default_first() -> None:
 def test_for_duration(held: float, opens: bool) -> None:
     rule = KVSaturationRule(for_seconds=60)
     assert opens_after(rule, lambda now: _ev(now=now), held) is opens
+
+
+def _slow_batch(tpot_target: float, tpot_ok: float) -> Any:
+    """50 running on Llama-3.1-8B / H100 at 95 % of a 432,000-token pool: 8,208 tokens each. One decode step reads
+    16 GB of weights and 50 × 8,208 × 128 KiB = 53.8 GB of KV: 69.8 GB ÷ 3.35 TB/s = 20.8 ms at the bare roofline,
+    so a 20 ms TPOT target is past the knee at any efficiency, a 100 ms one is not."""
+    goodput = GoodputEstimate(tpot_ok, tpot_ok, tpot_ok, 1.0, tpot_ok)
+    return _ev(dep=ctx(slo=SLOTargets(2.5, tpot_target, 0.9)), goodput=goodput, tpot_ok=tpot_ok)
+
+
+def test_pool_turns_that_only_admit_more_are_withheld_past_the_tpot_knee() -> None:
+    """Field state sgl-project/sglang#938 (1,010 running at 0.72 s a token, pool 93 %): growing the pool only adds
+    sequences to a batch that already decodes too slowly. The budget and fp8-KV turns are withheld, saying why; TP
+    (more compute per step) stands."""
+    props = {p.dial: p for p in RULE.propose(_slow_batch(0.02, 0.3))}
+    for dial in ("gpu_memory_utilization", "kv_cache_dtype"):
+        w = props[dial].withheld
+        assert w is not None and "past the knee of TPOT against batch" in w and "30% of requests" in w, (dial, w)
+    assert props["tensor_parallel_size"].withheld is None
+
+
+@pytest.mark.parametrize(
+    ("tpot_target", "tpot_ok"),
+    [(0.02, 0.95), (0.1, 0.3)],
+    ids=["TPOT met: nothing to protect", "TPOT missed under a batch the model decodes in time (preemption stalls)"],
+)
+def test_pool_turns_stand_unless_both_the_misses_and_the_knee_say_so(tpot_target: float, tpot_ok: float) -> None:
+    props = {p.dial: p for p in RULE.propose(_slow_batch(tpot_target, tpot_ok))}
+    assert props["gpu_memory_utilization"].withheld is None and props["kv_cache_dtype"].withheld is None
