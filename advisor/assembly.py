@@ -16,7 +16,7 @@ from advisor.capacity.deployment import resolve_deployment
 from advisor.capacity.models import ModelArch
 from advisor.config import Config, Deployment, deployment_spec, file_sd_targets
 from advisor.errors import CapacityError
-from advisor.platforms import KUBERNETES
+from advisor.manifests import autoscaling_settings, scale_target_problem
 from advisor.rules.base import DeploymentContext, KedaScaling, Rule, SLOTargets
 from advisor.rules.registry import builtin_rules, load_plugins
 
@@ -62,12 +62,14 @@ def deployment_context(
 
 
 def _keda(dep: Deployment) -> KedaScaling | None:
-    """What KEDA scales for ``dep``: its ``autoscaling:`` block on Kubernetes (the target defaults to the
-    deployment's name, as ``rules generate`` writes it), else ``None``."""
-    auto = dep.autoscaling
-    if auto is None or dep.platform != KUBERNETES:
+    """What KEDA scales for ``dep``: its ``autoscaling:`` block as ``rules generate`` resolves it
+    (:func:`advisor.manifests.autoscaling_settings`), when a ScaledObject is written for it; ``None`` without the
+    block, or where none is written (not Kubernetes, or a scale target that is no Kubernetes name or too long:
+    :func:`advisor.manifests.scale_target_problem`), so no advice names a ScaledObject that cannot exist."""
+    a = autoscaling_settings(dep)
+    if a is None or scale_target_problem(a) is not None:
         return None
-    return KedaScaling(auto.scale_target or dep.name, auto.namespace, auto.min_replica_count, auto.max_replica_count)
+    return KedaScaling(a.scale_target, a.namespace, a.min_replicas, a.max_replicas)
 
 
 def sized_for_engine(ctx: DeploymentContext, dep: Deployment, engine: str) -> DeploymentContext:

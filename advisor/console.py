@@ -33,7 +33,9 @@ def compact_transition(t: Transition, width: int = COMPACT_WIDTH) -> str:
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     problem = r.problem or r.rule
-    turn = f"{r.dial} {r.current} → {r.suggested}{not_enough_alone(r.evidence)}"
+    # the short marker: the long one of the full line would crowd the flag out of 160 characters (breaker)
+    short = " (not enough alone)" if not_enough_alone(r.evidence) else ""
+    turn = f"{r.dial} {r.current} → {r.suggested}{short}"
     tail = f" | id {r.id}"
     if t.kind == "resolved":
         head = f"[{when}] RESOLVED {r.deployment} {problem}"

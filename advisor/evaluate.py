@@ -162,7 +162,10 @@ def max_length_ceiling(snaps: Sequence[EngineSnapshot], max_model_len: int) -> f
 
 def pool_usage(snaps: Sequence[EngineSnapshot], slots_configured: int | None) -> dict[str, float | None]:
     """Pool (other than KV) → usage 0–1, the highest over ``snaps``; llama.cpp ``slots`` without a deferred
-    request are ``used ÷ slots_configured`` (``--parallel``; capped at 1). ``None`` = unknown.
+    request are ``used ÷ slots_configured`` (``--parallel``, as configured: ``None`` when the config does not say).
+    ``None`` = unknown, also when more slots are busy than configured (the config is contradicted: a llama.cpp build
+    whose default ``--parallel`` is not the one assumed; reading it as a full pool would report saturation while
+    nothing waits).
 
     Example: ``PoolReading("slots", None, used=3)`` with 4 slots configured → ``{"slots": 0.75}``.
     """
@@ -172,8 +175,8 @@ def pool_usage(snaps: Sequence[EngineSnapshot], slots_configured: int | None) ->
             u = p.usage_ratio
             if u is None and p.pool == "slots" and p.used is not None:
                 cap = p.capacity or slots_configured
-                if cap:
-                    u = min(p.used / cap, 1.0)
+                if cap and p.used <= cap:
+                    u = p.used / cap
             if u is not None and not 0.0 <= u <= 1.0:
                 u = None  # NaN, ±Inf or not a fraction: unknown (the sanitizer already names it in missing)
             prev = out.get(p.pool)
@@ -666,7 +669,8 @@ def evaluate_deployment(
     goodput_tps = gen_rate * good.ratio if gen_rate is not None and good.ratio is not None else None
 
     mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
-    pools = pool_usage(latest, ctx.inputs.max_num_seqs if ctx.engine == "llamacpp" else None)
+    settings = ctx.inputs.engine_settings
+    pools = pool_usage(latest, settings.parallel if ctx.engine == "llamacpp" and settings is not None else None)
     by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
     disaggregation = _sum_maps([s.disaggregation_queues for s in latest])
     queues = {**{f"waiting_{k}": v for k, v in by_reason.items()}, **disaggregation}

@@ -42,11 +42,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
 from advisor import conventions as c
+
+if TYPE_CHECKING:
+    from advisor.config import Deployment
 
 DNS_1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """A Kubernetes object name (RFC 1123 subdomain, at most 253 characters):
@@ -142,6 +145,35 @@ def _replicas_there(platform: str) -> str:
     if profile.replicas is None:
         return profile.unavailable.format(dial="the replica count")
     return f"there the replica count is {profile.replicas.format(value='N', flag='')}"
+
+
+def autoscaling_settings(d: Deployment) -> Autoscaling | None:
+    """The deployment's ``autoscaling:`` keys with their defaults resolved (:class:`advisor.config.AutoscalingConfig`):
+    the scale target defaults to the deployment's name, ``fallback_replicas`` to the larger of
+    ``min_replica_count`` and the number of ``targets`` listed (the replicas running when the config was written),
+    at most ``max_replica_count``; ``None`` without an ``autoscaling:`` block (opt-in: no ScaledObject)."""
+    a = d.autoscaling
+    if a is None:
+        return None
+    fallback = a.fallback_replicas
+    if fallback is None:
+        fallback = min(a.max_replica_count, max(a.min_replica_count, len(d.targets)))
+    return Autoscaling(
+        deployment=d.name,
+        scale_target=a.scale_target or d.name,
+        namespace=a.namespace,
+        min_replicas=a.min_replica_count,
+        max_replicas=a.max_replica_count,
+        cooldown_seconds=int(a.cooldown_period),
+        polling_seconds=int(a.polling_interval),
+        stabilization_seconds=int(a.stabilization),
+        fallback_replicas=fallback,
+        fallback_failure_threshold=a.fallback_failure_threshold,
+        prometheus_url=a.prometheus_url,
+        platform=d.platform,
+        listed_replicas=len(d.targets),
+        max_replicas_given="max_replica_count" in a.model_fields_set,
+    )
 
 
 def scale_target_problem(a: Autoscaling) -> str | None:

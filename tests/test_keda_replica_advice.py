@@ -14,7 +14,7 @@ import pytest
 
 from advisor.assembly import deployment_context
 from advisor.config import parse_config
-from advisor.rules.base import KedaScaling, Proposal
+from advisor.rules.base import Evaluation, KedaScaling, Proposal
 from advisor.rules.lifecycle import localized
 from tests.factories import context, evaluation
 
@@ -110,10 +110,37 @@ def test_the_config_block_reaches_the_context() -> None:
                 },
                 {**base, "name": "c"},
                 {**base, "name": "d", "platform": "systemd"},
+                # no ScaledObject is written for these (rules generate warns): no advice may name one (breaker)
+                {**base, "name": "KS_Upper", "autoscaling": {"max_replica_count": 8}},
+                {**base, "name": "e" * 60, "autoscaling": {"max_replica_count": 8}},
+                {**base, "name": "f", "platform": "sagemaker", "autoscaling": {"max_replica_count": 8}},
             ]
         }
     )
     got = [deployment_context(d).scaled_by_keda for d in cfg.deployments]
     assert got[0] == KedaScaling("chat-8b", None, 1, 8)  # the target defaults to the deployment's name
     assert got[1] == KedaScaling("vllm-b", "ml", 2, 100)  # KEDA's default maxReplicaCount
-    assert got[2] is None and got[3] is None
+    assert got[2:] == [None] * 5
+
+
+def test_a_reload_that_changes_the_bounds_rewrites_the_held_turn() -> None:
+    """Breaker, 2026-12-05: after a SIGHUP lowered min_replica_count from 3 to 1, the open incident kept "lower
+    autoscaling.min_replica_count … from 3 to 1 … KEDA holds … at 3" (its value unchanged, so its flag was kept as
+    announced). The same value is written as the evaluation writes it now."""
+    from advisor.rules.lifecycle import Lifecycle
+    from tests.test_lifecycle import ScriptedRule
+
+    class ScaleDown(ScriptedRule):
+        def propose(self, ev: Evaluation) -> list[Proposal]:
+            return [replace(p, flag=PHRASE.format(n=1)) for p in super().propose(ev)]
+
+    lc = Lifecycle([ScaleDown(fire=True, for_s=0, dials=["replicas"], suggested=1, current=3, action="decrease")])
+
+    def at(now: float, keda: KedaScaling) -> list[str | None]:
+        lc.evaluate(evaluation(now=now, ctx=replace(context(replicas=3), scaled_by_keda=keda)))
+        return [r.flag for r in lc.open_recommendations("chat-8b") if r.dial == "replicas"]
+
+    (before,) = at(1000.0, replace(KEDA, min_replicas=3))
+    assert before is not None and "lower autoscaling.min_replica_count" in before and "from 3 to 1" in before
+    (after,) = at(1010.0, replace(KEDA, min_replicas=1))
+    assert after is not None and after.startswith("KEDA scales deployment/llm-8b to 1 or more"), after

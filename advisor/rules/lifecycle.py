@@ -870,7 +870,9 @@ class Lifecycle:
                 current=old.current,
                 suggested=old.suggested,
                 action=old.action,
-                flag=old.flag,
+                # the same value is written as this evaluation writes it (a reload may have changed what the flag
+                # names: the scale target, KEDA's bounds); a held other value keeps its announced flag
+                flag=p.flag if p.suggested == old.suggested else old.flag,
                 summary=p.summary.replace(f"→ {p.suggested}", f"→ {old.suggested}"),
                 predicted_effect=old.predicted_effect,
             )
@@ -1029,7 +1031,7 @@ def _held_alternatives(old: Recommendation, others: list[_Turn]) -> tuple[dict[s
             alt.update(
                 action=prev.get("action", alt["action"]),
                 suggested=prev.get("suggested"),
-                flag=prev.get("flag", alt["flag"]),
+                flag=alt["flag"] if prev.get("suggested") == alt["suggested"] else prev.get("flag", alt["flag"]),
                 predicted_effect={k: dict(v) for k, v in (prev.get("predicted_effect") or {}).items()},
             )
         out.append(alt)

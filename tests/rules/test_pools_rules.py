@@ -121,6 +121,10 @@ def test_pool_usage_fills_llamacpp_slots_from_the_configured_parallel() -> None:
     assert pool_usage([busy], None) == {"slots": None}  # never 0 for unknown
     full = EngineSnapshot(engine="llamacpp", pools=(PoolReading("slots", 1.0, used=4.0, unit="requests"),))
     assert pool_usage([busy, full], 8) == {"slots": 1.0}  # the hottest replica
+    # breaker, 2026-12-05: 3 busy on 1 configured slot read as a full pool ("saturated") while nothing waited; more
+    # busy than configured contradicts the config (a build whose default --parallel differs): unknown
+    assert pool_usage([busy], 1) == {"slots": None}
+    assert pool_usage([busy], 3) == {"slots": 1.0}  # exactly full is full
 
 
 def test_over_provisioned_does_not_shrink_a_fleet_whose_state_pool_is_full() -> None:
