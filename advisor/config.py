@@ -677,6 +677,12 @@ class Deployment(_Strict):
             raise ValueError(problem)
         if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
             raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
+        both = self.parallel is not None and self.max_num_seqs is not None
+        if self.engine == "llamacpp" and both and self.parallel != self.max_num_seqs:
+            raise ValueError(
+                f"parallel: {self.parallel} slots contradicts max_num_seqs: {self.max_num_seqs}; on llama.cpp both "
+                "are --parallel (the concurrent requests): give one, or the same value"
+            )
         if not self.enable_lora:  # vLLM builds no LoRAConfig without --enable-lora: the other dials do nothing
             from advisor.capacity.lora import LORA_DIALS
 

@@ -32,3 +32,20 @@ def test_a_lora_dial_without_enable_lora_is_refused_naming_it(key: str, value: o
     (_path, message), *_ = exc.value.problems
     assert key in message and "enable_lora" in message
     parse_config(_with(**{key: value, "enable_lora": True}))  # with the switch: accepted
+
+
+def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_a_config_error() -> None:
+    """Breaker, 2026-12-05: ``parallel: 4`` beside ``max_num_seqs: 64`` was taken silently (parallel won); on llama.cpp
+    both are ``--parallel``."""
+    dep = {
+        "name": "lc",
+        "engine": "llamacpp",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    with pytest.raises(ConfigError, match=r"parallel: 4 slots contradicts max_num_seqs: 64"):
+        parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 64}]})
+    assert parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 4}]}).deployments[0].parallel == 4
