@@ -535,7 +535,7 @@ def _check_ratio(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be within [0, 1], got {value!r}")
 
 
-def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None) -> GoodputEstimate:
+def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: float | None = None) -> GoodputEstimate:
     """Joint SLO attainment from the two marginal attainments (fractions in [0, 1]).
 
     Engines keep TTFT and TPOT in separate histograms, so the number of requests meeting *both* SLOs —
@@ -558,10 +558,21 @@ def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None) -> GoodputEstima
         0.5   0.5   0.25   0.00   0.50
         0.9   None  0.9    0.00   0.90
 
+    ``ttft_at_most``: with TTFT unknown, a share of requests that at most met the TTFT target — the share whose queue
+    time alone was within it (TTFT ≥ queue time; TGI exposes ``tgi_request_queue_duration`` and no TTFT). The unknown
+    TTFT side is then anywhere in [0, ``ttft_at_most``], so ratio and upper bound are ``min(ttft_at_most, tpot_ok)``
+    (or ``ttft_at_most`` alone), the lower bound 0, and ``ttft_ratio`` stays ``None`` (not measured). Without it a
+    TGI replica whose requests queued 50 s against a 5 s target read goodput 100 % from TPOT alone (a field state,
+    huggingface/text-generation-inference#1733).
+
     Raises ``ValueError`` for an input outside [0, 1] or NaN.
     """
     _check_ratio("ttft_ok", ttft_ok)
     _check_ratio("tpot_ok", tpot_ok)
+    _check_ratio("ttft_at_most", ttft_at_most)
+    if ttft_ok is None and ttft_at_most is not None:
+        bound = ttft_at_most if tpot_ok is None else min(ttft_at_most, tpot_ok)
+        return GoodputEstimate(bound, 0.0, bound, None, tpot_ok)
     if ttft_ok is None and tpot_ok is None:
         return GoodputEstimate(None, None, None, None, None)
     if ttft_ok is None or tpot_ok is None:

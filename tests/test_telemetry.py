@@ -573,3 +573,16 @@ def test_goodput_ratio_lies_within_its_bounds(a: float | None, b: float | None) 
 def test_counter_increase_is_never_negative(values: list[float]) -> None:
     increase = counter_increase([(float(i), v) for i, v in enumerate(values)])
     assert increase is None or increase >= 0.0
+
+
+def test_an_unknown_ttft_bounded_by_the_queue_time_bounds_goodput() -> None:
+    """TTFT ≥ queue time: when only the queue time is measured (TGI), the share queued within the TTFT target is an
+    upper bound of TTFT attainment. 0.3 of requests queued within it, 0.95 met TPOT → goodput at most 0.3; TTFT
+    itself stays unmeasured (``None``), the lower bound 0. Without TPOT the bound alone."""
+    g = goodput_ratio(None, 0.95, ttft_at_most=0.3)
+    assert (g.ratio, g.lower, g.upper, g.ttft_ratio, g.tpot_ratio) == (0.3, 0.0, 0.3, None, 0.95)
+    g = goodput_ratio(None, None, ttft_at_most=0.6)
+    assert (g.ratio, g.upper) == (0.6, 0.6)
+    assert goodput_ratio(0.9, 0.8, ttft_at_most=0.1).ratio == pytest.approx(0.72)  # a measured TTFT wins
+    with pytest.raises(ValueError, match="ttft_at_most"):
+        goodput_ratio(None, 0.5, ttft_at_most=1.5)

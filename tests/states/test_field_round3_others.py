@@ -542,8 +542,9 @@ STATES = [
 XFAIL: dict[str, str] = {
     "tgi-mistral7b-flood-nine-in-ten-dropped": (
         "no advice: the arrival rate is taken as completions + queue growth (1/s), blind to tgi_request_count (6/s) "
-        "and tgi_request_failure{err=dropped}; goodput counts 100% because TGI has no TTFT, though the 50 s queue "
-        "time alone bounds TTFT from below; KV usage unknown without the v2.3.1 budget gauge"
+        "and tgi_request_failure{err=dropped}; goodput reads 0 % since 2026-12-05 (the 50 s queue time bounds TTFT: "
+        "test below), but with TTFT unmeasured the goodput rule has no diagnosis to turn; KV usage unknown without "
+        "the v2.3.1 budget gauge"
     ),
     "tgi-llama70b-2xa100-budget-no-headroom": (
         "admission_thrash caps max-model-len 10,000 → 3,072 while the prompts average 6,000 tokens (9,500 reserved per "
@@ -575,3 +576,11 @@ def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
 @pytest.mark.parametrize("state", PARAMS, ids=[s.id for s in STATES])
 def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
     check_field_state(once[state], state)
+
+
+def test_tgi_without_a_ttft_histogram_bounds_goodput_by_the_queue_time(once: FieldStateRuns) -> None:
+    """TGI exposes no TTFT; its requests here queued 50 s (``tgi_request_queue_duration``) against a 5 s TTFT target,
+    so none can have met it: goodput is at most 0, not the 100 % TPOT alone gives (it read 100 % before)."""
+    (flood,) = [s for s in STATES if s.id == "tgi-mistral7b-flood-nine-in-ten-dropped"]
+    snap = once[flood]["snapshot"]
+    assert snap["goodput_ratio"] == pytest.approx(0.0, abs=1e-9), snap["goodput_ratio"]
