@@ -213,7 +213,8 @@ def _changes(p: Proposal) -> int:
 def localized(ev: Evaluation, p: Proposal) -> Proposal:
     """``p`` with its flag said in the deployment's platform's terms (:func:`advisor.platforms.platform_flag`),
     the engine's flag kept in ``engine_flag``; ``flag`` ``None`` with the reason in ``evidence`` when the platform
-    does not offer the dial. Kubernetes (the default) and an already restated proposal are returned as they are."""
+    does not offer the dial. Kubernetes (the default) keeps the engine's flag, except a replica turn where KEDA sets the
+    count (:func:`_keda_localized`); an already restated proposal is returned as it is."""
     platform = ev.ctx.platform
     if p.engine_flag is not None or p.flag is None:
         return p
