@@ -18,7 +18,7 @@ from collections.abc import Callable
 from advisor.logfmt import COMPACT_WIDTH, fit
 from advisor.platforms import flag_text
 from advisor.rules.lifecycle import Transition
-from advisor.service import format_transition, not_enough_alone
+from advisor.service import format_transition, pool_factor_needed
 
 
 def compact_transition(t: Transition, width: int = COMPACT_WIDTH) -> str:
@@ -34,7 +34,7 @@ def compact_transition(t: Transition, width: int = COMPACT_WIDTH) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     problem = r.problem or r.rule
     # the short marker: the long one of the full line would crowd the flag out of 160 characters (breaker)
-    short = " (not enough alone)" if not_enough_alone(r.evidence) else ""
+    short = "" if pool_factor_needed(r.evidence) is None else " (not enough alone)"
     turn = f"{r.dial} {r.current} → {r.suggested}{short}"
     tail = f" | id {r.id}"
     if t.kind == "resolved":

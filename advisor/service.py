@@ -328,14 +328,18 @@ def prometheus_source(cfg: Config, base_dir: Path | None, source: str = "config"
         raise fail("ca_file" if str(exc).startswith("ca_file") else "url", str(exc)) from None
 
 
-def not_enough_alone(evidence: Mapping[str, Any]) -> str:
-    """`` (alone not enough: the pool must grow ×F)`` for a turn whose evidence says it does not hold the current
-    demand by itself (:data:`advisor.conventions.EVIDENCE_POOL_FACTOR_NEEDED`), else ``""``: the console's one line
-    must not read as the whole fix when the description says it is not."""
+def pool_factor_needed(evidence: Mapping[str, Any]) -> float | None:
+    """How many times the pool must grow, for a turn whose evidence says it does not hold the current demand by
+    itself (:data:`advisor.conventions.EVIDENCE_POOL_FACTOR_NEEDED`); ``None`` otherwise."""
     factor = evidence.get(c.EVIDENCE_POOL_FACTOR_NEEDED)
-    if isinstance(factor, int | float) and not isinstance(factor, bool):
-        return f" (alone not enough: the pool must grow ×{factor:.2f})"
-    return ""
+    return float(factor) if isinstance(factor, int | float) and not isinstance(factor, bool) else None
+
+
+def not_enough_alone(evidence: Mapping[str, Any]) -> str:
+    """`` (alone not enough: the pool must grow ×F)`` when :func:`pool_factor_needed` gives F, else ``""``: the
+    console's one line must not read as the whole fix when the description says it is not."""
+    factor = pool_factor_needed(evidence)
+    return "" if factor is None else f" (alone not enough: the pool must grow ×{factor:.2f})"
 
 
 def format_transition(t: Transition) -> str:
