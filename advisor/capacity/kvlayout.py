@@ -159,6 +159,79 @@ def kv_bytes_per_token_per_gpu(inputs: CapacityInputs) -> int:
     return kv_bytes_per_token_per_layer(inputs) * (layers_per_stage(inputs, m.attention_layers) + draft)
 
 
+def _windowed_tokens(inputs: CapacityInputs, context_tokens: float) -> float:
+    """Tokens a windowed layer keeps of a ``context_tokens`` context: ``min(L, window)`` (``L`` without a window).
+
+    Raises:
+        CapacityError: a negative context.
+    """
+    if context_tokens < 0:
+        raise CapacityError(f"context_tokens must be ≥ 0, got {context_tokens}")
+    window = inputs.model.sliding_window
+    return min(context_tokens, float(window)) if window else context_tokens
+
+
+def attended_kv_bytes_per_gpu(inputs: CapacityInputs, context_tokens: float) -> float:
+    """Cache bytes one decode step reads for one sequence at ``context_tokens`` tokens of context, on one GPU.
+
+    A full-attention layer reads the whole context, a windowed layer at most its window (vLLM's FlashAttention
+    backends pass ``window_size`` to the kernel, which skips the keys outside it; TensorRT-LLM's
+    ``attention_window_size``), and a recurrent layer reads its fixed state and writes it back (Mamba's
+    ``selective_state_update``, Gated DeltaNet's fused recurrent kernel update the state in place)::
+
+        full layers × full bytes × L + windowed layers × bytes × min(L, window) + 2 × recurrent state
+
+    KV-shared layers (Gemma 4) read another layer's cache, so they count here though they keep none. Speculative
+    drafts are not decode steps of the target and are not counted. Llama-3.1-8B bf16 TP 1 at 1,000 tokens:
+    131,072 × 1,000 = 131.1 MB; gpt-oss-120b (18 full + 18 windowed layers of 128 tokens, 8 KV heads × 64, bf16)
+    at 8,192 tokens reads 18 × 2,048 × 8,192 + 18 × 2,048 × 128 bytes (307 MB), not 36 × 2,048 × 8,192 (604 MB).
+
+    Raises:
+        CapacityError: a negative context.
+    """
+    m = inputs.model
+    windowed = _windowed_tokens(inputs, context_tokens)
+    sliding = kv_bytes_per_token_per_layer(inputs) * layers_per_stage(inputs, m.sliding_window_layers) * windowed
+    full = full_kv_bytes_per_token_per_layer(inputs) * layers_per_stage(inputs, m.full_attention_layers)
+    return sliding + full * context_tokens + 2 * recurrent_state_bytes_per_sequence(inputs)
+
+
+def attended_head_tokens(inputs: CapacityInputs, context_tokens: float) -> float:
+    """Σ over the attention layers on the fullest stage of (head size × tokens attended) for one decode token:
+    ``head_dim × windowed layers × min(L, window) + full_head_dim × full layers × L``; decode attention's FLOPs
+    are ``4 × query heads per GPU ×`` this (QKᵀ and PV, a multiply-add each). Recurrent layers attend nothing
+    (their state update is in :func:`attended_kv_bytes_per_gpu`).
+
+    Raises:
+        CapacityError: a negative context.
+    """
+    m = inputs.model
+    windowed = _windowed_tokens(inputs, context_tokens)
+    return m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed + m.full_head_dim * (
+        layers_per_stage(inputs, m.full_attention_layers) * context_tokens
+    )
+
+
+def prefill_attended_head_pairs(inputs: CapacityInputs, prompt_tokens: float) -> float:
+    """Σ over the attention layers on the fullest stage of (head size × causal query-key pairs) for one prompt of
+    ``P`` tokens: a full layer attends ``P²/2`` pairs, a windowed layer of window ``W`` ``P²/2`` while ``P ≤ W`` and
+    ``W·P − W²/2`` beyond (each query sees at most ``W`` keys). Prefill attention's FLOPs are ``4 × query heads per
+    GPU ×`` this (the causal half of QKᵀ and PV). Recurrent layers attend nothing.
+
+    Raises:
+        CapacityError: a negative prompt length.
+    """
+    if prompt_tokens < 0:
+        raise CapacityError(f"prompt_tokens must be ≥ 0, got {prompt_tokens}")
+    m = inputs.model
+    full_pairs = prompt_tokens * prompt_tokens / 2
+    w = float(m.sliding_window)
+    windowed_pairs = full_pairs if not m.sliding_window or prompt_tokens <= w else w * prompt_tokens - w * w / 2
+    return m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed_pairs + m.full_head_dim * (
+        layers_per_stage(inputs, m.full_attention_layers) * full_pairs
+    )
+
+
 def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
     """Per-GPU bytes of one sequence's recurrent state (conv + SSM state of every Mamba layer on the stage),
     in the compute dtype, sharded over TP (Jamba: 28 layers × (3 × 8192 + 8192 × 16) × 2 B = 8.3 MiB)."""

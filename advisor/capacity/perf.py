@@ -11,7 +11,11 @@ Decode reads every weight once per step plus the KV of every running sequence
 (``batch × mean_context × KV bytes/token/GPU``) and performs ``2 × matmul params ÷ TP`` FLOPs per
 sequence plus attention ``4 × layers × heads/TP × head_dim × context`` (QKᵀ and PV). Prefill of ``P``
 tokens performs ``2 × P × matmul params ÷ TP`` plus causal attention ``2 × layers × heads/TP × head_dim ×
-P²``. The roofline model is Williams, Waterman & Patterson, "Roofline: an insightful visual performance
+P²``. A windowed layer reads and attends at most its window, and a recurrent layer its state instead
+(:func:`advisor.capacity.kvlayout.attended_kv_bytes_per_gpu`, ``attended_head_tokens``,
+``prefill_attended_head_pairs``): gpt-oss, Gemma 2/3/4 and Mistral-v0.1 decode at long context read far less
+than ``layers × context``.
+The roofline model is Williams, Waterman & Patterson, "Roofline: an insightful visual performance
 model" (CACM 2009); its use for LLM inference follows e.g. Pope et al., "Efficiently Scaling Transformer
 Inference" (MLSys 2023). A ring all-reduce moves ``2 (TP − 1) / TP`` of the buffer per GPU (Patarasuk &
 Yuan 2009).
@@ -43,7 +47,13 @@ from typing import Any, Final
 
 from advisor.capacity.data import read_data
 from advisor.capacity.hardware import GPUSpec, gpu_generation
-from advisor.capacity.kv import CapacityInputs, kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from advisor.capacity.kv import CapacityInputs, weights_bytes_per_gpu
+from advisor.capacity.kvlayout import (
+    attended_head_tokens,
+    attended_kv_bytes_per_gpu,
+    kv_bytes_per_token_per_gpu,
+    prefill_attended_head_pairs,
+)
 from advisor.capacity.precision import DTYPE_BYTES
 from advisor.errors import CapacityError
 
@@ -369,8 +379,8 @@ def decode_step_model(
     peak = _effective_flops(inputs, gpu, assumptions)
     body, lm_head = _matmul_parameters(inputs)
     gemm = 2 * (body + lm_head) / tp / peak
-    attention_compute = 4 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * mean_context_tokens / peak
-    kv_read = mean_context_tokens * kv_bytes_per_token_per_gpu(inputs) / _kv_bandwidth(gpu, assumptions)
+    attention_compute = 4 * (m.num_attention_heads / tp) * attended_head_tokens(inputs, mean_context_tokens) / peak
+    kv_read = attended_kv_bytes_per_gpu(inputs, mean_context_tokens) / _kv_bandwidth(gpu, assumptions)
     serial = assumptions.attention_serial_fraction
     comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
     return DecodeStepModel(
@@ -466,6 +476,7 @@ def prefill_batch_roofline(
     :attr:`PerfAssumptions.step_overhead_per_seq_seconds`; no per-request overhead.
 
     FLOPs per GPU: ``prompts × (2 × P × body ÷ TP + 2 × LM head ÷ TP + 2 × layers × heads/TP × head_dim × P²)``
+    (the attention term per layer kind, :func:`~advisor.capacity.kvlayout.prefill_attended_head_pairs`)
     (each prompt attends to itself only); bytes: the weights once (the experts the step's tokens select,
     :func:`untouched_expert_fraction`) + ``prompts × P`` tokens of KV written; all-reduces over ``prompts × P``
     rows.
@@ -481,7 +492,7 @@ def prefill_batch_roofline(
     flops = prompts * (
         2 * prompt_tokens * body / tp
         + 2 * lm_head / tp
-        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+        + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
     )
     tokens = prompts * prompt_tokens
     untouched = _expert_bytes_per_gpu(inputs) * untouched_expert_fraction(inputs, tokens)
@@ -535,8 +546,9 @@ def prefill_seconds(
     :func:`prefill_batch_seconds` with one prompt, plus :attr:`PerfAssumptions.prefill_overhead_seconds`.
 
     FLOPs per GPU: ``2 × P × body params ÷ TP + 2 × LM head ÷ TP`` (logits for the last token only) +
-    causal attention ``2 × layers × heads/TP × head_dim × P²``. Bytes: weights once + the KV written.
-    The terms: :func:`prefill_roofline`.
+    causal attention ``2 × layers × heads/TP × head_dim × P²`` (windowed layers ``4 × heads/TP × head_dim ×
+    (W·P − W²/2)`` beyond their window ``W``). Bytes: weights once + the KV written. The terms:
+    :func:`prefill_roofline`.
 
     Example: Llama-3.1-8B bf16 on one H100-SXM, 2,000 tokens: 2 × 2000 × 6.98 G + attention 0.07 T ≈ 28 TFLOP
     ÷ (989.5 TFLOP/s × 0.6) ≈ 48 ms (compute-bound).
@@ -596,7 +608,7 @@ def mixed_step_seconds(
     prefill_flops = prompts * (
         2 * prompt_tokens * body / tp
         + 2 * lm_head / tp
-        + 2 * m.num_layers * (m.num_attention_heads / tp) * m.head_dim * prompt_tokens**2
+        + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
     )
     compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
     serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch

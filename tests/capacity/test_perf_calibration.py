@@ -253,7 +253,8 @@ HELD = _held_out_errors()
 
 
 def test_the_held_out_set_is_the_committed_third() -> None:
-    assert len(HELD["decode_stated"]) == 16 and len(HELD["decode_saturation"]) == 16 and len(HELD["ttft"]) == 5
+    # 16 / 16 / 5 rows from the first table; 2026-12-05 added 3 stated-batch and 16 saturation rows (18 new pages).
+    assert len(HELD["decode_stated"]) == 19 and len(HELD["decode_saturation"]) == 32 and len(HELD["ttft"]) == 5
 
 
 def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() -> None:
@@ -262,8 +263,8 @@ def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured p90 |pred/obs − 1| = 0.39 on 16 held-out rows (NIM TP2 batch-1 TPOT over-predicted 1.39–1.42×, "
-    "Musgrave A100 −24 %): see docs/capacity.md",
+    reason="measured p90 |pred/obs − 1| = 1.80 on 19 held-out rows (SGLang DeepSeek-V3 at TP 16 over two nodes "
+    "over-predicted 2.8-3.0x, TP 8 on H20 1.41x; NIM TP2 batch-1 TPOT 1.63-1.66x): see docs/capacity.md",
 )
 def test_held_out_decode_at_a_stated_batch_is_within_35_percent_at_p90() -> None:
     assert _p90(HELD["decode_stated"]) <= 0.35
