@@ -179,8 +179,11 @@ class PlanDeployment(_Strict):
         return self
 
 
-_INT_DIALS = frozenset({"tensor_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens"})
+_INT_DIALS = frozenset(
+    {"tensor_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes"}
+)
 _INT_LIMITS = {
+    "kv_cache_memory_bytes": 16384 * 2**30,  # as PlanDeployment.kv_cache_memory_bytes
     "tensor_parallel_size": 64,
     "max_model_len": 10_000_000,
     "max_num_seqs": 1_000_000,
@@ -190,6 +193,7 @@ _INT_LIMITS = {
 DialName = Literal[
     "kv_cache_dtype",
     "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
     "weight_quantization",
     "tensor_parallel_size",
     "max_model_len",
@@ -200,7 +204,8 @@ assert set(get_args(DialName)) == set(FIELD_FOR_DIAL), "DialName must list the d
 
 
 class DialTurn(_Strict):
-    """One dial set to a value: integers for sizes, a fraction for ``gpu_memory_utilization``, a name for
+    """One dial set to a value: integers for sizes (``kv_cache_memory_bytes`` in bytes per GPU, vLLM only), a
+    fraction for ``gpu_memory_utilization``, a name for
     ``kv_cache_dtype`` and ``weight_quantization`` (``null`` = the checkpoint's own)."""
 
     dial: DialName
@@ -234,6 +239,21 @@ class PlanRequest(_Strict):
 
     deployment: PlanDeployment
     turn: DialTurn | None = None
+
+    @model_validator(mode="after")
+    def _turn_on_its_engine(self) -> PlanRequest:
+        """A turn of a dial only some engines read (``kv_cache_memory_bytes``: vLLM) is refused on another engine,
+        as the deployment's own key would be (:data:`advisor.config.ENGINE_KEYS`)."""
+        from advisor.config import ENGINE_KEYS
+
+        if self.turn is not None:
+            engines = ENGINE_KEYS.get(self.turn.dial)
+            if engines is not None and self.deployment.engine not in engines:
+                shown = ", ".join(e for e in engines if e != "auto")
+                raise ValueError(
+                    f"turn.dial {self.turn.dial}: a setting of {shown}, not of engine {self.deployment.engine}"
+                )
+        return self
 
 
 class SnoozeRequest(_Strict):

@@ -125,6 +125,9 @@ STATES: Final = (STATE_FRESH, STATE_STALE, STATE_UNAVAILABLE)
 DIAL_MAX_NUM_SEQS: Final = "max_num_seqs"
 DIAL_MAX_NUM_BATCHED_TOKENS: Final = "max_num_batched_tokens"
 DIAL_GPU_MEMORY_UTILIZATION: Final = "gpu_memory_utilization"
+DIAL_KV_CACHE_MEMORY_BYTES: Final = "kv_cache_memory_bytes"
+"""vLLM's ``--kv-cache-memory-bytes`` (0.11+, ``vllm/engine/arg_utils.py``): the pool's size per GPU in bytes, which
+replaces the utilization budget when set (``gpu_memory_utilization`` is then inert for the pool)."""
 DIAL_WEIGHT_QUANTIZATION: Final = "weight_quantization"
 DIAL_KV_CACHE_DTYPE: Final = "kv_cache_dtype"
 DIAL_TENSOR_PARALLEL_SIZE: Final = "tensor_parallel_size"
@@ -139,6 +142,7 @@ DIALS: Final = (
     DIAL_MAX_NUM_SEQS,
     DIAL_MAX_NUM_BATCHED_TOKENS,
     DIAL_GPU_MEMORY_UTILIZATION,
+    DIAL_KV_CACHE_MEMORY_BYTES,
     DIAL_WEIGHT_QUANTIZATION,
     DIAL_KV_CACHE_DTYPE,
     DIAL_TENSOR_PARALLEL_SIZE,

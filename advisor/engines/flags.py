@@ -30,6 +30,7 @@ _VLLM: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max-num-seqs {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max-num-batched-tokens {value}",
     c.DIAL_GPU_MEMORY_UTILIZATION: "--gpu-memory-utilization {value}",
+    c.DIAL_KV_CACHE_MEMORY_BYTES: "--kv-cache-memory-bytes {value}",
     c.DIAL_WEIGHT_QUANTIZATION: "--quantization {value}",
     c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--tensor-parallel-size {value}",
@@ -46,6 +47,10 @@ _SGLANG: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max-running-requests {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--chunked-prefill-size {value}",
     c.DIAL_GPU_MEMORY_UTILIZATION: "--mem-fraction-static {value}",
+    c.DIAL_KV_CACHE_MEMORY_BYTES: (
+        "SGLang has no byte budget for the pool: size it with --mem-fraction-static (or pin tokens with "
+        "--max-total-tokens); vLLM-equivalent {value} bytes per GPU"
+    ),
     c.DIAL_WEIGHT_QUANTIZATION: "--quantization {value}",
     c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--tp-size {value}",
@@ -62,6 +67,10 @@ _TGI: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max-batch-size {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max-batch-prefill-tokens {value}",
     c.DIAL_GPU_MEMORY_UTILIZATION: "--cuda-memory-fraction {value}",
+    c.DIAL_KV_CACHE_MEMORY_BYTES: (
+        "TGI has no byte budget for the pool: it sizes --max-batch-total-tokens from --cuda-memory-fraction; "
+        "vLLM-equivalent {value} bytes per GPU"
+    ),
     c.DIAL_WEIGHT_QUANTIZATION: "--quantize {value}",
     c.DIAL_KV_CACHE_DTYPE: "--kv-cache-dtype {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--num-shard {value}",
@@ -84,6 +93,10 @@ _TRTLLM: dict[str, str] = {
         "raise --kv_cache_free_gpu_memory_fraction (a share of the memory the weights leave, not of the GPU; "
         "vLLM-equivalent budget {value})"
     ),
+    c.DIAL_KV_CACHE_MEMORY_BYTES: (
+        "kv_cache_config.max_tokens (--extra_llm_api_options YAML) pins the pool in tokens; vLLM-equivalent "
+        "{value} bytes per GPU"
+    ),
     c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} checkpoint (quantize with TensorRT Model Optimizer)",
     c.DIAL_KV_CACHE_DTYPE: "kv_cache_config.dtype: {value} (--extra_llm_api_options YAML)",
     c.DIAL_TENSOR_PARALLEL_SIZE: "--tp_size {value}",
@@ -103,6 +116,9 @@ _LLAMACPP: dict[str, str] = {
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--batch-size {value}",
     c.DIAL_GPU_MEMORY_UTILIZATION: (
         "llama.cpp has no memory-budget flag: size the cache with --ctx-size <tokens> and fewer --parallel slots"
+    ),
+    c.DIAL_KV_CACHE_MEMORY_BYTES: (
+        "llama.cpp sizes the cache in tokens: --ctx-size <tokens> (vLLM-equivalent {value} bytes per GPU)"
     ),
     c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} GGUF file (e.g. Q4_K_M)",
     c.DIAL_KV_CACHE_DTYPE: "--cache-type-k {value} --cache-type-v {value}",

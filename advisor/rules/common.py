@@ -15,7 +15,8 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
-from advisor.capacity.kv import CapacityInputs
+from advisor.capacity.fixes import POOL_BYTES_STEP
+from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.engines.catalog import exposes
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
@@ -371,12 +372,18 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     ==========================  =============================================  ==========================
     kv_cache_dtype              auto → fp8 (half the bytes per token)          ×1.05 (accuracy risk)
     gpu_memory_utilization      → 0.9 (the engine default), else → 0.95       ×1
+    kv_cache_memory_bytes       pinned → the pool max(util, 0.9) would give    ×1
     weight_quantization         none → fp8 (fp8-capable GPU) or awq            ×1.25 (quality delta)
     tensor_parallel_size        ×2                                             ×2 GPUs
     ==========================  =============================================  ==========================
 
     A dial whose engine-reported value cannot be used (``ev.config_unmodelled``) has no known current value: its
     turn is left out (the KV dtype; the budget when any of :data:`BUDGET_FIELDS` is unusable).
+
+    vLLM's ``--kv-cache-memory-bytes`` replaces the utilization budget (the utilization turn then changes nothing and
+    drops out): its turn raises the pinned bytes to the pool the operator's utilization, at least the engine default
+    0.9 (or ``target_gpu_memory_utilization``), would give without the pin, whole MiB (:func:`unpinned_pool_bytes`),
+    when that is larger.
     """
     inputs = ev.ctx.inputs
     out: list[Candidate] = []
@@ -400,6 +407,24 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
             out.append(
                 Candidate(t, 1.0, "increase", "a larger budget leaves more room for KV blocks; watch for OOM at peaks")
             )
+    pinned = inputs.kv_cache_memory_bytes
+    if pinned is not None and not budget_unknown:
+        budget = max(util, target_gpu_memory_utilization or SAFE_GPU_MEMORY_UTILIZATION)
+        room = unpinned_pool_bytes(inputs, budget)
+        if room is not None and room > pinned:
+            t = turn(inputs, c.DIAL_KV_CACHE_MEMORY_BYTES, room)
+            if t and t.kv_gain_ratio() > 1:
+                out.append(
+                    Candidate(
+                        t,
+                        1.0,
+                        "increase",
+                        f"--kv-cache-memory-bytes pins the pool at {pinned / 2**30:.1f} GiB per GPU and overrides "
+                        f"--gpu-memory-utilization; {room / 2**30:.1f} GiB is what a {budget:.2f} "
+                        "budget would give. Raise it only if nothing else shares the GPU (that is what the setting "
+                        "is for); watch for OOM at peaks",
+                    )
+                )
     if inputs.quantization is None:
         q = "fp8" if ev.ctx.gpu is not None and ev.ctx.gpu.fp8_flops else "awq"
         t = turn(inputs, c.DIAL_WEIGHT_QUANTIZATION, q)
@@ -416,6 +441,30 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     if t and t.kv_gain_ratio() > 1:
         out.append(Candidate(t, 2.0, "increase", "twice the GPUs per replica; inter-GPU communication every layer"))
     return out
+
+
+def _shown(dial: str, value: object) -> str:
+    """A dial value as a sentence shows it: a byte budget in GiB with its exact bytes, others as they are."""
+    if dial == c.DIAL_KV_CACHE_MEMORY_BYTES and isinstance(value, int):
+        return f"{value / 2**30:.1f} GiB ({value:,} bytes)"
+    return str(value)
+
+
+def unpinned_pool_bytes(inputs: CapacityInputs, gpu_memory_utilization: float) -> int | None:
+    """The KV pool per GPU, bytes (a whole number of MiB, ``advisor.capacity.fixes.POOL_BYTES_STEP``), the capacity
+    pass gives ``inputs`` without ``--kv-cache-memory-bytes`` at ``gpu_memory_utilization`` (0–1); None when that
+    deployment does not start (the weights and overheads exceed the budget) or the pool is pinned in blocks
+    (``num_gpu_blocks_override``)."""
+    if inputs.num_gpu_blocks_override is not None:
+        return None
+    try:
+        free = capacity_pass(
+            dataclasses.replace(inputs, kv_cache_memory_bytes=None, gpu_memory_utilization=gpu_memory_utilization)
+        )
+    except CapacityError:
+        return None
+    pool = free.kv_pool_bytes_per_gpu // POOL_BYTES_STEP * POOL_BYTES_STEP
+    return pool if pool > 0 else None
 
 
 def turn_proposal(
@@ -457,12 +506,13 @@ def turn_proposal(
     sufficient = needed_factor is None or gain >= needed_factor
     kb, ka = kv["before"] or 0.0, kv["after"] or 0.0
     source = "engine-reported, scaled by the capacity pass" if "model_before" in kv else "capacity pass"
+    shown_now, shown_next = _shown(t.dial, current), _shown(t.dial, suggested)
     summary = (
-        f"{ev.ctx.name}: {headline} — set {t.dial} {current} → {suggested} "
+        f"{ev.ctx.name}: {headline} — set {t.dial} {shown_now} → {shown_next} "
         f"({kb:,.0f} → {ka:,.0f} KV tokens per replica)"
     )
     description = (
-        f"{situation} Turning {t.dial} from {current} to {suggested} changes the pool from "
+        f"{situation} Turning {t.dial} from {shown_now} to {shown_next} changes the pool from "
         f"{kb:,.0f} to {ka:,.0f} tokens per replica (×{gain:.2f}, {source}); the ceiling at "
         f"max-model-len {t.before.max_model_len:,} goes from {seqs['before'] or 0:.2f} to "
         f"{seqs['after'] or 0:.2f} sequences"

@@ -143,7 +143,7 @@ MODEL_FIELD = "model"
 model; no engine dial."""
 
 DIAL_FOR_FIELD: dict[str, str] = {field: dial for dial, field in FIELD_FOR_DIAL.items()}
-"""CapacityInputs field → the dial id it is (fields that are no dial, such as ``kv_cache_memory_bytes``, keep
+"""CapacityInputs field → the dial id it is (fields that are no dial, such as ``num_gpu_blocks_override``, keep
 their own name)."""
 
 

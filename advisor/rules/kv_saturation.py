@@ -45,7 +45,9 @@ from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
 from advisor.rules.turns import effect, turn
 
-ADMITS_ONLY_DIALS: Final = frozenset({c.DIAL_GPU_MEMORY_UTILIZATION, c.DIAL_KV_CACHE_DTYPE})
+ADMITS_ONLY_DIALS: Final = frozenset(
+    {c.DIAL_GPU_MEMORY_UTILIZATION, c.DIAL_KV_CACHE_MEMORY_BYTES, c.DIAL_KV_CACHE_DTYPE}
+)
 """Pool turns that only admit more sequences (more blocks, no more compute): withheld while the decode batch is
 already past the TPOT knee (:func:`past_the_tpot_knee`). A larger TP or lighter weights also speed each step, so
 they stand."""

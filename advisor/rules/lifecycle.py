@@ -132,16 +132,19 @@ count alone. Two minutes is the default for-duration of the saturation rules."""
 
 RISK_ORDER: tuple[str, ...] = (
     c.DIAL_GPU_MEMORY_UTILIZATION,
+    c.DIAL_KV_CACHE_MEMORY_BYTES,
     c.DIAL_KV_CACHE_DTYPE,
     c.DIAL_MAX_MODEL_LEN,
     c.DIAL_WEIGHT_QUANTIZATION,
 )
-"""Stated risk order of the turns that add no GPU (issue 13): a larger memory budget (OOM risk at peaks) <
+"""Stated risk order of the turns that add no GPU (issue 13): a larger memory budget, as a utilization or as vLLM's
+pinned byte budget (OOM risk at peaks) <
 fp8 KV (small accuracy risk) < a context cap (refuses long requests) < weight quantization (quality delta to
 measure); every other dial ranks after these."""
 
 _RISK_WORDS = {
     c.DIAL_GPU_MEMORY_UTILIZATION: "lowest risk (utilization)",
+    c.DIAL_KV_CACHE_MEMORY_BYTES: "lowest risk (the pool's byte budget)",
     c.DIAL_KV_CACHE_DTYPE: "second-lowest risk (KV dtype)",
     c.DIAL_MAX_MODEL_LEN: "third in risk (context cap)",
     c.DIAL_WEIGHT_QUANTIZATION: "highest stated risk (weight quantization)",

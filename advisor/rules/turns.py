@@ -19,6 +19,7 @@ FIELD_FOR_DIAL: dict[str, str] = {
     # dial id → CapacityInputs field the capacity pass reads
     c.DIAL_KV_CACHE_DTYPE: "kv_cache_dtype",
     c.DIAL_GPU_MEMORY_UTILIZATION: "gpu_memory_utilization",
+    c.DIAL_KV_CACHE_MEMORY_BYTES: "kv_cache_memory_bytes",
     c.DIAL_WEIGHT_QUANTIZATION: "quantization",
     c.DIAL_TENSOR_PARALLEL_SIZE: "tensor_parallel_size",
     c.DIAL_MAX_MODEL_LEN: "max_model_len",

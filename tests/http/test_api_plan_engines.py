@@ -75,3 +75,22 @@ def test_a_turned_memory_budget_moves_an_sglang_pool_as_mem_fraction_static_woul
     effect = r.json()["effect"]["kv_cache_tokens"]
     assert effect["before"] == 414558  # 0.834 × 78.65 GiB − 14.99 GiB of weights, ÷ 128 KiB
     assert effect["before"] - effect["after"] == pytest.approx(0.034 * 78.65 * 2**30 / 131072, rel=0.01)
+
+
+def test_a_turned_byte_budget_sizes_a_vllm_pool_and_is_refused_on_another_engine(api: Daemon) -> None:
+    # vLLM --kv-cache-memory-bytes 8 GiB → 16 GiB: 8 GiB ÷ 2 MiB blocks = 4,096 blocks = 65,536 tokens, twice that
+    # after; the same turn on SGLang, which has no byte budget, is refused naming the dial and the engine.
+    body = {
+        "deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, "kv_cache_memory_bytes": 8 * 2**30},
+        "turn": {"dial": "kv_cache_memory_bytes", "value": 16 * 2**30},
+    }
+    r = requests.post(api.url + "/api/v1/plan", json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["effect"]["kv_cache_tokens"] == {"before": 65_536, "after": 131_072}
+    sglang = {
+        "deployment": {"model": LLAMA, "gpu": "H100-SXM", "max_model_len": 8192, "engine": "sglang"},
+        "turn": {"dial": "kv_cache_memory_bytes", "value": 16 * 2**30},
+    }
+    r = requests.post(api.url + "/api/v1/plan", json=sglang, timeout=10)
+    assert r.status_code == 400, r.text
+    assert "kv_cache_memory_bytes" in r.text and "sglang" in r.text

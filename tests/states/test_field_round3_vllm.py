@@ -492,19 +492,7 @@ STATES = [
     pytest.param(vllm_235b_long_prompt_benchmark_ramp, id="vllm-235b-long-prompts-benchmark-ramp"),
     pytest.param(vllm_thinking_runaway_one_request, id="vllm-qwen3-30b-thinking-runaway-one-request"),
     pytest.param(vllm_a10g_batch_job_full_pool, id="vllm-qwen25-7b-a10g-batch-job-full-pool"),
-    pytest.param(
-        vllm_gb200_pool_pinned_by_kv_bytes,
-        id="vllm-qwen25-7b-gb200-pool-pinned-by-kv-cache-memory-bytes",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason=(
-                "no turn for --kv-cache-memory-bytes: with the pool pinned by an explicit byte budget the advisor "
-                "(rightly) drops the inert gpu_memory_utilization turn but has nothing in its place, so it proposes "
-                "fp8 KV first (then TP 1 → 2) on a GPU with ~170 GB idle, and never names the setting that caps "
-                "the pool"
-            ),
-        ),
-    ),
+    pytest.param(vllm_gb200_pool_pinned_by_kv_bytes, id="vllm-qwen25-7b-gb200-pool-pinned-by-kv-cache-memory-bytes"),
 ]
 
 
