@@ -211,6 +211,14 @@ class DialTurn(_Strict):
     dial: DialName
     value: int | float | str | None = Field(description="the dial's new value")
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: object) -> object:
+        """JSON ``true``/``false`` is no dial value (pydantic would read it as 1/0 before the checks below)."""
+        if isinstance(v, bool):
+            raise ValueError("a dial value is a number, a name or null, not true/false")
+        return v
+
     @model_validator(mode="after")
     def _value_fits_dial(self) -> DialTurn:
         v = self.value

@@ -1020,7 +1020,10 @@ def reported_settings(cache_config: Mapping[str, str]) -> dict[str, float | int 
                 if 0 < value <= 1:
                     out[field_name] = value
             elif value.is_integer() and math.isfinite(value):
-                out[field_name] = int(text) if text.isdigit() else int(value)
+                number = int(text) if text.isdigit() else int(value)
+                # vLLM sizes the pool from the profile when the byte budget is 0 (gpu_worker.py
+                # determine_available_memory: `if kv_cache_memory_bytes := ...`): 0 is no pin
+                out[field_name] = None if number == 0 and field_name == "kv_cache_memory_bytes" else number
     return out
 
 

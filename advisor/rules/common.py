@@ -411,6 +411,9 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     if pinned is not None and not budget_unknown:
         budget = max(util, target_gpu_memory_utilization or SAFE_GPU_MEMORY_UTILIZATION)
         room = unpinned_pool_bytes(inputs, budget)
+        if room is None and budget > util:  # memory others hold: the operator's own budget may still start
+            budget = util
+            room = unpinned_pool_bytes(inputs, budget)
         if room is not None and room > pinned:
             t = turn(inputs, c.DIAL_KV_CACHE_MEMORY_BYTES, room)
             if t and t.kv_gain_ratio() > 1:
@@ -419,8 +422,9 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
                         t,
                         1.0,
                         "increase",
-                        f"--kv-cache-memory-bytes pins the pool at {pinned / 2**30:.1f} GiB per GPU and overrides "
-                        f"--gpu-memory-utilization; {room / 2**30:.1f} GiB is what a {budget:.2f} "
+                        f"--kv-cache-memory-bytes pins the pool at {_shown(c.DIAL_KV_CACHE_MEMORY_BYTES, pinned)} "
+                        f"per GPU and overrides --gpu-memory-utilization; "
+                        f"{_shown(c.DIAL_KV_CACHE_MEMORY_BYTES, room)} is what a {budget:.2f} "
                         "budget would give. Raise it only if nothing else shares the GPU (that is what the setting "
                         "is for); watch for OOM at peaks",
                     )
@@ -446,7 +450,7 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
 def _shown(dial: str, value: object) -> str:
     """A dial value as a sentence shows it: a byte budget in GiB with its exact bytes, others as they are."""
     if dial == c.DIAL_KV_CACHE_MEMORY_BYTES and isinstance(value, int):
-        return f"{value / 2**30:.1f} GiB ({value:,} bytes)"
+        return f"{value / 2**30:.{1 if value >= 2**30 else 3}f} GiB ({value:,} bytes)"
     return str(value)
 
 

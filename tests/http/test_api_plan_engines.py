@@ -94,3 +94,7 @@ def test_a_turned_byte_budget_sizes_a_vllm_pool_and_is_refused_on_another_engine
     r = requests.post(api.url + "/api/v1/plan", json=sglang, timeout=10)
     assert r.status_code == 400, r.text
     assert "kv_cache_memory_bytes" in r.text and "sglang" in r.text
+    # JSON true is no byte count (pydantic read it as 1 and sized a 1-byte pool: found by a breaker)
+    for dial in ("kv_cache_memory_bytes", "max_num_seqs", "gpu_memory_utilization"):
+        r = requests.post(api.url + "/api/v1/plan", json={**body, "turn": {"dial": dial, "value": True}}, timeout=10)
+        assert r.status_code == 400 and "true/false" in r.text, (dial, r.text)

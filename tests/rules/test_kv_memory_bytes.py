@@ -12,11 +12,16 @@ Pinned at 16 GiB: 17,179,869,184 ÷ 2,097,152 = 8,192 blocks = 131,072 tokens.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
+
 from advisor import conventions as c
+from advisor.capacity.kv import capacity_pass
 from advisor.engines.flags import FLAGS
-from advisor.rules.common import pool_turns
+from advisor.errors import CapacityError
+from advisor.rules.common import _shown, pool_turns
 from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.lifecycle import rank_key
 from tests.rules.helpers import ctx, ev
@@ -88,3 +93,26 @@ def test_every_engine_says_how_its_pool_is_pinned() -> None:
     assert FLAGS["vllm"][c.DIAL_KV_CACHE_MEMORY_BYTES] == "--kv-cache-memory-bytes {value}"
     for engine in ("sglang", "tgi", "trtllm", "llamacpp"):
         assert "{value}" in FLAGS[engine][c.DIAL_KV_CACHE_MEMORY_BYTES], engine
+
+
+def test_on_a_shared_gpu_the_operators_own_budget_sizes_the_turn() -> None:
+    # 10 GiB held by another process: at 0.9 the unpinned deployment would not start (vLLM's start-up check wants
+    # 0.9 × 79.15 GiB free), at the operator's 0.8 it does; the turn is sized there (found by a breaker: the byte
+    # turn vanished and fp8 KV / TP 2 came back on a GPU with ~30 GiB idle).
+    others = 10 * GIB
+    dep = ctx(
+        gpu="h100-sxm", kv_cache_memory_bytes=PINNED, gpu_memory_utilization=0.8, gpu_memory_used_by_others_bytes=others
+    )
+    e = ev(dep=dep, kv_cache_usage_ratio=0.99, requests_running=40, requests_waiting=30, kv_capacity_tokens=None)
+    unpinned = dataclasses.replace(dep.inputs, kv_cache_memory_bytes=None)
+    with pytest.raises(CapacityError):
+        capacity_pass(dataclasses.replace(unpinned, gpu_memory_utilization=0.9))
+    expected = capacity_pass(unpinned).kv_pool_bytes_per_gpu // 2**20 * 2**20
+    cand = _by_dial(e)[c.DIAL_KV_CACHE_MEMORY_BYTES]
+    assert cand.turn.after_inputs.kv_cache_memory_bytes == expected > PINNED
+    assert "a 0.80 budget" in cand.why
+
+
+def test_a_tiny_pin_reads_in_mib_fractions_not_zero() -> None:
+    assert _shown(c.DIAL_KV_CACHE_MEMORY_BYTES, 2 * 2**20) == "0.002 GiB (2,097,152 bytes)"
+    assert _shown(c.DIAL_KV_CACHE_MEMORY_BYTES, PINNED) == "16.0 GiB (17,179,869,184 bytes)"

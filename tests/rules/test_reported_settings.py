@@ -37,10 +37,12 @@ POOL_AT_HALF = 190_560
         ({"kv_cache_memory_bytes": "None", "num_gpu_blocks_override": "100"},
          {"kv_cache_memory_bytes": None, "num_gpu_blocks_override": 100}),
         ({"num_gpu_blocks_override": "1.5"}, {}),
+        ({"kv_cache_memory_bytes": "0"}, {"kv_cache_memory_bytes": None}),
         ({"block_size": "16", "engine": "0"}, {}),
     ],
     ids=["a budget", "a budget above 1 is unreadable", "a zero budget is unreadable", "text is unreadable",
          "the KV dtype as printed", "None means the engine runs without the override", "a fractional block count",
+         "a byte budget of 0 is no pin (vLLM profiles then)",
          "labels that are no capacity dial"],
 )  # fmt: skip
 def test_reported_settings_reads_only_what_reads_cleanly(labels: dict[str, str], expected: dict[str, object]) -> None:
