@@ -88,11 +88,13 @@ class StepCost:
     """Seconds of one engine step as a function of what it processes (coefficients in seconds)::
 
         memory  = weights_seconds + kv_seconds_per_token × (context tokens read + new tokens written)
+                  + kv_seconds_per_seq × sequences sampled
                   − expert_seconds × expert_untouched_base ^ tokens
         compute = matmul_seconds_per_token × tokens + lm_head_seconds_per_sample × sequences sampled
                   + attention_seconds_per_pair × (query token × context token) pairs
-        serial  = max(serial_kv_seconds_per_token × context tokens read,
-                      serial_attention_seconds_per_pair × pairs)
+                  + attention_seconds_per_seq × sequences sampled
+        serial  = max(serial_kv_seconds_per_token × context tokens read + serial_kv_seconds_per_seq × sampled,
+                      serial_attention_seconds_per_pair × pairs + serial_attention_seconds_per_seq × sampled)
         step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + serial
                   + overhead_seconds + overhead_seconds_per_seq × sequences sampled
 
@@ -103,13 +105,18 @@ class StepCost:
     (:attr:`~advisor.capacity.perf.PerfAssumptions.attention_serial_fraction`; the ``kv_seconds_per_token`` and
     ``attention_seconds_per_pair`` terms hold the rest), as ``DecodeStepModel.attention_*_per_seq``.
 
-    Built by :meth:`from_capacity` from :func:`advisor.capacity.perf.decode_step_model` evaluated at 0 and 1
-    tokens of context — the advisor's own step model, with its per-step overhead
+    The ``*_per_seq`` terms are what a sequence reads and attends whatever its length: its windowed layers' window
+    and its recurrent layers' state (:func:`advisor.capacity.kvlayout.attended_kv_bytes_per_gpu`); the per-token
+    terms are its full-attention layers'. Built by :meth:`from_capacity` from
+    :func:`advisor.capacity.perf.decode_step_model` evaluated at ``W`` and ``W + 1`` tokens of context (``W`` the
+    model's window, 0 without one) — the advisor's own step model, with its per-step overhead
     (:attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds`) and, for a MoE model, the routed experts
     no token of the step selects left unread (:func:`~advisor.capacity.perf.untouched_expert_fraction` of the
     step's tokens, as :func:`~advisor.capacity.perf.mixed_step_seconds`) — so a decode-only step of ``B``
-    sequences with ``S`` context tokens in all equals ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly, and a
-    whole prompt alone in one step equals ``prefill_batch_seconds`` up to its extra LM-head row. Llama-3.1-8B bf16
+    sequences with ``S`` context tokens in all equals ``decode_step_seconds(inputs, gpu, B, S ÷ B)`` exactly when
+    ``S ÷ B ≥ W`` (below the window the windowed layers are billed their whole window), and a whole prompt alone in
+    one step equals ``prefill_batch_seconds`` up to its extra LM-head row (and, on a windowed model, the windowed
+    layers' prefill attention, which the pair term prices at the full layers' rate only). Llama-3.1-8B bf16
     on one H100-SXM with the plain roofline's factors: weights 6.00 ms, KV 48.9 ns per context token, matmul 23.5 µs
     per token (compute-bound above ≈ 255 tokens per step).
     """
@@ -127,6 +134,10 @@ class StepCost:
     serial_kv_seconds_per_token: float = 0.0
     serial_attention_seconds_per_pair: float = 0.0
     overhead_seconds_per_seq: float = 0.0
+    kv_seconds_per_seq: float = 0.0
+    attention_seconds_per_seq: float = 0.0
+    serial_kv_seconds_per_seq: float = 0.0
+    serial_attention_seconds_per_seq: float = 0.0
 
     @classmethod
     def from_capacity(
@@ -137,9 +148,15 @@ class StepCost:
         Raises:
             CapacityError: the GPU lacks a bandwidth or FLOP/s figure.
         """
-        m0 = decode_step_model(inputs, gpu, 0.0, assumptions)
-        m1 = decode_step_model(inputs, gpu, 1.0, assumptions)
         m = inputs.model
+        window = float(m.sliding_window if m.sliding_window_layers else 0)
+        m0 = decode_step_model(inputs, gpu, 0.0, assumptions)
+        mw = decode_step_model(inputs, gpu, window, assumptions)
+        m1 = decode_step_model(inputs, gpu, window + 1.0, assumptions)
+        kv = m1.memory_per_seq - mw.memory_per_seq
+        pair = m1.compute_per_seq - mw.compute_per_seq
+        serial_kv = m1.attention_memory_per_seq - mw.attention_memory_per_seq
+        serial_pair = m1.attention_compute_per_seq - mw.attention_compute_per_seq
         # a MoE token multiplies its experts' share only (as perf's decode FLOPs): the LM head's share of that
         total = m.active_parameters() if m.is_moe else m.num_parameters
         body = total - m.norm_parameters() - m.embedding_parameters()
@@ -147,18 +164,22 @@ class StepCost:
         lm_share = lm_head / (body + lm_head) if body + lm_head > 0 else 0.0
         return cls(
             weights_seconds=m0.memory_fixed,
-            kv_seconds_per_token=m1.memory_per_seq - m0.memory_per_seq,
+            kv_seconds_per_token=kv,
             matmul_seconds_per_token=m0.compute_per_seq * (1.0 - lm_share),
             lm_head_seconds_per_sample=m0.compute_per_seq * lm_share,
-            attention_seconds_per_pair=m1.compute_per_seq - m0.compute_per_seq,
+            attention_seconds_per_pair=pair,
             comm_fixed_seconds=m0.comm_fixed,
             comm_seconds_per_token=m0.comm_per_seq,
             overhead_seconds=m0.overhead,
             expert_seconds=m0.expert_memory,
             expert_untouched_base=m0.expert_untouched_base,
-            serial_kv_seconds_per_token=m1.attention_memory_per_seq - m0.attention_memory_per_seq,
-            serial_attention_seconds_per_pair=m1.attention_compute_per_seq - m0.attention_compute_per_seq,
+            serial_kv_seconds_per_token=serial_kv,
+            serial_attention_seconds_per_pair=serial_pair,
             overhead_seconds_per_seq=m0.overhead_per_seq,
+            kv_seconds_per_seq=max(0.0, mw.memory_per_seq - kv * window),
+            attention_seconds_per_seq=max(0.0, mw.compute_per_seq - m0.compute_per_seq - pair * window),
+            serial_kv_seconds_per_seq=max(0.0, mw.attention_memory_per_seq - serial_kv * window),
+            serial_attention_seconds_per_seq=max(0.0, mw.attention_compute_per_seq - serial_pair * window),
         )
 
     def scaled(self, decode_ratio: float, prefill_ratio: float, decode_overhead_ratio: float = 1.0) -> StepCost:
@@ -196,21 +217,28 @@ class StepCost:
             serial_kv_seconds_per_token=self.serial_kv_seconds_per_token / decode_ratio,
             serial_attention_seconds_per_pair=self.serial_attention_seconds_per_pair / prefill_ratio,
             overhead_seconds_per_seq=self.overhead_seconds_per_seq * decode_overhead_ratio,
+            kv_seconds_per_seq=self.kv_seconds_per_seq / decode_ratio,
+            attention_seconds_per_seq=self.attention_seconds_per_seq / prefill_ratio,
+            serial_kv_seconds_per_seq=self.serial_kv_seconds_per_seq / decode_ratio,
+            serial_attention_seconds_per_seq=self.serial_attention_seconds_per_seq / prefill_ratio,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
         """One step processing ``tokens`` tokens, sampling ``samples`` sequences, touching ``kv_tokens`` KV
         entries and computing ``pairs`` attention (query, key) pairs."""
-        memory = self.weights_seconds + self.kv_seconds_per_token * kv_tokens
+        memory = self.weights_seconds + self.kv_seconds_per_token * kv_tokens + self.kv_seconds_per_seq * samples
         if self.expert_seconds:
             memory -= self.expert_seconds * self.expert_untouched_base**tokens
         compute = (
             self.matmul_seconds_per_token * tokens
             + self.lm_head_seconds_per_sample * samples
             + self.attention_seconds_per_pair * pairs
+            + self.attention_seconds_per_seq * samples
         )
-        serial_kv = self.serial_kv_seconds_per_token * kv_tokens
-        serial_attention = self.serial_attention_seconds_per_pair * pairs
+        serial_kv = self.serial_kv_seconds_per_token * kv_tokens + self.serial_kv_seconds_per_seq * samples
+        serial_attention = (
+            self.serial_attention_seconds_per_pair * pairs + self.serial_attention_seconds_per_seq * samples
+        )
         return (
             (memory if memory > compute else compute)
             + self.comm_fixed_seconds
