@@ -11,7 +11,12 @@ max-length request fits only if the largest single rank's pool holds it, and the
 max-model-len is the sum over ranks of ``⌊rank pool ÷ max-model-len⌋`` — the summed pool ÷ max-model-len
 would hide that the longest requests can never fit (SGLang DP attention, vLLM ``--data-parallel-size``).
 For llama.cpp the bound is one slot (``--ctx-size ÷ --parallel`` cells, ``n_ctx_seq`` in
-``src/llama-context.cpp``): a request never spans slots, however large the whole pool.
+``src/llama-context.cpp``): a request never spans slots, however large the whole pool. With ``--kv-unified`` the
+slots share the cells (``n_ctx_seq = n_ctx``) and are admitted without reserving any: every slot may grow to
+max-model-len, and when the cells run out llama.cpp aborts the generations ("Context size has been exceeded",
+``tools/server/server.cpp``) rather than queueing or preempting them, so the pool must hold ``--parallel``
+max-length requests (ggml-org/llama.cpp#23652: 4 slots × 1,024 on 1,024 cells). Then the rule also proposes fewer
+slots (``--parallel`` = the max-length requests the cells hold), and its cap is the cells' share per slot.
 A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
 (``block_size`` is the minimum over its KV groups, and the capacity pass does not model the groups): the rule
 cannot tell, whichever number stands in for the pool.
@@ -51,7 +56,24 @@ from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
-"""Capped context lengths are rounded down to a multiple of this many tokens."""
+"""Capped context lengths are rounded down to a multiple of this many tokens…"""
+ROUND_TO_SMALL = 128
+"""…or of this many when the cap is under :data:`ROUND_TO` (a small llama.cpp context's share per slot)."""
+
+
+def unified_slots(ev: Evaluation) -> int | None:
+    """The llama.cpp slots that share one unified cache (``--parallel`` with ``--kv-unified``), when more than one;
+    None for every other engine and setting."""
+    settings = ev.ctx.inputs.engine_settings
+    if ev.ctx.engine != "llamacpp" or not settings.kv_unified or not settings.parallel or settings.parallel < 2:
+        return None
+    return settings.parallel
+
+
+def _rounded_cap(tokens: float) -> int:
+    """``tokens`` rounded down to a multiple of :data:`ROUND_TO`, or of :data:`ROUND_TO_SMALL` below it (0 if less)."""
+    step = ROUND_TO if tokens >= ROUND_TO else ROUND_TO_SMALL
+    return int(tokens) // step * step
 
 
 class PoolContextRule:
@@ -97,6 +119,10 @@ class PoolContextRule:
         if pool and pool == slot:
             evidence["slot_tokens"] = slot
             evidence["kv_cache_capacity_tokens_whole_pool"] = ev.kv_capacity_tokens
+        slots = unified_slots(ev)
+        evidence["max_length_requests_wanted"] = max(self.n, float(slots or 0))
+        if slots:
+            evidence["unified_slots"] = slots
         if ranks:
             evidence["data_parallel_ranks"] = len(ranks)
             evidence["kv_cache_capacity_tokens_summed_over_ranks"] = sum(ranks)
@@ -110,7 +136,7 @@ class PoolContextRule:
         return pool / mml, evidence
 
     def fires(self, ev: Evaluation) -> Condition:
-        """Pool ÷ max-model-len < ``min_full_length_requests``."""
+        """Pool ÷ max-model-len < ``min_full_length_requests`` (llama.cpp unified slots: < ``--parallel``)."""
         holds, evidence = self._reading(ev)
         if holds is None:
             if ev.kv_cache_hybrid:
@@ -122,14 +148,17 @@ class PoolContextRule:
                 )
             return Condition(None, "KV pool size unknown", evidence)
         where = "the pool"
+        wanted = evidence["max_length_requests_wanted"]
+        if "unified_slots" in evidence:
+            where = f"the unified cache its {evidence['unified_slots']} slots share"
         if "slot_tokens" in evidence:
             where = "one slot (ctx-size ÷ parallel)"
         if "data_parallel_ranks" in evidence:
             where = f"the largest of {evidence['data_parallel_ranks']} data-parallel ranks' pools"
         return Condition(
-            holds < self.n,
+            holds < wanted,
             f"{where} holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
-            f"for max-model-len {evidence['max_model_len']:,}); at least {self.n:g} wanted",
+            f"for max-model-len {evidence['max_model_len']:,}); at least {wanted:g} wanted",
             evidence,
         )
 
@@ -176,6 +205,15 @@ class PoolContextRule:
                 f"{mml:,}: a request longer than one slot is refused, however free the other slots are. "
                 "More replicas do not help: each has the same slots."
             )
+        slots = evidence.get("unified_slots")
+        if slots:
+            situation = (
+                f"llama.cpp's {slots} slots share one unified cache of {pool:,.0f} cells (--kv-unified) and are "
+                f"admitted without reserving any: each may grow to max-model-len {mml:,}, {slots * mml:,} tokens in "
+                f"all, while the cells hold {holds:.2f} max-length requests. When they run out, llama.cpp aborts "
+                'the running generations ("Context size has been exceeded") instead of queueing them. More '
+                "replicas do not help: each has the same cells and slots."
+            )
         if "data_parallel_ranks" in evidence:
             situation = (
                 f"Each request lives on one of {evidence['data_parallel_ranks']} data-parallel ranks, and the "
@@ -187,28 +225,42 @@ class PoolContextRule:
                 "same pool."
             )
         out: list[Proposal] = []
-        cap = int(pool / self.n) // ROUND_TO * ROUND_TO
-        if ROUND_TO <= cap < mml:
+        wanted = float(evidence["max_length_requests_wanted"])
+        cap = _rounded_cap(pool / wanted)
+        if (ROUND_TO_SMALL if slots else ROUND_TO) <= cap < mml:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
                 cap_withheld = None if blocked else context_cap_withheld(ev, cap, tail=CAP_TAIL_FACTOR)
                 seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
+                summary = (
+                    f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
+                    f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
+                )
+                what = "makes the engine reject what can never run instead of queueing it forever"
+                flag = flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap)
+                if slots:
+                    summary = (
+                        f"{ev.ctx.name}: {slots} slots × max-model-len {mml:,} oversubscribe {pool:,.0f} shared "
+                        f"cells — cap each request at {cap:,}"
+                    )
+                    what = "keeps every slot within its share of the cells, so no running generation is aborted"
+                    # with --kv-unified a slot may use all of --ctx-size: the per-slot cap is the unified cache off
+                    flag = (
+                        f"remove --kv-unified (each of the {slots} slots then holds --ctx-size ÷ --parallel = "
+                        f"{int(pool) // slots:,} cells, a request at most that)"
+                    )
                 proposal = Proposal(
                     rule=self.id,
                     dial=c.DIAL_MAX_MODEL_LEN,
                     action="decrease",
                     current=mml,
                     suggested=cap,
-                    flag=flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap),
+                    flag=flag,
                     severity=severity,
                     confidence=conf,
-                    summary=(
-                        f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
-                        f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
-                    ),
+                    summary=summary,
                     description=(
-                        f"{situation} Capping max-model-len at {cap:,} makes the engine reject what can never run "
-                        f"instead of queueing it forever; the ceiling at max-model-len goes from "
+                        f"{situation} Capping max-model-len at {cap:,} {what}; the ceiling at max-model-len goes from "
                         f"{seqs['before'] or 0:.2f} to {seqs['after'] or 0:.2f} sequences. Longer "
                         "requests need a replica with a larger pool (the other turns). Falsified by: observed "
                         f"requests far shorter than the cap ({CAP_TAIL_FACTOR:g}× their length still under it) "
@@ -227,7 +279,9 @@ class PoolContextRule:
                     gpus_added=0.0,
                 )
                 out.append(anchored(ev, proposal))
-        needed = self.n / holds if holds > 0 else None
+        if slots:
+            out += self._fewer_slots(ev, slots, pool, mml, severity, conf, evidence, situation)
+        needed = wanted / holds if holds > 0 else None
         other_pool = kv_withheld(ev)
         out += [
             turn_proposal(
@@ -245,3 +299,47 @@ class PoolContextRule:
             for cand in pool_turns(ev)
         ]
         return out
+
+    def _fewer_slots(
+        self,
+        ev: Evaluation,
+        slots: int,
+        pool: float,
+        mml: int,
+        severity: str,
+        conf: float,
+        evidence: dict[str, Any],
+        situation: str,
+    ) -> list[Proposal]:
+        """``--parallel`` lowered to the max-length requests the unified cells hold (at least 1), when fewer than
+        the slots: every admitted request then keeps max-model-len."""
+        fit = max(1, int(pool // mml))
+        if fit >= slots:
+            return []
+        proposal = Proposal(
+            rule=self.id,
+            dial=c.DIAL_MAX_NUM_SEQS,
+            action="decrease",
+            current=slots,
+            suggested=fit,
+            flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, fit),
+            severity=severity,
+            confidence=conf,
+            summary=(
+                f"{ev.ctx.name}: {slots} slots share {pool:,.0f} cells that hold {fit} request(s) of max-model-len "
+                f"{mml:,} — lower --parallel to {fit}"
+            ),
+            description=(
+                f"{situation} With --parallel {fit}, the slots that run can each reach max-model-len without "
+                f"exhausting the cells; the others' requests wait in the queue instead of aborting. Or keep {slots} "
+                "slots and cap each request at the cells' share (the max-model-len turn). Falsified by: requests "
+                "that stay far shorter than the share, so the cells never run out."
+            ),
+            predicted_effect={"max_num_seqs": effect(slots, fit)},
+            evidence=evidence,
+            score=2.0,
+            sufficient=True,
+            cost=1.0,
+            gpus_added=0.0,
+        )
+        return [anchored(ev, proposal)]

@@ -554,11 +554,6 @@ XFAIL: dict[str, str] = {
         "was tried and dropped: it also withheld the right cap of a thrash that finishes nothing (tests/"
         "test_operator_states.py, the SGLang Llama-4-Scout state)"
     ),
-    "llamacpp-unified-1024-cells-four-slots": (
-        "no advice: pool_context asks the pool to hold 1 max-length request (vLLM semantics: the next waits); with "
-        "llama.cpp's unified cache 4 slots are admitted without reservation into 1,024 cells, so generations abort "
-        "when they outgrow it — the pool must hold --parallel max-length requests; no rule checks that"
-    ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
