@@ -135,10 +135,13 @@ def _smallest(fits: Any, low: int, high: int) -> int | None:
 
 
 def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[str, Any] | None:
-    """The smallest value of the flag that fixes the pool (``--num-gpu-blocks-override``, or
-    ``--kv-cache-memory-bytes`` / ``--kv-cache-memory-gib`` as ``pool_flag`` says was typed) that makes vLLM
-    start, within the GPU: the weights and that pool at most its memory (as ``plan`` warns,
-    vLLM fails to allocate more at start-up); None when none does."""
+    """The value of the flag that fixes the pool (``--num-gpu-blocks-override``, or ``--kv-cache-memory-bytes`` /
+    ``--kv-cache-memory-gib`` as ``pool_flag`` says was typed) that makes vLLM start, within the GPU: the weights
+    and that pool at most its memory (as ``plan`` warns, vLLM fails to allocate more at start-up); None when none
+    does. A pool too small to hold one request gets the smallest such value; a byte budget too large to sit beside
+    the weights gets the pool the deployment's utilization budget gives without it (whole MiB: what vLLM's profile
+    leaves after activations and CUDA graphs), not a pool cut to what one request needs (Llama-3.1-8B on an H100,
+    80 GB asked: the 0.9 budget's 51.35 GiB, not 1 GiB)."""
     memory = gpu.memory_bytes
 
     def within(changed: DeploymentSpec) -> CapacityResult | None:
@@ -165,11 +168,23 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
             ).result.weights_bytes_per_gpu
         except CapacityError:
             return None
-        mib = _smallest(
-            lambda m: _starts(dataclasses.replace(spec, kv_cache_memory_bytes=m * POOL_BYTES_STEP)) is not None,
-            1,
-            max(1, (memory - weights) // POOL_BYTES_STEP),
-        )
+        room = max(1, (memory - weights) // POOL_BYTES_STEP)
+        pinned = spec.kv_cache_memory_bytes
+        mib: int | None
+        if pinned is not None and pinned > room * POOL_BYTES_STEP:  # too large: what the utilization budget gives
+            budget = _starts(dataclasses.replace(spec, kv_cache_memory_bytes=None))
+            mib = None if budget is None else budget.kv_pool_bytes_per_gpu // POOL_BYTES_STEP
+            if (
+                mib is not None
+                and _starts(dataclasses.replace(spec, kv_cache_memory_bytes=mib * POOL_BYTES_STEP)) is None
+            ):
+                mib = None
+        else:
+            mib = _smallest(
+                lambda m: _starts(dataclasses.replace(spec, kv_cache_memory_bytes=m * POOL_BYTES_STEP)) is not None,
+                1,
+                room,
+            )
         if mib is None:
             return None
         pool = mib * POOL_BYTES_STEP

@@ -107,6 +107,19 @@ def test_a_pool_fixed_by_bytes_is_fixed_by_the_flag_given() -> None:
     assert "fixed by --kv-cache-memory-bytes" in r.stdout and "--kv-cache-memory-gib" not in r.stdout, r.stdout
 
 
+def test_a_byte_budget_too_large_for_the_gpu_is_fixed_by_the_budget_s_pool_not_by_one_request() -> None:
+    """Found by a breaker: 80 GB asked beside 14.99 GiB of weights on a 79.15 GiB H100 was 'fixed' by
+    ``--kv-cache-memory-bytes 1073741824`` (1 GiB, one 8,192-token request), cutting the pool 75-fold. The fix is
+    the pool the default 0.9 budget gives without the pin (``plan``'s own ``kv_pool_bytes_per_gpu`` then), whole
+    MiB."""
+    import json
+
+    unpinned = json.loads(run_cli(*PLAN_8B).stdout)["kv_pool_bytes_per_gpu"]
+    expected = unpinned // 2**20 * 2**20
+    assert expected > 50 * 2**30
+    assert _fixes("--kv-cache-memory-bytes", "80000000000")[0] == f"--kv-cache-memory-bytes {expected}"
+
+
 def test_a_mean_arrival_rate_far_below_the_peak_is_refused_naming_the_flag() -> None:
     """Seen: 1e-300 accepted (absurd $/Mtok), 1e-320 an error naming no flag. A peak of 2 req/s over a mean at
     most 1,000× lower: 2 / 1,000 = 0.002 req/s is the least taken."""
