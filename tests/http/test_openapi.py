@@ -128,6 +128,7 @@ def test_plan_answers_200_or_400_for_any_catalog_deployment_and_turn(daemon: Dae
         "max_model_len": st.integers(1, 2_000_000),
         "max_num_seqs": st.integers(1, 100_000),
         "max_num_batched_tokens": st.integers(1, 1_000_000),
+        "kv_cache_memory_bytes": st.integers(1, 2**45),
     }
     turns = st.sampled_from(sorted(FIELD_FOR_DIAL)).flatmap(
         lambda dial: st.fixed_dictionaries({"dial": st.just(dial), "value": values[dial]})
@@ -147,6 +148,7 @@ def test_plan_answers_200_or_400_for_any_catalog_deployment_and_turn(daemon: Dae
             "max_num_seqs": st.integers(1, 4096),
             "max_num_batched_tokens": st.integers(1, 65536),
             "block_size": st.sampled_from([1, 8, 16, 32, 64, 128]),
+            "kv_cache_memory_bytes": st.integers(2**20, 2**40),
         },
     )
     session = requests.Session()
