@@ -673,10 +673,14 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
     if result.max_concurrency < 1:
-        _err(
-            f"warning: the KV cache ({result.kv_cache_tokens:,} tokens) cannot hold one request of "
-            f"{result.max_model_len:,} tokens"
+        # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot
+        slot = result.max_request_tokens
+        where = (
+            f"one slot ({slot:,} tokens: --ctx-size ÷ --parallel)"
+            if slot is not None and slot < result.kv_cache_tokens
+            else f"the KV cache ({result.kv_cache_tokens:,} tokens)"
         )
+        _err(f"warning: {where} cannot hold one request of {result.max_model_len:,} tokens")
     out = result.as_dict()
     out["gpu"] = gpu_name
     out["nvlink_sharp"] = resolved.gpu.nvlink_sharp

@@ -167,3 +167,13 @@ def test_fixes_are_said_in_the_platforms_terms() -> None:
     assert "on bedrock" in bedrock.stdout and "not offered" in bedrock.stdout, bedrock.stdout
     pool = run_cli(*PLAN_8B, "--num-gpu-blocks-override", "1", "--platform", "sagemaker")
     assert "OPTION_NUM_GPU_BLOCKS_OVERRIDE=512" in pool.stdout, pool.stdout
+
+
+def test_llama_cpp_split_slots_warn_about_the_slot_not_the_pool() -> None:
+    """Found by a README walkthrough: 16,384 cells over 4 slots warned that "the KV cache (16,384 tokens) cannot hold
+    one request of 8,192 tokens" — the cache can; one slot, 16,384 ÷ 4 = 4,096 tokens, cannot."""
+    base = ["plan", "--engine", "llamacpp", "--model", "llama-3.1-8b-instruct", "--gpu", "H100-SXM"]
+    split = run_cli(*base, "--max-model-len", "8192", "--ctx-size", "16384", "--parallel", "4")
+    assert "warning: one slot (4,096 tokens: --ctx-size ÷ --parallel) cannot hold one request of 8,192" in split.stderr
+    whole = run_cli(*base, "--max-model-len", "8192", "--ctx-size", "4096", "--parallel", "1")
+    assert "warning: the KV cache (4,096 tokens) cannot hold one request of 8,192 tokens" in whole.stderr
