@@ -103,6 +103,15 @@ class FieldStateRuns:
         return self._futures[state.id].result()
 
 
+def with_xfails(states: Sequence[FieldState], xfail: Mapping[str, str]) -> list[Any]:
+    """``states`` as ``pytest.param`` values, each whose id is in ``xfail`` marked ``xfail(strict=True)`` with that
+    reason (why the advisor is wrong there: the test passes only while it still fails)."""
+    return [
+        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=xfail[s.id])) if s.id in xfail else s
+        for s in states
+    ]
+
+
 def run_field_states(
     tmp_path_factory: pytest.TempPathFactory, states: Sequence[FieldState], workers: int = 4
 ) -> FieldStateRuns:

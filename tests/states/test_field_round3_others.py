@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 
 from tests.states import Hist, SGLangEngine, go_float, spread
-from tests.states.field import Advice, FieldState, FieldStateRuns, check_field_state, matching, number, run_field_states
+from tests.states.field import (
+    Advice,
+    FieldState,
+    FieldStateRuns,
+    check_field_state,
+    matching,
+    number,
+    run_field_states,
+    with_xfails,
+)
 from tests.states.test_field_pools import sglang_text
 
 SLO = {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
@@ -557,9 +566,7 @@ XFAIL: dict[str, str] = {
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
-PARAMS = [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=XFAIL[s.id])) if s.id in XFAIL else s for s in STATES
-]
+PARAMS = with_xfails(STATES, XFAIL)
 
 
 @pytest.fixture(scope="module")

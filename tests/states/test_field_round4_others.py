@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from tests.states import VLLM_LATENCY_BUCKETS, VLLM_TPOT_BUCKETS, VLLM_TTFT_BUCKETS, Hist, SGLangEngine, go_float
-from tests.states.field import FieldState, FieldStateRuns, check_field_state, matching, number, run_field_states
+from tests.states.field import (
+    FieldState,
+    FieldStateRuns,
+    check_field_state,
+    matching,
+    number,
+    run_field_states,
+    with_xfails,
+)
 from tests.states.test_field_round3_others import KV_GROWING_TURNS, TGIRouter, _llamacpp, _llamacpp_rows
 
 SLO = {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
@@ -445,9 +453,7 @@ XFAIL: dict[str, str] = {
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
-PARAMS = [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=XFAIL[s.id])) if s.id in XFAIL else s for s in STATES
-]
+PARAMS = with_xfails(STATES, XFAIL)
 
 
 @pytest.fixture(scope="module")
