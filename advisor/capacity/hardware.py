@@ -70,6 +70,12 @@ class GPUSpec:
         compute_capability: CUDA compute capability ``(major, minor)`` (``(7, 5)`` for a T4), or ``None`` for a
             part that is not a CUDA device (AMD, TPU, Inferentia/Trainium).
         vendor: the catalog's vendor (``NVIDIA``, ``AMD``, ``Google``, ``AWS``).
+        scale_up_domain_gpus: GPUs one NVLink/NVSwitch or Infinity Fabric domain joins in the part's reference
+            platform (8 on HGX/DGX and MI300X platforms, 72 on GB200 NVL72), or ``None`` when the catalog does not
+            say (PCIe parts; a tensor-parallel group is then priced as one domain). A larger TP group spans
+            nodes and its all-reduces cross the network (:func:`advisor.capacity.perf.allreduce_nodes`).
+        scale_out_bytes_per_second: the reference design's network bandwidth per GPU and direction, bytes/s
+            (one 400 Gb/s ConnectX-7 per GPU on HGX H100/H200/B200: 50 × 10⁹), or ``None`` when unsourced.
     """
 
     name: str
@@ -84,6 +90,8 @@ class GPUSpec:
     compute_capability: tuple[int, int] | None = None
     vendor: str = ""
     fp4_flops: float | None = None
+    scale_up_domain_gpus: int | None = None
+    scale_out_bytes_per_second: float | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -138,6 +146,8 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             compute_capability=_capability(row["compute_capability"], row["key"]),
             vendor=row["vendor"],
             fp4_flops=_opt(row["fp4_dense_tflops"], 1e12),
+            scale_up_domain_gpus=int(row["scale_up_domain_gpus"]) if row["scale_up_domain_gpus"].strip() else None,
+            scale_out_bytes_per_second=_opt(row["scale_out_gbps_per_gpu"], 1e9 / 8),  # Gb/s per direction
         )
         specs[spec.name] = spec
         for alias in [row["key"], row["name"], *row["aliases"].split(";")]:

@@ -5,6 +5,8 @@ A step costs the larger of its memory time and its compute time, plus tensor-par
     t_memory  = bytes read per GPU ÷ (peak bandwidth × memory_bandwidth_efficiency)
     t_compute = FLOPs per GPU ÷ (peak tensor FLOP/s × compute_efficiency)
     t_comm    = 2 all-reduces per layer × (latency + ring bytes ÷ (per-direction link × efficiency))
+                (a group larger than the part's NVLink domain crosses nodes: network latency and bandwidth,
+                :func:`allreduce_seconds`)
     step      = max(t_memory, t_compute) + t_comm
 
 Decode reads every weight once per step plus the KV of every running sequence
@@ -62,9 +64,13 @@ __all__ = [
     "DEFAULT_ASSUMPTIONS",
     "ENGINE_FAMILY",
     "FP4_WEIGHTS",
+    "INTERNODE_ALLREDUCE_LATENCY_SECONDS",
+    "INTERNODE_LATENCY_PER_DOUBLING_SECONDS",
     "DecodeStepModel",
     "PerfAssumptions",
     "PrefillRoofline",
+    "allreduce_nodes",
+    "allreduce_seconds",
     "assumptions_for",
     "calibration_group",
     "compute_precision",
@@ -279,7 +285,42 @@ def untouched_expert_fraction(inputs: CapacityInputs, tokens: float) -> float:
     return float(escape ** max(0.0, tokens))
 
 
-def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
+INTERNODE_ALLREDUCE_LATENCY_SECONDS: Final = 47e-6
+"""One small all-reduce whose group spans two nodes, seconds. Measured: 46–48 µs at 4–512 bytes on 2 × 8 H20 with
+one 400 Gb/s ConnectX-7 (InfiniBand NDR) a GPU, NCCL 2.21.5, NVLSTree (https://github.com/NVIDIA/nccl/issues/1244);
+NCCL's own cost model gives 51 µs for that algorithm at two nodes (``src/graph/tuning.cc``: NVLS base 23 µs +
+2 × log2(nodes) × 14 µs network latency). The engines' one-shot custom all-reduce kernels work inside one node's
+NVLink only (vLLM ``custom_all_reduce.py``, TensorRT-LLM's ``AllReduceStrategy``), so a group across nodes runs
+NCCL's, and its latency is this rather than the few µs in a node."""
+INTERNODE_LATENCY_PER_DOUBLING_SECONDS: Final = 28e-6
+"""Further latency of a cross-node all-reduce each time its nodes double beyond two, seconds: NCCL's tree term
+``2 × log2(nodes) × 14 µs`` (``src/graph/tuning.cc``, network latency of the NVLSTree algorithm)."""
+
+
+def allreduce_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int:
+    """Nodes a tensor-parallel group of ``tensor_parallel_size`` GPUs of ``gpu`` spans: ``⌈TP ÷ domain⌉`` where the
+    catalog gives the part's NVLink/Infinity Fabric domain (:attr:`GPUSpec.scale_up_domain_gpus`: 8 on HGX H100, so
+    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one), else 1 (the group is priced as one domain)."""
+    domain = gpu.scale_up_domain_gpus
+    if not domain or tensor_parallel_size <= domain:
+        return 1
+    return -(-tensor_parallel_size // domain)
+
+
+def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
+    """Seconds of one step's tensor-parallel all-reduces over ``rows`` tokens (0 at TP 1): ``2 × layers × (latency +
+    2 (TP − 1) ÷ TP × rows × hidden × activation bytes ÷ (link × interconnect_efficiency))`` (a ring all-reduce,
+    Patarasuk & Yuan 2009).
+
+    In one node the link is the catalog's per-GPU NVLink/Infinity Fabric figure per direction (half the
+    bidirectional figure; PCIe Gen4 when none) and the latency ``allreduce_latency_seconds`` + ``2 (TP − 1)`` ×
+    ``allreduce_hop_latency_seconds`` (fitted). A group across nodes (:func:`allreduce_nodes`) pays at least
+    :data:`INTERNODE_ALLREDUCE_LATENCY_SECONDS` (+ :data:`INTERNODE_LATENCY_PER_DOUBLING_SECONDS` per doubling of
+    the nodes beyond two), and its ring is bounded by the network as well: each node's GPUs send through their NICs
+    in parallel rings, so the bus bandwidth is at most ``domain × the per-GPU NIC`` (DGX A100, 8 × 200 Gb/s:
+    "we measure 192GB/s AllReduce BusBW", https://github.com/NVIDIA/nccl/issues/1576) — for HGX H100's 8 × 400 Gb/s
+    (400 GB/s) near its NVLink's 450 GB/s, so at decode's small messages the latency is what grows.
+    """
     tp = inputs.tensor_parallel_size
     if tp == 1:
         return 0.0
@@ -288,9 +329,15 @@ def _allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Per
         if gpu.interconnect_bytes_per_second
         else a.fallback_interconnect_bytes_per_second
     )
+    latency = a.allreduce_latency_seconds + 2 * (tp - 1) * a.allreduce_hop_latency_seconds
+    nodes = allreduce_nodes(gpu, tp)
+    if nodes > 1:
+        across = INTERNODE_ALLREDUCE_LATENCY_SECONDS + math.log2(nodes / 2) * INTERNODE_LATENCY_PER_DOUBLING_SECONDS
+        latency = max(latency, across)
+        if gpu.scale_out_bytes_per_second and gpu.scale_up_domain_gpus:
+            link = min(link, gpu.scale_up_domain_gpus * gpu.scale_out_bytes_per_second)
     buffer = rows * inputs.model.hidden_size * DTYPE_BYTES[inputs.compute_dtype]
     per_gpu = 2 * (tp - 1) / tp * buffer
-    latency = a.allreduce_latency_seconds + 2 * (tp - 1) * a.allreduce_hop_latency_seconds
     per_allreduce = latency + per_gpu / (link * a.interconnect_efficiency)
     return 2 * inputs.model.num_layers * per_allreduce
 
@@ -382,13 +429,13 @@ def decode_step_model(
     attention_compute = 4 * (m.num_attention_heads / tp) * attended_head_tokens(inputs, mean_context_tokens) / peak
     kv_read = attended_kv_bytes_per_gpu(inputs, mean_context_tokens) / _kv_bandwidth(gpu, assumptions)
     serial = assumptions.attention_serial_fraction
-    comm_fixed = _allreduce_seconds(inputs, gpu, 0.0, assumptions)
+    comm_fixed = allreduce_seconds(inputs, gpu, 0.0, assumptions)
     return DecodeStepModel(
         memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
         memory_per_seq=(1.0 - serial) * kv_read,
         compute_per_seq=gemm + (1.0 - serial) * attention_compute,
         comm_fixed=comm_fixed,
-        comm_per_seq=_allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
+        comm_per_seq=allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
         overhead=assumptions.step_overhead_seconds,
         expert_memory=_expert_bytes_per_gpu(inputs) / bandwidth,
         expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
@@ -500,7 +547,7 @@ def prefill_batch_roofline(
     return PrefillRoofline(
         memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
         compute=flops / _effective_flops(inputs, gpu, assumptions),
-        comm=_allreduce_seconds(inputs, gpu, tokens, assumptions),
+        comm=allreduce_seconds(inputs, gpu, tokens, assumptions),
         overhead=assumptions.step_overhead_seconds + assumptions.step_overhead_per_seq_seconds * prompts,
     )
 
@@ -614,7 +661,7 @@ def mixed_step_seconds(
     serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
     return (
         max(memory, compute)
-        + _allreduce_seconds(inputs, gpu, tokens, assumptions)
+        + allreduce_seconds(inputs, gpu, tokens, assumptions)
         + serial_attention
         + step.overhead_at(decode_batch + prompts)
     )
