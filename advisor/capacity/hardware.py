@@ -126,6 +126,20 @@ def _capability(cell: str, key: str) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
+def _domain(cell: str, key: str) -> int | None:
+    """A ``scale_up_domain_gpus`` cell: ``"8"`` → 8, empty → ``None`` (not stated).
+
+    Raises:
+        ValueError: a cell that is not a whole number ≥ 1 (a broken catalog row, named by its key).
+    """
+    cell = cell.strip()
+    if not cell:
+        return None
+    if not cell.isdigit() or int(cell) < 1:
+        raise ValueError(f"gpus.csv row {key!r}: scale_up_domain_gpus {cell!r} is not a whole number of GPUs ≥ 1")
+    return int(cell)
+
+
 @cache
 def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
     text = read_data("gpus.csv")
@@ -146,7 +160,7 @@ def _table() -> tuple[dict[str, GPUSpec], dict[str, str]]:
             compute_capability=_capability(row["compute_capability"], row["key"]),
             vendor=row["vendor"],
             fp4_flops=_opt(row["fp4_dense_tflops"], 1e12),
-            scale_up_domain_gpus=int(row["scale_up_domain_gpus"]) if row["scale_up_domain_gpus"].strip() else None,
+            scale_up_domain_gpus=_domain(row["scale_up_domain_gpus"], row["key"]),
             scale_out_bytes_per_second=_opt(row["scale_out_gbps_per_gpu"], 1e9 / 8),  # Gb/s per direction
         )
         specs[spec.name] = spec

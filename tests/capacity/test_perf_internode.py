@@ -83,3 +83,12 @@ def test_the_decode_step_across_nodes_is_slower_by_the_network_terms() -> None:
     inside = perf.decode_step_seconds(inputs, one_domain, 1, 1000, A)
     expected = ALLREDUCES * (37e-6 + 30_720 * (1 / (400e9 * 0.7) - 1 / (450e9 * 0.7)))
     assert across - inside == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("cell", ["0", "eight", "8.5", "-8"])
+def test_a_broken_domain_cell_names_its_row(cell: str) -> None:
+    from advisor.capacity.hardware import _domain
+
+    with pytest.raises(ValueError, match=r"gpus.csv row 'h100-sxm': scale_up_domain_gpus"):
+        _domain(cell, "h100-sxm")
+    assert _domain(" 8 ", "h100-sxm") == 8 and _domain("", "h100-sxm") is None
