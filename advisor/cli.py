@@ -543,10 +543,12 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                     g.name,
                     f"{g.memory_bytes / 1024**3:.2f} GiB",
                     f"{bandwidth / 1e12:.2f} TB/s" if bandwidth == bandwidth else "unknown",
+                    f"{g.scale_up_domain_gpus} GPUs" if g.scale_up_domain_gpus else "not stated",
                     "NVLink SHARP" if g.nvlink_sharp else "",
                 )
             )
-        _print_table(("GPU", "NAME", "MEMORY", "BANDWIDTH", "NVLINK SHARP"), rows, frozenset({2, 3}))
+        # TP DOMAIN: the GPUs one NVLink/Infinity Fabric domain joins; a larger TP group's all-reduces cross nodes
+        _print_table(("GPU", "NAME", "MEMORY", "BANDWIDTH", "TP DOMAIN", "NVLINK SHARP"), rows, frozenset({2, 3}))
     return 0
 
 

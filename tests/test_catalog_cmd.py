@@ -45,10 +45,17 @@ def test_the_gpu_catalog_has_a_header() -> None:
     r = run_cli("catalog", "gpus")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["GPU", "NAME", "MEMORY", "BANDWIDTH", "NVLINK", "SHARP"]
-    row = next(x for x in _cells(lines) if x["GPU"] == "h100-sxm")
+    assert lines[0].split() == ["GPU", "NAME", "MEMORY", "BANDWIDTH", "TP", "DOMAIN", "NVLINK", "SHARP"]
+    cells = {x["GPU"]: x for x in _cells(lines)}
+    row = cells["h100-sxm"]
     assert row["BANDWIDTH"] == "3.35 TB/s"
     assert row.get("NVLINK SHARP") == "NVLink SHARP"
+    # HGX H100: eight GPUs per NVSwitch domain; GB200 NVL72: 72; a PCIe part states none
+    assert (row["TP DOMAIN"], cells["gb200"]["TP DOMAIN"], cells["l40s"]["TP DOMAIN"]) == (
+        "8 GPUs",
+        "72 GPUs",
+        "not stated",
+    )
 
 
 def _suggested(query: str) -> list[str]:
