@@ -512,12 +512,13 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     """List the bundled model presets or GPUs (the names ``model:``/``--model`` and ``gpu:``/``--gpu`` take), as a
     table with a header row. Models: id, parameters (billions), layers, KV heads, context (tokens; the config's
     ``max_position_embeddings``). GPUs: key, name, memory (GiB), memory bandwidth (TB/s, ``unknown`` when no
-    source gives it), and ``NVLink SHARP`` where the part has it."""
+    source gives it), the TP domain (the GPUs one NVLink or Infinity Fabric domain joins, ``not stated`` where the
+    catalog has none) and ``NVLink SHARP`` where the part has it."""
     from advisor.capacity.hardware import get_gpu, gpu_keys
     from advisor.capacity.models import get_preset, preset_ids
 
+    rows: list[tuple[str, ...]] = []
     if args.what == "models":
-        rows = []
         for pid in preset_ids():
             if pid.startswith("advisor/"):
                 continue  # the test suite's own tiny model
@@ -533,7 +534,6 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             )
         _print_table(("MODEL", "PARAMETERS", "LAYERS", "KV HEADS", "CONTEXT (tokens)"), rows, frozenset({1, 2, 3, 4}))
     else:
-        rows = []
         for key in gpu_keys():
             g = get_gpu(key)
             bandwidth = g.memory_bandwidth_bytes_per_second
