@@ -85,6 +85,23 @@ def _err(msg: str) -> None:
     print(f"capacity-advisor: {msg}", file=sys.stderr)
 
 
+def _tensor_parallel_nodes(part: Any, tensor_parallel_size: int) -> int | None:
+    """Nodes the TP group of ``part`` (a catalog :class:`~advisor.capacity.hardware.GPUSpec`, or None when the part
+    is unknown) spans (:func:`advisor.capacity.perf.allreduce_nodes`), None when unknown; beyond one node, a note
+    on stderr says the step prices its all-reduces over the network."""
+    from advisor.capacity.perf import allreduce_nodes
+
+    if part is None:
+        return None
+    nodes = allreduce_nodes(part, tensor_parallel_size)
+    if nodes > 1:
+        _err(
+            f"note: TP {tensor_parallel_size} spans {nodes} nodes of {part.scale_up_domain_gpus} {part.key} GPUs "
+            "(one NVLink domain each): the step prices its all-reduces over the network"
+        )
+    return nodes
+
+
 def plan_engines() -> tuple[str, ...]:
     """The ``--engine`` choices: the engines whose KV accounting the capacity pass models
     (:data:`advisor.capacity.kv.ACCOUNTING_ENGINES`): ``("vllm", "sglang", "tgi", "trtllm", "llamacpp")``.
@@ -258,6 +275,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
+    out["tensor_parallel_nodes"] = _tensor_parallel_nodes(gpu.part, inputs.tensor_parallel_size)
     kv_logs = preset_kv_logs(model.name)
     out["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     found = [] if refusal is None else _fixes_on_platform(args.platform, fixes(dspec, gpu, _pool_flag(args)))
@@ -684,6 +702,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
     out = result.as_dict()
     out["gpu"] = gpu_name
     out["nvlink_sharp"] = resolved.gpu.nvlink_sharp
+    out["tensor_parallel_nodes"] = _tensor_parallel_nodes(resolved.gpu.part, resolved.inputs.tensor_parallel_size)
     out["ignored_flags"] = []  # kept for readers of issue 17's JSON: such flags are refused now (issue 19)
     out["engine"] = cap.engine
     out["engine_parameters"] = dict(cap.parameters)

@@ -17,6 +17,7 @@ from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS, allreduce_nodes
 from advisor.engines.catalog import exposes
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
@@ -441,9 +442,20 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
                     f"{q} weights free memory for the cache; the quality delta must be measured on your own evals",
                 )
             )
-    t = turn(inputs, c.DIAL_TENSOR_PARALLEL_SIZE, inputs.tensor_parallel_size * 2)
+    tp = inputs.tensor_parallel_size * 2
+    t = turn(inputs, c.DIAL_TENSOR_PARALLEL_SIZE, tp)
     if t and t.kv_gain_ratio() > 1:
-        out.append(Candidate(t, 2.0, "increase", "twice the GPUs per replica; inter-GPU communication every layer"))
+        why = "twice the GPUs per replica; inter-GPU communication every layer"
+        gpu = ev.ctx.gpu
+        nodes = allreduce_nodes(gpu, tp) if gpu is not None else 1
+        if gpu is not None and nodes > 1:
+            why += (
+                f". TP {tp} spans {nodes} nodes of {gpu.scale_up_domain_gpus} {gpu.key} GPUs (one NVLink domain): "
+                "every layer's all-reduces then cross the network (NCCL, about "
+                f"{INTERNODE_ALLREDUCE_LATENCY_SECONDS * 1e6:.0f} µs each against a few µs in a node), and vLLM "
+                "and TensorRT-LLM recommend tensor parallelism within a node and pipeline parallelism across nodes"
+            )
+        out.append(Candidate(t, 2.0, "increase", why))
     return out
 
 

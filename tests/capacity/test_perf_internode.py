@@ -6,6 +6,7 @@ the catalog's H100 SXM has 900 GB/s of NVLink (450 a direction), 8 GPUs a domain
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -13,6 +14,7 @@ from advisor.capacity import perf
 from advisor.capacity.hardware import get_gpu
 from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.models import get_preset
+from tests.inprocess import run_cli
 
 GIB = 2**30
 A = perf.PerfAssumptions(allreduce_latency_seconds=10e-6, interconnect_efficiency=0.7)
@@ -92,3 +94,19 @@ def test_a_broken_domain_cell_names_its_row(cell: str) -> None:
     with pytest.raises(ValueError, match=r"gpus.csv row 'h100-sxm': scale_up_domain_gpus"):
         _domain(cell, "h100-sxm")
     assert _domain(" 8 ", "h100-sxm") == 8 and _domain("", "h100-sxm") is None
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "nodes"),
+    [(("--gpu", "h100-sxm"), "16", 2), (("--gpu", "h100-sxm"), "8", 1), (("--gpu-memory-gib", "80"), "16", None)],
+)
+def test_plan_says_how_many_nodes_the_group_spans(gpu: tuple[str, str], tp: str, nodes: int | None) -> None:
+    """``plan --json`` ``tensor_parallel_nodes``: 2 for TP 16 on 8-GPU H100 nodes (with a note on stderr), 1 inside a
+    node, null when no catalog part is named (80 GiB alone is several parts)."""
+    r = run_cli(
+        *("plan", "--model", "meta-llama/Llama-3.1-405B-Instruct", *gpu, "--tp", tp, "--quantization", "fp8"),
+        *("--max-model-len", "8192", "--json"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tensor_parallel_nodes"] == nodes
+    assert ("spans 2 nodes of 8 h100-sxm GPUs" in r.stderr) == (nodes == 2), r.stderr
