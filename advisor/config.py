@@ -897,6 +897,18 @@ class QueueGrowthRule(_RuleBase):
     target_utilization: float = Field(default=0.8, gt=0, lt=1)
 
 
+class SeqCapRule(_RuleBase):
+    """Running at ``max_num_seqs`` with requests waiting while KV usage is at most ``max_usage``, for ``for`` →
+    raise the cap so the pool holds the running and waiting requests at ``max_usage_after`` (and, with a TPOT
+    target, no further than the batch that still meets it)."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    max_usage: float = Field(default=0.5, gt=0, lt=1, description="KV usage at or below which the pool has room")
+    max_usage_after: float = Field(
+        default=0.9, gt=0, le=1, description="KV usage the raised cap may fill at the observed tokens per request"
+    )
+
+
 class OverProvisionedRule(_RuleBase):
     """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
     ``max_load_ratio`` × the concurrency ceiling running at the window's peak, a steady load (dispersion at most
@@ -1027,6 +1039,7 @@ class RulesConfig(_Strict):
     kv_budget: KVBudgetRule = KVBudgetRule()
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
+    seq_cap: SeqCapRule = SeqCapRule()
     host_or_buy: HostOrBuyRule = HostOrBuyRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()

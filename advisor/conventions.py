@@ -185,12 +185,13 @@ RULE_WEIGHTS_CROWD: Final = "weights_crowd"
 RULE_MODEL_DRIFT: Final = "model_drift"
 RULE_STALLED: Final = "stalled"
 RULE_HOST_OR_BUY: Final = "host_or_buy"
+RULE_SEQ_CAP: Final = "seq_cap"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"
 """The deployment cannot carry its load: KV pool full, queue growing, goodput below target, admission thrash,
-a pool smaller than one request, preemptions under a low memory budget. One incident, whichever of these rules
-sees it first."""
+a pool smaller than one request, preemptions under a low memory budget, requests waiting for a sequence slot. One
+incident, whichever of these rules sees it first."""
 PROBLEM_STALLED: Final = "stalled"
 """Requests wait, none complete, the token counters stand still."""
 

@@ -87,13 +87,13 @@ def _err(msg: str) -> None:
 
 def _tensor_parallel_nodes(part: Any, tensor_parallel_size: int) -> int | None:
     """Nodes the TP group of ``part`` (a catalog :class:`~advisor.capacity.hardware.GPUSpec`, or None when the part
-    is unknown) spans (:func:`advisor.capacity.perf.allreduce_nodes`), None when unknown; beyond one node, a note
-    on stderr says the step prices its all-reduces over the network."""
-    from advisor.capacity.perf import allreduce_nodes
+    is unknown) spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`), None when unknown; beyond one
+    node, a note on stderr says the step prices its all-reduces over the network."""
+    from advisor.capacity.hardware import tensor_parallel_nodes
 
     if part is None:
         return None
-    nodes = allreduce_nodes(part, tensor_parallel_size)
+    nodes = tensor_parallel_nodes(part, tensor_parallel_size)
     if nodes > 1:
         _err(
             f"note: TP {tensor_parallel_size} spans {nodes} nodes of {part.scale_up_domain_gpus} {part.key} GPUs "

@@ -73,7 +73,8 @@ class GPUSpec:
         scale_up_domain_gpus: GPUs one NVLink/NVSwitch or Infinity Fabric domain joins in the part's reference
             platform (8 on HGX/DGX and MI300X platforms, 72 on GB200 NVL72), or ``None`` when the catalog does not
             say (PCIe parts; a tensor-parallel group is then priced as one domain). A larger TP group spans
-            nodes and its all-reduces cross the network (:func:`advisor.capacity.perf.allreduce_nodes`).
+            nodes (:func:`tensor_parallel_nodes`) and its all-reduces cross the network
+            (:func:`advisor.capacity.perf.allreduce_seconds`).
         scale_out_bytes_per_second: the reference design's network bandwidth per GPU and direction, bytes/s
             (one 400 Gb/s ConnectX-7 per GPU on HGX H100/H200/B200: 50 × 10⁹), or ``None`` when unsourced.
     """
@@ -236,6 +237,16 @@ def is_alias(name: str, spec: GPUSpec) -> bool:
     """True when ``name`` reached ``spec`` through an alias (``H100`` for the H100 SXM) rather than its key or
     catalog name, so the caller should say which part it took."""
     return name.strip().lower() not in (spec.key, spec.name.lower())
+
+
+def tensor_parallel_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int:
+    """Nodes a tensor-parallel group of ``tensor_parallel_size`` GPUs of ``gpu`` spans: ``⌈TP ÷ domain⌉`` where the
+    catalog gives the part's NVLink/Infinity Fabric domain (:attr:`GPUSpec.scale_up_domain_gpus`: 8 on HGX H100, so
+    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one), else 1 (the group is priced as one domain)."""
+    domain = gpu.scale_up_domain_gpus
+    if not domain or tensor_parallel_size <= domain:
+        return 1
+    return -(-tensor_parallel_size // domain)
 
 
 def gpu_generation(gpu: GPUSpec) -> str:

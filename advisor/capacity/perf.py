@@ -48,7 +48,7 @@ from functools import cache
 from typing import Any, Final
 
 from advisor.capacity.data import read_data
-from advisor.capacity.hardware import GPUSpec, gpu_generation
+from advisor.capacity.hardware import GPUSpec, gpu_generation, tensor_parallel_nodes
 from advisor.capacity.kv import CapacityInputs, weights_bytes_per_gpu
 from advisor.capacity.kvlayout import (
     attended_head_tokens,
@@ -69,7 +69,6 @@ __all__ = [
     "DecodeStepModel",
     "PerfAssumptions",
     "PrefillRoofline",
-    "allreduce_nodes",
     "allreduce_seconds",
     "assumptions_for",
     "calibration_group",
@@ -297,16 +296,6 @@ INTERNODE_LATENCY_PER_DOUBLING_SECONDS: Final = 28e-6
 ``2 × log2(nodes) × 14 µs`` (``src/graph/tuning.cc``, network latency of the NVLSTree algorithm)."""
 
 
-def allreduce_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int:
-    """Nodes a tensor-parallel group of ``tensor_parallel_size`` GPUs of ``gpu`` spans: ``⌈TP ÷ domain⌉`` where the
-    catalog gives the part's NVLink/Infinity Fabric domain (:attr:`GPUSpec.scale_up_domain_gpus`: 8 on HGX H100, so
-    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one), else 1 (the group is priced as one domain)."""
-    domain = gpu.scale_up_domain_gpus
-    if not domain or tensor_parallel_size <= domain:
-        return 1
-    return -(-tensor_parallel_size // domain)
-
-
 def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: PerfAssumptions) -> float:
     """Seconds of one step's tensor-parallel all-reduces over ``rows`` tokens (0 at TP 1): ``2 × layers × (latency +
     2 (TP − 1) ÷ TP × rows × hidden × activation bytes ÷ (link × interconnect_efficiency))`` (a ring all-reduce,
@@ -314,7 +303,7 @@ def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Perf
 
     In one node the link is the catalog's per-GPU NVLink/Infinity Fabric figure per direction (half the
     bidirectional figure; PCIe Gen4 when none) and the latency ``allreduce_latency_seconds`` + ``2 (TP − 1)`` ×
-    ``allreduce_hop_latency_seconds`` (fitted). A group across nodes (:func:`allreduce_nodes`) pays at least
+    ``allreduce_hop_latency_seconds`` (fitted). A group across nodes (:func:`tensor_parallel_nodes`) pays at least
     :data:`INTERNODE_ALLREDUCE_LATENCY_SECONDS` (+ :data:`INTERNODE_LATENCY_PER_DOUBLING_SECONDS` per doubling of
     the nodes beyond two), and its ring is bounded by the network as well: each node's GPUs send through their NICs
     in parallel rings, so the bus bandwidth is at most ``domain × the per-GPU NIC`` (DGX A100, 8 × 200 Gb/s:
@@ -330,7 +319,7 @@ def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Perf
         else a.fallback_interconnect_bytes_per_second
     )
     latency = a.allreduce_latency_seconds + 2 * (tp - 1) * a.allreduce_hop_latency_seconds
-    nodes = allreduce_nodes(gpu, tp)
+    nodes = tensor_parallel_nodes(gpu, tp)
     if nodes > 1:
         across = INTERNODE_ALLREDUCE_LATENCY_SECONDS + math.log2(nodes / 2) * INTERNODE_LATENCY_PER_DOUBLING_SECONDS
         latency = max(latency, across)

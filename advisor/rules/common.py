@@ -16,8 +16,9 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.fixes import POOL_BYTES_STEP
+from advisor.capacity.hardware import tensor_parallel_nodes
 from advisor.capacity.kv import CapacityInputs, capacity_pass
-from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS, allreduce_nodes
+from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
 from advisor.engines.catalog import exposes
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
@@ -447,7 +448,7 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     if t and t.kv_gain_ratio() > 1:
         why = "twice the GPUs per replica; inter-GPU communication every layer"
         gpu = ev.ctx.gpu
-        nodes = allreduce_nodes(gpu, tp) if gpu is not None else 1
+        nodes = tensor_parallel_nodes(gpu, tp) if gpu is not None else 1
         if gpu is not None and nodes > 1:
             why += (
                 f". TP {tp} spans {nodes} nodes of {gpu.scale_up_domain_gpus} {gpu.key} GPUs (one NVLink domain): "

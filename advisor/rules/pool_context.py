@@ -86,6 +86,7 @@ class PoolContextRule:
         c.RULE_QUEUE_GROWTH,
         c.RULE_GOODPUT_BELOW_TARGET,
         c.RULE_ADMISSION_THRASH,
+        c.RULE_SEQ_CAP,
     )
 
     def __init__(self, min_full_length_requests: float = 1.0, for_seconds: float = 60.0):

@@ -6,15 +6,16 @@ Order matters: a rule that supersedes others comes before them (:class:`advisor.
 rule                        supersedes
 ==========================  ==============================================================================
 stalled                     admission_thrash, queue_growth, kv_saturation, goodput_below_target,
-                            speculative_decoding, kv_budget, over_provisioned (a hung engine's gauges describe
-                            the hang, not the load); runs on stale data too
-pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash
+                            speculative_decoding, kv_budget, over_provisioned, seq_cap (a hung engine's gauges
+                            describe the hang, not the load); runs on stale data too
+pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash, seq_cap
 admission_thrash            kv_saturation
 kv_budget                   —  (problem ``saturation``: preemptions with head-room; comes before kv_saturation so
                             that after repeated OOM restarts its *lower* speaks for gpu_memory_utilization)
 queue_growth                —  (comes before kv_saturation so its replica count wins the replicas dial)
 kv_saturation               —
 goodput_below_target        —
+seq_cap                     —  (requests wait for a sequence slot while the pool has room)
 speculative_decoding        —
 weights_crowd               —
 over_provisioned            —
@@ -49,6 +50,7 @@ from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
 from advisor.rules.queue_growth import QueueGrowthRule
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS
+from advisor.rules.seq_cap import SeqCapRule
 from advisor.rules.speculative import SpeculativeRule
 from advisor.rules.stalled import StalledRule
 from advisor.rules.weights import WeightsCrowdRule
@@ -123,6 +125,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 min_history_seconds=history,
             ),
         ),
+        (r.seq_cap.enabled, SeqCapRule(r.seq_cap.max_usage, r.seq_cap.max_usage_after, r.seq_cap.for_)),
         (
             r.speculative_decoding.enabled,
             SpeculativeRule(

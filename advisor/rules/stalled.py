@@ -103,6 +103,7 @@ class StalledRule:
         c.RULE_KV_BUDGET,
         c.RULE_OVER_PROVISIONED,
         c.RULE_HOST_OR_BUY,
+        c.RULE_SEQ_CAP,
     )
 
     def __init__(

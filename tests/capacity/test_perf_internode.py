@@ -11,7 +11,7 @@ import json
 import pytest
 
 from advisor.capacity import perf
-from advisor.capacity.hardware import get_gpu
+from advisor.capacity.hardware import get_gpu, tensor_parallel_nodes
 from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.models import get_preset
 from tests.inprocess import run_cli
@@ -37,12 +37,12 @@ def test_the_catalog_gives_the_domain_and_the_nic_of_the_reference_platforms() -
 
 @pytest.mark.parametrize(("gpu", "tp", "nodes"), [("h100-sxm", 8, 1), ("h100-sxm", 16, 2), ("h100-sxm", 24, 3)])
 def test_nodes_are_the_group_over_the_domain_rounded_up(gpu: str, tp: int, nodes: int) -> None:
-    assert perf.allreduce_nodes(get_gpu(gpu), tp) == nodes
+    assert tensor_parallel_nodes(get_gpu(gpu), tp) == nodes
 
 
 def test_gb200_nvl72_keeps_tp16_in_one_domain_and_an_unstated_domain_is_one() -> None:
-    assert perf.allreduce_nodes(get_gpu("gb200"), 16) == 1
-    assert perf.allreduce_nodes(get_gpu("l40s"), 16) == 1
+    assert tensor_parallel_nodes(get_gpu("gb200"), 16) == 1
+    assert tensor_parallel_nodes(get_gpu("l40s"), 16) == 1
 
 
 def test_within_a_node_the_latency_is_the_fitted_one() -> None:

@@ -1,0 +1,112 @@
+"""Rule ``seq_cap``: requests wait for a sequence slot while the pool has room (field state
+``vllm-max-num-seqs-1-serializes-second-request``, MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark#7: one slot, the second
+request's TTFT is the first one's whole generation, the pool 2 % used; the fix the report measured is 2-4 slots).
+
+Figures by hand: Llama-3.1-8B on one H100 with a 432,000-token pool (the helpers' default); at 10 % usage with 4
+running, each running request holds 0.1 × 432,000 ÷ 4 = 10,800 tokens, so 90 % of the pool holds 36 of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from advisor import conventions as c
+from advisor.capacity.kv import capacity_pass
+from advisor.rules.base import SLOTargets
+from advisor.rules.pool_context import PoolContextRule
+from advisor.rules.seq_cap import SeqCapRule
+from advisor.rules.stalled import StalledRule
+from tests.rules.helpers import ctx, ev
+
+POOL = 432_000
+
+
+def _ev(running: float = 4, waiting: float = 6, usage: float | None = 0.1, cap: int = 4, **kw: Any) -> Any:
+    dep_kw = {k: kw.pop(k) for k in ("engine", "slo") if k in kw}
+    return ev(
+        dep=ctx(gpu="h100-sxm", max_num_seqs=cap, **dep_kw),
+        requests_running=running,
+        requests_waiting=waiting,
+        kv_cache_usage_ratio=usage,
+        kv_capacity_tokens=POOL,
+        **kw,
+    )
+
+
+def _proposal(e: Any) -> Any:
+    (p,) = SeqCapRule().propose(e)
+    return p
+
+
+def test_at_the_cap_with_a_queue_and_room_it_raises_the_cap_to_hold_running_and_waiting() -> None:
+    e = _ev()
+    assert SeqCapRule().fires(e).holds is True
+    p = _proposal(e)
+    # 4 running + 6 waiting = 10 slots: within the 36 the pool holds and far below the TPOT knee (0.1 s target)
+    assert (p.dial, p.action, p.current, p.suggested) == (c.DIAL_MAX_NUM_SEQS, "increase", 4, 10)
+    assert p.flag == "--max-num-seqs 10"
+    assert p.predicted_effect["kv_cache_usage_ratio"] == {"before": 0.1, "after": 0.25}  # 0.1 × 10 ÷ 4
+
+
+def test_the_pool_at_the_observed_request_size_bounds_the_raise() -> None:
+    # 40 % used by 4 running: 43,200 tokens each; 90 % of the pool (× the pool the raised cap leaves: vLLM's sampler
+    # warm-up grows with max_num_seqs) holds ⌊0.9 × pool_after ÷ 43,200⌋ of them, though 104 are in the system.
+    e = _ev(running=4, waiting=100, usage=0.4)
+    inputs = e.ctx.inputs
+    before = capacity_pass(inputs).kv_cache_tokens
+    after = capacity_pass(dataclasses.replace(inputs, max_num_seqs=104)).kv_cache_tokens
+    expected = int(0.9 * POOL * (after / before) // 43_200)
+    assert expected in (8, 9)
+    assert _proposal(e).suggested == expected
+
+
+def test_a_tpot_target_no_batch_meets_leaves_the_cap_alone() -> None:
+    # 1 ms a token: no batch of an 8B model on one H100 decodes that fast (the weights alone take ~5 ms to read)
+    e = _ev(slo=SLOTargets(ttft_seconds=2.5, tpot_seconds=0.001, target_ratio=0.95))
+    assert SeqCapRule().fires(e).holds is True
+    assert SeqCapRule().propose(e) == []
+
+
+@pytest.mark.parametrize(
+    ("kw", "holds"),
+    [
+        ({"running": 3}, False),  # below the cap: the queue is not the cap's
+        ({"waiting": 0}, False),  # nothing waits
+        ({"usage": 0.6}, False),  # the pool binds: kv_saturation's
+        ({"usage": None}, None),  # unknown usage: cannot tell
+        ({"engine": "llamacpp"}, False),  # --parallel splits the cells
+        ({"engine": "tgi"}, False),  # a token-bounded batch
+        ({"counter_deltas": {"generation_tokens": 0.0}}, False),  # nothing generated: a hang is stalled's
+    ],
+)
+def test_it_holds_only_at_the_cap_with_a_queue_room_and_tokens_flowing(kw: dict[str, Any], holds: bool | None) -> None:
+    counter_deltas = kw.pop("counter_deltas", None)
+    e = _ev(**kw)
+    if counter_deltas is not None:
+        e = dataclasses.replace(e, counter_deltas=counter_deltas)
+    assert SeqCapRule().fires(e).holds is holds
+
+
+def test_data_parallel_ranks_multiply_the_cap() -> None:
+    # 2 ranks of max_num_seqs 4: 8 running is the cap; 8 + 4 waiting = 12 → 6 a rank
+    e = ev(
+        dep=ctx(gpu="h100-sxm", max_num_seqs=4, data_parallel_size=2),
+        requests_running=8,
+        requests_waiting=4,
+        kv_cache_usage_ratio=0.1,
+        kv_capacity_tokens=POOL,
+    )
+    assert SeqCapRule().fires(e).holds is True
+    assert _proposal(e).suggested == 6
+    assert (
+        SeqCapRule().fires(dataclasses.replace(e, stats=dataclasses.replace(e.stats, requests_running=4))).holds
+        is False
+    )
+
+
+def test_a_hang_and_a_pool_smaller_than_a_request_supersede_it() -> None:
+    assert c.RULE_SEQ_CAP in StalledRule.supersedes
+    assert c.RULE_SEQ_CAP in PoolContextRule.supersedes
