@@ -58,6 +58,7 @@ def deployment_context(
         model=dep.model,
         served_model=dep.served_model,
         scaled_by_keda=_keda(dep),
+        max_num_seqs_stated=dep.max_num_seqs is not None or dep.parallel is not None,
     )
 
 

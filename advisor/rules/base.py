@@ -57,6 +57,11 @@ class DeploymentContext:
     model label is compared with (:func:`advisor.capacity.model_label.compare_model_label`); ``None``: not
     compared.
 
+    ``max_num_seqs_stated``: the config states the sequence cap (``max_num_seqs``/``parallel``); otherwise
+    ``inputs.max_num_seqs`` is the engine's modelled default (vLLM's, by version and GPU) or an assumption (256 for
+    SGLang, TGI and TensorRT-LLM, whose own caps are derived from their pools), which ``seq_cap`` does not read as the
+    cap that queues requests.
+
     ``scaled_by_keda``: set when KEDA sets the replica count (a ``platform: kubernetes`` deployment with an
     ``autoscaling:`` block); ``None``: replicas are scaled by hand.
     """
@@ -75,6 +80,7 @@ class DeploymentContext:
     model: str | None = None
     served_model: str | None = None
     scaled_by_keda: KedaScaling | None = None
+    max_num_seqs_stated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,10 @@ largest batch whose calibrated TPOT still meets it (:func:`advisor.rules.common.
 above the current cap the cap is what keeps TPOT within its target, and nothing is proposed (``goodput`` and
 ``queue_growth`` speak for that load). Not for llama.cpp (``--parallel`` splits ``--ctx-size`` into smaller slots
 unless ``--kv-unified``: raising it shrinks every request's room) nor TGI (its batch is bounded by tokens, and
-``--max-concurrent-requests`` refuses the excess rather than queueing it). A stalled engine, whose gauges describe
-a hang, is ``stalled``'s (it supersedes this rule, and this rule needs tokens generated in the window).
+``--max-concurrent-requests`` refuses the excess rather than queueing it), nor an engine whose cap the config does not
+state other than vLLM (SGLang derives ``--max-running-requests`` from its pool: the 256 assumed is not its cap). Not
+while another pool (a state pool, the slots) is saturated: that pool holds the queue. A stalled engine, whose gauges
+describe a hang, is ``stalled``'s (it supersedes this rule, and this rule needs tokens generated in the window).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from advisor.rules.common import (
     count,
     data_parallel_ranks,
     knee_batch,
+    kv_withheld,
     latency_model,
     percent,
     tokens_per_running_request,
@@ -76,6 +79,10 @@ class SeqCapRule:
         cap = ev.ctx.inputs.max_num_seqs
         if cap is None or s.requests_running is None or s.requests_waiting is None:
             return None, "max_num_seqs, running or waiting unknown", {}
+        if ev.ctx.engine != "vllm" and not ev.ctx.max_num_seqs_stated:
+            # SGLang derives --max-running-requests from its pool, TensorRT-LLM its batch from its engine build: the
+            # 256 the capacity pass assumes is not the cap the engine queues at
+            return None, f"the sequence cap is not stated (set deployments[].max_num_seqs; {cap} is assumed)", {}
         ranks = data_parallel_ranks(ev)
         per_replica = s.requests_running / max(ev.replicas_up, 1)
         evidence: dict[str, Any] = {
@@ -94,6 +101,9 @@ class SeqCapRule:
             return None, "KV usage unknown: whether the pool has room cannot be told", evidence
         if s.kv_cache_usage_ratio > self.max_usage:
             return False, f"the pool is {percent(s.kv_cache_usage_ratio)} full: blocks bind, not the cap", evidence
+        other = kv_withheld(ev)
+        if other:  # a state pool or the slots are full: that pool, not the cap, holds the queue
+            return False, other.removeprefix("withheld: "), evidence
         generated = ev.counter_deltas.get("generation_tokens")
         if generated is not None and generated <= 0:
             return False, "no token generated in the window: a hang is not a cap (stalled speaks for it)", evidence

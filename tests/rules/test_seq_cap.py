@@ -110,3 +110,18 @@ def test_data_parallel_ranks_multiply_the_cap() -> None:
 def test_a_hang_and_a_pool_smaller_than_a_request_supersede_it() -> None:
     assert c.RULE_SEQ_CAP in StalledRule.supersedes
     assert c.RULE_SEQ_CAP in PoolContextRule.supersedes
+
+
+def test_an_engine_whose_cap_is_assumed_cannot_tell_and_a_stated_one_can() -> None:
+    # SGLang derives --max-running-requests from its pool: the 256 the capacity pass assumes is not the cap it queues at
+    assumed = _ev(running=256, waiting=10, cap=256, engine="sglang")
+    assert SeqCapRule().fires(assumed).holds is None
+    assert "not stated" in SeqCapRule().fires(assumed).reason
+    stated = dataclasses.replace(assumed, ctx=dataclasses.replace(assumed.ctx, max_num_seqs_stated=True))
+    assert SeqCapRule().fires(stated).holds is True
+
+
+def test_a_saturated_state_pool_holds_the_queue_not_the_cap() -> None:
+    e = dataclasses.replace(_ev(), pool_usage={"mamba": 0.98})
+    fire = SeqCapRule().fires(e)
+    assert fire.holds is False and "mamba pool is saturated" in fire.reason
