@@ -1083,7 +1083,8 @@ _EFFECT_KEYS = (
 
 def _tp_nodes(part: Any, tensor_parallel_size: int) -> int | None:
     """``tensor_parallel_nodes`` of a plan answer, as ``plan --json`` prints it: the nodes the TP group of the catalog
-    ``part`` spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`), None when the part is unknown."""
+    ``part`` spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`), None when the part (or its domain) is
+    unknown."""
     from advisor.capacity.hardware import tensor_parallel_nodes
 
     return None if part is None else tensor_parallel_nodes(part, tensor_parallel_size)

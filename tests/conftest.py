@@ -72,7 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     sort: each file's own order kept; ``--dist loadfile`` hands files to the workers in this order)."""
 
     def rank(item: pytest.Item) -> tuple[int, int]:
-        path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+        resolved = Path(str(item.path)).resolve()
+        if not resolved.is_relative_to(REPO_ROOT):  # a test file named from outside the checkout: a plain one
+            return (1, 0)
+        path = resolved.relative_to(REPO_ROOT).as_posix()
         if path.startswith(FIRST_FILES):
             return (0, 0)
         if not path.startswith(TRIAL_FILES):

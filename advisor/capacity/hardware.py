@@ -239,14 +239,23 @@ def is_alias(name: str, spec: GPUSpec) -> bool:
     return name.strip().lower() not in (spec.key, spec.name.lower())
 
 
-def tensor_parallel_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int:
+def tensor_parallel_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int | None:
     """Nodes a tensor-parallel group of ``tensor_parallel_size`` GPUs of ``gpu`` spans: ``⌈TP ÷ domain⌉`` where the
     catalog gives the part's NVLink/Infinity Fabric domain (:attr:`GPUSpec.scale_up_domain_gpus`: 8 on HGX H100, so
-    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one), else 1 (the group is priced as one domain)."""
-    domain = gpu.scale_up_domain_gpus
-    if not domain or tensor_parallel_size <= domain:
+    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one); 1 at TP 1; ``None`` (unknown) for a larger group on a
+    part whose domain the catalog does not state (the performance model then prices it as one domain)."""
+    if tensor_parallel_size <= 1:
         return 1
+    domain = gpu.scale_up_domain_gpus
+    if not domain:
+        return None
     return -(-tensor_parallel_size // domain)
+
+
+def scale_up_fabric(gpu: GPUSpec) -> str:
+    """The name of the part's GPU-to-GPU fabric in a sentence: ``Infinity Fabric`` for AMD Instinct, else
+    ``NVLink``."""
+    return "Infinity Fabric" if gpu.vendor.upper().startswith("AMD") else "NVLink"
 
 
 def gpu_generation(gpu: GPUSpec) -> str:

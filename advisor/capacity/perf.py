@@ -319,7 +319,7 @@ def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Perf
         else a.fallback_interconnect_bytes_per_second
     )
     latency = a.allreduce_latency_seconds + 2 * (tp - 1) * a.allreduce_hop_latency_seconds
-    nodes = tensor_parallel_nodes(gpu, tp)
+    nodes = tensor_parallel_nodes(gpu, tp) or 1  # an unstated domain: priced as one
     if nodes > 1:
         across = INTERNODE_ALLREDUCE_LATENCY_SECONDS + math.log2(nodes / 2) * INTERNODE_LATENCY_PER_DOUBLING_SECONDS
         latency = max(latency, across)

@@ -9,17 +9,24 @@ many blocks are free, so a second request's TTFT is the first one's whole genera
 2 % used). Neither the pool turns (the pool is not what binds) nor replicas (one replica's idle pool would serve
 the queue) fit; raising the cap does.
 
-Proposes ``max_num_seqs`` raised to hold the running and waiting requests, bounded by what the pool holds at the
-observed tokens per running request (``max_usage_after`` of the pool, re-run through the capacity pass: a larger
-cap also raises vLLM's sampler warm-up and shrinks the pool a little) and, with a TPOT target and a GPU, by the
-largest batch whose calibrated TPOT still meets it (:func:`advisor.rules.common.knee_batch`). When that bound is not
-above the current cap the cap is what keeps TPOT within its target, and nothing is proposed (``goodput`` and
-``queue_growth`` speak for that load). Not for llama.cpp (``--parallel`` splits ``--ctx-size`` into smaller slots
-unless ``--kv-unified``: raising it shrinks every request's room) nor TGI (its batch is bounded by tokens, and
-``--max-concurrent-requests`` refuses the excess rather than queueing it), nor an engine whose cap the config does not
-state other than vLLM (SGLang derives ``--max-running-requests`` from its pool: the 256 assumed is not its cap). Not
-while another pool (a state pool, the slots) is saturated: that pool holds the queue. A stalled engine, whose gauges
-describe a hang, is ``stalled``'s (it supersedes this rule, and this rule needs tokens generated in the window).
+Proposes ``max_num_seqs`` raised to hold the running and the waiting-for-capacity requests (vLLM's ``deferred``
+ones wait for a LoRA slot or a remote KV load), bounded by what the pool holds at the observed request size (the
+longer of finished requests and running requests' KV, ``max_usage_after`` of the pool) with the raised cap's own pool
+(the capacity pass re-run: vLLM's sampler warm-up grows with the cap; a cap the engine cannot start with is never
+proposed) and, with a TPOT target and a GPU, by the largest batch whose calibrated TPOT still meets it
+(:func:`advisor.rules.common.knee_batch`). The fullest pool of the window is judged, not the mean over replicas. Not
+while the window's measured TPOT misses its target (a larger batch slows every token: ``goodput_below_target``'s),
+nor when more requests run than the configured cap (the config's ``max_num_seqs`` is not what the engine runs).
+When that bound is not above the current cap the cap is what keeps TPOT within its target, and nothing is proposed
+(``goodput`` and ``queue_growth`` speak for that load).
+
+Not for llama.cpp (``--parallel`` splits ``--ctx-size`` into smaller slots unless ``--kv-unified``: raising it
+shrinks every request's room), TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the
+excess rather than queueing it) or a Dynamo frontend (its gauges count every worker's requests, the queued ones
+inside the in-flight); nor an engine other than vLLM whose cap the config does not state (SGLang derives
+``--max-running-requests`` from its pool: the 256 assumed is not its cap). Not while another pool (a state pool, the
+slots) is saturated: that pool holds the queue. A stalled engine, whose gauges describe a hang, is ``stalled``'s (it
+supersedes this rule, and this rule needs tokens generated in the window).
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ from advisor.rules.common import (
     knee_batch,
     kv_withheld,
     latency_model,
+    observed_request_tokens,
     percent,
-    tokens_per_running_request,
 )
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
@@ -47,6 +54,7 @@ from advisor.rules.turns import effect, turn
 NOT_FOR_ENGINES = {
     "llamacpp": "llama.cpp's --parallel splits --ctx-size into slots: more slots give each request less room",
     "tgi": "TGI bounds its batch by tokens (--max-batch-total-tokens), not by a sequence cap",
+    "dynamo": "Dynamo's frontend counts every worker's requests, queued ones inside in-flight: no one engine's slots",
 }
 """Engines whose sequence-count dial is not a cap that queues (why, per engine)."""
 
@@ -69,6 +77,16 @@ class SeqCapRule:
         """Seconds the fire side must hold."""
         return self._for
 
+    def _waiting_for_a_slot(self, ev: Evaluation) -> float | None:
+        """Requests waiting for a slot: vLLM's ``waiting_capacity`` where the engine splits its queue by reason
+        (``deferred`` requests wait for a LoRA adapter slot or a remote KV load, ``skipped_waiting`` in
+        ``vllm/v1/core/sched/scheduler.py``: a larger cap admits none of them), else the whole waiting count."""
+        s = ev.stats
+        assert s is not None
+        if "waiting_capacity" in ev.queues:
+            return ev.queues["waiting_capacity"]
+        return s.requests_waiting
+
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
         s = ev.stats
         if s is None:
@@ -77,7 +95,8 @@ class SeqCapRule:
         if why_not:
             return False, why_not, {}
         cap = ev.ctx.inputs.max_num_seqs
-        if cap is None or s.requests_running is None or s.requests_waiting is None:
+        waiting = self._waiting_for_a_slot(ev)
+        if cap is None or s.requests_running is None or waiting is None:
             return None, "max_num_seqs, running or waiting unknown", {}
         if ev.ctx.engine != "vllm" and not ev.ctx.max_num_seqs_stated:
             # SGLang derives --max-running-requests from its pool, TensorRT-LLM its batch from its engine build: the
@@ -85,33 +104,41 @@ class SeqCapRule:
             return None, f"the sequence cap is not stated (set deployments[].max_num_seqs; {cap} is assumed)", {}
         ranks = data_parallel_ranks(ev)
         per_replica = s.requests_running / max(ev.replicas_up, 1)
+        usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         evidence: dict[str, Any] = {
             "max_num_seqs": cap,
             "requests_running_per_replica": round(per_replica, 2),
-            "requests_waiting": s.requests_waiting,
-            "kv_cache_usage_ratio": s.kv_cache_usage_ratio,
+            "requests_waiting_for_a_slot": waiting,
+            "kv_cache_usage_ratio_max": usage,
         }
         if ranks > 1:
             evidence["data_parallel_ranks"] = ranks
-        at_cap = per_replica >= cap * ranks - 1e-9
-        if not at_cap or s.requests_waiting < 1:
-            reason = f"{count(per_replica)} running of a cap of {cap * ranks}, {count(s.requests_waiting)} waiting"
+        if per_replica > cap * ranks + 0.5:
+            # the engine never runs more than its cap (vLLM: ``num_running >= max_num_running_reqs``): the config's
+            # max_num_seqs is not what the engine runs with, and its real cap is unknown
+            return None, f"{count(per_replica)} running exceed the configured max_num_seqs {cap * ranks}", evidence
+        if per_replica < cap * ranks - 1e-9 or waiting < 1:
+            reason = f"{count(per_replica)} running of a cap of {cap * ranks}, {count(waiting)} waiting for a slot"
             return False, reason, evidence
-        if s.kv_cache_usage_ratio is None:
+        if usage is None:
             return None, "KV usage unknown: whether the pool has room cannot be told", evidence
-        if s.kv_cache_usage_ratio > self.max_usage:
-            return False, f"the pool is {percent(s.kv_cache_usage_ratio)} full: blocks bind, not the cap", evidence
+        if usage > self.max_usage:
+            return False, f"the fullest pool is {percent(usage)} used, above {percent(self.max_usage)}", evidence
         other = kv_withheld(ev)
         if other:  # a state pool or the slots are full: that pool, not the cap, holds the queue
             return False, other.removeprefix("withheld: "), evidence
         generated = ev.counter_deltas.get("generation_tokens")
         if generated is not None and generated <= 0:
             return False, "no token generated in the window: a hang is not a cap (stalled speaks for it)", evidence
+        tpot_ok = ev.tpot_ok.value if ev.tpot_ok is not None else None
+        if tpot_ok is not None and tpot_ok < ev.ctx.slo.target_ratio:
+            # a larger batch only slows every token further: goodput_below_target's
+            return False, f"only {percent(tpot_ok)} of requests meet the TPOT target at this batch", evidence
         return (
             True,
             f"{count(per_replica)} running at max_num_seqs {cap}"
             + (f" × {ranks} ranks" if ranks > 1 else "")
-            + f" with {count(s.requests_waiting)} waiting while the pool is {percent(s.kv_cache_usage_ratio)} full",
+            + f" with {count(waiting)} waiting for a slot while the fullest pool is {percent(usage)} used",
             evidence,
         )
 
@@ -125,29 +152,58 @@ class SeqCapRule:
         holds, reason, evidence = self._reading(ev)
         return Condition(None if holds is None else not holds, reason, evidence)
 
-    def _raised(self, ev: Evaluation) -> tuple[int | None, str, dict[str, Any]]:
-        """The raised cap per rank (or None) and why, with the bounds as evidence."""
+    def _holds_at(self, ev: Evaluation, n: int, length: float | None, per_rank: float, usage: float) -> int | None:
+        """Requests the pool holds at ``max_usage_after`` with the cap at ``n`` (vLLM's sampler warm-up grows with
+        max_num_seqs and shrinks the pool: the capacity pass with the cap turned gives the pool's new size), at
+        ``length`` tokens a request where the pool's size is known, else at the running requests' share of it
+        (``per_rank`` running fill ``usage``); None when the deployment would not start with that cap."""
+        t = turn(ev.ctx.inputs, c.DIAL_MAX_NUM_SEQS, n)
+        if t is None or not t.before.kv_cache_tokens or t.after.kv_cache_tokens <= 0:
+            return None
+        shrink = t.after.kv_cache_tokens / t.before.kv_cache_tokens
+        pool = ev.kv_capacity_tokens
+        if length and pool:
+            return math.floor(self.max_usage_after * pool * shrink / data_parallel_ranks(ev) / length)
+        return math.floor(self.max_usage_after * shrink * per_rank / usage)
+
+    def _raised(self, ev: Evaluation) -> tuple[int | None, dict[str, Any]]:
+        """The raised cap per rank (or None), with its bounds as evidence: the largest cap up to the running and
+        waiting requests that the pool holds at the observed request size (the larger of finished requests' length
+        and running requests' KV, :func:`advisor.rules.common.observed_request_tokens`; the running requests' share
+        of the pool when its size is unknown) with that cap's own pool, then the TPOT knee."""
         s = ev.stats
         inputs = ev.ctx.inputs
         cap = inputs.max_num_seqs
-        assert s is not None and cap is not None and s.requests_running is not None and s.requests_waiting is not None
+        waiting = self._waiting_for_a_slot(ev)
+        assert s is not None and cap is not None and s.requests_running is not None and waiting is not None
         ranks = data_parallel_ranks(ev)
-        replicas = max(ev.replicas_up, 1)
-        demand = math.ceil((s.requests_running + s.requests_waiting) / replicas / ranks)
+        per_rank = s.requests_running / max(ev.replicas_up, 1) / ranks
+        demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks)
         bounds: dict[str, Any] = {"demand_per_rank": demand}
-        want = max(cap + 1, demand)
-        per_request = tokens_per_running_request(ev)
-        pool = ev.kv_capacity_tokens
-        if per_request and pool:
-            t = turn(inputs, c.DIAL_MAX_NUM_SEQS, want)
-            shrink = t.after.kv_cache_tokens / t.before.kv_cache_tokens if t and t.before.kv_cache_tokens else 1.0
-            fits = math.floor(self.max_usage_after * pool * shrink / ranks / per_request)
-            bounds |= {"tokens_per_running_request": round(per_request), "pool_holds_requests": fits}
-            want = min(want, fits)
+        usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+        length, _ = observed_request_tokens(ev)
+        if not (length and ev.kv_capacity_tokens) and not (usage and usage > 0):
+            return None, bounds
+        if length and ev.kv_capacity_tokens:
+            bounds["tokens_per_request"] = round(length)
+        assert usage is not None
+        # the largest n ≤ demand the pool holds with the cap at n: the pool shrinks as n grows, so the test is
+        # monotone (true up to some n, false beyond)
+        lo, hi, want = cap + 1, max(cap + 1, demand), cap
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            holds = self._holds_at(ev, mid, length, per_rank, usage)
+            if holds is not None and mid <= holds:
+                want, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if want <= cap:
+            return None, bounds
+        bounds["pool_holds_requests"] = self._holds_at(ev, want, length, per_rank, usage)
         gpu = ev.ctx.gpu
         target = ev.ctx.slo.tpot_seconds
-        if gpu is not None and target and want > cap:
-            context = per_request or float(inputs.max_model_len or 2048) / 2
+        if gpu is not None and target:
+            context = length or float(inputs.max_model_len or 2048) / 2
             try:
                 knee = knee_batch(latency_model(ev), inputs, gpu, context, target, want)
             except (CapacityError, ValueError):  # the part lacks a figure the roofline needs: TPOT unpriced
@@ -155,39 +211,53 @@ class SeqCapRule:
             else:
                 bounds["tpot_knee"] = knee
                 want = min(want, knee) if knee is not None else cap
-        if want <= cap:
-            return None, f"no cap above {cap} holds the pool and the TPOT target ({bounds})", bounds
-        return want, "", bounds
+        return (want if want > cap else None), bounds
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
-        """``max_num_seqs`` raised, bounded by the pool at the observed request size and the TPOT target."""
+        """``max_num_seqs`` raised, bounded by the pool at the observed request size, what starts and the TPOT
+        target."""
         holds, reason, evidence = self._reading(ev)
         if not holds:
             return []
-        new, _, bounds = self._raised(ev)
+        new, bounds = self._raised(ev)
         if new is None:
             return []
         inputs = ev.ctx.inputs
         cap = inputs.max_num_seqs
         s = ev.stats
-        assert s is not None and cap is not None and s.kv_cache_usage_ratio is not None
+        usage = evidence["kv_cache_usage_ratio_max"]
+        assert s is not None and cap is not None and usage is not None
         ranks = data_parallel_ranks(ev)
-        running = (s.requests_running or 0.0) / max(ev.replicas_up, 1) / ranks
-        usage_after = min(1.0, s.kv_cache_usage_ratio * new / max(running, 1.0))
+        running = max((s.requests_running or 0.0) / max(ev.replicas_up, 1) / ranks, 1.0)
         predicted: dict[str, dict[str, Any]] = {
             "max_num_seqs": effect(cap, new),
-            "kv_cache_usage_ratio": effect(s.kv_cache_usage_ratio, usage_after),
+            # the running requests' share of the pool, scaled to the new cap at their size today
+            "kv_cache_usage_ratio": effect(usage, min(1.0, usage * new / running)),
         }
         gpu = ev.ctx.gpu
-        per_request = bounds.get("tokens_per_running_request")
+        length = bounds.get("tokens_per_request")
         if gpu is not None:
             model = latency_model(ev)
-            context = float(per_request or (inputs.max_model_len or 2048) / 2)
+            context = float(length or (inputs.max_model_len or 2048) / 2)
             with contextlib.suppress(CapacityError, ValueError):
                 predicted["tpot_seconds"] = effect(
-                    model.tpot_seconds(inputs, gpu, max(running, 1.0), context),
-                    model.tpot_seconds(inputs, gpu, new, context),
+                    model.tpot_seconds(inputs, gpu, running, context), model.tpot_seconds(inputs, gpu, new, context)
                 )
+        held = (
+            f" (the pool holds {bounds['pool_holds_requests']} requests of ~{length:,} tokens, the longer of finished "
+            f"and running requests, at {percent(self.max_usage_after)} usage"
+            if length
+            else f" (at the running requests' share of the pool the pool holds {bounds['pool_holds_requests']} at "
+            f"{percent(self.max_usage_after)} usage"
+        )
+        knee = bounds.get("tpot_knee")
+        tpot = (
+            f"; TPOT meets its target up to a batch of {knee}"
+            if knee
+            else "; the latency model cannot price the larger batch on this GPU: watch TPOT after the change"
+            if bounds.get("tpot_unpriced")
+            else ""
+        )
         return [
             Proposal(
                 rule=self.id,
@@ -198,25 +268,13 @@ class SeqCapRule:
                 flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, new),
                 severity="warning",
                 confidence=confidence(ev, 0.7),
-                summary=f"{ev.ctx.name}: requests wait for a sequence slot with the KV pool "
-                f"{percent(s.kv_cache_usage_ratio)} full — raise max_num_seqs {cap} → {new}",
+                summary=f"{ev.ctx.name}: requests wait for a sequence slot with the KV pool {percent(usage)} used — "
+                f"raise max_num_seqs {cap} → {new}",
                 description=(
-                    f"{reason}: the waiting requests wait for a slot, not for blocks (the scheduler admits no request "
-                    f"past max_num_seqs however many blocks are free), so each one's TTFT includes a running "
-                    f"request's whole generation. {new} slots hold the running and waiting requests"
-                    + (
-                        f" (the pool holds {bounds['pool_holds_requests']} requests of the observed "
-                        f"~{per_request:,} tokens at {percent(self.max_usage_after)} usage"
-                        if "pool_holds_requests" in bounds
-                        else " (the pool's room per request is unknown: watch KV usage after the change"
-                    )
-                    + (f"; TPOT meets its target up to a batch of {k})" if (k := bounds.get("tpot_knee")) else ")")
-                    + (
-                        "; the latency model cannot price the larger batch on this GPU: watch TPOT after the change"
-                        if bounds.get("tpot_unpriced")
-                        else ""
-                    )
-                    + ". Replicas and pool turns would not help: this replica's pool is mostly idle."
+                    f"{reason}: they wait for a slot, not for blocks (the scheduler admits no request past "
+                    "max_num_seqs however many blocks are free), so each one's TTFT includes a running request's "
+                    f"whole generation. {new} slots hold the running and waiting requests{held}{tpot}). Replicas "
+                    "and pool turns would not help: the pool has room."
                 ),
                 predicted_effect=predicted,
                 evidence={**evidence, **bounds},

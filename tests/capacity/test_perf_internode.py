@@ -40,9 +40,10 @@ def test_nodes_are_the_group_over_the_domain_rounded_up(gpu: str, tp: int, nodes
     assert tensor_parallel_nodes(get_gpu(gpu), tp) == nodes
 
 
-def test_gb200_nvl72_keeps_tp16_in_one_domain_and_an_unstated_domain_is_one() -> None:
+def test_gb200_nvl72_keeps_tp16_in_one_domain_and_an_unstated_domain_is_unknown() -> None:
     assert tensor_parallel_nodes(get_gpu("gb200"), 16) == 1
-    assert tensor_parallel_nodes(get_gpu("l40s"), 16) == 1
+    assert tensor_parallel_nodes(get_gpu("l40s"), 16) is None  # PCIe: the catalog states no domain
+    assert tensor_parallel_nodes(get_gpu("l40s"), 1) == 1
 
 
 def test_within_a_node_the_latency_is_the_fitted_one() -> None:
@@ -98,11 +99,16 @@ def test_a_broken_domain_cell_names_its_row(cell: str) -> None:
 
 @pytest.mark.parametrize(
     ("gpu", "tp", "nodes"),
-    [(("--gpu", "h100-sxm"), "16", 2), (("--gpu", "h100-sxm"), "8", 1), (("--gpu-memory-gib", "80"), "16", None)],
+    [
+        (("--gpu", "h100-sxm"), "16", 2),
+        (("--gpu", "h100-sxm"), "8", 1),
+        (("--gpu-memory-gib", "80"), "16", None),
+        (("--gpu", "h100-pcie"), "16", None),  # a part whose domain the catalog does not state
+    ],
 )
 def test_plan_says_how_many_nodes_the_group_spans(gpu: tuple[str, str], tp: str, nodes: int | None) -> None:
     """``plan --json`` ``tensor_parallel_nodes``: 2 for TP 16 on 8-GPU H100 nodes (with a note on stderr), 1 inside a
-    node, null when no catalog part is named (80 GiB alone is several parts)."""
+    node, null when no catalog part is named (80 GiB alone is several parts) or its domain is not stated."""
     r = run_cli(
         *("plan", "--model", "meta-llama/Llama-3.1-405B-Instruct", *gpu, "--tp", tp, "--quantization", "fp8"),
         *("--max-model-len", "8192", "--json"),

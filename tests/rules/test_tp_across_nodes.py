@@ -40,3 +40,8 @@ def test_tp_16_on_eight_gpu_h100_nodes_names_the_two_nodes_and_the_network() -> 
 def test_a_group_inside_one_domain_says_nothing_of_nodes() -> None:
     assert "nodes" not in _tp_why("h100-sxm", 2)
     assert "nodes" not in _tp_why("gb200", 8)
+
+
+def test_an_amd_group_names_infinity_fabric_not_nvlink() -> None:
+    why = _tp_why("mi300x", 8)
+    assert "TP 16 spans 2 nodes of 8 mi300x GPUs (one Infinity Fabric domain)" in why, why
