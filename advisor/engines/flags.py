@@ -9,7 +9,8 @@ front of it. Sources, by engine:
 * SGLang — ``python/sglang/srt/server_args.py`` (``ServerArgs.add_cli_args``).
 * TGI — ``launcher/src/main.rs`` (``Args``, v3.3.7) and docs "Text Generation Inference launcher arguments".
 * TensorRT-LLM ``trtllm-serve`` — ``tensorrt_llm/commands/serve.py`` options; weight quantization is a
-  checkpoint/engine-build choice (ModelOpt), not a serve flag.
+  checkpoint/engine-build choice (ModelOpt), not a serve flag. The Triton ``tensorrtllm`` backend serves a built
+  engine: its batch, token budget, sequence length and TP are ``trtllm-build`` (and checkpoint) options.
 * llama.cpp server — ``tools/server/README.md`` (``llama-server --help``); weight precision is the GGUF file.
 * Dynamo — the frontend has no engine dials: they are set on the worker (its engine's flags).
 
@@ -139,11 +140,26 @@ _LLAMACPP: dict[str, str] = {
 
 _WORKER = "set on the Dynamo worker (its engine's flag for {dial}) to {value}"
 
+_TRITON_TRTLLM: dict[str, str] = {
+    **_TRTLLM,
+    # the Triton tensorrtllm backend runs a prebuilt engine: its batch, token budget and sequence length are
+    # build-time limits (docs "Model Configuration": "the runtime batch size will be determined by the TRT-LLM
+    # scheduler based on ... the engine build trtllm-build parameters (such max_num_tokens and max_batch_size)"),
+    # trtllm-build's options in https://nvidia.github.io/TensorRT-LLM/commands/trtllm-build.html
+    c.DIAL_MAX_NUM_SEQS: (
+        "rebuild the engine with trtllm-build --max_batch_size {value} (a built engine's batch cannot exceed its "
+        "build; Triton's triton_max_batch_size does not raise it)"
+    ),
+    c.DIAL_MAX_NUM_BATCHED_TOKENS: "rebuild the engine with trtllm-build --max_num_tokens {value}",
+    c.DIAL_MAX_MODEL_LEN: "rebuild the engine with trtllm-build --max_seq_len {value}",
+    c.DIAL_TENSOR_PARALLEL_SIZE: "convert the checkpoint with --tp_size {value} and rebuild the engine (trtllm-build)",
+}
+
 FLAGS: dict[str, dict[str, str]] = {
     "vllm": _VLLM,
     "sglang": _SGLANG,
     "tgi": _TGI,
-    "triton-trtllm": _TRTLLM,
+    "triton-trtllm": _TRITON_TRTLLM,
     "trtllm": _TRTLLM,
     "llamacpp": _LLAMACPP,
 }

@@ -43,6 +43,15 @@ from tests.rules.helpers import ctx, ev, hist
         ("trtllm", c.DIAL_MAX_NUM_SEQS, 64, "--max_batch_size 64"),
         ("trtllm", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--tp_size 2"),
         ("trtllm", c.DIAL_MAX_MODEL_LEN, 8192, "--max_seq_len 8192"),
+        # Triton tensorrtllm backend: a built engine's limits are trtllm-build options
+        (
+            "triton-trtllm",
+            c.DIAL_MAX_NUM_SEQS,
+            64,
+            "rebuild the engine with trtllm-build --max_batch_size 64 (a built engine's batch cannot exceed its "
+            "build; Triton's triton_max_batch_size does not raise it)",
+        ),
+        ("triton-trtllm", c.DIAL_MAX_MODEL_LEN, 8192, "rebuild the engine with trtllm-build --max_seq_len 8192"),
         # llama.cpp tools/server/README.md
         ("llamacpp", c.DIAL_MAX_NUM_SEQS, 4, "--parallel 4"),
     ],
