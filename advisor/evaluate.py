@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -248,10 +249,22 @@ def _outstanding(s: EngineSnapshot) -> float:
     return (s.requests_running or 0.0) + (s.requests_waiting or 0.0)
 
 
+def _kv_moved(a: EngineSnapshot, b: EngineSnapshot) -> bool:
+    """The KV usage gauge, known at both ends, changed: the engine's scheduler allocated or freed blocks, so it is
+    working, whatever its token counters say. vLLM V1 counts a prompt's tokens only when its prefill completes
+    (``vllm/v1/metrics/stats.py`` ``IterationStats``), so a long chunked prefill alone moves no counter for tens of
+    seconds while its blocks fill (rwlove/home-ops#13384: 0.083 → 0.095 during a 96k-token prefill)."""
+    x, y = a.kv_cache_usage_ratio, b.kv_cache_usage_ratio
+    return x is not None and y is not None and not (math.isnan(x) or math.isnan(y)) and abs(x - y) > 1e-9
+
+
 def _still(a: EngineSnapshot, b: EngineSnapshot) -> bool:
     """Between two snapshots of one target, requests were inside the engine at both ends, the process did not
-    restart, and none of :data:`STALL_COUNTERS` known at both ends moved (at least one is known)."""
+    restart, its KV usage did not move (:func:`_kv_moved`), and none of :data:`STALL_COUNTERS` known at both ends
+    moved (at least one is known)."""
     if _outstanding(a) <= 0 or _outstanding(b) <= 0:
+        return False
+    if _kv_moved(a, b):
         return False
     sa, sb = a.process_start_time_seconds, b.process_start_time_seconds
     if sa is not None and sb is not None and abs(sa - sb) > START_TIME_TOLERANCE_SECONDS:
@@ -289,7 +302,8 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     """Why a target's engine looks frozen, or ``None``.
 
     Frozen: every sample of the last ``frozen_after`` seconds has requests running, yet neither the prompt
-    nor the generation token counter moved — a hung engine whose gauges still read busy. Needs samples
+    nor the generation token counter moved, nor the KV usage (:func:`_kv_moved`) — a hung engine whose gauges still
+    read busy. Needs samples
     spanning at least ``frozen_after`` seconds; with fewer it cannot tell.
 
     A queue with nothing running and the counters still is *not* frozen data: its gauges are true, and the
@@ -309,6 +323,8 @@ def _frozen(history: Sequence[TimedSnapshot], now: float, frozen_after: float) -
     known = [(a, b) for a, b in counters if a is not None and b is not None]
     if not known or any(a != b for a, b in known):  # checked first: on a serving engine the counters moved
         return None
+    if any(_kv_moved(x.snapshot, y.snapshot) for x, y in itertools.pairwise(recent)):
+        return None  # blocks were allocated or freed: a long prefill, not a hang
     if counters_advance_during_decode(last.engine) is not True:
         # SGLang, TGI, llama.cpp, TensorRT-LLM count a request's tokens when it finishes: a few long generations
         # stand the counters still for minutes on a healthy engine. The stalled rule, which knows the engine and

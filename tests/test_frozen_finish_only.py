@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from advisor.domain import EngineSnapshot, TimedSnapshot
-from advisor.evaluate import Quality, TargetView, target_state
+from advisor.evaluate import Quality, TargetView, stall_span, target_state
 
 URL = "http://e:8000/metrics"
 
@@ -41,3 +41,39 @@ def test_still_counters_of_vllm_are_frozen() -> None:
     state, reason = target_state(TargetView(URL, True, None, None, hist), 1090.0, Quality(15.0, 3, 60.0))
     assert state == "stale"
     assert reason.startswith("frozen: 4 requests running") and "90s" in reason
+
+
+def _prefill_history(usages: list[float | None]) -> tuple[TimedSnapshot, ...]:
+    """vLLM, one request running through a long chunked prefill: samples every 15 s, counters still (V1 counts a
+    prompt's tokens when its prefill completes), KV usage as given."""
+    return tuple(
+        TimedSnapshot(
+            URL,
+            1000.0 + 15 * i,
+            EngineSnapshot(
+                engine="vllm",
+                requests_running=1,
+                requests_waiting=0,
+                generation_tokens_total=120_000,
+                prompt_tokens_total=400_000,
+                kv_cache_usage_ratio=u,
+            ),
+        )
+        for i, u in enumerate(usages)
+    )
+
+
+def test_a_long_prefill_filling_blocks_is_not_frozen() -> None:
+    """rwlove/home-ops#13384: a 96k-token prefill moved KV usage 0.083 → 0.095 with every counter still; the
+    engine is working (its scheduler allocates blocks), so its data stays fresh and no stall is counted."""
+    hist = _prefill_history([0.083, 0.085, 0.087, 0.089, 0.091, 0.093, 0.095])
+    state, reason = target_state(TargetView(URL, True, None, None, hist), 1090.0, Quality(15.0, 3, 60.0))
+    assert (state, reason) == ("fresh", "ok")
+    assert stall_span(hist) == 0.0
+
+
+def test_a_kv_gauge_that_stands_still_with_the_counters_is_frozen() -> None:
+    hist = _prefill_history([0.09] * 7)
+    state, reason = target_state(TargetView(URL, True, None, None, hist), 1090.0, Quality(15.0, 3, 60.0))
+    assert state == "stale" and reason.startswith("frozen: 1 requests running")
+    assert stall_span(hist) == 90.0

@@ -2,7 +2,8 @@
 
 Reads what :mod:`advisor.evaluate` measures per target (:func:`advisor.evaluate.stall_span`): the time, ending at
 the newest sample, over which the engine held requests (waiting, running, or both: whatever is running) while
-none of its generation-token, prompt-token and finished-request counters moved and the process did not restart.
+none of its generation-token, prompt-token and finished-request counters moved, its KV usage did not move (a long
+prefill fills blocks before vLLM V1 counts its prompt), and the process did not restart.
 
 * Fires when some target has been still for at least ``min_intervals`` consecutive scrape intervals
   (``Evaluation.stalled_intervals``); the lifecycle then waits the for-duration as for every rule.
