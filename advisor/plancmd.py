@@ -87,20 +87,14 @@ def _err(msg: str) -> None:
 
 def _tensor_parallel_nodes(part: Any, tensor_parallel_size: int) -> int | None:
     """Nodes the TP group of ``part`` (a catalog :class:`~advisor.capacity.hardware.GPUSpec`, or None when the part
-    is unknown) spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`), None when unknown (the part, or its
-    domain for TP > 1); beyond one
-    node, a note on stderr says the step prices its all-reduces over the network."""
-    from advisor.capacity.hardware import scale_up_fabric, tensor_parallel_nodes
+    is unknown) spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`: None when unknown); beyond one node,
+    a note on stderr says the step prices its all-reduces over the network."""
+    from advisor.capacity.hardware import tensor_parallel_nodes, tensor_parallel_span
 
-    if part is None:
-        return None
-    nodes = tensor_parallel_nodes(part, tensor_parallel_size)
-    if nodes is not None and nodes > 1:
-        _err(
-            f"note: TP {tensor_parallel_size} spans {nodes} nodes of {part.scale_up_domain_gpus} {part.key} GPUs "
-            f"(one {scale_up_fabric(part)} domain each): the step prices its all-reduces over the network"
-        )
-    return nodes
+    span = tensor_parallel_span(part, tensor_parallel_size)
+    if span is not None:
+        _err(f"note: {span}: the step prices its all-reduces over the network")
+    return tensor_parallel_nodes(part, tensor_parallel_size)
 
 
 def plan_engines() -> tuple[str, ...]:

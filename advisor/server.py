@@ -1081,15 +1081,6 @@ _EFFECT_KEYS = (
 )
 
 
-def _tp_nodes(part: Any, tensor_parallel_size: int) -> int | None:
-    """``tensor_parallel_nodes`` of a plan answer, as ``plan --json`` prints it: the nodes the TP group of the catalog
-    ``part`` spans (:func:`advisor.capacity.hardware.tensor_parallel_nodes`), None when the part (or its domain) is
-    unknown."""
-    from advisor.capacity.hardware import tensor_parallel_nodes
-
-    return None if part is None else tensor_parallel_nodes(part, tensor_parallel_size)
-
-
 def _field_path(message: str) -> str:
     """The detail path of a capacity-pass error: ``deployment.<field>`` for the first request field the message
     names (``unknown kv_cache_dtype 'nope'`` → ``deployment.kv_cache_dtype``), else ``deployment``. ``model``
@@ -1124,6 +1115,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     """
     from advisor.capacity.deployment import accounting_engine, resolve_deployment, resolve_gpu, spec_from_settings
     from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
     from advisor.config import context_problem
@@ -1170,7 +1162,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     out_before = before.as_dict()
     out_before["gpu"] = resolved.gpu.name
     out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-    out_before["tensor_parallel_nodes"] = _tp_nodes(resolved.gpu.part, inputs.tensor_parallel_size)
+    out_before["tensor_parallel_nodes"] = tensor_parallel_nodes(resolved.gpu.part, inputs.tensor_parallel_size)
     kv_logs = preset_kv_logs(model.name)  # a preset: the published start-up logs its KV figures are checked on
     out_before["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
     # "accounting" ({engine, generation, version, reason}) and the weight terms (cpu offload, draft) come with the
@@ -1198,7 +1190,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             out_after = after.as_dict()
             out_after["gpu"] = out_before["gpu"]
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
-            out_after["tensor_parallel_nodes"] = _tp_nodes(resolved.gpu.part, turned_inputs.tensor_parallel_size)
+            tp_after = turned_inputs.tensor_parallel_size
+            out_after["tensor_parallel_nodes"] = tensor_parallel_nodes(resolved.gpu.part, tp_after)
             out_after["kv_checked_against_logs"] = out_before["kv_checked_against_logs"]
             if "engine" in out_before:
                 out_after["engine"] = out_before["engine"]
@@ -1223,6 +1216,7 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
     :func:`advisor.capacity.deployment.resolve_deployment`)."""
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu
     from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.models import preset_kv_logs
     from advisor.config import context_problem
     from advisor.rules.turns import FIELD_FOR_DIAL
@@ -1247,7 +1241,8 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
             out_after = after.as_dict()
             out_after["gpu"] = resolved.gpu.name
             out_after["nvlink_sharp"] = resolved.gpu.nvlink_sharp
-            out_after["tensor_parallel_nodes"] = _tp_nodes(resolved.gpu.part, resolved.inputs.tensor_parallel_size)
+            tp_after = resolved.inputs.tensor_parallel_size
+            out_after["tensor_parallel_nodes"] = tensor_parallel_nodes(resolved.gpu.part, tp_after)
             kv_logs = preset_kv_logs(spec.model.name)
             out_after["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
             refusal = pool_refusal(after)

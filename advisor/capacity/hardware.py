@@ -239,23 +239,31 @@ def is_alias(name: str, spec: GPUSpec) -> bool:
     return name.strip().lower() not in (spec.key, spec.name.lower())
 
 
-def tensor_parallel_nodes(gpu: GPUSpec, tensor_parallel_size: int) -> int | None:
+def tensor_parallel_nodes(gpu: GPUSpec | None, tensor_parallel_size: int) -> int | None:
     """Nodes a tensor-parallel group of ``tensor_parallel_size`` GPUs of ``gpu`` spans: ``⌈TP ÷ domain⌉`` where the
     catalog gives the part's NVLink/Infinity Fabric domain (:attr:`GPUSpec.scale_up_domain_gpus`: 8 on HGX H100, so
-    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one); 1 at TP 1; ``None`` (unknown) for a larger group on a
-    part whose domain the catalog does not state (the performance model then prices it as one domain)."""
+    TP 16 is two nodes; 72 on GB200 NVL72, so TP 16 is one); 1 at TP 1; ``None`` (unknown) for an unknown part, or
+    a larger group on a part whose domain the catalog does not state (the performance model then prices it as one
+    domain)."""
     if tensor_parallel_size <= 1:
         return 1
-    domain = gpu.scale_up_domain_gpus
-    if not domain:
+    if gpu is None or not gpu.scale_up_domain_gpus:
         return None
-    return -(-tensor_parallel_size // domain)
+    return -(-tensor_parallel_size // gpu.scale_up_domain_gpus)
 
 
-def scale_up_fabric(gpu: GPUSpec) -> str:
-    """The name of the part's GPU-to-GPU fabric in a sentence: ``Infinity Fabric`` for AMD Instinct, else
-    ``NVLink``."""
-    return "Infinity Fabric" if gpu.vendor.upper().startswith("AMD") else "NVLink"
+def tensor_parallel_span(gpu: GPUSpec | None, tensor_parallel_size: int) -> str | None:
+    """The sentence for a TP group that leaves one domain (``TP 16 spans 2 nodes of 8 h100-sxm GPUs (one NVLink
+    domain)``; Infinity Fabric on AMD Instinct), or ``None`` when it spans one node or that is unknown
+    (:func:`tensor_parallel_nodes`)."""
+    nodes = tensor_parallel_nodes(gpu, tensor_parallel_size)
+    if gpu is None or nodes is None or nodes <= 1:
+        return None
+    fabric = "Infinity Fabric" if gpu.vendor.upper().startswith("AMD") else "NVLink"
+    return (
+        f"TP {tensor_parallel_size} spans {nodes} nodes of {gpu.scale_up_domain_gpus} {gpu.key} GPUs (one {fabric} "
+        "domain)"
+    )
 
 
 def gpu_generation(gpu: GPUSpec) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.fixes import POOL_BYTES_STEP
-from advisor.capacity.hardware import scale_up_fabric, tensor_parallel_nodes
+from advisor.capacity.hardware import tensor_parallel_span
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
 from advisor.engines.catalog import exposes
@@ -447,13 +447,10 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     t = turn(inputs, c.DIAL_TENSOR_PARALLEL_SIZE, tp)
     if t and t.kv_gain_ratio() > 1:
         why = "twice the GPUs per replica; inter-GPU communication every layer"
-        gpu = ev.ctx.gpu
-        nodes = (tensor_parallel_nodes(gpu, tp) or 1) if gpu is not None else 1
-        if gpu is not None and nodes > 1:
+        span = tensor_parallel_span(ev.ctx.gpu, tp)
+        if span is not None:
             why += (
-                f". TP {tp} spans {nodes} nodes of {gpu.scale_up_domain_gpus} {gpu.key} GPUs (one "
-                f"{scale_up_fabric(gpu)} domain): "
-                "every layer's all-reduces then cross the network (NCCL, about "
+                f". {span}: every layer's all-reduces then cross the network (NCCL, about "
                 f"{INTERNODE_ALLREDUCE_LATENCY_SECONDS * 1e6:.0f} µs each against a few µs in a node), and vLLM "
                 "and TensorRT-LLM recommend tensor parallelism within a node and pipeline parallelism across nodes"
             )

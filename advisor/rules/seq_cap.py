@@ -189,17 +189,17 @@ class SeqCapRule:
         assert usage is not None
         # the largest n ≤ demand the pool holds with the cap at n: the pool shrinks as n grows, so the test is
         # monotone (true up to some n, false beyond)
-        lo, hi, want = cap + 1, max(cap + 1, demand), cap
+        lo, hi, want, held = cap + 1, max(cap + 1, demand), cap, None
         while lo <= hi:
             mid = (lo + hi) // 2
             holds = self._holds_at(ev, mid, length, per_rank, usage)
             if holds is not None and mid <= holds:
-                want, lo = mid, mid + 1
+                want, held, lo = mid, holds, mid + 1
             else:
                 hi = mid - 1
         if want <= cap:
             return None, bounds
-        bounds["pool_holds_requests"] = self._holds_at(ev, want, length, per_rank, usage)
+        bounds["pool_holds_requests"] = held
         gpu = ev.ctx.gpu
         target = ev.ctx.slo.tpot_seconds
         if gpu is not None and target:
