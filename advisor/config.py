@@ -909,6 +909,21 @@ class SeqCapRule(_RuleBase):
     )
 
 
+class AdmissionWedgedRule(_RuleBase):
+    """vLLM's admission gate shut by deferred requests (vllm-project/vllm#53130): running + deferred ≥
+    ``max_num_seqs`` with requests waiting for capacity, a slot free and the fullest pool at most ``max_usage``
+    full, while the window's admitted requests waited ``min_wait`` on average (or none was admitted and none
+    finished for ``min_wait``), for ``for`` → restart the engine process."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    max_usage: float = Field(default=0.5, gt=0, lt=1, description="KV usage at or below which blocks count as free")
+    min_wait: Duration = Field(
+        default=60.0,
+        description="mean TTFT of the window's admitted requests (or a window with none admitted or finished) that "
+        "shows the gate stays shut",
+    )
+
+
 class OverProvisionedRule(_RuleBase):
     """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
     ``max_load_ratio`` × the concurrency ceiling running at the window's peak, a steady load (dispersion at most
@@ -1040,6 +1055,7 @@ class RulesConfig(_Strict):
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     seq_cap: SeqCapRule = SeqCapRule()
+    admission_wedged: AdmissionWedgedRule = AdmissionWedgedRule()
     host_or_buy: HostOrBuyRule = HostOrBuyRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()

@@ -186,6 +186,7 @@ RULE_MODEL_DRIFT: Final = "model_drift"
 RULE_STALLED: Final = "stalled"
 RULE_HOST_OR_BUY: Final = "host_or_buy"
 RULE_SEQ_CAP: Final = "seq_cap"
+RULE_ADMISSION_WEDGED: Final = "admission_wedged"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"
@@ -193,7 +194,8 @@ PROBLEM_SATURATION: Final = "saturation"
 a pool smaller than one request, preemptions under a low memory budget, requests waiting for a sequence slot. One
 incident, whichever of these rules sees it first."""
 PROBLEM_STALLED: Final = "stalled"
-"""Requests wait, none complete, the token counters stand still."""
+"""Requests wait, none complete, the token counters stand still; or vLLM admits none of them with slots and blocks
+free (the deferred-requests admission wedge)."""
 
 # --- alert names (webhook payload alertname) ----------------------------------------------------------
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"

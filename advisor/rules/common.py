@@ -628,6 +628,23 @@ itself (two exporters writing one registry, a proxy concatenating pages), and th
 keeps as Prometheus does, is only as likely as the other to be the engine's."""
 
 
+LOAD_READINGS: Final = (
+    c.RULE_ADMISSION_THRASH,
+    c.RULE_QUEUE_GROWTH,
+    c.RULE_KV_SATURATION,
+    c.RULE_GOODPUT_BELOW_TARGET,
+    c.RULE_SPECULATIVE_DECODING,
+    c.RULE_KV_BUDGET,
+    c.RULE_OVER_PROVISIONED,
+    c.RULE_HOST_OR_BUY,
+    c.RULE_SEQ_CAP,
+)
+"""The rules that read an engine's gauges as load. While an engine is hung or admits nothing, its gauges describe
+that, not the load: queue growth (arrivals piling up behind it), goodput (nothing finishes) and the
+over-provisioning reading (nothing runs) would each advise a capacity turn that cannot help, so ``stalled`` and
+``admission_wedged`` supersede them. ``pool_context`` is configuration truth and stays."""
+
+
 def confidence(ev: Evaluation, base: float) -> float:
     """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
     scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that

@@ -7,7 +7,10 @@ rule                        supersedes
 ==========================  ==============================================================================
 stalled                     admission_thrash, queue_growth, kv_saturation, goodput_below_target,
                             speculative_decoding, kv_budget, over_provisioned, seq_cap (a hung engine's gauges
-                            describe the hang, not the load); runs on stale data too
+                            describe the hang, not the load), admission_wedged (one restart); runs on stale data
+                            too
+admission_wedged            the rules stalled supersedes but itself (vLLM admits nothing with slots and blocks
+                            free: the queue is a wedge, not load)
 pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash, seq_cap
 admission_thrash            kv_saturation
 kv_budget                   —  (problem ``saturation``: preemptions with head-room; comes before kv_saturation so
@@ -40,6 +43,7 @@ from typing import Any
 
 from advisor import conventions as c
 from advisor.rules.admission import AdmissionThrashRule
+from advisor.rules.admission_wedged import AdmissionWedgedRule
 from advisor.rules.base import Rule
 from advisor.rules.drift import ModelDriftRule
 from advisor.rules.goodput import GoodputRule
@@ -77,6 +81,10 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
                 r.stalled.finish_only_counters_for,
                 r.stalled.observable_intervals,
             ),
+        ),
+        (
+            r.admission_wedged.enabled,
+            AdmissionWedgedRule(r.admission_wedged.max_usage, r.admission_wedged.min_wait, r.admission_wedged.for_),
         ),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
         (

@@ -58,7 +58,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.engines.catalog import counters_advance_during_decode
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import count
+from advisor.rules.common import LOAD_READINGS, count
 from advisor.rules.turns import effect
 
 HIGH_CONFIDENCE = 0.75
@@ -92,20 +92,8 @@ class StalledRule:
     id = c.RULE_STALLED
     problem = c.PROBLEM_STALLED
     evaluated_in = (c.STATE_FRESH, c.STATE_STALE)
-    # while an engine is hung, its gauges describe the hang, not the load: queue growth (arrivals piling up behind
-    # it), goodput (nothing finishes) and the over-provisioning reading (nothing runs) would each advise a capacity
-    # turn that cannot help. pool_context is configuration truth and stays.
-    supersedes: tuple[str, ...] = (
-        c.RULE_ADMISSION_THRASH,
-        c.RULE_QUEUE_GROWTH,
-        c.RULE_KV_SATURATION,
-        c.RULE_GOODPUT_BELOW_TARGET,
-        c.RULE_SPECULATIVE_DECODING,
-        c.RULE_KV_BUDGET,
-        c.RULE_OVER_PROVISIONED,
-        c.RULE_HOST_OR_BUY,
-        c.RULE_SEQ_CAP,
-    )
+    # a hung engine's gauges describe the hang, not the load (LOAD_READINGS); one restart per incident
+    supersedes: tuple[str, ...] = (*LOAD_READINGS, c.RULE_ADMISSION_WEDGED)
 
     def __init__(
         self,

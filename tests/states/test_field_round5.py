@@ -542,13 +542,6 @@ STATES = [
 
 
 XFAIL: dict[str, str] = {
-    "vllm-0271-admission-wedged-by-deferred-requests": (
-        "no advice where the thread's only remedy is a restart: the admission gate is shut (4 running + 473 deferred "
-        ">= max_num_seqs 256) with 80 % of the pool free and nothing finishing, but stalled cannot run on one "
-        "interval (and a prompt still completes now and then), queue_growth and goodput_below_target are withheld "
-        "('no dial turn to suggest') and no rule reads running + deferred against max_num_seqs: a missed incident "
-        "(false negative)"
-    ),
     "vllm-agent-loop-reprefills-85k-fp8-kv-disabled-prefix-cache": (
         "prefix caching, switched off by the fp8 KV dtype (the merged fix), is never proposed: no rule turns the "
         "prefix_caching dial or reads an agent loop re-prefilling its context (the false freeze verdict on the 96k-"
