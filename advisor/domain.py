@@ -350,8 +350,10 @@ class EngineSnapshot:
         pools: pools other than the KV-token pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``), each with
             its own saturation meaning (:class:`PoolReading`); ``kv_cache_usage_ratio`` is the KV pool alone.
         requests_waiting_by_reason: waiting requests split by why they wait (vLLM 0.20+
-            ``vllm:num_requests_waiting_by_reason{reason}``: ``capacity`` = no KV blocks, ``deferred`` = LoRA
-            budget or a KV transfer), summed over ranks; empty when not exposed.
+            ``vllm:num_requests_waiting_by_reason{reason}``: ``capacity`` = the scheduler's ``waiting`` queue, not
+            yet admitted for want of a step's token budget, a sequence slot or KV blocks; ``deferred`` = its
+            ``skipped_waiting`` queue: a LoRA adapter slot, a structured-output grammar, a remote KV load or a paused
+            streaming input, ``vllm/v1/core/sched/scheduler.py``), summed over ranks; empty when not exposed.
         disaggregation_queues: prefill/decode-disaggregation queues in requests, summed over ranks (SGLang
             ``prefill_bootstrap``, ``prefill_prealloc``, ``prefill_inflight``, ``decode_prealloc``,
             ``decode_transfer``); empty when the engine is not disaggregated or does not expose them.

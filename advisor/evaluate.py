@@ -219,6 +219,39 @@ def _any_known(flags: Sequence[bool | None]) -> bool | None:
     return any(known) if known else None
 
 
+def _waiting_capacity_min(up: Sequence[TargetView], start: float, now: float) -> float | None:
+    """Requests waiting for capacity at the window's emptiest scrape (``[start, now]``), summed over the targets'
+    own minima; ``None`` when a target's samples do not all split the queue by reason (vLLM 0.20+)."""
+    total = 0.0
+    for t in up:
+        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+        values = [snap.requests_waiting_by_reason.get("capacity") for snap in window]
+        known = [v for v in values if v is not None and math.isfinite(v)]
+        if not known or len(known) < len(values):
+            return None
+        total += min(known)
+    return total if up else None
+
+
+def _kv_usage_moved(up: Sequence[TargetView], start: float, now: float) -> bool | None:
+    """Whether some target's own KV usage moved between two of its samples in ``[start, now]``
+    (:func:`_kv_moved`); ``None`` when no target has two samples there."""
+    seen = False
+    for t in up:
+        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+        for a, b in itertools.pairwise(window):
+            seen = True
+            if _kv_moved(a, b):
+                return True
+    return False if seen else None
+
+
+def _rank_values(snaps: Sequence[EngineSnapshot], name: str) -> list[float]:
+    """The known (finite) values of RankValues field ``name`` over every rank of ``snaps``."""
+    values = [getattr(r, name) for s in snaps for r in s.ranks]
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
 def _rank_coverage(snaps: Sequence[EngineSnapshot]) -> float:
     total = sum([len(s.ranks) for s in snaps])
     left_out = sum([len(s.ranks_excluded) for s in snaps])
@@ -728,8 +761,12 @@ def evaluate_deployment(
         running_model_error_ratio=running_error,
         model_mismatch=mismatch,
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
+        kv_rank_usage_ratio_max=max(_rank_values(latest, "kv_cache_usage_ratio"), default=None),
+        rank_requests_running_max=max(_rank_values(latest, "requests_running"), default=None),
         pool_usage=pools,
         queues=queues,
+        waiting_capacity_min=_waiting_capacity_min(up, start, now),
+        kv_usage_moved=_kv_usage_moved(up, start, now),
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),

@@ -203,6 +203,12 @@ class CatalogEntry:
     """The token counters move while requests decode (``True``), or only when a request finishes (``False``: a
     few long generations hold them still for minutes on a healthy engine); ``None`` unknown. Each engine module
     sets it with the engine file that shows where its counters are incremented."""
+    reserves_max_length_at_admission: bool = False
+    """The default scheduler admits a request only when the pool can hold its whole length — prompt + its max new
+    tokens, and max-model-len when the client sends no ``max_tokens`` — so at most ``⌊pool ÷ max-model-len⌋``
+    requests without ``max_tokens`` run at once however few blocks they write (TensorRT-LLM's default
+    ``GUARANTEED_NO_EVICT`` capacity scheduler; NVIDIA/TensorRT-LLM#9412). Each engine module sets it with its
+    source."""
     reported_settings: Callable[[Mapping[str, str]], Mapping[str, float | int | str | None]] | None = None
     """``engine_config`` → ``{CapacityInputs field: value}`` of the dials the engine says it runs with (only those
     it reports and that read cleanly); ``None``: the engine reports none."""
@@ -270,6 +276,15 @@ def counters_advance_during_decode(engine: str) -> bool | None:
         return entry(engine).counters_advance_during_decode
     except ValueError:
         return None
+
+
+def reserves_max_length_at_admission(engine: str) -> bool:
+    """The engine's :attr:`CatalogEntry.reserves_max_length_at_admission`; ``False`` for an engine id the catalog does
+    not know."""
+    try:
+        return entry(engine).reserves_max_length_at_admission
+    except ValueError:
+        return False
 
 
 def exposes(engine: str, field: str) -> bool | None:

@@ -307,6 +307,10 @@ CATALOG_ENTRIES: Final = (
         # tensorrt_llm/metrics/collector.py: trtllm_prompt_tokens_total / trtllm_generation_tokens_total are
         # per-request metrics, logged from a request's final output
         counters_advance_during_decode=False,
+        # tensorrt_llm/llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy defaults to GUARANTEED_NO_EVICT,
+        # which admits a request only with blocks for its whole length; a request without max_tokens gets
+        # max_seq_len − prompt (NVIDIA/TensorRT-LLM#9412: "executed sequentially if max_tokens is not provided")
+        reserves_max_length_at_admission=True,
         wrappers=(
             Wrapper(
                 "Dynamo TensorRT-LLM worker",

@@ -133,12 +133,25 @@ class Evaluation:
         kv_rank_capacity_tokens: each data-parallel rank's own KV pool (tokens) of one replica, when the
             engine reports ranks; empty otherwise. One request lives on one rank, so whether a max-length
             request fits is judged against the largest of these, never their sum.
+        kv_rank_usage_ratio_max: the fullest data-parallel rank's KV usage (0–1) at the newest scrape, over the
+            answering replicas; ``None`` when no engine reports ranks. One request lives on one rank, so a rank
+            whose pool is full is not spare capacity however empty the others are (the summed usage is their
+            capacity-weighted mean).
+        rank_requests_running_max: the most requests one data-parallel rank runs at the newest scrape; ``None``
+            when no engine reports ranks.
         pool_usage: pools other than the KV pool (``swa``, ``mamba``, ``slots``) → usage 0–1 at the newest
             scrape, the highest over answering replicas (``None`` unknown). llama.cpp slots without a deferred
             request are ``busy ÷ max_num_seqs`` (the configured ``--parallel``).
         queues: requests waiting, by queue: ``waiting_capacity`` / ``waiting_deferred`` (vLLM
             ``num_requests_waiting_by_reason``) and the disaggregation queues (``decode_prealloc`` …), summed
             over answering replicas; only those exposed.
+        waiting_capacity_min: requests waiting for capacity (vLLM ``waiting_capacity``) at the window's emptiest
+            scrape, summed over the answering replicas' own minima: at least that many waited at every scrape of
+            the window. ``None`` when a replica does not split its queue by reason.
+        kv_usage_moved: some answering replica's own KV usage gauge changed between two of its samples in the window
+            (its scheduler allocated or freed blocks: a working engine, whatever its counters say); ``False`` when
+            every replica's stood still, ``None`` when none has two known readings. The window's min and max of
+            the summed usage cannot say this with several replicas: their gap is between replicas, not in time.
         kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
         ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
         rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
@@ -201,8 +214,12 @@ class Evaluation:
     running_model_error_ratio: float | None = None
     model_mismatch: ModelLabelMismatch | None = None
     kv_rank_capacity_tokens: tuple[float, ...] = ()
+    kv_rank_usage_ratio_max: float | None = None
+    rank_requests_running_max: float | None = None
     pool_usage: Mapping[str, float | None] = field(default_factory=dict)
     queues: Mapping[str, float] = field(default_factory=dict)
+    waiting_capacity_min: float | None = None
+    kv_usage_moved: bool | None = None
     kv_cache_hybrid: bool = False
     ranks_excluded: tuple[str, ...] = ()
     rank_coverage: float = 1.0

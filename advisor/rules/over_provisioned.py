@@ -148,6 +148,23 @@ class OverProvisionedRule:
         running = _peak_running(ev)
         per_replica = running / max(ev.replicas_up, 1)
         load = per_replica / ceiling
+        # one request lives on one data-parallel rank: a rank whose pool fills, or that runs near its share of the
+        # ceiling, is not spare capacity however idle the others are (vllm#48808: 27 / 5 / 0 / 0 running behind a
+        # skewed balancer, engine 0 at 72 % of its pool while the ranks' mean is 21 %)
+        ranks = data_parallel_ranks(ev)
+        rank_usage = ev.kv_rank_usage_ratio_max
+        busiest = ev.rank_requests_running_max if ranks > 1 else None
+        rank_load = busiest / (ceiling / ranks) if busiest is not None else None
+        rank_note = ""
+        if rank_usage is not None and rank_usage > usage:
+            usage = rank_usage
+            rank_note = f"; the fullest data-parallel rank's pool is {percent(rank_usage)} used"
+        if rank_load is not None and busiest is not None and rank_load > load:
+            load = rank_load
+            rank_note += (
+                f"; the busiest data-parallel rank runs {count(busiest)}, {percent(rank_load)} of its share "
+                f"{ceiling / ranks:,.4g} of the ceiling (one request lives on one rank)"
+            )
         dispersion = ev.requests_running_dispersion
         evidence = {
             "goodput_ratio": g,
@@ -159,6 +176,10 @@ class OverProvisionedRule:
             "load_ratio": round(load, 4),
             "window_seconds": s.window_seconds,
         }
+        if rank_usage is not None:
+            evidence["kv_rank_usage_ratio_max"] = rank_usage
+        if busiest is not None:
+            evidence["rank_requests_running_max"] = busiest
         if ev.requests_running_max is not None:
             evidence["requests_running_max"] = ev.requests_running_max
         if dispersion is not None:
@@ -187,6 +208,7 @@ class OverProvisionedRule:
             f"{_load_text(running, ev.replicas_up, ceiling, below, what)}, KV usage at most {usage:.1%}, "
             f"{count(waiting)} waiting"
         )
+        reason += rank_note
         if dispersion is not None and dispersion > self.max_dispersion:
             reason += (
                 f"; the load is not steady (running requests' variance ÷ mean {dispersion:.1f} > "

@@ -37,9 +37,11 @@ pool-enlarging turns are withheld while a different pool (a state pool, the slot
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.engines.catalog import reserves_max_length_at_admission
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     CAP_TAIL_FACTOR,
@@ -48,6 +50,8 @@ from advisor.rules.common import (
     context_cap_withheld,
     count,
     kv_withheld,
+    observed_request_tokens,
+    percent,
     pool_effect,
     pool_turns,
     turn_proposal,
@@ -121,9 +125,13 @@ class PoolContextRule:
             evidence["slot_tokens"] = slot
             evidence["kv_cache_capacity_tokens_whole_pool"] = ev.kv_capacity_tokens
         slots = unified_slots(ev)
-        evidence["max_length_requests_wanted"] = max(self.n, float(slots or 0))
+        reserved = _reservation_bound(ev, pool, mml) if pool else None
+        evidence["max_length_requests_wanted"] = max(self.n, float(slots or 0), float(reserved or 0))
         if slots:
             evidence["unified_slots"] = slots
+        if reserved and pool:
+            evidence["reservation_bound_requests_wanted"] = reserved
+            evidence["max_length_reservations_held"] = math.floor(pool / mml)
         if ranks:
             evidence["data_parallel_ranks"] = len(ranks)
             evidence["kv_cache_capacity_tokens_summed_over_ranks"] = sum(ranks)
@@ -156,10 +164,18 @@ class PoolContextRule:
             where = "one slot (ctx-size ÷ parallel)"
         if "data_parallel_ranks" in evidence:
             where = f"the largest of {evidence['data_parallel_ranks']} data-parallel ranks' pools"
+        if "reservation_bound_requests_wanted" in evidence:
+            where = f"{ev.ctx.engine} reserves a request's whole length before admitting it: {where}"
+            wanted_text = (
+                f"{wanted:g} wanted (the running and waiting requests: the reservations hold the queue while "
+                f"{percent(_usage(ev) or 0.0)} of the blocks are written)"
+            )
+        else:
+            wanted_text = f"{wanted:g} wanted"
         return Condition(
             holds < wanted,
             f"{where} holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
-            f"for max-model-len {evidence['max_model_len']:,}); at least {wanted:g} wanted",
+            f"for max-model-len {evidence['max_model_len']:,}); at least {wanted_text}",
             evidence,
         )
 
@@ -185,6 +201,7 @@ class PoolContextRule:
         pool = float(evidence["kv_cache_capacity_tokens"])
         mml = int(evidence["max_model_len"])
         blocked = self._blocked(ev)
+        reserved = evidence.get("reservation_bound_requests_wanted")
         severity = "critical" if blocked else "warning"
         conf = confidence(ev, 0.95)
         warning = (
@@ -225,19 +242,50 @@ class PoolContextRule:
                 f"can use more than one rank's pool.{warning} More replicas or ranks do not help: each rank has the "
                 "same pool."
             )
+        if reserved:
+            held = evidence["max_length_reservations_held"]
+            s = ev.stats
+            situation = (
+                f"{ev.ctx.engine}'s default scheduler (GUARANTEED_NO_EVICT) admits a request only when the pool can "
+                f"hold its whole length — its prompt + max_tokens, and max-model-len {mml:,} when the client sends "
+                f"no max_tokens. The pool ({pool:,.0f} tokens) holds {held} such reservation(s), so "
+                f"{count(s.requests_running if s else None)} run and {count(s.requests_waiting if s else None)} wait "
+                f"with {percent(_usage(ev) or 0.0)} of the blocks written (NVIDIA/TensorRT-LLM#9412: requests "
+                "without max_tokens run one at a time). A larger pool or more replicas buy one reservation each; "
+                "the cure is a shorter reservation: a max-model-len cap, or max_tokens on every request (the "
+                "clients' fix), or capacity_scheduler_policy MAX_UTILIZATION (admits by blocks written, pausing "
+                "requests when the pool runs out)."
+            )
         out: list[Proposal] = []
         wanted = float(evidence["max_length_requests_wanted"])
-        cap = _rounded_cap(pool / wanted)
+        cap = _rounded_cap(reservation_share(ev, pool, wanted) if reserved else pool / wanted)
         if (ROUND_TO_SMALL if slots else ROUND_TO) <= cap < mml:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
-                cap_withheld = None if blocked else context_cap_withheld(ev, cap, tail=CAP_TAIL_FACTOR)
+                # a cap that shortens the reservations is the cure, not a preventive cap: never withheld for short
+                # observed requests (they are what the reservation wastes)
+                cap_withheld = None if blocked or reserved else context_cap_withheld(ev, cap, tail=CAP_TAIL_FACTOR)
                 seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
                 summary = (
                     f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
                     f"it at {cap:,}" + (" (a request larger than the pool blocks the queue)" if blocked else "")
                 )
                 what = "makes the engine reject what can never run instead of queueing it forever"
+                tail = (
+                    "Longer requests need a replica with a larger pool (the other turns). Falsified by: observed "
+                    f"requests far shorter than the cap ({CAP_TAIL_FACTOR:g}× their length still under it) while "
+                    "nothing is blocked."
+                )
+                if reserved:
+                    what = (
+                        f"shortens every reservation to {cap:,} tokens, so the pool admits "
+                        f"{math.floor(pool / cap)} at once instead of {evidence['max_length_reservations_held']}"
+                    )
+                    tail = (
+                        f"It is at least {CAP_TAIL_FACTOR:g}× the observed request length, so it cuts no request seen. "
+                        "Falsified by: requests admitted beyond the reservations the pool holds (the clients send "
+                        "max_tokens)."
+                    )
                 flag = flag_for(ev.ctx.engine, c.DIAL_MAX_MODEL_LEN, cap)
                 if slots:
                     summary = (
@@ -262,10 +310,7 @@ class PoolContextRule:
                     summary=summary,
                     description=(
                         f"{situation} Capping max-model-len at {cap:,} {what}; the ceiling at max-model-len goes from "
-                        f"{seqs['before'] or 0:.2f} to {seqs['after'] or 0:.2f} sequences. Longer "
-                        "requests need a replica with a larger pool (the other turns). Falsified by: observed "
-                        f"requests far shorter than the cap ({CAP_TAIL_FACTOR:g}× their length still under it) "
-                        "while nothing is blocked."
+                        f"{seqs['before'] or 0:.2f} to {seqs['after'] or 0:.2f} sequences. {tail}"
                     ),
                     predicted_effect={
                         "max_concurrency": seqs,
@@ -282,6 +327,8 @@ class PoolContextRule:
                 out.append(anchored(ev, proposal))
         if slots:
             out += self._fewer_slots(ev, slots, pool, mml, severity, conf, evidence, situation)
+        if reserved:
+            return out  # a pool turn buys one reservation for a multiple of the pool: not the dial
         needed = wanted / holds if holds > 0 else None
         other_pool = kv_withheld(ev)
         out += [
@@ -344,3 +391,51 @@ class PoolContextRule:
             gpus_added=0.0,
         )
         return [anchored(ev, proposal)]
+
+
+RESERVATION_MAX_USAGE = 0.5
+"""KV usage at or below which a queue behind reservations is read as reservation-bound: the blocks written are far
+fewer than the blocks reserved (NVIDIA/TensorRT-LLM#9412: 1 running, 7 waiting, 0.4 % written)."""
+
+
+def _usage(ev: Evaluation) -> float | None:
+    s = ev.stats
+    if s is None:
+        return None
+    return s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+
+
+def _reservation_bound(ev: Evaluation, pool: float, mml: int) -> float | None:
+    """The requests a reservation-bound queue wants to run at once (running + waiting, at most max-num-seqs), or
+    ``None``: the engine reserves a request's whole length at admission
+    (:func:`advisor.engines.catalog.reserves_max_length_at_admission`), requests wait while no more run than
+    ``⌊pool ÷ max-model-len⌋`` reservations, a sequence slot is free and at most :data:`RESERVATION_MAX_USAGE` of
+    the blocks are written. More running than the reservations means the clients send max_tokens: not this."""
+    s = ev.stats
+    if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
+        return None
+    running, waiting, usage = s.requests_running, s.requests_waiting, _usage(ev)
+    if running is None or waiting is None or usage is None or waiting < 1 or usage > RESERVATION_MAX_USAGE:
+        return None
+    per_replica = running / max(ev.replicas_up, 1)
+    held = math.floor(pool / mml)
+    cap = ev.ctx.inputs.max_num_seqs
+    if per_replica > held or (cap is not None and per_replica >= cap):
+        return None
+    want = float(math.ceil((running + waiting) / max(ev.replicas_up, 1)))
+    want = min(want, cap) if cap is not None else want
+    # the requests themselves may be long (a reservation each that is really used): then a cap that cuts none of
+    # them admits no more than run, and the pool, not the reservation, is what binds
+    share = reservation_share(ev, pool, want)
+    if share >= mml or math.floor(pool / share) <= per_replica:
+        return None
+    return want
+
+
+def reservation_share(ev: Evaluation, pool: float, wanted: float) -> float:
+    """Tokens a request may reserve so that ``wanted`` fit the pool, never under :data:`CAP_TAIL_FACTOR` × the
+    observed request length (:func:`advisor.rules.common.observed_request_tokens`): the cap shortens reservations,
+    it must not cut requests."""
+    share = pool / wanted
+    length, _ = observed_request_tokens(ev)
+    return max(share, CAP_TAIL_FACTOR * length) if length else share

@@ -341,6 +341,23 @@ class TRTLLMServe:
         self.h["e2e_request_latency_seconds"].observe(ttft + tpot * (output - 1), n)
         self.h["request_queue_time_seconds"].observe(queue, n)
 
+    def gauges(
+        self, *, running: float, waiting: float, paused: float, max_blocks: float, used: float, max_batch: float
+    ) -> None:
+        """The scheduler and KV gauges: requests running, waiting and paused, the pool's blocks (32 tokens each) and
+        how many are used, the runtime batch size."""
+        self.g.update(
+            num_requests_running=running,
+            num_requests_waiting=waiting,
+            num_paused_requests=paused,
+            kv_cache_max_blocks=max_blocks,
+            kv_cache_used_blocks=used,
+            kv_cache_free_blocks=max_blocks - used,
+            kv_cache_tokens_per_block=32.0,
+            kv_cache_utilization=used / max_blocks,
+            max_batch_size_runtime=max_batch,
+        )
+
     def render(self) -> str:
         lab = ",".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
         out: list[str] = []
@@ -389,17 +406,7 @@ def trtllm_max_utilization_oversubscribed() -> FieldState:
     srv.finish(3, prompt=8000, output=512, ttft=27.0, tpot=0.25, queue=25.0)
 
     def gauges(waiting: float, used: float) -> None:
-        srv.g.update(
-            num_requests_running=24.0,
-            num_requests_waiting=waiting,
-            num_paused_requests=3.0,
-            kv_cache_max_blocks=5800.0,
-            kv_cache_used_blocks=used,
-            kv_cache_free_blocks=5800.0 - used,
-            kv_cache_tokens_per_block=32.0,
-            kv_cache_utilization=used / 5800.0,
-            max_batch_size_runtime=2048.0,
-        )
+        srv.gauges(running=24.0, waiting=waiting, paused=3.0, max_blocks=5800.0, used=used, max_batch=2048.0)
 
     gauges(101.0, 5630.0)
     first = srv.render()

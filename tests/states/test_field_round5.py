@@ -12,8 +12,9 @@ The assertions are written from the reports' numbers, the fix the thread establi
 the advisor's output:
 
 * ``vllm-0271-admission-wedged-by-deferred-requests`` — 4 running, 492 waiting of which 473 ``deferred``, KV at
-  20 %, no request finishing: the admission gate counts the deferred requests against ``max_num_seqs`` (256) and
-  never reopens; only a restart recovered it. Restart; no replicas, no pool turn.
+  20 %, no request finishing, the one admitted prompt after ~5,000 s in the queue: the engine holds its queue with
+  room to run it (the reporter blames the deferred requests filling ``max_num_seqs``); only a restart recovered it.
+  Restart; no replicas, no pool turn.
 * ``vllm-agent-loop-reprefills-85k-fp8-kv-disabled-prefix-cache`` — ``--kv-cache-dtype fp8`` silently turned
   prefix caching off; an agent loop re-prefills ~96k tokens every step (~10 s) with the pool at ≤ 9.5 %. The
   merged fix dropped fp8 KV to get prefix caching back. Never a stall (mid-prefill, no counter moves), never a
@@ -94,12 +95,15 @@ def vllm_admission_wedged_by_deferred() -> FieldState:
     never recovered on its own (observed >1.5 h); a container restart fully cleared it." The analysis: "The collapse
     point matches len(running) + blocked == max_num_seqs (256) exactly (227 deferred + 29 running)".
 
-    Arithmetic: 4 running + 473 deferred = 477 ≥ 256 — the admission gate, which counts the deferred requests
-    against ``max_num_seqs``, stays shut however many blocks are free (80 % of the pool is). Nothing finishes
-    (``request_success`` +0), no preemption: this is not a load (no replica, no pool turn, no context cap helps: 19
-    "capacity" waiters wait on the gate, not on blocks) but a wedged scheduler, and the thread's only recovery is a
-    restart. The engine's counters still move (a prompt completes now and then), so a "no counter moved" stall
-    detector does not see it; the gauges do (running + deferred ≥ ``max_num_seqs`` with a free pool).
+    Arithmetic: 4 running + 473 deferred = 477 ≥ 256 — the reporter's reading is that the admission gate counts the
+    deferred requests against ``max_num_seqs`` (vLLM's admission loop counts ``len(self.running) +
+    self.num_waiting_for_streaming_input``, ``vllm/v1/core/sched/scheduler.py``, so the mechanism is not
+    established). What the report does establish: 19 requests wait for capacity with 80 % of the pool free and 252
+    slots free, the engine runs ~1,946 prompt and 0.48 generated tokens/s where its GPU prefills tens of thousands,
+    nothing finishes (``request_success`` +0), no preemption, for over 1.5 h. This is not a load (no replica, no
+    pool turn, no context cap helps) but a wedged scheduler, and the thread's only recovery is a restart. The
+    engine's counters still move (a prompt completes now and then), so a "no counter moved" stall detector does not
+    see it; the gauges, the token rates and the one admitted request's 5,000 s wait do.
 
     Chosen: the issue names neither model nor GPU. Qwen3-8B on one H100-SXM at the default 0.9 stands in: its pool
     (the capacity pass, 396,192 tokens) puts the report's 29 running at 90 % at ~12,000 tokens each (RAG-length

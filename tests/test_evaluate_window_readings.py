@@ -1,0 +1,56 @@
+"""The window readings the admission-wedge and over-provisioning rules read (:func:`advisor.evaluate.
+evaluate_deployment`): requests waiting for capacity at the window's emptiest scrape, whether any replica's own KV
+usage moved, and the fullest and busiest data-parallel rank at the newest scrape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.domain import EngineSnapshot, RankValues, TimedSnapshot
+from advisor.evaluate import TargetView, _kv_usage_moved, _rank_values, _waiting_capacity_min
+
+
+def _view(url: str, *points: tuple[float, dict[str, Any]]) -> TargetView:
+    history = tuple(TimedSnapshot(url, t, EngineSnapshot(engine="vllm", **kw)) for t, kw in points)
+    return TargetView(url, True, None, None, history)
+
+
+def test_waiting_for_capacity_is_the_emptiest_scrape_summed_over_replicas() -> None:
+    a = _view(
+        "a",
+        (10.0, {"requests_waiting_by_reason": {"capacity": 19.0}}),
+        (11.0, {"requests_waiting_by_reason": {"capacity": 4.0}}),
+    )
+    b = _view(
+        "b",
+        (10.0, {"requests_waiting_by_reason": {"capacity": 3.0}}),
+        (11.0, {"requests_waiting_by_reason": {"capacity": 7.0}}),
+    )
+    assert _waiting_capacity_min([a, b], 9.0, 11.0) == 4.0 + 3.0
+    # a scrape outside the window does not count; one without the split makes it unknown
+    assert _waiting_capacity_min([a], 10.5, 11.0) == 4.0
+    c = _view("c", (10.0, {"requests_waiting_by_reason": {"capacity": 5.0}}), (11.0, {}))
+    assert _waiting_capacity_min([a, c], 9.0, 11.0) is None
+
+
+def test_kv_usage_moved_is_read_per_replica_not_across_them() -> None:
+    still_low = _view("a", (10.0, {"kv_cache_usage_ratio": 0.15}), (11.0, {"kv_cache_usage_ratio": 0.15}))
+    still_high = _view("b", (10.0, {"kv_cache_usage_ratio": 0.25}), (11.0, {"kv_cache_usage_ratio": 0.25}))
+    moving = _view("c", (10.0, {"kv_cache_usage_ratio": 0.25}), (11.0, {"kv_cache_usage_ratio": 0.26}))
+    assert _kv_usage_moved([still_low, still_high], 9.0, 11.0) is False
+    assert _kv_usage_moved([still_low, moving], 9.0, 11.0) is True
+    assert _kv_usage_moved([_view("d", (11.0, {"kv_cache_usage_ratio": 0.2}))], 9.0, 11.0) is None
+
+
+def test_rank_values_are_the_known_ones_of_every_rank() -> None:
+    snap = EngineSnapshot(
+        engine="vllm",
+        ranks=(
+            RankValues("0", kv_cache_usage_ratio=0.72, requests_running=27.0),
+            RankValues("1", kv_cache_usage_ratio=0.135, requests_running=5.0),
+            RankValues("2", kv_cache_usage_ratio=float("nan"), requests_running=None),
+        ),
+    )
+    assert max(_rank_values([snap], "kv_cache_usage_ratio")) == 0.72
+    assert max(_rank_values([snap], "requests_running")) == 27.0
+    assert _rank_values([EngineSnapshot(engine="vllm")], "requests_running") == []
