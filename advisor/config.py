@@ -910,17 +910,18 @@ class SeqCapRule(_RuleBase):
 
 
 class AdmissionWedgedRule(_RuleBase):
-    """vLLM's admission gate shut by deferred requests (vllm-project/vllm#53130): running + deferred ≥
-    ``max_num_seqs`` with requests waiting for capacity, a slot free and the fullest pool at most ``max_usage``
-    full, while the window's admitted requests waited ``min_wait`` on average (or none was admitted and none
-    finished for ``min_wait``), for ``for`` → restart the engine process."""
+    """A vLLM engine that holds its queue with room to run it and barely works (vllm-project/vllm#53130): requests
+    wait for capacity at every scrape while requests run, a slot is free, the fullest pool is at most ``max_usage``
+    full and still, the engine's tokens run under a tenth of its modelled prefill rate, and the window's admitted
+    requests waited ``min_wait`` on average (or none was admitted and none finished for ``min_wait``), for ``for`` →
+    restart the engine process."""
 
     for_: Duration = Field(default=60.0, alias="for")
     max_usage: float = Field(default=0.5, gt=0, lt=1, description="KV usage at or below which blocks count as free")
     min_wait: Duration = Field(
         default=60.0,
         description="mean TTFT of the window's admitted requests (or a window with none admitted or finished) that "
-        "shows the gate stays shut",
+        "shows requests are held",
     )
 
 
