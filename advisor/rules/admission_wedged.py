@@ -109,7 +109,8 @@ class AdmissionWedgedRule:
             busy = latency_model(ev).prefill_busy_seconds(ev.ctx.inputs, gpu, REFERENCE_PROMPT_TOKENS)
         except (CapacityError, ValueError):
             return None, "the latency model cannot price a prefill on this GPU"
-        capacity = REFERENCE_PROMPT_TOKENS / busy * max(ev.replicas_up, 1)
+        # every replica and data-parallel rank prefills on its own GPUs
+        capacity = REFERENCE_PROMPT_TOKENS / busy * max(ev.replicas_up, 1) * data_parallel_ranks(ev)
         evidence["tokens_per_second"] = round(prompt + generated, 2)
         evidence["modelled_prefill_tokens_per_second"] = round(capacity)
         if prompt + generated > IDLE_SHARE * capacity:
