@@ -20,8 +20,12 @@ nor when more requests run than the configured cap (the config's ``max_num_seqs`
 When that bound is not above the current cap the cap is what keeps TPOT within its target, and nothing is proposed
 (``goodput`` and ``queue_growth`` speak for that load).
 
-Not for llama.cpp (``--parallel`` splits ``--ctx-size`` into smaller slots unless ``--kv-unified``: raising it
-shrinks every request's room), TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the
+llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until the first one finishes"): every
+``--parallel`` slot busy with requests deferred while tokens flow. Its ``--ctx-size`` cells are split over the slots,
+so raising ``--parallel`` alone shrinks every request's room: the proposal raises both (``--parallel n --ctx-size
+n × the slot's cells``), up to the running and deferred requests, as many slots as the GPU holds beside the weights
+at ``max_usage_after`` of its memory, and the TPOT knee. Not with ``--kv-unified`` (``pool_context`` judges shared
+cells). Not for TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the
 excess rather than queueing it) or a Dynamo frontend (its gauges count every worker's requests, the queued ones
 inside the in-flight); nor an engine other than vLLM whose cap the config does not state (SGLang derives
 ``--max-running-requests`` from its pool: the 256 assumed is not its cap). Not while another pool (a state pool, the
@@ -36,6 +40,7 @@ import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.hardware import GIB
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
@@ -52,7 +57,6 @@ from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
 NOT_FOR_ENGINES = {
-    "llamacpp": "llama.cpp's --parallel splits --ctx-size into slots: more slots give each request less room",
     "tgi": "TGI bounds its batch by tokens (--max-batch-total-tokens), not by a sequence cap",
     "dynamo": "Dynamo's frontend counts every worker's requests, queued ones inside in-flight: no one engine's slots",
 }
@@ -94,6 +98,8 @@ class SeqCapRule:
         why_not = NOT_FOR_ENGINES.get(ev.ctx.engine)
         if why_not:
             return False, why_not, {}
+        if ev.ctx.engine == "llamacpp":
+            return self._llamacpp_reading(ev)
         cap = ev.ctx.inputs.max_num_seqs
         waiting = self._waiting_for_a_slot(ev)
         if cap is None or s.requests_running is None or waiting is None:
@@ -141,6 +147,120 @@ class SeqCapRule:
             + f" with {count(waiting)} waiting for a slot while the fullest pool is {percent(usage)} used",
             evidence,
         )
+
+    def _llamacpp_reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+        """llama.cpp: every ``--parallel`` slot busy with requests deferred while tokens flow. Its cells are
+        ``--ctx-size`` split over the slots (``n_ctx_seq = n_ctx / n_seq_max``, ``src/llama-context.cpp``), so more
+        slots need a larger ``--ctx-size`` to keep each slot's room: whether those cells fit the GPU is the raise's
+        bound (:meth:`_llamacpp_raised`), not the pool's usage today."""
+        s = ev.stats
+        assert s is not None
+        settings = ev.ctx.inputs.engine_settings
+        slots = settings.parallel
+        if settings.kv_unified:
+            return False, "the slots share one unified cache (--kv-unified): pool_context judges its cells", {}
+        if slots is None or s.requests_running is None or s.requests_waiting is None:
+            return None, "--parallel, running or waiting unknown (set deployments[].parallel)", {}
+        per_replica = s.requests_running / max(ev.replicas_up, 1)
+        waiting = s.requests_waiting / max(ev.replicas_up, 1)
+        evidence: dict[str, Any] = {
+            "parallel": slots,
+            "requests_running_per_replica": round(per_replica, 2),
+            "requests_waiting_per_replica": round(waiting, 2),
+        }
+        if per_replica > slots + 0.5:
+            return None, f"{count(per_replica)} running exceed the configured --parallel {slots}", evidence
+        if per_replica < slots - 1e-9 or waiting < 1:
+            return False, f"{count(per_replica)} of {slots} slot(s) busy, {count(waiting)} deferred", evidence
+        generated = ev.counter_deltas.get("generation_tokens")
+        if generated is not None and generated <= 0 and not (s.generation_tokens_per_second or 0) > 0:
+            return False, "no token generated in the window: a hang is not a cap (stalled speaks for it)", evidence
+        tpot_ok = ev.tpot_ok.value if ev.tpot_ok is not None else None
+        if tpot_ok is not None and tpot_ok < ev.ctx.slo.target_ratio:
+            return False, f"only {percent(tpot_ok)} of requests meet the TPOT target at this batch", evidence
+        return (
+            True,
+            f"all {slots} slot(s) busy with {count(waiting)} request(s) deferred: each waits for a slot",
+            evidence,
+        )
+
+    def _llamacpp_raised(self, ev: Evaluation) -> tuple[int | None, dict[str, Any]]:
+        """More slots for llama.cpp, each keeping its cells (``--ctx-size`` grown with them): up to the running and
+        deferred requests, as many as the GPU holds (weights + the cells at ``max_usage_after`` of its memory; the
+        compute buffers, 0.3–1 GiB, are the rest), and with a TPOT target the TPOT knee."""
+        s = ev.stats
+        capacity = ev.ctx.capacity
+        settings = ev.ctx.inputs.engine_settings
+        slots = settings.parallel
+        assert s is not None and slots is not None and s.requests_running is not None
+        per_slot = (capacity.kv_cache_tokens or 0) // slots
+        per_token = capacity.kv_cache_bytes_per_token_per_gpu
+        demand = math.ceil((s.requests_running + (s.requests_waiting or 0)) / max(ev.replicas_up, 1))
+        room = (
+            self.max_usage_after * ev.ctx.inputs.gpu_memory_bytes
+            - capacity.weights_bytes_per_gpu
+            - ev.ctx.inputs.gpu_memory_used_by_others_bytes
+        )
+        bounds: dict[str, Any] = {"demand_per_replica": demand, "tokens_per_slot": per_slot}
+        if per_slot <= 0 or per_token <= 0 or room <= 0:
+            return None, bounds
+        fit = int(room // (per_slot * per_token))
+        bounds["slots_that_fit"] = fit
+        want = min(demand, fit)
+        gpu = ev.ctx.gpu
+        target = ev.ctx.slo.tpot_seconds
+        if gpu is not None and target and want > slots:
+            try:
+                knee = knee_batch(latency_model(ev), ev.ctx.inputs, gpu, float(per_slot) / 2, target, want)
+            except (CapacityError, ValueError):
+                bounds["tpot_unpriced"] = True
+            else:
+                bounds["tpot_knee"] = knee
+                want = min(want, knee) if knee is not None else slots
+        return (want if want > slots else None), bounds
+
+    def _llamacpp_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
+        new, bounds = self._llamacpp_raised(ev)
+        if new is None:
+            return []
+        slots = ev.ctx.inputs.engine_settings.parallel
+        assert slots is not None
+        per_slot = bounds["tokens_per_slot"]
+        ctx_before, ctx_after = per_slot * slots, per_slot * new
+        per_token = ev.ctx.capacity.kv_cache_bytes_per_token_per_gpu
+        knee = f"; TPOT meets its target up to a batch of {bounds['tpot_knee']}" if bounds.get("tpot_knee") else ""
+        return [
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_MAX_NUM_SEQS,
+                action="increase",
+                current=slots,
+                suggested=new,
+                flag=f"--parallel {new} --ctx-size {ctx_after}",
+                severity="warning",
+                confidence=confidence(ev, 0.7),
+                summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
+                f"with --ctx-size {ctx_before:,} → {ctx_after:,}",
+                description=(
+                    f"{reason}, so each one's TTFT includes a running request's whole generation. llama.cpp splits "
+                    f"--ctx-size over the slots, so the slots go to {new} with --ctx-size {ctx_after:,}: each keeps "
+                    f"its {per_slot:,} cells, and the cache grows by {(ctx_after - ctx_before) * per_token / GIB:.2f} "
+                    f"GiB ({bounds['slots_that_fit']} such slots fit the GPU beside the weights at "
+                    f"{percent(self.max_usage_after)} of its memory"
+                    + knee
+                    + "). Raising --parallel alone would halve every slot's room. Replicas would not help: one server "
+                    "has the memory."
+                ),
+                predicted_effect={
+                    "max_num_seqs": effect(slots, new),
+                    "kv_cache_tokens": effect(ctx_before, ctx_after),
+                },
+                evidence={**evidence, **bounds},
+                score=new / slots,
+                cost=1.0,
+                gpus_added=0.0,
+            )
+        ]
 
     def fires(self, ev: Evaluation) -> Condition:
         """At the cap with a queue and room in the pool."""
@@ -219,6 +339,8 @@ class SeqCapRule:
         holds, reason, evidence = self._reading(ev)
         if not holds:
             return []
+        if ev.ctx.engine == "llamacpp":
+            return self._llamacpp_propose(ev, reason, evidence)
         new, bounds = self._raised(ev)
         if new is None:
             return []

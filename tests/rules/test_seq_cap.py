@@ -77,7 +77,7 @@ def test_a_tpot_target_no_batch_meets_leaves_the_cap_alone() -> None:
         ({"waiting": 0}, False),  # nothing waits
         ({"usage": 0.6}, False),  # the pool binds: kv_saturation's
         ({"usage": None}, None),  # unknown usage: cannot tell
-        ({"engine": "llamacpp"}, False),  # --parallel splits the cells
+        ({"engine": "llamacpp"}, None),  # --parallel not stated: its slots are unknown
         ({"engine": "tgi"}, False),  # a token-bounded batch
         ({"counter_deltas": {"generation_tokens": 0.0}}, False),  # nothing generated: a hang is stalled's
     ],

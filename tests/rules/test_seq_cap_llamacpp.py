@@ -1,0 +1,82 @@
+"""seq_cap on llama.cpp: every ``--parallel`` slot busy with requests deferred (mozilla-ai/llamafile#183: "The second
+request waits until the first one finishes processing"; the fix the thread gives is ``-np N``; field state
+``llamafile-np1-second-request-waits``). llama.cpp splits ``--ctx-size`` over the slots, so more slots come with a
+larger ``--ctx-size`` that keeps each slot's cells.
+
+Hand arithmetic: Qwen2.5-1.5B (28 layers, 2 KV heads of 128, f16 cache) holds 28 × 2 × 2 × 128 × 2 B = 28,672 B a
+cell; one 4,096-cell slot is 117,440,512 B (112 MiB). On an RTX 4090 (23.58 GiB, 25,318,832,210 B) at 90 % beside
+3,095,817,216 B of bf16 weights, ⌊(22,786,948,989 − 3,095,817,216) ÷ 117,440,512⌋ = 167 slots fit: far over the 3
+asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from advisor import conventions as c
+from advisor.capacity.hardware import get_gpu
+from advisor.capacity.inputs import EngineSettings
+from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.models import get_preset
+from advisor.rules.base import DeploymentContext
+from advisor.rules.seq_cap import SeqCapRule
+from tests.rules.helpers import ctx, ev
+
+SLOT = 4096
+
+
+def _dep(parallel: int = 1, unified: bool = False, gpu: str = "rtx4090") -> DeploymentContext:
+    spec = get_gpu(gpu)
+    inputs = CapacityInputs(
+        model=get_preset("Qwen/Qwen2.5-1.5B-Instruct"),
+        gpu_memory_bytes=spec.memory_bytes,
+        max_model_len=SLOT,
+        max_num_seqs=parallel,
+        engine="llamacpp",
+        engine_settings=EngineSettings(ctx_size=SLOT * parallel, parallel=parallel, kv_unified=unified),
+    )
+    return dataclasses.replace(ctx(engine="llamacpp"), inputs=inputs, capacity=capacity_pass(inputs), gpu=spec)
+
+
+def _ev(dep: DeploymentContext, running: float = 1, waiting: float = 2, **kw: Any) -> Any:
+    e = ev(
+        dep=dep,
+        requests_running=running,
+        requests_waiting=waiting,
+        kv_capacity_tokens=dep.capacity.kv_cache_tokens,
+        generation_tokens_per_second=30.0,
+        **kw,
+    )
+    return dataclasses.replace(e, counter_deltas={"generation_tokens": 30.0})
+
+
+def test_one_busy_slot_with_two_deferred_gets_three_slots_each_keeping_its_cells() -> None:
+    dep = _dep()
+    e = _ev(dep)
+    assert SeqCapRule().fires(e).holds is True
+    (p,) = SeqCapRule().propose(e)
+    assert (p.dial, p.action, p.current, p.suggested) == (c.DIAL_MAX_NUM_SEQS, "increase", 1, 3)
+    assert p.flag == f"--parallel 3 --ctx-size {3 * SLOT}"
+    per_cell = dep.capacity.kv_cache_bytes_per_token_per_gpu
+    assert per_cell == 28 * 2 * 2 * 128 * 2
+    fit = int((0.9 * dep.inputs.gpu_memory_bytes - dep.capacity.weights_bytes_per_gpu) // (SLOT * per_cell))
+    assert p.evidence["slots_that_fit"] == fit == 167
+
+
+def test_the_gpu_bounds_the_slots() -> None:
+    # on a 16 GB part with the same weights, the slots that fit bound a demand of 1 + 200 deferred
+    dep = _dep(gpu="t4")
+    e = _ev(dep, running=1, waiting=200)
+    (p,) = SeqCapRule().propose(e)
+    per_cell = dep.capacity.kv_cache_bytes_per_token_per_gpu
+    fit = int((0.9 * dep.inputs.gpu_memory_bytes - dep.capacity.weights_bytes_per_gpu) // (SLOT * per_cell))
+    assert p.suggested == min(fit, p.evidence.get("tpot_knee") or fit)
+    assert p.suggested < 201
+
+
+def test_it_holds_only_with_every_slot_busy_and_requests_deferred() -> None:
+    assert SeqCapRule().fires(_ev(_dep(parallel=2), running=1)).holds is False  # a slot is free
+    assert SeqCapRule().fires(_ev(_dep(), waiting=0)).holds is False  # nothing deferred
+    assert SeqCapRule().fires(_ev(_dep(unified=True))).holds is False  # shared cells: pool_context's
+    assert SeqCapRule().fires(_ev(_dep(), running=3)).holds is None  # more busy than --parallel: a stale config
