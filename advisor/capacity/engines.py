@@ -127,6 +127,9 @@ TRTLLM_DEFAULT_TOKENS_PER_BLOCK: Final = 32
 TRTLLM_DEFAULT_MAX_NUM_TOKENS: Final = 8192
 LLAMACPP_CTX_PADDING: Final = 256
 """``n_ctx`` is rounded up to a multiple of the KV cache padding (256 in current llama.cpp)."""
+LLAMACPP_MAX_SEQUENCES: Final = 256
+"""The most slots (``--parallel``) llama.cpp starts with: ``LLAMA_MAX_SEQ`` (``src/llama-cparams.h``); a context
+with more throws "n_seq_max must be <= 256" (``src/llama-context.cpp``), so the server does not come up."""
 LLAMACPP_KV_TYPE_BYTES: Final[dict[str, float]] = {
     "f16": 2.0,
     "float16": 2.0,

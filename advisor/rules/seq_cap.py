@@ -24,13 +24,19 @@ llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until t
 ``--parallel`` slot busy with requests deferred while tokens flow. Its ``--ctx-size`` cells are split over the slots,
 so raising ``--parallel`` alone shrinks every request's room: the proposal raises both (``--parallel n --ctx-size
 n × the slot's cells``), up to the running and deferred requests, as many slots as the GPU holds beside the weights
-at ``max_usage_after`` of its memory, and the TPOT knee. Not with ``--kv-unified`` (``pool_context`` judges shared
-cells). Not for TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the
-excess rather than queueing it) or a Dynamo frontend (its gauges count every worker's requests, the queued ones
-inside the in-flight); nor an engine other than vLLM whose cap the config does not state (SGLang derives
+at ``max_usage_after`` of its memory, never more than llama.cpp starts with (``LLAMA_MAX_SEQ`` 256), and the TPOT
+knee. Its counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
+counters' (``engine_time``), and a measured TPOT over the target adds no slot. Deferred requests beside a configured
+free slot (llama.cpp defers only when no slot is idle) mean the config's ``--parallel`` is not the server's: unknown.
+Not with ``--kv-unified`` (``pool_context`` judges shared cells).
+
+Not for TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the excess rather than queueing
+it) or a Dynamo frontend (its gauges count every worker's requests, the queued ones inside the in-flight); nor an
+engine other than vLLM whose cap the config does not state (SGLang derives
 ``--max-running-requests`` from its pool: the 256 assumed is not its cap). Not while another pool (a state pool, the
 slots) is saturated: that pool holds the queue. A stalled engine, whose gauges describe a hang, is ``stalled``'s (it
-supersedes this rule, and this rule needs tokens generated in the window).
+supersedes this rule, and on engines whose counters move during decode this rule needs tokens generated in the
+window).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.engines import LLAMACPP_MAX_SEQUENCES
 from advisor.capacity.hardware import GIB
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -170,14 +177,35 @@ class SeqCapRule:
         }
         if per_replica > slots + 0.5:
             return None, f"{count(per_replica)} running exceed the configured --parallel {slots}", evidence
-        if per_replica < slots - 1e-9 or waiting < 1:
-            return False, f"{count(per_replica)} of {slots} slot(s) busy, {count(waiting)} deferred", evidence
-        generated = ev.counter_deltas.get("generation_tokens")
-        if generated is not None and generated <= 0 and not (s.generation_tokens_per_second or 0) > 0:
-            return False, "no token generated in the window: a hang is not a cap (stalled speaks for it)", evidence
-        tpot_ok = ev.tpot_ok.value if ev.tpot_ok is not None else None
-        if tpot_ok is not None and tpot_ok < ev.ctx.slo.target_ratio:
-            return False, f"only {percent(tpot_ok)} of requests meet the TPOT target at this batch", evidence
+        if waiting < 1:
+            return False, f"{count(per_replica)} of {slots} slot(s) busy, nothing deferred", evidence
+        if per_replica < slots - 1e-9:
+            # llama.cpp defers a task only when no slot is idle (tools/server: the adapter's requests_deferred): a
+            # deferred request beside a configured free slot means the server runs fewer slots than the config says
+            # (or requests pin a slot with id_slot)
+            return (
+                None,
+                (
+                    f"{count(waiting)} deferred with {count(per_replica)} of the configured {slots} slot(s) busy: the "
+                    "server runs fewer slots than deployments[].parallel states (or requests pin a slot)"
+                ),
+                evidence,
+            )
+        # llama.cpp counts generated tokens when a slot finishes (counters_advance_during_decode False): a still
+        # counter over a window is a long generation, not a hang (stalled, which supersedes this rule, judges that)
+        measured = ev.engine_time.tpot_seconds if ev.engine_time is not None else None
+        target = ev.ctx.slo.tpot_seconds
+        if measured is not None:
+            evidence["tpot_mean_seconds"] = round(measured, 4)
+            if target and measured > target:
+                return (
+                    False,
+                    (
+                        f"its slots already take {measured * 1000:,.0f} ms a token against the {target * 1000:,.0f} ms "
+                        "target: more slots slow every token further"
+                    ),
+                    evidence,
+                )
         return (
             True,
             f"all {slots} slot(s) busy with {count(waiting)} request(s) deferred: each waits for a slot",
@@ -206,9 +234,13 @@ class SeqCapRule:
             return None, bounds
         fit = int(room // (per_slot * per_token))
         bounds["slots_that_fit"] = fit
-        want = min(demand, fit)
+        want = min(demand, fit, LLAMACPP_MAX_SEQUENCES)
+        if want == LLAMACPP_MAX_SEQUENCES < min(demand, fit):
+            bounds["slots_limit"] = LLAMACPP_MAX_SEQUENCES
         gpu = ev.ctx.gpu
         target = ev.ctx.slo.tpot_seconds
+        if gpu is None and target and want > slots:
+            bounds["tpot_unpriced"] = True
         if gpu is not None and target and want > slots:
             try:
                 knee = knee_batch(latency_model(ev), ev.ctx.inputs, gpu, float(per_slot) / 2, target, want)
@@ -228,7 +260,14 @@ class SeqCapRule:
         per_slot = bounds["tokens_per_slot"]
         ctx_before, ctx_after = per_slot * slots, per_slot * new
         per_token = ev.ctx.capacity.kv_cache_bytes_per_token_per_gpu
-        knee = f"; TPOT meets its target up to a batch of {bounds['tpot_knee']}" if bounds.get("tpot_knee") else ""
+        knee = (
+            f"; TPOT meets its target up to a batch of {bounds['tpot_knee']}"
+            if bounds.get("tpot_knee")
+            else "; the latency model cannot price the larger batch on this hardware: watch TPOT after the change"
+            if bounds.get("tpot_unpriced")
+            else ""
+        )
+        limit = f"; llama.cpp starts with at most {LLAMACPP_MAX_SEQUENCES} slots" if bounds.get("slots_limit") else ""
         return [
             Proposal(
                 rule=self.id,
@@ -238,7 +277,7 @@ class SeqCapRule:
                 suggested=new,
                 flag=f"--parallel {new} --ctx-size {ctx_after}",
                 severity="warning",
-                confidence=confidence(ev, 0.7),
+                confidence=confidence(ev, 0.5 if bounds.get("tpot_unpriced") else 0.7),
                 summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
                 f"with --ctx-size {ctx_before:,} → {ctx_after:,}",
                 description=(
@@ -248,8 +287,11 @@ class SeqCapRule:
                     f"GiB ({bounds['slots_that_fit']} such slots fit the GPU beside the weights at "
                     f"{percent(self.max_usage_after)} of its memory"
                     + knee
-                    + "). Raising --parallel alone would halve every slot's room. Replicas would not help: one server "
-                    "has the memory."
+                    + limit
+                    + f"). Raising --parallel alone would cut every slot to --ctx-size ÷ {new} = "
+                    f"{ctx_before // new:,} cells. A server started without -np runs 4 slots sharing one unified "
+                    "cache (llama-server's auto setting): an explicit --parallel splits it, so state kv_unified in "
+                    "the deployment if yours does, and the advisor judges the shared cells instead."
                 ),
                 predicted_effect={
                     "max_num_seqs": effect(slots, new),

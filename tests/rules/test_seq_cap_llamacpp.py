@@ -21,6 +21,7 @@ from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import get_preset
 from advisor.rules.base import DeploymentContext
 from advisor.rules.seq_cap import SeqCapRule
+from advisor.telemetry import EngineTime
 from tests.rules.helpers import ctx, ev
 
 SLOT = 4096
@@ -76,7 +77,55 @@ def test_the_gpu_bounds_the_slots() -> None:
 
 
 def test_it_holds_only_with_every_slot_busy_and_requests_deferred() -> None:
-    assert SeqCapRule().fires(_ev(_dep(parallel=2), running=1)).holds is False  # a slot is free
+    assert SeqCapRule().fires(_ev(_dep(parallel=2), running=1, waiting=0)).holds is False  # a slot free, no queue
     assert SeqCapRule().fires(_ev(_dep(), waiting=0)).holds is False  # nothing deferred
     assert SeqCapRule().fires(_ev(_dep(unified=True))).holds is False  # shared cells: pool_context's
     assert SeqCapRule().fires(_ev(_dep(), running=3)).holds is None  # more busy than --parallel: a stale config
+
+
+# the breaker's faults of 2026-12-05 (each failed on 77b2b02)
+
+
+def test_never_more_slots_than_llama_cpp_starts_with() -> None:
+    # LLAMA_MAX_SEQ 256 (src/llama-cparams.h): "n_seq_max must be <= 256", the server does not come up
+    (p,) = SeqCapRule().propose(_ev(_dep(gpu="H100-SXM"), running=1, waiting=1000))
+    assert p.suggested <= 256, p.flag
+    assert p.evidence.get("slots_limit") == 256 or p.evidence.get("tpot_knee", 257) <= 256
+
+
+def test_measured_tpot_over_target_adds_no_slots() -> None:
+    # llama.cpp has no histograms: its mean TPOT is the time counters' (120 s over 400 tokens = 0.3 s, target 0.1 s)
+    e = dataclasses.replace(
+        _ev(_dep(parallel=4), running=4, waiting=6), engine_time=EngineTime(120.0, 400.0, 1.0, 60.0)
+    )
+    assert e.engine_time.tpot_seconds == 0.3
+    assert SeqCapRule().fires(e).holds is False
+
+
+def test_the_proposal_warns_about_a_unified_auto_server() -> None:
+    # llama-server without -np runs 4 slots and kv_unified; an explicit --parallel splits the cache
+    (p,) = SeqCapRule().propose(_ev(_dep(parallel=4), running=4, waiting=6))
+    assert "kv_unified" in p.description and "--ctx-size ÷ 10" in p.description
+
+
+def test_no_gpu_to_price_tpot_is_said() -> None:
+    (p,) = SeqCapRule().propose(_ev(dataclasses.replace(_dep(), gpu=None), running=1, waiting=50))
+    assert p.evidence["tpot_unpriced"] is True
+    assert "watch TPOT" in p.description
+
+
+def test_a_slot_decoding_a_long_request_is_not_a_hang() -> None:
+    # llama.cpp counts generated tokens when a slot finishes: a still counter over the window is a long generation
+    e = _ev(_dep(), running=1, waiting=2)
+    e = dataclasses.replace(
+        e,
+        counter_deltas={"generation_tokens": 0.0},
+        stats=dataclasses.replace(e.stats, generation_tokens_per_second=0.0),
+    )
+    assert SeqCapRule().fires(e).holds is True
+    assert SeqCapRule().clears(e).holds is False
+
+
+def test_deferred_with_a_free_configured_slot_means_the_config_is_stale() -> None:
+    # llama.cpp defers a task only when no slot is idle: the server runs fewer slots than the config states
+    assert SeqCapRule().fires(_ev(_dep(parallel=4), running=1, waiting=2)).holds is None
