@@ -34,6 +34,14 @@ QUALITY_PENALTY = 1.25
 evals, so an equal-gain lossless turn ranks first."""
 FP8_KV_PENALTY = 1.05
 """fp8 KV cache is close to lossless on most models but not free of risk: a small penalty."""
+SMALL_STEP_BUDGET_TOKENS = 2048
+"""The step budget (``max_num_batched_tokens``) a larger stated one is turned down to, to give its start-up profiling
+activation back to the KV pool: vLLM's smallest default budget with chunked prefill (the OpenAI server's,
+``vllm/engine/arg_utils.py``), and the value two operators measured against a larger one at the same throughput
+(vllm-project/vllm#48322: 8,192 → 2,048, the pool 36,720 → 40,464 tokens; MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark#3:
+8,224 → 2,048, the peak activation 5.30 → 1.39 GiB, prefill 997 → 1,013 tokens/s)."""
+STEP_BUDGET_PENALTY = 1.1
+"""Cost multiplier of a smaller step budget: long prompts then prefill in more steps (more decode interference)."""
 
 
 def count(v: float | None) -> str:
@@ -375,6 +383,9 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     kv_cache_dtype              auto → fp8 (half the bytes per token)          ×1.05 (accuracy risk)
     gpu_memory_utilization      → 0.9 (the engine default), else → 0.95       ×1
     kv_cache_memory_bytes       pinned → the pool max(util, 0.9) would give    ×1
+    max_num_batched_tokens      vLLM, stated above 2,048 → 2,048 (when the     ×1.1 (more prefill steps)
+                                forward at it, not the sampler, sets the
+                                profile peak)
     weight_quantization         none → fp8 (fp8-capable GPU) or awq            ×1.25 (quality delta)
     tensor_parallel_size        ×2                                             ×2 GPUs
     ==========================  =============================================  ==========================
@@ -431,6 +442,26 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
                         "is for); watch for OOM at peaks",
                     )
                 )
+    budget_tokens = inputs.max_num_batched_tokens
+    if (
+        ev.ctx.engine == "vllm"
+        and budget_tokens is not None
+        and budget_tokens > SMALL_STEP_BUDGET_TOKENS
+        and "max_num_batched_tokens" not in unknown
+    ):
+        t = turn(inputs, c.DIAL_MAX_NUM_BATCHED_TOKENS, SMALL_STEP_BUDGET_TOKENS)
+        if t and t.kv_gain_ratio() > 1:
+            out.append(
+                Candidate(
+                    t,
+                    STEP_BUDGET_PENALTY,
+                    "decrease",
+                    f"vLLM profiles its start-up forward pass at max_num_batched_tokens ({budget_tokens:,}) and "
+                    "charges that activation to the pool; a smaller step budget gives it back "
+                    "(vllm-project/vllm#48322: 8,192 → 2,048 returned 10 % of the pool at the same throughput), at the "
+                    "cost of long prompts prefilling in more steps",
+                )
+            )
     if inputs.quantization is None:
         q = "fp8" if ev.ctx.gpu is not None and ev.ctx.gpu.fp8_flops else "awq"
         t = turn(inputs, c.DIAL_WEIGHT_QUANTIZATION, q)

@@ -354,10 +354,11 @@ STATES = [
 XFAIL: dict[str, str] = {
     "vllm-rtx4090-qwen3-8b-batched-tokens-8192-shrinks-pool": (
         "missed fix (wrong dial): kv_saturation and weights_crowd grow the 36,720-token pool with fp8 KV or fp8 "
-        "weights, but no rule turns max_num_batched_tokens down. The capacity pass gives the same pool at 2,048 and "
-        "8,192 (32,000 tokens: its V1 profile peak is the sampler warm-up at 256 sequences, 1.52 GB, above the "
-        "forward at either budget), where the report measures 40,464 -> 36,720 tokens: the modelled peak, not the "
-        "rule, misses the budget's share (p99 TTFT 40.8 -> 23.9 s at 2,048 for the same throughput)"
+        "weights, never the step budget back to 2,048. The pool turn exists (pool_turns offers it where the capacity "
+        "pass prices a gain: 35,456 -> 38,592 tokens with FlashInfer's sampler), but the deployment states no sampler "
+        "or version, and the pass's default V1 profile peak is the torch sampler's warm-up at 256 sequences "
+        "(1.52 GB), above the forward at either budget: the same 32,000 tokens at 2,048 and 8,192, where the report "
+        "measures 40,464 -> 36,720 (p99 TTFT 40.8 -> 23.9 s at 2,048 for the same throughput)"
     ),
     "vllm-a100-ngram-k8-mid-batch-slower": (
         "missed fix (false negative): speculative_decoding disables only when TPOT misses its target and more than "
