@@ -925,6 +925,13 @@ class AdmissionWedgedRule(_RuleBase):
     )
 
 
+class RankWedgedRule(_RuleBase):
+    """A data-parallel rank that holds waiting requests with none running and an empty pool at every scrape of the
+    window while another rank runs and tokens flow (sgl-project/sglang#39271), for ``for`` → restart the engine."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+
+
 class OverProvisionedRule(_RuleBase):
     """Sustained low use with the SLO met: KV usage below ``max_usage`` and fewer than
     ``max_load_ratio`` × the concurrency ceiling running at the window's peak, a steady load (dispersion at most
@@ -1057,6 +1064,7 @@ class RulesConfig(_Strict):
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     seq_cap: SeqCapRule = SeqCapRule()
     admission_wedged: AdmissionWedgedRule = AdmissionWedgedRule()
+    rank_wedged: RankWedgedRule = RankWedgedRule()
     host_or_buy: HostOrBuyRule = HostOrBuyRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()

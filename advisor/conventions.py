@@ -187,6 +187,7 @@ RULE_STALLED: Final = "stalled"
 RULE_HOST_OR_BUY: Final = "host_or_buy"
 RULE_SEQ_CAP: Final = "seq_cap"
 RULE_ADMISSION_WEDGED: Final = "admission_wedged"
+RULE_RANK_WEDGED: Final = "rank_wedged"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"

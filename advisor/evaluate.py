@@ -246,6 +246,37 @@ def _kv_usage_moved(up: Sequence[TargetView], start: float, now: float) -> bool 
     return False if seen else None
 
 
+STUCK_RANK_MAX_USAGE: Final = 0.01
+"""KV usage (0–1) at or below which a data-parallel rank's pool is empty (:func:`_stuck_ranks`)."""
+
+
+def _stuck_ranks(up: Sequence[TargetView], start: float, now: float) -> tuple[str, ...]:
+    """``"<target> rank <r>"`` for each data-parallel rank that, at every one of at least two scrapes of its target in
+    ``[start, now]``, held waiting requests with none running and its pool empty (usage ≤
+    :data:`STUCK_RANK_MAX_USAGE`) while another rank of that target ran requests at the newest. One request lives on
+    one rank and a healthy rank admits its queue within a step; the others keep the deployment's counters moving."""
+    out: list[str] = []
+    for t in up:
+        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+        if len(window) < 2 or not window[-1].ranks:
+            continue
+        busy = {r.rank for r in window[-1].ranks if (r.requests_running or 0) >= 1}
+        for rank in (r.rank for r in window[-1].ranks):
+            readings = [next((r for r in snap.ranks if r.rank == rank), None) for snap in window]
+            stuck = all(
+                r is not None
+                and r.requests_waiting is not None
+                and r.requests_waiting >= 1
+                and r.requests_running == 0
+                and r.kv_cache_usage_ratio is not None
+                and r.kv_cache_usage_ratio <= STUCK_RANK_MAX_USAGE
+                for r in readings
+            )
+            if stuck and busy - {rank}:
+                out.append(f"{redact_target_url(t.url)} rank {rank}")
+    return tuple(out)
+
+
 def _rank_values(snaps: Sequence[EngineSnapshot], name: str) -> list[float]:
     """The known (finite) values of RankValues field ``name`` over every rank of ``snaps``."""
     values = [getattr(r, name) for s in snaps for r in s.ranks]
@@ -767,6 +798,7 @@ def evaluate_deployment(
         queues=queues,
         waiting_capacity_min=_waiting_capacity_min(up, start, now),
         kv_usage_moved=_kv_usage_moved(up, start, now),
+        stuck_ranks=_stuck_ranks(up, start, now),
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),

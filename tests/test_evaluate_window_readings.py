@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.domain import EngineSnapshot, RankValues, TimedSnapshot
-from advisor.evaluate import TargetView, _kv_usage_moved, _rank_values, _waiting_capacity_min
+from advisor.evaluate import TargetView, _kv_usage_moved, _rank_values, _stuck_ranks, _waiting_capacity_min
 
 
 def _view(url: str, *points: tuple[float, dict[str, Any]]) -> TargetView:
@@ -54,3 +54,34 @@ def test_rank_values_are_the_known_ones_of_every_rank() -> None:
     assert max(_rank_values([snap], "kv_cache_usage_ratio")) == 0.72
     assert max(_rank_values([snap], "requests_running")) == 27.0
     assert _rank_values([EngineSnapshot(engine="vllm")], "requests_running") == []
+
+
+def _ranks(*values: tuple[str, float, float, float]) -> dict[str, Any]:
+    """``ranks`` of (rank, running, waiting, usage)."""
+    return {
+        "ranks": tuple(
+            RankValues(r, requests_running=run, requests_waiting=wait, kv_cache_usage_ratio=u)
+            for r, run, wait, u in values
+        )
+    }
+
+
+def test_a_rank_with_a_queue_nothing_running_and_an_empty_pool_at_every_scrape_is_stuck() -> None:
+    stuck = _view(
+        "http://x:1/metrics",
+        (10.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
+        (11.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 11, 0.0))),
+    )
+    assert _stuck_ranks([stuck], 9.0, 11.0) == ("http://x:1/metrics rank 5",)
+    # admitted between the scrapes, or a pool in use, or no other rank running, or a single scrape: not stuck
+    admitted = _view(
+        "a", (10.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.0))), (11.0, _ranks(("0", 6, 0, 0.3), ("5", 3, 6, 0.01)))
+    )
+    used = _view(
+        "b", (10.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.2))), (11.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.2)))
+    )
+    alone = _view(
+        "c", (10.0, _ranks(("0", 0, 0, 0.0), ("5", 0, 9, 0.0))), (11.0, _ranks(("0", 0, 0, 0.0), ("5", 0, 9, 0.0)))
+    )
+    once = _view("d", (11.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.0))))
+    assert _stuck_ranks([admitted, used, alone, once], 9.0, 11.0) == ()

@@ -46,7 +46,15 @@ from typing import Any
 from advisor import conventions as c
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import LOAD_READINGS, confidence, count, data_parallel_ranks, latency_model, percent
+from advisor.rules.common import (
+    LOAD_READINGS,
+    confidence,
+    count,
+    data_parallel_ranks,
+    latency_model,
+    percent,
+    restart_flag,
+)
 from advisor.rules.turns import effect
 
 ISSUE = "https://github.com/vllm-project/vllm/issues/53130"
@@ -236,10 +244,7 @@ class AdmissionWedgedRule:
                 action=c.ACTION_RESTART,
                 current="admitting nothing",
                 suggested="restarted",
-                flag=(
-                    f"restart the engine process behind {ev.ctx.name} (e.g. kubectl delete pod <pod>, or systemctl "
-                    "restart <unit>); first save a stack dump of its processes (py-spy dump --pid <pid>) and its log"
-                ),
+                flag=restart_flag(f"behind {ev.ctx.name}"),
                 severity="warning",
                 confidence=confidence(ev, 0.7),
                 summary=(

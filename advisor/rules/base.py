@@ -152,6 +152,9 @@ class Evaluation:
             (its scheduler allocated or freed blocks: a working engine, whatever its counters say); ``False`` when
             every replica's stood still, ``None`` when none has two known readings. The window's min and max of
             the summed usage cannot say this with several replicas: their gap is between replicas, not in time.
+        stuck_ranks: ``"<target> rank <r>"`` for each data-parallel rank that held waiting requests with none running
+            and an empty pool at every one of at least two scrapes of the window while another rank of its target
+            ran requests (:func:`advisor.evaluate._stuck_ranks`).
         kv_cache_hybrid: an answering engine reports several KV-cache groups (hybrid model).
         ranks_excluded: ``"<rank>: <why>"`` for each data-parallel rank left out of the aggregates.
         rank_coverage: fraction of reporting ranks that were used (1.0 without ranks); scales confidence.
@@ -220,6 +223,7 @@ class Evaluation:
     queues: Mapping[str, float] = field(default_factory=dict)
     waiting_capacity_min: float | None = None
     kv_usage_moved: bool | None = None
+    stuck_ranks: tuple[str, ...] = ()
     kv_cache_hybrid: bool = False
     ranks_excluded: tuple[str, ...] = ()
     rank_coverage: float = 1.0

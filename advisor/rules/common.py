@@ -676,6 +676,15 @@ over-provisioning reading (nothing runs) would each advise a capacity turn that 
 ``admission_wedged`` supersede them. ``pool_context`` is configuration truth and stays."""
 
 
+def restart_flag(what: str) -> str:
+    """The restart pseudo-dial's "flag": what to restart and what to save first, for ``what`` ("behind chat-8b",
+    "serving <target> rank 5")."""
+    return (
+        f"restart the engine process {what} (e.g. kubectl delete pod <pod>, or systemctl restart <unit>); first save "
+        "a stack dump of its processes (py-spy dump --pid <pid>) and its log"
+    )
+
+
 def confidence(ev: Evaluation, base: float) -> float:
     """Confidence 0–1 from the amount and freshness of the evidence, as the Kubernetes VPA recommender
     scales its bounds by history length: ``base`` × the fraction of the window's expected scrapes that

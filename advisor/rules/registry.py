@@ -7,10 +7,11 @@ rule                        supersedes
 ==========================  ==============================================================================
 stalled                     admission_thrash, queue_growth, kv_saturation, goodput_below_target,
                             speculative_decoding, kv_budget, over_provisioned, seq_cap (a hung engine's gauges
-                            describe the hang, not the load), admission_wedged (one restart); runs on stale data
-                            too
+                            describe the hang, not the load), admission_wedged and rank_wedged (one restart);
+                            runs on stale data too
 admission_wedged            the rules stalled supersedes but itself (vLLM admits nothing with slots and blocks
                             free: the queue is a wedge, not load)
+rank_wedged                 the same (one data-parallel rank holds its queue with nothing running)
 pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash, seq_cap
 admission_thrash            kv_saturation
 kv_budget                   —  (problem ``saturation``: preemptions with head-room; comes before kv_saturation so
@@ -53,6 +54,7 @@ from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
 from advisor.rules.queue_growth import QueueGrowthRule
+from advisor.rules.rank_wedged import RankWedgedRule
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS
 from advisor.rules.seq_cap import SeqCapRule
 from advisor.rules.speculative import SpeculativeRule
@@ -86,6 +88,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
             r.admission_wedged.enabled,
             AdmissionWedgedRule(r.admission_wedged.max_usage, r.admission_wedged.min_wait, r.admission_wedged.for_),
         ),
+        (r.rank_wedged.enabled, RankWedgedRule(r.rank_wedged.for_)),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
         (
             r.admission_thrash.enabled,

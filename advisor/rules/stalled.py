@@ -58,7 +58,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.engines.catalog import counters_advance_during_decode
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import LOAD_READINGS, count
+from advisor.rules.common import LOAD_READINGS, count, restart_flag
 from advisor.rules.turns import effect
 
 HIGH_CONFIDENCE = 0.75
@@ -93,7 +93,7 @@ class StalledRule:
     problem = c.PROBLEM_STALLED
     evaluated_in = (c.STATE_FRESH, c.STATE_STALE)
     # a hung engine's gauges describe the hang, not the load (LOAD_READINGS); one restart per incident
-    supersedes: tuple[str, ...] = (*LOAD_READINGS, c.RULE_ADMISSION_WEDGED)
+    supersedes: tuple[str, ...] = (*LOAD_READINGS, c.RULE_ADMISSION_WEDGED, c.RULE_RANK_WEDGED)
 
     def __init__(
         self,
@@ -311,10 +311,7 @@ class StalledRule:
                 action=c.ACTION_RESTART,
                 current=f"stalled {ev.stalled_seconds:.0f}s",
                 suggested="restarted",
-                flag=(
-                    f"restart the engine process behind {targets} (e.g. kubectl delete pod <pod>, or systemctl "
-                    "restart <unit>); first save a stack dump of its processes (py-spy dump --pid <pid>) and its log"
-                ),
+                flag=restart_flag(f"behind {targets}"),
                 severity=severity,
                 confidence=conf,
                 summary=(

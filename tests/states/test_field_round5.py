@@ -558,12 +558,6 @@ XFAIL: dict[str, str] = {
         "CUDA-graph shapes): the advisor does not know cuda_graph_max_bs, so a batch inflated by eager decode reads "
         "as spare capacity: wrong dial (misdiagnosis)"
     ),
-    "sglang-dp-rank-wedged-after-near-capacity-request": (
-        "no restart: rank 5 runs nothing with an empty pool and a growing queue while the other seven ranks serve, "
-        "but stalled needs three intervals and reads the deployment's counters, which the healthy ranks keep moving; "
-        "only pool_context's pool growth (fp8 KV; alternatives a 0.9 budget, TP 16) comes, which prevents the next "
-        "trap but leaves the wedged rank queueing: a missed recovery (false negative)"
-    ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
