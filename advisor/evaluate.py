@@ -39,7 +39,7 @@ from advisor.capacity.kv import capacity_pass
 from advisor.capacity.model_label import ModelLabelMismatch, compare_model_label
 from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
-from advisor.domain import EngineSnapshot, Histogram, PoolReading, TimedSnapshot
+from advisor.domain import EngineSnapshot, Histogram, PoolReading, RankValues, TimedSnapshot
 from advisor.engines.catalog import counters_advance_during_decode, reported_settings
 from advisor.errors import CapacityError
 from advisor.redact import redact_url
@@ -250,11 +250,34 @@ STUCK_RANK_MAX_USAGE: Final = 0.01
 """KV usage (0–1) at or below which a data-parallel rank's pool is empty (:func:`_stuck_ranks`)."""
 
 
+def _idle_with_queue(r: RankValues) -> bool:
+    """A rank's reading: requests waiting, none running, its pool empty (:data:`STUCK_RANK_MAX_USAGE`)."""
+    return (
+        r.requests_waiting is not None
+        and r.requests_waiting >= 1
+        and r.requests_running == 0
+        and r.kv_cache_usage_ratio is not None
+        and r.kv_cache_usage_ratio <= STUCK_RANK_MAX_USAGE
+    )
+
+
+def _rank_counters_moved(a: RankValues, b: RankValues) -> bool:
+    """The rank's own prompt or generation token counter, known at both readings, changed."""
+    for x, y in (
+        (a.prompt_tokens_total, b.prompt_tokens_total),
+        (a.generation_tokens_total, b.generation_tokens_total),
+    ):
+        if x is not None and y is not None and math.isfinite(x) and math.isfinite(y) and x != y:
+            return True
+    return False
+
+
 def _stuck_ranks(up: Sequence[TargetView], start: float, now: float) -> tuple[str, ...]:
     """``"<target> rank <r>"`` for each data-parallel rank that, at every one of at least two scrapes of its target in
     ``[start, now]``, held waiting requests with none running and its pool empty (usage ≤
-    :data:`STUCK_RANK_MAX_USAGE`) while another rank of that target ran requests at the newest. One request lives on
-    one rank and a healthy rank admits its queue within a step; the others keep the deployment's counters moving."""
+    :data:`STUCK_RANK_MAX_USAGE`), whose queue grew at least once and never fell and whose own token counters did
+    not move, while another rank of that target ran requests at the newest. One request lives on one rank and a
+    healthy rank admits its queue within a step; the others keep the deployment's counters moving."""
     out: list[str] = []
     for t in up:
         window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
@@ -262,17 +285,18 @@ def _stuck_ranks(up: Sequence[TargetView], start: float, now: float) -> tuple[st
             continue
         busy = {r.rank for r in window[-1].ranks if (r.requests_running or 0) >= 1}
         for rank in (r.rank for r in window[-1].ranks):
-            readings = [next((r for r in snap.ranks if r.rank == rank), None) for snap in window]
-            stuck = all(
-                r is not None
-                and r.requests_waiting is not None
-                and r.requests_waiting >= 1
-                and r.requests_running == 0
-                and r.kv_cache_usage_ratio is not None
-                and r.kv_cache_usage_ratio <= STUCK_RANK_MAX_USAGE
-                for r in readings
-            )
-            if stuck and busy - {rank}:
+            found = [next((r for r in snap.ranks if r.rank == rank), None) for snap in window]
+            readings = [r for r in found if r is not None]
+            if len(readings) < len(found) or not busy - {rank} or not all(map(_idle_with_queue, readings)):
+                continue
+            queue = [r.requests_waiting or 0.0 for r in readings]
+            pairs = list(itertools.pairwise(readings))
+            # live gauges and no admission: the queue grew at least once and never fell (SGLang refreshes a rank's
+            # gauges at a prefill batch, every 40 decode steps or every 30 s idle: two equal readings may be one
+            # stale sample; a falling queue, or the rank's own counters moving, is a rank that admits)
+            grew = any(b > a for a, b in itertools.pairwise(queue))
+            fell = any(b < a for a, b in itertools.pairwise(queue))
+            if grew and not fell and not any(_rank_counters_moved(a, b) for a, b in pairs):
                 out.append(f"{redact_target_url(t.url)} rank {rank}")
     return tuple(out)
 

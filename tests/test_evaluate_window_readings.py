@@ -85,3 +85,14 @@ def test_a_rank_with_a_queue_nothing_running_and_an_empty_pool_at_every_scrape_i
     )
     once = _view("d", (11.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.0))))
     assert _stuck_ranks([admitted, used, alone, once], 9.0, 11.0) == ()
+
+
+def test_a_rank_whose_readings_do_not_change_is_not_called_stuck() -> None:
+    # SGLang refreshes a rank's gauges at a prefill batch, every 40 decode steps or every 30 s idle: two equal
+    # readings may be one stale sample, so a stuck rank's queue must be seen growing
+    same = _view(
+        "http://x:1/metrics",
+        (10.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
+        (11.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
+    )
+    assert _stuck_ranks([same], 9.0, 11.0) == ()

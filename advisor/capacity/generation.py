@@ -44,7 +44,14 @@ from typing import Final
 
 from advisor.errors import CapacityError
 
-__all__ = ["Accounting", "checked_version", "engine_accounting", "parse_version", "vllm_accounting"]
+__all__ = [
+    "Accounting",
+    "checked_version",
+    "engine_accounting",
+    "kv_cache_dtype_problems",
+    "parse_version",
+    "vllm_accounting",
+]
 
 V1_DEFAULT_FROM: Final = (0, 8)
 """vLLM release from which V1 is the default engine (0.8.0; ``VLLM_USE_V1`` defaults to 1 in ``vllm/envs.py``)."""
@@ -175,6 +182,47 @@ def checked_version(text: str) -> str:
             )
         raise CapacityError(f"not a version like 0.7.3: {text!r}")
     return text.strip()
+
+
+FP8_KV_TURING_REFUSED_FROM: Final = (0, 24)
+"""From this vLLM release an fp8 KV cache does not start below compute capability 8.0: V1's FlashInfer backend needs
+8.0 (``FlashInferBackend.supports_compute_capability``), which leaves Triton attention, and it refuses an fp8 cache
+below 8.9 (vllm-project/vllm#47549 on a Quadro RTX 8000, 0.24; the floor kept by design, PR #47949 closed)."""
+FP8_KV_MIN_CAPABILITY: Final = (8, 0)
+"""The compute capability below which :data:`FP8_KV_TURING_REFUSED_FROM` applies."""
+TRTLLM_FP8_MIN_CAPABILITY: Final = (8, 9)
+"""TensorRT-LLM's FP8 (weights and KV cache) needs Ada, Hopper or newer: its support matrix lists no FP8 on Ampere
+(SM80/86) or older (docs ``reference/support-matrix``, 0.18); Ampere's quantized cache is INT8."""
+
+
+def kv_cache_dtype_problems(
+    kv_cache_dtype: str, capability: tuple[int, int] | None, version: str | None, engine: str = "vllm"
+) -> list[str]:
+    """What the engine refuses for its KV cache dtype on a GPU of ``capability`` at ``version`` (None: the current
+    release): on vLLM an ``fp8*`` cache below compute capability :data:`FP8_KV_MIN_CAPABILITY` from
+    :data:`FP8_KV_TURING_REFUSED_FROM`; on TensorRT-LLM below :data:`TRTLLM_FP8_MIN_CAPABILITY`. An unknown GPU
+    refuses nothing. One message per problem, naming the flag."""
+    if capability is None or not kv_cache_dtype.strip().lower().startswith("fp8"):
+        return []
+    if engine == "trtllm":
+        if capability >= TRTLLM_FP8_MIN_CAPABILITY:
+            return []
+        return [
+            f"kv_cache_dtype {kv_cache_dtype} (kv_cache_config.dtype): TensorRT-LLM's FP8 needs compute capability "
+            f"8.9 (Ada, Hopper or newer); this GPU is {_cc(capability)} (use the default cache, or INT8 on Ampere)"
+        ]
+    if engine != "vllm":
+        return []
+    v = parse_version(version)
+    if v is not None and v < FP8_KV_TURING_REFUSED_FROM:
+        return []
+    if capability >= FP8_KV_MIN_CAPABILITY:
+        return []
+    return [
+        f"kv_cache_dtype {kv_cache_dtype} (--kv-cache-dtype): below compute capability 8.0 (this GPU: "
+        f"{_cc(capability)}) vLLM 0.24+ runs only Triton attention, which refuses an fp8 cache below 8.9 "
+        "(vllm-project/vllm#47549); use --kv-cache-dtype auto"
+    ]
 
 
 def _cc(capability: tuple[int, int]) -> str:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.capacity.generation import Accounting, parse_version
+from advisor.capacity.generation import Accounting, kv_cache_dtype_problems, parse_version
 from advisor.capacity.hardware import GIB
 from advisor.capacity.lora import LoRASettings, lora_problems
 from advisor.capacity.models import ModelArch
@@ -216,6 +216,9 @@ class CapacityInputs:
             else:
                 problems += lora_problems(self.lora, self.model, self.engine_version, self.tensor_parallel_size)
         problems += _quantization_mismatch_problems(self)
+        problems += kv_cache_dtype_problems(
+            self.kv_cache_dtype, self.compute_capability, self.engine_version, self.engine
+        )
         if self.engine == "vllm":
             problems += device_support_problems(self.dtype, self.effective_quantization, self.compute_capability)
             problems += sampler_problems(self.sampler, self.compute_capability)

@@ -59,6 +59,14 @@ class RankWedgedRule:
         evidence: dict[str, Any] = {"stuck_ranks": list(ranks), "issue": ISSUE}
         if not ranks:
             return False, "no data-parallel rank holds a queue with nothing running", evidence
+        if ev.ctx.engine == "vllm" and "waiting_capacity" not in ev.queues:
+            # before 0.20 vLLM's waiting count includes requests compiling a grammar or loading remote KV
+            # (WAITING_FOR_FSM, WAITING_FOR_REMOTE_KVS go back to self.waiting): a rank's queue may wait on those
+            return (
+                None,
+                "vLLM does not split its queue by reason (0.20+): a rank's queue may wait on another stage",
+                evidence,
+            )
         if ev.queues.get("waiting_deferred"):
             deferred = ev.queues["waiting_deferred"]
             return (
@@ -113,11 +121,15 @@ class RankWedgedRule:
                 description=(
                     f"{reason}. One request lives on one rank, and a healthy rank admits its queue within a step: the "
                     "requests routed to this rank wait for good, while the deployment's counters, moved by the other "
-                    f"ranks, look healthy. sgl-project/sglang#39271 reports this ({ISSUE}: after a near-capacity "
-                    "request is cancelled the rank keeps returning early; only a restart recovers). Not load: no "
-                    "replica or pool turn helps, and a replica can be trapped the same way. Restart the engine "
-                    "process; save a stack dump and the log first. A context cap below the rank's pool (pool_context) "
-                    "keeps the trap's requests out."
+                    "ranks, look healthy. Not load: no replica or pool turn helps. Restart the engine process; save a "
+                    "stack dump and the log first."
+                    + (
+                        f" SGLang reports this ({ISSUE}: after a near-capacity request is cancelled the rank keeps "
+                        "returning early; only a restart recovers); a context cap below the rank's pool "
+                        "(pool_context) keeps the trap's requests out."
+                        if ev.ctx.engine == "sglang"
+                        else ""
+                    )
                 ),
                 predicted_effect={"requests_waiting": effect(ev.stats.requests_waiting if ev.stats else None, None)},
                 evidence=evidence,
