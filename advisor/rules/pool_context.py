@@ -327,8 +327,11 @@ class PoolContextRule:
                 out.append(anchored(ev, proposal))
         if slots:
             out += self._fewer_slots(ev, slots, pool, mml, severity, conf, evidence, situation)
-        if reserved:
-            return out  # a pool turn buys one reservation for a multiple of the pool: not the dial
+        if reserved or _queue_behind_reservations(ev):
+            # a pool turn buys one reservation for a multiple of the pool: not the dial while requests wait behind
+            # reservations with the blocks mostly unwritten and slots free (NVIDIA/TensorRT-LLM#2866: one request's
+            # large max_tokens holds the pool; more GPUs would admit one more such reservation)
+            return out
         needed = wanted / holds if holds > 0 else None
         other_pool = kv_withheld(ev)
         out += [
@@ -403,6 +406,20 @@ def _usage(ev: Evaluation) -> float | None:
     if s is None:
         return None
     return s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+
+
+def _queue_behind_reservations(ev: Evaluation) -> bool:
+    """Requests wait on an engine that reserves a request's whole length at admission, with a sequence slot free and
+    at most :data:`RESERVATION_MAX_USAGE` of the blocks written: the reservations, not the memory, hold the queue."""
+    s = ev.stats
+    if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
+        return False
+    usage, cap = _usage(ev), ev.ctx.inputs.max_num_seqs
+    running, waiting = s.requests_running, s.requests_waiting
+    if running is None or waiting is None or usage is None:
+        return False
+    free_slot = cap is None or running / max(ev.replicas_up, 1) < cap
+    return waiting >= 1 and usage <= RESERVATION_MAX_USAGE and free_slot
 
 
 def _reservation_bound(ev: Evaluation, pool: float, mml: int) -> float | None:

@@ -80,3 +80,22 @@ def test_long_documents_one_at_a_time_are_bound_by_the_pool_not_the_reservation(
         generation_tokens_per_second=50.0,
     )
     assert PoolContextRule().fires(e).holds is False
+
+
+def test_a_pool_below_max_model_len_with_a_queue_behind_a_reservation_gets_no_pool_turn() -> None:
+    # NVIDIA/TensorRT-LLM#2866: one request's large max_tokens reserves the 8,096-token pool (max_seq_len 12,288);
+    # 1 of 16 slots runs, 5 wait, 20 % of the blocks are written. The cap stands (the pool holds no max-length
+    # request); more memory or GPUs would admit one more such reservation, so no pool turn is offered
+    def small(engine: str) -> Any:
+        return ev(
+            dep=ctx(gpu="a100-80gb", engine=engine, max_model_len=12_288, max_num_seqs=16),
+            requests_running=1,
+            requests_waiting=5,
+            kv_cache_usage_ratio=0.2,
+            kv_capacity_tokens=8_096.0,
+        )
+
+    props = PoolContextRule().propose(small("trtllm"))
+    assert [(p.dial, p.action) for p in props] == [(c.DIAL_MAX_MODEL_LEN, "decrease")]
+    # vLLM allocates as tokens arrive: its pool turns stay
+    assert len(PoolContextRule().propose(small("vllm"))) > 1

@@ -327,13 +327,6 @@ STATES = [
 
 
 XFAIL: dict[str, str] = {
-    "trtllm-a10-qwq-32b-one-big-max-tokens-blocks-the-rest": (
-        "GPU-adding turn for a per-request reservation: pool_context offers tensor_parallel_size 1 -> 2 (two A10s) "
-        "because the 8,096-token pool holds 0.66 requests of max_seq_len 12,288, while 15 of 16 batch slots are "
-        "empty, 20 % of the blocks are written, and what blocks the queue is one request's max_tokens reserved under "
-        "GUARANTEED_NO_EVICT (TensorRT-LLM#2866). The rule reads the gap between pool and max-model-len as a memory "
-        "shortage and prices more memory, with no term for the reservation a request's own max_tokens makes"
-    ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
