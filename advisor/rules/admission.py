@@ -16,7 +16,8 @@ On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or slid
 share of the pool is not its context: every KV group pins whole pages per request, the attention page raised to
 the Mamba page's size (7,808 tokens in vllm-project/vllm#54458, where a 12-token prompt held 32.9 % of the pool).
 Capping max-model-len does not shrink that footprint, so the cap is withheld there (with the footprint and the
-observed lengths in numbers); the other turns stand.
+observed lengths in numbers); the other turns stand, and with requests preempted ``max_num_seqs`` is lowered to the
+requests 90 % of the pool holds at that footprint (the one exception to "never a concurrency turn": fewer, not more).
 
 Checked against its evidence (issue 13): the cap rests on the diagnosis that long contexts are the pool's
 consumer. The measurement that falsifies it is the observed request length
@@ -41,6 +42,7 @@ from advisor.rules.common import (
     count,
     gpus_per_replica,
     kv_withheld,
+    percent,
     pool_effect,
     pool_pressure,
     tokens_per_finished_request,
@@ -51,6 +53,8 @@ from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_wit
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
+FIT_SHARE = 0.9
+"""Share of the pool the lowered sequence cap fills at the running requests' footprint: room for them to grow."""
 
 
 def _rank_pool(ev: Evaluation) -> float:
@@ -196,6 +200,9 @@ class AdmissionThrashRule:
                     gpus_added=0.0,
                 )
                 out.append(anchored(ev, cap_proposal))
+        fewer = self._fewer_sequences(ev, pool, conf, evidence, situation)
+        if fewer is not None:
+            out.append(fewer)
         out.append(
             Proposal(
                 rule=self.id,
@@ -250,6 +257,56 @@ class AdmissionThrashRule:
             )
         )
         return out
+
+    def _fewer_sequences(
+        self, ev: Evaluation, pool: float, conf: float, evidence: dict[str, Any], situation: str
+    ) -> Proposal | None:
+        """On a hybrid model, whose per-request pages a context cap does not shrink: ``max_num_seqs`` lowered to the
+        requests the pool holds at the running requests' footprint with :data:`FIT_SHARE` of it (room to grow as they
+        decode), when requests were preempted and that is below the cap (vLLM's docs, "Preemption": decrease
+        ``max_num_seqs`` to stop it; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#122: ~91k-token footprints in a
+        356,667-token pool preempted 165 times at 4 sequences, 59 at 3)."""
+        s = ev.stats
+        cap = ev.ctx.inputs.max_num_seqs
+        held = tokens_per_running_request(ev)
+        if (
+            not ev.kv_cache_hybrid
+            or s is None
+            or not s.preemptions_increase
+            or cap is None
+            or held is None
+            or held <= 0
+        ):
+            return None
+        fit = max(1, int(FIT_SHARE * pool // held))
+        if fit >= cap:
+            return None
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_MAX_NUM_SEQS,
+            action="decrease",
+            current=cap,
+            suggested=fit,
+            flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, fit),
+            severity="warning",
+            confidence=conf,
+            summary=f"{ev.ctx.name}: each request pins ~{held:,.0f} KV tokens — lower max_num_seqs {cap} → {fit}",
+            description=(
+                f"{situation} On this hybrid model each running request pins whole pages per KV group (~{held:,.0f} "
+                f"tokens), which a context cap does not shrink: {fit} such requests fit in "
+                f"{percent(FIT_SHARE)} of the pool with room to grow, {cap} do not, and the overflow is preempted and "
+                "recomputed. Falsified by: preemptions continuing at the lower cap."
+            ),
+            predicted_effect={
+                "max_num_seqs": effect(cap, fit),
+                "preemptions_increase": effect(s.preemptions_increase, 0.0),
+            },
+            evidence={**evidence, "kv_tokens_held_per_request": round(held), "requests_that_fit": fit},
+            score=float(fit),
+            sufficient=True,
+            cost=1.0,
+            gpus_added=0.0,
+        )
 
     def _cap_withheld(self, ev: Evaluation, cap: int) -> str | None:
         """Why the context cap is withheld (see the module docstring), or ``None``."""
