@@ -187,7 +187,7 @@ def _run(ops: list[tuple[Any, ...]], evaluation_window: float) -> Iterator[tuple
             yield tr.view("chat-8b", URL), op[1], op[2]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(operations(), st.sampled_from([60.0, 300.0]))
 def test_incremental_window_statistics_equal_the_reference(
     ops: list[tuple[Any, ...]], evaluation_window: float

@@ -107,7 +107,7 @@ def expositions(draw: st.DrawFn) -> str:
     return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(expositions(), st.sampled_from([None, "even", "prefix"]))
 def test_generated_expositions_parse_exactly_as_prometheus_client(text: str, keep_kind: str | None) -> None:
     def keep(name: str) -> bool:
@@ -188,7 +188,7 @@ def check_agrees(text: str, keep: Callable[[str], bool] | None) -> None:
     assert_same(parse_exposition(text, keep), want)  # again, with what the first call learned
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.one_of(family_soup(), expositions()), st.sampled_from(["none", "shared", "fresh"]))
 def test_family_state_and_plans_agree_with_prometheus_client(text: str, keep_kind: str) -> None:
     def fresh(name: str) -> bool:

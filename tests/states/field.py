@@ -113,13 +113,14 @@ def with_xfails(states: Sequence[FieldState], xfail: Mapping[str, str]) -> list[
 
 
 def run_field_states(
-    tmp_path_factory: pytest.TempPathFactory, states: Sequence[FieldState], workers: int = 4
+    tmp_path_factory: pytest.TempPathFactory, states: Sequence[FieldState], workers: int = 6
 ) -> FieldStateRuns:
     """:func:`run_field_state` for every state, ``workers`` at a time (each in its own directory and on its own
     loopback servers), all finished before this returns.
 
     A few at a time, not all: the runs share this process's CPU, and each must take its two scrapes about one
-    second apart (``once --interval 1``; a frozen engine is told over at most 1.5 intervals).
+    second apart (``once --interval 1``; a frozen engine is told over at most 1.5 intervals). Six: a run spends most
+    of its second waiting between its scrapes, so six fill a round file's states in one or two waves.
     """
     ids = [s.id for s in states]
     assert len(set(ids)) == len(ids), f"harness: duplicate state ids {ids}"
