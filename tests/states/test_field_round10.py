@@ -404,8 +404,7 @@ STATES = [
     vllm_quarter_pool_per_request_preempts(),
 ]
 
-XFAIL: dict[str, str] = {
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 PARAMS = with_xfails(STATES, XFAIL)

@@ -326,8 +326,7 @@ STATES = [
 ]
 
 
-XFAIL: dict[str, str] = {
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 PARAMS = with_xfails(STATES, XFAIL)
