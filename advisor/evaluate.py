@@ -219,26 +219,37 @@ def _any_known(flags: Sequence[bool | None]) -> bool | None:
     return any(known) if known else None
 
 
-def _waiting_capacity_min(up: Sequence[TargetView], start: float, now: float) -> float | None:
-    """Requests waiting for capacity at the window's emptiest scrape (``[start, now]``), summed over the targets'
-    own minima; ``None`` when a target's samples do not all split the queue by reason (vLLM 0.20+)."""
+Windows = Sequence[tuple[TargetView, Sequence[EngineSnapshot]]]
+"""Each answering target with its snapshots in the evaluation window, oldest first (:func:`window_snapshots`)."""
+
+
+def window_snapshots(
+    up: Sequence[TargetView], start: float, now: float
+) -> list[tuple[TargetView, list[EngineSnapshot]]]:
+    """Each of ``up`` with its snapshots timestamped in ``[start, now]``: read once per evaluation by the readings
+    that walk the window sample by sample (:func:`_waiting_capacity_min`, :func:`_kv_usage_moved`,
+    :func:`_stuck_ranks`)."""
+    return [(t, [h.snapshot for h in t.history if start <= h.timestamp <= now]) for t in up]
+
+
+def _waiting_capacity_min(windows: Windows) -> float | None:
+    """Requests waiting for capacity at the window's emptiest scrape, summed over the targets' own minima; ``None``
+    when a target's samples do not all split the queue by reason (vLLM 0.20+)."""
     total = 0.0
-    for t in up:
-        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+    for _, window in windows:
         values = [snap.requests_waiting_by_reason.get("capacity") for snap in window]
         known = [v for v in values if v is not None and math.isfinite(v)]
         if not known or len(known) < len(values):
             return None
         total += min(known)
-    return total if up else None
+    return total if windows else None
 
 
-def _kv_usage_moved(up: Sequence[TargetView], start: float, now: float) -> bool | None:
-    """Whether some target's own KV usage moved between two of its samples in ``[start, now]``
-    (:func:`_kv_moved`); ``None`` when no target has two samples there."""
+def _kv_usage_moved(windows: Windows) -> bool | None:
+    """Whether some target's own KV usage moved between two of its samples in the window (:func:`_kv_moved`);
+    ``None`` when no target has two samples there."""
     seen = False
-    for t in up:
-        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+    for _, window in windows:
         for a, b in itertools.pairwise(window):
             seen = True
             if _kv_moved(a, b):
@@ -272,20 +283,20 @@ def _rank_counters_moved(a: RankValues, b: RankValues) -> bool:
     return False
 
 
-def _stuck_ranks(up: Sequence[TargetView], start: float, now: float) -> tuple[str, ...]:
+def _stuck_ranks(windows: Windows) -> tuple[str, ...]:
     """``"<target> rank <r>"`` for each data-parallel rank that, at every one of at least two scrapes of its target in
     ``[start, now]``, held waiting requests with none running and its pool empty (usage ≤
     :data:`STUCK_RANK_MAX_USAGE`), whose queue grew at least once and never fell and whose own token counters did
     not move, while another rank of that target ran requests at the newest. One request lives on one rank and a
     healthy rank admits its queue within a step; the others keep the deployment's counters moving."""
     out: list[str] = []
-    for t in up:
-        window = [h.snapshot for h in t.history if start <= h.timestamp <= now]
+    for t, window in windows:
         if len(window) < 2 or not window[-1].ranks:
             continue
         busy = {r.rank for r in window[-1].ranks if (r.requests_running or 0) >= 1}
-        for rank in (r.rank for r in window[-1].ranks):
-            found = [next((r for r in snap.ranks if r.rank == rank), None) for snap in window]
+        by_rank = [{r.rank: r for r in snap.ranks} for snap in window]
+        for rank in (r.rank for r in window[-1].ranks if _idle_with_queue(r)):
+            found = [ranks.get(rank) for ranks in by_rank]
             readings = [r for r in found if r is not None]
             if len(readings) < len(found) or not busy - {rank} or not all(map(_idle_with_queue, readings)):
                 continue
@@ -740,11 +751,8 @@ def evaluate_deployment(
     # drift by a few ms, so the oldest may fall just outside: half an interval of slack keeps a complete
     # history at full coverage (without it, the demo's 5 s window at 1 s read 5 of 6 and halved nothing missed)
     start = now - window_seconds - interval_seconds / 2
-    samples = 0
-    for t in up:
-        for h in t.history:
-            if start <= h.timestamp <= now:
-                samples += 1
+    windows = window_snapshots(up, start, now)
+    samples = sum(len(window) for _, window in windows)
     each = scrapes_per_target or max(1, int(window_seconds // interval_seconds) + 1)
     expected = each * max(1, len(targets))
 
@@ -820,9 +828,9 @@ def evaluate_deployment(
         rank_requests_running_max=max(_rank_values(latest, "requests_running"), default=None),
         pool_usage=pools,
         queues=queues,
-        waiting_capacity_min=_waiting_capacity_min(up, start, now),
-        kv_usage_moved=_kv_usage_moved(up, start, now),
-        stuck_ranks=_stuck_ranks(up, start, now),
+        waiting_capacity_min=_waiting_capacity_min(windows),
+        kv_usage_moved=_kv_usage_moved(windows),
+        stuck_ranks=_stuck_ranks(windows),
         kv_cache_hybrid=bool(_any_known([s.kv_cache_hybrid for s in latest])),
         ranks_excluded=tuple(e for s in latest for e in s.ranks_excluded),
         rank_coverage=_rank_coverage(latest),

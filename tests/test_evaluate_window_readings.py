@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.domain import EngineSnapshot, RankValues, TimedSnapshot
-from advisor.evaluate import TargetView, _kv_usage_moved, _rank_values, _stuck_ranks, _waiting_capacity_min
+from advisor.evaluate import (
+    TargetView,
+    _kv_usage_moved,
+    _rank_values,
+    _stuck_ranks,
+    _waiting_capacity_min,
+    window_snapshots,
+)
 
 
 def _view(url: str, *points: tuple[float, dict[str, Any]]) -> TargetView:
@@ -26,20 +33,20 @@ def test_waiting_for_capacity_is_the_emptiest_scrape_summed_over_replicas() -> N
         (10.0, {"requests_waiting_by_reason": {"capacity": 3.0}}),
         (11.0, {"requests_waiting_by_reason": {"capacity": 7.0}}),
     )
-    assert _waiting_capacity_min([a, b], 9.0, 11.0) == 4.0 + 3.0
+    assert _waiting_capacity_min(window_snapshots([a, b], 9.0, 11.0)) == 4.0 + 3.0
     # a scrape outside the window does not count; one without the split makes it unknown
-    assert _waiting_capacity_min([a], 10.5, 11.0) == 4.0
+    assert _waiting_capacity_min(window_snapshots([a], 10.5, 11.0)) == 4.0
     c = _view("c", (10.0, {"requests_waiting_by_reason": {"capacity": 5.0}}), (11.0, {}))
-    assert _waiting_capacity_min([a, c], 9.0, 11.0) is None
+    assert _waiting_capacity_min(window_snapshots([a, c], 9.0, 11.0)) is None
 
 
 def test_kv_usage_moved_is_read_per_replica_not_across_them() -> None:
     still_low = _view("a", (10.0, {"kv_cache_usage_ratio": 0.15}), (11.0, {"kv_cache_usage_ratio": 0.15}))
     still_high = _view("b", (10.0, {"kv_cache_usage_ratio": 0.25}), (11.0, {"kv_cache_usage_ratio": 0.25}))
     moving = _view("c", (10.0, {"kv_cache_usage_ratio": 0.25}), (11.0, {"kv_cache_usage_ratio": 0.26}))
-    assert _kv_usage_moved([still_low, still_high], 9.0, 11.0) is False
-    assert _kv_usage_moved([still_low, moving], 9.0, 11.0) is True
-    assert _kv_usage_moved([_view("d", (11.0, {"kv_cache_usage_ratio": 0.2}))], 9.0, 11.0) is None
+    assert _kv_usage_moved(window_snapshots([still_low, still_high], 9.0, 11.0)) is False
+    assert _kv_usage_moved(window_snapshots([still_low, moving], 9.0, 11.0)) is True
+    assert _kv_usage_moved(window_snapshots([_view("d", (11.0, {"kv_cache_usage_ratio": 0.2}))], 9.0, 11.0)) is None
 
 
 def test_rank_values_are_the_known_ones_of_every_rank() -> None:
@@ -72,7 +79,7 @@ def test_a_rank_with_a_queue_nothing_running_and_an_empty_pool_at_every_scrape_i
         (10.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
         (11.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 11, 0.0))),
     )
-    assert _stuck_ranks([stuck], 9.0, 11.0) == ("http://x:1/metrics rank 5",)
+    assert _stuck_ranks(window_snapshots([stuck], 9.0, 11.0)) == ("http://x:1/metrics rank 5",)
     # admitted between the scrapes, or a pool in use, or no other rank running, or a single scrape: not stuck
     admitted = _view(
         "a", (10.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.0))), (11.0, _ranks(("0", 6, 0, 0.3), ("5", 3, 6, 0.01)))
@@ -84,7 +91,7 @@ def test_a_rank_with_a_queue_nothing_running_and_an_empty_pool_at_every_scrape_i
         "c", (10.0, _ranks(("0", 0, 0, 0.0), ("5", 0, 9, 0.0))), (11.0, _ranks(("0", 0, 0, 0.0), ("5", 0, 9, 0.0)))
     )
     once = _view("d", (11.0, _ranks(("0", 6, 0, 0.3), ("5", 0, 9, 0.0))))
-    assert _stuck_ranks([admitted, used, alone, once], 9.0, 11.0) == ()
+    assert _stuck_ranks(window_snapshots([admitted, used, alone, once], 9.0, 11.0)) == ()
 
 
 def test_a_rank_whose_readings_do_not_change_is_not_called_stuck() -> None:
@@ -95,4 +102,4 @@ def test_a_rank_whose_readings_do_not_change_is_not_called_stuck() -> None:
         (10.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
         (11.0, _ranks(("0", 6, 0, 0.35), ("5", 0, 9, 0.0))),
     )
-    assert _stuck_ranks([same], 9.0, 11.0) == ()
+    assert _stuck_ranks(window_snapshots([same], 9.0, 11.0)) == ()

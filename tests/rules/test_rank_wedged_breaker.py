@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.domain import EngineSnapshot, RankValues
-from advisor.evaluate import TargetView, _stuck_ranks
+from advisor.evaluate import TargetView, _stuck_ranks, window_snapshots
 from tests.states import VLLMEngine
 from tests.states.field import matching, run_once_on
 from tests.states.test_field_pools import sglang_text, vllm_dp_text
@@ -121,7 +121,7 @@ def test_a_rank_whose_own_prompt_counter_moved_is_not_stuck() -> None:
         )
 
     view = _view("http://x:1/metrics", (10.0, snap(2.0e6)), (11.0, snap(2.04e6)))
-    assert _stuck_ranks([view], 9.0, 11.0) == ()
+    assert _stuck_ranks(window_snapshots([view], 9.0, 11.0)) == ()
 
 
 # 4. credentials in the target URL never reach the proposal
@@ -136,7 +136,7 @@ def test_stuck_rank_names_no_credentials() -> None:
         )
 
     view = _view("http://admin:s3cr3t@10.0.0.5:30000/metrics", (10.0, snap(9)), (11.0, snap(11)))
-    (name,) = _stuck_ranks([view], 9.0, 11.0)
+    (name,) = _stuck_ranks(window_snapshots([view], 9.0, 11.0))
     assert "s3cr3t" not in name and "admin" not in name
 
 

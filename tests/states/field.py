@@ -130,6 +130,24 @@ def run_field_states(
     return FieldStateRuns(futures)
 
 
+def round_tests(
+    states: Sequence[FieldState], xfails: Mapping[str, str]
+) -> tuple[Callable[..., FieldStateRuns], Callable[..., None]]:
+    """A round file's module fixture ``once`` (:func:`run_field_states` of ``states``) and its test
+    ``test_field_state``, parametrized over ``states`` with ``xfails`` applied (:func:`with_xfails`); a round file
+    binds both at module level: ``once, test_field_state = round_tests(STATES, XFAIL)``."""
+
+    @pytest.fixture(scope="module", name="once")
+    def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+        return run_field_states(tmp_path_factory, states)
+
+    @pytest.mark.parametrize("state", with_xfails(states, xfails), ids=[s.id for s in states])
+    def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
+        check_field_state(once[state], state)
+
+    return once, test_field_state
+
+
 def run_once_on(
     tmp_path: Path,
     deployment: Mapping[str, Any],

@@ -40,15 +40,10 @@ gauges nor the request shape, so it is not replayed here.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.states import VLLMEngine
 from tests.states.field import (
     FieldState,
-    FieldStateRuns,
-    check_field_state,
-    run_field_states,
-    with_xfails,
+    round_tests,
 )
 from tests.states.test_field_round3_others import (
     KV_GROWING_TURNS,
@@ -329,15 +324,4 @@ STATES = [
 XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
-PARAMS = with_xfails(STATES, XFAIL)
-
-
-@pytest.fixture(scope="module")
-def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
-    """``once --json`` of every state of this module, a few at a time (:func:`tests.states.field.run_field_states`)."""
-    return run_field_states(tmp_path_factory, STATES)
-
-
-@pytest.mark.parametrize("state", PARAMS, ids=[s.id for s in STATES])
-def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
-    check_field_state(once[state], state)
+once, test_field_state = round_tests(STATES, XFAIL)
