@@ -345,6 +345,14 @@ class EngineSnapshot:
             no TPOT histogram. ``None``: not exposed.
         prompt_seconds_total: cumulative seconds the engine spent processing prompts (llama.cpp
             ``prompt_seconds_total``); its rate is the prefill's share of the engine's time. ``None``: not exposed.
+        spec_drafts_total / spec_draft_tokens_total / spec_accepted_tokens_total: speculative decoding's cumulative
+            counters summed over ranks (vLLM V1 and llama.cpp ``spec_decode_num_drafts_total``,
+            ``…_num_draft_tokens_total``, ``…_num_accepted_tokens_total``): verification steps of one sequence that
+            carried draft tokens, the draft tokens proposed, and those the target model accepted. ``None``: not
+            exposed (the engine runs no speculation, or predates the counters).
+        spec_accepted_tokens_by_position: ``…_num_accepted_tokens_per_pos_total{position}`` summed over ranks, index
+            = draft position (0 = the first draft token); ``()`` when not exposed. Position ``i`` accepted means
+            every earlier one was, so ``accepted[i] ÷ drafts`` is the chance a draft yields ``i + 1`` tokens or more.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         ranks: per-rank values when more than one rank reports.
         pools: pools other than the KV-token pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``), each with
@@ -398,6 +406,10 @@ class EngineSnapshot:
     # by their repr (written before these fields existed); equality still compares them
     generation_seconds_total: float | None = field(default=None, repr=False)
     prompt_seconds_total: float | None = field(default=None, repr=False)
+    spec_drafts_total: float | None = field(default=None, repr=False)
+    spec_draft_tokens_total: float | None = field(default=None, repr=False)
+    spec_accepted_tokens_total: float | None = field(default=None, repr=False)
+    spec_accepted_tokens_by_position: tuple[float | None, ...] = field(default=(), repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

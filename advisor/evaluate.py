@@ -49,10 +49,12 @@ from advisor.telemetry import (
     WindowAccumulator,
     WindowStats,
     combine_engine_time,
+    combine_speculation,
     combine_targets,
     engine_time,
     fraction_below,
     goodput_ratio,
+    speculation_window,
     summarize,
     window_stats,
 )
@@ -802,6 +804,11 @@ def evaluate_deployment(
         for t in up
         if t.history[-1].snapshot.generation_seconds_total is not None
     ]
+    speculation = combine_speculation(
+        speculation_window(t.history, now, window_seconds)
+        for t in up
+        if t.history[-1].snapshot.spec_drafts_total is not None
+    )
     ev = Evaluation(
         ctx=ctx,
         state=state,
@@ -845,6 +852,7 @@ def evaluate_deployment(
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
         engine_time=combine_engine_time(times),
+        speculation=speculation,
     )
 
     view = DeploymentView(

@@ -213,7 +213,7 @@ class OnlineCalibration:
         if obs.tpot_seconds is None and obs.prefill_seconds is None and obs.ttft_seconds is None:
             return fit
         try:
-            step = calibrate(fit.model, ev.ctx.inputs, gpu, obs, decode=not ev.ctx.speculative_decoding)
+            step = calibrate(fit.model, ev.ctx.inputs, gpu, obs, decode=not ev.speculation_runs())
         except (CapacityError, ValueError):
             return fit
         return dataclasses.replace(

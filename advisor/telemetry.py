@@ -896,6 +896,111 @@ def combine_engine_time(readings: Iterable[EngineTime | None]) -> EngineTime | N
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SpeculationWindow:
+    """What speculative decoding's counters say over a window (summed over targets).
+
+    Attributes:
+        drafts: increase of ``spec_drafts_total``: verification steps of one sequence that carried draft tokens.
+        draft_tokens: increase of ``spec_draft_tokens_total``: draft tokens proposed.
+        accepted_tokens: increase of ``spec_accepted_tokens_total``: draft tokens the target model accepted.
+        accepted_by_position: increase of the accepted tokens at each draft position (index 0 = the first draft
+            token); ``()`` when the engine does not split them, ``None`` for a position it does not know.
+
+    Example: vLLM 30 s apart, drafts 1,000 → 1,400, draft tokens 3,000 → 4,200, accepted 1,200 → 1,664: 400 drafts
+    of 3 tokens (``draft_length`` 3.0), 464 accepted (``acceptance_ratio`` 0.39), ``mean_acceptance_length``
+    1 + 464 ÷ 400 = 2.16 tokens per verification step (vLLM's own "Mean acceptance length",
+    ``vllm/v1/spec_decode/metrics.py``).
+    """
+
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    accepted_by_position: tuple[float | None, ...] = ()
+
+    @property
+    def draft_length(self) -> float | None:
+        """Mean draft tokens per draft (``num_speculative_tokens`` where every step drafts the full length);
+        ``None`` without drafts."""
+        return self.draft_tokens / self.drafts if self.drafts > 0 else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """Tokens one verification step yields per sequence, the bonus token included: ``1 + accepted ÷ drafts``;
+        ``None`` without drafts."""
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts > 0 else None
+
+    @property
+    def acceptance_ratio(self) -> float | None:
+        """Accepted ÷ proposed draft tokens (0–1); ``None`` without draft tokens."""
+        return min(1.0, self.accepted_tokens / self.draft_tokens) if self.draft_tokens > 0 else None
+
+    def position_acceptance(self) -> tuple[float | None, ...]:
+        """Per draft position, the share of drafts whose token at that position was accepted (0–1; ``None``
+        unknown): accepted at position ``i`` ÷ drafts. ``()`` without drafts or positions."""
+        if self.drafts <= 0:
+            return ()
+        return tuple(None if a is None else min(1.0, max(0.0, a / self.drafts)) for a in self.accepted_by_position)
+
+
+def speculation_window(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> SpeculationWindow | None:
+    """:class:`SpeculationWindow` of one target over ``[now − window_seconds, now]``, or ``None`` when its snapshots
+    do not count drafts (no speculation, or an engine without the counters) or hold fewer than two such points.
+
+    The increases are :func:`counter_increase` with the restarts of :func:`window_stats`, each over the snapshots
+    that know the draft count, so all count the same verification steps.
+    """
+    start = now - window_seconds
+    points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
+    if len(points) < 2 or all(_known(p.snapshot.spec_drafts_total) is None for p in points):
+        return None
+    flags = _restart_flags([p.snapshot for p in points])
+    kept = [(p, f) for p, f in zip(points, flags, strict=True) if _known(p.snapshot.spec_drafts_total) is not None]
+
+    def increase(values: Sequence[float | None]) -> float | None:
+        return counter_increase(
+            [(p.timestamp, v) for (p, _), v in zip(kept, values, strict=True)], restarts=[f for _, f in kept]
+        )
+
+    drafts = increase([p.snapshot.spec_drafts_total for p, _ in kept])
+    draft_tokens = increase([p.snapshot.spec_draft_tokens_total for p, _ in kept])
+    accepted = increase([p.snapshot.spec_accepted_tokens_total for p, _ in kept])
+    if drafts is None or draft_tokens is None or accepted is None:
+        return None
+    width = max(len(p.snapshot.spec_accepted_tokens_by_position) for p, _ in kept)
+    positions = tuple(
+        increase([_position(p.snapshot.spec_accepted_tokens_by_position, i) for p, _ in kept]) for i in range(width)
+    )
+    return SpeculationWindow(drafts, draft_tokens, accepted, positions)
+
+
+def _position(values: tuple[float | None, ...], i: int) -> float | None:
+    """The ``i``-th position's count, ``0.0`` past a shorter tuple of a page that listed positions (llama.cpp and
+    vLLM write a position once a token there was accepted), ``None`` when the page listed none."""
+    if not values:
+        return None
+    return values[i] if i < len(values) else 0.0
+
+
+def combine_speculation(readings: Iterable[SpeculationWindow | None]) -> SpeculationWindow | None:
+    """The deployment's :class:`SpeculationWindow` from its targets': each increase summed over the targets that
+    know it (positions over those that split them); ``None`` when none counts drafts."""
+    known = [r for r in readings if r is not None]
+    if not known:
+        return None
+    width = max(len(r.accepted_by_position) for r in known)
+    split = [r for r in known if r.accepted_by_position]
+    positions: tuple[float | None, ...] = ()
+    if width and len(split) == len(known):
+        positions = tuple(_sum_known(_position(r.accepted_by_position, i) for r in split) for i in range(width))
+    return SpeculationWindow(
+        drafts=math.fsum(r.drafts for r in known),
+        draft_tokens=math.fsum(r.draft_tokens for r in known),
+        accepted_tokens=math.fsum(r.accepted_tokens for r in known),
+        accepted_by_position=positions,
+    )
+
+
 # --- incremental windows ------------------------------------------------------------------------------
 
 _HIST_FIELDS = ("ttft", "tpot", "queue_time", "e2e")

@@ -390,6 +390,41 @@ class DecodeStepModel:
             + self.overhead_per_seq * batch
         )
 
+    def verify(self, batch: float, tokens_per_seq: float) -> float:
+        """Seconds of one speculative verification step: ``batch`` sequences each scoring ``tokens_per_seq`` query
+        tokens (the draft tokens plus the one the step always yields) in one forward pass. The weights and each
+        sequence's KV are read once, as in a decode step; the matmul and attention FLOPs, the all-reduce rows and the
+        experts the tokens select grow with ``batch × tokens_per_seq``::
+
+            verify(B, q) = max(memory_fixed + memory_per_seq·B, compute_per_seq·B·q)
+                           + comm_fixed + comm_per_seq·B·q
+                           + max(attention_memory_per_seq, attention_compute_per_seq·q)·B
+                           + overhead + overhead_per_seq·B
+
+        ``verify(B, 1)`` is ``self(B)``. The draft's own forward passes are not included (an n-gram lookup costs
+        none; a draft model or head costs more): a lower bound on the speculative step. This is how vLLM V1
+        verifies (``vllm/v1/worker/gpu_model_runner.py``: the draft tokens are scheduled as extra query tokens of
+        the running request, ``vllm/v1/sample/rejection_sampler.py`` then accepts a prefix), as SGLang's and
+        TensorRT-LLM's target-model verification do.
+
+        Raises:
+            ValueError: ``tokens_per_seq`` < 1.
+        """
+        if not tokens_per_seq >= 1:
+            raise ValueError(f"tokens_per_seq must be ≥ 1, got {tokens_per_seq}")
+        tokens = batch * tokens_per_seq
+        memory = self.memory_fixed + self.memory_per_seq * batch
+        if self.expert_memory:
+            memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, tokens)
+        return (
+            max(memory, self.compute_per_seq * tokens)
+            + self.comm_fixed
+            + self.comm_per_seq * tokens
+            + max(self.attention_memory_per_seq, self.attention_compute_per_seq * tokens_per_seq) * batch
+            + self.overhead
+            + self.overhead_per_seq * batch
+        )
+
     def compute_bound(self, batch: float) -> bool:
         """Whether the step at ``batch`` sequences is set by its FLOPs (``compute_per_seq·B`` ≥ the memory time)
         rather than by the bytes it streams: the roofline's ridge, ``B* = memory_fixed ÷ (compute_per_seq −

@@ -29,7 +29,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import is_
-from typing import Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from advisor.domain import Exposition, Histogram, Sample
 from advisor.sources.selective_parser import FrozenLabels
@@ -659,4 +659,52 @@ def config_values(scope: Scope, series: Iterable[tuple[str, Series]]) -> dict[st
         if values:
             v = values[0]
             out[key] = str(int(v)) if float(v).is_integer() else repr(v)
+    return out
+
+
+SPEC_COUNTER_FIELDS: Final = ("spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_tokens_total")
+"""Speculative decoding's cumulative counters, as :class:`~advisor.domain.EngineSnapshot` names them."""
+SPEC_POSITION_FIELD: Final = "spec_accepted_tokens_by_position"
+""":class:`~advisor.domain.EngineSnapshot`'s accepted draft tokens by draft position."""
+SPEC_POSITION_LABEL: Final = "position"
+"""The draft position label of ``…spec_decode_num_accepted_tokens_per_pos_total`` (vLLM V1
+``vllm/v1/spec_decode/metrics.py``, llama.cpp ``tools/server/server-task.cpp``): ``"0"`` … ``"k − 1"``."""
+
+
+MAX_SPEC_POSITIONS: Final = 64
+"""Draft positions read at most: vLLM's and llama.cpp's drafts are a few tokens to a few dozen; a page labelling a
+larger position is not read (its tuple would be mostly unknown)."""
+
+
+def spec_decode_counters(scope: Scope, table: NameTable, ranks: Sequence[str]) -> dict[str, Any]:
+    """The snapshot's speculative-decoding fields read from ``table``'s :data:`SPEC_COUNTER_FIELDS` and
+    :data:`SPEC_POSITION_FIELD` entries (each absent entry leaves its field unknown).
+
+    Counters are summed over ranks (:func:`first_total`); the per-position counter is summed over every other label
+    by its :data:`SPEC_POSITION_LABEL`, giving a tuple indexed by position (a position the page skips, a NaN or a
+    label that is not a whole number ≥ 0 makes that position ``None``; no sample: ``()``).
+
+    Example: ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 80``, ``{position="1"} 35`` →
+    ``spec_accepted_tokens_by_position == (80.0, 35.0)``.
+    """
+    out: dict[str, Any] = {}
+    for name in SPEC_COUNTER_FIELDS:
+        aliases = table.get(name, ())
+        if aliases:
+            out[name] = first_total(scope, aliases, ranks)[1]
+    by_position: dict[int, list[float]] = {}
+    for alias in table.get(SPEC_POSITION_FIELD, ()):
+        for s in scope.samples(alias):
+            label = s.labels.get(SPEC_POSITION_LABEL, "")
+            if label.isdecimal() and label.isascii():
+                by_position.setdefault(int(label), []).append(s.value)
+        if by_position:
+            break
+    if by_position:
+        top = max(by_position)
+        if top < MAX_SPEC_POSITIONS:
+            values = [by_position.get(i) for i in range(top + 1)]
+            out[SPEC_POSITION_FIELD] = tuple(
+                None if vs is None or any(math.isnan(v) for v in vs) else fsum_or_none(vs) for vs in values
+            )
     return out

@@ -36,6 +36,9 @@ Rules:
   ``t_prompt_processing``): its rate is the prefill's share of the engine's time. Every value is printed with six
   significant digits (``to_metrics()`` streams doubles at the default precision): past 10⁶ tokens a counter moves
   in steps of 10 and more, small beside a window's increase until the engine has generated ~10⁹ tokens.
+* **Speculative decoding** (``EngineSnapshot.spec_*``): the draft, drafted-token and accepted-token counters and
+  the accepted tokens by draft position, as vLLM names them (:func:`~advisor.engines.common.spec_decode_counters`);
+  absent without a draft model (``--model-draft``) or a draft-free method.
 * **Not exposed:** TTFT/TPOT histograms (only the averages above), finished requests, preemptions, process start.
 """
 
@@ -54,6 +57,7 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     positive,
+    spec_decode_counters,
     sum_all,
     valid_ratio,
 )
@@ -73,6 +77,17 @@ NAME_TABLE: Final[NameTable] = {
         Series("llamacpp:tokens_predicted_seconds_total", "counter", "2024 → 2026 (#5937)", _TASK),
     ),
     "prompt_seconds_total": (Series("llamacpp:prompt_seconds_total", "counter", "2024 → 2026 (#5937)", _TASK),),
+    "spec_drafts_total": (Series("llamacpp:spec_decode_num_drafts_total", "counter", "2026", _TASK),),
+    "spec_draft_tokens_total": (Series("llamacpp:spec_decode_num_draft_tokens_total", "counter", "2026", _TASK),),
+    "spec_accepted_tokens_total": (Series("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "2026", _TASK),),
+    "spec_accepted_tokens_by_position": (
+        Series(
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+            "counter",
+            "2026 (label position; only once a draft was accepted)",
+            _TASK,
+        ),
+    ),
     "kv_cache_usage_ratio": (
         Series("llamacpp:kv_cache_usage_ratio", "gauge", "2024 → May 2025 (removed by PR #13660)", _TASK),
     ),
@@ -103,7 +118,8 @@ class LlamaCppAdapter(TableAdapter):
         ``None`` when the page lacks it.
 
         Example: ``tokens_predicted_seconds_total 12.8``, ``prompt_seconds_total 0.4`` →
-        ``generation_seconds_total 12.8``, ``prompt_seconds_total 0.4``.
+        ``generation_seconds_total 12.8``, ``prompt_seconds_total 0.4``; the speculative-decoding counters where the
+        page has them (:func:`~advisor.engines.common.spec_decode_counters`).
         """
         snap = super().snapshot(exposition, model)
         exposition, _ = first_samples(self.normalize(exposition))
@@ -111,7 +127,8 @@ class LlamaCppAdapter(TableAdapter):
         ranks = scope.ranks(self.table) or ("0",)
         _, generation = first_total(scope, NAME_TABLE["generation_seconds_total"], ranks)
         _, prompt = first_total(scope, NAME_TABLE["prompt_seconds_total"], ranks)
-        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt)
+        spec = spec_decode_counters(scope, NAME_TABLE, ranks)
+        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt, **spec)
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
         """Prompt tokens = evaluated + cached where the cached counter exists.

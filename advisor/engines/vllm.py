@@ -78,6 +78,7 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     fsum_or_none,
+    spec_decode_counters,
     sum_all,
     valid_ratio,
     wanted_names,
@@ -93,6 +94,7 @@ __all__ = ["BLOCK_SIZES", "NAME_TABLE", "WANTED_SAMPLE_NAMES", "Kind", "MetricNa
 
 _LOGGERS: Final = "vllm/v1/metrics/loggers.py"
 _V0: Final = "vllm/engine/metrics.py"
+_SPEC: Final = "vllm/v1/spec_decode/metrics.py"
 
 NAME_TABLE: Final[Mapping[str, tuple[Series, ...]]] = {
     "kv_cache_usage_ratio": (
@@ -147,6 +149,23 @@ NAME_TABLE: Final[Mapping[str, tuple[Series, ...]]] = {
     ),
     "e2e": (Series("vllm:e2e_request_latency_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "queue_time": (Series("vllm:request_queue_time_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),),
+    "spec_drafts_total": (
+        Series("vllm:spec_decode_num_drafts_total", "counter", "V1 0.8 → 0.33 (only with a speculative_config)", _SPEC),
+    ),
+    "spec_draft_tokens_total": (
+        Series("vllm:spec_decode_num_draft_tokens_total", "counter", "V1 0.8 → 0.33 (idem)", _SPEC),
+    ),
+    "spec_accepted_tokens_total": (
+        Series("vllm:spec_decode_num_accepted_tokens_total", "counter", "V1 0.8 → 0.33 (idem)", _SPEC),
+    ),
+    "spec_accepted_tokens_by_position": (
+        Series(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "counter",
+            "V1 0.8 → 0.33 (idem; label position 0 … num_speculative_tokens − 1)",
+            _SPEC,
+        ),
+    ),
     "process_start_time_seconds": (
         Series(
             "process_start_time_seconds",
@@ -333,6 +352,7 @@ def read_snapshot(scope: _VLLMScope, duplicates: Sequence[str], engine: str = "v
             for r in ranks
         )
 
+    spec = spec_decode_counters(scope, NAME_TABLE, ranks)
     missing.extend(bounded([f'{scope.model_label()}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
     return EngineSnapshot(
         engine=engine,
@@ -359,6 +379,7 @@ def read_snapshot(scope: _VLLMScope, duplicates: Sequence[str], engine: str = "v
         kv_cache_hybrid=hybrid,
         replicas=scope.replicas(ranks),
         missing=tuple(missing),
+        **spec,
     )
 
 

@@ -24,7 +24,7 @@ from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
 from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.capacity.perf import PerfAssumptions
-from advisor.telemetry import EngineTime, FractionBelow, GoodputEstimate, WindowStats
+from advisor.telemetry import EngineTime, FractionBelow, GoodputEstimate, SpeculationWindow, WindowStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +190,9 @@ class Evaluation:
             sequences spent generating, per generated token, and seconds spent on prompts;
             :class:`advisor.telemetry.EngineTime`), summed over answering targets; ``None`` when the engine does not
             count them.
+        speculation: the window's speculative-decoding counters summed over answering targets
+            (:class:`advisor.telemetry.SpeculationWindow`: drafts, draft and accepted tokens, accepted by position);
+            ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
         latency: the deployment's latency model, calibrated online on its TPOT/TTFT
             (:class:`advisor.capacity.calibration.LatencyFit`, set by
             :class:`advisor.online_calibration.OnlineCalibration`);
@@ -239,6 +242,14 @@ class Evaluation:
     requests_running_mean: float | None = None
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
+    speculation: SpeculationWindow | None = None
+
+    def speculation_runs(self) -> bool:
+        """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a
+        ``speculative_config`` the capacity pass reads), or the engine's draft counter moved in the window (a draft
+        is proposed only while speculation runs, whatever the config says)."""
+        measured = self.speculation is not None and self.speculation.drafts > 0
+        return self.ctx.speculative_decoding or self.ctx.inputs.speculative is not None or measured
 
     def coverage(self) -> float:
         """Fraction of the window's expected scrapes that arrived, 0–1."""

@@ -1,25 +1,50 @@
-"""Rule ``speculative_decoding``: a latency lever for small batches.
+"""Rule ``speculative_decoding``: a latency lever for small batches, and a cost once the batch fills the GPU.
 
-Enable: at most ``max_batch_per_replica`` sequences run per replica and TPOT misses its target — decode
-is bound by reading the weights, and the bandwidth sits idle between steps. A draft proposes ``k`` tokens
-the target model verifies in one step; with acceptance rate α the expected tokens per step are
-(1 − α^(k+1)) ÷ (1 − α) (Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
-Decoding", ICML 2023, eq. 1). The advisor assumes α = 0.6 and k = 4 (≈2.3 tokens per step) and a 10 %
-draft overhead, and disables speculation above ``disable_by_batch_size`` running sequences (vLLM's
-``disable_by_batch_size``), where the batch already keeps the GPU busy.
+Enable: speculation does not run (neither the config nor the engine's draft counter says so), at most
+``max_batch_per_replica`` sequences run per replica and TPOT misses its target — decode is bound by reading the
+weights, and the bandwidth sits idle between steps. A draft proposes ``k`` tokens the target model verifies in one
+step; with acceptance rate α the expected tokens per step are (1 − α^(k+1)) ÷ (1 − α) (Leviathan, Kalman & Matias,
+"Fast Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1). The advisor assumes α = 0.6 and
+k = 4 (≈2.3 tokens per step) and a 10 % draft overhead, and names a disable-by-batch-size threshold
+(``disable_by_batch_size``) above which the batch already keeps the GPU busy.
 
-Disable: the deployment runs speculation (``speculative_decoding: true`` in its config) with more than
-``disable_above_batch_per_replica`` sequences per replica while TPOT misses its target.
+Speculation running, measured (the engine counts its drafts: vLLM V1, llama.cpp): the window's drafts give the mean
+acceptance length ``L`` (tokens a verification round yields per sequence) and the draft length ``k``. At the batch
+that runs, the roofline prices the round: ``L × step(B) ÷ verify(B, k + 1)`` bounds the speedup over plain decoding
+from above (:func:`advisor.capacity.spec_speedup.speculative_speedup`; the draft's own cost is left out). Below
+``LOSS_BOUND`` (0.9) the verification costs more than the accepted tokens return, whatever the draft costs: the rule
+fires whether or not TPOT meets its target (speculation then costs both latency and throughput). It proposes the
+draft length with the best bound when the engine splits acceptance by position and that length's bound reaches
+``SHORTEN_MIN_SPEEDUP`` (1.1), else turning speculation off. A bound at or above ``LOSS_BOUND`` is no loss the
+roofline can show; the batch threshold below still applies (costs the roofline does not price grow with the batch:
+an n-gram lookup per sequence on the CPU, the rejection sampler), except where the bound shows a clear win
+(``CLEAR_WIN``, 1.5×): the measurement then contradicts it, and the rule does not fire. A round at a small batch
+that is slow for reasons outside the roofline (CUDA graphs not captured for the verify shapes, a draft model as
+costly as the target) is not diagnosed (vllm-project/vllm#35387's MTP at one request: 1.87 tokens a round, 46 ms
+against 17.5 ms a plain step).
+
+Speculation running, not measured (no draft counter, or fewer than ``MIN_DRAFTS`` drafts in the window): more than
+``disable_above_batch_per_replica`` sequences per replica while TPOT misses its target → disable.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.spec_speedup import DraftLengthChoice, best_draft_length, speculative_speedup
+from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count
+from advisor.rules.common import (
+    confidence,
+    count,
+    data_parallel_ranks,
+    latency_model,
+    tokens_per_running_request,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
@@ -27,6 +52,21 @@ from advisor.telemetry import histogram_quantile
 ACCEPTANCE = 0.6
 DRAFT_TOKENS = 4
 DRAFT_OVERHEAD = 1.1
+MIN_DRAFTS: Final = 50
+"""Drafts a window must hold before its acceptance is read (fewer: the batch threshold decides)."""
+LOSS_BOUND: Final = 0.9
+"""Speedup bound below which the measured rule fires: a 10 % margin for the roofline's ratio of a verification
+step to a plain step (both set by the same FLOP/s once the batch is compute-bound, so their ratio errs less than
+either time)."""
+CLEAR_WIN: Final = 1.5
+"""Speedup bound at or above which the measurement withholds the batch threshold's disable: a round that returns
+half again what it costs stays a win after a draft model's or head's own passes (EAGLE heads and n-gram lookups cost
+far less; a draft model of a tenth of the target's size at k = 4, about 40 %)."""
+SHORTEN_MIN_SPEEDUP: Final = 1.1
+"""Speedup bound a shorter draft must reach to be proposed instead of turning speculation off."""
+_POSITION_ENGINES: Final = frozenset({"vllm", "llamacpp"})
+"""Engines whose draft length the advisor can set from a per-position reading (vLLM ``num_speculative_tokens``,
+llama.cpp ``--draft-max``); others get only the switch."""
 
 
 def tokens_per_step(alpha: float = ACCEPTANCE, k: int = DRAFT_TOKENS) -> float:
@@ -34,8 +74,48 @@ def tokens_per_step(alpha: float = ACCEPTANCE, k: int = DRAFT_TOKENS) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """Speculation's round against the roofline at the running batch (module docstring).
+
+    Attributes:
+        batch: sequences per engine (running ÷ replicas up ÷ data-parallel ranks).
+        context: mean tokens per running request (the KV each sequence reads per step).
+        acceptance_length: tokens a round yields per sequence, the bonus token included.
+        draft_length: mean draft tokens per round.
+        speedup: the bound at the running draft length.
+        choice: the bound at every shorter length when the engine splits acceptance by position, else ``None``.
+        drafts: drafts in the window.
+    """
+
+    batch: float
+    context: float
+    acceptance_length: float
+    draft_length: float
+    speedup: float
+    choice: DraftLengthChoice | None
+    drafts: float
+
+
+def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
+    """The measured round as evidence keys (``spec_*``)."""
+    out: dict[str, Any] = {
+        "batch_per_engine": round(m.batch, 2),
+        "spec_drafts": m.drafts,
+        "spec_mean_acceptance_length": round(m.acceptance_length, 3),
+        "spec_draft_length": round(m.draft_length, 2),
+        "spec_speedup_bound": round(m.speedup, 3),
+    }
+    if ev.speculation is not None and ev.speculation.accepted_by_position:
+        out["spec_position_acceptance"] = [
+            None if p is None else round(p, 3) for p in ev.speculation.position_acceptance()
+        ]
+    return out
+
+
 class SpeculativeRule:
-    """Small batch with TPOT over target → enable; big batch with speculation on → disable."""
+    """Small batch with TPOT over target → enable; a running speculation that costs more than it returns (measured)
+    or a big batch with TPOT over target (not measured) → shorten or disable."""
 
     id = c.RULE_SPECULATIVE_DECODING
     supersedes: tuple[str, ...] = ()
@@ -57,30 +137,82 @@ class SpeculativeRule:
         """Seconds the fire side must hold."""
         return self._for
 
+    @staticmethod
+    def measure(ev: Evaluation) -> Measured | None:
+        """The running speculation against the roofline (:class:`Measured`), or ``None`` when the window holds fewer
+        than :data:`MIN_DRAFTS` drafts, nothing runs, or the model cannot price the batch (no GPU, a refused
+        model)."""
+        sp, s, gpu = ev.speculation, ev.stats, ev.ctx.gpu
+        if sp is None or sp.drafts < MIN_DRAFTS or s is None or not s.requests_running or gpu is None:
+            return None
+        length, k = sp.mean_acceptance_length, sp.draft_length
+        if length is None or k is None or k <= 0:
+            return None
+        batch = s.requests_running / max(ev.replicas_up, 1) / data_parallel_ranks(ev)
+        if batch < 1:
+            return None
+        context = tokens_per_running_request(ev) or float(ev.ctx.inputs.max_model_len or 2048) / 2
+        try:
+            step = latency_model(ev).decode_step_model(ev.ctx.inputs, gpu, context)
+            speedup = speculative_speedup(step, batch, max(1.0, length), k)
+            positions = sp.position_acceptance()
+            choice = None
+            if positions and all(p is not None for p in positions) and ev.ctx.engine in _POSITION_ENGINES:
+                known = [p for p in positions if p is not None]
+                choice = best_draft_length(step, batch, known, max(1, math.ceil(k - 1e-9)))
+        except (CapacityError, ValueError):
+            return None
+        return Measured(batch, context, length, k, speedup, choice, sp.drafts)
+
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
         s = ev.stats
-        if s is None or s.requests_running is None or ev.tpot_ok is None or ev.tpot_ok.value is None:
+        runs = ev.speculation_runs()
+        measured = self.measure(ev) if runs else None
+        tpot_ok = ev.tpot_ok.value if ev.tpot_ok is not None else None
+        evidence: dict[str, Any] = {}
+        if s is not None and s.requests_running is not None:
+            batch = s.requests_running / max(ev.replicas_up, 1)
+            evidence = {
+                "requests_running": s.requests_running,
+                "batch_per_replica": round(batch, 2),
+                "tpot_within_target_ratio": tpot_ok,
+                "tpot_p50_seconds": histogram_quantile(0.5, s.tpot),
+                "tpot_target_seconds": ev.ctx.slo.tpot_seconds,
+                "speculative_decoding": runs,
+                "window_seconds": s.window_seconds,
+            }
+        if measured is not None:
+            evidence |= _measured_evidence(ev, measured)
+            loss = measured.speedup < LOSS_BOUND
+            big = self._big_batch_miss(evidence, tpot_ok, ev) and measured.speedup < CLEAR_WIN
+            reason = (
+                f"speculation yields {measured.acceptance_length:.2f} tokens a round for {measured.draft_length:.1f} "
+                f"drafted at {measured.batch:.0f} sequences per engine: the roofline bounds its speedup at "
+                f"{measured.speedup:.2f}×"
+            )
+            if big and not loss:
+                reason += f"; {tpot_ok:.0%} of requests within TPOT"
+            return loss or big, reason, evidence
+        if not evidence or tpot_ok is None:
             return None, "running requests or TPOT unknown", {}
-        batch = s.requests_running / max(ev.replicas_up, 1)
-        tpot_ok = ev.tpot_ok.value
-        miss = tpot_ok < ev.ctx.slo.target_ratio
-        p50 = histogram_quantile(0.5, s.tpot)
-        evidence = {
-            "requests_running": s.requests_running,
-            "batch_per_replica": round(batch, 2),
-            "tpot_within_target_ratio": tpot_ok,
-            "tpot_p50_seconds": p50,
-            "tpot_target_seconds": ev.ctx.slo.tpot_seconds,
-            "speculative_decoding": ev.ctx.speculative_decoding,
-            "window_seconds": s.window_seconds,
-        }
-        if ev.ctx.speculative_decoding:
-            holds = miss and batch > self.disable_above
+        batch = evidence["batch_per_replica"]
+        if runs:
+            holds = self._big_batch_miss(evidence, tpot_ok, ev)
             reason = f"speculation on with {batch:.0f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
         else:
-            holds = miss and 0 < batch <= self.max_batch
+            holds = tpot_ok < ev.ctx.slo.target_ratio and 0 < batch <= self.max_batch
             reason = f"{batch:.1f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
         return holds, reason, evidence
+
+    def _big_batch_miss(self, evidence: dict[str, Any], tpot_ok: float | None, ev: Evaluation) -> bool:
+        """TPOT misses its target with more than ``disable_above_batch_per_replica`` sequences per replica."""
+        batch = evidence.get("batch_per_replica")
+        return (
+            tpot_ok is not None
+            and batch is not None
+            and tpot_ok < ev.ctx.slo.target_ratio
+            and batch > self.disable_above
+        )
 
     def fires(self, ev: Evaluation) -> Condition:
         """See the module docstring."""
@@ -88,73 +220,146 @@ class SpeculativeRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """TPOT meets its target again, or the batch left the regime."""
+        """The measured loss is gone, TPOT meets its target again, or the batch left the regime."""
         holds, reason, evidence = self._reading(ev)
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
-        """Enable (with a disable-by-batch-size threshold) or disable speculative decoding."""
+        """Enable (with a disable-by-batch-size threshold), shorten the draft, or disable speculative decoding."""
         holds, _, evidence = self._reading(ev)
-        if holds is None:
+        if not holds:
             return []
         conf = confidence(ev, 0.6)
-        p50 = evidence["tpot_p50_seconds"]
-        if ev.ctx.speculative_decoding:
-            return [
-                Proposal(
-                    rule=self.id,
-                    dial=c.DIAL_SPECULATIVE_DECODING,
-                    action="disable",
-                    current="on",
-                    suggested="off",
-                    flag="remove --speculative-config" if ev.ctx.engine == "vllm" else "turn speculative decoding off",
-                    severity="warning",
-                    confidence=conf,
-                    summary=f"{ev.ctx.name}: large batches with speculation on — disable speculative decoding",
-                    description=(
-                        f"{count(evidence['requests_running'])} sequences run ({evidence['batch_per_replica']:.0f} per "
-                        "replica): the batch keeps the GPU busy, so verifying draft tokens costs compute that "
-                        "decoding needs, and TPOT misses its target. Turn speculation off (or set a "
-                        f"disable-by-batch-size threshold of {self.disable_by})."
-                    ),
-                    predicted_effect={"speculative_decoding": effect(1, 0)},
-                    evidence=evidence,
-                    score=1.0,
-                    sufficient=False,
-                    cost=1.0,
-                    gpus_added=0.0,
-                )
-            ]
-        tps = tokens_per_step()
-        config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
-        value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
-        after = p50 * DRAFT_OVERHEAD / tps if p50 is not None else None
-        return [
-            Proposal(
+        measured = self.measure(ev) if "spec_speedup_bound" in evidence else None
+        if measured is not None and measured.speedup < LOSS_BOUND:
+            return [self._measured_turn(ev, measured, evidence, conf)]
+        if ev.speculation_runs():
+            return [self._disable(ev, evidence, conf)]
+        return [self._enable(ev, evidence, conf)]
+
+    def _miss_severity(self, ev: Evaluation) -> str:
+        ok = ev.tpot_ok.value if ev.tpot_ok is not None else None
+        return "warning" if ok is not None and ok < ev.ctx.slo.target_ratio else "info"
+
+    def _measured_turn(self, ev: Evaluation, m: Measured, evidence: dict[str, Any], conf: float) -> Proposal:
+        name, engine = ev.ctx.name, ev.ctx.engine
+        facts = (
+            f"Each verification round yields {m.acceptance_length:.2f} tokens per sequence for "
+            f"{m.draft_length:.1f} draft tokens scored ({m.drafts:,.0f} drafts in the window), and "
+            f"{m.batch:.0f} sequences run per engine: scoring {m.draft_length + 1:.1f} tokens per sequence makes a "
+            f"round cost more than {m.acceptance_length:.2f} plain decode steps, so the roofline bounds "
+            f"speculation's speedup at {m.speedup:.2f}× even with a free draft (Leviathan et al. 2023, §3.4)."
+        )
+        choice = m.choice
+        spec = ev.ctx.inputs.speculative
+        stated = spec.num_speculative_tokens if spec is not None else None
+        current_k = stated or (choice.current[0] if choice is not None else math.ceil(m.draft_length - 1e-9))
+        if choice is not None and 1 <= choice.best[0] < current_k and choice.best[1] >= SHORTEN_MIN_SPEEDUP:
+            j, bound = choice.best
+            config: dict[str, Any] = {"method": spec.method if spec is not None else "<your method>"}
+            config["num_speculative_tokens"] = j
+            value: Any = json.dumps(config) if engine == "vllm" else j
+            return Proposal(
                 rule=self.id,
                 dial=c.DIAL_SPECULATIVE_DECODING,
-                action="enable",
-                current="off",
-                suggested=config,
-                flag=flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value),
-                severity="warning",
+                action="decrease",
+                current=current_k,
+                suggested=j,
+                flag=flag_for(engine, c.DIAL_SPECULATIVE_DECODING, value),
+                severity=self._miss_severity(ev),
                 confidence=conf,
-                summary=f"{ev.ctx.name}: small batches miss TPOT — enable speculative decoding",
+                summary=f"{name}: speculation drafts more than the batch verifies — draft {j} tokens, not {current_k}",
                 description=(
-                    f"Only {evidence['batch_per_replica']:.1f} sequences run per replica and only "
-                    f"{evidence['tpot_within_target_ratio']:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s: "
-                    f"decode is bound by reading the weights and the bandwidth sits idle. With {DRAFT_TOKENS} draft "
-                    f"tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields ~{tps:.1f} tokens "
-                    f"(Leviathan et al. 2023), so TPOT p50 ~{p50 or 0:.3f}s → ~{after or 0:.3f}s. The win fades as the "
-                    f"batch grows: watch it, and turn speculation off above ~{self.disable_by} running sequences "
-                    "(vLLM ≥ 0.10 no longer applies a disable-by-batch-size itself). Measure the acceptance rate on "
-                    "your own traffic."
+                    f"{facts} The later draft positions are rarely accepted: with {j} draft token"
+                    f"{'s' if j > 1 else ''} the bound is {bound:.2f}× (per-position acceptance "
+                    f"{evidence.get('spec_position_acceptance')}). Shorten the draft; turn speculation off if the "
+                    "shorter draft does not lower TPOT."
                 ),
-                predicted_effect={"tpot_seconds": effect(p50, after)},
+                predicted_effect={"spec_speedup_bound": effect(round(m.speedup, 3), round(bound, 3))},
                 evidence=evidence,
-                score=tps / DRAFT_OVERHEAD,
+                score=bound / max(m.speedup, 1e-9),
                 sufficient=True,
                 cost=1.0,
                 gpus_added=0.0,
             )
-        ]
+        return self._disable(ev, evidence, conf, facts=facts, speedup=m.speedup)
+
+    def _disable(
+        self,
+        ev: Evaluation,
+        evidence: dict[str, Any],
+        conf: float,
+        facts: str | None = None,
+        speedup: float | None = None,
+    ) -> Proposal:
+        name = ev.ctx.name
+        if facts is None:
+            description = (
+                f"{count(evidence['requests_running'])} sequences run ({evidence['batch_per_replica']:.0f} per "
+                "replica): the batch keeps the GPU busy, so verifying draft tokens costs compute that "
+                "decoding needs, and TPOT misses its target. Turn speculation off (or set a "
+                f"disable-by-batch-size threshold of {self.disable_by})."
+            )
+            summary = f"{name}: large batches with speculation on — disable speculative decoding"
+            severity = "warning"
+            predicted: dict[str, Any] = {"speculative_decoding": effect(1, 0)}
+        else:
+            description = (
+                f"{facts} No shorter draft returns more than it costs at this batch. Turn speculation off (or set a "
+                f"disable-by-batch-size threshold below {evidence['batch_per_engine']:.0f} sequences)."
+            )
+            summary = f"{name}: speculation costs more than it returns at this batch — disable speculative decoding"
+            severity = self._miss_severity(ev)
+            predicted = {"spec_speedup_bound": effect(round(speedup or 0.0, 3), 1.0)}
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_SPECULATIVE_DECODING,
+            action="disable",
+            current="on",
+            suggested="off",
+            flag="remove --speculative-config" if ev.ctx.engine == "vllm" else "turn speculative decoding off",
+            severity=severity,
+            confidence=conf,
+            summary=summary,
+            description=description,
+            predicted_effect=predicted,
+            evidence=evidence,
+            score=1.0,
+            sufficient=facts is not None,
+            cost=1.0,
+            gpus_added=0.0,
+        )
+
+    def _enable(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> Proposal:
+        p50 = evidence["tpot_p50_seconds"]
+        tps = tokens_per_step()
+        config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
+        value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
+        after = p50 * DRAFT_OVERHEAD / tps if p50 is not None else None
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_SPECULATIVE_DECODING,
+            action="enable",
+            current="off",
+            suggested=config,
+            flag=flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value),
+            severity="warning",
+            confidence=conf,
+            summary=f"{ev.ctx.name}: small batches miss TPOT — enable speculative decoding",
+            description=(
+                f"Only {evidence['batch_per_replica']:.1f} sequences run per replica and only "
+                f"{evidence['tpot_within_target_ratio']:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s: "
+                f"decode is bound by reading the weights and the bandwidth sits idle. With {DRAFT_TOKENS} draft "
+                f"tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields ~{tps:.1f} tokens "
+                f"(Leviathan et al. 2023), so TPOT p50 ~{p50 or 0:.3f}s → ~{after or 0:.3f}s. The win fades as the "
+                f"batch grows: watch it, and turn speculation off above ~{self.disable_by} running sequences "
+                "(vLLM ≥ 0.10 no longer applies a disable-by-batch-size itself). Measure the acceptance rate on "
+                "your own traffic."
+            ),
+            predicted_effect={"tpot_seconds": effect(p50, after)},
+            evidence=evidence,
+            score=tps / DRAFT_OVERHEAD,
+            sufficient=True,
+            cost=1.0,
+            gpus_added=0.0,
+        )

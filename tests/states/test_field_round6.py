@@ -359,7 +359,11 @@ XFAIL: dict[str, str] = {
         "no speculative turn: the speculative_decoding rule needs a TPOT histogram, which llama-server does not "
         "expose (tokens_predicted_total / tokens_predicted_seconds_total give ~0.84 s a token a slot), and its "
         "disable threshold (32 sequences per replica) sits above the 8-16 concurrent drafts where the report "
-        "measures the collapse (17-21 vs 37 tok/s without speculation): a missed fix (false negative)"
+        "measures the collapse (17-21 vs 37 tok/s without speculation): a missed fix (false negative). The "
+        "measured reading (llama.cpp's spec_decode counters against the roofline's price of verifying 15 draft "
+        "tokens for 16 slots) does not reach it either: the report quotes per-slot acceptance ratios, not the "
+        "counters, so the scrapes carry none, and the stand-in RTX PRO 6000 Blackwell has no published dense BF16 "
+        "rate in the GPU catalog to price a verification step with"
     ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""

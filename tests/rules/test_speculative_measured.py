@@ -1,0 +1,134 @@
+"""speculative_decoding with the engine's draft counters (vLLM V1, llama.cpp): the measured round against the
+roofline decides; the batch threshold still applies unless the measurement shows a clear win; a speculation the
+counters show running is never proposed again.
+
+Every case sits far from the rule's bounds (0.9 to fire, 1.1 to shorten, 1.5 for a clear win) on Llama-3.1-8B on
+one H100-SXM (:func:`tests.factories.context`) with its 432,000-token pool 90 % used: a small batch is bound by
+reading the weights (4 sequences verify 5 tokens each for about one step's time), while 1,024 sequences of ~380
+tokens are bound by their FLOPs and pay about k + 1 steps for every round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from advisor.capacity.speculative import SpeculativeDraft
+from advisor.rules.speculative import SpeculativeRule
+from advisor.telemetry import SpeculationWindow
+from tests.rules.helpers import ctx, ev, hist
+
+RULE = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
+TPOT = hist((0.05, 0), (0.1, 100), total_sum=7.5)
+
+
+def _ev(spec: SpeculationWindow | None, *, dep: Any = None, **kw: Any) -> Any:
+    stats: dict[str, Any] = {"requests_running": 4, "tpot_ok": 0.95, "tpot": TPOT, "kv_cache_usage_ratio": 0.9}
+    stats.update(kw)
+    return dataclasses.replace(ev(dep=dep, **stats), speculation=spec)
+
+
+def _window(drafts: float, k: int, positions: list[float]) -> SpeculationWindow:
+    """``drafts`` drafts of ``k`` tokens with the given share accepted at each position."""
+    accepted = [drafts * p for p in positions]
+    return SpeculationWindow(drafts, drafts * k, sum(accepted), tuple(accepted))
+
+
+# 1.5 tokens a round for 7 scored: at 1,024 sequences the round costs ~8 steps
+LOW = _window(1000, 7, [0.3, 0.1, 0.05, 0.03, 0.01, 0.005, 0.005])
+# position 0 mostly accepted, the rest rarely: one draft token pays where eight do not (at 512 sequences)
+FRONT = _window(1000, 8, [0.7, 0.05, 0.02, 0.01, 0.0, 0.0, 0.0, 0.0])
+# 3 tokens a round for 3 scored (EAGLE-like acceptance)
+HIGH = _window(1000, 3, [0.8, 0.7, 0.5])
+
+
+def test_a_compute_bound_loss_fires_with_tpot_met_and_turns_speculation_off() -> None:
+    e = _ev(LOW, requests_running=1024, tpot_ok=0.95)
+    assert RULE.fires(e).holds is True
+    (p,) = RULE.propose(e)
+    assert (p.dial, p.action, p.severity) == ("speculative_decoding", "disable", "info")
+    assert p.evidence["spec_mean_acceptance_length"] == pytest.approx(1.5)
+    assert p.evidence["spec_speedup_bound"] < 0.5  # ~0.32
+    assert "1.50 tokens per sequence" in p.description
+
+
+def test_the_loss_is_a_warning_when_tpot_misses() -> None:
+    (p,) = RULE.propose(_ev(LOW, requests_running=1024, tpot_ok=0.5))
+    assert (p.action, p.severity) == ("disable", "warning")
+
+
+def test_a_shorter_draft_is_proposed_where_only_the_first_position_pays() -> None:
+    base = ctx()
+    draft = SpeculativeDraft(method="eagle", num_speculative_tokens=8, draft_layers=1)
+    dep = dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, speculative=draft))
+    e = _ev(FRONT, dep=dep, requests_running=512)
+    assert RULE.fires(e).holds is True
+    (p,) = RULE.propose(e)
+    assert (p.action, p.current, p.suggested) == ("decrease", 8, 1)
+    assert p.flag is not None and json.loads(p.flag.split("'")[1]) == {"method": "eagle", "num_speculative_tokens": 1}
+    assert p.evidence["spec_position_acceptance"][:2] == [0.7, 0.05]
+    assert (
+        p.predicted_effect["spec_speedup_bound"]["after"]
+        > 1.1
+        > 0.9
+        > p.predicted_effect["spec_speedup_bound"]["before"]
+    )
+
+
+def test_llamacpp_shortens_with_draft_max() -> None:
+    e = _ev(FRONT, dep=ctx(engine="llamacpp"), requests_running=512)
+    (p,) = RULE.propose(e)
+    assert (p.action, p.suggested) == ("decrease", 1)
+    assert p.flag is not None and "--draft-max 1" in p.flag
+
+
+def test_without_positions_the_loss_can_only_turn_speculation_off() -> None:
+    bare = dataclasses.replace(FRONT, accepted_by_position=())
+    (p,) = RULE.propose(_ev(bare, requests_running=512))
+    assert p.action == "disable"
+
+
+def test_a_memory_bound_round_is_no_loss_and_running_speculation_is_never_enabled() -> None:
+    # 4 sequences, TPOT missed, config silent about speculation: the counters say it runs
+    weak = _window(1000, 4, [0.1, 0.05, 0.03, 0.02])
+    e = _ev(weak, requests_running=4, tpot_ok=0.5)
+    assert e.ctx.speculative_decoding is False
+    assert RULE.fires(e).holds is False
+    assert RULE.propose(e) == []
+    # the same evaluation without the counters: the old reading, which enables speculation
+    (p,) = RULE.propose(dataclasses.replace(e, speculation=None))
+    assert p.action == "enable"
+
+
+def test_a_clear_win_withholds_the_batch_threshold() -> None:
+    # 64 per replica > 32 with TPOT missed: the threshold alone would disable; 3 tokens a round at ~1 step says no
+    e = _ev(HIGH, dep=ctx(speculative=True), requests_running=64, tpot_ok=0.5)
+    assert RULE.fires(e).holds is False
+    assert RULE.clears(e).holds is True
+
+
+def test_near_break_even_the_batch_threshold_still_disables() -> None:
+    # 1.9 tokens a round for 3 scored at 256 sequences: no loss the roofline shows (~1.15), no clear win either
+    even = _window(1000, 3, [0.6, 0.2, 0.1])
+    e = _ev(even, dep=ctx(speculative=True), requests_running=256, tpot_ok=0.5)
+    bound = RULE.measure(e)
+    assert bound is not None and 0.9 <= bound.speedup < 1.5
+    assert RULE.fires(e).holds is True
+    (p,) = RULE.propose(e)
+    assert p.action == "disable" and "disable-by-batch-size threshold of 8" in p.description
+
+
+def test_too_few_drafts_fall_back_to_the_batch_threshold() -> None:
+    few = _window(49, 7, [0.3, 0.1, 0.05, 0.03, 0.01, 0.005, 0.005])
+    e = _ev(few, requests_running=1024, tpot_ok=0.95)
+    assert RULE.measure(e) is None
+    assert RULE.fires(e).holds is False  # TPOT met: the threshold does not fire
+
+
+def test_no_gpu_means_no_measurement() -> None:
+    dep = dataclasses.replace(ctx(), gpu=None)
+    e = _ev(LOW, dep=dep, requests_running=1024, tpot_ok=0.95)
+    assert RULE.measure(e) is None
