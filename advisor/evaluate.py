@@ -40,7 +40,7 @@ from advisor.capacity.model_label import ModelLabelMismatch, compare_model_label
 from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, RankValues, TimedSnapshot
-from advisor.engines.catalog import counters_advance_during_decode, reported_settings
+from advisor.engines.catalog import counters_advance_during_decode, reported_settings, spec_counters_mean_configured
 from advisor.errors import CapacityError
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
@@ -805,9 +805,10 @@ def evaluate_deployment(
         if t.history[-1].snapshot.generation_seconds_total is not None
     ]
     speculation = combine_speculation(
-        speculation_window(t.history, now, window_seconds)
+        speculation_window(t.history, now, window_seconds, spec_counters_mean_configured(t.history[-1].snapshot.engine))
         for t in up
-        if t.history[-1].snapshot.spec_drafts_total is not None
+        if t.history[-1].snapshot.spec_draft_tokens_total is not None
+        or t.history[-1].snapshot.spec_drafts_total is not None
     )
     ev = Evaluation(
         ctx=ctx,

@@ -901,11 +901,15 @@ class SpeculationWindow:
     """What speculative decoding's counters say over a window (summed over targets).
 
     Attributes:
-        drafts: increase of ``spec_drafts_total``: verification steps of one sequence that carried draft tokens.
+        drafts: increase of ``spec_drafts_total``: verification steps of one sequence that carried draft tokens;
+            ``None`` when a page lacks the counter (vLLM 0.8.2–0.8.4 count draft and accepted tokens only).
         draft_tokens: increase of ``spec_draft_tokens_total``: draft tokens proposed.
         accepted_tokens: increase of ``spec_accepted_tokens_total``: draft tokens the target model accepted.
         accepted_by_position: increase of the accepted tokens at each draft position (index 0 = the first draft
             token); ``()`` when the engine does not split them, ``None`` for a position it does not know.
+        configured: the pages came from an engine that registers these counters only when speculation is
+            configured (:func:`advisor.engines.catalog.spec_counters_mean_configured`): speculation runs, drafts or
+            not.
 
     Example: vLLM 30 s apart, drafts 1,000 → 1,400, draft tokens 3,000 → 4,200, accepted 1,200 → 1,664: 400 drafts
     of 3 tokens (``draft_length`` 3.0), 464 accepted (``acceptance_ratio`` 0.39), ``mean_acceptance_length``
@@ -913,22 +917,46 @@ class SpeculationWindow:
     ``vllm/v1/spec_decode/metrics.py``).
     """
 
-    drafts: float
+    drafts: float | None
     draft_tokens: float
     accepted_tokens: float
     accepted_by_position: tuple[float | None, ...] = ()
+    configured: bool = False
+
+    @property
+    def runs(self) -> bool:
+        """Speculation runs: a draft token moved, or the engine registers the counters only when it is configured."""
+        return self.configured or self.draft_tokens > 0 or bool(self.drafts)
+
+    @property
+    def consistent(self) -> bool:
+        """The counters agree with one another: none negative, every draft carries a token or more, no more tokens
+        accepted than proposed, no position accepting more than the drafts, and the positions (when all known)
+        adding up to the accepted tokens within a token per position (a page's counters are read a moment apart).
+        Counters that contradict each other are no measurement."""
+        values = (self.drafts or 0.0, self.draft_tokens, self.accepted_tokens)
+        if min(values) < 0 or self.accepted_tokens > self.draft_tokens:
+            return False
+        if self.drafts is not None and self.drafts > self.draft_tokens:
+            return False
+        known = [p for p in self.accepted_by_position if p is not None]
+        if any(p < 0 or (self.drafts is not None and p > self.drafts + 1) for p in known):
+            return False
+        slack = len(self.accepted_by_position) + 1
+        full = known and len(known) == len(self.accepted_by_position)
+        return not full or abs(math.fsum(known) - self.accepted_tokens) <= slack
 
     @property
     def draft_length(self) -> float | None:
         """Mean draft tokens per draft (``num_speculative_tokens`` where every step drafts the full length);
         ``None`` without drafts."""
-        return self.draft_tokens / self.drafts if self.drafts > 0 else None
+        return self.draft_tokens / self.drafts if self.drafts else None
 
     @property
     def mean_acceptance_length(self) -> float | None:
         """Tokens one verification step yields per sequence, the bonus token included: ``1 + accepted ÷ drafts``;
         ``None`` without drafts."""
-        return 1.0 + self.accepted_tokens / self.drafts if self.drafts > 0 else None
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts else None
 
     @property
     def acceptance_ratio(self) -> float | None:
@@ -938,53 +966,69 @@ class SpeculationWindow:
     def position_acceptance(self) -> tuple[float | None, ...]:
         """Per draft position, the share of drafts whose token at that position was accepted (0–1; ``None``
         unknown): accepted at position ``i`` ÷ drafts. ``()`` without drafts or positions."""
-        if self.drafts <= 0:
+        if not self.drafts:
             return ()
         return tuple(None if a is None else min(1.0, max(0.0, a / self.drafts)) for a in self.accepted_by_position)
 
 
-def speculation_window(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> SpeculationWindow | None:
+def _spec_point(snap: EngineSnapshot) -> bool:
+    return _known(snap.spec_draft_tokens_total) is not None or _known(snap.spec_drafts_total) is not None
+
+
+def speculation_window(
+    history: Sequence[TimedSnapshot], now: float, window_seconds: float, configured: bool = False
+) -> SpeculationWindow | None:
     """:class:`SpeculationWindow` of one target over ``[now − window_seconds, now]``, or ``None`` when its snapshots
-    do not count drafts (no speculation, or an engine without the counters) or hold fewer than two such points.
+    carry no speculative-decoding counter, hold fewer than two such points, or lack the accepted tokens.
 
     The increases are :func:`counter_increase` with the restarts of :func:`window_stats`, each over the snapshots
-    that know the draft count, so all count the same verification steps.
+    that carry the counters (a restart seen at a snapshot without them is carried to the next that has them), so all
+    count the same verification steps. Accepted tokens by position: a snapshot that lists none while another in the
+    window lists some counts zero at every position (llama.cpp and vLLM write a position once a token there was
+    accepted). ``configured``: the target's engine registers the counters only when speculation is configured
+    (:attr:`SpeculationWindow.configured`).
     """
     start = now - window_seconds
     points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
-    if len(points) < 2 or all(_known(p.snapshot.spec_drafts_total) is None for p in points):
+    if len(points) < 2 or not any(_spec_point(p.snapshot) for p in points):
         return None
     flags = _restart_flags([p.snapshot for p in points])
-    kept = [(p, f) for p, f in zip(points, flags, strict=True) if _known(p.snapshot.spec_drafts_total) is not None]
+    kept: list[tuple[TimedSnapshot, bool]] = []
+    pending = False
+    for p, f in zip(points, flags, strict=True):
+        pending = pending or f
+        if _spec_point(p.snapshot):
+            kept.append((p, pending))
+            pending = False
+    if len(kept) < 2:
+        return None
+    restarts = [f for _, f in kept]
 
     def increase(values: Sequence[float | None]) -> float | None:
-        return counter_increase(
-            [(p.timestamp, v) for (p, _), v in zip(kept, values, strict=True)], restarts=[f for _, f in kept]
-        )
+        return counter_increase([(p.timestamp, v) for (p, _), v in zip(kept, values, strict=True)], restarts=restarts)
 
-    drafts = increase([p.snapshot.spec_drafts_total for p, _ in kept])
     draft_tokens = increase([p.snapshot.spec_draft_tokens_total for p, _ in kept])
     accepted = increase([p.snapshot.spec_accepted_tokens_total for p, _ in kept])
-    if drafts is None or draft_tokens is None or accepted is None:
+    if draft_tokens is None or accepted is None:
         return None
+    drafts = increase([p.snapshot.spec_drafts_total for p, _ in kept])
     width = max(len(p.snapshot.spec_accepted_tokens_by_position) for p, _ in kept)
     positions = tuple(
         increase([_position(p.snapshot.spec_accepted_tokens_by_position, i) for p, _ in kept]) for i in range(width)
     )
-    return SpeculationWindow(drafts, draft_tokens, accepted, positions)
+    return SpeculationWindow(drafts, draft_tokens, accepted, positions, configured)
 
 
 def _position(values: tuple[float | None, ...], i: int) -> float | None:
-    """The ``i``-th position's count, ``0.0`` past a shorter tuple of a page that listed positions (llama.cpp and
-    vLLM write a position once a token there was accepted), ``None`` when the page listed none."""
-    if not values:
-        return None
+    """The ``i``-th position's count, ``0.0`` past the end of a shorter (or empty) tuple: the page had not written
+    that position yet (llama.cpp and vLLM write a position once a token there was accepted)."""
     return values[i] if i < len(values) else 0.0
 
 
 def combine_speculation(readings: Iterable[SpeculationWindow | None]) -> SpeculationWindow | None:
-    """The deployment's :class:`SpeculationWindow` from its targets': each increase summed over the targets that
-    know it (positions over those that split them); ``None`` when none counts drafts."""
+    """The deployment's :class:`SpeculationWindow` from its targets': each increase summed over the targets (drafts
+    unknown when a target does not count them; positions only when every target splits them); ``None`` when none
+    counts speculation."""
     known = [r for r in readings if r is not None]
     if not known:
         return None
@@ -993,11 +1037,13 @@ def combine_speculation(readings: Iterable[SpeculationWindow | None]) -> Specula
     positions: tuple[float | None, ...] = ()
     if width and len(split) == len(known):
         positions = tuple(_sum_known(_position(r.accepted_by_position, i) for r in split) for i in range(width))
+    drafts = [r.drafts for r in known]
     return SpeculationWindow(
-        drafts=math.fsum(r.drafts for r in known),
+        drafts=None if any(d is None for d in drafts) else math.fsum(d for d in drafts if d is not None),
         draft_tokens=math.fsum(r.draft_tokens for r in known),
         accepted_tokens=math.fsum(r.accepted_tokens for r in known),
         accepted_by_position=positions,
+        configured=any(r.configured for r in known),
     )
 
 

@@ -209,6 +209,11 @@ class CatalogEntry:
     requests without ``max_tokens`` run at once however few blocks they write (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler; NVIDIA/TensorRT-LLM#9412). Each engine module sets it with its
     source."""
+    spec_counters_mean_configured: bool = False
+    """The engine registers its speculative-decoding counters only when speculation is configured, so a page that
+    carries them says it runs whether or not a draft moved (vLLM V1: ``SpecDecodingProm`` exists only with a
+    ``speculative_config``, ``vllm/v1/spec_decode/metrics.py``); ``False``: the engine exports them always
+    (llama.cpp's read 0 without a draft model) or not at all. Each engine module sets it with its source."""
     reported_settings: Callable[[Mapping[str, str]], Mapping[str, float | int | str | None]] | None = None
     """``engine_config`` → ``{CapacityInputs field: value}`` of the dials the engine says it runs with (only those
     it reports and that read cleanly); ``None``: the engine reports none."""
@@ -283,6 +288,15 @@ def reserves_max_length_at_admission(engine: str) -> bool:
     not know."""
     try:
         return entry(engine).reserves_max_length_at_admission
+    except ValueError:
+        return False
+
+
+def spec_counters_mean_configured(engine: str) -> bool:
+    """The engine's :attr:`CatalogEntry.spec_counters_mean_configured`; ``False`` for an engine id the catalog does
+    not know."""
+    try:
+        return entry(engine).spec_counters_mean_configured
     except ValueError:
         return False
 

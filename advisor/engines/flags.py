@@ -165,6 +165,24 @@ FLAGS: dict[str, dict[str, str]] = {
 }
 
 
+_DRAFT_LENGTH: dict[str, str] = {
+    # only the draft length changes: vLLM refuses a --speculative-config with num_speculative_tokens and no model for
+    # a method that needs one ("num_speculative_tokens was provided but without speculative model",
+    # vllm/config/speculative.py), so the flag names the key to change inside the config that runs
+    "vllm": ('--speculative-config with "num_speculative_tokens": {value} (keep its method, model and other keys)'),
+    "llamacpp": "--draft-max {value} (keep --model-draft)",
+}
+"""The change that shortens a running speculation's draft to ``value`` tokens, per engine whose draft length the
+advisor sets (those that count accepted tokens by draft position)."""
+
+
+def draft_length_flag(engine: str, value: int) -> str | None:
+    """The change that sets a running speculation's draft length to ``value`` tokens on ``engine``, e.g.
+    ``--draft-max 2 (keep --model-draft)``; ``None`` for an engine without one here."""
+    template = _DRAFT_LENGTH.get(engine)
+    return None if template is None else template.format(value=value)
+
+
 _KV_DTYPE_VALUES: dict[str, dict[str, str]] = {
     # the dial's engine-neutral "fp8" in each engine's own vocabulary (sources as in the module docstring)
     "sglang": {"fp8": "fp8_e4m3"},

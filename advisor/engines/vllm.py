@@ -1175,6 +1175,9 @@ CATALOG_ENTRIES: Final = (
         # vllm/v1/metrics/loggers.py: generation/prompt token counters are incremented from each scheduler step's
         # IterationStats (num_generation_tokens, num_prompt_tokens), so they move while requests decode
         counters_advance_during_decode=True,
+        # vllm/v1/spec_decode/metrics.py: SpecDecodingProm (the spec_decode_* counters) is built only when the engine
+        # has a speculative_config (vllm/v1/metrics/loggers.py PrometheusStatLogger; vllm-project/vllm#15958)
+        spec_counters_mean_configured=True,
         reported_settings=reported_settings,
         wrappers=(
             Wrapper(

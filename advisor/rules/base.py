@@ -247,8 +247,9 @@ class Evaluation:
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a
         ``speculative_config`` the capacity pass reads), or the engine's draft counter moved in the window (a draft
-        is proposed only while speculation runs, whatever the config says)."""
-        measured = self.speculation is not None and self.speculation.drafts > 0
+        is proposed only while speculation runs, whatever the config says), or its counters are on a page of an
+        engine that registers them only when speculation is configured (:attr:`SpeculationWindow.configured`)."""
+        measured = self.speculation is not None and self.speculation.runs
         return self.ctx.speculative_decoding or self.ctx.inputs.speculative is not None or measured
 
     def coverage(self) -> float:

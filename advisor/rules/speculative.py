@@ -45,7 +45,7 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import flag_for
+from advisor.rules.flags import draft_length_flag, flag_for
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
@@ -58,6 +58,8 @@ LOSS_BOUND: Final = 0.9
 """Speedup bound below which the measured rule fires: a 10 % margin for the roofline's ratio of a verification
 step to a plain step (both set by the same FLOP/s once the batch is compute-bound, so their ratio errs less than
 either time)."""
+CLEAR_MARGIN: Final = 0.05
+"""How far above :data:`LOSS_BOUND` the bound must rise before a measured loss clears (hysteresis)."""
 CLEAR_WIN: Final = 1.5
 """Speedup bound at or above which the measurement withholds the batch threshold's disable: a round that returns
 half again what it costs stays a win after a draft model's or head's own passes (EAGLE heads and n-gram lookups cost
@@ -140,10 +142,13 @@ class SpeculativeRule:
     @staticmethod
     def measure(ev: Evaluation) -> Measured | None:
         """The running speculation against the roofline (:class:`Measured`), or ``None`` when the window holds fewer
-        than :data:`MIN_DRAFTS` drafts, nothing runs, or the model cannot price the batch (no GPU, a refused
-        model)."""
+        than :data:`MIN_DRAFTS` drafts (or does not count them), its counters contradict one another
+        (:attr:`~advisor.telemetry.SpeculationWindow.consistent`), nothing runs, or the model cannot price the batch
+        (no GPU, a refused model)."""
         sp, s, gpu = ev.speculation, ev.stats, ev.ctx.gpu
-        if sp is None or sp.drafts < MIN_DRAFTS or s is None or not s.requests_running or gpu is None:
+        if sp is None or sp.drafts is None or sp.drafts < MIN_DRAFTS or not sp.consistent:
+            return None
+        if s is None or not s.requests_running or gpu is None:
             return None
         length, k = sp.mean_acceptance_length, sp.draft_length
         if length is None or k is None or k <= 0:
@@ -152,14 +157,16 @@ class SpeculativeRule:
         if batch < 1:
             return None
         context = tokens_per_running_request(ev) or float(ev.ctx.inputs.max_model_len or 2048) / 2
+        positions = sp.position_acceptance()
         try:
             step = latency_model(ev).decode_step_model(ev.ctx.inputs, gpu, context)
-            speedup = speculative_speedup(step, batch, max(1.0, length), k)
-            positions = sp.position_acceptance()
+            speedup = speculative_speedup(step, batch, length, k)
             choice = None
             if positions and all(p is not None for p in positions) and ev.ctx.engine in _POSITION_ENGINES:
                 known = [p for p in positions if p is not None]
-                choice = best_draft_length(step, batch, known, max(1, math.ceil(k - 1e-9)))
+                # the draft length that runs: one position counter per draft token (vLLM creates exactly
+                # num_speculative_tokens; llama.cpp writes those it reached), at least the mean drafted
+                choice = best_draft_length(step, batch, known, max(len(known), math.ceil(k - 1e-9)))
         except (CapacityError, ValueError):
             return None
         return Measured(batch, context, length, k, speedup, choice, sp.drafts)
@@ -183,16 +190,18 @@ class SpeculativeRule:
             }
         if measured is not None:
             evidence |= _measured_evidence(ev, measured)
-            loss = measured.speedup < LOSS_BOUND
-            big = self._big_batch_miss(evidence, tpot_ok, ev) and measured.speedup < CLEAR_WIN
             reason = (
                 f"speculation yields {measured.acceptance_length:.2f} tokens a round for {measured.draft_length:.1f} "
                 f"drafted at {measured.batch:.0f} sequences per engine: the roofline bounds its speedup at "
                 f"{measured.speedup:.2f}×"
             )
-            if big and not loss:
-                reason += f"; {tpot_ok:.0%} of requests within TPOT"
-            return loss or big, reason, evidence
+            if measured.speedup < LOSS_BOUND:
+                return True, reason, evidence
+            if measured.speedup >= CLEAR_WIN:
+                return False, reason + " (a clear win)", evidence
+            if tpot_ok is None:  # between the two: the batch threshold decides, and it needs TPOT
+                return None, reason + "; TPOT unknown", evidence
+            return self._big_batch_miss(evidence, tpot_ok, ev), reason + f"; {tpot_ok:.0%} within TPOT", evidence
         if not evidence or tpot_ok is None:
             return None, "running requests or TPOT unknown", {}
         batch = evidence["batch_per_replica"]
@@ -220,8 +229,13 @@ class SpeculativeRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """The measured loss is gone, TPOT meets its target again, or the batch left the regime."""
+        """The measured loss is gone by a margin (the bound at or above :data:`LOSS_BOUND` +
+        :data:`CLEAR_MARGIN`, so a bound hovering at 0.9 does not flap), TPOT meets its target again, or the batch
+        left the regime."""
         holds, reason, evidence = self._reading(ev)
+        bound = evidence.get("spec_speedup_bound")
+        if holds is False and bound is not None and bound < LOSS_BOUND + CLEAR_MARGIN:
+            return Condition(False, f"{reason}: within {CLEAR_MARGIN} of the loss bound {LOSS_BOUND}", evidence)
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
@@ -251,21 +265,17 @@ class SpeculativeRule:
             f"speculation's speedup at {m.speedup:.2f}× even with a free draft (Leviathan et al. 2023, §3.4)."
         )
         choice = m.choice
-        spec = ev.ctx.inputs.speculative
-        stated = spec.num_speculative_tokens if spec is not None else None
-        current_k = stated or (choice.current[0] if choice is not None else math.ceil(m.draft_length - 1e-9))
+        # the draft length the engine runs, as its counters say (a config may be stale); the config's only to name
+        current_k = choice.current[0] if choice is not None else math.ceil(m.draft_length - 1e-9)
         if choice is not None and 1 <= choice.best[0] < current_k and choice.best[1] >= SHORTEN_MIN_SPEEDUP:
             j, bound = choice.best
-            config: dict[str, Any] = {"method": spec.method if spec is not None else "<your method>"}
-            config["num_speculative_tokens"] = j
-            value: Any = json.dumps(config) if engine == "vllm" else j
             return Proposal(
                 rule=self.id,
                 dial=c.DIAL_SPECULATIVE_DECODING,
                 action="decrease",
                 current=current_k,
                 suggested=j,
-                flag=flag_for(engine, c.DIAL_SPECULATIVE_DECODING, value),
+                flag=draft_length_flag(engine, j),
                 severity=self._miss_severity(ev),
                 confidence=conf,
                 summary=f"{name}: speculation drafts more than the batch verifies — draft {j} tokens, not {current_k}",
@@ -297,17 +307,14 @@ class SpeculativeRule:
             description = (
                 f"{count(evidence['requests_running'])} sequences run ({evidence['batch_per_replica']:.0f} per "
                 "replica): the batch keeps the GPU busy, so verifying draft tokens costs compute that "
-                "decoding needs, and TPOT misses its target. Turn speculation off (or set a "
-                f"disable-by-batch-size threshold of {self.disable_by})."
+                "decoding needs, and TPOT misses its target. Turn speculation off (vLLM ≥ 0.10 ignores a "
+                "disable-by-batch-size threshold in its speculative config)."
             )
             summary = f"{name}: large batches with speculation on — disable speculative decoding"
             severity = "warning"
             predicted: dict[str, Any] = {"speculative_decoding": effect(1, 0)}
         else:
-            description = (
-                f"{facts} No shorter draft returns more than it costs at this batch. Turn speculation off (or set a "
-                f"disable-by-batch-size threshold below {evidence['batch_per_engine']:.0f} sequences)."
-            )
+            description = f"{facts} No shorter draft returns more than it costs at this batch. Turn speculation off."
             summary = f"{name}: speculation costs more than it returns at this batch — disable speculative decoding"
             severity = self._miss_severity(ev)
             predicted = {"spec_speedup_bound": effect(round(speedup or 0.0, 3), 1.0)}
