@@ -353,6 +353,12 @@ class EngineSnapshot:
         spec_accepted_tokens_by_position: ``…_num_accepted_tokens_per_pos_total{position}`` summed over ranks, index
             = draft position (0 = the first draft token); ``()`` when not exposed. Position ``i`` accepted means
             every earlier one was, so ``accepted[i] ÷ drafts`` is the chance a draft yields ``i + 1`` tokens or more.
+        spec_accept_length: the engine's own recent mean of tokens a verification round yields per sequence, the
+            bonus token included, for engines that keep gauges instead of counters (SGLang ``spec_accept_length``,
+            over its last logging interval; 0 without speculation); the mean over DP ranks. ``None``: not exposed.
+        spec_verify_tokens: tokens the target model scores per sequence per round (SGLang
+            ``spec_num_draft_tokens``; ``spec_num_steps`` + 1 for a chain draft where only the steps are exposed);
+            ``None``: not exposed or no speculation.
         engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
         ranks: per-rank values when more than one rank reports.
         pools: pools other than the KV-token pool (SGLang ``swa``/``mamba``, llama.cpp ``slots``), each with
@@ -410,6 +416,8 @@ class EngineSnapshot:
     spec_draft_tokens_total: float | None = field(default=None, repr=False)
     spec_accepted_tokens_total: float | None = field(default=None, repr=False)
     spec_accepted_tokens_by_position: tuple[float | None, ...] = field(default=(), repr=False)
+    spec_accept_length: float | None = field(default=None, repr=False)
+    spec_verify_tokens: float | None = field(default=None, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

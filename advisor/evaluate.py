@@ -809,6 +809,7 @@ def evaluate_deployment(
         for t in up
         if t.history[-1].snapshot.spec_draft_tokens_total is not None
         or t.history[-1].snapshot.spec_drafts_total is not None
+        or t.history[-1].snapshot.spec_accept_length is not None
     )
     ev = Evaluation(
         ctx=ctx,

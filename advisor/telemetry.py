@@ -979,7 +979,8 @@ def speculation_window(
     history: Sequence[TimedSnapshot], now: float, window_seconds: float, configured: bool = False
 ) -> SpeculationWindow | None:
     """:class:`SpeculationWindow` of one target over ``[now − window_seconds, now]``, or ``None`` when its snapshots
-    carry no speculative-decoding counter, hold fewer than two such points, or lack the accepted tokens.
+    carry no speculative-decoding counter (nor an engine's gauges, :func:`_gauge_window`), hold fewer than two such
+    points, or lack the accepted tokens.
 
     The increases are :func:`counter_increase` with the restarts of :func:`window_stats`, each over the snapshots
     that carry the counters (a restart seen at a snapshot without them is carried to the next that has them), so all
@@ -990,8 +991,10 @@ def speculation_window(
     """
     start = now - window_seconds
     points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
-    if len(points) < 2 or not any(_spec_point(p.snapshot) for p in points):
+    if len(points) < 2:
         return None
+    if not any(_spec_point(p.snapshot) for p in points):
+        return _gauge_window(points)
     flags = _restart_flags([p.snapshot for p in points])
     kept: list[tuple[TimedSnapshot, bool]] = []
     pending = False
@@ -1017,6 +1020,25 @@ def speculation_window(
         increase([_position(p.snapshot.spec_accepted_tokens_by_position, i) for p, _ in kept]) for i in range(width)
     )
     return SpeculationWindow(drafts, draft_tokens, accepted, positions, configured)
+
+
+def _gauge_window(points: Sequence[TimedSnapshot]) -> SpeculationWindow | None:
+    """The window of an engine that keeps gauges, not counters (SGLang): the rounds are the generated tokens ÷ the
+    mean acceptance length (each round yields that many tokens per sequence), each scoring ``spec_verify_tokens −
+    1`` draft tokens and accepting ``length − 1`` of them. The length is the mean of the window's gauges (each the
+    engine's mean over its last logging interval). ``None`` without a length or a verify size, or when the
+    generated tokens are unknown."""
+    lengths = [v for v in (_known(p.snapshot.spec_accept_length) for p in points) if v is not None and v >= 1]
+    verify = [v for v in (_known(p.snapshot.spec_verify_tokens) for p in points) if v is not None and v >= 1]
+    if not lengths or not verify:
+        return None
+    flags = _restart_flags([p.snapshot for p in points])
+    generated = counter_increase([(p.timestamp, p.snapshot.generation_tokens_total) for p in points], restarts=flags)
+    if generated is None:
+        return None
+    length = math.fsum(lengths) / len(lengths)
+    drafts = generated / length
+    return SpeculationWindow(drafts, drafts * (verify[-1] - 1), drafts * (length - 1))
 
 
 def _position(values: tuple[float | None, ...], i: int) -> float | None:

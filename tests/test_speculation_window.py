@@ -161,3 +161,49 @@ def test_no_drafts_gives_no_ratios() -> None:
         (),
     )
     assert math.isfinite(SpeculationWindow(1, 3, 9).acceptance_ratio or math.nan)
+
+
+SGLANG_LABELS = 'engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+
+
+def _sglang(accept: float, draft_tokens: float, steps: float, generated: float) -> EngineSnapshot:
+    from advisor.engines.sglang import SGLangAdapter
+
+    page = (
+        f"sglang:num_running_reqs{{{SGLANG_LABELS}}} 64\n"
+        f"sglang:spec_accept_length{{{SGLANG_LABELS}}} {accept}\n"
+        f"sglang:spec_num_draft_tokens{{{SGLANG_LABELS}}} {draft_tokens}\n"
+        f"sglang:spec_num_steps{{{SGLANG_LABELS}}} {steps}\n"
+        f'sglang:generation_tokens_total{{engine_type="unified",is_streaming="true",model_name="m"}} {generated}\n'
+    )
+    a = SGLangAdapter()
+    return a.snapshot(parse_exposition(page, a.wants))
+
+
+def test_sglang_gauges_read_as_an_acceptance_length_and_a_verify_size() -> None:
+    s = _sglang(2.43, 4, 3, 1000)
+    assert (s.spec_accept_length, s.spec_verify_tokens) == (2.43, 4)
+    # only the steps (0.5.4 pages lack the draft-token gauge): a chain of 3 steps verifies 4 tokens
+    assert _sglang(2.43, 0, 3, 1000).spec_verify_tokens == 4
+    # SGLang writes the gauges at 0 without speculation: nothing read
+    off = _sglang(0, 0, 0, 1000)
+    assert (off.spec_accept_length, off.spec_verify_tokens) == (None, None)
+
+
+def test_sglang_rounds_are_the_generated_tokens_over_the_acceptance_length() -> None:
+    # 2,430 tokens generated in the window at 2.43 tokens a round: 1,000 rounds of 3 drafted, 1,430 accepted
+    history = [
+        TimedSnapshot("http://a", 0, _sglang(2.43, 4, 3, 10_000)),
+        TimedSnapshot("http://a", 30, _sglang(2.43, 4, 3, 12_430)),
+    ]
+    w = speculation_window(history, now=30, window_seconds=60)
+    assert w is not None
+    assert w.drafts == pytest.approx(1000)
+    assert w.draft_tokens == pytest.approx(3000)
+    assert w.accepted_tokens == pytest.approx(1430)
+    assert w.mean_acceptance_length == pytest.approx(2.43)
+    assert w.accepted_by_position == () and not w.configured
+    # a length above the tokens verified contradicts itself: no measurement
+    bad = [TimedSnapshot("http://a", 0, _sglang(5.0, 4, 3, 0)), TimedSnapshot("http://a", 30, _sglang(5.0, 4, 3, 500))]
+    w_bad = speculation_window(bad, now=30, window_seconds=60)
+    assert w_bad is not None and not w_bad.consistent

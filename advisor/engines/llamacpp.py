@@ -57,7 +57,6 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     positive,
-    spec_decode_counters,
     sum_all,
     valid_ratio,
 )
@@ -118,8 +117,8 @@ class LlamaCppAdapter(TableAdapter):
         ``None`` when the page lacks it.
 
         Example: ``tokens_predicted_seconds_total 12.8``, ``prompt_seconds_total 0.4`` →
-        ``generation_seconds_total 12.8``, ``prompt_seconds_total 0.4``; the speculative-decoding counters where the
-        page has them (:func:`~advisor.engines.common.spec_decode_counters`).
+        ``generation_seconds_total 12.8``, ``prompt_seconds_total 0.4`` (the speculative-decoding counters come
+        with :meth:`TableAdapter.speculation`).
         """
         snap = super().snapshot(exposition, model)
         exposition, _ = first_samples(self.normalize(exposition))
@@ -127,8 +126,7 @@ class LlamaCppAdapter(TableAdapter):
         ranks = scope.ranks(self.table) or ("0",)
         _, generation = first_total(scope, NAME_TABLE["generation_seconds_total"], ranks)
         _, prompt = first_total(scope, NAME_TABLE["prompt_seconds_total"], ranks)
-        spec = spec_decode_counters(scope, NAME_TABLE, ranks)
-        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt, **spec)
+        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt)
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
         """Prompt tokens = evaluated + cached where the cached counter exists.

@@ -390,6 +390,11 @@ SGLANG_0_5_23: Final = Exposition(
             "spec_accept_rate", "gauge", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch)."
         ),
         "spec_num_steps": _s("spec_num_steps", "gauge", "Currently active speculative_num_steps."),
+        "spec_num_draft_tokens": _s(
+            "spec_num_draft_tokens",
+            "gauge",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+        ),
     },
 )
 """SGLang 0.5.23's ``/metrics`` (multiprocess mode: no ``_created`` series, no ``process_*``)."""

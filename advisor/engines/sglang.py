@@ -37,6 +37,9 @@ Rules beyond :mod:`advisor.engines.common`:
   ``num_retracted_reqs`` counts the last batch's retractions, not a cumulative total, and is not used;
   under multiprocess mode a labelled counter that was never incremented is absent from the scrape, so a
   healthy 0.5.23 engine shows the counter as missing.
+* **Speculative decoding** (``EngineSnapshot.spec_accept_length``, ``spec_verify_tokens``): SGLang keeps gauges,
+  not counters — the mean acceptance length over its last logging interval and the tokens verified per round —
+  and writes them at 0 without speculation (:meth:`SGLangAdapter.speculation`).
 * ``engine_config``: ``context_len``, ``max_total_num_tokens``, ``page_size`` and the latest
   ``cache_hit_rate`` (a 0–1 gauge over SGLang's recent window), as strings.
 """
@@ -101,6 +104,11 @@ NAME_TABLE: Final[NameTable] = {
         Series("sglang:page_size", "gauge", "0.5.23", _NEW),
         Series("sglang:cache_hit_rate", "gauge", "0.3 → 0.5.23", _BOTH),
     ),
+    "spec_accept_length": (
+        Series("sglang:spec_accept_length", "gauge", "0.4.3 → 0.5.23 (0 without speculation)", _BOTH),
+    ),
+    "spec_verify_tokens": (Series("sglang:spec_num_draft_tokens", "gauge", "0.5.23 (0 without speculation)", _NEW),),
+    "spec_steps": (Series("sglang:spec_num_steps", "gauge", "0.5.23 (0 without speculation)", _NEW),),
     "process_start_time_seconds": (
         Series("process_start_time_seconds", "gauge", "single-process only", "prometheus_client/process_collector.py"),
     ),
@@ -229,6 +237,23 @@ class SGLangAdapter(TableAdapter):
         if not disaggregated and not any(v > 0 for v in out.values()):
             return {}
         return out
+
+    def speculation(self, scope: Scope, ranks: Sequence[str]) -> dict[str, float | None]:
+        """``spec_accept_length`` (the mean of the ranks that speculate, a gauge above 0) and ``spec_verify_tokens``
+        (``spec_num_draft_tokens``, else ``spec_num_steps`` + 1: a chain draft of that many steps scores one token
+        more; a tree under ``--speculative-eagle-topk`` > 1 scores more than that, which the bound then prices low);
+        both ``None`` without speculation (SGLang writes the gauges at 0 whatever it serves).
+
+        Example: ``spec_accept_length 2.43``, ``spec_num_draft_tokens 4`` → ``{"spec_accept_length": 2.43,
+        "spec_verify_tokens": 4.0}``.
+        """
+        lengths = [v for v in scope.gauge(NAME_TABLE["spec_accept_length"][0]).values() if v is not None and v > 0]
+        if not lengths or not all(math.isfinite(v) for v in lengths):
+            return {}
+        verify = [v for v in scope.gauge(NAME_TABLE["spec_verify_tokens"][0]).values() if v is not None and v > 0]
+        steps = [v for v in scope.gauge(NAME_TABLE["spec_steps"][0]).values() if v is not None and v > 0]
+        tokens = max(verify) if verify else (max(steps) + 1 if steps else None)
+        return {"spec_accept_length": math.fsum(lengths) / len(lengths), "spec_verify_tokens": tokens}
 
     def config(self, scope: Scope) -> dict[str, str]:
         """``{"context_len": "8192", "page_size": "1", "cache_hit_rate": "0.0", "max_total_num_tokens": …}``."""

@@ -23,7 +23,7 @@ no such quantity, the sentence in :attr:`TableAdapter.not_exposed` saying so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from advisor.domain import (
     SNAPSHOT_COUNT_FIELDS,
@@ -42,6 +42,7 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     positive,
+    spec_decode_counters,
     sum_all,
     valid_ratio,
     wanted_names,
@@ -165,6 +166,7 @@ class TableAdapter:
             pools=self.pools(scope, ranks),
             disaggregation_queues=self.queues(scope, ranks),
             missing=tuple(missing),
+            **self.speculation(scope, ranks),
         )
 
     # --- hooks -----------------------------------------------------------------------------------------
@@ -198,6 +200,11 @@ class TableAdapter:
             if capacity:
                 break
         return usage, capacity
+
+    def speculation(self, scope: Scope, ranks: Sequence[str]) -> dict[str, Any]:
+        """The snapshot's speculative-decoding fields (``spec_*``): the counters of the table's ``spec_*`` entries
+        (:func:`~advisor.engines.common.spec_decode_counters`); none for a table without them."""
+        return spec_decode_counters(scope, self.table, ranks)
 
     def config(self, scope: Scope) -> dict[str, str]:
         """The engine's self-reported configuration (``engine_config``); none by default."""

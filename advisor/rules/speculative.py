@@ -8,10 +8,12 @@ step; with acceptance rate α the expected tokens per step are (1 − α^(k+1)) 
 k = 4 (≈2.3 tokens per step) and a 10 % draft overhead, and names a disable-by-batch-size threshold
 (``disable_by_batch_size``) above which the batch already keeps the GPU busy.
 
-Speculation running, measured (the engine counts its drafts: vLLM V1, llama.cpp): the window's drafts give the mean
-acceptance length ``L`` (tokens a verification round yields per sequence) and the draft length ``k``. At the batch
-that runs, the roofline prices the round: ``L × step(B) ÷ verify(B, k + 1)`` bounds the speedup over plain decoding
-from above (:func:`advisor.capacity.spec_speedup.speculative_speedup`; the draft's own cost is left out). Below
+Speculation running, measured (the engine counts its drafts — vLLM V1, llama.cpp — or keeps their mean as gauges —
+SGLang's acceptance length and verify size, its rounds then the generated tokens ÷ that length): the window's drafts
+give the mean acceptance length ``L`` (tokens a verification round yields per sequence) and the draft length ``k``.
+At the batch that runs, the roofline prices the round: ``L × step(B) ÷ verify(B, k + 1)`` bounds the speedup over
+plain decoding from above (:func:`advisor.capacity.spec_speedup.speculative_speedup`; the draft's own cost is left
+out). Below
 ``LOSS_BOUND`` (0.9) the verification costs more than the accepted tokens return, whatever the draft costs: the rule
 fires whether or not TPOT meets its target (speculation then costs both latency and throughput). It proposes the
 draft length with the best bound when the engine splits acceptance by position and that length's bound reaches

@@ -342,3 +342,5 @@ class SGLangCollector(Collector):
         yield gauge(S["spec_accept_length"], m.spec_accept_length)
         yield gauge(S["spec_accept_rate"], m.spec_accept_rate)
         yield gauge(S["spec_num_steps"], m.spec_steps)
+        # a chain draft (the simulator's): the round verifies the steps' tokens and the one the target adds
+        yield gauge(S["spec_num_draft_tokens"], m.spec_steps + 1 if m.spec_steps else 0)

@@ -158,3 +158,10 @@ def _in_band() -> Any:
         if 0.9 <= m.speedup < 0.95:
             return e
     raise AssertionError("no batch puts the bound in the band")
+
+
+def test_sglang_measured_from_its_gauges_can_only_turn_speculation_off() -> None:
+    # SGLang's gauges give no positions: a measured loss at 1,024 sequences is a disable, never a shorter draft
+    gauges = SpeculationWindow(1000.0, 1000.0 * 6, 1000.0 * 0.2)
+    (p,) = RULE.propose(_ev(gauges, dep=ctx(engine="sglang"), requests_running=1024))
+    assert (p.action, p.flag) == ("disable", "turn speculative decoding off")
