@@ -45,6 +45,11 @@ MODEL_PREFILL_EFFICIENCY_RATIO: Final = "advisor_model_prefill_efficiency_ratio"
 # the calibrated fixed CPU times ÷ the prior's: per decode step, and per prefill (step + request overheads)
 MODEL_DECODE_OVERHEAD_RATIO: Final = "advisor_model_decode_overhead_ratio"
 MODEL_PREFILL_OVERHEAD_RATIO: Final = "advisor_model_prefill_overhead_ratio"
+# a running speculative decoding per deployment, over the evaluation window (advisor/telemetry.py SpeculationWindow):
+# tokens a verification round yields per sequence (the bonus token included) and draft tokens scored per round;
+# absent without a measurement (no speculation, no drafts in the window, or counters that contradict each other)
+SPECULATIVE_ACCEPTANCE_LENGTH_TOKENS: Final = "advisor_speculative_mean_acceptance_length_tokens"
+SPECULATIVE_DRAFT_LENGTH_TOKENS: Final = "advisor_speculative_draft_length_tokens"
 # the autoscaler signals per deployment (issue 18; advisor/signals.py), exported only while the data is fresh: the
 # replica count to hold (the replica advice, else the current count), the capacity left at today's load by kind, and
 # the seconds until the first KV pool is full at the window's usage trend (absent when usage does not grow); the

@@ -66,6 +66,17 @@ def _latency_values(
     ]
 
 
+def _speculation_values(
+    ev: Evaluation, length: GaugeMetricFamily, draft: GaugeMetricFamily
+) -> list[tuple[GaugeMetricFamily, float | None]]:
+    """The window's speculative-decoding reading of one deployment (``ev.speculation``) when it is a measurement:
+    drafts counted and counters that agree (:attr:`advisor.telemetry.SpeculationWindow.consistent`)."""
+    sp = ev.speculation
+    if sp is None or not sp.drafts or not sp.consistent:
+        return []
+    return [(length, sp.mean_acceptance_length), (draft, sp.draft_length)]
+
+
 class AdvisorCollector(Collector):
     """Yields the advisory gauges for the latest cycle. Thread-safe: ``publish`` swaps one reference."""
 
@@ -186,6 +197,16 @@ class AdvisorCollector(Collector):
             "published calibration's. Absent before a window calibrated it (or when the published calibration has "
             "no overhead).",
         )
+        spec_len = gauge(
+            c.SPECULATIVE_ACCEPTANCE_LENGTH_TOKENS,
+            "Tokens a speculative verification round yields per sequence over the window, the bonus token included "
+            "(1 + accepted draft tokens / drafts). Absent without speculation measured.",
+        )
+        spec_draft = gauge(
+            c.SPECULATIVE_DRAFT_LENGTH_TOKENS,
+            "Draft tokens scored per speculative verification round over the window (draft tokens / drafts). Absent "
+            "without speculation measured.",
+        )
         state = gauge(
             c.DEPLOYMENT_STATE,
             "Data-quality state of the deployment (1 for the current state).",
@@ -289,6 +310,7 @@ class AdvisorCollector(Collector):
                 (gen_tps, reported.generation_tokens_per_second),
                 (model_err, view.capacity_model_error_ratio),
                 *_latency_values(ev, tpot_err, ttft_err, decode_eff, prefill_eff, decode_over, prefill_over),
+                *_speculation_values(ev, spec_len, spec_draft),
             ):
                 if value is not None:
                     fam.add_metric(labels, float(value))
@@ -344,6 +366,8 @@ class AdvisorCollector(Collector):
             prefill_eff,
             decode_over,
             prefill_over,
+            spec_len,
+            spec_draft,
             pool_usage,
             queue,
             excluded,

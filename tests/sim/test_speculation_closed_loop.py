@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from advisor.config import parse_config
 from advisor.domain import TimedSnapshot
 from advisor.evaluate import Quality
+from advisor.exporter import make_registry
 from advisor.observe import observe
+from advisor.results import CycleResult
 from advisor.service import build_rules, deployment_context
 from advisor.sim.engine import Speculative
 from advisor.sim.exposition import VLLMCollector, render
@@ -34,6 +38,8 @@ from advisor.sim.scenarios import Scenario
 from advisor.sim.traffic import LognormalLengths, Poisson, TrafficProfile
 from advisor.tracker import Tracker
 
+exported: dict[str, dict[str, float]] = {}
+"""The ``advisor_speculative_*`` gauges of the last :func:`_advice` run, by scenario name."""
 SCRAPE = 5.0
 WINDOW = 60.0
 T0 = 1_000_000.0
@@ -82,6 +88,13 @@ def _advice(s: Scenario, fields: dict[str, Any], seconds: float = 90.0) -> list[
     assert tick is not None
     result = tick.result("spec")
     assert result is not None
+    _, collector, _ = make_registry()
+    collector.publish(CycleResult(tick.now, tick.results))
+    exported[s.name] = {
+        m.name: m.samples[0].value
+        for m in collector.collect()
+        if m.name.startswith("advisor_speculative_") and m.samples
+    }
     recs = result.as_dict()["recommendations"]
     out = []
     for r in recs:
@@ -108,6 +121,11 @@ def test_a_losing_speculation_is_turned_down_and_the_turn_lowers_tpot() -> None:
     # the engine's own counters, not the config: ~1 + 0.2 + 0.04 + … = 1.25 tokens a round for 6 drafted
     assert 1.15 < evidence["spec_mean_acceptance_length"] < 1.35
     assert 5.5 < evidence["spec_draft_length"] <= 6  # a request's last round drafts no further than its end
+    gauges = exported["spec"]
+    assert gauges["advisor_speculative_mean_acceptance_length_tokens"] == pytest.approx(
+        evidence["spec_mean_acceptance_length"], abs=1e-3
+    )
+    assert 5.5 < gauges["advisor_speculative_draft_length_tokens"] <= 6
     turned = _scenario(20.0, None if turn["action"] == "disable" else Speculative(turn["suggested"], 0.2, 0.02))
     before, after = _tpot_p50(s), _tpot_p50(turned)
     assert after < 0.5 * before, (before, after)
