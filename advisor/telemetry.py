@@ -910,6 +910,9 @@ class SpeculationWindow:
         configured: the pages came from an engine that registers these counters only when speculation is
             configured (:func:`advisor.engines.catalog.spec_counters_mean_configured`): speculation runs, drafts or
             not.
+        generated_tokens: increase of ``generation_tokens_total`` over the same snapshots, for engines whose token
+            counter moves as tokens are decoded (vLLM); ``None`` otherwise (llama.cpp and SGLang count a request's
+            tokens when it finishes, which a window's drafts do not line up with).
 
     Example: vLLM 30 s apart, drafts 1,000 → 1,400, draft tokens 3,000 → 4,200, accepted 1,200 → 1,664: 400 drafts
     of 3 tokens (``draft_length`` 3.0), 464 accepted (``acceptance_ratio`` 0.39), ``mean_acceptance_length``
@@ -922,6 +925,17 @@ class SpeculationWindow:
     accepted_tokens: float
     accepted_by_position: tuple[float | None, ...] = ()
     configured: bool = False
+    generated_tokens: float | None = None
+
+    @property
+    def draft_share(self) -> float | None:
+        """The share of sequence-steps that carried a draft (0–1]: drafts ÷ (generated − accepted tokens), each
+        sequence-step yielding one token plus those it accepted; ``None`` when the generated tokens are not counted
+        as they are decoded (:attr:`generated_tokens`) or do not exceed the accepted ones."""
+        if self.generated_tokens is None or not self.drafts:
+            return None
+        steps = self.generated_tokens - self.accepted_tokens
+        return None if steps <= 0 else min(1.0, self.drafts / steps)
 
     @property
     def runs(self) -> bool:
@@ -976,7 +990,11 @@ def _spec_point(snap: EngineSnapshot) -> bool:
 
 
 def speculation_window(
-    history: Sequence[TimedSnapshot], now: float, window_seconds: float, configured: bool = False
+    history: Sequence[TimedSnapshot],
+    now: float,
+    window_seconds: float,
+    configured: bool = False,
+    generation_advances: bool = False,
 ) -> SpeculationWindow | None:
     """:class:`SpeculationWindow` of one target over ``[now − window_seconds, now]``, or ``None`` when its snapshots
     carry no speculative-decoding counter (nor an engine's gauges, :func:`_gauge_window`), hold fewer than two such
@@ -987,7 +1005,8 @@ def speculation_window(
     count the same verification steps. Accepted tokens by position: a snapshot that lists none while another in the
     window lists some counts zero at every position (llama.cpp and vLLM write a position once a token there was
     accepted). ``configured``: the target's engine registers the counters only when speculation is configured
-    (:attr:`SpeculationWindow.configured`).
+    (:attr:`SpeculationWindow.configured`); ``generation_advances``: its generated-token counter moves as tokens are
+    decoded, so the window's increase counts the same steps (:attr:`SpeculationWindow.generated_tokens`).
     """
     start = now - window_seconds
     points = sorted((ts for ts in history if start <= ts.timestamp <= now), key=lambda ts: ts.timestamp)
@@ -1019,7 +1038,8 @@ def speculation_window(
     positions = tuple(
         increase([_position(p.snapshot.spec_accepted_tokens_by_position, i) for p, _ in kept]) for i in range(width)
     )
-    return SpeculationWindow(drafts, draft_tokens, accepted, positions, configured)
+    generated = increase([p.snapshot.generation_tokens_total for p, _ in kept]) if generation_advances else None
+    return SpeculationWindow(drafts, draft_tokens, accepted, positions, configured, generated)
 
 
 def _gauge_window(points: Sequence[TimedSnapshot]) -> SpeculationWindow | None:
@@ -1066,7 +1086,14 @@ def combine_speculation(readings: Iterable[SpeculationWindow | None]) -> Specula
         accepted_tokens=math.fsum(r.accepted_tokens for r in known),
         accepted_by_position=positions,
         configured=any(r.configured for r in known),
+        generated_tokens=_sum_all_known(r.generated_tokens for r in known),
     )
+
+
+def _sum_all_known(values: Iterable[float | None]) -> float | None:
+    """The sum, or ``None`` when any value is unknown."""
+    listed = list(values)
+    return None if any(v is None for v in listed) else math.fsum(v for v in listed if v is not None)
 
 
 # --- incremental windows ------------------------------------------------------------------------------

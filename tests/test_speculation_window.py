@@ -207,3 +207,24 @@ def test_sglang_rounds_are_the_generated_tokens_over_the_acceptance_length() -> 
     bad = [TimedSnapshot("http://a", 0, _sglang(5.0, 4, 3, 0)), TimedSnapshot("http://a", 30, _sglang(5.0, 4, 3, 500))]
     w_bad = speculation_window(bad, now=30, window_seconds=60)
     assert w_bad is not None and not w_bad.consistent
+
+
+def test_the_draft_share_is_drafts_over_the_sequence_steps_where_tokens_count_as_decoded() -> None:
+    def at(t: float, drafts: float, tokens: float, accepted: float, generated: float) -> TimedSnapshot:
+        snap = EngineSnapshot(
+            engine="vllm",
+            generation_tokens_total=generated,
+            spec_drafts_total=drafts,
+            spec_draft_tokens_total=tokens,
+            spec_accepted_tokens_total=accepted,
+        )
+        return TimedSnapshot("http://a", t, snap)
+
+    # 2,000 tokens generated, 500 of them accepted drafts: 1,500 sequence-steps, 300 of which drafted
+    history = [at(0, 0, 0, 0, 0), at(30, 300, 900, 500, 2000)]
+    w = speculation_window(history, now=30, window_seconds=60, generation_advances=True)
+    assert w is not None and w.generated_tokens == 2000
+    assert w.draft_share == pytest.approx(0.2)
+    # an engine counting tokens at the end of a request (llama.cpp, SGLang): no share
+    w2 = speculation_window(history, now=30, window_seconds=60)
+    assert w2 is not None and w2.generated_tokens is None and w2.draft_share is None

@@ -27,25 +27,32 @@ from dataclasses import dataclass
 from advisor.capacity.perf import DecodeStepModel
 
 
-def speculative_speedup(step: DecodeStepModel, batch: float, acceptance_length: float, draft_length: float) -> float:
+def speculative_speedup(
+    step: DecodeStepModel, batch: float, acceptance_length: float, draft_length: float, draft_share: float = 1.0
+) -> float:
     """Upper bound on speculation's speedup over plain decoding at ``batch`` sequences (module docstring):
-    ``acceptance_length × step(batch) ÷ step.verify(batch, draft_length + 1)``.
+    ``acceptance_length × step(batch) ÷ step.verify(batch, draft_length + 1)`` when every sequence drafts; when only
+    a share ``s`` of the sequence-steps carry a draft (an n-gram finds no match for the others, which decode one
+    token as usual), ``(1 + s·(acceptance_length − 1)) × step(batch) ÷ step.verify(batch, 1 + s·draft_length)``.
 
     Args:
         step: the plain decode step (seconds, :func:`advisor.capacity.perf.decode_step_model`).
         batch: sequences decoding together on one engine (≥ 1).
-        acceptance_length: tokens a round yields per sequence, the bonus token included (≥ 1; vLLM's "Mean
-            acceptance length").
-        draft_length: draft tokens verified per sequence per round (``num_speculative_tokens``, ≥ 0).
+        acceptance_length: tokens a drafted round yields per sequence, the bonus token included (≥ 1; vLLM's
+            "Mean acceptance length").
+        draft_length: draft tokens verified per drafted sequence per round (``num_speculative_tokens``, ≥ 0).
+        draft_share: the share of sequence-steps that carry a draft (0–1].
 
     Raises:
-        ValueError: a batch below 1, an acceptance length below 1 or a negative draft length.
+        ValueError: a batch below 1, an acceptance length below 1, a negative draft length, a share outside (0, 1].
     """
-    if not batch >= 1 or not acceptance_length >= 1 or not draft_length >= 0:
+    if not batch >= 1 or not acceptance_length >= 1 or not draft_length >= 0 or not 0 < draft_share <= 1:
         raise ValueError(
-            f"need batch ≥ 1, acceptance_length ≥ 1, draft_length ≥ 0; got {batch}, {acceptance_length}, {draft_length}"
+            "need batch ≥ 1, acceptance_length ≥ 1, draft_length ≥ 0, 0 < draft_share ≤ 1; got "
+            f"{batch}, {acceptance_length}, {draft_length}, {draft_share}"
         )
-    return acceptance_length * step(batch) / step.verify(batch, draft_length + 1)
+    tokens = 1.0 + draft_share * (acceptance_length - 1.0)
+    return tokens * step(batch) / step.verify(batch, 1.0 + draft_share * draft_length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +71,11 @@ class DraftLengthChoice:
 
 
 def best_draft_length(
-    step: DecodeStepModel, batch: float, position_acceptance: Sequence[float], draft_length: int
+    step: DecodeStepModel,
+    batch: float,
+    position_acceptance: Sequence[float],
+    draft_length: int,
+    draft_share: float = 1.0,
 ) -> DraftLengthChoice:
     """Speedup bound at every draft length up to the running one, from the acceptance measured at each position.
 
@@ -76,6 +87,7 @@ def best_draft_length(
         position_acceptance: ``p_i`` for ``i = 0 … draft_length − 1`` (0–1; a shorter sequence is padded with 0:
             positions no draft reached accepted nothing).
         draft_length: the running ``k`` (≥ 1).
+        draft_share: the share of sequence-steps that carry a draft (:func:`speculative_speedup`).
 
     Raises:
         ValueError: ``draft_length`` < 1, a batch below 1, an acceptance outside 0–1.
@@ -89,6 +101,6 @@ def best_draft_length(
     accepted = 0.0
     for j in range(1, draft_length + 1):
         accepted += p[j - 1]
-        speedups.append(speculative_speedup(step, batch, 1.0 + accepted, j))
+        speedups.append(speculative_speedup(step, batch, 1.0 + accepted, j, draft_share))
     best = max(range(draft_length + 1), key=lambda j: (speedups[j], -j))
     return DraftLengthChoice((draft_length, speedups[draft_length]), (best, speedups[best]), tuple(speedups))

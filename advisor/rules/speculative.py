@@ -90,6 +90,9 @@ class Measured:
         speedup: the bound at the running draft length.
         choice: the bound at every shorter length when the engine splits acceptance by position, else ``None``.
         drafts: drafts in the window.
+        draft_share: the share of sequence-steps that carried a draft (:attr:`SpeculationWindow.draft_share`); 1.0
+            where the engine's counters cannot say (llama.cpp drafts at each step of a slot with a draft model;
+            SGLang's rounds are derived as drafted ones).
     """
 
     batch: float
@@ -99,6 +102,7 @@ class Measured:
     speedup: float
     choice: DraftLengthChoice | None
     drafts: float
+    draft_share: float = 1.0
 
 
 def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
@@ -109,6 +113,7 @@ def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
         "spec_mean_acceptance_length": round(m.acceptance_length, 3),
         "spec_draft_length": round(m.draft_length, 2),
         "spec_speedup_bound": round(m.speedup, 3),
+        "spec_draft_share": round(m.draft_share, 3),
     }
     if ev.speculation is not None and ev.speculation.accepted_by_position:
         out["spec_position_acceptance"] = [
@@ -162,16 +167,17 @@ class SpeculativeRule:
         positions = sp.position_acceptance()
         try:
             step = latency_model(ev).decode_step_model(ev.ctx.inputs, gpu, context)
-            speedup = speculative_speedup(step, batch, length, k)
+            share = sp.draft_share or 1.0
+            speedup = speculative_speedup(step, batch, length, k, share)
             choice = None
             if positions and all(p is not None for p in positions) and ev.ctx.engine in _POSITION_ENGINES:
                 known = [p for p in positions if p is not None]
                 # the draft length that runs: one position counter per draft token (vLLM creates exactly
                 # num_speculative_tokens; llama.cpp writes those it reached), at least the mean drafted
-                choice = best_draft_length(step, batch, known, max(len(known), math.ceil(k - 1e-9)))
+                choice = best_draft_length(step, batch, known, max(len(known), math.ceil(k - 1e-9)), share)
         except (CapacityError, ValueError):
             return None
-        return Measured(batch, context, length, k, speedup, choice, sp.drafts)
+        return Measured(batch, context, length, k, speedup, choice, sp.drafts, share)
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
         s = ev.stats

@@ -80,3 +80,11 @@ def test_best_draft_length_refuses_a_share_outside_0_1_and_no_draft() -> None:
         best_draft_length(STEP, 10, [0.5], 0)
     with pytest.raises(ValueError, match="tokens_per_seq"):
         STEP.verify(10, 0.5)
+
+
+def test_only_the_drafted_share_of_sequences_pays_for_and_gains_from_drafts() -> None:
+    # half the sequence-steps draft 3 tokens and accept 1 (a drafted step yields 2): 1.5 tokens a sequence-step, each
+    # scoring 1 + 0.5 × 3 = 2.5 tokens; at B = 400: max(10 ms, 0.1 ms × 1,000) + 1 ms = 101 ms against 41 ms plain
+    assert speculative_speedup(STEP, 400, 2.0, 3, 0.5) == pytest.approx(1.5 * 0.041 / 0.101)
+    with pytest.raises(ValueError):
+        speculative_speedup(STEP, 400, 2.0, 3, 0.0)
