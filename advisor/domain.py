@@ -356,6 +356,9 @@ class EngineSnapshot:
         spec_accept_length: the engine's own recent mean of tokens a verification round yields per sequence, the
             bonus token included, for engines that keep gauges instead of counters (SGLang ``spec_accept_length``,
             over its last logging interval; 0 without speculation); the mean over DP ranks. ``None``: not exposed.
+        longest_sequence_tokens: the longest sequence (prompt and generated tokens in one slot) the engine has held
+            since it started (llama.cpp ``n_tokens_max``, a running maximum it types as a counter): a request that
+            long was served. ``None``: not exposed.
         spec_verify_tokens: tokens the target model scores per sequence per round (SGLang
             ``spec_num_draft_tokens``; ``spec_num_steps`` + 1 for a chain draft where only the steps are exposed);
             ``None``: not exposed or no speculation.
@@ -418,6 +421,7 @@ class EngineSnapshot:
     spec_accepted_tokens_by_position: tuple[float | None, ...] = field(default=(), repr=False)
     spec_accept_length: float | None = field(default=None, repr=False)
     spec_verify_tokens: float | None = field(default=None, repr=False)
+    longest_sequence_tokens: float | None = field(default=None, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

@@ -521,6 +521,12 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     )
 
 
+def _max_known(values: Sequence[float | None]) -> float | None:
+    """The largest known value, ``None`` when none is known."""
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    return max(known) if known else None
+
+
 def _counter_deltas(per_target: Sequence[WindowStats]) -> dict[str, float | None]:
     """Increase over the window of the work counters (rate × span), summed over targets; ``None`` unknown."""
     out: dict[str, float | None] = {}
@@ -855,6 +861,7 @@ def evaluate_deployment(
         requests_running_mean=load.mean,
         engine_time=combine_engine_time(times),
         speculation=speculation,
+        longest_sequence_tokens=_max_known([s.longest_sequence_tokens for s in latest]),
     )
 
     view = DeploymentView(

@@ -39,6 +39,8 @@ Rules:
 * **Speculative decoding** (``EngineSnapshot.spec_*``): the draft, drafted-token and accepted-token counters and
   the accepted tokens by draft position, as vLLM names them (:func:`~advisor.engines.common.spec_decode_counters`);
   absent without a draft model (``--model-draft``) or a draft-free method.
+* **Longest sequence** (``EngineSnapshot.longest_sequence_tokens``): ``n_tokens_max``, "Largest observed sequence
+  length (prompt + generation)" since the server started (its HELP text), typed a counter but a running maximum.
 * **Not exposed:** TTFT/TPOT histograms (only the averages above), finished requests, preemptions, process start.
 """
 
@@ -87,6 +89,14 @@ NAME_TABLE: Final[NameTable] = {
             _TASK,
         ),
     ),
+    "longest_sequence_tokens": (
+        # typed a counter without _total: the text parser names its sample n_tokens_max_total (as prometheus-client
+        # does); a Prometheus store keeps the name as scraped
+        Series(
+            "llamacpp:n_tokens_max_total", "counter", "2024 → 2026 (a running maximum: the longest sequence)", _TASK
+        ),
+        Series("llamacpp:n_tokens_max", "counter", "2024 → 2026 (as a Prometheus store keeps it)", _TASK),
+    ),
     "kv_cache_usage_ratio": (
         Series("llamacpp:kv_cache_usage_ratio", "gauge", "2024 → May 2025 (removed by PR #13660)", _TASK),
     ),
@@ -126,7 +136,17 @@ class LlamaCppAdapter(TableAdapter):
         ranks = scope.ranks(self.table) or ("0",)
         _, generation = first_total(scope, NAME_TABLE["generation_seconds_total"], ranks)
         _, prompt = first_total(scope, NAME_TABLE["prompt_seconds_total"], ranks)
-        return dataclasses.replace(snap, generation_seconds_total=generation, prompt_seconds_total=prompt)
+        longest: list[float] = []
+        for alias in NAME_TABLE["longest_sequence_tokens"]:
+            longest = [v for v in scope.counter(alias).values() if v is not None]
+            if longest:
+                break
+        return dataclasses.replace(
+            snap,
+            generation_seconds_total=generation,
+            prompt_seconds_total=prompt,
+            longest_sequence_tokens=max(longest) if longest and math.isfinite(max(longest)) else None,
+        )
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
         """Prompt tokens = evaluated + cached where the cached counter exists.

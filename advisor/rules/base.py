@@ -193,6 +193,8 @@ class Evaluation:
         speculation: the window's speculative-decoding counters summed over answering targets
             (:class:`advisor.telemetry.SpeculationWindow`: drafts, draft and accepted tokens, accepted by position);
             ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
+        longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
+            ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
         latency: the deployment's latency model, calibrated online on its TPOT/TTFT
             (:class:`advisor.capacity.calibration.LatencyFit`, set by
             :class:`advisor.online_calibration.OnlineCalibration`);
@@ -243,6 +245,7 @@ class Evaluation:
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None
+    longest_sequence_tokens: float | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

@@ -16,7 +16,10 @@ slots share the cells (``n_ctx_seq = n_ctx``) and are admitted without reserving
 max-model-len, and when the cells run out llama.cpp aborts the generations ("Context size has been exceeded",
 ``tools/server/server.cpp``) rather than queueing or preempting them, so the pool must hold ``--parallel``
 max-length requests (ggml-org/llama.cpp#23652: 4 slots × 1,024 on 1,024 cells). Then the rule also proposes fewer
-slots (``--parallel`` = the max-length requests the cells hold), and its cap is the cells' share per slot.
+slots (``--parallel`` = the max-length requests the cells hold), and its cap is the cells' share per slot — withheld
+when the engine has held a longer sequence since it started (llama.cpp ``n_tokens_max``): the cap would refuse what
+it serves, fewer slots would not (lemonade-sdk/lemonade#3276: four requests over 32,768 tokens each on 131,072
+shared cells, fixed by ``--parallel 1``).
 A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
 (``block_size`` is the minimum over its KV groups, and the capacity pass does not model the groups): the rule
 cannot tell, whichever number stands in for the pool.
@@ -265,6 +268,14 @@ class PoolContextRule:
                 # a cap that shortens the reservations is the cure, not a preventive cap: never withheld for short
                 # observed requests (they are what the reservation wastes)
                 cap_withheld = None if blocked or reserved else context_cap_withheld(ev, cap, tail=CAP_TAIL_FACTOR)
+                longest = ev.longest_sequence_tokens
+                if slots and cap_withheld is None and longest is not None and longest > cap:
+                    # the share per slot would refuse a length the engine has served; fewer slots keep it
+                    cap_withheld = (
+                        f"withheld: the engine has held a sequence of {longest:,.0f} tokens since it started "
+                        f"(llama.cpp n_tokens_max), longer than the cap of {cap:,}: the cap would refuse requests it "
+                        "serves, where fewer slots (the max_num_seqs turn) keep every request its context"
+                    )
                 seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
                 summary = (
                     f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "

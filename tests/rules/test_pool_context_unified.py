@@ -62,3 +62,29 @@ def test_split_slots_keep_the_one_slot_bound() -> None:
     e = _ev(_llamacpp(1024, 4, False, 256))
     assert RULE.fires(e).holds is False  # type: ignore[arg-type]
     assert all(p.dial != c.DIAL_MAX_NUM_SEQS for p in RULE.propose(e))  # type: ignore[arg-type]
+
+
+def test_a_served_sequence_longer_than_the_share_withholds_the_cap_and_keeps_fewer_slots() -> None:
+    # lemonade-sdk/lemonade#3276 in small: the engine has held a 600-token sequence (n_tokens_max), longer than the
+    # 256-cell share a cap would leave each slot: the cap would refuse a request it served; --parallel 1 would not
+    base = _ev(_llamacpp(1024, 4, True, 1024))
+    by_dial = {p.dial: p for p in RULE.propose(dataclasses.replace(base, longest_sequence_tokens=600.0))}  # type: ignore[type-var]
+    cap = by_dial[c.DIAL_MAX_MODEL_LEN]
+    assert cap.withheld is not None and "600 tokens" in cap.withheld and "256" in cap.withheld
+    assert by_dial[c.DIAL_MAX_NUM_SEQS].withheld is None
+    # a longest sequence within the share (200 ≤ 256) contradicts nothing: the cap stands
+    by_dial = {p.dial: p for p in RULE.propose(dataclasses.replace(base, longest_sequence_tokens=200.0))}  # type: ignore[type-var]
+    assert by_dial[c.DIAL_MAX_MODEL_LEN].withheld is None
+
+
+def test_the_llamacpp_adapter_reads_n_tokens_max_under_either_name() -> None:
+    from advisor.engines.llamacpp import LlamaCppAdapter
+    from advisor.sources.exposition import parse_exposition
+
+    a = LlamaCppAdapter()
+    # typed a counter without _total: the text parser names the sample n_tokens_max_total
+    text = "# TYPE llamacpp:n_tokens_max counter\nllamacpp:n_tokens_max 40400\nllamacpp:requests_processing 4\n"
+    assert a.snapshot(parse_exposition(text, a.wants)).longest_sequence_tokens == 40_400
+    # as a Prometheus store keeps it: the name as scraped (here an untyped line, which the parser does not rename)
+    untyped = "llamacpp:n_tokens_max 512\nllamacpp:requests_processing 4\n"
+    assert a.snapshot(parse_exposition(untyped, a.wants)).longest_sequence_tokens == 512
