@@ -811,7 +811,13 @@ def evaluate_deployment(
         if t.history[-1].snapshot.generation_seconds_total is not None
     ]
     speculation = combine_speculation(
-        speculation_window(t.history, now, window_seconds, spec_counters_mean_configured(t.history[-1].snapshot.engine))
+        speculation_window(
+            t.history,
+            now,
+            window_seconds,
+            configured=spec_counters_mean_configured(t.history[-1].snapshot.engine),
+            generation_advances=counters_advance_during_decode(t.history[-1].snapshot.engine) is True,
+        )
         for t in up
         if t.history[-1].snapshot.spec_draft_tokens_total is not None
         or t.history[-1].snapshot.spec_drafts_total is not None
@@ -861,7 +867,8 @@ def evaluate_deployment(
         requests_running_mean=load.mean,
         engine_time=combine_engine_time(times),
         speculation=speculation,
-        longest_sequence_tokens=_max_known([s.longest_sequence_tokens for s in latest]),
+        # a running maximum that a restart resets: the window's largest, not the newest scrape's
+        longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
     )
 
     view = DeploymentView(

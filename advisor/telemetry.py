@@ -1046,19 +1046,23 @@ def _gauge_window(points: Sequence[TimedSnapshot]) -> SpeculationWindow | None:
     """The window of an engine that keeps gauges, not counters (SGLang): the rounds are the generated tokens ÷ the
     mean acceptance length (each round yields that many tokens per sequence), each scoring ``spec_verify_tokens −
     1`` draft tokens and accepting ``length − 1`` of them. The length is the mean of the window's gauges (each the
-    engine's mean over its last logging interval). ``None`` without a length or a verify size, or when the
-    generated tokens are unknown."""
-    lengths = [v for v in (_known(p.snapshot.spec_accept_length) for p in points) if v is not None and v >= 1]
-    verify = [v for v in (_known(p.snapshot.spec_verify_tokens) for p in points) if v is not None and v >= 1]
-    if not lengths or not verify:
+    engine's mean over its last logging interval). ``None`` without a positive length (no speculation); a window that
+    says speculation runs and measures nothing (``drafts`` unknown) without a verify size, or with no generated
+    tokens counted (SGLang counts a request's tokens when it finishes)."""
+    lengths = [v for v in (_known(p.snapshot.spec_accept_length) for p in points) if v is not None and v > 0]
+    if not lengths:
         return None
+    # SGLang writes the gauge at 0 without a speculative algorithm: a positive one says speculation runs, measured
+    # or not (an older page without the verify size; no request finished in the window, so no tokens counted)
+    unmeasured = SpeculationWindow(None, 0.0, 0.0, (), configured=True)
+    verify = [v for v in (_known(p.snapshot.spec_verify_tokens) for p in points) if v is not None and v >= 1]
     flags = _restart_flags([p.snapshot for p in points])
     generated = counter_increase([(p.timestamp, p.snapshot.generation_tokens_total) for p in points], restarts=flags)
-    if generated is None:
-        return None
     length = math.fsum(lengths) / len(lengths)
+    if not verify or not generated or length < 1:
+        return unmeasured
     drafts = generated / length
-    return SpeculationWindow(drafts, drafts * (verify[-1] - 1), drafts * (length - 1))
+    return SpeculationWindow(drafts, drafts * (verify[-1] - 1), drafts * (length - 1), (), configured=True)
 
 
 def _position(values: tuple[float | None, ...], i: int) -> float | None:

@@ -239,7 +239,8 @@ class SGLangAdapter(TableAdapter):
         return out
 
     def speculation(self, scope: Scope, ranks: Sequence[str]) -> dict[str, float | None]:
-        """``spec_accept_length`` (the mean of the ranks that speculate, a gauge above 0) and ``spec_verify_tokens``
+        """``spec_accept_length`` (the ranks that speculate, a gauge above 0, weighted by the requests each runs) and
+        ``spec_verify_tokens``
         (``spec_num_draft_tokens``, else ``spec_num_steps`` + 1: a chain draft of that many steps scores one token
         more; a tree under ``--speculative-eagle-topk`` > 1 scores more than that, which the bound then prices low);
         both ``None`` without speculation (SGLang writes the gauges at 0 whatever it serves).
@@ -247,13 +248,22 @@ class SGLangAdapter(TableAdapter):
         Example: ``spec_accept_length 2.43``, ``spec_num_draft_tokens 4`` → ``{"spec_accept_length": 2.43,
         "spec_verify_tokens": 4.0}``.
         """
-        lengths = [v for v in scope.gauge(NAME_TABLE["spec_accept_length"][0]).values() if v is not None and v > 0]
-        if not lengths or not all(math.isfinite(v) for v in lengths):
+        by_rank = {r: v for r, v in scope.gauge(NAME_TABLE["spec_accept_length"][0]).items() if v is not None and v > 0}
+        if not by_rank or not all(math.isfinite(v) for v in by_rank.values()):
             return {}
+        # a rank updates its gauge only while it decodes: one that runs nothing shows its last batch's length, so the
+        # ranks are weighted by the requests they run (a plain mean when the page does not say)
+        running = scope.gauge(NAME_TABLE["requests_running"][0])
+        weights = {r: running.get(r) for r in by_rank}
+        known = {r: w for r, w in weights.items() if w is not None and math.isfinite(w) and w >= 0}
+        if len(known) == len(by_rank) and math.fsum(known.values()) > 0:
+            length = math.fsum(by_rank[r] * w for r, w in known.items()) / math.fsum(known.values())
+        else:
+            length = math.fsum(by_rank.values()) / len(by_rank)
         verify = [v for v in scope.gauge(NAME_TABLE["spec_verify_tokens"][0]).values() if v is not None and v > 0]
         steps = [v for v in scope.gauge(NAME_TABLE["spec_steps"][0]).values() if v is not None and v > 0]
         tokens = max(verify) if verify else (max(steps) + 1 if steps else None)
-        return {"spec_accept_length": math.fsum(lengths) / len(lengths), "spec_verify_tokens": tokens}
+        return {"spec_accept_length": length, "spec_verify_tokens": tokens}
 
     def config(self, scope: Scope) -> dict[str, str]:
         """``{"context_len": "8192", "page_size": "1", "cache_hit_rate": "0.0", "max_total_num_tokens": …}``."""
