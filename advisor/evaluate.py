@@ -48,6 +48,7 @@ from advisor.telemetry import (
     START_TIME_TOLERANCE_SECONDS,
     WindowAccumulator,
     WindowStats,
+    carries_speculation,
     combine_engine_time,
     combine_speculation,
     combine_targets,
@@ -819,9 +820,7 @@ def evaluate_deployment(
             generation_advances=counters_advance_during_decode(t.history[-1].snapshot.engine) is True,
         )
         for t in up
-        if t.history[-1].snapshot.spec_draft_tokens_total is not None
-        or t.history[-1].snapshot.spec_drafts_total is not None
-        or t.history[-1].snapshot.spec_accept_length is not None
+        if carries_speculation(t.history[-1].snapshot)
     )
     ev = Evaluation(
         ctx=ctx,

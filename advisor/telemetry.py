@@ -989,6 +989,12 @@ def _spec_point(snap: EngineSnapshot) -> bool:
     return _known(snap.spec_draft_tokens_total) is not None or _known(snap.spec_drafts_total) is not None
 
 
+def carries_speculation(snap: EngineSnapshot) -> bool:
+    """Whether a snapshot holds anything :func:`speculation_window` reads: a speculative-decoding counter, or an
+    engine's acceptance-length gauge."""
+    return _spec_point(snap) or snap.spec_accept_length is not None
+
+
 def speculation_window(
     history: Sequence[TimedSnapshot],
     now: float,

@@ -38,7 +38,7 @@ Rules:
   in steps of 10 and more, small beside a window's increase until the engine has generated ~10⁹ tokens.
 * **Speculative decoding** (``EngineSnapshot.spec_*``): the draft, drafted-token and accepted-token counters and
   the accepted tokens by draft position, as vLLM names them (:func:`~advisor.engines.common.spec_decode_counters`);
-  absent without a draft model (``--model-draft``) or a draft-free method.
+  written at 0 without a draft model, so only drafts that move say speculation runs.
 * **Longest sequence** (``EngineSnapshot.longest_sequence_tokens``): ``n_tokens_max``, "Largest observed sequence
   length (prompt + generation)" since the server started (its HELP text), typed a counter but a running maximum.
 * **Not exposed:** TTFT/TPOT histograms (only the averages above), finished requests, preemptions, process start.
@@ -136,16 +136,12 @@ class LlamaCppAdapter(TableAdapter):
         ranks = scope.ranks(self.table) or ("0",)
         _, generation = first_total(scope, NAME_TABLE["generation_seconds_total"], ranks)
         _, prompt = first_total(scope, NAME_TABLE["prompt_seconds_total"], ranks)
-        longest: list[float] = []
-        for alias in NAME_TABLE["longest_sequence_tokens"]:
-            longest = [v for v in scope.counter(alias).values() if v is not None]
-            if longest:
-                break
+        _, longest = first_total(scope, NAME_TABLE["longest_sequence_tokens"], ranks)
         return dataclasses.replace(
             snap,
             generation_seconds_total=generation,
             prompt_seconds_total=prompt,
-            longest_sequence_tokens=max(longest) if longest and math.isfinite(max(longest)) else None,
+            longest_sequence_tokens=longest if longest is not None and math.isfinite(longest) else None,
         )
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:

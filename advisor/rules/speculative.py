@@ -179,7 +179,9 @@ class SpeculativeRule:
             return None
         return Measured(batch, context, length, k, speedup, choice, sp.drafts, share)
 
-    def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+    def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any], Measured | None]:
+        """``(holds, reason, evidence, measurement)``: the fire condition and the measured round it rests on (``None``
+        when the batch threshold, or the enable side, decides)."""
         s = ev.stats
         runs = ev.speculation_runs()
         measured = self.measure(ev) if runs else None
@@ -204,14 +206,15 @@ class SpeculativeRule:
                 f"{measured.speedup:.2f}×"
             )
             if measured.speedup < LOSS_BOUND:
-                return True, reason, evidence
+                return True, reason, evidence, measured
             if measured.speedup >= CLEAR_WIN:
-                return False, reason + " (a clear win)", evidence
+                return False, reason + " (a clear win)", evidence, measured
             if tpot_ok is None:  # between the two: the batch threshold decides, and it needs TPOT
-                return None, reason + "; TPOT unknown", evidence
-            return self._big_batch_miss(evidence, tpot_ok, ev), reason + f"; {tpot_ok:.0%} within TPOT", evidence
+                return None, reason + "; TPOT unknown", evidence, measured
+            big = self._big_batch_miss(evidence, tpot_ok, ev)
+            return big, reason + f"; {tpot_ok:.0%} within TPOT", evidence, measured
         if not evidence or tpot_ok is None:
-            return None, "running requests or TPOT unknown", {}
+            return None, "running requests or TPOT unknown", {}, None
         batch = evidence["batch_per_replica"]
         if runs:
             holds = self._big_batch_miss(evidence, tpot_ok, ev)
@@ -219,7 +222,7 @@ class SpeculativeRule:
         else:
             holds = tpot_ok < ev.ctx.slo.target_ratio and 0 < batch <= self.max_batch
             reason = f"{batch:.1f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
-        return holds, reason, evidence
+        return holds, reason, evidence, None
 
     def _big_batch_miss(self, evidence: dict[str, Any], tpot_ok: float | None, ev: Evaluation) -> bool:
         """TPOT misses its target with more than ``disable_above_batch_per_replica`` sequences per replica."""
@@ -233,26 +236,24 @@ class SpeculativeRule:
 
     def fires(self, ev: Evaluation) -> Condition:
         """See the module docstring."""
-        holds, reason, evidence = self._reading(ev)
+        holds, reason, evidence, _ = self._reading(ev)
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
         """The measured loss is gone by a margin (the bound at or above :data:`LOSS_BOUND` +
         :data:`CLEAR_MARGIN`, so a bound hovering at 0.9 does not flap), TPOT meets its target again, or the batch
         left the regime."""
-        holds, reason, evidence = self._reading(ev)
-        bound = evidence.get("spec_speedup_bound")
-        if holds is False and bound is not None and bound < LOSS_BOUND + CLEAR_MARGIN:
+        holds, reason, evidence, measured = self._reading(ev)
+        if holds is False and measured is not None and measured.speedup < LOSS_BOUND + CLEAR_MARGIN:
             return Condition(False, f"{reason}: within {CLEAR_MARGIN} of the loss bound {LOSS_BOUND}", evidence)
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Enable (with a disable-by-batch-size threshold), shorten the draft, or disable speculative decoding."""
-        holds, _, evidence = self._reading(ev)
+        holds, _, evidence, measured = self._reading(ev)
         if not holds:
             return []
         conf = confidence(ev, 0.6)
-        measured = self.measure(ev) if "spec_speedup_bound" in evidence else None
         if measured is not None and measured.speedup < LOSS_BOUND:
             return [self._measured_turn(ev, measured, evidence, conf)]
         if ev.speculation_runs():
@@ -273,7 +274,7 @@ class SpeculativeRule:
             f"speculation's speedup at {m.speedup:.2f}× even with a free draft (Leviathan et al. 2023, §3.4)."
         )
         choice = m.choice
-        # the draft length the engine runs, as its counters say (a config may be stale); the config's only to name
+        # the draft length the engine runs, as its counters say (the config's may be stale)
         current_k = choice.current[0] if choice is not None else math.ceil(m.draft_length - 1e-9)
         if choice is not None and 1 <= choice.best[0] < current_k and choice.best[1] >= SHORTEN_MIN_SPEEDUP:
             j, bound = choice.best
