@@ -228,3 +228,8 @@ MANAGED_INSTANCE_PLATFORMS: Final = (PLATFORM_SAGEMAKER, PLATFORM_VERTEX, PLATFO
 """Platforms that rent their own instances at their own prices (``ml.*``, Vertex AI prediction nodes, Azure ML
 managed online endpoints): their instance choices and prices come from ``advisor/data/managed_instances.csv``
 (:mod:`advisor.capacity.managed`), never from the raw VM table."""
+
+WAITING_REASON_CAPACITY: Final = "capacity"
+"""The ``EngineSnapshot.requests_waiting_by_reason`` key of requests that wait for the engine's capacity — KV blocks
+or a scheduler slot (vLLM 0.20+ ``num_requests_waiting_by_reason{reason="capacity"}``, the Triton TensorRT-LLM
+backend's ``active − scheduled``); read by the rules as the queue ``waiting_capacity``."""

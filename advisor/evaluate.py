@@ -240,7 +240,7 @@ def _waiting_capacity_min(windows: Windows) -> float | None:
     when a target's samples do not all split the queue by reason (vLLM 0.20+)."""
     total = 0.0
     for _, window in windows:
-        values = [snap.requests_waiting_by_reason.get("capacity") for snap in window]
+        values = [snap.requests_waiting_by_reason.get(c.WAITING_REASON_CAPACITY) for snap in window]
         known = [v for v in values if v is not None and math.isfinite(v)]
         if not known or len(known) < len(values):
             return None

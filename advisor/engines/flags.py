@@ -183,6 +183,31 @@ def draft_length_flag(engine: str, value: int) -> str | None:
     return None if template is None else template.format(value=value)
 
 
+_TOKEN_PIN: dict[str, str] = {
+    # TensorRT-LLM sizes the pool as the smaller of free_gpu_memory_fraction's memory and kv_cache_config.max_tokens
+    # (tensorrt_llm/llmapi/llm_args.py KvCacheConfig: "Both free_gpu_memory_fraction and max_tokens are set ... The
+    # smaller value will be used"); the Triton backend's config.pbtxt names it max_tokens_in_paged_kv_cache
+    # (triton_backend docs "Model Configuration")
+    "trtllm": (
+        "remove kv_cache_config.max_tokens (--extra_llm_api_options YAML): free_gpu_memory_fraction then sizes the "
+        "pool, ~{value:,} tokens; or raise it to {value:,}"
+    ),
+    "triton-trtllm": (
+        "remove max_tokens_in_paged_kv_cache from tensorrt_llm/config.pbtxt: kv_cache_free_gpu_mem_fraction then "
+        "sizes the pool, ~{value:,} tokens; or raise it to {value:,}"
+    ),
+}
+"""The change that lifts a pool pinned in tokens to ``value`` tokens, per engine whose pool has a token cap beside
+its memory fraction."""
+
+
+def token_pin_flag(engine: str, value: int) -> str | None:
+    """The change that lifts ``engine``'s token cap on the KV pool to ``value`` tokens (what its memory fraction
+    gives), e.g. ``remove max_tokens_in_paged_kv_cache …``; ``None`` for an engine without such a cap here."""
+    template = _TOKEN_PIN.get(engine)
+    return None if template is None else template.format(value=value)
+
+
 _KV_DTYPE_VALUES: dict[str, dict[str, str]] = {
     # the dial's engine-neutral "fp8" in each engine's own vocabulary (sources as in the module docstring)
     "sglang": {"fp8": "fp8_e4m3"},

@@ -19,6 +19,19 @@
   is tolerated: the 23.11 example reads used 1 + free 6239 against max 6239; a shift moves whole values,
   never one block.)
 * ``request_type="max"`` (the max batch size) goes to ``engine_config["max_batch_size"]``.
+* **Running and waiting** (:meth:`TritonTRTLLMAdapter.count`). The gauges are the executor's ``IterationStats``
+  (``cpp/tensorrt_llm/executor/executorImpl.cpp`` ``getCurrentIterationStats``): ``active`` is the executor's
+  active list (``activeRequests.size()``), which it fills from its queue up to ``max``
+  (``mMaxNumActiveRequests = getMaxNumSequences()``) whether or not the capacity scheduler can run them;
+  ``scheduled`` is what the last iteration ran (``numScheduledRequests``,
+  ``trtGptModelInflightBatching.cpp``); ``waiting`` (2025+) is the executor's queue (``numQueuedRequests``). So
+  running = ``scheduled``, and waiting = ``active − scheduled`` (admitted to the batcher, refused by the capacity
+  scheduler: KV blocks or the token budget) + ``waiting``. The gauges hold the last iteration's values, so a
+  request that finished in it was scheduled but has left the active list (the 23.11 README page: active 0,
+  scheduled 1): running is ``min(scheduled, active)``. Without the ``waiting`` gauge the queue outside the
+  active list is known empty only while ``active < max``; at ``max`` waiting is unknown. Without ``scheduled``,
+  running is ``active`` and waiting the ``waiting`` gauge (or unknown). triton-inference-server/server#7676:
+  "Active Request Count":8 with one scheduled.
 * Not exposed: TTFT/TPOT/e2e histograms (Triton core has only cumulative µs totals), preemptions, token
   counters (``nv_llm_input_token_len``/``output`` histograms exist only in some builds; their ``_sum`` is
   read when present).
@@ -38,8 +51,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar, Final
 
+from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Exposition
-from advisor.engines.common import NameTable, Scope, Series, config_values, positive, valid_ratio
+from advisor.engines.common import (
+    NameTable,
+    Scope,
+    Series,
+    config_values,
+    first_total,
+    positive,
+    sum_all,
+    valid_ratio,
+)
 from advisor.engines.tabular import TableAdapter
 
 _REPORTER: Final = "triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc"
@@ -68,7 +91,9 @@ def _request(kind: str, versions: str = "Dec 2023 → 2026") -> tuple[Series, ..
 
 
 TRITON_NAME_TABLE: Final[NameTable] = {
-    "requests_running": _request("active"),
+    # running is what the last iteration scheduled; active (the executor's active list) stands in where no
+    # scheduled gauge is exposed: TritonTRTLLMAdapter.count reads both (and waiting = active − scheduled)
+    "requests_running": (*_request("scheduled"), *_request("active")),
     "requests_waiting": _request("waiting", "2025 → 2026")[:1],
     "max_batch_size": _request("max"),
     "requests_finished_total": (Series("nv_inference_request_success", "counter", "Triton ≥ 23.12", _TRITON),),
@@ -113,6 +138,37 @@ class TritonTRTLLMAdapter(TableAdapter):
         "process_start_time_seconds": "process_start_time_seconds (Triton exposes no start time)",
         "requests_waiting": 'nv_trt_llm_request_metrics{request_type="waiting"} (backend before 2025)',
     }
+
+    def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
+        """Running = ``scheduled``, waiting = ``active − scheduled`` + the ``waiting`` gauge (module docstring);
+        other fields as the table says.
+
+        Example (Triton 24.09, no ``waiting`` gauge): active 8, scheduled 1, max 8 → running 1, waiting unknown (the
+        active list is full, so the executor's own queue may hold more); active 8, scheduled 1, max 64 → running 1,
+        waiting 7; active 0, scheduled 1 (the last iteration finished it), max 512 → running 0, waiting 0.
+        """
+        if field not in ("requests_running", "requests_waiting"):
+            return super().count(field, scope, ranks)
+        active, _ = first_total(scope, _request("active"), ranks)
+        scheduled, _ = first_total(scope, _request("scheduled"), ranks)
+        maximum, _ = first_total(scope, _request("max"), ranks)
+        queued, _ = first_total(scope, TRITON_NAME_TABLE["requests_waiting"], ranks)
+        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active) or tuple(ranks)
+        per_rank: dict[str, float | None] = {}
+        for r in keys:
+            a, sch, m = active.get(r), scheduled.get(r), maximum.get(r)
+            q = queued.get(r) if queued else None
+            if field == "requests_running":
+                # the gauges stay at the last iteration's: finished requests leave the active list but were scheduled
+                per_rank[r] = min(sch, a) if sch is not None and a is not None else (a if sch is None else None)
+                continue
+            if a is None or sch is None:
+                per_rank[r] = q
+            elif q is not None:
+                per_rank[r] = max(a - sch, 0.0) + q
+            else:  # the executor's queue is empty only while the active list has room
+                per_rank[r] = max(a - sch, 0.0) if m is not None and a < m else None
+        return per_rank, sum_all(per_rank, keys)
 
     def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
         """Blocks → tokens with the ``used + free == max`` check.
@@ -161,8 +217,25 @@ class TritonTRTLLMAdapter(TableAdapter):
         """As :meth:`TableAdapter.snapshot`, naming the array-shift check first in ``missing`` when it fails."""
         snap = super().snapshot(exposition, model)
         scope = self._scope(exposition, model)
-        reason = self.snapshot_missing_reason(scope, scope.ranks(self.table) or ("0",))
+        ranks = scope.ranks(self.table) or ("0",)
+        refused = self.refused_by_capacity(scope, ranks)
+        if refused is not None:
+            snap = replace(snap, requests_waiting_by_reason={c.WAITING_REASON_CAPACITY: refused})
+        reason = self.snapshot_missing_reason(scope, ranks)
         return snap if reason is None else replace(snap, missing=(reason, *snap.missing))
+
+    def refused_by_capacity(self, scope: Scope, ranks: Sequence[str]) -> float | None:
+        """Requests in the executor's active list that the last iteration did not run (``active − scheduled``,
+        summed over ``ranks``): admitted to the batcher and refused by its capacity scheduler (module docstring),
+        known even when the executor's own queue is not; ``None`` without both gauges."""
+        active, _ = first_total(scope, _request("active"), ranks)
+        scheduled, _ = first_total(scope, _request("scheduled"), ranks)
+        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active)
+        gaps: dict[str, float | None] = {}
+        for r in keys:
+            a, sch = active.get(r), scheduled.get(r)
+            gaps[r] = max(a - sch, 0.0) if a is not None and sch is not None else None
+        return sum_all(gaps, keys) if keys else None
 
 
 def _first_gauge(scope: Scope, aliases: Sequence[Series]) -> dict[str, float | None]:
@@ -276,6 +349,10 @@ CATALOG_ENTRIES: Final = (
         # inflight_batcher_llm/src/custom_metrics_reporter: nv_llm_output_token_len / nv_llm_input_token_len are
         # histograms observed once per finished request, nv_inference_request_success on completion
         counters_advance_during_decode=False,
+        # triton_backend docs/model_config.md: batch_scheduler_policy "Set to guaranteed_no_evict to guarantee that a
+        # started request is never paused. (default=guaranteed_no_evict)" — the executor's GUARANTEED_NO_EVICT
+        # capacity scheduler, as trtllm-serve's below
+        reserves_max_length_at_admission=True,
     ),
     CatalogEntry(
         engine="trtllm",

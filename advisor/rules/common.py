@@ -22,8 +22,8 @@ from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
 from advisor.engines.catalog import exposes
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
-from advisor.rules.flags import flag_for
-from advisor.rules.turns import FIELD_FOR_DIAL, Turn, effect, turn
+from advisor.rules.flags import flag_for, token_pin_flag
+from advisor.rules.turns import Turn, effect, token_pin_turn, turn
 
 SAFE_GPU_MEMORY_UTILIZATION = 0.9
 """vLLM's default budget; raising a lower budget to it is the first step (docs "Conserving memory")."""
@@ -367,6 +367,8 @@ class Candidate:
     cost: float
     action: str
     why: str
+    flag: str | None = None
+    """The exact change, where the dial's flag table cannot say it (:func:`advisor.rules.flags.token_pin_flag`)."""
 
 
 BUDGET_FIELDS: Final = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes", "num_gpu_blocks_override"})
@@ -442,6 +444,8 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
                         "is for); watch for OOM at peaks",
                     )
                 )
+    if not budget_unknown:
+        out += _token_pin_candidates(ev)
     budget_tokens = inputs.max_num_batched_tokens
     if (
         ev.ctx.engine == "vllm"
@@ -487,6 +491,30 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
             )
         out.append(Candidate(t, 2.0, "increase", why))
     return out
+
+
+def _token_pin_candidates(ev: Evaluation) -> list[Candidate]:
+    """TensorRT-LLM's pool pinned in tokens (``kv_cache_config.max_tokens``; the Triton backend's
+    ``max_tokens_in_paged_kv_cache``) below what its memory fraction gives: lift the pin (:func:`token_pin_turn`).
+    While the pin binds, no other pool turn adds a token (the pool is the smaller of the two), so this is the turn
+    (triton-inference-server/tensorrtllm_backend#453: "It does become much faster after deleting this field")."""
+    t = token_pin_turn(ev.ctx.inputs)
+    if t is None or not t.kv_gain_ratio() > 1:
+        return []
+    pin = ev.ctx.inputs.engine_settings.max_tokens
+    tokens = int(t.after.kv_cache_tokens)
+    flag = token_pin_flag(ev.ctx.engine, tokens)
+    return [
+        Candidate(
+            t,
+            1.0,
+            "increase",
+            f"the pool is pinned at {pin:,} tokens while the memory fraction would give ~{tokens:,}; the engine uses "
+            "the smaller. Lifting the pin spends only the memory the fraction already budgets; keep it only if "
+            "something else must use that memory",
+            flag=flag,
+        )
+    ]
 
 
 def _shown(dial: str, value: object) -> str:
@@ -535,9 +563,7 @@ def turn_proposal(
     ``gpus_added`` is :func:`turn_gpus_added` (TP × 2 on N replicas adds N × TP × PP × DP).
     """
     t = cand.turn
-    field = FIELD_FOR_DIAL[t.dial]
-    current = getattr(t.before_inputs, field)
-    suggested = getattr(t.after_inputs, field)
+    current, suggested = t.values()
     per_request = tokens_per_running_request(ev)
     kv = pool_effect(ev, t.before.kv_cache_tokens, t.after.kv_cache_tokens)
     seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
@@ -585,7 +611,7 @@ def turn_proposal(
             action=cand.action,
             current=current,
             suggested=suggested,
-            flag=flag_for(ev.ctx.engine, t.dial, suggested),
+            flag=cand.flag or flag_for(ev.ctx.engine, t.dial, suggested),
             severity=severity,
             confidence=confidence,
             summary=summary,

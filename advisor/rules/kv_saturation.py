@@ -16,6 +16,13 @@ more sequences than its pool holds at the observed request lengths, it also prop
 max-num-seqs there ("near the knee"), which stops the preemption thrash without raising the ceiling.
 It never proposes *raising* max-num-seqs: with a full pool, more sequences only preempt more.
 
+On an engine that reserves a request's whole length at admission (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``:
+:func:`advisor.engines.catalog.reserves_max_length_at_admission`), the blocks written understate the blocks held:
+there the pool also counts as full when its free blocks hold less than one running request's share of the written
+ones — usage above ``r ÷ (r + 1)`` with ``r`` requests running per replica (:func:`admission_full`) — since a
+request waiting to be admitted needs at least as much as one that runs (tensorrtllm_backend#453: 5 running, 35 of
+40 blocks written, 71 waiting).
+
 Only the KV pool's own pressure counts: where vLLM splits the queue by reason
 (``num_requests_waiting_by_reason``), only requests waiting for ``capacity`` count as waiting, not those
 deferred for a LoRA budget or a KV transfer; and when a different pool is the saturated one (a state pool,
@@ -28,6 +35,7 @@ import math
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.engines.catalog import reserves_max_length_at_admission
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
@@ -77,6 +85,35 @@ def past_the_tpot_knee(ev: Evaluation) -> str | None:
         f"~{at.tpot_seconds * 1000:.0f} ms a token now): a larger pool admits more sequences into a batch that "
         "already decodes too slowly"
     )
+
+
+def admission_full(ev: Evaluation) -> bool:
+    """The pool cannot admit one more request on an engine that reserves a request's whole length at admission.
+    Requests run, a sequence slot is free, and either
+
+    * the engine held requests back for capacity at every scrape of the window (``Evaluation.waiting_capacity_min``
+      ≥ 1: the Triton backend's ``active − scheduled``, requests its capacity scheduler refused), or
+    * the free blocks hold less than one running request's share of the written ones (usage ``u > r ÷ (r + 1)``
+      with ``r`` running per replica): a waiting request needs at least what a running one holds.
+
+    ``False`` on other engines (they admit by the blocks a prompt needs, which usage shows), with every slot taken
+    (the batch cap binds, not the pool), or when running or usage is unknown.
+
+    Example: 5 running on one replica, 87.5 % written → 0.875 > 5/6: full; 1 running, 42.5 % written, 7 held back
+    for capacity at both scrapes, a cap of 8 → full; the same with nothing held back → not.
+    """
+    s = ev.stats
+    if s is None or not reserves_max_length_at_admission(ev.ctx.engine):
+        return False
+    usage, running = s.kv_cache_usage_ratio, s.requests_running
+    if usage is None or running is None or running <= 0:
+        return False
+    per_replica = running / max(ev.replicas_up, 1)
+    cap = ev.ctx.inputs.max_num_seqs
+    if cap is not None and per_replica >= cap:
+        return False
+    held_back = ev.waiting_capacity_min is not None and ev.waiting_capacity_min >= 1
+    return held_back or usage > per_replica / (per_replica + 1)
 
 
 class KVSaturationRule:
@@ -140,7 +177,12 @@ class KVSaturationRule:
             f"{ev.stats.covered_seconds:.0f}s"
         )
         if usage < self.usage_threshold:
-            return Condition(False, reason, evidence)
+            if not admission_full(ev):
+                return Condition(False, reason, evidence)
+            reason += (
+                f"; {ev.ctx.engine} reserves each request's whole length at admission, and the free blocks hold less "
+                "than one running request's share of the written ones"
+            )
         if pressure is None:
             return Condition(None, f"{reason}: whether requests queue or are preempted is unknown", evidence)
         return Condition(pressure, reason, evidence)
@@ -160,7 +202,7 @@ class KVSaturationRule:
             f"KV usage {usage:.1%} (resolves below {self.resolve_below:.0%}), "
             f"{count(evidence['requests_waiting'])} waiting, {count(evidence['preemptions_increase'])} preemptions"
         )
-        if usage < self.resolve_below or pressure is False:
+        if (usage < self.resolve_below and not admission_full(ev)) or pressure is False:
             return Condition(True, reason, evidence)
         if pressure is None:
             return Condition(None, f"{reason}: cannot tell whether the pressure is gone", evidence)

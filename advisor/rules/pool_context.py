@@ -338,12 +338,20 @@ class PoolContextRule:
                 out.append(anchored(ev, proposal))
         if slots:
             out += self._fewer_slots(ev, slots, pool, mml, severity, conf, evidence, situation)
-        if reserved or _queue_behind_reservations(ev):
-            # a pool turn buys one reservation for a multiple of the pool: not the dial while requests wait behind
-            # reservations with the blocks mostly unwritten and slots free (NVIDIA/TensorRT-LLM#2866: one request's
-            # large max_tokens holds the pool; more GPUs would admit one more such reservation)
-            return out
         needed = wanted / holds if holds > 0 else None
+        candidates = pool_turns(ev)
+        if reserved or _queue_behind_reservations(ev):
+            # a pool turn buys one reservation per max-model-len it adds: not the dial while requests wait behind
+            # reservations with the blocks mostly unwritten and slots free (NVIDIA/TensorRT-LLM#2866: one request's
+            # large max_tokens holds the pool; GPUs bought to hold a client's worst case are not the cure) — unless
+            # it costs nothing (no GPU, no quality) and holds every queued reservation at max-model-len: a token pin
+            # lifted (tensorrtllm_backend#453, triton-inference-server/server#7676)
+            queue = _queued_reservations(ev)
+            candidates = [
+                cand
+                for cand in candidates
+                if queue is not None and cand.cost <= 1.0 and pool * cand.turn.kv_gain_ratio() >= queue * mml
+            ]
         other_pool = kv_withheld(ev)
         out += [
             turn_proposal(
@@ -358,7 +366,7 @@ class PoolContextRule:
                 situation=situation,
                 withheld=other_pool,
             )
-            for cand in pool_turns(ev)
+            for cand in candidates
         ]
         return out
 
@@ -419,6 +427,28 @@ def _usage(ev: Evaluation) -> float | None:
     return s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
 
 
+def _waiting(ev: Evaluation) -> float | None:
+    """Requests waiting: the engine's whole queue, else (unknown) those it says wait for capacity — at least that
+    many wait (the Triton backend's ``active − scheduled`` while its executor queue is not exposed)."""
+    s = ev.stats
+    if s is not None and s.requests_waiting is not None:
+        return s.requests_waiting
+    return ev.queues.get("waiting_capacity")
+
+
+def _queued_reservations(ev: Evaluation) -> float | None:
+    """The reservations a replica's queue asks for at once: running + waiting per replica (at least what
+    :func:`_waiting` knows), at most max-num-seqs; ``None`` when either count is unknown. A pool turn is the cure
+    behind reservations only when its pool holds this many of max-model-len (the worst case a request reserves)."""
+    s = ev.stats
+    waiting = _waiting(ev)
+    if s is None or s.requests_running is None or waiting is None:
+        return None
+    want = float(math.ceil((s.requests_running + waiting) / max(ev.replicas_up, 1)))
+    cap = ev.ctx.inputs.max_num_seqs
+    return min(want, cap) if cap is not None else want
+
+
 def _queue_behind_reservations(ev: Evaluation) -> bool:
     """Requests wait on an engine that reserves a request's whole length at admission, with a sequence slot free and
     at most :data:`RESERVATION_MAX_USAGE` of the blocks written: the reservations, not the memory, hold the queue."""
@@ -426,7 +456,7 @@ def _queue_behind_reservations(ev: Evaluation) -> bool:
     if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
         return False
     usage, cap = _usage(ev), ev.ctx.inputs.max_num_seqs
-    running, waiting = s.requests_running, s.requests_waiting
+    running, waiting = s.requests_running, _waiting(ev)
     if running is None or waiting is None or usage is None:
         return False
     free_slot = cap is None or running / max(ev.replicas_up, 1) < cap
@@ -442,7 +472,7 @@ def _reservation_bound(ev: Evaluation, pool: float, mml: int) -> float | None:
     s = ev.stats
     if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
         return None
-    running, waiting, usage = s.requests_running, s.requests_waiting, _usage(ev)
+    running, waiting, usage = s.requests_running, _waiting(ev), _usage(ev)
     if running is None or waiting is None or usage is None or waiting < 1 or usage > RESERVATION_MAX_USAGE:
         return None
     per_replica = running / max(ev.replicas_up, 1)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass
 from advisor.errors import CapacityError
 
@@ -37,10 +38,20 @@ class Turn:
     after_inputs: CapacityInputs
     before: CapacityResult
     after: CapacityResult
+    shown: tuple[Any, Any] | None = None
+    """The dial's value before and after, where the inputs' field for the dial does not hold them (a pool pinned in
+    tokens by another engine's own setting, shown as its bytes per GPU: :func:`token_pin_turn`)."""
 
     def kv_gain_ratio(self) -> float:
         """KV tokens per replica after ÷ before (1.0 when the pool did not change)."""
         return self.after.kv_cache_tokens / self.before.kv_cache_tokens if self.before.kv_cache_tokens else 1.0
+
+    def values(self) -> tuple[Any, Any]:
+        """The dial's value before and after the turn: :attr:`shown`, else the inputs' field for the dial."""
+        if self.shown is not None:
+            return self.shown
+        field_name = FIELD_FOR_DIAL[self.dial]
+        return getattr(self.before_inputs, field_name), getattr(self.after_inputs, field_name)
 
 
 def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
@@ -57,6 +68,32 @@ def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
     except CapacityError:
         return None
     return Turn(dial, inputs, after_inputs, before, after)
+
+
+def token_pin_turn(inputs: CapacityInputs) -> Turn | None:
+    """TensorRT-LLM's ``kv_cache_config.max_tokens`` lifted: the pool the memory fraction alone gives, as the dial
+    ``kv_cache_memory_bytes`` (the pool's explicit budget) with its value in bytes per GPU — before, the pinned
+    pool; after, the fraction's, in whole MiB (``advisor.capacity.fixes.POOL_BYTES_STEP``). The pool is the smaller
+    of the two (``tensorrt_llm/llmapi/llm_args.py`` ``KvCacheConfig``). ``None`` without a pin, or when either
+    configuration does not fit."""
+    settings = inputs.engine_settings
+    if settings.max_tokens is None:
+        return None
+    after_inputs = dataclasses.replace(inputs, engine_settings=dataclasses.replace(settings, max_tokens=None))
+    try:
+        before = capacity_pass(inputs)
+        after = capacity_pass(after_inputs)
+    except CapacityError:
+        return None
+    pool_after = after.kv_pool_bytes_per_gpu // POOL_BYTES_STEP * POOL_BYTES_STEP
+    return Turn(
+        c.DIAL_KV_CACHE_MEMORY_BYTES,
+        inputs,
+        after_inputs,
+        before,
+        after,
+        shown=(int(before.kv_pool_bytes_per_gpu), int(pool_after)),
+    )
 
 
 def effect(before: float | None, after: float | None) -> dict[str, float | None]:

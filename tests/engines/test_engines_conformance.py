@@ -112,13 +112,15 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
             "engine_config": {"max_num_seqs": "2", "context_length": "40960"},
         },
     ),
-    # 23.11 README: request_type active 0, max 512; blocks tokens_per 64, used 1, free 6239, max 6239.
+    # 23.11 README: request_type active 0, scheduled 1 (the last iteration's, whose request finished), max 512;
+    # blocks tokens_per 64, used 1, free 6239, max 6239. Running min(1, 0) = 0; waiting 0: the active list (0) is
+    # below max, so the executor's queue is empty (advisor/engines/trtllm.py).
     "trtllm-triton-23.11-inflight-batcher-readme.prom": (
         "triton-trtllm",
         {
             "model": "tensorrt_llm",
             "requests_running": 0,
-            "requests_waiting": None,
+            "requests_waiting": 0,
             "kv_cache_capacity_tokens": 6239 * 64,
             "kv_cache_usage_ratio": 1 / 6239,
             "engine_config": {"max_batch_size": "512", "tokens_per_block": "64"},

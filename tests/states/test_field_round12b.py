@@ -91,7 +91,9 @@ def triton_trtllm_docs_pin_2560() -> FieldState:
             "slo": SLO,
         },
         scrapes=[(first, second)],
-        snapshot={"requests_running": 76, "kv_cache_capacity_tokens": 2560},
+        # running = scheduled, waiting = active − scheduled (the executor's IterationStats: active is its active list,
+        # filled up to max whether or not the capacity scheduler runs them; 76 < 256, so its own queue is empty)
+        snapshot={"requests_running": 5, "requests_waiting": 71, "kv_cache_capacity_tokens": 2560},
         must_propose=[("kv_cache_memory_bytes", "increase")],
         must_never=[
             ("replicas", "increase"),
@@ -243,18 +245,7 @@ STATES = [
     llamacpp_unified_131072_four_slots(),
 ]
 
-XFAIL: dict[str, str] = {
-    "triton-trtllm-llama3-8b-docs-pool-2560-ttft-47s": (
-        "no advice where the thread's fix is lifting the token pin (deleting max_tokens_in_paged_kv_cache): the pool "
-        "is 40 x 64 = 2,560 tokens while kv_cache_free_gpu_mem_fraction 0.5 would give ~250,000, but the pinned-pool "
-        "turn (rules/common.py, kv_cache_memory_bytes) compares only vLLM's --kv-cache-memory-bytes with the "
-        "utilization's pool, never kv_cache_config.max_tokens with the fraction's; the pre-2025 backend exposes no "
-        'request_type="waiting" (queue_growth, seq_cap, over_provisioned unknown), the adapter reads the 76 active '
-        '(queued included) as running and ignores request_type="scheduled" (5), and 87.5 % of blocks used under '
-        "guaranteed_no_evict with no preemption counter fires no KV rule: a blind spot (the same one keeps round 4's "
-        "triton-trtllm-kv-pinned-2560-one-scheduled failing)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)
