@@ -233,3 +233,6 @@ WAITING_REASON_CAPACITY: Final = "capacity"
 """The ``EngineSnapshot.requests_waiting_by_reason`` key of requests that wait for the engine's capacity — KV blocks
 or a scheduler slot (vLLM 0.20+ ``num_requests_waiting_by_reason{reason="capacity"}``, the Triton TensorRT-LLM
 backend's ``active − scheduled``); read by the rules as the queue ``waiting_capacity``."""
+
+EVIDENCE_REQUESTS_PAUSED: Final = "requests_paused"
+"""Evidence and predicted-effect key: requests the engine paused in the window (``Evaluation.requests_paused_max``)."""

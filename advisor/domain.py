@@ -359,6 +359,12 @@ class EngineSnapshot:
         longest_sequence_tokens: the longest sequence (prompt and generated tokens in one slot) the engine has held
             since it started (llama.cpp ``n_tokens_max``, a running maximum it types as a counter): a request that
             long was served. ``None``: not exposed.
+        requests_paused: requests the engine paused in its last iteration — their KV blocks freed to make room,
+            to be recomputed later — which TensorRT-LLM does only under its ``MAX_UTILIZATION`` capacity scheduler
+            (``GUARANTEED_NO_EVICT``, the default, "guarantee[s] that a started request is never paused",
+            triton_backend docs/model_config.md): ``trtllm_num_paused_requests``, the Triton backend's
+            ``nv_trt_llm_inflight_batcher_metrics{inflight_batcher_specific_metric="paused_requests"}``. ``None``:
+            not exposed (SGLang's ``num_paused_reqs`` counts a weight update's pauses, not this).
         spec_verify_tokens: tokens the target model scores per sequence per round (SGLang
             ``spec_num_draft_tokens``; ``spec_num_steps`` + 1 for a chain draft where only the steps are exposed);
             ``None``: not exposed or no speculation.
@@ -422,6 +428,7 @@ class EngineSnapshot:
     spec_accept_length: float | None = field(default=None, repr=False)
     spec_verify_tokens: float | None = field(default=None, repr=False)
     longest_sequence_tokens: float | None = field(default=None, repr=False)
+    requests_paused: float | None = field(default=None, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

@@ -522,6 +522,14 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     )
 
 
+def _paused_max(windows: Windows) -> float | None:
+    """Requests paused (``EngineSnapshot.requests_paused``): each target's largest reading of the window, summed over
+    the targets that expose it; ``None`` when none does."""
+    peaks = [_max_known([snap.requests_paused for snap in window]) for _, window in windows]
+    known = [p for p in peaks if p is not None]
+    return math.fsum(known) if known else None
+
+
 def _max_known(values: Sequence[float | None]) -> float | None:
     """The largest known value, ``None`` when none is known."""
     known = [v for v in values if v is not None and math.isfinite(v)]
@@ -868,6 +876,7 @@ def evaluate_deployment(
         speculation=speculation,
         # a running maximum that a restart resets: the window's largest, not the newest scrape's
         longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
+        requests_paused_max=_paused_max(windows),
     )
 
     view = DeploymentView(

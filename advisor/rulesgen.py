@@ -331,13 +331,16 @@ def _kv_usage_terms() -> list[str]:
         return f"avg by ({r.DEPLOYMENT_LABEL}) (\n  {sel(used)}\n  / ({sel(maximum)} > 0)\n)"
 
     def checked(used: Series, maximum: Series, free: Series) -> str:
-        # one family with a category label: used ÷ max where used + free is within one block of max
+        # one family with a category label: used ÷ max where the counts are the engine's (the Triton adapter's
+        # advisor.engines.trtllm.blocks_consistent): whole numbers, used + free at most one block over max
         ign = f"ignoring ({', '.join(k for k, _ in used.match)})"
         u, m, f = sel(used), sel(maximum), sel(free)
         return (
             f"avg by ({r.DEPLOYMENT_LABEL}) (\n"
             f"  {u}\n  / {ign} ({m} > 0)\n"
-            f"  and {ign}\n  (abs({u} + {ign} {f} - {ign} {m}) <= 1)\n)"
+            f"  and {ign}\n  ({u} + {ign} {f} - {ign} {m} <= 1)\n"
+            f"  and {ign}\n  ({f} == floor({f}))\n"
+            f"  and {ign}\n  ({u} == floor({u}))\n)"
         )
 
     def derived(e: _Engine) -> list[str]:

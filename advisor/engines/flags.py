@@ -153,6 +153,8 @@ _TRITON_TRTLLM: dict[str, str] = {
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "rebuild the engine with trtllm-build --max_num_tokens {value}",
     c.DIAL_MAX_MODEL_LEN: "rebuild the engine with trtllm-build --max_seq_len {value}",
     c.DIAL_TENSOR_PARALLEL_SIZE: "convert the checkpoint with --tp_size {value} and rebuild the engine (trtllm-build)",
+    # triton_backend docs/model_config.md: batch_scheduler_policy max_utilization | guaranteed_no_evict (the default)
+    c.DIAL_ADMISSION_POLICY: "batch_scheduler_policy:guaranteed_no_evict in tensorrt_llm/config.pbtxt",
 }
 
 FLAGS: dict[str, dict[str, str]] = {

@@ -14,10 +14,14 @@
 * **Blocks → tokens:** capacity = ``max`` × ``tokens_per``; usage = ``used ÷ max``.
 * **Array-shift check:** the reporter fills a group's gauges positionally and skips missing JSON keys, so one
   missing stat shifts every later value onto the wrong label (the 2025 README example shows
-  ``fraction 0.4875`` beside ``used 1``/``max 6239``). When ``used + free`` differs from ``max`` by more than
-  one block the family is not trusted: usage and capacity are unknown, and ``missing`` says why. (One block
-  is tolerated: the 23.11 example reads used 1 + free 6239 against max 6239; a shift moves whole values,
-  never one block.)
+  ``fraction 0.4875`` beside ``used 1``/``max 6239``). The block counts are trusted when each is a whole number
+  and ``used + free`` is at most ``max`` + one block (:func:`blocks_consistent`); otherwise the family is not
+  trusted: usage and capacity are unknown, and ``missing`` says why. A shift moves whole values — a fraction into
+  a count, or ``max`` into a smaller label, so the sum overshoots. One block over is tolerated (the 23.11 example
+  reads used 1 + free 6239 against max 6239). A sum *under* ``max`` is the engine's own: the blocks a context
+  scheduled in that iteration took from the free list before they count as used (tensorrtllm_backend#217's log:
+  used 1 + free 480 of 513 with a 2,048-token context, 32 blocks of 64, just scheduled); usage reads ``used``,
+  the lower figure, so a shifted value landing there can only under-read the pool, never page on it.
 * ``request_type="max"`` (the max batch size) goes to ``engine_config["max_batch_size"]``.
 * **Running and waiting** (:meth:`TritonTRTLLMAdapter.count`). The gauges are the executor's ``IterationStats``
   (``cpp/tensorrt_llm/executor/executorImpl.cpp`` ``getCurrentIterationStats``): ``active`` is the executor's
@@ -41,12 +45,17 @@
 request families) served at ``/prometheus/metrics``, labels ``model_name`` and ``engine_type="trtllm"``;
 checked against ``../shared/engine-metrics/trtllm-1.1.x-trtllm-serve-via-dynamo-worker-qwen3-0.6b.prom``.
 ``trtllm_time_per_output_token_seconds`` observes one mean per finished request (the capture has count 2
-after 2 requests). KV: ``trtllm_kv_cache_utilization`` (0–1) else ``used ÷ max`` blocks; capacity
+after 2 requests). Its request gauges are the same executor statistics as Triton's (``collector.py``
+``log_iteration_stats``: ``trtllm_num_requests_running`` is ``numActiveRequests``, ``trtllm_num_scheduled_requests``
+``numScheduledRequests``, ``trtllm_num_requests_waiting`` ``numQueuedRequests``, ``trtllm_max_num_active_requests``,
+``trtllm_num_paused_requests``), read the same way (:class:`ExecutorStatsAdapter`). KV:
+``trtllm_kv_cache_utilization`` (0–1) else ``used ÷ max`` blocks; capacity
 ``trtllm_kv_cache_max_blocks × trtllm_kv_cache_tokens_per_block``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar, Final
@@ -96,7 +105,12 @@ TRITON_NAME_TABLE: Final[NameTable] = {
     "requests_running": (*_request("scheduled"), *_request("active")),
     "requests_waiting": _request("waiting", "2025 → 2026")[:1],
     "max_batch_size": _request("max"),
-    "requests_finished_total": (Series("nv_inference_request_success", "counter", "Triton ≥ 23.12", _TRITON),),
+    "requests_finished_total": (
+        # typed a counter without _total: the text parser names its sample nv_inference_request_success_total (as
+        # prometheus-client does); a Prometheus store keeps the name as scraped
+        Series("nv_inference_request_success_total", "counter", "Triton ≥ 23.12 (as parsed)", _TRITON),
+        Series("nv_inference_request_success", "counter", "Triton ≥ 23.12 (as a Prometheus store keeps it)", _TRITON),
+    ),
     "prompt_tokens_total": (
         Series(
             "nv_llm_input_token_len_sum",
@@ -115,6 +129,20 @@ TRITON_NAME_TABLE: Final[NameTable] = {
             match=(("response_metric_type", "total_output_tokens"),),
         ),
     ),
+    "requests_paused": (
+        _cat(
+            "nv_trt_llm_inflight_batcher_metrics",
+            "inflight_batcher_specific_metric",
+            "paused_requests",
+            "Dec 2023 → 2026",
+        ),
+        _cat(
+            "nv_trt_llm_inflight_batcher_statistics",
+            "inflight_batcher_specific_metric",
+            "paused_requests",
+            "23.11",
+        ),
+    ),
     "blocks_max": _block("max"),
     "blocks_free": _block("free"),
     "blocks_used": _block("used"),
@@ -123,25 +151,21 @@ TRITON_NAME_TABLE: Final[NameTable] = {
 """Snapshot field (or block quantity) → exposed series, newest first."""
 
 
-class TritonTRTLLMAdapter(TableAdapter):
-    """Triton ``tensorrtllm`` backend 23.11 → 2026; see the module docstring."""
+class ExecutorStatsAdapter(TableAdapter):
+    """The TensorRT-LLM executor's iteration statistics, as both servers export them (module docstring): running =
+    ``min(scheduled, active)``, waiting = ``active − scheduled`` + the executor's queue, ``active − scheduled`` the
+    capacity queue, and the paused requests. :attr:`executor` names each statistic's aliases in the table."""
 
-    engine = "triton-trtllm"
-    table: ClassVar[NameTable] = TRITON_NAME_TABLE
-    model_labels = ("model",)
-    not_exposed: ClassVar[Mapping[str, str]] = {
-        "ttft": "ttft (the Triton TRT-LLM backend exposes no latency histograms)",
-        "tpot": "tpot (the Triton TRT-LLM backend exposes no latency histograms)",
-        "e2e": "e2e (Triton exposes only cumulative nv_inference_request_duration_us)",
-        "queue_time": "queue_time (Triton exposes only cumulative nv_inference_queue_duration_us)",
-        "preemptions_total": "preemptions_total (the Triton TRT-LLM backend exposes no preemption counter)",
-        "process_start_time_seconds": "process_start_time_seconds (Triton exposes no start time)",
-        "requests_waiting": 'nv_trt_llm_request_metrics{request_type="waiting"} (backend before 2025)',
-    }
+    executor: ClassVar[Mapping[str, tuple[Series, ...]]] = {}
+    """``active``, ``scheduled``, ``queued``, ``max`` (the active list's bound) and ``paused`` → aliases."""
+
+    def _stat(self, name: str, scope: Scope, ranks: Sequence[str]) -> dict[str, float | None]:
+        per_rank, _ = first_total(scope, self.executor.get(name, ()), ranks)
+        return per_rank
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:
-        """Running = ``scheduled``, waiting = ``active − scheduled`` + the ``waiting`` gauge (module docstring);
-        other fields as the table says.
+        """Running = ``min(scheduled, active)``, waiting = ``active − scheduled`` + the executor's queue; other fields
+        as the table says.
 
         Example (Triton 24.09, no ``waiting`` gauge): active 8, scheduled 1, max 8 → running 1, waiting unknown (the
         active list is full, so the executor's own queue may hold more); active 8, scheduled 1, max 64 → running 1,
@@ -149,10 +173,8 @@ class TritonTRTLLMAdapter(TableAdapter):
         """
         if field not in ("requests_running", "requests_waiting"):
             return super().count(field, scope, ranks)
-        active, _ = first_total(scope, _request("active"), ranks)
-        scheduled, _ = first_total(scope, _request("scheduled"), ranks)
-        maximum, _ = first_total(scope, _request("max"), ranks)
-        queued, _ = first_total(scope, TRITON_NAME_TABLE["requests_waiting"], ranks)
+        active, scheduled = self._stat("active", scope, ranks), self._stat("scheduled", scope, ranks)
+        maximum, queued = self._stat("max", scope, ranks), self._stat("queued", scope, ranks)
         keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active) or tuple(ranks)
         per_rank: dict[str, float | None] = {}
         for r in keys:
@@ -169,6 +191,50 @@ class TritonTRTLLMAdapter(TableAdapter):
             else:  # the executor's queue is empty only while the active list has room
                 per_rank[r] = max(a - sch, 0.0) if m is not None and a < m else None
         return per_rank, sum_all(per_rank, keys)
+
+    def refused_by_capacity(self, scope: Scope, ranks: Sequence[str]) -> float | None:
+        """Requests in the executor's active list that the last iteration did not run (``active − scheduled``,
+        summed over ``ranks``): admitted to the batcher and refused by its capacity scheduler (module docstring),
+        known even when the executor's own queue is not; ``None`` without both gauges."""
+        active, scheduled = self._stat("active", scope, ranks), self._stat("scheduled", scope, ranks)
+        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active)
+        gaps: dict[str, float | None] = {}
+        for r in keys:
+            a, sch = active.get(r), scheduled.get(r)
+            gaps[r] = max(a - sch, 0.0) if a is not None and sch is not None else None
+        return sum_all(gaps, keys) if keys else None
+
+    def with_executor_readings(self, snap: EngineSnapshot, scope: Scope, ranks: Sequence[str]) -> EngineSnapshot:
+        """``snap`` with the capacity queue (``requests_waiting_by_reason``) and ``requests_paused`` where known."""
+        refused = self.refused_by_capacity(scope, ranks)
+        if refused is not None:
+            snap = replace(snap, requests_waiting_by_reason={c.WAITING_REASON_CAPACITY: refused})
+        _, paused = first_total(scope, self.executor.get("paused", ()), ranks)
+        return snap if paused is None else replace(snap, requests_paused=paused)
+
+
+class TritonTRTLLMAdapter(ExecutorStatsAdapter):
+    """Triton ``tensorrtllm`` backend 23.11 → 2026; see the module docstring."""
+
+    engine = "triton-trtllm"
+    table: ClassVar[NameTable] = TRITON_NAME_TABLE
+    executor: ClassVar[Mapping[str, tuple[Series, ...]]] = {
+        "active": _request("active"),
+        "scheduled": _request("scheduled"),
+        "queued": TRITON_NAME_TABLE["requests_waiting"],
+        "max": _request("max"),
+        "paused": TRITON_NAME_TABLE["requests_paused"],
+    }
+    model_labels = ("model",)
+    not_exposed: ClassVar[Mapping[str, str]] = {
+        "ttft": "ttft (the Triton TRT-LLM backend exposes no latency histograms)",
+        "tpot": "tpot (the Triton TRT-LLM backend exposes no latency histograms)",
+        "e2e": "e2e (Triton exposes only cumulative nv_inference_request_duration_us)",
+        "queue_time": "queue_time (Triton exposes only cumulative nv_inference_queue_duration_us)",
+        "preemptions_total": "preemptions_total (the Triton TRT-LLM backend exposes no preemption counter)",
+        "process_start_time_seconds": "process_start_time_seconds (Triton exposes no start time)",
+        "requests_waiting": 'nv_trt_llm_request_metrics{request_type="waiting"} (backend before 2025)',
+    }
 
     def kv(self, scope: Scope, ranks: Sequence[str]) -> tuple[dict[str, float | None], dict[str, float | None]]:
         """Blocks → tokens with the ``used + free == max`` check.
@@ -188,7 +254,7 @@ class TritonTRTLLMAdapter(TableAdapter):
         capacity: dict[str, float | None] = {}
         for r in ranks:
             m, f, u, t = positive(mx.get(r)), free.get(r), used.get(r), positive(per.get(r))
-            consistent = m is not None and f is not None and u is not None and abs(u + f - m) <= _BLOCK_SLACK
+            consistent = blocks_consistent(m, f, u)
             usage[r] = valid_ratio(u / m) if consistent and u is not None and m else None
             capacity[r] = m * t if consistent and m is not None and t is not None else None
         return usage, capacity
@@ -198,8 +264,8 @@ class TritonTRTLLMAdapter(TableAdapter):
         values = {k: _first_gauge(scope, TRITON_NAME_TABLE[k]) for k in ("blocks_max", "blocks_free", "blocks_used")}
         for r in ranks:
             m, f, u = values["blocks_max"].get(r), values["blocks_free"].get(r), values["blocks_used"].get(r)
-            if m is not None and f is not None and u is not None and abs(u + f - m) > _BLOCK_SLACK:
-                return f"nv_trt_llm_kv_cache_block_metrics (used {u:g} + free {f:g} ≠ max {m:g}: values shifted)"
+            if m is not None and f is not None and u is not None and not blocks_consistent(m, f, u):
+                return f"nv_trt_llm_kv_cache_block_metrics (used {u:g}, free {f:g}, max {m:g}: values shifted)"
         return None
 
     def config(self, scope: Scope) -> dict[str, str]:
@@ -218,24 +284,22 @@ class TritonTRTLLMAdapter(TableAdapter):
         snap = super().snapshot(exposition, model)
         scope = self._scope(exposition, model)
         ranks = scope.ranks(self.table) or ("0",)
-        refused = self.refused_by_capacity(scope, ranks)
-        if refused is not None:
-            snap = replace(snap, requests_waiting_by_reason={c.WAITING_REASON_CAPACITY: refused})
+        snap = self.with_executor_readings(snap, scope, ranks)
         reason = self.snapshot_missing_reason(scope, ranks)
         return snap if reason is None else replace(snap, missing=(reason, *snap.missing))
 
-    def refused_by_capacity(self, scope: Scope, ranks: Sequence[str]) -> float | None:
-        """Requests in the executor's active list that the last iteration did not run (``active − scheduled``,
-        summed over ``ranks``): admitted to the batcher and refused by its capacity scheduler (module docstring),
-        known even when the executor's own queue is not; ``None`` without both gauges."""
-        active, _ = first_total(scope, _request("active"), ranks)
-        scheduled, _ = first_total(scope, _request("scheduled"), ranks)
-        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active)
-        gaps: dict[str, float | None] = {}
-        for r in keys:
-            a, sch = active.get(r), scheduled.get(r)
-            gaps[r] = max(a - sch, 0.0) if a is not None and sch is not None else None
-        return sum_all(gaps, keys) if keys else None
+
+def blocks_consistent(maximum: float | None, free: float | None, used: float | None) -> bool:
+    """The Triton backend's block counts as the engine writes them, not shifted (module docstring): each a whole
+    number, ``used + free ≤ max`` + one block.
+
+    Examples: ``(6239, 6239, 1)`` → True (one over); ``(513, 480, 1)`` → True (32 blocks just taken for a context);
+    ``(1000, 0.7, 700)`` → False (a fraction in a count); ``(300, 700, 64)`` → False (the sum overshoots).
+    """
+    if maximum is None or free is None or used is None:
+        return False
+    whole = all(math.isfinite(v) and v >= 0 and v == int(v) for v in (maximum, free, used))
+    return whole and used + free <= maximum + _BLOCK_SLACK
 
 
 def _first_gauge(scope: Scope, aliases: Sequence[Series]) -> dict[str, float | None]:
@@ -247,7 +311,12 @@ def _first_gauge(scope: Scope, aliases: Sequence[Series]) -> dict[str, float | N
 
 
 SERVE_NAME_TABLE: Final[NameTable] = {
-    "requests_running": (Series("trtllm_num_requests_running", "gauge", "main 2026", _COLLECTOR),),
+    # collector.py log_iteration_stats: num_requests_running is numActiveRequests (the active list),
+    # num_scheduled_requests inflightBatchingStats.numScheduledRequests, num_requests_waiting numQueuedRequests
+    "requests_running": (
+        Series("trtllm_num_scheduled_requests", "gauge", "main 2026 (what the last iteration ran)", _COLLECTOR),
+        Series("trtllm_num_requests_running", "gauge", "main 2026 (the executor's active list)", _COLLECTOR),
+    ),
     "requests_waiting": (Series("trtllm_num_requests_waiting", "gauge", "main 2026", _COLLECTOR),),
     "prompt_tokens_total": (Series("trtllm_prompt_tokens_total", "counter", "main 2026", _COLLECTOR),),
     "generation_tokens_total": (Series("trtllm_generation_tokens_total", "counter", "main 2026", _COLLECTOR),),
@@ -263,6 +332,8 @@ SERVE_NAME_TABLE: Final[NameTable] = {
     "blocks_used": (Series("trtllm_kv_cache_used_blocks", "gauge", "main 2026", _COLLECTOR),),
     "tokens_per_block": (Series("trtllm_kv_cache_tokens_per_block", "gauge", "main 2026", _COLLECTOR),),
     "max_batch_size": (Series("trtllm_max_batch_size_runtime", "gauge", "main 2026", _COLLECTOR),),
+    "requests_paused": (Series("trtllm_num_paused_requests", "gauge", "main 2026", _COLLECTOR),),
+    "max_active_requests": (Series("trtllm_max_num_active_requests", "gauge", "main 2026", _COLLECTOR),),
     "process_start_time_seconds": (
         Series("process_start_time_seconds", "gauge", "single-process only", "prometheus_client/process_collector.py"),
     ),
@@ -270,11 +341,18 @@ SERVE_NAME_TABLE: Final[NameTable] = {
 """Snapshot field (or block quantity) → exposed names, newest first."""
 
 
-class TRTLLMServeAdapter(TableAdapter):
+class TRTLLMServeAdapter(ExecutorStatsAdapter):
     """``trtllm-serve`` ``/prometheus/metrics`` (1.1.0rc5 → main 2026); see the module docstring."""
 
     engine = "trtllm"
     table: ClassVar[NameTable] = SERVE_NAME_TABLE
+    executor: ClassVar[Mapping[str, tuple[Series, ...]]] = {
+        "active": SERVE_NAME_TABLE["requests_running"][1:],
+        "scheduled": SERVE_NAME_TABLE["requests_running"][:1],
+        "queued": SERVE_NAME_TABLE["requests_waiting"],
+        "max": SERVE_NAME_TABLE["max_active_requests"],
+        "paused": SERVE_NAME_TABLE["requests_paused"],
+    }
     model_labels = ("model_name",)
     not_exposed: ClassVar[Mapping[str, str]] = {
         "preemptions_total": "preemptions_total (trtllm-serve exposes only a paused-requests gauge)",
@@ -298,6 +376,12 @@ class TRTLLMServeAdapter(TableAdapter):
             usage[r] = valid_ratio(d) if d is not None else (valid_ratio(u / m) if u is not None and m else None)
             capacity[r] = m * t if m is not None and t is not None else None
         return usage, capacity
+
+    def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
+        """As :meth:`TableAdapter.snapshot`, with the executor's capacity queue and paused requests."""
+        snap = super().snapshot(exposition, model)
+        scope = self._scope(exposition, model)
+        return self.with_executor_readings(snap, scope, scope.ranks(self.table) or ("0",))
 
     def config(self, scope: Scope) -> dict[str, str]:
         """``{"max_batch_size": "256", "tokens_per_block": "32"}`` where exposed."""

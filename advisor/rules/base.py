@@ -195,6 +195,9 @@ class Evaluation:
             ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
         longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
             ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
+        requests_paused_max: requests the engines paused (TensorRT-LLM ``MAX_UTILIZATION``:
+            ``EngineSnapshot.requests_paused``), the largest reading of the window per target, summed over targets;
+            ``None`` when no target exposes it. Above 0: the engine evicts running requests for KV.
         latency: the deployment's latency model, calibrated online on its TPOT/TTFT
             (:class:`advisor.capacity.calibration.LatencyFit`, set by
             :class:`advisor.online_calibration.OnlineCalibration`);
@@ -246,6 +249,7 @@ class Evaluation:
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None
     longest_sequence_tokens: float | None = None
+    requests_paused_max: float | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

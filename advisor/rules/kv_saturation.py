@@ -42,6 +42,7 @@ from advisor.rules.common import (
     count,
     data_parallel_ranks,
     kv_withheld,
+    percent,
     pool_demand_factor,
     pool_pressure,
     pool_turns,
@@ -270,7 +271,57 @@ class KVSaturationRule:
         knee = self._knee_proposal(ev, severity, conf, evidence)
         if knee is not None:
             out.append(knee)
+        no_evict = self._no_evict_proposal(ev, severity, conf, evidence)
+        if no_evict is not None:
+            out.insert(0, no_evict)
         return out
+
+    def _no_evict_proposal(
+        self, ev: Evaluation, severity: str, conf: float, evidence: dict[str, Any]
+    ) -> Proposal | None:
+        """The admission policy back to ``GUARANTEED_NO_EVICT`` when the engine paused running requests
+        (``Evaluation.requests_paused_max`` > 0: TensorRT-LLM pauses only under ``MAX_UTILIZATION``), first: it
+        admits a request only when its whole length fits, so a full pool queues new requests instead of evicting
+        running ones to recompute them later. NVIDIA/TensorRT-LLM#16827 (Llama-3.3-70B FP8 on H200, KV
+        oversubscribed): ``MAX_UTILIZATION`` served 95.7 output tokens/s against 161.0 under ``GUARANTEED_NO_EVICT``,
+        TPOT p99 1,111 ms against 122 ms, at the same pool."""
+        paused = ev.requests_paused_max
+        if paused is None or paused <= 0:
+            return None
+        s = ev.stats
+        usage = s.kv_cache_usage_ratio if s is not None else None
+        situation = (
+            f"The engine paused {paused:,.0f} running request(s) in the window (their KV blocks freed, to be "
+            f"recomputed) with the pool {'?' if usage is None else percent(usage)} used and "
+            f"{count(s.requests_waiting if s else None)} waiting: TensorRT-LLM pauses only under the MAX_UTILIZATION "
+            "capacity scheduler, which admits requests while any block is free and evicts running ones when the "
+            "pool runs out."
+        )
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_ADMISSION_POLICY,
+            action="set",
+            current="MAX_UTILIZATION (admit while blocks are free, pause running requests when they run out)",
+            suggested="GUARANTEED_NO_EVICT",
+            flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "GUARANTEED_NO_EVICT"),
+            severity=severity,
+            confidence=conf,
+            summary=(
+                f"{ev.ctx.name}: running requests are paused for KV — set the capacity scheduler to GUARANTEED_NO_EVICT"
+            ),
+            description=(
+                f"{situation} GUARANTEED_NO_EVICT admits a request only when its whole length fits, so a full pool "
+                "queues new requests instead of evicting running ones (NVIDIA/TensorRT-LLM#16827, under KV "
+                "oversubscription: +68 % output tokens/s, TPOT p99 1,111 → 122 ms at the same pool). It does not "
+                "enlarge the pool: the turns below do. Falsified by: requests still paused after the change."
+            ),
+            predicted_effect={c.EVIDENCE_REQUESTS_PAUSED: effect(paused, 0.0)},
+            evidence={**evidence, c.EVIDENCE_REQUESTS_PAUSED: paused},
+            score=3.0,
+            sufficient=False,
+            cost=1.0,
+            gpus_added=0.0,
+        )
 
     def _knee_proposal(self, ev: Evaluation, severity: str, conf: float, evidence: dict[str, Any]) -> Proposal | None:
         """Cap max-num-seqs at what the pool holds at the observed request lengths, when it allows more."""

@@ -16,11 +16,16 @@ drops exactly those notes before comparing. A third
 (issue 19): a page whose snapshot reads nothing because every value it holds is NaN is ``nan_values`` through
 :func:`advisor.observe.observe` (4 ``nan-gauge``/``percent-nan`` variants); for those the snapshot read with that
 check off must still equal the reference's, and read nothing (:func:`_observed_before_nan_values`). A fourth
-(2026-12-05): the Triton ``tensorrtllm`` adapter reads running as ``request_type="scheduled"`` and waiting as
-``active − scheduled`` (+ the ``waiting`` gauge), with ``active − scheduled`` as the capacity queue — the executor's
-``IterationStats`` (``advisor/engines/trtllm.py``); the reference read ``active`` as running. Those three readings are
-checked by hand in ``tests/engines/test_triton_running_waiting.py`` and the conformance test; here every snapshot is
-compared with them switched back to the reference's (:func:`_triton_as_reference`), so everything else still equals.
+(2026-12-05): the TensorRT-LLM adapters (Triton ``tensorrtllm``, ``trtllm-serve``) read running as what the last
+iteration scheduled and waiting as ``active − scheduled`` (+ the executor's queue), with ``active − scheduled`` as the
+capacity queue and the paused requests — the executor's ``IterationStats`` (``advisor/engines/trtllm.py``); the
+reference read the active list as running. Those readings are checked by hand in
+``tests/engines/test_triton_running_waiting.py`` and the conformance test; here every snapshot is compared with them
+switched back to the reference's (:func:`_triton_as_reference`), so everything else still equals. With them, Triton's
+``nv_inference_request_success`` (typed a counter without ``_total``, which the text parser renames) is read under
+both spellings; the reference read neither on a scraped page; and the block counts are trusted when whole and at
+most one block over ``max`` (a sum under ``max`` is a context's blocks in flight), where the reference asked
+``|used + free − max| ≤ 1``.
 
 Pages: every real capture in ``../shared/engine-metrics`` (``$ADVISOR_SHARED_DIR/engine-metrics`` when set; skipped
 when absent), every hand-written fixture in
@@ -329,31 +334,70 @@ _NEW_NOTES = re.compile(
 """The duplicate notes of the families the adapters read since the reference (module docstring)."""
 
 
+_SHIFT_NOTE = re.compile(r"\(used (\S+), free (\S+), max (\S+): values shifted\)")
+"""The Triton block check's note as worded now; the reference's wording is ``(used u + free f ≠ max m: …)``."""
+
+
 def _without_new_notes(got: dict[str, str]) -> dict[str, str]:
-    return {key: _NEW_NOTES.sub("", value) for key, value in got.items()}
+    return {
+        key: _SHIFT_NOTE.sub(r"(used \1 + free \2 ≠ max \3: values shifted)", _NEW_NOTES.sub("", value))
+        for key, value in got.items()
+    }
 
 
 @contextlib.contextmanager
 def _triton_as_reference() -> Iterator[None]:
-    """The Triton adapter's running/waiting readings switched back to the reference's (module docstring)."""
+    """The TensorRT-LLM adapters' executor readings switched back to the reference's (module docstring): running and
+    waiting as their tables' old first aliases say, no capacity queue, no paused requests."""
+    from advisor.engines import trtllm
     from advisor.engines.tabular import TableAdapter
-    from advisor.engines.trtllm import TritonTRTLLMAdapter
+    from advisor.engines.trtllm import ExecutorStatsAdapter, TritonTRTLLMAdapter, TRTLLMServeAdapter
+    from advisor.sources import selective_parser
 
-    count, refused, table = (
-        TritonTRTLLMAdapter.count,
-        TritonTRTLLMAdapter.refused_by_capacity,
-        TritonTRTLLMAdapter.table,
-    )
-    active = tuple(a for a in table["requests_running"] if ("request_type", "active") in a.match)
-    TritonTRTLLMAdapter.count = TableAdapter.count  # type: ignore[method-assign]
-    TritonTRTLLMAdapter.refused_by_capacity = lambda self, scope, ranks: None  # type: ignore[method-assign]
-    TritonTRTLLMAdapter.table = {**table, "requests_running": active}
+    count, readings = ExecutorStatsAdapter.count, ExecutorStatsAdapter.with_executor_readings
+    tables = {cls: cls.table for cls in (TritonTRTLLMAdapter, TRTLLMServeAdapter)}
+    ExecutorStatsAdapter.count = TableAdapter.count  # type: ignore[method-assign]
+    ExecutorStatsAdapter.with_executor_readings = lambda self, snap, scope, ranks: snap  # type: ignore[method-assign]
+    for cls, table in tables.items():
+        running = tuple(a for a in cls.executor["active"])  # the reference read the active list as running
+        cls.table = {k: v for k, v in table.items() if k not in ("requests_paused", "max_active_requests")}
+        cls.table = {**cls.table, "requests_running": running}
+    # Triton's success counter, typed without _total: the reference read only the name as written, which the text
+    # parser renames (nv_inference_request_success_total); the fix reads both (advisor/engines/trtllm.py)
+    finished = TritonTRTLLMAdapter.table["requests_finished_total"]
+    TritonTRTLLMAdapter.table = {
+        **TritonTRTLLMAdapter.table,
+        "requests_finished_total": tuple(a for a in finished if not a.name.endswith("_total")),
+    }
+    # the selective parser remembers each engine's parse filter by engine id (advisor.observe._Keep): forget the
+    # filters learnt with the tables in force, on both sides, so each side parses with its own
+    # the Triton block check before it trusted a sum under max (a context's blocks in flight): |used + free − max| ≤ 1
+    consistent, reason = trtllm.blocks_consistent, TritonTRTLLMAdapter.snapshot_missing_reason
+    trtllm.blocks_consistent = lambda m, f, u: None not in (m, f, u) and abs(u + f - m) <= 1  # type: ignore[operator]
+
+    def reference_reason(self: TritonTRTLLMAdapter, scope: Any, ranks: Any) -> str | None:
+        values = {
+            k: trtllm._first_gauge(scope, trtllm.TRITON_NAME_TABLE[k])
+            for k in ("blocks_max", "blocks_free", "blocks_used")
+        }
+        for r in ranks:
+            m, f, u = values["blocks_max"].get(r), values["blocks_free"].get(r), values["blocks_used"].get(r)
+            if m is not None and f is not None and u is not None and abs(u + f - m) > 1:  # NaN: no note
+                return f"nv_trt_llm_kv_cache_block_metrics (used {u:g}, free {f:g}, max {m:g}: values shifted)"
+        return None
+
+    TritonTRTLLMAdapter.snapshot_missing_reason = reference_reason  # type: ignore[method-assign]
+    selective_parser._PLANS.clear()
     try:
         yield
     finally:
-        TritonTRTLLMAdapter.count = count  # type: ignore[method-assign]
-        TritonTRTLLMAdapter.refused_by_capacity = refused  # type: ignore[method-assign]
-        TritonTRTLLMAdapter.table = table
+        trtllm.blocks_consistent = consistent
+        TritonTRTLLMAdapter.snapshot_missing_reason = reason  # type: ignore[method-assign]
+        selective_parser._PLANS.clear()
+        ExecutorStatsAdapter.count = count  # type: ignore[method-assign]
+        ExecutorStatsAdapter.with_executor_readings = readings  # type: ignore[method-assign]
+        for cls, table in tables.items():
+            cls.table = table
 
 
 @pytest.mark.parametrize("name", list(pages()))

@@ -119,3 +119,63 @@ def test_a_pin_above_the_fraction_pool_is_no_turn(fraction: float) -> None:
     )
     t = token_pin_turn(inputs)
     assert t is not None and t.kv_gain_ratio() == 1.0
+
+
+def test_paused_requests_are_read_from_both_tensorrt_llm_expositions() -> None:
+    """TensorRT-LLM pauses running requests (frees their KV, recomputes later) only under MAX_UTILIZATION: the Triton
+    backend's inflight-batcher gauge and trtllm-serve's ``trtllm_num_paused_requests`` say how many; absent is
+    unknown, not 0."""
+    triton = get_adapter("triton-trtllm")
+    page = _page(scheduled=4, max=64, active=4) + (
+        "# TYPE nv_trt_llm_inflight_batcher_metrics gauge\n"
+        'nv_trt_llm_inflight_batcher_metrics{inflight_batcher_specific_metric="paused_requests",'
+        'model="tensorrt_llm",version="1"} 2\n'
+    )
+    assert triton.snapshot(parse_exposition(page, keep=triton.wants)).requests_paused == 2
+    assert triton.snapshot(parse_exposition(_page(active=4), keep=triton.wants)).requests_paused is None
+    serve = get_adapter("trtllm")
+    text = (
+        "# TYPE trtllm_num_requests_running gauge\n"
+        'trtllm_num_requests_running{engine_type="trtllm",model_name="m"} 24\n'
+        "# TYPE trtllm_num_paused_requests gauge\n"
+        'trtllm_num_paused_requests{engine_type="trtllm",model_name="m"} 3\n'
+    )
+    assert serve.snapshot(parse_exposition(text, keep=serve.wants)).requests_paused == 3
+    assert (
+        serve.snapshot(parse_exposition(text.split("# TYPE trtllm_num_paused")[0], keep=serve.wants)).requests_paused
+        is None
+    )
+
+
+def test_trtllm_serve_reads_the_same_executor_statistics() -> None:
+    """``collector.py`` ``log_iteration_stats``: ``num_requests_running`` is ``numActiveRequests`` (the active list),
+    ``num_scheduled_requests`` what the last iteration ran, ``num_requests_waiting`` ``numQueuedRequests``: 8 active,
+    1 scheduled, 2 queued → running 1, waiting 7 + 2, 7 held back for capacity."""
+    serve = get_adapter("trtllm")
+    lab = 'engine_type="trtllm",model_name="m"'
+    rows = {
+        "num_requests_running": 8,
+        "num_scheduled_requests": 1,
+        "num_requests_waiting": 2,
+        "max_num_active_requests": 64,
+    }
+    text = "".join(f"# TYPE trtllm_{k} gauge\ntrtllm_{k}{{{lab}}} {v}\n" for k, v in rows.items())
+    snap = serve.snapshot(parse_exposition(text, keep=serve.wants))
+    assert (snap.requests_running, snap.requests_waiting) == (1, 9)
+    assert dict(snap.requests_waiting_by_reason) == {"capacity": 7}
+    older = text.replace(f"# TYPE trtllm_num_scheduled_requests gauge\ntrtllm_num_scheduled_requests{{{lab}}} 1\n", "")
+    snap = serve.snapshot(parse_exposition(older, keep=serve.wants))
+    assert (snap.requests_running, snap.requests_waiting, dict(snap.requests_waiting_by_reason)) == (8, 2, {})
+
+
+def test_triton_success_counter_is_read_under_the_name_the_parser_gives_it() -> None:
+    """``nv_inference_request_success`` is typed a counter without ``_total``: prometheus-client's text parser names
+    its sample ``nv_inference_request_success_total``; a Prometheus store keeps the name as scraped. Both read."""
+    triton = get_adapter("triton-trtllm")
+    text = (
+        "# TYPE nv_inference_request_success counter\n"
+        'nv_inference_request_success{model="tensorrt_llm",version="1"} 23\n'
+    )
+    assert triton.snapshot(parse_exposition(text, keep=triton.wants)).requests_finished_total == 23
+    stored = 'nv_inference_request_success{model="tensorrt_llm",version="1"} 23\n'  # untyped, as a store answers
+    assert triton.snapshot(parse_exposition(stored, keep=triton.wants)).requests_finished_total == 23

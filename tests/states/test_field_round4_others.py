@@ -446,14 +446,7 @@ STATES = [
 ]
 
 
-XFAIL: dict[str, str] = {
-    "trtllm-serve-max-utilization-kv-oversubscribed": (
-        "proposes fp8 KV (then TP 2) where the report's A/B shows the cure is capacity_scheduler_policy "
-        "GUARANTEED_NO_EVICT (+68 % output tokens/s, TPOT p99 1,111 → 122 ms): the advisor has no config key for "
-        "the scheduler policy and does not read trtllm_num_paused_requests (3), so admission_thrash cannot tell "
-        "pausing from a full pool"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 PARAMS = with_xfails(STATES, XFAIL)
