@@ -19,7 +19,7 @@ from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.hardware import tensor_parallel_span
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
-from advisor.engines.catalog import exposes
+from advisor.engines.catalog import exposes, reserves_max_length_at_admission
 from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
 from advisor.rules.flags import flag_for, token_pin_flag
@@ -921,6 +921,15 @@ def saturated_pools(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> 
     """Pools other than the KV pool at or above ``threshold``, highest first: ``[("mamba", 0.98)]``."""
     out = [(p, u) for p, u in ev.pool_usage.items() if u is not None and u >= threshold]
     return sorted(out, key=lambda pu: -pu[1])
+
+
+def reserves_whole_requests(ev: Evaluation) -> bool:
+    """The deployment's engine admits a request only when the pool can hold its whole length
+    (:func:`advisor.engines.catalog.reserves_max_length_at_admission`: TensorRT-LLM's default ``GUARANTEED_NO_EVICT``),
+    and it has not shown another policy: requests paused in the window (``Evaluation.requests_paused_max`` > 0) say
+    ``MAX_UTILIZATION`` runs, which admits by the blocks free and evicts when they run out, so the blocks written are
+    what holds the pool."""
+    return reserves_max_length_at_admission(ev.ctx.engine) and not (ev.requests_paused_max or 0) > 0
 
 
 def kv_withheld(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str | None:

@@ -35,7 +35,6 @@ import math
 from typing import Any, Final
 
 from advisor import conventions as c
-from advisor.engines.catalog import reserves_max_length_at_admission
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
@@ -47,6 +46,7 @@ from advisor.rules.common import (
     pool_pressure,
     pool_turns,
     replicas_proposal,
+    reserves_whole_requests,
     tpot_knee,
     turn_proposal,
 )
@@ -97,14 +97,15 @@ def admission_full(ev: Evaluation) -> bool:
     * the free blocks hold less than one running request's share of the written ones (usage ``u > r ÷ (r + 1)``
       with ``r`` running per replica): a waiting request needs at least what a running one holds.
 
-    ``False`` on other engines (they admit by the blocks a prompt needs, which usage shows), with every slot taken
+    ``False`` on other engines (they admit by the blocks a prompt needs, which usage shows) and when the engine
+    paused requests (:func:`advisor.rules.common.reserves_whole_requests`), with every slot taken
     (the batch cap binds, not the pool), or when running or usage is unknown.
 
     Example: 5 running on one replica, 87.5 % written → 0.875 > 5/6: full; 1 running, 42.5 % written, 7 held back
     for capacity at both scrapes, a cap of 8 → full; the same with nothing held back → not.
     """
     s = ev.stats
-    if s is None or not reserves_max_length_at_admission(ev.ctx.engine):
+    if s is None or not reserves_whole_requests(ev):
         return False
     usage, running = s.kv_cache_usage_ratio, s.requests_running
     if usage is None or running is None or running <= 0:

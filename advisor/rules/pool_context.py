@@ -44,7 +44,6 @@ import math
 from typing import Any
 
 from advisor import conventions as c
-from advisor.engines.catalog import reserves_max_length_at_admission
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     CAP_TAIL_FACTOR,
@@ -57,6 +56,7 @@ from advisor.rules.common import (
     percent,
     pool_effect,
     pool_turns,
+    reserves_whole_requests,
     turn_proposal,
 )
 from advisor.rules.flags import flag_for
@@ -453,7 +453,7 @@ def _queue_behind_reservations(ev: Evaluation) -> bool:
     """Requests wait on an engine that reserves a request's whole length at admission, with a sequence slot free and
     at most :data:`RESERVATION_MAX_USAGE` of the blocks written: the reservations, not the memory, hold the queue."""
     s = ev.stats
-    if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
+    if not reserves_whole_requests(ev) or s is None:
         return False
     usage, cap = _usage(ev), ev.ctx.inputs.max_num_seqs
     running, waiting = s.requests_running, _waiting(ev)
@@ -470,7 +470,7 @@ def _reservation_bound(ev: Evaluation, pool: float, mml: int) -> float | None:
     ``⌊pool ÷ max-model-len⌋`` reservations, a sequence slot is free and at most :data:`RESERVATION_MAX_USAGE` of
     the blocks are written. More running than the reservations means the clients send max_tokens: not this."""
     s = ev.stats
-    if not reserves_max_length_at_admission(ev.ctx.engine) or s is None:
+    if not reserves_whole_requests(ev) or s is None:
         return None
     running, waiting, usage = s.requests_running, _waiting(ev), _usage(ev)
     if running is None or waiting is None or usage is None or waiting < 1 or usage > RESERVATION_MAX_USAGE:

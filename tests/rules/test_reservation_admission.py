@@ -1,0 +1,59 @@
+"""kv_saturation on an engine that reserves a request's whole length at admission (TensorRT-LLM's default
+GUARANTEED_NO_EVICT), and the capacity scheduler turned back when the engine pauses requests (MAX_UTILIZATION).
+
+Every number below is chosen by hand; the expected answers follow from the rule's arithmetic as its docstring states
+it: full when the engine held requests back for capacity with a slot free, or when usage exceeds r ÷ (r + 1) with r
+running per replica (the free blocks hold less than one running request's share of the written ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from advisor.rules.base import Evaluation
+from advisor.rules.kv_saturation import KVSaturationRule, admission_full
+from tests.factories import context, evaluation
+
+
+def _ev(
+    engine: str, *, paused: float | None = None, held: float | None = None, seqs: int = 8, **stats: object
+) -> Evaluation:
+    ctx = dataclasses.replace(context(max_num_seqs=seqs), engine=engine)
+    ev = evaluation(ctx=ctx, **stats)
+    return dataclasses.replace(ev, requests_paused_max=paused, waiting_capacity_min=held)
+
+
+def test_five_running_with_seven_eighths_written_fill_a_reserving_pool() -> None:
+    # 5 running: the threshold is 5/6 = 0.833; 0.875 written leaves 0.125 free, less than one request's 0.175
+    assert admission_full(_ev("trtllm", requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.875))
+    assert not admission_full(_ev("trtllm", requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.8))
+    # vLLM admits by the blocks a prompt needs: 87.5 % is not full there
+    assert not admission_full(_ev("vllm", requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.875))
+
+
+def test_requests_held_back_for_capacity_with_a_slot_free_fill_it() -> None:
+    # 1 running of 8 slots, 42.5 % written (under 1/2), 7 held back at every scrape: the engine says the pool refused
+    ev = _ev("triton-trtllm", held=7, requests_running=1, kv_cache_usage_ratio=0.425)
+    assert admission_full(ev)
+    assert not admission_full(dataclasses.replace(ev, waiting_capacity_min=0.0))
+    # every slot taken: the batch cap binds, not the pool
+    assert not admission_full(_ev("triton-trtllm", held=7, seqs=1, requests_running=1, kv_cache_usage_ratio=0.425))
+
+
+def test_paused_requests_say_max_utilization_runs() -> None:
+    """MAX_UTILIZATION admits by the blocks free: the written blocks are what holds the pool, and the 90 % threshold
+    judges it; the reservation reading does not apply."""
+    assert not admission_full(
+        _ev("trtllm", paused=3, held=7, requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.875)
+    )
+
+
+def test_paused_requests_turn_the_scheduler_back_and_none_do_not() -> None:
+    rule = KVSaturationRule()
+    stats = {"requests_running": 24, "requests_waiting": 100, "kv_cache_usage_ratio": 0.97}
+    paused = rule.propose(_ev("trtllm", paused=3, seqs=2048, **stats))
+    policy = [p for p in paused if p.dial == "admission_policy"]
+    assert len(policy) == 1 and policy[0].suggested == "GUARANTEED_NO_EVICT"
+    assert "capacity_scheduler_policy: GUARANTEED_NO_EVICT" in policy[0].flag
+    assert not [p for p in rule.propose(_ev("trtllm", paused=0.0, seqs=2048, **stats)) if p.dial == "admission_policy"]
+    assert not [p for p in rule.propose(_ev("trtllm", paused=None, seqs=2048, **stats)) if p.dial == "admission_policy"]
