@@ -19,7 +19,11 @@ max-length requests (ggml-org/llama.cpp#23652: 4 slots × 1,024 on 1,024 cells).
 slots (``--parallel`` = the max-length requests the cells hold), and its cap is the cells' share per slot — withheld
 when the engine has held a longer sequence since it started (llama.cpp ``n_tokens_max``): the cap would refuse what
 it serves, fewer slots would not (lemonade-sdk/lemonade#3276: four requests over 32,768 tokens each on 131,072
-shared cells, fixed by ``--parallel 1``).
+shared cells, fixed by ``--parallel 1``) — and withheld when no request length is visible at all (no
+``n_tokens_max``, KV gauge or request lengths), since the cap may then refuse what runs (ggml-org/llama.cpp#17527: two
+agents of ~25,000 tokens on 8 slots of 131,072 shared cells, a share of 16,384). Fewer slots never go below the
+requests that run at once while a slot is free (those would queue behind one another's whole turn); with every slot
+busy the overflow is at hand and the cells' own count stands.
 A hybrid vLLM model whose engine reports no group-aware ``kv_cache_size_tokens`` has no trustworthy pool
 (``block_size`` is the minimum over its KV groups, and the capacity pass does not model the groups): the rule
 cannot tell, whichever number stands in for the pool.
@@ -276,6 +280,16 @@ class PoolContextRule:
                         f"(llama.cpp n_tokens_max), longer than the cap of {cap:,}: the cap would refuse requests it "
                         "serves, where fewer slots (the max_num_seqs turn) keep every request its context"
                     )
+                elif slots and cap_withheld is None and longest is None and observed_request_tokens(ev)[0] is None:
+                    # a preventive cap whose falsifier cannot be read: no length is visible (no n_tokens_max, no KV
+                    # gauge, no finished-request lengths), so the cap may refuse what runs (ggml-org/llama.cpp#17527:
+                    # two agents of ~25,000 tokens on 8 unified slots of 131,072 cells, whose share is 16,384)
+                    cap_withheld = (
+                        f"withheld: no request length is visible (the engine exposes no n_tokens_max, KV usage or "
+                        f"request count), so whether requests run longer than the cap of {cap:,} cannot be told: the "
+                        "cap could refuse requests it serves, where fewer slots (the max_num_seqs turn) keep every "
+                        "request its context"
+                    )
                 seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
                 summary = (
                     f"{ev.ctx.name}: the pool ({pool:,.0f} tokens) is smaller than max-model-len {mml:,} — cap "
@@ -384,6 +398,13 @@ class PoolContextRule:
         """``--parallel`` lowered to the max-length requests the unified cells hold (at least 1), when fewer than
         the slots: every admitted request then keeps max-model-len."""
         fit = max(1, int(pool // mml))
+        s = ev.stats
+        running = s.requests_running if s is not None else None
+        if running is not None and 0 < running < slots:
+            # never below the requests that run at once while a slot is still free: those would queue behind one
+            # another's whole turn (ggml-org/llama.cpp#17527: 2 agents on 8 slots); with every slot busy the overflow
+            # is at hand (#23652: 4 of 4), and the cells' own count stands
+            fit = max(fit, math.ceil(running / max(ev.replicas_up, 1)))
         if fit >= slots:
             return []
         proposal = Proposal(

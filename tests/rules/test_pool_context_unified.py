@@ -77,6 +77,25 @@ def test_a_served_sequence_longer_than_the_share_withholds_the_cap_and_keeps_few
     assert by_dial[c.DIAL_MAX_MODEL_LEN].withheld is None
 
 
+def test_with_no_length_visible_the_cap_is_withheld_and_fewer_slots_keep_the_running_requests() -> None:
+    """ggml-org/llama.cpp#17527 in small: 8 unified slots share 8,192 cells with max-model-len 8,192 (the cells' share
+    per slot is 1,024); 2 requests run, no KV gauge, no n_tokens_max, no request lengths. The cap at 1,024 may refuse
+    what runs: withheld. Fewer slots: the cells hold 1 max-length request, but 2 run with 6 slots free, so 8 → 2 (not
+    1: the second would queue behind the first's whole turn)."""
+    e = ev(dep=_llamacpp(8192, 8, True, 8192), requests_running=2, requests_waiting=0, kv_capacity_tokens=8192)
+    by_dial = {p.dial: p for p in RULE.propose(e)}  # type: ignore[arg-type]
+    cap = by_dial[c.DIAL_MAX_MODEL_LEN]
+    assert cap.suggested == 1024 and cap.withheld is not None and "no request length is visible" in cap.withheld
+    fewer = by_dial[c.DIAL_MAX_NUM_SEQS]
+    assert (fewer.current, fewer.suggested, fewer.withheld) == (8, 2, None)
+    # a length in view (the engine held 900 tokens, under the share): the cap stands
+    seen = {p.dial: p for p in RULE.propose(dataclasses.replace(e, longest_sequence_tokens=900.0))}  # type: ignore[type-var]
+    assert seen[c.DIAL_MAX_MODEL_LEN].withheld is None
+    # every slot busy (8 of 8): the overflow is at hand, the cells' own count (1) stands
+    full = ev(dep=_llamacpp(8192, 8, True, 8192), requests_running=8, requests_waiting=0, kv_capacity_tokens=8192)
+    assert {p.dial: p for p in RULE.propose(full)}[c.DIAL_MAX_NUM_SEQS].suggested == 1  # type: ignore[arg-type]
+
+
 def test_the_llamacpp_adapter_reads_n_tokens_max_under_either_name() -> None:
     from advisor.engines.llamacpp import LlamaCppAdapter
     from advisor.sources.exposition import parse_exposition

@@ -370,13 +370,6 @@ XFAIL: dict[str, str] = {
         "rule sees the count cap binding and the thread's workaround, --max-running-requests 128 → 136 (+ dp_size), "
         "is not proposed"
     ),
-    "llamacpp-gpt-oss-swa-full-reprocess-two-of-eight-slots": (
-        "pool_context fires on the configuration alone (8 unified slots × max-model-len 131,072 over 131,072 cells) "
-        "and caps each request at 16,384 (= 131,072 ÷ 8), below the ~25,000-token agent contexts the report runs "
-        '("somewhere in 2xK"); its alternative, --parallel 8 → 1, queues one of the two concurrent agents behind the '
-        "other. Nothing in the window supports either: 2 of 8 slots busy, none deferred, no overflow; b7157 exposes "
-        "no sequence length"
-    ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
