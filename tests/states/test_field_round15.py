@@ -365,10 +365,12 @@ STATES = [
 
 XFAIL: dict[str, str] = {
     "sglang-dp8-pinned-15-of-16-per-rank": (
-        "no advice: seq_cap fires only with running at max_num_seqs (16 a rank, 128 in all); SGLang's sticky "
-        "batch_is_full parks every rank at 15 with 1 queued and its pool 20 % used (120 running, 8 waiting), so no "
-        "rule sees the count cap binding and the thread's workaround, --max-running-requests 128 → 136 (+ dp_size), "
-        "is not proposed"
+        "no advice, for two reasons: seq_cap reads max_num_seqs as a per-rank cap (vLLM's and plain SGLang --dp-size "
+        "workers'), so 128 x 8 ranks = 1,024 against 120 running, where SGLang with --enable-dp-attention divides "
+        "--max-running-requests by dp_size (16 a rank; sgl-project/sglang#10868) and the deployment has no key for DP "
+        "attention; and it fires only at running = cap, where SGLang's chunked prefill parks each rank one below "
+        "(sglang#30294/#38118, PR #30295: the chunked request's slot counted twice, batch_is_full sticky), so the "
+        "thread's workaround, --max-running-requests 128 -> 136 (+ dp_size), is not proposed"
     ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
