@@ -209,6 +209,12 @@ class CatalogEntry:
     requests without ``max_tokens`` run at once however few blocks they write (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler; NVIDIA/TensorRT-LLM#9412). Each engine module sets it with its
     source."""
+    running_cap_slack: int = 0
+    """Sequence slots per data-parallel rank the engine leaves idle below its running-request cap while requests
+    queue, in steady state: SGLang parks each rank one below ``--max-running-requests`` under chunked prefill (the
+    in-flight chunked request's slot is counted twice by ``Scheduler._get_new_batch_prefill_raw``'s batch-full check,
+    and ``batch_is_full`` stays set until a request finishes: sgl-project/sglang#30294, #38118, #35537, the open fix
+    PR #30295). The cap binds at ``cap − slack`` running. Each engine module sets it with its source."""
     spec_counters_mean_configured: bool = False
     """The engine registers its speculative-decoding counters only when speculation is configured, so a page that
     carries them says it runs whether or not a draft moved (vLLM V1: ``SpecDecodingProm`` exists only with a
@@ -290,6 +296,14 @@ def reserves_max_length_at_admission(engine: str) -> bool:
         return entry(engine).reserves_max_length_at_admission
     except ValueError:
         return False
+
+
+def running_cap_slack(engine: str) -> int:
+    """The engine's :attr:`CatalogEntry.running_cap_slack`; 0 for an engine id the catalog does not know."""
+    try:
+        return entry(engine).running_cap_slack
+    except ValueError:
+        return 0
 
 
 def spec_counters_mean_configured(engine: str) -> bool:

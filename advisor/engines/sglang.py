@@ -340,6 +340,11 @@ CATALOG_ENTRIES: Final = (
         # prompt_tokens_total / generation_tokens_total / num_requests_total, called from
         # python/sglang/srt/managers/tokenizer_manager.py only when a request finishes
         counters_advance_during_decode=False,
+        # python/sglang/srt/managers/scheduler.py _get_new_batch_prefill_raw: the in-flight chunked request is in the
+        # adder's can_run_list while its req_to_token_pool slot is already out of available_size(), so the batch is
+        # declared full one request early and batch_is_full sticks until a request finishes (sgl-project/sglang#30294,
+        # #38118: "every rank plateaus at #running-req: 15" of 16; #35537: 3 of --max-running-requests 4)
+        running_cap_slack=1,
         wrappers=(
             Wrapper(
                 "Dynamo SGLang worker",

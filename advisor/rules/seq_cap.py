@@ -48,6 +48,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.capacity.engines import LLAMACPP_MAX_SEQUENCES
 from advisor.capacity.hardware import GIB
+from advisor.engines.catalog import running_cap_slack
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
@@ -130,8 +131,14 @@ class SeqCapRule:
             # the engine never runs more than its cap (vLLM: ``num_running >= max_num_running_reqs``): the config's
             # max_num_seqs is not what the engine runs with, and its real cap is unknown
             return None, f"{count(per_replica)} running exceed the configured max_num_seqs {cap * ranks}", evidence
-        if per_replica < cap * ranks - 1e-9 or waiting < 1:
+        slack = running_cap_slack(ev.ctx.engine)  # slots the engine leaves idle below its cap (SGLang: 1 a rank)
+        binds = max(cap - slack, 1) * ranks
+        if slack:
+            evidence["running_cap_slack_per_rank"] = slack
+        if per_replica < binds - 1e-9 or waiting < 1:
             reason = f"{count(per_replica)} running of a cap of {cap * ranks}, {count(waiting)} waiting for a slot"
+            if slack:
+                reason += f" (the cap binds at {binds}: {ev.ctx.engine} runs {slack} below it a rank)"
             return False, reason, evidence
         if usage is None:
             return None, "KV usage unknown: whether the pool has room cannot be told", evidence
@@ -151,6 +158,11 @@ class SeqCapRule:
             True,
             f"{count(per_replica)} running at max_num_seqs {cap}"
             + (f" × {ranks} ranks" if ranks > 1 else "")
+            + (
+                f" ({ev.ctx.engine} runs {slack} below its cap a rank while requests queue: sgl-project/sglang#30294)"
+                if slack
+                else ""
+            )
             + f" with {count(waiting)} waiting for a slot while the fullest pool is {percent(usage)} used",
             evidence,
         )
@@ -340,7 +352,8 @@ class SeqCapRule:
         assert s is not None and cap is not None and s.requests_running is not None and waiting is not None
         ranks = data_parallel_ranks(ev)
         per_rank = s.requests_running / max(ev.replicas_up, 1) / ranks
-        demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks)
+        # a cap of n runs n − slack (SGLang's chunked prefill), so running and waiting all need n = demand + slack
+        demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks) + running_cap_slack(ev.ctx.engine)
         bounds: dict[str, Any] = {"demand_per_rank": demand}
         usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         length, _ = observed_request_tokens(ev)

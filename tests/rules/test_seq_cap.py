@@ -125,3 +125,21 @@ def test_a_saturated_state_pool_holds_the_queue_not_the_cap() -> None:
     e = dataclasses.replace(_ev(), pool_usage={"mamba": 0.98})
     fire = SeqCapRule().fires(e)
     assert fire.holds is False and "mamba pool is saturated" in fire.reason
+
+
+def test_sglang_binds_one_below_its_cap_and_the_raise_counts_the_idle_slot() -> None:
+    """sgl-project/sglang#35537: ``--max-running-requests 4``, 4 concurrent prompts, 3 run and the 4th waits with the
+    pools nearly empty (SGLang's chunked prefill counts the in-flight chunk's slot twice and the batch-full flag sticks:
+    #30294, #38118). The cap binds at 4 − 1 = 3; holding the 3 running and the 1 waiting needs 4 + 1 = 5 (it runs one
+    below). vLLM runs to its cap: 3 of 4 with one waiting is not its cap binding."""
+    sglang = _ev(running=3, waiting=1, cap=4, engine="sglang")
+    sglang = dataclasses.replace(sglang, ctx=dataclasses.replace(sglang.ctx, max_num_seqs_stated=True))
+    fire = SeqCapRule().fires(sglang)
+    assert fire.holds is True and "sglang#30294" in fire.reason
+    p = _proposal(sglang)
+    assert (p.current, p.suggested) == (4, 5)
+    assert SeqCapRule().fires(_ev(running=3, waiting=1, cap=4)).holds is False
+    # two below the cap is not the slack: a free slot the engine would fill
+    below = _ev(running=2, waiting=1, cap=4, engine="sglang")
+    below = dataclasses.replace(below, ctx=dataclasses.replace(below.ctx, max_num_seqs_stated=True))
+    assert SeqCapRule().fires(below).holds is False
