@@ -167,6 +167,7 @@ class TableAdapter:
             disaggregation_queues=self.queues(scope, ranks),
             missing=tuple(missing),
             **self.speculation(scope, ranks),
+            **self.extra_fields(scope, ranks),
         )
 
     # --- hooks -----------------------------------------------------------------------------------------
@@ -205,6 +206,12 @@ class TableAdapter:
         """The snapshot's speculative-decoding fields (``spec_*``): the counters of the table's ``spec_*`` entries
         (:func:`~advisor.engines.common.spec_decode_counters`); none for a table without them."""
         return spec_decode_counters(scope, self.table, ranks)
+
+    def extra_fields(self, scope: Scope, ranks: Sequence[str]) -> dict[str, Any]:
+        """Other :class:`~advisor.domain.EngineSnapshot` fields an engine's own reading gives (TensorRT-LLM's
+        capacity queue and paused requests: :class:`advisor.engines.trtllm.ExecutorStatsAdapter`); none by
+        default."""
+        return {}
 
     def config(self, scope: Scope) -> dict[str, str]:
         """The engine's self-reported configuration (``engine_config``); none by default."""

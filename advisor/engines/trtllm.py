@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from advisor import conventions as c
 from advisor.domain import EngineSnapshot, Exposition
@@ -175,7 +175,7 @@ class ExecutorStatsAdapter(TableAdapter):
             return super().count(field, scope, ranks)
         active, scheduled = self._stat("active", scope, ranks), self._stat("scheduled", scope, ranks)
         maximum, queued = self._stat("max", scope, ranks), self._stat("queued", scope, ranks)
-        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active) or tuple(ranks)
+        keys = _rank_keys(active, ranks) or tuple(ranks)
         per_rank: dict[str, float | None] = {}
         for r in keys:
             a, sch, m = active.get(r), scheduled.get(r), maximum.get(r)
@@ -197,20 +197,28 @@ class ExecutorStatsAdapter(TableAdapter):
         summed over ``ranks``): admitted to the batcher and refused by its capacity scheduler (module docstring),
         known even when the executor's own queue is not; ``None`` without both gauges."""
         active, scheduled = self._stat("active", scope, ranks), self._stat("scheduled", scope, ranks)
-        keys = tuple(ranks) if any(r in active for r in ranks) else tuple(active)
+        keys = _rank_keys(active, ranks)
         gaps: dict[str, float | None] = {}
         for r in keys:
             a, sch = active.get(r), scheduled.get(r)
             gaps[r] = max(a - sch, 0.0) if a is not None and sch is not None else None
         return sum_all(gaps, keys) if keys else None
 
-    def with_executor_readings(self, snap: EngineSnapshot, scope: Scope, ranks: Sequence[str]) -> EngineSnapshot:
-        """``snap`` with the capacity queue (``requests_waiting_by_reason``) and ``requests_paused`` where known."""
+    def extra_fields(self, scope: Scope, ranks: Sequence[str]) -> dict[str, Any]:
+        """The capacity queue (``requests_waiting_by_reason``) and ``requests_paused``, each where known."""
+        out: dict[str, Any] = {}
         refused = self.refused_by_capacity(scope, ranks)
         if refused is not None:
-            snap = replace(snap, requests_waiting_by_reason={c.WAITING_REASON_CAPACITY: refused})
+            out["requests_waiting_by_reason"] = {c.WAITING_REASON_CAPACITY: refused}
         _, paused = first_total(scope, self.executor.get("paused", ()), ranks)
-        return snap if paused is None else replace(snap, requests_paused=paused)
+        if paused is not None:
+            out["requests_paused"] = paused
+        return out
+
+
+def _rank_keys(active: Mapping[str, float | None], ranks: Sequence[str]) -> tuple[str, ...]:
+    """The ranks to read: ``ranks`` where the active gauge carries them, else the ranks it carries."""
+    return tuple(ranks) if any(r in active for r in ranks) else tuple(active)
 
 
 class TritonTRTLLMAdapter(ExecutorStatsAdapter):
@@ -283,9 +291,7 @@ class TritonTRTLLMAdapter(ExecutorStatsAdapter):
         """As :meth:`TableAdapter.snapshot`, naming the array-shift check first in ``missing`` when it fails."""
         snap = super().snapshot(exposition, model)
         scope = self._scope(exposition, model)
-        ranks = scope.ranks(self.table) or ("0",)
-        snap = self.with_executor_readings(snap, scope, ranks)
-        reason = self.snapshot_missing_reason(scope, ranks)
+        reason = self.snapshot_missing_reason(scope, scope.ranks(self.table) or ("0",))
         return snap if reason is None else replace(snap, missing=(reason, *snap.missing))
 
 
@@ -376,12 +382,6 @@ class TRTLLMServeAdapter(ExecutorStatsAdapter):
             usage[r] = valid_ratio(d) if d is not None else (valid_ratio(u / m) if u is not None and m else None)
             capacity[r] = m * t if m is not None and t is not None else None
         return usage, capacity
-
-    def snapshot(self, exposition: Exposition, model: str | None = None) -> EngineSnapshot:
-        """As :meth:`TableAdapter.snapshot`, with the executor's capacity queue and paused requests."""
-        snap = super().snapshot(exposition, model)
-        scope = self._scope(exposition, model)
-        return self.with_executor_readings(snap, scope, scope.ranks(self.table) or ("0",))
 
     def config(self, scope: Scope) -> dict[str, str]:
         """``{"max_batch_size": "256", "tokens_per_block": "32"}`` where exposed."""

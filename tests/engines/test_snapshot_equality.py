@@ -354,10 +354,10 @@ def _triton_as_reference() -> Iterator[None]:
     from advisor.engines.trtllm import ExecutorStatsAdapter, TritonTRTLLMAdapter, TRTLLMServeAdapter
     from advisor.sources import selective_parser
 
-    count, readings = ExecutorStatsAdapter.count, ExecutorStatsAdapter.with_executor_readings
+    count, readings = ExecutorStatsAdapter.count, ExecutorStatsAdapter.extra_fields
     tables = {cls: cls.table for cls in (TritonTRTLLMAdapter, TRTLLMServeAdapter)}
     ExecutorStatsAdapter.count = TableAdapter.count  # type: ignore[method-assign]
-    ExecutorStatsAdapter.with_executor_readings = lambda self, snap, scope, ranks: snap  # type: ignore[method-assign]
+    ExecutorStatsAdapter.extra_fields = lambda self, scope, ranks: {}  # type: ignore[method-assign]
     for cls, table in tables.items():
         running = tuple(a for a in cls.executor["active"])  # the reference read the active list as running
         cls.table = {k: v for k, v in table.items() if k not in ("requests_paused", "max_active_requests")}
@@ -395,7 +395,7 @@ def _triton_as_reference() -> Iterator[None]:
         TritonTRTLLMAdapter.snapshot_missing_reason = reason  # type: ignore[method-assign]
         selective_parser._PLANS.clear()
         ExecutorStatsAdapter.count = count  # type: ignore[method-assign]
-        ExecutorStatsAdapter.with_executor_readings = readings  # type: ignore[method-assign]
+        ExecutorStatsAdapter.extra_fields = readings  # type: ignore[method-assign]
         for cls, table in tables.items():
             cls.table = table
 
