@@ -97,6 +97,34 @@ def _tensor_parallel_nodes(part: Any, tensor_parallel_size: int) -> int | None:
     return tensor_parallel_nodes(part, tensor_parallel_size)
 
 
+def _encoder_note(inputs: Any) -> None:
+    """When vLLM's profile may run the vision encoder on a larger item than the pass counts
+    (:attr:`advisor.capacity.encoder.EncoderProfile.unmodelled`), a note on stderr says so."""
+    from advisor.capacity.encoder import encoder_profile
+
+    profile = encoder_profile(inputs)
+    if profile is not None and profile.unmodelled:
+        _err(
+            f"note: the vision encoder's profile counts one {profile.tokens_per_item:,}-token {profile.modality}; "
+            + profile.unmodelled
+        )
+
+
+def _encoder_rows(profile: Any) -> list[tuple[str, str]]:
+    """The human-readable row of ``plan``'s ``encoder_profile`` (none without one)."""
+    from advisor.capacity.hardware import GIB
+
+    if not profile:
+        return []
+    return [
+        (
+            "vision encoder profile",
+            f"{profile['items']} × {profile['tokens_per_item']:,}-token {profile['modality']}: peak "
+            f"{profile['peak_bytes_per_gpu'] / GIB:.2f} GiB per GPU (in the activation peak)",
+        )
+    ]
+
+
 def plan_engines() -> tuple[str, ...]:
     """The ``--engine`` choices: the engines whose KV accounting the capacity pass models
     (:data:`advisor.capacity.kv.ACCOUNTING_ENGINES`): ``("vllm", "sglang", "tgi", "trtllm", "llamacpp")``.
@@ -267,6 +295,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{result.kv_pool_bytes_per_gpu / GIB:.2f} GiB of KV cache per GPU; with weights and overhead that is "
             f"{needed / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: vLLM fails to allocate it at start-up"
         )
+    _encoder_note(inputs)
     out = result.as_dict()
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
@@ -336,6 +365,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if not fixed
             else "not counted: the pool is fixed by " + fixed,
         ),
+        *_encoder_rows(out.get("encoder_profile")),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
             "KV bytes per token",

@@ -412,6 +412,9 @@ class CapacityResult:
         max_model_len, block_size, tensor_parallel_size, gpu_memory_bytes, gpu_memory_utilization: inputs
             echoed.
         model_name, dtype, quantization, kv_cache_dtype, overhead_profile: input summary (dtype resolved).
+        encoder_profile: the vision encoder's run in vLLM V1's profile, part of the activation peak
+            (:meth:`advisor.capacity.encoder.EncoderProfile.as_dict`: modality, items, tokens per item, peak and
+            output bytes per GPU, what is not modelled); None when the engine's profile runs no encoder.
         activation_peak_bytes_per_gpu: the torch activation peak of the engine's profile run, bytes per GPU
             (vLLM: ``max(forward, sampler)`` of :func:`activation_peak_bytes`); None when the engine's rule has
             no such term (unknown, never 0 for unknown).
@@ -460,6 +463,7 @@ class CapacityResult:
     cpu_offload_bytes_per_gpu: int | None = None
     draft_weights_bytes_per_gpu: int | None = None
     lora_bytes_per_gpu: int | None = None
+    encoder_profile: dict[str, Any] | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -502,6 +506,7 @@ class CapacityResult:
             "cpu_offload_bytes_per_gpu": self.cpu_offload_bytes_per_gpu,
             "draft_weights_bytes_per_gpu": self.draft_weights_bytes_per_gpu,
             "lora_bytes_per_gpu": self.lora_bytes_per_gpu,
+            "encoder_profile": self.encoder_profile,
             "kv_cache_blocks": self.kv_cache_blocks,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": self.max_concurrency,

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from advisor.capacity.encoder import encoder_profile
 from advisor.capacity.generation import parse_version
 from advisor.capacity.hardware import GIB
 from advisor.capacity.inputs import ACCOUNTING_ENGINES, CapacityInputs, CapacityResult, EngineSettings
@@ -393,6 +394,14 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                     f"max_num_batched_tokens {inputs.profile_tokens:,}: its forward pass takes {forward / GIB:.2f} GiB",
                 )
             )
+            encoder = encoder_profile(inputs)
+            if encoder is not None and encoder.peak_bytes >= max(forward, sampler):
+                # the tower's run on its largest item, not the batch (advisor.capacity.encoder)
+                dial = "--limit-mm-per-prompt (the video at 0 leaves the image)"
+                cause = (
+                    f"the vision encoder's profile run on {encoder.items} × {encoder.tokens_per_item:,}-token "
+                    f"{encoder.modality}: {encoder.peak_bytes / GIB:.2f} GiB"
+                )
             raise WontStartError(  # the cause is part of the problem; the remedy only a direction
                 f"{m.name}: weights {weights / GIB:.2f} GiB + overhead {overhead / GIB:.2f} GiB per GPU "
                 f"leave no KV cache in {requested / GIB:.2f} GiB ({inputs.gpu_memory_bytes / GIB:.2f} GiB × "
@@ -445,6 +454,7 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         blocks = pool // (inputs.block_size * per_token_gpu)
     if layout is None and recurrent is None:
         concurrency = vllm_max_concurrency(inputs, pool, blocks, max_len)
+    encoder = encoder_profile(inputs)
     return CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
@@ -471,4 +481,5 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         cpu_offload_bytes_per_gpu=cpu_offload_bytes_per_gpu(inputs),
         draft_weights_bytes_per_gpu=draft_weights_bytes_per_gpu(inputs),
         lora_bytes_per_gpu=lora_bytes_per_gpu(inputs),
+        encoder_profile=None if encoder is None else encoder.as_dict(),
     )

@@ -173,6 +173,12 @@ class ModelArch:
         unsized_towers: encoder towers (``"vision"``, ``"audio"``) the checkpoint carries that the capacity pass
             does not size (Gemma 4's); the pass refuses the model while one is on (:func:`without_unused_vision_tower`
             turns them off for ``--limit-mm-per-prompt`` zeros or ``--language-model-only``).
+        vision_tower_width: hidden size of a Qwen-VL vision tower (``vision_config.hidden_size``, Qwen2-VL's
+            ``embed_dim``), which sizes its run in vLLM V1's memory profile (:mod:`advisor.capacity.encoder`); 0 =
+            none, or a tower whose profile is not sized.
+        vision_modalities: the modalities of :attr:`vision_tower_width`'s tower whose ``--limit-mm-per-prompt`` is
+            not 0 (:func:`without_unused_vision_tower`): the items the profile may run.
+        vision_tower_type: the wrapper ``model_type`` of :attr:`vision_tower_width`'s tower (``qwen2_5_vl`` …).
     """
 
     name: str
@@ -236,6 +242,9 @@ class ModelArch:
     per_layer_input_size: int = 0
     per_layer_vocab_size: int = 0
     unsized_towers: tuple[str, ...] = ()
+    vision_tower_width: int = 0
+    vision_modalities: tuple[str, ...] = ()
+    vision_tower_type: str = ""
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -496,6 +505,7 @@ class ModelArch:
             )
         for key in (
             "torch_dtype",
+            "_vision_width",
             "_source",
             "num_parameters",
             "_norms_per_layer",
@@ -610,6 +620,10 @@ class ModelArch:
             layer = layer if isinstance(layer, int) and not isinstance(layer, bool) else -2
             counted = vision_config_parameters(top_type, vision, hidden, name, layer) if vision is not None else 0
             arch = replace(arch, vision_parameters=counted)
+        width = _int_in(cfg, "_vision_width", name, 0, default=0) or _vision_tower_width(top_type, vision, name)
+        if width and arch.vision_parameters:
+            modalities = VISION_TOWER_MODALITIES.get(top_type) or VISION_TOWER_MODALITIES.get(model_type) or ()
+            arch = replace(arch, vision_tower_width=width, vision_modalities=modalities, vision_tower_type=top_type)
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         arch = replace(arch, num_parameters=stated or arch.computed_parameters())
         return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, name))
@@ -677,7 +691,8 @@ def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | No
         return model
     modalities = VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
     if any(limits.get(m) != 0 for m in modalities):
-        return model
+        on = tuple(m for m in model.vision_modalities if limits.get(m) != 0)
+        return replace(model, vision_modalities=on)
     return replace(model, num_parameters=model.num_parameters - model.vision_parameters, vision_parameters=0)
 
 
@@ -1231,6 +1246,8 @@ def _presets() -> tuple[dict[str, ModelArch], dict[str, str]]:
         vision = entry.get("vision")
         if vision and vision.get("parameters"):
             cfg["_vision_parameters"] = int(vision["parameters"])
+            if vision.get("tower_width"):
+                cfg["_vision_width"] = int(vision["tower_width"])
         elif vision:
             cfg["_vision_parameters"] = vit_parameters(
                 vision["config"], vision.get("layers_loaded"), int(vision.get("projector_out", 0))
@@ -1749,6 +1766,24 @@ def vision_config_parameters(
 
 
 _QWEN3_VISION_TYPES: Final = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+
+
+def _vision_tower_width(wrapper_type: str, vision: Mapping[str, Any] | None, name: str) -> int:
+    """The hidden size of a Qwen-VL wrapper's vision tower (:attr:`ModelArch.vision_tower_width`), with its config
+    class's default when ``vision_config`` leaves it out (transformers ``Qwen2VLVisionConfig.embed_dim`` 1280,
+    ``Qwen2_5_VLVisionConfig.hidden_size`` 1280, ``Qwen3VLVisionConfig.hidden_size`` 1152); 0 for any other wrapper
+    or no ``vision_config``."""
+    if vision is None:
+        return 0
+    if wrapper_type == "qwen2_vl":
+        return _int_in(vision, "embed_dim", name, 1, default=1280)
+    if wrapper_type == "qwen2_5_vl":
+        return _int_in(vision, "hidden_size", name, 1, default=1280)
+    if wrapper_type in _QWEN3_VISION_TYPES:
+        return _int_in(vision, "hidden_size", name, 1, default=1152)
+    return 0
+
+
 """Wrappers whose vision tower is vLLM's ``Qwen3_VisionTransformer`` (:func:`vision_config_parameters`)."""
 
 

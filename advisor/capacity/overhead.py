@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from advisor.capacity.encoder import encoder_profile
 from advisor.capacity.generation import Accounting, parse_version, vllm_accounting
 from advisor.capacity.inputs import CapacityInputs
 from advisor.capacity.precision import DTYPE_BYTES
@@ -77,7 +78,9 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
 
     Llama-3.1-8B bf16, TP1, 8192 tokens, 1024 sequences: forward 8192 × 2 × (6 × 4096 + 3 × 14336) =
     1.03 GiB; sampler 1024 × 128,256 × 39 = 4.77 GiB (vLLM 0.11 logs 4.76 GiB). Under Model Runner V2 (vLLM
-    0.22+, :attr:`CapacityInputs.uses_v2_model_runner`) the sampler term is :func:`v2_sampler_warmup_bytes`.
+    0.22+, :attr:`CapacityInputs.uses_v2_model_runner`) the sampler term is :func:`v2_sampler_warmup_bytes`. A
+    Qwen-VL tower's run (:func:`advisor.capacity.encoder.encoder_profile`) comes first: the forward term is then
+    ``max(forward + encoder outputs, encoder peak)`` and the sampler's ``sampler + encoder outputs``.
     """
     om = OVERHEAD_PROFILES[inputs.overhead_profile]
     m = inputs.model
@@ -108,10 +111,15 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
         moe = min(tokens, FUSED_MOE_CHUNK_TOKENS) * act * per_token + tokens * act * om.hidden_factor * m.hidden_size
         forward = max(forward, moe)
     if inputs.uses_v2_model_runner:
-        return math.ceil(forward), v2_sampler_warmup_bytes(inputs)
-    rows = inputs.max_num_seqs
-    logits = tokens if om.logits_for_every_token else rows
-    sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
+        sampler = float(v2_sampler_warmup_bytes(inputs))
+    else:
+        rows = inputs.max_num_seqs
+        logits = tokens if om.logits_for_every_token else rows
+        sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
+    encoder = encoder_profile(inputs)
+    if encoder is not None:  # the encoder runs first; its outputs stay cached through both (advisor.capacity.encoder)
+        forward = max(forward + encoder.output_bytes, encoder.peak_bytes)
+        sampler += encoder.output_bytes
     return math.ceil(forward), math.ceil(sampler)
 
 
