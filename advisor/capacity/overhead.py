@@ -43,6 +43,9 @@ from advisor.capacity.profiles import (
     FUSED_MOE_CHUNK_TOKENS,
     GPUS_PER_NVLINK_NODE,
     OVERHEAD_PROFILES,
+    TRITON_SAMPLER_BUFFER_BYTES,
+    TRITON_SAMPLER_BYTES_PER_LOGIT,
+    TRITON_TOPK_TOPP_SINCE,
     v0_forward_elements_per_token,
 )
 
@@ -116,6 +119,8 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
         rows = inputs.max_num_seqs
         logits = tokens if om.logits_for_every_token else rows
         sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
+        if inputs.effective_sampler == "torch" and _triton_top_k_top_p(inputs):
+            sampler += TRITON_SAMPLER_BUFFER_BYTES
     encoder = encoder_profile(inputs)
     if encoder is not None:  # the encoder runs first; its outputs stay cached through both (advisor.capacity.encoder)
         forward = max(forward + encoder.output_bytes, encoder.peak_bytes)
@@ -149,15 +154,26 @@ def v2_sampler_warmup_bytes(inputs: CapacityInputs) -> int:
 
 def sampler_bytes_per_logit(inputs: CapacityInputs) -> float:
     """Bytes per (row × vocab) element at the peak of the sampler warm-up, by :attr:`CapacityInputs.effective_sampler`:
-    the torch sampler's :attr:`OverheadModel.sampler_bytes_per_logit` (39: it sorts the vocabulary), FlashInfer's
-    :data:`FLASHINFER_SAMPLER_BYTES_PER_LOGIT` (14), or :data:`FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT` (10) on
-    V1 before 0.9 (flashinfer 0.2.1's sampling from probabilities)."""
-    if inputs.effective_sampler == "torch":
-        return OVERHEAD_PROFILES[inputs.overhead_profile].sampler_bytes_per_logit
+    the torch sampler's :attr:`OverheadModel.sampler_bytes_per_logit` (39: it sorts the vocabulary), from vLLM 0.17
+    on V1 :data:`TRITON_SAMPLER_BYTES_PER_LOGIT` (14: the Triton top-k/top-p kernel masks in place, plus its
+    :data:`TRITON_SAMPLER_BUFFER_BYTES`), FlashInfer's :data:`FLASHINFER_SAMPLER_BYTES_PER_LOGIT` (14), or
+    :data:`FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT` (10) on V1 before 0.9 (flashinfer 0.2.1's sampling from
+    probabilities)."""
     parsed = parse_version(inputs.engine_version)
+    if inputs.effective_sampler == "torch":
+        if _triton_top_k_top_p(inputs):
+            return TRITON_SAMPLER_BYTES_PER_LOGIT
+        return OVERHEAD_PROFILES[inputs.overhead_profile].sampler_bytes_per_logit
     if inputs.overhead_profile == "vllm-v1" and parsed is not None and parsed < (0, 9):
         return FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT
     return FLASHINFER_SAMPLER_BYTES_PER_LOGIT
+
+
+def _triton_top_k_top_p(inputs: CapacityInputs) -> bool:
+    """Whether V1's torch sampler masks top-k/top-p with the Triton kernel (:data:`TRITON_TOPK_TOPP_SINCE`) rather than
+    a sort of the vocabulary."""
+    parsed = parse_version(inputs.engine_version)
+    return inputs.overhead_profile == "vllm-v1" and parsed is not None and parsed >= TRITON_TOPK_TOPP_SINCE
 
 
 def overhead_bytes_per_gpu(inputs: CapacityInputs) -> int:

@@ -331,6 +331,25 @@ softmax (4) = 14 (vLLM 0.9-0.11 ``flashinfer_sample``). vLLM V0 with ``VLLM_USE_
 ``Sampler.forward``): bf16 logits, fp32 logits, probabilities and log-probabilities, 2 + 4 + 4 + 4 = 14 too."""
 
 
+TRITON_TOPK_TOPP_SINCE: Final = (0, 17)
+"""The first vLLM release whose PyTorch-native top-k/top-p (V1 ``TopKTopPSampler.forward_native``) masks the logits with
+a Triton kernel instead of sorting the vocabulary: "Triton-based top-k and top-p sampler kernels (#33538)" in the
+v0.17.0 release notes (2026-03-07; v0.16.0 was branch-cut on Feb 8 without it), ``vllm/v1/sample/ops/
+topk_topp_sampler.py`` ``apply_top_k_top_p``: ``if HAS_TRITON: return apply_top_k_top_p_triton(logits, k, p)``."""
+
+TRITON_SAMPLER_BYTES_PER_LOGIT: Final = 14.0
+"""Bytes per (row × vocab) element at the peak of the V1 torch sampler's warm-up from :data:`TRITON_TOPK_TOPP_SINCE`:
+the model's bf16 logits (2, held by ``_dummy_sampler_run``), their fp32 copy (4, ``Sampler.forward``), masked in
+place by the Triton kernel, their softmax (4, ``forward_native``) and the exponential noise ``q`` (4,
+``random_sample``; ``probs.div_(q)`` in place) = 14. Checked on vLLM 0.19.0's own breakdown for gpt-oss-20b on an
+H100 at the default 1,024 sequences ("2.87 GiB for peak activation", llm-d-incubation/llm-d-planner at d3121e05):
+1,024 × 201,088 × 14 B + :data:`TRITON_SAMPLER_BUFFER_BYTES` = 2.76 GiB (the sorting sampler's 39 B: 7.48 GiB)."""
+
+TRITON_SAMPLER_BUFFER_BYTES: Final = 80 << 20
+"""The Triton top-k/top-p kernel's own ``[num_programs, vocab]`` buffers for the outlier subset: "requiring around
+~80MiB of extra VRAM" (vllm-project/vllm#33538)."""
+
+
 FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT: Final = 10.0
 """The same for vLLM V1 0.8.x, whose ``forward_cuda`` samples from probabilities with flashinfer 0.2.1's fused
 ``top_k_top_p_sampling_from_probs``: bf16 logits (2) + fp32 logits (4) + softmax (4) = 10."""

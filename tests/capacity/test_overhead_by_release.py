@@ -228,7 +228,8 @@ def test_flashinfer_sampler_is_the_default_again_from_0_21_where_the_gpu_runs_it
     falls back to the torch sampler quietly where ``FlashInferBackend.supports_compute_capability`` fails
     (7.5 ≤ capability ≤ 12.1), e.g. a V100 (7.0)."""
     rows_vocab = 1024 * 128256
-    assert _sampler("0.20.0") == rows_vocab * 39
+    # 0.20's torch sampler no longer sorts: the Triton top-k/top-p kernel (0.17+) masks in place, 14 B + ~80 MiB
+    assert _sampler("0.20.0") == rows_vocab * 14 + (80 << 20)
     assert _sampler("0.21.0") == rows_vocab * 14
     # the V1 runner's warm-up (VLLM_USE_V2_MODEL_RUNNER=0): 0.28 defaults Llama to Model Runner V2, whose dummy
     # sampler holds the bf16 logits alone (test_v2_model_runner.py), 1024 rows (2048 batched tokens) × 2 B
@@ -267,3 +268,34 @@ def test_a_deployment_states_its_sampler() -> None:
     assert deployment_inputs(spec).sampler == "torch"
     with pytest.raises(CapacityError, match="sampler 'triton' unknown"):
         CapacityInputs(model=model, gpu_memory_bytes=80 * GIB, sampler="triton")
+
+
+def test_the_torch_sampler_stops_sorting_the_vocabulary_in_0_17() -> None:
+    """vLLM 0.17.0's release notes: "Triton-based top-k and top-p sampler kernels (#33538)"; ``apply_top_k_top_p``
+    then masks the logits in place with Triton (``topk_topp_sampler.py``: ``if HAS_TRITON: return
+    apply_top_k_top_p_triton(...)``), so the warm-up holds bf16 logits, their fp32 copy, the softmax and the
+    exponential noise (2 + 4 + 4 + 4 = 14 B) and the kernel's ~80 MiB of buffers. vLLM 0.19.0 prints "2.87 GiB for
+    peak activation" for gpt-oss-20b on an H100 at its default 1,024 sequences (llm-d-incubation/llm-d-planner at
+    d3121e05), where the sort's 39 B would take 7.48 GiB; the 0.10/0.11-era image of llm-d-benchmark's table prints
+    7.38 GiB for the same model and sequences."""
+    rows_vocab = 1024 * 128256
+    assert _sampler("0.16.0") == rows_vocab * 39
+    assert _sampler("0.17.0") == rows_vocab * 14 + (80 << 20)
+
+
+@pytest.mark.parametrize(("version", "peak_gib"), [("0.19.0", 2.87), ("0.11.0", 7.38)])
+def test_gpt_oss_20b_activation_peak_is_the_engine_s_own_breakdown(version: str, peak_gib: float) -> None:
+    """The engines' "Actual usage is … for peak activation" for gpt-oss-20b on one H100 at the default 1,024
+    sequences and 8,192 batched tokens, torch sampler: 2.87 GiB on 0.19.0 (llm-d-incubation/llm-d-planner at
+    d3121e05), 7.38 GiB on the 0.10/0.11-era image (llm-d/llm-d-benchmark at 25933486, the sort's warm-up)."""
+    inp = _inputs(
+        "openai/gpt-oss-20b",
+        79.19,
+        max_num_seqs=1024,
+        max_num_batched_tokens=8192,
+        max_model_len=8192,
+        engine_version=version,
+        overhead_profile="vllm-v1",
+        sampler="torch",
+    )
+    assert max(activation_peak_bytes(inp)) / GIB == pytest.approx(peak_gib, rel=0.05)
