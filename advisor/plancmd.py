@@ -32,6 +32,11 @@ _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
 """GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``)."""
 
 
+MM_MODALITIES: Final = ("image", "video", "audio")
+"""The modalities ``--limit-mm-per-prompt`` takes (vLLM ``MultiModalConfig.limit_per_prompt`` keys of the models
+the capacity pass reads: Qwen-VL image and video, Gemma 4 and the Omni models' audio)."""
+
+
 def _mm_limits(text: str) -> dict[str, int]:
     """An argparse type for vLLM's ``--limit-mm-per-prompt`` JSON (``'{"image": 0, "video": 0}'``): modality →
     items per prompt, each a whole number ≥ 0 (vLLM also takes per-modality option objects; their count is not read
@@ -44,6 +49,10 @@ def _mm_limits(text: str) -> dict[str, int]:
         raise argparse.ArgumentTypeError(f'must be a JSON object such as {{"image": 0}}, got {text!r}')
     out: dict[str, int] = {}
     for modality, count in value.items():
+        if modality not in MM_MODALITIES:
+            raise argparse.ArgumentTypeError(
+                f"{modality!r}: not a modality vLLM limits (one of {', '.join(MM_MODALITIES)}; the keys are lowercase)"
+            )
         if isinstance(count, dict):
             count = count.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
@@ -97,9 +106,31 @@ def _tensor_parallel_nodes(part: Any, tensor_parallel_size: int) -> int | None:
     return tensor_parallel_nodes(part, tensor_parallel_size)
 
 
+def _fixed_pool_profile_check(args: argparse.Namespace, result: Any, memory: int) -> None:
+    """With the pool fixed (``--kv-cache-memory-gib``/``-bytes``, ``--num-gpu-blocks-override``) vLLM still runs its
+    memory profile first (``gpu_worker.py`` ``determine_available_memory``: "still need a profile run"), so the weights,
+    the non-torch memory and the profile's activation peak must fit the GPU; a warning on stderr says when they do
+    not (the engine runs out of memory in the profile, before the pool is allocated)."""
+    from advisor.capacity.hardware import GIB
+
+    fixed = args.num_gpu_blocks_override is not None or args.kv_cache_memory_bytes is not None
+    fixed = fixed or getattr(args, "kv_cache_memory_gib", None) is not None
+    activation = result.activation_peak_bytes_per_gpu
+    if not fixed or activation is None:
+        return
+    profile = result.weights_bytes_per_gpu + (result.non_torch_bytes_per_gpu or 0) + activation
+    if profile > memory:
+        _err(
+            f"warning: vLLM's memory profile runs before the fixed pool is allocated: weights "
+            f"{result.weights_bytes_per_gpu / GIB:.2f} GiB + activation peak {activation / GIB:.2f} GiB (+ non-torch) "
+            f"= {profile / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: it runs out of memory at start-up"
+        )
+
+
 def _encoder_note(inputs: Any) -> None:
     """When vLLM's profile may run the vision encoder on a larger item than the pass counts
-    (:attr:`advisor.capacity.encoder.EncoderProfile.unmodelled`), a note on stderr says so."""
+    (:attr:`advisor.capacity.encoder.EncoderProfile.unmodelled`), or a loaded tower's run is not counted at all
+    (another tower, engine or generation), a note on stderr says so."""
     from advisor.capacity.encoder import encoder_profile
 
     profile = encoder_profile(inputs)
@@ -108,19 +139,37 @@ def _encoder_note(inputs: Any) -> None:
             f"note: the vision encoder's profile counts one {profile.tokens_per_item:,}-token {profile.modality}; "
             + profile.unmodelled
         )
+    elif profile is None and inputs.model.vision_parameters and inputs.engine == "vllm":
+        _err(
+            "note: the vision tower's weights are counted, its run in vLLM's start-up profile is not (sized for "
+            "V1's Qwen-VL towers only): the engine's KV pool may be smaller by that run's activation peak; "
+            "--language-model-only when no request carries images"
+        )
 
 
-def _encoder_rows(profile: Any) -> list[tuple[str, str]]:
-    """The human-readable row of ``plan``'s ``encoder_profile`` (none without one)."""
+def _encoder_rows(profile: Any, inputs: Any) -> list[tuple[str, str]]:
+    """The human-readable row of ``plan``'s ``encoder_profile`` (none without one): the item profiled, the tower's
+    peak against the language model's own (the activation peak is the larger), and the flag that drops the item."""
     from advisor.capacity.hardware import GIB
+    from advisor.capacity.overhead import activation_peak_bytes
 
     if not profile:
         return []
+    text_only = dataclasses.replace(inputs, model=dataclasses.replace(inputs.model, vision_modalities=()))
+    language = max(activation_peak_bytes(text_only))
+    peak = profile["peak_bytes_per_gpu"]
+    sets = "sets the activation peak" if peak >= language else "stays below the language model's peak"
+    drop = (
+        "--limit-mm-per-prompt '{\"video\": 0}' profiles the largest image instead"
+        if profile["modality"] == "video"
+        else "--language-model-only drops the tower when no request carries images"
+    )
     return [
         (
             "vision encoder profile",
-            f"{profile['items']} × {profile['tokens_per_item']:,}-token {profile['modality']}: peak "
-            f"{profile['peak_bytes_per_gpu'] / GIB:.2f} GiB per GPU (in the activation peak)",
+            f"{profile['items']} × {profile['tokens_per_item']:,}-token {profile['modality']} through the tower: "
+            f"{peak / GIB:.2f} GiB per GPU against the language model's {language / GIB:.2f} GiB, so it {sets}; "
+            f"{drop}",
         )
     ]
 
@@ -295,6 +344,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{result.kv_pool_bytes_per_gpu / GIB:.2f} GiB of KV cache per GPU; with weights and overhead that is "
             f"{needed / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: vLLM fails to allocate it at start-up"
         )
+    _fixed_pool_profile_check(args, result, memory)
     _encoder_note(inputs)
     out = result.as_dict()
     out["gpu"] = gpu.name
@@ -365,7 +415,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if not fixed
             else "not counted: the pool is fixed by " + fixed,
         ),
-        *_encoder_rows(out.get("encoder_profile")),
+        *_encoder_rows(out.get("encoder_profile"), inputs),
         ("KV pool per GPU", f"{result.kv_pool_bytes_per_gpu / gib:.2f} GiB"),
         (
             "KV bytes per token",
@@ -715,6 +765,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
         return 2
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
+    _encoder_note(resolved.inputs)
     if result.max_concurrency < 1:
         # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot
         slot = result.max_request_tokens
@@ -1028,8 +1079,9 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         metavar="JSON",
         help='vLLM --limit-mm-per-prompt, e.g. \'{"image": 0, "video": 0}\': with every modality of the vision '
-        "tower at 0 vLLM does not load the tower, so its weights leave the budget; other limits change nothing "
-        "here (the encoder-cache profiling they size is not modelled)",
+        "tower at 0 vLLM does not load the tower, so its weights leave the budget; for a Qwen-VL tower a modality "
+        'at 0 is not profiled either (\'{"video": 0}\' leaves the largest image: see "vision encoder profile"); '
+        "other counts change nothing here",
     )
     plan.add_argument(
         "--language-model-only",

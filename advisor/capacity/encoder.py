@@ -136,22 +136,24 @@ def encoder_profile(inputs: CapacityInputs) -> EncoderProfile | None:
     if not m.vision_parameters or m.vision_tower_type not in QWEN_VL_TOWER_TYPES or not m.vision_modalities:
         return None
     image = QWEN_VL_MAX_IMAGE_TOKENS
+    image_on = "image" in m.vision_modalities
     video = _video_tokens(inputs) if "video" in m.vision_modalities else 0
     unmodelled = ""
     if "video" in m.vision_modalities and video == 0 and inputs.effective_max_model_len >= 2 * image:
         unmodelled = (
-            f"the profile may run one video of up to max-model-len ({inputs.effective_max_model_len:,}) tokens "
-            "instead of the image, whose size this release's rule for this tower does not give here (a 114,688-token "
-            "video took ~15.5 GiB for Qwen2.5-VL-7B on vLLM 0.23.0); --limit-mm-per-prompt '{\"video\": 0}' "
-            "leaves only the image"
+            f"the profile may run one video of up to max-model-len ({inputs.effective_max_model_len:,}) tokens, "
+            "larger than the item counted, whose size this release's rule for this tower does not give here (a "
+            "114,688-token video took ~15.5 GiB for Qwen2.5-VL-7B on vLLM 0.23.0); --limit-mm-per-prompt "
+            "'{\"video\": 0}' leaves only the image"
         )
-    if "image" not in m.vision_modalities and video == 0:
-        if not unmodelled:
-            return None
-        video = image  # at least one temporal patch of the largest frame
-    modality, tokens = ("video", video) if video > image or "image" not in m.vision_modalities else ("image", image)
+    if not image_on and video == 0:
+        video = image  # video alone: at least one temporal patch of the largest frame pair
+    modality, tokens = ("video", video) if video > image or not image_on else ("image", image)
     budget = max(inputs.profile_tokens, tokens)
-    items = max(1, min(inputs.max_num_seqs, budget // tokens)) if modality == "image" else 1
+    # MultiModalBudget: max(1, min(limit per prompt × max_num_seqs, encoder budget ÷ tokens per item))
+    per_prompt = dict(m.vision_item_limits).get(modality)
+    prompts = inputs.max_num_seqs * per_prompt if per_prompt is not None else budget // tokens
+    items = max(1, min(prompts, budget // tokens))
     act = DTYPE_BYTES[inputs.compute_dtype]
     tp = inputs.tensor_parallel_size
     widths = ENCODER_WIDTHS_PER_PATCH - ENCODER_SHARDED_WIDTHS_PER_PATCH + ENCODER_SHARDED_WIDTHS_PER_PATCH / tp

@@ -16,11 +16,13 @@ Pure: the package's own tables, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
 from advisor.capacity.kv import CapacityResult
+from advisor.capacity.models import without_unused_vision_tower
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -207,6 +209,16 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
     }
 
 
+def _video_off(spec: DeploymentSpec) -> tuple[dict[str, int], DeploymentSpec] | None:
+    """``--limit-mm-per-prompt`` with the video at 0 (the counts already stated kept: vLLM replaces the whole
+    mapping) and the deployment with it, for a model whose tower profiles videos; None otherwise."""
+    model = spec.model
+    if "video" not in model.vision_modalities or not model.vision_tower_width:
+        return None
+    limits = {**dict(model.vision_item_limits), "video": 0}
+    return limits, dataclasses.replace(spec, model=without_unused_vision_tower(model, limits))
+
+
 def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-memory-bytes") -> list[dict[str, Any]]:
     """The single changes to a refused vLLM ``spec`` that make it start, smallest first: what keeps the GPUs and
     the checkpoint — a higher ``--gpu-memory-utilization`` (the lowest that fits, at most
@@ -262,6 +274,22 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
                 break
     if spec.kv_cache_dtype == "auto":
         tried("--kv-cache-dtype", "fp8", dataclasses.replace(spec, kv_cache_dtype="fp8"))
+    video_off = _video_off(spec)
+    if video_off is not None:  # the profile's largest video, not the batch (advisor.capacity.encoder)
+        limits, changed = video_off
+        result = _starts(changed)
+        if result is not None:
+            value = json.dumps(limits)
+            found.append(
+                {
+                    "dial": None,
+                    "flag": "--limit-mm-per-prompt",
+                    "value": value,
+                    "change": f"--limit-mm-per-prompt '{value}'",
+                    "kv_cache_tokens": result.kv_cache_tokens,
+                    "max_concurrency": round(result.max_concurrency, 3),
+                }
+            )
     asked = spec.max_model_len or 0  # unset: the model's own context (not shortened here)
     lo, hi = 0, max(0, asked - 1) // CONTEXT_STEP  # multiples of the step below the asked length
     while lo < hi:  # the longest that fits (a shorter cap never shrinks the pool)

@@ -179,6 +179,8 @@ class ModelArch:
         vision_modalities: the modalities of :attr:`vision_tower_width`'s tower whose ``--limit-mm-per-prompt`` is
             not 0 (:func:`without_unused_vision_tower`): the items the profile may run.
         vision_tower_type: the wrapper ``model_type`` of :attr:`vision_tower_width`'s tower (``qwen2_5_vl`` …).
+        vision_item_limits: ``--limit-mm-per-prompt`` counts stated for :attr:`vision_modalities` (modality, items per
+            prompt); a modality left out keeps vLLM's default.
     """
 
     name: str
@@ -245,6 +247,7 @@ class ModelArch:
     vision_tower_width: int = 0
     vision_modalities: tuple[str, ...] = ()
     vision_tower_type: str = ""
+    vision_item_limits: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -490,6 +493,9 @@ class ModelArch:
         text = _optional_mapping(config, "text_config", name)
         vision = _optional_mapping(config, "vision_config", name)
         _refuse_unmodelled_architecture(config, text, name)
+        wrapper = _optional_str(config, "model_type", name) or _model_type_of(config, name)
+        if vision is None and wrapper in _QWEN_TOWER_WRAPPERS:
+            vision = {}  # transformers' Qwen*VLConfig builds its default vision_config when the key is absent
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
         top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
@@ -689,10 +695,13 @@ def without_unused_vision_tower(model: ModelArch, limits: Mapping[str, int] | No
         model = replace(model, unsized_towers=kept)
     if not limits or not model.vision_parameters:
         return model
-    modalities = VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
+    modalities = VISION_TOWER_MODALITIES.get(
+        model.vision_tower_type, VISION_TOWER_MODALITIES.get(model.model_type, ("image",))
+    )
     if any(limits.get(m) != 0 for m in modalities):
         on = tuple(m for m in model.vision_modalities if limits.get(m) != 0)
-        return replace(model, vision_modalities=on)
+        counts = tuple((m, limits[m]) for m in on if m in limits)
+        return replace(model, vision_modalities=on, vision_item_limits=counts)
     return replace(model, num_parameters=model.num_parameters - model.vision_parameters, vision_parameters=0)
 
 
@@ -1745,18 +1754,18 @@ def vision_config_parameters(
         return vit_parameters(vc) + h * text_hidden + h
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
         gated = model_type == "qwen2_5_vl"
-        d = _int_in(vision, "hidden_size" if gated else "embed_dim", name, 1, default=1280)
-        depth = _int_in(vision, "depth", name, 1, default=32)
-        patch = _int_in(vision, "patch_size", name, 1, default=14)
-        temporal = _int_in(vision, "temporal_patch_size", name, 1, default=2)
-        merge = _int_in(vision, "spatial_merge_size", name, 1, default=2)
-        channels = _int_in(vision, "in_chans" if not gated else "in_channels", name, 1, default=3)
-        out = _int_in(vision, "out_hidden_size" if gated else "hidden_size", name, 1, default=3584)
+        d = _int_in(vision, "hidden_size" if gated else "embed_dim", f"{name} vision_config", 1, default=1280)
+        depth = _int_in(vision, "depth", f"{name} vision_config", 1, default=32)
+        patch = _int_in(vision, "patch_size", f"{name} vision_config", 1, default=14)
+        temporal = _int_in(vision, "temporal_patch_size", f"{name} vision_config", 1, default=2)
+        merge = _int_in(vision, "spatial_merge_size", f"{name} vision_config", 1, default=2)
+        channels = _int_in(vision, "in_chans" if not gated else "in_channels", f"{name} vision_config", 1, default=3)
+        out = _int_in(vision, "out_hidden_size" if gated else "hidden_size", f"{name} vision_config", 1, default=3584)
         if gated:
-            i = _int_in(vision, "intermediate_size", name, 1, default=3420)
+            i = _int_in(vision, "intermediate_size", f"{name} vision_config", 1, default=3420)
             mlp, norms = 3 * d * i + 2 * i + d, 2 * d
         else:
-            i = d * _int_in(vision, "mlp_ratio", name, 1, default=4)
+            i = d * _int_in(vision, "mlp_ratio", f"{name} vision_config", 1, default=4)
             mlp, norms = 2 * d * i + i + d, 4 * d
         block = 3 * d * d + 3 * d + d * d + d + mlp + norms
         merged = d * merge * merge
@@ -1766,6 +1775,10 @@ def vision_config_parameters(
 
 
 _QWEN3_VISION_TYPES: Final = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+"""Wrappers whose vision tower is vLLM's ``Qwen3_VisionTransformer`` (:func:`vision_config_parameters`)."""
+
+_QWEN_TOWER_WRAPPERS: Final = frozenset({"qwen2_vl", "qwen2_5_vl", *_QWEN3_VISION_TYPES})
+"""Wrapper ``model_type``s whose config class builds a default vision tower when ``vision_config`` is absent."""
 
 
 def _vision_tower_width(wrapper_type: str, vision: Mapping[str, Any] | None, name: str) -> int:
@@ -1773,33 +1786,33 @@ def _vision_tower_width(wrapper_type: str, vision: Mapping[str, Any] | None, nam
     class's default when ``vision_config`` leaves it out (transformers ``Qwen2VLVisionConfig.embed_dim`` 1280,
     ``Qwen2_5_VLVisionConfig.hidden_size`` 1280, ``Qwen3VLVisionConfig.hidden_size`` 1152); 0 for any other wrapper
     or no ``vision_config``."""
+    where = f"{name} vision_config"
     if vision is None:
         return 0
     if wrapper_type == "qwen2_vl":
-        return _int_in(vision, "embed_dim", name, 1, default=1280)
+        return _int_in(vision, "embed_dim", where, 1, default=1280)
     if wrapper_type == "qwen2_5_vl":
-        return _int_in(vision, "hidden_size", name, 1, default=1280)
+        return _int_in(vision, "hidden_size", where, 1, default=1280)
     if wrapper_type in _QWEN3_VISION_TYPES:
-        return _int_in(vision, "hidden_size", name, 1, default=1152)
+        return _int_in(vision, "hidden_size", where, 1, default=1152)
     return 0
-
-
-"""Wrappers whose vision tower is vLLM's ``Qwen3_VisionTransformer`` (:func:`vision_config_parameters`)."""
 
 
 def _qwen3_vision_parameters(vision: Mapping[str, Any], name: str) -> int:
     """Parameters of a ``Qwen3_VisionTransformer`` (see :func:`vision_config_parameters`)."""
-    d = _int_in(vision, "hidden_size", name, 1, default=1152)
-    i = _int_in(vision, "intermediate_size", name, 1, default=4304)
-    depth = _int_in(vision, "depth", name, 1, default=27)
-    patch = _int_in(vision, "patch_size", name, 1, default=16)
-    temporal = _int_in(vision, "temporal_patch_size", name, 1, default=2)
-    merge = _int_in(vision, "spatial_merge_size", name, 1, default=2)
-    channels = _int_in(vision, "in_channels", name, 1, default=3)
-    out = _int_in(vision, "out_hidden_size", name, 1, default=3584)
-    positions = _int_in(vision, "num_position_embeddings", name, 1, default=2304)
-    deepstack = vision.get("deepstack_visual_indexes", [8, 16, 24])
-    stacks = len(deepstack) if isinstance(deepstack, list) else 0
+    where = f"{name} vision_config"
+    d = _int_in(vision, "hidden_size", where, 1, default=1152)
+    i = _int_in(vision, "intermediate_size", where, 1, default=4304)
+    depth = _int_in(vision, "depth", where, 1, default=27)
+    patch = _int_in(vision, "patch_size", where, 1, default=16)
+    temporal = _int_in(vision, "temporal_patch_size", where, 1, default=2)
+    merge = _int_in(vision, "spatial_merge_size", where, 1, default=2)
+    channels = _int_in(vision, "in_channels", where, 1, default=3)
+    out = _int_in(vision, "out_hidden_size", where, 1, default=3584)
+    positions = _int_in(vision, "num_position_embeddings", where, 1, default=2304)
+    # transformers' Qwen3VLVisionConfig default [8, 16, 24]; each entry a block whose output gets its own merger
+    deepstack = _int_list(vision, "deepstack_visual_indexes", where, 0, depth - 1)
+    stacks = len(deepstack) if vision.get("deepstack_visual_indexes") is not None else 3
     block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
     merged = d * merge * merge
     merger = merged * merged + merged + merged * out + out

@@ -190,3 +190,125 @@ def test_a_refusal_by_the_video_s_profile_names_it_not_the_batch(tmp_path: Path)
         assert main([*argv, "--json"]) != 0
     said = err.getvalue()
     assert "114,688-token video" in said and "forward pass" not in said
+
+
+# --- bad and edge inputs (a breaker's findings of 2026-12-06) ------------------------------------------------------
+
+
+def _plan_out(argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["plan", *argv])
+        except SystemExit as exc:  # argparse
+            code = int(exc.code or 2)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_image_off_keeps_the_preset_s_tower_and_profiles_the_video() -> None:
+    """``{"image": 0}`` leaves video on: vLLM loads the tower and profiles a video item. The Qwen2-VL preset's text
+    ``model_type`` is not the wrapper's, and the tower used to be dropped whole (weights and all)."""
+    from advisor.modelfile import resolve_model
+
+    preset = resolve_model("Qwen/Qwen2-VL-7B-Instruct", Path.cwd())
+    kept = without_unused_vision_tower(preset, {"image": 0})
+    assert kept.vision_parameters == preset.vision_parameters and kept.vision_modalities == ("video",)
+    profile = encoder_profile(_inputs(kept, engine_version="0.23.0", max_model_len=32_768))
+    assert profile is not None and (profile.modality, profile.tokens_per_item) == ("video", 32_768)
+
+
+def test_video_alone_is_profiled_below_two_frame_pairs_of_context() -> None:
+    model = without_unused_vision_tower(MODEL, {"image": 0})
+    profile = encoder_profile(_inputs(model, engine_version="0.23.0", max_model_len=8192))
+    assert profile is not None and (profile.modality, profile.tokens_per_item) == ("video", 16_384)
+
+
+def test_the_stated_items_per_prompt_bound_the_dummy_batch() -> None:
+    """MultiModalBudget: ``max(1, min(limit × max_num_seqs, encoder budget ÷ tokens per item))``: 8 × 1 = 8 images
+    of 16,384 tokens in a 131,072-token budget."""
+    model = without_unused_vision_tower(MODEL, {"image": 8, "video": 0})
+    profile = encoder_profile(_inputs(model, max_num_batched_tokens=131_072, max_num_seqs=1))
+    assert profile is not None and profile.items == 8
+    model = without_unused_vision_tower(MODEL, {"image": 2, "video": 0})
+    profile = encoder_profile(_inputs(model, max_num_batched_tokens=131_072, max_num_seqs=1))
+    assert profile is not None and profile.items == 2
+
+
+def test_a_qwen_vl_config_without_vision_config_loads_the_default_tower() -> None:
+    """transformers' ``Qwen2_5_VLConfig`` builds its default vision config when the key is absent or null; vLLM
+    loads that tower."""
+    stripped = {k: v for k, v in QWEN25_VL_7B.items() if k != "vision_config"}
+    empty = {**stripped, "vision_config": {}}
+    for config in (stripped, {**stripped, "vision_config": None}):
+        model = ModelArch.from_hf_config(config, "qwen25-vl")
+        assert model.vision_parameters == ModelArch.from_hf_config(empty, "qwen25-vl").vision_parameters > 0
+
+
+@pytest.mark.parametrize("value", ["1280", 0, -1280, True, 1280.0])
+def test_a_bad_vision_config_value_is_refused_naming_vision_config(value: object) -> None:
+    from advisor.errors import CapacityError
+
+    config = {**QWEN25_VL_7B, "vision_config": {**QWEN25_VL_7B["vision_config"], "hidden_size": value}}
+    with pytest.raises(CapacityError, match=r"vision_config.*'hidden_size'"):
+        ModelArch.from_hf_config(config, "qwen25-vl")
+
+
+def test_qwen3_deepstack_indexes_default_when_null_and_are_checked_against_the_depth() -> None:
+    from advisor.errors import CapacityError
+
+    base = {**QWEN25_VL_7B, "model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"]}
+    vision = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "out_hidden_size": 3584}
+    default = ModelArch.from_hf_config({**base, "vision_config": vision}, "q3").vision_parameters
+    null = ModelArch.from_hf_config(
+        {**base, "vision_config": {**vision, "deepstack_visual_indexes": None}}, "q3"
+    ).vision_parameters
+    three = ModelArch.from_hf_config(
+        {**base, "vision_config": {**vision, "deepstack_visual_indexes": [8, 16, 24]}}, "q3"
+    ).vision_parameters
+    assert default == null == three
+    for bad in ("abc", [40]):
+        with pytest.raises(CapacityError, match="deepstack_visual_indexes"):
+            ModelArch.from_hf_config({**base, "vision_config": {**vision, "deepstack_visual_indexes": bad}}, "q3")
+
+
+def test_an_unknown_modality_key_is_refused_by_name() -> None:
+    code, _, err = _plan_out(
+        ["--model", "Qwen/Qwen2-VL-7B-Instruct", "--gpu", "A100-80GB", "--limit-mm-per-prompt", '{"Image": 0}']
+    )
+    assert code == 2 and "'Image'" in err and "lowercase" in err
+
+
+def test_a_tower_whose_run_is_not_sized_is_said_on_stderr() -> None:
+    code, _, err = _plan_out(
+        ["--model", "google/gemma-3-4b-it", "--gpu", "L4", "--engine-version", "0.19.0", "--max-model-len", "8192"]
+    )
+    assert code == 0 and "its run in vLLM's start-up profile is not" in err
+    code, _, err = _plan_out(
+        ["--model", "google/gemma-3-4b-it", "--gpu", "L4", "--max-model-len", "8192", "--language-model-only"]
+    )
+    assert code == 0 and "vision tower" not in err
+
+
+def test_a_fixed_pool_still_needs_the_profile_to_fit(tmp_path: Path) -> None:
+    """vLLM runs its memory profile before allocating a fixed pool: 15.5 GiB of weights + an ~8.8 GiB video profile
+    do not fit an L4 whatever the pool."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN25_VL_7B), encoding="utf-8")
+    argv = ["--model", str(path), "--gpu", "L4", "--max-model-len", "65536", "--engine-version", "0.23.0"]
+    _, _, err = _plan_out([*argv, "--kv-cache-memory-gib", "4"])
+    assert "runs out of memory at start-up" in err
+
+
+def test_a_refusal_by_the_video_offers_the_video_off_limit_as_a_fix(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN25_VL_7B), encoding="utf-8")
+    argv = ["--model", str(path), "--gpu-memory-gib", "23", "--max-model-len", "32768", "--engine-version", "0.23.0"]
+    code, out, _ = _plan_out([*argv, "--json"])
+    assert code == 3
+    changes = [f["change"] for f in json.loads(out)["fixes"]]
+    assert "--limit-mm-per-prompt '{\"video\": 0}'" in changes
+    code, _, _ = _plan_out([*argv, "--limit-mm-per-prompt", '{"video": 0}', "--json"])
+    assert code == 0  # the fix offered does start
