@@ -215,24 +215,40 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def mxfp4_moe_backend(compute_capability: tuple[int, int] | None) -> str | None:
-    """The MXFP4 MoE kernel vLLM picks on a GPU of ``compute_capability`` (None: unknown → None).
+MXFP4_TRITON_ON_HOPPER_SINCE: Final = (0, 12)
+"""The first vLLM release whose pip wheel and image bundle OpenAI's ``triton_kernels`` (``vllm/third_party/
+triton_kernels``, vllm-project/vllm#28788; ``vllm/utils/import_utils.py`` ``has_triton_kernels`` 0.12.0), so that
+``get_mxfp4_backend`` picks ``TRITON`` on Hopper by default ("Using Triton backend" in the 0.14.1 log of
+vllm-project/vllm#33155; "Using 'TRITON' Mxfp4 MoE backend" from 0.19). 0.10.1-0.11.2 images and wheels have no
+``triton_kernels`` and run Marlin."""
+
+
+def mxfp4_moe_backend(compute_capability: tuple[int, int] | None, engine_version: str | None = None) -> str | None:
+    """The MXFP4 MoE kernel vLLM picks on a GPU of ``compute_capability`` (None: unknown → None) in release
+    ``engine_version`` (None: not stated → the Marlin reading, the larger weights).
 
     vLLM ``quantization/mxfp4.py`` ``get_mxfp4_backend`` (0.11–0.12, no LoRA, the official image: FlashInfer
     installed, ``VLLM_USE_FLASHINFER_MOE_MXFP4_*`` unset):
 
     * SM100 family (B200/GB200, ``is_device_capability_family(100)``) with FlashInfer → ``flashinfer`` (the
       ``SM100_FI_MXFP4_BF16`` backend);
-    * SM90 (Hopper) → ``marlin``: the FlashInfer SM90 path needs ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``, and the Triton
-      path needs OpenAI's ``triton_kernels`` package, which the published Hopper logs of gpt-oss do not load
-      (issue 16: gpt-oss-120b on H100/H200 runs the Marlin kernel; with ``triton_kernels`` installed the backend is
-      ``TRITON``, which pads only the intermediate size to 64);
+    * SM90 (Hopper) before :data:`MXFP4_TRITON_ON_HOPPER_SINCE` → ``marlin``: the FlashInfer SM90 path needs
+      ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``, and the Triton path needs OpenAI's ``triton_kernels`` package, which
+      0.10.1-0.11.2 do not ship (gpt-oss-120b on H100 loads 65.97 GiB with "Using Marlin backend");
     * Ampere/Ada (8.x) and SM120 (RTX 50xx, RTX PRO 6000) → ``marlin``: Triton kernels are gated to
-      ``(9, 0) <= capability < (11, 0)`` and FlashInfer's MXFP4 MoE to SM90/SM100.
+      ``(9, 0) <= capability < (11, 0)`` and FlashInfer's MXFP4 MoE to SM90/SM100;
+    * SM90 from :data:`MXFP4_TRITON_ON_HOPPER_SINCE` → ``triton`` (no padding of the weights;
+      :func:`advisor.capacity.weights.mxfp4_padding_bytes_per_gpu` counts what its layout keeps by release).
     """
     if compute_capability is None:
         return None
     major = compute_capability[0]
+    if major == 9:
+        from advisor.capacity.generation import parse_version
+
+        parsed = parse_version(engine_version)
+        if parsed is not None and parsed >= MXFP4_TRITON_ON_HOPPER_SINCE:
+            return "triton"
     return "flashinfer" if major == 10 else "marlin"
 
 
@@ -244,7 +260,10 @@ _MXFP4_PAD: Final[dict[str, tuple[int, int]]] = {
 
 
 def mxfp4_padded_expert_shape(
-    hidden: int, intermediate_per_partition: int, compute_capability: tuple[int, int] | None
+    hidden: int,
+    intermediate_per_partition: int,
+    compute_capability: tuple[int, int] | None,
+    engine_version: str | None = None,
 ) -> tuple[int, int]:
     """(hidden, intermediate per TP partition) of the MXFP4 expert tensors vLLM allocates on a GPU of
     ``compute_capability``: ``w13`` is ``2 × I_pad × H_pad`` and ``w2`` ``H_pad × I_pad`` elements (plus their
@@ -252,8 +271,8 @@ def mxfp4_padded_expert_shape(
     the backend's multiple (:func:`mxfp4_moe_backend`). gpt-oss-120b (hidden 2880, intermediate 2880) on Hopper's
     Marlin kernel: 3072 and 2944 at TP 1; an unknown capability (None) pads nothing.
     """
-    backend = mxfp4_moe_backend(compute_capability)
-    if backend is None:
+    backend = mxfp4_moe_backend(compute_capability, engine_version)
+    if backend is None or backend not in _MXFP4_PAD:  # Triton pads no weight (its layout: weights.py)
         return hidden, intermediate_per_partition
     h_mult, i_mult = _MXFP4_PAD[backend]
     return _round_up(hidden, h_mult), _round_up(intermediate_per_partition, i_mult)

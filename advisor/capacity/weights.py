@@ -22,7 +22,13 @@ from advisor.capacity.kvlayout import (
 )
 from advisor.capacity.lora import lora_bytes, lora_counted
 from advisor.capacity.models import ModelArch
-from advisor.capacity.precision import DTYPE_BYTES, EXPERTS_ONLY, MXFP4_BITS, mxfp4_padded_expert_shape
+from advisor.capacity.precision import (
+    DTYPE_BYTES,
+    EXPERTS_ONLY,
+    MXFP4_BITS,
+    mxfp4_moe_backend,
+    mxfp4_padded_expert_shape,
+)
 from advisor.capacity.profiles import OVERHEAD_PROFILES
 from advisor.errors import CapacityError
 
@@ -282,9 +288,60 @@ def mxfp4_padding_bytes_per_gpu(inputs: CapacityInputs) -> float:
     ep_group = tp * (inputs.data_parallel_size if ep else 1)
     width = m.moe_intermediate_size if ep else m.moe_intermediate_size / tp
     experts = m.num_experts / ep_group if ep else m.num_experts
-    hidden_pad, width_pad = mxfp4_padded_expert_shape(m.hidden_size, math.ceil(width), inputs.compute_capability)
+    layers = layers_per_stage(inputs, m.moe_layers)
+    if mxfp4_moe_backend(inputs.compute_capability, inputs.engine_version) == "triton":
+        return layers * experts * _triton_mxfp4_extra_bytes(m.hidden_size, math.ceil(width), inputs.engine_version)
+    hidden_pad, width_pad = mxfp4_padded_expert_shape(
+        m.hidden_size, math.ceil(width), inputs.compute_capability, inputs.engine_version
+    )
     extra_elements = 3 * (hidden_pad * width_pad - m.hidden_size * width)
-    return layers_per_stage(inputs, m.moe_layers) * experts * extra_elements * MXFP4_BITS / 8
+    return layers * experts * extra_elements * MXFP4_BITS / 8
+
+
+MXFP4_SCALES_KEPT_UNTIL: Final = (0, 25)
+"""Before this release the Triton path on Hopper keeps each expert's original E8M0 scales beside their rearranged copy
+(``mxfp4.py`` ``process_weights_after_loading``, 0.14.1 lines 746-785, the 0.19.0 MoE oracle lines 721-745); 0.25.0
+deletes them (vllm-project/vllm#46549; 0.25.1 ``mxfp4.py`` lines 1150-1156). gpt-oss-120b on an H100 loads 64.38 GiB
+on 0.14.1 (vllm-project/vllm#33155) and 61.29 GiB on 0.25.1 (github.com/JaminJeong/CodingAgent at 46559ab)."""
+
+MXFP4_TRITON_K_PAD_RELEASES: Final = ((0, 17), (0, 22))
+"""``[first, end)`` of the releases bundling triton_kernels v3.6.0 (vllm-project/vllm#30525 in 0.17.0; back to
+v3.5.1 in 0.22.0 for speed, vllm-project/vllm#39236), whose Hopper weight layout pads the packed K bytes to a
+multiple of 64 (1,440 → 1,472 for gpt-oss): gpt-oss-20b loads 13.64 GiB on 0.19.0 (llm-d-incubation/llm-d-planner
+at d3121e05), 13.40 without it."""
+
+
+def _triton_mxfp4_extra_bytes(hidden: int, width: int, engine_version: str | None) -> float:
+    """Bytes one expert's MXFP4 tensors take beyond the checkpoint's on Hopper's Triton path (``TRITON`` backend,
+    triton_kernels' swizzled layout): ``w13`` is ``2·width × hidden`` and ``w2`` ``hidden × width`` (N × K), E2M1
+    packed two to a byte with one E8M0 scale per 32 along K.
+
+    * the rearranged scales pad N to a multiple of 256 (5,760 → 5,888 and 2,880 → 3,072 for gpt-oss);
+    * the original scales stay beside them before :data:`MXFP4_SCALES_KEPT_UNTIL`;
+    * the biases are held in fp32 (2 bytes more per output row);
+    * with triton_kernels v3.6.0 (:data:`MXFP4_TRITON_K_PAD_RELEASES`) the packed K bytes pad to a multiple of 64.
+
+    gpt-oss-120b (hidden 2,880, width 2,880, 128 experts × 36 layers) at TP 1: 0.12-0.16 and 0.22-0.24 +3.56 GiB
+    (64.30 GiB in all, 64.38 logged on 0.14.1), 0.17-0.21 +4.75 GiB, from 0.25 +0.19 GiB (60.97; 61.29 logged on
+    0.25.1). Source: the release packages' ``mxfp4.py`` and ``cmake/external_projects/triton_kernels.cmake``.
+    """
+    from advisor.capacity.generation import parse_version
+
+    parsed = parse_version(engine_version)
+    rows = (2 * width, hidden)  # N of w13 and w2
+    ks = (hidden, width)  # K of w13 and w2
+    extra = 0.0
+    for n, k in zip(rows, ks, strict=True):
+        groups = math.ceil(k / 32)
+        extra += (math.ceil(n / 256) * 256 - n) * groups  # the rearranged scales' padded rows
+        if parsed is None or parsed < MXFP4_SCALES_KEPT_UNTIL:
+            extra += n * groups  # the original scales kept
+        extra += 2 * n  # bias bf16 → fp32
+        first, end = MXFP4_TRITON_K_PAD_RELEASES
+        if parsed is not None and first <= parsed < end:
+            packed = k // 2
+            extra += n * (math.ceil(packed / 64) * 64 - packed)
+    return extra
 
 
 def draft_weights_bytes_per_gpu(inputs: CapacityInputs) -> int:

@@ -244,3 +244,25 @@ def test_a_group_size_that_does_not_divide_a_layers_rows_per_rank_is_refused() -
         CapacityInputs(model=model, gpu_memory_bytes=80 * GIB, tensor_parallel_size=8)
     ok = ModelArch.from_hf_config({**LLAMA3_8B, "quantization_config": {**qc, "group_size": 128}}, "gptq-128")
     CapacityInputs(model=ok, gpu_memory_bytes=80 * GIB, tensor_parallel_size=8)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "version", "logged_gib", "source"),
+    [
+        ("openai/gpt-oss-120b", "0.11.2", 65.9651, "Marlin: blog.huikang.dev 2025-12-28 (Kaggle), vllm#23278"),
+        ("openai/gpt-oss-120b", "0.14.1", 64.38, "Triton, original scales kept: vllm-project/vllm#33155"),
+        ("openai/gpt-oss-20b", "0.19.0", 13.64, "Triton, triton_kernels v3.6.0 K padding: llm-d-planner d3121e05"),
+        ("openai/gpt-oss-120b", "0.25.1", 61.29, "Triton, scales deleted (vllm#46549): JaminJeong/CodingAgent 46559ab"),
+    ],
+)
+def test_gpt_oss_weights_on_hopper_follow_the_mxfp4_backend_of_the_release(
+    model_id: str, version: str, logged_gib: float, source: str
+) -> None:
+    """Hopper runs MXFP4 experts on Marlin until triton_kernels ships with vLLM (0.12.0, vllm-project/vllm#28788),
+    on Triton after: no weight padding, but the original E8M0 scales stay beside the rearranged copy until 0.25,
+    the rearranged scales pad N to 256, the biases are fp32, and triton_kernels v3.6.0 (0.17-0.21) pads the packed K
+    to 64 bytes. Each figure is the release's own "Model loading took … GiB" line on an H100 (``source``)."""
+    inputs = CapacityInputs(
+        model=get_preset(model_id), gpu_memory_bytes=80 * GIB, compute_capability=(9, 0), engine_version=version
+    )
+    assert weights_bytes_per_gpu(inputs) / GIB == pytest.approx(logged_gib, rel=0.007)
