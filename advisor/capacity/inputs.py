@@ -278,6 +278,13 @@ class CapacityInputs:
             problems.append(
                 f"{m.name}: {m.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}"
             )
+        if m.vision_parameters and m.vision_heads and tp >= 1 and m.vision_heads % tp != 0:
+            problems.append(
+                f"{m.name}: the vision tower's {m.vision_heads} attention heads (vision_config.num_heads) are not "
+                f"divisible by tensor_parallel_size {tp}: vLLM splits them over the TP ranks (Qwen-VL vision "
+                "attention: dist_utils.divide(num_heads, tp_size)); serve text only (--language-model-only) or use "
+                "another TP"
+            )
         if not m.is_mla and tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
             problems.append(f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}")
         if problems:

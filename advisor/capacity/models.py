@@ -181,6 +181,8 @@ class ModelArch:
         vision_tower_type: the wrapper ``model_type`` of :attr:`vision_tower_width`'s tower (``qwen2_5_vl`` …).
         vision_item_limits: ``--limit-mm-per-prompt`` counts stated for :attr:`vision_modalities` (modality, items per
             prompt); a modality left out keeps vLLM's default.
+        vision_heads: attention heads of :attr:`vision_tower_width`'s tower (``vision_config.num_heads``), which vLLM
+            splits over the TP ranks; 0 = not read.
     """
 
     name: str
@@ -248,6 +250,7 @@ class ModelArch:
     vision_modalities: tuple[str, ...] = ()
     vision_tower_type: str = ""
     vision_item_limits: tuple[tuple[str, int], ...] = ()
+    vision_heads: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -629,7 +632,14 @@ class ModelArch:
         width = _int_in(cfg, "_vision_width", name, 0, default=0) or _vision_tower_width(top_type, vision, name)
         if width and arch.vision_parameters:
             modalities = VISION_TOWER_MODALITIES.get(top_type) or VISION_TOWER_MODALITIES.get(model_type) or ()
-            arch = replace(arch, vision_tower_width=width, vision_modalities=modalities, vision_tower_type=top_type)
+            heads = _int_in(vision or {}, "num_heads", f"{name} vision_config", 1, default=16)
+            arch = replace(
+                arch,
+                vision_tower_width=width,
+                vision_modalities=modalities,
+                vision_tower_type=top_type,
+                vision_heads=heads,
+            )
         stated = _optional_positive_int(cfg, "num_parameters", name, 0)
         arch = replace(arch, num_parameters=stated or arch.computed_parameters())
         return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, name))

@@ -312,3 +312,17 @@ def test_a_refusal_by_the_video_offers_the_video_off_limit_as_a_fix(tmp_path: Pa
     assert "--limit-mm-per-prompt '{\"video\": 0}'" in changes
     code, _, _ = _plan_out([*argv, "--limit-mm-per-prompt", '{"video": 0}', "--json"])
     assert code == 0  # the fix offered does start
+
+
+def test_vision_heads_that_tp_does_not_divide_are_refused_naming_the_key() -> None:
+    """vLLM's Qwen-VL vision attention splits its heads over the TP ranks (``dist_utils.divide(num_heads,
+    tp_size)`` asserts): 16 heads at TP 32 do not load, whatever the language model's heads allow."""
+    from advisor.errors import CapacityError
+
+    wide = {**QWEN25_VL_7B, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192}
+    model = ModelArch.from_hf_config(wide, "qwen25-vl-wide")
+    with pytest.raises(CapacityError, match=r"vision_config\.num_heads"):
+        _inputs(model, tensor_parallel_size=32)
+    _inputs(model, tensor_parallel_size=16)  # 16 heads over 16 ranks: loads
+    text_only = without_unused_vision_tower(model, language_model_only_limits())
+    _inputs(text_only, tensor_parallel_size=32)  # no tower, no vision heads to split
