@@ -37,6 +37,8 @@ from advisor.capacity.generation import Accounting, parse_version, vllm_accounti
 from advisor.capacity.inputs import CapacityInputs
 from advisor.capacity.precision import DTYPE_BYTES
 from advisor.capacity.profiles import (
+    ALLREDUCE_FUSION_NON_TORCH_BYTES,
+    ALLREDUCE_FUSION_RELEASES,
     CUDA_GRAPH_ESTIMATE_SINCE,
     FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT,
     FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
@@ -239,10 +241,48 @@ def non_torch_bytes_per_gpu(inputs: CapacityInputs) -> int:
         # the release subtracts torch's allocations from the device's whole use: the CUDA context and libraries
         # of this process, and whatever other processes hold, count as this instance's non-torch memory
         total = om.whole_device_non_torch_bytes + inputs.gpu_memory_used_by_others_bytes
+    fused = allreduce_fusion_non_torch_bytes(inputs)
+    if fused is not None:
+        return fused
     if tp > 1:
         # peers beyond one node's NVLink domain connect over the network, through other, smaller buffers
         total += om.tp_non_torch_bytes + (min(tp, GPUS_PER_NVLINK_NODE) - 2) * om.tp_peer_non_torch_bytes
     return total + nvls_bytes_per_gpu(inputs)
+
+
+def allreduce_fusion_non_torch_bytes(inputs: CapacityInputs) -> int | None:
+    """vLLM V1's non-torch increase per rank when FlashInfer's all-reduce + RMSNorm fusion builds its workspace
+    inside the profile window, measured; None where it does not (the other terms of :func:`non_torch_bytes_per_gpu`
+    apply).
+
+    The fusion pass is on by default from 0.17 for compute capability 9.x/10.x with TP > 1 and one pipeline stage
+    (``vllm/config/vllm.py`` 0.19.0 lines 116-135), and its workspace needs NVSwitch multicast
+    (:attr:`CapacityInputs.nvlink_sharp`: not A100, PCIe cards or H100 PCIe). vLLM creates it lazily while compiling,
+    inside the profile, with torch's NCCL group for the TP ranks; FlashInfer 0.6.4-0.6.8 (pinned by vLLM
+    0.17-0.21) rounds each of its three buffers up to the multicast granularity, so the figure hardly depends on the
+    model or TP. Measured on vLLM 0.19.0, H100 SXM, 16 runs of 10 models (llm-d-incubation/llm-d-planner at
+    d3121e05, accuracy/results/v0.19.0/logs: "non-torch forward increase memory"): 2.06-2.11 GiB at TP 2 and
+    2.13-2.21 GiB at TP 4, against 0.24-0.27 at TP 1 and 0.07 at PP 2 without TP
+    (:data:`~advisor.capacity.profiles.ALLREDUCE_FUSION_NON_TORCH_BYTES`). FlashInfer 0.6.11 (vLLM 0.22 on) drops
+    the rounding: not measured, so later releases keep the other terms."""
+    from advisor.capacity.generation import parse_version
+
+    parsed = parse_version(inputs.engine_version)
+    first, end = ALLREDUCE_FUSION_RELEASES
+    cc = inputs.compute_capability
+    if (
+        inputs.overhead_profile != "vllm-v1"
+        or parsed is None
+        or not first <= parsed < end
+        or inputs.tensor_parallel_size < 2
+        or inputs.pipeline_parallel_size != 1
+        or not inputs.nvlink_sharp
+        or cc is None
+        or cc[0] not in (9, 10)
+    ):
+        return None
+    two, four = ALLREDUCE_FUSION_NON_TORCH_BYTES
+    return two if inputs.tensor_parallel_size == 2 else four
 
 
 def nvls_bytes_per_gpu(inputs: CapacityInputs) -> int:

@@ -331,6 +331,17 @@ softmax (4) = 14 (vLLM 0.9-0.11 ``flashinfer_sample``). vLLM V0 with ``VLLM_USE_
 ``Sampler.forward``): bf16 logits, fp32 logits, probabilities and log-probabilities, 2 + 4 + 4 + 4 = 14 too."""
 
 
+ALLREDUCE_FUSION_RELEASES: Final = ((0, 17), (0, 22))
+"""``[first, end)`` of the vLLM releases whose FlashInfer all-reduce fusion workspace (on by default from 0.17 on
+Hopper/Blackwell with TP > 1) comes from FlashInfer 0.6.4-0.6.8, which rounds each buffer up to the multicast
+granularity (vLLM 0.22 pins FlashInfer 0.6.11, which does not): :func:`advisor.capacity.overhead.
+allreduce_fusion_non_torch_bytes`."""
+
+ALLREDUCE_FUSION_NON_TORCH_BYTES: Final = (int(2.08 * (1 << 30)), int(2.17 * (1 << 30)))
+"""(TP 2, TP ≥ 4) non-torch increase per rank with that workspace, the medians of vLLM 0.19.0's own breakdowns on
+H100 SXM (11 runs at TP 2: 2.06-2.11 GiB; 5 at TP 4: 2.13-2.21 GiB; llm-d-incubation/llm-d-planner at d3121e05)."""
+
+
 TRITON_TOPK_TOPP_SINCE: Final = (0, 17)
 """The first vLLM release whose PyTorch-native top-k/top-p (V1 ``TopKTopPSampler.forward_native``) masks the logits with
 a Triton kernel instead of sorting the vocabulary: "Triton-based top-k and top-p sampler kernels (#33538)" in the

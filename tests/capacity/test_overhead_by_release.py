@@ -299,3 +299,61 @@ def test_gpt_oss_20b_activation_peak_is_the_engine_s_own_breakdown(version: str,
         sampler="torch",
     )
     assert max(activation_peak_bytes(inp)) / GIB == pytest.approx(peak_gib, rel=0.05)
+
+
+LLMD_0_19 = (
+    "https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/"
+    "accuracy/results/v0.19.0/logs/"
+)
+"""vLLM 0.19.0 DEBUG start-up logs on an H100 80GB HBM3 (79.19 GiB), Llama-3.1-8B-Instruct, util 0.95, 8,192 batched
+tokens, 1,024 sequences: "Total non KV cache memory: 17.12GiB … non-torch forward increase memory: 0.25GiB" at TP 1,
+"11.47GiB … 2.07GiB" at TP 2, TP 4 3.77 + 1.89 + 2.13 GiB; the TP ≥ 2 runs log "Enabled custom fusions:
+allreduce_rms" and "Initialized FlashInfer All Reduce workspace" inside the profile."""
+
+
+@pytest.mark.parametrize(("tp", "non_kv_gib"), [(1, 17.12), (2, 11.47), (4, 3.77 + 1.89 + 2.13)])
+def test_the_allreduce_fusion_workspace_counts_at_tp_2_and_4_on_an_nvswitch_h100(tp: int, non_kv_gib: float) -> None:
+    inp = _inputs(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        79.19,
+        tensor_parallel_size=tp,
+        gpu_memory_utilization=0.95,
+        max_num_seqs=1024,
+        max_num_batched_tokens=8192,
+        max_model_len=8192,
+        engine_version="0.19.0",
+        overhead_profile="vllm-v1",
+        sampler="torch",
+        nvlink_sharp=True,
+        compute_capability=(9, 0),
+    )
+    result = vllm_capacity_pass(inp)
+    assert result.kv_pool_bytes_per_gpu / GIB == pytest.approx(0.95 * 79.19 - non_kv_gib, abs=0.3)
+
+
+def test_the_fusion_workspace_is_counted_only_where_vllm_builds_it() -> None:
+    """On by default from 0.17 for compute capability 9.x/10.x with TP > 1 and one stage, multicast needed
+    (NVSwitch); FlashInfer's rounding ends with 0.22's FlashInfer 0.6.11 (not measured after)."""
+
+    def non_torch(**kw: object) -> float:
+        base: dict[str, object] = {
+            "tensor_parallel_size": 2,
+            "engine_version": "0.19.0",
+            "overhead_profile": "vllm-v1",
+            "nvlink_sharp": True,
+            "compute_capability": (9, 0),
+        }
+        base.update(kw)
+        return non_torch_bytes_per_gpu(_inputs("meta-llama/Llama-3.1-8B-Instruct", 79.19, **base)) / GIB
+
+    assert non_torch() == pytest.approx(2.08, abs=0.01)
+    assert non_torch(tensor_parallel_size=4) == pytest.approx(2.17, abs=0.01)
+    for off in (
+        {"tensor_parallel_size": 1},
+        {"nvlink_sharp": False},  # PCIe, A100's NVLink without multicast
+        {"compute_capability": (8, 0)},
+        {"engine_version": "0.16.0"},
+        {"engine_version": "0.22.0"},
+        {"pipeline_parallel_size": 2},
+    ):
+        assert non_torch(**off) < 1.0, off
