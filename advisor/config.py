@@ -53,7 +53,12 @@ from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resol
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
-from advisor.capacity.models import ModelArch, language_model_only_limits, without_unused_vision_tower
+from advisor.capacity.models import (
+    ModelArch,
+    language_model_only_limits,
+    mm_limit_problems,
+    without_unused_vision_tower,
+)
 from advisor.conventions import (
     MANAGED_INSTANCE_PLATFORMS,
     MIN_SCRAPE_INTERVAL_SECONDS,
@@ -269,6 +274,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "lora_dtype": ("vllm", "dynamo", "auto"),
     "fully_sharded_loras": ("vllm", "dynamo", "auto"),
     "language_model_only": ("vllm", "dynamo", "auto"),
+    "limit_mm_per_prompt": ("vllm", "dynamo", "auto"),
     "sampler": ("vllm", "dynamo", "auto"),
     "engine_version": ("vllm", "sglang", "tgi", "dynamo", "auto"),
     "pipeline_parallel_size": ("vllm", "dynamo", "auto"),
@@ -571,6 +577,11 @@ class Deployment(_Strict):
         strict=True,
         description="vLLM --language-model-only: a multimodal checkpoint's encoder towers are not loaded",
     )
+    limit_mm_per_prompt: dict[str, int] | None = Field(
+        default=None,
+        description="vLLM --limit-mm-per-prompt as a mapping ({image: 2, video: 0}): a modality at 0 is not profiled "
+        "(every modality of a tower at 0: the tower is not loaded); unset: vLLM's defaults",
+    )
     slo: SLO
     autoscaling: AutoscalingConfig | None = Field(
         default=None,
@@ -582,6 +593,20 @@ class Deployment(_Strict):
     @classmethod
     def _check_engine_version(cls, value: str | None) -> str | None:
         return engine_version_field(value)
+
+    @field_validator("limit_mm_per_prompt", mode="before")
+    @classmethod
+    def _check_mm_limits(cls, value: object) -> object:
+        if value is None:
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"must be a mapping of modality to items per prompt ({{image: 2, video: 0}}), got {value!r}"
+            )
+        problems = mm_limit_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @field_validator("speculative_config", mode="before")
     @classmethod
@@ -1606,6 +1631,8 @@ def deployment_spec(
         model = resolve_model(dep.model, base_dir)
     if dep.language_model_only:
         model = without_unused_vision_tower(model, language_model_only_limits())
+    elif dep.limit_mm_per_prompt:
+        model = without_unused_vision_tower(model, dep.limit_mm_per_prompt)
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     spec = spec_from_settings(
         dep,

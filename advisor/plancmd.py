@@ -32,11 +32,6 @@ _gib_or_zero = bounded_float(0, 16384, "a number of GiB")
 """GiB that may be 0 (vLLM ``--cpu-offload-gb``, ``Field(ge=0)``)."""
 
 
-MM_MODALITIES: Final = ("image", "video", "audio")
-"""The modalities ``--limit-mm-per-prompt`` takes (vLLM ``MultiModalConfig.limit_per_prompt`` keys of the models
-the capacity pass reads: Qwen-VL image and video, Gemma 4 and the Omni models' audio)."""
-
-
 def _mm_limits(text: str) -> dict[str, int]:
     """An argparse type for vLLM's ``--limit-mm-per-prompt`` JSON (``'{"image": 0, "video": 0}'``): modality →
     items per prompt, each a whole number ≥ 0 (vLLM also takes per-modality option objects; their count is not read
@@ -47,18 +42,13 @@ def _mm_limits(text: str) -> dict[str, int]:
         raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f'must be a JSON object such as {{"image": 0}}, got {text!r}')
-    out: dict[str, int] = {}
-    for modality, count in value.items():
-        if modality not in MM_MODALITIES:
-            raise argparse.ArgumentTypeError(
-                f"{modality!r}: not a modality vLLM limits (one of {', '.join(MM_MODALITIES)}; the keys are lowercase)"
-            )
-        if isinstance(count, dict):
-            count = count.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise argparse.ArgumentTypeError(f"{modality}: items per prompt must be an integer >= 0, got {count!r}")
-        out[str(modality)] = count
-    return out
+    from advisor.capacity.models import mm_limit_problems
+
+    counts = {str(k): (v.get("count", 1) if isinstance(v, dict) else v) for k, v in value.items()}
+    problems = mm_limit_problems(counts)
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return {k: int(v) for k, v in counts.items()}
 
 
 _cv = bounded_float(0, 100, "a coefficient of variation")

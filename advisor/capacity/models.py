@@ -680,6 +680,26 @@ def _unsized_towers(top: Mapping[str, Any], name: str) -> tuple[str, ...]:
     )
 
 
+MM_LIMIT_MODALITIES: Final = ("image", "video", "audio")
+"""The modality keys of vLLM's ``--limit-mm-per-prompt`` the capacity pass reads (``MultiModalConfig.limit_per_prompt``
+of the models it sizes: Qwen-VL image and video, Gemma 4 and the Omni models' audio); another key is refused."""
+
+
+def mm_limit_problems(limits: Mapping[str, object]) -> list[str]:
+    """Why ``limits`` (modality → items per prompt) is not a ``--limit-mm-per-prompt`` the pass can read: a key outside
+    :data:`MM_LIMIT_MODALITIES` (they are lowercase) or a count that is not a whole number ≥ 0; [] when it is."""
+    problems = []
+    for modality, count in limits.items():
+        if modality not in MM_LIMIT_MODALITIES:
+            problems.append(
+                f"{modality!r}: not a modality vLLM limits (one of {', '.join(MM_LIMIT_MODALITIES)}; the keys are "
+                "lowercase)"
+            )
+        elif isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            problems.append(f"{modality}: items per prompt must be an integer >= 0, got {count!r}")
+    return problems
+
+
 def language_model_only_limits() -> dict[str, int]:
     """vLLM's ``--language-model-only`` as ``--limit-mm-per-prompt`` limits: every modality at 0 ("disables all
     multimodal inputs by setting all modality limits to 0", ``vllm/config/multimodal.py`` ``MultiModalConfig``,

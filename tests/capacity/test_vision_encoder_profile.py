@@ -326,3 +326,31 @@ def test_vision_heads_that_tp_does_not_divide_are_refused_naming_the_key() -> No
     _inputs(model, tensor_parallel_size=16)  # 16 heads over 16 ranks: loads
     text_only = without_unused_vision_tower(model, language_model_only_limits())
     _inputs(text_only, tensor_parallel_size=32)  # no tower, no vision heads to split
+
+
+def test_a_deployment_states_the_limits_as_vllm_takes_them(tmp_path: Path) -> None:
+    """``limit_mm_per_prompt`` in a deployment sizes the pool as ``plan --limit-mm-per-prompt`` does; a bad key or
+    count is refused naming the key."""
+    from pydantic import ValidationError
+
+    from advisor.capacity.deployment import resolve_deployment
+    from advisor.config import Deployment, deployment_spec
+
+    base = {
+        "name": "vl",
+        "model": "Qwen/Qwen2-VL-7B-Instruct",
+        "gpu": "A100-80GB",
+        "max_model_len": 32768,
+        "engine_version": "0.23.0",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "slo": {"ttft_seconds": 2.0, "tpot_seconds": 0.1},
+    }
+    video_off = resolve_deployment(
+        deployment_spec(Deployment.model_validate({**base, "limit_mm_per_prompt": {"video": 0}}))
+    ).result
+    default = resolve_deployment(deployment_spec(Deployment.model_validate(base))).result
+    # plan at 0.23: the 32,768-token video's 4.38 GiB against the image's 2.19 GiB
+    assert (video_off.kv_pool_bytes_per_gpu - default.kv_pool_bytes_per_gpu) / GIB == pytest.approx(2.19, abs=0.05)
+    for bad, key in (({"Video": 0}, "'Video'"), ({"video": -1}, "video"), ({"image": True}, "image")):
+        with pytest.raises(ValidationError, match=key):
+            Deployment.model_validate({**base, "limit_mm_per_prompt": bad})
