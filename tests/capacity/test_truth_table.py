@@ -60,7 +60,7 @@ def _stated(rows: list[tt.Outcome]) -> list[tt.Outcome]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="acceptance 1 not met yet: 7 of the 60 vLLM logs get no answer (models whose published config.json "
+    reason="acceptance 1 not met yet: 7 of the 61 vLLM logs get no answer (models whose published config.json "
     "was not found, a GGUF file), 3 of them among the 12 rows that state every input (median 2.0 %, p90 92.5 %); "
     "measured in docs/capacity.md",
 )
