@@ -368,8 +368,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     non_torch = non_torch_bytes_per_gpu(inputs)
     nvls = nvls_bytes_per_gpu(inputs)
-    runtime = f"{non_torch / gib:.2f} GiB CUDA context and NCCL" + (
-        f", of which {nvls / gib:.2f} GiB NCCL NVLink SHARP buffers" if nvls else ""
+    from advisor.capacity.overhead import allreduce_fusion_non_torch_bytes
+
+    fused = allreduce_fusion_non_torch_bytes(inputs) is not None
+    runtime = (
+        f"{non_torch / gib:.2f} GiB CUDA context and NCCL"
+        + (" with FlashInfer's all-reduce fusion workspace" if fused else "")
+        + (f", of which {nvls / gib:.2f} GiB NCCL NVLink SHARP buffers" if nvls else "")
     )
     graphs = cuda_graph_bytes_per_gpu(inputs)
     offloaded, draft = cpu_offload_bytes_per_gpu(inputs), draft_weights_bytes_per_gpu(inputs)
