@@ -237,16 +237,16 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
     """
     found: list[dict[str, Any]] = []
 
-    def tried(flag: str, value: Any, changed: DeploymentSpec) -> bool:
+    def tried(flag: str, value: Any, changed: DeploymentSpec, shown: str | None = None) -> bool:
         result = _starts(changed)
         if result is None:
             return False
         found.append(
             {
-                "dial": FIX_DIALS[flag],
+                "dial": FIX_DIALS.get(flag),  # a flag of no dial (--limit-mm-per-prompt): None, as a pool flag
                 "flag": flag,
                 "value": value,
-                "change": f"{flag} {value}",
+                "change": f"{flag} {shown if shown is not None else value}",
                 "kv_cache_tokens": result.kv_cache_tokens,
                 "max_concurrency": round(result.max_concurrency, 3),
             }
@@ -277,19 +277,8 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
     video_off = _video_off(spec)
     if video_off is not None:  # the profile's largest video, not the batch (advisor.capacity.encoder)
         limits, changed = video_off
-        result = _starts(changed)
-        if result is not None:
-            value = json.dumps(limits)
-            found.append(
-                {
-                    "dial": None,
-                    "flag": "--limit-mm-per-prompt",
-                    "value": value,
-                    "change": f"--limit-mm-per-prompt '{value}'",
-                    "kv_cache_tokens": result.kv_cache_tokens,
-                    "max_concurrency": round(result.max_concurrency, 3),
-                }
-            )
+        value = json.dumps(limits)
+        tried("--limit-mm-per-prompt", value, changed, shown=f"'{value}'")
     asked = spec.max_model_len or 0  # unset: the model's own context (not shortened here)
     lo, hi = 0, max(0, asked - 1) // CONTEXT_STEP  # multiples of the step below the asked length
     while lo < hi:  # the longest that fits (a shorter cap never shrinks the pool)

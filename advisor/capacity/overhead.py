@@ -265,8 +265,6 @@ def allreduce_fusion_non_torch_bytes(inputs: CapacityInputs) -> int | None:
     2.13-2.21 GiB at TP 4, against 0.24-0.27 at TP 1 and 0.07 at PP 2 without TP
     (:data:`~advisor.capacity.profiles.ALLREDUCE_FUSION_NON_TORCH_BYTES`). FlashInfer 0.6.11 (vLLM 0.22 on) drops
     the rounding: not measured, so later releases keep the other terms."""
-    from advisor.capacity.generation import parse_version
-
     parsed = parse_version(inputs.engine_version)
     first, end = ALLREDUCE_FUSION_RELEASES
     cc = inputs.compute_capability

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from advisor.capacity.generation import parse_version
 from advisor.errors import CapacityError
 
 __all__ = [
@@ -244,8 +245,6 @@ def mxfp4_moe_backend(compute_capability: tuple[int, int] | None, engine_version
         return None
     major = compute_capability[0]
     if major == 9:
-        from advisor.capacity.generation import parse_version
-
         parsed = parse_version(engine_version)
         if parsed is not None and parsed >= MXFP4_TRITON_ON_HOPPER_SINCE:
             return "triton"

@@ -325,8 +325,6 @@ def _triton_mxfp4_extra_bytes(hidden: int, width: int, engine_version: str | Non
     (64.30 GiB in all, 64.38 logged on 0.14.1), 0.17-0.21 +4.75 GiB, from 0.25 +0.19 GiB (60.97; 61.29 logged on
     0.25.1). Source: the release packages' ``mxfp4.py`` and ``cmake/external_projects/triton_kernels.cmake``.
     """
-    from advisor.capacity.generation import parse_version
-
     parsed = parse_version(engine_version)
     rows = (2 * width, hidden)  # N of w13 and w2
     ks = (hidden, width)  # K of w13 and w2
