@@ -93,6 +93,12 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
         "latency of each of a ring all-reduce's 2(TP − 1) steps (Thakur, Rabenseifner & Gropp 2005): 0 (one-shot "
         "custom kernels: latency flat in TP) to 5 µs (NCCL LL protocol over PCIe)",
     ),
+    "roofline_exponent": (
+        1.0,
+        32.0,
+        "p of the p-norm that joins a kernel's memory and compute times: 1 = no overlap (their sum), 32 = the "
+        "roofline's max within 2 % at the ridge",
+    ),
     "static_overhead_fraction": (
         0.0,
         1.0,
@@ -137,7 +143,7 @@ FIXED: dict[str, tuple[float, str]] = {
 """Factors held at a value (not fitted), and why."""
 
 GROUP_FACTORS = tuple(n for n in PRIOR_SCALE if n not in FIXED)
-GLOBAL_ONLY = ("static_overhead_fraction", "attention_serial_fraction")
+GLOBAL_ONLY = ("static_overhead_fraction", "attention_serial_fraction", "roofline_exponent")
 
 START: dict[str, float] = {
     "memory_bandwidth_efficiency": 0.8,
@@ -153,6 +159,7 @@ START: dict[str, float] = {
     "step_overhead_per_seq_seconds": 0.0,
     "allreduce_hop_latency_seconds": 1e-6,
     "static_overhead_fraction": 0.5,
+    "roofline_exponent": 4.0,
 }
 
 Params = dict[str, float]
@@ -318,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return [(s, math.exp(log_ratio(s, params_for(s, global_params, groups)))) for s in rows]
 
     held, insample = evaluate(test), evaluate(train)
+    in_loss = sum(huber(math.log(r)) for _s, r in insample)
+    print(f"in-sample Huber loss: {in_loss:.4f} ({len(insample)} rows)")
     print("held-out rows:")
     for s, ratio in held:
         print(f"  {ratio:6.3f}  {s.row.id}  ({s.row.metric}, batch {s.batch:.0f} {s.batch_rule})")

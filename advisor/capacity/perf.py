@@ -1,13 +1,18 @@
 """Roofline estimates of decode step time, TPOT, decode throughput and prefill time (seconds, tokens/s).
 
-A step costs the larger of its memory time and its compute time, plus tensor-parallel communication::
+A step costs its memory time and its compute time joined by a roofline (their max, or a fitted p-norm), plus
+tensor-parallel communication::
 
     t_memory  = bytes read per GPU ÷ (peak bandwidth × memory_bandwidth_efficiency)
     t_compute = FLOPs per GPU ÷ (peak tensor FLOP/s × compute_efficiency)
     t_comm    = 2 all-reduces per layer × (latency + ring bytes ÷ (per-direction link × efficiency))
                 (a group larger than the part's NVLink domain crosses nodes: network latency and bandwidth,
                 :func:`allreduce_seconds`)
-    step      = max(t_memory, t_compute) + t_comm
+    step      = roofline(t_memory, t_compute) + t_comm
+
+``roofline`` is the max of the two (the roofline of Williams et al., perfect overlap) or, with a fitted
+:attr:`PerfAssumptions.roofline_exponent` ``p``, their p-norm: measured kernels reach the roofline only far from
+its ridge (:func:`roofline`).
 
 Decode reads every weight once per step plus the KV of every running sequence
 (``batch × mean_context × KV bytes/token/GPU``) and performs ``2 × matmul params ÷ TP`` FLOPs per
@@ -82,6 +87,7 @@ __all__ = [
     "prefill_batch_seconds",
     "prefill_roofline",
     "prefill_seconds",
+    "roofline",
     "tpot_seconds",
     "untouched_expert_fraction",
 ]
@@ -130,6 +136,13 @@ class PerfAssumptions:
             design notes: "the CPU overhead ... scheduling, detokenization" grows with the batch and is what
             motivated moving it beside the GPU, https://blog.vllm.ai/2025/01/27/v1-alpha-release.html; SGLang
             v0.4's overlap scheduler, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). 0 = not modelled.
+        allreduce_hop_latency_seconds: latency of each of a ring all-reduce's ``2 (TP − 1)`` steps, seconds (Thakur,
+            Rabenseifner & Gropp 2005), on top of ``allreduce_latency_seconds``. 0 = latency flat in TP.
+        roofline_exponent: ``p`` of the p-norm that joins a kernel's memory time and compute time
+            (:func:`roofline`): 0 = their max (the roofline, perfect overlap), 1 = their sum (no overlap). Fitted
+            by ``bench/fit_perf.py``: measured decode steps near the ridge (a batch of a few hundred) are slower than
+            the max of the two, and fitting the max instead pushes the weight-streaming efficiency down to
+            0.50–0.62, which then makes every batch-1 decode too slow.
 
     The defaults leave every term added for issue 17 off (overheads 0, FP8 at ``compute_efficiency``, no FP4
     peak), so an uncalibrated model is the plain roofline; :func:`assumptions_for` returns the fitted values.
@@ -148,6 +161,7 @@ class PerfAssumptions:
     attention_serial_fraction: float = 0.0
     step_overhead_per_seq_seconds: float = 0.0
     allreduce_hop_latency_seconds: float = 0.0
+    roofline_exponent: float = 0.0
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
@@ -331,6 +345,31 @@ def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Perf
     return 2 * inputs.model.num_layers * per_allreduce
 
 
+def roofline(memory: float, compute: float, exponent: float = 0.0) -> float:
+    """One kernel's time from its memory time and its compute time, seconds: ``max(memory, compute)`` when
+    ``exponent`` is 0 (the roofline: the two overlap completely), else the p-norm ``(memory^p + compute^p)^(1/p)``
+    with ``p = exponent`` (p = 1: their sum, no overlap; p → ∞: the max again).
+
+    The roofline is an upper bound on performance that a kernel reaches only where its memory traffic and its
+    arithmetic overlap completely (Williams, Waterman & Patterson, CACM 2009); near the ridge, where the two times
+    are alike, measured kernels fall below it (pipeline fill and drain, tile and wave quantization, epilogues).
+    The p-norm is this project's choice of a smooth curve between the two limits, not a published law: one
+    number, fitted to the published measurements (:attr:`PerfAssumptions.roofline_exponent`, ``bench/fit_perf.py``),
+    that is the max far from the ridge and costs most at it.
+
+    Args:
+        memory: seconds the kernel's bytes take at the achieved bandwidth (≥ 0).
+        compute: seconds its FLOPs take at the achieved rate (≥ 0).
+        exponent: ``p``; 0 (or less) = the max.
+    """
+    if exponent <= 0.0:
+        return memory if memory > compute else compute
+    top = memory if memory > compute else compute
+    if top <= 0.0:
+        return 0.0
+    return float(top * ((memory / top) ** exponent + (compute / top) ** exponent) ** (1.0 / exponent))
+
+
 def _check(name: str, value: float, minimum: float) -> None:
     if not math.isfinite(value) or value < minimum:
         raise CapacityError(f"{name} must be a finite number ≥ {minimum}, got {value}")
@@ -340,7 +379,7 @@ def _check(name: str, value: float, minimum: float) -> None:
 class DecodeStepModel:
     """One decode step as straight lines in the batch ``B`` (seconds)::
 
-        step(B) = max(memory_fixed + memory_per_seq·B, compute_per_seq·B) + comm_fixed + comm_per_seq·B
+        step(B) = roofline(memory_fixed + memory_per_seq·B, compute_per_seq·B) + comm_fixed + comm_per_seq·B
                   + max(attention_memory_per_seq, attention_compute_per_seq)·B + overhead + overhead_per_seq·B
 
     ``memory_fixed`` streams the weights, ``memory_per_seq`` one sequence's KV at the mean context,
@@ -349,7 +388,8 @@ class DecodeStepModel:
     (:attr:`PerfAssumptions.attention_serial_fraction` of one sequence's KV read and attention FLOPs; that share
     is left out of ``memory_per_seq`` and ``compute_per_seq``); ``overhead`` and ``overhead_per_seq`` the CPU
     time per step and per sequence per step (:attr:`PerfAssumptions.step_overhead_seconds`,
-    :attr:`PerfAssumptions.step_overhead_per_seq_seconds`). Built by
+    :attr:`PerfAssumptions.step_overhead_per_seq_seconds`); ``roofline`` is :func:`roofline` with
+    ``roofline_exponent`` (:attr:`PerfAssumptions.roofline_exponent`; 0 = the max). Built by
     :func:`decode_step_model`; :func:`decode_step_seconds` is this evaluated at one batch. The dial search
     evaluates it thousands of times, hence the precomputed coefficients.
     """
@@ -365,6 +405,7 @@ class DecodeStepModel:
     attention_memory_per_seq: float = 0.0
     attention_compute_per_seq: float = 0.0
     overhead_per_seq: float = 0.0
+    roofline_exponent: float = 0.0
 
     def overhead_at(self, batch: float) -> float:
         """The CPU part of the step at ``batch`` sequences, seconds: ``overhead + overhead_per_seq·B``."""
@@ -382,7 +423,7 @@ class DecodeStepModel:
         if self.expert_memory:
             memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, batch)
         return (
-            max(memory, self.compute_per_seq * batch)
+            roofline(memory, self.compute_per_seq * batch, self.roofline_exponent)
             + self.comm_fixed
             + self.comm_per_seq * batch
             + max(self.attention_memory_per_seq, self.attention_compute_per_seq) * batch
@@ -396,7 +437,7 @@ class DecodeStepModel:
         sequence's KV are read once, as in a decode step; the matmul and attention FLOPs, the all-reduce rows and the
         experts the tokens select grow with ``batch × tokens_per_seq``::
 
-            verify(B, q) = max(memory_fixed + memory_per_seq·B, compute_per_seq·B·q)
+            verify(B, q) = roofline(memory_fixed + memory_per_seq·B, compute_per_seq·B·q)
                            + comm_fixed + comm_per_seq·B·q
                            + max(attention_memory_per_seq, attention_compute_per_seq·q)·B
                            + overhead + overhead_per_seq·B
@@ -417,7 +458,7 @@ class DecodeStepModel:
         if self.expert_memory:
             memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, tokens)
         return (
-            max(memory, self.compute_per_seq * tokens)
+            roofline(memory, self.compute_per_seq * tokens, self.roofline_exponent)
             + self.comm_fixed
             + self.comm_per_seq * tokens
             + max(self.attention_memory_per_seq, self.attention_compute_per_seq * tokens_per_seq) * batch
@@ -466,6 +507,7 @@ def decode_step_model(
         attention_memory_per_seq=serial * kv_read,
         attention_compute_per_seq=serial * attention_compute,
         overhead_per_seq=assumptions.step_overhead_per_seq_seconds,
+        roofline_exponent=assumptions.roofline_exponent,
     )
 
 
@@ -516,17 +558,19 @@ class PrefillRoofline:
     """The terms of one prefill step (seconds): ``memory`` (weights once + the KV written, at the achieved
     bandwidth), ``compute`` (its FLOPs at the achieved tensor rate), ``comm`` (the tensor-parallel all-reduces of
     its rows) and ``overhead`` (the fixed per-step and per-request CPU costs of :class:`PerfAssumptions`).
-    :func:`prefill_seconds` is ``max(memory, compute) + comm + overhead``."""
+    :func:`prefill_seconds` is ``roofline(memory, compute) + comm + overhead`` (:func:`roofline`, with
+    :attr:`PerfAssumptions.roofline_exponent`)."""
 
     memory: float
     compute: float
     comm: float
     overhead: float = 0.0
+    roofline_exponent: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """The prefill time, seconds: ``max(memory, compute) + comm + overhead``."""
-        return max(self.memory, self.compute) + self.comm + self.overhead
+        """The prefill time, seconds: ``roofline(memory, compute) + comm + overhead`` (:func:`roofline`)."""
+        return roofline(self.memory, self.compute, self.roofline_exponent) + self.comm + self.overhead
 
     @property
     def compute_bound(self) -> bool:
@@ -573,6 +617,7 @@ def prefill_batch_roofline(
         compute=flops / _effective_flops(inputs, gpu, assumptions),
         comm=allreduce_seconds(inputs, gpu, tokens, assumptions),
         overhead=assumptions.step_overhead_seconds + assumptions.step_overhead_per_seq_seconds * prompts,
+        roofline_exponent=assumptions.roofline_exponent,
     )
 
 
@@ -583,7 +628,7 @@ def prefill_batch_seconds(
     prompts: float = 1.0,
     assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> float:
-    """Seconds of :func:`prefill_batch_roofline`: ``max(memory, compute) + all-reduce + step overhead``.
+    """Seconds of :func:`prefill_batch_roofline`: ``roofline(memory, compute) + all-reduce + step overhead``.
 
     Raises:
         CapacityError: as :func:`prefill_batch_roofline`.
@@ -649,7 +694,7 @@ def mixed_step_seconds(
 
         memory  = decode memory(B) + prompts × P × KV bytes/token ÷ bandwidth
         compute = decode compute(B) + prompts × prefill FLOPs(P) ÷ peak
-        step    = max(memory, compute) + all-reduce(B + prompts × P rows) + serial decode attention(B)
+        step    = roofline(memory, compute) + all-reduce(B + prompts × P rows) + serial decode attention(B)
                   + step overhead + per-sequence overhead × (B + prompts)
 
     so a memory-bound decode hides prefill compute up to its idle compute. With ``prompts = 0`` this is
@@ -684,7 +729,7 @@ def mixed_step_seconds(
     compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
     serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
     return (
-        max(memory, compute)
+        roofline(memory, compute, assumptions.roofline_exponent)
         + allreduce_seconds(inputs, gpu, tokens, assumptions)
         + serial_attention
         + step.overhead_at(decode_batch + prompts)

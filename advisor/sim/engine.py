@@ -68,7 +68,7 @@ from typing import Protocol
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, capacity_pass
-from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model
+from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model, roofline
 
 __all__ = [
     "EngineConfig",
@@ -95,9 +95,11 @@ class StepCost:
                   + attention_seconds_per_seq × sequences sampled
         serial  = max(serial_kv_seconds_per_token × context tokens read + serial_kv_seconds_per_seq × sampled,
                       serial_attention_seconds_per_pair × pairs + serial_attention_seconds_per_seq × sampled)
-        step    = max(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + serial
+        step    = roofline(memory, compute) + comm_fixed_seconds + comm_seconds_per_token × tokens + serial
                   + overhead_seconds + overhead_seconds_per_seq × sequences sampled
 
+    ``roofline`` is :func:`advisor.capacity.perf.roofline` with ``roofline_exponent``
+    (:attr:`~advisor.capacity.perf.PerfAssumptions.roofline_exponent`: 0 = the max, 1 = the sum).
     ``overhead_seconds`` is :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_seconds` (the engine's CPU
     time per step, 0 in the plain roofline), ``overhead_seconds_per_seq``
     :attr:`~advisor.capacity.perf.PerfAssumptions.step_overhead_per_seq_seconds` (its CPU time per sequence per
@@ -138,6 +140,7 @@ class StepCost:
     attention_seconds_per_seq: float = 0.0
     serial_kv_seconds_per_seq: float = 0.0
     serial_attention_seconds_per_seq: float = 0.0
+    roofline_exponent: float = 0.0
 
     @classmethod
     def from_capacity(
@@ -180,6 +183,7 @@ class StepCost:
             attention_seconds_per_seq=max(0.0, mw.compute_per_seq - m0.compute_per_seq - pair * window),
             serial_kv_seconds_per_seq=max(0.0, mw.attention_memory_per_seq - serial_kv * window),
             serial_attention_seconds_per_seq=max(0.0, mw.attention_compute_per_seq - serial_pair * window),
+            roofline_exponent=m0.roofline_exponent,
         )
 
     def scaled(self, decode_ratio: float, prefill_ratio: float, decode_overhead_ratio: float = 1.0) -> StepCost:
@@ -221,6 +225,7 @@ class StepCost:
             attention_seconds_per_seq=self.attention_seconds_per_seq / prefill_ratio,
             serial_kv_seconds_per_seq=self.serial_kv_seconds_per_seq / decode_ratio,
             serial_attention_seconds_per_seq=self.serial_attention_seconds_per_seq / prefill_ratio,
+            roofline_exponent=self.roofline_exponent,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
@@ -240,7 +245,7 @@ class StepCost:
             self.serial_attention_seconds_per_pair * pairs + self.serial_attention_seconds_per_seq * samples
         )
         return (
-            (memory if memory > compute else compute)
+            roofline(memory, compute, self.roofline_exponent)
             + self.comm_fixed_seconds
             + self.comm_seconds_per_token * tokens
             + (serial_kv if serial_kv > serial_attention else serial_attention)
