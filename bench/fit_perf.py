@@ -166,6 +166,7 @@ Params = dict[str, float]
 
 START_SPREAD: dict[str, tuple[float, ...]] = {
     "memory_bandwidth_efficiency": (0.6, 0.92),
+    "roofline_exponent": (2.0, 12.0),
 }
 """Starting values the global search is run from, one run each, keeping the lowest loss (multi-start).
 
