@@ -360,9 +360,9 @@ def roofline(memory: float, compute: float, exponent: float = 0.0) -> float:
     Args:
         memory: seconds the kernel's bytes take at the achieved bandwidth (≥ 0).
         compute: seconds its FLOPs take at the achieved rate (≥ 0).
-        exponent: ``p``; 0 (or less) = the max.
+        exponent: ``p``; 0, less or NaN = the max.
     """
-    if exponent <= 0.0:
+    if not exponent > 0.0:  # 0, negative or NaN: the max
         return memory if memory > compute else compute
     top = memory if memory > compute else compute
     if top <= 0.0:

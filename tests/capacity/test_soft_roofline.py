@@ -31,6 +31,8 @@ def test_exponent_zero_is_the_roofline_s_max_one_the_sum_two_the_hypotenuse() ->
     assert roofline(3e-3, 4e-3, 2.0) == pytest.approx(5e-3, rel=1e-12)
     assert roofline(0.0, 0.0, 2.0) == 0.0
     assert roofline(0.0, 2e-3, 1.0) == pytest.approx(2e-3, rel=1e-12)
+    assert roofline(3e-3, 4e-3, math.nan) == 4e-3 and roofline(3e-3, 4e-3, -1.0) == 4e-3
+    assert roofline(3e-3, 4e-3, math.inf) == 4e-3
 
 
 @given(TIMES, TIMES, st.floats(min_value=1.0, max_value=64.0))
