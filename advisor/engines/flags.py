@@ -39,7 +39,12 @@ _VLLM: dict[str, str] = {
     c.DIAL_MAX_MODEL_LEN: "--max-model-len {value}",
     c.DIAL_CHUNKED_PREFILL: "--enable-chunked-prefill",
     c.DIAL_PREFIX_CACHING: "--enable-prefix-caching",
-    c.DIAL_ADMISSION_POLICY: "--scheduling-policy {value}",
+    # SchedulerConfig.policy "fcfs" | "priority" orders the waiting queue; neither holds back a request that does not
+    # fit (vllm/config/scheduler.py): there is no whole-request admission flag to emit
+    c.DIAL_ADMISSION_POLICY: (
+        "vLLM has no whole-request admission flag (--scheduling-policy only orders the queue): lower --max-num-seqs "
+        "to the requests the pool holds, or hold long requests back in a routing layer"
+    ),
     c.DIAL_REPLICAS: _REPLICAS,
     c.DIAL_INSTANCE_TYPE: _INSTANCE,
 }
@@ -59,7 +64,12 @@ _SGLANG: dict[str, str] = {
     c.DIAL_MAX_MODEL_LEN: "--context-length {value}",
     c.DIAL_CHUNKED_PREFILL: "--chunked-prefill-size {value}",
     c.DIAL_PREFIX_CACHING: "radix cache is on by default (remove --disable-radix-cache)",
-    c.DIAL_ADMISSION_POLICY: "--schedule-policy {value}",
+    # server_args.py --schedule-conservativeness (default 1.0): "Increase this if you notice frequent request
+    # retractions"; it scales new_token_ratio, the decode budget reserved per running request before admitting more
+    c.DIAL_ADMISSION_POLICY: (
+        "--schedule-conservativeness 1.3 (default 1.0: reserve more of the pool for running requests' remaining "
+        "output before admitting new ones; SGLang's server arguments: raise it when requests are retracted often)"
+    ),
     c.DIAL_REPLICAS: _REPLICAS,
     c.DIAL_INSTANCE_TYPE: _INSTANCE,
 }
@@ -183,6 +193,32 @@ def draft_length_flag(engine: str, value: int) -> str | None:
     ``--draft-max 2 (keep --model-draft)``; ``None`` for an engine without one here."""
     template = _DRAFT_LENGTH.get(engine)
     return None if template is None else template.format(value=value)
+
+
+_MTP: dict[str, str] = {
+    # vllm/config/speculative.py: "mtp" loads the target checkpoint's own multi-token-prediction layers (the
+    # per-model names such as deepseek_mtp are its older aliases); num_speculative_tokens = the layers shipped
+    "vllm": """--speculative-config '{{"method": "mtp", "num_speculative_tokens": {value}}}'""",
+    # SGLang's DeepSeek guide ("Multi-token Prediction"): the NextN layer runs as an EAGLE draft of one step
+    "sglang": (
+        "--speculative-algorithm EAGLE --speculative-num-steps {value} --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens {draft_tokens}"
+    ),
+    # tensorrt_llm/llmapi/llm_args.py MTPDecodingConfig
+    "trtllm": (
+        "speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {value}}} (--extra_llm_api_options YAML)"
+    ),
+}
+"""The change that turns on speculation with the checkpoint's own ``value`` multi-token-prediction layers
+(DeepSeek-V3/R1's NextN layer, GLM-4.5's, Qwen3-Next's), per engine that loads them."""
+
+
+def mtp_flag(engine: str, layers: int) -> str | None:
+    """The change that drafts with the checkpoint's own ``layers`` MTP layers on ``engine``, e.g.
+    ``--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'``; ``None`` for an engine that does not
+    load them here (TGI, llama.cpp)."""
+    template = _MTP.get(engine)
+    return None if template is None else template.format(value=layers, draft_tokens=layers + 1)
 
 
 _TOKEN_PIN: dict[str, str] = {

@@ -200,7 +200,8 @@ class AdmissionThrashRule:
                     gpus_added=0.0,
                 )
                 out.append(anchored(ev, cap_proposal))
-        fewer = self._fewer_sequences(ev, pool, conf, evidence, situation)
+        cap_offered = ROUND_TO <= cap < mml and self._cap_withheld(ev, cap) is None
+        fewer = self._fewer_sequences(ev, pool, conf, evidence, situation, cap_offered)
         if fewer is not None:
             out.append(fewer)
         out.append(
@@ -216,8 +217,9 @@ class AdmissionThrashRule:
                 summary=f"{ev.ctx.name}: admit a request only when its whole context fits in the free pool",
                 description=(
                     f"{situation} Admitting a request only when its prompt and output budget fit the free blocks stops "
-                    "the admit-then-preempt loop (TGI's router budgets whole requests this way; on vLLM and SGLang "
-                    "use a routing layer or priority scheduling to hold back requests that cannot fit)."
+                    "the admit-then-preempt loop (TGI's router budgets whole requests this way, TensorRT-LLM's "
+                    "GUARANTEED_NO_EVICT too; SGLang reserves more for running requests with a higher "
+                    "--schedule-conservativeness; vLLM has no such flag: hold long requests back in a routing layer)."
                 ),
                 predicted_effect={"preemptions_increase": effect(s.preemptions_increase, 0.0)},
                 evidence=evidence,
@@ -259,18 +261,28 @@ class AdmissionThrashRule:
         return out
 
     def _fewer_sequences(
-        self, ev: Evaluation, pool: float, conf: float, evidence: dict[str, Any], situation: str
+        self,
+        ev: Evaluation,
+        pool: float,
+        conf: float,
+        evidence: dict[str, Any],
+        situation: str,
+        cap_offered: bool = False,
     ) -> Proposal | None:
-        """On a hybrid model, whose per-request pages a context cap does not shrink: ``max_num_seqs`` lowered to the
-        requests the pool holds at the running requests' footprint with :data:`FIT_SHARE` of it (room to grow as they
-        decode), when requests were preempted and that is below the cap (vLLM's docs, "Preemption": decrease
-        ``max_num_seqs`` to stop it; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#122: ~91k-token footprints in a
-        356,667-token pool preempted 165 times at 4 sequences, 59 at 3)."""
+        """``max_num_seqs`` lowered to the requests the pool holds at the running requests' footprint with
+        :data:`FIT_SHARE` of it (room to grow as they decode), when requests were preempted and that is below the
+        cap (vLLM's docs, "Preemption": decrease ``max_num_seqs`` to stop it). On a hybrid model, whose per-request
+        pages a context cap does not shrink, always (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#122: ~91k-token
+        footprints in a 356,667-token pool preempted 165 times at 4 sequences, 59 at 3); on any other model only when
+        no context cap is offered (``cap_offered`` False: the requests are within the cap the pool would need, or the
+        cap is withheld because the long requests are the traffic), so the long requests themselves are served, fewer
+        at a time (vllm-project/vllm-ascend#5859: 32k-token prompts, 7 running at 92 % KV decode at 114 ms a token,
+        8 at 98.9 % at 440 ms)."""
         s = ev.stats
         cap = ev.ctx.inputs.max_num_seqs
         held = tokens_per_running_request(ev)
         if (
-            not ev.kv_cache_hybrid
+            (not ev.kv_cache_hybrid and cap_offered)
             or s is None
             or not s.preemptions_increase
             or cap is None
@@ -290,12 +302,17 @@ class AdmissionThrashRule:
             flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, fit),
             severity="warning",
             confidence=conf,
-            summary=f"{ev.ctx.name}: each request pins ~{held:,.0f} KV tokens — lower max_num_seqs {cap} → {fit}",
+            summary=f"{ev.ctx.name}: each request holds ~{held:,.0f} KV tokens — lower max_num_seqs {cap} → {fit}",
             description=(
-                f"{situation} On this hybrid model each running request pins whole pages per KV group (~{held:,.0f} "
-                f"tokens), which a context cap does not shrink: {fit} such requests fit in "
-                f"{percent(FIT_SHARE)} of the pool with room to grow, {cap} do not, and the overflow is preempted and "
-                "recomputed. Falsified by: preemptions continuing at the lower cap."
+                f"{situation} "
+                + (
+                    f"On this hybrid model each running request pins whole pages per KV group (~{held:,.0f} tokens), "
+                    "which a context cap does not shrink: "
+                    if ev.kv_cache_hybrid
+                    else f"Each running request holds ~{held:,.0f} KV tokens and no context cap would free them: "
+                )
+                + f"{fit} such requests fit in {percent(FIT_SHARE)} of the pool with room to grow, {cap} do not, and "
+                "the overflow is preempted and recomputed. Falsified by: preemptions continuing at the lower cap."
             ),
             predicted_effect={
                 "max_num_seqs": effect(cap, fit),

@@ -47,11 +47,15 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import draft_length_flag, flag_for
+from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
 ACCEPTANCE = 0.6
+MTP_ACCEPTANCE: Final = 0.85
+"""Acceptance of a draft token from the checkpoint's own multi-token-prediction layer: DeepSeek-V3 Technical Report
+(arXiv 2412.19437, §5.4.3): "the acceptance rate of the second token prediction ranges between 85% and 90%" (the
+low end taken)."""
 DRAFT_TOKENS = 4
 DRAFT_OVERHEAD = 1.1
 MIN_DRAFTS: Final = 50
@@ -347,10 +351,36 @@ class SpeculativeRule:
         )
 
     def _enable(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> Proposal:
+        """Turn speculation on. A checkpoint that ships its own multi-token-prediction layers (DeepSeek-V3/R1's
+        NextN, ``num_nextn_predict_layers``), on an engine that loads them (:func:`mtp_flag`), drafts with them: the
+        draft its makers trained for it, at :data:`MTP_ACCEPTANCE` (1.85 tokens a step with one layer; its weights
+        and KV come out of the pool, which :mod:`advisor.capacity.speculative` sizes). Any other drafts by
+        prompt-lookup n-grams (:data:`DRAFT_TOKENS` at an assumed :data:`ACCEPTANCE`)."""
         p50 = evidence["tpot_p50_seconds"]
-        tps = tokens_per_step()
-        config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
-        value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
+        layers = ev.ctx.inputs.model.mtp_layers
+        mtp = mtp_flag(ev.ctx.engine, layers) if layers > 0 else None
+        config: dict[str, Any]
+        if mtp is not None:
+            tps = tokens_per_step(MTP_ACCEPTANCE, layers)
+            config = {"method": "mtp", "num_speculative_tokens": layers}
+            flag = mtp
+            how = (
+                f"The checkpoint ships {layers} multi-token-prediction layer(s) trained as its draft; at the "
+                f"acceptance its makers report ({MTP_ACCEPTANCE:.0%}, DeepSeek-V3 Technical Report §5.4.3) each "
+                f"step yields ~{tps:.2f} tokens"
+            )
+            tail = "The layer's weights and KV come out of the KV pool. "
+            evidence = {**evidence, "mtp_layers": layers}
+        else:
+            tps = tokens_per_step()
+            config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
+            value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
+            flag = flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value)
+            how = (
+                f"With {DRAFT_TOKENS} draft tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields "
+                f"~{tps:.1f} tokens (Leviathan et al. 2023)"
+            )
+            tail = ""
         after = p50 * DRAFT_OVERHEAD / tps if p50 is not None else None
         return Proposal(
             rule=self.id,
@@ -358,19 +388,18 @@ class SpeculativeRule:
             action="enable",
             current="off",
             suggested=config,
-            flag=flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value),
+            flag=flag,
             severity="warning",
             confidence=conf,
-            summary=f"{ev.ctx.name}: small batches miss TPOT — enable speculative decoding",
+            summary=f"{ev.ctx.name}: small batches miss TPOT — enable speculative decoding"
+            + (" with the model's own MTP layer" if mtp is not None else ""),
             description=(
                 f"Only {evidence['batch_per_replica']:.1f} sequences run per replica and only "
                 f"{evidence['tpot_within_target_ratio']:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s: "
-                f"decode is bound by reading the weights and the bandwidth sits idle. With {DRAFT_TOKENS} draft "
-                f"tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields ~{tps:.1f} tokens "
-                f"(Leviathan et al. 2023), so TPOT p50 ~{p50 or 0:.3f}s → ~{after or 0:.3f}s. The win fades as the "
-                f"batch grows: watch it, and turn speculation off above ~{self.disable_by} running sequences "
-                "(vLLM ≥ 0.10 no longer applies a disable-by-batch-size itself). Measure the acceptance rate on "
-                "your own traffic."
+                f"decode is bound by reading the weights and the bandwidth sits idle. {how}, so TPOT p50 "
+                f"~{p50 or 0:.3f}s → ~{after or 0:.3f}s. {tail}The win fades as the batch grows: watch it, and turn "
+                f"speculation off above ~{self.disable_by} running sequences (vLLM ≥ 0.10 no longer applies a "
+                "disable-by-batch-size itself). Measure the acceptance rate on your own traffic."
             ),
             predicted_effect={"tpot_seconds": effect(p50, after)},
             evidence=evidence,

@@ -103,7 +103,10 @@ def test_proposes_cap_then_whole_request_admission_then_a_long_context_replica()
     }
     assert cap.predicted_effect["max_model_len"] == {"before": 32_768, "after": 12_288}
     assert cap.severity == "critical"
-    assert admit.flag == "--scheduling-policy priority" and not admit.sufficient
+    # vLLM's --scheduling-policy (fcfs | priority) only orders the queue: no flag admits whole requests, so the turn
+    # says so and names what does work instead of emitting a flag that would not do it
+    assert admit.flag.startswith("vLLM has no whole-request admission flag") and not admit.sufficient
+    assert "--max-num-seqs" in admit.flag and "--scheduling-policy priority" not in admit.flag
     assert admit.predicted_effect["preemptions_increase"] == {"before": 5.0, "after": 0.0}
     # one dedicated long-context replica: 1 → 2, twice the GPUs
     assert (long_ctx.current, long_ctx.suggested, long_ctx.cost) == (1, 2, 2.0)
@@ -115,6 +118,32 @@ def test_no_cap_when_max_model_len_already_fits_target_concurrency() -> None:
     props = RULE.propose(ev(dep=ctx(max_model_len=8_192), kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95,
                             requests_running=4, requests_waiting=3))  # fmt: skip
     assert [p.dial for p in props] == ["admission_policy", "replicas"]
+
+
+def test_sglang_s_admission_turn_is_its_schedule_conservativeness() -> None:
+    # SGLang reserves each running request's remaining output (new_token_ratio = 0.7 × the conservativeness) before
+    # admitting more; its server arguments say to raise the conservativeness when requests are retracted often
+    sglang = ctx(engine="sglang", max_model_len=32_768)
+    props = RULE.propose(ev(dep=sglang, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
+                            requests_waiting=3, preemptions_increase=5))  # fmt: skip
+    admit = next(p for p in props if p.dial == "admission_policy")
+    assert admit.flag.startswith("--schedule-conservativeness 1.3") and "--schedule-policy" not in admit.flag
+
+
+def test_without_a_context_cap_preempted_long_requests_get_fewer_sequences() -> None:
+    # max-model-len 8,192 already fits 8 requests in the 100,000-token pool, so no cap is offered; 4 run at 95 %:
+    # 23,750 tokens each, 90 % of the pool holds ⌊90,000 ÷ 23,750⌋ = 3 of them, and 2 were preempted → 16 → 3
+    dep = ctx(max_model_len=8_192, max_num_seqs=16)
+    props = RULE.propose(ev(dep=dep, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
+                            requests_waiting=3, preemptions_increase=2))  # fmt: skip
+    assert [p.dial for p in props] == ["max_num_seqs", "admission_policy", "replicas"]
+    fewer = props[0]
+    assert (fewer.action, fewer.current, fewer.suggested, fewer.flag) == ("decrease", 16, 3, "--max-num-seqs 3")
+    assert fewer.evidence["kv_tokens_held_per_request"] == 23_750
+    # no preemption: the queue alone is not a reason to run fewer
+    calm = RULE.propose(ev(dep=dep, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
+                           requests_waiting=3, preemptions_increase=0))  # fmt: skip
+    assert all(p.dial != "max_num_seqs" for p in calm)
 
 
 def test_never_raises_max_num_seqs() -> None:

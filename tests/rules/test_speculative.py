@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -100,3 +101,38 @@ def test_never_enables_at_a_large_batch() -> None:
 def test_for_duration(held: float, opens: bool) -> None:
     rule = SpeculativeRule(for_seconds=300)
     assert opens_after(rule, lambda now: _ev(now=now), held) is opens
+
+
+def _with_mtp(engine: str) -> Any:
+    """The default deployment with a checkpoint that ships one MTP layer (``num_nextn_predict_layers`` 1, as
+    DeepSeek-V3/R1), on ``engine``."""
+    base = ctx(engine=engine)
+    model = dataclasses.replace(base.inputs.model, mtp_layers=1)
+    return dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model))
+
+
+@pytest.mark.parametrize(
+    ("engine", "flag"),
+    [
+        ("vllm", """--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'"""),
+        (
+            "sglang",
+            "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 2",
+        ),
+    ],
+)
+def test_a_checkpoint_with_its_own_mtp_layer_drafts_with_it(engine: str, flag: str) -> None:
+    # sgl-project/sglang#3196 → #3582: DeepSeek-V3's fix at batch 1 was its NextN layer, not prompt lookup.
+    # One layer at the reported acceptance 0.85 (DeepSeek-V3 report §5.4.3): (1 − 0.85²) ÷ 0.15 = 1.85 tokens a step;
+    # TPOT p50 0.075 s × 1.1 ÷ 1.85 = 0.044595 s
+    (p,) = RULE.propose(_ev(dep=_with_mtp(engine)))
+    assert (p.dial, p.action, p.flag) == ("speculative_decoding", "enable", flag)
+    assert p.suggested == {"method": "mtp", "num_speculative_tokens": 1}
+    assert p.predicted_effect["tpot_seconds"] == {"before": 0.075, "after": 0.0446}
+    assert p.evidence["mtp_layers"] == 1
+
+
+def test_an_engine_that_does_not_load_mtp_layers_keeps_prompt_lookup() -> None:
+    (p,) = RULE.propose(_ev(dep=_with_mtp("tgi")))
+    assert p.flag == "--speculate 4" and p.suggested["method"] == "ngram"
