@@ -20,7 +20,7 @@ orchestrator's replica count).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 
@@ -198,7 +198,7 @@ def draft_length_flag(engine: str, value: int) -> str | None:
 _MTP: dict[str, str] = {
     # vllm/config/speculative.py: "mtp" loads the target checkpoint's own multi-token-prediction layers (the
     # per-model names such as deepseek_mtp are its older aliases); num_speculative_tokens = the layers shipped
-    "vllm": """--speculative-config '{{"method": "mtp", "num_speculative_tokens": {value}}}'""",
+    "vllm": """--speculative-config '{{"method": "{method}", "num_speculative_tokens": {value}}}'""",
     # SGLang's DeepSeek guide ("Multi-token Prediction"): the NextN layer runs as an EAGLE draft of one step
     "sglang": (
         "--speculative-algorithm EAGLE --speculative-num-steps {value} --speculative-eagle-topk 1 "
@@ -213,12 +213,41 @@ _MTP: dict[str, str] = {
 (DeepSeek-V3/R1's NextN layer, GLM-4.5's, Qwen3-Next's), per engine that loads them."""
 
 
-def mtp_flag(engine: str, layers: int) -> str | None:
+VLLM_MTP_UNIFIED_SINCE: Final = (0, 11)
+"""vLLM release whose speculative config takes the one method name ``mtp`` for every checkpoint's MTP layers
+(vllm-project/vllm#25232, merged 2025-09, "consolidates them into one 'mtp' method"); before it, one name per model."""
+
+VLLM_MTP_METHOD_BEFORE: Final = {
+    "deepseek_v3": "deepseek_mtp",
+    "deepseek_v32": "deepseek_mtp",
+    "qwen3_next": "qwen3_next_mtp",
+    "mimo": "mimo_mtp",
+    "ernie4_5_moe": "ernie_mtp",
+    "glm4_moe": "glm4_moe_mtp",
+}
+"""vLLM's per-model MTP method before :data:`VLLM_MTP_UNIFIED_SINCE`, by ``config.json`` ``model_type`` (the
+names #25232 folded into ``mtp``; ``deepseek_mtp`` from #12755, 0.7.3)."""
+
+
+def mtp_flag(engine: str, layers: int, model_type: str = "", version: tuple[int, ...] | None = None) -> str | None:
     """The change that drafts with the checkpoint's own ``layers`` MTP layers on ``engine``, e.g.
     ``--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'``; ``None`` for an engine that does not
-    load them here (TGI, llama.cpp)."""
+    load them here (TGI, llama.cpp), or a vLLM older than :data:`VLLM_MTP_UNIFIED_SINCE` without a per-model name
+    for ``model_type`` (:data:`VLLM_MTP_METHOD_BEFORE`). ``version``: the engine's release (``None`` = current)."""
     template = _MTP.get(engine)
-    return None if template is None else template.format(value=layers, draft_tokens=layers + 1)
+    method = mtp_method(model_type, version) if engine == "vllm" else "mtp"
+    if template is None or method is None:
+        return None
+    return template.format(value=layers, draft_tokens=layers + 1, method=method)
+
+
+def mtp_method(model_type: str, version: tuple[int, ...] | None) -> str | None:
+    """vLLM's speculative ``method`` for a checkpoint's own MTP layers: ``mtp`` from :data:`VLLM_MTP_UNIFIED_SINCE`
+    (or with the version unknown), the per-model name before it (:data:`VLLM_MTP_METHOD_BEFORE`), ``None`` for a
+    ``model_type`` that release had no name for."""
+    if version is None or version >= VLLM_MTP_UNIFIED_SINCE:
+        return "mtp"
+    return VLLM_MTP_METHOD_BEFORE.get(model_type)
 
 
 _TOKEN_PIN: dict[str, str] = {

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.generation import parse_version
 from advisor.capacity.spec_speedup import DraftLengthChoice, best_draft_length, speculative_speedup
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -47,7 +48,7 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag
+from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag, mtp_method
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
@@ -358,11 +359,14 @@ class SpeculativeRule:
         prompt-lookup n-grams (:data:`DRAFT_TOKENS` at an assumed :data:`ACCEPTANCE`)."""
         p50 = evidence["tpot_p50_seconds"]
         layers = ev.ctx.inputs.model.mtp_layers
-        mtp = mtp_flag(ev.ctx.engine, layers) if layers > 0 else None
+        model_type = ev.ctx.inputs.model.model_type
+        version = parse_version(ev.ctx.inputs.engine_version)
+        mtp = mtp_flag(ev.ctx.engine, layers, model_type, version) if layers > 0 else None
         config: dict[str, Any]
         if mtp is not None:
             tps = tokens_per_step(MTP_ACCEPTANCE, layers)
-            config = {"method": "mtp", "num_speculative_tokens": layers}
+            method = mtp_method(model_type, version) if ev.ctx.engine == "vllm" else "mtp"
+            config = {"method": method, "num_speculative_tokens": layers}
             flag = mtp
             how = (
                 f"The checkpoint ships {layers} multi-token-prediction layer(s) trained as its draft; at the "

@@ -136,3 +136,21 @@ def test_a_checkpoint_with_its_own_mtp_layer_drafts_with_it(engine: str, flag: s
 def test_an_engine_that_does_not_load_mtp_layers_keeps_prompt_lookup() -> None:
     (p,) = RULE.propose(_ev(dep=_with_mtp("tgi")))
     assert p.flag == "--speculate 4" and p.suggested["method"] == "ngram"
+
+
+@pytest.mark.parametrize(
+    ("version", "model_type", "method"),
+    [
+        ("0.10.1", "deepseek_v3", "deepseek_mtp"),  # before vllm#25232 folded the per-model names into "mtp"
+        ("0.10.1", "qwen3_next", "qwen3_next_mtp"),
+        ("0.11.0", "deepseek_v3", "mtp"),
+        ("0.10.1", "llama", "ngram"),  # no MTP name for it in that release: prompt lookup, as before
+    ],
+)
+def test_vllm_s_mtp_method_name_follows_its_release(version: str, model_type: str, method: str) -> None:
+    base = _with_mtp("vllm")
+    model = dataclasses.replace(base.inputs.model, model_type=model_type)
+    dep = dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model, engine_version=version))
+    (p,) = RULE.propose(_ev(dep=dep))
+    assert p.suggested["method"] == method
+    assert f'"method": "{method}"' in p.flag
