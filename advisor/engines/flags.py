@@ -217,6 +217,10 @@ VLLM_MTP_UNIFIED_SINCE: Final = (0, 11)
 """vLLM release whose speculative config takes the one method name ``mtp`` for every checkpoint's MTP layers
 (vllm-project/vllm#25232, merged 2025-09, "consolidates them into one 'mtp' method"); before it, one name per model."""
 
+VLLM_SPECULATIVE_CONFIG_SINCE: Final = (0, 8)
+"""vLLM release from which speculation is set by ``--speculative-config '{json}'`` (before: ``--speculative-model``,
+``--num-speculative-tokens``; the MTP layers of 0.7.3 were turned on by those, vllm-project/vllm#12755)."""
+
 VLLM_MTP_METHOD_BEFORE: Final = {
     "deepseek_v3": "deepseek_mtp",
     "deepseek_v32": "deepseek_mtp",
@@ -230,10 +234,11 @@ names #25232 folded into ``mtp``; ``deepseek_mtp`` from #12755, 0.7.3)."""
 
 
 def mtp_flag(engine: str, layers: int, model_type: str = "", version: tuple[int, ...] | None = None) -> str | None:
-    """The change that drafts with the checkpoint's own ``layers`` MTP layers on ``engine``, e.g.
+    """The change that drafts ``layers`` tokens with the checkpoint's own MTP layers on ``engine``, e.g.
     ``--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'``; ``None`` for an engine that does not
-    load them here (TGI, llama.cpp), or a vLLM older than :data:`VLLM_MTP_UNIFIED_SINCE` without a per-model name
-    for ``model_type`` (:data:`VLLM_MTP_METHOD_BEFORE`). ``version``: the engine's release (``None`` = current)."""
+    load them here (TGI, llama.cpp), a vLLM older than :data:`VLLM_SPECULATIVE_CONFIG_SINCE`, or one older than
+    :data:`VLLM_MTP_UNIFIED_SINCE` without a per-model name for ``model_type`` (:data:`VLLM_MTP_METHOD_BEFORE`).
+    ``version``: the engine's release (``None`` = current)."""
     template = _MTP.get(engine)
     method = mtp_method(model_type, version) if engine == "vllm" else "mtp"
     if template is None or method is None:
@@ -247,6 +252,8 @@ def mtp_method(model_type: str, version: tuple[int, ...] | None) -> str | None:
     ``model_type`` that release had no name for."""
     if version is None or version >= VLLM_MTP_UNIFIED_SINCE:
         return "mtp"
+    if version < VLLM_SPECULATIVE_CONFIG_SINCE:
+        return None
     return VLLM_MTP_METHOD_BEFORE.get(model_type)
 
 

@@ -200,7 +200,8 @@ class AdmissionThrashRule:
                     gpus_added=0.0,
                 )
                 out.append(anchored(ev, cap_proposal))
-        cap_offered = ROUND_TO <= cap < mml and self._cap_withheld(ev, cap) is None
+        # offered = proposed and not withheld: only then does the cap stand in for fewer sequences
+        cap_offered = any(p.dial == c.DIAL_MAX_MODEL_LEN and p.withheld is None for p in out)
         fewer = self._fewer_sequences(ev, pool, conf, evidence, situation, cap_offered)
         if fewer is not None:
             out.append(fewer)
@@ -211,7 +212,7 @@ class AdmissionThrashRule:
                 action="set",
                 current="admit while any block is free",
                 suggested="admit only when the whole request fits",
-                flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "priority"),
+                flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "admit whole requests only"),
                 severity="warning",
                 confidence=conf,
                 summary=f"{ev.ctx.name}: admit a request only when its whole context fits in the free pool",
@@ -281,6 +282,10 @@ class AdmissionThrashRule:
         s = ev.stats
         cap = ev.ctx.inputs.max_num_seqs
         held = tokens_per_running_request(ev)
+        if not ev.kv_rank_capacity_tokens:
+            # max_num_seqs binds each data-parallel engine: without per-rank pools from the engine, one rank's is the
+            # replica's ÷ its ranks
+            pool /= max(1, ev.ctx.inputs.data_parallel_size)
         if (
             (not ev.kv_cache_hybrid and cap_offered)
             or s is None

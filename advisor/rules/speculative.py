@@ -57,6 +57,10 @@ MTP_ACCEPTANCE: Final = 0.85
 """Acceptance of a draft token from the checkpoint's own multi-token-prediction layer: DeepSeek-V3 Technical Report
 (arXiv 2412.19437, §5.4.3): "the acceptance rate of the second token prediction ranges between 85% and 90%" (the
 low end taken)."""
+MTP_DRAFT_TOKENS: Final = 1
+"""Draft tokens proposed from the MTP layers: one, the depth whose acceptance is reported (above); later depths
+accept far less (MiMo-7B's MTP: 0.88 at the first, 0.18 at the second, vllm-project/vllm#25136), and the engines'
+recipes for DeepSeek-V3/R1 run one (vllm-project/vllm#12755, SGLang's DeepSeek guide)."""
 DRAFT_TOKENS = 4
 DRAFT_OVERHEAD = 1.1
 MIN_DRAFTS: Final = 50
@@ -354,19 +358,19 @@ class SpeculativeRule:
     def _enable(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> Proposal:
         """Turn speculation on. A checkpoint that ships its own multi-token-prediction layers (DeepSeek-V3/R1's
         NextN, ``num_nextn_predict_layers``), on an engine that loads them (:func:`mtp_flag`), drafts with them: the
-        draft its makers trained for it, at :data:`MTP_ACCEPTANCE` (1.85 tokens a step with one layer; its weights
-        and KV come out of the pool, which :mod:`advisor.capacity.speculative` sizes). Any other drafts by
+        draft its makers trained for it, :data:`MTP_DRAFT_TOKENS` token at :data:`MTP_ACCEPTANCE` (1.85 a step; its
+        weights and KV come out of the pool, which :mod:`advisor.capacity.speculative` sizes). Any other drafts by
         prompt-lookup n-grams (:data:`DRAFT_TOKENS` at an assumed :data:`ACCEPTANCE`)."""
         p50 = evidence["tpot_p50_seconds"]
         layers = ev.ctx.inputs.model.mtp_layers
         model_type = ev.ctx.inputs.model.model_type
         version = parse_version(ev.ctx.inputs.engine_version)
-        mtp = mtp_flag(ev.ctx.engine, layers, model_type, version) if layers > 0 else None
+        mtp = mtp_flag(ev.ctx.engine, MTP_DRAFT_TOKENS, model_type, version) if layers > 0 else None
         config: dict[str, Any]
         if mtp is not None:
-            tps = tokens_per_step(MTP_ACCEPTANCE, layers)
+            tps = tokens_per_step(MTP_ACCEPTANCE, MTP_DRAFT_TOKENS)
             method = mtp_method(model_type, version) if ev.ctx.engine == "vllm" else "mtp"
-            config = {"method": method, "num_speculative_tokens": layers}
+            config = {"method": method, "num_speculative_tokens": MTP_DRAFT_TOKENS}
             flag = mtp
             how = (
                 f"The checkpoint ships {layers} multi-token-prediction layer(s) trained as its draft; at the "

@@ -146,6 +146,24 @@ def test_without_a_context_cap_preempted_long_requests_get_fewer_sequences() -> 
     assert all(p.dial != "max_num_seqs" for p in calm)
 
 
+def test_fewer_sequences_are_counted_per_data_parallel_rank() -> None:
+    # DP 4 over a 400,000-token replica pool the engine does not report per rank: each rank holds 100,000; 8 running
+    # at 95 % hold 47,500 each, so 90,000 ÷ 47,500 → 1 per rank (max_num_seqs binds each DP engine), not 7
+    dep = ctx(max_model_len=8_192, max_num_seqs=4, data_parallel_size=4)
+    props = RULE.propose(ev(dep=dep, kv_capacity_tokens=400_000, kv_cache_usage_ratio=0.95, requests_running=8,
+                            requests_waiting=3, preemptions_increase=2))  # fmt: skip
+    fewer = next(p for p in props if p.dial == "max_num_seqs")
+    assert (fewer.current, fewer.suggested) == (4, 1)
+
+
+def test_the_admission_turn_never_names_priority_scheduling() -> None:
+    for engine in ("vllm", "sglang", "dynamo"):
+        props = RULE.propose(ev(dep=ctx(engine=engine, max_model_len=32_768), kv_capacity_tokens=100_000,
+                                kv_cache_usage_ratio=0.95, requests_running=4, requests_waiting=3))  # fmt: skip
+        admit = next(p for p in props if p.dial == "admission_policy")
+        assert "priority" not in admit.flag, (engine, admit.flag)
+
+
 def test_never_raises_max_num_seqs() -> None:
     for stats in ({}, {"preemptions_increase": 9}, {"requests_running": 1}, {"kv_cache_usage_ratio": 1.0}):
         assert all(p.dial != "max_num_seqs" for p in RULE.propose(_ev(**stats)))

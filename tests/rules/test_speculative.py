@@ -154,3 +154,21 @@ def test_vllm_s_mtp_method_name_follows_its_release(version: str, model_type: st
     (p,) = RULE.propose(_ev(dep=dep))
     assert p.suggested["method"] == method
     assert f'"method": "{method}"' in p.flag
+
+
+def test_more_mtp_layers_still_draft_the_one_token_whose_acceptance_is_reported() -> None:
+    # later MTP depths accept far less (MiMo-7B: 0.88 then 0.18, vllm#25136): one draft token, the same 1.85 a step
+    base = _with_mtp("vllm")
+    model = dataclasses.replace(base.inputs.model, mtp_layers=3)
+    (p,) = RULE.propose(_ev(dep=dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model))))
+    assert p.suggested == {"method": "mtp", "num_speculative_tokens": 1}
+    assert p.predicted_effect["tpot_seconds"] == {"before": 0.075, "after": 0.0446}
+    assert p.evidence["mtp_layers"] == 3
+
+
+def test_a_vllm_before_the_speculative_config_gets_no_mtp_config() -> None:
+    base = _with_mtp("vllm")
+    model = dataclasses.replace(base.inputs.model, model_type="deepseek_v3")
+    dep = dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model, engine_version="0.7.3"))
+    (p,) = RULE.propose(_ev(dep=dep))
+    assert p.suggested["method"] == "ngram" and "mtp" not in p.flag
