@@ -233,27 +233,46 @@ VLLM_MTP_METHOD_BEFORE: Final = {
 names #25232 folded into ``mtp``; ``deepseek_mtp`` from #12755, 0.7.3)."""
 
 
+VLLM_DEEPSEEK_MTP_SINCE: Final = (0, 7, 3)
+"""vLLM release whose V0 speculative decoding reads DeepSeek-V3/R1's MTP layer from the checkpoint
+(vllm-project/vllm#12755: "Add ``--num-speculative-tokens 1`` for DeepSeek V3/R1", merged 2025-02)."""
+
+
 def mtp_flag(engine: str, layers: int, model_type: str = "", version: tuple[int, ...] | None = None) -> str | None:
     """The change that drafts ``layers`` tokens with the checkpoint's own MTP layers on ``engine``, e.g.
     ``--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'``; ``None`` for an engine that does not
-    load them here (TGI, llama.cpp), a vLLM older than :data:`VLLM_SPECULATIVE_CONFIG_SINCE`, or one older than
-    :data:`VLLM_MTP_UNIFIED_SINCE` without a per-model name for ``model_type`` (:data:`VLLM_MTP_METHOD_BEFORE`).
-    ``version``: the engine's release (``None`` = current)."""
+    load them here (TGI, llama.cpp) or a vLLM release without a way to load this ``model_type``'s
+    (:func:`mtp_method`). Before :data:`VLLM_SPECULATIVE_CONFIG_SINCE` vLLM takes the draft length alone
+    (``--num-speculative-tokens``; DeepSeek only, from :data:`VLLM_DEEPSEEK_MTP_SINCE`). ``version``: the engine's
+    release (``None`` = current)."""
     template = _MTP.get(engine)
     method = mtp_method(model_type, version) if engine == "vllm" else "mtp"
     if template is None or method is None:
         return None
+    if engine == "vllm" and version is not None and version < VLLM_SPECULATIVE_CONFIG_SINCE:
+        return f"--num-speculative-tokens {layers} (this release loads the checkpoint's MTP layer as the draft)"
     return template.format(value=layers, draft_tokens=layers + 1, method=method)
+
+
+def vllm_legacy_ngram_flag(version: tuple[int, ...] | None, tokens: int) -> str | None:
+    """vLLM's n-gram speculation flags before :data:`VLLM_SPECULATIVE_CONFIG_SINCE` (``--speculative-model '[ngram]'
+    --num-speculative-tokens N --ngram-prompt-lookup-max 4``, removed by vllm-project/vllm#15466), or ``None`` for
+    a release that takes ``--speculative-config`` (or an unknown one)."""
+    if version is None or version >= VLLM_SPECULATIVE_CONFIG_SINCE:
+        return None
+    return f"--speculative-model '[ngram]' --num-speculative-tokens {tokens} --ngram-prompt-lookup-max 4"
 
 
 def mtp_method(model_type: str, version: tuple[int, ...] | None) -> str | None:
     """vLLM's speculative ``method`` for a checkpoint's own MTP layers: ``mtp`` from :data:`VLLM_MTP_UNIFIED_SINCE`
-    (or with the version unknown), the per-model name before it (:data:`VLLM_MTP_METHOD_BEFORE`), ``None`` for a
-    ``model_type`` that release had no name for."""
+    (or with the version unknown), the per-model name before it (:data:`VLLM_MTP_METHOD_BEFORE`; before
+    :data:`VLLM_SPECULATIVE_CONFIG_SINCE`, DeepSeek's from :data:`VLLM_DEEPSEEK_MTP_SINCE` only), ``None`` for a
+    ``model_type`` that release had no way to load."""
     if version is None or version >= VLLM_MTP_UNIFIED_SINCE:
         return "mtp"
     if version < VLLM_SPECULATIVE_CONFIG_SINCE:
-        return None
+        deepseek = version >= VLLM_DEEPSEEK_MTP_SINCE and model_type in ("deepseek_v3", "deepseek_v32")
+        return "deepseek_mtp" if deepseek else None
     return VLLM_MTP_METHOD_BEFORE.get(model_type)
 
 

@@ -6,6 +6,22 @@ holds its table, :attr:`advisor.engines.catalog.CatalogEntry.flags`); rules call
 
 from __future__ import annotations
 
-from advisor.engines.flags import FLAGS, draft_length_flag, flag_for, mtp_flag, mtp_method, token_pin_flag
+from advisor.engines.flags import (
+    FLAGS,
+    draft_length_flag,
+    flag_for,
+    mtp_flag,
+    mtp_method,
+    token_pin_flag,
+    vllm_legacy_ngram_flag,
+)
 
-__all__ = ["FLAGS", "draft_length_flag", "flag_for", "mtp_flag", "mtp_method", "token_pin_flag"]
+__all__ = [
+    "FLAGS",
+    "draft_length_flag",
+    "flag_for",
+    "mtp_flag",
+    "mtp_method",
+    "token_pin_flag",
+    "vllm_legacy_ngram_flag",
+]

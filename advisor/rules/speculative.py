@@ -48,7 +48,7 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag, mtp_method
+from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag, mtp_method, vllm_legacy_ngram_flag
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
@@ -383,7 +383,8 @@ class SpeculativeRule:
             tps = tokens_per_step()
             config = {"method": "ngram", "num_speculative_tokens": DRAFT_TOKENS, "prompt_lookup_max": 4}
             value: Any = json.dumps(config) if ev.ctx.engine == "vllm" else DRAFT_TOKENS
-            flag = flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value)
+            legacy = vllm_legacy_ngram_flag(version, DRAFT_TOKENS) if ev.ctx.engine == "vllm" else None
+            flag = legacy or flag_for(ev.ctx.engine, c.DIAL_SPECULATIVE_DECODING, value)
             how = (
                 f"With {DRAFT_TOKENS} draft tokens at an assumed acceptance of {ACCEPTANCE:.0%}, each step yields "
                 f"~{tps:.1f} tokens (Leviathan et al. 2023)"

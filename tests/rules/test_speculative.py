@@ -166,9 +166,22 @@ def test_more_mtp_layers_still_draft_the_one_token_whose_acceptance_is_reported(
     assert p.evidence["mtp_layers"] == 3
 
 
-def test_a_vllm_before_the_speculative_config_gets_no_mtp_config() -> None:
+@pytest.mark.parametrize(
+    ("version", "model_type", "method", "flag"),
+    [
+        # 0.7.3's V0 reads DeepSeek's MTP layer with the draft length alone (vllm#12755)
+        ("0.7.3", "deepseek_v3", "deepseek_mtp", "--num-speculative-tokens 1 (this release loads"),
+        # before it, and for any other model before 0.8: n-gram with the flags of that release (removed by #15466)
+        ("0.7.2", "deepseek_v3", "ngram", "--speculative-model '[ngram]' --num-speculative-tokens 4"),
+        ("0.6.4", "llama", "ngram", "--speculative-model '[ngram]' --num-speculative-tokens 4"),
+    ],
+)
+def test_a_vllm_before_the_speculative_config_gets_that_release_s_flags(
+    version: str, model_type: str, method: str, flag: str
+) -> None:
     base = _with_mtp("vllm")
-    model = dataclasses.replace(base.inputs.model, model_type="deepseek_v3")
-    dep = dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model, engine_version="0.7.3"))
+    model = dataclasses.replace(base.inputs.model, model_type=model_type)
+    dep = dataclasses.replace(base, inputs=dataclasses.replace(base.inputs, model=model, engine_version=version))
     (p,) = RULE.propose(_ev(dep=dep))
-    assert p.suggested["method"] == "ngram" and "mtp" not in p.flag
+    assert p.suggested["method"] == method
+    assert p.flag.startswith(flag) and "--speculative-config" not in p.flag
