@@ -197,7 +197,7 @@ def draft_length_flag(engine: str, value: int) -> str | None:
 
 _MTP: dict[str, str] = {
     # vllm/config/speculative.py: "mtp" loads the target checkpoint's own multi-token-prediction layers (the
-    # per-model names such as deepseek_mtp are its older aliases); num_speculative_tokens = the layers shipped
+    # per-model names such as deepseek_mtp are its older aliases, :func:`mtp_method`)
     "vllm": """--speculative-config '{{"method": "{method}", "num_speculative_tokens": {value}}}'""",
     # SGLang's DeepSeek guide ("Multi-token Prediction"): the NextN layer runs as an EAGLE draft of one step
     "sglang": (
@@ -209,8 +209,8 @@ _MTP: dict[str, str] = {
         "speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {value}}} (--extra_llm_api_options YAML)"
     ),
 }
-"""The change that turns on speculation with the checkpoint's own ``value`` multi-token-prediction layers
-(DeepSeek-V3/R1's NextN layer, GLM-4.5's, Qwen3-Next's), per engine that loads them."""
+"""The change that turns on speculation of ``value`` draft tokens from the checkpoint's own multi-token-prediction
+layers (DeepSeek-V3/R1's NextN layer, GLM-4.5's, Qwen3-Next's), per engine that loads them."""
 
 
 VLLM_MTP_UNIFIED_SINCE: Final = (0, 11)
@@ -238,20 +238,25 @@ VLLM_DEEPSEEK_MTP_SINCE: Final = (0, 7, 3)
 (vllm-project/vllm#12755: "Add ``--num-speculative-tokens 1`` for DeepSeek V3/R1", merged 2025-02)."""
 
 
-def mtp_flag(engine: str, layers: int, model_type: str = "", version: tuple[int, ...] | None = None) -> str | None:
-    """The change that drafts ``layers`` tokens with the checkpoint's own MTP layers on ``engine``, e.g.
-    ``--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'``; ``None`` for an engine that does not
-    load them here (TGI, llama.cpp) or a vLLM release without a way to load this ``model_type``'s
-    (:func:`mtp_method`). Before :data:`VLLM_SPECULATIVE_CONFIG_SINCE` vLLM takes the draft length alone
-    (``--num-speculative-tokens``; DeepSeek only, from :data:`VLLM_DEEPSEEK_MTP_SINCE`). ``version``: the engine's
-    release (``None`` = current)."""
+def mtp_speculation(
+    engine: str, draft_tokens: int, model_type: str = "", version: tuple[int, ...] | None = None
+) -> tuple[str, str] | None:
+    """(method, change) that drafts ``draft_tokens`` tokens with the checkpoint's own MTP layers on ``engine``, e.g.
+    ``("mtp", "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'")``; the method is
+    vLLM's name (:func:`mtp_method`), ``mtp`` elsewhere. ``None`` for an engine that does not load them here (TGI,
+    llama.cpp) or a vLLM release without a way to load this ``model_type``'s. Before
+    :data:`VLLM_SPECULATIVE_CONFIG_SINCE` vLLM takes the draft length alone (``--num-speculative-tokens``; DeepSeek
+    only, from :data:`VLLM_DEEPSEEK_MTP_SINCE`). ``version``: the engine's release (``None`` = current)."""
     template = _MTP.get(engine)
     method = mtp_method(model_type, version) if engine == "vllm" else "mtp"
     if template is None or method is None:
         return None
     if engine == "vllm" and version is not None and version < VLLM_SPECULATIVE_CONFIG_SINCE:
-        return f"--num-speculative-tokens {layers} (this release loads the checkpoint's MTP layer as the draft)"
-    return template.format(value=layers, draft_tokens=layers + 1, method=method)
+        return (
+            method,
+            f"--num-speculative-tokens {draft_tokens} (this release loads the checkpoint's MTP layer as the draft)",
+        )
+    return method, template.format(value=draft_tokens, draft_tokens=draft_tokens + 1, method=method)
 
 
 def vllm_legacy_ngram_flag(version: tuple[int, ...] | None, tokens: int) -> str | None:

@@ -10,8 +10,7 @@ from advisor.engines.flags import (
     FLAGS,
     draft_length_flag,
     flag_for,
-    mtp_flag,
-    mtp_method,
+    mtp_speculation,
     token_pin_flag,
     vllm_legacy_ngram_flag,
 )
@@ -20,8 +19,7 @@ __all__ = [
     "FLAGS",
     "draft_length_flag",
     "flag_for",
-    "mtp_flag",
-    "mtp_method",
+    "mtp_speculation",
     "token_pin_flag",
     "vllm_legacy_ngram_flag",
 ]

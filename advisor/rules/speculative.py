@@ -48,7 +48,7 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import draft_length_flag, flag_for, mtp_flag, mtp_method, vllm_legacy_ngram_flag
+from advisor.rules.flags import draft_length_flag, flag_for, mtp_speculation, vllm_legacy_ngram_flag
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
@@ -357,21 +357,21 @@ class SpeculativeRule:
 
     def _enable(self, ev: Evaluation, evidence: dict[str, Any], conf: float) -> Proposal:
         """Turn speculation on. A checkpoint that ships its own multi-token-prediction layers (DeepSeek-V3/R1's
-        NextN, ``num_nextn_predict_layers``), on an engine that loads them (:func:`mtp_flag`), drafts with them: the
-        draft its makers trained for it, :data:`MTP_DRAFT_TOKENS` token at :data:`MTP_ACCEPTANCE` (1.85 a step; its
-        weights and KV come out of the pool, which :mod:`advisor.capacity.speculative` sizes). Any other drafts by
+        NextN, ``num_nextn_predict_layers``), on an engine that loads them (:func:`mtp_speculation`), drafts with
+        them: the draft its makers trained for it, :data:`MTP_DRAFT_TOKENS` token at :data:`MTP_ACCEPTANCE` (1.85 a
+        step; its weights and KV come out of the pool, which :mod:`advisor.capacity.speculative` sizes). Any other
+        drafts by
         prompt-lookup n-grams (:data:`DRAFT_TOKENS` at an assumed :data:`ACCEPTANCE`)."""
         p50 = evidence["tpot_p50_seconds"]
         layers = ev.ctx.inputs.model.mtp_layers
         model_type = ev.ctx.inputs.model.model_type
         version = parse_version(ev.ctx.inputs.engine_version)
-        mtp = mtp_flag(ev.ctx.engine, MTP_DRAFT_TOKENS, model_type, version) if layers > 0 else None
+        mtp = mtp_speculation(ev.ctx.engine, MTP_DRAFT_TOKENS, model_type, version) if layers > 0 else None
         config: dict[str, Any]
         if mtp is not None:
             tps = tokens_per_step(MTP_ACCEPTANCE, MTP_DRAFT_TOKENS)
-            method = mtp_method(model_type, version) if ev.ctx.engine == "vllm" else "mtp"
+            method, flag = mtp
             config = {"method": method, "num_speculative_tokens": MTP_DRAFT_TOKENS}
-            flag = mtp
             how = (
                 f"The checkpoint ships {layers} multi-token-prediction layer(s) trained as its draft; at the "
                 f"acceptance its makers report ({MTP_ACCEPTANCE:.0%}, DeepSeek-V3 Technical Report §5.4.3) each "
