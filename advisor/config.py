@@ -30,7 +30,7 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, TypeVar, get_args
@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
+from advisor.capacity.gguf import file_type_name, with_gguf_file_type
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
@@ -275,6 +276,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "fully_sharded_loras": ("vllm", "dynamo", "auto"),
     "language_model_only": ("vllm", "dynamo", "auto"),
     "limit_mm_per_prompt": ("vllm", "dynamo", "auto"),
+    "gguf_file_type": ("vllm", "llamacpp", "auto"),
     "sampler": ("vllm", "dynamo", "auto"),
     "engine_version": ("vllm", "sglang", "tgi", "dynamo", "auto"),
     "pipeline_parallel_size": ("vllm", "dynamo", "auto"),
@@ -285,18 +287,24 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 
 
+def _checked_field(check: Callable[[str], str], value: str | None) -> str | None:
+    """``check(value)`` (None stays None), its :class:`CapacityError` raised as the ValueError pydantic reports
+    under the field's name."""
+    if value is None:
+        return None
+    try:
+        return check(value)
+    except CapacityError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def engine_version_field(value: str | None) -> str | None:
     """The ``engine_version`` of a config deployment or an API plan request: a release
     :func:`advisor.capacity.generation.checked_version` reads (``0.6.6``, ``v0.10.2``), else ValueError (pydantic's
     field error, naming the field)."""
-    if value is None:
-        return None
     from advisor.capacity.generation import checked_version
 
-    try:
-        return checked_version(value)
-    except CapacityError as exc:
-        raise ValueError(str(exc)) from None
+    return _checked_field(checked_version, value)
 
 
 def speculative_config_field(value: Any) -> Any:
@@ -582,6 +590,12 @@ class Deployment(_Strict):
         description="vLLM --limit-mm-per-prompt as a mapping ({image: 2, video: 0}): a modality at 0 is not profiled "
         "(every modality of a tower at 0: the tower is not loaded); unset: vLLM's defaults",
     )
+    gguf_file_type: str | None = Field(
+        default=None,
+        max_length=16,
+        description="the GGUF file's type as llama-quantize names it (Q4_K_M, Q8_0 …; llama.cpp logs it as 'file "
+        "type'): each tensor's width (vLLM --quantization gguf, llama.cpp); unset: the checkpoint's own weights",
+    )
     slo: SLO
     autoscaling: AutoscalingConfig | None = Field(
         default=None,
@@ -593,6 +607,11 @@ class Deployment(_Strict):
     @classmethod
     def _check_engine_version(cls, value: str | None) -> str | None:
         return engine_version_field(value)
+
+    @field_validator("gguf_file_type")
+    @classmethod
+    def _check_gguf_file_type(cls, value: str | None) -> str | None:
+        return _checked_field(file_type_name, value)
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod
@@ -1633,6 +1652,8 @@ def deployment_spec(
         model = without_unused_vision_tower(model, language_model_only_limits())
     elif dep.limit_mm_per_prompt:
         model = without_unused_vision_tower(model, dep.limit_mm_per_prompt)
+    if dep.gguf_file_type is not None:
+        model = with_gguf_file_type(model, dep.gguf_file_type)
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     spec = spec_from_settings(
         dep,

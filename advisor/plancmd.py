@@ -856,13 +856,14 @@ _ENGINE_FLAGS: dict[str, frozenset[str]] = {
             "enable_expert_parallel",
         }
     ),
-    "llamacpp": frozenset({"ctx_size", "parallel", "kv_unified", "max_num_seqs", "kv_cache_dtype"}),
+    "llamacpp": frozenset({"ctx_size", "parallel", "kv_unified", "max_num_seqs", "kv_cache_dtype", "gguf_file_type"}),
 }
 """The engine-specific flags each non-vLLM accounting reads (the shared ones — model, GPU, TP, dtype,
 quantization, max-model-len — apply to all)."""
 
 _VLLM_ONLY = (
     "gpu_memory_utilization",
+    "gguf_file_type",
     "mem_fraction_static",
     "cuda_memory_fraction",
     "kv_cache_free_gpu_memory_fraction",
@@ -920,7 +921,33 @@ def _model_as_served(args: argparse.Namespace) -> Any:
     from advisor.modelfile import resolve_model
 
     limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
-    return without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+    model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
+    return _as_gguf(model, args)
+
+
+def _as_gguf(model: Any, args: argparse.Namespace) -> Any:
+    """``model`` as the GGUF file ``--gguf-file-type`` names (:func:`advisor.capacity.gguf.with_gguf_file_type`);
+    unchanged without it.
+
+    Raises:
+        CapacityError: ``--quantization gguf`` without ``--gguf-file-type`` (a GGUF file's weights are a per-tensor
+            mix its type names), ``--gguf-file-type`` with another ``--quantization``, or a type or model the
+            GGUF pass does not size.
+    """
+    from advisor.capacity.gguf import GGUF_QUANTIZATION, with_gguf_file_type
+
+    quantization = (args.quantization or "").strip().lower()
+    file_type = getattr(args, "gguf_file_type", None)
+    if file_type is None:
+        if quantization == GGUF_QUANTIZATION:
+            raise CapacityError(
+                "--quantization gguf needs --gguf-file-type: the file's type as llama-quantize names it (Q4_K_M, "
+                "Q8_0 …; llama.cpp prints it as 'file type' at load), which sets each tensor's width"
+            )
+        return model
+    if quantization not in ("", GGUF_QUANTIZATION):
+        raise CapacityError(f"--gguf-file-type {file_type} is a GGUF file's; --quantization {args.quantization} is not")
+    return with_gguf_file_type(model, file_type)
 
 
 def _ignored_flags(args: argparse.Namespace) -> list[str]:
@@ -976,6 +1003,13 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--dtype", default="auto")
     plan.add_argument(
         "--quantization", default=None, help="vLLM --quantization (with --search: search only these weights)"
+    )
+    plan.add_argument(
+        "--gguf-file-type",
+        default=None,
+        metavar="TYPE",
+        help="the GGUF file's type as llama-quantize names it (Q4_K_M, Q5_K_M, Q8_0 …): its weights, tensor by "
+        "tensor (vLLM --quantization gguf; llama.cpp)",
     )
     plan.add_argument(
         "--kv-cache-dtype",

@@ -327,6 +327,11 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
     """
     if quantization is not None:
         q = quantization.strip().lower()
+        if q == "gguf":
+            raise CapacityError(
+                "quantization 'gguf' is sized from the file's type: give it (plan --gguf-file-type, config "
+                "gguf_file_type: Q4_K_M, Q8_0 …, as llama-quantize names it)"
+            )
         if q not in _QUANT_BYTES:
             raise CapacityError(
                 f"unknown quantization {quantization!r}; known: None, {', '.join(sorted(_QUANT_BYTES))}"

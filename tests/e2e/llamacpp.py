@@ -29,7 +29,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +54,12 @@ context (256 per slot), 64 tokens per request unless the request asks otherwise,
 tiny model needs no more, and llama.cpp's spinning worker threads would compete with the test's own)."""
 
 
-def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
+def write_tiny_gguf(path: Path, seed: int = 0, shape: Mapping[str, int] | None = None, tied: bool = False) -> Path:
     """Write a tiny random llama-architecture model to ``path`` (GGUF, f32 tensors); return ``path``.
+
+    ``shape`` overrides :data:`TINY`'s keys (other widths and depths, for the quantizer's tests; ``n_expert`` > 0
+    gives every layer that many experts of width ``n_ff``, one used per token); ``tied`` leaves
+    ``output.weight`` out, as llama.cpp's converter does for a model whose LM head is its embedding.
 
     The vocabulary is the tokenizer model ``llama`` (SentencePiece-style, with byte fallback): ``<unk>`` (0),
     ``<s>`` (1, BOS), ``</s>`` (2, EOS) and the 256 byte tokens ``<0x00>`` … ``<0xFF>``, so any text
@@ -69,9 +73,10 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     import gguf
     import numpy as np
 
-    s = TINY
+    s = {**TINY, **(shape or {})}
     n_embd, n_head, n_head_kv, n_ff = s["n_embd"], s["n_head"], s["n_head_kv"], s["n_ff"]
     head_dim = n_embd // n_head
+    n_expert = s.get("n_expert", 0)
     rng = np.random.default_rng(seed)
 
     def rand(*shape: int) -> Any:
@@ -93,6 +98,9 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(s["n_vocab"])
+    if n_expert:
+        w.add_expert_count(n_expert)
+        w.add_expert_used_count(1)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
     tokens: list[bytes] = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
@@ -115,11 +123,18 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
         w.add_tensor(f"blk.{i}.attn_v.weight", rand(n_head_kv * head_dim, n_embd))
         w.add_tensor(f"blk.{i}.attn_output.weight", rand(n_embd, n_head * head_dim))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones(n_embd))
+        if n_expert:  # Mixtral-style experts: the router and each projection's experts stacked in one tensor
+            w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", rand(n_expert, n_embd))
+            w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", rand(n_expert, n_ff, n_embd))
+            w.add_tensor(f"blk.{i}.ffn_up_exps.weight", rand(n_expert, n_ff, n_embd))
+            w.add_tensor(f"blk.{i}.ffn_down_exps.weight", rand(n_expert, n_embd, n_ff))
+            continue
         w.add_tensor(f"blk.{i}.ffn_gate.weight", rand(n_ff, n_embd))
         w.add_tensor(f"blk.{i}.ffn_up.weight", rand(n_ff, n_embd))
         w.add_tensor(f"blk.{i}.ffn_down.weight", rand(n_embd, n_ff))
     w.add_tensor("output_norm.weight", ones(n_embd))
-    w.add_tensor("output.weight", rand(s["n_vocab"], n_embd))
+    if not tied:
+        w.add_tensor("output.weight", rand(s["n_vocab"], n_embd))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
