@@ -40,6 +40,7 @@ from advisor.rules.common import (
     context_cap_rejects_traffic,
     context_cap_withheld,
     count,
+    data_parallel_ranks,
     gpus_per_replica,
     kv_withheld,
     percent,
@@ -58,12 +59,13 @@ FIT_SHARE = 0.9
 
 
 def _rank_pool(ev: Evaluation) -> float:
-    """The pool one request competes for: a data-parallel rank's (the mean over ranks) when the engine reports
-    ranks — a request lives on one rank — else the replica's."""
+    """The pool one request competes for — a request lives on one data-parallel rank: the mean of the ranks' pools
+    when the engine reports them, else the replica's pool ÷ its ranks
+    (:func:`~advisor.rules.common.data_parallel_ranks`)."""
     ranks = ev.kv_rank_capacity_tokens
     if ranks and ev.kv_capacity_source == "engine":
         return sum(ranks) / len(ranks)
-    return ev.kv_capacity_tokens or 0.0
+    return (ev.kv_capacity_tokens or 0.0) / data_parallel_ranks(ev)
 
 
 class AdmissionThrashRule:
@@ -104,7 +106,7 @@ class AdmissionThrashRule:
         if s is None or s.kv_cache_usage_ratio is None or s.requests_running is None or not ev.kv_capacity_tokens:
             return None, "KV usage, running requests or pool size unknown", {}
         per_request = tokens_per_running_request(ev)
-        ranks = len(ev.kv_rank_capacity_tokens) or 1
+        ranks = data_parallel_ranks(ev)
         running_per_replica = s.requests_running / max(ev.replicas_up, 1) / ranks
         share = (per_request or 0) / _rank_pool(ev)
         pressure = pool_pressure(ev, s.requests_waiting)
@@ -148,7 +150,12 @@ class AdmissionThrashRule:
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Cap max-model-len, whole-request admission, a long-context replica — in that order."""
         holds, _, evidence = self._reading(ev)
-        if holds is None or not ev.kv_capacity_tokens or kv_withheld(ev, self.usage_threshold):
+        if (
+            holds is None
+            or not ev.kv_capacity_tokens
+            or kv_withheld(ev, self.usage_threshold)
+            or not evidence.get("tokens_per_running_request")  # nothing running, or an empty pool: no one holds it
+        ):
             return []
         pool = _rank_pool(ev)
         mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
@@ -282,10 +289,6 @@ class AdmissionThrashRule:
         s = ev.stats
         cap = ev.ctx.inputs.max_num_seqs
         held = tokens_per_running_request(ev)
-        if not ev.kv_rank_capacity_tokens:
-            # max_num_seqs binds each data-parallel engine: without per-rank pools from the engine, one rank's is the
-            # replica's ÷ its ranks
-            pool /= max(1, ev.ctx.inputs.data_parallel_size)
         if (
             (not ev.kv_cache_hybrid and cap_offered)
             or s is None

@@ -156,6 +156,36 @@ def test_fewer_sequences_are_counted_per_data_parallel_rank() -> None:
     assert (fewer.current, fewer.suggested) == (4, 1)
 
 
+def test_share_and_cap_are_one_data_parallel_rank_s_without_per_rank_pools() -> None:
+    # DP 4 behind a 400,000-token replica pool the engine does not report per rank: 32 running at 95 % hold 11,875
+    # tokens each — 3 % of the replica's pool but 11.9 % of a rank's 100,000, where the 8 requests of each rank
+    # compete (a request lives on one rank). Counted per replica (32 > 8 running, 3 % share) it never fired.
+    dep = ctx(max_model_len=32_768, data_parallel_size=4)
+    reading = ev(dep=dep, kv_capacity_tokens=400_000, kv_cache_usage_ratio=0.95, requests_running=32,
+                 requests_waiting=5)  # fmt: skip
+    holds, reason, evidence = RULE._reading(reading)
+    assert holds is True, reason
+    assert evidence["pool_share_per_request"] == pytest.approx(11_875 / 100_000, abs=1e-4)
+    cap = next(p for p in RULE.propose(reading) if p.dial == "max_model_len")
+    # a rank's pool ÷ the target concurrency 8, rounded down to 1,024: 12,500 → 12,288 (the replica's gave 49,152,
+    # above max-model-len: no cap)
+    assert cap.suggested == 12_288
+    # one replica of DP 1 with the same pool and load is concurrency, not context: 32 running > 8
+    one = ev(dep=ctx(max_model_len=32_768), kv_capacity_tokens=400_000, kv_cache_usage_ratio=0.95,
+             requests_running=32, requests_waiting=5)  # fmt: skip
+    assert RULE._reading(one)[0] is False
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [{"kv_cache_usage_ratio": 0.0, "requests_running": 4}, {"kv_cache_usage_ratio": 0.95, "requests_running": 0}],
+    ids=["empty pool", "nothing running"],
+)
+def test_no_turn_when_no_request_holds_the_pool(stats: dict[str, Any]) -> None:
+    # asked anyway (the lifecycle asks only when the rule holds), the rule proposes nothing instead of raising
+    assert RULE.propose(_ev(requests_waiting=3, **stats)) == []
+
+
 def test_the_admission_turn_never_names_priority_scheduling() -> None:
     for engine in ("vllm", "sglang", "dynamo"):
         props = RULE.propose(ev(dep=ctx(engine=engine, max_model_len=32_768), kv_capacity_tokens=100_000,

@@ -115,3 +115,11 @@ def test_vllm_speculation_does_not_rely_on_disable_by_batch_size() -> None:
 
 def test_tgi_speculation_passes_a_token_count() -> None:
     assert _enable_speculation("tgi") == "--speculate 4"
+
+
+def test_triton_speculation_rebuilds_the_engine_not_the_llm_api_yaml() -> None:
+    # the Triton tensorrtllm backend runs a built engine: speculation is a trtllm-build mode and draft length, not
+    # trtllm-serve's --extra_llm_api_options speculative_config (which it does not read)
+    flag = flag_for("triton-trtllm", c.DIAL_SPECULATIVE_DECODING, 4)
+    assert "--extra_llm_api_options" not in flag
+    assert "trtllm-build --speculative_decoding_mode draft_tokens_external --max_draft_len 4" in flag
