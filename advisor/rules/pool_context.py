@@ -352,6 +352,13 @@ class PoolContextRule:
                 out.append(anchored(ev, proposal))
         if slots:
             out += self._fewer_slots(ev, slots, pool, mml, severity, conf, evidence, situation)
+        elif "slot_tokens" in evidence and evidence.get("kv_cache_capacity_tokens_whole_pool"):
+            # split slots: each gets --ctx-size ÷ --parallel, so fewer slots give each more cells (ggml-org/llama.cpp
+            # #12251: --ctx-size 1024 over 10 slots is 102 a request; --parallel 1 gives one request all 1,024)
+            split = ev.ctx.inputs.engine_settings.parallel
+            whole = float(evidence["kv_cache_capacity_tokens_whole_pool"])
+            if ev.ctx.engine == "llamacpp" and split and split > 1:
+                out += self._fewer_slots(ev, split, whole, mml, severity, conf, evidence, situation, shared=False)
         needed = wanted / holds if holds > 0 else None
         candidates = pool_turns(ev)
         if reserved or _queue_behind_reservations(ev):
@@ -394,9 +401,12 @@ class PoolContextRule:
         conf: float,
         evidence: dict[str, Any],
         situation: str,
+        *,
+        shared: bool = True,
     ) -> list[Proposal]:
         """``--parallel`` lowered to the max-length requests the unified cells hold (at least 1), when fewer than
-        the slots: every admitted request then keeps max-model-len."""
+        the slots: every admitted request then keeps max-model-len. ``shared`` False: the cells are split evenly over
+        the slots (no ``--kv-unified``), and fewer slots give each slot ``--ctx-size ÷ --parallel`` cells."""
         fit = max(1, int(pool // mml))
         s = ev.stats
         running = s.requests_running if s is not None else None
@@ -417,14 +427,24 @@ class PoolContextRule:
             severity=severity,
             confidence=conf,
             summary=(
-                f"{ev.ctx.name}: {slots} slots share {pool:,.0f} cells that hold {fit} request(s) of max-model-len "
-                f"{mml:,} — lower --parallel to {fit}"
+                f"{ev.ctx.name}: {slots} slots {'share' if shared else 'split'} {pool:,.0f} cells that hold {fit} "
+                f"request(s) of max-model-len {mml:,} — lower --parallel to {fit}"
             ),
             description=(
-                f"{situation} With --parallel {fit}, the slots that run can each reach max-model-len without "
-                f"exhausting the cells; the others' requests wait in the queue instead of aborting. Or keep {slots} "
-                "slots and cap each request at the cells' share (the max-model-len turn). Falsified by: requests "
-                "that stay far shorter than the share, so the cells never run out."
+                (
+                    f"{situation} With --parallel {fit}, the slots that run can each reach max-model-len without "
+                    f"exhausting the cells; the others' requests wait in the queue instead of aborting. Or keep "
+                    f"{slots} slots and cap each request at the cells' share (the max-model-len turn). Falsified by: "
+                    "requests that stay far shorter than the share, so the cells never run out."
+                )
+                if shared
+                else (
+                    f"{situation} With --parallel {fit}, each slot holds {int(pool) // fit:,} of the {pool:,.0f} "
+                    f"cells, max-model-len {mml:,} or more; requests beyond {fit} at once wait in the queue instead "
+                    "of running in a slot too short for them (context shift discards half a full slot and the "
+                    "generation goes on from what is left). Or a larger --ctx-size for the same slots. Falsified by: "
+                    "requests that stay within the current slot size."
+                )
             ),
             predicted_effect={"max_num_seqs": effect(slots, fit)},
             evidence=evidence,
