@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
-from advisor.capacity.gguf import file_type_name, with_gguf_file_type
+from advisor.capacity.gguf import GGUF_QUANTIZATION, file_type_name, with_gguf_file_type
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
@@ -1648,11 +1648,17 @@ def deployment_spec(
     """
     if model is None:
         model = resolve_model(dep.model, base_dir)
-    if dep.language_model_only:
+    # llama.cpp serves a GGUF's language model (a vision tower is a separate --mmproj file)
+    if dep.language_model_only or (engine or dep.engine) == "llamacpp":
         model = without_unused_vision_tower(model, language_model_only_limits())
     elif dep.limit_mm_per_prompt:
         model = without_unused_vision_tower(model, dep.limit_mm_per_prompt)
+    stated_quantization = (dep.quantization or "").strip().lower()
     if dep.gguf_file_type is not None:
+        if stated_quantization not in ("", GGUF_QUANTIZATION):
+            raise CapacityError(
+                f"gguf_file_type {dep.gguf_file_type} is a GGUF file's; quantization {dep.quantization} is not"
+            )
         model = with_gguf_file_type(model, dep.gguf_file_type)
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     spec = spec_from_settings(
@@ -1666,6 +1672,7 @@ def deployment_spec(
     # vLLM-only keys (ENGINE_KEYS refuses them for other engines)
     return dataclasses.replace(
         spec,
+        quantization=GGUF_QUANTIZATION if stated_quantization == GGUF_QUANTIZATION else spec.quantization,
         lora=LoRASettings(
             max_loras=dep.max_loras,
             max_lora_rank=dep.max_lora_rank,

@@ -337,6 +337,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _fixed_pool_profile_check(args, result, memory)
     _encoder_note(inputs)
     out = result.as_dict()
+    _gguf_inputs(out, args)
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     out["tensor_parallel_nodes"] = _tensor_parallel_nodes(gpu.part, inputs.tensor_parallel_size)
@@ -771,6 +772,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
         )
         _err(f"warning: {where} cannot hold one request of {result.max_model_len:,} tokens")
     out = result.as_dict()
+    _gguf_inputs(out, args)
     out["gpu"] = gpu_name
     out["nvlink_sharp"] = resolved.gpu.nvlink_sharp
     out["tensor_parallel_nodes"] = _tensor_parallel_nodes(resolved.gpu.part, resolved.inputs.tensor_parallel_size)
@@ -920,9 +922,24 @@ def _model_as_served(args: argparse.Namespace) -> Any:
     from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
-    limits = language_model_only_limits() if args.language_model_only else args.limit_mm_per_prompt
+    # llama.cpp serves a GGUF's language model; a vision tower is a separate --mmproj file it loads only when given
+    text_only = args.language_model_only or args.engine == "llamacpp"
+    limits = language_model_only_limits() if text_only else args.limit_mm_per_prompt
     model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
     return _as_gguf(model, args)
+
+
+def _gguf_inputs(out: dict[str, Any], args: argparse.Namespace) -> None:
+    """With ``--gguf-file-type``, ``out["inputs"]`` names the GGUF file type sized (``gguf_file_type``) and the
+    weights' method as ``gguf``; without it ``out`` is unchanged (the API's plan has the same keys)."""
+    file_type = getattr(args, "gguf_file_type", None)
+    if file_type is None:
+        return
+    from advisor.capacity.gguf import GGUF_QUANTIZATION, file_type_name
+
+    inputs = out.setdefault("inputs", {})
+    inputs["gguf_file_type"] = file_type_name(file_type)
+    inputs["quantization"] = GGUF_QUANTIZATION
 
 
 def _as_gguf(model: Any, args: argparse.Namespace) -> Any:
@@ -938,6 +955,8 @@ def _as_gguf(model: Any, args: argparse.Namespace) -> Any:
 
     quantization = (args.quantization or "").strip().lower()
     file_type = getattr(args, "gguf_file_type", None)
+    if quantization == GGUF_QUANTIZATION:
+        args.quantization = GGUF_QUANTIZATION  # one spelling for every later comparison (GGUF, " gguf")
     if file_type is None:
         if quantization == GGUF_QUANTIZATION:
             raise CapacityError(
@@ -947,7 +966,10 @@ def _as_gguf(model: Any, args: argparse.Namespace) -> Any:
         return model
     if quantization not in ("", GGUF_QUANTIZATION):
         raise CapacityError(f"--gguf-file-type {file_type} is a GGUF file's; --quantization {args.quantization} is not")
-    return with_gguf_file_type(model, file_type)
+    try:
+        return with_gguf_file_type(model, file_type)
+    except CapacityError as exc:
+        raise CapacityError(f"--gguf-file-type: {exc}") from None
 
 
 def _ignored_flags(args: argparse.Namespace) -> list[str]:

@@ -90,6 +90,7 @@ from advisor.capacity.kv import (
     weights_bytes_per_gpu,
 )
 from advisor.capacity.models import ModelArch
+from advisor.capacity.weights import llamacpp_weights_bytes_per_gpu
 from advisor.errors import CapacityError, WontStartError
 
 __all__ = [
@@ -550,7 +551,7 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
         per_layer = 2 * m.num_kv_heads * m.head_dim * LLAMACPP_KV_TYPE_BYTES[kv_type]
     per_token = math.ceil(per_layer * layers_on_gpu)
     pool = ctx * per_token
-    weights = weights_bytes_per_gpu(inp)
+    weights = llamacpp_weights_bytes_per_gpu(inp)
     slot = ctx if s.kv_unified else ctx // parallel
     concurrency = float(parallel) if max_len <= slot else 0.0
     if s.kv_unified and max_len <= slot:

@@ -35,7 +35,11 @@ many does not, and the tensors of one kind share a shape. So the sum is the file
 Meta-Llama-3.3-70B-Instruct ``Q4_K_M``: 42,512,345,088 B ≈ 42.52 GB, the size the published Q4_K_M files of that
 model list; vLLM 0.6.4 logs "Loading model weights took 39.6686 GB" (42.59 GB: the tensors plus the rotary cache).
 
-How each engine holds them: llama.cpp maps the file's tensors as they are; vLLM (``--quantization gguf``,
+Files quantized before llama.cpp gave merged MoE experts' ``ffn_down`` the ``use_more_bits`` widths are smaller (a
+Mixtral-8x7B Q4_K_M of December 2023 is 26.4 GB, this rule's 28.4 GB): the rule is the current quantizer's.
+
+How each engine holds them: llama.cpp maps the file's tensors as they are (the input embedding in host memory:
+:func:`advisor.capacity.weights.llamacpp_weights_bytes_per_gpu`); vLLM (``--quantization gguf``,
 ``model_executor/layers/quantization/gguf.py``) keeps every quantized matrix as its raw blocks (``GGUFLinearMethod``,
 ``GGUFEmbeddingMethod``, ``GGUFMoEMethod``) and the unquantized ones in the compute dtype.
 """
@@ -247,13 +251,17 @@ def with_gguf_file_type(model: ModelArch, file_type: str) -> ModelArch:
     """``model`` as a ``file_type`` GGUF checkpoint: its method ``gguf`` and its weight matrices as
     :class:`~advisor.capacity.mixedprecision.WeightGroup` s by ggml type, which the weights pass sums
     (:func:`advisor.capacity.weights.weights_bytes_total`); what no group holds (norms, biases, routers) stays in
-    the compute dtype. Raises :class:`CapacityError` as :func:`gguf_tensor_types` does."""
+    the compute dtype, counted from the shapes (:meth:`ModelArch.computed_parameters`). Raises
+    :class:`CapacityError` as :func:`gguf_tensor_types` does."""
     groups = tuple(
         WeightGroup(role, parameters, GGML_TYPE_BLOCK[kind][1] / GGML_TYPE_BLOCK[kind][0])
         for role, kind, parameters in gguf_tensor_types(model, file_type)
     )
     return dataclasses.replace(
         model,
+        # the file holds the architecture's tensors: what no group holds (norms, biases, routers) is the computed
+        # count less the groups, not a published total (rounded for some presets) less them
+        num_parameters=model.computed_parameters(),
         checkpoint_quantization=GGUF_QUANTIZATION,
         checkpoint_weight_groups=groups,
         checkpoint_weight_bits=None,

@@ -16,6 +16,7 @@ from typing import Any, Final
 from advisor.capacity.generation import Accounting, kv_cache_dtype_problems, parse_version
 from advisor.capacity.hardware import GIB
 from advisor.capacity.lora import LoRASettings, lora_problems
+from advisor.capacity.mixedprecision import TABLE_GROUPS
 from advisor.capacity.models import ModelArch
 from advisor.capacity.precision import (
     bnb_4bit_bytes,
@@ -321,8 +322,8 @@ class CapacityInputs:
         if q is None:
             return 0.0
         groups = self.model.checkpoint_weight_groups
-        if groups and q == self.model.checkpoint_quantization:  # mixed: the mean of the quantized groups
-            quantized = [g for g in groups if g.bytes_per_parameter is not None]
+        if groups and q == self.model.checkpoint_quantization:  # mixed: the mean of the decoder layers' groups
+            quantized = [g for g in groups if g.bytes_per_parameter is not None and g.name not in TABLE_GROUPS]
             params = sum(g.parameters for g in quantized)
             return sum(g.parameters * (g.bytes_per_parameter or 0.0) for g in quantized) / params if params else 0.0
         stated = self.model.checkpoint_weight_bits

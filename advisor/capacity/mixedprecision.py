@@ -49,7 +49,11 @@ from typing import Any, Final
 
 from advisor.errors import CapacityError
 
-__all__ = ["LayerShapes", "WeightGroup", "is_mixed_precision", "mixed_weight_groups"]
+__all__ = ["TABLE_GROUPS", "LayerShapes", "WeightGroup", "is_mixed_precision", "mixed_weight_groups"]
+
+TABLE_GROUPS: Final = frozenset({"embedding", "lm_head"})
+"""Groups that are the vocabulary tables, not decoder layers: a pipeline stage holds them whole or not at all, and the
+mean width of a decoder layer's linear weights leaves them out."""
 
 
 @dataclass(frozen=True)

@@ -416,7 +416,8 @@ def pipeline_stage_weights_bytes(inputs: CapacityInputs, stage: int) -> int:
     :func:`_decoder_layer_tensors` sizes them), the vocabulary table on the first stage (``VocabParallelEmbedding``)
     and on the last (``ParallelLMHead``; a tied head is a second copy there: ``LlamaModel.__init__`` builds
     ``embed_tokens`` ``if get_pp_group().is_first_rank or (config.tie_word_embeddings and
-    get_pp_group().is_last_rank)``, ``llama.py`` 0.6.6), each ``vocab × hidden ÷ TP`` in the compute dtype.
+    get_pp_group().is_last_rank)``, ``llama.py`` 0.6.6), each ``vocab × hidden ÷ TP`` in the compute dtype (in its
+    own group's width where a mixed-precision or GGUF checkpoint stores it quantized).
 
     DeepSeek-V3 (block FP8) at TP 8 × PP 2 on 0.6.6: the last stage holds 31 MoE layers (1.35 GiB each) and the
     LM head (129,280 × 7,168 × 2 B ÷ 8 = 0.22 GiB), the first 3 dense + 27 MoE layers and the embedding: 42.1
@@ -428,7 +429,6 @@ def pipeline_stage_weights_bytes(inputs: CapacityInputs, stage: int) -> int:
     even = weights_bytes_per_gpu(inputs)
     if pp == 1:
         return even
-    act = DTYPE_BYTES[inputs.compute_dtype]
     replicated = _replicated_bytes(inputs)
     sharded = weights_bytes_total(inputs) - replicated
     whole = sharded / tp + replicated  # one stage holding every layer and both tables
@@ -439,10 +439,41 @@ def pipeline_stage_weights_bytes(inputs: CapacityInputs, stage: int) -> int:
         for k in range(m.num_layers)
         if k not in held
     )
-    table = m.vocab_size * (m.word_embed_proj_dim or m.hidden_size) * act / tp
-    tables = 1 if m.tie_word_embeddings else 2
-    absent += (tables - (stage == 0) - (stage == pp - 1)) * table
+    rows = m.vocab_size * (m.word_embed_proj_dim or m.hidden_size) / tp
+    embedding = rows * _table_bytes_per_parameter(inputs, "embedding")
+    if m.tie_word_embeddings:
+        absent += (1 - (stage == 0) - (stage == pp - 1)) * embedding
+    else:
+        absent += (stage != 0) * embedding + (stage != pp - 1) * rows * _table_bytes_per_parameter(inputs, "lm_head")
     return math.ceil(even - (sharded / (tp * pp) + replicated / pp) + whole - absent)
+
+
+def llamacpp_weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
+    """Weight bytes llama.cpp puts on each GPU (bytes): the model's tensors split evenly over the GPUs by layer
+    (``inputs.pipeline_parallel_size`` of them, ``--tensor-split``), less the input embedding, which llama.cpp keeps
+    in host memory (``src/llama-model.cpp`` ``load_tensors``: "there is very little benefit to offloading the input
+    layer, so always keep it on the CPU"; a tied model's table is loaded again as the output layer, so it stays on
+    the GPU), and with no rotary cache (RoPE is computed in the kernel). Llama-3.1-8B Q4_K_M: 4,911,833,088 B of
+    matrices − 295,501,824 B of Q4_K embedding + norms."""
+    m = inputs.model
+    total = float(weights_bytes_total(inputs))
+    if not m.tie_word_embeddings:
+        rows = m.vocab_size * (m.word_embed_proj_dim or m.hidden_size)
+        total -= rows * _table_bytes_per_parameter(inputs, "embedding")
+    return math.ceil(total / max(1, inputs.pipeline_parallel_size))
+
+
+def _table_bytes_per_parameter(inputs: CapacityInputs, name: str) -> float:
+    """Bytes per parameter of the vocabulary table ``name`` (``embedding``, ``lm_head``): its own group's width in a
+    mixed-precision or GGUF checkpoint loaded as stored (:attr:`ModelArch.checkpoint_weight_groups`), else the
+    compute dtype's (quantization methods leave the tables unquantized)."""
+    m = inputs.model
+    act = float(DTYPE_BYTES[inputs.compute_dtype])
+    if m.checkpoint_weight_groups and inputs.effective_quantization == m.checkpoint_quantization:
+        for g in m.checkpoint_weight_groups:
+            if g.name == name:
+                return act if g.bytes_per_parameter is None else g.bytes_per_parameter
+    return act
 
 
 def cpu_offload_bytes_per_gpu(inputs: CapacityInputs) -> int:
