@@ -93,6 +93,12 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
         "latency of each of a ring all-reduce's 2(TP − 1) steps (Thakur, Rabenseifner & Gropp 2005): 0 (one-shot "
         "custom kernels: latency flat in TP) to 5 µs (NCCL LL protocol over PCIe)",
     ),
+    "expert_bandwidth_efficiency": (
+        0.15,
+        0.95,
+        "a MoE layer's grouped expert GEMMs at a few rows per expert: at most the dense stream's ceiling, at least "
+        "a few tokens' worth of a small-tile kernel's fraction of peak",
+    ),
     "roofline_exponent": (
         1.0,
         32.0,
@@ -110,6 +116,7 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
 PRIOR_SCALE: dict[str, float] = {
     "memory_bandwidth_efficiency": 0.1,
     "kv_bandwidth_efficiency": 0.2,
+    "expert_bandwidth_efficiency": 0.2,
     "compute_efficiency": 0.2,
     "fp8_compute_efficiency": 0.2,
     "fp4_compute_efficiency": 0.25,
@@ -148,6 +155,7 @@ GLOBAL_ONLY = ("static_overhead_fraction", "attention_serial_fraction", "rooflin
 START: dict[str, float] = {
     "memory_bandwidth_efficiency": 0.8,
     "kv_bandwidth_efficiency": 0.8,
+    "expert_bandwidth_efficiency": 0.6,
     "compute_efficiency": 0.6,
     "fp8_compute_efficiency": 0.6,
     "fp4_compute_efficiency": 0.5,

@@ -396,7 +396,7 @@ class LatencyModel:
         return assumptions_for(self.engine, gpu)
 
     def effective_assumptions(self, gpu: GPUSpec) -> PerfAssumptions:
-        """The prior's factors with bandwidth (weights and KV reads) × ``r_d`` and compute × ``r_p``: the
+        """The prior's factors with bandwidth (weights, experts and KV reads) × ``r_d`` and compute × ``r_p``: the
         efficiencies the ratios amount to where decode is bandwidth-bound and prefill compute-bound (for display;
         predictions use the ratios)."""
         a = self.assumptions(gpu)
@@ -405,6 +405,9 @@ class LatencyModel:
             a,
             memory_bandwidth_efficiency=a.memory_bandwidth_efficiency * r_d,
             kv_bandwidth_efficiency=None if a.kv_bandwidth_efficiency is None else a.kv_bandwidth_efficiency * r_d,
+            expert_bandwidth_efficiency=(
+                None if a.expert_bandwidth_efficiency is None else a.expert_bandwidth_efficiency * r_d
+            ),
             compute_efficiency=a.compute_efficiency * self.prefill.ratio,
         )
 

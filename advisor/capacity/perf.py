@@ -138,6 +138,11 @@ class PerfAssumptions:
             v0.4's overlap scheduler, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). 0 = not modelled.
         allreduce_hop_latency_seconds: latency of each of a ring all-reduce's ``2 (TP − 1)`` steps, seconds (Thakur,
             Rabenseifner & Gropp 2005), on top of ``allreduce_latency_seconds``. 0 = latency flat in TP.
+        expert_bandwidth_efficiency: achieved ÷ peak HBM bandwidth when a MoE layer streams its routed experts'
+            weights; ``None`` = ``memory_bandwidth_efficiency``. At a decode batch each selected expert's GEMM has a
+            few rows (``batch × k ÷ E`` tokens), run as a grouped or fused MoE kernel over many small weight blocks
+            (vLLM's and SGLang's Triton ``fused_moe``, TensorRT-LLM's MoE plugin) rather than one large dense GEMM;
+            the fit tests whether those kernels reach a lower fraction of peak than the dense weight stream.
         roofline_exponent: ``p`` of the p-norm that joins a kernel's memory time and compute time
             (:func:`roofline`): 0 = their max (the roofline, perfect overlap), 1 = their sum (no overlap). Fitted
             by ``bench/fit_perf.py``: measured decode steps near the ridge (a batch of a few hundred) are slower than
@@ -162,6 +167,7 @@ class PerfAssumptions:
     step_overhead_per_seq_seconds: float = 0.0
     allreduce_hop_latency_seconds: float = 0.0
     roofline_exponent: float = 0.0
+    expert_bandwidth_efficiency: float | None = None
 
 
 DEFAULT_ASSUMPTIONS: Final = PerfAssumptions()
@@ -255,6 +261,16 @@ def _kv_bandwidth(gpu: GPUSpec, a: PerfAssumptions) -> float:
     """Achieved bandwidth of decode attention's KV reads, bytes/s."""
     eff = a.memory_bandwidth_efficiency if a.kv_bandwidth_efficiency is None else a.kv_bandwidth_efficiency
     return _bandwidth(gpu) * eff
+
+
+def _expert_seconds(inputs: CapacityInputs, gpu: GPUSpec, a: PerfAssumptions) -> tuple[float, float]:
+    """(seconds to stream every routed expert on one GPU at the experts' achieved bandwidth, the same bytes at the
+    dense weights' bandwidth): the second is what ``weights_bytes_per_gpu ÷ bandwidth`` already counts for them."""
+    experts = _expert_bytes_per_gpu(inputs)
+    if not experts:
+        return 0.0, 0.0
+    eff = a.memory_bandwidth_efficiency if a.expert_bandwidth_efficiency is None else a.expert_bandwidth_efficiency
+    return experts / (_bandwidth(gpu) * eff), experts / (_bandwidth(gpu) * a.memory_bandwidth_efficiency)
 
 
 def _bandwidth(gpu: GPUSpec) -> float:
@@ -495,14 +511,15 @@ def decode_step_model(
     kv_read = attended_kv_bytes_per_gpu(inputs, mean_context_tokens) / _kv_bandwidth(gpu, assumptions)
     serial = assumptions.attention_serial_fraction
     comm_fixed = allreduce_seconds(inputs, gpu, 0.0, assumptions)
+    expert, expert_at_dense = _expert_seconds(inputs, gpu, assumptions)
     return DecodeStepModel(
-        memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth,
+        memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth - expert_at_dense + expert,
         memory_per_seq=(1.0 - serial) * kv_read,
         compute_per_seq=gemm + (1.0 - serial) * attention_compute,
         comm_fixed=comm_fixed,
         comm_per_seq=allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
         overhead=assumptions.step_overhead_seconds,
-        expert_memory=_expert_bytes_per_gpu(inputs) / bandwidth,
+        expert_memory=expert,
         expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
         attention_memory_per_seq=serial * kv_read,
         attention_compute_per_seq=serial * attention_compute,
@@ -610,10 +627,13 @@ def prefill_batch_roofline(
         + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
     )
     tokens = prompts * prompt_tokens
-    untouched = _expert_bytes_per_gpu(inputs) * untouched_expert_fraction(inputs, tokens)
-    bytes_moved = weights_bytes_per_gpu(inputs) - untouched + tokens * kv_bytes_per_token_per_gpu(inputs)
+    expert, expert_at_dense = _expert_seconds(inputs, gpu, assumptions)
+    bytes_moved = weights_bytes_per_gpu(inputs) + tokens * kv_bytes_per_token_per_gpu(inputs)
+    touched = 1.0 - untouched_expert_fraction(inputs, tokens)
     return PrefillRoofline(
-        memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency),
+        memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
+        - expert_at_dense
+        + expert * touched,
         compute=flops / _effective_flops(inputs, gpu, assumptions),
         comm=allreduce_seconds(inputs, gpu, tokens, assumptions),
         overhead=assumptions.step_overhead_seconds + assumptions.step_overhead_per_seq_seconds * prompts,

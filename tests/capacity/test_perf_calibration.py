@@ -173,6 +173,7 @@ def test_gpu_generations_follow_vendor_and_compute_capability() -> None:
 PHYSICAL = {
     "memory_bandwidth_efficiency": (0.5, 0.95),
     "kv_bandwidth_efficiency": (0.3, 0.95),
+    "expert_bandwidth_efficiency": (0.15, 0.95),
     "compute_efficiency": (0.25, 0.85),
     "fp8_compute_efficiency": (0.2, 0.85),
     "fp4_compute_efficiency": (0.1, 0.85),
@@ -260,10 +261,10 @@ def test_the_held_out_set_is_the_committed_third() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured median |pred/obs − 1| = 0.236 on 19 held-out rows with the soft roofline of 2026-12-06 (0.113 "
-    "with the max before it): the NIM Llama-3.3-70B TP2 rows at concurrency 25-50 are 17-24 % slow where the max "
-    "had them within 3 %, the 0.5B on an L4 13-40 % fast; the roofline exponent was chosen on the in-sample rows "
-    "(Huber loss 2.24 -> 1.88; held-out loss 1.29 -> 1.23): see docs/capacity.md",
+    reason="measured median |pred/obs − 1| = 0.229 on 19 held-out rows with the fifth pass of 2026-12-06 (0.236 with "
+    "the soft roofline alone, 0.113 with the max before it): the NIM Llama-3.3-70B TP2 rows at concurrency 25-50 are "
+    "17-23 % slow where the max had them within 3 %, the 0.5B on an L4 13-41 % fast; both passes were chosen on the "
+    "in-sample rows (Huber loss 2.24 -> 1.88 -> 1.79; held-out loss 1.29 -> 1.23 -> 1.23): see docs/capacity.md",
 )
 def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() -> None:
     assert statistics.median(HELD["decode_stated"]) <= 0.15
@@ -271,7 +272,7 @@ def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured p90 |pred/obs − 1| = 1.22 on 19 held-out rows (SGLang DeepSeek-V3 at TP 16 over two nodes "
+    reason="measured p90 |pred/obs − 1| = 1.24 on 19 held-out rows (SGLang DeepSeek-V3 at TP 16 over two nodes "
     "over-predicted 2.2-2.4x with the cross-node all-reduce priced, TP 8 on H20 1.36x; the 0.5B on an L4 at "
     "concurrency 32 1.40x): see docs/capacity.md",
 )
