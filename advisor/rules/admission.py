@@ -162,8 +162,10 @@ class AdmissionThrashRule:
         conf = confidence(ev, 0.85)
         s = ev.stats
         assert s is not None
+        ranks = data_parallel_ranks(ev)
+        whose = f"Each of the {ranks} data-parallel ranks' pools" if ranks > 1 else "The pool"
         situation = (
-            f"The pool ({pool:,.0f} tokens) is {s.kv_cache_usage_ratio:.0%} full with only "
+            f"{whose} ({pool:,.0f} tokens) is {s.kv_cache_usage_ratio:.0%} full with only "
             f"{count(s.requests_running)} request(s) running — each holds ~{evidence['tokens_per_running_request']:,} "
             f"tokens of context — while {count(s.requests_waiting)} wait and {count(s.preemptions_increase)} were "
             f"preempted in {s.covered_seconds:.0f}s (generation {s.generation_tokens_per_second or 0:,.0f} tokens/s). "

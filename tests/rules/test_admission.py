@@ -170,6 +170,7 @@ def test_share_and_cap_are_one_data_parallel_rank_s_without_per_rank_pools() -> 
     # a rank's pool ÷ the target concurrency 8, rounded down to 1,024: 12,500 → 12,288 (the replica's gave 49,152,
     # above max-model-len: no cap)
     assert cap.suggested == 12_288
+    assert "Each of the 4 data-parallel ranks' pools (100,000 tokens)" in cap.description
     # one replica of DP 1 with the same pool and load is concurrency, not context: 32 running > 8
     one = ev(dep=ctx(max_model_len=32_768), kv_capacity_tokens=400_000, kv_cache_usage_ratio=0.95,
              requests_running=32, requests_waiting=5)  # fmt: skip
