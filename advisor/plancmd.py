@@ -843,6 +843,7 @@ _ENGINE_FLAGS: dict[str, frozenset[str]] = {
             "kv_cache_memory_bytes",
             "max_num_seqs",
             "dp",
+            "pp",
             "enable_expert_parallel",
         }
     ),
@@ -855,6 +856,7 @@ _ENGINE_FLAGS: dict[str, frozenset[str]] = {
             "max_num_batched_tokens",
             "max_num_seqs",
             "dp",
+            "pp",
             "enable_expert_parallel",
         }
     ),
@@ -879,6 +881,7 @@ _VLLM_ONLY = (
     "kv_cache_memory_bytes",
     "num_gpu_blocks_override",
     "dp",
+    "pp",
     "engine_version",
     "enforce_eager",
     "enable_chunked_prefill",
@@ -981,7 +984,7 @@ def _ignored_flags(args: argparse.Namespace) -> list[str]:
     for name in _VLLM_ONLY:
         value = getattr(args, name, None)
         given = value not in (None, False) and not (name == "gpu_memory_utilization" and value == 0.9)
-        given = given and not (name == "dp" and value == 1)
+        given = given and not (name in ("dp", "pp") and value == 1)
         if given and name not in uses and not (name == "engine_version" and args.engine == "tgi"):
             ignored.append("--" + name.replace("_", "-"))
     return ignored

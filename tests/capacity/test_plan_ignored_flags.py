@@ -20,6 +20,9 @@ BASE = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SX
     [
         ("tgi", ["--dp", "2"], "--dp"),
         ("llamacpp", ["--dp", "2"], "--dp"),
+        # llama.cpp splits layers over the GPUs --tp counts; TGI shards by tensor only: neither has stages
+        ("llamacpp", ["--pp", "2"], "--pp"),
+        ("tgi", ["--pp", "2"], "--pp"),
         ("vllm", ["--ctx-size", "4096"], "--ctx-size"),
         ("vllm", ["--mem-fraction-static", "0.5"], "--mem-fraction-static"),
         ("vllm", ["--max-loras", "4"], "--max-loras"),
@@ -46,3 +49,9 @@ def test_a_block_override_beyond_the_gpu_is_warned() -> None:
     assert "195.31 GiB" in stderr(100_000) and "fails to allocate" in stderr(100_000)
     # 1,000 blocks = 1.95 GiB: fits
     assert "fails to allocate" not in stderr(1_000)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_pipeline_stages_are_read_where_the_engine_has_them(engine: str) -> None:
+    r = run_cli(*BASE, "--engine", engine, "--pp", "2", "--json")
+    assert r.returncode == 0, r.stderr
