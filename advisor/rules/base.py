@@ -193,6 +193,9 @@ class Evaluation:
         speculation: the window's speculative-decoding counters summed over answering targets
             (:class:`advisor.telemetry.SpeculationWindow`: drafts, draft and accepted tokens, accepted by position);
             ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
+        lifetime_tokens_per_finished_request: prompt + generation tokens ÷ finished requests since the engines
+            started (their counters' newest values); ``None`` when a counter is missing or nothing has finished. It
+            says how long the traffic is when the window finished nothing (a thrash may finish nothing for minutes).
         longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
             ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
         requests_paused_max: requests the engines paused (TensorRT-LLM ``MAX_UTILIZATION``:
@@ -250,6 +253,7 @@ class Evaluation:
     speculation: SpeculationWindow | None = None
     longest_sequence_tokens: float | None = None
     requests_paused_max: float | None = None
+    lifetime_tokens_per_finished_request: float | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

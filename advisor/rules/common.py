@@ -342,20 +342,27 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     requests (:func:`tokens_per_finished_request`, prompt + generation tokens ÷ completions): when that mean is at
     or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
     (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
-    the mean is a lower bound, so the check only errs towards keeping the cap. Unknown (nothing finished in the
-    window) → ``None``: the thrash this rule is for may finish nothing, and the window gives no other length of the
-    traffic (a known gap: a field state, TGI 2.4 in huggingface/text-generation-inference#2744, got a 3,072-token
-    cap under 6,000-token prompts; the engine's lifetime counters would say it, the window's rates cannot).
+    the mean is a lower bound, so the check only errs towards keeping the cap. Nothing finished in the window (the
+    thrash this rule is for may finish nothing): the same mean over the engines' lifetime counters
+    (:attr:`Evaluation.lifetime_tokens_per_finished_request`; a field state, TGI 2.4 in
+    huggingface/text-generation-inference#2744, got a 3,072-token cap under 6,000-token prompts from a window that
+    finished nothing); neither known → ``None``.
 
     Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
     23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.
     """
     finished = tokens_per_finished_request(ev)
+    since = ""
+    if finished is None:
+        # nothing finished in the window: the engines' lifetime counters still say how long the traffic is
+        finished = ev.lifetime_tokens_per_finished_request
+        since = " since the engines started"
     if finished is None or cap <= 0 or finished < cap:
         return None
     return (
-        f"withheld: finished requests average {finished:,.0f} tokens (prompt + generation), {finished / cap:.1f}× "
-        f"the proposed cap of {cap:,.0f} tokens; the cap would reject the typical request, not a few long ones"
+        f"withheld: finished requests{since} average {finished:,.0f} tokens (prompt + generation), "
+        f"{finished / cap:.1f}× the proposed cap of {cap:,.0f} tokens; the cap would reject the typical request, not "
+        "a few long ones"
     )
 
 

@@ -555,14 +555,6 @@ XFAIL: dict[str, str] = {
         "test below), but with TTFT unmeasured the goodput rule has no diagnosis to turn; KV usage unknown without "
         "the v2.3.1 budget gauge"
     ),
-    "tgi-llama70b-2xa100-budget-no-headroom": (
-        "admission_thrash caps max-model-len 10,000 → 3,072 while the prompts average 6,000 tokens (9,500 reserved per "
-        "running request): TGI would refuse every request. Nothing finished in the 1 s window, so the cap's falsifier "
-        "(finished requests averaging at least the cap) is unmeasured; the engine's lifetime counters (390 finished, "
-        "7,200 tokens each) would say it, the window's rates cannot. Withholding the cap whenever nothing finished "
-        "was tried and dropped: it also withheld the right cap of a thrash that finishes nothing (tests/"
-        "test_operator_states.py, the SGLang Llama-4-Scout state)"
-    ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
