@@ -527,13 +527,15 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
     counters' newest values summed over the answering targets; ``None`` unless every target reports all three
     counters and one has finished a request.
 
-    The counters also hold tokens of requests that did not finish: the running requests' prompts and generated
-    tokens (at most what their KV cache holds now, usage × pool) and every preempted or retracted request's prompt
-    computed again (about one running request's tokens per preemption, the requests a full pool evicts being the
-    long ones it holds). Both are taken out where the engine reports them; where it does not, the figure errs long.
-    SGLang Llama-4-Scout (tests/test_operator_states.py): 12.5 M tokens over 37 finished requests is 338k each, but
-    2.64 M are the 4 running requests' and 6 retractions recomputed ~660k each: 160k (the finished ones averaged
-    181k)."""
+    What the counters hold besides finished requests follows the engine (:func:`counters_advance_during_decode`):
+
+    * counted at finish only (SGLang ``observe_one_finished_request``, TGI, TensorRT-LLM, llama.cpp): nothing else;
+      the mean is the finished requests' own.
+    * counted as they run (vLLM: V1 counts a prompt once, at its first token, ``IterationStats.update_from_output``,
+      and each generated token as it is sampled; a preempted request's recomputed prompt is not counted again): also
+      the running requests' tokens, at most what their KV cache holds now (usage × pool), which is taken out.
+    * unknown (mixed or undetected engines): nothing is taken out, so the figure errs long.
+    """
     prompt = [s.prompt_tokens_total for s in latest]
     generation = [s.generation_tokens_total for s in latest]
     finished = [s.requests_finished_total for s in latest]
@@ -544,14 +546,10 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
     if done <= 0:
         return None
     tokens = math.fsum([v for v in prompt + generation if v is not None])
-    usage, capacity = _weighted_usage(latest), _sum_known([s.kv_cache_capacity_tokens for s in latest])
-    if usage is not None and capacity is not None:
-        held = usage * capacity
-        tokens -= held
-        running = _sum_known([s.requests_running for s in latest])
-        preempted = _sum_known([s.preemptions_total for s in latest])
-        if running and preempted:
-            tokens -= preempted * held / running
+    if all(counters_advance_during_decode(s.engine) is True for s in latest):
+        usage, capacity = _weighted_usage(latest), _sum_known([s.kv_cache_capacity_tokens for s in latest])
+        if usage is not None and capacity is not None:
+            tokens -= usage * capacity
     return tokens / done if tokens > 0 else None
 
 

@@ -10,14 +10,14 @@ from advisor.domain import EngineSnapshot
 from advisor.evaluate import _lifetime_tokens_per_finished_request as lifetime
 
 
-def _snap(**kw: float | None) -> EngineSnapshot:
+def _snap(engine: str = "vllm", **kw: float | None) -> EngineSnapshot:
     base: dict[str, float | None] = {
         "prompt_tokens_total": 2_406_000.0,
         "generation_tokens_total": 468_000.0,
         "requests_finished_total": 390.0,
     }
     base.update(kw)
-    return EngineSnapshot(engine="vllm", **base)  # type: ignore[arg-type]
+    return EngineSnapshot(engine=engine, **base)  # type: ignore[arg-type]
 
 
 def test_tokens_over_finished_requests() -> None:
@@ -25,14 +25,21 @@ def test_tokens_over_finished_requests() -> None:
     assert lifetime([_snap()]) == pytest.approx((2_406_000 + 468_000) / 390)
 
 
-def test_what_the_running_requests_hold_and_the_preempted_recomputed_are_taken_out() -> None:
-    # 28,500 of a 30,816-token pool held by 3 running requests; 2 preemptions recompute ~9,500 tokens each
+def test_vllm_s_running_requests_are_taken_out_and_nothing_for_preemptions() -> None:
+    # vLLM counts a prompt at its first token and each generated token as sampled: the 28,500 tokens the 3 running
+    # requests hold are in the counters; a preempted request's recomputed prompt is not counted again
     snap = _snap(
         kv_cache_usage_ratio=28_500 / 30_816, kv_cache_capacity_tokens=30_816.0, requests_running=3.0,
         preemptions_total=2.0,
     )  # fmt: skip
-    expected = (2_406_000 + 468_000 - 28_500 - 2 * 9_500) / 390
-    assert lifetime([snap]) == pytest.approx(expected, rel=1e-9)
+    assert lifetime([snap]) == pytest.approx((2_406_000 + 468_000 - 28_500) / 390, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "tgi", "llamacpp"])
+def test_engines_that_count_at_finish_keep_the_finished_requests_own_mean(engine: str) -> None:
+    # SGLang's observe_one_finished_request adds prompt, generation and the request together: nothing to take out
+    snap = _snap(engine, kv_cache_usage_ratio=0.9, kv_cache_capacity_tokens=400_000.0, requests_running=6.0)
+    assert lifetime([snap]) == pytest.approx((2_406_000 + 468_000) / 390)
 
 
 def test_summed_over_targets() -> None:

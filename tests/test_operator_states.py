@@ -344,8 +344,8 @@ def state_sglang_swa_context_fills_pool() -> State:
     Llama-4-Scout (chunked local attention served as SWA) on 8 × H200, TP 8, context 1,048,576: the full pool
     (2,641,408 tokens) is held by 4 long-context requests (≈ 660k tokens each); the SWA pool is nearly empty.
     ``gen_throughput`` 430 in scrape #1 (its last log interval, before the retractions), 30 in scrape #2; over
-    the window generation +30 tokens, prompt +16,384 (a retracted request's prompt recomputed in two
-    8,192-token chunks), one more retraction.
+    the window one more retraction and no request finishes, so SGLang's token counters (moved at finish only) stand
+    still.
     """
     cap = 2641408
     eng = SGLangEngine(
@@ -355,8 +355,10 @@ def state_sglang_swa_context_fills_pool() -> State:
         swa_tokens=int(cap * 0.8),
     )
     eng.finish(37, prompt=180000, output=900, ttft=24.0, tpot=0.03, queue=2.0)
-    eng.prompt["true"] = 37 * 180000 + 4 * 640000 + 5 * 650000
-    eng.generation["true"] = 37 * 900 + 5200
+    # SGLang adds a request's prompt and generated tokens to its counters when it finishes
+    # (observe_one_finished_request): the running and retracted requests are not in them
+    eng.prompt["true"] = 37 * 180000
+    eng.generation["true"] = 37 * 900
     eng.itl.observe(0.03, 37 * 900)
     eng.retract(5, input_tokens=5 * 650000, output_tokens=2400)
     eng.g.update(num_running_reqs=4, num_queue_reqs=3, gen_throughput=430.0, cache_hit_rate=0.02)
@@ -364,8 +366,6 @@ def state_sglang_swa_context_fills_pool() -> State:
     first = eng.render()
     eng.retract(1, input_tokens=655000, output_tokens=310)
     eng.g["num_retracted_reqs"] = 1
-    eng.prompt["true"] += 16384
-    eng.generation["true"] += 30
     eng.itl.observe(0.13, 30)
     eng.g.update(num_running_reqs=4, num_queue_reqs=3, gen_throughput=30.0)
     eng.set_usage(full_used=cap, swa_used=4 * 8192)

@@ -355,9 +355,18 @@ class PoolContextRule:
         elif "slot_tokens" in evidence and evidence.get("kv_cache_capacity_tokens_whole_pool"):
             # split slots: each gets --ctx-size ÷ --parallel, so fewer slots give each more cells (ggml-org/llama.cpp
             # #12251: --ctx-size 1024 over 10 slots is 102 a request; --parallel 1 gives one request all 1,024)
+            # — but only where requests are measured longer than a slot: fewer slots help only those, and cut the
+            # concurrency of every other (a server of 600-token chats in 2,048-token slots loses 3 in 4 for nothing)
             split = ev.ctx.inputs.engine_settings.parallel
             whole = float(evidence["kv_cache_capacity_tokens_whole_pool"])
-            if ev.ctx.engine == "llamacpp" and split and split > 1:
+            slot = float(evidence["slot_tokens"])
+            measured = (
+                ev.longest_sequence_tokens,
+                observed_request_tokens(ev)[0],
+                ev.lifetime_tokens_per_finished_request,  # llama.cpp counts a request's tokens when its slot frees
+            )
+            longest = max([v for v in measured if v is not None], default=None)
+            if ev.ctx.engine == "llamacpp" and split and split > 1 and longest is not None and longest >= slot:
                 out += self._fewer_slots(ev, split, whole, mml, severity, conf, evidence, situation, shared=False)
         needed = wanted / holds if holds > 0 else None
         candidates = pool_turns(ev)

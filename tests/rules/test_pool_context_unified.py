@@ -107,3 +107,17 @@ def test_the_llamacpp_adapter_reads_n_tokens_max_under_either_name() -> None:
     # as a Prometheus store keeps it: the name as scraped (here an untyped line, which the parser does not rename)
     untyped = "llamacpp:n_tokens_max 512\nllamacpp:requests_processing 4\n"
     assert a.snapshot(parse_exposition(untyped, a.wants)).longest_sequence_tokens == 512
+
+
+def test_split_slots_are_cut_only_for_requests_measured_longer_than_a_slot() -> None:
+    # 8,192 cells over 4 split slots: 2,048 a slot against max-model-len 8,192 (the usual `-c 8192 -np 4`). Fewer
+    # slots help only requests longer than a slot; with the longest ever held 900 tokens they would cut the
+    # concurrency 4 → 1 for nothing, and nothing measured says otherwise either
+    base = ev(dep=_llamacpp(8192, 4, False, 8192), requests_running=4, requests_waiting=2, kv_capacity_tokens=8192)
+    for longest in (900.0, None):
+        e = dataclasses.replace(base, longest_sequence_tokens=longest)  # type: ignore[type-var]
+        assert all(p.dial != c.DIAL_MAX_NUM_SEQS for p in RULE.propose(e)), longest
+    # a sequence that filled its slot (n_tokens_max at the slot's 2,048) is the evidence: --parallel 1
+    full = dataclasses.replace(base, longest_sequence_tokens=2048.0)  # type: ignore[type-var]
+    fewer = [p for p in RULE.propose(full) if p.dial == c.DIAL_MAX_NUM_SEQS]
+    assert [(p.current, p.suggested, p.flag) for p in fewer] == [(4, 1, "--parallel 1")]
