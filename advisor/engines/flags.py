@@ -166,11 +166,12 @@ _TRITON_TRTLLM: dict[str, str] = {
     # triton_backend docs/model_config.md: batch_scheduler_policy max_utilization | guaranteed_no_evict (the default)
     c.DIAL_ADMISSION_POLICY: "batch_scheduler_policy:guaranteed_no_evict in tensorrt_llm/config.pbtxt",
     # the backend runs the speculation its engine was built for (trtllm-build --speculative_decoding_mode,
-    # --max_draft_len); a draft model runs through the tensorrt_llm_bls model's num_draft_tokens (triton_backend docs
-    # "Speculative Decoding"); the LLM API's speculative_config YAML is trtllm-serve's, not read here
+    # --max_draft_len); the LLM API's speculative_config YAML is trtllm-serve's, not read here. The turn is priced as a
+    # draft-free speculation (no draft weights, no draft KV): lookahead decoding is the draft-free mode such an engine
+    # builds with (a draft model, draft_tokens_external through tensorrt_llm_bls, would also cost its weights)
     c.DIAL_SPECULATIVE_DECODING: (
-        "rebuild the engine with trtllm-build --speculative_decoding_mode draft_tokens_external --max_draft_len "
-        "{value} and serve a draft engine through tensorrt_llm_bls (num_draft_tokens {value})"
+        "rebuild the engine with trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len {value} "
+        "(draft-free; set the lookahead window, n-gram and verification-set sizes in tensorrt_llm/config.pbtxt)"
     ),
 }
 

@@ -61,11 +61,19 @@ FIT_SHARE = 0.9
 def _rank_pool(ev: Evaluation) -> float:
     """The pool one request competes for — a request lives on one data-parallel rank: the mean of the ranks' pools
     when the engine reports them, else the replica's pool ÷ its ranks
-    (:func:`~advisor.rules.common.data_parallel_ranks`)."""
+    (:func:`~advisor.rules.common.data_parallel_ranks`) — unless the engine's one figure is already a rank's."""
     ranks = ev.kv_rank_capacity_tokens
     if ranks and ev.kv_capacity_source == "engine":
         return sum(ranks) / len(ranks)
-    return (ev.kv_capacity_tokens or 0.0) / data_parallel_ranks(ev)
+    pool, d = ev.kv_capacity_tokens or 0.0, data_parallel_ranks(ev)
+    err = ev.capacity_model_error_ratio
+    if d > 1 and ev.kv_capacity_source == "engine" and err is not None:
+        # one figure from the engine with no ranks: a rank's (one scheduler reporting, one DP rank per target) when
+        # the capacity pass's replica pool is nearer D times it than it
+        ratio = 1.0 + err
+        if abs(ratio / d - 1.0) < abs(ratio - 1.0):
+            return pool
+    return pool / d
 
 
 class AdmissionThrashRule:

@@ -407,8 +407,9 @@ class SpeculativeRule:
                 f"{evidence['tpot_within_target_ratio']:.0%} of requests meet TPOT ≤ {ev.ctx.slo.tpot_seconds}s: "
                 f"decode is bound by reading the weights and the bandwidth sits idle. {how}, so TPOT p50 "
                 f"~{p50 or 0:.3f}s → ~{after or 0:.3f}s. {tail}The win fades as the batch grows: watch it, and turn "
-                f"speculation off above ~{self.disable_by} running sequences (vLLM ≥ 0.10 no longer applies a "
-                "disable-by-batch-size itself). Measure the acceptance rate on your own traffic."
+                f"speculation off above ~{self.disable_by} running sequences"
+                + (" (vLLM ≥ 0.10 no longer applies a disable-by-batch-size itself)" if ev.ctx.engine == "vllm" else "")
+                + ". Measure the acceptance rate on your own traffic."
             ),
             predicted_effect={"tpot_seconds": effect(p50, after)},
             evidence=evidence,

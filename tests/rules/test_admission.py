@@ -177,6 +177,21 @@ def test_share_and_cap_are_one_data_parallel_rank_s_without_per_rank_pools() -> 
     assert RULE._reading(one)[0] is False
 
 
+def test_an_engine_pool_that_is_one_rank_s_is_not_divided_again() -> None:
+    # DP 4 configured, the engine reports one 100,000-token pool with no ranks (one scheduler, or one DP rank per
+    # target): the capacity pass's replica pool is 4x it (error +300 %), so the figure is a rank's, not 4 ranks'
+    import dataclasses
+
+    from advisor.rules.admission import _rank_pool
+
+    dep = ctx(max_model_len=32_768, data_parallel_size=4)
+    reading = ev(dep=dep, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=8)
+    rank_figure = dataclasses.replace(reading, kv_capacity_source="engine", capacity_model_error_ratio=3.0)
+    replica_figure = dataclasses.replace(reading, kv_capacity_source="engine", capacity_model_error_ratio=0.05)
+    assert _rank_pool(rank_figure) == 100_000
+    assert _rank_pool(replica_figure) == 25_000
+
+
 @pytest.mark.parametrize(
     "stats",
     [{"kv_cache_usage_ratio": 0.0, "requests_running": 4}, {"kv_cache_usage_ratio": 0.95, "requests_running": 0}],

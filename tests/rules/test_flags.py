@@ -122,4 +122,5 @@ def test_triton_speculation_rebuilds_the_engine_not_the_llm_api_yaml() -> None:
     # trtllm-serve's --extra_llm_api_options speculative_config (which it does not read)
     flag = flag_for("triton-trtllm", c.DIAL_SPECULATIVE_DECODING, 4)
     assert "--extra_llm_api_options" not in flag
-    assert "trtllm-build --speculative_decoding_mode draft_tokens_external --max_draft_len 4" in flag
+    # and draft-free, as the turn is priced (no draft weights): lookahead decoding, not an external draft engine
+    assert "trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len 4" in flag
