@@ -40,7 +40,12 @@ from advisor.capacity.model_label import ModelLabelMismatch, compare_model_label
 from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
 from advisor.domain import EngineSnapshot, Histogram, PoolReading, RankValues, TimedSnapshot
-from advisor.engines.catalog import counters_advance_during_decode, reported_settings, spec_counters_mean_configured
+from advisor.engines.catalog import (
+    counters_advance_during_decode,
+    reported_settings,
+    spec_counters_mean_configured,
+    tokens_counted_per_finished_request,
+)
 from advisor.errors import CapacityError
 from advisor.redact import redact_url
 from advisor.rules.base import DeploymentContext, Evaluation
@@ -525,16 +530,14 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
 def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> float | None:
     """Mean tokens (prompt + generation) of the requests the engines have finished since they started, from their
     counters' newest values summed over the answering targets; ``None`` unless every target reports all three
-    counters and one has finished a request.
+    counters, every target's engine counts tokens for exactly the requests it counts as finished
+    (:func:`tokens_counted_per_finished_request`: SGLang, TensorRT-LLM, Triton), and at least
+    :data:`MIN_LIFETIME_FINISHED` have finished.
 
-    What the counters hold besides finished requests follows the engine (:func:`counters_advance_during_decode`):
-
-    * counted at finish only (SGLang ``observe_one_finished_request``, TGI, TensorRT-LLM, llama.cpp): nothing else;
-      the mean is the finished requests' own.
-    * counted as they run (vLLM: V1 counts a prompt once, at its first token, ``IterationStats.update_from_output``,
-      and each generated token as it is sampled; a preempted request's recomputed prompt is not counted again): also
-      the running requests' tokens, at most what their KV cache holds now (usage × pool), which is taken out.
-    * unknown (mixed or undetected engines): nothing is taken out, so the figure errs long.
+    Not for vLLM, whose counters hold the tokens of requests that never finish (a prompt is counted at its first
+    token; an aborted request's tokens stay in the counters and out of ``request_success``), nor for TGI, which
+    records an input length at validation (queued and dropped requests too): there the quotient errs long by an
+    unknown amount, and a long figure would withhold a context cap the pool needs.
     """
     prompt = [s.prompt_tokens_total for s in latest]
     generation = [s.generation_tokens_total for s in latest]
@@ -542,15 +545,18 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
     values = prompt + generation + finished
     if not latest or any(v is None or not math.isfinite(v) for v in values):
         return None
+    if not all(tokens_counted_per_finished_request(s.engine) for s in latest):
+        return None
     done = math.fsum([f for f in finished if f is not None])
-    if done <= 0:
+    if done < MIN_LIFETIME_FINISHED:
         return None
     tokens = math.fsum([v for v in prompt + generation if v is not None])
-    if all(counters_advance_during_decode(s.engine) is True for s in latest):
-        usage, capacity = _weighted_usage(latest), _sum_known([s.kv_cache_capacity_tokens for s in latest])
-        if usage is not None and capacity is not None:
-            tokens -= usage * capacity
     return tokens / done if tokens > 0 else None
+
+
+MIN_LIFETIME_FINISHED: Final = 20
+"""Finished requests below which the lifetime mean is not read (a restarted engine's first few say little of its
+traffic)."""
 
 
 def _paused_max(windows: Windows) -> float | None:

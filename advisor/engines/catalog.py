@@ -203,6 +203,12 @@ class CatalogEntry:
     """The token counters move while requests decode (``True``), or only when a request finishes (``False``: a
     few long generations hold them still for minutes on a healthy engine); ``None`` unknown. Each engine module
     sets it with the engine file that shows where its counters are incremented."""
+    tokens_counted_per_finished_request: bool = False
+    """The prompt and generation token counters count exactly the requests the finished-request counter counts, once
+    each, when they finish: their quotient is the finished requests' mean length. ``False`` where tokens of requests
+    that never finish are counted too (vLLM counts a prompt at its first token, so aborted requests' tokens are in
+    its counters and not in ``request_success``; TGI records an input length at validation, queued and dropped
+    requests too). Each engine module sets it with the engine file that shows it."""
     reserves_max_length_at_admission: bool = False
     """The default scheduler admits a request only when the pool can hold its whole length — prompt + its max new
     tokens, and max-model-len when the client sends no ``max_tokens`` — so at most ``⌊pool ÷ max-model-len⌋``
@@ -287,6 +293,15 @@ def counters_advance_during_decode(engine: str) -> bool | None:
         return entry(engine).counters_advance_during_decode
     except ValueError:
         return None
+
+
+def tokens_counted_per_finished_request(engine: str) -> bool:
+    """The engine's :attr:`CatalogEntry.tokens_counted_per_finished_request`; ``False`` for an engine id the catalog
+    does not know."""
+    try:
+        return entry(engine).tokens_counted_per_finished_request
+    except ValueError:
+        return False
 
 
 def reserves_max_length_at_admission(engine: str) -> bool:

@@ -169,9 +169,12 @@ _TRITON_TRTLLM: dict[str, str] = {
     # --max_draft_len); the LLM API's speculative_config YAML is trtllm-serve's, not read here. The turn is priced as a
     # draft-free speculation (no draft weights, no draft KV): lookahead decoding is the draft-free mode such an engine
     # builds with (a draft model, draft_tokens_external through tensorrt_llm_bls, would also cost its weights)
+    # lookahead's draft buffer is max_draft_len ≥ (W + G)(N − 1) − 1 (TensorRT-LLM examples/lookahead): W = G = 4,
+    # N = 3 → 15, up to N − 1 = 2 tokens beyond the step's own, the ~2.3 a step the turn is priced at (the dial's
+    # value, a draft length for other engines, is not lookahead's buffer)
     c.DIAL_SPECULATIVE_DECODING: (
-        "rebuild the engine with trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len {value} "
-        "(draft-free; set the lookahead window, n-gram and verification-set sizes in tensorrt_llm/config.pbtxt)"
+        "rebuild the engine with trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len 15 and "
+        "set lookahead window 4, n-gram size 3, verification set 4 in tensorrt_llm/config.pbtxt (draft-free)"
     ),
 }
 

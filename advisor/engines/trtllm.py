@@ -433,6 +433,7 @@ CATALOG_ENTRIES: Final = (
         # inflight_batcher_llm/src/custom_metrics_reporter: nv_llm_output_token_len / nv_llm_input_token_len are
         # histograms observed once per finished request, nv_inference_request_success on completion
         counters_advance_during_decode=False,
+        tokens_counted_per_finished_request=True,
         # triton_backend docs/model_config.md: batch_scheduler_policy "Set to guaranteed_no_evict to guarantee that a
         # started request is never paused. (default=guaranteed_no_evict)" — the executor's GUARANTEED_NO_EVICT
         # capacity scheduler, as trtllm-serve's below
@@ -468,6 +469,7 @@ CATALOG_ENTRIES: Final = (
         # tensorrt_llm/metrics/collector.py: trtllm_prompt_tokens_total / trtllm_generation_tokens_total are
         # per-request metrics, logged from a request's final output
         counters_advance_during_decode=False,
+        tokens_counted_per_finished_request=True,
         # tensorrt_llm/llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy defaults to GUARANTEED_NO_EVICT,
         # which admits a request only with blocks for its whole length; a request without max_tokens gets
         # max_seq_len − prompt (NVIDIA/TensorRT-LLM#9412: "executed sequentially if max_tokens is not provided")

@@ -61,17 +61,19 @@ FIT_SHARE = 0.9
 def _rank_pool(ev: Evaluation) -> float:
     """The pool one request competes for — a request lives on one data-parallel rank: the mean of the ranks' pools
     when the engine reports them, else the replica's pool ÷ its ranks
-    (:func:`~advisor.rules.common.data_parallel_ranks`) — unless the engine's one figure is already a rank's."""
+    (:func:`~advisor.rules.common.data_parallel_ranks`) — unless the engine's one figure is already a rank's (the
+    capacity pass on the engine's settings, ``running_model_error_ratio``, within its error bound of D times it and
+    not of it; undecided, the figure is the replica's, as the README defines a target's pool)."""
     ranks = ev.kv_rank_capacity_tokens
     if ranks and ev.kv_capacity_source == "engine":
         return sum(ranks) / len(ranks)
     pool, d = ev.kv_capacity_tokens or 0.0, data_parallel_ranks(ev)
-    err = ev.capacity_model_error_ratio
+    err = ev.running_model_error_ratio if ev.running_model_error_ratio is not None else ev.capacity_model_error_ratio
     if d > 1 and ev.kv_capacity_source == "engine" and err is not None:
         # one figure from the engine with no ranks: a rank's (one scheduler reporting, one DP rank per target) when
-        # the capacity pass's replica pool is nearer D times it than it
-        ratio = 1.0 + err
-        if abs(ratio / d - 1.0) < abs(ratio - 1.0):
+        # the capacity pass on what the engine runs is within its error bound of D times it, and not of it
+        ratio, bound = 1.0 + err, ev.capacity_model_error_bound
+        if abs(ratio / d - 1.0) <= bound < abs(ratio - 1.0):
             return pool
     return pool / d
 

@@ -194,8 +194,10 @@ class Evaluation:
             (:class:`advisor.telemetry.SpeculationWindow`: drafts, draft and accepted tokens, accepted by position);
             ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
         lifetime_tokens_per_finished_request: prompt + generation tokens ÷ finished requests since the engines
-            started (their counters' newest values); ``None`` when a counter is missing or nothing has finished. It
-            says how long the traffic is when the window finished nothing (a thrash may finish nothing for minutes).
+            started (their counters' newest values), where the engines count tokens for exactly the requests they
+            count as finished (SGLang, TensorRT-LLM); ``None`` otherwise, when a counter is missing or fewer than 20
+            finished. It says how long the traffic is when the window finished nothing (a thrash may finish nothing
+            for minutes).
         longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
             ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
         requests_paused_max: requests the engines paused (TensorRT-LLM ``MAX_UTILIZATION``:

@@ -343,10 +343,11 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
     (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
     the mean is a lower bound, so the check only errs towards keeping the cap. Nothing finished in the window (the
-    thrash this rule is for may finish nothing): the same mean over the engines' lifetime counters
-    (:attr:`Evaluation.lifetime_tokens_per_finished_request`; a field state, TGI 2.4 in
-    huggingface/text-generation-inference#2744, got a 3,072-token cap under 6,000-token prompts from a window that
-    finished nothing); neither known → ``None``.
+    thrash this rule is for may finish nothing): the same mean over the engines' lifetime counters where they count
+    exactly the finished requests (:attr:`Evaluation.lifetime_tokens_per_finished_request`: SGLang, TensorRT-LLM);
+    neither known → ``None`` (a known gap on vLLM and TGI, whose counters also hold unfinished requests: a field
+    state, TGI 2.4 in huggingface/text-generation-inference#2744, gets a 3,072-token cap under 6,000-token prompts
+    from a window that finished nothing).
 
     Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
     23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.

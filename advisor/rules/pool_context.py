@@ -45,7 +45,7 @@ pool-enlarging turns are withheld while a different pool (a state pool, the slot
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -67,6 +67,9 @@ from advisor.rules.flags import flag_for
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
+SLOT_FULL_SHARE: Final = 0.95
+"""A llama.cpp slot counts as filled when a measured sequence reaches this share of it (a full slot reads one cell
+short of its size, and a running request's share is a mean over the running)."""
 """Capped context lengths are rounded down to a multiple of this many tokens…"""
 ROUND_TO_SMALL = 128
 """…or of this many when the cap is under :data:`ROUND_TO` (a small llama.cpp context's share per slot)."""
@@ -360,13 +363,12 @@ class PoolContextRule:
             split = ev.ctx.inputs.engine_settings.parallel
             whole = float(evidence["kv_cache_capacity_tokens_whole_pool"])
             slot = float(evidence["slot_tokens"])
-            measured = (
-                ev.longest_sequence_tokens,
-                observed_request_tokens(ev)[0],
-                ev.lifetime_tokens_per_finished_request,  # llama.cpp counts a request's tokens when its slot frees
-            )
+            # (n_tokens_max, or what a running request holds: a full slot reads one cell short of its size, since
+            # llama.cpp stops or shifts a slot at n_tokens + 1 ≥ n_ctx_slot, tools/server/server.cpp)
+            measured = (ev.longest_sequence_tokens, observed_request_tokens(ev)[0])
             longest = max([v for v in measured if v is not None], default=None)
-            if ev.ctx.engine == "llamacpp" and split and split > 1 and longest is not None and longest >= slot:
+            full = SLOT_FULL_SHARE * slot
+            if ev.ctx.engine == "llamacpp" and split and split > 1 and longest is not None and longest >= full:
                 out += self._fewer_slots(ev, split, whole, mml, severity, conf, evidence, situation, shared=False)
         needed = wanted / holds if holds > 0 else None
         candidates = pool_turns(ev)

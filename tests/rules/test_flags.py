@@ -123,4 +123,6 @@ def test_triton_speculation_rebuilds_the_engine_not_the_llm_api_yaml() -> None:
     flag = flag_for("triton-trtllm", c.DIAL_SPECULATIVE_DECODING, 4)
     assert "--extra_llm_api_options" not in flag
     # and draft-free, as the turn is priced (no draft weights): lookahead decoding, not an external draft engine
-    assert "trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len 4" in flag
+    assert "trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len 15" in flag
+    # the buffer holds the stated window: (W + G)(N − 1) − 1 = (4 + 4)(3 − 1) − 1 = 15
+    assert "lookahead window 4, n-gram size 3, verification set 4" in flag

@@ -117,7 +117,8 @@ def test_split_slots_are_cut_only_for_requests_measured_longer_than_a_slot() -> 
     for longest in (900.0, None):
         e = dataclasses.replace(base, longest_sequence_tokens=longest)  # type: ignore[type-var]
         assert all(p.dial != c.DIAL_MAX_NUM_SEQS for p in RULE.propose(e)), longest
-    # a sequence that filled its slot (n_tokens_max at the slot's 2,048) is the evidence: --parallel 1
-    full = dataclasses.replace(base, longest_sequence_tokens=2048.0)  # type: ignore[type-var]
+    # a sequence that filled its slot is the evidence: n_tokens_max reads 2,047 then (llama.cpp stops or shifts a slot
+    # at n_tokens + 1 ≥ its 2,048 cells): --parallel 1
+    full = dataclasses.replace(base, longest_sequence_tokens=2047.0)  # type: ignore[type-var]
     fewer = [p for p in RULE.propose(full) if p.dial == c.DIAL_MAX_NUM_SEQS]
     assert [(p.current, p.suggested, p.flag) for p in fewer] == [(4, 1, "--parallel 1")]

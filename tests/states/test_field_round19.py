@@ -70,12 +70,6 @@ def _flags_are_llamacpp(result: dict[str, Any]) -> None:
 # --- 1. llama.cpp: QwQ-32B with --ctx-size 1024 split over ten slots --------------------------------------------
 
 
-SLOT_FULL = ("n_tokens_max", "counter", "Largest observed n_tokens.", 102.0)
-"""``llamacpp:n_tokens_max``, the longest sequence a slot has held (``tools/server/server.cpp`` metrics): the log's
-"truncated = 1" is a context shift, which happens when a sequence fills its slot, so it has reached the slot's 102
-cells."""
-
-
 def llamacpp_qwq_ctx1024_ten_slots() -> FieldState:
     """ggml-org/llama.cpp#12251 ("Eval bug: QWQ generates repeated text when running with reduced context length",
     closed): an RTX 4090, llama.cpp built from source in March 2025 ("probably at this commit ea002810"), "a lot of
@@ -109,7 +103,8 @@ def llamacpp_qwq_ctx1024_ten_slots() -> FieldState:
     tokens/s; the March 2025 build still exposes ``kv_cache_usage_ratio``/``kv_cache_tokens`` (removed by PR #13660 in
     May 2025): the one busy slot holds ~90 of the 1,024 cells. Before: 20 requests served. The window: 35 tokens
     decode in the busy slot, a context shift frees half of it; counters of a slot advance when it is released, so
-    only the decode count moves; ``n_tokens_max`` is the slot's 102 (:data:`SLOT_FULL`). SLO: TTFT 5 s, TPOT 0.1 s.
+    only the decode count moves (this build has no ``n_tokens_max``, added in August 2025 by PR #15361: the
+    busy slot's 100 of 102 cells is the measure of a request filling its slot). SLO: TTFT 5 s, TPOT 0.1 s.
     """
     c1 = {"prompt": 1_400.0, "prompt_s": 1.0, "gen": 28_000.0, "gen_s": 800.0, "decodes": 28_700.0}
     c1 |= {"busy_avg": 1.0, "prompt_tps": 1_400.0, "gen_tps": 35.0}
@@ -131,8 +126,8 @@ def llamacpp_qwq_ctx1024_ten_slots() -> FieldState:
         },
         scrapes=[
             (
-                _llamacpp([*_llamacpp_rows(c1, busy=1, deferred=0, kv=(100 / 1024, 100.0)), SLOT_FULL]),
-                _llamacpp([*_llamacpp_rows(c2, busy=1, deferred=0, kv=(84 / 1024, 84.0)), SLOT_FULL]),
+                _llamacpp(_llamacpp_rows(c1, busy=1, deferred=0, kv=(100 / 1024, 100.0))),
+                _llamacpp(_llamacpp_rows(c2, busy=1, deferred=0, kv=(84 / 1024, 84.0))),
             )
         ],
         snapshot={"requests_running": 1, "requests_waiting": 0},
@@ -251,7 +246,16 @@ STATES = [
     vllm_eight_seats_16k_prompts(),
 ]
 
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "llamacpp-qwq32b-ctx1024-np10-slot-102-repeats": (
+        "missed fix (false negative): pool_context lowers --parallel on split slots only where a request is measured "
+        "filling its slot (n_tokens_max, or a running request's cells, at 95 % of the slot's 102): this March 2025 "
+        "build has no n_tokens_max (PR #15361, August 2025) and the newest scrape's busy slot holds 84 cells after "
+        "a context shift; the report's 'truncated = 1' says it filled, but no gauge the advisor reads does. Without "
+        "the gate the turn cut the concurrency of every server whose slots are shorter than max-model-len (-c 8192 "
+        "-np 4 serving 600-token chats got --parallel 1), which is worse"
+    ),
+}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)
