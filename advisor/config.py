@@ -49,8 +49,14 @@ from pydantic import (
     model_validator,
 )
 
-from advisor.capacity.deployment import DeploymentSpec, deployment_inputs, resolve_gpu, spec_from_settings
-from advisor.capacity.gguf import GGUF_QUANTIZATION, file_type_name, with_gguf_file_type
+from advisor.capacity.deployment import (
+    LANGUAGE_MODEL_ONLY_ENGINES,
+    DeploymentSpec,
+    deployment_inputs,
+    resolve_gpu,
+    spec_from_settings,
+)
+from advisor.capacity.gguf import as_served, file_type_name
 from advisor.capacity.hardware import GPUSpec, get_gpu
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
@@ -1648,18 +1654,13 @@ def deployment_spec(
     """
     if model is None:
         model = resolve_model(dep.model, base_dir)
-    # llama.cpp serves a GGUF's language model (a vision tower is a separate --mmproj file)
-    if dep.language_model_only or (engine or dep.engine) == "llamacpp":
+    if dep.language_model_only or (engine or dep.engine) in LANGUAGE_MODEL_ONLY_ENGINES:
         model = without_unused_vision_tower(model, language_model_only_limits())
     elif dep.limit_mm_per_prompt:
         model = without_unused_vision_tower(model, dep.limit_mm_per_prompt)
-    stated_quantization = (dep.quantization or "").strip().lower()
-    if dep.gguf_file_type is not None:
-        if stated_quantization not in ("", GGUF_QUANTIZATION):
-            raise CapacityError(
-                f"gguf_file_type {dep.gguf_file_type} is a GGUF file's; quantization {dep.quantization} is not"
-            )
-        model = with_gguf_file_type(model, dep.gguf_file_type)
+    model, quantization = as_served(
+        model, dep.gguf_file_type, dep.quantization, names=("gguf_file_type", "quantization")
+    )
     kv_config = dep.kv_cache_config or TRTLLMKVCacheConfig()
     spec = spec_from_settings(
         dep,
@@ -1672,7 +1673,7 @@ def deployment_spec(
     # vLLM-only keys (ENGINE_KEYS refuses them for other engines)
     return dataclasses.replace(
         spec,
-        quantization=GGUF_QUANTIZATION if stated_quantization == GGUF_QUANTIZATION else spec.quantization,
+        quantization=quantization,
         lora=LoRASettings(
             max_loras=dep.max_loras,
             max_lora_rank=dep.max_lora_rank,

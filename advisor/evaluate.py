@@ -527,6 +527,11 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     )
 
 
+MIN_LIFETIME_FINISHED: Final = 20
+"""Finished requests below which the lifetime mean is not read (a restarted engine's first few say little of its
+traffic)."""
+
+
 def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> float | None:
     """Mean tokens (prompt + generation) of the requests the engines have finished since they started, from their
     counters' newest values summed over the answering targets; ``None`` unless every target reports all three
@@ -552,11 +557,6 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
         return None
     tokens = math.fsum([v for v in prompt + generation if v is not None])
     return tokens / done if tokens > 0 else None
-
-
-MIN_LIFETIME_FINISHED: Final = 20
-"""Finished requests below which the lifetime mean is not read (a restarted engine's first few say little of its
-traffic)."""
 
 
 def _paused_max(windows: Windows) -> float | None:

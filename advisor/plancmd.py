@@ -922,11 +922,11 @@ def _model_as_served(args: argparse.Namespace) -> Any:
     Raises:
         CapacityError: the model cannot be resolved.
     """
+    from advisor.capacity.deployment import LANGUAGE_MODEL_ONLY_ENGINES
     from advisor.capacity.models import language_model_only_limits, without_unused_vision_tower
     from advisor.modelfile import resolve_model
 
-    # llama.cpp serves a GGUF's language model; a vision tower is a separate --mmproj file it loads only when given
-    text_only = args.language_model_only or args.engine == "llamacpp"
+    text_only = args.language_model_only or args.engine in LANGUAGE_MODEL_ONLY_ENGINES
     limits = language_model_only_limits() if text_only else args.limit_mm_per_prompt
     model = without_unused_vision_tower(resolve_model(args.model, Path.cwd()), limits)
     return _as_gguf(model, args)
@@ -946,33 +946,17 @@ def _gguf_inputs(out: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def _as_gguf(model: Any, args: argparse.Namespace) -> Any:
-    """``model`` as the GGUF file ``--gguf-file-type`` names (:func:`advisor.capacity.gguf.with_gguf_file_type`);
-    unchanged without it.
+    """``model`` as the GGUF file ``--gguf-file-type`` names, and ``args.quantization`` spelled ``gguf``
+    (:func:`advisor.capacity.gguf.as_served`); unchanged without it. Raises :class:`CapacityError` as that does."""
+    from advisor.capacity.gguf import as_served
 
-    Raises:
-        CapacityError: ``--quantization gguf`` without ``--gguf-file-type`` (a GGUF file's weights are a per-tensor
-            mix its type names), ``--gguf-file-type`` with another ``--quantization``, or a type or model the
-            GGUF pass does not size.
-    """
-    from advisor.capacity.gguf import GGUF_QUANTIZATION, with_gguf_file_type
-
-    quantization = (args.quantization or "").strip().lower()
-    file_type = getattr(args, "gguf_file_type", None)
-    if quantization == GGUF_QUANTIZATION:
-        args.quantization = GGUF_QUANTIZATION  # one spelling for every later comparison (GGUF, " gguf")
-    if file_type is None:
-        if quantization == GGUF_QUANTIZATION:
-            raise CapacityError(
-                "--quantization gguf needs --gguf-file-type: the file's type as llama-quantize names it (Q4_K_M, "
-                "Q8_0 …; llama.cpp prints it as 'file type' at load), which sets each tensor's width"
-            )
-        return model
-    if quantization not in ("", GGUF_QUANTIZATION):
-        raise CapacityError(f"--gguf-file-type {file_type} is a GGUF file's; --quantization {args.quantization} is not")
-    try:
-        return with_gguf_file_type(model, file_type)
-    except CapacityError as exc:
-        raise CapacityError(f"--gguf-file-type: {exc}") from None
+    served, args.quantization = as_served(
+        model,
+        getattr(args, "gguf_file_type", None),
+        args.quantization,
+        names=("--gguf-file-type", "--quantization"),
+    )
+    return served
 
 
 def _ignored_flags(args: argparse.Namespace) -> list[str]:

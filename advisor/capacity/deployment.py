@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from advisor.capacity.engines import (
     TGI_DEFAULT_CUDA_MEMORY_FRACTION,
@@ -59,6 +59,7 @@ from advisor.capacity.speculative import parse_speculative_config
 from advisor.errors import CapacityError
 
 __all__ = [
+    "LANGUAGE_MODEL_ONLY_ENGINES",
     "DeploymentSpec",
     "ResolvedDeployment",
     "ResolvedGPU",
@@ -81,6 +82,10 @@ _ACCOUNTING = {
     "dynamo": "vllm",
     "auto": "vllm",
 }
+
+LANGUAGE_MODEL_ONLY_ENGINES: Final = frozenset({"llamacpp"})
+"""Engines that serve a checkpoint's language model only: llama.cpp loads a vision tower from a separate ``--mmproj``
+file, never from the model's GGUF, so its towers are left out as vLLM's ``--language-model-only`` leaves them."""
 
 VLLM_DEFAULT_UTILIZATION = 0.9
 """vLLM's ``--gpu-memory-utilization`` default (``vllm/config/cache.py``)."""

@@ -57,6 +57,7 @@ __all__ = [
     "FILE_TYPE_DEFAULT",
     "GGML_TYPE_BLOCK",
     "GGUF_QUANTIZATION",
+    "as_served",
     "file_type_name",
     "gguf_tensor_types",
     "gguf_weight_bytes",
@@ -267,6 +268,36 @@ def with_gguf_file_type(model: ModelArch, file_type: str) -> ModelArch:
         checkpoint_weight_bits=None,
         checkpoint_group_size=None,
     )
+
+
+def as_served(
+    model: ModelArch, file_type: str | None, quantization: str | None, *, names: tuple[str, str]
+) -> tuple[ModelArch, str | None]:
+    """``model`` and the stated ``quantization`` as a GGUF file of ``file_type`` serves them: the model through
+    :func:`with_gguf_file_type` and the method spelled ``gguf`` however it was stated (``GGUF``, `` gguf``); both
+    unchanged without a file type. ``names`` are the input's names for the file type and the method
+    (``("--gguf-file-type", "--quantization")`` for ``plan``, the config keys for a deployment), for the messages.
+
+    Raises:
+        CapacityError: the method ``gguf`` without a file type (a GGUF file's weights are a per-tensor mix its type
+            names), a file type with another method, or a type or model this module does not size; each names the
+            input.
+    """
+    type_name, method_name = names
+    method = (quantization or "").strip().lower()
+    if file_type is None:
+        if method == GGUF_QUANTIZATION:
+            raise CapacityError(
+                f"{method_name} gguf needs {type_name}: the file's type as llama-quantize names it (Q4_K_M, Q8_0 …; "
+                "llama.cpp prints it as 'file type' at load), which sets each tensor's width"
+            )
+        return model, quantization
+    if method not in ("", GGUF_QUANTIZATION):
+        raise CapacityError(f"{type_name} {file_type} is a GGUF file's; {method_name} {quantization} is not")
+    try:
+        return with_gguf_file_type(model, file_type), (GGUF_QUANTIZATION if method else None)
+    except CapacityError as exc:
+        raise CapacityError(f"{type_name}: {exc}") from None
 
 
 def file_type_name(file_type: str) -> str:
