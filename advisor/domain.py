@@ -365,6 +365,14 @@ class EngineSnapshot:
             triton_backend docs/model_config.md): ``trtllm_num_paused_requests``, the Triton backend's
             ``nv_trt_llm_inflight_batcher_metrics{inflight_batcher_specific_metric="paused_requests"}``. ``None``:
             not exposed (SGLang's ``num_paused_reqs`` counts a weight update's pauses, not this).
+        request_prompt_tokens_sum / request_prompt_tokens_count / request_generation_tokens_sum /
+            request_generation_tokens_count: the ``_sum`` (tokens) and ``_count`` (requests) of the engine's
+            per-request length histograms, summed over ranks: one observation per request, so each sum ÷ its count is
+            a mean length over the same requests (vLLM ``vllm:request_prompt_tokens`` / ``request_generation_tokens``,
+            observed when a request finishes, with ``request_success``; TGI ``tgi_request_input_length`` at
+            validation and ``tgi_request_generated_tokens`` at success). The token counters cannot give that mean
+            on those engines: vLLM counts a prompt at its first token and keeps a client-aborted request's tokens out
+            of ``request_success``. ``None``: not exposed.
         spec_verify_tokens: tokens the target model scores per sequence per round (SGLang
             ``spec_num_draft_tokens``; ``spec_num_steps`` + 1 for a chain draft where only the steps are exposed);
             ``None``: not exposed or no speculation.
@@ -429,6 +437,10 @@ class EngineSnapshot:
     spec_verify_tokens: float | None = field(default=None, repr=False)
     longest_sequence_tokens: float | None = field(default=None, repr=False)
     requests_paused: float | None = field(default=None, repr=False)
+    request_prompt_tokens_sum: float | None = field(default=None, repr=False)
+    request_prompt_tokens_count: float | None = field(default=None, repr=False)
+    request_generation_tokens_sum: float | None = field(default=None, repr=False)
+    request_generation_tokens_count: float | None = field(default=None, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values (a worker's result crossing a pipe, advisor.workers): reduce_frozen

@@ -57,6 +57,7 @@ from advisor.telemetry import (
     combine_engine_time,
     combine_speculation,
     combine_targets,
+    counter_increase,
     engine_time,
     fraction_below,
     goodput_ratio,
@@ -533,17 +534,23 @@ traffic)."""
 
 
 def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> float | None:
-    """Mean tokens (prompt + generation) of the requests the engines have finished since they started, from their
-    counters' newest values summed over the answering targets; ``None`` unless every target reports all three
-    counters, every target's engine counts tokens for exactly the requests it counts as finished
-    (:func:`tokens_counted_per_finished_request`: SGLang, TensorRT-LLM, Triton), and at least
-    :data:`MIN_LIFETIME_FINISHED` have finished.
+    """Mean tokens (prompt + generation) of a request since the engines started, from their newest cumulative
+    values summed over the answering targets; ``None`` unless at least :data:`MIN_LIFETIME_FINISHED` requests are
+    counted and one of two measures is known on every target:
 
-    Not for vLLM, whose counters hold the tokens of requests that never finish (a prompt is counted at its first
-    token; an aborted request's tokens stay in the counters and out of ``request_success``), nor for TGI, which
-    records an input length at validation (queued and dropped requests too): there the quotient errs long by an
-    unknown amount, and a long figure would withhold a context cap the pool needs.
+    * the per-request length histograms (:func:`_histogram_request_tokens`: vLLM, TGI), whose sum ÷ count is a mean
+      over exactly the requests observed;
+    * else the token counters ÷ finished requests, where the engine counts tokens for exactly the requests it counts
+      as finished (:func:`tokens_counted_per_finished_request`: SGLang, TensorRT-LLM, Triton).
+
+    Not the counters for vLLM, whose counters hold the tokens of requests that never finish (a prompt is counted at
+    its first token; a client-aborted request's tokens stay in the counters and out of ``request_success``), nor for
+    TGI, which records an input length at validation (queued and dropped requests too): there the quotient of the
+    counters errs long by an unknown amount, and a long figure would withhold a context cap the pool needs.
     """
+    from_histograms = _histogram_request_tokens(latest)
+    if from_histograms is not None:
+        return from_histograms
     prompt = [s.prompt_tokens_total for s in latest]
     generation = [s.generation_tokens_total for s in latest]
     finished = [s.requests_finished_total for s in latest]
@@ -557,6 +564,88 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
         return None
     tokens = math.fsum([v for v in prompt + generation if v is not None])
     return tokens / done if tokens > 0 else None
+
+
+def _histogram_request_tokens(latest: Sequence[EngineSnapshot]) -> float | None:
+    """Mean prompt tokens per request plus mean generation tokens per request, each the sum ÷ count of the engines'
+    per-request length histograms (``EngineSnapshot.request_prompt_tokens_sum`` …) summed over the targets; ``None``
+    unless every target exposes all four and each histogram counts at least :data:`MIN_LIFETIME_FINISHED` requests.
+
+    Each quotient is over one histogram's own observations, so it is a mean over the same requests: vLLM observes
+    both at finish with ``request_success`` (``vllm/v1/metrics/loggers.py``: one ``observe`` per finished request);
+    TGI observes the input length of every validated request (``router/src/validation.rs``, the arriving traffic)
+    and the generated tokens of every successful one (``router/src/server.rs``).
+
+    Example: prompt sums 1,881,916 over 300 requests and generation 199,623 over 300 → 6,273 + 665 = 6,938.
+    """
+    if not latest:
+        return None
+    sums: list[list[float]] = [[], [], [], []]
+    for snap in latest:
+        values = (
+            snap.request_prompt_tokens_sum,
+            snap.request_prompt_tokens_count,
+            snap.request_generation_tokens_sum,
+            snap.request_generation_tokens_count,
+        )
+        for column, value in zip(sums, values, strict=True):
+            if value is None or not math.isfinite(value):
+                return None
+            column.append(value)
+    prompt_sum, prompt_count, generation_sum, generation_count = (math.fsum(column) for column in sums)
+    if prompt_count < MIN_LIFETIME_FINISHED or generation_count < MIN_LIFETIME_FINISHED:
+        return None
+    mean = prompt_sum / prompt_count + generation_sum / generation_count
+    return mean if mean > 0 else None
+
+
+REQUEST_LENGTH_FIELDS_BY_KIND: Final = (
+    ("request_prompt_tokens_sum", "request_prompt_tokens_count"),
+    ("request_generation_tokens_sum", "request_generation_tokens_count"),
+)
+"""The per-request length histograms' (sum, count) snapshot fields: the prompt's, then the generation's."""
+
+
+def _window_histogram_request_tokens(windows: Windows) -> float | None:
+    """Mean prompt tokens per request plus mean generation tokens per request over the window, each the increase of
+    a per-request length histogram's sum ÷ the increase of its count (``EngineSnapshot.request_prompt_tokens_sum``
+    …, :func:`~advisor.telemetry.counter_increase` per target, restarts counted from zero, then summed over
+    targets); ``None`` unless every target with a window gives all four increases and each count rose.
+
+    Where the engines expose them (vLLM, TGI) this is the measure
+    :func:`advisor.rules.common.tokens_per_finished_request` reads before the token counters: vLLM's counters take a
+    prompt at its first token, so a window that starts long prompts and finishes short chats reads long from them
+    (:func:`_histogram_request_tokens` says which requests each histogram observes).
+
+    Example: over the window the prompt histogram's sum rose 80,000 over 10 requests and the generation's 4,000 over
+    10 → 8,000 + 400 = 8,400.
+    """
+    totals: list[float] = [0.0, 0.0, 0.0, 0.0]
+    seen = False
+    for _, window in windows:
+        if len(window) < 2:
+            continue
+        restarts = [False] + [
+            a.process_start_time_seconds is not None
+            and b.process_start_time_seconds is not None
+            and abs(b.process_start_time_seconds - a.process_start_time_seconds) > START_TIME_TOLERANCE_SECONDS
+            for a, b in itertools.pairwise(window)
+        ]
+        column = 0
+        for pair in REQUEST_LENGTH_FIELDS_BY_KIND:
+            for name in pair:
+                points = [(float(i), getattr(snap, name)) for i, snap in enumerate(window)]
+                rise = counter_increase(points, restarts=restarts)
+                if rise is None:
+                    return None
+                totals[column] += rise
+                column += 1
+        seen = True
+    prompt_sum, prompt_count, generation_sum, generation_count = totals
+    if not seen or prompt_count <= 0 or generation_count <= 0:
+        return None
+    mean = prompt_sum / prompt_count + generation_sum / generation_count
+    return mean if mean > 0 else None
 
 
 def _paused_max(windows: Windows) -> float | None:
@@ -915,6 +1004,7 @@ def evaluate_deployment(
         longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
         requests_paused_max=_paused_max(windows),
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest),
+        window_tokens_per_request_from_histograms=_window_histogram_request_tokens(windows),
     )
 
     view = DeploymentView(

@@ -55,3 +55,133 @@ def test_a_few_finished_requests_say_nothing() -> None:
 def test_unknown_is_none_not_zero(kw: dict[str, float | None]) -> None:
     assert lifetime([_snap(**kw)]) is None
     assert lifetime([]) is None
+
+
+# --- the per-request length histograms (vLLM, TGI): a mean over exactly the requests each one observes -------------
+
+
+def _hist(engine: str = "vllm", **kw: float | None) -> EngineSnapshot:
+    """The breaker's vLLM case: 20 client-aborted 60,000-token prompts sit in the token counters (a prompt is counted
+    at its first token) but in neither ``request_success`` nor the histograms (``vllm/v1/engine/output_processor.py``:
+    ``abort_requests`` records no finished stats); 20 chats of 7,600 + 400 tokens finished."""
+    base: dict[str, float | None] = {
+        "prompt_tokens_total": 20 * 60_000.0 + 20 * 7_600.0,
+        "generation_tokens_total": 20 * 400.0 + 20 * 30.0,
+        "requests_finished_total": 20.0,
+        "request_prompt_tokens_sum": 20 * 7_600.0,
+        "request_prompt_tokens_count": 20.0,
+        "request_generation_tokens_sum": 20 * 400.0,
+        "request_generation_tokens_count": 20.0,
+    }
+    base.update(kw)
+    return EngineSnapshot(engine=engine, **base)  # type: ignore[arg-type]
+
+
+def test_vllm_histograms_give_the_finished_requests_mean_not_the_counters_quotient() -> None:
+    # counters ÷ finished would say (1,352,000 + 8,600) ÷ 20 = 68,030 tokens: eight times the 8,000 that finished
+    assert lifetime([_hist()]) == pytest.approx(8_000.0)
+    assert lifetime([_hist(), _hist()]) == pytest.approx(8_000.0)
+
+
+def test_tgi_takes_each_histogram_over_its_own_requests() -> None:
+    # TGI observes an input length for every validated request (400, queued and failed ones too: the arriving
+    # traffic) and generated tokens for every successful one (390): 6,000 + 1,200, each over its own count
+    snap = _hist(
+        "tgi",
+        request_prompt_tokens_sum=400 * 6_000.0,
+        request_prompt_tokens_count=400.0,
+        request_generation_tokens_sum=390 * 1_200.0,
+        request_generation_tokens_count=390.0,
+    )
+    assert lifetime([snap]) == pytest.approx(7_200.0)
+
+
+def test_targets_are_summed_before_dividing() -> None:
+    # 30 requests of 1,000 on one target, 10 of 9,000 on the other: 3,000 per request, not the mean of the means
+    a = _hist(
+        request_prompt_tokens_sum=30_000.0,
+        request_prompt_tokens_count=30.0,
+        request_generation_tokens_sum=0.0,
+        request_generation_tokens_count=30.0,
+    )
+    b = _hist(
+        request_prompt_tokens_sum=90_000.0,
+        request_prompt_tokens_count=10.0,
+        request_generation_tokens_sum=0.0,
+        request_generation_tokens_count=10.0,
+    )
+    assert lifetime([a, b]) == pytest.approx(3_000.0)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"request_prompt_tokens_count": float(MIN_LIFETIME_FINISHED - 1)},
+        {"request_generation_tokens_count": float(MIN_LIFETIME_FINISHED - 1)},
+        {"request_generation_tokens_sum": None},
+        {"request_prompt_tokens_sum": float("nan")},
+    ],
+)
+def test_histograms_unknown_or_too_few_fall_back_to_the_counters_rule(kw: dict[str, float | None]) -> None:
+    # vLLM's counters are never read for this: None, not the 68,030 of the counters' quotient
+    assert lifetime([_hist(**kw)]) is None
+    # an SGLang target with the same gap still has its exact counters
+    assert lifetime([_snap("sglang", **kw)]) == pytest.approx(MEAN)
+
+
+def test_one_target_without_histograms_makes_the_histogram_mean_unknown() -> None:
+    # a fleet mean over some targets would be a different traffic's: the counters' rule then decides (vLLM: none)
+    assert lifetime([_hist(), _snap("vllm")]) is None
+
+
+# --- the same histograms over the window (evaluate's ``_window_histogram_request_tokens``) --------------------------
+
+from advisor.evaluate import _window_histogram_request_tokens as window_mean  # noqa: E402
+
+
+def _at(p_sum: float, p_n: float, g_sum: float, g_n: float, start: float | None = 1_000.0) -> EngineSnapshot:
+    return EngineSnapshot(
+        engine="vllm",
+        request_prompt_tokens_sum=p_sum,
+        request_prompt_tokens_count=p_n,
+        request_generation_tokens_sum=g_sum,
+        request_generation_tokens_count=g_n,
+        process_start_time_seconds=start,
+    )
+
+
+def test_window_mean_is_the_rise_of_each_sum_over_the_rise_of_its_count() -> None:
+    # prompt 100,000 → 180,000 over 10 → 20 requests; generation 5,000 → 9,000 over 10 → 20: 8,000 + 400
+    window = [_at(100_000, 10, 5_000, 10), _at(140_000, 15, 7_000, 15), _at(180_000, 20, 9_000, 20)]
+    assert window_mean([(None, window)]) == pytest.approx(8_400.0)  # type: ignore[list-item]
+
+
+def test_window_mean_sums_targets_before_dividing() -> None:
+    a = [_at(0, 0, 0, 0), _at(30_000, 30, 0, 30)]
+    b = [_at(0, 0, 0, 0), _at(90_000, 10, 0, 10)]
+    assert window_mean([(None, a), (None, b)]) == pytest.approx(3_000.0)  # type: ignore[list-item]
+
+
+def test_window_mean_counts_a_restart_from_zero() -> None:
+    # the engine restarted between the scrapes (new start time) and has since finished 2 requests of 500 + 50: the
+    # restart's values are the rise, not 1,000 − 100,000
+    window = [_at(100_000, 10, 5_000, 10, start=1_000.0), _at(1_000, 2, 100, 2, start=5_000.0)]
+    assert window_mean([(None, window)]) == pytest.approx(550.0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        [_at(100_000, 10, 5_000, 10)],  # one sample: no rise
+        [_at(100_000, 10, 5_000, 10), _at(100_000, 10, 5_000, 10)],  # nothing observed
+        [_at(100_000, 10, 5_000, 10), _at(140_000, 15, 5_000, 10)],  # no generation observed
+    ],
+)
+def test_window_mean_unknown_without_observations(window: list[EngineSnapshot]) -> None:
+    assert window_mean([(None, window)]) is None  # type: ignore[list-item]
+
+
+def test_a_target_without_the_histograms_makes_the_window_mean_unknown() -> None:
+    # the counters' quotient then decides for the whole deployment, as before
+    plain = [EngineSnapshot(engine="sglang"), EngineSnapshot(engine="sglang")]
+    assert window_mean([(None, [_at(0, 0, 0, 0), _at(1_000, 1, 10, 1)]), (None, plain)]) is None  # type: ignore[list-item]

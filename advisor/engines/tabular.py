@@ -42,6 +42,7 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     positive,
+    request_length_sums,
     spec_decode_counters,
     sum_all,
     valid_ratio,
@@ -167,6 +168,7 @@ class TableAdapter:
             disaggregation_queues=self.queues(scope, ranks),
             missing=tuple(missing),
             **self.speculation(scope, ranks),
+            **request_length_sums(scope, self.table, ranks),
             **self.extra_fields(scope, ranks),
         )
 

@@ -51,6 +51,18 @@ NAME_TABLE: Final[NameTable] = {
         Series("tgi_request_success_total", "counter", "as renamed by the text parser", _SERVER),
         Series("tgi_request_success", "counter", "v1 → v3.3 (declared name)", _SERVER),
     ),
+    "request_prompt_tokens_sum": (
+        Series("tgi_request_input_length_sum", "counter", "v1 → v3.3 (histogram sum, at validation)", _VALIDATION),
+    ),
+    "request_prompt_tokens_count": (
+        Series("tgi_request_input_length_count", "counter", "v1 → v3.3 (histogram count)", _VALIDATION),
+    ),
+    "request_generation_tokens_sum": (
+        Series("tgi_request_generated_tokens_sum", "counter", "v1 → v3.3 (histogram sum, at success)", _SERVER),
+    ),
+    "request_generation_tokens_count": (
+        Series("tgi_request_generated_tokens_count", "counter", "v1 → v3.3 (histogram count)", _SERVER),
+    ),
     "tpot": (Series("tgi_request_mean_time_per_token_duration", "histogram", "v1 → v3.3 (per request)", _SERVER),),
     "e2e": (Series("tgi_request_duration", "histogram", "v1 → v3.3", _SERVER),),
     "queue_time": (Series("tgi_request_queue_duration", "histogram", "v1 → v3.3", _SERVER),),

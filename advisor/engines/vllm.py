@@ -78,6 +78,7 @@ from advisor.engines.common import (
     first_samples,
     first_total,
     fsum_or_none,
+    request_length_sums,
     spec_decode_counters,
     sum_all,
     valid_ratio,
@@ -129,6 +130,20 @@ NAME_TABLE: Final[Mapping[str, tuple[Series, ...]]] = {
             "V0; V1 0.7 → 0.33 (summed over finished_reason)",
             _LOGGERS,
         ),
+    ),
+    "request_prompt_tokens_sum": (
+        Series("vllm:request_prompt_tokens_sum", "counter", "V0; V1 0.7 → 0.33 (histogram sum, at finish)", _LOGGERS),
+    ),
+    "request_prompt_tokens_count": (
+        Series("vllm:request_prompt_tokens_count", "counter", "V0; V1 0.7 → 0.33 (histogram count)", _LOGGERS),
+    ),
+    "request_generation_tokens_sum": (
+        Series(
+            "vllm:request_generation_tokens_sum", "counter", "V0; V1 0.7 → 0.33 (histogram sum, at finish)", _LOGGERS
+        ),
+    ),
+    "request_generation_tokens_count": (
+        Series("vllm:request_generation_tokens_count", "counter", "V0; V1 0.7 → 0.33 (histogram count)", _LOGGERS),
     ),
     "ttft": (Series("vllm:time_to_first_token_seconds", "histogram", "V0; V1 0.7 → 0.33", _LOGGERS),),
     "tpot": (
@@ -353,6 +368,7 @@ def read_snapshot(scope: _VLLMScope, duplicates: Sequence[str], engine: str = "v
         )
 
     spec = spec_decode_counters(scope, NAME_TABLE, ranks)
+    lengths = request_length_sums(scope, NAME_TABLE, ranks)
     missing.extend(bounded([f'{scope.model_label()}="{m}" (ignored)' for m in scope.others], IGNORED_MORE))
     return EngineSnapshot(
         engine=engine,
@@ -380,6 +396,7 @@ def read_snapshot(scope: _VLLMScope, duplicates: Sequence[str], engine: str = "v
         replicas=scope.replicas(ranks),
         missing=tuple(missing),
         **spec,
+        **lengths,
     )
 
 

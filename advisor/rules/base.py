@@ -193,11 +193,15 @@ class Evaluation:
         speculation: the window's speculative-decoding counters summed over answering targets
             (:class:`advisor.telemetry.SpeculationWindow`: drafts, draft and accepted tokens, accepted by position);
             ``None`` when no engine counts drafts. Drafts that moved say speculation runs, whatever the config says.
-        lifetime_tokens_per_finished_request: prompt + generation tokens ÷ finished requests since the engines
-            started (their counters' newest values), where the engines count tokens for exactly the requests they
-            count as finished (SGLang, TensorRT-LLM); ``None`` otherwise, when a counter is missing or fewer than 20
-            finished. It says how long the traffic is when the window finished nothing (a thrash may finish nothing
-            for minutes).
+        lifetime_tokens_per_finished_request: mean prompt + generation tokens of a request since the engines
+            started (their newest cumulative values): from the per-request length histograms where every engine
+            exposes them (vLLM, TGI), else the token counters ÷ finished requests where the engines count tokens for
+            exactly the requests they count as finished (SGLang, TensorRT-LLM); ``None`` otherwise, or when fewer
+            than 20 are counted. It says how long the traffic is when the window finished nothing (a thrash may
+            finish nothing for minutes).
+        window_tokens_per_request_from_histograms: mean prompt + generation tokens of a request over the window from
+            the engines' per-request length histograms (vLLM, TGI: each histogram's sum ÷ count, so a mean over the
+            requests it observed); ``None`` where a target lacks them or no request was observed.
         longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
             ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
         requests_paused_max: requests the engines paused (TensorRT-LLM ``MAX_UTILIZATION``:
@@ -256,6 +260,7 @@ class Evaluation:
     longest_sequence_tokens: float | None = None
     requests_paused_max: float | None = None
     lifetime_tokens_per_finished_request: float | None = None
+    window_tokens_per_request_from_histograms: float | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

@@ -276,13 +276,20 @@ measured quantile: the engines export no per-request length the advisor reads)."
 
 
 def tokens_per_finished_request(ev: Evaluation) -> float | None:
-    """Mean prompt + generation tokens per completed request over the window: (prompt + generation tokens/s) ÷
-    completions/s, from the engine's counters (``WindowStats``). ``None`` when a rate is unknown or nothing
-    finished. On a prefill/decode-disaggregated decode node the prompt counter stands still (the prefill ran
-    elsewhere), so this is a lower bound there.
+    """Mean prompt + generation tokens per completed request over the window: from the engines' per-request length
+    histograms where every target has them (:attr:`Evaluation.window_tokens_per_request_from_histograms`: vLLM, TGI),
+    else (prompt + generation tokens/s) ÷ completions/s from the engine's counters (``WindowStats``). ``None`` when
+    a rate is unknown or nothing finished. On a prefill/decode-disaggregated decode node the prompt counter stands
+    still (the prefill ran elsewhere), so the counters' figure is a lower bound there.
+
+    The histograms come first because vLLM's token counters take a prompt at its first token and keep a
+    client-aborted request's tokens, none of which ``request_success`` counts: a window that starts long prompts
+    and finishes short chats reads long from the counters.
 
     Example: 1,500 prompt + 400 generation tokens/s, 1 request/s → 1,900.
     """
+    if ev.window_tokens_per_request_from_histograms is not None:
+        return ev.window_tokens_per_request_from_histograms
     s = ev.stats
     if s is None or not s.requests_finished_per_second or s.requests_finished_per_second <= 0:
         return None
@@ -343,11 +350,11 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     or above the cap, the typical request does not fit under it and the cap rejects the traffic instead of a tail
     (a mean at or above the cap means requests above it carry most of the tokens). On a prefill/decode decode node
     the mean is a lower bound, so the check only errs towards keeping the cap. Nothing finished in the window (the
-    thrash this rule is for may finish nothing): the same mean over the engines' lifetime counters where they count
-    exactly the finished requests (:attr:`Evaluation.lifetime_tokens_per_finished_request`: SGLang, TensorRT-LLM);
-    neither known → ``None`` (a known gap on vLLM and TGI, whose counters also hold unfinished requests: a field
-    state, TGI 2.4 in huggingface/text-generation-inference#2744, gets a 3,072-token cap under 6,000-token prompts
-    from a window that finished nothing).
+    thrash this rule is for may finish nothing): the mean request since the engines started
+    (:attr:`Evaluation.lifetime_tokens_per_finished_request`: vLLM's and TGI's per-request length histograms, SGLang's
+    and TensorRT-LLM's counters); neither known → ``None``. A field state, TGI 2.4 in
+    huggingface/text-generation-inference#2744, whose window finishes nothing, got a 3,072-token cap under
+    6,000-token prompts before the histograms were read.
 
     Example: two 120,000-token prompts that keep being preempted, finished requests average 145,576 tokens, cap
     23,552 → ``"withheld: finished requests average 145,576 tokens … 6.2× the proposed cap of 23,552 …"``.
@@ -355,7 +362,7 @@ def context_cap_rejects_traffic(ev: Evaluation, cap: float) -> str | None:
     finished = tokens_per_finished_request(ev)
     since = ""
     if finished is None:
-        # nothing finished in the window: the engines' lifetime counters still say how long the traffic is
+        # nothing finished in the window: the engines' lifetime figures still say how long the traffic is
         finished = ev.lifetime_tokens_per_finished_request
         since = " since the engines started"
     if finished is None or cap <= 0 or finished < cap:

@@ -11,7 +11,8 @@ another's ``-Inf``, or both in one rank) are the snapshots read now, with those 
 rewritten. A second, on purpose (issue 17): the llama.cpp adapter reads ``tokens_predicted_seconds_total`` and
 ``prompt_seconds_total`` now (the online calibration's TPOT without histograms), so a page that repeats them notes
 those duplicates in ``missing`` too, as every adapter does for the families it reads since (the vLLM and llama.cpp
-``spec_decode_*`` counters, SGLang's ``spec_*`` gauges, llama.cpp's ``n_tokens_max``); :func:`_without_new_notes`
+``spec_decode_*`` counters, SGLang's ``spec_*`` gauges, llama.cpp's ``n_tokens_max``, vLLM's and TGI's per-request
+length histograms' ``_sum`` and ``_count``); :func:`_without_new_notes`
 drops exactly those notes before comparing. A third
 (issue 19): a page whose snapshot reads nothing because every value it holds is NaN is ``nan_values`` through
 :func:`advisor.observe.observe` (4 ``nan-gauge``/``percent-nan`` variants); for those the snapshot read with that
@@ -328,7 +329,8 @@ def test_the_pages_generated_are_the_pages_the_reference_read() -> None:
 
 _NEW_NOTES = re.compile(
     r"'(?:llamacpp:(?:tokens_predicted_seconds_total|prompt_seconds_total|n_tokens_max(?:_total)?)"
-    r"|(?:vllm|llamacpp):spec_decode_num_\w+_total|sglang:spec_(?:accept_length|num_draft_tokens|num_steps))"
+    r"|(?:vllm|llamacpp):spec_decode_num_\w+_total|sglang:spec_(?:accept_length|num_draft_tokens|num_steps)"
+    r"|vllm:request_(?:prompt|generation)_tokens_(?:sum|count)|tgi_request_(?:input_length|generated_tokens)_count)"
     r": \d+ duplicate series ignored \(the first sample kept\)', "
 )
 """The duplicate notes of the families the adapters read since the reference (module docstring)."""

@@ -17,6 +17,16 @@ from tests.states.field import FieldState
 SLO = {"ttft_seconds": 5.0, "tpot_seconds": 0.1, "target_ratio": 0.9}
 
 
+def _engine() -> VLLMEngine:
+    """Llama-3.1-8B on one L40S: 12,117 blocks of 16, max-model-len 131,072, utilization 0.9."""
+    return VLLMEngine(
+        model_name="meta-llama/Llama-3.1-8B-Instruct",
+        num_gpu_blocks=12117,
+        max_model_len=131072,
+        gpu_memory_utilization=0.9,
+    )
+
+
 def _state(short_finished: bool) -> FieldState:
     """Llama-3.1-8B on one L40S, 12,117 blocks of 16 (193,872 tokens), max-model-len 131,072; one running request
     of ~192k KV tokens, one waiting, preemptions rising (vllm-project/vllm PR #21793).
@@ -25,12 +35,7 @@ def _state(short_finished: bool) -> FieldState:
     1,000 output tokens → 145,576 tokens per finished request; or, with ``short_finished``, 20 chat requests of
     1,000 + 200 tokens → 1,200 per finished request (the long request is the exception: the cap stands).
     """
-    eng = VLLMEngine(
-        model_name="meta-llama/Llama-3.1-8B-Instruct",
-        num_gpu_blocks=12117,
-        max_model_len=131072,
-        gpu_memory_utilization=0.9,
-    )
+    eng = _engine()
     eng.finish(4, prompt=120000, output=1000, ttft=40.0, tpot=0.05, queue=20.0)
     eng.first_tokens([40.0] * 4)
     eng.prefill(6 * 120000)
@@ -75,11 +80,13 @@ def _cap(tmp_path: Path, short_finished: bool):  # type: ignore[no-untyped-def]
 
 
 def test_a_cap_below_the_mean_finished_request_is_withheld(tmp_path: Path) -> None:
-    # pool 12,117 × 16 = 193,872 tokens; ÷ 8 = 24,234 → 23 × 1,024 = 23,552; finished (144,576 + 1,000) / 1 = 145,576
+    # pool 12,117 × 16 = 193,872 tokens; ÷ 8 = 24,234 → 23 × 1,024 = 23,552; the finished request, as vLLM's
+    # per-request histograms observe it: 120,000 prompt + 1,000 generated = 121,000 (the prompt counter also took the
+    # three recomputed 8,192-token chunks: 145,576 from the counters)
     cap = _cap(tmp_path, short_finished=False)
     assert cap.suggested == 23552
-    assert cap.withheld, "a cap at 23,552 tokens rejects 145,576-token requests: it must be withheld"
-    assert "145,576" in cap.withheld and "23,552" in cap.withheld, cap.withheld
+    assert cap.withheld, "a cap at 23,552 tokens rejects 121,000-token requests: it must be withheld"
+    assert "121,000" in cap.withheld and "23,552" in cap.withheld, cap.withheld
 
 
 def test_a_cap_above_the_mean_finished_request_stands(tmp_path: Path) -> None:
@@ -88,3 +95,33 @@ def test_a_cap_above_the_mean_finished_request_stands(tmp_path: Path) -> None:
     cap = _cap(tmp_path, short_finished=True)
     assert cap.suggested == 23552
     assert cap.withheld is None, cap.withheld
+
+
+def test_long_prompts_started_in_the_window_do_not_make_the_finished_chats_read_long(tmp_path: Path) -> None:
+    """vLLM counts a prompt's tokens when its prefill completes, finished or not; ``request_success`` and the
+    per-request histograms count a request when it finishes. In the window the two long requests that hold the pool
+    are prefilled again after preemption (2 × 2 × 120,000 = 480,000 prompt tokens) and do not finish, while 20 chats
+    of 1,000 + 200 tokens do. The counters' quotient, (480,000 + 20,000 + 4,000) ÷ 20 = 25,200, is above the cap of
+    23,552 and used to withhold it; the histograms say the finished requests average 1,200 tokens, so a few long
+    requests hold the pool, which is the cap's diagnosis: it stands."""
+    state = _state(short_finished=True)
+    eng = _engine()
+    eng.finish(4, prompt=1000, output=200, ttft=2.0, tpot=0.05, queue=1.0)
+    eng.first_tokens([2.0] * 4)
+    eng.prefill(4 * 1000 + 2 * 120000)
+    eng.decode(4 * 200, 0.05)
+    eng.preempt(2)
+    eng.running, eng.waiting, eng.kv_usage = 2.0, 1.0, 0.97
+    first = eng.render()
+    eng.finish(20, prompt=1000, output=200, ttft=8.0, tpot=0.05, queue=6.0)
+    eng.first_tokens([8.0] * 20)
+    eng.prefill(20 * 1000 + 2 * 2 * 120000)
+    eng.decode(20 * 200, 0.05)
+    eng.preempt(4)
+    eng.running, eng.waiting, eng.kv_usage = 2.0, 1.0, 0.99
+    state = FieldState(**{**state.__dict__, "id": "cap-long-prompts-unfinished", "scrapes": [(first, eng.render())]})
+    _, runs = rule_proposals(tmp_path, state)
+    caps = [p for r in runs if r.rule == "admission_thrash" for p in r.proposals if p.dial == "max_model_len"]
+    assert len(caps) == 1, brief_runs(runs)
+    assert caps[0].suggested == 23552
+    assert caps[0].withheld is None, caps[0].withheld

@@ -549,16 +549,6 @@ STATES = [
 ]
 
 XFAIL: dict[str, str] = {
-    "tgi-llama70b-2xa100-budget-no-headroom": (
-        "admission_thrash caps max-model-len 10,000 → 3,072 while the prompts average 6,000 tokens (9,500 reserved per "
-        "running request): TGI would refuse every request. Nothing finished in the 1 s window, so the cap's falsifier "
-        "(finished requests averaging at least the cap) is unmeasured. TGI's lifetime counters would say it (390 "
-        "finished, ~7,200 tokens each), but TGI records an input length at validation, queued and dropped requests "
-        "too, so their quotient errs long by an unknown amount and is not read (a flood that drops 9 in 10 would read "
-        "10x long and withhold a needed cap); the per-finished-request histograms' sum and count are the measure, not "
-        "yet normalized. Withholding the cap whenever nothing finished was tried and dropped: it also withheld the "
-        "right cap of a thrash that finishes nothing (tests/test_operator_states.py, the SGLang Llama-4-Scout state)"
-    ),
     "tgi-mistral7b-flood-nine-in-ten-dropped": (
         "no advice: the arrival rate is taken as completions + queue growth (1/s), blind to tgi_request_count (6/s) "
         "and tgi_request_failure{err=dropped}; goodput reads 0 % since 2026-12-05 (the 50 s queue time bounds TTFT: "
