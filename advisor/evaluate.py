@@ -61,6 +61,7 @@ from advisor.telemetry import (
     engine_time,
     fraction_below,
     goodput_ratio,
+    restart_flags,
     speculation_window,
     summarize,
     window_stats,
@@ -533,7 +534,9 @@ MIN_LIFETIME_FINISHED: Final = 20
 traffic)."""
 
 
-def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> float | None:
+def _lifetime_tokens_per_finished_request(
+    latest: Sequence[EngineSnapshot], max_model_len: int | None = None
+) -> float | None:
     """Mean tokens (prompt + generation) of a request since the engines started, from their newest cumulative
     values summed over the answering targets; ``None`` unless at least :data:`MIN_LIFETIME_FINISHED` requests are
     counted and one of two measures is known on every target:
@@ -548,7 +551,7 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
     TGI, which records an input length at validation (queued and dropped requests too): there the quotient of the
     counters errs long by an unknown amount, and a long figure would withhold a context cap the pool needs.
     """
-    from_histograms = _histogram_request_tokens(latest)
+    from_histograms = _histogram_request_tokens(latest, max_model_len)
     if from_histograms is not None:
         return from_histograms
     prompt = [s.prompt_tokens_total for s in latest]
@@ -566,86 +569,123 @@ def _lifetime_tokens_per_finished_request(latest: Sequence[EngineSnapshot]) -> f
     return tokens / done if tokens > 0 else None
 
 
-def _histogram_request_tokens(latest: Sequence[EngineSnapshot]) -> float | None:
+def _histogram_request_tokens(latest: Sequence[EngineSnapshot], max_model_len: int | None = None) -> float | None:
     """Mean prompt tokens per request plus mean generation tokens per request, each the sum ÷ count of the engines'
     per-request length histograms (``EngineSnapshot.request_prompt_tokens_sum`` …) summed over the targets; ``None``
-    unless every target exposes all four and each histogram counts at least :data:`MIN_LIFETIME_FINISHED` requests.
+    unless every target exposes all four with possible values (no tokens over no request), each histogram counts at
+    least :data:`MIN_LIFETIME_FINISHED` requests, and the mean is at most ``max_model_len`` (tokens; ``None``: no
+    bound).
 
     Each quotient is over one histogram's own observations, so it is a mean over the same requests: vLLM observes
-    both at finish with ``request_success`` (``vllm/v1/metrics/loggers.py``: one ``observe`` per finished request);
-    TGI observes the input length of every validated request (``router/src/validation.rs``, the arriving traffic)
-    and the generated tokens of every successful one (``router/src/server.rs``).
+    both at finish with ``request_success`` (``vllm/v1/metrics/loggers.py``: one ``observe`` per finished request;
+    a request the client aborted is in neither, ``vllm/v1/engine/output_processor.py`` ``abort_requests``); TGI
+    observes the input length of every validated request (``router/src/validation.rs``, the arriving traffic) and
+    the generated tokens of every successful one (``router/src/server.rs``).
 
     Example: prompt sums 1,881,916 over 300 requests and generation 199,623 over 300 → 6,273 + 665 = 6,938.
     """
     if not latest:
         return None
-    sums: list[list[float]] = [[], [], [], []]
+    totals = [0.0, 0.0, 0.0, 0.0]
     for snap in latest:
-        values = (
-            snap.request_prompt_tokens_sum,
-            snap.request_prompt_tokens_count,
-            snap.request_generation_tokens_sum,
-            snap.request_generation_tokens_count,
-        )
-        for column, value in zip(sums, values, strict=True):
-            if value is None or not math.isfinite(value):
-                return None
-            column.append(value)
-    prompt_sum, prompt_count, generation_sum, generation_count = (math.fsum(column) for column in sums)
-    if prompt_count < MIN_LIFETIME_FINISHED or generation_count < MIN_LIFETIME_FINISHED:
-        return None
-    mean = prompt_sum / prompt_count + generation_sum / generation_count
-    return mean if mean > 0 else None
+        lengths = _lengths(snap)
+        if lengths is None:
+            return None
+        totals = [a + b for a, b in zip(totals, lengths, strict=True)]
+    p_sum, p_count, g_sum, g_count = totals
+    return _mean_request_tokens(p_sum, p_count, g_sum, g_count, max_model_len, least=MIN_LIFETIME_FINISHED)
 
 
-REQUEST_LENGTH_FIELDS_BY_KIND: Final = (
-    ("request_prompt_tokens_sum", "request_prompt_tokens_count"),
-    ("request_generation_tokens_sum", "request_generation_tokens_count"),
+REQUEST_LENGTH_FIELDS: Final = (
+    "request_prompt_tokens_sum",
+    "request_prompt_tokens_count",
+    "request_generation_tokens_sum",
+    "request_generation_tokens_count",
 )
-"""The per-request length histograms' (sum, count) snapshot fields: the prompt's, then the generation's."""
+"""The per-request length histograms' snapshot fields: (sum, count) of the prompt's, then of the generation's."""
 
 
-def _window_histogram_request_tokens(windows: Windows) -> float | None:
+def _lengths(snap: EngineSnapshot) -> tuple[float, float, float, float] | None:
+    """The snapshot's :data:`REQUEST_LENGTH_FIELDS`, or ``None`` when one is unknown (NaN, ±Inf, absent) or the
+    values are impossible for a histogram: a negative value, or tokens observed over no request."""
+    values = [getattr(snap, name) for name in REQUEST_LENGTH_FIELDS]
+    if any(v is None or not math.isfinite(v) or v < 0 for v in values):
+        return None
+    p_sum, p_count, g_sum, g_count = values
+    if (p_sum > 0 and p_count <= 0) or (g_sum > 0 and g_count <= 0):
+        return None
+    return p_sum, p_count, g_sum, g_count
+
+
+def _mean_request_tokens(
+    p_sum: float, p_count: float, g_sum: float, g_count: float, max_model_len: int | None, least: float
+) -> float | None:
+    """``p_sum ÷ p_count + g_sum ÷ g_count``; ``None`` when a count is below ``least``, a sum rose over no request,
+    or the mean exceeds ``max_model_len`` (no request is longer: the figures are not one engine's histograms of
+    this deployment)."""
+    if p_count < least or g_count < least or (p_sum > 0 and p_count <= 0) or (g_sum > 0 and g_count <= 0):
+        return None
+    mean = p_sum / p_count + g_sum / g_count
+    if mean <= 0 or (max_model_len is not None and mean > max_model_len):
+        return None
+    return mean
+
+
+def _window_histogram_request_tokens(windows: Windows, max_model_len: int | None = None) -> float | None:
     """Mean prompt tokens per request plus mean generation tokens per request over the window, each the increase of
     a per-request length histogram's sum ÷ the increase of its count (``EngineSnapshot.request_prompt_tokens_sum``
-    …, :func:`~advisor.telemetry.counter_increase` per target, restarts counted from zero, then summed over
-    targets); ``None`` unless every target with a window gives all four increases and each count rose.
+    …), per target over the scrapes that give all four (so a sum and its count span the same scrapes), then summed
+    over targets; ``None`` unless every target with a window gives them, each count rose, and the mean is at most
+    ``max_model_len`` (tokens; ``None``: no bound).
 
-    Where the engines expose them (vLLM, TGI) this is the measure
-    :func:`advisor.rules.common.tokens_per_finished_request` reads before the token counters: vLLM's counters take a
-    prompt at its first token, so a window that starts long prompts and finishes short chats reads long from them
-    (:func:`_histogram_request_tokens` says which requests each histogram observes).
+    A restart resets all four at once, so one falling is a restart for all (as
+    :func:`advisor.telemetry.restart_flags` rules for the token counters, whose evidence counts too): TGI, and vLLM
+    serving from several API processes, expose no start time, and a restart read as a fall of one series only would
+    read tens of times long.
+
+    Where the engines expose them (vLLM, TGI), :func:`advisor.rules.common.tokens_per_finished_request` holds this
+    beside the token counters' quotient (:func:`_histogram_request_tokens` says which requests each histogram
+    observes).
 
     Example: over the window the prompt histogram's sum rose 80,000 over 10 requests and the generation's 4,000 over
     10 → 8,000 + 400 = 8,400.
     """
-    totals: list[float] = [0.0, 0.0, 0.0, 0.0]
+    totals = [0.0, 0.0, 0.0, 0.0]
     seen = False
     for _, window in windows:
         if len(window) < 2:
             continue
-        restarts = [False] + [
-            a.process_start_time_seconds is not None
-            and b.process_start_time_seconds is not None
-            and abs(b.process_start_time_seconds - a.process_start_time_seconds) > START_TIME_TOLERANCE_SECONDS
-            for a, b in itertools.pairwise(window)
-        ]
-        column = 0
-        for pair in REQUEST_LENGTH_FIELDS_BY_KIND:
-            for name in pair:
-                points = [(float(i), getattr(snap, name)) for i, snap in enumerate(window)]
-                rise = counter_increase(points, restarts=restarts)
-                if rise is None:
-                    return None
-                totals[column] += rise
-                column += 1
+        base = restart_flags(window)
+        kept: list[tuple[float, float, float, float]] = []
+        flags: list[bool] = []
+        pending = False  # a restart seen since the last kept scrape
+        last: list[float | None] = [None, None, None, None]
+        for snap, restarted in zip(window, base, strict=True):
+            raw = [getattr(snap, name) for name in REQUEST_LENGTH_FIELDS]
+            for k, value in enumerate(raw):
+                if value is not None and math.isfinite(value):
+                    previous = last[k]
+                    restarted = restarted or (previous is not None and value < previous)
+                    last[k] = value
+            pending = pending or restarted
+            lengths = _lengths(snap)
+            if lengths is None:
+                continue
+            flags.append(pending if kept else False)
+            kept.append(lengths)
+            pending = False
+        if len(kept) < 2:
+            return None
+        for k in range(4):
+            rise = counter_increase([(float(i), v[k]) for i, v in enumerate(kept)], restarts=flags)
+            if rise is None:
+                return None
+            totals[k] += rise
         seen = True
-    prompt_sum, prompt_count, generation_sum, generation_count = totals
-    if not seen or prompt_count <= 0 or generation_count <= 0:
+    if not seen:
         return None
-    mean = prompt_sum / prompt_count + generation_sum / generation_count
-    return mean if mean > 0 else None
+    p_sum, p_count, g_sum, g_count = totals
+    return _mean_request_tokens(p_sum, p_count, g_sum, g_count, max_model_len, least=1.0)
 
 
 def _paused_max(windows: Windows) -> float | None:
@@ -1003,8 +1043,8 @@ def evaluate_deployment(
         # a running maximum that a restart resets: the window's largest, not the newest scrape's
         longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
         requests_paused_max=_paused_max(windows),
-        lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest),
-        window_tokens_per_request_from_histograms=_window_histogram_request_tokens(windows),
+        lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
+        window_tokens_per_request_from_histograms=_window_histogram_request_tokens(windows, mml),
     )
 
     view = DeploymentView(

@@ -706,7 +706,7 @@ _COUNTER_FIELDS = (
 )
 
 
-def _restart_flags(snapshots: Sequence[EngineSnapshot]) -> list[bool]:
+def restart_flags(snapshots: Sequence[EngineSnapshot]) -> list[bool]:
     """``flags[i]``: the engine restarted between the last snapshot that knew a quantity and snapshot i.
 
     Evidence: ``process_start_time_seconds`` moved by more than :data:`START_TIME_TOLERANCE_SECONDS`, any
@@ -786,7 +786,7 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         return WindowStats(window_seconds=window_seconds)
     snaps = [p.snapshot for p in points]
     times = [p.timestamp for p in points]
-    flags = _restart_flags(snaps)
+    flags = restart_flags(snaps)
 
     def series(name: str) -> list[tuple[float, float | None]]:
         return [(t, getattr(s, name)) for t, s in zip(times, snaps, strict=True)]
@@ -863,7 +863,7 @@ def engine_time(history: Sequence[TimedSnapshot], now: float, window_seconds: fl
     if len(points) < 2 or all(p.snapshot.generation_seconds_total is None for p in points):
         return None
     snaps = [p.snapshot for p in points]
-    flags = _restart_flags(snaps)
+    flags = restart_flags(snaps)
     both = [
         (p.timestamp, p.snapshot.generation_seconds_total, p.snapshot.generation_tokens_total, f)
         for p, f in zip(points, flags, strict=True)
@@ -1020,7 +1020,7 @@ def speculation_window(
         return None
     if not any(_spec_point(p.snapshot) for p in points):
         return _gauge_window(points)
-    flags = _restart_flags([p.snapshot for p in points])
+    flags = restart_flags([p.snapshot for p in points])
     kept: list[tuple[TimedSnapshot, bool]] = []
     pending = False
     for p, f in zip(points, flags, strict=True):
@@ -1062,7 +1062,7 @@ def _gauge_window(points: Sequence[TimedSnapshot]) -> SpeculationWindow | None:
     # or not (an older page without the verify size; no request finished in the window, so no tokens counted)
     unmeasured = SpeculationWindow(None, 0.0, 0.0, (), configured=True)
     verify = [v for v in (_known(p.snapshot.spec_verify_tokens) for p in points) if v is not None and v >= 1]
-    flags = _restart_flags([p.snapshot for p in points])
+    flags = restart_flags([p.snapshot for p in points])
     generated = counter_increase([(p.timestamp, p.snapshot.generation_tokens_total) for p in points], restarts=flags)
     length = math.fsum(lengths) / len(lengths)
     if not verify or not generated or length < 1:
@@ -1271,7 +1271,7 @@ class _Link:
 
     ``flag_ref``: the highest ``seq`` of an earlier point whose comparison with this one is restart evidence
     (``process_start_time_seconds`` moved, a counter or the TTFT/TPOT count went down), ``-1`` none. In a window
-    whose oldest point is ``seq`` a, the point is flagged (as :func:`_restart_flags` flags it over that window)
+    whose oldest point is ``seq`` a, the point is flagged (as :func:`restart_flags` flags it over that window)
     exactly when ``flag_ref >= a``: evidence against a point before the window is not seen by the window.
     ``cvals``: each counter's known value (``None`` unknown). ``hdeltas``: each histogram's
     :func:`histogram_delta` from the previous known one (``None``: no previous, or the bucket layout changed); when
@@ -1504,7 +1504,7 @@ class WindowAccumulator:
 
     def _append(self, point: TimedSnapshot) -> None:
         """Compute ``point``'s link from the state the previous points left (restart evidence as
-        :func:`_restart_flags`, counter steps as :func:`_walk_counter`, deltas by :func:`histogram_delta`)."""
+        :func:`restart_flags`, counter steps as :func:`_walk_counter`, deltas by :func:`histogram_delta`)."""
         state = self._state
         seq = self._seq
         self._seq += 1

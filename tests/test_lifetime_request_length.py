@@ -185,3 +185,53 @@ def test_a_target_without_the_histograms_makes_the_window_mean_unknown() -> None
     # the counters' quotient then decides for the whole deployment, as before
     plain = [EngineSnapshot(engine="sglang"), EngineSnapshot(engine="sglang")]
     assert window_mean([(None, [_at(0, 0, 0, 0), _at(1_000, 1, 10, 1)]), (None, plain)]) is None  # type: ignore[list-item]
+
+
+# --- found by a breaker: restarts without a start time, sums and counts over different scrapes, impossible values --
+
+
+def _bare(p_sum: float | None, p_n: float | None, g_sum: float | None, g_n: float | None) -> EngineSnapshot:
+    """A page without ``process_start_time_seconds`` (TGI; vLLM serving from several API processes)."""
+    return _at(p_sum, p_n, g_sum, g_n, start=None)  # type: ignore[arg-type]
+
+
+def test_a_restart_without_a_start_time_resets_all_four_together() -> None:
+    # 100 requests of 3,000 + 300, restart, then 101 chats of 1,000 + 200: the prompt sum fell (100,000 < 300,000) but
+    # its count did not (101 > 100); read apart, the count's rise would be 1 and the mean 121,200. One restart resets
+    # every series: the rises are the post-restart values, 1,000 + 200
+    window = [_bare(300_000, 100, 30_000, 100), _bare(101_000, 101, 20_200, 101)]
+    assert window_mean([(None, window)]) == pytest.approx(1_200.0)  # type: ignore[list-item]
+
+
+def test_a_sum_and_its_count_span_the_same_scrapes() -> None:
+    # the last scrape lost its prompt count: the rises are taken between the scrapes that give all four, here the
+    # first two (20 requests of 1,000 + 200), not the prompt sum to the third over the count to the second
+    window = [_bare(0, 0, 0, 0), _bare(20_000, 20, 4_000, 20), _bare(60_000, None, 12_000, 60)]
+    assert window_mean([(None, window)]) == pytest.approx(1_200.0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (5_000.0, 0.0, 0.0, 0.0),  # tokens over no request
+        (-1.0, 1.0, 0.0, 1.0),  # a negative sum
+    ],
+)
+def test_impossible_histogram_values_are_unknown_not_a_mean(bad: tuple[float, float, float, float]) -> None:
+    snap = _hist(
+        request_prompt_tokens_sum=bad[0],
+        request_prompt_tokens_count=bad[1],
+        request_generation_tokens_sum=bad[2],
+        request_generation_tokens_count=bad[3],
+    )
+    good = _hist()
+    assert lifetime([good, snap]) is None
+
+
+def test_a_mean_longer_than_the_context_is_unknown() -> None:
+    # 8,000 tokens a request cannot come from an engine capped at 4,096 tokens a request
+    assert lifetime([_hist()], max_model_len=4_096) is None
+    assert lifetime([_hist()], max_model_len=8_192) == pytest.approx(8_000.0)
+    window = [_at(0, 0, 0, 0), _at(80_000, 10, 0, 10)]
+    assert window_mean([(None, window)], 4_096) is None  # type: ignore[list-item]
+    assert window_mean([(None, window)], 8_192) == pytest.approx(8_000.0)  # type: ignore[list-item]

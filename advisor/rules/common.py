@@ -276,27 +276,34 @@ measured quantile: the engines export no per-request length the advisor reads)."
 
 
 def tokens_per_finished_request(ev: Evaluation) -> float | None:
-    """Mean prompt + generation tokens per completed request over the window: from the engines' per-request length
-    histograms where every target has them (:attr:`Evaluation.window_tokens_per_request_from_histograms`: vLLM, TGI),
-    else (prompt + generation tokens/s) ÷ completions/s from the engine's counters (``WindowStats``). ``None`` when
-    a rate is unknown or nothing finished. On a prefill/decode-disaggregated decode node the prompt counter stands
-    still (the prefill ran elsewhere), so the counters' figure is a lower bound there.
+    """Mean prompt + generation tokens per completed request over the window: the longer of (prompt + generation
+    tokens/s) ÷ completions/s from the engine's counters (``WindowStats``) and the mean of the engines' per-request
+    length histograms (:attr:`Evaluation.window_tokens_per_request_from_histograms`: vLLM, TGI); either alone where
+    the other is unknown. ``None`` when neither is known or nothing finished.
 
-    The histograms come first because vLLM's token counters take a prompt at its first token and keep a
-    client-aborted request's tokens, none of which ``request_success`` counts: a window that starts long prompts
-    and finishes short chats reads long from the counters.
+    Why the longer: each errs short where the other does not. The counters count a request's prompt when its prefill
+    completes (vLLM V1 once per request, ``vllm/v1/core/sched/scheduler.py``), so long requests that finish in the
+    window after a prefill before it read as their few generated tokens; vLLM's histograms observe only the
+    requests that finish (``request_success``), so the long requests clients give up on under a thrash are missing
+    from them (``abort_requests`` records no finished stats). The caller holds a context cap against this figure:
+    read short, a cap would reject the traffic it was not shown. On a prefill/decode-disaggregated decode node the
+    prompt counter stands still (the prefill ran elsewhere), so the counters' figure is a lower bound there.
 
-    Example: 1,500 prompt + 400 generation tokens/s, 1 request/s → 1,900.
+    Example: 1,500 prompt + 400 generation tokens/s, 1 request/s → 1,900; with histograms averaging 30,000 → 30,000.
     """
-    if ev.window_tokens_per_request_from_histograms is not None:
-        return ev.window_tokens_per_request_from_histograms
+    counted: float | None = None
     s = ev.stats
-    if s is None or not s.requests_finished_per_second or s.requests_finished_per_second <= 0:
-        return None
-    if s.prompt_tokens_per_second is None or s.generation_tokens_per_second is None:
-        return None
-    length = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
-    return length if length > 0 else None
+    if (
+        s is not None
+        and s.requests_finished_per_second
+        and s.requests_finished_per_second > 0
+        and s.prompt_tokens_per_second is not None
+        and s.generation_tokens_per_second is not None
+    ):
+        length = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
+        counted = length if length > 0 else None
+    known = [v for v in (counted, ev.window_tokens_per_request_from_histograms) if v is not None]
+    return max(known) if known else None
 
 
 def observed_request_tokens(ev: Evaluation) -> tuple[float | None, str]:
