@@ -273,7 +273,9 @@ class CapacityInputs:
         acc = self.accounting
         if acc is not None and acc.engine == self.engine == "vllm" and acc.profile != self.overhead_profile:
             problems.append(f"accounting {acc.profile!r} is not overhead_profile {self.overhead_profile!r}")
-        tp = self.tensor_parallel_size
+        # llama.cpp splits whole layers over its GPUs (--split-mode layer, the default; llamacpp_capacity), never
+        # heads: any GPU count serves any model
+        tp = self.tensor_parallel_size if self.engine != "llamacpp" else 1
         m = self.model
         if tp >= 1 and m.num_attention_heads % tp != 0:
             problems.append(

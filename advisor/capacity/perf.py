@@ -361,6 +361,26 @@ def allreduce_seconds(inputs: CapacityInputs, gpu: GPUSpec, rows: float, a: Perf
     return 2 * inputs.model.num_layers * per_allreduce
 
 
+LAYER_SPLIT_ENGINES: Final = frozenset({"llamacpp"})
+"""Engines whose ``tensor_parallel_size`` counts GPUs holding whole layers, run one after another on every token
+(llama.cpp's default ``--split-mode layer``: ``ggml_backend_sched`` hands each GPU its layers' graph in turn;
+:func:`advisor.capacity.engines.llamacpp_capacity` sizes the pool the same way)."""
+
+
+def timed_inputs(inputs: CapacityInputs) -> CapacityInputs:
+    """The inputs a step's time is computed from: ``inputs`` as given, except for :data:`LAYER_SPLIT_ENGINES`, whose
+    GPUs take a token's layers in turn, so a step streams every layer's weights and KV at one GPU's bandwidth and
+    no tensor is all-reduced: one GPU of the part holding the whole model (TP 1, PP 1). The activations passed
+    between GPUs (one hidden vector per token per boundary, kilobytes) are not priced.
+
+    Example: Llama-3.1-8B under llama.cpp on 2 × RTX 3090 decodes a token in the time one RTX 3090 streams all
+    16 GB of its weights (≈ 22 ms at 0.8 of 936 GB/s), not half of it.
+    """
+    if inputs.engine in LAYER_SPLIT_ENGINES and (inputs.tensor_parallel_size > 1 or inputs.pipeline_parallel_size > 1):
+        return dataclasses.replace(inputs, tensor_parallel_size=1, pipeline_parallel_size=1)
+    return inputs
+
+
 def roofline(memory: float, compute: float, exponent: float = 0.0) -> float:
     """One kernel's time from its memory time and its compute time, seconds: ``max(memory, compute)`` when
     ``exponent`` is 0 (the roofline: the two overlap completely), else the p-norm ``(memory^p + compute^p)^(1/p)``
@@ -501,6 +521,7 @@ def decode_step_model(
         CapacityError: a negative context; the GPU lacks a bandwidth or FLOP/s figure.
     """
     _check("mean_context_tokens", mean_context_tokens, 0.0)
+    inputs = timed_inputs(inputs)
     m = inputs.model
     tp = inputs.tensor_parallel_size
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
@@ -618,6 +639,7 @@ def prefill_batch_roofline(
     """
     _check("prompt_tokens", prompt_tokens, 1.0)
     _check("prompts", prompts, 1.0)
+    inputs = timed_inputs(inputs)
     m = inputs.model
     tp = inputs.tensor_parallel_size
     body, lm_head = _matmul_parameters(inputs)
@@ -727,6 +749,7 @@ def mixed_step_seconds(
     _check("decode_batch", decode_batch, 0.0)
     _check("prompts", prompts, 0.0)
     _check("prompt_tokens", prompt_tokens, 1.0)
+    inputs = timed_inputs(inputs)
     step = decode_step_model(inputs, gpu, mean_context_tokens, assumptions)
     m = inputs.model
     tp = inputs.tensor_parallel_size

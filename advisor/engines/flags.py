@@ -133,7 +133,9 @@ _LLAMACPP: dict[str, str] = {
     ),
     c.DIAL_WEIGHT_QUANTIZATION: "serve a {value} GGUF file (e.g. Q4_K_M)",
     c.DIAL_KV_CACHE_DTYPE: "--cache-type-k {value} --cache-type-v {value}",
-    c.DIAL_TENSOR_PARALLEL_SIZE: "--split-mode row --tensor-split (across {value} GPUs)",
+    # llama.cpp's default --split-mode layer ("split layers and KV across GPUs", common/arg.cpp): how the capacity
+    # pass and the step model read its GPU count (advisor.capacity.engines.llamacpp_capacity, perf.timed_inputs)
+    c.DIAL_TENSOR_PARALLEL_SIZE: "--split-mode layer --tensor-split 1,1,… (layers and KV across {value} GPUs)",
     c.DIAL_SPECULATIVE_DECODING: "--model-draft <draft.gguf> --draft-max {value}",
     # a request is capped at one slot, --ctx-size ÷ --parallel (n_ctx_seq, src/llama-context.cpp): --ctx-size {value}
     # would shrink every slot, so the cap is said as the slot size it implies, never as --ctx-size alone
