@@ -517,6 +517,17 @@ def decode_step_model(
 ) -> DecodeStepModel:
     """The coefficients of :class:`DecodeStepModel` at a mean context of ``mean_context_tokens`` tokens.
 
+    Pipeline parallelism (PP stages, ``pipeline_parallel_size``): the engine splits the running batch into PP
+    micro-batches in flight at once (vLLM V1 ``EngineCore.step_with_batch_queue``, ``max_concurrent_batches`` = PP;
+    TensorRT-LLM's and SGLang's micro-batches likewise), and a sequence's next token needs its micro-batch to pass
+    every stage in turn. So the time between a sequence's tokens is ``PP × stage(B ÷ PP)``: each stage streams its
+    weights (1/PP of them) once per micro-batch, so the weights stream PP times, which is the whole model once; the
+    stage's GEMM FLOPs (1/PP of the model's) for its B/PP sequences add up to the model's FLOPs ÷ PP per sequence;
+    its KV reads and attention for B/PP sequences on 1/PP of the layers, PP times, are the fullest stage's per
+    sequence × B; its all-reduces (TP within a stage) likewise. At batch 1 a PP 2 replica is no faster per token than
+    one GPU holding the model; at a large batch it serves PP micro-batches at once. The sends between stages (one
+    hidden vector per token) are not priced.
+
     Raises:
         CapacityError: a negative context; the GPU lacks a bandwidth or FLOP/s figure.
     """
@@ -524,24 +535,26 @@ def decode_step_model(
     inputs = timed_inputs(inputs)
     m = inputs.model
     tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
     peak = _effective_flops(inputs, gpu, assumptions)
     body, lm_head = _matmul_parameters(inputs)
-    gemm = 2 * (body + lm_head) / tp / peak
+    gemm = 2 * (body + lm_head) / tp / peak / pp  # a stage's share, for the B/PP sequences of its micro-batch
     attention_compute = 4 * (m.num_attention_heads / tp) * attended_head_tokens(inputs, mean_context_tokens) / peak
     kv_read = attended_kv_bytes_per_gpu(inputs, mean_context_tokens) / _kv_bandwidth(gpu, assumptions)
     serial = assumptions.attention_serial_fraction
     comm_fixed = allreduce_seconds(inputs, gpu, 0.0, assumptions)
     expert, expert_at_dense = _expert_seconds(inputs, gpu, assumptions)
     return DecodeStepModel(
-        memory_fixed=weights_bytes_per_gpu(inputs) / bandwidth - expert_at_dense + expert,
+        # a token passes the PP stages in turn: each streams its weights once per micro-batch
+        memory_fixed=pp * (weights_bytes_per_gpu(inputs) / bandwidth - expert_at_dense + expert),
         memory_per_seq=(1.0 - serial) * kv_read,
         compute_per_seq=gemm + (1.0 - serial) * attention_compute,
         comm_fixed=comm_fixed,
-        comm_per_seq=allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed,
+        comm_per_seq=(allreduce_seconds(inputs, gpu, 1.0, assumptions) - comm_fixed) / pp,
         overhead=assumptions.step_overhead_seconds,
-        expert_memory=expert,
-        expert_untouched_base=untouched_expert_fraction(inputs, 1.0),
+        expert_memory=pp * expert,
+        expert_untouched_base=untouched_expert_fraction(inputs, 1.0 / pp),
         attention_memory_per_seq=serial * kv_read,
         attention_compute_per_seq=serial * attention_compute,
         overhead_per_seq=assumptions.step_overhead_per_seq_seconds,
@@ -763,17 +776,17 @@ def mixed_step_seconds(
         + (prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth)
     )
     if step.expert_memory:
-        memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens)
+        memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens / inputs.pipeline_parallel_size)
+    pp = inputs.pipeline_parallel_size
     prefill_flops = prompts * (
-        2 * prompt_tokens * body / tp
-        + 2 * lm_head / tp
+        (2 * prompt_tokens * body / tp + 2 * lm_head / tp) / pp  # the GEMMs as the decode step's (above)
         + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
     )
     compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
     serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
     return (
         roofline(memory, compute, assumptions.roofline_exponent)
-        + allreduce_seconds(inputs, gpu, tokens, assumptions)
+        + allreduce_seconds(inputs, gpu, tokens / pp, assumptions)
         + serial_attention
         + step.overhead_at(decode_batch + prompts)
     )
