@@ -198,8 +198,9 @@ def attended_kv_bytes_per_gpu(inputs: CapacityInputs, context_tokens: float) -> 
 
 def attended_head_tokens(inputs: CapacityInputs, context_tokens: float) -> float:
     """Σ over the attention layers on the fullest stage of (head size × tokens attended) for one decode token:
-    ``head_dim × windowed layers × min(L, window) + full_head_dim × full layers × L``; decode attention's FLOPs
-    are ``4 × query heads per GPU ×`` this (QKᵀ and PV, a multiply-add each). Recurrent layers attend nothing
+    ``head_dim × windowed layers × min(L, window) + D × full layers × L`` (``D``:
+    :attr:`~advisor.capacity.models.ModelArch.decode_attention_head_size`, MLA's latent widths); decode attention's
+    FLOPs are ``4 × query heads per GPU ×`` this (QKᵀ and PV, a multiply-add each). Recurrent layers attend nothing
     (their state update is in :func:`attended_kv_bytes_per_gpu`).
 
     Raises:
@@ -207,16 +208,18 @@ def attended_head_tokens(inputs: CapacityInputs, context_tokens: float) -> float
     """
     m = inputs.model
     windowed = _windowed_tokens(inputs, context_tokens)
-    return m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed + m.full_head_dim * (
-        layers_per_stage(inputs, m.full_attention_layers) * context_tokens
-    )
+    windowed_part = m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed
+    full_part = m.decode_attention_head_size * layers_per_stage(inputs, m.full_attention_layers) * context_tokens
+    return windowed_part + full_part
 
 
 def prefill_attended_head_pairs(inputs: CapacityInputs, prompt_tokens: float) -> float:
     """Σ over the attention layers on the fullest stage of (head size × causal query-key pairs) for one prompt of
     ``P`` tokens: a full layer attends ``P²/2`` pairs, a windowed layer of window ``W`` ``P²/2`` while ``P ≤ W`` and
     ``W·P − W²/2`` beyond (each query sees at most ``W`` keys). Prefill attention's FLOPs are ``4 × query heads per
-    GPU ×`` this (the causal half of QKᵀ and PV). Recurrent layers attend nothing.
+    GPU ×`` this (the causal half of QKᵀ and PV; a full layer's head size is
+    :attr:`~advisor.capacity.models.ModelArch.prefill_attention_head_size`, MLA's expanded widths). Recurrent layers
+    attend nothing.
 
     Raises:
         CapacityError: a negative prompt length.
@@ -227,9 +230,9 @@ def prefill_attended_head_pairs(inputs: CapacityInputs, prompt_tokens: float) ->
     full_pairs = prompt_tokens * prompt_tokens / 2
     w = float(m.sliding_window)
     windowed_pairs = full_pairs if not m.sliding_window or prompt_tokens <= w else w * prompt_tokens - w * w / 2
-    return m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed_pairs + m.full_head_dim * (
-        layers_per_stage(inputs, m.full_attention_layers) * full_pairs
-    )
+    windowed_part = m.head_dim * layers_per_stage(inputs, m.sliding_window_layers) * windowed_pairs
+    full_part = m.prefill_attention_head_size * layers_per_stage(inputs, m.full_attention_layers) * full_pairs
+    return windowed_part + full_part
 
 
 def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:

@@ -336,6 +336,27 @@ class ModelArch:
         return self.full_attention_layers - (self.kv_shared_layers - self.kv_shared_sliding_layers)
 
     @property
+    def decode_attention_head_size(self) -> float:
+        """Elements a full-attention decode query head computes over per attended token, the mean of its QKᵀ and
+        PV widths (decode attention's FLOPs are ``4 × heads × this × tokens``): :attr:`full_head_dim`, except MLA,
+        which decodes in the latent with the up-projections absorbed into the query and output (vLLM
+        ``v1/attention/backends/mla/common.py`` ``_forward_decode``; FlashMLA; SGLang's and TensorRT-LLM's MLA
+        decode kernels): QKᵀ over ``kv_lora_rank + qk_rope_head_dim`` (576 on DeepSeek-V3), PV over
+        ``kv_lora_rank`` (512), so 544 where ``hidden ÷ heads`` is 56."""
+        if self.is_mla:
+            return (2 * self.kv_lora_rank + self.qk_rope_head_dim) / 2
+        return float(self.full_head_dim)
+
+    @property
+    def prefill_attention_head_size(self) -> float:
+        """As :attr:`decode_attention_head_size` for prefill: MLA prefills with K and V expanded per head (vLLM
+        ``_forward_prefill``: QKᵀ over ``qk_nope_head_dim + qk_rope_head_dim`` = 192, PV over ``v_head_dim`` = 128
+        on DeepSeek-V3), so 160."""
+        if self.is_mla:
+            return (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim) / 2
+        return float(self.full_head_dim)
+
+    @property
     def mla_latent_elements(self) -> int:
         """Elements cached per token per MLA layer: ``kv_lora_rank + qk_rope_head_dim`` (512 + 64 = 576)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
