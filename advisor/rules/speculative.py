@@ -20,10 +20,15 @@ draft length with the best bound when the engine splits acceptance by position a
 ``SHORTEN_MIN_SPEEDUP`` (1.1), else turning speculation off. A bound at or above ``LOSS_BOUND`` is no loss the
 roofline can show; the batch threshold below still applies (costs the roofline does not price grow with the batch:
 an n-gram lookup per sequence on the CPU, the rejection sampler), except where the bound shows a clear win
-(``CLEAR_WIN``, 1.5×): the measurement then contradicts it, and the rule does not fire. A round at a small batch
-that is slow for reasons outside the roofline (CUDA graphs not captured for the verify shapes, a draft model as
-costly as the target) is not diagnosed (vllm-project/vllm#35387's MTP at one request: 1.87 tokens a round, 46 ms
-against 17.5 ms a plain step).
+(``CLEAR_WIN``, 1.5×): the measurement then contradicts it, and the rule does not fire.
+
+The bound leaves the draft's own passes out, so a round that is slow for reasons outside the roofline (a draft
+model or head as costly as the target's thin MoE step, CUDA graphs not captured for the verify shapes) is read from
+the engine's own time per token instead: where the latency model's TPOT without speculation, at the window's batch,
+context and prefill share, is below ``MEASURED_LOSS_BOUND`` (0.75, the model's error bound) of the TPOT the engine
+measures with it, speculation makes every token slower than plain decoding would, and the rule turns it off
+(sgl-project/SpecForge#339: EAGLE-3 on Qwen3-30B-A3B at one stream, 6.26 ms a token against 4.49 ms without;
+vllm-project/vllm#35387's MTP at one request: 46 ms against 17.5 ms a plain step).
 
 Speculation running, not measured (no draft counter, or fewer than ``MIN_DRAFTS`` drafts in the window): more than
 ``disable_above_batch_per_replica`` sequences per replica while TPOT misses its target → disable.
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.calibration import MODEL_ERROR_BOUND
 from advisor.capacity.generation import parse_version
 from advisor.capacity.spec_speedup import DraftLengthChoice, best_draft_length, speculative_speedup
 from advisor.errors import CapacityError
@@ -49,6 +55,7 @@ from advisor.rules.common import (
     tokens_per_running_request,
 )
 from advisor.rules.flags import draft_length_flag, flag_for, mtp_speculation, vllm_legacy_ngram_flag
+from advisor.rules.observation import histogram_mean, window_observation
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
 
@@ -69,6 +76,15 @@ LOSS_BOUND: Final = 0.9
 """Speedup bound below which the measured rule fires: a 10 % margin for the roofline's ratio of a verification
 step to a plain step (both set by the same FLOP/s once the batch is compute-bound, so their ratio errs less than
 either time)."""
+MEASURED_LOSS_BOUND: Final = 1.0 - MODEL_ERROR_BOUND
+"""Modelled plain-decode TPOT ÷ measured TPOT below which speculation is measured to cost (0.75). The latency
+model's TPOT ``P'`` errs from the engine's plain TPOT ``P`` within its bound
+(:data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`, 25 %: ``P' ≥ 0.75 P``), so a measured TPOT ``M`` with
+``P' ÷ M < 0.75`` is above ``P``: the engine decodes slower with speculation than it would without, unless the model
+errs beyond its bound."""
+MIN_MEASURED_TOKENS: Final = 100
+"""Generated tokens in the window below which a TPOT mean over fewer than
+:data:`~advisor.rules.observation.MIN_REQUESTS` requests is not read as the engine's time per token."""
 CLEAR_MARGIN: Final = 0.05
 """How far above :data:`LOSS_BOUND` the bound must rise before a measured loss clears (hysteresis)."""
 CLEAR_WIN: Final = 1.5
@@ -112,6 +128,22 @@ class Measured:
     choice: DraftLengthChoice | None
     drafts: float
     draft_share: float = 1.0
+    measured_tpot_seconds: float | None = None
+    plain_tpot_seconds: float | None = None
+
+    @property
+    def per_token_speedup(self) -> float | None:
+        """The latency model's TPOT without speculation at the window's batch, context and prefill share ÷ the TPOT
+        the engine measured with it; ``None`` when either is unknown."""
+        if self.measured_tpot_seconds is None or self.plain_tpot_seconds is None or self.measured_tpot_seconds <= 0:
+            return None
+        return self.plain_tpot_seconds / self.measured_tpot_seconds
+
+    def per_token_loss(self, bound: float = MEASURED_LOSS_BOUND) -> bool:
+        """The measured time per token is beyond ``bound`` of the modelled plain decode
+        (:data:`MEASURED_LOSS_BOUND`)."""
+        speedup = self.per_token_speedup
+        return speedup is not None and speedup < bound
 
 
 def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
@@ -124,11 +156,64 @@ def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
         "spec_speedup_bound": round(m.speedup, 3),
         "spec_draft_share": round(m.draft_share, 3),
     }
+    if m.per_token_speedup is not None and m.measured_tpot_seconds is not None and m.plain_tpot_seconds is not None:
+        out["tpot_mean_seconds"] = round(m.measured_tpot_seconds, 6)
+        out["tpot_modelled_without_speculation_seconds"] = round(m.plain_tpot_seconds, 6)
+        out["spec_measured_speedup"] = round(m.per_token_speedup, 3)
     if ev.speculation is not None and ev.speculation.accepted_by_position:
         out["spec_position_acceptance"] = [
             None if p is None else round(p, 3) for p in ev.speculation.position_acceptance()
         ]
     return out
+
+
+def _per_token(ev: Evaluation) -> tuple[float | None, float | None]:
+    """(measured mean TPOT, the latency model's TPOT without speculation at the same batch, context and prefill
+    share), seconds, from the window (:func:`advisor.rules.observation.window_observation`: at least
+    :data:`~advisor.rules.observation.MIN_REQUESTS` observations, or any over :data:`MIN_MEASURED_TOKENS` generated
+    tokens); ``(None, None)`` where either is unknown. The
+    model's decode factor is not calibrated on a speculating engine (:mod:`advisor.online_calibration`), so its
+    plain step is the published calibration's, or the deployment's prefill-calibrated model."""
+    obs = window_observation(ev)
+    gpu = ev.ctx.gpu
+    if obs is None or gpu is None:
+        return None, None
+    measured = obs.tpot_seconds
+    if measured is None and ev.stats is not None:
+        # fewer than MIN_REQUESTS requests finished (one stream at batch 1 finishes one a second): their mean time
+        # per token still averages every token they generated, which is what this compares
+        mean, n = histogram_mean(ev.stats.tpot)
+        generated = ev.counter_deltas.get("generation_tokens")
+        if mean is not None and n >= 1 and generated is not None and generated >= MIN_MEASURED_TOKENS:
+            measured = mean
+    if measured is None:
+        return None, None
+    try:
+        plain = latency_model(ev).predicted_tpot(ev.ctx.inputs, gpu, obs)
+    except (CapacityError, ValueError):
+        return None, None
+    return measured, plain
+
+
+def _per_token_text(m: Measured) -> str:
+    """The reason's clause for a measured per-token loss."""
+    return (
+        f"; measured {(m.measured_tpot_seconds or 0) * 1e3:.2f} ms a token against "
+        f"{(m.plain_tpot_seconds or 0) * 1e3:.2f} ms modelled without speculation ({m.per_token_speedup or 0:.2f}×)"
+    )
+
+
+def _per_token_facts(m: Measured) -> str:
+    """The description's facts for a measured per-token loss."""
+    return (
+        f"With speculation the engine takes {(m.measured_tpot_seconds or 0) * 1e3:.2f} ms per output token at "
+        f"{m.batch:.0f} sequences per engine, where the latency model prices plain decoding at "
+        f"{(m.plain_tpot_seconds or 0) * 1e3:.2f} ms ({m.per_token_speedup or 0:.2f}×, below "
+        f"{MEASURED_LOSS_BOUND:.3f}: beyond the model's {MODEL_ERROR_BOUND:.0%} error bound). Each round yields "
+        f"{m.acceptance_length:.2f} tokens for {m.draft_length:.1f} drafted; the roofline bounds a free draft's "
+        f"speedup at {m.speedup:.2f}×, so the draft's own passes (a draft model or head, its LM head, launches "
+        "outside CUDA graphs) cost the rest."
+    )
 
 
 class SpeculativeRule:
@@ -186,7 +271,8 @@ class SpeculativeRule:
                 choice = best_draft_length(step, batch, known, max(len(known), math.ceil(k - 1e-9)), share)
         except (CapacityError, ValueError):
             return None
-        return Measured(batch, context, length, k, speedup, choice, sp.drafts, share)
+        measured_tpot, plain_tpot = _per_token(ev)
+        return Measured(batch, context, length, k, speedup, choice, sp.drafts, share, measured_tpot, plain_tpot)
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any], Measured | None]:
         """``(holds, reason, evidence, measurement)``: the fire condition and the measured round it rests on (``None``
@@ -216,6 +302,8 @@ class SpeculativeRule:
             )
             if measured.speedup < LOSS_BOUND:
                 return True, reason, evidence, measured
+            if measured.per_token_loss():
+                return True, reason + _per_token_text(measured), evidence, measured
             if measured.speedup >= CLEAR_WIN:
                 return False, reason + " (a clear win)", evidence, measured
             if tpot_ok is None:  # between the two: the batch threshold decides, and it needs TPOT
@@ -255,6 +343,10 @@ class SpeculativeRule:
         holds, reason, evidence, measured = self._reading(ev)
         if holds is False and measured is not None and measured.speedup < LOSS_BOUND + CLEAR_MARGIN:
             return Condition(False, f"{reason}: within {CLEAR_MARGIN} of the loss bound {LOSS_BOUND}", evidence)
+        if holds is False and measured is not None and measured.per_token_loss(MEASURED_LOSS_BOUND + CLEAR_MARGIN):
+            return Condition(
+                False, f"{reason}: measured within {CLEAR_MARGIN} of the loss bound {MEASURED_LOSS_BOUND}", evidence
+            )
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
@@ -265,6 +357,10 @@ class SpeculativeRule:
         conf = confidence(ev, 0.6)
         if measured is not None and measured.speedup < LOSS_BOUND:
             return [self._measured_turn(ev, measured, evidence, conf)]
+        if measured is not None and measured.per_token_loss():
+            return [
+                self._disable(ev, evidence, conf, facts=_per_token_facts(measured), speedup=measured.per_token_speedup)
+            ]
         if ev.speculation_runs():
             return [self._disable(ev, evidence, conf)]
         return [self._enable(ev, evidence, conf)]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from advisor.capacity.speculative import SpeculativeDraft
-from advisor.rules.speculative import SpeculativeRule
+from advisor.rules.speculative import SpeculativeRule, _per_token
 from advisor.telemetry import SpeculationWindow
 from tests.rules.helpers import ctx, ev, hist
 
@@ -165,3 +165,57 @@ def test_sglang_measured_from_its_gauges_can_only_turn_speculation_off() -> None
     gauges = SpeculationWindow(1000.0, 1000.0 * 6, 1000.0 * 0.2)
     (p,) = RULE.propose(_ev(gauges, dep=ctx(engine="sglang"), requests_running=1024))
     assert (p.action, p.flag) == ("disable", "turn speculative decoding off")
+
+
+# --- the engine's own time per token against the modelled plain decode (MEASURED_LOSS_BOUND) ------------------------
+
+
+def _timed(spec: SpeculationWindow, tpot_seconds: float) -> Any:
+    """4 sequences on one engine, 1 request/s of 500 prompt + 200 output tokens, 100 requests whose TPOT averages
+    ``tpot_seconds``."""
+    tpot = hist((10.0, 100), total_sum=100 * tpot_seconds)
+    return _ev(
+        spec,
+        tpot=tpot,
+        requests_finished_per_second=1.0,
+        prompt_tokens_per_second=500.0,
+        generation_tokens_per_second=200.0,
+    )
+
+
+def _plain_tpot() -> float:
+    plain = _per_token(_timed(HIGH, 0.01))[1]
+    assert plain is not None
+    # Llama-3.1-8B bf16 on one H100-SXM at 4 sequences: 16.1 GB of weights at 3.35 TB/s × 0.5-0.95, plus a step's
+    # overhead, plus the prompts' share of the GPU
+    assert 16.06e9 / 3.35e12 / 0.95 < plain < 16.06e9 / 3.35e12 / 0.5 + 0.01
+    return plain
+
+
+def test_a_token_slower_than_plain_decoding_beyond_the_model_s_bound_turns_speculation_off() -> None:
+    # the roofline bounds HIGH's free-draft speedup well above 1.5 (a clear win): only the engine's own time per token,
+    # twice the modelled plain TPOT, shows the draft's cost
+    e = _timed(HIGH, 2.0 * _plain_tpot())
+    holds = RULE.fires(e)
+    assert holds.holds is True, holds.reason
+    (p,) = RULE.propose(e)
+    assert (p.dial, p.action) == ("speculative_decoding", "disable")
+    assert p.evidence["spec_measured_speedup"] == pytest.approx(0.5, rel=1e-3)
+    assert "without speculation" in holds.reason
+
+
+@pytest.mark.parametrize("times", [0.6, 1.0, 1.3])
+def test_a_token_within_the_model_s_error_of_plain_decoding_is_no_measured_loss(times: float) -> None:
+    # 1.3× the modelled plain TPOT is within what the model's 25 % error allows (the engine's plain decoding could be
+    # that slow): no loss is measured, and HIGH's clear win keeps the rule quiet
+    e = _timed(HIGH, times * _plain_tpot())
+    assert RULE.fires(e).holds is False
+    assert RULE.propose(e) == []
+
+
+def test_the_measured_loss_clears_only_past_its_margin() -> None:
+    # 0.77: no longer a loss (≥ 0.75) but within the 0.05 margin, so an open incident stays open
+    e = _timed(HIGH, _plain_tpot() / 0.77)
+    assert RULE.fires(e).holds is False
+    assert RULE.clears(e).holds is False
+    assert RULE.clears(_timed(HIGH, _plain_tpot() / 0.9)).holds is True
