@@ -1045,6 +1045,7 @@ def evaluate_deployment(
         requests_paused_max=_paused_max(windows),
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
         window_tokens_per_request_from_histograms=_window_histogram_request_tokens(windows, mml),
+        tpot_is_itl=any(snap.tpot_is_itl for snap in latest),
     )
 
     view = DeploymentView(

@@ -381,6 +381,21 @@ def timed_inputs(inputs: CapacityInputs) -> CapacityInputs:
     return inputs
 
 
+def pipeline_fill(inputs: CapacityInputs, sequences: float) -> float:
+    """How many times a step's per-sequence work is paid per token at PP stages with ``sequences`` sequences in the
+    step: ``PP ÷ min(PP, sequences)`` (1 without stages). The engine runs up to PP micro-batches at once, each of
+    whole sequences (vLLM V1 ``max_concurrent_batches`` = PP; a request is in one batch in flight at a time), and a
+    token passes every stage in turn: with fewer sequences than stages the stages idle, and a lone sequence's token
+    (a lone prompt's tokens) costs the whole model's work, stage after stage.
+
+    Example: PP 4 and one prompt → 4 (its FLOPs, a quarter a stage, are paid four times in a row); 16 sequences → 1.
+    """
+    pp = inputs.pipeline_parallel_size
+    if pp <= 1:
+        return 1.0
+    return pp / min(float(pp), max(1.0, sequences))
+
+
 def roofline(memory: float, compute: float, exponent: float = 0.0) -> float:
     """One kernel's time from its memory time and its compute time, seconds: ``max(memory, compute)`` when
     ``exponent`` is 0 (the roofline: the two overlap completely), else the p-norm ``(memory^p + compute^p)^(1/p)``
@@ -442,6 +457,13 @@ class DecodeStepModel:
     attention_compute_per_seq: float = 0.0
     overhead_per_seq: float = 0.0
     roofline_exponent: float = 0.0
+    pipeline_stages: int = 1
+
+    def filled(self, batch: float) -> float:
+        """The batch the batch-dependent terms are priced at: ``batch``, or at least :attr:`pipeline_stages` (PP
+        micro-batches of at least one sequence: fewer sequences than stages leave stages idle, and each token still
+        passes every stage, :func:`pipeline_fill`)."""
+        return batch if self.pipeline_stages <= 1 else max(batch, float(self.pipeline_stages))
 
     def overhead_at(self, batch: float) -> float:
         """The CPU part of the step at ``batch`` sequences, seconds: ``overhead + overhead_per_seq·B``."""
@@ -455,14 +477,15 @@ class DecodeStepModel:
         streams only the experts its ``batch`` tokens select: ``expert_memory`` (seconds to stream all routed
         experts, included in ``memory_fixed``) × ``expert_untouched_base^batch``
         (:func:`untouched_expert_fraction`) is not read."""
-        memory = self.memory_fixed + self.memory_per_seq * batch
+        b = self.filled(batch)
+        memory = self.memory_fixed + self.memory_per_seq * b
         if self.expert_memory:
-            memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, batch)
+            memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, b)
         return (
-            roofline(memory, self.compute_per_seq * batch, self.roofline_exponent)
+            roofline(memory, self.compute_per_seq * b, self.roofline_exponent)
             + self.comm_fixed
-            + self.comm_per_seq * batch
-            + max(self.attention_memory_per_seq, self.attention_compute_per_seq) * batch
+            + self.comm_per_seq * b
+            + max(self.attention_memory_per_seq, self.attention_compute_per_seq) * b
             + self.overhead
             + self.overhead_per_seq * batch
         )
@@ -489,15 +512,16 @@ class DecodeStepModel:
         """
         if not tokens_per_seq >= 1:
             raise ValueError(f"tokens_per_seq must be ≥ 1, got {tokens_per_seq}")
-        tokens = batch * tokens_per_seq
-        memory = self.memory_fixed + self.memory_per_seq * batch
+        b = self.filled(batch)
+        tokens = b * tokens_per_seq
+        memory = self.memory_fixed + self.memory_per_seq * b
         if self.expert_memory:
             memory -= self.expert_memory * self.expert_untouched_base ** max(0.0, tokens)
         return (
             roofline(memory, self.compute_per_seq * tokens, self.roofline_exponent)
             + self.comm_fixed
             + self.comm_per_seq * tokens
-            + max(self.attention_memory_per_seq, self.attention_compute_per_seq * tokens_per_seq) * batch
+            + max(self.attention_memory_per_seq, self.attention_compute_per_seq * tokens_per_seq) * b
             + self.overhead
             + self.overhead_per_seq * batch
         )
@@ -506,7 +530,8 @@ class DecodeStepModel:
         """Whether the step at ``batch`` sequences is set by its FLOPs (``compute_per_seq·B`` ≥ the memory time)
         rather than by the bytes it streams: the roofline's ridge, ``B* = memory_fixed ÷ (compute_per_seq −
         memory_per_seq)`` when compute per sequence outweighs its KV read, else never."""
-        return self.compute_per_seq * batch >= self.memory_fixed + self.memory_per_seq * batch
+        b = self.filled(batch)
+        return self.compute_per_seq * b >= self.memory_fixed + self.memory_per_seq * b
 
 
 def decode_step_model(
@@ -559,6 +584,7 @@ def decode_step_model(
         attention_compute_per_seq=serial * attention_compute,
         overhead_per_seq=assumptions.step_overhead_per_seq_seconds,
         roofline_exponent=assumptions.roofline_exponent,
+        pipeline_stages=pp,
     )
 
 
@@ -655,22 +681,28 @@ def prefill_batch_roofline(
     inputs = timed_inputs(inputs)
     m = inputs.model
     tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
+    fill = pipeline_fill(inputs, prompts)
     body, lm_head = _matmul_parameters(inputs)
-    flops = prompts * (
-        2 * prompt_tokens * body / tp
-        + 2 * lm_head / tp
-        + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
+    # at PP stages (pipeline_fill): each stage holds 1/PP of the GEMMs and its layers' attention, KV and experts;
+    # min(PP, prompts) micro-batches of whole prompts pass the stages at once, so the stage work is paid fill times
+    flops = (
+        fill
+        * prompts
+        * (
+            (2 * prompt_tokens * body / tp + 2 * lm_head / tp) / pp
+            + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
+        )
     )
     tokens = prompts * prompt_tokens
     expert, expert_at_dense = _expert_seconds(inputs, gpu, assumptions)
-    bytes_moved = weights_bytes_per_gpu(inputs) + tokens * kv_bytes_per_token_per_gpu(inputs)
-    touched = 1.0 - untouched_expert_fraction(inputs, tokens)
+    bytes_moved = pp * weights_bytes_per_gpu(inputs) + fill * tokens * kv_bytes_per_token_per_gpu(inputs)
+    touched = 1.0 - untouched_expert_fraction(inputs, fill * tokens / pp)
     return PrefillRoofline(
         memory=bytes_moved / (_bandwidth(gpu) * assumptions.memory_bandwidth_efficiency)
-        - expert_at_dense
-        + expert * touched,
+        + pp * (expert * touched - expert_at_dense),
         compute=flops / _effective_flops(inputs, gpu, assumptions),
-        comm=allreduce_seconds(inputs, gpu, tokens, assumptions),
+        comm=allreduce_seconds(inputs, gpu, fill * tokens / pp, assumptions),
         overhead=assumptions.step_overhead_seconds + assumptions.step_overhead_per_seq_seconds * prompts,
         roofline_exponent=assumptions.roofline_exponent,
     )
@@ -766,27 +798,26 @@ def mixed_step_seconds(
     step = decode_step_model(inputs, gpu, mean_context_tokens, assumptions)
     m = inputs.model
     tp = inputs.tensor_parallel_size
+    pp = inputs.pipeline_parallel_size
+    fill = pipeline_fill(inputs, decode_batch + prompts)  # the decode step's stages (above), filled or not
     body, lm_head = _matmul_parameters(inputs)
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
     prefill_tokens = prompts * prompt_tokens
     tokens = decode_batch + prefill_tokens
-    memory = (
-        step.memory_fixed
-        + step.memory_per_seq * decode_batch
-        + (prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth)
+    memory = step.memory_fixed + fill * (
+        step.memory_per_seq * decode_batch + (prefill_tokens * kv_bytes_per_token_per_gpu(inputs) / bandwidth)
     )
     if step.expert_memory:
-        memory -= step.expert_memory * untouched_expert_fraction(inputs, tokens / inputs.pipeline_parallel_size)
-    pp = inputs.pipeline_parallel_size
+        memory -= step.expert_memory * untouched_expert_fraction(inputs, fill * tokens / pp)
     prefill_flops = prompts * (
         (2 * prompt_tokens * body / tp + 2 * lm_head / tp) / pp  # the GEMMs as the decode step's (above)
         + 4 * (m.num_attention_heads / tp) * prefill_attended_head_pairs(inputs, prompt_tokens)
     )
-    compute = step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions)
-    serial_attention = max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
+    compute = fill * (step.compute_per_seq * decode_batch + prefill_flops / _effective_flops(inputs, gpu, assumptions))
+    serial_attention = fill * max(step.attention_memory_per_seq, step.attention_compute_per_seq) * decode_batch
     return (
         roofline(memory, compute, assumptions.roofline_exponent)
-        + allreduce_seconds(inputs, gpu, tokens / pp, assumptions)
+        + allreduce_seconds(inputs, gpu, fill * tokens / pp, assumptions)
         + serial_attention
         + step.overhead_at(decode_batch + prompts)
     )

@@ -209,6 +209,12 @@ class CatalogEntry:
     that never finish are counted too (vLLM counts a prompt at its first token, so aborted requests' tokens are in
     its counters and not in ``request_success``; TGI records an input length at validation, queued and dropped
     requests too). Each engine module sets it with the engine file that shows it."""
+    itl_per_token: bool = False
+    """The inter-token-latency histogram observes one gap per output token even when an engine step yields several
+    (a speculative round): SGLang divides a chunk's interval by its tokens and observes it once per token
+    (``python/sglang/srt/metrics/collector.py`` ``observe_inter_token_latency``). ``False`` where one gap per step
+    per request is observed (vLLM V1 ``v1/metrics/stats.py`` ``update_from_output``: a whole round is one gap) or
+    not known."""
     reserves_max_length_at_admission: bool = False
     """The default scheduler admits a request only when the pool can hold its whole length — prompt + its max new
     tokens, and max-model-len when the client sends no ``max_tokens`` — so at most ``⌊pool ÷ max-model-len⌋``
@@ -300,6 +306,14 @@ def tokens_counted_per_finished_request(engine: str) -> bool:
     does not know."""
     try:
         return entry(engine).tokens_counted_per_finished_request
+    except ValueError:
+        return False
+
+
+def itl_per_token(engine: str) -> bool:
+    """The engine's :attr:`CatalogEntry.itl_per_token`; ``False`` for an engine id the catalog does not know."""
+    try:
+        return entry(engine).itl_per_token
     except ValueError:
         return False
 

@@ -341,6 +341,7 @@ CATALOG_ENTRIES: Final = (
         # python/sglang/srt/managers/tokenizer_manager.py only when a request finishes
         counters_advance_during_decode=False,
         tokens_counted_per_finished_request=True,  # the same call adds the request and its tokens
+        itl_per_token=True,  # collector.py observe_inter_token_latency: interval ÷ tokens, observed once per token
         # python/sglang/srt/managers/scheduler.py _get_new_batch_prefill_raw: the in-flight chunked request is in the
         # adder's can_run_list while its req_to_token_pool slot is already out of available_size(), so the batch is
         # declared full one request early and batch_is_full sticks until a request finishes (sgl-project/sglang#30294,

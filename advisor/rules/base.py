@@ -199,6 +199,9 @@ class Evaluation:
             exactly the requests they count as finished (SGLang, TensorRT-LLM); ``None`` otherwise, or when fewer
             than 20 are counted. It says how long the traffic is when the window finished nothing (a thrash may
             finish nothing for minutes).
+        tpot_is_itl: an answering target's TPOT histogram is its inter-token latency (``EngineSnapshot.tpot_is_itl``),
+            which on some engines observes one gap per step, not per token
+            (:func:`advisor.engines.catalog.itl_per_token`).
         window_tokens_per_request_from_histograms: mean prompt + generation tokens of a request over the window from
             the engines' per-request length histograms (vLLM, TGI: each histogram's sum ÷ count, so a mean over the
             requests it observed); ``None`` where a target lacks them or no request was observed.
@@ -260,6 +263,7 @@ class Evaluation:
     longest_sequence_tokens: float | None = None
     requests_paused_max: float | None = None
     lifetime_tokens_per_finished_request: float | None = None
+    tpot_is_itl: bool = False
     window_tokens_per_request_from_histograms: float | None = None
 
     def speculation_runs(self) -> bool:

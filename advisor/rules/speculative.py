@@ -45,6 +45,7 @@ from advisor import conventions as c
 from advisor.capacity.calibration import MODEL_ERROR_BOUND
 from advisor.capacity.generation import parse_version
 from advisor.capacity.spec_speedup import DraftLengthChoice, best_draft_length, speculative_speedup
+from advisor.engines.catalog import itl_per_token
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
@@ -167,11 +168,13 @@ def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
     return out
 
 
-def _per_token(ev: Evaluation) -> tuple[float | None, float | None]:
+def _per_token(ev: Evaluation, tokens_per_round: float = 1.0) -> tuple[float | None, float | None]:
     """(measured mean TPOT, the latency model's TPOT without speculation at the same batch, context and prefill
     share), seconds, from the window (:func:`advisor.rules.observation.window_observation`: at least
     :data:`~advisor.rules.observation.MIN_REQUESTS` observations, or any over :data:`MIN_MEASURED_TOKENS` generated
-    tokens); ``(None, None)`` where either is unknown. The
+    tokens); ``(None, None)`` where either is unknown. Where the TPOT histogram is an inter-token latency observed
+    once per engine step (vLLM before its per-request TPOT, 0.11; :func:`advisor.engines.catalog.itl_per_token`), a
+    gap is a whole round: it is divided by ``tokens_per_round`` (the measured acceptance length). The
     model's decode factor is not calibrated on a speculating engine (:mod:`advisor.online_calibration`), so its
     plain step is the published calibration's, or the deployment's prefill-calibrated model."""
     obs = window_observation(ev)
@@ -188,6 +191,9 @@ def _per_token(ev: Evaluation) -> tuple[float | None, float | None]:
             measured = mean
     if measured is None:
         return None, None
+    if ev.tpot_is_itl and not itl_per_token(ev.ctx.engine):
+        # one gap per step per request: a speculative round's ``tokens_per_round`` tokens arrive in one gap
+        measured /= max(1.0, tokens_per_round)
     try:
         plain = latency_model(ev).predicted_tpot(ev.ctx.inputs, gpu, obs)
     except (CapacityError, ValueError):
@@ -271,7 +277,7 @@ class SpeculativeRule:
                 choice = best_draft_length(step, batch, known, max(len(known), math.ceil(k - 1e-9)), share)
         except (CapacityError, ValueError):
             return None
-        measured_tpot, plain_tpot = _per_token(ev)
+        measured_tpot, plain_tpot = _per_token(ev, length)
         return Measured(batch, context, length, k, speedup, choice, sp.drafts, share, measured_tpot, plain_tpot)
 
     def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any], Measured | None]:

@@ -141,6 +141,7 @@ class StepCost:
     serial_kv_seconds_per_seq: float = 0.0
     serial_attention_seconds_per_seq: float = 0.0
     roofline_exponent: float = 0.0
+    pipeline_stages: int = 1
 
     @classmethod
     def from_capacity(
@@ -184,6 +185,7 @@ class StepCost:
             serial_kv_seconds_per_seq=max(0.0, mw.attention_memory_per_seq - serial_kv * window),
             serial_attention_seconds_per_seq=max(0.0, mw.attention_compute_per_seq - serial_pair * window),
             roofline_exponent=m0.roofline_exponent,
+            pipeline_stages=m0.pipeline_stages,
         )
 
     def scaled(self, decode_ratio: float, prefill_ratio: float, decode_overhead_ratio: float = 1.0) -> StepCost:
@@ -226,28 +228,35 @@ class StepCost:
             serial_kv_seconds_per_seq=self.serial_kv_seconds_per_seq / decode_ratio,
             serial_attention_seconds_per_seq=self.serial_attention_seconds_per_seq / prefill_ratio,
             roofline_exponent=self.roofline_exponent,
+            pipeline_stages=self.pipeline_stages,
         )
 
     def seconds(self, tokens: int, samples: int, kv_tokens: int, pairs: float) -> float:
         """One step processing ``tokens`` tokens, sampling ``samples`` sequences, touching ``kv_tokens`` KV
-        entries and computing ``pairs`` attention (query, key) pairs."""
-        memory = self.weights_seconds + self.kv_seconds_per_token * kv_tokens + self.kv_seconds_per_seq * samples
+        entries and computing ``pairs`` attention (query, key) pairs. At ``pipeline_stages`` PP stages the work that
+        grows with the step's sequences is paid ``PP ÷ min(PP, samples)`` times
+        (:func:`advisor.capacity.perf.pipeline_fill`): fewer sequences than stages leave stages idle."""
+        pp = self.pipeline_stages
+        fill = 1.0 if pp <= 1 else pp / min(float(pp), max(1.0, float(samples)))
+        memory = self.weights_seconds + fill * (
+            self.kv_seconds_per_token * kv_tokens + self.kv_seconds_per_seq * samples
+        )
         if self.expert_seconds:
-            memory -= self.expert_seconds * self.expert_untouched_base**tokens
-        compute = (
+            memory -= self.expert_seconds * self.expert_untouched_base ** (tokens * fill)
+        compute = fill * (
             self.matmul_seconds_per_token * tokens
             + self.lm_head_seconds_per_sample * samples
             + self.attention_seconds_per_pair * pairs
             + self.attention_seconds_per_seq * samples
         )
-        serial_kv = self.serial_kv_seconds_per_token * kv_tokens + self.serial_kv_seconds_per_seq * samples
-        serial_attention = (
+        serial_kv = fill * (self.serial_kv_seconds_per_token * kv_tokens + self.serial_kv_seconds_per_seq * samples)
+        serial_attention = fill * (
             self.serial_attention_seconds_per_pair * pairs + self.serial_attention_seconds_per_seq * samples
         )
         return (
             roofline(memory, compute, self.roofline_exponent)
             + self.comm_fixed_seconds
-            + self.comm_seconds_per_token * tokens
+            + fill * self.comm_seconds_per_token * tokens
             + (serial_kv if serial_kv > serial_attention else serial_attention)
             + self.overhead_seconds
             + self.overhead_seconds_per_seq * samples

@@ -14,7 +14,14 @@ import pytest
 from advisor.capacity.hardware import get_gpu
 from advisor.capacity.kv import CapacityInputs
 from advisor.capacity.models import get_preset
-from advisor.capacity.perf import decode_step_seconds, decode_tokens_per_second, mixed_step_seconds
+from advisor.capacity.perf import (
+    decode_step_seconds,
+    decode_tokens_per_second,
+    mixed_step_seconds,
+    prefill_batch_seconds,
+    prefill_seconds,
+)
+from advisor.sim.engine import StepCost
 
 LLAMA_8B = get_preset("llama-3.1-8b")
 H100 = get_gpu("h100-sxm")
@@ -49,3 +56,51 @@ def test_the_mixed_step_is_the_decode_step_without_prompts() -> None:
     added_one = mixed_step_seconds(ONE, H100, 64, 1000, 1.0, 4000) - decode_step_seconds(ONE, H100, 64, 1000)
     added_two = mixed_step_seconds(PP2, H100, 64, 1000, 1.0, 4000) - decode_step_seconds(PP2, H100, 64, 1000)
     assert 0 < added_two <= added_one
+
+
+# --- fewer sequences than stages (found by a breaker): one sequence is one micro-batch that passes every stage ------
+
+MIXTRAL = get_preset("mixtral-8x7b")
+H200 = get_gpu("h200")
+
+
+def _moe(pp: int) -> CapacityInputs:
+    return CapacityInputs(
+        model=MIXTRAL, gpu_memory_bytes=H200.memory_bytes, max_model_len=8192, pipeline_parallel_size=pp
+    )
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_a_lone_sequence_of_a_moe_reads_its_experts_on_every_stage(pp: int) -> None:
+    # one token picks 2 of 8 experts a layer, on whichever stage holds the layer: a PP replica streams the same
+    # experts per token as PP 1 (plus a rotary cache a stage); it was priced at micro-batches of 1/PP of a token,
+    # PP 2 then decoding faster than TP 2
+    one = decode_step_seconds(_moe(1), H200, batch=1, mean_context_tokens=1000)
+    staged = decode_step_seconds(_moe(pp), H200, batch=1, mean_context_tokens=1000)
+    assert staged == pytest.approx(one, rel=0.02)
+
+
+def test_fewer_sequences_than_stages_leave_stages_idle() -> None:
+    # PP 4 with 2 sequences: two micro-batches in flight, each token still passes the 4 stages; the time between a
+    # sequence's tokens is the same as with 4 sequences (each stage then holds one)
+    pp4 = dataclasses.replace(ONE, pipeline_parallel_size=4)
+    assert decode_step_seconds(pp4, H100, 2, 1000) == pytest.approx(decode_step_seconds(pp4, H100, 4, 1000))
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_a_lone_prompt_passes_the_stages_in_turn(pp: int) -> None:
+    # a 4,096-token prompt alone: every stage's FLOPs in a row, the whole model's, as at PP 1 (not a quarter at PP 4)
+    staged = dataclasses.replace(ONE, pipeline_parallel_size=pp)
+    assert prefill_seconds(staged, H100, 4096) == pytest.approx(prefill_seconds(ONE, H100, 4096), rel=0.01)
+    # and PP prompts at once fill the stages: about PP times the throughput of one at a time at PP 1's cost each
+    many = prefill_batch_seconds(staged, H100, 4096, prompts=pp)
+    assert many == pytest.approx(prefill_batch_seconds(ONE, H100, 4096, prompts=pp) / pp, rel=0.05)
+
+
+@pytest.mark.parametrize("pp", [1, 2, 4])
+def test_the_simulator_s_step_prices_a_lone_prompt_as_the_prefill_does(pp: int) -> None:
+    staged = dataclasses.replace(ONE, pipeline_parallel_size=pp)
+    cost = StepCost.from_capacity(staged, H100)
+    tokens = 8192
+    sim = cost.seconds(tokens, 1, tokens, tokens * tokens / 2)
+    assert sim == pytest.approx(prefill_batch_seconds(staged, H100, tokens), rel=0.02)

@@ -219,3 +219,16 @@ def test_the_measured_loss_clears_only_past_its_margin() -> None:
     assert RULE.fires(e).holds is False
     assert RULE.clears(e).holds is False
     assert RULE.clears(_timed(HIGH, _plain_tpot() / 0.9)).holds is True
+
+
+def test_a_per_step_inter_token_latency_is_a_round_not_a_token() -> None:
+    # vLLM before its per-request TPOT (0.11) has only inter-token latency, one gap per engine step per request
+    # (v1/metrics/stats.py update_from_output): a round of HIGH's 3.0 tokens in 2.5 plain steps is one 2.5-step gap,
+    # 0.83 of a plain step per token: a win, not a loss
+    e = dataclasses.replace(_timed(HIGH, 2.5 * _plain_tpot()), tpot_is_itl=True)
+    assert RULE.fires(e).holds is False
+    assert RULE.propose(e) == []
+    # SGLang divides a multi-token interval by its tokens (collector.py): its inter-token latency is per token, and
+    # 2.5 plain steps a token is a loss
+    sglang = dataclasses.replace(e, ctx=dataclasses.replace(e.ctx, engine="sglang"))
+    assert RULE.fires(sglang).holds is True
