@@ -28,7 +28,11 @@ the engine's own time per token instead: where the latency model's TPOT without 
 context and prefill share, is below ``MEASURED_LOSS_BOUND`` (0.75, the model's error bound) of the TPOT the engine
 measures with it, speculation makes every token slower than plain decoding would, and the rule turns it off
 (sgl-project/SpecForge#339: EAGLE-3 on Qwen3-30B-A3B at one stream, 6.26 ms a token against 4.49 ms without;
-vllm-project/vllm#35387's MTP at one request: 46 ms against 17.5 ms a plain step).
+vllm-project/vllm#35387's MTP at one request: 46 ms against 17.5 ms a plain step). A gap of an inter-token-latency
+histogram that is observed once per engine step (vLLM before its per-request TPOT) is a whole round there, divided by
+the measured acceptance length. Once a running speculation was measured as a loss, the enable side does not propose
+speculation for that deployment again for ``REENABLE_AFTER_SECONDS`` (24 h; remembered by the daemon's rule, not
+across a restart): with it off, the same small batch still misses TPOT, and enabling it again would flip the advice.
 
 Speculation running, not measured (no draft counter, or fewer than ``MIN_DRAFTS`` drafts in the window): more than
 ``disable_above_batch_per_replica`` sequences per replica while TPOT misses its target → disable.
@@ -83,6 +87,10 @@ model's TPOT ``P'`` errs from the engine's plain TPOT ``P`` within its bound
 (:data:`advisor.capacity.calibration.MODEL_ERROR_BOUND`, 25 %: ``P' ≥ 0.75 P``), so a measured TPOT ``M`` with
 ``P' ÷ M < 0.75`` is above ``P``: the engine decodes slower with speculation than it would without, unless the model
 errs beyond its bound."""
+REENABLE_AFTER_SECONDS: Final = 24 * 3600.0
+"""How long after a running speculation was measured as a loss the enable side stays quiet for that deployment: the
+loss is a property of the model, draft and GPU, not of the hour's traffic, and enabling it again would undo the
+advice that turned it off."""
 MIN_MEASURED_TOKENS: Final = 100
 """Generated tokens in the window below which a TPOT mean over fewer than
 :data:`~advisor.rules.observation.MIN_REQUESTS` requests is not read as the engine's time per token."""
@@ -241,6 +249,9 @@ class SpeculativeRule:
         self.disable_by = disable_by_batch_size
         self.disable_above = disable_above_batch_per_replica
         self._for = for_seconds
+        self._measured_loss_at: dict[str, float] = {}
+        """Deployment name → when a running speculation was last measured as a loss (unix s): the enable side does
+        not propose it again for :data:`REENABLE_AFTER_SECONDS` (kept in memory: a restart forgets it)."""
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -307,8 +318,10 @@ class SpeculativeRule:
                 f"{measured.speedup:.2f}×"
             )
             if measured.speedup < LOSS_BOUND:
+                self._measured_loss_at[ev.ctx.name] = ev.now
                 return True, reason, evidence, measured
             if measured.per_token_loss():
+                self._measured_loss_at[ev.ctx.name] = ev.now
                 return True, reason + _per_token_text(measured), evidence, measured
             if measured.speedup >= CLEAR_WIN:
                 return False, reason + " (a clear win)", evidence, measured
@@ -325,6 +338,15 @@ class SpeculativeRule:
         else:
             holds = tpot_ok < ev.ctx.slo.target_ratio and 0 < batch <= self.max_batch
             reason = f"{batch:.1f} sequences per replica; {tpot_ok:.0%} of requests within TPOT"
+            lost = self._measured_loss_at.get(ev.ctx.name)
+            if holds and lost is not None and 0 < ev.now - lost < REENABLE_AFTER_SECONDS:
+                # the speculation this would enable was measured costing on this deployment: proposing it again
+                # would flip the advice back and forth
+                holds = False
+                reason += (
+                    f"; speculation was measured as a loss here {(ev.now - lost) / 60:.0f} min ago: not proposed "
+                    f"again for {REENABLE_AFTER_SECONDS / 3600:.0f} h"
+                )
         return holds, reason, evidence, None
 
     def _big_batch_miss(self, evidence: dict[str, Any], tpot_ok: float | None, ev: Evaluation) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from advisor.capacity.speculative import SpeculativeDraft
-from advisor.rules.speculative import SpeculativeRule, _per_token
+from advisor.rules.speculative import REENABLE_AFTER_SECONDS, SpeculativeRule, _per_token
 from advisor.telemetry import SpeculationWindow
 from tests.rules.helpers import ctx, ev, hist
 
@@ -232,3 +232,20 @@ def test_a_per_step_inter_token_latency_is_a_round_not_a_token() -> None:
     # 2.5 plain steps a token is a loss
     sglang = dataclasses.replace(e, ctx=dataclasses.replace(e.ctx, engine="sglang"))
     assert RULE.fires(sglang).holds is True
+
+
+def test_a_speculation_measured_as_a_loss_is_not_enabled_again_for_a_day() -> None:
+    """vllm-project/vllm#35387's shape: MTP measured at 2× the plain TPOT at a small batch is turned off; with it off
+    the small batch still misses TPOT, and the enable side would propose the same speculation again. It does not for
+    REENABLE_AFTER_SECONDS (24 h), then may."""
+    rule = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
+    loss = dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=1_000.0)
+    assert rule.fires(loss).holds is True
+    off = dataclasses.replace(_ev(None, requests_running=2, tpot_ok=0.5), now=1_000.0 + 600)
+    fired = rule.fires(off)
+    assert fired.holds is False and "measured as a loss" in fired.reason
+    assert rule.propose(off) == []
+    later = dataclasses.replace(off, now=1_000.0 + REENABLE_AFTER_SECONDS + 1)
+    assert rule.fires(later).holds is True
+    # another deployment's loss says nothing of this one
+    assert SpeculativeRule().fires(off).holds is True
