@@ -48,7 +48,7 @@ from advisor.engines.catalog import (
 )
 from advisor.errors import CapacityError
 from advisor.redact import redact_url
-from advisor.rules.base import DeploymentContext, Evaluation
+from advisor.rules.base import DeploymentContext, Evaluation, LazyFloat
 from advisor.telemetry import (
     START_TIME_TOLERANCE_SECONDS,
     WindowAccumulator,
@@ -1044,7 +1044,9 @@ def evaluate_deployment(
         longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
         requests_paused_max=_paused_max(windows),
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
-        window_tokens_per_request_from_histograms=_window_histogram_request_tokens(windows, mml),
+        window_tokens_per_request_from_histograms=LazyFloat(
+            functools.partial(_window_histogram_request_tokens, windows, mml)
+        ),
         tpot_is_itl=any(snap.tpot_is_itl for snap in latest),
     )
 

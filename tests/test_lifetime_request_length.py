@@ -235,3 +235,19 @@ def test_a_mean_longer_than_the_context_is_unknown() -> None:
     window = [_at(0, 0, 0, 0), _at(80_000, 10, 0, 10)]
     assert window_mean([(None, window)], 4_096) is None  # type: ignore[list-item]
     assert window_mean([(None, window)], 8_192) == pytest.approx(8_000.0)  # type: ignore[list-item]
+
+
+def test_the_window_mean_is_computed_once_when_first_asked() -> None:
+    from advisor.rules.base import LazyFloat
+
+    calls: list[int] = []
+
+    def compute() -> float:
+        calls.append(1)
+        return 1_200.0
+
+    lazy = LazyFloat(compute)
+    assert calls == []  # an evaluation that no cap rule reads never walks the window
+    assert lazy() == lazy() == 1_200.0
+    assert calls == [1]
+    assert lazy == LazyFloat(lambda: 1_200.0) and lazy != LazyFloat(lambda: None)

@@ -15,7 +15,7 @@ does it for every rule alike, as Prometheus's rule manager does for alerting rul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,6 +94,35 @@ class KedaScaling:
     namespace: str | None
     min_replicas: int
     max_replicas: int
+
+
+class LazyFloat:
+    """A number computed when first asked (``lazy()``) and remembered: for an :class:`Evaluation` figure that walks
+    the whole window and only some rules read. Two are equal when their values are (an evaluation compares by its
+    figures, not by how they are computed)."""
+
+    __slots__ = ("_compute", "_done", "_value")
+
+    def __init__(self, compute: Callable[[], float | None]) -> None:
+        """``compute``: returns the value (``None``: unknown); called at most once."""
+        self._compute = compute
+        self._value: float | None = None
+        self._done = False
+
+    def __call__(self) -> float | None:
+        if not self._done:
+            self._value = self._compute()
+            self._done = True
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyFloat) and self() == other()
+
+    def __hash__(self) -> int:
+        return hash(self())
+
+    def __repr__(self) -> str:
+        return f"LazyFloat({self()!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +231,11 @@ class Evaluation:
         tpot_is_itl: an answering target's TPOT histogram is its inter-token latency (``EngineSnapshot.tpot_is_itl``),
             which on some engines observes one gap per step, not per token
             (:func:`advisor.engines.catalog.itl_per_token`).
-        window_tokens_per_request_from_histograms: mean prompt + generation tokens of a request over the window from
-            the engines' per-request length histograms (vLLM, TGI: each histogram's sum ÷ count, so a mean over the
-            requests it observed); ``None`` where a target lacks them or no request was observed.
+        window_tokens_per_request_from_histograms: returns the mean prompt + generation tokens of a request over the
+            window from the engines' per-request length histograms (vLLM, TGI: each histogram's sum ÷ count, so a
+            mean over the requests it observed), ``None`` where a target lacks them or no request was observed;
+            computed when first asked and remembered (it walks every scrape of the window, and only a context cap's
+            check reads it); ``None``: not available.
         longest_sequence_tokens: the longest sequence an answering engine has held since it started (llama.cpp
             ``n_tokens_max``), the largest over targets; ``None`` unknown. A request that long was served.
         requests_paused_max: requests the engines paused (TensorRT-LLM ``MAX_UTILIZATION``:
@@ -264,7 +295,7 @@ class Evaluation:
     requests_paused_max: float | None = None
     lifetime_tokens_per_finished_request: float | None = None
     tpot_is_itl: bool = False
-    window_tokens_per_request_from_histograms: float | None = None
+    window_tokens_per_request_from_histograms: LazyFloat | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

@@ -302,7 +302,8 @@ def tokens_per_finished_request(ev: Evaluation) -> float | None:
     ):
         length = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
         counted = length if length > 0 else None
-    known = [v for v in (counted, ev.window_tokens_per_request_from_histograms) if v is not None]
+    lazy = ev.window_tokens_per_request_from_histograms
+    known = [v for v in (counted, lazy() if lazy is not None else None) if v is not None]
     return max(known) if known else None
 
 
