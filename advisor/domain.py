@@ -303,6 +303,14 @@ SNAPSHOT_COUNT_FIELDS: Final = (
     "requests_finished_total",
 )
 """:class:`EngineSnapshot`'s request gauges and token/preemption counters: the engine's counts of its load."""
+SNAPSHOT_REQUEST_LENGTH_FIELDS: Final = (
+    "request_prompt_tokens_sum",
+    "request_prompt_tokens_count",
+    "request_generation_tokens_sum",
+    "request_generation_tokens_count",
+)
+""":class:`EngineSnapshot`'s per-request length histograms' sums and counts: (sum, count) of the prompt's, then of the
+generation's."""
 SNAPSHOT_SECONDS_FIELDS: Final = ("generation_seconds_total", "prompt_seconds_total")
 """:class:`EngineSnapshot`'s cumulative seconds counters (llama.cpp's)."""
 SNAPSHOT_HISTOGRAM_FIELDS: Final = ("ttft", "tpot", "e2e", "queue_time")

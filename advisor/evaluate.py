@@ -39,7 +39,14 @@ from advisor.capacity.kv import capacity_pass
 from advisor.capacity.model_label import ModelLabelMismatch, compare_model_label
 from advisor.capacity.precision import kv_bytes_per_element
 from advisor.deployment_view import DeploymentView, EngineView
-from advisor.domain import EngineSnapshot, Histogram, PoolReading, RankValues, TimedSnapshot
+from advisor.domain import (
+    SNAPSHOT_REQUEST_LENGTH_FIELDS,
+    EngineSnapshot,
+    Histogram,
+    PoolReading,
+    RankValues,
+    TimedSnapshot,
+)
 from advisor.engines.catalog import (
     counters_advance_during_decode,
     reported_settings,
@@ -596,19 +603,11 @@ def _histogram_request_tokens(latest: Sequence[EngineSnapshot], max_model_len: i
     return _mean_request_tokens(p_sum, p_count, g_sum, g_count, max_model_len, least=MIN_LIFETIME_FINISHED)
 
 
-REQUEST_LENGTH_FIELDS: Final = (
-    "request_prompt_tokens_sum",
-    "request_prompt_tokens_count",
-    "request_generation_tokens_sum",
-    "request_generation_tokens_count",
-)
-"""The per-request length histograms' snapshot fields: (sum, count) of the prompt's, then of the generation's."""
-
-
 def _lengths(snap: EngineSnapshot) -> tuple[float, float, float, float] | None:
-    """The snapshot's :data:`REQUEST_LENGTH_FIELDS`, or ``None`` when one is unknown (NaN, ±Inf, absent) or the
-    values are impossible for a histogram: a negative value, or tokens observed over no request."""
-    values = [getattr(snap, name) for name in REQUEST_LENGTH_FIELDS]
+    """The snapshot's :data:`~advisor.domain.SNAPSHOT_REQUEST_LENGTH_FIELDS`, or ``None`` when one is unknown (NaN,
+    ±Inf, absent) or the values are impossible for a histogram: a negative value, or tokens observed over no
+    request."""
+    values = [getattr(snap, name) for name in SNAPSHOT_REQUEST_LENGTH_FIELDS]
     if any(v is None or not math.isfinite(v) or v < 0 for v in values):
         return None
     p_sum, p_count, g_sum, g_count = values
@@ -655,18 +654,10 @@ def _window_histogram_request_tokens(windows: Windows, max_model_len: int | None
     for _, window in windows:
         if len(window) < 2:
             continue
-        base = restart_flags(window)
         kept: list[tuple[float, float, float, float]] = []
         flags: list[bool] = []
         pending = False  # a restart seen since the last kept scrape
-        last: list[float | None] = [None, None, None, None]
-        for snap, restarted in zip(window, base, strict=True):
-            raw = [getattr(snap, name) for name in REQUEST_LENGTH_FIELDS]
-            for k, value in enumerate(raw):
-                if value is not None and math.isfinite(value):
-                    previous = last[k]
-                    restarted = restarted or (previous is not None and value < previous)
-                    last[k] = value
+        for snap, restarted in zip(window, restart_flags(window, SNAPSHOT_REQUEST_LENGTH_FIELDS), strict=True):
             pending = pending or restarted
             lengths = _lengths(snap)
             if lengths is None:

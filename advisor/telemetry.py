@@ -706,12 +706,13 @@ _COUNTER_FIELDS = (
 )
 
 
-def restart_flags(snapshots: Sequence[EngineSnapshot]) -> list[bool]:
+def restart_flags(snapshots: Sequence[EngineSnapshot], also: Sequence[str] = ()) -> list[bool]:
     """``flags[i]``: the engine restarted between the last snapshot that knew a quantity and snapshot i.
 
     Evidence: ``process_start_time_seconds`` moved by more than :data:`START_TIME_TOLERANCE_SECONDS`, any
-    cumulative counter went down, or the TTFT/TPOT histogram count went down (same bounds). One restart
-    resets every counter, so the flags are applied to all of them.
+    cumulative counter (the token, request and preemption counters, and the snapshot fields named in ``also``)
+    went down, or the TTFT/TPOT histogram count went down (same bounds). One restart resets every counter, so the
+    flags are applied to all of them.
     """
     flags: list[bool] = []
     last_start: float | None = None
@@ -724,7 +725,7 @@ def restart_flags(snapshots: Sequence[EngineSnapshot]) -> list[bool]:
             if last_start is not None and abs(start - last_start) > START_TIME_TOLERANCE_SECONDS:
                 restarted = True
             last_start = start
-        for name in _COUNTER_FIELDS:
+        for name in (*_COUNTER_FIELDS, *also):
             value = _known(getattr(snap, name))
             if value is None:
                 continue

@@ -381,19 +381,18 @@ def timed_inputs(inputs: CapacityInputs) -> CapacityInputs:
     return inputs
 
 
-def pipeline_fill(inputs: CapacityInputs, sequences: float) -> float:
-    """How many times a step's per-sequence work is paid per token at PP stages with ``sequences`` sequences in the
-    step: ``PP ÷ min(PP, sequences)`` (1 without stages). The engine runs up to PP micro-batches at once, each of
-    whole sequences (vLLM V1 ``max_concurrent_batches`` = PP; a request is in one batch in flight at a time), and a
-    token passes every stage in turn: with fewer sequences than stages the stages idle, and a lone sequence's token
-    (a lone prompt's tokens) costs the whole model's work, stage after stage.
+def pipeline_fill(stages: int, sequences: float) -> float:
+    """How many times a step's per-sequence work is paid per token at ``stages`` pipeline stages with ``sequences``
+    sequences in the step: ``PP ÷ min(PP, sequences)`` (1 without stages). The engine runs up to PP micro-batches at
+    once, each of whole sequences (vLLM V1 ``max_concurrent_batches`` = PP; a request is in one batch in flight at a
+    time), and a token passes every stage in turn: with fewer sequences than stages the stages idle, and a lone
+    sequence's token (a lone prompt's tokens) costs the whole model's work, stage after stage.
 
     Example: PP 4 and one prompt → 4 (its FLOPs, a quarter a stage, are paid four times in a row); 16 sequences → 1.
     """
-    pp = inputs.pipeline_parallel_size
-    if pp <= 1:
+    if stages <= 1:
         return 1.0
-    return pp / min(float(pp), max(1.0, sequences))
+    return stages / min(float(stages), max(1.0, sequences))
 
 
 def roofline(memory: float, compute: float, exponent: float = 0.0) -> float:
@@ -682,7 +681,7 @@ def prefill_batch_roofline(
     m = inputs.model
     tp = inputs.tensor_parallel_size
     pp = inputs.pipeline_parallel_size
-    fill = pipeline_fill(inputs, prompts)
+    fill = pipeline_fill(pp, prompts)
     body, lm_head = _matmul_parameters(inputs)
     # at PP stages (pipeline_fill): each stage holds 1/PP of the GEMMs and its layers' attention, KV and experts;
     # min(PP, prompts) micro-batches of whole prompts pass the stages at once, so the stage work is paid fill times
@@ -799,7 +798,7 @@ def mixed_step_seconds(
     m = inputs.model
     tp = inputs.tensor_parallel_size
     pp = inputs.pipeline_parallel_size
-    fill = pipeline_fill(inputs, decode_batch + prompts)  # the decode step's stages (above), filled or not
+    fill = pipeline_fill(pp, decode_batch + prompts)  # the decode step's stages (above), filled or not
     body, lm_head = _matmul_parameters(inputs)
     bandwidth = _bandwidth(gpu) * assumptions.memory_bandwidth_efficiency
     prefill_tokens = prompts * prompt_tokens

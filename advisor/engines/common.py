@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from operator import is_
 from typing import Any, Final, Generic, Literal, TypeVar
 
-from advisor.domain import Exposition, Histogram, Sample
+from advisor.domain import SNAPSHOT_REQUEST_LENGTH_FIELDS, Exposition, Histogram, Sample
 from advisor.sources.selective_parser import FrozenLabels
 
 Kind = Literal["gauge", "counter", "histogram", "info"]
@@ -710,26 +710,16 @@ def spec_decode_counters(scope: Scope, table: NameTable, ranks: Sequence[str]) -
     return out
 
 
-REQUEST_LENGTH_FIELDS: Final = (
-    "request_prompt_tokens_sum",
-    "request_prompt_tokens_count",
-    "request_generation_tokens_sum",
-    "request_generation_tokens_count",
-)
-"""The per-request length histograms' sums and counts, as :class:`~advisor.domain.EngineSnapshot` names them; a name
-table declares each as the ``counter`` of the histogram's ``_sum`` or ``_count`` sample."""
-
-
 def request_length_sums(scope: Scope, table: NameTable, ranks: Sequence[str]) -> dict[str, Any]:
-    """The snapshot's per-request length fields (:data:`REQUEST_LENGTH_FIELDS`) that ``table`` declares and the page
-    gives, each summed over ranks (:func:`first_total`); a missing, NaN, infinite or negative total is left out
-    (unknown), never 0.
+    """The snapshot's per-request length fields (:data:`~advisor.domain.SNAPSHOT_REQUEST_LENGTH_FIELDS`) that
+    ``table`` declares and the page gives, each summed over ranks (:func:`first_total`); a missing, NaN, infinite or
+    negative total is left out (unknown), never 0.
 
     Example: ``vllm:request_prompt_tokens_sum 9000``, ``vllm:request_prompt_tokens_count 3`` →
     ``{"request_prompt_tokens_sum": 9000.0, "request_prompt_tokens_count": 3.0}``.
     """
     out: dict[str, Any] = {}
-    for name in REQUEST_LENGTH_FIELDS:
+    for name in SNAPSHOT_REQUEST_LENGTH_FIELDS:
         aliases = table.get(name, ())
         total = first_total(scope, aliases, ranks)[1] if aliases else None
         if total is not None and math.isfinite(total) and total >= 0:

@@ -68,7 +68,13 @@ from typing import Protocol
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, capacity_pass
-from advisor.capacity.perf import DEFAULT_ASSUMPTIONS, PerfAssumptions, decode_step_model, roofline
+from advisor.capacity.perf import (
+    DEFAULT_ASSUMPTIONS,
+    PerfAssumptions,
+    decode_step_model,
+    pipeline_fill,
+    roofline,
+)
 
 __all__ = [
     "EngineConfig",
@@ -236,8 +242,7 @@ class StepCost:
         entries and computing ``pairs`` attention (query, key) pairs. At ``pipeline_stages`` PP stages the work that
         grows with the step's sequences is paid ``PP ÷ min(PP, samples)`` times
         (:func:`advisor.capacity.perf.pipeline_fill`): fewer sequences than stages leave stages idle."""
-        pp = self.pipeline_stages
-        fill = 1.0 if pp <= 1 else pp / min(float(pp), max(1.0, float(samples)))
+        fill = pipeline_fill(self.pipeline_stages, samples)
         memory = self.weights_seconds + fill * (
             self.kv_seconds_per_token * kv_tokens + self.kv_seconds_per_seq * samples
         )
