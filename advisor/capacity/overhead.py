@@ -45,6 +45,7 @@ from advisor.capacity.profiles import (
     FUSED_MOE_CHUNK_TOKENS,
     GPUS_PER_NVLINK_NODE,
     OVERHEAD_PROFILES,
+    PROFILE_HOLDS_HIDDEN_STATES_SINCE,
     TRITON_SAMPLER_BUFFER_BYTES,
     TRITON_SAMPLER_BYTES_PER_LOGIT,
     TRITON_TOPK_TOPP_SINCE,
@@ -123,11 +124,35 @@ def activation_peak_bytes(inputs: CapacityInputs) -> tuple[int, int]:
         sampler = logits * m.vocab_size * sampler_bytes_per_logit(inputs)
         if inputs.effective_sampler == "torch" and _triton_top_k_top_p(inputs):
             sampler += TRITON_SAMPLER_BUFFER_BYTES
+        sampler += held_hidden_states_bytes(inputs)
     encoder = encoder_profile(inputs)
     if encoder is not None:  # the encoder runs first; its outputs stay cached through both (advisor.capacity.encoder)
         forward = max(forward + encoder.output_bytes, encoder.peak_bytes)
         sampler += encoder.output_bytes
     return math.ceil(forward), math.ceil(sampler)
+
+
+def held_hidden_states_bytes(inputs: CapacityInputs) -> int:
+    """The hidden states V1's profile run keeps alive while the sampler warms up on one GPU, bytes:
+    ``(max_num_batched_tokens + 2 × sequences) × hidden × activation bytes`` from
+    :data:`~advisor.capacity.profiles.PROFILE_HOLDS_HIDDEN_STATES_SINCE` on (the dummy forward's output, its gather
+    at each sequence's last token and the sampler's random stand-in for it), else 0; ``sequences`` =
+    ``min(max_num_seqs, max_num_batched_tokens)``. Model Runner V2 (:func:`v2_sampler_warmup_bytes`) and V0 are
+    not priced by it.
+
+    Example: Qwen2.5-72B, bf16, 8,192 batched tokens, 1,024 sequences: (8,192 + 2,048) × 8,192 × 2 B = 160 MiB.
+    """
+    release = parse_version(inputs.engine_version)
+    if (
+        inputs.overhead_profile != "vllm-v1"
+        or inputs.uses_v2_model_runner
+        or release is None
+        or release < PROFILE_HOLDS_HIDDEN_STATES_SINCE
+    ):
+        return 0
+    tokens = inputs.profile_tokens
+    sequences = min(inputs.max_num_seqs, tokens)
+    return (tokens + 2 * sequences) * inputs.model.hidden_size * DTYPE_BYTES[inputs.compute_dtype]
 
 
 def v2_sampler_warmup_bytes(inputs: CapacityInputs) -> int:

@@ -354,11 +354,27 @@ the model's bf16 logits (2, held by ``_dummy_sampler_run``), their fp32 copy (4,
 place by the Triton kernel, their softmax (4, ``forward_native``) and the exponential noise ``q`` (4,
 ``random_sample``; ``probs.div_(q)`` in place) = 14. Checked on vLLM 0.19.0's own breakdown for gpt-oss-20b on an
 H100 at the default 1,024 sequences ("2.87 GiB for peak activation", llm-d-incubation/llm-d-planner at d3121e05):
-1,024 × 201,088 × 14 B + :data:`TRITON_SAMPLER_BUFFER_BYTES` = 2.76 GiB (the sorting sampler's 39 B: 7.48 GiB)."""
+1,024 × 201,088 × 14 B + :data:`TRITON_SAMPLER_BUFFER_BYTES` + the hidden states the profile holds
+(:data:`PROFILE_HOLDS_HIDDEN_STATES_SINCE`, 10,240 × 2,880 × 2 B) = 2.81 GiB (the sorting sampler's 39 B: 7.53
+GiB)."""
 
 TRITON_SAMPLER_BUFFER_BYTES: Final = 80 << 20
 """The Triton top-k/top-p kernel's own ``[num_programs, vocab]`` buffers for the outlier subset: "requiring around
 ~80MiB of extra VRAM" (vllm-project/vllm#33538)."""
+
+PROFILE_HOLDS_HIDDEN_STATES_SINCE: Final = (0, 9)
+"""The first vLLM release whose V1 ``GPUModelRunner.profile_run`` keeps the dummy forward's hidden states alive
+through the sampler warm-up: ``hidden_states, last_hidden_states = self._dummy_run(self.max_num_tokens,
+is_profile=True)`` (``_dummy_run`` ends ``return hidden_states, hidden_states[logit_indices]``, so both the
+``[max_num_batched_tokens, hidden]`` output and its ``[sequences, hidden]`` gather live), then
+``self._dummy_sampler_run(last_hidden_states)``, which replaces its input by ``torch.rand_like`` (one more
+``[sequences, hidden]``: "the dummy hidden states may contain special values, like inf or nan") before
+``compute_logits``; ``del hidden_states, output`` comes only after. The tuple form came with V1's pooling runner
+(``_dummy_pooler_run(hidden_states)`` needs every token's state), which 0.8.2 did not have ("vllm==0.8.2 V1 does not
+yet support Pooling models", vllm-project/vllm#15773): 0.9 is taken as the first release. Checked on vLLM 0.19.0's
+own breakdowns (llm-d-incubation/llm-d-planner at d3121e05, H100, 8,192 batched tokens, 1,024 sequences): Qwen2.5-72B
+at TP 2 logs 2.29 GiB of peak activation against Qwen2.5-7B's 2.21 GiB with the same vocabulary and sampler, the
+difference being the two models' hidden states (9,216 × (8,192 − 3,584) × 2 B = 81 MiB; 0.08 GiB logged)."""
 
 
 FLASHINFER_0_2_1_SAMPLER_BYTES_PER_LOGIT: Final = 10.0

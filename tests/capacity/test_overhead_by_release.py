@@ -190,6 +190,12 @@ def test_other_processes_shrink_the_pool_where_the_release_counts_them_and_refus
 # --- I. the sampler warm-up by install --------------------------------------------------------------------------
 
 
+HELD_HIDDEN = (2048 + 2 * 1024) * 4096 * 2
+"""V1 ≥ 0.9: the hidden states ``profile_run`` holds through the sampler warm-up for :func:`_sampler`'s Llama-3.1-8B
+(hidden 4,096, bf16): the dummy forward's 2,048 tokens, their gather at the 1,024 sequences' last tokens and
+``_dummy_sampler_run``'s ``torch.rand_like`` of it (``vllm/v1/worker/gpu_model_runner.py``)."""
+
+
 def _sampler(
     version: str | None, sampler: str | None = None, profile: str = "vllm-v1", v2_model_runner: bool | None = None
 ) -> int:
@@ -213,13 +219,14 @@ def test_flashinfer_sampler_is_the_image_default_on_v1_0_8_to_0_11() -> None:
     samples from probabilities with flashinfer 0.2.1: 2 + 4 + 4 = 10 B. From 0.12 FlashInfer is opt-in: the
     torch sampler's 39 B (sort values 4 + int64 indices 8 + torch.sort's scratch, measured on 0.11 logs)."""
     rows_vocab = 1024 * 128256
-    assert _sampler("0.10.2") == rows_vocab * 14
-    assert _sampler("0.11.0") == rows_vocab * 14
+    held = HELD_HIDDEN  # from 0.9 the profile run holds the dummy forward's hidden states through the warm-up
+    assert _sampler("0.10.2") == rows_vocab * 14 + held
+    assert _sampler("0.11.0") == rows_vocab * 14 + held
     assert _sampler("0.8.5") == rows_vocab * 10
-    assert _sampler("0.12.0") == rows_vocab * 39
+    assert _sampler("0.12.0") == rows_vocab * 39 + held
     assert _sampler(None) == rows_vocab * 39
-    assert _sampler("0.10.2", "torch") == rows_vocab * 39
-    assert _sampler("0.12.0", "flashinfer") == rows_vocab * 14
+    assert _sampler("0.10.2", "torch") == rows_vocab * 39 + held
+    assert _sampler("0.12.0", "flashinfer") == rows_vocab * 14 + held
 
 
 def test_flashinfer_sampler_is_the_default_again_from_0_21_where_the_gpu_runs_it() -> None:
@@ -229,11 +236,11 @@ def test_flashinfer_sampler_is_the_default_again_from_0_21_where_the_gpu_runs_it
     (7.5 ≤ capability ≤ 12.1), e.g. a V100 (7.0)."""
     rows_vocab = 1024 * 128256
     # 0.20's torch sampler no longer sorts: the Triton top-k/top-p kernel (0.17+) masks in place, 14 B + ~80 MiB
-    assert _sampler("0.20.0") == rows_vocab * 14 + (80 << 20)
-    assert _sampler("0.21.0") == rows_vocab * 14
+    assert _sampler("0.20.0") == rows_vocab * 14 + (80 << 20) + HELD_HIDDEN
+    assert _sampler("0.21.0") == rows_vocab * 14 + HELD_HIDDEN
     # the V1 runner's warm-up (VLLM_USE_V2_MODEL_RUNNER=0): 0.28 defaults Llama to Model Runner V2, whose dummy
     # sampler holds the bf16 logits alone (test_v2_model_runner.py), 1024 rows (2048 batched tokens) × 2 B
-    assert _sampler("0.28.0", v2_model_runner=False) == rows_vocab * 14
+    assert _sampler("0.28.0", v2_model_runner=False) == rows_vocab * 14 + HELD_HIDDEN
     assert _sampler("0.28.0") == rows_vocab * 2
     from advisor.capacity.kv import default_sampler
 
@@ -279,8 +286,8 @@ def test_the_torch_sampler_stops_sorting_the_vocabulary_in_0_17() -> None:
     d3121e05), where the sort's 39 B would take 7.48 GiB; the 0.10/0.11-era image of llm-d-benchmark's table prints
     7.38 GiB for the same model and sequences."""
     rows_vocab = 1024 * 128256
-    assert _sampler("0.16.0") == rows_vocab * 39
-    assert _sampler("0.17.0") == rows_vocab * 14 + (80 << 20)
+    assert _sampler("0.16.0") == rows_vocab * 39 + HELD_HIDDEN
+    assert _sampler("0.17.0") == rows_vocab * 14 + (80 << 20) + HELD_HIDDEN
 
 
 @pytest.mark.parametrize(("version", "peak_gib"), [("0.19.0", 2.87), ("0.11.0", 7.38)])
@@ -288,9 +295,16 @@ def test_gpt_oss_20b_activation_peak_is_the_engine_s_own_breakdown(version: str,
     """The engines' "Actual usage is … for peak activation" for gpt-oss-20b on one H100 at the default 1,024
     sequences and 8,192 batched tokens, torch sampler: 2.87 GiB on 0.19.0 (llm-d-incubation/llm-d-planner at
     d3121e05), 7.38 GiB on the 0.10/0.11-era image (llm-d/llm-d-benchmark at 25933486, the sort's warm-up)."""
+    assert _h100_0_19_peak_gib("openai/gpt-oss-20b", version) == pytest.approx(peak_gib, rel=0.05)
+
+
+def _h100_0_19_peak_gib(model: str, version: str, tensor_parallel_size: int = 1) -> float:
+    """The activation peak (GiB) of ``model`` as the llm-d 0.19 sweep ran it: an H100 (79.19 GiB), 1,024
+    sequences, 8,192 batched tokens and context, V1's torch sampler, at ``version``."""
     inp = _inputs(
-        "openai/gpt-oss-20b",
+        model,
         79.19,
+        tensor_parallel_size=tensor_parallel_size,
         max_num_seqs=1024,
         max_num_batched_tokens=8192,
         max_model_len=8192,
@@ -298,7 +312,24 @@ def test_gpt_oss_20b_activation_peak_is_the_engine_s_own_breakdown(version: str,
         overhead_profile="vllm-v1",
         sampler="torch",
     )
-    assert max(activation_peak_bytes(inp)) / GIB == pytest.approx(peak_gib, rel=0.05)
+    return max(activation_peak_bytes(inp)) / GIB
+
+
+@pytest.mark.parametrize(("version", "difference_gib"), [("0.19.0", 0.08), ("0.8.5", 0.0)])
+def test_the_profile_holds_the_forward_s_hidden_states_through_the_sampler_warm_up(
+    version: str, difference_gib: float
+) -> None:
+    """vLLM 0.19.0 on an H100 at TP 2 (llm-d-incubation/llm-d-planner at d3121e05, 8,192 batched tokens, 1,024
+    sequences, the same 152,064-token vocabulary and torch sampler): "2.29 GiB for peak activation" for
+    Qwen2.5-72B-Instruct against "2.21 GiB" for Qwen2.5-7B-Instruct. Both peaks are the sampler warm-up's, whose
+    logits are the same size; ``profile_run`` keeps ``hidden_states`` ([8,192, hidden]) and
+    ``last_hidden_states`` ([1,024, hidden]) alive through it, and ``_dummy_sampler_run`` adds a ``rand_like``
+    of the latter: (8,192 + 2,048) × (8,192 − 3,584) × 2 B = 0.088 GiB, the logs' 0.08 within their rounding.
+    V1 0.8.x's ``_dummy_run`` returned only the gathered rows (no difference)."""
+    large, small = (
+        _h100_0_19_peak_gib(m, version, 2) for m in ("Qwen/Qwen2.5-72B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
+    )
+    assert large - small == pytest.approx(difference_gib, abs=0.011)
 
 
 LLMD_0_19 = (
