@@ -523,17 +523,31 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         ]
         if not values:
             continue
+        try:
+            mean = math.fsum(values) / len(values)
+            deviations = list(map(operator.sub, values, repeat(mean)))
+            var = math.fsum(map(operator.mul, deviations, deviations)) / len(values)  # (v − mean)²
+        except OverflowError:  # a gauge no float sum holds (1e308): not a count of requests, so unknown
+            continue
         peaks.append(max(values))
-        mean = math.fsum(values) / len(values)
         means.append(mean)
-        if len(values) >= 2:
-            var = math.fsum(map(pow, map(operator.sub, values, repeat(mean)), repeat(2))) / len(values)  # (v − mean)²
+        if len(values) >= 2 and math.isfinite(var):
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
-        peak=math.fsum(peaks) if peaks else None,
+        peak=_fsum_or_none(peaks),
         dispersion=max(dispersions) if dispersions else None,
-        mean=math.fsum(means) if means else None,
+        mean=_fsum_or_none(means),
     )
+
+
+def _fsum_or_none(values: Sequence[float]) -> float | None:
+    """``math.fsum(values)``; ``None`` when there are none or their sum overflows a float."""
+    if not values:
+        return None
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return None
 
 
 MIN_LIFETIME_FINISHED: Final = 20

@@ -40,6 +40,7 @@ Speculation running, not measured (no draft counter, or fewer than ``MIN_DRAFTS`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from advisor import conventions as c
 from advisor.capacity.calibration import MODEL_ERROR_BOUND
 from advisor.capacity.generation import parse_version
 from advisor.capacity.spec_speedup import DraftLengthChoice, best_draft_length, speculative_speedup
-from advisor.engines.catalog import itl_per_token
+from advisor.engines.catalog import counters_advance_during_decode, itl_per_token
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
@@ -94,6 +95,11 @@ advice that turned it off."""
 MIN_MEASURED_TOKENS: Final = 100
 """Generated tokens in the window below which a TPOT mean over fewer than
 :data:`~advisor.rules.observation.MIN_REQUESTS` requests is not read as the engine's time per token."""
+LITTLE_AGREEMENT: Final = 2.0
+"""How far the TPOT of the window's finished requests may exceed the engine's own interval between a sequence's tokens
+(:func:`token_interval_seconds`) and still be read as the engine's time per token: a request's TPOT is its decode time
+÷ (tokens − 1), so a consistent reading is at most twice the interval; beyond it the few requests that finished met
+steps the running sequences did not (a prefill chunk in each of a short request's gaps)."""
 CLEAR_MARGIN: Final = 0.05
 """How far above :data:`LOSS_BOUND` the bound must rise before a measured loss clears (hysteresis)."""
 CLEAR_WIN: Final = 1.5
@@ -182,7 +188,11 @@ def _per_token(ev: Evaluation, tokens_per_round: float = 1.0) -> tuple[float | N
     :data:`~advisor.rules.observation.MIN_REQUESTS` observations, or any over :data:`MIN_MEASURED_TOKENS` generated
     tokens); ``(None, None)`` where either is unknown. Where the TPOT histogram is an inter-token latency observed
     once per engine step (vLLM before its per-request TPOT, 0.11; :func:`advisor.engines.catalog.itl_per_token`), a
-    gap is a whole round: it is divided by ``tokens_per_round`` (the measured acceptance length). The
+    gap is a whole round: it is divided by ``tokens_per_round`` (the measured acceptance length). A TPOT of fewer
+    than ``MIN_REQUESTS`` requests more than :data:`LITTLE_AGREEMENT` times the engine's interval between a running
+    sequence's tokens (:func:`token_interval_seconds`) is not the engine's pace (unknown); a mean over more requests
+    is read as it is. The plain step is priced at the running
+    sequences' context where it exceeds the finished requests' (their KV is what a step reads). The
     model's decode factor is not calibrated on a speculating engine (:mod:`advisor.online_calibration`), so its
     plain step is the published calibration's, or the deployment's prefill-calibrated model."""
     obs = window_observation(ev)
@@ -190,23 +200,53 @@ def _per_token(ev: Evaluation, tokens_per_round: float = 1.0) -> tuple[float | N
     if obs is None or gpu is None:
         return None, None
     measured = obs.tpot_seconds
+    few = False
     if measured is None and ev.stats is not None:
         # fewer than MIN_REQUESTS requests finished (one stream at batch 1 finishes one a second): their mean time
-        # per token still averages every token they generated, which is what this compares
+        # per token is read while the window generated enough tokens, and only where it agrees with the engine's
+        # own interval between tokens (below)
         mean, n = histogram_mean(ev.stats.tpot)
         generated = ev.counter_deltas.get("generation_tokens")
         if mean is not None and n >= 1 and generated is not None and generated >= MIN_MEASURED_TOKENS:
-            measured = mean
+            measured, few = mean, True
     if measured is None:
         return None, None
     if ev.tpot_is_itl and not itl_per_token(ev.ctx.engine):
         # one gap per step per request: a speculative round's ``tokens_per_round`` tokens arrive in one gap
         measured /= max(1.0, tokens_per_round)
+    interval = token_interval_seconds(ev) if few else None
+    if interval is not None and measured > LITTLE_AGREEMENT * interval:
+        # the few requests that finished are not the engine's pace: short ones whose gaps fell on prefill chunks
+        return None, None
+    running_context = tokens_per_running_request(ev)
+    if running_context is not None and running_context > obs.context_tokens:
+        # the running sequences' KV, not the finished requests', is what each plain step would read
+        obs = dataclasses.replace(obs, context_tokens=running_context)
     try:
         plain = latency_model(ev).predicted_tpot(ev.ctx.inputs, gpu, obs)
     except (CapacityError, ValueError):
         return None, None
     return measured, plain
+
+
+def token_interval_seconds(ev: Evaluation) -> float | None:
+    """The engine's mean time between a running sequence's tokens over the window, by Little's law: mean running
+    sequences ÷ generated tokens per second, both over the deployment (seconds); ``None`` when either is unknown or
+    nothing was generated. A sequence that is prefilling counts as running and generates nothing, so this is at least
+    the decode interval; a request's own TPOT (decode time ÷ (tokens − 1)) exceeds it by at most 2× for consistent
+    readings (a two-token request's one gap against its two tokens' share of the running time). ``None`` too where
+    the engine's token counters move only when a request finishes
+    (:func:`advisor.engines.catalog.counters_advance_during_decode`: SGLang, llama.cpp): a short window's rate is then
+    whole requests' tokens, not the window's."""
+    if counters_advance_during_decode(ev.ctx.engine) is not True:
+        return None
+    s = ev.stats
+    if s is None or not s.generation_tokens_per_second or s.generation_tokens_per_second <= 0:
+        return None
+    running = ev.requests_running_mean if ev.requests_running_mean is not None else s.requests_running
+    if running is None or running <= 0:
+        return None
+    return running / s.generation_tokens_per_second
 
 
 def _per_token_text(m: Measured) -> str:
@@ -250,8 +290,20 @@ class SpeculativeRule:
         self.disable_above = disable_above_batch_per_replica
         self._for = for_seconds
         self._measured_loss_at: dict[str, float] = {}
-        """Deployment name → when a running speculation was last measured as a loss (unix s): the enable side does
-        not propose it again for :data:`REENABLE_AFTER_SECONDS` (kept in memory: a restart forgets it)."""
+        """Deployment name → when a running speculation was last measured as a loss held for the for-duration (unix
+        s): the enable side does not propose it again for :data:`REENABLE_AFTER_SECONDS` (kept in memory: a restart
+        forgets it)."""
+        self._loss_since: dict[str, float] = {}
+        """Deployment name → since when every measured reading has been a loss (unix s); a reading without one
+        clears it."""
+
+    def _note_loss(self, ev: Evaluation) -> None:
+        """Record a measured loss: remembered (:attr:`_measured_loss_at`) once the readings have held it for the
+        for-duration, as the rule would fire on it — a loss read in one window and gone in the next (a burst of
+        prefills) never turned speculation off, so it must not keep the enable side quiet for a day either."""
+        since = self._loss_since.setdefault(ev.ctx.name, ev.now)
+        if ev.now - since >= self._for:
+            self._measured_loss_at[ev.ctx.name] = ev.now
 
     def for_seconds(self) -> float:
         """Seconds the fire side must hold."""
@@ -318,11 +370,12 @@ class SpeculativeRule:
                 f"{measured.speedup:.2f}×"
             )
             if measured.speedup < LOSS_BOUND:
-                self._measured_loss_at[ev.ctx.name] = ev.now
+                self._note_loss(ev)
                 return True, reason, evidence, measured
             if measured.per_token_loss():
-                self._measured_loss_at[ev.ctx.name] = ev.now
+                self._note_loss(ev)
                 return True, reason + _per_token_text(measured), evidence, measured
+            self._loss_since.pop(ev.ctx.name, None)
             if measured.speedup >= CLEAR_WIN:
                 return False, reason + " (a clear win)", evidence, measured
             if tpot_ok is None:  # between the two: the batch threshold decides, and it needs TPOT

@@ -188,6 +188,12 @@ def test_running_load_reads_peak_and_dispersion_from_the_window() -> None:
     # samples outside the window do not count: only 30, 2 (t = 115, 130) → mean 16, variance 196 → 12.25
     assert running_load([view("a", [40, 30, 2])], now=130.0, window_seconds=20.0).dispersion == pytest.approx(12.25)
     assert running_load([view("a", [7])], now=100.0, window_seconds=60.0).dispersion is None
+    # a gauge no request count reaches (a broken exporter's 1e300, 1e308) is not read, and does not stop the others
+    # (its square overflowed and the whole deployment went unevaluated)
+    broken = running_load([view("a", [4.0, 1e300]), view("b", [4, 5, 3])], now=130.0, window_seconds=60.0)
+    assert broken.peak is not None and broken.mean is not None
+    over = running_load([view("a", [1e308, 1e308]), view("b", [4, 5, 3])], now=130.0, window_seconds=60.0)
+    assert (over.peak, over.mean) == (5, pytest.approx(4.0))
 
 
 def test_evaluate_deployment_carries_the_peak_and_dispersion_to_the_rule() -> None:

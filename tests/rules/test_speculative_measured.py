@@ -172,11 +172,12 @@ def test_sglang_measured_from_its_gauges_can_only_turn_speculation_off() -> None
 
 def _timed(spec: SpeculationWindow, tpot_seconds: float) -> Any:
     """4 sequences on one engine, 1 request/s of 500 prompt + 200 output tokens, 100 requests whose TPOT averages
-    ``tpot_seconds``."""
+    ``tpot_seconds``; the running sequences hold ~600 tokens each (0.55 % of the 432,000-token pool)."""
     tpot = hist((10.0, 100), total_sum=100 * tpot_seconds)
     return _ev(
         spec,
         tpot=tpot,
+        kv_cache_usage_ratio=0.0055,
         requests_finished_per_second=1.0,
         prompt_tokens_per_second=500.0,
         generation_tokens_per_second=200.0,
@@ -241,11 +242,66 @@ def test_a_speculation_measured_as_a_loss_is_not_enabled_again_for_a_day() -> No
     rule = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
     loss = dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=1_000.0)
     assert rule.fires(loss).holds is True
+    # held for the rule's 300 s for-duration, as the lifecycle turns it off
+    assert rule.fires(dataclasses.replace(loss, now=1_300.0)).holds is True
     off = dataclasses.replace(_ev(None, requests_running=2, tpot_ok=0.5), now=1_000.0 + 600)
     fired = rule.fires(off)
     assert fired.holds is False and "measured as a loss" in fired.reason
     assert rule.propose(off) == []
-    later = dataclasses.replace(off, now=1_000.0 + REENABLE_AFTER_SECONDS + 1)
+    later = dataclasses.replace(off, now=1_300.0 + REENABLE_AFTER_SECONDS + 1)
     assert rule.fires(later).holds is True
     # another deployment's loss says nothing of this one
     assert SpeculativeRule().fires(off).holds is True
+
+
+def test_a_loss_read_in_one_window_only_does_not_keep_speculation_off() -> None:
+    """A loss measured in one window and gone in the next never held for the for-duration, so it never turned
+    speculation off: the enable side stays free to propose it (the 24 h memory needs a loss the rule fired on)."""
+    rule = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
+    assert rule.fires(dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=1_000.0)).holds is True
+    assert rule.fires(dataclasses.replace(_timed(HIGH, 1.0 * _plain_tpot()), now=1_060.0)).holds is False
+    assert rule.fires(dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=1_400.0)).holds is True
+    off = dataclasses.replace(_ev(None, requests_running=2, tpot_ok=0.5), now=1_500.0)
+    assert rule.fires(off).holds is True
+
+
+def test_a_few_short_requests_slower_than_the_engine_s_own_pace_are_not_its_time_per_token() -> None:
+    """4 sequences generate 420 tokens/s (9.5 ms between a sequence's tokens, Little's law); the one request that
+    finished had two gaps, each on a 2,048-token prefill chunk, and averages 130 ms: its TPOT is not the engine's
+    pace, so no loss is read from it (it read 0.24× and turned a winning EAGLE off)."""
+    tpot = hist((10.0, 1), total_sum=0.130)
+    e = _ev(
+        HIGH,
+        tpot=tpot,
+        requests_finished_per_second=0.05,
+        prompt_tokens_per_second=500.0,
+        generation_tokens_per_second=420.0,
+    )
+    e = dataclasses.replace(e, counter_deltas={"generation_tokens": 420.0 * 30})
+    assert _per_token(e) == (None, None)
+    assert RULE.fires(e).holds is False
+    # the same request at the engine's pace (within twice its interval) is read
+    paced = dataclasses.replace(e, stats=dataclasses.replace(e.stats, tpot=hist((10.0, 1), total_sum=0.012)))
+    assert _per_token(paced)[0] == pytest.approx(0.012)
+
+
+def test_the_plain_step_is_priced_at_the_running_sequences_context() -> None:
+    """8 sequences hold 90 % of a 432,000-token pool (~48,600 tokens each) while the requests that finished were
+    short chats (500 + 200 tokens): a plain step reads the running sequences' KV, so the modelled plain TPOT is the
+    long context's, well above the short one's."""
+    long_running = _ev(
+        HIGH,
+        requests_running=8,
+        tpot=hist((10.0, 100), total_sum=100 * 0.02),
+        requests_finished_per_second=1.0,
+        prompt_tokens_per_second=500.0,
+        generation_tokens_per_second=400.0,
+    )
+    short_running = dataclasses.replace(
+        long_running, stats=dataclasses.replace(long_running.stats, kv_cache_usage_ratio=0.01)
+    )
+    long_plain, short_plain = _per_token(long_running)[1], _per_token(short_running)[1]
+    assert long_plain is not None and short_plain is not None
+    # 8 × 48,600 tokens × 128 KiB a token (Llama-3.1-8B bf16: 32 layers × 8 KV heads × 128 × 2 × 2 B) ≈ 51 GB more a
+    # step at 3.35 TB/s: at least 10 ms slower than the chats' plain step
+    assert long_plain - short_plain > 0.010
