@@ -41,6 +41,7 @@ from advisor.capacity.perf import (
     PrefillRoofline,
     decode_step_model,
     prefill_batch_roofline,
+    prefill_occupancy_seconds,
 )
 from advisor.capacity.queueing import (
     SLO,
@@ -136,6 +137,8 @@ def _engine(
         prefill_seconds=prefill.seconds,
         decode_step=step,
         request_overhead_seconds=assumptions.prefill_overhead_seconds,
+        # under pipeline stages a prompt holds each stage for its share while the others run other micro-batches
+        prefill_busy_seconds=prefill_occupancy_seconds(inputs, gpu, workload.prompt_tokens, None, assumptions),
     )
     return service, step, prefill, ceiling
 
@@ -324,9 +327,14 @@ def _finite(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else x
 
 
-def _closed_loop(batch: float, step: float, t_p: float, n_out: float, overhead: float = 0.0) -> tuple[float, float]:
+def _closed_loop(
+    batch: float, step: float, t_p: float, n_out: float, overhead: float = 0.0, busy: float | None = None
+) -> tuple[float, float]:
     """(prefill's share ``u`` of GPU time, mean prefill wait ``W_p`` in seconds) for ``batch`` sequences in
-    service in a closed loop (the next request is admitted as one leaves).
+    service in a closed loop (the next request is admitted as one leaves). ``busy``: the replica time a prefill takes
+    from the others' work where it is below its latency ``t_p`` (pipeline stages,
+    :func:`~advisor.capacity.perf.prefill_occupancy_seconds`; ``None`` = ``t_p``): it sets ``u = X·busy`` and the
+    wait, ``t_p`` stays in each sequence's cycle.
 
     Each sequence cycles through a prefill wait, its prefill and ``N`` decode steps stretched by the other
     sequences' prefills (``TPOT = step ÷ (1 − u·(B − 1)/B)``: one user's decode never shares the GPU with a
@@ -339,14 +347,16 @@ def _closed_loop(batch: float, step: float, t_p: float, n_out: float, overhead: 
     (1 + a + B)·u + B = 0``, ``a = N·step ÷ T_p``.
     """
 
+    held = t_p if busy is None else min(busy, t_p)
+
     def wait(u: float) -> float:
-        return min(u * t_p / (2 * (1 - u)), max(0.0, batch - 1) * t_p)
+        return min(u * held / (2 * (1 - u)), max(0.0, batch - 1) * held)
 
     others = (batch - 1) / batch  # a decoding sequence is stretched by the other sequences' prefills only
     lo, hi = 0.0, 1.0
     for _ in range(100):
         u = (lo + hi) / 2
-        if u - t_p * batch / (overhead + wait(u) + t_p + n_out * step / (1 - u * others)) < 0:
+        if u - held * batch / (overhead + wait(u) + t_p + n_out * step / (1 - u * others)) < 0:
             lo = u
         else:
             hi = u
@@ -476,11 +486,15 @@ def operating_point(
     service, step, prefill, ceiling = _engine(inputs, gpu, result, workload, assumptions)
     t_p, cap, n_out = prefill.seconds, service.batch_cap, workload.output_tokens
     d = service.request_overhead_seconds  # in TTFT, not in the GPU's time
+
+    def held(sequences: float) -> float:  # a prefill's replica time beside ``sequences`` others in flight
+        return prefill_occupancy_seconds(inputs, gpu, workload.prompt_tokens, sequences, assumptions)
+
     if concurrency is None:
         mu = max_stable_rate(workload, service)
-        share_full = mu * t_p
+        share_full = mu * service.prefill_occupancy_seconds
     else:  # the closed loop's own ceiling: every slot busy, the next user admitted as one leaves
-        share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out, d)
+        share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out, d, held(float(cap)))
         mu = cap / (d + wait_full + t_p + n_out * _closed_tpot(step(float(cap)), share_full, float(cap)))
     tpot_cap = (
         (step(float(cap)) / (1 - share_full) if share_full < 1 else math.inf)
@@ -531,7 +545,7 @@ def operating_point(
         busy = min(ranks, concurrency)
         users = concurrency / busy
         b = min(users, float(cap))
-        share, prefill_wait = _closed_loop(b, step(b), t_p, n_out, d)
+        share, prefill_wait = _closed_loop(b, step(b), t_p, n_out, d, held(b))
         tpot_b = _closed_tpot(step(b), share, b)
         done_busy = b / (d + prefill_wait + t_p + n_out * tpot_b)
         slot_wait = (users - b) / done_busy

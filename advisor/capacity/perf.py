@@ -85,6 +85,7 @@ __all__ = [
     "mixed_step_seconds",
     "prefill_batch_roofline",
     "prefill_batch_seconds",
+    "prefill_occupancy_seconds",
     "prefill_roofline",
     "prefill_seconds",
     "roofline",
@@ -720,6 +721,36 @@ def prefill_batch_seconds(
         CapacityError: as :func:`prefill_batch_roofline`.
     """
     return prefill_batch_roofline(inputs, gpu, prompt_tokens, prompts, assumptions).seconds
+
+
+def prefill_occupancy_seconds(
+    inputs: CapacityInputs,
+    gpu: GPUSpec,
+    prompt_tokens: float,
+    concurrent: float | None = None,
+    assumptions: PerfAssumptions = DEFAULT_ASSUMPTIONS,
+) -> float:
+    """The replica time one prompt's prefill takes from its other work, seconds: :func:`prefill_batch_seconds` of
+    one prompt without pipeline stages; at PP stages with ``concurrent`` micro-batches in flight (default PP: a
+    loaded replica's decode batch fills the stages), the prefill of ``k = min(PP, concurrent)`` prompts passing the
+    stages together ÷ ``k``. A prompt occupies each stage for its stage's share while the other stages run other
+    micro-batches (vLLM V1 ``EngineCore.step_with_batch_queue``, up to PP batches in flight), so its latency
+    (:func:`prefill_batch_seconds` of one prompt, every stage in turn) is not what it takes from the others'
+    throughput. Equal to that latency at PP 1 and for llama.cpp's layer split (one batch at a time,
+    :func:`timed_inputs`).
+
+    Example: Llama-3.1-8B on 4 stages, a 3,000-token prompt: alone it passes the four stages in turn (the whole
+    model's time); beside three other micro-batches it holds each stage a quarter of that.
+
+    Raises:
+        CapacityError: as :func:`prefill_batch_roofline`; ``concurrent`` < 1.
+    """
+    pp = timed_inputs(inputs).pipeline_parallel_size
+    if pp <= 1:
+        return prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, assumptions)
+    k = float(pp) if concurrent is None else min(float(pp), concurrent)
+    _check("concurrent", k, 1.0)
+    return prefill_batch_seconds(inputs, gpu, prompt_tokens, k, assumptions) / k
 
 
 def prefill_roofline(

@@ -104,3 +104,74 @@ def test_the_simulator_s_step_prices_a_lone_prompt_as_the_prefill_does(pp: int) 
     tokens = 8192
     sim = cost.seconds(tokens, 1, tokens, tokens * tokens / 2)
     assert sim == pytest.approx(prefill_batch_seconds(staged, H100, tokens), rel=0.02)
+
+
+def test_a_prompt_holds_each_stage_for_its_share_while_the_others_run_other_micro_batches() -> None:
+    """A 3,000-token prompt at PP 4 takes the whole model's time to pass the stages (its latency, TTFT), but beside
+    three other micro-batches it holds each stage for a quarter of that (vLLM V1 ``step_with_batch_queue``): its
+    share of a loaded replica is the lone latency ÷ ~4, where it was the whole latency (breaker: a PP 4 replica on
+    four GPUs served 1.17× one GPU's requests on a prefill-heavy load)."""
+    from advisor.capacity.perf import prefill_occupancy_seconds
+
+    pp4 = dataclasses.replace(ONE, pipeline_parallel_size=4)
+    lone = prefill_batch_seconds(pp4, H100, 3000)
+    assert prefill_occupancy_seconds(ONE, H100, 3000) == prefill_batch_seconds(ONE, H100, 3000)
+    held = prefill_occupancy_seconds(pp4, H100, 3000)
+    # 3,000 tokens × 2 × 8.03 G parameters ≈ 48 TFLOP: compute-bound, so four prompts in flight take about what one
+    # takes alone (the stages work in parallel), a quarter each; the weights (16 GB) are read once per four prompts
+    assert lone / 4 * 0.95 < held < lone / 4 * 1.1
+    # with one other sequence in flight only two stages are busy at once: half
+    assert prefill_occupancy_seconds(pp4, H100, 3000, concurrent=2) == pytest.approx(lone / 2, rel=0.1)
+
+
+def test_a_pipeline_replica_serves_its_stages_worth_of_prompts() -> None:
+    """``plan --concurrency 256`` with 3,000-token prompts (a prefill-heavy closed loop): four stages on four GPUs
+    serve over three times one GPU's requests (their FLOPs are four GPUs'), not 1.17× as when each prompt was
+    charged its whole latency as the replica's time; the lone prompt's TTFT term is the same."""
+    import json
+
+    from tests.inprocess import run_cli
+
+    def point(pp: int) -> dict[str, object]:
+        r = run_cli(
+            "plan",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "a100-80gb",
+            "--pp",
+            str(pp),
+            "--max-model-len",
+            "8192",
+            "--concurrency",
+            "256",
+            "--prompt-tokens",
+            "3000",
+            "--output-tokens",
+            "150",
+            "--json",
+        )
+        assert r.returncode == 0, r.stderr
+        out: dict[str, object] = json.loads(r.stdout)
+        return out
+
+    one, four = point(1), point(4)
+    ratio = float(four["output_tokens_per_second"]["per_replica"]) / float(
+        one["output_tokens_per_second"]["per_replica"]
+    )  # type: ignore[index]
+    assert 3.0 < ratio <= 4.5
+
+
+def test_the_latency_model_takes_a_pipelined_prompt_s_share_for_the_prefill_s_share_of_the_replica() -> None:
+    """The rules' ``ρ_p`` (``LatencyModel.prefill_share``) at PP 4: λ × a quarter of the prompt's GPU time, as the
+    replica's other stages run other micro-batches; the TTFT term (``prefill_busy_seconds``) keeps the latency."""
+    from advisor.capacity.calibration import LatencyModel, WindowObservation
+
+    model = LatencyModel.prior("vllm")
+    pp4 = dataclasses.replace(ONE, pipeline_parallel_size=4)
+    busy = model.prefill_busy_seconds(pp4, H100, 3000)
+    assert model.prefill_occupancy_seconds(ONE, H100, 3000) == model.prefill_busy_seconds(ONE, H100, 3000)
+    held = model.prefill_occupancy_seconds(pp4, H100, 3000)
+    assert busy / 4 * 0.95 < held < busy / 4 * 1.1
+    obs = WindowObservation(batch=64, context_tokens=3075, prompt_tokens=3000, requests_per_second=2.0)
+    assert model.prefill_share(pp4, H100, obs) == pytest.approx(2.0 * held)
