@@ -486,7 +486,7 @@ class LatencyModel:
             CapacityError: as ``perf.prefill_seconds``.
         """
         busy = self.prefill_busy_seconds(inputs, gpu, prompt_tokens)
-        if timed_inputs(inputs).pipeline_parallel_size <= 1:
+        if inputs.pipeline_parallel_size <= 1 or timed_inputs(inputs).pipeline_parallel_size <= 1:
             return busy
         a = self.assumptions(gpu)
         lone = prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, a)
