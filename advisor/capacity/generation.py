@@ -49,6 +49,7 @@ __all__ = [
     "checked_version",
     "engine_accounting",
     "kv_cache_dtype_problems",
+    "kv_cache_dtype_turn_problems",
     "parse_version",
     "vllm_accounting",
 ]
@@ -190,6 +191,16 @@ FP8_KV_TURING_REFUSED_FROM: Final = (0, 24)
 below 8.9 (vllm-project/vllm#47549 on a Quadro RTX 8000, 0.24; the floor kept by design, PR #47949 closed)."""
 FP8_KV_MIN_CAPABILITY: Final = (8, 0)
 """The compute capability below which :data:`FP8_KV_TURING_REFUSED_FROM` applies."""
+FP8_KV_TRITON_RELEASES: Final = ((0, 11), (0, 12))
+"""vLLM releases ``[first, end)`` that serve an fp8 KV cache on compute capability 8.x with Triton attention by default:
+0.11's ``get_attn_backend_cls`` (``vllm/platforms/cuda.py``; V0 removed, so no fallback engine) sends an fp8 cache on
+any GPU that is not SM 9.0 to ``TRITON_ATTN``, whose fp8 cache store needs Triton's ``fp8e4nv``, SM 8.9 or newer:
+below it the engine fails at start ("type fp8e4nv not supported in this architecture", vllm-project/vllm#26431, 2 ×
+RTX 3090, vLLM 0.11.0). Before 0.11 the oracle sent such a cache back to V0, which serves it
+(:func:`_kv_dtype_fallback`); later releases pick the backend from a priority list that validates each candidate
+(vllm-project/vllm#24794), where FlashInfer serves an fp8 cache from 8.0: not established here, so not refused."""
+FP8_KV_TRITON_MIN_CAPABILITY: Final = (8, 9)
+"""The compute capability Triton's ``fp8e4nv`` needs (Ada, SM 8.9): :data:`FP8_KV_TRITON_RELEASES`."""
 TRTLLM_FP8_MIN_CAPABILITY: Final = (8, 9)
 """TensorRT-LLM's FP8 (weights and KV cache) needs Ada, Hopper or newer: its support matrix lists no FP8 on Ampere
 (SM80/86) or older (docs ``reference/support-matrix``, 0.18); Ampere's quantized cache is INT8."""
@@ -223,6 +234,32 @@ def kv_cache_dtype_problems(
         f"{_cc(capability)}) vLLM 0.24+ runs only Triton attention, which refuses an fp8 cache below 8.9 "
         "(vllm-project/vllm#47549); use --kv-cache-dtype auto"
     ]
+
+
+def kv_cache_dtype_turn_problems(
+    kv_cache_dtype: str, capability: tuple[int, int] | None, version: str | None, engine: str = "vllm"
+) -> list[str]:
+    """Why a turn *to* ``kv_cache_dtype`` would not start with the engine's default attention backend:
+    :func:`kv_cache_dtype_problems`, and on vLLM releases :data:`FP8_KV_TRITON_RELEASES` an ``fp8*`` cache on compute
+    capability 8.0 up to :data:`FP8_KV_TRITON_MIN_CAPABILITY` (Ampere: A100, A10, RTX 3090, RTX A6000), which their
+    default Triton attention refuses. A deployment already running such a cache is not refused
+    (:func:`kv_cache_dtype_problems`): it runs, so it selected a backend that serves it (FlashInfer through
+    ``VLLM_ATTENTION_BACKEND``), which the advisor does not see; the turn is not proposed, since with the default
+    backend it stops the engine from starting. An unknown GPU or an unstated version adds nothing."""
+    problems = kv_cache_dtype_problems(kv_cache_dtype, capability, version, engine)
+    if problems or engine != "vllm" or capability is None or not kv_cache_dtype.strip().lower().startswith("fp8"):
+        return problems
+    v = parse_version(version)
+    first, end = FP8_KV_TRITON_RELEASES
+    if v is None or not first <= v < end:
+        return []
+    if FP8_KV_MIN_CAPABILITY <= capability < FP8_KV_TRITON_MIN_CAPABILITY:
+        return [
+            f"kv_cache_dtype {kv_cache_dtype} (--kv-cache-dtype): on compute capability {_cc(capability)} vLLM 0.11 "
+            "serves an fp8 cache with Triton attention, which needs 8.9 (fp8e4nv), so the engine fails at start "
+            "(vllm-project/vllm#26431); only a FlashInfer backend chosen by hand serves it"
+        ]
+    return []
 
 
 def _cc(capability: tuple[int, int]) -> str:

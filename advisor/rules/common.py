@@ -16,6 +16,7 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.fixes import POOL_BYTES_STEP
+from advisor.capacity.generation import kv_cache_dtype_turn_problems
 from advisor.capacity.hardware import tensor_parallel_span
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
@@ -427,7 +428,11 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
     out: list[Candidate] = []
     unknown = ev.config_unmodelled  # dials whose current value the engine reports unusably: no turn of them
     budget_unknown = bool(unknown.keys() & BUDGET_FIELDS)
-    if "kv_cache_dtype" not in unknown and not inputs.kv_cache_dtype.lower().startswith("fp8"):
+    if (
+        "kv_cache_dtype" not in unknown
+        and not inputs.kv_cache_dtype.lower().startswith("fp8")
+        and not kv_cache_dtype_turn_problems("fp8", inputs.compute_capability, inputs.engine_version, inputs.engine)
+    ):
         t = turn(inputs, c.DIAL_KV_CACHE_DTYPE, "fp8")
         if t and t.kv_gain_ratio() > 1:
             out.append(

@@ -65,3 +65,42 @@ def test_plan_refuses_an_fp8_cache_on_a_t4_naming_the_flag() -> None:
     )
     assert r.returncode != 0
     assert "--kv-cache-dtype" in r.stderr and "47549" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("cc", "version", "refused"),
+    [
+        (A10, "0.11.0", True),  # vllm-project/vllm#26431 (RTX 3090, 8.6): Triton's fp8e4nv needs 8.9
+        ((8, 0), "0.11.2", True),  # A100
+        ((8, 0), "0.12.0", False),  # a priority list that validates each backend: not established, not refused
+        ((8, 0), None, False),  # the current release: likewise
+        (A10, "0.10.2", False),  # the oracle sent an fp8 cache back to V0, which serves it
+        (L40S, "0.11.0", False),  # Ada has fp8e4nv
+        ((9, 0), "0.11.0", False),  # FlashAttention 3 takes it
+        ((12, 0), "0.11.0", False),  # Blackwell desktop: Triton at 12.0 ≥ 8.9
+        (None, "0.11.0", False),
+    ],
+)
+def test_a_turn_to_an_fp8_cache_must_start_with_the_default_attention_backend(
+    cc: tuple[int, int] | None, version: str | None, refused: bool
+) -> None:
+    """vLLM 0.11 serves an fp8 cache on an 8.x GPU other than SM 9.0 by Triton attention, whose fp8 store needs
+    SM 8.9 (``platforms/cuda.py`` ``get_attn_backend_cls``; "type fp8e4nv not supported in this architecture" on an
+    RTX 3090, vllm-project/vllm#26431). A running fp8 cache there is not refused (it runs, so a FlashInfer backend
+    serves it), but no turn proposes one."""
+    from advisor.capacity.generation import kv_cache_dtype_turn_problems
+
+    assert bool(kv_cache_dtype_turn_problems("fp8", cc, version, "vllm")) is refused
+    assert not kv_cache_dtype_problems("fp8", cc, version, "vllm") or cc is None or cc < (8, 0)
+    assert not kv_cache_dtype_turn_problems("auto", cc, version, "vllm")
+
+
+def test_no_rule_offers_fp8_kv_on_an_ampere_gpu_on_vllm_0_11() -> None:
+    model = get_preset("Qwen/Qwen2.5-1.5B-Instruct")
+
+    def kv_turns(version: str) -> set[str]:
+        dep = ctx(gpu="a10", model=model, max_model_len=4096, compute_capability=A10, engine_version=version)
+        return {cand.turn.dial for cand in pool_turns(ev(dep=dep, requests_running=8, requests_waiting=4))}
+
+    assert c.DIAL_KV_CACHE_DTYPE not in kv_turns("0.11.0")
+    assert c.DIAL_KV_CACHE_DTYPE in kv_turns("0.10.2")
