@@ -89,9 +89,6 @@ from advisor.capacity.perf import (
     PerfAssumptions,
     assumptions_for,
     decode_step_model,
-    prefill_batch_seconds,
-    prefill_occupancy_seconds,
-    timed_inputs,
 )
 from advisor.capacity.perf import prefill_seconds as _prefill_seconds
 from advisor.errors import CapacityError
@@ -347,7 +344,7 @@ def _share(model: LatencyModel, inputs: CapacityInputs, gpu: GPUSpec, obs: Windo
         return min(PREFILL_SHARE_MAX, max(0.0, obs.prefill_share))
     if obs.requests_per_second is None or obs.prompt_tokens is None:
         raise ValueError("the prefill share needs the measured share, or the completions/s and the mean prompt")
-    t_p = model.prefill_occupancy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
+    t_p = model.prefill_busy_seconds(inputs, gpu, max(1.0, obs.prompt_tokens))
     return min(PREFILL_SHARE_MAX, max(0.0, obs.requests_per_second * t_p))
 
 
@@ -475,22 +472,6 @@ class LatencyModel:
             CapacityError: as ``perf.prefill_seconds``.
         """
         return self.prefill_seconds(inputs, gpu, prompt_tokens) - self.request_overhead_seconds(gpu)
-
-    def prefill_occupancy_seconds(self, inputs: CapacityInputs, gpu: GPUSpec, prompt_tokens: float) -> float:
-        """The replica time a prompt's prefill takes from its other work (:meth:`prefill_busy_seconds` at PP 1): under
-        pipeline stages, :meth:`prefill_busy_seconds` × the prior's ratio of a pipelined prompt's occupancy to its
-        lone latency (:func:`advisor.capacity.perf.prefill_occupancy_seconds` ÷ ``prefill_batch_seconds`` of one
-        prompt): the share ``ρ_p`` a loaded replica's prompts take.
-
-        Raises:
-            CapacityError: as ``perf.prefill_seconds``.
-        """
-        busy = self.prefill_busy_seconds(inputs, gpu, prompt_tokens)
-        if inputs.pipeline_parallel_size <= 1 or timed_inputs(inputs).pipeline_parallel_size <= 1:
-            return busy
-        a = self.assumptions(gpu)
-        lone = prefill_batch_seconds(inputs, gpu, prompt_tokens, 1.0, a)
-        return busy * prefill_occupancy_seconds(inputs, gpu, prompt_tokens, None, a) / lone if lone > 0 else busy
 
     def request_overhead_seconds(self, gpu: GPUSpec) -> float:
         """The per-request part of :meth:`prefill_seconds` (the prior's ``prefill_overhead_seconds`` × ``o_p``): time

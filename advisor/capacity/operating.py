@@ -137,8 +137,6 @@ def _engine(
         prefill_seconds=prefill.seconds,
         decode_step=step,
         request_overhead_seconds=assumptions.prefill_overhead_seconds,
-        # under pipeline stages a prompt holds each stage for its share while the others run other micro-batches
-        prefill_busy_seconds=prefill_occupancy_seconds(inputs, gpu, workload.prompt_tokens, None, assumptions),
     )
     return service, step, prefill, ceiling
 
@@ -487,12 +485,16 @@ def operating_point(
     t_p, cap, n_out = prefill.seconds, service.batch_cap, workload.output_tokens
     d = service.request_overhead_seconds  # in TTFT, not in the GPU's time
 
-    def held(sequences: float) -> float:  # a prefill's replica time beside ``sequences`` others in flight
+    def held(sequences: float) -> float:
+        # a closed loop's prompts overlap in the pipeline's micro-batches (every user cycles through a prefill); an
+        # open loop's prompts arrive one at a time at a modest rate, and a lone prompt's batch holds every batch
+        # behind it at each stage (vLLM V1 step_with_batch_queue blocks on the oldest batch): the open loop keeps
+        # the whole latency in the prefill's share
         return prefill_occupancy_seconds(inputs, gpu, workload.prompt_tokens, sequences, assumptions)
 
     if concurrency is None:
         mu = max_stable_rate(workload, service)
-        share_full = mu * service.prefill_occupancy_seconds
+        share_full = mu * t_p
     else:  # the closed loop's own ceiling: every slot busy, the next user admitted as one leaves
         share_full, wait_full = _closed_loop(float(cap), step(float(cap)), t_p, n_out, d, held(float(cap)))
         mu = cap / (d + wait_full + t_p + n_out * _closed_tpot(step(float(cap)), share_full, float(cap)))

@@ -153,12 +153,9 @@ def replicas_needed(
 # and inside it the prompts share the GPU with the decode steps. Per replica, with λ the replica's share of a
 # Poisson stream (random splitting keeps it Poisson):
 #
-#   prefill      T_p = prefill time of a typical prompt alone; ρ_p = λ·H_p is the fraction of GPU time spent on
-#                prefill, H_p the replica time a prompt takes from the others' work (ReplicaService.
-#                prefill_busy_seconds: T_p, except under pipeline stages, where a prompt holds each stage for its
-#                share while the others run other micro-batches). Prompts queue for the GPU as M/G/1,
-#                Pollaczek–Khinchine:
-#                W_p = ρ_p·H_p·(1 + c_p²) / (2(1 − ρ_p))            (c_p = prompt-length CV; DistServe, Zhong et
+#   prefill      T_p = prefill time of a typical prompt alone; ρ_p = λ·T_p is the fraction of GPU time spent on
+#                prefill. Prompts queue for the GPU as M/G/1, Pollaczek–Khinchine:
+#                W_p = ρ_p·T_p·(1 + c_p²) / (2(1 − ρ_p))            (c_p = prompt-length CV; DistServe, Zhong et
 #                al. OSDI 2024 §3, uses the M/D/1 case c_p = 0 for a prefill instance)
 #   decode       TPOT(B) = step(B) / (1 − ρ_p): decode gets the GPU time prefill leaves (time sharing);
 #   service      S(L) = W_p + T_p + N_out·TPOT(L), the time a request holds its slot;
@@ -265,23 +262,12 @@ class ReplicaService:
         request_overhead_seconds: time every request's first token takes beyond its waits and its prefill without
             holding the GPU or a slot (tokenization, admission, the first flush:
             :attr:`advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`), seconds; added to TTFT only.
-        prefill_busy_seconds: the replica time a prompt's prefill takes from its other work, seconds, where it is
-            below ``prefill_seconds`` (pipeline stages: the other stages run other micro-batches meanwhile,
-            :func:`advisor.capacity.perf.prefill_occupancy_seconds`); ``None`` = ``prefill_seconds``. It sets the
-            prefill's share of the replica (``ρ_p``) and the prefill wait; ``prefill_seconds`` stays in TTFT and in
-            the time a request holds its slot.
     """
 
     batch_cap: int
     prefill_seconds: float
     decode_step: Callable[[float], float]
     request_overhead_seconds: float = 0.0
-    prefill_busy_seconds: float | None = None
-
-    @property
-    def prefill_occupancy_seconds(self) -> float:
-        """``prefill_busy_seconds``, else ``prefill_seconds``: the prefill's replica time per prompt."""
-        return self.prefill_seconds if self.prefill_busy_seconds is None else self.prefill_busy_seconds
 
 
 @dataclass(frozen=True)
@@ -428,18 +414,14 @@ def _head(workload: Workload, service: ReplicaService, replicas: int) -> _Head:
     t_p = service.prefill_seconds
     if not math.isfinite(t_p) or t_p < 0:
         raise CapacityError(f"prefill_seconds must be a finite number ≥ 0, got {t_p}")
-    busy = service.prefill_occupancy_seconds
-    if not math.isfinite(busy) or busy < 0:
-        raise CapacityError(f"prefill_busy_seconds must be a finite number ≥ 0, got {busy}")
-    busy = min(busy, t_p)
     lam = workload.arrival_rate / replicas
-    rho_p = lam * busy
+    rho_p = lam * t_p
     n_out = workload.output_tokens
     if rho_p >= 1:
-        why = f"prefill saturates: {lam:.3g} req/s × {busy:.3g} s ≥ 1"
+        why = f"prefill saturates: {lam:.3g} req/s × {t_p:.3g} s ≥ 1"
         return _Head(lam, cap, t_p, rho_p, math.nan, math.nan, n_out, why)
     share = 1.0 - rho_p
-    w_p = rho_p * busy * (1 + workload.prompt_cv**2) / (2 * share)
+    w_p = rho_p * t_p * (1 + workload.prompt_cv**2) / (2 * share)
     h = _Head(lam, cap, t_p, rho_p, share, w_p, n_out, None)
     full = _service_time(service, h, cap)
     if lam * full >= cap:
@@ -471,8 +453,8 @@ def max_stable_rate(workload: Workload, service: ReplicaService) -> float:
     """
     full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
     hi = service.batch_cap / full
-    if service.prefill_occupancy_seconds > 0:
-        hi = min(hi, 1.0 / service.prefill_occupancy_seconds)
+    if service.prefill_seconds > 0:
+        hi = min(hi, 1.0 / service.prefill_seconds)
     lo = 0.0
     for _ in range(50):
         mid = (lo + hi) / 2
@@ -595,7 +577,7 @@ def replicas_for_slo(
     if lam == 0:
         return predict_service(workload, service, 1, slo)
     full = service.prefill_seconds + workload.output_tokens * service.decode_step(float(service.batch_cap))
-    lo = max(1, math.ceil(lam * full / service.batch_cap), math.ceil(lam * service.prefill_occupancy_seconds))
+    lo = max(1, math.ceil(lam * full / service.batch_cap), math.ceil(lam * service.prefill_seconds))
     lo = min(lo, max_replicas)
     best = predict_service(workload, service, lo, slo)
     if best.meets(slo):

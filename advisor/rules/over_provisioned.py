@@ -609,7 +609,6 @@ def _predict(
         prefill_seconds=model.prefill_busy_seconds(inputs, gpu, workload.prompt_tokens),
         decode_step=scaled,
         request_overhead_seconds=model.request_overhead_seconds(gpu),
-        prefill_busy_seconds=model.prefill_occupancy_seconds(inputs, gpu, workload.prompt_tokens),
     )
     return predict_service(workload, service, 1, slo)
 

@@ -387,7 +387,6 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     try:
         step = model.decode_step_model(inputs, gpu, mean_decode_context(prompt, output))
         t_p = model.prefill_busy_seconds(inputs, gpu, prompt)  # the GPU's part; the per-request overhead is TTFT's
-        held = model.prefill_occupancy_seconds(inputs, gpu, prompt)  # its share of the replica (PP: a stage's)
         overhead = model.request_overhead_seconds(gpu)
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, ev.ctx.slo.target_ratio)
         workload = Workload(arrival_rate=lam_rank, prompt_tokens=prompt, output_tokens=output)
@@ -398,7 +397,6 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
                 prefill_seconds=t_p / k,
                 decode_step=lambda b: step(b) / k,
                 request_overhead_seconds=overhead,
-                prefill_busy_seconds=held / k,
             )
 
         k = 1.0
@@ -407,7 +405,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
                 mu_k = max_stable_rate(workload, service(k))
                 # the model's arrival rate: the observed load (λ ÷ μ measured) of the model's μ when saturated
                 lam_model = lam_rank / done_rank * mu_k if full else lam_rank
-                rho = min(0.9, lam_model * held / k)
+                rho = min(0.9, lam_model * t_p / k)
                 k = _clamp_calibration(k * step(running_rank) / k / (1 - rho) / tpot.mean)
         calibrated = service(k)
         mu_model = max_stable_rate(workload, calibrated)

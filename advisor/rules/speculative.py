@@ -382,6 +382,7 @@ class SpeculativeRule:
                 return None, reason + "; TPOT unknown", evidence, measured
             big = self._big_batch_miss(evidence, tpot_ok, ev)
             return big, reason + f"; {tpot_ok:.0%} within TPOT", evidence, measured
+        self._loss_since.pop(ev.ctx.name, None)  # no measured loss this window: one read again starts afresh
         if not evidence or tpot_ok is None:
             return None, "running requests or TPOT unknown", {}, None
         batch = evidence["batch_per_replica"]

@@ -162,16 +162,23 @@ def test_a_pipeline_replica_serves_its_stages_worth_of_prompts() -> None:
     assert 3.0 < ratio <= 4.5
 
 
-def test_the_latency_model_takes_a_pipelined_prompt_s_share_for_the_prefill_s_share_of_the_replica() -> None:
-    """The rules' ``ρ_p`` (``LatencyModel.prefill_share``) at PP 4: λ × a quarter of the prompt's GPU time, as the
-    replica's other stages run other micro-batches; the TTFT term (``prefill_busy_seconds``) keeps the latency."""
-    from advisor.capacity.calibration import LatencyModel, WindowObservation
+def test_an_open_loop_s_lone_prompts_stretch_decode_by_their_whole_latency() -> None:
+    """At 1 request/s of 3,000-token prompts (λ·T_p ≈ 0.23: one prompt at a time) a prompt's micro-batch holds every
+    batch behind it at each stage (vLLM V1 ``step_with_batch_queue`` blocks on the oldest batch), so each stretches
+    the decode by its whole latency at PP 4 as at PP 1: the prefill's share is the same, not a quarter (breaker: the
+    share 0.058 against 0.230, a TPOT 22 % better than PP 1's at the same step)."""
+    import json
 
-    model = LatencyModel.prior("vllm")
-    pp4 = dataclasses.replace(ONE, pipeline_parallel_size=4)
-    busy = model.prefill_busy_seconds(pp4, H100, 3000)
-    assert model.prefill_occupancy_seconds(ONE, H100, 3000) == model.prefill_busy_seconds(ONE, H100, 3000)
-    held = model.prefill_occupancy_seconds(pp4, H100, 3000)
-    assert busy / 4 * 0.95 < held < busy / 4 * 1.1
-    obs = WindowObservation(batch=64, context_tokens=3075, prompt_tokens=3000, requests_per_second=2.0)
-    assert model.prefill_share(pp4, H100, obs) == pytest.approx(2.0 * held)
+    from tests.inprocess import run_cli
+
+    def share(pp: int) -> float:
+        r = run_cli(
+            *("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "a100-80gb", "--pp", str(pp)),
+            *("--max-model-len", "8192", "--arrival-rate", "1", "--prompt-tokens", "3000", "--output-tokens", "150"),
+            "--json",
+        )
+        assert r.returncode == 0, r.stderr
+        return float(json.loads(r.stdout)["prefill_share"])
+
+    one, four = share(1), share(4)
+    assert four == pytest.approx(one, rel=0.1)

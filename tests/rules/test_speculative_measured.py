@@ -305,3 +305,16 @@ def test_the_plain_step_is_priced_at_the_running_sequences_context() -> None:
     # 8 × 48,600 tokens × 128 KiB a token (Llama-3.1-8B bf16: 32 layers × 8 KV heads × 128 × 2 × 2 B) ≈ 51 GB more a
     # step at 3.35 TB/s: at least 10 ms slower than the chats' plain step
     assert long_plain - short_plain > 0.010
+
+
+def test_a_loss_interrupted_by_an_unmeasured_window_starts_afresh() -> None:
+    """A loss read at t = 1,000, then a window with too few drafts to measure (the lifecycle resets its pending timer
+    on it), then a loss again at t = 2,200: the loss never held for the for-duration, so the enable side stays free
+    (it was remembered as held from t = 1,000 and kept speculation off for a day)."""
+    rule = SpeculativeRule(max_batch_per_replica=4, disable_by_batch_size=8, disable_above_batch_per_replica=32)
+    assert rule.fires(dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=1_000.0)).holds is True
+    few = _window(10, 3, [0.8, 0.7, 0.5])  # below MIN_DRAFTS: not measured
+    rule.fires(dataclasses.replace(_timed(few, 2.0 * _plain_tpot()), now=1_600.0))
+    assert rule.fires(dataclasses.replace(_timed(HIGH, 2.0 * _plain_tpot()), now=2_200.0)).holds is True
+    off = dataclasses.replace(_ev(None, requests_running=2, tpot_ok=0.5), now=3_000.0)
+    assert rule.fires(off).holds is True
