@@ -105,6 +105,9 @@ class TargetView:
     error_message: str | None
     history: tuple[TimedSnapshot, ...]
     window: WindowAccumulator | None = field(default=None, compare=False, repr=False)
+    received: tuple[float, ...] | None = field(default=None, compare=False, repr=False)
+    """When each scrape of the target arrived (unix s), including those the history thinned away
+    (:func:`advisor.tracker.record` keeps a few points a window); ``None``: the history's own points."""
     states: dict[tuple[float, Quality], tuple[str, str]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -940,7 +943,10 @@ def evaluate_deployment(
     # history at full coverage (without it, the demo's 5 s window at 1 s read 5 of 6 and halved nothing missed)
     start = now - window_seconds - interval_seconds / 2
     windows = window_snapshots(up, start, now)
-    samples = sum(len(window) for _, window in windows)
+    # the scrapes that arrived, not the points kept: the tracker thins a window to a few points
+    samples = sum(
+        len(window) if t.received is None else sum(1 for r in t.received if start <= r <= now) for t, window in windows
+    )
     each = scrapes_per_target or max(1, int(window_seconds // interval_seconds) + 1)
     expected = each * max(1, len(targets))
 

@@ -207,9 +207,20 @@ class _Target:
     error_message: str | None = None
     window: WindowAccumulator = field(default_factory=WindowAccumulator)
     """The history's counter steps and histogram deltas, computed once per point (kept in step by identity)."""
+    received: deque[float] = field(default_factory=deque)
+    """When each observation arrived (unix s), thinned or not: the history keeps at most
+    :data:`HISTORY_POINTS_PER_WINDOW` points a window, the window's coverage counts the scrapes that came."""
 
     def view(self) -> TargetView:
-        return TargetView(self.url, self.up, self.error_reason, self.error_message, tuple(self.history), self.window)
+        return TargetView(
+            self.url,
+            self.up,
+            self.error_reason,
+            self.error_message,
+            tuple(self.history),
+            self.window,
+            received=tuple(self.received),
+        )
 
 
 @dataclass
@@ -434,6 +445,12 @@ class Tracker:
         step = self._stepped_back(deployment, t, point.timestamp) if t.history else None
         record(t.history, point, self.evaluation_window)
         t.window.sync(t.history)  # the new point's deltas, once (and the thinned or replaced neighbours')
+        if step is not None:  # the histories restarted: so does the count of what arrived
+            for other in self._deps[deployment].targets.values():
+                other.received.clear()
+        while t.received and t.received[-1] > point.timestamp:  # points after it were dropped (_stepped_back)
+            t.received.pop()
+        t.received.append(point.timestamp)
         t.up, t.error_reason, t.error_message = True, None, None
         return step
 
@@ -473,6 +490,7 @@ class Tracker:
         t = self._target(deployment, url)
         t.history = deque(points)
         t.window.sync(t.history)
+        t.received = deque(p.timestamp for p in t.history)
 
     def history(self, deployment: str, url: str) -> tuple[TimedSnapshot, ...]:
         """The target's history, oldest first (empty for an unknown target)."""
@@ -498,6 +516,8 @@ class Tracker:
                     while t.history and now - t.history[0].timestamp > keep:
                         t.history.popleft()
                     t.window.sync(t.history)
+                while t.received and now - t.received[0] > keep:
+                    t.received.popleft()
 
     def _replicas(self, d: _Deployment) -> None:
         if not d.count_replicas:

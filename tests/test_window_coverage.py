@@ -67,3 +67,27 @@ def test_once_expects_the_two_scrapes_it_takes_however_long_its_window() -> None
 def test_the_daemon_still_expects_what_its_window_holds() -> None:
     # no count given (the daemon): the same two scrapes in a 10 s window at 2 s are 2 of the 6 it holds
     assert _coverage([5.0, 0.0], window=10.0, interval=2.0) == 2 / 6
+
+
+def test_a_window_the_tracker_thins_still_counts_every_scrape_that_arrived() -> None:
+    """The daemon's defaults (15 s scrapes, a 5 min window): the tracker keeps at most 8 points a window
+    (``advisor.tracker.record``), but 21 scrapes arrived, so coverage is 1 — it read 11 of 21 (0.52) on a healthy
+    target and halved every confidence (daemon breaker: ``samples=11 expected=21 coverage=0.52`` every cycle). A
+    target that missed every other scrape still reads about half."""
+    from advisor.tracker import Tracker
+
+    def coverage(every: int) -> tuple[float, int]:
+        tr = Tracker([], evaluation_window=300.0, scrape_interval=15.0, quality=Quality(15.0, 3, 60.0))
+        tr.set_deployments([(context(), [URL])])
+        now = 0.0
+        for k in range(60):
+            now = 1_000.0 + 15 * k
+            if k % every == 0:
+                tr.observe("chat-8b", URL, TimedSnapshot(URL, now, _snap(k)))
+            tr.trim(now)
+        (res,) = tr.evaluate(now).results
+        assert len(tr.history("chat-8b", URL)) < 21  # thinned
+        return res.evaluation.coverage(), len(tr.history("chat-8b", URL))
+
+    assert coverage(1)[0] == 1.0
+    assert 0.45 < coverage(2)[0] < 0.6
