@@ -18,7 +18,11 @@ proposed) and, with a TPOT target and a GPU, by the largest batch whose calibrat
 while the window's measured TPOT misses its target (a larger batch slows every token: ``goodput_below_target``'s),
 nor when more requests run than the configured cap (the config's ``max_num_seqs`` is not what the engine runs).
 When that bound is not above the current cap the cap is what keeps TPOT within its target, and nothing is proposed
-(``goodput`` and ``queue_growth`` speak for that load).
+(``goodput`` and ``queue_growth`` speak for that load). The raise closes the gap (``sufficient``) only where the
+requests/s the raised cap completes (today's completions × slots after ÷ before × TPOT before ÷ after) serve the
+window's arrival rate with a mean wait for a slot (M/M/c over the slots) within the TTFT target; otherwise it says
+that more replicas are needed as well (an overload arriving at 6.9/s where 4.9/s complete is not cleared by a cap that
+completes 6.3/s).
 
 llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until the first one finishes"): every
 ``--parallel`` slot busy with requests deferred while tokens flow. Its ``--ctx-size`` cells are split over the slots,
@@ -48,6 +52,7 @@ from typing import Any
 from advisor import conventions as c
 from advisor.capacity.engines import LLAMACPP_MAX_SEQUENCES
 from advisor.capacity.hardware import GIB
+from advisor.capacity.queueing import mean_queue_wait_seconds
 from advisor.engines.catalog import running_cap_slack
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -62,6 +67,7 @@ from advisor.rules.common import (
     percent,
 )
 from advisor.rules.flags import flag_for
+from advisor.rules.replicas import arrival_history_withheld, arrival_rate
 from advisor.rules.turns import effect, turn
 
 NOT_FOR_ENGINES = {
@@ -420,6 +426,17 @@ class SeqCapRule:
                 predicted["tpot_seconds"] = effect(
                     model.tpot_seconds(inputs, gpu, running, context), model.tpot_seconds(inputs, gpu, new, context)
                 )
+        served, arriving = self._served_at(ev, running, new, predicted.get("tpot_seconds"))
+        wait = None
+        if served is not None and arriving is not None:
+            bounds["completions_per_second_at_new_cap"] = round(served, 4)
+            bounds["arrival_rate_per_second"] = round(arriving, 4)
+            # the slots as M/M/c servers (each request holds one for new ÷ served s): the mean wait for a slot
+            slots = max(1, round(new * max(ev.replicas_up, 1) * ranks))
+            wait = mean_queue_wait_seconds(slots, arriving, served / slots)
+            bounds["slot_wait_seconds_at_new_cap"] = round(wait, 4) if math.isfinite(wait) else None
+        # the raise closes the gap only if the slot queue it leaves is stable and waits within the TTFT target
+        sufficient = wait is None or wait <= (ev.ctx.slo.ttft_seconds or math.inf)
         held = (
             f" (the pool holds {bounds['pool_holds_requests']} requests of ~{length:,} tokens, the longer of finished "
             f"and running requests, at {percent(self.max_usage_after)} usage"
@@ -450,13 +467,49 @@ class SeqCapRule:
                 description=(
                     f"{reason}: they wait for a slot, not for blocks (the scheduler admits no request past "
                     "max_num_seqs however many blocks are free), so each one's TTFT includes a running request's "
-                    f"whole generation. {new} slots hold the running and waiting requests{held}{tpot}). Replicas "
-                    "and pool turns would not help: the pool has room."
+                    f"whole generation. {new} slots hold the running and waiting requests{held}{tpot})."
+                    + (
+                        " Pool turns would not help: the pool has room."
+                        if sufficient
+                        else f" At {new} slots the deployment completes at most about {served:.2f} requests/s "
+                        f"against {arriving:.2f} arriving (each request's decode slows with the batch), so requests "
+                        + (
+                            "still queue without bound"
+                            if wait is None or not math.isfinite(wait)
+                            else f"still wait {wait:.1f} s for a slot on average"
+                        )
+                        + ": the cap shortens the wait but does not close the gap; more replicas do. Pool turns "
+                        "would not help: the pool has room."
+                    )
                 ),
                 predicted_effect=predicted,
                 evidence={**evidence, **bounds},
-                score=new / cap,
+                score=new / cap
+                if served is None or not s.requests_finished_per_second
+                else served / s.requests_finished_per_second,
                 cost=1.0,
                 gpus_added=0.0,
+                sufficient=sufficient,
             )
         ]
+
+    @staticmethod
+    def _served_at(
+        ev: Evaluation, running: float, new: int, tpot: dict[str, Any] | None
+    ) -> tuple[float | None, float | None]:
+        """(completions/s the deployment would reach at ``new`` slots per rank, requests/s arriving), each ``None``
+        when unknown. Today's completions at ``running`` sequences per rank scale with the slots and inversely with
+        each request's decode time (Little's law: completions = sequences ÷ time a request holds its slot, the time
+        set by TPOT at that batch; the prefill's share is left as it is): ``done × new ÷ running × TPOT(running) ÷
+        TPOT(new)``. The arrival rate is the window's flow balance (:func:`advisor.rules.replicas.arrival_rate`),
+        not read over a history too short for one (:func:`advisor.rules.replicas.arrival_history_withheld`)."""
+        flow = arrival_rate(ev.stats)
+        s = ev.stats
+        if flow is None or s is None or not s.requests_finished_per_second or running <= 0:
+            return None, None
+        if arrival_history_withheld(ev) is not None:  # a few seconds' growth is a momentary backlog, not a rate
+            return None, None
+        slowdown = 1.0
+        if tpot is not None and tpot.get("before") and tpot.get("after"):
+            slowdown = float(tpot["after"]) / float(tpot["before"])
+        return s.requests_finished_per_second * new / running / max(slowdown, 1e-9), flow[0]

@@ -143,3 +143,34 @@ def test_sglang_binds_one_below_its_cap_and_the_raise_counts_the_idle_slot() -> 
     below = _ev(running=2, waiting=1, cap=4, engine="sglang")
     below = dataclasses.replace(below, ctx=dataclasses.replace(below.ctx, max_num_seqs_stated=True))
     assert SeqCapRule().fires(below).holds is False
+
+
+def test_a_raise_that_leaves_the_arrivals_above_what_the_replica_completes_does_not_claim_to_close_the_gap() -> None:
+    """Daemon breaker: 64 slots full, the pool 41 % used, 4.9 requests/s completing while 6.9 arrive (the in-flight
+    population grew 600 over the 300 s window). The raised cap serves at most 4.9 × new ÷ 64 ÷ (TPOT(new) ÷ TPOT(64))
+    requests/s: at the ~140 slots the pool holds that is about 1.3× today's, below the 6.9 arriving, so the slot queue
+    grows without bound, the turn is not ``sufficient`` and says replicas close the gap (it said "Replicas and pool
+    turns would not help" and "closes the gap", and the simulator at 7 requests/s gave 0 % goodput at 133 slots).
+    A modest queue (5.0/s arriving) against the ~5.6/s the raised cap completes waits a fraction of a second for one
+    of its ~94 slots (M/M/c): within the TTFT target, so the raise does close that gap."""
+    base = _ev(
+        running=64,
+        waiting=600,
+        usage=0.41,
+        cap=64,
+        requests_finished_per_second=4.9,
+        requests_running_first=64,
+        requests_waiting_first=0,
+        window_seconds=300.0,
+        span_seconds=300.0,
+    )
+    p = _proposal(base)
+    assert p.sufficient is False
+    served = p.evidence["completions_per_second_at_new_cap"]
+    assert p.evidence["arrival_rate_per_second"] == pytest.approx(4.9 + 600 / 300, rel=1e-3)
+    assert served < 6.9
+    assert "more replicas do" in p.description and "Replicas and pool" not in p.description
+    # a modest queue (4.9 + 30 ÷ 300 = 5.0/s arriving): the raised cap's slots wait well within the TTFT target
+    calm = dataclasses.replace(base, stats=dataclasses.replace(base.stats, requests_waiting=30))
+    q = _proposal(calm)
+    assert q.sufficient is True and "more replicas" not in q.description
