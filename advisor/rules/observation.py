@@ -36,7 +36,8 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
     * prompt and output: the token counters' rates ÷ completions; context = prompt + output ÷ 2;
     * TPOT: the mean of the window's TPOT (or inter-token latency) histogram, with ≥ :data:`MIN_REQUESTS`;
     * prefill: mean TTFT − mean queue time when the engine exports its queue time (vLLM
-      ``request_queue_time_seconds``); else the mean TTFT, only when nothing waited at either end of the window.
+      ``request_queue_time_seconds``) and the waiting queue held still over the window (:func:`_queue_moved`); else
+      the mean TTFT, only when nothing waited at either end of the window.
 
     Example: 40 running on 2 replicas, 2 req/s finishing, 2,000 prompt + 600 generation tokens/s → batch 20,
     prompt 1,000, context 1,150, λ 1 req/s per replica.
@@ -62,7 +63,8 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
     queue, queue_n = histogram_mean(s.queue_time)
     prefill = None
     if ttft is not None and queue is not None and ttft_n >= MIN_REQUESTS and queue_n >= MIN_REQUESTS:
-        prefill = ttft - queue if ttft > queue else None
+        moved = _queue_moved(s.requests_waiting_first, s.requests_waiting)
+        prefill = ttft - queue if ttft > queue and not moved else None
         ttft = None
     elif ttft_n < MIN_REQUESTS or s.requests_waiting or s.requests_waiting_first:
         ttft = None  # without the queue time, a TTFT measures prefill only when nothing queued
@@ -77,6 +79,24 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
         ttft_seconds=ttft,
         ttft_count=ttft_n,
     )
+
+
+QUEUE_MOVED_SHARE: Final = 0.25
+"""Change of the waiting queue over the window, as a share of its larger end, beyond which the window's mean TTFT
+and mean queue time describe different requests (:func:`_queue_moved`)."""
+
+
+def _queue_moved(first: float | None, last: float | None) -> bool:
+    """Whether the waiting queue changed by more than :data:`QUEUE_MOVED_SHARE` of its larger end (and at least two
+    requests) over the window, or is unknown at either end. vLLM observes a request's TTFT at its first token but its
+    queue time when it finishes (``vllm/v1/metrics/loggers.py``: ``time_to_first_tokens_iter`` per iteration,
+    ``finished_request.queued_time`` per finished request), so the window's two means come from different requests:
+    while the queue grows, the TTFTs are the newest requests' long waits and the queue times older, shorter ones, and
+    their difference is queueing, not prefill (a growing queue read a 4.49 s "prefill" for a true 0.088 s and halved
+    the calibrated prefill speed)."""
+    if first is None or last is None:
+        return True
+    return abs(last - first) >= max(2.0, QUEUE_MOVED_SHARE * max(first, last))
 
 
 def time_counter_observation(ev: Evaluation) -> WindowObservation | None:
