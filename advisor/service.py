@@ -1159,7 +1159,9 @@ class Service:
                 many = len(listed.names) > cfg.prometheus.batch_instances
                 d.prom_instances = tuple(sorted(listed.names)) if many else None
             d.prom_wanted = wanted
-            d.prom_refresh = 20
+            # an empty listing (the store has not scraped the engines yet, pods still starting) is listed again next
+            # cycle: kept for 20 cycles it left the deployment unavailable for 20 intervals after its series came
+            d.prom_refresh = 20 if wanted else 1
         d.prom_refresh -= 1
         assert d.adapter is not None
         if not d.prom_wanted:
@@ -1447,6 +1449,12 @@ class Service:
         name = d.spec.name
         tr = self.tracker
         unread = frozenset(h.failed)  # instances of batches that failed
+        rt = self.runtime
+        if seen and rt is not None and rt.cfg.prometheus is not None:
+            # instances found: the store itself, listed while nothing was (``_prom_error``), is no target
+            where = redact_url(rt.cfg.prometheus.url)
+            if where in tr.targets(name) and where not in seen:
+                tr.set_targets(name, [u for u in tr.targets(name) if u != where])
         known = set(tr.targets(name))
         for gone in [u for u in d.prom_last if u not in known and u not in seen]:
             del d.prom_last[gone]

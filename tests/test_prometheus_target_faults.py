@@ -78,6 +78,7 @@ class Store:
     # query_range: instance → (evaluation time, the value its scrape-time series reads then)
     bad_scrape_time: dict[str, tuple[float, str]] = field(default_factory=dict)
     engine_series: bool = True  # False: the store holds up and its times, no engine sample
+    names_listed: bool = True  # False: the store holds no series under the selector yet (an empty name listing)
     lag: float = 0.0  # the store holds a scrape this many seconds after it happened (a late scrape, ingestion)
     interval: float = SCRAPE
     federations: int = 0
@@ -140,7 +141,7 @@ def _answer(store: Store, h: BaseHTTPRequestHandler) -> None:
         params.update(parse_qsl(h.rfile.read(int(h.headers.get("Content-Length") or 0)).decode()))
     data: Any
     if parts.path == "/api/v1/label/__name__/values":
-        data = sorted({*_series(T0), "up"})
+        data = sorted({*_series(T0), "up"}) if store.names_listed else []
     elif parts.path == "/api/v1/label/instance/values":
         data = list(store.jobs)
     elif parts.path == "/api/v1/query_range":
@@ -382,3 +383,32 @@ def test_a_late_scrape_read_by_the_first_federate_read_is_kept(store: tuple[Stor
     shown = [_scrape_of(p.snapshot.generation_tokens_total or math.nan) for p in history]
     assert shown[-len(newest) :] == pytest.approx(newest, abs=1e-6), (shown, newest)
     assert [p.timestamp for p in history] == sorted({p.timestamp for p in history})
+
+
+# --- 6. the advisor starting before the store's first scrape of the engines ----------------------------------
+
+
+def test_engines_the_store_starts_holding_after_the_advisor_started_are_read_at_once_and_the_store_is_no_target(
+    store: tuple[Store, str, Clock],
+) -> None:
+    """Daemon breaker (Prometheus mode): the advisor's first listing found no engine series (the store had not scraped
+    them yet). That empty listing was kept for 20 cycles — the deployment unavailable for 20 intervals (5 min at the
+    default 15 s) after its series came — and the store's own URL, shown as the target while nothing was discovered,
+    stayed listed as an unavailable target for good (``CapacityAdvisorTargetNotFresh`` would page on it). Now the
+    names are listed again the next cycle, and the placeholder goes once the instances are read."""
+    s, url, clock = store
+    s.names_listed = False
+    svc = _service(url, clock, federate=False)
+    try:
+        svc.scrape_once()
+        first = _targets(svc)
+        assert list(first) == [url], first  # nothing discovered: the store itself, with why
+        s.names_listed = True
+        _reads(svc, clock, 2)
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    targets = {t["target"]: t for t in result["targets"]}
+    assert url not in targets, targets
+    assert sorted(targets) == sorted(INSTANCES), targets
+    assert result["state"] != "unavailable", result
