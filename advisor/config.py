@@ -1023,7 +1023,7 @@ class SpeculativeRule(_RuleBase):
 
 
 class KVBudgetRule(_RuleBase):
-    """Preemptions with a budget under ``raise_to`` → raise it; ``max_restarts`` restarts in the window
+    """Preemptions with a budget under ``raise_to`` → raise it; ``max_restarts`` restarts of one engine in the window
     (likely OOM) → lower it by ``lower_by``."""
 
     for_: Duration = Field(default=120.0, alias="for")

@@ -659,7 +659,10 @@ class WindowStats:
         preemptions_increase: preemptions counted over the window.
         ttft / tpot: observations made inside the window (delta histograms).
         queue_time / e2e: request queue time and end-to-end latency inside the window, where exposed.
-        counter_resets: restarts detected between consecutive snapshots in the window.
+        counter_resets: restarts detected between consecutive snapshots in the window (of a deployment's
+            replicas together, :func:`combine_targets`).
+        counter_resets_max: the most restarts any one engine had in the window; ``None`` on one engine's window,
+            where it is :attr:`counter_resets` (:attr:`engine_restarts_max`).
         samples: snapshots in the window.
         span_seconds: newest − oldest snapshot time in the window (``None`` when empty); rates cover this.
     """
@@ -682,8 +685,16 @@ class WindowStats:
     queue_time: Histogram | None = None
     e2e: Histogram | None = None
     counter_resets: int = 0
+    counter_resets_max: int | None = None
     samples: int = 0
     span_seconds: float | None = None
+
+    @property
+    def engine_restarts_max(self) -> int:
+        """The most restarts one engine had in the window: :attr:`counter_resets_max` over a deployment's replicas,
+        :attr:`counter_resets` on one engine's window. Two replicas restarted once each are one restart per engine,
+        not two: a threshold stated per engine (``kv_budget``'s ``max_restarts``) reads this, not the sum."""
+        return self.counter_resets if self.counter_resets_max is None else self.counter_resets_max
 
     @property
     def covered_seconds(self) -> float:
@@ -807,6 +818,7 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         queue_time=histogram_increase([s.queue_time for s in snaps], restarts=flags),
         e2e=histogram_increase([s.e2e for s in snaps], restarts=flags),
         counter_resets=sum(flags),
+        counter_resets_max=None,  # one engine: counter_resets
         samples=len(points),
         span_seconds=times[-1] - times[0],
     )
@@ -1677,6 +1689,7 @@ class WindowAccumulator:
             queue_time=hists[2],
             e2e=hists[3],
             counter_resets=sum(flags) if flags is not None else 0,
+            counter_resets_max=None,  # one engine: counter_resets
             samples=n,
             span_seconds=last.t - first.t,
         )
@@ -1859,7 +1872,8 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
       ``_max`` the highest any replica reached (``_max`` shows the hottest replica);
     * ``ttft`` / ``tpot``: ``Histogram.merge`` of the known ones when their bounds agree, else the first
       known one alone;
-    * ``counter_resets`` and ``samples`` summed; ``window_seconds`` and ``span_seconds`` the largest.
+    * ``counter_resets`` and ``samples`` summed; ``counter_resets_max`` the most one replica had
+      (:attr:`WindowStats.engine_restarts_max`); ``window_seconds`` and ``span_seconds`` the largest.
 
     An empty input gives ``WindowStats(window_seconds=0.0)`` with every value ``None``.
     """
@@ -1884,6 +1898,7 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
         queue_time,
         e2e,
         resets,
+        _resets_max,
         samples,
         span,
     ) = zip(*map(_GET_WINDOW_FIELDS, stats), strict=True)  # field by field, over the replicas in order
@@ -1909,6 +1924,7 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
         queue_time=_merge_or_first(queue_time),
         e2e=_merge_or_first(e2e),
         counter_resets=sum(resets),
+        counter_resets_max=max(w.engine_restarts_max for w in stats),
         samples=sum(samples),
         span_seconds=max(spans) if spans else None,
     )

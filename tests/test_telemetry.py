@@ -505,6 +505,19 @@ def test_combine_targets_sums_known_values_and_averages_usage() -> None:
     assert (c.counter_resets, c.samples, c.span_seconds, c.window_seconds) == (1, 5, 60.0, 60.0)
 
 
+def test_combine_targets_keeps_the_most_restarts_of_one_engine_beside_the_sum() -> None:
+    # two replicas restarted once each: two restarts, one per engine (field state round 27, llm-d-benchmark#1734)
+    once_each = combine_targets([WindowStats(60.0, counter_resets=1), WindowStats(60.0, counter_resets=1)])
+    assert (once_each.counter_resets, once_each.engine_restarts_max) == (2, 1)
+    # one replica restarted twice, the other not at all: that engine crashes again and again
+    twice = combine_targets([WindowStats(60.0, counter_resets=2), WindowStats(60.0)])
+    assert (twice.counter_resets, twice.engine_restarts_max) == (2, 2)
+    # a combined window combined again keeps the per-engine figure, not its sum
+    again = combine_targets([once_each, WindowStats(60.0, counter_resets=1)])
+    assert (again.counter_resets, again.engine_restarts_max) == (3, 1)
+    assert WindowStats(60.0, counter_resets=3).engine_restarts_max == 3  # one engine's window
+
+
 def test_combine_targets_keeps_the_first_histogram_when_bounds_differ() -> None:
     other = hist((0.2, 1), (INF, 2))
     c = combine_targets([WindowStats(60.0, ttft=None), WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)])

@@ -1,7 +1,7 @@
 """Rule ``kv_budget``: the memory budget the engine may claim (vLLM ``--gpu-memory-utilization``).
 
 Raise: preemptions rose in the window while the budget is below ``raise_to`` (vLLM's default 0.9) — the
-GPU has head-room the cache could use. Lower: the engine restarted ``max_restarts`` times or more in the
+GPU has head-room the cache could use. Lower: one engine restarted ``max_restarts`` times or more in the
 window (counter resets / a new ``process_start_time_seconds``) — the usual cause is an out-of-memory
 crash under activation spikes, and a smaller budget leaves more room for them (vLLM docs, "Conserving
 memory"). Each predicted by the capacity pass with the budget turned. No raise while another pool (a state
@@ -62,13 +62,15 @@ class KVBudgetRule:
             "gpu_memory_utilization": util,
             "preemptions_increase": s.preemptions_increase,
             "counter_resets": s.counter_resets,
+            "engine_restarts_max": s.engine_restarts_max,
             "window_seconds": s.window_seconds,
         }
-        if s.counter_resets >= self.max_restarts:
+        restarts = s.engine_restarts_max  # per engine: replicas restarted once each are not one engine crashing
+        if restarts >= self.max_restarts:
             if util - self.lower_by >= MIN_BUDGET:
-                return "lower", f"{s.counter_resets} engine restarts in {s.covered_seconds:.0f}s", evidence
+                return "lower", f"{restarts} restarts of one engine in {s.covered_seconds:.0f}s", evidence
             # restarting at the floor already: never raise the budget of an engine that keeps crashing
-            return "", f"{s.counter_resets} restarts at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
+            return "", f"{restarts} restarts of one engine at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
         if s.preemptions_increase is None:
             return None, "preemption counter unknown", evidence
         if s.preemptions_increase > 0 and util < self.raise_to - 1e-9:
