@@ -444,6 +444,9 @@ class CapacityResult:
         lora_bytes_per_gpu: the ``--enable-lora`` adapter slots, bytes per GPU (:func:`lora_bytes_per_gpu`; in
             ``weights_bytes_per_gpu`` where vLLM's budget counts them, :func:`~advisor.capacity.lora.lora_counted`);
             None when the engine has no such dial.
+        recurrent_blocks: a recurrent hybrid's pool in vLLM V1 (:func:`~advisor.capacity.kvlayout.
+            recurrent_hybrid_layout`): (pool blocks of one rank, attention groups, state blocks every request holds
+            whatever its length); :meth:`concurrency_at` divides by them. None for other models.
     """
 
     weights_bytes_per_gpu: int
@@ -474,6 +477,7 @@ class CapacityResult:
     draft_weights_bytes_per_gpu: int | None = None
     lora_bytes_per_gpu: int | None = None
     encoder_profile: dict[str, Any] | None = None
+    recurrent_blocks: tuple[int, int, int] | None = None
 
     @property
     def fits_one_full_length_request(self) -> bool:
@@ -489,7 +493,8 @@ class CapacityResult:
         """Sequences the pool holds at a mean context of ``context_tokens`` tokens.
 
         ``kv_cache_blocks ÷ ceil(context_tokens ÷ block_size)`` (paged allocation: a sequence holds whole
-        blocks). Contexts below one token count as one block.
+        blocks); a recurrent hybrid's pool ÷ (attention groups × that + its state blocks) (:attr:`recurrent_blocks`).
+        Contexts below one token count as one block.
 
         Raises:
             CapacityError: ``context_tokens`` is negative or not finite.
@@ -497,6 +502,14 @@ class CapacityResult:
         if not math.isfinite(context_tokens) or context_tokens < 0:
             raise CapacityError(f"context_tokens must be a finite number ≥ 0, got {context_tokens}")
         blocks_per_seq = max(1, math.ceil(context_tokens / self.block_size))
+        if self.recurrent_blocks is not None:
+            # a recurrent hybrid: every request also holds its state pages, however short (vLLM
+            # get_max_concurrency_for_kv_cache_config: the sum over the groups), so a short request is not
+            # kv_cache_blocks ÷ its attention blocks: Qwen3.5-9B (1 attention + 3 state groups, 2 pages each in
+            # the align mode) holds 1 + 6 blocks at 1,000 tokens, not 1
+            pool, attention_groups, state_blocks = self.recurrent_blocks
+            per_rank = pool / (attention_groups * blocks_per_seq + state_blocks)
+            return per_rank * self.data_parallel_size if per_rank >= 1 else per_rank
         per_rank = self.kv_cache_blocks_per_rank / blocks_per_seq
         # a request lives on one data-parallel rank: ranks add up only for requests that fit one
         return per_rank * self.data_parallel_size if per_rank >= 1 else per_rank

@@ -455,6 +455,10 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     if layout is None and recurrent is None:
         concurrency = vllm_max_concurrency(inputs, pool, blocks, max_len)
     encoder = encoder_profile(inputs)
+    recurrent_blocks = None
+    if recurrent is not None:
+        state_blocks = recurrent.recurrent_groups * recurrent.state_pages
+        recurrent_blocks = (engine_blocks, recurrent.attention_groups, state_blocks)
     return CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token_gpu * tp * inputs.pipeline_parallel_size,
@@ -482,4 +486,5 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         draft_weights_bytes_per_gpu=draft_weights_bytes_per_gpu(inputs),
         lora_bytes_per_gpu=lora_bytes_per_gpu(inputs),
         encoder_profile=None if encoder is None else encoder.as_dict(),
+        recurrent_blocks=recurrent_blocks,
     )

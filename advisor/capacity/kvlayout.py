@@ -241,7 +241,7 @@ def recurrent_state_bytes_per_sequence(inputs: CapacityInputs) -> int:
     m = inputs.model
     if not m.linear_layers:
         return 0
-    per_layer = m.recurrent_state_elements * DTYPE_BYTES[inputs.compute_dtype] / inputs.tensor_parallel_size
+    per_layer = sum(recurrent_state_elements_per_rank(inputs)) * DTYPE_BYTES[inputs.compute_dtype]
     return math.ceil(per_layer * layers_per_stage(inputs, m.linear_layers))
 
 
@@ -484,11 +484,28 @@ HYBRID_PREFIX_CACHING_DEFAULT_SINCE: Final = (0, 26)
 ``ModelConfig.is_prefix_caching_supported``, v0.26.0: "Generative hybrid models support prefix caching."; v0.25.0
 and before: "Hybrid models do not support prefix caching", so off unless ``--enable-prefix-caching``)."""
 
-MAMBA_PREFIX_CACHING_TYPES: Final = frozenset({"jamba"})
-"""``model_type``s loaded here whose vLLM class implements ``SupportsMambaPrefixCaching`` (``jamba.py``, v0.18.0 and
-v0.24.0): with prefix caching on they run the ``all`` Mamba cache mode (a state page per block of the request, the
-block aligned to the Mamba chunk size), which :func:`recurrent_hybrid_layout` does not model. Gated DeltaNet models
-(``qwen3_next.py``, ``qwen3_5.py``) do not implement it and run ``align``."""
+MAMBA_PREFIX_CACHING_TYPES: Final = frozenset({"jamba", "nemotron_h", "granitemoehybrid"})
+"""``model_type``s loaded here whose vLLM class implements ``SupportsMambaPrefixCaching`` (``jamba.py``,
+``nemotron_h.py``, ``granitemoehybrid.py``; v0.18.0-v0.27.0): with prefix caching on they run the ``all`` Mamba cache
+mode (a state page per block of the request, the block aligned to the Mamba chunk size), which
+:func:`recurrent_hybrid_layout` does not model, until :data:`MAMBA_ALIGN_MODE_ALWAYS_SINCE`. Gated DeltaNet models
+(``qwen3_next.py``, ``qwen3_5.py``) and Bamba do not implement it and run ``align``."""
+
+MAMBA_ALIGN_MODE_ALWAYS_SINCE: Final = (0, 28)
+"""From this vLLM release prefix caching runs every hybrid in the ``align`` Mamba cache mode, whatever its class
+implements (``MambaModelConfig.verify_and_update_config``, v0.28.0 and v0.34.0; ``all`` for
+:data:`MAMBA_PREFIX_CACHING_TYPES` at v0.19.0-v0.27.0)."""
+
+MAMBA2_PREFILL_CHECKPOINT_SINCE: Final = (0, 34)
+"""From this vLLM release a Mamba-2 layer in the ``align`` mode holds a third state page per request
+(``MambaSpec.max_memory_usage_bytes``: ``2 + num_speculative_blocks + num_prefill_checkpoint_blocks``, and
+``MambaMixer2`` sets the last to 1; v0.34.0; v0.28.0: ``2 + num_speculative_blocks``)."""
+
+NEMOTRON_H_SSM_DTYPE_SINCE: Final = ((0, 20), "float32"), ((0, 13), "float16")
+"""(first release, default): from v0.13.0 vLLM sets a Nemotron-H's ``mamba_ssm_cache_dtype`` (``auto``) from the
+config's ``mamba_ssm_cache_dtype``, else this default (``vllm/model_executor/models/config.py``
+``NemotronHForCausalLMConfig.verify_and_update_config``: ``float16`` at v0.13.0-v0.19.0, ``float32`` from v0.20.1,
+``DEFAULT_MAMBA_SSM_CACHE_DTYPE``); v0.11.0 has no such hook (the model dtype)."""
 
 QWEN3_5_SSM_DTYPE_ARCHITECTURES: Final = frozenset(
     {"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
@@ -554,7 +571,6 @@ def recurrent_state_page_bytes(inputs: CapacityInputs) -> int:
     3 × 8,192 × 2 B + 32 × 128 × 128 × 4 B = 49,152 + 2,097,152 = 2,146,304 B.
     """
     m = inputs.model
-    tp = inputs.tensor_parallel_size
     element = DTYPE_BYTES[inputs.compute_dtype]
     ssm_element = element
     version = parse_version(inputs.engine_version)
@@ -564,9 +580,26 @@ def recurrent_state_page_bytes(inputs: CapacityInputs) -> int:
         and (version is None or version >= (0, 17))
     ):
         ssm_element = DTYPE_BYTES[m.mamba_ssm_dtype]
-    conv = m.recurrent_conv_elements // tp
-    temporal = (m.recurrent_state_elements - m.recurrent_conv_elements) // tp
+    if m.model_type == "nemotron_h":
+        for since, default in NEMOTRON_H_SSM_DTYPE_SINCE:
+            if version is None or version >= since:
+                ssm_element = DTYPE_BYTES.get(m.mamba_ssm_dtype or default, DTYPE_BYTES[default])
+                break
+    conv, temporal = recurrent_state_elements_per_rank(inputs)
     return conv * element + temporal * ssm_element
+
+
+def recurrent_state_elements_per_rank(inputs: CapacityInputs) -> tuple[int, int]:
+    """(conv, SSM/temporal) state elements of one recurrent layer per sequence on one TP rank. A Mamba-2 mixer whose
+    groups TP does not divide carries ``TP − groups`` more (``extra_groups_for_head_shards``: each rank keeps the one
+    group whole, ``mamba_utils.py`` ``mamba2_state_shape``, v0.19.0): Granite-4.0-H-1B at TP 2 holds
+    3 × (3,072 + 2 × 2 × 128) ÷ 2 conv elements a rank, not 3 × 3,328 ÷ 2."""
+    m = inputs.model
+    tp = inputs.tensor_parallel_size
+    conv = m.recurrent_conv_elements
+    if m.mamba_groups and m.mamba_groups % tp:
+        conv += (tp - m.mamba_groups) * m.mamba_group_conv_elements
+    return conv // tp, (m.recurrent_state_elements - m.recurrent_conv_elements) // tp
 
 
 def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | None:
@@ -605,10 +638,14 @@ def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | N
     if prefix_caching is None:
         prefix_caching = version is None or version >= HYBRID_PREFIX_CACHING_DEFAULT_SINCE
     mode = "none"
-    if prefix_caching and m.model_type in MAMBA_PREFIX_CACHING_TYPES:
+    always_align = version is None or version >= MAMBA_ALIGN_MODE_ALWAYS_SINCE
+    if prefix_caching and m.model_type in MAMBA_PREFIX_CACHING_TYPES and not always_align:
         return None  # "all" mode: blocks aligned to the Mamba chunk size, a state page per block (not modelled)
     if prefix_caching and (version is None or version >= MAMBA_CACHE_MODES_SINCE):
         mode = "align"
+    align_pages = 2
+    if m.mamba_groups and (version is None or version >= MAMBA2_PREFILL_CHECKPOINT_SINCE):
+        align_pages = 3
     per_token = kv_bytes_per_token_per_layer(inputs)
     state = recurrent_state_page_bytes(inputs)
     align = RECURRENT_KERNEL_BLOCK_ALIGNMENT
@@ -630,6 +667,6 @@ def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | N
         group_size=size,
         attention_groups=-(-full // size),
         recurrent_groups=-(-recurrent // size),
-        state_pages=2 if mode == "align" else 1,
+        state_pages=align_pages if mode == "align" else 1,
         state_block_size=block if mode == "align" else inputs.effective_max_model_len,
     )

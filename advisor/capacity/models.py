@@ -13,8 +13,9 @@ Covered (each the way vLLM stores it; :meth:`ModelArch.from_hf_config` reads the
   GPT-OSS ``layer_types``): :attr:`ModelArch.sliding_window_layers` of the layers keep at most the window;
 * hybrid recurrent layers (Jamba Mamba layers, ``layer_types`` with ``mamba``; Gated DeltaNet ``linear_attention``
   of Qwen3-Next/Qwen3.5): only the :attr:`ModelArch.attention_layers` grow with context; each recurrent layer holds
-  a fixed state per sequence (:attr:`ModelArch.recurrent_state_elements`). Mamba-2 hybrids (Nemotron-H, Falcon-H1,
-  Granite-4.0-H, Bamba, Zamba2: :data:`UNMODELLED_HYBRIDS`) are refused, naming the key;
+  a fixed state per sequence (:attr:`ModelArch.recurrent_state_elements`). Mamba-2 hybrids with one mixer a layer
+  (Nemotron-H, Granite-4.0-H, Bamba: :data:`MAMBA2_HYBRID_TYPES`) likewise; Falcon-H1 and Zamba2
+  (:data:`UNMODELLED_HYBRIDS`) are refused, naming the key;
 * Gemma 4 (dense): full-attention layers with their own head size and KV heads (``global_head_dim``,
   ``num_global_key_value_heads`` under ``attention_k_eq_v``), the last ``num_kv_shared_layers`` layers reading an
   earlier layer's KV cache, per-layer embeddings (PLE) and double-wide MLPs in the shared layers
@@ -183,6 +184,13 @@ class ModelArch:
             prompt); a modality left out keeps vLLM's default.
         vision_heads: attention heads of :attr:`vision_tower_width`'s tower (``vision_config.num_heads``), which vLLM
             splits over the TP ranks; 0 = not read.
+        mlp_free_layers: layers with no MLP (Nemotron-H's mixers beyond its MLP and MoE layers, folded by
+            :func:`_nemotron_h_reads`); the dense MLPs are ``num_layers − moe_layers − mlp_free_layers``.
+        gated_experts: an expert is a gated MLP (3 matrices); False for Nemotron-H's ReLU² experts (up, down).
+        mamba_groups: a Mamba-2 mixer's B/C groups (``n_groups``), which vLLM pads to the TP size when TP does not
+            divide them (``extra_groups_for_head_shards``); 0 = not Mamba-2.
+        mamba_group_conv_elements: conv-state elements one such group adds per sequence per layer (``(kernel − 1) ×
+            2 × state size``), the padding's cost.
     """
 
     name: str
@@ -251,6 +259,10 @@ class ModelArch:
     vision_tower_type: str = ""
     vision_item_limits: tuple[tuple[str, int], ...] = ()
     vision_heads: int = 0
+    mlp_free_layers: int = 0
+    gated_experts: bool = True
+    mamba_groups: int = 0
+    mamba_group_conv_elements: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -274,6 +286,8 @@ class ModelArch:
             )
         if self.num_experts and not 0 < self.experts_per_token <= self.num_experts:
             raise CapacityError(f"{self.name}: experts_per_token must be in 1..{self.num_experts}")
+        if not 0 <= self.mlp_free_layers <= self.num_layers - self.moe_layers:
+            raise CapacityError(f"{self.name}: mlp_free_layers out of range for {self.num_layers} layers")
         if not 0 <= self.moe_layers <= self.num_layers or not 0 <= self.linear_layers < self.num_layers:
             raise CapacityError(f"{self.name}: moe_layers/linear_layers out of range for {self.num_layers} layers")
         if self.sliding_window_layers > self.attention_layers:
@@ -424,9 +438,10 @@ class ModelArch:
         return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size + bias
 
     def expert_parameters(self) -> int:
-        """One expert: ``3 × hidden × moe_intermediate`` (+ biases ``2 × moe_intermediate + hidden``)."""
+        """One expert: ``3 × hidden × moe_intermediate`` (``2 ×`` when not :attr:`gated_experts`) (+ biases ``2 ×
+        moe_intermediate + hidden``)."""
         bias = 2 * self.moe_intermediate_size + self.hidden_size if self.expert_bias else 0
-        return 3 * self.hidden_size * self.moe_intermediate_size + bias
+        return (3 if self.gated_experts else 2) * self.hidden_size * self.moe_intermediate_size + bias
 
     def router_parameters(self) -> int:
         """The router of one MoE layer: ``num_experts × hidden`` (+ a bias per expert when experts have biases)."""
@@ -454,7 +469,8 @@ class ModelArch:
             attention = self.attention_layers * self.attention_parameters_per_layer()
         recurrent = self.linear_layers * self.linear_layer_parameters
         moe = self.moe_layers * self.moe_layer_parameters(experts) if self.is_moe else 0
-        dense = (self.num_layers - (self.moe_layers if self.is_moe else 0)) * self.dense_mlp_parameters()
+        dense_layers = self.num_layers - (self.moe_layers if self.is_moe else 0) - self.mlp_free_layers
+        dense = dense_layers * self.dense_mlp_parameters()
         if self.double_wide_mlp:  # the KV-shared layers' MLP is twice as wide
             dense += self.kv_shared_layers * self.dense_mlp_parameters()
         return attention + recurrent + moe + dense + sum(self.per_layer_input_parameters())
@@ -576,7 +592,9 @@ class ModelArch:
         mla_minimum = 1 if kv_lora_rank else 0  # an MLA model needs a rope part and a V head
         window = _sliding_window(cfg, name)
         pattern = _optional_positive_int(cfg, "sliding_window_pattern", name, 0)
-        moe_layers = _moe_layers(cfg, layers, name)
+        moe_layers = _int_in(cfg, "_moe_layer_count", name, 0, layers, default=-1)
+        moe_layers = moe_layers if moe_layers >= 0 else _moe_layers(cfg, layers, name)
+        mamba2 = cfg.get("_mamba2")
         method = _checkpoint_quantization(cfg, name)
         arch = cls(
             name=name,
@@ -643,6 +661,10 @@ class ModelArch:
             per_layer_input_size=int(cfg.get("_per_layer_input_size", 0)),
             per_layer_vocab_size=int(cfg.get("_per_layer_vocab_size", 0)),
             unsized_towers=_unsized_towers(top, name),
+            mlp_free_layers=int(cfg.get("_mlp_free_layers", 0)),
+            gated_experts=bool(cfg.get("_gated_experts", True)),
+            mamba_groups=mamba2[2] if mamba2 else 0,
+            mamba_group_conv_elements=(mamba2[4] - 1) * 2 * mamba2[3] if mamba2 else 0,
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""
@@ -868,11 +890,12 @@ def _model_type_of(cfg: Mapping[str, Any], name: str) -> str:
 
 
 NON_GATED_MLP_TYPES: Final = frozenset(
-    {"phi", "gpt2", "opt", "bloom", "falcon", "gpt_neox", "gpt_bigcode", "starcoder2"}
+    {"phi", "gpt2", "opt", "bloom", "falcon", "gpt_neox", "gpt_bigcode", "starcoder2", "nemotron_h"}
 )
 """``model_type``s whose dense MLP is two matrices, up and down, with no gate (transformers and vLLM:
 ``PhiMLP`` ``fc1``/``fc2``, ``GPT2MLP`` and ``GPTBigCodeMLP`` and ``Starcoder2MLP`` ``c_fc``/``c_proj``, OPT's
-``fc1``/``fc2``, BLOOM's, Falcon's and GPT-NeoX's ``dense_h_to_4h``/``dense_4h_to_h``). Phi-3 (``phi3``) is gated."""
+``fc1``/``fc2``, BLOOM's, Falcon's and GPT-NeoX's ``dense_h_to_4h``/``dense_4h_to_h``, Nemotron-H's ReLU²
+``NemotronHMLP`` ``up_proj``/``down_proj``). Phi-3 (``phi3``) is gated."""
 
 
 TIED_BY_DEFAULT: Final[dict[str, bool]] = {
@@ -1092,6 +1115,8 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
     d_conv = _optional_positive_int(cfg, "mamba_d_conv", name, 4)
     auto_rank = -(-hidden // 16)  # transformers' "auto": ceil(hidden / 16)
     stated_rank = "auto" if cfg.get("mamba_dt_rank") == "auto" else _int_in(cfg, "mamba_dt_rank", name, 1, default=0)
+    if cfg.get("_mamba2"):
+        return _mamba2_layers(cfg, layers, hidden)
     if period:  # Jamba
         count = layers - ((layers - 1 - offset) // period + 1)  # all but layers i with i % period == offset
     elif isinstance(cfg.get("layer_types"), list):
@@ -1122,6 +1147,29 @@ def _recurrent_layers(cfg: Mapping[str, Any], layers: int, hidden: int, name: st
     # MambaStateShapeCalculator.mamba1_state_shape: conv (d_inner, d_conv - 1), temporal (d_inner, d_state)
     state = (d_conv - 1) * d_inner + d_inner * d_state
     return count, state, params, layers - count, (d_conv - 1) * d_inner
+
+
+def _mamba2_layers(cfg: Mapping[str, Any], layers: int, hidden: int) -> tuple[int, int, int, int, int]:
+    """(Mamba-2 layers, state elements per sequence per layer, mixer parameters, attention layers, conv part) of a
+    :data:`MAMBA2_HYBRID_TYPES` model (its ``_mamba2`` shapes from :func:`_mamba2_reads`; its Mamba layers are the
+    ``mamba`` entries of ``layer_types`` or ``layers_block_type``).
+
+    State (vLLM ``mamba_utils.py`` ``MambaStateShapeCalculator.mamba2_state_shape``, 0.19.0): conv ``(kernel − 1) ×
+    conv_dim``, ``conv_dim = intermediate + 2 × groups × state``, and the SSM state ``heads × head_dim × state``
+    (over TP: :func:`advisor.capacity.kvlayout.recurrent_state_page_bytes`, which also pads the groups). Mixer
+    (``mamba_mixer2.py`` ``MambaMixer2``): ``in_proj`` hidden × (intermediate + conv_dim + heads) (+ bias),
+    ``conv1d`` conv_dim × kernel (+ conv_dim bias), ``A``, ``D``, ``dt_bias`` heads each, the gated norm
+    intermediate, ``out_proj`` intermediate × hidden. Granite-4.0-H-1B (hidden 1536, 48 heads × 64, 1 group, state
+    128, kernel 4): conv 3 × 3,328 + SSM 48 × 64 × 128 = 403,200 elements, 806,400 B in bf16."""
+    heads, head_dim, groups, state_size, kernel, intermediate, proj_bias, conv_bias = cfg["_mamba2"]
+    types = cfg.get("layer_types") if isinstance(cfg.get("layer_types"), list) else cfg.get("layers_block_type")
+    count = sum(1 for t in types if t == "mamba") if isinstance(types, list) else 0
+    conv_dim = intermediate + 2 * groups * state_size
+    state = (kernel - 1) * conv_dim + heads * head_dim * state_size
+    projected = intermediate + conv_dim + heads
+    params = hidden * projected + (projected if proj_bias else 0) + conv_dim * kernel + (conv_dim if conv_bias else 0)
+    params += 3 * heads + intermediate + intermediate * hidden
+    return count, state, params, layers - count, (kernel - 1) * conv_dim
 
 
 def _gated_delta_net_layers(
@@ -1590,16 +1638,99 @@ GATED_DELTA_NET_TYPES: Final = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"
 ``Qwen3NextGatedDeltaNet``; the ``linear_*`` keys): they also gate the attention output and norm q and k."""
 
 UNMODELLED_HYBRIDS: Final[dict[str, str]] = {
-    # model_type → the key that lays out its Mamba-2 layers, which this module does not size (mixer parameters,
-    # conv + SSM state of MambaStateShapeCalculator.mamba2_state_shape): refused rather than read as dense
-    "nemotron_h": "hybrid_override_pattern",
+    # model_type → the key that lays out its Mamba-2 layers, which this module does not size: Falcon-H1 runs an
+    # attention and a Mamba-2 mixer side by side in every layer (vLLM falcon_h1.py FalconH1ParallelHybrid), Zamba2
+    # shares one attention block across its "hybrid" layers (zamba2.py); refused rather than read as dense
     "falcon_h1": "mamba_d_ssm",
-    "granitemoehybrid": "layer_types",
-    "bamba": "attn_layer_indices",
     "zamba2": "layers_block_type",
 }
-"""Hybrid Mamba-2 families the capacity pass refuses, naming the key (vLLM ``nemotron_h.py``, ``falcon_h1.py``,
-``granitemoehybrid.py``, ``bamba.py``, ``zamba2.py``): their recurrent layers are not Jamba's Mamba-1."""
+"""Hybrid Mamba-2 families the capacity pass refuses, naming the key (vLLM ``falcon_h1.py``, ``zamba2.py``)."""
+
+MAMBA2_HYBRID_TYPES: Final = frozenset({"nemotron_h", "granitemoehybrid", "bamba"})
+"""``model_type``s whose recurrent layers are Mamba-2 mixers (vLLM ``mamba_mixer2.py`` ``MambaMixer2``), one mixer
+per layer in place of attention: Nemotron-H (``hybrid_override_pattern``, :func:`_nemotron_h_reads`), Granite-4.0-H
+(``layer_types`` ``mamba``/``attention``, every layer with its MLP) and Bamba (``layers_block_type``)."""
+
+NEMOTRON_H_LAYER_CHARS: Final = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+"""``hybrid_override_pattern`` characters (vLLM ``nemotron_h.py`` ``ALL_DECODER_LAYER_TYPES``, 0.19.0): each is one
+layer holding only that block (its own pre-norm): a Mamba-2 mixer, an attention block (no rotary), a non-gated
+ReLU² MLP, or a mixture of experts."""
+
+
+def _mamba2_reads(out: dict[str, Any], model_type: str, name: str) -> None:
+    """Put a Mamba-2 family's mixer shapes under ``_mamba2`` (heads, head dim, groups, state size, conv kernel,
+    intermediate, in_proj bias, conv bias), as vLLM passes them to ``MambaMixer2``: Nemotron-H ``mamba_num_heads``,
+    ``mamba_head_dim``, ``n_groups``, ``ssm_state_size``, ``conv_kernel``, intermediate = heads × head dim
+    (``nemotron_h.py`` ``NemotronHMambaDecoderLayer``); Granite-4.0-H and Bamba ``mamba_n_heads``, ``mamba_d_head``,
+    ``mamba_n_groups``, ``mamba_d_state``, ``mamba_d_conv``, intermediate = ``mamba_expand`` × hidden
+    (``granitemoehybrid.py``/``bamba.py`` ``*MambaDecoderLayer``). Defaults: the transformers config classes
+    (``NemotronHConfig``, ``GraniteMoeHybridConfig``, ``BambaConfig``)."""
+    hidden = _optional_positive_int(out, "hidden_size", name, 0)
+    if model_type == "nemotron_h":
+        heads = _optional_positive_int(out, "mamba_num_heads", name, 128)
+        head_dim = _optional_positive_int(out, "mamba_head_dim", name, 64)
+        groups = _optional_positive_int(out, "n_groups", name, 8)
+        state = _optional_positive_int(out, "ssm_state_size", name, 128)
+        kernel = _optional_positive_int(out, "conv_kernel", name, 4)
+        intermediate = heads * head_dim
+        proj_bias = bool(out.get("use_bias")) and _optional_bool(out, "use_bias", name)
+        conv_bias = out.get("use_conv_bias") is None or _optional_bool(out, "use_conv_bias", name)
+    else:
+        heads = _optional_positive_int(out, "mamba_n_heads", name, 128)
+        groups = _optional_positive_int(out, "mamba_n_groups", name, 1)
+        state = _optional_positive_int(out, "mamba_d_state", name, 256)
+        kernel = _optional_positive_int(out, "mamba_d_conv", name, 4)
+        intermediate = _optional_positive_int(out, "mamba_expand", name, 2) * hidden
+        auto = out.get("mamba_d_head") == "auto"  # transformers: "auto" (the default) = intermediate ÷ heads
+        head_dim = (0 if auto else _optional_positive_int(out, "mamba_d_head", name, 0)) or intermediate // heads
+        proj_bias = bool(out.get("mamba_proj_bias")) and _optional_bool(out, "mamba_proj_bias", name)
+        conv_bias = out.get("mamba_conv_bias") is None or _optional_bool(out, "mamba_conv_bias", name)
+    if heads * head_dim != intermediate:
+        wanted = f"the Mamba-2 intermediate size {intermediate}"
+        raise _bad_value(name, "mamba heads × head dim", wanted, heads * head_dim)
+    out["_mamba2"] = (heads, head_dim, groups, state, kernel, intermediate, proj_bias, conv_bias)
+
+
+def _nemotron_h_reads(out: dict[str, Any], name: str) -> None:
+    """Nemotron-H (``nemotron_h``): fold ``hybrid_override_pattern`` (:data:`NEMOTRON_H_LAYER_CHARS`, one block per
+    layer) into the generic reader's layers, each a mixer (Mamba-2 or attention) with at most one MLP: the mixers
+    are the layers (``layer_types``), the ``E`` layers their MoE MLPs (``_moe_layer_count``), the ``-`` layers their
+    dense non-gated MLPs, and the mixers left without one ``_mlp_free_layers``. Only the mixers keep KV or state
+    (vLLM ``get_kv_cache_spec``: attention and Mamba layers), so the pool is sized as for the folded stack.
+    Experts and the shared expert are non-gated ReLU² MLPs (``NemotronHMoE``: ``up_proj``/``down_proj``); the shared
+    expert is ``moe_shared_expert_intermediate_size`` × ``n_shared_experts`` wide. A pattern with more MLP than
+    mixer layers, or a per-layer ``intermediate_size`` list, is refused (not folded). Not counted: the layers' norms
+    beyond two per folded layer (``hidden`` each) and the router's score-correction bias."""
+    pattern = out.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern or set(pattern) - NEMOTRON_H_LAYER_CHARS.keys():
+        raise _bad_value(name, "hybrid_override_pattern", "a string of the layer characters M * - E", pattern)
+    layers = out.get("num_hidden_layers")
+    if layers is not None and layers != len(pattern):
+        raise _bad_value(name, "num_hidden_layers", f"the pattern's length {len(pattern)}", layers)
+    mamba, attention, mlp, moe = (pattern.count(c) for c in "M*-E")
+    mixers = mamba + attention
+    if not attention or mlp + moe > mixers:
+        raise CapacityError(
+            f"{name}: hybrid_override_pattern {pattern!r} has {attention} attention, {mamba} Mamba-2, {mlp} MLP "
+            f"and {moe} MoE layers; the capacity pass sizes stacks with attention and no more MLP than mixer layers"
+        )
+    out.update(
+        num_hidden_layers=mixers,
+        layer_types=["mamba"] * mamba + ["attention"] * attention,
+        _moe_layer_count=moe,
+        _mlp_free_layers=mixers - mlp - moe,
+        _gated_experts=False,
+        mamba_ssm_dtype=out.get("mamba_ssm_cache_dtype"),
+    )
+    if moe:
+        width = _optional_positive_int(out, "moe_intermediate_size", name, 0)
+        shared = _optional_positive_int(out, "moe_shared_expert_intermediate_size", name, 0)
+        shared *= _int_in(out, "n_shared_experts", name, 0, default=1)
+        if not width or shared % width:
+            raise _bad_value(
+                name, "moe_shared_expert_intermediate_size", f"a multiple of moe_intermediate_size ({width})", shared
+            )
+        out["n_shared_experts"] = shared // width
 
 
 def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
@@ -1616,24 +1747,42 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
     * Gated DeltaNet types (:data:`GATED_DELTA_NET_TYPES`): without ``layer_types`` every
       ``full_attention_interval``-th layer (default 4) is full attention, the rest ``linear_attention``
       (``Qwen3NextConfig.__init__``); the attention output gate (``attn_output_gate``, default true).
-    * :data:`UNMODELLED_HYBRIDS`: refused.
+    * :data:`UNMODELLED_HYBRIDS`: refused. Nemotron-H: :func:`_nemotron_h_reads`; Granite-4.0 (``granitemoehybrid``):
+      with ``num_local_experts`` 0 the layer's MLP is its ``shared_mlp``, else the experts plus that MLP as
+      ``shared_intermediate_size`` ÷ ``intermediate_size`` shared experts; the Mamba-2 mixers of
+      :data:`MAMBA2_HYBRID_TYPES`: :func:`_mamba2_reads`.
     * Gemma 4 (``gemma4_text``): :func:`_gemma4_reads`.
     """
     out = dict(cfg)
-    types = out.get("layer_types")
-    dense_granite = model_type == "granitemoehybrid" and not (isinstance(types, list) and "mamba" in types)
-    if model_type in UNMODELLED_HYBRIDS and not dense_granite:  # Granite-4.0 "micro": all layer_types attention
+    if model_type in UNMODELLED_HYBRIDS:
         key = UNMODELLED_HYBRIDS[model_type]
         raise CapacityError(
-            f"{name}: model_type {model_type!r} mixes Mamba-2 layers ({key!r}) with attention; the capacity pass "
-            "does not size Mamba-2 layers (their weights and per-sequence state), so it cannot plan this model"
+            f"{name}: model_type {model_type!r} mixes Mamba-2 layers ({key!r}) with attention in a way the capacity "
+            "pass does not size (their weights and per-sequence state), so it cannot plan this model"
         )
-    if dense_granite and out.get("num_local_experts") == 0:
-        # vLLM granitemoehybrid.py (v0.11.0) GraniteMoeHybridAttentionDecoderLayer: no MoE unless
-        # num_local_experts > 0; the layer's MLP is shared_mlp, shared_intermediate_size wide
-        out.update(num_local_experts=None, num_experts_per_tok=None)
-        if out.get("shared_intermediate_size") is not None:
-            out["intermediate_size"] = out["shared_intermediate_size"]
+    if model_type == "nemotron_h":
+        _nemotron_h_reads(out, name)
+    types = out.get("layer_types")
+    if model_type == "granitemoehybrid":
+        experts = out.get("num_local_experts")
+        if experts == 0:
+            # vLLM granitemoehybrid.py (v0.11.0) GraniteMoeHybrid*DecoderLayer: no MoE unless num_local_experts > 0;
+            # the layer's MLP is shared_mlp, shared_intermediate_size wide
+            out.update(num_local_experts=None, num_experts_per_tok=None)
+            if out.get("shared_intermediate_size") is not None:
+                out["intermediate_size"] = out["shared_intermediate_size"]
+        elif out.get("shared_intermediate_size") is not None:
+            # every layer: block_sparse_moe (experts intermediate_size wide) + shared_mlp, a gated MLP
+            # shared_intermediate_size wide, counted as that many expert widths of always-on shared experts
+            width = _optional_positive_int(out, "intermediate_size", name, 0)
+            shared = _optional_positive_int(out, "shared_intermediate_size", name, 0)
+            if not width or shared % width:
+                raise _bad_value(name, "shared_intermediate_size", f"a multiple of intermediate_size ({width})", shared)
+            out.update(moe_intermediate_size=width, n_shared_experts=shared // width)
+    if model_type in MAMBA2_HYBRID_TYPES and (
+        model_type != "granitemoehybrid" or (isinstance(types, list) and "mamba" in types)
+    ):
+        _mamba2_reads(out, model_type, name)
     if model_type in ("llama4", "llama4_text"):
         expert = _optional_positive_int(out, "intermediate_size", name, 8192)
         step = _int_in(out, "interleave_moe_layer_step", name, 0, default=1)

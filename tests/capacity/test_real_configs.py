@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from advisor.capacity.kv import CapacityInputs, kv_bytes_per_token_per_gpu, recurrent_state_bytes_per_sequence
-from advisor.errors import CapacityError
 from advisor.modelfile import resolve_model
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
@@ -157,9 +156,11 @@ def test_published_config_loads_with_the_cards_count_and_hand_kv(case: Case) -> 
     assert recurrent_state_bytes_per_sequence(inputs) == case.state_per_sequence
 
 
-def test_nemotron_h_mamba2_hybrid_is_refused_naming_its_layer_pattern() -> None:
+def test_nemotron_h_mamba2_hybrid_is_read_by_its_layer_pattern() -> None:
     # NVIDIA-Nemotron-3-Nano-30B-A3B (https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, 31.6B
     # total): hybrid_override_pattern lays out Mamba-2 ("M"), MoE ("E") and attention ("*") layers. Read as a dense
-    # stack it came out at 102 B parameters with every layer caching KV; the loader now refuses it, naming the key.
-    with pytest.raises(CapacityError, match="hybrid_override_pattern"):
-        resolve_model(str(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"), Path("."))
+    # stack it came out at 102 B parameters with every layer caching KV; it was then refused; it is now folded
+    # (tests/capacity/test_mamba2_hybrids.py) and only its six attention layers cache KV.
+    model = resolve_model(str(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"), Path("."))
+    assert model.num_parameters == pytest.approx(31.6e9, rel=0.01)
+    assert model.attention_layers == 6

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from advisor.capacity.kv import CapacityInputs, vllm_capacity_pass
 from advisor.capacity.models import ModelArch
 from advisor.modelfile import resolve_model
@@ -182,3 +184,22 @@ def test_gemma3_sliding_hybrid_prints_concurrency_times_max_model_len_from_vllm_
     kw: dict[str, object] = {"max_model_len": 2048, "max_num_batched_tokens": 8192, "kv_cache_memory_bytes": pool}
     assert vllm_capacity_pass(_run(gemma, engine_version="0.20.0", **kw)).kv_cache_tokens == 950_864
     assert vllm_capacity_pass(_run(gemma, engine_version="0.21.0", **kw)).kv_cache_tokens == 944_550
+
+
+def test_a_short_request_holds_its_state_pages_too_so_the_ceiling_at_its_length_counts_them() -> None:
+    # vLLM V1 admits a request into the one pool of blocks: its attention pages plus its state pages in every
+    # recurrent group (get_max_concurrency_for_kv_cache_config sums the groups). Qwen3.5-9B on 0.18 with prefix
+    # caching ('align': 2 pages in each of 3 state groups): a 1,000-token request holds 1 + 6 = 7 of the 1,258
+    # blocks, so 179 fit, not the 314 that kv_cache_blocks (1,258 // 4 groups) ÷ 1 block gave before.
+    got = vllm_capacity_pass(
+        _run(
+            QWEN35_9B,
+            engine_version="0.18.0",
+            max_model_len=65536,
+            kv_cache_dtype="fp8",
+            enable_prefix_caching=True,
+            num_gpu_blocks_override=1258,
+        )
+    )
+    assert got.concurrency_at(1000) == pytest.approx(1258 / 7)
+    assert got.concurrency_at(65536) == pytest.approx(got.max_concurrency)  # the engine's printed 18.23
