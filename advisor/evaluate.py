@@ -543,6 +543,23 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     )
 
 
+def newest_replica_age(up: Sequence[TargetView]) -> float | None:
+    """Seconds the most recently started of ``up`` has run: the smallest newest-sample time less its
+    ``process_start_time_seconds``, over the targets that state a finite start; ``None`` where none does.
+
+    Example: pods started a day and 90 s before their newest scrape → 90.0 (kserve/kserve#5496's rollout: the
+    surge pod).
+    """
+    ages = [
+        latest.timestamp - start
+        for t in up
+        if (start := (latest := t.history[-1]).snapshot.process_start_time_seconds) is not None
+        and math.isfinite(start)
+        and math.isfinite(latest.timestamp - start)
+    ]
+    return max(0.0, min(ages)) if ages else None
+
+
 def _fsum_or_none(values: Sequence[float]) -> float | None:
     """``math.fsum(values)``; ``None`` when there are none or their sum overflows a float."""
     if not values:
@@ -1049,6 +1066,7 @@ def evaluate_deployment(
         requests_running_max=load.peak,
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
+        newest_replica_age_seconds=newest_replica_age(up),
         engine_time=combine_engine_time(times),
         speculation=speculation,
         # a running maximum that a restart resets: the window's largest, not the newest scrape's

@@ -213,6 +213,9 @@ class Evaluation:
             dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
             gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
             ``None`` with fewer than two samples; 0.0 when nothing ran.
+        newest_replica_age_seconds: seconds the most recently started answering engine has run (its newest
+            sample's time less its ``process_start_time_seconds``); ``None`` where no engine states its start.
+            A young replica means the fleet is changing (a rollout's surge pod, a scale-up, a restart).
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
         engine_time: the window's time counters, for engines without latency histograms (llama.cpp: seconds its
@@ -288,6 +291,7 @@ class Evaluation:
     requests_running_max: float | None = None
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
+    newest_replica_age_seconds: float | None = None
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None

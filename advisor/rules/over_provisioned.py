@@ -8,7 +8,9 @@ for-duration is long by default (30 min) so a quiet hour does not shrink a fleet
 
 Never fires, and proposes no GPU-freeing turn (fewer replicas, a lower TP, a smaller GPU), while any configured
 replica is down or stale (``Evaluation.replicas_up < replicas``: its load went to the others, so what they run
-is not the deployment's load, and the window is partial) or while requests wait; the status says which, in numbers.
+is not the deployment's load, and the window is partial), while requests wait, or while a replica has run for less
+than the for-duration (``Evaluation.newest_replica_age_seconds``: a rollout's surge pod beside a draining one, a
+scale-up, a restart: the pod count is not the steady fleet's; kserve/kserve#5496); the status says which, in numbers.
 An active incident clears then.
 
 The load is read at the window's peak (``Evaluation.requests_running_max``), never at the newest sample alone,
@@ -193,8 +195,15 @@ class OverProvisionedRule:
         down = max(0, ev.ctx.replicas - ev.replicas_up)
         evidence["replicas_up"] = ev.replicas_up
         evidence["replicas_configured"] = ev.ctx.replicas
+        # a replica that started within the for-duration means the fleet is changing (a rollout's surge pod beside
+        # a draining one, a scale-up, a restart): its count is not the steady fleet's (kserve/kserve#5496)
+        age = ev.newest_replica_age_seconds
+        young = age is not None and age < self._for
+        if age is not None:
+            evidence["newest_replica_age_seconds"] = round(age, 1)
         holds = (
-            down == 0
+            not young
+            and down == 0
             and g >= ev.ctx.slo.target_ratio
             and waiting == 0
             and usage < self.max_usage
@@ -216,6 +225,11 @@ class OverProvisionedRule:
             )
         if hot is not None:
             reason += f", {hot[1]} pool usage {hot[0]:.1%}"
+        if young and age is not None:
+            reason += (
+                f"; not while a replica started {age:,.0f}s ago (under the {self._for:,.0f}s this rule needs): "
+                "the fleet is changing (a rollout, a scale-up or a restart), so its count is not a steady one"
+            )
         if down:
             reason += (
                 f"; not while {down} of {ev.ctx.replicas} replica(s) are down or stale ({ev.replicas_up} answer): "
