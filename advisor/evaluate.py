@@ -500,11 +500,13 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
 class RunningLoad:
     """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
     largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
-    across its samples); ``None`` unknown."""
+    across its samples); ``None`` unknown. ``by_target``: each answering target's mean, in target order (those that
+    measured one)."""
 
     peak: float | None = None
     dispersion: float | None = None
     mean: float | None = None
+    by_target: tuple[float, ...] = ()
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
@@ -540,6 +542,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         peak=_fsum_or_none(peaks),
         dispersion=max(dispersions) if dispersions else None,
         mean=_fsum_or_none(means),
+        by_target=tuple(means),
     )
 
 
@@ -1067,6 +1070,7 @@ def evaluate_deployment(
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
         newest_replica_age_seconds=newest_replica_age(up),
+        requests_running_by_target=load.by_target,
         engine_time=combine_engine_time(times),
         speculation=speculation,
         # a running maximum that a restart resets: the window's largest, not the newest scrape's

@@ -216,6 +216,9 @@ class Evaluation:
         newest_replica_age_seconds: seconds the most recently started answering engine has run (its newest
             sample's time less its ``process_start_time_seconds``); ``None`` where no engine states its start.
             A young replica means the fleet is changing (a rollout's surge pod, a scale-up, a restart).
+        requests_running_by_target: each answering target's mean running requests over the window (the targets that
+            measured one); () unknown. Far apart (one busy, another idle) they mean the router, not the fleet's
+            size, sets each replica's load (:func:`advisor.rules.common.uneven_load`).
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
         engine_time: the window's time counters, for engines without latency histograms (llama.cpp: seconds its
@@ -292,6 +295,7 @@ class Evaluation:
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
     newest_replica_age_seconds: float | None = None
+    requests_running_by_target: tuple[float, ...] = ()
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None

@@ -903,6 +903,56 @@ def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposa
     return out
 
 
+UNEVEN_MIN_RUNNING: Final = 8.0
+"""Running requests (window mean) the busiest replica must carry before an idle one beside it reads as uneven
+routing: below it, a few requests land where they land."""
+
+UNEVEN_IDLE_SHARE: Final = 0.1
+"""A replica running at most this share of the busiest one's requests (window means) is idle beside it."""
+
+
+def uneven_load(ev: Evaluation) -> str | None:
+    """Why the replicas' loads are the router's, not the fleet's, or ``None``: one answering replica ran at least
+    :data:`UNEVEN_MIN_RUNNING` requests on the window's mean while another ran at most :data:`UNEVEN_IDLE_SHARE` of
+    that. A balancer that routes evenly (round robin, least requests, the engines' own DP) keeps replicas of one
+    deployment within a few requests of each other; one busy beside one idle is a router that sends it nothing
+    (sgl-project/sglang#15473: the gRPC cache-aware policy saw every load as zero and always picked the first
+    worker; vllm-project/vllm#48808's skewed data-parallel balancer). Then the fleet's average describes no replica,
+    and a turn sized on it (more replicas, fewer, more TP, lighter weights, a larger pool) answers the wrong
+    question: the idle replica is capacity the router does not use.
+
+    Example: by target (256.0, 0.0) → ``"the load is uneven across the replicas: one runs 256 requests while
+    another runs 0 …"``.
+    """
+    loads = [v for v in ev.requests_running_by_target if math.isfinite(v)]
+    if len(loads) < 2:
+        return None
+    busiest, idlest = max(loads), min(loads)
+    if busiest < UNEVEN_MIN_RUNNING or idlest > UNEVEN_IDLE_SHARE * busiest:
+        return None
+    return (
+        f"the load is uneven across the replicas: one runs {count(busiest)} requests on the window's mean while "
+        f"another runs {count(idlest)}; the router, not the fleet's size, sets each one's load (check the load "
+        "balancer's policy and its view of the replicas' load), so no turn sized on the fleet's average is proposed"
+    )
+
+
+def load_balance(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
+    """``proposals`` with every turn but those of :data:`ENGINE_FIGURES_ONLY_DIALS` withheld while the replicas'
+    loads are uneven (:func:`uneven_load`), its reason in ``withheld``; unchanged otherwise. The lifecycle applies it
+    to every rule's proposals (plugins' too); idempotent."""
+    why = uneven_load(ev)
+    if why is None:
+        return list(proposals)
+    why = f"withheld: {why}"
+    return [
+        p
+        if p.dial in ENGINE_FIGURES_ONLY_DIALS or p.withheld is not None
+        else dataclasses.replace(p, withheld=why, predicted_effect={})
+        for p in proposals
+    ]
+
+
 def latency_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
     """``proposals`` with the latency model named in their evidence (``latency_model``: ``calibrated`` or ``prior``,
     its factors and last errors: :meth:`advisor.capacity.calibration.LatencyFit.evidence`; keys already there are

@@ -50,7 +50,7 @@ from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, keda_replicas_text, platform_flag
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
-from advisor.rules.common import gpus_per_replica, latency_quality, model_quality, page_quality
+from advisor.rules.common import gpus_per_replica, latency_quality, load_balance, model_quality, page_quality
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
 
@@ -211,6 +211,12 @@ def _changes(p: Proposal) -> int:
     ``p.flag`` is restated for."""
     flag = p.engine_flag if p.engine_flag is not None else p.flag
     return max(1, sum(1 for tok in (flag or "").split() if tok.startswith("--")))
+
+
+def _qualified(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
+    """A rule's proposals through the checks every rule's (plugins' too) pass: the scraped page's quality, the
+    latency model's, the model served, and whether the replicas' loads are the router's (:func:`load_balance`)."""
+    return load_balance(ev, model_quality(ev, latency_quality(ev, page_quality(ev, proposals))))
 
 
 def localized(ev: Evaluation, p: Proposal) -> Proposal:
@@ -566,9 +572,7 @@ class Lifecycle:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
                 reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
-                props = [
-                    localized(ev, q) for q in model_quality(ev, latency_quality(ev, page_quality(ev, rule.propose(ev))))
-                ]
+                props = [localized(ev, q) for q in _qualified(ev, rule.propose(ev))]
                 contributing.append((rule, props))
                 feeding += props
                 continue
@@ -584,9 +588,7 @@ class Lifecycle:
             if st.pending_since is None:
                 st.pending_since = ev.now
             held = ev.now - st.pending_since
-            props = [
-                localized(ev, q) for q in model_quality(ev, latency_quality(ev, page_quality(ev, rule.propose(ev))))
-            ]
+            props = [localized(ev, q) for q in _qualified(ev, rule.propose(ev))]
             feeding += props
             if not ignore_for and held < rule.for_seconds():
                 pending.append((rule, props))

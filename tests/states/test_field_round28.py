@@ -335,14 +335,7 @@ STATES = [
     vllm_kserve_rollout_drain(),
 ]
 
-XFAIL: dict[str, str] = {
-    "sglang-grpc-router-cache-aware-all-on-a-b-idle": (
-        "goodput_below_target has no notion of one replica idle: it reads A's 30 ms TPOT as a weights-bound small "
-        "batch and proposes weight_quantization → fp8 (alternative: tensor_parallel_size 1 → 2, two more GPUs) while "
-        "B's GPU idles; its text sizes the batch as the fleet's average (rules/common.py tpot_knee: requests_running "
-        "/ replicas_up = 256 / 2 = 128, 'just 128.0 sequences run per replica') though A runs 256 and B 0"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)
