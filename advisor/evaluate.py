@@ -234,6 +234,16 @@ def _sum_maps(maps: Sequence[Any]) -> dict[str, float]:
     return out
 
 
+def waiting_by_reason(latest: Sequence[EngineSnapshot]) -> dict[str, float]:
+    """The answering engines' waiting requests split by reason, summed, only when every one of them splits its
+    queue; ``{}`` (no split known) otherwise. Mid-upgrade a 0.20+ vLLM pod splits and an older one does not: the sum
+    of the splits would leave the older pod's waiting out of every reason (``{capacity: 0}`` beside 4 waiting), and
+    a rule that reads the split as the whole queue would judge the older pod by the newer one's (field state round
+    29, vllm#54003: a rank of a 0.14 pod waiting on a grammar compile read as wedged and 'restart it')."""
+    maps = [s.requests_waiting_by_reason for s in latest]
+    return _sum_maps(maps) if maps and all(maps) else {}
+
+
 def _any_known(flags: Sequence[bool | None]) -> bool | None:
     known = [f for f in flags if f is not None]
     return any(known) if known else None
@@ -546,21 +556,22 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     )
 
 
-def newest_replica_age(up: Sequence[TargetView]) -> float | None:
-    """Seconds the most recently started of ``up`` has run: the smallest newest-sample time less its
-    ``process_start_time_seconds``, over the targets that state a finite start; ``None`` where none does.
+def replica_ages(up: Sequence[TargetView]) -> tuple[float, float] | None:
+    """(newest, oldest): seconds the most and the least recently started of ``up`` have run, each its newest-sample
+    time less its ``process_start_time_seconds``, over the targets that state a finite start (never below 0);
+    ``None`` where none does.
 
-    Example: pods started a day and 90 s before their newest scrape → 90.0 (kserve/kserve#5496's rollout: the
-    surge pod).
+    Example: pods started a day and 90 s before their newest scrape → (90.0, 86,400.0) (kserve/kserve#5496's
+    rollout: the surge pod beside the old ones).
     """
     ages = [
-        latest.timestamp - start
+        max(0.0, latest.timestamp - start)
         for t in up
         if (start := (latest := t.history[-1]).snapshot.process_start_time_seconds) is not None
         and math.isfinite(start)
         and math.isfinite(latest.timestamp - start)
     ]
-    return max(0.0, min(ages)) if ages else None
+    return (min(ages), max(ages)) if ages else None
 
 
 def _fsum_or_none(values: Sequence[float]) -> float | None:
@@ -1003,7 +1014,7 @@ def evaluate_deployment(
     mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
     settings = ctx.inputs.engine_settings
     pools = pool_usage(latest, settings.parallel if ctx.engine == "llamacpp" and settings is not None else None)
-    by_reason = _sum_maps([s.requests_waiting_by_reason for s in latest])
+    by_reason = waiting_by_reason(latest)
     disaggregation = _sum_maps([s.disaggregation_queues for s in latest])
     queues = {**{f"waiting_{k}": v for k, v in by_reason.items()}, **disaggregation}
     replicas_up = sum(map(engines_behind, latest))
@@ -1069,7 +1080,7 @@ def evaluate_deployment(
         requests_running_max=load.peak,
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
-        newest_replica_age_seconds=newest_replica_age(up),
+        replica_ages_seconds=replica_ages(up),
         requests_running_by_target=load.by_target,
         engine_time=combine_engine_time(times),
         speculation=speculation,
@@ -1142,7 +1153,7 @@ def engine_view(
         replicas,
         state_reason,
         replicas_up=sum(engines_behind(s) for s in latest),
-        by_reason=_sum_maps([s.requests_waiting_by_reason for s in latest]),
+        by_reason=waiting_by_reason(latest),
         disaggregation=_sum_maps([s.disaggregation_queues for s in latest]),
     )
 

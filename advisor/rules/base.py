@@ -213,9 +213,10 @@ class Evaluation:
             dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
             gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
             ``None`` with fewer than two samples; 0.0 when nothing ran.
-        newest_replica_age_seconds: seconds the most recently started answering engine has run (its newest
-            sample's time less its ``process_start_time_seconds``); ``None`` where no engine states its start.
-            A young replica means the fleet is changing (a rollout's surge pod, a scale-up, a restart).
+        replica_ages_seconds: (newest, oldest): seconds the most and the least recently started answering
+            engines have run (each its newest sample's time less its ``process_start_time_seconds``); ``None``
+            where no engine states its start. A young replica beside old ones means the fleet is changing (a
+            rollout's surge pod, a scale-up, a restart).
         requests_running_by_target: each answering target's mean running requests over the window (the targets that
             measured one); () unknown. Far apart (one busy, another idle) they mean the router, not the fleet's
             size, sets each replica's load (:func:`advisor.rules.common.uneven_load`).
@@ -294,7 +295,7 @@ class Evaluation:
     requests_running_max: float | None = None
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
-    newest_replica_age_seconds: float | None = None
+    replica_ages_seconds: tuple[float, float] | None = None
     requests_running_by_target: tuple[float, ...] = ()
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None

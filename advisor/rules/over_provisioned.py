@@ -9,8 +9,9 @@ for-duration is long by default (30 min) so a quiet hour does not shrink a fleet
 Never fires, and proposes no GPU-freeing turn (fewer replicas, a lower TP, a smaller GPU), while any configured
 replica is down or stale (``Evaluation.replicas_up < replicas``: its load went to the others, so what they run
 is not the deployment's load, and the window is partial), while requests wait, or while a replica has run for less
-than the for-duration (``Evaluation.newest_replica_age_seconds``: a rollout's surge pod beside a draining one, a
-scale-up, a restart: the pod count is not the steady fleet's; kserve/kserve#5496); the status says which, in numbers.
+than the for-duration beside replicas older than it by more than :data:`FLEET_CHANGE_SPREAD_SECONDS`
+(``Evaluation.replica_ages_seconds``: a rollout's surge pod beside a draining one, a scale-up, a restart: the pod
+count is not the steady fleet's; kserve/kserve#5496); the status says which, in numbers.
 An active incident clears then.
 
 The load is read at the window's peak (``Evaluation.requests_running_max``), never at the newest sample alone,
@@ -48,7 +49,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
@@ -74,6 +75,20 @@ from advisor.rules.turns import effect
 INSTANCE_MOVE_PENALTY = 2.0
 """Cost multiplier of moving to another instance type (new nodes, quota, images, for TensorRT-LLM a rebuilt
 engine): it ranks after a flag change (a lower TP) unless its GPUs hold less than half the memory that turn keeps."""
+
+
+FLEET_CHANGE_SPREAD_SECONDS: Final = 300.0
+"""Replicas started within this of each other are one fleet started together (pods of a new deployment, scheduled
+and pulled a few minutes apart); a younger one beside older ones is a change in progress."""
+
+
+def _changing(ev: Evaluation, for_seconds: float) -> float | None:
+    """The newest replica's age, seconds, while the fleet is changing: it started less than ``for_seconds`` ago and
+    the oldest more than :data:`FLEET_CHANGE_SPREAD_SECONDS` before it; ``None`` otherwise (or unknown)."""
+    ages = ev.replica_ages_seconds
+    if ages is None or ages[0] >= for_seconds or ages[1] - ages[0] <= FLEET_CHANGE_SPREAD_SECONDS:
+        return None
+    return ages[0]
 
 
 class OverProvisionedRule:
@@ -195,12 +210,15 @@ class OverProvisionedRule:
         down = max(0, ev.ctx.replicas - ev.replicas_up)
         evidence["replicas_up"] = ev.replicas_up
         evidence["replicas_configured"] = ev.ctx.replicas
-        # a replica that started within the for-duration means the fleet is changing (a rollout's surge pod beside
-        # a draining one, a scale-up, a restart): its count is not the steady fleet's (kserve/kserve#5496)
-        age = ev.newest_replica_age_seconds
-        young = age is not None and age < self._for
-        if age is not None:
-            evidence["newest_replica_age_seconds"] = round(age, 1)
+        # a replica that started within the for-duration, beside replicas older than it by more than
+        # FLEET_CHANGE_SPREAD_SECONDS, means the fleet is changing (a rollout's surge pod beside a draining one, a
+        # scale-up, a restart): its count is not the steady fleet's (kserve/kserve#5496). Replicas started together
+        # (a new deployment) are its steady fleet
+        ages = ev.replica_ages_seconds
+        age = _changing(ev, self._for)
+        young = age is not None
+        if ages is not None:
+            evidence["newest_replica_age_seconds"] = round(ages[0], 1)
         holds = (
             not young
             and down == 0
@@ -265,8 +283,8 @@ class OverProvisionedRule:
         if holds is None or s is None or s.requests_running is None:
             return []
         waiting = max(s.requests_waiting or 0.0, s.requests_waiting_first or 0.0)
-        if ev.replicas_up < ev.ctx.replicas or waiting > 0:
-            return []  # no GPU-freeing turn on partial data or beside a queue (the module docstring)
+        if ev.replicas_up < ev.ctx.replicas or waiting > 0 or _changing(ev, self._for) is not None:
+            return []  # no GPU-freeing turn on partial data, beside a queue or mid-change (the module docstring)
         ceiling, what = self._ceiling(ev)
         current = ev.ctx.replicas
         conf = confidence(ev, 0.8)

@@ -60,3 +60,19 @@ def test_the_lifecycle_status_is_inactive_with_the_reason() -> None:
     assert lc.open_recommendations() == []
     st = lc.statuses[("chat-8b", "over_provisioned")]
     assert st.state == "inactive" and "down or stale" in st.reason, st
+
+
+def test_no_fewer_replicas_while_a_young_replica_sits_beside_old_ones() -> None:
+    # kserve/kserve#5496 (field state round 28): mid-rollout a surge pod (started 145 s ago) answers beside pods up
+    # a day; the pod count is the controller's, not the fleet's. Replicas started together (a new deployment, the
+    # simulator's fleet) are the steady fleet, and an old fleet is judged as before.
+    import dataclasses
+
+    base = _ev(4)
+    assert RULE.fires(base).holds is True
+    rollout = dataclasses.replace(base, replica_ages_seconds=(145.0, 86_400.0))
+    held = RULE.fires(rollout)
+    assert held.holds is False and "started 145s ago" in held.reason
+    assert RULE.propose(rollout) == []
+    assert RULE.fires(dataclasses.replace(base, replica_ages_seconds=(145.0, 300.0))).holds is True  # together
+    assert RULE.fires(dataclasses.replace(base, replica_ages_seconds=(1_900.0, 86_400.0))).holds is True  # settled
