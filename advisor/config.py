@@ -975,6 +975,13 @@ class AdmissionWedgedRule(_RuleBase):
     )
 
 
+class LoadImbalanceRule(_RuleBase):
+    """One replica or data-parallel rank runs 8 or more requests while another runs at most a tenth of that, and the
+    deployment strains (goodput below target, a queue or preemptions), for ``for`` → fix the router."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+
+
 class RankWedgedRule(_RuleBase):
     """A data-parallel rank that holds waiting requests with none running and an empty pool at every scrape of the
     window while another rank runs and tokens flow (sgl-project/sglang#39271), for ``for`` → restart the engine."""
@@ -1115,6 +1122,7 @@ class RulesConfig(_Strict):
     seq_cap: SeqCapRule = SeqCapRule()
     admission_wedged: AdmissionWedgedRule = AdmissionWedgedRule()
     rank_wedged: RankWedgedRule = RankWedgedRule()
+    load_imbalance: LoadImbalanceRule = LoadImbalanceRule()
     host_or_buy: HostOrBuyRule = HostOrBuyRule()
     model_drift: ModelDriftRule = ModelDriftRule()
     stalled: StalledRule = StalledRule()

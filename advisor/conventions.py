@@ -165,6 +165,9 @@ DIAL_ENGINE_PROCESS: Final = "engine_process"
 rule asks the operator to restart (action :data:`ACTION_RESTART`) when a hung engine holds requests and does no
 work. No capacity dial fixes a hung engine."""
 ACTION_RESTART: Final = "restart"
+DIAL_LOAD_BALANCER: Final = "load_balancer"
+"""A pseudo-dial, not in :data:`DIALS` (no engine flag turns it): the router in front of the replicas, which the
+``load_imbalance`` rule asks the operator to fix (action ``set``) when one replica strains while another idles."""
 DIAL_MANAGED_OFFER: Final = "managed_offer"
 """A pseudo-dial, not in :data:`DIALS` (no engine or platform setting turns it): buying the model per token instead
 of hosting it, which the ``host_or_buy`` rule prices (:mod:`advisor.capacity.token_offers`); its ``flag`` is always
@@ -193,6 +196,7 @@ RULE_HOST_OR_BUY: Final = "host_or_buy"
 RULE_SEQ_CAP: Final = "seq_cap"
 RULE_ADMISSION_WEDGED: Final = "admission_wedged"
 RULE_RANK_WEDGED: Final = "rank_wedged"
+RULE_LOAD_IMBALANCE: Final = "load_imbalance"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"

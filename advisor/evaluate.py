@@ -510,13 +510,13 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
 class RunningLoad:
     """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
     largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
-    across its samples); ``None`` unknown. ``by_target``: each answering target's mean, in target order (those that
-    measured one)."""
+    across its samples); ``None`` unknown. ``by_target``: (target URL, its mean) for each answering target that
+    measured one, in target order."""
 
     peak: float | None = None
     dispersion: float | None = None
     mean: float | None = None
-    by_target: tuple[float, ...] = ()
+    by_target: tuple[tuple[str, float], ...] = ()
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
@@ -528,6 +528,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     peaks: list[float] = []
     dispersions: list[float] = []
     means: list[float] = []
+    by_target: list[tuple[str, float]] = []
     start = now - window_seconds
     isfinite = math.isfinite
     for t in up:
@@ -546,14 +547,41 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
             continue
         peaks.append(max(values))
         means.append(mean)
+        by_target.append((t.url, mean))
         if len(values) >= 2 and math.isfinite(var):
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
         peak=_fsum_or_none(peaks),
         dispersion=max(dispersions) if dispersions else None,
         mean=_fsum_or_none(means),
-        by_target=tuple(means),
+        by_target=tuple(by_target),
     )
+
+
+def running_by_engine(up: Sequence[TargetView], means: Sequence[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    """(engine label, running requests) for each engine that takes its own requests: a target's window mean, or, for
+    a target of several data-parallel ranks, each rank's running count at its newest sample (one request lives on
+    one rank, vllm-project/vllm#48808: 27 / 5 / 0 / 0 behind a skewed balancer). Labels are the target URL with
+    credentials removed (``… rank 1`` for a rank)."""
+    newest = {t.url: t.history[-1].snapshot for t in up}
+    out: list[tuple[str, float]] = []
+    for url, mean in means:
+        snap = newest.get(url)
+        ranks = [
+            (r.rank, r.requests_running)
+            for r in (snap.ranks if snap is not None else ())
+            if r.requests_running is not None and math.isfinite(r.requests_running)
+        ]
+        if len(ranks) >= 2:
+            out += [(f"{redact_target_url(url)} rank {rank}", float(v)) for rank, v in ranks]
+        else:
+            out.append((redact_target_url(url), mean))
+    return tuple(out)
+
+
+START_TIME_SKEW_SECONDS: Final = 60.0
+"""A ``process_start_time_seconds`` later than its sample's time by more than this is not a start time this host's
+clock can read (a clock ahead, milliseconds for seconds): the age is unknown, not zero."""
 
 
 def replica_ages(up: Sequence[TargetView]) -> tuple[float, float] | None:
@@ -570,6 +598,8 @@ def replica_ages(up: Sequence[TargetView]) -> tuple[float, float] | None:
         if (start := (latest := t.history[-1]).snapshot.process_start_time_seconds) is not None
         and math.isfinite(start)
         and math.isfinite(latest.timestamp - start)
+        and start > 0
+        and start - latest.timestamp <= START_TIME_SKEW_SECONDS
     ]
     return (min(ages), max(ages)) if ages else None
 
@@ -1081,7 +1111,7 @@ def evaluate_deployment(
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
         replica_ages_seconds=replica_ages(up),
-        requests_running_by_target=load.by_target,
+        requests_running_by_target=running_by_engine(up, load.by_target),
         engine_time=combine_engine_time(times),
         speculation=speculation,
         # a running maximum that a restart resets: the window's largest, not the newest scrape's

@@ -288,6 +288,14 @@ class CapacityInputs:
                 "attention: dist_utils.divide(num_heads, tp_size)); serve text only (--language-model-only) or use "
                 "another TP"
             )
+        if m.mamba_groups and tp >= 1 and (m.mamba_heads % tp or (m.mamba_groups % tp and m.mamba_groups != 1)):
+            # vLLM mamba_mixer2.py MambaMixer2: "Tensor parallel world size must divide num heads"; the groups must
+            # divide over TP or be one group, which each rank then keeps whole (extra_groups_for_head_shards)
+            problems.append(
+                f"{m.name}: its Mamba-2 mixer's {m.mamba_heads} heads (mamba_num_heads / mamba_n_heads) and "
+                f"{m.mamba_groups} groups (n_groups / mamba_n_groups) do not split over tensor_parallel_size {tp}: "
+                "vLLM needs TP to divide the heads, and the groups unless there is one"
+            )
         if not m.is_mla and tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
             problems.append(f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}")
         if problems:

@@ -603,9 +603,13 @@ def recurrent_state_elements_per_rank(inputs: CapacityInputs) -> tuple[int, int]
 
 
 def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | None:
-    """The pool layout vLLM V1 gives a model with recurrent (Gated DeltaNet, Mamba-1) and full-attention layers,
-    or ``None`` where this rule does not apply (no recurrent layers, sliding-window layers as well, MLA, V0, V1
-    before :data:`RECURRENT_PAGE_ALIGN_SINCE`, or the ``all`` Mamba cache mode of :data:`MAMBA_PREFIX_CACHING_TYPES`).
+    """The pool layout vLLM V1 gives a model with recurrent (Gated DeltaNet, Mamba-1, Mamba-2) and full-attention
+    layers, or ``None`` where this rule does not apply (no recurrent layers, sliding-window layers as well, MLA, V0,
+    V1 before :data:`RECURRENT_PAGE_ALIGN_SINCE`).
+
+    Raises:
+        CapacityError: the ``all`` Mamba cache mode of :data:`MAMBA_PREFIX_CACHING_TYPES` (prefix caching on before
+            :data:`MAMBA_ALIGN_MODE_ALWAYS_SINCE`), which is not modelled.
 
     1. Page sizes (``HybridAttentionMambaModelConfig.verify_and_update_config``, v0.10.0-v0.18.0;
        ``Platform._align_hybrid_block_size`` from v0.20.0): the attention block is raised to
@@ -640,7 +644,15 @@ def recurrent_hybrid_layout(inputs: CapacityInputs) -> RecurrentHybridLayout | N
     mode = "none"
     always_align = version is None or version >= MAMBA_ALIGN_MODE_ALWAYS_SINCE
     if prefix_caching and m.model_type in MAMBA_PREFIX_CACHING_TYPES and not always_align:
-        return None  # "all" mode: blocks aligned to the Mamba chunk size, a state page per block (not modelled)
+        # "all" mode: blocks aligned to the Mamba chunk size, a state page per block: not modelled, and the plain
+        # path would leave every block's state page out (breaker, 2026-12-06: 1,427 Nemotron-3-Nano sequences at
+        # 1,200 tokens where 23 layers of state alone allow 214)
+        raise CapacityError(
+            f"{m.name}: with prefix caching on, vLLM {inputs.engine_version or ''} keeps a {m.model_type} model's "
+            "Mamba state a page per block (the 'all' Mamba cache mode of 0.19-0.27; prefix caching is on by default "
+            "for hybrids from 0.26), which the capacity pass does not size: plan it with --no-enable-prefix-caching "
+            "(enable_prefix_caching: false), or with the release that runs it (0.28+ runs the 'align' mode)"
+        )
     if prefix_caching and (version is None or version >= MAMBA_CACHE_MODES_SINCE):
         mode = "align"
     align_pages = 2

@@ -191,6 +191,7 @@ class ModelArch:
             divide them (``extra_groups_for_head_shards``); 0 = not Mamba-2.
         mamba_group_conv_elements: conv-state elements one such group adds per sequence per layer (``(kernel − 1) ×
             2 × state size``), the padding's cost.
+        mamba_heads: a Mamba-2 mixer's heads, which TP must divide (0 = not Mamba-2).
     """
 
     name: str
@@ -263,6 +264,7 @@ class ModelArch:
     gated_experts: bool = True
     mamba_groups: int = 0
     mamba_group_conv_elements: int = 0
+    mamba_heads: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -665,6 +667,7 @@ class ModelArch:
             gated_experts=bool(cfg.get("_gated_experts", True)),
             mamba_groups=mamba2[2] if mamba2 else 0,
             mamba_group_conv_elements=(mamba2[4] - 1) * 2 * mamba2[3] if mamba2 else 0,
+            mamba_heads=mamba2[0] if mamba2 else 0,
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
             top_type = _optional_str(top, "model_type", name) or ""
@@ -1691,6 +1694,36 @@ def _mamba2_reads(out: dict[str, Any], model_type: str, name: str) -> None:
     out["_mamba2"] = (heads, head_dim, groups, state, kernel, intermediate, proj_bias, conv_bias)
 
 
+MAMBA_SSM_CACHE_DTYPES: Final = ("auto", "float32", "float16", "bfloat16")
+"""Values a Nemotron-H config's ``mamba_ssm_cache_dtype`` may take (vLLM ``vllm/config/cache.py`` ``MambaDType``:
+auto, float32, float16; the configs also state the model dtype)."""
+
+
+def _mamba2_layer_types(out: dict[str, Any], model_type: str, name: str) -> None:
+    """Check and complete a Granite-4.0-H or Bamba layer layout: Granite's ``layer_types`` entries are ``mamba`` or
+    ``attention`` (``GraniteMoeHybridConfig`` refuses others); a Bamba config states ``attn_layer_indices`` (its
+    ``layers_block_type`` is a transformers property, never in the file: ``attention`` at those indices, ``mamba``
+    elsewhere). At least one attention layer (the KV pool's)."""
+    layers = out.get("num_hidden_layers")
+    types = out.get("layer_types") if model_type == "granitemoehybrid" else out.get("layers_block_type")
+    if model_type == "bamba" and types is None:
+        indices = _int_list(out, "attn_layer_indices", name, 0, (layers if isinstance(layers, int) else 1) - 1)
+        if isinstance(layers, int) and not isinstance(layers, bool):
+            types = ["attention" if i in set(indices) else "mamba" for i in range(layers)]
+            out["layers_block_type"] = types
+    key = "layer_types" if model_type == "granitemoehybrid" else "layers_block_type or attn_layer_indices"
+    if not isinstance(types, list):
+        return
+    odd = sorted({str(t) for t in types} - {"mamba", "attention"})
+    if odd:
+        raise _bad_value(name, key, "entries 'mamba' or 'attention'", odd)
+    if "attention" not in types:
+        raise CapacityError(
+            f"{name}: {key} has no attention layer: the capacity pass sizes hybrids whose attention layers hold the "
+            "KV pool, not pure Mamba-2 stacks"
+        )
+
+
 def _nemotron_h_reads(out: dict[str, Any], name: str) -> None:
     """Nemotron-H (``nemotron_h``): fold ``hybrid_override_pattern`` (:data:`NEMOTRON_H_LAYER_CHARS`, one block per
     layer) into the generic reader's layers, each a mixer (Mamba-2 or attention) with at most one MLP: the mixers
@@ -1714,15 +1747,23 @@ def _nemotron_h_reads(out: dict[str, Any], name: str) -> None:
             f"{name}: hybrid_override_pattern {pattern!r} has {attention} attention, {mamba} Mamba-2, {mlp} MLP "
             f"and {moe} MoE layers; the capacity pass sizes stacks with attention and no more MLP than mixer layers"
         )
+    ssm_dtype = _optional_str(out, "mamba_ssm_cache_dtype", name)
+    if ssm_dtype is not None and ssm_dtype not in MAMBA_SSM_CACHE_DTYPES:
+        raise _bad_value(name, "mamba_ssm_cache_dtype", " or ".join(MAMBA_SSM_CACHE_DTYPES), ssm_dtype)
     out.update(
         num_hidden_layers=mixers,
         layer_types=["mamba"] * mamba + ["attention"] * attention,
         _moe_layer_count=moe,
         _mlp_free_layers=mixers - mlp - moe,
         _gated_experts=False,
-        mamba_ssm_dtype=out.get("mamba_ssm_cache_dtype"),
+        mamba_ssm_dtype=None if ssm_dtype == "auto" else ssm_dtype,
     )
     if moe:
+        if out.get("n_routed_experts") is None:
+            raise CapacityError(
+                f"{name}: config.json has no 'n_routed_experts' though hybrid_override_pattern has {moe} MoE ('E') "
+                "layers (needed to size their experts)"
+            )
         width = _optional_positive_int(out, "moe_intermediate_size", name, 0)
         shared = _optional_positive_int(out, "moe_shared_expert_intermediate_size", name, 0)
         shared *= _int_in(out, "n_shared_experts", name, 0, default=1)
@@ -1779,6 +1820,9 @@ def _family_reads(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, 
             if not width or shared % width:
                 raise _bad_value(name, "shared_intermediate_size", f"a multiple of intermediate_size ({width})", shared)
             out.update(moe_intermediate_size=width, n_shared_experts=shared // width)
+    if model_type in ("granitemoehybrid", "bamba"):
+        _mamba2_layer_types(out, model_type, name)
+        types = out.get("layer_types")
     if model_type in MAMBA2_HYBRID_TYPES and (
         model_type != "granitemoehybrid" or (isinstance(types, list) and "mamba" in types)
     ):

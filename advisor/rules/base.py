@@ -217,9 +217,10 @@ class Evaluation:
             engines have run (each its newest sample's time less its ``process_start_time_seconds``); ``None``
             where no engine states its start. A young replica beside old ones means the fleet is changing (a
             rollout's surge pod, a scale-up, a restart).
-        requests_running_by_target: each answering target's mean running requests over the window (the targets that
-            measured one); () unknown. Far apart (one busy, another idle) they mean the router, not the fleet's
-            size, sets each replica's load (:func:`advisor.rules.common.uneven_load`).
+        requests_running_by_target: (engine, running requests) for each engine that takes its own requests: a
+            target's mean over the window, or each data-parallel rank's at its newest sample
+            (:func:`advisor.evaluate.running_by_engine`); () unknown. Far apart (one busy, another idle) they mean
+            the router, not the fleet's size, sets each engine's load (:func:`advisor.rules.common.uneven_load`).
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
         engine_time: the window's time counters, for engines without latency histograms (llama.cpp: seconds its
@@ -296,7 +297,7 @@ class Evaluation:
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
     replica_ages_seconds: tuple[float, float] | None = None
-    requests_running_by_target: tuple[float, ...] = ()
+    requests_running_by_target: tuple[tuple[str, float], ...] = ()
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None

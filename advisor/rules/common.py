@@ -856,7 +856,7 @@ def tpot_knee(ev: Evaluation) -> TpotKnee | None:
     return TpotKnee(batch, context, knee, now, model, ranks)
 
 
-ENGINE_FIGURES_ONLY_DIALS: Final = frozenset({c.DIAL_ADMISSION_POLICY, c.DIAL_ENGINE_PROCESS})
+ENGINE_FIGURES_ONLY_DIALS: Final = frozenset({c.DIAL_ADMISSION_POLICY, c.DIAL_ENGINE_PROCESS, c.DIAL_LOAD_BALANCER})
 """Dials whose proposals predict from the engine's reported numbers alone (``admission_thrash``'s admission policy:
 preemptions → 0; ``engine_stalled``'s restart): a model mismatch does not touch them. Every other proposal's effect
 or suggested value comes from the capacity pass or the latency model sized from the config's model."""
@@ -921,20 +921,33 @@ def uneven_load(ev: Evaluation) -> str | None:
     and a turn sized on it (more replicas, fewer, more TP, lighter weights, a larger pool) answers the wrong
     question: the idle replica is capacity the router does not use.
 
-    Example: by target (256.0, 0.0) → ``"the load is uneven across the replicas: one runs 256 requests while
-    another runs 0 …"``.
+    Example: ``(("http://a/metrics", 256.0), ("http://b/metrics", 0.0))`` → ``"the load is uneven across the
+    replicas: http://a/metrics runs 256 requests while http://b/metrics runs 0 …"``.
     """
-    loads = [v for v in ev.requests_running_by_target if math.isfinite(v)]
+    found = uneven_engines(ev)
+    if found is None:
+        return None
+    (busy, busiest), (idle, idlest) = found
+    return (
+        f"the load is uneven across the replicas: {busy} runs {count(busiest)} requests while {idle} runs "
+        f"{count(idlest)}; the router, not the fleet's size, sets each one's load (check the load balancer's policy "
+        "and its view of the replicas' load), so no turn sized on the fleet's average is proposed"
+    )
+
+
+def uneven_engines(ev: Evaluation) -> tuple[tuple[str, float], tuple[str, float]] | None:
+    """((busiest engine, its running), (idlest engine, its running)) when :func:`uneven_load` holds, else ``None``.
+    An engine that restarted in the window is idle for that reason, not the router's: no reading then."""
+    if ev.stats is not None and ev.stats.counter_resets:
+        return None
+    loads = [(e, v) for e, v in ev.requests_running_by_target if math.isfinite(v)]
     if len(loads) < 2:
         return None
-    busiest, idlest = max(loads), min(loads)
-    if busiest < UNEVEN_MIN_RUNNING or idlest > UNEVEN_IDLE_SHARE * busiest:
+    busy = max(loads, key=lambda e: e[1])
+    idle = min(loads, key=lambda e: e[1])
+    if busy[1] < UNEVEN_MIN_RUNNING or idle[1] > UNEVEN_IDLE_SHARE * busy[1]:
         return None
-    return (
-        f"the load is uneven across the replicas: one runs {count(busiest)} requests on the window's mean while "
-        f"another runs {count(idlest)}; the router, not the fleet's size, sets each one's load (check the load "
-        "balancer's policy and its view of the replicas' load), so no turn sized on the fleet's average is proposed"
-    )
+    return busy, idle
 
 
 def load_balance(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:

@@ -12,6 +12,8 @@ stalled                     admission_thrash, queue_growth, kv_saturation, goodp
 admission_wedged            the rules stalled supersedes but itself (vLLM admits nothing with slots and blocks
                             free: the queue is a wedge, not load)
 rank_wedged                 the same (one data-parallel rank holds its queue with nothing running)
+load_imbalance              —  (one replica strains while another idles: the router; the other rules' turns sized
+                            on the fleet's average are withheld meanwhile, common.load_balance)
 pool_context                kv_saturation, queue_growth, goodput_below_target, admission_thrash, seq_cap
 admission_thrash            kv_saturation
 kv_budget                   —  (problem ``saturation``: preemptions with head-room; comes before kv_saturation so
@@ -51,6 +53,7 @@ from advisor.rules.goodput import GoodputRule
 from advisor.rules.host_or_buy import HostOrBuyRule
 from advisor.rules.kv_budget import KVBudgetRule
 from advisor.rules.kv_saturation import KVSaturationRule
+from advisor.rules.load_imbalance import LoadImbalanceRule
 from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
 from advisor.rules.queue_growth import QueueGrowthRule
@@ -89,6 +92,7 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
             AdmissionWedgedRule(r.admission_wedged.max_usage, r.admission_wedged.min_wait, r.admission_wedged.for_),
         ),
         (r.rank_wedged.enabled, RankWedgedRule(r.rank_wedged.for_)),
+        (r.load_imbalance.enabled, LoadImbalanceRule(r.load_imbalance.for_)),
         (r.pool_context.enabled, PoolContextRule(r.pool_context.min_full_length_requests, r.pool_context.for_)),
         (
             r.admission_thrash.enabled,

@@ -13,6 +13,7 @@ tokens before 0.21), ``nemotron_h.py`` (one block per ``hybrid_override_pattern`
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,10 @@ def test_mamba2_prefix_caching_modes_by_release() -> None:
     # 0.26-0.27 prefix caching on by default: Granite implements SupportsMambaPrefixCaching → the "all" mode (not
     # modelled);
     # 0.28+: 'align' for every hybrid, 2 state pages; 0.34: Mamba-2's prefill checkpoint makes it 3
-    assert recurrent_hybrid_layout(_inputs(GRANITE_1B, engine_version="0.26.0", max_model_len=4096)) is None
+    with pytest.raises(CapacityError, match="--no-enable-prefix-caching"):  # not sized: refused, naming the way out
+        recurrent_hybrid_layout(_inputs(GRANITE_1B, engine_version="0.26.0", max_model_len=4096))
+    off = _inputs(GRANITE_1B, engine_version="0.26.0", max_model_len=4096, enable_prefix_caching=False)
+    assert recurrent_hybrid_layout(off) is not None
     at_28 = recurrent_hybrid_layout(_inputs(GRANITE_1B, engine_version="0.28.0", max_model_len=4096))
     at_34 = recurrent_hybrid_layout(_inputs(GRANITE_1B, engine_version="0.34.0", max_model_len=4096))
     assert at_28 is not None and at_28.state_pages == 2
@@ -151,3 +155,73 @@ def test_the_ceiling_at_a_typical_length_counts_the_state_groups_of_the_one_pool
     assert got.block_size == 2096  # 16 × cdiv(2,134,016, 16 × 1,024)
     assert got.concurrency_at(2500) == pytest.approx(860 / 6)
     assert got.max_concurrency == pytest.approx(860 / (16 + 4))
+
+
+BAMBA = {
+    # ibm-ai-platform/Bamba-9B config.json keys (transformers BambaConfig): the layout is attn_layer_indices; its
+    # layers_block_type is a property of the config class, never in the file
+    "architectures": ["BambaForCausalLM"],
+    "model_type": "bamba",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "attn_layer_indices": [9, 18, 27],
+    "mamba_n_heads": 128,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 128,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "vocab_size": 128256,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_bamba_reads_its_attention_layers_from_attn_layer_indices() -> None:
+    # breaker, 2026-12-06: the published layout was read as 32 attention layers (dense, 8.0 B) instead of 3
+    m = ModelArch.from_hf_config(BAMBA, "bamba")
+    assert (m.attention_layers, m.linear_layers) == (3, 29)
+    assert m.num_parameters == pytest.approx(9.78e9, rel=0.02)  # Bamba-9B: 9.78 B (the model card's "9B")
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"attn_layer_indices": None}, "no attention layer"),
+        ({"attn_layer_indices": [40]}, "attn_layer_indices"),
+    ],
+)
+def test_a_bamba_layout_without_attention_or_out_of_range_is_refused_naming_it(change: dict, key: str) -> None:
+    with pytest.raises(CapacityError, match=key):
+        ModelArch.from_hf_config({**BAMBA, **change}, "bamba")
+
+
+def test_granite_layer_types_must_be_mamba_or_attention() -> None:
+    cfg = json.loads((FIXTURES / "truth_models" / "ibm-granite__granite-4.0-h-1b.json").read_text())
+    for odd in ("mamba2", "MAMBA"):
+        bad = {**cfg, "layer_types": [odd, *cfg["layer_types"][1:]]}
+        with pytest.raises(CapacityError, match="layer_types"):
+            ModelArch.from_hf_config(bad, "granite")
+    with pytest.raises(CapacityError, match="no attention layer"):
+        ModelArch.from_hf_config({**cfg, "layer_types": ["mamba"] * 40}, "granite")
+
+
+def test_nemotron_h_needs_its_expert_count_and_a_known_state_dtype() -> None:
+    cfg = json.loads((FIXTURES / "hf_configs" / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json").read_text())
+    with pytest.raises(CapacityError, match="n_routed_experts"):
+        ModelArch.from_hf_config({k: v for k, v in cfg.items() if k != "n_routed_experts"}, "nemotron")
+    with pytest.raises(CapacityError, match="mamba_ssm_cache_dtype"):
+        ModelArch.from_hf_config({**cfg, "mamba_ssm_cache_dtype": "float8"}, "nemotron")
+
+
+def test_tensor_parallelism_must_split_the_mamba_heads_and_groups() -> None:
+    # vLLM MambaMixer2 asserts TP divides the heads, and the groups unless there is one: Nemotron-3-Nano's 8 groups
+    # do not split over 16 ranks (64 heads do); Granite-4.0-H-1B's one group is kept whole on every rank
+    with pytest.raises(CapacityError, match="n_groups"):
+        vllm_capacity_pass(_inputs(NEMOTRON3_NANO, engine_version="0.19.0", tensor_parallel_size=16))
+    vllm_capacity_pass(_inputs(NEMOTRON3_NANO, engine_version="0.19.0", tensor_parallel_size=8))
+    with pytest.raises(CapacityError, match="mamba_n_heads"):
+        vllm_capacity_pass(_inputs(dataclasses.replace(GRANITE_1B, mamba_heads=46), tensor_parallel_size=4))

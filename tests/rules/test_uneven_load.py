@@ -46,15 +46,51 @@ def _proposal(dial: str) -> Proposal:
     ],
 )
 def test_uneven_load_needs_a_busy_replica_beside_an_idle_one(loads: tuple[float, ...], uneven: bool) -> None:
-    e = dataclasses.replace(ev(replicas_up=max(1, len(loads))), requests_running_by_target=loads)
+    named = tuple((f"http://r{i}/metrics", v) for i, v in enumerate(loads))
+    e = dataclasses.replace(ev(replicas_up=max(1, len(loads))), requests_running_by_target=named)
     assert (uneven_load(e) is not None) is uneven
 
 
 def test_load_balance_withholds_fleet_turns_and_keeps_engine_figures_only_turns() -> None:
-    e = dataclasses.replace(ev(replicas_up=2), requests_running_by_target=(256.0, 0.0))
+    e = dataclasses.replace(ev(replicas_up=2), requests_running_by_target=(("a", 256.0), ("b", 0.0)))
     out = load_balance(e, [_proposal(c.DIAL_REPLICAS), _proposal(c.DIAL_ENGINE_PROCESS)])
     assert out[0].withheld is not None and "uneven" in out[0].withheld and out[0].predicted_effect == {}
     assert out[1].withheld is None  # a restart's reading is the engine's own, not the fleet's average
     assert load_balance(e, out) == out  # idempotent
-    even = dataclasses.replace(e, requests_running_by_target=(128.0, 128.0))
+    even = dataclasses.replace(e, requests_running_by_target=(("a", 128.0), ("b", 128.0)))
     assert load_balance(even, [_proposal(c.DIAL_REPLICAS)])[0].withheld is None
+
+
+def test_a_replica_idle_because_it_restarted_is_not_uneven_routing() -> None:
+    # breaker, 2026-12-06: a crash-looping replica (3 restarts in 26 s) idles between its restarts; the gate hid
+    # kv_budget's out-of-memory turn behind "check the load balancer"
+    loads = (("a", 40.0), ("b", 0.0))
+    e = dataclasses.replace(ev(replicas_up=2, counter_resets=3), requests_running_by_target=loads)
+    assert uneven_load(e) is None
+
+
+def test_load_imbalance_fires_only_while_the_deployment_strains_and_proposes_the_router() -> None:
+    from advisor.rules.load_imbalance import LoadImbalanceRule
+    from tests.rules.helpers import good
+
+    rule = LoadImbalanceRule()
+    loads = (("http://a/metrics", 60.0), ("http://b/metrics", 0.0))
+    calm = dataclasses.replace(
+        ev(replicas_up=2, requests_waiting=0, preemptions_increase=0), requests_running_by_target=loads
+    )
+    assert rule.fires(calm).holds is False  # uneven, but nothing strains: no page
+    queued = dataclasses.replace(
+        ev(replicas_up=2, requests_waiting=60, preemptions_increase=5), requests_running_by_target=loads
+    )
+    fired = rule.fires(queued)
+    assert fired.holds is True and "http://a/metrics runs 60" in fired.reason and "60 waiting" in fired.reason
+    (p,) = rule.propose(queued)
+    assert (p.dial, p.action) == (c.DIAL_LOAD_BALANCER, "set")
+    assert p.predicted_effect["requests_running_busiest"]["after"] == pytest.approx(30.0)  # (60 + 0) ÷ 2
+    assert load_balance(queued, [p]) == [p]  # its own figures are the engines': never withheld by the gate
+    missed = dataclasses.replace(
+        ev(replicas_up=2, goodput=good(0.4, 1.0), requests_waiting=0), requests_running_by_target=loads
+    )
+    assert rule.fires(missed).holds is True
+    even = dataclasses.replace(queued, requests_running_by_target=(("a", 30.0), ("b", 30.0)))
+    assert rule.clears(even).holds is True

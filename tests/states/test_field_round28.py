@@ -124,6 +124,7 @@ def sglang_grpc_router_all_on_one() -> FieldState:
         },
         scrapes=[(a_first, a.render()), (b_first, b.render())],
         snapshot={"requests_running": 256, "requests_waiting": 0, "kv_cache_capacity_tokens": 2 * pool},
+        must_first=("load_balancer", "set"),  # the report's fix is the router's
         must_never=[
             ("replicas", "decrease"),
             ("replicas", "increase"),

@@ -1,0 +1,125 @@
+"""Rule ``load_imbalance``: one replica (or data-parallel rank) strains while another idles — the router's doing.
+
+sgl-project/sglang#15473 ("cache_aware in grpc inbalance forward"): the gRPC pipeline reported every worker's load
+as zero, so the cache-aware policy "always selects the first worker"; "Instance B only receives health checks",
+and throughput fell below the HTTP path's until the router was fixed. vllm-project/vllm#48808: a skewed data-parallel
+balancer left ranks at 27 / 5 / 0 / 0 running. In both the fleet has the capacity; the router does not use it.
+
+Fires while :func:`advisor.rules.common.uneven_engines` finds a busy engine (≥ 8 running) beside one at most a tenth
+as busy, and the deployment strains: goodput below its target, requests waiting, or preemptions in the window
+(unevenness with the SLO met pages no one). Every other rule's turns sized on the fleet's average are withheld then
+(:func:`advisor.rules.common.load_balance`); this rule's proposal is the pseudo-dial ``load_balancer``
+(:data:`advisor.conventions.DIAL_LOAD_BALANCER`): spread the requests, naming both engines and their loads. It is
+not withheld by the gate (its figures are the engines' own readings).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from advisor import conventions as c
+from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import confidence, count, uneven_engines
+from advisor.rules.turns import effect
+
+
+class LoadImbalanceRule:
+    """A busy engine beside an idle one while the deployment strains → spread the load (the router)."""
+
+    id = c.RULE_LOAD_IMBALANCE
+    problem = c.PROBLEM_SATURATION
+    supersedes: tuple[str, ...] = ()
+
+    def __init__(self, for_seconds: float = 60.0) -> None:
+        """``for_seconds``: for-duration.
+
+        Raises:
+            ValueError: a negative duration.
+        """
+        if for_seconds < 0:
+            raise ValueError(f"for_seconds must not be negative, got {for_seconds}")
+        self._for = for_seconds
+
+    def for_seconds(self) -> float:
+        """Seconds the fire side must hold."""
+        return self._for
+
+    def _reading(self, ev: Evaluation) -> tuple[bool | None, str, dict[str, Any]]:
+        s = ev.stats
+        if s is None or not ev.requests_running_by_target:
+            return None, "running requests by replica unknown", {}
+        found = uneven_engines(ev)
+        if found is None:
+            return False, "the replicas' loads are within the router's usual spread (or one restarted)", {}
+        (busy, busiest), (idle, idlest) = found
+        loads = [v for _, v in ev.requests_running_by_target if math.isfinite(v)]
+        evidence: dict[str, Any] = {
+            "busiest": busy,
+            "busiest_requests_running": busiest,
+            "idlest": idle,
+            "idlest_requests_running": idlest,
+            "engines": len(loads),
+            "goodput_ratio": ev.goodput.ratio,
+            "requests_waiting": s.requests_waiting,
+            "preemptions_increase": s.preemptions_increase,
+        }
+        strain: list[str] = []
+        g = ev.goodput.ratio
+        if g is not None and g < ev.ctx.slo.target_ratio:
+            strain.append(f"goodput {g:.0%} below its {ev.ctx.slo.target_ratio:.0%} target")
+        if s.requests_waiting:
+            strain.append(f"{count(s.requests_waiting)} waiting")
+        if s.preemptions_increase:
+            strain.append(f"{count(s.preemptions_increase)} preemptions")
+        uneven = f"{busy} runs {count(busiest)} requests while {idle} runs {count(idlest)}"
+        if not strain:
+            return False, f"{uneven}, but the SLO is met and nothing waits", evidence
+        return True, f"{uneven}; {', '.join(strain)}", evidence
+
+    def fires(self, ev: Evaluation) -> Condition:
+        """A busy engine beside an idle one while the deployment strains."""
+        holds, reason, evidence = self._reading(ev)
+        return Condition(holds, reason, evidence)
+
+    def clears(self, ev: Evaluation) -> Condition:
+        """The loads evened out or the strain ended."""
+        holds, reason, evidence = self._reading(ev)
+        return Condition(None if holds is None else not holds, reason, evidence)
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        """Spread the requests over the engines (pseudo-dial ``load_balancer``)."""
+        holds, reason, evidence = self._reading(ev)
+        if not holds:
+            return []
+        loads = [v for _, v in ev.requests_running_by_target if math.isfinite(v)]
+        even = sum(loads) / len(loads)
+        busiest = float(evidence["busiest_requests_running"])
+        return [
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_LOAD_BALANCER,
+                action="set",
+                current=f"uneven: {evidence['busiest']} runs {count(busiest)}, {evidence['idlest']} runs "
+                f"{count(float(evidence['idlest_requests_running']))}",
+                suggested=f"even: about {count(even)} running on each of {len(loads)}",
+                flag=None,
+                severity="warning",
+                confidence=confidence(ev, 0.8),
+                summary=f"{ev.ctx.name}: the load is uneven across the replicas — spread it ({reason})",
+                description=(
+                    f"{reason}. The idle engine is capacity the router does not use: a balanced router puts about "
+                    f"{count(even)} on each. Check the load balancer's policy and its view of the engines' load (a "
+                    "cache-aware or session-affinity policy that sees every load as zero sends everything to one "
+                    "engine, sgl-project/sglang#15473), and that the idle engine is in its endpoint list and passes "
+                    "its readiness check. More replicas, more TP or lighter weights sized on the fleet's average are "
+                    "withheld meanwhile: they would not reach the busy engine's queue."
+                ),
+                predicted_effect={"requests_running_busiest": effect(busiest, even)},
+                evidence=evidence,
+                score=1.0,
+                sufficient=True,
+                cost=1.0,
+                gpus_added=0.0,
+            )
+        ]
