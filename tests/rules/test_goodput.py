@@ -176,3 +176,19 @@ def test_for_duration(held: float, opens: bool) -> None:
                   **requests(100))  # fmt: skip
 
     assert opens_after(RULE, make, held) is opens
+
+
+def test_tpot_far_above_a_step_that_meets_the_target_withholds_the_gpu_turns() -> None:
+    # sgl-project/sglang#23393 (field state round 30): requests saw 180 ms a token while the scheduler made one every
+    # 39 ms; the detokenizer held the rest. Here the modeled step is 6.2 ms (the test above) against a 10 ms target
+    # while requests see 40 ms: the step is 16 % of it, so neither fp8 weights nor TP 2 can close the miss.
+    dep = ctx(slo=SLOTargets(2.5, 0.010, 0.9), perf=ROOFLINE)
+    slow = {"tpot": hist((0.05, 100), total_sum=100 * 0.040)}
+    e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100), **slow)
+    quant, tp = RULE.propose(e)
+    for p in (quant, tp):
+        assert p.withheld is not None and "outside the GPU's step" in p.withheld and "40 ms" in p.withheld
+    # the same miss where requests see what the step gives (12 ms against 10): the turns stand
+    near = {"tpot": hist((0.05, 100), total_sum=100 * 0.012)}
+    e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100), **near)
+    assert all(p.withheld is None for p in RULE.propose(e))
