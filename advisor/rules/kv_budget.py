@@ -79,7 +79,10 @@ class KVBudgetRule:
                 # the preemptions are another pool's (a state pool, the slots): more KV budget admits no one
                 return "", withheld, {**evidence, "pool_usage": dict(ev.pool_usage)}
             return "raise", f"{count(s.preemptions_increase)} preemptions with a budget of {util}", evidence
-        return "", f"budget {util}, {count(s.preemptions_increase)} preemptions, {s.counter_resets} restarts", evidence
+        restarted = f"{s.counter_resets} restarts" + (
+            f" ({restarts} of one engine at most)" if s.counter_resets > restarts else ""
+        )
+        return "", f"budget {util}, {count(s.preemptions_increase)} preemptions, {restarted}", evidence
 
     def fires(self, ev: Evaluation) -> Condition:
         """Preemptions under a low budget, or repeated restarts."""
