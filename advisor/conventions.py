@@ -207,6 +207,10 @@ PROBLEM_STALLED: Final = "stalled"
 """Requests wait, none complete, the token counters stand still; or vLLM admits none of them with slots and blocks
 free (the deferred-requests admission wedge)."""
 
+PROBLEM_LOAD_IMBALANCE: Final = "load_imbalance"
+"""One replica strains while another idles: the router's problem, its own incident (it waits its own for-duration
+instead of joining a saturation incident the moment another rule's holds; breaker 9, 2026-12-06)."""
+
 # --- alert names (webhook payload alertname) ----------------------------------------------------------
 ALERT_RECOMMENDATION: Final = "CapacityAdvisorRecommendation"
 

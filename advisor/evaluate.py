@@ -511,7 +511,8 @@ class RunningLoad:
     """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
     largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
     across its samples); ``None`` unknown. ``by_target``: (target URL, its mean) for each answering target that
-    measured one, in target order."""
+    measured one, in target order, less those whose samples began more than half a window after the others'
+    (:func:`_settled`)."""
 
     peak: float | None = None
     dispersion: float | None = None
@@ -528,17 +529,18 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     peaks: list[float] = []
     dispersions: list[float] = []
     means: list[float] = []
-    by_target: list[tuple[str, float]] = []
+    by_target: list[tuple[str, float, float]] = []
     start = now - window_seconds
     isfinite = math.isfinite
     for t in up:
-        values = [
-            v
+        timed = [
+            (h.timestamp, v)
             for h in t.history
             if start <= h.timestamp <= now and (v := h.snapshot.requests_running) is not None and isfinite(v)
         ]
-        if not values:
+        if not timed:
             continue
+        values = [v for _, v in timed]
         try:
             mean = math.fsum(values) / len(values)
             deviations = list(map(operator.sub, values, repeat(mean)))
@@ -547,15 +549,26 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
             continue
         peaks.append(max(values))
         means.append(mean)
-        by_target.append((t.url, mean))
+        by_target.append((t.url, mean, timed[0][0]))
         if len(values) >= 2 and math.isfinite(var):
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
         peak=_fsum_or_none(peaks),
         dispersion=max(dispersions) if dispersions else None,
         mean=_fsum_or_none(means),
-        by_target=tuple(by_target),
+        by_target=_settled(by_target, window_seconds),
     )
+
+
+def _settled(by_target: Sequence[tuple[str, float, float]], window_seconds: float) -> tuple[tuple[str, float], ...]:
+    """(URL, mean) of the targets whose samples in the window begin within half a window of the earliest's: a
+    replica that appeared later (a scale-up's, a rollout's surge pod) has not yet taken its share of the requests,
+    and its low mean is its youth, not the router's choice (breaker 9, 2026-12-06: a healthy scale-up paged "the
+    load is uneven" as the new replicas answered /metrics before they joined the round robin)."""
+    if not by_target:
+        return ()
+    first = min(f for _, _, f in by_target)
+    return tuple((url, mean) for url, mean, f in by_target if f - first <= 0.5 * window_seconds)
 
 
 def running_by_engine(up: Sequence[TargetView], means: Sequence[tuple[str, float]]) -> tuple[tuple[str, float], ...]:

@@ -30,3 +30,24 @@ def test_a_start_time_the_host_clock_cannot_read_is_unknown_not_zero() -> None:
     assert replica_ages([_view("a", day), _view("b", young)]) == (145.0, 86_400.0)
     assert replica_ages([_view("a", day), _view("b", millis), _view("c", ahead)]) == (86_400.0, 86_400.0)
     assert replica_ages([_view("a", EngineSnapshot(engine="vllm", process_start_time_seconds=0.0))]) is None
+
+
+def test_a_replica_that_appeared_late_in_the_window_is_not_judged_for_evenness() -> None:
+    # breaker 9: a scale-up's new replicas answered /metrics idle before they joined the round robin, and a healthy
+    # scale-up paged "the load is uneven". Window 60 s: A sampled from t-60, B from t-20 (later than half a window).
+    from advisor.evaluate import running_load
+
+    now = 1_000_000.0
+
+    def history(url: str, since: float, running: float) -> TargetView:
+        points = tuple(
+            TimedSnapshot(url, now - s, EngineSnapshot(engine="vllm", requests_running=running))
+            for s in range(int(since), -1, -5)
+        )
+        return TargetView(url, True, None, None, points)
+
+    late = running_load([history("a", 60, 250.0), history("b", 20, 0.0)], now, 60.0)
+    assert late.by_target == (("a", 250.0),)
+    settled = running_load([history("a", 60, 250.0), history("b", 35, 0.0)], now, 60.0)
+    assert settled.by_target == (("a", 250.0), ("b", 0.0))  # 25 s after A: within half the window
+    assert late.peak == 250.0  # the load itself still counts every replica

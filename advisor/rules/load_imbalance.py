@@ -10,7 +10,10 @@ as busy, and the deployment strains: goodput below its target, requests waiting,
 (unevenness with the SLO met pages no one). Every other rule's turns sized on the fleet's average are withheld then
 (:func:`advisor.rules.common.load_balance`); this rule's proposal is the pseudo-dial ``load_balancer``
 (:data:`advisor.conventions.DIAL_LOAD_BALANCER`): spread the requests, naming both engines and their loads. It is
-not withheld by the gate (its figures are the engines' own readings).
+not withheld by the gate (its figures are the engines' own readings). Its own problem
+(:data:`advisor.conventions.PROBLEM_LOAD_IMBALANCE`): it waits its own for-duration rather than joining a saturation
+incident the moment another rule's holds. A replica whose samples began more than half a window after the others'
+(a scale-up's, a rollout's surge pod) is not judged (:func:`advisor.evaluate.running_load`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class LoadImbalanceRule:
     """A busy engine beside an idle one while the deployment strains → spread the load (the router)."""
 
     id = c.RULE_LOAD_IMBALANCE
-    problem = c.PROBLEM_SATURATION
+    problem = c.PROBLEM_LOAD_IMBALANCE
     supersedes: tuple[str, ...] = ()
 
     def __init__(self, for_seconds: float = 60.0) -> None:
@@ -100,9 +103,8 @@ class LoadImbalanceRule:
                 rule=self.id,
                 dial=c.DIAL_LOAD_BALANCER,
                 action="set",
-                current=f"uneven: {evidence['busiest']} runs {count(busiest)}, {evidence['idlest']} runs "
-                f"{count(float(evidence['idlest_requests_running']))}",
-                suggested=f"even: about {count(even)} running on each of {len(loads)}",
+                current="uneven",  # the live counts are in the description and evidence: a stable turn
+                suggested="even",  # (the counts in these fields made the incident update every cycle)
                 flag=None,
                 severity="warning",
                 confidence=confidence(ev, 0.8),
