@@ -512,12 +512,14 @@ class RunningLoad:
     largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
     across its samples); ``None`` unknown. ``by_target``: (target URL, its mean) for each answering target that
     measured one, in target order, less those whose samples began more than half a window after the others'
-    (:func:`_settled`)."""
+    (:func:`_settled`); ``by_target_early`` the same over the window's older half (what the window's rates and
+    counts still carry after the router changed)."""
 
     peak: float | None = None
     dispersion: float | None = None
     mean: float | None = None
     by_target: tuple[tuple[str, float], ...] = ()
+    by_target_early: tuple[tuple[str, float], ...] = ()
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
@@ -530,7 +532,9 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     dispersions: list[float] = []
     means: list[float] = []
     by_target: list[tuple[str, float, float]] = []
+    early: list[tuple[str, float, float]] = []
     start = now - window_seconds
+    middle = now - 0.5 * window_seconds
     isfinite = math.isfinite
     for t in up:
         timed = [
@@ -550,6 +554,9 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         peaks.append(max(values))
         means.append(mean)
         by_target.append((t.url, mean, timed[0][0]))
+        older = [v for ts, v in timed if ts <= middle]
+        if older:
+            early.append((t.url, math.fsum(older) / len(older), timed[0][0]))
         if len(values) >= 2 and math.isfinite(var):
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
@@ -557,6 +564,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         dispersion=max(dispersions) if dispersions else None,
         mean=_fsum_or_none(means),
         by_target=_settled(by_target, window_seconds),
+        by_target_early=_settled(early, window_seconds),
     )
 
 
@@ -1125,6 +1133,7 @@ def evaluate_deployment(
         requests_running_mean=load.mean,
         replica_ages_seconds=replica_ages(up),
         requests_running_by_target=running_by_engine(up, load.by_target),
+        requests_running_by_target_early=load.by_target_early,
         engine_time=combine_engine_time(times),
         speculation=speculation,
         # a running maximum that a restart resets: the window's largest, not the newest scrape's

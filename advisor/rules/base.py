@@ -221,6 +221,8 @@ class Evaluation:
             target's mean over the window, or each data-parallel rank's at its newest sample
             (:func:`advisor.evaluate.running_by_engine`); () unknown. Far apart (one busy, another idle) they mean
             the router, not the fleet's size, sets each engine's load (:func:`advisor.rules.common.uneven_load`).
+        requests_running_by_target_early: each target's mean over the window's older half (the same targets);
+            uneven there, the window's rates still carry the router's doing after it changed.
         requests_running_mean: the window's mean of running requests, summed over answering targets (each target's
             mean of its samples in the window); ``None`` unknown. The batch the latency calibration observes.
         engine_time: the window's time counters, for engines without latency histograms (llama.cpp: seconds its
@@ -298,6 +300,7 @@ class Evaluation:
     requests_running_mean: float | None = None
     replica_ages_seconds: tuple[float, float] | None = None
     requests_running_by_target: tuple[tuple[str, float], ...] = ()
+    requests_running_by_target_early: tuple[tuple[str, float], ...] = ()
     latency: LatencyFit | None = None
     engine_time: EngineTime | None = None
     speculation: SpeculationWindow | None = None

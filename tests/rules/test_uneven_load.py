@@ -94,3 +94,13 @@ def test_load_imbalance_fires_only_while_the_deployment_strains_and_proposes_the
     assert rule.fires(missed).holds is True
     even = dataclasses.replace(queued, requests_running_by_target=(("a", 30.0), ("b", 30.0)))
     assert rule.clears(even).holds is True
+
+
+def test_a_window_whose_older_half_was_uneven_still_withholds_fleet_turns() -> None:
+    # breaker 9: 16 s after a router fault was fixed the window's means were no longer 10:1 apart, but its rates still
+    # carried the fault, and queue_growth paged "replicas 2 → 4"; the older half still shows the fault
+    now = (("a", 250.0), ("b", 70.0))
+    early = (("a", 250.0), ("b", 0.0))
+    e = dataclasses.replace(ev(replicas_up=2), requests_running_by_target=now, requests_running_by_target_early=early)
+    assert uneven_load(e) is not None
+    assert uneven_load(dataclasses.replace(e, requests_running_by_target_early=now)) is None
