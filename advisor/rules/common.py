@@ -929,7 +929,7 @@ def uneven_load(ev: Evaluation) -> str | None:
         return None
     (busy, busiest), (idle, idlest) = found
     return (
-        f"the load is uneven across the replicas: {busy} runs {count(busiest)} requests while {idle} runs "
+        f"{UNEVEN_WITHHELD.removeprefix('withheld: ')}: {busy} runs {count(busiest)} requests while {idle} runs "
         f"{count(idlest)}; the router, not the fleet's size, sets each one's load (check the load balancer's policy "
         "and its view of the replicas' load), so no turn sized on the fleet's average is proposed"
     )
@@ -951,6 +951,15 @@ def uneven_engines(ev: Evaluation) -> tuple[tuple[str, float], tuple[str, float]
         if busy[1] >= UNEVEN_MIN_RUNNING and idle[1] <= UNEVEN_IDLE_SHARE * busy[1]:
             return busy, idle
     return None
+
+
+UNEVEN_WITHHELD: Final = "withheld: the load is uneven across the replicas"
+"""How :func:`load_balance`'s reason begins (:func:`uneven_withheld` finds it)."""
+
+
+def uneven_withheld(p: Proposal) -> bool:
+    """Whether ``p`` was withheld by :func:`load_balance` (the replicas' loads are the router's)."""
+    return p.withheld is not None and p.withheld.startswith(UNEVEN_WITHHELD)
 
 
 def load_balance(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:

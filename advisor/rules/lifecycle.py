@@ -50,7 +50,14 @@ from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, keda_replicas_text, platform_flag
 from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
-from advisor.rules.common import gpus_per_replica, latency_quality, load_balance, model_quality, page_quality
+from advisor.rules.common import (
+    gpus_per_replica,
+    latency_quality,
+    load_balance,
+    model_quality,
+    page_quality,
+    uneven_withheld,
+)
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
 
@@ -587,8 +594,13 @@ class Lifecycle:
             reasons[rule.id] = fire.reason
             if st.pending_since is None:
                 st.pending_since = ev.now
-            held = ev.now - st.pending_since
             props = [localized(ev, q) for q in _qualified(ev, rule.propose(ev))]
+            if props and all(uneven_withheld(p) for p in props):
+                # every turn waits on the router: the for-duration counts from when the loads are even again, so a
+                # condition read while the router was at fault does not page the moment it is fixed (breaker 9:
+                # queue_growth paged "replicas 2 → 3" 42 s after the fix, on a window still holding the fault)
+                st.pending_since = ev.now
+            held = ev.now - st.pending_since
             feeding += props
             if not ignore_for and held < rule.for_seconds():
                 pending.append((rule, props))

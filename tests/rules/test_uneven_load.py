@@ -5,6 +5,7 @@ the gRPC cache-aware router sent everything to worker A; field state round 28)."
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,45 @@ def test_a_window_whose_older_half_was_uneven_still_withholds_fleet_turns() -> N
     e = dataclasses.replace(ev(replicas_up=2), requests_running_by_target=now, requests_running_by_target_early=early)
     assert uneven_load(e) is not None
     assert uneven_load(dataclasses.replace(e, requests_running_by_target_early=now)) is None
+
+
+class _Always:
+    """A rule whose condition always holds and that proposes one more replica."""
+
+    id = "always"
+    problem = c.PROBLEM_SATURATION
+    supersedes: tuple[str, ...] = ()
+
+    def for_seconds(self) -> float:
+        return 60.0
+
+    def fires(self, ev: object) -> Any:
+        from advisor.rules.base import Condition
+
+        return Condition(True, "holds", {})
+
+    def clears(self, ev: object) -> Any:
+        from advisor.rules.base import Condition
+
+        return Condition(False, "holds", {})
+
+    def propose(self, ev: object) -> list[Proposal]:
+        return [_proposal(c.DIAL_REPLICAS)]
+
+
+def test_a_condition_held_while_the_router_was_at_fault_waits_its_for_duration_once_the_loads_are_even() -> None:
+    # breaker 9: queue_growth had held through a router fault with its turn withheld, and paged "replicas 2 → 3"
+    # the moment the loads evened out, on a window still holding the fault
+    from advisor.rules.lifecycle import Lifecycle
+
+    lc = Lifecycle([_Always()])
+    uneven = (("a", 250.0), ("b", 0.0))
+    even = (("a", 125.0), ("b", 125.0))
+
+    def at(t: float, loads: tuple[tuple[str, float], ...]) -> Any:
+        return dataclasses.replace(ev(now=t, replicas_up=2), requests_running_by_target=loads)
+
+    assert lc.evaluate(at(1000.0, uneven)) == []
+    assert lc.evaluate(at(1100.0, uneven)) == []  # held 100 s, but every turn waits on the router
+    assert lc.evaluate(at(1110.0, even)) == []  # even again: the for-duration starts over
+    assert [t.kind for t in lc.evaluate(at(1175.0, even))] == ["opened"]
