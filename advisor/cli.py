@@ -82,12 +82,29 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate a config; print every problem with its path (exit 2), or a one-line summary, each deployment's
     capacity, and every warning ``rules generate`` would print for the file (exit 0)."""
     from advisor.config import load_config, replica_history_warnings, runtime_path_warnings, shared_targets
+    from advisor.files import is_stream, read_stream_capped
     from advisor.service import prometheus_source
 
+    base = Path(args.file).resolve().parent
+    text = None
+    if is_stream(args.file):  # `-` or `<(kubectl get cm …)`: read to its end; relative paths from here
+        stdin = args.file in ("-", "/dev/stdin")
+        base, name = Path.cwd(), "<stdin>" if stdin else args.file
+        try:
+            if stdin:
+                text = read_stream_capped(sys.stdin.buffer)
+            else:
+                with open(args.file, "rb") as stream:
+                    text = read_stream_capped(stream)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+            print(str(ConfigError([("(file)", f"cannot read: {why}")], name)), file=sys.stderr)
+            return 2
+        args.file = name
     try:
-        cfg = load_config(args.file)
+        cfg = load_config(args.file, text=text, base_dir=base)
         if cfg.prometheus is not None:  # its secret and CA files, as the daemon will read them at start
-            prometheus_source(cfg, Path(args.file).resolve().parent, source=args.file).close()
+            prometheus_source(cfg, base, source=args.file).close()
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -98,7 +115,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"window {cfg.evaluation_window:g}s"
     )
     try:
-        sized = _capacity_lines(cfg, Path(args.file).resolve().parent)
+        sized = _capacity_lines(cfg, base)
     except CapacityError as exc:  # load_config sized each deployment: only a model file changed since
         print(f"{args.file}: {exc}", file=sys.stderr)
         return 2
@@ -108,7 +125,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     print_warnings(shared_targets(cfg))
     print_warnings(replica_history_warnings(cfg))
-    print_warnings(runtime_path_warnings(cfg, Path(args.file).resolve().parent))
+    print_warnings(runtime_path_warnings(cfg, base))
     print_warnings(config_warnings(cfg, args.file))  # what `rules generate` would warn about; still valid: exit 0
     return 0
 
@@ -772,7 +789,11 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     cat.set_defaults(func=cmd_catalog)
 
     chk = sub.add_parser("check-config", help="validate a config file")
-    chk.add_argument("file")
+    chk.add_argument(
+        "file",
+        help="the config file; '-' reads it from standard input, and a pipe (<(kubectl get cm …)) is read to its end "
+        "(relative paths in it then resolve from the current directory)",
+    )
     chk.set_defaults(func=cmd_check_config)
     if not lazy:
         for name in list(sub.choices):

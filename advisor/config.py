@@ -2104,20 +2104,25 @@ def shared_targets(cfg: Config) -> list[str]:
     return out
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, text: str | None = None, base_dir: Path | None = None) -> Config:
     """Read and validate a YAML config file; every problem carries the line it is on (:func:`line_of`), problems
     in the order of the file.
+
+    ``text``: the config's text already read (standard input or a pipe, :func:`advisor.files.read_stream_capped`);
+    ``path`` then only names it in messages. ``base_dir``: the directory relative paths in it (model config.json,
+    file_sd, secrets) resolve against; default the file's own directory.
 
     Raises:
         ConfigError: the file cannot be read, is not YAML, or has invalid fields (all of them listed).
     """
     p = Path(path)
-    try:
-        text = read_text_capped(p)
-    except OSError as exc:
-        raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
-    except UnicodeDecodeError:
-        raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
+    if text is None:
+        try:
+            text = read_text_capped(p)
+        except OSError as exc:
+            raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+        except UnicodeDecodeError:
+            raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
     loader = _CollectingLoader(text)
     try:
         root = loader.get_single_node()
@@ -2130,7 +2135,7 @@ def load_config(path: str | Path) -> Config:
         loader.dispose()
     problems = list(loader.repeated)
     try:
-        cfg = parse_config(data, source=str(p), base_dir=p.parent.resolve())
+        cfg = parse_config(data, source=str(p), base_dir=base_dir or p.parent.resolve())
     except ConfigError as exc:
         problems += exc.problems
     if not problems:

@@ -11,9 +11,9 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
-__all__ = ["MAX_FILE_BYTES", "read_text_capped"]
+__all__ = ["MAX_FILE_BYTES", "is_stream", "read_stream_capped", "read_text_capped"]
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 """Config, model config.json and file_sd files larger than this are refused (a config is kilobytes)."""
@@ -48,6 +48,36 @@ def read_text_capped(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     finally:
         if fd >= 0:
             os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
+    return data.decode("utf-8")
+
+
+def is_stream(name: str) -> bool:
+    """Whether ``name`` is standard input (``-``, ``/dev/stdin``) or a pipe this process inherited (``/dev/fd/N``:
+    a shell's process substitution, ``<(kubectl get cm …)``, whose writer runs beside it): what a one-shot command
+    such as ``check-config`` reads to its end. A named FIFO elsewhere is not one: it may have no writer, and is
+    refused at open like every other non-regular path (:func:`read_text_capped`)."""
+    if name in ("-", "/dev/stdin"):
+        return True
+    if not name.startswith(("/dev/fd/", "/proc/self/fd/")):
+        return False
+    try:
+        return stat.S_ISFIFO(os.stat(name).st_mode)
+    except OSError:
+        return False
+
+
+def read_stream_capped(stream: BinaryIO, limit: int = MAX_FILE_BYTES) -> str:
+    """Read a UTF-8 stream (standard input, a pipe) to its end, at most ``limit`` bytes.
+
+    Blocks until the writer closes it: for one-shot commands only, never in the daemon's loop.
+
+    Raises:
+        OSError: unreadable, or more than ``limit`` bytes (``strerror`` says which).
+        UnicodeDecodeError: not UTF-8.
+    """
+    data = stream.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
     return data.decode("utf-8")

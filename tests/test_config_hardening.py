@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -434,3 +437,45 @@ def test_a_secret_path_may_start_with_a_tilde(tmp_path: Path, monkeypatch: pytes
     sub.mkdir()
     svc = _prom_service(sub, "bearer_token_file: ~/tok")
     svc.close(timeout=1)
+
+
+def test_check_config_reads_standard_input_and_a_process_substitution(tmp_path: Path) -> None:
+    """The Kubernetes ConfigMap's recipe pipes the config in (walkthrough of 2026-12-06: ``check-config
+    <(kubectl get cm …)`` gave "/dev/fd/63: cannot read: not a regular file" and ``check-config -`` "No such file").
+    Standard input and an inherited pipe are read to their end; a named FIFO is still refused (test above)."""
+    text = DEPLOYMENT
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "check-config", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("<stdin>: valid — 1 deployment(s), 1 target(s)")
+    r = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m advisor.cli check-config <(cat "$0")', str(_written(tmp_path, text))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert re.match(r"/dev/fd/\d+: valid — 1 deployment\(s\)", r.stdout), r.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "check-config", "-"],
+        input=text.replace("max_model_len: 8192", "max_model_len: -3"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("<stdin>:") and "max_model_len" in bad.stderr
+
+
+def _written(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "from-the-configmap.yaml"
+    f.write_text(text)
+    return f
