@@ -343,9 +343,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
       (dimensionless), is applied to the measured service rate: completions per replica when saturated; else the
       completions scaled to the cap by the model's throughput ratio ``(cap ÷ S(cap)) ÷ (B ÷ S(B))`` at the observed
       batch ``B`` (Little's law, so the count never rests on the model's clock); with nothing running, or once the
-      model is calibrated online (its clock is then the engine's), the model's. ``B`` is the window's time-averaged
-      batch (``Evaluation.requests_running_mean``; the newest gauge without it), the population Little's law pairs
-      with a window's completions; "saturated" needs that mean at :data:`SATURATED_WINDOW_SHARE` of the newest.
+      model is calibrated online (its clock is then the engine's), the model's — never below the completions per
+      replica, which a replica cannot exceed (a measured floor on μ, e.g. a backlog drained at a full batch).
+      ``B`` is the window's time-averaged batch (``Evaluation.requests_running_mean``; the newest gauge without
+      it), the population Little's law pairs with a window's completions; "saturated" needs that mean at
+      :data:`SATURATED_WINDOW_SHARE` of the newest.
     """
     s = ev.stats
     gpu = ev.ctx.gpu
@@ -419,8 +421,12 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     elif online:
         # fitted on the engine's own TPOT and TTFT window by window, the model's clock is the engine's: rescaling it
         # by Little's law again counts the same slowness twice (the 1.5x-rate simulation of issue 17 asked for 8
-        # replicas where 6 meet the SLO)
-        mu = mu_model
+        # replicas where 6 meet the SLO). But never below what the replicas completed over the window: a replica
+        # cannot complete faster than its service rate, so the completions are a measured floor on it. A
+        # calibration held at its bound is not the engine's clock (breaker 9: a hot replica draining its backlog
+        # after a router fault completed ~42/s at a full batch while the model, decode factor at its 2x bound, said
+        # 20.4/s, and goodput_below_target paged "replicas 2 -> 3" for the load 2 replicas had just served)
+        mu = max(mu_model, done_rank)
     elif running_rank > 0:
         # Little's law on the measured clock: the replica completes ``done_rank`` at a batch of ``running_rank``;
         # at its cap it completes the model's ratio more (throughput B ÷ S(B), S = prefill + output × TPOT(B))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from advisor.capacity import perf
+from advisor.capacity.calibration import FactorEstimate, LatencyFit, LatencyModel
 from advisor.capacity.queueing import SLO, ReplicaService, Workload, replicas_for_slo
 from advisor.rules.goodput import GoodputRule
 from advisor.rules.kv_saturation import KVSaturationRule
@@ -304,3 +305,37 @@ def test_prompt_lengths_are_per_admitted_request_when_the_batch_grew() -> None:
     assert steady is not None and grown is not None
     assert steady.capacity_at_slo_per_replica is not None
     assert grown.capacity_at_slo_per_replica == pytest.approx(steady.capacity_at_slo_per_replica)
+
+
+def test_an_online_calibrated_model_never_prices_a_replica_below_what_it_completed() -> None:
+    """A replica cannot complete requests faster than its service rate, so the window's completions per replica are
+    a measured floor on μ, whatever the model says. Breaker 9 (the daemon over time, a router fault fixed): the hot
+    replica drained its backlog at a full batch, the fleet completing 67/s at 2 replicas, while the online-calibrated
+    model — its decode factor held at its bound — priced a replica at 20.4/s, and goodput_below_target paged
+    "replicas 2 → 3" for the ~49/s the two had just served. Here: 2 replicas, 60 completions/s over the window
+    (30/s each), the in-flight population 1,000 → 200 (λ = 60 − 800 ÷ 60 ≈ 46.7/s), a model calibrated online to a
+    quarter of the prior's decode speed. μ per replica must be at least 30/s."""
+    slow = LatencyModel(
+        "vllm", decode=FactorEstimate(math.log(0.25), 0.01, updates=10), prefill=FactorEstimate(0.0, 0.01, updates=10)
+    )
+    e = dataclasses.replace(
+        ev(
+            dep=ctx(replicas=2),
+            replicas_up=2,
+            kv_cache_usage_ratio=0.5,
+            requests_finished_per_second=60.0,
+            prompt_tokens_per_second=60.0 * 1_000,
+            generation_tokens_per_second=60.0 * 300,
+            requests_running_first=400,
+            requests_running=200,
+            requests_waiting_first=600,
+            requests_waiting=0,
+        ),
+        requests_running_mean=300.0,
+        latency=LatencyFit(slow, windows=10),
+    )
+    rates = arrival_rate(e.stats)
+    assert rates is not None and rates[0] == pytest.approx(60.0 - 800 / 60)
+    sz = size_replicas(e)
+    assert sz is not None and sz.method == "model"
+    assert sz.service_rate_per_replica >= 30.0 - 1e-9
