@@ -76,6 +76,9 @@ accept far less (MiMo-7B's MTP: 0.88 at the first, 0.18 at the second, vllm-proj
 recipes for DeepSeek-V3/R1 run one (vllm-project/vllm#12755, SGLang's DeepSeek guide)."""
 DRAFT_TOKENS = 4
 DRAFT_OVERHEAD = 1.1
+"""A round's cost over a plain step from the draft's own passes, assumed (10 %): what the enable side divides its
+expected tokens per step by, and the least acceptance length a running speculation must reach to pay for itself
+(:meth:`Measured.below_draft_cost`)."""
 MIN_DRAFTS: Final = 50
 """Drafts a window must hold before its acceptance is read (fewer: the batch threshold decides)."""
 LOSS_BOUND: Final = 0.9
@@ -159,6 +162,32 @@ class Measured:
         (:data:`MEASURED_LOSS_BOUND`)."""
         speedup = self.per_token_speedup
         return speedup is not None and speedup < bound
+
+    def below_draft_cost(self, margin: float = 0.0) -> bool:
+        """The acceptance length is below :data:`DRAFT_OVERHEAD` (+ ``margin``): a round yields ``L`` tokens and costs
+        at least one plain step (verifying ``k + 1`` tokens is never cheaper than decoding one) plus the draft's own
+        passes, so its speedup is at most ``L ÷ DRAFT_OVERHEAD`` < 1 whatever the roofline says of the verify step —
+        the drafts are almost all rejected (vllm-project/vllm#41789: an MTP drafter at mean acceptance length 1.03,
+        25 of 3,652 draft tokens accepted, while the verify-only bound read 0.98× and no loss)."""
+        return self.acceptance_length < DRAFT_OVERHEAD + margin
+
+
+def _draft_cost_text(m: Measured) -> str:
+    """The reason's tail for :meth:`Measured.below_draft_cost`."""
+    return (
+        f"; {m.acceptance_length:.2f} tokens a round cannot repay the draft's own cost (~{DRAFT_OVERHEAD - 1:.0%} "
+        "of a step)"
+    )
+
+
+def _draft_cost_facts(m: Measured) -> str:
+    """The description's facts for :meth:`Measured.below_draft_cost`."""
+    return (
+        f"Each verification round yields {m.acceptance_length:.2f} tokens per sequence for {m.draft_length:.1f} draft "
+        f"tokens ({m.drafts:,.0f} drafts in the window): almost every draft is rejected. A round costs at least one "
+        f"plain decode step plus the draft's own passes (~{DRAFT_OVERHEAD - 1:.0%} assumed), so speculation is at best "
+        f"{m.acceptance_length / DRAFT_OVERHEAD:.2f}× plain decoding here, whatever the verify step costs."
+    )
 
 
 def _measured_evidence(ev: Evaluation, m: Measured) -> dict[str, Any]:
@@ -375,6 +404,9 @@ class SpeculativeRule:
             if measured.per_token_loss():
                 self._note_loss(ev)
                 return True, reason + _per_token_text(measured), evidence, measured
+            if measured.below_draft_cost():
+                self._note_loss(ev)
+                return True, reason + _draft_cost_text(measured), evidence, measured
             self._loss_since.pop(ev.ctx.name, None)
             if measured.speedup >= CLEAR_WIN:
                 return False, reason + " (a clear win)", evidence, measured
@@ -429,6 +461,12 @@ class SpeculativeRule:
             return Condition(
                 False, f"{reason}: measured within {CLEAR_MARGIN} of the loss bound {MEASURED_LOSS_BOUND}", evidence
             )
+        if holds is False and measured is not None and measured.below_draft_cost(CLEAR_MARGIN):
+            return Condition(
+                False,
+                f"{reason}: acceptance length within {CLEAR_MARGIN} of the draft's cost {DRAFT_OVERHEAD}",
+                evidence,
+            )
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
@@ -443,6 +481,9 @@ class SpeculativeRule:
             return [
                 self._disable(ev, evidence, conf, facts=_per_token_facts(measured), speedup=measured.per_token_speedup)
             ]
+        if measured is not None and measured.below_draft_cost():
+            facts = _draft_cost_facts(measured)
+            return [self._disable(ev, evidence, conf, facts=facts, speedup=measured.acceptance_length / DRAFT_OVERHEAD)]
         if ev.speculation_runs():
             return [self._disable(ev, evidence, conf)]
         return [self._enable(ev, evidence, conf)]
