@@ -1035,21 +1035,48 @@ def reserves_whole_requests(ev: Evaluation) -> bool:
     return reserves_max_length_at_admission(ev.ctx.engine) and not (ev.requests_paused_max or 0) > 0
 
 
+def pool_held_by_no_request(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str | None:
+    """Why a KV-pool turn must not be proposed when the pool is full and nothing runs, or ``None``.
+
+    KV usage at or above ``threshold`` while no request runs — at the newest scrape and on the window's mean
+    (below one) — is not demand: the engines free a request's blocks when it finishes or is preempted (vLLM V1
+    ``KVCacheManager.free``; SGLang's ``token_usage`` leaves evictable radix-cache tokens out), so the blocks are
+    held by something that is not running: a KV connector's handoffs waiting for the decode side (vLLM's
+    NixlConnector delays freeing a prefill's blocks until they are read or ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``
+    expires: vllm-project/vllm#29906, where cancelled prefills pinned the pool for 5 minutes), requests waiting
+    for remote KV, or leaked blocks. A larger pool fills the same way, and no cap on running requests frees them.
+    Unknown running counts, or usage below ``threshold``, give ``None``.
+    """
+    s = ev.stats
+    if s is None or s.kv_cache_usage_ratio is None or s.kv_cache_usage_ratio < threshold:
+        return None
+    if s.requests_running is None or s.requests_running > 0:
+        return None
+    mean = ev.requests_running_mean
+    if mean is not None and (not math.isfinite(mean) or mean >= 1):
+        return None
+    return (
+        f"withheld: KV usage {s.kv_cache_usage_ratio:.0%} with no request running: the blocks are held by no running "
+        "request (a KV connector's handoffs waiting for the decode side, requests waiting for remote KV, pinned or "
+        "leaked blocks); a larger pool would fill the same way, and no cap on the running requests frees them"
+    )
+
+
 def kv_withheld(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str | None:
     """Why a KV-pool turn must not be proposed, or ``None``: another pool (a state pool, the slots) is the
     saturated one while the KV pool is not (KV usage below ``threshold``, or unknown). Then the queue and
     preemptions are that pool's, and growing the KV pool (fp8 KV, a larger budget, a shorter context) does
-    not admit one more request.
+    not admit one more request. Or the KV pool is full while no request runs (:func:`pool_held_by_no_request`).
 
     Example: ``pool_usage {"mamba": 0.98}``, KV usage 0.31 → ``"the mamba pool is saturated (98%) while the
     KV pool is not (31%): …"``.
     """
     hot = saturated_pools(ev, threshold)
     if not hot:
-        return None
+        return pool_held_by_no_request(ev, threshold)
     kv = ev.stats.kv_cache_usage_ratio if ev.stats is not None else None
     if kv is not None and kv >= threshold:
-        return None
+        return pool_held_by_no_request(ev, threshold)
     pool, usage = hot[0]
     kv_text = "unknown" if kv is None else f"{kv:.0%}"
     return (
