@@ -9,8 +9,9 @@ predicted by the capacity pass.
 Checked against its evidence (issue 13): both are KV-pool turns, so they are withheld while a pool other than the
 KV pool (a state pool, the slots) is the saturated one and the KV pool is not
 (:func:`advisor.rules.common.kv_withheld`), and while the KV pool is plainly not the constraint: its usage stayed
-below :data:`KV_POOL_BUSY` over the window with nothing preempted (a prefill worker whose pool sits at 18 %). A
-larger KV pool admits no one then.
+below :data:`KV_POOL_BUSY` over the window with nothing preempted (a prefill worker whose pool sits at 18 %), or,
+however full, nothing waited for it and nothing was preempted (:func:`kv_idle`). A larger KV pool admits no one
+then.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
+    count,
     engine_pool_scale,
     kv_withheld,
     other_model,
+    pool_pressure,
     pool_turns,
     turn_proposal,
 )
@@ -34,18 +37,31 @@ KV_POOL_BUSY = 0.8
 
 
 def kv_idle(ev: Evaluation) -> str | None:
-    """Why a KV-pool turn is contradicted by a pool that is not busy, or ``None``: KV usage (the window's highest,
-    else the newest) below :data:`KV_POOL_BUSY` with no preemption in the window. Unknown usage → ``None``."""
+    """Why a KV-pool turn is contradicted by a pool that is not the constraint, or ``None``: KV usage (the window's
+    highest, else the newest) below :data:`KV_POOL_BUSY` with no preemption in the window; or, however full, the
+    pool turned no one away — nothing waits for it and nothing was preempted over the window
+    (:func:`advisor.rules.common.pool_pressure` ``False``: sgl-project/sglang#2746, two runaway generations of
+    ~153,000 tokens each held a DeepSeek-V3 pool at 100 % with nothing queued, and TP 16 → 32 was proposed for a
+    benchmark whose requests need 2,048 tokens). Unknown usage and pressure → ``None``."""
     s = ev.stats
     if s is None:
         return None
     usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
-    if usage is None or usage >= KV_POOL_BUSY or (s.preemptions_increase or 0) > 0:
-        return None
-    return (
-        f"withheld: the KV pool is not the constraint: KV usage at most {usage:.0%} over the last "
-        f"{s.covered_seconds:.0f}s (below {KV_POOL_BUSY:.0%}) and nothing preempted; a larger pool admits no one now"
-    )
+    if usage is not None and usage < KV_POOL_BUSY and (s.preemptions_increase or 0) <= 0:
+        return (
+            f"withheld: the KV pool is not the constraint: KV usage at most {usage:.0%} over the last "
+            f"{s.covered_seconds:.0f}s (below {KV_POOL_BUSY:.0%}) and nothing preempted; a larger pool admits no one "
+            "now"
+        )
+    waiting = ev.queues.get("waiting_capacity", s.requests_waiting)
+    if pool_pressure(ev, waiting) is False:
+        used = "unknown" if usage is None else f"{usage:.0%}"
+        return (
+            f"withheld: the KV pool turns no one away: nothing waits for it and nothing was preempted over the last "
+            f"{s.covered_seconds:.0f}s (KV usage at most {used}, held by {count(s.requests_running)} running); a "
+            "larger pool admits no one now"
+        )
+    return None
 
 
 class WeightsCrowdRule:
