@@ -152,6 +152,7 @@ def _capacity_lines(cfg: Any, base_dir: Path) -> list[str]:
             model file changed in between).
     """
     from advisor.assembly import deployment_context
+    from advisor.capacity.engines import memory_overcommit
     from advisor.capacity.hardware import GIB
     from advisor.config import ENGINE_KEYS
 
@@ -191,6 +192,9 @@ def _capacity_lines(cfg: Any, base_dir: Path) -> list[str]:
                 f"  {d.name}: warning: the KV pool ({r.kv_cache_tokens:,} tokens) cannot hold one request of "
                 f"max-model-len {r.max_model_len:,}; vLLM refuses to start with this configuration"
             )
+        over = memory_overcommit(r, inputs.gpu_memory_used_by_others_bytes) if inputs.engine == "llamacpp" else None
+        if over is not None:  # llama.cpp's pool is --ctx-size cells, not what the memory leaves
+            lines.append(f"  {d.name}: warning: {over}")
     return lines
 
 
@@ -453,43 +457,52 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     t = out["targets"][0]
     # a target that answered but is stale or frozen says why here; one that did not, on its own line below
     why = f": {t['state_reason']}" if out["state"] != STATE_FRESH and t["up"] and t["state_reason"] else ""
-    print(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}{why}")
+    _say(f"target {out['name']}: engine {out['detected_engine'] or 'unknown'}, state {out['state']}{why}")
     for hint in out["version_hints"]:
-        print(f"  version hint: {hint}")
+        _say(f"  version hint: {hint}")
     if out["models"]:
-        print(
+        _say(
             f"  models: {', '.join(out['models'])}"
             + (f" (reading {out['snapshot']['model']})" if out["snapshot"]["model"] else "")
         )
     if out["hint"]:
-        print(f"  hint: {out['hint']}")
+        _say(f"  hint: {out['hint']}")
     if not t["up"]:
         from advisor.evaluate import PAGE_REASONS
 
         # a page that answered but is no engine's says what it is; a failed request says it failed
         said = "not read" if t["error_reason"] in PAGE_REASONS else "scrape failed"
-        print(f"  {said}: {t['error_reason']} — {t['error']}")
+        _say(f"  {said}: {t['error_reason']} — {t['error']}")
         path = urlsplit(url).path
         if "HTTP 404" in (t["error"] or "") and not path.rstrip("/").endswith("metrics"):
-            print(f"  hint: engines serve /metrics; try {url.rstrip('/')}/metrics")
+            _say(f"  hint: engines serve /metrics; try {url.rstrip('/')}/metrics")
     s = out["snapshot"]
     if not t["up"] and all(s.get(k) is None for k in (*_INSPECT_KEYS, "ttft_seconds", "tpot_seconds")):
         return 0  # nothing was read: the reason above, once, not a line of "unknown" per quantity
     for key in _INSPECT_KEYS:
         v = s.get(key)
-        print(f"  {key:<30} {_show(v)}")
+        _say(f"  {key:<30} {_show(v)}")
     for key in ("ttft_seconds", "tpot_seconds"):
         h = s.get(key)
         if h:
-            print(
+            _say(
                 f"  {key:<30} count {h['count']:g}, p50 {_show(h['p50'])}, p90 {_show(h['p90'])}, "
                 f"p99 {_show(h['p99'])} ({h['source']})"
             )
         else:
-            print(f"  {key:<30} unknown")
+            _say(f"  {key:<30} unknown")
     if out["missing"]:
-        print("  missing: " + "; ".join(out["missing"]))
+        _say("  missing: " + "; ".join(out["missing"]))
     return 0
+
+
+def _say(text: str) -> None:
+    """Print one line of ``inspect``'s text: the model names, errors and hints in it come from the target's page, so
+    control characters are escaped (:func:`advisor.redact.escape_controls`; a label value could otherwise set the
+    terminal's title or colours, as ``once`` and the log already escape)."""
+    from advisor.redact import escape_controls
+
+    print(escape_controls(text))
 
 
 _INSPECT_KEYS = (

@@ -1561,9 +1561,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
+def yaml_problem(exc: yaml.YAMLError, text: str | None = None) -> tuple[str, str]:
     """``(where, message)`` for a YAML error: ``line N, column M`` and PyYAML's one-line problem, never its
-    snippet of the offending line (which may hold a secret)."""
+    snippet of the offending line (which may hold a secret). A character YAML refuses (a control character:
+    PyYAML's ``ReaderError``, which carries a position in the stream, not a mark) is located in ``text`` when
+    given, and named by its code point."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        where = "(file)"
+        if text is not None and 0 <= exc.position <= len(text):
+            before = text[: exc.position]
+            where = f"line {before.count(chr(10)) + 1}, column {exc.position - (before.rfind(chr(10)) + 1) + 1}"
+        return where, f"not valid YAML: character U+{code:04X} is not allowed (a control character)"
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
     problem = getattr(exc, "problem", None) or type(exc).__name__
@@ -1774,7 +1783,8 @@ def _file_problems(deployments: Sequence[tuple[int, Deployment]], base_dir: Path
 
 
 def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
-    """At daemon start: the state file's folder exists and is writable, the outbox path is a folder (or can
+    """At daemon start: the state file is a regular file or absent (the daemon reads only regular files:
+    :func:`advisor.files.read_text_capped`), its folder exists and is writable, the outbox path is a folder (or can
     be made).
 
     Raises:
@@ -1785,6 +1795,8 @@ def check_runtime_paths(cfg: Config, base_dir: Path | None) -> None:
         p = _beside(base_dir, cfg.state_file)
         if p.is_dir():
             problems.append(("state_file", f"{str(p)!r} is a folder; give a file path"))
+        elif p.exists() and not p.is_file():
+            problems.append(("state_file", f"{str(p)!r} is not a regular file (a FIFO, socket or device)"))
         elif not p.parent.is_dir():
             problems.append(("state_file", f"the folder {str(p.parent)!r} does not exist"))
         elif not os.access(p.parent, os.W_OK):
@@ -2123,14 +2135,17 @@ def load_config(path: str | Path, text: str | None = None, base_dir: Path | None
             raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
         except UnicodeDecodeError:
             raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
-    loader = _CollectingLoader(text)
+    try:
+        loader = _CollectingLoader(text)  # PyYAML checks the characters here (ReaderError)
+    except yaml.YAMLError as exc:
+        raise ConfigError([yaml_problem(exc, text)], str(p)) from None
     try:
         root = loader.get_single_node()
         data = None if root is None else loader.construct_document(root)
     except RecursionError:
         raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([yaml_problem(exc)], str(p)) from None
+        raise ConfigError([yaml_problem(exc, text)], str(p)) from None
     finally:
         loader.dispose()
     problems = list(loader.repeated)

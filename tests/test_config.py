@@ -490,3 +490,40 @@ def test_the_demo_and_the_default_windows_can_size_replicas() -> None:
 
     assert replica_history_warnings(parse_config(GOOD)) == []  # 15 s over 5 m, min_history 30 s
     assert replica_history_warnings(demo_config(GOOD["deployments"])) == []  # 1 s over 5 s, min_history 4 s
+
+
+def test_check_config_warns_of_a_state_file_that_is_a_fifo(tmp_path: Path) -> None:
+    """Bad-input breaker, 2026-12-06: a ``state_file`` that is a named pipe passed check-config without a word, and
+    ``run`` then exited with "cannot read state file … not a regular file"."""
+    import os
+
+    fifo = tmp_path / "state.json"
+    os.mkfifo(fifo)
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump({"state_file": str(fifo), "deployments": GOOD["deployments"]}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "would refuse to start" in line]
+    assert said == [
+        "capacity-advisor: warning: on this machine the daemon would refuse to start: state_file: "
+        f"{str(fifo)!r} is not a regular file (a FIFO, socket or device)"
+    ]
+
+
+def test_check_config_warns_when_a_llamacpp_cache_cannot_fit_the_gpu(tmp_path: Path) -> None:
+    """Bad-input breaker, 2026-12-06: ``engine: llamacpp`` with 256 slots of 8,192 tokens printed "valid" and "KV pool
+    256.00 GiB per GPU" for an 80 GB H100 without a word. llama.cpp's pool is ``--ctx-size`` cells, not what the
+    memory leaves: Llama-3.1-8B's f16 cache is 2 × 32 layers × 8 KV heads × 128 × 2 B = 128 KiB a token, so 256 ×
+    8,192 = 2,097,152 cells are 256 GiB."""
+    dep = dict(GOOD["deployments"][0], engine="llamacpp", max_num_seqs=256, max_model_len=8192)
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump({"deployments": [dep]}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "KV pool 256.00 GiB per GPU" in r.stdout
+    warned = [line for line in r.stdout.splitlines() if "warning:" in line]
+    assert len(warned) == 1 and "do NOT fit in" in warned[0] and "KV 256.00 GiB" in warned[0], r.stdout
+    fits = dict(dep, max_num_seqs=4)  # 4 × 8,192 cells: 4 GiB beside ~15 GiB of weights
+    f.write_text(yaml.safe_dump({"deployments": [fits]}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0 and "do NOT fit" not in r.stdout + r.stderr, r.stdout

@@ -479,3 +479,25 @@ def _written(tmp_path: Path, text: str) -> Path:
     f = tmp_path / "from-the-configmap.yaml"
     f.write_text(text)
     return f
+
+
+@pytest.mark.parametrize(("char", "line", "column"), [("\x07", 9, 14), ("\x00", 9, 14), ("\x1b", 9, 14)])
+def test_a_control_character_is_named_with_its_line_not_a_traceback(
+    tmp_path: Path, char: str, line: int, column: int
+) -> None:
+    """Bad-input breaker of 2026-12-06: a BEL in the config ended ``check-config`` (and ``once``, ``run``, a reload)
+    in PyYAML's ``ReaderError`` traceback — the loader checks the characters when it is built, outside the ``try``.
+    The problem now names the line and column (counted here by hand: line 9 is ``state_file: x`` and the character,
+    its 14th) and the code point."""
+    f = tmp_path / "advisor.yaml"
+    f.write_text(DEPLOYMENT + f"state_file: x{char}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(f)
+    assert exc.value.problems == [
+        (
+            f"line {line}, column {column}",
+            f"not valid YAML: character U+{ord(char):04X} is not allowed (a control character)",
+        )
+    ]
+    r = _cli("check-config", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and f"line {line}, column {column}" in r.stderr

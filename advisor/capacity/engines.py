@@ -523,6 +523,27 @@ def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = No
 # --- llama.cpp ---------------------------------------------------------------------------------------------
 
 
+def memory_overcommit(result: CapacityResult, others_bytes: int = 0) -> str | None:
+    """For an engine whose KV pool is set in tokens, not from free memory (llama.cpp's ``--ctx-size``): why the
+    weights and the pool do not fit on the GPU, in numbers, or ``None``.
+
+    ``weights + pool + others`` (bytes per GPU, ``others``: memory other processes hold) above the GPU's memory
+    means the cache cannot be allocated with every layer on the GPU: llama.cpp then fails at load, or — where its
+    automatic fitting applies (``--fit``, on by default in late-2025 builds) — shrinks the context or keeps layers
+    on the CPU, so the pool or the speed is not what the configuration says. The compute buffers (0.3–1 GiB) come on
+    top and are not counted, so ``None`` is not a guarantee.
+    """
+    need = result.weights_bytes_per_gpu + result.kv_pool_bytes_per_gpu + others_bytes
+    if need <= result.gpu_memory_bytes:
+        return None
+    held = f" + {others_bytes / GIB:.2f} GiB held by other processes" if others_bytes else ""
+    return (
+        f"weights {result.weights_bytes_per_gpu / GIB:.2f} GiB + KV {result.kv_pool_bytes_per_gpu / GIB:.2f} GiB per "
+        f"GPU{held} do NOT fit in {result.gpu_memory_bytes / GIB:.2f} GiB: the cache cannot be allocated with every "
+        "layer on the GPU (lower the context or the slots, or quantize the cache)"
+    )
+
+
 def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
     """llama.cpp's KV cache: ``--ctx-size`` cells whatever the GPU memory, split over ``--parallel`` slots.
 
@@ -557,7 +578,6 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     if s.kv_unified and max_len <= slot:
         concurrency = float(min(parallel, ctx // max(1, max_len)))
     others = inputs.gpu_memory_used_by_others_bytes
-    fits = weights + pool + others <= inputs.gpu_memory_bytes
     result = CapacityResult(
         weights_bytes_per_gpu=weights,
         kv_cache_bytes_per_token=per_token * inp.pipeline_parallel_size,
@@ -580,13 +600,16 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
         max_request_tokens=None if s.kv_unified else slot,
         accounting=engine_accounting("llamacpp", inputs.engine_version),
     )
+    overcommit = memory_overcommit(result, others)
     notes = [
         f"the pool is --ctx-size {ctx} cells regardless of GPU memory; {parallel} slot(s) "
         + (f"sharing them (--kv-unified), up to {slot} tokens each" if s.kv_unified else f"of {slot} tokens each"),
-        f"weights {weights / GIB:.2f} GiB + KV {pool / GIB:.2f} GiB per GPU "
-        + (f"+ {others / GIB:.2f} GiB held by other processes " if others else "")
-        + ("fit in" if fits else "do NOT fit in")
-        + f" {inputs.gpu_memory_bytes / GIB:.2f} GiB (plus llama.cpp's compute buffers, typically 0.3-1 GiB)",
+        overcommit
+        or (
+            f"weights {weights / GIB:.2f} GiB + KV {pool / GIB:.2f} GiB per GPU "
+            + (f"+ {others / GIB:.2f} GiB held by other processes " if others else "")
+            + f"fit in {inputs.gpu_memory_bytes / GIB:.2f} GiB (plus llama.cpp's compute buffers, typically 0.3-1 GiB)"
+        ),
     ]
     if max_len > slot:
         notes.append(f"max-model-len {max_len} exceeds the {slot}-token slot: such requests are refused")
