@@ -99,3 +99,16 @@ def test_a_parse_error_never_echoes_credentials_or_terminal_escapes(http_server:
             assert secret not in out, (secret, args)
         assert "\\x1b" in out and "<redacted>" in out
         assert "x" * 400 not in out  # the quoted excerpt is bounded
+
+
+def test_a_model_label_never_writes_terminal_escapes(http_server: Start) -> None:
+    """Bad-input breaker, 2026-12-06: a scraped ``model_name`` label holding ``ESC ] 0 ; … BEL`` was printed raw by
+    ``inspect``'s text output (it could set the terminal's title or colours), while ``once`` and the log escaped it."""
+    body = (REPO_ROOT / "tests/fixtures/vllm/cache-config-none.prom").read_text()
+    body = body.replace('model_name="org/model-a"', 'model_name="org/\x1b]0;pwned\x07model"')
+    url = http_server(lambda h: reply(h, 200, body.encode())) + "/metrics"
+    r = _inspect(url)
+    assert r.returncode == 0, r.stderr
+    assert "pwned" in r.stdout  # the model is named…
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout  # …with its control characters escaped
+    assert "\\x1b" in r.stdout

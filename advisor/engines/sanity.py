@@ -8,8 +8,8 @@ quantity                        unknown when
 ==============================  ====================================================================
 KV usage ratio                  not finite, or outside [0, 1] (a percent left unscaled, pitfall 4)
 KV capacity (tokens)            not finite, or ≤ 0 (an engine's pool of 0 is not a pool)
-requests running / waiting      not finite, or negative
-cumulative counters             not finite, or negative
+requests running / waiting      not finite, negative, or above 10⁷ (``MAX_REQUESTS_IN_ONE_ENGINE``)
+cumulative counters             not finite, negative, or above 2⁵³ (``MAX_COUNT``)
 histograms                      a bucket count or the sum is not finite, a count is negative, or the
                                 cumulative counts decrease with the bound (more than rounding)
 other pools (``pools``)         usage: as KV usage; used: as a count; capacity: as KV capacity
@@ -62,13 +62,31 @@ _RECOMPUTED = ("kv_cache_usage_ratio", "requests_running", "requests_waiting")
 _TOLERANCE = 1e-9
 
 
-def _bad_count(v: float | None) -> str | None:
+MAX_COUNT = float(2**53)
+"""Largest value read as a count: beyond 2⁵³ a float64 no longer holds every integer (IEEE 754 binary64's 53-bit
+significand), so no counter an engine increments by one can reach it (a token counter at 10⁶ tokens/s would take
+285 years)."""
+MAX_REQUESTS_IN_ONE_ENGINE = 1e7
+"""Largest running or waiting count read from one target: ten million requests in one engine's batch or queue is
+beyond what any engine holds in memory (each waiting request keeps its prompt's token ids and sampling state; the
+largest batches, ``max_num_seqs``, are thousands). A gauge above it is a broken exporter, not a load (bad-input
+breaker, 2026-12-06: ``vllm:num_requests_running 1e308`` was reported as a count and read by the rules)."""
+_REQUEST_GAUGES = frozenset({"requests_running", "requests_waiting"})
+
+
+def _bad_count(v: float | None, name: str = "") -> str | None:
+    """Why ``v`` is not a count (of the snapshot field ``name``), or ``None``: not finite, negative, above
+    :data:`MAX_COUNT`, or, for the running and waiting gauges, above :data:`MAX_REQUESTS_IN_ONE_ENGINE`."""
     if v is None:
         return None
     if not math.isfinite(v):
         return f"value {v} is not a count"
     if v < 0:
         return f"value {v:g} is negative"
+    if v > MAX_COUNT:
+        return f"value {v:g} is beyond any count (2^53)"
+    if name in _REQUEST_GAUGES and v > MAX_REQUESTS_IN_ONE_ENGINE:
+        return f"value {v:g} is more requests than one engine holds ({MAX_REQUESTS_IN_ONE_ENGINE:g})"
     return None
 
 
@@ -134,7 +152,7 @@ def _clean_counts(field: str, counts: Mapping[str, float], why: list[str]) -> di
 
 
 def _clean_rank(r: RankValues) -> RankValues:
-    changes: dict[str, float | None] = {f: None for f in _RANK_COUNTS if _bad_count(getattr(r, f))}
+    changes: dict[str, float | None] = {f: None for f in _RANK_COUNTS if _bad_count(getattr(r, f), f)}
     if _bad_ratio(r.kv_cache_usage_ratio):
         changes["kv_cache_usage_ratio"] = None
     if _bad_capacity(r.kv_cache_capacity_tokens):
@@ -151,7 +169,7 @@ def _rank_problems(ranks: tuple[RankValues, ...]) -> dict[str, str]:
         if problem:
             why.append(f"kv_cache_usage_ratio {problem}")
         for name in ("requests_running", "requests_waiting"):
-            problem = _bad_count(getattr(r, name))
+            problem = _bad_count(getattr(r, name), name)
             if problem:
                 why.append(f"{name} {problem}")
         if why:
@@ -207,7 +225,7 @@ def sanitize(snap: EngineSnapshot, names: Mapping[str, Sequence[str]] | None = N
     rank_changes = _without_ranks(snap, ranks, bad) if bad and len(bad) < len(snap.ranks) else {}
     recomputed = {f for f in _RECOMPUTED if f in rank_changes}
     for name in _COUNTS:
-        problem = _bad_count(getattr(snap, name))
+        problem = _bad_count(getattr(snap, name), name)
         if problem:
             changes[name] = None
             if name not in recomputed:

@@ -29,6 +29,10 @@ def _snap(body: str):  # type: ignore[no-untyped-def]
         ('vllm:num_requests_running{engine="0",model_name="m"} -5', "requests_running"),
         ('vllm:num_preemptions_total{engine="0",model_name="m"} -1', "preemptions_total"),
         ('vllm:generation_tokens_total{engine="0",model_name="m"} +Inf', "generation_tokens_total"),
+        # bad-input breaker, 2026-12-06: a finite but absurd gauge was read as a load
+        ('vllm:num_requests_running{engine="0",model_name="m"} 1e308', "requests_running"),
+        ('vllm:num_requests_waiting{engine="0",model_name="m"} 2e7', "requests_waiting"),
+        ('vllm:generation_tokens_total{engine="0",model_name="m"} 1e17', "generation_tokens_total"),
     ],
 )
 def test_non_finite_or_negative_counts_are_unknown(line: str, field: str) -> None:
@@ -100,3 +104,12 @@ def test_a_histogram_problem_is_the_one_the_bucket_walk_names(counts: list[float
     assert histogram_problem(h) == _reference_histogram_problem(h)
     ordered = Histogram(tuple(zip(bounds, sorted(counts), strict=True)), count=3.0, sum=7.0)
     assert histogram_problem(ordered) == _reference_histogram_problem(ordered)
+
+
+def test_large_but_possible_counts_are_kept() -> None:
+    """A queue of a million and a lifetime of 10^15 generated tokens are counts (below 10^7 and 2^53 ≈ 9.0 × 10^15)."""
+    s = _snap(
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 1000000\n'
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 1e15\n'
+    )
+    assert (s.requests_waiting, s.generation_tokens_total) == (1_000_000, 1e15)
