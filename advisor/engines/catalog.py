@@ -221,6 +221,13 @@ class CatalogEntry:
     requests without ``max_tokens`` run at once however few blocks they write (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler; NVIDIA/TensorRT-LLM#9412). Each engine module sets it with its
     source."""
+    usage_is_whole_request_reservation: bool = False
+    """The engine admits a request only when its budget holds the request's whole length (prompt + max new tokens)
+    whatever its settings, and its KV usage gauge is that reservation, not blocks written: TGI's router (the
+    reservation ratio ``tgi_batch_current_max_tokens ÷ tgi_batch_max_total_tokens``, ``backends/v3/src/backend.rs``;
+    ``backends/v3/src/queue.rs`` ``next_batch`` takes a request only when the block allocator grants its input +
+    ``max_new_tokens``). "Admit only when the whole request fits" is then its only policy, never a turn. Each engine
+    module sets it with its source."""
     running_cap_slack: int = 0
     """Sequence slots per data-parallel rank the engine leaves idle below its running-request cap while requests
     queue, in steady state: SGLang parks each rank one below ``--max-running-requests`` under chunked prefill (the
@@ -323,6 +330,15 @@ def reserves_max_length_at_admission(engine: str) -> bool:
     not know."""
     try:
         return entry(engine).reserves_max_length_at_admission
+    except ValueError:
+        return False
+
+
+def usage_is_whole_request_reservation(engine: str) -> bool:
+    """The engine's :attr:`CatalogEntry.usage_is_whole_request_reservation`; ``False`` for an engine id the catalog
+    does not know."""
+    try:
+        return entry(engine).usage_is_whole_request_reservation
     except ValueError:
         return False
 

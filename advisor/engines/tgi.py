@@ -138,6 +138,9 @@ CATALOG_ENTRIES: Final = (
         # router/src/server.rs: tgi_request_generated_tokens (whose _sum is the generation counter) and
         # tgi_request_success are recorded when a request ends; nothing counts tokens while a request decodes
         counters_advance_during_decode=False,
+        # backends/v3/src/queue.rs next_batch: a request enters the batch only when the block allocator grants blocks
+        # for its input + max_new_tokens; the usage read is that reservation (module docstring)
+        usage_is_whole_request_reservation=True,
     ),
 )
 """TGI's catalog entry (:mod:`advisor.engines.catalog`)."""

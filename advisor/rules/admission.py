@@ -8,7 +8,7 @@ worse, so this rule never proposes it.
 
 Proposes, in order: cap max-model-len so that ``target_concurrency`` requests of the cap fit in the pool;
 admit a request only when its whole prompt and output budget fit (the admission policy, where the engine
-has one); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
+has one and does not already admit so: never on TGI, nor on TensorRT-LLM under ``GUARANTEED_NO_EVICT``); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
 generic pool turns would not change who holds the pool. With data-parallel ranks, "running", "pool" and the
 share are per rank (a request lives on one rank), not summed over the replica.
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor import conventions as c
+from advisor.engines.catalog import usage_is_whole_request_reservation
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     anchored,
@@ -46,6 +47,7 @@ from advisor.rules.common import (
     percent,
     pool_effect,
     pool_pressure,
+    reserves_whole_requests,
     tokens_per_finished_request,
     tokens_per_running_request,
 )
@@ -54,6 +56,17 @@ from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_wit
 from advisor.rules.turns import effect, turn
 
 ROUND_TO = 1024
+
+
+def _admits_whole_requests(ev: Evaluation) -> bool:
+    """The engine already admits a request only when its whole length fits, so "admit only when the whole request
+    fits" is its current policy, not a turn: TGI's router always (:func:`usage_is_whole_request_reservation`:
+    huggingface/text-generation-inference#2842, where the advisor proposed it, and TGI's command for it — a lower
+    ``--max-total-tokens`` — would have refused the operator's 12,000-token prompts), TensorRT-LLM under its default
+    ``GUARANTEED_NO_EVICT`` (:func:`advisor.rules.common.reserves_whole_requests`)."""
+    return usage_is_whole_request_reservation(ev.ctx.engine) or reserves_whole_requests(ev)
+
+
 FIT_SHARE = 0.9
 """Share of the pool the lowered sequence cap fills at the running requests' footprint: room for them to grow."""
 
@@ -224,31 +237,8 @@ class AdmissionThrashRule:
         fewer = self._fewer_sequences(ev, pool, conf, evidence, situation, cap_offered)
         if fewer is not None:
             out.append(fewer)
-        out.append(
-            Proposal(
-                rule=self.id,
-                dial=c.DIAL_ADMISSION_POLICY,
-                action="set",
-                current="admit while any block is free",
-                suggested="admit only when the whole request fits",
-                flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "admit whole requests only"),
-                severity="warning",
-                confidence=conf,
-                summary=f"{ev.ctx.name}: admit a request only when its whole context fits in the free pool",
-                description=(
-                    f"{situation} Admitting a request only when its prompt and output budget fit the free blocks stops "
-                    "the admit-then-preempt loop (TGI's router budgets whole requests this way, TensorRT-LLM's "
-                    "GUARANTEED_NO_EVICT too; SGLang reserves more for running requests with a higher "
-                    "--schedule-conservativeness; vLLM has no such flag: hold long requests back in a routing layer)."
-                ),
-                predicted_effect={"preemptions_increase": effect(s.preemptions_increase, 0.0)},
-                evidence=evidence,
-                score=1.5,
-                sufficient=False,
-                cost=1.0,
-                gpus_added=0.0,
-            )
-        )
+        if not _admits_whole_requests(ev):
+            out.append(self._admission_turn(ev, conf, evidence, situation))
         current = ev.ctx.replicas
         out.append(
             Proposal(
@@ -279,6 +269,34 @@ class AdmissionThrashRule:
             )
         )
         return out
+
+    def _admission_turn(self, ev: Evaluation, conf: float, evidence: dict[str, Any], situation: str) -> Proposal:
+        """Admit a request only when its whole length fits the free pool."""
+        s = ev.stats
+        assert s is not None
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_ADMISSION_POLICY,
+            action="set",
+            current="admit while any block is free",
+            suggested="admit only when the whole request fits",
+            flag=flag_for(ev.ctx.engine, c.DIAL_ADMISSION_POLICY, "admit whole requests only"),
+            severity="warning",
+            confidence=conf,
+            summary=f"{ev.ctx.name}: admit a request only when its whole context fits in the free pool",
+            description=(
+                f"{situation} Admitting a request only when its prompt and output budget fit the free blocks stops "
+                "the admit-then-preempt loop (TGI's router budgets whole requests this way, TensorRT-LLM's "
+                "GUARANTEED_NO_EVICT too; SGLang reserves more for running requests with a higher "
+                "--schedule-conservativeness; vLLM has no such flag: hold long requests back in a routing layer)."
+            ),
+            predicted_effect={"preemptions_increase": effect(s.preemptions_increase, 0.0)},
+            evidence=evidence,
+            score=1.5,
+            sufficient=False,
+            cost=1.0,
+            gpus_added=0.0,
+        )
 
     def _fewer_sequences(
         self,
