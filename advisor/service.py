@@ -350,11 +350,11 @@ def format_transition(t: Transition) -> str:
     deployment is no longer configured, or that it was folded into another incident) — and names the turn it last
     suggested, as history; it counts no alternatives or withheld turns (none applies any longer):
     ``[12:04:05] RESOLVED chat-8b saturation — resolved: KV usage 40.0% (resolves below 80%), 0 waiting, 0
-    preemptions (last suggested kv_saturation kv_cache_dtype auto → fp8; id 3ec50bdbf032fe23)``."""
+    preemptions (last suggested [kv_saturation] kv_cache_dtype auto → fp8; id 3ec50bdbf032fe23)``."""
     r = t.recommendation
     when = time.strftime("%H:%M:%S", time.localtime(r.resolved_at if t.kind == "resolved" else r.opened_at))
     problem = r.problem or r.rule
-    turn = f"{r.rule} {r.dial} {r.current} → {r.suggested}"
+    turn = f"[{r.rule}] {r.dial} {r.current} → {r.suggested}"  # the rule apart from the dial it turns
     if t.kind == "resolved":
         why = t.reason or r.resolved_reason or "the condition cleared"
         return f"[{when}] RESOLVED {r.deployment} {problem} — resolved: {why} (last suggested {turn}; id {r.id})"

@@ -72,7 +72,7 @@ def test_demo_opens_then_resolves_within_60_seconds() -> None:
         # one line per incident: the saturation problem, its suggested turn and how many alternatives ride with it
         opened = next(line for line in lines if "OPENED" in line and "demo-chat-8b saturation:" in line)
         assert re.search(r"\(\+\d+ alternatives?, \d+ withheld\)", opened), opened
-        if "saturation: kv_saturation " in opened:
+        if "saturation: [kv_saturation] " in opened:
             assert "flag: --" in opened and "why: KV usage" in opened
     finally:
         proc.terminate()
