@@ -394,16 +394,31 @@ class CapacityInputs:
         length = self.effective_max_model_len
         parsed = parse_version(self.engine_version)
         if self.overhead_profile == "vllm-v0":
-            chunked = self.enable_chunked_prefill
-            if chunked is None:
-                chunked = length > 32768 and not self.model.is_mla and not self.model.vision_parameters
-            if not chunked or self.num_scheduler_steps > 1:
+            if not self.chunked_prefill or self.num_scheduler_steps > 1:
                 return max(length, 2048)
             return 512 if parsed is not None and parsed < V0_CHUNKED_PREFILL_2048_SINCE else 2048
         default = DEFAULT_MAX_NUM_BATCHED_TOKENS if self.gpu_memory_bytes >= 70 * GIB else 2048
-        if self.enable_chunked_prefill is False and parsed is not None and parsed >= V1_CHUNKED_PREFILL_OFF_SINCE:
+        if not self.chunked_prefill:
             return max(length, default)
         return default
+
+    @property
+    def chunked_prefill(self) -> bool:
+        """Whether vLLM splits long prompts into chunks (the rules of :attr:`profile_tokens`): V1 always, unless
+        ``enable_chunked_prefill`` is False from :data:`V1_CHUNKED_PREFILL_OFF_SINCE` (earlier V1 releases turn it
+        back on); V0 as ``enable_chunked_prefill`` says, else only when ``max_model_len > 32768`` and the model is
+        neither MLA nor multimodal (``_set_default_args_v0``). vLLM's rule: other engines' chunking is theirs."""
+        parsed = parse_version(self.engine_version)
+        if self.overhead_profile == "vllm-v0":
+            chunked = self.enable_chunked_prefill
+            if chunked is None:
+                chunked = (
+                    self.effective_max_model_len > 32768 and not self.model.is_mla and not self.model.vision_parameters
+                )
+            return chunked
+        return not (
+            self.enable_chunked_prefill is False and parsed is not None and parsed >= V1_CHUNKED_PREFILL_OFF_SINCE
+        )
 
 
 @dataclass(frozen=True)

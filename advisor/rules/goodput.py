@@ -286,7 +286,7 @@ class GoodputRule:
                 score=1.0,
                 sufficient=False,
                 cost=1.0,
-                withheld=withheld,
+                withheld=withheld or _chunking_already(ev),
                 gpus_added=0.0,
             ),
         ]
@@ -462,6 +462,17 @@ class GoodputRule:
             f"({step / observed:.0%} of it): the time goes outside the GPU's step (the tokenizer or detokenizer, CPU "
             "scheduling, the network), which a faster step cannot recover"
         )
+
+
+def _chunking_already(ev: Evaluation) -> str | None:
+    """Why "make sure chunked prefill is on" is no turn, or ``None``: vLLM already chunks long prompts here
+    (:attr:`advisor.capacity.inputs.CapacityInputs.chunked_prefill`: V1 always unless turned off), so the turn would
+    tell the operator to set what is set (field-state round 33, vllm PR #44787: a V1 TTFT tail from the frontend's
+    multimodal preprocessing, where "enable chunked prefill" was proposed)."""
+    inputs = ev.ctx.inputs
+    if inputs.engine != "vllm" or not inputs.chunked_prefill:
+        return None
+    return "withheld: vLLM already chunks long prompts here (V1 does unless --no-enable-chunked-prefill is set)"
 
 
 def _finite(x: float) -> float | None:

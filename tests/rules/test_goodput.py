@@ -6,6 +6,7 @@ plain roofline's factors, which those tests pin as the deployment's latency prio
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -105,7 +106,7 @@ def test_long_prefills_without_a_queue_need_tp_and_chunked_prefill() -> None:
         ttft=hist((1.0, 100), total_sum=10.0),
     )
     tp, chunked = RULE.propose(e)
-    assert tp.withheld is None and chunked.withheld is None
+    assert tp.withheld is None
     assert (tp.dial, tp.current, tp.suggested, tp.flag) == (
         "tensor_parallel_size",
         1,
@@ -114,6 +115,12 @@ def test_long_prefills_without_a_queue_need_tp_and_chunked_prefill() -> None:
     )
     assert tp.predicted_effect["prefill_seconds"] == {"before": 0.0488, "after": 0.0284}
     assert chunked.dial == "chunked_prefill" and chunked.flag == "--enable-chunked-prefill"
+    # vLLM V1 chunks long prompts already (field-state round 33): the turn would set what is set
+    assert chunked.withheld is not None and "already chunks" in chunked.withheld
+    # with --no-enable-chunked-prefill, honoured from 0.11.1, the turn stands
+    off = dataclasses.replace(e, ctx=ctx(perf=ROOFLINE, enable_chunked_prefill=False, engine_version="0.11.1"))
+    _, chunked_off = RULE.propose(off)
+    assert chunked_off.dial == "chunked_prefill" and chunked_off.withheld is None
 
 
 TIGHT = ctx(slo=SLOTargets(2.5, 0.02, 0.9), perf=ROOFLINE)  # TPOT target 20 ms
