@@ -8,8 +8,9 @@ worse, so this rule never proposes it.
 
 Proposes, in order: cap max-model-len so that ``target_concurrency`` requests of the cap fit in the pool;
 admit a request only when its whole prompt and output budget fit (the admission policy, where the engine
-has one and does not already admit so: never on TGI, nor on TensorRT-LLM under ``GUARANTEED_NO_EVICT``); a dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose
-generic pool turns would not change who holds the pool. With data-parallel ranks, "running", "pool" and the
+has one and does not already admit so: never on TGI, nor on TensorRT-LLM under ``GUARANTEED_NO_EVICT``); a
+dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose generic pool turns would
+not change who holds the pool. With data-parallel ranks, "running", "pool" and the
 share are per rank (a request lives on one rank), not summed over the replica.
 
 On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or sliding-window groups) a request's
