@@ -226,6 +226,19 @@ _MTP: dict[str, str] = {
 layers (DeepSeek-V3/R1's NextN layer, GLM-4.5's, Qwen3-Next's), per engine that loads them."""
 
 
+SPECULATION_SINCE: Final[dict[str, tuple[int, ...]]] = {"tgi": (1, 3, 0)}
+"""First release of an engine that can speculate, where its early releases cannot: TGI's ``--speculate`` (n-gram,
+Medusa) arrived in v1.3.0 (commit 9ecfa16b, "Speculative (#1308)", December 2023; the v1.2.0 launcher has no such
+flag and refuses it). Engines not listed: every release the advisor reads can."""
+
+
+def speculation_available(engine: str, version: tuple[int, ...] | None) -> bool:
+    """Whether ``engine`` at ``version`` (``None``: unknown, taken as current) can speculate
+    (:data:`SPECULATION_SINCE`)."""
+    since = SPECULATION_SINCE.get(engine)
+    return since is None or version is None or version >= since
+
+
 VLLM_MTP_UNIFIED_SINCE: Final = (0, 11)
 """vLLM release whose speculative config takes the one method name ``mtp`` for every checkpoint's MTP layers
 (vllm-project/vllm#25232, merged 2025-09, "consolidates them into one 'mtp' method"); before it, one name per model."""

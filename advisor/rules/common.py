@@ -25,6 +25,7 @@ from advisor.errors import CapacityError
 from advisor.rules.base import Evaluation, Proposal
 from advisor.rules.flags import flag_for, token_pin_flag
 from advisor.rules.turns import Turn, effect, token_pin_turn, turn
+from advisor.telemetry import summarize
 
 SAFE_GPU_MEMORY_UTILIZATION = 0.9
 """vLLM's default budget; raising a lower budget to it is the first step (docs "Conserving memory")."""
@@ -1088,3 +1089,31 @@ def kv_withheld(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str 
 def whole(x: float) -> int:
     """Round up to a whole count (replicas, sequences)."""
     return max(1, math.ceil(x - 1e-9))
+
+
+STEP_SHARE_MAX = 0.5
+"""Modeled TPOT ÷ observed mean TPOT at or below which, with the modeled TPOT within the target, the turns that make
+the GPU's step faster (quantized weights, more TP) are withheld: the step explains at most half of what
+requests see, so the rest is elsewhere, and halving the step recovers at most a quarter of the observed time (the
+roofline's own error on a real GPU is ±25–35 %)."""
+
+
+def step_outside_gpu(ev: Evaluation, step: float, target: float) -> str | None:
+    """Why a turn that makes the GPU's decode step faster is withheld, or ``None``: the modelled TPOT at the observed
+    batch (``step``, seconds) already meets the ``target`` while the observed mean TPOT is at least
+    :data:`STEP_SHARE_MAX`⁻¹ times it. Then the time goes where the model does not put it — outside the step (the
+    tokenizer or detokenizer, the CPU's scheduling, the network to the client: sgl-project/sglang#23393, 180 ms a token
+    at the client where the scheduler made one every 39 ms) or into kernels far slower than the roofline
+    (bitsandbytes' LLM.int8 on TGI 0.6: 110 ms a token where the same weights in fp16 gave 18 ms,
+    huggingface/text-generation-inference#309) — and a step the roofline makes faster does not recover it. Unknown
+    TPOT → ``None``."""
+    tpot = summarize(ev.stats.tpot) if ev.stats is not None else None
+    observed = tpot.mean if tpot is not None else None
+    if observed is None or observed <= 0 or step > target or step > STEP_SHARE_MAX * observed:
+        return None
+    return (
+        f"withheld: the modeled step gives ~{step * 1000:.0f} ms a token at this batch, within the "
+        f"{target * 1000:.0f} ms target, while requests see {observed * 1000:.0f} ms on average "
+        f"({step / observed:.0%} of it): the time goes outside the GPU's step (the tokenizer or detokenizer, CPU "
+        "scheduling, the network) or into kernels far slower than the roofline, which a faster step cannot recover"
+    )

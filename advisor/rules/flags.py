@@ -11,6 +11,7 @@ from advisor.engines.flags import (
     draft_length_flag,
     flag_for,
     mtp_speculation,
+    speculation_available,
     token_pin_flag,
     vllm_legacy_ngram_flag,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "draft_length_flag",
     "flag_for",
     "mtp_speculation",
+    "speculation_available",
     "token_pin_flag",
     "vllm_legacy_ngram_flag",
 ]

@@ -25,7 +25,7 @@ TPOT, with a batch past the knee                       cap max-num-seqs at the k
 TPOT, at a small batch (bandwidth-bound)               quantized weights or twice the TP degree (TPOT from the
                                                        roofline); withheld when the modeled step meets the target
                                                        and is at most half the observed TPOT
-                                                       (:data:`STEP_SHARE_MAX`: the time is outside the step)
+                                                       (:data:`~advisor.rules.common.STEP_SHARE_MAX`)
 =====================================================  ==========================================================
 
 Replicas: :func:`advisor.rules.replicas.size_replicas`, the one queueing model every rule that proposes
@@ -48,6 +48,7 @@ from advisor.rules.common import (
     gpus_per_replica,
     latency_model,
     replicas_proposal,
+    step_outside_gpu,
     tpot_knee,
     turn_gpus_added,
 )
@@ -61,12 +62,6 @@ PREFILL_SHARE_MIN = 0.25
 prefill + the first decode step; doubling TP at best halves the prefill term, so when prefill is under a quarter of
 TTFT the turn recovers under 12.5 % of it — less than the roofline's own error on a real GPU — while doubling the
 GPUs. The rest of TTFT is then queueing or a transfer stage, which more TP does not shorten."""
-
-STEP_SHARE_MAX = 0.5
-"""Modeled TPOT ÷ observed mean TPOT at or below which, with the modeled TPOT within the target, the GPU turns for
-TPOT (quantized weights, more TP) are withheld: the step explains at most half of what requests see, so the rest is
-outside it, and halving the step recovers at most a quarter of the observed time (the roofline's own error on a
-real GPU is ±25–35 %)."""
 
 TRANSFER_QUEUES = ("waiting_deferred",)
 """``Evaluation.queues`` keys, besides the disaggregation queues (``prefill_*`` / ``decode_*``), whose requests
@@ -374,7 +369,7 @@ class GoodputRule:
             )
             return out
         # small batch: bandwidth-bound — read fewer weight bytes per GPU, unless the step is not where the time goes
-        withheld = self._step_withheld(ev, now_tpot, target)
+        withheld = step_outside_gpu(ev, now_tpot, target)
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
         if inputs.quantization is None:
             q = "fp8" if gpu.fp8_flops else "awq"
@@ -444,24 +439,6 @@ class GoodputRule:
                 )
             )
         return out
-
-    def _step_withheld(self, ev: Evaluation, step: float, target: float) -> str | None:
-        """Why the GPU turns for TPOT at a small batch are withheld, or ``None``: the modelled TPOT at the observed
-        batch (``step``) already meets the target while the observed mean TPOT is at least :data:`STEP_SHARE_MAX`⁻¹
-        times it. Then the time goes outside the engine's step — the tokenizer or detokenizer, the CPU's scheduling,
-        the network to the client (sgl-project/sglang#23393: 180 ms a token at the client where the scheduler made
-        one every 39 ms; ``--skip-tokenizer-init`` restored 39 ms) — and a GPU that steps faster cannot recover it.
-        Unknown TPOT → ``None``."""
-        tpot = summarize(ev.stats.tpot) if ev.stats is not None else None
-        observed = tpot.mean if tpot is not None else None
-        if observed is None or observed <= 0 or step > target or step > STEP_SHARE_MAX * observed:
-            return None
-        return (
-            f"withheld: the modeled step gives ~{step * 1000:.0f} ms a token at this batch, within the "
-            f"{target * 1000:.0f} ms target, while requests see {observed * 1000:.0f} ms on average "
-            f"({step / observed:.0%} of it): the time goes outside the GPU's step (the tokenizer or detokenizer, CPU "
-            "scheduling, the network), which a faster step cannot recover"
-        )
 
 
 def _chunking_already(ev: Evaluation) -> str | None:

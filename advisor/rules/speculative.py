@@ -60,7 +60,13 @@ from advisor.rules.common import (
     latency_model,
     tokens_per_running_request,
 )
-from advisor.rules.flags import draft_length_flag, flag_for, mtp_speculation, vllm_legacy_ngram_flag
+from advisor.rules.flags import (
+    draft_length_flag,
+    flag_for,
+    mtp_speculation,
+    speculation_available,
+    vllm_legacy_ngram_flag,
+)
 from advisor.rules.observation import histogram_mean, window_observation
 from advisor.rules.turns import effect
 from advisor.telemetry import histogram_quantile
@@ -635,5 +641,20 @@ class SpeculativeRule:
             score=tps / DRAFT_OVERHEAD,
             sufficient=True,
             cost=1.0,
+            withheld=self._enable_withheld(ev, version),
             gpus_added=0.0,
         )
+
+    def _enable_withheld(self, ev: Evaluation, version: tuple[int, ...] | None) -> str | None:
+        """Why turning speculation on is withheld, or ``None``: the engine's release cannot speculate
+        (:func:`advisor.engines.flags.speculation_available`; field-state round 36: TGI 0.6 and 0.8, on bitsandbytes
+        weights at 110-190 ms a token, were told to ``--speculate``, a flag those releases refuse). No check that the
+        weights' read explains the TPOT: a round amortizes every per-step cost over its accepted tokens — kernel
+        launches, all-reduces, the scheduler's CPU time — not only the read (sgl-project/sglang#3196: one stream of
+        DeepSeek-V3 at 13 tokens/s, far above its roofline step, is what MTP speeds up)."""
+        if not speculation_available(ev.ctx.engine, version):
+            return (
+                f"withheld: {ev.ctx.engine} {ev.ctx.inputs.engine_version} cannot speculate (it arrived in a later "
+                "release); the missed TPOT is not fixed by a flag this release lacks"
+            )
+        return None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from advisor.rules.base import SLOTargets
 from advisor.rules.speculative import SpeculativeRule
 from tests.rules.helpers import ctx, ev, hist, opens_after
 
@@ -100,7 +101,26 @@ def test_never_enables_at_a_large_batch() -> None:
 @pytest.mark.parametrize(("held", "opens"), [(299.5, False), (300.0, True)], ids=["just short of 300 s", "at 300 s"])
 def test_for_duration(held: float, opens: bool) -> None:
     rule = SpeculativeRule(for_seconds=300)
-    assert opens_after(rule, lambda now: _ev(now=now), held) is opens
+    assert opens_after(rule, lambda now: _ev(now=now, dep=WEIGHT_BOUND), held) is opens
+
+
+WEIGHT_BOUND = ctx(slo=SLOTargets(2.5, 0.005, 0.9))
+"""A TPOT target of 5 ms, below the ~6 ms the roofline gives Llama-3.1-8B's step at batch 2 on an H100 (16 GB of
+weights at 0.8 × 3.35 TB/s): the weights' read is what misses it, speculation's premise."""
+
+
+def test_enable_is_withheld_on_a_tgi_release_without_speculation() -> None:
+    """TGI's ``--speculate`` arrived in v1.3.0 (commit 9ecfa16b, "Speculative (#1308)"): 1.2.0 cannot, 1.3.0 can."""
+    for version, held in (("1.2.0", True), ("1.3.0", False)):
+        dep = dataclasses.replace(
+            WEIGHT_BOUND,
+            engine="tgi",
+            inputs=dataclasses.replace(WEIGHT_BOUND.inputs, engine="tgi", engine_version=version),
+        )
+        (p,) = RULE.propose(_ev(dep=dep))
+        assert (p.withheld is not None) is held, (version, p.withheld)
+        if held:
+            assert p.withheld is not None and "cannot speculate" in p.withheld
 
 
 def _with_mtp(engine: str) -> Any:
