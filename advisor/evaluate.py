@@ -512,14 +512,43 @@ class RunningLoad:
     largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
     across its samples); ``None`` unknown. ``by_target``: (target URL, its mean) for each answering target that
     measured one, in target order, less those whose samples began more than half a window after the others'
-    (:func:`_settled`); ``by_target_early`` the same over the window's older half (what the window's rates and
-    counts still carry after the router changed)."""
+    (:func:`_settled`) and the prefill workers of a prefill/decode split (:func:`prefill_workers`);
+    ``by_target_early`` the same over the window's older half (what the window's rates and counts still carry after
+    the router changed)."""
 
     peak: float | None = None
     dispersion: float | None = None
     mean: float | None = None
     by_target: tuple[tuple[str, float], ...] = ()
     by_target_early: tuple[tuple[str, float], ...] = ()
+
+
+PREFILL_WORKER_TOKENS_PER_REQUEST: Final = 1.5
+"""Generated tokens per finished request (lifetime counters) at or below which a target is a prefill worker of a
+prefill/decode split: the disaggregating proxy sends each request to the prefill instance with ``max_tokens`` 1
+(vLLM's ``disagg_proxy`` examples and llm-d's routing sidecar; the decode instance then pulls the KV and
+generates), so every request it finishes generated one token."""
+PREFILL_WORKER_MIN_REQUESTS: Final = 20.0
+"""Finished requests a target must have counted before its tokens per request say its role."""
+
+
+def prefill_workers(up: Sequence[TargetView]) -> frozenset[str]:
+    """URLs of the targets that are prefill workers of a prefill/decode split, when ``up`` also holds targets that
+    decode (:data:`PREFILL_WORKER_TOKENS_PER_REQUEST` at the newest sample, after
+    :data:`PREFILL_WORKER_MIN_REQUESTS`); empty when every target has one role. Their running counts are not
+    compared with the decode workers': a prefill worker holds a request only for its prefill, so its few running
+    requests beside a decode worker's many are its role, not a router's fault (field-state round 35,
+    ai-dynamo/aiconfigurator#1396: decode ranks at 9/8/9/8 beside prefill ranks at 0-1 paged "spread the load")."""
+    role: dict[str, bool] = {}
+    for t in up:
+        snap = t.history[-1].snapshot
+        done, made = snap.requests_finished_total, snap.generation_tokens_total
+        if done is None or made is None or not math.isfinite(done) or not math.isfinite(made):
+            continue
+        if done >= PREFILL_WORKER_MIN_REQUESTS:
+            role[t.url] = made <= PREFILL_WORKER_TOKENS_PER_REQUEST * done
+    prefill = frozenset(u for u, p in role.items() if p)
+    return prefill if prefill and len(prefill) < len(role) else frozenset()
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
@@ -536,6 +565,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     start = now - window_seconds
     middle = now - 0.5 * window_seconds
     isfinite = math.isfinite
+    apart = prefill_workers(up)
     for t in up:
         timed = [
             (h.timestamp, v)
@@ -553,10 +583,11 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
             continue
         peaks.append(max(values))
         means.append(mean)
-        by_target.append((t.url, mean, timed[0][0]))
         older = [v for ts, v in timed if ts <= middle]
-        if older:
-            early.append((t.url, math.fsum(older) / len(older), timed[0][0]))
+        if t.url not in apart:  # a prefill worker's few running requests are its role, not the router's choice
+            by_target.append((t.url, mean, timed[0][0]))
+            if older:
+                early.append((t.url, math.fsum(older) / len(older), timed[0][0]))
         if len(values) >= 2 and math.isfinite(var):
             dispersions.append(var / mean if mean > 0 else 0.0)
     return RunningLoad(
