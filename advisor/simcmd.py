@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from advisor.argtypes import http_url_arg, positive_float
 
@@ -371,8 +371,46 @@ def _turned(setup: _Setup, dial: str, value: object) -> Any:
     return turned
 
 
-def _traffic(args: argparse.Namespace, rate: float) -> Any:
+T = TypeVar("T")
+
+TRAFFIC_FILE_BYTES = 256 * 1024 * 1024
+"""The largest ``--trace`` or ``--lengths-csv`` file read (a trace of millions of requests fits)."""
+
+
+def _traffic_file(flag: str, name: str, what: str, parse: Callable[[str], T]) -> T:
+    """The file ``name`` that ``flag`` gives, read (:func:`advisor.files.read_text_capped`) and parsed by ``parse``
+    (whose errors begin with ``what``, the parser's name for the file).
+
+    Raises:
+        TrafficError: the file is unreadable (missing, a directory, a FIFO, socket or device, too large), not UTF-8
+            text, or a line ``parse`` refuses; the message names the flag and the file (``--trace t.csv: line 4:
+            …``).
+    """
     from advisor.files import read_text_capped
+    from advisor.sim.traffic import TrafficError
+
+    where = f"simulate: {flag} {name if name.isprintable() and name.strip() == name else repr(name)}"
+    try:
+        text = read_text_capped(Path(name), TRAFFIC_FILE_BYTES)
+    except OSError as exc:
+        raise TrafficError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TrafficError(f"{where}: not UTF-8 text (byte 0x{_text_byte(exc):02x} at offset {exc.start})") from None
+    try:
+        return parse(text)
+    except TrafficError as exc:
+        message = str(exc)
+        for prefix in (f"{what}: ", f"{what} "):
+            message = message.removeprefix(prefix)
+        raise TrafficError(f"{where}: {message}") from None
+
+
+def _text_byte(exc: UnicodeDecodeError) -> int:
+    """The first byte ``exc`` could not decode."""
+    return exc.object[exc.start] if exc.start < len(exc.object) else 0
+
+
+def _traffic(args: argparse.Namespace, rate: float) -> Any:
     from advisor.sim.traffic import (
         DailyCurve,
         GammaGaps,
@@ -385,12 +423,12 @@ def _traffic(args: argparse.Namespace, rate: float) -> Any:
     )
 
     if args.trace:
-        trace = parse_trace_csv(read_text_capped(Path(args.trace), 256 * 1024 * 1024))
+        trace = _traffic_file("--trace", args.trace, "trace", parse_trace_csv)
         profile = TrafficProfile(trace=trace)
         return profile.with_rate(args.arrival_rate) if args.arrival_rate else profile
     lengths: Any
     if args.lengths_csv:
-        lengths = parse_lengths_csv(read_text_capped(Path(args.lengths_csv), 256 * 1024 * 1024))
+        lengths = _traffic_file("--lengths-csv", args.lengths_csv, "lengths", parse_lengths_csv)
     else:
         prompt = args.prompt_tokens if args.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
         output = args.output_tokens if args.output_tokens is not None else DEFAULT_OUTPUT_TOKENS

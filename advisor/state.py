@@ -70,7 +70,7 @@ def _read_document(p: Path) -> dict[str, Any] | None:
     """The whole state document, version-checked; ``None`` when the file does not exist.
 
     Raises:
-        StateError: unreadable, not JSON, or written by another state version.
+        StateError: unreadable, not JSON (or a number in it too large to read), or written by another state version.
     """
     if not p.exists():
         return None
@@ -84,6 +84,8 @@ def _read_document(p: Path) -> dict[str, Any] | None:
         raise StateError(f"state file {str(p)!r} is not UTF-8 text") from None
     except RecursionError:
         raise StateError(f"state file {str(p)!r} is nested too deeply to be a state file") from None
+    except ValueError:  # json's other refusal: an integer past Python's 4,300-digit conversion limit
+        raise StateError(f"state file {str(p)!r} is not valid JSON: it holds a number too large to read") from None
     if not isinstance(data, dict) or "version" not in data:
         raise StateError(f"state file {str(p)!r} has no version: not a capacity-advisor state file")
     if data["version"] != STATE_VERSION:
@@ -166,16 +168,19 @@ def load_state(path: str | Path) -> list[Recommendation]:
     """Read the open recommendations from ``path``; an absent file is an empty state.
 
     Raises:
-        StateError: unreadable, not JSON, or written by another state version.
+        StateError: unreadable, not JSON, written by another state version, or a malformed recommendation; the
+            message names the file, the entry (1-based, with its id when it has one) and the field in plain words
+            (``state file '/x/state.json': malformed recommendation 3 (id 'abc'): missing field 'opened_at'``).
     """
     p = Path(path)
     data = _read_document(p)
     if data is None:
         return []
-    try:
-        return [Recommendation.from_record(r) for r in data.get("recommendations", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StateError(f"state file {str(p)!r} has a malformed recommendation: {exc!r}") from None
+    where = f"state file {str(p)!r}"
+    return [
+        _recommendation(r, f"{where}: malformed recommendation {i}")
+        for i, r in _entries(data, "recommendations", where)
+    ]
 
 
 def load_notifying(path: str | Path) -> list[tuple[str, Recommendation]]:
@@ -183,13 +188,126 @@ def load_notifying(path: str | Path) -> list[tuple[str, Recommendation]]:
     the last cycle finished, or the file is absent).
 
     Raises:
-        StateError: unreadable, not JSON, of another state version, or a malformed entry.
+        StateError: unreadable, not JSON, of another state version, or a malformed entry; the message names the
+            file, the entry (1-based) and the field in plain words.
     """
     p = Path(path)
     data = _read_document(p)
     if data is None:
         return []
+    out: list[tuple[str, Recommendation]] = []
+    for i, entry in _entries(data, "notifying", f"state file {str(p)!r}"):
+        here = f"state file {str(p)!r}: malformed notifying entry {i}"
+        if not isinstance(entry, dict):
+            raise StateError(f"{here}: not a JSON object but {_kind(entry)}")
+        for key in ("kind", "recommendation"):
+            if key not in entry:
+                raise StateError(f"{here}: missing field {key!r}")
+        out.append((str(entry["kind"]), _recommendation(entry["recommendation"], f"{here}: recommendation")))
+    return out
+
+
+def _entries(data: dict[str, Any], key: str, where: str) -> list[tuple[int, Any]]:
+    """The entries of list ``key`` (absent: none), numbered from 1.
+
+    Raises:
+        StateError: ``key`` holds something other than a list (the message names it and ``where``).
+    """
+    if key not in data:
+        return []
+    value = data[key]
+    if not isinstance(value, list):
+        raise StateError(f"{where}: {key!r} must be a list, not {_kind(value)}")
+    return list(enumerate(value, start=1))
+
+
+_REQUIRED_FIELDS = (
+    *("id", "deployment", "rule", "dial", "action", "current", "suggested", "flag", "severity", "confidence"),
+    *("summary", "description", "runbook", "predicted_effect", "evidence"),
+)
+"""Fields :meth:`Recommendation.from_record` reads without a default (besides the opening time)."""
+_NUMBER_FIELDS = ("confidence", "opened_at_seconds", "opened_at", "resolved_at", "updated_at_seconds", "updated_at")
+_OBJECT_FIELDS = ("predicted_effect", "evidence")
+_LIST_OF_OBJECT_FIELDS = ("alternatives", "withheld")
+
+
+def _recommendation(record: Any, where: str) -> Recommendation:
+    """``record`` read by :meth:`Recommendation.from_record`, its shape checked first so that a fault is told in
+    plain words, naming ``where`` (the file and the entry) and the field.
+
+    Raises:
+        StateError: not an object, a field missing, or a field of the wrong type or out of range.
+    """
+    if not isinstance(record, dict):
+        raise StateError(f"{where}: not a JSON object but {_kind(record)}")
+    rec_id = record.get("id")
+    if isinstance(rec_id, str) and rec_id:
+        where = f"{where} (id {rec_id!r})"
+    problem = _record_problem(record)
+    if problem is None:
+        try:
+            return Recommendation.from_record(record)
+        except KeyError as exc:
+            problem = f"missing field {str(exc.args[0]) if exc.args else '?'!r}"
+        except (TypeError, ValueError, OverflowError) as exc:  # what the checks above do not foresee, in words
+            problem = str(exc)
+    raise StateError(f"{where}: {problem}")
+
+
+def _record_problem(record: dict[str, Any]) -> str | None:
+    """What makes ``record`` no recommendation record (:meth:`Recommendation.as_dict` or ``to_record``'s form), in
+    plain words naming the field; None when its shape is right."""
+    for key in _REQUIRED_FIELDS:
+        if key not in record:
+            return f"missing field {key!r}"
+    as_dict_form = "opened_at_seconds" in record  # opened_at, resolved_at: RFC 3339 copies there, not read
+    opened = "opened_at_seconds" if as_dict_form else "opened_at"
+    if opened not in record:
+        return "missing field 'opened_at'"
+    for key in _NUMBER_FIELDS:
+        if (key in ("opened_at", "resolved_at") and as_dict_form) or f"{key}_seconds" in record:
+            continue
+        value = record.get(key)
+        if value is None and key not in ("confidence", opened):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"field {key!r} must be a number, got {_shown(value)}"
+        try:
+            float(value)
+        except OverflowError:
+            return f"field {key!r} must be a number, got one too large ({len(str(abs(int(value)))):,} digits)"
+    for key in _OBJECT_FIELDS:
+        if not isinstance(record[key], dict):
+            return f"field {key!r} must be a JSON object, got {_shown(record[key])}"
+    for key in _LIST_OF_OBJECT_FIELDS:
+        value = record.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, dict) for v in value)):
+            return f"field {key!r} must be a list of JSON objects, got {_shown(value)}"
+    rank = record.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+        return f"field 'rank' must be an integer, got {_shown(rank)}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in words (``a string``, ``a list`` …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "a JSON object" if isinstance(value, dict) else "another value"
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters."""
     try:
-        return [(str(e["kind"]), Recommendation.from_record(e["recommendation"])) for e in data.get("notifying", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StateError(f"state file {str(p)!r} has a malformed notifying entry: {exc!r}") from None
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -68,6 +69,7 @@ __all__ = [
     "get_preset",
     "preset_ids",
     "preset_kv_logs",
+    "unknown_architecture_warning",
     "vision_config_parameters",
     "vit_parameters",
     "without_unused_vision_tower",
@@ -524,11 +526,15 @@ class ModelArch:
         heads, experts, MLA ranks, periods) are ≥ 1, layer indices and layer-pattern keys lie within
         ``num_hidden_layers``, lists hold such integers (``mlp_only_layers``) or strings (``layer_types``, one
         per layer), flags are booleans, names are strings and ``text_config``, ``vision_config`` and
-        ``quantization_config`` are objects.
+        ``quantization_config`` are objects. Without ``head_dim`` the hidden size is a multiple of the heads, and
+        the head size is even where rotary embeddings apply (:func:`_head_dim`); ``rope_scaling.factor`` is a
+        number > 0 (:func:`_rope_scaling`); ``quantization_config`` names its ``quant_method``
+        (:func:`_checkpoint_quantization`); a bitsandbytes checkpoint is 4-bit or 8-bit, not both.
 
         Raises:
-            CapacityError: a required key is missing, or any key read has a value of the wrong type or out of
-                range; the message names the model and the key.
+            CapacityError: a required key is missing, any key read has a value of the wrong type or out of
+                range, or keys contradict each other (the hidden size and the heads, bitsandbytes 4- and 8-bit);
+                the message names the model and the key.
         """
         if not isinstance(config, Mapping):
             raise CapacityError(f"{name}: config.json must be a JSON object, got {_show(config)}")
@@ -574,7 +580,8 @@ class ModelArch:
         hidden = _positive_int(cfg, "hidden_size", name)
         layers = _positive_int(cfg, "num_hidden_layers", name)
         kv_heads = _optional_positive_int(cfg, "num_key_value_heads", name, heads)
-        head_dim = _optional_positive_int(cfg, "head_dim", name, 0) or hidden // heads
+        head_dim = _head_dim(cfg, hidden, heads, name)
+        _rope_scaling(cfg, name)
         for scope, prefix in ((top, ""), (text or {}, "text_config.")):  # names, shadowed or not, are strings
             for key in ("model_type", "torch_dtype", "dtype"):
                 _optional_str(scope, key, name, prefix + key)
@@ -841,6 +848,39 @@ MODEL_TYPE_OF_ARCHITECTURE: Final[dict[str, str]] = {
 ``architectures``): the first listed class found here; unlisted classes leave it unknown."""
 
 
+KNOWN_ARCHITECTURES: Final = frozenset(
+    {
+        *MODEL_TYPE_OF_ARCHITECTURE,
+        # the families this module reads beside those (module docstring; tests/capacity/test_real_configs.py and
+        # the truth table load their published config.json files), and vLLM's llama.py aliases
+        *("AquilaForCausalLM", "InternLMForCausalLM", "InternLM3ForCausalLM", "XverseForCausalLM"),
+        *("JambaForCausalLM", "BambaForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM"),
+        *("Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Qwen3NextForCausalLM"),
+        *("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"),
+        *("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"),
+        *("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
+        *("Glm4MoeForCausalLM", "MiniMaxM2ForCausalLM", "SeedOssForCausalLM"),
+    }
+)
+"""``architectures`` classes whose shapes :meth:`ModelArch.from_hf_config` reads as their engine builds them; any
+other class is sized from its keys as a Llama-style decoder, with :func:`unknown_architecture_warning`."""
+
+
+def unknown_architecture_warning(model: ModelArch) -> str | None:
+    """What to tell the operator when ``model``'s ``architectures`` class is not one of
+    :data:`KNOWN_ARCHITECTURES`: it is still sized (many custom classes are Llama-shaped), as the dense decoder its
+    keys describe, which may not be what the engine builds. None for a known class or a config without
+    ``architectures`` (presets)."""
+    if not model.architecture or model.architecture in KNOWN_ARCHITECTURES:
+        return None
+    experts = f", its MLPs {model.num_experts} experts as its keys state" if model.is_moe else ""
+    return (
+        f"architecture {model.architecture} is not one the capacity pass models; it is sized as a dense decoder "
+        f"(Llama-style attention and gated MLP{experts}) from the config.json keys, which may not be what the "
+        "engine builds"
+    )
+
+
 UNMODELLED_ARCHITECTURES: Final[dict[str, str]] = {
     # model_type (a wrapper's, or its text_config's) → what the engine does that the capacity pass does not model
     "mllama": "Llama 3.2 Vision (mllama)",
@@ -945,12 +985,35 @@ def _tied(cfg: Mapping[str, Any], model_type: str, name: str) -> bool:
 
 
 def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
+    """:attr:`ModelArch.checkpoint_quantization`: the method ``quantization_config.quant_method`` names (vLLM's
+    name for it), None without a ``quantization_config``.
+
+    A ``quantization_config`` without ``quant_method`` (or with an empty one) is refused: the weights' format is
+    unknown (vLLM takes the method from that key), and reading them as unquantized would size bf16 weights. The one
+    exception is the form transformers wrote before it stored the key, a bitsandbytes config with ``load_in_4bit``
+    or ``load_in_8bit`` true, which its ``AutoHfQuantizer.from_config`` still reads as bitsandbytes: read here as
+    ``bitsandbytes`` too.
+
+    Raises:
+        CapacityError: ``quantization_config`` is not an object, or states no ``quant_method`` (and is no such
+            bitsandbytes config); the message names ``quantization_config.quant_method``.
+    """
     stated = _optional_str(cfg, "_checkpoint_quantization", name)
     if stated:
         return stated
     qc = _optional_mapping(cfg, "quantization_config", name)
-    method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method") if qc else None
-    if qc and method:
+    if qc is None:
+        return None
+    method = _optional_str(qc, "quant_method", name, "quantization_config.quant_method")
+    if not (method or "").strip():
+        if _bnb_flag(qc, "load_in_4bit", name) or _bnb_flag(qc, "load_in_8bit", name):
+            return "bitsandbytes"
+        raise CapacityError(
+            f"{name}: config.json's quantization_config states no quantization_config.quant_method, so the format "
+            "of the checkpoint's weights is unknown (vLLM reads the method from it); state quant_method (fp8, awq, "
+            "gptq, bitsandbytes …) or remove quantization_config"
+        )
+    if method:
         method = method.strip().lower()
         algo = _optional_str(qc, "quant_algo", name, "quantization_config.quant_algo") or ""
         if method == "modelopt" and algo.upper() == "MIXED_PRECISION":
@@ -975,10 +1038,25 @@ def _checkpoint_group_size(cfg: Mapping[str, Any], name: str, method: str | None
 def _bnb_weight_bits(cfg: Mapping[str, Any], qc: Mapping[str, Any], name: str) -> float:
     """Bits per quantized parameter of a bitsandbytes checkpoint: 8-bit (``load_in_8bit`` true) ``8 × (1 + 4 /
     hidden)`` (int8 weights and an fp32 scale per output row, the input width taken as the hidden size), else 4-bit
-    4.5 (``BitsAndBytesConfig.from_config`` in vLLM's ``bitsandbytes.py``: ``load_in_4bit`` defaults to true)."""
-    if qc.get("load_in_8bit") is not None and _optional_bool(qc, "load_in_8bit", name):
+    4.5 (``BitsAndBytesConfig.from_config`` in vLLM's ``bitsandbytes.py``: ``load_in_4bit`` defaults to true).
+
+    Raises:
+        CapacityError: ``load_in_4bit`` or ``load_in_8bit`` is not a boolean, or both are true (transformers'
+            ``BitsAndBytesConfig`` refuses that: "load_in_4bit and load_in_8bit are both True")."""
+    four, eight = _bnb_flag(qc, "load_in_4bit", name), _bnb_flag(qc, "load_in_8bit", name)
+    if four and eight:
+        raise CapacityError(
+            f"{name}: config.json's quantization_config.load_in_4bit and quantization_config.load_in_8bit are both "
+            "true; a bitsandbytes checkpoint is stored in one width (transformers' BitsAndBytesConfig refuses both)"
+        )
+    if eight:
         return 8 * bnb_8bit_bytes(_positive_int(cfg, "hidden_size", name))
     return 8 * BNB_4BIT_BYTES
+
+
+def _bnb_flag(qc: Mapping[str, Any], key: str, name: str) -> bool:
+    """``quantization_config[key]`` (a bitsandbytes width flag) as a boolean; absent or null: false."""
+    return _optional_bool(qc, key, name, f"quantization_config.{key}")
 
 
 def _bnb_double_quant(cfg: Mapping[str, Any], name: str, method: str | None) -> bool:
@@ -1093,6 +1171,82 @@ def _sliding_window(cfg: Mapping[str, Any], name: str) -> int:
     if cfg.get("use_sliding_window") is not None and not _optional_bool(cfg, "use_sliding_window", name):
         return 0
     return _int_in(cfg, "sliding_window", name, 0, default=0)  # 0 = no window
+
+
+NO_ROTARY_TYPES: Final = frozenset({"gpt2", "gpt_bigcode", "opt", "bloom", "jamba", "nemotron_h"})
+"""``model_type``s whose attention has no rotary position embedding (learned absolute positions: GPT-2, GPTBigCode,
+OPT; ALiBi: BLOOM; none: Jamba's and Nemotron-H's attention layers), so their head size need not be even."""
+
+NO_ROTARY_POSITIONS: Final = frozenset({"nope", "alibi", "absolute", "learned", "none"})
+"""``position_embedding_type`` values that are no rotary embedding (Granite-4.0-H ``nope``)."""
+
+
+def _rotary(cfg: Mapping[str, Any]) -> bool:
+    """Whether attention rotates q and k (RoPE): all but :data:`NO_ROTARY_TYPES`, Falcon with ``alibi`` true and a
+    ``position_embedding_type`` of :data:`NO_ROTARY_POSITIONS`."""
+    if str(cfg.get("model_type") or "") in NO_ROTARY_TYPES or cfg.get("alibi") is True:
+        return False
+    position = cfg.get("position_embedding_type")
+    return not (isinstance(position, str) and position.strip().lower() in NO_ROTARY_POSITIONS)
+
+
+def _head_dim(cfg: Mapping[str, Any], hidden: int, heads: int, name: str) -> int:
+    """Elements per attention head: ``head_dim`` when stated, else ``hidden_size ÷ num_attention_heads``.
+
+    Without ``head_dim`` the hidden size must be a multiple of the heads (transformers' attention splits it in
+    ``heads`` equal parts; 4,100 over 32 was truncated to 128 and the remainder dropped). Where rotary embeddings
+    apply (:func:`_rotary`) the head size must be even: RoPE turns pairs of elements (``rotate_half``), which real
+    models' 64, 80, 96, 112, 120, 128, 192 and 256 all are. MLA models (``kv_lora_rank``) are not checked: their
+    heads are sized by ``qk_nope_head_dim``, ``qk_rope_head_dim`` and ``v_head_dim``.
+
+    Raises:
+        CapacityError: ``head_dim`` not a positive integer; the hidden size no multiple of the heads without
+            ``head_dim``; an odd head size with rotary embeddings. The message names the key.
+    """
+    stated = _optional_positive_int(cfg, "head_dim", name, 0)
+    if _optional_positive_int(cfg, "kv_lora_rank", name, 0):
+        return stated or hidden // heads
+    if not stated and hidden % heads:
+        wanted = f"a multiple of num_attention_heads ({heads}) when head_dim is not stated"
+        raise _bad_value(name, "hidden_size", wanted, hidden)
+    head_dim = stated or hidden // heads
+    if head_dim % 2 and _rotary(cfg):
+        wanted = "an even number (rotary position embeddings turn pairs of elements)"
+        if stated:
+            raise _bad_value(name, "head_dim", wanted, head_dim)
+        raise CapacityError(
+            f"{name}: config.json states no head_dim, and hidden_size ÷ num_attention_heads ({hidden} ÷ {heads} = "
+            f"{head_dim}) is odd; the head size must be {wanted}"
+        )
+    return head_dim
+
+
+def _rope_scaling(cfg: Mapping[str, Any], name: str) -> None:
+    """Check ``rope_scaling`` (and transformers 5's ``rope_parameters``, per layer kind or not): an object, whose
+    ``factor``, when stated, is a finite number > 0 (vLLM's rotary embeddings divide or multiply positions by it).
+
+    Raises:
+        CapacityError: not an object, or a ``factor`` that is no finite number > 0; the message names the key
+            (``rope_scaling.factor``).
+    """
+    for key in ("rope_scaling", "rope_parameters"):
+        scaling = _optional_mapping(cfg, key, name)
+        if scaling is None:
+            continue
+        scopes = [(key, scaling)] + [
+            (f"{key}.{kind}", sub) for kind, sub in scaling.items() if isinstance(sub, Mapping)
+        ]
+        for where, scope in scopes:
+            factor = scope.get("factor")
+            if factor is None:
+                continue
+            if (
+                isinstance(factor, bool)
+                or not isinstance(factor, int | float)
+                or not math.isfinite(factor)
+                or factor <= 0
+            ):
+                raise _bad_value(name, f"{where}.factor", "a number > 0", factor)
 
 
 def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int, pattern: int) -> int:
@@ -1322,10 +1476,10 @@ def _optional_str(cfg: Mapping[str, Any], key: str, name: str, label: str | None
     return value
 
 
-def _optional_bool(cfg: Mapping[str, Any], key: str, name: str) -> bool:
+def _optional_bool(cfg: Mapping[str, Any], key: str, name: str, label: str | None = None) -> bool:
     value = cfg.get(key)
     if value is not None and not isinstance(value, bool):
-        raise _bad_value(name, key, "true or false", value)
+        raise _bad_value(name, label or key, "true or false", value)
     return bool(value)
 
 

@@ -333,7 +333,7 @@ class EmpiricalLengths:
 
     def __post_init__(self) -> None:
         if not self.rows:
-            raise TrafficError("EmpiricalLengths needs at least one (prompt, output) row")
+            raise TrafficError("lengths: no rows (at least one prompt_tokens,output_tokens row is needed)")
 
     def draw(self, rng: random.Random) -> tuple[int, int]:
         return self.rows[rng.randrange(len(self.rows))]
@@ -405,13 +405,17 @@ def parse_lengths_csv(text: str) -> EmpiricalLengths:
     """``prompt_tokens,output_tokens`` per line (a header line and ``#`` comments are skipped).
 
     Raises:
-        TrafficError: a line with too few columns or a value below 1 (the line number is given).
+        TrafficError: a line with too few columns or a value below 1 (the line number is given), or no rows.
     """
     rows: list[tuple[int, int]] = []
     for lineno, (p, o) in _rows(text, "lengths", 2):
         if lineno == 1 and not p.replace(".", "", 1).isdigit():
             continue
-        rows.append((_positive_int(p, "lengths", lineno, "prompt_tokens"), _positive_int(o, "lengths", lineno, "out")))
+        rows.append(
+            (_positive_int(p, "lengths", lineno, "prompt_tokens"), _positive_int(o, "lengths", lineno, "output_tokens"))
+        )
+    if not rows:
+        raise TrafficError("lengths: no rows (at least one prompt_tokens,output_tokens row is needed)")
     return EmpiricalLengths(tuple(rows))
 
 
@@ -433,7 +437,11 @@ def parse_trace_csv(text: str) -> tuple[Arrival, ...]:
         if not math.isfinite(at) or at < 0:
             raise TrafficError(f"trace line {lineno}: arrival time must be a finite number ≥ 0, got {t!r}")
         out.append(
-            Arrival(at, _positive_int(p, "trace", lineno, "prompt_tokens"), _positive_int(o, "trace", lineno, "out"))
+            Arrival(
+                at,
+                _positive_int(p, "trace", lineno, "prompt_tokens"),
+                _positive_int(o, "trace", lineno, "output_tokens"),
+            )
         )
     if not out:
         raise TrafficError("trace: no requests")
