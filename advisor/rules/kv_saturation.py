@@ -14,7 +14,10 @@ arrival rate against the per-replica capacity at the SLO — never enough to hol
 ranked so that a turn that holds the whole demand comes first, cheapest first. When the engine is allowed
 more sequences than its pool holds at the observed request lengths, it also proposes capping
 max-num-seqs there ("near the knee"), which stops the preemption thrash without raising the ceiling.
-It never proposes *raising* max-num-seqs: with a full pool, more sequences only preempt more.
+It never proposes *raising* max-num-seqs: with a full pool, more sequences only preempt more. Where the time goes
+outside the GPU's step — the modelled TPOT at the batch meets the target and is at most half of what requests see
+(:func:`advisor.rules.common.step_outside_gpu`: a guided-decoding path, a detokenizer) — every pool turn is withheld:
+a larger pool admits more sequences into the same ceiling, and a faster step buys nothing.
 
 On an engine that reserves a request's whole length at admission (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``:
 :func:`advisor.engines.catalog.reserves_max_length_at_admission`), the blocks written understate the blocks held:
@@ -47,6 +50,7 @@ from advisor.rules.common import (
     pool_turns,
     replicas_proposal,
     reserves_whole_requests,
+    step_outside_gpu,
     tpot_knee,
     turn_proposal,
 )
@@ -232,6 +236,10 @@ class KVSaturationRule:
             f"{s.covered_seconds:.0f}s: the pool, not compute, bounds the batch."
         )
         too_slow = past_the_tpot_knee(ev)
+        knee = tpot_knee(ev)
+        # the time goes outside the GPU's step: a larger pool admits more sequences into the same ceiling, a faster
+        # step buys nothing (field-state round 37, vllm#3567: guided JSON held 100 running at ~70 tokens/s, as 10 did)
+        outside = None if knee is None else step_outside_gpu(ev, knee.tpot_seconds, ev.ctx.slo.tpot_seconds)
         out = [
             turn_proposal(
                 self.id,
@@ -243,7 +251,7 @@ class KVSaturationRule:
                 evidence=evidence,
                 headline="KV pool saturated",
                 situation=situation,
-                withheld=too_slow if cand.turn.dial in ADMITS_ONLY_DIALS else None,
+                withheld=outside or (too_slow if cand.turn.dial in ADMITS_ONLY_DIALS else None),
             )
             for cand in pool_turns(ev)
         ]
