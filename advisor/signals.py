@@ -599,7 +599,9 @@ class ReplicaLead:
             need = sized.replicas
             # while a lead incident is open, the count the load needs now holds it too (it only never *raises* it)
             held = _present_need(rate, capacity_at_slo) if last > current else 0
-            self.stabilizer.observe(deployment, now, max(current, need, held))
+            # the need alone, never the fleet's own size: a count observed as "current" held the scale-down window at
+            # the old fleet after the operator scaled down (breaker 10: desired 2 -> 4 right after a turn 4 -> 2)
+            self.stabilizer.observe(deployment, now, max(need, held))
             since = self._since.setdefault(deployment, now)
             self._above[deployment] = self._above.get(deployment, 0) + 1 if need > last else 0
             up = self.stabilizer.value(deployment, now, last)

@@ -564,3 +564,14 @@ def test_a_load_grown_into_the_led_count_holds_it_until_it_falls() -> None:
     assert _run(lead, RISING)[-1] == 3
     assert _run(lead, [1.875, 2.0, 2.125] + [2.125] * 14, start=7) == [3] * 17
     assert _run(lead, [1.0] * 14, start=24) == [3] * 10 + [2] * 4
+
+
+def test_a_scale_down_the_operator_made_is_not_led_back_up_to_the_old_fleet() -> None:
+    """Breaker 10 (the daemon over time, an operator applying the advice): after a turn 4 → 2 the desired count went
+    back to 4 while the load needed 2. The lead's stabilizer had been fed max(current, need), so its scale-down
+    window (10 s here) still held the old fleet of 4 as a need. λ = 1.5 requests/s at 1/s per replica within the SLO
+    needs ceil(1.5) = 2 throughout (flat: no trend leads); 4 replicas run for 10 cycles, then 2: no lead above 2."""
+    lead = _lead()
+    for k in range(10):
+        assert lead.lead("d", 1000.0 + k, 4, 1.5 * SCALE, SCALE, None) is None
+    assert [lead.lead("d", 1010.0 + k, 2, 1.5 * SCALE, SCALE, None) for k in range(8)] == [None] * 8

@@ -236,10 +236,10 @@ class KVSaturationRule:
             f"{s.covered_seconds:.0f}s: the pool, not compute, bounds the batch."
         )
         too_slow = past_the_tpot_knee(ev)
-        knee = tpot_knee(ev)
+        at_batch = tpot_knee(ev)
         # the time goes outside the GPU's step: a larger pool admits more sequences into the same ceiling, a faster
         # step buys nothing (field-state round 37, vllm#3567: guided JSON held 100 running at ~70 tokens/s, as 10 did)
-        outside = None if knee is None else step_outside_gpu(ev, knee.tpot_seconds, ev.ctx.slo.tpot_seconds)
+        outside = None if at_batch is None else step_outside_gpu(ev, at_batch.tpot_seconds, ev.ctx.slo.tpot_seconds)
         out = [
             turn_proposal(
                 self.id,

@@ -16,7 +16,9 @@ An active incident clears then.
 
 The load is read at the window's peak (``Evaluation.requests_running_max``), never at the newest sample alone,
 and must be steady: the index of dispersion of running requests over the window (variance ÷ mean; about 1 for a
-steady Poisson load) at most ``max_dispersion``. A lull after a busy spell (40 → 2 running: 17) does not fire.
+steady Poisson load) at most ``max_dispersion``. A lull after a busy spell (40 → 2 running: 17) does not fire. Nor
+does a load rising through the window (:func:`_rising`: the newer half's mean running at least :data:`RISE_RATIO` ×
+the older's, beyond Poisson noise), which a ramp's low dispersion would pass; an open incident clears on it.
 
 Proposes fewer replicas (enough that each runs at ``target_load_ratio`` of its ceiling), or with one
 replica the smallest catalog GPU that a priced instance type offers (:mod:`advisor.capacity.instances`) whose
@@ -89,6 +91,28 @@ def _changing(ev: Evaluation, for_seconds: float) -> float | None:
     if ages is None or ages[0] >= for_seconds or ages[1] - ages[0] <= FLEET_CHANGE_SPREAD_SECONDS:
         return None
     return ages[0]
+
+
+RISE_RATIO: Final = 1.2
+"""Newer half's mean running requests ÷ the older half's at or above which (and beyond Poisson noise,
+:func:`_rising`) the window's load is rising: no scale-down is judged on it (breaker 10: a diurnal ramp paged
+"replicas 3 → 2" at 41 requests/s, rising since a minute, and held it while the rate reached 93, past what 2 serve)."""
+
+
+def _rising(ev: Evaluation) -> tuple[float, float] | None:
+    """(older half's, newer half's) mean running requests summed over the replicas when the load rises through the
+    window: the newer half (``2 × whole − older``, halves of equal span) at least :data:`RISE_RATIO` × the older and
+    above it by at least twice the older's Poisson spread (``2√older``, so 2 → 3 running is noise); ``None``
+    otherwise or unknown."""
+    whole = [v for _, v in ev.requests_running_by_target if math.isfinite(v)]
+    older = [v for _, v in ev.requests_running_by_target_early if math.isfinite(v)]
+    if not whole or len(older) != len(whole):
+        return None
+    old = math.fsum(older)
+    new = 2 * math.fsum(whole) - old
+    if new >= RISE_RATIO * old and new - old >= 2 * math.sqrt(max(old, 1.0)):
+        return old, new
+    return None
 
 
 class OverProvisionedRule:
@@ -219,8 +243,10 @@ class OverProvisionedRule:
         young = age is not None
         if ages is not None:
             evidence["newest_replica_age_seconds"] = round(ages[0], 1)
+        rising = _rising(ev)
         holds = (
             not young
+            and rising is None
             and down == 0
             and g >= ev.ctx.slo.target_ratio
             and waiting == 0
@@ -243,6 +269,13 @@ class OverProvisionedRule:
             )
         if hot is not None:
             reason += f", {hot[1]} pool usage {hot[0]:.1%}"
+        if rising is not None:
+            evidence["requests_running_older_half"] = round(rising[0], 2)
+            evidence["requests_running_newer_half"] = round(rising[1], 2)
+            reason += (
+                f"; the load is rising through the window ({rising[0]:,.1f} → {rising[1]:,.1f} running from its older "
+                "half to its newer): no scale-down on a rising load"
+            )
         if young and age is not None:
             reason += (
                 f"; not while a replica started {age:,.0f}s ago (under the {self._for:,.0f}s this rule needs): "
@@ -273,6 +306,7 @@ class OverProvisionedRule:
             or evidence["requests_waiting"] > max(2.0, 0.1 * evidence["requests_running"])
             or evidence["goodput_ratio"] < evidence["target_ratio"]
             or ev.replicas_up < ev.ctx.replicas
+            or "requests_running_newer_half" in evidence  # rising: a held decrease does not outlive the rise
         )
         return Condition(busy, reason, evidence)
 

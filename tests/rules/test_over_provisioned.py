@@ -6,6 +6,7 @@ The ceiling is max-num-seqs (256) unless finished requests show a length at whic
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -198,3 +199,27 @@ def test_the_description_states_the_predicted_load_not_the_target() -> None:
     (p,) = RULE.propose(_ev(dep=ctx(replicas=4), replicas_up=4, requests_running=40))
     assert "1 replica(s) carry this load at 40 running per replica, 16% of the ceiling 256" in p.description
     assert "at 50% of the ceiling" not in p.description
+
+
+def test_a_load_rising_through_the_window_is_not_scaled_down() -> None:
+    """Breaker 10 (a diurnal ramp): "replicas 3 → 2" paged at 41 requests/s, rising for a minute, and held while the
+    rate reached 93. Three replicas, 40 running over the window; its older half averaged 10 + 10 + 10 = 30, so the
+    newer half 2 × 40 − 30 = 50: 50 ≥ 1.2 × 30 and 50 − 30 = 20 ≥ 2√30 ≈ 11 → rising, no scale-down, and an open
+    incident clears. The same 40 with halves of 13 + 13 + 13 = 39 (newer 41) is steady: it fires."""
+    base = {"dep": ctx(replicas=3), "replicas_up": 3, "requests_running": 40}
+    whole = (("a", 40 / 3), ("b", 40 / 3), ("c", 40 / 3))
+
+    def with_halves(older: float) -> Any:
+        return dataclasses.replace(
+            _ev(**base),
+            requests_running_by_target=whole,
+            requests_running_by_target_early=(("a", older), ("b", older), ("c", older)),
+        )
+
+    rising = with_halves(10.0)
+    assert RULE.fires(rising).holds is False and "rising through the window" in RULE.fires(rising).reason
+    assert RULE.clears(rising).holds is True
+    steady = with_halves(13.0)
+    assert RULE.fires(steady).holds is True
+    (p,) = RULE.propose(steady)
+    assert (p.dial, p.action) == ("replicas", "decrease")
