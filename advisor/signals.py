@@ -615,8 +615,12 @@ class ReplicaLead:
                 self._why[deployment] = f"{advised}: the replica advice's count, folded into the lead's"
             elif (advised is None or advised <= current) and self.stabilizer.value(deployment, now, last) <= current:
                 value = current
-        self._led[deployment] = value
-        if value <= current:
+        if value > current:
+            self._led[deployment] = value
+        else:
+            # nothing led: the fleet's size is not kept as a lead, or a later scale-down would find the old fleet
+            # here and lead back up to it (breaker 10: desired 4 for 90 s at 25 requests/s right after a turn 4 -> 2)
+            self._led.pop(deployment, None)
             self._why.pop(deployment, None)
         return value if value > current else None
 

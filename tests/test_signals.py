@@ -575,3 +575,15 @@ def test_a_scale_down_the_operator_made_is_not_led_back_up_to_the_old_fleet() ->
     for k in range(10):
         assert lead.lead("d", 1000.0 + k, 4, 1.5 * SCALE, SCALE, None) is None
     assert [lead.lead("d", 1010.0 + k, 2, 1.5 * SCALE, SCALE, None) for k in range(8)] == [None] * 8
+
+
+def test_a_lead_the_operator_applied_is_not_held_over_a_later_scale_down() -> None:
+    """Breaker 10 (an operator applying the advice): the lead rose to 3 on a rising λ (RISING, 2 running: 3 at
+    k = 6), the operator scaled to 3, the load fell to 1 request/s (need 1) and the fleet went back to 2. The lead had
+    kept the fleet's 3 as its count while nothing led (3 = current), and after the scale-down led back up to it: 3
+    at 1 request/s for the scale-down window. Nothing leads once the fleet holds the lead's count."""
+    lead = _lead()
+    out = [lead.lead("d", 1000.0 + k, 2, r * SCALE, SCALE, None) for k, r in enumerate(RISING)]
+    out += [lead.lead("d", 1007.0 + k, 3, 2.375 * SCALE, SCALE, None) for k in range(3)]
+    out += [lead.lead("d", 1010.0 + k, 2, 1.0 * SCALE, SCALE, None) for k in range(4)]
+    assert out == [None] * 6 + [3] + [None] * 7
