@@ -1097,19 +1097,27 @@ the GPU's step faster (quantized weights, more TP) are withheld: the step explai
 requests see, so the rest is elsewhere, and halving the step recovers at most a quarter of the observed time (the
 roofline's own error on a real GPU is ±25–35 %)."""
 
+FAR_STEP_SHARE_MAX = 0.1
+"""Modeled TPOT ÷ observed mean TPOT at or below which (the modeled TPOT within the target) even the turns that only
+grow the KV pool are withheld: requests see ten times the step, beyond any error the latency model showed on
+published measurements (held-out p90 ±124 %, docs/capacity.md), so the time is spent outside the GPU whatever the
+batch (vllm#3567: guided JSON at 1.7 s a token where the step is ~33 ms, ~70 tokens/s at 10 running as at 100), and
+a larger pool only admits more sequences into the same ceiling."""
 
-def step_outside_gpu(ev: Evaluation, step: float, target: float) -> str | None:
+
+def step_outside_gpu(ev: Evaluation, step: float, target: float, share_max: float = STEP_SHARE_MAX) -> str | None:
     """Why a turn that makes the GPU's decode step faster is withheld, or ``None``: the modelled TPOT at the observed
     batch (``step``, seconds) already meets the ``target`` while the observed mean TPOT is at least
-    :data:`STEP_SHARE_MAX`⁻¹ times it. Then the time goes where the model does not put it — outside the step (the
-    tokenizer or detokenizer, the CPU's scheduling, the network to the client: sgl-project/sglang#23393, 180 ms a token
+    ``share_max``⁻¹ times it (default :data:`STEP_SHARE_MAX`). Then the time goes where the model does not put it —
+    outside the step (the tokenizer or detokenizer, the CPU's scheduling, the network to the client:
+    sgl-project/sglang#23393, 180 ms a token
     at the client where the scheduler made one every 39 ms) or into kernels far slower than the roofline
     (bitsandbytes' LLM.int8 on TGI 0.6: 110 ms a token where the same weights in fp16 gave 18 ms,
     huggingface/text-generation-inference#309) — and a step the roofline makes faster does not recover it. Unknown
     TPOT → ``None``."""
     tpot = summarize(ev.stats.tpot) if ev.stats is not None else None
     observed = tpot.mean if tpot is not None else None
-    if observed is None or observed <= 0 or step > target or step > STEP_SHARE_MAX * observed:
+    if observed is None or observed <= 0 or step > target or step > share_max * observed:
         return None
     return (
         f"withheld: the modeled step gives ~{step * 1000:.0f} ms a token at this batch, within the "

@@ -16,8 +16,10 @@ more sequences than its pool holds at the observed request lengths, it also prop
 max-num-seqs there ("near the knee"), which stops the preemption thrash without raising the ceiling.
 It never proposes *raising* max-num-seqs: with a full pool, more sequences only preempt more. Where the time goes
 outside the GPU's step — the modelled TPOT at the batch meets the target and is at most half of what requests see
-(:func:`advisor.rules.common.step_outside_gpu`: a guided-decoding path, a detokenizer) — every pool turn is withheld:
-a larger pool admits more sequences into the same ceiling, and a faster step buys nothing.
+(:func:`advisor.rules.common.step_outside_gpu`: a guided-decoding path, a detokenizer) — the turns that speed the step
+(more TP, lighter weights) are withheld, a faster step buys nothing; at a tenth or less
+(:data:`~advisor.rules.common.FAR_STEP_SHARE_MAX`, beyond the model's error) every pool turn is: a larger pool admits
+more sequences into the same ceiling.
 
 On an engine that reserves a request's whole length at admission (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``:
 :func:`advisor.engines.catalog.reserves_max_length_at_admission`), the blocks written understate the blocks held:
@@ -40,6 +42,7 @@ from typing import Any, Final
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
+    FAR_STEP_SHARE_MAX,
     confidence,
     count,
     data_parallel_ranks,
@@ -58,6 +61,9 @@ from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
 from advisor.rules.turns import effect, turn
 
+STEP_DIALS: Final = frozenset({c.DIAL_TENSOR_PARALLEL_SIZE, c.DIAL_WEIGHT_QUANTIZATION})
+"""Pool turns that also speed each decode step (fewer weight bytes per GPU): withheld where the time goes outside the
+GPU's step (:func:`advisor.rules.common.step_outside_gpu`)."""
 ADMITS_ONLY_DIALS: Final = frozenset(
     {c.DIAL_GPU_MEMORY_UTILIZATION, c.DIAL_KV_CACHE_MEMORY_BYTES, c.DIAL_KV_CACHE_DTYPE}
 )
@@ -237,9 +243,12 @@ class KVSaturationRule:
         )
         too_slow = past_the_tpot_knee(ev)
         at_batch = tpot_knee(ev)
-        # the time goes outside the GPU's step: a larger pool admits more sequences into the same ceiling, a faster
-        # step buys nothing (field-state round 37, vllm#3567: guided JSON held 100 running at ~70 tokens/s, as 10 did)
-        outside = None if at_batch is None else step_outside_gpu(ev, at_batch.tpot_seconds, ev.ctx.slo.tpot_seconds)
+        step, target = (None, 0.0) if at_batch is None else (at_batch.tpot_seconds, ev.ctx.slo.tpot_seconds)
+        # the time goes outside the GPU's step: a faster step buys nothing (past half the observed TPOT, as goodput
+        # holds its GPU turns), and far beyond the model's error a larger pool only admits more sequences into the
+        # same ceiling (field-state round 37, vllm#3567: guided JSON held 100 running at ~70 tokens/s, as 10 did)
+        outside = None if step is None else step_outside_gpu(ev, step, target)
+        far = None if step is None else step_outside_gpu(ev, step, target, FAR_STEP_SHARE_MAX)
         out = [
             turn_proposal(
                 self.id,
@@ -251,7 +260,9 @@ class KVSaturationRule:
                 evidence=evidence,
                 headline="KV pool saturated",
                 situation=situation,
-                withheld=outside or (too_slow if cand.turn.dial in ADMITS_ONLY_DIALS else None),
+                withheld=far
+                or (outside if cand.turn.dial in STEP_DIALS else None)
+                or (too_slow if cand.turn.dial in ADMITS_ONLY_DIALS else None),
             )
             for cand in pool_turns(ev)
         ]
