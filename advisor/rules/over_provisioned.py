@@ -102,15 +102,16 @@ RISE_RATIO: Final = 1.2
 def _rising(ev: Evaluation) -> tuple[float, float] | None:
     """(older half's, newer half's) mean running requests summed over the replicas when the load rises through the
     window: the newer half (``2 × whole − older``, halves of equal span) at least :data:`RISE_RATIO` × the older and
-    above it by at least twice the older's Poisson spread (``2√older``, so 2 → 3 running is noise); ``None``
-    otherwise or unknown."""
+    above it by at least twice the older's Poisson spread (``2√older``, and at least 4 requests: a trickle's 1 → 3
+    running is noise — the demo's three idle replicas resolved their "3 → 1" on it); ``None`` otherwise or
+    unknown."""
     whole = [v for _, v in ev.requests_running_by_target if math.isfinite(v)]
     older = [v for _, v in ev.requests_running_by_target_early if math.isfinite(v)]
     if not whole or len(older) != len(whole):
         return None
     old = math.fsum(older)
     new = 2 * math.fsum(whole) - old
-    if new >= RISE_RATIO * old and new - old >= 2 * math.sqrt(max(old, 1.0)):
+    if new >= RISE_RATIO * old and new - old >= 2 * math.sqrt(max(old, 4.0)):
         return old, new
     return None
 

@@ -223,3 +223,14 @@ def test_a_load_rising_through_the_window_is_not_scaled_down() -> None:
     assert RULE.fires(steady).holds is True
     (p,) = RULE.propose(steady)
     assert (p.dial, p.action) == ("replicas", "decrease")
+
+
+def test_a_trickle_moving_by_a_few_requests_is_not_a_rise() -> None:
+    """The demo's three replicas of a trickle: 1 running over the window's older half, 3 over the newer (whole 2):
+    3 ≥ 1.2 × 1 but 3 − 1 = 2 < 2√4 = 4 — noise, not a rise; the scale-down stands."""
+    e = dataclasses.replace(
+        _ev(dep=ctx(replicas=3), replicas_up=3, requests_running=2),
+        requests_running_by_target=(("a", 2 / 3), ("b", 2 / 3), ("c", 2 / 3)),
+        requests_running_by_target_early=(("a", 1 / 3), ("b", 1 / 3), ("c", 1 / 3)),
+    )
+    assert RULE.fires(e).holds is True and RULE.clears(e).holds is False
