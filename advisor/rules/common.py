@@ -1110,11 +1110,10 @@ def step_outside_gpu(ev: Evaluation, step: float, target: float, share_max: floa
     batch (``step``, seconds) already meets the ``target`` while the observed mean TPOT is at least
     ``share_max``⁻¹ times it (default :data:`STEP_SHARE_MAX`). Then the time goes where the model does not put it —
     outside the step (the tokenizer or detokenizer, the CPU's scheduling, the network to the client:
-    sgl-project/sglang#23393, 180 ms a token
-    at the client where the scheduler made one every 39 ms) or into kernels far slower than the roofline
-    (bitsandbytes' LLM.int8 on TGI 0.6: 110 ms a token where the same weights in fp16 gave 18 ms,
-    huggingface/text-generation-inference#309) — and a step the roofline makes faster does not recover it. Unknown
-    TPOT → ``None``."""
+    sgl-project/sglang#23393, 180 ms a token at the client where the scheduler made one every 39 ms) or into kernels
+    far slower than the roofline (bitsandbytes' LLM.int8 on TGI 0.6: 110 ms a token where the same weights in fp16
+    gave 18 ms, huggingface/text-generation-inference#309) — and a step the roofline makes faster does not recover
+    it. Unknown TPOT → ``None``."""
     tpot = summarize(ev.stats.tpot) if ev.stats is not None else None
     observed = tpot.mean if tpot is not None else None
     if observed is None or observed <= 0 or step > target or step > share_max * observed:
