@@ -84,6 +84,33 @@ def unified_slots(ev: Evaluation) -> int | None:
     return settings.parallel
 
 
+def _unified_share_unreached(ev: Evaluation, evidence: dict[str, Any]) -> str | None:
+    """Why ``--parallel`` unified slots × max-model-len beyond the cells is no hazard measured, or None.
+
+    The oversubscription is a preventive reading: slots that may each grow to max-model-len. Its falsifier is the
+    length the slots actually reach: when the longest measured (llama.cpp ``n_tokens_max``, the longest sequence held
+    since start, or the observed request length) × :data:`advisor.rules.common.CAP_TAIL_FACTOR` stays within each
+    slot's share of the cells, the cells have never come near running out, and llama-server's own default (4 slots
+    sharing ``--ctx-size`` cells, ``tools/server/server.cpp``) is not an incident. Unknown length → None. Without the
+    falsifier every default llama-server read as saturated, and its fire superseded ``seq_cap`` while 28 requests
+    waited for one of 4 slots on a cache 1.5 % used (Mesh-LLM/mesh-llm#1973)."""
+    slots = evidence.get("unified_slots")
+    pool = evidence.get("kv_cache_capacity_tokens")
+    measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v]
+    if not slots or not pool or not measured:
+        return None
+    longest, share = max(measured), float(pool) / slots
+    if longest * CAP_TAIL_FACTOR > share:
+        return None
+    evidence["request_tokens_longest_measured"] = round(longest)
+    return (
+        f"{slots} unified slots × max-model-len {evidence['max_model_len']:,} exceed the {pool:,.0f} shared cells, "
+        f"but the longest sequence measured ({longest:,.0f} tokens, ×{CAP_TAIL_FACTOR:g} = "
+        f"{longest * CAP_TAIL_FACTOR:,.0f}) stays within each slot's share ({share:,.0f}): the cells have not come "
+        "near running out"
+    )
+
+
 def _rounded_cap(tokens: float) -> int:
     """``tokens`` rounded down to a multiple of :data:`ROUND_TO`, or of :data:`ROUND_TO_SMALL` below it (0 if less)."""
     step = ROUND_TO if tokens >= ROUND_TO else ROUND_TO_SMALL
@@ -182,6 +209,9 @@ class PoolContextRule:
             )
         else:
             wanted_text = f"{wanted:g} wanted"
+        unreached = _unified_share_unreached(ev, evidence) if holds >= self.n else None
+        if holds < wanted and unreached:
+            return Condition(False, unreached, evidence)
         return Condition(
             holds < wanted,
             f"{where} holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
@@ -434,7 +464,9 @@ class PoolContextRule:
             action="decrease",
             current=slots,
             suggested=fit,
-            flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, fit),
+            # an explicit --parallel without --kv-unified splits --ctx-size over the slots (llama-server shares the
+            # cells by itself only when --parallel is not given, tools/server/server.cpp): the flag keeps the sharing
+            flag=flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, fit) + (" --kv-unified" if shared else ""),
             severity=severity,
             confidence=conf,
             summary=(

@@ -32,7 +32,12 @@ at ``max_usage_after`` of its memory, never more than llama.cpp starts with (``L
 knee. Its counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
 counters' (``engine_time``), and a measured TPOT over the target adds no slot. Deferred requests beside a configured
 free slot (llama.cpp defers only when no slot is idle) mean the config's ``--parallel`` is not the server's: unknown.
-Not with ``--kv-unified`` (``pool_context`` judges shared cells).
+With ``--kv-unified`` (llama-server's own setting when ``--parallel`` is not given: 4 slots sharing the cells) a slot
+takes cells only as its request writes them, so the raise is ``--parallel`` alone (``--kv-unified`` kept on the
+command line), bounded by the requests of the longest length measured (``n_tokens_max`` or the observed request
+length) that ``max_usage_after`` of the cells hold; none without a measured length (Mesh-LLM/mesh-llm#1973: 4 unified
+slots, 32 clients, TTFT p50 80 s on a 131,072-cell cache ~1.5 % used; 32 slots: 823 ms). Requests deferred beside idle
+unified slots wait for the cells, not a slot: not this rule's.
 
 Not for TGI (its batch is bounded by tokens, and ``--max-concurrent-requests`` refuses the excess rather than queueing
 it) or a Dynamo frontend (its gauges count every worker's requests, the queued ones inside the in-flight); nor an
@@ -75,6 +80,41 @@ NOT_FOR_ENGINES = {
     "dynamo": "Dynamo's frontend counts every worker's requests, queued ones inside in-flight: no one engine's slots",
 }
 """Engines whose sequence-count dial is not a cap that queues (why, per engine)."""
+
+
+def _llamacpp_bounded(ev: Evaluation, slots: int, want: int, context: float, bounds: dict[str, Any]) -> int | None:
+    """``want`` llama.cpp slots (what the requests and the cells or GPU allow) bounded by the slots llama.cpp starts
+    with (``LLAMACPP_MAX_SEQUENCES``) and, with a TPOT target, the TPOT knee at ``context`` tokens a request; the
+    bounds that bound go into ``bounds``. None when that is not above ``slots``."""
+    capped = min(want, LLAMACPP_MAX_SEQUENCES)
+    if capped == LLAMACPP_MAX_SEQUENCES < want:
+        bounds["slots_limit"] = LLAMACPP_MAX_SEQUENCES
+    gpu = ev.ctx.gpu
+    target = ev.ctx.slo.tpot_seconds
+    if target and capped > slots and gpu is None:
+        bounds["tpot_unpriced"] = True
+    elif target and capped > slots and gpu is not None:
+        try:
+            knee = knee_batch(latency_model(ev), ev.ctx.inputs, gpu, context, target, capped)
+        except (CapacityError, ValueError):
+            bounds["tpot_unpriced"] = True
+        else:
+            bounds["tpot_knee"] = knee
+            capped = min(capped, knee) if knee is not None else slots
+    return capped if capped > slots else None
+
+
+def _llamacpp_bound_texts(bounds: dict[str, Any]) -> tuple[str, str]:
+    """The TPOT knee's and the slot limit's clauses of a llama.cpp raise (each empty when it did not bound)."""
+    knee = (
+        f"; TPOT meets its target up to a batch of {bounds['tpot_knee']}"
+        if bounds.get("tpot_knee")
+        else "; the latency model cannot price the larger batch on this hardware: watch TPOT after the change"
+        if bounds.get("tpot_unpriced")
+        else ""
+    )
+    limit = f"; llama.cpp starts with at most {LLAMACPP_MAX_SEQUENCES} slots" if bounds.get("slots_limit") else ""
+    return knee, limit
 
 
 class SeqCapRule:
@@ -182,8 +222,6 @@ class SeqCapRule:
         assert s is not None
         settings = ev.ctx.inputs.engine_settings
         slots = settings.parallel
-        if settings.kv_unified:
-            return False, "the slots share one unified cache (--kv-unified): pool_context judges its cells", {}
         if slots is None or s.requests_running is None or s.requests_waiting is None:
             return None, "--parallel, running or waiting unknown (set deployments[].parallel)", {}
         per_replica = s.requests_running / max(ev.replicas_up, 1)
@@ -197,6 +235,17 @@ class SeqCapRule:
             return None, f"{count(per_replica)} running exceed the configured --parallel {slots}", evidence
         if waiting < 1:
             return False, f"{count(per_replica)} of {slots} slot(s) busy, nothing deferred", evidence
+        if per_replica < slots - 1e-9 and settings.kv_unified:
+            # unified slots take no cells until their requests write them: requests deferred beside idle slots wait
+            # for the shared cells (or a proxy in front holds them), which more slots would not add
+            return (
+                False,
+                (
+                    f"{count(waiting)} deferred with {count(per_replica)} of {slots} unified slot(s) busy: the shared "
+                    "cells, not the slots, hold them (pool_context judges the cells)"
+                ),
+                evidence,
+            )
         if per_replica < slots - 1e-9:
             # llama.cpp defers a task only when no slot is idle (tools/server: the adapter's requests_deferred): a
             # deferred request beside a configured free slot means the server runs fewer slots than the config says
@@ -252,24 +301,79 @@ class SeqCapRule:
             return None, bounds
         fit = int(room // (per_slot * per_token))
         bounds["slots_that_fit"] = fit
-        want = min(demand, fit, LLAMACPP_MAX_SEQUENCES)
-        if want == LLAMACPP_MAX_SEQUENCES < min(demand, fit):
-            bounds["slots_limit"] = LLAMACPP_MAX_SEQUENCES
-        gpu = ev.ctx.gpu
-        target = ev.ctx.slo.tpot_seconds
-        if gpu is None and target and want > slots:
-            bounds["tpot_unpriced"] = True
-        if gpu is not None and target and want > slots:
-            try:
-                knee = knee_batch(latency_model(ev), ev.ctx.inputs, gpu, float(per_slot) / 2, target, want)
-            except (CapacityError, ValueError):
-                bounds["tpot_unpriced"] = True
-            else:
-                bounds["tpot_knee"] = knee
-                want = min(want, knee) if knee is not None else slots
-        return (want if want > slots else None), bounds
+        return _llamacpp_bounded(ev, slots, min(demand, fit), float(per_slot) / 2, bounds), bounds
+
+    def _llamacpp_unified_raised(self, ev: Evaluation) -> tuple[int | None, dict[str, Any]]:
+        """More slots on one unified cache (``--kv-unified``): the cells do not grow with the slots (a slot takes
+        cells only as its request writes them, ``n_ctx_seq = n_ctx``), so the bound is the requests of the longest
+        length measured — the longest sequence held since start (llama.cpp ``n_tokens_max``) or the observed request
+        length, whichever is longer — that ``max_usage_after`` of the cells hold (a unified cache that runs out aborts
+        the running generations, ``pool_context``'s), then the running and deferred requests, ``LLAMACPP_MAX_SEQUENCES``
+        and the TPOT knee at half that length. No length measured: None (``request_tokens_unknown``), since the cells'
+        share per request cannot be told."""
+        s = ev.stats
+        settings = ev.ctx.inputs.engine_settings
+        slots = settings.parallel
+        assert s is not None and slots is not None and s.requests_running is not None
+        cells = ev.ctx.capacity.kv_cache_tokens or 0
+        demand = math.ceil((s.requests_running + (s.requests_waiting or 0)) / max(ev.replicas_up, 1))
+        bounds: dict[str, Any] = {"demand_per_replica": demand, "unified_cells": cells}
+        measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v]
+        if cells <= 0 or not measured:
+            bounds["request_tokens_unknown"] = True
+            return None, bounds
+        length = max(measured)
+        fit = int(self.max_usage_after * cells // length)
+        bounds |= {"request_tokens_longest_measured": round(length), "slots_the_cells_hold": fit}
+        return _llamacpp_bounded(ev, slots, min(demand, fit), length / 2, bounds), bounds
+
+    def _llamacpp_unified_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
+        """``--parallel`` raised on a unified cache, the cells (``--ctx-size``) left as they are."""
+        new, bounds = self._llamacpp_unified_raised(ev)
+        if new is None:
+            return []
+        slots = ev.ctx.inputs.engine_settings.parallel
+        assert slots is not None
+        cells = bounds["unified_cells"]
+        length = bounds["request_tokens_longest_measured"]
+        knee, limit = _llamacpp_bound_texts(bounds)
+        return [
+            Proposal(
+                rule=self.id,
+                dial=c.DIAL_MAX_NUM_SEQS,
+                action="increase",
+                current=slots,
+                suggested=new,
+                flag=f"{flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, new)} --kv-unified",
+                severity="warning",
+                confidence=confidence(ev, 0.5 if bounds.get("tpot_unpriced") else 0.7),
+                summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
+                f"on the same {cells:,} unified cells",
+                description=(
+                    f"{reason}, so each one's TTFT includes a running request's whole generation. The slots share one "
+                    f"cache of {cells:,} cells (--kv-unified) and take cells only as their requests write them: "
+                    f"{new} requests of the longest length measured ({length:,} tokens, the longest sequence held "
+                    f"since start or the observed request length) fill {percent(new * length / cells)} of them, so "
+                    f"--ctx-size stays ({bounds['slots_the_cells_hold']} such requests fit at "
+                    f"{percent(self.max_usage_after)} of the cells"
+                    + knee
+                    + limit
+                    + "). Keep --kv-unified on the command line: llama-server shares the cells by itself only when "
+                    "--parallel is not given (its auto setting, 4 slots), and an explicit --parallel without it splits "
+                    "--ctx-size over the slots. Falsified by: requests that grow towards the cells' share per slot "
+                    "(llama.cpp aborts generations when unified cells run out)."
+                ),
+                predicted_effect={"max_num_seqs": effect(slots, new)},
+                evidence={**evidence, **bounds},
+                score=new / slots,
+                cost=1.0,
+                gpus_added=0.0,
+            )
+        ]
 
     def _llamacpp_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
+        if ev.ctx.inputs.engine_settings.kv_unified:
+            return self._llamacpp_unified_propose(ev, reason, evidence)
         new, bounds = self._llamacpp_raised(ev)
         if new is None:
             return []
@@ -278,14 +382,7 @@ class SeqCapRule:
         per_slot = bounds["tokens_per_slot"]
         ctx_before, ctx_after = per_slot * slots, per_slot * new
         per_token = ev.ctx.capacity.kv_cache_bytes_per_token_per_gpu
-        knee = (
-            f"; TPOT meets its target up to a batch of {bounds['tpot_knee']}"
-            if bounds.get("tpot_knee")
-            else "; the latency model cannot price the larger batch on this hardware: watch TPOT after the change"
-            if bounds.get("tpot_unpriced")
-            else ""
-        )
-        limit = f"; llama.cpp starts with at most {LLAMACPP_MAX_SEQUENCES} slots" if bounds.get("slots_limit") else ""
+        knee, limit = _llamacpp_bound_texts(bounds)
         return [
             Proposal(
                 rule=self.id,

@@ -79,7 +79,8 @@ def test_the_gpu_bounds_the_slots() -> None:
 def test_it_holds_only_with_every_slot_busy_and_requests_deferred() -> None:
     assert SeqCapRule().fires(_ev(_dep(parallel=2), running=1, waiting=0)).holds is False  # a slot free, no queue
     assert SeqCapRule().fires(_ev(_dep(), waiting=0)).holds is False  # nothing deferred
-    assert SeqCapRule().fires(_ev(_dep(unified=True))).holds is False  # shared cells: pool_context's
+    # unified slots take cells only as requests write them: deferred requests beside an idle one wait for the cells
+    assert SeqCapRule().fires(_ev(_dep(parallel=2, unified=True), running=1, waiting=2)).holds is False
     assert SeqCapRule().fires(_ev(_dep(), running=3)).holds is None  # more busy than --parallel: a stale config
 
 
@@ -129,3 +130,30 @@ def test_a_slot_decoding_a_long_request_is_not_a_hang() -> None:
 def test_deferred_with_a_free_configured_slot_means_the_config_is_stale() -> None:
     # llama.cpp defers a task only when no slot is idle: the server runs fewer slots than the config states
     assert SeqCapRule().fires(_ev(_dep(parallel=4), running=1, waiting=2)).holds is None
+
+
+# --kv-unified (Mesh-LLM/mesh-llm#1973: 4 unified slots, 32 clients, TTFT p50 80 s on a cache ~1.5 % used; 32 slots
+# gave 823 ms): the slots bind, the cells do not grow with them
+
+
+def test_unified_slots_all_busy_get_more_slots_on_the_same_cells() -> None:
+    # 4 slots sharing 16,384 cells, 4 running + 28 deferred; the longest sequence held since start is 600 tokens:
+    # 0.9 × 16,384 ÷ 600 = 24.6 → 24 such requests fit the cells, under the 32 asked for
+    dep = _dep(parallel=4, unified=True)
+    assert dep.capacity.kv_cache_tokens == 4 * SLOT
+    e = dataclasses.replace(_ev(dep, running=4, waiting=28), longest_sequence_tokens=600.0)
+    assert SeqCapRule().fires(e).holds is True
+    (p,) = SeqCapRule().propose(e)
+    assert (p.dial, p.action, p.current) == (c.DIAL_MAX_NUM_SEQS, "increase", 4)
+    assert p.evidence["slots_the_cells_hold"] == 24
+    assert p.suggested == min(24, p.evidence.get("tpot_knee") or 24) > 4
+    # an explicit --parallel splits the cells unless --kv-unified is kept; --ctx-size stays
+    assert p.flag == f"--parallel {p.suggested} --kv-unified"
+    assert "--ctx-size" not in p.flag
+
+
+def test_unified_slots_without_a_measured_length_get_no_raise() -> None:
+    # how long the requests grow is unknown: more unified slots could run the cells out (llama.cpp then aborts them)
+    e = _ev(_dep(parallel=4, unified=True), running=4, waiting=28)
+    assert SeqCapRule().fires(e).holds is True
+    assert SeqCapRule().propose(e) == []

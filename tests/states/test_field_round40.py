@@ -227,14 +227,6 @@ STATES = [
     llamacpp_spark_128_lanes_8192_cells(),
 ]
 
-XFAIL: dict[str, str] = {
-    "llamacpp-spark-unified-4-lanes-32-clients-ttft-80s-32-lanes-823ms": (
-        "missed fix (a hand-off with no turn): seq_cap leaves a --kv-unified server to pool_context "
-        "(SeqCapRule._llamacpp_reading), which judges only whether the shared cells hold --parallel max-length "
-        "requests and has no turn that adds slots; so with all 4 slots busy, 28 deferred and the 131,072 cells ~1.5 % "
-        "used, the advisor caps the context (131,072 -> 32,768) and never proposes more slots, the fix the PR measured "
-        "(32 slots: TTFT p50 80 s -> 823 ms)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 
 once, test_field_state = round_tests(STATES, XFAIL)
