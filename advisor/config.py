@@ -959,6 +959,16 @@ class SeqCapRule(_RuleBase):
     )
 
 
+class PrefixCachingOffRule(_RuleBase):
+    """A vLLM V1 engine with prefix caching off whose prompts average at least ``long_prompt_tokens`` and whose TTFT
+    past the queue wait averages over the TTFT target, for ``for`` → turn prefix caching on."""
+
+    for_: Duration = Field(default=60.0, alias="for")
+    long_prompt_tokens: float = Field(
+        default=1024.0, gt=0, le=10_000_000, description="mean prompt tokens from which prefill holds the TTFT"
+    )
+
+
 class AdmissionWedgedRule(_RuleBase):
     """A vLLM engine that holds its queue with room to run it and barely works (vllm-project/vllm#53130): requests
     wait for capacity at every scrape while requests run, a slot is free, the fullest pool is at most ``max_usage``
@@ -1120,6 +1130,7 @@ class RulesConfig(_Strict):
     weights_crowd: WeightsCrowdRule = WeightsCrowdRule()
     over_provisioned: OverProvisionedRule = OverProvisionedRule()
     seq_cap: SeqCapRule = SeqCapRule()
+    prefix_caching_off: PrefixCachingOffRule = PrefixCachingOffRule()
     admission_wedged: AdmissionWedgedRule = AdmissionWedgedRule()
     rank_wedged: RankWedgedRule = RankWedgedRule()
     load_imbalance: LoadImbalanceRule = LoadImbalanceRule()

@@ -197,6 +197,7 @@ RULE_SEQ_CAP: Final = "seq_cap"
 RULE_ADMISSION_WEDGED: Final = "admission_wedged"
 RULE_RANK_WEDGED: Final = "rank_wedged"
 RULE_LOAD_IMBALANCE: Final = "load_imbalance"
+RULE_PREFIX_CACHING_OFF: Final = "prefix_caching_off"
 
 # --- problems (issue 13): the rules' proposals for one deployment and problem merge into one incident ---------
 PROBLEM_SATURATION: Final = "saturation"

@@ -68,6 +68,7 @@ from advisor.telemetry import (
     engine_time,
     fraction_below,
     goodput_ratio,
+    lifetime_prefill,
     restart_flags,
     speculation_window,
     summarize,
@@ -1171,6 +1172,7 @@ def evaluate_deployment(
         longest_sequence_tokens=_max_known([snap.longest_sequence_tokens for _, window in windows for snap in window]),
         requests_paused_max=_paused_max(windows),
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
+        lifetime_prefill=lifetime_prefill(latest, MIN_LIFETIME_FINISHED),
         window_tokens_per_request_from_histograms=LazyFloat(
             functools.partial(_window_histogram_request_tokens, windows, mml)
         ),

@@ -825,6 +825,68 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
 
 
 @dataclass(frozen=True, slots=True)
+class LifetimePrefill:
+    """How requests reached their first token since the engines started, from their cumulative histograms (each
+    sum ÷ count, summed over the answering targets).
+
+    Attributes:
+        ttft_seconds_mean: mean TTFT, seconds (the TTFT histogram's sum ÷ count).
+        queue_seconds_mean: mean time in the engine's queue before the first prefill step, seconds (vLLM
+            ``request_queue_time_seconds``); ``None`` where a target does not expose it.
+        prompt_tokens_mean: mean prompt tokens of a finished request (vLLM ``request_prompt_tokens``); ``None`` where
+            a target does not expose it.
+        requests: requests the TTFT histograms counted.
+    """
+
+    ttft_seconds_mean: float
+    queue_seconds_mean: float | None
+    prompt_tokens_mean: float | None
+    requests: float
+
+
+def _lifetime_mean(parts: Sequence[tuple[float, float] | None]) -> float | None:
+    """Σ sum ÷ Σ count over ``(sum, count)`` pairs; ``None`` when a part is unknown, not finite or nothing counted."""
+    if not parts or any(p is None for p in parts):
+        return None
+    total = math.fsum(p[1] for p in parts if p is not None)
+    value = math.fsum(p[0] for p in parts if p is not None)
+    if not (math.isfinite(total) and math.isfinite(value)) or total <= 0 or value < 0:
+        return None
+    return value / total
+
+
+def _sum_count(h: Histogram | None) -> tuple[float, float] | None:
+    return None if h is None else (h.sum, h.count)
+
+
+def lifetime_prefill(latest: Sequence[EngineSnapshot], least: float) -> LifetimePrefill | None:
+    """The engines' mean TTFT, queue time and prompt length since they started (``latest``: each answering
+    target's newest snapshot); ``None`` unless every target has a TTFT histogram and together they count at least
+    ``least`` requests.
+
+    Example: two targets, TTFT sums 501 s over 30 and 0 s over 0 requests, queue sums 1.5 s over 30 → TTFT 16.7 s,
+    queue 0.05 s over 30 requests.
+    """
+    ttft = [_sum_count(s.ttft) for s in latest]
+    mean = _lifetime_mean(ttft)
+    counted = math.fsum(p[1] for p in ttft if p is not None)
+    if mean is None or counted < least:
+        return None
+    prompt = [
+        None
+        if s.request_prompt_tokens_sum is None or s.request_prompt_tokens_count is None
+        else (s.request_prompt_tokens_sum, s.request_prompt_tokens_count)
+        for s in latest
+    ]
+    return LifetimePrefill(
+        ttft_seconds_mean=mean,
+        queue_seconds_mean=_lifetime_mean([_sum_count(s.queue_time) for s in latest]),
+        prompt_tokens_mean=_lifetime_mean(prompt),
+        requests=counted,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class EngineTime:
     """What an engine's time counters say over a window (summed over targets): engines without latency histograms
     (llama.cpp) count the seconds their sequences spent generating and the seconds spent on prompts instead.

@@ -24,7 +24,14 @@ from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs, CapacityResult
 from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.capacity.perf import PerfAssumptions
-from advisor.telemetry import EngineTime, FractionBelow, GoodputEstimate, SpeculationWindow, WindowStats
+from advisor.telemetry import (
+    EngineTime,
+    FractionBelow,
+    GoodputEstimate,
+    LifetimePrefill,
+    SpeculationWindow,
+    WindowStats,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +245,9 @@ class Evaluation:
             exactly the requests they count as finished (SGLang, TensorRT-LLM); ``None`` otherwise, or when fewer
             than 20 are counted. It says how long the traffic is when the window finished nothing (a thrash may
             finish nothing for minutes).
+        lifetime_prefill: the engines' mean TTFT, queue time and prompt length since they started
+            (:func:`advisor.telemetry.lifetime_prefill`, at least 20 requests counted); ``None`` otherwise. How the
+            requests reached their first token when the window finished too few to say (a single user's long turns).
         tpot_is_itl: an answering target's TPOT histogram is its inter-token latency (``EngineSnapshot.tpot_is_itl``),
             which on some engines observes one gap per step, not per token
             (:func:`advisor.engines.catalog.itl_per_token`).
@@ -307,6 +317,7 @@ class Evaluation:
     longest_sequence_tokens: float | None = None
     requests_paused_max: float | None = None
     lifetime_tokens_per_finished_request: float | None = None
+    lifetime_prefill: LifetimePrefill | None = None
     tpot_is_itl: bool = False
     window_tokens_per_request_from_histograms: LazyFloat | None = None
 

@@ -22,6 +22,7 @@ queue_growth                —  (comes before kv_saturation so its replica coun
 kv_saturation               —
 goodput_below_target        —
 seq_cap                     —  (requests wait for a sequence slot while the pool has room)
+prefix_caching_off          —  (long prompts prefilled whole on a vLLM engine with its prefix cache off)
 speculative_decoding        —
 weights_crowd               —
 over_provisioned            —
@@ -56,6 +57,7 @@ from advisor.rules.kv_saturation import KVSaturationRule
 from advisor.rules.load_imbalance import LoadImbalanceRule
 from advisor.rules.over_provisioned import OverProvisionedRule
 from advisor.rules.pool_context import PoolContextRule
+from advisor.rules.prefix_caching import PrefixCachingRule
 from advisor.rules.queue_growth import QueueGrowthRule
 from advisor.rules.rank_wedged import RankWedgedRule
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS
@@ -141,6 +143,10 @@ def builtin_rules(cfg: Any, model_error_bound: float = 0.15) -> list[Rule]:
             ),
         ),
         (r.seq_cap.enabled, SeqCapRule(r.seq_cap.max_usage, r.seq_cap.max_usage_after, r.seq_cap.for_)),
+        (
+            r.prefix_caching_off.enabled,
+            PrefixCachingRule(r.prefix_caching_off.for_, r.prefix_caching_off.long_prompt_tokens),
+        ),
         (
             r.speculative_decoding.enabled,
             SpeculativeRule(

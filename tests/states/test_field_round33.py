@@ -506,17 +506,7 @@ STATES = [
     vllm_hybrid_align_checkpoint_in_unique_suffix_zero_hits(),
 ]
 
-XFAIL: dict[str, str] = {
-    "vllm-0.28-coding-agent-3090-prefix-caching-off-reprefills-20k": (
-        "missed fix (no rule): no rule proposes the prefix_caching dial (advisor.conventions.DIAL_PREFIX_CACHING is "
-        "only mapped to a flag in advisor/engines/flags.py); the advisor never reads enable_prefix_caching from "
-        "vllm:cache_config_info and the deployment schema has no key for it (the capacity pass assumes vLLM 0.26+'s "
-        "default, on). goodput_below_target, the only TTFT diagnosis, needs 20 requests finished in the window "
-        "(GoodputRule._ratio, min_requests) so a single-user agent is never judged, and its no-queue branch "
-        "(GoodputRule._prefill) offers only TP x2 and chunked prefill, with the roofline prefill of every prompt "
-        "token, cached or not"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)

@@ -541,12 +541,6 @@ STATES = [
 
 
 XFAIL: dict[str, str] = {
-    "vllm-agent-loop-reprefills-85k-fp8-kv-disabled-prefix-cache": (
-        "prefix caching, switched off by the fp8 KV dtype (the merged fix), is never proposed: no rule turns the "
-        "prefix_caching dial or reads an agent loop re-prefilling its context (the false freeze verdict on the 96k-"
-        "token prefill, KV usage 0.083 -> 0.095 with the counters still, is fixed since 2026-12-05: the engine's "
-        "data stays fresh): a missed fix"
-    ),
     "sglang-l40-qwen25-05b-batch-past-cuda-graph-ceiling": (
         "proposes a smaller GPU (over_provisioned: instance_type L40 -> T4, reading 70 running as 1.7 % of the 4,096 "
         "max-running ceiling) and never the cap the reporter measured (max_running_requests <= 32, the captured "
