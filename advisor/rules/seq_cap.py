@@ -29,7 +29,7 @@ llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until t
 so raising ``--parallel`` alone shrinks every request's room: the proposal raises both (``--parallel n --ctx-size
 n × the slot's cells``), up to the running and deferred requests, as many slots as the GPU holds beside the weights
 at ``max_usage_after`` of its memory, never more than llama.cpp starts with (``LLAMA_MAX_SEQ`` 256), and the TPOT
-knee. Its counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
+knee — unless sharing the cells (``--kv-unified``, below) holds at least as many slots with no memory added. Its counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
 counters' (``engine_time``), and a measured TPOT over the target adds no slot. Deferred requests beside a configured
 free slot (llama.cpp defers only when no slot is idle) mean the config's ``--parallel`` is not the server's: unknown.
 With ``--kv-unified`` (llama-server's own setting when ``--parallel`` is not given: 4 slots sharing the cells) a slot
@@ -350,8 +350,14 @@ class SeqCapRule:
                 summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
                 f"on the same {cells:,} unified cells",
                 description=(
-                    f"{reason}, so each one's TTFT includes a running request's whole generation. The slots share one "
-                    f"cache of {cells:,} cells (--kv-unified) and take cells only as their requests write them: "
+                    f"{reason}, so each one's TTFT includes a running request's whole generation. "
+                    + (
+                        "The slots share one "
+                        if ev.ctx.inputs.engine_settings.kv_unified
+                        else f"Today --ctx-size is split over the slots ({cells // slots:,} cells each); with "
+                        "--kv-unified they share one "
+                    )
+                    + f"cache of {cells:,} cells and take cells only as their requests write them: "
                     f"{new} requests of the longest length measured ({length:,} tokens, the longest sequence held "
                     f"since start or the observed request length) fill {percent(new * length / cells)} of them, so "
                     f"--ctx-size stays ({bounds['slots_the_cells_hold']} such requests fit at "
@@ -372,9 +378,17 @@ class SeqCapRule:
         ]
 
     def _llamacpp_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
+        """More llama.cpp slots: on shared cells (``--kv-unified``, the cells as they are) where the server shares them
+        already, or where sharing them holds at least as many slots as growing ``--ctx-size`` with them would (no
+        memory added: Hal0ai/hal0#1067, agents serialized on ``--parallel 1`` — "without --kv-unified, --ctx-size C
+        silently splits to C/N per slot"; "slots are nearly memory-free at fixed ctx pool"); else each new slot with
+        its own cells (``--ctx-size`` grown)."""
         if ev.ctx.inputs.engine_settings.kv_unified:
             return self._llamacpp_unified_propose(ev, reason, evidence)
         new, bounds = self._llamacpp_raised(ev)
+        shared, _ = self._llamacpp_unified_raised(ev)
+        if shared is not None and (new is None or shared >= new):
+            return self._llamacpp_unified_propose(ev, reason, evidence)
         if new is None:
             return []
         slots = ev.ctx.inputs.engine_settings.parallel

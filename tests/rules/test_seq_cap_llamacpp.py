@@ -157,3 +157,20 @@ def test_unified_slots_without_a_measured_length_get_no_raise() -> None:
     e = _ev(_dep(parallel=4, unified=True), running=4, waiting=28)
     assert SeqCapRule().fires(e).holds is True
     assert SeqCapRule().propose(e) == []
+
+
+def test_split_slots_share_their_cells_where_that_holds_as_many_slots() -> None:
+    # Hal0ai/hal0#1067: --parallel 1 pinned, agents serialize; "without --kv-unified, --ctx-size C silently splits to
+    # C/N per slot". One slot of 4,096 cells, 1 running + 2 deferred. Longest sequence 600 tokens: shared, the cells
+    # hold 0.9 × 4,096 ÷ 600 = 6.1 → 6 such requests, over the 3 asked for, so 3 slots on the same 4,096 cells — no
+    # memory added, where growing --ctx-size with the slots would take 3 × 4,096
+    e = dataclasses.replace(_ev(_dep()), longest_sequence_tokens=600.0)
+    (p,) = SeqCapRule().propose(e)
+    assert p.evidence["slots_the_cells_hold"] == 6
+    assert p.suggested == min(3, p.evidence.get("tpot_knee") or 3)
+    assert p.flag == f"--parallel {p.suggested} --kv-unified"
+    # a 3,000-token sequence: shared, 0.9 × 4,096 ÷ 3,000 = 1.2 → 1 request, no more than today: each new slot
+    # brings its own cells instead
+    long = dataclasses.replace(_ev(_dep()), longest_sequence_tokens=3_000.0)
+    (q,) = SeqCapRule().propose(long)
+    assert q.flag == f"--parallel {q.suggested} --ctx-size {q.suggested * SLOT}"
