@@ -457,13 +457,16 @@ def _num(x: float) -> str:
 
 
 def choose_bound(target: float, bounds: Sequence[float], what: str, engine: str) -> BoundChoice:
-    """The bucket bound to count "within target" at.
+    """The bucket bound to count "within target" at: the target where it is a bound, else the largest bound below it
+    (a stricter SLO: a request counted within it met the target), the smallest when the target is below them all —
+    the bound :func:`auto_bound` gives an ``engine: auto`` deployment, so setting ``engine:`` never moves the SLO
+    (a fresh user's 2 s target read at le=1 with engine auto and at le=2.5 with engine vllm, 2026-12-06).
 
     Example (vLLM TTFT bounds … 1.0, 2.5, 5.0 …)::
 
         choose_bound(2.5, …) → le 2.5, exact
         choose_bound(3.0, …) → le 2.5, not exact: "… 3 s is between the buckets 2.5 and 5; le=2.5 is used …"
-        choose_bound(3.75, …) → le 2.5 (a tie goes to the lower, stricter bound)
+        choose_bound(4.5, …) → le 2.5 (not the nearer 5: a looser bound would count 4.9 s as within 4.5 s)
 
     With no bounds known (``engine: auto``) the target is used as given and the note says so.
     """
@@ -479,7 +482,7 @@ def choose_bound(target: float, bounds: Sequence[float], what: str, engine: str)
     for b in finite:
         if math.isclose(b, target, rel_tol=1e-9, abs_tol=0.0):
             return BoundChoice(target, b, True, None)
-    nearest = min(finite, key=lambda b: (abs(b - target), b))
+    nearest = auto_bound(target, finite)
     below = max((b for b in finite if b < target), default=None)
     above = min((b for b in finite if b > target), default=None)
     if below is not None and above is not None:
@@ -599,8 +602,9 @@ def auto_bound(target: float, bounds: Sequence[float]) -> float:
     Example (vLLM TTFT bounds … 1.0, 2.5, 5.0 …; SGLang … 1, 2, 4 …): ``auto_bound(3, vllm) → 2.5``,
     ``auto_bound(3, sglang) → 2``, ``auto_bound(2.5, vllm) → 2.5``.
 
-    Never the nearest bound above, unlike :func:`choose_bound`: the shared chains (:func:`_shared_rules`) rely on
-    every bound chosen for a deployment being at most the one of the engine it runs (see there).
+    Never the nearest bound above (nor does :func:`choose_bound`, which counts at the same bound): the shared chains
+    (:func:`_shared_rules`) rely on every bound chosen for a deployment being at most the one of the engine it runs
+    (see there).
     """
     finite = sorted(b for b in bounds if math.isfinite(b))
     if not finite:

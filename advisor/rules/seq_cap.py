@@ -29,7 +29,8 @@ llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until t
 so raising ``--parallel`` alone shrinks every request's room: the proposal raises both (``--parallel n --ctx-size
 n × the slot's cells``), up to the running and deferred requests, as many slots as the GPU holds beside the weights
 at ``max_usage_after`` of its memory, never more than llama.cpp starts with (``LLAMA_MAX_SEQ`` 256), and the TPOT
-knee — unless sharing the cells (``--kv-unified``, below) holds at least as many slots with no memory added. Its counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
+knee — unless sharing the cells (``--kv-unified``, below) holds at least as many slots with no memory added. Its
+counters move when a slot finishes, so a still generation counter is no hang here; its mean TPOT is the time
 counters' (``engine_time``), and a measured TPOT over the target adds no slot. Deferred requests beside a configured
 free slot (llama.cpp defers only when no slot is idle) mean the config's ``--parallel`` is not the server's: unknown.
 With ``--kv-unified`` (llama-server's own setting when ``--parallel`` is not given: 4 slots sharing the cells) a slot
