@@ -84,6 +84,8 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
     difference; config errors propagate (exit 2 in :func:`advisor.cli.main`)."""
     generated = generate(rules_input(args.config))
     print_warnings(generated.warnings)
+    for note in generated.notes:
+        print(f"capacity-advisor: note: {note}", file=sys.stderr)
     texts = render_all(generated)
     out = Path(args.out)
     if args.check:

@@ -172,6 +172,10 @@ class Generated:
     files: tuple[RuleFile, ...]
     warnings: tuple[str, ...]
     manifests: tuple[Manifest, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What ``rules generate`` tells without anything being wrong (the Kubernetes deployments it writes no ScaledObject
+    for, :func:`advisor.manifests.opt_in_note`): printed by that command as notes, never by ``check-config`` or
+    ``once``, where advisory mode is the default and nothing is generated."""
 
 
 # --- engine knowledge ---------------------------------------------------------------------------------------
@@ -1115,7 +1119,7 @@ def _notes(alert: str, summary: str, description: str) -> dict[str, str]:
 # --- entry points -------------------------------------------------------------------------------------------
 
 
-def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manifest, ...], list[str]]:
+def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manifest, ...], list[str], list[str]]:
     """The KEDA ScaledObjects, the HPA example and the PrometheusRule (:mod:`advisor.manifests`), one line for the
     Kubernetes deployments without an ``autoscaling:`` block (:func:`advisor.manifests.opt_in_note`: opt-in), and
     a warning per deployment with one that gets no ScaledObject or HPA
@@ -1126,8 +1130,7 @@ def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manife
     warnings: list[str] = []
     unasked = [d.name for d in inp.deployments if d.autoscaling is None and d.platform == c.PLATFORM_KUBERNETES]
     note = opt_in_note(unasked)
-    if note is not None:
-        warnings.append(note)
+    told = [note] if note is not None else []
     for dep in inp.deployments:
         if dep.autoscaling is None:
             continue
@@ -1137,7 +1140,7 @@ def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manife
             warnings += autoscaling_warnings(dep.autoscaling)
         else:
             warnings.append(problem)
-    notes = ("", "Warnings:", *(f"- {w}" for w in warnings)) if warnings else ()
+    notes = ("", "Warnings:", *(f"- {w}" for w in (*told, *warnings))) if told or warnings else ()
     keda = Manifest(
         r.FILE_KEDA,
         (
@@ -1180,15 +1183,15 @@ def _manifests(inp: RulesInput, files: Sequence[RuleFile]) -> tuple[tuple[Manife
         ),
         (prometheus_rule(r.PROMETHEUS_RULE_NAME, groups),),
     )
-    return (keda, hpas, rule), warnings
+    return (keda, hpas, rule), warnings, told
 
 
 def generate(inp: RulesInput) -> Generated:
     """Every rule file and manifest for ``inp`` and the warnings to report (see the module docstring)."""
     slo, warnings = _slo_file(inp)
     files = (_recording_file(inp), slo, _advisor_file(inp))
-    manifests, more = _manifests(inp, files)
-    return Generated(files, tuple(dict.fromkeys((*warnings, *more))), manifests)
+    manifests, more, notes = _manifests(inp, files)
+    return Generated(files, tuple(dict.fromkeys((*warnings, *more))), manifests, tuple(notes))
 
 
 _PLAIN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")

@@ -364,7 +364,8 @@ def test_a_deployment_without_an_autoscaling_block_gets_no_scaled_object_and_one
     others are named in one line (stderr and the manifests' header)."""
     gen = generate(rules_input(_two(tmp_path, {"autoscaling": {"max_replica_count": 4}}, {})))
     assert _keda_names(gen) == ["chat-8b"]
-    (line,) = [w for w in gen.warnings if "ScaledObject" in w]
+    assert [w for w in gen.warnings if "ScaledObject" in w] == []  # a note, not a warning (fresh user, 2026-12-06)
+    (line,) = [w for w in gen.notes if "ScaledObject" in w]
     assert line == (
         "deployment 'qwen-14b': no ScaledObject written — add deployments[].autoscaling with max_replica_count "
         "to write one"
@@ -374,14 +375,14 @@ def test_a_deployment_without_an_autoscaling_block_gets_no_scaled_object_and_one
 
     gen = generate(rules_input(_two(tmp_path, {}, {})))
     assert _keda_names(gen) == []
-    (line,) = [w for w in gen.warnings if "ScaledObject" in w]
+    (line,) = [w for w in gen.notes if "ScaledObject" in w]
     assert line.startswith("deployments 'chat-8b', 'qwen-14b': no ScaledObject written")
 
 
 def test_a_deployment_off_kubernetes_without_the_block_gets_no_opt_in_line(tmp_path: Path) -> None:
     gen = generate(rules_input(_two(tmp_path, {"platform": "systemd"}, {"autoscaling": {"max_replica_count": 3}})))
     assert _keda_names(gen) == ["qwen-14b"]
-    assert [w for w in gen.warnings if "ScaledObject" in w] == []
+    assert [w for w in (*gen.warnings, *gen.notes) if "ScaledObject" in w] == []
 
 
 def test_a_block_without_max_replica_count_keeps_kedas_100_and_warns_once(tmp_path: Path) -> None:
