@@ -338,6 +338,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _encoder_note(inputs)
     out = result.as_dict()
     _gguf_inputs(out, args)
+    # the batch cap moves the pool (vLLM's sampler warm-up is sized by it): say which one the pass took
+    out["inputs"]["max_num_seqs"] = inputs.max_num_seqs
+    out["inputs"]["max_num_seqs_given"] = args.max_num_seqs is not None
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     out["tensor_parallel_nodes"] = _tensor_parallel_nodes(gpu.part, inputs.tensor_parallel_size)
@@ -447,21 +450,29 @@ def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> lis
     """``--platform P``: each fix also said in P's terms (:func:`advisor.platforms.platform_flag` on vLLM's own
     flag, :func:`advisor.engines.flags.flag_for`; a pool flag through :func:`advisor.platforms.engine_args_in_terms`),
     as ``platform_flag``, with ``flag_unavailable_reason`` (:data:`advisor.platforms.FLAG_REASON_KEY`) and
-    ``platform_flag`` None where P does not offer it (Bedrock). Unchanged without ``--platform``."""
-    if platform is None:
-        return found
+    ``platform_flag`` None where P does not offer it (Bedrock). Always: ``engine_flag``, the fix as vLLM's own flag
+    (``plan --tp 2`` is ``--tensor-parallel-size 2`` to vLLM: a fresh user read this command's ``--tp`` as the
+    engine's, 2026-12-06)."""
     from advisor.capacity.hardware import GIB
     from advisor.engines.flags import flag_for
+
+    for fix in found:
+        if fix["dial"] is not None:
+            fix["engine_flag"] = flag_for("vllm", fix["dial"], fix["value"])
+        else:  # vLLM takes bytes only: --kv-cache-memory-gib is this command's
+            value = int(fix["value"] * GIB) if fix["flag"] == "--kv-cache-memory-gib" else fix["value"]
+            vllm_flag = "--kv-cache-memory-bytes" if fix["flag"] == "--kv-cache-memory-gib" else fix["flag"]
+            fix["engine_flag"] = f"{vllm_flag} {value}"
+    if platform is None:
+        return found
     from advisor.platforms import FLAG_REASON_KEY, engine_args_in_terms, platform_flag
 
     for fix in found:
         if fix["dial"] is not None:
-            vllm = flag_for("vllm", fix["dial"], fix["value"])
-            flag, reason = platform_flag(platform, "vllm", fix["dial"], fix["value"], vllm)
-        else:  # vLLM takes bytes only: --kv-cache-memory-gib is this command's
-            value = int(fix["value"] * GIB) if fix["flag"] == "--kv-cache-memory-gib" else fix["value"]
-            vllm_flag = "--kv-cache-memory-bytes" if fix["flag"] == "--kv-cache-memory-gib" else fix["flag"]
-            flag, reason = engine_args_in_terms(platform, "vllm", f"{vllm_flag} {value}", vllm_flag.lstrip("-"))
+            flag, reason = platform_flag(platform, "vllm", fix["dial"], fix["value"], fix["engine_flag"])
+        else:
+            vllm_flag = fix["engine_flag"].split(" ", 1)[0]
+            flag, reason = engine_args_in_terms(platform, "vllm", fix["engine_flag"], vllm_flag.lstrip("-"))
         fix["platform_flag"] = flag
         if flag is None:
             fix[FLAG_REASON_KEY] = reason
@@ -480,6 +491,8 @@ def _verdict_rows(
     checked = " (each alone, the capacity pass re-run)" if len(fixes) > 1 else " (the capacity pass re-run with it)"
     said = remedy(fixes) + (checked if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
+    if any(f.get("engine_flag") not in (None, f["change"]) for f in fixes):
+        rows.append(("  as vLLM flags", "; ".join(str(f["engine_flag"]) for f in fixes)))
     if platform is not None and fixes:
         from advisor.platforms import flag_text
 
@@ -739,7 +752,12 @@ def _kv_check_rows(model_id: str) -> tuple[tuple[str, str], ...]:
                 "unchecked (docs/truth-table.md lists the checked ones)",
             ),
         )
-    return (("KV checked against", f"{len(logs)} published start-up log(s) (docs/truth-table.md)"),)
+    return (
+        (
+            "KV checked against",
+            f"{len(logs)} published engine start-up log(s) of this model, vLLM's and SGLang's (docs/truth-table.md)",
+        ),
+    )
 
 
 def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:

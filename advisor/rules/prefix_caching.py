@@ -21,7 +21,9 @@ TTFT past the queue; below it the time goes elsewhere (the API server's preproce
 proposal is withheld.
 
 Not for V0 (prefix caching off by default and, on some attention backends, refused beside an fp8 KV cache: vllm
-#13147), nor for a hybrid (Mamba / linear-attention) model before vLLM 0.26, where the cache is not the engine's
+#13147), nor for a hybrid (Mamba / linear-attention) model with speculative decoding running (the cache corrupts its
+output beside a drafter: vllm#43559, open on 0.28 as vllm#53912; operators keep it off for that, noonghunna/club-3090
+#720), nor for a hybrid model before vLLM 0.26, where the cache is not the engine's
 default for hybrids (:data:`advisor.capacity.kvlayout.HYBRID_PREFIX_CACHING_DEFAULT_SINCE`). On a hybrid the cache
 runs the ``align`` mode, whose state pages shrink the pool: the capacity pass prices that (``kv_cache_tokens``
 before and after). Not on other engines: their caches (SGLang's radix cache, TensorRT-LLM's block reuse) are on by
@@ -135,6 +137,15 @@ class PrefixCachingRule:
             since = ".".join(map(str, HYBRID_PREFIX_CACHING_DEFAULT_SINCE))
             why = f"a hybrid model on vLLM {inputs.engine_version}: its prefix cache is the default from {since}"
             return False, why, evidence
+        if inputs.model.linear_layers and ev.speculation_runs():
+            return (
+                False,
+                (
+                    "a hybrid (Mamba / linear-attention) model with speculative decoding: vLLM's prefix cache corrupts "
+                    "its output beside a drafter (vllm#43559, still on 0.28: vllm#53912), so the cache stays off"
+                ),
+                evidence,
+            )
         target = ev.ctx.slo.ttft_seconds
         if not target:
             return None, "no TTFT target", evidence
@@ -200,12 +211,16 @@ class PrefixCachingRule:
                 prefill = None
         if prefill is not None:
             evidence["prefill_seconds_modelled"] = round(prefill, 4)
-            if prefill < PREFILL_SHARE_MIN * past_queue:
+            # requests prefilling together share the steps: each one's first token waits for the others' chunks too,
+            # so the prefill a TTFT can hold is one prompt's × the requests in flight (the window's mean running)
+            together = max(1.0, ev.requests_running_mean or 0.0)
+            if prefill * together < PREFILL_SHARE_MIN * past_queue:
                 withheld = (
-                    f"withheld: the modelled prefill of a {prompt:,.0f}-token prompt is {prefill:.2f} s, "
-                    f"{percent(prefill / past_queue)} of the {past_queue:.2f} s past the queue: the time goes to a "
-                    "stage outside the prefill (the API server's preprocessing, a grammar compile), which a cache "
-                    "does not shorten"
+                    f"withheld: the modelled prefill of a {prompt:,.0f}-token prompt is {prefill:.2f} s"
+                    + (f" (× {together:.1f} requests in flight)" if together > 1 else "")
+                    + f", {percent(prefill * together / past_queue)} of the {past_queue:.2f} s past the queue: the "
+                    "time goes to a stage outside the prefill (the API server's preprocessing, a grammar compile), "
+                    "which a cache does not shorten"
                 )
         before: int | None
         after: int | None

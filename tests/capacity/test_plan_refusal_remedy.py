@@ -43,6 +43,16 @@ def test_the_table_and_stderr_say_the_same_fix_once() -> None:
     assert "`--tp 8`" not in rows["feasible"]  # the problem row; the fix is said in its own row
 
 
+def test_each_fix_also_says_vllms_own_flag() -> None:
+    # plan's --tp is this command's short flag; vLLM's is --tensor-parallel-size (a fresh user took `--tp 8` for the
+    # engine's, 2026-12-06): the JSON carries engine_flag, the table a row of them
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct", "--json")
+    assert [f["engine_flag"] for f in json.loads(r.stdout)["fixes"]] == ["--tensor-parallel-size 8"]
+    t = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct")
+    rows = [line for line in t.stdout.splitlines() if line.strip().startswith("as vLLM flags")]
+    assert rows and rows[0].split("flags", 1)[1].strip() == "--tensor-parallel-size 8", t.stdout
+
+
 def test_with_no_fix_found_the_reason_promises_none() -> None:
     r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-405B-Instruct", "--json")
     assert r.returncode == 3, r.stderr

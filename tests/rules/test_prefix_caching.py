@@ -142,3 +142,30 @@ def test_lifetime_prefill_sums_each_histogram_over_the_targets() -> None:
     # a target without the queue histogram leaves the queue unknown, not 0
     partial = lifetime_prefill([a, _snap(hist((20.0, 0.0)), None, (0.0, 0.0))], least=20)
     assert partial is not None and partial.queue_seconds_mean is None
+
+
+def _hybrid(e: Any) -> Any:
+    model = dataclasses.replace(e.ctx.inputs.model, linear_layers=24)
+    return dataclasses.replace(e, ctx=dataclasses.replace(e.ctx, inputs=dataclasses.replace(e.ctx.inputs, model=model)))
+
+
+def test_never_beside_a_drafter_on_a_hybrid_model() -> None:
+    # vllm#43559 / #53912 (open on 0.28): prefix caching + MTP corrupts a hybrid model's output; operators keep the
+    # cache off for it (noonghunna/club-3090#720). The same model without speculation: the turn stands
+    e = _hybrid(_ev(engine_version="0.28.0"))
+    assert RULE.fires(e).holds is True
+    drafting = dataclasses.replace(e, ctx=dataclasses.replace(e.ctx, speculative_decoding=True))
+    cond = RULE.fires(drafting)
+    assert cond.holds is False and "53912" in cond.reason, cond.reason
+
+
+def test_prefills_in_flight_together_count_before_withholding() -> None:
+    # 20,000-token prompts modelled at ~0.5-0.8 s on an H100 (module docstring); 4 s past the queue with 8
+    # requests running on average: their chunks share the steps, ~8 × 0.7 s of prefill, not 0.7 s of 4 s
+    tight = SLOTargets(ttft_seconds=1.0, tpot_seconds=0.1, target_ratio=0.9)
+    alone = _ev(gpu="H100-SXM", slo=tight, life=_life(ttft=4.05))
+    (p,) = RULE.propose(alone)
+    assert p.withheld is not None  # one request at a time: ~0.7 s of 4 s is under a quarter
+    crowd = dataclasses.replace(alone, requests_running_mean=8.0)
+    (q,) = RULE.propose(crowd)
+    assert q.withheld is None, q.withheld
