@@ -712,7 +712,7 @@ class Deployment(_Strict):
     @model_validator(mode="after")
     def _gpu_given(self) -> Deployment:
         if self.gpu is None and self.gpu_memory_gib is None:
-            raise ValueError("set gpu (a catalog name) or gpu_memory_gib")
+            raise ValueError(GPU_NEEDED)
         if self.gpu_count is not None and self.gpu_count < self.tensor_parallel_size * self.data_parallel_size:
             raise ValueError(
                 f"gpu_count {self.gpu_count} is less than tensor_parallel_size {self.tensor_parallel_size} x "
@@ -1730,14 +1730,22 @@ def capacity_inputs(
     return deployment_inputs(deployment_spec(dep, base_dir, engine, model))
 
 
+GPU_NEEDED: Final = "set gpu (a catalog name) or gpu_memory_gib"
+"""A deployment names neither its GPU nor its memory (the schema's check, and the raw-mapping one beside the schema's
+errors: a fresh user met it only in a second run, after fixing a missing max_model_len, 2026-12-06)."""
+
+
 def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> list[tuple[str, str]]:
     """Checks needing the catalogs, run on the raw deployment mappings so that they are reported
-    together with schema errors: the model resolves, the GPU is known, the context fits the model."""
+    together with schema errors: the model resolves, the GPU is known (or given at all), the context fits the
+    model."""
     problems: list[tuple[str, str]] = []
     for i, dep in enumerate(deployments):
         if not isinstance(dep, Mapping):
             continue
         where = f"deployments[{i}]"
+        if dep.get("gpu") is None and dep.get("gpu_memory_gib") is None:
+            problems.append((where, GPU_NEEDED))
         model = dep.get("model")
         arch: ModelArch | None = None
         if isinstance(model, str) and model:
@@ -1895,9 +1903,9 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
         )
         problems += [p for p in whole if p not in problems]  # Config's own run of them, when it got that far
     sized = [(i, d) for i, d in deployments if str(i) not in unsized]
+    problems += [p for p in semantic if p not in problems]  # the schema's own GPU check, when it got that far
     problems += (
-        semantic
-        + platform_problems(raw_deployments if isinstance(raw_deployments, list) else [])
+        platform_problems(raw_deployments if isinstance(raw_deployments, list) else [])
         + _capacity_problems(sized, base_dir)
         + _file_problems(deployments, base_dir)
         + _prometheus_problems(prometheus)

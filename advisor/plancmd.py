@@ -188,7 +188,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _err("plan needs --max-model-len (or --search with the traffic and SLO flags)")
         return 2
     from advisor.capacity.deployment import DeploymentSpec, resolve_deployment, resolve_gpu
-    from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.fixes import fixes, plan_batch_cap, pool_refusal, verdict
     from advisor.capacity.generation import USE_V1_ENV
     from advisor.capacity.hardware import GIB
     from advisor.capacity.kv import (
@@ -338,9 +338,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _encoder_note(inputs)
     out = result.as_dict()
     _gguf_inputs(out, args)
-    # the batch cap moves the pool (vLLM's sampler warm-up is sized by it): say which one the pass took
-    out["inputs"]["max_num_seqs"] = inputs.max_num_seqs
-    out["inputs"]["max_num_seqs_given"] = args.max_num_seqs is not None
+    plan_batch_cap(out, inputs.max_num_seqs, given=args.max_num_seqs is not None)
     out["gpu"] = gpu.name
     out["nvlink_sharp"] = gpu.nvlink_sharp  # unknown part: unknown, not false
     out["tensor_parallel_nodes"] = _tensor_parallel_nodes(gpu.part, inputs.tensor_parallel_size)
@@ -453,16 +451,9 @@ def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> lis
     ``platform_flag`` None where P does not offer it (Bedrock). Always: ``engine_flag``, the fix as vLLM's own flag
     (``plan --tp 2`` is ``--tensor-parallel-size 2`` to vLLM: a fresh user read this command's ``--tp`` as the
     engine's, 2026-12-06)."""
-    from advisor.capacity.hardware import GIB
-    from advisor.engines.flags import flag_for
+    from advisor.engines.flags import fix_engine_flags
 
-    for fix in found:
-        if fix["dial"] is not None:
-            fix["engine_flag"] = flag_for("vllm", fix["dial"], fix["value"])
-        else:  # vLLM takes bytes only: --kv-cache-memory-gib is this command's
-            value = int(fix["value"] * GIB) if fix["flag"] == "--kv-cache-memory-gib" else fix["value"]
-            vllm_flag = "--kv-cache-memory-bytes" if fix["flag"] == "--kv-cache-memory-gib" else fix["flag"]
-            fix["engine_flag"] = f"{vllm_flag} {value}"
+    fix_engine_flags(found)
     if platform is None:
         return found
     from advisor.platforms import FLAG_REASON_KEY, engine_args_in_terms, platform_flag

@@ -1114,7 +1114,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         ApiError: 400 when the model or GPU is unknown or the deployment cannot run.
     """
     from advisor.capacity.deployment import accounting_engine, resolve_deployment, resolve_gpu, spec_from_settings
-    from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.fixes import plan_batch_cap, pool_refusal, verdict
     from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
@@ -1160,6 +1160,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             [{"path": _field_path(str(exc)), "message": str(exc)}],
         ) from None
     out_before = before.as_dict()
+    plan_batch_cap(out_before, inputs.max_num_seqs, given=spec.max_num_seqs is not None)
     out_before["gpu"] = resolved.gpu.name
     out_before["nvlink_sharp"] = resolved.gpu.nvlink_sharp
     out_before["tensor_parallel_nodes"] = tensor_parallel_nodes(resolved.gpu.part, inputs.tensor_parallel_size)
@@ -1171,7 +1172,7 @@ def plan(req: PlanRequest) -> dict[str, Any]:
         out_before["engine"] = inputs.engine
     else:  # would vLLM start, and what fits if not: as `plan --json` says it (advisor.capacity.fixes)
         refusal = pool_refusal(before)
-        out_before.update(verdict(refusal, [] if refusal is None else fixes(spec, resolved.gpu)))
+        out_before.update(verdict(refusal, [] if refusal is None else _fixes(spec, resolved.gpu)))
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -1188,6 +1189,9 @@ def plan(req: PlanRequest) -> dict[str, Any]:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
         else:
             out_after = after.as_dict()
+            plan_batch_cap(
+                out_after, turned_inputs.max_num_seqs, given=spec.max_num_seqs is not None or "max_num_seqs" in changes
+            )
             out_after["gpu"] = out_before["gpu"]
             out_after["nvlink_sharp"] = out_before["nvlink_sharp"]
             tp_after = turned_inputs.tensor_parallel_size
@@ -1199,12 +1203,21 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                 refusal = pool_refusal(after)
                 turned = {f.name for f in dataclasses.fields(spec)}
                 found = (
-                    fixes(dataclasses.replace(spec, **changes), resolved.gpu)
+                    _fixes(dataclasses.replace(spec, **changes), resolved.gpu)
                     if refusal is not None and set(changes) <= turned
                     else []
                 )
                 out_after.update(verdict(refusal, found))
     return _plan_answer(req, out_before, out_after, after_error)
+
+
+def _fixes(spec: Any, gpu: Any) -> list[dict[str, Any]]:
+    """:func:`advisor.capacity.fixes.fixes` with vLLM's own flag beside each (``engine_flag``), as ``plan --json``
+    gives them."""
+    from advisor.capacity.fixes import fixes
+    from advisor.engines.flags import fix_engine_flags
+
+    return fix_engine_flags(fixes(spec, gpu))
 
 
 def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
@@ -1215,14 +1228,14 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
     turn planned from the stated deployment with the dial changed (the one resolver,
     :func:`advisor.capacity.deployment.resolve_deployment`)."""
     from advisor.capacity.deployment import resolve_deployment, resolve_gpu
-    from advisor.capacity.fixes import fixes, pool_refusal, verdict
+    from advisor.capacity.fixes import plan_batch_cap, pool_refusal, verdict
     from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.models import preset_kv_logs
     from advisor.config import context_problem
     from advisor.rules.turns import FIELD_FOR_DIAL
 
     gpu = resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
-    out_before: dict[str, Any] = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, fixes(spec, gpu))}
+    out_before: dict[str, Any] = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, _fixes(spec, gpu))}
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:
@@ -1239,6 +1252,7 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
         else:
             after = resolved.result
             out_after = after.as_dict()
+            plan_batch_cap(out_after, resolved.inputs.max_num_seqs, given=turned.max_num_seqs is not None)
             out_after["gpu"] = resolved.gpu.name
             out_after["nvlink_sharp"] = resolved.gpu.nvlink_sharp
             tp_after = resolved.inputs.tensor_parallel_size
@@ -1246,5 +1260,5 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
             kv_logs = preset_kv_logs(spec.model.name)
             out_after["kv_checked_against_logs"] = None if kv_logs is None else list(kv_logs)
             refusal = pool_refusal(after)
-            out_after.update(verdict(refusal, [] if refusal is None else fixes(turned, resolved.gpu)))
+            out_after.update(verdict(refusal, [] if refusal is None else _fixes(turned, resolved.gpu)))
     return _plan_answer(req, out_before, out_after, after_error)

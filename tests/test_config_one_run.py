@@ -203,3 +203,25 @@ def test_line_of_follows_a_problem_path_down_the_yaml_nodes(path: str, line: int
         "          tpot_seconds: 2}\n"  # 6: a flow mapping on two lines
     )
     assert line_of(yaml.compose(text), path) == line
+
+
+def test_a_missing_gpu_is_said_beside_a_missing_field(tmp_path: Path) -> None:
+    # a fresh user (2026-12-06): "max_model_len: required" first, "set gpu … or gpu_memory_gib" only in a second run
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - name: x\n"
+        "    targets: [http://127.0.0.1:9/metrics]\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n"
+        "    slo: {ttft_seconds: 2, tpot_seconds: 0.1, target_ratio: 0.9}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert ("deployments[0].max_model_len", "required") in err.value.problems
+    assert ("deployments[0]", "set gpu (a catalog name) or gpu_memory_gib") in err.value.problems
+    # the schema's own check says it once, not twice, when it is the only problem
+    path.write_text(path.read_text(encoding="utf-8").replace("    slo:", "    max_model_len: 8192\n    slo:"))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.problems == [("deployments[0]", "set gpu (a catalog name) or gpu_memory_gib")]

@@ -301,3 +301,12 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
             break
         tp *= 2
     return found
+
+
+def plan_batch_cap(out: dict[str, Any], max_num_seqs: int, *, given: bool) -> None:
+    """``plan --json``'s (and ``POST /api/v1/plan``'s) ``inputs.max_num_seqs`` and ``inputs.max_num_seqs_given``: the
+    batch cap the capacity pass took, which moves the pool (vLLM's sampler warm-up is sized by it), and whether it
+    was given or is the engine's default (a fresh user saw ``kv_cache_tokens`` change with ``--max-num-seqs`` while
+    the JSON did not say which cap the default run assumed, 2026-12-06). ``out``: a result's ``as_dict()``."""
+    out["inputs"]["max_num_seqs"] = max_num_seqs
+    out["inputs"]["max_num_seqs_given"] = given
