@@ -344,6 +344,9 @@ class Alternative(BaseModel):
     predicted_effect: dict[str, dict[str, Any]]
     confidence: float
     why_rank: str = Field(description="why it ranks where it does (adds no GPU; closes the gap; lowest risk …)")
+    sufficient: bool | None = Field(
+        default=None, description="the turn alone closes the gap (null: a record written before this was kept)"
+    )
     flag_unavailable_reason: str | None = Field(
         default=None, description="why the platform offers no flag for this dial (only when flag is null)"
     )

@@ -278,6 +278,15 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
             print(f"   [{r['severity']}] {r['summary']}")
             print(f"      flag: {r['flag']}")
             print(f"      {r['description']}")
+            # the other turns, ranked (a fresh user found the one that closes the gap only in --json, 2026-12-06)
+            for a in r.get("alternatives") or []:
+                flag = a.get("flag") or f"not offered: {a.get('flag_unavailable_reason')}"
+                print(
+                    f"      or [{a['rule']}] {a['dial']} {a['current']} → {a['suggested']} ({flag}): "
+                    f"{a.get('why_rank', '')}"
+                )
+            for w in r.get("withheld") or []:
+                print(f"      withheld [{w['rule']}] {w['dial']}: {str(w['reason']).removeprefix('withheld: ')}")
 
 
 def cmd_once(args: argparse.Namespace) -> int:

@@ -342,6 +342,19 @@ def not_enough_alone(evidence: Mapping[str, Any]) -> str:
     return "" if factor is None else f" (alone not enough: the pool must grow ×{factor:.2f})"
 
 
+def closing_alternative(r: Any) -> str:
+    """`` — [queue_growth] replicas 1 → 2 closes the gap`` when the suggested turn alone is not enough
+    (:func:`not_enough_alone`) and an alternative closes the gap alone, the best-ranked such; else ``""``. The one
+    line must not hide the turn that fixes it behind "+4 alternatives" (a fresh user saw "set gpu_memory_utilization
+    0.5 → 0.9 (alone not enough: ×3.21)" while "replicas 1 → 2 … closes the gap" ranked 4th, 2026-12-06)."""
+    if not not_enough_alone(r.evidence):
+        return ""
+    for alt in r.alternatives:
+        if alt.get("sufficient"):
+            return f" — [{alt['rule']}] {alt['dial']} {alt['current']} → {alt['suggested']} closes the gap"
+    return ""
+
+
 def format_transition(t: Transition) -> str:
     """One readable line per incident transition: what, why, the suggested turn with its numbers and flag, and
     how many alternatives and withheld turns ride with it (``(+3 alternatives, 1 withheld)``).
@@ -362,7 +375,8 @@ def format_transition(t: Transition) -> str:
     if t.kind == "updated":
         now = time.strftime("%H:%M:%S", time.localtime(r.updated_at) if r.updated_at is not None else time.localtime())
         return (
-            f"[{now}] UPDATED {r.deployment} {problem}: now {turn}{not_enough_alone(r.evidence)} {extra} "
+            f"[{now}] UPDATED {r.deployment} {problem}: now {turn}{not_enough_alone(r.evidence)}"
+            f"{closing_alternative(r)} {extra} "
             f"({t.reason}; still open, id {r.id})"
         )
     effects = "; ".join(
@@ -370,7 +384,8 @@ def format_transition(t: Transition) -> str:
         for k, v in list(r.predicted_effect.items())[:3]
     )
     return (
-        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn}{not_enough_alone(r.evidence)} {extra}"
+        f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn}{not_enough_alone(r.evidence)}"
+        f"{closing_alternative(r)} {extra}"
         f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)}"
         f" | confidence {r.confidence:.2f} | id {r.id}"
     )

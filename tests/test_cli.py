@@ -626,3 +626,33 @@ def test_once_text_prints_token_counts_with_separators(capsys: pytest.CaptureFix
     )
     line = capsys.readouterr().out.splitlines()[1]
     assert line == "   model m; KV usage 96.8% of 190,560 tokens; running 12, waiting 0.5; goodput unknown"
+
+
+def test_once_text_prints_every_alternative_and_withheld_turn(capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh user (2026-12-06) saw one turn of five in ``once``'s text: the one that closed the gap was only in
+    --json. Each alternative is a line with its flag and why it ranks there; each withheld turn with its reason."""
+    from advisor.cli import _print_human
+
+    rec = {
+        "severity": "warning",
+        "summary": "s",
+        "flag": "--gpu-memory-utilization 0.9",
+        "description": "d",
+        "alternatives": [
+            {"rule": "queue_growth", "dial": "replicas", "current": 1, "suggested": 2, "flag": "kubectl scale x",
+             "why_rank": "adds 1 GPU; closes the gap"},
+            {"rule": "kv_saturation", "dial": "kv_cache_dtype", "current": "auto", "suggested": "fp8", "flag": None,
+             "flag_unavailable_reason": "Bedrock sets it", "why_rank": "adds no GPU"},
+        ],
+        "withheld": [{"rule": "weights_crowd", "dial": "tensor_parallel_size", "reason": "withheld: TPOT is met"}],
+    }  # fmt: skip
+    snapshot = {"model": "m", "kv_cache_usage_ratio": None, "kv_cache_capacity_tokens": None}
+    snapshot |= {"requests_running": 1.0, "requests_waiting": 0.0, "goodput_ratio": None}
+    _print_human(
+        [{"name": "d", "engine": "vllm", "state": "fresh", "snapshot": snapshot, "targets": [], "rules": [],
+          "recommendations": [rec]}]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "      or [queue_growth] replicas 1 → 2 (kubectl scale x): adds 1 GPU; closes the gap" in out, out
+    assert "      or [kv_saturation] kv_cache_dtype auto → fp8 (not offered: Bedrock sets it): adds no GPU" in out, out
+    assert "      withheld [weights_crowd] tensor_parallel_size: TPOT is met" in out, out

@@ -381,3 +381,24 @@ def test_a_turn_that_is_not_enough_alone_says_so_on_its_console_line() -> None:
         compact_transition(Transition("opened", _rec("chat-8b"))),
     ):
         assert "alone not enough" not in line
+
+
+def test_a_turn_not_enough_alone_names_the_alternative_that_closes_the_gap() -> None:
+    """A fresh user (2026-12-06) saw "gpu_memory_utilization 0.5 → 0.9 (alone not enough: ×3.21)" while "replicas
+    1 → 2 … closes the gap" ranked 4th and was printed nowhere but in --json: the console line names the
+    best-ranked alternative that closes the gap; none is named beside a turn that is enough, or when none closes it."""
+    from advisor.rules.lifecycle import Transition
+    from advisor.service import format_transition
+
+    alts = (
+        {"rule": "kv_saturation", "dial": "kv_cache_dtype", "current": "auto", "suggested": "fp8", "sufficient": False},
+        {"rule": "queue_growth", "dial": "replicas", "current": 1, "suggested": 2, "sufficient": True},
+        {"rule": "goodput_below_target", "dial": "replicas", "current": 1, "suggested": 3, "sufficient": True},
+    )
+    base = _rec("chat-8b")
+    short = dataclasses.replace(base, evidence={**base.evidence, "pool_factor_needed": 3.21}, alternatives=alts)
+    line = format_transition(Transition("opened", short))
+    assert "(alone not enough: the pool must grow ×3.21) — [queue_growth] replicas 1 → 2 closes the gap" in line, line
+    assert "closes the gap" not in format_transition(Transition("opened", dataclasses.replace(base, alternatives=alts)))
+    none = dataclasses.replace(short, alternatives=alts[:1])
+    assert "closes the gap" not in format_transition(Transition("updated", none))

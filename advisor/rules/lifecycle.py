@@ -1017,6 +1017,7 @@ def _alternative(t: _Turn) -> dict[str, Any]:
         "predicted_effect": {k: dict(v) for k, v in p.predicted_effect.items()},
         "confidence": p.confidence,
         "why_rank": why_rank(p, t.gpus),
+        "sufficient": p.sufficient,
         **({FLAG_REASON_KEY: p.evidence.get(FLAG_REASON_KEY)} if p.flag is None else {}),
     }
 
