@@ -428,7 +428,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         svc,
         registry,
         args.listen,
-        on_listening=lambda url: logging.getLogger("advisor").info("serving %s/metrics and %s/", url, url),
+        on_listening=lambda url: logging.getLogger("advisor").info(
+            "serving %s/metrics and the status page %s/; watching %d deployment(s), %d configured target(s) every "
+            "%gs. A recommendation prints here once its rule's condition has held for its for-duration (a minute or "
+            "two by default); until then the status page shows each rule's reading",
+            url,
+            url,
+            len(cfg.deployments),
+            sum(len(d.targets) for d in cfg.deployments),
+            cfg.scrape_interval,
+        ),
         config_path=Path(args.config),
         web_config=args.web_config_file,
         enable_lifecycle=args.web_enable_lifecycle,
