@@ -53,7 +53,7 @@ from advisor.rules.common import (
     turn_gpus_added,
 )
 from advisor.rules.flags import flag_for
-from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, size_replicas
+from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld, arrival_rate, size_replicas
 from advisor.rules.turns import effect
 from advisor.telemetry import summarize
 
@@ -330,6 +330,7 @@ class GoodputRule:
         out: list[Proposal] = []
         if knee is not None and knee < batch:
             knee_tpot = model.tpot_seconds(inputs, gpu, knee, context)
+            alone = _cap_serves_the_load(ev, knee / batch * now_tpot / max(knee_tpot, 1e-9))
             out.append(
                 Proposal(
                     rule=self.id,
@@ -349,7 +350,7 @@ class GoodputRule:
                         f"the {model.label} roofline gives "
                         f"~{now_tpot * 1000:.0f} ms at {batch:.0f} and "
                         f"~{knee_tpot * 1000:.0f} ms at {knee}. Cap the batch there and add replicas for the rest "
-                        "of the load."
+                        "of the load." + ("" if alone.sufficient else f" {alone.why}")
                     ),
                     predicted_effect={
                         "tpot_seconds": effect(now_tpot, knee_tpot),
@@ -362,7 +363,7 @@ class GoodputRule:
                         **({"batch_per_rank": round(batch, 2), "data_parallel_ranks": ranks} if ranks > 1 else {}),
                     },
                     score=now_tpot / max(knee_tpot, 1e-9),
-                    sufficient=True,
+                    sufficient=alone.sufficient,
                     cost=1.0,
                     gpus_added=0.0,
                 )
@@ -439,6 +440,45 @@ class GoodputRule:
                 )
             )
         return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CapAlone:
+    """Whether a batch cap alone carries the load (``sufficient``), and why not in one sentence (``why``)."""
+
+    sufficient: bool
+    why: str
+
+
+def _cap_serves_the_load(ev: Evaluation, ratio: float) -> _CapAlone:
+    """Whether a replica capped at the TPOT knee still serves the load: its completions scale by ``ratio`` (the
+    capped batch ÷ today's × today's TPOT ÷ the capped one: Little's law, a request holds its slot for its decode),
+    against the window's arrival rate where it is measured (:func:`advisor.rules.replicas.arrival_rate`, not over a
+    history too short for one), else against today's completions while requests wait (a cap that completes fewer
+    with a queue lets it grow). The cap closes the TPOT gap, not the load's: at 400 running and 600 waiting a cap of
+    39 completes a fifth of what runs today (field-state round 45, llm-d/llm-d-batch-gateway#491, where it ranked
+    first as "closes the gap")."""
+    s = ev.stats
+    done = s.requests_finished_per_second if s is not None else None
+    flow = arrival_rate(s) if s is not None else None
+    arriving = flow[0] if flow is not None and arrival_history_withheld(ev) is None else None
+    if done and arriving is not None:
+        served = done * ratio
+        if served >= arriving:
+            return _CapAlone(True, "")
+        return _CapAlone(
+            False,
+            f"Alone the cap completes ~{served:.2f} requests/s against {arriving:.2f} arriving: the queue grows "
+            "until the replicas are added.",
+        )
+    waiting = (s.requests_waiting or 0.0) if s is not None else 0.0
+    if ratio < 1 and waiting > 0:
+        return _CapAlone(
+            False,
+            f"Alone the cap completes ~{ratio:.0%} of today's requests/s with {waiting:,.0f} waiting: the queue grows "
+            "until the replicas are added.",
+        )
+    return _CapAlone(True, "")
 
 
 def _chunking_already(ev: Evaluation) -> str | None:

@@ -136,6 +136,19 @@ def test_tpot_past_the_knee_caps_max_num_seqs() -> None:
     assert p.predicted_effect["tpot_seconds"] == {"before": 0.0271, "after": 0.0199}
 
 
+def test_the_knee_cap_closes_the_gap_alone_only_if_it_still_serves_the_load() -> None:
+    # the knee of the test above: 200 → 132 at 27.13 → 19.95 ms; a replica then completes 132/200 × 27.13/19.95
+    # = 0.8975 of today's requests/s. Nothing waiting: the TPOT gap is the gap, the cap closes it
+    base = dict(dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0, **requests(100))
+    (idle,) = RULE.propose(ev(**base, requests_waiting=0))
+    assert idle.sufficient is True
+    # 300 waiting (field-state round 45, llm-d/llm-d-batch-gateway#491: 400 running, 600 waiting, a cap of 39 ranked
+    # first as "closes the gap"): completing ~90 % of today with a queue lets it grow — not alone
+    (queued,) = RULE.propose(ev(**base, requests_waiting=300))
+    assert queued.sufficient is False
+    assert "~90% of today's requests/s with 300 waiting" in queued.description, queued.description
+
+
 def test_tpot_knee_effect_starts_from_the_configured_max_num_seqs() -> None:
     e = ev(dep=TIGHT, goodput=good(1.0, 0.3), requests_running=200, kv_cache_usage_ratio=1.0, **requests(100))
     (p,) = RULE.propose(e)
