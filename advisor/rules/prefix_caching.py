@@ -1,15 +1,16 @@
 """Rule ``prefix_caching_off``: long prompts re-prefilled on a vLLM engine whose prefix cache is off.
 
 Fires on a vLLM V1 engine that runs with automatic prefix caching off (``vllm:cache_config_info``
-``enable_prefix_caching="False"``, or ``enable_prefix_caching: false`` in the deployment) while its requests'
-TTFT misses the target *after* their queue wait, and their prompts are long (at least :data:`LONG_PROMPT_TOKENS` on
-average): the time to the first token is the prompt's own prefill. With the cache off the engine prefills every
-prompt whole, the part an earlier request already computed too — a multi-turn chat or an agent re-sends its whole
-history each turn, a shared system prompt is prefilled per request. With it on, vLLM reuses the blocks of the
-longest cached prefix and prefills only the rest (``vllm/v1/core/kv_cache_manager.py`` ``get_computed_blocks``):
-syv-ai/qwen38-27b-rtx3090#6 measured a coding agent's ~20K-token turn at 16.7 s cold and 1.0–1.2 s with its prefix
-cached (14×, no GPU added), where a second GPU for TP would at best halve the 16.7 s; rwlove/home-ops#13384 an agent
-loop re-prefilling 96K tokens a step at 9.9K tokens/s because fp8 KV had turned the cache off.
+``enable_prefix_caching="False"``, or ``enable_prefix_caching: false`` in the deployment) while its requests' TTFT
+misses the target *after* their queue wait (and the wait is the smaller part), and their prompts are long (at least
+:data:`LONG_PROMPT_TOKENS` on average): the time to the first token is the prompt's own prefill. With the cache off the
+engine prefills every prompt whole, the part an earlier request already computed too — a multi-turn chat or an agent
+re-sends its whole history each turn, a shared system prompt is prefilled per request. With it on, vLLM reuses the
+blocks of the longest cached prefix and prefills only the rest (``vllm/v1/core/kv_cache_manager.py``
+``get_computed_blocks``): syv-ai/qwen38-27b-rtx3090#6 measured a coding agent's ~20K-token turn at 16.7 s cold and
+1.0–1.2 s with its prefix cached (14×, no GPU added), where a second GPU for TP would at best halve the 16.7 s;
+rwlove/home-ops#13384 an agent loop re-prefilling 96K tokens a step at 9.9K tokens/s because fp8 KV had turned the cache
+off.
 
 The measurement is the window's (TTFT, queue-time and prompt-length histograms, at least :data:`MIN_REQUESTS`
 observed in it) or, when the window observed fewer (a single user's long turns), the engines' since they started
@@ -175,6 +176,16 @@ class PrefixCachingRule:
                 f"TTFT past the queue averages {past_queue:.2f} s, within the {target:g} s target ({m.over})",
                 evidence,
             )
+        if m.queue > past_queue:
+            # the wait for admission holds most of the TTFT: the pool or the slots are what binds (the saturation
+            # rules'), and a cache that shortens the prefill leaves the queue (the demo's saturated pool: 30.8 s
+            # queued beside 3.5 s past the queue got "turn prefix caching on" as its first turn)
+            return (
+                False,
+                f"requests wait {m.queue:.2f} s in the queue beside {past_queue:.2f} s past it ({m.over}): the queue, "
+                "not the prefill, holds the TTFT",
+                evidence,
+            )
         return (
             True,
             f"prefix caching is off ({source}) and prompts of ~{m.prompt:,.0f} tokens take {past_queue:.2f} s to "
@@ -279,7 +290,9 @@ class PrefixCachingRule:
                 predicted_effect=predicted,
                 evidence=evidence,
                 score=2.0,
-                sufficient=True,
+                # how much of the prefill it removes is the prompts' shared share, which no counter measures while
+                # the cache is off: never claimed to close the gap alone
+                sufficient=False,
                 cost=1.0,
                 withheld=withheld,
                 gpus_added=0.0,

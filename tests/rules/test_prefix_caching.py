@@ -54,6 +54,7 @@ def test_an_agents_long_turns_with_the_cache_off_get_it_turned_on() -> None:
     assert (p.dial, p.action, p.current, p.suggested) == (c.DIAL_PREFIX_CACHING, "enable", False, True)
     assert p.flag == "--enable-prefix-caching"
     assert p.gpus_added == 0.0 and p.withheld is None  # no GPU in the context: the prefill is not priced
+    assert p.sufficient is False  # the prompts' shared share is not measured while the cache is off
     assert p.predicted_effect["ttft_seconds"] == {"before": 16.7, "after": None}  # the hit rate cannot be known
 
 
@@ -71,6 +72,9 @@ def test_no_turn_where_the_cache_is_on_the_prompts_short_or_the_queue_holds_the_
     assert RULE.fires(_ev(life=_life(prompt=600.0))).holds is False
     # TTFT 9 s of which 6 s queued: 3 s past the queue meets the 5 s target (queue_growth's, not a cache's)
     assert RULE.fires(_ev(life=_life(ttft=9.0, queue=6.0))).holds is False
+    # the demo's saturated pool (CI 60): 31 s queued beside 3.5 s past the queue, over a 2.5 s target — the queue,
+    # not the prefill, holds the TTFT; "turn prefix caching on" had become the incident's first turn
+    assert RULE.fires(_ev(life=_life(ttft=34.5, queue=31.0, prompt=6_000.0))).holds is False
     # the queue time unknown: whether the prefill holds the TTFT cannot be told
     assert RULE.fires(_ev(life=_life(queue=None))).holds is None
 
