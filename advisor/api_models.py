@@ -123,6 +123,9 @@ class PlanDeployment(_Strict):
     enable_chunked_prefill: bool | None = Field(
         default=None, strict=True, description="vLLM --[no-]enable-chunked-prefill (default: the engine's rule)"
     )
+    enable_prefix_caching: bool | None = Field(
+        default=None, strict=True, description="vLLM --[no-]enable-prefix-caching (default: the engine's rule)"
+    )
     vllm_use_v1: bool | None = Field(
         default=None, strict=True, description="vLLM VLLM_USE_V1 on 0.8-0.10 (default: the engine's own rule)"
     )

@@ -236,14 +236,17 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
     """``once``'s text: per deployment its state, and when the data is not fresh the state's reason once (the
     rules it kept from running folded into one line, not one "not evaluated" line each); a target down whose
     error the state's reason does not already say; ``notes`` (deployment name → one line, e.g.
-    :func:`advisor.inspect.model_label_note`); the rules that ran and the recommendations."""
+    :func:`advisor.inspect.model_label_note`); the rules that ran and the recommendations. Every line goes through
+    :func:`_say`: model labels, reasons and errors come from the engines' pages (breaker 11: a model label's ESC and
+    BEL bytes reached the terminal raw)."""
     from advisor.conventions import STATE_FRESH
+    from advisor.platforms import flag_text
     from advisor.rules.lifecycle import NOT_EVALUATED
 
     for d in result_dicts:
         s = d["snapshot"]
         why = s.get("state_reason") if d["state"] != STATE_FRESH else None
-        print(f"== {d['name']} ({d['engine']}) — {d['state']}" + (f": {why}" if why else ""))
+        _say(f"== {d['name']} ({d['engine']}) — {d['state']}" + (f": {why}" if why else ""))
 
         def fmt(v: Any, pct: bool = False) -> str:
             if v is None:
@@ -254,39 +257,39 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
                 return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
             return f"{int(v):,}" if isinstance(v, (int, float)) else str(v)
 
-        print(
+        _say(
             f"   model {s.get('model') or 'unknown'}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
             f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
             f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}"
         )
         note = (notes or {}).get(d["name"])
         if note:
-            print(f"   warning: {note}")
+            _say(f"   warning: {note}")
         for t in d["targets"]:
             if not t["up"] and not (why and t["error"] and t["error"] in why and len(d["targets"]) == 1):
-                print(f"   target {t['target']} DOWN: {t['error_reason']} — {t['error']}")
+                _say(f"   target {t['target']} DOWN: {t['error_reason']} — {t['error']}")
         skipped = [r for r in d["rules"] if r["state"] == "unknown" and r["reason"].startswith(NOT_EVALUATED)]
         for r in d["rules"]:
             if r not in skipped:
-                print(f"   rule {r['rule']}: {r['state']} — {r['reason']}")
+                _say(f"   rule {r['rule']}: {r['state']} — {r['reason']}")
         if skipped:
-            print(f"   {len(skipped)} rules not evaluated: the data is {d['state']}")
+            _say(f"   {len(skipped)} rules not evaluated: the data is {d['state']}")
         recs = d["recommendations"]
         if not recs:
-            print("   no recommendation")
+            _say("   no recommendation")
         for r in recs:
-            print(f"   [{r['severity']}] {r['summary']}")
-            print(f"      flag: {r['flag']}")
-            print(f"      {r['description']}")
+            _say(f"   [{r['severity']}] {r['summary']}")
+            _say(f"      flag: {flag_text(r['flag'], r.get('evidence') or {})}")
+            _say(f"      {r['description']}")
             # the other turns, ranked (a fresh user found the one that closes the gap only in --json, 2026-12-06)
             for a in r.get("alternatives") or []:
                 flag = a.get("flag") or f"not offered: {a.get('flag_unavailable_reason')}"
-                print(
+                _say(
                     f"      or [{a['rule']}] {a['dial']} {a['current']} → {a['suggested']} ({flag}): "
                     f"{a.get('why_rank', '')}"
                 )
             for w in r.get("withheld") or []:
-                print(f"      withheld [{w['rule']}] {w['dial']}: {str(w['reason']).removeprefix('withheld: ')}")
+                _say(f"      withheld [{w['rule']}] {w['dial']}: {str(w['reason']).removeprefix('withheld: ')}")
 
 
 def cmd_once(args: argparse.Namespace) -> int:
@@ -517,7 +520,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def _say(text: str) -> None:
     """Print one line of ``inspect``'s text: the model names, errors and hints in it come from the target's page, so
     control characters are escaped (:func:`advisor.redact.escape_controls`; a label value could otherwise set the
-    terminal's title or colours, as ``once`` and the log already escape)."""
+    terminal's title or colours; ``once``'s text and the log escape too)."""
     from advisor.redact import escape_controls
 
     print(escape_controls(text))

@@ -288,6 +288,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "pipeline_parallel_size": ("vllm", "dynamo", "auto"),
     "enforce_eager": ("vllm", "dynamo", "auto"),
     "enable_chunked_prefill": ("vllm", "dynamo", "auto"),
+    "enable_prefix_caching": ("vllm", "dynamo", "auto"),
     "vllm_use_v1": ("vllm", "dynamo", "auto"),
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
@@ -496,6 +497,12 @@ class Deployment(_Strict):
         strict=True,
         description="vLLM --enable-chunked-prefill (true) / --no-enable-chunked-prefill (false); unset: the "
         "engine's rule for its version",
+    )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        strict=True,
+        description="vLLM --enable-prefix-caching (true) / --no-enable-prefix-caching (false); unset: the engine's "
+        "rule for its version and model (the engine's cache_config_info says what runs, and wins)",
     )
     vllm_use_v1: bool | None = Field(
         default=None,

@@ -656,3 +656,31 @@ def test_once_text_prints_every_alternative_and_withheld_turn(capsys: pytest.Cap
     assert "      or [queue_growth] replicas 1 → 2 (kubectl scale x): adds 1 GPU; closes the gap" in out, out
     assert "      or [kv_saturation] kv_cache_dtype auto → fp8 (not offered: Bedrock sets it): adds no GPU" in out, out
     assert "      withheld [weights_crowd] tensor_parallel_size: TPOT is met" in out, out
+
+
+def test_once_text_escapes_control_characters_and_says_why_a_flag_is_not_offered(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Breaker 11: a model label's ESC and BEL bytes (``/models/\\x1b]0;pwned\\x07``) reached the terminal raw through
+    ``once``'s text (they set its title and cleared the screen); and a platform without the flag printed "flag:
+    None"."""
+    from advisor.cli import _print_human
+
+    label = "/models/\x1b]0;pwned\x07\x1b[2J/Qwen2.5-7B-Instruct"
+    rec = {
+        "severity": "warning",
+        "summary": f"the engine serves {label}",
+        "flag": None,
+        "evidence": {"flag_unavailable_reason": "Amazon Bedrock serves the model itself"},
+        "description": f"d {label}",
+    }
+    snapshot = {"model": label, "kv_cache_usage_ratio": None, "kv_cache_capacity_tokens": None}
+    snapshot |= {"requests_running": 1.0, "requests_waiting": 0.0, "goodput_ratio": None}
+    rules = [{"rule": "model_drift", "state": "firing", "reason": f"the engine serves {label}"}]
+    _print_human(
+        [{"name": "d", "engine": "vllm", "state": "fresh", "snapshot": snapshot, "targets": [], "rules": rules,
+          "recommendations": [rec]}]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "flag: None" not in out and "Amazon Bedrock serves the model itself" in out, out

@@ -218,6 +218,7 @@ _STATED: tuple[str, ...] = (
     "pipeline_parallel_size",
     "enforce_eager",
     "enable_chunked_prefill",
+    "enable_prefix_caching",
     "vllm_use_v1",
 )
 """The settings a deployment (config or API request) states under the same names as :class:`DeploymentSpec`."""

@@ -141,7 +141,9 @@ class LlamaCppAdapter(TableAdapter):
             snap,
             generation_seconds_total=generation,
             prompt_seconds_total=prompt,
-            longest_sequence_tokens=longest if longest is not None and math.isfinite(longest) else None,
+            # a length is a positive count: 0 (nothing served yet) or a negative reading is unknown (breaker 11: -100
+            # read as a measured length silenced the unified-cells check)
+            longest_sequence_tokens=longest if longest is not None and math.isfinite(longest) and longest > 0 else None,
         )
 
     def count(self, field: str, scope: Scope, ranks: Sequence[str]) -> tuple[Mapping[str, float | None], float | None]:

@@ -269,6 +269,12 @@ def turn_gpus_added(ev: Evaluation, after: CapacityInputs) -> float:
     return float(max(0, gpus_per_replica(ev, after) - gpus_per_replica(ev)) * max(ev.ctx.replicas, 1))
 
 
+UNIFIED_CELLS_FILL_MAX: Final = 0.9
+"""The share of a llama.cpp unified cache (``--kv-unified``) that ``--parallel`` slots may fill at the longest
+sequence measured: ``pool_context`` reads the slots' oversubscription as no incident while slots × longest stays
+within it, and ``seq_cap`` never raises the slots past it, so neither rule's turn makes the other fire (breaker 11:
+--parallel 61 proposed on 131,072 cells, then 'cap each request at 2,048' at 61). llama.cpp aborts running
+generations when unified cells run out (``tools/server/server.cpp``), so the cells keep a tenth spare."""
 CAP_TAIL_FACTOR = 8.0
 """How far above the observed mean request length a *preventive* context cap (``pool_context``: reject what the
 pool can never hold) may sit before the observed traffic contradicts it. Request lengths are long-tailed and the

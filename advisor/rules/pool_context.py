@@ -51,6 +51,7 @@ from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     CAP_TAIL_FACTOR,
+    UNIFIED_CELLS_FILL_MAX,
     anchored,
     confidence,
     context_cap_withheld,
@@ -88,26 +89,26 @@ def _unified_share_unreached(ev: Evaluation, evidence: dict[str, Any]) -> str | 
     """Why ``--parallel`` unified slots × max-model-len beyond the cells is no hazard measured, or None.
 
     The oversubscription is a preventive reading: slots that may each grow to max-model-len. Its falsifier is the
-    length the slots actually reach: when the longest measured (llama.cpp ``n_tokens_max``, the longest sequence held
-    since start, or the observed request length) × :data:`advisor.rules.common.CAP_TAIL_FACTOR` stays within each
-    slot's share of the cells, the cells have never come near running out, and llama-server's own default (4 slots
-    sharing ``--ctx-size`` cells, ``tools/server/server.cpp``) is not an incident. Unknown length → None. Without the
-    falsifier every default llama-server read as saturated, and its fire superseded ``seq_cap`` while 28 requests
-    waited for one of 4 slots on a cache 1.5 % used (Mesh-LLM/mesh-llm#1973)."""
+    length the slots actually reach: when every slot at the longest measured (llama.cpp ``n_tokens_max``, the longest
+    sequence held since start, or the observed request length) fits :data:`advisor.rules.common.UNIFIED_CELLS_FILL_MAX`
+    of the cells, the cells have never come near running out, and llama-server's own default (4 slots sharing
+    ``--ctx-size`` cells, ``tools/server/server.cpp``) is not an incident. The same bound caps ``seq_cap``'s raise of
+    unified slots. Unknown length → None. Without the falsifier every default llama-server read as saturated, and its
+    fire superseded ``seq_cap`` while 28 requests waited for one of 4 slots on a cache 1.5 % used
+    (Mesh-LLM/mesh-llm#1973)."""
     slots = evidence.get("unified_slots")
     pool = evidence.get("kv_cache_capacity_tokens")
-    measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v]
+    measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v and v > 0]
     if not slots or not pool or not measured:
         return None
-    longest, share = max(measured), float(pool) / slots
-    if longest * CAP_TAIL_FACTOR > share:
+    longest = max(measured)
+    if slots * longest > UNIFIED_CELLS_FILL_MAX * float(pool):
         return None
     evidence["request_tokens_longest_measured"] = round(longest)
     return (
         f"{slots} unified slots × max-model-len {evidence['max_model_len']:,} exceed the {pool:,.0f} shared cells, "
-        f"but the longest sequence measured ({longest:,.0f} tokens, ×{CAP_TAIL_FACTOR:g} = "
-        f"{longest * CAP_TAIL_FACTOR:,.0f}) stays within each slot's share ({share:,.0f}): the cells have not come "
-        "near running out"
+        f"but {slots} sequences of the longest measured ({longest:,.0f} tokens) fill "
+        f"{percent(slots * longest / float(pool))} of them: the cells have not come near running out"
     )
 
 

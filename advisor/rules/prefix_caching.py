@@ -34,12 +34,14 @@ default and no page they serve says whether they run.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.generation import parse_version
 from advisor.capacity.kv import capacity_pass
 from advisor.capacity.kvlayout import HYBRID_PREFIX_CACHING_DEFAULT_SINCE
+from advisor.domain import Histogram
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, latency_model, percent
@@ -68,28 +70,33 @@ class _Prefill:
     over: str
 
 
+def _mean(h: Histogram | None) -> float | None:
+    """A window histogram's sum ÷ count; ``None`` when absent, empty, or its sum is not a finite non-negative number
+    (a page's impossible sum is unknown, never negative seconds)."""
+    if h is None or not h.count > 0 or not math.isfinite(h.sum) or h.sum < 0 or not math.isfinite(h.count):
+        return None
+    return h.sum / h.count
+
+
 def _measured(ev: Evaluation) -> _Prefill | None:
-    """The window's means where its TTFT histogram observed at least :data:`MIN_REQUESTS`, else the engines' since
-    they started; ``None`` when neither is known."""
+    """The window's TTFT and queue means where its TTFT histogram observed at least :data:`MIN_REQUESTS` and every
+    answering engine exposes a queue-time histogram (else the queue mean would be over some engines' requests and the
+    TTFT over all: known from :attr:`~advisor.rules.base.Evaluation.lifetime_prefill`, which is unknown unless every
+    engine has one), else the engines' means since they started; ``None`` when neither is known. The prompt length is
+    always the engines' per-request histogram since start, never the window's counters (prompt tokens are counted at
+    prefill, requests at their end: a window where requests start faster than they finish inflates their quotient;
+    breaker 11: 600-token prompts read as 18,000)."""
     s = ev.stats
-    if s is not None and s.ttft is not None and s.ttft.count >= MIN_REQUESTS:
-        queue = s.queue_time.sum / s.queue_time.count if s.queue_time is not None and s.queue_time.count else None
-        prompt = (
-            s.prompt_tokens_per_second / s.requests_finished_per_second
-            if s.prompt_tokens_per_second is not None and s.requests_finished_per_second
-            else None
-        )
-        return _Prefill(s.ttft.sum / s.ttft.count, queue, prompt, s.ttft.count, "the window")
     life = ev.lifetime_prefill
+    window = _mean(s.ttft) if s is not None and s.ttft is not None and s.ttft.count >= MIN_REQUESTS else None
+    queue = _mean(s.queue_time) if s is not None else None
+    prompt = life.prompt_tokens_mean if life is not None else None
+    every_queue = life is not None and life.queue_seconds_mean is not None
+    if s is not None and s.ttft is not None and window is not None and queue is not None and every_queue:
+        return _Prefill(window, queue, prompt, s.ttft.count, "the window")
     if life is None:
         return None
-    return _Prefill(
-        life.ttft_seconds_mean,
-        life.queue_seconds_mean,
-        life.prompt_tokens_mean,
-        life.requests,
-        "since the engines started",
-    )
+    return _Prefill(life.ttft_seconds_mean, life.queue_seconds_mean, prompt, life.requests, "since the engines started")
 
 
 def caching_state(ev: Evaluation) -> tuple[bool | None, str]:
@@ -152,7 +159,11 @@ class PrefixCachingRule:
             return None, "no TTFT target", evidence
         m = _measured(ev)
         if m is None:
-            return None, f"TTFT unknown (fewer than {MIN_REQUESTS} requests observed)", evidence
+            return (
+                None,
+                f"TTFT unknown (fewer than {MIN_REQUESTS} requests observed, or the TTFT histograms unreadable)",
+                evidence,
+            )
         evidence |= {
             "ttft_mean_seconds": round(m.ttft, 4),
             "queue_mean_seconds": None if m.queue is None else round(m.queue, 4),

@@ -63,6 +63,7 @@ from advisor.engines.catalog import running_cap_slack
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
+    UNIFIED_CELLS_FILL_MAX,
     confidence,
     count,
     data_parallel_ranks,
@@ -319,12 +320,13 @@ class SeqCapRule:
         cells = ev.ctx.capacity.kv_cache_tokens or 0
         demand = math.ceil((s.requests_running + (s.requests_waiting or 0)) / max(ev.replicas_up, 1))
         bounds: dict[str, Any] = {"demand_per_replica": demand, "unified_cells": cells}
-        measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v]
+        measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v and v > 0]
         if cells <= 0 or not measured:
             bounds["request_tokens_unknown"] = True
             return None, bounds
         length = max(measured)
-        fit = int(self.max_usage_after * cells // length)
+        # never past pool_context's bound for unified slots, so its check does not fire on the raise
+        fit = int(min(self.max_usage_after, UNIFIED_CELLS_FILL_MAX) * cells // length)
         bounds |= {"request_tokens_longest_measured": round(length), "slots_the_cells_hold": fit}
         return _llamacpp_bounded(ev, slots, min(demand, fit), length / 2, bounds), bounds
 
@@ -362,7 +364,7 @@ class SeqCapRule:
                     f"{new} requests of the longest length measured ({length:,} tokens, the longest sequence held "
                     f"since start or the observed request length) fill {percent(new * length / cells)} of them, so "
                     f"--ctx-size stays ({bounds['slots_the_cells_hold']} such requests fit at "
-                    f"{percent(self.max_usage_after)} of the cells"
+                    f"{percent(min(self.max_usage_after, UNIFIED_CELLS_FILL_MAX))} of the cells"
                     + knee
                     + limit
                     + "). Keep --kv-unified on the command line: llama-server shares the cells by itself only when "

@@ -111,8 +111,8 @@ def test_withheld_where_the_prefill_explains_a_small_share_of_the_ttft() -> None
 
 
 def test_the_window_is_read_when_it_observed_twenty_requests() -> None:
-    # the window: 30 requests at 1.2 s mean TTFT (0.1 s queued), 3,000-token prompts; since start: 16.7 s. The
-    # window's 1.1 s past the queue meets 5 s: the since-start means, from a heavier past, are not read
+    # the window: 30 requests at 1.2 s mean TTFT (0.1 s queued); since start: 16.7 s. The window's 1.1 s past the
+    # queue meets 5 s: the since-start means, from a heavier past, are not read (the prompt length is since start's)
     e = _ev()
     stats = dataclasses.replace(
         e.stats,
@@ -123,6 +123,34 @@ def test_the_window_is_read_when_it_observed_twenty_requests() -> None:
     )
     cond = RULE.fires(dataclasses.replace(e, stats=stats))
     assert cond.holds is False and "the window" in cond.reason, cond.reason
+
+
+def test_the_window_never_takes_its_prompt_length_from_the_counters() -> None:
+    # breaker 11: 30 requests reached their first token (+30 × 600 prompt tokens) while 1 finished: the counters'
+    # quotient read 18,000-token prompts. The length is the per-request histogram's since start: 600
+    e = _ev(life=_life(ttft=3.0, queue=0.05, prompt=600.0), slo=SLOTargets(2.0, 0.1, 0.9))
+    stats = dataclasses.replace(
+        e.stats,
+        ttft=hist((5.0, 30.0), total_sum=90.0),
+        queue_time=hist((1.0, 30.0), total_sum=1.5),
+        prompt_tokens_per_second=18_000.0,
+        requests_finished_per_second=1.0,
+    )
+    cond = RULE.fires(dataclasses.replace(e, stats=stats))
+    assert cond.holds is False and "600 tokens" in cond.reason, cond.reason
+
+
+def test_the_window_is_not_read_unless_every_engine_times_its_queue() -> None:
+    # breaker 11: one replica without a queue histogram; the window's TTFT covers both, its queue one. The lifetime
+    # queue mean is unknown then (a target lacks it), and so is the reading
+    e = _ev(life=_life(queue=None))
+    stats = dataclasses.replace(
+        e.stats, ttft=hist((10.0, 60.0), total_sum=315.0), queue_time=hist((1.0, 30.0), total_sum=0.3)
+    )
+    assert RULE.fires(dataclasses.replace(e, stats=stats)).holds is None
+    # a negative sum on the page is unknown, not negative seconds
+    bad = dataclasses.replace(e.stats, ttft=hist((10.0, 60.0), total_sum=-5000.0))
+    assert RULE.fires(dataclasses.replace(_ev(life=_life(queue=None)), stats=bad)).holds is None
 
 
 def _snap(ttft: Histogram | None, queue: Histogram | None, prompt: tuple[float, float] | None) -> EngineSnapshot:

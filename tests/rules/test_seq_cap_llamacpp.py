@@ -174,3 +174,29 @@ def test_split_slots_share_their_cells_where_that_holds_as_many_slots() -> None:
     long = dataclasses.replace(_ev(_dep()), longest_sequence_tokens=3_000.0)
     (q,) = SeqCapRule().propose(long)
     assert q.flag == f"--parallel {q.suggested} --ctx-size {q.suggested * SLOT}"
+
+
+def test_the_unified_raise_never_makes_pool_context_fire_on_it() -> None:
+    # breaker 11: '--parallel 61 --kv-unified' on 131,072 cells, then pool_context 'cap each request at 2,048' at 61.
+    # One split slot of 4,096 cells, 1 running + 5 deferred, longest 600: 0.9 × 4,096 ÷ 600 = 6.1 → at most 6 slots;
+    # 6 × 600 = 3,600 ≤ 3,686 (90 % of the cells), so with the raise applied pool_context reads no oversubscription
+    from advisor.rules.pool_context import PoolContextRule
+
+    e = dataclasses.replace(_ev(_dep(), running=1, waiting=5), longest_sequence_tokens=600.0)
+    (p,) = SeqCapRule().propose(e)
+    assert p.evidence["slots_the_cells_hold"] == 6
+    assert 1 < p.suggested <= 6 and p.flag.endswith("--kv-unified"), p.flag
+    spec = get_gpu("rtx4090")
+    inputs = CapacityInputs(
+        model=get_preset("Qwen/Qwen2.5-1.5B-Instruct"),
+        gpu_memory_bytes=spec.memory_bytes,
+        max_model_len=SLOT,
+        max_num_seqs=p.suggested,
+        engine="llamacpp",
+        engine_settings=EngineSettings(ctx_size=SLOT, parallel=p.suggested, kv_unified=True),
+    )
+    after = dataclasses.replace(ctx(engine="llamacpp"), inputs=inputs, capacity=capacity_pass(inputs), gpu=spec)
+    applied = dataclasses.replace(
+        _ev(after, running=p.suggested, waiting=0), longest_sequence_tokens=600.0, kv_capacity_tokens=SLOT
+    )
+    assert PoolContextRule().fires(applied).holds is False
