@@ -239,6 +239,7 @@ class GoodputRule:
             f"~{before:.2f}s per prompt)."
         )
         withheld = self._prefill_withheld(ev, before, evidence)
+        tp_withheld = withheld or pcie_tensor_parallel_withheld(ev)
         tp_added = turn_gpus_added(ev, tp2)
         return [
             Proposal(
@@ -261,7 +262,7 @@ class GoodputRule:
                 score=before / max(after, 1e-9) / 2,
                 sufficient=True,
                 cost=2.0,
-                withheld=withheld,
+                withheld=tp_withheld,
                 gpus_added=tp_added,
             ),
             Proposal(
@@ -435,11 +436,32 @@ class GoodputRule:
                     score=now_tpot / after / cost,
                     sufficient=after <= target,
                     cost=cost,
-                    withheld=withheld,
+                    withheld=withheld
+                    or (pcie_tensor_parallel_withheld(ev) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else None),
                     gpus_added=turn_gpus_added(ev, turned) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else 0.0,
                 )
             )
         return out
+
+
+def pcie_tensor_parallel_withheld(ev: Evaluation) -> str | None:
+    """Why a larger TP degree is withheld as a *latency* turn on a part without a GPU-to-GPU link in the catalog
+    (``interconnect_bytes_per_second`` None: PCIe only), or ``None``. Every layer's all-reduces then cross PCIe —
+    through host memory where peer-to-peer is off, as on consumer cards — whose effective bandwidth and latency the
+    roofline's fallback link (:attr:`advisor.capacity.perf.PerfAssumptions.fallback_interconnect_bytes_per_second`)
+    does not know: operators measured TP raising it slower, not faster (vllm-project/vllm#6955: 4 × RTX 3090 Ti on
+    PCIe 4.0, TP 2 → 4 cut prompt processing 525 → 490 tokens/s; noonghunna/club-3090#356: 2 × RTX 3090 on PCIe Gen3
+    without P2P decode one stream at ~50 tokens/s against 66–71 published, "the TP=2 all-reduce sync tax"). A TP
+    turn that makes room for the KV pool or the weights (other rules) is not this one."""
+    gpu = ev.ctx.gpu
+    if gpu is None or gpu.interconnect_bytes_per_second:
+        return None
+    return (
+        f"withheld: the catalog states no GPU-to-GPU link bandwidth for the {gpu.name} (PCIe only, or a bridge "
+        "whose figure is unsourced), so each layer's all-reduces cross a link whose bandwidth and latency the "
+        "roofline does not know; operators measured a larger TP degree slower on PCIe boxes (vllm#6955: prefill "
+        "525 → 490 tokens/s at TP 2 → 4)"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
