@@ -224,8 +224,10 @@ class SeqCapRule:
         assert s is not None
         settings = ev.ctx.inputs.engine_settings
         slots = settings.parallel
-        if slots is None or s.requests_running is None or s.requests_waiting is None:
-            return None, "--parallel, running or waiting unknown (set deployments[].parallel)", {}
+        if slots is None:
+            return None, "--parallel unknown (set deployments[].parallel)", {}
+        if s.requests_running is None or s.requests_waiting is None:
+            return None, "the busy or deferred slot count is unknown (the page's figures are missing or impossible)", {}
         per_replica = s.requests_running / max(ev.replicas_up, 1)
         waiting = s.requests_waiting / max(ev.replicas_up, 1)
         evidence: dict[str, Any] = {
