@@ -257,10 +257,18 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
                 return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
             return f"{int(v):,}" if isinstance(v, (int, float)) else str(v)
 
+        # what the engine has not said yet, the config and the capacity pass still know (a fresh user read "model
+        # unknown … of unknown tokens" beside a target down as the config not understood, 2026-12-06)
+        configured = ((d.get("capacity") or {}).get("inputs") or {}).get("model")
+        model = s.get("model") or (f"unknown ({configured} configured)" if configured else "unknown")
+        pool = fmt(s.get("kv_cache_capacity_tokens"))
+        predicted = s.get("kv_cache_capacity_tokens_predicted")
+        if s.get("kv_cache_capacity_tokens") is None and predicted is not None:
+            pool = f"unknown (the capacity pass predicts {fmt(predicted)})"
         _say(
-            f"   model {s.get('model') or 'unknown'}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of "
-            f"{fmt(s.get('kv_cache_capacity_tokens'))} tokens; running {fmt(s.get('requests_running'))}, "
-            f"waiting {fmt(s.get('requests_waiting'))}; goodput {fmt(s.get('goodput_ratio'), True)}"
+            f"   model {model}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of {pool} tokens; running "
+            f"{fmt(s.get('requests_running'))}, waiting {fmt(s.get('requests_waiting'))}; goodput "
+            f"{fmt(s.get('goodput_ratio'), True)}"
         )
         note = (notes or {}).get(d["name"])
         if note:

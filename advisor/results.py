@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.capacity.fixes import plan_batch_cap
 from advisor.capacity.kv import CapacityResult
 from advisor.deployment_view import DeploymentView
 from advisor.domain import Recommendation
@@ -74,13 +75,17 @@ class DeploymentResult:
         return ev.kv_capacity_tokens / self.capacity.max_model_len * ev.replicas_up
 
     def as_dict(self) -> dict[str, Any]:
-        """The deployment object of ``once --json`` and ``/api/v1/deployments``."""
+        """The deployment object of ``once --json`` and ``/api/v1/deployments``; its ``capacity.inputs`` name the
+        batch cap the pass took, as ``plan --json`` does (:func:`advisor.capacity.fixes.plan_batch_cap`)."""
+        capacity = self.capacity.as_dict()
+        ctx = self.evaluation.ctx
+        plan_batch_cap(capacity, ctx.inputs.max_num_seqs, given=ctx.max_num_seqs_stated)
         return {
             "name": self.name,
             "engine": self.engine,
             "state": self.state,
             "snapshot": self.snapshot.as_json(),
-            "capacity": self.capacity.as_dict(),
+            "capacity": capacity,
             "concurrency_ceiling": self.concurrency_ceiling(),
             "targets": [
                 {

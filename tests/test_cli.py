@@ -684,3 +684,26 @@ def test_once_text_escapes_control_characters_and_says_why_a_flag_is_not_offered
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out, repr(out)
     assert "flag: None" not in out and "Amazon Bedrock serves the model itself" in out, out
+
+
+def test_once_text_says_what_the_config_knows_where_the_engine_has_not_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A fresh user (2026-12-06), target down: "model unknown; KV usage unknown of unknown tokens" read as the config
+    not understood, while check-config had just printed the pool. The configured model and the predicted pool are
+    named beside the unknown live values."""
+    from advisor.cli import _print_human
+
+    snapshot = {"model": None, "kv_cache_usage_ratio": None, "kv_cache_capacity_tokens": None}
+    snapshot |= {"kv_cache_capacity_tokens_predicted": 449_920, "requests_running": None, "requests_waiting": None}
+    snapshot |= {"goodput_ratio": None}
+    capacity = {"inputs": {"model": "meta-llama/Llama-3.1-8B-Instruct", "max_num_seqs": 1024}}
+    _print_human(
+        [{"name": "d", "engine": "vllm", "state": "unavailable", "snapshot": snapshot, "capacity": capacity,
+          "targets": [], "rules": [], "recommendations": []}]
+    )  # fmt: skip
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith(
+        "   model unknown (meta-llama/Llama-3.1-8B-Instruct configured); KV usage unknown of unknown (the capacity "
+        "pass predicts 449,920) tokens;"
+    ), line

@@ -89,6 +89,9 @@ def test_once_on_an_all_nan_page_is_unavailable_saying_why(http_server: Start, t
     assert t["up"] is False and t["error_reason"] == "nan_values", t
     for key in ("requests_running", "requests_waiting", "kv_cache_usage_ratio", "generation_tokens_per_second"):
         assert d["snapshot"][key] is None, (key, d["snapshot"][key])  # unknown, never 0
+    # the batch cap the capacity pass took (unstated here: vLLM's default on an H100), as plan --json names it
+    inputs = d["capacity"]["inputs"]
+    assert inputs["max_num_seqs_given"] is False and inputs["max_num_seqs"] == 1024, inputs
 
 
 def test_inspect_on_an_all_nan_page_names_it_once(http_server: Start) -> None:
