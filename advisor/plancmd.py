@@ -444,7 +444,7 @@ def _pool_flag(args: argparse.Namespace) -> str:
     )
 
 
-def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]], engine: str = "vllm") -> list[dict[str, Any]]:
     """``--platform P``: each fix also said in P's terms (:func:`advisor.platforms.platform_flag` on vLLM's own
     flag, :func:`advisor.engines.flags.flag_for`; a pool flag through :func:`advisor.platforms.engine_args_in_terms`),
     as ``platform_flag``, with ``flag_unavailable_reason`` (:data:`advisor.platforms.FLAG_REASON_KEY`) and
@@ -453,17 +453,17 @@ def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> lis
     engine's, 2026-12-06)."""
     from advisor.engines.flags import fix_engine_flags
 
-    fix_engine_flags(found)
+    fix_engine_flags(found, engine)
     if platform is None:
         return found
     from advisor.platforms import FLAG_REASON_KEY, engine_args_in_terms, platform_flag
 
     for fix in found:
         if fix["dial"] is not None:
-            flag, reason = platform_flag(platform, "vllm", fix["dial"], fix["value"], fix["engine_flag"])
+            flag, reason = platform_flag(platform, engine, fix["dial"], fix["value"], fix["engine_flag"])
         else:
             vllm_flag = fix["engine_flag"].split(" ", 1)[0]
-            flag, reason = engine_args_in_terms(platform, "vllm", fix["engine_flag"], vllm_flag.lstrip("-"))
+            flag, reason = engine_args_in_terms(platform, engine, fix["engine_flag"], vllm_flag.lstrip("-"))
         fix["platform_flag"] = flag
         if flag is None:
             fix[FLAG_REASON_KEY] = reason
@@ -471,7 +471,7 @@ def _fixes_on_platform(platform: str | None, found: list[dict[str, Any]]) -> lis
 
 
 def _verdict_rows(
-    refusal: str | None, fixes: list[dict[str, Any]], platform: str | None = None
+    refusal: str | None, fixes: list[dict[str, Any]], platform: str | None = None, engine: str = "vllm"
 ) -> list[tuple[str, str]]:
     """The plan table's verdict rows: none when the engine would start; else the refusal and what fits (and, with
     ``platform``, each fix in its terms: :func:`_fixes_on_platform`)."""
@@ -483,7 +483,7 @@ def _verdict_rows(
     said = remedy(fixes) + (checked if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
     if any(f.get("engine_flag") not in (None, f["change"]) for f in fixes):
-        rows.append(("  as vLLM flags", "; ".join(str(f["engine_flag"]) for f in fixes)))
+        rows.append((f"  as {engine} flags", "; ".join(str(f["engine_flag"]) for f in fixes)))
     if platform is not None and fixes:
         from advisor.platforms import flag_text
 
@@ -495,9 +495,11 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     """``plan`` for a configuration the capacity pass refuses as the engine would (the weights leave no room, or
     nothing is left for the KV cache: :class:`~advisor.errors.WontStartError`): the refusal and its fixes
     (:func:`advisor.capacity.fixes.fixes`) as a table or JSON, exit :data:`EXIT_ENGINE_REFUSES`."""
+    from advisor.capacity.deployment import accounting_engine
     from advisor.capacity.fixes import fixes, verdict
 
-    found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)))
+    engine = accounting_engine(spec.engine)
+    found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)), engine)
     out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
     _err("refused: " + out["reason"])
     if args.json:
@@ -506,7 +508,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
     rows = [
         ("model", spec.model.name),
         ("GPU", f"{gpu.name} × {args.tp * args.dp} (TP {args.tp})"),
-        *_verdict_rows(reason, found, args.platform),
+        *_verdict_rows(reason, found, args.platform, engine),
     ]
     _print_rows(rows, None)
     return EXIT_ENGINE_REFUSES
@@ -771,6 +773,18 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
     cap, result = resolved.capacity, resolved.result
     memory, gpu_name = resolved.gpu.memory_bytes, resolved.gpu.name
     _encoder_note(resolved.inputs)
+    if result.max_concurrency < 1 and cap.engine == "tgi":
+        # TGI's router refuses to start when --max-total-tokens exceeds the max_batch_total_tokens its warm-up
+        # inferred ("Not enough memory to handle `max_total_tokens`", backends/v3/src/lib.rs V3Error::NotEnoughMemory):
+        # a refusal with its fixes, exit 3, as vLLM's (a fresh user's TGI plan exited 0 with a warning, 2026-12-06)
+        return _refuse_without_pass(
+            args,
+            dspec,
+            gpu,
+            f"the KV cache ({result.kv_cache_tokens:,} tokens, TGI's max_batch_total_tokens) cannot hold one request "
+            f"of --max-total-tokens {result.max_model_len:,}; TGI refuses to start (\"Not enough memory to handle "
+            "`max_total_tokens`\")",
+        )
     if result.max_concurrency < 1:
         # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot
         slot = result.max_request_tokens

@@ -1212,12 +1212,13 @@ def plan(req: PlanRequest) -> dict[str, Any]:
 
 
 def _fixes(spec: Any, gpu: Any) -> list[dict[str, Any]]:
-    """:func:`advisor.capacity.fixes.fixes` with vLLM's own flag beside each (``engine_flag``), as ``plan --json``
-    gives them."""
+    """:func:`advisor.capacity.fixes.fixes` with the engine's own flag beside each (``engine_flag``), as ``plan
+    --json`` gives them."""
+    from advisor.capacity.deployment import accounting_engine
     from advisor.capacity.fixes import fixes
     from advisor.engines.flags import fix_engine_flags
 
-    return fix_engine_flags(fixes(spec, gpu))
+    return fix_engine_flags(fixes(spec, gpu), accounting_engine(spec.engine))
 
 
 def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:

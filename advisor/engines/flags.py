@@ -360,17 +360,17 @@ def flag_for(engine: str, dial: str, value: Any) -> str:
     return table[dial].format(value=value)
 
 
-def fix_engine_flags(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def fix_engine_flags(found: list[dict[str, Any]], engine: str = "vllm") -> list[dict[str, Any]]:
     """Each refusal fix of :func:`advisor.capacity.fixes.fixes` (``plan``'s own flags: ``--tp 2``,
-    ``--kv-cache-memory-gib 12.5``) with ``engine_flag``, the same change as vLLM's own flag
-    (``--tensor-parallel-size 2``, ``--kv-cache-memory-bytes 13421772800``): ``plan`` and ``POST /api/v1/plan`` say
-    both (a fresh user took ``plan``'s ``--tp`` for the engine's, 2026-12-06). ``found`` is changed in place and
-    returned."""
+    ``--kv-cache-memory-gib 12.5``) with ``engine_flag``, the same change as ``engine``'s own flag (vLLM
+    ``--tensor-parallel-size 2``, ``--kv-cache-memory-bytes 13421772800``; TGI ``--num-shard 2``): ``plan`` and
+    ``POST /api/v1/plan`` say both (a fresh user took ``plan``'s ``--tp`` for the engine's, 2026-12-06). ``engine``:
+    the accounting engine id. ``found`` is changed in place and returned."""
     from advisor.capacity.hardware import GIB
 
     for fix in found:
         if fix["dial"] is not None:
-            fix["engine_flag"] = flag_for("vllm", fix["dial"], fix["value"])
+            fix["engine_flag"] = flag_for(engine, fix["dial"], fix["value"])
         elif fix["flag"] == "--kv-cache-memory-gib":  # vLLM takes bytes only: the GiB flag is plan's
             fix["engine_flag"] = f"--kv-cache-memory-bytes {int(fix['value'] * GIB)}"
         else:

@@ -49,8 +49,33 @@ def test_each_fix_also_says_vllms_own_flag() -> None:
     r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct", "--json")
     assert [f["engine_flag"] for f in json.loads(r.stdout)["fixes"]] == ["--tensor-parallel-size 8"]
     t = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct")
-    rows = [line for line in t.stdout.splitlines() if line.strip().startswith("as vLLM flags")]
+    rows = [line for line in t.stdout.splitlines() if line.strip().startswith("as vllm flags")]
     assert rows and rows[0].split("flags", 1)[1].strip() == "--tensor-parallel-size 8", t.stdout
+
+
+def test_a_refusal_on_another_engine_says_that_engines_flag() -> None:
+    # TGI shards with --num-shard (text-generation-launcher), not vLLM's --tensor-parallel-size: the same refusal
+    # (70B bf16 on one RTX 4090) on TGI's accounting
+    r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-70B-Instruct", "--engine", "tgi", "--json")
+    assert r.returncode == 3, r.stderr
+    assert [f["engine_flag"] for f in json.loads(r.stdout)["fixes"]] == ["--num-shard 8"]
+
+
+def test_a_tgi_context_beyond_its_batch_tokens_is_a_refusal_with_tgis_fixes() -> None:
+    # TGI's router refuses to start when --max-total-tokens exceeds the max_batch_total_tokens its warm-up inferred
+    # (backends/v3/src/lib.rs: `if shard_max_total_tokens > max_supported_batch_total_tokens { return
+    # Err(V3Error::NotEnoughMemory(..)) }`). Llama-3.1-8B bf16 on an L4 (22.03 GiB as CUDA reports it): 14.99 GiB of
+    # weights leave ~50,000 tokens of 128 KiB; 131,072 cannot be one request. A fresh user's plan exited 0
+    r = run_cli("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4", "--max-model-len", "131072",
+                "--engine", "tgi", "--json")  # fmt: skip
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False and "TGI refuses to start" in out["reason"], out["reason"]
+    flags = [f["engine_flag"] for f in out["fixes"]]
+    assert "--num-shard 2" in flags and any(f.startswith("--max-total-tokens ") for f in flags), flags
+    for f in out["fixes"]:
+        if f["engine_flag"].startswith("--max-total-tokens "):
+            assert int(f["value"]) <= f["kv_cache_tokens"]  # the cap the fix names fits the pool it computed
 
 
 def test_with_no_fix_found_the_reason_promises_none() -> None:
