@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.kv import CapacityInputs
@@ -444,23 +444,29 @@ class GoodputRule:
         return out
 
 
+CONSUMER_PART_MARK: Final = "GeForce"
+"""The catalog names NVIDIA's consumer cards so (``advisor/data/gpus.csv``): PCIe boards without a GPU-to-GPU link
+figure, whose driver does not enable PCIe peer-to-peer for NCCL on the 30 and 40 series, so tensor-parallel
+all-reduces stage through host memory."""
+
+
 def pcie_tensor_parallel_withheld(ev: Evaluation) -> str | None:
-    """Why a larger TP degree is withheld as a *latency* turn on a part without a GPU-to-GPU link in the catalog
-    (``interconnect_bytes_per_second`` None: PCIe only), or ``None``. Every layer's all-reduces then cross PCIe —
-    through host memory where peer-to-peer is off, as on consumer cards — whose effective bandwidth and latency the
-    roofline's fallback link (:attr:`advisor.capacity.perf.PerfAssumptions.fallback_interconnect_bytes_per_second`)
-    does not know: operators measured TP raising it slower, not faster (vllm-project/vllm#6955: 4 × RTX 3090 Ti on
-    PCIe 4.0, TP 2 → 4 cut prompt processing 525 → 490 tokens/s; noonghunna/club-3090#356: 2 × RTX 3090 on PCIe Gen3
-    without P2P decode one stream at ~50 tokens/s against 66–71 published, "the TP=2 all-reduce sync tax"). A TP
-    turn that makes room for the KV pool or the weights (other rules) is not this one."""
+    """Why a larger TP degree is withheld as a *latency* turn on a consumer card (a GeForce board: PCIe only, no link
+    figure in the catalog, :data:`CONSUMER_PART_MARK`), or ``None``. Every layer's all-reduces then cross PCIe —
+    through host memory where peer-to-peer is off — at a bandwidth and latency the roofline's fallback link
+    (:attr:`advisor.capacity.perf.PerfAssumptions.fallback_interconnect_bytes_per_second`) does not know: operators
+    measured TP raising it slower, not faster (vllm-project/vllm#6955: 4 × RTX 3090 Ti on PCIe 4.0, TP 2 → 4 cut
+    prompt processing 525 → 490 tokens/s; noonghunna/club-3090#356: 2 × RTX 3090 on PCIe Gen3 without P2P decode one
+    stream at ~50 tokens/s against 66–71 published, "the TP=2 all-reduce sync tax"). Data-center parts whose link
+    figure the catalog lacks (MI250X, GH200, H100 NVL, L40S …) are not judged so: nothing measured says their TP
+    turns lose. A TP turn that makes room for the KV pool or the weights (other rules) is not this one."""
     gpu = ev.ctx.gpu
-    if gpu is None or gpu.interconnect_bytes_per_second:
+    if gpu is None or gpu.interconnect_bytes_per_second or CONSUMER_PART_MARK not in gpu.name:
         return None
     return (
-        f"withheld: the catalog states no GPU-to-GPU link bandwidth for the {gpu.name} (PCIe only, or a bridge "
-        "whose figure is unsourced), so each layer's all-reduces cross a link whose bandwidth and latency the "
-        "roofline does not know; operators measured a larger TP degree slower on PCIe boxes (vllm#6955: prefill "
-        "525 → 490 tokens/s at TP 2 → 4)"
+        f"withheld: the {gpu.name} is a consumer card on PCIe without peer-to-peer, so each layer's all-reduces "
+        "stage through host memory at a bandwidth and latency the roofline does not know; operators measured a "
+        "larger TP degree slower on such boxes (vllm#6955: prefill 525 → 490 tokens/s at TP 2 → 4)"
     )
 
 
