@@ -782,8 +782,8 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
             dspec,
             gpu,
             f"the KV cache ({result.kv_cache_tokens:,} tokens, TGI's max_batch_total_tokens) cannot hold one request "
-            f"of --max-total-tokens {result.max_model_len:,}; TGI refuses to start (\"Not enough memory to handle "
-            "`max_total_tokens`\")",
+            f'of --max-total-tokens {result.max_model_len:,}; TGI refuses to start ("Not enough memory to handle '
+            '`max_total_tokens`")',
         )
     if result.max_concurrency < 1:
         # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot
