@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
+from advisor.capacity.hardware import fp8_kv_emulated
 from advisor.capacity.kv import CapacityResult
 from advisor.capacity.models import without_unused_vision_tower
 from advisor.errors import CapacityError
@@ -272,7 +273,7 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
             seqs //= 2
             if tried("--max-num-seqs", seqs, dataclasses.replace(spec, max_num_seqs=seqs)):
                 break
-    if spec.kv_cache_dtype == "auto":
+    if spec.kv_cache_dtype == "auto" and not fp8_kv_emulated(gpu.part):  # no FP8 on the AMD part: half the speed
         tried("--kv-cache-dtype", "fp8", dataclasses.replace(spec, kv_cache_dtype="fp8"))
     video_off = _video_off(spec)
     if video_off is not None:  # the profile's largest video, not the batch (advisor.capacity.encoder)

@@ -295,3 +295,12 @@ def gpu_generation(gpu: GPUSpec) -> str:
     if major in (10, 11, 12):
         return "blackwell"
     return "other"
+
+
+def fp8_kv_emulated(gpu: GPUSpec | None) -> bool:
+    """Whether an fp8 KV cache would run without FP8 hardware on an AMD part (no FP8 tensor rate in the catalog:
+    MI100, MI210, MI250): vLLM's ROCm kernels then convert every cache read and write in software, which measured
+    at half the throughput (vllm-project/vllm#3981: four MI100s, 4,916 → 2,405 tokens/s, "lack of FP8 hardware"),
+    so the pool it doubles is bought with the speed it was to serve. NVIDIA parts without FP8 tensor cores (Ampere)
+    store an fp8 cache at a small cost and are not this case; an unknown GPU is not either."""
+    return gpu is not None and gpu.vendor.upper() == "AMD" and not gpu.fp8_flops

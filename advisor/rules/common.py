@@ -17,7 +17,7 @@ from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
 from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.generation import kv_cache_dtype_turn_problems
-from advisor.capacity.hardware import GPUSpec, tensor_parallel_span
+from advisor.capacity.hardware import fp8_kv_emulated, tensor_parallel_span
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
 from advisor.engines.catalog import exposes, reserves_max_length_at_admission
@@ -267,15 +267,6 @@ def turn_gpus_added(ev: Evaluation, after: CapacityInputs) -> float:
     """GPUs a per-replica turn adds to the deployment: (GPUs per replica after − before) × configured replicas
     (:func:`gpus_per_replica`, TP × PP × DP). TP 1 → 2 on 3 replicas → 3; a turn that keeps the GPUs → 0."""
     return float(max(0, gpus_per_replica(ev, after) - gpus_per_replica(ev)) * max(ev.ctx.replicas, 1))
-
-
-def fp8_kv_emulated(gpu: GPUSpec | None) -> bool:
-    """Whether an fp8 KV cache would run without FP8 hardware on an AMD part (no FP8 tensor rate in the catalog:
-    MI100, MI210, MI250): vLLM's ROCm kernels then convert every cache read and write in software, which measured
-    at half the throughput (vllm-project/vllm#3981: four MI100s, 4,916 → 2,405 tokens/s, "lack of FP8 hardware"),
-    so the pool it doubles is bought with the speed it was to serve. NVIDIA parts without FP8 tensor cores (Ampere)
-    store an fp8 cache at a small cost and are not this case; an unknown GPU is not either."""
-    return gpu is not None and gpu.vendor.upper() == "AMD" and not gpu.fp8_flops
 
 
 UNIFIED_CELLS_FILL_MAX: Final = 0.9

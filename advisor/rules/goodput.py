@@ -372,6 +372,8 @@ class GoodputRule:
             return out
         # small batch: bandwidth-bound — read fewer weight bytes per GPU, unless the step is not where the time goes
         withheld = step_outside_gpu(ev, now_tpot, target)
+        observed = _window_mean(s.tpot)
+        observed_scale = observed / now_tpot if observed is not None and now_tpot > 0 else 1.0
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
         if inputs.quantization is None:
             q = "fp8" if gpu.fp8_flops else "awq"
@@ -434,7 +436,9 @@ class GoodputRule:
                         **({"batch_per_rank": round(batch, 2), "data_parallel_ranks": ranks} if ranks > 1 else {}),
                     },
                     score=now_tpot / after / cost,
-                    sufficient=after <= target,
+                    # judged on the observed TPOT scaled by the turn's modelled ratio, not the roofline's absolute
+                    # figure (breaker 12: an L40S observed at 50 ms, modelled at 29, "closes the gap" at a modelled 18)
+                    sufficient=after * observed_scale <= target,
                     cost=cost,
                     withheld=withheld
                     or (pcie_tensor_parallel_withheld(ev) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else None),
@@ -448,6 +452,13 @@ CONSUMER_PART_MARK: Final = "GeForce"
 """The catalog names NVIDIA's consumer cards so (``advisor/data/gpus.csv``): PCIe boards without a GPU-to-GPU link
 figure, whose driver does not enable PCIe peer-to-peer for NCCL on the 30 and 40 series, so tensor-parallel
 all-reduces stage through host memory."""
+
+
+def _window_mean(h: Any) -> float | None:
+    """A window histogram's sum ÷ count (seconds), ``None`` when empty or not a finite non-negative figure."""
+    if h is None or not h.count > 0 or not math.isfinite(h.sum) or h.sum < 0:
+        return None
+    return float(h.sum / h.count)
 
 
 def pcie_tensor_parallel_withheld(ev: Evaluation) -> str | None:
@@ -464,9 +475,10 @@ def pcie_tensor_parallel_withheld(ev: Evaluation) -> str | None:
     if gpu is None or gpu.interconnect_bytes_per_second or CONSUMER_PART_MARK not in gpu.name:
         return None
     return (
-        f"withheld: the {gpu.name} is a consumer card on PCIe without peer-to-peer, so each layer's all-reduces "
-        "stage through host memory at a bandwidth and latency the roofline does not know; operators measured a "
-        "larger TP degree slower on such boxes (vllm#6955: prefill 525 → 490 tokens/s at TP 2 → 4)"
+        f"withheld: the {gpu.name} is a consumer card on PCIe (peer-to-peer off in the driver unless an NVLink "
+        "bridge joins a pair), so each layer's all-reduces cross a link whose bandwidth and latency the roofline does "
+        "not know; operators measured a larger TP degree slower on such boxes (vllm#6955: prefill 525 → 490 "
+        "tokens/s at TP 2 → 4)"
     )
 
 
@@ -490,7 +502,7 @@ def _cap_serves_the_load(ev: Evaluation, ratio: float) -> _CapAlone:
     done = s.requests_finished_per_second if s is not None else None
     flow = arrival_rate(s) if s is not None else None
     arriving = flow[0] if flow is not None and arrival_history_withheld(ev) is None else None
-    if done and arriving is not None:
+    if done and math.isfinite(done) and arriving is not None and math.isfinite(arriving):
         served = done * ratio
         if served >= arriving:
             return _CapAlone(True, "")
@@ -499,12 +511,16 @@ def _cap_serves_the_load(ev: Evaluation, ratio: float) -> _CapAlone:
             f"Alone the cap completes ~{served:.2f} requests/s against {arriving:.2f} arriving: the queue grows "
             "until the replicas are added.",
         )
-    waiting = (s.requests_waiting or 0.0) if s is not None else 0.0
-    if ratio < 1 and waiting > 0:
+    waiting = s.requests_waiting if s is not None else None
+    if ratio < 1 and (done or waiting is None or waiting > 0):
+        # arrivals not measured: today's completions are what arrives in a steady state (and a queue or an unknown
+        # one means at least that), so a cap that completes fewer lets a queue build (breaker 12: 400 running, no
+        # queue, 15/s completing, a cap of 39 called sufficient)
+        queued = f" with {waiting:,.0f} waiting" if waiting else ""
         return _CapAlone(
             False,
-            f"Alone the cap completes ~{ratio:.0%} of today's requests/s with {waiting:,.0f} waiting: the queue grows "
-            "until the replicas are added.",
+            f"Alone the cap completes ~{ratio:.0%} of today's requests/s{queued}: a queue builds until the replicas "
+            "are added.",
         )
     return _CapAlone(True, "")
 

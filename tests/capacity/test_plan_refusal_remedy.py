@@ -78,6 +78,17 @@ def test_a_tgi_context_beyond_its_batch_tokens_is_a_refusal_with_tgis_fixes() ->
             assert int(f["value"]) <= f["kv_cache_tokens"]  # the cap the fix names fits the pool it computed
 
 
+def test_no_fp8_kv_fix_on_an_amd_part_without_fp8() -> None:
+    # breaker 12: the daemon withheld fp8 KV on an MI210 (vllm#3981: half the throughput without FP8 hardware) while
+    # plan's refusal offered it. Qwen2.5-14B at 0.5 of an MI210 cannot hold 24,576 tokens; on an MI300X (FP8) fp8 KV
+    # is a fix
+    args = ("plan", "--model", "Qwen/Qwen2.5-14B-Instruct", "--max-model-len", "24576", "--gpu-memory-utilization",
+            "0.5", "--max-num-seqs", "16", "--json")  # fmt: skip
+    mi210 = json.loads(run_cli(*args, "--gpu", "mi210").stdout)
+    assert mi210["feasible"] is False
+    assert all(f["flag"] != "--kv-cache-dtype" for f in mi210["fixes"]), mi210["fixes"]
+
+
 def test_with_no_fix_found_the_reason_promises_none() -> None:
     r = run_cli(*ON_A_4090, "--model", "meta-llama/Llama-3.1-405B-Instruct", "--json")
     assert r.returncode == 3, r.stderr

@@ -133,6 +133,7 @@ def test_every_alert_has_a_runbook_section_with_its_anchor() -> None:
         (4.9, (2.5, 5.0), 2.5, False),  # not the nearer 5.0: 4.95 s would count as within 4.9 s
         (2.0, ENGINE_BUCKETS["vllm"].ttft, 1.0, False),  # what engine auto counts vLLM's TTFT 2 s at
         (0.05, (0.1, 0.2), 0.1, False),  # below every bound: the smallest
+        (0.001, (0.0, 0.1, 0.2), 0.1, False),  # never le=0 (Dynamo's first bound): it counts no request within
         (3000.0, ENGINE_BUCKETS["vllm"].ttft, 2560.0, False),
         (0.1, ENGINE_BUCKETS["vllm"].tpot, 0.1, True),
         (2.5, ENGINE_BUCKETS["sglang"].ttft, 2.0, False),

@@ -147,6 +147,21 @@ def test_the_knee_cap_closes_the_gap_alone_only_if_it_still_serves_the_load() ->
     (queued,) = RULE.propose(ev(**base, requests_waiting=300))
     assert queued.sufficient is False
     assert "~90% of today's requests/s with 300 waiting" in queued.description, queued.description
+    # no queue, 1 request/s completing, no arrival rate measured (breaker 12: once's one second): today's
+    # completions are what arrives in a steady state, and ~90 % of them lets a queue build
+    (steady,) = RULE.propose(ev(**base, requests_waiting=0, requests_finished_per_second=1.0))
+    assert steady.sufficient is False and "a queue builds" in steady.description, steady.description
+
+
+def test_a_small_batch_turn_closes_the_gap_on_the_observed_tpot_not_the_rooflines() -> None:
+    # the small-batch test below: fp8 takes the modelled 6.2165 ms to 3.6129 ms (×0.581) against a 5 ms target.
+    # Observed at 6.2 ms, ×0.581 = 3.6 ms: closes it. Observed at 12.4 ms (twice the model), ×0.581 = 7.2 ms: not
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9), perf=ROOFLINE)
+    base = dict(dep=dep, goodput=good(1.0, 0.2), requests_running=2, kv_cache_usage_ratio=0.01, **requests(100))
+    (quant, _) = RULE.propose(ev(**base, tpot=hist((1.0, 100), total_sum=0.62)))
+    assert quant.sufficient is True
+    (slow, _) = RULE.propose(ev(**base, tpot=hist((1.0, 100), total_sum=1.24)))
+    assert slow.sufficient is False
 
 
 def test_tpot_knee_effect_starts_from_the_configured_max_num_seqs() -> None:
