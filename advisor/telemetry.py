@@ -622,6 +622,16 @@ class HistogramSummary:
     mean: float | None
 
 
+def histogram_mean(h: Histogram | None) -> float | None:
+    """A histogram's sum ÷ count (its unit: seconds for latencies, tokens for lengths); ``None`` when absent, empty, or
+    its sum or count is not a finite non-negative number (a page's impossible sum is unknown, never a negative mean).
+
+    Example: sum 36.0 over 30 → 1.2; sum −5000 over 60 → None."""
+    if h is None or not h.count > 0 or not math.isfinite(h.count) or not math.isfinite(h.sum) or h.sum < 0:
+        return None
+    return float(h.sum / h.count)
+
+
 def summarize(h: Histogram | None) -> HistogramSummary | None:
     """Summary of a (delta) histogram; ``None`` in → ``None``. Mean = sum ÷ count."""
     if h is None:

@@ -55,7 +55,7 @@ from advisor.rules.common import (
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld, arrival_rate, size_replicas
 from advisor.rules.turns import effect
-from advisor.telemetry import summarize
+from advisor.telemetry import histogram_mean, summarize
 
 PREFILL_SHARE_MIN = 0.25
 """Modeled prefill ÷ observed mean TTFT below which more TP for TTFT is withheld. TTFT = queueing + (transfer) +
@@ -372,7 +372,7 @@ class GoodputRule:
             return out
         # small batch: bandwidth-bound — read fewer weight bytes per GPU, unless the step is not where the time goes
         withheld = step_outside_gpu(ev, now_tpot, target)
-        observed = _window_mean(s.tpot)
+        observed = histogram_mean(s.tpot)
         observed_scale = observed / now_tpot if observed is not None and now_tpot > 0 else 1.0
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
         if inputs.quantization is None:
@@ -452,13 +452,6 @@ CONSUMER_PART_MARK: Final = "GeForce"
 """The catalog names NVIDIA's consumer cards so (``advisor/data/gpus.csv``): PCIe boards without a GPU-to-GPU link
 figure, whose driver does not enable PCIe peer-to-peer for NCCL on the 30 and 40 series, so tensor-parallel
 all-reduces stage through host memory."""
-
-
-def _window_mean(h: Any) -> float | None:
-    """A window histogram's sum ÷ count (seconds), ``None`` when empty or not a finite non-negative figure."""
-    if h is None or not h.count > 0 or not math.isfinite(h.sum) or h.sum < 0:
-        return None
-    return float(h.sum / h.count)
 
 
 def pcie_tensor_parallel_withheld(ev: Evaluation) -> str | None:

@@ -34,20 +34,19 @@ default and no page they serve says whether they run.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.generation import parse_version
 from advisor.capacity.kv import capacity_pass
 from advisor.capacity.kvlayout import HYBRID_PREFIX_CACHING_DEFAULT_SINCE
-from advisor.domain import Histogram
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, latency_model, percent
 from advisor.rules.flags import flag_for
 from advisor.rules.goodput import PREFILL_SHARE_MIN
 from advisor.rules.turns import effect
+from advisor.telemetry import histogram_mean
 
 LONG_PROMPT_TOKENS: Final = 1024
 """Mean prompt tokens at and above which a prompt's prefill is the TTFT a prefix cache can shorten: shorter prompts
@@ -70,14 +69,6 @@ class _Prefill:
     over: str
 
 
-def _mean(h: Histogram | None) -> float | None:
-    """A window histogram's sum ÷ count; ``None`` when absent, empty, or its sum is not a finite non-negative number
-    (a page's impossible sum is unknown, never negative seconds)."""
-    if h is None or not h.count > 0 or not math.isfinite(h.sum) or h.sum < 0 or not math.isfinite(h.count):
-        return None
-    return h.sum / h.count
-
-
 def _measured(ev: Evaluation) -> _Prefill | None:
     """The window's TTFT and queue means where its TTFT histogram observed at least :data:`MIN_REQUESTS` and every
     answering engine exposes a queue-time histogram (else the queue mean would be over some engines' requests and the
@@ -88,8 +79,8 @@ def _measured(ev: Evaluation) -> _Prefill | None:
     breaker 11: 600-token prompts read as 18,000)."""
     s = ev.stats
     life = ev.lifetime_prefill
-    window = _mean(s.ttft) if s is not None and s.ttft is not None and s.ttft.count >= MIN_REQUESTS else None
-    queue = _mean(s.queue_time) if s is not None else None
+    window = histogram_mean(s.ttft) if s is not None and s.ttft is not None and s.ttft.count >= MIN_REQUESTS else None
+    queue = histogram_mean(s.queue_time) if s is not None else None
     prompt = life.prompt_tokens_mean if life is not None else None
     every_queue = life is not None and life.queue_seconds_mean is not None
     if s is not None and s.ttft is not None and window is not None and queue is not None and every_queue:

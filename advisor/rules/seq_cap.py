@@ -332,9 +332,16 @@ class SeqCapRule:
         bounds |= {"request_tokens_longest_measured": round(length), "slots_the_cells_hold": fit}
         return _llamacpp_bounded(ev, slots, min(demand, fit), length / 2, bounds), bounds
 
-    def _llamacpp_unified_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
-        """``--parallel`` raised on a unified cache, the cells (``--ctx-size``) left as they are."""
-        new, bounds = self._llamacpp_unified_raised(ev)
+    def _llamacpp_unified_propose(
+        self,
+        ev: Evaluation,
+        reason: str,
+        evidence: dict[str, Any],
+        raised: tuple[int | None, dict[str, Any]] | None = None,
+    ) -> list[Proposal]:
+        """``--parallel`` raised on a unified cache, the cells (``--ctx-size``) left as they are (``raised``: the
+        :meth:`_llamacpp_unified_raised` already computed)."""
+        new, bounds = raised if raised is not None else self._llamacpp_unified_raised(ev)
         if new is None:
             return []
         slots = ev.ctx.inputs.engine_settings.parallel
@@ -343,15 +350,12 @@ class SeqCapRule:
         length = bounds["request_tokens_longest_measured"]
         knee, limit = _llamacpp_bound_texts(bounds)
         return [
-            Proposal(
-                rule=self.id,
-                dial=c.DIAL_MAX_NUM_SEQS,
-                action="increase",
-                current=slots,
-                suggested=new,
+            self._slot_raise(
+                ev,
+                slots,
+                new,
+                bounds,
                 flag=f"{flag_for(ev.ctx.engine, c.DIAL_MAX_NUM_SEQS, new)} --kv-unified",
-                severity="warning",
-                confidence=confidence(ev, 0.5 if bounds.get("tpot_unpriced") else 0.7),
                 summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
                 f"on the same {cells:,} unified cells",
                 description=(
@@ -376,11 +380,41 @@ class SeqCapRule:
                 ),
                 predicted_effect={"max_num_seqs": effect(slots, new)},
                 evidence={**evidence, **bounds},
-                score=new / slots,
-                cost=1.0,
-                gpus_added=0.0,
             )
         ]
+
+    def _slot_raise(
+        self,
+        ev: Evaluation,
+        slots: int,
+        new: int,
+        bounds: dict[str, Any],
+        *,
+        flag: str,
+        summary: str,
+        description: str,
+        predicted_effect: dict[str, dict[str, Any]],
+        evidence: dict[str, Any],
+    ) -> Proposal:
+        """A llama.cpp slot raise ``slots`` → ``new`` (split or unified cells: the caller says which in ``flag``,
+        ``summary`` and ``description``); lower confidence where the TPOT knee could not be priced."""
+        return Proposal(
+            rule=self.id,
+            dial=c.DIAL_MAX_NUM_SEQS,
+            action="increase",
+            current=slots,
+            suggested=new,
+            flag=flag,
+            severity="warning",
+            confidence=confidence(ev, 0.5 if bounds.get("tpot_unpriced") else 0.7),
+            summary=summary,
+            description=description,
+            predicted_effect=predicted_effect,
+            evidence=evidence,
+            score=new / slots,
+            cost=1.0,
+            gpus_added=0.0,
+        )
 
     def _llamacpp_propose(self, ev: Evaluation, reason: str, evidence: dict[str, Any]) -> list[Proposal]:
         """More llama.cpp slots: on shared cells (``--kv-unified``, the cells as they are) where the server shares them
@@ -391,9 +425,9 @@ class SeqCapRule:
         if ev.ctx.inputs.engine_settings.kv_unified:
             return self._llamacpp_unified_propose(ev, reason, evidence)
         new, bounds = self._llamacpp_raised(ev)
-        shared, _ = self._llamacpp_unified_raised(ev)
-        if shared is not None and (new is None or shared >= new):
-            return self._llamacpp_unified_propose(ev, reason, evidence)
+        shared = self._llamacpp_unified_raised(ev)
+        if shared[0] is not None and (new is None or shared[0] >= new):
+            return self._llamacpp_unified_propose(ev, reason, evidence, shared)
         if new is None:
             return []
         slots = ev.ctx.inputs.engine_settings.parallel
@@ -403,15 +437,12 @@ class SeqCapRule:
         per_token = ev.ctx.capacity.kv_cache_bytes_per_token_per_gpu
         knee, limit = _llamacpp_bound_texts(bounds)
         return [
-            Proposal(
-                rule=self.id,
-                dial=c.DIAL_MAX_NUM_SEQS,
-                action="increase",
-                current=slots,
-                suggested=new,
+            self._slot_raise(
+                ev,
+                slots,
+                new,
+                bounds,
                 flag=f"--parallel {new} --ctx-size {ctx_after}",
-                severity="warning",
-                confidence=confidence(ev, 0.5 if bounds.get("tpot_unpriced") else 0.7),
                 summary=f"{ev.ctx.name}: requests wait for a llama.cpp slot — raise --parallel {slots} → {new} "
                 f"with --ctx-size {ctx_before:,} → {ctx_after:,}",
                 description=(
@@ -432,9 +463,6 @@ class SeqCapRule:
                     "kv_cache_tokens": effect(ctx_before, ctx_after),
                 },
                 evidence={**evidence, **bounds},
-                score=new / slots,
-                cost=1.0,
-                gpus_added=0.0,
             )
         ]
 
