@@ -265,10 +265,14 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
         predicted = s.get("kv_cache_capacity_tokens_predicted")
         if s.get("kv_cache_capacity_tokens") is None and predicted is not None:
             pool = f"unknown (the capacity pass predicts {fmt(predicted)})"
+        goodput = fmt(s.get("goodput_ratio"), True)
+        at_most = (s.get("goodput_ratio_bounds") or [None, None])[1]
+        if s.get("goodput_ratio") is None and at_most is not None:
+            # one side's histogram unmeasured: only the bound is known (advisor.telemetry.goodput_ratio)
+            goodput = f"unknown (at most {fmt(at_most, True)}: TTFT or TPOT not measured)"
         _say(
             f"   model {model}; KV usage {fmt(s.get('kv_cache_usage_ratio'), True)} of {pool} tokens; running "
-            f"{fmt(s.get('requests_running'))}, waiting {fmt(s.get('requests_waiting'))}; goodput "
-            f"{fmt(s.get('goodput_ratio'), True)}"
+            f"{fmt(s.get('requests_running'))}, waiting {fmt(s.get('requests_waiting'))}; goodput {goodput}"
         )
         note = (notes or {}).get(d["name"])
         if note:

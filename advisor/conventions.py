@@ -122,6 +122,9 @@ SCRAPE_ERROR_REASONS: Final = (
 
 # --- data-quality states ------------------------------------------------------------------------------
 STATE_FRESH: Final = "fresh"
+ENGINE_CONFIG_MIXED: Final = "<mixed>"
+"""The value :attr:`advisor.rules.base.Evaluation.engine_config` holds for a label the answering replicas report
+differently (one replica's prefix cache on, another's off): no one replica's value speaks for the deployment."""
 STATE_STALE: Final = "stale"
 STATE_UNAVAILABLE: Final = "unavailable"
 STATES: Final = (STATE_FRESH, STATE_STALE, STATE_UNAVAILABLE)

@@ -935,6 +935,21 @@ def running_context(ctx: DeploymentContext, engine_configs: Sequence[Mapping[str
     return answer[0], dict(answer[1]), dict(answer[2])
 
 
+def merged_engine_config(configs: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The answering replicas' self-reported configurations as one: every label any of them reports, with
+    :data:`advisor.conventions.ENGINE_CONFIG_MIXED` where two report it differently (breaker 13: the first target's
+    ``enable_prefix_caching`` spoke for a deployment whose other replica ran the other way, so the listed order
+    decided whether a rule fired)."""
+    out: dict[str, str] = {}
+    for cfg in configs:
+        for key, value in cfg.items():
+            if key not in out:
+                out[key] = value
+            elif out[key] != value:
+                out[key] = c.ENGINE_CONFIG_MIXED
+    return out
+
+
 def _running_context(ctx: DeploymentContext, engine_configs: Sequence[Mapping[str, str]]) -> _RunningContext:
     """``ctx`` with the capacity-pass dials the engines report (each answering replica's ``engine_config``, read by
     :func:`advisor.engines.catalog.reported_settings`) in place of the configured ones, what differed, and what
@@ -1076,7 +1091,7 @@ def evaluate_deployment(
         kv_capacity = float(ctx.capacity.kv_cache_tokens)
         kv_source = "model"
 
-    engine_config = dict(latest[0].engine_config) if latest else {}
+    engine_config = merged_engine_config([s.engine_config for s in latest])
     ctx, drift, unmodelled = running_context(ctx, [s.engine_config for s in latest])  # turns start from what runs
     # the same miss of the pass on what the engine runs with: the one figure every "on the engine's settings"
     # sentence prints (model_drift's reason, the effects' note), so one output never shows two for one comparison

@@ -518,7 +518,7 @@ class GoodputEstimate:
     """Fraction of requests meeting both the TTFT and the TPOT SLO (DistServe's SLO attainment).
 
     Attributes:
-        ratio: the estimate in [0, 1] (product under independence); ``None`` when both inputs are unknown.
+        ratio: the estimate in [0, 1] (product under independence); ``None`` when either input is unknown.
         lower / upper: bounds that hold whatever the dependence between TTFT and TPOT (Fréchet).
         ttft_ratio / tpot_ratio: the inputs, fractions of requests meeting each SLO.
     """
@@ -545,10 +545,13 @@ def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: fl
     * estimate a × b (independence);
     * Fréchet inequalities: max(0, a + b − 1) ≤ P(both) ≤ min(a, b), for any dependence.
 
-    One input ``None``: the other's SLO is unknown, anywhere in [0, 1], so ratio = the known one and the
-    Fréchet bounds over that range are [0, known]. Both ``None``: every field ``None``. The ratio is
-    clamped into its bounds, and the lower bound into the upper, only to absorb float rounding
-    ((1 − a)(1 − b) ≥ 0 makes a × b ≥ a + b − 1; both are ≤ min(a, b)).
+    One input ``None``: that side's attainment is unknown, anywhere in [0, 1], so the Fréchet bounds over that
+    range are [0, known] and the ratio itself is ``None`` — unknown, never the known side's figure: a vLLM whose
+    TTFT histogram stopped rendering read goodput 100 % from TPOT alone and closed a goodput incident while TTFT
+    was 6 s against 2.5 s (breaker 13). Only the upper bound says something then: below the target, the breach
+    is certain whatever the other side. Both ``None``: every field ``None``. The ratio is clamped into its
+    bounds, and the lower bound into the upper, only to absorb float rounding ((1 − a)(1 − b) ≥ 0 makes
+    a × b ≥ a + b − 1; both are ≤ min(a, b)).
 
     ::
 
@@ -556,14 +559,14 @@ def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: fl
         0.9   0.8   0.72   0.70   0.80
         0.99  0.99  0.980  0.98   0.99
         0.5   0.5   0.25   0.00   0.50
-        0.9   None  0.9    0.00   0.90
+        0.9   None  None   0.00   0.90
 
     ``ttft_at_most``: with TTFT unknown, a share of requests that at most met the TTFT target — the share whose queue
     time alone was within it (TTFT ≥ queue time; TGI exposes ``tgi_request_queue_duration`` and no TTFT). The unknown
-    TTFT side is then anywhere in [0, ``ttft_at_most``], so ratio and upper bound are ``min(ttft_at_most, tpot_ok)``
-    (or ``ttft_at_most`` alone), the lower bound 0, and ``ttft_ratio`` stays ``None`` (not measured). Without it a
-    TGI replica whose requests queued 50 s against a 5 s target read goodput 100 % from TPOT alone (a field state,
-    huggingface/text-generation-inference#1733).
+    TTFT side is then anywhere in [0, ``ttft_at_most``], so the upper bound is ``min(ttft_at_most, tpot_ok)`` (or
+    ``ttft_at_most`` alone), the lower bound 0, and ratio and ``ttft_ratio`` stay ``None`` (not measured). Without
+    it a TGI replica whose requests queued 50 s against a 5 s target had no bound below 100 % from TPOT alone (a
+    field state, huggingface/text-generation-inference#1733).
 
     Raises ``ValueError`` for an input outside [0, 1] or NaN.
     """
@@ -572,13 +575,13 @@ def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: fl
     _check_ratio("ttft_at_most", ttft_at_most)
     if ttft_ok is None and ttft_at_most is not None:
         bound = ttft_at_most if tpot_ok is None else min(ttft_at_most, tpot_ok)
-        return GoodputEstimate(bound, 0.0, bound, None, tpot_ok)
+        return GoodputEstimate(None, 0.0, bound, None, tpot_ok)
     if ttft_ok is None and tpot_ok is None:
         return GoodputEstimate(None, None, None, None, None)
     if ttft_ok is None or tpot_ok is None:
         known = ttft_ok if ttft_ok is not None else tpot_ok
         assert known is not None
-        return GoodputEstimate(known, 0.0, known, ttft_ok, tpot_ok)
+        return GoodputEstimate(None, 0.0, known, ttft_ok, tpot_ok)
     upper = min(ttft_ok, tpot_ok)
     # a + b − 1 ≤ min(a, b) always; the min() only undoes rounding (1.0 + b − 1.0 can exceed b by an ulp).
     lower = min(max(0.0, ttft_ok + tpot_ok - 1.0), upper)

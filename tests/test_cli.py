@@ -628,6 +628,20 @@ def test_once_text_prints_token_counts_with_separators(capsys: pytest.CaptureFix
     assert line == "   model m; KV usage 96.8% of 190,560 tokens; running 12, waiting 0.5; goodput unknown"
 
 
+def test_once_text_says_goodput_is_unknown_with_its_bound_when_one_side_is_unmeasured(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Breaker 13: TTFT's histogram gone, TPOT all within target: 'goodput 100.0%' was printed. The ratio is unknown;
+    the TPOT side bounds it at 100 %."""
+    from advisor.cli import _print_human
+
+    snapshot = {"model": "m", "goodput_ratio": None, "goodput_ratio_bounds": [0.0, 1.0]}
+    d = {"name": "d", "engine": "vllm", "state": "fresh", "snapshot": snapshot, "targets": [], "rules": []}
+    _print_human([d | {"recommendations": []}])
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.endswith("goodput unknown (at most 100.0%: TTFT or TPOT not measured)"), line
+
+
 def test_once_text_prints_every_alternative_and_withheld_turn(capsys: pytest.CaptureFixture[str]) -> None:
     """A fresh user (2026-12-06) saw one turn of five in ``once``'s text: the one that closed the gap was only in
     --json. Each alternative is a line with its flag and why it ranks there; each withheld turn with its reason."""

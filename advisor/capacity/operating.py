@@ -644,6 +644,13 @@ def _binding_reason(op: OperatingPoint, share: float) -> str:
                 f"{head}; the slots are capped by the KV pool, which holds {op.kv_ceiling} sequences of "
                 f"{typical:,.0f} tokens, below max-num-seqs {op.max_num_seqs}"
             )
+        if op.saturated != "prefill" and op.max_num_seqs < op.kv_ceiling:
+            # the operator's own cap binds below what the pool holds: raising it costs no GPU, and is named before
+            # replicas (breaker 13: max-num-seqs 2 beside a ceiling of 376 read "more replicas", 8 of them)
+            return (
+                f"{head}; the batch cap is max-num-seqs {op.max_num_seqs}, below the {op.kv_ceiling} sequences the KV "
+                "pool holds: raise max-num-seqs (no GPU added; `plan --search` prices it), or more replicas"
+            )
         why = (
             f"prefill alone would take {op.utilization * op.max_requests_per_second * op.prefill.seconds:.0%} "
             "of the GPU's time"

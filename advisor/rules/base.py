@@ -148,7 +148,9 @@ class Evaluation:
         goodput: the joint estimate from the two fractions.
         goodput_tokens_per_second: generation tokens/s × goodput ratio.
         samples: scrapes that fell in the window (over all replicas), for confidence.
-        engine_config: the engine's self-reported configuration (vLLM ``cache_config_info`` labels).
+        engine_config: the engines' self-reported configuration (vLLM ``cache_config_info`` labels), every label
+            any answering replica reports; one they report differently holds
+            :data:`advisor.conventions.ENGINE_CONFIG_MIXED`.
         capacity_model_error_ratio: the capacity pass's pool ÷ the engine's reported pool − 1, the pass on the
             advisor's config (the gauge ``advisor_capacity_model_error_ratio``).
         running_model_error_ratio: the same miss of the pass on what the engine reports running with (``ctx``

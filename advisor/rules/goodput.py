@@ -124,11 +124,26 @@ class GoodputRule:
             "target_ratio": ev.ctx.slo.target_ratio,
             "window_seconds": s.window_seconds if s is not None else None,
         }
-        if g.ratio is None:
+        target = ev.ctx.slo.target_ratio
+        if g.ratio is None and g.upper is None:
             return None, "no TTFT/TPOT observations in the window", evidence
         if count_ is None or count_ < self.min_requests:
             return None, f"only {count_ or 0:.0f} requests finished in the window (need {self.min_requests})", evidence
-        return g.ratio, f"goodput {g.ratio:.1%} vs target {ev.ctx.slo.target_ratio:.0%}", evidence
+        if g.ratio is None:
+            # one side unmeasured (its histogram missing or unreadable, or TGI's TTFT bounded by its queue time):
+            # goodput is at most the known side; that judges a breach, never the target met
+            unknown = "TTFT" if g.ttft_ratio is None else "TPOT"
+            assert g.upper is not None
+            if g.upper < target:
+                at_most = f"goodput at most {g.upper:.1%} vs target {target:.0%} ({unknown} not measured)"
+                return g.upper, at_most, evidence
+            return (
+                None,
+                f"goodput unknown: {unknown} not measured in the window (the other side alone allows "
+                f"{g.upper:.1%}, which cannot show the {target:.0%} target met)",
+                evidence,
+            )
+        return g.ratio, f"goodput {g.ratio:.1%} vs target {target:.0%}", evidence
 
     def fires(self, ev: Evaluation) -> Condition:
         """Goodput ratio < target with enough requests to judge."""

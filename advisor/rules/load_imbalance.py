@@ -69,8 +69,11 @@ class LoadImbalanceRule:
         }
         strain: list[str] = []
         g = ev.goodput.ratio
+        at_most = ev.goodput.upper if g is None else None  # one side unmeasured: a breach only when certain
         if g is not None and g < ev.ctx.slo.target_ratio:
             strain.append(f"goodput {g:.0%} below its {ev.ctx.slo.target_ratio:.0%} target")
+        elif at_most is not None and at_most < ev.ctx.slo.target_ratio:
+            strain.append(f"goodput at most {at_most:.0%}, below its {ev.ctx.slo.target_ratio:.0%} target")
         if s.requests_waiting:
             strain.append(f"{count(s.requests_waiting)} waiting")
         if s.preemptions_increase:

@@ -42,7 +42,7 @@ from advisor.capacity.kv import capacity_pass
 from advisor.capacity.kvlayout import HYBRID_PREFIX_CACHING_DEFAULT_SINCE
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, latency_model, percent
+from advisor.rules.common import confidence, data_parallel_ranks, latency_model, percent
 from advisor.rules.flags import flag_for
 from advisor.rules.goodput import PREFILL_SHARE_MIN
 from advisor.rules.turns import effect
@@ -67,6 +67,8 @@ class _Prefill:
     prompt: float | None
     requests: float
     over: str
+    window_ttft: float | None = None
+    window_requests: float = 0.0
 
 
 def _measured(ev: Evaluation) -> _Prefill | None:
@@ -87,13 +89,24 @@ def _measured(ev: Evaluation) -> _Prefill | None:
         return _Prefill(window, queue, prompt, s.ttft.count, "the window")
     if life is None:
         return None
-    return _Prefill(life.ttft_seconds_mean, life.queue_seconds_mean, prompt, life.requests, "since the engines started")
+    seen = s.ttft.count if s is not None and s.ttft is not None else 0.0
+    return _Prefill(
+        life.ttft_seconds_mean,
+        life.queue_seconds_mean,
+        prompt,
+        life.requests,
+        "since the engines started",
+        histogram_mean(s.ttft) if s is not None and s.ttft is not None and seen > 0 else None,
+        seen,
+    )
 
 
 def caching_state(ev: Evaluation) -> tuple[bool | None, str]:
     """Whether the engine runs automatic prefix caching, and who says so: the engine's ``cache_config_info`` label
     (what runs) before the deployment's ``enable_prefix_caching`` (what was meant); ``(None, …)`` when neither says."""
     label = ev.engine_config.get("enable_prefix_caching")
+    if label == c.ENGINE_CONFIG_MIXED:
+        return None, "the replicas' cache_config_info differ (prefix caching on in some, off in others)"
     if label in ("True", "False"):
         return label == "True", "the engine's cache_config_info"
     stated = ev.ctx.inputs.enable_prefix_caching
@@ -162,6 +175,16 @@ class PrefixCachingRule:
             "requests_observed": m.requests,
             "measured_over": m.over,
         }
+        if m.window_ttft is not None and m.window_ttft <= target:
+            # the since-start means fill in a window with too few requests to judge, never overrule one whose own
+            # requests meet the target: a day of 3.5 s TTFTs fired the rule beside today's 0.4 s, and it could not
+            # clear after the fix (breaker 13)
+            return (
+                False,
+                f"the window's {m.window_requests:,.0f} request(s) average a {m.window_ttft:.2f} s TTFT, within the "
+                f"{target:g} s target (the since-start mean, {m.ttft:.2f} s, is older history)",
+                evidence,
+            )
         if m.prompt is None or m.queue is None:
             return (
                 None,
@@ -169,6 +192,15 @@ class PrefixCachingRule:
                 (evidence),
             )
         past_queue = m.ttft - m.queue
+        if past_queue < 0:
+            # per-request means of one population cannot do this: the two histograms counted different requests
+            # (or one is corrupt), and what the prefill takes is unknown, never negative seconds (breaker 13)
+            return (
+                None,
+                f"the mean queue wait ({m.queue:.2f} s) exceeds the mean TTFT ({m.ttft:.2f} s) {m.over}: the "
+                "histograms disagree, so the time past the queue is unknown",
+                evidence,
+            )
         evidence["ttft_past_queue_seconds"] = round(past_queue, 4)
         if m.prompt < self.long_prompt_tokens:
             return False, f"prompts average {m.prompt:,.0f} tokens: their prefill is not the TTFT", evidence
@@ -226,7 +258,9 @@ class PrefixCachingRule:
             evidence["prefill_seconds_modelled"] = round(prefill, 4)
             # requests prefilling together share the steps: each one's first token waits for the others' chunks too,
             # so the prefill a TTFT can hold is one prompt's × the requests in flight (the window's mean running)
-            together = max(1.0, ev.requests_running_mean or 0.0)
+            # — on one engine core: the deployment's mean over its replicas and their data-parallel ranks, each of
+            # which schedules its own steps (breaker 13: five replicas' sum turned a withheld turn into a firing one)
+            together = max(1.0, (ev.requests_running_mean or 0.0) / (max(ev.replicas_up, 1) * data_parallel_ranks(ev)))
             if prefill * together < PREFILL_SHARE_MIN * past_queue:
                 withheld = (
                     f"withheld: the modelled prefill of a {prompt:,.0f}-token prompt is {prefill:.2f} s"

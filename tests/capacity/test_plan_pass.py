@@ -117,6 +117,21 @@ def test_a_rate_above_capacity_is_bound_by_the_queue() -> None:
     assert out["meets_slo"] is False and "ttft" in out["breached"] and out["goodput_ratio"] == 0.0
 
 
+def test_a_queue_behind_the_operators_own_sequence_cap_names_raising_it_before_replicas() -> None:
+    """Breaker 13: max-num-seqs 2 on an H100 whose pool holds ≥ 188 sequences of 1,200 tokens (≥ 46 GiB ÷ 0.15 GiB)
+    at 5 req/s: the queue binds behind the flag, which costs no GPU to raise; "more replicas" alone (8 of them)
+    read as the answer."""
+    out = _plan(*EIGHT_B, "--max-model-len", "8192", "--max-num-seqs", "2", "--arrival-rate", "5",
+                "--prompt-tokens", "1000", "--output-tokens", "200", "--ttft", "2", "--tpot", "0.05")  # fmt: skip
+    assert out["binding_constraint"] == "queue"
+    reason = out["binding_reason"]
+    assert "raise max-num-seqs" in reason and reason.index("raise max-num-seqs") < reason.index("more replicas")
+    # the cap at what the pool holds needs no such sentence
+    wide = _plan(*EIGHT_B, "--max-model-len", "8192", "--max-num-seqs", "256", "--arrival-rate", "100",
+                 "--prompt-tokens", "1000", "--output-tokens", "200", "--ttft", "2", "--tpot", "0.05")  # fmt: skip
+    assert "raise max-num-seqs" not in wide["binding_reason"], wide["binding_reason"]
+
+
 def test_an_arrival_stream_that_fits_meets_the_slo_with_the_worked_example() -> None:
     """``predict_service``'s worked example (queueing.py): 4 req/s of 2,000 + 500 tokens on one H100 run about
     21 sequences, far below the ceiling; the step at that batch streams 16.06 GB + 21 × 2,250 × 131,072 B =

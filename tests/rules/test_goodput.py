@@ -47,6 +47,20 @@ def test_cannot_tell_without_observations() -> None:
     assert RULE.propose(e) == []
 
 
+def test_one_side_unmeasured_judges_a_certain_breach_and_never_the_target_met() -> None:
+    # breaker 13: the TTFT histogram stopped rendering while TTFT was 6 s against 2.5 s; TPOT alone read goodput 100 %
+    # and closed the incident. Unknown now (neither fires nor clears); a TPOT side below the target is a certain breach
+    from advisor.telemetry import goodput_ratio
+
+    e = ev(goodput=goodput_ratio(None, 1.0), **requests(100))
+    fired, cleared = RULE.fires(e), RULE.clears(e)
+    assert fired.holds is None and cleared.holds is None, (fired.reason, cleared.reason)
+    assert "TTFT not measured" in fired.reason
+    low = ev(goodput=goodput_ratio(None, 0.6), **requests(100))
+    assert RULE.fires(low).holds is True and RULE.clears(low).holds is False
+    assert "at most 60.0%" in RULE.fires(low).reason
+
+
 def test_ttft_lost_to_queueing_needs_replicas_from_the_queueing_model() -> None:
     # requests wait: 20 → 80 over 60 s (+1/s) beside 54 running in a full pool, 2 completions/s.
     # λ = completions + in-flight growth = 2 + 1 = 3/s (issue 13: never completions alone); the saturated replica

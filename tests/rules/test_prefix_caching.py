@@ -201,3 +201,56 @@ def test_prefills_in_flight_together_count_before_withholding() -> None:
     crowd = dataclasses.replace(alone, requests_running_mean=8.0)
     (q,) = RULE.propose(crowd)
     assert q.withheld is None, q.withheld
+
+
+def test_requests_in_flight_are_counted_per_engine_not_over_the_replicas() -> None:
+    # breaker 13: one running per replica on five replicas is 5 summed; one engine's chunks share steps with its own
+    # requests only, so five replicas at 1 each withhold exactly as one replica at 1 does (~0.7 s of 4 s)
+    tight = SLOTargets(ttft_seconds=1.0, tpot_seconds=0.1, target_ratio=0.9)
+    alone = _ev(gpu="H100-SXM", slo=tight, life=_life(ttft=4.05))
+    one = dataclasses.replace(alone, requests_running_mean=1.0, replicas_up=1)
+    five = dataclasses.replace(alone, requests_running_mean=5.0, replicas_up=5)
+    (p,) = RULE.propose(one)
+    (q,) = RULE.propose(five)
+    assert p.withheld is not None and q.withheld is not None, (p.withheld, q.withheld)
+
+
+def test_since_start_means_never_overrule_a_window_whose_requests_meet_the_target() -> None:
+    # breaker 13: 1,000 requests at 3.5 s since start, the window's 5 at 0.4 s against 2.5 s: the window meets the
+    # target, so the rule neither fires nor stays firing (clears) on the older history
+    slo = SLOTargets(ttft_seconds=2.5, tpot_seconds=0.1, target_ratio=0.9)
+    e = _ev(slo=slo, life=_life(ttft=3.5, queue=0.05, prompt=4_000.0, n=1_005))
+    stats = dataclasses.replace(
+        e.stats, ttft=hist((0.5, 5.0), total_sum=2.0), queue_time=hist((0.1, 5.0), total_sum=0.1)
+    )
+    now = dataclasses.replace(e, stats=stats)
+    fired = RULE.fires(now)
+    assert fired.holds is False and "0.40 s" in fired.reason, fired.reason
+    assert RULE.clears(now).holds is True
+    # the window's few requests missing the target leave the since-start reading in charge (a single user's turns)
+    slow = dataclasses.replace(
+        e.stats, ttft=hist((5.0, 3.0), total_sum=12.0), queue_time=hist((0.1, 3.0), total_sum=0.1)
+    )
+    assert RULE.fires(dataclasses.replace(e, stats=slow)).holds is True
+
+
+def test_replicas_reporting_the_cache_both_ways_leave_it_unknown_in_either_order() -> None:
+    # breaker 13: the first listed target's label decided; the merged config says the replicas differ
+    from advisor.evaluate import merged_engine_config
+
+    off, on = (
+        {"enable_prefix_caching": "False", "block_size": "16"},
+        {"enable_prefix_caching": "True", "block_size": "16"},
+    )
+    for configs in ([off, on], [on, off]):
+        merged = merged_engine_config(configs)
+        assert merged == {"enable_prefix_caching": c.ENGINE_CONFIG_MIXED, "block_size": "16"}
+        cond = RULE.fires(_ev(engine_config=merged))
+        assert cond.holds is None and "differ" in cond.reason, cond.reason
+    assert merged_engine_config([off, off]) == off and merged_engine_config([]) == {}
+
+
+def test_a_queue_mean_above_the_ttft_mean_is_unknown_never_negative_seconds() -> None:
+    # breaker 13: TTFT 3 s, queue 5 s (histograms of different requests, or a corrupt page)
+    cond = RULE.fires(_ev(life=_life(ttft=3.0, queue=5.0)))
+    assert cond.holds is None and "exceeds" in cond.reason and "-" not in cond.reason.split("TTFT")[0], cond.reason
