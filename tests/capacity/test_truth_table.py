@@ -60,7 +60,7 @@ def _stated(rows: list[tt.Outcome]) -> list[tt.Outcome]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="acceptance 1 not met yet: 6 of the 62 vLLM logs get no answer (models whose published config.json "
+    reason="acceptance 1 not met yet: 4 of the 62 vLLM logs get no answer (models whose published config.json "
     "was not found), 2 of them among the 25 rows that state every input (median 0.6 %, p90 10.2 %); measured in "
     "docs/capacity.md",
 )
