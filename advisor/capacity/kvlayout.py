@@ -479,6 +479,13 @@ models ("Hybrid or mamba-based model detected without support for prefix caching
 ``MambaModelConfig``, v0.12.0) and hold one page (``MambaSpec.max_memory_usage_bytes`` = the page, v0.10.0-v0.11.0;
 ``cdiv(max_model_len, block_size)`` pages with ``mamba_block_size = max_model_len``, v0.12.0-v0.14.0)."""
 
+VLLM_V1_NULL_BLOCKS: Final = 1
+"""Blocks of a vLLM V1 KV pool no request can hold: ``BlockPool`` takes one block off its free queue at start as the
+null block (``vllm/v1/core/block_pool.py``, ``self.null_block = self.free_block_queue.popleft()``), so one request
+can grow to ``(num_gpu_blocks − 1) × block_size`` tokens while the start-up log's "GPU KV cache size" and
+``num_gpu_blocks × block_size`` count it (RBLN-SW/vllm-rbln#957: 13 blocks of 8,192 tokens hold a 98,304-token
+prompt, not 106,496; the one longer is admitted and never scheduled)."""
+
 HYBRID_PREFIX_CACHING_DEFAULT_SINCE: Final = (0, 26)
 """From this vLLM release prefix caching is on by default for hybrid models (``vllm/config/model.py``
 ``ModelConfig.is_prefix_caching_supported``, v0.26.0: "Generative hybrid models support prefix caching."; v0.25.0

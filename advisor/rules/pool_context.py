@@ -48,6 +48,7 @@ import math
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.kvlayout import VLLM_V1_NULL_BLOCKS
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     CAP_TAIL_FACTOR,
@@ -147,6 +148,9 @@ class PoolContextRule:
         ranks = ev.kv_rank_capacity_tokens if ev.kv_capacity_source == "engine" else ()
         if ranks:
             pool = max(ranks)
+        null = _null_block_tokens(ev)
+        if pool and null:
+            pool = max(0.0, pool - null)  # what one request can hold on one engine (or rank)
         slot = ev.ctx.capacity.max_request_tokens
         if pool and slot is not None and slot < pool:
             pool = slot  # llama.cpp: one request holds one slot's cells, not the pool
@@ -183,7 +187,8 @@ class PoolContextRule:
         return pool / mml, evidence
 
     def fires(self, ev: Evaluation) -> Condition:
-        """Pool ÷ max-model-len < ``min_full_length_requests`` (llama.cpp unified slots: < ``--parallel``)."""
+        """Pool ÷ max-model-len < ``min_full_length_requests`` (llama.cpp unified slots: < ``--parallel``); on vLLM
+        V1 the pool less its null block (:data:`advisor.capacity.kvlayout.VLLM_V1_NULL_BLOCKS`)."""
         holds, evidence = self._reading(ev)
         if holds is None:
             if ev.kv_cache_hybrid:
@@ -582,3 +587,17 @@ def reservation_share(ev: Evaluation, pool: float, wanted: float) -> float:
     share = pool / wanted
     length, _ = observed_request_tokens(ev)
     return max(share, CAP_TAIL_FACTOR * length) if length else share
+
+
+def _null_block_tokens(ev: Evaluation) -> float:
+    """Tokens of the pool no request can hold: vLLM V1's null block(s) × the block size the engine reports (else
+    the deployment's), 0 on other engines and V0, and 0 on a hybrid model, whose group-aware pool counts a shared
+    block as a fraction of a group's tokens (``kv_cache_utils.py``: blocks ÷ groups × the smallest block)."""
+    if ev.ctx.engine != "vllm" or ev.ctx.inputs.overhead_profile != "vllm-v1" or ev.kv_cache_hybrid:
+        return 0.0
+    reported = ev.engine_config.get("block_size")
+    try:
+        block = float(reported) if reported not in (None, c.ENGINE_CONFIG_MIXED) else float(ev.ctx.inputs.block_size)
+    except ValueError:
+        block = float(ev.ctx.inputs.block_size)
+    return VLLM_V1_NULL_BLOCKS * block if math.isfinite(block) and block > 0 else 0.0

@@ -13,16 +13,19 @@ LONG = ctx(max_model_len=131_072)  # Llama-3.1-8B's whole context
 @pytest.mark.parametrize(
     ("pool", "max_model_len", "n", "fires"),
     [
-        (8_192, 8_192, 1, False),  # 8,192 ÷ 8,192 = 1.0 request: exactly one fits
-        (8_191, 8_192, 1, True),  # 0.99988 < 1
-        (16_384, 8_192, 2, False),  # 2.0 requests, 2 wanted
-        (16_383, 8_192, 2, True),  # 1.99988 < 2
+        # vLLM V1 keeps one 16-token block of the pool as its null block (advisor.capacity.kvlayout.VLLM_V1_NULL_BLOCKS)
+        (8_208, 8_192, 1, False),  # (8,208 − 16) ÷ 8,192 = 1.0 request: exactly one fits
+        (8_207, 8_192, 1, True),  # 0.99988 < 1
+        (8_192, 8_192, 1, True),  # num_gpu_blocks × block_size = max-model-len: the null block leaves it short
+        (16_400, 8_192, 2, False),  # 2.0 requests, 2 wanted
+        (16_399, 8_192, 2, True),  # 1.99988 < 2
         (76_600, 131_072, 1, True),  # the operator's report: 0.58 of one request
         (449_920, 8_192, 1, False),  # the modelled H100 pool: 54.9 requests
     ],
     ids=[
         "a pool of exactly one max-length request does not fire",
         "one token short of one request fires",
+        "a pool of exactly one request with the null block in it fires",
         "exactly two requests with two wanted does not fire",
         "one token short of two requests fires",
         "a 76,600-token pool under a 131,072 context fires",
@@ -75,7 +78,7 @@ def test_the_cap_holds_min_full_length_requests() -> None:
 
 @pytest.mark.parametrize(
     ("pool", "cap"),
-    [(1_023, None), (2_047, 1_024), (2_048, 2_048)],
+    [(1_039, None), (2_063, 1_024), (2_064, 2_048)],  # each pool holds its 16-token null block besides
     ids=["below one 1,024 step there is no cap", "2,047 tokens round down to 1,024", "2,048 tokens cap at 2,048"],
 )
 def test_cap_rounding(pool: float, cap: int | None) -> None:
