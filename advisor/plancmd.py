@@ -785,6 +785,19 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
             f'of --max-total-tokens {result.max_model_len:,}; TGI refuses to start ("Not enough memory to handle '
             '`max_total_tokens`")',
         )
+    if cap.engine == "llamacpp" and result.weights_bytes_per_gpu > memory:
+        # the weights alone exceed the GPU: llama.cpp fails at load with every layer offloaded, or (its automatic
+        # fitting, on by default in late-2025 builds) keeps layers on the CPU at the CPU's speed, which this pass does
+        # not model: no figure below would be the engine's (breaker 13: 129 GiB on 44 GiB printed an all-GPU TPOT,
+        # exit 0)
+        return _refuse_without_pass(
+            args,
+            dspec,
+            gpu,
+            f"the weights ({result.weights_bytes_per_gpu / GIB:.2f} GiB per GPU) alone exceed the GPU's "
+            f"{memory / GIB:.2f} GiB: llama.cpp fails at load with every layer on the GPU, or keeps layers on the CPU "
+            "(-ngl below the layer count, or its automatic fitting), whose speed this plan does not model",
+        )
     if result.max_concurrency < 1:
         # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot
         slot = result.max_request_tokens

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
+from advisor.capacity.engines import memory_overcommit
 from advisor.capacity.hardware import fp8_kv_emulated
 from advisor.capacity.kv import CapacityResult
 from advisor.capacity.models import without_unused_vision_tower
@@ -108,12 +109,16 @@ def verdict(refusal: str | None, found: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _starts(spec: DeploymentSpec) -> CapacityResult | None:
-    """The capacity result of ``spec`` when vLLM would start with it (the pass accepts it and the pool holds one
-    max-length request), else None."""
+    """The capacity result of ``spec`` when the engine would start with it (the pass accepts it and the pool holds
+    one max-length request; on llama.cpp, whose pass sizes the cache in cells whatever the memory, the weights and
+    the cells also fit the GPU: :func:`advisor.capacity.engines.memory_overcommit`), else None."""
     try:
-        result = resolve_deployment(spec).result
+        resolved = resolve_deployment(spec)
     except CapacityError:
         return None
+    result = resolved.result
+    if resolved.capacity.engine == "llamacpp" and memory_overcommit(result) is not None:
+        return None  # breaker 13: '--gpu-memory-utilization 0.91 fits' 129 GiB of weights on a 44 GiB L40S
     return result if result.max_concurrency >= 1 else None
 
 

@@ -7,7 +7,8 @@ Every adapter's snapshot passes through :func:`sanitize` (``get_adapter`` wraps 
 quantity                        unknown when
 ==============================  ====================================================================
 KV usage ratio                  not finite, or outside [0, 1] (a percent left unscaled, pitfall 4)
-KV capacity (tokens)            not finite, or ≤ 0 (an engine's pool of 0 is not a pool)
+KV capacity (tokens)            not finite, ≤ 0 (an engine's pool of 0 is not a pool), or above 10¹⁰
+                                (``MAX_POOL_TOKENS_IN_ONE_ENGINE``)
 requests running / waiting      not finite, negative, or above 10⁷ (``MAX_REQUESTS_IN_ONE_ENGINE``)
 cumulative counters             not finite, negative, or above 2⁵³ (``MAX_COUNT``)
 histograms                      a bucket count or the sum is not finite, a count is negative, or the
@@ -72,6 +73,12 @@ beyond what any engine holds in memory (each waiting request keeps its prompt's 
 largest batches, ``max_num_seqs``, are thousands). A gauge above it is a broken exporter, not a load (bad-input
 breaker, 2026-12-06: ``vllm:num_requests_running 1e308`` was reported as a count and read by the rules)."""
 _REQUEST_GAUGES = frozenset({"requests_running", "requests_waiting"})
+MAX_POOL_TOKENS_IN_ONE_ENGINE = 1e10
+"""Largest KV pool, in tokens, read from one target: a pool of 10¹⁰ tokens at the smallest per-token KV of a
+served model (~1 KiB: MLA's 576-wide latent at fp8 over a few layers; a 0.5B model's 12 KiB in bf16) is ≥ 10 TB,
+beyond any one engine's device memory (eight 288 GB accelerators are 2.3 TB). A larger figure is a broken exporter,
+and advice built on it is wrong (breaker 13: ``num_gpu_blocks`` 1e30 read as 'KV usage 98 % of 10³⁰ tokens', and fp8
+KV proposed to double it)."""
 
 
 def _bad_count(v: float | None, name: str = "") -> str | None:
@@ -103,6 +110,8 @@ def _bad_capacity(v: float | None) -> str | None:
         return None
     if not math.isfinite(v) or v <= 0:
         return f"value {v} is not a pool size"
+    if v > MAX_POOL_TOKENS_IN_ONE_ENGINE:
+        return f"value {v:g} is more tokens than one engine's memory holds ({MAX_POOL_TOKENS_IN_ONE_ENGINE:g})"
     return None
 
 

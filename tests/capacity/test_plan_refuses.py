@@ -49,6 +49,21 @@ def test_weights_that_do_not_fit_exit_3_and_say_so_in_json() -> None:
     assert "Traceback" not in r.stderr and "refused:" in r.stderr
 
 
+def test_llamacpp_weights_beyond_the_gpu_exit_3_with_fixes_that_fit_the_gpu() -> None:
+    """Breaker 13: 70B bf16 (129.5 GiB as llama.cpp counts it) on one 44.4 GiB L40S exited 0 with an all-GPU TPOT
+    and a note. The weights alone exceed the GPU: exit 3, feasible false. Its fixes are those whose weights and
+    32,768 f16 cells (10 GiB: 80 layers × 8 KV heads × 128 × 2 × 2 B × 32,768) fit 44.4 GiB: TP 2 leaves 64.7 GiB of
+    weights per GPU and a 4-bit checkpoint ~37 GiB + 10 GiB, neither fits; 4 GPUs do (32.4 + 2.5 GiB)."""
+    r = _plan(*LLAMA_70B, "--gpu", "L40S", "--max-model-len", "32768", "--engine", "llamacpp", "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False and "alone exceed" in out["reason"], out["reason"]
+    changes = _changes(out)
+    assert "--tp 4" in changes, changes
+    assert not any(c.split()[0] in ("--gpu-memory-utilization", "--max-model-len", "--quantization") for c in changes)
+    assert "--tp 2" not in changes
+
+
 def test_weights_that_do_not_fit_say_so_in_the_table() -> None:
     r = _plan(*LLAMA_70B, "--gpu", "H100-SXM", "--max-model-len", "8192")
     assert r.returncode == 3

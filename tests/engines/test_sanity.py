@@ -113,3 +113,18 @@ def test_large_but_possible_counts_are_kept() -> None:
         'vllm:generation_tokens_total{engine="0",model_name="m"} 1e15\n'
     )
     assert (s.requests_waiting, s.generation_tokens_total) == (1_000_000, 1e15)
+
+
+@pytest.mark.parametrize(("blocks", "known"), [("1e30", False), ("99999999999", False), ("6250000", True)])
+def test_a_pool_beyond_any_engines_memory_is_unknown(blocks: str, known: bool) -> None:
+    """Breaker 13: ``num_gpu_blocks`` 1e30 (× 16 tokens) was read as a pool of 10³¹ tokens and fp8 KV proposed to
+    double it. Above 10¹⁰ tokens (≥ 10 TB of KV at ~1 KiB a token) it is unknown; 10⁸ tokens (16 × 6.25 M blocks,
+    a small model's pool on eight large GPUs) is kept."""
+    adapter = get_adapter("vllm")
+    page = f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="{blocks}"}} 1.0\n'
+    s = adapter.snapshot(parse_exposition(page, keep=adapter.wants))
+    if known:
+        assert s.kv_cache_capacity_tokens == 16 * float(blocks)
+    else:
+        assert s.kv_cache_capacity_tokens is None
+        assert any(m.startswith("kv_cache_capacity_tokens") and "memory" in m for m in s.missing), s.missing
