@@ -209,6 +209,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "(its accounting does not read it): drop it, or give the --engine that reads it"
         )
         return 2
+    both = args.parallel is not None and args.max_num_seqs is not None
+    if args.engine == "llamacpp" and both and args.parallel != args.max_num_seqs:
+        # check-config refuses the same pair (advisor.config); plan used --parallel silently (breaker 13)
+        _err(
+            f"--parallel {args.parallel} slots contradicts --max-num-seqs {args.max_num_seqs}; on llama.cpp both are "
+            "--parallel (the concurrent requests): give one, or the same value"
+        )
+        return 2
     if args.engine == "vllm" and not args.enable_lora:
         from advisor.capacity.lora import LORA_DIALS
 
@@ -939,6 +947,9 @@ _VLLM_ONLY = (
 )
 
 
+_NEGATABLE_FLAGS = frozenset({"enable_chunked_prefill", "enable_prefix_caching"})
+"""``plan``'s vLLM flags with a ``--no-`` form (``argparse.BooleanOptionalAction``, default None): False is given."""
+
 _NOT_VLLM = (
     "mem_fraction_static",
     "cuda_memory_fraction",
@@ -1003,7 +1014,11 @@ def _ignored_flags(args: argparse.Namespace) -> list[str]:
     ignored = []
     for name in _VLLM_ONLY:
         value = getattr(args, name, None)
-        given = value not in (None, False) and not (name == "gpu_memory_utilization" and value == 0.9)
+        # identity, not equality: --cpu-offload-gb 0 and --no-enable-prefix-caching are given too (breaker 13: 0 and
+        # False compared equal to the store_true default and passed silently); False is "not given" only for a
+        # store_true flag
+        given = value is not None and (value is not False or name in _NEGATABLE_FLAGS)
+        given = given and not (name == "gpu_memory_utilization" and value == 0.9)
         given = given and not (name in ("dp", "pp") and value == 1)
         if given and name not in uses and not (name == "engine_version" and args.engine == "tgi"):
             ignored.append("--" + name.replace("_", "-"))

@@ -1086,9 +1086,10 @@ def kv_withheld(ev: Evaluation, threshold: float = OTHER_POOL_SATURATED) -> str 
     if kv is not None and kv >= threshold:
         return pool_held_by_no_request(ev, threshold)
     pool, usage = hot[0]
-    kv_text = "unknown" if kv is None else f"{kv:.0%}"
+    # unknown KV usage is said as unknown, not as a pool that is not saturated (breaker 13)
+    kv_text = "the KV pool's usage is unknown" if kv is None else f"the KV pool is not (KV usage {kv:.0%})"
     return (
-        f"withheld: the {pool} pool is saturated ({usage:.0%}) while the KV pool is not (KV usage {kv_text}); "
+        f"withheld: the {pool} pool is saturated ({usage:.0%}) while {kv_text}; "
         f"{POOL_MEANING.get(pool, 'a pool other than the KV pool')}. A KV-pool turn would not admit one more request"
     )
 

@@ -457,10 +457,19 @@ class PoolContextRule:
         fit = max(1, int(pool // mml))
         s = ev.stats
         running = s.requests_running if s is not None else None
-        if running is not None and 0 < running < slots:
+        usage = _usage(ev)
+        longest = ev.longest_sequence_tokens
+        filled = shared and (
+            (usage is not None and usage >= UNIFIED_CELLS_FILL_MAX)
+            # or as many requests of the longest sequence served overrun the shared cells
+            or (longest is not None and running is not None and running * longest > UNIFIED_CELLS_FILL_MAX * pool)
+        )
+        if running is not None and 0 < running < slots and not filled:
             # never below the requests that run at once while a slot is still free: those would queue behind one
             # another's whole turn (ggml-org/llama.cpp#17527: 2 agents on 8 slots); with every slot busy the overflow
-            # is at hand (#23652: 4 of 4), and the cells' own count stands
+            # is at hand (#23652: 4 of 4), and the cells' own count stands — as it does when the requests running
+            # already fill the shared cells: as many slots again overrun them (anomalyco/opencode#22166: 3 sessions
+            # of 49K, 87K and 133K tokens on 262,144 cells, where 4 → 3 slots was proposed)
             fit = max(fit, math.ceil(running / max(ev.replicas_up, 1)))
         if fit >= slots:
             return []

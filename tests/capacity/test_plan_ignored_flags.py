@@ -27,6 +27,10 @@ BASE = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SX
         ("vllm", ["--mem-fraction-static", "0.5"], "--mem-fraction-static"),
         ("vllm", ["--max-loras", "4"], "--max-loras"),
         ("sglang", ["--enable-lora"], "--enable-lora"),
+        # breaker 13: the negated and zero forms passed silently (they compared equal to a store_true default)
+        ("sglang", ["--no-enable-prefix-caching"], "--enable-prefix-caching"),
+        ("tgi", ["--no-enable-chunked-prefill"], "--enable-chunked-prefill"),
+        ("trtllm", ["--cpu-offload-gb", "0"], "--cpu-offload-gb"),
     ],
 )
 def test_a_flag_the_engine_does_not_read_is_refused(engine: str, extra: list[str], flag: str) -> None:
@@ -55,3 +59,12 @@ def test_a_block_override_beyond_the_gpu_is_warned() -> None:
 def test_pipeline_stages_are_read_where_the_engine_has_them(engine: str) -> None:
     r = run_cli(*BASE, "--engine", engine, "--pp", "2", "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_refused() -> None:
+    """Breaker 13: both are llama.cpp's --parallel; plan used 4 of '--parallel 4 --max-num-seqs 8' without a word,
+    where check-config refuses the pair. The same value is one setting."""
+    base = [*BASE, "--engine", "llamacpp", "--parallel", "4"]
+    r = run_cli(*base, "--max-num-seqs", "8", "--json")
+    assert r.returncode == 2 and r.stdout == "" and "contradicts --max-num-seqs 8" in r.stderr, r.stderr
+    assert run_cli(*base, "--max-num-seqs", "4", "--json").returncode == 0

@@ -96,6 +96,22 @@ def test_with_no_length_visible_the_cap_is_withheld_and_fewer_slots_keep_the_run
     assert {p.dial: p for p in RULE.propose(full)}[c.DIAL_MAX_NUM_SEQS].suggested == 1  # type: ignore[arg-type]
 
 
+def test_fewer_slots_do_not_keep_the_running_requests_when_they_overrun_the_shared_cells() -> None:
+    """anomalyco/opencode#22166 in small: 3 of 4 unified slots run on 8,192 cells, and the engine has held a 4,200-token
+    sequence: 3 × 4,200 = 12,600 > 90 % of 8,192, so keeping 3 slots overruns the cells as the report's three sessions
+    did (4 → 3 was proposed). The cells' own count (1 max-length request) stands; at 900 tokens the floor of 3
+    holds (3 × 900 fits), and with the cells' usage at 95 % it does not."""
+    dep = _llamacpp(8192, 4, True, 8192)
+    e = ev(dep=dep, requests_running=3, requests_waiting=0, kv_capacity_tokens=8192)
+    long_ = dataclasses.replace(e, longest_sequence_tokens=4200.0)  # type: ignore[type-var]
+    fewer = {p.dial: p for p in RULE.propose(long_)}[c.DIAL_MAX_NUM_SEQS]  # type: ignore[arg-type]
+    assert (fewer.current, fewer.suggested) == (4, 1), fewer.suggested
+    short = dataclasses.replace(e, longest_sequence_tokens=900.0)  # type: ignore[type-var]
+    assert {p.dial: p for p in RULE.propose(short)}[c.DIAL_MAX_NUM_SEQS].suggested == 3  # type: ignore[arg-type]
+    full = ev(dep=dep, requests_running=3, requests_waiting=0, kv_capacity_tokens=8192, kv_cache_usage_ratio=0.95)
+    assert {p.dial: p for p in RULE.propose(full)}[c.DIAL_MAX_NUM_SEQS].suggested == 1  # type: ignore[arg-type]
+
+
 def test_the_llamacpp_adapter_reads_n_tokens_max_under_either_name() -> None:
     from advisor.engines.llamacpp import LlamaCppAdapter
     from advisor.sources.exposition import parse_exposition

@@ -406,7 +406,7 @@ def llamacpp_slots_deferred() -> EvidenceRow:
         snapshot={"requests_running": 4, "requests_waiting": 26, "pool_usage": {"slots": 1.0}},
         named=["slots"],
     )
-    why = ["withheld: the slots pool is saturated (100%)", "KV usage unknown", "request slots"]
+    why = ["withheld: the slots pool is saturated (100%)", "KV pool's usage is unknown", "request slots"]
     return EvidenceRow(
         state,
         never=KV_TURNS,
