@@ -296,10 +296,9 @@ def _print_human(result_dicts: list[dict[str, Any]], notes: dict[str, str] | Non
             # the other turns, ranked (a fresh user found the one that closes the gap only in --json, 2026-12-06)
             for a in r.get("alternatives") or []:
                 flag = a.get("flag") or f"not offered: {a.get('flag_unavailable_reason')}"
-                _say(
-                    f"      or [{a['rule']}] {a['dial']} {a['current']} → {a['suggested']} ({flag}): "
-                    f"{a.get('why_rank', '')}"
-                )
+                # a dial at no value (weights unquantized) reads "none", as on the status page, never Python's None
+                now, then = ("none" if v is None else v for v in (a["current"], a["suggested"]))
+                _say(f"      or [{a['rule']}] {a['dial']} {now} → {then} ({flag}): {a.get('why_rank', '')}")
             for w in r.get("withheld") or []:
                 _say(f"      withheld [{w['rule']}] {w['dial']}: {str(w['reason']).removeprefix('withheld: ')}")
 

@@ -1862,7 +1862,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
                     if near
                     else "none came close, so the nearest misses are listed"
                 )
-                + ("" if owned else ". (from $X/h) is the cheapest single instance holding one replica, a lower bound"),
+                + (
+                    ""
+                    if owned
+                    else ". (from $X/h) is a lower bound on its cost: the replicas stability alone needs, each on the "
+                    "cheapest instance holding one"
+                ),
                 width=110,
             )
         )

@@ -657,6 +657,8 @@ def test_once_text_prints_every_alternative_and_withheld_turn(capsys: pytest.Cap
              "why_rank": "adds 1 GPU; closes the gap"},
             {"rule": "kv_saturation", "dial": "kv_cache_dtype", "current": "auto", "suggested": "fp8", "flag": None,
              "flag_unavailable_reason": "Bedrock sets it", "why_rank": "adds no GPU"},
+            {"rule": "kv_saturation", "dial": "weight_quantization", "current": None, "suggested": "fp8",
+             "flag": "--quantization fp8", "why_rank": "adds no GPU"},
         ],
         "withheld": [{"rule": "weights_crowd", "dial": "tensor_parallel_size", "reason": "withheld: TPOT is met"}],
     }  # fmt: skip
@@ -670,6 +672,8 @@ def test_once_text_prints_every_alternative_and_withheld_turn(capsys: pytest.Cap
     assert "      or [queue_growth] replicas 1 → 2 (kubectl scale x): adds 1 GPU; closes the gap" in out, out
     assert "      or [kv_saturation] kv_cache_dtype auto → fp8 (not offered: Bedrock sets it): adds no GPU" in out, out
     assert "      withheld [weights_crowd] tensor_parallel_size: TPOT is met" in out, out
+    # a dial at no value reads "none" as on the status page, not Python's None (walkthrough, 2026-12-06)
+    assert "      or [kv_saturation] weight_quantization none → fp8 (--quantization fp8): adds no GPU" in out, out
 
 
 def test_once_text_escapes_control_characters_and_says_why_a_flag_is_not_offered(

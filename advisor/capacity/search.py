@@ -188,7 +188,8 @@ class Candidate:
 @dataclass(frozen=True)
 class Rejection:
     """A replica configuration that cannot meet the SLO, why, and the cheapest it could have cost
-    (``lower_bound_hourly_cost_usd``: one instance that holds a replica)."""
+    (``lower_bound_hourly_cost_usd``: the replicas stability alone needs, each on the cheapest instance that holds
+    one — not one instance's price; a fresh user read the legend's "single instance" against 2–4× the catalog's)."""
 
     config: ReplicaConfig
     reason: str
