@@ -2,7 +2,9 @@
 
 Goodput ratio: the fraction of requests meeting both targets (DistServe, Zhong et al., OSDI 2024),
 estimated from the engine's two histograms (:mod:`advisor.telemetry`). Fires when it stays below
-``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears at or above it.
+``slo.target_ratio`` with at least ``min_requests`` finished in the window; clears at or above it. With one side
+unmeasured (its histogram missing or unreadable; TGI's TTFT) the ratio is unknown and only its upper bound speaks:
+below the target it fires (the breach is certain), otherwise it neither fires nor clears.
 
 Checked against its evidence (issue 13): more TP (and chunked prefill) for TTFT rests on the diagnosis that
 prefill takes the time. The falsifying measurement is the share of the observed mean TTFT that the roofline's

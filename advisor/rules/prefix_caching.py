@@ -14,12 +14,13 @@ off.
 
 The measurement is the window's (TTFT, queue-time and prompt-length histograms, at least :data:`MIN_REQUESTS`
 observed in it) or, when the window observed fewer (a single user's long turns), the engines' since they started
-(:attr:`advisor.rules.base.Evaluation.lifetime_prefill`). Whether the prompts share prefixes cannot be measured while
-the cache is off (its hit counters count nothing), so the proposal says what falsifies it: a hit rate near zero
-afterwards (the engine's prefix-cache hit and query counters). Where the GPU's roofline is known, the
-modelled prefill of the mean prompt must explain at least :data:`advisor.rules.goodput.PREFILL_SHARE_MIN` of the
-TTFT past the queue; below it the time goes elsewhere (the API server's preprocessing, a grammar compile) and the
-proposal is withheld.
+(:attr:`advisor.rules.base.Evaluation.lifetime_prefill`) — unless the few requests the window did observe meet the
+TTFT target: older history never overrules them, so the rule clears once a fix takes. Whether the prompts share
+prefixes cannot be measured while the cache is off (its hit counters count nothing), so the proposal says what
+falsifies it: a hit rate near zero afterwards (the engine's prefix-cache hit and query counters). Where the GPU's
+roofline is known, the modelled prefill of the mean prompt must explain at least
+:data:`advisor.rules.goodput.PREFILL_SHARE_MIN` of the TTFT past the queue; below it the time goes elsewhere (the API
+server's preprocessing, a grammar compile) and the proposal is withheld.
 
 Not for V0 (prefix caching off by default and, on some attention backends, refused beside an fp8 KV cache: vllm
 #13147), nor for a hybrid (Mamba / linear-attention) model with speculative decoding running (the cache corrupts its
