@@ -734,6 +734,9 @@ class Deployment(_Strict):
             raise ValueError(problem)
         if self.ctx_size is not None and self.ctx_size < (self.parallel or 1):
             raise ValueError(f"ctx_size: {self.ctx_size} cells cannot give each of {self.parallel} slots one")
+        batched, seqs = self.max_num_batched_tokens, self.max_num_seqs
+        if self.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
+            raise ValueError(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))
         both = self.parallel is not None and self.max_num_seqs is not None
         if self.engine == "llamacpp" and both and self.parallel != self.max_num_seqs:
             raise ValueError(
@@ -1737,6 +1740,12 @@ def capacity_inputs(
     return deployment_inputs(deployment_spec(dep, base_dir, engine, model))
 
 
+VLLM_BATCHED_BELOW_SEQS: Final = (
+    'max_num_batched_tokens {batched} is below max_num_seqs {seqs}: vLLM refuses to start ("max_num_batched_tokens '
+    'must be greater than or equal to max_num_seqs", vllm/config/scheduler.py SchedulerConfig._verify_args: each '
+    "running sequence needs at least one token of the step); raise max_num_batched_tokens or lower max_num_seqs"
+)
+"""vLLM's own start-up check on the step budget against the batch cap, as check-config and plan say it."""
 GPU_NEEDED: Final = "set gpu (a catalog name) or gpu_memory_gib"
 """A deployment names neither its GPU nor its memory (the schema's check, and the raw-mapping one beside the schema's
 errors: a fresh user met it only in a second run, after fixing a missing max_model_len, 2026-12-06)."""

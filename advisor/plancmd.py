@@ -217,6 +217,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "--parallel (the concurrent requests): give one, or the same value"
         )
         return 2
+    batched, seqs = args.max_num_batched_tokens, args.max_num_seqs
+    if args.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
+        from advisor.config import VLLM_BATCHED_BELOW_SEQS
+
+        _err(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))  # breaker 13: 'MEETS the SLO' at 1 token
+        return 2
     if args.engine == "vllm" and not args.enable_lora:
         from advisor.capacity.lora import LORA_DIALS
 

@@ -49,3 +49,18 @@ def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_a_config_error() -
     with pytest.raises(ConfigError, match=r"parallel: 4 slots contradicts max_num_seqs: 64"):
         parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 64}]})
     assert parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 4}]}).deployments[0].parallel == 4
+
+
+def test_a_vllm_step_budget_below_its_batch_cap_is_refused_as_vllm_refuses_it() -> None:
+    """Breaker 13: ``max_num_batched_tokens: 1`` beside ``max_num_seqs: 1024`` was valid, and plan said "MEETS the
+    SLO"; vLLM's ``SchedulerConfig._verify_args`` raises "max_num_batched_tokens (1) must be greater than or equal to
+    max_num_seqs (1024)". Equal is accepted, as vLLM accepts it."""
+    with pytest.raises(ConfigError, match=r"max_num_batched_tokens 64 is below max_num_seqs 256: vLLM refuses"):
+        parse_config(_with(engine="vllm", max_num_batched_tokens=64, max_num_seqs=256))
+    assert parse_config(_with(engine="vllm", max_num_batched_tokens=256, max_num_seqs=256)).deployments[0]
+    from tests.inprocess import run_cli
+
+    base = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192"]
+    r = run_cli(*base, "--max-num-batched-tokens", "64", "--max-num-seqs", "256")
+    assert r.returncode == 2 and "vLLM refuses to start" in r.stderr, r.stderr
+    assert run_cli(*base, "--max-num-batched-tokens", "256", "--max-num-seqs", "256").returncode == 0
