@@ -774,6 +774,7 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
     (:class:`~advisor.errors.WontStartError`: the weights do not fit, no KV cache is left) is said as vLLM's is,
     with the fixes found by re-running that engine's pass (:func:`_refuse_without_pass`), exit 3."""
     from advisor.capacity.deployment import resolve_deployment
+    from advisor.capacity.engines import memory_overcommit
     from advisor.capacity.hardware import GIB
 
     model = dspec.model
@@ -811,6 +812,14 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
             f"the weights ({result.weights_bytes_per_gpu / GIB:.2f} GiB per GPU) alone exceed the GPU's "
             f"{memory / GIB:.2f} GiB: llama.cpp fails at load with every layer on the GPU, or keeps layers on the CPU "
             "(-ngl below the layer count, or its automatic fitting), whose speed this plan does not model",
+        )
+    over = memory_overcommit(result, resolved.inputs.gpu_memory_used_by_others_bytes)
+    if cap.engine == "llamacpp" and over is not None:
+        # the weights and the cells together: as the fixes judge it (capacity.fixes._starts), so a configuration the
+        # fixes would not call fitting is not priced here either (breaker 14: TP 2 printed a TPOT, exit 0, where TP 1
+        # was refused with '--tp 4 fits')
+        return _refuse_without_pass(
+            args, dspec, gpu, over + "; or llama.cpp's automatic fitting shrinks the context or keeps layers on the CPU"
         )
     if result.max_concurrency < 1:
         # llama.cpp's split slots: the pool may hold the request while one slot (--ctx-size ÷ --parallel) cannot

@@ -1936,6 +1936,15 @@ def _merge_or_first(histograms: Iterable[Histogram | None]) -> Histogram | None:
         return known[0]
 
 
+def _merge_every_or_none(histograms: Sequence[Histogram | None]) -> Histogram | None:
+    """:func:`_merge_or_first` when every replica has the histogram (or none has), else ``None``: the replicas that
+    have it do not speak for one that does not (breaker 14: a replica at a 6 s TTFT whose TTFT family stopped
+    rendering, beside one at 0.5 s, read goodput 100 % for the deployment and resolved its goodput incident)."""
+    if any(h is None for h in histograms) and any(h is not None for h in histograms):
+        return None
+    return _merge_or_first(histograms)
+
+
 def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
     """One deployment from its replicas' :class:`WindowStats` (each computed by :func:`window_stats`).
 
@@ -1945,8 +1954,9 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
     * ``kv_cache_usage_ratio``: plain mean over the replicas that know it (the pools of one deployment's
       replicas are the same size, so the plain mean is the pooled ratio); ``_min`` is the lowest and
       ``_max`` the highest any replica reached (``_max`` shows the hottest replica);
-    * ``ttft`` / ``tpot``: ``Histogram.merge`` of the known ones when their bounds agree, else the first
-      known one alone;
+    * ``ttft`` / ``tpot`` / ``queue_time``: ``Histogram.merge`` of the replicas' when every replica has one and
+      their bounds agree, else the first alone; ``None`` when some replica has none (the others' requests do not
+      speak for it); ``e2e``: of the known ones;
     * ``counter_resets`` and ``samples`` summed; ``counter_resets_max`` the most one replica had
       (:attr:`WindowStats.engine_restarts_max`); ``window_seconds`` and ``span_seconds`` the largest.
 
@@ -1994,9 +2004,9 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
         generation_tokens_per_second=_sum_known(generation),
         requests_finished_per_second=_sum_known(finished),
         preemptions_increase=_sum_known(preemptions_increase),
-        ttft=_merge_or_first(ttft),
-        tpot=_merge_or_first(tpot),
-        queue_time=_merge_or_first(queue_time),
+        ttft=_merge_every_or_none(ttft),
+        tpot=_merge_every_or_none(tpot),
+        queue_time=_merge_every_or_none(queue_time),
         e2e=_merge_or_first(e2e),
         counter_resets=sum(resets),
         counter_resets_max=max(w.engine_restarts_max for w in stats),

@@ -522,8 +522,17 @@ def test_combine_targets_keeps_the_most_restarts_of_one_engine_beside_the_sum() 
 
 def test_combine_targets_keeps_the_first_histogram_when_bounds_differ() -> None:
     other = hist((0.2, 1), (INF, 2))
-    c = combine_targets([WindowStats(60.0, ttft=None), WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)])
+    c = combine_targets([WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)])
     assert c.ttft is HA
+
+
+def test_a_replica_without_the_histogram_leaves_the_deployments_unknown() -> None:
+    """Breaker 14: replica 0 at a 6 s TTFT whose TTFT family stopped rendering, replica 1 at 0.5 s: the merged TTFT
+    was replica 1's alone and goodput read 100 % for both. Some replicas without it: unknown; none: unknown; all: the
+    merge."""
+    c = combine_targets([WindowStats(60.0, ttft=None, tpot=HA), WindowStats(60.0, ttft=HA, tpot=HA)])
+    assert c.ttft is None and c.tpot is not None
+    assert combine_targets([WindowStats(60.0, ttft=None), WindowStats(60.0, ttft=None)]).ttft is None
 
 
 def test_combine_targets_of_nothing_is_unknown() -> None:

@@ -8,7 +8,7 @@ quantity                        unknown when
 ==============================  ====================================================================
 KV usage ratio                  not finite, or outside [0, 1] (a percent left unscaled, pitfall 4)
 KV capacity (tokens)            not finite, ≤ 0 (an engine's pool of 0 is not a pool), or above 10¹⁰
-                                (``MAX_POOL_TOKENS_IN_ONE_ENGINE``)
+                                (``MAX_POOL_TOKENS_IN_ONE_ENGINE``); KV usage is then unknown too
 requests running / waiting      not finite, negative, or above 10⁷ (``MAX_REQUESTS_IN_ONE_ENGINE``)
 cumulative counters             not finite, negative, or above 2⁵³ (``MAX_COUNT``)
 histograms                      a bucket count or the sum is not finite, a count is negative, or the
@@ -248,6 +248,12 @@ def sanitize(snap: EngineSnapshot, names: Mapping[str, Sequence[str]] | None = N
     if problem:
         changes["kv_cache_capacity_tokens"] = None
         why.append(f"kv_cache_capacity_tokens ({problem})")
+        if changes.get("kv_cache_usage_ratio", snap.kv_cache_usage_ratio) is not None:
+            # TGI and TensorRT-LLM divide their used tokens by this pool, and no engine's usage of a pool it
+            # misreports is trusted (breaker 14: a TGI budget of 1.1e10 rejected, its 95 % reservation kept and fp8
+            # KV proposed on it)
+            changes["kv_cache_usage_ratio"] = None
+            why.append("kv_cache_usage_ratio (unknown: the pool it is a share of is not a pool size)")
     for name in _HISTOGRAMS:
         problem = histogram_problem(getattr(snap, name))
         if problem:

@@ -220,7 +220,9 @@ class PoolContextRule:
             return Condition(False, unreached, evidence)
         return Condition(
             holds < wanted,
-            f"{where} holds {holds:.2f} max-length requests ({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
+            # rounded down: a pool 16 tokens short of one request fires, and "1.00" beside it read as a contradiction
+            f"{where} holds {math.floor(holds * 100) / 100:.2f} max-length requests "
+            f"({evidence['kv_cache_capacity_tokens']:,.0f} tokens "
             f"for max-model-len {evidence['max_model_len']:,}); at least {wanted_text}",
             evidence,
         )
@@ -454,23 +456,25 @@ class PoolContextRule:
         """``--parallel`` lowered to the max-length requests the unified cells hold (at least 1), when fewer than
         the slots: every admitted request then keeps max-model-len. ``shared`` False: the cells are split evenly over
         the slots (no ``--kv-unified``), and fewer slots give each slot ``--ctx-size ÷ --parallel`` cells."""
-        fit = max(1, int(pool // mml))
+        fit = held = max(1, int(pool // mml))
         s = ev.stats
         running = s.requests_running if s is not None else None
         usage = _usage(ev)
         longest = ev.longest_sequence_tokens
+        # one replica's running requests against one replica's cells (breaker 14: two replicas' sum halved the floor)
+        each = None if running is None else running / max(ev.replicas_up, 1)
         filled = shared and (
             (usage is not None and usage >= UNIFIED_CELLS_FILL_MAX)
             # or as many requests of the longest sequence served overrun the shared cells
-            or (longest is not None and running is not None and running * longest > UNIFIED_CELLS_FILL_MAX * pool)
+            or (longest is not None and each is not None and each * longest > UNIFIED_CELLS_FILL_MAX * pool)
         )
-        if running is not None and 0 < running < slots and not filled:
+        if each is not None and 0 < each < slots and not filled:
             # never below the requests that run at once while a slot is still free: those would queue behind one
             # another's whole turn (ggml-org/llama.cpp#17527: 2 agents on 8 slots); with every slot busy the overflow
             # is at hand (#23652: 4 of 4), and the cells' own count stands — as it does when the requests running
             # already fill the shared cells: as many slots again overrun them (anomalyco/opencode#22166: 3 sessions
             # of 49K, 87K and 133K tokens on 262,144 cells, where 4 → 3 slots was proposed)
-            fit = max(fit, math.ceil(running / max(ev.replicas_up, 1)))
+            fit = max(fit, math.ceil(each))
         if fit >= slots:
             return []
         proposal = Proposal(
@@ -485,13 +489,19 @@ class PoolContextRule:
             severity=severity,
             confidence=conf,
             summary=(
-                f"{ev.ctx.name}: {slots} slots {'share' if shared else 'split'} {pool:,.0f} cells that hold {fit} "
+                f"{ev.ctx.name}: {slots} slots {'share' if shared else 'split'} {pool:,.0f} cells that hold {held} "
                 f"request(s) of max-model-len {mml:,} — lower --parallel to {fit}"
             ),
             description=(
                 (
-                    f"{situation} With --parallel {fit}, the slots that run can each reach max-model-len without "
-                    f"exhausting the cells; the others' requests wait in the queue instead of aborting. Or keep "
+                    (
+                        f"{situation} With --parallel {fit}, the slots that run can each reach max-model-len without "
+                        "exhausting the cells"
+                        if fit <= held
+                        else f"{situation} With --parallel {fit} (the requests running at once while a slot was free; "
+                        f"the cells hold {held} of max-model-len), fewer requests share the cells"
+                    )
+                    + f"; the others' requests wait in the queue instead of aborting. Or keep "
                     f"{slots} slots and cap each request at the cells' share (the max-model-len turn). Falsified by: "
                     "requests that stay far shorter than the share, so the cells never run out."
                 )

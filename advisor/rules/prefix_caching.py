@@ -198,7 +198,7 @@ class PrefixCachingRule:
             # (or one is corrupt), and what the prefill takes is unknown, never negative seconds (breaker 13)
             return (
                 None,
-                f"the mean queue wait ({m.queue:.2f} s) exceeds the mean TTFT ({m.ttft:.2f} s) {m.over}: the "
+                f"the mean queue wait ({m.queue:.2f} s) exceeds the mean TTFT ({m.ttft:.2f} s), {m.over}: the "
                 "histograms disagree, so the time past the queue is unknown",
                 evidence,
             )

@@ -64,6 +64,18 @@ def test_llamacpp_weights_beyond_the_gpu_exit_3_with_fixes_that_fit_the_gpu() ->
     assert "--tp 2" not in changes
 
 
+def test_llamacpp_weights_and_cells_beyond_the_gpu_exit_3_as_the_fixes_judge_them() -> None:
+    """Breaker 14: Qwen2.5-32B Q8_0 at TP 2 on L4s, 65,536 f16 cells over 4 slots: 15.8 GiB of weights + 8 GiB of
+    cells per GPU (64 layers × 8 KV heads × 128 × 2 × 2 B × 65,536 ÷ 2 GPUs) exceed 22.07 GiB. It printed a TPOT,
+    exit 0, while the fixes of the same model at TP 1 did not count TP 2 as fitting. Exit 3 now, with TP 4."""
+    r = _plan("--engine", "llamacpp", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "L4", "--max-model-len", "8192",
+              "--gguf-file-type", "Q8_0", "--ctx-size", "65536", "--parallel", "4", "--tp", "2", "--json")  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False and "do NOT fit" in out["reason"], out["reason"]
+    assert "--tp 4" in _changes(out)
+
+
 def test_weights_that_do_not_fit_say_so_in_the_table() -> None:
     r = _plan(*LLAMA_70B, "--gpu", "H100-SXM", "--max-model-len", "8192")
     assert r.returncode == 3

@@ -128,3 +128,16 @@ def test_a_pool_beyond_any_engines_memory_is_unknown(blocks: str, known: bool) -
     else:
         assert s.kv_cache_capacity_tokens is None
         assert any(m.startswith("kv_cache_capacity_tokens") and "memory" in m for m in s.missing), s.missing
+
+
+def test_the_usage_of_a_pool_that_is_not_a_pool_size_is_unknown_too() -> None:
+    """Breaker 14: TGI's usage is its reserved tokens ÷ its budget; a budget of 1.1e10 was rejected while the 95 %
+    reservation share was kept, and fp8 KV proposed on it. The page's usage is unknown with its pool."""
+    adapter = get_adapter("vllm")
+    page = (
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1e30"} 1.0\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.95\n'
+    )
+    s = adapter.snapshot(parse_exposition(page, keep=adapter.wants))
+    assert s.kv_cache_capacity_tokens is None and s.kv_cache_usage_ratio is None
+    assert any(m.startswith("kv_cache_usage_ratio") for m in s.missing), s.missing

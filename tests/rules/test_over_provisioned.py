@@ -234,3 +234,12 @@ def test_a_trickle_moving_by_a_few_requests_is_not_a_rise() -> None:
         requests_running_by_target_early=(("a", 1 / 3), ("b", 1 / 3), ("c", 1 / 3)),
     )
     assert RULE.fires(e).holds is True and RULE.clears(e).holds is False
+
+
+def test_with_ttft_unmeasured_it_says_why_it_cannot_judge() -> None:
+    """Breaker 14: TGI (no TTFT histogram) read 'running, waiting or goodput unknown'; the goodput side says which."""
+    from advisor.telemetry import goodput_ratio
+
+    e = _ev(dep=ctx(replicas=3), replicas_up=3, requests_running=6, goodput=goodput_ratio(None, 1.0))
+    cond = RULE.fires(e)
+    assert cond.holds is None and "TTFT not measured" in cond.reason, cond.reason

@@ -112,6 +112,19 @@ def test_fewer_slots_do_not_keep_the_running_requests_when_they_overrun_the_shar
     assert {p.dial: p for p in RULE.propose(full)}[c.DIAL_MAX_NUM_SEQS].suggested == 1  # type: ignore[arg-type]
 
 
+def test_the_fewer_slots_floor_is_one_replicas_running_requests() -> None:
+    """Breaker 14: 65,536 unified cells, --parallel 8, max-model-len 32,768 (the cells hold 2), 4 requests running per
+    replica, the longest 12,000 tokens (4 × 12,000 fit 90 % of the cells): one replica got --parallel 4, two
+    identical replicas --parallel 2 (8 running summed read as overrunning one replica's cells)."""
+    dep = dataclasses.replace(_llamacpp(65536, 8, True, 32768), replicas=2)
+    for replicas in (1, 2):
+        e = ev(dep=dep, requests_running=4 * replicas, replicas_up=replicas, kv_capacity_tokens=65536)
+        e = dataclasses.replace(e, longest_sequence_tokens=12_000.0)  # type: ignore[type-var]
+        fewer = {p.dial: p for p in RULE.propose(e)}[c.DIAL_MAX_NUM_SEQS]  # type: ignore[arg-type]
+        assert fewer.suggested == 4, (replicas, fewer.suggested)
+        assert "hold 2 request(s)" in fewer.summary and "the cells hold 2 of max-model-len" in fewer.description
+
+
 def test_the_llamacpp_adapter_reads_n_tokens_max_under_either_name() -> None:
     from advisor.engines.llamacpp import LlamaCppAdapter
     from advisor.sources.exposition import parse_exposition
