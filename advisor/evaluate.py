@@ -1142,6 +1142,7 @@ def evaluate_deployment(
         stats=stats,
         replicas_up=replicas_up,
         kv_capacity_tokens=kv_capacity,
+        kv_capacity_tokens_smallest=min(engine_caps) if engine_caps else None,
         kv_capacity_source=kv_source,
         ttft_ok=ttft_ok,
         tpot_ok=tpot_ok,

@@ -144,6 +144,8 @@ class Evaluation:
         kv_capacity_tokens: the pool per replica in tokens — the engine's own report when known, else the
             capacity pass's prediction.
         kv_capacity_source: ``engine`` or ``model``.
+        kv_capacity_tokens_smallest: the smallest pool one answering replica's engine reports (tokens), ``None``
+            when none reports one: where replicas differ, a request that fits the mean pool may not fit every one.
         ttft_ok / tpot_ok: fraction of the window's requests within each target.
         goodput: the joint estimate from the two fractions.
         goodput_tokens_per_second: generation tokens/s × goodput ratio.
@@ -322,6 +324,7 @@ class Evaluation:
     lifetime_prefill: LifetimePrefill | None = None
     tpot_is_itl: bool = False
     window_tokens_per_request_from_histograms: LazyFloat | None = None
+    kv_capacity_tokens_smallest: float | None = None
 
     def speculation_runs(self) -> bool:
         """Whether the engine runs speculative decoding: the config says so (``speculative_decoding``, or a

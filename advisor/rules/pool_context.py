@@ -143,6 +143,10 @@ class PoolContextRule:
 
     def _reading(self, ev: Evaluation) -> tuple[float | None, dict[str, Any]]:
         pool = ev.kv_capacity_tokens
+        if ev.kv_capacity_source == "engine" and ev.kv_capacity_tokens_smallest is not None:
+            # replicas whose pools differ: a max-length request must fit each one a router may send it to (breaker
+            # 14: 6,400 tokens on one replica under max-model-len 8,192 hid behind the two replicas' mean, 11,184)
+            pool = ev.kv_capacity_tokens_smallest
         mml = ev.ctx.inputs.max_model_len or ev.ctx.capacity.max_model_len
         s = ev.stats
         ranks = ev.kv_rank_capacity_tokens if ev.kv_capacity_source == "engine" else ()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from advisor.rules.pool_context import PoolContextRule
@@ -116,3 +118,15 @@ def test_for_duration(held: float, opens: bool) -> None:
     assert opens_after(
         rule, lambda now: ev(now=now, dep=LONG, kv_capacity_tokens=76_600, requests_waiting=1), held
     ) is (opens)
+
+
+def test_the_smallest_replicas_pool_is_judged_where_replicas_differ() -> None:
+    """Breaker 14: replicas of 16,000 and 6,400 tokens (mean 11,184 as reported) under max-model-len 8,192: the mean
+    held 1.37 requests and nothing fired, while the small replica cannot admit one. It is judged now: (6,400 − 16) ÷
+    8,192 < 1 fires, and the cap is 6,384 rounded down to 6,144."""
+    e = ev(dep=ctx(max_model_len=8_192), kv_capacity_tokens=11_184, requests_running=1)
+    assert PoolContextRule().fires(e).holds is False  # the mean alone
+    small = dataclasses.replace(e, kv_capacity_tokens_smallest=6_400.0)
+    assert PoolContextRule().fires(small).holds is True
+    caps = [p.suggested for p in PoolContextRule().propose(small) if p.dial == "max_model_len"]
+    assert caps == [6_144], caps
