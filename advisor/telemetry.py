@@ -529,6 +529,13 @@ class GoodputEstimate:
     ttft_ratio: float | None
     tpot_ratio: float | None
 
+    def unmeasured_side(self) -> str | None:
+        """``"TTFT"`` or ``"TPOT"``: the side whose attainment is unknown while the other bounds goodput (ratio
+        ``None``, upper bound known); ``None`` otherwise."""
+        if self.ratio is not None or self.upper is None:
+            return None
+        return "TTFT" if self.ttft_ratio is None else "TPOT"
+
 
 def _check_ratio(name: str, value: float | None) -> None:
     if value is not None and not 0.0 <= value <= 1.0:

@@ -1094,6 +1094,12 @@ def _positive_number(text: str | None) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+def reported_block_size(labels: Mapping[str, str]) -> float | None:
+    """Tokens per KV block as ``vllm:cache_config_info`` reports them (its ``block_size`` label), ``None`` when absent
+    or not a positive finite number."""
+    return _positive_number(labels.get("block_size"))
+
+
 def _capacity_from_labels(labels: Mapping[str, str]) -> float | None:
     """KV capacity in tokens from ``vllm:cache_config_info`` labels (``vllm/config/cache.py``).
 
@@ -1110,7 +1116,7 @@ def _capacity_from_labels(labels: Mapping[str, str]) -> float | None:
     if kv_cache_hybrid(labels):
         return None  # block_size is the minimum over the KV groups: num_gpu_blocks × block_size is not the pool
     blocks = _positive_number(labels.get("num_gpu_blocks"))
-    block_size = _positive_number(labels.get("block_size"))
+    block_size = reported_block_size(labels)
     if blocks is None or block_size is None:
         return None
     return blocks * block_size

@@ -131,10 +131,10 @@ class GoodputRule:
             return None, "no TTFT/TPOT observations in the window", evidence
         if count_ is None or count_ < self.min_requests:
             return None, f"only {count_ or 0:.0f} requests finished in the window (need {self.min_requests})", evidence
-        if g.ratio is None:
+        unknown = g.unmeasured_side()
+        if unknown is not None:
             # one side unmeasured (its histogram missing or unreadable, or TGI's TTFT bounded by its queue time):
             # goodput is at most the known side; that judges a breach, never the target met
-            unknown = "TTFT" if g.ttft_ratio is None else "TPOT"
             assert g.upper is not None
             if g.upper < target:
                 at_most = f"goodput at most {g.upper:.1%} vs target {target:.0%} ({unknown} not measured)"

@@ -181,10 +181,10 @@ class OverProvisionedRule:
         """Whether the fire side holds, the reason and the evidence (the reference :meth:`_reading` remembers)."""
         s = ev.stats
         g = ev.goodput.ratio
-        if g is None and ev.goodput.upper is not None:
+        side = ev.goodput.unmeasured_side()
+        if side is not None:
             # one side unmeasured (a histogram missing; TGI exposes no TTFT): the SLO cannot be shown met, so no
             # GPU-freeing turn (breaker 14 asked for the why rather than the generic reason)
-            side = "TTFT" if ev.goodput.ttft_ratio is None else "TPOT"
             return None, f"goodput unknown: {side} not measured, so the SLO cannot be shown met", {}
         if s is None or s.requests_running is None or s.requests_waiting is None or g is None:
             return None, "running, waiting or goodput unknown", {}

@@ -49,6 +49,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.kvlayout import VLLM_V1_NULL_BLOCKS
+from advisor.engines.vllm import reported_block_size
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     CAP_TAIL_FACTOR,
@@ -618,9 +619,5 @@ def _null_block_tokens(ev: Evaluation) -> float:
     block as a fraction of a group's tokens (``kv_cache_utils.py``: blocks ÷ groups × the smallest block)."""
     if ev.ctx.engine != "vllm" or ev.ctx.inputs.overhead_profile != "vllm-v1" or ev.kv_cache_hybrid:
         return 0.0
-    reported = ev.engine_config.get("block_size")
-    try:
-        block = float(reported) if reported not in (None, c.ENGINE_CONFIG_MIXED) else float(ev.ctx.inputs.block_size)
-    except ValueError:
-        block = float(ev.ctx.inputs.block_size)
-    return VLLM_V1_NULL_BLOCKS * block if math.isfinite(block) and block > 0 else 0.0
+    block = reported_block_size(ev.engine_config) or float(ev.ctx.inputs.block_size)
+    return VLLM_V1_NULL_BLOCKS * block
