@@ -111,6 +111,14 @@ def http_url_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def nonblank_arg(text: str) -> str:
+    """A name that is not empty or only whitespace (the config's ``min_length=1`` fields, ``served_model``): an empty
+    ``--served-model ""`` would otherwise read as "no model named" and the first model be read silently."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def bounded_float(low: float, high: float, what: str) -> Callable[[str], float]:
     """An argparse type: a finite number in ``[low, high]``, refused with one line naming ``what`` it must be
     (``"a number of GiB"``: "must be a number of GiB in 0..16384, got '-1'")."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from advisor import __version__
-from advisor.argtypes import bounded_int, duration_arg, interval_arg, positive_float, shard_arg
+from advisor.argtypes import bounded_int, duration_arg, interval_arg, nonblank_arg, positive_float, shard_arg
 from advisor.errors import AdvisorError, CapacityError, ConfigError
 
 # ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
@@ -634,6 +634,7 @@ def add_inspect_parser(sub: Any) -> None:
     ins.add_argument(
         "--served-model",
         metavar="NAME",
+        type=nonblank_arg,
         default=None,
         help="the model to read when the target serves several (as served_model in the config)",
     )

@@ -686,15 +686,17 @@ class Deployment(_Strict):
     @field_validator("targets")
     @classmethod
     def _check_targets(cls, targets: list[str]) -> list[str]:
-        from advisor.redact import redact_url
+        from advisor.redact import endpoint_key, redact_url
 
         seen: dict[str, int] = {}
         for i, url in enumerate(targets):
-            key = redact_url(url)
+            key = endpoint_key(url)
             if key in seen:
                 raise ValueError(
-                    f"targets[{i}] is the same as targets[{seen[key]}] ({key!r}) once credentials and query are "
-                    "removed; the advisor labels each target by that form, so they must differ in host, port or path"
+                    f"targets[{i}] ({redact_url(url)!r}) is the same page as targets[{seen[key]}] "
+                    f"({redact_url(targets[seen[key]])!r}) once credentials, query, a trailing slash, the host's case "
+                    "and the default port are set aside: one engine listed twice would count as two replicas; they "
+                    "must differ in host, port or path"
                 )
             seen[key] = i
         return targets
@@ -2134,19 +2136,19 @@ def shared_targets(cfg: Config) -> list[str]:
     Example: ``"deployments 'b' and 'a' both scrape http://10.0.0.5:8000/metrics for the same model: the same
     engine twice (change the URL, or set served_model on each if the page serves several models)"``.
     """
-    from advisor.redact import redact_url
+    from advisor.redact import endpoint_key, redact_url
 
     first: dict[tuple[str, str], str] = {}
     out: list[str] = []
     for d in cfg.deployments:
         model = (d.served_model or d.model).lower()
         for url in d.targets:
-            key = (redact_url(url), model)
+            key = (endpoint_key(url), model)
             other = first.setdefault(key, d.name)
             if other != d.name:
                 out.append(
-                    f"deployments {d.name!r} and {other!r} both scrape {key[0]} for the same model: the same engine "
-                    "twice (change the URL, or set served_model on each if the page serves several models)"
+                    f"deployments {d.name!r} and {other!r} both scrape {redact_url(url)} for the same model: the same "
+                    "engine twice (change the URL, or set served_model on each if the page serves several models)"
                 )
     return out
 

@@ -147,6 +147,37 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def endpoint_key(url: str) -> str:
+    """The engine a target URL reaches, for telling two targets apart: :func:`redact_url`'s form with the scheme and
+    host lower-cased, the scheme's default port written out and trailing slashes dropped from the path. Two URLs with
+    the same key are one page (``/metrics`` and ``/metrics/``: vLLM's FastAPI ``Mount("/metrics")`` answers both),
+    so listing both counts one engine twice.
+
+    >>> endpoint_key("HTTP://Engine-0:80/metrics/")
+    'http://engine-0:80/metrics'
+    >>> endpoint_key("https://u:p@h/metrics?x=1") == endpoint_key("https://h:443/metrics")
+    True
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return redact_url(url)
+    if not parts.netloc:
+        return redact_url(url)
+    scheme = parts.scheme.lower()
+    port = port if port is not None else _DEFAULT_PORTS.get(scheme)
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    path = parts.path.rstrip("/")
+    return urlunsplit((scheme, netloc, path, "", ""))
+
+
 def redact_secret_url(url: str) -> str:
     """For URLs that are secrets as a whole (webhook receivers): scheme, host and port only.
 

@@ -311,8 +311,32 @@ def test_targets_equal_once_redacted_are_rejected() -> None:
     targets = ["http://u1:p1@127.0.0.1:8000/metrics?rank=0", "http://u2:p2@127.0.0.1:8000/metrics?rank=1"]
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [dict(GOOD["deployments"][0], targets=targets)]})
-    assert "targets[1] is the same as targets[0]" in str(err.value)
+    assert "is the same page as targets[0]" in str(err.value)
     assert "p2" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/metrics/"),  # FastAPI Mount answers both
+        ("http://Engine-0:8000/metrics", "http://engine-0:8000/metrics"),  # host names are case-blind
+        ("http://engine-0/metrics", "http://engine-0:80/metrics"),  # the scheme's default port
+        ("https://engine-0/metrics", "HTTPS://engine-0:443/metrics//"),
+    ],
+)
+def test_one_page_written_two_ways_is_one_engine_not_two_replicas(first: str, second: str) -> None:
+    """Breaker 13: ``/metrics`` and ``/metrics/`` were two replicas of one engine (every per-replica figure halved,
+    the replica count doubled)."""
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dict(GOOD["deployments"][0], targets=[first, second])]})
+    assert [p for p, _ in err.value.problems] == ["deployments[0].targets"]
+    assert "targets[1]" in str(err.value) and "is the same page as targets[0]" in str(err.value)
+
+
+def test_pages_on_other_ports_or_paths_stay_two_engines() -> None:
+    targets = ["http://engine-0:8000/metrics", "http://engine-0:8001/metrics", "http://engine-0:8000/metrics/1"]
+    cfg = parse_config({"deployments": [dict(GOOD["deployments"][0], targets=targets)]})
+    assert cfg.deployments[0].targets == targets
 
 
 def test_receiver_url_errors_do_not_echo_the_url() -> None:
@@ -422,6 +446,14 @@ def test_two_deployments_scraping_one_target_for_the_same_model_are_warned_about
     assert "secret" not in r.stderr
     two_models = [dict(first, served_model="llama-a"), dict(copy, served_model="llama-b")]
     assert shared_targets(parse_config({"deployments": two_models})) == []
+
+
+def test_two_deployments_scraping_one_page_written_two_ways_are_warned_about() -> None:
+    """``/metrics/`` in a copied block is the same page as ``/metrics``: one engine counted under two names."""
+    first = dict(GOOD["deployments"][0], targets=["http://127.0.0.1:8000/metrics"])
+    copy = dict(first, name="chat-8b-copy", targets=["HTTP://127.0.0.1:8000/metrics/"])
+    warned = shared_targets(parse_config({"deployments": [first, copy]}))
+    assert len(warned) == 1 and "'chat-8b-copy' and 'chat-8b' both scrape" in warned[0]
 
 
 def test_check_config_warns_of_what_run_would_refuse_on_this_machine(tmp_path: Path) -> None:

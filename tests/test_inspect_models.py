@@ -54,3 +54,11 @@ def test_inspect_served_model_not_found_names_the_models(http_server: Start) -> 
     t = out["targets"][0]
     assert out["state"] == "unavailable" and t["error_reason"] == "served_model_not_found"
     assert "mistral7b" in t["error"] and "llama2" in t["error"]
+
+
+def test_inspect_empty_served_model_is_refused_not_read_as_none() -> None:
+    """Breaker 13: ``--served-model ""`` was accepted and read the first model silently, as if none was named."""
+    for blank in ("", "  "):
+        r = _inspect("http://127.0.0.1:9/metrics", "--served-model", blank)
+        assert r.returncode == 2, r.stdout
+        assert "--served-model" in r.stderr and "must not be empty" in r.stderr
