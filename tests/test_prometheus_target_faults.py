@@ -274,7 +274,7 @@ def test_a_target_scraped_by_two_jobs_one_down_reads_up_from_the_other_and_names
     t = targets[BAD]
     assert t["up"] and t["state"] == "fresh", t
     assert "vllm-probe" in (t["error"] or ""), t
-    assert stamps[-1] == (clock.now - 2.0 if federate else clock.now)  # /federate: the scrape's own time
+    assert stamps[-1] == clock.now - 2.0  # the scrape's own time, from /federate and query_range alike
     assert sum("vllm-probe" in r.getMessage() and BAD in r.getMessage() for r in caplog.records) == 1
 
 
@@ -362,10 +362,10 @@ def test_the_clock_stepping_back_with_no_new_point_since_does_not_read_fresh(sto
 
 def test_a_late_scrape_read_by_the_first_federate_read_is_kept(store: tuple[Store, str, Clock]) -> None:
     """The store scrapes every 2 s (at …0.5) and holds each scrape 9.4 s after it happened. The last range read
-    (at T0) shows the scrape of T0 − 9.5 first at the evaluation time T0 − 5, and stamps it so; the first
-    ``/federate`` read (T0 + 5) finds the scrape of T0 − 5.5 — newer, but stamped before T0 − 5. Before, it was
-    dropped as old. A point showing a newer scrape is appended, stamped when it was read (as a range read stamps
-    a point: the time it was first seen); each read shows its store's newest scrape."""
+    (at T0) shows the scrape of T0 − 9.5 first at the evaluation time T0 − 5 (stamped with that evaluation time
+    until range points took their scrape's time, breaker 15); the first ``/federate`` read (T0 + 5) finds the scrape
+    of T0 − 5.5 — newer. Before, it was dropped as old. Each read shows its store's newest scrape, and the stamps
+    increase."""
     s, url, clock = store
     s.interval, s.lag = 2.0, 9.4
     s.jobs = {i: (Job(offset=0.5),) for i in INSTANCES}
@@ -383,6 +383,32 @@ def test_a_late_scrape_read_by_the_first_federate_read_is_kept(store: tuple[Stor
     shown = [_scrape_of(p.snapshot.generation_tokens_total or math.nan) for p in history]
     assert shown[-len(newest) :] == pytest.approx(newest, abs=1e-6), (shown, newest)
     assert [p.timestamp for p in history] == sorted({p.timestamp for p in history})
+
+
+# --- 5b. a window whose older points came by query_range and newer ones by /federate -----------------------------
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.5, 4.9])
+def test_a_window_read_by_ranges_then_federate_gives_the_engines_rate(
+    store: tuple[Store, str, Clock], offset: float
+) -> None:
+    """Breaker 15: a range point was stamped with its evaluation time, a ``/federate`` point with its scrape's, so a
+    window from one to the other was short by up to one store interval and every rate read high (600 tokens/s read
+    as 628–890 by ``once``, +57 % over two targets; ``run`` ~2 % high for the first window). Each point is stamped
+    with its scrape's time now: the rate is the engines' (3 × 120 tokens/s), exactly, whatever the scrape offset."""
+    s, url, clock = store
+    s.jobs = {i: (Job(offset=offset),) for i in INSTANCES}
+    svc = _service(url, clock, federate=True)
+    try:
+        svc.scrape_once()  # the window by query_range
+        _reads(svc, clock, 3)  # then /federate: the window holds both
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    assert s.ranges == 1 and s.federations == 3
+    snap = result["snapshot"]
+    assert snap["generation_tokens_per_second"] == pytest.approx(len(INSTANCES) * GEN_RATE, rel=1e-9), snap
+    assert snap["prompt_tokens_per_second"] == pytest.approx(len(INSTANCES) * 400.0, rel=1e-9), snap
 
 
 # --- 6. the advisor starting before the store's first scrape of the engines ----------------------------------

@@ -145,7 +145,7 @@ def test_a_point_showing_the_same_raw_scrape_as_the_one_before_it_is_dropped() -
     stall; kept: the first point showing each scrape, with that scrape's time. Without scrape times (a store
     without ``up``, a stand-in) every point is kept, as before."""
     (g,) = histories_from_matrix(_lagging_matrix(True)).groups
-    assert [t for t, _ in g.points] == [1700000000.0, 1700000004.0]
+    assert [t for t, _ in g.points] == [1699999999.5, 1700000003.5]  # stamped with the scrape's time
     assert g.scraped == (1699999999.5, 1700000003.5)
     assert [p["vllm:generation_tokens_total"][0].value for _, p in g.points] == [16999999995.0, 17000000035.0]
     assert "advisor_series" not in g.dropped_labels  # the marked series is no engine series
