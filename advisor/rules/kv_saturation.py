@@ -109,10 +109,15 @@ def admission_full(ev: Evaluation) -> bool:
 
     ``False`` on other engines (they admit by the blocks a prompt needs, which usage shows) and when the engine
     paused requests (:func:`advisor.rules.common.reserves_whole_requests`), with every slot taken
-    (the batch cap binds, not the pool), or when running or usage is unknown.
+    (the batch cap binds, not the pool), or when running or usage is unknown. ``False`` too when the pool holds one
+    more max-model-len request beside every running one reserved at max-model-len (``pool ≥ (r + 1) × max-model-len``
+    per replica): no reservation exceeds max-model-len, so requests held back then wait for something else than
+    blocks (round 57, triton-inference-server/tensorrtllm_backend#189: 16 active, one scheduled, 18 of 1,700 blocks
+    of 64 used at max-model-len 4,096, where fp8 KV was proposed at 1 % usage).
 
     Example: 5 running on one replica, 87.5 % written → 0.875 > 5/6: full; 1 running, 42.5 % written, 7 held back
-    for capacity at both scrapes, a cap of 8 → full; the same with nothing held back → not.
+    for capacity at both scrapes, a cap of 8, a pool of 1.5 max-length requests → full; the same with nothing held
+    back, or a pool of 26 max-length requests → not.
     """
     s = ev.stats
     if s is None or not reserves_whole_requests(ev):
@@ -124,6 +129,9 @@ def admission_full(ev: Evaluation) -> bool:
     cap = ev.ctx.inputs.max_num_seqs
     if cap is not None and per_replica >= cap:
         return False
+    pool, longest = ev.kv_capacity_tokens, ev.ctx.inputs.max_model_len
+    if pool and longest and pool >= (per_replica + 1) * longest:
+        return False  # every running request reserved whole, one more still fits: not the blocks
     held_back = ev.waiting_capacity_min is not None and ev.waiting_capacity_min >= 1
     return held_back or usage > per_replica / (per_replica + 1)
 

@@ -16,15 +16,25 @@ from tests.factories import context, evaluation
 
 
 def _ev(
-    engine: str, *, paused: float | None = None, held: float | None = None, seqs: int = 8, **stats: object
+    engine: str,
+    *,
+    paused: float | None = None,
+    held: float | None = None,
+    seqs: int = 8,
+    max_length_requests: float = 5.5,
+    **stats: object,
 ) -> Evaluation:
+    """``max_length_requests``: the pool per replica in requests of max-model-len (a reserving pool sized so that
+    the running requests' whole-length reservations can fill it, unless a test says otherwise)."""
     ctx = dataclasses.replace(context(max_num_seqs=seqs), engine=engine)
     ev = evaluation(ctx=ctx, **stats)
-    return dataclasses.replace(ev, requests_paused_max=paused, waiting_capacity_min=held)
+    pool = max_length_requests * (ctx.inputs.max_model_len or 0)
+    return dataclasses.replace(ev, requests_paused_max=paused, waiting_capacity_min=held, kv_capacity_tokens=pool)
 
 
 def test_five_running_with_seven_eighths_written_fill_a_reserving_pool() -> None:
-    # 5 running: the threshold is 5/6 = 0.833; 0.875 written leaves 0.125 free, less than one request's 0.175
+    # 5 running in a pool of 5.5 max-length requests: the threshold is 5/6 = 0.833; 0.875 written leaves 0.125 free,
+    # less than one request's 0.175
     assert admission_full(_ev("trtllm", requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.875))
     assert not admission_full(_ev("trtllm", requests_running=5, requests_waiting=71, kv_cache_usage_ratio=0.8))
     # vLLM admits by the blocks a prompt needs: 87.5 % is not full there
@@ -32,12 +42,27 @@ def test_five_running_with_seven_eighths_written_fill_a_reserving_pool() -> None
 
 
 def test_requests_held_back_for_capacity_with_a_slot_free_fill_it() -> None:
-    # 1 running of 8 slots, 42.5 % written (under 1/2), 7 held back at every scrape: the engine says the pool refused
-    ev = _ev("triton-trtllm", held=7, requests_running=1, kv_cache_usage_ratio=0.425)
+    # 1 running of 8 slots, 42.5 % written (under 1/2), 7 held back at every scrape, a pool of 1.5 max-length
+    # requests (the running one's reservation may leave less than one more): the engine says the pool refused
+    ev = _ev("triton-trtllm", held=7, max_length_requests=1.5, requests_running=1, kv_cache_usage_ratio=0.425)
     assert admission_full(ev)
     assert not admission_full(dataclasses.replace(ev, waiting_capacity_min=0.0))
     # every slot taken: the batch cap binds, not the pool
-    assert not admission_full(_ev("triton-trtllm", held=7, seqs=1, requests_running=1, kv_cache_usage_ratio=0.425))
+    assert not admission_full(
+        _ev("triton-trtllm", held=7, seqs=1, max_length_requests=1.5, requests_running=1, kv_cache_usage_ratio=0.425)
+    )
+
+
+def test_requests_held_back_beside_room_for_a_whole_max_length_request_are_not_the_pool() -> None:
+    """Round 57 (triton-inference-server/tensorrtllm_backend#189): 16 active, one scheduled, 18 of 1,700 blocks of 64
+    written at max-model-len 4,096 — a pool of 26.6 max-length requests. However the running one is reserved, 25 more
+    fit: the held-back requests wait for something else than blocks, and fp8 KV was proposed at 1 % usage."""
+    ev = _ev("triton-trtllm", held=15, seqs=64, max_length_requests=26.6, requests_running=1, kv_cache_usage_ratio=0.01)
+    assert not admission_full(ev)
+    assert KVSaturationRule().fires(ev).holds is False
+    # 24 running reserved whole leave room for 2.6 more: still not full; 26 running leave 0.6: full (held back)
+    assert not admission_full(dataclasses.replace(ev, stats=dataclasses.replace(ev.stats, requests_running=24)))
+    assert admission_full(dataclasses.replace(ev, stats=dataclasses.replace(ev.stats, requests_running=26)))
 
 
 def test_paused_requests_say_max_utilization_runs() -> None:
