@@ -57,7 +57,7 @@ from advisor.evaluate import Quality
 from advisor.observe import identify
 from advisor.rules.base import DeploymentContext, Evaluation, Rule
 from advisor.rules.lifecycle import Lifecycle, Transition
-from advisor.sources.prometheus import PrometheusSource, to_timed_snapshots
+from advisor.sources.prometheus import PrometheusSource, prometheus_down, to_timed_snapshots
 from advisor.sources.promql import LabelMatcher, re2_escape, render_selector
 from advisor.tracker import Tracker
 
@@ -418,9 +418,7 @@ class Replayer:
                 tr.set_status(deployment, t.name, False, c.REASON_HTTP_STATUS, "no series in Prometheus")
                 return
             if t.last_up[1] != 1.0:
-                tr.set_status(
-                    deployment, t.name, False, c.REASON_HTTP_STATUS, "Prometheus reports the target down (up == 0)"
-                )
+                tr.set_status(deployment, t.name, False, *prometheus_down(t.last_up[1]))
                 return
         if not tr.history(deployment, t.name):
             tr.set_status(deployment, t.name, False, c.REASON_HTTP_STATUS, "no samples")
@@ -543,17 +541,18 @@ def _close(d: _Dep, b: _Breach, end: float | None) -> SLOBreach:
     )
 
 
-GRID: Final = 8
-"""Evaluation times and steps are multiples of 1/8 s. Such numbers are exact both in binary floating point
-and in Prometheus's millisecond timestamps, so (1) the difference of two evaluation times is exactly a whole
-number of steps — unix times near 2e9 otherwise carry about 2e-7 s of rounding, and a for-duration held for
-``2.0 − 2e-7`` s would open one evaluation late — and (2) the points a range query returns carry exactly the
-evaluation times asked for, not a time rounded to the next millisecond past them."""
+GRID: Final = c.BACKTEST_GRID
+"""Evaluation times and steps are multiples of 1/8 s (:data:`advisor.conventions.BACKTEST_GRID`). Such numbers are exact
+both in binary floating point and in Prometheus's millisecond timestamps, so (1) the difference of two evaluation
+times is exactly a whole number of steps — unix times near 2e9 otherwise carry about 2e-7 s of rounding, and a
+for-duration held for ``2.0 − 2e-7`` s would open one evaluation late — and (2) the points a range query returns
+carry exactly the evaluation times asked for, not a time rounded to the next millisecond past them."""
 
 
 def evaluation_times(start: float, end: float, step: float) -> list[float]:
     """``start, start + step, …`` up to and including ``end`` (within a millionth of a step); ``start`` and
-    ``step`` rounded to the nearest :data:`GRID` point (a step of 15 s or 0.5 s is on it already).
+    ``step`` rounded to the nearest :data:`GRID` point (a step of 15 s or 0.5 s is on it already), ``start`` down
+    when the nearest one is past ``end``: at least one evaluation.
 
     Raises:
         ValueError: a non-finite or non-positive step, ``end < start``, or more than
@@ -564,6 +563,8 @@ def evaluation_times(start: float, end: float, step: float) -> list[float]:
     if end < start:
         raise ValueError(f"end ({rfc3339(end)}) is before start ({rfc3339(start)})")
     start, step = _on_grid(start), grid_step(step)
+    if start > end:  # rounded past an end closer than half a grid point (--from and --to the same instant)
+        start = math.floor(end * GRID) / GRID
     n = math.floor((end - start) / step + 1e-6) + 1
     if n > MAX_EVALUATIONS:
         raise ValueError(f"{n} evaluations from {rfc3339(start)} to {rfc3339(end)} every {step:g}s: use a larger step")

@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from advisor.argtypes import http_url_arg, positive_float
+from advisor.argtypes import bounded_float, http_url_arg
+from advisor.conventions import BACKTEST_GRID, BACKTEST_MIN_STEP_SECONDS
 from advisor.errors import ConfigError
 
 _RELATIVE = re.compile(r"^(?:now)?\s*-\s*(?P<d>[0-9][0-9a-z.]*)$")
@@ -164,9 +165,10 @@ def add_backtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     p.add_argument(
         "--step",
-        type=positive_float(86400.0),
+        type=bounded_float(BACKTEST_MIN_STEP_SECONDS, 86400.0, "seconds between evaluations"),
         default=None,
-        help="seconds between evaluations (default: the config's scrape_interval)",
+        help=f"seconds between evaluations, at least {BACKTEST_MIN_STEP_SECONDS:g}, rounded to 1/{BACKTEST_GRID} s "
+        "(default: the config's scrape_interval)",
     )
     p.add_argument(
         "--selector",

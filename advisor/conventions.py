@@ -120,6 +120,12 @@ SCRAPE_ERROR_REASONS: Final = (
     REASON_NAN_VALUES,
 )
 
+# --- backtest ----------------------------------------------------------------------------------------------
+BACKTEST_GRID: Final = 8
+"""A backtest's evaluation times and steps are multiples of ``1 / BACKTEST_GRID`` s (:data:`advisor.backtest.GRID`
+says why); ``--step`` is at least one grid point."""
+BACKTEST_MIN_STEP_SECONDS: Final = 1 / BACKTEST_GRID
+
 # --- data-quality states ------------------------------------------------------------------------------
 STATE_FRESH: Final = "fresh"
 ENGINE_CONFIG_MIXED: Final = "<mixed>"

@@ -82,6 +82,7 @@ from advisor.sources.prometheus import (
     PromGroup,
     PromHistory,
     incremental_range,
+    prometheus_down,
     same_scrape,
 )
 from advisor.state import load_notifying, load_state, save_state
@@ -987,6 +988,7 @@ class Service:
                 sc.max_bytes,
                 sc.sample_limit,
                 sc.label_limit,
+                d.spec.engine == "auto" and d.adapter is not None,
             )
             for d in rt.deployments
             if d.spec.source == "scrape"
@@ -1435,13 +1437,7 @@ class Service:
             elif ok:
                 tr.set_status(name, g.target, True, None, down)
             else:
-                tr.set_status(
-                    name,
-                    g.target,
-                    False,
-                    c.REASON_HTTP_STATUS,
-                    "Prometheus reports the target down (up == 0) or has no samples",
-                )
+                tr.set_status(name, g.target, False, *prometheus_down(last_up))
         return seen
 
     def _down_jobs(self, d: _Deployment, g: PromGroup) -> str | None:

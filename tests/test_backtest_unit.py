@@ -31,6 +31,7 @@ from advisor.backtestcmd import add_backtest_parser, parse_time
 from advisor.config import Config, parse_config
 from advisor.domain import EngineSnapshot, Histogram, TimedSnapshot
 from advisor.sources.prometheus import PrometheusSource
+from tests.inprocess import run_cli
 
 T0 = 1_700_000_000.0
 URL = "http://10.0.0.5:8000/metrics"
@@ -222,6 +223,19 @@ def test_evaluation_times_must_increase_and_ranges_are_checked() -> None:
     assert times[0] == 1_796_038_786.875
     assert all(b - a == 1.0 for a, b in itertools.pairwise(times))
     assert times[7] - times[5] == 2.0
+
+
+@pytest.mark.parametrize("at", [1_796_601_700.1, 1_796_601_700.0625, 1_796_601_700.0])
+def test_a_range_of_one_instant_is_one_evaluation(at: float) -> None:
+    """Breaker 15: ``--from`` and ``--to`` the same instant 0.1 s past a grid point rounded the start up past the end:
+    no evaluation, and ``backtest`` died on ``times[0]`` (IndexError, exit 1)."""
+    assert evaluation_times(at, at, 15) == [1_796_601_700.0]
+
+
+def test_a_step_below_the_grid_is_refused_by_the_flag() -> None:
+    """Breaker 15: ``--step 1e-9`` ran every 0.125 s without a word."""
+    r = run_cli("backtest", "--config", "x.yaml", "--from", "now-2m", "--to", "now", "--step", "1e-9")
+    assert r.returncode == 2 and "--step" in r.stderr and "0.125" in r.stderr, r.stderr
 
 
 def test_replicas_of_a_prometheus_deployment_are_the_instances_with_data() -> None:

@@ -75,6 +75,7 @@ class Store:
     clock: Callable[[], float]
     jobs: dict[str, tuple[Job, ...]] = field(default_factory=lambda: {i: (Job(),) for i in INSTANCES})
     untimed: set[str] = field(default_factory=set)  # /federate: these instances' lines carry no timestamp
+    nan_up: set[str] = field(default_factory=set)  # these instances' up reads NaN (a store's garbage)
     # query_range: instance → (evaluation time, the value its scrape-time series reads then)
     bad_scrape_time: dict[str, tuple[float, str]] = field(default_factory=dict)
     engine_series: bool = True  # False: the store holds up and its times, no engine sample
@@ -96,7 +97,7 @@ def _matrix(store: Store, times: list[float], with_scrape_times: bool) -> list[d
         for job in sorted(jobs, key=lambda j: j.name):  # Prometheus sorts series by their labels
             target = {"instance": inst, "job": job.name}
             scrapes = [store.scrape(job, t) for t in times]
-            ups = [1.0 if s < job.down_from else 0.0 for s in scrapes]
+            ups = [math.nan if inst in store.nan_up else 1.0 if s < job.down_from else 0.0 for s in scrapes]
             result.append(
                 {
                     "metric": {"__name__": "up", **target},
@@ -124,8 +125,8 @@ def _federation(store: Store) -> str:
         for job in jobs:
             s = store.scrape(job, math.inf)
             stamp = "" if inst in store.untimed else f" {round(s * 1000)}"
-            up = 1 if s < job.down_from else 0
-            lines.append(f'up{{instance="{inst}",job="{job.name}"}} {up}{stamp}')
+            up = math.nan if inst in store.nan_up else 1 if s < job.down_from else 0
+            lines.append(f'up{{instance="{inst}",job="{job.name}"}} {"NaN" if up != up else up}{stamp}')
             if not up or not store.engine_series:  # a failed scrape marks the job's series stale: not served
                 continue
             for name, value in _series(s).items():
@@ -244,6 +245,28 @@ def test_a_federate_answer_without_timestamps_for_one_instance_fails_that_target
             assert stamps[inst][-1] == clock.now  # this read's scrape
     assert stamps[BAD][-1] == clock.now - 2 * STEP  # nothing of the untimed reads entered its history
     assert any(BAD in r.getMessage() and "timestamp" in r.getMessage() for r in caplog.records)
+
+
+# --- 1b. an up that reads NaN ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("federate", [False, True], ids=["query_range", "federate"])
+def test_an_up_that_reads_nan_is_said_so_not_called_up_zero(store: tuple[Store, str, Clock], federate: bool) -> None:
+    """Breaker 15: a NaN ``up`` was reported ``http_status`` "Prometheus reports the target down (up == 0) or has no
+    samples": neither happened. It is ``nan_values`` now, naming what ``up`` read; the other targets read."""
+    s, url, clock = store
+    s.nan_up.add(BAD)
+    svc = _service(url, clock, federate=federate)
+    try:
+        svc.scrape_once()
+        _reads(svc, clock, 13)
+        targets = _targets(svc)
+    finally:
+        svc.close()
+    bad = targets[BAD]
+    assert not bad["up"] and bad["error_reason"] == "nan_values", bad
+    assert "up" in bad["error"] and "nan" in bad["error"] and "up == 0" not in bad["error"], bad
+    assert all(targets[i]["up"] for i in INSTANCES if i != BAD), targets
 
 
 # --- 2. two scrape jobs on one target, one down -----------------------------------------------------------------

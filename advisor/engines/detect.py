@@ -120,13 +120,18 @@ def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[st
 
 
 def describe_unrecognized(
-    exposition_or_sample_names: Mapping[str, object] | Iterable[str], engine: str | None = None
+    exposition_or_sample_names: Mapping[str, object] | Iterable[str],
+    engine: str | None = None,
+    detected_elsewhere: bool = False,
 ) -> str:
     """Why a page is ``unrecognized``, naming the prefixes seen.
 
     Args:
         exposition_or_sample_names: the page's samples (or sample names).
         engine: the engine the deployment is pinned to, or ``None`` for ``engine: auto``.
+        detected_elsewhere: ``engine`` is what ``engine: auto`` detected on another target of the deployment
+            (the daemon keeps the first engine it detects): a page of another engine then means the targets mix
+            engines, and the hint says so instead of "set engine: …".
 
     Example: a DCGM exporter page → ``"GPU telemetry (DCGM exporter), not an inference engine; metric-name
     prefixes seen: DCGM_FI_, go_"``; ``node_load1 0.5`` → ``"no known engine's metrics; metric-name prefixes
@@ -139,6 +144,12 @@ def describe_unrecognized(
     detected = detect_engine(names)
     if detected == "dcgm":
         return f"GPU telemetry (DCGM exporter), not an inference engine; {seen}"
+    if engine is not None and detected is not None and detected != engine and detected_elsewhere:
+        return (
+            f"no {engine} metrics: the page looks like {detected}, but this deployment's engine: auto was detected "
+            f"as {engine} on another of its targets, and a deployment's targets must all serve one engine (give "
+            f"this target a deployment of its own); {seen}"
+        )
     if engine is not None and detected is not None and detected != engine:
         return f"no {engine} metrics (the page looks like {detected}; set engine: {detected} or auto); {seen}"
     if engine is not None:

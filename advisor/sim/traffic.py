@@ -398,14 +398,18 @@ def _positive_int(cell: str, what: str, lineno: int, column: str) -> int:
         raise TrafficError(f"{what} line {lineno}: {column} is not a number: {cell!r}") from None
     if not math.isfinite(v) or v < 1:
         raise TrafficError(f"{what} line {lineno}: {column} must be ≥ 1, got {cell!r}")
-    return round(v)
+    if v != math.floor(v):  # a count of tokens: 100.0 is 100, 100.5 is no count (breaker 15: rounded silently)
+        raise TrafficError(f"{what} line {lineno}: {column} must be a whole number of tokens, got {cell!r}")
+    return int(v)
 
 
 def parse_lengths_csv(text: str) -> EmpiricalLengths:
-    """``prompt_tokens,output_tokens`` per line (a header line and ``#`` comments are skipped).
+    """``prompt_tokens,output_tokens`` per line (a header line and ``#`` comments are skipped; columns after the
+    second are ignored: a request id, a label).
 
     Raises:
-        TrafficError: a line with too few columns or a value below 1 (the line number is given), or no rows.
+        TrafficError: a line with too few columns, a value below 1 or not whole (the line number is given), or no
+            rows.
     """
     rows: list[tuple[int, int]] = []
     for lineno, (p, o) in _rows(text, "lengths", 2):
@@ -420,11 +424,12 @@ def parse_lengths_csv(text: str) -> EmpiricalLengths:
 
 
 def parse_trace_csv(text: str) -> tuple[Arrival, ...]:
-    """``arrival_seconds,prompt_tokens,output_tokens`` per line (header and ``#`` comments skipped), sorted by
-    time.
+    """``arrival_seconds,prompt_tokens,output_tokens`` per line (header and ``#`` comments skipped; columns after
+    the third are ignored: a request id, a label), sorted by time.
 
     Raises:
-        TrafficError: a malformed line, a negative or non-finite time, or an empty trace.
+        TrafficError: a malformed line, a negative or non-finite time, a token count below 1 or not whole, or an
+            empty trace.
     """
     out: list[Arrival] = []
     for lineno, (t, p, o) in _rows(text, "trace", 3):

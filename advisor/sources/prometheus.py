@@ -113,6 +113,7 @@ import requests
 
 from advisor.conventions import (
     REASON_HTTP_STATUS,
+    REASON_NAN_VALUES,
     REASON_PARSE_ERROR,
     REASON_TIMEOUT,
     REASON_TOO_LARGE,
@@ -628,6 +629,19 @@ def _one_per_scrape(
         scraped.append(min(ats))
         lasts = ats
     return tuple(kept), tuple(scraped), unknown
+
+
+def prometheus_down(up: float) -> tuple[str, str]:
+    """``(reason, message)`` for a target the store does not show up: its newest ``up`` is 0 (the store's scrape
+    failed), not 0 or 1 (``NaN``: breaker 15 saw it reported as "up == 0"), or 1 with no engine sample held.
+
+    Example: ``prometheus_down(math.nan)`` → ``("nan_values", "Prometheus's up for the target reads nan, …")``.
+    """
+    if math.isnan(up) or up not in (0.0, 1.0):
+        return REASON_NAN_VALUES, f"Prometheus's up for the target reads {up!r}, neither 1 (scraped) nor 0 (failed)"
+    if up == 0.0:
+        return REASON_HTTP_STATUS, "Prometheus reports the target down (up == 0: its own scrape failed)"
+    return REASON_HTTP_STATUS, "Prometheus reports the target up but holds no sample of its engine"
 
 
 def to_timed_snapshots(

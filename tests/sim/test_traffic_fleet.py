@@ -127,6 +127,8 @@ def test_a_lengths_csv_is_drawn_from() -> None:
         ("x,100,10\n1,abc,10\n", "line 2: prompt_tokens is not a number"),
         ("0,100,10\n-1,100,10\n", "line 2: arrival time must be"),
         ("0,0,10\n", "prompt_tokens must be ≥ 1"),
+        ("0,100.5,10\n", "line 1: prompt_tokens must be a whole number"),  # breaker 15: rounded to 100 silently
+        ("0,100,10.25\n", "line 1: output_tokens must be a whole number"),
         ("# nothing\n", "no requests"),
     ],
 )

@@ -1,0 +1,58 @@
+"""``engine: auto`` on a deployment whose targets serve different engines (breaker 15).
+
+The daemon keeps the first engine it detects for a deployment; a target serving another engine was then reported
+``unrecognized`` with the hint "set engine: sglang or auto" — where ``engine`` already was ``auto``. It says now
+that the targets mix engines, and what to do. Two real loopback servers, the daemon's own scrape path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+from advisor.config import parse_config
+from advisor.exporter import make_registry
+from advisor.service import Service
+from tests.conftest import reply
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VLLM = (FIXTURES / "vllm" / "dp-two-ranks.prom").read_bytes()
+SGLANG = (FIXTURES / "sglang" / "dp2-tp2-priority-underscore.prom").read_bytes()
+
+Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
+
+
+def test_targets_of_two_engines_under_engine_auto_say_they_mix_engines(http_server: Start) -> None:
+    urls = [http_server(lambda h, b=body: reply(h, 200, b)) + "/metrics" for body in (VLLM, SGLANG)]
+    cfg = parse_config(
+        {
+            "deployments": [
+                {
+                    "name": "mixed",
+                    "engine": "auto",
+                    "targets": urls,
+                    "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "gpu": "H100-SXM",
+                    "max_model_len": 8192,
+                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+                }
+            ]
+        }
+    )
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics)
+    try:
+        for _ in range(3):  # the first cycle adopts an engine, the next ones read the other target against it
+            svc.scrape_once()
+        targets = svc.evaluate_once().deployments[0].as_dict()["targets"]
+    finally:
+        svc.close()
+    down = [t for t in targets if not t["up"]]
+    assert len(down) == 1 and down[0]["error_reason"] == "unrecognized", targets
+    message = down[0]["error"]
+    adopted = "vllm" if down[0]["target"] == urls[1] else "sglang"
+    other = "sglang" if adopted == "vllm" else "vllm"
+    assert re.search(rf"looks like {other}\b.*detected as {adopted} on another of its targets", message), message
+    assert "must all serve one engine" in message and "set engine" not in message, message
