@@ -115,14 +115,28 @@ def sd_mtimes(cfg: Config, base_dir: Path | None) -> dict[str, float]:
 
 def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
     """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files
-    (:func:`advisor.config.file_sd_targets`; relative paths from ``base_dir``).
+    (:func:`advisor.config.file_sd_targets`; relative paths from ``base_dir``), each page once: a discovered target
+    that is one already listed written another way (:func:`advisor.redact.endpoint_key`: ``host:8000`` beside
+    ``…/metrics/``) is left out with a warning naming both, as the config refuses two such ``targets`` — one engine
+    listed twice would count as two replicas (breaker 16).
 
     Raises:
         ConfigError: a file_sd file is unreadable or malformed (naming the file and the entry).
     """
+    from advisor.redact import endpoint_key, redact_url
+
     urls = list(dep.targets)
+    keys = {endpoint_key(u): u for u in urls}
     for f in dep.file_sd:
         for url in file_sd_targets(_sd_path(f, base_dir), dep.metrics_path):
-            if url not in urls:
+            first = keys.setdefault(endpoint_key(url), url)
+            if first == url and url not in urls:
                 urls.append(url)
+            elif first != url:
+                log.warning(
+                    "deployment=%s: file_sd target %s is the same page as %s: listed once",
+                    dep.name,
+                    redact_url(url),
+                    redact_url(first),
+                )
     return urls

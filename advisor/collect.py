@@ -57,8 +57,8 @@ class CollectJob:
         max_bytes: cap on the decoded body, bytes (config ``scrape.max_bytes``).
         sample_limit: samples the page may hold, ``0`` = no limit (config ``scrape.sample_limit``).
         label_limit: labels a parsed series may carry, ``0`` = no limit (config ``scrape.label_limit``).
-        engine_detected_elsewhere: ``engine`` is what ``engine: auto`` detected on another target of the deployment
-            (:func:`advisor.observe.observe`'s ``detected_elsewhere``).
+        engine_auto_detected: where ``engine: auto`` detected ``engine`` (``"other"`` target, ``"this"`` one earlier;
+            :func:`advisor.observe.observe`'s ``auto_detected``); ``None`` when ``engine`` is the configured one.
     """
 
     deployment: str
@@ -71,7 +71,7 @@ class CollectJob:
     max_bytes: int
     sample_limit: int
     label_limit: int
-    engine_detected_elsewhere: bool = False
+    engine_auto_detected: str | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # one tuple of field values, pickled by the parent's sender per target per cycle (reduce_frozen)
@@ -145,7 +145,7 @@ def observe_page(job: CollectJob, res: ScrapeResult) -> Collected:
                 configured_model=job.configured_model,
                 strict=True,
                 label_limit=job.label_limit,
-                detected_elsewhere=job.engine_detected_elsewhere,
+                auto_detected=job.engine_auto_detected,
             )
     except Exception as exc:  # an adapter bug must not stop other targets
         log.exception("deployment=%s target=%s: adapter failed", job.deployment, redact_url(job.url))

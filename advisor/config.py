@@ -693,10 +693,11 @@ class Deployment(_Strict):
             key = endpoint_key(url)
             if key in seen:
                 raise ValueError(
-                    f"targets[{i}] ({redact_url(url)!r}) is the same page as targets[{seen[key]}] "
-                    f"({redact_url(targets[seen[key]])!r}) once credentials, query, a trailing slash, the host's case "
-                    "and the default port are set aside: one engine listed twice would count as two replicas; they "
-                    "must differ in host, port or path"
+                    f"targets[{i}] ({redact_url(url)!r}) is one target with targets[{seen[key]}] "
+                    f"({redact_url(targets[seen[key]])!r}) once credentials and the query are set aside (the advisor "
+                    "labels each target so: a query may carry secrets) and the host and path are written one way "
+                    "(case, default port, escapes, dot segments, a trailing slash): the same page listed twice would "
+                    "count as two replicas; they must differ in host, port or path"
                 )
             seen[key] = i
         return targets

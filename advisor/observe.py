@@ -105,11 +105,10 @@ class Observation:
 def identify(
     names: Collection[str] | Mapping[str, object],
     engine: str | EngineAdapter = "auto",
-    detected_elsewhere: bool = False,
+    auto_detected: str | None = None,
 ) -> Observation:
-    """The adapter for a page's sample names (``engine: auto`` detects), or why there is none; ``detected_elsewhere``:
-    ``engine`` is what ``engine: auto`` detected on another target (:func:`~advisor.engines.detect.
-    describe_unrecognized`).
+    """The adapter for a page's sample names (``engine: auto`` detects), or why there is none; ``auto_detected``:
+    where ``engine: auto`` detected ``engine`` (:func:`~advisor.engines.detect.describe_unrecognized`).
 
     Used alone where only names are known (the Prometheus API's series list); :func:`observe` calls it too.
 
@@ -127,7 +126,7 @@ def identify(
     else:
         adapter = get_adapter(engine)
     if not any(adapter.wants(n) for n in names) or not carries_engine(names, adapter.engine):
-        message = describe_unrecognized(names, adapter.engine, detected_elsewhere)
+        message = describe_unrecognized(names, adapter.engine, auto_detected)
         return Observation(None, adapter.engine, adapter, error_reason=c.REASON_UNRECOGNIZED, error_message=message)
     return Observation(None, adapter.engine, adapter)
 
@@ -140,7 +139,7 @@ def observe(
     configured_model: str | None = None,
     strict: bool = False,
     label_limit: int = 0,
-    detected_elsewhere: bool = False,
+    auto_detected: str | None = None,
 ) -> Observation:
     """Parse once, detect once, adapt once.
 
@@ -158,8 +157,9 @@ def observe(
             ``False`` (``inspect``) reads the first and :meth:`Observation.hint` says how to pick.
         label_limit: labels a parsed series may carry (config ``scrape.label_limit``; ``0`` = no limit); a series
             over it fails the page with reason ``sample_limit``, naming the series, its labels and the limit.
-        detected_elsewhere: ``engine`` is the one ``engine: auto`` detected on another target of the deployment (a
-            page of another engine is then a mix of engines, and ``unrecognized`` says so).
+        auto_detected: where ``engine: auto`` detected ``engine``: ``"other"`` on another target of the deployment
+            (a page of another engine is then a mix of engines), ``"this"`` on this target earlier (its engine
+            changed); ``unrecognized`` says which. ``None``: as configured.
 
     Returns:
         An :class:`Observation`; never raises for page trouble (bad text is ``parse_error``).
@@ -188,7 +188,7 @@ def observe(
     else:
         samples = page
         names = samples
-    found = identify(names, engine, detected_elsewhere)
+    found = identify(names, engine, auto_detected)
     if found.adapter is None or found.error_reason is not None:
         return found
     adapter = found.adapter

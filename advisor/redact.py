@@ -8,7 +8,10 @@ scheme, host and port of a secret URL is ever shown.
 from __future__ import annotations
 
 import base64
+import contextlib
+import ipaddress
 import re
+import socket
 from collections.abc import Iterable
 from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
@@ -150,16 +153,54 @@ def redact_url(url: str) -> str:
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
+def _ip_text(host: str) -> str:
+    """An IP address host in one spelling (``0:0:0:0:0:0:0:1`` → ``::1``, ``127.1`` → ``127.0.0.1``, as the
+    resolver reads them); any other host unchanged."""
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    if host and all(part.isdigit() for part in host.split(".")):
+        with contextlib.suppress(OSError):
+            return socket.inet_ntoa(socket.inet_aton(host))  # the C library's shorthands: 127.1, 2130706433
+    return host
+
+
+def _plain_path(path: str) -> str:
+    """A URL path as a server routes it: percent-escapes of unreserved characters decoded (``/metric%73`` is
+    ``/metrics``: RFC 3986 §6.2.2.2), ``.`` and ``..`` segments removed (§5.2.4, as ``requests`` sends them), trailing
+    slashes dropped."""
+    path = _UNRESERVED_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), path)
+    out: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if len(out) > 1:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    return "/".join(out).rstrip("/")
+
+
+_UNRESERVED_ESCAPE: Final = re.compile(r"%(2[DdEe]|3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])")
+"""A percent-escape of an unreserved character (letters, digits, ``-``, ``.``, ``_``, ``~``): the same URL decoded."""
+
+
 def endpoint_key(url: str) -> str:
-    """The engine a target URL reaches, for telling two targets apart: :func:`redact_url`'s form with the scheme and
-    host lower-cased, the scheme's default port written out and trailing slashes dropped from the path. Two URLs with
-    the same key are one page (``/metrics`` and ``/metrics/``: vLLM's FastAPI ``Mount("/metrics")`` answers both),
-    so listing both counts one engine twice.
+    """The engine a target URL reaches, for telling two targets apart: :func:`redact_url`'s form (no credentials, no
+    query) with the scheme and host lower-cased, an IP address in one spelling, the scheme's default port written
+    out, the path as a server routes it (unreserved escapes decoded, dot segments removed) and trailing slashes
+    dropped. Two URLs with the same key are one target to the advisor, which labels each by that form: ``/metrics``
+    and ``/metrics/`` are one page (vLLM's FastAPI ``Mount("/metrics")`` answers both), and listing both counts one
+    engine twice.
 
     >>> endpoint_key("HTTP://Engine-0:80/metrics/")
     'http://engine-0:80/metrics'
     >>> endpoint_key("https://u:p@h/metrics?x=1") == endpoint_key("https://h:443/metrics")
     True
+    >>> endpoint_key("http://127.1:9/a/../metric%73") == endpoint_key("http://127.0.0.1:9/./metrics")
+    True
+    >>> endpoint_key("http://[0:0:0:0:0:0:0:1]:9/metrics")
+    'http://[::1]:9/metrics'
     """
     try:
         parts = urlsplit(url)
@@ -171,11 +212,11 @@ def endpoint_key(url: str) -> str:
         return redact_url(url)
     scheme = parts.scheme.lower()
     port = port if port is not None else _DEFAULT_PORTS.get(scheme)
+    host = _ip_text(host)
     netloc = f"[{host}]" if ":" in host else host
     if port is not None:
         netloc += f":{port}"
-    path = parts.path.rstrip("/")
-    return urlunsplit((scheme, netloc, path, "", ""))
+    return urlunsplit((scheme, netloc, _plain_path(parts.path), "", ""))
 
 
 def redact_secret_url(url: str) -> str:

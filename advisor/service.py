@@ -259,6 +259,7 @@ class _Deployment:
     # source: prometheus — per target, its scrape jobs down while another is up (PromGroup.down_jobs), as last logged
     prom_down: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     prom_warned: frozenset[str] = frozenset()  # source: prometheus — the last read's warnings (logged when new)
+    detected_on: str | None = None  # engine: auto — the target the adapter was detected on (None: not a scrape)
 
 
 def _num(v: Any) -> str:
@@ -683,6 +684,7 @@ class Service:
                 known = set(self.tracker.deployment_names)
                 engines = {n: self.tracker.context(n).engine for n in known}
         old_adapters = {d.spec.name: d.adapter for d in old.deployments} if old is not None else {}
+        old_detected_on = {d.spec.name: d.detected_on for d in old.deployments} if old is not None else {}
         deployments: list[_Deployment] = []
         plan: list[tuple[DeploymentContext, list[str]]] = []
         for dep in cfg.deployments:
@@ -690,10 +692,12 @@ class Service:
                 continue
             ctx = deployment_context(dep, base_dir)
             adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
+            detected_on = None
             if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known:
                 adapter = old_adapters[dep.name]
+                detected_on = old_detected_on.get(dep.name)
                 ctx = dataclasses.replace(ctx, engine=engines[dep.name])
-            deployments.append(_Deployment(dep, adapter))
+            deployments.append(_Deployment(dep, adapter, detected_on=detected_on))
             plan.append((ctx, resolve_targets(dep, base_dir)))
         rules = build_rules(cfg)
         outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
@@ -988,7 +992,7 @@ class Service:
                 sc.max_bytes,
                 sc.sample_limit,
                 sc.label_limit,
-                d.spec.engine == "auto" and d.adapter is not None,
+                None if d.spec.engine != "auto" or d.adapter is None else "this" if d.detected_on == u else "other",
             )
             for d in rt.deployments
             if d.spec.source == "scrape"
@@ -1087,7 +1091,7 @@ class Service:
                 listed[name] = set(self.tracker.targets(name))
             if url not in listed[name]:
                 continue
-            self._adopt(d, res.engine)
+            self._adopt(d, res.engine, url)
             if res.ok and res.snapshot is not None:
                 step = self.tracker.observe(name, url, TimedSnapshot(url, ts, res.snapshot, res.duplicate_series))
                 if step is not None:
@@ -1105,14 +1109,16 @@ class Service:
                 "deployment=%s target=%s scrape failed: %s (%s)", name, redact_url(url), reason, message
             )
 
-    def _adopt(self, d: _Deployment, seen: Observation | str | None) -> None:
+    def _adopt(self, d: _Deployment, seen: Observation | str | None, url: str | None = None) -> None:
         """``engine: auto``: keep the adapter of the first page an engine was detected on (``seen``: the engine id
-        a scrape job detected, or the :class:`~advisor.observe.Observation` of the Prometheus source's names)."""
+        a scrape job detected on target ``url``, or the :class:`~advisor.observe.Observation` of the Prometheus
+        source's names)."""
         if d.adapter is not None or seen is None:
             return
         adapter = get_adapter(seen) if isinstance(seen, str) else seen.adapter
         if adapter is not None:
             d.adapter = adapter
+            d.detected_on = url
             name = d.spec.name
             self.tracker.set_context(name, sized_for_engine(self.tracker.context(name), d.spec, adapter.engine))
             log.info("deployment=%s: detected engine %s", name, adapter.engine)

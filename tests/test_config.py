@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -311,7 +312,7 @@ def test_targets_equal_once_redacted_are_rejected() -> None:
     targets = ["http://u1:p1@127.0.0.1:8000/metrics?rank=0", "http://u2:p2@127.0.0.1:8000/metrics?rank=1"]
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [dict(GOOD["deployments"][0], targets=targets)]})
-    assert "is the same page as targets[0]" in str(err.value)
+    assert "is one target with targets[0]" in str(err.value)
     assert "p2" not in str(err.value)
 
 
@@ -322,6 +323,12 @@ def test_targets_equal_once_redacted_are_rejected() -> None:
         ("http://Engine-0:8000/metrics", "http://engine-0:8000/metrics"),  # host names are case-blind
         ("http://engine-0/metrics", "http://engine-0:80/metrics"),  # the scheme's default port
         ("https://engine-0/metrics", "HTTPS://engine-0:443/metrics//"),
+        # breaker 16: requests sends these as /metrics to 127.0.0.1 and ::1
+        ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/metric%73"),
+        ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/metrics/../metrics"),
+        ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/./metrics"),
+        ("http://127.0.0.1:8000/metrics", "http://127.1:8000/metrics"),
+        ("http://[::1]:8000/metrics", "http://[0:0:0:0:0:0:0:1]:8000/metrics"),
     ],
 )
 def test_one_page_written_two_ways_is_one_engine_not_two_replicas(first: str, second: str) -> None:
@@ -330,11 +337,17 @@ def test_one_page_written_two_ways_is_one_engine_not_two_replicas(first: str, se
     with pytest.raises(ConfigError) as err:
         parse_config({"deployments": [dict(GOOD["deployments"][0], targets=[first, second])]})
     assert [p for p, _ in err.value.problems] == ["deployments[0].targets"]
-    assert "targets[1]" in str(err.value) and "is the same page as targets[0]" in str(err.value)
+    assert "targets[1]" in str(err.value) and "is one target with targets[0]" in str(err.value)
 
 
 def test_pages_on_other_ports_or_paths_stay_two_engines() -> None:
-    targets = ["http://engine-0:8000/metrics", "http://engine-0:8001/metrics", "http://engine-0:8000/metrics/1"]
+    targets = [
+        "http://engine-0:8000/metrics",
+        "http://engine-0:8001/metrics",
+        "http://engine-0:8000/metrics/1",
+        "http://engine-0:8000/metrics%2F1",  # an escaped slash is no path separator: another path
+        "http://127.0.0.2:8000/metrics",
+    ]
     cfg = parse_config({"deployments": [dict(GOOD["deployments"][0], targets=targets)]})
     assert cfg.deployments[0].targets == targets
 
@@ -559,3 +572,20 @@ def test_check_config_warns_when_a_llamacpp_cache_cannot_fit_the_gpu(tmp_path: P
     f.write_text(yaml.safe_dump({"deployments": [fits]}))
     r = _cli("check-config", str(f))
     assert r.returncode == 0 and "do NOT fit" not in r.stdout + r.stderr, r.stdout
+
+
+def test_a_file_sd_target_that_is_a_listed_page_written_another_way_is_listed_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Breaker 16: file_sd targets skipped the duplicate check: ``127.0.0.1:18101`` and ``127.0.0.1:018101`` beside a
+    static ``…/metrics/`` made one engine three replicas (24 running read from one engine's 8)."""
+    from advisor.assembly import resolve_targets
+
+    (tmp_path / "sd.json").write_text('[{"targets": ["127.0.0.1:18101", "127.0.0.1:018101", "127.0.0.1:18102"]}]')
+    dep = dict(GOOD["deployments"][0], targets=["http://127.0.0.1:18101/metrics/"], file_sd=["sd.json"])
+    cfg = parse_config({"deployments": [dep]}, base_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="advisor.assembly"):
+        urls = resolve_targets(cfg.deployments[0], tmp_path)
+    assert urls == ["http://127.0.0.1:18101/metrics/", "http://127.0.0.1:18102/metrics"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2 and all("is the same page as http://127.0.0.1:18101/metrics/" in w for w in warned)

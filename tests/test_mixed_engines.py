@@ -56,3 +56,38 @@ def test_targets_of_two_engines_under_engine_auto_say_they_mix_engines(http_serv
     other = "sglang" if adopted == "vllm" else "vllm"
     assert re.search(rf"looks like {other}\b.*detected as {adopted} on another of its targets", message), message
     assert "must all serve one engine" in message and "set engine" not in message, message
+
+
+def test_one_target_whose_engine_changed_under_engine_auto_says_so(http_server: Start) -> None:
+    """Breaker 16: one target, vLLM then SGLang behind the same URL: the page was said to come from "another of its
+    targets" (there is none). It says the engine behind this target changed, and how to detect it again."""
+    page = {"body": VLLM}
+    url = http_server(lambda h: reply(h, 200, page["body"])) + "/metrics"
+    cfg = parse_config(
+        {
+            "deployments": [
+                {
+                    "name": "one",
+                    "engine": "auto",
+                    "targets": [url],
+                    "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "gpu": "H100-SXM",
+                    "max_model_len": 8192,
+                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+                }
+            ]
+        }
+    )
+    _, collector, metrics = make_registry()
+    svc = Service(cfg, collector, metrics)
+    try:
+        svc.scrape_once()
+        page["body"] = SGLANG
+        svc.scrape_once()
+        (target,) = svc.evaluate_once().deployments[0].as_dict()["targets"]
+    finally:
+        svc.close()
+    assert not target["up"] and target["error_reason"] == "unrecognized", target
+    message = target["error"]
+    assert "looks like sglang" in message and "detected vllm on this target earlier" in message, message
+    assert "another of its targets" not in message and "set engine: sglang" in message, message

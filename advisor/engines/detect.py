@@ -122,16 +122,17 @@ def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[st
 def describe_unrecognized(
     exposition_or_sample_names: Mapping[str, object] | Iterable[str],
     engine: str | None = None,
-    detected_elsewhere: bool = False,
+    auto_detected: str | None = None,
 ) -> str:
     """Why a page is ``unrecognized``, naming the prefixes seen.
 
     Args:
         exposition_or_sample_names: the page's samples (or sample names).
         engine: the engine the deployment is pinned to, or ``None`` for ``engine: auto``.
-        detected_elsewhere: ``engine`` is what ``engine: auto`` detected on another target of the deployment
-            (the daemon keeps the first engine it detects): a page of another engine then means the targets mix
-            engines, and the hint says so instead of "set engine: …".
+        auto_detected: where ``engine: auto`` detected ``engine`` (the daemon keeps the first engine it detects):
+            ``"other"`` on another target of the deployment (a page of another engine then means the targets mix
+            engines), ``"this"`` on this target earlier (the engine behind it changed); the hint says so instead of
+            "set engine: …". ``None``: ``engine`` is the configured one.
 
     Example: a DCGM exporter page → ``"GPU telemetry (DCGM exporter), not an inference engine; metric-name
     prefixes seen: DCGM_FI_, go_"``; ``node_load1 0.5`` → ``"no known engine's metrics; metric-name prefixes
@@ -144,11 +145,17 @@ def describe_unrecognized(
     detected = detect_engine(names)
     if detected == "dcgm":
         return f"GPU telemetry (DCGM exporter), not an inference engine; {seen}"
-    if engine is not None and detected is not None and detected != engine and detected_elsewhere:
+    if engine is not None and detected is not None and detected != engine and auto_detected == "other":
         return (
             f"no {engine} metrics: the page looks like {detected}, but this deployment's engine: auto was detected "
             f"as {engine} on another of its targets, and a deployment's targets must all serve one engine (give "
             f"this target a deployment of its own); {seen}"
+        )
+    if engine is not None and detected is not None and detected != engine and auto_detected == "this":
+        return (
+            f"no {engine} metrics: the page looks like {detected}, but engine: auto detected {engine} on this "
+            f"target earlier and keeps it (the engine behind it changed): set engine: {detected}, or restart the "
+            f"advisor to detect it again; {seen}"
         )
     if engine is not None and detected is not None and detected != engine:
         return f"no {engine} metrics (the page looks like {detected}; set engine: {detected} or auto); {seen}"

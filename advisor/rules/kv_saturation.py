@@ -109,11 +109,14 @@ def admission_full(ev: Evaluation) -> bool:
 
     ``False`` on other engines (they admit by the blocks a prompt needs, which usage shows) and when the engine
     paused requests (:func:`advisor.rules.common.reserves_whole_requests`), with every slot taken
-    (the batch cap binds, not the pool), or when running or usage is unknown. ``False`` too when the pool holds one
-    more max-model-len request beside every running one reserved at max-model-len (``pool ≥ (r + 1) × max-model-len``
-    per replica): no reservation exceeds max-model-len, so requests held back then wait for something else than
-    blocks (round 57, triton-inference-server/tensorrtllm_backend#189: 16 active, one scheduled, 18 of 1,700 blocks
-    of 64 used at max-model-len 4,096, where fp8 KV was proposed at 1 % usage).
+    (the batch cap binds, not the pool), or when running or usage is unknown. ``False`` too when the smallest
+    replica's pool holds one more max-model-len request beside the busiest replica's running ones, each reserved at
+    max-model-len (``pool ≥ (r + 1) × max-model-len``, ``r`` the most any one replica ran on the window's mean, or the
+    mean per replica now if more): no reservation exceeds max-model-len (the config's, taken as the engine's
+    ``max_seq_len``), so requests held back then wait for something else than blocks (round 57,
+    triton-inference-server/tensorrtllm_backend#189: 16 active, one scheduled, 18 of 1,700 blocks of 64 used at
+    max-model-len 4,096, where fp8 KV was proposed at 1 % usage). Not with data-parallel ranks (one rank's pool is
+    not the replica's).
 
     Example: 5 running on one replica, 87.5 % written → 0.875 > 5/6: full; 1 running, 42.5 % written, 7 held back
     for capacity at both scrapes, a cap of 8, a pool of 1.5 max-length requests → full; the same with nothing held
@@ -129,8 +132,11 @@ def admission_full(ev: Evaluation) -> bool:
     cap = ev.ctx.inputs.max_num_seqs
     if cap is not None and per_replica >= cap:
         return False
-    pool, longest = ev.kv_capacity_tokens, ev.ctx.inputs.max_model_len
-    if pool and longest and pool >= (per_replica + 1) * longest:
+    pool = ev.kv_capacity_tokens_smallest or ev.kv_capacity_tokens
+    longest = ev.ctx.inputs.max_model_len
+    # the busiest replica, not the mean: an idle replica beside a full one hid its queue (breaker 16)
+    busiest = max([per_replica, *(v for _, v in ev.requests_running_by_target if math.isfinite(v))])
+    if pool and longest and not ev.kv_rank_capacity_tokens and pool >= (busiest + 1) * longest:
         return False  # every running request reserved whole, one more still fits: not the blocks
     held_back = ev.waiting_capacity_min is not None and ev.waiting_capacity_min >= 1
     return held_back or usage > per_replica / (per_replica + 1)

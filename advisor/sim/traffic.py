@@ -380,12 +380,28 @@ class TrafficProfile:
             yield Arrival(t, p, o)
 
 
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def _rows(text: str, what: str, columns: int) -> Iterator[tuple[int, list[str]]]:
+    """Each data row's line number and first ``columns`` cells: blank lines and ``#`` comments skipped, and a header —
+    the first other row, when none of its cells is a number (``arrival_seconds,prompt_tokens,output_tokens``; a
+    first row ``0.5s,100,50`` is data, refused by its reader, not dropped as a header: breaker 16)."""
     reader = csv.reader(io.StringIO(text))
+    first = True
     for lineno, row in enumerate(reader, start=1):
         cells = [c.strip() for c in row]
         if not cells or not any(cells) or cells[0].startswith("#"):
             continue
+        if first and not any(_number(c) for c in cells):
+            first = False
+            continue
+        first = False
         if len(cells) < columns:
             raise TrafficError(f"{what} line {lineno}: expected {columns} columns, got {len(cells)}")
         yield lineno, cells[:columns]
@@ -413,8 +429,6 @@ def parse_lengths_csv(text: str) -> EmpiricalLengths:
     """
     rows: list[tuple[int, int]] = []
     for lineno, (p, o) in _rows(text, "lengths", 2):
-        if lineno == 1 and not p.replace(".", "", 1).isdigit():
-            continue
         rows.append(
             (_positive_int(p, "lengths", lineno, "prompt_tokens"), _positive_int(o, "lengths", lineno, "output_tokens"))
         )
@@ -436,8 +450,6 @@ def parse_trace_csv(text: str) -> tuple[Arrival, ...]:
         try:
             at = float(t)
         except ValueError:
-            if lineno == 1:
-                continue
             raise TrafficError(f"trace line {lineno}: arrival time is not a number: {t!r}") from None
         if not math.isfinite(at) or at < 0:
             raise TrafficError(f"trace line {lineno}: arrival time must be a finite number ≥ 0, got {t!r}")

@@ -82,3 +82,21 @@ def test_paused_requests_turn_the_scheduler_back_and_none_do_not() -> None:
     assert "capacity_scheduler_policy: GUARANTEED_NO_EVICT" in policy[0].flag
     assert not [p for p in rule.propose(_ev("trtllm", paused=0.0, seqs=2048, **stats)) if p.dial == "admission_policy"]
     assert not [p for p in rule.propose(_ev("trtllm", paused=None, seqs=2048, **stats)) if p.dial == "admission_policy"]
+
+
+def test_an_idle_replica_beside_a_full_one_does_not_hide_its_queue() -> None:
+    """Breaker 16: the bound took the mean per replica — 4 scheduled on one replica (a pool of 4 max-length
+    requests), 2 on the other, 8 held back: a mean of 3 read as room for one more, and nothing fired. The busiest
+    replica (4) against the smallest pool leaves none."""
+    ev = _ev("triton-trtllm", held=8, seqs=64, max_length_requests=4.0, requests_running=6, kv_cache_usage_ratio=0.44)
+    two = dataclasses.replace(
+        ev, replicas_up=2, requests_running_by_target=(("http://a/metrics", 4.0), ("http://b/metrics", 2.0))
+    )
+    assert admission_full(two)
+    # both replicas at 1 running in pools of 4 max-length requests: room for more on either, held back or not
+    light = dataclasses.replace(
+        two,
+        stats=dataclasses.replace(two.stats, requests_running=2),
+        requests_running_by_target=(("http://a/metrics", 1.0), ("http://b/metrics", 1.0)),
+    )
+    assert not admission_full(light)

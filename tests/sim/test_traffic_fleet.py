@@ -124,17 +124,26 @@ def test_a_lengths_csv_is_drawn_from() -> None:
     ("text", "message"),
     [
         ("1,2\n", "expected 3 columns"),
-        ("x,100,10\n1,abc,10\n", "line 2: prompt_tokens is not a number"),
+        ("t,p,o\n1,abc,10\n", "line 2: prompt_tokens is not a number"),
         ("0,100,10\n-1,100,10\n", "line 2: arrival time must be"),
         ("0,0,10\n", "prompt_tokens must be ≥ 1"),
         ("0,100.5,10\n", "line 1: prompt_tokens must be a whole number"),  # breaker 15: rounded to 100 silently
         ("0,100,10.25\n", "line 1: output_tokens must be a whole number"),
         ("# nothing\n", "no requests"),
+        ("0.5s,100,50\n1,100,50\n", "line 1: arrival time is not a number"),  # breaker 16: dropped as a header
+        ("arrival_seconds,prompt_tokens,output_tokens\n", "no requests"),
     ],
 )
 def test_a_bad_trace_is_refused_with_its_line(text: str, message: str) -> None:
     with pytest.raises(TrafficError, match=message):
         parse_trace_csv(text)
+
+
+def test_a_header_after_comments_is_a_header() -> None:
+    """Breaker 16: a header under a ``# my trace`` comment was read as data ("arrival time is not a number")."""
+    trace = parse_trace_csv("# my trace\narrival_seconds,prompt_tokens,output_tokens\n0,100,10\n")
+    assert [(a.time, a.prompt_tokens, a.output_tokens) for a in trace] == [(0.0, 100, 10)]
+    assert parse_lengths_csv("# lengths\nprompt,output\n100,10\n").draw(random.Random(1)) == (100, 10)
 
 
 def test_negative_rates_and_bad_cvs_are_refused() -> None:
