@@ -8,10 +8,8 @@ scheme, host and port of a secret URL is ever shown.
 from __future__ import annotations
 
 import base64
-import contextlib
 import ipaddress
 import re
-import socket
 from collections.abc import Iterable
 from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
@@ -153,6 +151,37 @@ def redact_url(url: str) -> str:
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
+_INET_PART: Final = re.compile(r"0x[0-9a-f]+|[0-9]+")
+"""One part of a dotted IPv4 address as ``inet_aton`` reads it (lower-cased)."""
+
+
+def _inet_aton(host: str) -> int | None:
+    """``host`` read as the C library's ``inet_aton`` reads an IPv4 address (what the resolver sends to): one to four
+    dot-separated numbers, decimal, octal (``0``-led) or hex (``0x``), the last filling the bytes left (``127.1`` is
+    127.0.0.1, ``2130706433`` too); ``None`` when it is not one."""
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values: list[int] = []
+    for part in parts:
+        low = part.lower()
+        if _INET_PART.fullmatch(low) is None:
+            return None
+        try:
+            values.append(
+                int(low, 16) if low.startswith("0x") else int(low, 8) if len(low) > 1 and low[0] == "0" else int(low)
+            )
+        except ValueError:  # an 8 or 9 in an octal part
+            return None
+    last_bits = 8 * (5 - len(values))
+    if any(v > 255 for v in values[:-1]) or values[-1] >> last_bits:
+        return None
+    address = 0
+    for v in values[:-1]:
+        address = (address << 8) | v
+    return (address << last_bits) | values[-1]
+
+
 def _ip_text(host: str) -> str:
     """An IP address host in one spelling (``0:0:0:0:0:0:0:1`` → ``::1``, ``127.1`` → ``127.0.0.1``, as the
     resolver reads them); any other host unchanged."""
@@ -160,9 +189,10 @@ def _ip_text(host: str) -> str:
         return ipaddress.ip_address(host).compressed
     except ValueError:
         pass
-    if host and all(part.isdigit() for part in host.split(".")):
-        with contextlib.suppress(OSError):
-            return socket.inet_ntoa(socket.inet_aton(host))  # the C library's shorthands: 127.1, 2130706433
+    if host and host[0].isdigit():
+        address = _inet_aton(host)
+        if address is not None:
+            return str(ipaddress.IPv4Address(address))
     return host
 
 

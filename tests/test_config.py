@@ -589,3 +589,22 @@ def test_a_file_sd_target_that_is_a_listed_page_written_another_way_is_listed_on
     assert urls == ["http://127.0.0.1:18101/metrics/", "http://127.0.0.1:18102/metrics"]
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2 and all("is the same page as http://127.0.0.1:18101/metrics/" in w for w in warned)
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.1", "2130706433", "0x7f.1", "0177.0.0.1", "10.1.2", "1.2.3.4", "4294967295", "256.1.1.1", "1.2.65536",
+     "4294967296", "08.1", "0x", "1_0.0.0.1", "1.2.3.4.5", "engine-0"],
+)  # fmt: skip
+def test_endpoint_key_reads_an_ipv4_host_as_the_resolver_does(host: str) -> None:
+    """``127.1`` reaches 127.0.0.1 (``inet_aton``, which the resolver uses): one key with it; a host the C library
+    does not read as an address stays a name."""
+    import socket
+
+    from advisor.redact import endpoint_key
+
+    try:
+        address = socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        address = host
+    assert endpoint_key(f"http://{host}:9/metrics") == f"http://{address}:9/metrics"

@@ -24,25 +24,24 @@ SGLANG = (FIXTURES / "sglang" / "dp2-tp2-priority-underscore.prom").read_bytes()
 Start = Callable[[Callable[[BaseHTTPRequestHandler], None]], str]
 
 
+def _service(urls: list[str]) -> Service:
+    """The daemon over one ``engine: auto`` deployment of ``urls``."""
+    dep = {
+        "name": "auto",
+        "engine": "auto",
+        "targets": urls,
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    _, collector, metrics = make_registry()
+    return Service(parse_config({"deployments": [dep]}), collector, metrics)
+
+
 def test_targets_of_two_engines_under_engine_auto_say_they_mix_engines(http_server: Start) -> None:
     urls = [http_server(lambda h, b=body: reply(h, 200, b)) + "/metrics" for body in (VLLM, SGLANG)]
-    cfg = parse_config(
-        {
-            "deployments": [
-                {
-                    "name": "mixed",
-                    "engine": "auto",
-                    "targets": urls,
-                    "model": "meta-llama/Llama-3.1-8B-Instruct",
-                    "gpu": "H100-SXM",
-                    "max_model_len": 8192,
-                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
-                }
-            ]
-        }
-    )
-    _, collector, metrics = make_registry()
-    svc = Service(cfg, collector, metrics)
+    svc = _service(urls)
     try:
         for _ in range(3):  # the first cycle adopts an engine, the next ones read the other target against it
             svc.scrape_once()
@@ -63,23 +62,7 @@ def test_one_target_whose_engine_changed_under_engine_auto_says_so(http_server: 
     targets" (there is none). It says the engine behind this target changed, and how to detect it again."""
     page = {"body": VLLM}
     url = http_server(lambda h: reply(h, 200, page["body"])) + "/metrics"
-    cfg = parse_config(
-        {
-            "deployments": [
-                {
-                    "name": "one",
-                    "engine": "auto",
-                    "targets": [url],
-                    "model": "meta-llama/Llama-3.1-8B-Instruct",
-                    "gpu": "H100-SXM",
-                    "max_model_len": 8192,
-                    "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
-                }
-            ]
-        }
-    )
-    _, collector, metrics = make_registry()
-    svc = Service(cfg, collector, metrics)
+    svc = _service([url])
     try:
         svc.scrape_once()
         page["body"] = SGLANG
