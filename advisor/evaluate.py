@@ -509,17 +509,18 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
 
 @dataclass(frozen=True, slots=True)
 class RunningLoad:
-    """The window's running requests: ``peak`` (sum over targets of each one's peak) and ``dispersion`` (the
-    largest over targets of variance ÷ mean across its samples) and ``mean`` (sum over targets of each one's mean
-    across its samples); ``None`` unknown. ``by_target``: (target URL, its mean) for each answering target that
-    measured one, in target order, less those whose samples began more than half a window after the others'
-    (:func:`_settled`) and the prefill workers of a prefill/decode split (:func:`prefill_workers`);
-    ``by_target_early`` the same over the window's older half (what the window's rates and counts still carry after
-    the router changed)."""
+    """The window's running requests: ``peak`` (sum over targets of each one's peak), ``busiest_peak`` (the most one
+    target ran at one of its samples) and ``dispersion`` (the largest over targets of variance ÷ mean across its
+    samples) and ``mean`` (sum over targets of each one's mean across its samples); ``None`` unknown. ``by_target``:
+    (target URL, its mean) for each answering target that measured one, in target order, less those whose samples
+    began more than half a window after the others' (:func:`_settled`) and the prefill workers of a prefill/decode
+    split (:func:`prefill_workers`); ``by_target_early`` the same over the window's older half (what the window's
+    rates and counts still carry after the router changed)."""
 
     peak: float | None = None
     dispersion: float | None = None
     mean: float | None = None
+    busiest_peak: float | None = None
     by_target: tuple[tuple[str, float], ...] = ()
     by_target_early: tuple[tuple[str, float], ...] = ()
 
@@ -595,6 +596,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
         peak=_fsum_or_none(peaks),
         dispersion=max(dispersions) if dispersions else None,
         mean=_fsum_or_none(means),
+        busiest_peak=max(peaks) if peaks else None,
         by_target=_settled(by_target, window_seconds),
         by_target_early=_settled(early, window_seconds),
     )
@@ -1177,6 +1179,7 @@ def evaluate_deployment(
         stalled_requests_waiting=stall.waiting,
         counter_deltas=_counter_deltas(per_target),
         requests_running_max=load.peak,
+        requests_running_busiest=load.busiest_peak,
         requests_running_dispersion=load.dispersion,
         requests_running_mean=load.mean,
         replica_ages_seconds=replica_ages(up),

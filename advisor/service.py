@@ -59,6 +59,7 @@ from advisor.config import (
 from advisor.domain import Recommendation, TimedSnapshot, rfc3339
 from advisor.engines import get_adapter
 from advisor.engines.base import EngineAdapter
+from advisor.engines.detect import auto_engine_mismatch
 from advisor.engines.dynamo import WORKER_KV_NAMES
 from advisor.errors import ConfigError, StateError
 from advisor.evaluate import Quality, engines_behind
@@ -70,7 +71,7 @@ from advisor.notify.notifier import SHUTDOWN_FLUSH_SECONDS, Notifier, build_noti
 from advisor.notify.payload import Links
 from advisor.observe import Observation, identify, observe
 from advisor.platforms import flag_text
-from advisor.redact import redact_url, target_message
+from advisor.redact import endpoint_key, redact_url, target_message
 from advisor.results import CycleResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.common import effect_label
@@ -691,14 +692,19 @@ class Service:
             if not in_shard(dep.name, self.shard):
                 continue
             ctx = deployment_context(dep, base_dir)
+            urls = resolve_targets(dep, base_dir)
             adapter = None if dep.engine == "auto" else get_adapter(dep.engine)
-            detected_on = None
-            if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known:
+            detected_on = old_detected_on.get(dep.name)
+            # engine: auto keeps the engine it detected while the target it was detected on stays (a reload that
+            # replaced every target detects again: breaker 17, the new targets' engine refused for good)
+            stays = detected_on is None or endpoint_key(detected_on) in {endpoint_key(u) for u in urls}
+            if adapter is None and old_adapters.get(dep.name) is not None and dep.name in known and stays:
                 adapter = old_adapters[dep.name]
-                detected_on = old_detected_on.get(dep.name)
                 ctx = dataclasses.replace(ctx, engine=engines[dep.name])
+            else:
+                detected_on = None
             deployments.append(_Deployment(dep, adapter, detected_on=detected_on))
-            plan.append((ctx, resolve_targets(dep, base_dir)))
+            plan.append((ctx, urls))
         rules = build_rules(cfg)
         outbox = Path(cfg.outbox_dir) if cfg.outbox_dir else None
         if outbox is not None and base_dir is not None and not outbox.is_absolute():
@@ -992,7 +998,7 @@ class Service:
                 sc.max_bytes,
                 sc.sample_limit,
                 sc.label_limit,
-                None if d.spec.engine != "auto" or d.adapter is None else "this" if d.detected_on == u else "other",
+                self._auto_detected(d, u),
             )
             for d in rt.deployments
             if d.spec.source == "scrape"
@@ -1092,6 +1098,21 @@ class Service:
             if url not in listed[name]:
                 continue
             self._adopt(d, res.engine, url)
+            if (
+                res.ok
+                and res.snapshot is not None
+                and d.adapter is not None
+                and res.engine not in (None, d.adapter.engine)
+            ):
+                # engine: auto read this page as another engine than the one it adopted, in the same batch of scrapes
+                # (each job of a deployment not yet detected detects its own): never one deployment's history mixed
+                res = dataclasses.replace(
+                    res,
+                    ok=False,
+                    snapshot=None,
+                    error_reason=c.REASON_UNRECOGNIZED,
+                    error_message=auto_engine_mismatch(res.engine, d.adapter.engine, self._detected_here(d, url)),
+                )
             if res.ok and res.snapshot is not None:
                 step = self.tracker.observe(name, url, TimedSnapshot(url, ts, res.snapshot, res.duplicate_series))
                 if step is not None:
@@ -1108,6 +1129,18 @@ class Service:
             (log.warning if changed else log.debug)(
                 "deployment=%s target=%s scrape failed: %s (%s)", name, redact_url(url), reason, message
             )
+
+    @staticmethod
+    def _detected_here(d: _Deployment, url: str) -> bool:
+        """``engine: auto`` detected ``d``'s engine on ``url``'s page (:func:`~advisor.redact.endpoint_key`)."""
+        return d.detected_on is not None and endpoint_key(d.detected_on) == endpoint_key(url)
+
+    def _auto_detected(self, d: _Deployment, url: str) -> str | None:
+        """A scrape job's ``engine_auto_detected``: ``None`` unless ``d`` runs an engine ``engine: auto`` detected;
+        then ``"this"`` when it was detected on ``url``'s page, else ``"other"``."""
+        if d.spec.engine != "auto" or d.adapter is None:
+            return None
+        return "this" if self._detected_here(d, url) else "other"
 
     def _adopt(self, d: _Deployment, seen: Observation | str | None, url: str | None = None) -> None:
         """``engine: auto``: keep the adapter of the first page an engine was detected on (``seen``: the engine id

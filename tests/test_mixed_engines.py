@@ -54,7 +54,8 @@ def test_targets_of_two_engines_under_engine_auto_say_they_mix_engines(http_serv
     adopted = "vllm" if down[0]["target"] == urls[1] else "sglang"
     other = "sglang" if adopted == "vllm" else "vllm"
     assert re.search(rf"looks like {other}\b.*detected as {adopted} on another of its targets", message), message
-    assert "must all serve one engine" in message and "set engine" not in message, message
+    assert "give this one a deployment of its own" in message, message
+    assert f"if every target's engine changed, set engine: {other}" in message, message
 
 
 def test_one_target_whose_engine_changed_under_engine_auto_says_so(http_server: Start) -> None:
@@ -72,5 +73,44 @@ def test_one_target_whose_engine_changed_under_engine_auto_says_so(http_server: 
         svc.close()
     assert not target["up"] and target["error_reason"] == "unrecognized", target
     message = target["error"]
-    assert "looks like sglang" in message and "detected vllm on this target earlier" in message, message
+    assert "looks like sglang" in message and "detected as vllm on this target earlier" in message, message
     assert "another of its targets" not in message and "set engine: sglang" in message, message
+
+
+def test_a_reload_that_replaces_the_target_an_engine_was_detected_on_detects_again(
+    http_server: Start, tmp_path: Path
+) -> None:
+    """Breaker 17: engine: auto kept the engine it detected across a reload that replaced every target, so the new
+    target's SGLang page was refused until a restart ("…on another of its targets: give this target a deployment of
+    its own"). A reload whose targets no longer hold the one the engine was detected on detects again."""
+    import yaml
+
+    from advisor.config import load_config
+
+    vllm = http_server(lambda h: reply(h, 200, VLLM)) + "/metrics"
+    sglang = http_server(lambda h: reply(h, 200, SGLANG)) + "/metrics"
+    dep = {
+        "name": "auto",
+        "engine": "auto",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    path = tmp_path / "advisor.yaml"
+    path.write_text(yaml.safe_dump({"deployments": [dict(dep, targets=[vllm])]}))
+    _, collector, metrics = make_registry()
+    svc = Service(load_config(path), collector, metrics, base_dir=tmp_path)
+    try:
+        svc.scrape_once()
+        path.write_text(yaml.safe_dump({"deployments": [dict(dep, targets=[sglang + "/"])]}))
+        ok, message = svc.reload(path)
+        assert ok, message
+        svc.scrape_once()
+        svc.scrape_once()
+        result = svc.evaluate_once().deployments[0].as_dict()
+    finally:
+        svc.close()
+    (target,) = result["targets"]
+    assert target["up"], target
+    assert result["engine"] == "sglang", result["engine"]

@@ -119,6 +119,29 @@ def name_prefixes(exposition_or_sample_names: Mapping[str, object] | Iterable[st
     return sorted(counts, key=lambda p: (-counts[p], p))[:_MAX_PREFIXES_NAMED]
 
 
+def auto_engine_mismatch(page: str, adopted: str, this_target: bool) -> str:
+    """Why a page of engine ``page`` is not read by an ``engine: auto`` deployment that detected ``adopted`` first
+    (on this target earlier when ``this_target``, else on another of its targets), and what to do: the daemon keeps
+    the engine it detected first, across reloads that keep the target it was detected on.
+
+    Example: ``("sglang", "vllm", False)`` → ``"no vllm metrics: the page looks like sglang, but this deployment's
+    engine: auto was detected as vllm on another of its targets and keeps it: if the targets serve different
+    engines, give this one a deployment of its own; if every target's engine changed, set engine: sglang (or restart
+    the advisor to detect it again)"``.
+    """
+    where = "this target earlier" if this_target else "another of its targets"
+    fix = (
+        f"the engine behind it changed: set engine: {page}, or restart the advisor to detect it again"
+        if this_target
+        else f"if the targets serve different engines, give this one a deployment of its own; if every target's engine "
+        f"changed, set engine: {page} (or restart the advisor to detect it again)"
+    )
+    return (
+        f"no {adopted} metrics: the page looks like {page}, but this deployment's engine: auto was detected as "
+        f"{adopted} on {where} and keeps it: {fix}"
+    )
+
+
 def describe_unrecognized(
     exposition_or_sample_names: Mapping[str, object] | Iterable[str],
     engine: str | None = None,
@@ -145,18 +168,8 @@ def describe_unrecognized(
     detected = detect_engine(names)
     if detected == "dcgm":
         return f"GPU telemetry (DCGM exporter), not an inference engine; {seen}"
-    if engine is not None and detected is not None and detected != engine and auto_detected == "other":
-        return (
-            f"no {engine} metrics: the page looks like {detected}, but this deployment's engine: auto was detected "
-            f"as {engine} on another of its targets, and a deployment's targets must all serve one engine (give "
-            f"this target a deployment of its own); {seen}"
-        )
-    if engine is not None and detected is not None and detected != engine and auto_detected == "this":
-        return (
-            f"no {engine} metrics: the page looks like {detected}, but engine: auto detected {engine} on this "
-            f"target earlier and keeps it (the engine behind it changed): set engine: {detected}, or restart the "
-            f"advisor to detect it again; {seen}"
-        )
+    if engine is not None and detected is not None and detected != engine and auto_detected in ("other", "this"):
+        return f"{auto_engine_mismatch(detected, engine, auto_detected == 'this')}; {seen}"
     if engine is not None and detected is not None and detected != engine:
         return f"no {engine} metrics (the page looks like {detected}; set engine: {detected} or auto); {seen}"
     if engine is not None:

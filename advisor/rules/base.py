@@ -220,6 +220,8 @@ class Evaluation:
             ``requests_finished``, summed over answering targets (``None`` unknown); what moved and what did not.
         requests_running_max: the window's peak of running requests, summed over answering targets (each
             target's own peak: an upper bound on the deployment's); ``None`` unknown.
+        requests_running_busiest: the most running requests one answering target held at one of the window's scrapes
+            (all its data-parallel ranks together); ``None`` unknown. An upper bound on any one engine's batch.
         requests_running_dispersion: how unsteady the load was: the largest over targets of the index of
             dispersion (variance ÷ mean) of running requests across the window's samples. A steady Poisson load
             gives about 1 (M/G/∞ occupancy is Poisson); a lull after a busy spell gives far more (40 → 2: 17).
@@ -310,6 +312,7 @@ class Evaluation:
     stalled_requests_waiting: float | None = None
     counter_deltas: Mapping[str, float | None] = field(default_factory=dict)
     requests_running_max: float | None = None
+    requests_running_busiest: float | None = None
     requests_running_dispersion: float | None = None
     requests_running_mean: float | None = None
     replica_ages_seconds: tuple[float, float] | None = None

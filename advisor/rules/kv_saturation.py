@@ -111,8 +111,8 @@ def admission_full(ev: Evaluation) -> bool:
     paused requests (:func:`advisor.rules.common.reserves_whole_requests`), with every slot taken
     (the batch cap binds, not the pool), or when running or usage is unknown. ``False`` too when the smallest
     replica's pool holds one more max-model-len request beside the busiest replica's running ones, each reserved at
-    max-model-len (``pool ≥ (r + 1) × max-model-len``, ``r`` the most any one replica ran on the window's mean, or the
-    mean per replica now if more): no reservation exceeds max-model-len (the config's, taken as the engine's
+    max-model-len (``pool ≥ (r + 1) × max-model-len``, ``r`` the most one replica ran at one of the window's scrapes,
+    or the mean per replica now if more): no reservation exceeds max-model-len (the config's, taken as the engine's
     ``max_seq_len``), so requests held back then wait for something else than blocks (round 57,
     triton-inference-server/tensorrtllm_backend#189: 16 active, one scheduled, 18 of 1,700 blocks of 64 used at
     max-model-len 4,096, where fp8 KV was proposed at 1 % usage). Not with data-parallel ranks (one rank's pool is
@@ -134,8 +134,12 @@ def admission_full(ev: Evaluation) -> bool:
         return False
     pool = ev.kv_capacity_tokens_smallest or ev.kv_capacity_tokens
     longest = ev.ctx.inputs.max_model_len
-    # the busiest replica, not the mean: an idle replica beside a full one hid its queue (breaker 16)
-    busiest = max([per_replica, *(v for _, v in ev.requests_running_by_target if math.isfinite(v))])
+    # the busiest replica at its peak, not the mean over replicas (an idle replica beside a full one hid its queue:
+    # breaker 16) nor its mean over the window (a replica that filled during the window: breaker 17)
+    peaks = [v for _, v in ev.requests_running_by_target if math.isfinite(v)]
+    if ev.requests_running_busiest is not None and math.isfinite(ev.requests_running_busiest):
+        peaks.append(ev.requests_running_busiest)
+    busiest = max([per_replica, *peaks])
     if pool and longest and not ev.kv_rank_capacity_tokens and pool >= (busiest + 1) * longest:
         return False  # every running request reserved whole, one more still fits: not the blocks
     held_back = ev.waiting_capacity_min is not None and ev.waiting_capacity_min >= 1

@@ -100,3 +100,14 @@ def test_an_idle_replica_beside_a_full_one_does_not_hide_its_queue() -> None:
         requests_running_by_target=(("http://a/metrics", 1.0), ("http://b/metrics", 1.0)),
     )
     assert not admission_full(light)
+
+
+def test_a_replica_that_filled_during_the_window_is_judged_at_its_peak() -> None:
+    """Breaker 17: replica A ran 3 then 7 in a pool of 6 max-length requests (3 held back), B ran 1: the bound read
+    A's window mean (5) as room for one more and nothing fired. At its peak (7) A's pool is full by reservation."""
+    ev = _ev("triton-trtllm", held=3, seqs=64, max_length_requests=6.0, requests_running=8, kv_cache_usage_ratio=0.5)
+    mean_only = dataclasses.replace(
+        ev, replicas_up=2, requests_running_by_target=(("http://a/metrics", 5.0), ("http://b/metrics", 1.0))
+    )
+    assert not admission_full(mean_only)  # what the window means alone say
+    assert admission_full(dataclasses.replace(mean_only, requests_running_busiest=7.0))
