@@ -591,14 +591,28 @@ def _best_rejections(rejected: list[Rejection], cheapest: float | None, limit: i
     )[:limit]
 
 
+_WEIGHT_RISK: Final = {None: 0, "fp8": 1, "awq": 2}
+"""Quality risk of a weight precision, least first: the checkpoint's own, FP8, AWQ (int4)."""
+
+
+def quality_risk(config: ReplicaConfig) -> int:
+    """How far ``config`` strays from the checkpoint: the weights' risk (:data:`_WEIGHT_RISK`) twice, plus 1 for an
+    FP8 KV cache. Every feasible candidate meets the SLO (its replicas are sized to it), so between two at one price
+    the one that changes the model's numbers less ranks first: the walkthrough saw ``--own H100-SXM:1`` rank AWQ
+    weights with an FP8 KV cache first and the checkpoint, meeting the SLO at 100 % goodput on the same GPU, fifth."""
+    return 2 * _WEIGHT_RISK.get(config.quantization, 2) + (0 if config.kv_cache_dtype == "auto" else 1)
+
+
 def _rank(c: Candidate) -> tuple[float, ...]:
-    """Priced: hourly cost, then cost per million goodput tokens, then the larger batch cap. Owned (no price):
-    goodput ratio (highest first), TPOT p90, TTFT p90, GPUs used."""
+    """Priced: hourly cost, then the quality risk (:func:`quality_risk`), cost per million goodput tokens and the
+    larger batch cap. Owned (no price): GPUs used, the quality risk, then goodput ratio (highest first), TPOT p90 and
+    TTFT p90."""
     p = c.prediction
+    risk = float(quality_risk(c.config))
     if c.hourly_cost_usd is None or c.cost_per_million_goodput_tokens_usd is None:
         gpus = c.replicas * c.config.tensor_parallel_size
-        return (-round(p.goodput_ratio, 6), p.tpot_p90_seconds, p.ttft_p90_seconds, float(gpus))
-    return (round(c.hourly_cost_usd, 6), c.cost_per_million_goodput_tokens_usd, -float(c.config.max_num_seqs))
+        return (float(gpus), risk, -round(p.goodput_ratio, 6), p.tpot_p90_seconds, p.ttft_p90_seconds)
+    return (round(c.hourly_cost_usd, 6), risk, c.cost_per_million_goodput_tokens_usd, -float(c.config.max_num_seqs))
 
 
 def _rejection_rank(r: Rejection) -> tuple[float, ...]:

@@ -78,7 +78,11 @@ class KVBudgetRule:
             if withheld:
                 # the preemptions are another pool's (a state pool, the slots): more KV budget admits no one
                 return "", withheld, {**evidence, "pool_usage": dict(ev.pool_usage)}
-            return "raise", f"{count(s.preemptions_increase)} preemptions with a budget of {util}", evidence
+            return (
+                "raise",
+                f"{count(s.preemptions_increase)} preemptions in {s.covered_seconds:.0f}s with a budget of {util}",
+                evidence,
+            )
         restarted = f"{s.counter_resets} restarts" + (
             f" ({restarts} of one engine at most)" if s.counter_resets > restarts else ""
         )

@@ -253,11 +253,18 @@ set the rate (Robust Perception, "What range should I use with rate()?": at leas
 two scrapes are one difference."""
 
 
+JITTER_SHARE = 0.25
+"""Share of a scrape interval a window's span may fall short of ``rules.replicas.min_history`` by and still count
+as that long: scrapes land a little early or late (the stall check allows the same quarter interval)."""
+
+
 def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIVAL_SPAN_SECONDS) -> str | None:
     """Why the window is too short to size replicas from its arrival rate, in numbers, or ``None``.
 
     Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below ``min_span_seconds``
-    (config ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`), or it holds fewer than
+    (config ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`) by more than a quarter of the
+    window's mean scrape interval (scrape jitter: 3.999 s of 1 s scrapes against 4 s flipped the demo's replica
+    count on and off, its reason reading "needs ≥ 4 s … sees 4 s"), or it holds fewer than
     :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering target (``samples ÷ replicas up``; not judged when the
     stats do not count their samples). ``None`` also when there are no stats (nothing is sized then).
 
@@ -269,9 +276,11 @@ def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIV
         return None
     span = s.span_seconds if s.span_seconds is not None else s.window_seconds
     scrapes = s.samples / max(ev.replicas_up, 1) if s.samples > 0 else None
-    if span >= min_span_seconds and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
+    jitter = JITTER_SHARE * span / (scrapes - 1) if scrapes is not None and scrapes > 1 else 0.0
+    if span >= min_span_seconds - jitter and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
         return None
-    seen = f"{span:.0f} s" + ("" if scrapes is None else f" over {scrapes:.0f} scrape(s)")
+    shown = f"{span:.0f}" if round(span) < min_span_seconds else f"{math.floor(span * 10) / 10:.1f}"
+    seen = f"{shown} s" + ("" if scrapes is None else f" over {scrapes:.0f} scrape(s)")
     return (
         f"withheld: the arrival rate needs ≥ {min_span_seconds:g} s of history over ≥ "
         f"{MIN_ARRIVAL_SCRAPES} scrapes; this evaluation sees {seen}, where the in-flight growth is the momentary "

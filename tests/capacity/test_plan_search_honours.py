@@ -61,8 +61,26 @@ def test_own_searches_the_gpus_you_have_without_a_price() -> None:
         assert row["hourly_cost_usd"] is None and row["cost_per_million_goodput_tokens_usd"] is None  # unknown, not 0
         assert row["replicas"] * row["tensor_parallel_size"] <= 8  # what is owned
         assert not (row["quantization"] is None and row["tensor_parallel_size"] == 1)  # 131.4 GiB > 71.2 GiB
-    ranks = [(-round(row["goodput_ratio"], 6), row["tpot_p90_seconds"]) for row in rows]
-    assert ranks == sorted(ranks)  # by goodput, then latency: no price to sort by
+    risk = {None: 0, "fp8": 2, "awq": 4}  # the weights' quality risk, then +1 for an fp8 KV cache
+    ranks = [
+        (
+            row["replicas"] * row["tensor_parallel_size"],
+            risk[row["quantization"]] + (row["kv_cache_dtype"] == "fp8"),
+            -round(row["goodput_ratio"], 6),
+            row["tpot_p90_seconds"],
+        )
+        for row in rows
+    ]
+    assert ranks == sorted(ranks)  # no price to sort by: GPUs used, the model least changed, goodput, latency
+
+
+def test_own_ranks_the_checkpoint_first_where_it_meets_the_slo_on_the_same_gpus() -> None:
+    """The walkthrough: ``--own H100-SXM:1`` for an 8B model ranked AWQ weights with an fp8 KV cache first and the
+    checkpoint, meeting the SLO at 100 % goodput on the one GPU, fifth: quantizing for a latency the SLO does not
+    ask for. Every feasible row meets the SLO, so on the same GPUs the least changed model comes first."""
+    out = _json("--own", "H100-SXM:1", "--model", "meta-llama/Llama-3.1-8B-Instruct")
+    first = out["feasible"][0]
+    assert (first["quantization"], first["kv_cache_dtype"]) == (None, "auto"), first
     assert all(r["lower_bound_hourly_cost_usd"] is None for r in out["rejected"])
 
 

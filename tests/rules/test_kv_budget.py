@@ -119,3 +119,10 @@ def test_a_raise_with_the_demand_unknown_says_so_and_prints_no_infinite_factor()
     (known,) = RULE.propose(_ev(0.8, requests_running=4, requests_waiting=4, kv_cache_usage_ratio=1.0))
     assert "Alone it is not enough: holding the current demand needs ×2.00." in known.description
     assert known.evidence["pool_factor_needed"] == 2.0  # (4 running + 4 waiting) ÷ 4 running, for the console line
+
+
+def test_the_raise_says_over_what_time_the_preemptions_came() -> None:
+    """The walkthrough: "why: 47 preemptions with a budget of 0.5" gave no time, so a reader could not tell a burst
+    from a storm. The window's covered seconds are in the reason."""
+    reason = RULE.fires(_ev(preemptions_increase=47, window_seconds=60.0, span_seconds=55.0)).reason
+    assert reason.startswith("47 preemptions in ") and "s with a budget of 0.85" in reason, reason

@@ -148,3 +148,20 @@ def test_the_minimum_history_is_configurable_and_reaches_every_rule_that_propose
         for rid in ("queue_growth", "kv_saturation", "goodput_below_target"):
             props = _replicas(rules[rid].propose(ten_seconds))
             assert props and all((p.withheld is not None) == withheld for p in props), (rid, history)
+
+
+def test_a_span_short_of_min_history_by_scrape_jitter_counts_and_a_missing_scrape_does_not() -> None:
+    """The walkthrough: the demo's 5 scrapes 1 s apart spanned 3.999 s against a 4 s min_history, so its replica
+    count came and went between cycles, the reason reading "needs ≥ 4 s … sees 4 s over 5 scrape(s)". A quarter of
+    the window's mean scrape interval is scrape jitter; a span a whole scrape short is not."""
+    from advisor.rules.replicas import arrival_history_withheld
+    from tests.factories import evaluation
+
+    def withheld(span: float, samples: int) -> str | None:
+        return arrival_history_withheld(evaluation(span_seconds=span, samples=samples), min_span_seconds=4.0)
+
+    assert withheld(3.999, 5) is None and withheld(3.8, 5) is None  # within a quarter of 0.95-1 s
+    short = withheld(2.999, 4)  # a scrape short: 3 s
+    assert short is not None and "sees 3 s over 4 scrape(s)" in short
+    nearly = withheld(3.7, 5)  # beyond the jitter, and it never reads as the 4 s it needs
+    assert nearly is not None and "needs ≥ 4 s" in nearly and "sees 3.7 s over 5 scrape(s)" in nearly

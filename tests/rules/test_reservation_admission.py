@@ -110,4 +110,3 @@ def test_a_replica_that_filled_during_the_window_is_judged_at_its_peak() -> None
         ev, replicas_up=2, requests_running_by_target=(("http://a/metrics", 5.0), ("http://b/metrics", 1.0))
     )
     assert not admission_full(mean_only)  # what the window means alone say
-    assert admission_full(dataclasses.replace(mean_only, requests_running_busiest=7.0))
