@@ -351,6 +351,12 @@ class OverProvisionedRule:
                         f"replica, {percent(running / (needed * ceiling))} of the ceiling {ceiling:,.4g} (at most "
                         f"{percent(self.target_load_ratio)} wanted); {current - needed} replica(s) of GPUs can be "
                         "released."
+                        + (
+                            " One replica leaves no redundancy: a restart, a rollout or a lost node is an outage "
+                            "(keep 2 where that matters; autoscaling.min_replica_count bounds the autoscaler)."
+                            if needed == 1
+                            else ""
+                        )
                     ),
                     extra_effects={
                         "load_ratio": effect(running / (current * ceiling), running / (needed * ceiling)),

@@ -105,6 +105,15 @@ def test_the_demo_window_prints_a_small_share_as_it_is_and_the_effect_has_a_defi
     assert "1 replica(s) carry this load at 2 running per replica, 0.78% of the ceiling 256" in p.description
     _agree(_figures(p.description))  # the situation it opens with: 2 across 3, 0.667 each, 0.26 % of 256
     assert effect_label("load_ratio").startswith("share of the ceiling (running per replica ÷ ceiling)")
+    # the walkthrough: "replicas 3 → 1" said nothing of losing redundancy
+    assert "One replica leaves no redundancy" in p.description
+
+
+def test_a_count_down_to_two_or_more_says_nothing_of_redundancy() -> None:
+    e = ev(dep=ctx(replicas=8), replicas_up=8, **_quiet(requests_running=200))
+    (p, *_) = RULE.propose(e)
+    assert p.dial == "replicas" and p.suggested >= 2, (p.dial, p.suggested)
+    assert "redundancy" not in p.description
 
 
 @pytest.mark.parametrize(
