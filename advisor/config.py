@@ -81,7 +81,7 @@ from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KEDA_DEFAULT_M
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.platforms import PLATFORMS
-from advisor.rules.replicas import MIN_ARRIVAL_SCRAPES, ReplicaStabilizer
+from advisor.rules.replicas import JITTER_SHARE, MIN_ARRIVAL_SCRAPES, ReplicaStabilizer
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
 
 
@@ -2119,7 +2119,7 @@ def replica_history_warnings(cfg: Config) -> list[str]:
     need = cfg.rules.replicas.min_history
     steps = math.floor(window / interval + 1e-9)
     span, scrapes = steps * interval, steps + 1
-    if span >= need and scrapes >= MIN_ARRIVAL_SCRAPES:
+    if span >= need - JITTER_SHARE * interval and scrapes >= MIN_ARRIVAL_SCRAPES:  # the rule's own allowance
         return []
     return [
         f"no replica count can ever be proposed: evaluation_window {window:g}s at scrape_interval {interval:g}s "

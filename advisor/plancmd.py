@@ -1325,7 +1325,7 @@ def add_plan_parser(sub: Any) -> None:
         default=None,
         metavar="GPU:COUNT",
         help="search the COUNT GPUs you already have (e.g. H100-SXM:8) instead of priced cloud instances: no "
-        "price, ranked by goodput and latency",
+        "price, ranked by the GPUs used, then the least changed model, then goodput and latency",
     )
     search.add_argument(
         "--compare-managed",
@@ -1842,8 +1842,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
             "GPUs: the GPUs in one instance; n: instances; TP: GPUs per replica; repl: replicas; seqs: "
             "--max-num-seqs; weights: the checkpoint's own precision or a quantized one (needs that checkpoint); "
             + (
-                "$/h, $/Mtok: owned GPUs have no price here, so the rows are ranked by goodput, then TPOT p90, "
-                "TTFT p90 and the GPUs used; "
+                "$/h, $/Mtok: owned GPUs have no price here, so the rows are ranked by the GPUs used (TP × "
+                "repl), then the least changed model (the checkpoint's weights before fp8 before awq, an auto KV "
+                "cache before fp8: every row meets the SLO), then goodput, TPOT p90 and TTFT p90; "
                 if owned
                 else "$/Mtok: USD per million output tokens of requests that meet the SLO; "
             )

@@ -77,7 +77,7 @@ listed as "best rejected" (issue 19)."""
 
 OWNED: Final = "owned"
 """The ``cloud`` (and instance name) of the GPUs an operator already has (``plan --search --own GPU:COUNT``):
-no price, so the search ranks by goodput and latency instead."""
+no price, so the search ranks by the GPUs used, the least changed model, then goodput and latency instead."""
 
 NOT_SEARCHED_PREFIXES: Final = ("tpu-", "inferentia", "trn", "trainium")
 """GPU keys of accelerators the vLLM CUDA/ROCm accounting does not describe."""
@@ -442,7 +442,8 @@ def search_deployments(
     ``instances.csv``); a managed platform's own (:meth:`advisor.capacity.managed.ManagedInstance.as_instance`)
     price the search at that platform's rates. Unpriced ones are skipped, but for GPUs an operator owns
     (:func:`owned_host`): those have no price, host at most what they hold, and the deployments are ranked by
-    goodput ratio (highest first), then TPOT p90, TTFT p90 and the GPUs used (lowest first). ``space.gpu_keys``
+    the GPUs used (lowest first), the least changed model (:func:`quality_risk`), then goodput ratio (highest first),
+    TPOT p90 and TTFT p90. ``space.gpu_keys``
     restricts the GPUs searched.
 
     "Best rejected" lists only configurations that came close (:data:`CLOSE_LATENCY_MISS`,

@@ -792,6 +792,12 @@ TPOT and TTFT effects all come from that model, and even the turns that do not (
 them. Halved, as a pool model beyond its bound halves a pool turn's (:data:`MODEL_DISAGREEMENT_CONFIDENCE`)."""
 
 
+def seconds(value: float) -> str:
+    """A duration for a reason's text: whole seconds from 10 s, one decimal below (``"285s"``, ``"0.4s"``), never
+    ``"0s"`` for a window that covered a fraction of one (breaker 18: ``once --interval 0.4``)."""
+    return f"{value:.0f}s" if value >= 10 else f"{value:.1f}s"
+
+
 def latency_model(ev: Evaluation) -> LatencyModel:
     """The latency model every rule computes TPOT, TTFT, prefill, throughput and replica effects with: the
     deployment's online calibration (``ev.latency``, :mod:`advisor.online_calibration`), else the prior for its

@@ -23,6 +23,7 @@ from advisor.rules.common import (
     count,
     kv_withheld,
     pool_demand_factor,
+    seconds,
     turn_proposal,
 )
 from advisor.rules.turns import turn
@@ -68,7 +69,7 @@ class KVBudgetRule:
         restarts = s.engine_restarts_max  # per engine: replicas restarted once each are not one engine crashing
         if restarts >= self.max_restarts:
             if util - self.lower_by >= MIN_BUDGET:
-                return "lower", f"{restarts} restarts of one engine in {s.covered_seconds:.0f}s", evidence
+                return "lower", f"{restarts} restarts of one engine in {seconds(s.covered_seconds)}", evidence
             # restarting at the floor already: never raise the budget of an engine that keeps crashing
             return "", f"{restarts} restarts of one engine at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
         if s.preemptions_increase is None:
@@ -80,7 +81,7 @@ class KVBudgetRule:
                 return "", withheld, {**evidence, "pool_usage": dict(ev.pool_usage)}
             return (
                 "raise",
-                f"{count(s.preemptions_increase)} preemptions in {s.covered_seconds:.0f}s with a budget of {util}",
+                f"{count(s.preemptions_increase)} preemptions in {seconds(s.covered_seconds)} with a budget of {util}",
                 evidence,
             )
         restarted = f"{s.counter_resets} restarts" + (

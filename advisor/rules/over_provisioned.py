@@ -337,6 +337,12 @@ class OverProvisionedRule:
         tp_turns = self._tp_turns(ev, evidence, situation)
         if current > 1:
             needed = max(1, math.ceil(running / (self.target_load_ratio * ceiling)))
+            keda = ev.ctx.scaled_by_keda
+            if keda is not None and needed < keda.min_replicas:
+                # the operator's floor (autoscaling.min_replica_count) is a choice — redundancy, a warm spare —
+                # not a load the advisor measures: never proposed below it (breaker 18: "keep 2" beside "lower
+                # min_replica_count from 2 to 1")
+                needed = keda.min_replicas
             if needed < current:
                 fewer = replicas_proposal(
                     self.id,

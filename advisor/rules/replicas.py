@@ -261,12 +261,12 @@ as that long: scrapes land a little early or late (the stall check allows the sa
 def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIVAL_SPAN_SECONDS) -> str | None:
     """Why the window is too short to size replicas from its arrival rate, in numbers, or ``None``.
 
-    Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below ``min_span_seconds``
-    (config ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`) by more than a quarter of the
-    window's mean scrape interval (scrape jitter: 3.999 s of 1 s scrapes against 4 s flipped the demo's replica
-    count on and off, its reason reading "needs ≥ 4 s … sees 4 s"), or it holds fewer than
-    :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering target (``samples ÷ replicas up``; not judged when the
-    stats do not count their samples). ``None`` also when there are no stats (nothing is sized then).
+    Too short: its span (:attr:`WindowStats.span_seconds`, else the window) is below ``min_span_seconds`` (config
+    ``rules.replicas.min_history``, default :data:`MIN_ARRIVAL_SPAN_SECONDS`) by more than a quarter of the window's
+    mean scrape interval, from the scrapes that arrived (scrape jitter: 3.999 s of 1 s scrapes against 4 s flipped
+    the demo's replica count on and off, its reason reading "needs ≥ 4 s … sees 4 s"), or it holds fewer than
+    :data:`MIN_ARRIVAL_SCRAPES` scrapes per answering target (``samples ÷ replicas up``; not judged when the stats
+    do not count their samples). ``None`` also when there are no stats (nothing is sized then).
 
     Example: ``once --interval 2`` sees a 2 s span over 2 scrapes → ``"withheld: the arrival rate needs ≥ 30 s of
     history over ≥ 4 scrapes; this evaluation sees 2 s over 2 scrape(s) …"``.
@@ -276,7 +276,10 @@ def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIV
         return None
     span = s.span_seconds if s.span_seconds is not None else s.window_seconds
     scrapes = s.samples / max(ev.replicas_up, 1) if s.samples > 0 else None
-    jitter = JITTER_SHARE * span / (scrapes - 1) if scrapes is not None and scrapes > 1 else 0.0
+    # the scrape interval from the scrapes that arrived (Evaluation.samples), not the points kept: the tracker thins
+    # a window to a few points, and span ÷ kept points let a 111 s window pass for 120 s (breaker 18)
+    arrived = ev.samples / max(ev.replicas_up, 1) if ev.samples > 0 else scrapes
+    jitter = JITTER_SHARE * span / (arrived - 1) if arrived is not None and arrived > 1 else 0.0
     if span >= min_span_seconds - jitter and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
         return None
     shown = f"{span:.0f}" if round(span) < min_span_seconds else f"{math.floor(span * 10) / 10:.1f}"

@@ -121,3 +121,19 @@ def test_a_count_down_to_two_or_more_says_nothing_of_redundancy() -> None:
 )
 def test_a_percentage_reads_zero_only_at_zero(ratio: float, said: str) -> None:
     assert percent(ratio) == said
+
+
+def test_a_keda_floor_is_where_the_count_down_stops() -> None:
+    """Breaker 18: with autoscaling.min_replica_count 2 the rule proposed 3 → 1, said "one replica leaves no
+    redundancy … keep 2", and the KEDA text told the operator to lower the floor to 1. The floor is the operator's
+    choice: the count down stops at it."""
+    from advisor.rules.base import KedaScaling
+
+    dep = dataclasses.replace(ctx(replicas=3), scaled_by_keda=KedaScaling("llama", None, 2, 10))
+    (p, *_) = RULE.propose(ev(dep=dep, replicas_up=3, **_quiet(requests_running=2)))
+    assert p.dial == "replicas" and (p.current, p.suggested) == (3, 2), (p.current, p.suggested)
+    assert "redundancy" not in p.description
+    floor = dataclasses.replace(ctx(replicas=2), scaled_by_keda=KedaScaling("llama", None, 2, 10))
+    assert not [
+        q for q in RULE.propose(ev(dep=floor, replicas_up=2, **_quiet(requests_running=2))) if q.dial == "replicas"
+    ]

@@ -165,3 +165,19 @@ def test_a_span_short_of_min_history_by_scrape_jitter_counts_and_a_missing_scrap
     assert short is not None and "sees 3 s over 4 scrape(s)" in short
     nearly = withheld(3.7, 5)  # beyond the jitter, and it never reads as the 4 s it needs
     assert nearly is not None and "needs ≥ 4 s" in nearly and "sees 3.7 s over 5 scrape(s)" in nearly
+
+
+def test_the_jitter_allowance_comes_from_the_scrapes_that_arrived_not_the_points_kept() -> None:
+    """Breaker 18: 112 scrapes 1 s apart thinned to 4 kept points made the allowance a quarter of 37 s, and a 111 s
+    window passed for the 120 s min_history. The interval is the arrived scrapes' (~1 s): 0.25 s of allowance."""
+    import dataclasses
+
+    from advisor.rules.replicas import arrival_history_withheld
+    from tests.factories import evaluation
+
+    def at(span: float, arrived: int) -> str | None:
+        e = dataclasses.replace(evaluation(span_seconds=span, samples=4), samples=arrived)
+        return arrival_history_withheld(e, min_span_seconds=120.0)
+
+    assert at(111.0, 112) is not None
+    assert at(119.8, 121) is None  # 0.2 s short of 120 at 1 s scrapes: jitter
