@@ -113,12 +113,13 @@ def sd_mtimes(cfg: Config, base_dir: Path | None) -> dict[str, float]:
     return out
 
 
-def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
+def resolve_targets(dep: Deployment, base_dir: Path | None, duplicates: list[str] | None = None) -> list[str]:
     """The deployment's scrape URLs: ``targets`` plus every target of its ``file_sd`` files
     (:func:`advisor.config.file_sd_targets`; relative paths from ``base_dir``), each page once: a discovered target
     that is one already listed written another way (:func:`advisor.redact.endpoint_key`: ``host:8000`` beside
     ``…/metrics/``) is left out with a warning naming both, as the config refuses two such ``targets`` — one engine
-    listed twice would count as two replicas (breaker 16).
+    listed twice would count as two replicas (breaker 16). With ``duplicates`` given, each such warning is appended
+    to it instead of logged (``check-config`` prints them).
 
     Raises:
         ConfigError: a file_sd file is unreadable or malformed (naming the file and the entry).
@@ -133,10 +134,9 @@ def resolve_targets(dep: Deployment, base_dir: Path | None) -> list[str]:
             if first == url and url not in urls:
                 urls.append(url)
             elif first != url:
-                log.warning(
-                    "deployment=%s: file_sd target %s is the same page as %s: listed once",
-                    dep.name,
-                    redact_url(url),
-                    redact_url(first),
-                )
+                said = f"file_sd target {redact_url(url)} is the same page as {redact_url(first)}: listed once"
+                if duplicates is None:
+                    log.warning("deployment=%s: %s", dep.name, said)
+                else:
+                    duplicates.append(f"deployment {dep.name!r}: {said}")
     return urls

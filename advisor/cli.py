@@ -19,6 +19,7 @@ Exit codes: 0 success; 1 runtime failure; 2 invalid input (config, flags, unknow
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 import sys
@@ -124,10 +125,25 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from advisor.rulescmd import config_warnings, print_warnings
 
     print_warnings(shared_targets(cfg))
+    print_warnings(_file_sd_duplicates(cfg, base))
     print_warnings(replica_history_warnings(cfg))
     print_warnings(runtime_path_warnings(cfg, base))
     print_warnings(config_warnings(cfg, args.file))  # what `rules generate` would warn about; still valid: exit 0
     return 0
+
+
+def _file_sd_duplicates(cfg: Any, base: Path) -> list[str]:
+    """The ``file_sd`` targets that are a page already listed, written another way (:func:`advisor.assembly.
+    resolve_targets`: the daemon lists each once and logs it; breaker 17: check-config said nothing). The files were
+    read by ``load_config`` already; one unreadable since is left to the daemon's own warning."""
+    from advisor.assembly import resolve_targets
+
+    found: list[str] = []
+    for dep in cfg.deployments:
+        if dep.file_sd:
+            with contextlib.suppress(ConfigError):
+                resolve_targets(dep, base, found)
+    return found
 
 
 _BUDGET_FLAGS = {"vllm": "gpu-memory-utilization", "sglang": "mem-fraction-static", "tgi": "cuda-memory-fraction"}

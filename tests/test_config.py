@@ -608,3 +608,18 @@ def test_endpoint_key_reads_an_ipv4_host_as_the_resolver_does(host: str) -> None
     except OSError:
         address = host
     assert endpoint_key(f"http://{host}:9/metrics") == f"http://{address}:9/metrics"
+
+
+def test_check_config_names_a_file_sd_target_that_is_a_listed_page(tmp_path: Path) -> None:
+    """Breaker 17: check-config said "valid" without a word of a file_sd target the daemon would list once."""
+    (tmp_path / "sd.json").write_text('[{"targets": ["127.0.0.1:18101", "127.0.0.1:18102"]}]')
+    dep = dict(GOOD["deployments"][0], targets=["http://127.0.0.1:18101/metrics/"], file_sd=["sd.json"])
+    f = tmp_path / "advisor.yaml"
+    f.write_text(yaml.safe_dump({"deployments": [dep]}))
+    r = _cli("check-config", str(f))
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "file_sd target" in line]
+    assert warned == [
+        f"capacity-advisor: warning: deployment {dep['name']!r}: file_sd target http://127.0.0.1:18101/metrics is "
+        "the same page as http://127.0.0.1:18101/metrics/: listed once"
+    ], r.stderr
