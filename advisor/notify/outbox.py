@@ -84,6 +84,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import requests
 
@@ -94,7 +95,7 @@ from advisor.files import read_text_capped
 from advisor.http_edge import EdgeError, EdgeLimits, RequestsTransport, Transport
 from advisor.notify.payload import ENDS_AT_RESEND_FACTOR, alert_labels, legacy_labels
 from advisor.notify.receivers import AlertNote, Notification, Receiver, Request, batch_notification
-from advisor.redact import install_urllib3_redaction, scrub
+from advisor.redact import install_urllib3_redaction, redact_secret_url, scrub
 
 log = logging.getLogger(__name__)
 
@@ -398,6 +399,17 @@ class TokenBucket:
 def _retryable_status(status: int) -> bool:
     """5xx, 408 and 429 are retried; any other status is the receiver's final word."""
     return status >= 500 or status in RETRYABLE_STATUS
+
+
+def _redirect_error(status: int, target: str) -> str:
+    """The error of a receiver that answered ``status`` (3xx) pointing at ``target`` (absolute): redirects are not
+    followed, since a POST re-sent elsewhere would carry the receiver's credentials (headers, HMAC) to whatever host
+    the answer names; the operator is told where it points (scheme, host and port only: the rest of a receiver URL
+    is a secret, :func:`~advisor.redact.redact_secret_url`) and what to change."""
+    return (
+        f"HTTP {status}: the receiver redirects to {redact_secret_url(target)}, and redirects are not followed "
+        "(they would carry this receiver's credentials to the host named): set the receiver's url to that address"
+    )
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -965,6 +977,9 @@ class OutboxWorker:
         raw = resp.body[:ERROR_BODY_BYTES]
         snippet = raw.decode("utf-8", errors="replace").strip()
         error = self._scrub(f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}")
+        location = _header(resp.headers, "Location")
+        if 300 <= status < 400 and location:
+            error = self._scrub(_redirect_error(status, urljoin(request.url, location.strip())))
         retry_after = _retry_after(_header(resp.headers, "Retry-After"))
         return _Attempt(status, error, _retryable_status(status), retry_after)
 

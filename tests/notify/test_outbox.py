@@ -13,6 +13,7 @@ import random
 import socket
 import time
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from advisor.notify.config import ReceiverConfig
 from advisor.notify.notifier import Notifier, build_notifier
 from advisor.notify.outbox import OUTBOX_VERSION, DeliveryPolicy, outbox_file
 from advisor.notify.receivers import idempotency_key
-from tests.notify.conftest import FakeClock, Hook, rec
+from tests.notify.conftest import FakeClock, Hook, StartServer, rec
 
 FAST = {"backoff_seconds": 0.02, "max_backoff_seconds": 0.1, "timeout_seconds": 2}
 
@@ -146,6 +147,37 @@ def test_a_4xx_is_not_retried_and_its_body_is_in_the_error(hook: Hook, tmp_path:
     failed = [r for r in stats.recent if r.outcome == "failed"]
     assert failed[0].attempts == 1 and failed[0].status_code == 400
     assert events.count("failed") == 1
+
+
+@pytest.mark.parametrize("location", ["https://127.0.0.1:9443/hook?token=s3cret", "/moved/hook?token=s3cret"])
+def test_a_redirect_is_not_followed_and_its_error_names_where_it_points(
+    http_server: StartServer, tmp_path: Path, location: str
+) -> None:
+    """A receiver answering 307 (an http → https move, a proxy's new path) is not followed — the POST would carry its
+    credentials to the host named — and the failure names that host, not a bare "HTTP 307" with an empty body; the
+    path and query of the new address stay out of it (a receiver URL is a secret)."""
+    posts: list[str] = []
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        req.rfile.read(int(req.headers.get("Content-Length", "0")))
+        posts.append(req.path)
+        req.send_response(307)
+        req.send_header("Location", location)
+        req.send_header("Content-Length", "0")
+        req.end_headers()
+
+    base = http_server(handle)
+    n = build_notifier([ReceiverConfig.model_validate({"name": "ops", "url": base + "/hook", **FAST})], tmp_path, None)
+    n.submit("opened", rec(1))
+    assert n.flush(5)
+    n.close(1)
+    assert posts == ["/hook"]  # once, and never to the new address
+    error = n.stats()["ops"].last_error
+    assert error is not None and "HTTP 307" in error, error
+    where = "https://127.0.0.1:9443/" if location.startswith("https") else base + "/"
+    assert f"redirects to {where}" in error, error
+    assert "s3cret" not in error and "moved" not in error, error
+    assert n.stats()["ops"].failed == 1
 
 
 def test_max_attempts_fails_a_notification_after_that_many(hook: Hook, tmp_path: Path) -> None:
