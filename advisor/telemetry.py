@@ -775,6 +775,57 @@ def restart_flags(snapshots: Sequence[EngineSnapshot], also: Sequence[str] = ())
     return flags
 
 
+_RANK_COUNTERS: Final = ("prompt_tokens_total", "generation_tokens_total", "preemptions_total")
+""":class:`~advisor.domain.RankValues` counters read by :func:`population_change` for a rank's own restart."""
+
+
+def population_change(older: EngineSnapshot, newer: EngineSnapshot) -> str | None:
+    """Why ``newer`` — the next snapshot of the same target — does not continue ``older``'s counters and histograms,
+    or ``None`` when it does.
+
+    A target's counters are sums over the engines and data-parallel ranks behind it (:attr:`EngineSnapshot.ranks`:
+    vLLM's ``engine`` label, Ray Serve's ``ReplicaId``). When that set changes — a replica scaled away or replaced,
+    a rank appearing with its history already counted — the sum jumps by a whole engine's lifetime, which the window
+    would read either as a restart (a drop: the post-drop sum, every other engine's lifetime included, counted as
+    the increase) or as traffic (a rise); so would one rank restarting while the others go on (its counters down,
+    theirs up). Prometheus takes each series' increase and sums them, so a series leaving adds nothing and one
+    arriving starts from its first sample; with only the sums kept, the window cannot, and restarts instead
+    (:meth:`advisor.tracker.Tracker.observe`). Every rank restarting together is a restart of the engine, not a
+    change: :func:`restart_flags` counts it.
+
+    Returns the change in words, the ranks as the adapter names them (``"ranks 0, 1 → one"``, ``"ranks
+    ReplicaId=a, ReplicaId=b → ReplicaId=a"``, ``"1 restarted (its counters went down) while 0 went on"``)."""
+    a = {r.rank: r for r in older.ranks}
+    b = {r.rank: r for r in newer.ranks}
+    if a.keys() != b.keys():
+        return f"ranks {', '.join(sorted(a)) or 'one'} → {', '.join(sorted(b)) or 'one'}"
+    if len(a) < 2:
+        return None
+    down = sorted(
+        rank
+        for rank, was in a.items()
+        if any(
+            x is not None and y is not None and y < x
+            for x, y in ((getattr(was, n), getattr(b[rank], n)) for n in _RANK_COUNTERS)
+        )
+    )
+    if not down or len(down) == len(a):
+        return None
+    went_on = sorted(a.keys() - set(down))
+    return f"{', '.join(down)} restarted (its counters went down) while {', '.join(went_on)} went on"
+
+
+def since_population_change(points: Iterable[TimedSnapshot]) -> list[TimedSnapshot]:
+    """``points`` (one target's, oldest first) from the last one whose snapshot does not continue the one before
+    (:func:`population_change`) on; all of them when each continues the last."""
+    kept: list[TimedSnapshot] = []
+    for p in points:
+        if kept and population_change(kept[-1].snapshot, p.snapshot) is not None:
+            kept.clear()
+        kept.append(p)
+    return kept
+
+
 def _finite_values(values: Iterable[float | None]) -> list[float]:
     return [v for v in (_known(x) for x in values) if v is not None]
 

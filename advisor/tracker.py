@@ -22,6 +22,7 @@ No I/O, no clock, no config: times are arguments, settings are constructor argum
 from __future__ import annotations
 
 import dataclasses
+import logging
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -35,12 +36,13 @@ from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.domain import EngineSnapshot, Histogram, Recommendation, TimedSnapshot
 from advisor.evaluate import Quality, TargetView, engines_behind, evaluate_deployment, target_state
 from advisor.online_calibration import OnlineCalibration
+from advisor.redact import redact_url
 from advisor.results import DeploymentResult
 from advisor.rules.base import DeploymentContext, Rule
 from advisor.rules.lifecycle import HOLDING_STATES, Lifecycle, PendingRestart, RuleStatus, Transition
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, ReplicaStabilizer
 from advisor.signals import ReplicaHold, ReplicaLead, SloCapacity, autoscaler_signals
-from advisor.telemetry import WindowAccumulator
+from advisor.telemetry import WindowAccumulator, population_change, since_population_change
 
 HISTORY_POINTS_PER_WINDOW: Final = 8
 """Snapshots kept per target per evaluation window at most (plus the newest and restart boundaries)."""
@@ -73,6 +75,8 @@ def _share_histogram(h: Histogram, prev: Histogram) -> Histogram:
         return prev
     return h
 
+
+log = logging.getLogger(__name__)
 
 _Frozen = TypeVar("_Frozen", EngineSnapshot, TimedSnapshot)
 _DIRECT_FROM_FIELDS: Final = 8
@@ -443,6 +447,13 @@ class Tracker:
         :class:`ClockStep`) and the step is returned, once: the window restarts with ``point``. ``None`` else."""
         t = self._target(deployment, url)
         step = self._stepped_back(deployment, t, point.timestamp) if t.history else None
+        change = population_change(t.history[-1].snapshot, point.snapshot) if t.history else None
+        if change is not None:  # the sums behind the target changed population: its window starts again here
+            log.info("%s: %s: the engines behind this target changed (%s); its window starts again", deployment,
+                     redact_url(url), change)  # fmt: skip
+            t.history.clear()
+            t.window.sync(t.history)
+            t.received.clear()
         record(t.history, point, self.evaluation_window)
         t.window.sync(t.history)  # the new point's deltas, once (and the thinned or replaced neighbours')
         if step is not None:  # the histories restarted: so does the count of what arrived
@@ -486,9 +497,10 @@ class Tracker:
         t.up, t.error_reason, t.error_message = up, reason, message
 
     def replace_history(self, deployment: str, url: str, points: Iterable[TimedSnapshot]) -> None:
-        """Replace the target's history whole (a Prometheus range query gives the window at once)."""
+        """Replace the target's history whole (a Prometheus range query gives the window at once), from its last
+        change of the engines behind the target on (:func:`~advisor.telemetry.since_population_change`)."""
         t = self._target(deployment, url)
-        t.history = deque(points)
+        t.history = deque(since_population_change(points))
         t.window.sync(t.history)
         t.received = deque(p.timestamp for p in t.history)
 

@@ -4,13 +4,14 @@ evaluation with each deployment's failure kept to itself. No I/O: snapshots and 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from typing import Any
 
 import pytest
 
 from advisor import conventions as c
-from advisor.domain import EngineSnapshot, TimedSnapshot
+from advisor.domain import EngineSnapshot, RankValues, TimedSnapshot
 from advisor.evaluate import Quality
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.tracker import HISTORY_POINTS_PER_WINDOW, Tracker, record, restarted
@@ -221,3 +222,96 @@ def test_the_signals_are_told_when_the_goodput_rule_holds(monkeypatch: pytest.Mo
             tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k)))
         tr.evaluate(T0 + 2)
     assert told == [True, False]
+
+
+LIFETIME = 1_000_000.0
+"""Tokens each engine behind the shared target counted before the test's window (its lifetime so far)."""
+
+
+def _ranked(k: int, names: tuple[str, ...], restarted_at: dict[str, int] | None = None) -> EngineSnapshot:
+    """One scrape, at second ``k``, of a target with the engines ``names`` behind it (Ray Serve replicas): each
+    counted :data:`LIFETIME` tokens before and 100 a second since, or — for one in ``restarted_at`` — 100 a second
+    since it restarted at that second; the snapshot's counters are their sums, as the adapter sums them."""
+    restarted_at = restarted_at or {}
+    ranks = tuple(
+        RankValues(
+            rank=n,
+            requests_running=2.0,
+            prompt_tokens_total=(
+                100.0 * (k - restarted_at[n]) if n in restarted_at and k >= restarted_at[n] else LIFETIME + 100.0 * k
+            ),
+            generation_tokens_total=None,
+            preemptions_total=0.0,
+        )
+        for n in names
+    )
+    total = math.fsum(r.prompt_tokens_total or 0.0 for r in ranks)
+    snap = _snap(total, replicas=names if len(names) > 1 else ())
+    return dataclasses.replace(snap, ranks=ranks if len(names) > 1 else (), generation_tokens_total=total)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (("ReplicaId=a", "ReplicaId=b", "ReplicaId=c"), ("ReplicaId=a", "ReplicaId=b")),  # scaled down
+        (("ReplicaId=a", "ReplicaId=b"), ("ReplicaId=a",)),  # down to one (no rank names on the page)
+        (("ReplicaId=a", "ReplicaId=b"), ("ReplicaId=a", "ReplicaId=b", "ReplicaId=c")),  # one joined, history in
+        (("ReplicaId=a", "ReplicaId=b"), ("ReplicaId=a", "ReplicaId=d")),  # one replaced
+    ],
+)
+def test_engines_leaving_or_joining_a_shared_target_restart_its_window_and_are_no_restart(
+    before: tuple[str, ...], after: tuple[str, ...]
+) -> None:
+    """Breaker 19: a Ray Serve replica scaled away behind one target dropped the summed counters by its lifetime;
+    the window read that as a restart and added the post-drop sum — every other replica's lifetime — as the
+    increase (6,000 prompt tokens/s read as 510,611, two "restarts", a CRITICAL ``kv_budget`` page). Prometheus sums
+    each series' increase, so an engine leaving adds nothing and one joining starts from its first sample: the
+    window now starts again at the change, and the rate after it is the engines' own, 100 tokens/s each."""
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    for k in range(6):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _ranked(k, before)))
+    for k in range(6, 10):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _ranked(k, after)))
+    assert [p.timestamp - T0 for p in tr.history("chat-8b", URL)] == [6.0, 7.0, 8.0, 9.0]
+    (res,) = tr.evaluate(T0 + 9).results
+    stats = res.evaluation.stats
+    assert stats is not None and stats.counter_resets == 0
+    assert stats.prompt_tokens_per_second == pytest.approx(100.0 * len(after))
+
+
+def test_one_rank_restarting_while_the_others_go_on_restarts_the_window_and_all_restarting_is_a_restart() -> None:
+    """One of two replicas restarts (its counters from zero) while the other goes on: the sum drops by the restarted
+    one's lifetime only, and a window reading the drop as a restart added the other's whole lifetime. It restarts
+    the window instead. Both restarting together is the engine restarting: one reset, the rate across it kept."""
+    names = ("ReplicaId=a", "ReplicaId=b")
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    for k in range(8):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _ranked(k, names, {"ReplicaId=b": 5})))
+    (res,) = tr.evaluate(T0 + 7).results
+    stats = res.evaluation.stats
+    assert [p.timestamp - T0 for p in tr.history("chat-8b", URL)] == [5.0, 6.0, 7.0]
+    assert stats is not None and stats.counter_resets == 0
+    assert stats.prompt_tokens_per_second == pytest.approx(200.0)
+
+    both = _tracker()
+    both.set_deployments([(context(), [URL])])
+    for k in range(8):
+        snap = _ranked(k, names, {"ReplicaId=a": 5, "ReplicaId=b": 5})
+        both.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, snap))
+    (res,) = both.evaluate(T0 + 7).results
+    stats = res.evaluation.stats
+    assert len(both.history("chat-8b", URL)) > 3  # kept across the restart
+    assert stats is not None and stats.counter_resets == 1
+
+
+def test_a_range_read_history_starts_at_its_last_change_of_engines() -> None:
+    """The Prometheus source hands the window over whole (:meth:`Tracker.replace_history`): the points before the
+    last change of the engines behind the target are not part of it."""
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    three, two = ("ReplicaId=a", "ReplicaId=b", "ReplicaId=c"), ("ReplicaId=a", "ReplicaId=b")
+    points = [TimedSnapshot(URL, T0 + k, _ranked(k, three if k < 4 else two)) for k in range(8)]
+    tr.replace_history("chat-8b", URL, points)
+    assert [p.timestamp - T0 for p in tr.history("chat-8b", URL)] == [4.0, 5.0, 6.0, 7.0]

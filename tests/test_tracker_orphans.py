@@ -67,3 +67,24 @@ def test_an_incident_whose_deployment_and_rules_stay_is_kept() -> None:
     tick = tr.evaluate(T0)  # no data yet: nothing evaluates the problem, nothing resolves it
     assert [t for t in tick.transitions if t.kind == "resolved"] == []
     assert [r.id for r in tr.lifecycle.open_recommendations()] == [OPEN.id]
+
+
+def test_an_incident_resolved_by_a_reload_starts_no_cooldown_when_the_deployment_comes_back() -> None:
+    """Breaker 19: a deployment removed by one SIGHUP (its incident resolved "no longer configured") and restored by
+    the next sat in "cooldown (resolved recently; 284s left)" at 96 % KV with a growing queue, no incident, and its
+    advisor_desired_replicas fell from 2 to 1. The cooldown guards against a condition flapping; a reload is no
+    sign of that, so the problem may open again at once. A resolve of the condition itself still starts one."""
+    tr = _tracker()
+    tr.configure(
+        [KVSaturationRule(), StalledRule()],
+        evaluation_window=10.0,
+        scrape_interval=1.0,
+        quality=Quality(1.0, 3, 60.0),
+        cooldown_seconds=300.0,
+        model_error_bound=None,
+    )
+    tr.set_deployments([(dataclasses.replace(context(), name="code-70b"), [URL])])
+    assert [t.kind for t in tr.evaluate(T0).transitions] == ["resolved"]
+    tr.set_deployments([(context(), [URL])])  # the next reload brings chat-8b back
+    tr.evaluate(T0 + 1)
+    assert tr.lifecycle._cooldown_left("chat-8b", "saturation", T0 + 1) == 0.0

@@ -472,7 +472,7 @@ class Lifecycle:
         disabled its rules or gave them another problem). One ``resolved`` transition each (and each folded
         previous-release record), with ``resolved_reason`` :data:`RESOLVED_REMOVED`, so no alert is left firing and
         no incident is stranded in the state file. The rule states and statuses of removed deployments and rules
-        are forgotten.
+        are forgotten. Such a resolve starts no cooldown (and ends any: the problem was not seen to clear).
         """
         problems = {rule_problem(r) for r in self.rules}
         out: list[Transition] = []
@@ -486,7 +486,10 @@ class Lifecycle:
                 else f"no configured rule has the problem {problem} any longer"
             )
             self._drop_incident(key)
-            self._resolved_at[key] = now
+            # not a resolve of the condition: no cooldown, so a deployment or rules a later reload brings back
+            # open again at once (breaker 19: removed and re-added by SIGHUP at 96 % KV, it stayed in "cooldown"
+            # for 5 minutes while its advisor_desired_replicas fell from 2 to 1)
+            self._resolved_at.pop(key, None)
             out += [
                 Transition("resolved", replace(r, resolved_at=now, resolved_reason=RESOLVED_REMOVED), why)
                 for r in inc.folded
