@@ -98,6 +98,9 @@ class AutoscalerSignals:
         capacity_at_slo_per_replica: requests/s one replica serves within the SLO (its denominator), when stated.
         desired_reason: why ``desired_replicas`` is that count, in words (the lead's numbers when the lead set it);
             ``None`` when it is unknown.
+        kv_trend_measured: whether the KV usage trend was measured (:func:`kv_trend_measured`): with
+            ``kv_exhaustion_seconds`` ``None`` it tells "not growing" from "unknown" (KV usage not exposed, fewer
+            than :data:`MIN_TREND_SAMPLES` readings in the window).
     """
 
     desired_replicas: int | None
@@ -109,6 +112,7 @@ class AutoscalerSignals:
     arrival_rate: float | None = None
     capacity_at_slo_per_replica: float | None = None
     desired_reason: str | None = None
+    kv_trend_measured: bool = False
 
 
 CAPACITY_RATE_FACTOR = 2.0
@@ -273,19 +277,31 @@ def mann_kendall_rising(points: Sequence[tuple[float, float]]) -> bool:
     return (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) >= RISING_Z
 
 
+def _usage_points(t: TargetView, now: float, window_seconds: float) -> list[tuple[float, float]]:
+    """``(unix s, KV usage ratio)`` of an answering target's known readings in ``[now − window_seconds, now]``
+    (none for a target that is not up)."""
+    if not t.up:
+        return []
+    start = now - window_seconds
+    return [
+        (h.timestamp, u)
+        for h in t.history
+        if start <= h.timestamp <= now and (u := h.snapshot.kv_cache_usage_ratio) is not None and math.isfinite(u)
+    ]
+
+
+def kv_trend_measured(targets: Sequence[TargetView], now: float, window_seconds: float) -> bool:
+    """Whether some answering target has :data:`MIN_TREND_SAMPLES` KV readings in the window, so that
+    :func:`kv_exhaustion` giving ``None`` means "not growing" rather than "unknown"."""
+    return any(len(_usage_points(t, now, window_seconds)) >= MIN_TREND_SAMPLES for t in targets)
+
+
 def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: float) -> tuple[float, float] | None:
     """``(seconds until the first KV pool is full, its usage slope per second)`` at the trend over
     ``[now − window_seconds, now]``, or ``None`` when no answering target's usage grows (module docstring)."""
     best: tuple[float, float] | None = None
-    start = now - window_seconds
     for t in targets:
-        if not t.up:
-            continue
-        points = [
-            (h.timestamp, u)
-            for h in t.history
-            if start <= h.timestamp <= now and (u := h.snapshot.kv_cache_usage_ratio) is not None and math.isfinite(u)
-        ]
+        points = _usage_points(t, now, window_seconds)
         if len(points) < MIN_TREND_SAMPLES:
             continue
         slope = theil_sen_slope(points)
@@ -731,6 +747,7 @@ def autoscaler_signals(
         slo_throughput_headroom_ratio=slo_room,
         kv_exhaustion_seconds=None if trend is None else trend[0],
         kv_usage_slope_per_second=None if trend is None else trend[1],
+        kv_trend_measured=trend is not None or kv_trend_measured(targets, ev.now, window_seconds),
         arrival_rate=lam,
         capacity_at_slo_per_replica=at_slo,
         desired_reason=reason,

@@ -463,8 +463,8 @@ def _signals(d: DeploymentResult) -> str:
     exhaustion = "not growing" if t is None else f"{t:,.0f} s"
     if t is None and sig.kv_headroom_ratio is not None:  # a full pool that stays full is "not growing" too: say so
         exhaustion += f" ({1.0 - sig.kv_headroom_ratio:.0%} used)"
-    if sig.desired_replicas is None:
-        exhaustion = "unknown"
+    if sig.desired_replicas is None or (t is None and not sig.kv_trend_measured):
+        exhaustion = "unknown"  # no trend measured: KV usage not exposed, or too few readings yet (breaker 19)
     return (
         "<table class='signals'><tr><th>desired replicas</th><th>current replicas</th><th>headroom: KV</th>"
         "<th>headroom: throughput at SLO</th><th>KV full in</th></tr>"

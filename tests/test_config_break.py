@@ -4,9 +4,11 @@ of the accounting."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from advisor.config import parse_config
 from advisor.errors import ConfigError
@@ -64,3 +66,30 @@ def test_a_vllm_step_budget_below_its_batch_cap_is_refused_as_vllm_refuses_it() 
     r = run_cli(*base, "--max-num-batched-tokens", "64", "--max-num-seqs", "256")
     assert r.returncode == 2 and "vLLM refuses to start" in r.stderr, r.stderr
     assert run_cli(*base, "--max-num-batched-tokens", "256", "--max-num-seqs", "256").returncode == 0
+
+
+def test_check_config_refuses_a_step_below_the_context_with_chunked_prefill_turned_off(tmp_path: Path) -> None:
+    """Breaker 19: ``check-config`` said "valid" for ``max_num_batched_tokens: 2048``, ``enable_chunked_prefill:
+    false`` at ``max_model_len: 8192`` on vLLM 0.11.2, which refuses to start ("max_num_batched_tokens … is smaller
+    than max_model_len …"); it names the deployment and the check, and with chunking left on the config is valid."""
+    from tests.inprocess import run_cli
+
+    dep = {
+        "name": "chat",
+        "engine": "vllm",
+        "engine_version": "0.11.2",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "max_num_batched_tokens": 2048,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    path = tmp_path / "advisor.yaml"
+    path.write_text(yaml.safe_dump({"deployments": [{**dep, "enable_chunked_prefill": False}]}), encoding="utf-8")
+    r = run_cli("check-config", str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "deployments[0]" in r.stderr + r.stdout
+    assert "max_num_batched_tokens 2048 is below max_model_len 8192 with chunked prefill off" in r.stderr + r.stdout
+    path.write_text(yaml.safe_dump({"deployments": [dep]}), encoding="utf-8")
+    assert run_cli("check-config", str(path)).returncode == 0

@@ -587,3 +587,44 @@ def test_a_lead_the_operator_applied_is_not_held_over_a_later_scale_down() -> No
     out += [lead.lead("d", 1007.0 + k, 3, 2.375 * SCALE, SCALE, None) for k in range(3)]
     out += [lead.lead("d", 1010.0 + k, 2, 1.0 * SCALE, SCALE, None) for k in range(4)]
     assert out == [None] * 6 + [3] + [None] * 7
+
+
+@pytest.mark.parametrize(
+    ("usages", "measured"),
+    [
+        ([0.3, 0.3, 0.3, 0.3, 0.3], True),  # flat over five readings: "not growing", measured
+        ([0.3, 0.3], False),  # two readings: no trend yet
+        ([None, None, None, None, None], False),  # KV usage not exposed
+    ],
+)
+def test_a_kv_trend_counts_as_measured_only_from_enough_readings(usages: list[float | None], measured: bool) -> None:
+    """Breaker 19: the status page's "KV full in" read "not growing" with KV usage unknown, and "not growing (30%
+    used)" two scrapes into a pool filling 4 points a scrape. No exhaustion time is "not growing" only when some
+    answering target has ``MIN_TREND_SAMPLES`` KV readings in the window."""
+    ev = evaluation(ctx=context(replicas=1), state="fresh", kv_cache_usage_ratio=0.3)
+    sig = autoscaler_signals(ev, [], [_target(usages, start=1000.0 - 15.0 * (len(usages) - 1))], 120.0, 0.9)
+    assert sig.kv_exhaustion_seconds is None
+    assert sig.kv_trend_measured is measured
+
+
+@pytest.mark.parametrize(
+    ("exhaustion", "measured", "cell"),
+    [(None, False, "unknown"), (None, True, "not growing (70% used)"), (45.0, True, "45 s")],
+)
+def test_the_status_page_says_unknown_for_a_kv_trend_not_measured(
+    exhaustion: float | None, measured: bool, cell: str
+) -> None:
+    from types import SimpleNamespace
+
+    from advisor.signals import AutoscalerSignals
+    from advisor.status_page import _signals
+
+    sig = AutoscalerSignals(
+        desired_replicas=1,
+        current_replicas=1,
+        kv_headroom_ratio=0.3,
+        kv_exhaustion_seconds=exhaustion,
+        kv_trend_measured=measured,
+    )
+    page = _signals(SimpleNamespace(signals=sig))  # type: ignore[arg-type]
+    assert page.endswith(f"<td class='n'>{cell}</td></tr></table>"), page

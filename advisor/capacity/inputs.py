@@ -298,6 +298,12 @@ class CapacityInputs:
             )
         if not m.is_mla and tp >= 1 and (m.num_kv_heads % tp if m.num_kv_heads >= tp else tp % m.num_kv_heads) != 0:
             problems.append(f"{m.name}: {m.num_kv_heads} KV heads cannot be split or replicated evenly over TP={tp}")
+        batched = self.max_num_batched_tokens
+        off = self.enable_chunked_prefill is False  # only where the operator turns it off: V0's own default
+        if not problems and self.engine == "vllm" and batched is not None and off and not self.chunked_prefill:
+            length = self.effective_max_model_len
+            if batched < length:
+                problems.append(VLLM_STEP_BELOW_CONTEXT.format(batched=batched, length=length))
         if problems:
             raise CapacityError("; ".join(problems))
 
@@ -419,6 +425,18 @@ class CapacityInputs:
         return not (
             self.enable_chunked_prefill is False and parsed is not None and parsed >= V1_CHUNKED_PREFILL_OFF_SINCE
         )
+
+
+VLLM_STEP_BELOW_CONTEXT: Final = (
+    "max_num_batched_tokens {batched} is below max_model_len {length} with chunked prefill off: vLLM refuses to start "
+    '("max_num_batched_tokens … is smaller than max_model_len …", vllm/config/scheduler.py '
+    "SchedulerConfig._verify_args: without chunking a prompt must fit one step); raise max_num_batched_tokens to "
+    "{length}, lower max_model_len, or turn chunked prefill on"
+)
+"""vLLM's start-up check of the step budget against the context when prompts are not chunked, as plan and check-config
+say it; applied where ``--no-enable-chunked-prefill`` is given (and the release honours it,
+:attr:`CapacityInputs.chunked_prefill`), not to V0's default off below 32,768 tokens, where published logs show
+releases starting with a smaller budget (DeepSeek-R1 on 0.7.3: 32,000 of 128,000)."""
 
 
 @dataclass(frozen=True)

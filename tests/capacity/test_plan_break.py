@@ -92,3 +92,21 @@ def test_lora_dials_without_enable_lora_are_refused(flag: str, value: str | None
     r = run_cli(*EIGHT_B, flag, *(() if value is None else (value,)))
     assert r.returncode == 2, r.stderr
     assert flag in r.stderr and "--enable-lora" in r.stderr
+
+
+@pytest.mark.parametrize("version", ["0.6.6", "0.11.2"])
+def test_a_step_below_the_context_with_chunked_prefill_turned_off_is_refused_as_vllm_refuses_it(version: str) -> None:
+    """Breaker 19: ``--no-enable-chunked-prefill`` with ``--max-num-batched-tokens 2048`` under ``--max-model-len
+    8192`` was planned (exit 0) where vLLM refuses to start ("max_num_batched_tokens … is smaller than max_model_len
+    …", ``SchedulerConfig._verify_args``: unchunked, a prompt must fit one step). A budget of the whole context, or
+    chunking left on, is planned; so is the flag on 0.8.5-0.11.0, whose V1 chunks whatever was asked
+    (:data:`advisor.capacity.profiles.V1_CHUNKED_PREFILL_OFF_SINCE`)."""
+    off = ["--engine-version", version, "--no-enable-chunked-prefill"]
+    r = run_cli(*EIGHT_B, *off, "--max-num-batched-tokens", "2048")
+    assert r.returncode == 2, r.stdout
+    assert "max_num_batched_tokens 2048 is below max_model_len 8192 with chunked prefill off" in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert run_cli(*EIGHT_B, *off, "--max-num-batched-tokens", "8192").returncode == 0
+    assert run_cli(*EIGHT_B, "--engine-version", version, "--max-num-batched-tokens", "2048").returncode == 0
+    forced = ["--engine-version", "0.10.2", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048"]
+    assert run_cli(*EIGHT_B, *forced).returncode == 0
