@@ -350,12 +350,26 @@ def closing_alternative(r: Any) -> str:
     (:func:`not_enough_alone`) and an alternative closes the gap alone, the best-ranked such; else ``""``. The one
     line must not hide the turn that fixes it behind "+4 alternatives" (a fresh user saw "set gpu_memory_utilization
     0.5 → 0.9 (alone not enough: ×3.21)" while "replicas 1 → 2 … closes the gap" ranked 4th, 2026-12-06)."""
-    if not not_enough_alone(r.evidence):
+    alt = _closing(r)
+    if alt is None:
         return ""
-    for alt in r.alternatives:
-        if alt.get("sufficient"):
-            return f" — [{alt['rule']}] {alt['dial']} {alt['current']} → {alt['suggested']} closes the gap"
-    return ""
+    return f" — [{alt['rule']}] {alt['dial']} {alt['current']} → {alt['suggested']} closes the gap"
+
+
+def _closing(r: Any) -> Mapping[str, Any] | None:
+    """The best-ranked alternative that closes the gap alone, when the suggested turn alone does not; else ``None``."""
+    if not not_enough_alone(r.evidence):
+        return None
+    return next((alt for alt in r.alternatives if alt.get("sufficient")), None)
+
+
+def flags_text(r: Any) -> str:
+    """The line's ``flag:`` part: the suggested turn's flag and, when it is not enough alone and an alternative closes
+    the gap (:func:`closing_alternative`), that turn's flag after it — a walkthrough copied the one flag the line
+    showed, the partial fix's (2026-12-07)."""
+    text = flag_text(r.flag, r.evidence)
+    alt = _closing(r)
+    return text if alt is None else f"{text}; closes the gap: {flag_text(alt.get('flag'), alt)}"
 
 
 def format_transition(t: Transition) -> str:
@@ -389,7 +403,7 @@ def format_transition(t: Transition) -> str:
     return (
         f"[{when}] OPENED {r.severity.upper()} {r.deployment} {problem}: {turn}{not_enough_alone(r.evidence)}"
         f"{closing_alternative(r)} {extra}"
-        f" | why: {t.reason} | effect: {effects} | flag: {flag_text(r.flag, r.evidence)}"
+        f" | why: {t.reason} | effect: {effects} | flag: {flags_text(r)}"
         f" | confidence {r.confidence:.2f} | id {r.id}"
     )
 

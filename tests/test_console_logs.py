@@ -402,3 +402,24 @@ def test_a_turn_not_enough_alone_names_the_alternative_that_closes_the_gap() -> 
     assert "closes the gap" not in format_transition(Transition("opened", dataclasses.replace(base, alternatives=alts)))
     none = dataclasses.replace(short, alternatives=alts[:1])
     assert "closes the gap" not in format_transition(Transition("updated", none))
+
+
+def test_the_flag_of_the_turn_that_closes_the_gap_is_on_the_line_after_the_partial_ones() -> None:
+    """A walkthrough (2026-12-07) copied the one flag the OPENED line showed — the suggested turn's, which the same
+    line says is not enough alone — past "tensor_parallel_size 1 → 2 closes the gap": the line now gives that turn's
+    flag too; a turn that is enough keeps its one flag."""
+    from advisor.rules.lifecycle import Transition
+    from advisor.service import format_transition
+
+    alts = (
+        {"rule": "kv_saturation", "dial": "kv_cache_dtype", "current": "auto", "suggested": "fp8", "sufficient": False,
+         "flag": "--kv-cache-dtype fp8"},
+        {"rule": "kv_saturation", "dial": "tensor_parallel_size", "current": 1, "suggested": 2, "sufficient": True,
+         "flag": "--tensor-parallel-size 2"},
+    )  # fmt: skip
+    base = dataclasses.replace(_rec("chat-8b"), flag="--gpu-memory-utilization 0.9")
+    short = dataclasses.replace(base, evidence={**base.evidence, "pool_factor_needed": 2.4}, alternatives=alts)
+    line = format_transition(Transition("opened", short))
+    assert "| flag: --gpu-memory-utilization 0.9; closes the gap: --tensor-parallel-size 2 |" in line, line
+    enough = format_transition(Transition("opened", dataclasses.replace(base, alternatives=alts)))
+    assert "| flag: --gpu-memory-utilization 0.9 |" in enough, enough

@@ -251,7 +251,11 @@ class KVSaturationRule:
             "replicas_up": ev.replicas_up,
         }
         growing = (s.requests_waiting or 0) > (s.requests_waiting_first or 0)
-        severity = "critical" if (s.preemptions_increase or 0) > 0 and growing else "warning"
+        # critical while it preempts and either the queue grows or the SLO is missed: the queue's direction between
+        # two readings is noise (a walkthrough's six ``once`` runs on one state: five warning, one critical, with
+        # 437 waiting and goodput 0 %); a missed SLO is the harm itself
+        missed = ev.goodput.ratio is not None and ev.goodput.ratio < ev.ctx.slo.target_ratio
+        severity = "critical" if (s.preemptions_increase or 0) > 0 and (growing or missed) else "warning"
         conf = confidence(ev, 0.9)
         needed = pool_demand_factor(ev)
         situation = (

@@ -7,8 +7,9 @@ saturates its KV pool (requests waiting, preemptions); Prometheus (Debian's ``pr
 :func:`tests.e2e.prometheus.start_prometheus`) and VictoriaMetrics (:func:`tests.e2e.victoriametrics.
 start_victoriametrics`, ``-search.latencyOffset=0s``) scrape it every second. Two advisors run their cycles side
 by side: one with a deployment scraping the engine directly and one reading it through Prometheus, the other
-reading it through VictoriaMetrics — once with the incremental reads from the stores' ``/federate`` endpoint (the
-newest sample of each series, stamped with its scrape time) and once by ``query_range``. The saturation begins
+reading it through VictoriaMetrics — with the incremental reads from the stores' ``/federate`` endpoint (the
+newest sample of each series, stamped with its scrape time), and beside them the same pair reading by
+``query_range`` (four advisors on the same engine and stores; one trial, not two in turn). The saturation begins
 after the stores' first (whole-window) read, so every recommendation about it comes from points appended by
 incremental reads. At the end:
 
@@ -88,9 +89,14 @@ def _suggested_agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("federate", [True, False], ids=["federate", "query_range"])
+MODES = {"federate": True, "query_range": False}
+Key = tuple[str, str]
+"""(store, mode)."""
+"""The stores' incremental reads: ``/federate`` answers, or ``query_range`` (both run side by side in one trial)."""
+
+
 def test_direct_prometheus_and_victoriametrics_recommend_the_same(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], federate: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     victoriametrics_binary()
     require_binary("prometheus", "Debian: apt-get install -y prometheus")
@@ -108,11 +114,12 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
         "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": [target]}]}],
     }
-    results: dict[str, dict[str, Any]] = {}
-    whole: dict[str, dict[str, Any]] = {}
-    stamps: dict[str, list[float]] = {}
-    first_read: dict[str, list[tuple[Any, ...]]] = {}
-    used: dict[str, bool | None] = {}
+    results: dict[Key, dict[str, Any]] = {}
+    direct: dict[str, dict[str, Any]] = {}
+    whole: dict[Key, dict[str, Any]] = {}
+    stamps: dict[Key, list[float]] = {}
+    first_read: dict[Key, list[tuple[Any, ...]]] = {}
+    used: dict[Key, bool | None] = {}
     with contextlib.ExitStack() as stack:
         stack.callback(engine.server_close)
         stack.callback(engine.shutdown)
@@ -124,18 +131,20 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
             wait_for_series(url, "vllm:num_requests_running")
         go.append(time.monotonic())
         services = {
-            "prometheus": _service(stores["prometheus"], engine.url(), federate),
-            "victoriametrics": _service(stores["victoriametrics"], None, federate),
+            (name, mode): _service(stores[name], engine.url() if name == "prometheus" else None, federate)
+            for mode, federate in MODES.items()
+            for name in ("prometheus", "victoriametrics")
         }
         for svc in services.values():
             stack.callback(svc.close)
         for i in range(CYCLES):
-            for name, svc in services.items():
+            for key, svc in services.items():
                 svc.scrape_once()
                 if i == 0:
-                    first_read[name] = _recommendations(svc.evaluate_once().deployments[-1].as_dict())
+                    first_read[key] = _recommendations(svc.evaluate_once().deployments[-1].as_dict())
             time.sleep(CYCLE)
-        for name, svc in services.items():
+        for key, svc in services.items():
+            name, mode = key
             for _ in range(3):  # counted in reads: on a loaded machine one store query can outlast its 1.6 s deadline
                 svc.scrape_once()
                 evaluated = {d.name: d.as_dict() for d in svc.evaluate_once().deployments}
@@ -143,38 +152,41 @@ def test_direct_prometheus_and_victoriametrics_recommend_the_same(
                     break
                 time.sleep(CYCLE)
             assert svc.prom is not None
-            used[name] = svc.prom.federation  # True: the incremental reads were /federate answers
-            for dname, d in evaluated.items():
-                results[name if dname == "via-store" else "direct"] = d
-            stamps[name] = [
+            used[key] = svc.prom.federation  # True: the incremental reads were /federate answers
+            results[key] = evaluated["via-store"]
+            if "direct" in evaluated:
+                direct[mode] = evaluated["direct"]
+            stamps[key] = [
                 p.timestamp for u in svc.tracker.targets("via-store") for p in svc.tracker.history("via-store", u)
             ]
-            want = _recommendations(results[name])
+            want = _recommendations(results[key])
             for _ in range(3):  # counted in reads: a read at "now" can precede the store's ingestion of the last scrape
                 fresh = _service(stores[name], None)  # one whole-window read of the same store, now
                 fresh.clock = svc.clock
                 try:
                     fresh.scrape_once()
-                    whole[name] = fresh.evaluate_once().deployments[0].as_dict()
+                    whole[key] = fresh.evaluate_once().deployments[0].as_dict()
                 finally:
                     fresh.close()
-                if _recommendations(whole[name]) == want:
+                if _recommendations(whole[key]) == want:
                     break
                 time.sleep(CYCLE)
 
-    direct = results["direct"]
-    assert direct["state"] == "fresh" and _recommendations(direct), direct["recommendations"]
-    for name in ("prometheus", "victoriametrics"):
-        via = results[name]
-        assert used[name] is (True if federate else None), name
-        assert via["engine"] == "vllm" and via["state"] == "fresh", (name, via["state"])
-        assert not first_read[name] or first_read[name] != _recommendations(via), name  # the saturation came later
-        assert stamps[name] == sorted(set(stamps[name])), name  # no evaluation time held twice
-        assert _recommendations(via) == _recommendations(direct), (name, via["recommendations"])
-        assert _suggested_agree(via, direct), (name, via["recommendations"], direct["recommendations"])
-        assert _recommendations(via) == _recommendations(whole[name]), name
-        assert _suggested_agree(via, whole[name]), (name, via["recommendations"], whole[name]["recommendations"])
-    with capsys.disabled():
-        for name, r in (("direct", direct), *((n, results[n]) for n in ("prometheus", "victoriametrics"))):
-            got = [(x["dial"], x["action"], x["suggested"]) for x in r["recommendations"]]
-            print(f"\n[sources agree, federate={federate}] {name}: {got}")
+    for mode, federate in MODES.items():
+        d = direct[mode]
+        assert d["state"] == "fresh" and _recommendations(d), d["recommendations"]
+        for name in ("prometheus", "victoriametrics"):
+            key = (name, mode)
+            via = results[key]
+            assert used[key] is (True if federate else None), key
+            assert via["engine"] == "vllm" and via["state"] == "fresh", (key, via["state"])
+            assert not first_read[key] or first_read[key] != _recommendations(via), key  # the saturation came later
+            assert stamps[key] == sorted(set(stamps[key])), key  # no evaluation time held twice
+            assert _recommendations(via) == _recommendations(d), (key, via["recommendations"])
+            assert _suggested_agree(via, d), (key, via["recommendations"], d["recommendations"])
+            assert _recommendations(via) == _recommendations(whole[key]), key
+            assert _suggested_agree(via, whole[key]), (key, via["recommendations"], whole[key]["recommendations"])
+        with capsys.disabled():
+            for label, r in (("direct", d), *((n, results[(n, mode)]) for n in ("prometheus", "victoriametrics"))):
+                got = [(x["dial"], x["action"], x["suggested"]) for x in r["recommendations"]]
+                print(f"\n[sources agree, {mode}] {label}: {got}")

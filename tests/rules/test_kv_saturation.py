@@ -155,11 +155,20 @@ def test_no_replicas_without_an_arrival_rate() -> None:
     assert not [p for p in RULE.propose(_ev(requests_waiting=150)) if p.dial == "replicas"]
 
 
-def test_severity_is_critical_only_when_preempting_with_a_growing_queue() -> None:
+def test_severity_is_critical_only_when_preempting_with_a_growing_queue_or_a_missed_slo() -> None:
+    """Preempting with a queue that grows, or with the SLO missed, is critical; preempting beside a steady queue
+    while the SLO holds is a warning. Before, a missed SLO did not count: a walkthrough's six ``once`` runs on one
+    state (437 waiting, goodput 0 %) read warning five times and critical once, by the queue's direction between
+    two readings."""
     grow = RULE.propose(_ev(requests_waiting_first=5, requests_waiting=10, preemptions_increase=2))
     flat = RULE.propose(_ev(requests_waiting_first=10, requests_waiting=10, preemptions_increase=2))
+    met, missed = (GoodputEstimate(r, r, r, r, 1.0) for r in (0.97, 0.0))
+    shrinking = {"requests_waiting_first": 442, "requests_waiting": 437, "preemptions_increase": 2}
     assert {p.severity for p in grow} == {"critical"}
     assert {p.severity for p in flat} == {"warning"}
+    assert {p.severity for p in RULE.propose(_ev(goodput=missed, **shrinking))} == {"critical"}
+    assert {p.severity for p in RULE.propose(_ev(goodput=met, **shrinking))} == {"warning"}
+    assert {p.severity for p in RULE.propose(_ev(goodput=missed, requests_waiting=10))} == {"warning"}  # no preemption
 
 
 def test_budget_turn_goes_to_the_engine_default_first() -> None:
