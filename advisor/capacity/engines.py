@@ -466,6 +466,26 @@ def tgi_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None)
 # --- TensorRT-LLM ------------------------------------------------------------------------------------------
 
 
+def memory_budget(inputs: CapacityInputs) -> float:
+    """The fraction that sizes the deployment's KV pool, the value of the ``gpu_memory_utilization`` dial:
+    TensorRT-LLM's ``kv_cache_free_gpu_memory_fraction`` (a share of the memory the weights and activations leave,
+    :data:`TRTLLM_DEFAULT_FREE_FRACTION` unless set; :func:`trtllm_capacity` reads no other), else
+    ``gpu_memory_utilization`` (a share of the device, as vLLM reads it and the other engines' fractions are read)."""
+    if inputs.engine == "trtllm":
+        s = inputs.engine_settings.free_gpu_memory_fraction
+        return TRTLLM_DEFAULT_FREE_FRACTION if s is None else s
+    return inputs.gpu_memory_utilization
+
+
+def with_memory_budget(inputs: CapacityInputs, value: float) -> CapacityInputs:
+    """``inputs`` with :func:`memory_budget` set to ``value`` (0–1]: TensorRT-LLM's free fraction, else
+    ``gpu_memory_utilization``. Raises :class:`~advisor.errors.CapacityError` for a value out of range."""
+    if inputs.engine == "trtllm":
+        _fraction("kv_cache_free_gpu_memory_fraction", value)
+        return replace(inputs, engine_settings=replace(inputs.engine_settings, free_gpu_memory_fraction=value))
+    return replace(inputs, gpu_memory_utilization=value)
+
+
 def trtllm_capacity(inputs: CapacityInputs, settings: EngineSettings | None = None) -> EngineCapacity:
     """TensorRT-LLM's KV pool: ``kv_cache_free_gpu_memory_fraction`` of what is free after the weights and
     activations, in blocks of ``tokens_per_block`` (see the module docstring).

@@ -100,9 +100,9 @@ _TGI: dict[str, str] = {
 _TRTLLM: dict[str, str] = {
     c.DIAL_MAX_NUM_SEQS: "--max_batch_size {value}",
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "--max_num_tokens {value}",
+    # the dial's value on TensorRT-LLM is this fraction itself (advisor.capacity.engines.memory_budget)
     c.DIAL_GPU_MEMORY_UTILIZATION: (
-        "raise --kv_cache_free_gpu_memory_fraction (a share of the memory the weights leave, not of the GPU; "
-        "vLLM-equivalent budget {value})"
+        "--kv_cache_free_gpu_memory_fraction {value} (a share of the memory the weights and activations leave)"
     ),
     c.DIAL_KV_CACHE_MEMORY_BYTES: (
         "kv_cache_config.max_tokens (--extra_llm_api_options YAML) pins the pool in tokens; vLLM-equivalent "
@@ -164,6 +164,8 @@ _TRITON_TRTLLM: dict[str, str] = {
     ),
     c.DIAL_MAX_NUM_BATCHED_TOKENS: "rebuild the engine with trtllm-build --max_num_tokens {value}",
     c.DIAL_MAX_MODEL_LEN: "rebuild the engine with trtllm-build --max_seq_len {value}",
+    # triton_backend docs/model_config.md: "kv_cache_free_gpu_mem_fraction" (default 0.9 of the free memory)
+    c.DIAL_GPU_MEMORY_UTILIZATION: "kv_cache_free_gpu_mem_fraction:{value} in tensorrt_llm/config.pbtxt",
     c.DIAL_TENSOR_PARALLEL_SIZE: "convert the checkpoint with --tp_size {value} and rebuild the engine (trtllm-build)",
     # triton_backend docs/model_config.md: batch_scheduler_policy max_utilization | guaranteed_no_evict (the default)
     c.DIAL_ADMISSION_POLICY: "batch_scheduler_policy:guaranteed_no_evict in tensorrt_llm/config.pbtxt",

@@ -9,9 +9,11 @@ worse, so this rule never proposes it.
 Proposes, in order: cap max-model-len so that ``target_concurrency`` requests of the cap fit in the pool;
 admit a request only when its whole prompt and output budget fit (the admission policy, where the engine
 has one and does not already admit so: never on TGI, nor on TensorRT-LLM under ``GUARANTEED_NO_EVICT``); a
-dedicated long-context replica for the long requests. Supersedes ``kv_saturation``, whose generic pool turns would
-not change who holds the pool. With data-parallel ranks, "running", "pool" and the
-share are per rank (a request lives on one rank), not summed over the replica.
+dedicated long-context replica for the long requests; and the turns that enlarge the pool without more GPUs
+(:func:`advisor.rules.common.pool_turns` but TP: a larger budget, fp8 KV, …), which hold more of the long requests at
+once (judged sufficient only when the pool then holds every running and waiting request). Supersedes ``kv_saturation``,
+whose incident would otherwise offer the pool turns without the diagnosis. With data-parallel ranks, "running",
+"pool" and the share are per rank (a request lives on one rank), not summed over the replica.
 
 On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or sliding-window groups) a request's
 share of the pool is not its context: every KV group pins whole pages per request, the attention page raised to
@@ -46,11 +48,14 @@ from advisor.rules.common import (
     gpus_per_replica,
     kv_withheld,
     percent,
+    pool_demand_factor,
     pool_effect,
     pool_pressure,
+    pool_turns,
     reserves_whole_requests,
     tokens_per_finished_request,
     tokens_per_running_request,
+    turn_proposal,
 )
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld
@@ -269,6 +274,26 @@ class AdmissionThrashRule:
                 gpus_added=float(gpus_per_replica(ev)),
             )
         )
+        # a larger pool holds more of the long requests at once: the turns kv_saturation offers, ranked with these
+        # (triton-inference-server/tensorrtllm_backend#575: a larger KV fraction measured faster on long prompts,
+        # where the only turn offered was a 3 % context cap)
+        out += [
+            turn_proposal(
+                self.id,
+                ev,
+                cand,
+                needed_factor=pool_demand_factor(ev),
+                severity="warning",
+                confidence=conf,
+                evidence=evidence,
+                headline="a few long requests hold the pool",
+                situation=situation,
+            )
+            for cand in pool_turns(ev)
+            # GPUs for the long requests are the dedicated replica's turn above, sized for them; a TP turn would
+            # double every replica's GPUs for a few requests (and means nothing on DP/EP ranks: field-state round 35)
+            if cand.turn.dial != c.DIAL_TENSOR_PARALLEL_SIZE
+        ]
         return out
 
     def _admission_turn(self, ev: Evaluation, conf: float, evidence: dict[str, Any], situation: str) -> Proposal:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.capacity.calibration import LatencyModel
+from advisor.capacity.engines import memory_budget
 from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.generation import kv_cache_dtype_turn_problems
 from advisor.capacity.hardware import fp8_kv_emulated, tensor_parallel_span
@@ -446,7 +447,7 @@ def pool_turns(ev: Evaluation, target_gpu_memory_utilization: float | None = Non
             out.append(
                 Candidate(t, FP8_KV_PENALTY, "set", "fp8 KV halves the bytes per token; check accuracy on your evals")
             )
-    util = inputs.gpu_memory_utilization
+    util = memory_budget(inputs)  # TensorRT-LLM: its free-memory fraction
     new_util = target_gpu_memory_utilization
     if new_util is None:
         new_util = (

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.engines import memory_budget
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     BUDGET_FIELDS,
@@ -55,7 +56,7 @@ class KVBudgetRule:
         s = ev.stats
         if s is None:
             return None, "no data", {}
-        util = ev.ctx.inputs.gpu_memory_utilization
+        util = memory_budget(ev.ctx.inputs)
         unknown = sorted(ev.config_unmodelled.keys() & BUDGET_FIELDS)
         if unknown:
             return None, "; ".join(ev.config_unmodelled[k] for k in unknown), {}
@@ -104,7 +105,7 @@ class KVBudgetRule:
         what, reason, evidence = self._reading(ev)
         if not what:
             return []
-        util = ev.ctx.inputs.gpu_memory_utilization
+        util = memory_budget(ev.ctx.inputs)
         new = self.raise_to if what == "raise" else round(util - self.lower_by, 2)
         t = turn(ev.ctx.inputs, c.DIAL_GPU_MEMORY_UTILIZATION, new)
         if t is None:

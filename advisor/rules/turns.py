@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor import conventions as c
+from advisor.capacity.engines import memory_budget, with_memory_budget
 from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.kv import CapacityInputs, CapacityResult, capacity_pass
 from advisor.errors import CapacityError
@@ -61,13 +62,19 @@ def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
     that cannot run is no advice. Raises ``KeyError`` for a dial the capacity pass does not model.
     """
     field_name = FIELD_FOR_DIAL[dial]
+    shown: tuple[Any, Any] | None = None
     try:
-        after_inputs = dataclasses.replace(inputs, **{field_name: value})  # validates, may raise
+        if dial == c.DIAL_GPU_MEMORY_UTILIZATION and inputs.engine == "trtllm":
+            # TensorRT-LLM's budget is its free-memory fraction (memory_budget), not a share of the device
+            after_inputs = with_memory_budget(inputs, value)
+            shown = (memory_budget(inputs), value)
+        else:
+            after_inputs = dataclasses.replace(inputs, **{field_name: value})  # validates, may raise
         before = capacity_pass(inputs)
         after = capacity_pass(after_inputs)
     except CapacityError:
         return None
-    return Turn(dial, inputs, after_inputs, before, after)
+    return Turn(dial, inputs, after_inputs, before, after, shown=shown)
 
 
 def token_pin_turn(inputs: CapacityInputs) -> Turn | None:

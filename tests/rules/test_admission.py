@@ -6,6 +6,7 @@ usage ÷ running (independent of the pool size).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -88,8 +89,8 @@ def test_cannot_tell_when_queue_and_preemptions_are_both_unknown() -> None:
 
 def test_proposes_cap_then_whole_request_admission_then_a_long_context_replica() -> None:
     props = RULE.propose(_ev(preemptions_increase=5))
-    assert [p.dial for p in props] == ["max_model_len", "admission_policy", "replicas"]
-    cap, admit, long_ctx = props
+    assert [p.dial for p in props[:3]] == ["max_model_len", "admission_policy", "replicas"]
+    cap, admit, long_ctx = props[:3]
     # 100,000 ÷ 8 = 12,500 → ⌊12,500 ÷ 1,024⌋ = 12 → 12,288 tokens
     assert (cap.current, cap.suggested, cap.flag) == (32_768, 12_288, "--max-model-len 12288")
     # max-model-len does not change the pool (the V1 profile batch on an H100 is 8,192 tokens either way):
@@ -117,7 +118,8 @@ def test_no_cap_when_max_model_len_already_fits_target_concurrency() -> None:
     # 100,000 ÷ 8 → 12,288 is not below max-model-len 8,192: no cap, the other two remain
     props = RULE.propose(ev(dep=ctx(max_model_len=8_192), kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95,
                             requests_running=4, requests_waiting=3))  # fmt: skip
-    assert [p.dial for p in props] == ["admission_policy", "replicas"]
+    assert [p.dial for p in props[:2]] == ["admission_policy", "replicas"]
+    assert "max_model_len" not in {p.dial for p in props}
 
 
 def test_sglang_s_admission_turn_is_its_schedule_conservativeness() -> None:
@@ -136,7 +138,7 @@ def test_without_a_context_cap_preempted_long_requests_get_fewer_sequences() -> 
     dep = ctx(max_model_len=8_192, max_num_seqs=16)
     props = RULE.propose(ev(dep=dep, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
                             requests_waiting=3, preemptions_increase=2))  # fmt: skip
-    assert [p.dial for p in props] == ["max_num_seqs", "admission_policy", "replicas"]
+    assert [p.dial for p in props[:3]] == ["max_num_seqs", "admission_policy", "replicas"]
     fewer = props[0]
     assert (fewer.action, fewer.current, fewer.suggested, fewer.flag) == ("decrease", 16, 3, "--max-num-seqs 3")
     assert fewer.evidence["kv_tokens_held_per_request"] == 23_750
@@ -224,3 +226,21 @@ def test_for_duration(held: float, opens: bool) -> None:
     rule = AdmissionThrashRule(for_seconds=120)
     assert opens_after(rule, lambda now: ev(now=now, dep=CTX, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95,
                                             requests_running=4, requests_waiting=3), held) is opens  # fmt: skip
+
+
+def test_the_pool_turns_follow_the_rules_own_and_are_sufficient_only_when_the_pool_holds_the_demand() -> None:
+    """triton-inference-server/tensorrtllm_backend#575 (field-state round 65): long prompts at a 0.5 KV fraction, the
+    pool full with 8 running and 32 held back; the only turn offered was a 3 % context cap, where the operator
+    measured a larger fraction faster. The pool turns kv_saturation offers come after the rule's own: a budget of
+    0.5 → 0.9 among them; none closes the gap alone when every running and waiting request would need the pool
+    to grow past what it gives."""
+    half = dataclasses.replace(CTX, inputs=dataclasses.replace(CTX.inputs, gpu_memory_utilization=0.5))
+    props = RULE.propose(ev(dep=half, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
+                            requests_waiting=3, preemptions_increase=5))  # fmt: skip
+    own = {"max_model_len", "admission_policy", "replicas", "max_num_seqs"}
+    dials = [p.dial for p in props]
+    first_pool = next(i for i, d in enumerate(dials) if d not in own)
+    assert all(d not in own for d in dials[first_pool:]), dials
+    budget = next(p for p in props if p.dial == "gpu_memory_utilization")
+    assert (budget.action, budget.current, budget.suggested) == ("increase", 0.5, 0.9)
+    assert budget.severity == "warning" and budget.rule == RULE.id

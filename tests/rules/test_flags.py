@@ -43,6 +43,19 @@ from tests.rules.helpers import ctx, ev, hist
         ("trtllm", c.DIAL_MAX_NUM_SEQS, 64, "--max_batch_size 64"),
         ("trtllm", c.DIAL_TENSOR_PARALLEL_SIZE, 2, "--tp_size 2"),
         ("trtllm", c.DIAL_MAX_MODEL_LEN, 8192, "--max_seq_len 8192"),
+        (
+            "trtllm",
+            c.DIAL_GPU_MEMORY_UTILIZATION,
+            0.9,
+            "--kv_cache_free_gpu_memory_fraction 0.9 (a share of the memory the weights and activations leave)",
+        ),
+        # triton_backend docs/model_config.md, tensorrt_llm/config.pbtxt parameters
+        (
+            "triton-trtllm",
+            c.DIAL_GPU_MEMORY_UTILIZATION,
+            0.9,
+            "kv_cache_free_gpu_mem_fraction:0.9 in tensorrt_llm/config.pbtxt",
+        ),
         # Triton tensorrtllm backend: a built engine's limits are trtllm-build options
         (
             "triton-trtllm",

@@ -10,6 +10,8 @@ either forward, the pool is the same and the turn is not offered.
 
 from __future__ import annotations
 
+import pytest
+
 from advisor import conventions as c
 from advisor.capacity.kv import capacity_pass
 from advisor.capacity.models import get_preset
@@ -45,3 +47,31 @@ def test_no_offer_where_the_budget_does_not_set_the_peak_or_is_not_stated() -> N
     assert c.DIAL_MAX_NUM_BATCHED_TOKENS not in _turns("torch")  # the sampler's warm-up sets the peak
     assert c.DIAL_MAX_NUM_BATCHED_TOKENS not in _turns("flashinfer", budget=None)  # the engine's default
     assert c.DIAL_MAX_NUM_BATCHED_TOKENS not in _turns("flashinfer", budget=2048)
+
+
+def test_tensorrt_llm_s_budget_turn_is_its_free_memory_fraction() -> None:
+    """TensorRT-LLM sizes its pool with ``kv_cache_free_gpu_memory_fraction`` of the memory the weights and activations
+    leave (``trtllm_capacity``), not with a share of the device: the budget dial turned its ``gpu_memory_utilization``,
+    which it never reads, so no budget turn was offered (tensorrtllm_backend#575, field-state round 65: a fraction of
+    0.5 on long prompts, raised by the operator and measured faster). The turn now sets the fraction, shown as it is
+    (0.5 → 0.9), and the pool grows by 0.9 ÷ 0.5 to the block."""
+    import dataclasses
+
+    from advisor.capacity.engines import memory_budget
+    from advisor.capacity.inputs import EngineSettings
+    from advisor.rules.turns import turn
+    from tests.factories import context
+
+    base = context().inputs
+    half = dataclasses.replace(base, engine="trtllm", engine_settings=EngineSettings(free_gpu_memory_fraction=0.5))
+    assert (
+        memory_budget(half) == 0.5 and memory_budget(dataclasses.replace(half, engine_settings=EngineSettings())) == 0.9
+    )
+    t = turn(half, c.DIAL_GPU_MEMORY_UTILIZATION, 0.9)
+    assert t is not None
+    assert t.values() == (0.5, 0.9)
+    assert t.after_inputs.engine_settings.free_gpu_memory_fraction == 0.9
+    assert t.after_inputs.gpu_memory_utilization == base.gpu_memory_utilization
+    assert t.after.kv_cache_tokens / t.before.kv_cache_tokens == pytest.approx(0.9 / 0.5, rel=0.01)
+    # vLLM's budget is still its share of the device
+    assert turn(base, c.DIAL_GPU_MEMORY_UTILIZATION, 0.95).values() == (base.gpu_memory_utilization, 0.95)  # type: ignore[union-attr]
