@@ -774,7 +774,10 @@ def replay_history(
     for p in plans:
         listed = source.metric_names(p.selector, fetch_start, end)
         if not listed.ok:
-            rp.error(p.dep.name, f"listing series names failed: {listed.error_reason}: {listed.error_message}")
+            rp.error(
+                p.dep.name,
+                f"listing series names at {source.base_url} failed: {listed.error_reason}: {listed.error_message}",
+            )
             adapters[p.dep.name] = None
             continue
         seen = identify(listed.names, p.dep.engine)  # the live loop's detection (advisor.observe)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from advisor import __version__
 from advisor.argtypes import bounded_int, duration_arg, interval_arg, nonblank_arg, positive_float, shard_arg
-from advisor.errors import AdvisorError, CapacityError, ConfigError
+from advisor.errors import FILE_PROBLEM, AdvisorError, CapacityError, ConfigError
 
 # ``--help`` imports neither typing nor logging (a few ms each at start): names for annotations only, and logging
 # where a command logs (tests/test_lazy_cli.py)
@@ -99,7 +99,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
                     text = read_stream_capped(stream)
         except (OSError, UnicodeDecodeError) as exc:
             why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
-            print(str(ConfigError([("(file)", f"cannot read: {why}")], name)), file=sys.stderr)
+            print(str(ConfigError([(FILE_PROBLEM, f"cannot read: {why}")], name)), file=sys.stderr)
             return 2
         args.file = name
     try:

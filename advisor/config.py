@@ -74,7 +74,7 @@ from advisor.conventions import (
     RUNBOOK_BASE,
 )
 from advisor.engines import ENGINES
-from advisor.errors import CapacityError, ConfigError
+from advisor.errors import FILE_PROBLEM, CapacityError, ConfigError
 from advisor.files import read_text_capped
 from advisor.listing import join_bounded
 from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KEDA_DEFAULT_MAX_REPLICAS
@@ -1592,13 +1592,13 @@ def yaml_problem(exc: yaml.YAMLError, text: str | None = None) -> tuple[str, str
     given, and named by its code point."""
     if isinstance(exc, yaml.reader.ReaderError):
         code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
-        where = "(file)"
+        where = FILE_PROBLEM
         if text is not None and 0 <= exc.position <= len(text):
             before = text[: exc.position]
             where = f"line {before.count(chr(10)) + 1}, column {exc.position - (before.rfind(chr(10)) + 1) + 1}"
         return where, f"not valid YAML: character U+{code:04X} is not allowed (a control character)"
     mark = getattr(exc, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else FILE_PROBLEM
     problem = getattr(exc, "problem", None) or type(exc).__name__
     return where, f"not valid YAML: {problem}"
 
@@ -2170,9 +2170,9 @@ def load_config(path: str | Path, text: str | None = None, base_dir: Path | None
         try:
             text = read_text_capped(p)
         except OSError as exc:
-            raise ConfigError([("(file)", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+            raise ConfigError([(FILE_PROBLEM, f"cannot read: {exc.strerror or exc}")], str(p)) from None
         except UnicodeDecodeError:
-            raise ConfigError([("(file)", "not UTF-8 text")], str(p)) from None
+            raise ConfigError([(FILE_PROBLEM, "not UTF-8 text")], str(p)) from None
     try:
         loader = _CollectingLoader(text)  # PyYAML checks the characters here (ReaderError)
     except yaml.YAMLError as exc:
@@ -2181,7 +2181,7 @@ def load_config(path: str | Path, text: str | None = None, base_dir: Path | None
         root = loader.get_single_node()
         data = None if root is None else loader.construct_document(root)
     except RecursionError:
-        raise ConfigError([("(file)", "not valid YAML: nested too deeply")], str(p)) from None
+        raise ConfigError([(FILE_PROBLEM, "not valid YAML: nested too deeply")], str(p)) from None
     except yaml.YAMLError as exc:
         raise ConfigError([yaml_problem(exc, text)], str(p)) from None
     finally:

@@ -16,10 +16,15 @@ Sources never raise into the loop: a failed scrape becomes a recorded error with
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 
 class AdvisorError(Exception):
     """Base of every error the advisor raises on purpose."""
+
+
+FILE_PROBLEM: Final = "(file)"
+"""The path :class:`ConfigError` gives a problem of the whole file (unreadable, not UTF-8, not YAML), not of a field."""
 
 
 class ConfigError(AdvisorError):
@@ -42,7 +47,10 @@ class ConfigError(AdvisorError):
             f"  {'' if line is None else f'line {line}: '}{path}: {msg}"
             for (path, msg), line in zip(self.problems, self.lines, strict=True)
         )
-        super().__init__(f"{source}: {len(self.problems)} invalid field(s)\n{text}")
+        # unreadable, not text, not YAML: no field to fix (a walkthrough read "1 invalid field(s)" for a missing file)
+        whole_file = all(path == FILE_PROBLEM or msg.startswith("not valid YAML") for path, msg in self.problems)
+        head = "the file cannot be used" if whole_file else f"{len(self.problems)} invalid field(s)"
+        super().__init__(f"{source}: {head}\n{text}")
 
 
 class CapacityError(AdvisorError):

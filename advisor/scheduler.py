@@ -150,7 +150,9 @@ def run_daemon(
             max_connections=max_connections,
         )
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {listen}: {exc.strerror or exc}") from None
+        raise OSError(
+            exc.errno, f"cannot listen on {listen}: {exc.strerror or exc} (another address: --listen HOST:PORT)"
+        ) from None
     stop = stop_event or threading.Event()
 
     received: list[str] = []

@@ -629,7 +629,15 @@ class Service:
                 why = f"{why}; {estimate} > {share}"
         else:
             n, why = workers, "--workers"
-        log.info("workers=%d (%s)%s", n, why, "" if n > 1 else ": scraping on this process's threads")
+        # one process as given (once, demo, --workers 1) is no news: said at debug (a walkthrough read "(--workers)"
+        # in once, which has no such flag)
+        log.log(
+            logging.DEBUG if workers == 1 else logging.INFO,
+            "workers=%d (%s)%s",
+            n,
+            why,
+            "" if n > 1 else ": scraping on this process's threads",
+        )
         self.metrics.workers.set(n)
         if n > 1:
             try:

@@ -354,7 +354,8 @@ def test_an_unreachable_prometheus_is_an_error_in_the_report_and_exit_1(
     args = p.parse_args(["backtest", "--config", str(config), "--prometheus", url, "--from", "now-1m", "--to", "now"])
     assert args.func(args) == 1
     out = capsys.readouterr()
-    assert "ERROR: listing series names failed: connection_refused" in out.out
+    # the store is named (a walkthrough: "listing series names failed: connection_refused", no URL)
+    assert f"ERROR: listing series names at {url} failed: connection_refused" in out.out
     assert "could not be read" in out.err
     # unknown is not "nothing": no evaluation had data, so the report claims neither no advice nor no breach
     # (walkthrough: it printed "would have recommended nothing" and "no breach in 0 evaluations")

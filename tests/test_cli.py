@@ -725,3 +725,30 @@ def test_once_text_says_what_the_config_knows_where_the_engine_has_not_said(
         "   model unknown (meta-llama/Llama-3.1-8B-Instruct configured); KV usage unknown of unknown (the capacity "
         "pass predicts 449,920) tokens;"
     ), line
+
+
+def test_a_listen_address_in_use_names_the_flag_that_moves_it(tmp_path: Path) -> None:
+    """A walkthrough (2026-12-07) met "cannot listen on 127.0.0.1:19188: Address already in use" without a word of how
+    to choose another: the message names ``--listen``, and the command fails without a traceback."""
+    import socket
+
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        "deployments:\n  - name: chat-8b\n    targets: ['http://127.0.0.1:9/metrics']\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n    gpu: H100-SXM\n    max_model_len: 8192\n"
+        "    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}\n"
+    )
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "advisor.cli", "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--listen HOST:PORT" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -93,3 +93,21 @@ def test_check_config_refuses_a_step_below_the_context_with_chunked_prefill_turn
     assert "max_num_batched_tokens 2048 is below max_model_len 8192 with chunked prefill off" in r.stderr + r.stdout
     path.write_text(yaml.safe_dump({"deployments": [dep]}), encoding="utf-8")
     assert run_cli("check-config", str(path)).returncode == 0
+
+
+def test_a_missing_or_broken_file_is_not_called_an_invalid_field(tmp_path: Path) -> None:
+    """A walkthrough (2026-12-07) read "nonexist.yaml: 1 invalid field(s) / (file): cannot read: No such file or
+    directory": no field is wrong, the file is. A field problem keeps its count."""
+    from tests.inprocess import run_cli
+
+    missing = run_cli("check-config", str(tmp_path / "nonexist.yaml"))
+    assert missing.returncode == 2
+    assert "nonexist.yaml: the file cannot be used" in missing.stderr and "invalid field" not in missing.stderr
+    assert "cannot read: No such file or directory" in missing.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("deployments: [\n", encoding="utf-8")
+    r = run_cli("check-config", str(broken))
+    assert "broken.yaml: the file cannot be used" in r.stderr and "line 2, column 1: not valid YAML" in r.stderr
+    fields = tmp_path / "fields.yaml"
+    fields.write_text(yaml.safe_dump({"deployments": [{"name": "x"}]}), encoding="utf-8")
+    assert "invalid field(s)" in run_cli("check-config", str(fields)).stderr
