@@ -2,10 +2,10 @@
 
 Both stores scrape two stand-in vLLM engines every :data:`STORE_SCRAPE` seconds: one busy (its counters move on
 every scrape) and one hung (requests running, no counter moving, new scrapes all the same). An advisor reads each
-store by ``query_range`` every second (``federate: false``) and evaluates after each read: most points re-read the
-store's newest scrape. Before the fix, those re-reads looked like still intervals and the busy engine drew
-``stalled → restart the engine`` (as in CI, ``tests/e2e/test_sources_agree.py[query_range]`` on a loaded machine).
-Now:
+store by ``query_range`` every second (``federate: false``; both stores side by side) and evaluates after each read:
+most points re-read the store's newest scrape. Before the fix, those re-reads looked like still intervals and the
+busy engine drew ``stalled → restart the engine`` (as in CI, ``tests/e2e/test_sources_agree.py``'s query_range reads
+on a loaded machine). Now:
 
 * the busy engine is never ``stalled``, and its history holds one point per real scrape (each point shows another
   raw scrape, read back from the store with ``timestamp(up)`` at the point's time, and every counter moved);
@@ -74,46 +74,60 @@ def _scrape_time(store_url: str, job: str, at: float) -> float:
     return float(sample["value"][1])
 
 
-@pytest.mark.parametrize("store", ["prometheus", "victoriametrics"])
-def test_a_store_scraping_slower_than_the_reads_shows_no_stall_for_a_busy_engine(tmp_path: Path, store: str) -> None:
-    if store == "victoriametrics":
-        victoriametrics_binary()
-    else:
-        require_binary("prometheus", "Debian: apt-get install -y prometheus")
+STORES = ("prometheus", "victoriametrics")
+"""Read side by side, each by its own advisor, on the same two engines (one trial, not one per store)."""
+
+
+def test_a_store_scraping_slower_than_the_reads_shows_no_stall_for_a_busy_engine(tmp_path: Path) -> None:
+    victoriametrics_binary()
+    require_binary("prometheus", "Debian: apt-get install -y prometheus")
     engines = {
         job: StandInServer(StandInEngine(phases=(phase,), speed=1.0)) for job, phase in (("busy", BUSY), ("hung", HUNG))
     }
-    rules: dict[str, list[list[str]]] = {"busy": [], "hung": []}
+    rules: dict[str, dict[str, list[list[str]]]] = {store: {"busy": [], "hung": []} for store in STORES}
+    busy: dict[str, list[tuple[float, Any]]] = {}
+    scraped: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         for e in engines.values():
             e.start_background()
             stack.callback(e.server_close)
             stack.callback(e.shutdown)
         targets = {job: hostport(e.url()) for job, e in engines.items()}
-        if store == "victoriametrics":
-            scrape = {
-                "global": {"scrape_interval": f"{STORE_SCRAPE}s", "scrape_timeout": "1s"},
-                "scrape_configs": [{"job_name": j, "static_configs": [{"targets": [t]}]} for j, t in targets.items()],
-            }
-            url = stack.enter_context(start_victoriametrics(tmp_path / "vm", scrape))
-        else:
-            jobs = {j: [t] for j, t in targets.items()}
-            url = stack.enter_context(start_prometheus(tmp_path / "prom", jobs, f"{STORE_SCRAPE}s"))
-        for job in engines:
-            wait_for_series(url, f'vllm:num_requests_running{{job="{job}"}}')
-        svc = _service(url)
-        stack.callback(svc.close)
+        scrape = {
+            "global": {"scrape_interval": f"{STORE_SCRAPE}s", "scrape_timeout": "1s"},
+            "scrape_configs": [{"job_name": j, "static_configs": [{"targets": [t]}]} for j, t in targets.items()],
+        }
+        jobs = {j: [t] for j, t in targets.items()}
+        urls = {
+            "victoriametrics": stack.enter_context(start_victoriametrics(tmp_path / "vm", scrape)),
+            "prometheus": stack.enter_context(start_prometheus(tmp_path / "prom", jobs, f"{STORE_SCRAPE}s")),
+        }
+        for url in urls.values():
+            for job in engines:
+                wait_for_series(url, f'vllm:num_requests_running{{job="{job}"}}')
+        services = {store: _service(urls[store]) for store in STORES}
+        for svc in services.values():
+            stack.callback(svc.close)
         for _ in range(CYCLES):
-            svc.scrape_once()
-            for d in svc.evaluate_once().deployments:
-                rules[d.name].append(sorted(r["rule"] for r in d.as_dict()["recommendations"]))
+            for store, svc in services.items():
+                svc.scrape_once()
+                for d in svc.evaluate_once().deployments:
+                    rules[store][d.name].append(sorted(r["rule"] for r in d.as_dict()["recommendations"]))
             time.sleep(CYCLE)
-        busy = [(p.timestamp, p.snapshot) for u in svc.tracker.targets("busy") for p in svc.tracker.history("busy", u)]
-        scraped = [_scrape_time(url, "busy", t) for t, _ in busy]
+        for store, svc in services.items():
+            busy[store] = [
+                (p.timestamp, p.snapshot) for u in svc.tracker.targets("busy") for p in svc.tracker.history("busy", u)
+            ]
+            scraped[store] = [_scrape_time(urls[store], "busy", t) for t, _ in busy[store]]
 
-    assert not [r for r in rules["busy"] if "stalled" in r], rules["busy"]
-    assert len(busy) >= 2, busy
-    assert len(set(scraped)) == len(scraped), scraped  # one point per raw scrape
-    counters = [s.generation_tokens_total for _, s in busy]
-    assert all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counters)), counters
-    assert "stalled" in rules["hung"][-1], rules["hung"]
+    for store in STORES:
+        seen = rules[store]
+        assert not [r for r in seen["busy"] if "stalled" in r], (store, seen["busy"])
+        assert len(busy[store]) >= 2, (store, busy[store])
+        assert len(set(scraped[store])) == len(scraped[store]), (store, scraped[store])  # one point per raw scrape
+        counters = [s.generation_tokens_total for _, s in busy[store]]
+        assert all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counters)), (
+            store,
+            counters,
+        )
+        assert "stalled" in seen["hung"][-1], (store, seen["hung"])
