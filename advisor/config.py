@@ -1403,7 +1403,9 @@ def _problems_from(err: ValidationError) -> list[tuple[str, str]]:
             and isinstance(e.get("input"), (int, float))
             and not isinstance(e.get("input"), bool)
         ):
-            msg = f"must be text, not the number {e['input']!r}: put it in quotes as written (YAML read a number)"
+            # the number is not echoed: the field may be a secret (a numeric bearer_token, hmac_secret or header
+            # value was printed whole by check-config, the reload log and the status page's banner: breaker 20)
+            msg = "must be text, not a number: put it in quotes as written (YAML read a number)"
         elif e["type"] == "string_pattern_mismatch":
             pattern = (e.get("ctx") or {}).get("pattern", "")
             msg = f"{_shown(e.get('input'))} does not match the pattern {pattern}"

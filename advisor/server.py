@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
@@ -318,6 +318,12 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [_finite(v) for v in obj]
     return obj
+
+
+SINGLE_HEADERS: Final = ("Host", "Content-Length", "Transfer-Encoding", "Authorization", "Content-Type")
+"""Request headers that may appear once (RFC 9112 §3.2 and §6.3: several ``Host`` or differing ``Content-Length``
+fields make a request invalid; the others are read as one value here): a request carrying one twice is refused with
+400 rather than read by its first (breaker 20: two ``Host`` headers passed the local-host check on the first)."""
 
 
 class ApiError(Exception):
@@ -679,6 +685,9 @@ class _Handler(BaseHTTPRequestHandler):
         return got == length and not timed_out
 
     def _route(self) -> None:
+        for name in SINGLE_HEADERS:  # RFC 9112: more than one is a bad request, never "the first one wins"
+            if len(self.headers.get_all(name) or ()) > 1:
+                raise ApiError(400, f"more than one {name} header")
         parts = urlsplit(self.path)
         path = parts.path
         if self.web.basic_auth:
@@ -926,7 +935,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _one(query: dict[str, list[str]], key: str) -> str | None:
+        """The parameter's one value (``None``: absent). A parameter given twice is refused (400), not read last-wins:
+        ``?status=open&status=resolved`` answered ``[]`` with two incidents open (breaker 20)."""
         values = query.get(key)
+        if values and len(values) > 1:
+            raise ApiError(400, f"query parameter {key[:40]!r} given {len(values)} times: give it once")
         return values[-1] if values else None
 
     def _result(self) -> tuple[CycleResult | None, float]:

@@ -67,7 +67,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def _read_document(p: Path) -> dict[str, Any] | None:
-    """The whole state document, version-checked; ``None`` when the file does not exist.
+    """The whole state document, version-checked; ``None`` when the file does not exist or is empty (a file
+    pre-created empty by config management blocked start-up with "not JSON", breaker 20).
 
     Raises:
         StateError: unreadable, not JSON (or a number in it too large to read), or written by another state version.
@@ -75,7 +76,10 @@ def _read_document(p: Path) -> dict[str, Any] | None:
     if not p.exists():
         return None
     try:
-        data = json.loads(read_text_capped(p))
+        text = read_text_capped(p)
+        if not text.strip():  # created empty (config management, `touch`): nothing was ever written, nothing lost
+            return None
+        data = json.loads(text)
     except OSError as exc:
         raise StateError(f"cannot read state file {str(p)!r}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

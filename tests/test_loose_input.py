@@ -4,9 +4,11 @@ port of non-ASCII digits; and a GPU others fill is said to fit nothing (never "u
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from advisor.config import parse_config
 from advisor.errors import ConfigError
@@ -149,7 +151,7 @@ def test_pydantics_own_words_are_replaced_by_what_to_write() -> None:
     assert err.value.problems == [("deployments", "needs at least 1 entry, got 0")]
     assert (
         "deployments[0].engine_version",
-        "must be text, not the number 99: put it in quotes as written (YAML read a number)",
+        "must be text, not a number: put it in quotes as written (YAML read a number)",
     ) in _problems(engine_version=99)
     no_slo = copy.deepcopy(BASE)
     del no_slo["deployments"][0]["slo"]
@@ -161,3 +163,26 @@ def test_pydantics_own_words_are_replaced_by_what_to_write() -> None:
     )
     said = dict(_problems(slo={"ttft_seconds": "2.5s", "tpot_seconds": 0.1}))["deployments[0].slo.ttft_seconds"]
     assert said == "must be a number, not the string '2.5s': this field takes seconds as a plain number (2.5)"
+
+
+def test_a_number_where_text_is_wanted_is_never_echoed_since_the_field_may_be_a_secret(tmp_path: Path) -> None:
+    """Breaker 20: a numeric ``bearer_token``, ``hmac_secret`` or Prometheus header value was printed whole ("must be
+    text, not the number 98765432123") by check-config, the reload log and the status page's failed-reload banner.
+    The message says what to do without the value."""
+    from tests.inprocess import run_cli
+
+    cfg = copy.deepcopy(BASE)
+    cfg["receivers"] = [
+        {"name": "ops", "type": "webhook", "url": "http://127.0.0.1:9/hook", "bearer_token": 98765432123,
+         "hmac_secret": 55554444333}
+    ]  # fmt: skip
+    cfg["prometheus"] = {"url": "http://127.0.0.1:9/", "headers": {"X-Api-Key": 1234567890}}
+    path = tmp_path / "advisor.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    r = run_cli("check-config", str(path))
+    out = r.stdout + r.stderr
+    assert r.returncode == 2
+    for secret in ("98765432123", "55554444333", "1234567890"):
+        assert secret not in out, out
+    for where in ("receivers[0].bearer_token", "receivers[0].hmac_secret", "prometheus.headers.X-Api-Key"):
+        assert f"{where}: must be text, not a number" in out, out

@@ -127,3 +127,19 @@ def test_a_hostile_state_file_is_a_clear_error(tmp_path: Path, content: bytes, m
     f.write_bytes(content)
     with pytest.raises(StateError, match=message):
         load_state(f)
+
+
+def test_an_empty_state_file_is_a_fresh_start_and_a_garbled_one_still_refused(tmp_path: Path) -> None:
+    """Breaker 20: a state file created empty (config management, ``touch``) stopped start-up with "not JSON
+    (Expecting value at line 1)"; nothing was ever written there, so it reads as no state, and the first save writes
+    it. A file with anything else in it is still refused, never overwritten (it may hold open incidents)."""
+    from advisor.errors import StateError
+    from advisor.state import load_notifying, load_state
+
+    empty = tmp_path / "state.json"
+    for text in ("", "\n  \n"):
+        empty.write_text(text, encoding="utf-8")
+        assert load_state(empty) == [] and load_notifying(empty) == []
+    empty.write_text("{", encoding="utf-8")
+    with pytest.raises(StateError, match="not JSON"):
+        load_state(empty)

@@ -367,3 +367,33 @@ def test_writes_need_auth_or_a_loopback_listen_address(saturated_standin: StandI
         srv.shutdown()
         srv.server_close()
         svc.close()
+
+
+def test_a_query_parameter_given_twice_is_refused_not_read_last_wins(daemon: Daemon) -> None:
+    """Breaker 20: ``?status=open&status=resolved`` answered ``[]`` with incidents open (the last value won), and
+    ``?deployment=a&deployment=b`` listed only b. A repeated parameter is a 400 naming it; once is read as before."""
+    r = requests.get(daemon.url + "/api/v1/recommendations?status=open&status=resolved", timeout=10)
+    assert r.status_code == 400 and "'status' given 2 times" in r.json()["error"], r.text
+    r = requests.get(daemon.url + "/api/v1/deployments?deployment=a&deployment=b", timeout=10)
+    assert r.status_code == 400 and "'deployment' given 2 times" in r.json()["error"], r.text
+    assert requests.get(daemon.url + "/api/v1/recommendations?status=open", timeout=10).status_code == 200
+
+
+def test_a_request_with_two_host_or_content_length_headers_is_a_bad_request(daemon: Daemon) -> None:
+    """Breaker 20: two ``Host`` headers passed the write check on the first one, two ``Content-Length`` headers were
+    read by the first; RFC 9112 makes either request invalid: 400, and the request is not acted on."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(daemon.url)
+    for extra in ("Host: localhost\r\nHost: evil.example\r\n", "Host: localhost\r\nContent-Length: 0\r\n"):
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as s:
+            s.sendall(
+                f"GET /api/v1/deployments HTTP/1.1\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+            )
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head = answer.split(b"\r\n", 1)[0]
+        assert head.startswith(b"HTTP/1.0 400") or head.startswith(b"HTTP/1.1 400"), answer[:300]
+        assert b"more than one" in answer, answer[:500]
