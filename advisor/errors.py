@@ -16,14 +16,13 @@ Sources never raise into the loop: a failed scrape becomes a recorded error with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 
 class AdvisorError(Exception):
     """Base of every error the advisor raises on purpose."""
 
 
-FILE_PROBLEM: Final = "(file)"
+FILE_PROBLEM = "(file)"  # no typing import here: `capacity-advisor --help` imports this module (test_lazy_cli)
 """The path :class:`ConfigError` gives a problem of the whole file (unreadable, not UTF-8, not YAML), not of a field."""
 
 

@@ -138,17 +138,32 @@ def test_a_step_back_keeps_the_cooldown_left_not_the_step() -> None:
 
 
 def test_a_resolve_from_before_an_unseen_step_back_holds_off_at_most_the_cooldown() -> None:
-    """A reload removed the deployment (its incident resolved at 1000 by :meth:`Lifecycle.resolve_orphans`), the
-    clock stepped back an hour, and the deployment is back: its cooldown is the full 300 s from the first
-    evaluation that finds the resolve in the clock's future, not 3,900 s."""
+    """The incident resolved at 1000 (its condition cleared), a reload removed the deployment, the clock stepped back
+    an hour, and the deployment is back: its cooldown is the full 300 s from the first evaluation that finds the
+    resolve in the clock's future, not 3,900 s. (A resolve by the reload itself, :meth:`Lifecycle.resolve_orphans`,
+    starts no cooldown: the test below.)"""
     rule = ScriptedRule(fire=True, for_s=0)
     lc = Lifecycle([rule], cooldown_seconds=300.0)
     assert _first_opening(lc, [0.0]) == 0.0
-    assert [t.kind for t in lc.resolve_orphans(set(), 1000.0)] == ["resolved"]
+    rule.fire, rule.clear = False, True
+    assert [t.kind for t in lc.evaluate(evaluation(now=1000.0))] == ["resolved"]
+    rule.fire, rule.clear = True, False
+    assert lc.resolve_orphans(set(), 1001.0) == []  # nothing open: the reload resolves nothing
     back = 1000.0 - STEP
     assert lc.evaluate(evaluation(now=back)) == []
     assert _status(lc) == ("cooldown", "scripted holds (resolved recently; 300s of cooldown left)")
     assert _first_opening(lc, [back + 299.0, back + 300.0]) == back + 300.0
+
+
+def test_a_resolve_by_a_reload_starts_no_cooldown() -> None:
+    """A reload removed the deployment while its incident was open (resolved "no longer configured"), and the next
+    reload brings it back: the condition still holds, so it opens again at once — a reload is no sign of a
+    flapping condition (breaker 19: 5 minutes of "cooldown" at 96 % KV)."""
+    rule = ScriptedRule(fire=True, for_s=0)
+    lc = Lifecycle([rule], cooldown_seconds=300.0)
+    assert _first_opening(lc, [0.0]) == 0.0
+    assert [t.kind for t in lc.resolve_orphans(set(), 1000.0)] == ["resolved"]
+    assert _first_opening(lc, [1001.0]) == 1001.0
 
 
 def test_after_a_step_back_the_scale_down_window_holds_for_its_length_not_the_step() -> None:

@@ -11,9 +11,10 @@ admit a request only when its whole prompt and output budget fit (the admission 
 has one and does not already admit so: never on TGI, nor on TensorRT-LLM under ``GUARANTEED_NO_EVICT``); a
 dedicated long-context replica for the long requests; and the turns that enlarge the pool without more GPUs
 (:func:`advisor.rules.common.pool_turns` but TP: a larger budget, fp8 KV, …), which hold more of the long requests at
-once (judged sufficient only when the pool then holds every running and waiting request). Supersedes ``kv_saturation``,
-whose incident would otherwise offer the pool turns without the diagnosis. With data-parallel ranks, "running",
-"pool" and the share are per rank (a request lives on one rank), not summed over the replica.
+once (offered beside the rule's own, never as closing the gap alone: the long requests still hold the pool).
+Supersedes ``kv_saturation``, whose incident would otherwise offer the pool turns without the diagnosis. With
+data-parallel ranks, "running", "pool" and the share are per rank (a request lives on one rank), not summed over
+the replica.
 
 On a hybrid model (``Evaluation.kv_cache_hybrid``: attention + Mamba/GDN or sliding-window groups) a request's
 share of the pool is not its context: every KV group pins whole pages per request, the attention page raised to
@@ -33,6 +34,7 @@ reject it; withheld too (:func:`advisor.rules.common.context_cap_rejects_traffic
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from advisor import conventions as c
@@ -48,7 +50,6 @@ from advisor.rules.common import (
     gpus_per_replica,
     kv_withheld,
     percent,
-    pool_demand_factor,
     pool_effect,
     pool_pressure,
     pool_turns,
@@ -282,7 +283,9 @@ class AdmissionThrashRule:
                 self.id,
                 ev,
                 cand,
-                needed_factor=pool_demand_factor(ev),
+                # more pool admits more of the long requests but does not change who holds it: never "closes the
+                # gap alone", so the rule's own turns lead (an operator state: SGLang SWA, 4 requests holding 2.64M)
+                needed_factor=math.inf,
                 severity="warning",
                 confidence=conf,
                 evidence=evidence,

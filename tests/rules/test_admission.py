@@ -228,12 +228,12 @@ def test_for_duration(held: float, opens: bool) -> None:
                                             requests_running=4, requests_waiting=3), held) is opens  # fmt: skip
 
 
-def test_the_pool_turns_follow_the_rules_own_and_are_sufficient_only_when_the_pool_holds_the_demand() -> None:
+def test_the_pool_turns_follow_the_rules_own_and_never_claim_to_close_the_gap_alone() -> None:
     """triton-inference-server/tensorrtllm_backend#575 (field-state round 65): long prompts at a 0.5 KV fraction, the
     pool full with 8 running and 32 held back; the only turn offered was a 3 % context cap, where the operator
     measured a larger fraction faster. The pool turns kv_saturation offers come after the rule's own: a budget of
-    0.5 → 0.9 among them; none closes the gap alone when every running and waiting request would need the pool
-    to grow past what it gives."""
+    0.5 → 0.9 among them, none of them sufficient alone (the long requests still hold the pool), so the rule's own
+    turns lead the incident."""
     half = dataclasses.replace(CTX, inputs=dataclasses.replace(CTX.inputs, gpu_memory_utilization=0.5))
     props = RULE.propose(ev(dep=half, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
                             requests_waiting=3, preemptions_increase=5))  # fmt: skip
@@ -244,3 +244,4 @@ def test_the_pool_turns_follow_the_rules_own_and_are_sufficient_only_when_the_po
     budget = next(p for p in props if p.dial == "gpu_memory_utilization")
     assert (budget.action, budget.current, budget.suggested) == ("increase", 0.5, 0.9)
     assert budget.severity == "warning" and budget.rule == RULE.id
+    assert not [p for p in props if p.dial not in own and p.sufficient], [(p.dial, p.sufficient) for p in props]
