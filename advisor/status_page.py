@@ -33,6 +33,7 @@ from urllib.parse import quote
 from advisor import __version__
 from advisor import conventions as c
 from advisor.acks import Ack
+from advisor.capacity.engines import memory_budget
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import runbook_link
 from advisor.platforms import flag_text
@@ -275,7 +276,8 @@ def latency_model_text(d: DeploymentResult) -> str:
 
 def assumed_config(d: DeploymentResult) -> list[tuple[str, str]]:
     """What the advisor assumed of the deployment, as ``(label, value)``: model, GPU, TP, max-model-len, the
-    memory budget (``gpu_memory_utilization``) and the other inputs of the capacity pass it ran."""
+    memory budget (``gpu_memory_utilization``; TensorRT-LLM's free-memory fraction, :func:`memory_budget`) and the
+    other inputs of the capacity pass it ran."""
     cap, ctx = d.capacity, d.evaluation.ctx
     gpu = ctx.gpu.name if ctx.gpu is not None else f"{cap.gpu_memory_bytes / 2**30:,.2f} GiB (not in the GPU catalog)"
     rows = [
@@ -283,7 +285,14 @@ def assumed_config(d: DeploymentResult) -> list[tuple[str, str]]:
         ("GPU", gpu),
         ("tensor parallel (TP)", fmt_num(cap.tensor_parallel_size)),
         ("max-model-len", fmt_num(cap.max_model_len)),
-        ("budget (gpu_memory_utilization)", f"{cap.gpu_memory_utilization:.2f}"),
+        # TensorRT-LLM's budget is its free-memory fraction, the value its turns start from (breaker 21: the page
+        # showed 0.90 beside a turn "0.5 → 0.9")
+        (
+            "budget (kv_cache_free_gpu_memory_fraction)"
+            if ctx.inputs.engine == "trtllm"
+            else "budget (gpu_memory_utilization)",
+            f"{memory_budget(ctx.inputs):.2f}",
+        ),
     ]
     if cap.data_parallel_size > 1:
         rows.append(("data parallel (DP)", fmt_num(cap.data_parallel_size)))

@@ -791,7 +791,9 @@ def population_change(older: EngineSnapshot, newer: EngineSnapshot) -> str | Non
     theirs up). Prometheus takes each series' increase and sums them, so a series leaving adds nothing and one
     arriving starts from its first sample; with only the sums kept, the window cannot, and restarts instead
     (:meth:`advisor.tracker.Tracker.observe`). Every rank restarting together is a restart of the engine, not a
-    change: :func:`restart_flags` counts it.
+    change: :func:`restart_flags` counts it — so is a moved ``process_start_time_seconds``, and ranks going down
+    beside ranks that did not move (idle ones prove nothing); only a rank down beside one that counted on is a
+    rank's own restart.
 
     Returns the change in words, the ranks as the adapter names them (``"ranks 0, 1 → one"``, ``"ranks
     ReplicaId=a, ReplicaId=b → ReplicaId=a"``, ``"1 restarted (its counters went down) while 0 went on"``)."""
@@ -801,17 +803,21 @@ def population_change(older: EngineSnapshot, newer: EngineSnapshot) -> str | Non
         return f"ranks {', '.join(sorted(a)) or 'one'} → {', '.join(sorted(b)) or 'one'}"
     if len(a) < 2:
         return None
-    down = sorted(
-        rank
-        for rank, was in a.items()
-        if any(
-            x is not None and y is not None and y < x
-            for x, y in ((getattr(was, n), getattr(b[rank], n)) for n in _RANK_COUNTERS)
-        )
-    )
-    if not down or len(down) == len(a):
+    start, then = _known(newer.process_start_time_seconds), _known(older.process_start_time_seconds)
+    if start is not None and then is not None and abs(start - then) > START_TIME_TOLERANCE_SECONDS:
+        return None  # the process restarted: every rank with it, a restart (restart_flags), not a change
+
+    def steps(rank: str) -> list[float]:
+        pairs = ((getattr(a[rank], n), getattr(b[rank], n)) for n in _RANK_COUNTERS)
+        return [y - x for x, y in pairs if x is not None and y is not None]
+
+    down = sorted(rank for rank in a if any(d < 0 for d in steps(rank)))
+    # "went on": counted more and nothing less; an idle rank (nothing moved) says nothing either way, so one rank
+    # down beside idle ones is the engine restarting (breaker 21: a crash-looping DP engine with an idle rank
+    # counted no restart), not a rank restarting alone
+    went_on = sorted(rank for rank in a if rank not in down and any(d > 0 for d in steps(rank)))
+    if not down or not went_on:
         return None
-    went_on = sorted(a.keys() - set(down))
     return f"{', '.join(down)} restarted (its counters went down) while {', '.join(went_on)} went on"
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -211,6 +212,8 @@ class _Target:
     error_message: str | None = None
     window: WindowAccumulator = field(default_factory=WindowAccumulator)
     """The history's counter steps and histogram deltas, computed once per point (kept in step by identity)."""
+    changed_logged_at: float = -math.inf
+    """When the last change of the engines behind the target was logged at INFO (unix s; :meth:`Tracker.observe`)."""
     received: deque[float] = field(default_factory=deque)
     """When each observation arrived (unix s), thinned or not: the history keeps at most
     :data:`HISTORY_POINTS_PER_WINDOW` points a window, the window's coverage counts the scrapes that came."""
@@ -449,8 +452,12 @@ class Tracker:
         step = self._stepped_back(deployment, t, point.timestamp) if t.history else None
         change = population_change(t.history[-1].snapshot, point.snapshot) if t.history else None
         if change is not None:  # the sums behind the target changed population: its window starts again here
-            log.info("%s: %s: the engines behind this target changed (%s); its window starts again", deployment,
-                     redact_url(url), change)  # fmt: skip
+            # at INFO once a window per target; a page flapping every scrape repeats at DEBUG (breaker 21)
+            quiet = point.timestamp - t.changed_logged_at < self.evaluation_window
+            t.changed_logged_at = t.changed_logged_at if quiet else point.timestamp
+            log.log(logging.DEBUG if quiet else logging.INFO,
+                    "%s: %s: the engines behind this target changed (%s); its window starts again", deployment,
+                    redact_url(url), change)  # fmt: skip
             t.history.clear()
             t.window.sync(t.history)
             t.received.clear()

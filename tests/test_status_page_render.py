@@ -166,6 +166,18 @@ def test_each_deployment_shows_the_configuration_the_advisor_assumed() -> None:
     assert "<tr><th>budget (gpu_memory_utilization)</th><td>0.85</td></tr>" in table
 
 
+
+def test_a_tensorrt_llm_deployment_shows_its_free_memory_fraction_as_the_budget() -> None:
+    """Breaker 21: beside a turn "gpu_memory_utilization 0.5 → 0.9" on a Triton TensorRT-LLM deployment
+    (``kv_cache_config.free_gpu_memory_fraction: 0.5``) the page showed "budget (gpu_memory_utilization) 0.90", a
+    value TensorRT-LLM never reads: it shows the fraction the turn starts from, named as the engine names it."""
+    from advisor.capacity.inputs import EngineSettings
+
+    trt = {"engine": "trtllm", "engine_settings": EngineSettings(free_gpu_memory_fraction=0.5)}
+    table = section(render_status_page(CycleResult(2000.0, (dep("trt", ctx_overrides=trt),)), [], no_ack), "dep-trt")
+    assert "<tr><th>budget (kv_cache_free_gpu_memory_fraction)</th><td>0.50</td></tr>" in table, table
+
+
 def test_the_drift_from_the_engine_reads_as_a_signed_percentage_and_warns_beyond_the_bound() -> None:
     far = dep("far", capacity_model_error_ratio=8.9, kv_capacity_tokens=50_000.0, kv_capacity_source="engine")
     near = dep("near", capacity_model_error_ratio=-0.05, kv_capacity_tokens=50_000.0, kv_capacity_source="engine")

@@ -315,3 +315,47 @@ def test_a_range_read_history_starts_at_its_last_change_of_engines() -> None:
     points = [TimedSnapshot(URL, T0 + k, _ranked(k, three if k < 4 else two)) for k in range(8)]
     tr.replace_history("chat-8b", URL, points)
     assert [p.timestamp - T0 for p in tr.history("chat-8b", URL)] == [4.0, 5.0, 6.0, 7.0]
+
+
+@pytest.mark.parametrize("start_moves", [True, False])
+def test_a_whole_engine_restart_beside_an_idle_rank_is_a_restart_not_a_change(start_moves: bool) -> None:
+    """Breaker 21: a two-rank engine with rank 1 idle (its counters 0) crash-looping: rank 0's counters went down
+    while rank 1's did not move, which read as "0 restarted while 1 went on" — the window restarted at each crash
+    and no restart was ever counted (no "repeated restarts" advice, every rate unknown). An idle rank proves
+    nothing; a moved ``process_start_time_seconds`` proves the whole process restarted. Either way: a restart."""
+
+    def snap(k: int, busy_tokens: float, start: float) -> EngineSnapshot:
+        ranks = (
+            RankValues(rank="0", requests_running=5.0, prompt_tokens_total=busy_tokens, preemptions_total=3.0),
+            RankValues(rank="1", requests_running=0.0, prompt_tokens_total=0.0, preemptions_total=0.0),
+        )
+        base = _snap(busy_tokens, start=start)
+        return dataclasses.replace(base, ranks=ranks, generation_tokens_total=busy_tokens / 5)
+
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    for k in range(4):
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, snap(k, 5_000_000.0 + 1000.0 * k, 100.0)))
+    for k in range(4, 8):
+        restarted_at = 200.0 if start_moves else 100.0
+        tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, snap(k, 1000.0 * (k - 3), restarted_at)))
+    assert tr.history("chat-8b", URL)[0].timestamp == T0  # not cut at the crash
+    (res,) = tr.evaluate(T0 + 7).results
+    stats = res.evaluation.stats
+    assert stats is not None and stats.counter_resets == 1
+
+
+def test_engines_flapping_behind_a_target_are_logged_once_a_window(caplog: pytest.LogCaptureFixture) -> None:
+    """Breaker 21: a page alternating between two and three replicas logged "the engines behind this target changed"
+    at INFO on every scrape. Once per evaluation window (10 s here) at INFO, the rest at DEBUG."""
+    import logging
+
+    tr = _tracker()
+    tr.set_deployments([(context(), [URL])])
+    two, three = ("ReplicaId=a", "ReplicaId=b"), ("ReplicaId=a", "ReplicaId=b", "ReplicaId=c")
+    with caplog.at_level(logging.DEBUG, logger="advisor.tracker"):
+        for k in range(12):
+            tr.observe("chat-8b", URL, TimedSnapshot(URL, T0 + k, _ranked(k, two if k % 2 else three)))
+    said = [r.levelno for r in caplog.records if "engines behind this target changed" in r.getMessage()]
+    assert len(said) == 11
+    assert said.count(logging.INFO) == 2  # at T0 + 1 and T0 + 11

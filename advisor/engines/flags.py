@@ -166,6 +166,23 @@ _TRITON_TRTLLM: dict[str, str] = {
     c.DIAL_MAX_MODEL_LEN: "rebuild the engine with trtllm-build --max_seq_len {value}",
     # triton_backend docs/model_config.md: "kv_cache_free_gpu_mem_fraction" (default 0.9 of the free memory)
     c.DIAL_GPU_MEMORY_UTILIZATION: "kv_cache_free_gpu_mem_fraction:{value} in tensorrt_llm/config.pbtxt",
+    # the other tensorrt_llm/config.pbtxt parameters of the same docs (the trtllm-serve YAML keys of _TRTLLM are not
+    # read by the backend: breaker 21 saw "kv_cache_config.dtype … --extra_llm_api_options" on a Triton deployment)
+    c.DIAL_KV_CACHE_MEMORY_BYTES: (
+        "max_tokens_in_paged_kv_cache in tensorrt_llm/config.pbtxt pins the pool in tokens; vLLM-equivalent {value} "
+        "bytes per GPU"
+    ),
+    c.DIAL_PREFIX_CACHING: "enable_kv_cache_reuse:true in tensorrt_llm/config.pbtxt",
+    c.DIAL_CHUNKED_PREFILL: "enable_chunked_context:true in tensorrt_llm/config.pbtxt",
+    # a built engine's KV dtype and weights are the checkpoint's: quantize (examples/quantization/quantize.py
+    # --kv_cache_dtype / --qformat) and rebuild
+    c.DIAL_KV_CACHE_DTYPE: (
+        "quantize the checkpoint with --kv_cache_dtype {value} (TensorRT Model Optimizer) and rebuild the engine "
+        "(trtllm-build)"
+    ),
+    c.DIAL_WEIGHT_QUANTIZATION: (
+        "quantize the checkpoint to {value} (TensorRT Model Optimizer) and rebuild the engine (trtllm-build)"
+    ),
     c.DIAL_TENSOR_PARALLEL_SIZE: "convert the checkpoint with --tp_size {value} and rebuild the engine (trtllm-build)",
     # triton_backend docs/model_config.md: batch_scheduler_policy max_utilization | guaranteed_no_evict (the default)
     c.DIAL_ADMISSION_POLICY: "batch_scheduler_policy:guaranteed_no_evict in tensorrt_llm/config.pbtxt",

@@ -65,6 +65,16 @@ from tests.rules.helpers import ctx, ev, hist
             "build; Triton's triton_max_batch_size does not raise it)",
         ),
         ("triton-trtllm", c.DIAL_MAX_MODEL_LEN, 8192, "rebuild the engine with trtllm-build --max_seq_len 8192"),
+        # breaker 21: trtllm-serve's --extra_llm_api_options keys were inherited; the backend reads config.pbtxt
+        ("triton-trtllm", c.DIAL_PREFIX_CACHING, True, "enable_kv_cache_reuse:true in tensorrt_llm/config.pbtxt"),
+        ("triton-trtllm", c.DIAL_CHUNKED_PREFILL, 8192, "enable_chunked_context:true in tensorrt_llm/config.pbtxt"),
+        (
+            "triton-trtllm",
+            c.DIAL_KV_CACHE_DTYPE,
+            "fp8",
+            "quantize the checkpoint with --kv_cache_dtype fp8 (TensorRT Model Optimizer) and rebuild the engine "
+            "(trtllm-build)",
+        ),
         # llama.cpp tools/server/README.md
         ("llamacpp", c.DIAL_MAX_NUM_SEQS, 4, "--parallel 4"),
     ],
