@@ -166,7 +166,6 @@ def test_each_deployment_shows_the_configuration_the_advisor_assumed() -> None:
     assert "<tr><th>budget (gpu_memory_utilization)</th><td>0.85</td></tr>" in table
 
 
-
 def test_a_tensorrt_llm_deployment_shows_its_free_memory_fraction_as_the_budget() -> None:
     """Breaker 21: beside a turn "gpu_memory_utilization 0.5 → 0.9" on a Triton TensorRT-LLM deployment
     (``kv_cache_config.free_gpu_memory_fraction: 0.5``) the page showed "budget (gpu_memory_utilization) 0.90", a
