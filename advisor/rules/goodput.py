@@ -392,26 +392,31 @@ class GoodputRule:
         observed = histogram_mean(s.tpot)
         observed_scale = observed / now_tpot if observed is not None and now_tpot > 0 else 1.0
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
-        if inputs.quantization is None:
+        # an already quantized checkpoint (its own quantization_config: gpt-oss's mxfp4) is not quantized again
+        if inputs.effective_quantization is None:
             q = "fp8" if gpu.fp8_flops else "awq"
+            quantized = _turned(inputs, quantization=q)
+            if quantized is not None:
+                options.append(
+                    (
+                        c.DIAL_WEIGHT_QUANTIZATION,
+                        q,
+                        quantized,
+                        1.25,
+                        "the quality delta must be measured on your own evals",
+                    )
+                )
+        wider = _turned(inputs, tensor_parallel_size=inputs.tensor_parallel_size * 2)
+        if wider is not None:
             options.append(
                 (
-                    c.DIAL_WEIGHT_QUANTIZATION,
-                    q,
-                    dataclasses.replace(inputs, quantization=q),
-                    1.25,
-                    "the quality delta must be measured on your own evals",
+                    c.DIAL_TENSOR_PARALLEL_SIZE,
+                    inputs.tensor_parallel_size * 2,
+                    wider,
+                    2.0,
+                    "twice the GPUs per replica, with all-reduce traffic every layer",
                 )
             )
-        options.append(
-            (
-                c.DIAL_TENSOR_PARALLEL_SIZE,
-                inputs.tensor_parallel_size * 2,
-                dataclasses.replace(inputs, tensor_parallel_size=inputs.tensor_parallel_size * 2),
-                2.0,
-                "twice the GPUs per replica, with all-reduce traffic every layer",
-            )
-        )
         for dial, value, turned, cost, why in options:
             try:
                 after = model.tpot_seconds(turned, gpu, batch, context)
@@ -544,6 +549,16 @@ def _chunking_already(ev: Evaluation) -> str | None:
     if inputs.engine != "vllm" or not inputs.chunked_prefill:
         return None
     return "withheld: vLLM already chunks long prompts here (V1 does unless --no-enable-chunked-prefill is set)"
+
+
+def _turned(inputs: CapacityInputs, **change: Any) -> CapacityInputs | None:
+    """``inputs`` with ``change``, or ``None`` when the capacity inputs refuse it (a quantization the checkpoint's
+    own contradicts, a TP the heads do not divide): no such turn to propose (field-state round 67, vllm#22331:
+    ``awq`` on gpt-oss's mxfp4 checkpoint raised out of the rule and dropped the deployment)."""
+    try:
+        return dataclasses.replace(inputs, **change)
+    except (CapacityError, ValueError):
+        return None
 
 
 def _finite(x: float) -> float | None:

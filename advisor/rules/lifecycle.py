@@ -41,15 +41,16 @@ shown, never sent.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from advisor import conventions as c
 from advisor.domain import Recommendation
 from advisor.platforms import FLAG_REASON_KEY, KUBERNETES, PLATFORM_KEY, keda_replicas_text, platform_flag
-from advisor.rules.base import Evaluation, Proposal, Rule, rule_problem, rule_states
+from advisor.rules.base import Condition, Evaluation, Proposal, Rule, rule_problem, rule_states
 from advisor.rules.common import (
     gpus_per_replica,
     latency_quality,
@@ -60,6 +61,8 @@ from advisor.rules.common import (
 )
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import ReplicaStabilizer
+
+log = logging.getLogger(__name__)
 
 NOT_EVALUATED = "not evaluated: data is "
 """The reason of a rule not run because the deployment's data state is not one it reads (followed by the state):
@@ -395,6 +398,7 @@ class Lifecycle:
         self.last_restart: PendingRestart | None = None
         """The restart of the last :meth:`evaluate` call's pending for-durations (``None``: none restarted)."""
         self.statuses: dict[tuple[str, str], RuleStatus] = {}
+        self._failed_logged: set[tuple[str, str, str]] = set()  # (deployment, rule, exception type) logged once
         self.last_updates: list[Transition] = []
         """``updated`` transitions of the last :meth:`evaluate` call (not in its return value: nothing is sent)."""
 
@@ -543,6 +547,31 @@ class Lifecycle:
                 self._resolved_at[key] -= previous - now
         return PendingRestart(dep, previous, now, tuple(restarted)) if restarted else None
 
+    def _guarded(self, ev: Evaluation, rule: Rule, what: str, call: Callable[[Evaluation], Condition]) -> Condition:
+        """``call(ev)`` — the rule's ``fires`` or ``clears`` — or, when it raises, an unknown condition naming the
+        failure (logged once per deployment, rule and exception type): one rule's failure never stops the deployment's
+        other rules (round 67: a CapacityError in one rule's turn dropped the whole deployment from ``once``)."""
+        try:
+            return call(ev)
+        except Exception as exc:
+            return Condition(None, self._failed(ev, rule, what, exc))
+
+    def _proposals(self, ev: Evaluation, rule: Rule) -> list[Proposal]:
+        """``rule.propose(ev)``, or none when it raises (logged as :meth:`_guarded` logs): the condition stands, the
+        rule's turns are missing for this evaluation, the other rules' turns are not."""
+        try:
+            return rule.propose(ev)
+        except Exception as exc:
+            self._failed(ev, rule, "propose", exc)
+            return []
+
+    def _failed(self, ev: Evaluation, rule: Rule, what: str, exc: Exception) -> str:
+        key = (ev.ctx.name, rule.id, type(exc).__name__)
+        if key not in self._failed_logged:
+            self._failed_logged.add(key)
+            log.error("deployment=%s: rule %s failed in %s: %s: %s", key[0], rule.id, what, key[2], exc, exc_info=exc)
+        return f"the rule failed ({type(exc).__name__}: {str(exc)[:200]})"
+
     def _evaluate_problem(
         self,
         ev: Evaluation,
@@ -569,20 +598,20 @@ class Lifecycle:
                 continue
             evaluated = True
             if st.active:
-                clear = rule.clears(ev)
+                clear = self._guarded(ev, rule, "clears", rule.clears)
                 if clear.holds:
                     st.active = False
                     st.pending_since = None
                     cleared.append(clear.reason)
                     self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
                     continue
-            fire = rule.fires(ev)
+            fire = self._guarded(ev, rule, "fires", rule.fires)
             if fire.holds or st.active:
                 for other in rule.supersedes:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
                 reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
-                props = [localized(ev, q) for q in _qualified(ev, rule.propose(ev))]
+                props = [localized(ev, q) for q in _qualified(ev, self._proposals(ev, rule))]
                 contributing.append((rule, props))
                 feeding += props
                 continue
@@ -597,7 +626,7 @@ class Lifecycle:
             reasons[rule.id] = fire.reason
             if st.pending_since is None:
                 st.pending_since = ev.now
-            props = [localized(ev, q) for q in _qualified(ev, rule.propose(ev))]
+            props = [localized(ev, q) for q in _qualified(ev, self._proposals(ev, rule))]
             if props and all(uneven_withheld(p) for p in props):
                 # every turn waits on the router: the for-duration counts from when the loads are even again, so a
                 # condition read while the router was at fault does not page the moment it is fixed (breaker 9:

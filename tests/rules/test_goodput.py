@@ -207,6 +207,19 @@ def test_awq_on_a_gpu_without_fp8() -> None:
     assert RULE.propose(e)[0].suggested == "awq"
 
 
+def test_an_already_quantized_checkpoint_is_not_quantized_again_and_never_raises() -> None:
+    """Field-state round 67 (vllm#22331): gpt-oss-120b (an mxfp4 checkpoint) on an A100 without fp8, TPOT missed at
+    one stream: the rule built ``awq`` weights for it, which the capacity inputs refuse (CapacityError), and the
+    exception dropped the deployment's evaluation. A checkpoint quantized by its own ``quantization_config`` gets no
+    weight-quantization turn, and a turn the inputs refuse is skipped, never raised."""
+    from advisor.capacity.models import get_preset
+
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9), gpu="A100-80GB", model=get_preset("openai/gpt-oss-120b"))
+    assert dep.inputs.effective_quantization is not None
+    e = ev(dep=dep, goodput=good(1.0, 0.2), requests_running=1, kv_cache_usage_ratio=0.01, **requests(100))
+    assert "weight_quantization" not in {p.dial for p in RULE.propose(e)}
+
+
 def test_never_raises_max_num_seqs() -> None:
     cases: list[dict[str, Any]] = [
         {"dep": TIGHT, "goodput": good(1.0, 0.3), "requests_running": 200, "kv_cache_usage_ratio": 1.0},
