@@ -155,8 +155,35 @@ class _Explodes:
         return []
 
 
-def test_one_deployments_failure_is_reported_and_the_others_are_evaluated() -> None:
+def test_a_rule_that_raises_for_one_deployment_leaves_it_evaluated_with_that_rule_unknown() -> None:
+    """A plugin rule's bug is that rule's: the deployment is evaluated, the rule reads "could not run" (before, the
+    exception dropped the deployment's whole evaluation: tests/test_rule_failures.py)."""
     tr = _tracker(_Explodes())
+    bad = dataclasses.replace(context(), name="bad")
+    tr.set_deployments([(bad, [URL]), (context(), [URL])])
+    for name in ("bad", "chat-8b"):
+        for k in range(3):
+            tr.observe(name, URL, TimedSnapshot(URL, T0 + k, _snap(100.0 * k)))
+    tick = tr.evaluate(T0 + 2)
+    assert [r.name for r in tick.results] == ["bad", "chat-8b"] and tick.failures == ()
+    (status,) = [st for st in tick.results[0].rule_statuses if st.rule == "explodes"]
+    assert status.state == "unknown" and "ZeroDivisionError: plugin bug" in status.reason
+
+
+def test_one_deployments_failure_is_reported_and_the_others_are_evaluated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of a deployment's evaluation outside its rules (here the evaluation itself raising for one
+    deployment) is reported for it alone, and the others are evaluated."""
+    import advisor.tracker as tracker_module
+
+    real = tracker_module.evaluate_deployment
+
+    def failing(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        if ctx.name == "bad":
+            raise ZeroDivisionError("evaluation bug")
+        return real(ctx, *args, **kwargs)
+
+    monkeypatch.setattr(tracker_module, "evaluate_deployment", failing)
+    tr = _tracker()
     bad = dataclasses.replace(context(), name="bad")
     tr.set_deployments([(bad, [URL]), (context(), [URL])])
     for name in ("bad", "chat-8b"):
