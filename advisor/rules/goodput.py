@@ -47,6 +47,7 @@ from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import (
     confidence,
+    count,
     gpus_per_replica,
     latency_model,
     replicas_proposal,
@@ -232,7 +233,7 @@ class GoodputRule:
             f"{needed}",
             description=description,
             extra_effects=sizing.effects(),
-            withheld=sizing.withheld,
+            withheld=sizing.withheld or _queue_drained(ev),
         )
 
     # -- TTFT without queueing: long prefills --------------------------------------------------------------
@@ -549,6 +550,21 @@ def _chunking_already(ev: Evaluation) -> str | None:
     if inputs.engine != "vllm" or not inputs.chunked_prefill:
         return None
     return "withheld: vLLM already chunks long prompts here (V1 does unless --no-enable-chunked-prefill is set)"
+
+
+def _queue_drained(ev: Evaluation) -> str | None:
+    """Why a replica count for TTFT lost to queueing is withheld: the window began with requests waiting and none
+    wait now — a burst (a restart's reconnecting clients, a traffic spike) that drained on its own, whose queue
+    times still fill the window's histogram; replicas sized from it serve a queue that is gone (breaker 22: "replicas
+    3 → 4" and "1 → 2" pages updated in after the queue emptied, held for minutes). ``None``: a queue is there now,
+    or none was at the window's start (queue time from a steady overload)."""
+    s = ev.stats
+    if s is None or s.requests_waiting is None or s.requests_waiting > 0 or not s.requests_waiting_first:
+        return None
+    return (
+        f"withheld: the queue has drained ({count(s.requests_waiting_first)} waiting at the window's start, none now): "
+        "the window's TTFT misses are that queue's, not a load the replicas must carry"
+    )
 
 
 def _turned(inputs: CapacityInputs, **change: Any) -> CapacityInputs | None:

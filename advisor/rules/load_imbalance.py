@@ -26,6 +26,10 @@ from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.common import confidence, count, uneven_engines
 from advisor.rules.turns import effect
 
+CLEAR_MARGIN = 0.02
+"""How far above the SLO's target ratio goodput must be, the loads still uneven, for the incident to clear (the
+hysteresis band between firing below the target and clearing above it)."""
+
 
 class LoadImbalanceRule:
     """A busy engine beside an idle one while the deployment strains → spread the load (the router)."""
@@ -89,9 +93,18 @@ class LoadImbalanceRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """The loads evened out or the strain ended."""
+        """The loads evened out, or the strain ended with goodput :data:`CLEAR_MARGIN` above its target: a goodput
+        hovering at the target no longer opens and resolves the page every few evaluations (breaker 22: a straggler
+        replica, 5 opens and 4 resolves in 100 s, one "resolved" at 89.6 % of a 90 % target)."""
         holds, reason, evidence = self._reading(ev)
-        return Condition(None if holds is None else not holds, reason, evidence)
+        if holds is None:
+            return Condition(None, reason, evidence)
+        if holds:
+            return Condition(False, reason, evidence)
+        g, bar = ev.goodput.ratio, min(1.0, ev.ctx.slo.target_ratio + CLEAR_MARGIN)
+        if evidence.get("busiest") is not None and g is not None and g < bar:
+            return Condition(False, f"{reason}; not yet clear: goodput {g:.1%} below {bar:.0%}", evidence)
+        return Condition(True, reason, evidence)
 
     def propose(self, ev: Evaluation) -> list[Proposal]:
         """Spread the requests over the engines (pseudo-dial ``load_balancer``)."""

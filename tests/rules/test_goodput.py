@@ -87,6 +87,34 @@ def test_ttft_lost_to_queueing_needs_replicas_from_the_queueing_model() -> None:
     assert p.severity == "critical"  # 0.5 < 0.8 × 0.9
 
 
+def test_a_queue_that_drained_within_the_window_is_no_reason_for_replicas() -> None:
+    """Breaker 22: after a burst (a restart's 1,500 reconnecting clients) the queue emptied, but the window's TTFT
+    and queue times still held it, and the page updated to "replicas 1 → 2", held for minutes. With requests waiting
+    at the window's start and none now, the count is withheld, naming the drained queue; with a queue now it stands
+    (the test above)."""
+    base = dict(
+        goodput=good(0.5, 1.0),
+        kv_cache_usage_ratio=0.97,
+        requests_finished_per_second=2.0,
+        requests_running=54,
+        requests_running_first=54,
+        queue_time=hist((2.0, 100), total_sum=150.0),
+        **requests(100),
+    )  # the test above's saturated replica: λ = 2 completions/s + the in-flight growth
+
+    def replicas(**kw: Any) -> list[Any]:
+        return [p for p in RULE.propose(ev(**{**base, **kw})) if p.dial == "replicas"]
+
+    # the 60 waiting moved into the running batch (54 → 114): in flight is flat, λ = 2/s, still two replicas' worth
+    (drained,) = replicas(requests_running=114, requests_waiting=0, requests_waiting_first=60)
+    assert drained.withheld is not None, drained
+    assert "the queue has drained (60 waiting at the window's start, none now)" in drained.withheld
+    (queued,) = replicas(requests_waiting=80, requests_waiting_first=20)
+    assert queued.withheld is None
+    (steady,) = replicas(requests_waiting=0, requests_waiting_first=0)  # queue time without a queue at the start
+    assert steady.withheld is None
+
+
 def test_queueing_at_low_utilization_does_not_add_replicas() -> None:
     # queue time is half of TTFT, but 10 run of a ceiling min(256, 54.921875) and λ = 2/s: Little's law gives
     # μ = 2 × 54.921875 ÷ 10 = 10.98/s per replica, λ ÷ μ = 0.18 — one replica carries it (⌈2 ÷ 8.79⌉ = 1), so more

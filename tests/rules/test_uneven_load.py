@@ -97,6 +97,24 @@ def test_load_imbalance_fires_only_while_the_deployment_strains_and_proposes_the
     assert rule.clears(even).holds is True
 
 
+@pytest.mark.parametrize(("goodput", "clears"), [(0.896, False), (0.91, False), (0.93, True)])
+def test_load_imbalance_clears_only_with_goodput_clear_of_its_target(goodput: float, clears: bool) -> None:
+    """Breaker 22: a straggler replica left the loads uneven while goodput hovered at its 90 % target; the rule
+    cleared as soon as goodput read 90 % and fired again below it: 5 opens and 4 resolves in 100 s. Still uneven,
+    it clears only 2 points above the target (it fires below the target)."""
+    from advisor.rules.load_imbalance import LoadImbalanceRule
+    from tests.rules.helpers import good
+
+    rule = LoadImbalanceRule()
+    loads = (("http://a/metrics", 145.0), ("http://b/metrics", 12.0))
+    e = dataclasses.replace(
+        ev(replicas_up=2, goodput=good(goodput, 1.0), requests_waiting=0, preemptions_increase=0),
+        requests_running_by_target=loads,
+    )
+    assert rule.fires(e).holds is (goodput < 0.9)
+    assert rule.clears(e).holds is clears
+
+
 def test_a_window_whose_older_half_was_uneven_still_withholds_fleet_turns() -> None:
     # breaker 9: 16 s after a router fault was fixed the window's means were no longer 10:1 apart, but its rates still
     # carried the fault, and queue_growth paged "replicas 2 → 4"; the older half still shows the fault
