@@ -286,6 +286,7 @@ class AdmissionThrashRule:
                 # more pool admits more of the long requests but does not change who holds it: never "closes the
                 # gap alone", so the rule's own turns lead (an operator state: SGLang SWA, 4 requests holding 2.64M)
                 needed_factor=math.inf,
+                alone="a larger pool admits more of the long requests, but they still hold it",
                 severity="warning",
                 confidence=conf,
                 evidence=evidence,

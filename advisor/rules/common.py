@@ -146,14 +146,39 @@ def tokens_per_running_request(ev: Evaluation) -> float | None:
     return s.kv_cache_usage_ratio * ev.kv_capacity_tokens / per_replica
 
 
+SEQ_CAP_ENGINES: Final = frozenset({"vllm", "sglang"})
+"""Engines whose ``max_num_seqs`` (``--max-num-seqs``, ``--max-running-requests``) caps the running batch per
+data-parallel rank whatever the pool holds, as :func:`pool_demand_factor` reads it."""
+
+
 def pool_demand_factor(ev: Evaluation) -> float | None:
     """How many times the pool would have to grow to hold every running and waiting request at once
-    (``(running + waiting) ÷ running`` when the pool is full). ``None`` when unknown."""
+    (``(running + waiting) ÷ running`` when the pool is full); ``math.inf`` when they are more than the sequence cap
+    admits (``max_num_seqs`` × replicas up × ranks, on :data:`SEQ_CAP_ENGINES`): no pool alone runs them. ``None``
+    when unknown."""
     s = ev.stats
     if s is None or not s.requests_running or s.requests_waiting is None or s.kv_cache_usage_ratio is None:
         return None
     full = max(s.kv_cache_usage_ratio, 1e-9)
+    if seq_cap_exceeded(ev) is not None:
+        # more requests than the sequence cap admits: no pool, however large, runs them all at once (breaker 22:
+        # fp8 KV "closes the gap" at 243-256 running of max_num_seqs 256 with a queue; a second replica did)
+        return math.inf
     return (s.requests_running + s.requests_waiting) / s.requests_running * full
+
+
+def seq_cap_exceeded(ev: Evaluation) -> str | None:
+    """Why no pool alone holds the demand — the running and waiting requests exceed what ``max_num_seqs`` admits
+    over the replicas up and their ranks, on :data:`SEQ_CAP_ENGINES` — in words; ``None`` when they do not (or are
+    unknown)."""
+    s = ev.stats
+    if s is None or s.requests_running is None or s.requests_waiting is None or ev.ctx.engine not in SEQ_CAP_ENGINES:
+        return None
+    demand = s.requests_running + s.requests_waiting
+    cap = ev.ctx.inputs.max_num_seqs * max(ev.replicas_up, 1) * data_parallel_ranks(ev)
+    if demand <= cap:
+        return None
+    return f"{count(demand)} running and waiting exceed the {cap:,} sequences max_num_seqs admits, whatever the pool"
 
 
 MODEL_DISAGREEMENT_CONFIDENCE = 0.5
@@ -590,12 +615,15 @@ def turn_proposal(
     headline: str,
     situation: str,
     withheld: str | None = None,
+    alone: str | None = None,
 ) -> Proposal:
     """A proposal from a capacity-pass turn.
 
     ``needed_factor``: how many times the pool must grow to close the gap (``None``: unknown, judged
     sufficient when it grows at all). ``headline`` starts the summary; ``situation`` the description.
     ``withheld``: the reason, in numbers, the rule's evidence contradicts the turn (``Proposal.withheld``).
+    ``alone``: why no pool closes the gap by itself, said when ``needed_factor`` is ``math.inf`` (else the sequence cap
+    when it binds, :func:`seq_cap_exceeded`, or that the demand is unknown).
     Pool effects are anchored on the engine's pool when it reports one (:func:`pool_effect`, :func:`anchored`);
     ``gpus_added`` is :func:`turn_gpus_added` (TP × 2 on N replicas adds N × TP × PP × DP).
     """
@@ -637,6 +665,8 @@ def turn_proposal(
         if math.isfinite(needed_factor):
             description += f" Alone it is not enough: holding the current demand needs ×{needed_factor:.2f}."
             evidence = {**evidence, c.EVIDENCE_POOL_FACTOR_NEEDED: round(needed_factor, 2)}
+        elif (why := alone or seq_cap_exceeded(ev)) is not None:  # no pool alone closes it, for that reason
+            description += f" Alone it is not enough: {why}."
         else:  # unknown demand (no running count): the turn does not claim to close the gap
             description += " Whether that holds the current demand is unknown: the engine reports no running requests."
     description += f" Note: {cand.why}."

@@ -245,3 +245,14 @@ def test_the_pool_turns_follow_the_rules_own_and_never_claim_to_close_the_gap_al
     assert (budget.action, budget.current, budget.suggested) == ("increase", 0.5, 0.9)
     assert budget.severity == "warning" and budget.rule == RULE.id
     assert not [p for p in props if p.dial not in own and p.sufficient], [(p.dial, p.sufficient) for p in props]
+
+
+def test_the_admission_pool_turns_say_why_they_are_not_enough_alone() -> None:
+    """They are never sufficient (the long requests still hold the pool), and say so — not "the engine reports no
+    running requests", the text of an unknown demand, which a walkthrough would read as a data problem."""
+    half = dataclasses.replace(CTX, inputs=dataclasses.replace(CTX.inputs, gpu_memory_utilization=0.5))
+    props = RULE.propose(ev(dep=half, kv_capacity_tokens=100_000, kv_cache_usage_ratio=0.95, requests_running=4,
+                            requests_waiting=3, preemptions_increase=5))  # fmt: skip
+    budget = next(p for p in props if p.dial == "gpu_memory_utilization")
+    assert "Alone it is not enough: a larger pool admits more of the long requests" in budget.description
+    assert "reports no running requests" not in budget.description

@@ -210,3 +210,18 @@ def test_pool_turns_that_only_admit_more_are_withheld_past_the_tpot_knee() -> No
 def test_pool_turns_stand_unless_both_the_misses_and_the_knee_say_so(tpot_target: float, tpot_ok: float) -> None:
     props = {p.dial: p for p in RULE.propose(_slow_batch(tpot_target, tpot_ok))}
     assert props["gpu_memory_utilization"].withheld is None and props["kv_cache_dtype"].withheld is None
+
+
+def test_a_pool_turn_never_closes_the_gap_when_the_queue_exceeds_the_sequence_cap() -> None:
+    """Breaker 22: 243-256 running of max_num_seqs 256 with a queue, the pool full: fp8 KV was proposed as closing
+    the gap ("predicted gain ×2.00"), but the engine runs at most 256 however large the pool (the simulator: goodput
+    0.52 with fp8, 1.0 with a second replica). With running + waiting above the cap the pool turns are not enough
+    alone; below it (the cap not binding) they may close the gap as before."""
+    over = RULE.propose(_ev(dep=ctx(max_num_seqs=256), requests_running=250, requests_waiting=40))
+    pool = [p for p in over if p.dial in ("kv_cache_dtype", "gpu_memory_utilization")]
+    assert pool and not any(p.sufficient for p in pool), [(p.dial, p.sufficient) for p in pool]
+    assert "Alone it is not enough: 290 running and waiting exceed the 256 sequences max_num_seqs admits" in (
+        pool[0].description
+    ), pool[0].description
+    under = RULE.propose(_ev(dep=ctx(max_num_seqs=256), requests_running=100, requests_waiting=40))
+    assert any(p.sufficient for p in under if p.dial == "kv_cache_dtype"), [(p.dial, p.sufficient) for p in under]
