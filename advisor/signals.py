@@ -98,7 +98,7 @@ class AutoscalerSignals:
         capacity_at_slo_per_replica: requests/s one replica serves within the SLO (its denominator), when stated.
         desired_reason: why ``desired_replicas`` is that count, in words (the lead's numbers when the lead set it);
             ``None`` when it is unknown.
-        kv_trend_measured: whether the KV usage trend was measured (:func:`kv_trend_measured`): with
+        kv_trend_measured: whether the KV usage trend was measured (:func:`kv_trend`): with
             ``kv_exhaustion_seconds`` ``None`` it tells "not growing" from "unknown" (KV usage not exposed, fewer
             than :data:`MIN_TREND_SAMPLES` readings in the window).
     """
@@ -290,27 +290,32 @@ def _usage_points(t: TargetView, now: float, window_seconds: float) -> list[tupl
     ]
 
 
-def kv_trend_measured(targets: Sequence[TargetView], now: float, window_seconds: float) -> bool:
-    """Whether some answering target has :data:`MIN_TREND_SAMPLES` KV readings in the window, so that
-    :func:`kv_exhaustion` giving ``None`` means "not growing" rather than "unknown"."""
-    return any(len(_usage_points(t, now, window_seconds)) >= MIN_TREND_SAMPLES for t in targets)
-
-
-def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: float) -> tuple[float, float] | None:
-    """``(seconds until the first KV pool is full, its usage slope per second)`` at the trend over
-    ``[now − window_seconds, now]``, or ``None`` when no answering target's usage grows (module docstring)."""
+def kv_trend(
+    targets: Sequence[TargetView], now: float, window_seconds: float
+) -> tuple[tuple[float, float] | None, bool]:
+    """:func:`kv_exhaustion`'s answer and whether a trend was measured at all — some answering target has
+    :data:`MIN_TREND_SAMPLES` KV readings in the window, so that no exhaustion time means "not growing" rather than
+    "unknown" — in one pass over the targets' histories."""
     best: tuple[float, float] | None = None
+    measured = False
     for t in targets:
         points = _usage_points(t, now, window_seconds)
         if len(points) < MIN_TREND_SAMPLES:
             continue
+        measured = True
         slope = theil_sen_slope(points)
         if slope is None or slope <= 0:
             continue
         seconds = max(0.0, 1.0 - min(points[-1][1], 1.0)) / slope
         if best is None or seconds < best[0]:
             best = (seconds, slope)
-    return best
+    return best, measured
+
+
+def kv_exhaustion(targets: Sequence[TargetView], now: float, window_seconds: float) -> tuple[float, float] | None:
+    """``(seconds until the first KV pool is full, its usage slope per second)`` at the trend over
+    ``[now − window_seconds, now]``, or ``None`` when no answering target's usage grows (module docstring)."""
+    return kv_trend(targets, now, window_seconds)[0]
 
 
 def desired_replicas(
@@ -739,7 +744,7 @@ def autoscaler_signals(
         )
         if led is not None and led > desired:
             desired, reason = led, lead.why(ev.ctx.name) or f"{led}: the lead's count"
-    trend = kv_exhaustion(targets, ev.now, window_seconds)
+    trend, measured = kv_trend(targets, ev.now, window_seconds)
     return AutoscalerSignals(
         desired_replicas=desired,
         current_replicas=current,
@@ -747,7 +752,7 @@ def autoscaler_signals(
         slo_throughput_headroom_ratio=slo_room,
         kv_exhaustion_seconds=None if trend is None else trend[0],
         kv_usage_slope_per_second=None if trend is None else trend[1],
-        kv_trend_measured=trend is not None or kv_trend_measured(targets, ev.now, window_seconds),
+        kv_trend_measured=measured,
         arrival_rate=lam,
         capacity_at_slo_per_replica=at_slo,
         desired_reason=reason,

@@ -33,7 +33,7 @@ from urllib.parse import quote
 from advisor import __version__
 from advisor import conventions as c
 from advisor.acks import Ack
-from advisor.capacity.engines import memory_budget
+from advisor.capacity.engines import memory_budget, memory_budget_name
 from advisor.domain import Recommendation, rfc3339
 from advisor.notify.payload import runbook_link
 from advisor.platforms import flag_text
@@ -287,12 +287,7 @@ def assumed_config(d: DeploymentResult) -> list[tuple[str, str]]:
         ("max-model-len", fmt_num(cap.max_model_len)),
         # TensorRT-LLM's budget is its free-memory fraction, the value its turns start from (breaker 21: the page
         # showed 0.90 beside a turn "0.5 → 0.9")
-        (
-            "budget (kv_cache_free_gpu_memory_fraction)"
-            if ctx.inputs.engine == "trtllm"
-            else "budget (gpu_memory_utilization)",
-            f"{memory_budget(ctx.inputs):.2f}",
-        ),
+        (f"budget ({memory_budget_name(ctx.inputs)})", f"{memory_budget(ctx.inputs):.2f}"),
     ]
     if cap.data_parallel_size > 1:
         rows.append(("data parallel (DP)", fmt_num(cap.data_parallel_size)))

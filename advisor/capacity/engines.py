@@ -477,6 +477,12 @@ def memory_budget(inputs: CapacityInputs) -> float:
     return inputs.gpu_memory_utilization
 
 
+def memory_budget_name(inputs: CapacityInputs) -> str:
+    """The setting :func:`memory_budget` reads, as the engine names it (``kv_cache_free_gpu_memory_fraction`` on
+    TensorRT-LLM, else ``gpu_memory_utilization``)."""
+    return "kv_cache_free_gpu_memory_fraction" if inputs.engine == "trtllm" else "gpu_memory_utilization"
+
+
 def with_memory_budget(inputs: CapacityInputs, value: float) -> CapacityInputs:
     """``inputs`` with :func:`memory_budget` set to ``value`` (0–1]: TensorRT-LLM's free fraction, else
     ``gpu_memory_utilization``. Raises :class:`~advisor.errors.CapacityError` for a value out of range."""

@@ -64,8 +64,8 @@ def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
     field_name = FIELD_FOR_DIAL[dial]
     shown: tuple[Any, Any] | None = None
     try:
-        if dial == c.DIAL_GPU_MEMORY_UTILIZATION and inputs.engine == "trtllm":
-            # TensorRT-LLM's budget is its free-memory fraction (memory_budget), not a share of the device
+        if dial == c.DIAL_GPU_MEMORY_UTILIZATION:
+            # the engine's own budget (memory_budget: TensorRT-LLM's free-memory fraction, else the device share)
             after_inputs = with_memory_budget(inputs, value)
             shown = (memory_budget(inputs), value)
         else:
