@@ -1888,8 +1888,12 @@ def parse_config(data: Any, source: str = "config", base_dir: Path | None = None
     Raises:
         ConfigError: with every problem found, each ``(path, message)``.
     """
+    if data is None:  # an empty file, or one of comments only: nothing to validate, and no field is wrong
+        empty = "empty: no deployments (deploy/advisor.example.yaml is a complete example)"
+        raise ConfigError([(FILE_PROBLEM, empty)], source)
     if not isinstance(data, Mapping):
-        raise ConfigError([("(top level)", "the file must be a YAML mapping")], source)
+        kind = "a list" if isinstance(data, list) else "a single value"
+        raise ConfigError([(FILE_PROBLEM, f"the file must be a YAML mapping (deployments: …), not {kind}")], source)
     raw_deployments = data.get("deployments")
     semantic = _semantic_problems(raw_deployments if isinstance(raw_deployments, list) else [], base_dir)
     # a deployment whose model or GPU is unknown is not sized: its problem is already said

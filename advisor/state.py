@@ -75,23 +75,31 @@ def _read_document(p: Path) -> dict[str, Any] | None:
     """
     if not p.exists():
         return None
+    aside = "; move it aside to start fresh (open recommendations will be re-detected)"
     try:
-        text = read_text_capped(p)
+        text = read_text_capped(p).removeprefix("\ufeff")  # a BOM an editor added by hand is not corruption
         if not text.strip():  # created empty (config management, `touch`): nothing was ever written, nothing lost
             return None
         data = json.loads(text)
     except OSError as exc:
         raise StateError(f"cannot read state file {str(p)!r}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise StateError(f"state file {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno})") from None
+        what = (
+            "only NUL bytes (a write cut short)"
+            if not text.strip("\0")
+            else f"not JSON ({exc.msg} at line {exc.lineno})"
+        )
+        raise StateError(f"state file {str(p)!r} is {what}{aside}") from None
     except UnicodeDecodeError:
-        raise StateError(f"state file {str(p)!r} is not UTF-8 text") from None
+        raise StateError(f"state file {str(p)!r} is not UTF-8 text{aside}") from None
     except RecursionError:
-        raise StateError(f"state file {str(p)!r} is nested too deeply to be a state file") from None
+        raise StateError(f"state file {str(p)!r} is nested too deeply to be a state file{aside}") from None
     except ValueError:  # json's other refusal: an integer past Python's 4,300-digit conversion limit
-        raise StateError(f"state file {str(p)!r} is not valid JSON: it holds a number too large to read") from None
+        raise StateError(
+            f"state file {str(p)!r} is not valid JSON: it holds a number too large to read{aside}"
+        ) from None
     if not isinstance(data, dict) or "version" not in data:
-        raise StateError(f"state file {str(p)!r} has no version: not a capacity-advisor state file")
+        raise StateError(f"state file {str(p)!r} has no version: not a capacity-advisor state file{aside}")
     if data["version"] != STATE_VERSION:
         raise StateError(
             f"state file {str(p)!r} is version {data['version']!r}; this advisor reads version {STATE_VERSION}. "

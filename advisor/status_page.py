@@ -40,6 +40,7 @@ from advisor.platforms import flag_text
 from advisor.redact import redact_url, scrub
 from advisor.results import CycleResult, DeploymentResult
 from advisor.rules.common import LATENCY_MODEL_CONFIDENCE, effect_label
+from advisor.rules.lifecycle import NOT_EVALUATED
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:72rem;padding:1rem;
@@ -504,7 +505,29 @@ def _attention(deployments: Sequence[DeploymentResult], ack_of: Callable[[str], 
             f"<span class='sev {_e(cls)}'>{_e(label)}</span><ul>{''.join(parts)}</ul></li>"
         )
     body = f"<ol>{''.join(items)}</ol>" if items else "<p class='muted'>Nothing needs attention.</p>"
-    return f"<section id='needs-attention'><h2>Needs attention</h2>{body}</section>"
+    return f"<section id='needs-attention'><h2>Needs attention</h2>{body}{_blind(deployments)}</section>"
+
+
+def blind_rules(d: DeploymentResult) -> tuple[str, ...]:
+    """The rules that could not run on the deployment's data this cycle (status ``unknown`` for a reason other
+    than the data's state, which the deployment's own state already shows): what the advisor cannot see there."""
+    return tuple(rs.rule for rs in d.rule_statuses if rs.state == "unknown" and not rs.reason.startswith(NOT_EVALUATED))
+
+
+def _blind(deployments: Sequence[DeploymentResult]) -> str:
+    """Beside "needs attention", the deployments where some rules could not run (breaker 19: "Nothing needs
+    attention" read as all clear while goodput and saturation were unknown): silence there is not health."""
+    items = [
+        f"<li><a href='#dep-{_e(d.name)}'>{_e(d.name)}</a>: {_e(', '.join(rules))}</li>"
+        for d in deployments
+        if (rules := blind_rules(d))
+    ]
+    if not items:
+        return ""
+    return (
+        "<p class='muted' id='blind'>Not checked this cycle (these rules could not run on the data; each "
+        f"deployment's rules table says why):</p><ul class='blind'>{''.join(items)}</ul>"
+    )
 
 
 def _reload_banner(last_reload: tuple[bool, str, float] | None) -> str:

@@ -111,3 +111,23 @@ def test_a_missing_or_broken_file_is_not_called_an_invalid_field(tmp_path: Path)
     fields = tmp_path / "fields.yaml"
     fields.write_text(yaml.safe_dump({"deployments": [{"name": "x"}]}), encoding="utf-8")
     assert "invalid field(s)" in run_cli("check-config", str(fields)).stderr
+
+
+def test_an_empty_file_or_one_not_a_mapping_is_not_called_an_invalid_field(tmp_path: Path) -> None:
+    """Breaker 21: an empty config file (or one of comments only) read "1 invalid field(s) / (top level): the file
+    must be a YAML mapping" — no field is wrong, and "mapping" did not say the file was empty. It says so, and a
+    list or a bare value is named as what it is."""
+    from tests.inprocess import run_cli
+
+    for name, text, says in (
+        ("empty.yaml", "", "empty: no deployments"),
+        ("comments.yaml", "# deployments to come\n\n", "empty: no deployments"),
+        ("list.yaml", "- name: chat\n", "not a list"),
+        ("scalar.yaml", "deployments\n", "not a single value"),
+    ):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        r = run_cli("check-config", str(path))
+        assert r.returncode == 2, (name, r.stderr)
+        assert f"{name}: the file cannot be used" in r.stderr and says in r.stderr, (name, r.stderr)
+        assert "invalid field" not in r.stderr and "Traceback" not in r.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from advisor.config import parse_config
+from advisor.domain import Recommendation
 from advisor.errors import StateError
 from advisor.exporter import make_registry
 from advisor.rules.lifecycle import Transition
@@ -90,10 +91,9 @@ def test_a_state_file_of_another_version_is_a_clear_error(tmp_path: Path) -> Non
         load_state(f)
 
 
-def test_state_is_written_atomically_and_round_trips(tmp_path: Path) -> None:
-    from advisor.domain import Recommendation
-
-    rec = Recommendation(
+def one_recommendation() -> Recommendation:
+    """An open recommendation with every field set."""
+    return Recommendation(
         id="0123456789abcdef",
         deployment="d",
         rule="kv_saturation",
@@ -111,6 +111,10 @@ def test_state_is_written_atomically_and_round_trips(tmp_path: Path) -> None:
         predicted_effect={"kv_cache_tokens": {"before": 1, "after": 2}},
         evidence={"window_seconds": 60.0},
     )
+
+
+def test_state_is_written_atomically_and_round_trips(tmp_path: Path) -> None:
+    rec = one_recommendation()
     f = tmp_path / "state.json"
     save_state(f, [rec], now=2000.0)
     assert load_state(f) == [rec]
@@ -143,3 +147,19 @@ def test_an_empty_state_file_is_a_fresh_start_and_a_garbled_one_still_refused(tm
     empty.write_text("{", encoding="utf-8")
     with pytest.raises(StateError, match="not JSON"):
         load_state(empty)
+
+
+def test_a_bom_is_read_through_and_a_nul_filled_file_is_named_with_the_way_out(tmp_path: Path) -> None:
+    """Breaker 21: a state file saved by an editor with a UTF-8 BOM stopped start-up ("Unexpected UTF-8 BOM"), its
+    open incidents unread; a file of NUL bytes (a write cut short by a crash) read "not JSON (Expecting value at line
+    1)" with no way forward. The BOM is read through, keeping the incident; the NUL file is named as what it is,
+    with the way out, and still refused, never overwritten."""
+    rec = one_recommendation()
+    f = tmp_path / "state.json"
+    save_state(f, [rec], now=2000.0)
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    assert load_state(f) == [rec]
+    f.write_bytes(b"\0" * 4096)
+    with pytest.raises(StateError, match=r"only NUL bytes.*move it aside to start fresh"):
+        load_state(f)
+    assert f.read_bytes() == b"\0" * 4096

@@ -152,6 +152,30 @@ def test_nothing_needs_attention_when_all_is_well() -> None:
     assert "Nothing needs attention." in section(page, "needs-attention")
 
 
+def test_rules_that_could_not_run_are_named_beside_nothing_needs_attention() -> None:
+    """Breaker 19: with goodput unknown (no TTFT histogram) and nothing firing, the page said only "Nothing needs
+    attention." — silence read as health. The rules that could not run are named, with their deployment; rules
+    not run because the data is stale or unavailable are not (the deployment's state already says so)."""
+    blind = dataclasses.replace(
+        dep("llama"),
+        rule_statuses=(
+            RuleStatus("kv_saturation", "llama", "inactive", "usage 0.40 < 0.95"),
+            RuleStatus("goodput", "llama", "unknown", "could not run: no TTFT histogram on the page"),
+        ),
+    )
+    stale = dataclasses.replace(
+        dep("old", state="stale"),
+        rule_statuses=(RuleStatus("goodput", "old", "unknown", "not evaluated: data is stale"),),
+    )
+    page = render_status_page(CycleResult(2000.0, (blind, dep("a-quiet"))), [], no_ack)
+    attention = section(page, "needs-attention")
+    assert "Nothing needs attention." in attention
+    assert "<a href='#dep-llama'>llama</a>: goodput" in attention
+    assert "a-quiet" not in attention
+    page = render_status_page(CycleResult(2000.0, (stale,)), [], no_ack)
+    assert "id='blind'" not in section(page, "needs-attention")
+
+
 def test_each_deployment_shows_the_configuration_the_advisor_assumed() -> None:
     d = dep(
         "big",
