@@ -58,7 +58,9 @@ from advisor.rules.common import (
     count,
     data_parallel_ranks,
     latency_model,
+    step_outside_gpu,
     tokens_per_running_request,
+    tpot_knee,
 )
 from advisor.rules.flags import (
     draft_length_flag,
@@ -641,20 +643,40 @@ class SpeculativeRule:
             score=tps / DRAFT_OVERHEAD,
             sufficient=True,
             cost=1.0,
-            withheld=self._enable_withheld(ev, version),
+            withheld=self._enable_withheld(ev, version, mtp is not None),
             gpus_added=0.0,
         )
 
-    def _enable_withheld(self, ev: Evaluation, version: tuple[int, ...] | None) -> str | None:
-        """Why turning speculation on is withheld, or ``None``: the engine's release cannot speculate
-        (:func:`advisor.engines.flags.speculation_available`; field-state round 36: TGI 0.6 and 0.8, on bitsandbytes
-        weights at 110-190 ms a token, were told to ``--speculate``, a flag those releases refuse). No check that the
-        weights' read explains the TPOT: a round amortizes every per-step cost over its accepted tokens — kernel
-        launches, all-reduces, the scheduler's CPU time — not only the read (sgl-project/sglang#3196: one stream of
-        DeepSeek-V3 at 13 tokens/s, far above its roofline step, is what MTP speeds up)."""
+    def _enable_withheld(self, ev: Evaluation, version: tuple[int, ...] | None, trained_draft: bool) -> str | None:
+        """Why turning speculation on is withheld, or ``None``:
+
+        * the engine's release cannot speculate (:func:`advisor.engines.flags.speculation_available`; field-state
+          round 36: TGI 0.6 and 0.8, on bitsandbytes weights at 110-190 ms a token, were told to ``--speculate``, a
+          flag those releases refuse);
+        * the draft is an n-gram lookup (``trained_draft`` false: its acceptance only assumed) and the modelled
+          step explains at most half of the TPOT requests see (:func:`advisor.rules.common.step_outside_gpu`): the
+          enable side's two premises — decode bound by the weights' read, a round costing ~10 % over a step — are
+          then both unmeasured, and where per-step costs outside the roofline dominate, the draft's and verifier's
+          own per-round work is of their size (field-state round 68, vllm-project/vllm#10031: Qwen2-1.5B on an A100
+          at two streams, ~3 ms modelled of 11 ms seen, 335 s → 367 s with speculation).
+
+        A draft the checkpoint ships (its MTP layers, trained for it, at the acceptance its makers report) is not
+        withheld on the step's share: a round amortizes every per-step cost over its accepted tokens — kernel
+        launches, all-reduces — not only the read (sgl-project/sglang#3196: one stream of DeepSeek-V3 at 13
+        tokens/s, far above its roofline step, is what MTP speeds up)."""
         if not speculation_available(ev.ctx.engine, version):
             return (
                 f"withheld: {ev.ctx.engine} {ev.ctx.inputs.engine_version} cannot speculate (it arrived in a later "
                 "release); the missed TPOT is not fixed by a flag this release lacks"
             )
-        return None
+        if trained_draft:
+            return None
+        knee = tpot_knee(ev)
+        outside = None if knee is None else step_outside_gpu(ev, knee.tpot_seconds, ev.ctx.slo.tpot_seconds)
+        if outside is None:
+            return None
+        return (
+            f"{outside}. An n-gram draft at an assumed acceptance saves steps of the weights' read, which is not where "
+            "this time goes, and adds its own work each round (vllm-project/vllm#10031: a small model at two "
+            "streams ran 10 % slower with speculation)"
+        )
