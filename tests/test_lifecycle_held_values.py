@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry
 
@@ -158,3 +158,47 @@ def test_an_alternative_s_value_changes_only_by_a_material_step() -> None:
     assert announced[0] == 28
     changes = [(a, b) for a, b in itertools.pairwise(announced) if a != b]
     assert changes in ([], [(28, 31)]), announced
+
+
+@dataclass
+class _Pool(_Saturation):
+    """The saturation rule proposing only fp8 KV (or max_num_seqs ``pool_seqs``), its ceiling moving per evaluation
+    (walkthrough, 2026-12-07: ``/api/v1/recommendations`` showed a description "from 31.1 to 73.4" beside a
+    ``predicted_effect`` of 30.2 → 71.4, the opening evaluation's figures, held because the value had not moved)."""
+
+    before: float = 30.2
+    after: float = 71.4
+    pool_seqs: int | None = None
+
+    def propose(self, ev: Evaluation) -> list[Proposal]:
+        self.seqs = self.pool_seqs or self.seqs
+        fp8, seqs = super().propose(ev)[:2]
+        return [
+            replace(
+                fp8 if self.pool_seqs is None else seqs,
+                description=f"the ceiling from {self.before} to {self.after}",
+                predicted_effect={"concurrency_ceiling": {"before": self.before, "after": self.after}},
+            )
+        ]
+
+
+def test_the_same_turn_carries_this_evaluations_effect_beside_its_description() -> None:
+    rule = _Pool()
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=1000.0))
+    rule.before, rule.after = 31.1, 73.4
+    lc.evaluate(evaluation(now=1060.0))
+    (rec,) = lc.open_recommendations()
+    assert "from 31.1 to 73.4" in rec.description
+    assert rec.predicted_effect["concurrency_ceiling"] == {"before": 31.1, "after": 73.4}
+
+
+def test_a_held_value_keeps_the_effect_announced_with_it() -> None:
+    rule = _Pool(pool_seqs=100, before=10.0, after=20.0)
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=1000.0))
+    rule.pool_seqs, rule.before, rule.after = 104, 11.0, 21.0  # 4 % off 100: not material, the advice stays at 100
+    lc.evaluate(evaluation(now=1060.0))
+    (rec,) = lc.open_recommendations()
+    assert rec.suggested == 100
+    assert rec.predicted_effect["concurrency_ceiling"] == {"before": 10.0, "after": 20.0}

@@ -924,7 +924,10 @@ class Lifecycle:
                 # names: the scale target, KEDA's bounds); a held other value keeps its announced flag
                 flag=p.flag if p.suggested == old.suggested else old.flag,
                 summary=p.summary.replace(f"→ {p.suggested}", f"→ {old.suggested}"),
-                predicted_effect=old.predicted_effect,
+                # the same turn's effect is this evaluation's, as its description is (a walkthrough read "from 31.1
+                # to 73.4" in the description beside the opening's 30.2 → 71.4 in predicted_effect); a held other
+                # value keeps the effect announced with it
+                predicted_effect=p.predicted_effect if p.suggested == old.suggested else old.predicted_effect,
             )
         if chosen is not best:
             held_note += (
