@@ -94,6 +94,14 @@ class OnlineCalibration:
         covered = s is not None and s.covered_seconds >= max(MIN_COVERED_FRACTION * window_seconds, MIN_COVERED_SECONDS)
         if due and ev.state == "fresh" and covered:
             st.fit = self._update(st.fit, ev)
+        if window_seconds < MIN_COVERED_SECONDS and st.fit.never_because is None:  # a walkthrough's 5 s demo window
+            st.fit = dataclasses.replace(
+                st.fit,
+                never_because=(
+                    f"the evaluation window ({window_seconds:g}s) is shorter than the {MIN_COVERED_SECONDS:g}s of "
+                    "scrapes a calibration window needs (evaluation_window)"
+                ),
+            )
         return dataclasses.replace(ev, latency=st.fit)
 
     @staticmethod

@@ -696,7 +696,7 @@ def _slo_rules(
         has_ttft, has_tpot = bool(buckets.ttft), bool(buckets.tpot)
         if not has_ttft and not has_tpot:
             warnings.append(
-                f"{where}: {dep.engine} exposes no TTFT or TPOT histogram ({buckets.source}); "
+                f"{where}: {dep.engine} exposes no TTFT or TPOT histogram (docs/engines.md); "
                 "no goodput SLO rules or burn-rate alerts are generated for it"
             )
             return [], [], warnings

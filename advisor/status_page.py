@@ -254,6 +254,8 @@ def latency_model_text(d: DeploymentResult) -> str:
     m = fit.model
     if not m.calibrated and d.evaluation.ctx.gpu is None:  # window_observation needs the part's bandwidth and FLOP/s
         text = "published calibration: never calibrated here, the GPU is not a catalog part (no bandwidth or FLOP/s)"
+    elif not m.calibrated and fit.never_because is not None:
+        text = f"published calibration: never calibrated here, {fit.never_because}"
     elif not m.calibrated:
         text = "published calibration (no window with enough TPOT/TTFT observations yet)"
     else:  # a factor no window measured (no TPOT histogram, say) is the prior's: not shown as a measured ×1.00

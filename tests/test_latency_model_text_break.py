@@ -47,3 +47,19 @@ def test_a_factor_no_window_measured_is_null_in_the_evidence_as_its_series_is_ab
     assert ev["model_prefill_efficiency_ratio"] == 0.87
     prior = LatencyFit(LatencyModel.prior("vllm")).evidence()
     assert prior["latency_model"] == "prior" and prior["model_decode_efficiency_ratio"] is None
+
+
+def test_a_window_shorter_than_an_update_needs_says_so() -> None:
+    """Walkthrough (2026-12-07): the demo's 5 s evaluation window never calibrates (an update needs 30 s of
+    scrapes), and after 254 cycles the page still said "no window with enough TPOT/TTFT observations yet". The
+    line names the window; a window long enough keeps the waiting reason."""
+    from advisor.online_calibration import MIN_COVERED_SECONDS, OnlineCalibration
+    from tests.factories import evaluation
+
+    cal = OnlineCalibration()
+    ev = cal.apply("a", evaluation(now=1000.0), window_seconds=5.0, interval_seconds=1.0)
+    text = latency_model_text(dep("a", latency=ev.latency))
+    assert "evaluation window (5s) is shorter than the 30s" in text and "yet" not in text
+    assert MIN_COVERED_SECONDS == 30.0
+    ev = OnlineCalibration().apply("a", evaluation(now=1000.0), window_seconds=300.0, interval_seconds=15.0)
+    assert "yet" in latency_model_text(dep("a", latency=ev.latency))

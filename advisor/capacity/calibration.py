@@ -656,6 +656,8 @@ class LatencyFit:
         windows: windows that updated the model.
         updated_at: unix seconds of the last update (``None``: never).
         bound: :data:`MODEL_ERROR_BOUND` unless the caller sets another.
+        never_because: why no window can update the model with the settings it runs under (the evaluation window
+            shorter than an update needs), said where the prior stands; ``None`` when windows can.
     """
 
     model: LatencyModel
@@ -664,6 +666,7 @@ class LatencyFit:
     windows: int = 0
     updated_at: float | None = None
     bound: float = MODEL_ERROR_BOUND
+    never_because: str | None = None
 
     def beyond_bound(self) -> str | None:
         """Why the model cannot be trusted, in numbers, or ``None``: a one-step-ahead error beyond :attr:`bound`.
