@@ -883,7 +883,8 @@ def _plan_other_engine(args: argparse.Namespace, dspec: Any, gpu: Any) -> int:
         ("KV blocks", f"{result.kv_cache_blocks:,} × {result.block_size} tokens"),
         ("KV tokens per replica", f"{result.kv_cache_tokens:,}"),
         ("max concurrency", f"{result.max_concurrency:.2f} sequences at max-model-len {result.max_model_len:,}"),
-        *_kv_check_rows(model.name),
+        # llama.cpp's pool is the --ctx-size asked for, not a profiled remainder: no start-up log checks it
+        *(() if cap.engine == "llamacpp" else _kv_check_rows(model.name)),
     ]
     _print_rows(rows, point)
     _platform_lines(args.platform, on_platform)
@@ -1786,10 +1787,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         f"{'' if hosts is None or owned else ' at ' + str(args.platform) + ' instance prices'}"
         f"{'' if not owned else f' on the {args.own[1]} {args.own[0].upper()} {gpus_word} owned'}"
     )
-    cannot_run = result.configurations - result.evaluated - result.pruned
     print(
-        f"{result.configurations} configurations: {cannot_run} cannot run (weights, KV pool, context or GPU "
-        f"features), {result.pruned} pruned by cost bound, {result.evaluated} evaluated against the SLO"
+        f"{result.configurations} configurations: {result.cannot_run}, {result.pruned} pruned by cost bound, "
+        f"{result.evaluated} evaluated against the SLO"
     )
     if not result.feasible:
         print(result.reason)

@@ -639,6 +639,12 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     ]
     if max_len > slot:
         notes.append(f"max-model-len {max_len} exceeds the {slot}-token slot: such requests are refused")
+    if s.parallel is None:  # said, not silently taken as known (walkthrough, 2026-12-07)
+        notes.append(
+            "parallel 1 assumed (not given): a llama-server started without -np runs 4 slots sharing --ctx-size "
+            "(auto --parallel with --kv-unified, ggml-org/llama.cpp PR #16736, October 2025; one slot before): "
+            "give parallel and kv_unified as the server runs"
+        )
     params: dict[str, float | int | str] = {"ctx_size": ctx, "parallel": parallel, "cache_type": kv_type}
     if s.kv_unified:
         params["kv_unified"] = "true"

@@ -255,7 +255,11 @@ def _effective_flops(inputs: CapacityInputs, gpu: GPUSpec, a: PerfAssumptions) -
         return gpu.fp8_flops * (a.compute_efficiency if a.fp8_compute_efficiency is None else a.fp8_compute_efficiency)
     if gpu.bf16_flops:
         return gpu.bf16_flops * a.compute_efficiency
-    raise CapacityError(f"{gpu.name}: no published dense BF16/FP16 tensor rate; cannot estimate compute time")
+    raise CapacityError(
+        f"{gpu.name}: no published dense BF16/FP16 tensor rate in the catalog (advisor/data/gpus.csv), so tokens/s "
+        "and latency cannot be estimated on it (the KV sizing does not need it); time a catalog part of like "
+        "speed instead (capacity-advisor catalog gpus lists the parts)"
+    )
 
 
 def _kv_bandwidth(gpu: GPUSpec, a: PerfAssumptions) -> float:

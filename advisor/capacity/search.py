@@ -36,6 +36,7 @@ Pure: no I/O but the package's own tables, no clock; progress is reported throug
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -237,6 +238,21 @@ class SearchResult:
     pruned: int
     frontier: list[tuple[float, float, str]] = field(default_factory=list)
     """(goodput tokens/s per GPU, TPOT p90 seconds, label) of every feasible configuration evaluated."""
+    unpriced: dict[str, int] = field(default_factory=dict)
+    """GPU name → configurations that fit it but could not be timed: the catalog has no published compute or
+    bandwidth figure for the part (counted among those that cannot run)."""
+
+    @property
+    def cannot_run(self) -> str:
+        """``"32 cannot run (…)"``: the configurations neither evaluated nor pruned, and why, naming the GPUs the
+        catalog cannot time (a walkthrough read "32 cannot run (weights, KV pool, context or GPU features)" for an
+        8B model on H100 NVL, whose only problem was the catalog's missing tensor rate)."""
+        n = self.configurations - self.evaluated - self.pruned
+        text = f"{n} cannot run (weights, KV pool, context or GPU features"
+        if self.unpriced:
+            parts = ", ".join(f"{k} {v}" for k, v in sorted(self.unpriced.items()))
+            text += f"; of them, no published compute or bandwidth figure to time them on: {parts}"
+        return text + ")"
 
     @property
     def reason(self) -> str | None:
@@ -245,11 +261,9 @@ class SearchResult:
         counterpart of plain ``plan``'s)."""
         if self.feasible:
             return None
-        cannot_run = self.configurations - self.evaluated - self.pruned
         return (
-            f"no feasible configuration: of {self.configurations} searched, {cannot_run} cannot run (weights, KV "
-            f"pool, context or GPU features) and {self.evaluated} that run miss the SLO at any replica count, or "
-            "need more GPUs than a host searched has"
+            f"no feasible configuration: of {self.configurations} searched, {self.cannot_run} and {self.evaluated} "
+            "that run miss the SLO at any replica count, or need more GPUs than a host searched has"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -565,6 +579,7 @@ def search_deployments(
         evaluated=evaluated,
         pruned=pruned,
         frontier=frontier,
+        unpriced=dict(Counter(p.gpu.name for p in prepared if p.stage == "perf")),
     )
 
 

@@ -102,3 +102,27 @@ def test_the_bare_rtx_4060_ti_name_is_refused_because_8_and_16_gb_cards_share_it
     15.7 GiB, so the lookup fails and suggests the 16 GB key."""
     with pytest.raises(UnknownGPUError, match="rtx4060ti-16gb"):
         get_gpu("NVIDIA GeForce RTX 4060 Ti")
+
+
+@pytest.mark.parametrize(
+    ("key", "bf16_tflops", "fp8_tflops", "bandwidth_tbps", "cuda_gib"),
+    [
+        # NVIDIA's H100 table (H100 NVL column): BF16 1,671 / FP8 3,341 teraFLOPS with sparsity, 3.9 TB/s, 94 GB
+        ("h100-nvl", 835.5, 1670.5, 3.9, 92.60),
+        # NVIDIA's H200 table (H200 NVL column): the same tensor rates, 4.8 TB/s (CUDA total: the derived floor)
+        ("h200-nvl", 835.5, 1670.5, 4.8, 130.82),
+        # the RTX A4000 datasheet's 153.4 TFLOPS tensor performance, with sparsity: 76.7 dense; Ampere has no FP8
+        ("rtx-a4000", 76.7, None, 0.448, 15.61),
+    ],
+)
+def test_parts_operators_run_carry_their_published_rates(
+    key: str, bf16_tflops: float, fp8_tflops: float | None, bandwidth_tbps: float, cuda_gib: float
+) -> None:
+    """Walkthrough (2026-12-07): ``plan --search``, ``simulate`` and ``plan`` under load failed on the H100 NVL, the
+    H200 NVL and the RTX A4000 ("no published dense BF16/FP16 tensor rate"), and the H200 NVL's bandwidth was
+    unknown. Each row's figures are the vendor's dense rates (half the tables' with-sparsity figures)."""
+    gpu = get_gpu(key)
+    assert gpu.bf16_flops == pytest.approx(bf16_tflops * 1e12)
+    assert gpu.fp8_flops == (None if fp8_tflops is None else pytest.approx(fp8_tflops * 1e12))
+    assert gpu.memory_bandwidth_bytes_per_second == pytest.approx(bandwidth_tbps * 1e12)
+    assert gpu.memory_bytes / GIB == pytest.approx(cuda_gib, abs=0.005)

@@ -110,3 +110,24 @@ def test_a_step_below_the_context_with_chunked_prefill_turned_off_is_refused_as_
     assert run_cli(*EIGHT_B, "--engine-version", version, "--max-num-batched-tokens", "2048").returncode == 0
     forced = ["--engine-version", "0.10.2", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048"]
     assert run_cli(*EIGHT_B, *forced).returncode == 0
+
+
+def test_llamacpp_says_when_its_slot_count_is_assumed_and_claims_no_log_check() -> None:
+    """Walkthrough (2026-12-07): ``plan --engine llamacpp`` without ``--parallel`` printed "parallel 1" as if known
+    (a llama-server without -np runs 4 slots sharing --ctx-size since ggml-org/llama.cpp PR #16736), and "KV checked
+    against 3 published engine start-up log(s) of this model, vLLM's and SGLang's" — logs of other engines, about
+    a pool llama.cpp does not profile. The assumption is said; the check row is not printed for llama.cpp; a
+    stated --parallel carries no such note."""
+    from tests.inprocess import run_cli
+
+    base = ["plan", "--engine", "llamacpp", "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "L4"]
+    base += ["--max-model-len", "8192", "--gguf-file-type", "Q4_K_M"]
+    r = run_cli(*base)
+    assert r.returncode == 0, r.stderr
+    assert "parallel 1 assumed (not given)" in r.stdout and "PR #16736" in r.stdout
+    assert "KV checked against" not in r.stdout
+    r = run_cli(*base, "--parallel", "4")
+    assert r.returncode == 0, r.stderr
+    assert "assumed (not given)" not in r.stdout
+    vllm = run_cli("plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "L4", "--max-model-len", "8192")
+    assert "KV checked against" in vllm.stdout
