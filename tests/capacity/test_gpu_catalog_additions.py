@@ -126,3 +126,26 @@ def test_parts_operators_run_carry_their_published_rates(
     assert gpu.fp8_flops == (None if fp8_tflops is None else pytest.approx(fp8_tflops * 1e12))
     assert gpu.memory_bandwidth_bytes_per_second == pytest.approx(bandwidth_tbps * 1e12)
     assert gpu.memory_bytes / GIB == pytest.approx(cuda_gib, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    ("key", "bf16_tflops", "fp8_tflops"),
+    [
+        ("rtx5090", 209.5, 419.0),  # RTX Blackwell whitepaper Table 3: BF16 209.5/419, FP8 419/838 (FP32 accumulate)
+        ("rtx4080", 97.5, 195.0),  # Ada whitepaper: 97.5 with FP32 accumulate (195 with FP16 accumulate)
+        ("rtx-a6000", 154.8, None),  # GA102 whitepaper Table 3: BF16 with FP32 accumulate 154.8/309.6
+        ("rtx-a5000", 111.1, None),  # datasheet "Tensor Performance 222.2 TFLOPS", with sparsity
+        ("a30", 165.0, None),  # A30 datasheet, dense
+        ("h800-pcie", 756.5, 1513.0),  # the H100 PCIe's GH100 compute: 1,513 / 3,026 with sparsity
+        ("l20", 119.5, 239.0),
+    ],
+)
+def test_tensor_rates_are_dense_and_at_the_accumulate_vllm_runs(
+    key: str, bf16_tflops: float, fp8_tflops: float | None
+) -> None:
+    """Walkthrough (2026-12-07): 19 catalog parts had no tensor rate, so ``plan --search`` and ``simulate`` could not
+    time them. Each added figure is the dense rate (no 2:4 sparsity) with FP32 accumulate — what vLLM's BF16 and FP8
+    GEMMs run; a GeForce card runs it at half its FP16-accumulate headline (the 4090's 165.2, not 330.3)."""
+    gpu = get_gpu(key)
+    assert gpu.bf16_flops == pytest.approx(bf16_tflops * 1e12)
+    assert gpu.fp8_flops == (None if fp8_tflops is None else pytest.approx(fp8_tflops * 1e12))

@@ -92,17 +92,17 @@ def test_a_rejected_rows_reason_is_the_problem_without_a_fixed_remedy() -> None:
 def test_a_gpu_the_catalog_cannot_time_is_named_as_the_reason() -> None:
     """Walkthrough (2026-12-07): ``plan --search`` for an 8B model on two owned H100 NVL (94 GB each) said "32 cannot
     run (weights, KV pool, context or GPU features)" — the model fits many times over; the catalog had no published
-    tensor rate for the part, so no configuration could be timed. The line names the part and the count (the RTX
-    A6000, 48 GB, still has no sourced tensor rate); the H100 NVL now has NVIDIA's (835.5 dense BF16 TFLOPS, half
+    tensor rate for the part, so no configuration could be timed. The line names the part and the count (AWS's
+    A10G, 24 GB, still has no sourced tensor rate); the H100 NVL now has NVIDIA's (835.5 dense BF16 TFLOPS, half
     the table's 1,671 with sparsity) and is timed; a part the catalog can time names none."""
     common = "plan --search --model meta-llama/Llama-3.1-8B-Instruct --arrival-rate 2 --prompt-tokens 1000 "
     common += "--output-tokens 200 --ttft 2.5 --tpot 0.05"
-    r = run_cli(*common.split(), "--own", "rtx-a6000:2")
+    r = run_cli(*common.split(), "--own", "a10g:2")
     assert r.returncode == 3, (r.returncode, r.stderr)
-    assert "no published compute or bandwidth figure to time them on: NVIDIA RTX A6000 32" in r.stdout
-    out = json.loads(run_cli(*common.split(), "--own", "rtx-a6000:2", "--json").stdout)
-    assert "NVIDIA RTX A6000 32" in out["reason"]
-    for part in ("h100-nvl:2", "h200-nvl:2", "L4:2"):
+    assert "no published compute or bandwidth figure to time them on: NVIDIA A10G 32" in r.stdout
+    out = json.loads(run_cli(*common.split(), "--own", "a10g:2", "--json").stdout)
+    assert "NVIDIA A10G 32" in out["reason"]
+    for part in ("h100-nvl:2", "h200-nvl:2", "rtx-a6000:2", "L4:2"):
         r = run_cli(*common.split(), "--own", part)
         assert r.returncode == 0, (part, r.stdout, r.stderr)
         assert "no published compute" not in r.stdout
