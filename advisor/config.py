@@ -740,6 +740,12 @@ class Deployment(_Strict):
         batched, seqs = self.max_num_batched_tokens, self.max_num_seqs
         if self.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
             raise ValueError(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))
+        budget = type(self).model_fields["gpu_memory_utilization"].default
+        if self.engine == "llamacpp" and self.gpu_memory_utilization != budget:  # a walkthrough's 0.8, then "util 0.8"
+            raise ValueError(
+                f"gpu_memory_utilization: {self.gpu_memory_utilization:g} does nothing on llama.cpp, whose KV cache is "
+                "--ctx-size cells whatever the GPU memory (give ctx_size and parallel as the server runs)"
+            )
         both = self.parallel is not None and self.max_num_seqs is not None
         if self.engine == "llamacpp" and both and self.parallel != self.max_num_seqs:
             raise ValueError(

@@ -436,7 +436,7 @@ def _deployment(
         f"<details open><summary>assumed configuration</summary><table class='assumed'>{assumed}</table></details>"
         f"<p class='drift'>Capacity model vs engine: {_e(drift_text(d, drift_bound))}</p>"
         f"<p class='drift'>Latency model: {_e(latency_model_text(d))}</p>"
-        "<table><tr><th>running / ceiling</th><th>waiting</th><th>KV usage</th><th>preemptions/s</th>"
+        "<table><tr><th>running / ceiling at max-model-len</th><th>waiting</th><th>KV usage</th><th>preemptions/s</th>"
         "<th>goodput</th><th>goodput tokens/s</th></tr>"
         f"<tr><td class='n'>{_e(fmt_num(s.get('requests_running')))} / "
         f"{'unknown' if ceiling is None else f'{ceiling:,.1f}'}</td>"

@@ -51,6 +51,10 @@ def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_a_config_error() -
     with pytest.raises(ConfigError, match=r"parallel: 4 slots contradicts max_num_seqs: 64"):
         parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 64}]})
     assert parse_config({"deployments": [{**dep, "parallel": 4, "max_num_seqs": 4}]}).deployments[0].parallel == 4
+    # walkthrough, 2026-12-07: gpu_memory_utilization 0.8 was taken on llama.cpp (no such budget), then shown as
+    # "util 0.8" by simulate; refused by name, as plan refuses --gpu-memory-utilization there
+    with pytest.raises(ConfigError, match=r"gpu_memory_utilization: 0.8 does nothing on llama.cpp"):
+        parse_config({"deployments": [{**dep, "gpu_memory_utilization": 0.8}]})
 
 
 def test_a_vllm_step_budget_below_its_batch_cap_is_refused_as_vllm_refuses_it() -> None:

@@ -333,3 +333,11 @@ def test_no_weight_quantization_reads_as_none_not_unknown() -> None:
     page = render_status_page(CycleResult(2000.0, (dep("d-crit", r),)), [], no_ack)
     assert "set weight_quantization none → fp8" in page
     assert "weight_quantization unknown" not in page
+
+
+def test_the_ceiling_beside_running_says_it_is_at_max_model_len() -> None:
+    """Walkthrough (2026-12-07): "running / ceiling 30 / 23.3" read as more running than the engine can hold; the
+    ceiling is the sequences of max-model-len the pool holds (``advisor_concurrency_ceiling``), and requests shorter
+    than that run above it. The column says which ceiling it is."""
+    page = render_status_page(CycleResult(2000.0, (dep("a-quiet"),)), [], no_ack)
+    assert "<th>running / ceiling at max-model-len</th>" in section(page, "dep-a-quiet")
