@@ -86,7 +86,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from advisor.files import is_stream, read_stream_capped
     from advisor.service import prometheus_source
 
-    base = Path(args.file).resolve().parent
+    try:
+        base = Path(args.file).resolve().parent
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13): said as load_config says it
+        base = Path(args.file).absolute().parent
     text = None
     if is_stream(args.file):  # `-` or `<(kubectl get cm …)`: read to its end; relative paths from here
         stdin = args.file in ("-", "/dev/stdin")

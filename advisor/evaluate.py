@@ -125,6 +125,14 @@ def _sum_known(values: Sequence[float | None]) -> float | None:
     return math.fsum(known) if known else None
 
 
+def _sum_every(values: Sequence[float | None]) -> float | None:
+    """The sum over the answering replicas, ``None`` when any of them does not know its value (``None`` or NaN):
+    a partial count is no fleet total (breaker 24; as :func:`advisor.telemetry._sum_every`)."""
+    if not values or any(v is None or math.isnan(v) for v in values):
+        return None
+    return math.fsum([v for v in values if v is not None])
+
+
 def _weighted_usage(snaps: Sequence[EngineSnapshot]) -> float | None:
     pairs = [(s.kv_cache_usage_ratio, s.kv_cache_capacity_tokens) for s in snaps if s.kv_cache_usage_ratio is not None]
     if not pairs:
@@ -502,8 +510,8 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
         seconds=max(spans[url][0] for url in stalled),
         intervals=max(stalled.values()),
         targets=stalled,
-        running=_sum_known([s.requests_running for s in snaps]),
-        waiting=_sum_known([s.requests_waiting for s in snaps]),
+        running=_sum_every([s.requests_running for s in snaps]),
+        waiting=_sum_every([s.requests_waiting for s in snaps]),
     )
 
 
@@ -1285,13 +1293,13 @@ def _engine_view(
         model=first.model if first else None,
         replicas=replicas,
         replicas_up=replicas_up,
-        requests_running=_sum_known([s.requests_running for s in latest]),
-        requests_waiting=_sum_known([s.requests_waiting for s in latest]),
-        preemptions_total=_sum_known([s.preemptions_total for s in latest]),
-        prompt_tokens_total=_sum_known([s.prompt_tokens_total for s in latest]),
-        generation_tokens_total=_sum_known([s.generation_tokens_total for s in latest]),
+        requests_running=_sum_every([s.requests_running for s in latest]),
+        requests_waiting=_sum_every([s.requests_waiting for s in latest]),
+        preemptions_total=_sum_every([s.preemptions_total for s in latest]),
+        prompt_tokens_total=_sum_every([s.prompt_tokens_total for s in latest]),
+        generation_tokens_total=_sum_every([s.generation_tokens_total for s in latest]),
         kv_cache_usage_ratio=_weighted_usage(latest),
-        kv_cache_capacity_tokens=_sum_known([s.kv_cache_capacity_tokens for s in latest]),
+        kv_cache_capacity_tokens=_sum_every([s.kv_cache_capacity_tokens for s in latest]),
         ttft_seconds=_hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         tpot_seconds=_hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
         window_seconds=stats.covered_seconds if stats else None,  # the rates' span, not the window asked for

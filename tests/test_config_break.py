@@ -135,3 +135,16 @@ def test_an_empty_file_or_one_not_a_mapping_is_not_called_an_invalid_field(tmp_p
         assert r.returncode == 2, (name, r.stderr)
         assert f"{name}: the file cannot be used" in r.stderr and says in r.stderr, (name, r.stderr)
         assert "invalid field" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_symlink_loop_is_a_file_problem_not_a_traceback(tmp_path: Path) -> None:
+    """Breaker 24: ``check-config loop1`` (loop1 → loop2 → loop1) printed a RuntimeError traceback from resolving the
+    path; ``once``, ``run`` and ``simulate`` said "Too many levels of symbolic links"."""
+    from tests.inprocess import run_cli
+
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    r = run_cli("check-config", str(tmp_path / "loop1"))
+    assert r.returncode == 2, r.stderr
+    assert "the file cannot be used" in r.stderr and "symbolic links" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout

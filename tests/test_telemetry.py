@@ -611,3 +611,33 @@ def test_an_unknown_ttft_bounded_by_the_queue_time_bounds_goodput() -> None:
     assert goodput_ratio(0.9, 0.8, ttft_at_most=0.1).ratio == pytest.approx(0.72)  # a measured TTFT wins
     with pytest.raises(ValueError, match="ttft_at_most"):
         goodput_ratio(None, 0.5, ttft_at_most=1.5)
+
+
+def test_a_fleet_gauge_is_unknown_when_one_replica_does_not_know_it() -> None:
+    """Breaker 24: three replicas running 38 each, one page saying NaN (read as unknown), exported 76 running and
+    "25.3 per replica" to over_provisioned, which reads the count as all the load; a page without the waiting
+    gauge made the fleet's waiting 0. A gauge summed over replicas is every replica's or unknown; a rate is the
+    known replicas' sum (a lower bound: a preemption counted on one replica is a preemption)."""
+    from advisor.telemetry import WindowStats, combine_targets
+
+    known = WindowStats(window_seconds=30.0, requests_running=38.0, requests_waiting=0.0, preemptions_per_second=0.5)
+    blind = WindowStats(window_seconds=30.0, requests_running=None, requests_waiting=None, preemptions_per_second=None)
+    fleet = combine_targets([known, known, blind])
+    assert fleet.requests_running is None and fleet.requests_waiting is None
+    assert fleet.preemptions_per_second == 1.0
+    assert combine_targets([known, known, known]).requests_running == 114.0
+
+
+def test_the_reported_view_sums_a_gauge_only_when_every_replica_reports_it() -> None:
+    """Breaker 24, the exported side: ``advisor_requests_running`` read 76 of the 114 running, the third page's NaN
+    dropped, and ``advisor_requests_waiting`` 0 where one page had no waiting gauge at all."""
+    from advisor.domain import EngineSnapshot
+    from advisor.evaluate import engine_view
+
+    full = EngineSnapshot(engine="vllm", requests_running=38.0, requests_waiting=0.0)
+    nan = EngineSnapshot(engine="vllm", requests_running=float("nan"), requests_waiting=0.0)
+    no_waiting = EngineSnapshot(engine="vllm", requests_running=38.0)
+    view = engine_view([full, nan, no_waiting], None, 3, "ok")
+    assert view.requests_running is None and view.requests_waiting is None
+    view = engine_view([full, full, full], None, 3, "ok")
+    assert (view.requests_running, view.requests_waiting) == (114.0, 0.0)

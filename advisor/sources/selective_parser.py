@@ -159,6 +159,10 @@ _TYPE_WORD_RE: Final = re.compile(_TYPE_WORDS_RE)
 
 _MAX_NAMES: Final = 20_000
 """A plan stops learning names beyond this (a text of random names goes to tier 2, not into the cache)."""
+_MAX_NAME_CHARS: Final = 200
+"""A plan learns no name longer than this (the line goes to tier 2): :func:`_trie` nests a regex group per character
+of a name, and its recursion, two frames a character, passed Python's limit at ~500 (breaker 24: a 600-character
+``vllm:000…`` name raised RecursionError on every scrape). Engines' own names are under 80 characters."""
 _MAX_PLANS: Final = 64
 BLOCKS_FROM: Final = 1_000_000
 """Texts from this many characters on are cut into families first (:func:`_kept_blocks`). Walking the headers
@@ -273,12 +277,14 @@ class _Plan:
             sample = _STRICT_SAMPLE_RE.fullmatch(line)
             if sample is not None:
                 name = sample.group(1)
-                if self.keep is None or name in self.raw or name in self.counters:
+                if self.keep is None or name in self.raw or name in self.counters or len(name) > _MAX_NAME_CHARS:
                     return None  # known: the line is outside what the scan proves (a renamed counter's sample)
                 raw.add(name)
                 continue
             counter = _COUNTER_TYPE_RE.fullmatch(line)
             if counter is None or counter.group(1).endswith("_total") or counter.group(1) in self.counters:
+                return None
+            if len(counter.group(1)) > _MAX_NAME_CHARS:
                 return None
             counters.add(counter.group(1))
         if len(raw) > _MAX_NAMES:

@@ -355,3 +355,18 @@ def test_the_series_cache_stays_within_its_bounds_and_exact_while_it_rotates(mon
     for _ in range(2):
         check_agrees(text, keep_kept)
         assert cache.young_bytes <= 2_000
+
+
+@pytest.mark.parametrize("length", [600, 5_000])
+def test_a_very_long_metric_name_parses_as_prometheus_client_parses_it(length: int) -> None:
+    """Breaker 24: a page line ``vllm:000…`` with a 600-character name raised RecursionError in the plan's name trie
+    (a regex group nested per character), so ``inspect`` printed a 3,000-line traceback and ``run`` logged one on
+    every scrape of that target. Such a name goes to tier 2 and parses as ``prometheus_client`` parses it, the
+    engine's own families beside it kept; the same page twice (the plan cached) as well."""
+    long_name = "vllm:" + "0" * length
+    text = f'vllm:num_requests_running{{model_name="m"}} 3.0\n{long_name} 1\nvllm:num_requests_waiting 2.0\n'
+    keep = get_adapter("vllm").wants
+    for _ in range(2):
+        assert_same(parse_exposition(text, keep), parse_exposition_full(text, keep))
+        assert_same(parse_exposition(text, None), parse_exposition_full(text, None))
+    assert [s.value for s in parse_exposition(text, keep)["vllm:num_requests_running"]] == [3.0]
