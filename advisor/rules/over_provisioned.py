@@ -161,6 +161,9 @@ class OverProvisionedRule:
             and ev.kv_capacity_tokens
         ):
             per_request = (s.prompt_tokens_per_second + s.generation_tokens_per_second) / s.requests_finished_per_second
+            # no request holds more than max-model-len (breaker 23: "~11,663 tokens per request" at 8,192, where
+            # generations outlasting the window count running requests' tokens against the few that finished)
+            per_request = min(per_request, float(ev.ctx.capacity.max_model_len))
             if per_request > 0 and ev.kv_capacity_tokens / per_request < ceiling:
                 ceiling = ev.kv_capacity_tokens / per_request
                 what = f"the KV pool at ~{per_request:,.0f} tokens per request"

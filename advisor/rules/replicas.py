@@ -376,6 +376,10 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     admitted = done + (max(0.0, grown) / span if span > 0 and math.isfinite(grown) else 0.0)
     prompt = max(1.0, s.prompt_tokens_per_second / admitted)
     output = max(1.0, s.generation_tokens_per_second / done)
+    # no request outlives max-model-len: tokens generated ÷ completions counts running requests' tokens against the
+    # few that finished while generations outlast the window (breaker 23: ~11,663 tokens a request at max-model-len
+    # 8,192, a capacity at the SLO of 0.02 requests/s where one replica served 0.6 within it)
+    output = min(output, max(1.0, float(ev.ctx.capacity.max_model_len) - prompt))
     ranks = data_parallel_ranks(ev)
     inputs = ev.ctx.inputs
     running_now = (s.requests_running or 0.0) / ev.replicas_up / ranks
@@ -459,6 +463,20 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     return mu * ranks, (None if share is None else share * mu * ranks), k * model.decode.ratio, wait
 
 
+def served_within_slo(ev: Evaluation, done: float) -> float | None:
+    """Requests/s each answering replica completed over the window while the window's goodput met its target (the
+    SLO's share of requests within TTFT and TPOT), or ``None`` (goodput unknown or below target, nothing completed).
+
+    A measured floor on the capacity at the SLO per replica: the replicas just served that rate within the SLO, so
+    no model of them may say they cannot (breaker 23: the model's 0.02 requests/s per replica, from a request length
+    read past max-model-len, set ``advisor_desired_replicas`` to 30 while one replica served 0.6/s with every request
+    within the SLO) — as the completions floor the service rate μ (:func:`_model_rates`)."""
+    ratio = ev.goodput.ratio
+    if ratio is None or ratio < ev.ctx.slo.target_ratio or done <= 0 or ev.replicas_up <= 0:
+        return None
+    return done / ev.replicas_up
+
+
 def size_replicas(
     ev: Evaluation,
     drain_seconds: float | None = None,
@@ -507,9 +525,13 @@ def size_replicas(
     backlog = float(s.requests_waiting or 0.0)
     model = _model_rates(ev, arrival)
     k = 1.0
+    served = served_within_slo(ev, done)
     if model is not None:
         mu, at_slo, k, wait = model
         method = "model"
+        floored = served is not None and (at_slo is None or served > at_slo)
+        if served is not None:  # measured beats modelled: the replicas just served this within the SLO
+            at_slo = max(at_slo or 0.0, served)
         slo_n = 1 if arrival <= 0 else (math.ceil(arrival / at_slo - 1e-9) if at_slo else 0)
         if at_slo is None:  # even an idle replica misses the SLO: size for stability at the planning utilization
             slo_n = max(1, math.ceil(arrival / (mu * DEFAULT_TARGET_UTILIZATION) - 1e-9))
@@ -548,7 +570,13 @@ def size_replicas(
     if method == "model" and at_slo is not None:
         text += (
             f", and ~{at_slo:,.2f}/s while {slo.target_ratio:.0%} of requests meet TTFT ≤ {slo.ttft_seconds:g}s and "
-            f"TPOT ≤ {slo.tpot_seconds:g}s (queueing model" + _calibration_text(ev, k) + ")"
+            f"TPOT ≤ {slo.tpot_seconds:g}s ("
+            + (
+                "measured: what each replica served within the SLO over the window, above the queueing model's figure"
+                if floored
+                else "queueing model" + _calibration_text(ev, k)
+            )
+            + ")"
         )
     elif method == "model":
         text += "; even one idle replica misses the SLO in the model, so this count only keeps the queue stable"

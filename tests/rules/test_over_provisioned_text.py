@@ -65,8 +65,9 @@ def _agree(f: dict[str, float]) -> None:
 
 
 def test_a_busy_window_prints_the_peak_per_replica_and_the_ceiling_it_is_a_share_of() -> None:
+    # 36,000 tokens a request need a context that holds them (a reading past max-model-len is capped, breaker 23)
     e = ev(
-        dep=ctx(replicas=2),
+        dep=ctx(replicas=2, max_model_len=65_536),
         replicas_up=2,
         **_quiet(
             requests_running=20,
@@ -137,3 +138,15 @@ def test_a_keda_floor_is_where_the_count_down_stops() -> None:
     assert not [
         q for q in RULE.propose(ev(dep=floor, replicas_up=2, **_quiet(requests_running=2))) if q.dial == "replicas"
     ]
+
+
+def test_a_request_length_read_past_max_model_len_is_capped_there() -> None:
+    """Breaker 23: "the KV pool at ~11,663 tokens per request" at max-model-len 8,192 — generations outlasting the
+    window count running requests' tokens against the few that finished. No request holds more than 8,192 tokens,
+    so the pool's ceiling is at least 432,000 ÷ 8,192 = 52.73 sequences, not 432,000 ÷ 36,000 = 12."""
+    busy = _quiet(requests_running=20, requests_finished_per_second=0.5)
+    busy.update(prompt_tokens_per_second=16_000.0, generation_tokens_per_second=2_000.0)
+    e = ev(dep=ctx(replicas=2, max_model_len=8_192), replicas_up=2, **busy)
+    c = RULE.fires(dataclasses.replace(e, requests_running_max=30.0))
+    assert c.evidence["concurrency_ceiling_per_replica"] == pytest.approx(432_000 / 8_192, abs=0.005)  # 2 decimals
+    assert "the KV pool at ~8,192 tokens per request" in c.reason

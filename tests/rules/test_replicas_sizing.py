@@ -339,3 +339,42 @@ def test_an_online_calibrated_model_never_prices_a_replica_below_what_it_complet
     sz = size_replicas(e)
     assert sz is not None and sz.method == "model"
     assert sz.service_rate_per_replica >= 30.0 - 1e-9
+
+
+def _long_generations(goodput: Any, generated_per_completion: float) -> Any:
+    """One H100 replica, 60 running, 0.6 completions/s with nothing waiting (λ = 0.6/s), 1,000-token prompts."""
+    steady = dict.fromkeys(("requests_running", "requests_running_first"), 60)
+    steady.update(dict.fromkeys(("requests_waiting", "requests_waiting_first"), 0))
+    rates = {"prompt_tokens_per_second": 600.0, "generation_tokens_per_second": 0.6 * generated_per_completion}
+    return ev(
+        dep=ctx(gpu="h100-sxm", max_model_len=8192),
+        goodput=goodput,
+        requests_finished_per_second=0.6,
+        span_seconds=60.0,
+        kv_cache_usage_ratio=0.35,
+        **steady,
+        **rates,
+    )
+
+
+def test_the_replicas_serving_within_the_slo_floor_the_capacity_at_it() -> None:
+    """Breaker 23: one replica served 0.6 requests/s of 5,000-token generations with goodput 100 % and nothing
+    waiting, and ``advisor_desired_replicas`` said 30 from a modelled capacity of 0.02 requests/s per replica. A window
+    whose goodput meets its target measured the capacity at the SLO at ≥ completions ÷ replicas = 0.6/s, so
+    ⌈0.6 ÷ 0.6⌉ = 1 replica; below the target that floor is gone (the model decides)."""
+    met = size_replicas(_long_generations(good(1.0, 1.0), 5_000.0))
+    assert met is not None and met.replicas == 1
+    assert met.capacity_at_slo_per_replica is not None and met.capacity_at_slo_per_replica >= 0.6
+    assert "measured: what each replica served within the SLO" in met.explanation
+    missed = size_replicas(_long_generations(good(0.5, 1.0), 5_000.0))
+    assert missed is not None and "measured: what each replica served" not in missed.explanation
+
+
+def test_a_request_is_never_read_longer_than_max_model_len() -> None:
+    """Breaker 23: tokens generated ÷ completions read ~11,663 tokens a request at max-model-len 8,192 (running
+    requests' tokens against the few that finished). A request holds at most 8,192 tokens, so with 1,000-token
+    prompts any reading past 7,192 output tokens sizes as 7,192 does."""
+    capped = size_replicas(_long_generations(good(0.5, 1.0), 7_192.0))
+    read = size_replicas(_long_generations(good(0.5, 1.0), 11_663.0))
+    assert capped is not None and read is not None
+    assert (read.replicas, read.capacity_at_slo_per_replica) == (capped.replicas, capped.capacity_at_slo_per_replica)
