@@ -52,6 +52,7 @@ window).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Any
 
@@ -472,8 +473,20 @@ class SeqCapRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """No longer so."""
+        """No longer so — at the window's peak of running requests too: with requests waiting, a newest gauge one
+        slot below the cap is a slot freed between two steps, not the cap released (breaker 23: 7 of 8 running with
+        29 waiting cleared the rule for one scrape, and the incident switched from max_num_seqs 4 → 19 to "replicas
+        2 → 6" and never came back)."""
         holds, reason, evidence = self._reading(ev)
+        s = ev.stats
+        peak = ev.requests_running_max
+        below = s is not None and s.requests_running is not None and peak is not None and peak > s.requests_running
+        if holds is False and below and s is not None:
+            at_peak, why, _ = self._reading(
+                dataclasses.replace(ev, stats=dataclasses.replace(s, requests_running=peak))
+            )
+            if at_peak:
+                return Condition(False, f"{reason}; at the window's peak {why}: not yet clear", evidence)
         return Condition(None if holds is None else not holds, reason, evidence)
 
     def _holds_at(self, ev: Evaluation, n: int, length: float | None, per_rank: float, usage: float) -> int | None:

@@ -174,3 +174,18 @@ def test_a_raise_that_leaves_the_arrivals_above_what_the_replica_completes_does_
     calm = dataclasses.replace(base, stats=dataclasses.replace(base.stats, requests_waiting=30))
     q = _proposal(calm)
     assert q.sufficient is True and "more replicas" not in q.description
+
+
+def test_a_slot_freed_between_steps_does_not_clear_it_while_requests_wait() -> None:
+    """Breaker 23: 2 replicas at max_num_seqs 4 with 29 waiting; one scrape read 7 of the 8 slots busy (a request had
+    finished, the next not yet admitted), the rule cleared, and the incident switched from "max_num_seqs 4 → 19" to
+    "replicas 2 → 6" for good. With requests waiting and the window's peak at the cap, it is not yet clear; once the
+    queue is gone, or the peak too is below the cap, it clears."""
+    rule = SeqCapRule()
+    blip = dataclasses.replace(_ev(running=7, waiting=29, replicas_up=2), requests_running_max=8.0)
+    assert rule.fires(blip).holds is False  # the newest gauge alone does not show the cap binding
+    assert rule.clears(blip).holds is False and "at the window's peak" in rule.clears(blip).reason
+    gone = dataclasses.replace(_ev(running=7, waiting=0, replicas_up=2), requests_running_max=8.0)
+    assert rule.clears(gone).holds is True
+    low = dataclasses.replace(_ev(running=5, waiting=29, replicas_up=2), requests_running_max=6.0)
+    assert rule.clears(low).holds is True
