@@ -30,6 +30,13 @@ from advisor.rules.common import (
 from advisor.rules.turns import turn
 
 MIN_BUDGET = 0.5
+TRANSIENT_PREEMPTIONS = 3
+"""Preemptions in the window below which, with no request waiting, the raise does not hold: vLLM preempts the
+newest sequence when a step cannot allocate a block, one at a time, and recomputes it as soon as blocks free; a
+preemption or two over a window whose queue is empty is one peak of the batch, recovered, not a budget short of
+the load (breaker 23: one preemption at 30 % KV opened "gpu_memory_utilization 0.5 → 0.9" and resolved 15 s later,
+three times in four minutes on a bursty load). A queue beside them, or more of them, is the pressure the raise is
+for."""
 
 
 class KVBudgetRule:
@@ -75,6 +82,14 @@ class KVBudgetRule:
             return "", f"{restarts} restarts of one engine at a budget of {util} (at the {MIN_BUDGET} floor)", evidence
         if s.preemptions_increase is None:
             return None, "preemption counter unknown", evidence
+        transient = s.preemptions_increase < TRANSIENT_PREEMPTIONS and s.requests_waiting == 0
+        if s.preemptions_increase > 0 and util < self.raise_to - 1e-9 and transient:
+            return (
+                "",
+                f"{count(s.preemptions_increase)} preemption(s) in {seconds(s.covered_seconds)} with nothing waiting: "
+                f"a peak recovered, not a budget short of the load (fewer than {TRANSIENT_PREEMPTIONS})",
+                evidence,
+            )
         if s.preemptions_increase > 0 and util < self.raise_to - 1e-9:
             withheld = kv_withheld(ev)
             if withheld:

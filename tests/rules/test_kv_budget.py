@@ -126,3 +126,20 @@ def test_the_raise_says_over_what_time_the_preemptions_came() -> None:
     from a storm. The window's covered seconds are in the reason."""
     reason = RULE.fires(_ev(preemptions_increase=47, window_seconds=60.0, span_seconds=55.0)).reason
     assert reason.startswith("47 preemptions in ") and "s with a budget of 0.85" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("preemptions", "waiting", "fires"),
+    [(1, 0, False), (2, 0, False), (3, 0, True), (1, 4, True), (1, None, True)],
+    ids=["one, no queue", "two, no queue", "three", "one beside a queue", "one, queue unknown"],
+)
+def test_a_preemption_or_two_with_nothing_waiting_is_a_peak_not_a_short_budget(
+    preemptions: int, waiting: int | None, fires: bool
+) -> None:
+    """Breaker 23: one preemption at 30 % KV, nothing waiting, opened "gpu_memory_utilization 0.5 → 0.9" and resolved
+    15 s later, three times in four minutes on a bursty load. Fewer than three with an empty queue do not hold; a
+    queue beside them, or three, do (and an unknown queue is not taken as empty)."""
+    e = _ev(0.5, preemptions_increase=preemptions, requests_waiting=waiting)
+    assert RULE.fires(e).holds is fires
+    if not fires:
+        assert "nothing waiting" in RULE.fires(e).reason
