@@ -1,7 +1,7 @@
 """Issue 13, acceptance 4: the daemon's runtime is built whole and swapped in with one reference.
 
 * A reload that fails late — while building the ack store (a state file that is not JSON) or the notifier (an
-  outbox file that is not JSON) — changes nothing: the next cycles run and their notifications still reach a
+  outbox file of a later release) — changes nothing: the next cycles run and their notifications still reach a
   real webhook receiver. (Before, the old notifier and pool were shut down first, so every later cycle failed
   with "cannot schedule new futures after shutdown" while the log said the running config was kept.)
 * After a successful reload, a snooze made through the HTTP API silences the snoozed recommendation's next
@@ -104,10 +104,10 @@ def test_a_reload_that_fails_late_leaves_the_old_runtime_fully_working(
             (broken_dir / "state.json").write_text("{this is not json")
             bad["state_file"] = str(broken_dir / "state.json")
         elif late == "notifier":  # the folder is fine; only the receiver's outbox file (read by the notifier) is broken
-            (broken_dir / "ops.outbox.json").write_text("{this is not json")
+            (broken_dir / "ops.outbox.json").write_text('{"version": 999, "receiver": "ops"}')  # a later release's
             bad["outbox_dir"] = str(broken_dir)
         else:  # one outbox folder (locked by the running notifier): a new receiver's outbox file there is broken
-            (tmp_path / "outbox" / "broken.outbox.json").write_text("{this is not json")
+            (tmp_path / "outbox" / "broken.outbox.json").write_text('{"version": 999, "receiver": "broken"}')
             bad["receivers"] = [receiver, dict(receiver, name="broken")]
         cfg_path = tmp_path / "advisor.yaml"
         cfg_path.write_text(yaml.safe_dump(bad))

@@ -160,7 +160,8 @@ class Outbox:
     Not thread-safe: its :class:`OutboxWorker` guards it. Without a ``path`` it lives in memory only.
 
     Raises:
-        StateError: the file exists and is unreadable, not JSON, of another version or of another receiver.
+        StateError: the file exists and cannot be read (permissions), is of another version or of another
+            receiver, or is corrupt and cannot be moved aside (a corrupt one is moved aside: :meth:`_set_aside`).
     """
 
     def __init__(self, receiver: str, path: Path | None = None) -> None:
@@ -181,15 +182,25 @@ class Outbox:
 
     def _load(self, p: Path) -> None:
         try:
-            data = json.loads(read_text_capped(p))
+            text = read_text_capped(p)
         except OSError as exc:
             raise StateError(f"cannot read outbox {str(p)!r}: {exc.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StateError(f"outbox {str(p)!r} is not JSON ({exc})") from None
+        except UnicodeDecodeError:
+            self._set_aside(p, "not UTF-8 text")
+            return
+        if not text.strip():  # created empty (config management, `touch`): nothing was ever queued there
+            return
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self._set_aside(p, f"not JSON ({exc})")
+            return
         except RecursionError:
-            raise StateError(f"outbox {str(p)!r} is nested too deeply to be an outbox") from None
+            self._set_aside(p, "nested too deeply to be an outbox")
+            return
         if not isinstance(data, dict) or "version" not in data:
-            raise StateError(f"outbox {str(p)!r} has no version: not a capacity-advisor outbox")
+            self._set_aside(p, "no version: not a capacity-advisor outbox")
+            return
         if data["version"] not in READABLE_VERSIONS:
             raise StateError(
                 f"outbox {str(p)!r} is version {data['version']!r}; this advisor reads versions "
@@ -209,7 +220,32 @@ class Outbox:
                 self.active[rec.id] = ActiveAlert(rec, None if last is None else float(last), labels)
             self.delivered.extend(str(k) for k in data.get("delivered", []))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StateError(f"outbox {str(p)!r} has a malformed entry: {exc!r}") from None
+            self.pending.clear()
+            self.active.clear()
+            self.delivered.clear()
+            self._set_aside(p, f"a malformed entry: {exc!r}")
+
+    def _set_aside(self, p: Path, why: str) -> None:
+        """Move an outbox file whose content cannot be read to ``<name>.unreadable-<unix s>`` beside it and start
+        empty, logged at ERROR with both paths: one receiver's corrupt file stopped the whole daemon, every deployment
+        unmonitored (breaker 24); the file is kept for the operator, its notifications are not sent.
+
+        Raises:
+            StateError: the file cannot be moved (then it is refused as before, naming it).
+        """
+        aside = p.with_name(f"{p.name}.unreadable-{int(time.time())}")
+        try:
+            os.replace(p, aside)
+        except OSError as exc:
+            raise StateError(f"outbox {str(p)!r} is {why}, and cannot be moved aside: {exc.strerror}") from None
+        log.error(
+            "receiver=%s: outbox %r is %s; moved to %r and started empty (its undelivered notifications, if any, "
+            "are in that file and will not be sent)",
+            self.receiver,
+            str(p),
+            why,
+            str(aside),
+        )
 
     def to_json(self, now: float) -> dict[str, Any]:
         """The file's content."""

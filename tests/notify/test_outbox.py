@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import random
 import socket
 import time
@@ -266,9 +267,36 @@ def test_an_outbox_of_another_version_is_refused(hook: Hook, tmp_path: Path) -> 
         build_notifier([receiver(hook)], tmp_path, None)
 
 
-def test_a_corrupt_outbox_is_refused(hook: Hook, tmp_path: Path) -> None:
-    outbox_file(tmp_path, "ops").write_text("{not json")
-    with pytest.raises(StateError, match="not JSON"):
+@pytest.mark.parametrize(
+    "content", [b"{not json", b"\xff\xfe{}", b"[1, 2]"], ids=["not JSON", "not UTF-8", "a list, no version"]
+)
+def test_a_corrupt_outbox_is_set_aside_and_the_notifier_starts(
+    hook: Hook, tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    """Breaker 24: one receiver's truncated outbox file stopped the daemon at start ("outbox … is not JSON"), every
+    deployment unmonitored, one bad file named per restart. It is moved aside, kept byte for byte beside the
+    folder's other files and named in an ERROR line; the receiver starts empty and delivers. A file of another
+    receiver or release is still refused (an operator's choice to make, not corruption)."""
+    path = outbox_file(tmp_path, "ops")
+    path.write_bytes(content)
+    n = build_notifier([receiver(hook)], tmp_path, None)
+    try:
+        (aside,) = tmp_path.glob("*.unreadable-*")
+        assert aside.read_bytes() == content
+        assert any(r.levelno == logging.ERROR and str(aside) in r.getMessage() for r in caplog.records)
+        n.submit("opened", rec(1))
+        assert n.flush(5)
+    finally:
+        n.close(1)
+    assert [h.json()["status"] for h in hook.acked()] == ["firing"]
+
+
+def test_an_empty_outbox_is_a_fresh_start_and_another_release_s_is_refused(hook: Hook, tmp_path: Path) -> None:
+    outbox_file(tmp_path, "ops").write_text("")
+    build_notifier([receiver(hook)], tmp_path, None).close(1)
+    assert not list(tmp_path.glob("*.unreadable-*"))
+    outbox_file(tmp_path, "ops").write_text('{"version": 999, "receiver": "ops"}')
+    with pytest.raises(StateError, match="version 999"):
         build_notifier([receiver(hook)], tmp_path, None)
 
 
