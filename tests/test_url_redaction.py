@@ -50,3 +50,16 @@ def test_check_config_and_inspect_never_print_the_password_of_a_scheme_less_targ
     r = _cli("inspect", BAD_URLS[1])
     assert r.returncode == 2
     assert "127.0.0.1:18801/x" in r.stderr and "SEKRIT" not in r.stdout + r.stderr
+
+
+def test_a_receiver_path_word_is_not_scrubbed_from_its_own_error_text_but_a_token_is() -> None:
+    """Breaker 24: a receiver at ``…/redirect`` had "redirect" scrubbed everywhere, so its 307 error read "the receiver
+    <redacted>s to …, and <redacted>s are not followed". A path segment is a secret when it looks like a token (8+
+    characters with a digit or both cases, or 16+), as Slack's ``/services/T0A1B2C3D/B4E5F6G7H/…`` segments do."""
+    from advisor.notify.receivers import WebhookReceiver
+
+    plain = WebhookReceiver("ops", "http://127.0.0.1:9/redirect").secrets()
+    assert "redirect" not in plain
+    slack = WebhookReceiver("ops", "https://hooks.example/services/T0A1B2C3D/B4E5F6G7H/abcdefghijklmnopqrstuvwx")
+    secrets = slack.secrets()
+    assert {"T0A1B2C3D", "B4E5F6G7H", "abcdefghijklmnopqrstuvwx"} <= set(secrets) and "services" not in secrets

@@ -192,6 +192,17 @@ class Receiver(Protocol):
         ...
 
 
+def _token_like(segment: str) -> bool:
+    """Whether a URL path segment may be a token, to be scrubbed wherever it appears: 8 characters or more with a
+    digit or both letter cases (Slack's ``T0A1B2C3D``, a hex or base64 key), or 16 or more of anything. A word —
+    ``redirect``, ``alertmanager`` — is not: scrubbing it everywhere garbled the receiver's own error text (breaker 24:
+    "the receiver <redacted>s to …, and <redacted>s are not followed" for a ``/redirect`` path)."""
+    if len(segment) >= 16:
+        return True
+    mixed = any(ch.isupper() for ch in segment) and any(ch.islower() for ch in segment)
+    return len(segment) >= 8 and (any(ch.isdigit() for ch in segment) or mixed)
+
+
 def _secret_parts(url: str) -> list[str]:
     """The URL and the parts of it that may be secret: the whole URL, path+query, path, query, user-info."""
     from urllib.parse import urlsplit
@@ -205,7 +216,7 @@ def _secret_parts(url: str) -> list[str]:
         parts += [f"{s.path}?{s.query}", s.query]
     if len(s.path) > 1:
         parts.append(s.path)
-        parts += [seg for seg in s.path.split("/") if len(seg) >= 8]  # token-like path segments
+        parts += [seg for seg in s.path.split("/") if _token_like(seg)]
     if s.password:
         parts.append(s.password)
     if s.username:
