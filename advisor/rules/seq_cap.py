@@ -120,6 +120,31 @@ def _llamacpp_bound_texts(bounds: dict[str, Any]) -> tuple[str, str]:
     return knee, limit
 
 
+def steady_slots(ev: Evaluation) -> int | None:
+    """Sequence slots per data-parallel rank the window's arrivals keep busy, with room for their fluctuation, or
+    ``None`` when a rate is unknown: ``m + 2√m`` for ``m = λ × W`` — λ the arrival rate per rank
+    (:func:`advisor.rules.replicas.arrival_rate`), ``W`` a request's time in a slot at today's batch by Little's law
+    (the window's mean running per rank ÷ its completions per rank) — the requests in service of an M/G/∞ system
+    being Poisson with mean λW (Kleinrock vol. 1 §4.9), ``m + 2√m`` about its 98th percentile.
+
+    A cap sized to the running and waiting requests of one scrape followed the backlog, not the load (breaker 23:
+    "max_num_seqs 4 → 19", then 22, 27, … 210 within minutes at 6 requests/s of 3-second requests, where ~10 a replica
+    serve them); ``W`` grows with the batch (TPOT rises), so ``λW`` at today's batch is a floor of the need, which
+    the TPOT knee bounds from above."""
+    s = ev.stats
+    rates = arrival_rate(s)
+    if s is None or rates is None or ev.replicas_up <= 0:
+        return None
+    arrival, done, _ = rates
+    ranks = data_parallel_ranks(ev)
+    mean = ev.requests_running_mean if ev.requests_running_mean is not None else s.requests_running
+    if mean is None or not math.isfinite(mean) or mean <= 0 or done <= 0 or arrival < 0:
+        return None
+    held = mean / done  # W: seconds a request holds a slot, Little's law over the window
+    m = arrival / ev.replicas_up / ranks * held
+    return math.ceil(m + 2 * math.sqrt(m))
+
+
 class SeqCapRule:
     """Running at the sequence cap, requests waiting, the pool with room → raise the cap."""
 
@@ -516,8 +541,18 @@ class SeqCapRule:
         ranks = data_parallel_ranks(ev)
         per_rank = s.requests_running / max(ev.replicas_up, 1) / ranks
         # a cap of n runs n − slack (SGLang's chunked prefill), so running and waiting all need n = demand + slack
-        demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks) + running_cap_slack(ev.ctx.engine)
+        slack = running_cap_slack(ev.ctx.engine)
+        demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks) + slack
         bounds: dict[str, Any] = {"demand_per_rank": demand}
+        # a queue that grew over the window is arrivals outrunning the cap: its size at one scrape is where the growth
+        # has got to, so the slots follow the arrival rate (steady_slots); a standing queue is the clients' own
+        # population (eight clients on one slot keep seven waiting: field-state round 14), held whole
+        first = s.requests_waiting_first
+        growing = first is not None and s.requests_waiting is not None and s.requests_waiting > first
+        steady = steady_slots(ev) if growing else None
+        if steady is not None:
+            bounds["steady_slots_per_rank"] = steady + slack
+            demand = min(demand, max(steady + slack, cap + 1))
         usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         length, _ = observed_request_tokens(ev)
         if not (length and ev.kv_capacity_tokens) and not (usage and usage > 0):

@@ -189,3 +189,24 @@ def test_a_slot_freed_between_steps_does_not_clear_it_while_requests_wait() -> N
     assert rule.clears(gone).holds is True
     low = dataclasses.replace(_ev(running=5, waiting=29, replicas_up=2), requests_running_max=6.0)
     assert rule.clears(low).holds is True
+
+
+def test_a_growing_queue_sizes_the_slots_to_the_arrivals_not_to_one_scrape_of_the_backlog() -> None:
+    """Breaker 23: at 6 requests/s of ~3-second requests on 2 replicas capped at 4, the raise followed the backlog
+    of each scrape — 4 → 19, 22, 27, … 210 — where ~10 a replica serve the load. By hand: λ = 2.4 completions/s +
+    (29 − 10) waiting ÷ 5 s = 6.2/s, 3.1 a replica; a request holds a slot W = 8 running ÷ 2.4/s = 3.33 s (Little);
+    m = λW = 10.33 per replica, m + 2√m = 16.76 → 17 slots, below the backlog's 4 + 29 ÷ 2 → 19. A standing queue
+    (clients that re-send: 10 waiting at both ends) keeps the backlog's count."""
+    rule = SeqCapRule()
+    rates = {"requests_finished_per_second": 2.4, "span_seconds": 5.0, "requests_running_first": 8}
+    growing = dataclasses.replace(
+        _ev(running=8, waiting=29, requests_waiting_first=10, replicas_up=2, **rates), requests_running_mean=8.0
+    )
+    new, bounds = rule._raised(growing)
+    assert bounds["steady_slots_per_rank"] == 17 and bounds["demand_per_rank"] == 19
+    assert new == 17
+    standing = dataclasses.replace(
+        _ev(running=8, waiting=29, requests_waiting_first=29, replicas_up=2, **rates), requests_running_mean=8.0
+    )
+    new_standing, bounds = rule._raised(standing)
+    assert "steady_slots_per_rank" not in bounds and new_standing == 19
