@@ -465,7 +465,8 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
 
 def served_within_slo(ev: Evaluation, done: float) -> float | None:
     """Requests/s each answering replica completed over the window while the window's goodput met its target (the
-    SLO's share of requests within TTFT and TPOT), or ``None`` (goodput unknown or below target, nothing completed).
+    SLO's share of requests within TTFT and TPOT) and nothing waits now, or ``None`` (goodput unknown or below
+    target, a queue, nothing completed).
 
     A measured floor on the capacity at the SLO per replica: the replicas just served that rate within the SLO, so
     no model of them may say they cannot (breaker 23: the model's 0.02 requests/s per replica, from a request length
@@ -473,6 +474,9 @@ def served_within_slo(ev: Evaluation, done: float) -> float | None:
     within the SLO) — as the completions floor the service rate μ (:func:`_model_rates`)."""
     ratio = ev.goodput.ratio
     if ratio is None or ratio < ev.ctx.slo.target_ratio or done <= 0 or ev.replicas_up <= 0:
+        return None
+    if ev.stats is None or ev.stats.requests_waiting != 0:
+        # requests queued now have not finished: the window's goodput is the past's, and their TTFT is still to come
         return None
     return done / ev.replicas_up
 

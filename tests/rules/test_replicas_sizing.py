@@ -368,6 +368,11 @@ def test_the_replicas_serving_within_the_slo_floor_the_capacity_at_it() -> None:
     assert "measured: what each replica served within the SLO" in met.explanation
     missed = size_replicas(_long_generations(good(0.5, 1.0), 5_000.0))
     assert missed is not None and "measured: what each replica served" not in missed.explanation
+    # a queue now: those requests have not finished, their TTFT is still to come — the window's goodput is the past's
+    queued = _long_generations(good(1.0, 1.0), 5_000.0)
+    queued = dataclasses.replace(queued, stats=dataclasses.replace(queued.stats, requests_waiting=40))
+    sz = size_replicas(queued)
+    assert sz is not None and "measured: what each replica served" not in sz.explanation
 
 
 def test_a_request_is_never_read_longer_than_max_model_len() -> None:
