@@ -29,13 +29,22 @@ def test_a_state_file_with_an_unwritable_opening_time_is_refused_naming_it(tmp_p
 
 
 @pytest.mark.parametrize("value", [math.nan, 1e20])
-def test_an_outbox_with_an_unwritable_time_is_refused_naming_it(tmp_path: Path, value: float) -> None:
+def test_an_outbox_with_an_unwritable_time_is_set_aside_naming_it(
+    tmp_path: Path, value: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A malformed entry makes the outbox corrupt: it is moved aside whole (kept, named with the field in an ERROR
+    line) and the receiver starts empty, as any corrupt outbox is (breaker 24: one receiver's file stopped the
+    daemon)."""
     doc = json.loads((PREVIOUS / "ops.outbox.json").read_text(encoding="utf-8"))
     doc["pending"][0]["recommendation"]["opened_at"] = value
     p = tmp_path / "ops.outbox.json"
-    p.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.raises(StateError, match="opened_at"):
-        Outbox("ops", p)
+    text = json.dumps(doc)
+    p.write_text(text, encoding="utf-8")
+    box = Outbox("ops", p)
+    assert not box.pending and not p.exists()
+    (aside,) = tmp_path.glob("ops.outbox.json.unreadable-*")
+    assert aside.read_text(encoding="utf-8") == text
+    assert any("opened_at" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
 
 
 def test_a_confidence_of_nan_is_refused_naming_it(tmp_path: Path) -> None:
