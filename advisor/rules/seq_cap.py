@@ -503,16 +503,24 @@ class SeqCapRule:
         29 waiting cleared the rule for one scrape, and the incident switched from max_num_seqs 4 → 19 to "replicas
         2 → 6" and never came back)."""
         holds, reason, evidence = self._reading(ev)
+        at_peak = self._at_peak(ev) if holds is False else None
+        if at_peak is not None:
+            return Condition(
+                False, f"{reason}; at the window's peak {self._reading(at_peak)[1]}: not yet clear", evidence
+            )
+        return Condition(None if holds is None else not holds, reason, evidence)
+
+    def _at_peak(self, ev: Evaluation) -> Evaluation | None:
+        """``ev`` read at the window's peak of running requests, when the newest gauge is below that peak and the
+        rule holds there; else ``None``. With requests waiting, a gauge one slot below the cap is a slot freed between
+        two steps: :meth:`clears` and :meth:`propose` read the cap at the peak, so the rule neither clears nor drops
+        its turn on one scrape (breaker 23: the incident then switched at once to another rule's replicas)."""
         s = ev.stats
         peak = ev.requests_running_max
-        below = s is not None and s.requests_running is not None and peak is not None and peak > s.requests_running
-        if holds is False and below and s is not None:
-            at_peak, why, _ = self._reading(
-                dataclasses.replace(ev, stats=dataclasses.replace(s, requests_running=peak))
-            )
-            if at_peak:
-                return Condition(False, f"{reason}; at the window's peak {why}: not yet clear", evidence)
-        return Condition(None if holds is None else not holds, reason, evidence)
+        if s is None or s.requests_running is None or peak is None or peak <= s.requests_running:
+            return None
+        seen = dataclasses.replace(ev, stats=dataclasses.replace(s, requests_running=peak))
+        return seen if self._reading(seen)[0] else None
 
     def _holds_at(self, ev: Evaluation, n: int, length: float | None, per_rank: float, usage: float) -> int | None:
         """Requests the pool holds at ``max_usage_after`` with the cap at ``n`` (vLLM's sampler warm-up grows with
@@ -590,6 +598,9 @@ class SeqCapRule:
         """``max_num_seqs`` raised, bounded by the pool at the observed request size, what starts and the TPOT
         target."""
         holds, reason, evidence = self._reading(ev)
+        if holds is False and (at_peak := self._at_peak(ev)) is not None:  # a slot freed between steps: the peak's turn
+            ev = at_peak
+            holds, reason, evidence = self._reading(ev)
         if not holds:
             return []
         if ev.ctx.engine == "llamacpp":

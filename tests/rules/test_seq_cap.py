@@ -185,6 +185,11 @@ def test_a_slot_freed_between_steps_does_not_clear_it_while_requests_wait() -> N
     blip = dataclasses.replace(_ev(running=7, waiting=29, replicas_up=2), requests_running_max=8.0)
     assert rule.fires(blip).holds is False  # the newest gauge alone does not show the cap binding
     assert rule.clears(blip).holds is False and "at the window's peak" in rule.clears(blip).reason
+    # and its turn stays proposed (the lifecycle switches at once from a turn no longer proposed: breaker 23's rerun
+    # went "max_num_seqs 4 → 13" → "replicas 2 → 5" on such a scrape), sized as at the peak
+    (turned,) = rule.propose(blip)
+    at_peak = dataclasses.replace(blip, stats=dataclasses.replace(blip.stats, requests_running=8.0))
+    assert (turned.dial, turned.suggested) == ("max_num_seqs", _proposal(at_peak).suggested)
     gone = dataclasses.replace(_ev(running=7, waiting=0, replicas_up=2), requests_running_max=8.0)
     assert rule.clears(gone).holds is True
     low = dataclasses.replace(_ev(running=5, waiting=29, replicas_up=2), requests_running_max=6.0)
