@@ -120,6 +120,12 @@ def _llamacpp_bound_texts(bounds: dict[str, Any]) -> tuple[str, str]:
     return knee, limit
 
 
+STANDING_QUEUE_SHARE = 0.1
+"""How far (share of its size at the window's start, at least one request) the queue may move over the window and
+still be a standing queue — clients that re-send as they are served, whose running plus waiting is their number —
+rather than arrivals outrunning the cap or a backlog draining (:meth:`SeqCapRule._raised`)."""
+
+
 def steady_slots(ev: Evaluation) -> int | None:
     """Sequence slots per data-parallel rank the window's arrivals keep busy, with room for their fluctuation, or
     ``None`` when a rate is unknown: ``m + 2√m`` for ``m = λ × W`` — λ the arrival rate per rank
@@ -552,12 +558,14 @@ class SeqCapRule:
         slack = running_cap_slack(ev.ctx.engine)
         demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks) + slack
         bounds: dict[str, Any] = {"demand_per_rank": demand}
-        # a queue that grew over the window is arrivals outrunning the cap: its size at one scrape is where the growth
-        # has got to, so the slots follow the arrival rate (steady_slots); a standing queue is the clients' own
-        # population (eight clients on one slot keep seven waiting: field-state round 14), held whole
+        # a queue that grew over the window is arrivals outrunning the cap, one that shrank a backlog draining: its
+        # size at one scrape is where the growth or the drain has got to, so the slots follow the arrival rate
+        # (steady_slots; breaker 23's rerun: "4 → 203" as a burst's backlog drained); a standing queue is the
+        # clients' own population (eight clients on one slot keep seven waiting: field-state round 14), held whole
         first = s.requests_waiting_first
-        growing = first is not None and s.requests_waiting is not None and s.requests_waiting > first
-        steady = steady_slots(ev) if growing else None
+        now = s.requests_waiting
+        moving = first is not None and now is not None and abs(now - first) > max(1.0, STANDING_QUEUE_SHARE * first)
+        steady = steady_slots(ev) if moving else None
         if steady is not None:
             bounds["steady_slots_per_rank"] = steady + slack
             demand = min(demand, max(steady + slack, cap + 1))

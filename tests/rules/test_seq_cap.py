@@ -215,3 +215,10 @@ def test_a_growing_queue_sizes_the_slots_to_the_arrivals_not_to_one_scrape_of_th
     )
     new_standing, bounds = rule._raised(standing)
     assert "steady_slots_per_rank" not in bounds and new_standing == 19
+    # a backlog draining after the burst (breaker 23's rerun read "4 → 203" from it): the arrivals size it too —
+    # λ = 2.4 + (29 − 40) ÷ 5 = 0.2/s, 0.1 a replica, m = 0.33, m + 2√m = 1.49 → 2 slots, so one more than the cap
+    draining = dataclasses.replace(
+        _ev(running=8, waiting=29, requests_waiting_first=40, replicas_up=2, **rates), requests_running_mean=8.0
+    )
+    new_draining, bounds = rule._raised(draining)
+    assert bounds["steady_slots_per_rank"] == 2 and new_draining == 5
