@@ -71,6 +71,7 @@ from advisor.telemetry import (
     lifetime_prefill,
     restart_flags,
     speculation_window,
+    sum_every,
     summarize,
     window_stats,
 )
@@ -123,14 +124,6 @@ class TargetView:
 def _sum_known(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None and not math.isnan(v)]
     return math.fsum(known) if known else None
-
-
-def _sum_every(values: Sequence[float | None]) -> float | None:
-    """The sum over the answering replicas, ``None`` when any of them does not know its value (``None`` or NaN):
-    a partial count is no fleet total (breaker 24; as :func:`advisor.telemetry._sum_every`)."""
-    if not values or any(v is None or math.isnan(v) for v in values):
-        return None
-    return math.fsum([v for v in values if v is not None])
 
 
 def _weighted_usage(snaps: Sequence[EngineSnapshot]) -> float | None:
@@ -510,8 +503,8 @@ def _stall_reading(up: Sequence[TargetView], now: float, q: Quality) -> _Stall:
         seconds=max(spans[url][0] for url in stalled),
         intervals=max(stalled.values()),
         targets=stalled,
-        running=_sum_every([s.requests_running for s in snaps]),
-        waiting=_sum_every([s.requests_waiting for s in snaps]),
+        running=sum_every([s.requests_running for s in snaps]),
+        waiting=sum_every([s.requests_waiting for s in snaps]),
     )
 
 
@@ -1293,13 +1286,13 @@ def _engine_view(
         model=first.model if first else None,
         replicas=replicas,
         replicas_up=replicas_up,
-        requests_running=_sum_every([s.requests_running for s in latest]),
-        requests_waiting=_sum_every([s.requests_waiting for s in latest]),
-        preemptions_total=_sum_every([s.preemptions_total for s in latest]),
-        prompt_tokens_total=_sum_every([s.prompt_tokens_total for s in latest]),
-        generation_tokens_total=_sum_every([s.generation_tokens_total for s in latest]),
+        requests_running=sum_every([s.requests_running for s in latest]),
+        requests_waiting=sum_every([s.requests_waiting for s in latest]),
+        preemptions_total=sum_every([s.preemptions_total for s in latest]),
+        prompt_tokens_total=sum_every([s.prompt_tokens_total for s in latest]),
+        generation_tokens_total=sum_every([s.generation_tokens_total for s in latest]),
         kv_cache_usage_ratio=_weighted_usage(latest),
-        kv_cache_capacity_tokens=_sum_every([s.kv_cache_capacity_tokens for s in latest]),
+        kv_cache_capacity_tokens=sum_every([s.kv_cache_capacity_tokens for s in latest]),
         ttft_seconds=_hist_json(stats.ttft if stats else None, first.ttft_source if first else None),
         tpot_seconds=_hist_json(stats.tpot if stats else None, first.tpot_source if first else None, tpot_note),
         window_seconds=stats.covered_seconds if stats else None,  # the rates' span, not the window asked for

@@ -1982,13 +1982,13 @@ def _sum_known(values: Iterable[float | None]) -> float | None:
     return math.fsum(known) if known else None
 
 
-def _sum_every(values: Iterable[float | None]) -> float | None:
-    """The sum over the answering replicas of a gauge, or ``None`` when any of them does not know its value: a
-    partial count is no fleet total (breaker 24: three replicas of 38 running each, one page saying NaN, exported
-    76 running and "25.3 per replica" to over_provisioned, which reads it as an upper bound), as the histograms'
-    merge is every replica's or none (:func:`_merge_every_or_none`)."""
+def sum_every(values: Iterable[float | None]) -> float | None:
+    """The sum over the answering replicas of a gauge, or ``None`` when any of them does not know its value (``None``
+    or NaN): a partial count is no fleet total (breaker 24: three replicas of 38 running each, one page saying NaN,
+    exported 76 running and "25.3 per replica" to over_provisioned, which reads it as an upper bound), as the
+    histograms' merge is every replica's or none (:func:`_merge_every_or_none`)."""
     values = list(values)
-    if not values or any(v is None for v in values):
+    if not values or any(v is None or math.isnan(v) for v in values):
         return None
     return math.fsum([v for v in values if v is not None])
 
@@ -2069,13 +2069,13 @@ def combine_targets(stats: Sequence[WindowStats]) -> WindowStats:
     spans = [v for v in span if v is not None]
     return WindowStats(
         window_seconds=max(window),
-        requests_running=_sum_every(running),
-        requests_waiting=_sum_every(waiting),
+        requests_running=sum_every(running),
+        requests_waiting=sum_every(waiting),
         kv_cache_usage_ratio=_mean_known(usage),
         kv_cache_usage_ratio_min=min(mins) if mins else None,
         kv_cache_usage_ratio_max=max(maxes) if maxes else None,
-        requests_running_first=_sum_every(running_first),
-        requests_waiting_first=_sum_every(waiting_first),
+        requests_running_first=sum_every(running_first),
+        requests_waiting_first=sum_every(waiting_first),
         preemptions_per_second=_sum_known(preemptions),
         prompt_tokens_per_second=_sum_known(prompt),
         generation_tokens_per_second=_sum_known(generation),
