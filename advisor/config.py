@@ -81,7 +81,7 @@ from advisor.manifests import DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KEDA_DEFAULT_M
 from advisor.modelfile import resolve_model as resolve_model
 from advisor.notify.config import ReceiverConfig
 from advisor.platforms import PLATFORMS
-from advisor.rules.replicas import JITTER_SHARE, MIN_ARRIVAL_SCRAPES, ReplicaStabilizer
+from advisor.rules.replicas import MIN_ARRIVAL_SCRAPES, ReplicaStabilizer, spans_at_least
 from advisor.sources.limits import DEFAULT_LABEL_LIMIT, DEFAULT_SAMPLE_LIMIT
 
 
@@ -2120,24 +2120,36 @@ def line_of(root: yaml.Node | None, path: str) -> int | None:
 
 
 def replica_history_warnings(cfg: Config) -> list[str]:
-    """A warning when no evaluation can ever hold the arrival-rate history a replica count needs
-    (:func:`advisor.rules.replicas.arrival_history_withheld`): even when a scrape lands on the window's first
-    instant, ``evaluation_window`` holds at most ``⌊window ÷ scrape_interval⌋ + 1`` scrapes spanning
-    ``⌊window ÷ scrape_interval⌋ × scrape_interval`` seconds, and that must reach ``rules.replicas.min_history``
-    over :data:`~advisor.rules.replicas.MIN_ARRIVAL_SCRAPES` scrapes. Otherwise the replica advice and the lead of
-    ``advisor_desired_replicas`` are withheld on every cycle (breaker, 2026-12-04: ``min_history: 10m`` beside a 5m
-    window, and a 2m scrape interval beside it, both passed as valid). Empty when some window can."""
+    """A warning when evaluations cannot always hold the arrival-rate history a replica count needs
+    (:func:`advisor.rules.replicas.arrival_history_withheld`, which reads a span at the scrapes' resolution:
+    :func:`advisor.rules.replicas.spans_at_least`). ``evaluation_window`` holds ``⌊window ÷ scrape_interval⌋``
+    scrapes at most phases (spanning one interval less) and one more when a scrape lands on the window's first
+    instant; both must reach ``rules.replicas.min_history`` over :data:`~advisor.rules.replicas.MIN_ARRIVAL_SCRAPES`
+    scrapes. Where neither does, the replica advice and the lead of ``advisor_desired_replicas`` are withheld on every
+    cycle (breaker, 2026-12-04: ``min_history: 10m`` beside a 5m window, and a 2m scrape interval beside it, both
+    passed as valid); where only the second does, they come and go with the scrapes' phase. Empty when every window
+    can."""
     window, interval = cfg.evaluation_window, cfg.scrape_interval
     need = cfg.rules.replicas.min_history
     steps = math.floor(window / interval + 1e-9)
-    span, scrapes = steps * interval, steps + 1
-    if span >= need - JITTER_SHARE * interval and scrapes >= MIN_ARRIVAL_SCRAPES:  # the rule's own allowance
+
+    def holds(scrapes: int) -> bool:
+        return scrapes >= MIN_ARRIVAL_SCRAPES and spans_at_least((scrapes - 1) * interval, need, interval, window)
+
+    if holds(steps):
         return []
+    fix = "lengthen evaluation_window, scrape more often or lower min_history"
+    if holds(steps + 1):
+        return [
+            f"replica counts will come and go: evaluation_window {window:g}s at scrape_interval {interval:g}s holds "
+            f"{steps} scrape(s) spanning {(steps - 1) * interval:g}s on most cycles ({steps + 1} spanning "
+            f"{steps * interval:g}s only when a scrape lands on the window's first instant), and a replica count "
+            f"needs ≥ {need:g}s (rules.replicas.min_history) over ≥ {MIN_ARRIVAL_SCRAPES} scrapes: {fix}"
+        ]
     return [
         f"no replica count can ever be proposed: evaluation_window {window:g}s at scrape_interval {interval:g}s "
-        f"holds at most {scrapes} scrape(s) spanning {span:g}s, and a replica count needs ≥ {need:g}s "
-        f"(rules.replicas.min_history) over ≥ {MIN_ARRIVAL_SCRAPES} scrapes: lengthen evaluation_window, scrape "
-        "more often or lower min_history"
+        f"holds at most {steps + 1} scrape(s) spanning {steps * interval:g}s, and a replica count needs ≥ {need:g}s "
+        f"(rules.replicas.min_history) over ≥ {MIN_ARRIVAL_SCRAPES} scrapes: {fix}"
     ]
 
 

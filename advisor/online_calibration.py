@@ -26,6 +26,7 @@ from advisor.capacity.calibration import LatencyFit, LatencyModel, calibrate
 from advisor.errors import CapacityError
 from advisor.rules.base import DeploymentContext, Evaluation
 from advisor.rules.observation import MIN_REQUESTS, window_observation
+from advisor.rules.replicas import spans_at_least
 
 __all__ = ["MIN_COVERED_FRACTION", "MIN_COVERED_SECONDS", "MIN_REQUESTS", "OnlineCalibration", "window_observation"]
 
@@ -80,7 +81,8 @@ class OnlineCalibration:
         """``ev`` with its deployment's fit (``Evaluation.latency``), updated first when a window has passed since
         the last update (``window_seconds`` less half a scrape interval ``interval_seconds``, as ticks drift), the
         data are fresh, the scrapes cover ≥ :data:`MIN_COVERED_FRACTION` of the window and at least
-        :data:`MIN_COVERED_SECONDS`, and it measured TPOT or
+        :data:`MIN_COVERED_SECONDS` at the scrapes' resolution (:func:`advisor.rules.replicas.spans_at_least`: a
+        30 s window of 2 s scrapes covers 28 s on most cycles), and it measured TPOT or
         prefill (:func:`window_observation`)."""
         key = _key(ev.ctx)
         st = self._states.get(deployment)
@@ -91,7 +93,9 @@ class OnlineCalibration:
         last = st.fit.updated_at
         due = last is None or ev.now - last >= window_seconds - interval_seconds / 2 or ev.now < last
         s = ev.stats
-        covered = s is not None and s.covered_seconds >= max(MIN_COVERED_FRACTION * window_seconds, MIN_COVERED_SECONDS)
+        # at the scrapes' resolution: a 30 s window of 2 s scrapes covers 28 s on most cycles (spans_at_least)
+        need = max(MIN_COVERED_FRACTION * window_seconds, MIN_COVERED_SECONDS)
+        covered = s is not None and spans_at_least(s.covered_seconds, need, interval_seconds, window_seconds)
         if due and ev.state == "fresh" and covered:
             st.fit = self._update(st.fit, ev)
         if window_seconds < MIN_COVERED_SECONDS and st.fit.never_because is None:  # a walkthrough's 5 s demo window

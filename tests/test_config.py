@@ -623,3 +623,31 @@ def test_check_config_names_a_file_sd_target_that_is_a_listed_page(tmp_path: Pat
         f"capacity-advisor: warning: deployment {dep['name']!r}: file_sd target http://127.0.0.1:18101/metrics is "
         "the same page as http://127.0.0.1:18101/metrics/: listed once"
     ], r.stderr
+
+
+@pytest.mark.parametrize(
+    ("window", "interval", "warned"),
+    [
+        ("30s", "2s", None),  # 15 scrapes spanning 28 s at most phases: 30 s at the window's resolution
+        ("31s", "2s", None),
+        ("45s", "15s", None),  # 3 scrapes at most phases, 4 spanning 45 s only when one lands on the window's start
+        ("29s", "2s", "no replica count can ever be proposed"),
+    ],
+)
+def test_a_window_as_long_as_min_history_is_not_warned_about_but_one_that_flickers_is(
+    tmp_path: Path, window: str, interval: str, warned: str | None
+) -> None:
+    """Walkthrough, 2026-12-07: ``evaluation_window: 30s`` at 2 s scrapes passed check-config and then flickered
+    (28 s seen against 30 s). The daemon now reads such a window at its scrapes' resolution, so it is valid; a
+    window whose scrapes reach ``min_history`` only at some phases is warned about as flickering."""
+    from advisor.config import replica_history_warnings
+
+    cfg = parse_config({**GOOD, "evaluation_window": window, "scrape_interval": interval})
+    got = replica_history_warnings(cfg)
+    if window == "45s":  # 3 scrapes (< 4) at most phases, 4 only at one: the count comes and goes
+        assert len(got) == 1 and got[0].startswith("replica counts will come and go: evaluation_window 45s at ")
+        assert "holds 3 scrape(s) spanning 30s on most cycles (4 spanning 45s only when" in got[0]
+    elif warned is None:
+        assert got == []
+    else:
+        assert len(got) == 1 and got[0].startswith(warned)

@@ -199,3 +199,23 @@ def test_the_measured_prefill_share_is_the_decode_models_rho() -> None:
     assert 1 + e1 == pytest.approx(2 * (1 + e0))
     with pytest.raises(ValueError, match="prefill share"):
         calibrate(model, inputs, gpu, dataclasses.replace(base, prefill_share=None))
+
+
+@pytest.mark.parametrize(
+    ("times", "window", "updates"),
+    [
+        ((0.0, 14.0, 28.0), 30.0, 1),  # 2 s scrapes in a 30 s window: 28 s on most cycles, the window's resolution
+        ((0.0, 14.0, 26.0), 30.0, 0),  # a whole scrape short of that: a scrape missing, not the scrapes' phase
+        ((0.0, 14.0, 28.0), 300.0, 0),  # a long window whose scrapes cover 28 s: the first seconds after a start
+    ],
+    ids=["window-long", "a-scrape-missing", "window-barely-begun"],
+)
+def test_a_window_as_long_as_the_covered_need_calibrates_at_its_scrapes_resolution(
+    tmp_path: Path, times: tuple[float, float, float], window: float, updates: int
+) -> None:
+    """Walkthrough, 2026-12-07: ``evaluation_window: 30s`` with ``scrape_interval: 2s`` covered 28 s on most cycles,
+    so the 30 s a calibration window needs (``MIN_COVERED_SECONDS``) was almost never met and the status page kept
+    "published calibration (no window with enough TPOT/TTFT observations yet)" at 40 requests/s."""
+    ev = evaluation(tmp_path, [(times[0], BEFORE), (times[1], BEFORE), (times[2], AFTER)], window=window)
+    fit = OnlineCalibration().apply("ll", ev, window_seconds=window, interval_seconds=2.0).latency
+    assert fit is not None and fit.windows == updates

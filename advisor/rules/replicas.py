@@ -255,7 +255,31 @@ two scrapes are one difference."""
 
 JITTER_SHARE = 0.25
 """Share of a scrape interval a window's span may fall short of ``rules.replicas.min_history`` by and still count
-as that long: scrapes land a little early or late (the stall check allows the same quarter interval)."""
+as that long: scrapes land a little early or late (the stall check allows the same quarter interval). See
+:func:`spans_at_least`."""
+
+
+def spans_at_least(span: float, need: float, interval: float, window: float | None = None) -> bool:
+    """Whether scrapes spanning ``span`` seconds, taken every ``interval`` seconds in an evaluation window of
+    ``window`` seconds, hold ``need`` seconds of history: ``span ≥ need' − JITTER_SHARE × interval``, where ``need'``
+    is ``need`` capped at ``(⌊window ÷ interval⌋ − 1) × interval`` when the window is at least ``need`` long.
+
+    A window of ``W`` seconds holds ``⌊W ÷ interval⌋`` scrapes at most phases and one more only when one lands near
+    its first instant: a 30 s window of 2 s scrapes spans 28 s, so a 30 s need read against the span alone came and
+    went from one cycle to the next (walkthrough, 2026-12-07: the replica advice, ``advisor_recommended_value{dial=
+    "replicas"}`` and the latency model's updates all flickered, "needs ≥ 30 s … sees 28 s"). Such a window holds
+    the need at its scrapes' resolution. A span short of that by a whole scrape is a scrape missing, not phase; the
+    quarter interval is the scrapes' jitter. A window shorter than the need never holds it (``check-config`` warns).
+
+    >>> spans_at_least(28.0, 30.0, 2.0, window=30.0), spans_at_least(26.0, 30.0, 2.0, window=30.0)
+    (True, False)
+    >>> spans_at_least(28.0, 30.0, 2.0, window=300.0), spans_at_least(29.6, 30.0, 2.0)
+    (False, True)
+    """
+    interval = max(interval, 0.0)
+    if window is not None and window >= need and interval > 0:
+        need = min(need, (math.floor(window / interval + 1e-9) - 1) * interval)
+    return span >= need - JITTER_SHARE * interval
 
 
 def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIVAL_SPAN_SECONDS) -> str | None:
@@ -279,8 +303,9 @@ def arrival_history_withheld(ev: Evaluation, min_span_seconds: float = MIN_ARRIV
     # the scrape interval from the scrapes that arrived (Evaluation.samples), not the points kept: the tracker thins
     # a window to a few points, and span ÷ kept points let a 111 s window pass for 120 s (breaker 18)
     arrived = ev.samples / max(ev.replicas_up, 1) if ev.samples > 0 else scrapes
-    jitter = JITTER_SHARE * span / (arrived - 1) if arrived is not None and arrived > 1 else 0.0
-    if span >= min_span_seconds - jitter and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
+    interval = span / (arrived - 1) if arrived is not None and arrived > 1 else 0.0
+    held = spans_at_least(span, min_span_seconds, interval, s.window_seconds)
+    if held and (scrapes is None or scrapes >= MIN_ARRIVAL_SCRAPES):
         return None
     shown = f"{span:.0f}" if round(span) < min_span_seconds else f"{math.floor(span * 10) / 10:.1f}"
     seen = f"{shown} s" + ("" if scrapes is None else f" over {scrapes:.0f} scrape(s)")

@@ -181,3 +181,25 @@ def test_the_jitter_allowance_comes_from_the_scrapes_that_arrived_not_the_points
 
     assert at(111.0, 112) is not None
     assert at(119.8, 121) is None  # 0.2 s short of 120 at 1 s scrapes: jitter
+
+
+def test_a_window_as_long_as_min_history_holds_it_at_its_scrapes_resolution() -> None:
+    """Walkthrough, 2026-12-07: a 30 s evaluation_window of 2 s scrapes spans 28 s on most cycles (15 scrapes) and
+    30 s only when one lands on its first instant, so against min_history 30 s the replica count and
+    ``advisor_recommended_value{dial="replicas"}`` came and went between cycles ("needs ≥ 30 s … sees 28 s"). Such
+    a window holds 30 s at its resolution; a scrape missing from it, or 28 s of a longer window, does not."""
+    import dataclasses
+
+    from advisor.rules.replicas import arrival_history_withheld
+    from tests.factories import evaluation
+
+    def withheld(span: float, samples: int, window: float) -> str | None:
+        e = evaluation(span_seconds=span, samples=samples, window_seconds=window)
+        return arrival_history_withheld(dataclasses.replace(e, samples=samples), min_span_seconds=30.0)
+
+    assert withheld(28.0, 15, 30.0) is None and withheld(30.0, 16, 30.0) is None
+    assert withheld(31.0 - 3.0, 15, 31.0) is None  # 31 s of 2 s scrapes: 15 spanning 28 s or 16 spanning 30 s
+    missing = withheld(26.0, 14, 30.0)
+    assert missing is not None and "sees 26 s over 14 scrape(s)" in missing
+    assert withheld(28.0, 15, 300.0) is not None  # the first 28 s of a 5-minute window
+    assert withheld(28.0, 15, 29.0) is not None  # a window shorter than min_history never holds it
