@@ -673,6 +673,9 @@ def _fsum_or_none(values: Sequence[float]) -> float | None:
 MIN_LIFETIME_FINISHED: Final = 20
 """Finished requests below which the lifetime mean is not read (a restarted engine's first few say little of its
 traffic)."""
+MIN_LIFETIME_GENERATED_TOKENS: Final = 1_000
+"""Generated tokens below which the lifetime prompt-to-generation mix is not read: a few requests' worth (a restarted
+engine's first prefill alone reads as all prompt)."""
 
 
 def _lifetime_tokens_per_finished_request(
@@ -708,6 +711,29 @@ def _lifetime_tokens_per_finished_request(
         return None
     tokens = math.fsum([v for v in prompt + generation if v is not None])
     return tokens / done if tokens > 0 else None
+
+
+def lifetime_prompt_per_generated_token(latest: Sequence[EngineSnapshot]) -> float | None:
+    """Prompt tokens the engines read per token they generated since they started: Σ ``prompt_tokens_total`` ÷ Σ
+    ``generation_tokens_total`` over the answering targets' newest snapshots (``latest``); ``None`` unless every
+    target counts both, finite and non-negative, and at least :data:`MIN_LIFETIME_GENERATED_TOKENS` were generated.
+
+    The workload's mix, not the window's: a window of seconds holds one request's prefill or none, so its counters'
+    quotient is where its edges fell (field-state round 70: a 1 s window holding the next request's 200-token
+    prefill beside 71 decoded tokens read 2.8 where the traffic reads 0.2). The counters' in-flight and aborted
+    requests count as the traffic they are.
+
+    Example: two targets, prompts 2,600 and 400, generated 12,930 and 2,070 → 3,000 ÷ 15,000 = 0.2.
+    """
+    prompt = [s.prompt_tokens_total for s in latest]
+    generation = [s.generation_tokens_total for s in latest]
+    values = prompt + generation
+    if not latest or any(v is None or not math.isfinite(v) or v < 0 for v in values):
+        return None
+    made = math.fsum(v for v in generation if v is not None)
+    if made < MIN_LIFETIME_GENERATED_TOKENS:
+        return None
+    return math.fsum(v for v in prompt if v is not None) / made
 
 
 def _histogram_request_tokens(latest: Sequence[EngineSnapshot], max_model_len: int | None = None) -> float | None:
@@ -1193,6 +1219,7 @@ def evaluate_deployment(
         requests_paused_max=_paused_max(windows),
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
         lifetime_prefill=lifetime_prefill(latest, MIN_LIFETIME_FINISHED),
+        lifetime_prompt_per_generated_token=lifetime_prompt_per_generated_token(latest),
         window_tokens_per_request_from_histograms=LazyFloat(
             functools.partial(_window_histogram_request_tokens, windows, mml)
         ),

@@ -251,3 +251,23 @@ def test_the_window_mean_is_computed_once_when_first_asked() -> None:
     assert lazy() == lazy() == 1_200.0
     assert calls == [1]
     assert lazy == LazyFloat(lambda: 1_200.0) and lazy != LazyFloat(lambda: None)
+
+
+def test_the_lifetime_prompt_to_generation_mix_sums_the_targets_and_needs_every_one() -> None:
+    """Field-state round 70: the n-gram gate reads the traffic's mix since the engines started, not a window of
+    seconds whose edges may hold one prefill (2.8 read where the traffic is 0.2)."""
+    from advisor.evaluate import MIN_LIFETIME_GENERATED_TOKENS
+    from advisor.evaluate import lifetime_prompt_per_generated_token as mix
+
+    a = EngineSnapshot(engine="vllm", prompt_tokens_total=2_600.0, generation_tokens_total=12_930.0)
+    b = EngineSnapshot(engine="vllm", prompt_tokens_total=400.0, generation_tokens_total=2_070.0)
+    assert mix([a, b]) == pytest.approx(3_000 / 15_000)
+    assert mix([a, EngineSnapshot(engine="vllm", prompt_tokens_total=400.0)]) is None  # one target unknown
+    assert (
+        mix([a, EngineSnapshot(engine="vllm", prompt_tokens_total=float("nan"), generation_tokens_total=9.0)]) is None
+    )
+    young = EngineSnapshot(
+        engine="vllm", prompt_tokens_total=8_000.0, generation_tokens_total=MIN_LIFETIME_GENERATED_TOKENS - 1
+    )
+    assert mix([young]) is None  # a restarted engine's first prefill reads as all prompt
+    assert mix([]) is None

@@ -254,6 +254,9 @@ class Evaluation:
         lifetime_prefill: the engines' mean TTFT, queue time and prompt length since they started
             (:func:`advisor.telemetry.lifetime_prefill`, at least 20 requests counted); ``None`` otherwise. How the
             requests reached their first token when the window finished too few to say (a single user's long turns).
+        lifetime_prompt_per_generated_token: prompt tokens the engines read per token they generated since they
+            started (:func:`advisor.evaluate.lifetime_prompt_per_generated_token`: the token counters summed over the
+            answering targets); ``None`` unknown. The workload's mix of reading and writing.
         tpot_is_itl: an answering target's TPOT histogram is its inter-token latency (``EngineSnapshot.tpot_is_itl``),
             which on some engines observes one gap per step, not per token
             (:func:`advisor.engines.catalog.itl_per_token`).
@@ -325,6 +328,7 @@ class Evaluation:
     requests_paused_max: float | None = None
     lifetime_tokens_per_finished_request: float | None = None
     lifetime_prefill: LifetimePrefill | None = None
+    lifetime_prompt_per_generated_token: float | None = None
     tpot_is_itl: bool = False
     window_tokens_per_request_from_histograms: LazyFloat | None = None
     kv_capacity_tokens_smallest: float | None = None

@@ -6,7 +6,10 @@ weights, and the bandwidth sits idle between steps. A draft proposes ``k`` token
 step; with acceptance rate α the expected tokens per step are (1 − α^(k+1)) ÷ (1 − α) (Leviathan, Kalman & Matias,
 "Fast Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1). The advisor assumes α = 0.6 and
 k = 4 (≈2.3 tokens per step) and a 10 % draft overhead, and names a disable-by-batch-size threshold
-(``disable_by_batch_size``) above which the batch already keeps the GPU busy.
+(``disable_by_batch_size``) above which the batch already keeps the GPU busy. An n-gram draft's acceptance is the
+workload's overlap with its prompts, so it is withheld where the requests read fewer than
+:data:`NGRAM_MIN_PROMPT_PER_OUTPUT` prompt tokens per generated token since the engines started (free-form
+generation).
 
 Speculation running, measured (the engine counts its drafts — vLLM V1, llama.cpp — or keeps their mean as gauges —
 SGLang's acceptance length and verify size, its rounds then the generated tokens ÷ that length): the window's drafts
@@ -119,6 +122,18 @@ half again what it costs stays a win after a draft model's or head's own passes 
 far less; a draft model of a tenth of the target's size at k = 4, about 40 %)."""
 SHORTEN_MIN_SPEEDUP: Final = 1.1
 """Speedup bound a shorter draft must reach to be proposed instead of turning speculation off."""
+NGRAM_MIN_PROMPT_PER_OUTPUT: Final = 2.0
+"""Prompt tokens the requests read per token they generate (since the engines started) below which an n-gram draft is
+not proposed. A
+prompt-lookup draft proposes only the tokens that follow a span the output repeats from its context (vLLM's
+``NgramProposer``; Saxena, "Prompt Lookup Decoding", 2023: input-grounded tasks — summarization, document QA, code
+editing), so its acceptance is the workload's overlap, which no metric shows before it runs: free-form generation
+longer than its prompt repeats little of it ("effective on workloads with repetitive or quoted input and weak on
+freely generated text", the RBLN restatement of upstream vLLM's n-gram method; vLLM's own docs through 0.14: speculation
+"does not usually yield inter-token latency reductions for all prompt datasets"). Measured at prompts a fifth and
+a half of the outputs: vllm-project/vllm#8439, one stream of Qwen2-7B 69.8 → 61.8 tokens/s; vllm-project/vllm#10031,
+two streams 10 % slower. Summaries and document answers read several times what they write; chat reads about what it
+writes — twice is between them."""
 _POSITION_ENGINES: Final = frozenset({"vllm", "llamacpp"})
 """Engines whose draft length the advisor can set from a per-position reading (vLLM ``num_speculative_tokens``,
 llama.cpp ``--draft-max``); others get only the switch."""
@@ -653,7 +668,11 @@ class SpeculativeRule:
         * the engine's release cannot speculate (:func:`advisor.engines.flags.speculation_available`; field-state
           round 36: TGI 0.6 and 0.8, on bitsandbytes weights at 110-190 ms a token, were told to ``--speculate``, a
           flag those releases refuse);
-        * the draft is an n-gram lookup (``trained_draft`` false: its acceptance only assumed) and the modelled
+        * the draft is an n-gram lookup (``trained_draft`` false: its acceptance only assumed) and the engines' requests
+          read fewer than :data:`NGRAM_MIN_PROMPT_PER_OUTPUT` prompt tokens per generated token since they started
+          (:attr:`Evaluation.lifetime_prompt_per_generated_token`; field-state
+          round 70, vllm-project/vllm#8439): free-form output repeats too little of its prompt for a lookup to draft;
+        * the draft is an n-gram lookup and the modelled
           step explains at most half of the TPOT requests see (:func:`advisor.rules.common.step_outside_gpu`): the
           enable side's two premises — decode bound by the weights' read, a round costing ~10 % over a step — are
           then both unmeasured, and where per-step costs outside the roofline dominate, the draft's and verifier's
@@ -671,6 +690,15 @@ class SpeculativeRule:
             )
         if trained_draft:
             return None
+        mix = ev.lifetime_prompt_per_generated_token
+        if mix is not None and mix < NGRAM_MIN_PROMPT_PER_OUTPUT:
+            return (
+                f"withheld: the requests read {mix:.2f} prompt tokens per token they generate since the engine "
+                f"started (below {NGRAM_MIN_PROMPT_PER_OUTPUT:g}): an n-gram draft proposes only spans the output "
+                "repeats from its prompt, and free-form generation longer than its prompt repeats little of it, so "
+                f"the assumed {ACCEPTANCE:.0%} acceptance is not this workload's (vllm-project/vllm#8439: one stream "
+                "of Qwen2-7B decoded 69.8 → 61.8 tokens/s with n-gram drafts)"
+            )
         knee = tpot_knee(ev)
         outside = None if knee is None else step_outside_gpu(ev, knee.tpot_seconds, ev.ctx.slo.tpot_seconds)
         if outside is None:

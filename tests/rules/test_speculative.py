@@ -205,3 +205,30 @@ def test_a_vllm_before_the_speculative_config_gets_that_release_s_flags(
     (p,) = RULE.propose(_ev(dep=dep))
     assert p.suggested["method"] == method
     assert p.flag.startswith(flag) and "--speculative-config" not in p.flag
+
+
+@pytest.mark.parametrize(
+    ("mix", "withheld"),
+    [(0.2, True), (1.99, True), (2.0, False), (8.0, False), (None, False)],
+    ids=["chat-like 0.2", "just under 2", "at 2", "summaries 8", "unknown"],
+)
+def test_an_ngram_draft_is_withheld_on_free_form_traffic(mix: float | None, withheld: bool) -> None:
+    """Field-state round 70, vllm-project/vllm#8439: one stream of Qwen2-7B generating 1,000 tokens from a short
+    prompt decoded 69.8 → 61.8 tokens/s with n-gram drafts. A prompt lookup drafts only spans the output repeats from
+    its prompt; traffic that writes more than half of what it reads (prompt ÷ generated < 2) gets no assumed-acceptance
+    n-gram turn. Summaries and document answers (reading several times what they write) still do; unknown keeps it."""
+    e = dataclasses.replace(_ev(dep=WEIGHT_BOUND), lifetime_prompt_per_generated_token=mix)
+    (p,) = RULE.propose(e)
+    assert (p.dial, p.action, p.suggested["method"]) == ("speculative_decoding", "enable", "ngram")
+    if withheld:
+        assert p.withheld is not None and f"read {mix:.2f} prompt tokens per token they generate" in p.withheld
+    else:
+        assert p.withheld is None
+
+
+def test_a_checkpoints_own_mtp_layer_is_not_withheld_on_free_form_traffic() -> None:
+    """The MTP layer was trained as the model's own draft: its acceptance is the makers' measure on free-form text
+    (DeepSeek-V3 Technical Report §5.4.3), not a prompt lookup's overlap."""
+    e = dataclasses.replace(_ev(dep=_with_mtp("vllm")), lifetime_prompt_per_generated_token=0.2)
+    (p,) = RULE.propose(e)
+    assert p.suggested == {"method": "mtp", "num_speculative_tokens": 1} and p.withheld is None
