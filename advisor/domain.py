@@ -507,8 +507,9 @@ class Recommendation:
     updated_at: float | None = None
     resolved_reason: str = ""
     """Why it resolved, when not because its condition cleared: ``removed`` (a reload removed its deployment or
-    every rule of its problem; :data:`advisor.rules.lifecycle.RESOLVED_REMOVED`). Notified (the ``resolved_reason``
-    annotation) and kept in the outbox (:meth:`to_record`); empty otherwise."""
+    every rule of its problem; :data:`advisor.rules.lifecycle.RESOLVED_REMOVED`) or ``escalated`` (a ``warning``
+    incident capped for low confidence reopened as ``critical``; :data:`advisor.rules.lifecycle.RESOLVED_ESCALATED`).
+    Notified (the ``resolved_reason`` annotation) and kept in the outbox (:meth:`to_record`); empty otherwise."""
 
     def dial_values(self) -> list[tuple[str, Any]]:
         """``(dial, suggested)`` of the suggested turn, then of each alternative, best first.

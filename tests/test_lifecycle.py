@@ -330,6 +330,55 @@ def test_an_incident_is_never_critical_at_low_confidence(confidence: float, seve
     assert opened.recommendation.severity == severity
 
 
+def test_an_incident_capped_at_warning_for_low_confidence_reopens_once_as_critical_when_it_comes() -> None:
+    """Walkthrough, 2026-12-07: the demo's saturated engine, watched from a fresh start, opened "WARNING …
+    confidence 0.23" (the window not yet full) and read 0.75 half a minute later, but severity is fixed at opening:
+    the incident stayed warning for its life and never reached a route on severity="critical". It now resolves
+    (reason "escalated") and reopens as critical with the same turn, once; it never goes back."""
+    from advisor.rules.lifecycle import RESOLVED_ESCALATED
+
+    rule = ScriptedRule(fire=True, for_s=0, severity="critical", confidence=0.23, dials=["kv_cache_dtype", "replicas"])
+    rule.suggested = 4
+    lc = Lifecycle([rule])
+    (opened,) = lc.evaluate(evaluation(now=0))
+    first = opened.recommendation
+    assert (first.severity, first.dial) == ("warning", "kv_cache_dtype")
+    rule.confidence = 0.49
+    assert lc.evaluate(evaluation(now=10)) == []  # still below the bound: the same warning incident
+    rule.confidence = 0.75
+    resolved, reopened = lc.evaluate(evaluation(now=20))
+    assert (resolved.kind, resolved.recommendation.id) == ("resolved", first.id)
+    assert resolved.recommendation.resolved_reason == RESOLVED_ESCALATED
+    assert resolved.recommendation.severity == "warning"  # the label it fired with: Alertmanager matches on it
+    rec = reopened.recommendation
+    assert (reopened.kind, rec.severity, rec.dial, rec.suggested, rec.opened_at) == (
+        "opened",
+        "critical",
+        "kv_cache_dtype",
+        4,
+        20,
+    )
+    assert rec.id != first.id and [r.id for r in lc.open_recommendations()] == [rec.id]
+    rule.confidence = 0.2  # never back to warning, and no second escalation
+    assert all(t.kind != "opened" for t in lc.evaluate(evaluation(now=30)))
+    assert lc.open_recommendations()[0].severity == "critical"
+
+
+@pytest.mark.parametrize("why", ["warning turn", "restored from the state file"])
+def test_a_warning_incident_not_capped_for_confidence_keeps_its_severity(why: str) -> None:
+    """Only the confidence cap is lifted: an incident whose turns were warning at opening (a critical turn joining
+    later), or one restored from a state file (its cap not recorded), keeps the severity it opened with."""
+    rule = ScriptedRule(fire=True, for_s=0, severity="warning", confidence=0.9)
+    lc = Lifecycle([rule])
+    (opened,) = lc.evaluate(evaluation(now=0))
+    if why == "restored from the state file":
+        lc = Lifecycle([rule])
+        lc.restore([opened.recommendation])
+    rule.severity = "critical"
+    assert all(t.kind != "opened" for t in lc.evaluate(evaluation(now=10)))
+    assert [(r.id, r.severity) for r in lc.open_recommendations()] == [(opened.recommendation.id, "warning")]
+
+
 def test_the_suggested_turn_changes_only_after_two_evaluations_ranking_strictly_better() -> None:
     rule = ScriptedRule(fire=True, for_s=0, dials=["gpu_memory_utilization", "kv_cache_dtype"])
     lc = Lifecycle([rule])

@@ -15,7 +15,8 @@ per deployment, the :class:`~advisor.domain.Recommendation`:
   ``cooldown_seconds``) and some turn can be suggested;
 * it stays open — same ``id``, ``opened_at`` and ``severity`` — while any rule of the problem is active (has
   not cleared) or pending; a rule that follows another (``queue_growth`` clears while ``goodput_below_target``
-  holds) continues the incident;
+  holds) continues the incident; the one exception: an incident capped at ``warning`` for a critical turn's low
+  confidence reopens once as ``critical`` when the confidence comes (:meth:`Lifecycle._escalated`);
 * it resolves when every active rule has cleared and no rule of the problem is pending.
 
 Every evaluation merges the active rules' proposals, ranks them (:func:`rank_key`, explained by
@@ -322,6 +323,10 @@ def why_rank(p: Proposal, added: float | None = None) -> str:
 RESOLVED_REMOVED = "removed"
 """The ``resolved_reason`` of an incident :meth:`Lifecycle.resolve_orphans` resolves: a reload removed its deployment
 or every rule of its problem (issue 14; Alertmanager gets the resolution, not an alert left to time out)."""
+RESOLVED_ESCALATED = "escalated"
+"""The ``resolved_reason`` of a ``warning`` incident that reopens as ``critical`` (:meth:`Lifecycle._escalated`): it
+opened at ``warning`` only because its critical turn's confidence was below
+:data:`advisor.conventions.LOW_CONFIDENCE` (a window not yet full after a start), and the confidence has come."""
 
 
 def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -> str:
@@ -347,6 +352,7 @@ class _Incident:
     replicas_last: int | None = None  # last stabilized replica count advised
     replicas_turn: Proposal | None = None  # the last replicas turn advised, held while the incident is open
     folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
+    capped: bool = False  # opened at warning only because its critical turn's confidence was < LOW_CONFIDENCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -687,7 +693,13 @@ class Lifecycle:
             inc = None
         elif contributing:
             firing = {r.id for r, _ in contributing if r.id not in superseded_by}
-            self._refresh(ev, inc, self._held_replicas(ev, inc, turns, withheld, firing), withheld)
+            turns = self._held_replicas(ev, inc, turns, withheld, firing)
+            escalation = self._escalated(ev, key, inc, turns, withheld)
+            if escalation:
+                out += escalation
+                inc = self._incidents[key]
+            else:
+                self._refresh(ev, inc, turns, withheld)
         self._set_statuses(ev, problem, contributing, superseded_by, reasons, inc)
         return out
 
@@ -801,7 +813,8 @@ class Lifecycle:
         best = turns[0]
         dep = ev.ctx.name
         severity = min((t.p.severity for t in turns), key=lambda s: _SEVERITY_ORDER.get(s, len(_SEVERITY_ORDER)))
-        if severity == "critical" and best.p.confidence < c.LOW_CONFIDENCE:
+        capped = severity == "critical" and best.p.confidence < c.LOW_CONFIDENCE
+        if capped:
             severity = "warning"
         rec = Recommendation(
             id=recommendation_id(dep, problem, "", ev.now),
@@ -824,10 +837,51 @@ class Lifecycle:
             alternatives=tuple(_alternative(t) for t in turns[1:]),
             withheld=tuple(withheld),
         )
-        inc = _Incident(rec=rec)
+        inc = _Incident(rec=rec, capped=capped)
         inc.replicas_turn = next((t.p for t in turns if t.p.dial == c.DIAL_REPLICAS), None)
         _note_replicas(inc)
         return inc
+
+    def _escalated(
+        self,
+        ev: Evaluation,
+        key: tuple[str, str],
+        inc: _Incident,
+        turns: list[_Turn],
+        withheld: list[dict[str, Any]],
+    ) -> list[Transition]:
+        """The transitions that escalate ``inc`` to ``critical``, or none. Only an incident that opened at
+        ``warning`` because its critical turn's confidence was below :data:`advisor.conventions.LOW_CONFIDENCE`
+        (``capped``) escalates, once, when a critical turn now has that confidence: its ``warning`` incident resolves
+        (``resolved_reason`` :data:`RESOLVED_ESCALATED`) and a ``critical`` one opens with the same turn, replica
+        direction and count — a new alert, since Alertmanager identifies one by its labels and ``severity`` is one
+        of them. The confidence was low for want of evidence, a window not yet full after a start
+        (:func:`advisor.rules.common.confidence`); with severity fixed at opening, an incident opened then stayed
+        ``warning`` for its life and never reached a route on ``severity="critical"`` (walkthrough, 2026-12-07: the
+        demo's saturated engine opened "WARNING … confidence 0.23" and read 0.75 half a minute later). Never back
+        to ``warning``."""
+        if not inc.capped or not turns:
+            return []
+        ordered = sorted(turns, key=lambda t: t.p.dial != inc.rec.dial)  # the incident's turn first (stable sort)
+        new = self._open(ev, key[1], ordered, withheld)
+        if new.rec.severity != "critical":
+            return []
+        new.replicas_direction = inc.replicas_direction or new.replicas_direction
+        self._drop_incident(key)  # not a resolve of the condition: no cooldown
+        self._add_incident(key, new)
+        why = (
+            f"escalated to critical: confidence {new.rec.confidence:.2f} ≥ {c.LOW_CONFIDENCE:g} now that the window "
+            f"holds the evidence; reopened as {new.rec.id}"
+        )
+        old = replace(inc.rec, resolved_at=ev.now, resolved_reason=RESOLVED_ESCALATED)
+        return [
+            Transition("resolved", old, why),
+            Transition(
+                "opened",
+                new.rec,
+                f"escalated from {inc.rec.id} (warning at confidence below {c.LOW_CONFIDENCE:g}): {new.rec.summary}",
+            ),
+        ]
 
     def _held_replicas(
         self,
