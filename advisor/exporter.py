@@ -259,8 +259,8 @@ class AdvisorCollector(Collector):
         exhaustion = gauge(
             c.TIME_TO_KV_EXHAUSTION_SECONDS,
             "Seconds until the first replica's KV pool is full at its usage trend (Theil-Sen slope over the "
-            "evaluation window's scrapes): (1 - usage) / slope. Absent when usage does not grow or the data is not "
-            "fresh.",
+            "evaluation window's scrapes): (1 - usage) / slope. Absent when usage does not grow significantly "
+            "(Mann-Kendall, one-sided 5 %) or the data is not fresh.",
         )
         pool_usage = gauge(
             POOL_USAGE_RATIO,

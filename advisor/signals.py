@@ -53,7 +53,8 @@ left at today's load, and the time until the KV pool runs out at the current tre
 * **Time to KV exhaustion** (seconds): ``(1 − u_now) ÷ b`` per answering target, ``u_now`` its KV usage at its
   newest scrape and ``b`` the Theil–Sen slope (:func:`theil_sen_slope`) of its usage over the evaluation window's
   scrapes; the soonest over the targets (the first pool to fill starts to preempt). ``None`` when no target's
-  usage grows (``b ≤ 0``) or none has :data:`MIN_TREND_SAMPLES` scrapes in the window.
+  usage grows significantly (the Mann–Kendall test of the same pairs, :func:`rising_slope`) or none has
+  :data:`MIN_TREND_SAMPLES` scrapes in the window.
 """
 
 from __future__ import annotations
@@ -277,6 +278,29 @@ def mann_kendall_rising(points: Sequence[tuple[float, float]]) -> bool:
     return (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) >= RISING_Z
 
 
+def rising_slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """The Theil–Sen slope of ``points`` ``(x, y)`` (:func:`theil_sen_slope`) where they rise significantly by the
+    Mann–Kendall test (:func:`mann_kendall_rising`, whose ``S`` is the sum of the same pairwise slopes' signs, so
+    both come from one pass over the pairs), else ``None``.
+
+    A positive slope alone is noise half the time on a level series: a pool at 2–5 % usage, level for minutes, read
+    "KV full in 1,263 s" on the status page and exported ``advisor_time_to_kv_exhaustion_seconds`` now and then
+    (walkthrough, 2026-12-07), where the metric is documented absent when usage does not grow.
+
+    Example: (0, 0.03), (2, 0.05), (4, 0.02), (6, 0.04), (8, 0.03) → slope 0.0 → ``None``; (0, 0.50), (10, 0.52),
+    (20, 0.54), (30, 0.99) → S = 6, z = 1.70 → 0.00917.
+    """
+    pts = sorted(points)
+    n = len(pts)
+    slopes = [(yj - yi) / (xj - xi) for i, (xi, yi) in enumerate(pts) for xj, yj in pts[i + 1 :] if xj != xi]
+    if not slopes:
+        return None
+    s = sum((v > 0) - (v < 0) for v in slopes)
+    if s <= 0 or (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) < RISING_Z:
+        return None
+    return statistics.median(slopes)
+
+
 def _usage_points(t: TargetView, now: float, window_seconds: float) -> list[tuple[float, float]]:
     """``(unix s, KV usage ratio)`` of an answering target's known readings in ``[now − window_seconds, now]``
     (none for a target that is not up)."""
@@ -303,7 +327,7 @@ def kv_trend(
         if len(points) < MIN_TREND_SAMPLES:
             continue
         measured = True
-        slope = theil_sen_slope(points)
+        slope = rising_slope(points)
         if slope is None or slope <= 0:
             continue
         seconds = max(0.0, 1.0 - min(points[-1][1], 1.0)) / slope

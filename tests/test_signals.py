@@ -78,10 +78,28 @@ def test_exhaustion_on_a_linear_ramp() -> None:
 
 
 def test_exhaustion_ignores_one_spike() -> None:
-    """.40, .46, .99, .58, .64: of the ten pairwise slopes six are .004 (the pairs without the spike), two above and
-    two below → median .004; from the newest .64 → 90 s, as without the spike."""
-    got = kv_exhaustion([_target([0.40, 0.46, 0.99, 0.58, 0.64])], now=1000.0, window_seconds=60.0)
+    """.16, .22, .28, .34, .99, .46, .52, .58, .64 at 15 s steps: of the 36 pairwise slopes the 28 without the spike
+    are .004, four above and four below → median .004; from the newest .64 → 90 s, as without the spike. (Five
+    scrapes with one spike are no significant rise: Mann–Kendall S = 6, z = 1.22 < 1.645.)"""
+    nine = _target([0.16, 0.22, 0.28, 0.34, 0.99, 0.46, 0.52, 0.58, 0.64], start=880.0)
+    got = kv_exhaustion([nine], now=1000.0, window_seconds=120.0)
     assert got is not None and got[0] == pytest.approx(90.0, rel=1e-9)
+    assert kv_exhaustion([_target([0.40, 0.46, 0.99, 0.58, 0.64])], now=1000.0, window_seconds=60.0) is None
+
+
+@pytest.mark.parametrize(
+    "usages",
+    [
+        [0.03, 0.02, 0.05, 0.03, 0.04, 0.03, 0.05, 0.04],  # Theil–Sen slope +0.00125/s at 2 s scrapes
+        [0.02, 0.05, 0.03, 0.02, 0.04, 0.05, 0.03, 0.04],  # +0.00092/s
+    ],
+)
+def test_no_exhaustion_from_a_level_pool_whose_noise_slopes_up(usages: list[float]) -> None:
+    """Walkthrough, 2026-12-07: a healthy engine at 2–5 % KV usage, level for minutes, exported
+    ``advisor_time_to_kv_exhaustion_seconds`` now and then (78,701 s, 6,954 s) and the status page read "KV full in
+    1,263 s": a positive median slope of noise. The rise must be significant (Mann–Kendall, one-sided 5 %)."""
+    noisy = _target(usages, step=2.0, start=986.0)
+    assert kv_exhaustion([noisy], now=1000.0, window_seconds=30.0) is None
 
 
 @pytest.mark.parametrize(
