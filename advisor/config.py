@@ -293,6 +293,20 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
 }
 """Engine-specific deployment keys and the engines that read them (their flags: see each field)."""
 
+BUDGET_KEYS: dict[str, str] = {
+    "sglang": "SGLang, whose pool is sized by mem_fraction_static (give it as --mem-fraction-static runs)",
+    "tgi": "TGI, whose pool is sized by cuda_memory_fraction (give it as --cuda-memory-fraction runs)",
+    "trtllm": "TensorRT-LLM, whose pool is kv_cache_config.free_gpu_memory_fraction of the memory free after the "
+    "weights",
+    "triton-trtllm": "TensorRT-LLM, whose pool is kv_cache_config.free_gpu_memory_fraction of the memory free after "
+    "the weights",
+    "llamacpp": "llama.cpp, whose KV cache is --ctx-size cells whatever the GPU memory (give ctx_size and parallel as "
+    "the server runs)",
+}
+"""Engines that do not read ``gpu_memory_utilization`` (vLLM's ``--gpu-memory-utilization``), each with what sizes its
+pool instead: a value away from the default is refused, not ignored (walkthrough, 2026-12-07: ``engine: sglang`` with
+``gpu_memory_utilization: 0.95`` was accepted and the pass used SGLang's default fraction 0.834)."""
+
 
 def _checked_field(check: Callable[[str], str], value: str | None) -> str | None:
     """``check(value)`` (None stays None), its :class:`CapacityError` raised as the ValueError pydantic reports
@@ -741,11 +755,9 @@ class Deployment(_Strict):
         if self.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
             raise ValueError(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))
         budget = type(self).model_fields["gpu_memory_utilization"].default
-        if self.engine == "llamacpp" and self.gpu_memory_utilization != budget:  # a walkthrough's 0.8, then "util 0.8"
-            raise ValueError(
-                f"gpu_memory_utilization: {self.gpu_memory_utilization:g} does nothing on llama.cpp, whose KV cache is "
-                "--ctx-size cells whatever the GPU memory (give ctx_size and parallel as the server runs)"
-            )
+        own = BUDGET_KEYS.get(self.engine)
+        if own is not None and self.gpu_memory_utilization != budget:  # walkthroughs: llama.cpp's 0.8, SGLang's 0.95
+            raise ValueError(f"gpu_memory_utilization: {self.gpu_memory_utilization:g} does nothing on {own}")
         both = self.parallel is not None and self.max_num_seqs is not None
         if self.engine == "llamacpp" and both and self.parallel != self.max_num_seqs:
             raise ValueError(

@@ -57,6 +57,38 @@ def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_a_config_error() -
         parse_config({"deployments": [{**dep, "gpu_memory_utilization": 0.8}]})
 
 
+@pytest.mark.parametrize(
+    ("engine", "names"),
+    [
+        ("sglang", "SGLang, whose pool is sized by mem_fraction_static"),
+        ("tgi", "TGI, whose pool is sized by cuda_memory_fraction"),
+        ("trtllm", "TensorRT-LLM, whose pool is kv_cache_config.free_gpu_memory_fraction"),
+        ("triton-trtllm", "TensorRT-LLM, whose pool is kv_cache_config.free_gpu_memory_fraction"),
+    ],
+)
+def test_gpu_memory_utilization_on_an_engine_that_does_not_read_it_is_refused_naming_its_own_key(
+    engine: str, names: str
+) -> None:
+    """Walkthrough, 2026-12-07: ``engine: sglang`` with ``gpu_memory_utilization: 0.95`` was accepted without a word,
+    and the capacity pass used SGLang's default fraction (0.834): the operator's number was dropped. vLLM's default
+    (0.9), stated or not, is accepted; the engine's own key carries the fraction."""
+    dep = {
+        "name": "d",
+        "engine": engine,
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1},
+    }
+    with pytest.raises(ConfigError, match=rf"gpu_memory_utilization: 0.95 does nothing on {names}"):
+        parse_config({"deployments": [{**dep, "gpu_memory_utilization": 0.95}]})
+    assert parse_config({"deployments": [{**dep, "gpu_memory_utilization": 0.9}]}).deployments[0].engine == engine
+    for ok in ("vllm", "dynamo", "auto"):
+        parsed = parse_config({"deployments": [{**dep, "engine": ok, "gpu_memory_utilization": 0.95}]})
+        assert parsed.deployments[0].gpu_memory_utilization == 0.95
+
+
 def test_a_vllm_step_budget_below_its_batch_cap_is_refused_as_vllm_refuses_it() -> None:
     """Breaker 13: ``max_num_batched_tokens: 1`` beside ``max_num_seqs: 1024`` was valid, and plan said "MEETS the
     SLO"; vLLM's ``SchedulerConfig._verify_args`` raises "max_num_batched_tokens (1) must be greater than or equal to

@@ -194,7 +194,7 @@ def sglang_pd_prefill_ttft() -> EvidenceRow:
             "model": model,
             "gpu": "h200",
             "tensor_parallel_size": 8,
-            "gpu_memory_utilization": 0.85,
+            "mem_fraction_static": 0.85,
             "max_model_len": 163840,
             "slo": SLO,
         },

@@ -94,7 +94,7 @@ def sglang_bench_burst_drains() -> FieldState:
             "model": model,
             "gpu": "h100-sxm",
             "tensor_parallel_size": 1,
-            "gpu_memory_utilization": 0.88,
+            "mem_fraction_static": 0.88,
             "max_model_len": context,
             "slo": SLO,
         },
