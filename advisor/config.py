@@ -51,6 +51,7 @@ from pydantic import (
 
 from advisor.capacity.deployment import (
     LANGUAGE_MODEL_ONLY_ENGINES,
+    VLLM_DEFAULT_UTILIZATION,
     DeploymentSpec,
     deployment_inputs,
     resolve_gpu,
@@ -308,6 +309,16 @@ pool instead: a value away from the default is refused, not ignored (walkthrough
 ``gpu_memory_utilization: 0.95`` was accepted and the pass used SGLang's default fraction 0.834)."""
 
 
+def budget_key_error(engine: object, value: object) -> str | None:
+    """Why ``gpu_memory_utilization: value`` is refused on ``engine`` (:data:`BUDGET_KEYS`: an engine that does not
+    read it, the value away from vLLM's default, :data:`advisor.capacity.deployment.VLLM_DEFAULT_UTILIZATION`), or
+    None."""
+    own = BUDGET_KEYS.get(engine) if isinstance(engine, str) else None
+    if own is None or not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return None if value == VLLM_DEFAULT_UTILIZATION else f"gpu_memory_utilization: {value:g} does nothing on {own}"
+
+
 def _checked_field(check: Callable[[str], str], value: str | None) -> str | None:
     """``check(value)`` (None stays None), its :class:`CapacityError` raised as the ValueError pydantic reports
     under the field's name."""
@@ -342,12 +353,21 @@ def speculative_config_field(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-def engine_key_error(settings: BaseModel, engine: str) -> str | None:
-    """The first :data:`ENGINE_KEYS` key ``settings`` (a config deployment or the API's plan request) sets away
-    from its default that ``engine`` does not read, as a message naming the key and its engines; None if none."""
-    fields = type(settings).model_fields
+def engine_key_error(
+    settings: BaseModel | Mapping[str, Any], engine: str, model: type[BaseModel] | None = None
+) -> str | None:
+    """The first :data:`ENGINE_KEYS` key ``settings`` (a config deployment or the API's plan request; or its raw
+    mapping, with ``model`` its class) sets away from its default that ``engine`` does not read, as a message naming
+    the key and its engines; None if none."""
+    if isinstance(settings, BaseModel):
+        fields = type(settings).model_fields
+        given = {k: getattr(settings, k) for k in ENGINE_KEYS if k in fields}
+    else:
+        assert model is not None
+        fields = model.model_fields
+        given = {k: settings[k] for k in ENGINE_KEYS if k in fields and k in settings}
     for key, engines in ENGINE_KEYS.items():
-        if key in fields and engine not in engines and getattr(settings, key) != fields[key].default:
+        if key in given and engine not in engines and given[key] != fields[key].default:
             return f"{key}: a setting of {', '.join(e for e in engines if e != 'auto')}, not of engine {engine}"
     return None
 
@@ -479,7 +499,7 @@ class Deployment(_Strict):
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     gpu_memory_utilization: float = Field(
-        default=0.9,
+        default=VLLM_DEFAULT_UTILIZATION,
         gt=0,
         le=1,
         description="vLLM --gpu-memory-utilization; SGLang and TGI are sized by mem_fraction_static / "
@@ -754,10 +774,9 @@ class Deployment(_Strict):
         batched, seqs = self.max_num_batched_tokens, self.max_num_seqs
         if self.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
             raise ValueError(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))
-        budget = type(self).model_fields["gpu_memory_utilization"].default
-        own = BUDGET_KEYS.get(self.engine)
-        if own is not None and self.gpu_memory_utilization != budget:  # walkthroughs: llama.cpp's 0.8, SGLang's 0.95
-            raise ValueError(f"gpu_memory_utilization: {self.gpu_memory_utilization:g} does nothing on {own}")
+        unread = budget_key_error(self.engine, self.gpu_memory_utilization)  # walkthroughs: llama.cpp 0.8, SGLang 0.95
+        if unread is not None:
+            raise ValueError(unread)
         both = self.parallel is not None and self.max_num_seqs is not None
         if self.engine == "llamacpp" and both and self.parallel != self.max_num_seqs:
             raise ValueError(
@@ -1785,6 +1804,16 @@ def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> lis
         where = f"deployments[{i}]"
         if dep.get("gpu") is None and dep.get("gpu_memory_gib") is None:
             problems.append((where, GPU_NEEDED))
+        # the engine's keys, worded as the schema's own check words them: said beside the field errors that stop it
+        # (walkthrough, 2026-12-07: mem_fraction_static on vLLM surfaced only once three other fields were fixed)
+        engine = dep.get("engine", Deployment.model_fields["engine"].default)
+        if isinstance(engine, str):
+            for unread in (
+                engine_key_error(dep, engine, Deployment),
+                budget_key_error(engine, dep.get("gpu_memory_utilization")),
+            ):
+                if unread is not None:
+                    problems.append((where, unread))
         model = dep.get("model")
         arch: ModelArch | None = None
         if isinstance(model, str) and model:

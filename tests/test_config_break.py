@@ -180,3 +180,39 @@ def test_a_symlink_loop_is_a_file_problem_not_a_traceback(tmp_path: Path) -> Non
     assert r.returncode == 2, r.stderr
     assert "the file cannot be used" in r.stderr and "symbolic links" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_an_engine_key_the_engine_does_not_read_is_reported_beside_the_field_errors_once() -> None:
+    """Walkthrough, 2026-12-07: a deployment with a bad name, no TTFT target and ``mem_fraction_static`` on vLLM was
+    reported with the first two only; the engine key surfaced after they were fixed, though the README promises every
+    invalid field at once. A deployment whose fields all validate gets the same line once, not twice."""
+    dep = {
+        "name": "-bad",
+        "engine": "vllm",
+        "targets": ["http://127.0.0.1:9/metrics"],
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "max_model_len": 8192,
+        "mem_fraction_static": 0.8,
+        "slo": {"tpot_seconds": 0.1},
+    }
+    other = {
+        **dep,
+        "name": "sg",
+        "engine": "sglang",
+        "targets": ["http://127.0.0.1:8/metrics"],
+        "slo": {"ttft_seconds": 1.0, "tpot_seconds": 0.1},
+        "gpu_memory_utilization": 0.95,
+    }
+    del other["mem_fraction_static"]
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [dep, other]})
+    problems = err.value.problems
+    assert ("deployments[0]", "mem_fraction_static: a setting of sglang, not of engine vllm") in problems
+    assert any(path == "deployments[0].name" for path, _ in problems)
+    assert any(path == "deployments[0].slo.ttft_seconds" for path, _ in problems)
+    budget = [m for path, m in problems if path == "deployments[1]"]
+    assert budget == [
+        "gpu_memory_utilization: 0.95 does nothing on SGLang, whose pool is sized by mem_fraction_static (give it as "
+        "--mem-fraction-static runs)"
+    ]
