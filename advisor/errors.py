@@ -56,6 +56,12 @@ class CapacityError(AdvisorError):
     """The capacity pass cannot be computed for these inputs."""
 
 
+class UnknownNameError(CapacityError):
+    """A name the capacity pass has no figure for: a ``kv_cache_dtype``, a weight ``quantization``, a llama.cpp cache
+    type (the message lists the known ones). Bad input, not a deployment that cannot run: ``POST /api/v1/plan``
+    answers a turn to such a name 400, as it answers the deployment's own field."""
+
+
 class WontStartError(CapacityError):
     """The inputs are valid but the engine refuses to start with them: the weights (with what other processes
     hold) leave no room, or no KV cache is left. ``plan`` exits 3 on it (not 2, invalid input) and looks for the

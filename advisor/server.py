@@ -74,7 +74,7 @@ from advisor.api_models import (
     validation_details,
 )
 from advisor.domain import Recommendation, rfc3339
-from advisor.errors import CapacityError, StateError, WontStartError
+from advisor.errors import CapacityError, StateError, UnknownNameError, WontStartError
 from advisor.exporter import MetricsRenderer
 from advisor.hangups import QuietHangupServer
 from advisor.results import CycleResult, DeploymentResult
@@ -1198,6 +1198,8 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                     raise CapacityError(turned_beyond)
             turned_inputs = dataclasses.replace(inputs, **changes)
             after = capacity_pass(turned_inputs)
+        except UnknownNameError as exc:  # a value no engine has, not a deployment that cannot run (walkthrough: fp9)
+            raise ApiError(400, f"turn.value: {exc}", [{"path": "turn.value", "message": str(exc)}]) from None
         except (CapacityError, ValueError, ArithmeticError) as exc:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
         else:
@@ -1261,6 +1263,8 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
                     raise CapacityError(turned_beyond)
             turned = dataclasses.replace(spec, **changes)
             resolved = resolve_deployment(turned)
+        except UnknownNameError as exc:  # a value no engine has: bad input, as on the deployment's own field
+            raise ApiError(400, f"turn.value: {exc}", [{"path": "turn.value", "message": str(exc)}]) from None
         except (CapacityError, ValueError, ArithmeticError) as exc:
             after_error = f"with {req.turn.dial} = {req.turn.value!r} the deployment cannot run: {exc}"
         else:

@@ -91,7 +91,7 @@ from advisor.capacity.kv import (
 )
 from advisor.capacity.models import ModelArch
 from advisor.capacity.weights import llamacpp_weights_bytes_per_gpu
-from advisor.errors import CapacityError, WontStartError
+from advisor.errors import CapacityError, UnknownNameError, WontStartError
 
 __all__ = [
     "ENGINES",
@@ -580,7 +580,7 @@ def llamacpp_capacity(inputs: CapacityInputs, settings: EngineSettings | None = 
     s = settings or EngineSettings()
     kv_type = s.llamacpp_kv_type.strip().lower()
     if kv_type not in LLAMACPP_KV_TYPE_BYTES:
-        raise CapacityError(f"unknown llama.cpp cache type {kv_type!r}; known: {', '.join(LLAMACPP_KV_TYPE_BYTES)}")
+        raise UnknownNameError(f"unknown llama.cpp cache type {kv_type!r}; known: {', '.join(LLAMACPP_KV_TYPE_BYTES)}")
     parallel = s.parallel or 1
     max_len = inputs.effective_max_model_len
     ctx = s.ctx_size if s.ctx_size is not None else max_len * parallel

@@ -51,7 +51,7 @@ from __future__ import annotations
 from typing import Final
 
 from advisor.capacity.generation import parse_version
-from advisor.errors import CapacityError
+from advisor.errors import CapacityError, UnknownNameError
 
 __all__ = [
     "BNB_4BIT_BYTES",
@@ -333,7 +333,7 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
                 "gguf_file_type: Q4_K_M, Q8_0 …, as llama-quantize names it)"
             )
         if q not in _QUANT_BYTES:
-            raise CapacityError(
+            raise UnknownNameError(
                 f"unknown quantization {quantization!r}; known: None, {', '.join(sorted(_QUANT_BYTES))}"
             )
         return _QUANT_BYTES[q]
@@ -363,5 +363,7 @@ def kv_bytes_per_element(kv_cache_dtype: str, model_dtype: str) -> int:
             raise CapacityError(f"unknown model dtype {model_dtype!r}; known: {', '.join(sorted(_KV_BYTES))}")
         return _KV_BYTES[model]
     if name not in _KV_BYTES:
-        raise CapacityError(f"unknown kv_cache_dtype {kv_cache_dtype!r}; known: auto, {', '.join(sorted(_KV_BYTES))}")
+        raise UnknownNameError(
+            f"unknown kv_cache_dtype {kv_cache_dtype!r}; known: auto, {', '.join(sorted(_KV_BYTES))}"
+        )
     return _KV_BYTES[name]

@@ -35,3 +35,26 @@ def test_a_max_model_len_beyond_the_models_context_is_refused_as_the_config_refu
     assert turned.status_code == 200, turned.text
     out = turned.json()
     assert out["after"] is None and f"{CONTEXT}" in out["after_error"] and out["before"] is not None
+
+
+@pytest.mark.parametrize(
+    ("dial", "value", "named"),
+    [
+        ("kv_cache_dtype", "fp9", "unknown kv_cache_dtype 'fp9'"),
+        ("weight_quantization", "awq9", "unknown quantization"),
+    ],
+)
+def test_a_turn_to_a_name_no_engine_has_is_bad_input_not_a_deployment_that_cannot_run(
+    api: Daemon, dial: str, value: str, named: str
+) -> None:
+    """Walkthrough, 2026-12-07: ``turn: {kv_cache_dtype: fp9}`` answered 200 with ``after: null`` and
+    ``after_error: "the deployment cannot run: unknown kv_cache_dtype 'fp9'"`` — a typo read as an infeasible
+    configuration, where the same name on the deployment answers 400 and an unknown dial 400. A real turn that does
+    not fit stays 200 with ``after_error`` (above)."""
+    r = _post(api, {"deployment": LLAMA, "turn": {"dial": dial, "value": value}})
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["details"] == [{"path": "turn.value", "message": body["details"][0]["message"]}]
+    assert named in body["details"][0]["message"] and "known:" in body["details"][0]["message"]
+    ok = _post(api, {"deployment": LLAMA, "turn": {"dial": "kv_cache_dtype", "value": "fp8"}})
+    assert ok.status_code == 200 and ok.json()["after_error"] is None
