@@ -376,7 +376,7 @@ def state_sglang_swa_context_fills_pool() -> State:
             "model": "llama-4-scout/config.json",
             "gpu": "h200",
             "tensor_parallel_size": 8,
-            "gpu_memory_utilization": 0.7,
+            "mem_fraction_static": 0.7,
             "max_model_len": 1048576,
             "slo": {"ttft_seconds": 30.0, "tpot_seconds": 0.1, "target_ratio": 0.95},
         },

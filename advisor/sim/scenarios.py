@@ -110,7 +110,10 @@ class Scenario:
             "model": self.model,
             "gpu": self.gpu,
             "tensor_parallel_size": self.tensor_parallel_size,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
+            # the budget under the key the format's engine reads (SGLang refuses vLLM's: advisor.config.BUDGET_KEYS)
+            ("gpu_memory_utilization" if self.engine_format == "vllm" else "mem_fraction_static"): (
+                self.gpu_memory_utilization
+            ),
             "max_model_len": self.max_model_len,
             "kv_cache_dtype": self.kv_cache_dtype,
             "quantization": self.quantization,
