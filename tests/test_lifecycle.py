@@ -158,9 +158,10 @@ def test_an_open_incident_keeps_its_severity_but_refreshes_its_numbers() -> None
     lc = Lifecycle([rule])
     lc.evaluate(evaluation(now=0))
     rule.severity, rule.suggested = "warning", 3
-    lc.evaluate(evaluation(now=10))
+    lc.evaluate(evaluation(now=10))  # one evaluation's move is held (the next must agree)
+    lc.evaluate(evaluation(now=20))
     (rec,) = lc.open_recommendations()
-    assert (rec.severity, rec.suggested, rec.opened_at, rec.updated_at) == ("critical", 3, 0, 10)
+    assert (rec.severity, rec.suggested, rec.opened_at, rec.updated_at) == ("critical", 3, 0, 20)
 
 
 def test_a_changed_suggestion_is_reported_as_an_update_never_as_a_transition() -> None:
@@ -171,7 +172,9 @@ def test_a_changed_suggestion_is_reported_as_an_update_never_as_a_transition() -
     (opened,) = lc.evaluate(evaluation(now=0))
     assert lc.last_updates == []
     rule.suggested = 2
-    assert lc.evaluate(evaluation(now=10)) == []  # no opened/resolved transition: notifiers see nothing
+    assert lc.evaluate(evaluation(now=10)) == []  # one evaluation's move is held until the next agrees
+    assert lc.last_updates == []
+    assert lc.evaluate(evaluation(now=15)) == []  # no opened/resolved transition: notifiers see nothing
     (update,) = lc.last_updates
     assert (update.kind, update.recommendation.id, update.recommendation.suggested) == (
         "updated",
@@ -198,8 +201,38 @@ def test_a_wobbling_suggestion_is_neither_re_announced_nor_drifts_from_what_was_
         assert "→ 28" in rec.summary and "→ 29" not in rec.summary
     rule.suggested = 20
     lc.evaluate(evaluation(now=50))
+    assert lc.last_updates == []  # the first evaluation to move it: held until the next agrees
+    lc.evaluate(evaluation(now=60))
     (update,) = lc.last_updates
     assert update.recommendation.suggested == 20 and update.reason == "was 1 → 28"
+
+
+def test_one_evaluations_jump_of_a_suggested_value_is_held_until_the_next_agrees() -> None:
+    """Breaker 23 (rerun 2026-12-07): seq_cap read "max_num_seqs 4 → 214" for one scrape at a queue's turnaround,
+    between 13 before and 6 after; the incident announced each. A value moves only when two evaluations in a row move
+    it materially the same way: 13, 214 (held), 6 (the other way: held), 5 → 5."""
+    rule = ScriptedRule(fire=True, for_s=0, dials=["max_num_seqs"], current=4, suggested=13)
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=0))
+    for now, value, shown in ((1, 214, 13), (2, 6, 13), (3, 5, 5)):
+        rule.suggested = value
+        lc.evaluate(evaluation(now=now))
+        (rec,) = lc.open_recommendations()
+        assert rec.suggested == shown, (now, value)
+        if shown != value:
+            assert f"This evaluation alone suggests {value}; the advice stays at 13 unless the next" in rec.description
+    assert [u.reason for u in lc.last_updates] == ["was 4 → 13"]
+
+
+def test_a_turn_made_moves_the_suggestion_at_once() -> None:
+    """When the current value moves (the operator applied a turn), the incident follows at once."""
+    rule = ScriptedRule(fire=True, for_s=0, dials=["max_num_seqs"], current=4, suggested=13)
+    lc = Lifecycle([rule])
+    lc.evaluate(evaluation(now=0))
+    rule.current, rule.suggested = 13, 20
+    lc.evaluate(evaluation(now=1))
+    (rec,) = lc.open_recommendations()
+    assert (rec.current, rec.suggested) == (13, 20)
 
 
 # -- one incident per (deployment, problem) --------------------------------------------------------------------

@@ -24,7 +24,10 @@ Every evaluation merges the active rules' proposals, ranks them (:func:`rank_key
 own evidence, and those of a rule superseded by another that fires, go to ``withheld``. Summary, description,
 evidence, confidence, alternatives and withheld follow the current evidence; the suggested turn changes only
 when another turn ranks strictly better at two evaluations in a row (or the current one disappears), and its
-value only by a material step (:func:`material_change`). Replica counts pass through the HPA-style
+value only by a material step (:func:`material_change`) that two evaluations in a row make the same way (one
+evaluation's reading is the moment's: seq_cap read "max_num_seqs 4 → 214" at a queue's turnaround between 13 and 6,
+breaker 23); a replica count passes its own stabilizer instead, and a turn made (the current value moved) moves it at
+once. Replica counts pass through the HPA-style
 :class:`~advisor.rules.replicas.ReplicaStabilizer` and never change direction within one incident.
 
 For-durations count the time a condition was *seen* to hold. An evaluation after the clock stepped back (``now``
@@ -190,6 +193,15 @@ def material_change(before: object, after: object) -> bool:
     return before != after
 
 
+def _numeric_direction(before: object, after: object) -> int | None:
+    """+1 or −1 as a numeric suggestion rises or falls from ``before`` to ``after``; ``None`` for anything else (a
+    name, a mapping, a number to or from ``None``)."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
+    if not numbers or before == after:
+        return None
+    return 1 if after > before else -1  # type: ignore[operator]
+
+
 def predicted_gain(p: Proposal) -> float:
     """The turn's predicted gain as a ratio (×): ``score × cost``, since :class:`Proposal` defines ``score`` as
     gain per unit of cost (a pool turn's KV-pool ratio; replicas ``needed ÷ current``)."""
@@ -353,6 +365,7 @@ class _Incident:
     replicas_turn: Proposal | None = None  # the last replicas turn advised, held while the incident is open
     folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
     capped: bool = False  # opened at warning only because its critical turn's confidence was < LOW_CONFIDENCE
+    value_pending: int | None = None  # +1/-1: the last evaluation moved the suggested value materially this way
 
 
 @dataclass(frozen=True, slots=True)
@@ -961,10 +974,23 @@ class Lifecycle:
             inc.challenger, inc.challenger_runs = None, 0
         p = chosen.p
         switched = p.dial != old.dial
-        moved = material_change(old.suggested, p.suggested) or material_change(old.current, p.current)
+        moved_current = material_change(old.current, p.current)
+        moved = material_change(old.suggested, p.suggested) or moved_current
+        direction = _numeric_direction(old.suggested, p.suggested)
+        if switched or not moved or moved_current or p.dial == c.DIAL_REPLICAS or direction is None:
+            inc.value_pending = None  # replica counts have their own stabilizer; a turn made moves at once
+        elif inc.value_pending != direction:  # the first evaluation to move it this way: held until the next agrees
+            inc.value_pending, moved = direction, False
+        else:
+            inc.value_pending = None
         held_note = ""
         if not switched and not moved:
-            if p.suggested != old.suggested:
+            if inc.value_pending is not None:
+                held_note = (
+                    f" This evaluation alone suggests {p.suggested}; the advice stays at {old.suggested} unless the "
+                    "next evaluation moves it the same way."
+                )
+            elif p.suggested != old.suggested:
                 held_note = (
                     f" This evaluation alone suggests {p.suggested}; the advice stays at {old.suggested} until it "
                     f"moves by {MATERIAL_CHANGE_RATIO:.0%} or more."
