@@ -459,12 +459,24 @@ class EngineSnapshot:
 class TimedSnapshot:
     """A snapshot with the unix time it was scraped at, and the target it came from; ``duplicate_series``: samples
     the page repeated (a series already seen; the first kept, :attr:`advisor.observe.Observation.duplicate_series`),
-    which lowers the confidence of what is read from it."""
+    which lowers the confidence of what is read from it; ``requests_running_peak``: the most running requests of
+    this snapshot and of the snapshots a history thinned into it since the point before (``None``: this snapshot's
+    own, :func:`advisor.tracker.record`), so a window's peak survives the thinning."""
 
     target: str
     timestamp: float
     snapshot: EngineSnapshot
     duplicate_series: int = 0
+    requests_running_peak: float | None = None
+
+    @property
+    def running_peak(self) -> float | None:
+        """The most running requests this point stands for: :attr:`requests_running_peak`, else the snapshot's."""
+        own = self.snapshot.requests_running
+        peak = self.requests_running_peak
+        if peak is None or (own is not None and math.isfinite(own) and own >= peak):
+            return own
+        return peak
 
 
 @dataclass(frozen=True, slots=True)

@@ -555,7 +555,8 @@ def prefill_workers(up: Sequence[TargetView]) -> frozenset[str]:
 
 
 def running_load(up: Sequence[TargetView], now: float, window_seconds: float) -> RunningLoad:
-    """Peak and steadiness of the running-request gauge over ``[now − window_seconds, now]``.
+    """Peak and steadiness of the running-request gauge over ``[now − window_seconds, now]``; the peak counts the
+    scrapes the history thinned (:attr:`advisor.domain.TimedSnapshot.running_peak`).
 
     Example: one target sampled with 40, 30, 2 running → peak 40, mean 24, population variance 258.67,
     dispersion 10.78 (a lull); 4, 5, 3 → peak 5, dispersion 0.17 (steady).
@@ -570,21 +571,20 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
     isfinite = math.isfinite
     apart = prefill_workers(up)
     for t in up:
-        timed = [
-            (h.timestamp, v)
-            for h in t.history
-            if start <= h.timestamp <= now and (v := h.snapshot.requests_running) is not None and isfinite(v)
-        ]
+        kept = [h for h in t.history if start <= h.timestamp <= now]
+        timed = [(h.timestamp, v) for h in kept if (v := h.snapshot.requests_running) is not None and isfinite(v)]
         if not timed:
             continue
         values = [v for _, v in timed]
+        # the peak of every scrape, those the history thinned too (TimedSnapshot.requests_running_peak)
+        peak = max([v for h in kept if (v := h.running_peak) is not None and isfinite(v)], default=max(values))
         try:
             mean = math.fsum(values) / len(values)
             deviations = list(map(operator.sub, values, repeat(mean)))
             var = math.fsum(map(operator.mul, deviations, deviations)) / len(values)  # (v − mean)²
         except OverflowError:  # a gauge no float sum holds (1e308): not a count of requests, so unknown
             continue
-        peaks.append(max(values))
+        peaks.append(max(peak, max(values)))
         means.append(mean)
         older = [v for ts, v in timed if ts <= middle]
         if t.url not in apart:  # a prefill worker's few running requests are its role, not the router's choice

@@ -132,13 +132,15 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
       copied;
     * points closer than ``window / HISTORY_POINTS_PER_WINDOW`` to their neighbours are thinned (the
       middle one of three is dropped) unless a restart happened across them (:func:`restarted`) — rates,
-      histogram deltas and counter resets over the window stay exact; only the resolution of min/max gauges
-      coarsens;
+      histogram deltas and counter resets over the window stay exact, and the running requests' peak is carried
+      into the point that replaces them (:attr:`~advisor.domain.TimedSnapshot.requests_running_peak`); only the
+      resolution of the other min/max gauges coarsens;
     * the previous newest point, when it stays, keeps no end-to-end latency histogram (one dropped is not
       copied first).
     """
     if history:
-        prev = history[-1].snapshot
+        prev_point = history[-1]
+        prev = prev_point.snapshot
         snap = point.snapshot
         shared: dict[str, Any] = {}
         if snap.engine_config == prev.engine_config and snap.engine_config is not prev.engine_config:
@@ -164,7 +166,13 @@ def record(history: deque[TimedSnapshot], point: TimedSnapshot, window: float) -
                 and not restarted(a.snapshot, prev)
                 and not restarted(prev, point.snapshot)
             ):
-                history[-1] = point  # thinned: the previous newest, the middle one of three, gives way
+                # thinned: the previous newest, the middle one of three, gives way, its running peak kept (a gauge
+                # one slot below the cap between two steps read as the window's peak: breaker 23's rerun)
+                peak = prev_point.running_peak
+                own = point.snapshot.requests_running
+                if peak is not None and math.isfinite(peak) and (own is None or not own >= peak):
+                    point = _replaced(point, requests_running_peak=peak)
+                history[-1] = point
                 return
             if prev.e2e is not None:
                 # nothing reads end-to-end latency from older points: keep it on the newest only

@@ -268,6 +268,8 @@ def test_a_rule_following_another_continues_the_incident() -> None:
     assert lc.evaluate(evaluation(now=10)) == []
     a.fire, a.clear = False, True
     assert lc.evaluate(evaluation(now=20)) == []
+    assert lc.open_recommendations()[0].rule == "a"  # one evaluation without its turn holds it
+    assert lc.evaluate(evaluation(now=25)) == []
     (rec,) = lc.open_recommendations()
     assert rec.id == opened.recommendation.id and rec.opened_at == 0
     assert rec.rule == "b"  # the turn of the rule that still holds
@@ -417,8 +419,13 @@ def test_the_suggested_turn_changes_only_after_two_evaluations_ranking_strictly_
     lc = Lifecycle([rule])
     lc.evaluate(evaluation(now=0))
     assert lc.open_recommendations()[0].dial == "gpu_memory_utilization"  # lowest risk of the no-GPU turns
-    # utilization disappears for one evaluation: the suggestion moves at once (the current turn is gone)
+    # utilization disappears: one evaluation without it holds it (its rule may be back at the next scrape, breaker
+    # 23), the second moves the suggestion
     rule.dials = ["kv_cache_dtype", "max_model_len"]
+    lc.evaluate(evaluation(now=5))
+    (rec,) = lc.open_recommendations()
+    assert rec.dial == "gpu_memory_utilization" and lc.last_updates == []
+    assert "This evaluation proposes no gpu_memory_utilization turn" in rec.description
     lc.evaluate(evaluation(now=10))
     (rec,) = lc.open_recommendations()
     assert rec.dial == "kv_cache_dtype"

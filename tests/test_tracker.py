@@ -57,6 +57,26 @@ def test_thinning_drops_close_points_but_never_across_a_restart() -> None:
     assert [p.snapshot.prompt_tokens_total for p in r][:2] == [100.0, 5.0]
 
 
+def test_thinning_keeps_the_running_requests_peak_of_the_points_it_drops() -> None:
+    """Breaker 23's rerun: two replicas at max_num_seqs 4 with 179 waiting read 7 running at the newest scrape, and
+    the window's peak, taken over the ~8 points a window keeps, read 7 too: each replica's gauge toggled 4, 3 between
+    steps, and the thinning kept the 3s of one of them. seq_cap then cleared for one scrape ("4 running of a cap of
+    4") and the incident switched to replicas for two minutes. The point that replaces a thinned one carries its
+    peak, so the window's peak is every scrape's."""
+    from advisor.evaluate import TargetView, running_load
+
+    window = 8.0  # thinned below 1 s apart
+    h: deque[TimedSnapshot] = deque()
+    for i, running in enumerate([3.0, 4.0, 3.0, 3.0, 4.0, 3.0, 3.0, 3.0]):  # 0.25 s apart: most points thinned
+        snap = dataclasses.replace(_snap(100.0 + i), requests_running=running)
+        record(h, TimedSnapshot(URL, T0 + 0.25 * i, snap), window)
+    assert {p.snapshot.requests_running for p in h} == {3.0}  # the kept points' own gauges: no 4 among them
+    assert max(p.running_peak or 0.0 for p in h) == 4.0
+    view = TargetView(URL, True, None, None, tuple(h))
+    assert running_load([view], now=T0 + 2.0, window_seconds=window).peak == 4.0
+    assert running_load([view], now=T0 + 2.0, window_seconds=window).mean == pytest.approx(3.0)  # gauges, as read
+
+
 def _tracker(*rules: object) -> Tracker:
     return Tracker(
         list(rules),  # type: ignore[arg-type]

@@ -366,6 +366,7 @@ class _Incident:
     folded: list[Recommendation] = field(default_factory=list)  # previous-release records to resolve once
     capped: bool = False  # opened at warning only because its critical turn's confidence was < LOW_CONFIDENCE
     value_pending: int | None = None  # +1/-1: the last evaluation moved the suggested value materially this way
+    missing_runs: int = 0  # consecutive evaluations whose turns lacked the suggested dial
 
 
 @dataclass(frozen=True, slots=True)
@@ -954,13 +955,30 @@ class Lifecycle:
     def _refresh(self, ev: Evaluation, inc: _Incident, turns: list[_Turn], withheld: list[dict[str, Any]]) -> None:
         """Re-render the incident from the current evidence; keep id, opened_at and severity; change the
         suggested turn only after :data:`SWITCH_AFTER_EVALUATIONS` strictly better rankings over at least
-        :data:`SWITCH_AFTER_SECONDS` (or when it is gone)
-        and its value only by a material step."""
+        :data:`SWITCH_AFTER_SECONDS` (or when it is gone from :data:`SWITCH_AFTER_EVALUATIONS` evaluations in a row:
+        one evaluation without it holds it, as its rule may have cleared for one scrape and fired again the next —
+        breaker 23's rerun: seq_cap cleared on one scrape at "4 running of a cap of 4, 179 waiting", and the incident
+        switched at once to "replicas 2 → 6", where it then stayed two minutes) and its value only by a material step
+        two evaluations in a row make."""
         old = inc.rec
         if not turns:
             inc.rec = replace(old, withheld=tuple(withheld) or old.withheld)
             return
         keep = next((t for t in turns if t.p.dial == old.dial), None)
+        if keep is None:
+            inc.missing_runs += 1
+            if inc.missing_runs < SWITCH_AFTER_EVALUATIONS:
+                note = (
+                    f" This evaluation proposes no {old.dial} turn; it stays suggested unless the next does not either."
+                )
+                inc.rec = replace(
+                    old,
+                    description=old.description.split(" This evaluation proposes no ")[0] + note,
+                    withheld=tuple(withheld),
+                    alternatives=_held_alternatives(old, turns),
+                )
+                return
+        inc.missing_runs = 0
         best = turns[0]
         chosen = best
         if keep is not None and best is not keep:  # best ranks strictly better (keys are distinct)
