@@ -895,7 +895,7 @@ def tpot_knee(ev: Evaluation) -> TpotKnee | None:
     model = latency_model(ev)
     try:
         now = model.tpot_seconds(inputs, gpu, batch, context)
-        knee = knee_batch(model, inputs, gpu, context, ev.ctx.slo.tpot_seconds, int(max(batch, 1)))
+        knee = knee_batch(model, inputs, gpu, context, ev.ctx.slo.tpot_seconds, max(1, math.ceil(batch)))
     except (CapacityError, ValueError):
         return None
     return TpotKnee(batch, context, knee, now, model, ranks)

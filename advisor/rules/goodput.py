@@ -347,7 +347,10 @@ class GoodputRule:
         target = ev.ctx.slo.tpot_seconds
         now_tpot = at.tpot_seconds
         out: list[Proposal] = []
-        if knee is not None and knee < batch:
+        # past the knee only where the model's TPOT at today's batch misses the target: a fractional mean batch just
+        # above a knee that still meets it is not the cause (breaker 25: "cap max_num_seqs at the knee, 49" at a
+        # batch of 49.5, TPOT 0.0278 → 0.0276 s against 0.25 s, then "→ 1" as prefill, not the batch, slowed decode)
+        if knee is not None and knee < batch and now_tpot > target:
             knee_tpot = model.tpot_seconds(inputs, gpu, knee, context)
             alone = _cap_serves_the_load(ev, knee / batch * now_tpot / max(knee_tpot, 1e-9))
             out.append(

@@ -178,6 +178,28 @@ def test_tpot_past_the_knee_caps_max_num_seqs() -> None:
     assert p.predicted_effect["tpot_seconds"] == {"before": 0.0271, "after": 0.0199}
 
 
+def test_no_knee_cap_where_the_models_tpot_at_todays_batch_meets_the_target() -> None:
+    """Breaker 25 (prompt-heavy traffic, TPOT missed from prefill chunks between decode steps): at a mean batch of
+    49.5 the knee search stopped at int(49.5) = 49 and "cap max_num_seqs at the knee, 49" was proposed with TPOT
+    0.0278 → 0.0276 s against a 0.25 s target, later "→ 1". A cap is the fix only where the batch is the cause: the
+    model's TPOT at today's batch misses the target. Here (the test above's pool, 2,160 tokens a sequence) 132.4 a
+    replica model at 19.99 ms against 20 ms: no cap; 132.6 at 20.03 ms: the cap to 132 (19.95 ms)."""
+    for running, capped in ((264.8, False), (265.2, True)):
+        usage = running / 2 * 2_160 / 432_000
+        e = ev(
+            dep=TIGHT,
+            goodput=good(1.0, 0.3),
+            requests_running=running,
+            replicas_up=2,
+            kv_cache_usage_ratio=usage,
+            **requests(100),
+        )
+        caps = [p for p in RULE.propose(e) if p.dial == "max_num_seqs"]
+        assert bool(caps) is capped, (running, caps)
+        if capped:
+            assert caps[0].suggested == 132 and caps[0].score > 1.0  # TPOT(132.6) ÷ TPOT(132)
+
+
 def test_the_knee_cap_closes_the_gap_alone_only_if_it_still_serves_the_load() -> None:
     # the knee of the test above: 200 → 132 at 27.13 → 19.95 ms; a replica then completes 132/200 × 27.13/19.95
     # = 0.8975 of today's requests/s. Nothing waiting: the TPOT gap is the gap, the cap closes it
