@@ -809,6 +809,43 @@ def _window_histogram_request_tokens(windows: Windows, max_model_len: int | None
     Example: over the window the prompt histogram's sum rose 80,000 over 10 requests and the generation's 4,000 over
     10 → 8,000 + 400 = 8,400.
     """
+    totals = _window_histogram_totals(windows)
+    if totals is None:
+        return None
+    p_sum, p_count, g_sum, g_count = totals
+    return _mean_request_tokens(p_sum, p_count, g_sum, g_count, max_model_len, least=1.0)
+
+
+MIN_WINDOW_FINISHED_FOR_LENGTH: Final = 5
+"""Finished requests a window's generation-length histogram must count before its mean is read as the traffic's."""
+
+
+def _window_generation_tokens(windows: Windows, max_model_len: int | None = None) -> float | None:
+    """Mean generated tokens of the requests that finished in the window, from the engines' per-request generation
+    length histograms (``vllm:request_generation_tokens``: one observation per finished request, its own length);
+    ``None`` unless they give all four length series (:func:`_window_histogram_totals`), counted at least
+    :data:`MIN_WINDOW_FINISHED_FOR_LENGTH` requests, and the mean is at most ``max_model_len``.
+
+    Not the generation counter ÷ completions: the counter holds the tokens the running requests made too, so while
+    the batch grows (a burst, a ramp) it reads long (breaker 25: 538 tokens a request where the traffic's are 300,
+    which halved the service rate a replica was sized on and set ``advisor_desired_replicas`` to 11 where 2 served).
+
+    Example: the generation histogram's sum rose 3,000 over 10 requests → 300.
+    """
+    totals = _window_histogram_totals(windows)
+    if totals is None:
+        return None
+    g_sum, g_count = totals[2], totals[3]
+    if g_count < MIN_WINDOW_FINISHED_FOR_LENGTH or g_sum <= 0:
+        return None
+    mean = g_sum / g_count
+    return mean if max_model_len is None or mean <= max_model_len else None
+
+
+def _window_histogram_totals(windows: Windows) -> tuple[float, float, float, float] | None:
+    """The increases over the window of the prompt and generation length histograms' sums and counts, summed over
+    targets (:func:`_window_histogram_request_tokens` says how); ``None`` unless every target with a window gives
+    them."""
     totals = [0.0, 0.0, 0.0, 0.0]
     seen = False
     for _, window in windows:
@@ -836,7 +873,7 @@ def _window_histogram_request_tokens(windows: Windows, max_model_len: int | None
     if not seen:
         return None
     p_sum, p_count, g_sum, g_count = totals
-    return _mean_request_tokens(p_sum, p_count, g_sum, g_count, max_model_len, least=1.0)
+    return p_sum, p_count, g_sum, g_count
 
 
 def _paused_max(windows: Windows) -> float | None:
@@ -1223,6 +1260,7 @@ def evaluate_deployment(
         window_tokens_per_request_from_histograms=LazyFloat(
             functools.partial(_window_histogram_request_tokens, windows, mml)
         ),
+        window_generation_tokens_per_request=LazyFloat(functools.partial(_window_generation_tokens, windows, mml)),
         tpot_is_itl=any(snap.tpot_is_itl for snap in latest),
     )
 

@@ -271,3 +271,18 @@ def test_the_lifetime_prompt_to_generation_mix_sums_the_targets_and_needs_every_
     )
     assert mix([young]) is None  # a restarted engine's first prefill reads as all prompt
     assert mix([]) is None
+
+
+def test_the_window_generation_mean_is_the_finished_requests_own_and_needs_five() -> None:
+    """Breaker 25: the replica sizing read 538 generated tokens a request from the counters while the batch grew;
+    the finished requests' own mean (the generation histogram's rise ÷ its count's rise) is 300."""
+    from advisor.evaluate import MIN_WINDOW_FINISHED_FOR_LENGTH
+    from advisor.evaluate import _window_generation_tokens as generation_mean
+
+    window = [_at(100_000, 10, 5_000, 10), _at(140_000, 15, 6_500, 15), _at(180_000, 20, 8_000, 20)]
+    assert generation_mean([(None, window)]) == pytest.approx(300.0)  # type: ignore[list-item]
+    assert generation_mean([(None, window)], max_model_len=299) is None  # type: ignore[list-item]
+    few = [_at(0, 0, 0, 0), _at(8_000, MIN_WINDOW_FINISHED_FOR_LENGTH - 1, 1_200, MIN_WINDOW_FINISHED_FOR_LENGTH - 1)]
+    assert generation_mean([(None, few)]) is None  # type: ignore[list-item]
+    bare = [EngineSnapshot(engine="vllm"), EngineSnapshot(engine="vllm")]
+    assert generation_mean([(None, bare)]) is None  # type: ignore[list-item]

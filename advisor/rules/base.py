@@ -260,6 +260,10 @@ class Evaluation:
         tpot_is_itl: an answering target's TPOT histogram is its inter-token latency (``EngineSnapshot.tpot_is_itl``),
             which on some engines observes one gap per step, not per token
             (:func:`advisor.engines.catalog.itl_per_token`).
+        window_generation_tokens_per_request: returns the mean generated tokens of the requests that finished in the
+            window, from the engines' per-request generation length histograms (vLLM, TGI), ``None`` where a target
+            lacks them or fewer than 5 finished (:func:`advisor.evaluate._window_generation_tokens`); not the
+            generation counter ÷ completions, which counts the running requests' tokens too.
         window_tokens_per_request_from_histograms: returns the mean prompt + generation tokens of a request over the
             window from the engines' per-request length histograms (vLLM, TGI: each histogram's sum ÷ count, so a
             mean over the requests it observed), ``None`` where a target lacks them or no request was observed;
@@ -331,6 +335,7 @@ class Evaluation:
     lifetime_prompt_per_generated_token: float | None = None
     tpot_is_itl: bool = False
     window_tokens_per_request_from_histograms: LazyFloat | None = None
+    window_generation_tokens_per_request: LazyFloat | None = None
     kv_capacity_tokens_smallest: float | None = None
 
     def speculation_runs(self) -> bool:

@@ -364,7 +364,9 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     One replica is ``ranks`` data-parallel engines, each an M/G/c slot queue with a prefill server
     (:func:`advisor.capacity.queueing.predict_service`, a ``ReplicaService`` from the roofline,
     :mod:`advisor.capacity.perf`): prefill of the observed mean prompt (prompt tokens ÷ admissions: completions +
-    the running batch's growth), decode steps at the observed mean context (prompt + half the output), and a batch
+    the running batch's growth), decode steps at the observed mean context (prompt + half the output; the output the
+    finished requests' own mean where the engine histograms it, :attr:`Evaluation.window_generation_tokens_per_request`,
+    else generated tokens ÷ completions), and a batch
     cap of the running requests per rank when saturated (:func:`saturated`: the engine's own ceiling), else
     ``min(max_num_seqs, pool ÷ tokens per request)``.
 
@@ -400,7 +402,11 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     grown = (s.requests_running or 0.0) - (s.requests_running_first or 0.0)
     admitted = done + (max(0.0, grown) / span if span > 0 and math.isfinite(grown) else 0.0)
     prompt = max(1.0, s.prompt_tokens_per_second / admitted)
-    output = max(1.0, s.generation_tokens_per_second / done)
+    # the finished requests' own lengths where the engine histograms them (the counter ÷ completions counts the
+    # running requests' tokens too, and reads long while the batch grows: breaker 25, 538 tokens for 300)
+    lazy = ev.window_generation_tokens_per_request
+    measured = lazy() if lazy is not None else None
+    output = measured if measured is not None and measured >= 1 else max(1.0, s.generation_tokens_per_second / done)
     # no request outlives max-model-len: tokens generated ÷ completions counts running requests' tokens against the
     # few that finished while generations outlast the window (breaker 23: ~11,663 tokens a request at max-model-len
     # 8,192, a capacity at the SLO of 0.02 requests/s where one replica served 0.6 within it)

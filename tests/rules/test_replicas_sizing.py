@@ -383,3 +383,37 @@ def test_a_request_is_never_read_longer_than_max_model_len() -> None:
     read = size_replicas(_long_generations(good(0.5, 1.0), 11_663.0))
     assert capped is not None and read is not None
     assert (read.replicas, read.capacity_at_slo_per_replica) == (capped.replicas, capped.capacity_at_slo_per_replica)
+
+
+def test_the_output_length_is_the_finished_requests_own_where_the_engine_histograms_it() -> None:
+    """Breaker 25 (a 10 s burst at 5× on two replicas): the generation counter ÷ completions read 2,970 ÷ 5.52 =
+    538 tokens a request while the batch grew, where the traffic's are 300 — the counter holds the running requests'
+    tokens too — and the replica was priced on the longer decode. Where the engine's per-request generation histogram
+    counted the window's finished requests, their mean is the output length: with the model calibrated online (its
+    clock the engine's), a replica decoding 300-token answers serves more of them than one decoding 538."""
+    from advisor.rules.base import LazyFloat
+
+    calibrated = LatencyModel(
+        "vllm", decode=FactorEstimate(0.0, 0.01, updates=10), prefill=FactorEstimate(0.0, 0.01, updates=10)
+    )
+    base = dataclasses.replace(
+        ev(
+            kv_cache_usage_ratio=0.5,
+            requests_finished_per_second=2.0,
+            requests_running=10,
+            requests_running_first=10,
+            requests_waiting=0,
+            requests_waiting_first=0,
+            prompt_tokens_per_second=2.0 * 2_000,
+            generation_tokens_per_second=2.0 * 538,
+        ),
+        latency=LatencyFit(calibrated, windows=10),
+    )
+    counted = size_replicas(base)
+    measured = size_replicas(dataclasses.replace(base, window_generation_tokens_per_request=LazyFloat(lambda: 300.0)))
+    assert counted is not None and measured is not None and counted.method == measured.method == "model"
+    assert counted.capacity_at_slo_per_replica is not None and measured.capacity_at_slo_per_replica is not None
+    assert measured.service_rate_per_replica > 1.2 * counted.service_rate_per_replica
+    assert measured.capacity_at_slo_per_replica > counted.capacity_at_slo_per_replica
+    unknown = size_replicas(dataclasses.replace(base, window_generation_tokens_per_request=LazyFloat(lambda: None)))
+    assert unknown is not None and unknown.service_rate_per_replica == counted.service_rate_per_replica
