@@ -19,12 +19,18 @@ incident the moment another rule's holds. A replica whose samples began more tha
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from advisor import conventions as c
 from advisor.rules.base import Condition, Evaluation, Proposal
-from advisor.rules.common import confidence, count, uneven_engines
+from advisor.rules.common import UNEVEN_IDLE_SHARE, UNEVEN_MIN_RUNNING, confidence, count, uneven_engines
 from advisor.rules.turns import effect
+
+CLEAR_IDLE_SHARE: Final = 2 * UNEVEN_IDLE_SHARE
+"""The idlest engine's share of the busiest one's running requests (window means) it must pass before uneven loads
+clear: twice the share that fires (:data:`advisor.rules.common.UNEVEN_IDLE_SHARE`), a hysteresis band (breaker 25:
+a replica at 200 beside one at 20, exactly the 10 % line, resolved "within the router's usual spread" and reopened
+under a new id 20 s later)."""
 
 CLEAR_MARGIN = 0.02
 """How far above the SLO's target ratio goodput must be, the loads still uneven, for the incident to clear (the
@@ -93,15 +99,19 @@ class LoadImbalanceRule:
         return Condition(holds, reason, evidence)
 
     def clears(self, ev: Evaluation) -> Condition:
-        """The loads evened out, or the strain ended with goodput :data:`CLEAR_MARGIN` above its target: a goodput
-        hovering at the target no longer opens and resolves the page every few evaluations (breaker 22: a straggler
-        replica, 5 opens and 4 resolves in 100 s, one "resolved" at 89.6 % of a 90 % target)."""
+        """The loads evened out past :data:`CLEAR_IDLE_SHARE`, or the strain ended with goodput :data:`CLEAR_MARGIN`
+        above its target: a goodput hovering at the target no longer opens and resolves the page every few evaluations
+        (breaker 22: a straggler replica, 5 opens and 4 resolves in 100 s, one "resolved" at 89.6 % of a 90 %
+        target), nor loads hovering at the firing line (breaker 25)."""
         holds, reason, evidence = self._reading(ev)
         if holds is None:
             return Condition(None, reason, evidence)
         if holds:
             return Condition(False, reason, evidence)
         g, bar = ev.goodput.ratio, min(1.0, ev.ctx.slo.target_ratio + CLEAR_MARGIN)
+        band = _within_band(ev)
+        if band is not None and (g is None or g < bar):  # the loads near the line and the strain not over
+            return Condition(False, f"{reason}; not yet clear: {band}", evidence)
         if evidence.get("busiest") is not None and g is not None and g < bar:
             return Condition(False, f"{reason}; not yet clear: goodput {g:.1%} below {bar:.0%}", evidence)
         return Condition(True, reason, evidence)
@@ -141,3 +151,20 @@ class LoadImbalanceRule:
                 gpus_added=0.0,
             )
         ]
+
+
+def _within_band(ev: Evaluation) -> str | None:
+    """Why loads no longer uneven by the firing line are not yet even (the busiest engine carries at least
+    :data:`~advisor.rules.common.UNEVEN_MIN_RUNNING` and the idlest at most :data:`CLEAR_IDLE_SHARE` of it, over the
+    window), or ``None``."""
+    loads = [(e, v) for e, v in ev.requests_running_by_target if math.isfinite(v)]
+    if len(loads) < 2 or (ev.stats is not None and ev.stats.counter_resets):
+        return None
+    busy = max(loads, key=lambda e: e[1])
+    idle = min(loads, key=lambda e: e[1])
+    if busy[1] < UNEVEN_MIN_RUNNING or idle[1] > CLEAR_IDLE_SHARE * busy[1]:
+        return None
+    return (
+        f"{idle[0]} still runs {count(idle[1])} beside {busy[0]}'s {count(busy[1])}, at most {CLEAR_IDLE_SHARE:.0%} "
+        "of it"
+    )

@@ -165,3 +165,25 @@ def test_a_condition_held_while_the_router_was_at_fault_waits_its_for_duration_o
     assert lc.evaluate(at(1100.0, uneven)) == []  # held 100 s, but every turn waits on the router
     assert lc.evaluate(at(1110.0, even)) == []  # even again: the for-duration starts over
     assert [t.kind for t in lc.evaluate(at(1175.0, even))] == ["opened"]
+
+
+@pytest.mark.parametrize(
+    ("idle", "fires", "clears"),
+    [(20.0, True, False), (21.0, False, False), (40.0, False, False), (41.0, False, True)],
+)
+def test_uneven_loads_clear_only_past_a_hysteresis_band(idle: float, fires: bool, clears: bool) -> None:
+    """Breaker 25: a slow replica at 200 running beside one at 20 sat on the 10 % line; the incident resolved
+    "within the router's usual spread" at 21 and reopened under a new id 20 s later. It fires at ≤ 10 % of the
+    busiest and clears only past 20 %."""
+    from advisor.rules.load_imbalance import LoadImbalanceRule
+
+    rule = LoadImbalanceRule()
+    e = dataclasses.replace(
+        ev(replicas_up=2, requests_waiting=30, preemptions_increase=0),
+        requests_running_by_target=(("http://a/metrics", 200.0), ("http://b/metrics", idle)),
+    )
+    assert rule.fires(e).holds is fires
+    got = rule.clears(e)
+    assert got.holds is clears
+    if not clears and not fires:
+        assert "not yet clear: http://b/metrics still runs" in got.reason
