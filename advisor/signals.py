@@ -763,8 +763,20 @@ def autoscaler_signals(
     if lead is not None:
         stats = ev.stats
         span = None if stats is None else stats.span_seconds if stats.span_seconds is not None else stats.window_seconds
+        # a replica that started within the window is filling its batch from empty: the in-flight growth reads as
+        # arrivals and its completions lag by a request's life, so neither λ nor the capacity is the load's yet
+        # (breaker 25: three replicas started with the advisor at 30 requests/s, 3 serve, led to 9 at 14 s and held
+        # 9 for five minutes); the lead reads nothing then, as on a cycle whose headroom is unknown
+        warming = ev.replica_ages_seconds is not None and ev.replica_ages_seconds[0] < window_seconds
         led = lead.lead(
-            ev.ctx.name, ev.now, current, lam, at_slo, desired, lambda: kept.derive(ev, min_history_seconds), span
+            ev.ctx.name,
+            ev.now,
+            current,
+            None if warming else lam,
+            None if warming else at_slo,
+            desired,
+            lambda: kept.derive(ev, min_history_seconds),
+            span,
         )
         if led is not None and led > desired:
             desired, reason = led, lead.why(ev.ctx.name) or f"{led}: the lead's count"

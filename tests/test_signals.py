@@ -3,6 +3,7 @@ worked out by hand in the test's docstring, never taken from running the advisor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -533,6 +534,23 @@ def test_the_lead_through_the_signals_and_stale_data() -> None:
         "1.6 requests/s per replica within the SLO; held until the scale-down window (10 s) sees no need"
     )
     assert why == [current] * 4 + [led, None, led]
+
+
+@pytest.mark.parametrize(("age", "led"), [(30.0, False), (55.0, False), (60.0, True), (None, True)])
+def test_the_lead_reads_nothing_while_a_replica_fills_its_batch_from_a_start(age: float | None, led: bool) -> None:
+    """Breaker 25: three replicas started beside the advisor at 30 requests/s (3 serve) and the lead rose to 9 at
+    14 s and held 9 for five minutes: a replica filling its batch from empty reads its in-flight growth as arrivals
+    while its completions lag a request's life. While the newest replica is younger than the evaluation window (60 s
+    here) the lead reads nothing; the same rising rates from replicas a window old (or whose start is unknown) lead,
+    as in the test above."""
+    lead = _lead()
+    kept = SloCapacity(300.0)
+    got = []
+    for k, rate in enumerate([2.0, 2.25, 2.5, 2.75, 3.0]):
+        ev = _rising(1000.0 + k, rate)
+        ev = dataclasses.replace(ev, replica_ages_seconds=None if age is None else (age + k, age + k))
+        got.append(autoscaler_signals(ev, [], [], 60.0, 0.95, kept, lead=lead).desired_replicas)
+    assert got == ([2, 2, 2, 2, 3] if led else [2, 2, 2, 2, 2]), got  # 55 s: 59 s old at the last cycle
 
 
 def test_while_the_slo_is_missed_the_throughput_headroom_is_at_most_zero() -> None:
