@@ -884,8 +884,8 @@ class Lifecycle:
         self._drop_incident(key)  # not a resolve of the condition: no cooldown
         self._add_incident(key, new)
         why = (
-            f"escalated to critical: confidence {new.rec.confidence:.2f} ≥ {c.LOW_CONFIDENCE:g} now that the window "
-            f"holds the evidence; reopened as {new.rec.id}"
+            f"escalated to critical: its critical turn's confidence is now {new.rec.confidence:.2f} (≥ "
+            f"{c.LOW_CONFIDENCE:g}); reopened as {new.rec.id}"
         )
         old = replace(inc.rec, resolved_at=ev.now, resolved_reason=RESOLVED_ESCALATED)
         return [
