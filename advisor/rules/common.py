@@ -881,6 +881,22 @@ def knee_batch(
     return best
 
 
+def generated_tokens_per_request(ev: Evaluation) -> float | None:
+    """Mean generated tokens of a request over the window: the finished requests' own mean where the engines
+    histogram it (:attr:`Evaluation.window_generation_tokens_per_request`), else generated tokens ÷ completions (the
+    counters; they hold the running requests' tokens too, so while the batch grows they read long: breaker 25, 538
+    tokens a request for 300). ``None`` when neither is known. At least 1."""
+    lazy = ev.window_generation_tokens_per_request
+    measured = lazy() if lazy is not None else None
+    if measured is not None and measured >= 1:
+        return measured
+    s = ev.stats
+    done = s.requests_finished_per_second if s is not None else None
+    if s is None or not done or done <= 0 or s.generation_tokens_per_second is None:
+        return None
+    return max(1.0, s.generation_tokens_per_second / done)
+
+
 def tpot_knee(ev: Evaluation) -> TpotKnee | None:
     """The decode batch against the TPOT target (:class:`TpotKnee`), or ``None`` when no GPU, no running requests
     or the model cannot price the batch. The batch and ``max_num_seqs`` are per data-parallel rank."""

@@ -12,7 +12,7 @@ from typing import Final
 from advisor.capacity.calibration import WindowObservation
 from advisor.domain import Histogram
 from advisor.rules.base import Evaluation
-from advisor.rules.common import data_parallel_ranks
+from advisor.rules.common import data_parallel_ranks, generated_tokens_per_request
 
 MIN_REQUESTS: Final = 5
 """Fewest observations (requests in the window's TPOT or TTFT histogram) behind a measurement: fewer is one
@@ -55,7 +55,7 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
     if running is None:
         return None
     prompt = max(1.0, s.prompt_tokens_per_second / done)
-    output = max(1.0, s.generation_tokens_per_second / done)
+    output = generated_tokens_per_request(ev) or max(1.0, s.generation_tokens_per_second / done)
     tpot, tpot_n = histogram_mean(s.tpot)
     if tpot_n < MIN_REQUESTS:
         tpot = None

@@ -417,3 +417,27 @@ def test_the_output_length_is_the_finished_requests_own_where_the_engine_histogr
     assert measured.capacity_at_slo_per_replica > counted.capacity_at_slo_per_replica
     unknown = size_replicas(dataclasses.replace(base, window_generation_tokens_per_request=LazyFloat(lambda: None)))
     assert unknown is not None and unknown.service_rate_per_replica == counted.service_rate_per_replica
+
+
+def test_every_reader_of_a_requests_output_length_takes_the_finished_requests_own_mean() -> None:
+    """The same bias as above in the latency calibration's window (its context, prompt + half the output) and in
+    over_provisioned's SLO check: one reader, :func:`advisor.rules.common.generated_tokens_per_request`."""
+    from advisor.rules.base import LazyFloat
+    from advisor.rules.common import generated_tokens_per_request
+    from advisor.rules.observation import window_observation
+
+    base = ev(
+        requests_finished_per_second=2.0,
+        requests_running=10,
+        prompt_tokens_per_second=2.0 * 2_000,
+        generation_tokens_per_second=2.0 * 538,
+        tpot=hist((0.05, 0), (0.1, 100), total_sum=7.5),
+    )
+    measured = dataclasses.replace(base, window_generation_tokens_per_request=LazyFloat(lambda: 300.0))
+    assert generated_tokens_per_request(base) == pytest.approx(538.0)
+    assert generated_tokens_per_request(measured) == pytest.approx(300.0)
+    assert generated_tokens_per_request(ev(requests_running=10)) is None  # nothing finished, nothing histogrammed
+    counted, held = window_observation(base), window_observation(measured)
+    assert counted is not None and held is not None
+    assert counted.context_tokens == pytest.approx(2_000 + 538 / 2)
+    assert held.context_tokens == pytest.approx(2_000 + 300 / 2)
