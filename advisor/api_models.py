@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.json_schema import models_json_schema
@@ -31,6 +31,10 @@ _DURATION_RE = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?
 _UNITS = (7 * 86400, 86400, 3600, 60, 1, 0.001)
 
 REC_ID_PATTERN = r"^[0-9a-f]{16}$"
+
+
+UNKNOWN_DEPLOYMENT: Final = "the deployment parameter names no configured deployment"
+"""The 404 of a ``deployment`` filter that names nothing the advisor knows (the error lists what is configured)."""
 
 
 def parse_snooze_duration(text: str) -> float:
@@ -566,7 +570,11 @@ def openapi_document(write_needs_auth: bool = False, basic_auth: bool = False) -
                 "get": {
                     "summary": "Every deployment after the last cycle",
                     "parameters": [dep_filter],
-                    "responses": {"200": {"description": "OK", "content": _json("DeploymentList")}, **common},
+                    "responses": {
+                        "200": {"description": "OK", "content": _json("DeploymentList")},
+                        **common,
+                        "404": _err(UNKNOWN_DEPLOYMENT),
+                    },
                 }
             },
             "/api/v1/recommendations": {
@@ -582,7 +590,11 @@ def openapi_document(write_needs_auth: bool = False, basic_auth: bool = False) -
                             "schema": {"type": "string", "enum": ["open", "resolved"]},
                         },
                     ],
-                    "responses": {"200": {"description": "OK", "content": _json("RecommendationList")}, **common},
+                    "responses": {
+                        "200": {"description": "OK", "content": _json("RecommendationList")},
+                        **common,
+                        "404": _err(UNKNOWN_DEPLOYMENT + " nor any recently resolved recommendation's"),
+                    },
                 }
             },
             "/api/v1/recommendations/{id}": {

@@ -171,9 +171,16 @@ def run_daemon(
     def _on_hup(_signum: int, _frame: FrameType | None) -> None:
         reload_requested.set()
 
+    def _on_user(signum: int, _frame: FrameType | None) -> None:
+        # the default action of SIGUSR1/2 ends the process with no line (breaker 24: a stray `kill -USR1`, as some
+        # log rotations send, stopped every deployment's monitoring silently)
+        log.warning("received %s: ignored (SIGHUP reloads the config, SIGTERM stops)", signal.Signals(signum).name)
+
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGUSR1, _on_user)
+        signal.signal(signal.SIGUSR2, _on_user)
         if config_path is not None:
             signal.signal(signal.SIGHUP, _on_hup)
 

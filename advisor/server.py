@@ -50,7 +50,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -945,9 +945,26 @@ class _Handler(BaseHTTPRequestHandler):
     def _result(self) -> tuple[CycleResult | None, float]:
         return self.server.service.result, time.time()
 
+    def _deployment_filter(self, query: dict[str, list[str]], resolved: Sequence[Recommendation] = ()) -> str | None:
+        """The ``deployment`` parameter, refused (404, naming the ones there are) when it names no configured
+        deployment and no recently resolved recommendation's: ``?deployment=<typo>`` answered 200 with an empty list,
+        read as "nothing to do" (breaker 24)."""
+        want = self._one(query, "deployment")
+        if want is None:
+            return None
+        known = {d.name for d in self.server.service.cfg.deployments} | {r.deployment for r in resolved}
+        if want not in known:
+            shown = ", ".join(sorted(known)[:20]) or "none"
+            raise ApiError(
+                404,
+                f"no deployment {want[:128]!r} is configured (configured: {shown})",
+                [{"path": "deployment", "message": "not a configured deployment"}],
+            )
+        return want
+
     def _h_deployments(self, query: dict[str, list[str]]) -> None:
         res, now = self._result()
-        want = self._one(query, "deployment")
+        want = self._deployment_filter(query)
         deps = [
             self.server.deployment_dict(d, now)
             for d in (res.deployments if res else ())
@@ -965,7 +982,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _h_recommendations(self, query: dict[str, list[str]]) -> None:
         res, open_recs, resolved = self._all_recs()
         now = time.time()
-        want = self._one(query, "deployment")
+        want = self._deployment_filter(query, resolved)
         status = self._one(query, "status")
         if status not in (None, "open", "resolved"):
             raise ApiError(

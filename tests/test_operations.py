@@ -86,6 +86,9 @@ def test_sighup_reloads_a_valid_config_and_keeps_the_old_one_when_invalid(
             return False
 
         assert wait_for(lambda: _metric(url, "advisor_requests_running", deployment="a") == 10.0)
+        proc.send_signal(signal.SIGUSR1)  # breaker 24: the default action ended the daemon with no line
+        time.sleep(0.5)
+        assert proc.poll() is None and _metric(url, "advisor_requests_running", deployment="a") == 10.0
         cfg.write_text(
             "scrape_interval: 1s\nevaluation_window: 5s\ndeployments:"
             + DEP.format(name="a", url=engine.url())
@@ -103,6 +106,7 @@ def test_sighup_reloads_a_valid_config_and_keeps_the_old_one_when_invalid(
         assert proc.wait(timeout=15) == 0
         err = proc.stderr.read()
         assert "config reload failed; keeping the running config" in err and "scrape_interval" in err
+        assert "received SIGUSR1: ignored (SIGHUP reloads the config, SIGTERM stops)" in err
     finally:
         if proc.poll() is None:
             proc.kill()
