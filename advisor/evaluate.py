@@ -577,6 +577,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
             continue
         values = [v for _, v in timed]
         # the peak of every scrape, those the history thinned too (TimedSnapshot.requests_running_peak)
+        # (each point's running_peak is at least its own gauge)
         peak = max([v for h in kept if (v := h.running_peak) is not None and isfinite(v)], default=max(values))
         try:
             mean = math.fsum(values) / len(values)
@@ -584,7 +585,7 @@ def running_load(up: Sequence[TargetView], now: float, window_seconds: float) ->
             var = math.fsum(map(operator.mul, deviations, deviations)) / len(values)  # (v − mean)²
         except OverflowError:  # a gauge no float sum holds (1e308): not a count of requests, so unknown
             continue
-        peaks.append(max(peak, max(values)))
+        peaks.append(peak)
         means.append(mean)
         older = [v for ts, v in timed if ts <= middle]
         if t.url not in apart:  # a prefill worker's few running requests are its role, not the router's choice
@@ -809,7 +810,11 @@ def _window_histogram_request_tokens(windows: Windows, max_model_len: int | None
     Example: over the window the prompt histogram's sum rose 80,000 over 10 requests and the generation's 4,000 over
     10 → 8,000 + 400 = 8,400.
     """
-    totals = _window_histogram_totals(windows)
+    return _mean_from_totals(_window_histogram_totals(windows), max_model_len)
+
+
+def _mean_from_totals(totals: _Totals | None, max_model_len: int | None) -> float | None:
+    """:func:`_window_histogram_request_tokens` from the window's length totals (:func:`_window_histogram_totals`)."""
     if totals is None:
         return None
     p_sum, p_count, g_sum, g_count = totals
@@ -832,7 +837,11 @@ def _window_generation_tokens(windows: Windows, max_model_len: int | None = None
 
     Example: the generation histogram's sum rose 3,000 over 10 requests → 300.
     """
-    totals = _window_histogram_totals(windows)
+    return _generation_from_totals(_window_histogram_totals(windows), max_model_len)
+
+
+def _generation_from_totals(totals: _Totals | None, max_model_len: int | None) -> float | None:
+    """:func:`_window_generation_tokens` from the window's length totals (:func:`_window_histogram_totals`)."""
     if totals is None:
         return None
     g_sum, g_count = totals[2], totals[3]
@@ -842,7 +851,11 @@ def _window_generation_tokens(windows: Windows, max_model_len: int | None = None
     return mean if max_model_len is None or mean <= max_model_len else None
 
 
-def _window_histogram_totals(windows: Windows) -> tuple[float, float, float, float] | None:
+_Totals = tuple[float, float, float, float]
+"""Prompt length sum and count, generation length sum and count (tokens, requests)."""
+
+
+def _window_histogram_totals(windows: Windows) -> _Totals | None:
     """The increases over the window of the prompt and generation length histograms' sums and counts, summed over
     targets (:func:`_window_histogram_request_tokens` says how); ``None`` unless every target with a window gives
     them."""
@@ -1176,6 +1189,7 @@ def evaluate_deployment(
     goodput_tps = gen_rate * good.ratio if gen_rate is not None and good.ratio is not None else None
 
     mml = ctx.inputs.max_model_len or ctx.capacity.max_model_len
+    totals = functools.cache(functools.partial(_window_histogram_totals, windows))
     settings = ctx.inputs.engine_settings
     pools = pool_usage(latest, settings.parallel if ctx.engine == "llamacpp" and settings is not None else None)
     by_reason = waiting_by_reason(latest)
@@ -1257,10 +1271,9 @@ def evaluate_deployment(
         lifetime_tokens_per_finished_request=_lifetime_tokens_per_finished_request(latest, mml),
         lifetime_prefill=lifetime_prefill(latest, MIN_LIFETIME_FINISHED),
         lifetime_prompt_per_generated_token=lifetime_prompt_per_generated_token(latest),
-        window_tokens_per_request_from_histograms=LazyFloat(
-            functools.partial(_window_histogram_request_tokens, windows, mml)
-        ),
-        window_generation_tokens_per_request=LazyFloat(functools.partial(_window_generation_tokens, windows, mml)),
+        # one walk of the window's length histograms for both figures, when either is first asked
+        window_tokens_per_request_from_histograms=LazyFloat(lambda: _mean_from_totals(totals(), mml)),
+        window_generation_tokens_per_request=LazyFloat(lambda: _generation_from_totals(totals(), mml)),
         tpot_is_itl=any(snap.tpot_is_itl for snap in latest),
     )
 

@@ -272,10 +272,15 @@ def mann_kendall_rising(points: Sequence[tuple[float, float]]) -> bool:
     n = len(pts)
     if n < 2:
         return False
-    s = sum((yj > yi) - (yj < yi) for i, (_, yi) in enumerate(pts) for _, yj in pts[i + 1 :])
-    if s <= 0:
-        return False
-    return (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) >= RISING_Z
+    return _mann_kendall_significant(
+        sum((yj > yi) - (yj < yi) for i, (_, yi) in enumerate(pts) for _, yj in pts[i + 1 :]), n
+    )
+
+
+def _mann_kendall_significant(s: int, n: int) -> bool:
+    """Whether the Mann–Kendall statistic ``s`` of ``n`` points is a significant rise: ``z = (S − 1) ÷ √(n(n − 1)(2n +
+    5) ÷ 18) ≥`` :data:`RISING_Z` (:func:`mann_kendall_rising` gives the sources)."""
+    return s > 0 and (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) >= RISING_Z
 
 
 def rising_slope(points: Sequence[tuple[float, float]]) -> float | None:
@@ -295,8 +300,7 @@ def rising_slope(points: Sequence[tuple[float, float]]) -> float | None:
     slopes = [(yj - yi) / (xj - xi) for i, (xi, yi) in enumerate(pts) for xj, yj in pts[i + 1 :] if xj != xi]
     if not slopes:
         return None
-    s = sum((v > 0) - (v < 0) for v in slopes)
-    if s <= 0 or (s - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18) < RISING_Z:
+    if not _mann_kendall_significant(sum((v > 0) - (v < 0) for v in slopes), n):
         return None
     return statistics.median(slopes)
 

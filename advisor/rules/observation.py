@@ -55,7 +55,7 @@ def window_observation(ev: Evaluation) -> WindowObservation | None:
     if running is None:
         return None
     prompt = max(1.0, s.prompt_tokens_per_second / done)
-    output = generated_tokens_per_request(ev) or max(1.0, s.generation_tokens_per_second / done)
+    output = generated_tokens_per_request(ev) or 1.0  # never None here: completions and tokens are known
     tpot, tpot_n = histogram_mean(s.tpot)
     if tpot_n < MIN_REQUESTS:
         tpot = None

@@ -637,7 +637,7 @@ def _observed_workload(ev: Evaluation) -> tuple[Workload, SLO] | str:
         workload = Workload(
             arrival_rate=finished / max(ev.replicas_up, 1),
             prompt_tokens=max(1.0, s.prompt_tokens_per_second / finished),
-            output_tokens=generated_tokens_per_request(ev) or max(1.0, s.generation_tokens_per_second / finished),
+            output_tokens=generated_tokens_per_request(ev) or 1.0,  # never None: completions and tokens known
         )
         slo = SLO(ev.ctx.slo.ttft_seconds, ev.ctx.slo.tpot_seconds, min(ev.ctx.slo.target_ratio, 0.999))
     except CapacityError as exc:

@@ -404,7 +404,7 @@ def _model_rates(ev: Evaluation, arrival: float) -> tuple[float, float | None, f
     prompt = max(1.0, s.prompt_tokens_per_second / admitted)
     # the finished requests' own lengths where the engine histograms them (the counter ÷ completions counts the
     # running requests' tokens too, and reads long while the batch grows: breaker 25, 538 tokens for 300)
-    output = generated_tokens_per_request(ev) or max(1.0, s.generation_tokens_per_second / done)
+    output = generated_tokens_per_request(ev) or 1.0  # never None here: completions and tokens are known
     # no request outlives max-model-len: tokens generated ÷ completions counts running requests' tokens against the
     # few that finished while generations outlast the window (breaker 23: ~11,663 tokens a request at max-model-len
     # 8,192, a capacity at the SLO of 0.02 requests/s where one replica served 0.6 within it)
