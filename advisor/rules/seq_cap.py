@@ -9,20 +9,21 @@ many blocks are free, so a second request's TTFT is the first one's whole genera
 2 % used). Neither the pool turns (the pool is not what binds) nor replicas (one replica's idle pool would serve
 the queue) fit; raising the cap does.
 
-Proposes ``max_num_seqs`` raised to hold the running and the waiting-for-capacity requests (vLLM's ``deferred``
-ones wait for a LoRA slot or a remote KV load), bounded by what the pool holds at the observed request size (the
-longer of finished requests and running requests' KV, ``max_usage_after`` of the pool) with the raised cap's own pool
-(the capacity pass re-run: vLLM's sampler warm-up grows with the cap; a cap the engine cannot start with is never
-proposed) and, with a TPOT target and a GPU, by the largest batch whose calibrated TPOT still meets it
-(:func:`advisor.rules.common.knee_batch`). The fullest pool of the window is judged, not the mean over replicas. Not
-while the window's measured TPOT misses its target (a larger batch slows every token: ``goodput_below_target``'s),
-nor when more requests run than the configured cap (the config's ``max_num_seqs`` is not what the engine runs).
-When that bound is not above the current cap the cap is what keeps TPOT within its target, and nothing is proposed
-(``goodput`` and ``queue_growth`` speak for that load). The raise closes the gap (``sufficient``) only where the
-requests/s the raised cap completes (today's completions × slots after ÷ before × TPOT before ÷ after) serve the
-window's arrival rate with a mean wait for a slot (M/M/c over the slots) within the TTFT target; otherwise it says
-that more replicas are needed as well (an overload arriving at 6.9/s where 4.9/s complete is not cleared by a cap that
-completes 6.3/s).
+Proposes ``max_num_seqs`` raised to hold the running and the waiting-for-capacity requests (vLLM's ``deferred`` ones
+wait for a LoRA slot or a remote KV load), bounded by what the pool holds at the observed request size (the longer of
+finished requests and running requests' KV, ``max_usage_after`` of the pool) with the raised cap's own pool (the
+capacity pass re-run: vLLM's sampler warm-up grows with the cap; a cap the engine cannot start with is never proposed)
+and, with a TPOT target and a GPU, by the largest batch whose calibrated TPOT still meets it
+(:func:`advisor.rules.common.knee_batch`). A queue that moved over the window is a burst arriving or a backlog
+draining, so the raise follows the window's load, not its last scrape (:func:`arrivals_bounded_demand`). The fullest
+pool of the window is judged, not the mean over replicas. Not while the window's measured TPOT misses its target (a
+larger batch slows every token: ``goodput_below_target``'s), nor when more requests run than the configured cap (the
+config's ``max_num_seqs`` is not what the engine runs). When that bound is not above the current cap the cap is what
+keeps TPOT within its target, and nothing is proposed (``goodput`` and ``queue_growth`` speak for that load). The
+raise closes the gap (``sufficient``) only where the requests/s the raised cap completes (today's completions × slots
+after ÷ before × TPOT before ÷ after) serve the window's arrival rate with a mean wait for a slot (M/M/c over the
+slots) within the TTFT target; otherwise it says that more replicas are needed as well (an overload arriving at 6.9/s
+where 4.9/s complete is not cleared by a cap that completes 6.3/s).
 
 llama.cpp (mozilla-ai/llamafile#183: one slot, "the second request waits until the first one finishes"): every
 ``--parallel`` slot busy with requests deferred while tokens flow. Its ``--ctx-size`` cells are split over the slots,
@@ -149,6 +150,41 @@ def steady_slots(ev: Evaluation) -> int | None:
     held = mean / done  # W: seconds a request holds a slot, Little's law over the window
     m = arrival / ev.replicas_up / ranks * held
     return math.ceil(m + 2 * math.sqrt(m))
+
+
+def arrivals_bounded_demand(
+    ev: Evaluation, demand: int, cap: int, bounds: dict[str, Any], suffix: str, slack: int = 0
+) -> int:
+    """``demand`` (slots per rank: the running and waiting requests of this scrape, plus ``slack``) bounded by the
+    window's load when the queue moved over the window; what bounded it is recorded in ``bounds`` as
+    ``steady_slots_<suffix>`` or ``in_flight_held_<suffix>``.
+
+    A queue that grew over the window is arrivals outrunning the cap, one that shrank a backlog draining: its size at
+    one scrape is where the growth or the drain has got to, so the slots follow the arrival rate
+    (:func:`steady_slots`; breaker 23's rerun: "4 → 203" as a burst's backlog drained). Where no rate is measured
+    (llama.cpp exposes no request counter; a window too short for one) the bound is the in-flight requests (running
+    + waiting) the window held at both ends — the smaller of its first and last scrape's — so the raise follows the
+    load the whole window showed, not where a burst had got to. A standing queue (moved by at most
+    :data:`STANDING_QUEUE_SHARE` of its size, at least one request) is the clients' own population (eight clients on
+    one slot keep seven waiting: field-state round 14), held whole. Never below ``cap + 1``: the rule fires only with
+    requests waiting at the cap. Shared by every engine's raise (``max_num_seqs`` and its kin, llama.cpp
+    ``--parallel``)."""
+    s = ev.stats
+    assert s is not None
+    first = s.requests_waiting_first
+    now = s.requests_waiting
+    if first is None or now is None or abs(now - first) <= max(1.0, STANDING_QUEUE_SHARE * first):
+        return demand
+    steady = steady_slots(ev)
+    if steady is not None:
+        bounds[f"steady_slots_{suffix}"] = steady + slack
+        return min(demand, max(steady + slack, cap + 1))
+    if s.requests_running_first is None or s.requests_running is None:
+        return demand
+    per = max(ev.replicas_up, 1) * data_parallel_ranks(ev)
+    held = math.ceil(min(s.requests_running_first + first, s.requests_running + now) / per) + slack
+    bounds[f"in_flight_held_{suffix}"] = held
+    return min(demand, max(held, cap + 1))
 
 
 class SeqCapRule:
@@ -333,6 +369,7 @@ class SeqCapRule:
             - ev.ctx.inputs.gpu_memory_used_by_others_bytes
         )
         bounds: dict[str, Any] = {"demand_per_replica": demand, "tokens_per_slot": per_slot}
+        demand = arrivals_bounded_demand(ev, demand, slots, bounds, "per_replica")
         if per_slot <= 0 or per_token <= 0 or room <= 0:
             return None, bounds
         fit = int(room // (per_slot * per_token))
@@ -354,6 +391,7 @@ class SeqCapRule:
         cells = ev.ctx.capacity.kv_cache_tokens or 0
         demand = math.ceil((s.requests_running + (s.requests_waiting or 0)) / max(ev.replicas_up, 1))
         bounds: dict[str, Any] = {"demand_per_replica": demand, "unified_cells": cells}
+        demand = arrivals_bounded_demand(ev, demand, slots, bounds, "per_replica")
         measured = [v for v in (ev.longest_sequence_tokens, observed_request_tokens(ev)[0]) if v and v > 0]
         if cells <= 0 or not measured:
             bounds["request_tokens_unknown"] = True
@@ -558,17 +596,7 @@ class SeqCapRule:
         slack = running_cap_slack(ev.ctx.engine)
         demand = math.ceil(per_rank + waiting / max(ev.replicas_up, 1) / ranks) + slack
         bounds: dict[str, Any] = {"demand_per_rank": demand}
-        # a queue that grew over the window is arrivals outrunning the cap, one that shrank a backlog draining: its
-        # size at one scrape is where the growth or the drain has got to, so the slots follow the arrival rate
-        # (steady_slots; breaker 23's rerun: "4 → 203" as a burst's backlog drained); a standing queue is the
-        # clients' own population (eight clients on one slot keep seven waiting: field-state round 14), held whole
-        first = s.requests_waiting_first
-        now = s.requests_waiting
-        moving = first is not None and now is not None and abs(now - first) > max(1.0, STANDING_QUEUE_SHARE * first)
-        steady = steady_slots(ev) if moving else None
-        if steady is not None:
-            bounds["steady_slots_per_rank"] = steady + slack
-            demand = min(demand, max(steady + slack, cap + 1))
+        demand = arrivals_bounded_demand(ev, demand, cap, bounds, "per_rank", slack)
         usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
         length, _ = observed_request_tokens(ev)
         if not (length and ev.kv_capacity_tokens) and not (usage and usage > 0):

@@ -222,3 +222,14 @@ def test_a_growing_queue_sizes_the_slots_to_the_arrivals_not_to_one_scrape_of_th
     )
     new_draining, bounds = rule._raised(draining)
     assert bounds["steady_slots_per_rank"] == 2 and new_draining == 5
+
+
+def test_a_growing_queue_with_no_rate_measured_sizes_the_slots_to_what_the_window_held() -> None:
+    """The same kind where no arrival rate is measured (no completions counter in the window): 2 replicas capped
+    at 4, 8 running and the queue 10 → 29 over the window. The window held (8 + 10) ÷ 2 = 9 in flight a replica at
+    both ends, so 9 slots — not the 4 + 29 ÷ 2 → 19 of the last scrape's backlog."""
+    grew = _ev(running=8, waiting=29, requests_waiting_first=10, requests_running_first=8, replicas_up=2)
+    assert grew.stats.requests_finished_per_second is None
+    new, bounds = SeqCapRule()._raised(grew)
+    assert bounds["in_flight_held_per_rank"] == 9 and bounds["demand_per_rank"] == 19
+    assert new == 9

@@ -200,3 +200,22 @@ def test_the_unified_raise_never_makes_pool_context_fire_on_it() -> None:
         _ev(after, running=p.suggested, waiting=0), longest_sequence_tokens=600.0, kv_capacity_tokens=SLOT
     )
     assert PoolContextRule().fires(applied).holds is False
+
+
+def test_a_burst_of_deferred_requests_sizes_the_slots_to_what_the_window_held_not_to_the_burst() -> None:
+    """The kind of breaker 23's "4 → 19, 22, … 210" on llama.cpp, which exposes no request counter (so no arrival
+    rate): one slot busy, the deferred queue 2 at the window's start and 40 at its end is a burst that arrived in
+    the window, not a load that keeps 41 slots busy. The window held at least 1 + 2 = 3 in flight at both ends,
+    so 3 slots (each with its 4,096 cells), not 41; a queue that stood at 2 keeps the 3 it asks for."""
+    burst = _ev(_dep(), running=1, waiting=40, requests_waiting_first=2, requests_running_first=1)
+    (p,) = SeqCapRule().propose(burst)
+    assert p.evidence["in_flight_held_per_replica"] == 3
+    assert p.suggested == 3
+    assert p.flag == f"--parallel 3 --ctx-size {3 * SLOT}"
+    # draining: 40 deferred at the start, 2 at the end — the 3 now in flight, not the 41 of the burst's peak
+    draining = _ev(_dep(), running=1, waiting=2, requests_waiting_first=40, requests_running_first=1)
+    (q,) = SeqCapRule().propose(draining)
+    assert q.suggested == 3
+    standing = _ev(_dep(), running=1, waiting=2, requests_waiting_first=2, requests_running_first=1)
+    (r,) = SeqCapRule().propose(standing)
+    assert "in_flight_held_per_replica" not in r.evidence and r.suggested == 3
