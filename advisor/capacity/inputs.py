@@ -321,7 +321,7 @@ class CapacityInputs:
     def effective_quantization(self) -> str | None:
         """``quantization`` or, when None, the checkpoint's own method (vLLM reads ``quantization_config``)."""
         own = self.model.checkpoint_quantization
-        if self.quantization is None or _modelopt_override(self.quantization, own):
+        if self.quantization is None or _modelopt_override(self.quantization, own) or _loader_name(self, own):
             return own
         return self.quantization
 
@@ -625,6 +625,16 @@ def _modelopt_override(quantization: str, own: str | None) -> bool:
     return own in _MODELOPT_CHECKPOINTS and quantization.strip().lower() in _MODELOPT_NAMES
 
 
+def _loader_name(inputs: CapacityInputs, own: str | None) -> bool:
+    """Whether ``--quantization`` names the checkpoint's loader as vLLM prints it
+    (:attr:`~advisor.capacity.models.ModelArch.checkpoint_quant_method`) where the plan reads the checkpoint under
+    another name: ``compressed-tensors`` for a compressed-tensors FP8 checkpoint read as ``fp8`` (llm-d-planner's
+    0.19.0 log of RedHatAI's Llama-3.3-70B FP8-dynamic prints ``quantization=compressed-tensors``)."""
+    loader = inputs.model.checkpoint_quant_method
+    q = inputs.quantization
+    return own is not None and loader is not None and q is not None and _method_family(q) == _method_family(loader)
+
+
 def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
     """vLLM refuses a ``--quantization`` other than the method the checkpoint's ``quantization_config`` states
     (``vllm/config/model.py`` ``ModelConfig._verify_quantization``, 0.6-0.21: "Quantization method specified in
@@ -640,12 +650,13 @@ def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
         name = _method_family(method)
         return _SAME_METHOD.get(name, name)
 
-    if family(q) == family(own) or _modelopt_override(q, own):
+    if family(q) == family(own) or _modelopt_override(q, own) or _loader_name(inputs, own):
         return []
+    stored = inputs.model.checkpoint_quant_method or own
     return [
-        f"quantization {q!r} (--quantization) contradicts {inputs.model.name}'s checkpoint, stored as {own!r} "
+        f"quantization {q!r} (--quantization) contradicts {inputs.model.name}'s checkpoint, stored as {stored!r} "
         f'(config.json quantization_config): vLLM refuses it ("Quantization method specified in the model config '
-        f'({own}) does not match the quantization method specified in the `quantization` argument ({q})"); leave '
+        f'({stored}) does not match the quantization method specified in the `quantization` argument ({q})"); leave '
         "quantization unset to load the checkpoint as stored"
     ]
 

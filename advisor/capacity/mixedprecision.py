@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from advisor.errors import CapacityError
 
-__all__ = ["TABLE_GROUPS", "LayerShapes", "WeightGroup", "is_mixed_precision", "mixed_weight_groups"]
+__all__ = ["TABLE_GROUPS", "LayerShapes", "WeightGroup", "is_mixed_precision", "mixed_weight_groups", "per_layer_width"]
 
 TABLE_GROUPS: Final = frozenset({"embedding", "lm_head"})
 """Groups that are the vocabulary tables, not decoder layers: a pipeline stage holds them whole or not at all, and the
@@ -116,6 +116,29 @@ def is_mixed_precision(qc: Mapping[str, Any]) -> bool:
     return False
 
 
+def per_layer_width(qc: Mapping[str, Any]) -> bool:
+    """Whether the checkpoint's weight width is read per layer group (:func:`mixed_weight_groups`) rather than from
+    its method's usual width: a :func:`is_mixed_precision` checkpoint, or compressed-tensors whose ``config_groups``
+    store anything but 8-bit floats — integer ``pack-quantized`` W4A16/W8A16 or float 4-bit groups, which one method
+    name (``compressed-tensors``) covers at 0.5–1 byte a weight (vLLM ``compressed_tensors.py`` ``get_scheme`` picks
+    the kernel from ``weights.num_bits``/``type``). A compressed-tensors checkpoint of FP8 groups only (or with no
+    ``config_groups``) is read as ``fp8``."""
+    if is_mixed_precision(qc):
+        return True
+    if str(qc.get("quant_method") or "").strip().lower() != "compressed-tensors":
+        return False
+    groups = qc.get("config_groups")
+    if not isinstance(groups, Mapping):
+        return False
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if isinstance(weights, Mapping) and not (
+            str(weights.get("type") or "int").lower() == "float" and weights.get("num_bits") == 8
+        ):
+            return True
+    return False
+
+
 def _modelopt_algo(qc: Mapping[str, Any]) -> Any:
     """``quant_algo`` of a ModelOpt config, at the top (config.json) or under ``quantization`` (the legacy
     ``hf_quant_config.json`` layout), as ``ModelOptQuantConfigBase._extract_modelopt_quant_algo`` reads it."""
@@ -124,7 +147,7 @@ def _modelopt_algo(qc: Mapping[str, Any]) -> Any:
 
 
 def mixed_weight_groups(qc: Mapping[str, Any], shapes: LayerShapes, name: str) -> tuple[WeightGroup, ...]:
-    """The model's linear layers by group and format, for a checkpoint :func:`is_mixed_precision` accepts.
+    """The model's linear layers by group and format, for a checkpoint :func:`per_layer_width` accepts.
 
     Every layer of a group is counted once: in the format its entry names, else (not listed, ignored, or a format
     vLLM's mixed loader does not apply) in the compute dtype (``bytes_per_parameter`` None).

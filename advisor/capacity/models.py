@@ -54,7 +54,7 @@ from functools import cache
 from typing import Any, Final
 
 from advisor.capacity.data import read_data
-from advisor.capacity.mixedprecision import LayerShapes, WeightGroup, is_mixed_precision, mixed_weight_groups
+from advisor.capacity.mixedprecision import LayerShapes, WeightGroup, mixed_weight_groups, per_layer_width
 from advisor.capacity.precision import (
     BNB_4BIT_BYTES,
     INT_WEIGHT_BITS,
@@ -150,9 +150,13 @@ class ModelArch:
             DeepSeek-V3/R1 1, GLM-4.5, MiMo; ``mtp_num_hidden_layers``: Qwen3-Next/3.5); 0 = none. Not part of
             :attr:`num_parameters`: vLLM loads them only with ``--speculative-config '{"method": "mtp"}'``
             (``vllm/config/speculative.py`` ``hf_config_override`` reads ``num_nextn_predict_layers``, 0.21.0).
-        checkpoint_weight_groups: a mixed-precision checkpoint's linear layers by group and stored format
-            (:func:`~advisor.capacity.mixedprecision.mixed_weight_groups`: ModelOpt ``MIXED_PRECISION``,
-            compressed-tensors with several ``config_groups``); () for a checkpoint in one format.
+        checkpoint_weight_groups: a checkpoint's linear layers by group and stored format where the width is read
+            per layer (:func:`~advisor.capacity.mixedprecision.mixed_weight_groups`: ModelOpt ``MIXED_PRECISION``,
+            compressed-tensors other than FP8 — several ``config_groups``, or integer/4-bit ones); () otherwise.
+        checkpoint_quant_method: ``quantization_config.quant_method`` as written (lower case), the loader vLLM
+            prints as ``quantization=`` and accepts as ``--quantization`` (``compressed-tensors`` for a checkpoint
+            read as ``fp8``: ``ModelConfig._verify_quantization`` compares these names); None = unquantized or a
+            preset.
         attention_output_gate: the query projection also yields a per-head output gate, ``heads × head_dim`` more
             outputs (Qwen3-Next, Qwen3.5: vLLM ``qwen3_next.py`` ``Qwen3NextAttention``, ``attn_output_gate``
             default true).
@@ -247,6 +251,7 @@ class ModelArch:
     mtp_layers: int = 0
     attention_output_gate: bool = False
     checkpoint_weight_groups: tuple[WeightGroup, ...] = ()
+    checkpoint_quant_method: str | None = None
     bnb_double_quant: bool = False
     bnb_skip_modules: tuple[str, ...] = ()
     global_head_dim: int = 0
@@ -648,6 +653,7 @@ class ModelArch:
             attention_sinks=model_type == "gpt_oss",
             vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
             checkpoint_quantization=method,
+            checkpoint_quant_method=_quant_method_as_written(cfg),
             checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
             bnb_double_quant=_bnb_double_quant(cfg, name, method),
             bnb_skip_modules=_bnb_skip_modules(cfg, name, method),
@@ -1020,10 +1026,20 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
             return "modelopt_mixed"  # vLLM's name (ModelOptMixedPrecisionConfig.get_name, 0.24.0)
         if method == "modelopt" and "fp4" in algo.lower():
             return "nvfp4"
-        if method == "compressed-tensors" and is_mixed_precision(qc):
+        if method == "compressed-tensors" and per_layer_width(qc):
             return method
         return {"compressed-tensors": "fp8", "modelopt": "fp8"}.get(method, method)
     return None
+
+
+def _quant_method_as_written(cfg: Mapping[str, Any]) -> str | None:
+    """``quantization_config.quant_method`` stripped and lower-cased (validated by :func:`_checkpoint_quantization`,
+    which runs first), or None without one."""
+    qc = cfg.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, Mapping) else None
+    if not isinstance(method, str):
+        return None
+    return method.strip().lower() or None
 
 
 def _checkpoint_group_size(cfg: Mapping[str, Any], name: str, method: str | None) -> int | None:
@@ -1370,13 +1386,14 @@ def _gated_delta_net_dims(cfg: Mapping[str, Any], name: str) -> tuple[int, int, 
 
 
 def _mixed_groups(cfg: Mapping[str, Any], arch: ModelArch, name: str) -> tuple[WeightGroup, ...]:
-    """:attr:`ModelArch.checkpoint_weight_groups` of a mixed-precision checkpoint (:func:`is_mixed_precision`),
+    """:attr:`ModelArch.checkpoint_weight_groups` of a checkpoint whose width is read per layer
+    (:func:`~advisor.capacity.mixedprecision.per_layer_width`),
     each layer group's parameters per layer taken from the shapes: attention (:meth:`ModelArch.
     attention_parameters_per_layer`), the Gated-DeltaNet ``in_proj_qkvz`` (``hidden × (2 × key + 2 × value)``) +
     ``out_proj`` (``value × hidden``) and ``in_proj_ba`` (``hidden × 2 × v_heads``), all routed experts, the shared
     experts, the router, the dense MLP and an untied LM head (``vocab × hidden``); () otherwise."""
     qc = cfg.get("quantization_config")
-    if not isinstance(qc, Mapping) or not is_mixed_precision(qc):
+    if not isinstance(qc, Mapping) or not per_layer_width(qc):
         return ()
     h = arch.hidden_size
     recurrent = gates = 0

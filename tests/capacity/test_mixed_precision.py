@@ -184,3 +184,72 @@ def test_limit_mm_per_prompt_zero_for_image_and_video_leaves_the_vision_tower_un
     assert loaded - _plan_weights("--limit-mm-per-prompt", '{"image": 0, "video": 0}') == 446_571_248 * BF16
     assert _plan_weights("--limit-mm-per-prompt", '{"image": 0}') == loaded
     assert _plan_weights("--limit-mm-per-prompt", '{"image": 2, "audio": 0}') == loaded
+
+
+# One-format compressed-tensors checkpoints (truth round 72): llm-compressor writes quant_method
+# "compressed-tensors" for FP8 and integer W4A16/W8A16 alike; vLLM picks the kernel from weights.num_bits/type
+# (compressed_tensors.py get_scheme) and prints quantization=compressed-tensors for both.
+
+
+def _llama_like(quantization_config: dict[str, Any]) -> ModelArch:
+    return ModelArch.from_hf_config(
+        {
+            "model_type": "llama",
+            "architectures": ["LlamaForCausalLM"],
+            "hidden_size": 4096,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "intermediate_size": 14336,
+            "vocab_size": 32000,
+            "max_position_embeddings": 4096,
+            "torch_dtype": "bfloat16",
+            "quantization_config": quantization_config,
+        },
+        "llama-like",
+    )
+
+
+FP8_CHANNEL = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False}
+W4_G128 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}
+LLAMA_LINEAR = 2 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)  # q, o, k, v and the gated MLP
+LLAMA_REST = 2 * 32000 * 4096 + (2 * 2 + 1) * 4096  # embedding + untied lm_head, norms
+
+
+def _one_group(weights: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized" if weights["type"] == "int" else "float-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ["lm_head"],
+    }
+
+
+def test_a_one_group_int4_compressed_tensors_checkpoint_is_sized_at_its_width_not_as_fp8() -> None:
+    # W4A16 in groups of 128, symmetric: 4 bits + a bf16 scale per 128 inputs = 4.125 bits = 0.515625 B a weight on
+    # the decoder's linear layers; it was read as "fp8" (1 B a weight), nearly twice its size
+    m = _llama_like(_one_group(W4_G128))
+    assert m.checkpoint_quantization == "compressed-tensors"
+    got = weights_bytes_total(CapacityInputs(model=m, gpu_memory_bytes=80 * GIB))
+    assert got == pytest.approx(LLAMA_LINEAR * (4 + 16 / 128) / 8 + LLAMA_REST * BF16, abs=1)
+
+
+def test_a_one_group_fp8_compressed_tensors_checkpoint_stays_fp8() -> None:
+    m = _llama_like(_one_group(FP8_CHANNEL))
+    assert m.checkpoint_quantization == "fp8" and m.checkpoint_quant_method == "compressed-tensors"
+    got = weights_bytes_total(CapacityInputs(model=m, gpu_memory_bytes=80 * GIB))
+    assert got == pytest.approx(LLAMA_LINEAR * 1 + LLAMA_REST * BF16, rel=1e-3)
+
+
+@pytest.mark.parametrize("weights", [FP8_CHANNEL, W4_G128], ids=["fp8", "w4a16"])
+def test_quantization_compressed_tensors_names_the_checkpoints_own_loader(weights: dict[str, Any]) -> None:
+    # llm-d-planner's vLLM 0.19.0 log of RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic at TP 4 prints
+    # quantization=compressed-tensors (the loader vLLM names); `--quantization compressed-tensors` was refused as
+    # contradicting a checkpoint "stored as 'fp8'", so that log got no answer
+    m = _llama_like(_one_group(weights))
+    named = CapacityInputs(model=m, gpu_memory_bytes=80 * GIB, quantization="compressed-tensors")
+    assert named.effective_quantization == m.checkpoint_quantization
+    assert weights_bytes_total(named) == weights_bytes_total(CapacityInputs(model=m, gpu_memory_bytes=80 * GIB))
+    # another method still contradicts it, and the message names the loader vLLM prints
+    with pytest.raises(CapacityError, match="stored as 'compressed-tensors'"):
+        CapacityInputs(model=m, gpu_memory_bytes=80 * GIB, quantization="awq")
