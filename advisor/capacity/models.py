@@ -198,6 +198,8 @@ class ModelArch:
         mamba_group_conv_elements: conv-state elements one such group adds per sequence per layer (``(kernel − 1) ×
             2 × state size``), the padding's cost.
         mamba_heads: a Mamba-2 mixer's heads, which TP must divide (0 = not Mamba-2).
+        rotary_cache_positions: positions the model's rotary cos/sin caches hold together, over its distinct ropes
+            (:func:`rotary_cache_positions`); 0 = one cache of :attr:`max_position_embeddings`.
     """
 
     name: str
@@ -272,6 +274,7 @@ class ModelArch:
     mamba_groups: int = 0
     mamba_group_conv_elements: int = 0
     mamba_heads: int = 0
+    rotary_cache_positions: int = 0
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -620,6 +623,7 @@ class ModelArch:
             vocab_size=_positive_int(cfg, "vocab_size", name),
             intermediate_size=intermediate,
             max_position_embeddings=_positive_int(cfg, "max_position_embeddings", name),
+            rotary_cache_positions=rotary_cache_positions(cfg, model_type),
             torch_dtype=dtype,
             num_parameters=1,  # replaced below
             tie_word_embeddings=_tied(cfg, model_type, name),
@@ -1263,6 +1267,77 @@ def _rope_scaling(cfg: Mapping[str, Any], name: str) -> None:
                 or factor <= 0
             ):
                 raise _bad_value(name, f"{where}.factor", "a number > 0", factor)
+
+
+ROTARY_CACHE_LOCAL_AND_GLOBAL: Final = frozenset({"gemma3", "gemma3_text"})
+"""Model types whose windowed and full-attention layers build two rotary embeddings: vLLM ``gemma3.py``
+``Gemma3Attention`` gives a sliding layer ``rope_local_base_freq`` and ``{"rope_type": "default"}``, a global one
+``rope_theta`` and the config's ``rope_scaling``, and ``get_rope`` caches one cos/sin table per distinct setting."""
+
+
+def _rope_table_positions(scope: Mapping[str, Any] | None, max_position: int) -> int:
+    """Positions one rotary embedding's cos/sin table holds in vLLM for a ``rope_scaling`` object ``scope`` (None:
+    none), ``max_position`` the model's ``max_position_embeddings`` (what the model code passes ``get_rope``):
+
+    * ``linear`` and ``dynamic`` (with ``factor``): ``max_position × factor`` (``linear_scaling_rope.py``
+      ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``: "the maximum length after applying the rope scaling
+      is self.max_position_embeddings * self.scaling_factor"; ``dynamic_ntk_scaling_rope.py`` alike);
+    * ``yarn``, ``deepseek_yarn``: ``⌈original_max_position_embeddings × factor⌉`` (``get_rope`` passes the original
+      length, ``YaRNScalingRotaryEmbedding`` / ``DeepseekScalingRotaryEmbedding`` extend it by the factor);
+    * ``longrope``: the short table over ``original_max_position_embeddings`` and the long one over
+      ``max_position`` (``Phi3LongRoPEScaledRotaryEmbedding``);
+    * anything else (``default``, ``llama3``, multimodal ``mrope``): ``max_position``.
+
+    The type is ``rope_type`` or the older ``type`` (vLLM's ``patch_rope_scaling`` renames it)."""
+    if not scope:
+        return max_position
+    kind = str(scope.get("rope_type") or scope.get("type") or "default").lower()
+    stated_factor = scope.get("factor")
+    stated_original = scope.get("original_max_position_embeddings")
+    factor = (
+        float(stated_factor)
+        if isinstance(stated_factor, int | float) and not isinstance(stated_factor, bool) and stated_factor > 0
+        else None
+    )
+    original = (
+        stated_original
+        if isinstance(stated_original, int) and not isinstance(stated_original, bool) and stated_original > 0
+        else None
+    )
+    if kind in ("linear", "dynamic") and factor is not None and "alpha" not in scope:
+        return math.ceil(max_position * factor)
+    if kind in ("yarn", "deepseek_yarn") and factor is not None and original is not None:
+        return math.ceil(original * factor)
+    if kind == "longrope" and original is not None:
+        return original + max_position
+    return max_position
+
+
+def rotary_cache_positions(cfg: Mapping[str, Any], model_type: str) -> int:
+    """:attr:`ModelArch.rotary_cache_positions`: the positions of every rotary cos/sin table vLLM builds for the
+    model, summed (each is ``positions × rotary_dim`` elements of the compute dtype, a buffer of every rank that
+    "Model loading took" counts). One table unless the model type keeps two (:data:`ROTARY_CACHE_LOCAL_AND_GLOBAL`:
+    the unscaled local one beside the scaled global one); its length by :func:`_rope_table_positions`. 0 when it is
+    the default single table of ``max_position_embeddings`` (or the config has none), and for layouts priced
+    elsewhere (transformers 5's per-layer-kind ``rope_parameters``: Gemma 4's second table is its
+    ``global_head_dim``'s).
+
+    Example: Gemma-3-12B (``max_position_embeddings`` 131,072, ``rope_scaling`` linear × 8): 131,072 local +
+    1,048,576 global = 1,179,648 positions, × 256 head dims × 2 B = 576 MiB, where one unscaled table is 64 MiB
+    (llm-d-planner's vLLM 0.19.0 log loads 23.31 GiB, 0.52 GiB above the parameters at 2 bytes)."""
+    max_position = cfg.get("max_position_embeddings")
+    if not isinstance(max_position, int) or isinstance(max_position, bool) or max_position <= 0:
+        return 0
+    scope = cfg.get("rope_scaling")
+    if not isinstance(scope, Mapping):
+        params = cfg.get("rope_parameters")
+        if isinstance(params, Mapping) and any(isinstance(v, Mapping) for v in params.values()):
+            return 0  # per layer kind (transformers 5): priced by the layer kinds' own fields
+        scope = params if isinstance(params, Mapping) else None
+    positions = _rope_table_positions(scope, max_position)
+    if model_type in ROTARY_CACHE_LOCAL_AND_GLOBAL:
+        positions += max_position
+    return 0 if positions == max_position else positions
 
 
 def _sliding_layers(cfg: Mapping[str, Any], attention_layers: int, pattern: int) -> int:

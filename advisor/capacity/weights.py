@@ -171,7 +171,9 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
     parallelism moves whole experts instead of slices: the same bytes per rank. So ``per_gpu = (total −
     replicated) ÷ (TP × PP) + replicated ÷ PP + kv replication excess + rotary cache`` (+ V0's absorbed MLA
     matrices). The rotary cos/sin cache (``max_position_embeddings × rotary_dim`` elements of the compute
-    dtype, a buffer of ``RotaryEmbedding`` on every rank; one more of ``global_head_dim`` for Gemma 4's full-attention
+    dtype, a buffer of ``RotaryEmbedding`` on every rank, over the positions of every distinct rope,
+    :attr:`~advisor.capacity.models.ModelArch.rotary_cache_positions`: a linear × 8 scaling holds 8 × the positions,
+    and Gemma 3 keeps a local table beside it; one more of ``global_head_dim`` for Gemma 4's full-attention
     layers) is what "Model loading took" adds to the
     parameters: Llama-3.1-8B 16,060,522,496 B + 131072 × 128 × 2 B = 14.9888 GiB, exactly as vLLM V1 logs;
     Meta-Llama-3-8B 14.9595 GiB, exactly as vLLM 0.6.6 logs; Qwen3-235B-A22B-FP8 at TP 8 with expert
@@ -191,7 +193,7 @@ def weights_bytes_per_gpu(inputs: CapacityInputs) -> int:
         # a second cache for the full-attention layers' heads: Gemma 4's "proportional" rope caches the whole
         # head (vLLM rotary_embedding/gemma4_rope.py Gemma4RotaryEmbedding: "set rotary_dim = head_size")
         rotary_dim += m.global_head_dim
-    rotary = m.max_position_embeddings * rotary_dim * act
+    rotary = (m.rotary_cache_positions or m.max_position_embeddings) * rotary_dim * act
     per_gpu = (total - replicated_bytes) / (tp * pp) + replicated_bytes / pp + rotary
     if not m.is_mla and tp > m.num_kv_heads:
         kv_layer = m.kv_projection_parameters_per_layer() * q_bytes
