@@ -195,6 +195,7 @@ class DeploymentReplay:
     slo_evaluations: int
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    state_reasons: Mapping[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -204,6 +205,7 @@ class DeploymentReplay:
             "selector": self.selector,
             "evaluations": self.evaluations,
             "states": dict(self.states),
+            "state_reasons": dict(self.state_reasons),
             "recommendations": [r.as_dict() for r in self.recommendations],
             "slo": {
                 "evaluations_known": self.slo_evaluations,
@@ -277,6 +279,11 @@ class _Breach:
     requests: float | None
 
 
+MAX_STATE_REASONS = 20
+"""Distinct ``state: reason`` texts a deployment's backtest keeps for its evaluations that were not fresh (the first
+ones; later evaluations with one of them are still counted)."""
+
+
 @dataclass
 class _Dep:
     ctx: DeploymentContext
@@ -285,6 +292,7 @@ class _Dep:
     targets: dict[str, _Target] = field(default_factory=dict)
     evaluations: int = 0
     states: dict[str, int] = field(default_factory=dict)
+    state_reasons: dict[str, int] = field(default_factory=dict)  # "state: reason" of evaluations not fresh → count
     recs: dict[str, ReplayedRecommendation] = field(default_factory=dict)
     breaches: list[SLOBreach] = field(default_factory=list)
     breach: _Breach | None = None
@@ -453,6 +461,15 @@ class Replayer:
             ev = r.evaluation
             d.evaluations += 1
             d.states[ev.state] = d.states.get(ev.state, 0) + 1
+            if ev.state != c.STATE_FRESH and len(d.state_reasons) < MAX_STATE_REASONS:
+                # why no rule could judge it, as the daemon's snapshot says it (breaker 26: "unavailable 121" with
+                # nothing else when every value of the history was NaN)
+                why = f"{ev.state}: {r.snapshot.reported.state_reason}"
+                d.state_reasons[why] = d.state_reasons.get(why, 0) + 1
+            elif ev.state != c.STATE_FRESH:
+                why = f"{ev.state}: {r.snapshot.reported.state_reason}"
+                if why in d.state_reasons:
+                    d.state_reasons[why] += 1
             self._slo(d, ev.goodput.ratio if ev.state == c.STATE_FRESH else None, now, ev)
         for tr in tick.transitions:
             self._note(self._deps[tr.recommendation.deployment], tr)
@@ -516,6 +533,7 @@ class Replayer:
                     selector=d.selector,
                     evaluations=d.evaluations,
                     states=dict(d.states),
+                    state_reasons=dict(d.state_reasons),
                     recommendations=tuple(sorted(d.recs.values(), key=lambda r: (r.opened_at, r.option))),
                     breaches=tuple(breaches),
                     slo_evaluations=d.slo_evaluations,
@@ -874,6 +892,8 @@ def format_report(report: BacktestReport) -> str:
             lines.append(f"   warning: {w}")
         if len(d.warnings) > 20:
             lines.append(f"   … {len(d.warnings) - 20} more warnings (--json lists them all)")
+        for why, n in sorted(d.state_reasons.items(), key=lambda kv: -kv[1])[:5]:
+            lines.append(f"   {n} evaluation(s) {why}")
         fresh = d.states.get("fresh", 0)
         if not d.recommendations and not fresh:
             # unknown is not "nothing": no evaluation had data to judge (errors above, or every one stale/down)

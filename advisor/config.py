@@ -59,6 +59,7 @@ from advisor.capacity.deployment import (
 )
 from advisor.capacity.gguf import as_served, file_type_name
 from advisor.capacity.hardware import GPUSpec, get_gpu
+from advisor.capacity.inputs import VLLM_BATCHED_BELOW_SEQS
 from advisor.capacity.kv import MAX_KV_CACHE_MEMORY_BYTES, MAX_NUM_GPU_BLOCKS, CapacityInputs, capacity_pass
 from advisor.capacity.lora import LoRASettings
 from advisor.capacity.models import (
@@ -1782,12 +1783,6 @@ def capacity_inputs(
     return deployment_inputs(deployment_spec(dep, base_dir, engine, model))
 
 
-VLLM_BATCHED_BELOW_SEQS: Final = (
-    'max_num_batched_tokens {batched} is below max_num_seqs {seqs}: vLLM refuses to start ("max_num_batched_tokens '
-    'must be greater than or equal to max_num_seqs", vllm/config/scheduler.py SchedulerConfig._verify_args: each '
-    "running sequence needs at least one token of the step); raise max_num_batched_tokens or lower max_num_seqs"
-)
-"""vLLM's own start-up check on the step budget against the batch cap, as check-config and plan say it."""
 GPU_NEEDED: Final = "set gpu (a catalog name) or gpu_memory_gib"
 """A deployment names neither its GPU nor its memory (the schema's check, and the raw-mapping one beside the schema's
 errors: a fresh user met it only in a second run, after fixing a missing max_model_len, 2026-12-06)."""

@@ -219,7 +219,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 2
     batched, seqs = args.max_num_batched_tokens, args.max_num_seqs
     if args.engine == "vllm" and batched is not None and seqs is not None and batched < seqs:
-        from advisor.config import VLLM_BATCHED_BELOW_SEQS
+        from advisor.capacity.inputs import VLLM_BATCHED_BELOW_SEQS
 
         _err(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=seqs))  # breaker 13: 'MEETS the SLO' at 1 token
         return 2
@@ -675,6 +675,8 @@ def _point_rows(op: Any) -> list[tuple[str, str]]:
         )
         verdict = "MEETS" if op.meets_slo else "FAILS"
         missed = "" if not op.breached else "; missed: " + " and ".join(b.upper() for b in op.breached)
+        if op.refused_ratio >= 0.0005:  # shown from 0.1 % (rounded): a lognormal tail is never exactly 0
+            missed += f"; {op.refused_ratio:.1%} refused (prompt ≥ max-model-len)"
         rows.append(("verdict", f"{verdict} the SLO ({targets}): goodput {op.goodput_ratio:.1%} of requests{missed}"))
     rows.append(("binding constraint", f"{op.binding_constraint.replace('_', ' ')}: {op.binding_reason}"))
     if op.mode == "arrival_rate" and op.slo is not None:
@@ -1598,6 +1600,12 @@ def _search_value_refusal(args: argparse.Namespace) -> str | None:
         return f"--quantization: {exc}"
     from advisor.capacity.queueing import Workload
 
+    least = args.prompt_tokens + args.output_tokens
+    if args.max_context is not None and args.max_context < least:  # the flag's name, not the model's field (breaker 26)
+        return (
+            f"--max-context {args.max_context:,} is below --prompt-tokens + --output-tokens ({least:,g}): the "
+            "worst-case request is at least the typical one; give at least that, or drop it"
+        )
     worst = Workload(
         arrival_rate=args.arrival_rate,
         prompt_tokens=args.prompt_tokens,

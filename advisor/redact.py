@@ -184,11 +184,15 @@ def _inet_aton(host: str) -> int | None:
 
 def _ip_text(host: str) -> str:
     """An IP address host in one spelling (``0:0:0:0:0:0:0:1`` → ``::1``, ``127.1`` → ``127.0.0.1``, as the
-    resolver reads them); any other host unchanged."""
+    resolver reads them; an IPv4-mapped IPv6 address, ``::ffff:127.0.0.1``, as its IPv4 address: a dual-stack
+    socket reaches the same engine through either, RFC 4291 §2.5.5.2); any other host unchanged."""
     try:
-        return ipaddress.ip_address(host).compressed
+        ip = ipaddress.ip_address(host)
     except ValueError:
         pass
+    else:
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        return (mapped or ip).compressed
     if host and host[0].isdigit():
         address = _inet_aton(host)
         if address is not None:

@@ -1148,10 +1148,17 @@ def plan(req: PlanRequest) -> dict[str, Any]:
     from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.kv import capacity_pass
     from advisor.capacity.models import get_preset, preset_kv_logs
-    from advisor.config import context_problem
+    from advisor.config import budget_key_error, context_problem
     from advisor.rules.turns import FIELD_FOR_DIAL
+    from advisor.rules.turns import turned_inputs as turned_by_dial
 
     dep = req.deployment
+    if "gpu_memory_utilization" in dep.model_fields_set:
+        # as a config file refuses it: an engine that does not read vLLM's budget (breaker 26: SGLang at 0.5 answered
+        # the default fraction's pool, while a turn of the same dial halved it)
+        unread = budget_key_error(dep.engine, dep.gpu_memory_utilization)
+        if unread is not None:
+            raise ApiError(400, unread, [{"path": "deployment.gpu_memory_utilization", "message": unread}])
     try:
         model = get_preset(dep.model)
     except CapacityError as exc:
@@ -1213,8 +1220,16 @@ def plan(req: PlanRequest) -> dict[str, Any]:
                 turned_beyond = context_problem(req.turn.value, model)
                 if turned_beyond is not None:
                     raise CapacityError(turned_beyond)
-            turned_inputs = dataclasses.replace(inputs, **changes)
-            after = capacity_pass(turned_inputs)
+            spec_fields = {f.name for f in dataclasses.fields(spec)}
+            if req.turn.dial != "gpu_memory_utilization" and set(changes) <= spec_fields:
+                # the deployment with the dial set, through the one resolver, as if the config said so: the engine's
+                # own mapping follows (llama.cpp's --ctx-size from the slots; breaker 26: the turn kept the cells of
+                # one slot and answered 8,192 tokens where the deployment with max_num_seqs 4 holds 32,768)
+                turned_resolved = resolve_deployment(dataclasses.replace(spec, **changes))
+                turned_inputs, after = turned_resolved.inputs, turned_resolved.result
+            else:
+                turned_inputs = turned_by_dial(inputs, req.turn.dial, req.turn.value)
+                after = capacity_pass(turned_inputs)
         except UnknownNameError as exc:  # a value no engine has, not a deployment that cannot run (walkthrough: fp9)
             raise ApiError(400, f"turn.value: {exc}", [{"path": "turn.value", "message": str(exc)}]) from None
         except (CapacityError, ValueError, ArithmeticError) as exc:

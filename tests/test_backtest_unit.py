@@ -186,6 +186,10 @@ def test_a_target_prometheus_reports_down_is_unavailable_and_holds_the_for_durat
     dep = report.deployment("chat-8b")
     assert dep is not None
     assert dep.states["unavailable"] == 6
+    # why each evaluation could not judge, as the daemon's snapshot says it (breaker 26: "unavailable 121" alone)
+    assert sum(dep.state_reasons.values()) == 6 and all(k.startswith("unavailable: ") for k in dep.state_reasons)
+    assert list(dep.state_reasons) == ["unavailable: no target answered (http_status)"], dep.state_reasons
+    assert "6 evaluation(s) unavailable: " in format_report(report)
     kv = [r for r in dep.recommendations if r.rule == "kv_saturation"]
     # pending restarts at T0+100 when data returns: opens 30 s later
     assert {r.opened_at for r in kv} == {T0 + 130}

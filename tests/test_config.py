@@ -329,6 +329,8 @@ def test_targets_equal_once_redacted_are_rejected() -> None:
         ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/./metrics"),
         ("http://127.0.0.1:8000/metrics", "http://127.1:8000/metrics"),
         ("http://[::1]:8000/metrics", "http://[0:0:0:0:0:0:0:1]:8000/metrics"),
+        ("http://127.0.0.1:8000/metrics", "http://[::ffff:127.0.0.1]:8000/metrics"),  # breaker 26: IPv4-mapped
+        ("http://10.0.0.7:8000/metrics", "http://[::ffff:a00:7]:8000/metrics"),
     ],
 )
 def test_one_page_written_two_ways_is_one_engine_not_two_replicas(first: str, second: str) -> None:

@@ -216,3 +216,21 @@ def test_an_engine_key_the_engine_does_not_read_is_reported_beside_the_field_err
         "gpu_memory_utilization: 0.95 does nothing on SGLang, whose pool is sized by mem_fraction_static (give it as "
         "--mem-fraction-static runs)"
     ]
+
+
+def test_the_step_budget_is_checked_against_the_batch_cap_the_engine_runs_by_default() -> None:
+    """Breaker 26: ``max_num_batched_tokens: 64`` with ``max_num_seqs`` left out was valid ("max-num-seqs 1024 by
+    default"), and ``plan --max-num-batched-tokens 64`` exited 0; vLLM checks the cap it runs, stated or not."""
+    from advisor.config import load_config
+    from tests.inprocess import run_cli
+
+    text = (
+        "deployments:\n  - name: d\n    engine: vllm\n    targets: ['http://127.0.0.1:9/metrics']\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n    gpu: H100-SXM\n    max_model_len: 8192\n"
+        "    max_num_batched_tokens: 64\n    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1}\n"
+    )
+    with pytest.raises(ConfigError, match=r"max_num_batched_tokens 64 is below max_num_seqs \d+: vLLM refuses"):
+        load_config("inline.yaml", text=text)
+    base = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192"]
+    r = run_cli(*base, "--max-num-batched-tokens", "64")
+    assert r.returncode != 0 and "vLLM refuses to start" in r.stderr, r.stderr

@@ -248,6 +248,10 @@ class CapacityInputs:
             problems.append(f"max_num_seqs must be ≥ 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             problems.append(f"max_num_batched_tokens must be ≥ 1, got {self.max_num_batched_tokens}")
+        batched = self.max_num_batched_tokens
+        if self.engine == "vllm" and batched is not None and 1 <= batched < self.max_num_seqs:
+            # the batch cap the engine runs, defaulted or stated (breaker 26: 64 beside the default 1,024 passed)
+            problems.append(VLLM_BATCHED_BELOW_SEQS.format(batched=batched, seqs=self.max_num_seqs))
         if self.pipeline_parallel_size < 1 or self.pipeline_parallel_size > self.model.num_layers:
             problems.append(f"pipeline_parallel_size must be in 1..{self.model.num_layers}")
         if self.block_size < 1:
@@ -427,6 +431,12 @@ class CapacityInputs:
         )
 
 
+VLLM_BATCHED_BELOW_SEQS: Final = (
+    'max_num_batched_tokens {batched} is below max_num_seqs {seqs}: vLLM refuses to start ("max_num_batched_tokens '
+    'must be greater than or equal to max_num_seqs", vllm/config/scheduler.py SchedulerConfig._verify_args: each '
+    "running sequence needs at least one token of the step); raise max_num_batched_tokens or lower max_num_seqs"
+)
+"""vLLM's own start-up check on the step budget against the batch cap, as check-config and plan say it."""
 VLLM_STEP_BELOW_CONTEXT: Final = (
     "max_num_batched_tokens {batched} is below max_model_len {length} with chunked prefill off: vLLM refuses to start "
     '("max_num_batched_tokens … is smaller than max_model_len …", vllm/config/scheduler.py '
@@ -650,7 +660,11 @@ def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
         name = _method_family(method)
         return _SAME_METHOD.get(name, name)
 
-    if family(q) == family(own) or _modelopt_override(q, own) or _loader_name(inputs, own):
+    # a compressed-tensors checkpoint read as fp8: vLLM compares the loader's name, and no other method overrides
+    # it (ModelOpt's override_quantization_method claims its own checkpoints whatever --quantization says, so a
+    # ModelOpt FP8 checkpoint under --quantization fp8 loads)
+    renamed = inputs.model.checkpoint_quant_method == "compressed-tensors" and own != "compressed-tensors"
+    if (family(q) == family(own) and not renamed) or _modelopt_override(q, own) or _loader_name(inputs, own):
         return []
     stored = inputs.model.checkpoint_quant_method or own
     return [

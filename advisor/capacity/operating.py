@@ -50,6 +50,7 @@ from advisor.capacity.queueing import (
     max_stable_rate,
     predict_service,
     replicas_for_slo,
+    share_at_least,
 )
 from advisor.errors import CapacityError
 
@@ -217,6 +218,10 @@ class OperatingPoint:
         binding_constraint / binding_reason: :func:`binding_constraint`'s answer and its numbers.
         request_overhead_seconds: the per-request time in every TTFT that holds no GPU (tokenization, admission,
             the first flush; :attr:`~advisor.capacity.perf.PerfAssumptions.prefill_overhead_seconds`), seconds.
+        refused_ratio: share (0–1) of requests the engine refuses at admission, their prompt at least
+            ``max_model_len`` under the workload's prompt CV (:func:`~advisor.capacity.queueing.share_at_least`; a
+            closed loop, priced at the typical lengths, refuses all or none); a refused request is not good, so
+            ``goodput_ratio`` is scaled by ``1 − refused_ratio``.
     """
 
     mode: Literal["arrival_rate", "concurrency"]
@@ -257,6 +262,7 @@ class OperatingPoint:
     binding_constraint: Binding
     binding_reason: str
     request_overhead_seconds: float = 0.0
+    refused_ratio: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """``plan --json``'s keys for the pass past the ceiling (seconds, tokens/s; ``None`` for unbounded)."""
@@ -314,6 +320,7 @@ class OperatingPoint:
             },
             "replicas_needed": self.replicas_needed,
             "goodput_ratio": self.goodput_ratio,
+            "refused_ratio": self.refused_ratio,
             "meets_slo": self.meets_slo,
             "breached": list(self.breached),
             "binding_constraint": self.binding_constraint,
@@ -562,6 +569,22 @@ def operating_point(
         saturated = "slots" if users > cap else ""
         needed, unreachable = None, ""
         p = None
+    # prompts the engine refuses (no room for one output token within max_model_len) are not good requests, and no
+    # replica count serves them (breaker 26: 25 % of the prompts over max-model-len read "MEETS: goodput 100 %")
+    # a closed loop is priced at the typical lengths (every quantile the mean), so its prompts are refused all or none
+    cv = workload.prompt_cv if concurrency is None else 0.0
+    refused = share_at_least(workload.prompt_tokens, cv, inputs.effective_max_model_len)
+    targets_met = meets  # the latency targets alone: what `breached` names (a refusal breaches neither)
+    if refused > 0:
+        goodput *= 1.0 - refused
+        meets = goodput >= (slo_for_model.target_ratio if concurrency is None else 1.0)
+        if slo is not None and concurrency is None and 1.0 - refused < slo.target_ratio:
+            needed = None
+            unreachable = (
+                f"{refused:.1%} of the prompts are at least max-model-len {inputs.effective_max_model_len:,} tokens "
+                "(the prompt CV's lognormal tail) and are refused, more than the SLO's target ratio allows: raise "
+                "max-model-len, or no replica count serves them"
+            )
     binding, share_of = binding_constraint(
         stable=stable,
         slots_saturate=saturated == "slots" or (stable and slot_wait >= prefill.seconds),
@@ -610,10 +633,11 @@ def operating_point(
         unreachable=unreachable,
         goodput_ratio=None if slo is None else goodput,
         meets_slo=None if slo is None else meets,
-        breached=() if slo is None else _breached(slo, ttft_ok, tpot_ok, meets),
+        breached=() if slo is None else _breached(slo, ttft_ok, tpot_ok, targets_met),
         binding_constraint=binding,
         binding_reason="",
         request_overhead_seconds=d,
+        refused_ratio=refused,
     )
     return dataclasses.replace(point, binding_reason=_binding_reason(point, share_of))
 

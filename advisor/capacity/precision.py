@@ -308,6 +308,11 @@ def resolve_dtype(dtype: str, model_dtype: str) -> str:
     return {"half": "float16", "float": "float32"}.get(name, name)
 
 
+CHECKPOINT_ONLY_METHODS: Final = frozenset({"compressed-tensors", "modelopt_mixed"})
+"""``--quantization`` names that only load a checkpoint stored that way (vLLM builds their config from the
+checkpoint's ``quantization_config``; there is no width to serve an unquantized checkpoint at)."""
+
+
 def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: str | None = None) -> float:
     """Bytes per *linear-layer* weight parameter.
 
@@ -331,6 +336,12 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
             raise CapacityError(
                 "quantization 'gguf' is sized from the file's type: give it (plan --gguf-file-type, config "
                 "gguf_file_type: Q4_K_M, Q8_0 …, as llama-quantize names it)"
+            )
+        if q in CHECKPOINT_ONLY_METHODS:
+            raise CapacityError(
+                f"quantization {quantization!r} names a checkpoint's format (its config.json quantization_config), "
+                "not a precision to serve an unquantized checkpoint in: give the quantized checkpoint's config.json "
+                f"(plan --model PATH), or a precision ({', '.join(sorted(_QUANT_BYTES))})"
             )
         if q not in _QUANT_BYTES:
             raise UnknownNameError(

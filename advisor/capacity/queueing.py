@@ -441,6 +441,26 @@ def is_stable(workload: Workload, service: ReplicaService, replicas: int) -> boo
     return _head(workload, service, replicas).unstable is None
 
 
+def share_at_least(mean: float, cv: float, limit: float) -> float:
+    """Share (0–1) of lengths at least ``limit`` tokens when lengths are lognormal with ``mean`` tokens and
+    coefficient of variation ``cv`` (``cv`` 0: every length is the mean) — the simulator's length model
+    (``advisor.sim.traffic``: ``σ² = ln(1 + cv²)``, ``μ = ln(mean) − σ²/2``), so ``P(X ≥ L) = ½ erfc((ln L − μ) ÷
+    (σ√2))``. Used for the prompts an engine refuses: vLLM answers 400 to a prompt with no room for one output token
+    within ``max_model_len``.
+
+    Example: mean 1,500, cv 1, limit 1,850 → σ = 0.8326, μ = 6.9670, P = ½ erfc((7.5229 − 6.9670) ÷ 1.1775) = 0.2532.
+    """
+    if limit <= 0:
+        return 1.0
+    if mean <= 0:
+        return 0.0
+    if cv <= 0:
+        return 1.0 if mean >= limit else 0.0
+    sigma2 = math.log1p(cv * cv)
+    mu = math.log(mean) - sigma2 / 2
+    return 0.5 * math.erfc((math.log(limit) - mu) / math.sqrt(2 * sigma2))
+
+
 def max_stable_rate(workload: Workload, service: ReplicaService) -> float:
     """Requests/s one replica (one server of :func:`predict_service`) completes with its batch full: the largest
     arrival rate at which :func:`predict_service` is stable (:func:`is_stable`), by bisection between 0 and the

@@ -98,6 +98,17 @@ def _rank_pool(ev: Evaluation) -> float:
     return pool / d
 
 
+LLAMACPP_SPLIT_SLOTS = (
+    "llama.cpp splits its cells over the slots (--ctx-size ÷ --parallel, no --kv-unified): a request never holds "
+    "another slot's cells, so a full pool is the running slots' own contexts and the deferred requests wait for a "
+    "slot (seq_cap's), not for cells a few long requests took"
+)
+"""Why ``admission_thrash`` does not read a llama.cpp server whose slots each own their cells
+(``src/llama-context.cpp``: ``n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max``): breaker 26 paged a critical
+"cap max-model-len 8,192 → 4,096" whose ceiling stayed 4 → 4 (``--parallel 4`` bounds it) while the four slots held
+~7,000-token requests and six waited for a slot."""
+
+
 class AdmissionThrashRule:
     """A few long requests hold the pool → cap context, admit whole requests, or a long-context replica."""
 
@@ -133,6 +144,8 @@ class AdmissionThrashRule:
         withheld = kv_withheld(ev, self.usage_threshold)
         if withheld:
             return False, withheld, {"pool_usage": dict(ev.pool_usage)}
+        if ev.ctx.engine == "llamacpp" and not ev.ctx.inputs.engine_settings.kv_unified:
+            return False, LLAMACPP_SPLIT_SLOTS, {}
         if s is None or s.kv_cache_usage_ratio is None or s.requests_running is None or not ev.kv_capacity_tokens:
             return None, "KV usage, running requests or pool size unknown", {}
         per_request = tokens_per_running_request(ev)
@@ -211,6 +224,10 @@ class AdmissionThrashRule:
             t = turn(ev.ctx.inputs, c.DIAL_MAX_MODEL_LEN, cap)
             if t is not None:
                 seqs = pool_effect(ev, t.before.max_concurrency, t.after.max_concurrency)
+                # the gain is the ceiling's, as every turn's score: a slot or sequence bound the cap does not move
+                # leaves it at ×1, however many full-length requests the cells would hold
+                before, after = seqs["before"], seqs["after"]
+                gain = after / before if before and after else float(self.target_concurrency)
                 cap_proposal = Proposal(
                     rule=self.id,
                     dial=c.DIAL_MAX_MODEL_LEN,
@@ -232,8 +249,8 @@ class AdmissionThrashRule:
                     ),
                     predicted_effect={"max_concurrency": seqs, "max_model_len": effect(mml, cap)},
                     evidence=evidence,
-                    score=float(self.target_concurrency),
-                    sufficient=True,
+                    score=gain,
+                    sufficient=gain > 1.0,
                     cost=1.0,
                     withheld=self._cap_withheld(ev, cap),
                     gpus_added=0.0,

@@ -1,12 +1,12 @@
 """Rule ``kv_budget``: the memory budget the engine may claim (vLLM ``--gpu-memory-utilization``).
 
-Raise: preemptions rose in the window while the budget is below ``raise_to`` (vLLM's default 0.9) — the
-GPU has head-room the cache could use. Lower: one engine restarted ``max_restarts`` times or more in the
-window (counter resets / a new ``process_start_time_seconds``) — the usual cause is an out-of-memory
-crash under activation spikes, and a smaller budget leaves more room for them (vLLM docs, "Conserving
-memory"). Each predicted by the capacity pass with the budget turned. No raise while another pool (a state
-pool, the slots) is the saturated one (:func:`advisor.rules.common.kv_withheld`): its preemptions are not
-the KV pool's.
+Raise: preemptions rose in the window while the budget is below ``raise_to`` (vLLM's default 0.9) — the GPU has
+head-room the cache could use. Lower: one engine restarted ``max_restarts`` times or more in the window (counter
+resets / a new ``process_start_time_seconds``) — the usual cause is an out-of-memory crash under activation spikes,
+and a smaller budget leaves more room for them (vLLM docs, "Conserving memory"); resets more often than one per
+:data:`MIN_SECONDS_PER_RESTART` are not restarts (unknown). Each predicted by the capacity pass with the budget
+turned. No raise while another pool (a state pool, the slots) is the saturated one
+(:func:`advisor.rules.common.kv_withheld`): its preemptions are not the KV pool's.
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ preemption or two over a window whose queue is empty is one peak of the batch, r
 the load (breaker 23: one preemption at 30 % KV opened "gpu_memory_utilization 0.5 → 0.9" and resolved 15 s later,
 three times in four minutes on a bursty load). A queue beside them, or more of them, is the pressure the raise is
 for."""
+
+MIN_SECONDS_PER_RESTART = 10.0
+"""Seconds an engine takes at least from one restart to the next serving one, below which counters going down are
+not read as restarts: a restart reloads the weights, profiles and captures graphs before it counts a token again
+(tens of seconds for vLLM and SGLang; a llama.cpp server that runs out of memory exits before it serves). Counters
+that go backwards every few seconds are two engines' series interleaved behind one URL (a Service VIP, a load
+balancer) or an exporter that resets them, not an out-of-memory crash loop (breaker 26: "15 restarts of one engine
+in 29s" paged a critical budget cut on a replica running 20 requests at 50 % KV)."""
 
 
 class KVBudgetRule:
@@ -75,6 +83,16 @@ class KVBudgetRule:
             "window_seconds": s.window_seconds,
         }
         restarts = s.engine_restarts_max  # per engine: replicas restarted once each are not one engine crashing
+        if restarts >= self.max_restarts and s.covered_seconds < restarts * MIN_SECONDS_PER_RESTART:
+            return (
+                None,
+                (
+                    f"the counters went down {restarts} times in {seconds(s.covered_seconds)}, faster than an engine "
+                    "restarts: two engines behind one target URL, or an exporter that resets its counters — not read "
+                    "as out-of-memory restarts"
+                ),
+                evidence,
+            )
         if restarts >= self.max_restarts:
             if util - self.lower_by >= MIN_BUDGET:
                 return "lower", f"{restarts} restarts of one engine in {seconds(s.covered_seconds)}", evidence

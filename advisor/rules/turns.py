@@ -55,21 +55,34 @@ class Turn:
         return getattr(self.before_inputs, field_name), getattr(self.after_inputs, field_name)
 
 
+def turned_inputs(inputs: CapacityInputs, dial: str, value: Any) -> CapacityInputs:
+    """``inputs`` with ``dial`` set to ``value`` as the engine reads the dial: the budget through the engine's own
+    (:func:`with_memory_budget`: TensorRT-LLM's free-memory fraction, else the device share); on llama.cpp the
+    sequence cap is ``--parallel``, which splits ``--ctx-size`` over the slots, so it is turned with it (breaker 26:
+    ``POST /api/v1/plan`` turned only the cap and answered one 8,192-token request fitting, where ``--parallel 4``
+    gives each slot 2,048 cells). Raises ``KeyError`` for a dial the pass does not model, and what the
+    :class:`CapacityInputs` check raises."""
+    if dial == c.DIAL_GPU_MEMORY_UTILIZATION:
+        return with_memory_budget(inputs, value)
+    settings = inputs.engine_settings
+    if dial == c.DIAL_MAX_NUM_SEQS and inputs.engine == "llamacpp" and settings.parallel is not None:
+        return dataclasses.replace(
+            inputs, max_num_seqs=value, engine_settings=dataclasses.replace(settings, parallel=value)
+        )
+    return dataclasses.replace(inputs, **{FIELD_FOR_DIAL[dial]: value})  # validates, may raise
+
+
 def turn(inputs: CapacityInputs, dial: str, value: Any) -> Turn | None:
     """Re-run the capacity pass with ``dial`` set to ``value``.
 
     Returns ``None`` when the turned configuration does not fit (weights exceed the budget) — a turn
     that cannot run is no advice. Raises ``KeyError`` for a dial the capacity pass does not model.
     """
-    field_name = FIELD_FOR_DIAL[dial]
     shown: tuple[Any, Any] | None = None
     try:
+        after_inputs = turned_inputs(inputs, dial, value)
         if dial == c.DIAL_GPU_MEMORY_UTILIZATION:
-            # the engine's own budget (memory_budget: TensorRT-LLM's free-memory fraction, else the device share)
-            after_inputs = with_memory_budget(inputs, value)
             shown = (memory_budget(inputs), value)
-        else:
-            after_inputs = dataclasses.replace(inputs, **{field_name: value})  # validates, may raise
         before = capacity_pass(inputs)
         after = capacity_pass(after_inputs)
     except CapacityError:

@@ -191,23 +191,22 @@ def test_limit_mm_per_prompt_zero_for_image_and_video_leaves_the_vision_tower_un
 # (compressed_tensors.py get_scheme) and prints quantization=compressed-tensors for both.
 
 
+_LLAMA_CFG: dict[str, Any] = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
 def _llama_like(quantization_config: dict[str, Any]) -> ModelArch:
-    return ModelArch.from_hf_config(
-        {
-            "model_type": "llama",
-            "architectures": ["LlamaForCausalLM"],
-            "hidden_size": 4096,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 8,
-            "intermediate_size": 14336,
-            "vocab_size": 32000,
-            "max_position_embeddings": 4096,
-            "torch_dtype": "bfloat16",
-            "quantization_config": quantization_config,
-        },
-        "llama-like",
-    )
+    return ModelArch.from_hf_config({**_LLAMA_CFG, "quantization_config": quantization_config}, "llama-like")
 
 
 FP8_CHANNEL = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False}
@@ -253,3 +252,21 @@ def test_quantization_compressed_tensors_names_the_checkpoints_own_loader(weight
     # another method still contradicts it, and the message names the loader vLLM prints
     with pytest.raises(CapacityError, match="stored as 'compressed-tensors'"):
         CapacityInputs(model=m, gpu_memory_bytes=80 * GIB, quantization="awq")
+
+
+def test_quantization_fp8_on_a_compressed_tensors_fp8_checkpoint_is_refused_as_vllm_refuses_it() -> None:
+    # walkthrough 2026-12-07: vLLM's _verify_quantization compares the loader names (compressed-tensors ≠ fp8, and
+    # no override claims it), so `--quantization fp8` on such a checkpoint does not start; it was accepted because
+    # the plan reads the checkpoint as fp8
+    m = _llama_like(_one_group(FP8_CHANNEL))
+    with pytest.raises(CapacityError, match="stored as 'compressed-tensors'"):
+        CapacityInputs(model=m, gpu_memory_bytes=80 * GIB, quantization="fp8")
+
+
+def test_compressed_tensors_on_an_unquantized_checkpoint_says_it_is_a_checkpoint_format() -> None:
+    # it was "unknown quantization 'compressed-tensors'", though the same name is accepted for a quantized checkpoint
+    m = _llama_like(_one_group(FP8_CHANNEL))
+    plain = ModelArch.from_hf_config(dict(_LLAMA_CFG), "plain")
+    assert plain.checkpoint_quantization is None and m.checkpoint_quantization == "fp8"
+    with pytest.raises(CapacityError, match="names a checkpoint's format"):
+        weights_bytes_total(CapacityInputs(model=plain, gpu_memory_bytes=80 * GIB, quantization="compressed-tensors"))

@@ -71,10 +71,13 @@ def test_vllm_use_v2_model_runner_0_restores_the_v1_sampler_warmup() -> None:
     assert activation_peak_bytes(inp)[1] == 256 * 128_256 * 14 + (80 << 20) + held
 
 
-def test_v2_warmup_rows_are_capped_by_the_batched_tokens() -> None:
-    """``_dummy_run``: ``num_reqs = min(num_tokens, self.max_num_reqs)``; 512 tokens, 1024 sequences → 512 rows."""
-    inp = _llama32_3b_l4(max_num_batched_tokens=512, max_num_seqs=1024)
-    assert activation_peak_bytes(inp)[1] == 512 * 128_256 * 2
+def test_v2_warmup_rows_are_the_fewer_of_the_batched_tokens_and_the_sequences() -> None:
+    """``_dummy_run``: ``num_reqs = min(num_tokens, self.max_num_reqs)``; 2,048 tokens, 1,024 sequences → 1,024 rows.
+    (Fewer tokens than sequences is a configuration vLLM refuses to start, ``SchedulerConfig._verify_args``.)"""
+    inp = _llama32_3b_l4(max_num_batched_tokens=2048, max_num_seqs=1024)
+    assert activation_peak_bytes(inp)[1] == 1024 * 128_256 * 2
+    equal = _llama32_3b_l4(max_num_batched_tokens=512, max_num_seqs=512)
+    assert activation_peak_bytes(equal)[1] == 512 * 128_256 * 2
 
 
 def test_ngram_speculation_keeps_the_v1_runner() -> None:

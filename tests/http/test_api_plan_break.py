@@ -58,3 +58,29 @@ def test_a_turn_to_a_name_no_engine_has_is_bad_input_not_a_deployment_that_canno
     assert named in body["details"][0]["message"] and "known:" in body["details"][0]["message"]
     ok = _post(api, {"deployment": LLAMA, "turn": {"dial": "kv_cache_dtype", "value": "fp8"}})
     assert ok.status_code == 200 and ok.json()["after_error"] is None
+
+
+def test_a_vllm_budget_on_an_engine_that_does_not_read_it_is_refused_as_the_config_refuses_it(api: Daemon) -> None:
+    """Breaker 26: ``gpu_memory_utilization: 0.5`` on SGLang answered 200 with the default fraction's pool (414,558
+    tokens either way), while a config file refuses the key there and a turn of the same dial halves the pool."""
+    sglang = {**LLAMA, "engine": "sglang"}
+    r = _post(api, {"deployment": {**sglang, "gpu_memory_utilization": 0.5}})
+    assert r.status_code == 400, r.text
+    assert r.json()["details"][0]["path"] == "deployment.gpu_memory_utilization"
+    assert "mem_fraction_static" in r.json()["error"] or "SGLang" in r.json()["error"]
+    assert _post(api, {"deployment": {**sglang, "mem_fraction_static": 0.5}}).status_code == 200
+    assert _post(api, {"deployment": {**LLAMA, "gpu_memory_utilization": 0.5}}).status_code == 200  # vLLM reads it
+
+
+def test_a_turn_is_the_deployment_with_the_dial_set_through_the_engines_own_mapping(api: Daemon) -> None:
+    """Breaker 26: on llama.cpp (no ctx_size/parallel given, so the cells are max_model_len × the slots) a turn of
+    max_num_seqs to 4 kept one slot's 8,192 cells and answered "concurrency 1.0", where the deployment with
+    max_num_seqs 4 holds 4 × 8,192 = 32,768 cells and 4 full-length requests."""
+    lcpp = {**LLAMA, "engine": "llamacpp"}
+    turned = _post(api, {"deployment": lcpp, "turn": {"dial": "max_num_seqs", "value": 4}})
+    assert turned.status_code == 200, turned.text
+    direct = _post(api, {"deployment": {**lcpp, "max_num_seqs": 4}})
+    assert direct.status_code == 200, direct.text
+    after, stated = turned.json()["after"], direct.json()["before"]
+    assert after["kv_cache_tokens"] == stated["kv_cache_tokens"] == 4 * 8192
+    assert after["max_concurrency"] == stated["max_concurrency"] == 4.0

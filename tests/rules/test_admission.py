@@ -256,3 +256,39 @@ def test_the_admission_pool_turns_say_why_they_are_not_enough_alone() -> None:
     budget = next(p for p in props if p.dial == "gpu_memory_utilization")
     assert "Alone it is not enough: a larger pool admits more of the long requests" in budget.description
     assert "reports no running requests" not in budget.description
+
+
+def test_the_cap_s_gain_is_the_ceiling_it_moves() -> None:
+    """Breaker 26: the cap's "predicted gain" was the target concurrency (×8) whatever the ceiling did. By hand
+    (the case above): the anchored ceiling goes 3.0518 → 8.138, so the gain is 8.138 ÷ 3.0518 = 2.667."""
+    cap = RULE.propose(_ev(preemptions_increase=5))[0]
+    assert cap.dial == "max_model_len"
+    assert cap.score == pytest.approx(8.138 / 3.0518, rel=1e-3)
+    assert cap.sufficient
+
+
+def test_llama_cpp_slots_that_own_their_cells_are_not_held_by_a_few_long_requests() -> None:
+    """Breaker 26: llama.cpp, --ctx-size 32,768 over --parallel 4 (8,192 cells a slot, no --kv-unified), all four
+    slots busy at 90 % of the cells and six deferred. Each slot owns its cells, so the deferred requests wait for a
+    slot — seq_cap's turn — and a context cap frees no cell another request could take (the ceiling stays 4): no
+    "a few long requests hold the pool" page. With --kv-unified the cells are shared and the rule reads them."""
+    from advisor.capacity.inputs import EngineSettings
+
+    def llamacpp(unified: bool) -> Any:
+        dep = ctx(engine="llamacpp", max_model_len=8192)
+        settings = EngineSettings(ctx_size=32_768, parallel=4, kv_unified=unified)
+        dep = dataclasses.replace(dep, inputs=dataclasses.replace(dep.inputs, engine_settings=settings))
+        return ev(
+            dep=dep,
+            kv_cache_usage_ratio=0.9,
+            requests_running=4,
+            requests_waiting=6,
+            kv_capacity_tokens=32_768,
+            generation_tokens_per_second=30.0,
+        )
+
+    split = llamacpp(unified=False)
+    assert RULE.fires(split).holds is False
+    assert "waits for a slot" in RULE.fires(split).reason or "wait for a slot" in RULE.fires(split).reason
+    assert RULE.propose(split) == []
+    assert RULE.fires(llamacpp(unified=True)).holds is not False

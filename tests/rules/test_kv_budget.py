@@ -143,3 +143,16 @@ def test_a_preemption_or_two_with_nothing_waiting_is_a_peak_not_a_short_budget(
     assert RULE.fires(e).holds is fires
     if not fires:
         assert "nothing waiting" in RULE.fires(e).reason
+
+
+def test_counters_going_down_faster_than_an_engine_restarts_are_not_read_as_crashes() -> None:
+    """Breaker 26: a target whose counters alternate between two engines' series (a Service VIP) went "down" on
+    every scrape — 15 times in 29 s — and paged a critical gpu_memory_utilization cut. An engine cannot restart,
+    reload its weights and serve again every 2 s: unknown, not an out-of-memory crash loop. Two restarts over a
+    five-minute window still lower the budget."""
+    vip = _ev(0.9, counter_resets=15, preemptions_increase=0, window_seconds=30.0, span_seconds=29.0)
+    assert RULE.fires(vip).holds is None
+    assert "faster than an engine restarts" in RULE.fires(vip).reason
+    assert RULE.propose(vip) == []
+    crash_loop = _ev(0.9, counter_resets=2, preemptions_increase=0, window_seconds=300.0, span_seconds=285.0)
+    assert RULE.fires(crash_loop).holds is True

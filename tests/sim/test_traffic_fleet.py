@@ -237,3 +237,20 @@ def test_a_prompt_longer_than_max_model_len_is_rejected_and_a_long_output_trunca
     r.run_until(1e9)
     assert too_long.finish_reason == "rejected" and r.rejected == 1
     assert truncated.finish_reason == "length" and truncated.generated == 48
+
+
+def test_requests_refused_for_max_model_len_count_against_goodput() -> None:
+    """Breaker 26: simulate left refused requests out of goodput — 46 of 114 refused read "goodput 100 %: met",
+    and all refused read "no verdict". Every prompt here is 3,000 tokens (cv 0) against max_model_len 2,048, so
+    every request is refused: goodput 0, not unknown; with half of them short (max_model_len between), half."""
+    cfg = llama_engine(max_model_len=2048)
+    refused = TrafficProfile(Poisson(1.0), LognormalLengths(3000, 0.0, 50, 0.0))
+    s = simulate(cfg, refused, duration=20, slo_ttft_seconds=10, slo_tpot_seconds=1, seed=3)
+    assert s.requests_measured > 0 and s.requests_finished == 0
+    assert s.goodput_ratio == 0.0
+    assert s.requests_unfinished == 0  # refused, not unfinished
+    served = simulate(
+        cfg, TrafficProfile(Poisson(1.0), LognormalLengths(500, 0.0, 50, 0.0)), duration=20,
+        slo_ttft_seconds=10, slo_tpot_seconds=1, seed=3,
+    )  # fmt: skip
+    assert served.goodput_ratio == 1.0
