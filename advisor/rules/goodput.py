@@ -179,12 +179,19 @@ class GoodputRule:
         if ttft_bad:
             queue = summarize(s.queue_time)
             ttft = summarize(s.ttft)
-            queueing = (s.requests_waiting or 0) > 0 or (
-                queue is not None
-                and ttft is not None
-                and queue.mean is not None
-                and ttft.mean is not None
-                and queue.mean >= 0.5 * ttft.mean
+            # a queue at either end of the window is where its TTFT misses went, not a long prefill: the misses of a
+            # spike the engine has drained still fill the window (breaker 27: "long prefills miss TTFT — tensor
+            # parallel 1 → 2 … without a queue" 24 s after 150 requests a replica had waited)
+            queueing = (
+                (s.requests_waiting or 0) > 0
+                or (s.requests_waiting_first or 0) > 0
+                or (
+                    queue is not None
+                    and ttft is not None
+                    and queue.mean is not None
+                    and ttft.mean is not None
+                    and queue.mean >= 0.5 * ttft.mean
+                )
             )
             evidence = {
                 **evidence,
@@ -392,7 +399,7 @@ class GoodputRule:
             )
             return out
         # small batch: bandwidth-bound — read fewer weight bytes per GPU, unless the step is not where the time goes
-        withheld = step_outside_gpu(ev, now_tpot, target)
+        withheld = step_outside_gpu(ev, now_tpot, target) or _weights_not_the_step(model, inputs, gpu, batch, context)
         observed = histogram_mean(s.tpot)
         observed_scale = observed / now_tpot if observed is not None and now_tpot > 0 else 1.0
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
@@ -472,6 +479,34 @@ class GoodputRule:
                 )
             )
         return out
+
+
+WEIGHT_SHARE_MIN: Final = 0.5
+"""Share of the modelled decode step that streaming the weights takes, below which the small-batch turns (lighter
+weights, more TP) are withheld: they shrink that share only, so under half of the step they recover under half of it
+(fp8 at most a quarter), and the step is no longer "bound by reading the weights" as their page says."""
+
+
+def _weights_not_the_step(model: Any, inputs: CapacityInputs, gpu: Any, batch: float, context: float) -> str | None:
+    """Why the small-batch weight turns are withheld at ``batch`` sequences (mean context ``context`` tokens): the
+    modelled step's weight stream (``DecodeStepModel.memory_fixed``, less the experts a step leaves unread) is under
+    :data:`WEIGHT_SHARE_MIN` of the step; None otherwise, or when the model cannot price it (breaker 27: "fp8 weights …
+    though just 256 sequences run … each step is bound by reading the weights" at a full batch of 256)."""
+    try:
+        step = model.decode_step_model(inputs, gpu, context)
+        total = step(max(batch, 1.0))
+    except (CapacityError, ValueError, AttributeError):
+        return None
+    if total <= 0:
+        return None
+    share = step.memory_fixed / total
+    if share >= WEIGHT_SHARE_MIN:
+        return None
+    return (
+        f"withheld: at {batch:,.0f} sequences the weights are ~{share:.0%} of the modelled step (the KV reads and the "
+        "GEMMs hold the rest): fewer weight bytes per GPU recover at most that share, and the step is not bound by "
+        "reading the weights"
+    )
 
 
 CONSUMER_PART_MARK: Final = "GeForce"

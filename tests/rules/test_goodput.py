@@ -115,6 +115,28 @@ def test_a_queue_that_drained_within_the_window_is_no_reason_for_replicas() -> N
     assert steady.withheld is None
 
 
+def test_a_queue_drained_within_the_window_is_not_read_as_long_prefills() -> None:
+    """Breaker 27: a 20 s spike (150 waiting a replica) drained, and 24 s later a page read the window's TTFT misses
+    "without a queue" as long prefills — "tensor parallel 1 → 2", a 0.32 → 0.30 s prefill against a 2.5 s target.
+    With requests waiting at the window's start the misses are the queue's: no prefill turn (and the replica count
+    is withheld as the queue drained); the same window with no queue at either end still reads long prefills."""
+    base = dict(
+        dep=ctx(perf=ROOFLINE),
+        goodput=good(0.5, 1.0),
+        requests_finished_per_second=1.0,
+        prompt_tokens_per_second=2_000.0,
+        requests_running=2,
+        requests_running_first=2,
+        requests_waiting=0,
+        ttft=hist((1.0, 100), total_sum=10.0),
+    )
+    drained = RULE.propose(ev(**base, requests_waiting_first=150))
+    assert not [p for p in drained if p.dial in ("tensor_parallel_size", "chunked_prefill")], drained
+    assert all(p.dial == "replicas" and p.withheld for p in drained), drained
+    never_queued = RULE.propose(ev(**base, requests_waiting_first=0))
+    assert [p.dial for p in never_queued] == ["tensor_parallel_size", "chunked_prefill"]
+
+
 def test_queueing_at_low_utilization_does_not_add_replicas() -> None:
     # queue time is half of TTFT, but 10 run of a ceiling min(256, 54.921875) and λ = 2/s: Little's law gives
     # μ = 2 × 54.921875 ÷ 10 = 10.98/s per replica, λ ÷ μ = 0.18 — one replica carries it (⌈2 ÷ 8.79⌉ = 1), so more
@@ -249,6 +271,26 @@ def test_tpot_at_a_small_batch_quantizes_weights_or_raises_tp() -> None:
     assert "measured on your own evals" in quant.description
     assert (tp.dial, tp.suggested) == ("tensor_parallel_size", 2)
     assert tp.predicted_effect["tpot_seconds"] == {"before": 0.0062, "after": 0.0038}
+
+
+def test_at_a_full_batch_the_weight_turns_are_withheld_as_the_weights_are_not_the_step() -> None:
+    """Breaker 27: at 256 running (the cap) with a queue the incident's turn became "fp8 weights … though just 256
+    sequences run per replica: each step is bound by reading the weights". By hand (ROOFLINE, the pool above): 256
+    sequences at 90 % of 432,000 tokens hold 1,518.75 tokens each, 256 × 1,518.75 × 131,072 B = 50.96 GB of KV a step
+    against the 16.09 GB of weights (the test above's bf16 16,094,076,928 B): 16.09 ÷ 67.05 = 24 % of the step, under
+    half, so fp8 (and TP) are withheld; at 2 sequences (the test above) the weights are nearly all of it."""
+    dep = ctx(slo=SLOTargets(2.5, 0.05, 0.9), perf=ROOFLINE)
+    e = ev(
+        dep=dep,
+        goodput=good(1.0, 0.2),
+        requests_running=256,
+        kv_cache_usage_ratio=0.9,
+        tpot=hist((1.0, 100), total_sum=4.5),  # 45 ms observed: within twice the step, not outside the GPU
+        **requests(100),
+    )
+    turns = [p for p in RULE.propose(e) if p.dial in ("weight_quantization", "tensor_parallel_size")]
+    assert turns and all(p.withheld and "not bound by reading the weights" in p.withheld for p in turns), turns
+    assert "~24% of the modelled step" in turns[0].withheld, turns[0].withheld
 
 
 def test_awq_on_a_gpu_without_fp8() -> None:
