@@ -309,7 +309,9 @@ class StalledRule:
                 rule=self.id,
                 dial=c.DIAL_ENGINE_PROCESS,
                 action=c.ACTION_RESTART,
-                current=f"stalled {ev.stalled_seconds:.0f}s",
+                # the state, not its age: a current value that moved every cycle re-rendered the incident as
+                # "UPDATED stalled 44s → restarted" each scrape (breaker 27); the summary and evidence carry the age
+                current="stalled",
                 suggested="restarted",
                 flag=restart_flag(f"behind {targets}"),
                 severity=severity,

@@ -323,3 +323,15 @@ def test_every_engine_declares_whether_its_counters_move_during_decode() -> None
         "trtllm": False,
         "llamacpp": False,
     }
+
+
+def test_the_restart_turn_names_the_state_not_its_age_so_an_open_incident_is_not_re_rendered_every_cycle() -> None:
+    """Breaker 27: the turn's current value was "stalled 42s", then 44s, 46s, … so every cycle updated the incident
+    ("UPDATED … stalled 44s → restarted", over 60 lines in two minutes). The current value is the state; the age is
+    in the summary and the evidence."""
+    ev, _ = _evaluate(HUNG_BATCH)
+    rule = StalledRule(min_intervals=3, for_seconds=0.0)
+    (early,) = rule.propose(ev)
+    (later,) = rule.propose(dataclasses.replace(ev, stalled_seconds=90.0, stalled_intervals=6))
+    assert early.current == later.current == "stalled"
+    assert "45s" in early.summary and "90s" in later.summary
