@@ -461,15 +461,12 @@ class Replayer:
             ev = r.evaluation
             d.evaluations += 1
             d.states[ev.state] = d.states.get(ev.state, 0) + 1
-            if ev.state != c.STATE_FRESH and len(d.state_reasons) < MAX_STATE_REASONS:
+            if ev.state != c.STATE_FRESH:
                 # why no rule could judge it, as the daemon's snapshot says it (breaker 26: "unavailable 121" with
                 # nothing else when every value of the history was NaN)
                 why = f"{ev.state}: {r.snapshot.reported.state_reason}"
-                d.state_reasons[why] = d.state_reasons.get(why, 0) + 1
-            elif ev.state != c.STATE_FRESH:
-                why = f"{ev.state}: {r.snapshot.reported.state_reason}"
-                if why in d.state_reasons:
-                    d.state_reasons[why] += 1
+                if why in d.state_reasons or len(d.state_reasons) < MAX_STATE_REASONS:
+                    d.state_reasons[why] = d.state_reasons.get(why, 0) + 1
             self._slo(d, ev.goodput.ratio if ev.state == c.STATE_FRESH else None, now, ev)
         for tr in tick.transitions:
             self._note(self._deps[tr.recommendation.deployment], tr)

@@ -42,6 +42,8 @@ import math
 from typing import Any, Final
 
 from advisor import conventions as c
+from advisor.capacity.calibration import LatencyModel
+from advisor.capacity.hardware import GPUSpec
 from advisor.capacity.kv import CapacityInputs
 from advisor.errors import CapacityError
 from advisor.rules.base import Condition, Evaluation, Proposal
@@ -487,7 +489,9 @@ weights, more TP) are withheld: they shrink that share only, so under half of th
 (fp8 at most a quarter), and the step is no longer "bound by reading the weights" as their page says."""
 
 
-def _weights_not_the_step(model: Any, inputs: CapacityInputs, gpu: Any, batch: float, context: float) -> str | None:
+def _weights_not_the_step(
+    model: LatencyModel, inputs: CapacityInputs, gpu: GPUSpec, batch: float, context: float
+) -> str | None:
     """Why the small-batch weight turns are withheld at ``batch`` sequences (mean context ``context`` tokens): the
     modelled step's weight stream (``DecodeStepModel.memory_fixed``, less the experts a step leaves unread) is under
     :data:`WEIGHT_SHARE_MIN` of the step; None otherwise, or when the model cannot price it (breaker 27: "fp8 weights …
@@ -495,7 +499,7 @@ def _weights_not_the_step(model: Any, inputs: CapacityInputs, gpu: Any, batch: f
     try:
         step = model.decode_step_model(inputs, gpu, context)
         total = step(max(batch, 1.0))
-    except (CapacityError, ValueError, AttributeError):
+    except (CapacityError, ValueError):
         return None
     if total <= 0:
         return None
