@@ -671,9 +671,12 @@ def _fsum_or_none(values: Sequence[float]) -> float | None:
         return None
 
 
-MIN_LIFETIME_FINISHED: Final = 20
-"""Finished requests below which the lifetime mean is not read (a restarted engine's first few say little of its
-traffic)."""
+MIN_LIFETIME_FINISHED: Final = 1
+"""Finished requests below which the lifetime mean is not read: one. Its only reader withholds a context cap the
+mean does not fit under (:func:`advisor.rules.common.context_cap_rejects_traffic`), so a few long first requests of a
+restarted engine err towards no cap, never towards one. At 20 (to 2026-12-07) a freshly booted server's two finished
+16,384-token streams were not read, and eight 16k streams thrashing a pool of four got max-model-len 32,768 → 8,192,
+refusing every request (field-state round 74, syv-ai/qwen38-27b-rtx3090#25)."""
 MIN_LIFETIME_GENERATED_TOKENS: Final = 1_000
 """Generated tokens below which the lifetime prompt-to-generation mix is not read: a few requests' worth (a restarted
 engine's first prefill alone reads as all prompt)."""

@@ -38,9 +38,21 @@ def test_engines_whose_counters_hold_unfinished_requests_give_none(engine: str) 
     assert lifetime([_snap("sglang"), _snap(engine)]) is None
 
 
-def test_a_few_finished_requests_say_nothing() -> None:
+def test_no_finished_request_says_nothing() -> None:
     assert lifetime([_snap(requests_finished_total=MIN_LIFETIME_FINISHED - 1)]) is None
     assert lifetime([_snap(requests_finished_total=float(MIN_LIFETIME_FINISHED))]) is not None
+
+
+def test_a_freshly_booted_servers_two_finished_requests_are_its_mean() -> None:
+    # field-state round 74 (syv-ai/qwen38-27b-rtx3090#25): two 16,384 + 1,024-token streams answered since boot; the
+    # mean withholds a context cap under 17,408 (read from 20 requests up before 2026-12-07: None, and a cap of 8,192)
+    two = _hist(
+        request_prompt_tokens_sum=2 * 16_384.0,
+        request_prompt_tokens_count=2.0,
+        request_generation_tokens_sum=2 * 1_024.0,
+        request_generation_tokens_count=2.0,
+    )
+    assert lifetime([two]) == pytest.approx(17_408.0)
 
 
 @pytest.mark.parametrize(
