@@ -36,7 +36,7 @@ from advisor.errors import FILE_PROBLEM, AdvisorError, CapacityError, ConfigErro
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, Final
 
 
 def _setup_logging(level: str, fmt: str = "text", compact: bool = False) -> None:
@@ -667,6 +667,22 @@ else:
     _SubParsersBase = argparse._SubParsersAction
 
 
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+LOG_FORMATS: Final = ("text", "json")
+
+
+def add_log_flags(parser: argparse.ArgumentParser, after_command: bool = False) -> argparse.ArgumentParser:
+    """``--log-level`` and ``--log-format`` on ``parser`` (returned): before the sub-command with their defaults,
+    and after it (``after_command``) with none, so that a flag given there overrides one given before and neither
+    resets the other (``run --config=… --log-format=json``, as ``deploy/kubernetes/deployment.yaml`` passes it,
+    exited 2 with "unrecognized arguments" until 2026-12-07: breaker 28)."""
+    level: Any = argparse.SUPPRESS if after_command else "info"
+    fmt: Any = argparse.SUPPRESS if after_command else "text"
+    parser.add_argument("--log-level", default=level, choices=LOG_LEVELS)
+    parser.add_argument("--log-format", default=fmt, choices=LOG_FORMATS, help="json: one object per line")
+    return parser
+
+
 class LazySubParsers(_SubParsersBase):
     """Sub-commands registered by name and help alone (:meth:`add_lazy`); a sub-command's flags are added, and its
     module imported, only when it is the command given (or its ``--help`` is asked for), so that ``--help`` and
@@ -689,20 +705,21 @@ class LazySubParsers(_SubParsersBase):
         self._loaders[name] = loader
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        """As argparse's; while :meth:`load` runs ``name``'s loader, the placeholder is replaced in place.
+        """As argparse's, with the logging flags (:func:`add_log_flags`) after the sub-command too; while
+        :meth:`load` runs ``name``'s loader, the placeholder is replaced in place.
 
         Raises:
             ValueError: the loader adds another sub-command, or gives another help than registered.
         """
         if self._loading is None:
-            return super().add_parser(name, **kwargs)
+            return add_log_flags(super().add_parser(name, **kwargs), after_command=True)
         listed = next(a for a in self._choices_actions if a.dest == self._loading)
         if name != self._loading or kwargs.get("help") != listed.help:
             raise ValueError(f"sub-command {self._loading!r}: its loader registered {name!r} with another help")
         order = list(self._name_parser_map)
         del self._name_parser_map[name]
         n = len(self._choices_actions)
-        parser = super().add_parser(name, **kwargs)
+        parser = add_log_flags(super().add_parser(name, **kwargs), after_command=True)
         del self._choices_actions[n:]  # listed once, by the placeholder's entry (same help)
         rebuilt = {k: self._name_parser_map[k] for k in order}  # in the order registered: choices listed as before
         rebuilt.update(self._name_parser_map)  # then any alias the loader added
@@ -750,8 +767,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         description="Watches LLM serving engines and recommends which dial to turn, and by how much.",
     )
     p.add_argument("--version", action="version", version=f"capacity-advisor {__version__}")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
+    add_log_flags(p)
     sub = p.add_subparsers(dest="command", required=True, action=LazySubParsers)
     assert isinstance(sub, LazySubParsers)
 

@@ -1348,7 +1348,8 @@ def add_plan_parser(sub: Any) -> None:
     plan.set_defaults(func=cmd_plan)
     _FLAGS.clear()
     for action in plan._actions:
-        if action.option_strings and action.dest != "help":
+        # every command's own (advisor.cli.add_log_flags) are not plan's: no mode refuses them
+        if action.option_strings and action.dest not in ("help", "log_level", "log_format"):
             _FLAGS[action.dest] = ("/".join(action.option_strings), action.default)
 
 
