@@ -740,10 +740,16 @@ _COUNTER_FIELDS = (
 def restart_flags(snapshots: Sequence[EngineSnapshot], also: Sequence[str] = ()) -> list[bool]:
     """``flags[i]``: the engine restarted between the last snapshot that knew a quantity and snapshot i.
 
-    Evidence: ``process_start_time_seconds`` moved by more than :data:`START_TIME_TOLERANCE_SECONDS`, any
-    cumulative counter (the token, request and preemption counters, and the snapshot fields named in ``also``)
-    went down, or the TTFT/TPOT histogram count went down (same bounds). One restart resets every counter, so the
-    flags are applied to all of them.
+    Evidence: ``process_start_time_seconds`` moved by more than :data:`START_TIME_TOLERANCE_SECONDS`; or the
+    cumulative counters (the token, request and preemption counters, the snapshot fields named in ``also``, and
+    the TTFT/TPOT histogram counts of the same bounds) that went down since their last known value are at least as
+    many as those that went up. One restart resets every counter, so the flags are applied to all of them.
+
+    A counter that drops while more of the others count on is that series' own reset, not the engine's: each
+    series' walk takes it as Prometheus's ``increase()`` does, per series (breaker 28: one halved
+    ``generation_tokens_total`` flagged a restart, and every other counter's lifetime was read as the window's
+    increase — 330 requests/s arriving where 10 did). Across a real restart the large counters all drop; only one
+    that was near 0 (preemptions) can rise.
     """
     flags: list[bool] = []
     last_start: float | None = None
@@ -756,22 +762,25 @@ def restart_flags(snapshots: Sequence[EngineSnapshot], also: Sequence[str] = ())
             if last_start is not None and abs(start - last_start) > START_TIME_TOLERANCE_SECONDS:
                 restarted = True
             last_start = start
+        down = up = 0
         for name in (*_COUNTER_FIELDS, *also):
             value = _known(getattr(snap, name))
             if value is None:
                 continue
-            if name in last_counter and value < last_counter[name]:
-                restarted = True
+            if name in last_counter:
+                down += value < last_counter[name]
+                up += value > last_counter[name]
             last_counter[name] = value
         for name in ("ttft", "tpot"):
             h: Histogram | None = getattr(snap, name)
             if h is None:
                 continue
             old = last_hist.get(name)
-            if old is not None and old.bounds() == h.bounds() and h.count < old.count:
-                restarted = True
+            if old is not None and old.bounds() == h.bounds():
+                down += h.count < old.count
+                up += h.count > old.count
             last_hist[name] = h
-        flags.append(restarted)
+        flags.append(restarted or (down > 0 and down >= up))
     return flags
 
 
@@ -1421,10 +1430,13 @@ def _merged_differences(known: Sequence[_Difference]) -> Histogram | None:
 class _Link:
     """One history point as :class:`WindowAccumulator` holds it, computed once when the point enters.
 
-    ``flag_ref``: the highest ``seq`` of an earlier point whose comparison with this one is restart evidence
-    (``process_start_time_seconds`` moved, a counter or the TTFT/TPOT count went down), ``-1`` none. In a window
-    whose oldest point is ``seq`` a, the point is flagged (as :func:`restart_flags` flags it over that window)
-    exactly when ``flag_ref >= a``: evidence against a point before the window is not seen by the window.
+    ``flag_ref``: the highest ``seq`` of an earlier point whose comparison with this one may be restart evidence
+    (``process_start_time_seconds`` moved, a counter or the TTFT/TPOT count went down), ``-1`` none: in a window
+    whose oldest point is ``seq`` a the point may be flagged only when ``flag_ref >= a`` (evidence against a point
+    before the window is not seen by the window), and :meth:`flagged` says whether it is, as :func:`restart_flags`
+    flags it over that window: ``start_ref >= a`` (the start time moved against a point in it), or ``votes`` — each
+    counter's comparison as (the earlier point's ``seq``, +1 went down / −1 went up), kept only where one went
+    down — counting, over the comparisons within the window, at least one down and no more ups than downs.
     ``cvals``: each counter's known value (``None`` unknown). ``hdeltas``: each histogram's
     :func:`histogram_delta` from the previous known one (``None``: no previous, or the bucket layout changed); when
     that delta is a plain difference of whole counts (``plain`` and ``integral`` here and at the previous one) only
@@ -1437,13 +1449,29 @@ class _Link:
     counter is unknown or has no previous value), summed by :meth:`WindowAccumulator._counters_stepped`.
     """
 
-    __slots__ = ("back", "csteps", "cvals", "flag_ref", "hdeltas", "integral", "kv", "plain", "point", "seq", "t")
+    __slots__ = (
+        "back",
+        "csteps",
+        "cvals",
+        "flag_ref",
+        "hdeltas",
+        "integral",
+        "kv",
+        "plain",
+        "point",
+        "seq",
+        "start_ref",
+        "t",
+        "votes",
+    )
 
     def __init__(
         self,
         point: TimedSnapshot,
         seq: int,
         flag_ref: int,
+        start_ref: int,
+        votes: tuple[tuple[int, int], ...] | None,
         cvals: tuple[float | None, ...],
         csteps: tuple[float, ...],
         hdeltas: tuple[Histogram | float | None, ...] | None,
@@ -1455,6 +1483,8 @@ class _Link:
         self.seq = seq
         self.t = point.timestamp
         self.flag_ref = flag_ref
+        self.start_ref = start_ref
+        self.votes = votes
         self.cvals = cvals
         self.csteps = csteps
         self.hdeltas = hdeltas
@@ -1462,6 +1492,24 @@ class _Link:
         self.back = back
         self.integral = integral
         self.plain = plain
+
+    def flagged(self, a: int) -> bool:
+        """Whether :func:`restart_flags` flags this point over a window whose oldest point is ``seq`` ``a``."""
+        if self.flag_ref < a:
+            return False
+        if self.start_ref >= a:
+            return True
+        votes = self.votes
+        if votes is None:
+            return False
+        down = up = 0
+        for ref, vote in votes:
+            if ref >= a:
+                if vote > 0:
+                    down += 1
+                else:
+                    up += 1
+        return down > 0 and down >= up
 
 
 def _delta_of(d: Histogram | tuple[Histogram, Histogram, float]) -> Histogram:
@@ -1593,6 +1641,8 @@ class WindowAccumulator:
             point,
             seq,
             old.flag_ref,
+            old.start_ref,
+            old.votes,
             old.cvals,
             old.csteps,
             tuple(hdeltas) if hdeltas.count(None) < len(hdeltas) else None,
@@ -1664,12 +1714,13 @@ class WindowAccumulator:
         before[seq] = list(state)
         before.pop(seq - 3, None)  # thinning and the previous point's replacement reach back two points at most
         snap = point.snapshot
-        flag_ref = -1
+        start_ref = -1
+        votes: list[tuple[int, int]] = []
         start = _known(snap.process_start_time_seconds)
         if start is not None:
             last = state[_START]
             if last is not None and abs(start - last[1]) > START_TIME_TOLERANCE_SECONDS:
-                flag_ref = last[0]
+                start_ref = last[0]
             state[_START] = (seq, start)
         cvals: list[float | None] = [v if v is not None and math.isfinite(v) else None for v in _GET_COUNTERS(snap)]
         csteps: list[float] = []
@@ -1679,8 +1730,8 @@ class WindowAccumulator:
                 continue
             last = state[_FIRST_COUNTER + k]
             if last is not None:
-                if v < last[1] and last[0] > flag_ref:
-                    flag_ref = last[0]
+                if v != last[1]:
+                    votes.append((last[0], 1 if v < last[1] else -1))
                 csteps.append(v - last[1])  # _walk_counter's step from the previous known value
             else:
                 csteps.append(0.0)  # no previous value: the step is never read (no window reaches before it)
@@ -1700,8 +1751,8 @@ class WindowAccumulator:
                     old: Histogram = last[1]
                     old_counts, old_count, bounds, old_bounds = old.counts(), old.count, h.bounds(), old.bounds()
                     same = old_bounds is bounds or old_bounds == bounds
-                    if k < 2 and last[0] > flag_ref and same and count < old_count:
-                        flag_ref = last[0]
+                    if k < 2 and same and count != old_count:
+                        votes.append((last[0], 1 if count < old_count else -1))
                     if (
                         last[2]
                         and same
@@ -1734,11 +1785,15 @@ class WindowAccumulator:
             hdeltas.append(delta)
         links = self._links
         back = bool(links) and not links[-1].t <= point.timestamp
+        downs = [ref for ref, vote in votes if vote > 0]
+        flag_ref = max(start_ref, *downs) if downs else start_ref
         links.append(
             _Link(
                 point,
                 seq,
                 flag_ref,
+                start_ref,
+                tuple(votes) if downs else None,
                 tuple(cvals),
                 tuple(csteps),
                 tuple(hdeltas) if hdeltas.count(None) < len(hdeltas) else None,
@@ -1792,7 +1847,7 @@ class WindowAccumulator:
         if after_first & _EVIDENCE_MASK:  # some link may be flagged: find which
             win = links[lo:hi]
             a = first.seq
-            flags = [link.flag_ref >= a for link in win]
+            flags = [link.flagged(a) for link in win]
         if flags is None and not every & _COUNTER_UNKNOWN_MASK:
             rates, preemptions = self._counters_stepped(links, lo, hi)
         else:

@@ -29,6 +29,7 @@ from advisor.telemetry import (
     histogram_increase,
     histogram_quantile,
     histogram_quantile_estimate,
+    restart_flags,
     summarize,
     window_stats,
 )
@@ -454,6 +455,34 @@ def test_window_stats_applies_a_restart_seen_in_one_counter_to_all() -> None:
     assert w.counter_resets == 1
     assert w.generation_tokens_per_second == pytest.approx(120.0)  # 1200 / 10 s
     assert w.prompt_tokens_per_second == pytest.approx(10.0)  # 100 / 10 s
+
+
+def test_one_counter_dropping_while_more_count_on_is_that_series_reset_not_a_restart() -> None:
+    # breaker 28: vllm:generation_tokens_total halved while prompt tokens and finished requests counted on; the
+    # restart flag read every counter's lifetime as the window's increase (~259 requests/s where 5 arrived)
+    history = [
+        snap(
+            "a",
+            0.0,
+            prompt_tokens_total=5_000_000.0,
+            generation_tokens_total=2_000_000.0,
+            requests_finished_total=10_000.0,
+        ),
+        snap(
+            "a",
+            10.0,
+            prompt_tokens_total=5_025_000.0,
+            generation_tokens_total=1_000_000.0,
+            requests_finished_total=10_050.0,
+        ),
+    ]
+    w = window_stats(history, now=10.0, window_seconds=30.0)
+    assert w.counter_resets == 0
+    assert w.requests_finished_per_second == pytest.approx(5.0)  # 50 / 10 s, not 10,050 / 10 s
+    assert w.prompt_tokens_per_second == pytest.approx(2_500.0)
+    # the dropped series alone is read as Prometheus's increase() reads a reset: its post-drop value
+    assert w.generation_tokens_per_second == pytest.approx(100_000.0)
+    assert restart_flags([h.snapshot for h in history]) == [False, False]
 
 
 def test_window_stats_with_one_snapshot_has_gauges_but_no_rates() -> None:
