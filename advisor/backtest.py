@@ -326,8 +326,10 @@ class Replayer:
         targets: Mapping[str, Sequence[str]] | None = None,
         replica_windows: tuple[float, float] | None = None,
         keep_points: bool = False,
+        resolve_hold_seconds: float = 0.0,
     ) -> None:
         """``contexts``: one per deployment, in evaluation order (engine already resolved).
+        ``resolve_hold_seconds``: the config's ``rules.resolve_for``, as the daemon holds a clear.
         ``dynamic_targets``: names of deployments whose replicas are the targets that have data in the
         window (``source: prometheus``); the others count every known target, as the daemon does (the
         engines behind each, :func:`advisor.evaluate.engines_behind`). ``targets``: the
@@ -347,6 +349,7 @@ class Replayer:
             quality=quality,
             cooldown_seconds=cooldown_seconds,
             replica_windows=replica_windows,
+            resolve_hold_seconds=resolve_hold_seconds,
         )
         self._deps: dict[str, _Dep] = {}
         self._first: float | None = None
@@ -624,6 +627,7 @@ def replay_config(
         targets=targets,
         replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
         keep_points=keep_points,
+        resolve_hold_seconds=cfg.rules.resolve_for,
     )
 
 

@@ -1171,6 +1171,15 @@ class RulesConfig(_Strict):
     """Thresholds of the rule modules (each documented on its class), plus the cooldown after a resolve."""
 
     cooldown: Duration = Field(default=300.0, description="a resolved rule opens nothing again for this long")
+    resolve_for: Duration = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description=(
+            "an open recommendation resolves only after its rules' clear side held this long at every evaluation "
+            "(Prometheus's keep_firing_for): one scrape's dip does not resolve it; 0 resolves at the first"
+        ),
+    )
     pool_context: PoolContextRule = PoolContextRule()
     admission_thrash: AdmissionThrashRule = AdmissionThrashRule()
     queue_growth: QueueGrowthRule = QueueGrowthRule()

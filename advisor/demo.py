@@ -57,6 +57,9 @@ def demo_config(deployments: list[dict[str, Any]]) -> Config:
         "deployments": deployments,
         "rules": {
             "cooldown": "5s",
+            # a clear seen at two evaluations 1 s apart (10 simulated s; 20 at --speed 20, whose ramp is light for
+            # ~10 s and whose window holds the burst for 5 of them: a 3 s hold outlasted the rest)
+            "resolve_for": "1s",
             # the fleet runs on a 10× clock: the 5 s window's 4 s between its oldest and newest scrape (1 s apart)
             # are 40 simulated s, an arrival rate's history
             # and its scale-up / scale-down windows (HPA behavior's, defaults 60 s / 300 s) are 20 / 100 simulated s:

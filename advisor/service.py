@@ -590,6 +590,7 @@ class Service:
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
             max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
             replica_min_history=float(cfg.rules.replicas.min_history),
+            resolve_hold_seconds=cfg.rules.resolve_for,
         )
         try:
             restored = load_state(rt.state_file) if rt.state_file is not None else []
@@ -828,6 +829,7 @@ class Service:
             replica_windows=(cfg.rules.replicas.scale_up_window, cfg.rules.replicas.scale_down_window),
             max_gap_seconds=evaluation_gap_bound(cfg.scrape_interval),
             replica_min_history=float(cfg.rules.replicas.min_history),
+            resolve_hold_seconds=cfg.rules.resolve_for,
         )
         self.tracker.set_deployments(rt.plan)
         for d in rt.deployments:

@@ -299,6 +299,8 @@ class Tracker:
             between: its pending for-durations restart (:class:`~advisor.rules.lifecycle.Lifecycle`; the daemon
             gives its stalled-loop bound). ``None``: evaluations vouch for any forward gap (the backtest, whose
             evaluations are its grid).
+        resolve_hold_seconds: an active rule leaves once its clear side has held this long (config
+            ``rules.resolve_for``; :class:`~advisor.rules.lifecycle.Lifecycle`).
         replica_min_history: ``rules.replicas.min_history`` in seconds: the autoscaler signals' throughput headroom
             (:mod:`advisor.signals`) is withheld over a shorter history, as the replica advice is.
     """
@@ -316,10 +318,15 @@ class Tracker:
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
         replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
+        resolve_hold_seconds: float = 0.0,
     ) -> None:
         stabilizer = ReplicaStabilizer(*replica_windows) if replica_windows is not None else None
         self.lifecycle = Lifecycle(
-            rules, cooldown_seconds=cooldown_seconds, replica_stabilizer=stabilizer, max_gap_seconds=max_gap_seconds
+            rules,
+            cooldown_seconds=cooldown_seconds,
+            replica_stabilizer=stabilizer,
+            max_gap_seconds=max_gap_seconds,
+            resolve_hold_seconds=resolve_hold_seconds,
         )
         self.evaluation_window = evaluation_window
         self.scrape_interval = scrape_interval
@@ -353,12 +360,14 @@ class Tracker:
         replica_windows: tuple[float, float] | None = None,
         max_gap_seconds: float | None = None,
         replica_min_history: float = MIN_ARRIVAL_SPAN_SECONDS,
+        resolve_hold_seconds: float = 0.0,
     ) -> None:
         """New settings (a reload): histories, open recommendations, pending for-durations and the replica
         counts observed so far are kept (new stabilization windows apply to them; a new ``max_gap_seconds``
         from the next evaluation)."""
         self.lifecycle.rules = list(rules)
         self.lifecycle.cooldown_seconds = cooldown_seconds
+        self.lifecycle.resolve_hold_seconds = resolve_hold_seconds
         self.lifecycle.max_gap_seconds = max_gap_seconds
         if replica_windows is not None:
             for stab in (self.lifecycle.replica_stabilizer, self.replica_lead.stabilizer):

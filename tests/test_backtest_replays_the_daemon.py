@@ -86,7 +86,7 @@ def _config(engines: list[StandInServer]) -> Config:
                 dep("ramp", [engines[0].url()]),
                 dep("pair", [engines[1].url(), engines[0].url()]),
             ],
-            "rules": {"kv_saturation": {"for": "1s"}, "cooldown": "2s"},
+            "rules": {"kv_saturation": {"for": "1s"}, "cooldown": "2s", "resolve_for": "1s"},
         }
     )
 

@@ -127,8 +127,9 @@ def test_kv_saturation_opens_after_its_for_duration_and_resolves_when_usage_fall
     # saturation is first seen at T0+60; it must hold for 30 s; evaluations every 5 s
     assert {r.opened_at for r in kv} == {T0 + 90}
     # one incident per problem (issue 13): kv_saturation clears at T0+180, but goodput_below_target (the same
-    # saturation problem) holds until the window no longer holds the slow requests — the breach's end, T0+205
-    assert {r.resolved_at for r in kv} == {T0 + 205}
+    # saturation problem) holds until the window no longer holds the slow requests — the breach's end, T0+205 —
+    # and the incident resolves once that clear has held rules.resolve_for (default 30 s): T0+235
+    assert {r.resolved_at for r in kv} == {T0 + 235}
     assert [b.end for b in dep.breaches] == [T0 + 205]
     first = kv[0]
     assert first.flag and first.dial and first.suggested is not None
@@ -263,7 +264,7 @@ def test_replicas_of_a_prometheus_deployment_are_the_instances_with_data() -> No
 def test_format_report_reads_as_a_timeline() -> None:
     text = format_report(_run(_config(), [TargetHistory(URL, _history(T0 - 40, T0 + 300))]))
     assert "== chat-8b (vllm)" in text
-    assert "OPEN" in text and "kv_saturation" in text and "flag: " in text and "resolved 2023-11-14T22:16:45Z" in text
+    assert "OPEN" in text and "kv_saturation" in text and "flag: " in text and "resolved 2023-11-14T22:17:15Z" in text
     assert "BREACH" in text and "worst 0.0%" in text
 
 

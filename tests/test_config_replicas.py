@@ -74,3 +74,10 @@ def test_recommended_value_help_says_the_replicas_value_is_stabilized() -> None:
     (text,) = [line for line in page.splitlines() if line.startswith("# HELP advisor_recommended_value ")]
     assert "stabilized" in text and "60 s" in text and "300 s" in text and "rules.replicas" in text
     assert "for autoscalers" not in text
+
+
+def test_rules_resolve_for_defaults_to_30_seconds_and_refuses_a_negative_hold() -> None:
+    assert parse_config({"deployments": [_DEP]}, source="test").rules.resolve_for == 30.0
+    assert parse_config({"deployments": [_DEP], "rules": {"resolve_for": "2m"}}, source="test").rules.resolve_for == 120
+    with pytest.raises(ConfigError, match=r"rules\.resolve_for"):
+        parse_config({"deployments": [_DEP], "rules": {"resolve_for": "-5s"}}, source="test")

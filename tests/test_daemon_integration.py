@@ -105,7 +105,7 @@ def test_daemon_fires_and_resolves_through_a_webhook_while_broken_targets_are_co
             },
         ],
         "receivers": [{"name": "ops", "url": webhook_receiver.url, "backoff_seconds": "0.1s"}],
-        "rules": {"kv_saturation": {"for": "1s"}},
+        "rules": {"kv_saturation": {"for": "1s"}, "resolve_for": "1s"},
     }
     cfg = parse_config(data)
     registry, collector, metrics = make_registry()

@@ -119,6 +119,42 @@ def test_an_incident_resolves_only_on_the_clear_side_keeping_id_and_start() -> N
     assert lc.open_recommendations() == []
 
 
+def test_one_evaluations_clear_does_not_resolve_under_a_resolve_hold() -> None:
+    # breaker 27 (kvdip): KV at 95 % with a one-scrape dip to 75 % every 40 s resolved kv_saturation on the dip,
+    # and the 300 s cooldown then kept the still-saturated pool from reopening; a clear must hold resolve_for
+    rule = ScriptedRule(fire=True, for_s=0)
+    lc = Lifecycle([rule], resolve_hold_seconds=30.0)
+    (opened,) = lc.evaluate(evaluation(now=0))
+    rule.fire, rule.clear = False, True  # the dip
+    assert lc.evaluate(evaluation(now=2)) == []
+    status = lc.statuses[("chat-8b", "scripted")]
+    assert status.state == "firing" and "clear for 0s of 30s" in status.reason, status
+    rule.fire, rule.clear = True, False  # saturated again: the hold starts over
+    assert lc.evaluate(evaluation(now=4)) == []
+    rule.fire, rule.clear = False, True
+    assert lc.evaluate(evaluation(now=6)) == []
+    assert lc.evaluate(evaluation(now=35)) == []  # 29 s of clear
+    (resolved,) = lc.evaluate(evaluation(now=36))  # 30 s of clear, counted from 6 (not 2)
+    assert resolved.kind == "resolved" and resolved.recommendation.id == opened.recommendation.id
+    assert resolved.recommendation.resolved_at == 36
+
+
+def test_a_gap_restarts_the_resolve_hold_and_ignore_for_resolves_at_once() -> None:
+    rule = ScriptedRule(fire=True, for_s=0)
+    lc = Lifecycle([rule], resolve_hold_seconds=30.0, max_gap_seconds=10.0)
+    lc.evaluate(evaluation(now=0))
+    rule.fire, rule.clear = False, True
+    assert lc.evaluate(evaluation(now=5)) == []
+    assert lc.evaluate(evaluation(now=40)) == []  # 35 s after, but the gap cannot vouch for the clear between
+    for now in (50, 60):
+        assert lc.evaluate(evaluation(now=now)) == []
+    assert len(lc.evaluate(evaluation(now=70))) == 1  # 30 s of clear from 40, each evaluation 10 s after the last
+    once = Lifecycle([ScriptedRule(fire=True, for_s=0)], resolve_hold_seconds=30.0)
+    once.evaluate(evaluation(now=0))
+    once.rules[0].fire, once.rules[0].clear = False, True  # type: ignore[attr-defined]
+    assert len(once.evaluate(evaluation(now=1), ignore_for=True)) == 1
+
+
 @pytest.mark.parametrize("state", ["stale", "unavailable"])
 def test_stale_or_unavailable_data_neither_opens_nor_resolves(state: str) -> None:
     rule = ScriptedRule(fire=True, clear=True, for_s=0)

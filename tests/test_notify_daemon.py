@@ -80,7 +80,7 @@ def test_the_daemon_links_back_batches_per_cycle_and_counts_resends_apart(
             }
         ],
         "receivers": [{"name": "ops", "url": webhook_receiver.url, "backoff_seconds": "0.1s"}],
-        "rules": {"kv_saturation": {"for": "1s"}},
+        "rules": {"kv_saturation": {"for": "1s"}, "resolve_for": "1s"},
     }
     path = tmp_path / "advisor.yaml"
     path.write_text(yaml.safe_dump(cfg))

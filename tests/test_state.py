@@ -39,7 +39,7 @@ def _service(url: str, state: Path, hook: str, transitions: list[Transition]) ->
             }
         ],
         "receivers": [{"name": "ops", "url": hook, "backoff_seconds": "0.1s"}],
-        "rules": {"kv_saturation": {"for": "0.5s"}},
+        "rules": {"kv_saturation": {"for": "0.5s"}, "resolve_for": "1s"},
     }
     _, collector, metrics = make_registry()
     return Service(parse_config(data), collector, metrics, on_transition=transitions.append)

@@ -3,7 +3,8 @@
 Pure: the caller passes ``now``. Each *rule* keeps Prometheus alerting semantics (``rules/alerting.go``): a
 condition that holds starts *pending*; it becomes active once it has held continuously for the rule's
 for-duration; a pending condition that stops holding resets. Unlike Prometheus, an active rule leaves only when
-its *clear* side holds (a stricter condition), so a value hovering at a threshold does not flap; and nothing
+its *clear* side holds (a stricter condition) continuously for ``resolve_hold_seconds`` (Prometheus's
+``keep_firing_for``), so neither a value hovering at a threshold nor a one-scrape dip flaps; and nothing
 resolves because the data went stale or unavailable — it waits for data the rule is evaluated on
 (:func:`advisor.rules.base.rule_states`).
 
@@ -352,6 +353,7 @@ def recommendation_id(deployment: str, rule: str, dial: str, opened_at: float) -
 class _RuleState:
     pending_since: float | None = None
     active: bool = False  # held for its for-duration and has not cleared: keeps the incident open
+    clear_since: float | None = None  # active, and its clear side has held since (unix s): the resolve hold
 
 
 @dataclass
@@ -394,8 +396,12 @@ class Lifecycle:
         cooldown_seconds: float = 0.0,
         replica_stabilizer: ReplicaStabilizer | None = None,
         max_gap_seconds: float | None = None,
+        resolve_hold_seconds: float = 0.0,
     ) -> None:
         """``cooldown_seconds``: after a problem's incident resolves, it does not reopen for this long.
+        ``resolve_hold_seconds``: an active rule leaves only once its clear side has held at every evaluation for
+        this long (0: at the first evaluation it holds); a clear that stops holding, or an evaluation that cannot
+        vouch for the time since the previous one, starts the hold again.
         ``max_gap_seconds``: the longest time between two evaluations of a deployment that still vouches for the
         time between them; after a longer gap its pending for-durations restart (``None``: every forward gap
         vouches, the evaluations are the caller's grid — the unit tests, the backtest).
@@ -405,6 +411,7 @@ class Lifecycle:
         """
         self.rules = list(rules)
         self.cooldown_seconds = cooldown_seconds
+        self.resolve_hold_seconds = resolve_hold_seconds
         self._max_gap_seconds = _checked_gap(max_gap_seconds)
         self.replica_stabilizer = replica_stabilizer if replica_stabilizer is not None else ReplicaStabilizer()
         self._resolved_at: dict[tuple[str, str], float] = {}  # (deployment, problem) -> unix s
@@ -557,6 +564,8 @@ class Lifecycle:
         restarted: list[tuple[str, float]] = []
         for rule in self.rules:
             st = self._state.get((dep, rule.id))
+            if st is not None and st.clear_since is not None:
+                st.clear_since = now  # nor for a clear side's hold
             if st is not None and not st.active and st.pending_since is not None:
                 restarted.append((rule.id, max(0.0, previous - st.pending_since)))
                 st.pending_since = now
@@ -617,20 +626,30 @@ class Lifecycle:
                 self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"{NOT_EVALUATED}{ev.state}")
                 continue
             evaluated = True
+            clearing = ""
             if st.active:
                 clear = self._guarded(ev, rule, "clears", rule.clears)
-                if clear.holds:
-                    st.active = False
-                    st.pending_since = None
-                    cleared.append(clear.reason)
-                    self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
-                    continue
+                if not clear.holds:
+                    st.clear_since = None
+                else:
+                    if st.clear_since is None:
+                        st.clear_since = ev.now
+                    held_clear = ev.now - st.clear_since
+                    if ignore_for or held_clear >= self.resolve_hold_seconds:
+                        st.active = False
+                        st.pending_since = None
+                        st.clear_since = None
+                        cleared.append(clear.reason)
+                        self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
+                        continue
+                    # one scrape's dip does not resolve: the clear side must hold for the resolve hold
+                    clearing = f"; clear for {held_clear:.0f}s of {self.resolve_hold_seconds:.0f}s: {clear.reason}"
             fire = self._guarded(ev, rule, "fires", rule.fires)
             if fire.holds or st.active:
                 for other in rule.supersedes:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
-                reasons[rule.id] = fire.reason if fire.holds else f"{fire.reason}; not yet clear"
+                reasons[rule.id] = (fire.reason if fire.holds else f"{fire.reason}; not yet clear") + clearing
                 props = [localized(ev, q) for q in _qualified(ev, self._proposals(ev, rule))]
                 contributing.append((rule, props))
                 feeding += props

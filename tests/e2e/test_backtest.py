@@ -51,7 +51,7 @@ def advisor_config(engine_url: str, prometheus_url: str) -> dict[str, Any]:
             {"name": "direct", "targets": [engine_url], **dep},
             {"name": "via-prometheus", "source": "prometheus", "selector": 'job="standin"', **dep},
         ],
-        "rules": {"kv_saturation": {"for": "2s"}},
+        "rules": {"kv_saturation": {"for": "2s"}, "resolve_for": "2s"},
     }
 
 

@@ -158,7 +158,12 @@ def test_the_whole_chain(
             "prometheus": {"url": prom_url},
             "deployments": deployments,
             "receivers": [{"name": "am", "type": "alertmanager", "url": am_url, "resend_interval": "5s"}],
-            "rules": {"kv_saturation": {"for": "2s"}, "queue_growth": {"for": "2s"}, "goodput": {"for": "2s"}},
+            "rules": {
+                "kv_saturation": {"for": "2s"},
+                "queue_growth": {"for": "2s"},
+                "goodput": {"for": "2s"},
+                "resolve_for": "2s",
+            },
         }
     )
     registry, collector, metrics = make_registry()

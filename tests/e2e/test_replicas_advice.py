@@ -122,6 +122,7 @@ def _config(fleet: RunningFleet, hook_url: str) -> dict[str, Any]:
         "receivers": [{"name": "hook", "type": "webhook", "url": hook_url}],
         "rules": {
             "cooldown": "5s",
+            "resolve_for": "3s",  # 30 simulated s of clear before a resolve, as the for-durations below
             # the fleet runs on a 10× clock: the 5 s window's 4 s between its oldest and newest scrape (1 s apart)
             # are 40 simulated s, an arrival rate's history
             # and its scale-up / scale-down windows (HPA behavior's, defaults 60 s / 300 s) are 20 / 100 simulated s:

@@ -157,7 +157,7 @@ def write_config(
         "state_file": str(path.parent / "state.json"),
         "deployments": deployments,
         "receivers": [{"name": "ops", "url": receiver_url, "backoff_seconds": "0.1s", **receiver}],
-        "rules": {"cooldown": "1ms", "kv_saturation": {"for": "1ms"}},
+        "rules": {"cooldown": "1ms", "kv_saturation": {"for": "1ms"}, "resolve_for": "0.4s"},
     }
     if outbox is not None:
         cfg["outbox_dir"] = str(outbox)

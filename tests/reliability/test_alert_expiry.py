@@ -185,7 +185,7 @@ def start_daemon(tmp_path: Path, target: str, receivers: list[dict[str, Any]], *
             }
         ],
         "receivers": receivers,
-        "rules": {"kv_saturation": {"for": "1s"}},
+        "rules": {"kv_saturation": {"for": "1s"}, "resolve_for": "1s"},
         **extra,
     }
     path = tmp_path / "advisor.yaml"
