@@ -102,8 +102,24 @@ def check_http_url(url: str) -> str:
         raise ValueError(f"must be an http:// or https:// URL with a host, got {redact_url(url)!r}")
     if any(ch.isspace() for ch in url):
         raise ValueError(f"must not contain white space: {redact_url(url)!r}")
+    if ":" not in host and not _HOST_NAME.fullmatch(host):
+        # an IPv6 literal (the brackets stripped) holds ':'; anything else is a DNS name or an IPv4 address
+        unexpanded = " (the config does not expand environment variables: write the host, or template the file)"
+        written = parts.netloc.rpartition("@")[2]  # as written: hostname is lower-cased
+        written = written.rsplit(":", 1)[0] if parts.port is not None else written
+        raise ValueError(
+            f"host {written!r} is not a host name (letters, digits, '.', '-' and '_' only)"
+            + (unexpanded if "$" in host else "")
+            + f": {redact_url(url)!r}"
+        )
     del port
     return url
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?")
+"""A DNS name or IPv4 address as a target's host (RFC 1123 labels, plus the '_' some resolvers and service
+names allow, and a trailing root dot): a ``${VAR}`` left unexpanded (breaker 28: it passed ``check-config`` and
+failed every scrape as a DNS error) or a stray character is refused where the config is read."""
 
 
 TargetURL = Annotated[str, AfterValidator(check_http_url)]
@@ -685,7 +701,8 @@ class Deployment(_Strict):
     def _known_engine(cls, value: str) -> str:
         """``auto`` or an engine id of the catalog (:data:`advisor.engines.ENGINES`)."""
         if value != "auto" and value not in ENGINES:
-            close = difflib.get_close_matches(value, ENGINES, n=1, cutoff=0.6)
+            same = [e for e in ("auto", *ENGINES) if e.lower() == value.lower()]  # ids are lower-case: VLLM → vllm
+            close = same or difflib.get_close_matches(value, ENGINES, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown engine {value!r}; known: auto, {', '.join(ENGINES)}{hint}")
         return value

@@ -1309,13 +1309,21 @@ def evaluate_deployment(
 def _model_mismatch(ctx: DeploymentContext, latest: Sequence[EngineSnapshot]) -> ModelLabelMismatch | None:
     """The definite mismatch between the config's ``model`` and the model label the answering engines report
     (:func:`advisor.capacity.model_label.compare_model_label`; the first engine naming another model), else
-    ``None`` — also for a label that may be a ``--served-model-name`` alias of the configured model."""
+    ``None`` — also for a label that may be a ``--served-model-name`` alias of the configured model, unless another
+    engine of the deployment labels its series with the configured model (:attr:`ModelLabelMismatch.beside`)."""
     if ctx.model is None:
         return None
-    for s in latest:
-        found = compare_model_label(ctx.model, s.model, ctx.served_model)
-        if found is not None and found.definite:
-            return found
+    found = [(s.model, compare_model_label(ctx.model, s.model, ctx.served_model)) for s in latest]
+    for _, m in found:
+        if m is not None and m.definite:
+            return m
+    # a label beside replicas labelled with the configured model itself is no alias of it (one deployment's targets
+    # serve one model): definite, naming how many targets serve it
+    if any(label is not None and m is None for label, m in found):
+        others = [m for _, m in found if m is not None]
+        if others:
+            same = sum(1 for m in others if m.label == others[0].label)
+            return dataclasses.replace(others[0], beside=(same, len(found)))
     return None
 
 

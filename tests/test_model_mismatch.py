@@ -208,3 +208,54 @@ def test_the_log_line_names_the_model_not_the_list_to_check(llama_engine: str, t
     lines = [ln for ln in r.stderr.splitlines() if "the capacity pass predicts" in ln]
     assert len(lines) == 1, r.stderr
     assert f"the engine serves {ENGINE_MODEL!r}" in lines[0] and "check model, GPU" not in lines[0], lines
+
+
+def _once_two(tmp_path: Path, first: str, second: str) -> dict[str, Any]:
+    """``once --json`` on one deployment of two targets, configured for Llama-3.1-8B on an H100."""
+    cfg = tmp_path / "advisor.yaml"
+    cfg.write_text(
+        "deployments:\n"
+        "  - name: llama-8b\n"
+        "    engine: vllm\n"
+        f"    model: {ENGINE_MODEL}\n"
+        "    gpu: H100-SXM\n"
+        "    max_model_len: 8192\n"
+        "    slo: {ttft_seconds: 2.5, tpot_seconds: 0.1, target_ratio: 0.9}\n"
+        f'    targets: ["{first}", "{second}"]\n'
+    )
+    r = run_cli("once", "--config", str(cfg), "--interval", "0.5", "--json")
+    assert r.returncode == 0, r.stderr
+    (dep,) = json.loads(r.stdout)["deployments"]
+    return dep
+
+
+def test_a_target_serving_another_model_beside_replicas_of_the_configured_one_is_named(tmp_path: Path) -> None:
+    """Breaker 28: one of two targets serves an unknown label ('Qwen/Qwen2.5-72B' names no preset, so alone it may be
+    a --served-model-name alias) beside a replica labelled with the configured model itself. One deployment's
+    targets are replicas of one model, so the label is no alias: model_drift names the target count and proposes
+    keeping only the configured model's replicas; the other rules' predictions are withheld (the pass sums both
+    pools). On 399e03a both were summed in without a word: model_drift read +0 % and nothing was said."""
+    for ok in _engine(ENGINE_MODEL):
+        for other in _engine("Qwen/Qwen2.5-72B"):
+            dep = _once_two(tmp_path, ok, other)
+    drift = _status(dep, "model_drift")
+    assert drift["state"] == "firing", drift
+    assert drift["reason"].startswith(
+        f"1 of 2 targets serve 'Qwen/Qwen2.5-72B', the others the config's '{ENGINE_MODEL}'"
+    )
+    recs = [r for r in dep["recommendations"] if r["rule"] == "model_drift"]
+    assert [(r["dial"], r["suggested"]) for r in recs] == [("targets", f"1 targets serving {ENGINE_MODEL}")], recs
+    assert recs[0]["predicted_effect"] == {}
+    budget = _status(dep, "kv_budget")
+    assert budget["state"] == "withheld" and "1 of 2 targets serve 'Qwen/Qwen2.5-72B'" in budget["reason"], budget
+
+
+def test_two_replicas_both_under_an_alias_are_no_mismatch(tmp_path: Path) -> None:
+    """The control: both targets label their series 'chat' (a --served-model-name alias naming no preset): nothing
+    says the replicas differ, and the budget turn stands."""
+    for a in _engine("chat"):
+        for b in _engine("chat"):
+            dep = _once_two(tmp_path, a, b)
+    reason = _status(dep, "model_drift")["reason"]  # it may fire on the budget the config omits: not on the model
+    assert "targets serve" not in reason and "the engine serves" not in reason, reason
+    assert any(r["dial"] == "gpu_memory_utilization" for r in dep["recommendations"]), dep["recommendations"]

@@ -33,17 +33,24 @@ class ModelLabelMismatch:
         label: the engine's model label as it reported it.
         preset: the bundled preset the label names (after reading a path's last directory), ``None`` when it
             names none — it may then be a ``--served-model-name`` alias of the configured model, which cannot be
-            told apart: only a mismatch with a ``preset`` is :attr:`definite`.
+            told apart: only a mismatch with a ``preset`` is :attr:`definite`, or one beside a replica serving the
+            configured model.
+        beside: ``(targets labelled ``label``, targets answering)`` when other targets of the same deployment label
+            their series with the configured model itself: then ``label`` is no alias of it (one deployment's
+            targets are replicas of one model) and the mismatch is :attr:`definite` whatever ``preset`` says
+            (breaker 28: a 72B replica pasted into an 8B deployment was summed in without a word).
     """
 
     configured: str
     label: str
     preset: str | None
+    beside: tuple[int, int] | None = None
 
     @property
     def definite(self) -> bool:
-        """The label names another known model (not an alias the advisor cannot tell from the configured one)."""
-        return self.preset is not None
+        """The label names another known model (not an alias the advisor cannot tell from the configured one), or
+        sits beside replicas serving the configured one."""
+        return self.preset is not None or self.beside is not None
 
     def note(self) -> str:
         """One line naming both, and the config field to set.
@@ -51,6 +58,13 @@ class ModelLabelMismatch:
         Example: ``model 'llama-3.1-8b' in the config, but the engine serves 'Qwen/Qwen2.5-0.5B'; the capacity pass
         sizes the config's model: set model: to what the engine serves``.
         """
+        if self.beside is not None:
+            some, answering = self.beside
+            return (
+                f"{some} of {answering} targets serve {self.label!r}, the others the config's {self.configured!r}: a "
+                "deployment's targets are replicas of one model, and the pass sums theirs as one — remove those "
+                "targets or give them their own deployment"
+            )
         if self.preset is not None:
             known = "" if self.preset.casefold() == self.label.casefold() else f" (the preset {self.preset})"
             return (

@@ -20,6 +20,7 @@ from advisor.capacity.fixes import POOL_BYTES_STEP
 from advisor.capacity.generation import kv_cache_dtype_turn_problems
 from advisor.capacity.hardware import fp8_kv_emulated, tensor_parallel_span
 from advisor.capacity.kv import CapacityInputs, capacity_pass
+from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.capacity.perf import INTERNODE_ALLREDUCE_LATENCY_SECONDS
 from advisor.engines.catalog import exposes, reserves_max_length_at_admission
 from advisor.errors import CapacityError
@@ -932,8 +933,20 @@ def other_model(ev: Evaluation) -> str | None:
     m = ev.model_mismatch
     if m is None or not m.definite:
         return None
+    if m.beside is not None:
+        return f"{_beside(m)} (see model_drift)"
     return (
         f"the engine serves {m.label!r}, not the config's {m.configured!r} (set deployments[].model; see model_drift)"
+    )
+
+
+def _beside(m: ModelLabelMismatch) -> str:
+    """Some targets serve another model beside replicas of the configured one (:attr:`ModelLabelMismatch.beside`),
+    in a clause naming the config field to set."""
+    some, answering = m.beside or (0, 0)
+    return (
+        f"{some} of {answering} targets serve {m.label!r}, not the config's {m.configured!r} (keep only its replicas "
+        "in deployments[].targets)"
     )
 
 
@@ -952,7 +965,10 @@ def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposa
     if m is None or not m.definite:
         return list(proposals)
     why = (
-        f"withheld: the engine serves {m.label!r}, the config says {m.configured!r}: the capacity pass sizes the "
+        f"withheld: {_beside(m)}: the capacity pass sums their engines with the config's model's, so this prediction "
+        "would be wrong (see model_drift)"
+        if m.beside is not None
+        else f"withheld: the engine serves {m.label!r}, the config says {m.configured!r}: the capacity pass sizes the "
         "config's model, so this prediction would be the wrong model's (set deployments[].model; see model_drift)"
     )
     out: list[Proposal] = []

@@ -11,6 +11,7 @@ advisor's config to it; otherwise it opens nothing and its status says so (the g
 from __future__ import annotations
 
 from advisor import conventions as c
+from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.rules.base import Condition, Evaluation, Proposal
 from advisor.rules.turns import FIELD_FOR_DIAL, effect
 
@@ -46,6 +47,9 @@ class ModelDriftRule:
                 evidence["engine_model_preset"] = m.preset
             if err is not None:
                 evidence["capacity_model_error_ratio"] = round(err, 4)
+            if m.beside is not None:
+                evidence["targets_serving_engine_model"] = m.beside[0]
+                return Condition(True, m.note(), evidence)
             return Condition(
                 True,
                 f"the engine serves {m.label}, the config says {m.configured}: set deployments[].model — the capacity "
@@ -78,6 +82,8 @@ class ModelDriftRule:
         err = ev.capacity_model_error_ratio
         out: list[Proposal] = []
         m = ev.model_mismatch
+        if m is not None and m.beside is not None:
+            return [self._targets_proposal(ev, m)]
         if m is not None and m.definite:
             return [self._model_proposal(ev, m.configured, m.preset or m.label, m.label)]
         for field_name, (configured, reported) in sorted(ev.config_drift.items()):
@@ -112,6 +118,29 @@ class ModelDriftRule:
             )
         return out
 
+    def _targets_proposal(self, ev: Evaluation, m: ModelLabelMismatch) -> Proposal:
+        """Keep in the deployment's ``targets`` only the replicas serving its model (``m.beside``): no engine dial, no
+        predicted number (the pass sums the other model's pool and load with it)."""
+        some, answering = m.beside or (0, 0)
+        return Proposal(
+            rule=self.id,
+            dial=TARGETS_FIELD,
+            action="set",
+            current=f"{answering} targets, {some} serving {m.label}",
+            suggested=f"{answering - some} targets serving {m.configured}",
+            flag=f"advisor config: deployments[].targets: only the replicas serving {m.configured}",
+            severity="warning",
+            confidence=0.9,
+            summary=f"{ev.ctx.name}: {some} of {answering} targets serve {m.label}, not {m.configured}",
+            description=(
+                f"{m.note()}. The deployment's KV pool, running and waiting requests and rates are the sums over its "
+                "targets, so every figure and turn includes the other model's engines until they leave it."
+            ),
+            predicted_effect={},
+            evidence={"engine_model": m.label, "config_model": m.configured, "targets_serving_engine_model": some},
+            score=1.0,
+        )
+
     def _model_proposal(self, ev: Evaluation, configured: str, suggested: str, label: str) -> Proposal:
         """Set the advisor config's ``model`` to what the engine serves: no engine dial, no predicted number (every
         figure of the pass on the wrong model is withheld, :func:`advisor.rules.common.model_quality`)."""
@@ -137,6 +166,10 @@ class ModelDriftRule:
             score=1.0,
         )
 
+
+TARGETS_FIELD = "targets"
+"""The advisor config's field (``deployments[].targets``) ``model_drift`` proposes trimming when some targets serve
+another model than the others; no engine dial."""
 
 MODEL_FIELD = "model"
 """The advisor config's field (``deployments[].model``) ``model_drift`` proposes setting when the engine serves another

@@ -38,7 +38,7 @@ def config(url: str, state_file: Path | None = None, **extra: Any) -> dict[str, 
                 "slo": {"ttft_seconds": 2.5, "tpot_seconds": 0.1, "target_ratio": 0.5},
             }
         ],
-        "rules": {"kv_saturation": {"for": "0.5s"}},
+        "rules": {"kv_saturation": {"for": "0.5s"}, "resolve_for": "1s"},
     }
     if state_file is not None:
         data["state_file"] = str(state_file)
