@@ -358,9 +358,18 @@ _KV_DTYPE_VALUES: dict[str, dict[str, str]] = {
     "llamacpp": {"fp8": "q8_0"},  # no fp8 cache in llama.cpp: 8-bit integer is the nearest (ggml type)
 }
 
+_KV_DTYPE_VALUES_BEFORE: dict[str, tuple[tuple[int, ...], dict[str, str]]] = {
+    # SGLang's --kv-cache-dtype took only auto and fp8_e5m2 until sgl-project/sglang PR #2786 ("Support FP8 E4M3 KV
+    # Cache", merged 2025-01-08, in the 0.4.2 release): an older server refuses fp8_e4m3 and does not start
+    # (field-state round 75, sglang PR #1204 on 0.2.14); fp8_e5m2 is taken by every release since
+    "sglang": ((0, 4, 2), {"fp8": "fp8_e5m2"}),
+}
+"""Per engine, the release from which :data:`_KV_DTYPE_VALUES` holds, and the spelling before it."""
 
-def flag_for(engine: str, dial: str, value: Any) -> str:
-    """The exact change for ``dial`` set to ``value`` on ``engine``, e.g. ``--max-model-len 16384``.
+
+def flag_for(engine: str, dial: str, value: Any, engine_version: str | None = None) -> str:
+    """The exact change for ``dial`` set to ``value`` on ``engine``, e.g. ``--max-model-len 16384``; a KV-cache
+    dtype spelled as ``engine_version`` (the deployment's, ``None``: the current releases') takes it.
 
     Engines without their own table (Dynamo's frontend) get a sentence naming where the dial lives.
 
@@ -370,13 +379,24 @@ def flag_for(engine: str, dial: str, value: Any) -> str:
     if dial not in c.DIALS:
         raise KeyError(dial)
     if dial == c.DIAL_KV_CACHE_DTYPE:
-        value = _KV_DTYPE_VALUES.get(engine, {}).get(str(value), value)
+        value = _kv_dtype_value(engine, str(value), engine_version) or value
     table = FLAGS.get(engine)
     if table is None:
         if dial in (c.DIAL_REPLICAS, c.DIAL_INSTANCE_TYPE):
             return (_REPLICAS if dial == c.DIAL_REPLICAS else _INSTANCE).format(value=value)
         return _WORKER.format(dial=dial, value=value)
     return table[dial].format(value=value)
+
+
+def _kv_dtype_value(engine: str, value: str, engine_version: str | None) -> str | None:
+    """``value`` (``fp8``) in ``engine``'s own spelling at ``engine_version``; ``None``: the engine spells it so."""
+    from advisor.capacity.generation import parse_version
+
+    before = _KV_DTYPE_VALUES_BEFORE.get(engine)
+    version = parse_version(engine_version)
+    if before is not None and version is not None and version < before[0] and value in before[1]:
+        return before[1][value]
+    return _KV_DTYPE_VALUES.get(engine, {}).get(value)
 
 
 def fix_engine_flags(found: list[dict[str, Any]], engine: str = "vllm") -> list[dict[str, Any]]:

@@ -679,7 +679,7 @@ def turn_proposal(
             action=cand.action,
             current=current,
             suggested=suggested,
-            flag=cand.flag or flag_for(ev.ctx.engine, t.dial, suggested),
+            flag=cand.flag or flag_for(ev.ctx.engine, t.dial, suggested, ev.ctx.inputs.engine_version),
             severity=severity,
             confidence=confidence,
             summary=summary,

@@ -445,7 +445,7 @@ class GoodputRule:
                     action="set" if dial == c.DIAL_WEIGHT_QUANTIZATION else "increase",
                     current=getattr(inputs, field),
                     suggested=value,
-                    flag=flag_for(ev.ctx.engine, dial, value),
+                    flag=flag_for(ev.ctx.engine, dial, value, ev.ctx.inputs.engine_version),
                     severity="warning",
                     confidence=conf,
                     summary=f"{ev.ctx.name}: TPOT misses its target at a small batch — {dial} → {value}",

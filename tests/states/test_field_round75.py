@@ -30,12 +30,13 @@ the advisor's output:
   Throughput: 234.54 token/s, Acceptance length: 5.88". Before the turn: one stream at 11.3 ms a token. Must propose
   speculative decoding; never replicas or a restart.
 
-All three rows fail today (``XFAIL``), each in a different way: ``kv_saturation`` proposes the fp8 cache as
-``--kv-cache-dtype fp8_e4m3``, a value that SGLang release refuses (the right turn, a flag the engine cannot take);
-``goodput_below_target``'s small-batch TPOT branch offers ``--num-shard 8``, the turn the thread measured 15 % slower
-(a measured-harmful turn, the same branch as rounds 71 and 74); ``speculative_decoding`` withholds the enable turn
-because it drafts only by n-gram lookup (or a checkpoint's own MTP layers), never with the trained EAGLE-3 head the
-thread measured at 2.65× (a missed turn).
+Two rows fail today (``XFAIL``): ``goodput_below_target``'s small-batch TPOT branch offers ``--num-shard 8``, the
+turn the thread measured 15 % slower (a measured-harmful turn, the same branch as rounds 71 and 74);
+``speculative_decoding`` withholds the enable turn because it drafts only by n-gram lookup (or a checkpoint's own MTP
+layers), never with the trained EAGLE-3 head the thread measured at 2.65× (a missed turn). The SGLang row failed when
+written: ``kv_saturation`` proposed the fp8 cache as ``--kv-cache-dtype fp8_e4m3``, a value that release refuses (the
+right turn, a flag the engine cannot take); since 2026-12-07 the flag is spelled by the deployment's
+``engine_version`` (``advisor.engines.flags``: ``fp8_e5m2`` before SGLang 0.4.2, sgl-project/sglang PR #2786).
 
 Candidates set aside (within the round's time limit): NVIDIA/TensorRT-LLM#1875 (starcoder2-3b on A10G, TP 2 at 549 ms
 against 568 ms on one GPU — 1,600 prompt and 200 generated tokens in 568 ms is not a full fp16 decode on an A10G, so
@@ -309,15 +310,6 @@ STATES = [
 ]
 
 XFAIL: dict[str, str] = {
-    "sglang-0.2-a100-llama2-13b-sharegpt-burst-pool-full-fp8-e5m2-kv-measured-17.8pct": (
-        "kv_saturation (advisor/rules/kv_saturation.py) leads with mem_fraction_static 0.88 → 0.9 and offers "
-        "kv_cache_dtype auto → fp8 as the alternative with the flag '--kv-cache-dtype fp8_e4m3' "
-        "(advisor/engines/flags.py `_KV_DTYPE_VALUES['sglang']` maps the dial's fp8 to fp8_e4m3 whatever the "
-        "release). sgl-project/sglang#1204 measured the turn as fp8_e5m2 (7.04 → 8.30 req/s on this model, GPU and "
-        "burst), and SGLang's --kv-cache-dtype took only auto and fp8_e5m2 (choices=['auto', 'fp8_e5m2']) until "
-        "sgl-project/sglang#2786 added fp8_e4m3 in January 2025: on this 0.2 release argparse refuses the flag and "
-        "the server does not start. Kind: the right turn with a flag value the engine release refuses"
-    ),
     "tgi-1.1-p4de-llama2-70b-4-shards-one-stream-8-shards-measured-15pct-slower-never-more-shards": (
         "goodput_below_target's small-batch TPOT branch (advisor/rules/goodput.py `_tpot`: `q = 'fp8' if "
         "gpu.fp8_flops else 'awq'`, scored by `model.tpot_seconds`) sees TPOT 30 ms over a 25 ms target at one "
