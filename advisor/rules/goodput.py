@@ -476,12 +476,28 @@ class GoodputRule:
                     sufficient=after * observed_scale <= target,
                     cost=cost,
                     withheld=withheld
-                    or (pcie_tensor_parallel_withheld(ev) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else None),
+                    or (
+                        pcie_tensor_parallel_withheld(ev) or SMALL_BATCH_TP_WITHHELD
+                        if dial == c.DIAL_TENSOR_PARALLEL_SIZE
+                        else None
+                    ),
                     gpus_added=turn_gpus_added(ev, turned) if dial == c.DIAL_TENSOR_PARALLEL_SIZE else 0.0,
                 )
             )
         return out
 
+
+SMALL_BATCH_TP_WITHHELD: Final = (
+    "withheld: more tensor parallelism for a few streams is priced by the roofline as half the weight read a GPU "
+    "does a step, but what operators measured at a small batch was no gain or a loss — the per-layer all-reduce and "
+    "each kernel's fixed time do not split: TGI 1.2 CodeLlama-34B on H100 27.98 → 28.02 ms a token at 2 shards "
+    "(huggingface/text-generation-inference#1315), Llama-2-70B 15 % slower at 8 shards than 4 on a p4de (#1129), "
+    "gpt-oss-120b 90 → 78 tokens/s at TP 2 on NVLinked A100s (vllm-project/vllm#22331), BLOOM 12× slower at TP 8 on "
+    "V100 (NVIDIA/TensorRT-LLM#389); no report collected measured the turn winning there. Measure it on one replica "
+    "before turning it fleet-wide"
+)
+"""Why the small-batch TPOT branch's TP increase is listed but never suggested: the field states built from those
+reports (rounds 52, 67, 71, 74, 75) each failed on it, and none of the 109 that name the dial asks for it."""
 
 WEIGHT_SHARE_MIN: Final = 0.5
 """Share of the modelled decode step that streaming the weights takes, below which the small-batch turns (lighter

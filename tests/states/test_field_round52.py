@@ -533,15 +533,7 @@ STATES = [
     vllm_dp4_engine_wedged_by_prompt_above_usable_pool(),
 ]
 
-XFAIL: dict[str, str] = {
-    "vllm-0.28-gb200-tp4-p99-itl-337ms-chunk-size-does-not-bound-it": (
-        "advisor/rules/goodput.py (goodput_below_target) proposes tensor_parallel_size 4 → 8 as its only turn "
-        "('TPOT misses its target at a small batch … each step is bound by reading the weights'; prior roofline TPOT "
-        "~23 → ~17 ms, confidence 0.08): it reads the 64-wide batch as weight-read-bound and does not see that the "
-        "miss is the 1-in-16 mixed prefill step (~0.34 s, eager) while decode-only steps are 14.1 ms; the same four "
-        "GPUs hold p99 13–20 ms under SGLang, and the report's fix is --max-cudagraph-capture-size, not more GPUs"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)

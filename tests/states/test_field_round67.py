@@ -11,13 +11,14 @@ set for the 2025 releases, as rounds 61 and 63 do), SGLang 0.4.x through
 catalog §2.1; the tokenizer's latency histograms are not rendered, as round 62 and ``test_field_config`` do not). The
 assertions come from the reports' numbers and the verdict each thread establishes, never from the advisor's output:
 
-* ``vllm-0.10-gpt-oss-120b-a100-tp1-90-tps-never-raise-tp`` — vllm-project/vllm#22331 (a comment quoted on
-  2025-08-28): gpt-oss-120b on A100 80GB "fully NVlink", ``vllm/vllm-openai:gptoss``, "For TP=1, I get 90 tps. For
-  TP=2/4, I get 77-78 tps"; the reply: "similar with 120B on 2 devices … if local expert count per device is small,
-  the MoE layer start to slow down". Before the turn: TP 1, one stream at 90 tokens/s. Must never propose more TP
-  (measured 13–14 % slower at 2 and 4); never replicas, more sequences, a pool turn or a restart (one stream, the
-  pool nearly empty). XFAIL: the goodput rule crashes on the mxfp4 checkpoint (no deployment printed) and, past the
-  crash, proposes TP 1→2 — see ``XFAIL``.
+* ``vllm-0.10-gpt-oss-120b-a100-tp1-90-tps-never-raise-tp`` — vllm-project/vllm#22331 (a comment quoted on 2025-08-28):
+  gpt-oss-120b on A100 80GB "fully NVlink", ``vllm/vllm-openai:gptoss``, "For TP=1, I get 90 tps. For TP=2/4, I get
+  77-78 tps"; the reply: "similar with 120B on 2 devices … if local expert count per device is small, the MoE layer
+  start to slow down". Before the turn: TP 1, one stream at 90 tokens/s. Must never propose more TP (measured 13–14 %
+  slower at 2 and 4); never replicas, more sequences, a pool turn or a restart (one stream, the pool nearly empty). It
+  failed when written: the goodput rule crashed on the mxfp4 checkpoint (no deployment printed) and, past the crash,
+  proposed TP 1→2; the crash was fixed, and since 2026-12-07 ``goodput_below_target`` lists the small-batch TP turn
+  withheld (``advisor.rules.goodput.SMALL_BATCH_TP_WITHHELD``: no report collected measured it winning).
 * ``sglang-0.4.7-h20-tp2-llama2-70b-saturated-never-enable-eagle`` — sgl-project/sglang#6995 ("optimize speculative
   decoding with high throughput", June 2025): Llama-2-70b-chat on H20 at TP 2, 500 requests of 1024/1024 tokens
   (range ratio 0.7): "without speculative decoding: throughput: 0.62 req/s"; EAGLE (2 steps, topk 4, 4 draft tokens)
@@ -186,16 +187,7 @@ STATES = [
     sglang_h20_llama2_70b_saturated_no_eagle(),
 ]
 
-XFAIL: dict[str, str] = {
-    "vllm-0.10-gpt-oss-120b-a100-tp1-90-tps-never-raise-tp": (
-        "advisor/rules/goodput.py GoodputRule._tpot, small-batch branch (its crash on 'awq' for the mxfp4 "
-        "checkpoint, which dropped the deployment from once, is fixed: no requantization of a quantized checkpoint, "
-        "and a rule's failure no longer stops the others) proposes tensor_parallel_size 1→2 for one stream "
-        "at TPOT 11.1 ms — the turn vllm#22331 measured slower (90 → 77–78 tokens/s at TP 2/4 on NVLinked A100s); "
-        "its TP×2 price halves the weight bytes per GPU but does not charge the per-layer all-reduce and the thinner "
-        "per-GPU expert GEMMs that dominate a ~5B-active MoE at batch 1; right: no TP increase here"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)

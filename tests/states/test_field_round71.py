@@ -20,10 +20,11 @@ reports' numbers and the verdict each thread establishes, never from the advisor
 * ``tgi-1.2-h100-codellama-34b-one-stream-second-shard-measured-no-faster-never-more-shards`` —
   huggingface/text-generation-inference#1315 ("Tensor Parallelism on TGI", December 2023): TGI v1.2,
   ``codellama/CodeLlama-34b-Instruct-hf``, requests sent one at a time, latency per token (ms, average / P50 / P99):
-  H100 × 1 27.98 / 27.56 / 30.68, × 2 28.02 / 27.82 / 30.81, × 4 31.77 / 30.50 / 47.52 (A100-80G: 46.79, 29.39,
-  32.06). Before the turn: one H100, ``--num-shard 1``, one stream at 28 ms a token against a 25 ms target. Never more
-  shards (tensor parallelism); never replicas or a restart. XFAIL: the advisor offers ``--num-shard 2`` beside fp8
-  weights (``goodput_below_target``: the prior roofline's 31 → 18 ms, where the report measured 27.98 → 28.02 ms).
+  H100 × 1 27.98 / 27.56 / 30.68, × 2 28.02 / 27.82 / 30.81, × 4 31.77 / 30.50 / 47.52 (A100-80G: 46.79, 29.39, 32.06).
+  Before the turn: one H100, ``--num-shard 1``, one stream at 28 ms a token against a 25 ms target. Never more shards
+  (tensor parallelism); never replicas or a restart. It failed when written: the advisor offered ``--num-shard 2``
+  beside fp8 weights (``goodput_below_target``: the prior roofline's 31 → 18 ms, where the report measured 27.98 → 28.02
+  ms); since 2026-12-07 that TP turn is listed withheld (``advisor.rules.goodput.SMALL_BATCH_TP_WITHHELD``).
 * ``trtllm-0.16-a100-80gb-llama3-8b-batch-16-larger-batch-measured-2.75x`` — NVIDIA/TensorRT-LLM#2648 ("Throughput
   Measurements", January 2025): Llama 3 8B in float16 on an A100 80GB SXM, 35 input and 250 output tokens, "about 2000
   tokens per second"; then "I increased batch size and reached to 5500 tokens per second". Before the turn: the batch
@@ -300,19 +301,7 @@ STATES = [
     trtllm_a100_llama3_8b_batch_16(),
 ]
 
-XFAIL: dict[str, str] = {
-    "tgi-1.2-h100-codellama-34b-one-stream-second-shard-measured-no-faster-never-more-shards": (
-        "goodput_below_target's small-batch TPOT branch (advisor/rules/goodput.py: `wider = _turned(inputs, "
-        "tensor_parallel_size=… * 2)` scored by `model.tpot_seconds`) offers --num-shard 1 → 2 as an alternative to "
-        "fp8 weights, predicting the prior roofline TPOT ~31 → ~18 ms (sufficient: 18 × 28/31 ≤ 25 ms); "
-        "huggingface/text-generation-inference#1315 measured that exact turn on TGI v1.2, CodeLlama-34B, one H100, "
-        "one stream: 27.98 → 28.02 ms a token (and 31.77 ms at 4 shards). The roofline halves the weight read a GPU "
-        "does a step and adds only NCCL latency; the report's numbers show a ~28 ms floor a token that neither more "
-        "shards nor a faster GPU moves (A100 × 2 29.39, H100 × 1 27.98, H100 × 2 28.02): time outside the split "
-        "weight read that the model does not carry for TGI 1.x (step_outside_gpu does not catch it, since the modelled "
-        "31 ms at TP 1 is not below the observed 28 ms)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)

@@ -39,12 +39,13 @@ the advisor's output:
   something in your client code is limiting concurrency to 100". Never a capacity turn (replicas, more sequences, a
   larger pool, more GPUs) or a restart.
 
-One row fails today (``XFAIL``): ``goodput_below_target``'s small-batch TPOT branch offers TP 1 → 2 to the V100
-engine whose TP 8 rebuild measured 12.4× slower. The eight-seat row failed when written: ``admission_thrash`` capped
-the context at 8,192 tokens under the 16,384-token prompts (its falsifier, the lifetime mean request length, was read
-only from 20 finished requests; this freshly booted server had answered 2) and never lowered the seats; since
-2026-12-07 the mean is read from one finished request (``advisor.evaluate.MIN_LIFETIME_FINISHED``), the cap is
-withheld and ``max_num_seqs`` 8 → 3 is proposed.
+Every row passes. The V100 row failed when written (``goodput_below_target``'s small-batch TPOT branch offered TP 1 → 2
+to the engine whose TP 8 rebuild measured 12.4× slower); since 2026-12-07 ``goodput_below_target`` lists the small-batch
+TP turn withheld (``advisor.rules.goodput.SMALL_BATCH_TP_WITHHELD``: no report collected measured it winning). The
+eight-seat row failed when written: ``admission_thrash`` capped the context at 8,192 tokens under the 16,384-token
+prompts (its falsifier, the lifetime mean request length, was read only from 20 finished requests; this freshly booted
+server had answered 2) and never lowered the seats; since 2026-12-07 the mean is read from one finished request
+(``advisor.evaluate.MIN_LIFETIME_FINISHED``), the cap is withheld and ``max_num_seqs`` 8 → 3 is proposed.
 
 Candidates set aside (within the round's time limit): vllm-project/vllm#49259 (Qwen3-VL-32B-FP8 throughput collapse on
 v0.25.1, fixed by reverting to v0.24.0 — the figures were not returned with the thread), #1492 (vLLM 0.2 hung with two
@@ -439,18 +440,7 @@ STATES = [
     vllm_061_client_capped_at_100(),
 ]
 
-XFAIL: dict[str, str] = {
-    "trtllm-0.5-v100-bloom-tp1-page-tp8-measured-12x-slower-never-more-tp": (
-        "goodput_below_target's small-batch TPOT branch (advisor/rules/goodput.py `_tpot`: `q = 'fp8' if "
-        "gpu.fp8_flops else 'awq'`, scored by `model.tpot_seconds`) sees TPOT 17.6 ms over a 15 ms target at one "
-        "running sequence and leads with weight_quantization → awq ('the prior roofline TPOT from ~10 ms to ~4 ms'), "
-        "offering tensor_parallel_size 1 → 2 as the alternative ('+46% per added GPU', TPOT ~10 → ~7 ms). "
-        "NVIDIA/TensorRT-LLM#389 measured that direction on the same eight V100s and request: BLOOM rebuilt at "
-        "--world_size 8 answered in 115 s against 9.28 s on one GPU (12.4× slower), which the maintainers put on "
-        "communication. The roofline prices the all-reduce of a PCIe/NVLink-2 V100 box as free beside the weight "
-        "read it splits, and no measured TP result reaches the rule"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
 
 once, test_field_state = round_tests(STATES, XFAIL)

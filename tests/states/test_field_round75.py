@@ -30,13 +30,14 @@ the advisor's output:
   Throughput: 234.54 token/s, Acceptance length: 5.88". Before the turn: one stream at 11.3 ms a token. Must propose
   speculative decoding; never replicas or a restart.
 
-Two rows fail today (``XFAIL``): ``goodput_below_target``'s small-batch TPOT branch offers ``--num-shard 8``, the
-turn the thread measured 15 % slower (a measured-harmful turn, the same branch as rounds 71 and 74);
-``speculative_decoding`` withholds the enable turn because it drafts only by n-gram lookup (or a checkpoint's own MTP
-layers), never with the trained EAGLE-3 head the thread measured at 2.65× (a missed turn). The SGLang row failed when
-written: ``kv_saturation`` proposed the fp8 cache as ``--kv-cache-dtype fp8_e4m3``, a value that release refuses (the
-right turn, a flag the engine cannot take); since 2026-12-07 the flag is spelled by the deployment's
-``engine_version`` (``advisor.engines.flags``: ``fp8_e5m2`` before SGLang 0.4.2, sgl-project/sglang PR #2786).
+One row fails today (``XFAIL``): ``speculative_decoding`` withholds the enable turn because it drafts only by n-gram
+lookup (or a checkpoint's own MTP layers), never with the trained EAGLE-3 head the thread measured at 2.65× (a missed
+turn). The SGLang row failed when written: ``kv_saturation`` proposed the fp8 cache as ``--kv-cache-dtype fp8_e4m3``, a
+value that release refuses (the right turn, a flag the engine cannot take); since 2026-12-07 the flag is spelled by the
+deployment's ``engine_version`` (``advisor.engines.flags``: ``fp8_e5m2`` before SGLang 0.4.2, sgl-project/sglang PR
+#2786). The TGI row failed when written (``--num-shard 8`` offered, the turn the thread measured 15 % slower); since
+2026-12-07 ``goodput_below_target`` lists the small-batch TP turn withheld
+(``advisor.rules.goodput.SMALL_BATCH_TP_WITHHELD``: no report collected measured it winning).
 
 Candidates set aside (within the round's time limit): NVIDIA/TensorRT-LLM#1875 (starcoder2-3b on A10G, TP 2 at 549 ms
 against 568 ms on one GPU — 1,600 prompt and 200 generated tokens in 568 ms is not a full fp16 decode on an A10G, so
@@ -310,16 +311,6 @@ STATES = [
 ]
 
 XFAIL: dict[str, str] = {
-    "tgi-1.1-p4de-llama2-70b-4-shards-one-stream-8-shards-measured-15pct-slower-never-more-shards": (
-        "goodput_below_target's small-batch TPOT branch (advisor/rules/goodput.py `_tpot`: `q = 'fp8' if "
-        "gpu.fp8_flops else 'awq'`, scored by `model.tpot_seconds`) sees TPOT 30 ms over a 25 ms target at one "
-        "running sequence and leads with weight_quantization → awq ('the prior roofline TPOT from ~31 ms to ~13 ms'), "
-        "offering tensor_parallel_size 4 → 8 ('--num-shard 8', TPOT 31.3 → 19.8 ms, '+15% per added GPU') as the "
-        "alternative. huggingface/text-generation-inference#1129 measured that turn on the same p4de (eight "
-        "NVLinked A100-80GB), model and serial load: eight shards 15% slower on average than four. The roofline "
-        "prices the doubled all-reduce group as free beside the halved weight read, and no measured TP result "
-        "reaches the rule (the same branch as rounds 71 and 74). Kind: proposes a turn the report measured harmful"
-    ),
     "sglang-0.4.4-8xh100-tp8-llama3.3-70b-one-stream-eagle3-measured-2.65x-enable-speculation": (
         "speculative_decoding (advisor/rules/speculative.py `_enable` / `_enable_withheld`) drafts only by n-gram "
         "lookup unless the checkpoint ships MTP layers, and withholds that n-gram turn here ('the requests read "
