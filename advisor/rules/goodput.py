@@ -401,7 +401,11 @@ class GoodputRule:
             )
             return out
         # small batch: bandwidth-bound — read fewer weight bytes per GPU, unless the step is not where the time goes
-        withheld = step_outside_gpu(ev, now_tpot, target) or _weights_not_the_step(model, inputs, gpu, batch, context)
+        withheld = (
+            step_outside_gpu(ev, now_tpot, target)
+            or _batch_held_by_the_cap(ev, batch)
+            or _weights_not_the_step(model, inputs, gpu, batch, context)
+        )
         observed = histogram_mean(s.tpot)
         observed_scale = observed / now_tpot if observed is not None and now_tpot > 0 else 1.0
         options: list[tuple[str, Any, CapacityInputs, float, str]] = []
@@ -503,6 +507,27 @@ WEIGHT_SHARE_MIN: Final = 0.5
 """Share of the modelled decode step that streaming the weights takes, below which the small-batch turns (lighter
 weights, more TP) are withheld: they shrink that share only, so under half of the step they recover under half of it
 (fp8 at most a quarter), and the step is no longer "bound by reading the weights" as their page says."""
+
+
+CAP_FULL_SHARE: Final = 0.95
+"""Share of ``max_num_seqs`` the per-rank batch must reach, with requests waiting, for the batch to be the cap's."""
+
+
+def _batch_held_by_the_cap(ev: Evaluation, batch: float) -> str | None:
+    """Why the small-batch turns (lighter weights, more TP) are withheld because the batch is small only as
+    ``max_num_seqs`` holds it there: the per-rank batch at :data:`CAP_FULL_SHARE` of the cap or more with requests
+    waiting; ``None`` otherwise. Then the queue in front of the cap is where the time goes, and a faster step
+    leaves it as long (vllm-project/vllm#17788: 32 running of ``--max-num-seqs 32``, 475 waiting, TTFT 147 s of
+    queue; the FP8 checkpoint measured "almost the same" — field-state round 73)."""
+    s = ev.stats
+    cap = ev.ctx.inputs.max_num_seqs
+    if s is None or not cap or not s.requests_waiting or batch < CAP_FULL_SHARE * cap:
+        return None
+    return (
+        f"withheld: the batch ({batch:,.0f} a rank) is small because max_num_seqs {cap} holds it there, with "
+        f"{s.requests_waiting:,.0f} waiting: the time goes to the queue in front of the cap, which a faster step "
+        "leaves as long (seq_cap sizes the cap)"
+    )
 
 
 def _weights_not_the_step(

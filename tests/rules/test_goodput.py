@@ -348,3 +348,30 @@ def test_tpot_far_above_a_step_that_meets_the_target_withholds_the_gpu_turns() -
     quant, tp = RULE.propose(e)
     assert quant.withheld is None
     assert tp.withheld == SMALL_BATCH_TP_WITHHELD  # measured no gain at a small batch in every report collected
+
+
+def test_a_batch_the_sequence_cap_holds_with_a_queue_gets_no_small_batch_turn() -> None:
+    # vllm-project/vllm#17788 (field-state round 73): 32 running of --max-num-seqs 32 with a queue, TPOT missed;
+    # the FP8 checkpoint measured "almost the same": the queue in front of the cap held the time, not the step
+    dep = ctx(slo=SLOTargets(2.5, 0.005, 0.9), perf=ROOFLINE, max_num_seqs=4)
+    at_cap = ev(
+        dep=dep,
+        goodput=good(1.0, 0.2),
+        requests_running=4,
+        requests_waiting=12,
+        kv_cache_usage_ratio=0.05,
+        **requests(100),
+    )
+    turns = RULE.propose(at_cap)
+    assert turns and all(p.withheld is not None and "max_num_seqs 4 holds it there" in p.withheld for p in turns)
+    # the same batch with nothing waiting is small on its own: the weight turn stands
+    alone = ev(
+        dep=dep,
+        goodput=good(1.0, 0.2),
+        requests_running=4,
+        requests_waiting=0,
+        kv_cache_usage_ratio=0.05,
+        **requests(100),
+    )
+    quant = [p for p in RULE.propose(alone) if p.dial == "weight_quantization"]
+    assert quant and quant[0].withheld is None, quant

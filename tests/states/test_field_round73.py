@@ -32,9 +32,10 @@ thread establishes, never from the advisor's output:
   mean TTFT 146.8 s — and the FP8 checkpoint "almost the same". Never weight quantization; never replicas or a
   restart.
 
-Two rows fail today (``XFAIL``), both in ``goodput_below_target``'s small-batch TPOT branch: it offers AWQ to
-the TGI server that measured AWQ the same, and FP8 to the vLLM server whose FP8 run measured the same while
-its time went to the queue in front of a 32-sequence cap.
+One row fails today (``XFAIL``), in ``goodput_below_target``'s small-batch TPOT branch: it offers AWQ to the TGI
+server that measured AWQ the same. The vLLM row failed when written (FP8 offered to the server whose FP8 run measured
+the same while its time went to the queue in front of a 32-sequence cap); since 2026-12-07 the small-batch turns are
+withheld where the batch is the cap's with requests waiting (``advisor.rules.goodput._batch_held_by_the_cap``).
 
 Candidates set aside (within the round's time limit): sgl-project/sglang#7352 (Qwen-32B-FP8 1.7× slower offline
 at dp 2 × tp 4 — the launch flags were not returned), vllm-project/vllm#19264 (Qwen3-8B-FP8 0.32 against 0.43 req/s
@@ -398,17 +399,6 @@ XFAIL: dict[str, str] = {
         "--num-shard 4, serial requests: latency 'almost identical' across a test set. The modelled step (14.5 ms) is "
         "58 % of the observed 25 ms, so step_outside_gpu (STEP_SHARE_MAX 0.5) lets it through, and observed_scale "
         "then shrinks the unexplained 10 ms by the ideal byte ratio as if it were weight read too"
-    ),
-    "vllm-0.8.5-h100nvl-qwen3-32b-cap-32-burst-fp8-measured-same-never-quantize": (
-        "goodput_below_target (advisor/rules/goodput.py `propose`) sees TTFT fail with queueing (TTFT ok 0 %, queue "
-        "147.8 s of a 148 s TTFT, 475 waiting behind --max-num-seqs 32 with the pool 23 % used), finds no replica "
-        "count (one second of history) and, because TPOT also misses (80 % vs 90 %), runs the small-batch TPOT "
-        "branch, leading with weight_quantization None → fp8 ('the prior roofline TPOT from ~31 ms to ~17 ms'), TP "
-        "1 → 2 as the alternative. vllm-project/vllm#17788 measured the FP8 checkpoint on vLLM 0.8.5.post1, one H100 "
-        "NVL, --max-num-seqs 32, 1,000 ShareGPT prompts at once: 'almost the same' (BF16: 3.26 req/s, 653.6 tok/s, "
-        "mean TTFT 146.8 s). A weight turn leaves the queue in front of 32 slots as long; the rule never weighs "
-        "the sequence cap the batch sits at, and weights_crowd already withheld the same fp8 turn ('the KV pool is "
-        "not the constraint')"
     ),
 }
 """State id → why the advisor is wrong there (strict: the test passes only while it still fails)."""
