@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import hmac
 import io
@@ -101,10 +102,37 @@ _ROUTES: list[tuple[re.Pattern[str], tuple[str, ...], str]] = [
     (re.compile(r"^/api/v1/plan$"), ("POST",), "plan"),
     (re.compile(r"^/-/reload$"), ("POST", "PUT"), "reload"),
 ]
+_API_QUERY: dict[str, frozenset[str]] = {
+    "openapi": frozenset(),
+    "deployments": frozenset({"deployment"}),
+    "recommendations": frozenset({"deployment", "status"}),
+    "recommendation": frozenset(),
+    "snooze": frozenset(),
+    "ack": frozenset(),
+    "plan": frozenset(),
+}
+"""The query parameters each ``/api/v1`` route reads; any other is refused (400), not ignored: a typo such as
+``?deploymnet=chat`` answered every deployment's recommendations with 200 (breaker 28). The status page, ``/metrics``
+and the probes keep ignoring theirs (scrapers and browsers add their own)."""
+
 _CSRF_SECRET = secrets.token_bytes(32)
 """Per-process key of the CSRF tokens: a restart invalidates the forms of pages rendered before it."""
 
 _FORM = "application/x-www-form-urlencoded"
+
+
+def _refuse_unknown_query(route: str, query: dict[str, list[str]]) -> None:
+    """Raise a 400 :class:`ApiError` naming the first query parameter ``route`` does not read
+    (:data:`_API_QUERY`), with the closest known one; routes outside the API read what they like."""
+    known = _API_QUERY.get(route)
+    if known is None:
+        return
+    for key in query:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            accepted = ", ".join(sorted(known)) or "none"
+            raise ApiError(400, f"unknown query parameter {key[:40]!r} (accepted here: {accepted}){hint}")
 
 
 def csrf_token(identity: str) -> str:
@@ -710,6 +738,7 @@ class _Handler(BaseHTTPRequestHandler):
                     headers={"Allow": ", ".join(allowed)},
                 )
             query = parse_qs(parts.query, keep_blank_values=True)
+            _refuse_unknown_query(name, query)
             getattr(self, f"_h_{name}")(query=query, **m.groupdict())
             return
         raise ApiError(404, f"no such path: {path}")

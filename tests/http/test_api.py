@@ -382,6 +382,19 @@ def test_a_query_parameter_given_twice_is_refused_not_read_last_wins(daemon: Dae
     assert requests.get(daemon.url + "/api/v1/recommendations?status=open", timeout=10).status_code == 200
 
 
+def test_an_unknown_query_parameter_of_the_api_is_refused_naming_it(daemon: Daemon) -> None:
+    """Breaker 28: ``?deploymnet=chat-8b`` answered every deployment's recommendations with 200. An API route's
+    unknown parameter is a 400 naming it and the closest known one; /metrics and the probes still ignore theirs."""
+    r = requests.get(daemon.url + "/api/v1/recommendations?deploymnet=chat-8b", timeout=10)
+    assert r.status_code == 400, r.text
+    assert "unknown query parameter 'deploymnet'" in r.json()["error"] and "did you mean 'deployment'" in r.text
+    r = requests.get(daemon.url + "/api/v1/deployments?status=open", timeout=10)
+    assert r.status_code == 400 and "accepted here: deployment" in r.json()["error"], r.text
+    assert requests.get(daemon.url + "/api/v1/deployments?deployment=chat-8b", timeout=10).status_code == 200
+    assert requests.get(daemon.url + "/metrics?name[]=up", timeout=10).status_code == 200
+    assert requests.get(daemon.url + "/healthz?x=1", timeout=10).status_code == 200
+
+
 def test_a_request_with_two_host_or_content_length_headers_is_a_bad_request(daemon: Daemon) -> None:
     """Breaker 20: two ``Host`` headers passed the write check on the first one, two ``Content-Length`` headers were
     read by the first; RFC 9112 makes either request invalid: 400, and the request is not acted on."""
