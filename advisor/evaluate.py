@@ -956,9 +956,19 @@ def _target_state(t: TargetView, now: float, q: Quality) -> tuple[str, str]:
     return c.STATE_FRESH, "ok"
 
 
+NO_TARGETS: Final = (
+    "no targets: none listed (an empty file_sd file) or none found yet (a Prometheus source's query matched no "
+    "instance)"
+)
+"""The ``unavailable`` reason of a deployment with no target at all, not one whose targets failed."""
+
+
 def deployment_state(targets: Sequence[TargetView], now: float, q: Quality) -> tuple[str, str]:
     """The deployment's ``(state, reason)``: ``unavailable`` when no target answers; ``stale`` when any
     answering target is stale (its numbers would mislead every rule); else ``fresh``."""
+    if not targets:
+        # breaker 28: an empty file_sd file read "no target answered", as if engines were down
+        return c.STATE_UNAVAILABLE, NO_TARGETS
     states = [(t, *target_state(t, now, q)) for t in targets]
     if all(st == c.STATE_UNAVAILABLE for _, st, _ in states):
         why = sorted({_failure(t) for t in targets if t.error_reason})

@@ -53,3 +53,10 @@ def test_an_engine_id_in_other_case_is_refused_with_the_id_it_means(given: str, 
     data = {"deployments": [{"name": "d", "engine": given, "targets": ["http://localhost:8000/metrics"]}]}
     with pytest.raises(ConfigError, match=f"did you mean '{meant}'"):
         parse_config(data, source="test")
+
+
+def test_a_deployment_without_any_target_says_so_not_that_none_answered() -> None:
+    # breaker 28: an empty file_sd file read "unavailable: no target answered", as if engines were down
+    from advisor.evaluate import NO_TARGETS, Quality, deployment_state
+
+    assert deployment_state([], 1_700_000_000.0, Quality(2.0)) == ("unavailable", NO_TARGETS)
