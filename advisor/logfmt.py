@@ -120,7 +120,9 @@ class JSONFormatter(logging.Formatter):
             "msg": msg,
         }
         for key, value in _PAIRS.findall(msg):
-            out.setdefault(key, value)
+            # the sentence's punctuation is not the value's: "deployment=chat-8b: …" names chat-8b (no deployment name
+            # or URL ends in ':', ',' or ';'; a fresh user's log join on deployment="…" matched nothing)
+            out.setdefault(key, value.rstrip(":,;"))
         for key in ("deployment", "target", "receiver"):
             if hasattr(record, key):
                 out[key] = getattr(record, key)

@@ -159,6 +159,8 @@ def _folder_arg(text: str) -> str:
 
 def add_rules_parser(subparsers: Any) -> None:
     """Register ``rules generate`` on an argparse sub-parsers object."""
+    from advisor.cli import add_log_flags
+
     rules = subparsers.add_parser("rules", help="Prometheus rule files (recording rules, SLO and advisor alerts)")
     sub = rules.add_subparsers(dest="rules_command", required=True)
     gen = sub.add_parser(
@@ -167,6 +169,7 @@ def add_rules_parser(subparsers: Any) -> None:
         description="Write recording rules that normalise engine metrics per deployment, goodput SLO burn-rate "
         "alerts from each deployment's slo, and alerts on the advisor's own gauges.",
     )
+    add_log_flags(gen, after_command=True)  # as after every other command (a nested one is not LazySubParsers')
     gen.add_argument("--config", required=True, help="YAML config file (the advisor's)")
     gen.add_argument("--out", type=_folder_arg, default="rules", help="folder to write into (default: rules)")
     gen.add_argument(

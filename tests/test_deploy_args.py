@@ -78,3 +78,9 @@ def test_a_log_flag_after_the_command_overrides_the_one_before_and_leaves_the_ot
         ["--log-level", "debug", "--log-format", "json", "once", "--config", "c.yaml", "--log-level", "error"]
     )
     assert (args.log_level, args.log_format) == ("error", "json")
+
+
+def test_the_log_flags_follow_a_nested_sub_command_too() -> None:
+    # fresh-user walkthrough 2026-12-07: 'rules generate … --log-format json' exited 2 (unrecognized arguments)
+    args = build_parser().parse_args(["rules", "generate", "--config", "c.yaml", "--log-format", "json"])
+    assert (args.rules_command, args.log_format) == ("generate", "json")

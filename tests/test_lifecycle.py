@@ -435,6 +435,40 @@ def test_an_incident_capped_at_warning_for_low_confidence_reopens_once_as_critic
     assert lc.open_recommendations()[0].severity == "critical"
 
 
+def test_an_incident_whose_rule_is_clearing_does_not_escalate() -> None:
+    """Breaker 29: a capped warning incident re-paged as a new critical one 19 s after the burst ended (KV at
+    14.5 %), as the window's confidence rose while its rule's clear side was holding. No escalation while clearing."""
+    rule = ScriptedRule(fire=True, for_s=0, severity="critical", confidence=0.23)
+    lc = Lifecycle([rule], resolve_hold_seconds=30.0)
+    (opened,) = lc.evaluate(evaluation(now=0))
+    assert opened.recommendation.severity == "warning"
+    rule.fire, rule.clear, rule.confidence = False, True, 0.75  # the burst is over; the confidence rises
+    assert lc.evaluate(evaluation(now=10)) == []
+    assert [r.id for r in lc.open_recommendations()] == [opened.recommendation.id]
+    (resolved,) = lc.evaluate(evaluation(now=40))
+    assert resolved.kind == "resolved" and resolved.recommendation.id == opened.recommendation.id
+
+
+def test_a_rule_that_resolves_at_once_skips_the_hold_and_unavailable_data_restarts_it() -> None:
+    """Breaker 29: (1) "scale replicas 2 → 1" (over_provisioned, resolve_at_once) stayed open for the 30 s hold into an
+    overload; (2) a 40 s outage between two clear scrapes counted as clear time, and the saturated incident resolved on
+    the first scrape back."""
+    down = ScriptedRule(id="fewer", fire=True, for_s=0, problem="over", dials=["replicas"])
+    down.resolve_at_once = True  # type: ignore[attr-defined]
+    up = ScriptedRule(id="more", fire=True, for_s=0, problem="saturation")
+    lc = Lifecycle([down, up], resolve_hold_seconds=30.0)
+    assert len(lc.evaluate(evaluation(now=0))) == 2
+    down.fire, down.clear = False, True
+    up.fire, up.clear = False, True
+    (gone,) = lc.evaluate(evaluation(now=2))  # the scale-down goes at once; the saturation holds 30 s
+    assert gone.kind == "resolved" and gone.recommendation.rule == "fewer"
+    assert lc.evaluate(evaluation(now=20, state="unavailable")) == []  # an outage: no clear time is vouched for
+    assert lc.evaluate(evaluation(now=42)) == []  # clear again from 42, not from 2
+    assert lc.evaluate(evaluation(now=71)) == []
+    (resolved,) = lc.evaluate(evaluation(now=72))
+    assert resolved.recommendation.rule == "more"
+
+
 @pytest.mark.parametrize("why", ["warning turn", "restored from the state file"])
 def test_a_warning_incident_not_capped_for_confidence_keeps_its_severity(why: str) -> None:
     """Only the confidence cap is lifted: an incident whose turns were warning at opening (a critical turn joining

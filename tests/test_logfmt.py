@@ -65,3 +65,15 @@ def test_a_traceback_escapes_the_outside_text_its_exceptions_quote() -> None:
     assert not any(ln.startswith("c 2026-01-01") for ln in lines), text  # no forged line, in either exception
     assert "\x1b" not in text and "\u2028" not in text
     assert any(ln.startswith('ValueError: bad page: a"b\\nc 2026-01-01') for ln in lines), text
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_a_json_lines_deployment_field_leaves_the_sentences_colon_out() -> None:
+    # fresh-user walkthrough 2026-12-07: "deployment=llama8b-h100: the capacity pass predicts …" gave the field
+    # "llama8b-h100:", and a log pipeline joining on deployment="llama8b-h100" matched nothing
+    import json
+
+    out = json.loads(_line("json", "deployment=%s: the capacity pass predicts +136%%", "llama8b-h100"))
+    assert out["deployment"] == "llama8b-h100"
+    out = json.loads(_line("json", "target=%s, deployment=%s; down", "http://10.0.0.1:8000/metrics", "d"))
+    assert (out["target"], out["deployment"]) == ("http://10.0.0.1:8000/metrics", "d")

@@ -47,9 +47,9 @@ ENGINE_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 HAND_GAIN = 0.4 * 79.15 * 8192  # tokens the 0.5 → 0.9 turn adds to Llama-3.1-8B's pool on an H100 80GB
 
 
-def _engine(label: str) -> Iterator[str]:
+def _engine(label: str, blocks: int = BLOCKS) -> Iterator[str]:
     srv = StandInServer(
-        StandInEngine(phases=(SATURATED,), speed=1.0, model=label, num_gpu_blocks=BLOCKS, gpu_memory_utilization=0.5)
+        StandInEngine(phases=(SATURATED,), speed=1.0, model=label, num_gpu_blocks=blocks, gpu_memory_utilization=0.5)
     )
     srv.start_background()
     try:
@@ -259,3 +259,26 @@ def test_two_replicas_both_under_an_alias_are_no_mismatch(tmp_path: Path) -> Non
     reason = _status(dep, "model_drift")["reason"]  # it may fire on the budget the config omits: not on the model
     assert "targets serve" not in reason and "the engine serves" not in reason, reason
     assert any(r["dial"] == "gpu_memory_utilization" for r in dep["recommendations"]), dep["recommendations"]
+
+
+def test_replicas_whose_pools_are_far_apart_get_no_turn_sized_on_their_mean(tmp_path: Path) -> None:
+    """Breaker 28: one replica's pool of 160 tokens beside another's 449,920 got a fleet-wide "gpu_memory_utilization
+    0.9 → 0.95 (225,040 → 241,262 KV tokens per replica)", the mean of the two. Here 11,910 and 1,000 blocks (×11.9,
+    beyond rules.common.POOL_SPREAD_MAX 1.5): model_drift names both pools and targets, and every pool turn is
+    withheld with that reason; the control (equal pools) keeps kv_budget's budget turn."""
+    for big in _engine(ENGINE_MODEL):
+        for small in _engine(ENGINE_MODEL, blocks=1_000):
+            dep = _once_two(tmp_path, big, small)
+    drift = _status(dep, "model_drift")
+    assert drift["reason"].startswith("the replicas' KV pools differ: 16,000 tokens at "), drift
+    assert "190,560 at " in drift["reason"], drift
+    # model_drift's own advisor-config corrections (the budget the config omits) are no pool turn
+    opened = [r for r in dep["recommendations"] if r["dial"] == "gpu_memory_utilization" and r["rule"] != "model_drift"]
+    assert not opened, opened
+    budget = _status(dep, "kv_budget")
+    assert "the replicas' KV pools differ" in budget["reason"], budget
+    for a in _engine(ENGINE_MODEL):
+        for b in _engine(ENGINE_MODEL):
+            same = _once_two(tmp_path, a, b)
+    assert "KV pools differ" not in _status(same, "model_drift")["reason"]
+    assert any(r["dial"] == "gpu_memory_utilization" and r["rule"] == "kv_budget" for r in same["recommendations"])

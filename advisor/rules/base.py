@@ -160,6 +160,10 @@ class Evaluation:
             printed for "the pass on the engine's settings vs the engine's pool" (``model_drift``'s reason, the
             predicted effects' "The capacity pass predicts …" note) is this one, computed once in
             :func:`advisor.evaluate.evaluate_deployment`.
+        pool_spread: ``(target, tokens, target, tokens)`` of the smallest and the largest KV pool an engine behind
+            the answering targets reports (targets redacted), with two or more pools reported; ``None`` otherwise.
+            Replicas of one deployment run one model with one set of flags: pools far apart mean one runs with other
+            settings (:func:`advisor.rules.common.pools_disagree`).
         model_mismatch: the engine's own model label names another model than the config's ``model``
             (:func:`advisor.capacity.model_label.compare_model_label`, definite only: an alias the advisor cannot
             tell apart is ``None``). The capacity pass then sizes the wrong model: ``model_drift`` names both, and
@@ -300,6 +304,7 @@ class Evaluation:
     capacity_model_error_bound: float = 0.15
     running_model_error_ratio: float | None = None
     model_mismatch: ModelLabelMismatch | None = None
+    pool_spread: tuple[str, float, str, float] | None = None
     kv_rank_capacity_tokens: tuple[float, ...] = ()
     kv_rank_usage_ratio_max: float | None = None
     rank_requests_running_max: float | None = None

@@ -950,6 +950,30 @@ def _beside(m: ModelLabelMismatch) -> str:
     )
 
 
+POOL_SPREAD_MAX: Final = 1.5
+"""Largest ratio of the largest to the smallest KV pool among one deployment's replicas that is still one set of
+settings (a driver's or a profile's few percent, the CUDA-graph memory of a restarted replica): beyond it one
+replica runs with other flags, and a pool turn sized on their mean fits neither."""
+
+
+def pools_disagree(ev: Evaluation) -> str | None:
+    """Why turns sized on the deployment's pool are withheld: its replicas report pools more than
+    :data:`POOL_SPREAD_MAX` apart (``ev.pool_spread``), in words; ``None`` otherwise (breaker 28: one replica's
+    144-token pool beside another's 449,920 got "gpu_memory_utilization 0.9 → 0.95 (225,040 → 241,262 KV tokens
+    per replica)", the mean of the two, as a fleet-wide turn)."""
+    spread = ev.pool_spread
+    if spread is None:
+        return None
+    small_at, small, large_at, large = spread
+    if small > 0 and large / small <= POOL_SPREAD_MAX:
+        return None
+    return (
+        f"the replicas' KV pools differ: {small:,.0f} tokens at {small_at}, {large:,.0f} at {large_at}: one runs "
+        "with other settings (flags, GPU, or another process holding its memory), and a turn sized on their mean fits "
+        "neither — start it as its siblings are"
+    )
+
+
 def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposal]:
     """``proposals`` with every prediction built from the config's model withheld when the engine serves another
     (``ev.model_mismatch``): each proposal but ``model_drift``'s and those of :data:`ENGINE_FIGURES_ONLY_DIALS` gets
@@ -963,7 +987,15 @@ def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposa
     """
     m = ev.model_mismatch
     if m is None or not m.definite:
-        return list(proposals)
+        apart = pools_disagree(ev)
+        if apart is None:
+            return list(proposals)
+        return [
+            p
+            if p.rule == c.RULE_MODEL_DRIFT or p.dial in ENGINE_FIGURES_ONLY_DIALS or p.withheld is not None
+            else dataclasses.replace(p, withheld=f"withheld: {apart}", predicted_effect={})
+            for p in proposals
+        ]
     why = (
         f"withheld: {_beside(m)}: the capacity pass sums their engines with the config's model's, so this prediction "
         "would be wrong (see model_drift)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from advisor import conventions as c
 from advisor.capacity.model_label import ModelLabelMismatch
 from advisor.rules.base import Condition, Evaluation, Proposal
+from advisor.rules.common import pools_disagree
 from advisor.rules.turns import FIELD_FOR_DIAL, effect
 
 
@@ -56,6 +57,9 @@ class ModelDriftRule:
                 "pass sizes the config's model, so its figures are the wrong model's",
                 evidence,
             )
+        apart = pools_disagree(ev)
+        if apart is not None:
+            return Condition(True, apart, {"pool_spread": list(ev.pool_spread or ())})
         if err is None:
             return Condition(None, "the engine does not report its pool")
         running = ev.running_model_error_ratio

@@ -383,6 +383,14 @@ class _Turn:
         return rank_key(self.p, self.gpus)
 
 
+def resolve_hold(rule: Rule, default: float) -> float:
+    """Seconds ``rule``'s clear side must hold before it leaves: ``default`` (``rules.resolve_for``), or 0 for a
+    rule whose ``resolve_at_once`` attribute is true — advice to take capacity away, which must go the moment it
+    stops being true (breaker 29: "scale replicas 2 → 1" stayed open, and ``advisor_desired_replicas`` read 1, for the
+    30 s hold into an overload of 300 waiting)."""
+    return 0.0 if getattr(rule, "resolve_at_once", False) else default
+
+
 class Lifecycle:
     """Holds pending/active state per (deployment, rule) and the open incident per (deployment, problem).
 
@@ -623,6 +631,7 @@ class Lifecycle:
             st = self._state.setdefault(skey, _RuleState())
             if ev.state not in rule_states(rule):
                 st.pending_since = None
+                st.clear_since = None  # data it is not evaluated on vouches for no clear time (breaker 29)
                 self.statuses[skey] = RuleStatus(rule.id, dep, "unknown", f"{NOT_EVALUATED}{ev.state}")
                 continue
             evaluated = True
@@ -635,7 +644,7 @@ class Lifecycle:
                     if st.clear_since is None:
                         st.clear_since = ev.now
                     held_clear = ev.now - st.clear_since
-                    if ignore_for or held_clear >= self.resolve_hold_seconds:
+                    if ignore_for or held_clear >= resolve_hold(rule, self.resolve_hold_seconds):
                         st.active = False
                         st.pending_since = None
                         st.clear_since = None
@@ -643,7 +652,10 @@ class Lifecycle:
                         self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
                         continue
                     # one scrape's dip does not resolve: the clear side must hold for the resolve hold
-                    clearing = f"; clear for {held_clear:.0f}s of {self.resolve_hold_seconds:.0f}s: {clear.reason}"
+                    clearing = (
+                        f"; clear for {held_clear:.0f}s of {resolve_hold(rule, self.resolve_hold_seconds):.0f}s: "
+                        f"{clear.reason}"
+                    )
             fire = self._guarded(ev, rule, "fires", rule.fires)
             if fire.holds or st.active:
                 for other in rule.supersedes:
@@ -894,6 +906,11 @@ class Lifecycle:
         demo's saturated engine opened "WARNING … confidence 0.23" and read 0.75 half a minute later). Never back
         to ``warning``."""
         if not inc.capped or not turns:
+            return []
+        dep = key[0]
+        if any(self._state[(dep, r.id)].clear_since is not None for r in self.rules if (dep, r.id) in self._state):
+            # a rule of it is clearing: the problem is ending, not worse (breaker 29: "KV pool saturated" re-paged
+            # critical 19 s after the burst ended, at 14.5 % KV, as the window's confidence rose)
             return []
         ordered = sorted(turns, key=lambda t: t.p.dial != inc.rec.dial)  # the incident's turn first (stable sort)
         new = self._open(ev, key[1], ordered, withheld)

@@ -122,6 +122,9 @@ class OverProvisionedRule:
 
     id = c.RULE_OVER_PROVISIONED
     supersedes: tuple[str, ...] = ()
+    resolve_at_once = True
+    """Fewer replicas or a smaller instance is withdrawn the evaluation it stops being true, without the resolve hold
+    (:func:`advisor.rules.lifecycle.resolve_hold`)."""
     _last: tuple[Evaluation, tuple[bool | None, str, dict[str, Any]]] | None = None
     """The last :meth:`_reading` and the evaluation it read: the lifecycle asks :meth:`fires`, then (active)
     :meth:`clears` and (holding) :meth:`propose` of one evaluation, each the same reading."""

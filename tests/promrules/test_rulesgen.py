@@ -352,3 +352,14 @@ def test_check_config_prints_every_warning_rules_generate_prints_once_and_exits_
     assert "TTFT target 3 s is between the buckets 2.5 and 5" in text and "le=2.5 is used instead" in text
     assert "TPOT target 0.08 s is between the buckets 0.075 and 0.1" in text and "le=0.075" in text
     assert "1h/5m: burn rate 14.4× a budget of 0.1 needs an error ratio of 1.44 ≥ 1" in text
+
+
+def test_every_builtin_rule_has_a_runbook_section_its_recommendations_link_to() -> None:
+    # fresh-user walkthrough 2026-12-07: host_or_buy's recommendations linked to '#host-or-buy', which had no section
+    from advisor.config import RulesConfig
+    from advisor.rules.registry import builtin_rules
+
+    runbook = (ROOT / "rules" / "runbook.md").read_text(encoding="utf-8")
+    headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    missing = [rule.id for rule in builtin_rules(RulesConfig()) if rule.id.replace("_", "-") not in headings]
+    assert not missing, f"rules/runbook.md has no section for {missing}"
