@@ -441,7 +441,9 @@ class Rule(Protocol):
     Optional attributes (read with :func:`rule_problem` and :func:`rule_states`, so plugins may omit them):
     ``problem`` — the problem the rule diagnoses (``saturation``); the proposals of every rule of one problem
     merge into one incident per deployment (default: the rule's own id); ``evaluated_in`` — the data states the
-    rule runs in (default ``("fresh",)``; the ``stalled`` rule also runs on ``stale`` data).
+    rule runs in (default ``("fresh",)``; the ``stalled`` rule also runs on ``stale`` data); ``resolve_at_once`` — true
+    for a rule whose advice must go the evaluation it stops being true, without ``rules.resolve_for``'s hold (advice
+    to take capacity away: :func:`advisor.rules.lifecycle.resolve_hold`).
     """
 
     id: str
