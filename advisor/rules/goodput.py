@@ -60,7 +60,7 @@ from advisor.rules.common import (
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld, arrival_rate, size_replicas
 from advisor.rules.turns import effect
-from advisor.telemetry import histogram_mean, summarize
+from advisor.telemetry import fraction_below, histogram_mean, summarize
 
 PREFILL_SHARE_MIN = 0.25
 """Modeled prefill ÷ observed mean TTFT below which more TP for TTFT is withheld. TTFT = queueing + (transfer) +
@@ -194,6 +194,7 @@ class GoodputRule:
                     and ttft.mean is not None
                     and queue.mean >= 0.5 * ttft.mean
                 )
+                or _misses_queued(ev)
             )
             evidence = {
                 **evidence,
@@ -507,6 +508,28 @@ WEIGHT_SHARE_MIN: Final = 0.5
 """Share of the modelled decode step that streaming the weights takes, below which the small-batch turns (lighter
 weights, more TP) are withheld: they shrink that share only, so under half of the step they recover under half of it
 (fp8 at most a quarter), and the step is no longer "bound by reading the weights" as their page says."""
+
+
+QUEUED_MISS_SHARE: Final = 0.5
+"""Share of the window's TTFT misses that requests queued for over half the TTFT target must make up for the misses
+to be read as queueing (:func:`_misses_queued`)."""
+
+
+def _misses_queued(ev: Evaluation) -> bool:
+    """Whether the window's TTFT misses are the queue's: the requests that waited in the queue for over half the TTFT
+    target (the engine's queue-time histogram, vLLM's ``request_queue_time_seconds``) are at least
+    :data:`QUEUED_MISS_SHARE` of the requests that missed it. The means cannot tell: a 2 s burst queued a few requests
+    past the target while most were served at once, and the mean queue time stayed under half the mean TTFT, so the
+    misses read as long prefills (breaker 29 and 27: "long prefills miss TTFT — tensor parallel 1 → 2 … without a
+    queue"). ``False`` when any of it is unknown."""
+    s = ev.stats
+    ratio = ev.goodput.ttft_ratio
+    if s is None or ratio is None or s.queue_time is None or ratio >= 1.0:
+        return False
+    waited = fraction_below(ev.ctx.slo.ttft_seconds / 2, s.queue_time)
+    if waited is None or waited.value is None:
+        return False
+    return 1.0 - waited.value >= QUEUED_MISS_SHARE * (1.0 - ratio)
 
 
 CAP_FULL_SHARE: Final = 0.95

@@ -137,6 +137,29 @@ def test_a_queue_drained_within_the_window_is_not_read_as_long_prefills() -> Non
     assert [p.dial for p in never_queued] == ["tensor_parallel_size", "chunked_prefill"]
 
 
+def test_misses_made_by_requests_that_queued_are_not_read_as_long_prefills() -> None:
+    """Breaker 29 (breaker 27's page again): a 2 s burst queued 30 of 100 requests for ~2 s between two scrapes; no
+    queue at either end of the window and the mean queue time (0.6 s) under half the mean TTFT (1.9 s), so the 30 %
+    of TTFT misses read as long prefills and paged "tensor parallel 1 → 2". The queue-time histogram says who missed:
+    25 % (interpolated in vLLM's 1.0-2.5 s bucket) waited over half the 2.5 s target, at least half the misses. No
+    prefill turn; the same misses with nobody queued still read long prefills."""
+    base = dict(
+        dep=ctx(perf=ROOFLINE),
+        goodput=good(0.7, 1.0),
+        requests_finished_per_second=1.0,
+        prompt_tokens_per_second=2_000.0,
+        requests_running=2,
+        requests_running_first=2,
+        requests_waiting=0,
+        requests_waiting_first=0,
+        ttft=hist((1.0, 70), (5.0, 100), total_sum=190.0),
+    )
+    burst = RULE.propose(ev(**base, queue_time=hist((0.3, 70), (1.0, 70), (2.5, 100), total_sum=60.0)))
+    assert not [p for p in burst if p.dial in ("tensor_parallel_size", "chunked_prefill")], burst
+    calm = RULE.propose(ev(**base, queue_time=hist((0.01, 100), total_sum=0.5)))
+    assert [p.dial for p in calm] == ["tensor_parallel_size", "chunked_prefill"], calm
+
+
 def test_queueing_at_low_utilization_does_not_add_replicas() -> None:
     # queue time is half of TTFT, but 10 run of a ceiling min(256, 54.921875) and λ = 2/s: Little's law gives
     # μ = 2 × 54.921875 ÷ 10 = 10.98/s per replica, λ ÷ μ = 0.18 — one replica carries it (⌈2 ÷ 8.79⌉ = 1), so more
