@@ -1251,7 +1251,7 @@ def evaluate_deployment(
         capacity_model_error_bound=quality.capacity_model_error_bound,
         running_model_error_ratio=running_error,
         model_mismatch=mismatch,
-        pool_spread=_pool_spread(up),
+        pool_spread=_pool_spread(up, latest),
         kv_rank_capacity_tokens=next((rank_pools(s) for s in latest if len(s.ranks) > 1 and rank_pools(s)), ()),
         kv_rank_usage_ratio_max=max(_rank_values(latest, "kv_cache_usage_ratio"), default=None),
         rank_requests_running_max=max(_rank_values(latest, "requests_running"), default=None),
@@ -1317,14 +1317,13 @@ def evaluate_deployment(
     return ev, view
 
 
-def _pool_spread(up: Sequence[TargetView]) -> tuple[str, float, str, float] | None:
+def _pool_spread(up: Sequence[TargetView], latest: Sequence[EngineSnapshot]) -> tuple[str, float, str, float] | None:
     """``Evaluation.pool_spread``: the smallest and largest per-engine KV pool of the answering targets ``up``
-    (each target's newest snapshot, its pool ÷ the engines behind it), with their redacted URLs; ``None`` with fewer
-    than two pools reported."""
+    (``latest``: each one's newest snapshot, its pool ÷ the engines behind it), with their redacted URLs; ``None``
+    with fewer than two pools reported."""
     pools = [
         (redact_target_url(t.url), s.kv_cache_capacity_tokens / engines_behind(s))
-        for t in up
-        for s in (t.history[-1].snapshot,)
+        for t, s in zip(up, latest, strict=True)
         if s.kv_cache_capacity_tokens
     ]
     if len(pools) < 2:

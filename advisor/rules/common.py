@@ -988,14 +988,8 @@ def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposa
     m = ev.model_mismatch
     if m is None or not m.definite:
         apart = pools_disagree(ev)
-        if apart is None:
-            return list(proposals)
-        return [
-            p
-            if p.rule == c.RULE_MODEL_DRIFT or p.dial in ENGINE_FIGURES_ONLY_DIALS or p.withheld is not None
-            else dataclasses.replace(p, withheld=f"withheld: {apart}", predicted_effect={})
-            for p in proposals
-        ]
+        # replicas that disagree withhold what no other reason withholds; a wrong model overrides every reason
+        return list(proposals) if apart is None else _withheld_all(proposals, f"withheld: {apart}", keep_own=True)
     why = (
         f"withheld: {_beside(m)}: the capacity pass sums their engines with the config's model's, so this prediction "
         "would be wrong (see model_drift)"
@@ -1003,13 +997,22 @@ def model_quality(ev: Evaluation, proposals: Sequence[Proposal]) -> list[Proposa
         else f"withheld: the engine serves {m.label!r}, the config says {m.configured!r}: the capacity pass sizes the "
         "config's model, so this prediction would be the wrong model's (set deployments[].model; see model_drift)"
     )
-    out: list[Proposal] = []
-    for p in proposals:
-        if p.rule == c.RULE_MODEL_DRIFT or p.dial in ENGINE_FIGURES_ONLY_DIALS or p.withheld == why:
-            out.append(p)
-            continue
-        out.append(dataclasses.replace(p, withheld=why, predicted_effect={}))
-    return out
+    return _withheld_all(proposals, why, keep_own=False)
+
+
+def _withheld_all(proposals: Sequence[Proposal], why: str, *, keep_own: bool) -> list[Proposal]:
+    """``proposals`` with ``why`` as the withheld reason and no predicted effect, but ``model_drift``'s, those of
+    :data:`ENGINE_FIGURES_ONLY_DIALS`, those already withheld for ``why``, and (``keep_own``) those withheld for a
+    reason of their own."""
+    return [
+        p
+        if p.rule == c.RULE_MODEL_DRIFT
+        or p.dial in ENGINE_FIGURES_ONLY_DIALS
+        or p.withheld == why
+        or (keep_own and p.withheld is not None)
+        else dataclasses.replace(p, withheld=why, predicted_effect={})
+        for p in proposals
+    ]
 
 
 UNEVEN_MIN_RUNNING: Final = 8.0

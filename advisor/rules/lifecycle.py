@@ -644,7 +644,8 @@ class Lifecycle:
                     if st.clear_since is None:
                         st.clear_since = ev.now
                     held_clear = ev.now - st.clear_since
-                    if ignore_for or held_clear >= resolve_hold(rule, self.resolve_hold_seconds):
+                    hold = resolve_hold(rule, self.resolve_hold_seconds)
+                    if ignore_for or held_clear >= hold:
                         st.active = False
                         st.pending_since = None
                         st.clear_since = None
@@ -652,10 +653,7 @@ class Lifecycle:
                         self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
                         continue
                     # one scrape's dip does not resolve: the clear side must hold for the resolve hold
-                    clearing = (
-                        f"; clear for {held_clear:.0f}s of {resolve_hold(rule, self.resolve_hold_seconds):.0f}s: "
-                        f"{clear.reason}"
-                    )
+                    clearing = f"; clear for {held_clear:.0f}s of {hold:.0f}s: {clear.reason}"
             fire = self._guarded(ev, rule, "fires", rule.fires)
             if fire.holds or st.active:
                 for other in rule.supersedes:
@@ -908,7 +906,7 @@ class Lifecycle:
         if not inc.capped or not turns:
             return []
         dep = key[0]
-        if any(self._state[(dep, r.id)].clear_since is not None for r in self.rules if (dep, r.id) in self._state):
+        if any(getattr(self._state.get((dep, r.id)), "clear_since", None) is not None for r in self.rules):
             # a rule of it is clearing: the problem is ending, not worse (breaker 29: "KV pool saturated" re-paged
             # critical 19 s after the burst ended, at 14.5 % KV, as the window's confidence rose)
             return []
