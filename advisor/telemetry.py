@@ -673,7 +673,8 @@ class WindowStats:
         window_seconds: the window asked for.
         requests_running / requests_waiting: gauges at the newest snapshot in the window.
         kv_cache_usage_ratio: at the newest snapshot; ``_min`` / ``_max`` over every snapshot in the window.
-        requests_running_first / requests_waiting_first: at the oldest snapshot in the window (trend).
+        requests_running_first / requests_waiting_first: at the oldest snapshot in the window, or the first after
+            the window's last engine restart (trend; :func:`_since_restart`).
         preemptions_per_second, prompt_tokens_per_second, generation_tokens_per_second,
             requests_finished_per_second: counter rates over the window, resets handled.
         preemptions_increase: preemptions counted over the window.
@@ -861,6 +862,17 @@ def _gauges(newest: EngineSnapshot, oldest: EngineSnapshot, usage: Sequence[floa
     }
 
 
+def _since_restart(flags: Sequence[bool]) -> int:
+    """Index of the window's oldest point the gauge trend starts from: the first one after its last restart (0 when
+    none). Running and waiting before a restart are the old process's requests: a trend from them to the new one's
+    reads a retry flood draining after the restart as a queue growing from 0 (breaker 30: "waiting 0 → 115
+    (+6.39/s)", "scale replicas 1 → 3", while the new process drained 150 retries at 7/s)."""
+    for i in range(len(flags) - 1, 0, -1):
+        if flags[i]:
+            return i
+    return 0
+
+
 def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: float) -> WindowStats:
     """Statistics of one target over ``[now − window_seconds, now]`` (unix s; both ends inclusive).
 
@@ -890,7 +902,7 @@ def window_stats(history: Sequence[TimedSnapshot], now: float, window_seconds: f
         return [(t, getattr(s, name)) for t, s in zip(times, snaps, strict=True)]
 
     usage = _finite_values(s.kv_cache_usage_ratio for s in snaps)
-    newest, oldest = snaps[-1], snaps[0]
+    newest, oldest = snaps[-1], snaps[_since_restart(flags)]
     return WindowStats(
         window_seconds=window_seconds,
         **_gauges(newest, oldest, usage),
@@ -1869,7 +1881,8 @@ class WindowAccumulator:
                 hists.append(self._window_histogram(win, flags if flags is not None else [False] * n, k))
         kvs = list(map(_GET_KV, links[lo:hi]))
         usage = [v for v in kvs if v is not None] if every & _KV_UNKNOWN_MASK else kvs
-        newest, oldest = last.point.snapshot, first.point.snapshot
+        newest = last.point.snapshot
+        oldest = first.point.snapshot if flags is None or win is None else win[_since_restart(flags)].point.snapshot
         stats = WindowStats(
             window_seconds=window_seconds,
             **_gauges(newest, oldest, usage),

@@ -128,7 +128,8 @@ def test_one_evaluations_clear_does_not_resolve_under_a_resolve_hold() -> None:
     rule.fire, rule.clear = False, True  # the dip
     assert lc.evaluate(evaluation(now=2)) == []
     status = lc.statuses[("chat-8b", "scripted")]
-    assert status.state == "firing" and "clear for 0s of 30s" in status.reason, status
+    assert status.state == "firing" and "clearing: clear for 0s of 30s" in status.reason, status
+    assert "not yet clear" not in status.reason, status  # clearing and not yet clear at once read as a contradiction
     rule.fire, rule.clear = True, False  # saturated again: the hold starts over
     assert lc.evaluate(evaluation(now=4)) == []
     rule.fire, rule.clear = False, True

@@ -428,7 +428,9 @@ def test_window_stats_over_three_snapshots_with_a_restart() -> None:
     assert (w.samples, w.span_seconds, w.counter_resets) == (3, 60.0, 1)
     assert (w.requests_running, w.requests_waiting, w.kv_cache_usage_ratio) == (1.0, 0.0, 0.2)
     assert (w.kv_cache_usage_ratio_min, w.kv_cache_usage_ratio_max) == (0.2, 0.9)
-    assert (w.requests_running_first, w.requests_waiting_first) == (4.0, 2.0)
+    # the trend starts after the restart (the newest point here): the old process's 4 running and 2 waiting are not
+    # the new one's (breaker 30)
+    assert (w.requests_running_first, w.requests_waiting_first) == (1.0, 0.0)
     # Preemptions: (14 − 10) + 20 after the restart (20 > 14, yet the start time moved) = 24 over 60 s.
     assert w.preemptions_increase == 24.0
     assert w.preemptions_per_second == pytest.approx(0.4)

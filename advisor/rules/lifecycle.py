@@ -653,13 +653,16 @@ class Lifecycle:
                         self.statuses[skey] = RuleStatus(rule.id, dep, "inactive", f"cleared: {clear.reason}")
                         continue
                     # one scrape's dip does not resolve: the clear side must hold for the resolve hold
-                    clearing = f"; clear for {held_clear:.0f}s of {hold:.0f}s: {clear.reason}"
+                    clearing = f"; clearing: clear for {held_clear:.0f}s of {hold:.0f}s: {clear.reason}"
             fire = self._guarded(ev, rule, "fires", rule.fires)
             if fire.holds or st.active:
                 for other in rule.supersedes:
                     superseded_by.setdefault(other, (rule.id, fire.reason))
             if st.active:
-                reasons[rule.id] = (fire.reason if fire.holds else f"{fire.reason}; not yet clear") + clearing
+                # fire side gone: either clearing (the clear side holds, counting to the resolve hold) or between
+                # the two thresholds ("not yet clear"), never both
+                between = "" if fire.holds or clearing else "; not yet clear"
+                reasons[rule.id] = fire.reason + between + clearing
                 props = [localized(ev, q) for q in _qualified(ev, self._proposals(ev, rule))]
                 contributing.append((rule, props))
                 feeding += props

@@ -336,6 +336,72 @@ def saturated(ev: Evaluation) -> bool:
     return per_rank >= 0.9 * ev.ctx.inputs.max_num_seqs
 
 
+BUDGET_BOUND_SHARE = 0.5
+"""Share of the step's token budget (``max_num_batched_tokens`` less one token per running decode) the prefills must
+fill for a queue beside free slots and a free pool to count as prefill-bound (:func:`room_withheld`). vLLM's
+scheduler admits waiting requests each step while a slot, KV blocks and budget remain (``Scheduler.schedule``,
+``vllm/v1/core/sched/scheduler.py``), so a queue held behind free slots and blocks fills the budget every step;
+half of it leaves room for the counters' timing (a prompt's tokens count when its prefill completes)."""
+
+
+def room_withheld(ev: Evaluation) -> str | None:
+    """Why no replica count may be sized from ``ev``'s queue, in numbers, or ``None``: requests wait while every bound
+    vLLM admits by has room, so the engine is not short of capacity and another replica would queue the same way.
+
+    Holds (vLLM only, whose admission rule is known) when requests wait at the newest scrape and either
+
+    * the engine splits its queue by reason (``num_requests_waiting_by_reason``, 0.20+) and none waits for
+      capacity: each waits for a LoRA adapter slot or a remote KV load (``deferred``), whose dial is not a replica;
+    * or, with the pool's fullest usage over the window below :data:`SATURATED_USAGE`, fewer than 90 % of
+      ``max_num_seqs`` running per data-parallel rank (the slots have room; :func:`saturated`'s bound), and the
+      prefills filling less than :data:`BUDGET_BOUND_SHARE` of the step's token budget: prompt tokens per step =
+      prompt tokens/s × running ÷ generated tokens/s (one generated token per running sequence a step), against
+      ``max_num_batched_tokens`` (:attr:`~advisor.capacity.inputs.CapacityInputs.profile_tokens`) less the running
+      decodes. A queue that fills the budget is prefill-bound: capacity, and sized as before.
+
+    ``None`` whenever a reading it needs is unknown (it cannot tell, so it does not withhold). Breaker 30: a queue
+    growing 3/s beside 30 of 256 slots running and a pool 7.5 % used paged "scale replicas 1 → 3"; an engine running
+    64 under a stated cap of 256 with a queue and the pool 16 % used paged "1 → 2"; 111 deferred requests (an adapter
+    slot) paged "1 → 3"."""
+    s = ev.stats
+    if s is None or ev.ctx.engine != "vllm" or ev.replicas_up <= 0 or not s.requests_waiting:
+        return None
+    waiting = s.requests_waiting
+    if "waiting_capacity" in ev.queues and ev.queues["waiting_capacity"] < 1:
+        return (
+            f"withheld: none of the {waiting:,.0f} waiting waits for capacity (each is deferred: a LoRA adapter slot "
+            "or a remote KV load, vLLM's num_requests_waiting_by_reason): another replica does not admit them — "
+            "the adapter slots (--max-loras) or the KV transfer hold them"
+        )
+    usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
+    running = s.requests_running
+    prompt, generated = s.prompt_tokens_per_second, s.generation_tokens_per_second
+    if usage is None or running is None or prompt is None or not generated or running <= 0:
+        return None
+    ranks = data_parallel_ranks(ev)
+    cap = ev.ctx.inputs.max_num_seqs
+    per_rank = running / ev.replicas_up / ranks
+    if usage >= SATURATED_USAGE or per_rank >= 0.9 * cap:
+        return None
+    mean = ev.requests_running_mean
+    batch = mean if mean is not None and math.isfinite(mean) and mean > 0 else running
+    per_step = prompt * batch / generated / ev.replicas_up / ranks  # prompt tokens a rank prefills per step
+    budget = ev.ctx.inputs.profile_tokens - per_rank
+    if budget <= 0 or per_step >= BUDGET_BOUND_SHARE * budget:
+        return None
+    held = ""
+    first = s.requests_running_first
+    if first is not None and abs(first - running) < 0.5 and abs(batch - running) < 0.5:
+        held = f"; running held at {per_rank:,.0f} a rank all window, as if a cap of {per_rank:,.0f} were in force"
+    return (
+        f"withheld: {waiting:,.0f} wait while {per_rank:,.0f} of max_num_seqs {cap} run a rank, the fullest pool is "
+        f"{usage:.1%} used and the prefills take ~{per_step:,.0f} of the step's {budget:,.0f}-token budget{held}: "
+        "the engine is not admitting work it has room for, so it is not short of capacity and another replica would "
+        "queue the same way — check what holds admission (the cap the engine really runs with, LoRA adapter slots, "
+        "structured-output grammar compiles, remote KV loads)"
+    )
+
+
 def _slo_rate(workload: Workload, service: ReplicaService, slo: SLO, ceiling: float) -> float | None:
     """The largest λ ≤ ``ceiling`` (requests/s) at which one replica meets the SLO (:meth:`ServicePrediction.meets`);
     ``None`` when even an idle one misses it. Goodput falls as λ rises, so bisection finds it."""
@@ -645,7 +711,7 @@ def size_replicas(
         explanation=text,
         queue_wait_seconds=_finite(wait(max(cur, 1))),
         queue_wait_seconds_after=_finite(wait(needed)),
-        withheld=arrival_history_withheld(ev, min_history_seconds),
+        withheld=arrival_history_withheld(ev, min_history_seconds) or room_withheld(ev),
     )
 
 

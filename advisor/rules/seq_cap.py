@@ -252,7 +252,8 @@ class SeqCapRule:
         if slack:
             evidence["running_cap_slack_per_rank"] = slack
         if per_replica < binds - 1e-9 or waiting < 1:
-            reason = f"{count(per_replica)} running of a cap of {cap * ranks}, {count(waiting)} waiting for a slot"
+            # below the cap a queue waits for KV blocks (or a prefill budget), not for a slot
+            reason = f"{count(per_replica)} running of a cap of {cap * ranks}, {count(waiting)} waiting"
             if slack:
                 reason += f" (the cap binds at {binds}: {ev.ctx.engine} runs {slack} below it a rank)"
             return False, reason, evidence

@@ -156,3 +156,46 @@ def test_no_proposal_without_completions() -> None:
 def test_for_duration(held: float, opens: bool) -> None:
     rule = QueueGrowthRule(for_seconds=120)
     assert opens_after(rule, lambda now: _ev(now=now, requests_waiting=70), held) is opens
+
+
+def test_a_retry_flood_draining_after_a_restart_is_not_a_growing_queue() -> None:
+    # breaker 30 (restart-long): vLLM at 5 requests/s restarts; the retries land on the new process as 150 waiting,
+    # which it drains at ~7/s, every scrape lower than the one before. The window held the old process's 0 waiting at
+    # its start and paged "waiting 0 → 115 (+6.39/s) … scale replicas 1 → 3". The trend starts after the restart:
+    # 150 → 115 over the new process's scrapes is a queue draining, whatever the old process held.
+    from advisor.telemetry import EngineSnapshot, TimedSnapshot, window_stats
+
+    def at(t: float, start: float, running: float, waiting: float, done: float) -> TimedSnapshot:
+        snap = EngineSnapshot(
+            engine="vllm",
+            process_start_time_seconds=start,
+            requests_running=running,
+            requests_waiting=waiting,
+            kv_cache_usage_ratio=0.5,
+            requests_finished_total=done,
+            prompt_tokens_total=done * 500,
+            generation_tokens_total=done * 200,
+        )
+        return TimedSnapshot(target="a", timestamp=t, snapshot=snap)
+
+    old = [at(t, 100.0, 20, 0, 5 * t) for t in (1000.0, 1005.0, 1010.0)]  # 5/s, no queue
+    new = [at(1015.0 + 5 * i, 1012.0, 60, 150 - 35 * i, 60 * (i + 1)) for i in range(4)]  # 150 → 45 waiting
+    stats = window_stats(old + new, now=1030.0, window_seconds=60.0)
+    assert stats.counter_resets == 1
+    assert (stats.requests_waiting_first, stats.requests_waiting) == (150, 45)
+    e = ev(
+        **{
+            f: getattr(stats, f)
+            for f in (
+                "requests_running",
+                "requests_running_first",
+                "requests_waiting",
+                "requests_waiting_first",
+                "requests_finished_per_second",
+                "span_seconds",
+            )
+        }
+    )
+    got = RULE.fires(e)
+    assert got.holds is False, got.reason
+    assert "150 → 45" in got.reason, got.reason

@@ -90,6 +90,14 @@ def test_it_holds_only_at_the_cap_with_a_queue_room_and_tokens_flowing(kw: dict[
     assert SeqCapRule().fires(e).holds is holds
 
 
+def test_below_the_cap_the_queue_is_not_said_to_wait_for_a_slot() -> None:
+    # 3 running of a cap of 4 with 6 waiting: a slot is free, so the queue waits for KV blocks or the prefill
+    # budget; the reason said "6 waiting for a slot" (fresh user, session 41)
+    fire = SeqCapRule().fires(_ev(running=3))
+    assert fire.holds is False
+    assert fire.reason == "3 running of a cap of 4, 6 waiting", fire.reason
+
+
 def test_data_parallel_ranks_multiply_the_cap() -> None:
     # 2 ranks of max_num_seqs 4: 8 running is the cap; 8 + 4 waiting = 12 → 6 a rank
     e = ev(
