@@ -94,7 +94,7 @@ def test_fifty_good_targets_are_evaluated_every_2s_beside_a_header_and_a_body_dr
     tmp_path: Path, page: PageServer, header_drip: DripServer, body_drip: DripServer
 ) -> None:
     """Acceptance 2: with one header-dripping and one body-dripping target beside 50 good ones at a 2 s interval,
-    the good ones are evaluated every 2 s (±10 %) for 60 s. On 0c7e936 each cycle waited for the drips' whole
+    the good ones are evaluated every 2 s (±10 %) for 40 s. On 0c7e936 each cycle waited for the drips' whole
     deadline (the defaults filled the interval), overran, and APScheduler skipped every other one: ~15
     evaluations in 60 s, one every ~4 s."""
     good = [f"good-{i:02d}" for i in range(50)]
@@ -107,7 +107,7 @@ def test_fifty_good_targets_are_evaluated_every_2s_beside_a_header_and_a_body_dr
     with daemon(tmp_path, config) as d:
         assert wait_for(lambda: d.deployments()["evaluated_at"] is not None, 60), d.log()[-3000:]
         hits_before = {n: page.hits[f"/{n}/metrics"] for n in good}
-        evaluations = _evaluations(d, 60.0, good[0])
+        evaluations = _evaluations(d, 40.0, good[0])
         hits = {n: page.hits[f"/{n}/metrics"] - hits_before[n] for n in good}
         deps = {x["name"]: x for x in d.deployments()["deployments"]}
         skipped = d.metric("advisor_cycles_skipped_total")
@@ -115,20 +115,20 @@ def test_fifty_good_targets_are_evaluated_every_2s_beside_a_header_and_a_body_dr
         interval = d.metric("advisor_cycle_interval_seconds")
         last = d.metric("advisor_cycle_last_success_timestamp_seconds")
 
-    # counted, with jitter allowed: 30 evaluations are due in 60 s; at least 27 (−10 %) must have happened
-    assert len(evaluations) >= 27, f"{len(evaluations)} evaluations in 60 s: {evaluations}"
+    # counted, with jitter allowed: 20 evaluations are due in 40 s; at least 18 (−10 %) must have happened
+    assert len(evaluations) >= 18, f"{len(evaluations)} evaluations in 40 s: {evaluations}"
     gaps = [b - a for a, b in itertools.pairwise(evaluations)]
     mean = sum(gaps) / len(gaps)
     assert 1.8 <= mean <= 2.2, f"mean interval between evaluations {mean:.2f}s (gaps {gaps})"
     # every good target was scraped every cycle, not only every other one
-    slow = {n: h for n, h in hits.items() if h < 27}
-    assert not slow, f"good targets scraped fewer than 27 times in 60 s: {slow}"
+    slow = {n: h for n, h in hits.items() if h < 18}
+    assert not slow, f"good targets scraped fewer than 18 times in 40 s: {slow}"
     assert all(deps[n]["state"] == "fresh" for n in good), {n: deps[n]["state_reason"] for n in good}
     # the dripping targets are down, with reason timeout, and they were asked again and again (own loop)
     for name in ("drip-head", "drip-body"):
         assert deps[name]["state"] == "unavailable"
         assert deps[name]["targets"][0]["error_reason"] == "timeout", deps[name]
-    assert header_drip.connections >= 15 and body_drip.connections >= 15
+    assert header_drip.connections >= 10 and body_drip.connections >= 10
     # the cycle's duration against its interval: it waits half an interval at most for the drips, then evaluates
     assert interval == 2.0 and duration is not None and 0 < duration < 2.0, (duration, interval)
     assert last is not None and abs(last - evaluations[-1]) < 5
