@@ -359,10 +359,12 @@ def room_withheld(ev: Evaluation) -> str | None:
       ``max_num_batched_tokens`` (:attr:`~advisor.capacity.inputs.CapacityInputs.profile_tokens`) less the running
       decodes. A queue that fills the budget is prefill-bound: capacity, and sized as before.
 
-    ``None`` whenever a reading it needs is unknown (it cannot tell, so it does not withhold). Breaker 30: a queue
-    growing 3/s beside 30 of 256 slots running and a pool 7.5 % used paged "scale replicas 1 → 3"; an engine running
-    64 under a stated cap of 256 with a queue and the pool 16 % used paged "1 → 2"; 111 deferred requests (an adapter
-    slot) paged "1 → 3"."""
+    ``None`` whenever a reading it needs is unknown, and while speculative decoding runs (a step then generates
+    several tokens a sequence, so the steps are not counted): it cannot tell, so it does not withhold.
+
+    Breaker 30: a queue growing 3/s beside 30 of 256 slots running and a pool 7.5 % used paged "scale replicas
+    1 → 3"; an engine running 64 under a stated cap of 256 with a queue and the pool 16 % used paged "1 → 2"; 111
+    deferred requests (an adapter slot) paged "1 → 3"."""
     s = ev.stats
     if s is None or ev.ctx.engine != "vllm" or ev.replicas_up <= 0 or not s.requests_waiting:
         return None
@@ -376,7 +378,8 @@ def room_withheld(ev: Evaluation) -> str | None:
     usage = s.kv_cache_usage_ratio_max if s.kv_cache_usage_ratio_max is not None else s.kv_cache_usage_ratio
     running = s.requests_running
     prompt, generated = s.prompt_tokens_per_second, s.generation_tokens_per_second
-    if usage is None or running is None or prompt is None or not generated or running <= 0:
+    if usage is None or running is None or prompt is None or not generated or running <= 0 or ev.speculation_runs():
+        # speculation generates several tokens a sequence per step: generated tokens ÷ running no longer counts steps
         return None
     ranks = data_parallel_ranks(ev)
     cap = ev.ctx.inputs.max_num_seqs

@@ -222,3 +222,38 @@ def test_a_miss_goes_to_the_overhead_where_the_roofline_is_a_sliver_and_to_the_e
     # the posterior keeps R ÷ S ≈ 3 % of the log miss (0.37): 1.1 %
     assert 20e-3 / work.ratio + 1.1e-3 * overhead.ratio == pytest.approx(21.1e-3 * 1.1 / 1.6, rel=0.02)
     assert work.ratio > 1.3  # the efficiency carries the miss: 20 ms ÷ r_d of the 14.5 ms, r_d ≈ 1.5
+
+
+def test_a_prior_five_times_off_is_taken_at_the_second_clipped_window_on_the_same_side() -> None:
+    # the CPU vLLM on a slower host (CI 97): the prior says 0.74 ms a step, the engine takes 3.7 ms (z = ln 0.2).
+    # P = 0.09 + 0.0025 = 0.0925, R = 0.0025, S = 0.095: u = −1.609 ÷ 0.3082 = −5.22, clipped; x = −0.4037
+    first, clipped = robust_update(FactorEstimate(0.0, 0.09), math.log(0.2), 0.0025, 0.0025)
+    assert clipped and not first.settled and first.last_clip == -1
+    assert first.log_ratio == pytest.approx(-HUBER_K * 0.0925 / math.sqrt(0.095), rel=1e-9)
+    # second window, same side: ν = −1.609 + 0.4037 = −1.2057; P raised to ν² ÷ k² − R = 0.8011, S = 0.8036:
+    # x = −0.4037 + 0.8011 ÷ 0.8036 × −1.2057 = −1.6056 (ratio 0.201 against the truth's 0.2), not clipped
+    second, clipped = robust_update(first, math.log(0.2), 0.0025, 0.0025)
+    nu = math.log(0.2) - first.log_ratio
+    p = nu * nu / HUBER_K**2 - 0.0025
+    assert not clipped and second.settled and second.last_clip == 0
+    assert second.log_ratio == pytest.approx(first.log_ratio + p / (p + 0.0025) * nu, rel=1e-9)
+    assert second.ratio == pytest.approx(0.2, rel=0.01)
+    # before: the second window moved it by the clip again (×1.47), −0.84 in all, ratio 0.43
+
+
+def test_two_outliers_on_one_side_after_settling_move_by_the_clip_each() -> None:
+    # settled (a window taken unclipped): two windows 2× slower in a row are still outliers, each moved by the clip
+    est, clipped = robust_update(FactorEstimate(0.0, 0.001), 0.01, 0.003, 0.0025)
+    assert not clipped and est.settled
+    one, clipped_one = robust_update(est, math.log(0.5), 0.003, 0.0025)
+    two, clipped_two = robust_update(one, math.log(0.5), 0.003, 0.0025)
+    assert clipped_one and clipped_two and one.last_clip == two.last_clip == -1
+    assert two.ratio > 0.85  # two clipped steps of ~6 %, not 50 %
+
+
+def test_a_first_outlier_and_one_on_the_other_side_are_both_clipped() -> None:
+    # unsettled, but the second clipped window is on the other side: no inflation (a noisy start, not a wrong prior)
+    first, _ = robust_update(FactorEstimate(0.0, 0.001), math.log(0.5), 0.003, 0.0025)
+    second, clipped = robust_update(first, math.log(2.0), 0.003, 0.0025)
+    assert clipped and second.last_clip == 1 and not second.settled
+    assert abs(second.log_ratio) < 0.2

@@ -22,7 +22,9 @@ Asserted, at the first window from the :data:`WINDOWS`-th (at most the :data:`MA
   TTFT less the mean queue time.
 
 A last window in which vLLM's own mean inter-token latency (its histogram's ``_sum`` ÷ ``_count``, read by the test
-at each update) moved by 22 % or more since the window before is not judged: the test is skipped with the
+at each update), or its own mean prefill (the TTFT histogram's ``_sum`` less the queue time's, ÷ the TTFT's
+``_count``: the figure the daemon calibrates the prefill on), moved by 22 % or more since the window before is not
+judged: the test is skipped with the
 per-window figures (:mod:`tests.e2e.engine_steadiness`; a neighbour on the shared cores sets that window's error,
 not the fit).
 
@@ -172,6 +174,23 @@ ITL = "vllm:inter_token_latency_seconds"
 """vLLM's inter-token latency histogram (``vllm/v1/metrics/loggers.py``): the engine's own step per window."""
 
 
+TTFT = "vllm:time_to_first_token_seconds"
+QUEUE = "vllm:request_queue_time_seconds"
+"""vLLM's TTFT and queue-time histograms (``vllm/v1/metrics/loggers.py``): the engine's own prefill per window is
+their ``_sum``s' difference over the TTFT's ``_count``, what the daemon calibrates the prefill on."""
+
+
+def engine_prefill(server: VLLMServer) -> tuple[float, float]:
+    """(seconds, requests): the ``_sum`` of vLLM's :data:`TTFT` histogram less its :data:`QUEUE` histogram's, and the
+    TTFT's ``_count``, over their label sets."""
+    page = parse_exposition(server.metrics_text())
+
+    def total(name: str) -> float:
+        return sum(v for _, v in page.get(name, []))
+
+    return total(TTFT + "_sum") - total(QUEUE + "_sum"), total(TTFT + "_count")
+
+
 def engine_itl(server: VLLMServer) -> tuple[float, float]:
     """(seconds, tokens): the ``_sum`` and ``_count`` of vLLM's :data:`ITL` histogram on its page, over its label
     sets."""
@@ -185,6 +204,7 @@ def _collect(
     load: CompletionLoad,
     split: PriorSplit,
     truth: WindowTruth,
+    prefill_truth: WindowTruth,
     updates: list[dict[str, float]],
     started: float,
 ) -> None:
@@ -201,6 +221,7 @@ def _collect(
         if "tpot_err" in series and (not updates or series != updates[-1]):
             updates.append(series)
             truth.read(*engine_itl(vllm_cpu))
+            prefill_truth.read(*engine_prefill(vllm_cpu))
         time.sleep(1.0)
 
 
@@ -211,17 +232,18 @@ def converges(vllm_cpu: VLLMServer, tmp_path: Path) -> None:
     split = prior_split(vllm_cpu)
     started = time.monotonic()
     updates: list[dict[str, float]] = []
-    truth = WindowTruth()
+    truth, prefill_truth = WindowTruth(), WindowTruth(what="prefill (TTFT less queue time)")
     with CompletionLoad(vllm_cpu.url, concurrency=CONCURRENCY, max_requests=100_000, max_seconds=360, **LOAD) as load:
         time.sleep(WARM_SECONDS)
         truth.read(*engine_itl(vllm_cpu))
+        prefill_truth.read(*engine_prefill(vllm_cpu))
         with run_advisor(calibration_config(vllm_cpu), tmp_path) as adv:
-            _collect(adv, vllm_cpu, load, split, truth, updates, started)
+            _collect(adv, vllm_cpu, load, split, truth, prefill_truth, updates, started)
     assert not load.errors, load.errors[:3]
     print(
         f"\nload average {os.getloadavg()[0]:.1f}; CPU vLLM calibration, {len(updates)} windows of "
         f"{WINDOW_SECONDS:g}s, {load.completed} requests, test {time.monotonic() - started:.0f}s; vLLM's own "
-        f"inter-token latency per window {truth.shown()} ms:"
+        f"inter-token latency per window {truth.shown()} ms, prefill (TTFT less queue time) {prefill_truth.shown()} ms:"
     )
     for i, u in enumerate(updates, 1):
         print(
@@ -229,6 +251,9 @@ def converges(vllm_cpu: VLLMServer, tmp_path: Path) -> None:
             + ", ".join(f"{k} {v:+.3f}" if k.endswith("err") else f"{k} {v:.3f}" for k, v in u.items())
             + f"; calibrated step {split.step(u) * 1e3:.2f} ms, prefill {split.prefill(u) * 1e3:.2f} ms"
         )
-    if problems(updates, split) and (why := truth.unsteady()):
-        pytest.skip(f"not judged: {why} (host contention, load average {os.getloadavg()[0]:.1f}): {truth.shown()} ms")
+    if problems(updates, split) and (why := truth.unsteady() or prefill_truth.unsteady()):
+        pytest.skip(
+            f"not judged: {why} (host contention, load average {os.getloadavg()[0]:.1f}): ITL {truth.shown()} ms, "
+            f"prefill {prefill_truth.shown()} ms"
+        )
     assert not problems(updates, split), (problems(updates, split), updates)

@@ -29,6 +29,8 @@ class WindowTruth:
     total). ``read(seconds, tokens)`` at the load's start, then at each new calibration update."""
 
     marks: list[tuple[float, float]] = field(default_factory=list)
+    what: str = "TPOT"
+    """What the ratio is, for messages: the mean TPOT, or a prefill's mean time (``TTFT less queue time``)."""
 
     def read(self, seconds: float, tokens: float) -> None:
         """Record the counters' values now (cumulative: seconds, tokens)."""
@@ -46,9 +48,12 @@ class WindowTruth:
             return None  # the first window is never the judged one
         before, last = t[-2], t[-1]
         if before is None or last is None:
-            return f"the engine counted no tokens in a window ({before}, {last})"
+            return f"the engine counted nothing for its {self.what} in a window ({before}, {last})"
         if abs(math.log(last / before)) >= STEADY_LOG_CHANGE:
-            return f"the engine's own TPOT moved {before * 1e3:.3f} → {last * 1e3:.3f} ms between the last two windows"
+            return (
+                f"the engine's own {self.what} moved {before * 1e3:.3f} → {last * 1e3:.3f} ms between the last two "
+                "windows"
+            )
         return None
 
     def shown(self) -> str:

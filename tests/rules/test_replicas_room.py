@@ -91,3 +91,20 @@ def test_unknown_readings_and_other_engines_withhold_nothing() -> None:
         generation_tokens_per_second=600.0,
     )
     assert room_withheld(e) is None
+
+
+def test_with_speculation_running_the_steps_are_not_counted_so_nothing_is_withheld() -> None:
+    # 3 tokens a sequence per step read as a third of the steps: a budget full of prefills would read as a third
+    # full and the queue as held with room
+    e = ev(
+        dep=dataclasses.replace(ctx(gpu="h100-sxm", max_num_seqs=256), speculative_decoding=True),
+        requests_finished_per_second=1.0,
+        requests_running=30,
+        requests_running_first=30,
+        requests_waiting_first=20,
+        requests_waiting=200,
+        kv_cache_usage_ratio=0.075,
+        prompt_tokens_per_second=400.0,
+        generation_tokens_per_second=600.0,
+    )
+    assert room_withheld(e) is None
