@@ -24,7 +24,8 @@ from advisor.rules.replicas import room_withheld, size_replicas
 from tests.rules.helpers import ctx, ev
 
 
-def _ev(**kw: Any) -> Any:
+def _ev(engine: str = "vllm", speculative: bool = False, **kw: Any) -> Any:
+    """The breaker's state (module docstring) with ``kw`` changed; ``engine`` and ``speculative`` the deployment's."""
     changes = {k: kw.pop(k) for k in ("queues", "requests_running_mean") if k in kw}
     stats: dict[str, Any] = {
         "requests_finished_per_second": 1.0,
@@ -40,7 +41,7 @@ def _ev(**kw: Any) -> Any:
         "samples": 31,
     }
     stats.update(kw)
-    e = ev(dep=ctx(gpu="h100-sxm", max_num_seqs=256), **stats)
+    e = ev(dep=ctx(gpu="h100-sxm", max_num_seqs=256, engine=engine, speculative=speculative), **stats)
     return dataclasses.replace(e, **changes)
 
 
@@ -82,29 +83,10 @@ def test_unknown_readings_and_other_engines_withhold_nothing() -> None:
     assert room_withheld(_ev(kv_cache_usage_ratio=None, kv_cache_usage_ratio_max=None)) is None
     assert room_withheld(_ev(prompt_tokens_per_second=None)) is None
     assert room_withheld(_ev(requests_waiting=0)) is None
-    e = ev(
-        dep=ctx(gpu="h100-sxm", max_num_seqs=256, engine="sglang"),
-        requests_running=30,
-        requests_waiting=200,
-        kv_cache_usage_ratio=0.075,
-        prompt_tokens_per_second=400.0,
-        generation_tokens_per_second=600.0,
-    )
-    assert room_withheld(e) is None
+    assert room_withheld(_ev(engine="sglang")) is None
 
 
 def test_with_speculation_running_the_steps_are_not_counted_so_nothing_is_withheld() -> None:
     # 3 tokens a sequence per step read as a third of the steps: a budget full of prefills would read as a third
     # full and the queue as held with room
-    e = ev(
-        dep=dataclasses.replace(ctx(gpu="h100-sxm", max_num_seqs=256), speculative_decoding=True),
-        requests_finished_per_second=1.0,
-        requests_running=30,
-        requests_running_first=30,
-        requests_waiting_first=20,
-        requests_waiting=200,
-        kv_cache_usage_ratio=0.075,
-        prompt_tokens_per_second=400.0,
-        generation_tokens_per_second=600.0,
-    )
-    assert room_withheld(e) is None
+    assert room_withheld(_ev(speculative=True)) is None
