@@ -27,6 +27,14 @@ settings.load_profile("advisor")
 MAX_TEST_WORKERS = 4
 """pytest-xdist workers at most (``-n auto`` in pyproject's addopts): each file runs whole on one worker
 (``--dist loadfile``: its module fixtures, its real servers), and every worker may start real servers at once."""
+LATE_WORKERS = 1
+"""Workers beyond one per usable CPU (``-n auto``), which take only the real-server trials (:data:`TRIAL_FILES`) and
+only once nothing but trials is left to hand out and :data:`FIRST_FILES` have ended
+(:func:`pytest_xdist_make_scheduler`): the trials mostly wait — on cycles, windows, a simulated clock — so a third
+trial beside two leaves their durations as they were (measured on 2 cores: the 21 trial files other than the CPU
+vLLM's, 825 s of test time, took 293 s on three workers with the cores 43 % idle, each file within ±4 s of its
+two-worker duration), while the plain tests use the cores whole and gain nothing from a third worker (267 s on
+three, ~270 s on two)."""
 
 FIRST_FILES = ("tests/e2e/test_vllm_real.py",)
 """Handed out first: the real CPU vLLM (~150 s, the longest file), which saturates the cores in its load phases;
@@ -62,10 +70,69 @@ apart longest first). A file left out or renamed here only loses that ordering."
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: the CPUs this process may use (affinity and the cgroup's quota,
-    :func:`advisor.workers.usable_cpus`), at most :data:`MAX_TEST_WORKERS`."""
+    :func:`advisor.workers.usable_cpus`) and :data:`LATE_WORKERS`, at most :data:`MAX_TEST_WORKERS`."""
     from advisor.workers import usable_cpus
 
-    return max(1, min(MAX_TEST_WORKERS, usable_cpus().cpus))
+    return max(1, min(MAX_TEST_WORKERS, usable_cpus().cpus + LATE_WORKERS))
+
+
+def _trial(scope: str) -> bool:
+    return scope.startswith(TRIAL_FILES)
+
+
+def _first(scope: str) -> bool:
+    return scope.startswith(FIRST_FILES)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (pyproject's addopts) with two changes; other ``--dist`` modes are xdist's own.
+
+    * The field-state round modules (:data:`tests.states.field.ROUND_MODULE`) are one work unit, run by one worker,
+      so that their states share one pool (:func:`tests.states.field.shared_runs`: ~1 s of waiting each, 274
+      states) instead of each module waiting for its own.
+    * Workers past one per usable CPU (``gw<N>`` with N ≥ the CPUs: :data:`LATE_WORKERS`) wait until every file
+      left to hand out is a trial (:data:`TRIAL_FILES`) and :data:`FIRST_FILES` have ended, then take trials as the
+      others do: no trial runs beside the CPU vLLM's load, and the plain tests keep the cores.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    from advisor.workers import usable_cpus
+    from tests.states.field import ROUND_MODULE
+
+    early = usable_cpus().cpus
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/states/test_field_round*.py" if ROUND_MODULE.search(path) else path
+
+        def _late(self, node: Any) -> bool:
+            return int(str(node.gateway.id).removeprefix("gw")) >= early
+
+        def _trials_left_only(self) -> bool:
+            if not all(_trial(scope) and not _first(scope) for scope in self.workqueue):
+                return False
+            units = [unit for work in self.assigned_work.values() for scope, unit in work.items() if _first(scope)]
+            return all(all(unit.values()) for unit in units)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._late(node) and not self._trials_left_only():
+                return  # until then idle: mark_test_complete looks again
+            super()._assign_work_unit(node)
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            super().mark_test_complete(node, item_index, duration)
+            for other in self.nodes:
+                if other is not node and self._late(other):
+                    # twice, as xdist's own first distribution does (its #277): a worker runs an item only once it
+                    # holds the next one (or is told to stop), so a one-test file alone would wait for the next
+                    # completion anywhere (CI: the llama.cpp trial's one test held back to the suite's end)
+                    self._reschedule(other)
+                    self._reschedule(other)
+
+    return _Scheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,6 +9,7 @@ is planned with a line saying its figures are unchecked.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -26,8 +27,10 @@ TRUTH = Path(__file__).resolve().parent / "truth"
 ENTRIES = json.loads(read_data("models.json"))["models"]
 
 
+@functools.cache
 def _cases_by_preset() -> dict[str, set[str]]:
-    """Preset id → sources of the complete truth cases planned with it (a case with its own config.json is not)."""
+    """Preset id → sources of the complete truth cases planned with it (a case with its own config.json is not);
+    read once (the truth files are ~1 s of YAML a read, and every preset's test asks)."""
     out: dict[str, set[str]] = defaultdict(set)
     for path in sorted(TRUTH.glob("*.yaml")):
         if path.stem.endswith("_incomplete"):

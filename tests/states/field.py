@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -103,6 +104,39 @@ class FieldStateRuns:
         return self._futures[state.id].result()
 
 
+SHARED_WORKERS = 10
+"""Field states of the round modules run at once (:func:`shared_runs`): each run spends ~1 s waiting between its
+two scrapes and ~0.12 s of CPU (measured: the 79 round modules, 274 states, took 109 s one module at a time for 34 s
+of CPU), so ten keep one process's CPU busy without a run's second scrape waiting long for it."""
+
+ROUND_MODULE = re.compile(r"(^|/)tests/states/test_field_round\d+[a-z]?\.py$")
+"""The round modules (:func:`round_tests`), by path: ``tests/conftest.py`` hands them to one test worker together,
+so that their states run in one pool (:func:`shared_runs`) instead of each module's waiting in turn."""
+
+_ROUNDS: dict[str, Sequence[FieldState]] = {}
+"""Every imported round module's states by module name, registered by :func:`round_tests` at import."""
+_SHARED: dict[tuple[str, str], Future[dict[str, Any]]] = {}
+_SHARED_DONE: list[bool] = []
+
+
+def shared_runs(session: pytest.Session, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Start, the first time a round module asks (and once per process), :func:`run_field_state` for every state of
+    the registered round modules that have a test in ``session.items`` (the run's selection, in its order),
+    :data:`SHARED_WORKERS` at a time; return when all have ended.
+
+    All within the first module's fixture, not beside the tests: the runs print through
+    :func:`tests.inprocess.run_cli`'s routes on ``sys.stdout``, which pytest's capture replaces at each test's
+    start."""
+    if _SHARED_DONE:
+        return
+    selected = dict.fromkeys(item.module.__name__ for item in session.items if isinstance(item, pytest.Function))
+    with ThreadPoolExecutor(max_workers=SHARED_WORKERS, thread_name_prefix="field-state") as pool:
+        for module in selected:
+            for s in _ROUNDS.get(module, ()):
+                _SHARED[(module, s.id)] = pool.submit(run_field_state, tmp_path_factory.mktemp(s.id), s)
+    _SHARED_DONE.append(True)
+
+
 def with_xfails(states: Sequence[FieldState], xfail: Mapping[str, str]) -> list[Any]:
     """``states`` as ``pytest.param`` values, each whose id is in ``xfail`` marked ``xfail(strict=True)`` with that
     reason (why the advisor is wrong there: the test passes only while it still fails)."""
@@ -133,15 +167,28 @@ def run_field_states(
 def round_tests(
     states: Sequence[FieldState], xfails: Mapping[str, str]
 ) -> tuple[Callable[..., FieldStateRuns], Callable[..., None]]:
-    """A round file's module fixture ``once`` (:func:`run_field_states` of ``states``) and its test
-    ``test_field_state``, parametrized over ``states`` with ``xfails`` applied (:func:`with_xfails`); a round file
-    binds both at module level: ``once, test_field_state = round_tests(STATES, XFAIL)``."""
+    """A round file's module fixture ``once`` (starts :func:`shared_runs`: this module's ``states`` run beside every
+    other selected round module's) and its test ``test_field_state``, parametrized over ``states`` with ``xfails``
+    applied (:func:`with_xfails`), each waiting for its own state's run (``once[state]``); a round file binds both at
+    module level:
+    ``once, test_field_state = round_tests(STATES, XFAIL)`` (the calling module's name keys its states)."""
+
+    caller = sys._getframe(1).f_globals
+    module = caller["__name__"]
+    ids = [s.id for s in states]
+    assert len(set(ids)) == len(ids), f"harness: duplicate state ids {ids}"
+    shared = bool(ROUND_MODULE.search(Path(caller["__file__"]).as_posix()))
+    if shared:
+        _ROUNDS[module] = states
 
     @pytest.fixture(scope="module", name="once")
-    def once(tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
-        return run_field_states(tmp_path_factory, states)
+    def once(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FieldStateRuns:
+        if not shared:  # a module the test workers may not hand out with the rounds: its states alone
+            return run_field_states(tmp_path_factory, states)
+        shared_runs(request.session, tmp_path_factory)
+        return FieldStateRuns({s.id: _SHARED[(module, s.id)] for s in states})
 
-    @pytest.mark.parametrize("state", with_xfails(states, xfails), ids=[s.id for s in states])
+    @pytest.mark.parametrize("state", with_xfails(states, xfails), ids=ids)
     def test_field_state(once: FieldStateRuns, state: FieldState) -> None:
         check_field_state(once[state], state)
 
