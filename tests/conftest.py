@@ -28,8 +28,8 @@ MAX_TEST_WORKERS = 4
 """pytest-xdist workers at most (``-n auto`` in pyproject's addopts): each file runs whole on one worker
 (``--dist loadfile``: its module fixtures, its real servers), and every worker may start real servers at once."""
 LATE_WORKERS = 1
-"""Workers beyond one per usable CPU (``-n auto``), which take only the real-server trials (:data:`TRIAL_FILES`) and
-only once nothing but trials is left to hand out and :data:`FIRST_FILES` have ended
+"""Workers beyond one per usable CPU (``-n auto``), which take only the real-server trials (:data:`TRIAL_FILES`,
+:data:`WAITING_FILES`) and only once nothing but trials is left to hand out and :data:`FIRST_FILES` have ended
 (:func:`pytest_xdist_make_scheduler`): the trials mostly wait — on cycles, windows, a simulated clock — so a third
 trial beside two leaves their durations as they were (measured on 2 cores: the 21 trial files other than the CPU
 vLLM's, 825 s of test time, took 293 s on three workers with the cores 43 % idle, each file within ±4 s of its
@@ -50,6 +50,22 @@ TRIAL_FILES = (
 """Real-server trials that count cycles or seconds (30–80 s each): handed out last, after the plain tests, so that
 none runs beside the CPU vLLM's load (CI ci23: the daemon beside it and another trial left a poll unanswered), and
 the workers share them at the end."""
+WAITING_FILES = (
+    "tests/test_console_logs.py",
+    "tests/test_cli.py",
+    "tests/test_model_mismatch.py",
+    "tests/test_operations.py",
+    "tests/test_prometheus_mode.py",
+    "tests/test_prometheus_read.py",
+    "tests/test_daemon_integration.py",
+    "tests/test_notify_daemon.py",
+    "tests/notify/test_alertmanager_real.py",
+)
+"""Files outside :data:`TRIAL_FILES` that mostly wait (daemons and ``once`` runs on loopback, a subprocess's interval,
+a real Alertmanager or Prometheus): handed out with the trials, after the plain tests, so that the extra worker
+(:data:`LATE_WORKERS`) shares them. Measured alone on 2 cores, 2026-12-07 (wall and CPU, children included): 211 s
+of wall for 77 s of CPU together (``test_console_logs`` 51 s / 18 s, ``test_cli`` 39 / 16, ``test_model_mismatch``
+25 / 7)."""
 LONGEST_TRIALS = (
     "tests/e2e/test_calibration_llamacpp.py",
     "tests/reliability/test_isolation.py",
@@ -77,7 +93,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def _trial(scope: str) -> bool:
-    return scope.startswith(TRIAL_FILES)
+    return scope.startswith(TRIAL_FILES + WAITING_FILES)
 
 
 def _first(scope: str) -> bool:
@@ -91,8 +107,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
       so that their states share one pool (:func:`tests.states.field.shared_runs`: ~1 s of waiting each, 274
       states) instead of each module waiting for its own.
     * Workers past one per usable CPU (``gw<N>`` with N ≥ the CPUs: :data:`LATE_WORKERS`) wait until every file
-      left to hand out is a trial (:data:`TRIAL_FILES`) and :data:`FIRST_FILES` have ended, then take trials as the
-      others do: no trial runs beside the CPU vLLM's load, and the plain tests keep the cores.
+      left to hand out is a trial (:data:`TRIAL_FILES`, :data:`WAITING_FILES`) and :data:`FIRST_FILES` have ended,
+      then take trials as the others do: no trial runs beside the CPU vLLM's load, and the plain tests keep the
+      cores.
     """
     if config.getvalue("dist") != "loadfile":
         return None
@@ -136,8 +153,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """:data:`FIRST_FILES`, then the plain tests, then :data:`TRIAL_FILES`, :data:`LONGEST_TRIALS` first (a stable
-    sort: each file's own order kept; ``--dist loadfile`` hands files to the workers in this order)."""
+    """:data:`FIRST_FILES`, then the plain tests, then :data:`TRIAL_FILES` and :data:`WAITING_FILES`,
+    :data:`LONGEST_TRIALS` first (a stable sort: each file's own order kept; ``--dist loadfile`` hands files to the
+    workers in this order)."""
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         resolved = Path(str(item.path)).resolve()
@@ -146,7 +164,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = resolved.relative_to(REPO_ROOT).as_posix()
         if path.startswith(FIRST_FILES):
             return (0, 0)
-        if not path.startswith(TRIAL_FILES):
+        if not _trial(path):
             return (1, 0)
         return (2, LONGEST_TRIALS.index(path) if path in LONGEST_TRIALS else len(LONGEST_TRIALS))
 
