@@ -15,7 +15,8 @@ come. The rows are written from the reports, independently of the adapters and r
 Rows live in ``tests/states/test_field_*.py``, one file per class of error; every file builds a list of
 ``FieldState`` and parametrizes :func:`check_field_state` over it. :func:`run_field_states` runs a module's
 states a few at a time (each ``once`` spends most of its second waiting between its two scrapes) before the
-module's tests read each result; a state whose harness failed fails its own test.
+module's tests read each result; the numbered round modules (:func:`round_tests`) run all theirs in one pool at the
+first one's fixture (:func:`shared_runs`). A state whose harness failed fails its own test.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ _SHARED_DONE: list[bool] = []
 
 
 def shared_runs(session: pytest.Session, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Start, the first time a round module asks (and once per process), :func:`run_field_state` for every state of
+    """Run, the first time a round module asks (once per process), :func:`run_field_state` for every state of
     the registered round modules that have a test in ``session.items`` (the run's selection, in its order),
     :data:`SHARED_WORKERS` at a time; return when all have ended.
 
@@ -167,8 +168,8 @@ def run_field_states(
 def round_tests(
     states: Sequence[FieldState], xfails: Mapping[str, str]
 ) -> tuple[Callable[..., FieldStateRuns], Callable[..., None]]:
-    """A round file's module fixture ``once`` (starts :func:`shared_runs`: this module's ``states`` run beside every
-    other selected round module's) and its test ``test_field_state``, parametrized over ``states`` with ``xfails``
+    """A round file's module fixture ``once`` (:func:`shared_runs`: this module's ``states`` run beside every other
+    selected round module's) and its test ``test_field_state``, parametrized over ``states`` with ``xfails``
     applied (:func:`with_xfails`), each waiting for its own state's run (``once[state]``); a round file binds both at
     module level:
     ``once, test_field_state = round_tests(STATES, XFAIL)`` (the calling module's name keys its states)."""
