@@ -117,7 +117,7 @@ so that their states run in one pool (:func:`shared_runs`) instead of each modul
 _ROUNDS: dict[str, Sequence[FieldState]] = {}
 """Every imported round module's states by module name, registered by :func:`round_tests` at import."""
 _SHARED: dict[tuple[str, str], Future[dict[str, Any]]] = {}
-_SHARED_DONE: list[bool] = []
+"""The runs of :func:`shared_runs` by (module name, state id); empty until they ran."""
 
 
 def shared_runs(session: pytest.Session, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -128,14 +128,13 @@ def shared_runs(session: pytest.Session, tmp_path_factory: pytest.TempPathFactor
     All within the first module's fixture, not beside the tests: the runs print through
     :func:`tests.inprocess.run_cli`'s routes on ``sys.stdout``, which pytest's capture replaces at each test's
     start."""
-    if _SHARED_DONE:
+    if _SHARED:
         return
     selected = dict.fromkeys(item.module.__name__ for item in session.items if isinstance(item, pytest.Function))
     with ThreadPoolExecutor(max_workers=SHARED_WORKERS, thread_name_prefix="field-state") as pool:
         for module in selected:
             for s in _ROUNDS.get(module, ()):
                 _SHARED[(module, s.id)] = pool.submit(run_field_state, tmp_path_factory.mktemp(s.id), s)
-    _SHARED_DONE.append(True)
 
 
 def with_xfails(states: Sequence[FieldState], xfail: Mapping[str, str]) -> list[Any]:
