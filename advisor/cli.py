@@ -3,7 +3,7 @@
 Sub-commands::
 
     run           the daemon against the engines in a config file
-    demo          the daemon against a built-in stand-in engine (no engine, no GPU, no network)
+    demo          the daemon against a built-in simulated fleet of four deployments (no engine, no GPU, no network)
     once          scrape each target twice, evaluate once (ignoring for-durations), print, exit
     inspect       scrape one URL twice: detected engine, version hints, snapshot, what is missing
     simulate      run a traffic profile against a deployment in the engine simulator
@@ -819,7 +819,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     run.add_argument("--compact", action="store_true", help=COMPACT_HELP)
     run.set_defaults(func=cmd_run)
 
-    demo = sub.add_parser("demo", help="run the daemon against a built-in stand-in engine")
+    demo = sub.add_parser("demo", help="run the daemon against a built-in simulated fleet of four deployments")
     demo.add_argument("--listen", default="127.0.0.1:9188", help="HOST:PORT to serve on (default 127.0.0.1:9188)")
     demo.add_argument(
         "--duration",

@@ -42,7 +42,7 @@ RAMP = DEMO_SCENARIOS[1].replace(
         OnOff(rate_on=0.3, rate_off=3.0, on_seconds=200, off_seconds=150),
         LognormalLengths(6000, 0.25, 600, 0.5, max_prompt_tokens=7500),
     ),
-    description="light, then a burst that saturates the KV pool, then light again",
+    description="gpu-memory-utilization 0.5: light, then a burst that saturates the KV pool, then light again",
 )
 """The scripted ramp: simulated seconds 0–200 light, 200–350 a burst, repeating."""
 
@@ -105,7 +105,7 @@ def run_demo(listen: str, duration: float, speed: float = 10.0, compact: bool = 
                 say(f"  engine {s.name:<18} {', '.join(fleet.urls(s.name))}  ({s.description})")
             say(f"  advisor metrics: {url}/metrics")
             say(f"  status page:     {url}/")
-            say(f"  recommendations: {url}/api/v1/recommendations")
+            say(f"  recommendations: {url}/api/v1/recommendations  (each with its alternatives and withheld turns)")
             say("  (Ctrl-C to stop)" if not duration else f"  (stops after {duration:g}s; Ctrl-C to stop sooner)")
 
         code = run_daemon(svc, registry, listen, duration_seconds=duration or None, on_listening=announce)

@@ -139,7 +139,7 @@ FLAGS: dict[tuple[str, ...], tuple[str, ...]] = {
 
 COMMAND_HELP = {
     "run": "run the daemon against real engines",
-    "demo": "run the daemon against a built-in stand-in engine",
+    "demo": "run the daemon against a built-in simulated fleet of four deployments",
     "once": "scrape twice, evaluate once, print and exit",
     "plan": "the capacity pass for one configuration",
     "simulate": "run a traffic profile against a configured deployment in the engine simulator",
