@@ -67,7 +67,7 @@ from advisor.telemetry import (
     counter_increase,
     engine_time,
     fraction_below,
-    goodput_ratio,
+    goodput_from_fractions,
     lifetime_prefill,
     restart_flags,
     speculation_window,
@@ -1193,11 +1193,7 @@ def evaluate_deployment(
     tpot_ok = fraction_below(ctx.slo.tpot_seconds, stats.tpot) if stats else None
     # no TTFT histogram (TGI): the queue time bounds it from below, so its share within the target bounds goodput
     queued_ok = fraction_below(ctx.slo.ttft_seconds, stats.queue_time) if stats and stats.ttft is None else None
-    good = goodput_ratio(
-        ttft_ok.value if ttft_ok is not None else None,
-        tpot_ok.value if tpot_ok is not None else None,
-        ttft_at_most=queued_ok.value if queued_ok is not None else None,
-    )
+    good = goodput_from_fractions(ttft_ok, tpot_ok, queued_ok)
     gen_rate = stats.generation_tokens_per_second if stats else None
     goodput_tps = gen_rate * good.ratio if gen_rate is not None and good.ratio is not None else None
 

@@ -158,8 +158,16 @@ class AdvisorCollector(Collector):
         good = gauge(
             c.GOODPUT_RATIO, "Estimated fraction of requests meeting both TTFT and TPOT targets over the window."
         )
-        good_lo = gauge(c.GOODPUT_RATIO_LOWER, "Lower (Frechet) bound of the goodput ratio.")
-        good_hi = gauge(c.GOODPUT_RATIO_UPPER, "Upper (Frechet) bound of the goodput ratio.")
+        good_lo = gauge(
+            c.GOODPUT_RATIO_LOWER,
+            "Lower bound of the goodput ratio: whatever the dependence of TTFT and TPOT (Frechet) and "
+            "wherever the observations lie in the bucket holding each target.",
+        )
+        good_hi = gauge(
+            c.GOODPUT_RATIO_UPPER,
+            "Upper bound of the goodput ratio: whatever the dependence of TTFT and TPOT (Frechet) and "
+            "wherever the observations lie in the bucket holding each target.",
+        )
         good_tps = gauge(c.GOODPUT_TOKENS_PER_SECOND, "Generation tokens per second times the goodput ratio.")
         model_err = gauge(
             c.CAPACITY_MODEL_ERROR_RATIO,

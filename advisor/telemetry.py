@@ -63,6 +63,7 @@ __all__ = [
     "counter_resets",
     "engine_time",
     "fraction_below",
+    "goodput_from_fractions",
     "goodput_from_histograms",
     "goodput_ratio",
     "histogram_delta",
@@ -450,6 +451,8 @@ class FractionBelow:
             ``+Inf`` bucket).
         bounds_used: the bucket edges ``(lower, upper)`` the value was interpolated between, in the
             histogram's unit; ``(threshold, threshold)`` when exact.
+        sum_bounds: ``(at least, at most)`` narrower than the bucket's fractions, from the histogram's sum
+            (:func:`_sum_bounds`); ``None`` when the sum narrows nothing.
     """
 
     value: float | None
@@ -457,6 +460,17 @@ class FractionBelow:
     lower_bucket: float
     upper_bucket: float
     bounds_used: tuple[float, float]
+    sum_bounds: tuple[float, float] | None = None
+
+    @property
+    def at_least(self) -> float:
+        """A sure lower bound of the fraction: the bucket's lower edge, or higher where the sum shows it."""
+        return self.lower_bucket if self.sum_bounds is None else self.sum_bounds[0]
+
+    @property
+    def at_most(self) -> float:
+        """A sure upper bound of the fraction: the bucket's upper edge, or lower where the sum shows it."""
+        return self.upper_bucket if self.sum_bounds is None else self.sum_bounds[1]
 
 
 def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | None:
@@ -473,6 +487,11 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
 
     Total is the ``+Inf`` bucket's count. ``None`` for a missing histogram or zero observations;
     ``ValueError`` for a NaN threshold.
+
+    The histogram's sum narrows where inside its bucket the threshold's share can lie (:func:`_sum_bounds`:
+    ``sum_bounds``, ``at_least`` / ``at_most``), and the interpolated value is held inside that narrower range:
+    80 requests all in (0.0146, 0.0293] with a mean of 25 ms cannot have more than 46 % within 20 ms (those at most
+    20 ms, the rest at most 29.3 ms, must still add up to the sum), where interpolation reads 37 %.
 
     Example (le 0.1: 50, 0.2: 70, 1: 110, +Inf: 120): threshold 0.6 lies in (0.2, 1] →
     (70 + 40 × (0.6 − 0.2)/(1 − 0.2)) / 120 = 90/120 = 0.75, between 70/120 and 110/120.
@@ -507,7 +526,65 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
     inside = (cum - prev_cum) * (threshold - prev_bound) / (bound - prev_bound)
     # Clamped into the bucket's fractions only to absorb float rounding.
     value = min(max((prev_cum + inside) / total, lower), upper)
-    return FractionBelow(value, False, lower, upper, (prev_bound, bound))
+    narrowed = _sum_bounds(bounds, counts, i, threshold, h.sum if h is not None else math.nan)
+    if narrowed is not None:
+        value = min(max(value, narrowed[0]), narrowed[1])
+    return FractionBelow(value, False, lower, upper, (prev_bound, bound), narrowed)
+
+
+_SUM_SLACK: Final = 1e-9
+"""Relative slack on a histogram's sum in :func:`_sum_bounds`: a window's sum is a float difference of two
+cumulative sums, and a bound must never be narrowed past an observation the rounding hides."""
+
+
+def _sum_bounds(
+    bounds: Sequence[float], counts: Sequence[float], i: int, threshold: float, total_sum: float
+) -> tuple[float, float] | None:
+    """What the sum says of the share ≤ ``threshold`` inside bucket ``i`` (``bounds[i-1] < threshold < bounds[i]``,
+    ``i ≥ 1``): ``(at least, at most)`` as fractions of the whole, or ``None`` when it narrows neither edge or
+    the sum does not fit the buckets (values are taken as ≥ 0 — latencies, lengths — so only for a first bound > 0).
+
+    Each other bucket's observations lie between its edges; of the bucket's ``n`` observations, ``k`` lie in
+    ``(l, t]`` and ``n − k`` in ``(t, u]``. The sum is reachable only when ``S_min + k·l + (n − k)·t ≤ sum ≤ S_max +
+    k·t + (n − k)·u`` (``S_min``, ``S_max``: the other buckets' least and greatest sums), so
+    ``k ≤ (S_max + n·u − sum) ÷ (u − t)`` and ``k ≥ (S_min + n·t − sum) ÷ (t − l)``; an observation in ``+Inf``
+    leaves ``S_max`` unbounded. The same reasoning as Prometheus's native-histogram bounds, from the one moment a
+    classic histogram keeps.
+    """
+    if not bounds[0] > 0 or not math.isfinite(total_sum) or total_sum < 0:
+        return None
+    total = counts[-1]
+    low_edge, up_edge = bounds[i - 1], bounds[i]
+    n = counts[i] - counts[i - 1]
+    if not n > 0 or math.isinf(up_edge):
+        return None
+    s_max_inf = False
+    s_min = s_max = 0.0
+    prev_b, prev_c = 0.0, 0.0
+    for j, (b, c) in enumerate(zip(bounds, counts, strict=True)):
+        in_bucket = c - prev_c
+        if j != i and in_bucket > 0:
+            s_min += in_bucket * prev_b
+            if math.isinf(b):
+                s_max_inf = True
+            else:
+                s_max += in_bucket * b
+        prev_b, prev_c = b, c
+    at_least, at_most = counts[i - 1] / total, counts[i] / total
+    k_min = (s_min + n * threshold - total_sum * (1 + _SUM_SLACK)) / (threshold - low_edge)
+    if k_min > n + 1e-9:  # the sum is below what the buckets allow: it says nothing trustworthy
+        return None
+    if k_min > 0:
+        at_least = (counts[i - 1] + k_min) / total
+    if not s_max_inf:
+        k_max = (s_max + n * up_edge - total_sum * (1 - _SUM_SLACK)) / (up_edge - threshold)
+        if k_max < -1e-9:  # the sum is above what the buckets allow
+            return None
+        if k_max < n:
+            at_most = (counts[i - 1] + max(k_max, 0.0)) / total
+    if at_least <= counts[i - 1] / total and at_most >= counts[i] / total:
+        return None
+    return at_least, max(at_most, at_least)
 
 
 # --- goodput ------------------------------------------------------------------------------------------
@@ -542,7 +619,14 @@ def _check_ratio(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be within [0, 1], got {value!r}")
 
 
-def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: float | None = None) -> GoodputEstimate:
+def goodput_ratio(
+    ttft_ok: float | None,
+    tpot_ok: float | None,
+    ttft_at_most: float | None = None,
+    *,
+    ttft_range: tuple[float, float] | None = None,
+    tpot_range: tuple[float, float] | None = None,
+) -> GoodputEstimate:
     """Joint SLO attainment from the two marginal attainments (fractions in [0, 1]).
 
     Engines keep TTFT and TPOT in separate histograms, so the number of requests meeting *both* SLOs —
@@ -575,25 +659,68 @@ def goodput_ratio(ttft_ok: float | None, tpot_ok: float | None, ttft_at_most: fl
     it a TGI replica whose requests queued 50 s against a 5 s target had no bound below 100 % from TPOT alone (a
     field state, huggingface/text-generation-inference#1733).
 
-    Raises ``ValueError`` for an input outside [0, 1] or NaN.
+    ``ttft_range`` / ``tpot_range``: where each attainment surely lies, ``(low, high)``, when the figure itself is
+    read off a histogram by interpolation inside the bucket holding the target (:class:`FractionBelow`'s
+    ``lower_bucket`` / ``upper_bucket``; :func:`goodput_from_fractions`). The bounds then hold wherever the
+    observations lie inside that bucket as well as whatever the dependence: lower ``max(0, low_a + low_b − 1)``,
+    upper ``min(high_a, high_b)``; the ratio stays the interpolated product. Without them each figure is taken as
+    exact (a target on a bucket bound). A 1 s-wide bucket (1, 2.5] holding every request with a 2 s target
+    reads TTFT attainment 0.67 by interpolation, anywhere in [0, 1] in truth: the bounds were [0.67, 0.67] before
+    (breaker 30: a TTFT layout without the target's bound after an upgrade exported goodput bounds 0.25–0.25 where
+    every request met its target) and are [0, 1] now.
+
+    Raises ``ValueError`` for an input outside [0, 1] or NaN, or a range that is not ``low ≤ figure ≤ high``.
     """
     _check_ratio("ttft_ok", ttft_ok)
     _check_ratio("tpot_ok", tpot_ok)
     _check_ratio("ttft_at_most", ttft_at_most)
+    ttft_lo, ttft_hi = _checked_range("ttft_range", ttft_ok, ttft_range)
+    tpot_lo, tpot_hi = _checked_range("tpot_range", tpot_ok, tpot_range)
     if ttft_ok is None and ttft_at_most is not None:
-        bound = ttft_at_most if tpot_ok is None else min(ttft_at_most, tpot_ok)
+        bound = ttft_at_most if tpot_ok is None else min(ttft_at_most, tpot_hi)
         return GoodputEstimate(None, 0.0, bound, None, tpot_ok)
     if ttft_ok is None and tpot_ok is None:
         return GoodputEstimate(None, None, None, None, None)
     if ttft_ok is None or tpot_ok is None:
-        known = ttft_ok if ttft_ok is not None else tpot_ok
-        assert known is not None
+        known = ttft_hi if ttft_ok is not None else tpot_hi
         return GoodputEstimate(None, 0.0, known, ttft_ok, tpot_ok)
-    upper = min(ttft_ok, tpot_ok)
+    upper = min(ttft_hi, tpot_hi)
     # a + b − 1 ≤ min(a, b) always; the min() only undoes rounding (1.0 + b − 1.0 can exceed b by an ulp).
-    lower = min(max(0.0, ttft_ok + tpot_ok - 1.0), upper)
+    lower = min(max(0.0, ttft_lo + tpot_lo - 1.0), upper)
     ratio = min(max(ttft_ok * tpot_ok, lower), upper)
     return GoodputEstimate(ratio, lower, upper, ttft_ok, tpot_ok)
+
+
+def _checked_range(name: str, value: float | None, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """``bounds`` checked against ``value`` (``(value, value)`` when absent; ``(0, 1)`` for an unknown value)."""
+    if value is None:
+        return 0.0, 1.0
+    if bounds is None:
+        return value, value
+    low, high = bounds
+    _check_ratio(f"{name}[0]", low)
+    _check_ratio(f"{name}[1]", high)
+    # the interpolated figure is clamped into its bucket's fractions, so it lies inside them up to rounding
+    if not low - 1e-12 <= value <= high + 1e-12:
+        raise ValueError(f"{name} {bounds!r} does not hold its figure {value!r}")
+    return low, high
+
+
+def goodput_from_fractions(
+    ttft: FractionBelow | None, tpot: FractionBelow | None, ttft_at_most: FractionBelow | None = None
+) -> GoodputEstimate:
+    """:func:`goodput_ratio` of two :func:`fraction_below` readings (each ``None`` or of value ``None``: unknown),
+    with each reading's bucket edges as the range its attainment surely lies in. ``ttft_at_most``: the share of
+    requests whose queue time alone met the TTFT target (TGI), its bucket's upper edge the bound it sets."""
+
+    def value(f: FractionBelow | None) -> float | None:
+        return None if f is None else f.value
+
+    def edges(f: FractionBelow | None) -> tuple[float, float] | None:
+        return None if f is None or f.value is None else (f.at_least, f.at_most)
+
+    at_most = None if ttft_at_most is None or ttft_at_most.value is None else ttft_at_most.at_most
+    return goodput_ratio(value(ttft), value(tpot), at_most, ttft_range=edges(ttft), tpot_range=edges(tpot))
 
 
 def goodput_from_histograms(
@@ -602,16 +729,11 @@ def goodput_from_histograms(
     ttft_slo_seconds: float,
     tpot_slo_seconds: float,
 ) -> GoodputEstimate:
-    """:func:`goodput_ratio` of :func:`fraction_below` each SLO (seconds) in the TTFT and TPOT histograms.
+    """:func:`goodput_from_fractions` of :func:`fraction_below` each SLO (seconds) in the TTFT and TPOT histograms.
 
     An unknown fraction (missing or empty histogram, or no interpolation possible) enters as ``None``.
     """
-    ttft_ok = fraction_below(ttft_slo_seconds, ttft)
-    tpot_ok = fraction_below(tpot_slo_seconds, tpot)
-    return goodput_ratio(
-        None if ttft_ok is None else ttft_ok.value,
-        None if tpot_ok is None else tpot_ok.value,
-    )
+    return goodput_from_fractions(fraction_below(ttft_slo_seconds, ttft), fraction_below(tpot_slo_seconds, tpot))
 
 
 # --- summaries ----------------------------------------------------------------------------------------

@@ -672,3 +672,69 @@ def test_the_reported_view_sums_a_gauge_only_when_every_replica_reports_it() -> 
     assert view.requests_running is None and view.requests_waiting is None
     view = engine_view([full, full, full], None, 3, "ok")
     assert (view.requests_running, view.requests_waiting) == (114.0, 0.0)
+
+
+# --- what the sum says inside the bucket holding a target (breaker 30, item 5) ----------------------------------
+
+# TGI's mean-time-per-token layout around a 20 ms target: every one of 81 requests in (14.6 ms, 29.3 ms].
+_WIDE = ((0.0146, 0.0), (0.0293, 81.0), (0.05, 81.0), (INF, 81.0))
+
+
+def test_a_mean_above_the_target_caps_the_share_within_it() -> None:
+    """81 requests averaging 25 ms: k at most 20 ms and the rest at most 29.3 ms must reach the sum 2.025 s, so
+    0.02 k + 0.0293 (81 − k) ≥ 2.025 → k ≤ 37.45 of 81 = 0.4624 — a breach of a 90 % target is certain, though the
+    bucket alone allows anything from 0 to 1."""
+    f = fraction_below(0.02, Histogram(buckets=_WIDE, count=81.0, sum=81 * 0.025))
+    assert f is not None
+    assert (f.lower_bucket, f.upper_bucket) == (0.0, 1.0)
+    assert f.at_least == 0.0
+    assert f.at_most == pytest.approx((0.0293 - 0.025) / (0.0293 - 0.02), rel=1e-6)
+    assert f.value == pytest.approx((0.02 - 0.0146) / (0.0293 - 0.0146))  # interpolation, inside the cap
+
+
+def test_a_mean_below_the_target_lifts_the_share_within_it_and_the_estimate_with_it() -> None:
+    """81 requests averaging 16 ms: k above 14.6 ms and the rest above 20 ms cannot sum below 0.0146 k + 0.02
+    (81 − k) ≤ 1.296 → k ≥ 60 of 81 = 0.7407; interpolation's 0.367 is impossible, the estimate is raised to it."""
+    f = fraction_below(0.02, Histogram(buckets=_WIDE, count=81.0, sum=81 * 0.016))
+    assert f is not None
+    assert f.at_least == pytest.approx(0.004 / 0.0054, rel=1e-6)
+    assert f.at_most == 1.0
+    assert f.value == pytest.approx(0.004 / 0.0054, rel=1e-6)
+
+
+def test_goodput_bounds_hold_wherever_the_observations_lie_in_the_targets_bucket() -> None:
+    """Breaker 30: after an upgrade the TTFT layout had no 2.5 s bound; 40 requests at 2.0 s each sat in (1, 5].
+    Interpolation reads 37.5 % within 2.5 s and the bounds were [0.375, 0.375]; the bucket allows [0, 1], and the
+    sum (80 s: k above 1 s, the rest above 2.5 s, 1 k + 2.5 (40 − k) ≤ 80 → k ≥ 13.3) lifts the floor to 1/3."""
+    ttft = Histogram(buckets=((1.0, 0.0), (5.0, 40.0), (INF, 40.0)), count=40.0, sum=80.0)
+    tpot = Histogram(buckets=((0.05, 40.0), (0.1, 40.0), (INF, 40.0)), count=40.0, sum=1.2)
+    g = goodput_from_histograms(ttft, tpot, 2.5, 0.05)
+    assert g.ttft_ratio == pytest.approx(0.375)
+    assert g.ratio == pytest.approx(0.375)
+    assert g.lower == pytest.approx(1 / 3)
+    assert g.upper == 1.0
+
+
+def test_goodput_ratio_refuses_a_range_that_does_not_hold_its_figure() -> None:
+    with pytest.raises(ValueError, match="ttft_range"):
+        goodput_ratio(0.8, 0.9, ttft_range=(0.85, 1.0))
+
+
+@st.composite
+def observed(draw: st.DrawFn) -> tuple[Histogram, list[float]]:
+    """Observations (≥ 0) and their histogram with the exact sum."""
+    bounds = sorted(draw(st.lists(st.floats(min_value=1e-3, max_value=1e2), min_size=1, max_size=5, unique=True)))
+    values = draw(st.lists(st.floats(min_value=0.0, max_value=2e2), min_size=1, max_size=60))
+    buckets = tuple((b, float(sum(1 for v in values if v <= b))) for b in [*bounds, INF])
+    return Histogram(buckets=buckets, count=float(len(values)), sum=math.fsum(values)), values
+
+
+@given(observed(), st.floats(min_value=1e-6, max_value=3e2))  # a target > 0, as every SLO
+def test_the_sure_bounds_hold_the_true_share(hv: tuple[Histogram, list[float]], t: float) -> None:
+    h, values = hv
+    f = fraction_below(t, h)
+    assert f is not None
+    true = sum(1 for v in values if v <= t) / len(values)
+    assert f.at_least - 1e-9 <= true <= f.at_most + 1e-9
+    assert f.value is not None
+    assert f.lower_bucket <= f.at_least <= f.value <= f.at_most <= f.upper_bucket
