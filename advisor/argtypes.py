@@ -133,3 +133,15 @@ def bounded_float(low: float, high: float, what: str) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def fraction_below_one(text: str) -> float:
+    """An argparse type: a finite fraction in (0, 1) — a share of requests that must meet a target, where 1 (every
+    request) is no target a percentile histogram can show met ("must be a fraction in (0, 1), e.g. 0.9")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1), e.g. 0.9, got {text!r}")
+    return value

@@ -1857,14 +1857,14 @@ def _semantic_problems(deployments: Sequence[Any], base_dir: Path | None) -> lis
 
 
 def context_problem(max_model_len: int, arch: ModelArch) -> str | None:
-    """Why ``max_model_len`` tokens exceed ``arch``'s context (``max_position_embeddings``), as a config file and
+    """Why ``max_model_len`` tokens exceed ``arch``'s context (:attr:`ModelArch.context_tokens`), as a config file and
     ``POST /api/v1/plan`` refuse it (vLLM's ``_get_and_verify_max_len`` raises unless
     ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set); None when it fits."""
-    if max_model_len <= arch.max_position_embeddings:
+    if max_model_len <= arch.context_tokens:
         return None
     return (
-        f"{max_model_len} exceeds the model's context of {arch.max_position_embeddings} tokens "
-        "(max_position_embeddings); vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set"
+        f"{max_model_len} exceeds the model's context of {arch.context_tokens} tokens "
+        f"({arch.context_words}); vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set"
     )
 
 

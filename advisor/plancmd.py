@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from advisor.argtypes import bounded_float, bounded_int, positive_float, version_arg
+from advisor.argtypes import bounded_float, bounded_int, fraction_below_one, positive_float, version_arg
 from advisor.capacity.kv import ACCOUNTING_ENGINES, SAMPLERS
 from advisor.capacity.models import preset_kv_logs
 from advisor.conventions import PLATFORMS
@@ -209,6 +209,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "(its accounting does not read it): drop it, or give the --engine that reads it"
         )
         return 2
+    if args.engine == "llamacpp" and args.quantization not in (None, "gguf"):
+        # llama.cpp loads GGUF files only (tools/server: --model is a .gguf): a GPTQ/AWQ/FP8 checkpoint is not
+        # something it serves; sizing one anyway (breaker 31) gave AWQ's weights for an engine that cannot load them
+        _err(
+            f"--quantization {args.quantization} does not apply to --engine llamacpp (llama.cpp loads GGUF files "
+            "only): give the file's type with --gguf-file-type (e.g. Q4_K_M)"
+        )
+        return 2
     both = args.parallel is not None and args.max_num_seqs is not None
     if args.engine == "llamacpp" and both and args.parallel != args.max_num_seqs:
         # check-config refuses the same pair (advisor.config); plan used --parallel silently (breaker 13)
@@ -308,10 +316,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.engine != "vllm":
             return _plan_other_engine(args, dspec, gpu)
         allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
-        if args.max_model_len > model.max_position_embeddings and not allow_long:
+        if args.max_model_len > model.context_tokens and not allow_long:
             _err(
                 f"--max-model-len {args.max_model_len:,} exceeds the model's context of "
-                f"{model.max_position_embeddings:,} tokens (max_position_embeddings); vLLM refuses this unless "
+                f"{model.context_tokens:,} tokens ({model.context_words}); vLLM refuses this unless "
                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set (set it here too to plan it anyway)"
             )
             return 2
@@ -341,13 +349,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"weights on each GPU; vLLM offloads those and keeps the rest ({result.weights_bytes_per_gpu / GIB:.2f} "
             "GiB: embeddings, LM head, draft) on the GPU"
         )
-    needed = result.weights_bytes_per_gpu + result.overhead_bytes_per_gpu + result.kv_pool_bytes_per_gpu
-    if args.num_gpu_blocks_override is not None and needed > memory:
-        _err(
-            f"warning: --num-gpu-blocks-override {args.num_gpu_blocks_override:,} needs "
-            f"{result.kv_pool_bytes_per_gpu / GIB:.2f} GiB of KV cache per GPU; with weights and overhead that is "
-            f"{needed / GIB:.2f} GiB of the GPU's {memory / GIB:.2f} GiB: vLLM fails to allocate it at start-up"
-        )
+    # an override the GPU cannot hold beside the weights is refused by the pass (exit 3, kv.vllm_capacity_pass)
     _fixed_pool_profile_check(args, result, memory)
     _encoder_note(inputs)
     out = result.as_dict()
@@ -494,7 +496,7 @@ def _verdict_rows(
     if refusal is None:
         return []
     checked = " (each alone, the capacity pass re-run)" if len(fixes) > 1 else " (the capacity pass re-run with it)"
-    said = remedy(fixes) + (checked if fixes else "")
+    said = remedy(fixes, engine) + (checked if fixes else "")
     rows = [("feasible", f"NO: {refusal}"), ("smallest fix", said)]
     if any(f.get("engine_flag") not in (None, f["change"]) for f in fixes):
         rows.append((f"  as {engine} flags", "; ".join(str(f["engine_flag"]) for f in fixes)))
@@ -514,7 +516,7 @@ def _refuse_without_pass(args: argparse.Namespace, spec: Any, gpu: Any, reason: 
 
     engine = accounting_engine(spec.engine)
     found = _fixes_on_platform(args.platform, fixes(spec, gpu, _pool_flag(args)), engine)
-    out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found)}
+    out = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, found, engine)}
     _err("refused: " + out["reason"])
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -1123,7 +1125,7 @@ def add_plan_parser(sub: Any) -> None:
     )
     plan.add_argument(
         "--gpu-memory-used-by-others-gib",
-        type=positive_float(16384.0),
+        type=_gib_or_zero,  # 0: a measurement of none (a script that always passes it), as no flag
         default=None,
         metavar="GIB",
         help="memory other processes hold on each GPU (a shared GPU), GiB",
@@ -1169,8 +1171,9 @@ def add_plan_parser(sub: Any) -> None:
         "--vllm-use-v1",
         choices=("0", "1"),
         default=None,
-        help="vLLM's VLLM_USE_V1 environment variable: force the V0 (0) or V1 (1) engine of vLLM 0.8-0.10; "
-        "unset, the engine's own rule (version, GPU compute capability, features) decides",
+        help="vLLM's VLLM_USE_V1 environment variable: force the V0 (0) or V1 (1) engine of vLLM 0.8-0.10 (1: an "
+        "opt-in from 0.6.4; ignored before); unset, the engine's own rule (version, GPU compute capability, "
+        "features) decides",
     )
     plan.add_argument(
         "--cpu-offload-gb",
@@ -1307,7 +1310,7 @@ def add_plan_parser(sub: Any) -> None:
     traffic.add_argument("--tpot", type=positive_float(60.0), help="TPOT target, seconds")
     traffic.add_argument(
         "--target-ratio",
-        type=positive_float(1.0),
+        type=fraction_below_one,
         default=None,
         help="fraction of requests meeting both targets (default 0.9)",
     )
@@ -1503,9 +1506,7 @@ def _not_applicable(args: argparse.Namespace) -> str | None:
             )
         if flag == "--target-ratio" and args.ttft is None:
             return "--target-ratio needs the SLO targets --ttft and --tpot"
-    if args.target_ratio is not None and args.target_ratio >= 1.0:
-        return "--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)"
-    return None
+    return None  # --target-ratio is a fraction in (0, 1) by its argparse type (argtypes.fraction_below_one)
 
 
 _SEARCH_READS = frozenset(
@@ -1701,9 +1702,6 @@ def _cmd_search(args: argparse.Namespace) -> int:
     refused = _search_refusal(args)
     if refused:
         _err(refused)
-        return 2
-    if args.target_ratio is not None and args.target_ratio >= 1.0:
-        _err("--target-ratio must be below 1 (a fraction of requests, e.g. 0.9)")
         return 2
     if args.mean_arrival_rate is not None and not args.compare_managed:
         _err("--mean-arrival-rate applies to --compare-managed only (it prices the self-hosted tokens at the mean)")

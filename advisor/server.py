@@ -1304,7 +1304,7 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
     ``plan --json`` prints it (``model``, ``gpu``, ``feasible: false``, ``reason``, ``fixes``) and the optional
     turn planned from the stated deployment with the dial changed (the one resolver,
     :func:`advisor.capacity.deployment.resolve_deployment`)."""
-    from advisor.capacity.deployment import resolve_deployment, resolve_gpu
+    from advisor.capacity.deployment import accounting_engine, resolve_deployment, resolve_gpu
     from advisor.capacity.fixes import plan_batch_cap, pool_refusal, verdict
     from advisor.capacity.hardware import tensor_parallel_nodes
     from advisor.capacity.models import preset_kv_logs
@@ -1312,7 +1312,12 @@ def _plan_refused(req: PlanRequest, spec: Any, reason: str) -> dict[str, Any]:
     from advisor.rules.turns import FIELD_FOR_DIAL
 
     gpu = resolve_gpu(spec.gpu, spec.gpu_memory_bytes)
-    out_before: dict[str, Any] = {"model": spec.model.name, "gpu": gpu.name, **verdict(reason, _fixes(spec, gpu))}
+    engine = accounting_engine(spec.engine)
+    out_before: dict[str, Any] = {
+        "model": spec.model.name,
+        "gpu": gpu.name,
+        **verdict(reason, _fixes(spec, gpu), engine),
+    }
     out_after: dict[str, Any] | None = None
     after_error: str | None = None
     if req.turn is not None:

@@ -361,12 +361,13 @@ def _turned(setup: _Setup, dial: str, value: object) -> Any:
         raise ValueError(f"{dial}={value}: {first['msg']}") from None
     if dial == "max_model_len":
         try:
-            context = resolve_model(dep.model, setup.base_dir).max_position_embeddings
+            arch = resolve_model(dep.model, setup.base_dir)
         except CapacityError:
             return turned  # the engine build reports the model
-        if isinstance(value, int) and value > context:
+        if isinstance(value, int) and value > arch.context_tokens:
             raise ValueError(
-                f"max_model_len={value}: exceeds the model's context of {context} tokens (max_position_embeddings)"
+                f"max_model_len={value}: exceeds the model's context of {arch.context_tokens} tokens "
+                f"({arch.context_words})"
             )
     return turned
 

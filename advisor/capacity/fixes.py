@@ -20,7 +20,13 @@ import json
 from typing import Any, Final
 
 from advisor import conventions as c
-from advisor.capacity.deployment import DeploymentSpec, ResolvedGPU, deployment_inputs, resolve_deployment
+from advisor.capacity.deployment import (
+    DeploymentSpec,
+    ResolvedGPU,
+    accounting_engine,
+    deployment_inputs,
+    resolve_deployment,
+)
 from advisor.capacity.engines import memory_overcommit
 from advisor.capacity.hardware import fp8_kv_emulated
 from advisor.capacity.kv import CapacityResult
@@ -36,6 +42,7 @@ __all__ = [
     "fixes",
     "pool_refusal",
     "remedy",
+    "tried_changes",
     "verdict",
 ]
 
@@ -54,14 +61,33 @@ CONTEXT_STEP: Final = 1024
 """A suggested ``--max-model-len`` is a multiple of this many tokens."""
 
 TRIED: Final = (
-    f"--gpu-memory-utilization up to {MAX_SUGGESTED_UTILIZATION}",
+    f"--gpu-memory-utilization up to {MAX_SUGGESTED_UTILIZATION} (lower beside memory other processes hold)",
     f"a lower --max-num-seqs (down to {MIN_SUGGESTED_MAX_NUM_SEQS})",
     "--kv-cache-dtype fp8",
     "a shorter --max-model-len",
     "--quantization fp8 or awq",
     f"--tp up to {MAX_SUGGESTED_TP}",
 )
-"""The single changes :func:`fixes` tries, smallest first (for the message when none fits)."""
+"""The single changes :func:`fixes` tries for vLLM, smallest first (for the message when none fits)."""
+
+VLLM_ONLY_TRIED: Final = 2
+"""The first entries of :data:`TRIED` that only vLLM reads (its memory budget and its profile's batch): another
+engine's refusal neither tries nor names them (breaker 31: a TensorRT-LLM refusal said it tried
+``--gpu-memory-utilization``, which TensorRT-LLM does not read; a llama.cpp one suggested it)."""
+
+
+LLAMACPP_KV_FIX: Final = "q8_0"
+"""The cache type :func:`fixes` tries for llama.cpp in place of vLLM's ``fp8`` (llama.cpp has no FP8 cache)."""
+
+
+def tried_changes(engine: str = "vllm") -> tuple[str, ...]:
+    """The single changes :func:`fixes` tries for ``engine`` (an accounting engine name), smallest first: llama.cpp
+    has no FP8 cache (``q8_0`` instead) and loads GGUF files, not FP8 or AWQ checkpoints."""
+    if engine == "vllm":
+        return TRIED
+    if engine == "llamacpp":
+        return (f"--kv-cache-dtype {LLAMACPP_KV_FIX}", "a shorter --max-model-len", TRIED[-1])
+    return TRIED[VLLM_ONLY_TRIED:]
 
 
 FIX_DIALS: Final[dict[str, str]] = {
@@ -86,25 +112,25 @@ def pool_refusal(result: CapacityResult) -> str | None:
     )
 
 
-def remedy(found: list[dict[str, Any]]) -> str:
+def remedy(found: list[dict[str, Any]], engine: str = "vllm") -> str:
     """What to change, from the fixes :func:`fixes` found and nothing else: "`--tp 2` or `--quantization fp8`
-    fits", or, when none was found, that no single change tried fits (:data:`TRIED`) — never a change that was
-    not shown to fit."""
+    fits", or, when none was found, that no single change tried fits (:func:`tried_changes` of ``engine``) — never
+    a change that was not shown to fit."""
     if found:
         return " or ".join(f"`{f['change']}`" for f in found) + " fits"
     return (
         "no single change tried fits ("
-        + ", ".join(TRIED)
+        + ", ".join(tried_changes(engine))
         + "): combine changes, or use GPUs with more memory or more of them"
     )
 
 
-def verdict(refusal: str | None, found: list[dict[str, Any]]) -> dict[str, Any]:
+def verdict(refusal: str | None, found: list[dict[str, Any]], engine: str = "vllm") -> dict[str, Any]:
     """``plan --json``'s (and ``POST /api/v1/plan``'s) verdict keys: ``feasible`` (would the engine start),
     ``reason`` (why not — ``refusal``, the problem alone (:attr:`advisor.errors.WontStartError.problem`, or
-    :func:`pool_refusal`), then :func:`remedy` of ``found``; None when it would start) and ``fixes``
-    (:func:`fixes`; ``[]`` when it would start)."""
-    reason = None if refusal is None else f"{refusal}; {remedy(found)}"
+    :func:`pool_refusal`), then :func:`remedy` of ``found`` for ``engine``; None when it would start) and
+    ``fixes`` (:func:`fixes`; ``[]`` when it would start)."""
+    reason = None if refusal is None else f"{refusal}; {remedy(found, engine)}"
     return {"feasible": refusal is None, "reason": reason, "fixes": found}
 
 
@@ -117,9 +143,20 @@ def _starts(spec: DeploymentSpec) -> CapacityResult | None:
     except CapacityError:
         return None
     result = resolved.result
-    if resolved.capacity.engine == "llamacpp" and memory_overcommit(result) is not None:
-        return None  # breaker 13: '--gpu-memory-utilization 0.91 fits' 129 GiB of weights on a 44 GiB L40S
+    others = resolved.inputs.gpu_memory_used_by_others_bytes
+    if resolved.capacity.engine == "llamacpp" and memory_overcommit(result, others) is not None:
+        # breaker 13: '--gpu-memory-utilization 0.91 fits' 129 GiB of weights on a 44 GiB L40S; breaker 31: with
+        # the memory other processes hold left out, four "fixes" that each still overcommitted
+        return None
     return result if result.max_concurrency >= 1 else None
+
+
+def _resolves(spec: DeploymentSpec) -> CapacityResult | None:
+    """The capacity result of ``spec``, or None where the pass refuses it (:class:`~advisor.errors.CapacityError`)."""
+    try:
+        return resolve_deployment(spec).result
+    except CapacityError:
+        return None
 
 
 POOL_BYTES_STEP: Final = 1 << 20
@@ -149,8 +186,8 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
     does. A pool too small to hold one request gets the smallest such value; a byte budget too large to sit beside
     the weights gets the pool the deployment's utilization budget gives without it (whole MiB: what vLLM's profile
     leaves after activations and CUDA graphs), not a pool cut to what one request needs (Llama-3.1-8B on an H100,
-    80 GB asked: the 0.9 budget's 51.35 GiB, not 1 GiB)."""
-    memory = gpu.memory_bytes
+    80 GB asked: the 0.9 budget's 51.35 GiB, not 1 GiB). Beside memory other processes hold, within what they leave."""
+    memory = gpu.memory_bytes - spec.gpu_memory_used_by_others_bytes
 
     def within(changed: DeploymentSpec) -> CapacityResult | None:
         result = _starts(changed)
@@ -160,12 +197,25 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
 
     if spec.num_gpu_blocks_override is not None:
         flag = "--num-gpu-blocks-override"
-        per_block = max(1, resolve_deployment(spec).result.kv_pool_bytes_per_gpu // spec.num_gpu_blocks_override)
-        n = _smallest(
-            lambda b: _starts(dataclasses.replace(spec, num_gpu_blocks_override=b)) is not None,
-            spec.num_gpu_blocks_override,
-            max(spec.num_gpu_blocks_override, memory // per_block),
-        )
+        one = _resolves(dataclasses.replace(spec, num_gpu_blocks_override=1))  # one block beside weights that fit
+        if one is None:
+            return None
+        per_block = max(1, one.kv_pool_bytes_per_gpu)
+        most = max(spec.num_gpu_blocks_override, (memory - one.weights_bytes_per_gpu) // per_block)
+        n: int | None
+        budget = _starts(dataclasses.replace(spec, num_gpu_blocks_override=None))
+        if _resolves(spec) is None and budget is not None:
+            # too many blocks to allocate beside the weights (the pass refuses them): the count the utilization
+            # budget profiles instead
+            n = budget.kv_pool_bytes_per_gpu // per_block
+            if n < 1 or within(dataclasses.replace(spec, num_gpu_blocks_override=n)) is None:
+                n = None
+        else:
+            n = _smallest(
+                lambda b: _starts(dataclasses.replace(spec, num_gpu_blocks_override=b)) is not None,
+                spec.num_gpu_blocks_override,
+                most,
+            )
         value: Any = n
         changed = None if n is None else dataclasses.replace(spec, num_gpu_blocks_override=n)
     else:
@@ -228,7 +278,8 @@ def _video_off(spec: DeploymentSpec) -> tuple[dict[str, int], DeploymentSpec] | 
 def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-memory-bytes") -> list[dict[str, Any]]:
     """The single changes to a refused vLLM ``spec`` that make it start, smallest first: what keeps the GPUs and
     the checkpoint — a higher ``--gpu-memory-utilization`` (the lowest that fits, at most
-    :data:`MAX_SUGGESTED_UTILIZATION`), a lower ``--max-num-seqs`` (halved until it fits, down to
+    :data:`MAX_SUGGESTED_UTILIZATION`; with memory held by other processes and no higher one fitting, the highest
+    lower one that passes the start-up free-memory check), a lower ``--max-num-seqs`` (halved until it fits, down to
     :data:`MIN_SUGGESTED_MAX_NUM_SEQS`: its sampler warm-up is part of the profile), ``--kv-cache-dtype fp8``, the
     longest shorter ``--max-model-len`` (a multiple of :data:`CONTEXT_STEP`) — then another checkpoint
     (``--quantization fp8``, on a part with an FP8 tensor rate as ``plan --search`` offers it, then ``awq``), then
@@ -260,16 +311,28 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
         return True
 
     fixed_pool = spec.kv_cache_memory_bytes is not None or spec.num_gpu_blocks_override is not None
+    now = 0.9 if spec.gpu_memory_utilization is None else spec.gpu_memory_utilization
+    vllm = accounting_engine(spec.engine) == "vllm"
+    raised = not vllm  # the memory budget and the profile's batch are vLLM's (tried_changes)
     if fixed_pool:
         pool = _pool_fix(spec, gpu, pool_flag)
         if pool is not None:
             found.append(pool)
-    else:
-        now = 0.9 if spec.gpu_memory_utilization is None else spec.gpu_memory_utilization
+    elif vllm:
         for step in range(1, round((MAX_SUGGESTED_UTILIZATION - now) * 100) + 1):
             u = round(now + step / 100, 2)
             if tried("--gpu-memory-utilization", u, dataclasses.replace(spec, gpu_memory_utilization=u)):
+                raised = True
                 break
+    if not raised and spec.gpu_memory_used_by_others_bytes:
+        # memory other processes hold fails the start-up free-memory check (kv.vllm_capacity_pass), a fixed pool
+        # too: a budget within what they leave starts — the highest such, in hundredths (breaker 31: "no single
+        # change fits" where 0.87 did)
+        for step in range(1, round(now * 100)):
+            u = round(now - step / 100, 2)
+            if tried("--gpu-memory-utilization", u, dataclasses.replace(spec, gpu_memory_utilization=u)):
+                break
+    if vllm and not fixed_pool:
         try:
             seqs = deployment_inputs(spec).max_num_seqs  # the engine's default resolved
         except CapacityError:
@@ -278,7 +341,12 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
             seqs //= 2
             if tried("--max-num-seqs", seqs, dataclasses.replace(spec, max_num_seqs=seqs)):
                 break
-    if spec.kv_cache_dtype == "auto" and not fp8_kv_emulated(gpu.part):  # no FP8 on the AMD part: half the speed
+    llamacpp = accounting_engine(spec.engine) == "llamacpp"
+    if llamacpp and spec.kv_cache_dtype in ("auto", "f16", "float16", "bf16", "bfloat16"):
+        # llama.cpp's cache types (--cache-type-k/-v): q8_0 halves a 16-bit cache; it has no fp8
+        tried("--kv-cache-dtype", LLAMACPP_KV_FIX, dataclasses.replace(spec, kv_cache_dtype=LLAMACPP_KV_FIX))
+    elif not llamacpp and spec.kv_cache_dtype == "auto" and not fp8_kv_emulated(gpu.part):
+        # no FP8 on the AMD part: half the speed
         tried("--kv-cache-dtype", "fp8", dataclasses.replace(spec, kv_cache_dtype="fp8"))
     video_off = _video_off(spec)
     if video_off is not None:  # the profile's largest video, not the batch (advisor.capacity.encoder)
@@ -296,7 +364,7 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
     if lo:
         mml = lo * CONTEXT_STEP
         tried("--max-model-len", mml, dataclasses.replace(spec, max_model_len=mml))
-    if spec.quantization is None:
+    if spec.quantization is None and not llamacpp:  # llama.cpp loads GGUF files, not these checkpoints
         for q in ("fp8", "awq"):
             if q == "fp8" and (gpu.part is None or not gpu.part.fp8_flops):
                 continue

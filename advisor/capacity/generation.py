@@ -56,6 +56,10 @@ __all__ = [
 
 V1_DEFAULT_FROM: Final = (0, 8)
 """vLLM release from which V1 is the default engine (0.8.0; ``VLLM_USE_V1`` defaults to 1 in ``vllm/envs.py``)."""
+V1_OPT_IN_FROM: Final = (0, 6, 4)
+"""First vLLM release with a V1 engine to opt into: ``vllm/v1`` and ``VLLM_USE_V1`` arrived with vLLM PR #9289
+("[V1] Implement vLLM V1 [1/N]", merged 2024-10-22, after 0.6.3.post1; released in 0.6.4, 2024-11-15). An earlier
+release ignores the variable and runs V0."""
 V0_REMOVED_IN: Final = (0, 11)
 """First vLLM release without a V0 engine (0.11.0: ``vllm/engine/llm_engine.py`` aliases V1's ``LLMEngine``)."""
 CAPABILITY_CHECK_UNTIL: Final = (0, 10, 2)
@@ -358,6 +362,8 @@ def vllm_accounting(
         note = "; VLLM_USE_V1=0 cannot select it" if use_v1 is False else ""
         return acc("v1", f"V1: vLLM {version} has no V0 engine (removed in 0.11.0{note})")
     if v < V1_DEFAULT_FROM:
+        if use_v1 and v < V1_OPT_IN_FROM:
+            return acc("v0", f"V0: vLLM {version} has no V1 engine (VLLM_USE_V1=1 is ignored before 0.6.4)")
         if use_v1:
             return acc("v1", f"V1: VLLM_USE_V1=1 (opt-in before 0.8; vLLM {version})")
         return acc("v0", f"V0: vLLM {version} < 0.8 (V1 became the default engine in 0.8.0)")

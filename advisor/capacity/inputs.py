@@ -96,7 +96,7 @@ class CapacityInputs:
         gpu_memory_bytes: device total as CUDA reports it, bytes (:attr:`GPUSpec.memory_bytes`).
         tensor_parallel_size: GPUs per pipeline stage [``--tensor-parallel-size``].
         gpu_memory_utilization: fraction of the device total vLLM may use [``--gpu-memory-utilization``].
-        max_model_len: the longest request, tokens; None → ``model.max_position_embeddings``
+        max_model_len: the longest request, tokens; None → ``model.context_tokens``
             [``--max-model-len``].
         dtype: weight/compute dtype [``--dtype``], ``auto`` = checkpoint dtype (float32 → bfloat16).
         quantization: ``None`` (the checkpoint's own method, if any), ``fp8``, ``int8``, ``awq``, ``gptq``,
@@ -313,8 +313,9 @@ class CapacityInputs:
 
     @property
     def effective_max_model_len(self) -> int:
-        """``max_model_len`` or, when None, the model's ``max_position_embeddings`` (tokens)."""
-        return self.max_model_len if self.max_model_len is not None else self.model.max_position_embeddings
+        """``max_model_len`` or, when None, the model's context as vLLM derives it (:attr:`ModelArch.context_tokens`:
+        ``max_position_embeddings``, extended by a rope scaling), tokens."""
+        return self.max_model_len if self.max_model_len is not None else self.model.context_tokens
 
     @property
     def compute_dtype(self) -> str:

@@ -274,6 +274,18 @@ def refuse_unmodelled_layer_kinds(inputs: CapacityInputs, layout: HybridKVLayout
         )
 
 
+def _device_room(inputs: CapacityInputs) -> str:
+    """The memory a fixed KV pool must fit in, for a refusal: ``GPU's 79.15 GiB`` or, beside other processes,
+    ``69.15 GiB other processes leave of the GPU's 79.15 GiB``."""
+    total = f"GPU's {inputs.gpu_memory_bytes / GIB:.2f} GiB"
+    others = inputs.gpu_memory_used_by_others_bytes
+    return (
+        total
+        if not others
+        else f"{(inputs.gpu_memory_bytes - others) / GIB:.2f} GiB other processes leave of the {total}"
+    )
+
+
 def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     """Weights → KV pool → blocks → tokens → concurrency ceiling, for one replica (one data-parallel rank),
     by vLLM's accounting.
@@ -359,14 +371,14 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
                 f"{inputs.gpu_memory_bytes / GIB:.2f} GiB"
             )
         pool = inputs.kv_cache_memory_bytes or 0
-        if inputs.kv_cache_memory_bytes is not None and weights + pool > inputs.gpu_memory_bytes:
+        if inputs.kv_cache_memory_bytes is not None and weights + pool > inputs.gpu_memory_bytes - others:
             # vLLM takes --kv-cache-memory-bytes per GPU as given, skipping the memory profile
             # (vllm/v1/worker/gpu_worker.py determine_available_memory): a cache larger than what the weights leave
-            # fails to allocate at start
-            room = (inputs.gpu_memory_bytes - weights) / GIB
+            # (of what other processes leave) fails to allocate at start
+            room = (inputs.gpu_memory_bytes - others - weights) / GIB
             raise WontStartError(
                 f"{m.name}: weights {weights / GIB:.2f} GiB + kv_cache_memory_bytes {pool / GIB:.2f} GiB per GPU "
-                f"exceed the GPU's {inputs.gpu_memory_bytes / GIB:.2f} GiB: the cache cannot be allocated",
+                f"exceed the {_device_room(inputs)}: the cache cannot be allocated",
                 f"lower kv_cache_memory_bytes below {room:.2f} GiB (less activations and CUDA graphs)",
             )
     else:
@@ -452,6 +464,19 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
         pool = blocks * inputs.block_size * per_token_gpu
     else:
         blocks = pool // (inputs.block_size * per_token_gpu)
+    override = inputs.num_gpu_blocks_override
+    others = inputs.gpu_memory_used_by_others_bytes
+    if override is not None and weights + pool > inputs.gpu_memory_bytes - others:
+        # the engine replaces the profiled block count with the override and allocates that many blocks at start
+        # (vllm/v1/core/kv_cache_utils.py get_num_blocks, "Overriding num_gpu_blocks"): as with a fixed
+        # kv_cache_memory_bytes above, a cache larger than what the weights leave cannot be allocated
+        most = int((inputs.gpu_memory_bytes - others - weights) // (pool / override))
+        raise WontStartError(
+            f"{m.name}: num_gpu_blocks_override {override:,} needs {pool / GIB:.2f} GiB of KV cache per GPU; with "
+            f"the weights' {weights / GIB:.2f} GiB that exceeds the {_device_room(inputs)}: "
+            "the cache cannot be allocated",
+            f"lower num_gpu_blocks_override below {max(most, 0):,} (less activations and CUDA graphs)",
+        )
     if layout is None and recurrent is None:
         concurrency = vllm_max_concurrency(inputs, pool, blocks, max_len)
     encoder = encoder_profile(inputs)

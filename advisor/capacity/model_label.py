@@ -137,4 +137,13 @@ def same_shapes(a: ModelArch, b: ModelArch) -> bool:
 
     Example: ``meta-llama/Meta-Llama-3-8B`` and ``meta-llama/Llama-3.1-8B-Instruct`` → ``True``.
     """
-    return replace(b, name=a.name, source=a.source, max_position_embeddings=a.max_position_embeddings) == a
+    return (
+        replace(
+            b,
+            name=a.name,
+            source=a.source,
+            max_position_embeddings=a.max_position_embeddings,
+            derived_max_model_len=a.derived_max_model_len,
+        )
+        == a
+    )

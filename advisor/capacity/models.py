@@ -200,6 +200,8 @@ class ModelArch:
         mamba_heads: a Mamba-2 mixer's heads, which TP must divide (0 = not Mamba-2).
         rotary_cache_positions: positions the model's rotary cos/sin caches hold together, over its distinct ropes
             (:func:`rotary_cache_positions`); 0 = one cache of :attr:`max_position_embeddings`.
+        derived_max_model_len: the context vLLM derives from the config when a rope scaling extends it
+            (:func:`derived_max_model_len`), tokens; 0 = :attr:`max_position_embeddings` (:attr:`context_tokens`).
     """
 
     name: str
@@ -275,6 +277,22 @@ class ModelArch:
     mamba_group_conv_elements: int = 0
     mamba_heads: int = 0
     rotary_cache_positions: int = 0
+    derived_max_model_len: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """The longest ``max_model_len`` vLLM accepts without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` and takes when none
+        is given, tokens: :attr:`derived_max_model_len` (the rope scaling's extension) or, without one,
+        :attr:`max_position_embeddings`."""
+        return self.derived_max_model_len or self.max_position_embeddings
+
+    @property
+    def context_words(self) -> str:
+        """Where :attr:`context_tokens` comes from, for a message: ``max_position_embeddings``, or ``max_position_
+        embeddings 32,768 extended by its rope scaling``."""
+        if not self.derived_max_model_len:
+            return "max_position_embeddings"
+        return f"max_position_embeddings {self.max_position_embeddings:,} extended by its rope scaling"
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -624,6 +642,7 @@ class ModelArch:
             intermediate_size=intermediate,
             max_position_embeddings=_positive_int(cfg, "max_position_embeddings", name),
             rotary_cache_positions=rotary_cache_positions(cfg, model_type),
+            derived_max_model_len=derived_max_model_len(cfg, model_type),
             torch_dtype=dtype,
             num_parameters=1,  # replaced below
             tie_word_embeddings=_tied(cfg, model_type, name),
@@ -1311,6 +1330,39 @@ def _rope_table_positions(scope: Mapping[str, Any] | None, max_position: int) ->
     if kind == "longrope" and original is not None:
         return original + max_position
     return max_position
+
+
+ROPE_TYPES_NOT_EXTENDING: Final = frozenset({"su", "longrope", "llama3"})
+"""Rope scalings whose ``max_position_embeddings`` already is the extended context: vLLM's
+``_get_and_verify_max_len`` (``vllm/config.py``, later ``vllm/config/model.py``) multiplies by ``factor`` for every
+other type (``linear``, ``dynamic``, ``yarn`` — from ``original_max_position_embeddings`` —; ``default`` and
+``mrope`` have no factor, 1.0)."""
+
+
+def derived_max_model_len(cfg: Mapping[str, Any], model_type: str) -> int:
+    """:attr:`ModelArch.derived_max_model_len`: the context vLLM derives when ``rope_scaling`` extends the model's
+    positions (``_get_and_verify_max_len``): ``yarn`` → ``original_max_position_embeddings × factor``, ``linear`` /
+    ``dynamic`` → ``max_position_embeddings × factor``; 0 where nothing extends it — no rope scaling, a type of
+    :data:`ROPE_TYPES_NOT_EXTENDING`, no factor, or Gemma 3 (vLLM skips the scaling for ``gemma3`` model types, whose
+    ``max_position_embeddings`` is the scaled context already).
+
+    Example: Qwen2.5-7B's documented 128K set-up, ``max_position_embeddings`` 32,768 and ``rope_scaling {"type":
+    "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}`` → 131,072 (vLLM serves ``--max-model-len
+    131072`` without the long-context override)."""
+    scope = cfg.get("rope_scaling")
+    if not isinstance(scope, Mapping) or "gemma3" in model_type:
+        return 0
+    kind = str(scope.get("rope_type") or scope.get("type") or "default").lower()
+    factor = scope.get("factor")
+    if kind in ROPE_TYPES_NOT_EXTENDING or isinstance(factor, bool) or not isinstance(factor, int | float):
+        return 0
+    base = cfg.get("max_position_embeddings")
+    if kind == "yarn":
+        base = scope.get("original_max_position_embeddings", base)
+    if isinstance(base, bool) or not isinstance(base, int) or base <= 0 or not factor > 0:
+        return 0
+    derived = int(base * factor)
+    return 0 if derived == cfg.get("max_position_embeddings") else derived
 
 
 def rotary_cache_positions(cfg: Mapping[str, Any], model_type: str) -> int:

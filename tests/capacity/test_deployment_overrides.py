@@ -19,7 +19,7 @@ from advisor.assembly import deployment_context
 from advisor.capacity.kv import CapacityInputs, capacity_pass
 from advisor.capacity.models import get_preset
 from advisor.config import parse_config
-from advisor.errors import CapacityError, ConfigError
+from advisor.errors import CapacityError, ConfigError, WontStartError
 from tests.inprocess import CliRun, run_cli
 
 GIB = 1 << 30
@@ -52,9 +52,10 @@ def _plan(*args: str) -> CliRun:
     return run_cli("plan", "--model", LLAMA, *args)
 
 
-@pytest.mark.parametrize("blocks", [512, 2000, 40_000])
+@pytest.mark.parametrize("blocks", [512, 2000, 30_000])
 def test_the_pool_is_exactly_the_override_below_and_above_the_profiled_pool(blocks: int) -> None:
-    # the profile of this deployment yields ~28,000 blocks: 40,000 is above it, and vLLM still allocates 40,000
+    # the profile of this deployment yields ~27,700 blocks: 30,000 (58.6 GiB beside ~15 GiB of weights on 79.15) is
+    # above it, and vLLM still allocates 30,000
     inputs = CapacityInputs(
         model=get_preset(LLAMA), gpu_memory_bytes=H100_BYTES, max_model_len=8192, num_gpu_blocks_override=blocks
     )
@@ -105,6 +106,33 @@ def test_plan_takes_the_override() -> None:
     assert (out["kv_cache_blocks"], out["kv_cache_tokens"]) == (2000, 32_000)
     text = _plan("--gpu", "H100-SXM", "--max-model-len", "8192", "--num-gpu-blocks-override", "2000")
     assert "fixed by --num-gpu-blocks-override 2000" in text.stdout
+
+
+def test_an_override_the_gpu_cannot_hold_is_refused_not_planned() -> None:
+    """Breaker 31: 100,000 blocks of 16 tokens × 131,072 B = 195.31 GiB of KV cache on a 79.15 GiB H100 printed
+    ``feasible: true`` and 1,600,000 tokens, exit 0 (a warning on stderr only); vLLM allocates the overridden count at
+    start-up and fails. Now refused as a fixed ``--kv-cache-memory-gib`` beyond the GPU is (exit 3), the fix the
+    count the 0.9 budget profiles — which fits beside the weights."""
+    r = _plan("--gpu", "H100-SXM", "--max-model-len", "8192", "--num-gpu-blocks-override", "100000", "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["feasible"] is False
+    assert "num_gpu_blocks_override 100,000 needs 195.31 GiB" in out["reason"]
+    fix = next(f for f in out["fixes"] if f["flag"] == "--num-gpu-blocks-override")
+    profiled = json.loads(_plan("--gpu", "H100-SXM", "--max-model-len", "8192", "--json").stdout)
+    assert fix["value"] == profiled["kv_cache_blocks"]
+    assert fix["value"] * 16 * LLAMA_KV_BYTES_PER_TOKEN + profiled["weights_bytes_per_gpu"] <= H100_BYTES
+    with pytest.raises(WontStartError, match="cannot be allocated"):
+        capacity_pass(
+            CapacityInputs(
+                model=get_preset(LLAMA), gpu_memory_bytes=H100_BYTES, max_model_len=8192, num_gpu_blocks_override=40_000
+            )
+        )
+    # too few blocks for one request still gets the smallest count that holds one: 8,192 ÷ 16
+    small = json.loads(
+        _plan("--gpu", "H100-SXM", "--max-model-len", "8192", "--num-gpu-blocks-override", "10", "--json").stdout
+    )
+    assert [f["value"] for f in small["fixes"] if f["flag"] == "--num-gpu-blocks-override"] == [512]
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "1.5", "many"])
@@ -287,6 +315,9 @@ def test_plan_takes_every_new_flag() -> None:
     assert unified["max_concurrency"] == 1.0
     kvb = json.loads(_plan(*base, "--kv-cache-memory-bytes", str(10 * GIB)).stdout)
     assert kvb["kv_cache_tokens"] == 10 * GIB // (16 * LLAMA_KV_BYTES_PER_TOKEN) * 16
+    # 0 is a measurement of none (breaker 31: refused as "must be a positive number"): the plan without the flag
+    none_held = _plan(*base, "--gpu-memory-used-by-others-gib", "0")
+    assert none_held.returncode == 0 and json.loads(none_held.stdout)["kv_cache_tokens"] == one["kv_cache_tokens"]
     shared = _plan(*base, "--gpu-memory-used-by-others-gib", "10")
     assert shared.returncode == 3 and "other processes hold 10.00 GiB" in shared.stderr
     sglang_shared = json.loads(_plan(*base, "--engine", "sglang", "--gpu-memory-used-by-others-gib", "10").stdout)

@@ -82,6 +82,18 @@ def test_vllm_use_v1_0_forces_v0_before_0_11() -> None:
     assert acc.generation == "v0" and "VLLM_USE_V1=0" in acc.reason
 
 
+@pytest.mark.parametrize(
+    ("version", "generation"), [("0.1.0", "v0"), ("0.5.0", "v0"), ("0.6.3.post1", "v0"), ("0.6.4", "v1")]
+)
+def test_vllm_use_v1_1_before_any_v1_engine_runs_v0(version: str, generation: str) -> None:
+    """Breaker 31: ``--vllm-use-v1 1 --engine-version 0.5.0`` planned V1 ("opt-in before 0.8"); releases before 0.6.4
+    have no ``vllm/v1`` and ignore the variable (vLLM PR #9289, merged 2024-10-22, first released in 0.6.4)."""
+    acc = vllm_accounting(version, compute_capability=H100, use_v1=True)
+    assert acc.generation == generation
+    if generation == "v0":
+        assert "no V1 engine" in acc.reason
+
+
 def test_a_version_not_given_is_the_current_default() -> None:
     acc = vllm_accounting(None, compute_capability=T4)
     assert (acc.generation, acc.version) == ("v1", None)

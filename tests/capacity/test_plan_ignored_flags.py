@@ -40,19 +40,16 @@ def test_a_flag_the_engine_does_not_read_is_refused(engine: str, extra: list[str
     assert flag in r.stderr and ("does not apply to --engine" in r.stderr or "without --enable-lora" in r.stderr)
 
 
-def test_a_block_override_beyond_the_gpu_is_warned() -> None:
-    """``--num-gpu-blocks-override`` sizes the pool whatever the memory; when the blocks (16 tokens × 128 KiB
-    per token for Llama-3.1-8B in bf16 = 2 MiB each) cannot fit beside the weights, vLLM fails at start-up."""
-
-    def stderr(blocks: int) -> str:
-        r = run_cli(*BASE, "--num-gpu-blocks-override", str(blocks))
-        assert r.returncode == 0, r.stderr
-        return r.stderr
-
+def test_a_block_override_beyond_the_gpu_is_refused() -> None:
+    """``--num-gpu-blocks-override`` sizes the pool whatever the profile; blocks (16 tokens × 128 KiB per token for
+    Llama-3.1-8B in bf16 = 2 MiB each) that cannot sit beside the weights fail to allocate at start-up: refused,
+    exit 3 (breaker 31: 100,000 blocks planned with exit 0 and a warning)."""
+    r = run_cli(*BASE, "--num-gpu-blocks-override", "100000")
     # 100,000 blocks x 2 MiB = 195.3 GiB on a 79.15 GiB H100
-    assert "195.31 GiB" in stderr(100_000) and "fails to allocate" in stderr(100_000)
+    assert r.returncode == 3 and "195.31 GiB" in r.stderr and "cannot be allocated" in r.stderr
     # 1,000 blocks = 1.95 GiB: fits
-    assert "fails to allocate" not in stderr(1_000)
+    fits = run_cli(*BASE, "--num-gpu-blocks-override", "1000")
+    assert fits.returncode == 0 and "cannot be allocated" not in fits.stderr
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
@@ -68,3 +65,22 @@ def test_llamacpp_parallel_and_max_num_seqs_that_disagree_are_refused() -> None:
     r = run_cli(*base, "--max-num-seqs", "8", "--json")
     assert r.returncode == 2 and r.stdout == "" and "contradicts --max-num-seqs 8" in r.stderr, r.stderr
     assert run_cli(*base, "--max-num-seqs", "4", "--json").returncode == 0
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq", "fp8"])
+def test_llamacpp_refuses_a_checkpoint_quantization_it_cannot_load(method: str) -> None:
+    """Breaker 31: ``--engine llamacpp --quantization awq`` planned AWQ's 4.36 GiB of weights, exit 0; llama.cpp
+    loads GGUF files only. Refused naming the flag that sizes a GGUF file."""
+    r = run_cli(*BASE, "--engine", "llamacpp", "--quantization", method)
+    assert r.returncode == 2
+    assert f"--quantization {method}" in r.stderr and "--gguf-file-type" in r.stderr
+    gguf = run_cli(*BASE, "--engine", "llamacpp", "--gguf-file-type", "Q4_K_M")
+    assert gguf.returncode == 0, gguf.stderr
+
+
+@pytest.mark.parametrize("ratio", ["1", "1.5", "0", "nan"])
+def test_target_ratio_says_one_range_and_keeps_it(ratio: str) -> None:
+    """Breaker 31: argparse said "at most 1", then ``--target-ratio 1`` was refused as "must be below 1"."""
+    r = run_cli(*BASE, "--ttft", "2", "--tpot", "0.1", "--target-ratio", ratio)
+    assert r.returncode == 2
+    assert "must be a fraction in (0, 1)" in r.stderr and "at most" not in r.stderr

@@ -121,3 +121,65 @@ def test_every_engine_that_would_refuse_exits_3_with_the_fix_found(engine: str, 
     assert out["feasible"] is False and budget in out["reason"], out
     assert [f["change"] for f in out["fixes"]] == ["--tp 8"]
     assert out["reason"].endswith("`--tp 8` fits") and "quantize" not in out["reason"], out["reason"]
+
+
+# --- breaker 31: fixes beside memory other processes hold, and only flags the engine reads ---------------------
+
+LLAMA_8B_H100 = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--max-model-len", "8192"]
+
+
+def _fixes(*extra: str) -> tuple[int, dict[str, object]]:
+    r = run_cli(*LLAMA_8B_H100, *extra, "--json")
+    return r.returncode, json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("pool", [[], ["--num-gpu-blocks-override", "25000"]])
+def test_memory_held_by_others_is_fixed_by_a_lower_budget(pool: list[str]) -> None:
+    """10 GiB held on a 79.15 GiB H100 leaves 69.15 GiB free; vLLM checks ``utilization × total`` ≤ free at start:
+    0.87 × 79.15 = 68.86 ≤ 69.15, 0.88 × 79.15 = 69.65 > 69.15, so 0.87 is the highest that starts — found, where
+    the search tried only higher budgets and said "no single change fits" (a fixed pool of 25,000 blocks, 48.8 GiB
+    beside ~15 GiB of weights, fits what the others leave, and is fixed the same way)."""
+    code, out = _fixes("--gpu-memory-used-by-others-gib", "10", *pool)
+    assert code == 3
+    assert [(f["flag"], f["value"]) for f in out["fixes"]][:1] == [("--gpu-memory-utilization", 0.87)]  # type: ignore[union-attr]
+    fixed = run_cli(*LLAMA_8B_H100, "--gpu-memory-used-by-others-gib", "10", *pool, "--gpu-memory-utilization", "0.87")
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_a_fixed_pool_beyond_what_others_leave_is_refused() -> None:
+    """30,000 blocks (58.59 GiB) beside ~15 GiB of weights fit the GPU's 79.15 GiB but not the 69.15 GiB 10 GiB of
+    other processes leave: the cache cannot be allocated, whatever the budget."""
+    code, out = _fixes(
+        "--gpu-memory-used-by-others-gib", "10", "--num-gpu-blocks-override", "30000", "--gpu-memory-utilization", "0.8"
+    )
+    assert code == 3
+    assert "69.15 GiB other processes leave of the GPU's 79.15 GiB" in str(out["reason"])
+
+
+def test_llamacpp_fixes_count_the_memory_others_hold_and_name_its_own_flags() -> None:
+    """llama.cpp, Llama-3.1-8B (14.96 GiB of f16 weights less the 0.98 GiB token-embedding table llama.cpp keeps in
+    host memory: 13.98 GiB on the GPU) with an 8,192-cell f16 cache (8,192 × 131,072 B = 1.00 GiB)
+    beside 64.5 GiB held: 79.48 > 79.15 GiB. q8_0 halves the cache (0.50 GiB: 78.98 fits), 5,120 cells (0.625 GiB:
+    79.1 fits), two GPUs halve both; ``--gpu-memory-utilization`` (which llama.cpp does not read) and FP8/AWQ
+    checkpoints (it loads GGUF files) are neither tried nor named. Each fix, re-run, starts."""
+    code, out = _fixes("--engine", "llamacpp", "--gpu-memory-used-by-others-gib", "64.5")
+    assert code == 3
+    assert [f["change"] for f in out["fixes"]] == [  # type: ignore[union-attr]
+        "--kv-cache-dtype q8_0",
+        "--max-model-len 5120",
+        "--tp 2",
+    ]
+    base = [*LLAMA_8B_H100, "--engine", "llamacpp", "--gpu-memory-used-by-others-gib", "64.5"]
+    for change in out["fixes"]:  # type: ignore[union-attr]
+        r = run_cli(*base, *str(change["change"]).split())
+        assert r.returncode == 0, (change, r.stderr)
+    _, none = _fixes("--engine", "llamacpp", "--gpu-memory-used-by-others-gib", "78")
+    assert "no single change tried fits (--kv-cache-dtype q8_0, a shorter --max-model-len, --tp up to 8)" in str(
+        none["reason"]
+    )
+
+
+def test_a_tensorrt_llm_refusal_names_no_vllm_flag() -> None:
+    code, out = _fixes("--engine", "trtllm", "--gpu-memory-used-by-others-gib", "78")
+    assert code == 3
+    assert "--gpu-memory-utilization" not in str(out["reason"]) and "--max-num-seqs" not in str(out["reason"])

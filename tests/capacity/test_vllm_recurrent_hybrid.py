@@ -35,7 +35,8 @@ QWEN3_NEXT = resolve_model(str(FIXTURES / "hf_configs" / "Qwen__Qwen3-Next-80B-A
 
 
 def _run(model: ModelArch, **kw: object) -> CapacityInputs:
-    return CapacityInputs(model=model, gpu_memory_bytes=80 * GIB, dtype="bfloat16", **kw)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"gpu_memory_bytes": 80 * GIB, "dtype": "bfloat16", **kw}
+    return CapacityInputs(model=model, **fields)  # type: ignore[arg-type]
 
 
 # Qwen3.5-9B (8 full-attention + 24 Gated DeltaNet layers; 4 KV heads × 256; GDN 16 k heads, 32 v heads, dims 128,
@@ -149,15 +150,19 @@ def test_qwen3_5_27b_prefix_caching_is_off_by_default_before_0_26_and_on_from_it
     # 65,536) = 16 × 49 = 784; 4 groups of 16. Prefix caching off for hybrids (ModelConfig.is_prefix_caching_
     # supported, 0.19-0.25) → 'none': cdiv(32,768, 784) = 42 + 3 × 1 = 45 blocks per request. 290,864 = 371 × 784
     # → num_blocks // 4 = 371, and 33.04 × 45 = 1,486.8 → num_blocks = 1,487 (1,487 / 45 = 33.044).
+    # 1,487 blocks × 16 pages × 3,211,264 B = 71.15 GiB beside ~51 GiB of weights: the board holds more than 80 GiB
+    # (the truth table's row: likely the 141 GB H20), so the pass runs on 141 GiB — an override the GPU cannot hold
+    # is refused (breaker 31)
+    big = {"gpu_memory_bytes": 141 * GIB}
     at_019 = vllm_capacity_pass(
-        _run(QWEN35_27B, engine_version="0.19.0", max_model_len=32768, num_gpu_blocks_override=1487)
+        _run(QWEN35_27B, engine_version="0.19.0", max_model_len=32768, num_gpu_blocks_override=1487, **big)
     )
     assert at_019.kv_cache_tokens == 290_864  # engine
     assert round(at_019.max_concurrency, 2) == 33.04  # engine
     # v0.26.0: "Generative hybrid models support prefix caching" → on by default → 'align': 42 + 3 × 2 = 48 blocks per
     # request; tokens int(1,487 / 48 × 32,768) = int(1,015,125.3) = 1,015,125.
     at_026 = vllm_capacity_pass(
-        _run(QWEN35_27B, engine_version="0.26.0", max_model_len=32768, num_gpu_blocks_override=1487)
+        _run(QWEN35_27B, engine_version="0.26.0", max_model_len=32768, num_gpu_blocks_override=1487, **big)
     )
     assert at_026.max_concurrency == 1487 / 48
     assert at_026.kv_cache_tokens == 1_015_125
