@@ -255,13 +255,16 @@ HELD = _held_out_errors()
 
 
 def test_the_held_out_set_is_the_committed_third() -> None:
-    # 16 / 16 / 5 rows from the first table; 2026-12-05 added 3 stated-batch and 16 saturation rows (18 new pages).
-    assert len(HELD["decode_stated"]) == 19 and len(HELD["decode_saturation"]) == 32 and len(HELD["ttft"]) == 5
+    # 16 / 16 / 5 rows from the first table; 2026-12-05 added 3 stated-batch and 16 saturation rows (18 new pages);
+    # 2026-12-07 round 75 (113 rows from 7 pages no fit has seen) 8 stated-batch and 4 TTFT rows (the B200 page).
+    assert len(HELD["decode_stated"]) == 27 and len(HELD["decode_saturation"]) == 32 and len(HELD["ttft"]) == 9
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured median |pred/obs − 1| = 0.229 on 19 held-out rows with the fifth pass of 2026-12-06 (0.236 with "
+    reason="measured median |pred/obs − 1| = 0.257 on 27 held-out rows since round 75 (2026-12-07: a B200 page "
+    "whose gpt-oss-20b decodes at the H200's 220 tokens/s a stream, predicted 2.7-3.7x faster); 0.229 on 19 with "
+    "the fifth pass of 2026-12-06 (0.236 with "
     "the soft roofline alone, 0.113 with the max before it): the NIM Llama-3.3-70B TP2 rows at concurrency 25-50 are "
     "17-23 % slow where the max had them within 3 %, the 0.5B on an L4 13-41 % fast; both passes were chosen on the "
     "in-sample rows (Huber loss 2.24 -> 1.88 -> 1.79; held-out loss 1.29 -> 1.23 -> 1.23): see docs/capacity.md",
@@ -272,7 +275,8 @@ def test_held_out_decode_at_a_stated_batch_is_within_15_percent_at_the_median() 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured p90 |pred/obs − 1| = 1.24 on 19 held-out rows (SGLang DeepSeek-V3 at TP 16 over two nodes "
+    reason="measured p90 |pred/obs − 1| = 2.07 on 27 held-out rows since round 75 (the B200 gpt-oss-20b page, "
+    "2.7-3.7x fast); before it 1.24 on 19 (SGLang DeepSeek-V3 at TP 16 over two nodes "
     "over-predicted 2.2-2.4x with the cross-node all-reduce priced, TP 8 on H20 1.36x; the 0.5B on an L4 at "
     "concurrency 32 1.40x): see docs/capacity.md",
 )
@@ -280,5 +284,10 @@ def test_held_out_decode_at_a_stated_batch_is_within_35_percent_at_p90() -> None
     assert _p90(HELD["decode_stated"]) <= 0.35
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured median |pred/obs − 1| = 0.536 on 9 held-out rows since round 75 (2026-12-07): the B200 page's "
+    "four gpt-oss-20b TTFT rows; 0.194 on the 5 before it (met). See docs/capacity.md, 'A fresh table'",
+)
 def test_held_out_ttft_is_within_25_percent_at_the_median() -> None:
     assert statistics.median(HELD["ttft"]) <= 0.25
