@@ -58,11 +58,20 @@ def _stated(rows: list[tt.Outcome]) -> list[tt.Outcome]:
     return [r for r in rows if not r.inferred]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured on 32 stated rows since truth round 74c (2026-12-07): median 0.9 %, p90 8.5 % — "
+    "Qwen3-235B-A22B-FP8 at PP 4 on four RTX PRO 6000s (vLLM 0.27.1) +9.0 % beside the same post's TP 4 (+1.1 %) and "
+    "TP 4 + EP (−0.8 %): each stage's non-KV memory is ~4.4 GiB where TP 4's is ~2.5 and the pass gives 2.2 for both "
+    "(likeliest the stage's unsharded FP8 MoE at 8,192 tokens; vLLM 0.19's PP 2 logs put the pipeline communicator at "
+    "0.07 GiB; the post's table does not split the terms); then the RTX 3060 8k row (−14.4 %) and the two MiniMax "
+    "AWQ rows (no config.json)",
+)
 def test_vllm_kv_tokens_are_within_3_percent_at_the_median_and_8_at_p90() -> None:
     """Acceptance 1, on the rows whose inputs the sources state (a case with no answer counts as 100 %); the rows
     with an inferred input are reported apart (docs/capacity.md). Strict xfail until 2026-12-07 (25 stated rows:
-    median 0.6 %, p90 10.2 %); 29 since four more published logs were added, with 2 unanswered and one −14 % row
-    still the tail."""
+    median 0.6 %, p90 10.2 %); passing on 29 once four more published logs were added (0.9 %, 6.1 %); an expected
+    failure again on 32 since three more stated rows (round 74c), one of them the PP 4 row above."""
     rows = _stated(tt.outcomes("vllm_v0", "vllm") + tt.outcomes("vllm_v1", "vllm"))
     s = tt.summary(rows)
     worst = sorted(rows, key=lambda r: -abs(r.error))[:8]
