@@ -541,9 +541,12 @@ class ModelArch:
         """Build an architecture from a Hugging Face ``config.json`` already parsed into a dict.
 
         ``head_dim`` is taken when the config states it (Gemma, Llama 3.2), else ``hidden_size //
-        num_attention_heads`` (the transformers convention). ``num_key_value_heads`` defaults to
-        ``num_attention_heads`` (MHA, as transformers does when the key is absent). A multimodal wrapper's
-        ``text_config`` is merged over the top level. MoE, MLA, sliding-window and Mamba keys are read as
+        num_attention_heads`` (the transformers convention). A key left out takes the default of the transformers
+        config class of its ``model_type`` (:data:`TRANSFORMERS_DEFAULTS`, but for the shapes a top-level file must
+        state, :data:`_TRUNCATION_KEYS`: a Mixtral, Qwen2-MoE or Qwen3-MoE file without its expert keys is that
+        class's mixture of experts); ``num_key_value_heads`` not stated there
+        defaults to ``num_attention_heads`` (MHA, as ``LlamaConfig`` does when the key is absent). A multimodal
+        wrapper's ``text_config`` is merged over the top level. MoE, MLA, sliding-window and Mamba keys are read as
         listed in the module docstring. ``num_parameters`` is taken from a ``num_parameters`` key if present,
         else computed (:meth:`computed_parameters`). ``torch_dtype`` (or ``dtype``) defaults to ``bfloat16``.
 
@@ -1847,11 +1850,61 @@ TRANSFORMERS_DEFAULTS: Final[dict[str, dict[str, int]]] = {
         "num_key_value_heads": 2,
         "max_position_embeddings": 4096,
     },
+    "mixtral": {  # MixtralConfig (configuration_mixtral.py); attribute_map: num_experts → num_local_experts
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096 * 32,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+    },
+    "qwen2_moe": {  # Qwen2MoeConfig (configuration_qwen2_moe.py)
+        "vocab_size": 151936,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "max_position_embeddings": 32768,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+    },
+    "qwen3_moe": {  # Qwen3MoeConfig (configuration_qwen3_moe.py)
+        "vocab_size": 151936,
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 32768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+    },
 }
-"""Shape keys a config.json may leave out and the value transformers' config class then holds (what vLLM reads).
-Applied to a multimodal wrapper's ``text_config`` (a real LLaVA ``text_config`` states only what differs from
-``LlamaConfig``) and to the types whose keys have other names (GPT-2, GPTBigCode, OPT, Falcon, Starcoder2); a
-top-level Llama-style config.json without its shapes is still refused, naming the key (a truncated file)."""
+"""Keys a config.json may leave out and the value transformers' config class then holds (what vLLM reads), from
+each class's defaults (transformers ``src/transformers/models/<type>/configuration_<type>.py``, read at commit
+008e574391258935f3ecc3035c882e73bbcac419 for Mixtral, Qwen2-MoE and Qwen3-MoE). The shape keys
+(:data:`_TRUNCATION_KEYS`) are filled in a multimodal wrapper's ``text_config`` (a real LLaVA ``text_config`` states
+only what differs from ``LlamaConfig``) and for the types whose keys have other names (GPT-2, GPTBigCode, OPT,
+Falcon, Starcoder2); a top-level Llama-style config.json without its shapes is still refused, naming the key (a
+truncated file). Every other key is filled wherever it is missing: a Mixtral, Qwen2-MoE or Qwen3-MoE config.json
+without its expert keys is the class's mixture of experts (8 experts top-2; 60 top-4 of 1,408 with a 5,632-wide
+shared expert; 128 top-8 of 768), not a dense model."""
+
+_TRUNCATION_KEYS: Final = frozenset({*_REQUIRED_KEYS, "intermediate_size"})
+"""Shape keys of :data:`TRANSFORMERS_DEFAULTS` whose absence from a top-level config.json of a type without renamed
+keys is taken as a truncated file and refused, naming the key, rather than filled with the class's default."""
+
+_SHAPES_FILLED_TYPES: Final = frozenset({"gpt2", "gpt_bigcode", "opt", "falcon", "starcoder2"})
+"""Types whose config.json files leave shape keys out as a rule (their keys have other names, or their classes'
+defaults are the published model's): :data:`_TRUNCATION_KEYS` are filled from :data:`TRANSFORMERS_DEFAULTS` even at
+the top level."""
 
 _RENAMED_KEYS: Final[dict[str, dict[str, str]]] = {
     # transformers' attribute_map: the usual name → the key these configs write
@@ -1871,6 +1924,7 @@ _RENAMED_KEYS: Final[dict[str, dict[str, str]]] = {
     },
     "falcon": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "intermediate_size": "ffn_hidden_size"},
     "opt": {"intermediate_size": "ffn_dim"},
+    "mixtral": {"num_local_experts": "num_experts"},  # MixtralConfig.attribute_map
 }
 
 
@@ -1897,10 +1951,10 @@ def _as_transformers_reads(cfg: dict[str, Any], model_type: str, in_text_config:
     for usual, written in _RENAMED_KEYS.get(model_type, {}).items():
         if out.get(usual) is None and out.get(written) is not None:
             out[usual] = out[written]
-    if in_text_config or model_type in _RENAMED_KEYS or model_type == "starcoder2":
-        for key, value in TRANSFORMERS_DEFAULTS.get(model_type, {}).items():
-            if out.get(key) is None:
-                out[key] = value
+    fill_shapes = in_text_config or model_type in _SHAPES_FILLED_TYPES
+    for key, value in TRANSFORMERS_DEFAULTS.get(model_type, {}).items():
+        if out.get(key) is None and (fill_shapes or key not in _TRUNCATION_KEYS):
+            out[key] = value
     hidden = out.get("hidden_size")
     if model_type in ("gpt2", "gpt_bigcode", "falcon") and out.get("intermediate_size") is None:
         out["intermediate_size"] = 4 * hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None

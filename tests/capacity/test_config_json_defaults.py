@@ -1,0 +1,119 @@
+"""A config.json that leaves a key out is read with transformers' default for its ``model_type``, "not ours" (the
+issue's rule): what vLLM reads from the config object transformers builds.
+
+Mixture-of-experts defaults (transformers ``src/transformers/models/<type>/configuration_<type>.py``): MixtralConfig
+``num_local_experts`` 8, ``num_experts_per_tok`` 2 (``attribute_map``: ``num_experts`` → ``num_local_experts``);
+Qwen2MoeConfig ``num_experts`` 60, top-4, ``moe_intermediate_size`` 1408, ``shared_expert_intermediate_size`` 5632;
+Qwen3MoeConfig ``num_experts`` 128, top-8, ``moe_intermediate_size`` 768. Without them such a file was sized as a
+dense model (a Mixtral-8x7B-shaped file: 7.2 B parameters, 13.5 GiB, exit 0).
+
+Every expected count below is hand arithmetic from the shapes (written out beside each), not the code's output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from advisor.capacity.models import ModelArch
+from advisor.modelfile import resolve_model
+from tests.inprocess import run_cli
+
+# Mixtral-8x7B's shapes (mistralai/Mixtral-8x7B-v0.1 config.json) without its expert keys
+MIXTRAL_SHAPES: dict[str, Any] = {
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16",
+}
+
+# Mixtral-8x7B with 8 experts of 14336, top-2 (the module docstring of advisor.capacity.models and the model card's
+# 46.7 B): per layer attention 2 × 4096 × 4096 + 2 × 4096 × 1024 = 41,943,040; experts 8 × 3 × 4096 × 14336 =
+# 1,409,286,144 + router 8 × 4096 = 32,768; two norms 8,192 → 1,451,270,144; × 32 = 46,440,644,608; final norm
+# 4,096; embedding and LM head 2 × 32000 × 4096 = 262,144,000 → 46,702,792,704.
+MIXTRAL_8X7B_PARAMETERS = 46_702_792_704
+
+# a small Qwen-MoE shape: hidden 256, 2 layers, 4 heads of 64 (4 KV heads), vocab 1000
+SMALL_SHAPES: dict[str, Any] = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
+
+
+def _load(tmp_path: Path, config: dict[str, Any], name: str = "config.json") -> ModelArch:
+    path = tmp_path / name
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return resolve_model(str(path))
+
+
+def test_a_mixtral_config_without_its_expert_keys_is_mixtrals_eight_experts_top_two(tmp_path: Path) -> None:
+    arch = _load(tmp_path, MIXTRAL_SHAPES)
+    assert (arch.num_experts, arch.experts_per_token) == (8, 2)
+    assert arch.moe_intermediate_size == 14336  # Mixtral's experts are intermediate_size wide
+    assert arch.num_parameters == MIXTRAL_8X7B_PARAMETERS
+
+
+def test_a_mixtral_config_known_only_by_its_architectures_takes_the_same_defaults(tmp_path: Path) -> None:
+    config = {k: v for k, v in MIXTRAL_SHAPES.items() if k != "model_type"}
+    arch = _load(tmp_path, config)
+    assert (arch.num_experts, arch.experts_per_token, arch.num_parameters) == (8, 2, MIXTRAL_8X7B_PARAMETERS)
+
+
+def test_a_mixtral_config_without_a_top_k_takes_two(tmp_path: Path) -> None:
+    arch = _load(tmp_path, {**MIXTRAL_SHAPES, "num_local_experts": 8})  # exited 2 naming num_experts_per_tok
+    assert arch.experts_per_token == 2
+    assert arch.num_parameters == MIXTRAL_8X7B_PARAMETERS
+
+
+def test_a_mixtral_config_stating_num_experts_keeps_that_count(tmp_path: Path) -> None:
+    # MixtralConfig.attribute_map reads num_experts as num_local_experts: 4 experts, not the default 8.
+    # Per layer 41,943,040 + 4 × 3 × 4096 × 14336 = 704,643,072 + router 4 × 4096 = 16,384 + norms 8,192 =
+    # 746,610,688; × 32 = 23,891,542,016; + 4,096 + 262,144,000 = 24,153,690,112
+    arch = _load(tmp_path, {**MIXTRAL_SHAPES, "num_experts": 4})
+    assert (arch.num_experts, arch.experts_per_token) == (4, 2)
+    assert arch.num_parameters == 24_153_690_112
+
+
+def test_a_qwen2_moe_config_without_its_expert_keys_is_qwen2_moes_sixty_experts(tmp_path: Path) -> None:
+    config = {**SMALL_SHAPES, "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe"}
+    arch = _load(tmp_path, config)
+    assert (arch.num_experts, arch.experts_per_token, arch.moe_intermediate_size) == (60, 4, 1408)
+    assert arch.num_shared_experts == 4  # the shared expert 5632 wide = 4 × 1408
+    # per layer: attention 4 × 256 × 256 = 262,144; experts (60 + 4 shared) × 3 × 256 × 1408 = 69,206,016;
+    # router 60 × 256 = 15,360; two norms 512 → 69,484,032; × 2 layers = 138,968,064; final norm 256;
+    # embedding and LM head (untied) 2 × 1000 × 256 = 512,000 → 139,480,320
+    assert arch.num_parameters == 139_480_320
+
+
+def test_a_qwen3_moe_config_without_its_expert_keys_is_qwen3_moes_128_experts(tmp_path: Path) -> None:
+    config = {**SMALL_SHAPES, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"}
+    arch = _load(tmp_path, config)
+    assert (arch.num_experts, arch.experts_per_token, arch.moe_intermediate_size) == (128, 8, 768)
+    assert arch.num_shared_experts == 0
+    # per layer: attention 262,144; experts 128 × 3 × 256 × 768 = 75,497,472; router 128 × 256 = 32,768; two
+    # norms 512 → 75,792,896; × 2 = 151,585,792; final norm 256; q/k norms 2 × 64 × 2 layers = 256;
+    # embedding and LM head 512,000 → 152,098,304
+    assert arch.num_parameters == 152_098_304
+
+
+def test_the_plan_of_a_mixtral_config_without_its_expert_keys_does_not_fit_one_h100(tmp_path: Path) -> None:
+    # 46,702,792,704 × 2 B = 93.4 GB = 87.0 GiB of bf16 weights > 0.9 × 79.15 GiB: refused (it printed 13.50 GiB
+    # and exit 0 as a dense 7.2 B model)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MIXTRAL_SHAPES), encoding="utf-8")
+    r = run_cli("plan", "--model", str(path), "--gpu", "H100-SXM", "--max-model-len", "8192")
+    assert r.returncode == 3, r.stderr
+    assert re.search(r"weights need 8[67]\.\d\d GiB", r.stdout + r.stderr), r.stdout
