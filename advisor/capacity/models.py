@@ -26,7 +26,8 @@ Covered (each the way vLLM stores it; :meth:`ModelArch.from_hf_config` reads the
 * Llama 4 (interleaved MoE with a shared expert) and Qwen's ``shared_expert_intermediate_size``
   (:func:`_family_reads`);
 * multimodal wrappers (``text_config`` + ``vision_config``: LLaVA, Qwen-VL, Gemma 3): the language model drives
-  the KV cache; :attr:`ModelArch.vision_parameters` adds weights.
+  the KV cache; :attr:`ModelArch.vision_parameters` adds weights (without ``vision_config``, those of the tower
+  transformers' wrapper class builds: :data:`DEFAULT_VISION_CONFIGS`).
 
 Presets live in ``advisor/data/models.json``: each copies its Hugging Face ``config.json`` numbers, cites that
 file's URL and the published total parameter count, which the computed count must match within 2 %
@@ -571,8 +572,8 @@ class ModelArch:
         vision = _optional_mapping(config, "vision_config", name)
         _refuse_unmodelled_architecture(config, text, name)
         wrapper = _optional_str(config, "model_type", name) or _model_type_of(config, name)
-        if vision is None and wrapper in _QWEN_TOWER_WRAPPERS:
-            vision = {}  # transformers' Qwen*VLConfig builds its default vision_config when the key is absent
+        if vision is None and wrapper in DEFAULT_VISION_CONFIGS:
+            vision = dict(DEFAULT_VISION_CONFIGS[wrapper])  # the tower transformers builds when absent or null
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
         top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
@@ -2373,8 +2374,35 @@ def vision_config_parameters(
 _QWEN3_VISION_TYPES: Final = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 """Wrappers whose vision tower is vLLM's ``Qwen3_VisionTransformer`` (:func:`vision_config_parameters`)."""
 
-_QWEN_TOWER_WRAPPERS: Final = frozenset({"qwen2_vl", "qwen2_5_vl", *_QWEN3_VISION_TYPES})
-"""Wrapper ``model_type``s whose config class builds a default vision tower when ``vision_config`` is absent."""
+_LLAVA_DEFAULT_TOWER: Final[dict[str, int | str]] = {
+    # LlavaConfig.__init__ (transformers src/transformers/models/llava/configuration_llava.py) and LlavaNextConfig's
+    # (llava_next/configuration_llava_next.py): vision_config None → CONFIG_MAPPING["clip_vision_model"](…), CLIP
+    # ViT-L/14 at 336 px
+    "model_type": "clip_vision_model",
+    "intermediate_size": 4096,
+    "hidden_size": 1024,
+    "patch_size": 14,
+    "image_size": 336,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "vocab_size": 32000,
+    "projection_dim": 768,
+}
+
+DEFAULT_VISION_CONFIGS: Final[dict[str, Mapping[str, int | str]]] = {
+    "llava": _LLAVA_DEFAULT_TOWER,
+    "llava_next": _LLAVA_DEFAULT_TOWER,
+    # Gemma3Config.__init__ (gemma3/configuration_gemma3.py): vision_config None → SiglipVisionConfig(), whose
+    # defaults :func:`_vision_defaults` holds
+    "gemma3": {},
+    # Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig, Qwen3_5Config, Qwen3_5MoeConfig: their own
+    # vision config class with its defaults (read by vision_config_parameters and _vision_tower_width)
+    **{wrapper: {} for wrapper in ("qwen2_vl", "qwen2_5_vl", *_QWEN3_VISION_TYPES)},
+}
+"""The ``vision_config`` transformers' wrapper config class builds when a config.json leaves the key out or sets it
+to null, by wrapper ``model_type`` (the vision tower vLLM then loads): every wrapper whose tower
+:func:`vision_config_parameters` sizes has one. Gemma 4 has none (``Gemma4Config.__post_init__``: "vision_config is
+None. Gemma4Model.vision_tower will not be initialized"), so its file without the key carries no tower."""
 
 
 def _vision_tower_width(wrapper_type: str, vision: Mapping[str, Any] | None, name: str) -> int:

@@ -117,3 +117,102 @@ def test_the_plan_of_a_mixtral_config_without_its_expert_keys_does_not_fit_one_h
     r = run_cli("plan", "--model", str(path), "--gpu", "H100-SXM", "--max-model-len", "8192")
     assert r.returncode == 3, r.stderr
     assert re.search(r"weights need 8[67]\.\d\d GiB", r.stdout + r.stderr), r.stdout
+
+
+# --- a multimodal wrapper without vision_config: the tower transformers builds ------------------------------------
+# LlavaConfig / LlavaNextConfig with vision_config None build CLIP ViT-L/14-336 (hidden 1024, intermediate 4096, 24
+# layers, patch 14, image 336); Gemma3Config builds SiglipVisionConfig() (hidden 768, intermediate 3072, 12 layers,
+# patch 16, image 224). vLLM loads the tower from that config.
+LLAMA_31_8B_TEXT: dict[str, Any] = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+}
+LLAVA: dict[str, Any] = {
+    "architectures": ["LlavaForConditionalGeneration"],
+    "model_type": "llava",
+    "text_config": LLAMA_31_8B_TEXT,
+    "torch_dtype": "bfloat16",
+}
+LLAVA_DEFAULT_TOWER: dict[str, Any] = {
+    "model_type": "clip_vision_model",
+    "intermediate_size": 4096,
+    "hidden_size": 1024,
+    "patch_size": 14,
+    "image_size": 336,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "vocab_size": 32000,
+    "projection_dim": 768,
+}
+# CLIP-L/336 as vLLM's llava.py loads it (vision_feature_layer -2: 23 of 24 layers, no post-LayerNorm), the
+# projector to the text hidden size 4096:
+#   per layer  q, k, v, o with biases 4 × (1024² + 1024) = 4,198,400; MLP 2 × 1024 × 4096 + 4096 + 1024 = 8,393,728;
+#              two LayerNorms 4 × 1024 = 4,096 → 12,596,224; × 23 = 289,713,152
+#   embedding  patch 3 × 14² × 1024 = 602,112, class token 1,024, positions (24² + 1) × 1024 = 590,848,
+#              pre-LayerNorm 2,048 → 1,196,032
+#   projector  1024 × 4096 + 4096 + 4096² + 4096 = 20,979,712
+#   total      311,888,896
+LLAVA_TOWER_PARAMETERS = 311_888_896
+
+
+def test_a_llava_config_without_vision_config_counts_transformers_default_clip_tower(tmp_path: Path) -> None:
+    absent = _load(tmp_path, LLAVA, "absent.json")
+    null = _load(tmp_path, {**LLAVA, "vision_config": None}, "null.json")
+    explicit = _load(tmp_path, {**LLAVA, "vision_config": LLAVA_DEFAULT_TOWER}, "explicit.json")
+    assert absent.vision_parameters == null.vision_parameters == LLAVA_TOWER_PARAMETERS
+    assert absent.num_parameters == null.num_parameters == explicit.num_parameters
+    assert absent.num_parameters - LLAVA_TOWER_PARAMETERS == explicit.num_parameters - explicit.vision_parameters
+
+
+def test_the_plan_of_a_llava_config_without_vision_config_holds_the_tower_weights(tmp_path: Path) -> None:
+    runs = {}
+    for label, config in (("absent", LLAVA), ("explicit", {**LLAVA, "vision_config": LLAVA_DEFAULT_TOWER})):
+        path = tmp_path / f"{label}.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        r = run_cli("plan", "--model", str(path), "--gpu", "H100-SXM", "--max-model-len", "8192", "--json")
+        assert r.returncode == 0, r.stderr
+        runs[label] = json.loads(r.stdout)
+    assert runs["absent"]["weights_bytes_per_gpu"] == runs["explicit"]["weights_bytes_per_gpu"]
+    assert runs["absent"]["kv_cache_tokens"] == runs["explicit"]["kv_cache_tokens"]
+    # the text model alone (a text-only file of the same text_config) plus 311,888,896 × 2 B of bf16 tower
+    text_only = tmp_path / "text.json"
+    text_only.write_text(json.dumps({**LLAMA_31_8B_TEXT, "architectures": ["LlamaForCausalLM"]}), encoding="utf-8")
+    r = run_cli("plan", "--model", str(text_only), "--gpu", "H100-SXM", "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    text_weights = json.loads(r.stdout)["weights_bytes_per_gpu"]
+    assert runs["absent"]["weights_bytes_per_gpu"] == text_weights + 2 * LLAVA_TOWER_PARAMETERS
+
+
+def test_a_llava_next_config_without_vision_config_counts_the_same_tower_and_its_image_newline(
+    tmp_path: Path,
+) -> None:
+    config = {**LLAVA, "architectures": ["LlavaNextForConditionalGeneration"], "model_type": "llava_next"}
+    arch = _load(tmp_path, config)
+    assert arch.vision_parameters == LLAVA_TOWER_PARAMETERS + 4096  # image_newline: one text-hidden vector
+
+
+def test_a_gemma3_config_without_vision_config_counts_the_default_siglip_tower(tmp_path: Path) -> None:
+    text = {**LLAMA_31_8B_TEXT, "model_type": "gemma3_text", "head_dim": 128}
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text}
+    absent = _load(tmp_path, config, "absent.json")
+    empty = _load(tmp_path, {**config, "vision_config": {}}, "empty.json")  # SiglipVisionConfig() as well
+    assert absent.vision_parameters == empty.vision_parameters > 0
+    assert absent.num_parameters == empty.num_parameters
+
+
+def test_a_gemma4_config_without_vision_config_carries_no_tower(tmp_path: Path) -> None:
+    # Gemma4Config: "vision_config is None. Gemma4Model.vision_tower will not be initialized"
+    config = {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "text_config": {"model_type": "gemma4_text"},
+    }
+    arch = _load(tmp_path, config)
+    assert arch.unsized_towers == ()
+    assert arch.vision_parameters == 0
