@@ -137,7 +137,8 @@ def resolve_model(model: str, base_dir: Path | None = None) -> ModelArch:
             raise CapacityError(f"model config {str(path)!r} is not valid JSON: {str(exc)[:200]}") from None
         if not isinstance(data, dict):
             raise CapacityError(f"model config {str(path)!r} must be a JSON object")
-        arch = ModelArch.from_hf_config(data, name=str(data.get("_name_or_path") or path.parent.name))
+        name = str(data.get("_name_or_path") or path.parent.name)
+        arch = ModelArch.from_hf_config(data, name=name, source=str(path))
         _warn_unknown_architecture(arch, path)
         return arch
     return get_preset(model)

@@ -281,7 +281,7 @@ class CapacityInputs:
         # heads: any GPU count serves any model
         tp = self.tensor_parallel_size if self.engine != "llamacpp" else 1
         m = self.model
-        if tp >= 1 and m.num_attention_heads % tp != 0:
+        if tp >= 1 and not _heads_split(m, tp):
             problems.append(
                 f"{m.name}: {m.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}"
             )
@@ -676,6 +676,12 @@ def _quantization_mismatch_problems(inputs: CapacityInputs) -> list[str]:
     ]
 
 
+def _heads_split(model: ModelArch, tp: int) -> bool:
+    """Whether ``tp`` TP ranks split the attention heads evenly, which vLLM requires ("Total number of attention heads
+    must be divisible by tensor parallel size", ``ModelConfig.verify_with_parallel_config``)."""
+    return model.num_attention_heads % tp == 0
+
+
 def _group_size_problems(inputs: CapacityInputs) -> list[str]:
     """vLLM refuses a GPTQ/AWQ layer whose input rows per TP rank the group size does not divide (``gptq.py``
     ``GPTQLinearMethod.create_weights``: "The input size is not aligned with the quantized weight shape. This can be
@@ -689,17 +695,29 @@ def _group_size_problems(inputs: CapacityInputs) -> list[str]:
     if group is None or group <= 0 or own is None or q is None or _method_family(q) != _method_family(own):
         return []
     tp = inputs.tensor_parallel_size
-    inputs_per_rank = {
-        "hidden_size": m.hidden_size,
-        "o_proj input (heads × head_dim ÷ TP)": m.num_attention_heads * m.head_dim // tp,
-        "down_proj input (intermediate_size ÷ TP)": m.intermediate_size // tp,
-    }
-    if m.is_moe:
-        inputs_per_rank["expert down_proj input (moe_intermediate_size ÷ TP)"] = m.moe_intermediate_size // tp
-    bad = [f"{what} {rows}" for what, rows in inputs_per_rank.items() if rows % group]
+
+    def misaligned(ranks: int) -> list[str]:
+        """The layer inputs the group size does not divide at TP ``ranks``, each with its rows per rank."""
+        inputs_per_rank = {
+            "hidden_size": m.hidden_size,
+            "o_proj input (heads × head_dim ÷ TP)": m.num_attention_heads * m.head_dim // ranks,
+            "down_proj input (intermediate_size ÷ TP)": m.intermediate_size // ranks,
+        }
+        if m.is_moe:
+            inputs_per_rank["expert down_proj input (moe_intermediate_size ÷ TP)"] = m.moe_intermediate_size // ranks
+        return [f"{what} {rows}" for what, rows in inputs_per_rank.items() if rows % group]
+
+    bad = misaligned(tp)
     if not bad:
         return []
+    # a smaller TP helps only where the whole widths are multiples of the group (a TP never mends the hidden size)
+    smaller = next((t for t in range(tp - 1, 0, -1) if _heads_split(m, t) and not misaligned(t)), None)
+    remedy = (
+        f"use tensor_parallel_size {smaller} or smaller"
+        if smaller is not None
+        else "no tensor_parallel_size loads it: it needs a checkpoint quantized with a group size that divides them"
+    )
     return [
         f"{m.name}: quantization group size {group} does not divide {', '.join(bad)} at TP={tp}: vLLM refuses to "
-        'load it ("The input size is not aligned with the quantized weight shape"); use a smaller tensor_parallel_size'
+        f'load it ("The input size is not aligned with the quantized weight shape"); {remedy}'
     ]

@@ -58,10 +58,13 @@ from advisor.capacity.data import read_data
 from advisor.capacity.mixedprecision import LayerShapes, WeightGroup, mixed_weight_groups, per_layer_width
 from advisor.capacity.precision import (
     BNB_4BIT_BYTES,
+    DTYPE_BYTES,
     INT_WEIGHT_BITS,
     INT_WEIGHT_METHODS,
+    QUANTIZATION_METHODS,
     bnb_8bit_bytes,
     int_weight_bits,
+    model_dtype_name,
 )
 from advisor.errors import CapacityError, UnknownModelError
 
@@ -538,8 +541,9 @@ class ModelArch:
         return self.moe_layers * self.num_experts * self.expert_parameters() if self.is_moe else 0
 
     @classmethod
-    def from_hf_config(cls, config: Mapping[str, Any], name: str) -> ModelArch:
-        """Build an architecture from a Hugging Face ``config.json`` already parsed into a dict.
+    def from_hf_config(cls, config: Mapping[str, Any], name: str, source: str | None = None) -> ModelArch:
+        """Build an architecture named ``name`` from a Hugging Face ``config.json`` already parsed into a dict, read
+        from the file ``source`` (its path, which the error messages name; None: they name ``<name>: config.json``).
 
         ``head_dim`` is taken when the config states it (Gemma, Llama 3.2), else ``hidden_size //
         num_attention_heads`` (the transformers convention). A key left out takes the default of the transformers
@@ -549,7 +553,8 @@ class ModelArch:
         defaults to ``num_attention_heads`` (MHA, as ``LlamaConfig`` does when the key is absent). A multimodal
         wrapper's ``text_config`` is merged over the top level. MoE, MLA, sliding-window and Mamba keys are read as
         listed in the module docstring. ``num_parameters`` is taken from a ``num_parameters`` key if present,
-        else computed (:meth:`computed_parameters`). ``torch_dtype`` (or ``dtype``) defaults to ``bfloat16``.
+        else computed (:meth:`computed_parameters`). ``torch_dtype`` (or ``dtype``) defaults to ``bfloat16`` and is
+        refused when vLLM does not load it (:func:`_model_dtype`).
 
         Every key read is validated; a key set to ``null`` counts as absent. Counts are JSON integers (not
         ``true``, ``4096.0``, ``"4096"``, NaN or Infinity); sizes and counts that cannot be zero (widths,
@@ -564,27 +569,28 @@ class ModelArch:
         Raises:
             CapacityError: a required key is missing, any key read has a value of the wrong type or out of
                 range, or keys contradict each other (the hidden size and the heads, bitsandbytes 4- and 8-bit);
-                the message names the model and the key.
+                the message names the file (``source``, else the model's config.json) and the key.
         """
+        where = source or f"{name}: config.json"
         if not isinstance(config, Mapping):
-            raise CapacityError(f"{name}: config.json must be a JSON object, got {_show(config)}")
-        text = _optional_mapping(config, "text_config", name)
-        vision = _optional_mapping(config, "vision_config", name)
-        _refuse_unmodelled_architecture(config, text, name)
-        wrapper = _optional_str(config, "model_type", name) or _model_type_of(config, name)
+            raise CapacityError(f"{where} must be a JSON object, got {_show(config)}")
+        text = _optional_mapping(config, "text_config", where)
+        vision = _optional_mapping(config, "vision_config", where)
+        _refuse_unmodelled_architecture(config, text, where)
+        wrapper = _optional_str(config, "model_type", where) or _model_type_of(config, where)
         if vision is None and wrapper in DEFAULT_VISION_CONFIGS:
             vision = dict(DEFAULT_VISION_CONFIGS[wrapper])  # the tower transformers builds when absent or null
         top = {k: v for k, v in config.items() if k != "text_config"}
         cfg = {**top, **dict(text or {})}
-        top_type = _optional_str(top, "model_type", name) or _model_type_of(top, name)
+        top_type = _optional_str(top, "model_type", where) or _model_type_of(top, where)
         if top_type in TEXT_CONFIG_CLASS_OF_WRAPPER and text is None:
             raise CapacityError(
-                f"{name}: a {top_type} config.json keeps its language model's keys in text_config, which this one "
-                "lacks (transformers would build a default model, not this one)"
+                f"{where} has no text_config, where a {top_type} config.json keeps its language model's keys "
+                "(transformers would build a default model, not this one)"
             )
         if text is not None:  # transformers builds the text model's config from text_config alone
             cfg["model_type"] = TEXT_CONFIG_CLASS_OF_WRAPPER.get(top_type) or (
-                _optional_str(text, "model_type", name, "text_config.model_type")
+                _optional_str(text, "model_type", where, "text_config.model_type")
                 or TEXT_MODEL_TYPE_OF_WRAPPER.get(top_type, "")
             )
         for key in (
@@ -600,41 +606,41 @@ class ModelArch:
             if key in top and top[key] is not None:
                 cfg[key] = top[key]
         if not cfg.get("model_type"):  # what the class vLLM loads says (architectures), as transformers would
-            cfg["model_type"] = _model_type_of(cfg, name)
-        cfg = _as_transformers_reads(cfg, str(cfg.get("model_type") or ""), text is not None, name)
-        cfg = _family_reads(cfg, str(cfg.get("model_type") or ""), name)
+            cfg["model_type"] = _model_type_of(cfg, where)
+        cfg = _as_transformers_reads(cfg, str(cfg.get("model_type") or ""), text is not None, where)
+        cfg = _family_reads(cfg, str(cfg.get("model_type") or ""), where)
         for key in _REQUIRED_KEYS:
             if key not in cfg or cfg[key] is None:
-                raise CapacityError(f"{name}: config.json has no {key!r} (needed for the capacity pass)")
-        heads = _positive_int(cfg, "num_attention_heads", name)
-        hidden = _positive_int(cfg, "hidden_size", name)
-        layers = _positive_int(cfg, "num_hidden_layers", name)
-        kv_heads = _optional_positive_int(cfg, "num_key_value_heads", name, heads)
-        head_dim = _head_dim(cfg, hidden, heads, name)
-        _rope_scaling(cfg, name)
+                raise CapacityError(f"{where} has no {key!r} (needed for the capacity pass)")
+        heads = _positive_int(cfg, "num_attention_heads", where)
+        hidden = _positive_int(cfg, "hidden_size", where)
+        layers = _positive_int(cfg, "num_hidden_layers", where)
+        kv_heads = _optional_positive_int(cfg, "num_key_value_heads", where, heads)
+        head_dim = _head_dim(cfg, hidden, heads, where)
+        _rope_scaling(cfg, where)
         for scope, prefix in ((top, ""), (text or {}, "text_config.")):  # names, shadowed or not, are strings
             for key in ("model_type", "torch_dtype", "dtype"):
-                _optional_str(scope, key, name, prefix + key)
-        dtype: str = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+                _optional_str(scope, key, where, prefix + key)
+        dtype = _model_dtype(top, text, where)
         model_type: str = cfg.get("model_type") or ""
-        experts, experts_per_token = _experts(cfg, name)
-        stated_intermediate = _optional_positive_int(cfg, "intermediate_size", name, 0)
-        moe_width = _optional_positive_int(cfg, "moe_intermediate_size", name, 0) or stated_intermediate
+        experts, experts_per_token = _experts(cfg, where)
+        stated_intermediate = _optional_positive_int(cfg, "intermediate_size", where, 0)
+        moe_width = _optional_positive_int(cfg, "moe_intermediate_size", where, 0) or stated_intermediate
         intermediate = stated_intermediate or moe_width
         if intermediate <= 0:
-            raise CapacityError(f"{name}: config.json has no 'intermediate_size' (needed for the capacity pass)")
-        _str_list(cfg, "layer_types", name, layers)
-        _str_list(cfg, "layers_block_type", name, None)
-        linear, state, linear_params, attention_layers, conv_state = _recurrent_layers(cfg, layers, hidden, name)
-        architectures = _str_list(cfg, "architectures", name, None) or []
-        kv_lora_rank = _optional_positive_int(cfg, "kv_lora_rank", name, 0)
+            raise CapacityError(f"{where} has no 'intermediate_size' (needed for the capacity pass)")
+        _str_list(cfg, "layer_types", where, layers)
+        _str_list(cfg, "layers_block_type", where, None)
+        linear, state, linear_params, attention_layers, conv_state = _recurrent_layers(cfg, layers, hidden, where)
+        architectures = _str_list(cfg, "architectures", where, None) or []
+        kv_lora_rank = _optional_positive_int(cfg, "kv_lora_rank", where, 0)
         mla_minimum = 1 if kv_lora_rank else 0  # an MLA model needs a rope part and a V head
-        window = _sliding_window(cfg, name)
-        pattern = _optional_positive_int(cfg, "sliding_window_pattern", name, 0)
-        moe_layers = _int_in(cfg, "_moe_layer_count", name, 0, layers, default=-1)
-        moe_layers = moe_layers if moe_layers >= 0 else _moe_layers(cfg, layers, name)
+        window = _sliding_window(cfg, where)
+        pattern = _optional_positive_int(cfg, "sliding_window_pattern", where, 0)
+        moe_layers = _int_in(cfg, "_moe_layer_count", where, 0, layers, default=-1)
+        moe_layers = moe_layers if moe_layers >= 0 else _moe_layers(cfg, layers, where)
         mamba2 = cfg.get("_mamba2")
-        method = _checkpoint_quantization(cfg, name)
+        method = _checkpoint_quantization(cfg, where)
         arch = cls(
             name=name,
             num_layers=layers,
@@ -642,58 +648,58 @@ class ModelArch:
             num_attention_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            vocab_size=_positive_int(cfg, "vocab_size", name),
+            vocab_size=_positive_int(cfg, "vocab_size", where),
             intermediate_size=intermediate,
-            max_position_embeddings=_positive_int(cfg, "max_position_embeddings", name),
+            max_position_embeddings=_positive_int(cfg, "max_position_embeddings", where),
             rotary_cache_positions=rotary_cache_positions(cfg, model_type),
             derived_max_model_len=derived_max_model_len(cfg, model_type),
             torch_dtype=dtype,
             num_parameters=1,  # replaced below
-            tie_word_embeddings=_tied(cfg, model_type, name),
-            source=_optional_str(cfg, "_source", name) or "",
-            attention_bias=_optional_bool(cfg, "attention_bias", name) or bool(cfg.get("_linear_bias")),
+            tie_word_embeddings=_tied(cfg, model_type, where),
+            source=_optional_str(cfg, "_source", where) or "",
+            attention_bias=_optional_bool(cfg, "attention_bias", where) or bool(cfg.get("_linear_bias")),
             norms_per_layer=_int_in(
-                cfg, "_norms_per_layer", name, 0, default=4 if model_type.startswith("gemma") else 2
+                cfg, "_norms_per_layer", where, 0, default=4 if model_type.startswith("gemma") else 2
             ),
             num_experts=experts,
             experts_per_token=experts_per_token,
             moe_intermediate_size=moe_width if experts else 0,
-            num_shared_experts=_int_in(cfg, "n_shared_experts", name, 0, default=0),
+            num_shared_experts=_int_in(cfg, "n_shared_experts", where, 0, default=0),
             moe_layers=moe_layers if experts else 0,
             expert_bias=model_type == "gpt_oss",
             kv_lora_rank=kv_lora_rank,
-            qk_rope_head_dim=_int_in(cfg, "qk_rope_head_dim", name, mla_minimum, default=0),
-            qk_nope_head_dim=_int_in(cfg, "qk_nope_head_dim", name, 0, default=0),
-            v_head_dim=_int_in(cfg, "v_head_dim", name, mla_minimum, default=0),
-            q_lora_rank=_int_in(cfg, "q_lora_rank", name, 0, default=0),
+            qk_rope_head_dim=_int_in(cfg, "qk_rope_head_dim", where, mla_minimum, default=0),
+            qk_nope_head_dim=_int_in(cfg, "qk_nope_head_dim", where, 0, default=0),
+            v_head_dim=_int_in(cfg, "v_head_dim", where, mla_minimum, default=0),
+            q_lora_rank=_int_in(cfg, "q_lora_rank", where, 0, default=0),
             sliding_window=window,
             sliding_window_layers=_sliding_layers(cfg, attention_layers, pattern) if window else 0,
             linear_layers=linear,
             recurrent_state_elements=state,
             linear_layer_parameters=linear_params,
             recurrent_conv_elements=conv_state,
-            mamba_ssm_dtype=_optional_str(cfg, "mamba_ssm_dtype", name),
+            mamba_ssm_dtype=_optional_str(cfg, "mamba_ssm_dtype", where),
             architecture=architectures[0] if architectures else "",
             attention_output_bias=model_type == "gpt_oss" or bool(cfg.get("_linear_bias")),
             qk_norm=model_type
             in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4_text", *GATED_DELTA_NET_TYPES),
             attention_sinks=model_type == "gpt_oss",
-            vision_parameters=_int_in(cfg, "_vision_parameters", name, 0, default=-1),
+            vision_parameters=_int_in(cfg, "_vision_parameters", where, 0, default=-1),
             checkpoint_quantization=method,
             checkpoint_quant_method=_quant_method_as_written(cfg),
-            checkpoint_weight_bits=_checkpoint_weight_bits(cfg, name, method),
-            bnb_double_quant=_bnb_double_quant(cfg, name, method),
-            bnb_skip_modules=_bnb_skip_modules(cfg, name, method),
+            checkpoint_weight_bits=_checkpoint_weight_bits(cfg, where, method),
+            bnb_double_quant=_bnb_double_quant(cfg, where, method),
+            bnb_skip_modules=_bnb_skip_modules(cfg, where, method),
             gated_mlp=model_type not in NON_GATED_MLP_TYPES,
-            checkpoint_group_size=_checkpoint_group_size(cfg, name, method),
+            checkpoint_group_size=_checkpoint_group_size(cfg, where, method),
             position_embeddings=int(cfg.get("_position_embeddings", 0)),
             word_embed_proj_dim=int(cfg.get("_word_embed_proj_dim", 0)),
             mlp_bias=bool(cfg.get("_linear_bias")),
             norm_bias=bool(cfg.get("_norm_bias")),
             final_norm=bool(cfg.get("_final_norm", True)),
             model_type=model_type,
-            mtp_layers=_int_in(cfg, "num_nextn_predict_layers", name, 0, default=0)
-            or _int_in(cfg, "mtp_num_hidden_layers", name, 0, default=0),
+            mtp_layers=_int_in(cfg, "num_nextn_predict_layers", where, 0, default=0)
+            or _int_in(cfg, "mtp_num_hidden_layers", where, 0, default=0),
             attention_output_gate=bool(cfg.get("_attention_output_gate")),
             global_head_dim=int(cfg.get("_global_head_dim", 0)),
             global_kv_heads=int(cfg.get("_global_kv_heads", 0)),
@@ -702,7 +708,7 @@ class ModelArch:
             double_wide_mlp=bool(cfg.get("_double_wide_mlp")),
             per_layer_input_size=int(cfg.get("_per_layer_input_size", 0)),
             per_layer_vocab_size=int(cfg.get("_per_layer_vocab_size", 0)),
-            unsized_towers=_unsized_towers(top, name),
+            unsized_towers=_unsized_towers(top, where),
             mlp_free_layers=int(cfg.get("_mlp_free_layers", 0)),
             gated_experts=bool(cfg.get("_gated_experts", True)),
             mamba_groups=mamba2[2] if mamba2 else 0,
@@ -710,15 +716,15 @@ class ModelArch:
             mamba_heads=mamba2[0] if mamba2 else 0,
         )
         if arch.vision_parameters < 0:  # not given by a preset: counted from vision_config, when it says how
-            top_type = _optional_str(top, "model_type", name) or ""
+            top_type = _optional_str(top, "model_type", where) or ""
             layer = top.get("vision_feature_layer")
             layer = layer if isinstance(layer, int) and not isinstance(layer, bool) else -2
-            counted = vision_config_parameters(top_type, vision, hidden, name, layer) if vision is not None else 0
+            counted = vision_config_parameters(top_type, vision, hidden, where, layer) if vision is not None else 0
             arch = replace(arch, vision_parameters=counted)
-        width = _int_in(cfg, "_vision_width", name, 0, default=0) or _vision_tower_width(top_type, vision, name)
+        width = _int_in(cfg, "_vision_width", where, 0, default=0) or _vision_tower_width(top_type, vision, where)
         if width and arch.vision_parameters:
             modalities = VISION_TOWER_MODALITIES.get(top_type) or VISION_TOWER_MODALITIES.get(model_type) or ()
-            heads = _int_in(vision or {}, "num_heads", f"{name} vision_config", 1, default=16)
+            heads = _int_in(vision or {}, "num_heads", f"{where} vision_config", 1, default=16)
             arch = replace(
                 arch,
                 vision_tower_width=width,
@@ -726,9 +732,9 @@ class ModelArch:
                 vision_tower_type=top_type,
                 vision_heads=heads,
             )
-        stated = _optional_positive_int(cfg, "num_parameters", name, 0)
+        stated = _optional_positive_int(cfg, "num_parameters", where, 0)
         arch = replace(arch, num_parameters=stated or arch.computed_parameters())
-        return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, name))
+        return replace(arch, checkpoint_weight_groups=_mixed_groups(cfg, arch, where))
 
 
 VISION_TOWER_MODALITIES: Final = dict.fromkeys(
@@ -1028,8 +1034,10 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
     ``bitsandbytes`` too.
 
     Raises:
-        CapacityError: ``quantization_config`` is not an object, or states no ``quant_method`` (and is no such
-            bitsandbytes config); the message names ``quantization_config.quant_method``.
+        CapacityError: ``quantization_config`` is not an object, states no ``quant_method`` (and is no such
+            bitsandbytes config) or one the capacity pass has no width for (not one of
+            :data:`~advisor.capacity.precision.QUANTIZATION_METHODS` nor read as one); the message names the file and
+            ``quantization_config.quant_method``.
     """
     stated = _optional_str(cfg, "_checkpoint_quantization", name)
     if stated:
@@ -1042,7 +1050,7 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
         if _bnb_flag(qc, "load_in_4bit", name) or _bnb_flag(qc, "load_in_8bit", name):
             return "bitsandbytes"
         raise CapacityError(
-            f"{name}: config.json's quantization_config states no quantization_config.quant_method, so the format "
+            f"{name}'s quantization_config states no quantization_config.quant_method, so the format "
             "of the checkpoint's weights is unknown (vLLM reads the method from it); state quant_method (fp8, awq, "
             "gptq, bitsandbytes …) or remove quantization_config"
         )
@@ -1055,8 +1063,47 @@ def _checkpoint_quantization(cfg: Mapping[str, Any], name: str) -> str | None:
             return "nvfp4"
         if method == "compressed-tensors" and per_layer_width(qc):
             return method
-        return {"compressed-tensors": "fp8", "modelopt": "fp8"}.get(method, method)
+        read_as = _LOADERS_READ_AS.get(method, method)
+        if read_as not in QUANTIZATION_METHODS:
+            known = sorted({*QUANTIZATION_METHODS, *_LOADERS_READ_AS})
+            raise CapacityError(
+                f"{name}: quantization_config.quant_method {method!r} is not a method the capacity pass sizes; "
+                f"known: {', '.join(known)}"
+            )
+        return read_as
     return None
+
+
+_LOADERS_READ_AS: Final = {"compressed-tensors": "fp8", "modelopt": "fp8"}
+"""``quant_method``s whose single-format checkpoints are sized as another method (the mixed ones, read per layer, are
+:data:`~advisor.capacity.precision.CHECKPOINT_ONLY_METHODS`): compressed-tensors FP8 and ModelOpt FP8."""
+
+
+def _model_dtype(top: Mapping[str, Any], text: Mapping[str, Any] | None, where: str) -> str:
+    """The checkpoint's dtype: the first stated of ``torch_dtype`` (top level, then ``text_config``) and ``dtype``
+    (transformers 5's name; ``text_config``'s, then the top level's), ``bfloat16`` when none is (types checked by the
+    caller).
+
+    Raises:
+        CapacityError: a dtype vLLM does not load (not one of :data:`~advisor.capacity.precision.DTYPE_BYTES`,
+            :func:`~advisor.capacity.precision.model_dtype_name`), naming the file and the key."""
+    inner: Mapping[str, Any] = text or {}
+    scopes: list[tuple[Mapping[str, Any], str, str]] = [
+        (top, "torch_dtype", ""),
+        (inner, "torch_dtype", "text_config."),
+        (inner, "dtype", "text_config."),
+        (top, "dtype", ""),
+    ]
+    for scope, key, prefix in scopes:
+        value = scope.get(key)
+        if isinstance(value, str) and value:
+            if model_dtype_name(value) is None:
+                raise CapacityError(
+                    f"{where}: {prefix}{key} {value!r} is not a dtype vLLM loads; known: "
+                    f"{', '.join(sorted(DTYPE_BYTES))}"
+                )
+            return value
+    return "bfloat16"
 
 
 def _quant_method_as_written(cfg: Mapping[str, Any]) -> str | None:
@@ -1089,7 +1136,7 @@ def _bnb_weight_bits(cfg: Mapping[str, Any], qc: Mapping[str, Any], name: str) -
     four, eight = _bnb_flag(qc, "load_in_4bit", name), _bnb_flag(qc, "load_in_8bit", name)
     if four and eight:
         raise CapacityError(
-            f"{name}: config.json's quantization_config.load_in_4bit and quantization_config.load_in_8bit are both "
+            f"{name}'s quantization_config.load_in_4bit and quantization_config.load_in_8bit are both "
             "true; a bitsandbytes checkpoint is stored in one width (transformers' BitsAndBytesConfig refuses both)"
         )
     if eight:
@@ -1151,7 +1198,7 @@ def _checkpoint_weight_bits(cfg: Mapping[str, Any], name: str, method: str | Non
     for key, value in ((bits_key, bits), (group_key, group)):
         if value is None:
             raise CapacityError(
-                f"{name}: config.json's quantization_config has no {key!r}; vLLM's {method} loader requires it "
+                f"{name}'s quantization_config has no {key!r}; vLLM's {method} loader requires it "
                 "(QuantizationConfig.get_from_keys raises without it)"
             )
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in INT_WEIGHT_BITS:
@@ -1185,7 +1232,7 @@ def _experts(cfg: Mapping[str, Any], name: str) -> tuple[int, int]:
     top_k = [_int_in(cfg, key, name, low, high, default=0) for key in ("num_experts_per_tok", "experts_per_token")]
     per_token = next((k for k in top_k if k), 0)
     if experts and not per_token:
-        raise CapacityError(f"{name}: config.json has no 'num_experts_per_tok' (needed for a mixture-of-experts model)")
+        raise CapacityError(f"{name} has no 'num_experts_per_tok' (needed for a mixture-of-experts model)")
     return experts, per_token
 
 
@@ -1258,7 +1305,7 @@ def _head_dim(cfg: Mapping[str, Any], hidden: int, heads: int, name: str) -> int
         if stated:
             raise _bad_value(name, "head_dim", wanted, head_dim)
         raise CapacityError(
-            f"{name}: config.json states no head_dim, and hidden_size ÷ num_attention_heads ({hidden} ÷ {heads} = "
+            f"{name} states no head_dim, and hidden_size ÷ num_attention_heads ({hidden} ÷ {heads} = "
             f"{head_dim}) is odd; the head size must be {wanted}"
         )
     return head_dim
@@ -1549,7 +1596,8 @@ def _mixed_groups(cfg: Mapping[str, Any], arch: ModelArch, name: str) -> tuple[W
     return mixed_weight_groups(qc, shapes, name)
 
 
-# --- config.json value checks: each names the model and the key, and treats a missing or null key as absent ---
+# --- config.json value checks: each names the file and the key, and treats a missing or null key as absent. ``name``
+# is the file as the messages name it: its path, or "<model>: config.json" (ModelArch.from_hf_config's ``where``) ---
 _MAX_CONFIG_INT = 2**53  # JSON's exact-integer limit; larger shapes would overflow the float arithmetic downstream
 
 
@@ -1559,7 +1607,7 @@ def _show(value: object) -> str:
 
 
 def _bad_value(name: str, key: str, wanted: str, value: object) -> CapacityError:
-    return CapacityError(f"{name}: config.json key {key!r} must be {wanted}, got {_show(value)}")
+    return CapacityError(f"{name} key {key!r} must be {wanted}, got {_show(value)}")
 
 
 def _int_wanted(low: int, high: int | None) -> str:
@@ -2114,7 +2162,7 @@ def _nemotron_h_reads(out: dict[str, Any], name: str) -> None:
     if moe:
         if out.get("n_routed_experts") is None:
             raise CapacityError(
-                f"{name}: config.json has no 'n_routed_experts' though hybrid_override_pattern has {moe} MoE ('E') "
+                f"{name} has no 'n_routed_experts' though hybrid_override_pattern has {moe} MoE ('E') "
                 "layers (needed to size their experts)"
             )
         width = _optional_positive_int(out, "moe_intermediate_size", name, 0)
@@ -2341,12 +2389,12 @@ def vision_config_parameters(
     if model_type in _QWEN3_VISION_TYPES:
         return _qwen3_vision_parameters(vision, name)
     if model_type in ("llava", "llava_next"):
-        vc = _vision_defaults(vision, "clip_vision_model")
+        vc = _vision_defaults(vision, "clip_vision_model", name)
         layers = vc["num_hidden_layers"] + feature_layer + 1 if feature_layer < 0 else feature_layer
         extra = text_hidden if model_type == "llava_next" else 0
         return vit_parameters(vc, layers, text_hidden) + extra
     if model_type == "gemma3":
-        vc = _vision_defaults(vision, "siglip_vision_model")
+        vc = _vision_defaults(vision, "siglip_vision_model", name)
         h = vc["hidden_size"]
         return vit_parameters(vc) + h * text_hidden + h
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
@@ -2444,11 +2492,12 @@ def _qwen3_vision_parameters(vision: Mapping[str, Any], name: str) -> int:
     return embed + depth * block + (2 * d + merger) + stacks * (2 * merged + merger)
 
 
-def _vision_defaults(vision: Mapping[str, Any], default_type: str) -> dict[str, int]:
-    """A CLIP/SigLIP vision config with its class's defaults for the keys :func:`vit_parameters` reads."""
+def _vision_defaults(vision: Mapping[str, Any], default_type: str, name: str) -> dict[str, int]:
+    """A CLIP/SigLIP vision config with its class's defaults for the keys :func:`vit_parameters` reads (``name``: the
+    config.json, as the messages name it)."""
     kind = str(vision.get("model_type") or default_type)
     image, patch = _VISION_IMAGE_DEFAULTS.get(kind, _VISION_IMAGE_DEFAULTS[default_type])
     out = {**_CLIP_VISION_DEFAULTS, "image_size": image, "patch_size": patch}
     for key in out:
-        out[key] = _int_in(vision, key, "vision_config", 1, default=out[key])
+        out[key] = _int_in(vision, key, f"{name} vision_config", 1, default=out[key])
     return out

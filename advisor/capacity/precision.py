@@ -57,6 +57,7 @@ __all__ = [
     "BNB_4BIT_BYTES",
     "BNB_4BIT_NESTED_BYTES",
     "BNB_DEQUANTIZE_DQ_SINCE",
+    "CHECKPOINT_ONLY_METHODS",
     "DTYPE_BYTES",
     "EXPERTS_ONLY",
     "FP8_BLOCK_BYTES",
@@ -65,11 +66,13 @@ __all__ = [
     "INT_WEIGHT_METHODS",
     "MXFP4_BITS",
     "NVFP4_BITS",
+    "QUANTIZATION_METHODS",
     "bnb_4bit_bytes",
     "bnb_8bit_bytes",
     "device_support_problems",
     "int_weight_bits",
     "kv_bytes_per_element",
+    "model_dtype_name",
     "mxfp4_moe_backend",
     "mxfp4_padded_expert_shape",
     "resolve_dtype",
@@ -169,6 +172,9 @@ _QUANT_BYTES: Final[dict[str, float]] = {
     "modelopt_fp4": NVFP4_BITS / 8,
     "bitsandbytes": BNB_4BIT_BYTES,
 }
+
+QUANTIZATION_METHODS: Final = frozenset(_QUANT_BYTES)
+"""The weight quantization methods the capacity pass has a width for (``--quantization``, or a checkpoint's own)."""
 
 EXPERTS_ONLY: Final = frozenset({"mxfp4"})
 """Methods that checkpoints apply to the MoE experts only (GPT-OSS); other linear layers stay 16-bit."""
@@ -288,6 +294,13 @@ _KV_BYTES: Final[dict[str, int]] = {
 }
 
 
+def model_dtype_name(model_dtype: str) -> str | None:
+    """The :data:`DTYPE_BYTES` name of a checkpoint's ``torch_dtype`` (case, spaces and a ``torch.`` prefix
+    ignored: ``"torch.bfloat16"`` → ``bfloat16``), None for a dtype vLLM does not load."""
+    name = model_dtype.strip().lower().removeprefix("torch.")
+    return name if name in DTYPE_BYTES else None
+
+
 def resolve_dtype(dtype: str, model_dtype: str) -> str:
     """The compute dtype vLLM serves with for ``--dtype`` ``dtype`` and a checkpoint of ``model_dtype``.
 
@@ -299,8 +312,8 @@ def resolve_dtype(dtype: str, model_dtype: str) -> str:
     """
     name = dtype.strip().lower()
     if name == "auto":
-        model = model_dtype.strip().lower().removeprefix("torch.")
-        if model not in DTYPE_BYTES:
+        model = model_dtype_name(model_dtype)
+        if model is None:
             raise CapacityError(f"unknown model dtype {model_dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
         return "bfloat16" if DTYPE_BYTES[model] == 4 else ("float16" if model == "half" else model)
     if name not in DTYPE_BYTES:
@@ -344,9 +357,7 @@ def weight_bytes_per_param(dtype: str, quantization: str | None, model_dtype: st
                 f"(plan --model PATH), or a precision ({', '.join(sorted(_QUANT_BYTES))})"
             )
         if q not in _QUANT_BYTES:
-            raise UnknownNameError(
-                f"unknown quantization {quantization!r}; known: None, {', '.join(sorted(_QUANT_BYTES))}"
-            )
+            raise UnknownNameError(f"unknown quantization {quantization!r}; known: {', '.join(sorted(_QUANT_BYTES))}")
         return _QUANT_BYTES[q]
     if dtype.strip().lower() == "auto":
         if model_dtype is None:
