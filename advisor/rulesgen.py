@@ -497,8 +497,9 @@ def choose_bound(target: float, bounds: Sequence[float], what: str, engine: str)
         where = f"below the first bucket {_num(finite[0])}"
     stricter = "stricter" if nearest < target else "looser"
     note = (
-        f"{what} target {_num(target)} s is {where} of {engine}'s buckets; le={_num(nearest)} is used instead "
-        f"(a {stricter} SLO). Set the target to a bucket bound to make this exact."
+        f"{what} target {_num(target)} s is {where} of {engine}'s buckets; the generated Prometheus rules use "
+        f"le={_num(nearest)} instead (a {stricter} SLO; the daemon's own goodput reads inside the bucket, with sure "
+        "bounds). Set the target to a bucket bound to make this exact."
     )
     return BoundChoice(target, nearest, False, note)
 

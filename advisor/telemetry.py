@@ -68,6 +68,7 @@ __all__ = [
     "goodput_ratio",
     "histogram_delta",
     "histogram_increase",
+    "histogram_mean_floor",
     "histogram_quantile",
     "histogram_quantile_estimate",
     "summarize",
@@ -514,7 +515,13 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
     upper = cum / total
     if i == len(bounds) - 1:  # +Inf bucket: no upper edge to interpolate to
         lower = counts[i - 1] / total
-        return FractionBelow(lower, False, lower, 1.0, (bounds[i - 1], bound))
+        if counts[i] == counts[i - 1]:  # nothing beyond the last finite bound: every observation is within
+            return FractionBelow(1.0, False, 1.0, 1.0, (bounds[i - 1], bound))
+        # observations beyond the last finite bound may lie either side of the threshold: no estimate, only the
+        # sure range (its floor narrowed by the sum). The lower edge read as the share paged a deployment whose
+        # every request met a 15 s TTFT target above a layout ending at 10 s (breaker 32)
+        floor = _inf_bucket_floor(bounds, counts, threshold, h.sum if h is not None else math.nan)
+        return FractionBelow(None, False, lower, 1.0, (bounds[i - 1], bound), None if floor is None else (floor, 1.0))
     if i == 0:
         if bound <= 0:
             return FractionBelow(None, False, 0.0, upper, (-math.inf, bound))
@@ -530,6 +537,29 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
     if narrowed is not None:
         value = min(max(value, narrowed[0]), narrowed[1])
     return FractionBelow(value, False, lower, upper, (prev_bound, bound), narrowed)
+
+
+def _inf_bucket_floor(
+    bounds: Sequence[float], counts: Sequence[float], threshold: float, total_sum: float
+) -> float | None:
+    """The least share ≤ ``threshold`` (above the last finite bound ``l``) the sum allows: of the ``n`` observations
+    beyond ``l``, ``k`` lie in ``(l, t]`` and the rest above ``t``, so ``S_min + k·l + (n − k)·t ≤ sum`` gives
+    ``k ≥ (S_min + n·t − sum) ÷ (t − l)`` (:func:`_sum_bounds`' reasoning, the bucket having no upper edge).
+    ``None`` when it narrows nothing or the sum does not fit the buckets. Example: 100 requests beyond 10 s with a
+    mean of 12 s and a 15 s target: k ≥ (1500 − 1200) ÷ 5 = 60, so at least 60 % met it."""
+    if not bounds[0] > 0 or not math.isfinite(total_sum) or total_sum < 0:
+        return None
+    last = len(bounds) - 1
+    total, low_edge = counts[-1], bounds[last - 1]
+    n = counts[last] - counts[last - 1]
+    s_min, prev_b, prev_c = 0.0, 0.0, 0.0
+    for b, c in zip(bounds[:last], counts[:last], strict=True):
+        s_min += (c - prev_c) * prev_b
+        prev_b, prev_c = b, c
+    k_min = (s_min + n * threshold - total_sum * (1 + _SUM_SLACK)) / (threshold - low_edge)
+    if k_min <= 0 or k_min > n + 1e-9:
+        return None
+    return (counts[last - 1] + k_min) / total
 
 
 _SUM_SLACK: Final = 1e-9
@@ -756,19 +786,57 @@ class HistogramSummary:
 
 def histogram_mean(h: Histogram | None) -> float | None:
     """A histogram's sum ÷ count (its unit: seconds for latencies, tokens for lengths); ``None`` when absent, empty, or
-    its sum or count is not a finite non-negative number (a page's impossible sum is unknown, never a negative mean).
+    its sum or count is not a finite non-negative number (a page's impossible sum is unknown, never a negative mean),
+    or either contradicts the buckets: a ``_count`` other than the ``+Inf`` bucket's, or a sum below the least (or
+    above the greatest) the buckets allow (breaker 32: a ``_count`` of 4,500 beside 100 bucketed requests in (1, 2.5]
+    gave a 0.053 s mean TTFT, and the mean "showed" the prefill was the delay).
 
     Example: sum 36.0 over 30 → 1.2; sum −5000 over 60 → None."""
     if h is None or not h.count > 0 or not math.isfinite(h.count) or not math.isfinite(h.sum) or h.sum < 0:
         return None
+    prepared = _prepared(h)
+    if prepared is not None:
+        bounds, counts = prepared
+        if abs(counts[-1] - h.count) > 1e-9 * max(1.0, h.count):
+            return None
+        least, most = _bucket_sum_range(bounds, counts)
+        slack = _SUM_SLACK * max(1.0, abs(h.sum))
+        if h.sum < least - slack or h.sum > most + slack:
+            return None
     return float(h.sum / h.count)
 
 
+def histogram_mean_floor(h: Histogram | None) -> float | None:
+    """The least mean the buckets allow (each observation at its bucket's lower edge, the first bucket's at 0), in
+    the histogram's unit; ``None`` when unknown (no buckets, nothing observed, a first bound ≤ 0). What a mean can be
+    held to when the page's own sum or count is impossible: 100 requests in (1, 2.5] → at least 1.0 s."""
+    prepared = _prepared(h)
+    if prepared is None or not prepared[1][-1] > 0 or not prepared[0][0] > 0:
+        return None
+    bounds, counts = prepared
+    return _bucket_sum_range(bounds, counts)[0] / counts[-1]
+
+
+def _bucket_sum_range(bounds: Sequence[float], counts: Sequence[float]) -> tuple[float, float]:
+    """The least and greatest sum of the observations the cumulative ``counts`` place in ``bounds``' buckets (values
+    ≥ 0 below the first bound; ``inf`` when any lies in ``+Inf``; ``-inf`` least when the first bound is ≤ 0)."""
+    least = most = 0.0
+    prev_b, prev_c = (0.0 if bounds[0] > 0 else -math.inf), 0.0
+    for b, c in zip(bounds, counts, strict=True):
+        n = c - prev_c
+        if n > 0:
+            least += n * prev_b
+            most += n * b
+        prev_b, prev_c = b, c
+    return least, most
+
+
 def summarize(h: Histogram | None) -> HistogramSummary | None:
-    """Summary of a (delta) histogram; ``None`` in → ``None``. Mean = sum ÷ count."""
+    """Summary of a (delta) histogram; ``None`` in → ``None``. Mean = sum ÷ count, ``None`` where :func:`histogram_mean`
+    finds it unknown."""
     if h is None:
         return None
-    mean = h.sum / h.count if h.count > 0 else None
+    mean = histogram_mean(h)
     prepared = _prepared(h)  # once for the three quantiles
     p50, p90, p99 = _quantile(0.5, prepared), _quantile(0.9, prepared), _quantile(0.99, prepared)
     return HistogramSummary(
@@ -2200,7 +2268,31 @@ def _merge_or_first(histograms: Iterable[Histogram | None]) -> Histogram | None:
     try:
         return Histogram.merge(known)
     except ValueError:
-        return known[0]
+        return _merged_on_common_bounds(known)
+
+
+def _merged_on_common_bounds(histograms: Sequence[Histogram]) -> Histogram | None:
+    """Replicas whose bucket layouts differ (a rolling upgrade across a layout change), summed on the bounds every
+    layout has: each replica's cumulative count at a shared bound is exact, so the sum is too, in coarser buckets.
+    ``None`` when they share no finite bound (nothing can be read of them together). Before 2026-12-07 the first
+    replica alone stood for the deployment: a replica at 6 s TTFT behind one at 0.3 s read goodput 100 % with
+    bounds [1, 1] (breaker 32)."""
+    shared = set(histograms[0].bounds())
+    for h in histograms[1:]:
+        shared &= set(h.bounds())
+    bounds = tuple(sorted(shared))
+    if len(bounds) < 2 or not math.isinf(bounds[-1]):
+        return None
+    cumulative = []
+    for h in histograms:
+        at = dict(zip(h.bounds(), h.counts(), strict=True))
+        cumulative.append([at[b] for b in bounds])
+    return Histogram.from_counts(
+        bounds,
+        map(math.fsum, zip(*cumulative, strict=True)),
+        count=math.fsum(h.count for h in histograms),
+        sum=math.fsum(h.sum for h in histograms),
+    )
 
 
 def _merge_every_or_none(histograms: Sequence[Histogram | None]) -> Histogram | None:

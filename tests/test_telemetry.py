@@ -282,9 +282,19 @@ def test_fraction_below_in_the_first_bucket_interpolates_from_zero() -> None:
     assert_fraction(result, FractionBelow(25 / 120, False, 0.0, 50 / 120, (0.0, 0.1)))
 
 
-def test_fraction_below_above_the_last_finite_bound_is_a_lower_estimate() -> None:
+def test_fraction_below_above_the_last_finite_bound_is_unknown_within_its_sure_range() -> None:
+    """10 of 120 observations lie beyond the last finite bound (1): at a 5 s threshold they may lie either side, so
+    there is no estimate (the lower edge read as the share paged a deployment whose every request met its target,
+    breaker 32), only the range: ≥ 110/120 by the buckets, and by the sum (30 s; the other 110 at least 0 × 50 +
+    0.1 × 20 + 0.2 × 40 = 10 s, so k ≥ (10 + 10 × 5 − 30) ÷ (5 − 1) = 7.5 of the 10 are ≤ 5 s) ≥ 117.5/120."""
     result = fraction_below(5.0, PROM_POSITIVE)
-    assert result == FractionBelow(110 / 120, False, 110 / 120, 1.0, (1.0, INF))
+    assert result is not None
+    assert (result.value, result.lower_bucket, result.upper_bucket) == (None, 110 / 120, 1.0)
+    assert result.at_least == pytest.approx(117.5 / 120) and result.at_most == 1.0
+    # nothing beyond the last finite bound: every observation is within any threshold above it
+    assert fraction_below(5.0, hist((1.0, 4), (INF, 4), total_sum=2.0)) == FractionBelow(
+        1.0, False, 1.0, 1.0, (1.0, INF)
+    )
 
 
 def test_fraction_below_edges() -> None:
@@ -551,10 +561,20 @@ def test_combine_targets_keeps_the_most_restarts_of_one_engine_beside_the_sum() 
     assert WindowStats(60.0, counter_resets=3).engine_restarts_max == 3  # one engine's window
 
 
-def test_combine_targets_keeps_the_first_histogram_when_bounds_differ() -> None:
-    other = hist((0.2, 1), (INF, 2))
-    c = combine_targets([WindowStats(60.0, ttft=HA), WindowStats(60.0, ttft=other)])
-    assert c.ttft is HA
+def test_combine_targets_sums_replicas_of_different_layouts_on_their_shared_bounds() -> None:
+    """Breaker 32: a rolling upgrade across a layout change — replica A (le 1, 2.5, 2560) 100 requests at 0.3 s, B
+    (le 1, 2.5, 10) 100 at 6 s: the first replica alone stood for both (goodput 100 %, bounds [1, 1]); summed on the
+    bounds both have (1, 2.5, +Inf) 100 of 200 are within 2.5 s, exactly."""
+    a = hist((1.0, 100), (2.5, 100), (2560.0, 100), (INF, 100), total_sum=30.0)
+    b = hist((1.0, 0), (2.5, 0), (10.0, 100), (INF, 100), total_sum=600.0)
+    c = combine_targets([WindowStats(60.0, ttft=a), WindowStats(60.0, ttft=b)])
+    assert c.ttft is not None
+    assert c.ttft.buckets == ((1.0, 100.0), (2.5, 100.0), (INF, 200.0))
+    assert (c.ttft.count, c.ttft.sum) == (200.0, 630.0)
+    f = fraction_below(2.5, c.ttft)
+    assert f is not None and (f.value, f.exact) == (0.5, True)
+    # no finite bound in common: nothing can be read of them together
+    assert combine_targets([WindowStats(60.0, ttft=hist((0.2, 1), (INF, 2))), WindowStats(60.0, ttft=HA)]).ttft is None
 
 
 def test_a_replica_without_the_histogram_leaves_the_deployments_unknown() -> None:
@@ -604,12 +624,12 @@ def test_fraction_below_is_monotone_and_within_zero_to_one(h: Histogram, t1: flo
     f_lo, f_hi = fraction_below(lo, h), fraction_below(hi, h)
     assert f_lo is not None
     assert f_hi is not None
-    assert f_lo.value is not None
-    assert f_hi.value is not None
-    assert 0.0 <= f_lo.value <= f_hi.value <= 1.0
+    assert f_lo.at_least <= f_hi.at_least and f_lo.at_most <= f_hi.at_most
+    if f_lo.value is not None and f_hi.value is not None:
+        assert 0.0 <= f_lo.value <= f_hi.value <= 1.0
     for f in (f_lo, f_hi):
-        assert f.value is not None
-        assert f.lower_bucket <= f.value <= f.upper_bucket
+        assert f.lower_bucket <= f.at_least <= f.at_most <= f.upper_bucket
+        assert f.value is None or f.at_least <= f.value <= f.at_most
 
 
 @given(st.one_of(st.none(), unit), st.one_of(st.none(), unit))
@@ -736,5 +756,5 @@ def test_the_sure_bounds_hold_the_true_share(hv: tuple[Histogram, list[float]], 
     assert f is not None
     true = sum(1 for v in values if v <= t) / len(values)
     assert f.at_least - 1e-9 <= true <= f.at_most + 1e-9
-    assert f.value is not None
-    assert f.lower_bucket <= f.at_least <= f.value <= f.at_most <= f.upper_bucket
+    assert f.lower_bucket <= f.at_least <= f.at_most <= f.upper_bucket
+    assert f.value is None or f.at_least <= f.value <= f.at_most

@@ -60,7 +60,7 @@ from advisor.rules.common import (
 from advisor.rules.flags import flag_for
 from advisor.rules.replicas import MIN_ARRIVAL_SPAN_SECONDS, arrival_history_withheld, arrival_rate, size_replicas
 from advisor.rules.turns import effect
-from advisor.telemetry import fraction_below, histogram_mean, summarize
+from advisor.telemetry import fraction_below, histogram_mean, histogram_mean_floor, summarize
 
 PREFILL_SHARE_MIN = 0.25
 """Modeled prefill ÷ observed mean TTFT below which more TP for TTFT is withheld. TTFT = queueing + (transfer) +
@@ -116,8 +116,12 @@ class GoodputRule:
     def _ratio(self, ev: Evaluation) -> tuple[float | None, str, dict[str, Any]]:
         s = ev.stats
         g = ev.goodput
+        # the requests either histogram saw finish a step of theirs in the window: a saturated engine that admits
+        # nobody records no first token while its running requests' TPOT still counts (breaker 32: 0 new TTFT
+        # observations beside 100 finished at 5x the TPOT target read "only 0 requests finished")
+        # (the TTFT count first: an inter-token-latency histogram counts tokens, not requests)
         count_ = s.ttft.count if s is not None and s.ttft is not None else None
-        if count_ is None and s is not None and s.tpot is not None:
+        if (count_ is None or count_ == 0) and s is not None and s.tpot is not None:
             count_ = s.tpot.count
         evidence: dict[str, Any] = {
             "goodput_ratio": g.ratio,
@@ -317,8 +321,14 @@ class GoodputRule:
 
     def _prefill_withheld(self, ev: Evaluation, prefill: float, evidence: dict[str, Any]) -> str | None:
         """Why the prefill turns are withheld (modeled prefill < :data:`PREFILL_SHARE_MIN` of the observed mean
-        TTFT, naming the stage that holds the rest), or ``None``; unknown TTFT → ``None``."""
+        TTFT, naming the stage that holds the rest), or ``None``; unknown TTFT → ``None``. Where the page's sum or
+        count is impossible (the mean unknown) the least mean its buckets allow stands in
+        (:func:`~advisor.telemetry.histogram_mean_floor`): a prefill share under the minimum at that mean is under it
+        at the true one (breaker 32: a negative sum's −1.5 s "mean" let "tensor parallel 1 → 2" through for 100
+        requests bucketed in (1, 2.5])."""
         ttft = evidence.get("ttft_mean_seconds")
+        if ttft is None and ev.stats is not None:
+            ttft = histogram_mean_floor(ev.stats.ttft)
         if not ttft or ttft <= 0:
             return None
         share = prefill / ttft

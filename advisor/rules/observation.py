@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 from advisor.capacity.calibration import WindowObservation
 from advisor.domain import Histogram
 from advisor.rules.base import Evaluation
 from advisor.rules.common import data_parallel_ranks, generated_tokens_per_request
+from advisor.telemetry import histogram_mean as telemetry_mean
 
 MIN_REQUESTS: Final = 5
 """Fewest observations (requests in the window's TPOT or TTFT histogram) behind a measurement: fewer is one
@@ -20,10 +20,12 @@ request's length, not the engine's speed (the filter's measurement variance grow
 
 
 def histogram_mean(h: Histogram | None) -> tuple[float | None, float]:
-    """(mean, count) of a window's delta histogram; ``(None, 0)`` when empty or unknown."""
-    if h is None or h.count <= 0 or not math.isfinite(h.sum):
+    """(mean, count) of a window's delta histogram; ``(None, 0)`` when empty or unknown — the mean as
+    :func:`advisor.telemetry.histogram_mean` reads it (a sum or count the buckets contradict is unknown)."""
+    mean = telemetry_mean(h)
+    if h is None or mean is None:
         return None, 0.0
-    return h.sum / h.count, float(h.count)
+    return mean, float(h.count)
 
 
 def window_observation(ev: Evaluation) -> WindowObservation | None:

@@ -175,7 +175,7 @@ def test_a_target_between_buckets_is_reported_on_stderr_and_in_the_file() -> Non
     generated = generate(RulesInput((_slo(engine="sglang", ttft_seconds=2.5),)))
     assert any("between the buckets 2 and 4" in w for w in generated.warnings)
     slo = render(next(f for f in generated.files if f.name == r.FILE_SLO))
-    assert "le=2 is used instead" in slo
+    assert "use le=2 instead" in slo
     assert 'le="2"' not in slo and 'le=~"2[.]0|2"' in slo
 
 
@@ -349,7 +349,7 @@ def test_check_config_prints_every_warning_rules_generate_prints_once_and_exits_
     warned = [x for x in checked.err.splitlines() if "warning:" in x]
     assert warned == generated and len(set(warned)) == len(warned)
     text = "\n".join(warned)
-    assert "TTFT target 3 s is between the buckets 2.5 and 5" in text and "le=2.5 is used instead" in text
+    assert "TTFT target 3 s is between the buckets 2.5 and 5" in text and "use le=2.5 instead" in text
     assert "TPOT target 0.08 s is between the buckets 0.075 and 0.1" in text and "le=0.075" in text
     assert "1h/5m: burn rate 14.4× a budget of 0.1 needs an error ratio of 1.44 ≥ 1" in text
 

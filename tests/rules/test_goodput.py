@@ -398,3 +398,49 @@ def test_a_batch_the_sequence_cap_holds_with_a_queue_gets_no_small_batch_turn() 
     )
     quant = [p for p in RULE.propose(alone) if p.dial == "weight_quantization"]
     assert quant and quant[0].withheld is None, quant
+
+
+# --- breaker 32 -------------------------------------------------------------------------------------------------
+
+
+def test_a_window_without_new_first_tokens_is_judged_on_the_requests_its_tpot_saw() -> None:
+    """A saturated engine admits nobody (0 new TTFT observations) while 100 running requests finish at 0.5 s a token
+    against a 0.1 s target: goodput is 0 on both bounds, a certain breach — it read "only 0 requests finished"."""
+    from advisor.telemetry import goodput_from_histograms
+
+    ttft, tpot = hist((2.5, 0.0)), hist((0.1, 0.0), (1.0, 100.0), total_sum=50.0)
+    g = goodput_from_histograms(None, tpot, 2.5, 0.1)
+    assert (g.ratio, g.upper) == (None, 0.0)
+    e = ev(goodput=g, ttft=ttft, tpot=tpot)
+    fired = RULE.fires(e)
+    assert fired.holds is True, fired.reason
+
+
+def test_a_target_above_the_last_finite_bound_pages_only_a_certain_breach() -> None:
+    """vLLM's TTFT layout before 0.8.5 ends at 10 s; with a 15 s target and every request at 12 s the share within
+    it is unknown (the lower edge, 0, was read as the share and paged: breaker 32), at least (100 × 15 − 1200) ÷
+    (15 − 10) = 60 of 100 by the sum, at most all: nothing certain, no page."""
+    from advisor.telemetry import goodput_from_histograms
+
+    ttft = hist((10.0, 0.0), total_sum=1200.0)
+    ttft = type(ttft)((*ttft.buckets[:-1], (float("inf"), 100.0)), 100.0, 1200.0)
+    g = goodput_from_histograms(ttft, hist((0.1, 100.0), total_sum=5.0), 15.0, 0.1)
+    assert g.ratio is None and g.lower == 0.0 and g.upper == 1.0
+    assert g.ttft_ratio is None
+    fired = RULE.fires(ev(goodput=g, ttft=ttft))
+    assert fired.holds is None, fired.reason
+
+
+def test_an_impossible_ttft_sum_does_not_let_a_prefill_turn_through() -> None:
+    """100 requests bucketed in (1, 2.5] with a negative ``_sum``: the mean is unknown (was −1.5 s, which skipped the
+    prefill-share check and proposed "tensor parallel 1 → 2"); the buckets hold it to ≥ 1.0 s, where the modeled
+    prefill of a short prompt is a sliver, so the GPU-adding turns stay withheld."""
+    from advisor.telemetry import histogram_mean, histogram_mean_floor, summarize
+
+    bad = hist((1.0, 0.0), (2.5, 100.0), total_sum=-150.0)
+    assert histogram_mean(bad) is None and summarize(bad) is not None and summarize(bad).mean is None  # type: ignore[union-attr]
+    assert histogram_mean_floor(bad) == 1.0
+    over = hist((1.0, 0.0), (2.5, 100.0), total_sum=240.0)
+    over = type(over)(over.buckets, 4500.0, 240.0)  # _count 4,500 beside 100 bucketed
+    assert histogram_mean(over) is None
+    assert histogram_mean(hist((1.0, 0.0), (2.5, 100.0), total_sum=240.0)) == 2.4
