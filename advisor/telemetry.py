@@ -539,6 +539,11 @@ def fraction_below(threshold: float, h: Histogram | None) -> FractionBelow | Non
     return FractionBelow(value, False, lower, upper, (prev_bound, bound), narrowed)
 
 
+_SUM_SLACK: Final = 1e-9
+"""Relative slack on a histogram's sum in :func:`_sum_bounds`: a window's sum is a float difference of two
+cumulative sums, and a bound must never be narrowed past an observation the rounding hides."""
+
+
 def _inf_bucket_floor(
     bounds: Sequence[float], counts: Sequence[float], threshold: float, total_sum: float
 ) -> float | None:
@@ -552,19 +557,11 @@ def _inf_bucket_floor(
     last = len(bounds) - 1
     total, low_edge = counts[-1], bounds[last - 1]
     n = counts[last] - counts[last - 1]
-    s_min, prev_b, prev_c = 0.0, 0.0, 0.0
-    for b, c in zip(bounds[:last], counts[:last], strict=True):
-        s_min += (c - prev_c) * prev_b
-        prev_b, prev_c = b, c
+    s_min = _bucket_sum_range(bounds, counts, skip=last)[0]
     k_min = (s_min + n * threshold - total_sum * (1 + _SUM_SLACK)) / (threshold - low_edge)
     if k_min <= 0 or k_min > n + 1e-9:
         return None
     return (counts[last - 1] + k_min) / total
-
-
-_SUM_SLACK: Final = 1e-9
-"""Relative slack on a histogram's sum in :func:`_sum_bounds`: a window's sum is a float difference of two
-cumulative sums, and a bound must never be narrowed past an observation the rounding hides."""
 
 
 def _sum_bounds(
@@ -588,25 +585,14 @@ def _sum_bounds(
     n = counts[i] - counts[i - 1]
     if not n > 0 or math.isinf(up_edge):
         return None
-    s_max_inf = False
-    s_min = s_max = 0.0
-    prev_b, prev_c = 0.0, 0.0
-    for j, (b, c) in enumerate(zip(bounds, counts, strict=True)):
-        in_bucket = c - prev_c
-        if j != i and in_bucket > 0:
-            s_min += in_bucket * prev_b
-            if math.isinf(b):
-                s_max_inf = True
-            else:
-                s_max += in_bucket * b
-        prev_b, prev_c = b, c
+    s_min, s_max = _bucket_sum_range(bounds, counts, skip=i)
     at_least, at_most = counts[i - 1] / total, counts[i] / total
     k_min = (s_min + n * threshold - total_sum * (1 + _SUM_SLACK)) / (threshold - low_edge)
     if k_min > n + 1e-9:  # the sum is below what the buckets allow: it says nothing trustworthy
         return None
     if k_min > 0:
         at_least = (counts[i - 1] + k_min) / total
-    if not s_max_inf:
+    if math.isfinite(s_max):  # an observation in +Inf leaves the greatest sum unbounded
         k_max = (s_max + n * up_edge - total_sum * (1 - _SUM_SLACK)) / (up_edge - threshold)
         if k_max < -1e-9:  # the sum is above what the buckets allow
             return None
@@ -817,14 +803,15 @@ def histogram_mean_floor(h: Histogram | None) -> float | None:
     return _bucket_sum_range(bounds, counts)[0] / counts[-1]
 
 
-def _bucket_sum_range(bounds: Sequence[float], counts: Sequence[float]) -> tuple[float, float]:
+def _bucket_sum_range(bounds: Sequence[float], counts: Sequence[float], skip: int | None = None) -> tuple[float, float]:
     """The least and greatest sum of the observations the cumulative ``counts`` place in ``bounds``' buckets (values
-    ≥ 0 below the first bound; ``inf`` when any lies in ``+Inf``; ``-inf`` least when the first bound is ≤ 0)."""
+    ≥ 0 below the first bound; ``inf`` when any lies in ``+Inf``; ``-inf`` least when the first bound is ≤ 0), bucket
+    ``skip`` left out (the one whose split :func:`_sum_bounds` and :func:`_inf_bucket_floor` reason about)."""
     least = most = 0.0
     prev_b, prev_c = (0.0 if bounds[0] > 0 else -math.inf), 0.0
-    for b, c in zip(bounds, counts, strict=True):
+    for j, (b, c) in enumerate(zip(bounds, counts, strict=True)):
         n = c - prev_c
-        if n > 0:
+        if n > 0 and j != skip:
             least += n * prev_b
             most += n * b
         prev_b, prev_c = b, c

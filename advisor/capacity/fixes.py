@@ -203,8 +203,9 @@ def _pool_fix(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str) -> dict[st
         per_block = max(1, one.kv_pool_bytes_per_gpu)
         most = max(spec.num_gpu_blocks_override, (memory - one.weights_bytes_per_gpu) // per_block)
         n: int | None
-        budget = _starts(dataclasses.replace(spec, num_gpu_blocks_override=None))
-        if _resolves(spec) is None and budget is not None:
+        too_many = _resolves(spec) is None  # the pass refuses blocks the GPU cannot hold beside the weights
+        budget = _starts(dataclasses.replace(spec, num_gpu_blocks_override=None)) if too_many else None
+        if budget is not None:
             # too many blocks to allocate beside the weights (the pass refuses them): the count the utilization
             # budget profiles instead
             n = budget.kv_pool_bytes_per_gpu // per_block
@@ -312,7 +313,8 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
 
     fixed_pool = spec.kv_cache_memory_bytes is not None or spec.num_gpu_blocks_override is not None
     now = 0.9 if spec.gpu_memory_utilization is None else spec.gpu_memory_utilization
-    vllm = accounting_engine(spec.engine) == "vllm"
+    engine = accounting_engine(spec.engine)
+    vllm, llamacpp = engine == "vllm", engine == "llamacpp"
     raised = not vllm  # the memory budget and the profile's batch are vLLM's (tried_changes)
     if fixed_pool:
         pool = _pool_fix(spec, gpu, pool_flag)
@@ -341,7 +343,6 @@ def fixes(spec: DeploymentSpec, gpu: ResolvedGPU, pool_flag: str = "--kv-cache-m
             seqs //= 2
             if tried("--max-num-seqs", seqs, dataclasses.replace(spec, max_num_seqs=seqs)):
                 break
-    llamacpp = accounting_engine(spec.engine) == "llamacpp"
     if llamacpp and spec.kv_cache_dtype in ("auto", "f16", "float16", "bf16", "bfloat16"):
         # llama.cpp's cache types (--cache-type-k/-v): q8_0 halves a 16-bit cache; it has no fp8
         tried("--kv-cache-dtype", LLAMACPP_KV_FIX, dataclasses.replace(spec, kv_cache_dtype=LLAMACPP_KV_FIX))

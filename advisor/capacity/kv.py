@@ -465,7 +465,6 @@ def vllm_capacity_pass(inputs: CapacityInputs) -> CapacityResult:
     else:
         blocks = pool // (inputs.block_size * per_token_gpu)
     override = inputs.num_gpu_blocks_override
-    others = inputs.gpu_memory_used_by_others_bytes
     if override is not None and weights + pool > inputs.gpu_memory_bytes - others:
         # the engine replaces the profiled block count with the override and allocates that many blocks at start
         # (vllm/v1/core/kv_cache_utils.py get_num_blocks, "Overriding num_gpu_blocks"): as with a fixed

@@ -116,10 +116,10 @@ class GoodputRule:
     def _ratio(self, ev: Evaluation) -> tuple[float | None, str, dict[str, Any]]:
         s = ev.stats
         g = ev.goodput
-        # the requests either histogram saw finish a step of theirs in the window: a saturated engine that admits
-        # nobody records no first token while its running requests' TPOT still counts (breaker 32: 0 new TTFT
-        # observations beside 100 finished at 5x the TPOT target read "only 0 requests finished")
-        # (the TTFT count first: an inter-token-latency histogram counts tokens, not requests)
+        # the requests judged: the TTFT count (an inter-token-latency TPOT histogram counts tokens, not requests),
+        # else the TPOT count — a saturated engine that admits nobody records no first token while its running
+        # requests' TPOT still counts (breaker 32: 0 new TTFT observations beside 100 finished at 5x the TPOT
+        # target read "only 0 requests finished")
         count_ = s.ttft.count if s is not None and s.ttft is not None else None
         if (count_ is None or count_ == 0) and s is not None and s.tpot is not None:
             count_ = s.tpot.count

@@ -123,15 +123,12 @@ def test_the_plan_of_a_mixtral_config_without_its_expert_keys_does_not_fit_one_h
 # LlavaConfig / LlavaNextConfig with vision_config None build CLIP ViT-L/14-336 (hidden 1024, intermediate 4096, 24
 # layers, patch 14, image 336); Gemma3Config builds SiglipVisionConfig() (hidden 768, intermediate 3072, 12 layers,
 # patch 16, image 224). vLLM loads the tower from that config.
-LLAMA_31_8B_TEXT: dict[str, Any] = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
+LLAMA_31_8B_TEXT: dict[str, Any] = {  # Llama-3.1-8B's published config.json as a text_config
+    k: v
+    for k, v in json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "hf_configs" / "meta-llama__Meta-Llama-3.1-8B.json").read_text()
+    ).items()
+    if k not in ("_source", "architectures", "torch_dtype")
 }
 LLAVA: dict[str, Any] = {
     "architectures": ["LlavaForConditionalGeneration"],

@@ -19,17 +19,12 @@ from advisor.errors import CapacityError
 from advisor.modelfile import resolve_model
 from tests.inprocess import CliRun, run_cli
 
-LLAMA_8B: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
+LLAMA_8B: dict[str, Any] = {  # Llama-3.1-8B's published config.json (tests/fixtures/hf_configs, its _source)
+    k: v
+    for k, v in json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "hf_configs" / "meta-llama__Meta-Llama-3.1-8B.json").read_text()
+    ).items()
+    if k != "_source"
 }
 DTYPES = "bfloat16, float, float16, float32, half"  # vLLM's --dtype names (model_config.py _STR_DTYPE_TO_TORCH_DTYPE)
 
